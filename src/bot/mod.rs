@@ -1,0 +1,162 @@
+//! Bots: the standard pipeline (input → user aggregator → model → [your processors] →
+//! output → assistant aggregator) around a model client and a set of tools, and the
+//! [`BotSession`] that runs one conversation on it.
+
+pub mod aggregators;
+pub mod collector;
+pub mod context;
+pub mod llm;
+pub mod session;
+pub mod turn;
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+
+pub use collector::TurnBoard;
+pub use context::{Context, Message};
+pub use llm::TurnLimits;
+pub use session::BotSession;
+pub use turn::{Turn, TurnEnd, TurnRecord, TurnSignal};
+
+use crate::model::ModelClient;
+use crate::pipeline::{Frame, Link, Observer, Pipeline, Processor};
+use crate::tools::{Toolbox, Tools};
+
+/// Makes a fresh instance of a user processor for each session.
+pub type ProcessorFactory = Arc<dyn Fn() -> Box<dyn Processor> + Send + Sync>;
+
+/// A bot definition: cheap to clone, opens any number of sessions.
+#[derive(Clone)]
+pub struct Bot {
+    inner: Arc<BotInner>,
+}
+
+struct BotInner {
+    system_prompt: Option<String>,
+    greeting: Option<String>,
+    model: ModelClient,
+    tools: Arc<dyn Tools>,
+    limits: TurnLimits,
+    after_model: Vec<ProcessorFactory>,
+}
+
+/// Builds a [`Bot`].
+pub struct BotBuilder {
+    inner: BotInner,
+}
+
+impl BotBuilder {
+    /// The system prompt sent first on every request.
+    pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.inner.system_prompt = Some(prompt.into());
+        self
+    }
+
+    /// A greeting the bot opens each session with (returned by `start`, kept in the history).
+    pub fn greeting(mut self, greeting: impl Into<String>) -> Self {
+        self.inner.greeting = Some(greeting.into());
+        self
+    }
+
+    /// The tools the bot can call.
+    pub fn tools(mut self, tools: Arc<dyn Tools>) -> Self {
+        self.inner.tools = tools;
+        self
+    }
+
+    /// Round cap and tool timeout.
+    pub fn limits(mut self, limits: TurnLimits) -> Self {
+        self.inner.limits = limits;
+        self
+    }
+
+    /// Adds a processor of your own between the model and the output, made fresh per session.
+    pub fn processor(
+        mut self,
+        make: impl Fn() -> Box<dyn Processor> + Send + Sync + 'static,
+    ) -> Self {
+        self.inner.after_model.push(Arc::new(make));
+        self
+    }
+
+    /// The bot.
+    pub fn build(self) -> Bot {
+        Bot {
+            inner: Arc::new(self.inner),
+        }
+    }
+}
+
+impl Bot {
+    /// Starts building a bot that talks to `model`; it has no tools until given some.
+    pub fn builder(model: ModelClient) -> BotBuilder {
+        BotBuilder {
+            inner: BotInner {
+                system_prompt: None,
+                greeting: None,
+                model,
+                tools: Arc::new(Toolbox::new()),
+                limits: TurnLimits::default(),
+                after_model: Vec::new(),
+            },
+        }
+    }
+
+    /// The bot's tools.
+    pub fn tools(&self) -> &Arc<dyn Tools> {
+        &self.inner.tools
+    }
+
+    /// The bot's greeting, if it has one.
+    pub fn greeting(&self) -> Option<&str> {
+        self.inner.greeting.as_deref()
+    }
+
+    /// The model client.
+    pub fn model(&self) -> &ModelClient {
+        &self.inner.model
+    }
+
+    /// Opens one conversation: builds and starts its pipeline.
+    pub fn open(&self, observer: Observer) -> BotSession {
+        let inner = &self.inner;
+        let mut context = Context::new(inner.system_prompt.clone());
+        if let Some(greeting) = &inner.greeting {
+            context.push_assistant(greeting.clone());
+        }
+        let context = Arc::new(Mutex::new(context));
+        let board = Arc::new(TurnBoard::default());
+        let mut processors: Vec<Box<dyn Processor>> = vec![
+            Box::new(Input),
+            Box::new(aggregators::UserAggregator::new(context.clone())),
+            Box::new(llm::ModelProcessor::new(
+                inner.model.clone(),
+                inner.tools.clone(),
+                context.clone(),
+                inner.limits,
+            )),
+        ];
+        processors.extend(inner.after_model.iter().map(|make| make()));
+        processors.push(Box::new(collector::TurnCollector::new(board.clone())));
+        processors.push(Box::new(aggregators::AssistantAggregator::new(
+            context.clone(),
+        )));
+        let pipeline = Pipeline::start(processors, observer.clone());
+        BotSession::new(pipeline, board, context, observer)
+    }
+}
+
+/// The pipeline's first stage: where lines enter. It passes every frame on.
+struct Input;
+
+#[async_trait]
+impl Processor for Input {
+    fn name(&self) -> &'static str {
+        "input"
+    }
+
+    async fn process(&mut self, frame: Frame, link: &Link) {
+        link.push(frame);
+    }
+}

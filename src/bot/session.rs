@@ -1,0 +1,108 @@
+//! One running conversation: a pipeline, its context and its turns.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::aggregators::{SharedContext, lock};
+use super::collector::TurnBoard;
+use super::context::Context;
+use super::turn::{Turn, TurnEnd};
+use crate::observe::{Event, event::now_us};
+use crate::pipeline::{Frame, FrameBody, Observer, Pipeline};
+
+/// How long an interruption or a drain may take before we stop waiting (pipecat uses 5 s).
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A live conversation with a bot.
+pub struct BotSession {
+    pipeline: Pipeline,
+    board: Arc<TurnBoard>,
+    context: SharedContext,
+    next_turn: AtomicU64,
+    observer: Observer,
+}
+
+impl BotSession {
+    pub(crate) fn new(
+        pipeline: Pipeline,
+        board: Arc<TurnBoard>,
+        context: SharedContext,
+        observer: Observer,
+    ) -> Self {
+        Self {
+            pipeline,
+            board,
+            context,
+            next_turn: AtomicU64::new(1),
+            observer,
+        }
+    }
+
+    /// Sends a user line: interrupts a turn in flight (and drains the pipeline so nothing of
+    /// it is left), then opens a new turn and returns it.
+    pub async fn say(&self, line: &str) -> Arc<Turn> {
+        self.interrupt().await;
+        // Also lets the assistant aggregator commit the previous reply before the new line.
+        self.pipeline.drain(DRAIN_TIMEOUT).await;
+        let id = self.next_turn.fetch_add(1, Ordering::Relaxed);
+        let turn = Turn::new(id, line);
+        self.board.open(turn.clone());
+        self.observer.bus.publish_with(|| Event::TurnStarted {
+            session: self.observer.session,
+            turn: id,
+            line: line.to_string(),
+            at_us: now_us(),
+        });
+        self.pipeline
+            .push(Frame::new(id, FrameBody::UserLine(line.into())));
+        turn
+    }
+
+    /// Interrupts the turn in flight, if any, and waits until the pipeline has dropped it.
+    /// Returns whether there was one.
+    pub async fn interrupt(&self) -> bool {
+        let Some(turn) = self.board.current().filter(|t| !t.is_done()) else {
+            return false;
+        };
+        self.pipeline.interrupt(turn.id);
+        if tokio::time::timeout(DRAIN_TIMEOUT, turn.done())
+            .await
+            .is_err()
+        {
+            turn.finish(TurnEnd::Interrupted);
+        }
+        self.pipeline.drain(DRAIN_TIMEOUT).await;
+        true
+    }
+
+    /// The most recent turn, done or not.
+    pub fn current_turn(&self) -> Option<Arc<Turn>> {
+        self.board.current()
+    }
+
+    /// A copy of the context (system prompt and history).
+    pub fn context(&self) -> Context {
+        lock(&self.context).clone()
+    }
+
+    /// Frames of older turns that arrived late and were ignored.
+    pub fn late_frames(&self) -> u64 {
+        self.board.late_frames()
+    }
+
+    /// Whether the pipeline has stopped.
+    pub fn is_finished(&self) -> bool {
+        self.pipeline.is_finished()
+    }
+
+    /// The session number events carry.
+    pub fn number(&self) -> u64 {
+        self.observer.session
+    }
+
+    /// Ends the conversation: the turn in flight ends as "session ended", then the pipeline stops.
+    pub async fn end(self) {
+        self.pipeline.cancel("session ended", DRAIN_TIMEOUT).await;
+    }
+}

@@ -1,0 +1,205 @@
+//! Turns: what one user line started, as it streams and once it ends.
+//!
+//! The output collector writes a [`Turn`]; readers (an MCP `chat` call, the console) wait on
+//! its signal, which carries the piece count and whether the turn is done. The pipeline never
+//! waits for a reader: the signal is a `watch`, so a slow reader simply sees several new
+//! pieces at once.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::pipeline::TurnId;
+use crate::tools::{ToolCall, ToolCallRecord};
+
+/// Why a turn ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnEnd {
+    /// The model gave a response that started no round.
+    Completed,
+    /// A new line (or the person) interrupted it.
+    Interrupted,
+    /// The model or the round cap failed it; the message says why.
+    Error(String),
+    /// The session ended while it ran.
+    SessionEnded,
+}
+
+impl TurnEnd {
+    /// `completed`, `interrupted`, `error` or `session_ended`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            TurnEnd::Completed => "completed",
+            TurnEnd::Interrupted => "interrupted",
+            TurnEnd::Error(_) => "error",
+            TurnEnd::SessionEnded => "session_ended",
+        }
+    }
+}
+
+impl std::fmt::Display for TurnEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TurnEnd::Error(m) => write!(f, "error: {m}"),
+            other => f.write_str(other.label()),
+        }
+    }
+}
+
+/// Everything a turn recorded.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TurnRecord {
+    /// Turn id within its pipeline.
+    pub id: TurnId,
+    /// The user's line.
+    pub line: String,
+    /// The reply so far: pieces joined as they arrived.
+    pub reply: String,
+    /// End offset of each piece in `reply`.
+    pub piece_ends: Vec<u32>,
+    /// Rounds of function calls.
+    pub rounds: u32,
+    /// Finished calls.
+    pub tool_calls: Vec<ToolCallRecord>,
+    /// Calls started and not yet finished.
+    pub pending_calls: Vec<ToolCall>,
+    /// Time from the line to the first piece.
+    pub first_piece: Option<Duration>,
+    /// Time from the line to the end.
+    pub total: Option<Duration>,
+    /// Why it ended, once it has.
+    pub end: Option<TurnEnd>,
+}
+
+impl TurnRecord {
+    /// Piece `i` of the reply.
+    pub fn piece(&self, i: usize) -> &str {
+        let start = if i == 0 {
+            0
+        } else {
+            self.piece_ends[i - 1] as usize
+        };
+        &self.reply[start..self.piece_ends[i] as usize]
+    }
+}
+
+/// What readers wait on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TurnSignal {
+    /// Pieces so far.
+    pub pieces: usize,
+    /// Whether the turn has ended.
+    pub done: bool,
+}
+
+/// One live turn.
+pub struct Turn {
+    /// Turn id within its pipeline.
+    pub id: TurnId,
+    started: Instant,
+    record: Mutex<TurnRecord>,
+    signal: watch::Sender<TurnSignal>,
+}
+
+impl Turn {
+    /// A turn for `line`, started now.
+    pub fn new(id: TurnId, line: &str) -> Arc<Self> {
+        Arc::new(Self {
+            id,
+            started: Instant::now(),
+            record: Mutex::new(TurnRecord {
+                id,
+                line: line.to_string(),
+                ..TurnRecord::default()
+            }),
+            signal: watch::Sender::new(TurnSignal::default()),
+        })
+    }
+
+    /// When the turn started.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// Whether it has ended.
+    pub fn is_done(&self) -> bool {
+        self.signal.borrow().done
+    }
+
+    /// A copy of the record.
+    pub fn snapshot(&self) -> TurnRecord {
+        self.lock().clone()
+    }
+
+    /// Runs `f` on the record under its lock (keep it short).
+    pub fn with_record<R>(&self, f: impl FnOnce(&TurnRecord) -> R) -> R {
+        f(&self.lock())
+    }
+
+    /// A receiver of the turn's signal.
+    pub fn subscribe(&self) -> watch::Receiver<TurnSignal> {
+        self.signal.subscribe()
+    }
+
+    /// Waits until the turn has ended.
+    pub async fn done(&self) {
+        let mut rx = self.subscribe();
+        let _ = rx.wait_for(|s| s.done).await;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, TurnRecord> {
+        self.record.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Appends a piece (no-op once ended). Returns false when the turn had ended.
+    pub(crate) fn add_piece(&self, piece: &str) -> bool {
+        let count = {
+            let mut r = self.lock();
+            if r.end.is_some() {
+                return false;
+            }
+            if r.first_piece.is_none() {
+                r.first_piece = Some(self.started.elapsed());
+            }
+            r.reply.push_str(piece);
+            let end = r.reply.len() as u32;
+            r.piece_ends.push(end);
+            r.piece_ends.len()
+        };
+        self.signal.send_modify(|s| s.pieces = count);
+        true
+    }
+
+    pub(crate) fn update(&self, f: impl FnOnce(&mut TurnRecord)) {
+        let mut r = self.lock();
+        if r.end.is_none() {
+            f(&mut r);
+        }
+    }
+
+    /// Ends the turn with `end` unless it already ended. Returns whether this call ended it.
+    pub(crate) fn finish(&self, end: TurnEnd) -> bool {
+        {
+            let mut r = self.lock();
+            if r.end.is_some() {
+                return false;
+            }
+            r.total = Some(self.started.elapsed());
+            if end != TurnEnd::Completed {
+                for call in std::mem::take(&mut r.pending_calls) {
+                    r.tool_calls.push(ToolCallRecord {
+                        call,
+                        outcome: crate::tools::ToolOutcome::error(format!("cancelled: turn {end}")),
+                        duration: Duration::ZERO,
+                    });
+                }
+            }
+            r.end = Some(end);
+        }
+        self.signal.send_modify(|s| s.done = true);
+        true
+    }
+}

@@ -1,0 +1,10 @@
+//! Models: the OpenAI-compatible streaming client every bot uses, and the embedded scripted
+//! model that speaks the same wire format from a loopback server.
+
+pub mod client;
+pub mod scripted;
+pub mod server;
+
+pub use client::{Completion, ModelClient, ModelConfig, ModelError};
+pub use scripted::ScriptSettings;
+pub use server::EmbeddedModel;

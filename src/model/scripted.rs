@@ -1,0 +1,323 @@
+//! The embedded scripted model's behaviour: a deterministic answer for a conversation.
+//!
+//! Rules, in order:
+//! 1. the last message is a tool result → a sentence built from the results
+//!    ("The clock tool says: ...");
+//! 2. tools are offered and the user's line names one or more of them → one round calling each,
+//!    with arguments built from the line and the tool's schema (required fields filled);
+//! 3. the line asks "what did I say" → the previous user line;
+//! 4. otherwise → "You said: <line>", cut or padded to `words` words when set.
+
+use serde_json::{Map, Value, json};
+
+/// How the scripted model streams.
+#[derive(Debug, Clone)]
+pub struct ScriptSettings {
+    /// Seconds between streamed words (the seed's stub uses 0.03).
+    pub pace: f64,
+    /// Exact number of words in a plain answer (`None` = as the rule builds it).
+    pub words: Option<usize>,
+}
+
+impl Default for ScriptSettings {
+    fn default() -> Self {
+        Self {
+            pace: 0.03,
+            words: None,
+        }
+    }
+}
+
+/// What the model answers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// Text, streamed as pieces (each piece carries its own leading space).
+    Text(Vec<String>),
+    /// One round of function calls: (tool name, JSON arguments text).
+    Calls(Vec<(String, String)>),
+}
+
+const FILLER: [&str; 8] = ["and", "that", "is", "all", "I", "have", "for", "now"];
+
+/// Decides the answer to `messages` (OpenAI message objects) given the offered `tools`
+/// (OpenAI `tools` array entries).
+pub fn answer(messages: &[Value], tools: &[Value], settings: &ScriptSettings) -> Answer {
+    let last = messages.last();
+    let role = last
+        .and_then(|m| m.get("role"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if role == "tool" {
+        return Answer::Text(pieces(&tool_summary(messages), settings.words));
+    }
+    let line = last.map(content_text).unwrap_or_default();
+    let calls = named_tools(&line, tools);
+    if !calls.is_empty() {
+        return Answer::Calls(calls);
+    }
+    let lower = line.to_lowercase();
+    let sentence = if lower.contains("what did i say") {
+        match previous_user_line(messages) {
+            Some(prev) => format!("Earlier you said: {prev}"),
+            None => "You have not said anything before this.".to_string(),
+        }
+    } else if line.trim().is_empty() {
+        "I am listening.".to_string()
+    } else {
+        format!("You said: {}", line.trim())
+    };
+    Answer::Text(pieces(&sentence, settings.words))
+}
+
+/// Splits a sentence into streamed pieces, cut or padded to `words` words.
+fn pieces(sentence: &str, words: Option<usize>) -> Vec<String> {
+    let mut list: Vec<&str> = sentence.split_whitespace().collect();
+    if let Some(n) = words {
+        list.truncate(n);
+        let mut i = 0;
+        while list.len() < n {
+            list.push(FILLER[i % FILLER.len()]);
+            i += 1;
+        }
+    }
+    list.iter()
+        .enumerate()
+        .map(|(i, w)| {
+            if i == 0 {
+                (*w).to_string()
+            } else {
+                format!(" {w}")
+            }
+        })
+        .collect()
+}
+
+fn content_text(message: &Value) -> String {
+    match message.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => String::new(),
+    }
+}
+
+fn previous_user_line(messages: &[Value]) -> Option<String> {
+    messages
+        .iter()
+        .rev()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        .nth(1)
+        .map(content_text)
+}
+
+/// "The clock tool says: ..." for the trailing tool messages.
+fn tool_summary(messages: &[Value]) -> String {
+    let results: Vec<&Value> = messages
+        .iter()
+        .rev()
+        .take_while(|m| m.get("role").and_then(Value::as_str) == Some("tool"))
+        .collect();
+    let name_of = |id: &str| -> String {
+        messages
+            .iter()
+            .filter_map(|m| m.get("tool_calls").and_then(Value::as_array))
+            .flatten()
+            .find(|c| c.get("id").and_then(Value::as_str) == Some(id))
+            .and_then(|c| c.pointer("/function/name").and_then(Value::as_str))
+            .unwrap_or("tool")
+            .to_string()
+    };
+    let parts: Vec<String> = results
+        .iter()
+        .rev()
+        .map(|m| {
+            let id = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
+            let text = content_text(m);
+            format!(
+                "The {} tool says: {}.",
+                name_of(id),
+                text.trim().trim_end_matches('.')
+            )
+        })
+        .collect();
+    parts.join(" ")
+}
+
+/// Tools whose names appear as words in `line`, each with arguments built from its schema.
+fn named_tools(line: &str, tools: &[Value]) -> Vec<(String, String)> {
+    let words: Vec<String> = line
+        .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    let mut calls: Vec<(usize, String, String)> = Vec::new();
+    for tool in tools {
+        let Some(name) = tool.pointer("/function/name").and_then(Value::as_str) else {
+            continue;
+        };
+        let lower = name.to_lowercase();
+        if let Some(at) = words.iter().position(|w| *w == lower) {
+            let schema = tool
+                .pointer("/function/parameters")
+                .cloned()
+                .unwrap_or(json!({}));
+            let args = arguments_for(&schema, line, name);
+            calls.push((at, name.to_string(), args.to_string()));
+        }
+    }
+    calls.sort_by_key(|(at, _, _)| *at);
+    calls.into_iter().map(|(_, n, a)| (n, a)).collect()
+}
+
+/// Arguments filling each required property with a value drawn from the line.
+fn arguments_for(schema: &Value, line: &str, tool: &str) -> Value {
+    let mut args = Map::new();
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let props = schema.get("properties").and_then(Value::as_object);
+    let rest = text_after(line, tool);
+    let numbers: Vec<f64> = line
+        .split(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-'))
+        .filter_map(|w| w.parse::<f64>().ok())
+        .collect();
+    let mut next_number = numbers.into_iter();
+    for name in required {
+        let prop = props
+            .and_then(|p| p.get(name))
+            .cloned()
+            .unwrap_or(json!({}));
+        let ty = match prop.get("type") {
+            Some(Value::String(t)) => t.clone(),
+            Some(Value::Array(ts)) => ts
+                .iter()
+                .filter_map(Value::as_str)
+                .find(|t| *t != "null")
+                .unwrap_or("string")
+                .to_string(),
+            _ => "string".to_string(),
+        };
+        let value = if let Some(options) = prop.get("enum").and_then(Value::as_array) {
+            options.first().cloned().unwrap_or(Value::Null)
+        } else {
+            match ty.as_str() {
+                "integer" => json!(next_number.next().map(|n| n as i64).unwrap_or(1)),
+                "number" => json!(next_number.next().unwrap_or(1.0)),
+                "boolean" => json!(true),
+                "array" => json!([]),
+                "object" => json!({}),
+                _ => json!(if rest.is_empty() {
+                    line.trim()
+                } else {
+                    rest.as_str()
+                }),
+            }
+        };
+        args.insert(name.to_string(), value);
+    }
+    Value::Object(args)
+}
+
+/// The words of `line` after the tool's name, without leading punctuation.
+fn text_after(line: &str, tool: &str) -> String {
+    let lower = line.to_lowercase();
+    match lower.find(&tool.to_lowercase()) {
+        Some(at) => line[at + tool.len()..]
+            .trim_start_matches(|c: char| !c.is_alphanumeric())
+            .trim()
+            .to_string(),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(text: &str) -> Value {
+        json!({"role": "user", "content": text})
+    }
+
+    fn tool(name: &str, schema: Value) -> Value {
+        json!({"type": "function", "function": {"name": name, "description": "", "parameters": schema}})
+    }
+
+    #[test]
+    fn plain_answer_is_deterministic_and_can_be_sized() {
+        let s = ScriptSettings {
+            pace: 0.0,
+            words: None,
+        };
+        assert_eq!(
+            answer(&[user("hello there")], &[], &s),
+            Answer::Text(vec![
+                "You".into(),
+                " said:".into(),
+                " hello".into(),
+                " there".into()
+            ])
+        );
+        let seven = ScriptSettings {
+            pace: 0.0,
+            words: Some(7),
+        };
+        match answer(&[user("hi")], &[], &seven) {
+            Answer::Text(p) => assert_eq!(p.concat(), "You said: hi and that is all"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_line_naming_tools_calls_each_with_filled_arguments() {
+        let tools = [
+            tool(
+                "echo",
+                json!({"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}),
+            ),
+            tool(
+                "add",
+                json!({"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]}),
+            ),
+            tool("clock", json!({"type":"object","properties":{}})),
+        ];
+        let s = ScriptSettings::default();
+        assert_eq!(
+            answer(&[user("please add 2 and 3.5 then clock")], &tools, &s),
+            Answer::Calls(vec![
+                ("add".into(), r#"{"a":2.0,"b":3.5}"#.into()),
+                ("clock".into(), "{}".into())
+            ])
+        );
+        assert_eq!(
+            answer(&[user("echo: good morning")], &tools, &s),
+            Answer::Calls(vec![("echo".into(), r#"{"text":"good morning"}"#.into())])
+        );
+    }
+
+    #[test]
+    fn tool_results_become_a_sentence_and_history_is_read() {
+        let msgs = [
+            user("clock"),
+            json!({"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"clock","arguments":"{}"}}]}),
+            json!({"role":"tool","tool_call_id":"c1","content":"noon"}),
+        ];
+        match answer(&msgs, &[], &ScriptSettings::default()) {
+            Answer::Text(p) => assert_eq!(p.concat(), "The clock tool says: noon."),
+            other => panic!("{other:?}"),
+        }
+        let history = [
+            user("we open at nine"),
+            json!({"role":"assistant","content":"ok"}),
+            user("what did I say?"),
+        ];
+        match answer(&history, &[], &ScriptSettings::default()) {
+            Answer::Text(p) => assert_eq!(p.concat(), "Earlier you said: we open at nine"),
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! The embedded model's HTTP server: `/v1/models` and `/v1/chat/completions` (streaming and
+//! not) in the OpenAI wire format, on a loopback socket so bots use the real client path.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures::channel::mpsc;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::scripted::{Answer, ScriptSettings, answer};
+
+/// Name the scripted model reports.
+pub const MODEL_NAME: &str = "turnscope-scripted";
+
+/// A running embedded model server.
+pub struct EmbeddedModel {
+    /// Address it listens on.
+    pub addr: SocketAddr,
+    stop: CancellationToken,
+}
+
+impl EmbeddedModel {
+    /// Starts the scripted model on `127.0.0.1:port` (0 = any free port).
+    pub async fn start(port: u16, settings: ScriptSettings) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+        let addr = listener.local_addr()?;
+        let stop = CancellationToken::new();
+        let token = stop.clone();
+        tokio::spawn(async move {
+            let app = router(settings);
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(token.cancelled_owned())
+                .await;
+        });
+        Ok(Self { addr, stop })
+    }
+
+    /// Base URL for clients, ending in `/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+}
+
+impl Drop for EmbeddedModel {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// The scripted model's routes.
+pub fn router(settings: ScriptSettings) -> Router {
+    Router::new()
+        .route("/v1/models", get(models))
+        .route("/v1/chat/completions", post(completions))
+        .with_state(Arc::new(settings))
+}
+
+async fn models() -> impl IntoResponse {
+    axum::Json(json!({
+        "object": "list",
+        "data": [{"id": MODEL_NAME, "object": "model", "created": 0, "owned_by": "turnscope"}]
+    }))
+}
+
+fn bad_request(message: String) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        axum::Json(json!({"error": {"message": message, "type": "invalid_request_error"}})),
+    )
+        .into_response()
+}
+
+async fn completions(State(settings): State<Arc<ScriptSettings>>, body: Bytes) -> Response {
+    let request: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return bad_request(format!(
+                "request body is not JSON: {e}; send a chat.completions request object"
+            ));
+        }
+    };
+    let Some(messages) = request.get("messages").and_then(Value::as_array) else {
+        return bad_request(
+            "`messages` is missing or not an array; send at least one message".into(),
+        );
+    };
+    let tools = request
+        .get("tools")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let model = request
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or(MODEL_NAME)
+        .to_string();
+    let stream = request
+        .get("stream")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let reply = answer(messages, &tools, &settings);
+    if stream {
+        stream_answer(reply, model, settings.pace)
+    } else {
+        axum::Json(whole_answer(reply, &model)).into_response()
+    }
+}
+
+fn created() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn tool_call_json(i: usize, name: &str, args: &str) -> Value {
+    json!({"id": format!("call_{i}"), "type": "function", "function": {"name": name, "arguments": args}})
+}
+
+fn whole_answer(reply: Answer, model: &str) -> Value {
+    let (message, finish) = match reply {
+        Answer::Text(pieces) => (
+            json!({"role": "assistant", "content": pieces.concat()}),
+            "stop",
+        ),
+        Answer::Calls(calls) => (
+            json!({
+                "role": "assistant",
+                "content": null,
+                "tool_calls": calls.iter().enumerate().map(|(i, (n, a))| tool_call_json(i, n, a)).collect::<Vec<_>>(),
+            }),
+            "tool_calls",
+        ),
+    };
+    json!({
+        "id": "chatcmpl-turnscope",
+        "object": "chat.completion",
+        "created": created(),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    })
+}
+
+fn stream_answer(reply: Answer, model: String, pace: f64) -> Response {
+    let (mut tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(16);
+    tokio::spawn(async move {
+        use futures::SinkExt;
+        let created = created();
+        let chunk = |delta: Value, finish: Option<&str>| -> Result<Bytes, Infallible> {
+            let v = json!({
+                "id": "chatcmpl-turnscope",
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            });
+            Ok(Bytes::from(format!("data: {v}\n\n")))
+        };
+        let pace = Duration::from_secs_f64(pace.max(0.0));
+        let mut frames = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
+        let finish = match &reply {
+            Answer::Text(_) => "stop",
+            Answer::Calls(_) => "tool_calls",
+        };
+        if tx.send(frames.remove(0)).await.is_err() {
+            return;
+        }
+        match reply {
+            Answer::Text(pieces) => {
+                for piece in pieces {
+                    if !pace.is_zero() {
+                        tokio::time::sleep(pace).await;
+                    }
+                    if tx
+                        .send(chunk(json!({"content": piece}), None))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+            Answer::Calls(calls) => {
+                if !pace.is_zero() {
+                    tokio::time::sleep(pace).await;
+                }
+                for (i, (name, args)) in calls.iter().enumerate() {
+                    let head = json!({"tool_calls": [{"index": i, "id": format!("call_{i}"), "type": "function",
+                        "function": {"name": name, "arguments": ""}}]});
+                    let body =
+                        json!({"tool_calls": [{"index": i, "function": {"arguments": args}}]});
+                    if tx.send(chunk(head, None)).await.is_err()
+                        || tx.send(chunk(body, None)).await.is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+        }
+        let _ = tx.send(chunk(json!({}), Some(finish))).await;
+        let _ = tx.send(Ok(Bytes::from_static(b"data: [DONE]\n\n"))).await;
+    });
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(rx))
+        .expect("static response parts are valid")
+}

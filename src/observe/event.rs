@@ -1,0 +1,180 @@
+//! The events every part of turnscope publishes on the [`Bus`](super::Bus).
+//!
+//! Events are summaries, cheap to build and to clone: names are `Cow<'static, str>` so the
+//! hot paths publish static strings, and a recorded file (`--events`) reads back into the same
+//! types for `turnscope replay`.
+
+use std::borrow::Cow;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+/// A static or owned string.
+pub type Name = Cow<'static, str>;
+
+/// Microseconds since the UNIX epoch, the clock every event carries.
+pub fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
+/// One thing that happened, as the console, the recorder and the stats see it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// A frame crossed a link between two processors.
+    Frame(FrameEvent),
+    /// A session opened or closed.
+    Session(SessionEvent),
+    /// A user line opened a turn.
+    TurnStarted {
+        /// Session number.
+        session: u64,
+        /// Turn id within the pipeline.
+        turn: u64,
+        /// The user's line.
+        line: String,
+        /// When, in µs since the epoch.
+        at_us: u64,
+    },
+    /// A turn ended, with its figures.
+    TurnEnded(TurnEndEvent),
+    /// A tool call finished (or failed, or timed out).
+    ToolCall(ToolCallEvent),
+    /// One model request finished.
+    ModelRequest {
+        /// Session number.
+        session: u64,
+        /// Turn id.
+        turn: u64,
+        /// Time to the first streamed byte of content, when any came.
+        first_piece_us: Option<u64>,
+        /// Total request time.
+        total_us: u64,
+        /// The error, when the request failed.
+        error: Option<String>,
+    },
+    /// A progress notification was sent (or coalesced) to an MCP caller.
+    Progress {
+        /// Session number.
+        session: u64,
+        /// Pieces so far (the `progress` value sent).
+        progress: u64,
+        /// The message sent: one piece, or several joined when the caller lagged.
+        message: String,
+        /// How many pieces this notification carried (more than 1 = coalesced).
+        pieces: u32,
+        /// When, in µs since the epoch.
+        at_us: u64,
+    },
+    /// An MCP method (or other HTTP route) was served.
+    Served {
+        /// The surface and method, e.g. `mcp tools/call chat` or `GET /v1/tools`.
+        route: Name,
+        /// How long it took.
+        duration_us: u64,
+        /// Whether it succeeded.
+        ok: bool,
+    },
+    /// A log line meant for the person watching.
+    Log {
+        /// When, in ms since the epoch.
+        at_ms: u64,
+        /// `info`, `warn` or `error`.
+        level: Name,
+        /// The message.
+        message: String,
+    },
+}
+
+/// A frame crossing the link `from → to`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FrameEvent {
+    /// The frame's unique sequence id.
+    pub id: u64,
+    /// Session number of the pipeline.
+    pub session: u64,
+    /// Turn the frame belongs to (0 = none).
+    pub turn: u64,
+    /// `system`, `data` or `control`.
+    pub kind: Name,
+    /// Frame name, e.g. `TextPiece`.
+    pub name: Name,
+    /// Sending processor.
+    pub from: Name,
+    /// Receiving processor (`sink` / `source` past the ends).
+    pub to: Name,
+    /// `down` or `up`.
+    pub direction: Name,
+    /// When, in µs since the epoch.
+    pub at_us: u64,
+    /// A short rendering of the payload.
+    pub detail: String,
+}
+
+/// Who opened a session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionOpener {
+    /// The person at the console.
+    Console,
+    /// An MCP client, with the name it gave in `initialize` when known.
+    Mcp(String),
+    /// A library caller or a benchmark.
+    Api,
+}
+
+/// A session opened or closed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionEvent {
+    /// Session number.
+    pub session: u64,
+    /// First 8 characters of the handle (handles are secrets, never published whole).
+    pub handle_prefix: String,
+    /// Who opened it.
+    pub opener: SessionOpener,
+    /// `None` when opened; the reason when closed.
+    pub closed: Option<String>,
+    /// When, in µs since the epoch.
+    pub at_us: u64,
+}
+
+/// A turn's end and its figures.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TurnEndEvent {
+    /// Session number.
+    pub session: u64,
+    /// Turn id.
+    pub turn: u64,
+    /// `completed`, `interrupted`, `error: ...` or `session ended`.
+    pub reason: String,
+    /// Bytes of reply.
+    pub reply_bytes: usize,
+    /// Rounds of function calls.
+    pub rounds: u32,
+    /// Tool calls made.
+    pub tool_calls: u32,
+    /// Time to first piece, µs.
+    pub first_piece_us: Option<u64>,
+    /// Total time, µs.
+    pub total_us: u64,
+}
+
+/// A finished tool call.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ToolCallEvent {
+    /// Session number (0 when called through a bridge).
+    pub session: u64,
+    /// Turn id (0 when called through a bridge).
+    pub turn: u64,
+    /// Tool name.
+    pub name: String,
+    /// Duration, µs.
+    pub duration_us: u64,
+    /// Size of the result in bytes.
+    pub result_bytes: usize,
+    /// The error when the call failed.
+    pub error: Option<String>,
+}

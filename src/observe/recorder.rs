@@ -1,0 +1,70 @@
+//! The JSONL recorder behind `--events FILE`: every bus event as one JSON line.
+
+use std::path::Path;
+
+use tokio::io::{AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::task::JoinHandle;
+
+use super::bus::Bus;
+use super::event::Event;
+
+/// Starts writing every event published on `bus` to `path` (`-` = stdout). The task ends
+/// when the bus is dropped; it flushes after each burst of events.
+pub async fn record(bus: &Bus, path: &Path) -> std::io::Result<JoinHandle<u64>> {
+    let out: Box<dyn AsyncWrite + Send + Unpin> = if path == Path::new("-") {
+        Box::new(tokio::io::stdout())
+    } else {
+        Box::new(tokio::fs::File::create(path).await.map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("cannot create events file {}: {e}", path.display()),
+            )
+        })?)
+    };
+    let mut sub = bus.subscribe();
+    Ok(tokio::spawn(async move {
+        let mut out = BufWriter::new(out);
+        let mut written = 0u64;
+        let mut line = Vec::with_capacity(256);
+        while let Some(event) = sub.recv().await {
+            let mut next = Some(event);
+            while let Some(event) = next {
+                line.clear();
+                if serde_json::to_writer(&mut line, &*event).is_ok() {
+                    line.push(b'\n');
+                    if out.write_all(&line).await.is_err() {
+                        return written;
+                    }
+                    written += 1;
+                }
+                next = sub.try_recv();
+            }
+            if sub.missed() > 0 {
+                tracing::warn!(
+                    missed = sub.missed(),
+                    "events recorder fell behind; some events were not written"
+                );
+            }
+            let _ = out.flush().await;
+        }
+        let _ = out.flush().await;
+        written
+    }))
+}
+
+/// Reads a file written by [`record`] back into events; bad lines are reported with their
+/// number and skipped.
+pub fn read_events(text: &str) -> (Vec<Event>, Vec<String>) {
+    let mut events = Vec::new();
+    let mut problems = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Event>(line) {
+            Ok(e) => events.push(e),
+            Err(e) => problems.push(format!("line {}: {e}", i + 1)),
+        }
+    }
+    (events, problems)
+}

@@ -1,0 +1,133 @@
+//! Latency statistics: HDR histograms per metric, fed from bus events.
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use super::event::Event;
+
+/// Percentiles of one metric, in microseconds.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Summary {
+    /// Samples.
+    pub count: u64,
+    /// Median.
+    pub p50_us: u64,
+    /// 95th percentile.
+    pub p95_us: u64,
+    /// 99th percentile.
+    pub p99_us: u64,
+    /// Largest sample.
+    pub max_us: u64,
+}
+
+/// One histogram per metric name (`turn total`, `tool clock`, `mcp tools/call`, ...).
+#[derive(Default)]
+pub struct Stats {
+    histograms: BTreeMap<String, Histogram<u64>>,
+    /// Recent samples per metric (µs) for sparklines, newest last, at most 120.
+    recent: BTreeMap<String, Vec<u64>>,
+    /// Turns ended, by reason label.
+    pub turns: BTreeMap<String, u64>,
+    /// Errors seen (failed turns, failed tool calls, failed model requests).
+    pub errors: u64,
+}
+
+const RECENT: usize = 120;
+
+impl Stats {
+    /// Records one sample of `metric`.
+    pub fn record(&mut self, metric: &str, micros: u64) {
+        let h = self
+            .histograms
+            .entry(metric.to_string())
+            .or_insert_with(|| {
+                Histogram::new_with_bounds(1, 3_600_000_000, 3)
+                    .expect("static histogram bounds are valid")
+            });
+        let _ = h.record(micros.clamp(1, 3_600_000_000));
+        let recent = self.recent.entry(metric.to_string()).or_default();
+        if recent.len() == RECENT {
+            recent.remove(0);
+        }
+        recent.push(micros);
+    }
+
+    /// Feeds one bus event.
+    pub fn observe(&mut self, event: &Event) {
+        match event {
+            Event::TurnEnded(t) => {
+                self.record("turn total", t.total_us);
+                if let Some(first) = t.first_piece_us {
+                    self.record("turn first piece", first);
+                }
+                let label = t.reason.split(':').next().unwrap_or("").to_string();
+                if label == "error" {
+                    self.errors += 1;
+                }
+                *self.turns.entry(label).or_default() += 1;
+            }
+            Event::ModelRequest {
+                total_us, error, ..
+            } => {
+                self.record("model request", *total_us);
+                if error.is_some() {
+                    self.errors += 1;
+                }
+            }
+            Event::ToolCall(c) => {
+                self.record(&format!("tool {}", c.name), c.duration_us);
+                if c.error.is_some() {
+                    self.errors += 1;
+                }
+            }
+            Event::Served {
+                route, duration_us, ..
+            } => self.record(route, *duration_us),
+            _ => {}
+        }
+    }
+
+    /// The summary of each metric, by name.
+    pub fn summaries(&self) -> Vec<(String, Summary)> {
+        self.histograms
+            .iter()
+            .map(|(name, h)| {
+                (
+                    name.clone(),
+                    Summary {
+                        count: h.len(),
+                        p50_us: h.value_at_quantile(0.5),
+                        p95_us: h.value_at_quantile(0.95),
+                        p99_us: h.value_at_quantile(0.99),
+                        max_us: h.max(),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// Recent samples of `metric`, newest last.
+    pub fn recent(&self, metric: &str) -> &[u64] {
+        self.recent.get(metric).map(Vec::as_slice).unwrap_or(&[])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_come_from_the_samples() {
+        let mut s = Stats::default();
+        for v in 1..=100 {
+            s.record("x", v * 1000);
+        }
+        let (_, sum) = &s.summaries()[0];
+        assert_eq!(sum.count, 100);
+        assert!((49_000..=51_000).contains(&sum.p50_us), "{sum:?}");
+        assert!((98_000..=100_100).contains(&sum.p99_us), "{sum:?}");
+        assert_eq!(s.recent("x").len(), 100);
+    }
+}

@@ -1,0 +1,152 @@
+//! Links: how a processor hands frames to its neighbours, and how each crossing is observed.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::{mpsc, watch};
+
+use super::frame::{Direction, Frame, FrameBody, FrameKind};
+use crate::observe::{Bus, Event, FrameEvent, event::now_us};
+
+/// The two queues of one processor: system frames and ordered (data/control) frames.
+#[derive(Clone)]
+pub(crate) struct Inbox {
+    pub(crate) name: &'static str,
+    pub(crate) system: mpsc::UnboundedSender<Frame>,
+    pub(crate) ordered: mpsc::UnboundedSender<Frame>,
+}
+
+impl Inbox {
+    fn deliver(&self, frame: Frame) {
+        // A send fails only when the processor's task has ended (after End or Cancel);
+        // frames sent to a stopped pipeline are dropped by design.
+        let queue = if frame.kind() == FrameKind::System {
+            &self.system
+        } else {
+            &self.ordered
+        };
+        let _ = queue.send(frame);
+    }
+}
+
+/// Where observations go: the bus and the session number stamped on each event.
+#[derive(Clone)]
+pub struct Observer {
+    /// The bus frame crossings are published on.
+    pub bus: Bus,
+    /// The session number the pipeline belongs to.
+    pub session: u64,
+}
+
+impl Observer {
+    /// An observer that publishes on `bus` for session `session`.
+    pub fn new(bus: Bus, session: u64) -> Self {
+        Self { bus, session }
+    }
+
+    #[inline]
+    fn crossing(&self, frame: &Frame, from: &'static str, to: &'static str) {
+        self.bus.publish_with(|| {
+            Event::Frame(FrameEvent {
+                id: frame.id,
+                session: self.session,
+                turn: frame.turn,
+                kind: Cow::Borrowed(frame.kind().as_str()),
+                name: Cow::Borrowed(frame.body.name()),
+                from: Cow::Borrowed(from),
+                to: Cow::Borrowed(to),
+                direction: Cow::Borrowed(frame.direction.as_str()),
+                at_us: now_us(),
+                detail: frame.body.detail(),
+            })
+        });
+    }
+}
+
+/// What happens to frames that leave either end of the pipeline.
+pub(crate) struct Ends {
+    /// Frames that left the downstream end.
+    pub(crate) sunk: AtomicU64,
+    /// Set once an End or Cancel frame left the downstream end.
+    pub(crate) finished: watch::Sender<bool>,
+}
+
+impl Ends {
+    pub(crate) fn new() -> Self {
+        Self {
+            sunk: AtomicU64::new(0),
+            finished: watch::Sender::new(false),
+        }
+    }
+
+    fn sink(&self, mut frame: Frame) {
+        self.sunk.fetch_add(1, Ordering::Relaxed);
+        match &mut frame.body {
+            FrameBody::Flush(token) => token.complete(),
+            FrameBody::End | FrameBody::Cancel(_) => {
+                self.finished.send_replace(true);
+            }
+            _ => {}
+        }
+    }
+
+    fn source(&self, mut frame: Frame) {
+        // Upstream frames that reach the input are done; a flush sent upstream completes here.
+        if let FrameBody::Flush(token) = &mut frame.body {
+            token.complete();
+        }
+        if let FrameBody::Error(message) = &frame.body {
+            tracing::debug!(%message, "error frame reached the pipeline source");
+        }
+    }
+}
+
+/// A processor's view of its neighbours: push a frame and it goes the way its direction says.
+///
+/// Links are cheap to clone, so a processor can hand one to a task it spawns (a model stream,
+/// a tool call) that pushes frames later.
+#[derive(Clone)]
+pub struct Link {
+    pub(crate) me: &'static str,
+    pub(crate) next: Option<Inbox>,
+    pub(crate) prev: Option<Inbox>,
+    pub(crate) observer: Observer,
+    pub(crate) ends: Arc<Ends>,
+}
+
+impl Link {
+    /// The name of the processor this link belongs to.
+    pub fn name(&self) -> &'static str {
+        self.me
+    }
+
+    /// The observer (bus and session number) of this pipeline.
+    pub fn observer(&self) -> &Observer {
+        &self.observer
+    }
+
+    /// Sends `frame` to the next processor (downstream) or the previous one (upstream).
+    pub fn push(&self, frame: Frame) {
+        let target = match frame.direction {
+            Direction::Downstream => &self.next,
+            Direction::Upstream => &self.prev,
+        };
+        match target {
+            Some(inbox) => {
+                self.observer.crossing(&frame, self.me, inbox.name);
+                inbox.deliver(frame);
+            }
+            None => match frame.direction {
+                Direction::Downstream => {
+                    self.observer.crossing(&frame, self.me, "sink");
+                    self.ends.sink(frame);
+                }
+                Direction::Upstream => {
+                    self.observer.crossing(&frame, self.me, "source");
+                    self.ends.source(frame);
+                }
+            },
+        }
+    }
+}

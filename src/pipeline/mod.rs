@@ -1,0 +1,14 @@
+//! The frame pipeline: processors linked in a chain, frames flowing down and up.
+//!
+//! This is pipecat's model in Rust: each processor runs in its own task with two queues; system
+//! frames overtake queued data frames; an interruption empties every queue of interruptible
+//! frames; a flush lets a caller wait until everything queued before it has passed. Every frame
+//! that crosses a link is published on the event bus when someone listens.
+
+pub mod frame;
+pub mod link;
+pub mod runner;
+
+pub use frame::{Direction, FlushToken, Frame, FrameBody, FrameKind, TurnId};
+pub use link::{Link, Observer};
+pub use runner::{Pipeline, Processor};

@@ -1,0 +1,139 @@
+//! Tests of the queueing rules, with real tasks and channels.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::*;
+use crate::observe::{Bus, Event};
+use crate::tools::ToolCallRecord;
+
+/// Records the names (and piece texts) of frames it sees, then forwards them. Sleeps on
+/// `RunModel` to hold its ordered queue up.
+struct Recorder {
+    name: &'static str,
+    seen: Arc<Mutex<Vec<String>>>,
+    stall: Duration,
+}
+
+#[async_trait]
+impl Processor for Recorder {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    async fn process(&mut self, frame: Frame, link: &Link) {
+        let label = match &frame.body {
+            FrameBody::TextPiece(p) => format!("TextPiece:{p}"),
+            other => other.name().to_string(),
+        };
+        self.seen.lock().unwrap().push(label);
+        if matches!(frame.body, FrameBody::RunModel) {
+            tokio::time::sleep(self.stall).await;
+        }
+        link.push(frame);
+    }
+}
+
+fn recorder(name: &'static str, stall_ms: u64) -> (Box<dyn Processor>, Arc<Mutex<Vec<String>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let p = Recorder {
+        name,
+        seen: seen.clone(),
+        stall: Duration::from_millis(stall_ms),
+    };
+    (Box::new(p), seen)
+}
+
+fn piece(turn: TurnId, text: &str) -> Frame {
+    Frame::new(turn, FrameBody::TextPiece(text.into()))
+}
+
+#[tokio::test]
+async fn data_keeps_order_and_flush_waits_for_it() {
+    let (a, _) = recorder("a", 0);
+    let (b, seen_b) = recorder("b", 0);
+    let pipeline = Pipeline::start(vec![a, b], Observer::new(Bus::default(), 1));
+    for i in 0..100 {
+        pipeline.push(piece(1, &i.to_string()));
+    }
+    assert!(pipeline.drain(Duration::from_secs(5)).await);
+    let seen = seen_b.lock().unwrap().clone();
+    let pieces: Vec<_> = seen
+        .iter()
+        .filter(|s| s.starts_with("TextPiece"))
+        .cloned()
+        .collect();
+    let expected: Vec<_> = (0..100).map(|i| format!("TextPiece:{i}")).collect();
+    assert_eq!(pieces, expected);
+    assert_eq!(seen.first().map(String::as_str), Some("Start"));
+}
+
+#[tokio::test]
+async fn system_frames_overtake_and_interruption_drops_interruptible_data() {
+    // `a` stalls on RunModel, so frames queue behind it.
+    let (a, seen_a) = recorder("a", 200);
+    let (b, seen_b) = recorder("b", 0);
+    let pipeline = Pipeline::start(vec![a, b], Observer::new(Bus::default(), 1));
+    pipeline.push(Frame::new(1, FrameBody::RunModel));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    pipeline.push(piece(1, "dropped"));
+    pipeline.push(Frame::new(
+        1,
+        FrameBody::FunctionCallResult(Arc::new(ToolCallRecord::for_test("kept"))),
+    ));
+    pipeline.push(piece(1, "also dropped"));
+    pipeline.push(Frame::new(1, FrameBody::Interruption));
+    // Everything queued when the interruption is handled goes, so a new turn waits for the
+    // drain before it sends its frames.
+    assert!(pipeline.drain(Duration::from_secs(5)).await);
+    pipeline.push(piece(2, "after"));
+    assert!(pipeline.drain(Duration::from_secs(5)).await);
+
+    let a = seen_a.lock().unwrap().clone();
+    assert_eq!(
+        a,
+        [
+            "Start",
+            "RunModel",
+            "Interruption",
+            "FunctionCallResult",
+            "Flush",
+            "TextPiece:after",
+            "Flush"
+        ]
+    );
+    let b = seen_b.lock().unwrap().clone();
+    assert!(!b.iter().any(|s| s.contains("dropped")), "{b:?}");
+}
+
+#[tokio::test]
+async fn every_crossing_is_observed_with_from_and_to() {
+    let bus = Bus::default();
+    let mut sub = bus.subscribe();
+    let (a, _) = recorder("a", 0);
+    let (b, _) = recorder("b", 0);
+    let pipeline = Pipeline::start(vec![a, b], Observer::new(bus.clone(), 7));
+    pipeline.push(piece(3, "hi"));
+    assert!(pipeline.drain(Duration::from_secs(5)).await);
+    let mut hops = Vec::new();
+    while let Some(event) = sub.try_recv() {
+        if let Event::Frame(f) = &*event
+            && f.name == "TextPiece"
+        {
+            assert_eq!(f.session, 7);
+            assert_eq!(f.turn, 3);
+            assert_eq!(f.detail, "hi");
+            hops.push(format!("{}>{}", f.from, f.to));
+        }
+    }
+    assert_eq!(hops, ["source>a", "a>b", "b>sink"]);
+}
+
+#[tokio::test]
+async fn end_passes_queued_frames_then_stops() {
+    let (a, seen_a) = recorder("a", 0);
+    let pipeline = Pipeline::start(vec![a], Observer::new(Bus::default(), 1));
+    pipeline.push(piece(1, "x"));
+    let seen = seen_a.clone();
+    pipeline.end(Duration::from_secs(5)).await;
+    assert_eq!(*seen.lock().unwrap(), ["Start", "TextPiece:x", "End"]);
+}

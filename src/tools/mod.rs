@@ -1,0 +1,258 @@
+//! Tools a bot can call: the [`Tools`] trait the model processor uses, tool specs and call
+//! records, Rust function tools ([`FnTool`]) and a simple [`Toolbox`] that holds them.
+
+pub mod builtin;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A tool as the model sees it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ToolSpec {
+    /// Unique name the model calls it by.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// JSON Schema of its arguments (an object schema).
+    pub input_schema: Value,
+    /// Where it comes from: `builtin`, `rust`, or an MCP server's name.
+    pub source: String,
+}
+
+/// One function call the model asked for.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ToolCall {
+    /// The model's id for the call (echoed in the tool result message).
+    pub id: String,
+    /// Tool name.
+    pub name: String,
+    /// Arguments as the JSON text the model streamed.
+    pub arguments: String,
+}
+
+/// What a tool call gave back, as the model will read it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ToolOutcome {
+    /// The result text (or the error message).
+    pub text: String,
+    /// Whether the call failed.
+    pub is_error: bool,
+}
+
+impl ToolOutcome {
+    /// A successful result.
+    pub fn ok(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            is_error: false,
+        }
+    }
+
+    /// A failed call, with a message for the model.
+    pub fn error(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            is_error: true,
+        }
+    }
+}
+
+/// A finished call: what was asked, what came back, how long it took.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ToolCallRecord {
+    /// The call.
+    pub call: ToolCall,
+    /// Its outcome.
+    pub outcome: ToolOutcome,
+    /// How long it ran.
+    pub duration: Duration,
+}
+
+impl ToolCallRecord {
+    /// One line for the console: `name(args) -> 12 B in 3 ms` or `... -> error: msg`.
+    pub fn summary(&self) -> String {
+        let took = self.duration.as_secs_f64() * 1000.0;
+        if self.outcome.is_error {
+            format!(
+                "{}({}) -> error: {} ({took:.1} ms)",
+                self.call.name, self.call.arguments, self.outcome.text
+            )
+        } else {
+            format!(
+                "{}({}) -> {} B ({took:.1} ms)",
+                self.call.name,
+                self.call.arguments,
+                self.outcome.text.len()
+            )
+        }
+    }
+
+    /// A record for tests.
+    #[doc(hidden)]
+    pub fn for_test(name: &str) -> Self {
+        Self {
+            call: ToolCall {
+                id: "call_0".into(),
+                name: name.into(),
+                arguments: "{}".into(),
+            },
+            outcome: ToolOutcome::ok("ok"),
+            duration: Duration::ZERO,
+        }
+    }
+}
+
+/// The tools one bot can call. The model processor lists them on every request and calls
+/// them by name; later sources (MCP servers) implement this too.
+#[async_trait]
+pub trait Tools: Send + Sync + 'static {
+    /// Every tool, in a stable order.
+    fn specs(&self) -> Arc<[ToolSpec]>;
+
+    /// Calls tool `name` with parsed arguments. Unknown tools and failures are error outcomes,
+    /// never panics.
+    async fn call(&self, name: &str, arguments: Value) -> ToolOutcome;
+}
+
+/// The future a [`FnTool`] returns.
+pub type ToolFuture = Pin<Box<dyn Future<Output = Result<String, String>> + Send>>;
+
+/// A tool written as a Rust function.
+pub struct FnTool {
+    spec: ToolSpec,
+    run: Box<dyn Fn(Value) -> ToolFuture + Send + Sync>,
+}
+
+impl FnTool {
+    /// A tool named `name` whose arguments follow `input_schema`; `run` gets the arguments and
+    /// returns the result text or an error message.
+    pub fn new<F, Fut>(name: &str, description: &str, input_schema: Value, run: F) -> Self
+    where
+        F: Fn(Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<String, String>> + Send + 'static,
+    {
+        Self {
+            spec: ToolSpec {
+                name: name.into(),
+                description: description.into(),
+                input_schema,
+                source: "rust".into(),
+            },
+            run: Box::new(move |args| Box::pin(run(args))),
+        }
+    }
+
+    /// Marks where the tool comes from (`builtin`, `rust`, ...).
+    pub fn with_source(mut self, source: &str) -> Self {
+        self.spec.source = source.into();
+        self
+    }
+
+    /// The tool's spec.
+    pub fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+}
+
+/// A fixed set of tools: function tools keyed by name, first one registered wins.
+#[derive(Default)]
+pub struct Toolbox {
+    tools: Vec<FnTool>,
+    by_name: HashMap<String, usize>,
+    specs: Arc<[ToolSpec]>,
+    skipped: Vec<String>,
+}
+
+impl Toolbox {
+    /// An empty toolbox.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a tool; a name already taken is skipped (and remembered in [`Toolbox::skipped`]).
+    pub fn add(&mut self, tool: FnTool) -> &mut Self {
+        let name = tool.spec.name.clone();
+        if self.by_name.contains_key(&name) {
+            tracing::warn!(tool = %name, source = %tool.spec.source, "tool name already taken; skipped");
+            self.skipped
+                .push(format!("{name} (from {})", tool.spec.source));
+            return self;
+        }
+        self.by_name.insert(name, self.tools.len());
+        self.tools.push(tool);
+        self.specs = self.tools.iter().map(|t| t.spec.clone()).collect();
+        self
+    }
+
+    /// Builder form of [`Toolbox::add`].
+    pub fn with(mut self, tool: FnTool) -> Self {
+        self.add(tool);
+        self
+    }
+
+    /// Tools that were skipped because their name was taken.
+    pub fn skipped(&self) -> &[String] {
+        &self.skipped
+    }
+}
+
+#[async_trait]
+impl Tools for Toolbox {
+    fn specs(&self) -> Arc<[ToolSpec]> {
+        self.specs.clone()
+    }
+
+    async fn call(&self, name: &str, arguments: Value) -> ToolOutcome {
+        let Some(&i) = self.by_name.get(name) else {
+            let known: Vec<&str> = self.tools.iter().map(|t| t.spec.name.as_str()).collect();
+            return ToolOutcome::error(format!(
+                "unknown tool `{name}`; this bot has: {}. Call one of those.",
+                if known.is_empty() {
+                    "no tools".to_string()
+                } else {
+                    known.join(", ")
+                }
+            ));
+        };
+        match (self.tools[i].run)(arguments).await {
+            Ok(text) => ToolOutcome::ok(text),
+            Err(message) => ToolOutcome::error(message),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn echo(name: &str) -> FnTool {
+        FnTool::new(name, "echo", json!({"type": "object"}), |args| async move {
+            Ok(args.to_string())
+        })
+    }
+
+    #[tokio::test]
+    async fn first_registered_name_wins_and_unknown_names_are_errors() {
+        let tools = Toolbox::new()
+            .with(echo("a"))
+            .with(echo("b"))
+            .with(echo("a").with_source("late"));
+        assert_eq!(tools.specs().len(), 2);
+        assert_eq!(tools.skipped(), ["a (from late)"]);
+        assert_eq!(
+            tools.call("a", json!({"x": 1})).await,
+            ToolOutcome::ok("{\"x\":1}")
+        );
+        let unknown = tools.call("zzz", json!({})).await;
+        assert!(unknown.is_error);
+        assert!(unknown.text.contains("unknown tool `zzz`") && unknown.text.contains("a, b"));
+    }
+}

@@ -1,0 +1,703 @@
+//! Client transport for legacy HTTP+SSE MCP servers (protocol revision 2024-11-05).
+//!
+//! Many MCP servers in the wild still speak the original two-endpoint transport: the client
+//! opens a long-lived `GET` on an SSE URL, the server first sends an `endpoint` event naming
+//! the URL to `POST` JSON-RPC messages to, and every server-to-client message then arrives on
+//! the SSE stream as a `message` event. rmcp removed its SSE client in 0.11, and rmcp 3.x
+//! only ships streamable HTTP, so bot `mcp_servers` entries with `transport = "sse"` need this
+//! module.
+//!
+//! [`SseClientTransport`] implements [`rmcp::transport::Transport`] for the client role, so it
+//! plugs into rmcp like any built-in transport:
+//!
+//! ```ignore
+//! use rmcp::ServiceExt;
+//! use turnscope::tools::sse_client::SseClientTransport;
+//!
+//! let headers = [("Authorization".to_owned(), "Bearer secret".to_owned())];
+//! let transport =
+//!     SseClientTransport::connect("http://127.0.0.1:8000/sse", &headers, Duration::from_secs(10))
+//!         .await?;
+//! let client = ().serve(transport).await?;
+//! let tools = client.list_all_tools().await?;
+//! ```
+//!
+//! Behaviour worth knowing:
+//! - The endpoint announced by the server is resolved against the SSE URL (a relative path
+//!   or an absolute URL both work) and must be on the same origin (scheme, host and port),
+//!   so extra headers such as `Authorization` are never sent to another host.
+//! - A `message` event that is not a valid JSON-RPC message is skipped with a warning.
+//! - The end of the SSE stream (or a network error on it) closes the transport.
+
+use std::{borrow::Cow, fmt, time::Duration};
+
+use eventsource_stream::{Event, EventStreamError, Eventsource};
+use futures::{StreamExt, stream::BoxStream};
+use reqwest::{
+    StatusCode, Url,
+    header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue},
+};
+use rmcp::{
+    RoleClient,
+    model::{ClientJsonRpcMessage, ServerJsonRpcMessage},
+    transport::Transport,
+};
+
+/// How many characters of an unexpected HTTP body or event payload end up in errors and logs.
+const SNIPPET_CHARS: usize = 200;
+
+type EventResult = Result<Event, EventStreamError<reqwest::Error>>;
+
+/// An rmcp client transport speaking the legacy (2024-11-05) HTTP+SSE MCP transport.
+///
+/// Create it with [`SseClientTransport::connect`], then hand it to rmcp's `serve`.
+pub struct SseClientTransport {
+    http: reqwest::Client,
+    headers: HeaderMap,
+    sse_url: Url,
+    endpoint: Url,
+    events: BoxStream<'static, EventResult>,
+}
+
+impl fmt::Debug for SseClientTransport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SseClientTransport")
+            .field("sse_url", &self.sse_url.as_str())
+            .field("endpoint", &self.endpoint.as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SseClientTransport {
+    /// Opens the SSE stream at `url` and waits for the server's `endpoint` event.
+    ///
+    /// `headers` are sent with the `GET` and with every later `POST` (for example
+    /// `Authorization`). `timeout` bounds the whole handshake: getting the response headers
+    /// and receiving the `endpoint` event.
+    ///
+    /// # Errors
+    ///
+    /// See [`SseConnectError`]: bad URL or header, unreachable server, non-2xx answer, a body
+    /// that is not an event stream, no `endpoint` event in time, or an endpoint that is
+    /// invalid or on another origin.
+    pub async fn connect(
+        url: &str,
+        headers: &[(String, String)],
+        timeout: Duration,
+    ) -> Result<Self, SseConnectError> {
+        let sse_url = parse_sse_url(url)?;
+        let headers = build_headers(headers)?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(timeout)
+            .build()
+            .map_err(SseConnectError::Client)?;
+        let deadline = tokio::time::Instant::now() + timeout;
+        let shown = sse_url.to_string();
+
+        let request = http
+            .get(sse_url.clone())
+            .headers(headers.clone())
+            .header(ACCEPT, "text/event-stream");
+        let response = match tokio::time::timeout_at(deadline, request.send()).await {
+            Err(_) => {
+                return Err(SseConnectError::ResponseTimeout {
+                    url: shown,
+                    waited: timeout,
+                });
+            }
+            Ok(Err(source)) => return Err(SseConnectError::Unreachable { url: shown, source }),
+            Ok(Ok(response)) => response,
+        };
+
+        let status = response.status();
+        if !status.is_success() {
+            let body = body_snippet(response).await;
+            return Err(SseConnectError::HttpStatus {
+                url: shown,
+                status,
+                body,
+            });
+        }
+        if let Some(content_type) = response.headers().get(CONTENT_TYPE) {
+            let content_type = String::from_utf8_lossy(content_type.as_bytes()).into_owned();
+            if !content_type
+                .trim_start()
+                .to_ascii_lowercase()
+                .starts_with("text/event-stream")
+            {
+                return Err(SseConnectError::NotEventStream {
+                    url: shown,
+                    content_type,
+                });
+            }
+        }
+
+        let mut events: BoxStream<'static, EventResult> =
+            response.bytes_stream().eventsource().boxed();
+        let data = match tokio::time::timeout_at(deadline, wait_for_endpoint(&mut events)).await {
+            Err(_) => {
+                return Err(SseConnectError::NoEndpointEvent {
+                    url: shown,
+                    waited: timeout,
+                });
+            }
+            Ok(Err(reason)) => return Err(reason.into_error(shown)),
+            Ok(Ok(data)) => data,
+        };
+        let endpoint = resolve_endpoint(&sse_url, &data)?;
+        tracing::debug!(sse = %sse_url, endpoint = %endpoint, "legacy SSE MCP session open");
+
+        Ok(Self {
+            http,
+            headers,
+            sse_url,
+            endpoint,
+            events,
+        })
+    }
+
+    /// The SSE URL this transport is listening on.
+    pub fn sse_url(&self) -> &Url {
+        &self.sse_url
+    }
+
+    /// The message endpoint announced by the server, resolved to an absolute URL.
+    pub fn endpoint(&self) -> &Url {
+        &self.endpoint
+    }
+
+    async fn next_message(&mut self) -> Option<ServerJsonRpcMessage> {
+        loop {
+            match self.events.next().await {
+                None => {
+                    tracing::debug!(sse = %self.sse_url, "SSE stream ended; transport closed");
+                    return None;
+                }
+                Some(Err(error)) => {
+                    tracing::warn!(
+                        sse = %self.sse_url,
+                        %error,
+                        "SSE stream failed; transport closed",
+                    );
+                    return None;
+                }
+                Some(Ok(event)) if event.event == "message" => {
+                    match serde_json::from_str::<ServerJsonRpcMessage>(&event.data) {
+                        Ok(message) => return Some(message),
+                        Err(error) => tracing::warn!(
+                            sse = %self.sse_url,
+                            %error,
+                            data = %snippet(&event.data),
+                            "skipping an SSE `message` event that is not a JSON-RPC message",
+                        ),
+                    }
+                }
+                Some(Ok(event)) => {
+                    let name = event.event;
+                    tracing::debug!(sse = %self.sse_url, event = %name, "ignoring SSE event");
+                }
+            }
+        }
+    }
+}
+
+impl Transport<RoleClient> for SseClientTransport {
+    type Error = SseSendError;
+
+    fn name() -> Cow<'static, str> {
+        "legacy-sse".into()
+    }
+
+    fn send(
+        &mut self,
+        item: ClientJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let http = self.http.clone();
+        let endpoint = self.endpoint.clone();
+        let headers = self.headers.clone();
+        async move {
+            let body = serde_json::to_vec(&item).map_err(|source| SseSendError::Encode {
+                endpoint: endpoint.to_string(),
+                source,
+            })?;
+            let response = http
+                .post(endpoint.clone())
+                .headers(headers)
+                .header(CONTENT_TYPE, "application/json")
+                .body(body)
+                .send()
+                .await
+                .map_err(|source| SseSendError::Post {
+                    endpoint: endpoint.to_string(),
+                    source,
+                })?;
+            let status = response.status();
+            if status.is_success() {
+                return Ok(());
+            }
+            Err(SseSendError::HttpStatus {
+                endpoint: endpoint.to_string(),
+                status,
+                body: body_snippet(response).await,
+            })
+        }
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<ServerJsonRpcMessage>> + Send {
+        self.next_message()
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        // Dropping the event stream drops the GET response, which closes the connection.
+        self.events = futures::stream::empty().boxed();
+        Ok(())
+    }
+}
+
+/// Why [`SseClientTransport::connect`] failed. The `Display` text says what happened, what
+/// was expected and what to try.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SseConnectError {
+    /// The SSE URL could not be parsed or is not `http(s)`.
+    InvalidUrl {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An extra header has an invalid name or value.
+    InvalidHeader {
+        /// The header name as given.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The HTTP client could not be built (TLS setup).
+    Client(reqwest::Error),
+    /// The `GET` failed before any response (DNS, refused connection, TLS...).
+    Unreachable {
+        /// The SSE URL.
+        url: String,
+        /// The underlying error.
+        source: reqwest::Error,
+    },
+    /// No response headers arrived within the timeout.
+    ResponseTimeout {
+        /// The SSE URL.
+        url: String,
+        /// The timeout that passed.
+        waited: Duration,
+    },
+    /// The server answered the `GET` with a non-2xx status.
+    HttpStatus {
+        /// The SSE URL.
+        url: String,
+        /// The status received.
+        status: StatusCode,
+        /// The start of the response body.
+        body: String,
+    },
+    /// The response is not `text/event-stream`.
+    NotEventStream {
+        /// The SSE URL.
+        url: String,
+        /// The content type received.
+        content_type: String,
+    },
+    /// The stream opened but no `endpoint` event arrived within the timeout.
+    NoEndpointEvent {
+        /// The SSE URL.
+        url: String,
+        /// The timeout that passed.
+        waited: Duration,
+    },
+    /// The stream ended or failed before the `endpoint` event.
+    StreamEnded {
+        /// The SSE URL.
+        url: String,
+        /// `None` for a clean end of stream, else the stream error.
+        reason: Option<String>,
+    },
+    /// The `endpoint` event's data is not a usable URL.
+    InvalidEndpoint {
+        /// The SSE URL.
+        url: String,
+        /// The event data received.
+        data: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The endpoint is on another origin than the SSE URL; requests are not sent there.
+    CrossOrigin {
+        /// The SSE URL.
+        url: String,
+        /// The endpoint, resolved.
+        endpoint: String,
+    },
+}
+
+impl fmt::Display for SseConnectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::InvalidUrl { url, reason } => write!(
+                f,
+                "invalid SSE URL {url:?}: {reason}; expected an absolute http:// or https:// URL \
+                 such as http://host:port/sse"
+            ),
+            Self::InvalidHeader { name, reason } => write!(
+                f,
+                "invalid header {name:?} for the SSE MCP server: {reason}; fix the name/value \
+                 in the server's `headers`"
+            ),
+            Self::Client(source) => write!(
+                f,
+                "could not set up the HTTP client for the SSE MCP server: {source}"
+            ),
+            Self::Unreachable { url, source } => write!(
+                f,
+                "could not reach the SSE MCP server at {url}: {}; check that the server is \
+                 running and the host/port are right",
+                error_chain(source)
+            ),
+            Self::ResponseTimeout { url, waited } => write!(
+                f,
+                "the SSE MCP server at {url} sent no response headers within {waited:?}; \
+                 expected an immediate 200 with an event stream. Check the URL, or raise the \
+                 server's timeout if it is just slow"
+            ),
+            Self::HttpStatus { url, status, body } => {
+                write!(
+                    f,
+                    "GET {url} answered {status}; expected 200 with a text/event-stream body"
+                )?;
+                if !body.is_empty() {
+                    write!(f, " (body: {body:?})")?;
+                }
+                let hint = match *status {
+                    StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                        "check the Authorization (or other) header configured for this server"
+                    }
+                    StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => {
+                        "check the URL path: legacy SSE servers usually serve /sse; a server \
+                         that speaks streamable HTTP (usually /mcp) needs transport \"http\""
+                    }
+                    _ => "check the URL and the server's logs",
+                };
+                write!(f, "; {hint}")
+            }
+            Self::NotEventStream { url, content_type } => write!(
+                f,
+                "GET {url} answered with content type {content_type:?}; expected \
+                 text/event-stream. This is probably not a legacy SSE endpoint: check the URL, \
+                 or use transport \"http\" for a streamable HTTP server"
+            ),
+            Self::NoEndpointEvent { url, waited } => write!(
+                f,
+                "connected to {url} but no `endpoint` event arrived within {waited:?}; a legacy \
+                 (2024-11-05) SSE MCP server announces its message endpoint right away. Check \
+                 that the URL is the server's SSE endpoint, or raise the timeout"
+            ),
+            Self::StreamEnded { url, reason } => {
+                write!(
+                    f,
+                    "the SSE stream from {url} ended before the `endpoint` event"
+                )?;
+                if let Some(reason) = reason {
+                    write!(f, " ({reason})")?;
+                }
+                write!(
+                    f,
+                    "; expected it to stay open and announce the message endpoint. Check the \
+                     server's logs"
+                )
+            }
+            Self::InvalidEndpoint { url, data, reason } => write!(
+                f,
+                "the SSE MCP server at {url} announced an unusable message endpoint {data:?}: \
+                 {reason}; expected a path such as /messages?session=... or a URL on the same \
+                 host. This is a server bug"
+            ),
+            Self::CrossOrigin { url, endpoint } => write!(
+                f,
+                "the SSE MCP server at {url} announced message endpoint {endpoint}, which is on \
+                 a different origin; refusing to send requests (and their headers) there. \
+                 Expected the same scheme, host and port as the SSE URL; connect to the origin \
+                 that serves both, or fix the server's endpoint"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SseConnectError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Client(source) | Self::Unreachable { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Why sending a message over an [`SseClientTransport`] failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SseSendError {
+    /// The message could not be serialised (should not happen).
+    Encode {
+        /// The message endpoint.
+        endpoint: String,
+        /// The serialisation error.
+        source: serde_json::Error,
+    },
+    /// The `POST` failed before any response.
+    Post {
+        /// The message endpoint.
+        endpoint: String,
+        /// The underlying error.
+        source: reqwest::Error,
+    },
+    /// The endpoint answered with a non-2xx status.
+    HttpStatus {
+        /// The message endpoint.
+        endpoint: String,
+        /// The status received.
+        status: StatusCode,
+        /// The start of the response body.
+        body: String,
+    },
+}
+
+impl fmt::Display for SseSendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Encode { endpoint, source } => {
+                write!(f, "could not encode a message for {endpoint}: {source}")
+            }
+            Self::Post { endpoint, source } => write!(
+                f,
+                "POST to the SSE MCP message endpoint {endpoint} failed: {}; the server may \
+                 have gone away",
+                error_chain(source)
+            ),
+            Self::HttpStatus {
+                endpoint,
+                status,
+                body,
+            } => {
+                write!(
+                    f,
+                    "POST {endpoint} answered {status}; expected 202 Accepted (or another 2xx)"
+                )?;
+                if !body.is_empty() {
+                    write!(f, " (body: {body:?})")?;
+                }
+                write!(
+                    f,
+                    "; the server may have dropped this session, so reconnecting may help"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for SseSendError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Encode { source, .. } => Some(source),
+            Self::Post { source, .. } => Some(source),
+            Self::HttpStatus { .. } => None,
+        }
+    }
+}
+
+/// What went wrong while waiting for the `endpoint` event (the URL is added later).
+enum EndpointWaitError {
+    Ended,
+    Failed(String),
+}
+
+impl EndpointWaitError {
+    fn into_error(self, url: String) -> SseConnectError {
+        let reason = match self {
+            Self::Ended => None,
+            Self::Failed(reason) => Some(reason),
+        };
+        SseConnectError::StreamEnded { url, reason }
+    }
+}
+
+async fn wait_for_endpoint(
+    events: &mut BoxStream<'static, EventResult>,
+) -> Result<String, EndpointWaitError> {
+    while let Some(event) = events.next().await {
+        let event = event.map_err(|error| EndpointWaitError::Failed(error.to_string()))?;
+        if event.event == "endpoint" {
+            return Ok(event.data);
+        }
+        tracing::debug!(event = %event.event, "ignoring SSE event before `endpoint`");
+    }
+    Err(EndpointWaitError::Ended)
+}
+
+fn parse_sse_url(url: &str) -> Result<Url, SseConnectError> {
+    let invalid = |reason: String| SseConnectError::InvalidUrl {
+        url: url.to_owned(),
+        reason,
+    };
+    let parsed = Url::parse(url.trim()).map_err(|error| invalid(error.to_string()))?;
+    match parsed.scheme() {
+        "http" | "https" => Ok(parsed),
+        other => Err(invalid(format!("unsupported scheme {other:?}"))),
+    }
+}
+
+fn build_headers(headers: &[(String, String)]) -> Result<HeaderMap, SseConnectError> {
+    let mut map = HeaderMap::new();
+    for (name, value) in headers {
+        let invalid = |reason: String| SseConnectError::InvalidHeader {
+            name: name.clone(),
+            reason,
+        };
+        let header_name = HeaderName::from_bytes(name.trim().as_bytes())
+            .map_err(|error| invalid(format!("bad name: {error}")))?;
+        let header_value = HeaderValue::from_str(value.trim())
+            .map_err(|error| invalid(format!("bad value: {error}")))?;
+        map.append(header_name, header_value);
+    }
+    Ok(map)
+}
+
+/// Resolves the `endpoint` event data against the SSE URL and checks it stays on the same origin.
+fn resolve_endpoint(sse_url: &Url, data: &str) -> Result<Url, SseConnectError> {
+    let data = data.trim();
+    let invalid = |reason: String| SseConnectError::InvalidEndpoint {
+        url: sse_url.to_string(),
+        data: data.to_owned(),
+        reason,
+    };
+    if data.is_empty() {
+        return Err(invalid("the event data is empty".into()));
+    }
+    let endpoint = sse_url
+        .join(data)
+        .map_err(|error| invalid(error.to_string()))?;
+    if endpoint.origin() != sse_url.origin() {
+        return Err(SseConnectError::CrossOrigin {
+            url: sse_url.to_string(),
+            endpoint: endpoint.to_string(),
+        });
+    }
+    Ok(endpoint)
+}
+
+/// Reads the start of an error response body without waiting long for a slow or endless one.
+async fn body_snippet(response: reqwest::Response) -> String {
+    let mut stream = response.bytes_stream();
+    let mut collected = Vec::new();
+    let read = async {
+        while let Some(Ok(chunk)) = stream.next().await {
+            collected.extend_from_slice(&chunk);
+            if collected.len() >= SNIPPET_CHARS * 4 {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), read).await;
+    snippet(String::from_utf8_lossy(&collected).trim())
+}
+
+fn snippet(text: &str) -> String {
+    let mut chars = text.chars();
+    let mut out: String = chars.by_ref().take(SNIPPET_CHARS).collect();
+    if chars.next().is_some() {
+        out.push('…');
+    }
+    out
+}
+
+/// Formats an error with its causes, since reqwest's top-level message alone is vague.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(s: &str) -> Url {
+        Url::parse(s).unwrap()
+    }
+
+    #[test]
+    fn relative_endpoint_resolves_against_the_sse_url() {
+        let base = url("http://127.0.0.1:8000/sse");
+        let endpoint = resolve_endpoint(&base, "/messages?session=abc\n").unwrap();
+        assert_eq!(
+            endpoint.as_str(),
+            "http://127.0.0.1:8000/messages?session=abc"
+        );
+        let nested = resolve_endpoint(&url("http://h:1/api/sse"), "messages?s=1").unwrap();
+        assert_eq!(nested.as_str(), "http://h:1/api/messages?s=1");
+    }
+
+    #[test]
+    fn absolute_endpoint_on_the_same_origin_is_accepted() {
+        let base = url("https://mcp.example.com/sse");
+        let endpoint = resolve_endpoint(&base, "https://mcp.example.com/m?x=1").unwrap();
+        assert_eq!(endpoint.as_str(), "https://mcp.example.com/m?x=1");
+    }
+
+    #[test]
+    fn endpoint_on_another_origin_is_refused() {
+        let base = url("http://127.0.0.1:8000/sse");
+        for other in [
+            "http://evil.example/messages",
+            "http://127.0.0.1:8001/messages",
+            "https://127.0.0.1:8000/messages",
+            "//evil.example/messages",
+        ] {
+            let error = resolve_endpoint(&base, other).unwrap_err();
+            assert!(
+                matches!(error, SseConnectError::CrossOrigin { .. }),
+                "{other}: {error}"
+            );
+            assert!(error.to_string().contains("different origin"), "{error}");
+        }
+    }
+
+    #[test]
+    fn empty_endpoint_is_invalid() {
+        let error = resolve_endpoint(&url("http://h/sse"), "  ").unwrap_err();
+        assert!(matches!(error, SseConnectError::InvalidEndpoint { .. }));
+    }
+
+    #[test]
+    fn bad_urls_and_headers_are_reported() {
+        assert!(matches!(
+            parse_sse_url("ftp://h/sse"),
+            Err(SseConnectError::InvalidUrl { .. })
+        ));
+        assert!(matches!(
+            parse_sse_url("not a url"),
+            Err(SseConnectError::InvalidUrl { .. })
+        ));
+        let error = build_headers(&[("Bad Name".into(), "v".into())]).unwrap_err();
+        assert!(error.to_string().contains("Bad Name"), "{error}");
+        let ok = build_headers(&[("Authorization".into(), "Bearer t".into())]).unwrap();
+        assert_eq!(ok["authorization"], "Bearer t");
+    }
+
+    #[test]
+    fn snippet_is_bounded() {
+        assert_eq!(snippet("short"), "short");
+        let long = "é".repeat(SNIPPET_CHARS + 5);
+        assert_eq!(snippet(&long).chars().count(), SNIPPET_CHARS + 1);
+    }
+}
