@@ -149,6 +149,7 @@ impl std::fmt::Debug for FixtureServer {
 #[tool_router]
 impl FixtureServer {
     /// A fresh handler with the built-in tools and no added ones.
+    #[must_use]
     pub fn new() -> Self {
         Self {
             tool_router: Self::tool_router(),

@@ -8,10 +8,20 @@
 //! - [`tools`]: the [`Tools`](tools::Tools) trait, Rust function tools and built-ins;
 //! - [`sessions`]: handles, the per-handle chat semantics, the idle sweep and the cap;
 //! - [`server`]: the HTTP server with MCP `start`/`chat` and the Host/Origin guard;
+//! - [`app`]: the [`App`](app::App) that owns all of the above for the front ends;
+//! - [`fixture`]: the project's own fixture MCP server, used by tests and the interop suite;
 //! - [`observe`]: the event bus, statistics and the JSONL recorder.
 
+pub mod app;
+pub mod bench;
 pub mod bot;
+pub mod bridge;
+pub mod cli;
+pub mod config;
+pub mod fixture;
 pub mod model;
 pub mod observe;
 pub mod pipeline;
+pub mod server;
+pub mod sessions;
 pub mod tools;

@@ -1,1 +1,154 @@
-fn main() {}
+//! The turnscope binary: the console by default, `--headless` for CI, and subcommands.
+
+use std::time::Instant;
+
+use anyhow::Context as _;
+use clap::Parser;
+use tokio_util::sync::CancellationToken;
+use turnscope::app::App;
+use turnscope::cli::{Cli, Command, DevAction, ModelAction};
+use turnscope::config::Config;
+use turnscope::model::{EmbeddedModel, ScriptSettings};
+use turnscope::observe::{Bus, recorder};
+
+fn main() -> std::process::ExitCode {
+    let started = Instant::now();
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime starts");
+    match runtime.block_on(run(cli, started)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("turnscope: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(to_stderr: bool) {
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("TURNSCOPE_LOG").unwrap_or_else(|_| {
+            tracing_subscriber::EnvFilter::new(if to_stderr { "warn" } else { "off" })
+        });
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
+    match cli.command {
+        Some(Command::Model {
+            action: ModelAction::Serve { port, pace, words },
+        }) => {
+            init_logging(true);
+            let model = EmbeddedModel::start(port, ScriptSettings { pace, words })
+                .await
+                .with_context(|| {
+                    format!("cannot listen on 127.0.0.1:{port}; pick another --port (0 = any)")
+                })?;
+            println!("turnscope scripted model ready: {}", model.base_url());
+            wait_for_signal().await;
+            Ok(())
+        }
+        Some(Command::Bench(args)) => {
+            init_logging(true);
+            turnscope::bench::run(args).await
+        }
+        Some(Command::Dev {
+            action: DevAction::FixtureServer { stdio, http, sse },
+        }) => {
+            init_logging(true);
+            fixture(stdio, http, sse).await
+        }
+        None => {
+            let (mut config, _) = Config::load(cli.config.as_deref())?;
+            cli.serve.apply(&mut config);
+            if cli.serve.headless {
+                init_logging(true);
+                headless(&config, cli.serve.events.as_deref(), started).await
+            } else {
+                // The console arrives with its own issue; until then the main mode serves
+                // headless and says so.
+                init_logging(true);
+                eprintln!("turnscope: the console is not built yet; serving headless");
+                headless(&config, cli.serve.events.as_deref(), started).await
+            }
+        }
+    }
+}
+
+async fn headless(
+    config: &Config,
+    events: Option<&std::path::Path>,
+    started: Instant,
+) -> anyhow::Result<()> {
+    let bus = Bus::default();
+    let stop_recording = CancellationToken::new();
+    let recording = match events {
+        Some(path) => Some(recorder::record(&bus, path, stop_recording.clone()).await?),
+        None => None,
+    };
+    let app = App::start(config, bus).await?;
+    let url = app.server.mcp_url();
+    println!(
+        "turnscope ready: MCP {url} · model: {} · ready in {:.1} ms",
+        app.model.describe(),
+        started.elapsed().as_secs_f64() * 1000.0
+    );
+    eprintln!("connect Claude Code with: claude mcp add --transport http turnscope {url}");
+    wait_for_signal().await;
+    eprintln!("turnscope: shutting down: ending every session");
+    app.shutdown().await;
+    stop_recording.cancel();
+    if let Some(task) = recording {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), task).await;
+    }
+    Ok(())
+}
+
+async fn fixture(stdio: bool, http: Option<u16>, sse: Option<u16>) -> anyhow::Result<()> {
+    use turnscope::fixture;
+    let stop = CancellationToken::new();
+    if stdio {
+        return fixture::serve_stdio().await;
+    }
+    let (port, is_sse) = match (http, sse) {
+        (Some(p), None) => (p, false),
+        (None, Some(p)) => (p, true),
+        _ => anyhow::bail!(
+            "dev fixture-server: give exactly one of --stdio, --http PORT, --sse PORT"
+        ),
+    };
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+    let addr = listener.local_addr()?;
+    println!(
+        "turnscope fixture ready: http://{addr}{}",
+        if is_sse { "/sse" } else { "/mcp" }
+    );
+    let token = stop.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        token.cancel();
+    });
+    if is_sse {
+        fixture::serve_sse(listener, stop).await?;
+    } else {
+        fixture::serve_http(listener, stop).await?;
+    }
+    Ok(())
+}
+
+/// Waits for Ctrl-C or SIGTERM.
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler installs");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}

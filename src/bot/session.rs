@@ -102,7 +102,7 @@ impl BotSession {
     }
 
     /// Ends the conversation: the turn in flight ends as "session ended", then the pipeline stops.
-    pub async fn end(self) {
-        self.pipeline.cancel("session ended", DRAIN_TIMEOUT).await;
+    pub async fn end(&self) {
+        self.pipeline.stop("session ended", DRAIN_TIMEOUT).await;
     }
 }

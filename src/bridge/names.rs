@@ -257,7 +257,11 @@ mod tests {
         let map = NameMap::new(["a.b", "a/b", "a_b"]);
         assert_eq!(
             names(&map),
-            [("a.b", "a_b_108bf50c"), ("a/b", "a_b_3a8e75c1"), ("a_b", "a_b")]
+            [
+                ("a.b", "a_b_108bf50c"),
+                ("a/b", "a_b_3a8e75c1"),
+                ("a_b", "a_b")
+            ]
         );
         for (original, openai) in map.iter() {
             assert_eq!(map.original(openai), Some(original));
@@ -302,8 +306,14 @@ mod tests {
         let b = format!("get_{}.v2", "a".repeat(60));
         let map = NameMap::new([&a, &b]);
         let prefix = format!("get_{}", "a".repeat(51));
-        assert_eq!(map.openai_name(&a), Some(format!("{prefix}_c79c98c3").as_str()));
-        assert_eq!(map.openai_name(&b), Some(format!("{prefix}_c89c9a56").as_str()));
+        assert_eq!(
+            map.openai_name(&a),
+            Some(format!("{prefix}_c79c98c3").as_str())
+        );
+        assert_eq!(
+            map.openai_name(&b),
+            Some(format!("{prefix}_c89c9a56").as_str())
+        );
     }
 
     #[test]

@@ -1,46 +1,41 @@
 //! Turns an MCP tool's `inputSchema` into the `parameters` schema of an
 //! OpenAI function tool.
 //!
-//! MCP servers (most of them generated from Pydantic or zod models) describe
-//! tool arguments with full JSON Schema: shared pieces live under `$defs` (or
-//! draft-07 `definitions`) and are pulled in with `$ref`. Many OpenAI-compatible
-//! providers reject `$ref`, unresolved pointers or a `null` schema, so this
-//! module produces a self-contained copy:
+//! MCP servers (mostly generated from Pydantic or zod models) share pieces of
+//! their argument schemas under `$defs` (draft-07: `definitions`) and pull them
+//! in with `$ref`. Many OpenAI-compatible providers reject `$ref`, unresolved
+//! pointers or a `null` schema, so this module builds a self-contained copy:
 //!
-//! * every local `$ref` is replaced by a copy of what it points to: `#/$defs/..`,
-//!   `#/definitions/..` and any other JSON pointer into the same document
-//!   (`~0`/`~1` escapes and percent-encoding are decoded), plus absolute refs
-//!   whose base is the root `$id`; a definition used twice is copied twice;
+//! * every local `$ref` (`#/$defs/..`, `#/definitions/..`, any JSON pointer
+//!   into the same document with `~0`/`~1` and percent-encoding decoded, or an
+//!   absolute ref whose base is the root `$id`) is replaced by a copy of its
+//!   target; a definition used twice is copied twice;
 //! * recursion, refs to other documents (`https://..`, `file://..`,
 //!   `other.json#..`), anchors, `$dynamicRef` and missing targets are errors
-//!   that name the JSON pointer of the offending `$ref`; nothing is ever
-//!   fetched, so conversion does no I/O at all;
-//! * the expansion is capped by [`Limits`] so a small schema that doubles at
-//!   every level cannot exhaust memory or the stack;
+//!   naming the JSON pointer of the offending `$ref`; nothing is fetched, the
+//!   conversion does no I/O;
+//! * [`Limits`] cap the expansion, so a schema that doubles at every level
+//!   cannot exhaust memory or the stack;
 //! * `$defs`, `definitions`, `$schema`, `$id`, `$anchor`, `$comment` and the
 //!   other core `$`-keywords are removed from every schema object;
 //! * the top level is always an object schema with `properties`.
 //!
-//! Fragments that sit where a schema belongs but are not one (a string inside
-//! `properties`, a number in `anyOf`) are dropped rather than failing the tool;
-//! [`convert`] reports their pointers so the caller can log a warning. Values
-//! of non-schema keywords (`enum`, `const`, `default`, `examples`, unknown
-//! extension keywords) are copied untouched, even if they contain a `$ref` key.
-//!
-//! Keys come out in the order of `serde_json::Map` (sorted, as the
-//! `preserve_order` feature is off), so the same input always gives
-//! byte-identical output.
+//! A fragment standing where a schema belongs but not being one (a string in
+//! `properties`, a number in `anyOf`) is dropped instead of failing the tool;
+//! [`convert`] lists them for a warning. Values of non-schema keywords
+//! (`enum`, `const`, `default`, `examples`, unknown extensions) are copied
+//! untouched, even when they hold a `$ref` key. Keys come out in
+//! `serde_json::Map` order (sorted, `preserve_order` is off), so equal input
+//! gives byte-identical output.
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use std::fmt;
 
 /// Bounds on how large the inlined schema may grow.
 ///
-/// `max_depth` counts JSON nesting levels of the output plus one for every
-/// `$ref` followed; `max_nodes` counts the JSON values produced (objects,
-/// arrays and scalars alike, including ones later overridden by a sibling
-/// keyword). Exceeding either gives [`SchemaErrorKind::TooDeep`] or
-/// [`SchemaErrorKind::TooLarge`].
+/// `max_depth` counts JSON nesting levels of the output plus one per `$ref`
+/// followed; `max_nodes` counts JSON values produced (objects, arrays and
+/// scalars, including ones a sibling keyword later overrides).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Deepest nesting allowed (the root schema is depth 0).
@@ -60,28 +55,25 @@ impl Default for Limits {
     }
 }
 
-/// The result of [`convert`]: the OpenAI `parameters` object and what was
-/// left out of it.
+/// The result of [`convert`]: the `parameters` object and what was left out.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Conversion {
     /// The self-contained object schema to send as `function.parameters`.
     pub parameters: Value,
-    /// JSON pointers (into the original `inputSchema`) of fragments that
-    /// stood where a schema was expected but were not one and were dropped,
-    /// each listed once, in the order found. Worth a warning in the log.
+    /// JSON pointers (into the original `inputSchema`) of non-schema
+    /// fragments that were dropped, each once, in the order found.
     pub dropped: Vec<String>,
 }
 
-/// What went wrong in a conversion; see [`SchemaError`] for where.
+/// What went wrong in a conversion; [`SchemaError::pointer`] says where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SchemaErrorKind {
     /// A `$ref` leads back into a schema that is still being inlined.
-    /// `chain` lists the JSON pointers visited, ending with the repeat.
     Cycle {
         /// The `$ref` text that closes the loop.
         reference: String,
-        /// Pointers of the schemas on the loop, first to last.
+        /// Pointers of the schemas on the loop, ending with the repeat.
         chain: Vec<String>,
     },
     /// A `$ref` names another document (a URL, a file, `other.json#...`).
@@ -90,9 +82,9 @@ pub enum SchemaErrorKind {
         reference: String,
     },
     /// A `$ref` (or `$dynamicRef`/`$recursiveRef`) that cannot be resolved
-    /// locally for the stated reason: not a string, an anchor, a bad escape.
+    /// locally: not a string, an anchor, a bad escape.
     BadRef {
-        /// The reference as written (JSON text if it is not a string).
+        /// The reference as JSON text (a string keeps its quotes).
         reference: String,
         /// Why it was refused.
         reason: String,
@@ -106,7 +98,7 @@ pub enum SchemaErrorKind {
     TargetNotSchema {
         /// The `$ref` text.
         reference: String,
-        /// What was found there, e.g. "a string".
+        /// What is there instead, e.g. "a string".
         found: &'static str,
     },
     /// The inlined schema nests deeper than [`Limits::max_depth`].
@@ -121,7 +113,7 @@ pub enum SchemaErrorKind {
     },
     /// The top-level schema does not describe a JSON object.
     NotObject {
-        /// A short description of what was found instead.
+        /// What it describes instead.
         found: String,
     },
 }
@@ -153,61 +145,58 @@ impl SchemaError {
 
 impl fmt::Display for SchemaError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let at = fragment(&self.pointer);
+        use SchemaErrorKind as K;
+        let at = format!("#{}", self.pointer);
+        write!(f, "inputSchema ")?;
         match &self.kind {
-            SchemaErrorKind::Cycle { reference, chain } => {
-                let chain: Vec<String> = chain.iter().map(|p| fragment(p)).collect();
+            K::Cycle { reference, chain } => {
+                let chain: Vec<String> = chain.iter().map(|p| format!("#{p}")).collect();
                 write!(
                     f,
-                    "inputSchema is recursive: $ref {reference:?} at {at} leads back into a \
-                     schema that is still being expanded ({}); OpenAI parameters must be a \
-                     finite tree, so fix the tool's inputSchema to break the cycle (for \
-                     example replace the recursive $ref with a plain object schema)",
+                    "is recursive: $ref {reference:?} at {at} leads back into a schema that is \
+                     still being expanded ({}), and OpenAI parameters must be a finite tree; \
+                     fix the tool's inputSchema to break the cycle (for example replace the \
+                     recursive $ref with a plain object schema)",
                     chain.join(" -> ")
                 )
             }
-            SchemaErrorKind::RemoteRef { reference } => write!(
+            K::RemoteRef { reference } => write!(
                 f,
-                "inputSchema $ref {reference:?} at {at} points to another document, which \
-                 is never fetched; fix the tool's inputSchema to bundle that schema under \
-                 $defs and refer to it as \"#/$defs/...\""
+                "$ref {reference:?} at {at} points to another document, which is never \
+                 fetched; fix the tool's inputSchema to bundle that schema under $defs and \
+                 refer to it as \"#/$defs/...\""
             ),
-            SchemaErrorKind::BadRef { reference, reason } => write!(
+            K::BadRef { reference, reason } => write!(
                 f,
-                "inputSchema reference {reference} at {at} cannot be resolved: {reason}; fix \
-                 the tool's inputSchema to use a local JSON-pointer $ref such as \
-                 \"#/$defs/Name\""
+                "reference {reference} at {at} cannot be resolved: {reason}; fix the tool's \
+                 inputSchema to use a local JSON-pointer $ref such as \"#/$defs/Name\""
             ),
-            SchemaErrorKind::MissingTarget { reference } => write!(
+            K::MissingTarget { reference } => write!(
                 f,
-                "inputSchema $ref {reference:?} at {at} points to nothing in the document; \
-                 fix the tool's inputSchema to add the missing definition or correct the \
-                 reference"
+                "$ref {reference:?} at {at} points to nothing in the document; fix the tool's \
+                 inputSchema to add the missing definition or correct the reference"
             ),
-            SchemaErrorKind::TargetNotSchema { reference, found } => write!(
+            K::TargetNotSchema { reference, found } => write!(
                 f,
-                "inputSchema $ref {reference:?} at {at} points to {found}, not a schema \
-                 (expected an object or a boolean); fix the tool's inputSchema to point \
-                 the $ref at a schema"
+                "$ref {reference:?} at {at} points to {found}, not a schema (expected an \
+                 object or a boolean); fix the tool's inputSchema to point the $ref at a schema"
             ),
-            SchemaErrorKind::TooDeep { max_depth } => write!(
+            K::TooDeep { max_depth } => write!(
                 f,
-                "inputSchema nests deeper than {max_depth} levels once $refs are inlined \
-                 (stopped at {at}); fix the tool's inputSchema to be flatter, or raise \
-                 Limits::max_depth"
+                "nests deeper than {max_depth} levels once $refs are inlined (stopped at {at}); \
+                 fix the tool's inputSchema to be flatter, or raise Limits::max_depth"
             ),
-            SchemaErrorKind::TooLarge { max_nodes } => write!(
+            K::TooLarge { max_nodes } => write!(
                 f,
-                "inputSchema grows past {max_nodes} JSON values once $refs are inlined \
-                 (stopped at {at}); fix the tool's inputSchema to reuse fewer large \
-                 definitions, or raise Limits::max_nodes"
+                "grows past {max_nodes} JSON values once $refs are inlined (stopped at {at}); \
+                 fix the tool's inputSchema to reuse fewer large definitions, or raise \
+                 Limits::max_nodes"
             ),
-            SchemaErrorKind::NotObject { found } => write!(
+            K::NotObject { found } => write!(
                 f,
-                "top-level inputSchema must describe an object of named arguments \
-                 (expected \"type\": \"object\" with \"properties\"), found {found} at \
-                 {at}; fix the tool's inputSchema to take its arguments as properties of \
-                 an object"
+                "top level must describe an object of named arguments (expected \"type\": \
+                 \"object\" with \"properties\"), found {found} at {at}; fix the tool's \
+                 inputSchema to take its arguments as properties of an object"
             ),
         }
     }
@@ -254,8 +243,12 @@ pub fn convert(schema: Option<&Value>, limits: &Limits) -> Result<Conversion, Sc
             });
         }
         Some(root @ Value::Object(_)) => root,
+        Some(Value::Bool(false)) => return Err(not_object("", REJECT_ALL.into())),
         Some(other) => {
-            return Err(not_object("", format!("{} instead of a schema object", kind_of(other))));
+            return Err(not_object(
+                "",
+                format!("{} instead of a schema object", kind_of(other)),
+            ));
         }
     };
     let root_base = root
@@ -273,30 +266,37 @@ pub fn convert(schema: Option<&Value>, limits: &Limits) -> Result<Conversion, Sc
         dropped: Vec::new(),
     };
     let expanded = expander.schema(root, 0)?;
+    // A `type` that came in through a root `$ref` is not at `/type`.
+    let type_at = if root.get("type").is_some() {
+        "/type"
+    } else {
+        ""
+    };
     Ok(Conversion {
-        parameters: finish_root(expanded)?,
+        parameters: finish_root(expanded, type_at)?,
         dropped: expander.dropped,
     })
 }
 
 /// `{"type":"object","properties":{}}`, the schema of a tool without arguments.
 fn empty_parameters() -> Value {
-    let mut map = Map::new();
-    map.insert("properties".into(), Value::Object(Map::new()));
-    map.insert("type".into(), Value::String("object".into()));
-    Value::Object(map)
+    json!({"type": "object", "properties": {}})
 }
+
+/// How a `false` root is described in [`SchemaErrorKind::NotObject`].
+const REJECT_ALL: &str = "`false` (a schema that accepts nothing)";
 
 /// Keywords that alone (without `properties`) mean the root is not simply
 /// "an object with these arguments".
 const ROOT_COMBINATORS: [&str; 7] = ["anyOf", "oneOf", "allOf", "not", "if", "enum", "const"];
 
 /// Applies the top-level rules to the inlined root.
-fn finish_root(expanded: Option<Value>) -> Result<Value, SchemaError> {
+/// `type_at` is the pointer to blame for a wrong `type`.
+fn finish_root(expanded: Option<Value>, type_at: &str) -> Result<Value, SchemaError> {
     let mut map = match expanded {
         Some(Value::Object(map)) => map,
         Some(Value::Bool(false)) => {
-            return Err(not_object("", "`false` (a schema that accepts nothing)".into()));
+            return Err(not_object("", REJECT_ALL.into()));
         }
         _ => return Ok(empty_parameters()),
     };
@@ -305,7 +305,10 @@ fn finish_root(expanded: Option<Value>) -> Result<Value, SchemaError> {
             if !map.contains_key("properties")
                 && let Some(key) = ROOT_COMBINATORS.iter().find(|k| map.contains_key(**k))
             {
-                return Err(not_object("", format!("a schema with `{key}` and no `type`")));
+                return Err(not_object(
+                    "",
+                    format!("a schema with `{key}` and no `type`"),
+                ));
             }
             map.insert("type".into(), Value::String("object".into()));
         }
@@ -313,7 +316,7 @@ fn finish_root(expanded: Option<Value>) -> Result<Value, SchemaError> {
         Some(Value::Array(types)) if types.iter().any(|t| t == "object") => {
             map.insert("type".into(), Value::String("object".into()));
         }
-        Some(other) => return Err(not_object("/type", format!("`\"type\": {other}`"))),
+        Some(other) => return Err(not_object(type_at, format!("`\"type\": {other}`"))),
     }
     if !map.get("properties").is_some_and(Value::is_object) {
         map.insert("properties".into(), Value::Object(Map::new()));
@@ -327,6 +330,14 @@ fn not_object(pointer: &str, found: String) -> SchemaError {
         pointer: pointer.into(),
     }
 }
+
+/// Keywords whose value is a single schema (`items` also takes a list).
+#[rustfmt::skip]
+const ONE_SCHEMA: [&str; 12] = [
+    "items", "additionalItems", "additionalProperties", "unevaluatedItems",
+    "unevaluatedProperties", "propertyNames", "contains", "not", "if", "then", "else",
+    "contentSchema",
+];
 
 /// Walks the schema, copying it with every `$ref` replaced by its target.
 struct Expander<'a> {
@@ -425,9 +436,7 @@ impl<'a> Expander<'a> {
                 reason: format!("{key} needs dynamic scoping, which is not supported"),
             })),
             "items" if value.is_array() => self.schema_list(value, depth),
-            "items" | "additionalItems" | "additionalProperties" | "unevaluatedItems"
-            | "unevaluatedProperties" | "propertyNames" | "contains" | "not" | "if" | "then"
-            | "else" | "contentSchema" => self.schema(value, depth),
+            k if ONE_SCHEMA.contains(&k) => self.schema(value, depth),
             "allOf" | "anyOf" | "oneOf" | "prefixItems" => self.schema_list(value, depth),
             "properties" | "patternProperties" | "dependentSchemas" => {
                 self.schema_map(value, depth, false)
@@ -459,7 +468,12 @@ impl<'a> Expander<'a> {
 
     /// Copies a name → schema map, dropping entries that are not schemas.
     /// With `name_lists`, array entries are copied as data (`dependencies`).
-    fn schema_map(&mut self, value: &'a Value, depth: usize, name_lists: bool) -> Step<Option<Value>> {
+    fn schema_map(
+        &mut self,
+        value: &'a Value,
+        depth: usize,
+        name_lists: bool,
+    ) -> Step<Option<Value>> {
         let Value::Object(entries) = value else {
             self.drop_here();
             return Ok(None);
@@ -559,7 +573,9 @@ impl<'a> Expander<'a> {
             return Ok(Vec::new());
         }
         let Some(rest) = decoded.strip_prefix('/') else {
-            return Err(bad("named anchors are not supported, only JSON pointers (#/...)"));
+            return Err(bad(
+                "named anchors are not supported, only JSON pointers (#/...)",
+            ));
         };
         rest.split('/')
             .map(unescape_token)
@@ -576,11 +592,7 @@ fn merge(target: Value, siblings: Map<String, Value>) -> Value {
     }
     let mut base = match target {
         Value::Object(map) => map,
-        Value::Bool(false) => {
-            let mut map = Map::new();
-            map.insert("not".into(), Value::Object(Map::new()));
-            map
-        }
+        Value::Bool(false) => Map::from_iter([("not".to_owned(), json!({}))]),
         _ => Map::new(),
     };
     for (key, value) in siblings {
@@ -627,6 +639,9 @@ fn percent_decode(text: &str) -> Option<String> {
     while i < bytes.len() {
         if bytes[i] == b'%' {
             let hex = text.get(i + 1..i + 3)?;
+            if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return None;
+            }
             out.push(u8::from_str_radix(hex, 16).ok()?);
             i += 3;
         } else {
@@ -664,11 +679,6 @@ fn push_escaped(pointer: &mut String, token: &str) {
             c => pointer.push(c),
         }
     }
-}
-
-/// A pointer written as a URI fragment for messages: `#/properties/a`, `#`.
-fn fragment(pointer: &str) -> String {
-    format!("#{pointer}")
 }
 
 fn kind_of(value: &Value) -> &'static str {

@@ -12,6 +12,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::serve::ListenerExt;
 use futures::channel::mpsc;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -38,9 +39,15 @@ impl EmbeddedModel {
         let token = stop.clone();
         tokio::spawn(async move {
             let app = router(settings);
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(token.cancelled_owned())
-                .await;
+            let _ = axum::serve(
+                listener.tap_io(|tcp| {
+                    // Small SSE writes must leave at once; Nagle would hold them ~40 ms.
+                    let _ = tcp.set_nodelay(true);
+                }),
+                app,
+            )
+            .with_graceful_shutdown(token.cancelled_owned())
+            .await;
         });
         Ok(Self { addr, stop })
     }
@@ -168,6 +175,13 @@ fn stream_answer(reply: Answer, model: String, pace: f64) -> Response {
             Ok(Bytes::from(format!("data: {v}\n\n")))
         };
         let pace = Duration::from_secs_f64(pace.max(0.0));
+        // Words are due at fixed times from the start, so timer rounding never accumulates.
+        let begun = tokio::time::Instant::now();
+        let mut due = 0u32;
+        let mut next_due = move || {
+            due += 1;
+            begun + pace * due
+        };
         let mut frames = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
         let finish = match &reply {
             Answer::Text(_) => "stop",
@@ -180,7 +194,7 @@ fn stream_answer(reply: Answer, model: String, pace: f64) -> Response {
             Answer::Text(pieces) => {
                 for piece in pieces {
                     if !pace.is_zero() {
-                        tokio::time::sleep(pace).await;
+                        tokio::time::sleep_until(next_due()).await;
                     }
                     if tx
                         .send(chunk(json!({"content": piece}), None))
@@ -193,7 +207,7 @@ fn stream_answer(reply: Answer, model: String, pace: f64) -> Response {
             }
             Answer::Calls(calls) => {
                 if !pace.is_zero() {
-                    tokio::time::sleep(pace).await;
+                    tokio::time::sleep_until(next_due()).await;
                 }
                 for (i, (name, args)) in calls.iter().enumerate() {
                     let head = json!({"tool_calls": [{"index": i, "id": format!("call_{i}"), "type": "function",

@@ -4,13 +4,19 @@ use std::path::Path;
 
 use tokio::io::{AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use super::bus::Bus;
 use super::event::Event;
 
-/// Starts writing every event published on `bus` to `path` (`-` = stdout). The task ends
-/// when the bus is dropped; it flushes after each burst of events.
-pub async fn record(bus: &Bus, path: &Path) -> std::io::Result<JoinHandle<u64>> {
+/// Starts writing every event published on `bus` to `path` (`-` = stdout). It flushes after
+/// each burst of events; once `stop` is cancelled it writes what is still queued and ends,
+/// returning how many events it wrote.
+pub async fn record(
+    bus: &Bus,
+    path: &Path,
+    stop: CancellationToken,
+) -> std::io::Result<JoinHandle<u64>> {
     let out: Box<dyn AsyncWrite + Send + Unpin> = if path == Path::new("-") {
         Box::new(tokio::io::stdout())
     } else {
@@ -26,7 +32,12 @@ pub async fn record(bus: &Bus, path: &Path) -> std::io::Result<JoinHandle<u64>> 
         let mut out = BufWriter::new(out);
         let mut written = 0u64;
         let mut line = Vec::with_capacity(256);
-        while let Some(event) = sub.recv().await {
+        loop {
+            let event = tokio::select! {
+                event = sub.recv() => event,
+                _ = stop.cancelled() => sub.try_recv(),
+            };
+            let Some(event) = event else { break };
             let mut next = Some(event);
             while let Some(event) = next {
                 line.clear();

@@ -128,6 +128,14 @@ impl Pipeline {
         self.ends.sunk.load(Ordering::Relaxed)
     }
 
+    /// Stops the pipeline now (like [`Pipeline::cancel`]) without taking it: waits up to
+    /// `timeout` for the Cancel frame to pass every processor.
+    pub async fn stop(&self, reason: &str, timeout: Duration) {
+        self.push(Frame::new(0, FrameBody::Cancel(reason.into())));
+        let mut finished = self.ends.finished.subscribe();
+        let _ = tokio::time::timeout(timeout, finished.wait_for(|f| *f)).await;
+    }
+
     /// Ends the pipeline gracefully: everything queued is processed, then End passes through.
     /// Waits up to `timeout` for the processors to stop, then aborts them.
     pub async fn end(mut self, timeout: Duration) {

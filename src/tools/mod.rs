@@ -2,6 +2,7 @@
 //! records, Rust function tools ([`FnTool`]) and a simple [`Toolbox`] that holds them.
 
 pub mod builtin;
+pub mod sse_client;
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -141,7 +141,7 @@ impl SseClientTransport {
                     waited: timeout,
                 });
             }
-            Ok(Err(reason)) => return Err(reason.into_error(shown)),
+            Ok(Err(reason)) => return Err(SseConnectError::StreamEnded { url: shown, reason }),
             Ok(Ok(data)) => data,
         };
         let endpoint = resolve_endpoint(&sse_url, &data)?;
@@ -157,11 +157,13 @@ impl SseClientTransport {
     }
 
     /// The SSE URL this transport is listening on.
+    #[must_use]
     pub fn sse_url(&self) -> &Url {
         &self.sse_url
     }
 
     /// The message endpoint announced by the server, resolved to an absolute URL.
+    #[must_use]
     pub fn endpoint(&self) -> &Url {
         &self.endpoint
     }
@@ -216,15 +218,10 @@ impl Transport<RoleClient> for SseClientTransport {
         let endpoint = self.endpoint.clone();
         let headers = self.headers.clone();
         async move {
-            let body = serde_json::to_vec(&item).map_err(|source| SseSendError::Encode {
-                endpoint: endpoint.to_string(),
-                source,
-            })?;
             let response = http
                 .post(endpoint.clone())
                 .headers(headers)
-                .header(CONTENT_TYPE, "application/json")
-                .body(body)
+                .json(&item)
                 .send()
                 .await
                 .map_err(|source| SseSendError::Post {
@@ -442,14 +439,7 @@ impl std::error::Error for SseConnectError {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum SseSendError {
-    /// The message could not be serialised (should not happen).
-    Encode {
-        /// The message endpoint.
-        endpoint: String,
-        /// The serialisation error.
-        source: serde_json::Error,
-    },
-    /// The `POST` failed before any response.
+    /// The `POST` failed before any response (or the message could not be encoded).
     Post {
         /// The message endpoint.
         endpoint: String,
@@ -470,9 +460,6 @@ pub enum SseSendError {
 impl fmt::Display for SseSendError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Encode { endpoint, source } => {
-                write!(f, "could not encode a message for {endpoint}: {source}")
-            }
             Self::Post { endpoint, source } => write!(
                 f,
                 "POST to the SSE MCP message endpoint {endpoint} failed: {}; the server may \
@@ -503,40 +490,24 @@ impl fmt::Display for SseSendError {
 impl std::error::Error for SseSendError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Self::Encode { source, .. } => Some(source),
             Self::Post { source, .. } => Some(source),
             Self::HttpStatus { .. } => None,
         }
     }
 }
 
-/// What went wrong while waiting for the `endpoint` event (the URL is added later).
-enum EndpointWaitError {
-    Ended,
-    Failed(String),
-}
-
-impl EndpointWaitError {
-    fn into_error(self, url: String) -> SseConnectError {
-        let reason = match self {
-            Self::Ended => None,
-            Self::Failed(reason) => Some(reason),
-        };
-        SseConnectError::StreamEnded { url, reason }
-    }
-}
-
+/// Reads events until `endpoint`; `Err(None)` is a clean end of stream, `Err(Some(_))` a failure.
 async fn wait_for_endpoint(
     events: &mut BoxStream<'static, EventResult>,
-) -> Result<String, EndpointWaitError> {
+) -> Result<String, Option<String>> {
     while let Some(event) = events.next().await {
-        let event = event.map_err(|error| EndpointWaitError::Failed(error.to_string()))?;
+        let event = event.map_err(|error| Some(error.to_string()))?;
         if event.event == "endpoint" {
             return Ok(event.data);
         }
         tracing::debug!(event = %event.event, "ignoring SSE event before `endpoint`");
     }
-    Err(EndpointWaitError::Ended)
+    Err(None)
 }
 
 fn parse_sse_url(url: &str) -> Result<Url, SseConnectError> {
@@ -631,63 +602,51 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 mod tests {
     use super::*;
 
-    fn url(s: &str) -> Url {
-        Url::parse(s).unwrap()
+    fn resolve(base: &str, data: &str) -> Result<String, SseConnectError> {
+        resolve_endpoint(&Url::parse(base).unwrap(), data).map(String::from)
     }
 
     #[test]
-    fn relative_endpoint_resolves_against_the_sse_url() {
-        let base = url("http://127.0.0.1:8000/sse");
-        let endpoint = resolve_endpoint(&base, "/messages?session=abc\n").unwrap();
-        assert_eq!(
-            endpoint.as_str(),
-            "http://127.0.0.1:8000/messages?session=abc"
-        );
-        let nested = resolve_endpoint(&url("http://h:1/api/sse"), "messages?s=1").unwrap();
-        assert_eq!(nested.as_str(), "http://h:1/api/messages?s=1");
-    }
-
-    #[test]
-    fn absolute_endpoint_on_the_same_origin_is_accepted() {
-        let base = url("https://mcp.example.com/sse");
-        let endpoint = resolve_endpoint(&base, "https://mcp.example.com/m?x=1").unwrap();
-        assert_eq!(endpoint.as_str(), "https://mcp.example.com/m?x=1");
+    fn endpoint_resolves_relative_paths_and_same_origin_urls() {
+        let base = "http://127.0.0.1:8000/api/sse";
+        let cases = [
+            (
+                "/messages?session=abc\n",
+                "http://127.0.0.1:8000/messages?session=abc",
+            ),
+            ("messages?s=1", "http://127.0.0.1:8000/api/messages?s=1"),
+            ("http://127.0.0.1:8000/m?x=1", "http://127.0.0.1:8000/m?x=1"),
+        ];
+        for (data, expected) in cases {
+            assert_eq!(resolve(base, data).unwrap(), expected, "{data}");
+        }
+        let empty = resolve(base, "  ").unwrap_err();
+        assert!(matches!(empty, SseConnectError::InvalidEndpoint { .. }));
     }
 
     #[test]
     fn endpoint_on_another_origin_is_refused() {
-        let base = url("http://127.0.0.1:8000/sse");
         for other in [
             "http://evil.example/messages",
             "http://127.0.0.1:8001/messages",
             "https://127.0.0.1:8000/messages",
             "//evil.example/messages",
         ] {
-            let error = resolve_endpoint(&base, other).unwrap_err();
+            let error = resolve("http://127.0.0.1:8000/sse", other).unwrap_err();
             assert!(
                 matches!(error, SseConnectError::CrossOrigin { .. }),
-                "{other}: {error}"
+                "{other}"
             );
             assert!(error.to_string().contains("different origin"), "{error}");
         }
     }
 
     #[test]
-    fn empty_endpoint_is_invalid() {
-        let error = resolve_endpoint(&url("http://h/sse"), "  ").unwrap_err();
-        assert!(matches!(error, SseConnectError::InvalidEndpoint { .. }));
-    }
-
-    #[test]
     fn bad_urls_and_headers_are_reported() {
-        assert!(matches!(
-            parse_sse_url("ftp://h/sse"),
-            Err(SseConnectError::InvalidUrl { .. })
-        ));
-        assert!(matches!(
-            parse_sse_url("not a url"),
-            Err(SseConnectError::InvalidUrl { .. })
-        ));
+        for bad in ["ftp://h/sse", "not a url"] {
+            let error = parse_sse_url(bad).unwrap_err();
+            assert!(matches!(error, SseConnectError::InvalidUrl { .. }), "{bad}");
+        }
         let error = build_headers(&[("Bad Name".into(), "v".into())]).unwrap_err();
         assert!(error.to_string().contains("Bad Name"), "{error}");
         let ok = build_headers(&[("Authorization".into(), "Bearer t".into())]).unwrap();

@@ -1,0 +1,202 @@
+//! The `App`: one value that owns the bus, the model, the bot, the sessions and the HTTP
+//! server. The console and the headless mode are two front ends over it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::bot::{Bot, TurnLimits};
+use crate::config::Config;
+use crate::model::{EmbeddedModel, ModelClient, ModelConfig, ScriptSettings};
+use crate::observe::Bus;
+use crate::server::{GuardConfig, Server};
+use crate::sessions::{SessionLimits, Sessions};
+use crate::tools::{Toolbox, Tools, builtin};
+
+/// Which model the bot talks to, for display.
+#[derive(Debug, Clone)]
+pub struct ModelInfo {
+    /// Base URL.
+    pub url: String,
+    /// Model name.
+    pub name: String,
+    /// Whether it is the embedded scripted model.
+    pub embedded: bool,
+}
+
+impl ModelInfo {
+    /// `embedded scripted model (http://...)` or `NAME at URL`.
+    pub fn describe(&self) -> String {
+        if self.embedded {
+            format!("embedded scripted model ({})", self.url)
+        } else {
+            format!("{} at {}", self.name, self.url)
+        }
+    }
+}
+
+/// The running application.
+pub struct App {
+    /// The event bus everything publishes on.
+    pub bus: Bus,
+    /// The session table.
+    pub sessions: Sessions,
+    /// The model in use.
+    pub model: ModelInfo,
+    /// The HTTP server.
+    pub server: Server,
+    _embedded: Option<EmbeddedModel>,
+    sweeper: JoinHandle<()>,
+}
+
+impl App {
+    /// Starts everything `config` describes: the model (embedded unless configured), the bot,
+    /// the session table and its sweep, and the HTTP server.
+    pub async fn start(config: &Config, bus: Bus) -> anyhow::Result<App> {
+        let tools: Arc<dyn Tools> = {
+            let mut toolbox = Toolbox::new();
+            if config.bot.builtin_tools {
+                toolbox.add(builtin::clock()).add(builtin::echo());
+            }
+            Arc::new(toolbox)
+        };
+        Self::start_with_tools(config, bus, tools).await
+    }
+
+    /// Like [`App::start`] with the bot's tools given.
+    pub async fn start_with_tools(
+        config: &Config,
+        bus: Bus,
+        tools: Arc<dyn Tools>,
+    ) -> anyhow::Result<App> {
+        let (model, embedded) = model_for(config).await?;
+        let mut model_config = ModelConfig::new(model.url.clone(), model.name.clone());
+        model_config.api_key = if model.embedded {
+            None
+        } else {
+            std::env::var("OPENAI_API_KEY")
+                .ok()
+                .filter(|k| !k.is_empty())
+        };
+        model_config.headers = config.model.headers.clone().into_iter().collect();
+        model_config.first_byte_timeout =
+            Duration::from_secs_f64(config.model.first_byte_timeout_seconds);
+        model_config.idle_timeout = Duration::from_secs_f64(config.model.idle_timeout_seconds);
+        let mut bot = Bot::builder(ModelClient::new(model_config))
+            .tools(tools)
+            .limits(TurnLimits {
+                round_cap: config.bot.round_cap,
+                tool_timeout: Duration::from_secs_f64(config.bot.tool_timeout_seconds),
+            });
+        if let Some(prompt) = &config.bot.system_prompt {
+            bot = bot.system_prompt(prompt.clone());
+        }
+        if let Some(greeting) = &config.bot.greeting {
+            bot = bot.greeting(greeting.clone());
+        }
+        Self::serve(config, bus, bot.build(), model, embedded).await
+    }
+
+    /// Serves an already built bot (the library entry point: see `examples/custom_bot.rs`).
+    pub async fn serve(
+        config: &Config,
+        bus: Bus,
+        bot: Bot,
+        model: ModelInfo,
+        embedded: Option<EmbeddedModel>,
+    ) -> anyhow::Result<App> {
+        let s = &config.server;
+        let sessions = Sessions::new(
+            bot,
+            bus.clone(),
+            SessionLimits {
+                cap: s.sessions,
+                handle_seconds: s.handle_seconds,
+                sweep_every: Duration::from_secs_f64(s.sweep_seconds.max(0.01)),
+            },
+        );
+        let mut guard = GuardConfig {
+            enabled: s.host_check,
+            ..GuardConfig::default()
+        };
+        guard.hosts.extend(s.allowed_hosts.iter().cloned());
+        guard.origins.extend(s.allowed_origins.iter().cloned());
+        let listener = TcpListener::bind((s.host.as_str(), s.port)).await.with_context(|| {
+            format!(
+                "cannot listen on {}:{}; is another turnscope running? Pick another --port (0 = any free port)",
+                s.host, s.port
+            )
+        })?;
+        let stop = CancellationToken::new();
+        let app = crate::server::router(sessions.clone(), guard, axum::Router::new(), stop.clone());
+        let server = Server::start(listener, app, stop)?;
+        let sweeper = sessions.spawn_sweeper();
+        Ok(App {
+            bus,
+            sessions,
+            model,
+            server,
+            _embedded: embedded,
+            sweeper,
+        })
+    }
+
+    /// Ends every session (each turn in flight ends as "session ended") and stops the server.
+    pub async fn shutdown(self) {
+        self.sweeper.abort();
+        self.sessions.close_all("server shut down").await;
+        self.server.shutdown(Duration::from_secs(2)).await;
+    }
+}
+
+/// Picks the model: `[model] url` / `--model-url`, then `OPENAI_BASE_URL`, then OpenAI when
+/// `OPENAI_API_KEY` is set, else the embedded scripted model on a loopback port.
+async fn model_for(config: &Config) -> anyhow::Result<(ModelInfo, Option<EmbeddedModel>)> {
+    let env_url = std::env::var("OPENAI_BASE_URL")
+        .ok()
+        .filter(|u| !u.is_empty());
+    let has_key = std::env::var("OPENAI_API_KEY").is_ok_and(|k| !k.is_empty());
+    let url = config
+        .model
+        .url
+        .clone()
+        .or(env_url)
+        .or_else(|| has_key.then(|| "https://api.openai.com/v1".to_string()));
+    match url {
+        Some(url) => Ok((
+            ModelInfo {
+                url,
+                name: config
+                    .model
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| "gpt-4o-mini".into()),
+                embedded: false,
+            },
+            None,
+        )),
+        None => {
+            let embedded = EmbeddedModel::start(
+                0,
+                ScriptSettings {
+                    pace: config.model.pace,
+                    words: config.model.words,
+                },
+            )
+            .await
+            .context("cannot start the embedded scripted model on a loopback port")?;
+            Ok((
+                ModelInfo {
+                    url: embedded.base_url(),
+                    name: crate::model::server::MODEL_NAME.into(),
+                    embedded: true,
+                },
+                Some(embedded),
+            ))
+        }
+    }
+}

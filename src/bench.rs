@@ -1,0 +1,411 @@
+//! `turnscope bench`: benchmarks as commands that print one JSON row per measurement.
+//!
+//! - `pipeline`: frames per second through a 5-processor pipeline, with and without a bus
+//!   listener;
+//! - `turns`: the seed's cost table (1 turn; 5 turns on one handle; 1 turn with 1 tool call)
+//!   over real MCP on loopback, paced like the seed's stub (0.03 s/word, 7 words) and at zero
+//!   pace (pure overhead), median/min/max of the runs;
+//! - `load`: N sessions × K turns at once, turns/s and p50/p99;
+//! - `memory`: resident memory per open idle session;
+//! - `ready`: time from process start to the headless ready line.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use async_trait::async_trait;
+use clap::{Args, ValueEnum};
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use serde_json::{Value, json};
+
+use crate::app::App;
+use crate::config::Config;
+use crate::observe::Bus;
+use crate::pipeline::{Frame, FrameBody, Link, Observer, Pipeline, Processor};
+use crate::tools::{FnTool, Toolbox, Tools};
+
+/// What to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Shape {
+    /// Frames per second through a 5-processor pipeline.
+    Pipeline,
+    /// The seed's cost table, paced and at zero pace.
+    Turns,
+    /// Many sessions chatting at once.
+    Load,
+    /// Memory per idle session.
+    Memory,
+    /// Time to the ready line.
+    Ready,
+}
+
+/// `turnscope bench` flags.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Which benchmarks (default: all).
+    #[arg(value_enum)]
+    pub shapes: Vec<Shape>,
+    /// Runs per shape of the cost table.
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Frames pushed per pipeline measurement.
+    #[arg(long, default_value_t = 200_000)]
+    pub frames: u64,
+    /// Sessions of the load shape.
+    #[arg(long, default_value_t = 1000)]
+    pub sessions: usize,
+    /// Turns per session of the load shape.
+    #[arg(long, default_value_t = 5)]
+    pub turns: usize,
+    /// Idle sessions of the memory shape.
+    #[arg(long, default_value_t = 2000)]
+    pub idle_sessions: usize,
+}
+
+fn row(value: Value) {
+    println!("{value}");
+}
+
+/// Runs the benchmarks `args` names.
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let shapes = if args.shapes.is_empty() {
+        vec![
+            Shape::Pipeline,
+            Shape::Turns,
+            Shape::Load,
+            Shape::Memory,
+            Shape::Ready,
+        ]
+    } else {
+        args.shapes.clone()
+    };
+    for shape in shapes {
+        match shape {
+            Shape::Pipeline => {
+                for listener in [false, true] {
+                    pipeline_throughput(args.frames, listener).await;
+                }
+            }
+            Shape::Turns => {
+                for (pace, words) in [(0.03, Some(7)), (0.0, Some(7))] {
+                    cost_table(pace, words, args.runs).await?;
+                }
+            }
+            Shape::Load => load(args.sessions, args.turns).await?,
+            Shape::Memory => memory(args.idle_sessions).await?,
+            Shape::Ready => ready().await?,
+        }
+    }
+    Ok(())
+}
+
+/// Passes every frame on.
+struct Pass(&'static str);
+
+#[async_trait]
+impl Processor for Pass {
+    fn name(&self) -> &'static str {
+        self.0
+    }
+    async fn process(&mut self, frame: Frame, link: &Link) {
+        link.push(frame);
+    }
+}
+
+async fn pipeline_throughput(frames: u64, listener: bool) {
+    let bus = Bus::default();
+    let mut sub = listener.then(|| bus.subscribe());
+    let drained = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counter = drained.clone();
+    let reader = sub.take().map(|mut sub| {
+        tokio::spawn(async move {
+            while sub.recv().await.is_some() {
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        })
+    });
+    let names = ["p1", "p2", "p3", "p4", "p5"];
+    let processors: Vec<Box<dyn Processor>> = names
+        .iter()
+        .map(|n| Box::new(Pass(n)) as Box<dyn Processor>)
+        .collect();
+    let pipeline = Pipeline::start(processors, Observer::new(bus.clone(), 1));
+    let started = Instant::now();
+    for i in 0..frames {
+        pipeline.push(Frame::new(
+            1,
+            FrameBody::TextPiece(if i % 2 == 0 { "a".into() } else { "b".into() }),
+        ));
+    }
+    pipeline.drain(Duration::from_secs(600)).await;
+    let secs = started.elapsed().as_secs_f64();
+    if let Some(r) = reader {
+        r.abort();
+    }
+    row(json!({
+        "bench": "pipeline",
+        "processors": 5,
+        "frames": frames,
+        "bus_listener": listener,
+        "seconds": round(secs, 4),
+        "frames_per_second": (frames as f64 / secs).round(),
+        "events_published": bus.published(),
+        "events_read": drained.load(std::sync::atomic::Ordering::Relaxed),
+    }));
+}
+
+fn round(x: f64, places: i32) -> f64 {
+    let f = 10f64.powi(places);
+    (x * f).round() / f
+}
+
+/// A config for an in-process server on a free port with the embedded model at `pace`.
+fn bench_config(pace: f64, words: Option<usize>, sessions: usize) -> Config {
+    let mut config = Config::default();
+    config.server.port = 0;
+    config.server.sessions = sessions;
+    config.model.pace = pace;
+    config.model.words = words;
+    config.bot.system_prompt = Some("answer in one short sentence".into());
+    config
+}
+
+/// The seed bench's one parameterless tool.
+fn hours_tools() -> Arc<dyn Tools> {
+    Arc::new(Toolbox::new().with(FnTool::new(
+        "hours",
+        "Opening hours.",
+        json!({"type": "object", "properties": {}}),
+        |_| async { Ok("We open at nine and close at five.".to_string()) },
+    )))
+}
+
+/// A connected MCP client.
+pub struct BenchClient {
+    client: RunningService<rmcp::RoleClient, ()>,
+}
+
+impl BenchClient {
+    /// Connects to `url`.
+    pub async fn connect(url: &str) -> anyhow::Result<Self> {
+        let client = ().serve(StreamableHttpClientTransport::from_uri(url.to_string())).await?;
+        Ok(Self { client })
+    }
+
+    /// Calls a tool and returns (text, is_error).
+    pub async fn call(&self, name: &str, args: Value) -> anyhow::Result<(String, bool)> {
+        let mut params = CallToolRequestParams::new(name.to_string());
+        if let Value::Object(map) = args {
+            params = params.with_arguments(map);
+        }
+        let result = self.client.call_tool(params).await?;
+        let text = result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect::<String>();
+        Ok((text, result.is_error == Some(true)))
+    }
+
+    /// `start` → handle.
+    pub async fn start(&self) -> anyhow::Result<String> {
+        let (handle, err) = self.call("start", json!({})).await?;
+        anyhow::ensure!(!err, "start failed: {handle}");
+        Ok(handle)
+    }
+
+    /// `chat` → reply (an error reply is an error).
+    pub async fn chat(&self, handle: &str, line: &str) -> anyhow::Result<String> {
+        let (reply, err) = self
+            .call("chat", json!({"handle": handle, "line": line}))
+            .await?;
+        anyhow::ensure!(!err, "chat failed: {reply}");
+        anyhow::ensure!(!reply.is_empty(), "chat gave an empty reply");
+        Ok(reply)
+    }
+}
+
+fn stats(mut secs: Vec<f64>) -> Value {
+    secs.sort_by(f64::total_cmp);
+    let median = secs[secs.len() / 2];
+    json!({"median": round(median, 4), "min": round(secs[0], 4), "max": round(secs[secs.len() - 1], 4)})
+}
+
+async fn cost_table(pace: f64, words: Option<usize>, runs: usize) -> anyhow::Result<()> {
+    let config = bench_config(pace, words, 64);
+    let app = App::start_with_tools(&config, Bus::default(), hours_tools()).await?;
+    let client = BenchClient::connect(&app.server.mcp_url()).await?;
+    let mut shapes = serde_json::Map::new();
+    for shape in ["turn", "turns5", "tool"] {
+        let mut secs = Vec::with_capacity(runs);
+        for _ in 0..runs.max(1) {
+            let handle = client.start().await?;
+            let started = Instant::now();
+            match shape {
+                "turn" => {
+                    client.chat(&handle, "when do you open").await?;
+                }
+                "turns5" => {
+                    for i in 0..5 {
+                        client
+                            .chat(&handle, &format!("question number {i}"))
+                            .await?;
+                    }
+                }
+                _ => {
+                    client.chat(&handle, "what are your hours").await?;
+                }
+            }
+            secs.push(started.elapsed().as_secs_f64());
+        }
+        shapes.insert(shape.into(), stats(secs));
+    }
+    row(json!({
+        "bench": "turns",
+        "pace_seconds": pace,
+        "words": words,
+        "runs": runs,
+        "model": "embedded",
+        "transport": "mcp streamable http (rmcp client, loopback)",
+        "shapes": shapes,
+    }));
+    drop(client);
+    app.shutdown().await;
+    Ok(())
+}
+
+async fn load(sessions: usize, turns: usize) -> anyhow::Result<()> {
+    let config = bench_config(0.0, Some(7), sessions + 8);
+    let app = App::start_with_tools(&config, Bus::default(), hours_tools()).await?;
+    let url = app.server.mcp_url();
+    // A few clients share the sessions, as several MCP clients would.
+    let clients: Vec<Arc<BenchClient>> = {
+        let mut v = Vec::new();
+        for _ in 0..8 {
+            v.push(Arc::new(BenchClient::connect(&url).await?));
+        }
+        v
+    };
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(sessions);
+    for i in 0..sessions {
+        let client = clients[i % clients.len()].clone();
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::with_capacity(turns);
+            let mut errors = 0usize;
+            let handle = match client.start().await {
+                Ok(h) => h,
+                Err(_) => return (latencies, turns),
+            };
+            for t in 0..turns {
+                let at = Instant::now();
+                match client.chat(&handle, &format!("line {t}")).await {
+                    Ok(_) => latencies.push(at.elapsed().as_secs_f64() * 1000.0),
+                    Err(_) => errors += 1,
+                }
+            }
+            (latencies, errors)
+        }));
+    }
+    let mut all = Vec::new();
+    let mut errors = 0;
+    for t in tasks {
+        let (lat, err) = t.await.context("load task panicked")?;
+        all.extend(lat);
+        errors += err;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    all.sort_by(f64::total_cmp);
+    let pct = |q: f64| {
+        all.get(((all.len() as f64 - 1.0) * q) as usize)
+            .copied()
+            .unwrap_or(0.0)
+    };
+    row(json!({
+        "bench": "load",
+        "sessions": sessions,
+        "turns_per_session": turns,
+        "pace_seconds": 0.0,
+        "turns": all.len(),
+        "errors": errors,
+        "seconds": round(secs, 3),
+        "turns_per_second": round(all.len() as f64 / secs, 1),
+        "p50_ms": round(pct(0.5), 3),
+        "p99_ms": round(pct(0.99), 3),
+    }));
+    app.shutdown().await;
+    Ok(())
+}
+
+/// Resident set size of this process, in bytes (Linux).
+pub fn rss_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
+async fn memory(idle: usize) -> anyhow::Result<()> {
+    let config = bench_config(0.0, Some(7), idle + 8);
+    let app = App::start_with_tools(&config, Bus::default(), hours_tools()).await?;
+    // Warm up allocator and runtime with a few sessions first.
+    let mut warm = Vec::new();
+    for _ in 0..50 {
+        warm.push(
+            app.sessions
+                .open(crate::observe::SessionOpener::Api)
+                .map_err(anyhow::Error::msg)?,
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let before = rss_bytes().unwrap_or(0);
+    let mut opened = Vec::with_capacity(idle);
+    for _ in 0..idle {
+        opened.push(
+            app.sessions
+                .open(crate::observe::SessionOpener::Api)
+                .map_err(anyhow::Error::msg)?,
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let after = rss_bytes().unwrap_or(0);
+    row(json!({
+        "bench": "memory",
+        "idle_sessions": idle,
+        "rss_before_bytes": before,
+        "rss_after_bytes": after,
+        "bytes_per_session": (after.saturating_sub(before)) / idle.max(1) as u64,
+    }));
+    drop(opened);
+    drop(warm);
+    app.shutdown().await;
+    Ok(())
+}
+
+async fn ready() -> anyhow::Result<()> {
+    use tokio::io::AsyncBufReadExt;
+    let exe = std::env::current_exe()?;
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        let started = Instant::now();
+        let mut child = tokio::process::Command::new(&exe)
+            .args(["--headless", "--port", "0"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()?;
+        let stdout = child.stdout.take().context("child stdout")?;
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        while let Some(line) = lines.next_line().await? {
+            if line.contains("/mcp") {
+                break;
+            }
+        }
+        times.push(started.elapsed().as_secs_f64());
+        child.kill().await.ok();
+    }
+    row(json!({"bench": "ready", "runs": times.len(), "seconds": stats(times)}));
+    Ok(())
+}

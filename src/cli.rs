@@ -1,0 +1,163 @@
+//! The command line: flags of the main mode and the subcommands.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::Config;
+
+/// turnscope: run a bot, serve it over MCP, and watch it live.
+#[derive(Debug, Parser)]
+#[command(name = "turnscope", version, about)]
+pub struct Cli {
+    /// Config file (TOML); default ./turnscope.toml when present.
+    #[arg(long, global = true)]
+    pub config: Option<PathBuf>,
+    /// Main-mode flags.
+    #[command(flatten)]
+    pub serve: ServeArgs,
+    /// A subcommand instead of the console.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Flags of the console / headless server.
+#[derive(Debug, Args, Default)]
+pub struct ServeArgs {
+    /// Address to bind (default 127.0.0.1).
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Port (default 7870; 0 picks a free one).
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// An OpenAI-compatible base URL (ending in /v1); default: the embedded scripted model.
+    #[arg(long)]
+    pub model_url: Option<String>,
+    /// Model name sent to that server.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Most open sessions (default 32).
+    #[arg(long)]
+    pub sessions: Option<usize>,
+    /// Seconds a session lives with no chat call (default 300).
+    #[arg(long)]
+    pub handle_seconds: Option<u64>,
+    /// Seconds between idle sweeps (default 30).
+    #[arg(long, hide = true)]
+    pub sweep_seconds: Option<f64>,
+    /// Seconds between words of the embedded model (default 0.03).
+    #[arg(long)]
+    pub pace: Option<f64>,
+    /// Serve with no console (for CI and scripts).
+    #[arg(long)]
+    pub headless: bool,
+    /// Write every event as one JSON line to FILE (`-` = stdout).
+    #[arg(long)]
+    pub events: Option<PathBuf>,
+    /// Also allow this Host (repeatable; `name:*` = any port).
+    #[arg(long = "allowed-host")]
+    pub allowed_hosts: Vec<String>,
+    /// Also allow this Origin (repeatable; `scheme://name:*` = any port).
+    #[arg(long = "allowed-origin")]
+    pub allowed_origins: Vec<String>,
+    /// Turn the Host/Origin check off (only behind a trusted proxy).
+    #[arg(long)]
+    pub no_host_check: bool,
+    /// Console theme: a name from themes/ or a path to a theme file.
+    #[arg(long)]
+    pub theme: Option<String>,
+}
+
+impl ServeArgs {
+    /// Lays the flags over a config.
+    pub fn apply(&self, config: &mut Config) {
+        let s = &mut config.server;
+        if let Some(h) = &self.host {
+            s.host = h.clone();
+        }
+        if let Some(p) = self.port {
+            s.port = p;
+        }
+        if let Some(n) = self.sessions {
+            s.sessions = n;
+        }
+        if let Some(n) = self.handle_seconds {
+            s.handle_seconds = n;
+        }
+        if let Some(n) = self.sweep_seconds {
+            s.sweep_seconds = n;
+        }
+        s.allowed_hosts.extend(self.allowed_hosts.iter().cloned());
+        s.allowed_origins
+            .extend(self.allowed_origins.iter().cloned());
+        if self.no_host_check {
+            s.host_check = false;
+        }
+        if let Some(u) = &self.model_url {
+            config.model.url = Some(u.clone());
+        }
+        if let Some(m) = &self.model {
+            config.model.name = Some(m.clone());
+        }
+        if let Some(p) = self.pace {
+            config.model.pace = p;
+        }
+        if let Some(t) = &self.theme {
+            config.console.theme = Some(t.clone());
+        }
+    }
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// The embedded scripted model on its own (a mock model for your CI).
+    Model {
+        /// What to do with it.
+        #[command(subcommand)]
+        action: ModelAction,
+    },
+    /// Benchmarks; each prints JSON rows.
+    Bench(crate::bench::BenchArgs),
+    /// Development helpers.
+    #[command(hide = true)]
+    Dev {
+        /// Which helper.
+        #[command(subcommand)]
+        action: DevAction,
+    },
+}
+
+/// `turnscope model ...`
+#[derive(Debug, Subcommand)]
+pub enum ModelAction {
+    /// Serve `/v1/models` and `/v1/chat/completions` on 127.0.0.1.
+    Serve {
+        /// Port (0 = any free port).
+        #[arg(long, default_value_t = 7861)]
+        port: u16,
+        /// Seconds between streamed words.
+        #[arg(long, default_value_t = 0.03)]
+        pace: f64,
+        /// Exact words per plain answer.
+        #[arg(long)]
+        words: Option<usize>,
+    },
+}
+
+/// `turnscope dev ...`
+#[derive(Debug, Subcommand)]
+pub enum DevAction {
+    /// The fixture MCP server (tests and the interop suite use it).
+    FixtureServer {
+        /// Serve over stdio.
+        #[arg(long, conflicts_with_all = ["http", "sse"])]
+        stdio: bool,
+        /// Serve streamable HTTP on 127.0.0.1:PORT at /mcp.
+        #[arg(long)]
+        http: Option<u16>,
+        /// Serve legacy HTTP+SSE on 127.0.0.1:PORT at /sse.
+        #[arg(long)]
+        sse: Option<u16>,
+    },
+}

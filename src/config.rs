@@ -1,0 +1,204 @@
+//! The typed configuration: a TOML file (`--config FILE`, or `./turnscope.toml` when present)
+//! overlaid by command-line flags. Unknown keys are errors, so a typo never passes silently.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Everything turnscope can be configured with.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// The HTTP server.
+    pub server: ServerSection,
+    /// The model.
+    pub model: ModelSection,
+    /// The bot.
+    pub bot: BotSection,
+    /// The console.
+    pub console: ConsoleSection,
+}
+
+/// `[server]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerSection {
+    /// Address to bind (default `127.0.0.1`).
+    pub host: String,
+    /// Port (default 7870; 0 = any free port).
+    pub port: u16,
+    /// Most open sessions (default 32).
+    pub sessions: usize,
+    /// Seconds a session lives with no call (default 300).
+    pub handle_seconds: u64,
+    /// Seconds between idle sweeps (default 30).
+    pub sweep_seconds: f64,
+    /// Extra allowed Host values (`name`, `name:port`, `name:*`).
+    pub allowed_hosts: Vec<String>,
+    /// Extra allowed Origin values.
+    pub allowed_origins: Vec<String>,
+    /// Whether the Host/Origin check runs (default true).
+    pub host_check: bool,
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        Self {
+            host: "127.0.0.1".into(),
+            port: 7870,
+            sessions: 32,
+            handle_seconds: 300,
+            sweep_seconds: 30.0,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            host_check: true,
+        }
+    }
+}
+
+/// `[model]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelSection {
+    /// Base URL of an OpenAI-compatible server (ending in `/v1`); none = `OPENAI_BASE_URL`,
+    /// then OpenAI itself when `OPENAI_API_KEY` is set, else the embedded model.
+    pub url: Option<String>,
+    /// Model name (default `gpt-4o-mini` for remote servers).
+    pub name: Option<String>,
+    /// Extra request headers.
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// Seconds between words of the embedded model (default 0.03).
+    pub pace: f64,
+    /// Exact words per plain answer of the embedded model.
+    pub words: Option<usize>,
+    /// Seconds to wait for the first byte of a response (default 60).
+    pub first_byte_timeout_seconds: f64,
+    /// Seconds a stream may stay silent (default 30).
+    pub idle_timeout_seconds: f64,
+}
+
+impl Default for ModelSection {
+    fn default() -> Self {
+        Self {
+            url: None,
+            name: None,
+            headers: Default::default(),
+            pace: 0.03,
+            words: None,
+            first_byte_timeout_seconds: 60.0,
+            idle_timeout_seconds: 30.0,
+        }
+    }
+}
+
+/// `[bot]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BotSection {
+    /// The system prompt.
+    pub system_prompt: Option<String>,
+    /// What the bot says first in each session.
+    pub greeting: Option<String>,
+    /// Most rounds of function calls per turn (default 8).
+    pub round_cap: u32,
+    /// Seconds a tool call may take (default 30).
+    pub tool_timeout_seconds: f64,
+    /// Whether the built-in tools (`clock`, `echo`) are offered (default true).
+    pub builtin_tools: bool,
+}
+
+impl Default for BotSection {
+    fn default() -> Self {
+        Self {
+            system_prompt: Some(
+                "You are a helpful assistant. Answer in one short sentence.".into(),
+            ),
+            greeting: None,
+            round_cap: 8,
+            tool_timeout_seconds: 30.0,
+            builtin_tools: true,
+        }
+    }
+}
+
+/// `[console]`
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConsoleSection {
+    /// Theme name (a file in `themes/`) or path.
+    pub theme: Option<String>,
+}
+
+impl Config {
+    /// Reads `path`, or `./turnscope.toml` when `path` is `None` and that file exists, or the
+    /// defaults. Errors name the file, the key and what was expected.
+    pub fn load(path: Option<&Path>) -> anyhow::Result<(Self, Option<PathBuf>)> {
+        let path = match path {
+            Some(p) => Some(p.to_path_buf()),
+            None => Some(PathBuf::from("turnscope.toml")).filter(|p| p.exists()),
+        };
+        let Some(path) = path else {
+            return Ok((Config::default(), None));
+        };
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot read config file {}: {e}; check the path given to --config",
+                path.display()
+            )
+        })?;
+        let config = Self::parse(&text)
+            .map_err(|e| anyhow::anyhow!("config file {}: {e}", path.display()))?;
+        Ok((config, Some(path)))
+    }
+
+    /// Parses TOML text.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let config: Config = toml::from_str(text).map_err(|e| e.to_string())?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.server.sessions == 0 {
+            return Err("server.sessions: must be at least 1".into());
+        }
+        if self.server.handle_seconds == 0 {
+            return Err("server.handle_seconds: must be at least 1".into());
+        }
+        if !(self.model.pace >= 0.0 && self.model.pace.is_finite()) {
+            return Err(format!(
+                "model.pace: expected seconds >= 0, got {}",
+                self.model.pace
+            ));
+        }
+        if self.bot.tool_timeout_seconds.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+            return Err("bot.tool_timeout_seconds: expected seconds > 0".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_overrides() {
+        let c =
+            Config::parse("[server]\nport = 0\nsessions = 4\n[bot]\ngreeting = \"hi\"\n").unwrap();
+        assert_eq!(c.server.port, 0);
+        assert_eq!(c.server.sessions, 4);
+        assert_eq!(c.server.handle_seconds, 300);
+        assert_eq!(c.bot.greeting.as_deref(), Some("hi"));
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let e = Config::parse("[server]\nprot = 1\n").unwrap_err();
+        assert!(e.contains("prot"), "{e}");
+        let e = Config::parse("[server]\nport = \"x\"\n").unwrap_err();
+        assert!(e.contains("port") || e.contains("server"), "{e}");
+        let e = Config::parse("[server]\nsessions = 0\n").unwrap_err();
+        assert!(e.contains("server.sessions"), "{e}");
+    }
+}

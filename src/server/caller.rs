@@ -1,0 +1,60 @@
+//! Notices when an HTTP caller goes away, so a `chat` handler can end at once.
+//!
+//! rmcp's stateful streamable HTTP mode keeps a tool handler running when the client closes
+//! the response stream (streams are resumable there), yet the seed requires that closing the
+//! stream cancels the call. This layer gives each request a token that is cancelled when the
+//! response body is dropped (sent, or abandoned by the client) or when the request is dropped
+//! before answering; rmcp hands the request's extensions to the handler, which watches it.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::Response;
+use bytes::Bytes;
+use http_body::Frame;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+/// Cancelled when the HTTP exchange that carried a request is over.
+#[derive(Clone, Debug)]
+pub struct CallerGone(pub CancellationToken);
+
+pin_project_lite::pin_project! {
+    struct WatchedBody {
+        #[pin]
+        inner: Body,
+        guard: DropGuard,
+    }
+}
+
+impl http_body::Body for WatchedBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        self.project().inner.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The middleware: attaches a [`CallerGone`] token and cancels it when the exchange ends.
+pub async fn watch_caller(mut request: Request, next: Next) -> Response {
+    let token = CancellationToken::new();
+    request.extensions_mut().insert(CallerGone(token.clone()));
+    let guard = token.drop_guard();
+    let response = next.run(request).await;
+    let (parts, body) = response.into_parts();
+    Response::from_parts(parts, Body::new(WatchedBody { inner: body, guard }))
+}

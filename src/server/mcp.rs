@@ -1,0 +1,282 @@
+//! The MCP face of a bot: tools `start` and `chat` (rmcp server handler).
+//!
+//! Arguments are parsed by hand rather than by rmcp's typed `Parameters`, so that a wrong
+//! type is answered as a tool error naming the field (as every other mistake is) instead of
+//! a protocol error.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::caller::CallerGone;
+use crate::observe::{Event, SessionOpener};
+use crate::sessions::{ChatError, ChatReply, ProgressSink, Sessions};
+
+/// The rmcp handler serving one bot's sessions.
+#[derive(Clone)]
+pub struct BotMcp {
+    sessions: Sessions,
+    tools: Arc<Vec<Tool>>,
+}
+
+impl BotMcp {
+    /// A handler for `sessions`.
+    pub fn new(sessions: Sessions) -> Self {
+        let tools = Arc::new(tool_list(sessions.limits().handle_seconds));
+        Self { sessions, tools }
+    }
+}
+
+fn object(v: Value) -> Arc<JsonObject> {
+    match v {
+        Value::Object(map) => Arc::new(map),
+        _ => unreachable!("schemas below are object literals"),
+    }
+}
+
+/// The `start` and `chat` tools, with descriptions that tell a model how to use them.
+fn tool_list(handle_seconds: u64) -> Vec<Tool> {
+    let start = Tool::new(
+        "start",
+        format!(
+            "Opens one conversation with the bot and returns its handle. Call it once per conversation and pass \
+             the handle to every chat call. The handle is a secret: do not print or share it. A conversation with \
+             no chat call for {handle_seconds} seconds ends; then call start again."
+        ),
+        object(json!({"type": "object", "properties": {}})),
+    )
+    .with_raw_output_schema(object(json!({
+        "type": "object",
+        "properties": {
+            "handle": {"type": "string", "description": "The conversation's handle (36 characters)."},
+            "greeting": {"type": ["string", "null"], "description": "What the bot says first, if anything."}
+        },
+        "required": ["handle"]
+    })));
+    let chat = Tool::new(
+        "chat",
+        format!(
+            "Sends one line to the bot and returns its whole reply when the turn ends. The bot keeps the history, \
+             so send only the new line. Calls on one handle run in order. If you stop waiting, call chat with an \
+             empty line to read the reply of the turn in flight, or send a new line to interrupt it. A conversation \
+             with no chat call for {handle_seconds} seconds ends."
+        ),
+        object(json!({
+            "type": "object",
+            "properties": {
+                "handle": {"type": "string", "description": "The handle start returned."},
+                "line": {"type": "string", "default": "", "description": "What to say. Empty: read the turn in flight."}
+            },
+            "required": ["handle"]
+        })),
+    )
+    .with_raw_output_schema(object(json!({
+        "type": "object",
+        "properties": {
+            "reply": {"type": "string"},
+            "turn": {"type": ["integer", "null"]},
+            "end_reason": {"type": ["string", "null"], "enum": ["completed", "interrupted", "error", "session_ended", null]},
+            "error": {"type": ["string", "null"]},
+            "rounds": {"type": "integer"},
+            "tool_calls": {"type": "array", "items": {"type": "object"}},
+            "first_piece_ms": {"type": ["number", "null"]},
+            "total_ms": {"type": ["number", "null"]},
+            "unread": {"type": ["object", "null"], "properties": {"reply": {"type": "string"}, "end_reason": {"type": "string"}}}
+        },
+        "required": ["reply", "rounds", "tool_calls"]
+    })));
+    vec![start, chat]
+}
+
+fn tool_error(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(text.into())])
+}
+
+/// A string argument: absent → `default`, wrong type → an error naming the field.
+fn string_arg<'a>(
+    args: &'a JsonObject,
+    field: &str,
+    default: Option<&'a str>,
+    expect: &str,
+) -> Result<&'a str, String> {
+    match args.get(field) {
+        Some(Value::String(s)) => Ok(s),
+        None | Some(Value::Null) => {
+            default.ok_or_else(|| format!("{field}: missing. Expected {expect}."))
+        }
+        Some(other) => Err(format!(
+            "{field}: expected a string ({expect}); received {}.",
+            match other {
+                Value::Bool(_) => "a boolean",
+                Value::Number(_) => "a number",
+                Value::Array(_) => "an array",
+                _ => "an object",
+            }
+        )),
+    }
+}
+
+/// Sends progress to the calling MCP client.
+struct McpProgress {
+    peer: Peer<RoleServer>,
+    token: ProgressToken,
+}
+
+#[async_trait]
+impl ProgressSink for McpProgress {
+    async fn notify(&mut self, progress: u64, message: String) -> bool {
+        let param = ProgressNotificationParam::new(self.token.clone(), progress as f64)
+            .with_message(message);
+        self.peer.notify_progress(param).await.is_ok()
+    }
+}
+
+/// One token cancelled when either `a` or `b` is; the watcher stops with the returned guard.
+fn either(
+    a: CancellationToken,
+    b: Option<CancellationToken>,
+) -> (CancellationToken, tokio_util::sync::DropGuard) {
+    let both = CancellationToken::new();
+    let out = both.clone();
+    let stop = CancellationToken::new();
+    let stop_watch = stop.clone();
+    tokio::spawn(async move {
+        let b_gone = async {
+            match b {
+                Some(b) => b.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = a.cancelled() => both.cancel(),
+            _ = b_gone => both.cancel(),
+            _ = stop_watch.cancelled() => {}
+        }
+    });
+    (out, stop.drop_guard())
+}
+
+impl BotMcp {
+    fn start(&self, context: &RequestContext<RoleServer>) -> CallToolResult {
+        let client = context
+            .peer
+            .peer_info()
+            .map(|info| info.client_info.name.clone())
+            .unwrap_or_else(|| "mcp client".to_string());
+        match self.sessions.open(SessionOpener::Mcp(client)) {
+            Ok(session) => {
+                let handle = session.handle();
+                let mut result = CallToolResult::success(vec![ContentBlock::text(handle.clone())]);
+                result.structured_content =
+                    Some(json!({"handle": handle, "greeting": self.sessions.bot().greeting()}));
+                result
+            }
+            Err(e) => tool_error(e.to_string()),
+        }
+    }
+
+    async fn chat(&self, args: &JsonObject, context: RequestContext<RoleServer>) -> CallToolResult {
+        let handle = match string_arg(
+            args,
+            "handle",
+            None,
+            "the 36-character handle start gives; call start first",
+        ) {
+            Ok(h) => h,
+            Err(e) => return tool_error(e),
+        };
+        let line = match string_arg(
+            args,
+            "line",
+            Some(""),
+            "the line to say, or \"\" to read the turn in flight",
+        ) {
+            Ok(l) => l,
+            Err(e) => return tool_error(e),
+        };
+        let gone = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<CallerGone>())
+            .map(|g| g.0.clone());
+        let (cancel, _watch) = either(context.ct.clone(), gone);
+        let mut sink = context.meta.get_progress_token().map(|token| McpProgress {
+            peer: context.peer.clone(),
+            token,
+        });
+        let progress = sink.as_mut().map(|s| s as &mut dyn ProgressSink);
+        match self.sessions.chat(handle, line, progress, &cancel).await {
+            Ok(reply) => reply_result(reply),
+            Err(ChatError::Cancelled) => tool_error(ChatError::Cancelled.to_string()),
+            Err(e) => tool_error(e.to_string()),
+        }
+    }
+}
+
+fn reply_result(reply: ChatReply) -> CallToolResult {
+    let structured = serde_json::to_value(&reply).unwrap_or(Value::Null);
+    let mut result = match &reply.error {
+        Some(error) => tool_error(format!(
+            "chat: the turn ended in error: {error}. The session is still usable: send another line, \
+             or start a new conversation. Partial reply: {:?}",
+            reply.reply
+        )),
+        None => CallToolResult::success(vec![ContentBlock::text(reply.reply.clone())]),
+    };
+    result.structured_content = Some(structured);
+    result
+}
+
+impl ServerHandler for BotMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("turnscope", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "A conversational bot. Call start once for a handle, then chat with that handle and one line at a time.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items((*self.tools).clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let started = Instant::now();
+        let name = request.name.to_string();
+        let empty = JsonObject::new();
+        let args = request.arguments.as_ref().unwrap_or(&empty);
+        let result = match name.as_str() {
+            "start" => self.start(&context),
+            "chat" => self.chat(args, context).await,
+            other => tool_error(format!(
+                "tool `{other}` does not exist here. This server has two tools: start (opens a conversation) and \
+                 chat (handle, line)."
+            )),
+        };
+        let ok = result.is_error != Some(true);
+        self.sessions.bus().publish_with(|| Event::Served {
+            route: format!("mcp tools/call {name}").into(),
+            duration_us: started.elapsed().as_micros() as u64,
+            ok,
+        });
+        Ok(result.into())
+    }
+}

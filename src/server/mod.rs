@@ -1,0 +1,124 @@
+//! The HTTP server: MCP `start`/`chat` at `/mcp` (rmcp streamable HTTP, stateful), `/healthz`,
+//! and whatever routes bridges add — all behind the Host/Origin guard.
+
+pub mod caller;
+pub mod guard;
+pub mod mcp;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::get;
+use axum::serve::ListenerExt;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub use guard::GuardConfig;
+pub use mcp::BotMcp;
+
+use crate::sessions::Sessions;
+
+/// How often an idle response stream is pinged, which is also how soon a caller that closed
+/// its stream is noticed.
+const KEEP_ALIVE: Duration = Duration::from_millis(250);
+
+/// The whole HTTP app for `sessions`, with `extra` routes (bridges) merged in.
+pub fn router(
+    sessions: Sessions,
+    guard: GuardConfig,
+    extra: Router,
+    stop: CancellationToken,
+) -> Router {
+    let config = StreamableHttpServerConfig::default()
+        .with_sse_keep_alive(Some(KEEP_ALIVE))
+        .with_cancellation_token(stop)
+        .disable_allowed_hosts();
+    let handler_sessions = sessions.clone();
+    let mcp = StreamableHttpService::new(
+        move || Ok(BotMcp::new(handler_sessions.clone())),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let health_sessions = sessions.clone();
+    let mcp_routes = Router::new()
+        .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn(caller::watch_caller));
+    Router::new()
+        .route(
+            "/healthz",
+            get(move || {
+                let s = health_sessions.clone();
+                async move {
+                    axum::Json(json!({
+                        "status": "ok",
+                        "sessions": s.len(),
+                        "cap": s.limits().cap,
+                        "handle_seconds": s.limits().handle_seconds,
+                    }))
+                }
+            }),
+        )
+        .merge(mcp_routes)
+        .merge(extra)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(guard),
+            guard::guard,
+        ))
+}
+
+/// A running HTTP server.
+pub struct Server {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    stop: CancellationToken,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl Server {
+    /// Serves `app` on `listener` until [`Server::shutdown`].
+    pub fn start(
+        listener: TcpListener,
+        app: Router,
+        stop: CancellationToken,
+    ) -> std::io::Result<Self> {
+        let addr = listener.local_addr()?;
+        let token = stop.clone();
+        let task = tokio::spawn(async move {
+            axum::serve(
+                listener.tap_io(|tcp| {
+                    // Small SSE writes must leave at once; Nagle would hold them ~40 ms.
+                    let _ = tcp.set_nodelay(true);
+                }),
+                app,
+            )
+            .with_graceful_shutdown(token.cancelled_owned())
+            .await
+        });
+        Ok(Self { addr, stop, task })
+    }
+
+    /// The MCP endpoint, e.g. `http://127.0.0.1:7870/mcp`.
+    pub fn mcp_url(&self) -> String {
+        let host = match self.addr.ip() {
+            ip if ip.is_unspecified() => "127.0.0.1".to_string(),
+            std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+            ip => ip.to_string(),
+        };
+        format!("http://{host}:{}/mcp", self.addr.port())
+    }
+
+    /// Stops accepting, lets open responses finish for up to `grace`, then stops.
+    pub async fn shutdown(self, grace: Duration) {
+        self.stop.cancel();
+        let mut task = self.task;
+        if tokio::time::timeout(grace, &mut task).await.is_err() {
+            task.abort();
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! The `chat` semantics: one lock per handle, a new line interrupts the turn in flight, an
+//! empty line reads it, a read turn is gone, a cancelled caller leaves the turn running, and
+//! one progress notification per reply piece that never makes the bot wait.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use super::{ChatError, Session, Sessions};
+use crate::bot::{Turn, TurnEnd};
+use crate::observe::{Event, event::now_us};
+
+/// When a caller lags this many pieces behind, the backlog goes out as one notification.
+const COALESCE_AT: usize = 16;
+
+/// Per-handle state guarded by the handle's lock.
+#[derive(Default)]
+pub(crate) struct ChatState {
+    /// The latest turn no call has read yet (in flight or done).
+    pending: Option<Arc<Turn>>,
+}
+
+/// Where a call's progress notifications go (an MCP peer, or nowhere).
+#[async_trait]
+pub trait ProgressSink: Send {
+    /// Sends one notification: `progress` pieces so far, `message` the new text.
+    /// Returns false when the caller is gone (no more are sent).
+    async fn notify(&mut self, progress: u64, message: String) -> bool;
+}
+
+/// One tool call of a turn, for callers.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ToolCallSummary {
+    /// Tool name.
+    pub name: String,
+    /// Arguments as the model sent them.
+    pub arguments: String,
+    /// Whether it failed.
+    pub is_error: bool,
+    /// Result size in bytes.
+    pub result_bytes: usize,
+    /// Duration in milliseconds.
+    pub ms: f64,
+}
+
+/// A turn that ended with no call reading it, replaced by a newer line.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct UnreadTurn {
+    /// Its reply (partial if it was interrupted).
+    pub reply: String,
+    /// Why it ended.
+    pub end_reason: String,
+}
+
+/// What a `chat` call returns.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ChatReply {
+    /// The whole reply (trimmed), or "" when there was no turn to read.
+    pub reply: String,
+    /// Turn number within the session, when there was a turn.
+    pub turn: Option<u64>,
+    /// `completed`, `interrupted`, `error` or `session_ended`.
+    pub end_reason: Option<String>,
+    /// The error message, when the turn ended in error.
+    pub error: Option<String>,
+    /// Rounds of function calls.
+    pub rounds: u32,
+    /// The tool calls made.
+    pub tool_calls: Vec<ToolCallSummary>,
+    /// Milliseconds from the line to the first piece.
+    pub first_piece_ms: Option<f64>,
+    /// Milliseconds from the line to the end.
+    pub total_ms: Option<f64>,
+    /// An earlier turn's reply that no call read, when this line replaced it.
+    pub unread: Option<UnreadTurn>,
+}
+
+impl ChatReply {
+    fn empty(unread: Option<UnreadTurn>) -> Self {
+        Self {
+            reply: String::new(),
+            turn: None,
+            end_reason: None,
+            error: None,
+            rounds: 0,
+            tool_calls: Vec::new(),
+            first_piece_ms: None,
+            total_ms: None,
+            unread,
+        }
+    }
+
+    fn of(turn: &Turn, unread: Option<UnreadTurn>) -> Self {
+        let r = turn.snapshot();
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+        Self {
+            reply: r.reply.trim().to_string(),
+            turn: Some(r.id),
+            end_reason: r.end.as_ref().map(|e| e.label().to_string()),
+            error: match &r.end {
+                Some(TurnEnd::Error(m)) => Some(m.clone()),
+                _ => None,
+            },
+            rounds: r.rounds,
+            tool_calls: r
+                .tool_calls
+                .iter()
+                .map(|c| ToolCallSummary {
+                    name: c.call.name.clone(),
+                    arguments: c.call.arguments.clone(),
+                    is_error: c.outcome.is_error,
+                    result_bytes: c.outcome.text.len(),
+                    ms: ms(c.duration),
+                })
+                .collect(),
+            first_piece_ms: r.first_piece.map(ms),
+            total_ms: r.total.map(ms),
+            unread,
+        }
+    }
+
+    /// Whether the turn ended in error (the reply then holds any partial text).
+    pub fn is_error(&self) -> bool {
+        self.error.is_some()
+    }
+}
+
+impl Sessions {
+    /// `chat` on a handle as a caller typed it.
+    pub async fn chat(
+        &self,
+        handle: &str,
+        line: &str,
+        progress: Option<&mut dyn ProgressSink>,
+        cancel: &CancellationToken,
+    ) -> Result<ChatReply, ChatError> {
+        let session = self.find(handle).await?;
+        self.chat_on(&session, line, progress, cancel).await
+    }
+
+    /// `chat` on a session already found (the console's path).
+    pub async fn chat_on(
+        &self,
+        session: &Session,
+        line: &str,
+        progress: Option<&mut dyn ProgressSink>,
+        cancel: &CancellationToken,
+    ) -> Result<ChatReply, ChatError> {
+        session.touch();
+        let mut state = tokio::select! {
+            state = session.chat.lock() => state,
+            _ = cancel.cancelled() => return Err(ChatError::Cancelled),
+        };
+        session.touch();
+        if session.bot.is_finished() {
+            drop(state);
+            self.close(session, "bot stopped").await;
+            return Err(ChatError::NoSession {
+                handle_seconds: self.limits().handle_seconds,
+            });
+        }
+        let mut unread = None;
+        if !line.is_empty() {
+            let replaced = state.pending.take();
+            let turn = session.bot.say(line).await;
+            if let Some(old) = replaced {
+                let r = old.snapshot();
+                unread = Some(UnreadTurn {
+                    reply: r.reply.trim().to_string(),
+                    end_reason: r.end.map(|e| e.label().to_string()).unwrap_or_default(),
+                });
+            }
+            session.remember(turn.clone());
+            state.pending = Some(turn);
+        }
+        let Some(turn) = state.pending.clone() else {
+            session.touch();
+            return Ok(ChatReply::empty(unread));
+        };
+        let finished = async {
+            match progress {
+                Some(sink) => forward_progress(&turn, sink, self, session.number).await,
+                None => turn.done().await,
+            }
+        };
+        tokio::select! {
+            _ = finished => {}
+            _ = cancel.cancelled() => {
+                session.touch();
+                return Err(ChatError::Cancelled);
+            }
+        }
+        // A read turn is gone.
+        if state
+            .pending
+            .as_ref()
+            .is_some_and(|p| Arc::ptr_eq(p, &turn))
+        {
+            state.pending = None;
+        }
+        session.touch();
+        Ok(ChatReply::of(&turn, unread))
+    }
+}
+
+/// Sends one notification per piece until the turn ends. The bot never waits for this: the
+/// turn only bumps a counter, and a caller that lags gets its backlog in one notification.
+async fn forward_progress(
+    turn: &Turn,
+    sink: &mut dyn ProgressSink,
+    sessions: &Sessions,
+    session: u64,
+) {
+    let mut signal = turn.subscribe();
+    let mut sent = 0usize;
+    let mut alive = true;
+    loop {
+        let now = *signal.borrow_and_update();
+        if alive && now.pieces > sent {
+            let batch: Vec<String> = turn.with_record(|r| {
+                let pieces = (sent..now.pieces).map(|i| r.piece(i));
+                if now.pieces - sent > COALESCE_AT {
+                    vec![pieces.collect::<String>()]
+                } else {
+                    pieces.map(str::to_string).collect()
+                }
+            });
+            let per = if batch.len() == 1 {
+                (now.pieces - sent) as u32
+            } else {
+                1
+            };
+            for message in batch {
+                sent += per as usize;
+                let progress = sent as u64;
+                let bus = sessions.bus();
+                if bus.is_listened() {
+                    bus.publish(Event::Progress {
+                        session,
+                        progress,
+                        message: message.clone(),
+                        pieces: per,
+                        at_us: now_us(),
+                    });
+                }
+                if !sink.notify(progress, message).await {
+                    alive = false;
+                    break;
+                }
+            }
+        }
+        if now.done && (!alive || sent >= now.pieces) {
+            return;
+        }
+        if !now.done && signal.changed().await.is_err() {
+            return;
+        }
+    }
+}

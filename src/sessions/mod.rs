@@ -1,0 +1,315 @@
+//! Sessions: handles, the session table with its cap and idle sweep, and the `chat`
+//! semantics shared by the MCP server and the console.
+//!
+//! One handle = one session = one bot pipeline, context and history. Handles are UUIDv4
+//! bearer secrets (122 random bits); only their first 8 characters are ever logged or
+//! published.
+
+mod chat;
+mod errors;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+pub use chat::{ChatReply, ProgressSink, ToolCallSummary, UnreadTurn};
+pub use errors::ChatError;
+
+use crate::bot::{Bot, BotSession, Turn};
+use crate::observe::{Bus, Event, SessionEvent, SessionOpener, event::now_us};
+use crate::pipeline::Observer;
+
+/// Limits of the session table.
+#[derive(Debug, Clone)]
+pub struct SessionLimits {
+    /// Most sessions open at once.
+    pub cap: usize,
+    /// A session with no call for this long is dropped.
+    pub handle_seconds: u64,
+    /// How often the sweep runs.
+    pub sweep_every: Duration,
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        Self {
+            cap: 32,
+            handle_seconds: 300,
+            sweep_every: Duration::from_secs(30),
+        }
+    }
+}
+
+/// How many finished turns a session keeps for the console.
+const KEPT_TURNS: usize = 200;
+
+/// One open session.
+pub struct Session {
+    /// The secret handle.
+    handle: Uuid,
+    /// A small number events and the console use instead of the handle.
+    pub number: u64,
+    /// Who opened it.
+    pub opener: SessionOpener,
+    /// When it opened.
+    pub opened: Instant,
+    last_used_ms: AtomicU64,
+    epoch: Instant,
+    bot: BotSession,
+    chat: tokio::sync::Mutex<chat::ChatState>,
+    turns: Mutex<Vec<Arc<Turn>>>,
+}
+
+impl Session {
+    /// The first 8 characters of the handle, safe to show.
+    pub fn handle_prefix(&self) -> String {
+        self.handle.to_string()[..8].to_string()
+    }
+
+    /// The full handle (a secret: give it only to whoever opened the session).
+    pub fn handle(&self) -> String {
+        self.handle.to_string()
+    }
+
+    /// The bot session.
+    pub fn bot(&self) -> &BotSession {
+        &self.bot
+    }
+
+    /// Time since the last call.
+    pub fn idle(&self) -> Duration {
+        let last = Duration::from_millis(self.last_used_ms.load(Ordering::Relaxed));
+        self.epoch.elapsed().saturating_sub(last)
+    }
+
+    fn touch(&self) {
+        self.last_used_ms
+            .store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// Whether a call holds the session's lock now.
+    pub fn in_call(&self) -> bool {
+        self.chat.try_lock().is_err()
+    }
+
+    /// The session's turns, oldest first (the last [`KEPT_TURNS`]).
+    pub fn turns(&self) -> Vec<Arc<Turn>> {
+        self.turns.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn remember(&self, turn: Arc<Turn>) {
+        let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
+        if turns.len() == KEPT_TURNS {
+            turns.remove(0);
+        }
+        turns.push(turn);
+    }
+}
+
+/// The session table: opens, finds, sweeps and closes sessions of one bot.
+#[derive(Clone)]
+pub struct Sessions {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    bot: Bot,
+    bus: Bus,
+    limits: SessionLimits,
+    table: Mutex<HashMap<Uuid, Arc<Session>>>,
+    next_number: AtomicU64,
+    epoch: Instant,
+}
+
+impl Sessions {
+    /// A table for sessions of `bot`, publishing on `bus`.
+    pub fn new(bot: Bot, bus: Bus, limits: SessionLimits) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                bot,
+                bus,
+                limits,
+                table: Mutex::new(HashMap::new()),
+                next_number: AtomicU64::new(1),
+                epoch: Instant::now(),
+            }),
+        }
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &SessionLimits {
+        &self.inner.limits
+    }
+
+    /// The bot sessions are opened on.
+    pub fn bot(&self) -> &Bot {
+        &self.inner.bot
+    }
+
+    /// The event bus.
+    pub fn bus(&self) -> &Bus {
+        &self.inner.bus
+    }
+
+    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Arc<Session>>> {
+        self.inner.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Opens a session, unless the cap is reached.
+    pub fn open(&self, opener: SessionOpener) -> Result<Arc<Session>, ChatError> {
+        let limits = &self.inner.limits;
+        let mut table = self.table();
+        if table.len() >= limits.cap {
+            return Err(ChatError::Cap {
+                cap: limits.cap,
+                handle_seconds: limits.handle_seconds,
+            });
+        }
+        let number = self.inner.next_number.fetch_add(1, Ordering::Relaxed);
+        let handle = Uuid::new_v4();
+        let session = Arc::new(Session {
+            handle,
+            number,
+            opener: opener.clone(),
+            opened: Instant::now(),
+            last_used_ms: AtomicU64::new(self.inner.epoch.elapsed().as_millis() as u64),
+            epoch: self.inner.epoch,
+            bot: self
+                .inner
+                .bot
+                .open(Observer::new(self.inner.bus.clone(), number)),
+            chat: tokio::sync::Mutex::new(chat::ChatState::default()),
+            turns: Mutex::new(Vec::new()),
+        });
+        table.insert(handle, session.clone());
+        drop(table);
+        self.inner.bus.publish_with(|| {
+            Event::Session(SessionEvent {
+                session: number,
+                handle_prefix: session.handle_prefix(),
+                opener,
+                closed: None,
+                at_us: now_us(),
+            })
+        });
+        tracing::info!(session = number, handle = %session.handle_prefix(), "session opened");
+        Ok(session)
+    }
+
+    /// Finds the live session of a handle as a caller typed it. An expired session is
+    /// dropped here, before the sweep gets to it.
+    pub async fn find(&self, handle: &str) -> Result<Arc<Session>, ChatError> {
+        let limits = &self.inner.limits;
+        let unknown = || ChatError::NoSession {
+            handle_seconds: limits.handle_seconds,
+        };
+        if handle.len() != 36 {
+            return Err(ChatError::HandleLength {
+                received: handle.chars().count(),
+            });
+        }
+        let uuid = Uuid::parse_str(handle).map_err(|_| unknown())?;
+        let found = self.table().get(&uuid).cloned();
+        let session = found.ok_or_else(unknown)?;
+        let expired =
+            session.idle() > Duration::from_secs(limits.handle_seconds) && !session.in_call();
+        if expired || session.bot.is_finished() {
+            self.close(
+                &session,
+                if expired {
+                    "idle too long"
+                } else {
+                    "bot stopped"
+                },
+            )
+            .await;
+            return Err(unknown());
+        }
+        Ok(session)
+    }
+
+    /// The session with this number, if open.
+    pub fn by_number(&self, number: u64) -> Option<Arc<Session>> {
+        self.table().values().find(|s| s.number == number).cloned()
+    }
+
+    /// Every open session, by number.
+    pub fn list(&self) -> Vec<Arc<Session>> {
+        let mut all: Vec<_> = self.table().values().cloned().collect();
+        all.sort_by_key(|s| s.number);
+        all
+    }
+
+    /// How many sessions are open.
+    pub fn len(&self) -> usize {
+        self.table().len()
+    }
+
+    /// Whether no session is open.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Removes a session and ends its bot (its turn in flight ends as "session ended").
+    pub async fn close(&self, session: &Session, reason: &str) {
+        let removed = self.table().remove(&session.handle).is_some();
+        if removed {
+            session.bot.end().await;
+            self.inner.bus.publish_with(|| {
+                Event::Session(SessionEvent {
+                    session: session.number,
+                    handle_prefix: session.handle_prefix(),
+                    opener: session.opener.clone(),
+                    closed: Some(reason.to_string()),
+                    at_us: now_us(),
+                })
+            });
+            tracing::info!(session = session.number, handle = %session.handle_prefix(), reason, "session closed");
+        }
+    }
+
+    /// Drops every session that is idle too long (and not in a call) or whose bot stopped.
+    pub async fn sweep(&self) -> usize {
+        let limit = Duration::from_secs(self.inner.limits.handle_seconds);
+        let doomed: Vec<(Arc<Session>, &str)> = self
+            .table()
+            .values()
+            .filter_map(|s| {
+                if s.bot.is_finished() {
+                    Some((s.clone(), "bot stopped"))
+                } else if s.idle() > limit && !s.in_call() {
+                    Some((s.clone(), "idle too long"))
+                } else {
+                    None
+                }
+            })
+            .collect();
+        for (s, reason) in &doomed {
+            self.close(s, reason).await;
+        }
+        doomed.len()
+    }
+
+    /// Starts the periodic sweep; the task runs until aborted.
+    pub fn spawn_sweeper(&self) -> JoinHandle<()> {
+        let sessions = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(sessions.inner.limits.sweep_every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                sessions.sweep().await;
+            }
+        })
+    }
+
+    /// Ends every session (server shutdown): each turn in flight ends as "session ended".
+    pub async fn close_all(&self, reason: &str) {
+        let all: Vec<_> = self.table().values().cloned().collect();
+        futures::future::join_all(all.iter().map(|s| self.close(s, reason))).await;
+    }
+}

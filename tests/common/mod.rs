@@ -1,0 +1,5 @@
+//! Helpers shared by the integration tests.
+
+#![allow(dead_code)]
+
+pub mod fixture;
