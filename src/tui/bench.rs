@@ -1,0 +1,1 @@
+//! `turnscope bench console`: placeholder replaced below.
