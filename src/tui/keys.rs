@@ -134,7 +134,7 @@ pub const BINDINGS: &[Binding] = &[
         "Enter on empty",
         "read the turn in flight (as an empty chat line does)",
     ),
-    b(Scope::Input, "Alt+Enter / Shift+Enter / Ctrl+J", "new line"),
+    b(Scope::Input, "Alt/Shift+Enter, Ctrl+J", "new line"),
     b(Scope::Input, "PgUp / PgDn", "scroll the transcript"),
     b(
         Scope::Input,
@@ -142,7 +142,7 @@ pub const BINDINGS: &[Binding] = &[
         "delete to the start / end of the line",
     ),
     b(Scope::Lists, "↑ ↓ / k j", "move (scroll in the transcript)"),
-    b(Scope::Lists, "PgUp / PgDn, Ctrl+U / Ctrl+D", "move a page"),
+    b(Scope::Lists, "PgUp PgDn, Ctrl+U Ctrl+D", "move a page"),
     b(Scope::Lists, "Home / g", "go to the top"),
     b(Scope::Lists, "End / G", "go to the end and follow new rows"),
     b(
@@ -321,8 +321,7 @@ mod tests {
             "j",
             "1 … 7",
             "Ctrl+J",
-            "Alt+Enter",
-            "Shift+Enter",
+            "Alt/Shift+Enter",
         ] {
             assert!(
                 help.contains(documented),

@@ -175,7 +175,7 @@ fn whole_screen_narrow() {
 fn help_overlay_lists_every_key() {
     let mut c = console();
     c.help = true;
-    let t = render(110, 40, &c, |f, _, c| super::draw::draw(f, c));
+    let t = render(140, 40, &c, |f, _, c| super::draw::draw(f, c));
     assert_snapshot!(t.backend());
 }
 
