@@ -368,7 +368,7 @@ fn frames_cursor_browses_then_follows_and_enter_opens_the_detail() {
     assert!(!c.frames.detail);
     press(&mut c, KeyCode::End);
     assert_eq!(c.frames.cursor, None);
-    assert_eq!(c.cursor_frame().unwrap().frame.id, 9001);
+    assert_eq!(c.cursor_frame().unwrap().frame().id, 9001);
 }
 
 #[test]

@@ -52,14 +52,14 @@ impl LiveFeed {
     }
 
     /// Folds `first` and then every event ready now, up to [`BATCH`]; returns how many.
-    pub fn fold(&mut self, state: &mut ConsoleState, first: &Event) -> usize {
-        state.apply(first);
+    pub fn fold(&mut self, state: &mut ConsoleState, first: &Arc<Event>) -> usize {
+        state.apply_shared(first);
         let mut n = 1;
         while n < BATCH {
             let Some(event) = self.sub.try_recv() else {
                 break;
             };
-            state.apply(&event);
+            state.apply_shared(&event);
             n += 1;
         }
         state.events_missed = self.sub.missed();

@@ -2,7 +2,6 @@
 //! boundaries between them, and the cursor that follows the newest frame or stays put.
 
 use std::cell::Cell;
-use std::collections::BTreeMap;
 
 use super::app::Console;
 use super::filter::FrameFilter;
@@ -93,17 +92,28 @@ impl Console {
     pub fn frame_lines(&self) -> Vec<FrameLine> {
         let source = self.frame_source();
         let mut lines = Vec::new();
-        let mut last_turn: BTreeMap<u64, u64> = BTreeMap::new();
+        // (session, its last turn), newest first: few sessions, and the same ones repeat.
+        let mut last_turn: Vec<(u64, u64)> = Vec::new();
         for i in 0..source.len() {
             let row = source.get(i);
-            let f = &row.frame;
+            let f = row.frame();
             if !self.frames.all && Some(f.session) != self.selected {
                 continue;
             }
             if !self.frames.filter.matches(f) {
                 continue;
             }
-            let prev = last_turn.insert(f.session, f.turn);
+            let prev = match last_turn.iter().position(|(s, _)| *s == f.session) {
+                Some(at) => {
+                    let (_, turn) = last_turn.remove(at);
+                    last_turn.insert(0, (f.session, f.turn));
+                    Some(turn)
+                }
+                None => {
+                    last_turn.insert(0, (f.session, f.turn));
+                    None
+                }
+            };
             if f.turn != 0 && prev != Some(f.turn) {
                 lines.push(FrameLine::Boundary {
                     session: f.session,

@@ -26,6 +26,11 @@ use crate::sessions::{ChatReply, Sessions};
 /// Most frames drawn per second.
 pub const FPS: u64 = 30;
 
+/// The least time between two folds of bus events. Waking once per event would cost the
+/// server more than the folding itself under a flood; the bus holds 8192 events, far more
+/// than arrive in this time.
+pub const FOLD_EVERY: Duration = Duration::from_millis(10);
+
 /// How a chat call from the console ended: (session, line, reply or error text).
 type ChatDone = (u64, String, Result<ChatReply, String>);
 
@@ -78,6 +83,7 @@ where
     let (chat_tx, mut chat_rx) = mpsc::unbounded_channel::<ChatDone>();
     let mut dirty = true;
     let mut last_draw = Instant::now();
+    let mut last_fold = Instant::now();
     loop {
         tokio::select! {
             biased;
@@ -116,9 +122,10 @@ where
                     last_draw = Instant::now();
                 }
             }
-            event = next_event(feed.as_deref_mut()) => {
+            event = next_event(feed.as_deref_mut(), last_fold + FOLD_EVERY) => {
                 if let (Some(event), Some(feed)) = (event, feed.as_deref_mut()) {
                     feed.fold(&mut console.state, &event);
+                    last_fold = Instant::now();
                     dirty = true;
                 }
             }
@@ -127,9 +134,18 @@ where
     Ok(())
 }
 
-async fn next_event(feed: Option<&mut LiveFeed>) -> Option<Arc<crate::observe::Event>> {
+/// The next bus event, not before `not_before`.
+async fn next_event(
+    feed: Option<&mut LiveFeed>,
+    not_before: Instant,
+) -> Option<Arc<crate::observe::Event>> {
     match feed {
-        Some(feed) => feed.next().await,
+        Some(feed) => {
+            if not_before > Instant::now() {
+                tokio::time::sleep_until(not_before.into()).await;
+            }
+            feed.next().await
+        }
         None => std::future::pending().await,
     }
 }

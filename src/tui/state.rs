@@ -7,6 +7,7 @@
 //! draws and never waits.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use crate::bridge::names::{NameMap, is_valid_openai_name};
 use crate::bridge::schema::{Limits, convert};
@@ -89,10 +90,19 @@ impl ConsoleState {
 
     /// Folds one event in.
     pub fn apply(&mut self, event: &Event) {
+        self.fold(event, None);
+    }
+
+    /// Folds one event shared from the bus: a frame is kept without a copy.
+    pub fn apply_shared(&mut self, event: &Arc<Event>) {
+        self.fold(event, Some(event));
+    }
+
+    fn fold(&mut self, event: &Event, shared: Option<&Arc<Event>>) {
         self.events_seen += 1;
         self.stats.observe(event);
         match event {
-            Event::Frame(f) => self.on_frame(f),
+            Event::Frame(f) => self.on_frame(f, shared),
             Event::Session(s) => {
                 self.saw_time(s.at_us);
                 match &s.closed {
@@ -245,7 +255,7 @@ impl ConsoleState {
         }
     }
 
-    fn on_frame(&mut self, f: &FrameEvent) {
+    fn on_frame(&mut self, f: &FrameEvent, shared: Option<&Arc<Event>>) {
         self.saw_time(f.at_us);
         self.frames_seen += 1;
         if self.frames.len() == FRAMES_KEPT {
@@ -261,10 +271,12 @@ impl ConsoleState {
         {
             view.reply.push_str(&f.detail);
         }
-        self.frames.push_back(FrameRow {
-            seq: self.frames_seen,
-            frame: f.clone(),
-        });
+        let event = shared
+            .cloned()
+            .unwrap_or_else(|| Arc::new(Event::Frame(f.clone())));
+        if let Some(row) = FrameRow::new(self.frames_seen, event) {
+            self.frames.push_back(row);
+        }
     }
 
     fn turn_mut(&mut self, session: u64, turn: u64) -> Option<&mut TurnView> {

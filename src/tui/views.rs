@@ -4,9 +4,10 @@
 //! snapshots; nothing here reads the clock or the server.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use crate::observe::stats::Summary;
-use crate::observe::{FrameEvent, SessionOpener};
+use crate::observe::{Event, FrameEvent, SessionOpener};
 
 use super::state::SESSION_SAMPLES;
 
@@ -165,14 +166,43 @@ impl TurnView {
     }
 }
 
-/// One frame kept for the Frames pane, numbered in arrival order.
+/// One frame kept for the Frames pane, numbered in arrival order. It shares the bus's event
+/// instead of copying it, so keeping a frame costs no allocation.
 #[derive(Debug, Clone)]
 pub struct FrameRow {
     /// Arrival number in this console (unique, increasing).
     pub seq: u64,
-    /// The frame crossing.
-    pub frame: FrameEvent,
+    event: Arc<Event>,
 }
+
+impl FrameRow {
+    /// A row for a frame event; `None` for any other event.
+    pub fn new(seq: u64, event: Arc<Event>) -> Option<FrameRow> {
+        matches!(*event, Event::Frame(_)).then_some(FrameRow { seq, event })
+    }
+
+    /// The frame crossing.
+    pub fn frame(&self) -> &FrameEvent {
+        match &*self.event {
+            Event::Frame(f) => f,
+            // `new` admits frame events only.
+            _ => &NO_FRAME,
+        }
+    }
+}
+
+static NO_FRAME: std::sync::LazyLock<FrameEvent> = std::sync::LazyLock::new(|| FrameEvent {
+    id: 0,
+    session: 0,
+    turn: 0,
+    kind: "".into(),
+    name: "".into(),
+    from: "".into(),
+    to: "".into(),
+    direction: "".into(),
+    at_us: 0,
+    detail: String::new(),
+});
 
 /// One progress notification as sent to a caller.
 #[derive(Debug, Clone, PartialEq)]

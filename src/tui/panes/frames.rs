@@ -77,7 +77,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
                 let rule = "─".repeat((area.width as usize).saturating_sub(width(&head)));
                 Line::styled(format!("{head}{rule}"), t.boundary)
             }
-            FrameLine::Frame(idx) => frame_line(c, &source.get(*idx).frame, area.width as usize),
+            FrameLine::Frame(idx) => frame_line(c, source.get(*idx).frame(), area.width as usize),
         };
         let marked = c.frames.cursor.is_some()
             || c.frames.paused.is_some()
@@ -156,7 +156,7 @@ fn detail(f: &mut Frame, area: Rect, c: &Console) {
         return;
     };
     let t = &c.theme;
-    let fr = &row.frame;
+    let fr = row.frame();
     let w = (area.width.saturating_sub(4)).max(20).min(area.width);
     let h = (area.height.saturating_sub(2)).max(8).min(area.height);
     let popup = Rect::new(
