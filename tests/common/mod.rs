@@ -3,3 +3,5 @@
 #![allow(dead_code)]
 
 pub mod fixture;
+pub mod mcp;
+pub mod upstream;
