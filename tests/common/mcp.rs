@@ -3,8 +3,8 @@
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest,
-    ProgressNotificationParam, Request, ServerResult,
+    CallToolRequestParams, CallToolResult, ClientRequest, ProgressNotificationParam, Request,
+    ServerResult,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RequestHandle, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
