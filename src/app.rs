@@ -119,8 +119,10 @@ impl App {
                 sweep_every: Duration::from_secs_f64(s.sweep_seconds.max(0.01)),
             },
         );
+        check_open_bind(s)?;
         let mut guard = GuardConfig {
             enabled: s.host_check,
+            auth_token: s.auth_token.clone(),
             ..GuardConfig::default()
         };
         guard.hosts.extend(s.allowed_hosts.iter().cloned());
@@ -132,7 +134,13 @@ impl App {
             )
         })?;
         let stop = CancellationToken::new();
-        let app = crate::server::router(sessions.clone(), guard, axum::Router::new(), stop.clone());
+        let app = crate::server::router_with_limit(
+            sessions.clone(),
+            guard,
+            axum::Router::new(),
+            stop.clone(),
+            s.max_body_bytes,
+        );
         let server = Server::start(listener, app, stop)?;
         let sweeper = sessions.spawn_sweeper();
         Ok(App {
@@ -151,6 +159,25 @@ impl App {
         self.sessions.close_all("server shut down").await;
         self.server.shutdown(Duration::from_secs(2)).await;
     }
+}
+
+/// Refuses to listen beyond loopback without a bearer token, unless explicitly allowed:
+/// handles are bearer secrets, and anyone who can reach the port could open sessions.
+fn check_open_bind(s: &crate::config::ServerSection) -> anyhow::Result<()> {
+    let loopback = s.host == "localhost"
+        || s.host
+            .trim_matches(|c| c == '[' || c == ']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if loopback || s.auth_token.is_some() || s.allow_open_bind {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "refusing to listen on {} without an auth token: anyone who can reach this port could open \
+         sessions and use your model. Pass --auth-token TOKEN (clients then send `Authorization: Bearer TOKEN`), \
+         or --allow-open-bind if an authenticating proxy is in front",
+        s.host
+    )
 }
 
 /// Picks the model: `[model] url` / `--model-url`, then `OPENAI_BASE_URL`, then OpenAI when

@@ -63,6 +63,12 @@ pub struct ServeArgs {
     /// Turn the Host/Origin check off (only behind a trusted proxy).
     #[arg(long)]
     pub no_host_check: bool,
+    /// Require `Authorization: Bearer TOKEN` on every request (also TURNSCOPE_AUTH_TOKEN).
+    #[arg(long)]
+    pub auth_token: Option<String>,
+    /// Allow --host beyond loopback without --auth-token (an authenticating proxy is in front).
+    #[arg(long)]
+    pub allow_open_bind: bool,
     /// Console theme: a name from themes/ or a path to a theme file.
     #[arg(long)]
     pub theme: Option<String>,
@@ -101,6 +107,16 @@ impl ServeArgs {
         }
         if let Some(p) = self.pace {
             config.model.pace = p;
+        }
+        if let Some(t) = self.auth_token.clone().or_else(|| {
+            std::env::var("TURNSCOPE_AUTH_TOKEN")
+                .ok()
+                .filter(|t| !t.is_empty())
+        }) {
+            s.auth_token = Some(t);
+        }
+        if self.allow_open_bind {
+            s.allow_open_bind = true;
         }
         if let Some(t) = &self.theme {
             config.console.theme = Some(t.clone());

@@ -39,6 +39,12 @@ pub struct ServerSection {
     pub allowed_origins: Vec<String>,
     /// Whether the Host/Origin check runs (default true).
     pub host_check: bool,
+    /// A bearer token every HTTP request must carry (`Authorization: Bearer ...`).
+    pub auth_token: Option<String>,
+    /// Allow binding beyond loopback without `auth_token` (only behind an authenticating proxy).
+    pub allow_open_bind: bool,
+    /// Largest request body accepted, in bytes (default 4 MiB).
+    pub max_body_bytes: usize,
 }
 
 impl Default for ServerSection {
@@ -52,6 +58,9 @@ impl Default for ServerSection {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             host_check: true,
+            auth_token: None,
+            allow_open_bind: false,
+            max_body_bytes: 4 * 1024 * 1024,
         }
     }
 }

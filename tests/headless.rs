@@ -35,14 +35,23 @@ async fn headless_serves_mcp_records_events_and_exits_cleanly_on_sigterm() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let ready = tokio::time::timeout(WAIT, lines.next_line()).await.unwrap().unwrap().unwrap();
+    let ready = tokio::time::timeout(WAIT, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert!(ready.contains("embedded scripted model"), "{ready}");
     let url = ready
         .split_whitespace()
         .find(|w| w.starts_with("http://127.0.0.1:") && w.ends_with("/mcp"))
         .unwrap_or_else(|| panic!("no MCP URL in {ready:?}"))
         .to_string();
-    let health: Value = reqwest::get(url.replace("/mcp", "/healthz")).await.unwrap().json().await.unwrap();
+    let health: Value = reqwest::get(url.replace("/mcp", "/healthz"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(health["status"], "ok");
 
     let client = Client::connect(&url).await;
@@ -53,8 +62,17 @@ async fn headless_serves_mcp_records_events_and_exits_cleanly_on_sigterm() {
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     let pid = child.id().unwrap().to_string();
-    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    let status = tokio::time::timeout(Duration::from_secs(5), child.wait()).await.expect("exits within 5 s").unwrap();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = tokio::time::timeout(Duration::from_secs(5), child.wait())
+        .await
+        .expect("exits within 5 s")
+        .unwrap();
     assert!(status.success(), "exit status {status:?}");
     let _ = long.await;
 
@@ -63,7 +81,13 @@ async fn headless_serves_mcp_records_events_and_exits_cleanly_on_sigterm() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSONL line {l:?}: {e}")))
         .collect();
-    let of = |ty: &str| parsed.iter().filter(|e| e["type"] == ty).cloned().collect::<Vec<_>>();
+    let of = |ty: &str| {
+        parsed
+            .iter()
+            .filter(|e| e["type"] == ty)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
     assert_eq!(of("turn_started").len(), 1);
     let ended = of("turn_ended");
     assert_eq!(ended.len(), 1, "every turn ends with a reason");
@@ -71,7 +95,10 @@ async fn headless_serves_mcp_records_events_and_exits_cleanly_on_sigterm() {
     let sessions = of("session");
     assert_eq!(sessions.len(), 2, "opened and closed: {sessions:?}");
     assert_eq!(sessions[1]["closed"], "server shut down");
-    assert!(!text.contains(&h), "the full handle never appears in events");
+    assert!(
+        !text.contains(&h),
+        "the full handle never appears in events"
+    );
     assert!(!of("frame").is_empty());
     std::fs::remove_dir_all(dir).ok();
 }
@@ -96,15 +123,26 @@ async fn a_bad_config_file_fails_at_start_naming_file_and_key() {
 #[tokio::test]
 async fn model_serve_speaks_the_openai_wire_format() {
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
-        .args(["model", "serve", "--port", "0", "--pace", "0", "--words", "5"])
+        .args([
+            "model", "serve", "--port", "0", "--pace", "0", "--words", "5",
+        ])
         .stdout(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let ready = tokio::time::timeout(WAIT, lines.next_line()).await.unwrap().unwrap().unwrap();
+    let ready = tokio::time::timeout(WAIT, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     let base = ready.split_whitespace().last().unwrap().to_string();
-    let models: Value = reqwest::get(format!("{base}/models")).await.unwrap().json().await.unwrap();
+    let models: Value = reqwest::get(format!("{base}/models"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(models["data"][0]["id"], "turnscope-scripted");
     let whole: Value = reqwest::Client::new()
         .post(format!("{base}/chat/completions"))
@@ -115,7 +153,10 @@ async fn model_serve_speaks_the_openai_wire_format() {
         .json()
         .await
         .unwrap();
-    assert_eq!(whole["choices"][0]["message"]["content"], "You said: hi and that");
+    assert_eq!(
+        whole["choices"][0]["message"]["content"],
+        "You said: hi and that"
+    );
     assert_eq!(whole["object"], "chat.completion");
     let bad = reqwest::Client::new()
         .post(format!("{base}/chat/completions"))
@@ -125,6 +166,11 @@ async fn model_serve_speaks_the_openai_wire_format() {
         .unwrap();
     assert_eq!(bad.status().as_u16(), 400);
     let msg: Value = bad.json().await.unwrap();
-    assert!(msg["error"]["message"].as_str().unwrap().contains("not JSON"));
+    assert!(
+        msg["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not JSON")
+    );
     child.kill().await.ok();
 }

@@ -35,7 +35,19 @@ pub fn router(
     extra: Router,
     stop: CancellationToken,
 ) -> Router {
+    router_with_limit(sessions, guard, extra, stop, 4 * 1024 * 1024)
+}
+
+/// [`router`] with the largest accepted request body, in bytes (larger bodies get 413).
+pub fn router_with_limit(
+    sessions: Sessions,
+    guard: GuardConfig,
+    extra: Router,
+    stop: CancellationToken,
+    max_body_bytes: usize,
+) -> Router {
     let config = StreamableHttpServerConfig::default()
+        .with_max_request_body_bytes(max_body_bytes)
         .with_sse_keep_alive(Some(KEEP_ALIVE))
         .with_cancellation_token(stop)
         .disable_allowed_hosts();

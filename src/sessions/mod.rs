@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use subtle::ConstantTimeEq;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
@@ -42,6 +43,12 @@ impl Default for SessionLimits {
             sweep_every: Duration::from_secs(30),
         }
     }
+}
+
+/// The table key of a handle: its first 8 bytes.
+fn index_of(handle: &Uuid) -> u64 {
+    let bytes = handle.as_bytes();
+    u64::from_le_bytes(bytes[..8].try_into().expect("a UUID has 16 bytes"))
 }
 
 /// How many finished turns a session keeps for the console.
@@ -120,7 +127,9 @@ struct Inner {
     bot: Bot,
     bus: Bus,
     limits: SessionLimits,
-    table: Mutex<HashMap<Uuid, Arc<Session>>>,
+    /// Sessions by the first 8 bytes of their handle; the whole handle is then compared in
+    /// constant time, so lookup timing reveals nothing about the secret part.
+    table: Mutex<HashMap<u64, Arc<Session>>>,
     next_number: AtomicU64,
     epoch: Instant,
 }
@@ -155,7 +164,7 @@ impl Sessions {
         &self.inner.bus
     }
 
-    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Arc<Session>>> {
+    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Session>>> {
         self.inner.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -170,7 +179,10 @@ impl Sessions {
             });
         }
         let number = self.inner.next_number.fetch_add(1, Ordering::Relaxed);
-        let handle = Uuid::new_v4();
+        let mut handle = Uuid::new_v4();
+        while table.contains_key(&index_of(&handle)) {
+            handle = Uuid::new_v4();
+        }
         let session = Arc::new(Session {
             handle,
             number,
@@ -185,7 +197,7 @@ impl Sessions {
             chat: tokio::sync::Mutex::new(chat::ChatState::default()),
             turns: Mutex::new(Vec::new()),
         });
-        table.insert(handle, session.clone());
+        table.insert(index_of(&handle), session.clone());
         drop(table);
         self.inner.bus.publish_with(|| {
             Event::Session(SessionEvent {
@@ -213,8 +225,10 @@ impl Sessions {
             });
         }
         let uuid = Uuid::parse_str(handle).map_err(|_| unknown())?;
-        let found = self.table().get(&uuid).cloned();
-        let session = found.ok_or_else(unknown)?;
+        let found = self.table().get(&index_of(&uuid)).cloned();
+        let session = found
+            .filter(|s| bool::from(s.handle.as_bytes().ct_eq(uuid.as_bytes())))
+            .ok_or_else(unknown)?;
         let expired =
             session.idle() > Duration::from_secs(limits.handle_seconds) && !session.in_call();
         if expired || session.bot.is_finished() {
@@ -256,7 +270,12 @@ impl Sessions {
 
     /// Removes a session and ends its bot (its turn in flight ends as "session ended").
     pub async fn close(&self, session: &Session, reason: &str) {
-        let removed = self.table().remove(&session.handle).is_some();
+        let removed = {
+            let mut table = self.table();
+            let key = index_of(&session.handle);
+            let same = table.get(&key).is_some_and(|s| std::ptr::eq(&**s, session));
+            same && table.remove(&key).is_some()
+        };
         if removed {
             session.bot.end().await;
             self.inner.bus.publish_with(|| {
