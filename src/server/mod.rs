@@ -28,12 +28,26 @@ use crate::sessions::Sessions;
 /// its stream is noticed.
 const KEEP_ALIVE: Duration = Duration::from_millis(250);
 
+/// Extra fields of the `/healthz` answer (e.g. `bridges`), computed per request.
+pub type HealthExtra = Arc<dyn Fn() -> serde_json::Map<String, serde_json::Value> + Send + Sync>;
+
 /// The whole HTTP app for `sessions`, with `extra` routes (bridges) merged in.
 pub fn router(
     sessions: Sessions,
     guard: GuardConfig,
     extra: Router,
     stop: CancellationToken,
+) -> Router {
+    router_with_health(sessions, guard, extra, stop, None)
+}
+
+/// Like [`router`], with `health` adding fields to `/healthz`.
+pub fn router_with_health(
+    sessions: Sessions,
+    guard: GuardConfig,
+    extra: Router,
+    stop: CancellationToken,
+    health: Option<HealthExtra>,
 ) -> Router {
     let config = StreamableHttpServerConfig::default()
         .with_sse_keep_alive(Some(KEEP_ALIVE))
@@ -54,13 +68,18 @@ pub fn router(
             "/healthz",
             get(move || {
                 let s = health_sessions.clone();
+                let health = health.clone();
                 async move {
-                    axum::Json(json!({
+                    let mut body = json!({
                         "status": "ok",
                         "sessions": s.len(),
                         "cap": s.limits().cap,
                         "handle_seconds": s.limits().handle_seconds,
-                    }))
+                    });
+                    if let (Some(extra), Some(map)) = (health, body.as_object_mut()) {
+                        map.extend(extra());
+                    }
+                    axum::Json(body)
                 }
             }),
         )
