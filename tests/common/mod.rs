@@ -2,4 +2,5 @@
 
 #![allow(dead_code)]
 
+pub mod endpoint;
 pub mod fixture;

@@ -150,12 +150,12 @@ async fn run(
         };
         let (end, message, uptime) = match dialed {
             Ok(socket) => {
+                let opened = clock.now();
                 state.connected();
                 state.log(
                     tracing::Level::INFO,
                     &format!("connected to {}", endpoint.shown()),
                 );
-                let opened = clock.now();
                 let ended = socket::serve(socket, &relay, &stop).await;
                 if ended.stopping {
                     state.disconnected("bridge stopped", false);
