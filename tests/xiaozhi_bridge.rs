@@ -363,3 +363,6 @@ fn kill(pid: u32) {
 
 #[path = "xiaozhi_bridge/more.rs"]
 mod more;
+
+#[path = "xiaozhi_bridge/interop.rs"]
+mod interop;

@@ -33,8 +33,9 @@ use super::upstream::{ServerFacts, Upstream, UpstreamChange, UpstreamError, Upst
 /// as failed.
 pub const OPEN_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// How long a stopping session may take to close before it is dropped (which kills a child
-/// process); with the socket close this keeps shutdown under 5 s.
+/// How long a stopping session is waited for. rmcp closes a stdio child's stdin, sends
+/// SIGTERM after 3 s and SIGKILL after 6 s; past this wait that continues in the background,
+/// and a child still running when the process exits is killed (`kill_on_drop`).
 pub const CLOSE_GRACE: Duration = Duration::from_secs(4);
 
 /// How long `tools/list` waits for a server that is still starting.
