@@ -7,7 +7,7 @@ use clap::Parser;
 use tokio_util::sync::CancellationToken;
 use turnscope::app::App;
 use turnscope::bridge::xiaozhi::{BridgeSettings, XiaozhiBridges, command, redact};
-use turnscope::cli::{BridgeCommand, Cli, Command, DevAction, ModelAction, XiaozhiArgs};
+use turnscope::cli::{BridgeCommand, Cli, Command, DevAction, ModelAction, ServeArgs, XiaozhiArgs};
 use turnscope::config::Config;
 use turnscope::model::{EmbeddedModel, ScriptSettings};
 use turnscope::observe::{Bus, recorder};
@@ -62,14 +62,8 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
         Some(Command::Bridge {
             kind: BridgeCommand::Xiaozhi(args),
         }) => {
-            init_logging_at("info");
-            bridge_xiaozhi(
-                &args,
-                cli.config.as_deref(),
-                cli.serve.events.as_deref(),
-                started,
-            )
-            .await
+            init_logging_at("warn,turnscope=info");
+            bridge_xiaozhi(&args, &cli.serve, cli.config.as_deref(), started).await
         }
         Some(Command::Dev {
             action: DevAction::FixtureServer { stdio, http, sse },
@@ -133,16 +127,20 @@ async fn headless(
 /// `turnscope bridge xiaozhi`: relays on their own, or the main mode with bridges.
 async fn bridge_xiaozhi(
     args: &XiaozhiArgs,
+    serve: &ServeArgs,
     config: Option<&std::path::Path>,
-    events: Option<&std::path::Path>,
     started: Instant,
 ) -> anyhow::Result<()> {
+    let events = serve.events.as_deref();
     let (plan, warnings) = command::plan(args, config, &|name| std::env::var(name).ok())?;
     for w in &warnings {
         tracing::warn!("{w}");
     }
     let relays = match plan {
-        command::Plan::App(config) => return headless(&config, events, started).await,
+        command::Plan::App(mut config) => {
+            serve.apply(&mut config);
+            return headless(&config, events, started).await;
+        }
         command::Plan::Relays(relays) => relays,
     };
     let bus = Bus::default();

@@ -55,6 +55,7 @@ async fn open(name: &str, spec: &ServerSpec, handler: RelayClient) -> Result<Ope
                 tokio::spawn(async move {
                     let mut lines = tokio::io::BufReader::new(stderr).lines();
                     while let Ok(Some(line)) = lines.next_line().await {
+                        let line = strip_ansi(&line);
                         tracing::info!(target: "turnscope::bridge::xiaozhi::child", bridge = %name, "{}", redact(&line));
                     }
                 });
@@ -97,5 +98,36 @@ async fn open(name: &str, spec: &ServerSpec, handler: RelayClient) -> Result<Ope
                 .map_err(|e| format!("MCP handshake with {} failed: {e}", redact(url)))?;
             Ok(Opened { service, pid: None })
         }
+    }
+}
+
+/// `line` without ANSI escape sequences (`ESC [ … letter`): children often colour their logs
+/// even into a pipe, and the log line should read as text.
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' && chars.peek() == Some(&'[') {
+            chars.next();
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ansi_sequences_are_stripped() {
+        assert_eq!(
+            super::strip_ansi("\u{1b}[2mtime\u{1b}[0m \u{1b}[33m WARN\u{1b}[0m text [x]"),
+            "time  WARN text [x]"
+        );
     }
 }

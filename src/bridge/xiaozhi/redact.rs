@@ -39,7 +39,7 @@ pub fn redact(text: &str) -> Cow<'_, str> {
             .map_or(text.len(), |p| value_start + p);
         let secret = SECRET_KEYS.iter().any(|k| k.eq_ignore_ascii_case(key))
             && value_end > value_start
-            && &text[value_start..value_end] != MASK;
+            && !text[value_start..value_end].starts_with(MASK);
         if secret {
             let buf = out.get_or_insert_with(|| String::with_capacity(text.len()));
             buf.push_str(&text[copied..value_start]);
@@ -129,6 +129,14 @@ mod tests {
         let text = "mytoken is here; tokens=3; x == y; =token";
         assert!(matches!(redact(text), Cow::Borrowed(t) if t == text));
         assert!(matches!(redact("token=***"), Cow::Borrowed(_)));
+        // A masked value is left alone, so redacting is idempotent and keeps what follows.
+        assert_eq!(
+            redact("dial ws://h/?token=***: refused"),
+            "dial ws://h/?token=***: refused"
+        );
+        let once = redact("ws://h/?token=abc:x y").into_owned();
+        assert_eq!(once, "ws://h/?token=*** y");
+        assert_eq!(redact(&once), once);
     }
 
     #[test]
