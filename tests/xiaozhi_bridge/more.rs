@@ -274,3 +274,66 @@ async fn the_bot_itself_on_an_endpoint() {
     }
     assert!(saw_bridge, "bridge state was published");
 }
+
+#[tokio::test]
+async fn tools_list_pages_follow_the_cursor() {
+    let http = RunningFixture::start(Kind::Http).await;
+    let mut endpoint = FakeEndpoint::start().await;
+    let bridge = turnscope::bridge::xiaozhi::XiaozhiBridge {
+        name: "pages".into(),
+        endpoint: turnscope::bridge::xiaozhi::endpoint::Endpoint::parse(&endpoint.url(TOKEN))
+            .unwrap(),
+        upstream: upstream(
+            ServerSpec::Http {
+                url: http.url("/mcp"),
+                headers: Default::default(),
+            },
+            clock::system(),
+        ),
+        filter: ToolFilter::default(),
+        settings: turnscope::bridge::xiaozhi::BridgeSettings {
+            page_size: 3,
+            ..Default::default()
+        },
+    }
+    .spawn(&Bus::default());
+    let mut conn = endpoint.next().await;
+    conn.ask(crate::common::endpoint::BROKER_INITIALIZE).await;
+    let mut names = Vec::new();
+    let mut cursor = Value::Null;
+    let mut pages = 0;
+    loop {
+        let params = if cursor.is_null() {
+            json!({})
+        } else {
+            json!({"cursor": cursor})
+        };
+        let req =
+            json!({"jsonrpc": "2.0", "id": 100 + pages, "method": "tools/list", "params": params});
+        let page = conn.ask_json(&req.to_string()).await;
+        let tools = page["result"]["tools"].as_array().unwrap();
+        assert!(tools.len() <= 3, "{page}");
+        names.extend(
+            tools
+                .iter()
+                .map(|t| t["name"].as_str().unwrap().to_string()),
+        );
+        pages += 1;
+        cursor = page["result"]
+            .get("nextCursor")
+            .cloned()
+            .unwrap_or(Value::Null);
+        if cursor.is_null() {
+            break;
+        }
+    }
+    names.sort();
+    assert_eq!(names, BUILT_IN_TOOLS);
+    assert_eq!(pages, 3);
+    let bad = conn
+        .ask_json(r#"{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{"cursor":"nope"}}"#)
+        .await;
+    assert_eq!(bad["error"]["code"], -32602);
+    bridge.shutdown().await;
+    http.stop().await;
+}
