@@ -10,6 +10,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::bot::{Bot, TurnLimits};
+use crate::bridge::xiaozhi::{BridgeSettings, Catalog, XiaozhiBridges};
 use crate::config::Config;
 use crate::model::{EmbeddedModel, ModelClient, ModelConfig, ScriptSettings};
 use crate::observe::Bus;
@@ -49,6 +50,8 @@ pub struct App {
     pub model: ModelInfo,
     /// The HTTP server.
     pub server: Server,
+    /// The Xiaozhi bridges of `[[bridges.xiaozhi]]`.
+    pub bridges: XiaozhiBridges,
     _embedded: Option<EmbeddedModel>,
     sweeper: JoinHandle<()>,
 }
@@ -133,13 +136,35 @@ impl App {
                 s.host, s.port
             )
         })?;
+        let catalog = Catalog {
+            sessions: Some(sessions.clone()),
+            ..Catalog::default()
+        };
+        let (bridges, _warnings) = XiaozhiBridges::from_config(
+            &config.bridges.xiaozhi,
+            &catalog,
+            &BridgeSettings::default(),
+            &bus,
+            &|name| std::env::var(name).ok(),
+        );
+        let statuses = bridges.statuses();
+        let health: crate::server::HealthExtra = Arc::new(move || {
+            let mut extra = serde_json::Map::new();
+            extra.insert(
+                "bridges".into(),
+                serde_json::json!({ "xiaozhi": statuses.to_json() }),
+            );
+            extra
+        });
         let stop = CancellationToken::new();
-        let app = crate::server::router_with_limit(
+        let app = crate::server::router(
             sessions.clone(),
-            guard,
-            axum::Router::new(),
-            stop.clone(),
-            s.max_body_bytes,
+            crate::server::RouterOptions {
+                guard,
+                max_body_bytes: s.max_body_bytes,
+                health: Some(health),
+                ..crate::server::RouterOptions::new(stop.clone())
+            },
         );
         let server = Server::start(listener, app, stop)?;
         let sweeper = sessions.spawn_sweeper();
@@ -148,15 +173,22 @@ impl App {
             sessions,
             model,
             server,
+            bridges,
             _embedded: embedded,
             sweeper,
         })
     }
 
-    /// Ends every session (each turn in flight ends as "session ended") and stops the server.
+    /// Stops the bridges (sockets closed with 1000, children ended), ends every session (each
+    /// turn in flight ends as "session ended") and stops the server.
     pub async fn shutdown(self) {
+        self.bridges.shutdown().await;
         self.sweeper.abort();
-        self.sessions.close_all("server shut down").await;
+        self.sessions
+            .close_all("server shut down", Duration::from_secs(1))
+            .await;
+        // The answers just handed back still have to be written to their response streams.
+        tokio::time::sleep(Duration::from_millis(20)).await;
         self.server.shutdown(Duration::from_secs(2)).await;
     }
 }

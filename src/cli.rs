@@ -135,6 +135,12 @@ pub enum Command {
     },
     /// Benchmarks; each prints JSON rows.
     Bench(crate::bench::BenchArgs),
+    /// Bridges on their own, without the console.
+    Bridge {
+        /// Which bridge.
+        #[command(subcommand)]
+        kind: BridgeCommand,
+    },
     /// Development helpers.
     #[command(hide = true)]
     Dev {
@@ -176,4 +182,50 @@ pub enum DevAction {
         #[arg(long)]
         sse: Option<u16>,
     },
+}
+
+/// `turnscope bridge ...`
+#[derive(Debug, Subcommand)]
+pub enum BridgeCommand {
+    /// Relay an MCP server (or the bot) to a Xiaozhi MCP endpoint.
+    ///
+    /// With --stdio/--http/--sse/--bot: one bridge. Without: the bridges of the config file
+    /// (--config FILE, else $MCP_CONFIG, else ./mcp_config.json, else ./turnscope.toml):
+    /// an mcp_config.json (`mcpServers`, one endpoint per server) or turnscope TOML
+    /// (`[[bridges.xiaozhi]]`).
+    Xiaozhi(XiaozhiArgs),
+}
+
+/// `turnscope bridge xiaozhi ...`
+#[derive(Debug, Args)]
+pub struct XiaozhiArgs {
+    /// The endpoint URL, wss://…/mcp/?token=… (default: $MCP_ENDPOINT_<NAME>, then
+    /// $MCP_ENDPOINT). Applies to a single bridge only.
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    /// Relay the stdio MCP server started by this command line.
+    #[arg(long, group = "server")]
+    pub stdio: Option<String>,
+    /// Relay the streamable HTTP MCP server at this URL.
+    #[arg(long, group = "server")]
+    pub http: Option<String>,
+    /// Relay the legacy SSE MCP server at this URL.
+    #[arg(long, group = "server")]
+    pub sse: Option<String>,
+    /// Relay the bot itself (its start/chat tools); also serves MCP over HTTP as the main
+    /// mode does.
+    #[arg(long, group = "server")]
+    pub bot: bool,
+    /// The bridge's name (in logs, and for $MCP_ENDPOINT_<NAME>).
+    #[arg(long, default_value = "xiaozhi")]
+    pub name: String,
+    /// Offer only these tools (repeatable; empty = all).
+    #[arg(long = "allow", value_name = "TOOL")]
+    pub allow: Vec<String>,
+    /// Never offer nor call these tools (repeatable; deny wins).
+    #[arg(long = "deny", value_name = "TOOL")]
+    pub deny: Vec<String>,
+    /// Extra request header for --http/--sse, as `Name: value` (repeatable).
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
 }

@@ -17,6 +17,8 @@ pub struct Config {
     pub bot: BotSection,
     /// The console.
     pub console: ConsoleSection,
+    /// Bridges (`[[bridges.xiaozhi]]`).
+    pub bridges: BridgesSection,
 }
 
 /// `[server]`
@@ -138,6 +140,14 @@ pub struct ConsoleSection {
     pub theme: Option<String>,
 }
 
+/// `[bridges]`
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BridgesSection {
+    /// `[[bridges.xiaozhi]]`: relays to Xiaozhi MCP endpoints.
+    pub xiaozhi: Vec<crate::bridge::xiaozhi::XiaozhiEntry>,
+}
+
 impl Config {
     /// Reads `path`, or `./turnscope.toml` when `path` is `None` and that file exists, or the
     /// defaults. Errors name the file, the key and what was expected.
@@ -183,6 +193,7 @@ impl Config {
         if self.bot.tool_timeout_seconds.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
             return Err("bot.tool_timeout_seconds: expected seconds > 0".into());
         }
+        crate::bridge::xiaozhi::config::validate_entries(&self.bridges.xiaozhi)?;
         Ok(())
     }
 }
@@ -199,6 +210,26 @@ mod tests {
         assert_eq!(c.server.sessions, 4);
         assert_eq!(c.server.handle_seconds, 300);
         assert_eq!(c.bot.greeting.as_deref(), Some("hi"));
+    }
+
+    #[test]
+    fn xiaozhi_bridges_parse_and_validate() {
+        let c = Config::parse(
+            "[[bridges.xiaozhi]]\nname = \"home\"\nendpoint = \"wss://h/mcp/?token=${T}\"\n\
+             servers = [\"@bot\"]\ntools = { deny = [\"rm\"] }\n",
+        )
+        .unwrap();
+        let b = &c.bridges.xiaozhi[0];
+        assert_eq!(b.name, "home");
+        assert_eq!(b.servers, ["@bot"]);
+        assert_eq!(b.tools.deny, ["rm"]);
+        let e = Config::parse(
+            "[[bridges.xiaozhi]]\nname = \"a\"\nservers = [\"x\"]\ntools = { allow = [\"rm\"], deny = [\"rm\"] }\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("bridges.xiaozhi[0].tools"), "{e}");
+        let e = Config::parse("[[bridges.xiaozhi]]\nname = \"a\"\nserver = [\"x\"]\n").unwrap_err();
+        assert!(e.contains("server"), "{e}");
     }
 
     #[test]

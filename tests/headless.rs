@@ -74,7 +74,16 @@ async fn headless_serves_mcp_records_events_and_exits_cleanly_on_sigterm() {
         .expect("exits within 5 s")
         .unwrap();
     assert!(status.success(), "exit status {status:?}");
-    let _ = long.await;
+    // The caller waiting on that turn got its answer before the server went.
+    let answer = tokio::time::timeout(WAIT, long)
+        .await
+        .expect("the caller is answered")
+        .unwrap();
+    assert_eq!(
+        answer.structured["end_reason"], "session_ended",
+        "{answer:?}"
+    );
+    assert!(answer.text.starts_with("You said:"), "{}", answer.text);
 
     let text = std::fs::read_to_string(&events).unwrap();
     let parsed: Vec<Value> = text

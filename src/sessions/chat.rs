@@ -148,6 +148,7 @@ impl Sessions {
         progress: Option<&mut dyn ProgressSink>,
         cancel: &CancellationToken,
     ) -> Result<ChatReply, ChatError> {
+        let _in_flight = self.call_guard();
         session.touch();
         let mut state = tokio::select! {
             state = session.chat.lock() => state,

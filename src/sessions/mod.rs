@@ -9,7 +9,7 @@ mod chat;
 mod errors;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -42,6 +42,15 @@ impl Default for SessionLimits {
             handle_seconds: 300,
             sweep_every: Duration::from_secs(30),
         }
+    }
+}
+
+/// Marks one `chat` call in progress (see [`Sessions::close_all`]).
+pub(crate) struct CallGuard(Arc<Inner>);
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        self.0.calls_in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -132,6 +141,8 @@ struct Inner {
     table: Mutex<HashMap<u64, Arc<Session>>>,
     next_number: AtomicU64,
     epoch: Instant,
+    /// `chat` calls in progress, across all sessions (shutdown waits for them to answer).
+    calls_in_flight: AtomicUsize,
 }
 
 impl Sessions {
@@ -145,6 +156,7 @@ impl Sessions {
                 table: Mutex::new(HashMap::new()),
                 next_number: AtomicU64::new(1),
                 epoch: Instant::now(),
+                calls_in_flight: AtomicUsize::new(0),
             }),
         }
     }
@@ -326,9 +338,23 @@ impl Sessions {
         })
     }
 
-    /// Ends every session (server shutdown): each turn in flight ends as "session ended".
-    pub async fn close_all(&self, reason: &str) {
+    /// Ends every session (server shutdown): each turn in flight ends as "session ended",
+    /// and the `chat` calls waiting on those turns get their answers (this waits up to
+    /// `grace` for them to be handed back).
+    pub async fn close_all(&self, reason: &str, grace: Duration) {
         let all: Vec<_> = self.table().values().cloned().collect();
         futures::future::join_all(all.iter().map(|s| self.close(s, reason))).await;
+        let deadline = tokio::time::Instant::now() + grace;
+        while self.inner.calls_in_flight.load(Ordering::Acquire) > 0
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Counts a `chat` call in progress until the returned guard drops.
+    pub(crate) fn call_guard(&self) -> CallGuard {
+        self.inner.calls_in_flight.fetch_add(1, Ordering::AcqRel);
+        CallGuard(self.inner.clone())
     }
 }

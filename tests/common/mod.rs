@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod endpoint;
 pub mod fixture;
 pub mod mcp;
 pub mod upstream;
