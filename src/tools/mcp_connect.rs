@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::{McpServerConfig, ToolFilter, TransportKind};
 use super::merge::SourceTool;
+use super::policy::GuardedClient;
 use super::sse_client::SseClientTransport;
 use crate::bridge::names::NameMap;
 use crate::bridge::schema;
@@ -63,13 +64,27 @@ pub(crate) struct Connection {
 /// Everything needed to open a connection to one server (placeholders already expanded).
 pub(crate) struct Target {
     pub(crate) config: McpServerConfig,
-    pub(crate) http: reqwest::Client,
+    pub(crate) http: GuardedClient,
     pub(crate) handshake_timeout: Duration,
 }
 
 /// Opens a connection, completes the handshake and lists the tools. `ct` ends the
 /// connection when cancelled.
 pub(crate) async fn connect(
+    target: &Target,
+    client: SourceClient,
+    ct: CancellationToken,
+) -> Result<Connection, String> {
+    connect_inner(target, client, ct).await.map_err(|error| {
+        // A refused redirect hides behind a generic HTTP error; say what really happened.
+        match target.http.take_refusal() {
+            Some(refusal) => format!("{refusal} ({error})"),
+            None => error,
+        }
+    })
+}
+
+async fn connect_inner(
     target: &Target,
     client: SourceClient,
     ct: CancellationToken,
@@ -107,7 +122,7 @@ pub(crate) async fn connect(
                 headers.insert(name, value);
             }
             let transport = StreamableHttpClientTransport::with_client(
-                target.http.clone(),
+                target.http.client.clone(),
                 StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers),
             );
             let service = client
@@ -124,7 +139,7 @@ pub(crate) async fn connect(
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             let transport = SseClientTransport::connect_with(
-                target.http.clone(),
+                target.http.client.clone(),
                 url,
                 &headers,
                 target.handshake_timeout,

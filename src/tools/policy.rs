@@ -10,7 +10,7 @@
 //! default port); `*` in the path matches anything. A URL carrying user info (`user@host`)
 //! is refused under an allowlist, and so is every redirect hop that leaves it.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use reqwest::Url;
 
@@ -221,29 +221,37 @@ impl Policy {
     }
 
     /// An HTTP client for MCP servers under this policy: every redirect hop is checked
-    /// against the allowlist (and at most 10 are followed).
-    pub fn http_client(self: &Arc<Self>) -> reqwest::Client {
+    /// against the allowlist (and at most 10 are followed). A refused hop fails the request;
+    /// [`GuardedClient::take_refusal`] says why, since the HTTP error itself does not.
+    pub fn http_client(self: &Arc<Self>) -> GuardedClient {
+        let refused: Arc<Mutex<Option<String>>> = Arc::default();
         let redirect = if self.urls_guarded() {
             let policy = self.clone();
+            let refused = refused.clone();
             reqwest::redirect::Policy::custom(move |attempt| {
                 if attempt.previous().len() >= MAX_REDIRECTS {
                     return attempt.error(format!("more than {MAX_REDIRECTS} redirects"));
                 }
                 match policy.check_url(attempt.url().as_str()) {
                     Ok(()) => attempt.follow(),
-                    Err(reason) => attempt.error(format!("redirect refused: {reason}")),
+                    Err(reason) => {
+                        let reason = format!("redirect refused: {reason}");
+                        *refused.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.clone());
+                        attempt.error(reason)
+                    }
                 }
             })
         } else {
             reqwest::redirect::Policy::limited(MAX_REDIRECTS)
         };
-        reqwest::Client::builder()
+        let client = reqwest::Client::builder()
             .redirect(redirect)
             .build()
             .unwrap_or_else(|e| {
                 tracing::error!(error = %e, "cannot build the MCP HTTP client; using the default");
                 reqwest::Client::new()
-            })
+            });
+        GuardedClient { client, refused }
     }
 
     /// One line for logs and the console.
@@ -267,6 +275,24 @@ impl Policy {
             if self.locked { "locked; " } else { "" },
             if self.stdio_enabled { "on" } else { "off" }
         )
+    }
+}
+
+/// An HTTP client whose redirects follow a [`Policy`].
+#[derive(Clone)]
+pub struct GuardedClient {
+    /// The client.
+    pub client: reqwest::Client,
+    refused: Arc<Mutex<Option<String>>>,
+}
+
+impl GuardedClient {
+    /// Why the last redirect was refused, if one was since the last call.
+    pub fn take_refusal(&self) -> Option<String> {
+        self.refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 }
 

@@ -2,4 +2,6 @@
 
 #![allow(dead_code)]
 
+pub mod bot_client;
 pub mod fixture;
+pub mod servers;
