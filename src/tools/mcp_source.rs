@@ -16,10 +16,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rmcp::model::CallToolRequestParams;
-use rmcp::service::{QuitReason, ServiceError};
+use rmcp::service::ServiceError;
 use rmcp::{Peer, RoleClient};
 use serde_json::{Map, Value};
 use tokio::sync::Notify;
@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::ToolOutcome;
 use super::config::{McpServerConfig, TransportKind, expand_env};
-use super::mcp_connect::{self, Connection, SourceClient, Target};
+use super::mcp_connect::Target;
 use super::mcp_content::outcome_of;
 use super::merge::SourceTool;
 use super::policy::Policy;
@@ -40,11 +40,11 @@ use crate::observe::{Bus, Event, ToolSourceEvent, ToolSourceState};
 pub const MIN_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// First delay before a retry or respawn; it doubles up to [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+pub(super) const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 /// Longest delay between retries.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+pub(super) const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// A connection that stayed up this long resets the backoff.
-const STABLE_AFTER: Duration = Duration::from_secs(30);
+pub(super) const STABLE_AFTER: Duration = Duration::from_secs(30);
 
 /// Where a source stands, for the console and tests.
 #[derive(Debug, Clone, PartialEq)]
@@ -105,34 +105,34 @@ impl Drop for StopOnDrop {
     }
 }
 
-struct Inner {
-    name: Arc<str>,
-    transport: TransportKind,
-    call_timeout: Duration,
-    target: Target,
-    attempt_timeout: Duration,
-    session: Option<u64>,
-    bus: Bus,
-    state: RwLock<State>,
-    generation: AtomicU64,
-    first_attempt: CancellationToken,
-    stop: CancellationToken,
-    list_changed: Arc<Notify>,
-    task: Mutex<Option<JoinHandle<()>>>,
+pub(super) struct Inner {
+    pub(super) name: Arc<str>,
+    pub(super) transport: TransportKind,
+    pub(super) call_timeout: Duration,
+    pub(super) target: Target,
+    pub(super) attempt_timeout: Duration,
+    pub(super) session: Option<u64>,
+    pub(super) bus: Bus,
+    pub(super) state: RwLock<State>,
+    pub(super) generation: AtomicU64,
+    pub(super) first_attempt: CancellationToken,
+    pub(super) stop: CancellationToken,
+    pub(super) list_changed: Arc<Notify>,
+    pub(super) task: Mutex<Option<JoinHandle<()>>>,
 }
 
-struct State {
-    status: SourceStatus,
-    tools: Arc<[SourceTool]>,
-    link: Option<Link>,
+pub(super) struct State {
+    pub(super) status: SourceStatus,
+    pub(super) tools: Arc<[SourceTool]>,
+    pub(super) link: Option<Link>,
 }
 
 /// The live connection calls go through.
 #[derive(Clone)]
-struct Link {
-    peer: Peer<RoleClient>,
+pub(super) struct Link {
+    pub(super) peer: Peer<RoleClient>,
     /// Cancelled when the connection ends.
-    alive: CancellationToken,
+    pub(super) alive: CancellationToken,
 }
 
 impl McpSource {
@@ -183,7 +183,7 @@ impl McpSource {
             list_changed: Arc::new(Notify::new()),
             task: Mutex::new(None),
         });
-        let task = tokio::spawn(supervise(inner.clone()));
+        let task = tokio::spawn(super::mcp_supervisor::supervise(inner.clone()));
         *inner.task.lock().unwrap_or_else(|p| p.into_inner()) = Some(task);
         Ok(McpSource {
             _stop_on_drop: Arc::new(StopOnDrop(inner.stop.clone())),
@@ -315,15 +315,15 @@ impl McpSource {
 }
 
 impl Inner {
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+    pub(super) fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
         self.state.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+    pub(super) fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
         self.state.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn publish(&self, state: ToolSourceState, tools: usize, detail: String) {
+    pub(super) fn publish(&self, state: ToolSourceState, tools: usize, detail: String) {
         publish(
             &self.bus,
             &self.name,
@@ -335,7 +335,7 @@ impl Inner {
         );
     }
 
-    fn set_tools(&self, tools: Vec<SourceTool>) {
+    pub(super) fn set_tools(&self, tools: Vec<SourceTool>) {
         self.write().tools = tools.into();
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
@@ -443,189 +443,4 @@ fn publish(
             at_us: now_us(),
         })
     });
-}
-
-/// How a connection ended.
-enum End {
-    Stopped,
-    Lost(String),
-}
-
-async fn supervise(inner: Arc<Inner>) {
-    let mut delay = FIRST_BACKOFF;
-    let mut attempts = 0u32;
-    loop {
-        let client = SourceClient {
-            server: inner.name.clone(),
-            list_changed: inner.list_changed.clone(),
-        };
-        let ct = inner.stop.child_token();
-        let attempt = tokio::select! {
-            result = tokio::time::timeout(inner.attempt_timeout, mcp_connect::connect(&inner.target, client, ct.clone())) => result,
-            () = inner.stop.cancelled() => break,
-        };
-        let error = match attempt {
-            Ok(Ok(connection)) => {
-                attempts = 0;
-                let up_since = Instant::now();
-                inner.first_attempt.cancel();
-                match run_connection(&inner, connection, &ct).await {
-                    End::Stopped => break,
-                    End::Lost(reason) => {
-                        if up_since.elapsed() >= STABLE_AFTER {
-                            delay = FIRST_BACKOFF;
-                        }
-                        inner.publish(
-                            ToolSourceState::Disconnected,
-                            inner.read().tools.len(),
-                            format!(
-                                "{reason}; {} in {:.2} s",
-                                if inner.transport == TransportKind::Stdio {
-                                    "respawning"
-                                } else {
-                                    "reconnecting"
-                                },
-                                delay.as_secs_f64()
-                            ),
-                        );
-                        reason
-                    }
-                }
-            }
-            Ok(Err(error)) => {
-                ct.cancel();
-                attempts += 1;
-                inner.publish(
-                    ToolSourceState::Failed,
-                    0,
-                    format!("{error}; retrying in {:.2} s", delay.as_secs_f64()),
-                );
-                error
-            }
-            Err(_) => {
-                ct.cancel();
-                attempts += 1;
-                let error = format!(
-                    "no answer within {:.1} s",
-                    inner.attempt_timeout.as_secs_f64()
-                );
-                inner.publish(
-                    ToolSourceState::Failed,
-                    0,
-                    format!("{error}; retrying in {:.2} s", delay.as_secs_f64()),
-                );
-                error
-            }
-        };
-        inner.write().status = SourceStatus::Down { error, attempts };
-        inner.first_attempt.cancel();
-        tokio::select! {
-            () = tokio::time::sleep(delay) => {}
-            () = inner.stop.cancelled() => break,
-        }
-        delay = (delay * 2).min(MAX_BACKOFF);
-    }
-    {
-        let mut state = inner.write();
-        state.status = SourceStatus::Closed;
-        state.link = None;
-    }
-    inner.first_attempt.cancel();
-    inner.publish(ToolSourceState::Closed, 0, "closed".into());
-}
-
-/// Serves one live connection until it ends or the source is closed.
-async fn run_connection(inner: &Arc<Inner>, connection: Connection, ct: &CancellationToken) -> End {
-    let Connection {
-        service,
-        pid,
-        tools,
-        rejected,
-    } = connection;
-    for reason in &rejected {
-        tracing::warn!(server = %inner.name, "tool left out, its schema cannot be used: {reason}");
-    }
-    let alive = CancellationToken::new();
-    let count = tools.len();
-    let peer = service.peer().clone();
-    {
-        let mut state = inner.write();
-        state.status = SourceStatus::Up { tools: count, pid };
-        state.link = Some(Link {
-            peer: peer.clone(),
-            alive: alive.clone(),
-        });
-    }
-    inner.set_tools(tools);
-    let server_name = peer
-        .peer_info()
-        .and_then(|i| i.server_info.clone())
-        .map(|i| format!("{} {}", i.name, i.version))
-        .unwrap_or_else(|| "unknown server".into());
-    inner.publish(
-        ToolSourceState::Connected,
-        count,
-        format!(
-            "{server_name}{}",
-            pid.map(|p| format!(", pid {p}")).unwrap_or_default()
-        ),
-    );
-    let waiting = service.waiting();
-    tokio::pin!(waiting);
-    let end = loop {
-        tokio::select! {
-            quit = &mut waiting => {
-                let reason = match quit {
-                    Ok(QuitReason::Cancelled) if inner.stop.is_cancelled() => break End::Stopped,
-                    Ok(QuitReason::Closed) => if inner.transport == TransportKind::Stdio {
-                        "the server process exited (or closed its stdout)".to_string()
-                    } else {
-                        "the server closed the connection".to_string()
-                    },
-                    Ok(other) => format!("the connection ended ({other:?})"),
-                    Err(e) => format!("the connection task failed ({e})"),
-                };
-                break End::Lost(reason);
-            }
-            () = inner.stop.cancelled() => {
-                ct.cancel();
-                let _ = tokio::time::timeout(Duration::from_secs(5), &mut waiting).await;
-                break End::Stopped;
-            }
-            () = inner.list_changed.notified() => refresh(inner, &peer).await,
-        }
-    };
-    alive.cancel();
-    inner.write().link = None;
-    end
-}
-
-/// Lists the tools again after `notifications/tools/list_changed`.
-async fn refresh(inner: &Inner, peer: &Peer<RoleClient>) {
-    match tokio::time::timeout(inner.attempt_timeout, peer.list_all_tools()).await {
-        Ok(Ok(listed)) => {
-            let (tools, rejected) =
-                mcp_connect::prepare_tools(&listed, inner.target.config.tool_filter.as_ref());
-            for reason in &rejected {
-                tracing::warn!(server = %inner.name, "tool left out, its schema cannot be used: {reason}");
-            }
-            let count = tools.len();
-            let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
-            let detail = names.join(", ");
-            {
-                let mut state = inner.write();
-                if let SourceStatus::Up { tools, .. } = &mut state.status {
-                    *tools = count;
-                }
-            }
-            inner.set_tools(tools);
-            inner.publish(ToolSourceState::Refreshed, count, detail);
-        }
-        Ok(Err(e)) => {
-            tracing::warn!(server = %inner.name, error = %e, "tools/list after list_changed failed; keeping the old list")
-        }
-        Err(_) => {
-            tracing::warn!(server = %inner.name, "tools/list after list_changed timed out; keeping the old list")
-        }
-    }
 }

@@ -7,12 +7,14 @@
 //! [`config`] holds the `[[mcp_servers]]` / `[policy]` configuration.
 
 pub mod builtin;
+mod claude_json;
 pub mod config;
 pub mod context;
 pub mod limits;
 mod mcp_connect;
 pub mod mcp_content;
 pub mod mcp_source;
+mod mcp_supervisor;
 pub mod merge;
 pub mod policy;
 pub mod registry;
