@@ -15,7 +15,15 @@ const EXE: &str = env!("CARGO_BIN_EXE_turnscope");
 
 /// Starts the binary on `config` and returns it with its MCP URL from the ready line.
 async fn headless(config: &std::path::Path) -> (Child, String) {
-    let mut child = Command::new(EXE)
+    headless_with(config, &[]).await
+}
+
+async fn headless_with(config: &std::path::Path, env: &[(&str, &str)]) -> (Child, String) {
+    let mut command = Command::new(EXE);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut child = command
         .args(["--headless", "--port", "0", "--pace", "0", "--config"])
         .arg(config)
         .env_remove("OPENAI_BASE_URL")
@@ -174,4 +182,29 @@ async fn a_claude_desktop_json_config_works_too() {
     stop(child).await;
     http.stop().await;
     sse.stop().await;
+}
+
+/// `${VAR}` in a header is filled from the environment turnscope runs in.
+#[tokio::test]
+async fn header_placeholders_are_expanded_from_the_environment() {
+    let server = common::servers::named("secure", &["whoami"]).await;
+    let config = temp_file(
+        "headers.toml",
+        &format!(
+            r#"
+[[mcp_servers]]
+name = "secure"
+url = "{}"
+headers = {{ Authorization = "Bearer ${{TURNSCOPE_PROBE_TOKEN}}" }}
+"#,
+            server.url
+        ),
+    );
+    let (child, url) = headless_with(&config, &[("TURNSCOPE_PROBE_TOKEN", "s3cret")]).await;
+    let client = connect(&url).await;
+    let handle = start(&client).await;
+    let result = chat(&client, &handle, "whoami").await;
+    assert_eq!(text(&result), "The whoami tool says: Bearer s3cret.");
+    client.cancel().await.unwrap();
+    stop(child).await;
 }

@@ -523,3 +523,36 @@ async fn locked_mode_starts_the_bot_without_the_refused_servers() {
     );
     app.shutdown().await;
 }
+
+/// A placeholder naming an unset variable skips that server with the reason; the rest load.
+#[tokio::test]
+async fn an_unset_placeholder_skips_only_its_server() {
+    let good = named("good", &["g"]).await;
+    let mut bad = McpServerConfig::http("bad", &good.url);
+    bad.headers.insert(
+        "Authorization".into(),
+        "Bearer ${TURNSCOPE_TEST_SURELY_UNSET_VARIABLE}".into(),
+    );
+    let bus = Bus::default();
+    let mut events = bus.subscribe();
+    let registry = start(
+        ToolRegistry::builder(bus.clone())
+            .servers(&[bad, McpServerConfig::http("good", &good.url)]),
+    )
+    .await;
+    assert_eq!(spec_list(&*registry), pairs(&[("g", "good")]));
+    let skipped = source_events(&mut events)
+        .into_iter()
+        .find(|e| e.server == "bad")
+        .expect("an event for the bad server");
+    assert_eq!(skipped.state, ToolSourceState::Skipped);
+    assert!(
+        skipped.detail.contains("headers.Authorization")
+            && skipped
+                .detail
+                .contains("TURNSCOPE_TEST_SURELY_UNSET_VARIABLE is not set"),
+        "{}",
+        skipped.detail
+    );
+    registry.shutdown().await;
+}

@@ -30,7 +30,8 @@ use super::fixture::WAIT;
 
 /// An MCP server whose tools are the given names; each answers `<server>:<tool>`, except
 /// `hang`, which waits until cancelled and reports the cancellation on `cancelled`, and
-/// `broken`, which answers with a JSON-RPC error.
+/// `broken`, which answers with a JSON-RPC error, and `whoami`, which answers with the
+/// request's `Authorization` header.
 #[derive(Clone)]
 pub struct NamedServer {
     label: Arc<str>,
@@ -61,6 +62,16 @@ impl ServerHandler for NamedServer {
             context.ct.cancelled().await;
             let _ = self.cancelled.send(format!("{}:hang", self.label));
             return Err(ErrorData::internal_error("cancelled", None));
+        }
+        if request.name == "whoami" {
+            let auth = context
+                .extensions
+                .get::<axum::http::request::Parts>()
+                .and_then(|parts| parts.headers.get("authorization"))
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("no authorization header")
+                .to_string();
+            return Ok(CallToolResult::success(vec![ContentBlock::text(auth)]).into());
         }
         if request.name == "broken" {
             return Err(ErrorData::invalid_params("broken on purpose", None));
