@@ -27,7 +27,13 @@ fn main() -> std::process::ExitCode {
 fn init_logging(to_stderr: bool) {
     let filter =
         tracing_subscriber::EnvFilter::try_from_env("TURNSCOPE_LOG").unwrap_or_else(|_| {
-            tracing_subscriber::EnvFilter::new(if to_stderr { "warn" } else { "off" })
+            // rmcp's worker logs every failed connection attempt at error level; turnscope
+            // reports those itself, once, with the server's name.
+            tracing_subscriber::EnvFilter::new(if to_stderr {
+                "warn,rmcp::transport::worker=off"
+            } else {
+                "off"
+            })
         });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -95,6 +101,11 @@ async fn headless(
         app.model.describe(),
         started.elapsed().as_secs_f64() * 1000.0
     );
+    if let Some(registry) = &app.tool_registry {
+        for line in turnscope::tools::registry::describe_sources(registry) {
+            eprintln!("tool source {line}");
+        }
+    }
     eprintln!("connect Claude Code with: claude mcp add --transport http turnscope {url}");
     wait_for_signal().await;
     eprintln!("turnscope: shutting down: ending every session");

@@ -95,6 +95,10 @@ async fn connect_inner(
             let command = config.command.as_deref().unwrap_or_default();
             let mut cmd = tokio::process::Command::new(command);
             cmd.args(&config.args).envs(&config.env).kill_on_drop(true);
+            // Its own process group: a Ctrl-C at the terminal reaches turnscope, which then
+            // closes the server, instead of killing the server first (and causing a respawn).
+            #[cfg(unix)]
+            cmd.process_group(0);
             let (transport, stderr) = TokioChildProcess::builder(cmd)
                 .stderr(Stdio::piped())
                 .spawn()
@@ -105,10 +109,12 @@ async fn connect_inner(
             if let Some(stderr) = stderr {
                 tokio::spawn(copy_stderr(client.server.clone(), stderr));
             }
-            let service = client
-                .serve_with_ct(transport, ct)
-                .await
-                .map_err(|e| format!("`{command}` started but the MCP handshake failed: {e}"))?;
+            let service = client.serve_with_ct(transport, ct).await.map_err(|e| {
+                format!(
+                    "`{command}` started but the MCP handshake failed: {}",
+                    chain(&e)
+                )
+            })?;
             (service, pid)
         }
         TransportKind::Http => {
@@ -128,7 +134,7 @@ async fn connect_inner(
             let service = client
                 .serve_with_ct(transport, ct)
                 .await
-                .map_err(|e| format!("MCP handshake with {url} failed: {e}"))?;
+                .map_err(|e| format!("MCP handshake with {url} failed: {}", chain(&e)))?;
             (service, None)
         }
         TransportKind::Sse => {
@@ -149,7 +155,7 @@ async fn connect_inner(
             let service = client
                 .serve_with_ct(transport, ct)
                 .await
-                .map_err(|e| format!("MCP handshake with {url} failed: {e}"))?;
+                .map_err(|e| format!("MCP handshake with {url} failed: {}", chain(&e)))?;
             (service, None)
         }
     };
@@ -157,7 +163,7 @@ async fn connect_inner(
         .peer()
         .list_all_tools()
         .await
-        .map_err(|e| format!("connected, but tools/list failed: {e}"))?;
+        .map_err(|e| format!("connected, but tools/list failed: {}", chain(&e)))?;
     let (tools, rejected) = prepare_tools(&listed, config.tool_filter.as_ref());
     Ok(Connection {
         service,
@@ -205,6 +211,32 @@ pub(crate) fn prepare_tools(
     (tools, rejected)
 }
 
+/// An error and its causes in one line, without the Rust type names rmcp puts in its
+/// transport errors (`Transport [rmcp::...<...>] error:`).
+pub(crate) fn chain(error: &dyn std::error::Error) -> String {
+    let mut parts: Vec<String> = vec![tidy(&error.to_string())];
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = tidy(&cause.to_string());
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = cause.source();
+    }
+    parts.join(": ")
+}
+
+fn tidy(text: &str) -> String {
+    let mut out = text.to_string();
+    while let Some(start) = out.find(" [rmcp::") {
+        let Some(len) = out[start..].find("] ") else {
+            break;
+        };
+        out.replace_range(start..start + len + 1, "");
+    }
+    out
+}
+
 /// Copies a stdio server's stderr to the log, line by line.
 async fn copy_stderr(server: Arc<str>, stderr: tokio::process::ChildStderr) {
     let mut lines = BufReader::new(stderr).lines();
@@ -224,6 +256,30 @@ mod tests {
             panic!("object schema")
         };
         Tool::new(name.to_string(), format!("{name} tool"), Arc::new(map))
+    }
+
+    #[test]
+    fn errors_lose_type_names_and_keep_their_causes() {
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("Send message error Transport [rmcp::transport::worker::WorkerTransport<X<Y>>] error: request failed")
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let e = Outer(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "connection refused",
+        ));
+        assert_eq!(
+            chain(&e),
+            "Send message error Transport error: request failed: connection refused"
+        );
     }
 
     #[test]

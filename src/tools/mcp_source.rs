@@ -46,6 +46,9 @@ pub(super) const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// A connection that stayed up this long resets the backoff.
 pub(super) const STABLE_AFTER: Duration = Duration::from_secs(30);
 
+/// Prefix of a failure detail that repeats the previous one (logged at debug only).
+pub(super) const REPEAT_MARK: &str = "(again) ";
+
 /// Where a source stands, for the console and tests.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SourceStatus {
@@ -412,26 +415,36 @@ fn publish(
     detail: String,
 ) {
     let scope = session
-        .map(|s| format!(" (session {s})"))
+        .map(|s| format!(", session {s}"))
         .unwrap_or_default();
+    let what = match state {
+        ToolSourceState::Connected => "connected",
+        ToolSourceState::Refreshed => "tool list refreshed",
+        ToolSourceState::Failed => "failed",
+        ToolSourceState::MissedBudget => "missed the start-up budget",
+        ToolSourceState::Disconnected => "disconnected",
+        ToolSourceState::Skipped => "skipped",
+        ToolSourceState::Closed => "closed",
+    };
+    let line = format!(
+        "MCP server `{server}` ({}{scope}) {what}: {detail}",
+        transport.as_str()
+    );
     match state {
         ToolSourceState::Connected | ToolSourceState::Refreshed => {
-            tracing::info!(
-                server,
-                transport = transport.as_str(),
-                tools,
-                "MCP server{scope} {state:?}: {detail}"
-            )
+            tracing::info!(tools, "{line}")
         }
-        ToolSourceState::Closed => {
-            tracing::debug!(server, "MCP server{scope} closed: {detail}")
+        ToolSourceState::Closed => tracing::debug!("{line}"),
+        // A server that keeps failing the same way is logged once at warn, then quietly.
+        ToolSourceState::Failed if detail.starts_with(REPEAT_MARK) => {
+            tracing::debug!("{}", line.replacen(REPEAT_MARK, "", 1))
         }
-        _ => tracing::warn!(
-            server,
-            transport = transport.as_str(),
-            "MCP server{scope} {state:?}: {detail}"
-        ),
+        _ => tracing::warn!("{line}"),
     }
+    let detail = detail
+        .strip_prefix(REPEAT_MARK)
+        .map(str::to_string)
+        .unwrap_or(detail);
     bus.publish_with(|| {
         Event::ToolSource(ToolSourceEvent {
             server: server.to_string(),

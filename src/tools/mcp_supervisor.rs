@@ -15,7 +15,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::TransportKind;
 use super::mcp_connect::{self, Connection, SourceClient};
-use super::mcp_source::{FIRST_BACKOFF, Inner, Link, MAX_BACKOFF, STABLE_AFTER, SourceStatus};
+use super::mcp_source::{
+    FIRST_BACKOFF, Inner, Link, MAX_BACKOFF, REPEAT_MARK, STABLE_AFTER, SourceStatus,
+};
 use crate::observe::ToolSourceState;
 
 /// How a connection ended.
@@ -28,6 +30,7 @@ enum End {
 pub(super) async fn supervise(inner: Arc<Inner>) {
     let mut delay = FIRST_BACKOFF;
     let mut attempts = 0u32;
+    let mut last_error: Option<String> = None;
     loop {
         let client = SourceClient {
             server: inner.name.clone(),
@@ -69,10 +72,15 @@ pub(super) async fn supervise(inner: Arc<Inner>) {
             Ok(Err(error)) => {
                 ct.cancel();
                 attempts += 1;
+                let again = if last_error.as_deref() == Some(error.as_str()) {
+                    REPEAT_MARK
+                } else {
+                    ""
+                };
                 inner.publish(
                     ToolSourceState::Failed,
                     0,
-                    format!("{error}; retrying in {:.2} s", delay.as_secs_f64()),
+                    format!("{again}{error}; retrying in {:.2} s", delay.as_secs_f64()),
                 );
                 error
             }
@@ -83,14 +91,20 @@ pub(super) async fn supervise(inner: Arc<Inner>) {
                     "no answer within {:.1} s",
                     inner.attempt_timeout.as_secs_f64()
                 );
+                let again = if last_error.as_deref() == Some(error.as_str()) {
+                    REPEAT_MARK
+                } else {
+                    ""
+                };
                 inner.publish(
                     ToolSourceState::Failed,
                     0,
-                    format!("{error}; retrying in {:.2} s", delay.as_secs_f64()),
+                    format!("{again}{error}; retrying in {:.2} s", delay.as_secs_f64()),
                 );
                 error
             }
         };
+        last_error = Some(error.clone());
         inner.write().status = SourceStatus::Down { error, attempts };
         inner.first_attempt.cancel();
         tokio::select! {
