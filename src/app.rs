@@ -16,7 +16,10 @@ use crate::model::{EmbeddedModel, ModelClient, ModelConfig, ScriptSettings};
 use crate::observe::Bus;
 use crate::server::{GuardConfig, Server};
 use crate::sessions::{SessionLimits, Sessions};
-use crate::tools::{Toolbox, Tools, builtin};
+use crate::tools::limits::McpLimits;
+use crate::tools::policy::Policy;
+use crate::tools::registry::ToolRegistry;
+use crate::tools::{FnTool, Tools, ToolsFactory};
 
 /// Which model the bot talks to, for display.
 #[derive(Debug, Clone)]
@@ -52,22 +55,53 @@ pub struct App {
     pub server: Server,
     /// The Xiaozhi bridges of `[[bridges.xiaozhi]]`.
     pub bridges: XiaozhiBridges,
+    /// The bot's tool registry (built-ins and MCP servers), when [`App::start`] built it.
+    pub tool_registry: Option<Arc<ToolRegistry>>,
     _embedded: Option<EmbeddedModel>,
     sweeper: JoinHandle<()>,
 }
 
 impl App {
-    /// Starts everything `config` describes: the model (embedded unless configured), the bot,
-    /// the session table and its sweep, and the HTTP server.
+    /// Starts everything `config` describes: the tools (built-ins and MCP servers, connected
+    /// within the start-up budget), the model (embedded unless configured), the bot, the
+    /// session table and its sweep, and the HTTP server.
     pub async fn start(config: &Config, bus: Bus) -> anyhow::Result<App> {
-        let tools: Arc<dyn Tools> = {
-            let mut toolbox = Toolbox::new();
-            if config.bot.builtin_tools {
-                toolbox.add(builtin::clock()).add(builtin::echo());
-            }
-            Arc::new(toolbox)
-        };
-        Self::start_with_tools(config, bus, tools).await
+        let registry = Self::tool_registry(config, &bus, Vec::new()).await?;
+        let factory: Arc<dyn ToolsFactory> = registry.clone();
+        let mut app = Self::start_bot(config, bus, registry.clone(), Some(factory)).await?;
+        app.tool_registry = Some(registry);
+        Ok(app)
+    }
+
+    /// Builds the tool registry `config` describes: the built-ins (unless turned off), the
+    /// bot's `own` tools, and the MCP servers under the `[policy]` (overlaid by the
+    /// environment) and TurnCall's limits (from the environment). Waits at most the connect
+    /// budget; servers that miss it join later.
+    ///
+    /// # Errors
+    /// A policy or limit setting that does not parse.
+    pub async fn tool_registry(
+        config: &Config,
+        bus: &Bus,
+        own: Vec<FnTool>,
+    ) -> anyhow::Result<Arc<ToolRegistry>> {
+        let policy =
+            Policy::from_config(&config.policy).map_err(|e| anyhow::anyhow!("tool policy: {e}"))?;
+        let limits = McpLimits::from_env().map_err(|e| anyhow::anyhow!("tool limits: {e}"))?;
+        if !config.mcp_servers.is_empty() {
+            tracing::info!(policy = %policy.describe(), servers = config.mcp_servers.len(), "connecting to MCP servers");
+        }
+        let mut builder = ToolRegistry::builder(bus.clone())
+            .policy(policy)
+            .limits(limits)
+            .servers(&config.mcp_servers);
+        if config.bot.builtin_tools {
+            builder = builder.builtins();
+        }
+        for tool in own {
+            builder = builder.tool(tool);
+        }
+        Ok(builder.start().await)
     }
 
     /// Like [`App::start`] with the bot's tools given.
@@ -75,6 +109,15 @@ impl App {
         config: &Config,
         bus: Bus,
         tools: Arc<dyn Tools>,
+    ) -> anyhow::Result<App> {
+        Self::start_bot(config, bus, tools, None).await
+    }
+
+    async fn start_bot(
+        config: &Config,
+        bus: Bus,
+        tools: Arc<dyn Tools>,
+        factory: Option<Arc<dyn ToolsFactory>>,
     ) -> anyhow::Result<App> {
         let (model, embedded) = model_for(config).await?;
         let mut model_config = ModelConfig::new(model.url.clone(), model.name.clone());
@@ -100,6 +143,9 @@ impl App {
         }
         if let Some(greeting) = &config.bot.greeting {
             bot = bot.greeting(greeting.clone());
+        }
+        if let Some(factory) = factory {
+            bot = bot.tools_factory(factory);
         }
         Self::serve(config, bus, bot.build(), model, embedded).await
     }
@@ -174,6 +220,7 @@ impl App {
             model,
             server,
             bridges,
+            tool_registry: None,
             _embedded: embedded,
             sweeper,
         })
@@ -190,6 +237,9 @@ impl App {
         // The answers just handed back still have to be written to their response streams.
         tokio::time::sleep(Duration::from_millis(20)).await;
         self.server.shutdown(Duration::from_secs(2)).await;
+        if let Some(registry) = &self.tool_registry {
+            registry.shutdown().await;
+        }
     }
 }
 

@@ -72,6 +72,11 @@ pub struct ServeArgs {
     /// Console theme: a name from themes/ or a path to a theme file.
     #[arg(long)]
     pub theme: Option<String>,
+    /// Tool-source rules for shared deployments (TurnCall's defaults): stdio MCP servers off
+    /// and server URLs refused unless allowlisted (BYOM_ALLOWED_URL_PATTERNS, MCP_STDIO_ENABLED,
+    /// MCP_STDIO_ALLOWED_COMMANDS or [policy]).
+    #[arg(long)]
+    pub locked: bool,
 }
 
 impl ServeArgs {
@@ -120,6 +125,9 @@ impl ServeArgs {
         }
         if let Some(t) = &self.theme {
             config.console.theme = Some(t.clone());
+        }
+        if self.locked {
+            config.policy.locked = true;
         }
     }
 }

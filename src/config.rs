@@ -1,9 +1,13 @@
 //! The typed configuration: a TOML file (`--config FILE`, or `./turnscope.toml` when present)
 //! overlaid by command-line flags. Unknown keys are errors, so a typo never passes silently.
+//! A `.json` file is read as a Claude-Desktop style `mcpServers` object instead (see
+//! [`crate::tools::config`]).
 
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+use crate::tools::config::{McpServerConfig, PolicySection};
 
 /// Everything turnscope can be configured with.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -19,6 +23,10 @@ pub struct Config {
     pub console: ConsoleSection,
     /// Bridges (`[[bridges.xiaozhi]]`).
     pub bridges: BridgesSection,
+    /// MCP servers the bot takes tools from (`[[mcp_servers]]`), in precedence order.
+    pub mcp_servers: Vec<McpServerConfig>,
+    /// Which tool sources may be reached (`[policy]`).
+    pub policy: PolicySection,
 }
 
 /// `[server]`
@@ -165,8 +173,15 @@ impl Config {
                 path.display()
             )
         })?;
-        let config = Self::parse(&text)
-            .map_err(|e| anyhow::anyhow!("config file {}: {e}", path.display()))?;
+        let is_json = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+        let parsed = if is_json {
+            Self::parse_json(&text)
+        } else {
+            Self::parse(&text)
+        };
+        let config = parsed.map_err(|e| anyhow::anyhow!("config file {}: {e}", path.display()))?;
         Ok((config, Some(path)))
     }
 
@@ -177,7 +192,19 @@ impl Config {
         Ok(config)
     }
 
+    /// Parses a Claude-Desktop style JSON config: its `mcpServers`, with every other setting
+    /// at its default.
+    pub fn parse_json(text: &str) -> Result<Self, String> {
+        let config = Config {
+            mcp_servers: crate::tools::config::parse_claude_json(text)?,
+            ..Config::default()
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
     fn validate(&self) -> Result<(), String> {
+        crate::tools::config::validate_servers(&self.mcp_servers)?;
         if self.server.sessions == 0 {
             return Err("server.sessions: must be at least 1".into());
         }

@@ -26,7 +26,13 @@ fn main() -> std::process::ExitCode {
 }
 
 fn init_logging(to_stderr: bool) {
-    init_logging_at(if to_stderr { "warn" } else { "off" });
+    // rmcp's worker logs every failed connection attempt at error level; turnscope reports
+    // those itself, once, with the server's name.
+    init_logging_at(if to_stderr {
+        "warn,rmcp::transport::worker=off"
+    } else {
+        "off"
+    });
 }
 
 /// Logs to stderr at `default` unless `TURNSCOPE_LOG` says otherwise; endpoint tokens
@@ -106,6 +112,11 @@ async fn headless(
         app.model.describe(),
         started.elapsed().as_secs_f64() * 1000.0
     );
+    if let Some(registry) = &app.tool_registry {
+        for line in turnscope::tools::registry::describe_sources(registry) {
+            eprintln!("tool source {line}");
+        }
+    }
     eprintln!("connect Claude Code with: claude mcp add --transport http turnscope {url}");
     for b in app.bridges.bridges() {
         let s = b.status();

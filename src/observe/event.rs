@@ -80,6 +80,8 @@ pub enum Event {
     },
     /// A bridge's state changed (connection, counters, errors); see [`BridgeEvent`].
     Bridge(BridgeEvent),
+    /// A tool source (an MCP server) connected, failed, was skipped, refreshed its tools...
+    ToolSource(ToolSourceEvent),
     /// A log line meant for the person watching.
     Log {
         /// When, in ms since the epoch.
@@ -211,6 +213,46 @@ pub struct BridgeEvent {
     pub last_error: Option<String>,
     /// Whether the endpoint refused the token last time (close 1008, HTTP 401/403).
     pub token_rejected: bool,
+    /// When, in µs since the epoch.
+    pub at_us: u64,
+}
+
+/// What happened to a tool source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolSourceState {
+    /// Connected and listed its tools.
+    Connected,
+    /// Its tool list changed (`notifications/tools/list_changed`) and was read again.
+    Refreshed,
+    /// A connection attempt failed; it is retried in the background.
+    Failed,
+    /// It had not connected when the start-up budget ran out; the bot started without its
+    /// tools, which join when it comes up.
+    MissedBudget,
+    /// An open connection ended (a stdio server exited); it is reconnected (respawned).
+    Disconnected,
+    /// Refused by policy or by its configuration; never retried.
+    Skipped,
+    /// Closed on purpose (session end, shutdown).
+    Closed,
+}
+
+/// A tool source changed state.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ToolSourceEvent {
+    /// The server's name from the config.
+    pub server: String,
+    /// `stdio`, `http` or `sse`.
+    pub transport: Name,
+    /// The session owning the connection (`scope = "session"`), else none.
+    pub session: Option<u64>,
+    /// What happened.
+    pub state: ToolSourceState,
+    /// Tools it offers now.
+    pub tools: usize,
+    /// The error, the reason, or a short note.
+    pub detail: String,
     /// When, in µs since the epoch.
     pub at_us: u64,
 }

@@ -8,5 +8,6 @@ pub mod stats;
 
 pub use bus::{Bus, Subscription};
 pub use event::{
-    BridgeEvent, Event, FrameEvent, SessionEvent, SessionOpener, ToolCallEvent, TurnEndEvent,
+    BridgeEvent, Event, FrameEvent, SessionEvent, SessionOpener, ToolCallEvent, ToolSourceEvent,
+    ToolSourceState, TurnEndEvent,
 };

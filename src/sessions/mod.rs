@@ -211,6 +211,7 @@ impl Sessions {
         });
         table.insert(index_of(&handle), session.clone());
         drop(table);
+        self.watch_end_request(&session);
         self.inner.bus.publish_with(|| {
             Event::Session(SessionEvent {
                 session: number,
@@ -222,6 +223,29 @@ impl Sessions {
         });
         tracing::info!(session = number, handle = %session.handle_prefix(), "session opened");
         Ok(session)
+    }
+
+    /// Closes `session` once a tool (the built-in `end_session`) asked it to end and its turn
+    /// in flight is over, so the reply is complete before the slot is freed.
+    fn watch_end_request(&self, session: &Arc<Session>) {
+        let sessions = self.clone();
+        let session = session.clone();
+        tokio::spawn(async move {
+            let control = session.bot.control().clone();
+            let reason = tokio::select! {
+                reason = control.wait_end_requested() => reason,
+                () = control.closed() => return,
+            };
+            if let Some(turn) = session.bot.current_turn() {
+                tokio::select! {
+                    () = turn.done() => {}
+                    () = control.closed() => return,
+                }
+            }
+            sessions
+                .close(&session, &format!("ended by the bot: {reason}"))
+                .await;
+        });
     }
 
     /// Finds the live session of a handle as a caller typed it. An expired session is
