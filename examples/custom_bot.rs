@@ -17,10 +17,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::json;
-use turnscope::app::{App, ModelInfo};
+use turnscope::app::App;
 use turnscope::bot::Bot;
 use turnscope::config::Config;
-use turnscope::model::{EmbeddedModel, ModelClient, ModelConfig, ScriptSettings};
 use turnscope::observe::Bus;
 use turnscope::pipeline::{Frame, FrameBody, Link, Processor};
 use turnscope::tools::FnTool;
@@ -74,38 +73,9 @@ pub async fn serve(config: &Config) -> anyhow::Result<App> {
     let bus = Bus::default();
     // Built-ins, our own tool and the config's MCP servers, under TurnCall's rules.
     let tools = App::tool_registry(config, &bus, vec![order_status()]).await?;
-    let (model, embedded) = match std::env::var("OPENAI_BASE_URL") {
-        Ok(url) if !url.is_empty() => (
-            ModelInfo {
-                url,
-                name: config
-                    .model
-                    .name
-                    .clone()
-                    .unwrap_or_else(|| "gpt-4o-mini".into()),
-                embedded: false,
-            },
-            None,
-        ),
-        _ => {
-            let settings = ScriptSettings {
-                pace: config.model.pace,
-                words: None,
-            };
-            let embedded = EmbeddedModel::start(0, settings).await?;
-            let info = ModelInfo {
-                url: embedded.base_url(),
-                name: turnscope::model::server::MODEL_NAME.into(),
-                embedded: true,
-            };
-            (info, Some(embedded))
-        }
-    };
-    let mut model_config = ModelConfig::new(model.url.clone(), model.name.clone());
-    if !model.embedded {
-        model_config.api_key = std::env::var("OPENAI_API_KEY").ok();
-    }
-    let bot = Bot::builder(ModelClient::new(model_config))
+    // The config's model, else OPENAI_BASE_URL / OPENAI_API_KEY, else the embedded model.
+    let (model, embedded) = turnscope::app::pick_model(config).await?;
+    let bot = Bot::builder(turnscope::app::model_client(config, &model))
         .system_prompt("You are the order desk. Answer in one short sentence.")
         .greeting("Order desk here. Which order?")
         .tools(tools.clone())

@@ -119,20 +119,8 @@ impl App {
         tools: Arc<dyn Tools>,
         factory: Option<Arc<dyn ToolsFactory>>,
     ) -> anyhow::Result<App> {
-        let (model, embedded) = model_for(config).await?;
-        let mut model_config = ModelConfig::new(model.url.clone(), model.name.clone());
-        model_config.api_key = if model.embedded {
-            None
-        } else {
-            std::env::var("OPENAI_API_KEY")
-                .ok()
-                .filter(|k| !k.is_empty())
-        };
-        model_config.headers = config.model.headers.clone().into_iter().collect();
-        model_config.first_byte_timeout =
-            Duration::from_secs_f64(config.model.first_byte_timeout_seconds);
-        model_config.idle_timeout = Duration::from_secs_f64(config.model.idle_timeout_seconds);
-        let mut bot = Bot::builder(ModelClient::new(model_config))
+        let (model, embedded) = pick_model(config).await?;
+        let mut bot = Bot::builder(model_client(config, &model))
             .tools(tools)
             .limits(TurnLimits {
                 round_cap: config.bot.round_cap,
@@ -262,9 +250,27 @@ fn check_open_bind(s: &crate::config::ServerSection) -> anyhow::Result<()> {
     )
 }
 
+/// A client for `model` with the config's headers and timeouts, and `OPENAI_API_KEY` for a
+/// remote server.
+pub fn model_client(config: &Config, model: &ModelInfo) -> ModelClient {
+    let mut model_config = ModelConfig::new(model.url.clone(), model.name.clone());
+    model_config.api_key = if model.embedded {
+        None
+    } else {
+        std::env::var("OPENAI_API_KEY")
+            .ok()
+            .filter(|k| !k.is_empty())
+    };
+    model_config.headers = config.model.headers.clone().into_iter().collect();
+    model_config.first_byte_timeout =
+        Duration::from_secs_f64(config.model.first_byte_timeout_seconds);
+    model_config.idle_timeout = Duration::from_secs_f64(config.model.idle_timeout_seconds);
+    ModelClient::new(model_config)
+}
+
 /// Picks the model: `[model] url` / `--model-url`, then `OPENAI_BASE_URL`, then OpenAI when
 /// `OPENAI_API_KEY` is set, else the embedded scripted model on a loopback port.
-async fn model_for(config: &Config) -> anyhow::Result<(ModelInfo, Option<EmbeddedModel>)> {
+pub async fn pick_model(config: &Config) -> anyhow::Result<(ModelInfo, Option<EmbeddedModel>)> {
     let env_url = std::env::var("OPENAI_BASE_URL")
         .ok()
         .filter(|u| !u.is_empty());
