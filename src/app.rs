@@ -10,12 +10,16 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::bot::{Bot, TurnLimits};
+use crate::bridge::xiaozhi::{BridgeSettings, Catalog, XiaozhiBridges};
 use crate::config::Config;
 use crate::model::{EmbeddedModel, ModelClient, ModelConfig, ScriptSettings};
 use crate::observe::Bus;
 use crate::server::{GuardConfig, Server};
 use crate::sessions::{SessionLimits, Sessions};
-use crate::tools::{Toolbox, Tools, builtin};
+use crate::tools::limits::McpLimits;
+use crate::tools::policy::Policy;
+use crate::tools::registry::ToolRegistry;
+use crate::tools::{FnTool, Tools, ToolsFactory};
 
 /// Which model the bot talks to, for display.
 #[derive(Debug, Clone)]
@@ -49,22 +53,55 @@ pub struct App {
     pub model: ModelInfo,
     /// The HTTP server.
     pub server: Server,
+    /// The Xiaozhi bridges of `[[bridges.xiaozhi]]`.
+    pub bridges: XiaozhiBridges,
+    /// The bot's tool registry (built-ins and MCP servers), when [`App::start`] built it.
+    pub tool_registry: Option<Arc<ToolRegistry>>,
     _embedded: Option<EmbeddedModel>,
     sweeper: JoinHandle<()>,
 }
 
 impl App {
-    /// Starts everything `config` describes: the model (embedded unless configured), the bot,
-    /// the session table and its sweep, and the HTTP server.
+    /// Starts everything `config` describes: the tools (built-ins and MCP servers, connected
+    /// within the start-up budget), the model (embedded unless configured), the bot, the
+    /// session table and its sweep, and the HTTP server.
     pub async fn start(config: &Config, bus: Bus) -> anyhow::Result<App> {
-        let tools: Arc<dyn Tools> = {
-            let mut toolbox = Toolbox::new();
-            if config.bot.builtin_tools {
-                toolbox.add(builtin::clock()).add(builtin::echo());
-            }
-            Arc::new(toolbox)
-        };
-        Self::start_with_tools(config, bus, tools).await
+        let registry = Self::tool_registry(config, &bus, Vec::new()).await?;
+        let factory: Arc<dyn ToolsFactory> = registry.clone();
+        let mut app = Self::start_bot(config, bus, registry.clone(), Some(factory)).await?;
+        app.tool_registry = Some(registry);
+        Ok(app)
+    }
+
+    /// Builds the tool registry `config` describes: the built-ins (unless turned off), the
+    /// bot's `own` tools, and the MCP servers under the `[policy]` (overlaid by the
+    /// environment) and TurnCall's limits (from the environment). Waits at most the connect
+    /// budget; servers that miss it join later.
+    ///
+    /// # Errors
+    /// A policy or limit setting that does not parse.
+    pub async fn tool_registry(
+        config: &Config,
+        bus: &Bus,
+        own: Vec<FnTool>,
+    ) -> anyhow::Result<Arc<ToolRegistry>> {
+        let policy =
+            Policy::from_config(&config.policy).map_err(|e| anyhow::anyhow!("tool policy: {e}"))?;
+        let limits = McpLimits::from_env().map_err(|e| anyhow::anyhow!("tool limits: {e}"))?;
+        if !config.mcp_servers.is_empty() {
+            tracing::info!(policy = %policy.describe(), servers = config.mcp_servers.len(), "connecting to MCP servers");
+        }
+        let mut builder = ToolRegistry::builder(bus.clone())
+            .policy(policy)
+            .limits(limits)
+            .servers(&config.mcp_servers);
+        if config.bot.builtin_tools {
+            builder = builder.builtins();
+        }
+        for tool in own {
+            builder = builder.tool(tool);
+        }
+        Ok(builder.start().await)
     }
 
     /// Like [`App::start`] with the bot's tools given.
@@ -73,20 +110,17 @@ impl App {
         bus: Bus,
         tools: Arc<dyn Tools>,
     ) -> anyhow::Result<App> {
-        let (model, embedded) = model_for(config).await?;
-        let mut model_config = ModelConfig::new(model.url.clone(), model.name.clone());
-        model_config.api_key = if model.embedded {
-            None
-        } else {
-            std::env::var("OPENAI_API_KEY")
-                .ok()
-                .filter(|k| !k.is_empty())
-        };
-        model_config.headers = config.model.headers.clone().into_iter().collect();
-        model_config.first_byte_timeout =
-            Duration::from_secs_f64(config.model.first_byte_timeout_seconds);
-        model_config.idle_timeout = Duration::from_secs_f64(config.model.idle_timeout_seconds);
-        let mut bot = Bot::builder(ModelClient::new(model_config))
+        Self::start_bot(config, bus, tools, None).await
+    }
+
+    async fn start_bot(
+        config: &Config,
+        bus: Bus,
+        tools: Arc<dyn Tools>,
+        factory: Option<Arc<dyn ToolsFactory>>,
+    ) -> anyhow::Result<App> {
+        let (model, embedded) = pick_model(config).await?;
+        let mut bot = Bot::builder(model_client(config, &model))
             .tools(tools)
             .limits(TurnLimits {
                 round_cap: config.bot.round_cap,
@@ -97,6 +131,9 @@ impl App {
         }
         if let Some(greeting) = &config.bot.greeting {
             bot = bot.greeting(greeting.clone());
+        }
+        if let Some(factory) = factory {
+            bot = bot.tools_factory(factory);
         }
         Self::serve(config, bus, bot.build(), model, embedded).await
     }
@@ -119,8 +156,10 @@ impl App {
                 sweep_every: Duration::from_secs_f64(s.sweep_seconds.max(0.01)),
             },
         );
+        check_open_bind(s)?;
         let mut guard = GuardConfig {
             enabled: s.host_check,
+            auth_token: s.auth_token.clone(),
             ..GuardConfig::default()
         };
         guard.hosts.extend(s.allowed_hosts.iter().cloned());
@@ -131,8 +170,36 @@ impl App {
                 s.host, s.port
             )
         })?;
+        let catalog = Catalog {
+            sessions: Some(sessions.clone()),
+            ..Catalog::default()
+        };
+        let (bridges, _warnings) = XiaozhiBridges::from_config(
+            &config.bridges.xiaozhi,
+            &catalog,
+            &BridgeSettings::default(),
+            &bus,
+            &|name| std::env::var(name).ok(),
+        );
+        let statuses = bridges.statuses();
+        let health: crate::server::HealthExtra = Arc::new(move || {
+            let mut extra = serde_json::Map::new();
+            extra.insert(
+                "bridges".into(),
+                serde_json::json!({ "xiaozhi": statuses.to_json() }),
+            );
+            extra
+        });
         let stop = CancellationToken::new();
-        let app = crate::server::router(sessions.clone(), guard, axum::Router::new(), stop.clone());
+        let app = crate::server::router(
+            sessions.clone(),
+            crate::server::RouterOptions {
+                guard,
+                max_body_bytes: s.max_body_bytes,
+                health: Some(health),
+                ..crate::server::RouterOptions::new(stop.clone())
+            },
+        );
         let server = Server::start(listener, app, stop)?;
         let sweeper = sessions.spawn_sweeper();
         Ok(App {
@@ -140,22 +207,70 @@ impl App {
             sessions,
             model,
             server,
+            bridges,
+            tool_registry: None,
             _embedded: embedded,
             sweeper,
         })
     }
 
-    /// Ends every session (each turn in flight ends as "session ended") and stops the server.
+    /// Stops the bridges (sockets closed with 1000, children ended), ends every session (each
+    /// turn in flight ends as "session ended") and stops the server.
     pub async fn shutdown(self) {
+        self.bridges.shutdown().await;
         self.sweeper.abort();
-        self.sessions.close_all("server shut down").await;
+        self.sessions
+            .close_all("server shut down", Duration::from_secs(1))
+            .await;
+        // The answers just handed back still have to be written to their response streams.
+        tokio::time::sleep(Duration::from_millis(20)).await;
         self.server.shutdown(Duration::from_secs(2)).await;
+        if let Some(registry) = &self.tool_registry {
+            registry.shutdown().await;
+        }
     }
+}
+
+/// Refuses to listen beyond loopback without a bearer token, unless explicitly allowed:
+/// handles are bearer secrets, and anyone who can reach the port could open sessions.
+fn check_open_bind(s: &crate::config::ServerSection) -> anyhow::Result<()> {
+    let loopback = s.host == "localhost"
+        || s.host
+            .trim_matches(|c| c == '[' || c == ']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if loopback || s.auth_token.is_some() || s.allow_open_bind {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "refusing to listen on {} without an auth token: anyone who can reach this port could open \
+         sessions and use your model. Pass --auth-token TOKEN (clients then send `Authorization: Bearer TOKEN`), \
+         or --allow-open-bind if an authenticating proxy is in front",
+        s.host
+    )
+}
+
+/// A client for `model` with the config's headers and timeouts, and `OPENAI_API_KEY` for a
+/// remote server.
+pub fn model_client(config: &Config, model: &ModelInfo) -> ModelClient {
+    let mut model_config = ModelConfig::new(model.url.clone(), model.name.clone());
+    model_config.api_key = if model.embedded {
+        None
+    } else {
+        std::env::var("OPENAI_API_KEY")
+            .ok()
+            .filter(|k| !k.is_empty())
+    };
+    model_config.headers = config.model.headers.clone().into_iter().collect();
+    model_config.first_byte_timeout =
+        Duration::from_secs_f64(config.model.first_byte_timeout_seconds);
+    model_config.idle_timeout = Duration::from_secs_f64(config.model.idle_timeout_seconds);
+    ModelClient::new(model_config)
 }
 
 /// Picks the model: `[model] url` / `--model-url`, then `OPENAI_BASE_URL`, then OpenAI when
 /// `OPENAI_API_KEY` is set, else the embedded scripted model on a loopback port.
-async fn model_for(config: &Config) -> anyhow::Result<(ModelInfo, Option<EmbeddedModel>)> {
+pub async fn pick_model(config: &Config) -> anyhow::Result<(ModelInfo, Option<EmbeddedModel>)> {
     let env_url = std::env::var("OPENAI_BASE_URL")
         .ok()
         .filter(|u| !u.is_empty());

@@ -287,10 +287,10 @@ async fn load(sessions: usize, turns: usize) -> anyhow::Result<()> {
     let config = bench_config(0.0, Some(7), sessions + 8);
     let app = App::start_with_tools(&config, Bus::default(), hours_tools()).await?;
     let url = app.server.mcp_url();
-    // A few clients share the sessions, as several MCP clients would.
+    // Several MCP clients share the sessions (one per 25 sessions), as many agents would.
     let clients: Vec<Arc<BenchClient>> = {
         let mut v = Vec::new();
-        for _ in 0..8 {
+        for _ in 0..sessions.div_ceil(25).clamp(1, 64) {
             v.push(Arc::new(BenchClient::connect(&url).await?));
         }
         v
@@ -354,7 +354,7 @@ pub fn rss_bytes() -> Option<u64> {
 }
 
 async fn memory(idle: usize) -> anyhow::Result<()> {
-    let config = bench_config(0.0, Some(7), idle + 8);
+    let config = bench_config(0.0, Some(7), idle + 64);
     let app = App::start_with_tools(&config, Bus::default(), hours_tools()).await?;
     // Warm up allocator and runtime with a few sessions first.
     let mut warm = Vec::new();

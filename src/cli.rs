@@ -63,9 +63,20 @@ pub struct ServeArgs {
     /// Turn the Host/Origin check off (only behind a trusted proxy).
     #[arg(long)]
     pub no_host_check: bool,
+    /// Require `Authorization: Bearer TOKEN` on every request (also TURNSCOPE_AUTH_TOKEN).
+    #[arg(long)]
+    pub auth_token: Option<String>,
+    /// Allow --host beyond loopback without --auth-token (an authenticating proxy is in front).
+    #[arg(long)]
+    pub allow_open_bind: bool,
     /// Console theme: a name from themes/ or a path to a theme file.
     #[arg(long)]
     pub theme: Option<String>,
+    /// Tool-source rules for shared deployments (TurnCall's defaults): stdio MCP servers off
+    /// and server URLs refused unless allowlisted (BYOM_ALLOWED_URL_PATTERNS, MCP_STDIO_ENABLED,
+    /// MCP_STDIO_ALLOWED_COMMANDS or [policy]).
+    #[arg(long)]
+    pub locked: bool,
 }
 
 impl ServeArgs {
@@ -102,8 +113,21 @@ impl ServeArgs {
         if let Some(p) = self.pace {
             config.model.pace = p;
         }
+        if let Some(t) = self.auth_token.clone().or_else(|| {
+            std::env::var("TURNSCOPE_AUTH_TOKEN")
+                .ok()
+                .filter(|t| !t.is_empty())
+        }) {
+            s.auth_token = Some(t);
+        }
+        if self.allow_open_bind {
+            s.allow_open_bind = true;
+        }
         if let Some(t) = &self.theme {
             config.console.theme = Some(t.clone());
+        }
+        if self.locked {
+            config.policy.locked = true;
         }
     }
 }
@@ -126,6 +150,12 @@ pub enum Command {
         /// Console theme: a name from themes/ or a path to a theme file.
         #[arg(long)]
         theme: Option<String>,
+    },
+    /// Bridges on their own, without the console.
+    Bridge {
+        /// Which bridge.
+        #[command(subcommand)]
+        kind: BridgeCommand,
     },
     /// Development helpers.
     #[command(hide = true)]
@@ -168,4 +198,50 @@ pub enum DevAction {
         #[arg(long)]
         sse: Option<u16>,
     },
+}
+
+/// `turnscope bridge ...`
+#[derive(Debug, Subcommand)]
+pub enum BridgeCommand {
+    /// Relay an MCP server (or the bot) to a Xiaozhi MCP endpoint.
+    ///
+    /// With --stdio/--http/--sse/--bot: one bridge. Without: the bridges of the config file
+    /// (--config FILE, else $MCP_CONFIG, else ./mcp_config.json, else ./turnscope.toml):
+    /// an mcp_config.json (`mcpServers`, one endpoint per server) or turnscope TOML
+    /// (`[[bridges.xiaozhi]]`).
+    Xiaozhi(XiaozhiArgs),
+}
+
+/// `turnscope bridge xiaozhi ...`
+#[derive(Debug, Args)]
+pub struct XiaozhiArgs {
+    /// The endpoint URL, wss://…/mcp/?token=… (default: $MCP_ENDPOINT_<NAME>, then
+    /// $MCP_ENDPOINT). Applies to a single bridge only.
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    /// Relay the stdio MCP server started by this command line.
+    #[arg(long, group = "server")]
+    pub stdio: Option<String>,
+    /// Relay the streamable HTTP MCP server at this URL.
+    #[arg(long, group = "server")]
+    pub http: Option<String>,
+    /// Relay the legacy SSE MCP server at this URL.
+    #[arg(long, group = "server")]
+    pub sse: Option<String>,
+    /// Relay the bot itself (its start/chat tools); also serves MCP over HTTP as the main
+    /// mode does.
+    #[arg(long, group = "server")]
+    pub bot: bool,
+    /// The bridge's name (in logs, and for $MCP_ENDPOINT_<NAME>).
+    #[arg(long, default_value = "xiaozhi")]
+    pub name: String,
+    /// Offer only these tools (repeatable; empty = all).
+    #[arg(long = "allow", value_name = "TOOL")]
+    pub allow: Vec<String>,
+    /// Never offer nor call these tools (repeatable; deny wins).
+    #[arg(long = "deny", value_name = "TOOL")]
+    pub deny: Vec<String>,
+    /// Extra request header for --http/--sse, as `Name: value` (repeatable).
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
 }

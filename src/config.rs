@@ -1,9 +1,13 @@
 //! The typed configuration: a TOML file (`--config FILE`, or `./turnscope.toml` when present)
 //! overlaid by command-line flags. Unknown keys are errors, so a typo never passes silently.
+//! A `.json` file is read as a Claude-Desktop style `mcpServers` object instead (see
+//! [`crate::tools::config`]).
 
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+use crate::tools::config::{McpServerConfig, PolicySection};
 
 /// Everything turnscope can be configured with.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -17,6 +21,12 @@ pub struct Config {
     pub bot: BotSection,
     /// The console.
     pub console: ConsoleSection,
+    /// Bridges (`[[bridges.xiaozhi]]`).
+    pub bridges: BridgesSection,
+    /// MCP servers the bot takes tools from (`[[mcp_servers]]`), in precedence order.
+    pub mcp_servers: Vec<McpServerConfig>,
+    /// Which tool sources may be reached (`[policy]`).
+    pub policy: PolicySection,
 }
 
 /// `[server]`
@@ -39,6 +49,12 @@ pub struct ServerSection {
     pub allowed_origins: Vec<String>,
     /// Whether the Host/Origin check runs (default true).
     pub host_check: bool,
+    /// A bearer token every HTTP request must carry (`Authorization: Bearer ...`).
+    pub auth_token: Option<String>,
+    /// Allow binding beyond loopback without `auth_token` (only behind an authenticating proxy).
+    pub allow_open_bind: bool,
+    /// Largest request body accepted, in bytes (default 4 MiB).
+    pub max_body_bytes: usize,
 }
 
 impl Default for ServerSection {
@@ -52,6 +68,9 @@ impl Default for ServerSection {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             host_check: true,
+            auth_token: None,
+            allow_open_bind: false,
+            max_body_bytes: 4 * 1024 * 1024,
         }
     }
 }
@@ -129,6 +148,14 @@ pub struct ConsoleSection {
     pub theme: Option<String>,
 }
 
+/// `[bridges]`
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BridgesSection {
+    /// `[[bridges.xiaozhi]]`: relays to Xiaozhi MCP endpoints.
+    pub xiaozhi: Vec<crate::bridge::xiaozhi::XiaozhiEntry>,
+}
+
 impl Config {
     /// Reads `path`, or `./turnscope.toml` when `path` is `None` and that file exists, or the
     /// defaults. Errors name the file, the key and what was expected.
@@ -146,8 +173,15 @@ impl Config {
                 path.display()
             )
         })?;
-        let config = Self::parse(&text)
-            .map_err(|e| anyhow::anyhow!("config file {}: {e}", path.display()))?;
+        let is_json = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+        let parsed = if is_json {
+            Self::parse_json(&text)
+        } else {
+            Self::parse(&text)
+        };
+        let config = parsed.map_err(|e| anyhow::anyhow!("config file {}: {e}", path.display()))?;
         Ok((config, Some(path)))
     }
 
@@ -158,7 +192,19 @@ impl Config {
         Ok(config)
     }
 
+    /// Parses a Claude-Desktop style JSON config: its `mcpServers`, with every other setting
+    /// at its default.
+    pub fn parse_json(text: &str) -> Result<Self, String> {
+        let config = Config {
+            mcp_servers: crate::tools::config::parse_claude_json(text)?,
+            ..Config::default()
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
     fn validate(&self) -> Result<(), String> {
+        crate::tools::config::validate_servers(&self.mcp_servers)?;
         if self.server.sessions == 0 {
             return Err("server.sessions: must be at least 1".into());
         }
@@ -174,6 +220,7 @@ impl Config {
         if self.bot.tool_timeout_seconds.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
             return Err("bot.tool_timeout_seconds: expected seconds > 0".into());
         }
+        crate::bridge::xiaozhi::config::validate_entries(&self.bridges.xiaozhi)?;
         Ok(())
     }
 }
@@ -190,6 +237,26 @@ mod tests {
         assert_eq!(c.server.sessions, 4);
         assert_eq!(c.server.handle_seconds, 300);
         assert_eq!(c.bot.greeting.as_deref(), Some("hi"));
+    }
+
+    #[test]
+    fn xiaozhi_bridges_parse_and_validate() {
+        let c = Config::parse(
+            "[[bridges.xiaozhi]]\nname = \"home\"\nendpoint = \"wss://h/mcp/?token=${T}\"\n\
+             servers = [\"@bot\"]\ntools = { deny = [\"rm\"] }\n",
+        )
+        .unwrap();
+        let b = &c.bridges.xiaozhi[0];
+        assert_eq!(b.name, "home");
+        assert_eq!(b.servers, ["@bot"]);
+        assert_eq!(b.tools.deny, ["rm"]);
+        let e = Config::parse(
+            "[[bridges.xiaozhi]]\nname = \"a\"\nservers = [\"x\"]\ntools = { allow = [\"rm\"], deny = [\"rm\"] }\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("bridges.xiaozhi[0].tools"), "{e}");
+        let e = Config::parse("[[bridges.xiaozhi]]\nname = \"a\"\nserver = [\"x\"]\n").unwrap_err();
+        assert!(e.contains("server"), "{e}");
     }
 
     #[test]

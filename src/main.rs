@@ -6,11 +6,17 @@ use anyhow::Context as _;
 use clap::Parser;
 use tokio_util::sync::CancellationToken;
 use turnscope::app::App;
-use turnscope::cli::{Cli, Command, DevAction, ModelAction};
+use turnscope::bridge::xiaozhi::{BridgeSettings, XiaozhiBridges, command, redact};
+use turnscope::cli::{BridgeCommand, Cli, Command, DevAction, ModelAction, ServeArgs, XiaozhiArgs};
 use turnscope::config::Config;
 use turnscope::model::{EmbeddedModel, ScriptSettings};
 use turnscope::observe::{Bus, recorder};
 use turnscope::tui::Theme;
+
+/// mimalloc instead of the system allocator: the request and token paths allocate many small,
+/// short-lived objects, where glibc's malloc showed up as the largest cost in profiles.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
     let started = Instant::now();
@@ -26,13 +32,23 @@ fn main() -> std::process::ExitCode {
 }
 
 fn init_logging(to_stderr: bool) {
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_env("TURNSCOPE_LOG").unwrap_or_else(|_| {
-            tracing_subscriber::EnvFilter::new(if to_stderr { "warn" } else { "off" })
-        });
+    // rmcp's worker logs every failed connection attempt at error level; turnscope reports
+    // those itself, once, with the server's name.
+    init_logging_at(if to_stderr {
+        "warn,rmcp::transport::worker=off"
+    } else {
+        "off"
+    });
+}
+
+/// Logs to stderr at `default` unless `TURNSCOPE_LOG` says otherwise; endpoint tokens
+/// (`token=…`) are masked in every line, third-party ones included.
+fn init_logging_at(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TURNSCOPE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(redact::RedactingWriter::new(std::io::stderr))
         .try_init();
 }
 
@@ -54,6 +70,12 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
         Some(Command::Bench(args)) => {
             init_logging(true);
             turnscope::bench::run(args).await
+        }
+        Some(Command::Bridge {
+            kind: BridgeCommand::Xiaozhi(args),
+        }) => {
+            init_logging_at("warn,turnscope=info");
+            bridge_xiaozhi(&args, &cli.serve, cli.config.as_deref(), started).await
         }
         Some(Command::Dev {
             action: DevAction::FixtureServer { stdio, http, sse },
@@ -119,10 +141,73 @@ async fn headless(
         app.model.describe(),
         started.elapsed().as_secs_f64() * 1000.0
     );
+    if let Some(registry) = &app.tool_registry {
+        for line in turnscope::tools::registry::describe_sources(registry) {
+            eprintln!("tool source {line}");
+        }
+    }
     eprintln!("connect Claude Code with: claude mcp add --transport http turnscope {url}");
+    for b in app.bridges.bridges() {
+        let s = b.status();
+        println!(
+            "turnscope xiaozhi bridge {}: {} -> {}",
+            s.name, s.upstream, s.endpoint
+        );
+    }
     wait_for_signal().await;
     eprintln!("turnscope: shutting down: ending every session");
     app.shutdown().await;
+    stop_recording.cancel();
+    if let Some(task) = recording {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), task).await;
+    }
+    Ok(())
+}
+
+/// `turnscope bridge xiaozhi`: relays on their own, or the main mode with bridges.
+async fn bridge_xiaozhi(
+    args: &XiaozhiArgs,
+    serve: &ServeArgs,
+    config: Option<&std::path::Path>,
+    started: Instant,
+) -> anyhow::Result<()> {
+    let events = serve.events.as_deref();
+    let (plan, warnings) = command::plan(args, config, &|name| std::env::var(name).ok())?;
+    for w in &warnings {
+        tracing::warn!("{w}");
+    }
+    let relays = match plan {
+        command::Plan::App(mut config) => {
+            serve.apply(&mut config);
+            return headless(&config, events, started).await;
+        }
+        command::Plan::Relays(relays) => relays,
+    };
+    let bus = Bus::default();
+    let stop_recording = CancellationToken::new();
+    let recording = match events {
+        Some(path) => Some(recorder::record(&bus, path, stop_recording.clone()).await?),
+        None => None,
+    };
+    let settings = BridgeSettings::default();
+    for r in &relays {
+        println!(
+            "turnscope xiaozhi bridge {}: {} -> {}",
+            r.name,
+            r.spec.label(),
+            r.endpoint.shown()
+        );
+    }
+    let bridges = XiaozhiBridges::start(
+        relays.into_iter().map(|r| r.build(&settings)).collect(),
+        &bus,
+    );
+    wait_for_signal().await;
+    eprintln!(
+        "turnscope: shutting down: closing {} endpoint socket(s) and stopping their servers",
+        bridges.len()
+    );
+    bridges.shutdown().await;
     stop_recording.cancel();
     if let Some(task) = recording {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), task).await;

@@ -5,11 +5,11 @@ mod common;
 use std::{process::Stdio, time::Duration};
 
 use common::fixture::{Kind, Recorder, RunningFixture, WAIT, exercise_fixture};
-use turnscope::tools::sse_client::SseClientTransport;
 use rmcp::{
     ServiceExt,
     transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess},
 };
+use turnscope::tools::sse_client::SseClientTransport;
 
 #[tokio::test]
 async fn fixture_over_streamable_http() {
@@ -49,10 +49,10 @@ async fn fixture_over_legacy_sse() {
 
 #[tokio::test]
 async fn fixture_over_stdio_child_process() {
-    let command =
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope")).configure(|cmd| {
-            cmd.args(["dev", "fixture-server", "--stdio"]).kill_on_drop(true);
-        });
+    let command = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope")).configure(|cmd| {
+        cmd.args(["dev", "fixture-server", "--stdio"])
+            .kill_on_drop(true);
+    });
     let (transport, _stderr) = TokioChildProcess::builder(command)
         .stderr(Stdio::inherit())
         .spawn()

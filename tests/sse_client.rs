@@ -22,10 +22,10 @@ use axum::{
 };
 use common::fixture::{Kind, RunningFixture};
 use futures::{StreamExt, channel::mpsc, stream::BoxStream};
-use turnscope::tools::sse_client::{SseClientTransport, SseConnectError, SseSendError};
 use rmcp::{ServiceExt, model::ClientJsonRpcMessage, service::QuitReason, transport::Transport};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
+use turnscope::tools::sse_client::{SseClientTransport, SseConnectError, SseSendError};
 
 const SHORT: Duration = Duration::from_millis(400);
 const TOKEN: &str = "Bearer sesame";

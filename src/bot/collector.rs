@@ -145,3 +145,40 @@ impl Processor for TurnCollector {
         link.push(frame);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::observe::Bus;
+    use crate::pipeline::{Observer, Pipeline};
+
+    #[tokio::test]
+    async fn frames_of_an_older_turn_neither_fill_nor_end_the_current_one() {
+        let board = Arc::new(TurnBoard::default());
+        let pipeline = Pipeline::start(
+            vec![Box::new(TurnCollector::new(board.clone()))],
+            Observer::new(Bus::default(), 1),
+        );
+        let current = Turn::new(2, "new line");
+        board.open(current.clone());
+        pipeline.push(Frame::new(1, FrameBody::TextPiece("stale text".into())));
+        pipeline.push(Frame::new(1, FrameBody::ResponseEnd { calls: 0 }));
+        pipeline.push(Frame::new(1, FrameBody::Error("old failure".into())));
+        assert!(pipeline.drain(Duration::from_secs(5)).await);
+        assert!(!current.is_done());
+        assert_eq!(current.snapshot().reply, "");
+        assert_eq!(board.late_frames(), 3);
+
+        pipeline.push(Frame::new(2, FrameBody::TextPiece("fresh".into())));
+        pipeline.push(Frame::new(2, FrameBody::ResponseEnd { calls: 1 }));
+        pipeline.push(Frame::new(2, FrameBody::ResponseEnd { calls: 0 }));
+        assert!(pipeline.drain(Duration::from_secs(5)).await);
+        let r = current.snapshot();
+        assert_eq!(
+            (r.reply.as_str(), r.rounds, r.end),
+            ("fresh", 1, Some(TurnEnd::Completed))
+        );
+    }
+}

@@ -19,7 +19,7 @@ use super::aggregators::{SharedContext, lock};
 use crate::model::ModelClient;
 use crate::observe::{Event, ToolCallEvent};
 use crate::pipeline::{Frame, FrameBody, Link, Processor, TurnId};
-use crate::tools::{ToolCall, ToolCallRecord, ToolOutcome, Tools};
+use crate::tools::{CallContext, SessionControl, ToolCall, ToolCallRecord, ToolOutcome, Tools};
 
 /// Limits of a turn.
 #[derive(Debug, Clone, Copy)]
@@ -48,6 +48,7 @@ pub struct ModelProcessor {
     tools: Arc<dyn Tools>,
     context: SharedContext,
     limits: TurnLimits,
+    control: Option<SessionControl>,
     task: Option<JoinHandle<()>>,
     open_round: OpenRound,
 }
@@ -65,9 +66,16 @@ impl ModelProcessor {
             tools,
             context,
             limits,
+            control: None,
             task: None,
             open_round: Arc::new(Mutex::new(None)),
         }
+    }
+
+    /// Gives tool calls the session's control handle (so `end_session` can end it).
+    pub fn with_control(mut self, control: SessionControl) -> Self {
+        self.control = Some(control);
+        self
     }
 
     /// Aborts the turn in flight and waits for it to stop; a round it left open gets
@@ -105,6 +113,7 @@ impl Processor for ModelProcessor {
                     tools: self.tools.clone(),
                     context: self.context.clone(),
                     limits: self.limits,
+                    control: self.control.clone(),
                     open_round: self.open_round.clone(),
                 };
                 self.task = Some(tokio::spawn(run.run()));
@@ -126,6 +135,7 @@ struct TurnRun {
     tools: Arc<dyn Tools>,
     context: SharedContext,
     limits: TurnLimits,
+    control: Option<SessionControl>,
     open_round: OpenRound,
 }
 
@@ -136,6 +146,13 @@ impl TurnRun {
 
     async fn run(self) {
         let mut rounds = 0u32;
+        // Tools still being discovered for this session (bounded wait).
+        self.tools.ready().await;
+        let cx = CallContext {
+            session: self.link.observer().session,
+            turn: self.turn,
+            control: self.control.clone(),
+        };
         loop {
             let messages = lock(&self.context).to_openai();
             let specs = self.tools.specs();
@@ -189,7 +206,7 @@ impl TurnRun {
             let records = join_all(
                 calls
                     .iter()
-                    .map(|c| call_tool(&*self.tools, c, self.limits.tool_timeout)),
+                    .map(|c| call_tool(&*self.tools, c, self.limits.tool_timeout, &cx)),
             )
             .await;
             {
@@ -215,7 +232,12 @@ impl TurnRun {
 }
 
 /// Runs one call: arguments parsed, the timeout enforced, every failure an error outcome.
-async fn call_tool(tools: &dyn Tools, call: &ToolCall, timeout: Duration) -> ToolCallRecord {
+async fn call_tool(
+    tools: &dyn Tools,
+    call: &ToolCall,
+    timeout: Duration,
+    cx: &CallContext,
+) -> ToolCallRecord {
     let started = Instant::now();
     let raw = call.arguments.trim();
     let parsed = if raw.is_empty() {
@@ -228,14 +250,16 @@ async fn call_tool(tools: &dyn Tools, call: &ToolCall, timeout: Duration) -> Too
             "the arguments for `{}` are not valid JSON ({e}); send one JSON object matching the tool's schema",
             call.name
         )),
-        Ok(args) => match tokio::time::timeout(timeout, tools.call(&call.name, args)).await {
-            Ok(outcome) => outcome,
-            Err(_) => ToolOutcome::error(format!(
-                "tool `{}` took longer than {:.1} s and was abandoned; answer without it or try again",
-                call.name,
-                timeout.as_secs_f64()
-            )),
-        },
+        Ok(args) => {
+            match tokio::time::timeout(timeout, tools.call_in(&call.name, args, cx)).await {
+                Ok(outcome) => outcome,
+                Err(_) => ToolOutcome::error(format!(
+                    "tool `{}` took longer than {:.1} s and was abandoned; answer without it or try again",
+                    call.name,
+                    timeout.as_secs_f64()
+                )),
+            }
+        }
     };
     ToolCallRecord {
         call: call.clone(),

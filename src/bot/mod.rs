@@ -21,7 +21,7 @@ pub use turn::{Turn, TurnEnd, TurnRecord, TurnSignal};
 
 use crate::model::ModelClient;
 use crate::pipeline::{Frame, Link, Observer, Pipeline, Processor};
-use crate::tools::{Toolbox, Tools};
+use crate::tools::{SessionControl, Toolbox, Tools, ToolsFactory};
 
 /// Makes a fresh instance of a user processor for each session.
 pub type ProcessorFactory = Arc<dyn Fn() -> Box<dyn Processor> + Send + Sync>;
@@ -37,6 +37,7 @@ struct BotInner {
     greeting: Option<String>,
     model: ModelClient,
     tools: Arc<dyn Tools>,
+    tools_factory: Option<Arc<dyn ToolsFactory>>,
     limits: TurnLimits,
     after_model: Vec<ProcessorFactory>,
 }
@@ -62,6 +63,13 @@ impl BotBuilder {
     /// The tools the bot can call.
     pub fn tools(mut self, tools: Arc<dyn Tools>) -> Self {
         self.inner.tools = tools;
+        self
+    }
+
+    /// Makes each session its own tools (for sources that must not be shared between
+    /// sessions); sessions it gives `None` use the shared tools.
+    pub fn tools_factory(mut self, factory: Arc<dyn ToolsFactory>) -> Self {
+        self.inner.tools_factory = Some(factory);
         self
     }
 
@@ -97,6 +105,7 @@ impl Bot {
                 greeting: None,
                 model,
                 tools: Arc::new(Toolbox::new()),
+                tools_factory: None,
                 limits: TurnLimits::default(),
                 after_model: Vec::new(),
             },
@@ -121,6 +130,12 @@ impl Bot {
     /// Opens one conversation: builds and starts its pipeline.
     pub fn open(&self, observer: Observer) -> BotSession {
         let inner = &self.inner;
+        let control = SessionControl::new();
+        let own_tools = inner
+            .tools_factory
+            .as_ref()
+            .and_then(|f| f.open(observer.session));
+        let tools = own_tools.clone().unwrap_or_else(|| inner.tools.clone());
         let mut context = Context::new(inner.system_prompt.clone());
         if let Some(greeting) = &inner.greeting {
             context.push_assistant(greeting.clone());
@@ -130,12 +145,10 @@ impl Bot {
         let mut processors: Vec<Box<dyn Processor>> = vec![
             Box::new(Input),
             Box::new(aggregators::UserAggregator::new(context.clone())),
-            Box::new(llm::ModelProcessor::new(
-                inner.model.clone(),
-                inner.tools.clone(),
-                context.clone(),
-                inner.limits,
-            )),
+            Box::new(
+                llm::ModelProcessor::new(inner.model.clone(), tools, context.clone(), inner.limits)
+                    .with_control(control.clone()),
+            ),
         ];
         processors.extend(inner.after_model.iter().map(|make| make()));
         processors.push(Box::new(collector::TurnCollector::new(board.clone())));
@@ -143,7 +156,7 @@ impl Bot {
             context.clone(),
         )));
         let pipeline = Pipeline::start(processors, observer.clone());
-        BotSession::new(pipeline, board, context, observer)
+        BotSession::new(pipeline, board, context, observer).with_control(control, own_tools)
     }
 }
 

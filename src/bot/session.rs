@@ -10,6 +10,7 @@ use super::context::Context;
 use super::turn::{Turn, TurnEnd};
 use crate::observe::{Event, event::now_us};
 use crate::pipeline::{Frame, FrameBody, Observer, Pipeline};
+use crate::tools::{SessionControl, Tools};
 
 /// How long an interruption or a drain may take before we stop waiting (pipecat uses 5 s).
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -21,6 +22,8 @@ pub struct BotSession {
     context: SharedContext,
     next_turn: AtomicU64,
     observer: Observer,
+    control: SessionControl,
+    own_tools: Option<Arc<dyn Tools>>,
 }
 
 impl BotSession {
@@ -36,7 +39,26 @@ impl BotSession {
             context,
             next_turn: AtomicU64::new(1),
             observer,
+            control: SessionControl::new(),
+            own_tools: None,
         }
+    }
+
+    /// Uses `control` as the session's control handle, and `own_tools` as tools this session
+    /// owns (closed when it ends).
+    pub(crate) fn with_control(
+        mut self,
+        control: SessionControl,
+        own_tools: Option<Arc<dyn Tools>>,
+    ) -> Self {
+        self.control = control;
+        self.own_tools = own_tools;
+        self
+    }
+
+    /// The session's control handle: whether a tool asked it to end, and when it closed.
+    pub fn control(&self) -> &SessionControl {
+        &self.control
     }
 
     /// Sends a user line: interrupts a turn in flight (and drains the pipeline so nothing of
@@ -101,8 +123,13 @@ impl BotSession {
         self.observer.session
     }
 
-    /// Ends the conversation: the turn in flight ends as "session ended", then the pipeline stops.
+    /// Ends the conversation: the turn in flight ends as "session ended", then the pipeline
+    /// stops and the tools the session owns are closed.
     pub async fn end(&self) {
         self.pipeline.stop("session ended", DRAIN_TIMEOUT).await;
+        self.control.mark_closed();
+        if let Some(tools) = &self.own_tools {
+            tools.close().await;
+        }
     }
 }

@@ -3,3 +3,4 @@
 
 pub mod names;
 pub mod schema;
+pub mod xiaozhi;

@@ -212,18 +212,50 @@ impl ModelClient {
                 Some(Err(e)) => return Err(ModelError::Cut(e.to_string())),
                 Some(Ok(event)) => {
                     assembler.seen_any = true;
-                    let data = event.data.trim();
-                    if data == "[DONE]" {
+                    if assembler.on_event(&event.data, on_piece)? == Step::Done {
                         return Ok(assembler.finish());
                     }
-                    if data.is_empty() {
-                        continue;
-                    }
-                    assembler.feed(data, on_piece)?;
                 }
             }
         }
     }
+}
+
+/// Parses a whole SSE body, delivered in `chunks`, as [`ModelClient::stream`] would: for tests
+/// and fuzzing of the stream parser and the tool-call assembler without a socket.
+pub fn parse_sse_body(
+    chunks: Vec<Vec<u8>>,
+    on_piece: &mut (dyn FnMut(String) + Send),
+) -> Result<Completion, ModelError> {
+    futures::executor::block_on(async {
+        let body = futures::stream::iter(
+            chunks
+                .into_iter()
+                .map(|c| Ok::<_, std::io::Error>(bytes::Bytes::from(c))),
+        );
+        let mut events = body.eventsource();
+        let mut assembler = Assembler::default();
+        while let Some(event) = events.next().await {
+            let event = event.map_err(|e| ModelError::Cut(e.to_string()))?;
+            if assembler.on_event(&event.data, on_piece)? == Step::Done {
+                return Ok(assembler.finish());
+            }
+        }
+        if assembler.finish_reason.is_some() {
+            Ok(assembler.finish())
+        } else {
+            Err(ModelError::Cut(
+                "the body ended with no [DONE] and no finish reason".into(),
+            ))
+        }
+    })
+}
+
+/// Whether the stream goes on after an event.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    Continue,
+    Done,
 }
 
 /// Tool spec in the OpenAI `tools` array shape.
@@ -331,6 +363,22 @@ pub(crate) struct Assembler {
 }
 
 impl Assembler {
+    /// Handles one SSE event's data: `[DONE]` ends the stream, blank data is skipped.
+    pub(crate) fn on_event(
+        &mut self,
+        data: &str,
+        on_piece: &mut (dyn FnMut(String) + Send),
+    ) -> Result<Step, ModelError> {
+        let data = data.trim();
+        if data == "[DONE]" {
+            return Ok(Step::Done);
+        }
+        if !data.is_empty() {
+            self.feed(data, on_piece)?;
+        }
+        Ok(Step::Continue)
+    }
+
     /// Feeds one `data:` payload.
     pub(crate) fn feed(
         &mut self,

@@ -78,6 +78,10 @@ pub enum Event {
         /// Whether it succeeded.
         ok: bool,
     },
+    /// A bridge's state changed (connection, counters, errors); see [`BridgeEvent`].
+    Bridge(BridgeEvent),
+    /// A tool source (an MCP server) connected, failed, was skipped, refreshed its tools...
+    ToolSource(ToolSourceEvent),
     /// A log line meant for the person watching.
     Log {
         /// When, in ms since the epoch.
@@ -177,4 +181,78 @@ pub struct ToolCallEvent {
     pub result_bytes: usize,
     /// The error when the call failed.
     pub error: Option<String>,
+}
+
+/// The state of one bridge (a Xiaozhi endpoint relay), published when it changes and shown
+/// in `/healthz`. Never carries a secret: the endpoint's token is masked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BridgeEvent {
+    /// The kind of bridge, e.g. `xiaozhi`.
+    pub kind: Name,
+    /// The bridge's configured name.
+    pub name: String,
+    /// The endpoint URL with its token masked.
+    pub endpoint: String,
+    /// What it relays to, e.g. `stdio: npx server` or `bot: start/chat`.
+    pub upstream: String,
+    /// The upstream's state: `starting`, `up`, `restarting` or `stopped`.
+    pub upstream_state: Name,
+    /// Whether the endpoint socket is open.
+    pub connected: bool,
+    /// How many times the endpoint was dialled again after the first time.
+    pub reconnects: u64,
+    /// Data frames received from the endpoint.
+    pub frames_in: u64,
+    /// Data frames sent to the endpoint.
+    pub frames_out: u64,
+    /// Frames dropped because they were not JSON-RPC.
+    pub malformed: u64,
+    /// Tool calls refused by the tool filter.
+    pub blocked: u64,
+    /// The last error (token masked), if any.
+    pub last_error: Option<String>,
+    /// Whether the endpoint refused the token last time (close 1008, HTTP 401/403).
+    pub token_rejected: bool,
+    /// When, in µs since the epoch.
+    pub at_us: u64,
+}
+
+/// What happened to a tool source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolSourceState {
+    /// Connected and listed its tools.
+    Connected,
+    /// Its tool list changed (`notifications/tools/list_changed`) and was read again.
+    Refreshed,
+    /// A connection attempt failed; it is retried in the background.
+    Failed,
+    /// It had not connected when the start-up budget ran out; the bot started without its
+    /// tools, which join when it comes up.
+    MissedBudget,
+    /// An open connection ended (a stdio server exited); it is reconnected (respawned).
+    Disconnected,
+    /// Refused by policy or by its configuration; never retried.
+    Skipped,
+    /// Closed on purpose (session end, shutdown).
+    Closed,
+}
+
+/// A tool source changed state.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ToolSourceEvent {
+    /// The server's name from the config.
+    pub server: String,
+    /// `stdio`, `http` or `sse`.
+    pub transport: Name,
+    /// The session owning the connection (`scope = "session"`), else none.
+    pub session: Option<u64>,
+    /// What happened.
+    pub state: ToolSourceState,
+    /// Tools it offers now.
+    pub tools: usize,
+    /// The error, the reason, or a short note.
+    pub detail: String,
+    /// When, in µs since the epoch.
+    pub at_us: u64,
 }

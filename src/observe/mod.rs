@@ -7,4 +7,7 @@ pub mod recorder;
 pub mod stats;
 
 pub use bus::{Bus, Subscription};
-pub use event::{Event, FrameEvent, SessionEvent, SessionOpener, ToolCallEvent, TurnEndEvent};
+pub use event::{
+    BridgeEvent, Event, FrameEvent, SessionEvent, SessionOpener, ToolCallEvent, ToolSourceEvent,
+    ToolSourceState, TurnEndEvent,
+};

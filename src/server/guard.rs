@@ -3,6 +3,7 @@
 //! A foreign `Host` gets 421 (rmcp's own check would answer 403, so this guard sits in front
 //! of it and rmcp's is turned off); a foreign `Origin` gets 403. The default allow list is
 //! loopback on any port: `127.0.0.1:*`, `localhost:*`, `[::1]:*` and their `http` origins.
+//! With an auth token configured, every request must also carry it as a bearer token (401).
 
 use std::sync::Arc;
 
@@ -10,6 +11,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use subtle::ConstantTimeEq;
 
 /// Which hosts and origins may reach the server.
 #[derive(Debug, Clone)]
@@ -20,6 +22,8 @@ pub struct GuardConfig {
     pub hosts: Vec<String>,
     /// Allowed `Origin` values: `scheme://name[:port]`, or `scheme://name:*` for any port.
     pub origins: Vec<String>,
+    /// When set, every request must carry `Authorization: Bearer <token>`.
+    pub auth_token: Option<String>,
 }
 
 impl Default for GuardConfig {
@@ -32,6 +36,7 @@ impl Default for GuardConfig {
                 "http://localhost:*".into(),
                 "http://[::1]:*".into(),
             ],
+            auth_token: None,
         }
     }
 }
@@ -102,6 +107,23 @@ pub async fn guard(
                      Start turnscope with --allowed-origin '{origin}' if this page should reach it.\n",
                     config.origins.join(", ")
                 ),
+            )
+                .into_response();
+        }
+    }
+    if let Some(token) = &config.auth_token {
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        if !bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
+            return (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer")],
+                "This server requires `Authorization: Bearer <token>` on every request (the token given to \
+                 turnscope with --auth-token or TURNSCOPE_AUTH_TOKEN). Send that header.\n",
             )
                 .into_response();
         }

@@ -28,14 +28,48 @@ use crate::sessions::Sessions;
 /// its stream is noticed.
 const KEEP_ALIVE: Duration = Duration::from_millis(250);
 
-/// The whole HTTP app for `sessions`, with `extra` routes (bridges) merged in.
-pub fn router(
-    sessions: Sessions,
-    guard: GuardConfig,
-    extra: Router,
-    stop: CancellationToken,
-) -> Router {
+/// Extra fields of the `/healthz` answer (e.g. `bridges`), computed per request.
+pub type HealthExtra = Arc<dyn Fn() -> serde_json::Map<String, serde_json::Value> + Send + Sync>;
+
+/// How the HTTP app is put together beyond its sessions.
+pub struct RouterOptions {
+    /// Host/Origin/token checks for every route.
+    pub guard: GuardConfig,
+    /// Routes bridges add, merged behind the guard.
+    pub extra: Router,
+    /// Cancelled to end every MCP session (server shutdown).
+    pub stop: CancellationToken,
+    /// Largest accepted request body, in bytes (larger bodies get 413).
+    pub max_body_bytes: usize,
+    /// Extra fields of `/healthz` (e.g. bridge states).
+    pub health: Option<HealthExtra>,
+}
+
+impl RouterOptions {
+    /// Defaults: loopback guard, no extra routes, 4 MiB bodies, plain `/healthz`.
+    pub fn new(stop: CancellationToken) -> Self {
+        Self {
+            guard: GuardConfig::default(),
+            extra: Router::new(),
+            stop,
+            max_body_bytes: 4 * 1024 * 1024,
+            health: None,
+        }
+    }
+}
+
+/// The whole HTTP app for `sessions`: `/mcp`, `/healthz` and the extra routes, all behind
+/// the guard.
+pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
+    let RouterOptions {
+        guard,
+        extra,
+        stop,
+        max_body_bytes,
+        health,
+    } = options;
     let config = StreamableHttpServerConfig::default()
+        .with_max_request_body_bytes(max_body_bytes)
         .with_sse_keep_alive(Some(KEEP_ALIVE))
         .with_cancellation_token(stop)
         .disable_allowed_hosts();
@@ -54,18 +88,24 @@ pub fn router(
             "/healthz",
             get(move || {
                 let s = health_sessions.clone();
+                let health = health.clone();
                 async move {
-                    axum::Json(json!({
+                    let mut body = json!({
                         "status": "ok",
                         "sessions": s.len(),
                         "cap": s.limits().cap,
                         "handle_seconds": s.limits().handle_seconds,
-                    }))
+                    });
+                    if let (Some(extra), Some(map)) = (health, body.as_object_mut()) {
+                        map.extend(extra());
+                    }
+                    axum::Json(body)
                 }
             }),
         )
         .merge(mcp_routes)
         .merge(extra)
+        .layer(axum::extract::DefaultBodyLimit::max(max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(
             Arc::new(guard),
             guard::guard,

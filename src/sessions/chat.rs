@@ -148,6 +148,7 @@ impl Sessions {
         progress: Option<&mut dyn ProgressSink>,
         cancel: &CancellationToken,
     ) -> Result<ChatReply, ChatError> {
+        let _in_flight = self.call_guard();
         session.touch();
         let mut state = tokio::select! {
             state = session.chat.lock() => state,
@@ -257,5 +258,72 @@ async fn forward_progress(
         if !now.done && signal.changed().await.is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::bot::Bot;
+    use crate::model::{EmbeddedModel, ModelClient, ModelConfig, ScriptSettings};
+    use crate::observe::{Bus, SessionOpener};
+    use crate::sessions::SessionLimits;
+
+    /// A caller that takes 20 ms to accept each notification, noting whether the bot had
+    /// already finished its turn when each one arrived.
+    struct SlowCaller {
+        session: Arc<Session>,
+        got: Vec<(u64, String, bool)>,
+    }
+
+    #[async_trait]
+    impl ProgressSink for SlowCaller {
+        async fn notify(&mut self, progress: u64, message: String) -> bool {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let bot_done = self.session.turns().last().is_some_and(|t| t.is_done());
+            self.got.push((progress, message, bot_done));
+            true
+        }
+    }
+
+    #[tokio::test]
+    async fn a_slow_caller_never_slows_the_bot_and_gets_every_piece_coalesced() {
+        let model = EmbeddedModel::start(
+            0,
+            ScriptSettings {
+                pace: 0.0,
+                words: Some(200),
+            },
+        )
+        .await
+        .unwrap();
+        let bot = Bot::builder(ModelClient::new(ModelConfig::new(model.base_url(), "m"))).build();
+        let sessions = Sessions::new(bot, Bus::default(), SessionLimits::default());
+        let session = sessions.open(SessionOpener::Api).unwrap();
+        let mut caller = SlowCaller {
+            session: session.clone(),
+            got: Vec::new(),
+        };
+        let reply = sessions
+            .chat_on(&session, "go", Some(&mut caller), &CancellationToken::new())
+            .await
+            .unwrap();
+        // The bot finished its turn while the caller was still taking notifications (it did
+        // not wait for them), and the backlog went out coalesced rather than one by one.
+        assert!(
+            caller.got.last().unwrap().2,
+            "the turn ended before the caller caught up"
+        );
+        assert!(caller.got.len() < 200, "{} notifications", caller.got.len());
+        let progress: Vec<u64> = caller.got.iter().map(|(p, _, _)| *p).collect();
+        assert!(
+            progress.windows(2).all(|w| w[0] < w[1]),
+            "progress increases: {progress:?}"
+        );
+        assert_eq!(*progress.last().unwrap(), 200);
+        let joined: String = caller.got.iter().map(|(_, m, _)| m.as_str()).collect();
+        assert_eq!(joined.trim(), reply.reply);
     }
 }

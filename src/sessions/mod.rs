@@ -9,10 +9,11 @@ mod chat;
 mod errors;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use subtle::ConstantTimeEq;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
@@ -42,6 +43,21 @@ impl Default for SessionLimits {
             sweep_every: Duration::from_secs(30),
         }
     }
+}
+
+/// Marks one `chat` call in progress (see [`Sessions::close_all`]).
+pub(crate) struct CallGuard(Arc<Inner>);
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        self.0.calls_in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The table key of a handle: its first 8 bytes.
+fn index_of(handle: &Uuid) -> u64 {
+    let bytes = handle.as_bytes();
+    u64::from_le_bytes(bytes[..8].try_into().expect("a UUID has 16 bytes"))
 }
 
 /// How many finished turns a session keeps for the console.
@@ -120,9 +136,13 @@ struct Inner {
     bot: Bot,
     bus: Bus,
     limits: SessionLimits,
-    table: Mutex<HashMap<Uuid, Arc<Session>>>,
+    /// Sessions by the first 8 bytes of their handle; the whole handle is then compared in
+    /// constant time, so lookup timing reveals nothing about the secret part.
+    table: Mutex<HashMap<u64, Arc<Session>>>,
     next_number: AtomicU64,
     epoch: Instant,
+    /// `chat` calls in progress, across all sessions (shutdown waits for them to answer).
+    calls_in_flight: AtomicUsize,
 }
 
 impl Sessions {
@@ -136,6 +156,7 @@ impl Sessions {
                 table: Mutex::new(HashMap::new()),
                 next_number: AtomicU64::new(1),
                 epoch: Instant::now(),
+                calls_in_flight: AtomicUsize::new(0),
             }),
         }
     }
@@ -155,7 +176,7 @@ impl Sessions {
         &self.inner.bus
     }
 
-    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Arc<Session>>> {
+    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Session>>> {
         self.inner.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -170,7 +191,10 @@ impl Sessions {
             });
         }
         let number = self.inner.next_number.fetch_add(1, Ordering::Relaxed);
-        let handle = Uuid::new_v4();
+        let mut handle = Uuid::new_v4();
+        while table.contains_key(&index_of(&handle)) {
+            handle = Uuid::new_v4();
+        }
         let session = Arc::new(Session {
             handle,
             number,
@@ -185,8 +209,9 @@ impl Sessions {
             chat: tokio::sync::Mutex::new(chat::ChatState::default()),
             turns: Mutex::new(Vec::new()),
         });
-        table.insert(handle, session.clone());
+        table.insert(index_of(&handle), session.clone());
         drop(table);
+        self.watch_end_request(&session);
         self.inner.bus.publish_with(|| {
             Event::Session(SessionEvent {
                 session: number,
@@ -198,6 +223,29 @@ impl Sessions {
         });
         tracing::info!(session = number, handle = %session.handle_prefix(), "session opened");
         Ok(session)
+    }
+
+    /// Closes `session` once a tool (the built-in `end_session`) asked it to end and its turn
+    /// in flight is over, so the reply is complete before the slot is freed.
+    fn watch_end_request(&self, session: &Arc<Session>) {
+        let sessions = self.clone();
+        let session = session.clone();
+        tokio::spawn(async move {
+            let control = session.bot.control().clone();
+            let reason = tokio::select! {
+                reason = control.wait_end_requested() => reason,
+                () = control.closed() => return,
+            };
+            if let Some(turn) = session.bot.current_turn() {
+                tokio::select! {
+                    () = turn.done() => {}
+                    () = control.closed() => return,
+                }
+            }
+            sessions
+                .close(&session, &format!("ended by the bot: {reason}"))
+                .await;
+        });
     }
 
     /// Finds the live session of a handle as a caller typed it. An expired session is
@@ -213,8 +261,10 @@ impl Sessions {
             });
         }
         let uuid = Uuid::parse_str(handle).map_err(|_| unknown())?;
-        let found = self.table().get(&uuid).cloned();
-        let session = found.ok_or_else(unknown)?;
+        let found = self.table().get(&index_of(&uuid)).cloned();
+        let session = found
+            .filter(|s| bool::from(s.handle.as_bytes().ct_eq(uuid.as_bytes())))
+            .ok_or_else(unknown)?;
         let expired =
             session.idle() > Duration::from_secs(limits.handle_seconds) && !session.in_call();
         if expired || session.bot.is_finished() {
@@ -256,7 +306,12 @@ impl Sessions {
 
     /// Removes a session and ends its bot (its turn in flight ends as "session ended").
     pub async fn close(&self, session: &Session, reason: &str) {
-        let removed = self.table().remove(&session.handle).is_some();
+        let removed = {
+            let mut table = self.table();
+            let key = index_of(&session.handle);
+            let same = table.get(&key).is_some_and(|s| std::ptr::eq(&**s, session));
+            same && table.remove(&key).is_some()
+        };
         if removed {
             session.bot.end().await;
             self.inner.bus.publish_with(|| {
@@ -307,9 +362,23 @@ impl Sessions {
         })
     }
 
-    /// Ends every session (server shutdown): each turn in flight ends as "session ended".
-    pub async fn close_all(&self, reason: &str) {
+    /// Ends every session (server shutdown): each turn in flight ends as "session ended",
+    /// and the `chat` calls waiting on those turns get their answers (this waits up to
+    /// `grace` for them to be handed back).
+    pub async fn close_all(&self, reason: &str, grace: Duration) {
         let all: Vec<_> = self.table().values().cloned().collect();
         futures::future::join_all(all.iter().map(|s| self.close(s, reason))).await;
+        let deadline = tokio::time::Instant::now() + grace;
+        while self.inner.calls_in_flight.load(Ordering::Acquire) > 0
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Counts a `chat` call in progress until the returned guard drops.
+    pub(crate) fn call_guard(&self) -> CallGuard {
+        self.inner.calls_in_flight.fetch_add(1, Ordering::AcqRel);
+        CallGuard(self.inner.clone())
     }
 }

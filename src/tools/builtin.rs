@@ -1,8 +1,57 @@
-//! Built-in tools every bot has unless its config says otherwise.
+//! Built-in tools every bot has unless its config says otherwise: `clock`, `echo`, and the
+//! session-control tool `end_session`.
 
 use serde_json::json;
 
 use super::FnTool;
+
+/// Names no MCP server may claim, even when the built-in is turned off: session-control
+/// tools, which a model must never reach on a server by mistake.
+pub const RESERVED_NAMES: &[&str] = &["end_session"];
+
+/// What `end_session` tells the model.
+pub const END_SESSION_REPLY: &str =
+    "The conversation ends after this reply. Say goodbye in one short sentence; ask nothing.";
+
+/// Every built-in, in precedence order: `clock`, `echo`, `end_session`.
+pub fn all() -> Vec<FnTool> {
+    vec![clock(), echo(), end_session()]
+}
+
+/// `end_session`: the bot ends the conversation. The turn still finishes (the model says
+/// goodbye), then the session closes and frees its slot.
+pub fn end_session() -> FnTool {
+    FnTool::with_context(
+        "end_session",
+        "Ends this conversation for good. Call it when the user says goodbye or asks to stop, \
+         then say goodbye in the same reply.",
+        json!({
+            "type": "object",
+            "properties": {
+                "reason": {"type": "string", "description": "Why the conversation ends (for the logs)."}
+            }
+        }),
+        |args, cx| async move {
+            let reason = args
+                .get("reason")
+                .and_then(|r| r.as_str())
+                .filter(|r| !r.trim().is_empty())
+                .unwrap_or("the bot ended the conversation")
+                .to_string();
+            match cx.control {
+                Some(control) => {
+                    control.request_end(reason);
+                    Ok(END_SESSION_REPLY.to_string())
+                }
+                None => Err(
+                    "end_session works only inside a conversation, and this call belongs to none"
+                        .to_string(),
+                ),
+            }
+        },
+    )
+    .with_source("builtin")
+}
 
 /// `clock`: the current UTC date and time.
 pub fn clock() -> FnTool {
@@ -66,6 +115,28 @@ fn format_utc(secs: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::{CallContext, SessionControl};
+
+    #[tokio::test]
+    async fn end_session_asks_the_session_to_end() {
+        let tool = super::end_session();
+        let control = SessionControl::new();
+        let cx = CallContext {
+            session: 3,
+            turn: 1,
+            control: Some(control.clone()),
+        };
+        let outcome = tool
+            .run(serde_json::json!({"reason": "user said bye"}), &cx)
+            .await;
+        assert!(!outcome.is_error, "{outcome:?}");
+        assert_eq!(control.end_requested().as_deref(), Some("user said bye"));
+        let detached = tool
+            .run(serde_json::json!({}), &CallContext::detached())
+            .await;
+        assert!(detached.is_error);
+    }
+
     #[test]
     fn formats_known_instants() {
         assert_eq!(super::format_utc(0), "1970-01-01 00:00:00 UTC");

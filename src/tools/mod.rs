@@ -1,8 +1,26 @@
 //! Tools a bot can call: the [`Tools`] trait the model processor uses, tool specs and call
 //! records, Rust function tools ([`FnTool`]) and a simple [`Toolbox`] that holds them.
+//!
+//! Tool sources beyond Rust functions live in the submodules: [`registry`] merges built-ins,
+//! the bot's own tools and MCP servers ([`mcp_source`]) under TurnCall's rules (precedence,
+//! caps, response size), [`policy`] decides which servers may be reached at all, and
+//! [`config`] holds the `[[mcp_servers]]` / `[policy]` configuration.
 
 pub mod builtin;
+mod claude_json;
+pub mod config;
+pub mod context;
+pub mod limits;
+mod mcp_connect;
+pub mod mcp_content;
+pub mod mcp_source;
+mod mcp_supervisor;
+pub mod merge;
+pub mod policy;
+pub mod registry;
 pub mod sse_client;
+
+pub use context::{CallContext, SessionControl};
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -120,6 +138,29 @@ pub trait Tools: Send + Sync + 'static {
     /// Calls tool `name` with parsed arguments. Unknown tools and failures are error outcomes,
     /// never panics.
     async fn call(&self, name: &str, arguments: Value) -> ToolOutcome;
+
+    /// Calls tool `name` inside a session: `cx` says which session and turn, and lets a tool
+    /// such as `end_session` act on the session. The default ignores `cx`.
+    async fn call_in(&self, name: &str, arguments: Value, cx: &CallContext) -> ToolOutcome {
+        let _ = cx;
+        self.call(name, arguments).await
+    }
+
+    /// Waits until tools still being discovered for this set are there, or given up on (a
+    /// bounded wait). The model processor calls it before each turn; the default is ready.
+    async fn ready(&self) {}
+
+    /// Releases what this set holds (connections opened for one session). Called once, when
+    /// the session that owns the set ends; the default does nothing.
+    async fn close(&self) {}
+}
+
+/// Makes the tools of each new session, for tool sources that must not be shared between
+/// sessions (MCP servers with `scope = "session"`).
+pub trait ToolsFactory: Send + Sync + 'static {
+    /// Tools for session `session`; `None` = the bot's shared tools. The session calls
+    /// [`Tools::close`] on what this returns when it ends.
+    fn open(&self, session: u64) -> Option<Arc<dyn Tools>>;
 }
 
 /// The future a [`FnTool`] returns.
@@ -128,7 +169,7 @@ pub type ToolFuture = Pin<Box<dyn Future<Output = Result<String, String>> + Send
 /// A tool written as a Rust function.
 pub struct FnTool {
     spec: ToolSpec,
-    run: Box<dyn Fn(Value) -> ToolFuture + Send + Sync>,
+    run: Box<dyn Fn(Value, CallContext) -> ToolFuture + Send + Sync>,
 }
 
 impl FnTool {
@@ -146,7 +187,33 @@ impl FnTool {
                 input_schema,
                 source: "rust".into(),
             },
-            run: Box::new(move |args| Box::pin(run(args))),
+            run: Box::new(move |args, _| Box::pin(run(args))),
+        }
+    }
+
+    /// Like [`FnTool::new`], for a tool that needs to know the session it runs in (see
+    /// [`CallContext`]).
+    pub fn with_context<F, Fut>(name: &str, description: &str, input_schema: Value, run: F) -> Self
+    where
+        F: Fn(Value, CallContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<String, String>> + Send + 'static,
+    {
+        Self {
+            spec: ToolSpec {
+                name: name.into(),
+                description: description.into(),
+                input_schema,
+                source: "rust".into(),
+            },
+            run: Box::new(move |args, cx| Box::pin(run(args, cx))),
+        }
+    }
+
+    /// Runs the tool: the result text, or its error message as an error outcome.
+    pub async fn run(&self, arguments: Value, cx: &CallContext) -> ToolOutcome {
+        match (self.run)(arguments, cx.clone()).await {
+            Ok(text) => ToolOutcome::ok(text),
+            Err(message) => ToolOutcome::error(message),
         }
     }
 
@@ -211,6 +278,11 @@ impl Tools for Toolbox {
     }
 
     async fn call(&self, name: &str, arguments: Value) -> ToolOutcome {
+        self.call_in(name, arguments, &CallContext::detached())
+            .await
+    }
+
+    async fn call_in(&self, name: &str, arguments: Value, cx: &CallContext) -> ToolOutcome {
         let Some(&i) = self.by_name.get(name) else {
             let known: Vec<&str> = self.tools.iter().map(|t| t.spec.name.as_str()).collect();
             return ToolOutcome::error(format!(
@@ -222,10 +294,7 @@ impl Tools for Toolbox {
                 }
             ));
         };
-        match (self.tools[i].run)(arguments).await {
-            Ok(text) => ToolOutcome::ok(text),
-            Err(message) => ToolOutcome::error(message),
-        }
+        self.tools[i].run(arguments, cx).await
     }
 }
 

@@ -85,12 +85,27 @@ impl SseClientTransport {
         headers: &[(String, String)],
         timeout: Duration,
     ) -> Result<Self, SseConnectError> {
-        let sse_url = parse_sse_url(url)?;
-        let headers = build_headers(headers)?;
         let http = reqwest::Client::builder()
             .connect_timeout(timeout)
             .build()
             .map_err(SseConnectError::Client)?;
+        Self::connect_with(http, url, headers, timeout).await
+    }
+
+    /// Like [`SseClientTransport::connect`] with an HTTP client of your own (for example one
+    /// whose redirect policy enforces a URL allowlist).
+    ///
+    /// # Errors
+    ///
+    /// As [`SseClientTransport::connect`].
+    pub async fn connect_with(
+        http: reqwest::Client,
+        url: &str,
+        headers: &[(String, String)],
+        timeout: Duration,
+    ) -> Result<Self, SseConnectError> {
+        let sse_url = parse_sse_url(url)?;
+        let headers = build_headers(headers)?;
         let deadline = tokio::time::Instant::now() + timeout;
         let shown = sse_url.to_string();
 

@@ -400,8 +400,8 @@ fn mouse_clicks_focus_panes_select_rows_and_switch_tabs() {
     assert_eq!((c.focus, c.inspector), (PaneId::Stats, PaneId::Stats));
     click(&mut c, areas.tabs[2].x + 2, areas.tabs[2].y);
     draw(&c, 140, 36);
-    // The list of tools starts one row below the inspector's border.
-    click(&mut c, areas.inspector.x + 3, areas.inspector.y + 2 + 2);
+    // Inside the border: the sources line, the list's heading, then the tools.
+    click(&mut c, areas.inspector.x + 3, areas.inspector.y + 3 + 2);
     assert_eq!(c.tools_nav.cursor, 2);
     click(&mut c, areas.input.x + 3, areas.input.y + 1);
     assert_eq!(c.focus, PaneId::Input);

@@ -10,9 +10,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::bot::TurnEnd;
+use crate::bridge::xiaozhi::BridgeStatuses;
 use crate::observe::event::now_us;
 use crate::observe::{Event, Subscription};
 use crate::sessions::Sessions;
+use crate::tools::ToolSpec;
+use crate::tools::registry::{ToolRegistry, describe_sources};
 
 use super::state::{Activity, ConsoleState, SessionRow, TurnView};
 
@@ -25,6 +28,9 @@ pub struct LiveFeed {
     sessions: Sessions,
     done: HashMap<(u64, u64), TurnView>,
     cached_for: Option<u64>,
+    bridges: Option<BridgeStatuses>,
+    registry: Option<Arc<ToolRegistry>>,
+    specs: Option<Arc<[ToolSpec]>>,
 }
 
 impl LiveFeed {
@@ -35,7 +41,39 @@ impl LiveFeed {
             sessions,
             done: HashMap::new(),
             cached_for: None,
+            bridges: None,
+            registry: None,
+            specs: None,
         }
+    }
+
+    /// Also shows these bridges' states.
+    pub fn with_bridges(mut self, bridges: BridgeStatuses) -> Self {
+        self.bridges = Some(bridges);
+        self
+    }
+
+    /// Also shows this registry's sources and skipped tools.
+    pub fn with_registry(mut self, registry: Option<Arc<ToolRegistry>>) -> Self {
+        self.registry = registry;
+        self
+    }
+
+    /// Sets the tool list (and the sources and skips) when the bot's tools changed since the
+    /// last call: an MCP server came up late or refreshed its list.
+    pub fn refresh_tools(&mut self, state: &mut ConsoleState) {
+        let specs = self.sessions.bot().tools().specs();
+        if self.specs.as_ref().is_some_and(|s| Arc::ptr_eq(s, &specs)) {
+            return;
+        }
+        match &self.registry {
+            Some(registry) => {
+                state.set_tools_and_skips(&specs, &registry.skipped());
+                state.set_tool_sources(describe_sources(registry));
+            }
+            None => state.set_tools(&specs),
+        }
+        self.specs = Some(specs);
     }
 
     /// The session table.
@@ -70,6 +108,10 @@ impl LiveFeed {
     pub fn refresh(&mut self, state: &mut ConsoleState, selected: Option<u64>, own: Option<u64>) {
         let now = now_us();
         state.now_us = state.now_us.max(now);
+        if let Some(bridges) = &self.bridges {
+            state.set_bridges(bridges.all());
+        }
+        self.refresh_tools(state);
         let handle_seconds = self.sessions.limits().handle_seconds;
         let rows = self
             .sessions

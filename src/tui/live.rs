@@ -45,9 +45,11 @@ pub fn attach(app: &App, theme: Theme) -> (Console, LiveFeed) {
     });
     let bot = app.sessions.bot();
     state.greeting = bot.greeting().map(str::to_string);
-    state.set_tools(&bot.tools().specs());
     // Subscribe before opening the person's session, so its opening is seen.
-    let feed = LiveFeed::new(app.bus.subscribe(), app.sessions.clone());
+    let mut feed = LiveFeed::new(app.bus.subscribe(), app.sessions.clone())
+        .with_bridges(app.bridges.statuses())
+        .with_registry(app.tool_registry.clone());
+    feed.refresh_tools(&mut state);
     let mut console = Console::new(state, theme, false);
     match app.sessions.open(SessionOpener::Console) {
         Ok(session) => {

@@ -191,3 +191,11 @@ fn replay_screen_is_read_only() {
     let t = render(140, 30, &c, |f, _, c| super::draw::draw(f, c));
     assert_snapshot!(t.backend());
 }
+#[test]
+fn tools_pane_skipped_tool_says_why() {
+    let mut c = console();
+    c.focus_pane(PaneId::Tools);
+    c.tools_nav.cursor = 5;
+    let t = render(96, 10, &c, panes::inspector::draw);
+    assert_snapshot!(t.backend());
+}

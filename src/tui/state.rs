@@ -11,9 +11,11 @@ use std::sync::Arc;
 
 use crate::bridge::names::{NameMap, is_valid_openai_name};
 use crate::bridge::schema::{Limits, convert};
+use crate::observe::event::{BridgeEvent, ToolSourceState};
 use crate::observe::stats::Stats;
 use crate::observe::{Event, FrameEvent};
 use crate::tools::ToolSpec;
+use crate::tools::merge::Skip;
 
 /// Frames kept for the Frames pane; older ones are evicted (and counted).
 pub const FRAMES_KEPT: usize = 5_000;
@@ -58,6 +60,10 @@ pub struct ConsoleState {
     pub tools: Vec<ToolView>,
     /// Why the tool list is empty, when it is for a reason.
     pub tools_note: Option<String>,
+    /// Each tool source's latest state, by name: `files (stdio): connected, 3 tools`.
+    tool_sources: BTreeMap<String, String>,
+    /// Each bridge's latest state, by kind and name.
+    bridges: BTreeMap<String, BridgeEvent>,
     logs: VecDeque<LogLine>,
     /// Events folded in.
     pub events_seen: u64,
@@ -238,6 +244,31 @@ impl ConsoleState {
                 totals.last_us = *at_us;
             }
             Event::Served { .. } => {}
+            Event::Bridge(b) => {
+                self.bridges
+                    .insert(format!("{} {}", b.kind, b.name), b.clone());
+            }
+            Event::ToolSource(t) => {
+                self.saw_time(t.at_us);
+                let key = match t.session {
+                    Some(n) => format!("{} #{n}", t.server),
+                    None => t.server.clone(),
+                };
+                let state = match t.state {
+                    ToolSourceState::Connected => "connected",
+                    ToolSourceState::Refreshed => "refreshed",
+                    ToolSourceState::Failed => "failed, retrying",
+                    ToolSourceState::MissedBudget => "missed the start-up budget",
+                    ToolSourceState::Disconnected => "disconnected, reconnecting",
+                    ToolSourceState::Skipped => "skipped",
+                    ToolSourceState::Closed => "closed",
+                };
+                let mut line = format!("{key} ({}): {state}, {} tools", t.transport, t.tools);
+                if !t.detail.is_empty() {
+                    line.push_str(&format!(": {}", t.detail));
+                }
+                self.tool_sources.insert(key, line);
+            }
             Event::Log {
                 at_ms,
                 level,
@@ -347,6 +378,64 @@ impl ConsoleState {
         self.live_turns.retain(|n, _| Some(*n) == keep);
     }
 
+    /// Sets every bridge's state (a live snapshot; events update it between snapshots).
+    pub fn set_bridges(&mut self, states: Vec<BridgeEvent>) {
+        self.bridges = states
+            .into_iter()
+            .map(|b| (format!("{} {}", b.kind, b.name), b))
+            .collect();
+    }
+
+    /// The bridges' states in a few words, or the header's fallback when there is none.
+    pub fn bridges_summary(&self) -> String {
+        if self.bridges.is_empty() {
+            return self.header.bridges.clone();
+        }
+        self.bridges
+            .values()
+            .map(|b| {
+                let link = if b.connected {
+                    "connected"
+                } else {
+                    "not connected"
+                };
+                format!(
+                    "{} {}: {link}, upstream {}",
+                    b.kind, b.name, b.upstream_state
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" · ")
+    }
+
+    /// Sets the tool sources' states (a live snapshot, one line each).
+    pub fn set_tool_sources(&mut self, lines: Vec<String>) {
+        self.tool_sources = lines
+            .into_iter()
+            .map(|l| (l.split(' ').next().unwrap_or("").to_string(), l))
+            .collect();
+    }
+
+    /// The tool sources' latest states.
+    pub fn tool_sources(&self) -> impl Iterator<Item = &String> {
+        self.tool_sources.values()
+    }
+
+    /// Sets the tool list from the bot's specs: schemas pretty-printed, the OpenAI conversion
+    /// done, collisions and renames explained; then the tools that were skipped, with why.
+    pub fn set_tools_and_skips(&mut self, specs: &[ToolSpec], skips: &[Skip]) {
+        self.set_tools(specs);
+        self.tools.extend(skips.iter().map(|skip| ToolView {
+            name: skip.tool.clone(),
+            source: skip.source.clone(),
+            description: String::new(),
+            schema: String::new(),
+            openai: Ok(String::new()),
+            notes: Vec::new(),
+            skipped: Some(skip.to_string()),
+        }));
+    }
+
     /// Sets the tool list from the bot's specs: schemas pretty-printed, the OpenAI conversion
     /// done, collisions and renames explained.
     pub fn set_tools(&mut self, specs: &[ToolSpec]) {
@@ -387,6 +476,7 @@ impl ConsoleState {
                     schema: pretty(&spec.input_schema),
                     openai,
                     notes,
+                    skipped: None,
                 }
             })
             .collect();

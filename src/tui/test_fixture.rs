@@ -9,7 +9,9 @@ use serde_json::json;
 use super::app::Console;
 use super::state::{Activity, ConsoleState, Header, SessionRow, Source};
 use super::theme::Theme;
+use crate::observe::event::{BridgeEvent, ToolSourceEvent, ToolSourceState};
 use crate::observe::{Event, FrameEvent, SessionEvent, SessionOpener, ToolCallEvent, TurnEndEvent};
+use crate::tools::merge::{Skip, SkipReason};
 use crate::tools::{ToolSpec, builtin};
 
 /// The fixture's clock origin (µs since the epoch).
@@ -227,6 +229,40 @@ pub fn events() -> Vec<Event> {
         duration_us: 140 * MS,
         ok: true,
     });
+    s.events.push(Event::ToolSource(ToolSourceEvent {
+        server: "files".into(),
+        transport: "stdio".into(),
+        session: None,
+        state: ToolSourceState::Connected,
+        tools: 2,
+        detail: String::new(),
+        at_us: T0 + 6 * S,
+    }));
+    s.events.push(Event::ToolSource(ToolSourceEvent {
+        server: "web".into(),
+        transport: "http".into(),
+        session: None,
+        state: ToolSourceState::Failed,
+        tools: 0,
+        detail: "connection refused".into(),
+        at_us: T0 + 6 * S,
+    }));
+    s.events.push(Event::Bridge(BridgeEvent {
+        kind: "xiaozhi".into(),
+        name: "kitchen".into(),
+        endpoint: "wss://api.example/mcp/?token=***".into(),
+        upstream: "bot: start/chat".into(),
+        upstream_state: "up".into(),
+        connected: true,
+        reconnects: 0,
+        frames_in: 4,
+        frames_out: 4,
+        malformed: 0,
+        blocked: 0,
+        last_error: None,
+        token_rejected: false,
+        at_us: T0 + 6 * S,
+    }));
     s.session(3, SessionOpener::Api, T0 + 9 * S, Some("idle too long"));
     s.events.push(Event::Log {
         at_ms: (T0 + 9 * S) / 1000,
@@ -307,7 +343,14 @@ pub fn state() -> ConsoleState {
             idle_left_s: None,
         },
     ]);
-    state.set_tools(&tools());
+    state.set_tools_and_skips(
+        &tools(),
+        &[Skip {
+            tool: "clock".into(),
+            source: "files".into(),
+            reason: SkipReason::TakenBy("builtin".into()),
+        }],
+    );
     state
 }
 

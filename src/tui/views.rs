@@ -257,6 +257,8 @@ pub struct ToolView {
     pub openai: Result<String, String>,
     /// Collisions, renames and dropped fragments, explained.
     pub notes: Vec<String>,
+    /// Why the bot does not offer it, when it was skipped (a name taken, a cap).
+    pub skipped: Option<String>,
 }
 
 /// A log line.

@@ -7,7 +7,6 @@
 
 use std::{net::SocketAddr, time::Duration};
 
-use turnscope::fixture;
 use rmcp::{
     ClientHandler, RoleClient,
     model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam},
@@ -16,6 +15,7 @@ use rmcp::{
 use serde_json::{Value, json};
 use tokio::{net::TcpListener, sync::mpsc, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
+use turnscope::fixture;
 
 /// How long any single wait in these tests may take before failing.
 pub const WAIT: Duration = Duration::from_secs(10);

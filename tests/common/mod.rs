@@ -2,4 +2,9 @@
 
 #![allow(dead_code)]
 
+pub mod bot_client;
+pub mod endpoint;
 pub mod fixture;
+pub mod mcp;
+pub mod servers;
+pub mod upstream;

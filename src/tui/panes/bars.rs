@@ -45,7 +45,10 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
     }
     let s = &c.state;
     let open = s.session_rows().iter().filter(|r| !r.is_closed()).count();
-    second.push(Span::styled(format!("bridges: {} · ", h.bridges), t.dim));
+    second.push(Span::styled(
+        format!("bridges: {} · ", s.bridges_summary()),
+        t.dim,
+    ));
     let plural = if open == 1 { "" } else { "s" };
     second.push(Span::styled(
         format!("{open} session{plural} open · "),

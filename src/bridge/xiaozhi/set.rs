@@ -1,0 +1,193 @@
+//! All the Xiaozhi bridges of one process: built from configuration through an
+//! [`UpstreamCatalog`], run side by side (one task each, so one bridge's trouble never
+//! touches another), reported for `/healthz`, and stopped together.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::bot::{BOT, bot_upstream};
+use super::bridge::{BridgeSettings, RunningBridge, XiaozhiBridge};
+use super::config::{XiaozhiEntry, place};
+use super::connect::mcp_upstream;
+use super::filter::ToolFilter;
+use super::mcp_upstream::UpstreamSettings;
+use super::spec::ServerSpec;
+use super::upstream::Upstream;
+use crate::observe::event::now_us;
+use crate::observe::{BridgeEvent, Bus, Event};
+use crate::sessions::Sessions;
+
+/// Turns a bridge's `servers` list into the upstream it relays to.
+///
+/// This is where the tool-source registry plugs in: a catalog over `[[mcp_servers]]` maps
+/// one name to an MCP server and several names to an aggregate upstream.
+pub trait UpstreamCatalog: Send + Sync {
+    /// The upstream for bridge `bridge` relaying `servers`, started now.
+    ///
+    /// # Errors
+    ///
+    /// A message saying which name cannot be served and what to do.
+    fn upstream(&self, bridge: &str, servers: &[String]) -> Result<Arc<dyn Upstream>, String>;
+}
+
+/// The catalog built in: `@bot` (when the bot runs) and MCP servers given by spec.
+#[derive(Clone, Default)]
+pub struct Catalog {
+    /// The bot's sessions, for `@bot`.
+    pub sessions: Option<Sessions>,
+    /// Servers by name.
+    pub servers: BTreeMap<String, ServerSpec>,
+    /// Tunables of every upstream it starts.
+    pub settings: UpstreamSettings,
+}
+
+impl UpstreamCatalog for Catalog {
+    fn upstream(&self, bridge: &str, servers: &[String]) -> Result<Arc<dyn Upstream>, String> {
+        match servers {
+            [one] if one == BOT => match &self.sessions {
+                Some(sessions) => Ok(Arc::new(bot_upstream(
+                    sessions.clone(),
+                    bridge,
+                    self.settings.clone(),
+                ))),
+                None => Err(format!(
+                    "\"{BOT}\" relays the bot, which this command does not run; use `turnscope bridge xiaozhi --bot` or the main mode"
+                )),
+            },
+            [one] => match self.servers.get(one) {
+                Some(spec) => Ok(Arc::new(mcp_upstream(
+                    bridge,
+                    spec.clone(),
+                    self.settings.clone(),
+                ))),
+                None => Err(format!(
+                    "servers: no MCP server named `{one}`; define it under [[mcp_servers]] (or use \"{BOT}\")"
+                )),
+            },
+            [] => Err("servers: empty".into()),
+            several => Err(format!(
+                "servers: {} names; relaying several servers through one endpoint needs the aggregate \
+                 upstream of the tool-source registry. Give each server its own bridge for now",
+                several.len()
+            )),
+        }
+    }
+}
+
+/// Read-only access to every bridge's state, cheap to clone (for `/healthz`).
+#[derive(Clone, Default)]
+pub struct BridgeStatuses {
+    states: Arc<Vec<Arc<dyn Fn() -> BridgeEvent + Send + Sync>>>,
+}
+
+impl BridgeStatuses {
+    /// Each bridge's current state, in start order.
+    pub fn all(&self) -> Vec<BridgeEvent> {
+        self.states.iter().map(|s| s()).collect()
+    }
+
+    /// The states as JSON for `/healthz`.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self.all()).unwrap_or(Value::Null)
+    }
+}
+
+/// The running bridges.
+#[derive(Default)]
+pub struct XiaozhiBridges {
+    running: Vec<RunningBridge>,
+    statuses: BridgeStatuses,
+}
+
+impl XiaozhiBridges {
+    /// Starts `bridges`, publishing on `bus`.
+    pub fn start(bridges: Vec<XiaozhiBridge>, bus: &Bus) -> Self {
+        let running: Vec<RunningBridge> = bridges.into_iter().map(|b| b.spawn(bus)).collect();
+        let states = running
+            .iter()
+            .map(|r| {
+                let state = r.state_handle();
+                Arc::new(move || state.snapshot()) as Arc<dyn Fn() -> BridgeEvent + Send + Sync>
+            })
+            .collect();
+        Self {
+            running,
+            statuses: BridgeStatuses {
+                states: Arc::new(states),
+            },
+        }
+    }
+
+    /// Builds and starts the bridges of `[[bridges.xiaozhi]]`. Entries that cannot run (no
+    /// endpoint, an unknown server) are skipped; each skip and each endpoint warning is
+    /// logged and published, and returned.
+    pub fn from_config(
+        entries: &[XiaozhiEntry],
+        catalog: &dyn UpstreamCatalog,
+        settings: &BridgeSettings,
+        bus: &Bus,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> (Self, Vec<String>) {
+        let wanted = entries
+            .iter()
+            .map(|e| (e.name.clone(), e.endpoint.clone(), e))
+            .collect();
+        let (placed, mut warnings) = place(wanted, env);
+        let mut bridges = Vec::new();
+        for p in placed {
+            let filter = match ToolFilter::new(&p.item.tools) {
+                Ok(f) => f,
+                Err(e) => {
+                    warnings.push(format!("xiaozhi bridge {}: {e}; skipped", p.name));
+                    continue;
+                }
+            };
+            match catalog.upstream(&p.name, &p.item.servers) {
+                Ok(upstream) => bridges.push(XiaozhiBridge {
+                    name: p.name,
+                    endpoint: p.endpoint,
+                    upstream,
+                    filter,
+                    settings: settings.clone(),
+                }),
+                Err(e) => warnings.push(format!("xiaozhi bridge {}: {e}; skipped", p.name)),
+            }
+        }
+        for w in &warnings {
+            tracing::warn!("{w}");
+            bus.publish_with(|| Event::Log {
+                at_ms: now_us() / 1000,
+                level: "warn".into(),
+                message: w.clone(),
+            });
+        }
+        (Self::start(bridges, bus), warnings)
+    }
+
+    /// How many bridges run.
+    pub fn len(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Whether none runs.
+    pub fn is_empty(&self) -> bool {
+        self.running.is_empty()
+    }
+
+    /// The running bridges.
+    pub fn bridges(&self) -> &[RunningBridge] {
+        &self.running
+    }
+
+    /// A cloneable view of their states.
+    pub fn statuses(&self) -> BridgeStatuses {
+        self.statuses.clone()
+    }
+
+    /// Stops every bridge at once: sockets closed with 1000, children ended within 5 s.
+    pub async fn shutdown(self) {
+        futures::future::join_all(self.running.into_iter().map(RunningBridge::shutdown)).await;
+    }
+}

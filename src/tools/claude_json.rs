@@ -1,0 +1,236 @@
+//! The Claude-Desktop style JSON config (`{"mcpServers": {"name": {...}}}`), the shape most
+//! users already have, read into [`McpServerConfig`]s in file order.
+//!
+//! Entries take `command`/`args`/`env` (stdio) or `url`/`type`/`headers`, plus `disabled`,
+//! `timeout`, `disabledTools` and turnscope's own `tool_filter` and `scope`. Keys other
+//! clients add (`autoApprove`, `alwaysAllow`) are ignored; any other key is an error naming
+//! it. serde_json's map sorts keys, so the file is read with order-keeping visitors:
+//! config order is precedence order.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde_json::Value;
+
+use super::config::{McpServerConfig, Scope, ToolFilter, TransportKind, check_name};
+
+/// Parses a Claude-Desktop style config (`{"mcpServers": {"name": {...}}}`), keeping the
+/// servers in file order. Other top-level keys (a Claude Desktop file has several) are
+/// ignored; unknown keys inside a server entry are errors.
+pub fn parse_claude_json(text: &str) -> Result<Vec<McpServerConfig>, String> {
+    let file: ClaudeFile =
+        serde_json::from_str(text).map_err(|e| format!("not a JSON config: {e}"))?;
+    if !file.ignored.is_empty() {
+        tracing::debug!(keys = ?file.ignored, "JSON config: top-level keys other than mcpServers ignored");
+    }
+    let Some(servers) = file.servers else {
+        return Err(
+            "mcpServers: missing; a JSON config holds {\"mcpServers\": {\"name\": {\"command\": ...}}}"
+                .into(),
+        );
+    };
+    let mut out = Vec::with_capacity(servers.0.len());
+    for (name, entry) in servers.0 {
+        let at = format!("mcpServers.{name}");
+        check_name(&name).map_err(|e| format!("{at}: {e}"))?;
+        out.push(claude_entry(&name, &entry).map_err(|e| format!("{at}.{e}"))?);
+    }
+    Ok(out)
+}
+
+/// Keys that other MCP clients put in server entries and that mean nothing here.
+const IGNORED_ENTRY_KEYS: [&str; 4] = ["autoApprove", "alwaysAllow", "description", "note"];
+
+fn claude_entry(name: &str, entry: &Value) -> Result<McpServerConfig, String> {
+    let Value::Object(map) = entry else {
+        return Err(format!(
+            "(entry): expected an object with command/args/env or url/type, got {}",
+            kind(entry)
+        ));
+    };
+    let mut server = McpServerConfig {
+        transport: None,
+        ..McpServerConfig::blank(name, TransportKind::Http)
+    };
+    for (key, value) in map {
+        match key.as_str() {
+            "command" => server.command = Some(string(key, value)?),
+            "args" => server.args = strings(key, value)?,
+            "env" => server.env = string_map(key, value)?,
+            "url" => server.url = Some(string(key, value)?),
+            "headers" => server.headers = string_map(key, value)?,
+            "type" | "transport" | "transportType" => {
+                server.transport = Some(transport_name(key, &string(key, value)?)?);
+            }
+            "disabled" => server.disabled = boolean(key, value)?,
+            "enabled" => server.disabled = !boolean(key, value)?,
+            "timeout" | "timeout_seconds" => {
+                server.timeout_seconds = value
+                    .as_f64()
+                    .ok_or_else(|| format!("{key}: expected seconds, got {}", kind(value)))?;
+            }
+            "tool_filter" => {
+                server.tool_filter =
+                    Some(ToolFilter::deserialize(value).map_err(|e| format!("{key}: {e}"))?);
+            }
+            "disabledTools" | "disabled_tools" => {
+                let deny = strings(key, value)?;
+                server
+                    .tool_filter
+                    .get_or_insert_with(ToolFilter::default)
+                    .deny = deny;
+            }
+            "scope" => {
+                server.scope = Scope::deserialize(value)
+                    .map_err(|e| format!("{key}: expected \"shared\" or \"session\" ({e})"))?;
+            }
+            k if IGNORED_ENTRY_KEYS.contains(&k) => {}
+            other => {
+                return Err(format!(
+                    "{other}: unknown key; expected command, args, env, url, type, headers, disabled, \
+                     timeout_seconds, tool_filter, disabledTools or scope"
+                ));
+            }
+        }
+    }
+    Ok(server)
+}
+
+fn transport_name(key: &str, name: &str) -> Result<TransportKind, String> {
+    let folded: String = name
+        .chars()
+        .filter(|c| *c != '-' && *c != '_')
+        .flat_map(char::to_lowercase)
+        .collect();
+    match folded.as_str() {
+        "stdio" => Ok(TransportKind::Stdio),
+        "sse" => Ok(TransportKind::Sse),
+        "http" | "streamablehttp" | "streamable" => Ok(TransportKind::Http),
+        _ => Err(format!(
+            "{key}: expected \"stdio\", \"sse\" or \"http\" (streamable HTTP), got {name:?}"
+        )),
+    }
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn string(key: &str, value: &Value) -> Result<String, String> {
+    value
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| format!("{key}: expected a string, got {}", kind(value)))
+}
+
+fn boolean(key: &str, value: &Value) -> Result<bool, String> {
+    value
+        .as_bool()
+        .ok_or_else(|| format!("{key}: expected true or false, got {}", kind(value)))
+}
+
+fn strings(key: &str, value: &Value) -> Result<Vec<String>, String> {
+    let Value::Array(items) = value else {
+        return Err(format!(
+            "{key}: expected an array of strings, got {}",
+            kind(value)
+        ));
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| string(&format!("{key}[{i}]"), item))
+        .collect()
+}
+
+fn string_map(key: &str, value: &Value) -> Result<BTreeMap<String, String>, String> {
+    let Value::Object(map) = value else {
+        return Err(format!(
+            "{key}: expected an object of strings, got {}",
+            kind(value)
+        ));
+    };
+    map.iter()
+        .map(|(k, v)| Ok((k.clone(), string(&format!("{key}.{k}"), v)?)))
+        .collect()
+}
+
+/// The top level of a JSON config: `mcpServers` in file order, other keys only named.
+struct ClaudeFile {
+    servers: Option<OrderedObject>,
+    ignored: Vec<String>,
+}
+
+impl<'de> Deserialize<'de> for ClaudeFile {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct FileVisitor;
+
+        impl<'de> Visitor<'de> for FileVisitor {
+            type Value = ClaudeFile;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object with an `mcpServers` object")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ClaudeFile, A::Error> {
+                let mut file = ClaudeFile {
+                    servers: None,
+                    ignored: Vec::new(),
+                };
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == "mcpServers" {
+                        file.servers = Some(map.next_value()?);
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                        file.ignored.push(key);
+                    }
+                }
+                Ok(file)
+            }
+        }
+
+        deserializer.deserialize_map(FileVisitor)
+    }
+}
+
+/// A JSON object with its keys in document order (serde_json's own map sorts them, and
+/// config order is precedence order).
+struct OrderedObject(Vec<(String, Value)>);
+
+impl<'de> Deserialize<'de> for OrderedObject {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ObjectVisitor;
+
+        impl<'de> Visitor<'de> for ObjectVisitor {
+            type Value = OrderedObject;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object of server entries")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<OrderedObject, A::Error> {
+                let mut entries: Vec<(String, Value)> = Vec::new();
+                while let Some((key, value)) = map.next_entry::<String, Value>()? {
+                    if entries.iter().any(|(k, _)| *k == key) {
+                        return Err(de::Error::custom(format!(
+                            "server {key:?} is listed twice; give each server its own name"
+                        )));
+                    }
+                    entries.push((key, value));
+                }
+                Ok(OrderedObject(entries))
+            }
+        }
+
+        deserializer.deserialize_map(ObjectVisitor)
+    }
+}

@@ -1,0 +1,131 @@
+//! What a tool call knows about where it runs: the session and turn it belongs to, and a
+//! [`SessionControl`] through which a tool (the built-in `end_session`) can end the
+//! conversation.
+//!
+//! A call made outside any session (a bridge, a test) gets [`CallContext::detached`]: session
+//! 0, no control. Ending a session never happens inside the call: the tool only *asks*, the
+//! turn finishes normally (the model still says goodbye), and the session table closes the
+//! session once that turn is over.
+
+use std::sync::{Arc, Mutex};
+
+use tokio_util::sync::CancellationToken;
+
+/// The context one tool call runs in.
+#[derive(Clone, Default)]
+pub struct CallContext {
+    /// Session number (0 when the call belongs to no session).
+    pub session: u64,
+    /// Turn id within the session (0 when none).
+    pub turn: u64,
+    /// The session's control handle, when the call runs inside a session.
+    pub control: Option<SessionControl>,
+}
+
+impl CallContext {
+    /// A call outside any session.
+    pub fn detached() -> Self {
+        Self::default()
+    }
+}
+
+impl std::fmt::Debug for CallContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallContext")
+            .field("session", &self.session)
+            .field("turn", &self.turn)
+            .field("control", &self.control.is_some())
+            .finish()
+    }
+}
+
+/// A handle on one session's lifetime, shared by its pipeline, its tools and the session
+/// table. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct SessionControl {
+    inner: Arc<ControlInner>,
+}
+
+#[derive(Default)]
+struct ControlInner {
+    end: CancellationToken,
+    reason: Mutex<Option<String>>,
+    closed: CancellationToken,
+}
+
+impl SessionControl {
+    /// A control for a new session.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Asks for the session to end once its turn in flight is over. The first reason given
+    /// is kept; later requests change nothing.
+    pub fn request_end(&self, reason: impl Into<String>) {
+        let mut slot = self.inner.reason.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(reason.into());
+        }
+        drop(slot);
+        self.inner.end.cancel();
+    }
+
+    /// The reason given, when an end was asked for.
+    pub fn end_requested(&self) -> Option<String> {
+        if !self.inner.end.is_cancelled() {
+            return None;
+        }
+        self.inner
+            .reason
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Waits until an end is asked for and returns the reason.
+    pub async fn wait_end_requested(&self) -> String {
+        self.inner.end.cancelled().await;
+        self.end_requested().unwrap_or_default()
+    }
+
+    /// Marks the session closed (its pipeline stopped).
+    pub fn mark_closed(&self) {
+        self.inner.closed.cancel();
+    }
+
+    /// Whether the session is closed.
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.is_cancelled()
+    }
+
+    /// Waits until the session is closed.
+    pub async fn closed(&self) {
+        self.inner.closed.cancelled().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_first_reason_wins_and_waiters_wake() {
+        let control = SessionControl::new();
+        assert_eq!(control.end_requested(), None);
+        let waiter = tokio::spawn({
+            let control = control.clone();
+            async move { control.wait_end_requested().await }
+        });
+        control.request_end("user said goodbye");
+        control.request_end("second");
+        assert_eq!(waiter.await.unwrap(), "user said goodbye");
+        assert_eq!(
+            control.end_requested().as_deref(),
+            Some("user said goodbye")
+        );
+        assert!(!control.is_closed());
+        control.mark_closed();
+        control.closed().await;
+        assert!(control.is_closed());
+    }
+}

@@ -1,0 +1,163 @@
+//! TurnCall's limits on MCP tool sources, and the response-size cap.
+//!
+//! | variable | default | what happens at the limit |
+//! | --- | --- | --- |
+//! | `MCP_MAX_TOOLS_PER_SERVER` | 50 | a server's later tools (listing order) are left out, with a warning |
+//! | `MCP_MAX_TOOLS_TOTAL` | 100 | servers are consumed in config order; later tools are left out |
+//! | `MCP_MAX_RESPONSE_BYTES` | 1 MiB | a larger result never reaches the model: it reads a JSON error with the limit, the size and a preview |
+//! | `MCP_CONNECT_TIMEOUT_SECONDS` | 10 | connecting and discovering, all servers together; a late server joins in the background |
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::ToolOutcome;
+
+/// Environment variable: most tools taken from one server.
+pub const ENV_MAX_TOOLS_PER_SERVER: &str = "MCP_MAX_TOOLS_PER_SERVER";
+/// Environment variable: most tools taken from all servers together.
+pub const ENV_MAX_TOOLS_TOTAL: &str = "MCP_MAX_TOOLS_TOTAL";
+/// Environment variable: largest tool result the model may read, in bytes.
+pub const ENV_MAX_RESPONSE_BYTES: &str = "MCP_MAX_RESPONSE_BYTES";
+/// Environment variable: seconds for connecting to every server at start, together.
+pub const ENV_CONNECT_TIMEOUT_SECONDS: &str = "MCP_CONNECT_TIMEOUT_SECONDS";
+
+/// Most characters of an oversized result shown in its preview.
+pub const PREVIEW_CHARS: usize = 200;
+
+/// The limits on MCP tool sources.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct McpLimits {
+    /// Most tools taken from one server (first ones in its listing order).
+    pub per_server: usize,
+    /// Most tools taken from all servers together (servers in config order).
+    pub total: usize,
+    /// Largest result, in UTF-8 bytes, that reaches the model.
+    pub response_bytes: usize,
+    /// Time for connecting to every server at start, all together.
+    pub connect_budget: Duration,
+}
+
+impl Default for McpLimits {
+    fn default() -> Self {
+        Self {
+            per_server: 50,
+            total: 100,
+            response_bytes: 1024 * 1024,
+            connect_budget: Duration::from_secs(10),
+        }
+    }
+}
+
+impl McpLimits {
+    /// The defaults overlaid by the process environment.
+    ///
+    /// # Errors
+    /// A variable that is set but not a number; the message names it.
+    pub fn from_env() -> Result<Self, String> {
+        Self::resolve(&|name| std::env::var(name).ok())
+    }
+
+    /// The defaults overlaid by the variables `env` returns.
+    ///
+    /// # Errors
+    /// A variable that is set but not a number; the message names it.
+    pub fn resolve(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let mut limits = Self::default();
+        let count = |name: &str| -> Result<Option<usize>, String> {
+            match env(name).filter(|v| !v.trim().is_empty()) {
+                None => Ok(None),
+                Some(v) => v.trim().parse::<usize>().map(Some).map_err(|_| {
+                    format!("{name}: expected a whole number, got {v:?}; unset it for the default")
+                }),
+            }
+        };
+        if let Some(n) = count(ENV_MAX_TOOLS_PER_SERVER)? {
+            limits.per_server = n;
+        }
+        if let Some(n) = count(ENV_MAX_TOOLS_TOTAL)? {
+            limits.total = n;
+        }
+        if let Some(n) = count(ENV_MAX_RESPONSE_BYTES)? {
+            limits.response_bytes = n;
+        }
+        if let Some(v) = env(ENV_CONNECT_TIMEOUT_SECONDS).filter(|v| !v.trim().is_empty()) {
+            let secs: f64 = v.trim().parse().ok().filter(|s: &f64| *s >= 0.0 && s.is_finite()).ok_or_else(|| {
+                format!(
+                    "{ENV_CONNECT_TIMEOUT_SECONDS}: expected seconds >= 0, got {v:?}; unset it for the default"
+                )
+            })?;
+            limits.connect_budget = Duration::from_secs_f64(secs);
+        }
+        Ok(limits)
+    }
+}
+
+/// `outcome` if its text fits in `limit` bytes; else an error outcome whose text is the JSON
+/// `{"error":"response_too_large","limit_bytes":..,"size_bytes":..,"preview":".."}`, so the
+/// model can narrow its request and try again.
+pub fn cap_response(outcome: ToolOutcome, limit: usize) -> ToolOutcome {
+    let size = outcome.text.len();
+    if size <= limit {
+        return outcome;
+    }
+    let preview: String = outcome.text.chars().take(PREVIEW_CHARS).collect();
+    ToolOutcome::error(
+        json!({
+            "error": "response_too_large",
+            "limit_bytes": limit,
+            "size_bytes": size,
+            "preview": preview,
+            "hint": "the result was too large to read; ask for less (a narrower query, fewer items or a smaller page)",
+        })
+        .to_string(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    #[test]
+    fn exactly_the_limit_passes_and_one_byte_more_does_not() {
+        let limit = 1024 * 1024;
+        let fits = ToolOutcome::ok("x".repeat(limit));
+        assert_eq!(cap_response(fits.clone(), limit), fits);
+        let over = cap_response(ToolOutcome::ok("x".repeat(limit + 1)), limit);
+        assert!(over.is_error);
+        let v: Value = serde_json::from_str(&over.text).unwrap();
+        assert_eq!(v["error"], "response_too_large");
+        assert_eq!(v["limit_bytes"], 1_048_576);
+        assert_eq!(v["size_bytes"], 1_048_577);
+        assert_eq!(v["preview"].as_str().unwrap(), "x".repeat(PREVIEW_CHARS));
+    }
+
+    #[test]
+    fn the_preview_is_cut_on_a_character_boundary() {
+        // 3-byte characters: a byte cut would split one.
+        let text = "€".repeat(1000);
+        let over = cap_response(ToolOutcome::ok(text.clone()), 100);
+        let v: Value = serde_json::from_str(&over.text).unwrap();
+        let preview = v["preview"].as_str().unwrap();
+        assert_eq!(preview.chars().count(), PREVIEW_CHARS);
+        assert!(text.starts_with(preview));
+        assert_eq!(v["size_bytes"], 3000);
+    }
+
+    #[test]
+    fn limits_come_from_the_environment() {
+        let env = |name: &str| match name {
+            ENV_MAX_TOOLS_PER_SERVER => Some("5".to_string()),
+            ENV_CONNECT_TIMEOUT_SECONDS => Some("0.5".to_string()),
+            _ => None,
+        };
+        let limits = McpLimits::resolve(&env).unwrap();
+        assert_eq!(limits.per_server, 5);
+        assert_eq!(limits.total, 100);
+        assert_eq!(limits.connect_budget, Duration::from_millis(500));
+        let bad = |name: &str| (name == ENV_MAX_TOOLS_TOTAL).then(|| "lots".to_string());
+        let e = McpLimits::resolve(&bad).unwrap_err();
+        assert!(e.contains(ENV_MAX_TOOLS_TOTAL) && e.contains("lots"), "{e}");
+    }
+}

@@ -1,0 +1,129 @@
+//! An rmcp client for tests of turnscope's MCP server, collecting progress notifications.
+
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientRequest, ProgressNotificationParam, Request,
+    ServerResult,
+};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RequestHandle, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+/// Collects every progress notification (token, progress, message).
+#[derive(Clone, Default)]
+pub struct Progress {
+    pub seen: Arc<Mutex<Vec<(String, f64, String)>>>,
+}
+
+impl ClientHandler for Progress {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.seen.lock().unwrap().push((
+            format!("{:?}", params.progress_token),
+            params.progress,
+            params.message.unwrap_or_default(),
+        ));
+    }
+}
+
+/// A connected client.
+pub struct Client {
+    pub service: RunningService<RoleClient, Progress>,
+    pub progress: Progress,
+}
+
+/// What a tool call gave back.
+#[derive(Debug)]
+pub struct Outcome {
+    pub text: String,
+    pub is_error: bool,
+    pub structured: Value,
+}
+
+impl From<CallToolResult> for Outcome {
+    fn from(r: CallToolResult) -> Self {
+        Outcome {
+            text: r
+                .content
+                .iter()
+                .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+                .collect(),
+            is_error: r.is_error == Some(true),
+            structured: r.structured_content.unwrap_or(Value::Null),
+        }
+    }
+}
+
+pub fn params(name: &str, args: Value) -> CallToolRequestParams {
+    let mut p = CallToolRequestParams::new(name.to_string());
+    if let Value::Object(map) = args {
+        p = p.with_arguments(map);
+    }
+    p
+}
+
+impl Client {
+    pub async fn connect(url: &str) -> Client {
+        let progress = Progress::default();
+        let service = progress
+            .clone()
+            .serve(StreamableHttpClientTransport::from_uri(url.to_string()))
+            .await
+            .expect("MCP client connects");
+        Client { service, progress }
+    }
+
+    pub async fn call(&self, name: &str, args: Value) -> Outcome {
+        self.service
+            .call_tool(params(name, args))
+            .await
+            .expect("tools/call answers")
+            .into()
+    }
+
+    pub async fn start(&self) -> String {
+        let o = self.call("start", json!({})).await;
+        assert!(!o.is_error, "start failed: {}", o.text);
+        o.text
+    }
+
+    pub async fn chat(&self, handle: &str, line: &str) -> Outcome {
+        self.call("chat", json!({"handle": handle, "line": line}))
+            .await
+    }
+
+    /// Sends a chat call that can be cancelled with `notifications/cancelled`.
+    pub async fn chat_cancellable(&self, handle: &str, line: &str) -> RequestHandle<RoleClient> {
+        let request = ClientRequest::CallToolRequest(Request::new(params(
+            "chat",
+            json!({"handle": handle, "line": line}),
+        )));
+        self.service
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+            .expect("request sent")
+    }
+
+    pub fn progress_messages(&self) -> Vec<(f64, String)> {
+        self.progress
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, p, m)| (*p, m.clone()))
+            .collect()
+    }
+}
+
+/// The tool result inside a response to a cancellable request.
+pub fn outcome_of(result: ServerResult) -> Outcome {
+    match result {
+        ServerResult::CallToolResult(r) => r.into(),
+        other => panic!("expected a CallToolResult, got {other:?}"),
+    }
+}
