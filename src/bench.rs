@@ -7,7 +7,8 @@
 //!   pace (pure overhead), median/min/max of the runs;
 //! - `load`: N sessions × K turns at once, turns/s and p50/p99;
 //! - `memory`: resident memory per open idle session;
-//! - `ready`: time from process start to the headless ready line.
+//! - `ready`: time from process start to the headless ready line;
+//! - `console`: turns/s with and without a console attached (`tui::bench`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,6 +41,8 @@ pub enum Shape {
     Memory,
     /// Time to the ready line.
     Ready,
+    /// Turns/s with and without a console attached (uses --sessions, --turns, --runs).
+    Console,
 }
 
 /// `turnscope bench` flags.
@@ -97,6 +100,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             Shape::Load => load(args.sessions, args.turns).await?,
             Shape::Memory => memory(args.idle_sessions).await?,
             Shape::Ready => ready().await?,
+            Shape::Console => {
+                crate::tui::bench::console(args.sessions, args.turns, args.runs).await?
+            }
         }
     }
     Ok(())

@@ -143,6 +143,14 @@ pub enum Command {
     },
     /// Benchmarks; each prints JSON rows.
     Bench(crate::bench::BenchArgs),
+    /// Open the console over a file written by `--events`, read-only.
+    Replay {
+        /// The events file (JSON lines).
+        file: PathBuf,
+        /// Console theme: a name from themes/ or a path to a theme file.
+        #[arg(long)]
+        theme: Option<String>,
+    },
     /// Bridges on their own, without the console.
     Bridge {
         /// Which bridge.

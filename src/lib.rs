@@ -10,7 +10,8 @@
 //! - [`server`]: the HTTP server with MCP `start`/`chat` and the Host/Origin guard;
 //! - [`app`]: the [`App`](app::App) that owns all of the above for the front ends;
 //! - [`fixture`]: the project's own fixture MCP server, used by tests and the interop suite;
-//! - [`observe`]: the event bus, statistics and the JSONL recorder.
+//! - [`observe`]: the event bus, statistics and the JSONL recorder;
+//! - [`tui`]: the console, a terminal UI over the live server or an events file.
 
 pub mod app;
 pub mod bench;
@@ -25,3 +26,4 @@ pub mod pipeline;
 pub mod server;
 pub mod sessions;
 pub mod tools;
+pub mod tui;

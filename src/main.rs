@@ -11,6 +11,7 @@ use turnscope::cli::{BridgeCommand, Cli, Command, DevAction, ModelAction, ServeA
 use turnscope::config::Config;
 use turnscope::model::{EmbeddedModel, ScriptSettings};
 use turnscope::observe::{Bus, recorder};
+use turnscope::tui::Theme;
 
 /// mimalloc instead of the system allocator: the request and token paths allocate many small,
 /// short-lived objects, where glibc's malloc showed up as the largest cost in profiles.
@@ -89,14 +90,37 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
                 init_logging(true);
                 headless(&config, cli.serve.events.as_deref(), started).await
             } else {
-                // The console arrives with its own issue; until then the main mode serves
-                // headless and says so.
-                init_logging(true);
-                eprintln!("turnscope: the console is not built yet; serving headless");
-                headless(&config, cli.serve.events.as_deref(), started).await
+                init_logging(false);
+                console(&config, cli.serve.events.as_deref()).await
             }
         }
+        Some(Command::Replay { file, theme }) => {
+            init_logging(false);
+            let (config, _) = Config::load(cli.config.as_deref())?;
+            let choice = theme.or(cli.serve.theme).or(config.console.theme);
+            let theme = Theme::resolve(choice.as_deref(), turnscope::tui::no_color())?;
+            turnscope::tui::replay::run(&file, theme).await
+        }
     }
+}
+
+/// The console over a freshly started app (the default mode).
+async fn console(config: &Config, events: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let theme = Theme::resolve(config.console.theme.as_deref(), turnscope::tui::no_color())?;
+    turnscope::tui::terminal::check()?;
+    let bus = Bus::default();
+    let stop_recording = CancellationToken::new();
+    let recording = match events {
+        Some(path) => Some(recorder::record(&bus, path, stop_recording.clone()).await?),
+        None => None,
+    };
+    let app = App::start(config, bus).await?;
+    let result = turnscope::tui::run(app, theme).await;
+    stop_recording.cancel();
+    if let Some(task) = recording {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), task).await;
+    }
+    result
 }
 
 async fn headless(

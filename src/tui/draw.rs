@@ -1,0 +1,32 @@
+//! Draws the whole screen from a [`Console`]: header, panes, footer, overlays. It reads the
+//! console and writes back only layout and scroll positions (cells), never state.
+
+use ratatui::Frame;
+
+use super::app::Console;
+use super::layout::Areas;
+use super::panes;
+
+/// Draws one frame of the console.
+pub fn draw(f: &mut Frame, c: &Console) {
+    let screen = f.area();
+    let areas = Areas::compute(
+        screen,
+        c.state.session_rows().len(),
+        if c.read_only {
+            2
+        } else {
+            c.input.lines().len()
+        },
+    );
+    c.areas.set(areas);
+    panes::bars::header(f, areas.header, c);
+    panes::sessions::draw(f, areas.sessions, c);
+    panes::transcript::draw(f, areas.transcript, c);
+    panes::input::draw(f, areas.input, c);
+    panes::inspector::draw(f, areas.inspector, c);
+    panes::bars::footer(f, areas.footer, c);
+    if c.help {
+        super::help::draw(f, screen, c);
+    }
+}

@@ -1,0 +1,201 @@
+//! Each pane drawn to ratatui's `TestBackend` from the fixed fixture state and compared with
+//! its committed snapshot (`src/tui/snapshots/`). Text only: styles are not compared.
+
+use insta::assert_snapshot;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::layout::Rect;
+
+use super::app::{Console, PaneId};
+use super::filter::FrameFilter;
+use super::panes;
+use super::test_fixture::console;
+
+fn render(
+    w: u16,
+    h: u16,
+    c: &Console,
+    draw: impl Fn(&mut ratatui::Frame, Rect, &Console),
+) -> Terminal<TestBackend> {
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test terminal");
+    terminal
+        .draw(|f| {
+            let area = f.area();
+            draw(f, area, c)
+        })
+        .expect("draw");
+    terminal
+}
+
+#[test]
+fn sessions_pane_three_sessions() {
+    let mut c = console();
+    c.focus = PaneId::Sessions;
+    let t = render(80, 7, &c, panes::sessions::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn sessions_pane_narrow_drops_age_columns() {
+    let c = console();
+    let t = render(50, 7, &c, panes::sessions::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn transcript_pane_finished_turns_with_tool_call() {
+    let c = console();
+    let t = render(72, 12, &c, panes::transcript::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn transcript_pane_narrow_wraps_and_splits_boundaries() {
+    let c = console();
+    let t = render(40, 20, &c, panes::transcript::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn transcript_pane_streaming_mcp_session() {
+    let mut c = console();
+    c.selected = Some(2);
+    c.focus = PaneId::Transcript;
+    let t = render(72, 6, &c, panes::transcript::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn input_pane_with_text_and_error_notice() {
+    let mut c = console();
+    c.input.insert_str("first line");
+    c.input.insert_newline();
+    c.input.insert_str("second line");
+    c.chat_done(
+        1,
+        "x",
+        Err("sessions: no free session. This server holds 32 open sessions, its cap.".into()),
+    );
+    c.chat_started(1);
+    let t = render(72, 4, &c, panes::input::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn frames_pane_selected_session_with_boundaries() {
+    let mut c = console();
+    c.focus_pane(PaneId::Frames);
+    let t = render(100, 24, &c, panes::inspector::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn frames_pane_all_sessions_filtered_and_paused() {
+    let mut c = console();
+    c.focus_pane(PaneId::Frames);
+    c.frames.all = true;
+    c.frames.filter = FrameFilter::parse("kind:system");
+    c.frames.paused = Some(c.state.frames().iter().cloned().collect());
+    let t = render(100, 8, &c, panes::inspector::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn frames_pane_detail_popup() {
+    let mut c = console();
+    c.focus_pane(PaneId::Frames);
+    c.frames.filter = FrameFilter::parse("name:FunctionCallResult to:output");
+    c.frames.detail = true;
+    let t = render(80, 16, &c, panes::inspector::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn progress_pane_marks_coalesced_notifications() {
+    let mut c = console();
+    c.focus_pane(PaneId::Progress);
+    let t = render(90, 8, &c, panes::inspector::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn tools_pane_ref_schema_and_openai_rename() {
+    let mut c = console();
+    c.focus_pane(PaneId::Tools);
+    c.tools_nav.cursor = 2;
+    let t = render(96, 30, &c, panes::inspector::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn tools_pane_unconvertible_schema_and_collision() {
+    let mut c = console();
+    c.focus_pane(PaneId::Tools);
+    c.tools_nav.cursor = 3;
+    let t = render(96, 18, &c, panes::inspector::draw);
+    assert_snapshot!("tools_pane_unconvertible_schema", t.backend());
+    c.tools_nav.cursor = 4;
+    let t = render(96, 12, &c, panes::inspector::draw);
+    assert_snapshot!("tools_pane_collision", t.backend());
+}
+
+#[test]
+fn stats_pane_overall() {
+    let mut c = console();
+    c.focus_pane(PaneId::Stats);
+    let t = render(96, 18, &c, panes::inspector::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn stats_pane_selected_session() {
+    let mut c = console();
+    c.focus_pane(PaneId::Stats);
+    c.stats_all = false;
+    let t = render(96, 12, &c, panes::inspector::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn whole_screen_wide() {
+    let c = console();
+    let t = render(140, 36, &c, |f, _, c| super::draw::draw(f, c));
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn whole_screen_narrow() {
+    let mut c = console();
+    c.focus = PaneId::Sessions;
+    let t = render(80, 44, &c, |f, _, c| super::draw::draw(f, c));
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn help_overlay_lists_every_key() {
+    let mut c = console();
+    c.help = true;
+    let t = render(140, 40, &c, |f, _, c| super::draw::draw(f, c));
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn replay_screen_is_read_only() {
+    let text: String = super::test_fixture::events()
+        .iter()
+        .map(|e| serde_json::to_string(e).expect("event serialises") + "\n")
+        .chain(["this is not json\n".to_string()])
+        .collect();
+    let c = super::replay::console_of(&text, "run.jsonl", super::theme::Theme::default())
+        .expect("replay state");
+    let t = render(140, 30, &c, |f, _, c| super::draw::draw(f, c));
+    assert_snapshot!(t.backend());
+}
+#[test]
+fn tools_pane_skipped_tool_says_why() {
+    let mut c = console();
+    c.focus_pane(PaneId::Tools);
+    c.tools_nav.cursor = 5;
+    let t = render(96, 10, &c, panes::inspector::draw);
+    assert_snapshot!(t.backend());
+}

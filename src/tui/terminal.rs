@@ -1,0 +1,80 @@
+//! The terminal: raw mode, the alternate screen, mouse capture and bracketed paste on the way
+//! in; all of it undone on the way out, by a guard on drop and by a panic hook, so a crash
+//! never leaves the person's shell unusable.
+
+use std::io::{IsTerminal, Stdout, stdout};
+use std::sync::Once;
+
+use crossterm::cursor::Show;
+use crossterm::event::{
+    DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture,
+};
+use crossterm::execute;
+use crossterm::terminal::{
+    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
+};
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+
+/// The terminal the console draws on.
+pub type Term = Terminal<CrosstermBackend<Stdout>>;
+
+/// Restores the terminal when dropped.
+pub struct Guard(());
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        restore();
+    }
+}
+
+/// Fails with a clear message when stdin or stdout is not a terminal.
+pub fn check() -> anyhow::Result<()> {
+    if !stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        anyhow::bail!(
+            "the console needs a terminal, and stdin or stdout is not one; run `turnscope --headless` for CI and scripts"
+        );
+    }
+    Ok(())
+}
+
+/// Takes over the terminal. Fails with a clear message when it is not one.
+pub fn enter() -> anyhow::Result<(Term, Guard)> {
+    check()?;
+    install_panic_hook();
+    enable_raw_mode()
+        .map_err(|e| anyhow::anyhow!("cannot put the terminal in raw mode: {e}; try --headless"))?;
+    let guard = Guard(());
+    execute!(
+        stdout(),
+        EnterAlternateScreen,
+        EnableMouseCapture,
+        EnableBracketedPaste
+    )?;
+    let terminal = Terminal::new(CrosstermBackend::new(stdout()))?;
+    Ok((terminal, guard))
+}
+
+/// Gives the terminal back: leaves raw mode, the alternate screen and mouse capture, and
+/// shows the cursor. Safe to call more than once.
+pub fn restore() {
+    let _ = disable_raw_mode();
+    let _ = execute!(
+        stdout(),
+        DisableBracketedPaste,
+        DisableMouseCapture,
+        LeaveAlternateScreen,
+        Show
+    );
+}
+
+fn install_panic_hook() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore();
+            previous(info);
+        }));
+    });
+}

@@ -1,0 +1,191 @@
+//! Small text helpers for the panes: durations, widths, wrapping and sparklines.
+//!
+//! Everything here is pure and deterministic, so pane snapshots never depend on the clock.
+
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
+
+/// A duration in microseconds as a short human figure: `850 µs`, `12.3 ms`, `1.25 s`, `3m05s`.
+pub fn micros(us: u64) -> String {
+    if us < 1_000 {
+        format!("{us} µs")
+    } else if us < 100_000 {
+        format!("{:.1} ms", us as f64 / 1_000.0)
+    } else if us < 1_000_000 {
+        format!("{} ms", us / 1_000)
+    } else if us < 60_000_000 {
+        format!("{:.2} s", us as f64 / 1_000_000.0)
+    } else {
+        let s = us / 1_000_000;
+        format!("{}m{:02}s", s / 60, s % 60)
+    }
+}
+
+/// Whole seconds as `42s`, `3m05s` or `2h07m`.
+pub fn seconds(s: u64) -> String {
+    if s < 60 {
+        format!("{s}s")
+    } else if s < 3600 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    }
+}
+
+/// Display width of `s` in terminal cells.
+pub fn width(s: &str) -> usize {
+    UnicodeWidthStr::width(s)
+}
+
+/// `s` cut to at most `max` cells, ending in `…` when cut.
+pub fn truncate(s: &str, max: usize) -> String {
+    if width(s) <= max {
+        return s.to_string();
+    }
+    if max == 0 {
+        return String::new();
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in s.chars() {
+        let w = c.width().unwrap_or(0);
+        if used + w + 1 > max {
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
+    out.push('…');
+    out
+}
+
+/// `s` padded with spaces (or cut) to exactly `cells` cells.
+pub fn pad(s: &str, cells: usize) -> String {
+    let cut = truncate(s, cells);
+    let w = width(&cut);
+    format!("{cut}{}", " ".repeat(cells.saturating_sub(w)))
+}
+
+/// One line of text with control characters made visible and newlines shown as `⏎`.
+pub fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            '\n' => '⏎',
+            '\r' | '\t' => ' ',
+            c if c.is_control() => '·',
+            c => c,
+        })
+        .collect()
+}
+
+/// Greedy word wrap of `text` to lines of at most `max` cells; long words are split, and
+/// newlines in the text start new lines. Always returns at least one line.
+pub fn wrap(text: &str, max: usize) -> Vec<String> {
+    let max = max.max(1);
+    let mut lines = Vec::new();
+    for para in text.split('\n') {
+        let mut line = String::new();
+        let mut used = 0usize;
+        for word in para.split_inclusive(' ') {
+            let w = width(word);
+            let trimmed_w = width(word.trim_end());
+            if used + trimmed_w <= max {
+                line.push_str(word);
+                used += w;
+                continue;
+            }
+            if !line.is_empty() {
+                lines.push(line.trim_end().to_string());
+                line = String::new();
+                used = 0;
+            }
+            // The word alone may still be too long: split it by cells.
+            for c in word.chars() {
+                let cw = c.width().unwrap_or(0);
+                if used + cw > max && !(c == ' ' && used == max) {
+                    lines.push(std::mem::take(&mut line));
+                    used = 0;
+                }
+                line.push(c);
+                used += cw;
+            }
+        }
+        lines.push(line.trim_end().to_string());
+    }
+    lines
+}
+
+const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+
+/// A sparkline of the last `cells` samples, scaled to the largest of them.
+pub fn sparkline(samples: &[u64], cells: usize) -> String {
+    let tail = &samples[samples.len().saturating_sub(cells)..];
+    let top = tail.iter().copied().max().unwrap_or(0).max(1);
+    tail.iter()
+        .map(|&v| {
+            let i = ((v as f64 / top as f64) * 7.0).round() as usize;
+            BARS[i.min(7)]
+        })
+        .collect()
+}
+
+/// A number with thousands separators: `12,345`.
+pub fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(micros(850), "850 µs");
+        assert_eq!(micros(12_345), "12.3 ms");
+        assert_eq!(micros(345_000), "345 ms");
+        assert_eq!(micros(1_250_000), "1.25 s");
+        assert_eq!(micros(185_000_000), "3m05s");
+        assert_eq!(seconds(42), "42s");
+        assert_eq!(seconds(185), "3m05s");
+        assert_eq!(seconds(7620), "2h07m");
+    }
+
+    #[test]
+    fn truncate_and_pad_count_cells() {
+        assert_eq!(truncate("hello world", 5), "hell…");
+        assert_eq!(truncate("hi", 5), "hi");
+        assert_eq!(pad("ab", 4), "ab  ");
+        assert_eq!(pad("abcdef", 4), "abc…");
+        assert_eq!(width("你好"), 4);
+        assert_eq!(truncate("你好吗", 4), "你…");
+    }
+
+    #[test]
+    fn wrap_breaks_on_words_and_splits_long_ones() {
+        assert_eq!(wrap("the quick brown fox", 9), ["the quick", "brown fox"]);
+        assert_eq!(wrap("abcdefghij", 4), ["abcd", "efgh", "ij"]);
+        assert_eq!(wrap("a\nb", 10), ["a", "b"]);
+        assert_eq!(wrap("", 10), [""]);
+    }
+
+    #[test]
+    fn sparkline_scales_to_the_top() {
+        assert_eq!(sparkline(&[0, 50, 100], 10), "▁▅█");
+        assert_eq!(sparkline(&[1, 2, 3, 4], 2), "▆█");
+        assert_eq!(sparkline(&[], 4), "");
+    }
+
+    #[test]
+    fn counts_have_separators() {
+        assert_eq!(count(0), "0");
+        assert_eq!(count(1234), "1,234");
+        assert_eq!(count(1234567), "1,234,567");
+    }
+}
