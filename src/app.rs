@@ -172,6 +172,8 @@ impl App {
         })?;
         let catalog = Catalog {
             sessions: Some(sessions.clone()),
+            tools: Some(sessions.bot().tools().clone()),
+            configured: config.mcp_servers.iter().map(|s| s.name.clone()).collect(),
             ..Catalog::default()
         };
         let (bridges, _warnings) = XiaozhiBridges::from_config(
