@@ -7,7 +7,10 @@
 //!   pace (pure overhead), median/min/max of the runs;
 //! - `load`: N sessions × K turns at once, turns/s and p50/p99;
 //! - `memory`: resident memory per open idle session;
-//! - `ready`: time from process start to the headless ready line.
+//! - `ready`: time from process start to the headless ready line;
+//! - `bridge`: the OpenAI bridge's own cost: p50/p95 of `GET /v1/tools`, `POST /v1/execute`
+//!   and a direct MCP `tools/call` to the same upstream (the fixture over streamable HTTP),
+//!   calls interleaved so drift hits all three alike.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,6 +43,8 @@ pub enum Shape {
     Memory,
     /// Time to the ready line.
     Ready,
+    /// The OpenAI bridge's overhead over a direct MCP call.
+    Bridge,
 }
 
 /// `turnscope bench` flags.
@@ -63,6 +68,9 @@ pub struct BenchArgs {
     /// Idle sessions of the memory shape.
     #[arg(long, default_value_t = 2000)]
     pub idle_sessions: usize,
+    /// Calls per path of the bridge shape.
+    #[arg(long, default_value_t = 2000)]
+    pub calls: usize,
 }
 
 fn row(value: Value) {
@@ -78,6 +86,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             Shape::Load,
             Shape::Memory,
             Shape::Ready,
+            Shape::Bridge,
         ]
     } else {
         args.shapes.clone()
@@ -97,6 +106,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             Shape::Load => load(args.sessions, args.turns).await?,
             Shape::Memory => memory(args.idle_sessions).await?,
             Shape::Ready => ready().await?,
+            Shape::Bridge => crate::bridge::openai::bench::run(args.calls).await?,
         }
     }
     Ok(())
