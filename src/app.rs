@@ -193,10 +193,14 @@ impl App {
             extra
         });
         let stop = CancellationToken::new();
+        // The OpenAI bridge (/v1/tools, /v1/execute, /v1/chat/completions, /v1/models) on the
+        // same server, behind the same guard.
+        let openai = crate::bridge::openai::OpenAiBridge::for_sessions(&sessions);
         let app = crate::server::router(
             sessions.clone(),
             crate::server::RouterOptions {
                 guard,
+                extra: openai.routes(),
                 max_body_bytes: s.max_body_bytes,
                 health: Some(health),
                 ..crate::server::RouterOptions::new(stop.clone())
