@@ -12,7 +12,8 @@ use turnscope::cli::{
 };
 use turnscope::config::Config;
 use turnscope::model::{EmbeddedModel, ScriptSettings};
-use turnscope::observe::{Bus, recorder};
+use turnscope::observe::Bus;
+use turnscope::observe::recorder::Recording;
 use turnscope::tui::Theme;
 
 /// mimalloc instead of the system allocator: the request and token paths allocate many small,
@@ -117,17 +118,10 @@ async fn console(config: &Config, events: Option<&std::path::Path>) -> anyhow::R
     let theme = Theme::resolve(config.console.theme.as_deref(), turnscope::tui::no_color())?;
     turnscope::tui::terminal::check()?;
     let bus = Bus::default();
-    let stop_recording = CancellationToken::new();
-    let recording = match events {
-        Some(path) => Some(recorder::record(&bus, path, stop_recording.clone()).await?),
-        None => None,
-    };
+    let recording = Recording::start(&bus, events).await?;
     let app = App::start(config, bus).await?;
     let result = turnscope::tui::run(app, theme).await;
-    stop_recording.cancel();
-    if let Some(task) = recording {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), task).await;
-    }
+    recording.finish().await;
     result
 }
 
@@ -137,11 +131,7 @@ async fn headless(
     started: Instant,
 ) -> anyhow::Result<()> {
     let bus = Bus::default();
-    let stop_recording = CancellationToken::new();
-    let recording = match events {
-        Some(path) => Some(recorder::record(&bus, path, stop_recording.clone()).await?),
-        None => None,
-    };
+    let recording = Recording::start(&bus, events).await?;
     let app = App::start(config, bus).await?;
     let url = app.server.mcp_url();
     println!(
@@ -169,10 +159,7 @@ async fn headless(
     wait_for_signal().await;
     eprintln!("turnscope: shutting down: ending every session");
     app.shutdown().await;
-    stop_recording.cancel();
-    if let Some(task) = recording {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), task).await;
-    }
+    recording.finish().await;
     Ok(())
 }
 
@@ -196,11 +183,7 @@ async fn bridge_xiaozhi(
         command::Plan::Relays(relays) => relays,
     };
     let bus = Bus::default();
-    let stop_recording = CancellationToken::new();
-    let recording = match events {
-        Some(path) => Some(recorder::record(&bus, path, stop_recording.clone()).await?),
-        None => None,
-    };
+    let recording = Recording::start(&bus, events).await?;
     let settings = BridgeSettings::default();
     for r in &relays {
         println!(
@@ -220,10 +203,7 @@ async fn bridge_xiaozhi(
         bridges.len()
     );
     bridges.shutdown().await;
-    stop_recording.cancel();
-    if let Some(task) = recording {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), task).await;
-    }
+    recording.finish().await;
     Ok(())
 }
 
@@ -231,20 +211,13 @@ async fn bridge_xiaozhi(
 async fn bridge_openai(args: &OpenaiArgs, events: Option<&std::path::Path>) -> anyhow::Result<()> {
     use turnscope::bridge::openai::standalone;
     let bus = Bus::default();
-    let stop_recording = CancellationToken::new();
-    let recording = match events {
-        Some(path) => Some(recorder::record(&bus, path, stop_recording.clone()).await?),
-        None => None,
-    };
+    let recording = Recording::start(&bus, events).await?;
     let bridge = standalone::start(args, bus).await?;
     println!("{}", bridge.ready_line());
     wait_for_signal().await;
     eprintln!("turnscope: shutting down the openai bridge and its server");
     bridge.shutdown().await;
-    stop_recording.cancel();
-    if let Some(task) = recording {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), task).await;
-    }
+    recording.finish().await;
     Ok(())
 }
 
