@@ -172,6 +172,8 @@ impl App {
         })?;
         let catalog = Catalog {
             sessions: Some(sessions.clone()),
+            tools: Some(sessions.bot().tools().clone()),
+            configured: config.mcp_servers.iter().map(|s| s.name.clone()).collect(),
             ..Catalog::default()
         };
         let (bridges, _warnings) = XiaozhiBridges::from_config(
@@ -191,10 +193,14 @@ impl App {
             extra
         });
         let stop = CancellationToken::new();
+        // The OpenAI bridge (/v1/tools, /v1/execute, /v1/chat/completions, /v1/models) on the
+        // same server, behind the same guard.
+        let openai = crate::bridge::openai::OpenAiBridge::for_sessions(&sessions);
         let app = crate::server::router(
             sessions.clone(),
             crate::server::RouterOptions {
                 guard,
+                extra: openai.routes(),
                 max_body_bytes: s.max_body_bytes,
                 health: Some(health),
                 ..crate::server::RouterOptions::new(stop.clone())

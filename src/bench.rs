@@ -9,6 +9,9 @@
 //! - `memory`: resident memory per open idle session;
 //! - `ready`: time from process start to the headless ready line;
 //! - `console`: turns/s with and without a console attached (`tui::bench`).
+//! - `bridge`: the OpenAI bridge's own cost: p50/p95 of `GET /v1/tools`, `POST /v1/execute`
+//!   and a direct MCP `tools/call` to the same upstream (the fixture over streamable HTTP),
+//!   calls interleaved so drift hits all three alike.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,6 +46,8 @@ pub enum Shape {
     Ready,
     /// Turns/s with and without a console attached (uses --sessions, --turns, --runs).
     Console,
+    /// The OpenAI bridge's overhead over a direct MCP call.
+    Bridge,
 }
 
 /// `turnscope bench` flags.
@@ -66,6 +71,9 @@ pub struct BenchArgs {
     /// Idle sessions of the memory shape.
     #[arg(long, default_value_t = 2000)]
     pub idle_sessions: usize,
+    /// Calls per path of the bridge shape.
+    #[arg(long, default_value_t = 2000)]
+    pub calls: usize,
 }
 
 fn row(value: Value) {
@@ -81,6 +89,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             Shape::Load,
             Shape::Memory,
             Shape::Ready,
+            Shape::Bridge,
         ]
     } else {
         args.shapes.clone()
@@ -103,6 +112,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             Shape::Console => {
                 crate::tui::bench::console(args.sessions, args.turns, args.runs).await?
             }
+            Shape::Bridge => crate::bridge::openai::bench::run(args.calls).await?,
         }
     }
     Ok(())

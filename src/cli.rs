@@ -210,6 +210,57 @@ pub enum BridgeCommand {
     /// an mcp_config.json (`mcpServers`, one endpoint per server) or turnscope TOML
     /// (`[[bridges.xiaozhi]]`).
     Xiaozhi(XiaozhiArgs),
+    /// Serve one MCP server's tools as OpenAI function calling: `GET /v1/tools` (the OpenAI
+    /// `tools` array) and `POST /v1/execute` (`{name, arguments}` → `{content, is_error}`).
+    ///
+    /// Command-line compatible with mcp-openai-bridge's `serve`.
+    Openai(OpenaiArgs),
+}
+
+/// `turnscope bridge openai ...`
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("upstream").required(true).args(["stdio", "http", "sse"])))]
+pub struct OpenaiArgs {
+    /// Bridge the stdio MCP server started by this command line (split like a shell would,
+    /// without one).
+    #[arg(long)]
+    pub stdio: Option<String>,
+    /// Bridge the streamable HTTP MCP server at this URL.
+    #[arg(long)]
+    pub http: Option<String>,
+    /// Bridge the legacy SSE MCP server at this URL.
+    #[arg(long)]
+    pub sse: Option<String>,
+    /// Port to serve on (0 = any free port).
+    #[arg(long, default_value_t = 8800)]
+    pub port: u16,
+    /// Interface to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Seconds one tool call may take before it is abandoned (and cancelled upstream).
+    #[arg(long, default_value_t = 60.0)]
+    pub timeout_seconds: f64,
+    /// Extra request header for --http/--sse, as `Name: value` (repeatable).
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+    /// Offer only these tools (repeatable; empty = all).
+    #[arg(long = "allow", value_name = "TOOL")]
+    pub allow: Vec<String>,
+    /// Never offer nor call these tools (repeatable; deny wins).
+    #[arg(long = "deny", value_name = "TOOL")]
+    pub deny: Vec<String>,
+    /// Require `Authorization: Bearer TOKEN` on every request (also TURNSCOPE_AUTH_TOKEN).
+    #[arg(long)]
+    pub auth_token: Option<String>,
+    /// Also allow this Host (repeatable; `name:*` = any port).
+    #[arg(long = "allowed-host")]
+    pub allowed_hosts: Vec<String>,
+    /// Also allow this Origin (repeatable; `scheme://name:*` = any port).
+    #[arg(long = "allowed-origin")]
+    pub allowed_origins: Vec<String>,
+    /// Allow --host beyond loopback without --auth-token (an authenticating proxy is in front).
+    #[arg(long)]
+    pub allow_open_bind: bool,
 }
 
 /// `turnscope bridge xiaozhi ...`

@@ -7,10 +7,13 @@ use clap::Parser;
 use tokio_util::sync::CancellationToken;
 use turnscope::app::App;
 use turnscope::bridge::xiaozhi::{BridgeSettings, XiaozhiBridges, command, redact};
-use turnscope::cli::{BridgeCommand, Cli, Command, DevAction, ModelAction, ServeArgs, XiaozhiArgs};
+use turnscope::cli::{
+    BridgeCommand, Cli, Command, DevAction, ModelAction, OpenaiArgs, ServeArgs, XiaozhiArgs,
+};
 use turnscope::config::Config;
 use turnscope::model::{EmbeddedModel, ScriptSettings};
-use turnscope::observe::{Bus, recorder};
+use turnscope::observe::Bus;
+use turnscope::observe::recorder::Recording;
 use turnscope::tui::Theme;
 
 /// mimalloc instead of the system allocator: the request and token paths allocate many small,
@@ -77,6 +80,12 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
             init_logging_at("warn,turnscope=info");
             bridge_xiaozhi(&args, &cli.serve, cli.config.as_deref(), started).await
         }
+        Some(Command::Bridge {
+            kind: BridgeCommand::Openai(args),
+        }) => {
+            init_logging_at("warn,turnscope=info");
+            bridge_openai(&args, cli.serve.events.as_deref()).await
+        }
         Some(Command::Dev {
             action: DevAction::FixtureServer { stdio, http, sse },
         }) => {
@@ -109,17 +118,10 @@ async fn console(config: &Config, events: Option<&std::path::Path>) -> anyhow::R
     let theme = Theme::resolve(config.console.theme.as_deref(), turnscope::tui::no_color())?;
     turnscope::tui::terminal::check()?;
     let bus = Bus::default();
-    let stop_recording = CancellationToken::new();
-    let recording = match events {
-        Some(path) => Some(recorder::record(&bus, path, stop_recording.clone()).await?),
-        None => None,
-    };
+    let recording = Recording::start(&bus, events).await?;
     let app = App::start(config, bus).await?;
     let result = turnscope::tui::run(app, theme).await;
-    stop_recording.cancel();
-    if let Some(task) = recording {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), task).await;
-    }
+    recording.finish().await;
     result
 }
 
@@ -129,11 +131,7 @@ async fn headless(
     started: Instant,
 ) -> anyhow::Result<()> {
     let bus = Bus::default();
-    let stop_recording = CancellationToken::new();
-    let recording = match events {
-        Some(path) => Some(recorder::record(&bus, path, stop_recording.clone()).await?),
-        None => None,
-    };
+    let recording = Recording::start(&bus, events).await?;
     let app = App::start(config, bus).await?;
     let url = app.server.mcp_url();
     println!(
@@ -147,6 +145,10 @@ async fn headless(
         }
     }
     eprintln!("connect Claude Code with: claude mcp add --transport http turnscope {url}");
+    eprintln!(
+        "OpenAI-compatible: {}/v1 (GET /v1/tools, POST /v1/execute, POST /v1/chat/completions)",
+        url.trim_end_matches("/mcp")
+    );
     for b in app.bridges.bridges() {
         let s = b.status();
         println!(
@@ -157,10 +159,7 @@ async fn headless(
     wait_for_signal().await;
     eprintln!("turnscope: shutting down: ending every session");
     app.shutdown().await;
-    stop_recording.cancel();
-    if let Some(task) = recording {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), task).await;
-    }
+    recording.finish().await;
     Ok(())
 }
 
@@ -184,11 +183,7 @@ async fn bridge_xiaozhi(
         command::Plan::Relays(relays) => relays,
     };
     let bus = Bus::default();
-    let stop_recording = CancellationToken::new();
-    let recording = match events {
-        Some(path) => Some(recorder::record(&bus, path, stop_recording.clone()).await?),
-        None => None,
-    };
+    let recording = Recording::start(&bus, events).await?;
     let settings = BridgeSettings::default();
     for r in &relays {
         println!(
@@ -208,10 +203,21 @@ async fn bridge_xiaozhi(
         bridges.len()
     );
     bridges.shutdown().await;
-    stop_recording.cancel();
-    if let Some(task) = recording {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), task).await;
-    }
+    recording.finish().await;
+    Ok(())
+}
+
+/// `turnscope bridge openai`: one MCP server as `/v1/tools` + `/v1/execute`.
+async fn bridge_openai(args: &OpenaiArgs, events: Option<&std::path::Path>) -> anyhow::Result<()> {
+    use turnscope::bridge::openai::standalone;
+    let bus = Bus::default();
+    let recording = Recording::start(&bus, events).await?;
+    let bridge = standalone::start(args, bus).await?;
+    println!("{}", bridge.ready_line());
+    wait_for_signal().await;
+    eprintln!("turnscope: shutting down the openai bridge and its server");
+    bridge.shutdown().await;
+    recording.finish().await;
     Ok(())
 }
 

@@ -127,6 +127,11 @@ impl Bot {
         &self.inner.model
     }
 
+    /// The round cap and tool timeout of its turns.
+    pub fn limits(&self) -> TurnLimits {
+        self.inner.limits
+    }
+
     /// Opens one conversation: builds and starts its pipeline.
     pub fn open(&self, observer: Observer) -> BotSession {
         let inner = &self.inner;

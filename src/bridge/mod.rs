@@ -1,6 +1,8 @@
-//! Bridges: MCP tools as OpenAI function calling (schema conversion and name mapping here;
-//! HTTP endpoints to come) and MCP ↔ Xiaozhi WebSocket endpoints.
+//! Bridges: MCP tools as OpenAI function calling ([`openai`], built on the schema conversion
+//! in [`schema`] and the name mapping in [`names`]) and MCP ↔ Xiaozhi WebSocket endpoints
+//! ([`xiaozhi`]).
 
 pub mod names;
+pub mod openai;
 pub mod schema;
 pub mod xiaozhi;

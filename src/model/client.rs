@@ -11,7 +11,7 @@ use std::time::Duration;
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::tools::{ToolCall, ToolSpec};
 
@@ -156,15 +156,31 @@ impl ModelClient {
         tools: &[ToolSpec],
         on_piece: &mut (dyn FnMut(String) + Send),
     ) -> Result<Completion, ModelError> {
-        let mut body = json!({
-            "model": self.config.model,
-            "messages": messages,
-            "stream": true,
-        });
-        if !tools.is_empty() {
-            body["tools"] = Value::Array(tools.iter().map(openai_tool).collect());
+        let tools: Vec<Value> = tools.iter().map(openai_tool).collect();
+        self.stream_with(messages, tools, &Map::new(), on_piece)
+            .await
+    }
+
+    /// Like [`ModelClient::stream`], with the tools given as OpenAI `tools` entries and
+    /// `extra` top-level request fields (`temperature`, `tool_choice`, ...) sent along;
+    /// `model`, `messages`, `stream` and `tools` are always this client's.
+    pub async fn stream_with(
+        &self,
+        messages: Vec<Value>,
+        tools: Vec<Value>,
+        extra: &Map<String, Value>,
+        on_piece: &mut (dyn FnMut(String) + Send),
+    ) -> Result<Completion, ModelError> {
+        let mut body = extra.clone();
+        body.insert("model".into(), Value::String(self.config.model.clone()));
+        body.insert("messages".into(), Value::Array(messages));
+        body.insert("stream".into(), Value::Bool(true));
+        if tools.is_empty() {
+            body.remove("tools");
+        } else {
+            body.insert("tools".into(), Value::Array(tools));
         }
-        let mut request = self.http.post(&self.url).json(&body);
+        let mut request = self.http.post(&self.url).json(&Value::Object(body));
         if let Some(key) = &self.config.api_key {
             request = request.bearer_auth(key);
         }

@@ -79,3 +79,29 @@ pub fn read_events(text: &str) -> (Vec<Event>, Vec<String>) {
     }
     (events, problems)
 }
+
+/// `--events`, when given: a recorder that runs until [`Recording::finish`].
+pub struct Recording {
+    stop: CancellationToken,
+    task: Option<JoinHandle<u64>>,
+}
+
+impl Recording {
+    /// Starts recording `bus` to `path` when a path is given; otherwise records nothing.
+    pub async fn start(bus: &Bus, path: Option<&Path>) -> std::io::Result<Self> {
+        let stop = CancellationToken::new();
+        let task = match path {
+            Some(path) => Some(record(bus, path, stop.clone()).await?),
+            None => None,
+        };
+        Ok(Self { stop, task })
+    }
+
+    /// Writes what is still queued and stops (waiting at most 2 s).
+    pub async fn finish(self) {
+        self.stop.cancel();
+        if let Some(task) = self.task {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), task).await;
+        }
+    }
+}

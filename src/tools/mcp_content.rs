@@ -5,8 +5,13 @@
 //! (an image's type and size, a resource's URI) — a block is never dropped without a trace.
 //! Embedded text resources keep their text. `structuredContent` is used when the result has
 //! no content blocks. `isError: true` makes the outcome an error.
+//!
+//! Callers that can take typed content (the OpenAI bridge's `/v1/execute`) also get the blocks
+//! themselves, as MCP JSON, in [`ToolOutcome::parts`], and `structuredContent` in
+//! [`ToolOutcome::structured`]; a result that is one plain text block needs no parts.
 
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
+use serde_json::Value;
 
 use super::ToolOutcome;
 
@@ -19,7 +24,7 @@ pub fn outcome_of(result: &CallToolResult) -> ToolOutcome {
         parts.push(structured.to_string());
     }
     let text = parts.join("\n");
-    if result.is_error == Some(true) {
+    let outcome = if result.is_error == Some(true) {
         ToolOutcome::error(if text.is_empty() {
             "the tool reported an error and gave no message".to_string()
         } else {
@@ -27,6 +32,23 @@ pub fn outcome_of(result: &CallToolResult) -> ToolOutcome {
         })
     } else {
         ToolOutcome::ok(text)
+    };
+    outcome.with_content(
+        typed_parts(&result.content),
+        result.structured_content.clone(),
+    )
+}
+
+/// The blocks as MCP JSON, or none when the text says it all (no blocks, or one text block
+/// with no annotations and no `_meta`).
+fn typed_parts(content: &[ContentBlock]) -> Vec<Value> {
+    match content {
+        [] => Vec::new(),
+        [ContentBlock::Text(t)] if t.annotations.is_none() && t.meta.is_none() => Vec::new(),
+        blocks => blocks
+            .iter()
+            .filter_map(|b| serde_json::to_value(b).ok())
+            .collect(),
     }
 }
 
@@ -137,7 +159,11 @@ mod tests {
     #[test]
     fn is_error_and_structured_content() {
         let failed = outcome_of(&CallToolResult::error(vec![ContentBlock::text("boom")]));
-        assert_eq!(failed, ToolOutcome::error("boom"));
+        assert_eq!(
+            failed,
+            ToolOutcome::error("boom"),
+            "one text block needs no parts"
+        );
         let silent = outcome_of(&CallToolResult::error(vec![]));
         assert!(silent.is_error && silent.text.contains("no message"));
         let mut only_structured = CallToolResult::structured(json!({"sum": 3}));
@@ -145,5 +171,29 @@ mod tests {
         let structured = outcome_of(&only_structured);
         assert!(!structured.is_error);
         assert!(structured.text.contains("\"sum\":3"), "{}", structured.text);
+        assert_eq!(structured.structured, Some(json!({"sum": 3})));
+        assert!(structured.parts.is_empty());
+    }
+
+    #[test]
+    fn typed_parts_keep_every_block_as_mcp_json() {
+        let result = CallToolResult::success(vec![
+            ContentBlock::image(crate::fixture::TINY_PNG_BASE64, "image/png"),
+            ContentBlock::text("caption"),
+        ]);
+        let outcome = outcome_of(&result);
+        assert_eq!(
+            outcome.parts,
+            [
+                json!({"type": "image", "mimeType": "image/png", "data": crate::fixture::TINY_PNG_BASE64}),
+                json!({"type": "text", "text": "caption"}),
+            ]
+        );
+        let two_texts = outcome_of(&CallToolResult::success(vec![
+            ContentBlock::text("a"),
+            ContentBlock::text("b"),
+        ]));
+        assert_eq!(two_texts.text, "a\nb");
+        assert_eq!(two_texts.parts.len(), 2, "block boundaries are kept");
     }
 }

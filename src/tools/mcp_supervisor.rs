@@ -45,7 +45,6 @@ pub(super) async fn supervise(inner: Arc<Inner>) {
             Ok(Ok(connection)) => {
                 attempts = 0;
                 let up_since = Instant::now();
-                inner.first_attempt.cancel();
                 match run_connection(&inner, connection, &ct).await {
                     End::Stopped => break,
                     End::Lost(reason) => {
@@ -145,6 +144,8 @@ async fn run_connection(inner: &Arc<Inner>, connection: Connection, ct: &Cancell
         });
     }
     inner.set_tools(tools);
+    // Only now: whoever waited for the first attempt sees the server up with its tools.
+    inner.first_attempt.cancel();
     let server_name = peer
         .peer_info()
         .and_then(|i| i.server_info.clone())

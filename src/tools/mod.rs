@@ -57,12 +57,24 @@ pub struct ToolCall {
 }
 
 /// What a tool call gave back, as the model will read it.
+///
+/// `text` is what the model reads. Tools that return more than text (MCP servers: images,
+/// resources, several blocks, `structuredContent`) also keep it typed in `parts` and
+/// `structured`, for callers that can use it (the OpenAI bridge's `/v1/execute`); the model
+/// path reads only `text`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ToolOutcome {
     /// The result text (or the error message).
     pub text: String,
     /// Whether the call failed.
     pub is_error: bool,
+    /// The result's content blocks as MCP JSON (`{"type":"image","mimeType":..,"data":..}`),
+    /// when `text` alone does not say everything; empty for plain text results.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<Value>,
+    /// The result's `structuredContent`, when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<Value>,
 }
 
 impl ToolOutcome {
@@ -71,6 +83,8 @@ impl ToolOutcome {
         Self {
             text: text.into(),
             is_error: false,
+            parts: Vec::new(),
+            structured: None,
         }
     }
 
@@ -79,7 +93,17 @@ impl ToolOutcome {
         Self {
             text: text.into(),
             is_error: true,
+            parts: Vec::new(),
+            structured: None,
         }
+    }
+
+    /// The same outcome carrying typed content: `parts` (MCP content blocks) and
+    /// `structured` (`structuredContent`).
+    pub fn with_content(mut self, parts: Vec<Value>, structured: Option<Value>) -> Self {
+        self.parts = parts;
+        self.structured = structured;
+        self
     }
 }
 

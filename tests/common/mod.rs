@@ -6,5 +6,6 @@ pub mod bot_client;
 pub mod endpoint;
 pub mod fixture;
 pub mod mcp;
+pub mod openai;
 pub mod servers;
 pub mod upstream;

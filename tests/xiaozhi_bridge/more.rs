@@ -337,3 +337,52 @@ async fn tools_list_pages_follow_the_cursor() {
     bridge.shutdown().await;
     http.stop().await;
 }
+
+#[tokio::test]
+async fn several_configured_servers_on_one_endpoint() {
+    let one = RunningFixture::start(Kind::Http).await;
+    let two = RunningFixture::start(Kind::Sse).await;
+    let mut endpoint = FakeEndpoint::start().await;
+    let toml = format!(
+        "[server]\nport = 0\n[model]\npace = 0.0\n[bot]\nbuiltin_tools = false\n\
+         [[mcp_servers]]\nname = \"one\"\nurl = \"{}\"\ntool_filter = [\"add\"]\n\
+         [[mcp_servers]]\nname = \"two\"\ntransport = \"sse\"\nurl = \"{}\"\ntool_filter = [\"echo\", \"fail\"]\n\
+         [[bridges.xiaozhi]]\nname = \"both\"\nendpoint = \"{}\"\nservers = [\"one\", \"two\"]\n",
+        one.url("/mcp"),
+        two.url("/sse"),
+        endpoint.url(TOKEN)
+    );
+    let config = turnscope::config::Config::parse(&toml).unwrap();
+    let app = turnscope::app::App::start(&config, Bus::default())
+        .await
+        .unwrap();
+    let mut conn = endpoint.next().await;
+    let (_, names) = conn.broker_handshake().await;
+    assert_eq!(
+        names,
+        ["add", "echo", "fail"],
+        "the union of both servers' tools"
+    );
+    let sum = conn.call(json!("s1"), "add", json!({"a": 2, "b": 3})).await;
+    assert_eq!(sum["id"], "s1");
+    assert_eq!(sum["result"]["content"][0]["text"], "5", "{sum}");
+    let echoed = conn
+        .call(json!(7), "echo", json!({"text": "from two"}))
+        .await;
+    assert_eq!(
+        echoed["result"]["content"][0]["text"], "from two",
+        "{echoed}"
+    );
+    let failed = conn
+        .call(json!(8), "fail", json!({"message": "nope"}))
+        .await;
+    assert_eq!(failed["result"]["isError"], true, "{failed}");
+    let unknown = conn.call(json!(9), "slow", json!({"ms": 1})).await;
+    assert_eq!(
+        unknown["result"]["isError"], true,
+        "a filtered-out tool is not offered: {unknown}"
+    );
+    app.shutdown().await;
+    one.stop().await;
+    two.stop().await;
+}

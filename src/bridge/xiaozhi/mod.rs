@@ -37,6 +37,7 @@ pub mod set;
 pub mod socket;
 pub mod spec;
 pub mod state;
+pub mod tools_upstream;
 pub mod upstream;
 
 pub use bridge::{BridgeSettings, RunningBridge, XiaozhiBridge};

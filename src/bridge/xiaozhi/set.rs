@@ -2,7 +2,7 @@
 //! [`UpstreamCatalog`], run side by side (one task each, so one bridge's trouble never
 //! touches another), reported for `/healthz`, and stopped together.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -14,6 +14,7 @@ use super::connect::mcp_upstream;
 use super::filter::ToolFilter;
 use super::mcp_upstream::UpstreamSettings;
 use super::spec::ServerSpec;
+use super::tools_upstream::tools_upstream;
 use super::upstream::Upstream;
 use crate::observe::event::now_us;
 use crate::observe::{BridgeEvent, Bus, Event};
@@ -39,6 +40,10 @@ pub struct Catalog {
     pub sessions: Option<Sessions>,
     /// Servers by name.
     pub servers: BTreeMap<String, ServerSpec>,
+    /// The bot's tools, for bridges that name `[[mcp_servers]]` (one or several).
+    pub tools: Option<Arc<dyn crate::tools::Tools>>,
+    /// Names of the configured `[[mcp_servers]]` (a server still connecting has no tools yet).
+    pub configured: BTreeSet<String>,
     /// Tunables of every upstream it starts.
     pub settings: UpstreamSettings,
 }
@@ -56,22 +61,44 @@ impl UpstreamCatalog for Catalog {
                     "\"{BOT}\" relays the bot, which this command does not run; use `turnscope bridge xiaozhi --bot` or the main mode"
                 )),
             },
-            [one] => match self.servers.get(one) {
-                Some(spec) => Ok(Arc::new(mcp_upstream(
-                    bridge,
-                    spec.clone(),
-                    self.settings.clone(),
-                ))),
-                None => Err(format!(
-                    "servers: no MCP server named `{one}`; define it under [[mcp_servers]] (or use \"{BOT}\")"
-                )),
-            },
-            [] => Err("servers: empty".into()),
-            several => Err(format!(
-                "servers: {} names; relaying several servers through one endpoint needs the aggregate \
-                 upstream of the tool-source registry. Give each server its own bridge for now",
-                several.len()
+            [one] if self.servers.contains_key(one) => Ok(Arc::new(mcp_upstream(
+                bridge,
+                self.servers[one].clone(),
+                self.settings.clone(),
+            ))),
+            [] => Err("servers: empty; name [[mcp_servers]] entries, or \"@bot\"".into()),
+            names if names.iter().any(|n| n == BOT) => Err(format!(
+                "servers: \"{BOT}\" cannot be mixed with MCP servers on one bridge; give the bot its own bridge"
             )),
+            names => {
+                let Some(tools) = &self.tools else {
+                    return Err(format!(
+                        "servers: {} need the bot's tool registry, which this command does not run; \
+                         use the main mode with [[mcp_servers]] in the config",
+                        names.join(", ")
+                    ));
+                };
+                let known: BTreeSet<String> =
+                    tools.specs().iter().map(|s| s.source.clone()).collect();
+                let configured = |n: &String| known.contains(n) || self.configured.contains(n);
+                let unknown: Vec<&str> = names
+                    .iter()
+                    .filter(|n| !configured(n))
+                    .map(String::as_str)
+                    .collect();
+                if !unknown.is_empty() {
+                    return Err(format!(
+                        "servers: no MCP server named {}; define it under [[mcp_servers]] (or use \"{BOT}\")",
+                        unknown.join(", ")
+                    ));
+                }
+                Ok(Arc::new(tools_upstream(
+                    tools.clone(),
+                    names.iter().cloned().collect(),
+                    bridge,
+                    self.settings.clone(),
+                )))
+            }
         }
     }
 }

@@ -1,0 +1,195 @@
+"""The official OpenAI Python SDK against turnscope's OpenAI bridge, with the Node reference
+server @modelcontextprotocol/server-everything as the MCP upstream (over stdio).
+
+- A full agent loop through the embedded `/v1/chat/completions` of `turnscope --headless`
+  (bot tools from server-everything, the embedded scripted model, which calls a tool when the
+  user's line names it): whole, streamed, and with a client-side tool the SDK runs itself.
+- mcp-openai-bridge's README flow against `turnscope bridge openai --stdio "node ..."`:
+  GET /v1/tools, hand the tools to a model, POST /v1/execute with the JSON *string* arguments
+  the SDK gives, feed the result back as a tool message.
+"""
+
+import json
+import pathlib
+import shlex
+import subprocess
+
+import httpx
+import pytest
+from openai import OpenAI
+
+from conftest import Running, binary
+
+EVERYTHING = (
+    pathlib.Path(__file__).resolve().parents[1]
+    / "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+)
+
+
+def everything() -> str:
+    if not EVERYTHING.exists():
+        pytest.fail(f"{EVERYTHING} is missing; run interop/run (it runs npm install in interop/)")
+    return str(EVERYTHING)
+
+
+def first_url(proc) -> str:
+    line = proc.stdout.readline()
+    words = [w for w in line.split() if w.startswith("http://")]
+    if not words:
+        proc.kill()
+        pytest.fail(f"no URL in the ready line: {line!r}")
+    return words[0]
+
+
+def stop(proc):
+    proc.terminate()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture
+def bot():
+    """turnscope --headless whose only tools are server-everything's; yields the /v1 base URL."""
+    config = (
+        "[model]\npace = 0.0\n"
+        "[bot]\nbuiltin_tools = false\n"
+        "[[mcp_servers]]\n"
+        'name = "everything"\n'
+        'command = "node"\n'
+        f"args = [{json.dumps(everything())}, \"stdio\"]\n"
+    )
+    running = Running(["--headless", "--port", "0"], config)
+    yield running.url[: -len("/mcp")] + "/v1"
+    running.stop()
+
+
+@pytest.fixture
+def bridge():
+    """turnscope bridge openai --stdio "node .../server-everything stdio"; yields its base URL."""
+    line = f"node {shlex.quote(everything())} stdio"
+    proc = subprocess.Popen(
+        [binary(), "bridge", "openai", "--stdio", line, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    url = first_url(proc)
+    yield url[: -len("/v1/tools")]
+    stop(proc)
+
+
+@pytest.fixture
+def model():
+    """turnscope model serve with whole sentences (no word limit); yields its /v1 base URL."""
+    proc = subprocess.Popen(
+        [binary(), "model", "serve", "--port", "0", "--pace", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    yield first_url(proc)
+    stop(proc)
+
+
+def test_agent_loop_runs_a_server_everything_tool(bot):
+    client = OpenAI(base_url=bot, api_key="unused")
+    assert [m.id for m in client.models.list()] == ["turnscope-scripted"]
+    reply = client.chat.completions.create(
+        model="anything",
+        messages=[{"role": "user", "content": "get-sum of 2 and 3 please"}],
+    )
+    choice = reply.choices[0]
+    assert choice.finish_reason == "stop"
+    assert choice.message.content == "The get-sum tool says: The sum of 2 and 3 is 5."
+
+
+def test_agent_loop_streams(bot):
+    client = OpenAI(base_url=bot, api_key="unused")
+    stream = client.chat.completions.create(
+        model="anything",
+        messages=[{"role": "user", "content": "echo hello from python"}],
+        stream=True,
+    )
+    pieces, finish = [], None
+    for chunk in stream:
+        choice = chunk.choices[0]
+        if choice.delta.content:
+            pieces.append(choice.delta.content)
+        finish = choice.finish_reason or finish
+    assert finish == "stop"
+    assert "".join(pieces) == "The echo tool says: Echo: hello from python."
+    assert len(pieces) > 1, "streamed piece by piece"
+
+
+def test_agent_loop_with_a_client_tool(bot):
+    client = OpenAI(base_url=bot, api_key="unused")
+    tools = [{
+        "type": "function",
+        "function": {
+            "name": "lookup_city",
+            "description": "Where a city is (run by the client).",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    }]
+    messages = [{"role": "user", "content": "lookup_city Paris"}]
+    first = client.chat.completions.create(model="anything", messages=messages, tools=tools)
+    assert first.choices[0].finish_reason == "tool_calls"
+    call = first.choices[0].message.tool_calls[0]
+    assert call.function.name == "lookup_city"
+    assert json.loads(call.function.arguments) == {"city": "Paris"}
+    messages.append(first.choices[0].message)
+    messages.append({"role": "tool", "tool_call_id": call.id, "content": "Paris is in France"})
+    final = client.chat.completions.create(model="anything", messages=messages, tools=tools)
+    assert final.choices[0].message.content == "The lookup_city tool says: Paris is in France."
+
+
+def test_the_readme_flow(bridge, model):
+    tools = httpx.get(f"{bridge}/v1/tools").json()
+    names = [t["function"]["name"] for t in tools]
+    for name in ["echo", "get-sum", "get-tiny-image", "get-structured-content"]:
+        assert name in names
+    assert all(t["type"] == "function" and t["function"]["parameters"]["type"] == "object" for t in tools)
+
+    client = OpenAI(base_url=model, api_key="unused")
+    messages = [{"role": "user", "content": "get-sum of 20 and 22"}]
+    response = client.chat.completions.create(model="turnscope-scripted", messages=messages, tools=tools)
+    tool_call = response.choices[0].message.tool_calls[0]
+    assert isinstance(tool_call.function.arguments, str)
+
+    result = httpx.post(
+        f"{bridge}/v1/execute",
+        json={"name": tool_call.function.name, "arguments": tool_call.function.arguments},
+    ).json()
+    assert result["is_error"] is False
+    assert result["content"] == [{"type": "text", "text": "The sum of 20 and 22 is 42."}]
+
+    messages.append(response.choices[0].message)
+    messages.append({"role": "tool", "tool_call_id": tool_call.id, "content": result["content"]})
+    final = client.chat.completions.create(model="turnscope-scripted", messages=messages, tools=tools)
+    assert final.choices[0].message.content == "The get-sum tool says: The sum of 20 and 22 is 42."
+
+
+def test_typed_content_and_tool_errors(bridge):
+    image = httpx.post(f"{bridge}/v1/execute", json={"name": "get-tiny-image"}).json()
+    assert image["is_error"] is False
+    kinds = [part["type"] for part in image["content"]]
+    assert "image" in kinds
+    png = next(p for p in image["content"] if p["type"] == "image")
+    assert png["mimeType"] == "image/png" and len(png["data"]) > 20
+
+    weather = httpx.post(
+        f"{bridge}/v1/execute",
+        json={"name": "get-structured-content", "arguments": {"location": "Chicago"}},
+    ).json()
+    assert weather["is_error"] is False
+    assert "temperature" in weather["structured_content"]
+
+    unknown = httpx.post(f"{bridge}/v1/execute", json={"name": "nope", "arguments": "{}"})
+    assert unknown.status_code == 200
+    assert unknown.json()["is_error"] is True and "`nope`" in unknown.json()["text"]
+
+    bad = httpx.post(f"{bridge}/v1/execute", json={"arguments": {}})
+    assert bad.status_code == 400
+    assert "name" in bad.json()["error"]["message"]

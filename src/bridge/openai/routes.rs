@@ -1,0 +1,213 @@
+//! The bridge's HTTP routes: `GET /v1/tools`, `POST /v1/execute`, and — when it has a model —
+//! `POST /v1/chat/completions` (whole or streamed) and `GET /v1/models`. Each request is
+//! published as an `Event::Served` (route, duration, ok) for the console's statistics.
+//!
+//! The routes carry no guard of their own: the embedded bridge is merged into the main HTTP
+//! app (`server::RouterOptions::extra`) and the standalone one wrapped the same way, so the
+//! Host/Origin checks, the bearer token and the body limit apply to them as to `/mcp`.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::Value;
+
+use super::OpenAiBridge;
+use super::chat::{self, ChatLoop};
+use super::execute;
+use super::wire::{self, AnswerId};
+use crate::observe::Event;
+use crate::observe::event::Name;
+
+/// The routes of `bridge`.
+pub fn routes(bridge: Arc<OpenAiBridge>) -> Router {
+    let mut router = Router::new()
+        .route("/v1/tools", get(list_tools))
+        .route("/v1/execute", post(execute_call));
+    if bridge.chat.is_some() {
+        router = router
+            .route("/v1/chat/completions", post(chat_completions))
+            .route("/v1/models", get(models));
+    }
+    router.with_state(bridge)
+}
+
+impl OpenAiBridge {
+    fn served(&self, route: &'static str, started: Instant, ok: bool) {
+        self.bus.publish_with(|| Event::Served {
+            route: Name::Borrowed(route),
+            duration_us: started.elapsed().as_micros() as u64,
+            ok,
+        });
+    }
+}
+
+fn json_response(status: StatusCode, value: &Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        value.to_string(),
+    )
+        .into_response()
+}
+
+fn bad_request(message: &str) -> Response {
+    json_response(
+        StatusCode::BAD_REQUEST,
+        &wire::error_body(message, "invalid_request_error"),
+    )
+}
+
+async fn list_tools(State(bridge): State<Arc<OpenAiBridge>>) -> Response {
+    let started = Instant::now();
+    let body = bridge.caller.catalog().listing().body();
+    bridge.served("GET /v1/tools", started, true);
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+async fn execute_call(State(bridge): State<Arc<OpenAiBridge>>, body: Bytes) -> Response {
+    const ROUTE: &str = "POST /v1/execute";
+    let started = Instant::now();
+    let request = match execute::parse_request(&body) {
+        Ok(request) => request,
+        Err(message) => {
+            bridge.served(ROUTE, started, false);
+            return bad_request(&message);
+        }
+    };
+    let listing = bridge.caller.catalog().listing();
+    let outcome = bridge
+        .caller
+        .call(&listing, &request.name, request.arguments)
+        .await;
+    bridge.served(ROUTE, started, !outcome.is_error);
+    json_response(StatusCode::OK, &execute::answer(&outcome))
+}
+
+async fn models(State(bridge): State<Arc<OpenAiBridge>>) -> Response {
+    let started = Instant::now();
+    let name = bridge
+        .chat
+        .as_ref()
+        .map(|c| c.model.config().model.clone())
+        .unwrap_or_default();
+    bridge.served("GET /v1/models", started, true);
+    json_response(StatusCode::OK, &wire::models(&name))
+}
+
+async fn chat_completions(State(bridge): State<Arc<OpenAiBridge>>, body: Bytes) -> Response {
+    const ROUTE: &str = "POST /v1/chat/completions";
+    let started = Instant::now();
+    let Some(backend) = bridge.chat.clone() else {
+        return bad_request("this bridge has no model; it serves /v1/tools and /v1/execute only");
+    };
+    let request = match chat::parse_request(&body) {
+        Ok(request) => request,
+        Err(message) => {
+            bridge.served(ROUTE, started, false);
+            return bad_request(&message);
+        }
+    };
+    let chat_loop = ChatLoop::new(backend, bridge.caller.clone(), bridge.bus.clone());
+    let id = AnswerId::new(chat_loop.model_name());
+    if request.stream {
+        return stream(bridge, chat_loop, id, request, started);
+    }
+    let mut text = String::new();
+    let result = chat_loop
+        .run(request, &mut |piece| text.push_str(&piece))
+        .await;
+    bridge.served(ROUTE, started, result.is_ok());
+    match result {
+        Ok(finish) => json_response(
+            StatusCode::OK,
+            &id.completion(&text, &finish.client_calls, &finish.finish_reason),
+        ),
+        Err(message) => json_response(
+            StatusCode::BAD_GATEWAY,
+            &wire::error_body(&message, "upstream_error"),
+        ),
+    }
+}
+
+/// Aborts the loop's task when the response body is dropped (the client went away).
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Publishes a streamed answer's `Served` event once, when its task ends: `ok` as set, or not
+/// ok when the task is aborted (the client went away mid-answer).
+struct ServedOnDrop {
+    bridge: Arc<OpenAiBridge>,
+    started: Instant,
+    ok: bool,
+}
+
+impl Drop for ServedOnDrop {
+    fn drop(&mut self) {
+        self.bridge
+            .served("POST /v1/chat/completions", self.started, self.ok);
+    }
+}
+
+/// Runs the loop in its own task, streaming each piece as a chunk as it comes.
+fn stream(
+    bridge: Arc<OpenAiBridge>,
+    chat_loop: ChatLoop,
+    id: AnswerId,
+    request: chat::ChatRequest,
+    started: Instant,
+) -> Response {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
+    let _ = tx.send(id.role_chunk());
+    let mut served = ServedOnDrop {
+        bridge,
+        started,
+        ok: false,
+    };
+    let task = tokio::spawn(async move {
+        let pieces = tx.clone();
+        let piece_id = id.clone();
+        let result = chat_loop
+            .run(request, &mut |piece| {
+                let _ = pieces.send(piece_id.text_chunk(&piece));
+            })
+            .await;
+        served.ok = match result {
+            Ok(finish) => {
+                if !finish.client_calls.is_empty() {
+                    let _ = tx.send(id.calls_chunk(&finish.client_calls));
+                }
+                let _ = tx.send(id.finish_chunk(&finish.finish_reason));
+                true
+            }
+            Err(message) => {
+                let _ = tx.send(wire::error_event(&message, "upstream_error"));
+                false
+            }
+        };
+        let _ = tx.send(wire::done_event());
+        drop(served);
+    });
+    let guard = AbortOnDrop(task.abort_handle());
+    let body = futures::stream::poll_fn(move |cx| {
+        let _alive = &guard;
+        rx.poll_recv(cx)
+            .map(|next| next.map(Ok::<Bytes, Infallible>))
+    });
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(body))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}

@@ -1,0 +1,355 @@
+//! `turnscope bridge openai`: one MCP server's tools as `GET /v1/tools` and
+//! `POST /v1/execute`, with mcp-openai-bridge's command line (`--stdio "<command>"` /
+//! `--http <url>`, `--port 8800`, `--host 127.0.0.1`) plus `--sse`, headers, a tool filter,
+//! a call timeout and the main server's guard options.
+//!
+//! The server is a tool source like any `[[mcp_servers]]` entry ([`McpSource`] inside a
+//! [`ToolRegistry`] with no built-ins), so it gets what the bot's sources get: refresh on
+//! `tools/list_changed`, every page of `tools/list`, respawn of a dead stdio child,
+//! reconnection, a per-call timeout that cancels upstream. A server that is not up at start
+//! is retried in the background while the bridge already serves (its tools join when it
+//! connects). The bot-oriented tool caps do not apply (a bridge offers every tool) unless
+//! `MCP_MAX_TOOLS_PER_SERVER` / `MCP_MAX_TOOLS_TOTAL` are set.
+//!
+//! [`McpSource`]: crate::tools::mcp_source::McpSource
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use axum::Router;
+use axum::routing::get;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::OpenAiBridge;
+use crate::bridge::xiaozhi::ServerSpec;
+use crate::cli::OpenaiArgs;
+use crate::observe::Bus;
+use crate::server::{GuardConfig, Server};
+use crate::tools::config::{McpServerConfig, ToolFilter, validate_servers};
+use crate::tools::limits::{ENV_MAX_TOOLS_PER_SERVER, ENV_MAX_TOOLS_TOTAL, McpLimits};
+use crate::tools::mcp_source::SourceStatus;
+use crate::tools::policy::Policy;
+use crate::tools::registry::ToolRegistry;
+
+/// The name the bridged server has in logs and events.
+pub const SERVER_NAME: &str = "upstream";
+
+/// Largest request body accepted.
+const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// Extra time the bridge waits beyond the server's own call timeout, which fires first and
+/// cancels the call upstream.
+const TIMEOUT_MARGIN: Duration = Duration::from_secs(1);
+
+/// A running standalone bridge.
+pub struct Standalone {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// What it bridges, for display (`stdio: cmd args`, `http: URL`).
+    pub label: String,
+    server: Server,
+    registry: Arc<ToolRegistry>,
+}
+
+/// The `[[mcp_servers]]`-style entry the flags describe.
+///
+/// # Errors
+/// None or several of `--stdio/--http/--sse`, a `--stdio` line that cannot be split, a
+/// `--header` without `:`, headers on a stdio server, a timeout that is not positive, or a
+/// tool both allowed and denied.
+pub fn server_config(args: &OpenaiArgs) -> anyhow::Result<(McpServerConfig, String)> {
+    let mut headers = std::collections::BTreeMap::new();
+    for h in &args.headers {
+        let (k, v) = h
+            .split_once(':')
+            .with_context(|| format!("--header {h:?}: expected `Name: value`"))?;
+        headers.insert(k.trim().to_string(), v.trim().to_string());
+    }
+    let (mut config, label) = match (&args.stdio, &args.http, &args.sse) {
+        (Some(line), None, None) => {
+            if !headers.is_empty() {
+                bail!("--header applies to --http and --sse servers only");
+            }
+            let spec = ServerSpec::stdio_line(line).map_err(anyhow::Error::msg)?;
+            let ServerSpec::Stdio { command, args, .. } = &spec else {
+                bail!("--stdio: not a command line");
+            };
+            let words: Vec<&str> = args.iter().map(String::as_str).collect();
+            (
+                McpServerConfig::stdio(SERVER_NAME, command, &words),
+                spec.label(),
+            )
+        }
+        (None, Some(url), None) => (
+            McpServerConfig::http(SERVER_NAME, url),
+            ServerSpec::Http {
+                url: url.clone(),
+                headers: headers.clone(),
+            }
+            .label(),
+        ),
+        (None, None, Some(url)) => (
+            McpServerConfig::sse(SERVER_NAME, url),
+            ServerSpec::Sse {
+                url: url.clone(),
+                headers: headers.clone(),
+            }
+            .label(),
+        ),
+        _ => bail!("give exactly one of --stdio \"<command>\", --http <url>, --sse <url>"),
+    };
+    config.headers = headers;
+    config.timeout_seconds = args.timeout_seconds;
+    if args.allow.iter().any(|a| args.deny.contains(a)) {
+        bail!("--allow and --deny name the same tool; name each tool in one of them only");
+    }
+    if !args.allow.is_empty() || !args.deny.is_empty() {
+        config.tool_filter = Some(ToolFilter {
+            allow: args.allow.clone(),
+            deny: args.deny.clone(),
+        });
+    }
+    if !(args.timeout_seconds > 0.0 && args.timeout_seconds.is_finite()) {
+        bail!(
+            "--timeout-seconds: expected seconds > 0, got {}",
+            args.timeout_seconds
+        );
+    }
+    validate_servers(std::slice::from_ref(&config)).map_err(anyhow::Error::msg)?;
+    Ok((config, label))
+}
+
+/// The guard the flags describe: loopback Host/Origin plus the ones allowed, and the token.
+fn guard(args: &OpenaiArgs) -> GuardConfig {
+    let mut guard = GuardConfig {
+        auth_token: args.auth_token.clone().or_else(|| {
+            std::env::var("TURNSCOPE_AUTH_TOKEN")
+                .ok()
+                .filter(|t| !t.is_empty())
+        }),
+        ..GuardConfig::default()
+    };
+    guard.hosts.extend(args.allowed_hosts.iter().cloned());
+    guard.origins.extend(args.allowed_origins.iter().cloned());
+    guard
+}
+
+/// Refuses a non-loopback bind without a token (anyone reaching the port could run every
+/// tool) unless `--allow-open-bind`.
+fn check_bind(args: &OpenaiArgs, guard: &GuardConfig) -> anyhow::Result<()> {
+    let loopback = args.host == "localhost"
+        || args
+            .host
+            .trim_matches(|c| c == '[' || c == ']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if loopback || guard.auth_token.is_some() || args.allow_open_bind {
+        return Ok(());
+    }
+    bail!(
+        "refusing to listen on {} without an auth token: anyone who can reach this port could run every tool \
+         of the bridged server. Pass --auth-token TOKEN (clients then send `Authorization: Bearer TOKEN`), \
+         or --allow-open-bind if an authenticating proxy is in front",
+        args.host
+    )
+}
+
+/// The limits from the environment, with no tool caps unless the caps are set there.
+fn limits() -> anyhow::Result<McpLimits> {
+    let mut limits = McpLimits::from_env().map_err(|e| anyhow::anyhow!("tool limits: {e}"))?;
+    let unset = |name: &str| std::env::var(name).map_or(true, |v| v.trim().is_empty());
+    if unset(ENV_MAX_TOOLS_PER_SERVER) {
+        limits.per_server = usize::MAX;
+    }
+    if unset(ENV_MAX_TOOLS_TOTAL) {
+        limits.total = usize::MAX;
+    }
+    Ok(limits)
+}
+
+/// Connects to the server (waiting at most the connect budget) and serves the bridge.
+///
+/// # Errors
+/// Bad flags (see [`server_config`]), an open bind without a token, or a port that cannot be
+/// bound.
+pub async fn start(args: &OpenaiArgs, bus: Bus) -> anyhow::Result<Standalone> {
+    let (config, label) = server_config(args)?;
+    let guard = guard(args);
+    check_bind(args, &guard)?;
+    let listener = TcpListener::bind((args.host.as_str(), args.port))
+        .await
+        .with_context(|| {
+            format!(
+                "cannot listen on {}:{}; is another bridge running there? Pick another --port (0 = any free port)",
+                args.host, args.port
+            )
+        })?;
+    let registry = ToolRegistry::builder(bus.clone())
+        .policy(Policy::open())
+        .limits(limits()?)
+        .servers(std::slice::from_ref(&config))
+        .start()
+        .await;
+    let timeout = Duration::from_secs_f64(config.timeout_seconds) + TIMEOUT_MARGIN;
+    let bridge = OpenAiBridge::new(registry.clone(), timeout, bus);
+    let health_registry = registry.clone();
+    let app = Router::new()
+        .route(
+            "/healthz",
+            get(move || {
+                let registry = health_registry.clone();
+                async move {
+                    axum::Json(json!({"status": "ok", "upstream": upstream_health(&registry)}))
+                }
+            }),
+        )
+        .merge(bridge.routes())
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(guard),
+            crate::server::guard::guard,
+        ));
+    let stop = CancellationToken::new();
+    let server = Server::start(listener, app, stop)?;
+    Ok(Standalone {
+        addr: server.addr,
+        label,
+        server,
+        registry,
+    })
+}
+
+fn upstream_health(registry: &ToolRegistry) -> serde_json::Value {
+    let Some(source) = registry.source(SERVER_NAME) else {
+        return json!({"state": "skipped"});
+    };
+    let transport = source.transport().as_str();
+    match source.status() {
+        SourceStatus::Connecting => json!({"transport": transport, "state": "connecting"}),
+        SourceStatus::Up { tools, pid } => {
+            json!({"transport": transport, "state": "up", "tools": tools, "pid": pid})
+        }
+        SourceStatus::Down { error, attempts } => {
+            json!({"transport": transport, "state": "down", "error": error, "attempts": attempts})
+        }
+        SourceStatus::Closed => json!({"transport": transport, "state": "closed"}),
+    }
+}
+
+impl Standalone {
+    /// `http://host:port`.
+    pub fn base_url(&self) -> String {
+        let base = self.server.mcp_url();
+        base.trim_end_matches("/mcp").to_string()
+    }
+
+    /// The tool set it serves.
+    pub fn registry(&self) -> &Arc<ToolRegistry> {
+        &self.registry
+    }
+
+    /// One line for the terminal: both routes and the server's state.
+    pub fn ready_line(&self) -> String {
+        let base = self.base_url();
+        let state = match self.registry.source(SERVER_NAME).map(|s| s.status()) {
+            Some(SourceStatus::Up { tools, .. }) => format!("{tools} tools"),
+            Some(SourceStatus::Down { error, .. }) => {
+                format!("not connected yet ({error}); retrying in the background")
+            }
+            Some(SourceStatus::Connecting) => "still connecting".into(),
+            Some(SourceStatus::Closed) | None => "not connected".into(),
+        };
+        format!(
+            "turnscope openai bridge ready: GET {base}/v1/tools · POST {base}/v1/execute · {} ({state})",
+            self.label
+        )
+    }
+
+    /// Stops serving and closes the server (a stdio child is ended).
+    pub async fn shutdown(self) {
+        self.server.shutdown(Duration::from_secs(2)).await;
+        self.registry.shutdown().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{BridgeCommand, Cli, Command};
+    use crate::tools::config::TransportKind;
+
+    fn args(line: &[&str]) -> OpenaiArgs {
+        let mut full = vec!["turnscope", "bridge", "openai"];
+        full.extend_from_slice(line);
+        match Cli::try_parse_from(full).unwrap().command {
+            Some(Command::Bridge {
+                kind: BridgeCommand::Openai(a),
+            }) => a,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_baseline_command_line_is_accepted() {
+        let a = args(&[
+            "--stdio",
+            "npx -y @modelcontextprotocol/server-filesystem '/tmp/a b'",
+            "--port",
+            "8801",
+        ]);
+        assert_eq!((a.port, a.host.as_str()), (8801, "127.0.0.1"));
+        let (config, label) = server_config(&a).unwrap();
+        assert_eq!(config.transport_kind(), TransportKind::Stdio);
+        assert_eq!(config.command.as_deref(), Some("npx"));
+        assert_eq!(
+            config.args,
+            ["-y", "@modelcontextprotocol/server-filesystem", "/tmp/a b"]
+        );
+        assert!(label.starts_with("stdio: npx"), "{label}");
+        let http = args(&["--http", "http://localhost:1234/mcp", "--host", "::1"]);
+        let (config, _) = server_config(&http).unwrap();
+        assert_eq!(config.url.as_deref(), Some("http://localhost:1234/mcp"));
+        assert_eq!(http.port, 8800);
+    }
+
+    #[test]
+    fn flags_that_do_not_fit_are_refused_with_the_reason() {
+        let none = Cli::try_parse_from(["turnscope", "bridge", "openai", "--port", "1"]);
+        assert!(none.is_err(), "one upstream is required");
+        let two = Cli::try_parse_from([
+            "turnscope",
+            "bridge",
+            "openai",
+            "--stdio",
+            "x",
+            "--http",
+            "http://h/mcp",
+        ]);
+        assert!(two.is_err(), "upstreams are exclusive");
+        let header = args(&["--stdio", "x", "--header", "A: b"]);
+        assert!(
+            server_config(&header)
+                .unwrap_err()
+                .to_string()
+                .contains("--header")
+        );
+        let timeout = args(&["--stdio", "x", "--timeout-seconds", "0"]);
+        let message = server_config(&timeout).unwrap_err().to_string();
+        assert!(message.contains("--timeout-seconds"), "{message}");
+        let overlap = args(&["--stdio", "x", "--allow", "a", "--deny", "a"]);
+        assert!(server_config(&overlap).is_err());
+        let open = args(&["--stdio", "x", "--host", "0.0.0.0"]);
+        assert!(check_bind(&open, &GuardConfig::default()).is_err());
+        let with_token = GuardConfig {
+            auth_token: Some("t".into()),
+            ..GuardConfig::default()
+        };
+        assert!(check_bind(&open, &with_token).is_ok());
+    }
+}

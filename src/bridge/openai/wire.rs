@@ -1,0 +1,160 @@
+//! The OpenAI wire shapes the bridge answers with: a whole `chat.completion`, the
+//! `chat.completion.chunk` server-sent events of a streamed one, the model list and error
+//! bodies.
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::chat::tool_call_json;
+use crate::tools::ToolCall;
+
+/// The identity every chunk of one answer shares.
+#[derive(Debug, Clone)]
+pub struct AnswerId {
+    /// `chatcmpl-...`
+    pub id: String,
+    /// Seconds since the epoch.
+    pub created: u64,
+    /// The model name.
+    pub model: String,
+}
+
+impl AnswerId {
+    /// A fresh id for an answer from `model`.
+    pub fn new(model: &str) -> Self {
+        Self {
+            id: format!("chatcmpl-{}", uuid::Uuid::new_v4().simple()),
+            created: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            model: model.to_string(),
+        }
+    }
+
+    /// A whole `chat.completion`: one choice with the text and the calls handed back.
+    pub fn completion(&self, text: &str, calls: &[ToolCall], finish_reason: &str) -> Value {
+        let mut message = json!({
+            "role": "assistant",
+            "content": if text.is_empty() && !calls.is_empty() { Value::Null } else { Value::String(text.to_string()) },
+        });
+        if !calls.is_empty() {
+            message["tool_calls"] = Value::Array(calls.iter().map(tool_call_json).collect());
+        }
+        json!({
+            "id": self.id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        })
+    }
+
+    /// One `chat.completion.chunk` event (`data: ...` and the blank line).
+    pub fn chunk(&self, delta: Value, finish_reason: Option<&str>) -> Bytes {
+        let chunk = json!({
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+        });
+        event(&chunk)
+    }
+
+    /// The first chunk: the assistant role.
+    pub fn role_chunk(&self) -> Bytes {
+        self.chunk(json!({"role": "assistant", "content": ""}), None)
+    }
+
+    /// A piece of text.
+    pub fn text_chunk(&self, piece: &str) -> Bytes {
+        self.chunk(json!({"content": piece}), None)
+    }
+
+    /// The calls handed back, each whole, at its index.
+    pub fn calls_chunk(&self, calls: &[ToolCall]) -> Bytes {
+        let deltas: Vec<Value> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let mut d = tool_call_json(c);
+                d["index"] = json!(i);
+                d
+            })
+            .collect();
+        self.chunk(json!({"tool_calls": deltas}), None)
+    }
+
+    /// The last chunk before `[DONE]`.
+    pub fn finish_chunk(&self, finish_reason: &str) -> Bytes {
+        self.chunk(json!({}), Some(finish_reason))
+    }
+}
+
+/// An error inside a stream (the OpenAI SDKs raise it as an API error).
+pub fn error_event(message: &str, kind: &str) -> Bytes {
+    event(&error_body(message, kind))
+}
+
+/// The end of a stream.
+pub fn done_event() -> Bytes {
+    Bytes::from_static(b"data: [DONE]\n\n")
+}
+
+/// `{"error": {"message", "type", "param", "code"}}`.
+pub fn error_body(message: &str, kind: &str) -> Value {
+    json!({"error": {"message": message, "type": kind, "param": null, "code": null}})
+}
+
+/// `GET /v1/models`: the one model requests go to.
+pub fn models(model: &str) -> Value {
+    json!({
+        "object": "list",
+        "data": [{"id": model, "object": "model", "created": 0, "owned_by": "turnscope"}],
+    })
+}
+
+fn event(value: &Value) -> Bytes {
+    Bytes::from(format!("data: {value}\n\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(id: &str, name: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: "{}".into(),
+        }
+    }
+
+    #[test]
+    fn a_completion_with_calls_has_null_content_and_the_calls() {
+        let id = AnswerId::new("m");
+        assert!(id.id.starts_with("chatcmpl-"));
+        let body = id.completion("", &[call("c1", "lookup")], "tool_calls");
+        let message = &body["choices"][0]["message"];
+        assert_eq!(message["content"], Value::Null);
+        assert_eq!(message["tool_calls"][0]["function"]["name"], "lookup");
+        assert_eq!(body["choices"][0]["finish_reason"], "tool_calls");
+        let plain = id.completion("", &[], "stop");
+        assert_eq!(plain["choices"][0]["message"]["content"], "");
+        assert!(plain["choices"][0]["message"].get("tool_calls").is_none());
+    }
+
+    #[test]
+    fn chunks_are_sse_events_with_indexed_calls() {
+        let id = AnswerId::new("m");
+        let chunk = id.calls_chunk(&[call("a", "x"), call("b", "y")]);
+        let text = std::str::from_utf8(&chunk).unwrap();
+        assert!(text.starts_with("data: ") && text.ends_with("\n\n"));
+        let v: Value = serde_json::from_str(text.trim_start_matches("data: ").trim()).unwrap();
+        assert_eq!(v["object"], "chat.completion.chunk");
+        assert_eq!(v["choices"][0]["delta"]["tool_calls"][1]["index"], 1);
+        assert_eq!(v["choices"][0]["delta"]["tool_calls"][1]["id"], "b");
+        assert_eq!(&done_event()[..], b"data: [DONE]\n\n");
+    }
+}
