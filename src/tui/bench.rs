@@ -1,8 +1,8 @@
 //! `turnscope bench console`: what an attached console costs the server.
 //!
 //! "Attached" means the real event loop: its own bus subscription, the state folded from
-//! every event and a 160×48 screen drawn at up to 30 frames a second (into ratatui's
-//! `TestBackend` instead of a terminal). Two scenarios, each alternating its modes run by
+//! every event and a 160×48 screen drawn as the console draws it (crossterm escape
+//! sequences, written to a sink instead of a terminal). Two scenarios, each alternating its modes run by
 //! run so drift hits all of them, one JSON row per run and a summary row of medians:
 //!
 //! - `flood`: bot sessions stream about 5,000 frames/s (the embedded model at its default
@@ -18,8 +18,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
+use ratatui::backend::CrosstermBackend;
+use ratatui::layout::Rect;
+use ratatui::{Terminal, TerminalOptions, Viewport};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -109,7 +110,13 @@ fn listen(
         Mode::Console => {
             let (mut console, mut feed) = attach(app, Theme::default());
             Some(tokio::spawn(async move {
-                let mut terminal = Terminal::new(TestBackend::new(160, 48))?;
+                // Real escape sequences, written to nowhere: what a terminal would be sent.
+                let mut terminal = Terminal::with_options(
+                    CrosstermBackend::new(std::io::sink()),
+                    TerminalOptions {
+                        viewport: Viewport::Fixed(Rect::new(0, 0, 160, 48)),
+                    },
+                )?;
                 let input = futures::stream::pending();
                 event_loop(&mut console, &mut terminal, Some(&mut feed), input, stop).await?;
                 Ok(Seen {
@@ -283,15 +290,26 @@ struct Flood {
 async fn saturated(sessions: usize, turns: usize, runs: usize) -> anyhow::Result<()> {
     let modes = [Mode::Unobserved, Mode::Drain, Mode::Console];
     let mut tps: [Vec<f64>; 3] = Default::default();
+    let mut cpu_per_turn: [Vec<f64>; 3] = Default::default();
     let mut fps = Vec::new();
     let mut missed = 0;
     for run in 0..runs.max(1) {
         for k in 0..modes.len() {
             let i = (k + run) % modes.len();
             let mode = modes[i];
-            let (done, errors, seconds, seen) = saturated_once(sessions, turns, mode).await?;
+            let Saturated {
+                done,
+                errors,
+                seconds,
+                cpu,
+                seen,
+            } = saturated_once(sessions, turns, mode).await?;
             let rate = done as f64 / seconds;
             tps[i].push(rate);
+            let cpu_ms = cpu.map(|c| c * 1000.0 / done.max(1) as f64);
+            if let Some(ms) = cpu_ms {
+                cpu_per_turn[i].push(ms);
+            }
             let mut row = json!({
                 "bench": "console",
                 "scenario": "saturated",
@@ -303,6 +321,7 @@ async fn saturated(sessions: usize, turns: usize, runs: usize) -> anyhow::Result
                 "errors": errors,
                 "seconds": round(seconds, 3),
                 "turns_per_second": round(rate, 1),
+                "cpu_ms_per_turn": cpu_ms.map(|ms| round(ms, 3)),
             });
             if let Some(seen) = seen {
                 let frames_per_second = seen.frames as f64 / seconds;
@@ -319,6 +338,7 @@ async fn saturated(sessions: usize, turns: usize, runs: usize) -> anyhow::Result
     }
     let [none, drain, console] = tps.map(median);
     let change = |x: f64| round((x - none) / none * 100.0, 2);
+    let [cpu_none, cpu_drain, cpu_console] = cpu_per_turn.map(median);
     let summary: Value = json!({
         "bench": "console",
         "scenario": "saturated",
@@ -333,17 +353,28 @@ async fn saturated(sessions: usize, turns: usize, runs: usize) -> anyhow::Result
         "console_missed_total": missed,
         "change_percent_bus_drain": change(drain),
         "change_percent_console": change(console),
+        "median_cpu_ms_per_turn": {
+            "none": round(cpu_none, 3),
+            "bus drain": round(cpu_drain, 3),
+            "console": round(cpu_console, 3),
+        },
     });
     println!("{summary}");
     Ok(())
 }
 
-/// One saturated measurement: (turns done, turns failed, seconds, what the listener saw).
-async fn saturated_once(
-    sessions: usize,
-    turns: usize,
-    mode: Mode,
-) -> anyhow::Result<(usize, usize, f64, Option<Seen>)> {
+/// One saturated measurement.
+struct Saturated {
+    done: usize,
+    errors: usize,
+    seconds: f64,
+    /// CPU seconds the whole process used meanwhile (Linux).
+    cpu: Option<f64>,
+    seen: Option<Seen>,
+}
+
+/// One saturated measurement.
+async fn saturated_once(sessions: usize, turns: usize, mode: Mode) -> anyhow::Result<Saturated> {
     let mut config = Config::default();
     config.server.port = 0;
     config.server.sessions = sessions + 8;
@@ -353,6 +384,7 @@ async fn saturated_once(
     let stop = CancellationToken::new();
     let listener = listen(&app, mode, &stop);
     let clients = clients(&app).await?;
+    let cpu_before = cpu_seconds();
     let started = Instant::now();
     let mut tasks = Vec::with_capacity(sessions);
     for i in 0..sessions {
@@ -377,11 +409,30 @@ async fn saturated_once(
         errors += failed;
     }
     let seconds = started.elapsed().as_secs_f64();
+    let cpu = cpu_seconds()
+        .zip(cpu_before)
+        .map(|(after, before)| after - before);
     stop.cancel();
     let seen = finish(listener).await?;
     drop(clients);
     app.shutdown().await;
-    Ok((done, errors, seconds, seen))
+    Ok(Saturated {
+        done,
+        errors,
+        seconds,
+        cpu,
+        seen,
+    })
+}
+
+/// CPU seconds (user + system) this process has used, from `/proc/self/stat` (Linux).
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / 100.0)
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {

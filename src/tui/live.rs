@@ -1,8 +1,9 @@
 //! The event loop: terminal input, chat results, bus events and a frame tick, in one task.
 //!
-//! Bus events are folded into the state as they come (in batches); the screen is drawn only
-//! on the tick, at most [`FPS`] times a second, and only when something changed, so a flood
-//! of events costs one fold each and never one draw each. Chat calls run in their own tasks
+//! Bus events are folded into the state in batches, at most every [`FOLD_EVERY`]; the screen
+//! is drawn only on the tick, when something changed, at most [`FPS`] times a second
+//! ([`FLOOD_FPS`] while events flood in and the person is not typing), so a flood of events
+//! costs one fold each and never one draw each. Chat calls run in their own tasks
 //! and report back, so the loop never waits on a turn.
 
 use std::sync::Arc;
@@ -25,6 +26,13 @@ use crate::sessions::{ChatReply, Sessions};
 
 /// Most frames drawn per second.
 pub const FPS: u64 = 30;
+
+/// Frames drawn per second while a flood of events runs and the person is not typing: text
+/// that scrolls this fast cannot be read anyway, and every frame costs the server a little.
+pub const FLOOD_FPS: u64 = 10;
+
+/// Events per second from which the console counts as flooded.
+pub const FLOOD_EVENTS: u64 = 2_000;
 
 /// The least time between two folds of bus events. Waking once per event would cost the
 /// server more than the folding itself under a flood; the bus holds 8192 events, far more
@@ -84,7 +92,7 @@ where
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let (chat_tx, mut chat_rx) = mpsc::unbounded_channel::<ChatDone>();
     let mut dirty = true;
-    let mut last_draw = Instant::now();
+    let mut pacer = Pacer::new();
     let mut last_fold = Instant::now();
     loop {
         tokio::select! {
@@ -93,6 +101,7 @@ where
             event = input.next() => match event {
                 Some(Ok(event)) => {
                     dirty = true;
+                    pacer.input();
                     match console.handle(&event) {
                         Some(Action::Quit) => break,
                         Some(action) => {
@@ -114,19 +123,19 @@ where
                     feed.refresh(&mut console.state, console.selected, console.own);
                 }
                 console.settle();
-                // Ages and idle times change by the second even when nothing happens.
-                if dirty || last_draw.elapsed() >= Duration::from_secs(1) {
+                if pacer.should_draw(dirty) {
                     console.before_draw();
                     terminal
                         .draw(|f| super::draw::draw(f, console))
                         .map_err(|e| anyhow::anyhow!("cannot draw on the terminal: {e}"))?;
                     dirty = false;
-                    last_draw = Instant::now();
+                    pacer.drew();
                 }
             }
             event = next_event(feed.as_deref_mut(), last_fold + FOLD_EVERY) => {
                 if let (Some(event), Some(feed)) = (event, feed.as_deref_mut()) {
-                    feed.fold(&mut console.state, &event);
+                    let n = feed.fold(&mut console.state, &event);
+                    pacer.events(n);
                     last_fold = Instant::now();
                     dirty = true;
                 }
@@ -134,6 +143,63 @@ where
         }
     }
     Ok(())
+}
+
+/// Decides when to draw: when something changed, at most [`FPS`] times a second, or
+/// [`FLOOD_FPS`] while events flood in and the person is not typing; and once a second anyway,
+/// since ages and idle times change with nothing happening.
+struct Pacer {
+    last_draw: Instant,
+    last_input: Instant,
+    window_start: Instant,
+    window_events: u64,
+    flooded: bool,
+}
+
+impl Pacer {
+    fn new() -> Self {
+        let now = Instant::now();
+        Self {
+            last_draw: now,
+            last_input: now,
+            window_start: now,
+            window_events: 0,
+            flooded: false,
+        }
+    }
+
+    fn input(&mut self) {
+        self.last_input = Instant::now();
+    }
+
+    fn events(&mut self, n: usize) {
+        self.window_events += n as u64;
+        if self.window_start.elapsed() >= Duration::from_secs(1) {
+            self.flooded = self.window_events >= FLOOD_EVENTS;
+            self.window_events = 0;
+            self.window_start = Instant::now();
+        }
+    }
+
+    fn should_draw(&mut self, dirty: bool) -> bool {
+        if self.window_start.elapsed() >= Duration::from_secs(2) {
+            self.flooded = false;
+        }
+        let typing = self.last_input.elapsed() < Duration::from_secs(1);
+        let fps = if self.flooded && !typing {
+            FLOOD_FPS
+        } else {
+            FPS
+        };
+        let since = self.last_draw.elapsed();
+        (dirty
+            && since >= Duration::from_millis(1000 / fps).saturating_sub(Duration::from_millis(5)))
+            || since >= Duration::from_secs(1)
+    }
+
+    fn drew(&mut self) {
+        self.last_draw = Instant::now();
+    }
 }
 
 /// The next bus event, not before `not_before`.

@@ -18,8 +18,9 @@ pub fn console_of(text: &str, file: &str, theme: Theme) -> anyhow::Result<Consol
     if events.is_empty() {
         match problems.first() {
             Some(first) => anyhow::bail!(
-                "{file}: no event could be read ({} bad lines; first: {first}); give a file written by `turnscope --events FILE`",
-                problems.len()
+                "{file}: no event could be read ({} bad line{}; first: {first}); give a file written by `turnscope --events FILE`",
+                problems.len(),
+                if problems.len() == 1 { "" } else { "s" }
             ),
             None => anyhow::bail!(
                 "{file}: the file holds no events; give a file written by `turnscope --events FILE` after a run"
