@@ -201,12 +201,20 @@ impl App {
             crate::server::RouterOptions {
                 guard,
                 extra: openai.routes(),
-                max_body_bytes: s.max_body_bytes,
+                body: crate::server::BodyRules {
+                    max_bytes: s.max_body_bytes,
+                    timeout: Duration::from_secs_f64(s.body_timeout_seconds),
+                },
                 health: Some(health),
                 ..crate::server::RouterOptions::new(stop.clone())
             },
         );
-        let server = Server::start(listener, app, stop)?;
+        let server = Server::start(
+            listener,
+            app,
+            stop,
+            Duration::from_secs_f64(s.header_timeout_seconds),
+        )?;
         let sweeper = sessions.spawn_sweeper();
         Ok(App {
             bus,

@@ -55,6 +55,11 @@ pub struct ServerSection {
     pub allow_open_bind: bool,
     /// Largest request body accepted, in bytes (default 4 MiB).
     pub max_body_bytes: usize,
+    /// Seconds a client has to send a request's head; also how long an idle keep-alive
+    /// connection stays open (default 30).
+    pub header_timeout_seconds: f64,
+    /// Seconds a client has to send a request's whole body (default 30).
+    pub body_timeout_seconds: f64,
 }
 
 impl Default for ServerSection {
@@ -71,6 +76,8 @@ impl Default for ServerSection {
             auth_token: None,
             allow_open_bind: false,
             max_body_bytes: 4 * 1024 * 1024,
+            header_timeout_seconds: 30.0,
+            body_timeout_seconds: 30.0,
         }
     }
 }
@@ -204,12 +211,31 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), String> {
+        if self.server.max_body_bytes == 0 {
+            return Err("server.max_body_bytes: must be at least 1".into());
+        }
         crate::tools::config::validate_servers(&self.mcp_servers)?;
         if self.server.sessions == 0 {
             return Err("server.sessions: must be at least 1".into());
         }
         if self.server.handle_seconds == 0 {
             return Err("server.handle_seconds: must be at least 1".into());
+        }
+        for (key, value) in [
+            (
+                "server.header_timeout_seconds",
+                self.server.header_timeout_seconds,
+            ),
+            (
+                "server.body_timeout_seconds",
+                self.server.body_timeout_seconds,
+            ),
+        ] {
+            if !(value > 0.0 && value <= 86_400.0) {
+                return Err(format!(
+                    "{key}: expected seconds between 0 (exclusive) and 86400, got {value}"
+                ));
+            }
         }
         if !(self.model.pace >= 0.0 && self.model.pace.is_finite()) {
             return Err(format!(

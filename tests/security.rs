@@ -17,11 +17,17 @@ async fn app(tweak: impl FnOnce(&mut Config)) -> anyhow::Result<App> {
     App::start(&c, Bus::default()).await
 }
 
-/// Every route the server has, plus one it has not: none may skip the guard.
-const ROUTES: [(&str, &str); 4] = [
+/// Every route the server has (its own and the OpenAI bridge's), plus one it has not: none
+/// may skip the guard. The unknown one shows the guard wraps the router's fallback too, so a
+/// route added later is guarded without being listed here.
+const ROUTES: [(&str, &str); 8] = [
     ("GET", "/healthz"),
     ("POST", "/mcp"),
     ("GET", "/mcp"),
+    ("GET", "/v1/tools"),
+    ("POST", "/v1/execute"),
+    ("POST", "/v1/chat/completions"),
+    ("GET", "/v1/models"),
     ("GET", "/no-such-route"),
 ];
 

@@ -1,8 +1,10 @@
 //! Observation: the event bus every part of turnscope publishes to, the latency statistics
-//! built from it, and the JSONL recorder behind `--events`.
+//! built from it, the JSONL recorder behind `--events`, and the process's own resource
+//! figures.
 
 pub mod bus;
 pub mod event;
+pub mod process;
 pub mod recorder;
 pub mod stats;
 

@@ -1,6 +1,9 @@
 //! The HTTP server: MCP `start`/`chat` at `/mcp` (rmcp streamable HTTP, stateful), `/healthz`,
-//! and whatever routes bridges add — all behind the Host/Origin guard.
+//! and whatever routes bridges add — all behind the Host/Origin guard, with request bodies
+//! read under a size limit and a deadline, and request heads under a deadline.
 
+mod accept;
+pub mod body;
 pub mod caller;
 pub mod guard;
 pub mod mcp;
@@ -11,7 +14,6 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
-use axum::serve::ListenerExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
@@ -19,6 +21,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+pub use body::BodyRules;
 pub use guard::GuardConfig;
 pub use mcp::BotMcp;
 
@@ -39,20 +42,20 @@ pub struct RouterOptions {
     pub extra: Router,
     /// Cancelled to end every MCP session (server shutdown).
     pub stop: CancellationToken,
-    /// Largest accepted request body, in bytes (larger bodies get 413).
-    pub max_body_bytes: usize,
+    /// Largest request body (413 beyond) and how long it may take to arrive (408 beyond).
+    pub body: BodyRules,
     /// Extra fields of `/healthz` (e.g. bridge states).
     pub health: Option<HealthExtra>,
 }
 
 impl RouterOptions {
-    /// Defaults: loopback guard, no extra routes, 4 MiB bodies, plain `/healthz`.
+    /// Defaults: loopback guard, no extra routes, 4 MiB bodies within 30 s, plain `/healthz`.
     pub fn new(stop: CancellationToken) -> Self {
         Self {
             guard: GuardConfig::default(),
             extra: Router::new(),
             stop,
-            max_body_bytes: 4 * 1024 * 1024,
+            body: BodyRules::default(),
             health: None,
         }
     }
@@ -65,11 +68,11 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
         guard,
         extra,
         stop,
-        max_body_bytes,
+        body,
         health,
     } = options;
     let config = StreamableHttpServerConfig::default()
-        .with_max_request_body_bytes(max_body_bytes)
+        .with_max_request_body_bytes(body.max_bytes)
         .with_sse_keep_alive(Some(KEEP_ALIVE))
         .with_cancellation_token(stop)
         .disable_allowed_hosts();
@@ -83,7 +86,7 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
     let mcp_routes = Router::new()
         .nest_service("/mcp", mcp)
         .layer(axum::middleware::from_fn(caller::watch_caller));
-    Router::new()
+    let app = Router::new()
         .route(
             "/healthz",
             get(move || {
@@ -95,6 +98,7 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
                         "sessions": s.len(),
                         "cap": s.limits().cap,
                         "handle_seconds": s.limits().handle_seconds,
+                        "process": crate::observe::process::ProcessStats::sample(),
                     });
                     if let (Some(extra), Some(map)) = (health, body.as_object_mut()) {
                         map.extend(extra());
@@ -104,8 +108,16 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
             }),
         )
         .merge(mcp_routes)
-        .merge(extra)
-        .layer(axum::extract::DefaultBodyLimit::max(max_body_bytes))
+        .merge(extra);
+    protect(app, guard, body)
+}
+
+/// Puts `app` behind the guard, then the body rules: the guard answers first, so nobody
+/// unauthorised makes the server read a body. Every server of the binary wraps its routes
+/// this way.
+pub fn protect(app: Router, guard: GuardConfig, body: BodyRules) -> Router {
+    app.layer(axum::extract::DefaultBodyLimit::max(body.max_bytes))
+        .layer(axum::middleware::from_fn_with_state(body, body::read_whole))
         .layer(axum::middleware::from_fn_with_state(
             Arc::new(guard),
             guard::guard,
@@ -117,29 +129,20 @@ pub struct Server {
     /// The address it listens on.
     pub addr: SocketAddr,
     stop: CancellationToken,
-    task: JoinHandle<std::io::Result<()>>,
+    task: JoinHandle<()>,
 }
 
 impl Server {
-    /// Serves `app` on `listener` until [`Server::shutdown`].
+    /// Serves `app` on `listener` until [`Server::shutdown`]; a client gets `header_timeout`
+    /// to send each request's head (and an idle keep-alive connection is closed after it).
     pub fn start(
         listener: TcpListener,
         app: Router,
         stop: CancellationToken,
+        header_timeout: Duration,
     ) -> std::io::Result<Self> {
         let addr = listener.local_addr()?;
-        let token = stop.clone();
-        let task = tokio::spawn(async move {
-            axum::serve(
-                listener.tap_io(|tcp| {
-                    // Small SSE writes must leave at once; Nagle would hold them ~40 ms.
-                    let _ = tcp.set_nodelay(true);
-                }),
-                app,
-            )
-            .with_graceful_shutdown(token.cancelled_owned())
-            .await
-        });
+        let task = tokio::spawn(accept::serve(listener, app, header_timeout, stop.clone()));
         Ok(Self { addr, stop, task })
     }
 

@@ -28,7 +28,7 @@ use super::OpenAiBridge;
 use crate::bridge::xiaozhi::ServerSpec;
 use crate::cli::OpenaiArgs;
 use crate::observe::Bus;
-use crate::server::{GuardConfig, Server};
+use crate::server::{BodyRules, GuardConfig, Server};
 use crate::tools::config::{McpServerConfig, ToolFilter, validate_servers};
 use crate::tools::limits::{ENV_MAX_TOOLS_PER_SERVER, ENV_MAX_TOOLS_TOTAL, McpLimits};
 use crate::tools::mcp_source::SourceStatus;
@@ -38,8 +38,8 @@ use crate::tools::registry::ToolRegistry;
 /// The name the bridged server has in logs and events.
 pub const SERVER_NAME: &str = "upstream";
 
-/// Largest request body accepted.
-const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+/// How long a client has to send a request's head (the main server's default).
+const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Extra time the bridge waits beyond the server's own call timeout, which fires first and
 /// cancels the call upstream.
@@ -207,14 +207,10 @@ pub async fn start(args: &OpenaiArgs, bus: Bus) -> anyhow::Result<Standalone> {
                 }
             }),
         )
-        .merge(bridge.routes())
-        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(axum::middleware::from_fn_with_state(
-            Arc::new(guard),
-            crate::server::guard::guard,
-        ));
+        .merge(bridge.routes());
+    let app = crate::server::protect(app, guard, BodyRules::default());
     let stop = CancellationToken::new();
-    let server = Server::start(listener, app, stop)?;
+    let server = Server::start(listener, app, stop, HEADER_TIMEOUT)?;
     Ok(Standalone {
         addr: server.addr,
         label,

@@ -1,0 +1,87 @@
+//! Request bodies: each is read whole before any handler runs, within a size limit (413) and
+//! a deadline (408). A client that sends too much, or trickles its body a byte at a time
+//! (slow-loris), ends its own request without holding a handler, a session lock or memory
+//! beyond the limit. Runs behind the guard, so an unauthenticated client cannot make the
+//! server buffer anything.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+
+/// How much and how slowly a request body may arrive.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyRules {
+    /// Largest body, in bytes.
+    pub max_bytes: usize,
+    /// Longest time from the request head to the body's last byte.
+    pub timeout: Duration,
+}
+
+impl Default for BodyRules {
+    /// 4 MiB within 30 s.
+    fn default() -> Self {
+        Self {
+            max_bytes: 4 * 1024 * 1024,
+            timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Middleware: buffers the body under [`BodyRules`], then hands the request on.
+pub async fn read_whole(State(rules): State<BodyRules>, request: Request, next: Next) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > rules.max_bytes as u64) {
+        return too_large(rules);
+    }
+    let (parts, body) = request.into_parts();
+    let read = Limited::new(body, rules.max_bytes).collect();
+    let bytes = match tokio::time::timeout(rules.timeout, read).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(err)) if err.is::<LengthLimitError>() => return too_large(rules),
+        Ok(Err(err)) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "the request body could not be read ({err}); expected a complete body of at \
+                     most {} bytes; send the request again",
+                    rules.max_bytes
+                ),
+            )
+                .into_response();
+        }
+        Err(_) => {
+            return (
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the request body did not arrive within {:.0} s (server.body_timeout_seconds); \
+                     send the whole body at once",
+                    rules.timeout.as_secs_f64()
+                ),
+            )
+                .into_response();
+        }
+    };
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+fn too_large(rules: BodyRules) -> Response {
+    (
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!(
+            "the request body is larger than the server's limit of {} bytes \
+             (server.max_body_bytes); send a smaller request or raise the limit",
+            rules.max_bytes
+        ),
+    )
+        .into_response()
+}
