@@ -6,12 +6,18 @@
 //!   over real MCP on loopback, paced like the seed's stub (0.03 s/word, 7 words) and at zero
 //!   pace (pure overhead), median/min/max of the runs;
 //! - `load`: N sessions × K turns at once, turns/s and p50/p99;
-//! - `memory`: resident memory per open idle session;
+//! - `memory`: the server's resident memory per open idle session (server in a child
+//!   process, sessions opened over MCP; `--console` attaches the console);
+//! - `soak`: sessions chatting for minutes while the server's memory, descriptors and tasks
+//!   are sampled (see [`soak`]);
 //! - `ready`: time from process start to the headless ready line;
 //! - `console`: turns/s with and without a console attached (`tui::bench`).
 //! - `bridge`: the OpenAI bridge's own cost: p50/p95 of `GET /v1/tools`, `POST /v1/execute`
 //!   and a direct MCP `tools/call` to the same upstream (the fixture over streamable HTTP),
 //!   calls interleaved so drift hits all three alike.
+
+mod child;
+pub mod soak;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,8 +46,11 @@ pub enum Shape {
     Turns,
     /// Many sessions chatting at once.
     Load,
-    /// Memory per idle session.
+    /// Memory per idle session (uses --idle-sessions, --console).
     Memory,
+    /// Sessions chatting for minutes, server resources sampled (uses --sessions, --seconds,
+    /// --sample-seconds, --warmup-seconds, --console).
+    Soak,
     /// Time to the ready line.
     Ready,
     /// Turns/s with and without a console attached (uses --sessions, --turns, --runs).
@@ -69,8 +78,20 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 5)]
     pub turns: usize,
     /// Idle sessions of the memory shape.
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 10_000)]
     pub idle_sessions: usize,
+    /// How long the soak runs, in seconds.
+    #[arg(long, default_value_t = 600.0)]
+    pub seconds: f64,
+    /// Seconds between the soak's samples.
+    #[arg(long, default_value_t = 10.0)]
+    pub sample_seconds: f64,
+    /// Seconds of the soak before memory must stay flat.
+    #[arg(long, default_value_t = 60.0)]
+    pub warmup_seconds: f64,
+    /// Attach the real console (in a pseudo-terminal) to the server of memory and soak.
+    #[arg(long)]
+    pub console: bool,
     /// Calls per path of the bridge shape.
     #[arg(long, default_value_t = 2000)]
     pub calls: usize,
@@ -107,7 +128,22 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 }
             }
             Shape::Load => load(args.sessions, args.turns).await?,
-            Shape::Memory => memory(args.idle_sessions).await?,
+            Shape::Memory => soak::memory(args.idle_sessions, args.console).await?,
+            Shape::Soak => {
+                anyhow::ensure!(
+                    args.seconds > 0.0 && args.sample_seconds > 0.0 && args.warmup_seconds >= 0.0,
+                    "bench soak: --seconds and --sample-seconds must be above 0 and \
+                     --warmup-seconds at least 0"
+                );
+                soak::soak(soak::SoakPlan {
+                    sessions: args.sessions,
+                    duration: Duration::from_secs_f64(args.seconds),
+                    sample_every: Duration::from_secs_f64(args.sample_seconds),
+                    warmup: Duration::from_secs_f64(args.warmup_seconds),
+                    console: args.console,
+                })
+                .await?
+            }
             Shape::Ready => ready().await?,
             Shape::Console => {
                 crate::tui::bench::console(args.sessions, args.turns, args.runs).await?
@@ -209,6 +245,11 @@ impl BenchClient {
     pub async fn connect(url: &str) -> anyhow::Result<Self> {
         let client = ().serve(StreamableHttpClientTransport::from_uri(url.to_string())).await?;
         Ok(Self { client })
+    }
+
+    /// Ends the MCP session (so the server sees it go while it still runs).
+    pub async fn close(self) {
+        let _ = self.client.cancel().await;
     }
 
     /// Calls a tool and returns (text, is_error).
@@ -352,50 +393,6 @@ async fn load(sessions: usize, turns: usize) -> anyhow::Result<()> {
         "p50_ms": round(pct(0.5), 3),
         "p99_ms": round(pct(0.99), 3),
     }));
-    app.shutdown().await;
-    Ok(())
-}
-
-/// Resident set size of this process, in bytes (Linux).
-pub fn rss_bytes() -> Option<u64> {
-    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    Some(pages * 4096)
-}
-
-async fn memory(idle: usize) -> anyhow::Result<()> {
-    let config = bench_config(0.0, Some(7), idle + 64);
-    let app = App::start_with_tools(&config, Bus::default(), hours_tools()).await?;
-    // Warm up allocator and runtime with a few sessions first.
-    let mut warm = Vec::new();
-    for _ in 0..50 {
-        warm.push(
-            app.sessions
-                .open(crate::observe::SessionOpener::Api)
-                .map_err(anyhow::Error::msg)?,
-        );
-    }
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let before = rss_bytes().unwrap_or(0);
-    let mut opened = Vec::with_capacity(idle);
-    for _ in 0..idle {
-        opened.push(
-            app.sessions
-                .open(crate::observe::SessionOpener::Api)
-                .map_err(anyhow::Error::msg)?,
-        );
-    }
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let after = rss_bytes().unwrap_or(0);
-    row(json!({
-        "bench": "memory",
-        "idle_sessions": idle,
-        "rss_before_bytes": before,
-        "rss_after_bytes": after,
-        "bytes_per_session": (after.saturating_sub(before)) / idle.max(1) as u64,
-    }));
-    drop(opened);
-    drop(warm);
     app.shutdown().await;
     Ok(())
 }
