@@ -71,7 +71,8 @@ impl TurnCollector {
     }
 }
 
-fn finish(turn: &Turn, end: TurnEnd, observer: &Observer) {
+/// Ends `turn` with `end` and publishes `TurnEnded`, unless it had already ended.
+pub(crate) fn finish(turn: &Turn, end: TurnEnd, observer: &Observer) {
     if turn.finish(end) {
         observer.bus.publish_with(|| {
             let r = turn.snapshot();

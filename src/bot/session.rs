@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::aggregators::{SharedContext, lock};
-use super::collector::TurnBoard;
+use super::collector::{TurnBoard, finish};
 use super::context::Context;
 use super::turn::{Turn, TurnEnd};
 use crate::observe::{Event, event::now_us};
@@ -78,6 +78,10 @@ impl BotSession {
         });
         self.pipeline
             .push(Frame::new(id, FrameBody::UserLine(line.into())));
+        // An ended session has no stage left to end this turn (see `end`).
+        if self.control.is_closed() {
+            finish(&turn, TurnEnd::SessionEnded, &self.observer);
+        }
         turn
     }
 
@@ -128,6 +132,11 @@ impl BotSession {
     pub async fn end(&self) {
         self.pipeline.stop("session ended", DRAIN_TIMEOUT).await;
         self.control.mark_closed();
+        // A line said while the pipeline was stopping opened a turn no stage will end. Either
+        // it is opened before this look at the board, or its `say` sees the mark above.
+        if let Some(turn) = self.board.current() {
+            finish(&turn, TurnEnd::SessionEnded, &self.observer);
+        }
         if let Some(tools) = &self.own_tools {
             tools.close().await;
         }

@@ -30,6 +30,17 @@ use crate::bridge::schema;
 /// Longest stderr line of a stdio server copied to the log.
 const STDERR_LINE_CHARS: usize = 500;
 
+/// How often a streamable HTTP response stream that broke mid-call is resumed before the
+/// call fails (after 0.25 + 0.5 + 1 s). rmcp's default retries forever, so a call in flight
+/// to a server that died waited for its whole timeout instead of failing at once.
+fn stream_resume_policy() -> Arc<rmcp::transport::common::client_side_sse::ExponentialBackoff> {
+    let mut policy = rmcp::transport::common::client_side_sse::ExponentialBackoff::default();
+    policy.max_times = Some(3);
+    policy.base_duration = Duration::from_millis(250);
+    policy.max_delay = Some(Duration::from_secs(1));
+    Arc::new(policy)
+}
+
 /// The rmcp client handler of a source: it wakes the supervisor on
 /// `notifications/tools/list_changed`.
 #[derive(Clone)]
@@ -127,9 +138,12 @@ async fn connect_inner(
                     .map_err(|e| format!("header {name}: invalid value ({e})"))?;
                 headers.insert(name, value);
             }
+            let mut transport_config =
+                StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers);
+            transport_config.retry_config = stream_resume_policy();
             let transport = StreamableHttpClientTransport::with_client(
                 target.http.client.clone(),
-                StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers),
+                transport_config,
             );
             let service = client
                 .serve_with_ct(transport, ct)

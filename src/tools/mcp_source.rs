@@ -372,6 +372,12 @@ impl Inner {
                  Try again in a moment",
                 self.name
             ),
+            ServiceError::TransportSend(e) => format!(
+                "MCP server `{}` could not be reached for the call to `{tool}` ({}); it may be down \
+                 or restarting. Try again in a moment",
+                self.name,
+                super::mcp_connect::chain(e)
+            ),
             other => format!(
                 "the call to `{tool}` on MCP server `{}` failed: {other}",
                 self.name
