@@ -125,7 +125,8 @@ impl App {
             .limits(TurnLimits {
                 round_cap: config.bot.round_cap,
                 tool_timeout: Duration::from_secs_f64(config.bot.tool_timeout_seconds),
-            });
+            })
+            .history_window(config.bot.history_messages);
         if let Some(prompt) = &config.bot.system_prompt {
             bot = bot.system_prompt(prompt.clone());
         }

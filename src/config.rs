@@ -131,6 +131,9 @@ pub struct BotSection {
     pub tool_timeout_seconds: f64,
     /// Whether the built-in tools (`clock`, `echo`) are offered (default true).
     pub builtin_tools: bool,
+    /// Most history messages a session keeps; older whole turns are forgotten (default 200,
+    /// 0 = keep everything).
+    pub history_messages: usize,
 }
 
 impl Default for BotSection {
@@ -143,6 +146,7 @@ impl Default for BotSection {
             round_cap: 8,
             tool_timeout_seconds: 30.0,
             builtin_tools: true,
+            history_messages: 200,
         }
     }
 }

@@ -34,20 +34,47 @@ pub struct Context {
     pub system: Option<String>,
     /// The history, oldest first.
     pub messages: Vec<Message>,
+    /// Most history messages kept (0 = all): older whole turns are forgotten when a new line
+    /// arrives, so a long conversation costs bounded memory and request size.
+    pub window: usize,
 }
 
 impl Context {
-    /// A context with this system prompt.
+    /// A context with this system prompt that keeps its whole history.
     pub fn new(system: Option<String>) -> Self {
         Self {
             system,
             messages: Vec::new(),
+            window: 0,
         }
     }
 
-    /// Appends a user line.
+    /// Keeps at most `messages` history messages (0 = all); see [`Context::window`].
+    pub fn with_window(mut self, messages: usize) -> Self {
+        self.window = messages;
+        self
+    }
+
+    /// Appends a user line, first forgetting the oldest turns beyond the window.
     pub fn push_user(&mut self, line: Arc<str>) {
         self.messages.push(Message::User(line));
+        self.forget_beyond_window();
+    }
+
+    /// Drops the oldest messages so at most `window` remain, cutting only just before a user
+    /// line: a tool result never loses the call it answers, and the line just added (the turn
+    /// about to run) is always kept, even when it alone would exceed the window.
+    fn forget_beyond_window(&mut self) {
+        if self.window == 0 || self.messages.len() <= self.window {
+            return;
+        }
+        let earliest = self.messages.len() - self.window;
+        if let Some(cut) = self.messages[earliest..]
+            .iter()
+            .position(|m| matches!(m, Message::User(_)))
+        {
+            self.messages.drain(..earliest + cut);
+        }
     }
 
     /// Appends an assistant reply with no calls.
@@ -112,5 +139,55 @@ impl Context {
             });
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "echo".into(),
+            arguments: "{}".into(),
+        }
+    }
+
+    #[test]
+    fn the_window_forgets_whole_turns_from_the_front() {
+        let mut c = Context::new(None).with_window(4);
+        for i in 0..5 {
+            c.push_user(format!("line {i}").into());
+            c.push_assistant(format!("reply {i}"));
+        }
+        c.push_user("line 5".into());
+        // 11 messages written; the window keeps the last 4, cut before a user line.
+        assert_eq!(c.messages.len(), 3);
+        assert_eq!(c.messages[0], Message::User("line 4".into()));
+        assert_eq!(c.messages[2], Message::User("line 5".into()));
+    }
+
+    #[test]
+    fn a_tool_result_never_loses_its_call() {
+        let mut c = Context::new(None).with_window(3);
+        c.push_user("a".into());
+        c.push_round(String::new(), &[call("1"), call("2")], &[]);
+        c.push_assistant("done".into());
+        c.push_user("b".into());
+        // The window would start at a tool message; the cut moves on to the next user line.
+        assert_eq!(c.messages, vec![Message::User("b".into())]);
+        // A turn longer than the window is kept whole while it runs.
+        c.push_round(String::new(), &[call("3"), call("4"), call("5")], &[]);
+        assert_eq!(c.messages.len(), 5);
+    }
+
+    #[test]
+    fn no_window_keeps_everything() {
+        let mut c = Context::new(None);
+        for i in 0..100 {
+            c.push_user(format!("{i}").into());
+        }
+        assert_eq!(c.messages.len(), 100);
     }
 }

@@ -39,6 +39,7 @@ struct BotInner {
     tools: Arc<dyn Tools>,
     tools_factory: Option<Arc<dyn ToolsFactory>>,
     limits: TurnLimits,
+    history_window: usize,
     after_model: Vec<ProcessorFactory>,
 }
 
@@ -79,6 +80,13 @@ impl BotBuilder {
         self
     }
 
+    /// Keeps at most `messages` history messages per session, forgetting whole turns from the
+    /// front (0, the default, keeps everything).
+    pub fn history_window(mut self, messages: usize) -> Self {
+        self.inner.history_window = messages;
+        self
+    }
+
     /// Adds a processor of your own between the model and the output, made fresh per session.
     pub fn processor(
         mut self,
@@ -107,6 +115,7 @@ impl Bot {
                 tools: Arc::new(Toolbox::new()),
                 tools_factory: None,
                 limits: TurnLimits::default(),
+                history_window: 0,
                 after_model: Vec::new(),
             },
         }
@@ -141,7 +150,8 @@ impl Bot {
             .as_ref()
             .and_then(|f| f.open(observer.session));
         let tools = own_tools.clone().unwrap_or_else(|| inner.tools.clone());
-        let mut context = Context::new(inner.system_prompt.clone());
+        let mut context =
+            Context::new(inner.system_prompt.clone()).with_window(inner.history_window);
         if let Some(greeting) = &inner.greeting {
             context.push_assistant(greeting.clone());
         }

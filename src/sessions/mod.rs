@@ -60,8 +60,9 @@ fn index_of(handle: &Uuid) -> u64 {
     u64::from_le_bytes(bytes[..8].try_into().expect("a UUID has 16 bytes"))
 }
 
-/// How many finished turns a session keeps for the console.
-const KEPT_TURNS: usize = 200;
+/// How many turns a session keeps for the console's live transcript. Bounded so a long
+/// conversation costs bounded memory; `--events` records every turn.
+const KEPT_TURNS: usize = 64;
 
 /// One open session.
 pub struct Session {
