@@ -18,6 +18,13 @@ mod xiaozhi;
 #[path = "fuzz/xiaozhi_socket.rs"]
 mod xiaozhi_socket;
 
+use proptest::prelude::*;
+
+/// One of `items`, as an owned string.
+pub fn one_of(items: &'static [&'static str]) -> impl Strategy<Value = String> + Clone {
+    prop::sample::select(items).prop_map(str::to_string)
+}
+
 /// `PROPTEST_CASES` (default 256) divided by `divisor`, at least 8: the case count of a
 /// target that is much slower per case than the others.
 pub fn scaled_cases(divisor: u32) -> u32 {

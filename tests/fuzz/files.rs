@@ -101,19 +101,21 @@ const CONFIG_KEYS: &[(&str, &str)] = &[
 /// negative), strings, booleans, arrays and inline tables.
 fn toml_value() -> impl Strategy<Value = String> {
     let leaf = prop_oneof![
-        Just("inf".to_string()),
-        Just("-inf".to_string()),
-        Just("nan".to_string()),
-        Just("1e300".to_string()),
-        Just("-1.0".to_string()),
-        Just("0".to_string()),
-        Just("0.0".to_string()),
-        Just("18446744073709551616".to_string()),
+        super::one_of(&[
+            "inf",
+            "-inf",
+            "nan",
+            "1e300",
+            "-1.0",
+            "0",
+            "0.0",
+            "18446744073709551616"
+        ]),
         any::<i64>().prop_map(|n| n.to_string()),
         any::<f64>().prop_map(|f| format!("{f:?}")),
         any::<bool>().prop_map(|b| b.to_string()),
         "[ -~]{0,12}".prop_map(|s| toml::Value::String(s).to_string()),
-        Just("1979-05-27T07:32:00Z".to_string()),
+        super::one_of(&["1979-05-27T07:32:00Z"]),
     ];
     leaf.prop_recursive(2, 8, 3, |inner| {
         prop_oneof![

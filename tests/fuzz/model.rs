@@ -28,12 +28,14 @@ fn json_value() -> impl Strategy<Value = Value> {
         any::<bool>().prop_map(Value::Bool),
         any::<i64>().prop_map(|n| json!(n)),
         prop_oneof![
-            Just("#/$defs/A".to_string()),
-            Just("#/$defs/B".to_string()),
-            Just("#/definitions/A".to_string()),
-            Just("#/properties/x".to_string()),
-            Just("#".to_string()),
-            Just("https://example.com/s.json".to_string()),
+            super::one_of(&[
+                "#/$defs/A",
+                "#/$defs/B",
+                "#/definitions/A",
+                "#/properties/x",
+                "#",
+                "https://example.com/s.json"
+            ]),
             "[a-z$#/~%0-9]{0,12}",
         ]
         .prop_map(Value::String),
@@ -44,14 +46,16 @@ fn json_value() -> impl Strategy<Value = Value> {
             prop::collection::vec(
                 (
                     prop_oneof![
-                        Just("$ref".to_string()),
-                        Just("$defs".to_string()),
-                        Just("definitions".to_string()),
-                        Just("type".to_string()),
-                        Just("properties".to_string()),
-                        Just("items".to_string()),
-                        Just("anyOf".to_string()),
-                        Just("required".to_string()),
+                        super::one_of(&[
+                            "$ref",
+                            "$defs",
+                            "definitions",
+                            "type",
+                            "properties",
+                            "items",
+                            "anyOf",
+                            "required"
+                        ]),
                         "[a-zA-Z]{1,6}",
                     ],
                     inner
@@ -75,12 +79,7 @@ proptest! {
     #[test]
     fn the_stream_parser_never_panics_on_sse_shaped_junk(lines in prop::collection::vec(
         prop_oneof![
-            Just("data: [DONE]".to_string()),
-            Just("data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}".to_string()),
-            Just("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":99999999999}]}}]}".to_string()),
-            Just("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"function\":{\"arguments\":\"{\"}}]}}]}".to_string()),
-            Just("data: {\"error\":null}".to_string()),
-            Just("data: {\"choices\":null}".to_string()),
+            super::one_of(&["data: [DONE]", "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}", "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":99999999999}]}}]}", "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"function\":{\"arguments\":\"{\"}}]}}]}", "data: {\"error\":null}", "data: {\"choices\":null}"]),
             "data: [ -~]{0,40}",
             "[a-z:]{0,10} ?[ -~]{0,20}",
             Just(String::new()),
