@@ -6,9 +6,9 @@ mod common;
 
 use std::process::Stdio;
 
+use common::binary::{ready_line, terminate, url_in};
 use common::bot_client::{chat, connect, start, text};
-use common::fixture::{Kind, RunningFixture, WAIT};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use common::fixture::{Kind, RunningFixture};
 use tokio::process::{Child, Command};
 
 const EXE: &str = env!("CARGO_BIN_EXE_turnscope");
@@ -33,32 +33,13 @@ async fn headless_with(config: &std::path::Path, env: &[(&str, &str)]) -> (Child
         .kill_on_drop(true)
         .spawn()
         .expect("spawn turnscope --headless");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let url = tokio::time::timeout(WAIT, async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if let Some(rest) = line.strip_prefix("turnscope ready: MCP ") {
-                return rest.split_whitespace().next().unwrap().to_string();
-            }
-        }
-        panic!("turnscope exited before it was ready");
-    })
-    .await
-    .expect("turnscope did not get ready");
+    let url = url_in(&ready_line(&mut child).await, "/mcp");
     (child, url)
 }
 
 /// Ends the binary with SIGTERM and checks it exits cleanly.
 async fn stop(mut child: Child) {
-    let pid = child.id().unwrap().to_string();
-    let sent = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-    let status = tokio::time::timeout(WAIT, child.wait())
-        .await
-        .expect("turnscope did not stop after SIGTERM")
-        .unwrap();
+    let status = terminate(&mut child).await;
     assert!(status.success(), "{status}");
 }
 
