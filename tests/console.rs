@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::binary::{ready_line, terminate, url_in};
+use common::binary::{ready_line, serving, terminate, url_in};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Child;
 use turnscope::bench::BenchClient;
@@ -229,13 +229,10 @@ async fn replay_opens_an_events_file_read_only() {
     let dir = std::env::temp_dir().join(format!("turnscope-replay-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let events = dir.join("run.jsonl");
-    let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
-        .args(["--headless", "--port", "0", "--pace", "0", "--events"])
+    let mut server = serving(&["--headless", "--port", "0", "--pace", "0", "--events"])
         .arg(&events)
         .current_dir(&dir)
-        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
         .spawn()
         .expect("headless server starts");
     let url = url_in(&ready_line(&mut server).await, "/mcp");

@@ -6,7 +6,7 @@ mod common;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::binary::{ready_line, terminate, url_in};
+use common::binary::{ready_line, serving, terminate, url_in};
 use common::mcp::Client;
 use serde_json::Value;
 
@@ -24,14 +24,11 @@ async fn headless_serves_mcp_records_events_and_exits_cleanly_on_sigterm() {
     let config = dir.join("turnscope.toml");
     std::fs::write(&config, "[model]\npace = 0.05\nwords = 200\n").unwrap();
     let events = dir.join("events.jsonl");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
-        .args(["--headless", "--port", "0", "--config"])
+    let mut child = serving(&["--headless", "--port", "0", "--config"])
         .arg(&config)
         .arg("--events")
         .arg(&events)
-        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .unwrap();
     let ready = ready_line(&mut child).await;
@@ -111,14 +108,11 @@ async fn a_bad_config_file_fails_at_start_naming_file_and_key() {
 
 #[tokio::test]
 async fn model_serve_speaks_the_openai_wire_format() {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
-        .args([
-            "model", "serve", "--port", "0", "--pace", "0", "--words", "5",
-        ])
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = serving(&[
+        "model", "serve", "--port", "0", "--pace", "0", "--words", "5",
+    ])
+    .spawn()
+    .unwrap();
     let base = url_in(&ready_line(&mut child).await, "/v1");
     let models: Value = reqwest::get(format!("{base}/models"))
         .await

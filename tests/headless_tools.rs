@@ -6,10 +6,10 @@ mod common;
 
 use std::process::Stdio;
 
-use common::binary::{ready_line, terminate, url_in};
+use common::binary::{ready_line, serving, terminate, url_in};
 use common::bot_client::{chat, connect, start, text};
 use common::fixture::{Kind, RunningFixture};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 const EXE: &str = env!("CARGO_BIN_EXE_turnscope");
 
@@ -19,18 +19,15 @@ async fn headless(config: &std::path::Path) -> (Child, String) {
 }
 
 async fn headless_with(config: &std::path::Path, env: &[(&str, &str)]) -> (Child, String) {
-    let mut command = Command::new(EXE);
+    let mut command = serving(&["--headless", "--port", "0", "--pace", "0", "--config"]);
     for (k, v) in env {
         command.env(k, v);
     }
     let mut child = command
-        .args(["--headless", "--port", "0", "--pace", "0", "--config"])
         .arg(config)
         .env_remove("OPENAI_BASE_URL")
         .env_remove("OPENAI_API_KEY")
-        .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
-        .kill_on_drop(true)
         .spawn()
         .expect("spawn turnscope --headless");
     let url = url_in(&ready_line(&mut child).await, "/mcp");

@@ -1,13 +1,20 @@
 //! The real binary as a child process: its ready line, the URLs in it, and signals.
 
-use std::process::ExitStatus;
+use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Child;
+use tokio::process::{Child, Command};
 
 /// How long a test waits for the binary to get ready or to exit.
 pub const WAIT: Duration = Duration::from_secs(30);
+
+/// The binary with `args`, its stdout piped for [`ready_line`], killed if the test drops it.
+pub fn serving(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_turnscope"));
+    command.args(args).stdout(Stdio::piped()).kill_on_drop(true);
+    command
+}
 
 /// Reads `child`'s stdout up to its ready line (the first containing ` ready: `, which every
 /// mode prints once it serves) and returns that line. The rest of stdout is read and

@@ -19,8 +19,9 @@ use turnscope::bridge::openai::standalone::{self, Standalone};
 use turnscope::cli::{BridgeCommand, Cli, Command, OpenaiArgs};
 use turnscope::observe::Bus;
 
-use crate::common::binary::{ready_line, terminate, url_in};
+use crate::common::binary::{ready_line, serving, terminate, url_in};
 use crate::common::fixture::{BUILT_IN_TOOLS, Kind, RunningFixture, WAIT};
+use crate::common::openai::function_names;
 use crate::common::servers::{self, serve_mcp, wait_until};
 
 /// The bridge binary, its base URL, and its child handle.
@@ -31,13 +32,10 @@ struct Binary {
 
 impl Binary {
     async fn start(args: &[&str]) -> Binary {
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
-            .args(["bridge", "openai"])
+        let mut child = serving(&["bridge", "openai"])
             .args(args)
             .args(["--port", "0"])
-            .stdout(Stdio::piped())
             .stderr(Stdio::null())
-            .kill_on_drop(true)
             .spawn()
             .unwrap();
         let ready = ready_line(&mut child).await;
@@ -80,15 +78,6 @@ async fn execute(base: &str, body: Value) -> Value {
     response.json().await.unwrap()
 }
 
-fn names(tools: &Value) -> Vec<String> {
-    tools
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-        .collect()
-}
-
 fn fixture_line() -> String {
     format!(
         "{} dev fixture-server --stdio",
@@ -107,7 +96,7 @@ async fn the_readme_flow_works_over_stdio_and_sse() {
     for upstream in [["--stdio", line.as_str()], ["--sse", sse_url.as_str()]] {
         let bridge = Binary::start(&upstream).await;
         let tools = get(&format!("{}/v1/tools", bridge.base)).await;
-        let mut listed = names(&tools);
+        let mut listed = function_names(&tools);
         listed.sort();
         assert_eq!(listed, BUILT_IN_TOOLS, "{upstream:?}");
         let add = tools
@@ -294,7 +283,7 @@ async fn pages_are_merged_listings_are_cached_and_changes_are_seen() {
     let base = bridge.base_url();
     let tools = get(&format!("{base}/v1/tools")).await;
     assert_eq!(
-        names(&tools),
+        function_names(&tools),
         ["one", "self_audio_set_volume", "grow", "five"],
         "three pages merged, the cyclic tool left out"
     );
@@ -322,7 +311,7 @@ async fn pages_are_merged_listings_are_cached_and_changes_are_seen() {
     let listing = format!("{base}/v1/tools");
     wait_until("the grown tool is listed", || {
         let listing = listing.clone();
-        async move { names(&get(&listing).await).contains(&"grown".to_string()) }
+        async move { function_names(&get(&listing).await).contains(&"grown".to_string()) }
     })
     .await;
     assert_eq!(
