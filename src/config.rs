@@ -225,34 +225,54 @@ impl Config {
         if self.server.handle_seconds == 0 {
             return Err("server.handle_seconds: must be at least 1".into());
         }
-        for (key, value) in [
-            (
-                "server.header_timeout_seconds",
-                self.server.header_timeout_seconds,
-            ),
-            (
-                "server.body_timeout_seconds",
-                self.server.body_timeout_seconds,
-            ),
-        ] {
-            if !(value > 0.0 && value <= 86_400.0) {
-                return Err(format!(
-                    "{key}: expected seconds between 0 (exclusive) and 86400, got {value}"
-                ));
-            }
-        }
-        if !(self.model.pace >= 0.0 && self.model.pace.is_finite()) {
-            return Err(format!(
-                "model.pace: expected seconds >= 0, got {}",
-                self.model.pace
-            ));
-        }
-        if self.bot.tool_timeout_seconds.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
-            return Err("bot.tool_timeout_seconds: expected seconds > 0".into());
-        }
+        check_seconds("server.sweep_seconds", self.server.sweep_seconds, true)?;
+        check_seconds("model.pace", self.model.pace, true)?;
+        check_seconds(
+            "server.header_timeout_seconds",
+            self.server.header_timeout_seconds,
+            false,
+        )?;
+        check_seconds(
+            "server.body_timeout_seconds",
+            self.server.body_timeout_seconds,
+            false,
+        )?;
+        check_seconds(
+            "model.first_byte_timeout_seconds",
+            self.model.first_byte_timeout_seconds,
+            false,
+        )?;
+        check_seconds(
+            "model.idle_timeout_seconds",
+            self.model.idle_timeout_seconds,
+            false,
+        )?;
+        check_seconds(
+            "bot.tool_timeout_seconds",
+            self.bot.tool_timeout_seconds,
+            false,
+        )?;
         crate::bridge::xiaozhi::config::validate_entries(&self.bridges.xiaozhi)?;
         Ok(())
     }
+}
+
+/// The largest seconds setting accepted: 10^9 s, about 31 years. Larger values could not be
+/// added to a clock reading without overflow.
+pub const MAX_SECONDS: f64 = 1e9;
+
+/// Checks a seconds setting named `key`: a number (not NaN) `> 0`, or `>= 0` when `zero_ok`,
+/// and at most [`MAX_SECONDS`], so it becomes a [`std::time::Duration`] that any clock
+/// reading can be moved by. The error names the key, the value and what is expected.
+pub fn check_seconds(key: &str, value: f64, zero_ok: bool) -> Result<(), String> {
+    let above = if zero_ok { value >= 0.0 } else { value > 0.0 };
+    if above && value <= MAX_SECONDS {
+        return Ok(());
+    }
+    let bound = if zero_ok { ">= 0" } else { "> 0" };
+    Err(format!(
+        "{key}: expected a number of seconds {bound} and at most {MAX_SECONDS:e}, got {value}"
+    ))
 }
 
 #[cfg(test)]
@@ -297,5 +317,30 @@ mod tests {
         assert!(e.contains("port") || e.contains("server"), "{e}");
         let e = Config::parse("[server]\nsessions = 0\n").unwrap_err();
         assert!(e.contains("server.sessions"), "{e}");
+    }
+
+    /// Found by fuzzing: these parsed, then starting the app panicked turning them into a
+    /// `Duration`.
+    #[test]
+    fn seconds_that_cannot_be_a_duration_are_refused() {
+        for (key, value) in [
+            ("[model]\nfirst_byte_timeout_seconds", "inf"),
+            ("[model]\nidle_timeout_seconds", "-1.0"),
+            ("[model]\nidle_timeout_seconds", "nan"),
+            ("[bot]\ntool_timeout_seconds", "inf"),
+            ("[server]\nsweep_seconds", "1e300"),
+            (
+                "[[mcp_servers]]\nname = \"a\"\nurl = \"http://h/mcp\"\ntimeout_seconds",
+                "1e300",
+            ),
+        ] {
+            let e = Config::parse(&format!("{key} = {value}\n")).unwrap_err();
+            let name = key.rsplit('\n').next().unwrap();
+            assert!(
+                e.contains(name) && e.contains("expected a number of seconds"),
+                "{e}"
+            );
+        }
+        assert!(Config::parse("[model]\npace = 0.0\nidle_timeout_seconds = 1e9\n").is_ok());
     }
 }

@@ -2,12 +2,15 @@
 //! a terminal emulator (vt100), driven by keys as a person would, and by a real MCP client
 //! (rmcp, streamable HTTP) chatting on its own handle at the same time.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::binary::{ready_line, serving, terminate, url_in};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Child;
 use turnscope::bench::BenchClient;
@@ -226,36 +229,19 @@ async fn replay_opens_an_events_file_read_only() {
     let dir = std::env::temp_dir().join(format!("turnscope-replay-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let events = dir.join("run.jsonl");
-    let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
-        .args(["--headless", "--port", "0", "--pace", "0", "--events"])
+    let mut server = serving(&["--headless", "--port", "0", "--pace", "0", "--events"])
         .arg(&events)
         .current_dir(&dir)
-        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
         .spawn()
         .expect("headless server starts");
-    let mut out = tokio::io::BufReader::new(server.stdout.take().unwrap());
-    let mut line = String::new();
-    tokio::time::timeout(
-        WAIT,
-        tokio::io::AsyncBufReadExt::read_line(&mut out, &mut line),
-    )
-    .await
-    .expect("ready line")
-    .expect("read");
-    let url = mcp_url(&line);
+    let url = url_in(&ready_line(&mut server).await, "/mcp");
     let client = BenchClient::connect(&url).await.expect("connects");
     let handle = client.start().await.expect("start");
     client.chat(&handle, "a recorded line").await.expect("chat");
     drop(client);
     // SIGTERM ends the headless server cleanly, which flushes the events file.
-    let pid = server.id().expect("pid").to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status();
-    assert!(killed.is_ok_and(|s| s.success()));
-    let _ = tokio::time::timeout(WAIT, server.wait()).await;
+    terminate(&mut server).await;
 
     let file = events.to_str().unwrap();
     let mut s = Screen::start(&["replay", file]).await;

@@ -6,30 +6,46 @@ use std::{process::Stdio, time::Duration};
 
 use common::fixture::{Kind, Recorder, RunningFixture, WAIT, exercise_fixture};
 use rmcp::{
-    ServiceExt,
-    transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess},
+    RoleClient, ServiceExt,
+    transport::{
+        ConfigureCommandExt, IntoTransport, StreamableHttpClientTransport, TokioChildProcess,
+    },
 };
 use turnscope::tools::sse_client::SseClientTransport;
 
-#[tokio::test]
-async fn fixture_over_streamable_http() {
-    let server = RunningFixture::start(Kind::Http).await;
-    let transport = StreamableHttpClientTransport::from_uri(server.url("/mcp"));
+/// A recording client over `transport` (initialized within the wait) runs the fixture's
+/// whole exercise.
+async fn exercise_over<T, E, A>(transport: T)
+where
+    T: IntoTransport<RoleClient, E, A> + Send + 'static,
+    E: std::error::Error + Send + Sync + 'static,
+{
     let (recorder, seen) = Recorder::new();
     let client = tokio::time::timeout(WAIT, recorder.serve(transport))
         .await
         .expect("initialize timed out")
         .expect("initialize failed");
     exercise_fixture(client, seen).await;
+}
+
+/// A legacy SSE client transport to `server`.
+async fn sse(server: &RunningFixture) -> SseClientTransport {
+    SseClientTransport::connect(&server.url("/sse"), &[], WAIT)
+        .await
+        .expect("connect")
+}
+
+#[tokio::test]
+async fn fixture_over_streamable_http() {
+    let server = RunningFixture::start(Kind::Http).await;
+    exercise_over(StreamableHttpClientTransport::from_uri(server.url("/mcp"))).await;
     server.stop().await;
 }
 
 #[tokio::test]
 async fn fixture_over_legacy_sse() {
     let server = RunningFixture::start(Kind::Sse).await;
-    let transport = SseClientTransport::connect(&server.url("/sse"), &[], WAIT)
-        .await
-        .expect("connect");
+    let transport = sse(&server).await;
     assert!(
         transport
             .endpoint()
@@ -38,12 +54,7 @@ async fn fixture_over_legacy_sse() {
         "{}",
         transport.endpoint()
     );
-    let (recorder, seen) = Recorder::new();
-    let client = tokio::time::timeout(WAIT, recorder.serve(transport))
-        .await
-        .expect("initialize timed out")
-        .expect("initialize failed");
-    exercise_fixture(client, seen).await;
+    exercise_over(transport).await;
     server.stop().await;
 }
 
@@ -57,22 +68,14 @@ async fn fixture_over_stdio_child_process() {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("spawn turnscope dev fixture-server --stdio");
-    let (recorder, seen) = Recorder::new();
-    let client = tokio::time::timeout(WAIT, recorder.serve(transport))
-        .await
-        .expect("initialize timed out")
-        .expect("initialize failed");
-    exercise_fixture(client, seen).await;
+    exercise_over(transport).await;
 }
 
 /// Stopping the SSE server ends open sessions: the client sees its transport close.
 #[tokio::test]
 async fn sse_server_shutdown_closes_client_sessions() {
     let server = RunningFixture::start(Kind::Sse).await;
-    let transport = SseClientTransport::connect(&server.url("/sse"), &[], WAIT)
-        .await
-        .expect("connect");
-    let client = ().serve(transport).await.expect("initialize");
+    let client = ().serve(sse(&server).await).await.expect("initialize");
     server.stop().await;
     let reason = tokio::time::timeout(WAIT, client.waiting())
         .await
@@ -89,11 +92,14 @@ async fn sse_server_shutdown_closes_client_sessions() {
 async fn sse_sessions_are_isolated() {
     let server = RunningFixture::start(Kind::Sse).await;
     let connect = || async {
-        let transport = SseClientTransport::connect(&server.url("/sse"), &[], WAIT)
-            .await
-            .expect("connect");
         let (recorder, seen) = Recorder::new();
-        (recorder.serve(transport).await.expect("initialize"), seen)
+        (
+            recorder
+                .serve(sse(&server).await)
+                .await
+                .expect("initialize"),
+            seen,
+        )
     };
     let (first, _first_seen) = connect().await;
     let (second, _second_seen) = connect().await;

@@ -1,191 +1,36 @@
 //! Property-based fuzzing of every parser that takes outside input: the model stream parser
-//! and tool-call assembler, the schema converter, the config file and the scripted model.
-//! None may panic or hang on any input. `PROPTEST_CASES=N` sets the number of cases (CI runs
-//! the default; the longer run in the README uses 200000).
+//! and tool-call assembler, the schema converter, the scripted model ([`model`]), the config
+//! and theme files ([`files`]) and the JSON-RPC frames of a Xiaozhi endpoint ([`xiaozhi`]).
+//! None may panic or hang on any input. Inputs are generated, or mutated from the real
+//! samples under `tests/fuzz_corpus/` ([`corpus`]).
+//!
+//! `PROPTEST_CASES=N` sets the number of cases per target (CI runs the default, 256);
+//! `scripts/fuzz-long` runs every target for a fixed time and prints executions per target.
+
+#[path = "fuzz/corpus.rs"]
+mod corpus;
+#[path = "fuzz/files.rs"]
+mod files;
+#[path = "fuzz/model.rs"]
+mod model;
+#[path = "fuzz/xiaozhi.rs"]
+mod xiaozhi;
+#[path = "fuzz/xiaozhi_socket.rs"]
+mod xiaozhi_socket;
 
 use proptest::prelude::*;
-use serde_json::{Value, json};
-use turnscope::bridge::schema::{Limits, to_openai_parameters};
-use turnscope::config::Config;
-use turnscope::model::client::parse_sse_body;
-use turnscope::model::scripted::{Answer, ScriptSettings, answer};
 
-/// Splits `bytes` at the given (sorted, deduplicated) cut points.
-fn split(bytes: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut at = 0;
-    for &c in cuts {
-        let c = c.min(bytes.len());
-        if c > at {
-            out.push(bytes[at..c].to_vec());
-            at = c;
-        }
-    }
-    out.push(bytes[at..].to_vec());
-    out
+/// One of `items`, as an owned string.
+pub fn one_of(items: &'static [&'static str]) -> impl Strategy<Value = String> + Clone {
+    prop::sample::select(items).prop_map(str::to_string)
 }
 
-fn json_value() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(|n| json!(n)),
-        prop_oneof![
-            Just("#/$defs/A".to_string()),
-            Just("#/$defs/B".to_string()),
-            Just("#/definitions/A".to_string()),
-            Just("#/properties/x".to_string()),
-            Just("#".to_string()),
-            Just("https://example.com/s.json".to_string()),
-            "[a-z$#/~%0-9]{0,12}",
-        ]
-        .prop_map(Value::String),
-    ];
-    leaf.prop_recursive(6, 200, 6, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            prop::collection::vec(
-                (
-                    prop_oneof![
-                        Just("$ref".to_string()),
-                        Just("$defs".to_string()),
-                        Just("definitions".to_string()),
-                        Just("type".to_string()),
-                        Just("properties".to_string()),
-                        Just("items".to_string()),
-                        Just("anyOf".to_string()),
-                        Just("required".to_string()),
-                        "[a-zA-Z]{1,6}",
-                    ],
-                    inner
-                ),
-                0..5
-            )
-            .prop_map(|kv| Value::Object(kv.into_iter().collect())),
-        ]
-    })
-}
-
-proptest! {
-    #[test]
-    fn the_stream_parser_never_panics_on_any_bytes(bytes in prop::collection::vec(any::<u8>(), 0..600),
-                                                  cuts in prop::collection::vec(0usize..600, 0..6)) {
-        let mut cuts = cuts;
-        cuts.sort_unstable();
-        let _ = parse_sse_body(split(&bytes, &cuts), &mut |_| {});
-    }
-
-    #[test]
-    fn the_stream_parser_never_panics_on_sse_shaped_junk(lines in prop::collection::vec(
-        prop_oneof![
-            Just("data: [DONE]".to_string()),
-            Just("data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}".to_string()),
-            Just("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":99999999999}]}}]}".to_string()),
-            Just("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"function\":{\"arguments\":\"{\"}}]}}]}".to_string()),
-            Just("data: {\"error\":null}".to_string()),
-            Just("data: {\"choices\":null}".to_string()),
-            "data: [ -~]{0,40}",
-            "[a-z:]{0,10} ?[ -~]{0,20}",
-            Just(String::new()),
-        ], 0..12)) {
-        let body = lines.join("\n") + "\n\n";
-        let _ = parse_sse_body(vec![body.into_bytes()], &mut |_| {});
-    }
-
-    #[test]
-    fn pieces_and_tool_calls_survive_any_chunking(
-        pieces in prop::collection::vec("[ -~]{1,8}", 0..6),
-        calls in prop::collection::vec(("[a-z_]{1,10}", "[ -~]{0,20}", 1usize..4), 0..4),
-        cuts in prop::collection::vec(0usize..2000, 0..10),
-    ) {
-        let mut events: Vec<Value> = pieces
-            .iter()
-            .map(|p| json!({"choices": [{"index": 0, "delta": {"content": p}}]}))
-            .collect();
-        // Each call: a head with id and name, then its arguments in `parts` fragments,
-        // fragments of different calls interleaved round-robin.
-        let mut fragments: Vec<Vec<String>> = calls
-            .iter()
-            .map(|(_, args, parts)| {
-                let chars: Vec<char> = args.chars().collect();
-                let size = chars.len().div_ceil(*parts).max(1);
-                chars.chunks(size).map(|c| c.iter().collect()).collect()
-            })
-            .collect();
-        for (i, (name, _, _)) in calls.iter().enumerate() {
-            events.push(json!({"choices": [{"delta": {"tool_calls": [
-                {"index": i, "id": format!("id{i}"), "function": {"name": name, "arguments": ""}}]}}]}));
-        }
-        loop {
-            let mut any = false;
-            for (i, f) in fragments.iter_mut().enumerate() {
-                if !f.is_empty() {
-                    any = true;
-                    let part = f.remove(0);
-                    events.push(json!({"choices": [{"delta": {"tool_calls": [
-                        {"index": i, "function": {"arguments": part}}]}}]}));
-                }
-            }
-            if !any { break; }
-        }
-        events.push(json!({"choices": [{"delta": {}, "finish_reason": "stop"}]}));
-        let body: String = events.iter().map(|e| format!("data: {e}\n\n")).collect::<String>() + "data: [DONE]\n\n";
-        let mut cuts = cuts;
-        cuts.sort_unstable();
-        let mut seen = Vec::new();
-        let done = parse_sse_body(split(body.as_bytes(), &cuts), &mut |p| seen.push(p)).expect("well-formed stream parses");
-        prop_assert_eq!(&seen, &pieces);
-        prop_assert_eq!(done.text, pieces.concat());
-        prop_assert_eq!(done.tool_calls.len(), calls.len());
-        for (i, (name, args, _)) in calls.iter().enumerate() {
-            prop_assert_eq!(&done.tool_calls[i].name, name);
-            prop_assert_eq!(&done.tool_calls[i].arguments, args);
-            prop_assert_eq!(&done.tool_calls[i].id, &format!("id{i}"));
-        }
-    }
-
-    #[test]
-    fn the_schema_converter_never_panics_and_is_a_fixpoint(schema in json_value()) {
-        // Once converted, nothing is left to inline: converting again changes nothing.
-        let limits = Limits { max_depth: 32, max_nodes: 20_000 };
-        if let Ok(out) = to_openai_parameters(Some(&schema), &limits) {
-            prop_assert_eq!(out.get("type"), Some(&json!("object")));
-            let again = to_openai_parameters(Some(&out), &limits);
-            prop_assert_eq!(again.as_ref().ok(), Some(&out), "second pass: {:?}", again);
-        }
-    }
-
-    #[test]
-    fn config_parsing_never_panics(text in "[ -~\n]{0,300}") {
-        let _ = Config::parse(&text);
-    }
-
-    #[test]
-    fn config_parsing_of_near_valid_files_names_problems(key in "[a-z_]{1,12}", value in "[ -~]{0,12}") {
-        let text = format!("[server]\n{key} = {value}\n[model]\npace = 0.01\n");
-        if let Err(e) = Config::parse(&text) {
-            prop_assert!(!e.is_empty());
-        }
-    }
-
-    #[test]
-    fn the_scripted_model_answers_any_conversation(
-        lines in prop::collection::vec("[ -~]{0,40}", 1..4),
-        tool_names in prop::collection::vec("[a-z]{1,6}", 0..3),
-        schema in json_value(),
-    ) {
-        let messages: Vec<Value> = lines.iter().map(|l| json!({"role": "user", "content": l})).collect();
-        let tools: Vec<Value> = tool_names
-            .iter()
-            .map(|n| json!({"type": "function", "function": {"name": n, "parameters": schema}}))
-            .collect();
-        match answer(&messages, &tools, &ScriptSettings::default()) {
-            Answer::Text(pieces) => prop_assert!(!pieces.is_empty()),
-            Answer::Calls(calls) => {
-                for (_, args) in calls {
-                    prop_assert!(serde_json::from_str::<Value>(&args).is_ok());
-                }
-            }
-        }
-    }
+/// `PROPTEST_CASES` (default 256) divided by `divisor`, at least 8: the case count of a
+/// target that is much slower per case than the others.
+pub fn scaled_cases(divisor: u32) -> u32 {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .unwrap_or(256);
+    (cases / divisor).max(8)
 }

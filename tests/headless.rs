@@ -6,9 +6,9 @@ mod common;
 use std::process::Stdio;
 use std::time::Duration;
 
+use common::binary::{ready_line, serving, terminate, url_in};
 use common::mcp::Client;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -24,28 +24,16 @@ async fn headless_serves_mcp_records_events_and_exits_cleanly_on_sigterm() {
     let config = dir.join("turnscope.toml");
     std::fs::write(&config, "[model]\npace = 0.05\nwords = 200\n").unwrap();
     let events = dir.join("events.jsonl");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
-        .args(["--headless", "--port", "0", "--config"])
+    let mut child = serving(&["--headless", "--port", "0", "--config"])
         .arg(&config)
         .arg("--events")
         .arg(&events)
-        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let ready = tokio::time::timeout(WAIT, lines.next_line())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let ready = ready_line(&mut child).await;
     assert!(ready.contains("embedded scripted model"), "{ready}");
-    let url = ready
-        .split_whitespace()
-        .find(|w| w.starts_with("http://127.0.0.1:") && w.ends_with("/mcp"))
-        .unwrap_or_else(|| panic!("no MCP URL in {ready:?}"))
-        .to_string();
+    let url = url_in(&ready, "/mcp");
     let health: Value = reqwest::get(url.replace("/mcp", "/healthz"))
         .await
         .unwrap()
@@ -61,18 +49,7 @@ async fn headless_serves_mcp_records_events_and_exits_cleanly_on_sigterm() {
     let long = tokio::spawn(async move { client.chat(&handle, "talk for a while").await });
     tokio::time::sleep(Duration::from_millis(300)).await;
 
-    let pid = child.id().unwrap().to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let status = tokio::time::timeout(Duration::from_secs(5), child.wait())
-        .await
-        .expect("exits within 5 s")
-        .unwrap();
+    let status = terminate(&mut child).await;
     assert!(status.success(), "exit status {status:?}");
     // The caller waiting on that turn got its answer before the server went.
     let answer = tokio::time::timeout(WAIT, long)
@@ -131,21 +108,12 @@ async fn a_bad_config_file_fails_at_start_naming_file_and_key() {
 
 #[tokio::test]
 async fn model_serve_speaks_the_openai_wire_format() {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
-        .args([
-            "model", "serve", "--port", "0", "--pace", "0", "--words", "5",
-        ])
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let ready = tokio::time::timeout(WAIT, lines.next_line())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    let base = ready.split_whitespace().last().unwrap().to_string();
+    let mut child = serving(&[
+        "model", "serve", "--port", "0", "--pace", "0", "--words", "5",
+    ])
+    .spawn()
+    .unwrap();
+    let base = url_in(&ready_line(&mut child).await, "/v1");
     let models: Value = reqwest::get(format!("{base}/models"))
         .await
         .unwrap()

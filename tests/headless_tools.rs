@@ -6,10 +6,10 @@ mod common;
 
 use std::process::Stdio;
 
+use common::binary::{ready_line, serving, terminate, url_in};
 use common::bot_client::{chat, connect, start, text};
-use common::fixture::{Kind, RunningFixture, WAIT};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use common::fixture::{Kind, RunningFixture};
+use tokio::process::Child;
 
 const EXE: &str = env!("CARGO_BIN_EXE_turnscope");
 
@@ -19,46 +19,24 @@ async fn headless(config: &std::path::Path) -> (Child, String) {
 }
 
 async fn headless_with(config: &std::path::Path, env: &[(&str, &str)]) -> (Child, String) {
-    let mut command = Command::new(EXE);
+    let mut command = serving(&["--headless", "--port", "0", "--pace", "0", "--config"]);
     for (k, v) in env {
         command.env(k, v);
     }
     let mut child = command
-        .args(["--headless", "--port", "0", "--pace", "0", "--config"])
         .arg(config)
         .env_remove("OPENAI_BASE_URL")
         .env_remove("OPENAI_API_KEY")
-        .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
-        .kill_on_drop(true)
         .spawn()
         .expect("spawn turnscope --headless");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let url = tokio::time::timeout(WAIT, async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if let Some(rest) = line.strip_prefix("turnscope ready: MCP ") {
-                return rest.split_whitespace().next().unwrap().to_string();
-            }
-        }
-        panic!("turnscope exited before it was ready");
-    })
-    .await
-    .expect("turnscope did not get ready");
+    let url = url_in(&ready_line(&mut child).await, "/mcp");
     (child, url)
 }
 
 /// Ends the binary with SIGTERM and checks it exits cleanly.
 async fn stop(mut child: Child) {
-    let pid = child.id().unwrap().to_string();
-    let sent = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-    let status = tokio::time::timeout(WAIT, child.wait())
-        .await
-        .expect("turnscope did not stop after SIGTERM")
-        .unwrap();
+    let status = terminate(&mut child).await;
     assert!(status.success(), "{status}");
 }
 

@@ -104,12 +104,7 @@ fn start(endpoint: &FakeEndpoint) -> Bridge {
 
 impl Bridge {
     fn signal(&self, name: &str) {
-        let pid = self.child.id().expect("running").to_string();
-        let ok = std::process::Command::new("kill")
-            .args(["-s", name, &pid])
-            .status()
-            .unwrap();
-        assert!(ok.success());
+        common::binary::signal(&self.child, name);
     }
 
     /// SIGTERM, then [`Bridge::finish`].

@@ -28,6 +28,7 @@
 //! `serde_json::Map` order (sorted, `preserve_order` is off), so equal input
 //! gives byte-identical output.
 
+use crate::tools::json_kind;
 use serde_json::{Map, Value, json};
 use std::fmt;
 
@@ -247,7 +248,7 @@ pub fn convert(schema: Option<&Value>, limits: &Limits) -> Result<Conversion, Sc
         Some(other) => {
             return Err(not_object(
                 "",
-                format!("{} instead of a schema object", kind_of(other)),
+                format!("{} instead of a schema object", json_kind(other)),
             ));
         }
     };
@@ -522,7 +523,7 @@ impl<'a> Expander<'a> {
         let Value::String(text) = reference else {
             return Err(self.fail(SchemaErrorKind::BadRef {
                 reference: reference.to_string(),
-                reason: format!("$ref must be a string, found {}", kind_of(reference)),
+                reason: format!("$ref must be a string, found {}", json_kind(reference)),
             }));
         };
         let tokens = self.parse_ref(text)?;
@@ -542,7 +543,7 @@ impl<'a> Expander<'a> {
             return Err(self.fail(SchemaErrorKind::MissingTarget { reference }));
         };
         if !(target.is_object() || target.is_boolean()) {
-            let (reference, found) = (text.clone(), kind_of(target));
+            let (reference, found) = (text.clone(), json_kind(target));
             return Err(self.fail(SchemaErrorKind::TargetNotSchema { reference, found }));
         }
         let saved = std::mem::replace(&mut self.at, pointer.clone());
@@ -678,17 +679,6 @@ fn push_escaped(pointer: &mut String, token: &str) {
             '/' => pointer.push_str("~1"),
             c => pointer.push(c),
         }
-    }
-}
-
-fn kind_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

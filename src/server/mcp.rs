@@ -116,12 +116,7 @@ fn string_arg<'a>(
         }
         Some(other) => Err(format!(
             "{field}: expected a string ({expect}); received {}.",
-            match other {
-                Value::Bool(_) => "a boolean",
-                Value::Number(_) => "a number",
-                Value::Array(_) => "an array",
-                _ => "an object",
-            }
+            crate::tools::json_kind(other)
         )),
     }
 }

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use super::json_kind;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
@@ -47,7 +48,7 @@ fn claude_entry(name: &str, entry: &Value) -> Result<McpServerConfig, String> {
     let Value::Object(map) = entry else {
         return Err(format!(
             "(entry): expected an object with command/args/env or url/type, got {}",
-            kind(entry)
+            json_kind(entry)
         ));
     };
     let mut server = McpServerConfig {
@@ -69,7 +70,7 @@ fn claude_entry(name: &str, entry: &Value) -> Result<McpServerConfig, String> {
             "timeout" | "timeout_seconds" => {
                 server.timeout_seconds = value
                     .as_f64()
-                    .ok_or_else(|| format!("{key}: expected seconds, got {}", kind(value)))?;
+                    .ok_or_else(|| format!("{key}: expected seconds, got {}", json_kind(value)))?;
             }
             "tool_filter" => {
                 server.tool_filter =
@@ -114,35 +115,24 @@ fn transport_name(key: &str, name: &str) -> Result<TransportKind, String> {
     }
 }
 
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 fn string(key: &str, value: &Value) -> Result<String, String> {
     value
         .as_str()
         .map(str::to_string)
-        .ok_or_else(|| format!("{key}: expected a string, got {}", kind(value)))
+        .ok_or_else(|| format!("{key}: expected a string, got {}", json_kind(value)))
 }
 
 fn boolean(key: &str, value: &Value) -> Result<bool, String> {
     value
         .as_bool()
-        .ok_or_else(|| format!("{key}: expected true or false, got {}", kind(value)))
+        .ok_or_else(|| format!("{key}: expected true or false, got {}", json_kind(value)))
 }
 
 fn strings(key: &str, value: &Value) -> Result<Vec<String>, String> {
     let Value::Array(items) = value else {
         return Err(format!(
             "{key}: expected an array of strings, got {}",
-            kind(value)
+            json_kind(value)
         ));
     };
     items
@@ -156,7 +146,7 @@ fn string_map(key: &str, value: &Value) -> Result<BTreeMap<String, String>, Stri
     let Value::Object(map) = value else {
         return Err(format!(
             "{key}: expected an object of strings, got {}",
-            kind(value)
+            json_kind(value)
         ));
     };
     map.iter()

@@ -239,12 +239,11 @@ pub fn validate_servers(servers: &[McpServerConfig]) -> Result<(), String> {
                 server.name
             ));
         }
-        if !(server.timeout_seconds > 0.0 && server.timeout_seconds.is_finite()) {
-            return Err(format!(
-                "{at}.timeout_seconds: expected seconds > 0, got {}",
-                server.timeout_seconds
-            ));
-        }
+        crate::config::check_seconds(
+            &format!("{at}.timeout_seconds"),
+            server.timeout_seconds,
+            false,
+        )?;
         match server.transport_kind() {
             TransportKind::Stdio => {
                 match server.command.as_deref().map(str::trim) {

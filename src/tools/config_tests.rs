@@ -85,7 +85,10 @@ fn bad_entries_name_the_entry_the_key_and_what_was_expected() {
     let e = toml_error("[[mcp_servers]]\nname = \"s\"\ncommand = \"x\"\ncommandd = \"y\"\n");
     assert!(e.contains("commandd"), "{e}");
     let e = toml_error("[[mcp_servers]]\nname = \"s\"\ncommand = \"x\"\ntimeout_seconds = 0\n");
-    assert!(e.contains(".timeout_seconds: expected seconds > 0"), "{e}");
+    assert!(
+        e.contains(".timeout_seconds: expected a number of seconds > 0"),
+        "{e}"
+    );
     let e = toml_error(
         "[[mcp_servers]]\nname = \"s\"\nurl = \"http://h/mcp\"\nheaders = { Accept = \"x\" }\n",
     );

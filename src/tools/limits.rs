@@ -82,9 +82,10 @@ impl McpLimits {
             limits.response_bytes = n;
         }
         if let Some(v) = env(ENV_CONNECT_TIMEOUT_SECONDS).filter(|v| !v.trim().is_empty()) {
-            let secs: f64 = v.trim().parse().ok().filter(|s: &f64| *s >= 0.0 && s.is_finite()).ok_or_else(|| {
+            let secs: f64 = v.trim().parse().ok().filter(|s: &f64| crate::config::check_seconds("", *s, true).is_ok()).ok_or_else(|| {
                 format!(
-                    "{ENV_CONNECT_TIMEOUT_SECONDS}: expected seconds >= 0, got {v:?}; unset it for the default"
+                    "{ENV_CONNECT_TIMEOUT_SECONDS}: expected seconds >= 0 and at most {:e}, got {v:?}; unset it for the default",
+                    crate::config::MAX_SECONDS
                 )
             })?;
             limits.connect_budget = Duration::from_secs_f64(secs);

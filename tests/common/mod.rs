@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod binary;
 pub mod bot_client;
 pub mod endpoint;
 pub mod fixture;

@@ -71,12 +71,7 @@ impl Served {
     pub async fn tool_names(&self) -> Vec<String> {
         let (status, tools) = self.get("/v1/tools").await;
         assert_eq!(status, 200);
-        tools
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-            .collect()
+        function_names(&tools)
     }
 
     /// A streamed chat completion: every `data:` payload, `[DONE]` as a string.
@@ -164,4 +159,14 @@ pub fn streamed_text(events: &[Value]) -> (String, Option<String>) {
         }
     }
     (text, finish)
+}
+
+/// The function names in a `/v1/tools` answer, in order.
+pub fn function_names(tools: &Value) -> Vec<String> {
+    tools
+        .as_array()
+        .unwrap_or_else(|| panic!("not a tools array: {tools}"))
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect()
 }

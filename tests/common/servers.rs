@@ -22,7 +22,7 @@ use rmcp::{
         streamable_http_server::session::local::LocalSessionManager,
     },
 };
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::{net::TcpListener, sync::mpsc};
 use tokio_util::sync::CancellationToken;
 
@@ -94,28 +94,20 @@ impl Drop for Named {
     }
 }
 
-/// Serves a [`NamedServer`] with `tools` on 127.0.0.1 at `/mcp`.
-pub async fn named(label: &str, tools: &[&str]) -> Named {
-    let tools: Vec<Tool> = tools
-        .iter()
-        .map(|name| {
-            let schema = json!({"type": "object", "properties": {}});
-            let serde_json::Value::Object(schema) = schema else {
-                unreachable!()
-            };
-            Tool::new(
-                name.to_string(),
-                format!("{name} of {label}"),
-                Arc::new(schema),
-            )
-        })
-        .collect();
-    let (tx, rx) = mpsc::unbounded_channel();
-    let handler = NamedServer {
-        label: label.into(),
-        tools: Arc::new(tools),
-        cancelled: tx,
+/// A tool with an object `schema` (panics on anything else: a test's own mistake).
+pub fn tool(name: &str, description: &str, schema: Value) -> Tool {
+    let Value::Object(schema) = schema else {
+        panic!("a tool schema is a JSON object, got {schema}")
     };
+    Tool::new(name.to_string(), description.to_string(), Arc::new(schema))
+}
+
+/// Serves `handler` over streamable HTTP on 127.0.0.1 at `/mcp` (a fresh clone per
+/// session, no Host check); returns its URL and the token that stops it.
+pub async fn serve_mcp<H>(handler: H) -> (String, CancellationToken)
+where
+    H: ServerHandler + Clone + Send + Sync + 'static,
+{
     let stop = CancellationToken::new();
     let config = StreamableHttpServerConfig::default()
         .with_cancellation_token(stop.child_token())
@@ -134,8 +126,30 @@ pub async fn named(label: &str, tools: &[&str]) -> Named {
             .with_graceful_shutdown(token.cancelled_owned())
             .await;
     });
+    (format!("http://{addr}/mcp"), stop)
+}
+
+/// Serves a [`NamedServer`] with `tools` on 127.0.0.1 at `/mcp`.
+pub async fn named(label: &str, tools: &[&str]) -> Named {
+    let tools: Vec<Tool> = tools
+        .iter()
+        .map(|name| {
+            tool(
+                name,
+                &format!("{name} of {label}"),
+                json!({"type": "object", "properties": {}}),
+            )
+        })
+        .collect();
+    let (tx, rx) = mpsc::unbounded_channel();
+    let handler = NamedServer {
+        label: label.into(),
+        tools: Arc::new(tools),
+        cancelled: tx,
+    };
+    let (url, stop) = serve_mcp(handler).await;
     Named {
-        url: format!("http://{addr}/mcp"),
+        url,
         cancelled: rx,
         stop,
     }

@@ -7,25 +7,22 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
-use axum::Router;
 use clap::Parser;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio_util::sync::CancellationToken;
 use turnscope::bridge::openai::standalone::{self, Standalone};
 use turnscope::cli::{BridgeCommand, Cli, Command, OpenaiArgs};
 use turnscope::observe::Bus;
 
+use crate::common::binary::{ready_line, serving, terminate, url_in};
 use crate::common::fixture::{BUILT_IN_TOOLS, Kind, RunningFixture, WAIT};
-use crate::common::servers::wait_until;
+use crate::common::openai::function_names;
+use crate::common::servers::{self, serve_mcp, wait_until};
 
 /// The bridge binary, its base URL, and its child handle.
 struct Binary {
@@ -35,26 +32,15 @@ struct Binary {
 
 impl Binary {
     async fn start(args: &[&str]) -> Binary {
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
-            .args(["bridge", "openai"])
+        let mut child = serving(&["bridge", "openai"])
             .args(args)
             .args(["--port", "0"])
-            .stdout(Stdio::piped())
             .stderr(Stdio::null())
-            .kill_on_drop(true)
             .spawn()
             .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let ready = tokio::time::timeout(WAIT, lines.next_line())
-            .await
-            .expect("a ready line within the wait")
-            .unwrap()
-            .expect("a ready line");
+        let ready = ready_line(&mut child).await;
         assert!(ready.contains("7 tools"), "{ready}");
-        let tools_url = ready
-            .split_whitespace()
-            .find(|w| w.starts_with("http://127.0.0.1:") && w.ends_with("/v1/tools"))
-            .unwrap_or_else(|| panic!("no /v1/tools URL in {ready:?}"));
+        let tools_url = url_in(&ready, "/v1/tools");
         Binary {
             child,
             base: tools_url.trim_end_matches("/v1/tools").to_string(),
@@ -62,15 +48,7 @@ impl Binary {
     }
 
     async fn stop(mut self) {
-        let pid = self.child.id().unwrap();
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .unwrap();
-        let status = tokio::time::timeout(WAIT, self.child.wait())
-            .await
-            .expect("the bridge exits on SIGTERM")
-            .unwrap();
+        let status = terminate(&mut self.child).await;
         assert!(status.success(), "{status}");
     }
 }
@@ -100,15 +78,6 @@ async fn execute(base: &str, body: Value) -> Value {
     response.json().await.unwrap()
 }
 
-fn names(tools: &Value) -> Vec<String> {
-    tools
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-        .collect()
-}
-
 fn fixture_line() -> String {
     format!(
         "{} dev fixture-server --stdio",
@@ -127,7 +96,7 @@ async fn the_readme_flow_works_over_stdio_and_sse() {
     for upstream in [["--stdio", line.as_str()], ["--sse", sse_url.as_str()]] {
         let bridge = Binary::start(&upstream).await;
         let tools = get(&format!("{}/v1/tools", bridge.base)).await;
-        let mut listed = names(&tools);
+        let mut listed = function_names(&tools);
         listed.sort();
         assert_eq!(listed, BUILT_IN_TOOLS, "{upstream:?}");
         let add = tools
@@ -220,10 +189,7 @@ struct Paged {
 }
 
 fn tool(name: &str, schema: Value) -> Tool {
-    let Value::Object(schema) = schema else {
-        unreachable!()
-    };
-    Tool::new(name.to_string(), format!("{name} tool"), Arc::new(schema))
+    servers::tool(name, &format!("{name} tool"), schema)
 }
 
 impl ServerHandler for Paged {
@@ -272,28 +238,6 @@ impl ServerHandler for Paged {
     }
 }
 
-async fn paged_server(handler: Paged) -> (String, CancellationToken) {
-    let stop = CancellationToken::new();
-    let config = StreamableHttpServerConfig::default()
-        .with_cancellation_token(stop.child_token())
-        .disable_allowed_hosts();
-    let service = StreamableHttpService::new(
-        move || Ok(handler.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
-    let app = Router::new().nest_service("/mcp", service);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let token = stop.clone();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app)
-            .with_graceful_shutdown(token.cancelled_owned())
-            .await;
-    });
-    (format!("http://{addr}/mcp"), stop)
-}
-
 fn parse(line: &[&str]) -> OpenaiArgs {
     let mut full = vec!["turnscope", "bridge", "openai"];
     full.extend_from_slice(line);
@@ -334,12 +278,12 @@ async fn pages_are_merged_listings_are_cached_and_changes_are_seen() {
         ])),
         lists: Arc::new(AtomicUsize::new(0)),
     };
-    let (url, stop) = paged_server(handler.clone()).await;
+    let (url, stop) = serve_mcp(handler.clone()).await;
     let bridge = start_in_process(&["--http", &url, "--port", "0"]).await;
     let base = bridge.base_url();
     let tools = get(&format!("{base}/v1/tools")).await;
     assert_eq!(
-        names(&tools),
+        function_names(&tools),
         ["one", "self_audio_set_volume", "grow", "five"],
         "three pages merged, the cyclic tool left out"
     );
@@ -367,7 +311,7 @@ async fn pages_are_merged_listings_are_cached_and_changes_are_seen() {
     let listing = format!("{base}/v1/tools");
     wait_until("the grown tool is listed", || {
         let listing = listing.clone();
-        async move { names(&get(&listing).await).contains(&"grown".to_string()) }
+        async move { function_names(&get(&listing).await).contains(&"grown".to_string()) }
     })
     .await;
     assert_eq!(

@@ -16,6 +16,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::tools::json_kind;
 use serde_json::{Map, Value, json};
 
 use super::catalog::{Catalog, Listing};
@@ -46,7 +47,7 @@ pub fn parse_request(body: &[u8]) -> Result<ExecuteRequest, String> {
     let Value::Object(mut map) = value else {
         return Err(format!(
             "the request body is {}, not an object; {EXPECTED_SHAPE}",
-            kind(&value)
+            json_kind(&value)
         ));
     };
     let name = match map.remove("name") {
@@ -55,7 +56,7 @@ pub fn parse_request(body: &[u8]) -> Result<ExecuteRequest, String> {
         Some(other) => {
             return Err(format!(
                 "`name` is {}, not a string; {EXPECTED_SHAPE}",
-                kind(&other)
+                json_kind(&other)
             ));
         }
         None => return Err(format!("`name` is missing; {EXPECTED_SHAPE}")),
@@ -77,7 +78,7 @@ pub fn arguments_of(tool: &str, raw: Value) -> Result<Value, String> {
             Ok(Value::Object(map)) => Ok(Value::Object(map)),
             Ok(other) => Err(format!(
                 "the arguments for `{tool}` are {}, not a JSON object; send one object matching the tool's parameters",
-                kind(&other)
+                json_kind(&other)
             )),
             Err(e) => Err(format!(
                 "the arguments for `{tool}` are not valid JSON ({e}); send one JSON object matching the tool's parameters"
@@ -85,19 +86,8 @@ pub fn arguments_of(tool: &str, raw: Value) -> Result<Value, String> {
         },
         other => Err(format!(
             "the arguments for `{tool}` are {}; send a JSON object (or the JSON text of one) matching the tool's parameters",
-            kind(&other)
+            json_kind(&other)
         )),
-    }
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

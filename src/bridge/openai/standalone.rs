@@ -113,12 +113,8 @@ pub fn server_config(args: &OpenaiArgs) -> anyhow::Result<(McpServerConfig, Stri
             deny: args.deny.clone(),
         });
     }
-    if !(args.timeout_seconds > 0.0 && args.timeout_seconds.is_finite()) {
-        bail!(
-            "--timeout-seconds: expected seconds > 0, got {}",
-            args.timeout_seconds
-        );
-    }
+    crate::config::check_seconds("--timeout-seconds", args.timeout_seconds, false)
+        .map_err(anyhow::Error::msg)?;
     validate_servers(std::slice::from_ref(&config)).map_err(anyhow::Error::msg)?;
     Ok((config, label))
 }

@@ -33,7 +33,7 @@ impl RawId {
 
     /// An id from JSON text; `None` unless it is a string, a number or `null`.
     pub fn parse(json: &str) -> Option<Self> {
-        let raw = RawValue::from_string(json.trim().to_string()).ok()?;
+        let raw = RawValue::from_string(trim_json(json).to_string()).ok()?;
         Self::checked(raw)
     }
 
@@ -127,14 +127,14 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::
 }
 
 /// Parses one frame's text. A JSON array (a batch) is split into its messages, each
-/// handled on its own; blank text is an empty list.
+/// handled on its own; blank text (JSON white space only) is an empty list.
 ///
 /// # Errors
 ///
 /// [`Malformed`] when the text is not JSON, is an empty batch, or is a message whose id
 /// cannot be read (nothing could be answered).
 pub fn parse(text: &str) -> Result<Vec<Incoming>, Malformed> {
-    let trimmed = text.trim();
+    let trimmed = trim_json(text);
     if trimmed.is_empty() {
         return Ok(Vec::new());
     }
@@ -147,6 +147,13 @@ pub fn parse(text: &str) -> Result<Vec<Incoming>, Malformed> {
         return items.into_iter().map(|raw| one(raw.get())).collect();
     }
     one(trimmed).map(|m| vec![m])
+}
+
+/// `text` without the white space JSON allows around a value (space, tab, CR, LF). Other
+/// Unicode white space (a vertical tab, a no-break space) is not JSON, so it stays and the
+/// frame is malformed.
+fn trim_json(text: &str) -> &str {
+    text.trim_matches([' ', '\t', '\n', '\r'])
 }
 
 fn one(text: &str) -> Result<Incoming, Malformed> {

@@ -75,6 +75,9 @@ fn garbage_is_malformed() {
         r#"{"jsonrpc":"2.0","method":"ping","id":{"a":1}}"#,
         r#"{"jsonrpc":"1.0","method":"ping"}"#,
         r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#,
+        // Found by fuzzing: white space that JSON does not allow around a value.
+        "{\"jsonrpc\":\"2.0\",\"method\":\"x\"}\u{b}",
+        "\u{a0}{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}",
     ] {
         assert!(parse(text).is_err(), "{text}");
     }
