@@ -20,6 +20,8 @@ pub mod policy;
 pub mod registry;
 pub mod sse_client;
 
+pub(crate) use mcp_connect::stream_resume_policy;
+
 pub use context::{CallContext, SessionControl};
 
 use std::collections::HashMap;

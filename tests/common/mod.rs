@@ -5,6 +5,7 @@
 pub mod bot_client;
 pub mod endpoint;
 pub mod fixture;
+pub mod fixture_child;
 pub mod headless_bin;
 pub mod mcp;
 pub mod openai;
