@@ -1,13 +1,16 @@
 //! What the bridge relays besides answers: progress reports of a call (under the endpoint's
-//! own token, and only when it gave one), and a call in flight to a streamable HTTP server
-//! that dies answered with an error at once.
+//! own token, and only when it gave one), a later tool-list change of a multi-server bridge,
+//! and a call in flight to a streamable HTTP server that dies answered with an error at once.
 
 use serde_json::{Value, json};
 use turnscope::bridge::xiaozhi::clock;
 use turnscope::bridge::xiaozhi::{ServerSpec, ToolFilter};
 
 use super::{TOKEN, fixture_stdio, spawn, upstream};
-use crate::common::endpoint::FakeEndpoint;
+use turnscope::observe::Bus;
+
+use crate::common::endpoint::{FakeEndpoint, tool_names};
+use crate::common::fixture::{Kind, RunningFixture};
 use crate::common::fixture_child::fixture_http_child;
 
 /// The fixture server on streamable HTTP (a child process) is killed while a `tools/call`
@@ -127,4 +130,60 @@ async fn progress_reaches_the_endpoint_under_its_own_token_only_when_it_asked() 
         .await;
     assert_eq!(pong, r#"{"jsonrpc":"2.0","id":"after","result":{}}"#);
     bridge.shutdown().await;
+}
+
+/// A bridge relaying two `[[mcp_servers]]` from the bot's registry. The endpoint has the
+/// fixture add a tool (`add_tool`, on server `one`): the server tells the registry its list
+/// changed, the registry refreshes, and the endpoint is sent `notifications/tools/list_changed`
+/// without asking; its next `tools/list` has the new tool, which it can call.
+#[tokio::test]
+async fn a_multi_server_bridge_pushes_later_tool_changes_to_the_endpoint() {
+    let one = RunningFixture::start(Kind::Http).await;
+    let two = RunningFixture::start(Kind::Sse).await;
+    let mut endpoint = FakeEndpoint::start().await;
+    let toml = format!(
+        "[server]\nport = 0\n[model]\npace = 0.0\n[bot]\nbuiltin_tools = false\n\
+         [[mcp_servers]]\nname = \"one\"\nurl = \"{}\"\ntool_filter = [\"add_tool\", \"shout\"]\n\
+         [[mcp_servers]]\nname = \"two\"\ntransport = \"sse\"\nurl = \"{}\"\ntool_filter = [\"echo\"]\n\
+         [[bridges.xiaozhi]]\nname = \"both\"\nendpoint = \"{}\"\nservers = [\"one\", \"two\"]\n",
+        one.url("/mcp"),
+        two.url("/sse"),
+        endpoint.url(TOKEN)
+    );
+    let config = turnscope::config::Config::parse(&toml).unwrap();
+    let app = turnscope::app::App::start(&config, Bus::default())
+        .await
+        .unwrap();
+    let mut conn = endpoint.next().await;
+    let (_, names) = conn.broker_handshake().await;
+    assert_eq!(names, ["add_tool", "echo"]);
+
+    conn.send(
+        &json!({"jsonrpc": "2.0", "id": "a-1", "method": "tools/call",
+                "params": {"name": "add_tool", "arguments": {"name": "shout"}}})
+        .to_string(),
+    )
+    .await;
+    // The reply and the notification race; both must come (`recv` has a hang guard).
+    let (mut replied, mut changed) = (false, false);
+    while !(replied && changed) {
+        let frame = conn.recv_json().await;
+        if frame["method"] == "notifications/tools/list_changed" {
+            assert!(frame.get("id").is_none(), "{frame}");
+            changed = true;
+        } else {
+            assert_eq!(frame["id"], "a-1", "{frame}");
+            assert_ne!(frame["result"]["isError"], true, "{frame}");
+            replied = true;
+        }
+    }
+    let list = conn
+        .ask_json(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}"#)
+        .await;
+    assert_eq!(tool_names(&list), ["add_tool", "echo", "shout"]);
+    let shouted = conn.call(json!(3), "shout", json!({"text": "hey"})).await;
+    assert_eq!(shouted["result"]["content"][0]["text"], "hey", "{shouted}");
+    app.shutdown().await;
+    one.stop().await;
+    two.stop().await;
 }
