@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,10 +12,9 @@ use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use common::fixture_child::fixture_http_child;
 use common::servers::wait_until;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Child;
 use tokio_util::sync::CancellationToken;
 use turnscope::observe::Bus;
 use turnscope::tools::Tools;
@@ -37,31 +35,12 @@ async fn registry(servers: &[McpServerConfig]) -> Arc<ToolRegistry> {
     .expect("the registry starts within the wait")
 }
 
-/// `turnscope dev fixture-server --http PORT` as a child; returns it and its MCP URL.
-async fn fixture_child(port: u16) -> (Child, String) {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
-        .args(["dev", "fixture-server", "--http", &port.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let ready = tokio::time::timeout(WAIT, lines.next_line())
-        .await
-        .expect("the fixture prints its ready line")
-        .unwrap()
-        .unwrap();
-    let url = ready.split_whitespace().last().unwrap().to_string();
-    (child, url)
-}
-
 /// A server killed (SIGKILL) while a call is in flight: the call ends with an error well
 /// before its timeout; while it is down calls fail with an error; started again on the same
 /// port, it is picked up and calls work.
 #[tokio::test]
 async fn an_http_server_killed_mid_call_fails_the_call_and_is_picked_up_again() {
-    let (mut child, url) = fixture_child(0).await;
+    let (mut child, url) = fixture_http_child(0).await;
     let port: u16 = url
         .trim_end_matches("/mcp")
         .rsplit(':')
@@ -111,7 +90,7 @@ async fn an_http_server_killed_mid_call_fails_the_call_and_is_picked_up_again() 
         down.text
     );
 
-    let (_again, again_url) = fixture_child(port).await;
+    let (_again, again_url) = fixture_http_child(port).await;
     assert_eq!(again_url, url);
     wait_until("the restarted server to be used", || {
         let registry = registry.clone();
@@ -222,7 +201,7 @@ async fn a_server_answering_garbage_gives_errors_and_the_source_serves_on() {
 /// preview) instead of reaching the model, and the next call is served.
 #[tokio::test]
 async fn a_five_mib_answer_is_refused_small_and_the_next_call_works() {
-    let (_child, url) = fixture_child(0).await;
+    let (_child, url) = fixture_http_child(0).await;
     let registry = registry(&[McpServerConfig::http("fx", &url)]).await;
     let outcome = registry
         .call("big", json!({"bytes": 5 * 1024 * 1024}))

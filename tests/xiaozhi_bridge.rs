@@ -366,3 +366,6 @@ mod more;
 
 #[path = "xiaozhi_bridge/interop.rs"]
 mod interop;
+
+#[path = "xiaozhi_bridge/relay.rs"]
+mod relay;

@@ -31,9 +31,13 @@ use crate::bridge::schema;
 const STDERR_LINE_CHARS: usize = 500;
 
 /// How often a streamable HTTP response stream that broke mid-call is resumed before the
-/// call fails (after 0.25 + 0.5 + 1 s). rmcp's default retries forever, so a call in flight
-/// to a server that died waited for its whole timeout instead of failing at once.
-fn stream_resume_policy() -> Arc<rmcp::transport::common::client_side_sse::ExponentialBackoff> {
+/// call fails: at once, then after 0.5 and 1 s, each wait stretched to the server's SSE
+/// `retry:` hint if it gave one (rmcp servers say 3 s, so about 6 s in all). rmcp's default
+/// retries forever, so a call in flight to a server that died waited for its whole timeout
+/// (or forever, where there is none) instead of failing. Every rmcp streamable HTTP client
+/// of the crate uses it (tool sources and Xiaozhi upstreams).
+pub(crate) fn stream_resume_policy()
+-> Arc<rmcp::transport::common::client_side_sse::ExponentialBackoff> {
     let mut policy = rmcp::transport::common::client_side_sse::ExponentialBackoff::default();
     policy.max_times = Some(3);
     policy.base_duration = Duration::from_millis(250);

@@ -79,6 +79,9 @@ pub struct SourceOptions {
     pub attempt_timeout: Duration,
     /// The session owning the connection (`scope = "session"`), for events.
     pub session: Option<u64>,
+    /// Bumped (besides the source's own generation) whenever its tool list is replaced: the
+    /// registry's change signal ([`Tools::changes`](super::Tools::changes)).
+    pub changes: Option<Arc<tokio::sync::watch::Sender<u64>>>,
 }
 
 impl Default for SourceOptions {
@@ -86,6 +89,7 @@ impl Default for SourceOptions {
         Self {
             attempt_timeout: MIN_ATTEMPT_TIMEOUT,
             session: None,
+            changes: None,
         }
     }
 }
@@ -118,6 +122,7 @@ pub(super) struct Inner {
     pub(super) bus: Bus,
     pub(super) state: RwLock<State>,
     pub(super) generation: AtomicU64,
+    pub(super) changes: Option<Arc<tokio::sync::watch::Sender<u64>>>,
     pub(super) first_attempt: CancellationToken,
     pub(super) stop: CancellationToken,
     pub(super) list_changed: Arc<Notify>,
@@ -181,6 +186,7 @@ impl McpSource {
                 link: None,
             }),
             generation: AtomicU64::new(0),
+            changes: options.changes.clone(),
             first_attempt: CancellationToken::new(),
             stop: CancellationToken::new(),
             list_changed: Arc::new(Notify::new()),
@@ -341,6 +347,9 @@ impl Inner {
     pub(super) fn set_tools(&self, tools: Vec<SourceTool>) {
         self.write().tools = tools.into();
         self.generation.fetch_add(1, Ordering::AcqRel);
+        if let Some(changes) = &self.changes {
+            changes.send_modify(|n| *n = n.wrapping_add(1));
+        }
     }
 
     fn unavailable(&self) -> String {

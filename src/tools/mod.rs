@@ -20,6 +20,8 @@ pub mod policy;
 pub mod registry;
 pub mod sse_client;
 
+pub(crate) use mcp_connect::stream_resume_policy;
+
 pub use context::{CallContext, SessionControl};
 
 use std::collections::HashMap;
@@ -190,6 +192,14 @@ pub trait Tools: Send + Sync + 'static {
     /// Releases what this set holds (connections opened for one session). Called once, when
     /// the session that owns the set ends; the default does nothing.
     async fn close(&self) {}
+
+    /// A signal that moves whenever the tool list may have changed (a server's list was
+    /// refreshed), for those who push changes on (the Xiaozhi bridge's `list_changed`).
+    /// Compare [`specs`](Tools::specs) before and after: a move need not change them. The
+    /// default, `None`, is a set that never changes.
+    fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
 }
 
 /// Makes the tools of each new session, for tool sources that must not be shared between

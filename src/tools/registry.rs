@@ -79,9 +79,11 @@ impl RegistryBuilder {
     /// budget. Refused servers are skipped (event and log); the rest load.
     pub async fn start(self) -> Arc<ToolRegistry> {
         let policy = Arc::new(self.policy);
+        let changes = Arc::new(tokio::sync::watch::Sender::new(0));
         let options = SourceOptions {
             attempt_timeout: self.limits.connect_budget.max(MIN_ATTEMPT_TIMEOUT),
             session: None,
+            changes: Some(changes.clone()),
         };
         let mut entries = Vec::new();
         let mut order = Vec::new();
@@ -132,6 +134,7 @@ impl RegistryBuilder {
             limits: self.limits,
             bus: self.bus,
             session: None,
+            changes,
             ready_by: None,
             snapshot: RwLock::new(Arc::new(Snapshot::default())),
             rebuild: Mutex::new(()),
@@ -153,6 +156,8 @@ pub struct ToolRegistry {
     limits: McpLimits,
     bus: Bus,
     session: Option<u64>,
+    /// Moves whenever a source's tool list is replaced (shared with the session registries).
+    changes: Arc<tokio::sync::watch::Sender<u64>>,
     ready_by: Option<tokio::time::Instant>,
     snapshot: RwLock<Arc<Snapshot>>,
     rebuild: Mutex<()>,
@@ -230,6 +235,7 @@ impl ToolRegistry {
         let options = SourceOptions {
             attempt_timeout: self.limits.connect_budget.max(MIN_ATTEMPT_TIMEOUT),
             session: Some(session),
+            changes: Some(self.changes.clone()),
         };
         let mut entries = Vec::new();
         for slot in &self.order {
@@ -259,6 +265,7 @@ impl ToolRegistry {
             limits: self.limits,
             bus: self.bus.clone(),
             session: Some(session),
+            changes: self.changes.clone(),
             ready_by: Some(tokio::time::Instant::now() + self.limits.connect_budget),
             snapshot: RwLock::new(Arc::new(Snapshot::default())),
             rebuild: Mutex::new(()),
@@ -377,6 +384,10 @@ impl ToolRegistry {
 impl Tools for ToolRegistry {
     fn specs(&self) -> Arc<[ToolSpec]> {
         self.current().specs.clone()
+    }
+
+    fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.changes.subscribe())
     }
 
     async fn call(&self, name: &str, arguments: Value) -> ToolOutcome {

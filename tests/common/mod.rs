@@ -6,6 +6,7 @@ pub mod binary;
 pub mod bot_client;
 pub mod endpoint;
 pub mod fixture;
+pub mod fixture_child;
 pub mod headless_bin;
 pub mod mcp;
 pub mod openai;

@@ -1,6 +1,8 @@
 //! Opening an MCP client session from a [`ServerSpec`]: rmcp's `TokioChildProcess` for
 //! stdio, `StreamableHttpClientTransport` for streamable HTTP and the project's
-//! `SseClientTransport` for legacy SSE.
+//! `SseClientTransport` for legacy SSE. The streamable HTTP client resumes a broken
+//! response stream only a few times (the tool sources' policy,
+//! `tools::stream_resume_policy`), so a server that dies mid-call fails the call at once.
 //!
 //! A stdio child inherits the bridge's environment with the spec's `env` laid over it, is
 //! killed if the bridge drops it, and has its stderr copied line by line to the log
@@ -75,8 +77,11 @@ async fn open(name: &str, spec: &ServerSpec, handler: RelayClient) -> Result<Ope
                     .map_err(|e| format!("header {k}: invalid value: {e}"))?;
                 custom.insert(name, value);
             }
-            let config =
+            let mut config =
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+            // Capped, so a call in flight to a server that died fails instead of waiting on
+            // a stream rmcp would resume forever.
+            config.retry_config = crate::tools::stream_resume_policy();
             let transport = StreamableHttpClientTransport::from_config(config);
             let service = handler
                 .serve(transport)

@@ -6,7 +6,9 @@
 //! status turns `restarting`, and a new session opens after a backoff (0.5 s doubling to
 //! 30 s, reset after a session that lived a minute) measured on the injected clock. While it
 //! is down, `tools/list` is served from the last list. Requests keep their params as raw
-//! JSON (sent as rmcp custom requests) so fields rmcp does not model reach the server.
+//! JSON (sent as rmcp custom requests) so fields rmcp does not model reach the server; the
+//! server's progress reports for a request reach the request's sink (see
+//! [`progress`](super::progress)).
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -15,7 +17,7 @@ use async_trait::async_trait;
 use futures::future::BoxFuture;
 use rmcp::model::{
     CancelledNotificationParam, ClientCapabilities, ClientConfig, ClientRequest, CustomRequest,
-    Implementation, ServerPeerInfo,
+    Implementation, ProgressNotificationParam, ServerPeerInfo,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService, ServiceError};
 use rmcp::{ClientHandler, Peer, RoleClient};
@@ -26,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::backoff::{Backoff, ReconnectPolicy, SessionEnd};
 use super::clock::{self, Clock};
+use super::progress::{ProgressRoutes, ProgressSink};
 use super::redact::redact;
 use super::upstream::{ServerFacts, Upstream, UpstreamChange, UpstreamError, UpstreamStatus};
 
@@ -53,11 +56,13 @@ pub struct Opened {
 pub type Opener =
     Arc<dyn Fn(RelayClient) -> BoxFuture<'static, Result<Opened, String>> + Send + Sync>;
 
-/// The rmcp client handler of a relay: announces itself and passes `tools/list_changed` on.
+/// The rmcp client handler of a relay: announces itself, passes `tools/list_changed` on and
+/// routes progress reports to the requests in flight.
 #[derive(Clone)]
 pub struct RelayClient {
     info: ClientConfig,
     changes: broadcast::Sender<UpstreamChange>,
+    progress: ProgressRoutes,
 }
 
 impl ClientHandler for RelayClient {
@@ -67,6 +72,14 @@ impl ClientHandler for RelayClient {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         let _ = self.changes.send(UpstreamChange::ToolsChanged);
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.deliver(params);
     }
 }
 
@@ -103,6 +116,8 @@ struct Live {
     peer: Option<Peer<RoleClient>>,
     died: CancellationToken,
     attempts: u64,
+    /// The open session's progress routes.
+    progress: ProgressRoutes,
 }
 
 struct Inner {
@@ -135,6 +150,7 @@ impl McpUpstream {
             peer: None,
             died: CancellationToken::new(),
             attempts: 0,
+            progress: ProgressRoutes::default(),
         });
         let (changes, _) = broadcast::channel(16);
         let inner = Arc::new(Inner {
@@ -175,12 +191,14 @@ async fn supervise(inner: Arc<Inner>) {
     let mut backoff = Backoff::new(settings.restart);
     let mut sessions = 0u64;
     loop {
+        let progress = ProgressRoutes::default();
         let handler = RelayClient {
             info: ClientConfig::new(
                 ClientCapabilities::default(),
                 Implementation::new(settings.client_name.clone(), env!("CARGO_PKG_VERSION")),
             ),
             changes: inner.changes.clone(),
+            progress: progress.clone(),
         };
         let attempt = tokio::time::timeout(OPEN_TIMEOUT, (inner.opener)(handler));
         let opened = tokio::select! {
@@ -209,6 +227,7 @@ async fn supervise(inner: Arc<Inner>) {
                     l.peer = Some(peer);
                     l.died = died.clone();
                     l.attempts += 1;
+                    l.progress = progress;
                 });
                 if sessions > 1 {
                     let _ = inner.changes.send(UpstreamChange::ToolsChanged);
@@ -351,6 +370,7 @@ impl Upstream for McpUpstream {
         method: &str,
         params: Option<Value>,
         cancel: &CancellationToken,
+        progress: Option<ProgressSink>,
     ) -> Result<Value, UpstreamError> {
         let live = self.live();
         let Some(peer) = live.peer.filter(|_| live.status.is_up()) else {
@@ -365,6 +385,8 @@ impl Upstream for McpUpstream {
             .await
             .map_err(|e| service_error(e, &self.inner.label))?;
         let id = handle.id.clone();
+        let _route =
+            progress.map(|sink| live.progress.register(handle.progress_token.clone(), sink));
         tokio::select! {
             r = handle.await_response() => {
                 let result = r.map_err(|e| service_error(e, &self.inner.label))?;

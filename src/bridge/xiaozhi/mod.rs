@@ -32,6 +32,7 @@ pub mod filter;
 pub mod jsonrpc;
 pub mod listing;
 pub mod mcp_upstream;
+pub mod progress;
 pub mod redact;
 pub mod set;
 pub mod socket;

@@ -7,7 +7,10 @@
 //! (`-32000`). `tools/list`, `tools/call` and every other request run as tasks, so a slow or
 //! restarting upstream never delays a ping. The loop owns the socket; tasks send their
 //! replies through a bounded queue. When the socket ends, the tasks it started are
-//! cancelled (their upstream requests withdrawn).
+//! cancelled (their upstream requests withdrawn). A request whose params carry the
+//! endpoint's `_meta.progressToken` gets the server's progress reports as
+//! `notifications/progress` under that token, before its reply (see
+//! [`progress`](super::progress)); a request without one gets none.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -29,6 +32,7 @@ use super::endpoint::classify_close;
 use super::filter::ToolFilter;
 use super::jsonrpc::{self, Incoming, RawId};
 use super::listing;
+use super::progress::{self, PROGRESS_QUEUE};
 use super::state::BridgeState;
 use super::upstream::{Upstream, UpstreamChange, UpstreamError};
 use crate::observe::{Event, ToolCallEvent};
@@ -367,9 +371,10 @@ impl Loop<'_> {
             return;
         }
         let bus = self.relay.state.bus().clone();
+        let out = self.out.clone();
         self.spawn(id, move |relay, id, cancel| async move {
             let started = Instant::now();
-            let result = relay.upstream.request("tools/call", params, &cancel).await;
+            let result = relay_request(&relay, "tools/call", params, &cancel, &out).await;
             let frame = reply(&id, &result);
             bus.publish_with(|| {
                 Event::ToolCall(ToolCallEvent {
@@ -422,8 +427,9 @@ impl Loop<'_> {
     }
 
     fn spawn_forward(&mut self, id: RawId, method: String, params: Option<Value>) {
+        let out = self.out.clone();
         self.spawn(id, move |relay, id, cancel| async move {
-            let result = relay.upstream.request(&method, params, &cancel).await;
+            let result = relay_request(&relay, &method, params, &cancel, &out).await;
             reply(&id, &result)
         });
     }
@@ -457,6 +463,44 @@ impl Loop<'_> {
                 let _ = out.send(frame).await;
             }
         });
+    }
+}
+
+/// Sends one request upstream; when the endpoint gave a progress token, the server's progress
+/// reports are queued for the endpoint under that token while it runs (all of them before
+/// the reply, none after a cancel).
+async fn relay_request(
+    relay: &Relay,
+    method: &str,
+    params: Option<Value>,
+    cancel: &CancellationToken,
+    out: &mpsc::Sender<String>,
+) -> Result<Value, UpstreamError> {
+    let Some(token) = progress::endpoint_token(params.as_ref()) else {
+        return relay.upstream.request(method, params, cancel, None).await;
+    };
+    let (sink, mut reports) = mpsc::channel(PROGRESS_QUEUE);
+    let request = relay.upstream.request(method, params, cancel, Some(sink));
+    tokio::pin!(request);
+    let forward = |report: Value| {
+        let frame = progress::progress_frame(&token, report);
+        async move {
+            if !cancel.is_cancelled() {
+                let _ = out.send(frame).await;
+            }
+        }
+    };
+    loop {
+        tokio::select! {
+            biased;
+            Some(report) = reports.recv() => forward(report).await,
+            result = &mut request => {
+                while let Ok(report) = reports.try_recv() {
+                    forward(report).await;
+                }
+                return result;
+            }
+        }
     }
 }
 

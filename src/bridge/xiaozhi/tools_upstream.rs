@@ -5,7 +5,10 @@
 //! reconnects of every configured server; a bridge naming some of them relays exactly the
 //! registry's tools whose source is one of those names. Like `@bot`, the set is served by an
 //! rmcp server over an in-process pipe, so the socket loop sees an ordinary MCP upstream.
-//! Only tools are relayed this way (no resources or prompts).
+//! Only tools are relayed this way (no resources or prompts). When the registry's tool list
+//! moves (a server refreshed its list) and the relayed tools differ from what was offered,
+//! the server says `notifications/tools/list_changed`, which the bridge passes on to the
+//! endpoint.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -15,7 +18,7 @@ use rmcp::model::{
     JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 
 use super::mcp_upstream::{McpUpstream, Opened, Opener, RelayClient, UpstreamSettings};
@@ -40,6 +43,40 @@ impl ToolsMcp {
         }
     }
 
+    /// The relayed tools now, as MCP `Tool`s.
+    fn listing(&self) -> Vec<Tool> {
+        self.tools
+            .specs()
+            .iter()
+            .filter(|s| self.sources.contains(&s.source))
+            .map(|s| {
+                let schema = match &s.input_schema {
+                    Value::Object(map) => map.clone(),
+                    _ => JsonObject::new(),
+                };
+                Tool::new(s.name.clone(), s.description.clone(), Arc::new(schema))
+            })
+            .collect()
+    }
+
+    /// Tells `peer` `notifications/tools/list_changed` each time the relayed tools differ
+    /// from the last ones seen, until the tool set stops signalling or the peer goes.
+    async fn push_changes(self, peer: Peer<RoleServer>) {
+        let Some(mut changes) = self.tools.changes() else {
+            return;
+        };
+        let mut offered = self.listing();
+        while changes.changed().await.is_ok() {
+            let now = self.listing();
+            if now != offered {
+                offered = now;
+                if peer.notify_tool_list_changed().await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+
     fn offers(&self, name: &str) -> bool {
         self.tools
             .specs()
@@ -51,12 +88,16 @@ impl ToolsMcp {
 impl ServerHandler for ToolsMcp {
     fn get_info(&self) -> ServerConfig {
         let names: Vec<&str> = self.sources.iter().map(String::as_str).collect();
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_server_info(
-            Implementation::new(
-                format!("turnscope:{}", names.join("+")),
-                env!("CARGO_PKG_VERSION"),
-            ),
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
         )
+        .with_server_info(Implementation::new(
+            format!("turnscope:{}", names.join("+")),
+            env!("CARGO_PKG_VERSION"),
+        ))
     }
 
     async fn list_tools(
@@ -64,20 +105,7 @@ impl ServerHandler for ToolsMcp {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools = self
-            .tools
-            .specs()
-            .iter()
-            .filter(|s| self.sources.contains(&s.source))
-            .map(|s| {
-                let schema = match &s.input_schema {
-                    Value::Object(map) => map.clone(),
-                    _ => JsonObject::new(),
-                };
-                Tool::new(s.name.clone(), s.description.clone(), Arc::new(schema))
-            })
-            .collect();
-        Ok(ListToolsResult::with_all_items(tools))
+        Ok(ListToolsResult::with_all_items(self.listing()))
     }
 
     async fn call_tool(
@@ -123,9 +151,11 @@ pub fn tools_upstream(
         Box::pin(async move {
             let (client_io, server_io) = tokio::io::duplex(PIPE_BYTES);
             tokio::spawn(async move {
-                match handler.serve(server_io).await {
+                match handler.clone().serve(server_io).await {
                     Ok(running) => {
+                        let pushing = tokio::spawn(handler.push_changes(running.peer().clone()));
                         let _ = running.waiting().await;
+                        pushing.abort();
                     }
                     Err(e) => tracing::warn!("tool-set MCP handler did not start: {e}"),
                 }

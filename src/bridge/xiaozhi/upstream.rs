@@ -18,6 +18,8 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+use super::progress::ProgressSink;
+
 /// Where an upstream stands.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
@@ -129,7 +131,8 @@ pub trait Upstream: Send + Sync + 'static {
 
     /// Sends one request (`tools/call`, `resources/list`, …) with `params` handed on
     /// untouched, and returns the result. Cancelling `cancel` withdraws the request (the
-    /// server is told with `notifications/cancelled`).
+    /// server is told with `notifications/cancelled`). With a `progress` sink, the server's
+    /// `notifications/progress` for this request go there until it ends.
     ///
     /// # Errors
     ///
@@ -140,6 +143,7 @@ pub trait Upstream: Send + Sync + 'static {
         method: &str,
         params: Option<Value>,
         cancel: &CancellationToken,
+        progress: Option<ProgressSink>,
     ) -> Result<Value, UpstreamError>;
 
     /// Changes the endpoint should be told about.
