@@ -56,7 +56,9 @@ pub struct ServerSection {
     /// Largest request body accepted, in bytes (default 4 MiB).
     pub max_body_bytes: usize,
     /// Seconds a client has to send a request's head; also how long an idle keep-alive
-    /// connection stays open (default 30).
+    /// connection stays open (default 100: longer than common HTTP clients keep idle
+    /// connections, reqwest's 90 s included, so a client never reuses one the server is
+    /// closing at that very moment).
     pub header_timeout_seconds: f64,
     /// Seconds a client has to send a request's whole body (default 30).
     pub body_timeout_seconds: f64,
@@ -76,7 +78,7 @@ impl Default for ServerSection {
             auth_token: None,
             allow_open_bind: false,
             max_body_bytes: 4 * 1024 * 1024,
-            header_timeout_seconds: 30.0,
+            header_timeout_seconds: 100.0,
             body_timeout_seconds: 30.0,
         }
     }

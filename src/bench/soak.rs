@@ -4,7 +4,9 @@
 //! - soak: N sessions each chatting back to back on the zero-pace model for a set time; one
 //!   row per sample window (turns/s, p50/p99, errors, and the server's memory, descriptors,
 //!   threads and tasks), then a summary row saying whether memory stayed flat within 5 %
-//!   after warm-up and how far descriptors and tasks moved;
+//!   after warm-up, how far each figure drifted (last third against first third), and the
+//!   server at rest before and after the load: with the clients gone, descriptors should be
+//!   back where they started and tasks up only by the idle sessions' own;
 //! - memory: N sessions opened over MCP and left idle; the server's memory per session.
 //!
 //! Both run headless or with the real console attached (`--console`).
@@ -122,6 +124,7 @@ async fn connect_clients(url: &str, sessions: usize) -> anyhow::Result<Vec<Arc<B
 /// Runs the soak and prints its rows.
 pub async fn soak(plan: SoakPlan) -> anyhow::Result<()> {
     let server = ServerChild::start(plan.sessions, plan.console).await?;
+    let (_, at_rest_before) = server.sample().await?;
     let clients = connect_clients(&server.mcp_url, plan.sessions).await?;
     let window = Arc::new(Window::new());
     let started = Instant::now();
@@ -199,6 +202,8 @@ pub async fn soak(plan: SoakPlan) -> anyhow::Result<()> {
     let first_error = window.first_error.lock().ok().and_then(|f| f.clone());
     let rss = spread(judged.iter().filter_map(|s| s.rss_bytes));
     let rss_flat = rss["spread_pct"].as_f64().is_some_and(|p| p <= 5.0);
+    close_clients(clients).await;
+    let (open_after, at_rest_after) = settled(&server).await?;
     row(json!({
         "bench": "soak",
         "console": plan.console,
@@ -219,14 +224,35 @@ pub async fn soak(plan: SoakPlan) -> anyhow::Result<()> {
             "tasks": spread(judged.iter().filter_map(|s| s.tasks)),
         },
         "rss_flat_within_5pct": rss_flat,
+        "at_rest": {
+            "before": at_rest_before,
+            "after": at_rest_after,
+            "open_sessions_after": open_after,
+        },
     }));
-    close_clients(clients).await;
     server.stop().await;
     Ok(())
 }
 
-/// First, last, least and most of a series, and the spread (most − least) as a percentage
-/// of the least.
+/// The server's figures once the clients are gone and its connections have closed: sampled
+/// until two readings a second apart agree on descriptors and tasks (at most 15 s).
+async fn settled(server: &ServerChild) -> anyhow::Result<(u64, ProcessStats)> {
+    let mut last = server.sample().await?;
+    for _ in 0..15 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = server.sample().await?;
+        let same = now.1.open_fds == last.1.open_fds && now.1.tasks == last.1.tasks;
+        last = now;
+        if same {
+            break;
+        }
+    }
+    Ok(last)
+}
+
+/// First, last, least and most of a series; the spread (most − least) as a percentage of the
+/// least; and the drift: the mean of the last third against the mean of the first third, in
+/// percent (a leak drifts; load that merely varies does not).
 fn spread(values: impl Iterator<Item = u64>) -> Value {
     let values: Vec<u64> = values.collect();
     let (Some(&first), Some(&last)) = (values.first(), values.last()) else {
@@ -234,12 +260,19 @@ fn spread(values: impl Iterator<Item = u64>) -> Value {
     };
     let min = values.iter().copied().min().unwrap_or(first);
     let max = values.iter().copied().max().unwrap_or(first);
+    let third = (values.len() / 3).max(1);
+    let mean = |xs: &[u64]| xs.iter().sum::<u64>() as f64 / xs.len().max(1) as f64;
+    let (early, late) = (
+        mean(&values[..third]),
+        mean(&values[values.len() - third..]),
+    );
     json!({
         "first": first,
         "last": last,
         "min": min,
         "max": max,
         "spread_pct": round((max - min) as f64 * 100.0 / min.max(1) as f64, 2),
+        "drift_pct": round((late - early) * 100.0 / early.max(1.0), 2),
     })
 }
 

@@ -21,6 +21,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_util::sync::CancellationToken;
 use turnscope::bridge::xiaozhi::jsonrpc::{self, Incoming};
+use turnscope::bridge::xiaozhi::progress::ProgressSink;
 use turnscope::bridge::xiaozhi::socket::{self, Relay};
 use turnscope::bridge::xiaozhi::state::BridgeState;
 use turnscope::bridge::xiaozhi::upstream::{ServerFacts, UpstreamChange, UpstreamError};
@@ -66,6 +67,7 @@ impl Upstream for Instant {
         method: &str,
         params: Option<Value>,
         _cancel: &CancellationToken,
+        _progress: Option<ProgressSink>,
     ) -> Result<Value, UpstreamError> {
         match method {
             "tools/call" => Ok(

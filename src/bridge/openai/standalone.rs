@@ -38,8 +38,9 @@ use crate::tools::registry::ToolRegistry;
 /// The name the bridged server has in logs and events.
 pub const SERVER_NAME: &str = "upstream";
 
-/// How long a client has to send a request's head (the main server's default).
-const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a client has to send a request's head (the main server's default, see
+/// `server.header_timeout_seconds`).
+const HEADER_TIMEOUT: Duration = Duration::from_secs(100);
 
 /// Extra time the bridge waits beyond the server's own call timeout, which fires first and
 /// cancels the call upstream.
