@@ -5,8 +5,9 @@
 //!   row per sample window (turns/s, p50/p99, errors, and the server's memory, descriptors,
 //!   threads and tasks), then a summary row saying whether memory stayed flat within 5 %
 //!   after warm-up, how far each figure drifted (last third against first third), and the
-//!   server at rest before and after the load: with the clients gone, descriptors should be
-//!   back where they started and tasks up only by the idle sessions' own;
+//!   server at rest before and after the load: once the clients are gone and the model
+//!   connections the load opened have idled out, descriptors should be back where they
+//!   started and tasks up only by the idle sessions' own;
 //! - memory: N sessions opened over MCP and left idle; the server's memory per session.
 //!
 //! Both run headless or with the real console attached (`--console`).
@@ -203,7 +204,7 @@ pub async fn soak(plan: SoakPlan) -> anyhow::Result<()> {
     let rss = spread(judged.iter().filter_map(|s| s.rss_bytes));
     let rss_flat = rss["spread_pct"].as_f64().is_some_and(|p| p <= 5.0);
     close_clients(clients).await;
-    let (open_after, at_rest_after) = settled(&server).await?;
+    let (open_after, at_rest_after, settle_seconds) = settled(&server, &at_rest_before).await?;
     row(json!({
         "bench": "soak",
         "console": plan.console,
@@ -228,26 +229,37 @@ pub async fn soak(plan: SoakPlan) -> anyhow::Result<()> {
             "before": at_rest_before,
             "after": at_rest_after,
             "open_sessions_after": open_after,
+            "settle_seconds": settle_seconds,
         },
     }));
     server.stop().await;
     Ok(())
 }
 
-/// The server's figures once the clients are gone and its connections have closed: sampled
-/// until two readings a second apart agree on descriptors and tasks (at most 15 s).
-async fn settled(server: &ServerChild) -> anyhow::Result<(u64, ProcessStats)> {
-    let mut last = server.sample().await?;
-    for _ in 0..15 {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let now = server.sample().await?;
-        let same = now.1.open_fds == last.1.open_fds && now.1.tasks == last.1.tasks;
-        last = now;
-        if same {
-            break;
+/// Longest wait for the server to come to rest after the load: past the model client's pool
+/// idle timeout (reqwest's 90 s), which is when the connections the load opened to the model
+/// close.
+const SETTLE_LIMIT: Duration = Duration::from_secs(120);
+/// Descriptors above the before-load reading that still count as back at rest.
+const SETTLE_MARGIN_FDS: u64 = 16;
+
+/// The server's figures once the clients are gone and the connections the load opened have
+/// closed: sampled every 5 s until descriptors are back within a small margin of `before`
+/// (or [`SETTLE_LIMIT`] passes). Returns the open sessions, the figures and the seconds it
+/// took.
+async fn settled(
+    server: &ServerChild,
+    before: &ProcessStats,
+) -> anyhow::Result<(u64, ProcessStats, f64)> {
+    let started = Instant::now();
+    let baseline = before.open_fds.unwrap_or(0) + SETTLE_MARGIN_FDS;
+    loop {
+        let (sessions, now) = server.sample().await?;
+        if now.open_fds.is_none_or(|fds| fds <= baseline) || started.elapsed() >= SETTLE_LIMIT {
+            return Ok((sessions, now, round(started.elapsed().as_secs_f64(), 1)));
         }
+        tokio::time::sleep(Duration::from_secs(5)).await;
     }
-    Ok(last)
 }
 
 /// First, last, least and most of a series; the spread (most − least) as a percentage of the
