@@ -239,7 +239,7 @@ pub async fn soak(plan: SoakPlan) -> anyhow::Result<()> {
 /// Longest wait for the server to come to rest after the load: past the model client's pool
 /// idle timeout (reqwest's 90 s), which is when the connections the load opened to the model
 /// close.
-const SETTLE_LIMIT: Duration = Duration::from_secs(120);
+const SETTLE_LIMIT: Duration = Duration::from_secs(180);
 /// Descriptors above the before-load reading that still count as back at rest.
 const SETTLE_MARGIN_FDS: u64 = 16;
 
