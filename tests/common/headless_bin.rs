@@ -1,15 +1,13 @@
-//! The real binary in `--headless` mode as a child process: its ready line, MCP URL, pid,
-//! and a scratch directory for its config and `--events` file.
+//! The real binary in `--headless` mode with a config file and `--events`, in a scratch
+//! directory of its own (started, read and signalled through [`super::binary`]).
 
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
 
-/// A hang guard for start-up and exit.
-pub const WAIT: Duration = Duration::from_secs(20);
+pub use super::binary::WAIT;
+use super::binary::{ready_line, serving, signal, url_in};
 
 /// A running `turnscope --headless`.
 pub struct Headless {
@@ -33,34 +31,19 @@ impl Headless {
         let config_path = dir.join("turnscope.toml");
         std::fs::write(&config_path, config).unwrap();
         let events = dir.join("events.jsonl");
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"));
+        let mut command = serving(&["--headless", "--port", "0", "--config"]);
         command
-            .args(["--headless", "--port", "0", "--config"])
             .arg(&config_path)
             .arg("--events")
             .arg(&events)
             .env_remove("OPENAI_API_KEY")
             .env_remove("OPENAI_BASE_URL")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true);
+            .stderr(Stdio::null());
         for (k, v) in env {
             command.env(k, v);
         }
         let mut child = command.spawn().unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let ready = tokio::time::timeout(WAIT, lines.next_line())
-            .await
-            .expect("the ready line comes")
-            .unwrap()
-            .expect("the binary printed a ready line");
-        let url = ready
-            .split_whitespace()
-            .find(|w| w.starts_with("http://127.0.0.1:") && w.ends_with("/mcp"))
-            .unwrap_or_else(|| panic!("no MCP URL in {ready:?}"))
-            .to_string();
-        // Keep reading stdout so the child never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let url = url_in(&ready_line(&mut child).await, "/mcp");
         Self {
             child,
             url,
@@ -81,11 +64,7 @@ impl Headless {
 
     /// Sends SIGTERM.
     pub fn terminate(&self) {
-        let status = std::process::Command::new("kill")
-            .args(["-TERM", &self.pid().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success(), "kill -TERM");
+        signal(&self.child, "TERM");
     }
 
     /// Waits (up to [`WAIT`]) for the exit.
