@@ -116,6 +116,8 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
 /// unauthorised makes the server read a body. Every server of the binary wraps its routes
 /// this way.
 pub fn protect(app: Router, guard: GuardConfig, body: BodyRules) -> Router {
+    // `read_whole` enforces the limit; this only lifts axum's own 2 MB default for
+    // extractors such as `Json` to the same figure.
     app.layer(axum::extract::DefaultBodyLimit::max(body.max_bytes))
         .layer(axum::middleware::from_fn_with_state(body, body::read_whole))
         .layer(axum::middleware::from_fn_with_state(
