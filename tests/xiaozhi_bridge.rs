@@ -31,6 +31,38 @@ fn fixture_stdio() -> ServerSpec {
     }
 }
 
+/// The app with two fixture servers as `[[mcp_servers]]` (`one` over streamable HTTP with
+/// `one_tools`, `two` over SSE with `two_tools`) and one Xiaozhi bridge relaying both to a
+/// fake endpoint. Returns the fixtures, the endpoint and the app, in the order to stop them.
+async fn two_servers_on_one_bridge(
+    one_tools: &str,
+    two_tools: &str,
+) -> (
+    common::fixture::RunningFixture,
+    common::fixture::RunningFixture,
+    FakeEndpoint,
+    turnscope::app::App,
+) {
+    use common::fixture::{Kind, RunningFixture};
+    let one = RunningFixture::start(Kind::Http).await;
+    let two = RunningFixture::start(Kind::Sse).await;
+    let endpoint = FakeEndpoint::start().await;
+    let toml = format!(
+        "[server]\nport = 0\n[model]\npace = 0.0\n[bot]\nbuiltin_tools = false\n\
+         [[mcp_servers]]\nname = \"one\"\nurl = \"{}\"\ntool_filter = [{one_tools}]\n\
+         [[mcp_servers]]\nname = \"two\"\ntransport = \"sse\"\nurl = \"{}\"\ntool_filter = [{two_tools}]\n\
+         [[bridges.xiaozhi]]\nname = \"both\"\nendpoint = \"{}\"\nservers = [\"one\", \"two\"]\n",
+        one.url("/mcp"),
+        two.url("/sse"),
+        endpoint.url(TOKEN)
+    );
+    let config = turnscope::config::Config::parse(&toml).unwrap();
+    let app = turnscope::app::App::start(&config, Bus::default())
+        .await
+        .unwrap();
+    (one, two, endpoint, app)
+}
+
 fn upstream(spec: ServerSpec, clock: Arc<dyn Clock>) -> Arc<dyn Upstream> {
     let settings = UpstreamSettings {
         clock,

@@ -340,22 +340,8 @@ async fn tools_list_pages_follow_the_cursor() {
 
 #[tokio::test]
 async fn several_configured_servers_on_one_endpoint() {
-    let one = RunningFixture::start(Kind::Http).await;
-    let two = RunningFixture::start(Kind::Sse).await;
-    let mut endpoint = FakeEndpoint::start().await;
-    let toml = format!(
-        "[server]\nport = 0\n[model]\npace = 0.0\n[bot]\nbuiltin_tools = false\n\
-         [[mcp_servers]]\nname = \"one\"\nurl = \"{}\"\ntool_filter = [\"add\"]\n\
-         [[mcp_servers]]\nname = \"two\"\ntransport = \"sse\"\nurl = \"{}\"\ntool_filter = [\"echo\", \"fail\"]\n\
-         [[bridges.xiaozhi]]\nname = \"both\"\nendpoint = \"{}\"\nservers = [\"one\", \"two\"]\n",
-        one.url("/mcp"),
-        two.url("/sse"),
-        endpoint.url(TOKEN)
-    );
-    let config = turnscope::config::Config::parse(&toml).unwrap();
-    let app = turnscope::app::App::start(&config, Bus::default())
-        .await
-        .unwrap();
+    let (one, two, mut endpoint, app) =
+        super::two_servers_on_one_bridge(r#""add""#, r#""echo", "fail""#).await;
     let mut conn = endpoint.next().await;
     let (_, names) = conn.broker_handshake().await;
     assert_eq!(

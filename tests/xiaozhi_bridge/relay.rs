@@ -7,10 +7,8 @@ use turnscope::bridge::xiaozhi::clock;
 use turnscope::bridge::xiaozhi::{ServerSpec, ToolFilter};
 
 use super::{TOKEN, fixture_stdio, spawn, upstream};
-use turnscope::observe::Bus;
 
 use crate::common::endpoint::{FakeEndpoint, tool_names};
-use crate::common::fixture::{Kind, RunningFixture};
 use crate::common::fixture_child::fixture_http_child;
 
 /// The fixture server on streamable HTTP (a child process) is killed while a `tools/call`
@@ -138,22 +136,8 @@ async fn progress_reaches_the_endpoint_under_its_own_token_only_when_it_asked() 
 /// without asking; its next `tools/list` has the new tool, which it can call.
 #[tokio::test]
 async fn a_multi_server_bridge_pushes_later_tool_changes_to_the_endpoint() {
-    let one = RunningFixture::start(Kind::Http).await;
-    let two = RunningFixture::start(Kind::Sse).await;
-    let mut endpoint = FakeEndpoint::start().await;
-    let toml = format!(
-        "[server]\nport = 0\n[model]\npace = 0.0\n[bot]\nbuiltin_tools = false\n\
-         [[mcp_servers]]\nname = \"one\"\nurl = \"{}\"\ntool_filter = [\"add_tool\", \"shout\"]\n\
-         [[mcp_servers]]\nname = \"two\"\ntransport = \"sse\"\nurl = \"{}\"\ntool_filter = [\"echo\"]\n\
-         [[bridges.xiaozhi]]\nname = \"both\"\nendpoint = \"{}\"\nservers = [\"one\", \"two\"]\n",
-        one.url("/mcp"),
-        two.url("/sse"),
-        endpoint.url(TOKEN)
-    );
-    let config = turnscope::config::Config::parse(&toml).unwrap();
-    let app = turnscope::app::App::start(&config, Bus::default())
-        .await
-        .unwrap();
+    let (one, two, mut endpoint, app) =
+        super::two_servers_on_one_bridge(r#""add_tool", "shout""#, r#""echo""#).await;
     let mut conn = endpoint.next().await;
     let (_, names) = conn.broker_handshake().await;
     assert_eq!(names, ["add_tool", "echo"]);
