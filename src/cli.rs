@@ -4,7 +4,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::Config;
+use turnscope::bridge::openai::standalone::StandaloneOptions;
+use turnscope::bridge::xiaozhi::command::RelayOptions;
+use turnscope::config::Config;
 
 /// turnscope: run a bot, serve it over MCP, and watch it live.
 #[derive(Debug, Parser)]
@@ -63,8 +65,8 @@ pub struct ServeArgs {
     /// Turn the Host/Origin check off (only behind a trusted proxy).
     #[arg(long)]
     pub no_host_check: bool,
-    /// Require `Authorization: Bearer TOKEN` on every request (also TURNSCOPE_AUTH_TOKEN).
-    #[arg(long)]
+    /// Require `Authorization: Bearer TOKEN` on every request.
+    #[arg(long, env = "TURNSCOPE_AUTH_TOKEN", hide_env_values = true)]
     pub auth_token: Option<String>,
     /// Allow --host beyond loopback without --auth-token (an authenticating proxy is in front).
     #[arg(long)]
@@ -113,11 +115,7 @@ impl ServeArgs {
         if let Some(p) = self.pace {
             config.model.pace = p;
         }
-        if let Some(t) = self.auth_token.clone().or_else(|| {
-            std::env::var("TURNSCOPE_AUTH_TOKEN")
-                .ok()
-                .filter(|t| !t.is_empty())
-        }) {
+        if let Some(t) = self.auth_token.clone() {
             s.auth_token = Some(t);
         }
         if self.allow_open_bind {
@@ -249,8 +247,8 @@ pub struct OpenaiArgs {
     /// Never offer nor call these tools (repeatable; deny wins).
     #[arg(long = "deny", value_name = "TOOL")]
     pub deny: Vec<String>,
-    /// Require `Authorization: Bearer TOKEN` on every request (also TURNSCOPE_AUTH_TOKEN).
-    #[arg(long)]
+    /// Require `Authorization: Bearer TOKEN` on every request.
+    #[arg(long, env = "TURNSCOPE_AUTH_TOKEN", hide_env_values = true)]
     pub auth_token: Option<String>,
     /// Also allow this Host (repeatable; `name:*` = any port).
     #[arg(long = "allowed-host")]
@@ -295,4 +293,88 @@ pub struct XiaozhiArgs {
     /// Extra request header for --http/--sse, as `Name: value` (repeatable).
     #[arg(long = "header", value_name = "NAME: VALUE")]
     pub headers: Vec<String>,
+}
+
+impl From<OpenaiArgs> for StandaloneOptions {
+    fn from(a: OpenaiArgs) -> Self {
+        Self {
+            stdio: a.stdio,
+            http: a.http,
+            sse: a.sse,
+            port: a.port,
+            host: a.host,
+            timeout_seconds: a.timeout_seconds,
+            headers: a.headers,
+            allow: a.allow,
+            deny: a.deny,
+            auth_token: a.auth_token,
+            allowed_hosts: a.allowed_hosts,
+            allowed_origins: a.allowed_origins,
+            allow_open_bind: a.allow_open_bind,
+        }
+    }
+}
+
+impl From<XiaozhiArgs> for RelayOptions {
+    fn from(a: XiaozhiArgs) -> Self {
+        Self {
+            endpoint: a.endpoint,
+            stdio: a.stdio,
+            http: a.http,
+            sse: a.sse,
+            bot: a.bot,
+            name: a.name,
+            allow: a.allow,
+            deny: a.deny,
+            headers: a.headers,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bridge(line: &[&str]) -> Result<BridgeCommand, clap::Error> {
+        let mut full = vec!["turnscope", "bridge"];
+        full.extend_from_slice(line);
+        match Cli::try_parse_from(full)?.command {
+            Some(Command::Bridge { kind }) => Ok(kind),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_openai_bridge_takes_the_baselines_command_line() {
+        let Ok(BridgeCommand::Openai(a)) = bridge(&[
+            "openai",
+            "--stdio",
+            "npx -y @modelcontextprotocol/server-filesystem /tmp",
+            "--port",
+            "8801",
+        ]) else {
+            panic!("parsed");
+        };
+        let options = StandaloneOptions::from(a);
+        assert_eq!((options.port, options.host.as_str()), (8801, "127.0.0.1"));
+        assert_eq!(options.timeout_seconds, 60.0);
+        let Ok(BridgeCommand::Openai(a)) = bridge(&["openai", "--http", "http://h/mcp"]) else {
+            panic!("parsed");
+        };
+        assert_eq!(a.port, 8800, "mcp-openai-bridge's default port");
+    }
+
+    #[test]
+    fn bridge_upstreams_exclude_each_other() {
+        assert!(
+            bridge(&["openai", "--port", "1"]).is_err(),
+            "one upstream is required"
+        );
+        assert!(bridge(&["openai", "--stdio", "x", "--http", "http://h/mcp"]).is_err());
+        assert!(bridge(&["xiaozhi", "--stdio", "a", "--http", "http://h/mcp"]).is_err());
+        let Ok(BridgeCommand::Xiaozhi(a)) = bridge(&["xiaozhi", "--bot"]) else {
+            panic!("parsed");
+        };
+        assert_eq!(RelayOptions::from(a).name, "xiaozhi");
+    }
 }

@@ -1,20 +1,23 @@
 //! The turnscope binary: the console by default, `--headless` for CI, and subcommands.
 
+mod bench;
+mod cli;
+
 use std::time::Instant;
 
 use anyhow::Context as _;
 use clap::Parser;
+use cli::{BridgeCommand, Cli, Command, DevAction, ModelAction, ServeArgs};
 use tokio_util::sync::CancellationToken;
 use turnscope::app::App;
+use turnscope::bridge::openai::standalone::StandaloneOptions;
+use turnscope::bridge::xiaozhi::command::RelayOptions;
 use turnscope::bridge::xiaozhi::{BridgeSettings, XiaozhiBridges, command, redact};
-use turnscope::cli::{
-    BridgeCommand, Cli, Command, DevAction, ModelAction, OpenaiArgs, ServeArgs, XiaozhiArgs,
-};
 use turnscope::config::Config;
 use turnscope::model::{EmbeddedModel, ScriptSettings};
 use turnscope::observe::Bus;
 use turnscope::observe::recorder::Recording;
-use turnscope::tui::Theme;
+use turnscope_console::Theme;
 
 /// mimalloc instead of the system allocator: the request and token paths allocate many small,
 /// short-lived objects, where glibc's malloc showed up as the largest cost in profiles.
@@ -72,19 +75,19 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
         }
         Some(Command::Bench(args)) => {
             init_logging(true);
-            turnscope::bench::run(args).await
+            bench::run(args).await
         }
         Some(Command::Bridge {
             kind: BridgeCommand::Xiaozhi(args),
         }) => {
             init_logging_at("warn,turnscope=info");
-            bridge_xiaozhi(&args, &cli.serve, cli.config.as_deref(), started).await
+            bridge_xiaozhi(args.into(), &cli.serve, cli.config.as_deref(), started).await
         }
         Some(Command::Bridge {
             kind: BridgeCommand::Openai(args),
         }) => {
             init_logging_at("warn,turnscope=info");
-            bridge_openai(&args, cli.serve.events.as_deref()).await
+            bridge_openai(args.into(), cli.serve.events.as_deref()).await
         }
         Some(Command::Dev {
             action: DevAction::FixtureServer { stdio, http, sse },
@@ -107,20 +110,23 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
             init_logging(false);
             let (config, _) = Config::load(cli.config.as_deref())?;
             let choice = theme.or(cli.serve.theme).or(config.console.theme);
-            let theme = Theme::resolve(choice.as_deref(), turnscope::tui::no_color())?;
-            turnscope::tui::replay::run(&file, theme).await
+            let theme = Theme::resolve(choice.as_deref(), turnscope_console::no_color())?;
+            turnscope_console::replay::run(&file, theme).await
         }
     }
 }
 
 /// The console over a freshly started app (the default mode).
 async fn console(config: &Config, events: Option<&std::path::Path>) -> anyhow::Result<()> {
-    let theme = Theme::resolve(config.console.theme.as_deref(), turnscope::tui::no_color())?;
-    turnscope::tui::terminal::check()?;
+    let theme = Theme::resolve(
+        config.console.theme.as_deref(),
+        turnscope_console::no_color(),
+    )?;
+    turnscope_console::terminal::check()?;
     let bus = Bus::default();
     let recording = Recording::start(&bus, events).await?;
     let app = App::start(config, bus).await?;
-    let result = turnscope::tui::run(app, theme).await;
+    let result = turnscope_console::run(app, theme).await;
     recording.finish().await;
     result
 }
@@ -165,13 +171,13 @@ async fn headless(
 
 /// `turnscope bridge xiaozhi`: relays on their own, or the main mode with bridges.
 async fn bridge_xiaozhi(
-    args: &XiaozhiArgs,
+    args: RelayOptions,
     serve: &ServeArgs,
     config: Option<&std::path::Path>,
     started: Instant,
 ) -> anyhow::Result<()> {
     let events = serve.events.as_deref();
-    let (plan, warnings) = command::plan(args, config, &|name| std::env::var(name).ok())?;
+    let (plan, warnings) = command::plan(&args, config, &|name| std::env::var(name).ok())?;
     for w in &warnings {
         tracing::warn!("{w}");
     }
@@ -208,11 +214,14 @@ async fn bridge_xiaozhi(
 }
 
 /// `turnscope bridge openai`: one MCP server as `/v1/tools` + `/v1/execute`.
-async fn bridge_openai(args: &OpenaiArgs, events: Option<&std::path::Path>) -> anyhow::Result<()> {
+async fn bridge_openai(
+    args: StandaloneOptions,
+    events: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
     use turnscope::bridge::openai::standalone;
     let bus = Bus::default();
     let recording = Recording::start(&bus, events).await?;
-    let bridge = standalone::start(args, bus).await?;
+    let bridge = standalone::start(&args, bus).await?;
     println!("{}", bridge.ready_line());
     wait_for_signal().await;
     eprintln!("turnscope: shutting down the openai bridge and its server");
@@ -222,7 +231,7 @@ async fn bridge_openai(args: &OpenaiArgs, events: Option<&std::path::Path>) -> a
 }
 
 async fn fixture(stdio: bool, http: Option<u16>, sse: Option<u16>) -> anyhow::Result<()> {
-    use turnscope::fixture;
+    use turnscope_fixture as fixture;
     let stop = CancellationToken::new();
     if stdio {
         return fixture::serve_stdio().await;

@@ -13,7 +13,7 @@ use tokio::io::AsyncReadExt;
 use tokio::process::Child;
 use tokio::task::JoinHandle;
 
-use crate::observe::process::ProcessStats;
+use turnscope::observe::process::ProcessStats;
 
 /// How long the child may take to answer `/healthz` after it is spawned.
 const START_BUDGET: Duration = Duration::from_secs(30);

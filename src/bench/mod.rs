@@ -11,12 +11,14 @@
 //! - `soak`: sessions chatting for minutes while the server's memory, descriptors and tasks
 //!   are sampled (see [`soak`]);
 //! - `ready`: time from process start to the headless ready line;
-//! - `console`: turns/s with and without a console attached (`tui::bench`).
+//! - `console`: turns/s with and without a console attached (`bench::console`);
 //! - `bridge`: the OpenAI bridge's own cost: p50/p95 of `GET /v1/tools`, `POST /v1/execute`
 //!   and a direct MCP `tools/call` to the same upstream (the fixture over streamable HTTP),
 //!   calls interleaved so drift hits all three alike.
 
+mod bridge;
 mod child;
+mod console;
 pub mod soak;
 
 use std::sync::Arc;
@@ -31,11 +33,11 @@ use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::{Value, json};
 
-use crate::app::App;
-use crate::config::Config;
-use crate::observe::Bus;
-use crate::pipeline::{Frame, FrameBody, Link, Observer, Pipeline, Processor};
-use crate::tools::{FnTool, Toolbox, Tools};
+use turnscope::app::App;
+use turnscope::config::Config;
+use turnscope::observe::Bus;
+use turnscope::pipeline::{Frame, FrameBody, Link, Observer, Pipeline, Processor};
+use turnscope::tools::{FnTool, Toolbox, Tools};
 
 /// What to measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -145,10 +147,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 .await?
             }
             Shape::Ready => ready().await?,
-            Shape::Console => {
-                crate::tui::bench::console(args.sessions, args.turns, args.runs).await?
-            }
-            Shape::Bridge => crate::bridge::openai::bench::run(args.calls).await?,
+            Shape::Console => console::console(args.sessions, args.turns, args.runs).await?,
+            Shape::Bridge => bridge::run(args.calls).await?,
         }
     }
     Ok(())

@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 
 use super::child::ServerChild;
 use super::{BenchClient, round, row};
-use crate::observe::process::ProcessStats;
+use turnscope::observe::process::ProcessStats;
 
 /// Sessions per MCP client, as many agents would share a server.
 const SESSIONS_PER_CLIENT: usize = 25;

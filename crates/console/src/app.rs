@@ -1,0 +1,588 @@
+//! The console's app state: what is focused and selected, scroll positions, the input line,
+//! overlays, and how keys and the mouse change them.
+//!
+//! [`Console`] owns the [`ConsoleState`] the panes draw, and turns terminal events into
+//! changes of its own fields or into an [`Action`] for the event loop (send a line, interrupt,
+//! quit). It never touches the server, the terminal or the clock, so everything here is
+//! tested without a terminal.
+
+use std::cell::Cell;
+use std::collections::BTreeSet;
+
+use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyEventKind};
+use ratatui::style::{Modifier, Style};
+use ratatui_textarea::{TextArea, WrapMode};
+
+use super::filter::FrameFilter;
+use super::frames_view::{FrameLine, FramesView};
+use super::keys::{self, Command};
+use super::layout::Areas;
+use super::state::ConsoleState;
+use super::theme::Theme;
+use turnscope::sessions::ChatReply;
+
+/// The panes, in Tab order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PaneId {
+    /// Open and closed sessions.
+    Sessions,
+    /// The selected session's turns.
+    Transcript,
+    /// The input line.
+    Input,
+    /// Live frames.
+    Frames,
+    /// Progress notifications.
+    Progress,
+    /// The bot's tools.
+    Tools,
+    /// Latency statistics and counters.
+    Stats,
+}
+
+/// Every pane in Tab order.
+pub const ORDER: [PaneId; 7] = [
+    PaneId::Sessions,
+    PaneId::Transcript,
+    PaneId::Input,
+    PaneId::Frames,
+    PaneId::Progress,
+    PaneId::Tools,
+    PaneId::Stats,
+];
+
+impl PaneId {
+    /// The pane's title.
+    pub fn title(self) -> &'static str {
+        match self {
+            PaneId::Sessions => "Sessions",
+            PaneId::Transcript => "Transcript",
+            PaneId::Input => "Input",
+            PaneId::Frames => "Frames",
+            PaneId::Progress => "Progress",
+            PaneId::Tools => "Tools",
+            PaneId::Stats => "Stats",
+        }
+    }
+
+    /// Its number (the key that jumps to it).
+    pub fn number(self) -> usize {
+        ORDER.iter().position(|p| *p == self).unwrap_or(0) + 1
+    }
+
+    /// Whether it lives in the inspector's tabs.
+    pub fn is_inspector(self) -> bool {
+        matches!(
+            self,
+            PaneId::Frames | PaneId::Progress | PaneId::Tools | PaneId::Stats
+        )
+    }
+}
+
+/// What the event loop must do after an input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Quit: restore the terminal and end every session.
+    Quit,
+    /// Chat on a session (an empty line reads the turn in flight).
+    Chat {
+        /// Session number.
+        session: u64,
+        /// The line.
+        line: String,
+    },
+    /// Interrupt the session's turn in flight.
+    Interrupt {
+        /// Session number.
+        session: u64,
+    },
+}
+
+/// A message for the person, shown above the input line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    /// The text.
+    pub text: String,
+    /// Whether it reports a failure.
+    pub error: bool,
+}
+
+/// A cursor and a scroll offset into a list. The offset is adjusted while drawing, so the
+/// cursor stays visible whatever the pane's height.
+#[derive(Debug, Default)]
+pub struct ListNav {
+    /// The selected row.
+    pub cursor: usize,
+    offset: Cell<usize>,
+}
+
+impl ListNav {
+    /// The rows to show (`start..end`) for a list of `len` rows in `visible` lines.
+    pub fn window(&self, len: usize, visible: usize) -> (usize, usize) {
+        let cursor = self.cursor.min(len.saturating_sub(1));
+        let mut off = self.offset.get();
+        if cursor < off {
+            off = cursor;
+        }
+        if visible > 0 && cursor >= off + visible {
+            off = cursor + 1 - visible;
+        }
+        off = off.min(len.saturating_sub(visible));
+        self.offset.set(off);
+        (off, (off + visible).min(len))
+    }
+
+    /// The first row shown at the last draw.
+    pub fn offset(&self) -> usize {
+        self.offset.get()
+    }
+
+    /// Moves the cursor by `delta` within `len` rows.
+    pub fn step(&mut self, delta: isize, len: usize) {
+        let last = len.saturating_sub(1) as isize;
+        self.cursor = (self.cursor as isize + delta).clamp(0, last.max(0)) as usize;
+    }
+}
+
+/// The console: the state it draws plus everything about the person's view of it.
+pub struct Console {
+    /// What the server did, folded from events and snapshots.
+    pub state: ConsoleState,
+    /// The styles to draw with.
+    pub theme: Theme,
+    /// A replay: no input line, nothing is sent.
+    pub read_only: bool,
+    /// The focused pane.
+    pub focus: PaneId,
+    /// The inspector tab shown.
+    pub inspector: PaneId,
+    /// The selected session's number.
+    pub selected: Option<u64>,
+    /// The session the console opened for the person.
+    pub own: Option<u64>,
+    /// The input line.
+    pub input: TextArea<'static>,
+    /// The latest message for the person.
+    pub notice: Option<Notice>,
+    /// Whether the help overlay is open.
+    pub help: bool,
+    /// The help overlay's scroll.
+    pub help_scroll: Cell<usize>,
+    /// The Sessions pane's cursor.
+    pub sessions_nav: ListNav,
+    /// Transcript lines scrolled back from the bottom (0 follows the newest).
+    pub transcript_back: Cell<usize>,
+    /// The Frames pane.
+    pub frames: FramesView,
+    /// Progress rows scrolled back from the bottom.
+    pub progress_back: Cell<usize>,
+    /// Whether Progress shows every session.
+    pub progress_all: bool,
+    /// The Tools pane's cursor.
+    pub tools_nav: ListNav,
+    /// The selected tool's detail scroll.
+    pub tool_scroll: Cell<usize>,
+    /// The Stats pane's scroll.
+    pub stats_scroll: Cell<usize>,
+    /// Whether Stats shows every session (else the selected one).
+    pub stats_all: bool,
+    /// Sessions with a chat call from the console in flight.
+    pub waiting: BTreeSet<u64>,
+    /// Where the panes were at the last draw (for the mouse).
+    pub areas: Cell<Areas>,
+}
+
+const PAGE: isize = 10;
+
+impl Console {
+    /// A console over `state`, drawn with `theme`; `read_only` for a replay.
+    pub fn new(state: ConsoleState, theme: Theme, read_only: bool) -> Self {
+        let mut input = TextArea::default();
+        input.set_wrap_mode(WrapMode::WordOrGlyph);
+        input.set_cursor_line_style(Style::new());
+        input.set_placeholder_text("Type a line for the selected session; Enter sends");
+        Self {
+            state,
+            theme,
+            read_only,
+            focus: if read_only {
+                PaneId::Sessions
+            } else {
+                PaneId::Input
+            },
+            inspector: PaneId::Frames,
+            selected: None,
+            own: None,
+            input,
+            notice: None,
+            help: false,
+            help_scroll: Cell::new(0),
+            sessions_nav: ListNav::default(),
+            transcript_back: Cell::new(0),
+            frames: FramesView::default(),
+            progress_back: Cell::new(0),
+            progress_all: true,
+            tools_nav: ListNav::default(),
+            tool_scroll: Cell::new(0),
+            stats_scroll: Cell::new(0),
+            stats_all: true,
+            waiting: BTreeSet::new(),
+            areas: Cell::new(Areas::default()),
+        }
+    }
+
+    /// Styles the input line for the next frame: its cursor shows only while it has focus.
+    pub fn before_draw(&mut self) {
+        let focused = self.focus == PaneId::Input
+            && !self.read_only
+            && !self.help
+            && self.frames.editing.is_none();
+        let cursor = if focused {
+            Style::new().add_modifier(Modifier::REVERSED)
+        } else {
+            Style::new()
+        };
+        self.input.set_cursor_style(cursor);
+        self.input.set_placeholder_style(self.theme.dim);
+        self.input.set_style(self.theme.text);
+    }
+
+    /// Keeps the selection valid after the state changed: the selected session if still
+    /// listed, else the person's own, else the first; and the cursor on it.
+    pub fn settle(&mut self) {
+        let rows = self.state.session_rows();
+        let valid = self
+            .selected
+            .is_some_and(|n| rows.iter().any(|r| r.number == n));
+        if !valid {
+            self.selected = self
+                .own
+                .filter(|n| rows.iter().any(|r| r.number == *n && !r.is_closed()))
+                .or_else(|| rows.first().map(|r| r.number));
+        }
+        if let Some(i) = rows.iter().position(|r| Some(r.number) == self.selected) {
+            self.sessions_nav.cursor = i;
+        }
+        let tools = self.state.tools.len();
+        self.tools_nav.step(0, tools);
+    }
+
+    /// Handles one terminal event; returns what the event loop must do, if anything.
+    pub fn handle(&mut self, event: &TermEvent) -> Option<Action> {
+        match event {
+            TermEvent::Key(key) if key.kind != KeyEventKind::Release => self.key(key),
+            TermEvent::Mouse(mouse) => {
+                self.mouse(mouse);
+                None
+            }
+            TermEvent::Paste(text) if self.focus == PaneId::Input && !self.read_only => {
+                self.input.insert_str(text);
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// Handles one key press.
+    pub fn key(&mut self, key: &KeyEvent) -> Option<Action> {
+        if keys::is_ctrl_c(key) {
+            return Some(Action::Quit);
+        }
+        if self.help {
+            self.help_key(key);
+            return None;
+        }
+        if self.frames.detail {
+            self.detail_key(key);
+            return None;
+        }
+        if self.frames.editing.is_some() {
+            self.filter_key(key);
+            return None;
+        }
+        if let Some(n) = keys::alt_jump(key) {
+            return self.command(Command::Jump(n));
+        }
+        if self.focus == PaneId::Input && !self.read_only {
+            return self.input_key(key);
+        }
+        let command = keys::command(key)?;
+        self.command(command)
+    }
+
+    fn help_key(&mut self, key: &KeyEvent) {
+        match keys::command(key) {
+            Some(Command::Up) => self
+                .help_scroll
+                .set(self.help_scroll.get().saturating_sub(1)),
+            Some(Command::Down) => self.help_scroll.set(self.help_scroll.get() + 1),
+            Some(Command::PageUp) => self
+                .help_scroll
+                .set(self.help_scroll.get().saturating_sub(10)),
+            Some(Command::PageDown) => self.help_scroll.set(self.help_scroll.get() + 10),
+            Some(Command::Help | Command::Back | Command::Quit | Command::Enter) => {
+                self.help = false;
+            }
+            _ => {}
+        }
+    }
+
+    fn detail_key(&mut self, key: &KeyEvent) {
+        match keys::command(key) {
+            Some(Command::Up) => self.frame_step(-1),
+            Some(Command::Down) => self.frame_step(1),
+            Some(Command::Back | Command::Enter | Command::Quit) => self.frames.detail = false,
+            Some(Command::Help) => self.help = true,
+            _ => {}
+        }
+    }
+
+    fn filter_key(&mut self, key: &KeyEvent) {
+        let Some(line) = self.frames.editing.as_mut() else {
+            return;
+        };
+        match key.code {
+            KeyCode::Enter => self.frames.editing = None,
+            KeyCode::Esc => {
+                self.frames.editing = None;
+                self.frames.filter = FrameFilter::default();
+            }
+            KeyCode::Backspace => {
+                line.pop();
+                self.frames.filter = FrameFilter::parse(line);
+            }
+            KeyCode::Char(c) => {
+                line.push(c);
+                self.frames.filter = FrameFilter::parse(line);
+            }
+            _ => {}
+        }
+    }
+
+    fn input_key(&mut self, key: &KeyEvent) -> Option<Action> {
+        if keys::is_newline(key) {
+            self.input.insert_newline();
+            return None;
+        }
+        match key.code {
+            KeyCode::Enter => return self.send(),
+            KeyCode::Tab => self.cycle(1),
+            KeyCode::BackTab => self.cycle(-1),
+            KeyCode::Esc => self.focus = PaneId::Sessions,
+            KeyCode::F(1) => self.help = true,
+            KeyCode::PageUp => self.scroll_transcript(PAGE),
+            KeyCode::PageDown => self.scroll_transcript(-PAGE),
+            _ => {
+                self.input.input(*key);
+            }
+        }
+        None
+    }
+
+    /// Takes the input line as a chat action on the selected session.
+    fn send(&mut self) -> Option<Action> {
+        let Some(session) = self.selected else {
+            self.notice = Some(Notice {
+                text: "no session selected; select one in Sessions (1) first".into(),
+                error: true,
+            });
+            return None;
+        };
+        if let Some(row) = self.state.session(session)
+            && row.is_closed()
+            && Some(session) != self.own
+        {
+            self.notice = Some(Notice {
+                text: format!(
+                    "session #{session} is closed; select an open session in Sessions (1)"
+                ),
+                error: true,
+            });
+            return None;
+        }
+        let line = self.input.lines().join("\n");
+        let line = line.trim_end().to_string();
+        self.input = {
+            let mut fresh = TextArea::default();
+            fresh.set_wrap_mode(WrapMode::WordOrGlyph);
+            fresh.set_cursor_line_style(Style::new());
+            fresh.set_placeholder_text(self.input.placeholder_text().to_string());
+            fresh
+        };
+        self.transcript_back.set(0);
+        self.notice = None;
+        Some(Action::Chat { session, line })
+    }
+
+    /// Notes that a chat call started.
+    pub fn chat_started(&mut self, session: u64) {
+        self.waiting.insert(session);
+    }
+
+    /// Notes how a chat call ended: errors and reads become a notice; a reply shows in the
+    /// transcript on its own.
+    pub fn chat_done(&mut self, session: u64, line: &str, result: Result<ChatReply, String>) {
+        self.waiting.remove(&session);
+        self.notice = match result {
+            Err(message) => Some(Notice {
+                text: message,
+                error: true,
+            }),
+            Ok(reply) if reply.is_error() => Some(Notice {
+                text: format!(
+                    "turn {} ended in error: {}",
+                    reply.turn.unwrap_or(0),
+                    reply.error.unwrap_or_default()
+                ),
+                error: true,
+            }),
+            Ok(reply) if line.is_empty() => Some(Notice {
+                text: match reply.turn {
+                    Some(turn) => format!(
+                        "read turn {turn} of #{session}: {} ({} characters)",
+                        reply.end_reason.unwrap_or_default(),
+                        reply.reply.chars().count()
+                    ),
+                    None => format!("#{session} has no unread turn to read"),
+                },
+                error: false,
+            }),
+            Ok(_) => None,
+        };
+    }
+
+    fn command(&mut self, command: Command) -> Option<Action> {
+        match command {
+            Command::Quit => return Some(Action::Quit),
+            Command::NextPane => self.cycle(1),
+            Command::PrevPane => self.cycle(-1),
+            Command::Jump(n) => {
+                if let Some(pane) = ORDER.get(n.wrapping_sub(1)) {
+                    self.focus_pane(*pane);
+                }
+            }
+            Command::Help => self.help = true,
+            Command::Back => {
+                if self.focus == PaneId::Frames && !self.frames.filter.is_empty() {
+                    self.frames.filter = FrameFilter::default();
+                } else if !self.read_only {
+                    self.focus = PaneId::Input;
+                }
+            }
+            Command::Interrupt => {
+                if let Some(session) = self.selected
+                    && !self.read_only
+                {
+                    return Some(Action::Interrupt { session });
+                }
+            }
+            Command::Filter => {
+                self.focus_pane(PaneId::Frames);
+                self.frames.editing = Some(self.frames.filter.text().to_string());
+            }
+            Command::Up => self.move_by(-1),
+            Command::Down => self.move_by(1),
+            Command::PageUp => self.move_by(-PAGE),
+            Command::PageDown => self.move_by(PAGE),
+            Command::Home => self.move_by(isize::MIN / 2),
+            Command::End => self.end(),
+            Command::Enter => match self.focus {
+                PaneId::Sessions if !self.read_only => self.focus = PaneId::Input,
+                PaneId::Frames => {
+                    self.frames.detail = self
+                        .frame_lines()
+                        .iter()
+                        .any(|l| matches!(l, FrameLine::Frame(_)))
+                }
+                _ => {}
+            },
+            Command::Pause => {
+                if self.focus == PaneId::Frames {
+                    self.toggle_pause();
+                }
+            }
+            Command::Scope => match self.focus {
+                PaneId::Frames => self.frames.all = !self.frames.all,
+                PaneId::Progress => self.progress_all = !self.progress_all,
+                PaneId::Stats => self.stats_all = !self.stats_all,
+                _ => {}
+            },
+        }
+        None
+    }
+
+    /// Focuses a pane (an inspector pane also becomes the visible tab).
+    pub fn focus_pane(&mut self, pane: PaneId) {
+        if pane == PaneId::Input && self.read_only {
+            return;
+        }
+        if pane.is_inspector() {
+            self.inspector = pane;
+        }
+        self.focus = pane;
+    }
+
+    fn cycle(&mut self, delta: isize) {
+        let panes: Vec<PaneId> = ORDER
+            .into_iter()
+            .filter(|p| !(self.read_only && *p == PaneId::Input))
+            .collect();
+        let at = panes.iter().position(|p| *p == self.focus).unwrap_or(0) as isize;
+        let next = (at + delta).rem_euclid(panes.len() as isize) as usize;
+        self.focus_pane(panes[next]);
+    }
+
+    pub(crate) fn move_by(&mut self, delta: isize) {
+        match self.focus {
+            PaneId::Sessions => self.select_row_by(delta),
+            PaneId::Transcript | PaneId::Input => self.scroll_transcript(-delta),
+            PaneId::Frames => self.frame_step(delta),
+            PaneId::Progress => scroll_back(&self.progress_back, -delta),
+            PaneId::Tools if delta.abs() == PAGE => scroll_fwd(&self.tool_scroll, delta),
+            PaneId::Tools => {
+                self.tools_nav.step(delta, self.state.tools.len());
+                self.tool_scroll.set(0);
+            }
+            PaneId::Stats => scroll_fwd(&self.stats_scroll, delta),
+        }
+    }
+
+    fn end(&mut self) {
+        match self.focus {
+            PaneId::Transcript | PaneId::Input => self.transcript_back.set(0),
+            PaneId::Frames => self.frames.cursor = None,
+            PaneId::Progress => self.progress_back.set(0),
+            _ => self.move_by(isize::MAX / 2),
+        }
+    }
+
+    fn scroll_transcript(&mut self, lines_back: isize) {
+        scroll_back(&self.transcript_back, lines_back);
+    }
+
+    fn select_row_by(&mut self, delta: isize) {
+        let len = self.state.session_rows().len();
+        self.sessions_nav.step(delta, len);
+        self.select_row(self.sessions_nav.cursor);
+    }
+
+    /// Selects the session on row `i` of the Sessions pane.
+    pub fn select_row(&mut self, i: usize) {
+        let number = self.state.session_rows().get(i).map(|r| r.number);
+        if let Some(number) = number {
+            if self.selected != Some(number) {
+                self.transcript_back.set(0);
+            }
+            self.selected = Some(number);
+            self.sessions_nav.cursor = i;
+        }
+    }
+}
+
+fn scroll_back(cell: &Cell<usize>, delta: isize) {
+    cell.set((cell.get() as isize).saturating_add(delta).max(0) as usize);
+}
+
+fn scroll_fwd(cell: &Cell<usize>, delta: isize) {
+    scroll_back(cell, delta);
+}

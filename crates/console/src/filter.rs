@@ -1,0 +1,181 @@
+//! The Frames pane's filter: a line of terms, all of which a frame must match.
+//!
+//! A term is free text (matched, ignoring case, against the frame's name, processors and
+//! detail) or `field:value` with field `kind`, `name`, `dir`, `from`, `to`, `turn` or
+//! `session`. `!term` (or `-term`) keeps the frames that do NOT match. Example:
+//! `kind:system !Interruption` or `name:text dir:down hello`.
+
+use turnscope::observe::FrameEvent;
+
+/// One field a term can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Kind,
+    Name,
+    Dir,
+    From,
+    To,
+    Turn,
+    Session,
+    Any,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Term {
+    field: Field,
+    value: String,
+    negate: bool,
+}
+
+/// A parsed filter; the empty filter keeps everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FrameFilter {
+    text: String,
+    terms: Vec<Term>,
+}
+
+impl FrameFilter {
+    /// Parses a filter line. Unknown `field:` prefixes are taken as free text.
+    pub fn parse(text: &str) -> FrameFilter {
+        let terms = text
+            .split_whitespace()
+            .filter_map(|raw| {
+                let (negate, rest) = match raw.strip_prefix(['!', '-']) {
+                    Some(rest) => (true, rest),
+                    None => (false, raw),
+                };
+                if rest.is_empty() {
+                    return None;
+                }
+                let (field, value) = match rest.split_once(':') {
+                    Some((f, v)) => match f.to_ascii_lowercase().as_str() {
+                        "kind" | "k" => (Field::Kind, v),
+                        "name" | "n" => (Field::Name, v),
+                        "dir" | "d" => (Field::Dir, v),
+                        "from" => (Field::From, v),
+                        "to" => (Field::To, v),
+                        "turn" | "t" => (Field::Turn, v),
+                        "session" | "s" => (Field::Session, v),
+                        _ => (Field::Any, rest),
+                    },
+                    None => (Field::Any, rest),
+                };
+                Some(Term {
+                    field,
+                    value: value.to_lowercase(),
+                    negate,
+                })
+            })
+            .collect();
+        FrameFilter {
+            text: text.to_string(),
+            terms,
+        }
+    }
+
+    /// The filter line as typed.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether it keeps everything.
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+
+    /// Whether `frame` passes every term.
+    pub fn matches(&self, frame: &FrameEvent) -> bool {
+        self.terms.iter().all(|t| t.matches(frame) != t.negate)
+    }
+}
+
+fn contains(haystack: &str, needle: &str) -> bool {
+    if haystack.is_ascii() && needle.is_ascii() {
+        haystack
+            .as_bytes()
+            .windows(needle.len().max(1))
+            .any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
+            || needle.is_empty()
+    } else {
+        haystack.to_lowercase().contains(needle)
+    }
+}
+
+impl Term {
+    fn matches(&self, f: &FrameEvent) -> bool {
+        let v = self.value.as_str();
+        match self.field {
+            Field::Kind => f.kind.starts_with(v),
+            Field::Name => contains(&f.name, v),
+            Field::Dir => match v {
+                "up" | "u" | "↑" => f.direction == "up",
+                "down" | "d" | "↓" => f.direction == "down",
+                _ => contains(&f.direction, v),
+            },
+            Field::From => contains(&f.from, v),
+            Field::To => contains(&f.to, v),
+            Field::Turn => v.parse::<u64>().is_ok_and(|n| n == f.turn),
+            Field::Session => v
+                .trim_start_matches('#')
+                .parse::<u64>()
+                .is_ok_and(|n| n == f.session),
+            Field::Any => {
+                contains(&f.name, v)
+                    || contains(&f.from, v)
+                    || contains(&f.to, v)
+                    || contains(&f.detail, v)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(
+        kind: &'static str,
+        name: &'static str,
+        dir: &'static str,
+        detail: &str,
+    ) -> FrameEvent {
+        FrameEvent {
+            id: 1,
+            session: 2,
+            turn: 3,
+            kind: kind.into(),
+            name: name.into(),
+            from: "model".into(),
+            to: "output".into(),
+            direction: dir.into(),
+            at_us: 0,
+            detail: detail.into(),
+        }
+    }
+
+    #[test]
+    fn fields_free_text_and_negation() {
+        let piece = frame("data", "TextPiece", "down", "Hello there");
+        let stop = frame("system", "Interruption", "down", "");
+        let up = frame("system", "Error", "up", "boom");
+        assert!(FrameFilter::parse("").matches(&piece));
+        assert!(FrameFilter::parse("kind:sys").matches(&stop));
+        assert!(!FrameFilter::parse("kind:sys").matches(&piece));
+        assert!(FrameFilter::parse("HELLO").matches(&piece));
+        assert!(FrameFilter::parse("name:text dir:down").matches(&piece));
+        assert!(!FrameFilter::parse("!TextPiece").matches(&piece));
+        assert!(FrameFilter::parse("-text kind:system").matches(&stop));
+        assert!(FrameFilter::parse("dir:up").matches(&up));
+        assert!(!FrameFilter::parse("dir:up").matches(&stop));
+        assert!(FrameFilter::parse("turn:3 session:#2").matches(&piece));
+        assert!(!FrameFilter::parse("turn:4").matches(&piece));
+        assert!(FrameFilter::parse("to:output from:mod").matches(&piece));
+        assert!(FrameFilter::parse("weird:thing").matches(&frame(
+            "data",
+            "X",
+            "down",
+            "a weird:thing"
+        )));
+        assert!(FrameFilter::parse("   ").is_empty());
+    }
+}

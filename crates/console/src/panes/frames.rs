@@ -1,0 +1,215 @@
+//! The Frames pane: frames crossing the pipeline's links, of the selected session or of all,
+//! filtered, pausable, with turn boundaries drawn and a detail popup for the selected frame.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Clear, Paragraph, Wrap};
+
+use crate::app::Console;
+use crate::frames_view::FrameLine;
+use crate::text::{count, one_line, pad, truncate, width};
+use turnscope::observe::FrameEvent;
+
+/// Draws the pane into the inspector's inside.
+pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
+    let t = &c.theme;
+    let lines = c.frame_lines();
+    let shown = lines
+        .iter()
+        .filter(|l| matches!(l, FrameLine::Frame(_)))
+        .count();
+    let source = c.frame_source();
+    let mut info = vec![
+        Span::styled(
+            if c.frames.all {
+                "all sessions".to_string()
+            } else {
+                match c.selected {
+                    Some(n) => format!("session #{n}"),
+                    None => "no session".to_string(),
+                }
+            },
+            t.accent,
+        ),
+        Span::styled(
+            format!(
+                " · {} shown · {} kept",
+                count(shown as u64),
+                count(source.len() as u64)
+            ),
+            t.dim,
+        ),
+    ];
+    info.push(if c.frames.paused.is_some() {
+        Span::styled(" · ❚❚ paused", t.warn)
+    } else if c.frames.cursor.is_none() {
+        Span::styled(" · following", t.ok)
+    } else {
+        Span::styled(" · browsing (End follows)", t.dim)
+    });
+    if let Some(editing) = &c.frames.editing {
+        info.push(Span::styled(" · filter: ", t.dim));
+        info.push(Span::styled(format!("{editing}▏"), t.key));
+    } else if !c.frames.filter.is_empty() {
+        info.push(Span::styled(" · filter: ", t.dim));
+        info.push(Span::styled(c.frames.filter.text().to_string(), t.key));
+    }
+    let mut out = vec![Line::from(info)];
+    let visible = area.height.saturating_sub(1) as usize;
+    let cursor = c.frame_cursor_index(&lines);
+    let (start, end) = window(c, lines.len(), cursor, visible);
+    if lines.is_empty() {
+        out.push(Line::styled(
+            if source.is_empty() {
+                "No frames yet: they appear as soon as a session runs a turn."
+            } else {
+                "No frame matches; Esc clears the filter, a shows all sessions."
+            },
+            t.dim,
+        ));
+    }
+    for (i, l) in lines.iter().enumerate().take(end).skip(start) {
+        let line = match l {
+            FrameLine::Boundary { session, turn } => {
+                let head = format!("──── #{session} turn {turn} ");
+                let rule = "─".repeat((area.width as usize).saturating_sub(width(&head)));
+                Line::styled(format!("{head}{rule}"), t.boundary)
+            }
+            FrameLine::Frame(idx) => frame_line(c, source.get(*idx).frame(), area.width as usize),
+        };
+        let marked = c.frames.cursor.is_some()
+            || c.frames.paused.is_some()
+            || c.focus == crate::app::PaneId::Frames;
+        out.push(if Some(i) == cursor && marked {
+            line.patch_style(t.selected)
+        } else {
+            line
+        });
+    }
+    f.render_widget(Paragraph::new(out), area);
+    if c.frames.detail {
+        detail(f, area, c);
+    }
+}
+
+fn window(c: &Console, len: usize, cursor: Option<usize>, visible: usize) -> (usize, usize) {
+    let mut off = c.frames.offset.get();
+    match (c.frames.cursor, cursor) {
+        (None, _) if c.frames.paused.is_none() => off = len.saturating_sub(visible),
+        (_, Some(cur)) => {
+            if cur < off {
+                off = cur;
+            }
+            if visible > 0 && cur >= off + visible {
+                off = cur + 1 - visible;
+            }
+        }
+        _ => {}
+    }
+    off = off.min(len.saturating_sub(visible));
+    c.frames.offset.set(off);
+    (off, (off + visible).min(len))
+}
+
+/// The style of a frame kind.
+pub fn kind_style(c: &Console, kind: &str) -> Style {
+    match kind {
+        "system" => c.theme.system,
+        "control" => c.theme.control,
+        _ => c.theme.data,
+    }
+}
+
+fn frame_line(c: &Console, fr: &FrameEvent, w: usize) -> Line<'static> {
+    let t = &c.theme;
+    let kind = kind_style(c, &fr.kind);
+    let letter = fr.kind.chars().next().unwrap_or('?').to_ascii_uppercase();
+    let route = format!("{}→{}", fr.from, fr.to);
+    let arrow = if fr.direction == "up" { "↑" } else { "↓" };
+    let session_w = if c.frames.all { 4 } else { 0 };
+    let fixed = 9 + session_w + 2 + 21 + 2;
+    let route_w = w.saturating_sub(fixed + 12).clamp(12, 28);
+    let detail_w = w.saturating_sub(fixed + route_w);
+    let mut spans = vec![Span::styled(pad(&c.state.relative(fr.at_us), 9), t.dim)];
+    if c.frames.all {
+        spans.push(Span::styled(pad(&format!("#{}", fr.session), 4), t.dim));
+    }
+    spans.extend([
+        Span::styled(format!("{letter} "), kind),
+        Span::styled(pad(&fr.name, 21), kind),
+        Span::styled(pad(&route, route_w), t.text),
+        Span::styled(format!("{arrow} "), t.dim),
+    ]);
+    if detail_w > 0 && !fr.detail.is_empty() {
+        spans.push(Span::styled(
+            truncate(&one_line(&fr.detail), detail_w),
+            t.text,
+        ));
+    }
+    Line::from(spans)
+}
+
+fn detail(f: &mut Frame, area: Rect, c: &Console) {
+    let Some(row) = c.cursor_frame() else {
+        return;
+    };
+    let t = &c.theme;
+    let fr = row.frame();
+    let w = (area.width.saturating_sub(4)).max(20).min(area.width);
+    let h = (area.height.saturating_sub(2)).max(8).min(area.height);
+    let popup = Rect::new(
+        area.x + (area.width - w) / 2,
+        area.y + (area.height - h) / 2,
+        w,
+        h,
+    );
+    let field = |name: &str, value: String, style: Style| {
+        Line::from(vec![
+            Span::styled(format!("{name:<10}"), t.dim),
+            Span::styled(value, style),
+        ])
+    };
+    let mut text = vec![
+        field("frame", format!("{} (arrival {})", fr.id, row.seq), t.text),
+        field(
+            "session",
+            format!("#{} · turn {}", fr.session, fr.turn),
+            t.text,
+        ),
+        field(
+            "kind",
+            format!("{} · {}", fr.kind, fr.name),
+            kind_style(c, &fr.kind),
+        ),
+        field(
+            "link",
+            format!("{} → {} ({})", fr.from, fr.to, fr.direction),
+            t.text,
+        ),
+        field("at", c.state.relative(fr.at_us), t.text),
+        Line::default(),
+        Line::styled("detail", t.dim),
+    ];
+    if fr.detail.is_empty() {
+        text.push(Line::styled("(none)", t.dim));
+    } else {
+        text.extend(
+            fr.detail
+                .lines()
+                .map(|l| Line::styled(l.to_string(), t.overlay)),
+        );
+    }
+    let block = Block::bordered()
+        .border_type(BorderType::Double)
+        .border_style(t.border_focused)
+        .style(t.overlay)
+        .title(Line::styled(" Frame detail ", t.title))
+        .title_bottom(Line::styled(" ↑↓ previous/next · Esc closes ", t.dim));
+    f.render_widget(Clear, popup);
+    f.render_widget(
+        Paragraph::new(text).wrap(Wrap { trim: false }).block(block),
+        popup,
+    );
+}

@@ -1,0 +1,95 @@
+//! The OpenAI bridge: MCP (and any other) tools as OpenAI function calling, and an
+//! OpenAI-compatible chat endpoint that runs the tool loop.
+//!
+//! | route | what |
+//! | --- | --- |
+//! | `GET /v1/tools` | the OpenAI `tools` array: every tool, `$ref`s inlined, names valid for OpenAI |
+//! | `POST /v1/execute` | `{name, arguments}` → `{content, is_error, text}`; tool failures are 200 + `is_error` |
+//! | `POST /v1/chat/completions` | the tool loop against the model (whole or `stream: true`) |
+//! | `GET /v1/models` | the model requests go to |
+//!
+//! Two ways to run it:
+//! - **embedded** in the main HTTP server ([`OpenAiBridge::for_sessions`]): the bot's tools
+//!   (every source: built-ins, Rust tools, `[[mcp_servers]]`), the bot's model, round cap and
+//!   tool timeout; all four routes, behind the server's guard;
+//! - **standalone** ([`standalone`], `turnscope bridge openai --stdio|--http|--sse`): one MCP
+//!   server, `/v1/tools` and `/v1/execute`, command-line compatible with mcp-openai-bridge.
+//!
+//! Modules: [`catalog`] (conversion and the name map, cached), [`execute`] (one call, the
+//! `/v1/execute` shapes), [`chat`] (the loop), [`wire`] (OpenAI response shapes), [`routes`]
+//! (axum handlers and `Served` events), [`standalone`] (the command).
+//!
+//! Session-control tools (`end_session`) are not offered: they act on a conversation, and a
+//! bridge call belongs to none.
+
+pub mod catalog;
+pub mod chat;
+pub mod execute;
+pub mod routes;
+pub mod standalone;
+pub mod wire;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+
+pub use catalog::{Catalog, Entry, Listing};
+pub use chat::ChatBackend;
+pub use execute::Caller;
+
+use crate::observe::Bus;
+use crate::sessions::Sessions;
+use crate::tools::Tools;
+
+/// One OpenAI bridge over a tool set.
+pub struct OpenAiBridge {
+    caller: Caller,
+    chat: Option<ChatBackend>,
+    bus: Bus,
+}
+
+impl OpenAiBridge {
+    /// A bridge serving `tools` on `/v1/tools` and `/v1/execute`, each call given at most
+    /// `call_timeout`.
+    pub fn new(tools: Arc<dyn Tools>, call_timeout: Duration, bus: Bus) -> Self {
+        let catalog = Arc::new(Catalog::new(tools, bus.clone()));
+        Self {
+            caller: Caller::new(catalog, call_timeout, bus.clone()),
+            chat: None,
+            bus,
+        }
+    }
+
+    /// Also serves `/v1/chat/completions` and `/v1/models` with `backend`.
+    pub fn with_chat(mut self, backend: ChatBackend) -> Self {
+        self.chat = Some(backend);
+        self
+    }
+
+    /// The embedded bridge of a bot: its shared tools, its model, its round cap and its tool
+    /// timeout; events on the sessions' bus.
+    pub fn for_sessions(sessions: &Sessions) -> Self {
+        let bot = sessions.bot();
+        let limits = bot.limits();
+        Self::new(
+            bot.tools().clone(),
+            limits.tool_timeout,
+            sessions.bus().clone(),
+        )
+        .with_chat(ChatBackend {
+            model: bot.model().clone(),
+            round_cap: limits.round_cap,
+        })
+    }
+
+    /// The tools as offered now.
+    pub fn listing(&self) -> Arc<Listing> {
+        self.caller.catalog().listing()
+    }
+
+    /// The axum routes (no guard: merge them behind one).
+    pub fn routes(self) -> Router {
+        routes::routes(Arc::new(self))
+    }
+}

@@ -1,0 +1,369 @@
+//! `turnscope bridge xiaozhi`: what the command line asks for, decided without side effects.
+//!
+//! The flags pick one of two shapes: plain relays to MCP servers (`--stdio/--http/--sse`,
+//! or an `mcp_config.json`), which run on their own; or the main mode with bridges in its
+//! config (`--bot`, or a turnscope TOML with `[[bridges.xiaozhi]]`), which needs the bot.
+//! Starting anything is left to the caller.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+
+use super::bot::BOT;
+use super::bridge::{BridgeSettings, XiaozhiBridge};
+use super::config::{XiaozhiEntry, place, read_mcp_config};
+use super::connect::mcp_upstream;
+use super::endpoint::Endpoint;
+use super::filter::{ToolFilter, ToolRules};
+use super::mcp_upstream::UpstreamSettings;
+use super::spec::ServerSpec;
+use crate::config::Config;
+
+/// What `turnscope bridge xiaozhi` is asked to do. The binary fills it from its command line.
+#[derive(Debug, Clone, Default)]
+pub struct RelayOptions {
+    /// The endpoint URL, `wss://…/mcp/?token=…` (default: `$MCP_ENDPOINT_<NAME>`, then
+    /// `$MCP_ENDPOINT`). Applies to a single bridge only.
+    pub endpoint: Option<String>,
+    /// Relay the stdio MCP server started by this command line.
+    pub stdio: Option<String>,
+    /// Relay the streamable HTTP MCP server at this URL.
+    pub http: Option<String>,
+    /// Relay the legacy SSE MCP server at this URL.
+    pub sse: Option<String>,
+    /// Relay the bot itself (its `start`/`chat` tools), in the main mode.
+    pub bot: bool,
+    /// The bridge's name (in logs, and for `$MCP_ENDPOINT_<NAME>`).
+    pub name: String,
+    /// Offer only these tools (empty = all).
+    pub allow: Vec<String>,
+    /// Never offer nor call these tools (deny wins).
+    pub deny: Vec<String>,
+    /// Extra request headers for HTTP and SSE servers, each `Name: value`.
+    pub headers: Vec<String>,
+}
+
+/// One relay to an MCP server, ready to start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Relay {
+    /// The bridge's name.
+    pub name: String,
+    /// Its endpoint.
+    pub endpoint: Endpoint,
+    /// The server.
+    pub spec: ServerSpec,
+    /// The tool filter.
+    pub filter: ToolFilter,
+}
+
+impl Relay {
+    /// Starts its upstream and returns the bridge, ready to spawn.
+    pub fn build(self, settings: &BridgeSettings) -> XiaozhiBridge {
+        let upstream = mcp_upstream(&self.name, self.spec, UpstreamSettings::default());
+        XiaozhiBridge {
+            name: self.name,
+            endpoint: self.endpoint,
+            upstream: Arc::new(upstream),
+            filter: self.filter,
+            settings: settings.clone(),
+        }
+    }
+}
+
+/// What to run.
+#[derive(Debug)]
+pub enum Plan {
+    /// Relays to MCP servers.
+    Relays(Vec<Relay>),
+    /// The main mode (bot + HTTP server) with these bridges in its config.
+    App(Box<Config>),
+}
+
+/// Decides what `turnscope bridge xiaozhi` runs. Returns the plan and warnings (skipped
+/// bridges, shared endpoints) to show.
+///
+/// # Errors
+///
+/// Conflicting or missing flags, an unreadable or invalid config, or no bridge left to run.
+pub fn plan(
+    args: &RelayOptions,
+    config_flag: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> anyhow::Result<(Plan, Vec<String>)> {
+    let servers = [
+        args.stdio.is_some(),
+        args.http.is_some(),
+        args.sse.is_some(),
+        args.bot,
+    ];
+    if servers.iter().filter(|given| **given).count() > 1 {
+        bail!("give at most one of --stdio, --http, --sse, --bot: a bridge relays one server");
+    }
+    let rules = ToolRules {
+        allow: args.allow.clone(),
+        deny: args.deny.clone(),
+    };
+    let filter = ToolFilter::new(&rules).map_err(|e| anyhow::anyhow!("--allow/--deny: {e}"))?;
+    let headers = parse_headers(&args.headers)?;
+    if !headers.is_empty() && args.http.is_none() && args.sse.is_none() {
+        bail!("--header applies to --http and --sse servers only");
+    }
+    let spec = if let Some(line) = &args.stdio {
+        Some(ServerSpec::stdio_line(line).map_err(anyhow::Error::msg)?)
+    } else if let Some(url) = &args.http {
+        Some(ServerSpec::Http {
+            url: url.clone(),
+            headers: headers.clone(),
+        })
+    } else {
+        args.sse.as_ref().map(|url| ServerSpec::Sse {
+            url: url.clone(),
+            headers: headers.clone(),
+        })
+    };
+    if let Some(spec) = spec {
+        let (placed, warnings) = place(vec![(args.name.clone(), args.endpoint.clone(), spec)], env);
+        let relays: Vec<Relay> = placed
+            .into_iter()
+            .map(|p| Relay {
+                name: p.name,
+                endpoint: p.endpoint,
+                spec: p.item,
+                filter: filter.clone(),
+            })
+            .collect();
+        if relays.is_empty() {
+            bail!("{}", warnings.join("; "));
+        }
+        return Ok((Plan::Relays(relays), Vec::new()));
+    }
+    if args.bot {
+        let mut config = match config_flag {
+            Some(path) => Config::load(Some(path))?.0,
+            None => Config::load(None)?.0,
+        };
+        config.bridges.xiaozhi = vec![XiaozhiEntry {
+            name: args.name.clone(),
+            endpoint: args.endpoint.clone(),
+            servers: vec![BOT.to_string()],
+            tools: rules,
+        }];
+        let (placed, warnings) = place(vec![(args.name.clone(), args.endpoint.clone(), ())], env);
+        if placed.is_empty() {
+            bail!("{}", warnings.join("; "));
+        }
+        return Ok((Plan::App(Box::new(config)), warnings));
+    }
+    let path = config_path(config_flag, env).context(
+        "nothing to relay: give --stdio, --http, --sse or --bot, or a config file (--config FILE, \
+         $MCP_CONFIG, ./mcp_config.json or ./turnscope.toml with [[bridges.xiaozhi]])",
+    )?;
+    if is_json(&path) {
+        let servers = read_mcp_config(&path).map_err(anyhow::Error::msg)?;
+        if args.endpoint.is_some() && servers.len() != 1 {
+            bail!(
+                "--endpoint applies to a single server, and {} lists {}; set `endpoint` per server or \
+                 MCP_ENDPOINT_<NAME>",
+                path.display(),
+                servers.len()
+            );
+        }
+        let wanted = servers
+            .into_iter()
+            .map(|s| {
+                let endpoint = args.endpoint.clone().or(s.endpoint.clone());
+                (s.name.clone(), endpoint, s)
+            })
+            .collect();
+        let (placed, warnings) = place(wanted, env);
+        let relays: Vec<Relay> = placed
+            .into_iter()
+            .map(|p| Relay {
+                name: p.name,
+                endpoint: p.endpoint,
+                filter: ToolFilter::new(&p.item.tools).unwrap_or_default(),
+                spec: p.item.spec,
+            })
+            .collect();
+        if relays.is_empty() {
+            bail!(
+                "{}: no server could be bridged: {}",
+                path.display(),
+                warnings.join("; ")
+            );
+        }
+        return Ok((Plan::Relays(relays), warnings));
+    }
+    let (config, _) = Config::load(Some(&path))?;
+    if config.bridges.xiaozhi.is_empty() {
+        bail!(
+            "{}: no [[bridges.xiaozhi]] entry; add one (name, endpoint, servers) or use --stdio/--http/--sse/--bot",
+            path.display()
+        );
+    }
+    if args.endpoint.is_some() {
+        bail!(
+            "--endpoint applies to --stdio/--http/--sse/--bot or a one-server mcp_config.json; set `endpoint` in {}",
+            path.display()
+        );
+    }
+    Ok((Plan::App(Box::new(config)), Vec::new()))
+}
+
+fn is_json(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+        || std::fs::read_to_string(path).is_ok_and(|t| t.trim_start().starts_with('{'))
+}
+
+fn config_path(flag: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    if let Some(p) = flag {
+        return Some(p.to_path_buf());
+    }
+    if let Some(p) = env("MCP_CONFIG").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    ["mcp_config.json", "turnscope.toml"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+}
+
+fn parse_headers(raw: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+    raw.iter()
+        .map(|h| {
+            let (k, v) = h
+                .split_once(':')
+                .with_context(|| format!("--header {h:?}: expected `Name: value`"))?;
+            Ok((k.trim().to_string(), v.trim().to_string()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The options of `turnscope bridge xiaozhi LINE…` (the flags this module's tests use).
+    fn args(line: &[&str]) -> (RelayOptions, Option<PathBuf>) {
+        let mut a = RelayOptions {
+            name: "xiaozhi".into(),
+            ..RelayOptions::default()
+        };
+        let mut words = line.iter().skip(2).copied();
+        while let Some(flag) = words.next() {
+            let mut value = || words.next().expect("a value after the flag").to_string();
+            match flag {
+                "--endpoint" => a.endpoint = Some(value()),
+                "--stdio" => a.stdio = Some(value()),
+                "--http" => a.http = Some(value()),
+                "--sse" => a.sse = Some(value()),
+                "--bot" => a.bot = true,
+                "--name" => a.name = value(),
+                "--deny" => a.deny.push(value()),
+                "--header" => a.headers.push(value()),
+                other => panic!("no such flag in these tests: {other}"),
+            }
+        }
+        (a, None)
+    }
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn a_stdio_relay_from_flags() {
+        let (a, cfg) = args(&[
+            "bridge",
+            "xiaozhi",
+            "--endpoint",
+            "ws://h/mcp/?token=s",
+            "--stdio",
+            "python3 'my server.py'",
+            "--deny",
+            "rm",
+        ]);
+        let (plan, _) = plan(&a, cfg.as_deref(), &no_env).unwrap();
+        let Plan::Relays(relays) = plan else { panic!() };
+        assert_eq!(relays.len(), 1);
+        assert_eq!(relays[0].spec.label(), "stdio: python3 my server.py");
+        assert!(!relays[0].filter.permits("rm"));
+        assert_eq!(relays[0].endpoint.shown(), "ws://h/mcp/?token=***");
+    }
+
+    #[test]
+    fn server_flags_exclude_each_other_and_need_an_endpoint() {
+        let (two, _) = args(&[
+            "bridge",
+            "xiaozhi",
+            "--stdio",
+            "a",
+            "--http",
+            "http://h/mcp",
+        ]);
+        assert!(plan(&two, None, &no_env).is_err(), "one server at a time");
+        let (a, cfg) = args(&["bridge", "xiaozhi", "--http", "http://h/mcp"]);
+        let e = plan(&a, cfg.as_deref(), &no_env).unwrap_err().to_string();
+        assert!(e.contains("MCP_ENDPOINT_XIAOZHI"), "{e}");
+        let env = |k: &str| (k == "MCP_ENDPOINT").then(|| "wss://h/mcp/?token=t".to_string());
+        assert!(matches!(plan(&a, None, &env).unwrap().0, Plan::Relays(_)));
+        let (a, _) = args(&["bridge", "xiaozhi", "--stdio", "x", "--header", "A: b"]);
+        assert!(plan(&a, None, &env).is_err());
+    }
+
+    #[test]
+    fn bot_mode_runs_the_app_with_one_bridge() {
+        let (a, cfg) = args(&[
+            "bridge",
+            "xiaozhi",
+            "--bot",
+            "--endpoint",
+            "ws://h/?token=t",
+            "--name",
+            "home",
+        ]);
+        let (plan, _) = plan(&a, cfg.as_deref(), &no_env).unwrap();
+        let Plan::App(config) = plan else { panic!() };
+        assert_eq!(config.bridges.xiaozhi[0].name, "home");
+        assert_eq!(config.bridges.xiaozhi[0].servers, [BOT]);
+    }
+
+    #[test]
+    fn config_files_json_and_toml() {
+        let dir = std::env::temp_dir().join(format!("turnscope-xz-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let json = dir.join("mcp_config.json");
+        std::fs::write(
+            &json,
+            r#"{"mcpServers": {"a": {"command": "x", "endpoint": "ws://h/?token=1"}, "b": {"url": "http://h/mcp"}}}"#,
+        )
+        .unwrap();
+        let (a, _) = args(&["bridge", "xiaozhi"]);
+        let (plan1, warnings) = plan(&a, Some(&json), &no_env).unwrap();
+        let Plan::Relays(relays) = plan1 else {
+            panic!()
+        };
+        assert_eq!(relays.len(), 1);
+        assert_eq!(relays[0].name, "a");
+        assert!(warnings[0].contains("MCP_ENDPOINT_B"), "{warnings:?}");
+        let (with_endpoint, _) = args(&["bridge", "xiaozhi", "--endpoint", "ws://h/"]);
+        assert!(plan(&with_endpoint, Some(&json), &no_env).is_err());
+
+        let toml = dir.join("turnscope.toml");
+        std::fs::write(
+            &toml,
+            "[[bridges.xiaozhi]]\nname = \"b\"\nservers = [\"@bot\"]\n",
+        )
+        .unwrap();
+        assert!(matches!(
+            plan(&a, Some(&toml), &no_env).unwrap().0,
+            Plan::App(_)
+        ));
+        std::fs::write(&toml, "[server]\nport = 0\n").unwrap();
+        assert!(plan(&a, Some(&toml), &no_env).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

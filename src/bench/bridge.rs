@@ -1,0 +1,146 @@
+//! `turnscope bench bridge`: what the OpenAI bridge itself costs.
+//!
+//! The fixture MCP server runs over streamable HTTP on loopback; a standalone bridge
+//! (`--http`) fronts it. Three paths are timed, one call of each per iteration so that any
+//! drift (other load on the machine, allocator warm-up) hits them alike:
+//! - `mcp tools/call add`: an rmcp client calling the fixture directly;
+//! - `POST /v1/execute add`: the same call through the bridge (one more HTTP hop, JSON in and
+//!   out, name lookup);
+//! - `GET /v1/tools`: the bridge's cached listing.
+//!
+//! Each prints one JSON row with p50/p95/p99 in milliseconds; a last row gives the bridge's
+//! overhead (`/v1/execute` p50 minus the direct call's p50) against the 0.3 ms target.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::bench::BenchClient;
+use turnscope::bridge::openai::standalone;
+use turnscope::bridge::openai::standalone::StandaloneOptions;
+use turnscope::observe::Bus;
+
+/// The overhead the bridge aims to stay under, in milliseconds.
+pub const TARGET_OVERHEAD_MS: f64 = 0.3;
+
+/// Calls made on each path before timing starts.
+const WARMUP: usize = 200;
+
+/// Runs the benchmark with `calls` timed calls per path and prints its rows.
+///
+/// # Errors
+/// The fixture, the bridge or a call failed.
+pub async fn run(calls: usize) -> anyhow::Result<()> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/mcp", listener.local_addr()?);
+    let stop = CancellationToken::new();
+    let fixture = tokio::spawn(turnscope_fixture::serve_http(listener, stop.clone()));
+    let direct = BenchClient::connect(&url)
+        .await
+        .context("connecting to the fixture")?;
+    let args = StandaloneOptions {
+        http: Some(url),
+        port: 0,
+        auth_token: Some("bench".into()),
+        ..StandaloneOptions::default()
+    };
+    let bridge = standalone::start(&args, Bus::default()).await?;
+    let base = bridge.base_url();
+    let http = reqwest::Client::builder().tcp_nodelay(true).build()?;
+    let execute_url = format!("{base}/v1/execute");
+    let tools_url = format!("{base}/v1/tools");
+    let body = json!({"name": "add", "arguments": {"a": 1, "b": 2}}).to_string();
+
+    let mut samples = [Vec::new(), Vec::new(), Vec::new()];
+    for i in 0..WARMUP + calls.max(1) {
+        let started = Instant::now();
+        let (text, is_error) = direct.call("add", json!({"a": 1, "b": 2})).await?;
+        let direct_took = started.elapsed();
+        anyhow::ensure!(!is_error && text == "3", "direct call failed: {text}");
+
+        let started = Instant::now();
+        let answer: Value = http
+            .post(&execute_url)
+            .bearer_auth("bench")
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .await?
+            .json()
+            .await?;
+        let execute_took = started.elapsed();
+        anyhow::ensure!(
+            answer["is_error"] == false && answer["text"] == "3",
+            "bridge call failed: {answer}"
+        );
+
+        let started = Instant::now();
+        let listed = http
+            .get(&tools_url)
+            .bearer_auth("bench")
+            .send()
+            .await?
+            .bytes()
+            .await?;
+        let tools_took = started.elapsed();
+        anyhow::ensure!(listed.len() > 2, "empty tool listing");
+
+        if i >= WARMUP {
+            samples[0].push(direct_took);
+            samples[1].push(execute_took);
+            samples[2].push(tools_took);
+        }
+    }
+    let paths = [
+        "mcp tools/call add (direct, rmcp streamable HTTP)",
+        "POST /v1/execute add (bridge -> same upstream)",
+        "GET /v1/tools (bridge, cached)",
+    ];
+    let mut p50s = Vec::new();
+    for (path, mut taken) in paths.iter().zip(samples) {
+        taken.sort();
+        let ms = |q: f64| round3(percentile(&taken, q).as_secs_f64() * 1000.0);
+        p50s.push(ms(0.5));
+        println!(
+            "{}",
+            json!({
+                "bench": "bridge",
+                "path": path,
+                "calls": taken.len(),
+                "p50_ms": ms(0.5),
+                "p95_ms": ms(0.95),
+                "p99_ms": ms(0.99),
+            })
+        );
+    }
+    let overhead = round3(p50s[1] - p50s[0]);
+    println!(
+        "{}",
+        json!({
+            "bench": "bridge",
+            "overhead_p50_ms": overhead,
+            "target_ms": TARGET_OVERHEAD_MS,
+            "under_target": overhead < TARGET_OVERHEAD_MS,
+            "build": if cfg!(debug_assertions) { "debug" } else { "release" },
+        })
+    );
+    drop(direct);
+    bridge.shutdown().await;
+    stop.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(2), fixture).await;
+    Ok(())
+}
+
+fn percentile(sorted: &[Duration], q: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}

@@ -1,0 +1,151 @@
+//! The real binary in `--headless` mode: ready line, health, MCP, `--events`, and a clean
+//! exit on SIGTERM with every turn ended.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::support::binary::{ready_line, serving, terminate, url_in};
+use crate::support::mcp::Client;
+use serde_json::Value;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("turnscope-test-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn headless_serves_mcp_records_events_and_exits_cleanly_on_sigterm() {
+    let dir = scratch("headless");
+    let config = dir.join("turnscope.toml");
+    std::fs::write(&config, "[model]\npace = 0.05\nwords = 200\n").unwrap();
+    let events = dir.join("events.jsonl");
+    let mut child = serving(&["--headless", "--port", "0", "--config"])
+        .arg(&config)
+        .arg("--events")
+        .arg(&events)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ready = ready_line(&mut child).await;
+    assert!(ready.contains("embedded scripted model"), "{ready}");
+    let url = url_in(&ready, "/mcp");
+    let health: Value = reqwest::get(url.replace("/mcp", "/healthz"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["status"], "ok");
+
+    let client = Client::connect(&url).await;
+    let h = client.start().await;
+    // A long turn is in flight when the signal comes.
+    let handle = h.clone();
+    let long = tokio::spawn(async move { client.chat(&handle, "talk for a while").await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let status = terminate(&mut child).await;
+    assert!(status.success(), "exit status {status:?}");
+    // The caller waiting on that turn got its answer before the server went.
+    let answer = tokio::time::timeout(WAIT, long)
+        .await
+        .expect("the caller is answered")
+        .unwrap();
+    assert_eq!(
+        answer.structured["end_reason"], "session_ended",
+        "{answer:?}"
+    );
+    assert!(answer.text.starts_with("You said:"), "{}", answer.text);
+
+    let text = std::fs::read_to_string(&events).unwrap();
+    let parsed: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSONL line {l:?}: {e}")))
+        .collect();
+    let of = |ty: &str| {
+        parsed
+            .iter()
+            .filter(|e| e["type"] == ty)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(of("turn_started").len(), 1);
+    let ended = of("turn_ended");
+    assert_eq!(ended.len(), 1, "every turn ends with a reason");
+    assert_eq!(ended[0]["reason"], "session_ended");
+    let sessions = of("session");
+    assert_eq!(sessions.len(), 2, "opened and closed: {sessions:?}");
+    assert_eq!(sessions[1]["closed"], "server shut down");
+    assert!(
+        !text.contains(&h),
+        "the full handle never appears in events"
+    );
+    assert!(!of("frame").is_empty());
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[tokio::test]
+async fn a_bad_config_file_fails_at_start_naming_file_and_key() {
+    let dir = scratch("badconfig");
+    let config = dir.join("bad.toml");
+    std::fs::write(&config, "[server]\nprot = 1\n").unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
+        .args(["--headless", "--config"])
+        .arg(&config)
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.toml") && err.contains("prot"), "{err}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[tokio::test]
+async fn model_serve_speaks_the_openai_wire_format() {
+    let mut child = serving(&[
+        "model", "serve", "--port", "0", "--pace", "0", "--words", "5",
+    ])
+    .spawn()
+    .unwrap();
+    let base = url_in(&ready_line(&mut child).await, "/v1");
+    let models: Value = reqwest::get(format!("{base}/models"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(models["data"][0]["id"], "turnscope-scripted");
+    let whole: Value = reqwest::Client::new()
+        .post(format!("{base}/chat/completions"))
+        .json(&serde_json::json!({"model": "x", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        whole["choices"][0]["message"]["content"],
+        "You said: hi and that"
+    );
+    assert_eq!(whole["object"], "chat.completion");
+    let bad = reqwest::Client::new()
+        .post(format!("{base}/chat/completions"))
+        .body("not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status().as_u16(), 400);
+    let msg: Value = bad.json().await.unwrap();
+    assert!(
+        msg["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not JSON")
+    );
+    child.kill().await.ok();
+}

@@ -1,0 +1,186 @@
+//! The issue's "done when": `turnscope --headless --config FILE` with one MCP server per
+//! transport answers a line that needs a tool from each with the whole reply after the tool
+//! round, driven through the real binary by an rmcp client.
+
+use std::process::Stdio;
+
+use crate::support::binary::{ready_line, serving, terminate, url_in};
+use crate::support::bot_client::{chat, connect, start, text};
+use crate::support::fixture::{Kind, RunningFixture};
+use tokio::process::Child;
+
+const EXE: &str = env!("CARGO_BIN_EXE_turnscope");
+
+/// Starts the binary on `config` and returns it with its MCP URL from the ready line.
+async fn headless(config: &std::path::Path) -> (Child, String) {
+    headless_with(config, &[]).await
+}
+
+async fn headless_with(config: &std::path::Path, env: &[(&str, &str)]) -> (Child, String) {
+    let mut command = serving(&["--headless", "--port", "0", "--pace", "0", "--config"]);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut child = command
+        .arg(config)
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_API_KEY")
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn turnscope --headless");
+    let url = url_in(&ready_line(&mut child).await, "/mcp");
+    (child, url)
+}
+
+/// Ends the binary with SIGTERM and checks it exits cleanly.
+async fn stop(mut child: Child) {
+    let status = terminate(&mut child).await;
+    assert!(status.success(), "{status}");
+}
+
+fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("turnscope-headless-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn a_line_needing_a_tool_from_each_transport_gets_the_whole_reply() {
+    let http = RunningFixture::start(Kind::Http).await;
+    let sse = RunningFixture::start(Kind::Sse).await;
+    let config = temp_file(
+        "three.toml",
+        &format!(
+            r#"
+[bot]
+builtin_tools = false
+
+[[mcp_servers]]
+name = "local"
+command = "{EXE}"
+args = ["dev", "fixture-server", "--stdio"]
+tool_filter = ["add"]
+
+[[mcp_servers]]
+name = "web"
+url = "{}"
+tool_filter = ["echo"]
+
+[[mcp_servers]]
+name = "legacy"
+transport = "sse"
+url = "{}"
+tool_filter = ["image"]
+"#,
+            http.url("/mcp"),
+            sse.url("/sse")
+        ),
+    );
+    let (child, url) = headless(&config).await;
+    let client = connect(&url).await;
+    let handle = start(&client).await;
+    let result = chat(
+        &client,
+        &handle,
+        "please add 2 and 3, show the image and echo done",
+    )
+    .await;
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    let reply = text(&result);
+    assert!(
+        reply.starts_with("The add tool says: 5. The image tool says: [image: image/png, "),
+        "{reply}"
+    );
+    assert!(
+        reply.ends_with("a 1x1 PNG image. The echo tool says: done."),
+        "{reply}"
+    );
+    let turn = result.structured_content.unwrap();
+    assert_eq!(turn["end_reason"], "completed");
+    assert_eq!(turn["rounds"], 1);
+    let called: Vec<&str> = turn["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(called, ["add", "image", "echo"]);
+    assert!(
+        turn["tool_calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["is_error"] == false)
+    );
+    client.cancel().await.unwrap();
+    stop(child).await;
+    http.stop().await;
+    sse.stop().await;
+}
+
+/// The same with a Claude-Desktop style JSON config.
+#[tokio::test]
+async fn a_claude_desktop_json_config_works_too() {
+    let http = RunningFixture::start(Kind::Http).await;
+    let sse = RunningFixture::start(Kind::Sse).await;
+    let servers = serde_json::json!({
+        "mcpServers": {
+            "local": {"command": EXE, "args": ["dev", "fixture-server", "--stdio"], "tool_filter": ["add"]},
+            "web": {"type": "streamable-http", "url": http.url("/mcp"), "tool_filter": ["big"]},
+            "legacy": {"type": "sse", "url": sse.url("/sse"), "tool_filter": ["fail"]}
+        }
+    });
+    let config = temp_file("claude.json", &servers.to_string());
+    let (child, url) = headless(&config).await;
+    let client = connect(&url).await;
+    let handle = start(&client).await;
+    let result = chat(&client, &handle, "add 2 and 3, then big, then fail").await;
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    let reply = text(&result);
+    // big gets the first number of the line (2 bytes); fail echoes its message as an error.
+    assert!(
+        reply.starts_with(
+            "The add tool says: 5. The big tool says: xx. The fail tool says: ERROR: "
+        ),
+        "{reply}"
+    );
+    let turn = result.structured_content.unwrap();
+    let errors: Vec<bool> = turn["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["is_error"].as_bool().unwrap())
+        .collect();
+    assert_eq!(errors, [false, false, true]);
+    client.cancel().await.unwrap();
+    stop(child).await;
+    http.stop().await;
+    sse.stop().await;
+}
+
+/// `${VAR}` in a header is filled from the environment turnscope runs in.
+#[tokio::test]
+async fn header_placeholders_are_expanded_from_the_environment() {
+    let server = crate::support::servers::named("secure", &["whoami"]).await;
+    let config = temp_file(
+        "headers.toml",
+        &format!(
+            r#"
+[[mcp_servers]]
+name = "secure"
+url = "{}"
+headers = {{ Authorization = "Bearer ${{TURNSCOPE_PROBE_TOKEN}}" }}
+"#,
+            server.url
+        ),
+    );
+    let (child, url) = headless_with(&config, &[("TURNSCOPE_PROBE_TOKEN", "s3cret")]).await;
+    let client = connect(&url).await;
+    let handle = start(&client).await;
+    let result = chat(&client, &handle, "whoami").await;
+    assert_eq!(text(&result), "The whoami tool says: Bearer s3cret.");
+    client.cancel().await.unwrap();
+    stop(child).await;
+}

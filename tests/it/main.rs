@@ -1,0 +1,30 @@
+//! The integration tests, as one test binary (each binary links the whole workspace, which on a
+//! 2-core machine is most of a test build). One module per capability; `support` holds what
+//! they share: starting the real binary, fixture and fake servers, MCP clients.
+//! The fuzz targets are a test binary of their own (`tests/fuzz`).
+
+mod support;
+
+mod bot_runtime;
+mod console;
+mod custom_bot;
+mod end_session;
+mod faults_leaks;
+mod faults_mcp_client;
+mod faults_shutdown;
+mod faults_tool_server;
+mod faults_xiaozhi;
+mod fixture_transports;
+mod headless;
+mod headless_tools;
+mod interop_servers;
+mod mcp_server;
+mod openai_bridge;
+mod security;
+mod session_tools;
+mod slow_clients;
+mod sse_client;
+mod tool_rules;
+mod tool_sources;
+mod xiaozhi_bridge;
+mod xiaozhi_cli;

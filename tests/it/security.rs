@@ -1,0 +1,198 @@
+//! Security of the HTTP surface: every route behind the guard, bearer token, open-bind
+//! refusal, body limit, and handles compared whole.
+
+use crate::support::mcp::Client;
+use serde_json::json;
+use turnscope::app::App;
+use turnscope::config::Config;
+use turnscope::observe::Bus;
+
+async fn app(tweak: impl FnOnce(&mut Config)) -> anyhow::Result<App> {
+    let mut c = Config::default();
+    c.server.port = 0;
+    c.model.pace = 0.0;
+    tweak(&mut c);
+    App::start(&c, Bus::default()).await
+}
+
+/// Every route the server has (its own and the OpenAI bridge's), plus one it has not: none
+/// may skip the guard. The unknown one shows the guard wraps the router's fallback too, so a
+/// route added later is guarded without being listed here.
+const ROUTES: [(&str, &str); 8] = [
+    ("GET", "/healthz"),
+    ("POST", "/mcp"),
+    ("GET", "/mcp"),
+    ("GET", "/v1/tools"),
+    ("POST", "/v1/execute"),
+    ("POST", "/v1/chat/completions"),
+    ("GET", "/v1/models"),
+    ("GET", "/no-such-route"),
+];
+
+#[tokio::test]
+async fn no_route_skips_the_host_and_origin_guard() {
+    let app = app(|_| {}).await.unwrap();
+    let http = reqwest::Client::new();
+    for (method, path) in ROUTES {
+        let url = format!("http://{}{path}", app.server.addr);
+        let req = |h: &str, o: Option<&str>| {
+            let mut r = http
+                .request(method.parse().unwrap(), &url)
+                .header("host", h);
+            if let Some(o) = o {
+                r = r.header("origin", o);
+            }
+            r.send()
+        };
+        assert_eq!(
+            req("evil.example", None).await.unwrap().status(),
+            421,
+            "{method} {path}"
+        );
+        assert_eq!(
+            req("127.0.0.1", Some("http://evil.example"))
+                .await
+                .unwrap()
+                .status(),
+            403,
+            "{method} {path}"
+        );
+        // DNS rebinding: a loopback-looking name that is not loopback.
+        assert_eq!(
+            req("127.0.0.1.evil.example", None).await.unwrap().status(),
+            421,
+            "{method} {path}"
+        );
+    }
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_configured_token_is_required_on_every_route() {
+    let app = app(|c| c.server.auth_token = Some("s3cret".into()))
+        .await
+        .unwrap();
+    let http = reqwest::Client::new();
+    for (method, path) in ROUTES {
+        let url = format!("http://{}{path}", app.server.addr);
+        let none = http
+            .request(method.parse().unwrap(), &url)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(none.status(), 401, "{method} {path}");
+        assert!(none.text().await.unwrap().contains("Authorization: Bearer"));
+        let wrong = http
+            .request(method.parse().unwrap(), &url)
+            .bearer_auth("s3cre")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(wrong.status(), 401, "{method} {path}");
+    }
+    let ok = http
+        .get(format!("http://{}/healthz", app.server.addr))
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_open_bind_without_a_token_is_refused_unless_allowed() {
+    let err = app(|c| c.server.host = "0.0.0.0".into())
+        .await
+        .err()
+        .expect("refused");
+    let text = format!("{err:#}");
+    assert!(
+        text.contains("--auth-token") && text.contains("--allow-open-bind"),
+        "{text}"
+    );
+    let with_token = app(|c| {
+        c.server.host = "0.0.0.0".into();
+        c.server.auth_token = Some("t".into());
+    })
+    .await
+    .unwrap();
+    with_token.shutdown().await;
+    let allowed = app(|c| {
+        c.server.host = "0.0.0.0".into();
+        c.server.allow_open_bind = true;
+    })
+    .await
+    .unwrap();
+    allowed.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_huge_body_is_refused_and_the_server_stays_healthy() {
+    let app = app(|c| c.server.max_body_bytes = 64 * 1024).await.unwrap();
+    let url = app.server.mcp_url();
+    let big = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"pad": "x".repeat(200_000)}});
+    let resp = reqwest::Client::new()
+        .post(&url)
+        .header("accept", "application/json, text/event-stream")
+        .json(&big)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 413);
+    let client = Client::connect(&url).await;
+    let h = client.start().await;
+    assert_eq!(
+        client.chat(&h, "still fine").await.text,
+        "You said: still fine"
+    );
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_handle_sharing_the_first_half_of_a_real_one_is_refused() {
+    let app = app(|_| {}).await.unwrap();
+    let client = Client::connect(&app.server.mcp_url()).await;
+    let h = client.start().await;
+    let last = h.chars().last().unwrap();
+    let forged = format!("{}{}", &h[..35], if last == '0' { '1' } else { '0' });
+    let e = client.chat(&forged, "hi").await;
+    assert!(
+        e.is_error && e.text.contains("no live session"),
+        "{}",
+        e.text
+    );
+    assert_eq!(client.chat(&h, "hi").await.text, "You said: hi");
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn malformed_json_rpc_gets_an_error_and_the_server_stays_healthy() {
+    let app = app(|_| {}).await.unwrap();
+    let url = app.server.mcp_url();
+    let http = reqwest::Client::new();
+    for body in [
+        "not json",
+        "{\"jsonrpc\":\"2.0\"}",
+        "[]",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"no/such\"}",
+    ] {
+        let resp = http
+            .post(&url)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            resp.status().is_client_error() || resp.status().is_success(),
+            "{body}: {}",
+            resp.status()
+        );
+    }
+    let client = Client::connect(&url).await;
+    let h = client.start().await;
+    assert_eq!(client.chat(&h, "ok?").await.text, "You said: ok?");
+    app.shutdown().await;
+}

@@ -1,0 +1,12 @@
+//! Helpers shared by the integration tests.
+
+pub mod binary;
+pub mod bot_client;
+pub mod endpoint;
+pub mod fixture;
+pub mod fixture_child;
+pub mod headless_bin;
+pub mod mcp;
+pub mod openai;
+pub mod servers;
+pub mod upstream;
