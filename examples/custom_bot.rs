@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use serde_json::json;
 use turnscope::app::App;
 use turnscope::bot::Bot;
-use turnscope::config::Config;
+use turnscope::config::{Config, Overrides};
 use turnscope::observe::Bus;
 use turnscope::pipeline::{Frame, FrameBody, Link, Processor};
 use turnscope::tools::FnTool;
@@ -87,11 +87,12 @@ pub async fn serve(config: &Config) -> anyhow::Result<App> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let (mut config, _) = Config::load(None)?;
-    config.server.port = std::env::var("PORT")
-        .ok()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(7871);
+    let port = std::env::var("PORT").ok().and_then(|p| p.parse().ok());
+    let overrides = Overrides {
+        port: Some(port.unwrap_or(7871)),
+        ..Overrides::default()
+    };
+    let (config, _) = Config::load(None, &overrides)?;
     let app = serve(&config).await?;
     println!(
         "custom bot ready: MCP {} · model: {}",

@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand};
 
 use turnscope::bridge::openai::standalone::StandaloneOptions;
 use turnscope::bridge::xiaozhi::command::RelayOptions;
-use turnscope::config::Config;
+use turnscope::config::Overrides;
 
 /// turnscope: run a bot, serve it over MCP, and watch it live.
 #[derive(Debug, Parser)]
@@ -82,50 +82,24 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
-    /// Lays the flags over a config.
-    pub fn apply(&self, config: &mut Config) {
-        let s = &mut config.server;
-        if let Some(h) = &self.host {
-            s.host = h.clone();
-        }
-        if let Some(p) = self.port {
-            s.port = p;
-        }
-        if let Some(n) = self.sessions {
-            s.sessions = n;
-        }
-        if let Some(n) = self.handle_seconds {
-            s.handle_seconds = n;
-        }
-        if let Some(n) = self.sweep_seconds {
-            s.sweep_seconds = n;
-        }
-        s.allowed_hosts.extend(self.allowed_hosts.iter().cloned());
-        s.allowed_origins
-            .extend(self.allowed_origins.iter().cloned());
-        if self.no_host_check {
-            s.host_check = false;
-        }
-        if let Some(u) = &self.model_url {
-            config.model.url = Some(u.clone());
-        }
-        if let Some(m) = &self.model {
-            config.model.name = Some(m.clone());
-        }
-        if let Some(p) = self.pace {
-            config.model.pace = p;
-        }
-        if let Some(t) = self.auth_token.clone() {
-            s.auth_token = Some(t);
-        }
-        if self.allow_open_bind {
-            s.allow_open_bind = true;
-        }
-        if let Some(t) = &self.theme {
-            config.console.theme = Some(t.clone());
-        }
-        if self.locked {
-            config.policy.locked = true;
+    /// The flags as values laid over the config file (validated there, under the flags' names).
+    pub fn overrides(&self) -> Overrides {
+        Overrides {
+            host: self.host.clone(),
+            port: self.port,
+            model_url: self.model_url.clone(),
+            model: self.model.clone(),
+            sessions: self.sessions,
+            handle_seconds: self.handle_seconds,
+            sweep_seconds: self.sweep_seconds,
+            pace: self.pace,
+            allowed_hosts: self.allowed_hosts.clone(),
+            allowed_origins: self.allowed_origins.clone(),
+            no_host_check: self.no_host_check,
+            auth_token: self.auth_token.clone(),
+            allow_open_bind: self.allow_open_bind,
+            theme: self.theme.clone(),
+            locked: self.locked,
         }
     }
 }
@@ -362,6 +336,15 @@ mod tests {
             panic!("parsed");
         };
         assert_eq!(a.port, 8800, "mcp-openai-bridge's default port");
+    }
+
+    #[test]
+    fn main_mode_flags_become_overrides() {
+        let cli =
+            Cli::try_parse_from(["turnscope", "--locked", "--port", "0", "--pace", "0"]).unwrap();
+        let o = cli.serve.overrides();
+        assert!(o.locked);
+        assert_eq!((o.port, o.pace), (Some(0), Some(0.0)));
     }
 
     #[test]

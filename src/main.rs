@@ -13,7 +13,7 @@ use turnscope::app::App;
 use turnscope::bridge::openai::standalone::StandaloneOptions;
 use turnscope::bridge::xiaozhi::command::RelayOptions;
 use turnscope::bridge::xiaozhi::{BridgeSettings, XiaozhiBridges, command, redact};
-use turnscope::config::Config;
+use turnscope::config::{Config, check_seconds};
 use turnscope::model::{EmbeddedModel, ScriptSettings};
 use turnscope::observe::Bus;
 use turnscope::observe::recorder::Recording;
@@ -64,6 +64,7 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
             action: ModelAction::Serve { port, pace, words },
         }) => {
             init_logging(true);
+            check_seconds("--pace", pace, true).map_err(anyhow::Error::msg)?;
             let model = EmbeddedModel::start(port, ScriptSettings { pace, words })
                 .await
                 .with_context(|| {
@@ -96,8 +97,7 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
             fixture(stdio, http, sse).await
         }
         None => {
-            let (mut config, _) = Config::load(cli.config.as_deref())?;
-            cli.serve.apply(&mut config);
+            let (config, _) = Config::load(cli.config.as_deref(), &cli.serve.overrides())?;
             if cli.serve.headless {
                 init_logging(true);
                 headless(&config, cli.serve.events.as_deref(), started).await
@@ -108,8 +108,8 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
         }
         Some(Command::Replay { file, theme }) => {
             init_logging(false);
-            let (config, _) = Config::load(cli.config.as_deref())?;
-            let choice = theme.or(cli.serve.theme).or(config.console.theme);
+            let (config, _) = Config::load(cli.config.as_deref(), &cli.serve.overrides())?;
+            let choice = theme.or(config.console.theme);
             let theme = Theme::resolve(choice.as_deref(), turnscope_console::no_color())?;
             turnscope_console::replay::run(&file, theme).await
         }
@@ -177,13 +177,14 @@ async fn bridge_xiaozhi(
     started: Instant,
 ) -> anyhow::Result<()> {
     let events = serve.events.as_deref();
-    let (plan, warnings) = command::plan(&args, config, &|name| std::env::var(name).ok())?;
+    let overrides = serve.overrides();
+    let env = |name: &str| std::env::var(name).ok();
+    let (plan, warnings) = command::plan(&args, config, &overrides, &env)?;
     for w in &warnings {
         tracing::warn!("{w}");
     }
     let relays = match plan {
-        command::Plan::App(mut config) => {
-            serve.apply(&mut config);
+        command::Plan::App(config) => {
             return headless(&config, events, started).await;
         }
         command::Plan::Relays(relays) => relays,

@@ -25,7 +25,8 @@ use turnscope::bridge::xiaozhi::progress::ProgressSink;
 use turnscope::bridge::xiaozhi::socket::{self, Relay};
 use turnscope::bridge::xiaozhi::state::BridgeState;
 use turnscope::bridge::xiaozhi::upstream::{ServerFacts, UpstreamChange, UpstreamError};
-use turnscope::bridge::xiaozhi::{ToolFilter, ToolRules, Upstream, UpstreamStatus};
+use turnscope::bridge::xiaozhi::{Upstream, UpstreamStatus};
+use turnscope::config::ToolFilter;
 use turnscope::observe::Bus;
 
 use super::corpus;
@@ -159,11 +160,10 @@ async fn run(frames: Vec<(Vec<u8>, bool)>) -> Result<(), TestCaseError> {
         upstream.clone(),
         Bus::default(),
     ));
-    let filter = ToolFilter::new(&ToolRules {
+    let filter = ToolFilter {
         allow: vec![],
         deny: vec!["rm".into()],
-    })
-    .unwrap();
+    };
     let relay = Arc::new(Relay::new(
         upstream,
         filter,

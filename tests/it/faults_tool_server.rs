@@ -14,9 +14,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+use turnscope::config::McpServerConfig;
 use turnscope::observe::Bus;
 use turnscope::tools::Tools;
-use turnscope::tools::config::McpServerConfig;
 use turnscope::tools::registry::ToolRegistry;
 
 /// A hang guard only.

@@ -104,6 +104,53 @@ async fn a_bad_config_file_fails_at_start_naming_file_and_key() {
     std::fs::remove_dir_all(dir).ok();
 }
 
+/// Flags obey the rules of the keys they set, and the error names the flag: before, `--pace inf`
+/// panicked the model's task on every answer, `--sweep-seconds 1e20` panicked at start, and
+/// `--sessions 0` was taken although `server.sessions = 0` is refused.
+#[tokio::test]
+async fn flags_are_validated_like_the_config_file() {
+    let dir = scratch("badflags");
+    for (flags, named) in [
+        (
+            &["--headless", "--port", "0", "--pace", "inf"][..],
+            "--pace",
+        ),
+        (&["--headless", "--port", "0", "--pace", "1e300"], "--pace"),
+        (
+            &["--headless", "--port", "0", "--sweep-seconds", "1e20"],
+            "--sweep-seconds",
+        ),
+        (
+            &["--headless", "--port", "0", "--sessions", "0"],
+            "--sessions",
+        ),
+        (
+            &["--headless", "--port", "0", "--handle-seconds", "0"],
+            "--handle-seconds",
+        ),
+        (
+            &["model", "serve", "--port", "0", "--pace", "inf"],
+            "--pace",
+        ),
+    ] {
+        let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
+            .args(flags)
+            .current_dir(&dir)
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(std::time::Duration::from_secs(10), run)
+            .await
+            .unwrap_or_else(|_| panic!("{flags:?} was accepted: the process kept running"))
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flags:?} was accepted");
+        let says_why = err.contains("expected") || err.contains("at least 1");
+        assert!(err.contains(named) && says_why, "{flags:?}: {err}");
+        assert!(!err.contains("panicked"), "{flags:?}: {err}");
+    }
+    std::fs::remove_dir_all(dir).ok();
+}
+
 #[tokio::test]
 async fn model_serve_speaks_the_openai_wire_format() {
     let mut child = serving(&[

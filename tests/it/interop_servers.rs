@@ -20,9 +20,9 @@ use crate::support::fixture::WAIT;
 use crate::support::servers::wait_until;
 use serde_json::json;
 use tokio::process::{Child, Command};
+use turnscope::config::McpServerConfig;
 use turnscope::observe::Bus;
 use turnscope::tools::Tools;
-use turnscope::tools::config::McpServerConfig;
 use turnscope::tools::limits::McpLimits;
 use turnscope::tools::registry::ToolRegistry;
 

@@ -5,8 +5,8 @@ use crate::support::bot_client::{chat, connect, start, text};
 use crate::support::servers::{named, wait_until};
 use turnscope::app::App;
 use turnscope::config::Config;
+use turnscope::config::{McpServerConfig, Scope};
 use turnscope::observe::{Bus, Event, ToolSourceState};
-use turnscope::tools::config::{McpServerConfig, Scope};
 
 #[tokio::test]
 async fn a_session_scoped_server_lives_and_dies_with_its_session() {

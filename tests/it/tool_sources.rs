@@ -8,9 +8,9 @@ use std::time::Duration;
 use crate::support::fixture::{BUILT_IN_TOOLS, Kind, RunningFixture, WAIT};
 use crate::support::servers::{named, wait_until};
 use serde_json::{Value, json};
+use turnscope::config::McpServerConfig;
 use turnscope::observe::{Bus, Event, ToolSourceState};
 use turnscope::tools::Tools;
-use turnscope::tools::config::McpServerConfig;
 use turnscope::tools::mcp_source::SourceStatus;
 use turnscope::tools::registry::ToolRegistry;
 

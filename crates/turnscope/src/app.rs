@@ -157,7 +157,8 @@ impl App {
                 sweep_every: Duration::from_secs_f64(s.sweep_seconds.max(0.01)),
             },
         );
-        check_open_bind(s)?;
+        crate::config::check_open_bind(&s.host, s.auth_token.is_some(), s.allow_open_bind)
+            .map_err(anyhow::Error::msg)?;
         let mut guard = GuardConfig {
             enabled: s.host_check,
             auth_token: s.auth_token.clone(),
@@ -244,25 +245,6 @@ impl App {
             registry.shutdown().await;
         }
     }
-}
-
-/// Refuses to listen beyond loopback without a bearer token, unless explicitly allowed:
-/// handles are bearer secrets, and anyone who can reach the port could open sessions.
-fn check_open_bind(s: &crate::config::ServerSection) -> anyhow::Result<()> {
-    let loopback = s.host == "localhost"
-        || s.host
-            .trim_matches(|c| c == '[' || c == ']')
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback());
-    if loopback || s.auth_token.is_some() || s.allow_open_bind {
-        return Ok(());
-    }
-    anyhow::bail!(
-        "refusing to listen on {} without an auth token: anyone who can reach this port could open \
-         sessions and use your model. Pass --auth-token TOKEN (clients then send `Authorization: Bearer TOKEN`), \
-         or --allow-open-bind if an authenticating proxy is in front",
-        s.host
-    )
 }
 
 /// A client for `model` with the config's headers and timeouts, and `OPENAI_API_KEY` for a

@@ -20,6 +20,7 @@ pub mod app;
 pub mod bot;
 pub mod bridge;
 pub mod config;
+pub mod json;
 pub mod model;
 pub mod observe;
 pub mod pipeline;

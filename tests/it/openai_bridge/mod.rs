@@ -13,8 +13,8 @@ use crate::support::servers::named;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use turnscope::app::App;
+use turnscope::config::McpServerConfig;
 use turnscope::observe::{Bus, Event};
-use turnscope::tools::config::McpServerConfig;
 use turnscope::tools::{CallContext, ToolOutcome, ToolSpec, Tools};
 use turnscope_fixture::TINY_PNG_BASE64;
 

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use serde_json::Value;
 use turnscope::app::App;
 use turnscope::config::Config;
+use turnscope::config::McpServerConfig;
 use turnscope::observe::Bus;
 use turnscope::tools::Tools;
-use turnscope::tools::config::McpServerConfig;
 
 use super::fixture::WAIT;
 

@@ -6,8 +6,9 @@
 //! ```
 
 use serde_json::json;
+use turnscope::bridge::xiaozhi::ServerSpec;
 use turnscope::bridge::xiaozhi::clock;
-use turnscope::bridge::xiaozhi::{ServerSpec, ToolFilter};
+use turnscope::config::ToolFilter;
 
 use super::{TOKEN, spawn, upstream};
 use crate::support::endpoint::FakeEndpoint;

@@ -14,9 +14,9 @@ use turnscope::bridge::xiaozhi::connect::mcp_upstream;
 use turnscope::bridge::xiaozhi::endpoint::Endpoint;
 use turnscope::bridge::xiaozhi::mcp_upstream::UpstreamSettings;
 use turnscope::bridge::xiaozhi::{
-    BridgeSettings, RunningBridge, ServerSpec, ToolFilter, ToolRules, Upstream, UpstreamStatus,
-    XiaozhiBridge,
+    BridgeSettings, RunningBridge, ServerSpec, Upstream, UpstreamStatus, XiaozhiBridge,
 };
+use turnscope::config::ToolFilter;
 use turnscope::observe::Bus;
 
 const TOKEN: &str = "eyJhbGciOiJFUzI1NiJ9.eyJhZ2VudElkIjo0Mn0.c2VjcmV0LXNpZ25hdHVyZQ";
@@ -70,11 +70,10 @@ fn upstream(spec: ServerSpec, clock: Arc<dyn Clock>) -> Arc<dyn Upstream> {
 }
 
 fn deny(tools: &[&str]) -> ToolFilter {
-    ToolFilter::new(&ToolRules {
+    ToolFilter {
         allow: vec![],
         deny: tools.iter().map(|s| s.to_string()).collect(),
-    })
-    .unwrap()
+    }
 }
 
 fn spawn(

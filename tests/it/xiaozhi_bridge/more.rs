@@ -10,7 +10,8 @@ use turnscope::bridge::xiaozhi::clock::{self, ManualClock};
 use turnscope::bridge::xiaozhi::mcp_upstream::{
     McpUpstream, Opened, Opener, RelayClient, UpstreamSettings,
 };
-use turnscope::bridge::xiaozhi::{ServerSpec, ToolFilter, UpstreamStatus};
+use turnscope::bridge::xiaozhi::{ServerSpec, UpstreamStatus};
+use turnscope::config::ToolFilter;
 use turnscope::observe::{Bus, Event};
 
 use super::{TOKEN, fixture_stdio, kill, spawn, upstream};

@@ -3,8 +3,9 @@
 //! and a call in flight to a streamable HTTP server that dies answered with an error at once.
 
 use serde_json::{Value, json};
+use turnscope::bridge::xiaozhi::ServerSpec;
 use turnscope::bridge::xiaozhi::clock;
-use turnscope::bridge::xiaozhi::{ServerSpec, ToolFilter};
+use turnscope::config::ToolFilter;
 
 use super::{TOKEN, fixture_stdio, spawn, upstream};
 

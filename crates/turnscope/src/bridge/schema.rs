@@ -28,7 +28,7 @@
 //! `serde_json::Map` order (sorted, `preserve_order` is off), so equal input
 //! gives byte-identical output.
 
-use crate::tools::json_kind;
+use crate::json::json_kind;
 use serde_json::{Map, Value, json};
 use std::fmt;
 

@@ -116,7 +116,7 @@ fn string_arg<'a>(
         }
         Some(other) => Err(format!(
             "{field}: expected a string ({expect}); received {}.",
-            crate::tools::json_kind(other)
+            crate::json::json_kind(other)
         )),
     }
 }

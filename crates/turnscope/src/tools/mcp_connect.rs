@@ -20,12 +20,12 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::config::{McpServerConfig, ToolFilter, TransportKind};
 use super::merge::SourceTool;
 use super::policy::GuardedClient;
 use super::sse_client::SseClientTransport;
 use crate::bridge::names::NameMap;
 use crate::bridge::schema;
+use crate::config::{McpServerConfig, ToolFilter, TransportKind};
 
 /// Longest stderr line of a stdio server copied to the log.
 const STDERR_LINE_CHARS: usize = 500;

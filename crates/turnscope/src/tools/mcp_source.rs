@@ -27,11 +27,12 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::ToolOutcome;
-use super::config::{McpServerConfig, TransportKind, expand_env};
 use super::mcp_connect::Target;
 use super::mcp_content::outcome_of;
 use super::merge::SourceTool;
 use super::policy::Policy;
+use crate::config::env::expand_env;
+use crate::config::{McpServerConfig, TransportKind};
 use crate::observe::event::now_us;
 use crate::observe::{Bus, Event, ToolSourceEvent, ToolSourceState};
 

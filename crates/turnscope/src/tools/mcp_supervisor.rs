@@ -13,11 +13,11 @@ use rmcp::service::QuitReason;
 use rmcp::{Peer, RoleClient};
 use tokio_util::sync::CancellationToken;
 
-use super::config::TransportKind;
 use super::mcp_connect::{self, Connection, SourceClient};
 use super::mcp_source::{
     FIRST_BACKOFF, Inner, Link, MAX_BACKOFF, REPEAT_MARK, STABLE_AFTER, SourceStatus,
 };
+use crate::config::TransportKind;
 use crate::observe::ToolSourceState;
 
 /// How a connection ended.

@@ -7,8 +7,6 @@
 //! [`config`] holds the `[[mcp_servers]]` / `[policy]` configuration.
 
 pub mod builtin;
-mod claude_json;
-pub mod config;
 pub mod context;
 pub mod limits;
 mod mcp_connect;
@@ -33,19 +31,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-
-/// What kind of JSON `value` is, for error messages: `null`, `a boolean`, `a number`,
-/// `a string`, `an array` or `an object`.
-pub fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
 
 /// A tool as the model sees it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use reqwest::Url;
 
-use super::config::PolicySection;
+use crate::config::PolicySection;
 
 /// Environment variable holding the URL allowlist (JSON array or comma-separated).
 pub const ENV_URL_PATTERNS: &str = "BYOM_ALLOWED_URL_PATTERNS";

@@ -19,12 +19,12 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::builtin::{self, RESERVED_NAMES};
-use super::config::{McpServerConfig, Scope};
 use super::limits::{McpLimits, cap_response};
 use super::mcp_source::{MIN_ATTEMPT_TIMEOUT, McpSource, SourceOptions, SourceStatus};
 use super::merge::{Merged, Route, ServerTools, Skip, SkipReason, SourceTool, merge};
 use super::policy::Policy;
 use super::{CallContext, FnTool, ToolOutcome, ToolSpec, Tools, ToolsFactory};
+use crate::config::{McpServerConfig, Scope};
 use crate::observe::event::now_us;
 use crate::observe::{Bus, Event};
 

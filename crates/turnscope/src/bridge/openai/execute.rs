@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::tools::json_kind;
+use crate::json::json_kind;
 use serde_json::{Map, Value, json};
 
 use super::catalog::{Catalog, Listing};

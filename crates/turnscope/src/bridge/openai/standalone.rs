@@ -26,9 +26,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::OpenAiBridge;
 use crate::bridge::xiaozhi::ServerSpec;
+use crate::config::mcp_servers::validate_servers;
+use crate::config::{McpServerConfig, ToolFilter};
 use crate::observe::Bus;
 use crate::server::{BodyRules, GuardConfig, Server};
-use crate::tools::config::{McpServerConfig, ToolFilter, validate_servers};
 use crate::tools::limits::{ENV_MAX_TOOLS_PER_SERVER, ENV_MAX_TOOLS_TOTAL, McpLimits};
 use crate::tools::mcp_source::SourceStatus;
 use crate::tools::policy::Policy;
@@ -183,26 +184,12 @@ fn guard(args: &StandaloneOptions) -> GuardConfig {
 }
 
 /// Refuses a non-loopback bind without a token (anyone reaching the port could run every
-/// tool) unless `--allow-open-bind`.
+/// tool) unless `allow_open_bind`.
 fn check_bind(args: &StandaloneOptions, guard: &GuardConfig) -> anyhow::Result<()> {
-    let loopback = args.host == "localhost"
-        || args
-            .host
-            .trim_matches(|c| c == '[' || c == ']')
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback());
-    if loopback || guard.auth_token.is_some() || args.allow_open_bind {
-        return Ok(());
-    }
-    bail!(
-        "refusing to listen on {} without an auth token: anyone who can reach this port could run every tool \
-         of the bridged server. Pass --auth-token TOKEN (clients then send `Authorization: Bearer TOKEN`), \
-         or --allow-open-bind if an authenticating proxy is in front",
-        args.host
-    )
+    crate::config::check_open_bind(&args.host, guard.auth_token.is_some(), args.allow_open_bind)
+        .map_err(anyhow::Error::msg)
 }
 
-/// The limits from the environment, with no tool caps unless the caps are set there.
 fn limits() -> anyhow::Result<McpLimits> {
     let mut limits = McpLimits::from_env().map_err(|e| anyhow::anyhow!("tool limits: {e}"))?;
     let unset = |name: &str| std::env::var(name).map_or(true, |v| v.trim().is_empty());
@@ -319,7 +306,7 @@ impl Standalone {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::config::TransportKind;
+    use crate::config::TransportKind;
 
     fn stdio(line: &str) -> StandaloneOptions {
         StandaloneOptions {

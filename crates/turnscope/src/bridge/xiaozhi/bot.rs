@@ -13,8 +13,7 @@ use super::mcp_upstream::{McpUpstream, Opened, Opener, RelayClient, UpstreamSett
 use crate::server::BotMcp;
 use crate::sessions::Sessions;
 
-/// The name that selects the bot in a bridge's `servers`.
-pub const BOT: &str = "@bot";
+pub use crate::config::xiaozhi::BOT;
 
 /// Buffer of the in-process pipe between the bridge and the bot's MCP handler.
 const PIPE_BYTES: usize = 256 * 1024;

@@ -13,13 +13,15 @@ use anyhow::{Context as _, bail};
 
 use super::bot::BOT;
 use super::bridge::{BridgeSettings, XiaozhiBridge};
-use super::config::{XiaozhiEntry, place, read_mcp_config};
 use super::connect::mcp_upstream;
 use super::endpoint::Endpoint;
-use super::filter::{ToolFilter, ToolRules};
 use super::mcp_upstream::UpstreamSettings;
+use super::placement::place;
 use super::spec::ServerSpec;
 use crate::config::Config;
+use crate::config::mcp_json::read_mcp_json;
+use crate::config::mcp_servers::validate_servers;
+use crate::config::{Overrides, ToolFilter, XiaozhiEntry};
 
 /// What `turnscope bridge xiaozhi` is asked to do. The binary fills it from its command line.
 #[derive(Debug, Clone, Default)]
@@ -90,6 +92,7 @@ pub enum Plan {
 pub fn plan(
     args: &RelayOptions,
     config_flag: Option<&Path>,
+    overrides: &Overrides,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> anyhow::Result<(Plan, Vec<String>)> {
     let servers = [
@@ -101,11 +104,13 @@ pub fn plan(
     if servers.iter().filter(|given| **given).count() > 1 {
         bail!("give at most one of --stdio, --http, --sse, --bot: a bridge relays one server");
     }
-    let rules = ToolRules {
+    let filter = ToolFilter {
         allow: args.allow.clone(),
         deny: args.deny.clone(),
     };
-    let filter = ToolFilter::new(&rules).map_err(|e| anyhow::anyhow!("--allow/--deny: {e}"))?;
+    filter
+        .check()
+        .map_err(|e| anyhow::anyhow!("--allow/--deny: {e}"))?;
     let headers = parse_headers(&args.headers)?;
     if !headers.is_empty() && args.http.is_none() && args.sse.is_none() {
         bail!("--header applies to --http and --sse servers only");
@@ -140,15 +145,12 @@ pub fn plan(
         return Ok((Plan::Relays(relays), Vec::new()));
     }
     if args.bot {
-        let mut config = match config_flag {
-            Some(path) => Config::load(Some(path))?.0,
-            None => Config::load(None)?.0,
-        };
+        let mut config = Config::load(config_flag, overrides)?.0;
         config.bridges.xiaozhi = vec![XiaozhiEntry {
             name: args.name.clone(),
             endpoint: args.endpoint.clone(),
             servers: vec![BOT.to_string()],
-            tools: rules,
+            tools: filter,
         }];
         let (placed, warnings) = place(vec![(args.name.clone(), args.endpoint.clone(), ())], env);
         if placed.is_empty() {
@@ -161,7 +163,13 @@ pub fn plan(
          $MCP_CONFIG, ./mcp_config.json or ./turnscope.toml with [[bridges.xiaozhi]])",
     )?;
     if is_json(&path) {
-        let servers = read_mcp_config(&path).map_err(anyhow::Error::msg)?;
+        let servers: Vec<_> = read_mcp_json(&path)
+            .map_err(anyhow::Error::msg)?
+            .into_iter()
+            .filter(|s| !s.server.disabled)
+            .collect();
+        let configs: Vec<_> = servers.iter().map(|s| s.server.clone()).collect();
+        validate_servers(&configs).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         if args.endpoint.is_some() && servers.len() != 1 {
             bail!(
                 "--endpoint applies to a single server, and {} lists {}; set `endpoint` per server or \
@@ -174,7 +182,7 @@ pub fn plan(
             .into_iter()
             .map(|s| {
                 let endpoint = args.endpoint.clone().or(s.endpoint.clone());
-                (s.name.clone(), endpoint, s)
+                (s.server.name.clone(), endpoint, s.server)
             })
             .collect();
         let (placed, warnings) = place(wanted, env);
@@ -183,8 +191,8 @@ pub fn plan(
             .map(|p| Relay {
                 name: p.name,
                 endpoint: p.endpoint,
-                filter: ToolFilter::new(&p.item.tools).unwrap_or_default(),
-                spec: p.item.spec,
+                filter: p.item.tool_filter.clone().unwrap_or_default(),
+                spec: ServerSpec::from_config(&p.item),
             })
             .collect();
         if relays.is_empty() {
@@ -196,7 +204,7 @@ pub fn plan(
         }
         return Ok((Plan::Relays(relays), warnings));
     }
-    let (config, _) = Config::load(Some(&path))?;
+    let (config, _) = Config::load(Some(&path), overrides)?;
     if config.bridges.xiaozhi.is_empty() {
         bail!(
             "{}: no [[bridges.xiaozhi]] entry; add one (name, endpoint, servers) or use --stdio/--http/--sse/--bot",
@@ -286,11 +294,11 @@ mod tests {
             "--deny",
             "rm",
         ]);
-        let (plan, _) = plan(&a, cfg.as_deref(), &no_env).unwrap();
+        let (plan, _) = plan(&a, cfg.as_deref(), &Overrides::default(), &no_env).unwrap();
         let Plan::Relays(relays) = plan else { panic!() };
         assert_eq!(relays.len(), 1);
         assert_eq!(relays[0].spec.label(), "stdio: python3 my server.py");
-        assert!(!relays[0].filter.permits("rm"));
+        assert!(!relays[0].filter.admits("rm"));
         assert_eq!(relays[0].endpoint.shown(), "ws://h/mcp/?token=***");
     }
 
@@ -304,14 +312,22 @@ mod tests {
             "--http",
             "http://h/mcp",
         ]);
-        assert!(plan(&two, None, &no_env).is_err(), "one server at a time");
+        assert!(
+            plan(&two, None, &Overrides::default(), &no_env).is_err(),
+            "one server at a time"
+        );
         let (a, cfg) = args(&["bridge", "xiaozhi", "--http", "http://h/mcp"]);
-        let e = plan(&a, cfg.as_deref(), &no_env).unwrap_err().to_string();
+        let e = plan(&a, cfg.as_deref(), &Overrides::default(), &no_env)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("MCP_ENDPOINT_XIAOZHI"), "{e}");
         let env = |k: &str| (k == "MCP_ENDPOINT").then(|| "wss://h/mcp/?token=t".to_string());
-        assert!(matches!(plan(&a, None, &env).unwrap().0, Plan::Relays(_)));
+        assert!(matches!(
+            plan(&a, None, &Overrides::default(), &env).unwrap().0,
+            Plan::Relays(_)
+        ));
         let (a, _) = args(&["bridge", "xiaozhi", "--stdio", "x", "--header", "A: b"]);
-        assert!(plan(&a, None, &env).is_err());
+        assert!(plan(&a, None, &Overrides::default(), &env).is_err());
     }
 
     #[test]
@@ -325,7 +341,7 @@ mod tests {
             "--name",
             "home",
         ]);
-        let (plan, _) = plan(&a, cfg.as_deref(), &no_env).unwrap();
+        let (plan, _) = plan(&a, cfg.as_deref(), &Overrides::default(), &no_env).unwrap();
         let Plan::App(config) = plan else { panic!() };
         assert_eq!(config.bridges.xiaozhi[0].name, "home");
         assert_eq!(config.bridges.xiaozhi[0].servers, [BOT]);
@@ -342,7 +358,7 @@ mod tests {
         )
         .unwrap();
         let (a, _) = args(&["bridge", "xiaozhi"]);
-        let (plan1, warnings) = plan(&a, Some(&json), &no_env).unwrap();
+        let (plan1, warnings) = plan(&a, Some(&json), &Overrides::default(), &no_env).unwrap();
         let Plan::Relays(relays) = plan1 else {
             panic!()
         };
@@ -350,7 +366,7 @@ mod tests {
         assert_eq!(relays[0].name, "a");
         assert!(warnings[0].contains("MCP_ENDPOINT_B"), "{warnings:?}");
         let (with_endpoint, _) = args(&["bridge", "xiaozhi", "--endpoint", "ws://h/"]);
-        assert!(plan(&with_endpoint, Some(&json), &no_env).is_err());
+        assert!(plan(&with_endpoint, Some(&json), &Overrides::default(), &no_env).is_err());
 
         let toml = dir.join("turnscope.toml");
         std::fs::write(
@@ -359,11 +375,13 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(
-            plan(&a, Some(&toml), &no_env).unwrap().0,
+            plan(&a, Some(&toml), &Overrides::default(), &no_env)
+                .unwrap()
+                .0,
             Plan::App(_)
         ));
         std::fs::write(&toml, "[server]\nport = 0\n").unwrap();
-        assert!(plan(&a, Some(&toml), &no_env).is_err());
+        assert!(plan(&a, Some(&toml), &Overrides::default(), &no_env).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -9,8 +9,8 @@
 
 use serde_json::{Map, Value};
 
-use super::filter::ToolFilter;
 use crate::bridge::schema::{self, Limits, SchemaError};
+use crate::config::ToolFilter;
 
 /// Tools per page when nothing else is configured: more than any endpoint is known to take
 /// (field reports say ~30 tools already strain the official broker).
@@ -41,7 +41,7 @@ pub fn tools_page(
         .filter(|t| {
             t.get("name")
                 .and_then(Value::as_str)
-                .is_some_and(|n| filter.permits(n))
+                .is_some_and(|n| filter.admits(n))
         })
         .collect();
     if start > offered.len() {
@@ -88,7 +88,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::bridge::xiaozhi::filter::ToolRules;
 
     fn tools(n: usize) -> Vec<Value> {
         (0..n)
@@ -107,11 +106,10 @@ mod tests {
 
     #[test]
     fn pages_follow_the_cursor_and_the_filter_strips_denied_tools() {
-        let filter = ToolFilter::new(&ToolRules {
+        let filter = ToolFilter {
             allow: vec![],
             deny: vec!["t1".into()],
-        })
-        .unwrap();
+        };
         let first = tools_page(tools(5), &filter, None, 2, |_, _| {}).unwrap();
         assert_eq!(names(&first), ["t0", "t2"]);
         assert_eq!(first["nextCursor"], "2");

@@ -11,12 +11,12 @@
 //!   and the [`UpstreamCatalog`] seam;
 //! - [`socket`]: one open socket (dispatch, local answers, in-flight requests);
 //! - [`jsonrpc`]: frame parsing with byte-exact ids; [`listing`]: `tools/list` pages with
-//!   inlined schemas; [`filter`]: allow/deny;
+//!   inlined schemas;
 //! - [`endpoint`]: dialling and close codes; [`backoff`]: the reconnect policy;
 //!   [`clock`]: real and manual time; [`redact`]: token masking for logs and events;
 //! - [`upstream`]: the trait; [`mcp_upstream`], [`connect`] and [`spec`]: one MCP server,
 //!   restarted when it dies; [`bot`]: the bot as an upstream;
-//! - [`config`]: `[[bridges.xiaozhi]]`, `mcp_config.json`, endpoint resolution;
+//! - [`placement`]: each bridge's endpoint, from its entry or the environment;
 //!   [`state`]: counters and the published [`BridgeEvent`](crate::observe::BridgeEvent);
 //!   [`command`]: what `turnscope bridge xiaozhi` runs.
 
@@ -25,13 +25,12 @@ pub mod bot;
 pub mod bridge;
 pub mod clock;
 pub mod command;
-pub mod config;
 pub mod connect;
 pub mod endpoint;
-pub mod filter;
 pub mod jsonrpc;
 pub mod listing;
 pub mod mcp_upstream;
+pub mod placement;
 pub mod progress;
 pub mod redact;
 pub mod set;
@@ -42,8 +41,6 @@ pub mod tools_upstream;
 pub mod upstream;
 
 pub use bridge::{BridgeSettings, RunningBridge, XiaozhiBridge};
-pub use config::XiaozhiEntry;
-pub use filter::{ToolFilter, ToolRules};
 pub use set::{BridgeStatuses, Catalog, UpstreamCatalog, XiaozhiBridges};
 pub use spec::ServerSpec;
 pub use upstream::{Upstream, UpstreamStatus};

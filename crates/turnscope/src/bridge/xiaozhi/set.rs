@@ -9,13 +9,13 @@ use serde_json::Value;
 
 use super::bot::{BOT, bot_upstream};
 use super::bridge::{BridgeSettings, RunningBridge, XiaozhiBridge};
-use super::config::{XiaozhiEntry, place};
 use super::connect::mcp_upstream;
-use super::filter::ToolFilter;
 use super::mcp_upstream::UpstreamSettings;
+use super::placement::place;
 use super::spec::ServerSpec;
 use super::tools_upstream::tools_upstream;
 use super::upstream::Upstream;
+use crate::config::XiaozhiEntry;
 use crate::observe::event::now_us;
 use crate::observe::{BridgeEvent, Bus, Event};
 use crate::sessions::Sessions;
@@ -164,13 +164,11 @@ impl XiaozhiBridges {
         let (placed, mut warnings) = place(wanted, env);
         let mut bridges = Vec::new();
         for p in placed {
-            let filter = match ToolFilter::new(&p.item.tools) {
-                Ok(f) => f,
-                Err(e) => {
-                    warnings.push(format!("xiaozhi bridge {}: {e}; skipped", p.name));
-                    continue;
-                }
-            };
+            if let Err(e) = p.item.tools.check() {
+                warnings.push(format!("xiaozhi bridge {}: tools: {e}; skipped", p.name));
+                continue;
+            }
+            let filter = p.item.tools.clone();
             match catalog.upstream(&p.name, &p.item.servers) {
                 Ok(upstream) => bridges.push(XiaozhiBridge {
                     name: p.name,

@@ -29,12 +29,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::backoff::SessionEnd;
 use super::endpoint::classify_close;
-use super::filter::ToolFilter;
 use super::jsonrpc::{self, Incoming, RawId};
 use super::listing;
 use super::progress::{self, PROGRESS_QUEUE};
 use super::state::BridgeState;
 use super::upstream::{Upstream, UpstreamChange, UpstreamError};
+use crate::config::ToolFilter;
 use crate::observe::{Event, ToolCallEvent};
 
 /// Replies waiting to be written; a task that finds it full waits (the endpoint is slow).
@@ -358,7 +358,7 @@ impl Loop<'_> {
             ));
             return;
         };
-        if !self.relay.filter.permits(&name) {
+        if !self.relay.filter.admits(&name) {
             self.relay.state.blocked();
             let message = format!("tool `{name}` is blocked by this bridge's tool filter");
             self.relay.state.log(tracing::Level::INFO, &message);

@@ -37,6 +37,27 @@ pub enum ServerSpec {
 }
 
 impl ServerSpec {
+    /// The server an `[[mcp_servers]]` entry (or an `mcpServers` JSON entry) describes, its
+    /// values as written (placeholders are not expanded).
+    pub fn from_config(server: &crate::config::McpServerConfig) -> Self {
+        use crate::config::TransportKind;
+        match server.transport_kind() {
+            TransportKind::Stdio => Self::Stdio {
+                command: server.command.clone().unwrap_or_default(),
+                args: server.args.clone(),
+                env: server.env.clone(),
+            },
+            TransportKind::Http => Self::Http {
+                url: server.url.clone().unwrap_or_default(),
+                headers: server.headers.clone(),
+            },
+            TransportKind::Sse => Self::Sse {
+                url: server.url.clone().unwrap_or_default(),
+                headers: server.headers.clone(),
+            },
+        }
+    }
+
     /// A stdio server from a command line such as `npx -y @scope/server "a b"`.
     ///
     /// # Errors

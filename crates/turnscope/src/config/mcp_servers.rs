@@ -1,17 +1,15 @@
-//! Configuration of tool sources: `[[mcp_servers]]` entries and the `[policy]` section of the
-//! TOML config, and the Claude-Desktop `mcpServers` JSON shape most users already have.
-//!
-//! Everything here only parses and validates (no I/O, no environment): `${VAR}` placeholders
-//! are checked for syntax at load and expanded when the server is started, so a missing
-//! variable skips that one server with a clear reason instead of failing the bot.
+//! `[[mcp_servers]]` (the MCP servers a bot takes tools from, in precedence order) and
+//! `[policy]` (which of them may be reached). Only parses and validates, with no I/O and no
+//! environment: `${VAR}` placeholders are checked for syntax here and expanded when the server
+//! starts, so a missing variable skips that one server with a reason instead of failing the bot.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
-use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-pub use super::claude_json::parse_claude_json;
+use super::env::check_placeholders;
+use super::seconds::check_seconds;
+use super::tool_filter::ToolFilter;
 
 /// Seconds a tool call may take when `timeout_seconds` is not given (TurnCall's 10 s).
 pub const DEFAULT_CALL_TIMEOUT_SECONDS: f64 = 10.0;
@@ -49,66 +47,6 @@ pub enum Scope {
     /// One connection per session, opened when the session starts and closed when it ends
     /// (TurnCall's model, for stateful servers).
     Session,
-}
-
-/// Which of a server's tools are offered. Deny beats allow; an empty allow list allows all.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct ToolFilter {
-    /// Only these tools (empty = all).
-    pub allow: Vec<String>,
-    /// Never these tools.
-    pub deny: Vec<String>,
-}
-
-impl ToolFilter {
-    /// Whether the tool called `name` (the server's own name for it) is offered.
-    pub fn admits(&self, name: &str) -> bool {
-        !self.deny.iter().any(|d| d == name)
-            && (self.allow.is_empty() || self.allow.iter().any(|a| a == name))
-    }
-}
-
-impl<'de> Deserialize<'de> for ToolFilter {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct FilterVisitor;
-
-        impl<'de> Visitor<'de> for FilterVisitor {
-            type Value = ToolFilter;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(
-                    "a list of tool names (only these) or a table with `allow` and/or `deny` lists",
-                )
-            }
-
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ToolFilter, A::Error> {
-                let mut allow = Vec::new();
-                while let Some(name) = seq.next_element::<String>()? {
-                    allow.push(name);
-                }
-                Ok(ToolFilter {
-                    allow,
-                    deny: Vec::new(),
-                })
-            }
-
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ToolFilter, A::Error> {
-                let mut filter = ToolFilter::default();
-                while let Some(key) = map.next_key::<String>()? {
-                    match key.as_str() {
-                        "allow" => filter.allow = map.next_value()?,
-                        "deny" => filter.deny = map.next_value()?,
-                        other => {
-                            return Err(de::Error::unknown_field(other, &["allow", "deny"]));
-                        }
-                    }
-                }
-                Ok(filter)
-            }
-        }
-
-        deserializer.deserialize_any(FilterVisitor)
-    }
 }
 
 /// One MCP server a bot takes tools from (`[[mcp_servers]]`).
@@ -239,7 +177,7 @@ pub fn validate_servers(servers: &[McpServerConfig]) -> Result<(), String> {
                 server.name
             ));
         }
-        crate::config::check_seconds(
+        check_seconds(
             &format!("{at}.timeout_seconds"),
             server.timeout_seconds,
             false,
@@ -346,60 +284,6 @@ fn check_header_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Checks that every `$` in `text` starts a well-formed `${NAME}` placeholder or is `$$`
-/// (a literal `$`).
-pub fn check_placeholders(text: &str) -> Result<(), String> {
-    expand_env(text, &|_| Some(String::new())).map(|_| ())
-}
-
-/// Replaces each `${NAME}` in `text` with `lookup(NAME)`; `$$` is a literal `$`, and a `$`
-/// followed by anything else is kept as is.
-///
-/// # Errors
-/// A placeholder that is not closed or names no valid variable, or a variable `lookup` does
-/// not know; the message says which and what to do.
-pub fn expand_env(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find('$') {
-        out.push_str(&rest[..at]);
-        let tail = &rest[at + 1..];
-        if let Some(after) = tail.strip_prefix('$') {
-            out.push('$');
-            rest = after;
-        } else if let Some(body) = tail.strip_prefix('{') {
-            let Some(end) = body.find('}') else {
-                return Err(format!(
-                    "a `${{` placeholder is not closed in {text:?}; write ${{NAME}} (or $$ for a literal $)"
-                ));
-            };
-            let name = &body[..end];
-            let valid = !name.is_empty()
-                && !name.starts_with(|c: char| c.is_ascii_digit())
-                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-            if !valid {
-                return Err(format!(
-                    "`${{{name}}}` is not a variable name; use letters, digits and _ (not first)"
-                ));
-            }
-            match lookup(name) {
-                Some(value) => out.push_str(&value),
-                None => {
-                    return Err(format!(
-                        "the environment variable {name} is not set; export it or remove ${{{name}}}"
-                    ));
-                }
-            }
-            rest = &body[end + 1..];
-        } else {
-            out.push('$');
-            rest = tail;
-        }
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
 #[cfg(test)]
-#[path = "config_tests.rs"]
+#[path = "mcp_servers_tests.rs"]
 mod tests;

@@ -1,26 +1,51 @@
-//! The Claude-Desktop style JSON config (`{"mcpServers": {"name": {...}}}`), the shape most
-//! users already have, read into [`McpServerConfig`]s in file order.
+//! The `mcpServers` JSON shape (`{"mcpServers": {"name": {...}}}`): Claude Desktop's config,
+//! which most users already have, and the Xiaozhi bridges' `mcp_config.json`. The one reader of
+//! it, into [`McpServerConfig`]s in file order (config order is precedence order, so the file
+//! is read with order-keeping visitors: serde_json's map sorts keys).
 //!
 //! Entries take `command`/`args`/`env` (stdio) or `url`/`type`/`headers`, plus `disabled`,
-//! `timeout`, `disabledTools` and turnscope's own `tool_filter` and `scope`. Keys other
-//! clients add (`autoApprove`, `alwaysAllow`) are ignored; any other key is an error naming
-//! it. serde_json's map sorts keys, so the file is read with order-keeping visitors:
-//! config order is precedence order.
+//! `timeout`, `disabledTools`, turnscope's own `tool_filter` (also `tools`) and `scope`, and a
+//! Xiaozhi bridge's `endpoint`. Keys other clients add (`autoApprove`, `alwaysAllow`) are
+//! ignored; any other key is an error naming it.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::json_kind;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 
-use super::config::{McpServerConfig, Scope, ToolFilter, TransportKind, check_name};
+use super::mcp_servers::{McpServerConfig, Scope, TransportKind, check_name};
+use super::tool_filter::ToolFilter;
+use crate::json::json_kind;
 
-/// Parses a Claude-Desktop style config (`{"mcpServers": {"name": {...}}}`), keeping the
-/// servers in file order. Other top-level keys (a Claude Desktop file has several) are
-/// ignored; unknown keys inside a server entry are errors.
-pub fn parse_claude_json(text: &str) -> Result<Vec<McpServerConfig>, String> {
+/// One entry of an `mcpServers` object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JsonServer {
+    /// The server, named by its key.
+    pub server: McpServerConfig,
+    /// The Xiaozhi endpoint its bridge dials (`endpoint`), when given.
+    pub endpoint: Option<String>,
+}
+
+/// Reads and parses an `mcpServers` JSON file.
+///
+/// # Errors
+/// The file cannot be read or parsed; the message names the file.
+pub fn read_mcp_json(path: &std::path::Path) -> Result<Vec<JsonServer>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}; check the path", path.display()))?;
+    parse_mcp_json(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Parses an `mcpServers` JSON config, keeping the servers in file order. Other top-level keys
+/// (a Claude Desktop file has several) are ignored; unknown keys inside a server entry are
+/// errors. Without a `type`, a `command` means stdio, a `url` whose path ends in `/sse` the
+/// legacy SSE transport, any other `url` streamable HTTP.
+///
+/// # Errors
+/// Text that is not such a config, or an entry that cannot be run, named by its key.
+pub fn parse_mcp_json(text: &str) -> Result<Vec<JsonServer>, String> {
     let file: ClaudeFile =
         serde_json::from_str(text).map_err(|e| format!("not a JSON config: {e}"))?;
     if !file.ignored.is_empty() {
@@ -36,7 +61,8 @@ pub fn parse_claude_json(text: &str) -> Result<Vec<McpServerConfig>, String> {
     for (name, entry) in servers.0 {
         let at = format!("mcpServers.{name}");
         check_name(&name).map_err(|e| format!("{at}: {e}"))?;
-        out.push(claude_entry(&name, &entry).map_err(|e| format!("{at}.{e}"))?);
+        let server = json_entry(&name, &entry).map_err(|e| format!("{at}.{e}"))?;
+        out.push(server);
     }
     Ok(out)
 }
@@ -44,7 +70,7 @@ pub fn parse_claude_json(text: &str) -> Result<Vec<McpServerConfig>, String> {
 /// Keys that other MCP clients put in server entries and that mean nothing here.
 const IGNORED_ENTRY_KEYS: [&str; 4] = ["autoApprove", "alwaysAllow", "description", "note"];
 
-fn claude_entry(name: &str, entry: &Value) -> Result<McpServerConfig, String> {
+fn json_entry(name: &str, entry: &Value) -> Result<JsonServer, String> {
     let Value::Object(map) = entry else {
         return Err(format!(
             "(entry): expected an object with command/args/env or url/type, got {}",
@@ -55,6 +81,7 @@ fn claude_entry(name: &str, entry: &Value) -> Result<McpServerConfig, String> {
         transport: None,
         ..McpServerConfig::blank(name, TransportKind::Http)
     };
+    let mut endpoint = None;
     for (key, value) in map {
         match key.as_str() {
             "command" => server.command = Some(string(key, value)?),
@@ -72,7 +99,8 @@ fn claude_entry(name: &str, entry: &Value) -> Result<McpServerConfig, String> {
                     .as_f64()
                     .ok_or_else(|| format!("{key}: expected seconds, got {}", json_kind(value)))?;
             }
-            "tool_filter" => {
+            "endpoint" => endpoint = Some(string(key, value)?),
+            "tool_filter" | "tools" => {
                 server.tool_filter =
                     Some(ToolFilter::deserialize(value).map_err(|e| format!("{key}: {e}"))?);
             }
@@ -91,12 +119,30 @@ fn claude_entry(name: &str, entry: &Value) -> Result<McpServerConfig, String> {
             other => {
                 return Err(format!(
                     "{other}: unknown key; expected command, args, env, url, type, headers, disabled, \
-                     timeout_seconds, tool_filter, disabledTools or scope"
+                     timeout_seconds, tool_filter, disabledTools, scope or endpoint"
                 ));
             }
         }
     }
-    Ok(server)
+    if server.transport.is_none()
+        && server.command.is_none()
+        && server.url.as_deref().is_some_and(is_sse_url)
+    {
+        server.transport = Some(TransportKind::Sse);
+    }
+    if let Some(filter) = &server.tool_filter {
+        filter.check().map_err(|e| format!("tools: {e}"))?;
+    }
+    Ok(JsonServer { server, endpoint })
+}
+
+/// Whether a URL's path ends in `/sse`, the legacy transport's usual path.
+fn is_sse_url(url: &str) -> bool {
+    url.split(['?', '#'])
+        .next()
+        .unwrap_or("")
+        .trim_end_matches('/')
+        .ends_with("/sse")
 }
 
 fn transport_name(key: &str, name: &str) -> Result<TransportKind, String> {
@@ -222,5 +268,65 @@ impl<'de> Deserialize<'de> for OrderedObject {
         }
 
         deserializer.deserialize_map(ObjectVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mcp_config_json_in_the_baseline_shape() {
+        let text = r#"{
+          "mcpServers": {
+            "calc": {"type": "stdio", "command": "python", "args": ["calc.py"], "env": {"A": "1"},
+                     "tools": {"deny": ["rm"]}, "endpoint": "wss://h/mcp/?token=x", "timeout": 5},
+            "remote": {"transportType": "Streamable-HTTP", "url": "http://h/mcp", "headers": {"X": "y"}},
+            "legacy": {"url": "http://h/sse/"},
+            "guess": {"url": "http://h/mcp"},
+            "off": {"command": "nope", "disabled": true}
+          }
+        }"#;
+        let servers = parse_mcp_json(text).unwrap();
+        let names: Vec<&str> = servers.iter().map(|s| s.server.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["calc", "remote", "legacy", "guess", "off"],
+            "file order"
+        );
+        let calc = &servers[0].server;
+        assert_eq!(calc.transport_kind(), TransportKind::Stdio);
+        assert_eq!(
+            (calc.command.as_deref(), calc.args.as_slice()),
+            (Some("python"), &["calc.py".to_string()][..])
+        );
+        assert_eq!(calc.env, BTreeMap::from([("A".into(), "1".into())]));
+        assert_eq!(
+            calc.tool_filter.as_ref().map(|f| f.deny.clone()),
+            Some(vec!["rm".to_string()])
+        );
+        assert_eq!(calc.timeout_seconds, 5.0);
+        assert_eq!(servers[0].endpoint.as_deref(), Some("wss://h/mcp/?token=x"));
+        assert_eq!(servers[1].server.transport_kind(), TransportKind::Http);
+        assert_eq!(servers[1].server.headers["X"], "y");
+        assert_eq!(
+            servers[2].server.transport_kind(),
+            TransportKind::Sse,
+            "a url ending in /sse"
+        );
+        assert_eq!(servers[3].server.transport_kind(), TransportKind::Http);
+        assert!(servers[4].server.disabled);
+    }
+
+    #[test]
+    fn mcp_config_errors_name_the_server() {
+        let e = parse_mcp_json(r#"{"mcpServers": {"x": {"type": "ws", "url": "u"}}}"#).unwrap_err();
+        assert!(e.contains("mcpServers.x.type"), "{e}");
+        let e = parse_mcp_json(
+            r#"{"mcpServers": {"x": {"command": "c", "tools": {"allow": ["a"], "deny": ["a"]}}}}"#,
+        )
+        .unwrap_err();
+        assert!(e.contains("mcpServers.x.tools"), "{e}");
+        assert!(parse_mcp_json("[server]\nport = 1").is_err());
     }
 }

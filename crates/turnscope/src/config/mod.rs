@@ -1,13 +1,62 @@
-//! The typed configuration: a TOML file (`--config FILE`, or `./turnscope.toml` when present)
-//! overlaid by command-line flags. Unknown keys are errors, so a typo never passes silently.
-//! A `.json` file is read as a Claude-Desktop style `mcpServers` object instead (see
-//! [`crate::tools::config`]).
+//! The configuration, at the bottom of the library: every section of the TOML file
+//! (`--config FILE`, or `./turnscope.toml` when present) and the `mcpServers` JSON shape, the
+//! command-line values laid over them ([`Overrides`]), and the one validation of the result.
+//! Unknown keys are errors, so a typo never passes silently; every error names the key (or the
+//! flag that set it), the value and what was expected. Nothing here does I/O but reading the
+//! file, and nothing reads the environment.
+
+pub mod env;
+pub mod mcp_json;
+pub mod mcp_servers;
+mod overrides;
+pub mod seconds;
+pub mod tool_filter;
+pub mod xiaozhi;
 
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::tools::config::{McpServerConfig, PolicySection};
+pub use mcp_servers::{McpServerConfig, PolicySection, Scope, TransportKind};
+pub use overrides::Overrides;
+pub use seconds::{MAX_SECONDS, check_seconds};
+pub use tool_filter::ToolFilter;
+pub use xiaozhi::XiaozhiEntry;
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Occurs when the config file cannot be read.
+    #[error("cannot read config file {}: {source}; check the path given to --config", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// Occurs when the text is not TOML (or JSON), or a key is unknown or of the wrong type.
+    #[error("{}{message}", in_file(file.as_deref()))]
+    Syntax {
+        /// The file, when the text came from one.
+        file: Option<PathBuf>,
+        /// The parser's message, naming the key.
+        message: String,
+    },
+    /// Occurs when a value breaks a rule: the message starts with the key, or with the flag
+    /// that set it, and says what is expected.
+    #[error("{}{message}", in_file(file.as_deref()))]
+    Invalid {
+        /// The file, when the value came from one.
+        file: Option<PathBuf>,
+        /// `key: what is wrong and what is expected`.
+        message: String,
+    },
+}
+
+fn in_file(file: Option<&Path>) -> String {
+    file.map(|f| format!("config file {}: ", f.display()))
+        .unwrap_or_default()
+}
 
 /// Everything turnscope can be configured with.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -166,114 +215,169 @@ pub struct ConsoleSection {
 #[serde(deny_unknown_fields, default)]
 pub struct BridgesSection {
     /// `[[bridges.xiaozhi]]`: relays to Xiaozhi MCP endpoints.
-    pub xiaozhi: Vec<crate::bridge::xiaozhi::XiaozhiEntry>,
+    pub xiaozhi: Vec<XiaozhiEntry>,
 }
 
 impl Config {
     /// Reads `path`, or `./turnscope.toml` when `path` is `None` and that file exists, or the
-    /// defaults. Errors name the file, the key and what was expected.
-    pub fn load(path: Option<&Path>) -> anyhow::Result<(Self, Option<PathBuf>)> {
+    /// defaults; lays `overrides` over it and validates the result once. Returns the config and
+    /// the file it came from.
+    ///
+    /// # Errors
+    /// The file cannot be read or parsed, or a value (from the file or a flag) breaks a rule.
+    pub fn load(
+        path: Option<&Path>,
+        overrides: &Overrides,
+    ) -> Result<(Self, Option<PathBuf>), ConfigError> {
         let path = match path {
             Some(p) => Some(p.to_path_buf()),
             None => Some(PathBuf::from("turnscope.toml")).filter(|p| p.exists()),
         };
         let Some(path) = path else {
-            return Ok((Config::default(), None));
+            let mut config = Config::default();
+            overrides.apply(&mut config);
+            config.validate(overrides)?;
+            return Ok((config, None));
         };
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            anyhow::anyhow!(
-                "cannot read config file {}: {e}; check the path given to --config",
-                path.display()
-            )
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
         })?;
         let is_json = path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("json"));
-        let parsed = if is_json {
-            Self::parse_json(&text)
-        } else {
-            Self::parse(&text)
+        let in_file = |e: ConfigError| match e {
+            ConfigError::Syntax { message, .. } => ConfigError::Syntax {
+                file: Some(path.clone()),
+                message,
+            },
+            ConfigError::Invalid { message, .. } if !message.starts_with("--") => {
+                ConfigError::Invalid {
+                    file: Some(path.clone()),
+                    message,
+                }
+            }
+            other => other,
         };
-        let config = parsed.map_err(|e| anyhow::anyhow!("config file {}: {e}", path.display()))?;
+        let mut config = if is_json {
+            Self::read_json(&text)
+        } else {
+            Self::read_toml(&text)
+        }
+        .map_err(in_file)?;
+        overrides.apply(&mut config);
+        config.validate(overrides).map_err(in_file)?;
         Ok((config, Some(path)))
     }
 
-    /// Parses TOML text.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let config: Config = toml::from_str(text).map_err(|e| e.to_string())?;
-        config.validate()?;
+    /// Parses and validates TOML text.
+    ///
+    /// # Errors
+    /// Text that is not a config, or a value that breaks a rule (the message names the key).
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        let config = Self::read_toml(text)?;
+        config.validate(&Overrides::default())?;
         Ok(config)
     }
 
-    /// Parses a Claude-Desktop style JSON config: its `mcpServers`, with every other setting
-    /// at its default.
-    pub fn parse_json(text: &str) -> Result<Self, String> {
-        let config = Config {
-            mcp_servers: crate::tools::config::parse_claude_json(text)?,
+    /// Parses and validates a Claude-Desktop style JSON config: its `mcpServers`, with every
+    /// other setting at its default.
+    ///
+    /// # Errors
+    /// As [`Config::parse`].
+    pub fn parse_json(text: &str) -> Result<Self, ConfigError> {
+        let config = Self::read_json(text)?;
+        config.validate(&Overrides::default())?;
+        Ok(config)
+    }
+
+    fn read_toml(text: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Syntax {
+            file: None,
+            message: e.to_string(),
+        })
+    }
+
+    fn read_json(text: &str) -> Result<Self, ConfigError> {
+        let servers = mcp_json::parse_mcp_json(text).map_err(|message| ConfigError::Syntax {
+            file: None,
+            message,
+        })?;
+        Ok(Config {
+            mcp_servers: servers.into_iter().map(|s| s.server).collect(),
             ..Config::default()
-        };
-        config.validate()?;
-        Ok(config)
+        })
     }
 
-    fn validate(&self) -> Result<(), String> {
-        if self.server.max_body_bytes == 0 {
+    /// Checks every rule once, after the flags were laid over the file; a broken rule whose
+    /// value came from a flag is reported under the flag's name.
+    fn validate(&self, overrides: &Overrides) -> Result<(), ConfigError> {
+        self.check().map_err(|message| ConfigError::Invalid {
+            file: None,
+            message: overrides.name_flag(message),
+        })
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let s = &self.server;
+        if s.max_body_bytes == 0 {
             return Err("server.max_body_bytes: must be at least 1".into());
         }
-        crate::tools::config::validate_servers(&self.mcp_servers)?;
-        if self.server.sessions == 0 {
+        mcp_servers::validate_servers(&self.mcp_servers)?;
+        if s.sessions == 0 {
             return Err("server.sessions: must be at least 1".into());
         }
-        if self.server.handle_seconds == 0 {
+        if s.handle_seconds == 0 {
             return Err("server.handle_seconds: must be at least 1".into());
         }
-        check_seconds("server.sweep_seconds", self.server.sweep_seconds, true)?;
+        check_seconds("server.sweep_seconds", s.sweep_seconds, true)?;
         check_seconds("model.pace", self.model.pace, true)?;
         check_seconds(
             "server.header_timeout_seconds",
-            self.server.header_timeout_seconds,
+            s.header_timeout_seconds,
             false,
         )?;
-        check_seconds(
-            "server.body_timeout_seconds",
-            self.server.body_timeout_seconds,
-            false,
-        )?;
+        check_seconds("server.body_timeout_seconds", s.body_timeout_seconds, false)?;
+        let m = &self.model;
         check_seconds(
             "model.first_byte_timeout_seconds",
-            self.model.first_byte_timeout_seconds,
+            m.first_byte_timeout_seconds,
             false,
         )?;
-        check_seconds(
-            "model.idle_timeout_seconds",
-            self.model.idle_timeout_seconds,
-            false,
-        )?;
+        check_seconds("model.idle_timeout_seconds", m.idle_timeout_seconds, false)?;
         check_seconds(
             "bot.tool_timeout_seconds",
             self.bot.tool_timeout_seconds,
             false,
         )?;
-        crate::bridge::xiaozhi::config::validate_entries(&self.bridges.xiaozhi)?;
+        xiaozhi::validate_entries(&self.bridges.xiaozhi)?;
         Ok(())
     }
 }
 
-/// The largest seconds setting accepted: 10^9 s, about 31 years. Larger values could not be
-/// added to a clock reading without overflow.
-pub const MAX_SECONDS: f64 = 1e9;
+/// Whether `host` names this machine only (`localhost`, `127.0.0.0/8`, `::1`).
+pub fn is_loopback(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .trim_matches(|c| c == '[' || c == ']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
 
-/// Checks a seconds setting named `key`: a number (not NaN) `> 0`, or `>= 0` when `zero_ok`,
-/// and at most [`MAX_SECONDS`], so it becomes a [`std::time::Duration`] that any clock
-/// reading can be moved by. The error names the key, the value and what is expected.
-pub fn check_seconds(key: &str, value: f64, zero_ok: bool) -> Result<(), String> {
-    let above = if zero_ok { value >= 0.0 } else { value > 0.0 };
-    if above && value <= MAX_SECONDS {
+/// Refuses to listen on `host` beyond loopback without a bearer token, unless an
+/// authenticating proxy is said to be in front (`allow_open_bind`): handles are bearer secrets,
+/// and anyone who can reach the port could open sessions and run tools.
+///
+/// # Errors
+/// The refusal, with the two ways out.
+pub fn check_open_bind(host: &str, has_token: bool, allow_open_bind: bool) -> Result<(), String> {
+    if is_loopback(host) || has_token || allow_open_bind {
         return Ok(());
     }
-    let bound = if zero_ok { ">= 0" } else { "> 0" };
     Err(format!(
-        "{key}: expected a number of seconds {bound} and at most {MAX_SECONDS:e}, got {value}"
+        "refusing to listen on {host} without an auth token: anyone who can reach this port could \
+         open sessions and use your model and tools. Pass --auth-token TOKEN (clients then send \
+         `Authorization: Bearer TOKEN`), or --allow-open-bind if an authenticating proxy is in front"
     ))
 }
 
@@ -305,19 +409,27 @@ mod tests {
         let e = Config::parse(
             "[[bridges.xiaozhi]]\nname = \"a\"\nservers = [\"x\"]\ntools = { allow = [\"rm\"], deny = [\"rm\"] }\n",
         )
-        .unwrap_err();
+        .unwrap_err().to_string();
         assert!(e.contains("bridges.xiaozhi[0].tools"), "{e}");
-        let e = Config::parse("[[bridges.xiaozhi]]\nname = \"a\"\nserver = [\"x\"]\n").unwrap_err();
+        let e = Config::parse("[[bridges.xiaozhi]]\nname = \"a\"\nserver = [\"x\"]\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("server"), "{e}");
     }
 
     #[test]
     fn errors_name_the_key() {
-        let e = Config::parse("[server]\nprot = 1\n").unwrap_err();
+        let e = Config::parse("[server]\nprot = 1\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("prot"), "{e}");
-        let e = Config::parse("[server]\nport = \"x\"\n").unwrap_err();
+        let e = Config::parse("[server]\nport = \"x\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("port") || e.contains("server"), "{e}");
-        let e = Config::parse("[server]\nsessions = 0\n").unwrap_err();
+        let e = Config::parse("[server]\nsessions = 0\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("server.sessions"), "{e}");
     }
 
@@ -336,7 +448,9 @@ mod tests {
                 "1e300",
             ),
         ] {
-            let e = Config::parse(&format!("{key} = {value}\n")).unwrap_err();
+            let e = Config::parse(&format!("{key} = {value}\n"))
+                .unwrap_err()
+                .to_string();
             let name = key.rsplit('\n').next().unwrap();
             assert!(
                 e.contains(name) && e.contains("expected a number of seconds"),

@@ -1,0 +1,16 @@
+//! Describing JSON values in error messages, for every layer that reads JSON from outside.
+
+use serde_json::Value;
+
+/// What kind of JSON `value` is, for error messages: `null`, `a boolean`, `a number`,
+/// `a string`, `an array` or `an object`.
+pub fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
