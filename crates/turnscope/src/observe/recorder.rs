@@ -1,4 +1,6 @@
-//! The JSONL recorder behind `--events FILE`: every bus event as one JSON line.
+//! The JSONL recorder behind `--events FILE`: every bus event as one JSON line. It reads the
+//! bus like any listener, so it never slows the server; when it falls behind, the events it
+//! missed are marked in the file where they were lost (a `warn` log line with the count).
 
 use std::path::Path;
 
@@ -11,7 +13,7 @@ use super::event::Event;
 
 /// Starts writing every event published on `bus` to `path` (`-` = stdout). It flushes after
 /// each burst of events; once `stop` is cancelled it writes what is still queued and ends,
-/// returning how many events it wrote.
+/// returning how many lines it wrote (events and loss marks).
 pub async fn record(
     bus: &Bus,
     path: &Path,
@@ -31,6 +33,7 @@ pub async fn record(
     Ok(tokio::spawn(async move {
         let mut out = BufWriter::new(out);
         let mut written = 0u64;
+        let mut marked = 0u64;
         let mut line = Vec::with_capacity(256);
         loop {
             let event = tokio::select! {
@@ -50,17 +53,39 @@ pub async fn record(
                 }
                 next = sub.try_recv();
             }
-            if sub.missed() > 0 {
+            let missed = sub.missed();
+            if missed > marked {
+                let lost = missed - marked;
+                marked = missed;
                 tracing::warn!(
-                    missed = sub.missed(),
-                    "events recorder fell behind; some events were not written"
+                    lost,
+                    "events recorder fell behind; the loss is marked in the file"
                 );
+                line.clear();
+                if serde_json::to_writer(&mut line, &lost_mark(lost)).is_ok() {
+                    line.push(b'\n');
+                    if out.write_all(&line).await.is_err() {
+                        return written;
+                    }
+                    written += 1;
+                }
             }
             let _ = out.flush().await;
         }
         let _ = out.flush().await;
         written
     }))
+}
+
+/// The line that marks `lost` events missing from the file at that point.
+fn lost_mark(lost: u64) -> Event {
+    Event::Log {
+        at_ms: super::event::now_us() / 1000,
+        level: "warn".into(),
+        message: format!(
+            "{lost} events are missing here: the --events recorder fell behind the bus"
+        ),
+    }
 }
 
 /// Reads a file written by [`record`] back into events; bad lines are reported with their
@@ -103,5 +128,50 @@ impl Recording {
         if let Some(task) = self.task {
             let _ = tokio::time::timeout(std::time::Duration::from_secs(2), task).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A recorder that cannot keep up marks the loss in the file, once per loss, and the file
+    /// still reads back whole.
+    #[tokio::test]
+    async fn a_loss_is_marked_in_the_file() {
+        let bus = Bus::new(4);
+        let path = std::env::temp_dir().join(format!("turnscope-rec-{}.jsonl", std::process::id()));
+        let stop = CancellationToken::new();
+        let task = record(&bus, &path, stop.clone()).await.unwrap();
+        // A burst far beyond the bus's capacity, published without yielding to the recorder.
+        for n in 0..100u64 {
+            bus.publish(Event::Log {
+                at_ms: n,
+                level: "info".into(),
+                message: n.to_string(),
+            });
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        stop.cancel();
+        task.await.unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_file(&path).ok();
+        let (events, problems) = read_events(&text);
+        assert!(problems.is_empty(), "{problems:?}");
+        let marks: Vec<&String> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Log { message, .. } if message.contains("missing here") => Some(message),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(marks.len(), 1, "{text}");
+        let lost: u64 = marks[0].split(' ').next().unwrap().parse().unwrap();
+        let kept = events.len() as u64 - 1;
+        assert_eq!(
+            lost + kept,
+            100,
+            "every event is either written or counted: {text}"
+        );
     }
 }

@@ -48,6 +48,10 @@ impl Pipeline {
         let mut inboxes = Vec::with_capacity(processors.len());
         let mut receivers = Vec::with_capacity(processors.len());
         for p in &processors {
+            // Unbounded on purpose: frames flow both ways, so a stage that waited on a full
+            // neighbour could deadlock with it, and a system frame must never wait. What queues
+            // is bounded by the turn: one model response in flight per session, and an
+            // interruption purges every interruptible frame.
             let (sys_tx, sys_rx) = mpsc::unbounded_channel();
             let (ord_tx, ord_rx) = mpsc::unbounded_channel();
             inboxes.push(Inbox {

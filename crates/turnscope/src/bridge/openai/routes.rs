@@ -168,6 +168,9 @@ fn stream(
     request: chat::ChatRequest,
     started: Instant,
 ) -> Response {
+    // Unbounded on purpose: the loop hands pieces over synchronously, so the model's stream
+    // never waits on a slow HTTP client; what queues is bounded by one answer (at most
+    // `round_cap` model responses), and the task is aborted when the client goes away.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
     let _ = tx.send(id.role_chunk());
     let mut served = ServedOnDrop {
