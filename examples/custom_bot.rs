@@ -82,7 +82,7 @@ pub async fn serve(config: &Config) -> anyhow::Result<App> {
         .tools_factory(tools)
         .processor(|| Box::new(RedactDigits))
         .build();
-    App::serve(config, bus, bot, model, embedded).await
+    Ok(App::serve(config, bus, bot, model, embedded).await?)
 }
 
 #[tokio::main]

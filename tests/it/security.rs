@@ -3,11 +3,11 @@
 
 use crate::support::mcp::Client;
 use serde_json::json;
-use turnscope::app::App;
+use turnscope::app::{App, AppError};
 use turnscope::config::Config;
 use turnscope::observe::Bus;
 
-async fn app(tweak: impl FnOnce(&mut Config)) -> anyhow::Result<App> {
+async fn app(tweak: impl FnOnce(&mut Config)) -> Result<App, AppError> {
     let mut c = Config::default();
     c.server.port = 0;
     c.model.pace = 0.0;

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -20,6 +19,38 @@ use crate::tools::limits::McpLimits;
 use crate::tools::policy::Policy;
 use crate::tools::registry::ToolRegistry;
 use crate::tools::{FnTool, Tools, ToolsFactory};
+
+/// Why the app did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// Occurs when `[policy]` or a tool limit from the environment does not parse.
+    #[error("tool {setting}: {message}")]
+    ToolSetting {
+        /// `policy` or `limits`.
+        setting: &'static str,
+        /// What is wrong and what is expected.
+        message: String,
+    },
+    /// Occurs when the embedded scripted model cannot listen on a loopback port.
+    #[error("cannot start the embedded scripted model on a loopback port: {0}")]
+    EmbeddedModel(#[source] std::io::Error),
+    /// Occurs when the server would listen beyond loopback with no token and no proxy said to
+    /// be in front.
+    #[error("{0}")]
+    OpenBind(String),
+    /// Occurs when the server's address cannot be bound (taken, or not this machine's).
+    #[error(
+        "cannot listen on {host}:{port}: {source}; is another turnscope running? Pick another --port (0 = any free port)"
+    )]
+    Listen {
+        /// The host asked for.
+        host: String,
+        /// The port asked for.
+        port: u16,
+        /// What the system said.
+        source: std::io::Error,
+    },
+}
 
 /// Which model the bot talks to, for display.
 #[derive(Debug, Clone)]
@@ -65,7 +96,7 @@ impl App {
     /// Starts everything `config` describes: the tools (built-ins and MCP servers, connected
     /// within the start-up budget), the model (embedded unless configured), the bot, the
     /// session table and its sweep, and the HTTP server.
-    pub async fn start(config: &Config, bus: Bus) -> anyhow::Result<App> {
+    pub async fn start(config: &Config, bus: Bus) -> Result<App, AppError> {
         let registry = Self::tool_registry(config, &bus, Vec::new()).await?;
         let factory: Arc<dyn ToolsFactory> = registry.clone();
         let mut app = Self::start_bot(config, bus, registry.clone(), Some(factory)).await?;
@@ -84,10 +115,15 @@ impl App {
         config: &Config,
         bus: &Bus,
         own: Vec<FnTool>,
-    ) -> anyhow::Result<Arc<ToolRegistry>> {
-        let policy =
-            Policy::from_config(&config.policy).map_err(|e| anyhow::anyhow!("tool policy: {e}"))?;
-        let limits = McpLimits::from_env().map_err(|e| anyhow::anyhow!("tool limits: {e}"))?;
+    ) -> Result<Arc<ToolRegistry>, AppError> {
+        let policy = Policy::from_config(&config.policy).map_err(|message| AppError::ToolSetting {
+            setting: "policy",
+            message,
+        })?;
+        let limits = McpLimits::from_env().map_err(|message| AppError::ToolSetting {
+            setting: "limits",
+            message,
+        })?;
         if !config.mcp_servers.is_empty() {
             tracing::info!(policy = %policy.describe(), servers = config.mcp_servers.len(), "connecting to MCP servers");
         }
@@ -109,7 +145,7 @@ impl App {
         config: &Config,
         bus: Bus,
         tools: Arc<dyn Tools>,
-    ) -> anyhow::Result<App> {
+    ) -> Result<App, AppError> {
         Self::start_bot(config, bus, tools, None).await
     }
 
@@ -118,7 +154,7 @@ impl App {
         bus: Bus,
         tools: Arc<dyn Tools>,
         factory: Option<Arc<dyn ToolsFactory>>,
-    ) -> anyhow::Result<App> {
+    ) -> Result<App, AppError> {
         let (model, embedded) = pick_model(config).await?;
         let mut bot = Bot::builder(model_client(config, &model))
             .tools(tools)
@@ -146,7 +182,7 @@ impl App {
         bot: Bot,
         model: ModelInfo,
         embedded: Option<EmbeddedModel>,
-    ) -> anyhow::Result<App> {
+    ) -> Result<App, AppError> {
         let s = &config.server;
         let sessions = Sessions::new(
             bot,
@@ -158,7 +194,7 @@ impl App {
             },
         );
         crate::config::check_open_bind(&s.host, s.auth_token.is_some(), s.allow_open_bind)
-            .map_err(anyhow::Error::msg)?;
+            .map_err(AppError::OpenBind)?;
         let mut guard = GuardConfig {
             enabled: s.host_check,
             auth_token: s.auth_token.clone(),
@@ -166,12 +202,13 @@ impl App {
         };
         guard.hosts.extend(s.allowed_hosts.iter().cloned());
         guard.origins.extend(s.allowed_origins.iter().cloned());
-        let listener = TcpListener::bind((s.host.as_str(), s.port)).await.with_context(|| {
-            format!(
-                "cannot listen on {}:{}; is another turnscope running? Pick another --port (0 = any free port)",
-                s.host, s.port
-            )
-        })?;
+        let listener = TcpListener::bind((s.host.as_str(), s.port))
+            .await
+            .map_err(|source| AppError::Listen {
+                host: s.host.clone(),
+                port: s.port,
+                source,
+            })?;
         let catalog = Catalog {
             sessions: Some(sessions.clone()),
             tools: Some(sessions.bot().tools().clone()),
@@ -216,7 +253,12 @@ impl App {
             app,
             stop,
             Duration::from_secs_f64(s.header_timeout_seconds),
-        )?;
+        )
+        .map_err(|source| AppError::Listen {
+            host: s.host.clone(),
+            port: s.port,
+            source,
+        })?;
         let sweeper = sessions.spawn_sweeper();
         Ok(App {
             bus,
@@ -267,7 +309,7 @@ pub fn model_client(config: &Config, model: &ModelInfo) -> ModelClient {
 
 /// Picks the model: `[model] url` / `--model-url`, then `OPENAI_BASE_URL`, then OpenAI when
 /// `OPENAI_API_KEY` is set, else the embedded scripted model on a loopback port.
-pub async fn pick_model(config: &Config) -> anyhow::Result<(ModelInfo, Option<EmbeddedModel>)> {
+pub async fn pick_model(config: &Config) -> Result<(ModelInfo, Option<EmbeddedModel>), AppError> {
     let env_url = std::env::var("OPENAI_BASE_URL")
         .ok()
         .filter(|u| !u.is_empty());
@@ -300,7 +342,7 @@ pub async fn pick_model(config: &Config) -> anyhow::Result<(ModelInfo, Option<Em
                 },
             )
             .await
-            .context("cannot start the embedded scripted model on a loopback port")?;
+            .map_err(AppError::EmbeddedModel)?;
             Ok((
                 ModelInfo {
                     url: embedded.base_url(),
