@@ -24,8 +24,8 @@ use super::config::{McpServerConfig, ToolFilter, TransportKind};
 use super::merge::SourceTool;
 use super::policy::GuardedClient;
 use super::sse_client::SseClientTransport;
-use crate::bridge::names::NameMap;
-use crate::bridge::schema;
+use crate::tools::openai_shape::names::NameMap;
+use crate::tools::openai_shape::schema;
 
 /// Longest stderr line of a stdio server copied to the log.
 const STDERR_LINE_CHARS: usize = 500;

@@ -16,6 +16,7 @@ pub mod mcp_content;
 pub mod mcp_source;
 mod mcp_supervisor;
 pub mod merge;
+pub mod openai_shape;
 pub mod policy;
 pub mod registry;
 pub mod sse_client;

@@ -9,13 +9,13 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use crate::bridge::names::{NameMap, is_valid_openai_name};
-use crate::bridge::schema::{Limits, convert};
 use crate::observe::event::{BridgeEvent, ToolSourceState};
 use crate::observe::stats::Stats;
 use crate::observe::{Event, FrameEvent};
 use crate::tools::ToolSpec;
 use crate::tools::merge::Skip;
+use crate::tools::openai_shape::names::{NameMap, is_valid_openai_name};
+use crate::tools::openai_shape::schema::{Limits, convert};
 
 /// Frames kept for the Frames pane; older ones are evicted (and counted).
 pub const FRAMES_KEPT: usize = 5_000;
