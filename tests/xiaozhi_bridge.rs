@@ -12,9 +12,9 @@ use common::endpoint::{FakeEndpoint, WAIT, tool_names};
 use common::fixture::BUILT_IN_TOOLS;
 use serde_json::{Value, json};
 use turnscope::bridge::xiaozhi::clock::{Clock, ManualClock};
-use turnscope::bridge::xiaozhi::connect::mcp_upstream;
 use turnscope::bridge::xiaozhi::endpoint::Endpoint;
 use turnscope::bridge::xiaozhi::mcp_upstream::UpstreamSettings;
+use turnscope::bridge::xiaozhi::mcp_upstream::mcp_upstream;
 use turnscope::bridge::xiaozhi::{
     BridgeSettings, RunningBridge, ServerSpec, ToolFilter, ToolRules, Upstream, UpstreamStatus,
     XiaozhiBridge,

@@ -11,17 +11,12 @@ mod claude_json;
 pub mod config;
 pub mod context;
 pub mod limits;
-mod mcp_connect;
 pub mod mcp_content;
 pub mod mcp_source;
-mod mcp_supervisor;
 pub mod merge;
 pub mod openai_shape;
 pub mod policy;
 pub mod registry;
-pub mod sse_client;
-
-pub(crate) use mcp_connect::stream_resume_policy;
 
 pub use context::{CallContext, SessionControl};
 

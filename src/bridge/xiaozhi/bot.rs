@@ -10,6 +10,7 @@ use std::sync::Arc;
 use rmcp::ServiceExt;
 
 use super::mcp_upstream::{McpUpstream, Opened, Opener, RelayClient, UpstreamSettings};
+use crate::mcp::connect::ConnectError;
 use crate::server::BotMcp;
 use crate::sessions::Sessions;
 
@@ -39,10 +40,9 @@ pub fn bot_upstream(
                     Err(e) => tracing::warn!("bot MCP handler did not start: {e}"),
                 }
             });
-            let service = handler
-                .serve(client_io)
-                .await
-                .map_err(|e| format!("in-process MCP handshake with the bot failed: {e}"))?;
+            let service = handler.serve(client_io).await.map_err(|e| {
+                ConnectError::Other(format!("in-process MCP handshake with the bot failed: {e}"))
+            })?;
             Ok(Opened { service, pid: None })
         })
     });

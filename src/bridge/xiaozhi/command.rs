@@ -14,13 +14,13 @@ use anyhow::{Context as _, bail};
 use super::bot::BOT;
 use super::bridge::{BridgeSettings, XiaozhiBridge};
 use super::config::{XiaozhiEntry, place, read_mcp_config};
-use super::connect::mcp_upstream;
 use super::endpoint::Endpoint;
 use super::filter::{ToolFilter, ToolRules};
 use super::mcp_upstream::UpstreamSettings;
-use super::spec::ServerSpec;
+use super::mcp_upstream::mcp_upstream;
 use crate::cli::XiaozhiArgs;
 use crate::config::Config;
+use crate::mcp::spec::ServerSpec;
 
 /// One relay to an MCP server, ready to start.
 #[derive(Debug, Clone, PartialEq)]

@@ -17,7 +17,7 @@ use serde::Deserialize;
 use super::bot::BOT;
 use super::endpoint::Endpoint;
 use super::filter::{ToolFilter, ToolRules};
-use super::spec::ServerSpec;
+use crate::mcp::spec::ServerSpec;
 
 /// One `[[bridges.xiaozhi]]` entry.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

@@ -12,38 +12,35 @@
 //! - [`socket`]: one open socket (dispatch, local answers, in-flight requests);
 //! - [`jsonrpc`]: frame parsing with byte-exact ids; [`listing`]: `tools/list` pages with
 //!   inlined schemas; [`filter`]: allow/deny;
-//! - [`endpoint`]: dialling and close codes; [`backoff`]: the reconnect policy;
-//!   [`clock`]: real and manual time; [`redact`]: token masking for logs and events;
-//! - [`upstream`]: the trait; [`mcp_upstream`], [`connect`] and [`spec`]: one MCP server,
-//!   restarted when it dies; [`bot`]: the bot as an upstream;
+//! - [`endpoint`]: dialling and close codes (reconnects: [`crate::mcp::backoff`] on a
+//!   [`clock`]); [`redact`]: token masking for logs and events;
+//! - [`upstream`]: the trait; [`mcp_upstream`]: one MCP server (the view over
+//!   [`crate::mcp`]); [`bot`]: the bot as an upstream; [`tools_upstream`]: named servers;
 //! - [`config`]: `[[bridges.xiaozhi]]`, `mcp_config.json`, endpoint resolution;
 //!   [`state`]: counters and the published [`BridgeEvent`](crate::observe::BridgeEvent);
 //!   [`command`]: what `turnscope bridge xiaozhi` runs.
 
-pub mod backoff;
 pub mod bot;
 pub mod bridge;
-pub mod clock;
 pub mod command;
 pub mod config;
-pub mod connect;
 pub mod endpoint;
 pub mod filter;
 pub mod jsonrpc;
 pub mod listing;
 pub mod mcp_upstream;
 pub mod progress;
-pub mod redact;
 pub mod set;
 pub mod socket;
-pub mod spec;
 pub mod state;
 pub mod tools_upstream;
 pub mod upstream;
 
+pub use crate::mcp::clock;
+pub use crate::mcp::spec::ServerSpec;
+pub use crate::observe::redact;
 pub use bridge::{BridgeSettings, RunningBridge, XiaozhiBridge};
 pub use config::XiaozhiEntry;
 pub use filter::{ToolFilter, ToolRules};
 pub use set::{BridgeStatuses, Catalog, UpstreamCatalog, XiaozhiBridges};
-pub use spec::ServerSpec;
 pub use upstream::{Upstream, UpstreamStatus};

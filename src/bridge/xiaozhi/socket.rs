@@ -27,7 +27,6 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_util::sync::CancellationToken;
 
-use super::backoff::SessionEnd;
 use super::endpoint::classify_close;
 use super::filter::ToolFilter;
 use super::jsonrpc::{self, Incoming, RawId};
@@ -35,6 +34,7 @@ use super::listing;
 use super::progress::{self, PROGRESS_QUEUE};
 use super::state::BridgeState;
 use super::upstream::{Upstream, UpstreamChange, UpstreamError};
+use crate::mcp::backoff::SessionEnd;
 use crate::observe::{Event, ToolCallEvent};
 
 /// Replies waiting to be written; a task that finds it full waits (the endpoint is slow).

@@ -22,6 +22,7 @@ use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 
 use super::mcp_upstream::{McpUpstream, Opened, Opener, RelayClient, UpstreamSettings};
+use crate::mcp::connect::ConnectError;
 use crate::tools::Tools;
 
 /// Buffer of the in-process pipe between the bridge and the tool set's MCP handler.
@@ -160,10 +161,11 @@ pub fn tools_upstream(
                     Err(e) => tracing::warn!("tool-set MCP handler did not start: {e}"),
                 }
             });
-            let service = client
-                .serve(client_io)
-                .await
-                .map_err(|e| format!("in-process MCP handshake with the tool set failed: {e}"))?;
+            let service = client.serve(client_io).await.map_err(|e| {
+                ConnectError::Other(format!(
+                    "in-process MCP handshake with the tool set failed: {e}"
+                ))
+            })?;
             Ok(Opened { service, pid: None })
         })
     });

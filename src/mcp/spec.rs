@@ -1,14 +1,37 @@
-//! How to reach one MCP server: a [`ServerSpec`] (stdio command, streamable HTTP URL or
-//! legacy SSE URL) and the splitting of a `--stdio "<command>"` line into words.
-//!
-//! No shell is involved: the line is split like a POSIX shell would split it (quotes and
-//! backslashes), but nothing is expanded, so `$HOME` stays `$HOME`.
+//! How to reach one MCP server. The client stack connects to a [`McpServerConfig`] (the
+//! `[[mcp_servers]]` entry type); [`ServerSpec`] is the transport alone, as the Xiaozhi flags
+//! (`--stdio/--http/--sse`) and `mcp_config.json` give it, and [`ServerSpec::into_config`]
+//! makes it an entry. `--stdio` lines are split into words like a POSIX shell would (quotes,
+//! backslashes) but nothing is expanded (`$HOME` stays `$HOME`); no shell ever runs.
 
 use std::collections::BTreeMap;
 
-use super::redact::redact;
+use crate::observe::redact::redact;
+use crate::tools::config::{McpServerConfig, TransportKind};
 
-/// One MCP server to relay to.
+/// Why a `--stdio` command line cannot be run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// Occurs when the line has no words at all.
+    #[error("--stdio: the command is empty; give the server's command line")]
+    EmptyCommand,
+    /// Occurs when a `'` or `"` quote is not closed before the line ends.
+    #[error("unterminated {quote} quote in command {line:?}")]
+    UnterminatedQuote {
+        /// The quote character.
+        quote: char,
+        /// The whole line.
+        line: String,
+    },
+    /// Occurs when the line ends with a lone backslash.
+    #[error("trailing backslash in command {line:?}")]
+    TrailingBackslash {
+        /// The whole line.
+        line: String,
+    },
+}
+
+/// The transport of one MCP server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ServerSpec {
     /// A child process speaking MCP on stdin/stdout.
@@ -42,11 +65,9 @@ impl ServerSpec {
     /// # Errors
     ///
     /// The line is empty or has an unterminated quote.
-    pub fn stdio_line(line: &str) -> Result<Self, String> {
+    pub fn stdio_line(line: &str) -> Result<Self, SpecError> {
         let mut words = split_command(line)?.into_iter();
-        let command = words
-            .next()
-            .ok_or("--stdio: the command is empty; give the server's command line")?;
+        let command = words.next().ok_or(SpecError::EmptyCommand)?;
         Ok(Self::Stdio {
             command,
             args: words.collect(),
@@ -54,21 +75,50 @@ impl ServerSpec {
         })
     }
 
+    /// The config entry `name` for this server (call timeout and filter at their defaults:
+    /// the Xiaozhi bridge filters and times calls itself).
+    pub fn into_config(self, name: &str) -> McpServerConfig {
+        match self {
+            Self::Stdio { command, args, env } => {
+                let mut config = McpServerConfig::stdio(name, &command, &[]);
+                config.args = args;
+                config.env = env;
+                config
+            }
+            Self::Http { url, headers } => {
+                let mut config = McpServerConfig::http(name, &url);
+                config.headers = headers;
+                config
+            }
+            Self::Sse { url, headers } => {
+                let mut config = McpServerConfig::sse(name, &url);
+                config.headers = headers;
+                config
+            }
+        }
+    }
+
     /// A short description for logs: `stdio: cmd args`, `http: URL` or `sse: URL`, with
     /// secrets in URLs masked. Environment values and headers are never shown.
     pub fn label(&self) -> String {
-        match self {
-            Self::Stdio { command, args, .. } => {
-                let mut s = format!("stdio: {command}");
-                for a in args {
-                    s.push(' ');
-                    s.push_str(a);
-                }
-                redact(&s).into_owned()
+        label(&self.clone().into_config(""))
+    }
+}
+
+/// A short description of `config` for logs, as [`ServerSpec::label`].
+pub fn label(config: &McpServerConfig) -> String {
+    let url = config.url.as_deref().unwrap_or_default();
+    match config.transport_kind() {
+        TransportKind::Stdio => {
+            let mut s = format!("stdio: {}", config.command.as_deref().unwrap_or_default());
+            for a in &config.args {
+                s.push(' ');
+                s.push_str(a);
             }
-            Self::Http { url, .. } => format!("http: {}", redact(url)),
-            Self::Sse { url, .. } => format!("sse: {}", redact(url)),
+            redact(&s).into_owned()
         }
+        TransportKind::Http => format!("http: {}", redact(url)),
+        TransportKind::Sse => format!("sse: {}", redact(url)),
     }
 }
 
@@ -79,7 +129,7 @@ impl ServerSpec {
 /// # Errors
 ///
 /// An unterminated quote or a trailing lone backslash.
-pub fn split_command(line: &str) -> Result<Vec<String>, String> {
+pub fn split_command(line: &str) -> Result<Vec<String>, SpecError> {
     let mut words = Vec::new();
     let mut word = String::new();
     let mut in_word = false;
@@ -98,7 +148,12 @@ pub fn split_command(line: &str) -> Result<Vec<String>, String> {
                     match chars.next() {
                         Some('\'') => break,
                         Some(c) => word.push(c),
-                        None => return Err(format!("unterminated ' quote in command {line:?}")),
+                        None => {
+                            return Err(SpecError::UnterminatedQuote {
+                                quote: '\'',
+                                line: line.into(),
+                            });
+                        }
                     }
                 }
             }
@@ -114,11 +169,19 @@ pub fn split_command(line: &str) -> Result<Vec<String>, String> {
                                 word.push(c);
                             }
                             None => {
-                                return Err(format!("unterminated \" quote in command {line:?}"));
+                                return Err(SpecError::UnterminatedQuote {
+                                    quote: '"',
+                                    line: line.into(),
+                                });
                             }
                         },
                         Some(c) => word.push(c),
-                        None => return Err(format!("unterminated \" quote in command {line:?}")),
+                        None => {
+                            return Err(SpecError::UnterminatedQuote {
+                                quote: '"',
+                                line: line.into(),
+                            });
+                        }
                     }
                 }
             }
@@ -126,7 +189,7 @@ pub fn split_command(line: &str) -> Result<Vec<String>, String> {
                 in_word = true;
                 match chars.next() {
                     Some(c) => word.push(c),
-                    None => return Err(format!("trailing backslash in command {line:?}")),
+                    None => return Err(SpecError::TrailingBackslash { line: line.into() }),
                 }
             }
             c => {

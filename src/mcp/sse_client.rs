@@ -12,7 +12,7 @@
 //!
 //! ```ignore
 //! use rmcp::ServiceExt;
-//! use turnscope::tools::sse_client::SseClientTransport;
+//! use turnscope::mcp::sse_client::SseClientTransport;
 //!
 //! let headers = [("Authorization".to_owned(), "Bearer secret".to_owned())];
 //! let transport =
