@@ -401,3 +401,6 @@ mod interop;
 
 #[path = "xiaozhi_bridge/relay.rs"]
 mod relay;
+
+#[path = "xiaozhi_bridge/requests.rs"]
+mod requests;
