@@ -52,11 +52,7 @@ impl UpstreamCatalog for Catalog {
     fn upstream(&self, bridge: &str, servers: &[String]) -> Result<Arc<dyn Upstream>, String> {
         match servers {
             [one] if one == BOT => match &self.sessions {
-                Some(sessions) => Ok(Arc::new(bot_upstream(
-                    sessions.clone(),
-                    bridge,
-                    self.settings.clone(),
-                ))),
+                Some(sessions) => Ok(Arc::new(bot_upstream(sessions.clone(), bridge))),
                 None => Err(format!(
                     "\"{BOT}\" relays the bot, which this command does not run; use `turnscope bridge xiaozhi --bot` or the main mode"
                 )),
@@ -95,8 +91,6 @@ impl UpstreamCatalog for Catalog {
                 Ok(Arc::new(tools_upstream(
                     tools.clone(),
                     names.iter().cloned().collect(),
-                    bridge,
-                    self.settings.clone(),
                 )))
             }
         }
