@@ -26,7 +26,7 @@ use crate::tools::config::{McpServerConfig, TransportKind};
 const STDERR_LINE_CHARS: usize = 500;
 
 /// What the client says about itself in `initialize`, under the implementation name `name`.
-pub fn client_info(name: &str) -> ClientConfig {
+pub(crate) fn client_info(name: &str) -> ClientConfig {
     ClientConfig::new(
         ClientCapabilities::default(),
         Implementation::new(name, env!("CARGO_PKG_VERSION")),
@@ -46,17 +46,17 @@ pub(crate) fn stream_resume_policy() -> Arc<ExponentialBackoff> {
 }
 
 /// Where a stdio child's stderr lines go (ANSI colours stripped, cut at 500 characters).
-pub type StderrLog = Arc<dyn Fn(&str) + Send + Sync>;
+pub(crate) type StderrLog = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// How to open sessions to one server.
 #[derive(Clone)]
-pub struct Dial {
+pub(crate) struct Dial {
     /// The HTTP client for HTTP and SSE servers; `None`: a plain one.
-    pub http: Option<reqwest::Client>,
+    pub(crate) http: Option<reqwest::Client>,
     /// How long the legacy SSE transport waits for the server's `endpoint` event.
-    pub sse_timeout: Duration,
+    pub(crate) sse_timeout: Duration,
     /// Where a stdio child's stderr goes.
-    pub stderr: StderrLog,
+    pub(crate) stderr: StderrLog,
 }
 
 /// An open session.
@@ -129,7 +129,7 @@ impl From<String> for ConnectError {
 ///
 /// # Errors
 /// See [`ConnectError`].
-pub async fn open<C: ClientHandler>(
+pub(crate) async fn open<C: ClientHandler>(
     config: &McpServerConfig,
     client: C,
     dial: &Dial,

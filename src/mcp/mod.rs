@@ -9,6 +9,6 @@ pub mod clock;
 pub mod connect;
 pub mod spec;
 pub mod sse_client;
-pub mod supervisor;
+pub(crate) mod supervisor;
 
 pub use spec::ServerSpec;

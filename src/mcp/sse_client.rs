@@ -1,33 +1,8 @@
-//! Client transport for legacy HTTP+SSE MCP servers (protocol revision 2024-11-05).
-//!
-//! Many MCP servers in the wild still speak the original two-endpoint transport: the client
-//! opens a long-lived `GET` on an SSE URL, the server first sends an `endpoint` event naming
-//! the URL to `POST` JSON-RPC messages to, and every server-to-client message then arrives on
-//! the SSE stream as a `message` event. rmcp removed its SSE client in 0.11, and rmcp 3.x
-//! only ships streamable HTTP, so bot `mcp_servers` entries with `transport = "sse"` need this
-//! module.
-//!
-//! [`SseClientTransport`] implements [`rmcp::transport::Transport`] for the client role, so it
-//! plugs into rmcp like any built-in transport:
-//!
-//! ```ignore
-//! use rmcp::ServiceExt;
-//! use turnscope::mcp::sse_client::SseClientTransport;
-//!
-//! let headers = [("Authorization".to_owned(), "Bearer secret".to_owned())];
-//! let transport =
-//!     SseClientTransport::connect("http://127.0.0.1:8000/sse", &headers, Duration::from_secs(10))
-//!         .await?;
-//! let client = ().serve(transport).await?;
-//! let tools = client.list_all_tools().await?;
-//! ```
-//!
-//! Behaviour worth knowing:
-//! - The endpoint announced by the server is resolved against the SSE URL (a relative path
-//!   or an absolute URL both work) and must be on the same origin (scheme, host and port),
-//!   so extra headers such as `Authorization` are never sent to another host.
-//! - A `message` event that is not a valid JSON-RPC message is skipped with a warning.
-//! - The end of the SSE stream (or a network error on it) closes the transport.
+//! The client transport for legacy HTTP+SSE MCP servers (2024-11-05), which rmcp 3 lacks: a
+//! long-lived `GET` on the SSE URL, whose first `endpoint` event names the URL to `POST`
+//! messages to (resolved against the SSE URL, same origin only, so headers never leave it);
+//! server messages arrive as `message` events (invalid ones skipped with a warning). The end of
+//! the stream closes the transport. [`SseClientTransport`] plugs into rmcp like any transport.
 
 use std::{borrow::Cow, fmt, time::Duration};
 

@@ -22,7 +22,7 @@ use super::connect::{ConnectError, Session};
 /// being retried in lockstep, it waits on an injected [`Clock`] so tests assert delays
 /// instead of sleeping, and 0.5 s still respawns a crashed stdio server at once to a person.
 /// The tool sources' (0.25 s doubling to 30 s, no jitter, tokio time only) had neither.
-pub const RESTART: ReconnectPolicy = ReconnectPolicy {
+pub(crate) const RESTART: ReconnectPolicy = ReconnectPolicy {
     initial: Duration::from_millis(500),
     max: Duration::from_secs(30),
     jitter: Duration::from_millis(300),
@@ -33,35 +33,35 @@ pub const RESTART: ReconnectPolicy = ReconnectPolicy {
 /// How long a stopping session is waited for. rmcp closes a stdio child's stdin, sends
 /// SIGTERM after 3 s and SIGKILL after 6 s; past this wait that continues in the background,
 /// and a child still running when the process exits is killed (`kill_on_drop`).
-pub const CLOSE_GRACE: Duration = Duration::from_secs(4);
+pub(crate) const CLOSE_GRACE: Duration = Duration::from_secs(4);
 
 /// How the supervisor runs.
 #[derive(Clone)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Longest one attempt (open + [`Watcher::opened`]) may take.
-    pub attempt_timeout: Duration,
+    pub(crate) attempt_timeout: Duration,
     /// Delays between attempts.
-    pub restart: ReconnectPolicy,
+    pub(crate) restart: ReconnectPolicy,
     /// The clock delays are waited on.
-    pub clock: Arc<dyn Clock>,
+    pub(crate) clock: Arc<dyn Clock>,
 }
 
 /// Why an attempt failed.
 #[derive(Debug, thiserror::Error)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// Occurs when the session could not be opened.
     #[error(transparent)]
     Connect(#[from] ConnectError),
-    /// Occurs when the session opened but the view refused it (its first `tools/list` failed).
-    #[error("{0}")]
-    Rejected(String),
+    /// Occurs when the session opened but its first `tools/list` failed (the reason given).
+    #[error("connected, but tools/list failed: {0}")]
+    Listing(String),
     /// Occurs when the attempt took longer than [`Plan::attempt_timeout`].
     #[error("no answer within {:.1} s", .0.as_secs_f64())]
     TimedOut(Duration),
 }
 
 /// How the server went down.
-pub enum Down {
+pub(crate) enum Down {
     /// An attempt failed.
     Failed {
         /// Why.
@@ -75,13 +75,11 @@ pub enum Down {
     Lost {
         /// How its service task ended.
         quit: Result<QuitReason, JoinError>,
-        /// How long it was up.
-        uptime: Duration,
     },
 }
 
 /// The view a supervisor reports to.
-pub trait Watcher: Send + Sync + 'static {
+pub(crate) trait Watcher: Send + Sync + 'static {
     /// The rmcp client handler of a session.
     type Client: ClientHandler;
 
@@ -97,7 +95,7 @@ pub trait Watcher: Send + Sync + 'static {
         &'a self,
         session: &'a Session<Self::Client>,
         alive: CancellationToken,
-    ) -> BoxFuture<'a, Result<(), String>>;
+    ) -> BoxFuture<'a, Result<(), Failure>>;
 
     /// Woken while a session is up (by `tools/list_changed`), [`Watcher::refresh`] runs.
     fn list_changed(&self) -> Option<Arc<Notify>> {
@@ -117,7 +115,7 @@ pub trait Watcher: Send + Sync + 'static {
 }
 
 /// Runs until `stop` is cancelled, then closes the session (waiting [`CLOSE_GRACE`]).
-pub async fn supervise<W: Watcher>(watcher: Arc<W>, plan: Plan, stop: CancellationToken) {
+pub(crate) async fn supervise<W: Watcher>(watcher: Arc<W>, plan: Plan, stop: CancellationToken) {
     let mut backoff = Backoff::new(plan.restart);
     let mut attempts = 0u32;
     let mut last_failure: Option<String> = None;
@@ -126,10 +124,7 @@ pub async fn supervise<W: Watcher>(watcher: Arc<W>, plan: Plan, stop: Cancellati
         let alive = CancellationToken::new();
         let attempt = async {
             let session = watcher.open(ct.clone()).await?;
-            watcher
-                .opened(&session, alive.clone())
-                .await
-                .map_err(Failure::Rejected)?;
+            watcher.opened(&session, alive.clone()).await?;
             Ok::<_, Failure>(session)
         };
         let result = tokio::select! {
@@ -150,7 +145,7 @@ pub async fn supervise<W: Watcher>(watcher: Arc<W>, plan: Plan, stop: Cancellati
                     break;
                 };
                 let uptime = plan.clock.now().saturating_duration_since(started);
-                (Down::Lost { quit, uptime }, Some(uptime))
+                (Down::Lost { quit }, Some(uptime))
             }
             Err(failure) => {
                 ct.cancel();

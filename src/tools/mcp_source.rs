@@ -27,7 +27,7 @@ use super::openai_shape::schema;
 use super::policy::{GuardedClient, Policy};
 use crate::mcp::clock;
 use crate::mcp::connect::{self, ConnectError, Dial, Session, chain, client_info};
-use crate::mcp::supervisor::{self, Down, Plan, RESTART, Watcher};
+use crate::mcp::supervisor::{self, Down, Failure, Plan, RESTART, Watcher};
 use crate::observe::event::now_us;
 use crate::observe::{Bus, Event, ToolSourceEvent, ToolSourceState};
 
@@ -147,7 +147,7 @@ impl McpSource {
         policy: &Arc<Policy>,
         options: SourceOptions,
         bus: &Bus,
-    ) -> Result<McpSource, String> {
+    ) -> Result<McpSource, Refused> {
         let transport = config.transport_kind();
         let expanded = admit(config, policy).inspect_err(|reason| {
             publish(
@@ -157,7 +157,7 @@ impl McpSource {
                 options.session,
                 ToolSourceState::Skipped,
                 0,
-                reason.clone(),
+                reason.to_string(),
             );
         })?;
         let http = policy.http_client();
@@ -212,7 +212,7 @@ impl McpSource {
     ///
     /// # Errors
     /// Why the server is refused.
-    pub fn check(config: &McpServerConfig, policy: &Policy, bus: &Bus) -> Result<(), String> {
+    pub fn check(config: &McpServerConfig, policy: &Policy, bus: &Bus) -> Result<(), Refused> {
         admit(config, policy).map(|_| ()).inspect_err(|reason| {
             publish(
                 bus,
@@ -221,7 +221,7 @@ impl McpSource {
                 None,
                 ToolSourceState::Skipped,
                 0,
-                reason.clone(),
+                reason.to_string(),
             );
         })
     }
@@ -447,13 +447,13 @@ impl Watcher for Inner {
         &'a self,
         session: &'a Session<SourceClient>,
         alive: CancellationToken,
-    ) -> BoxFuture<'a, Result<(), String>> {
+    ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
             let peer = session.service.peer().clone();
             let listed = peer
                 .list_all_tools()
                 .await
-                .map_err(|e| format!("connected, but tools/list failed: {}", chain(&e)))?;
+                .map_err(|e| Failure::Listing(chain(&e)))?;
             let (tools, rejected) = prepare_tools(&listed, self.config.tool_filter.as_ref());
             for reason in &rejected {
                 tracing::warn!(server = %self.name, "tool left out, its schema cannot be used: {reason}");
@@ -495,7 +495,7 @@ impl Watcher for Inner {
 
     fn down(&self, down: Down, delay: Duration) {
         let (state, tools, detail, error, attempts) = match down {
-            Down::Lost { quit, .. } => {
+            Down::Lost { quit } => {
                 let reason = match quit {
                     Ok(QuitReason::Closed) if self.transport == TransportKind::Stdio => {
                         "the server process exited (or closed its stdout)".to_string()
@@ -614,24 +614,49 @@ pub(crate) fn prepare_tools(
 }
 
 /// Checks the policy and expands placeholders: the config to connect with, or why not.
-fn admit(config: &McpServerConfig, policy: &Policy) -> Result<McpServerConfig, String> {
+/// Why a server is not started at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// Occurs when the policy refuses the server (URL not allowed, stdio off, command not
+    /// on the allowlist); the policy's reason.
+    #[error("{0}")]
+    Policy(String),
+    /// Occurs when a `${VAR}` placeholder in `field` (`url`, `env.KEY`, `headers.KEY`)
+    /// cannot be expanded (an unset variable).
+    #[error("{field}: {reason}")]
+    Placeholder {
+        /// The entry's field.
+        field: String,
+        /// What is wrong with the placeholder.
+        reason: String,
+    },
+}
+
+fn placeholder(field: String) -> impl FnOnce(String) -> Refused {
+    move |reason| Refused::Placeholder { field, reason }
+}
+
+fn admit(config: &McpServerConfig, policy: &Policy) -> Result<McpServerConfig, Refused> {
     let lookup = |name: &str| std::env::var(name).ok();
     let mut expanded = config.clone();
     match config.transport_kind() {
         TransportKind::Stdio => {
             let command = config.command.as_deref().unwrap_or_default();
-            policy.check_stdio(command, &config.args)?;
+            policy
+                .check_stdio(command, &config.args)
+                .map_err(Refused::Policy)?;
             for (key, value) in &mut expanded.env {
-                *value = expand_env(value, &lookup).map_err(|e| format!("env.{key}: {e}"))?;
+                *value = expand_env(value, &lookup).map_err(placeholder(format!("env.{key}")))?;
             }
         }
         TransportKind::Http | TransportKind::Sse => {
             let url = expand_env(config.url.as_deref().unwrap_or_default(), &lookup)
-                .map_err(|e| format!("url: {e}"))?;
-            policy.check_url(&url)?;
+                .map_err(placeholder("url".into()))?;
+            policy.check_url(&url).map_err(Refused::Policy)?;
             expanded.url = Some(url);
             for (key, value) in &mut expanded.headers {
-                *value = expand_env(value, &lookup).map_err(|e| format!("headers.{key}: {e}"))?;
+                *value =
+                    expand_env(value, &lookup).map_err(placeholder(format!("headers.{key}")))?;
             }
         }
     }

@@ -224,7 +224,7 @@ impl Watcher for Inner {
         &'a self,
         session: &'a Opened,
         alive: CancellationToken,
-    ) -> BoxFuture<'a, Result<(), String>> {
+    ) -> BoxFuture<'a, Result<(), supervisor::Failure>> {
         Box::pin(async move {
             let sessions = self.sessions.fetch_add(1, Ordering::AcqRel) + 1;
             if let Some(info) = session.service.peer_info() {
@@ -258,7 +258,7 @@ impl Watcher for Inner {
 
     fn down(&self, down: Down, delay: Duration) {
         let (error, failed) = match down {
-            Down::Lost { quit, .. } => {
+            Down::Lost { quit } => {
                 let how = match quit {
                     Ok(r) => format!("{r:?}"),
                     Err(e) => e.to_string(),

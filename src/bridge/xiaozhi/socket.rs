@@ -140,6 +140,7 @@ where
     keepalive.tick().await;
     let mut heard = Instant::now();
     let ended = loop {
+        // Frames to write this turn: bounded by one incoming frame's batch (2 MiB at most).
         let mut now: Vec<String> = Vec::new();
         tokio::select! {
             _ = stop.cancelled() => {
