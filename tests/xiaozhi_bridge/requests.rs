@@ -14,10 +14,10 @@ use turnscope::bridge::xiaozhi::clock;
 use turnscope::bridge::xiaozhi::progress::ProgressSink;
 use turnscope::bridge::xiaozhi::socket::MAX_IN_FLIGHT;
 use turnscope::bridge::xiaozhi::upstream::{ServerFacts, UpstreamChange, UpstreamError};
-use turnscope::bridge::xiaozhi::{ToolFilter, Upstream, UpstreamStatus};
+use turnscope::bridge::xiaozhi::{RunningBridge, ToolFilter, Upstream, UpstreamStatus};
 
 use super::{TOKEN, spawn, wait_until};
-use crate::common::endpoint::FakeEndpoint;
+use crate::common::endpoint::{Conn, FakeEndpoint};
 
 /// An upstream whose `tools/call` with `{"hold": true}` waits until cancelled (counted while
 /// it waits); any other call is answered at once with its arguments.
@@ -74,6 +74,23 @@ fn holding() -> Arc<Holding> {
     })
 }
 
+/// A bridge called `name` relaying a [`Holding`] upstream, its endpoint connected and past
+/// the handshake.
+async fn holding_bridge(name: &str) -> (FakeEndpoint, Arc<Holding>, RunningBridge, Conn) {
+    let mut endpoint = FakeEndpoint::start().await;
+    let up = holding();
+    let bridge = spawn(
+        name,
+        &endpoint.url(TOKEN),
+        up.clone(),
+        ToolFilter::default(),
+        clock::system(),
+    );
+    let mut conn = endpoint.next().await;
+    conn.broker_handshake().await;
+    (endpoint, up, bridge, conn)
+}
+
 fn call(id: Value, args: Value) -> String {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
            "params": {"name": "hold", "arguments": args}})
@@ -87,17 +104,7 @@ fn cancel(id: Value) -> String {
 
 #[tokio::test]
 async fn a_repeated_id_in_flight_is_refused_and_the_first_request_keeps_its_reply() {
-    let mut endpoint = FakeEndpoint::start().await;
-    let up = holding();
-    let bridge = spawn(
-        "dup",
-        &endpoint.url(TOKEN),
-        up.clone(),
-        ToolFilter::default(),
-        clock::system(),
-    );
-    let mut conn = endpoint.next().await;
-    conn.broker_handshake().await;
+    let (_endpoint, up, bridge, mut conn) = holding_bridge("dup").await;
 
     conn.send(&call(json!(7), json!({"hold": true}))).await;
     wait_until("the first call is held", || {
@@ -129,17 +136,7 @@ async fn a_repeated_id_in_flight_is_refused_and_the_first_request_keeps_its_repl
 
 #[tokio::test]
 async fn one_request_beyond_the_in_flight_bound_is_answered_with_an_error() {
-    let mut endpoint = FakeEndpoint::start().await;
-    let up = holding();
-    let bridge = spawn(
-        "bound",
-        &endpoint.url(TOKEN),
-        up.clone(),
-        ToolFilter::default(),
-        clock::system(),
-    );
-    let mut conn = endpoint.next().await;
-    conn.broker_handshake().await;
+    let (_endpoint, up, bridge, mut conn) = holding_bridge("bound").await;
 
     for id in 0..MAX_IN_FLIGHT {
         conn.send(&call(json!(id), json!({"hold": true}))).await;

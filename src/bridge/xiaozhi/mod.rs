@@ -15,7 +15,8 @@
 //! - [`endpoint`]: dialling and close codes (reconnects: [`crate::mcp::backoff`] on a
 //!   [`clock`]); [`redact`]: token masking for logs and events;
 //! - [`upstream`]: the trait; [`mcp_upstream`]: one MCP server (the view over
-//!   [`crate::mcp`]); [`bot`]: the bot as an upstream; [`tools_upstream`]: named servers;
+//!   [`crate::mcp`]); [`local`]: in-process upstreams, [`bot`] (`@bot`) and
+//!   [`tools_upstream`] (named servers);
 //! - [`config`]: `[[bridges.xiaozhi]]`, `mcp_config.json`, endpoint resolution;
 //!   [`state`]: counters and the published [`BridgeEvent`](crate::observe::BridgeEvent);
 //!   [`command`]: what `turnscope bridge xiaozhi` runs.
@@ -28,6 +29,7 @@ pub mod endpoint;
 pub mod filter;
 pub mod jsonrpc;
 pub mod listing;
+pub mod local;
 pub mod mcp_upstream;
 pub mod progress;
 pub mod set;

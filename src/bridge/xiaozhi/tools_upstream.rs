@@ -5,9 +5,7 @@
 //! the last ones offered, the endpoint is told `tools/list_changed`. It never restarts.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool};
@@ -16,19 +14,20 @@ use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::bot::{call_params, not_found};
+use super::local::{Local, LocalTools};
 use super::progress::ProgressSink;
-use super::upstream::{ServerFacts, Upstream, UpstreamChange, UpstreamError, UpstreamStatus};
+use super::upstream::{ServerFacts, UpstreamChange};
 use crate::tools::Tools;
 
-/// The tools of `tools` that come from `sources`, as an upstream.
-pub struct ToolsUpstream {
+/// The tools of a [`Tools`] that come from some sources.
+pub struct SourceTools {
     tools: Arc<dyn Tools>,
     sources: Arc<BTreeSet<String>>,
-    changes: broadcast::Sender<UpstreamChange>,
-    watcher: std::sync::Mutex<Option<JoinHandle<()>>>,
-    stopped: AtomicBool,
+    watcher: Mutex<Option<JoinHandle<()>>>,
 }
+
+/// The upstream of a bridge relaying named servers.
+pub type ToolsUpstream = Local<SourceTools>;
 
 /// The relayed tools of `tools` now, as MCP `Tool`s.
 fn listing(tools: &dyn Tools, sources: &BTreeSet<String>) -> Vec<Tool> {
@@ -64,16 +63,15 @@ pub fn tools_upstream(tools: Arc<dyn Tools>, sources: BTreeSet<String>) -> Tools
             }
         })
     });
-    ToolsUpstream {
+    let tools = SourceTools {
         tools,
         sources,
-        changes,
-        watcher: std::sync::Mutex::new(watcher),
-        stopped: AtomicBool::new(false),
-    }
+        watcher: Mutex::new(watcher),
+    };
+    Local::new(tools, changes)
 }
 
-impl ToolsUpstream {
+impl SourceTools {
     fn offers(&self, name: &str) -> bool {
         self.tools
             .specs()
@@ -87,88 +85,54 @@ impl ToolsUpstream {
 }
 
 #[async_trait]
-impl Upstream for ToolsUpstream {
+impl LocalTools for SourceTools {
     fn label(&self) -> String {
         format!("servers: {}", self.names())
     }
 
-    fn status(&self) -> UpstreamStatus {
-        if self.stopped.load(Ordering::Acquire) {
-            UpstreamStatus::Stopped
-        } else {
-            UpstreamStatus::Up { pid: None }
-        }
-    }
-
-    fn facts(&self) -> Option<ServerFacts> {
+    fn facts(&self) -> ServerFacts {
         let names: Vec<&str> = self.sources.iter().map(String::as_str).collect();
-        Some(ServerFacts {
+        ServerFacts {
             server_info: json!({
                 "name": format!("turnscope:{}", names.join("+")),
                 "version": env!("CARGO_PKG_VERSION"),
             }),
             capabilities: json!({"tools": {"listChanged": true}}),
             instructions: None,
-        })
-    }
-
-    async fn ready(&self, _limit: Duration) -> bool {
-        self.status().is_up()
-    }
-
-    async fn list_tools(&self) -> Result<Vec<Value>, UpstreamError> {
-        Ok(listing(&*self.tools, &self.sources)
-            .iter()
-            .filter_map(|t| serde_json::to_value(t).ok())
-            .collect())
-    }
-
-    async fn request(
-        &self,
-        method: &str,
-        params: Option<Value>,
-        cancel: &CancellationToken,
-        _progress: Option<ProgressSink>,
-    ) -> Result<Value, UpstreamError> {
-        match method {
-            "tools/call" => {
-                let (name, args) = call_params(params.as_ref())?;
-                let result = if self.offers(&name) {
-                    let call = self.tools.call(&name, Value::Object(args));
-                    let outcome = tokio::select! {
-                        outcome = call => outcome,
-                        () = cancel.cancelled() => return Err(UpstreamError::Cancelled),
-                    };
-                    let content = vec![ContentBlock::text(outcome.text)];
-                    if outcome.is_error {
-                        CallToolResult::error(content)
-                    } else {
-                        CallToolResult::success(content)
-                    }
-                } else {
-                    CallToolResult::error(vec![ContentBlock::text(format!(
-                        "tool `{name}` is not offered by this bridge (servers: {}); call tools/list for the tools it has",
-                        self.names()
-                    ))])
-                };
-                Ok(serde_json::to_value(result).unwrap_or(Value::Null))
-            }
-            "tools/list" => Ok(json!({"tools": self.list_tools().await?})),
-            "ping" => Ok(json!({})),
-            other => Err(not_found(other)),
         }
     }
 
-    fn changes(&self) -> broadcast::Receiver<UpstreamChange> {
-        self.changes.subscribe()
+    fn tools(&self) -> Vec<Tool> {
+        listing(&*self.tools, &self.sources)
     }
 
-    async fn shutdown(&self) {
-        self.stopped.store(true, Ordering::Release);
+    async fn call(
+        &self,
+        name: &str,
+        args: JsonObject,
+        _cancel: &CancellationToken,
+        _progress: Option<ProgressSink>,
+    ) -> CallToolResult {
+        if !self.offers(name) {
+            return CallToolResult::error(vec![ContentBlock::text(format!(
+                "tool `{name}` is not offered by this bridge (servers: {}); call tools/list for the tools it has",
+                self.names()
+            ))]);
+        }
+        let outcome = self.tools.call(name, Value::Object(args)).await;
+        let content = vec![ContentBlock::text(outcome.text)];
+        if outcome.is_error {
+            CallToolResult::error(content)
+        } else {
+            CallToolResult::success(content)
+        }
+    }
+
+    fn stop(&self) {
         let watcher = self
             .watcher
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
             .take();
         if let Some(watcher) = watcher {
             watcher.abort();
