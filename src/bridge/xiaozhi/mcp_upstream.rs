@@ -52,7 +52,7 @@ pub fn mcp_upstream(name: &str, spec: ServerSpec, settings: UpstreamSettings) ->
 }
 
 /// The [`Opener`] for the server `config` (placeholders already expanded).
-pub fn opener(name: &str, config: crate::tools::config::McpServerConfig) -> Opener {
+pub(crate) fn opener(name: &str, config: crate::tools::config::McpServerConfig) -> Opener {
     let name: Arc<str> = Arc::from(name);
     let dial = Dial {
         http: None,
