@@ -247,4 +247,27 @@ mod tests {
         };
         assert_eq!(http.label(), "http: https://h/mcp?token=***");
     }
+
+    #[test]
+    fn a_spec_becomes_the_config_entry_the_stack_connects_to() {
+        let stdio = ServerSpec::Stdio {
+            command: "uvx".into(),
+            args: vec!["srv".into()],
+            env: BTreeMap::from([("K".into(), "v".into())]),
+        };
+        let config = stdio.clone().into_config("time");
+        assert_eq!(config.name, "time");
+        assert_eq!(config.transport_kind(), TransportKind::Stdio);
+        assert_eq!(config.command.as_deref(), Some("uvx"));
+        assert_eq!(config.args, ["srv"]);
+        assert_eq!(config.env["K"], "v");
+        assert_eq!(label(&config), stdio.label());
+        let sse = ServerSpec::Sse {
+            url: "http://h/sse".into(),
+            headers: BTreeMap::from([("X".into(), "y".into())]),
+        };
+        let config = sse.into_config("s");
+        assert_eq!(config.transport_kind(), TransportKind::Sse);
+        assert_eq!(config.headers["X"], "y");
+    }
 }

@@ -215,3 +215,80 @@ async fn notified(notify: Option<&Notify>) {
         None => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::mcp::clock::ManualClock;
+
+    /// A view whose every attempt fails the same way; it records what it is told.
+    #[derive(Default)]
+    struct Failing {
+        downs: Mutex<Vec<(String, u32, bool)>>,
+        closed: Mutex<bool>,
+    }
+
+    impl Watcher for Failing {
+        type Client = ();
+
+        fn open(&self, _ct: CancellationToken) -> BoxFuture<'_, Result<Session<()>, ConnectError>> {
+            Box::pin(async { Err(ConnectError::Other("refused".into())) })
+        }
+
+        fn opened<'a>(
+            &'a self,
+            _session: &'a Session<()>,
+            _alive: CancellationToken,
+        ) -> BoxFuture<'a, Result<(), Failure>> {
+            Box::pin(async { Ok(()) })
+        }
+
+        fn down(&self, down: Down, _delay: Duration) {
+            let Down::Failed {
+                failure,
+                attempts,
+                repeated,
+            } = down
+            else {
+                panic!("no session was ever up");
+            };
+            let entry = (failure.to_string(), attempts, repeated);
+            self.downs.lock().unwrap().push(entry);
+        }
+
+        fn closed(&self) {
+            *self.closed.lock().unwrap() = true;
+        }
+    }
+
+    #[tokio::test]
+    async fn failed_attempts_back_off_on_the_clock_and_stop_closes_the_view() {
+        let clock = ManualClock::new();
+        let view = Arc::new(Failing::default());
+        let stop = CancellationToken::new();
+        let plan = Plan {
+            attempt_timeout: Duration::from_secs(5),
+            restart: RESTART,
+            clock: clock.clone(),
+        };
+        let task = tokio::spawn(supervise(view.clone(), plan, stop.clone()));
+        let first = clock.next_sleep().await;
+        assert!(first >= RESTART.initial && first <= RESTART.initial + RESTART.jitter);
+        clock.advance(first);
+        let second = clock.next_sleep().await;
+        let doubled = RESTART.initial * 2;
+        assert!(second >= doubled && second <= doubled + RESTART.jitter);
+        stop.cancel();
+        task.await.unwrap();
+        assert_eq!(
+            *view.downs.lock().unwrap(),
+            [
+                ("refused".to_string(), 1, false),
+                ("refused".to_string(), 2, true)
+            ]
+        );
+        assert!(*view.closed.lock().unwrap());
+    }
+}
