@@ -196,7 +196,7 @@ async fn bridge_xiaozhi(
         println!(
             "turnscope xiaozhi bridge {}: {} -> {}",
             r.name,
-            r.spec.label(),
+            turnscope::mcp::spec::label(&r.server),
             r.endpoint.shown()
         );
     }

@@ -3,9 +3,9 @@
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use turnscope::bridge::schema::{Limits, to_openai_parameters};
 use turnscope::model::client::parse_sse_body;
 use turnscope::model::scripted::{Answer, ScriptSettings, answer};
+use turnscope::tools::openai_shape::schema::{Limits, to_openai_parameters};
 
 /// Splits `bytes` at the given (sorted, deduplicated) cut points.
 fn split(bytes: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {

@@ -8,6 +8,7 @@
 //! upstream for unknown methods); notifications and responses get nothing; a frame that is
 //! not JSON, or has no readable id, or binary that is not UTF-8 is dropped and counted.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -105,8 +106,28 @@ fn expected_code(method: &str, params: Option<&Value>) -> Option<i64> {
     }
 }
 
-/// What one frame must produce: answers as `(id text, code)`, and whether it is dropped.
-fn expect(bytes: &[u8], answers: &mut Vec<(String, Option<i64>)>) -> bool {
+/// Whether the socket runs `method` as a task (so its id is held in flight until it ends);
+/// `code` is what [`expected_code`] says.
+fn runs_as_task(method: &str, code: Option<i64>) -> bool {
+    match method {
+        "initialize" | "ping" => false,
+        "tools/call" => code.is_none(),
+        _ => true,
+    }
+}
+
+/// An id as the socket compares them.
+fn id_key(id: &str) -> String {
+    serde_json::from_str::<Value>(id).map_or_else(|_| id.to_string(), |v| v.to_string())
+}
+
+/// One expected answer: id text, code, and whether a `-32600` (its id still in flight from
+/// an earlier request, which depends on timing) is as good.
+type Answer = (String, Option<i64>, bool);
+
+/// What one frame must produce: answers, and whether it is dropped. `tasks` holds the ids of
+/// requests run as tasks so far.
+fn expect(bytes: &[u8], answers: &mut Vec<Answer>, tasks: &mut HashSet<String>) -> bool {
     let Ok(text) = std::str::from_utf8(bytes) else {
         return true;
     };
@@ -116,10 +137,13 @@ fn expect(bytes: &[u8], answers: &mut Vec<(String, Option<i64>)>) -> bool {
             for m in messages {
                 match m {
                     Incoming::Request { id, method, params } => {
-                        answers.push((id.to_string(), expected_code(&method, params.as_ref())));
+                        let code = expected_code(&method, params.as_ref());
+                        let repeated =
+                            runs_as_task(&method, code) && !tasks.insert(id_key(&id.to_string()));
+                        answers.push((id.to_string(), code, repeated));
                     }
                     Incoming::Invalid { id, .. } => {
-                        answers.push((id.to_string(), Some(jsonrpc::INVALID_REQUEST)))
+                        answers.push((id.to_string(), Some(jsonrpc::INVALID_REQUEST), false))
                     }
                     Incoming::Notification { .. } | Incoming::Response { .. } => {}
                 }
@@ -179,9 +203,10 @@ async fn run(frames: Vec<(Vec<u8>, bool)>) -> Result<(), TestCaseError> {
     });
 
     let mut answers = Vec::new();
+    let mut tasks = HashSet::new();
     let mut dropped = 0;
     for (bytes, binary) in frames.into_iter().filter(|(b, _)| !cancels(b)) {
-        dropped += u64::from(expect(&bytes, &mut answers));
+        dropped += u64::from(expect(&bytes, &mut answers, &mut tasks));
         let message = match String::from_utf8(bytes) {
             Ok(text) if !binary => Message::text(text),
             Ok(text) => Message::binary(text.into_bytes()),
@@ -197,7 +222,7 @@ async fn run(frames: Vec<(Vec<u8>, bool)>) -> Result<(), TestCaseError> {
         )))
         .await
         .unwrap();
-    answers.push((sentinel.to_string(), None));
+    answers.push((sentinel.to_string(), None, false));
 
     let mut got = Vec::new();
     while got.len() < answers.len() {
@@ -220,9 +245,28 @@ async fn run(frames: Vec<(Vec<u8>, bool)>) -> Result<(), TestCaseError> {
         };
         got.push((id, value["error"]["code"].as_i64()));
     }
-    answers.sort();
-    got.sort();
-    prop_assert_eq!(&got, &answers);
+    // Every answer matches one expectation: exactly, or as a refused repeat of an id in flight.
+    let mut open = answers.clone();
+    for (id, code) in &got {
+        let exact = open
+            .iter()
+            .position(|(i, c, _)| i == id && c == code)
+            .or_else(|| {
+                open.iter().position(|(i, _, repeated)| {
+                    i == id && *repeated && *code == Some(jsonrpc::INVALID_REQUEST)
+                })
+            });
+        match exact {
+            Some(at) => {
+                open.swap_remove(at);
+            }
+            None => {
+                return Err(TestCaseError::fail(format!(
+                    "unexpected answer ({id}, {code:?}); expected {answers:?}, got {got:?}"
+                )));
+            }
+        }
+    }
     prop_assert_eq!(state.snapshot().malformed, dropped);
 
     stop.cancel();

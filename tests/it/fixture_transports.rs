@@ -9,7 +9,7 @@ use rmcp::{
         ConfigureCommandExt, IntoTransport, StreamableHttpClientTransport, TokioChildProcess,
     },
 };
-use turnscope::tools::sse_client::SseClientTransport;
+use turnscope::mcp::sse_client::SseClientTransport;
 
 /// A recording client over `transport` (initialized within the wait) runs the fixture's
 /// whole exercise.

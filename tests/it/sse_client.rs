@@ -23,7 +23,7 @@ use futures::{StreamExt, channel::mpsc, stream::BoxStream};
 use rmcp::{ServiceExt, model::ClientJsonRpcMessage, service::QuitReason, transport::Transport};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
-use turnscope::tools::sse_client::{SseClientTransport, SseConnectError, SseSendError};
+use turnscope::mcp::sse_client::{SseClientTransport, SseConnectError, SseSendError};
 
 const SHORT: Duration = Duration::from_millis(400);
 const TOKEN: &str = "Bearer sesame";

@@ -66,12 +66,22 @@ struct Bridge {
 }
 
 fn start(endpoint: &FakeEndpoint) -> Bridge {
+    start_in(endpoint, false)
+}
+
+/// [`start`], the bridge in a process group of its own when `own_group` (as a shell starts
+/// a foreground job, so a signal to the group is what Ctrl-C does).
+fn start_in(endpoint: &FakeEndpoint, own_group: bool) -> Bridge {
     let bin = env!("CARGO_BIN_EXE_turnscope");
     let events = std::env::temp_dir().join(format!(
         "turnscope-xz-events-{}.jsonl",
         uuid::Uuid::new_v4()
     ));
-    let mut child = Command::new(bin)
+    let mut command = Command::new(bin);
+    if own_group {
+        command.process_group(0);
+    }
+    let mut child = command
         .arg("--events")
         .arg(&events)
         .args([
@@ -156,6 +166,14 @@ fn children_of(pid: u32) -> Vec<u32> {
     found
 }
 
+/// The process group of `pid`.
+fn group_of(pid: u32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // pid (comm) state ppid pgrp ...
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    after.split(' ').nth(2).unwrap().parse().unwrap()
+}
+
 /// Whether `pid` still runs (a zombie waiting to be reaped does not count).
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -202,4 +220,38 @@ async fn sigterm_closes_the_socket_with_1000_and_ends_the_child() {
     let status = bridge.finish().await;
     assert!(status.success(), "{status:?}");
     assert!(!alive(child), "the fixture child is gone");
+}
+
+/// Ctrl-C at a terminal signals the whole foreground process group. The upstream child runs
+/// in a group of its own, so only the bridge gets the SIGINT: it closes the socket with 1000
+/// and then ends the child itself, instead of seeing it die and respawning it mid-shutdown.
+#[tokio::test]
+async fn sigint_to_the_bridges_group_leaves_the_child_to_the_bridge() {
+    let mut endpoint = FakeEndpoint::start().await;
+    let bridge = start_in(&endpoint, true);
+    let mut conn = endpoint.next().await;
+    conn.broker_handshake().await;
+    let pid = bridge.child.id().unwrap();
+    let children = children_of(pid);
+    assert_eq!(children.len(), 1, "one fixture child: {children:?}");
+    let child = children[0];
+    assert_eq!(group_of(pid), pid, "the bridge leads its group");
+    assert_eq!(group_of(child), child, "the child leads a group of its own");
+
+    let sent = std::process::Command::new("kill")
+        .args(["-s", "INT", "--", &format!("-{pid}")])
+        .status()
+        .expect("run kill");
+    assert!(sent.success());
+    let frame = conn.closed_by_bridge().await.expect("a close frame");
+    assert_eq!(u16::from(frame.code), 1000);
+    let output = bridge.output.clone();
+    let status = bridge.finish().await;
+    assert!(status.success(), "{status:?}");
+    assert!(!alive(child), "the fixture child is gone");
+    let text = output.text();
+    assert!(
+        !text.contains("restarting in") && !text.contains("exited ("),
+        "the child died before the bridge closed it:\n{text}"
+    );
 }

@@ -9,13 +9,13 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use turnscope::bridge::names::{NameMap, is_valid_openai_name};
-use turnscope::bridge::schema::{Limits, convert};
 use turnscope::observe::event::{BridgeEvent, ToolSourceState};
 use turnscope::observe::stats::Stats;
 use turnscope::observe::{Event, FrameEvent};
 use turnscope::tools::ToolSpec;
 use turnscope::tools::merge::Skip;
+use turnscope::tools::openai_shape::names::{NameMap, is_valid_openai_name};
+use turnscope::tools::openai_shape::schema::{Limits, convert};
 
 /// Frames kept for the Frames pane; older ones are evicted (and counted).
 pub const FRAMES_KEPT: usize = 5_000;

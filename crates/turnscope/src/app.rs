@@ -116,10 +116,11 @@ impl App {
         bus: &Bus,
         own: Vec<FnTool>,
     ) -> Result<Arc<ToolRegistry>, AppError> {
-        let policy = Policy::from_config(&config.policy).map_err(|message| AppError::ToolSetting {
-            setting: "policy",
-            message,
-        })?;
+        let policy =
+            Policy::from_config(&config.policy).map_err(|message| AppError::ToolSetting {
+                setting: "policy",
+                message,
+            })?;
         let limits = McpLimits::from_env().map_err(|message| AppError::ToolSetting {
             setting: "limits",
             message,

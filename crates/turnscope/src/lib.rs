@@ -5,6 +5,7 @@
 //!   [`Pipeline`](pipeline::Pipeline) runner;
 //! - [`bot`]: the standard bot pipeline around a model and tools, and sessions on it;
 //! - [`model`]: the OpenAI-compatible streaming client and the embedded scripted model;
+//! - [`mcp`]: the MCP client stack (connect, supervise, legacy SSE) under tools and bridges;
 //! - [`tools`]: the [`Tools`](tools::Tools) trait, Rust function tools and built-ins;
 //! - [`sessions`]: handles, the per-handle chat semantics, the idle sweep and the cap;
 //! - [`server`]: the HTTP server with MCP `start`/`chat` and the Host/Origin guard;
@@ -21,6 +22,7 @@ pub mod bot;
 pub mod bridge;
 pub mod config;
 pub mod json;
+pub mod mcp;
 pub mod model;
 pub mod observe;
 pub mod pipeline;

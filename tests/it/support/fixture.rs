@@ -1,7 +1,7 @@
 //! Shared helpers for the fixture and SSE-client integration tests.
 //!
 //! When ported to turnscope, replace `turnscope::` with `turnscope::` (and
-//! `turnscope::tools::sse_client` with `turnscope::tools::sse_client`).
+//! `turnscope::mcp::sse_client` with `turnscope::mcp::sse_client`).
 
 #![allow(dead_code)]
 

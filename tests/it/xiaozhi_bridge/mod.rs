@@ -10,9 +10,9 @@ use crate::support::endpoint::{FakeEndpoint, WAIT, tool_names};
 use crate::support::fixture::BUILT_IN_TOOLS;
 use serde_json::{Value, json};
 use turnscope::bridge::xiaozhi::clock::{Clock, ManualClock};
-use turnscope::bridge::xiaozhi::connect::mcp_upstream;
 use turnscope::bridge::xiaozhi::endpoint::Endpoint;
 use turnscope::bridge::xiaozhi::mcp_upstream::UpstreamSettings;
+use turnscope::bridge::xiaozhi::mcp_upstream::mcp_upstream;
 use turnscope::bridge::xiaozhi::{
     BridgeSettings, RunningBridge, ServerSpec, Upstream, UpstreamStatus, XiaozhiBridge,
 };
@@ -395,3 +395,5 @@ mod more;
 mod interop;
 
 mod relay;
+
+mod requests;

@@ -6,6 +6,7 @@ pub mod bus;
 pub mod event;
 pub mod process;
 pub mod recorder;
+pub mod redact;
 pub mod stats;
 
 pub use bus::{Bus, Subscription};

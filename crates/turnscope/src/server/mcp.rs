@@ -162,12 +162,41 @@ fn either(
 }
 
 impl BotMcp {
-    fn start(&self, context: &RequestContext<RoleServer>) -> CallToolResult {
-        let client = context
-            .peer
-            .peer_info()
-            .map(|info| info.client_info.name.clone())
-            .unwrap_or_else(|| "mcp client".to_string());
+    /// The `start` and `chat` tools.
+    pub(crate) fn tools(&self) -> &[Tool] {
+        &self.tools
+    }
+
+    /// Runs tool `name` for the MCP client called `client`, whatever carries the call (HTTP
+    /// here, a Xiaozhi socket for `@bot`); publishes `Event::Served`. `cancel` withdraws a
+    /// `chat` (the turn keeps running); `progress` gets one report per reply piece.
+    pub(crate) async fn call(
+        &self,
+        name: &str,
+        args: &JsonObject,
+        client: String,
+        cancel: &CancellationToken,
+        progress: Option<&mut dyn ProgressSink>,
+    ) -> CallToolResult {
+        let started = Instant::now();
+        let result = match name {
+            "start" => self.start(client),
+            "chat" => self.chat(args, cancel, progress).await,
+            other => tool_error(format!(
+                "tool `{other}` does not exist here. This server has two tools: start (opens a conversation) and \
+                 chat (handle, line)."
+            )),
+        };
+        let ok = result.is_error != Some(true);
+        self.sessions.bus().publish_with(|| Event::Served {
+            route: format!("mcp tools/call {name}").into(),
+            duration_us: started.elapsed().as_micros() as u64,
+            ok,
+        });
+        result
+    }
+
+    fn start(&self, client: String) -> CallToolResult {
         match self.sessions.open(SessionOpener::Mcp(client)) {
             Ok(session) => {
                 let handle = session.handle();
@@ -180,7 +209,12 @@ impl BotMcp {
         }
     }
 
-    async fn chat(&self, args: &JsonObject, context: RequestContext<RoleServer>) -> CallToolResult {
+    async fn chat(
+        &self,
+        args: &JsonObject,
+        cancel: &CancellationToken,
+        progress: Option<&mut dyn ProgressSink>,
+    ) -> CallToolResult {
         let handle = match string_arg(
             args,
             "handle",
@@ -199,18 +233,7 @@ impl BotMcp {
             Ok(l) => l,
             Err(e) => return tool_error(e),
         };
-        let gone = context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<CallerGone>())
-            .map(|g| g.0.clone());
-        let (cancel, _watch) = either(context.ct.clone(), gone);
-        let mut sink = context.meta.get_progress_token().map(|token| McpProgress {
-            peer: context.peer.clone(),
-            token,
-        });
-        let progress = sink.as_mut().map(|s| s as &mut dyn ProgressSink);
-        match self.sessions.chat(handle, line, progress, &cancel).await {
+        match self.sessions.chat(handle, line, progress, cancel).await {
             Ok(reply) => reply_result(reply),
             Err(ChatError::Cancelled) => tool_error(ChatError::Cancelled.to_string()),
             Err(e) => tool_error(e.to_string()),
@@ -254,24 +277,27 @@ impl ServerHandler for BotMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let started = Instant::now();
-        let name = request.name.to_string();
         let empty = JsonObject::new();
         let args = request.arguments.as_ref().unwrap_or(&empty);
-        let result = match name.as_str() {
-            "start" => self.start(&context),
-            "chat" => self.chat(args, context).await,
-            other => tool_error(format!(
-                "tool `{other}` does not exist here. This server has two tools: start (opens a conversation) and \
-                 chat (handle, line)."
-            )),
-        };
-        let ok = result.is_error != Some(true);
-        self.sessions.bus().publish_with(|| Event::Served {
-            route: format!("mcp tools/call {name}").into(),
-            duration_us: started.elapsed().as_micros() as u64,
-            ok,
+        let client = context
+            .peer
+            .peer_info()
+            .map(|info| info.client_info.name.clone())
+            .unwrap_or_else(|| "mcp client".to_string());
+        let gone = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<CallerGone>())
+            .map(|g| g.0.clone());
+        let (cancel, _watch) = either(context.ct.clone(), gone);
+        let mut sink = context.meta.get_progress_token().map(|token| McpProgress {
+            peer: context.peer.clone(),
+            token,
         });
+        let progress = sink.as_mut().map(|s| s as &mut dyn ProgressSink);
+        let result = self
+            .call(&request.name, args, client, &cancel, progress)
+            .await;
         Ok(result.into())
     }
 }

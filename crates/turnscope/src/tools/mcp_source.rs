@@ -1,38 +1,34 @@
-//! One MCP server as a tool source, kept alive by a supervisor task.
-//!
-//! The supervisor connects (see [`mcp_connect`](super::mcp_connect)), then watches the
-//! connection: on `notifications/tools/list_changed` it lists the tools again; when the
-//! connection ends (a stdio server exits) it reconnects — respawning the child — with
-//! exponential backoff (0.25 s doubling to 30 s, reset after a connection that stayed up 30 s).
-//! A server that fails to connect is retried the same way, forever, until the source is
-//! closed; its tools join as soon as it comes up. Every change is published on the bus as a
-//! [`ToolSourceEvent`] and logged.
-//!
-//! While a server is reconnecting its last tool list stays offered (so a quick respawn is
-//! invisible to the model); calls made meanwhile get an error result saying so. A call in
-//! flight when the connection ends gets an error result at once. A call that exceeds the
-//! server's `timeout_seconds` gets an error result, and a `notifications/cancelled` goes
-//! upstream (rmcp sends it when the pending request is dropped).
+//! One MCP server as a tool source: the tools view over the [`mcp`](crate::mcp) client stack.
+//! The server's *listing* is its tools through the entry's `tool_filter`, renamed for OpenAI
+//! and with `$ref`s inlined; it is replaced on `tools/list_changed` and kept offered while the
+//! server reconnects (calls meanwhile, or in flight when it goes, get an error outcome at once).
+//! A call past `timeout_seconds` is an error outcome and rmcp tells the server
+//! `notifications/cancelled`. Every change is a [`ToolSourceEvent`] on the bus and a log line.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use rmcp::model::CallToolRequestParams;
-use rmcp::service::ServiceError;
-use rmcp::{Peer, RoleClient};
+use futures::future::BoxFuture;
+use rmcp::model::{CallToolRequestParams, ClientConfig, Tool};
+use rmcp::service::{NotificationContext, QuitReason, ServiceError};
+use rmcp::{ClientHandler, Peer, RoleClient};
 use serde_json::{Map, Value};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::ToolOutcome;
-use super::mcp_connect::Target;
 use super::mcp_content::outcome_of;
 use super::merge::SourceTool;
-use super::policy::Policy;
+use super::openai_shape::names::NameMap;
+use super::openai_shape::schema;
+use super::policy::{GuardedClient, Policy};
 use crate::config::env::expand_env;
-use crate::config::{McpServerConfig, TransportKind};
+use crate::config::{McpServerConfig, ToolFilter, TransportKind};
+use crate::mcp::clock;
+use crate::mcp::connect::{self, ConnectError, Dial, Session, chain, client_info};
+use crate::mcp::supervisor::{self, Down, Failure, Plan, RESTART, Watcher};
 use crate::observe::event::now_us;
 use crate::observe::{Bus, Event, ToolSourceEvent, ToolSourceState};
 
@@ -40,15 +36,8 @@ use crate::observe::{Bus, Event, ToolSourceEvent, ToolSourceState};
 /// abandoned and retried; slow first starts (`npx -y` downloading a package) need it.
 pub const MIN_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// First delay before a retry or respawn; it doubles up to [`MAX_BACKOFF`].
-pub(super) const FIRST_BACKOFF: Duration = Duration::from_millis(250);
-/// Longest delay between retries.
-pub(super) const MAX_BACKOFF: Duration = Duration::from_secs(30);
-/// A connection that stayed up this long resets the backoff.
-pub(super) const STABLE_AFTER: Duration = Duration::from_secs(30);
-
 /// Prefix of a failure detail that repeats the previous one (logged at debug only).
-pub(super) const REPEAT_MARK: &str = "(again) ";
+const REPEAT_MARK: &str = "(again) ";
 
 /// Where a source stands, for the console and tests.
 #[derive(Debug, Clone, PartialEq)]
@@ -117,7 +106,10 @@ pub(super) struct Inner {
     pub(super) name: Arc<str>,
     pub(super) transport: TransportKind,
     pub(super) call_timeout: Duration,
-    pub(super) target: Target,
+    /// The entry with its placeholders expanded.
+    pub(super) config: McpServerConfig,
+    pub(super) http: GuardedClient,
+    pub(super) dial: Dial,
     pub(super) attempt_timeout: Duration,
     pub(super) session: Option<u64>,
     pub(super) bus: Bus,
@@ -156,7 +148,7 @@ impl McpSource {
         policy: &Arc<Policy>,
         options: SourceOptions,
         bus: &Bus,
-    ) -> Result<McpSource, String> {
+    ) -> Result<McpSource, Refused> {
         let transport = config.transport_kind();
         let expanded = admit(config, policy).inspect_err(|reason| {
             publish(
@@ -166,17 +158,23 @@ impl McpSource {
                 options.session,
                 ToolSourceState::Skipped,
                 0,
-                reason.clone(),
+                reason.to_string(),
             );
         })?;
+        let http = policy.http_client();
+        let server: Arc<str> = config.name.as_str().into();
         let inner = Arc::new(Inner {
-            name: config.name.as_str().into(),
+            name: server.clone(),
             transport,
             call_timeout: Duration::from_secs_f64(config.timeout_seconds),
-            target: Target {
-                config: expanded,
-                http: policy.http_client(),
-                handshake_timeout: options.attempt_timeout,
+            config: expanded,
+            http: http.clone(),
+            dial: Dial {
+                http: Some(http.client.clone()),
+                sse_timeout: options.attempt_timeout,
+                stderr: Arc::new(move |line: &str| {
+                    tracing::debug!(target: "turnscope::mcp_stderr", server = %server, "{line}");
+                }),
             },
             attempt_timeout: options.attempt_timeout,
             session: options.session,
@@ -193,7 +191,16 @@ impl McpSource {
             list_changed: Arc::new(Notify::new()),
             task: Mutex::new(None),
         });
-        let task = tokio::spawn(super::mcp_supervisor::supervise(inner.clone()));
+        let plan = Plan {
+            attempt_timeout: options.attempt_timeout,
+            restart: RESTART,
+            clock: clock::system(),
+        };
+        let task = tokio::spawn(supervisor::supervise(
+            inner.clone(),
+            plan,
+            inner.stop.clone(),
+        ));
         *inner.task.lock().unwrap_or_else(|p| p.into_inner()) = Some(task);
         Ok(McpSource {
             _stop_on_drop: Arc::new(StopOnDrop(inner.stop.clone())),
@@ -206,7 +213,7 @@ impl McpSource {
     ///
     /// # Errors
     /// Why the server is refused.
-    pub fn check(config: &McpServerConfig, policy: &Policy, bus: &Bus) -> Result<(), String> {
+    pub fn check(config: &McpServerConfig, policy: &Policy, bus: &Bus) -> Result<(), Refused> {
         admit(config, policy).map(|_| ()).inspect_err(|reason| {
             publish(
                 bus,
@@ -215,7 +222,7 @@ impl McpSource {
                 None,
                 ToolSourceState::Skipped,
                 0,
-                reason.clone(),
+                reason.to_string(),
             );
         })
     }
@@ -386,7 +393,7 @@ impl Inner {
                 "MCP server `{}` could not be reached for the call to `{tool}` ({}); it may be down \
                  or restarting. Try again in a moment",
                 self.name,
-                super::mcp_connect::chain(e)
+                chain(e)
             ),
             other => format!(
                 "the call to `{tool}` on MCP server `{}` failed: {other}",
@@ -396,25 +403,261 @@ impl Inner {
     }
 }
 
+/// The rmcp client handler of a source: it wakes the supervisor on
+/// `notifications/tools/list_changed`.
+#[derive(Clone)]
+pub(crate) struct SourceClient {
+    list_changed: Arc<Notify>,
+}
+
+impl ClientHandler for SourceClient {
+    fn get_info(&self) -> ClientConfig {
+        client_info("turnscope")
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.list_changed.notify_one();
+    }
+}
+
+impl Watcher for Inner {
+    type Client = SourceClient;
+
+    fn open(
+        &self,
+        ct: CancellationToken,
+    ) -> BoxFuture<'_, Result<Session<SourceClient>, ConnectError>> {
+        Box::pin(async move {
+            let client = SourceClient {
+                list_changed: self.list_changed.clone(),
+            };
+            connect::open(&self.config, client, &self.dial, ct)
+                .await
+                // A refused redirect hides behind a generic HTTP error; say what really happened.
+                .map_err(|error| match self.http.take_refusal() {
+                    Some(refusal) => ConnectError::Refused {
+                        refusal,
+                        source: Box::new(error),
+                    },
+                    None => error,
+                })
+        })
+    }
+
+    fn opened<'a>(
+        &'a self,
+        session: &'a Session<SourceClient>,
+        alive: CancellationToken,
+    ) -> BoxFuture<'a, Result<(), Failure>> {
+        Box::pin(async move {
+            let peer = session.service.peer().clone();
+            let listed = peer
+                .list_all_tools()
+                .await
+                .map_err(|e| Failure::Listing(chain(&e)))?;
+            let (tools, rejected) = prepare_tools(&listed, self.config.tool_filter.as_ref());
+            for reason in &rejected {
+                tracing::warn!(server = %self.name, "tool left out, its schema cannot be used: {reason}");
+            }
+            let count = tools.len();
+            let pid = session.pid;
+            let server_name = peer
+                .peer_info()
+                .and_then(|i| i.server_info.clone())
+                .map(|i| format!("{} {}", i.name, i.version))
+                .unwrap_or_else(|| "unknown server".into());
+            {
+                let mut state = self.write();
+                state.status = SourceStatus::Up { tools: count, pid };
+                state.link = Some(Link { peer, alive });
+            }
+            self.set_tools(tools);
+            // Only now: whoever waited for the first attempt sees the server up with its tools.
+            self.first_attempt.cancel();
+            self.publish(
+                ToolSourceState::Connected,
+                count,
+                format!(
+                    "{server_name}{}",
+                    pid.map(|p| format!(", pid {p}")).unwrap_or_default()
+                ),
+            );
+            Ok(())
+        })
+    }
+
+    fn list_changed(&self) -> Option<Arc<Notify>> {
+        Some(self.list_changed.clone())
+    }
+
+    fn refresh<'a>(&'a self, peer: &'a Peer<RoleClient>) -> BoxFuture<'a, ()> {
+        Box::pin(self.refresh_tools(peer))
+    }
+
+    fn down(&self, down: Down, delay: Duration) {
+        let (state, tools, detail, error, attempts) = match down {
+            Down::Lost { quit } => {
+                let reason = match quit {
+                    Ok(QuitReason::Closed) if self.transport == TransportKind::Stdio => {
+                        "the server process exited (or closed its stdout)".to_string()
+                    }
+                    Ok(QuitReason::Closed) => "the server closed the connection".to_string(),
+                    Ok(other) => format!("the connection ended ({other:?})"),
+                    Err(e) => format!("the connection task failed ({e})"),
+                };
+                let again = if self.transport == TransportKind::Stdio {
+                    "respawning"
+                } else {
+                    "reconnecting"
+                };
+                let detail = format!("{reason}; {again} in {:.2} s", delay.as_secs_f64());
+                let tools = self.read().tools.len();
+                (ToolSourceState::Disconnected, tools, detail, reason, 0)
+            }
+            Down::Failed {
+                failure,
+                attempts,
+                repeated,
+            } => {
+                let error = failure.to_string();
+                let again = if repeated { REPEAT_MARK } else { "" };
+                let detail = format!("{again}{error}; retrying in {:.2} s", delay.as_secs_f64());
+                (ToolSourceState::Failed, 0, detail, error, attempts)
+            }
+        };
+        self.publish(state, tools, detail);
+        {
+            let mut state = self.write();
+            state.status = SourceStatus::Down { error, attempts };
+            state.link = None;
+        }
+        self.first_attempt.cancel();
+    }
+
+    fn closed(&self) {
+        {
+            let mut state = self.write();
+            state.status = SourceStatus::Closed;
+            state.link = None;
+        }
+        self.first_attempt.cancel();
+        self.publish(ToolSourceState::Closed, 0, "closed".into());
+    }
+}
+
+impl Inner {
+    /// Lists the tools again after `notifications/tools/list_changed`.
+    async fn refresh_tools(&self, peer: &Peer<RoleClient>) {
+        match tokio::time::timeout(self.attempt_timeout, peer.list_all_tools()).await {
+            Ok(Ok(listed)) => {
+                let (tools, rejected) = prepare_tools(&listed, self.config.tool_filter.as_ref());
+                for reason in &rejected {
+                    tracing::warn!(server = %self.name, "tool left out, its schema cannot be used: {reason}");
+                }
+                let count = tools.len();
+                let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+                let detail = names.join(", ");
+                {
+                    let mut state = self.write();
+                    if let SourceStatus::Up { tools, .. } = &mut state.status {
+                        *tools = count;
+                    }
+                }
+                self.set_tools(tools);
+                self.publish(ToolSourceState::Refreshed, count, detail);
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(server = %self.name, error = %e, "tools/list after list_changed failed; keeping the old list")
+            }
+            Err(_) => {
+                tracing::warn!(server = %self.name, "tools/list after list_changed timed out; keeping the old list")
+            }
+        }
+    }
+}
+
+/// A server's listing as the model will see it: through its `tool_filter`, names made valid
+/// for OpenAI (mapped back on call), `$ref`s inlined. A tool whose schema cannot be converted
+/// is left out (and named in the second list); the others stay.
+pub(crate) fn prepare_tools(
+    listed: &[Tool],
+    filter: Option<&ToolFilter>,
+) -> (Vec<SourceTool>, Vec<String>) {
+    let admitted: Vec<&Tool> = listed
+        .iter()
+        .filter(|t| filter.is_none_or(|f| f.admits(&t.name)))
+        .collect();
+    let names = NameMap::new(admitted.iter().map(|t| t.name.as_ref()));
+    let limits = schema::Limits::default();
+    let mut tools = Vec::with_capacity(admitted.len());
+    let mut rejected = Vec::new();
+    for tool in admitted {
+        let raw = Value::Object((*tool.input_schema).clone());
+        match schema::to_openai_parameters(Some(&raw), &limits) {
+            Ok(parameters) => tools.push(SourceTool {
+                name: names
+                    .openai_name(&tool.name)
+                    .unwrap_or(&tool.name)
+                    .to_string(),
+                original: tool.name.to_string(),
+                description: tool
+                    .description
+                    .as_deref()
+                    .or(tool.title.as_deref())
+                    .unwrap_or_default()
+                    .to_string(),
+                parameters,
+            }),
+            Err(e) => rejected.push(format!("{}: {e}", tool.name)),
+        }
+    }
+    (tools, rejected)
+}
+
 /// Checks the policy and expands placeholders: the config to connect with, or why not.
-fn admit(config: &McpServerConfig, policy: &Policy) -> Result<McpServerConfig, String> {
+/// Why a server is not started at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// Occurs when the policy refuses the server (URL not allowed, stdio off, command not
+    /// on the allowlist); the policy's reason.
+    #[error("{0}")]
+    Policy(String),
+    /// Occurs when a `${VAR}` placeholder in `field` (`url`, `env.KEY`, `headers.KEY`)
+    /// cannot be expanded (an unset variable).
+    #[error("{field}: {reason}")]
+    Placeholder {
+        /// The entry's field.
+        field: String,
+        /// What is wrong with the placeholder.
+        reason: String,
+    },
+}
+
+fn placeholder(field: String) -> impl FnOnce(String) -> Refused {
+    move |reason| Refused::Placeholder { field, reason }
+}
+
+fn admit(config: &McpServerConfig, policy: &Policy) -> Result<McpServerConfig, Refused> {
     let lookup = |name: &str| std::env::var(name).ok();
     let mut expanded = config.clone();
     match config.transport_kind() {
         TransportKind::Stdio => {
             let command = config.command.as_deref().unwrap_or_default();
-            policy.check_stdio(command, &config.args)?;
+            policy
+                .check_stdio(command, &config.args)
+                .map_err(Refused::Policy)?;
             for (key, value) in &mut expanded.env {
-                *value = expand_env(value, &lookup).map_err(|e| format!("env.{key}: {e}"))?;
+                *value = expand_env(value, &lookup).map_err(placeholder(format!("env.{key}")))?;
             }
         }
         TransportKind::Http | TransportKind::Sse => {
             let url = expand_env(config.url.as_deref().unwrap_or_default(), &lookup)
-                .map_err(|e| format!("url: {e}"))?;
-            policy.check_url(&url)?;
+                .map_err(placeholder("url".into()))?;
+            policy.check_url(&url).map_err(Refused::Policy)?;
             expanded.url = Some(url);
             for (key, value) in &mut expanded.headers {
-                *value = expand_env(value, &lookup).map_err(|e| format!("headers.{key}: {e}"))?;
+                *value =
+                    expand_env(value, &lookup).map_err(placeholder(format!("headers.{key}")))?;
             }
         }
     }
@@ -472,4 +715,76 @@ fn publish(
             at_us: now_us(),
         })
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(name: &str, schema: Value) -> Tool {
+        let Value::Object(map) = schema else {
+            panic!("object schema")
+        };
+        Tool::new(name.to_string(), format!("{name} tool"), Arc::new(map))
+    }
+
+    #[test]
+    fn filter_names_and_schemas() {
+        let listed = [
+            tool(
+                "read_file",
+                json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+            ),
+            tool("self.audio.set_volume", json!({"type": "object"})),
+            tool(
+                "loop",
+                json!({"$ref": "#/$defs/A", "$defs": {"A": {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}}}}),
+            ),
+            tool("write_file", json!({"type": "object"})),
+        ];
+        let filter = ToolFilter {
+            allow: vec![],
+            deny: vec!["write_file".into()],
+        };
+        let (tools, rejected) = prepare_tools(&listed, Some(&filter));
+        let names: Vec<(&str, &str)> = tools
+            .iter()
+            .map(|t| (t.name.as_str(), t.original.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("read_file", "read_file"),
+                ("self_audio_set_volume", "self.audio.set_volume")
+            ]
+        );
+        assert_eq!(rejected.len(), 1);
+        assert!(rejected[0].starts_with("loop: "), "{rejected:?}");
+        assert_eq!(tools[0].description, "read_file tool");
+    }
+
+    #[test]
+    fn an_allow_list_hides_the_rest_and_deny_beats_allow() {
+        let listed = [
+            tool("a", json!({"type": "object"})),
+            tool("b", json!({"type": "object"})),
+        ];
+        let only_a = ToolFilter {
+            allow: vec!["a".into()],
+            deny: vec![],
+        };
+        let (tools, _) = prepare_tools(&listed, Some(&only_a));
+        assert_eq!(tools.len(), 1);
+        assert_eq!(tools[0].name, "a");
+        let both = ToolFilter {
+            allow: vec!["a".into(), "b".into()],
+            deny: vec!["a".into()],
+        };
+        let (tools, _) = prepare_tools(&listed, Some(&both));
+        assert_eq!(tools.len(), 1);
+        assert_eq!(tools[0].name, "b");
+        let empty = ToolFilter::default();
+        assert_eq!(prepare_tools(&listed, Some(&empty)).0.len(), 2);
+    }
 }

@@ -9,16 +9,12 @@
 pub mod builtin;
 pub mod context;
 pub mod limits;
-mod mcp_connect;
 pub mod mcp_content;
 pub mod mcp_source;
-mod mcp_supervisor;
 pub mod merge;
+pub mod openai_shape;
 pub mod policy;
 pub mod registry;
-pub mod sse_client;
-
-pub(crate) use mcp_connect::stream_resume_policy;
 
 pub use context::{CallContext, SessionControl};
 

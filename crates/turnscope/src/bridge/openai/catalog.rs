@@ -17,11 +17,11 @@ use std::sync::{Arc, Mutex, RwLock};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use crate::bridge::names::NameMap;
-use crate::bridge::schema;
 use crate::observe::event::now_us;
 use crate::observe::{Bus, Event};
 use crate::tools::builtin::RESERVED_NAMES;
+use crate::tools::openai_shape::names::NameMap;
+use crate::tools::openai_shape::schema;
 use crate::tools::{ToolSpec, Tools};
 
 /// One tool as the bridge offers it.

@@ -25,9 +25,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::OpenAiBridge;
-use crate::bridge::xiaozhi::ServerSpec;
 use crate::config::mcp_servers::validate_servers;
 use crate::config::{McpServerConfig, ToolFilter};
+use crate::mcp::ServerSpec;
 use crate::observe::Bus;
 use crate::server::{BodyRules, GuardConfig, Server};
 use crate::tools::limits::{ENV_MAX_TOOLS_PER_SERVER, ENV_MAX_TOOLS_TOTAL, McpLimits};

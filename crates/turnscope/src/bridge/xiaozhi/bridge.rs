@@ -12,14 +12,14 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::backoff::{Backoff, ReconnectPolicy, SessionEnd};
-use super::clock::{self, Clock};
 use super::endpoint::{self, Endpoint, MAX_FRAME_BYTES};
 use super::listing::DEFAULT_PAGE_SIZE;
 use super::socket::{self, Relay};
 use super::state::BridgeState;
 use super::upstream::Upstream;
 use crate::config::ToolFilter;
+use crate::mcp::backoff::{Backoff, ReconnectPolicy, SessionEnd};
+use crate::mcp::clock::{self, Clock};
 use crate::observe::{BridgeEvent, Bus};
 
 /// How long the first dial waits for the upstream's first start.

@@ -13,15 +13,15 @@ use anyhow::{Context as _, bail};
 
 use super::bot::BOT;
 use super::bridge::{BridgeSettings, XiaozhiBridge};
-use super::connect::mcp_upstream;
 use super::endpoint::Endpoint;
 use super::mcp_upstream::UpstreamSettings;
+use super::mcp_upstream::mcp_upstream;
 use super::placement::place;
-use super::spec::ServerSpec;
 use crate::config::Config;
 use crate::config::mcp_json::read_mcp_json;
 use crate::config::mcp_servers::validate_servers;
-use crate::config::{Overrides, ToolFilter, XiaozhiEntry};
+use crate::config::{McpServerConfig, Overrides, ToolFilter, XiaozhiEntry};
+use crate::mcp::spec::ServerSpec;
 
 /// What `turnscope bridge xiaozhi` is asked to do. The binary fills it from its command line.
 #[derive(Debug, Clone, Default)]
@@ -55,7 +55,7 @@ pub struct Relay {
     /// Its endpoint.
     pub endpoint: Endpoint,
     /// The server.
-    pub spec: ServerSpec,
+    pub server: McpServerConfig,
     /// The tool filter.
     pub filter: ToolFilter,
 }
@@ -63,7 +63,7 @@ pub struct Relay {
 impl Relay {
     /// Starts its upstream and returns the bridge, ready to spawn.
     pub fn build(self, settings: &BridgeSettings) -> XiaozhiBridge {
-        let upstream = mcp_upstream(&self.name, self.spec, UpstreamSettings::default());
+        let upstream = mcp_upstream(&self.name, self.server, UpstreamSettings::default());
         XiaozhiBridge {
             name: self.name,
             endpoint: self.endpoint,
@@ -129,13 +129,17 @@ pub fn plan(
         })
     };
     if let Some(spec) = spec {
-        let (placed, warnings) = place(vec![(args.name.clone(), args.endpoint.clone(), spec)], env);
+        let server = spec.into_config(&args.name);
+        let (placed, warnings) = place(
+            vec![(args.name.clone(), args.endpoint.clone(), server)],
+            env,
+        );
         let relays: Vec<Relay> = placed
             .into_iter()
             .map(|p| Relay {
                 name: p.name,
                 endpoint: p.endpoint,
-                spec: p.item,
+                server: p.item,
                 filter: filter.clone(),
             })
             .collect();
@@ -192,7 +196,7 @@ pub fn plan(
                 name: p.name,
                 endpoint: p.endpoint,
                 filter: p.item.tool_filter.clone().unwrap_or_default(),
-                spec: ServerSpec::from_config(&p.item),
+                server: p.item,
             })
             .collect();
         if relays.is_empty() {
@@ -297,7 +301,10 @@ mod tests {
         let (plan, _) = plan(&a, cfg.as_deref(), &Overrides::default(), &no_env).unwrap();
         let Plan::Relays(relays) = plan else { panic!() };
         assert_eq!(relays.len(), 1);
-        assert_eq!(relays[0].spec.label(), "stdio: python3 my server.py");
+        assert_eq!(
+            crate::mcp::spec::label(&relays[0].server),
+            "stdio: python3 my server.py"
+        );
         assert!(!relays[0].filter.admits("rm"));
         assert_eq!(relays[0].endpoint.shown(), "ws://h/mcp/?token=***");
     }

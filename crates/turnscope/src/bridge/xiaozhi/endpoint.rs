@@ -12,8 +12,8 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, http::StatusCode};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use super::backoff::SessionEnd;
-use super::redact::redact;
+use crate::mcp::backoff::SessionEnd;
+use crate::observe::redact::redact;
 
 /// The largest frame (and message) accepted from the endpoint or sent to it: 2 MiB, as the
 /// baseline bridge allows.

@@ -3,14 +3,14 @@
 //!
 //! Callers behind the Xiaozhi endpoint keep only `type`/`properties`/`required` of a schema
 //! (they drop `$defs`), so every local `$ref` is inlined with the same converter the OpenAI
-//! bridge uses ([`crate::bridge::schema`]). A schema that cannot be inlined (a cycle, a
+//! bridge uses ([`crate::tools::openai_shape::schema`]). A schema that cannot be inlined (a cycle, a
 //! remote ref) is sent as the server wrote it, and the caller is told so it can warn once.
 //! Pages are slices of the filtered list; the cursor is the offset as decimal text.
 
 use serde_json::{Map, Value};
 
-use crate::bridge::schema::{self, Limits, SchemaError};
 use crate::config::ToolFilter;
+use crate::tools::openai_shape::schema::{self, Limits, SchemaError};
 
 /// Tools per page when nothing else is configured: more than any endpoint is known to take
 /// (field reports say ~30 tools already strain the official broker).

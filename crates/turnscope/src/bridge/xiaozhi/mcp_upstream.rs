@@ -1,60 +1,83 @@
-//! One MCP server as an [`Upstream`]: an rmcp client session that is reopened whenever it
-//! dies.
-//!
-//! A supervisor task owns the session. When the server exits (stdio child gone, HTTP
-//! stream broken) every request in flight fails at once with [`UpstreamError::Died`], the
-//! status turns `restarting`, and a new session opens after a backoff (0.5 s doubling to
-//! 30 s, reset after a session that lived a minute) measured on the injected clock. While it
-//! is down, `tools/list` is served from the last list. Requests keep their params as raw
-//! JSON (sent as rmcp custom requests) so fields rmcp does not model reach the server; the
-//! server's progress reports for a request reach the request's sink (see
-//! [`progress`](super::progress)).
+//! One MCP server as an [`Upstream`]: the Xiaozhi view over the [`mcp`](crate::mcp) client
+//! stack. A request in flight when the server dies fails at once with [`UpstreamError::Died`];
+//! while it is down `tools/list` is served from the last list. Requests keep their params as
+//! raw JSON (rmcp custom requests), so fields rmcp does not model reach the server; its
+//! progress reports reach the request's sink (see [`progress`](super::progress)).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 use rmcp::model::{
-    CancelledNotificationParam, ClientCapabilities, ClientConfig, ClientRequest, CustomRequest,
-    Implementation, ProgressNotificationParam, ServerPeerInfo,
+    CancelledNotificationParam, ClientConfig, ClientRequest, CustomRequest,
+    ProgressNotificationParam, ServerPeerInfo,
 };
-use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService, ServiceError};
+use rmcp::service::{NotificationContext, PeerRequestOptions, ServiceError};
 use rmcp::{ClientHandler, Peer, RoleClient};
 use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::backoff::{Backoff, ReconnectPolicy, SessionEnd};
-use super::clock::{self, Clock};
 use super::progress::{ProgressRoutes, ProgressSink};
-use super::redact::redact;
 use super::upstream::{ServerFacts, Upstream, UpstreamChange, UpstreamError, UpstreamStatus};
+use crate::config::McpServerConfig;
+use crate::mcp::backoff::ReconnectPolicy;
+use crate::mcp::clock::{self, Clock};
+use crate::mcp::connect::{self, ConnectError, Dial, Session, client_info};
+use crate::mcp::spec;
+use crate::mcp::supervisor::{self, CLOSE_GRACE, Down, Plan, RESTART, Watcher};
+use crate::observe::redact::redact;
 
 /// How long a session may take to open (spawn + MCP handshake) before the attempt counts
 /// as failed.
 pub const OPEN_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// How long a stopping session is waited for. rmcp closes a stdio child's stdin, sends
-/// SIGTERM after 3 s and SIGKILL after 6 s; past this wait that continues in the background,
-/// and a child still running when the process exits is killed (`kill_on_drop`).
-pub const CLOSE_GRACE: Duration = Duration::from_secs(4);
-
 /// How long `tools/list` waits for a server that is still starting.
 const STARTING_WAIT: Duration = Duration::from_secs(10);
 
 /// A freshly opened session.
-pub struct Opened {
-    /// The running rmcp client.
-    pub service: RunningService<RoleClient, RelayClient>,
-    /// The child's process id, for stdio servers.
-    pub pid: Option<u32>,
-}
+pub type Opened = Session<RelayClient>;
 
 /// Opens one session with the given client handler (called again for every restart).
 pub type Opener =
-    Arc<dyn Fn(RelayClient) -> BoxFuture<'static, Result<Opened, String>> + Send + Sync>;
+    Arc<dyn Fn(RelayClient) -> BoxFuture<'static, Result<Opened, ConnectError>> + Send + Sync>;
+
+/// An [`McpUpstream`] for the server `config`, started now; `name` labels the child's log
+/// lines. The bridge filters and times calls itself, so the entry's own filter and call
+/// timeout are not used here.
+pub fn mcp_upstream(
+    name: &str,
+    server: impl Into<McpServerConfig>,
+    settings: UpstreamSettings,
+) -> McpUpstream {
+    let mut config = server.into();
+    config.name = name.to_string();
+    config.tool_filter = None;
+    let label = spec::label(&config);
+    McpUpstream::start(label, opener(name, config), settings)
+}
+
+/// The [`Opener`] for the server `config` (placeholders already expanded).
+pub(crate) fn opener(name: &str, config: McpServerConfig) -> Opener {
+    let name: Arc<str> = Arc::from(name);
+    let dial = Dial {
+        http: None,
+        sse_timeout: OPEN_TIMEOUT,
+        stderr: Arc::new(move |line: &str| {
+            tracing::info!(target: "turnscope::bridge::xiaozhi::child", bridge = %name, "{}", redact(line));
+        }),
+    };
+    let config = Arc::new(config);
+    Arc::new(move |handler: RelayClient| {
+        let (config, dial) = (config.clone(), dial.clone());
+        Box::pin(
+            async move { connect::open(&config, handler, &dial, CancellationToken::new()).await },
+        )
+    })
+}
 
 /// The rmcp client handler of a relay: announces itself, passes `tools/list_changed` on and
 /// routes progress reports to the requests in flight.
@@ -97,13 +120,7 @@ pub struct UpstreamSettings {
 impl Default for UpstreamSettings {
     fn default() -> Self {
         Self {
-            restart: ReconnectPolicy {
-                initial: Duration::from_millis(500),
-                max: Duration::from_secs(30),
-                jitter: Duration::from_millis(300),
-                after_clean_close: Duration::from_millis(500),
-                healthy_after: Duration::from_secs(60),
-            },
+            restart: RESTART,
             clock: clock::system(),
             client_name: "turnscope-xiaozhi-bridge".into(),
         }
@@ -130,6 +147,8 @@ struct Inner {
     changes: broadcast::Sender<UpstreamChange>,
     stop: CancellationToken,
     task: Mutex<Option<JoinHandle<()>>>,
+    /// Sessions opened so far.
+    sessions: AtomicU64,
 }
 
 /// One MCP server, restarted when it dies.
@@ -152,6 +171,8 @@ impl McpUpstream {
             attempts: 0,
             progress: ProgressRoutes::default(),
         });
+        // 16: the socket only needs to learn that the list changed; a lagging receiver
+        // relists once, so older changes may be dropped.
         let (changes, _) = broadcast::channel(16);
         let inner = Arc::new(Inner {
             label,
@@ -163,8 +184,18 @@ impl McpUpstream {
             changes,
             stop: CancellationToken::new(),
             task: Mutex::new(None),
+            sessions: AtomicU64::new(0),
         });
-        let task = tokio::spawn(supervise(inner.clone()));
+        let plan = Plan {
+            attempt_timeout: OPEN_TIMEOUT,
+            restart: inner.settings.restart,
+            clock: inner.settings.clock.clone(),
+        };
+        let task = tokio::spawn(supervisor::supervise(
+            inner.clone(),
+            plan,
+            inner.stop.clone(),
+        ));
         *lock(&inner.task) = Some(task);
         Self { inner }
     }
@@ -186,111 +217,98 @@ fn facts_of(info: &ServerPeerInfo) -> ServerFacts {
     }
 }
 
-async fn supervise(inner: Arc<Inner>) {
-    let settings = inner.settings.clone();
-    let mut backoff = Backoff::new(settings.restart);
-    let mut sessions = 0u64;
-    loop {
-        let progress = ProgressRoutes::default();
+impl Watcher for Inner {
+    type Client = RelayClient;
+
+    fn open(&self, _ct: CancellationToken) -> BoxFuture<'_, Result<Opened, ConnectError>> {
         let handler = RelayClient {
-            info: ClientConfig::new(
-                ClientCapabilities::default(),
-                Implementation::new(settings.client_name.clone(), env!("CARGO_PKG_VERSION")),
-            ),
-            changes: inner.changes.clone(),
-            progress: progress.clone(),
+            info: client_info(&self.settings.client_name),
+            changes: self.changes.clone(),
+            progress: ProgressRoutes::default(),
         };
-        let attempt = tokio::time::timeout(OPEN_TIMEOUT, (inner.opener)(handler));
-        let opened = tokio::select! {
-            r = attempt => r,
-            _ = inner.stop.cancelled() => break,
-        };
-        let (error, uptime) = match opened {
-            Ok(Ok(Opened { service, pid })) => {
-                sessions += 1;
-                if let Some(info) = service.peer_info() {
-                    *lock(&inner.facts) = Some(facts_of(&info));
-                }
-                let peer = service.peer().clone();
-                if let Ok(Ok(tools)) =
-                    tokio::time::timeout(STARTING_WAIT, peer.list_all_tools()).await
-                {
-                    let tools = tools
-                        .iter()
-                        .filter_map(|t| serde_json::to_value(t).ok())
-                        .collect();
-                    *lock(&inner.tools) = Some(Arc::new(tools));
-                }
-                let died = CancellationToken::new();
-                inner.live.send_modify(|l| {
-                    l.status = UpstreamStatus::Up { pid };
-                    l.peer = Some(peer);
-                    l.died = died.clone();
-                    l.attempts += 1;
-                    l.progress = progress;
-                });
-                if sessions > 1 {
-                    let _ = inner.changes.send(UpstreamChange::ToolsChanged);
-                }
-                tracing::info!(server = %inner.label, ?pid, "MCP server up");
-                let started = settings.clock.now();
-                let ct = service.cancellation_token();
-                let mut waiting = Box::pin(service.waiting());
-                let ended = tokio::select! {
-                    r = &mut waiting => Some(r),
-                    _ = inner.stop.cancelled() => None,
-                };
-                died.cancel();
-                inner.live.send_modify(|l| l.peer = None);
-                match ended {
-                    None => {
-                        ct.cancel();
-                        if tokio::time::timeout(CLOSE_GRACE, waiting).await.is_err() {
-                            tracing::warn!(server = %inner.label, "MCP server did not close in time; killing it");
-                        }
-                        break;
-                    }
-                    Some(reason) => {
-                        let how = match reason {
-                            Ok(r) => format!("{r:?}"),
-                            Err(e) => e.to_string(),
-                        };
-                        (
-                            format!("MCP server {} exited ({how})", inner.label),
-                            Some(settings.clock.now().saturating_duration_since(started)),
-                        )
-                    }
-                }
+        (self.opener)(handler)
+    }
+
+    fn opened<'a>(
+        &'a self,
+        session: &'a Opened,
+        alive: CancellationToken,
+    ) -> BoxFuture<'a, Result<(), supervisor::Failure>> {
+        Box::pin(async move {
+            let sessions = self.sessions.fetch_add(1, Ordering::AcqRel) + 1;
+            if let Some(info) = session.service.peer_info() {
+                *lock(&self.facts) = Some(facts_of(&info));
             }
-            Ok(Err(e)) => (
-                format!("MCP server {} did not start: {}", inner.label, redact(&e)),
-                None,
-            ),
-            Err(_) => (
+            let peer = session.service.peer().clone();
+            if let Ok(Ok(tools)) = tokio::time::timeout(STARTING_WAIT, peer.list_all_tools()).await
+            {
+                let tools = tools
+                    .iter()
+                    .filter_map(|t| serde_json::to_value(t).ok())
+                    .collect();
+                *lock(&self.tools) = Some(Arc::new(tools));
+            }
+            let pid = session.pid;
+            let progress = session.service.service().progress.clone();
+            self.live.send_modify(|l| {
+                l.status = UpstreamStatus::Up { pid };
+                l.peer = Some(peer);
+                l.died = alive;
+                l.attempts += 1;
+                l.progress = progress;
+            });
+            if sessions > 1 {
+                let _ = self.changes.send(UpstreamChange::ToolsChanged);
+            }
+            tracing::info!(server = %self.label, ?pid, "MCP server up");
+            Ok(())
+        })
+    }
+
+    fn down(&self, down: Down, delay: Duration) {
+        let (error, failed) = match down {
+            Down::Lost { quit } => {
+                let how = match quit {
+                    Ok(r) => format!("{r:?}"),
+                    Err(e) => e.to_string(),
+                };
+                (format!("MCP server {} exited ({how})", self.label), false)
+            }
+            Down::Failed {
+                failure: supervisor::Failure::TimedOut(limit),
+                ..
+            } => (
                 format!(
                     "MCP server {} did not finish the MCP handshake within {} s",
-                    inner.label,
-                    OPEN_TIMEOUT.as_secs()
+                    self.label,
+                    limit.as_secs()
                 ),
-                None,
+                true,
+            ),
+            Down::Failed { failure, .. } => (
+                format!(
+                    "MCP server {} did not start: {}",
+                    self.label,
+                    redact(&failure.to_string())
+                ),
+                true,
             ),
         };
-        let delay = backoff.delay(SessionEnd::Abnormal, uptime);
-        tracing::warn!(server = %inner.label, "{error}; restarting in {:.1} s", delay.as_secs_f64());
-        inner.live.send_modify(|l| {
+        tracing::warn!(server = %self.label, "{error}; restarting in {:.1} s", delay.as_secs_f64());
+        self.live.send_modify(|l| {
             l.status = UpstreamStatus::Restarting { error };
-            l.attempts += u64::from(uptime.is_none());
+            l.peer = None;
+            l.attempts += u64::from(failed);
         });
-        tokio::select! {
-            _ = settings.clock.sleep(delay) => {}
-            _ = inner.stop.cancelled() => break,
-        }
     }
-    inner.live.send_modify(|l| {
-        l.status = UpstreamStatus::Stopped;
-        l.peer = None;
-        l.died.cancel();
-    });
+
+    fn closed(&self) {
+        self.live.send_modify(|l| {
+            l.status = UpstreamStatus::Stopped;
+            l.peer = None;
+            l.died.cancel();
+        });
+    }
 }
 
 fn service_error(e: ServiceError, label: &str) -> UpstreamError {

@@ -9,12 +9,12 @@ use serde_json::Value;
 
 use super::bot::{BOT, bot_upstream};
 use super::bridge::{BridgeSettings, RunningBridge, XiaozhiBridge};
-use super::connect::mcp_upstream;
 use super::mcp_upstream::UpstreamSettings;
+use super::mcp_upstream::mcp_upstream;
 use super::placement::place;
-use super::spec::ServerSpec;
 use super::tools_upstream::tools_upstream;
 use super::upstream::Upstream;
+use crate::config::McpServerConfig;
 use crate::config::XiaozhiEntry;
 use crate::observe::event::now_us;
 use crate::observe::{BridgeEvent, Bus, Event};
@@ -39,7 +39,7 @@ pub struct Catalog {
     /// The bot's sessions, for `@bot`.
     pub sessions: Option<Sessions>,
     /// Servers by name.
-    pub servers: BTreeMap<String, ServerSpec>,
+    pub servers: BTreeMap<String, McpServerConfig>,
     /// The bot's tools, for bridges that name `[[mcp_servers]]` (one or several).
     pub tools: Option<Arc<dyn crate::tools::Tools>>,
     /// Names of the configured `[[mcp_servers]]` (a server still connecting has no tools yet).
@@ -52,11 +52,7 @@ impl UpstreamCatalog for Catalog {
     fn upstream(&self, bridge: &str, servers: &[String]) -> Result<Arc<dyn Upstream>, String> {
         match servers {
             [one] if one == BOT => match &self.sessions {
-                Some(sessions) => Ok(Arc::new(bot_upstream(
-                    sessions.clone(),
-                    bridge,
-                    self.settings.clone(),
-                ))),
+                Some(sessions) => Ok(Arc::new(bot_upstream(sessions.clone(), bridge))),
                 None => Err(format!(
                     "\"{BOT}\" relays the bot, which this command does not run; use `turnscope bridge xiaozhi --bot` or the main mode"
                 )),
@@ -95,8 +91,6 @@ impl UpstreamCatalog for Catalog {
                 Ok(Arc::new(tools_upstream(
                     tools.clone(),
                     names.iter().cloned().collect(),
-                    bridge,
-                    self.settings.clone(),
                 )))
             }
         }

@@ -4,13 +4,11 @@
 //! Answered here, never waiting on the upstream: `initialize` (with the upstream's
 //! `serverInfo` when known, echoing the requested protocol version), `ping`,
 //! `notifications/*`, malformed frames (dropped and counted) and calls to filtered tools
-//! (`-32000`). `tools/list`, `tools/call` and every other request run as tasks, so a slow or
-//! restarting upstream never delays a ping. The loop owns the socket; tasks send their
-//! replies through a bounded queue. When the socket ends, the tasks it started are
-//! cancelled (their upstream requests withdrawn). A request whose params carry the
-//! endpoint's `_meta.progressToken` gets the server's progress reports as
-//! `notifications/progress` under that token, before its reply (see
-//! [`progress`](super::progress)); a request without one gets none.
+//! (`-32000`). `tools/list`, `tools/call` and every other request run as tasks (at most
+//! [`MAX_IN_FLIGHT`]; an id already in flight is refused, never overwritten), so a slow
+//! upstream never delays a ping. Replies go through a bounded queue; when the socket ends its
+//! tasks are cancelled. Progress reports reach the endpoint only for requests carrying its
+//! `_meta.progressToken` (see [`progress`](super::progress)).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -27,7 +25,6 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_util::sync::CancellationToken;
 
-use super::backoff::SessionEnd;
 use super::endpoint::classify_close;
 use super::jsonrpc::{self, Incoming, RawId};
 use super::listing;
@@ -35,10 +32,15 @@ use super::progress::{self, PROGRESS_QUEUE};
 use super::state::BridgeState;
 use super::upstream::{Upstream, UpstreamChange, UpstreamError};
 use crate::config::ToolFilter;
+use crate::mcp::backoff::SessionEnd;
 use crate::observe::{Event, ToolCallEvent};
 
 /// Replies waiting to be written; a task that finds it full waits (the endpoint is slow).
 const OUT_QUEUE: usize = 256;
+
+/// Requests one socket runs at once; one more is answered at once with a `-32603` error
+/// saying so (a Xiaozhi endpoint waits for each reply, so only a misbehaving one gets there).
+pub const MAX_IN_FLIGHT: usize = 64;
 
 /// The protocol version answered when the endpoint's `initialize` names none.
 pub const DEFAULT_PROTOCOL: &str = "2024-11-05";
@@ -138,6 +140,7 @@ where
     keepalive.tick().await;
     let mut heard = Instant::now();
     let ended = loop {
+        // Frames to write this turn: bounded by one incoming frame's batch (2 MiB at most).
         let mut now: Vec<String> = Vec::new();
         tokio::select! {
             _ = stop.cancelled() => {
@@ -282,9 +285,9 @@ impl Loop<'_> {
                     ));
                 }
                 "ping" => now.push(jsonrpc::result_frame(&id, &json!({}))),
-                "tools/list" => self.spawn_list(id, params),
+                "tools/list" => self.spawn_list(id, params, now),
                 "tools/call" => self.call(id, params, now),
-                _ => self.spawn_forward(id, method, params),
+                _ => self.spawn_forward(id, method, params, now),
             },
             Incoming::Notification { method, params } => {
                 if method == "notifications/cancelled"
@@ -372,7 +375,7 @@ impl Loop<'_> {
         }
         let bus = self.relay.state.bus().clone();
         let out = self.out.clone();
-        self.spawn(id, move |relay, id, cancel| async move {
+        self.spawn(id, now, move |relay, id, cancel| async move {
             let started = Instant::now();
             let result = relay_request(&relay, "tools/call", params, &cancel, &out).await;
             let frame = reply(&id, &result);
@@ -396,8 +399,8 @@ impl Loop<'_> {
         });
     }
 
-    fn spawn_list(&mut self, id: RawId, params: Option<Value>) {
-        self.spawn(id, move |relay, id, _cancel| async move {
+    fn spawn_list(&mut self, id: RawId, params: Option<Value>, now: &mut Vec<String>) {
+        self.spawn(id, now, move |relay, id, _cancel| async move {
             let tools = match relay.upstream.list_tools().await {
                 Ok(tools) => tools,
                 Err(e) => return reply(&id, &Err(e)),
@@ -426,28 +429,63 @@ impl Loop<'_> {
         });
     }
 
-    fn spawn_forward(&mut self, id: RawId, method: String, params: Option<Value>) {
+    fn spawn_forward(
+        &mut self,
+        id: RawId,
+        method: String,
+        params: Option<Value>,
+        now: &mut Vec<String>,
+    ) {
         let out = self.out.clone();
-        self.spawn(id, move |relay, id, cancel| async move {
+        self.spawn(id, now, move |relay, id, cancel| async move {
             let result = relay_request(&relay, &method, params, &cancel, &out).await;
             reply(&id, &result)
         });
     }
 
     /// Runs `work` as a task registered in flight under `id`; its frame (if any) is queued.
-    fn spawn<F, Fut>(&mut self, id: RawId, work: F)
+    /// An id already in flight, or one request more than [`MAX_IN_FLIGHT`], is answered at
+    /// once with an error in `now` instead.
+    fn spawn<F, Fut>(&mut self, id: RawId, now: &mut Vec<String>, work: F)
     where
         F: FnOnce(Arc<Relay>, RawId, CancellationToken) -> Fut,
         Fut: Future<Output = Option<String>> + Send + 'static,
     {
         let key = id_key(id.as_json());
         let cancel = CancellationToken::new();
-        self.next_task += 1;
+        let refused = {
+            let mut table = self
+                .in_flight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if table.contains_key(&key) {
+                Some((
+                    jsonrpc::INVALID_REQUEST,
+                    format!(
+                        "request id {} is already in flight; give every request its own id",
+                        id.as_json()
+                    ),
+                ))
+            } else if self.tasks.len() >= MAX_IN_FLIGHT {
+                Some((
+                    jsonrpc::INTERNAL_ERROR,
+                    format!(
+                        "{MAX_IN_FLIGHT} requests are already in flight on this socket; \
+                         wait for their replies, then send this one again"
+                    ),
+                ))
+            } else {
+                self.next_task += 1;
+                table.insert(key.clone(), (self.next_task, cancel.clone()));
+                None
+            }
+        };
+        if let Some((code, message)) = refused {
+            self.relay.state.log(tracing::Level::WARN, &message);
+            now.push(jsonrpc::error_frame(&id, code, &message, None));
+            return;
+        }
         let seq = self.next_task;
-        self.in_flight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(key.clone(), (seq, cancel.clone()));
         let in_flight = self.in_flight.clone();
         let out = self.out.clone();
         let job = work(self.relay.clone(), id, cancel.clone());

@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::observe::event::now_us;
 use crate::observe::{BridgeEvent, Bus, Event};
 
-use super::redact::redact;
 use super::upstream::Upstream;
+use crate::observe::redact::redact;
 
 /// One bridge's state.
 pub struct BridgeState {

@@ -1,14 +1,8 @@
-//! The seam between a bridge and what it relays to: the [`Upstream`] trait.
-//!
-//! A bridge answers the endpoint's handshake and pings itself and asks its upstream only for
-//! tools and calls. Three kinds plug in here:
-//! - one MCP server ([`McpUpstream`](super::mcp_upstream::McpUpstream): stdio child,
-//!   streamable HTTP or legacy SSE), restarted when it dies;
-//! - the bot itself (`servers = ["@bot"]`, [`bot_upstream`](super::bot::bot_upstream)): its
-//!   `start`/`chat` tools over an in-process MCP session;
-//! - an aggregate of several configured servers (later, over the tool-source registry): it
-//!   implements this trait by listing the union of its members' tools and routing each
-//!   `tools/call` by name. Nothing in the bridge assumes one process or one session.
+//! The seam between a bridge and what it relays to: the [`Upstream`] trait. An *upstream*
+//! lists tools and answers requests; the bridge answers the handshake and pings itself. Three
+//! kinds: one MCP server ([`McpUpstream`](super::mcp_upstream::McpUpstream), restarted when it
+//! dies), the bot ([`BotUpstream`](super::bot::BotUpstream), `@bot`) and named
+//! `[[mcp_servers]]` ([`ToolsUpstream`](super::tools_upstream::ToolsUpstream)).
 
 use std::time::Duration;
 
@@ -76,9 +70,10 @@ pub enum UpstreamChange {
 }
 
 /// Why a request to the upstream produced no result.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum UpstreamError {
-    /// The server answered with a JSON-RPC error; relayed to the endpoint as is.
+    /// Occurs when the server answers with a JSON-RPC error; relayed to the endpoint as is.
+    #[error("MCP error {code}: {message}")]
     Rpc {
         /// Error code.
         code: i64,
@@ -87,22 +82,15 @@ pub enum UpstreamError {
         /// Error data.
         data: Option<Value>,
     },
-    /// The server died (or its connection broke) while the request was in flight.
+    /// Occurs when the server dies (or its connection breaks) while the request is in flight.
+    #[error("{0}")]
     Died(String),
-    /// The server is not running now: starting, restarting, or unable to start.
+    /// Occurs when the server is not running now: starting, restarting, or unable to start.
+    #[error("{0}")]
     Unavailable(String),
-    /// The request was cancelled by the endpoint or by shutdown.
+    /// Occurs when the endpoint or shutdown cancels the request.
+    #[error("cancelled")]
     Cancelled,
-}
-
-impl std::fmt::Display for UpstreamError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Rpc { code, message, .. } => write!(f, "MCP error {code}: {message}"),
-            Self::Died(m) | Self::Unavailable(m) => f.write_str(m),
-            Self::Cancelled => f.write_str("cancelled"),
-        }
-    }
 }
 
 /// What a bridge relays to.

@@ -1,33 +1,8 @@
-//! Client transport for legacy HTTP+SSE MCP servers (protocol revision 2024-11-05).
-//!
-//! Many MCP servers in the wild still speak the original two-endpoint transport: the client
-//! opens a long-lived `GET` on an SSE URL, the server first sends an `endpoint` event naming
-//! the URL to `POST` JSON-RPC messages to, and every server-to-client message then arrives on
-//! the SSE stream as a `message` event. rmcp removed its SSE client in 0.11, and rmcp 3.x
-//! only ships streamable HTTP, so bot `mcp_servers` entries with `transport = "sse"` need this
-//! module.
-//!
-//! [`SseClientTransport`] implements [`rmcp::transport::Transport`] for the client role, so it
-//! plugs into rmcp like any built-in transport:
-//!
-//! ```ignore
-//! use rmcp::ServiceExt;
-//! use turnscope::tools::sse_client::SseClientTransport;
-//!
-//! let headers = [("Authorization".to_owned(), "Bearer secret".to_owned())];
-//! let transport =
-//!     SseClientTransport::connect("http://127.0.0.1:8000/sse", &headers, Duration::from_secs(10))
-//!         .await?;
-//! let client = ().serve(transport).await?;
-//! let tools = client.list_all_tools().await?;
-//! ```
-//!
-//! Behaviour worth knowing:
-//! - The endpoint announced by the server is resolved against the SSE URL (a relative path
-//!   or an absolute URL both work) and must be on the same origin (scheme, host and port),
-//!   so extra headers such as `Authorization` are never sent to another host.
-//! - A `message` event that is not a valid JSON-RPC message is skipped with a warning.
-//! - The end of the SSE stream (or a network error on it) closes the transport.
+//! The client transport for legacy HTTP+SSE MCP servers (2024-11-05), which rmcp 3 lacks: a
+//! long-lived `GET` on the SSE URL, whose first `endpoint` event names the URL to `POST`
+//! messages to (resolved against the SSE URL, same origin only, so headers never leave it);
+//! server messages arrive as `message` events (invalid ones skipped with a warning). The end of
+//! the stream closes the transport. [`SseClientTransport`] plugs into rmcp like any transport.
 
 use std::{borrow::Cow, fmt, time::Duration};
 
@@ -268,40 +243,52 @@ impl Transport<RoleClient> for SseClientTransport {
 
 /// Why [`SseClientTransport::connect`] failed. The `Display` text says what happened, what
 /// was expected and what to try.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SseConnectError {
-    /// The SSE URL could not be parsed or is not `http(s)`.
+    /// Occurs when the SSE URL cannot be parsed or is not `http(s)`.
+    #[error(
+        "invalid SSE URL {url:?}: {reason}; expected an absolute http:// or https:// URL such as http://host:port/sse"
+    )]
     InvalidUrl {
         /// The URL as given.
         url: String,
         /// What is wrong with it.
         reason: String,
     },
-    /// An extra header has an invalid name or value.
+    /// Occurs when an extra header has an invalid name or value.
+    #[error(
+        "invalid header {name:?} for the SSE MCP server: {reason}; fix the name/value in the server's `headers`"
+    )]
     InvalidHeader {
         /// The header name as given.
         name: String,
         /// What is wrong with it.
         reason: String,
     },
-    /// The HTTP client could not be built (TLS setup).
-    Client(reqwest::Error),
-    /// The `GET` failed before any response (DNS, refused connection, TLS...).
+    /// Occurs when the HTTP client cannot be built (TLS setup).
+    #[error("could not set up the HTTP client for the SSE MCP server: {0}")]
+    Client(#[source] reqwest::Error),
+    /// Occurs when the `GET` fails before any response (DNS, refused connection, TLS...).
+    #[error("could not reach the SSE MCP server at {url}: {}; check that the server is running and the host/port are right", error_chain(.source))]
     Unreachable {
         /// The SSE URL.
         url: String,
         /// The underlying error.
         source: reqwest::Error,
     },
-    /// No response headers arrived within the timeout.
+    /// Occurs when no response headers arrive within the timeout.
+    #[error(
+        "the SSE MCP server at {url} sent no response headers within {waited:?}; expected an immediate 200 with an event stream. Check the URL, or raise the server's timeout if it is just slow"
+    )]
     ResponseTimeout {
         /// The SSE URL.
         url: String,
         /// The timeout that passed.
         waited: Duration,
     },
-    /// The server answered the `GET` with a non-2xx status.
+    /// Occurs when the server answers the `GET` with a non-2xx status.
+    #[error("GET {url} answered {status}; expected 200 with a text/event-stream body{}; {}", body_note(.body), get_hint(*.status))]
     HttpStatus {
         /// The SSE URL.
         url: String,
@@ -310,28 +297,38 @@ pub enum SseConnectError {
         /// The start of the response body.
         body: String,
     },
-    /// The response is not `text/event-stream`.
+    /// Occurs when the response is not `text/event-stream`.
+    #[error(
+        "GET {url} answered with content type {content_type:?}; expected text/event-stream. This is probably not a legacy SSE endpoint: check the URL, or use transport \"http\" for a streamable HTTP server"
+    )]
     NotEventStream {
         /// The SSE URL.
         url: String,
         /// The content type received.
         content_type: String,
     },
-    /// The stream opened but no `endpoint` event arrived within the timeout.
+    /// Occurs when the stream opens but no `endpoint` event arrives within the timeout.
+    #[error(
+        "connected to {url} but no `endpoint` event arrived within {waited:?}; a legacy (2024-11-05) SSE MCP server announces its message endpoint right away. Check that the URL is the server's SSE endpoint, or raise the timeout"
+    )]
     NoEndpointEvent {
         /// The SSE URL.
         url: String,
         /// The timeout that passed.
         waited: Duration,
     },
-    /// The stream ended or failed before the `endpoint` event.
+    /// Occurs when the stream ends or fails before the `endpoint` event.
+    #[error("the SSE stream from {url} ended before the `endpoint` event{}; expected it to stay open and announce the message endpoint. Check the server's logs", reason_note(.reason))]
     StreamEnded {
         /// The SSE URL.
         url: String,
         /// `None` for a clean end of stream, else the stream error.
         reason: Option<String>,
     },
-    /// The `endpoint` event's data is not a usable URL.
+    /// Occurs when the `endpoint` event's data is not a usable URL.
+    #[error(
+        "the SSE MCP server at {url} announced an unusable message endpoint {data:?}: {reason}; expected a path such as /messages?session=... or a URL on the same host. This is a server bug"
+    )]
     InvalidEndpoint {
         /// The SSE URL.
         url: String,
@@ -340,7 +337,10 @@ pub enum SseConnectError {
         /// What is wrong with it.
         reason: String,
     },
-    /// The endpoint is on another origin than the SSE URL; requests are not sent there.
+    /// Occurs when the endpoint is on another origin than the SSE URL (no request goes there).
+    #[error(
+        "the SSE MCP server at {url} announced message endpoint {endpoint}, which is on a different origin; refusing to send requests (and their headers) there. Expected the same scheme, host and port as the SSE URL; connect to the origin that serves both, or fix the server's endpoint"
+    )]
     CrossOrigin {
         /// The SSE URL.
         url: String,
@@ -349,119 +349,20 @@ pub enum SseConnectError {
     },
 }
 
-impl fmt::Display for SseConnectError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::InvalidUrl { url, reason } => write!(
-                f,
-                "invalid SSE URL {url:?}: {reason}; expected an absolute http:// or https:// URL \
-                 such as http://host:port/sse"
-            ),
-            Self::InvalidHeader { name, reason } => write!(
-                f,
-                "invalid header {name:?} for the SSE MCP server: {reason}; fix the name/value \
-                 in the server's `headers`"
-            ),
-            Self::Client(source) => write!(
-                f,
-                "could not set up the HTTP client for the SSE MCP server: {source}"
-            ),
-            Self::Unreachable { url, source } => write!(
-                f,
-                "could not reach the SSE MCP server at {url}: {}; check that the server is \
-                 running and the host/port are right",
-                error_chain(source)
-            ),
-            Self::ResponseTimeout { url, waited } => write!(
-                f,
-                "the SSE MCP server at {url} sent no response headers within {waited:?}; \
-                 expected an immediate 200 with an event stream. Check the URL, or raise the \
-                 server's timeout if it is just slow"
-            ),
-            Self::HttpStatus { url, status, body } => {
-                write!(
-                    f,
-                    "GET {url} answered {status}; expected 200 with a text/event-stream body"
-                )?;
-                if !body.is_empty() {
-                    write!(f, " (body: {body:?})")?;
-                }
-                let hint = match *status {
-                    StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
-                        "check the Authorization (or other) header configured for this server"
-                    }
-                    StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => {
-                        "check the URL path: legacy SSE servers usually serve /sse; a server \
-                         that speaks streamable HTTP (usually /mcp) needs transport \"http\""
-                    }
-                    _ => "check the URL and the server's logs",
-                };
-                write!(f, "; {hint}")
-            }
-            Self::NotEventStream { url, content_type } => write!(
-                f,
-                "GET {url} answered with content type {content_type:?}; expected \
-                 text/event-stream. This is probably not a legacy SSE endpoint: check the URL, \
-                 or use transport \"http\" for a streamable HTTP server"
-            ),
-            Self::NoEndpointEvent { url, waited } => write!(
-                f,
-                "connected to {url} but no `endpoint` event arrived within {waited:?}; a legacy \
-                 (2024-11-05) SSE MCP server announces its message endpoint right away. Check \
-                 that the URL is the server's SSE endpoint, or raise the timeout"
-            ),
-            Self::StreamEnded { url, reason } => {
-                write!(
-                    f,
-                    "the SSE stream from {url} ended before the `endpoint` event"
-                )?;
-                if let Some(reason) = reason {
-                    write!(f, " ({reason})")?;
-                }
-                write!(
-                    f,
-                    "; expected it to stay open and announce the message endpoint. Check the \
-                     server's logs"
-                )
-            }
-            Self::InvalidEndpoint { url, data, reason } => write!(
-                f,
-                "the SSE MCP server at {url} announced an unusable message endpoint {data:?}: \
-                 {reason}; expected a path such as /messages?session=... or a URL on the same \
-                 host. This is a server bug"
-            ),
-            Self::CrossOrigin { url, endpoint } => write!(
-                f,
-                "the SSE MCP server at {url} announced message endpoint {endpoint}, which is on \
-                 a different origin; refusing to send requests (and their headers) there. \
-                 Expected the same scheme, host and port as the SSE URL; connect to the origin \
-                 that serves both, or fix the server's endpoint"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for SseConnectError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Client(source) | Self::Unreachable { source, .. } => Some(source),
-            _ => None,
-        }
-    }
-}
-
 /// Why sending a message over an [`SseClientTransport`] failed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SseSendError {
-    /// The `POST` failed before any response (or the message could not be encoded).
+    /// Occurs when the `POST` fails before any response (or the message cannot be encoded).
+    #[error("POST to the SSE MCP message endpoint {endpoint} failed: {}; the server may have gone away", error_chain(.source))]
     Post {
         /// The message endpoint.
         endpoint: String,
         /// The underlying error.
         source: reqwest::Error,
     },
-    /// The endpoint answered with a non-2xx status.
+    /// Occurs when the endpoint answers with a non-2xx status.
+    #[error("POST {endpoint} answered {status}; expected 202 Accepted (or another 2xx){}; the server may have dropped this session, so reconnecting may help", body_note(.body))]
     HttpStatus {
         /// The message endpoint.
         endpoint: String,
@@ -470,45 +371,6 @@ pub enum SseSendError {
         /// The start of the response body.
         body: String,
     },
-}
-
-impl fmt::Display for SseSendError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Post { endpoint, source } => write!(
-                f,
-                "POST to the SSE MCP message endpoint {endpoint} failed: {}; the server may \
-                 have gone away",
-                error_chain(source)
-            ),
-            Self::HttpStatus {
-                endpoint,
-                status,
-                body,
-            } => {
-                write!(
-                    f,
-                    "POST {endpoint} answered {status}; expected 202 Accepted (or another 2xx)"
-                )?;
-                if !body.is_empty() {
-                    write!(f, " (body: {body:?})")?;
-                }
-                write!(
-                    f,
-                    "; the server may have dropped this session, so reconnecting may help"
-                )
-            }
-        }
-    }
-}
-
-impl std::error::Error for SseSendError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Post { source, .. } => Some(source),
-            Self::HttpStatus { .. } => None,
-        }
-    }
 }
 
 /// Reads events until `endpoint`; `Err(None)` is a clean end of stream, `Err(Some(_))` a failure.
@@ -602,6 +464,37 @@ fn snippet(text: &str) -> String {
 }
 
 /// Formats an error with its causes, since reqwest's top-level message alone is vague.
+/// ` (body: "…")` when an error answer had a body.
+fn body_note(body: &str) -> String {
+    if body.is_empty() {
+        String::new()
+    } else {
+        format!(" (body: {body:?})")
+    }
+}
+
+/// ` (why)` when a stream failed rather than ended.
+fn reason_note(reason: &Option<String>) -> String {
+    reason
+        .as_ref()
+        .map(|r| format!(" ({r})"))
+        .unwrap_or_default()
+}
+
+/// What to check when the SSE `GET` answered `status`.
+fn get_hint(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+            "check the Authorization (or other) header configured for this server"
+        }
+        StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => {
+            "check the URL path: legacy SSE servers usually serve /sse; a server \
+             that speaks streamable HTTP (usually /mcp) needs transport \"http\""
+        }
+        _ => "check the URL and the server's logs",
+    }
+}
+
 fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();

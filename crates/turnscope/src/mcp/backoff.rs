@@ -1,14 +1,9 @@
-//! When to dial the endpoint again: the reconnect policy as a small state machine.
-//!
-//! - an abnormal end (network error, close 1006/1011/..., failed dial) waits 1 s, then 2, 4,
-//!   8 … capped at 600 s;
-//! - a clean close (1000/1001) waits about 5 s: the peer meant it, so no hammering, but no
-//!   growing penalty either;
-//! - a rejected token (close 1008, HTTP 401/403 on the upgrade) waits the slowest delay;
-//! - a session that stayed up at least 60 s resets the doubling.
-//!
-//! Every delay gets up to 0.3 s of random jitter so bridges restarted together spread out.
-//! The module does no waiting itself; the bridge sleeps on its [`Clock`](super::clock::Clock).
+//! When to try again: a reconnect policy as a small state machine. An *abnormal end* (failed
+//! dial or attempt, lost connection) doubles the delay from `initial` up to `max`; a *clean
+//! close* waits a fixed delay; a *rejected* credential waits `max`; a session up for
+//! `healthy_after` resets the doubling; every delay gets random jitter so peers restarted
+//! together spread out. The Xiaozhi endpoint and every MCP client supervisor use it; it never
+//! waits itself (callers sleep on a [`Clock`](super::clock::Clock)).
 
 use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;

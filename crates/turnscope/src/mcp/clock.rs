@@ -1,9 +1,7 @@
-//! The clock the bridge waits on between reconnects and upstream restarts.
-//!
-//! Production code uses [`SystemClock`] (tokio time). Tests use [`ManualClock`], whose time
-//! moves only when the test says so and which records every wait asked of it, so reconnect
-//! delays are asserted exactly instead of slept through. Keepalive pings and call timeouts
-//! are not on this clock: they are protocol timers, not policy.
+//! The clock reconnect and restart policies wait on: [`SystemClock`] (tokio time) in
+//! production, [`ManualClock`] in tests (time moves only when the test says so, and every
+//! requested wait is recorded, so delays are asserted instead of slept through). Protocol
+//! timers (keepalive pings, call timeouts) are never on this clock.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};

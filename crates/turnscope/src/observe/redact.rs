@@ -1,10 +1,7 @@
-//! Keeps endpoint tokens out of every log line, event and message.
-//!
-//! A Xiaozhi endpoint URL carries its credential in the query (`?token=<JWT>`). Everything
-//! the bridge prints or publishes goes through [`redact`], which replaces the value of every
-//! `token=` (and `access_token=`, `key=`) pair with `***`; [`RedactingWriter`] applies the same
-//! rule to every line the tracing subscriber writes, third-party debug output included
-//! (tungstenite traces the upgrade request line, URL and all).
+//! Keeps credentials out of every log line, event and message: [`redact`] replaces the value
+//! of every `token=` (and `access_token=`, `key=`) pair with `***` (Xiaozhi endpoint URLs carry
+//! their JWT that way); [`RedactingWriter`] applies the same rule to every line the tracing
+//! subscriber writes, third-party debug output included. It never parses URLs.
 
 use std::borrow::Cow;
 use std::io::Write;

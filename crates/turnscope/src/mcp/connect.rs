@@ -1,0 +1,311 @@
+//! Opens one MCP client *session* (transport + `initialize` handshake) to a server entry: a
+//! stdio child in its own process group with its stderr copied to the log, rmcp's streamable
+//! HTTP client with capped stream resumption, or the legacy [`SseClientTransport`]. It never
+//! retries (the [`supervisor`](super::supervisor) does) and never lists or calls tools.
+//! [`client_info`] is the one place the client's `initialize` parameters are built.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+use rmcp::service::RunningService;
+use rmcp::transport::common::client_side_sse::ExponentialBackoff;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio_util::sync::CancellationToken;
+
+use super::sse_client::{SseClientTransport, SseConnectError};
+use crate::config::{McpServerConfig, TransportKind};
+
+/// Longest stderr line of a stdio server copied to the log.
+const STDERR_LINE_CHARS: usize = 500;
+
+/// What the client says about itself in `initialize`, under the implementation name `name`.
+pub(crate) fn client_info(name: &str) -> ClientConfig {
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new(name, env!("CARGO_PKG_VERSION")),
+    )
+}
+
+/// How a broken streamable HTTP response stream is resumed before the call fails: at once,
+/// then after 0.5 and 1 s, each wait stretched to the server's SSE `retry:` hint if it gave
+/// one (rmcp servers say 3 s, so about 6 s in all). rmcp's default retries forever, so a call
+/// in flight to a server that died would wait for its whole timeout (or forever).
+pub(crate) fn stream_resume_policy() -> Arc<ExponentialBackoff> {
+    let mut policy = ExponentialBackoff::default();
+    policy.max_times = Some(3);
+    policy.base_duration = Duration::from_millis(250);
+    policy.max_delay = Some(Duration::from_secs(1));
+    Arc::new(policy)
+}
+
+/// Where a stdio child's stderr lines go (ANSI colours stripped, cut at 500 characters).
+pub(crate) type StderrLog = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// How to open sessions to one server.
+#[derive(Clone)]
+pub(crate) struct Dial {
+    /// The HTTP client for HTTP and SSE servers; `None`: a plain one.
+    pub(crate) http: Option<reqwest::Client>,
+    /// How long the legacy SSE transport waits for the server's `endpoint` event.
+    pub(crate) sse_timeout: Duration,
+    /// Where a stdio child's stderr goes.
+    pub(crate) stderr: StderrLog,
+}
+
+/// An open session.
+pub struct Session<C: ClientHandler> {
+    /// The running rmcp client.
+    pub service: RunningService<RoleClient, C>,
+    /// The child's process id (stdio).
+    pub pid: Option<u32>,
+}
+
+/// Why a session could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// Occurs when a stdio server's command cannot be started.
+    #[error("cannot start `{command}`: {source}; check the command, its PATH and its arguments")]
+    Spawn {
+        /// The command.
+        command: String,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// Occurs when a configured header name or value is not valid HTTP.
+    #[error("header {name:?}: {reason}")]
+    Header {
+        /// The header's name as configured.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Occurs when a legacy SSE server's stream cannot be opened or names no endpoint in time.
+    #[error(transparent)]
+    Sse(#[from] SseConnectError),
+    /// Occurs when a stdio server started but did not complete the MCP handshake.
+    #[error("`{command}` started but the MCP handshake failed: {reason}")]
+    StdioHandshake {
+        /// The command.
+        command: String,
+        /// The handshake error and its causes.
+        reason: String,
+    },
+    /// Occurs when an HTTP or SSE server did not complete the MCP handshake.
+    #[error("MCP handshake with {url} failed: {reason}")]
+    Handshake {
+        /// The server's URL.
+        url: String,
+        /// The handshake error and its causes.
+        reason: String,
+    },
+    /// Occurs when the connection failed because the caller's policy refused a redirect.
+    #[error("{refusal} ({source})")]
+    Refused {
+        /// The policy's reason.
+        refusal: String,
+        /// The error the refusal caused.
+        source: Box<ConnectError>,
+    },
+    /// Occurs when a session opened by other means (a test's in-process server) fails.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<String> for ConnectError {
+    fn from(reason: String) -> Self {
+        Self::Other(reason)
+    }
+}
+
+/// Opens a session to `config` (placeholders already expanded) with client handler `client`.
+/// Cancelling `ct` ends the session.
+///
+/// # Errors
+/// See [`ConnectError`].
+pub(crate) async fn open<C: ClientHandler>(
+    config: &McpServerConfig,
+    client: C,
+    dial: &Dial,
+    ct: CancellationToken,
+) -> Result<Session<C>, ConnectError> {
+    let url = config.url.as_deref().unwrap_or_default();
+    let handshake = |e: &dyn std::error::Error| ConnectError::Handshake {
+        url: url.to_string(),
+        reason: chain(e),
+    };
+    match config.transport_kind() {
+        TransportKind::Stdio => {
+            let command = config.command.as_deref().unwrap_or_default();
+            let mut cmd = tokio::process::Command::new(command);
+            cmd.args(&config.args).envs(&config.env).kill_on_drop(true);
+            // Its own process group: a Ctrl-C at the terminal reaches turnscope, which then
+            // closes the server, instead of killing the server first (and causing a respawn).
+            #[cfg(unix)]
+            cmd.process_group(0);
+            let (transport, stderr) = TokioChildProcess::builder(cmd)
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|source| ConnectError::Spawn {
+                    command: command.into(),
+                    source,
+                })?;
+            let pid = transport.id();
+            if let Some(stderr) = stderr {
+                tokio::spawn(copy_stderr(stderr, dial.stderr.clone()));
+            }
+            let service = client.serve_with_ct(transport, ct).await.map_err(|e| {
+                ConnectError::StdioHandshake {
+                    command: command.into(),
+                    reason: chain(&e),
+                }
+            })?;
+            Ok(Session { service, pid })
+        }
+        TransportKind::Http => {
+            let mut headers = HashMap::new();
+            for (name, value) in &config.headers {
+                let header = |reason: String| ConnectError::Header {
+                    name: name.clone(),
+                    reason,
+                };
+                let key =
+                    HeaderName::from_bytes(name.as_bytes()).map_err(|e| header(e.to_string()))?;
+                let value = HeaderValue::from_str(value)
+                    .map_err(|e| header(format!("invalid value ({e})")))?;
+                headers.insert(key, value);
+            }
+            let mut transport_config =
+                StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers);
+            transport_config.retry_config = stream_resume_policy();
+            let transport = match &dial.http {
+                Some(http) => {
+                    StreamableHttpClientTransport::with_client(http.clone(), transport_config)
+                }
+                None => StreamableHttpClientTransport::from_config(transport_config),
+            };
+            let service = client
+                .serve_with_ct(transport, ct)
+                .await
+                .map_err(|e| handshake(&e))?;
+            Ok(Session { service, pid: None })
+        }
+        TransportKind::Sse => {
+            let headers: Vec<(String, String)> = config
+                .headers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let transport = match &dial.http {
+                Some(http) => {
+                    SseClientTransport::connect_with(http.clone(), url, &headers, dial.sse_timeout)
+                        .await?
+                }
+                None => SseClientTransport::connect(url, &headers, dial.sse_timeout).await?,
+            };
+            let service = client
+                .serve_with_ct(transport, ct)
+                .await
+                .map_err(|e| handshake(&e))?;
+            Ok(Session { service, pid: None })
+        }
+    }
+}
+
+/// An error and its causes in one line, without the Rust type names rmcp puts in its
+/// transport errors (`Transport [rmcp::...<...>] error:`).
+pub(crate) fn chain(error: &dyn std::error::Error) -> String {
+    let mut parts: Vec<String> = vec![tidy(&error.to_string())];
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = tidy(&cause.to_string());
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = cause.source();
+    }
+    parts.join(": ")
+}
+
+fn tidy(text: &str) -> String {
+    let mut out = text.to_string();
+    while let Some(start) = out.find(" [rmcp::") {
+        let Some(len) = out[start..].find("] ") else {
+            break;
+        };
+        out.replace_range(start..start + len + 1, "");
+    }
+    out
+}
+
+/// Copies a stdio server's stderr to `log`, line by line.
+async fn copy_stderr(stderr: tokio::process::ChildStderr, log: StderrLog) {
+    let mut lines = BufReader::new(stderr).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let line: String = strip_ansi(&line).chars().take(STDERR_LINE_CHARS).collect();
+        log(&line);
+    }
+}
+
+/// `line` without ANSI escape sequences (`ESC [ … letter`): children often colour their logs
+/// even into a pipe, and the log line should read as text.
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' && chars.peek() == Some(&'[') {
+            chars.next();
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ansi_sequences_are_stripped() {
+        assert_eq!(
+            strip_ansi("\u{1b}[2mtime\u{1b}[0m \u{1b}[33m WARN\u{1b}[0m text [x]"),
+            "time  WARN text [x]"
+        );
+    }
+
+    #[test]
+    fn errors_lose_type_names_and_keep_their_causes() {
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("Send message error Transport [rmcp::transport::worker::WorkerTransport<X<Y>>] error: request failed")
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let e = Outer(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "connection refused",
+        ));
+        assert_eq!(
+            chain(&e),
+            "Send message error Transport error: request failed: connection refused"
+        );
+    }
+}
