@@ -6,7 +6,9 @@ mod accept;
 pub mod body;
 pub mod caller;
 pub mod guard;
+pub mod jsonrpc;
 pub mod mcp;
+pub mod resume;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -77,14 +79,22 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
         .with_cancellation_token(stop)
         .disable_allowed_hosts();
     let handler_sessions = sessions.clone();
+    // Every event of every response stream goes through the replay store first, so a client
+    // whose stream broke resumes it with `Last-Event-ID` (see `resume`).
+    let session_manager =
+        Arc::new(LocalSessionManager::default().with_event_store(resume::ReplayStore::new()));
     let mcp = StreamableHttpService::new(
         move || Ok(BotMcp::new(handler_sessions.clone())),
-        Arc::new(LocalSessionManager::default()),
+        session_manager.clone(),
         config,
     );
     let health_sessions = sessions.clone();
     let mcp_routes = Router::new()
         .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(
+            session_manager,
+            jsonrpc::check,
+        ))
         .layer(axum::middleware::from_fn(caller::watch_caller));
     let app = Router::new()
         .route(
