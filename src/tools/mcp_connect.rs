@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, Tool};
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion, Tool};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::{
     StreamableHttpClientTransport, TokioChildProcess,
@@ -53,12 +53,20 @@ pub(crate) struct SourceClient {
     pub(crate) list_changed: Arc<Notify>,
 }
 
+/// What turnscope's MCP client says in `initialize` (tool sources and Xiaozhi upstreams):
+/// the newest revision that has the handshake. rmcp's default, 2026-07-28, has none, and a
+/// server that only knows the handshake revisions cannot answer it properly.
+pub(crate) fn client_config(name: impl Into<String>) -> ClientConfig {
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new(name.into(), env!("CARGO_PKG_VERSION")),
+    )
+    .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+}
+
 impl ClientHandler for SourceClient {
     fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new("turnscope", env!("CARGO_PKG_VERSION")),
-        )
+        client_config("turnscope")
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {

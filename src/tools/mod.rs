@@ -20,7 +20,7 @@ pub mod policy;
 pub mod registry;
 pub mod sse_client;
 
-pub(crate) use mcp_connect::stream_resume_policy;
+pub(crate) use mcp_connect::{client_config, stream_resume_policy};
 
 pub use context::{CallContext, SessionControl};
 

@@ -16,8 +16,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 use rmcp::model::{
-    CancelledNotificationParam, ClientCapabilities, ClientConfig, ClientRequest, CustomRequest,
-    Implementation, ProgressNotificationParam, ServerPeerInfo,
+    CancelledNotificationParam, ClientConfig, ClientRequest, CustomRequest,
+    ProgressNotificationParam, ServerPeerInfo,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService, ServiceError};
 use rmcp::{ClientHandler, Peer, RoleClient};
@@ -193,10 +193,7 @@ async fn supervise(inner: Arc<Inner>) {
     loop {
         let progress = ProgressRoutes::default();
         let handler = RelayClient {
-            info: ClientConfig::new(
-                ClientCapabilities::default(),
-                Implementation::new(settings.client_name.clone(), env!("CARGO_PKG_VERSION")),
-            ),
+            info: crate::tools::client_config(settings.client_name.clone()),
             changes: inner.changes.clone(),
             progress: progress.clone(),
         };
