@@ -62,6 +62,8 @@ pub struct ServerSection {
     pub header_timeout_seconds: f64,
     /// Seconds a client has to send a request's whole body (default 30).
     pub body_timeout_seconds: f64,
+    /// Most HTTP connections open at once (default 512); more get 503 and a log line.
+    pub max_connections: usize,
 }
 
 impl Default for ServerSection {
@@ -80,6 +82,7 @@ impl Default for ServerSection {
             max_body_bytes: 4 * 1024 * 1024,
             header_timeout_seconds: 100.0,
             body_timeout_seconds: 30.0,
+            max_connections: crate::server::DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -226,6 +229,9 @@ impl Config {
         }
         if self.server.handle_seconds == 0 {
             return Err("server.handle_seconds: must be at least 1".into());
+        }
+        if self.server.max_connections == 0 {
+            return Err("server.max_connections: must be at least 1 (default 512)".into());
         }
         check_seconds("server.sweep_seconds", self.server.sweep_seconds, true)?;
         check_seconds("model.pace", self.model.pace, true)?;

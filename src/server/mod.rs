@@ -23,6 +23,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+pub use accept::{ConnLimits, DEFAULT_MAX_CONNECTIONS};
 pub use body::BodyRules;
 pub use guard::GuardConfig;
 pub use mcp::BotMcp;
@@ -146,15 +147,30 @@ pub struct Server {
 
 impl Server {
     /// Serves `app` on `listener` until [`Server::shutdown`]; a client gets `header_timeout`
-    /// to send each request's head (and an idle keep-alive connection is closed after it).
+    /// to send each request's head (and an idle keep-alive connection is closed after it);
+    /// at most [`DEFAULT_MAX_CONNECTIONS`] connections are open at once.
     pub fn start(
         listener: TcpListener,
         app: Router,
         stop: CancellationToken,
         header_timeout: Duration,
     ) -> std::io::Result<Self> {
+        let limits = ConnLimits {
+            header_timeout,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        };
+        Self::start_with(listener, app, stop, limits)
+    }
+
+    /// [`Server::start`] with every connection limit given.
+    pub fn start_with(
+        listener: TcpListener,
+        app: Router,
+        stop: CancellationToken,
+        limits: ConnLimits,
+    ) -> std::io::Result<Self> {
         let addr = listener.local_addr()?;
-        let task = tokio::spawn(accept::serve(listener, app, header_timeout, stop.clone()));
+        let task = tokio::spawn(accept::serve(listener, app, limits, stop.clone()));
         Ok(Self { addr, stop, task })
     }
 
