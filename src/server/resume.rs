@@ -10,7 +10,8 @@
 //! (`LocalSessionManager::with_event_store`): events are stored before they are sent, and a
 //! `GET` with `Last-Event-ID` is answered from the store. rmcp ships no in-memory store, so
 //! this is ours: per stream a bounded log, kept until its final response has been stored and
-//! [`COMPLETED_TTL`] has passed; a replay follows the live stream until that final response.
+//! [`COMPLETED_TTL`] has passed, within caps on streams and events in all ([`MAX_STREAMS`],
+//! [`MAX_EVENTS`]); a replay follows the live stream until that final response.
 //!
 //! Event ids are `<stream id>/<index>`; a request stream's id is a random UUID that only its
 //! own client has seen, the standalone stream's starts with the (secret) session id.
@@ -32,8 +33,10 @@ pub const IDLE_TTL: Duration = Duration::from_secs(30 * 60);
 /// Events kept per stream; the oldest progress events go first, the final response is last
 /// and so always kept.
 pub const EVENTS_PER_STREAM: usize = 256;
-/// Streams kept at once; beyond it the least recently active go first.
+/// Streams kept at once.
 pub const MAX_STREAMS: usize = 4096;
+/// Events kept in all streams together (a progress event is a few hundred bytes).
+pub const MAX_EVENTS: usize = 65_536;
 
 struct Log {
     events: VecDeque<(u64, ServerSseMessage)>,
@@ -45,10 +48,49 @@ struct Log {
     bell: watch::Sender<u64>,
 }
 
+#[derive(Default)]
+struct Logs {
+    streams: HashMap<String, Log>,
+    /// Events in all streams.
+    events: usize,
+}
+
+impl Logs {
+    /// Drops expired streams; then, while over a cap, finished streams before unfinished
+    /// ones, least recently active first, down to 90 % of the cap (so this runs seldom).
+    fn evict(&mut self, now: Instant) {
+        let before = self.streams.len();
+        self.streams.retain(|_, log| match log.done {
+            Some(at) => now.duration_since(at) < COMPLETED_TTL,
+            None => now.duration_since(log.touched) < IDLE_TTL,
+        });
+        if self.streams.len() != before {
+            self.events = self.streams.values().map(|l| l.events.len()).sum();
+        }
+        if self.streams.len() < MAX_STREAMS && self.events < MAX_EVENTS {
+            return;
+        }
+        let mut order: Vec<(bool, Instant, String)> = self
+            .streams
+            .iter()
+            .map(|(k, l)| (l.done.is_none(), l.touched, k.clone()))
+            .collect();
+        order.sort();
+        for (_, _, key) in order {
+            if self.streams.len() <= MAX_STREAMS * 9 / 10 && self.events <= MAX_EVENTS * 9 / 10 {
+                break;
+            }
+            if let Some(log) = self.streams.remove(&key) {
+                self.events -= log.events.len();
+            }
+        }
+    }
+}
+
 /// An in-memory, bounded [`EventStore`].
 #[derive(Default)]
 pub struct ReplayStore {
-    logs: Arc<Mutex<HashMap<String, Log>>>,
+    logs: Arc<Mutex<Logs>>,
 }
 
 impl ReplayStore {
@@ -56,24 +98,10 @@ impl ReplayStore {
         Arc::new(Self::default())
     }
 
-    /// Streams currently kept (for tests and health figures).
-    pub fn streams(&self) -> usize {
-        self.logs.lock().unwrap_or_else(|e| e.into_inner()).len()
-    }
-
-    fn evict(logs: &mut HashMap<String, Log>, now: Instant) {
-        logs.retain(|_, log| match log.done {
-            Some(at) => now.duration_since(at) < COMPLETED_TTL,
-            None => now.duration_since(log.touched) < IDLE_TTL,
-        });
-        if logs.len() > MAX_STREAMS {
-            let mut by_age: Vec<(Instant, String)> =
-                logs.iter().map(|(k, l)| (l.touched, k.clone())).collect();
-            by_age.sort();
-            for (_, key) in by_age.into_iter().take(logs.len() - MAX_STREAMS) {
-                logs.remove(&key);
-            }
-        }
+    /// Streams and events currently kept (for tests and health figures).
+    pub fn kept(&self) -> (usize, usize) {
+        let logs = self.logs.lock().unwrap_or_else(|e| e.into_inner());
+        (logs.streams.len(), logs.events)
     }
 }
 
@@ -115,10 +143,11 @@ impl EventStore for ReplayStore {
     ) -> Result<String, EventStoreError> {
         let now = Instant::now();
         let mut logs = self.logs.lock().unwrap_or_else(|e| e.into_inner());
-        if !logs.contains_key(stream_id) {
-            Self::evict(&mut logs, now);
+        if !logs.streams.contains_key(stream_id) {
+            logs.evict(now);
         }
-        let log = logs.entry(stream_id.to_string()).or_insert_with(|| Log {
+        let Logs { streams, events } = &mut *logs;
+        let log = streams.entry(stream_id.to_string()).or_insert_with(|| Log {
             events: VecDeque::new(),
             next: 0,
             done: None,
@@ -136,8 +165,10 @@ impl EventStore for ReplayStore {
         }
         if log.events.len() >= EVENTS_PER_STREAM {
             log.events.pop_front();
+            *events -= 1;
         }
         log.events.push_back((index, kept));
+        *events += 1;
         log.bell.send_replace(log.next);
         Ok(id)
     }
@@ -152,7 +183,7 @@ impl EventStore for ReplayStore {
         let logs = self.logs.clone();
         let bell = {
             let guard = logs.lock().unwrap_or_else(|e| e.into_inner());
-            match guard.get(stream) {
+            match guard.streams.get(stream) {
                 Some(log) => log.bell.subscribe(),
                 None => return Err(Box::new(UnknownEvent(last_event_id.to_string()))),
             }
@@ -176,7 +207,7 @@ impl EventStore for ReplayStore {
 
 /// A follower's position in one stream.
 struct Follow {
-    logs: Arc<Mutex<HashMap<String, Log>>>,
+    logs: Arc<Mutex<Logs>>,
     stream: String,
     cursor: u64,
     bell: watch::Receiver<u64>,
@@ -189,7 +220,7 @@ impl Follow {
     /// Reads what the log holds from the cursor on; `None` when the log was evicted.
     fn fill(&mut self) -> Option<bool> {
         let logs = self.logs.lock().unwrap_or_else(|e| e.into_inner());
-        let log = logs.get(&self.stream)?;
+        let log = logs.streams.get(&self.stream)?;
         for (index, event) in &log.events {
             if *index >= self.cursor {
                 self.pending.push_back(event.clone());
@@ -221,5 +252,91 @@ impl Follow {
             // Wait for the next event; a closed bell means the log was evicted.
             self.bell.changed().await.ok()?;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+    use rmcp::model::{JsonRpcResponse, RequestId, ServerResult};
+
+    fn progress() -> ServerSseMessage {
+        ServerSseMessage::retry(Duration::from_secs(1))
+    }
+
+    fn result() -> ServerSseMessage {
+        ServerSseMessage::from_message(ServerJsonRpcMessage::Response(JsonRpcResponse {
+            jsonrpc: Default::default(),
+            id: RequestId::Number(1),
+            result: ServerResult::empty(()),
+        }))
+    }
+
+    #[tokio::test]
+    async fn a_replay_gives_what_followed_and_follows_live_to_the_result() {
+        let store = ReplayStore::new();
+        let first = store.store_event("s", &progress()).await.unwrap();
+        store.store_event("s", &progress()).await.unwrap();
+        let mut replay = store.replay_events_after(&first).await.unwrap();
+        assert_eq!(
+            replay.next().await.unwrap().event_id.as_deref(),
+            Some("s/1")
+        );
+        let live = tokio::spawn(async move {
+            let rest: Vec<_> = replay.collect().await;
+            rest.into_iter()
+                .map(|e| e.event_id.unwrap())
+                .collect::<Vec<_>>()
+        });
+        store.store_event("s", &progress()).await.unwrap();
+        store.store_event("s", &result()).await.unwrap();
+        assert_eq!(live.await.unwrap(), ["s/2", "s/3"]);
+        // After the result, a replay from it is empty and ends.
+        let done = store.replay_events_after("s/3").await.unwrap();
+        assert_eq!(done.count().await, 0);
+        assert!(store.replay_events_after("other/0").await.is_err());
+        assert!(store.replay_events_after("no id").await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_stream_keeps_its_last_events_and_always_its_result() {
+        let store = ReplayStore::new();
+        for _ in 0..EVENTS_PER_STREAM + 10 {
+            store.store_event("s", &progress()).await.unwrap();
+        }
+        store.store_event("s", &result()).await.unwrap();
+        assert_eq!(store.kept(), (1, EVENTS_PER_STREAM));
+        let replay: Vec<_> = store
+            .replay_events_after("s/0")
+            .await
+            .unwrap()
+            .collect()
+            .await;
+        assert_eq!(replay.len(), EVENTS_PER_STREAM);
+        assert!(is_final(replay.last().unwrap()));
+    }
+
+    #[tokio::test]
+    async fn past_the_stream_cap_finished_streams_go_first() {
+        let store = ReplayStore::new();
+        store.store_event("live", &progress()).await.unwrap();
+        for n in 0..MAX_STREAMS {
+            store
+                .store_event(&format!("done{n}"), &result())
+                .await
+                .unwrap();
+        }
+        let (streams, events) = store.kept();
+        assert!(streams <= MAX_STREAMS, "{streams}");
+        assert_eq!(events, streams);
+        assert!(
+            store.replay_events_after("live/0").await.is_ok(),
+            "the unfinished stream stays"
+        );
+        assert!(
+            store.replay_events_after("done0/0").await.is_err(),
+            "the oldest finished went"
+        );
     }
 }
