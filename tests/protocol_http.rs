@@ -438,6 +438,28 @@ async fn tools_call_without_a_name_or_with_non_object_arguments_is_invalid_param
 }
 
 #[tokio::test]
+async fn a_sessionless_2026_07_28_tools_call_with_bad_arguments_is_invalid_params() {
+    let app = app(|_| {}).await;
+    let response = reqwest::Client::new()
+        .post(app.server.mcp_url())
+        .header("accept", ACCEPT)
+        .header("mcp-protocol-version", "2026-07-28")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+            "name": "chat", "arguments": "x",
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let (status, _, answer) = error_of(response).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    app.shutdown().await;
+}
+
+#[tokio::test]
 async fn the_2025_03_26_revision_with_its_batches_is_no_longer_offered() {
     let app = app(|_| {}).await;
     let response = reqwest::Client::new()

@@ -78,7 +78,8 @@ fn check_message(value: &Value) -> Option<(i64, Value, String)> {
             return invalid(
                 Value::Null,
                 "Invalid Request: JSON-RPC batches are not accepted (this server offers MCP \
-                 2024-11-05, 2025-06-18 and 2025-11-25, which have none); send one message per POST"
+                 2024-11-05, 2025-06-18, 2025-11-25 and 2026-07-28, which have none; not \
+                 2025-03-26); send one message per POST"
                     .into(),
             );
         }
@@ -153,12 +154,18 @@ fn check_message(value: &Value) -> Option<(i64, Value, String)> {
     None
 }
 
-fn session_of(request: &Request) -> Option<String> {
-    request
-        .headers()
+fn session_of(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers
         .get(SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string)
+}
+
+/// Whether a message names its revision in its own `_meta` (2026-07-28 on: no session).
+fn speaks_per_request(value: &Value) -> bool {
+    value["params"]["_meta"]
+        .get("io.modelcontextprotocol/protocolVersion")
+        .is_some()
 }
 
 async fn known(sessions: &LocalSessionManager, id: &str) -> bool {
@@ -175,7 +182,7 @@ pub async fn check(
     next: Next,
 ) -> Response {
     if request.method() == Method::DELETE {
-        if let Some(id) = session_of(&request)
+        if let Some(id) = session_of(request.headers())
             && !known(&sessions, &id).await
         {
             return (
@@ -227,11 +234,14 @@ pub async fn check(
         if code != INVALID_PARAMS {
             return answer(StatusCode::BAD_REQUEST, error_body(id, code, text));
         }
-        // Invalid params is an ordinary answer to a request, for a session that exists;
-        // anything else about the request (no or unknown session) is rmcp's to answer.
-        if let Some(session) = session_of(&Request::from_parts(parts.clone(), Body::empty()))
-            && known(&sessions, &session).await
-        {
+        // Invalid params is an ordinary answer to a request of a session that exists, or of a
+        // sessionless 2026-07-28 request; anything else about the request (no or an unknown
+        // session) is rmcp's to answer.
+        let valid = match session_of(&parts.headers) {
+            Some(session) => known(&sessions, &session).await,
+            None => speaks_per_request(&value),
+        };
+        if valid {
             return answer(StatusCode::OK, error_body(id, code, text));
         }
     }
