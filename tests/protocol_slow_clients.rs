@@ -2,9 +2,10 @@
 //! a first byte and then nothing, the HTTP/2 preface and then nothing, an HTTP/2 peer that
 //! never answers pings, and more connections than `server.max_connections`.
 
+use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use turnscope::app::App;
 use turnscope::config::Config;
@@ -166,4 +167,62 @@ fn max_connections_zero_is_refused_naming_the_key() {
         error.to_string().contains("server.max_connections"),
         "{error}"
     );
+}
+
+/// The refusal is logged in words an operator can act on (the real binary, its stderr).
+#[tokio::test]
+async fn a_refused_connection_is_logged_naming_the_setting() {
+    let dir = std::env::temp_dir().join(format!("turnscope-maxconn-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("turnscope.toml");
+    std::fs::write(
+        &config,
+        "[server]\nmax_connections = 1\nheader_timeout_seconds = 20\n",
+    )
+    .unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
+        .args(["--headless", "--port", "0", "--config"])
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let ready = tokio::time::timeout(GUARD, stdout.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("a ready line");
+    let url = ready
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("a URL")
+        .to_string();
+    let addr = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let mut held = TcpStream::connect(&addr).await.unwrap();
+    held.write_all(b"GET /healthz HTTP/1.1\r\n").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut refused = TcpStream::connect(&addr).await.unwrap();
+    read_to_close(&mut refused).await;
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+    let line = tokio::time::timeout(GUARD, async {
+        while let Some(line) = stderr.next_line().await.unwrap() {
+            if line.contains("refused a connection") {
+                return line;
+            }
+        }
+        panic!("turnscope ended without logging the refusal");
+    })
+    .await
+    .expect("the refusal is logged");
+    assert!(line.contains("server.max_connections = 1"), "{line}");
+    drop(held);
+    child.kill().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -137,8 +137,8 @@ impl Refusals {
             self.since_line.store(0, Ordering::Relaxed);
             tracing::warn!(
                 "refused a connection from {peer} ({refused} refused since the last such line): \
-                 {max} connections are open, the limit server.max_connections; raise it, or find \
-                 the client that holds so many connections"
+                 all server.max_connections = {max} are open; raise it, or find the client that \
+                 holds so many connections"
             );
         }
     }
