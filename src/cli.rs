@@ -170,6 +170,19 @@ pub enum DevAction {
         #[arg(long)]
         sse: Option<u16>,
     },
+    /// Connect to a streamable HTTP MCP server as turnscope's tool sources do (same client
+    /// code), list its tools, optionally call one, print what came back, and exit. The MCP
+    /// conformance suite's client scenarios run it (the URL comes last).
+    McpClient {
+        /// Call this tool after listing.
+        #[arg(long)]
+        call: Option<String>,
+        /// The call's arguments (a JSON object).
+        #[arg(long, default_value = "{}")]
+        args: String,
+        /// The server's MCP endpoint.
+        url: String,
+    },
 }
 
 /// `turnscope bridge ...`

@@ -96,6 +96,12 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
             init_logging(true);
             fixture(stdio, http, sse).await
         }
+        Some(Command::Dev {
+            action: DevAction::McpClient { call, args, url },
+        }) => {
+            init_logging(true);
+            mcp_client(&url, call.as_deref(), &args).await
+        }
         None => {
             let (config, _) = Config::load(cli.config.as_deref(), &cli.serve.overrides())?;
             if cli.serve.headless {
@@ -229,6 +235,61 @@ async fn bridge_openai(
     bridge.shutdown().await;
     recording.finish().await;
     Ok(())
+}
+
+/// `turnscope dev mcp-client`: one tool source, connected, listed, maybe called, closed.
+async fn mcp_client(url: &str, call: Option<&str>, args: &str) -> anyhow::Result<()> {
+    use turnscope::config::{McpServerConfig, TransportKind};
+    use turnscope::tools::mcp_source::{McpSource, SourceOptions, SourceStatus};
+    use turnscope::tools::policy::Policy;
+    let args: serde_json::Value = serde_json::from_str(args).with_context(|| {
+        format!("--args {args:?} is not JSON; expected an object such as '{{\"a\": 1}}'")
+    })?;
+    anyhow::ensure!(
+        args.is_object(),
+        "--args must be a JSON object, e.g. '{{\"a\": 1}}'"
+    );
+    // As `[[mcp_servers]]` would say it, so every default of a tool source applies.
+    let config: McpServerConfig =
+        serde_json::from_value(serde_json::json!({"name": "server", "url": url}))?;
+    anyhow::ensure!(
+        config.transport_kind() == TransportKind::Http,
+        "{url} is not a streamable HTTP URL; give the server's MCP endpoint (http://host:port/mcp)"
+    );
+    let source = McpSource::start(
+        &config,
+        &std::sync::Arc::new(Policy::open()),
+        SourceOptions::default(),
+        &Bus::default(),
+    )
+    .map_err(anyhow::Error::msg)?;
+    source.first_attempt().await;
+    let outcome = match source.status() {
+        SourceStatus::Up { .. } => {
+            let names: Vec<String> = source.tools().iter().map(|t| t.original.clone()).collect();
+            println!("connected to {url}; tools: {}", names.join(", "));
+            match call {
+                Some(name) => {
+                    let outcome = source.call(name, args).await;
+                    println!("{name}: {}", outcome.text);
+                    if outcome.is_error {
+                        Err(anyhow::anyhow!(
+                            "the call to {name} failed: {}",
+                            outcome.text
+                        ))
+                    } else {
+                        Ok(())
+                    }
+                }
+                None => Ok(()),
+            }
+        }
+        other => Err(anyhow::anyhow!(
+            "could not connect to {url}: {other:?}; check the URL and that the server is up"
+        )),
+    };
+    source.close().await;
+    outcome
 }
 
 async fn fixture(stdio: bool, http: Option<u16>, sse: Option<u16>) -> anyhow::Result<()> {

@@ -167,7 +167,11 @@ async fn a_deleted_mcp_session_id_gets_404_and_its_handles_live_on() {
         .await;
     assert_eq!(text_of(&said), "You said: the blue door");
 
-    assert_eq!(raw.delete().await, 202, "DELETE ends the MCP session");
+    assert_eq!(
+        raw.delete().await,
+        204,
+        "DELETE ends the MCP session (204: no body)"
+    );
     let stale = raw.post(&ping(3)).await;
     assert_eq!(stale.status().as_u16(), 404);
     assert!(

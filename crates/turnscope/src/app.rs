@@ -249,17 +249,16 @@ impl App {
                 ..crate::server::RouterOptions::new(stop.clone())
             },
         );
-        let server = Server::start(
-            listener,
-            app,
-            stop,
-            Duration::from_secs_f64(s.header_timeout_seconds),
-        )
-        .map_err(|source| AppError::Listen {
-            host: s.host.clone(),
-            port: s.port,
-            source,
-        })?;
+        let limits = crate::server::ConnLimits {
+            header_timeout: Duration::from_secs_f64(s.header_timeout_seconds),
+            max_connections: s.max_connections,
+        };
+        let server =
+            Server::start_with(listener, app, stop, limits).map_err(|source| AppError::Listen {
+                host: s.host.clone(),
+                port: s.port,
+                source,
+            })?;
         let sweeper = sessions.spawn_sweeper();
         Ok(App {
             bus,

@@ -23,6 +23,9 @@ pub use seconds::{MAX_SECONDS, check_seconds};
 pub use tool_filter::ToolFilter;
 pub use xiaozhi::XiaozhiEntry;
 
+/// Connections open at once unless configured (`server.max_connections`).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -111,6 +114,8 @@ pub struct ServerSection {
     pub header_timeout_seconds: f64,
     /// Seconds a client has to send a request's whole body (default 30).
     pub body_timeout_seconds: f64,
+    /// Most HTTP connections open at once (default 512); more get 503 and a log line.
+    pub max_connections: usize,
 }
 
 impl Default for ServerSection {
@@ -129,6 +134,7 @@ impl Default for ServerSection {
             max_body_bytes: 4 * 1024 * 1024,
             header_timeout_seconds: 100.0,
             body_timeout_seconds: 30.0,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -329,6 +335,9 @@ impl Config {
         }
         if s.handle_seconds == 0 {
             return Err("server.handle_seconds: must be at least 1".into());
+        }
+        if s.max_connections == 0 {
+            return Err("server.max_connections: must be at least 1 (default 512)".into());
         }
         check_seconds("server.sweep_seconds", s.sweep_seconds, true)?;
         check_seconds("model.pace", self.model.pace, true)?;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
 use rmcp::service::RunningService;
 use rmcp::transport::common::client_side_sse::ExponentialBackoff;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -25,12 +25,15 @@ use crate::config::{McpServerConfig, TransportKind};
 /// Longest stderr line of a stdio server copied to the log.
 const STDERR_LINE_CHARS: usize = 500;
 
-/// What the client says about itself in `initialize`, under the implementation name `name`.
+/// What the client says about itself in `initialize`, under the implementation name `name`:
+/// the newest revision that has the handshake (2025-11-25). rmcp's default, 2026-07-28, has
+/// none, and a server that only knows the handshake revisions cannot answer it properly.
 pub(crate) fn client_info(name: &str) -> ClientConfig {
     ClientConfig::new(
         ClientCapabilities::default(),
         Implementation::new(name, env!("CARGO_PKG_VERSION")),
     )
+    .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
 }
 
 /// How a broken streamable HTTP response stream is resumed before the call fails: at once,

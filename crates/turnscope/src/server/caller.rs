@@ -1,10 +1,13 @@
 //! Notices when an HTTP caller goes away, so a `chat` handler can end at once.
 //!
 //! rmcp's stateful streamable HTTP mode keeps a tool handler running when the client closes
-//! the response stream (streams are resumable there), yet the seed requires that closing the
-//! stream cancels the call. This layer gives each request a token that is cancelled when the
-//! response body is dropped (sent, or abandoned by the client) or when the request is dropped
-//! before answering; rmcp hands the request's extensions to the handler, which watches it.
+//! the response stream (streams are resumable there). That is right up to MCP 2025-11-25,
+//! where a disconnect is not a cancel (`notifications/cancelled` is, and the client resumes
+//! with `Last-Event-ID`, see `resume`), but from 2026-07-28 closing the stream *is* the
+//! cancel. This layer gives each request a token that is cancelled when the response body is
+//! dropped (sent, or abandoned by the client) or when the request is dropped before
+//! answering; rmcp hands the request's extensions to the handler, which watches it when the
+//! request speaks a revision where that is the cancel (`mcp::closing_the_stream_cancels`).
 
 use std::pin::Pin;
 use std::task::{Context, Poll};

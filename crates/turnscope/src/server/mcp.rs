@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    ServerCapabilities, ServerConfig, Tool,
+    ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
@@ -241,6 +241,16 @@ impl BotMcp {
     }
 }
 
+/// Whether the call runs under a revision where closing its response stream cancels it:
+/// one without the `initialize` handshake (2026-07-28 on), which names itself in each
+/// request's `_meta`. Sessions opened with `initialize` negotiate 2025-11-25 or older.
+fn closing_the_stream_cancels(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .meta
+        .protocol_version()
+        .is_some_and(|version| !version.has_initialize())
+}
+
 fn reply_result(reply: ChatReply) -> CallToolResult {
     let structured = serde_json::to_value(&reply).unwrap_or(Value::Null);
     let mut result = match &reply.error {
@@ -256,6 +266,17 @@ fn reply_result(reply: ChatReply) -> CallToolResult {
 }
 
 impl ServerHandler for BotMcp {
+    /// Every revision rmcp knows but 2025-03-26, the one that requires JSON-RPC batches,
+    /// which this server does not take (see `server::jsonrpc`).
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        std::borrow::Cow::Borrowed(&[
+            ProtocolVersion::V_2024_11_05,
+            ProtocolVersion::V_2025_06_18,
+            ProtocolVersion::V_2025_11_25,
+            ProtocolVersion::V_2026_07_28,
+        ])
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("turnscope", env!("CARGO_PKG_VERSION")))
@@ -284,11 +305,19 @@ impl ServerHandler for BotMcp {
             .peer_info()
             .map(|info| info.client_info.name.clone())
             .unwrap_or_else(|| "mcp client".to_string());
-        let gone = context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<CallerGone>())
-            .map(|g| g.0.clone());
+        // Which end of the call is a cancel depends on the revision: before 2026-07-28 only
+        // `notifications/cancelled` is (rmcp cancels `context.ct`), and a broken stream is
+        // resumed with `Last-Event-ID`; from 2026-07-28 closing the response stream is the
+        // cancel.
+        let gone = closing_the_stream_cancels(&context)
+            .then(|| {
+                context
+                    .extensions
+                    .get::<axum::http::request::Parts>()
+                    .and_then(|parts| parts.extensions.get::<CallerGone>())
+                    .map(|g| g.0.clone())
+            })
+            .flatten();
         let (cancel, _watch) = either(context.ct.clone(), gone);
         let mut sink = context.meta.get_progress_token().map(|token| McpProgress {
             peer: context.peer.clone(),

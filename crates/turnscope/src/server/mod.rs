@@ -6,7 +6,9 @@ mod accept;
 pub mod body;
 pub mod caller;
 pub mod guard;
+pub mod jsonrpc;
 pub mod mcp;
+pub mod resume;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,6 +23,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+pub use accept::{ConnLimits, DEFAULT_MAX_CONNECTIONS};
 pub use body::BodyRules;
 pub use guard::GuardConfig;
 pub use mcp::BotMcp;
@@ -77,14 +80,22 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
         .with_cancellation_token(stop)
         .disable_allowed_hosts();
     let handler_sessions = sessions.clone();
+    // Every event of every response stream goes through the replay store first, so a client
+    // whose stream broke resumes it with `Last-Event-ID` (see `resume`).
+    let session_manager =
+        Arc::new(LocalSessionManager::default().with_event_store(resume::ReplayStore::new()));
     let mcp = StreamableHttpService::new(
         move || Ok(BotMcp::new(handler_sessions.clone())),
-        Arc::new(LocalSessionManager::default()),
+        session_manager.clone(),
         config,
     );
     let health_sessions = sessions.clone();
     let mcp_routes = Router::new()
         .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(
+            session_manager,
+            jsonrpc::check,
+        ))
         .layer(axum::middleware::from_fn(caller::watch_caller));
     let app = Router::new()
         .route(
@@ -136,15 +147,30 @@ pub struct Server {
 
 impl Server {
     /// Serves `app` on `listener` until [`Server::shutdown`]; a client gets `header_timeout`
-    /// to send each request's head (and an idle keep-alive connection is closed after it).
+    /// to send each request's head (and an idle keep-alive connection is closed after it);
+    /// at most [`DEFAULT_MAX_CONNECTIONS`] connections are open at once.
     pub fn start(
         listener: TcpListener,
         app: Router,
         stop: CancellationToken,
         header_timeout: Duration,
     ) -> std::io::Result<Self> {
+        let limits = ConnLimits {
+            header_timeout,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        };
+        Self::start_with(listener, app, stop, limits)
+    }
+
+    /// [`Server::start`] with every connection limit given.
+    pub fn start_with(
+        listener: TcpListener,
+        app: Router,
+        stop: CancellationToken,
+        limits: ConnLimits,
+    ) -> std::io::Result<Self> {
         let addr = listener.local_addr()?;
-        let task = tokio::spawn(accept::serve(listener, app, header_timeout, stop.clone()));
+        let task = tokio::spawn(accept::serve(listener, app, limits, stop.clone()));
         Ok(Self { addr, stop, task })
     }
 

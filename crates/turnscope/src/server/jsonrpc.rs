@@ -1,0 +1,300 @@
+//! JSON-RPC errors as the spec says, in front of rmcp's streamable HTTP service at `/mcp`.
+//!
+//! rmcp 3.11 answers a body it cannot deserialize with HTTP 415 and a plain-text message,
+//! turns a `tools/call` whose params do not fit its type into an unknown custom method
+//! (-32601), and answers every `DELETE` with 202 — known or not. None of that is reachable
+//! through its configuration, so this layer looks at the message first:
+//! - not JSON → 400 with a -32700 parse error;
+//! - a batch, a non-object, `jsonrpc` other than "2.0", a `null` id, or a message rmcp
+//!   cannot read → 400 with a -32600 invalid request;
+//! - `tools/call` on a live session with no string `name`, or `arguments` that is not an
+//!   object → a -32602 invalid-params response (200, as every JSON-RPC answer on this route);
+//! - `DELETE` of a session that does not exist → 404; a successful `DELETE` → 204.
+//!
+//! Batches: MCP 2025-03-26 is the only revision that requires receiving them (2025-06-18
+//! removed them again). Rather than re-multiplex several requests' progress streams into one
+//! batch answer, the server no longer offers 2025-03-26 (`BotMcp::supported_protocol_versions`):
+//! a client asking for it is offered 2025-11-25, as the spec's version negotiation foresees.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::model::ClientJsonRpcMessage;
+use rmcp::transport::streamable_http_server::session::SessionManager;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use serde_json::{Value, json};
+
+/// The JSON-RPC error codes this layer answers with.
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const INVALID_PARAMS: i64 = -32602;
+
+const SESSION_HEADER: &str = "mcp-session-id";
+
+fn error_body(id: Value, code: i64, message: String) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+fn answer(status: StatusCode, body: Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn is_json(request: &Request) -> bool {
+    request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case("application/json")
+        })
+}
+
+/// A usable JSON-RPC id for an error answer: a string or number, else `null`.
+fn id_of(message: &serde_json::Map<String, Value>) -> Value {
+    match message.get("id") {
+        Some(id @ (Value::String(_) | Value::Number(_))) => id.clone(),
+        _ => Value::Null,
+    }
+}
+
+/// What is wrong with one message, as (code, id, text); `None` when it may go on to rmcp.
+fn check_message(value: &Value) -> Option<(i64, Value, String)> {
+    let invalid = |id: Value, text: String| Some((INVALID_REQUEST, id, text));
+    let message = match value {
+        Value::Array(_) => {
+            return invalid(
+                Value::Null,
+                "Invalid Request: JSON-RPC batches are not accepted (this server offers MCP \
+                 2024-11-05, 2025-06-18, 2025-11-25 and 2026-07-28, which have none; not \
+                 2025-03-26); send one message per POST"
+                    .into(),
+            );
+        }
+        Value::Object(message) => message,
+        other => {
+            return invalid(
+                Value::Null,
+                format!(
+                    "Invalid Request: expected a JSON-RPC message object; received {}",
+                    crate::json::json_kind(other)
+                ),
+            );
+        }
+    };
+    let id = id_of(message);
+    if message.get("jsonrpc") != Some(&Value::String("2.0".into())) {
+        return invalid(
+            id,
+            format!(
+                "Invalid Request: \"jsonrpc\" must be \"2.0\"; received {}",
+                message
+                    .get("jsonrpc")
+                    .map_or("nothing".to_string(), |v| v.to_string())
+            ),
+        );
+    }
+    if message.get("id") == Some(&Value::Null) {
+        return invalid(
+            Value::Null,
+            "Invalid Request: \"id\" must be a string or a number, not null (leave it out for a \
+             notification)"
+                .into(),
+        );
+    }
+    if message.get("method") == Some(&Value::String("tools/call".into())) {
+        let params = message.get("params");
+        let problem = match params {
+            Some(Value::Object(params)) => match (params.get("name"), params.get("arguments")) {
+                (Some(Value::String(_)), None | Some(Value::Null | Value::Object(_))) => None,
+                (Some(Value::String(_)), Some(other)) => Some(format!(
+                    "params.arguments must be an object; received {}",
+                    crate::json::json_kind(other)
+                )),
+                (None, _) => Some("params.name is missing".to_string()),
+                (Some(other), _) => Some(format!(
+                    "params.name must be a string; received {}",
+                    crate::json::json_kind(other)
+                )),
+            },
+            Some(other) => Some(format!(
+                "params must be an object; received {}",
+                crate::json::json_kind(other)
+            )),
+            None => Some("params is missing".to_string()),
+        };
+        if let Some(problem) = problem {
+            return Some((
+                INVALID_PARAMS,
+                id,
+                format!(
+                    "Invalid params: {problem}. Expected {{\"name\": \"start\" | \"chat\", \"arguments\": {{...}}}}"
+                ),
+            ));
+        }
+    }
+    if let Err(err) = serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
+        return invalid(
+            id,
+            format!("Invalid Request: not a JSON-RPC request, notification or response ({err})"),
+        );
+    }
+    None
+}
+
+fn session_of(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+/// Whether a message names its revision in its own `_meta` (2026-07-28 on: no session).
+fn speaks_per_request(value: &Value) -> bool {
+    value["params"]["_meta"]
+        .get("io.modelcontextprotocol/protocolVersion")
+        .is_some()
+}
+
+async fn known(sessions: &LocalSessionManager, id: &str) -> bool {
+    sessions
+        .has_session(&id.to_string().into())
+        .await
+        .unwrap_or(false)
+}
+
+/// The middleware (state: the session manager rmcp's service uses).
+pub async fn check(
+    State(sessions): State<Arc<LocalSessionManager>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if request.method() == Method::DELETE {
+        if let Some(id) = session_of(request.headers())
+            && !known(&sessions, &id).await
+        {
+            return (
+                StatusCode::NOT_FOUND,
+                format!(
+                    "Not Found: session {id} does not exist (it ended, was deleted, or never \
+                     existed); nothing to delete"
+                ),
+            )
+                .into_response();
+        }
+        let mut response = next.run(request).await;
+        if response.status() == StatusCode::ACCEPTED {
+            *response.status_mut() = StatusCode::NO_CONTENT;
+        }
+        return response;
+    }
+    if request.method() != Method::POST || !is_json(&request) {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    // The body was read whole by `body::read_whole` (within its limit) before this layer.
+    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => bytes,
+        Err(err) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("the request body could not be read ({err}); send the request again"),
+            )
+                .into_response();
+        }
+    };
+    let value: Value = match serde_json::from_slice(&bytes) {
+        Ok(value) => value,
+        Err(err) => {
+            return answer(
+                StatusCode::BAD_REQUEST,
+                error_body(
+                    Value::Null,
+                    PARSE_ERROR,
+                    format!(
+                        "Parse error: the body is not JSON ({err}); expected one JSON-RPC message"
+                    ),
+                ),
+            );
+        }
+    };
+    if let Some((code, id, text)) = check_message(&value) {
+        if code != INVALID_PARAMS {
+            return answer(StatusCode::BAD_REQUEST, error_body(id, code, text));
+        }
+        // Invalid params is an ordinary answer to a request of a session that exists, or of a
+        // sessionless 2026-07-28 request; anything else about the request (no or an unknown
+        // session) is rmcp's to answer.
+        let valid = match session_of(&parts.headers) {
+            Some(session) => known(&sessions, &session).await,
+            None => speaks_per_request(&value),
+        };
+        if valid {
+            return answer(StatusCode::OK, error_body(id, code, text));
+        }
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(v: Value) -> Option<i64> {
+        check_message(&v).map(|(c, _, _)| c)
+    }
+
+    #[test]
+    fn shapes_are_judged_as_the_spec_says() {
+        assert_eq!(
+            code(json!([{"jsonrpc": "2.0", "id": 1, "method": "ping"}])),
+            Some(INVALID_REQUEST)
+        );
+        assert_eq!(code(json!(3)), Some(INVALID_REQUEST));
+        assert_eq!(
+            code(json!({"jsonrpc": "1.0", "id": 1, "method": "ping"})),
+            Some(INVALID_REQUEST)
+        );
+        assert_eq!(
+            code(json!({"jsonrpc": "2.0", "id": null, "method": "ping"})),
+            Some(INVALID_REQUEST)
+        );
+        assert_eq!(
+            code(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {}})),
+            Some(INVALID_PARAMS)
+        );
+        assert_eq!(
+            code(
+                json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "chat", "arguments": "x"}})
+            ),
+            Some(INVALID_PARAMS)
+        );
+        assert_eq!(
+            code(
+                json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "chat"}})
+            ),
+            None
+        );
+        assert_eq!(
+            code(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})),
+            None
+        );
+        assert_eq!(
+            code(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})),
+            None
+        );
+    }
+}

@@ -1,0 +1,511 @@
+//! The MCP endpoint on the wire, with raw HTTP on loopback (issue 12 B and C): a dropped
+//! `chat` response stream is resumed with `Last-Event-ID` and still delivers the reply; the
+//! cancel per protocol revision; JSON-RPC errors with the spec's codes and statuses; DELETE.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use turnscope::app::App;
+use turnscope::config::Config;
+use turnscope::observe::Bus;
+
+const WAIT: Duration = Duration::from_secs(10);
+const ACCEPT: &str = "application/json, text/event-stream";
+
+async fn app(tweak: impl FnOnce(&mut Config)) -> App {
+    let mut c = Config::default();
+    c.server.port = 0;
+    c.model.pace = 0.0;
+    tweak(&mut c);
+    App::start(&c, Bus::default()).await.expect("app starts")
+}
+
+/// A slow 25-word answer: about half a second of progress notifications.
+async fn slow_app() -> App {
+    app(|c| {
+        c.model.pace = 0.02;
+        c.model.words = Some(25);
+    })
+    .await
+}
+
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !check() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// One SSE event.
+#[derive(Debug, Default, Clone)]
+struct Event {
+    id: Option<String>,
+    retry: Option<u64>,
+    data: Option<Value>,
+}
+
+/// Reads SSE events off a response as they arrive.
+struct Sse {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl Sse {
+    fn new(response: reqwest::Response) -> Self {
+        Self {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event, or `None` when the stream ended.
+    async fn next(&mut self) -> Option<Event> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let mut event = Event::default();
+                let mut data = String::new();
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("id:") {
+                        event.id = Some(v.trim().to_string());
+                    } else if let Some(v) = line.strip_prefix("retry:") {
+                        event.retry = v.trim().parse().ok();
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push_str(v.trim_start());
+                    }
+                }
+                if !data.is_empty() {
+                    event.data = serde_json::from_str(&data).ok();
+                }
+                if event.id.is_none() && event.data.is_none() && event.retry.is_none() {
+                    continue; // keep-alive comment
+                }
+                return Some(event);
+            }
+            let chunk = tokio::time::timeout(WAIT, self.response.chunk())
+                .await
+                .expect("the stream moves within 10 s")
+                .expect("the stream reads");
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk?));
+        }
+    }
+}
+
+fn is_progress(e: &Event) -> bool {
+    e.data
+        .as_ref()
+        .is_some_and(|d| d["method"] == "notifications/progress")
+}
+
+/// A raw MCP session on its own `Mcp-Session-Id`.
+struct Raw {
+    http: reqwest::Client,
+    url: String,
+    sid: String,
+}
+
+impl Raw {
+    async fn open(url: &str, version: &str) -> Raw {
+        let http = reqwest::Client::new();
+        let init = http
+            .post(url)
+            .header("accept", ACCEPT)
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}))
+            .send()
+            .await
+            .unwrap();
+        let sid = init.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        drop(init);
+        let raw = Raw {
+            http,
+            url: url.to_string(),
+            sid,
+        };
+        let ack = raw
+            .post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        assert_eq!(ack.status(), 202);
+        raw
+    }
+
+    async fn post(&self, body: Value) -> reqwest::Response {
+        self.post_raw(body.to_string()).await
+    }
+
+    async fn post_raw(&self, body: String) -> reqwest::Response {
+        self.http
+            .post(&self.url)
+            .header("accept", ACCEPT)
+            .header("content-type", "application/json")
+            .header("mcp-session-id", &self.sid)
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// The final JSON-RPC message of a request's stream.
+    async fn answer(&self, body: Value) -> Value {
+        let mut sse = Sse::new(self.post(body).await);
+        while let Some(event) = sse.next().await {
+            if let Some(data) = event.data
+                && (data.get("result").is_some() || data.get("error").is_some())
+            {
+                return data;
+            }
+        }
+        panic!("the stream ended without an answer");
+    }
+
+    async fn start(&self) -> String {
+        let answer = self
+            .answer(json!({"jsonrpc": "2.0", "id": 100, "method": "tools/call",
+                "params": {"name": "start", "arguments": {}}}))
+            .await;
+        answer["result"]["structuredContent"]["handle"]
+            .as_str()
+            .expect("a handle")
+            .to_string()
+    }
+
+    fn chat(id: u64, handle: &str, line: &str) -> Value {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "chat", "arguments": {"handle": handle, "line": line}, "_meta": {"progressToken": id}}})
+    }
+
+    async fn resume(&self, last_event_id: &str) -> reqwest::Response {
+        self.http
+            .get(&self.url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &self.sid)
+            .header("last-event-id", last_event_id)
+            .send()
+            .await
+            .unwrap()
+    }
+}
+
+/// Posts a chat and reads its stream up to and including the first progress event; returns
+/// the id of the last event read, and the events.
+async fn chat_until_first_progress(raw: &Raw, handle: &str, id: u64) -> (String, Vec<Event>) {
+    let mut sse = Sse::new(
+        raw.post(Raw::chat(id, handle, "a long answer please"))
+            .await,
+    );
+    let mut seen = Vec::new();
+    loop {
+        let event = sse.next().await.expect("the stream is open");
+        seen.push(event.clone());
+        if is_progress(&event) {
+            let last = seen.iter().rev().find_map(|e| e.id.clone());
+            return (last.expect("the events carry ids"), seen);
+        }
+    }
+    // `sse` (the response) is dropped here: the client's stream is cut.
+}
+
+fn final_reply(events: &[Event], id: u64) -> Option<String> {
+    events.iter().find_map(|e| {
+        let data = e.data.as_ref()?;
+        (data["id"] == id && data.get("result").is_some()).then(|| {
+            data["result"]["structuredContent"]["reply"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+    })
+}
+
+#[tokio::test]
+async fn a_cut_chat_stream_is_resumed_after_the_turn_ended_and_delivers_the_reply() {
+    let app = slow_app().await;
+    let raw = Raw::open(&app.server.mcp_url(), "2025-11-25").await;
+    let handle = raw.start().await;
+    let (last, seen) = chat_until_first_progress(&raw, &handle, 2).await;
+    assert!(
+        seen[0].retry.is_some(),
+        "the stream starts with a priming event that tells the client to come back: {seen:?}"
+    );
+    let session = app.sessions.list().pop().unwrap();
+    // The stream is gone, yet under 2025-11-25 that is no cancel: the turn runs to its end
+    // and the handler answers into the kept stream.
+    eventually("the handler finished", || !session.in_call()).await;
+    assert!(session.turns().pop().unwrap().is_done());
+    let resumed = raw.resume(&last).await;
+    assert_eq!(resumed.status(), 200);
+    let mut sse = Sse::new(resumed);
+    let mut rest = Vec::new();
+    while let Some(event) = sse.next().await {
+        rest.push(event);
+    }
+    let reply = final_reply(&rest, 2).expect("the resumed stream carries the final result");
+    assert!(
+        reply.starts_with("You said: a long answer please"),
+        "{reply}"
+    );
+    assert_eq!(reply.split_whitespace().count(), 25);
+    assert!(
+        rest.iter().any(is_progress),
+        "the progress the client missed is replayed: {rest:?}"
+    );
+    assert!(
+        rest.iter().all(|e| e.id.as_deref() != Some(last.as_str())),
+        "nothing up to Last-Event-ID is sent again"
+    );
+    // The reply was delivered: the next empty line has nothing unread.
+    let read = raw
+        .answer(
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "chat", "arguments": {"handle": handle, "line": ""}}}),
+        )
+        .await;
+    assert_eq!(read["result"]["structuredContent"]["reply"], "");
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_stream_resumed_mid_turn_follows_it_live_to_the_final_result() {
+    let app = slow_app().await;
+    let raw = Raw::open(&app.server.mcp_url(), "2025-06-18").await;
+    let handle = raw.start().await;
+    let (last, _) = chat_until_first_progress(&raw, &handle, 2).await;
+    let session = app.sessions.list().pop().unwrap();
+    assert!(session.in_call(), "resumed while the turn is in flight");
+    let mut sse = Sse::new(raw.resume(&last).await);
+    let mut rest = Vec::new();
+    while let Some(event) = sse.next().await {
+        rest.push(event);
+    }
+    let reply = final_reply(&rest, 2).expect("the followed stream ends with the final result");
+    assert_eq!(reply.split_whitespace().count(), 25);
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn resuming_an_unknown_event_id_gets_an_empty_stream_not_another_streams_events() {
+    let app = app(|_| {}).await;
+    let raw = Raw::open(&app.server.mcp_url(), "2025-11-25").await;
+    let mut sse = Sse::new(raw.resume("no-such-stream/3").await);
+    assert!(sse.next().await.is_none());
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn under_2026_07_28_closing_the_response_stream_is_the_cancel() {
+    let app = slow_app().await;
+    let url = app.server.mcp_url();
+    let raw = Raw::open(&url, "2025-11-25").await;
+    let handle = raw.start().await;
+    // A 2026-07-28 request: no session, the revision and capabilities in its `_meta`.
+    let mut response = reqwest::Client::new()
+        .post(&url)
+        .header("accept", ACCEPT)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "chat")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+            "name": "chat", "arguments": {"handle": handle, "line": "a long answer please"},
+            "_meta": {"progressToken": 5,
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"}}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{:?}", response.text().await);
+    let mut seen = String::new();
+    while !seen.contains("notifications/progress") {
+        let chunk = tokio::time::timeout(WAIT, response.chunk())
+            .await
+            .unwrap()
+            .unwrap()
+            .expect("stream open");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let session = app.sessions.list().pop().unwrap();
+    assert!(session.in_call());
+    drop(response);
+    eventually("the handler noticed the closed stream", || {
+        !session.in_call()
+    })
+    .await;
+    assert!(
+        !session.turns().pop().unwrap().is_done(),
+        "the handler ended before the turn did"
+    );
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn under_2025_11_25_notifications_cancelled_ends_the_handler() {
+    let app = slow_app().await;
+    let raw = Raw::open(&app.server.mcp_url(), "2025-11-25").await;
+    let handle = raw.start().await;
+    let sse = raw
+        .post(Raw::chat(2, &handle, "a long answer please"))
+        .await;
+    let session = app.sessions.list().pop().unwrap();
+    eventually("the call holds the handle", || session.in_call()).await;
+    let ack = raw
+        .post(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 2, "reason": "the user gave up"}}),
+        )
+        .await;
+    assert_eq!(ack.status(), 202);
+    eventually("the handler ended", || !session.in_call()).await;
+    assert!(!session.turns().pop().unwrap().is_done());
+    drop(sse);
+    app.shutdown().await;
+}
+
+// ---- C: JSON-RPC errors ----
+
+async fn error_of(response: reqwest::Response) -> (u16, String, Value) {
+    let status = response.status().as_u16();
+    let kind = response
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let body: Value = response.json().await.expect("a JSON body");
+    (status, kind, body)
+}
+
+#[tokio::test]
+async fn malformed_messages_get_400_with_json_rpc_errors() {
+    let app = app(|_| {}).await;
+    let raw = Raw::open(&app.server.mcp_url(), "2025-11-25").await;
+    let cases: [(&str, i64); 5] = [
+        ("{not json", -32700),
+        (
+            r#"{"jsonrpc": "2.0", "id": null, "method": "ping"}"#,
+            -32600,
+        ),
+        (r#"{"jsonrpc": "1.0", "id": 1, "method": "ping"}"#, -32600),
+        (r#"[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]"#, -32600),
+        ("42", -32600),
+    ];
+    for (body, code) in cases {
+        let (status, kind, answer) = error_of(raw.post_raw(body.to_string()).await).await;
+        assert_eq!(status, 400, "{body}: {answer}");
+        assert!(kind.starts_with("application/json"), "{body}: {kind}");
+        assert_eq!(answer["jsonrpc"], "2.0");
+        assert_eq!(answer["error"]["code"], code, "{body}: {answer}");
+        assert!(
+            answer["error"]["message"].as_str().unwrap().len() > 20,
+            "{answer}"
+        );
+    }
+    // A sound request still works on the same session.
+    let pong = raw
+        .answer(json!({"jsonrpc": "2.0", "id": 9, "method": "ping"}))
+        .await;
+    assert_eq!(pong["result"], json!({}));
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn tools_call_without_a_name_or_with_non_object_arguments_is_invalid_params() {
+    let app = app(|_| {}).await;
+    let raw = Raw::open(&app.server.mcp_url(), "2025-11-25").await;
+    for params in [
+        json!({}),
+        json!({"arguments": {}}),
+        json!({"name": 3}),
+        json!({"name": "chat", "arguments": "x"}),
+        json!({"name": "chat", "arguments": [1]}),
+    ] {
+        let response = raw
+            .post(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}))
+            .await;
+        let (status, _, answer) = error_of(response).await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["id"], 7);
+        assert_eq!(answer["error"]["code"], -32602, "{params}: {answer}");
+    }
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_sessionless_2026_07_28_tools_call_with_bad_arguments_is_invalid_params() {
+    let app = app(|_| {}).await;
+    let response = reqwest::Client::new()
+        .post(app.server.mcp_url())
+        .header("accept", ACCEPT)
+        .header("mcp-protocol-version", "2026-07-28")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+            "name": "chat", "arguments": "x",
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let (status, _, answer) = error_of(response).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_2025_03_26_revision_with_its_batches_is_no_longer_offered() {
+    let app = app(|_| {}).await;
+    let response = reqwest::Client::new()
+        .post(app.server.mcp_url())
+        .header("accept", ACCEPT)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "old", "version": "0"}}}))
+        .send()
+        .await
+        .unwrap();
+    let mut sse = Sse::new(response);
+    let answer = loop {
+        let event = sse.next().await.expect("an answer");
+        if let Some(data) = event.data {
+            break data;
+        }
+    };
+    assert_eq!(
+        answer["result"]["protocolVersion"], "2025-11-25",
+        "{answer}"
+    );
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn delete_answers_204_once_then_404() {
+    let app = app(|_| {}).await;
+    let url = app.server.mcp_url();
+    let raw = Raw::open(&url, "2025-11-25").await;
+    let delete = || {
+        raw.http
+            .delete(&url)
+            .header("mcp-session-id", &raw.sid)
+            .send()
+    };
+    assert_eq!(delete().await.unwrap().status(), 204);
+    let again = delete().await.unwrap();
+    assert_eq!(again.status(), 404);
+    assert!(again.text().await.unwrap().contains("does not exist"));
+    let unknown = raw
+        .http
+        .delete(&url)
+        .header("mcp-session-id", "never-was")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+    app.shutdown().await;
+}
