@@ -118,9 +118,11 @@ async fn console(config: &Config, events: Option<&std::path::Path>) -> anyhow::R
     let theme = Theme::resolve(config.console.theme.as_deref(), turnscope::tui::no_color())?;
     turnscope::tui::terminal::check()?;
     let bus = Bus::default();
+    // Listening before the app starts keeps its start-up warnings (bridges) for the Log pane.
+    let early = turnscope::tui::listen_early(&bus);
     let recording = Recording::start(&bus, events).await?;
     let app = App::start(config, bus).await?;
-    let result = turnscope::tui::run(app, theme).await;
+    let result = turnscope::tui::run_with(app, theme, early).await;
     recording.finish().await;
     result
 }

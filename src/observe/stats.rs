@@ -85,6 +85,7 @@ impl Stats {
             Event::Served {
                 route, duration_us, ..
             } => self.record(route, *duration_us),
+            Event::Refused { .. } => self.errors += 1,
             _ => {}
         }
     }

@@ -267,6 +267,23 @@ impl ServerHandler for BotMcp {
             )),
         };
         let ok = result.is_error != Some(true);
+        if !ok {
+            self.sessions.bus().publish_with(|| Event::Refused {
+                route: format!("mcp tools/call {name}").into(),
+                session: args
+                    .get("handle")
+                    .and_then(Value::as_str)
+                    .and_then(|h| self.sessions.list().into_iter().find(|s| s.handle() == h))
+                    .map(|s| s.number),
+                message: result
+                    .content
+                    .iter()
+                    .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                at_us: crate::observe::event::now_us(),
+            });
+        }
         self.sessions.bus().publish_with(|| Event::Served {
             route: format!("mcp tools/call {name}").into(),
             duration_us: started.elapsed().as_micros() as u64,

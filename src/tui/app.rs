@@ -17,6 +17,7 @@ use super::filter::FrameFilter;
 use super::frames_view::{FrameLine, FramesView};
 use super::keys::{self, Command};
 use super::layout::Areas;
+use super::line_edit::{self, Edit, LineEdit};
 use super::state::ConsoleState;
 use super::theme::Theme;
 use crate::sessions::ChatReply;
@@ -38,10 +39,12 @@ pub enum PaneId {
     Tools,
     /// Latency statistics and counters.
     Stats,
+    /// Every failure and log line.
+    Log,
 }
 
 /// Every pane in Tab order.
-pub const ORDER: [PaneId; 7] = [
+pub const ORDER: [PaneId; 8] = [
     PaneId::Sessions,
     PaneId::Transcript,
     PaneId::Input,
@@ -49,6 +52,7 @@ pub const ORDER: [PaneId; 7] = [
     PaneId::Progress,
     PaneId::Tools,
     PaneId::Stats,
+    PaneId::Log,
 ];
 
 impl PaneId {
@@ -62,6 +66,7 @@ impl PaneId {
             PaneId::Progress => "Progress",
             PaneId::Tools => "Tools",
             PaneId::Stats => "Stats",
+            PaneId::Log => "Log",
         }
     }
 
@@ -74,7 +79,7 @@ impl PaneId {
     pub fn is_inspector(self) -> bool {
         matches!(
             self,
-            PaneId::Frames | PaneId::Progress | PaneId::Tools | PaneId::Stats
+            PaneId::Frames | PaneId::Progress | PaneId::Tools | PaneId::Stats | PaneId::Log
         )
     }
 }
@@ -144,6 +149,17 @@ impl ListNav {
     }
 }
 
+/// The turn the turn view (the waterfall) shows.
+#[derive(Debug)]
+pub struct TurnPick {
+    /// Session number.
+    pub session: u64,
+    /// Turn id.
+    pub turn: u64,
+    /// Lines scrolled down.
+    pub scroll: Cell<usize>,
+}
+
 /// The console: the state it draws plus everything about the person's view of it.
 pub struct Console {
     /// What the server did, folded from events and snapshots.
@@ -190,6 +206,16 @@ pub struct Console {
     pub waiting: BTreeSet<u64>,
     /// Where the panes were at the last draw (for the mouse).
     pub areas: Cell<Areas>,
+    /// The turn view (waterfall) when open.
+    pub turn_view: Option<TurnPick>,
+    /// A session not opened here whose line waits for a second Enter.
+    pub pending_send: Option<u64>,
+    /// Sessions not opened here the person confirmed speaking into.
+    pub confirmed: BTreeSet<u64>,
+    /// The Log pane's rows scrolled back from the bottom.
+    pub log_back: Cell<usize>,
+    /// Whether the Log pane shows errors and warnings only.
+    pub log_problems_only: bool,
 }
 
 const PAGE: isize = 10;
@@ -228,6 +254,11 @@ impl Console {
             stats_all: true,
             waiting: BTreeSet::new(),
             areas: Cell::new(Areas::default()),
+            turn_view: None,
+            pending_send: None,
+            confirmed: BTreeSet::new(),
+            log_back: Cell::new(0),
+            log_problems_only: false,
         }
     }
 
@@ -267,6 +298,21 @@ impl Console {
         self.tools_nav.step(0, tools);
     }
 
+    /// What has the keys now: an overlay, the filter, or the focused pane.
+    pub fn key_owner(&self) -> keys::KeyOwner {
+        if self.help {
+            keys::KeyOwner::Help
+        } else if self.turn_view.is_some() {
+            keys::KeyOwner::TurnView
+        } else if self.frames.detail {
+            keys::KeyOwner::FrameDetail
+        } else if self.frames.editing.is_some() {
+            keys::KeyOwner::Filter
+        } else {
+            keys::KeyOwner::Pane(self.focus)
+        }
+    }
+
     /// Handles one terminal event; returns what the event loop must do, if anything.
     pub fn handle(&mut self, event: &TermEvent) -> Option<Action> {
         match event {
@@ -290,6 +336,10 @@ impl Console {
         }
         if self.help {
             self.help_key(key);
+            return None;
+        }
+        if self.turn_view.is_some() {
+            self.turn_view_key(key);
             return None;
         }
         if self.frames.detail {
@@ -337,25 +387,81 @@ impl Console {
         }
     }
 
+    fn turn_view_key(&mut self, key: &KeyEvent) {
+        let Some(pick) = self.turn_view.as_ref() else {
+            return;
+        };
+        let scroll = |d: isize| scroll_back(&pick.scroll, d);
+        match key.code {
+            KeyCode::Left | KeyCode::Char('h' | '[') => self.step_turn(-1),
+            KeyCode::Right | KeyCode::Char('l' | ']') => self.step_turn(1),
+            _ => match keys::command(key) {
+                Some(Command::Up) => scroll(-1),
+                Some(Command::Down) => scroll(1),
+                Some(Command::PageUp) => scroll(-PAGE),
+                Some(Command::PageDown) => scroll(PAGE),
+                Some(Command::Home) => pick.scroll.set(0),
+                Some(Command::Back | Command::Enter | Command::Quit | Command::Turn) => {
+                    self.turn_view = None
+                }
+                Some(Command::Help) => self.help = true,
+                _ => {}
+            },
+        }
+    }
+
+    /// Opens the turn view on the selected session's latest turn.
+    pub fn open_turn_view(&mut self) {
+        let Some(session) = self.selected else {
+            self.notice = Some(Notice {
+                text: "no session selected; select one in Sessions (1) first".into(),
+                error: true,
+            });
+            return;
+        };
+        match self.state.transcript(session).last() {
+            Some(turn) => {
+                self.turn_view = Some(TurnPick {
+                    session,
+                    turn: turn.id,
+                    scroll: Cell::new(0),
+                })
+            }
+            None => {
+                self.notice = Some(Notice {
+                    text: format!("#{session} has no turn yet"),
+                    error: false,
+                })
+            }
+        }
+    }
+
+    /// Moves the turn view to the previous (-1) or next (+1) turn of its session.
+    fn step_turn(&mut self, delta: isize) {
+        let Some(pick) = self.turn_view.as_mut() else {
+            return;
+        };
+        let turns = self.state.transcript(pick.session);
+        let Some(at) = turns.iter().position(|t| t.id == pick.turn) else {
+            return;
+        };
+        let next = (at as isize + delta).clamp(0, turns.len() as isize - 1) as usize;
+        pick.turn = turns[next].id;
+        pick.scroll.set(0);
+    }
+
     fn filter_key(&mut self, key: &KeyEvent) {
         let Some(line) = self.frames.editing.as_mut() else {
             return;
         };
-        match key.code {
-            KeyCode::Enter => self.frames.editing = None,
-            KeyCode::Esc => {
+        match line.key(key) {
+            Edit::Accept => self.frames.editing = None,
+            Edit::Cancel => {
                 self.frames.editing = None;
                 self.frames.filter = FrameFilter::default();
             }
-            KeyCode::Backspace => {
-                line.pop();
-                self.frames.filter = FrameFilter::parse(line);
-            }
-            KeyCode::Char(c) => {
-                line.push(c);
-                self.frames.filter = FrameFilter::parse(line);
-            }
-            _ => {}
+            Edit::Changed => self.frames.filter = FrameFilter::parse(&line.text()),
+            Edit::Same => {}
         }
     }
 
@@ -364,10 +470,20 @@ impl Console {
             self.input.insert_newline();
             return None;
         }
+        if line_edit::textarea_key(&mut self.input, key) {
+            return None;
+        }
         match key.code {
             KeyCode::Enter => return self.send(),
             KeyCode::Tab => self.cycle(1),
             KeyCode::BackTab => self.cycle(-1),
+            KeyCode::Esc if self.pending_send.is_some() => {
+                self.pending_send = None;
+                self.notice = Some(Notice {
+                    text: "not sent; the line is still here".into(),
+                    error: false,
+                });
+            }
             KeyCode::Esc => self.focus = PaneId::Sessions,
             KeyCode::F(1) => self.help = true,
             KeyCode::PageUp => self.scroll_transcript(PAGE),
@@ -400,6 +516,25 @@ impl Console {
             });
             return None;
         }
+        if Some(session) != self.own && !self.confirmed.contains(&session) {
+            if self.pending_send != Some(session) {
+                let who = self
+                    .state
+                    .session(session)
+                    .map(|r| r.opener_label())
+                    .unwrap_or_else(|| "someone else".into());
+                self.pending_send = Some(session);
+                self.notice = Some(Notice {
+                    text: format!(
+                        "#{session} belongs to {who}: Enter again speaks into it as them (asked once per session); Esc cancels"
+                    ),
+                    error: true,
+                });
+                return None;
+            }
+            self.confirmed.insert(session);
+        }
+        self.pending_send = None;
         let line = self.input.lines().join("\n");
         let line = line.trim_end().to_string();
         self.input = {
@@ -462,13 +597,15 @@ impl Console {
                 }
             }
             Command::Help => self.help = true,
+            // Back closes or clears what is open; it never moves focus to the input line.
             Command::Back => {
                 if self.focus == PaneId::Frames && !self.frames.filter.is_empty() {
                     self.frames.filter = FrameFilter::default();
-                } else if !self.read_only {
-                    self.focus = PaneId::Input;
+                } else if self.notice.is_some() {
+                    self.notice = None;
                 }
             }
+            Command::Turn => self.open_turn_view(),
             Command::Interrupt => {
                 if let Some(session) = self.selected
                     && !self.read_only
@@ -478,7 +615,7 @@ impl Console {
             }
             Command::Filter => {
                 self.focus_pane(PaneId::Frames);
-                self.frames.editing = Some(self.frames.filter.text().to_string());
+                self.frames.editing = Some(LineEdit::new(self.frames.filter.text()));
             }
             Command::Up => self.move_by(-1),
             Command::Down => self.move_by(1),
@@ -488,6 +625,7 @@ impl Console {
             Command::End => self.end(),
             Command::Enter => match self.focus {
                 PaneId::Sessions if !self.read_only => self.focus = PaneId::Input,
+                PaneId::Transcript => self.open_turn_view(),
                 PaneId::Frames => {
                     self.frames.detail = self
                         .frame_lines()
@@ -505,6 +643,7 @@ impl Console {
                 PaneId::Frames => self.frames.all = !self.frames.all,
                 PaneId::Progress => self.progress_all = !self.progress_all,
                 PaneId::Stats => self.stats_all = !self.stats_all,
+                PaneId::Log => self.log_problems_only = !self.log_problems_only,
                 _ => {}
             },
         }
@@ -544,6 +683,7 @@ impl Console {
                 self.tool_scroll.set(0);
             }
             PaneId::Stats => scroll_fwd(&self.stats_scroll, delta),
+            PaneId::Log => scroll_back(&self.log_back, -delta),
         }
     }
 
@@ -552,6 +692,7 @@ impl Console {
             PaneId::Transcript | PaneId::Input => self.transcript_back.set(0),
             PaneId::Frames => self.frames.cursor = None,
             PaneId::Progress => self.progress_back.set(0),
+            PaneId::Log => self.log_back.set(0),
             _ => self.move_by(isize::MAX / 2),
         }
     }

@@ -153,10 +153,10 @@ fn tab_and_shift_tab_cycle_every_pane_in_order() {
     assert_eq!(&seen[..ORDER.len()], ORDER);
     assert_eq!(seen[ORDER.len()], PaneId::Sessions);
     press(&mut c, KeyCode::BackTab);
-    assert_eq!(c.focus, PaneId::Stats);
+    assert_eq!(c.focus, PaneId::Log);
     assert_eq!(
         c.inspector,
-        PaneId::Stats,
+        PaneId::Log,
         "an inspector pane becomes the visible tab"
     );
     // Tab leaves the input line too.
@@ -194,9 +194,75 @@ fn q_types_in_the_input_but_quits_elsewhere_and_ctrl_c_always_quits() {
     press(&mut c, KeyCode::Esc);
     assert_eq!(
         c.focus,
-        PaneId::Input,
-        "Esc in a pane goes back to the input line"
+        PaneId::Sessions,
+        "Esc in a pane is back/cancel: it never lands in the input line"
     );
+    assert_eq!(
+        press(&mut c, KeyCode::Char('q')),
+        Some(Action::Quit),
+        "Esc then q still quits"
+    );
+    for pane in [PaneId::Transcript, PaneId::Frames, PaneId::Log] {
+        c.focus_pane(pane);
+        press(&mut c, KeyCode::Esc);
+        assert_eq!(c.focus, pane, "Esc keeps the focus on {pane:?}");
+    }
+}
+
+#[test]
+fn a_line_into_a_session_the_console_did_not_open_asks_once() {
+    let mut c = console();
+    c.focus = PaneId::Sessions;
+    press(&mut c, KeyCode::Down);
+    assert_eq!(c.selected, Some(2), "#2 belongs to an MCP client");
+    press(&mut c, KeyCode::Enter);
+    type_text(&mut c, "hi");
+    assert_eq!(press(&mut c, KeyCode::Enter), None, "the first Enter asks");
+    assert!(c.notice.as_ref().unwrap().text.contains("Enter again"));
+    press(&mut c, KeyCode::Esc);
+    assert_eq!(c.pending_send, None, "Esc cancels the question");
+    assert_eq!(c.input.lines(), ["hi"], "the line stays");
+    assert_eq!(c.focus, PaneId::Input);
+    assert_eq!(press(&mut c, KeyCode::Enter), None, "asked again");
+    assert_eq!(
+        press(&mut c, KeyCode::Enter),
+        Some(Action::Chat {
+            session: 2,
+            line: "hi".into()
+        })
+    );
+    type_text(&mut c, "again");
+    assert_eq!(
+        press(&mut c, KeyCode::Enter),
+        Some(Action::Chat {
+            session: 2,
+            line: "again".into()
+        }),
+        "asked once per session"
+    );
+}
+
+#[test]
+fn readline_keys_edit_the_input_line_and_the_filter() {
+    let mut c = console();
+    type_text(&mut c, "hello big world");
+    press_with(&mut c, KeyCode::Char('w'), KeyModifiers::CONTROL);
+    assert_eq!(c.input.lines(), ["hello big "]);
+    press_with(&mut c, KeyCode::Char('u'), KeyModifiers::CONTROL);
+    assert_eq!(c.input.lines(), [""], "Ctrl+U deletes to the start");
+    c.focus = PaneId::Frames;
+    press(&mut c, KeyCode::Char('/'));
+    type_text(&mut c, "kind:data name:Text");
+    press_with(&mut c, KeyCode::Char('a'), KeyModifiers::CONTROL);
+    type_text(&mut c, "!");
+    press_with(&mut c, KeyCode::Char('e'), KeyModifiers::CONTROL);
+    press_with(&mut c, KeyCode::Char('w'), KeyModifiers::CONTROL);
+    assert_eq!(
+        c.frames.editing.as_ref().map(|e| e.text()).as_deref(),
+        Some("!kind:data name:")
+    );
+    press_with(&mut c, KeyCode::Char('u'), KeyModifiers::CONTROL);
+    assert_eq!(c.frames.filter.text(), "");
 }
 
 #[test]
@@ -239,6 +305,11 @@ fn arrows_and_jk_select_sessions_and_drive_the_other_panes() {
         "Enter on a session goes to the input line"
     );
     type_text(&mut c, "hi");
+    assert_eq!(
+        press(&mut c, KeyCode::Enter),
+        None,
+        "#2 is an MCP client's: asked"
+    );
     assert_eq!(
         press(&mut c, KeyCode::Enter),
         Some(Action::Chat {
@@ -290,7 +361,10 @@ fn slash_filters_frames_as_typed_and_esc_clears() {
     press(&mut c, KeyCode::Char('/'));
     assert_eq!(c.focus, PaneId::Frames);
     type_text(&mut c, "kind:system");
-    assert_eq!(c.frames.editing.as_deref(), Some("kind:system"));
+    assert_eq!(
+        c.frames.editing.as_ref().map(|e| e.text()).as_deref(),
+        Some("kind:system")
+    );
     let filtered = c.frame_lines();
     assert!(filtered.len() < all);
     press(&mut c, KeyCode::Enter);

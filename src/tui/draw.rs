@@ -26,6 +26,9 @@ pub fn draw(f: &mut Frame, c: &Console) {
     panes::input::draw(f, areas.input, c);
     panes::inspector::draw(f, areas.inspector, c);
     panes::bars::footer(f, areas.footer, c);
+    if c.turn_view.is_some() {
+        panes::turn_view::draw(f, areas, c);
+    }
     if c.help {
         super::help::draw(f, screen, c);
     }

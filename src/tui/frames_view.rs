@@ -33,7 +33,7 @@ pub struct FramesView {
     /// The filter in force.
     pub filter: FrameFilter,
     /// The filter line while it is being edited.
-    pub editing: Option<String>,
+    pub editing: Option<super::line_edit::LineEdit>,
     /// Whether every session's frames show (else only the selected one's).
     pub all: bool,
     /// Whether the detail popup is open.

@@ -43,6 +43,8 @@ pub enum Command {
     Scope,
     /// Interrupt the selected session's turn in flight.
     Interrupt,
+    /// Open (or close) the turn view: the waterfall of the selected session's latest turn.
+    Turn,
 }
 
 /// Where a binding applies.
@@ -71,7 +73,7 @@ impl Scope {
             Scope::Lists => "Lists and text",
             Scope::Sessions => "Sessions",
             Scope::Frames => "Frames",
-            Scope::ScopeToggle => "Frames, Progress, Stats",
+            Scope::ScopeToggle => "Frames, Progress, Stats, Log",
         }
     }
 }
@@ -100,14 +102,19 @@ pub const BINDINGS: &[Binding] = &[
     ),
     b(
         Scope::Global,
-        "1 … 7 / Alt+1 … 7",
-        "jump to a pane: Sessions, Transcript, Input, Frames, Progress, Tools, Stats (Alt in the input line)",
+        "1 … 8 / Alt+1 … 8",
+        "jump to a pane: Sessions, Transcript, Input, Frames, Progress, Tools, Stats, Log (Alt in the input line)",
     ),
     b(Scope::Global, "? / F1", "this help (F1 in the input line)"),
     b(
         Scope::Global,
         "Esc",
-        "close the help, a detail or the filter; leave the input line",
+        "back: close the help, a view or the filter, clear a notice; leave the input line (never enters it)",
+    ),
+    b(
+        Scope::Global,
+        "w",
+        "the turn view: the selected session's latest turn as a waterfall, tool calls whole",
     ),
     b(
         Scope::Global,
@@ -138,8 +145,18 @@ pub const BINDINGS: &[Binding] = &[
     b(Scope::Input, "PgUp / PgDn", "scroll the transcript"),
     b(
         Scope::Input,
-        "Ctrl+U / Ctrl+K",
-        "delete to the start / end of the line",
+        "Ctrl+A / Ctrl+E, Alt+B / Alt+F",
+        "start / end of the line, word back / forward (also in the filter)",
+    ),
+    b(
+        Scope::Input,
+        "Ctrl+U / Ctrl+K / Ctrl+W",
+        "delete to the start / end of the line, the word before (also in the filter)",
+    ),
+    b(
+        Scope::Input,
+        "Enter twice",
+        "a session the console did not open (an MCP client's) asks once before a line goes in",
     ),
     b(Scope::Lists, "↑ ↓ / k j", "move (scroll in the transcript)"),
     b(Scope::Lists, "PgUp PgDn, Ctrl+U Ctrl+D", "move a page"),
@@ -149,6 +166,11 @@ pub const BINDINGS: &[Binding] = &[
         Scope::Sessions,
         "Enter",
         "chat with the selected session (focus the input line)",
+    ),
+    b(
+        Scope::Sessions,
+        "Enter (Transcript)",
+        "the turn view; ← → step through the turns, ↑↓ scroll",
     ),
     b(
         Scope::Frames,
@@ -164,9 +186,45 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Scope::ScopeToggle,
         "a",
-        "all sessions / the selected session",
+        "all sessions / the selected session (Log: problems only / everything)",
     ),
 ];
+
+/// What has the keys: a pane, or an overlay or editor over it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyOwner {
+    /// A pane.
+    Pane(super::app::PaneId),
+    /// The frame filter being edited.
+    Filter,
+    /// The turn view.
+    TurnView,
+    /// The frame detail.
+    FrameDetail,
+    /// The help.
+    Help,
+}
+
+/// Short hints for the footer, for what has the keys.
+pub fn owner_hints(owner: KeyOwner, read_only: bool) -> Vec<(&'static str, &'static str)> {
+    match owner {
+        KeyOwner::Pane(pane) => hints(pane, read_only),
+        KeyOwner::Filter => vec![
+            ("Enter", "keep"),
+            ("Esc", "clear"),
+            ("Ctrl+A/E", "start/end"),
+            ("Ctrl+U/K", "delete to start/end"),
+            ("Ctrl+W", "delete word"),
+        ],
+        KeyOwner::TurnView => vec![
+            ("← →", "previous/next turn"),
+            ("↑↓ PgUp/PgDn", "scroll"),
+            ("Esc", "close"),
+        ],
+        KeyOwner::FrameDetail => vec![("↑↓", "previous/next frame"), ("Esc", "close")],
+        KeyOwner::Help => vec![("↑↓", "scroll"), ("Esc", "close")],
+    }
+}
 
 /// Short hints for the footer, for a focused pane.
 pub fn hints(pane: super::app::PaneId, read_only: bool) -> Vec<(&'static str, &'static str)> {
@@ -174,16 +232,23 @@ pub fn hints(pane: super::app::PaneId, read_only: bool) -> Vec<(&'static str, &'
     let mut out = match pane {
         PaneId::Input if read_only => vec![("Tab", "pane")],
         PaneId::Input => vec![
-            ("Enter", "send"),
+            ("Enter", "send (empty: read the turn)"),
             ("Alt+Enter", "newline"),
-            ("Enter∅", "read turn"),
+            ("Ctrl+U/K/W", "delete"),
+            ("Ctrl+A/E", "start/end"),
             ("Esc", "leave"),
             ("F1", "help"),
             ("Ctrl+C", "quit"),
         ],
-        PaneId::Sessions if read_only => vec![("↑↓", "select")],
-        PaneId::Sessions => vec![("↑↓", "select"), ("Enter", "chat"), ("i", "interrupt")],
-        PaneId::Transcript => vec![("↑↓", "scroll"), ("End", "follow")],
+        PaneId::Sessions if read_only => vec![("↑↓", "select"), ("w", "turn view")],
+        PaneId::Sessions => vec![
+            ("↑↓", "select"),
+            ("Enter", "chat"),
+            ("w", "turn view"),
+            ("i", "interrupt"),
+        ],
+        PaneId::Transcript => vec![("↑↓", "scroll"), ("Enter", "turn view"), ("End", "follow")],
+        PaneId::Log => vec![("↑↓", "scroll"), ("a", "problems/all")],
         PaneId::Frames => vec![
             ("/", "filter"),
             ("Space", "pause"),
@@ -199,10 +264,10 @@ pub fn hints(pane: super::app::PaneId, read_only: bool) -> Vec<(&'static str, &'
     out
 }
 
-/// The pane number of Alt+1 … Alt+7 (which jumps from anywhere, the input line included).
+/// The pane number of Alt+1 … Alt+8 (which jumps from anywhere, the input line included).
 pub fn alt_jump(key: &KeyEvent) -> Option<usize> {
     match key.code {
-        KeyCode::Char(c @ '1'..='7') if key.modifiers.contains(KeyModifiers::ALT) => {
+        KeyCode::Char(c @ '1'..='8') if key.modifiers.contains(KeyModifiers::ALT) => {
             Some(c as usize - '0' as usize)
         }
         _ => None,
@@ -253,7 +318,8 @@ pub fn command(key: &KeyEvent) -> Option<Command> {
         KeyCode::Char('a') => Command::Scope,
         KeyCode::Char('i') => Command::Interrupt,
         KeyCode::Char('q') => Command::Quit,
-        KeyCode::Char(c @ '1'..='7') => Command::Jump(c as usize - '0' as usize),
+        KeyCode::Char(c @ '1'..='8') => Command::Jump(c as usize - '0' as usize),
+        KeyCode::Char('w') => Command::Turn,
         _ => return None,
     })
 }
@@ -319,7 +385,7 @@ mod tests {
             "G",
             "k",
             "j",
-            "1 … 7",
+            "1 … 8",
             "Ctrl+J",
             "Alt/Shift+Enter",
         ] {

@@ -13,11 +13,12 @@ use super::text::width;
 pub const WIDE: u16 = 110;
 
 /// The inspector's tabs, in order.
-pub const TABS: [PaneId; 4] = [
+pub const TABS: [PaneId; 5] = [
     PaneId::Frames,
     PaneId::Progress,
     PaneId::Tools,
     PaneId::Stats,
+    PaneId::Log,
 ];
 
 /// The screen's areas.
@@ -36,7 +37,7 @@ pub struct Areas {
     /// The inspector (Frames, Progress, Tools or Stats).
     pub inspector: Rect,
     /// Where each tab's label sits on the inspector's top border.
-    pub tabs: [Rect; 4],
+    pub tabs: [Rect; 5],
 }
 
 /// A tab's label: ` 4 Frames `.
@@ -77,7 +78,7 @@ impl Areas {
             .areas(body);
             (s, t, i, r)
         };
-        let mut tabs = [Rect::default(); 4];
+        let mut tabs = [Rect::default(); 5];
         let mut x = inspector.x + 1;
         for (slot, pane) in tabs.iter_mut().zip(TABS) {
             let w = width(&tab_label(pane)) as u16;

@@ -21,7 +21,7 @@ use super::feed::LiveFeed;
 use super::state::{ConsoleState, Header, Source};
 use super::theme::Theme;
 use crate::app::App;
-use crate::observe::SessionOpener;
+use crate::observe::{SessionOpener, Subscription};
 use crate::sessions::{ChatReply, Sessions};
 
 /// Most frames drawn per second.
@@ -45,6 +45,12 @@ type ChatDone = (u64, String, Result<ChatReply, String>);
 /// A console attached to a running app: its state filled with the header and tools, its own
 /// subscription to the bus, and a session opened for the person (selected).
 pub fn attach(app: &App, theme: Theme) -> (Console, LiveFeed) {
+    attach_with(app, theme, app.bus.subscribe())
+}
+
+/// Like [`attach`] with a subscription taken before the app started, so what the app
+/// published while starting (a bridge's warnings) is folded in too.
+pub fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console, LiveFeed) {
     let mut state = ConsoleState::new(Header {
         mcp_url: Some(app.server.mcp_url()),
         model: app.model.describe(),
@@ -54,7 +60,7 @@ pub fn attach(app: &App, theme: Theme) -> (Console, LiveFeed) {
     let bot = app.sessions.bot();
     state.greeting = bot.greeting().map(str::to_string);
     // Subscribe before opening the person's session, so its opening is seen.
-    let mut feed = LiveFeed::new(app.bus.subscribe(), app.sessions.clone())
+    let mut feed = LiveFeed::new(sub, app.sessions.clone())
         .with_bridges(app.bridges.statuses())
         .with_registry(app.tool_registry.clone());
     feed.refresh_tools(&mut state);
@@ -287,10 +293,22 @@ fn perform(
     }
 }
 
+/// The console's subscription, taken on `bus` before the app starts (see [`run_with`]).
+pub fn listen_early(bus: &crate::observe::Bus) -> Subscription {
+    bus.subscribe()
+}
+
 /// Runs the console over a started app until the person quits, then ends every session
 /// (`App::shutdown`). The terminal is restored even when the console panics.
 pub async fn run(app: App, theme: Theme) -> anyhow::Result<()> {
-    let (console, feed) = attach(&app, theme);
+    let sub = app.bus.subscribe();
+    run_with(app, theme, sub).await
+}
+
+/// Like [`run`] with a subscription taken before the app started ([`listen_early`]): warnings
+/// published while it started (bridges, tool sources) reach the Log pane.
+pub async fn run_with(app: App, theme: Theme, sub: Subscription) -> anyhow::Result<()> {
+    let (console, feed) = attach_with(&app, theme, sub);
     let (terminal, guard) = match super::terminal::enter() {
         Ok(t) => t,
         Err(e) => {

@@ -23,8 +23,10 @@ pub mod feed;
 pub mod filter;
 pub mod frames_view;
 pub mod help;
+pub mod journal;
 pub mod keys;
 pub mod layout;
+pub mod line_edit;
 pub mod live;
 pub mod mouse;
 pub mod panes;
@@ -33,6 +35,7 @@ pub mod state;
 pub mod terminal;
 pub mod text;
 pub mod theme;
+pub mod timeline;
 pub mod views;
 
 #[cfg(test)]
@@ -44,7 +47,7 @@ mod state_tests;
 #[cfg(test)]
 mod test_fixture;
 
-pub use live::run;
+pub use live::{listen_early, run, run_with};
 pub use theme::Theme;
 
 /// Whether `NO_COLOR` asks for no colour (set and not empty).

@@ -30,7 +30,15 @@ fn the_reply_is_built_from_the_pieces_reaching_the_output_once() {
     assert_eq!(turns[0].total_us, Some(131_000));
     assert_eq!(turns[1].rounds, 1);
     assert_eq!(turns[1].tools.len(), 1);
-    assert!(turns[1].tools[0].text.starts_with("clock -> 23 B"));
+    let clock = &turns[1].tools[0];
+    assert_eq!(clock.name, "clock");
+    assert_eq!(clock.arguments, "{}");
+    assert_eq!(clock.result, "2026-01-01 12:00:00 UTC");
+    assert!(
+        clock.head(20).starts_with("clock({}) → 23 B"),
+        "{}",
+        clock.head(20)
+    );
     let streaming = &s.transcript(2)[0];
     assert_eq!(streaming.reply, "Once upon a time");
     assert_eq!(streaming.end, None);

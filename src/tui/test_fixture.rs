@@ -158,6 +158,7 @@ pub fn events() -> Vec<Event> {
         first_piece_us: Some(40 * MS),
         total_us: 130 * MS,
         error: None,
+        at_us: T0 + 3 * S,
     });
     s.end(1, 1, T0 + 3 * S + 130 * MS, (0, 0), (40 * MS, 131 * MS));
 
@@ -177,6 +178,9 @@ pub fn events() -> Vec<Event> {
         duration_us: 80,
         result_bytes: 23,
         error: None,
+        arguments: "{}".into(),
+        result: "2026-01-01 12:00:00 UTC".into(),
+        started_us: T0 + 4 * S + 60 * MS,
     }));
     s.frame(
         (1, 2),
@@ -192,6 +196,7 @@ pub fn events() -> Vec<Event> {
         first_piece_us: None,
         total_us: 60 * MS,
         error: None,
+        at_us: T0 + 4 * S,
     });
     s.pieces(
         1,
@@ -205,6 +210,7 @@ pub fn events() -> Vec<Event> {
         first_piece_us: Some(30 * MS),
         total_us: 70 * MS,
         error: None,
+        at_us: T0 + 4 * S + 80 * MS,
     });
     s.end(1, 2, T0 + 4 * S + 150 * MS, (1, 1), (90 * MS, 152 * MS));
 
@@ -228,6 +234,14 @@ pub fn events() -> Vec<Event> {
         route: "mcp tools/call chat".into(),
         duration_us: 140 * MS,
         ok: true,
+    });
+    s.events.push(Event::Refused {
+        route: "mcp tools/call start".into(),
+        session: None,
+        message:
+            "all 3 sessions are in use; end one (or wait for the idle sweep) and call start again"
+                .into(),
+        at_us: T0 + 5 * S + 200 * MS,
     });
     s.events.push(Event::ToolSource(ToolSourceEvent {
         server: "files".into(),

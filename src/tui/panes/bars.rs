@@ -7,7 +7,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use crate::tui::app::Console;
-use crate::tui::keys::hints;
+use crate::tui::keys::owner_hints;
 use crate::tui::state::Source;
 use crate::tui::text::count;
 
@@ -58,14 +58,32 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
         format!("{} events", count(s.events_seen)),
         t.dim,
     ));
+    let j = &s.journal;
+    if j.errors > 0 {
+        second.push(Span::styled(
+            format!(" · {} (8 Log)", super::log::plural(j.errors, "error")),
+            t.error,
+        ));
+    }
+    if j.warnings > 0 {
+        second.push(Span::styled(
+            format!(" · {}", super::log::plural(j.warnings, "warning")),
+            t.warn,
+        ));
+    }
     if s.events_missed > 0 {
         second.push(Span::styled(
             format!(" · {} missed", count(s.events_missed)),
             t.warn,
         ));
     }
+    let w = area.width as usize;
     f.render_widget(
-        Paragraph::new(vec![Line::from(first), Line::from(second)]).style(t.header),
+        Paragraph::new(vec![
+            super::fit(Line::from(first), w),
+            super::fit(Line::from(second), w),
+        ])
+        .style(t.header),
         area,
     );
 }
@@ -74,12 +92,18 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
 pub fn footer(f: &mut Frame, area: Rect, c: &Console) {
     let t = &c.theme;
     let mut spans = vec![Span::raw(" ")];
-    for (i, (key, what)) in hints(c.focus, c.read_only).into_iter().enumerate() {
+    for (i, (key, what)) in owner_hints(c.key_owner(), c.read_only)
+        .into_iter()
+        .enumerate()
+    {
         if i > 0 {
             spans.push(Span::styled("  ", t.footer));
         }
         spans.push(Span::styled(key, t.key));
         spans.push(Span::styled(format!(" {what}"), t.footer));
     }
-    f.render_widget(Paragraph::new(Line::from(spans)).style(t.footer), area);
+    f.render_widget(
+        Paragraph::new(super::fit(Line::from(spans), area.width as usize)).style(t.footer),
+        area,
+    );
 }

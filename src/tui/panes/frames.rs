@@ -51,7 +51,8 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     });
     if let Some(editing) = &c.frames.editing {
         info.push(Span::styled(" · filter: ", t.dim));
-        info.push(Span::styled(format!("{editing}▏"), t.key));
+        let (before, after) = editing.split();
+        info.push(Span::styled(format!("{before}▏{after}"), t.key));
     } else if !c.frames.filter.is_empty() {
         info.push(Span::styled(" · filter: ", t.dim));
         info.push(Span::styled(c.frames.filter.text().to_string(), t.key));
@@ -129,10 +130,13 @@ fn frame_line(c: &Console, fr: &FrameEvent, w: usize) -> Line<'static> {
     let route = format!("{}→{}", fr.from, fr.to);
     let arrow = if fr.direction == "up" { "↑" } else { "↓" };
     let session_w = if c.frames.all { 4 } else { 0 };
-    let fixed = 9 + session_w + 2 + 21 + 2;
+    let fixed = 10 + session_w + 2 + 21 + 2;
     let route_w = w.saturating_sub(fixed + 12).clamp(12, 28);
     let detail_w = w.saturating_sub(fixed + route_w);
-    let mut spans = vec![Span::styled(pad(&c.state.relative(fr.at_us), 9), t.dim)];
+    let mut spans = vec![Span::styled(
+        format!("{} ", c.state.session_relative(fr.session, fr.at_us)),
+        t.dim,
+    )];
     if c.frames.all {
         spans.push(Span::styled(pad(&format!("#{}", fr.session), 4), t.dim));
     }
@@ -188,7 +192,15 @@ fn detail(f: &mut Frame, area: Rect, c: &Console) {
             format!("{} → {} ({})", fr.from, fr.to, fr.direction),
             t.text,
         ),
-        field("at", c.state.relative(fr.at_us), t.text),
+        field(
+            "at",
+            format!(
+                "{} after #{} opened",
+                c.state.session_relative(fr.session, fr.at_us).trim(),
+                fr.session
+            ),
+            t.text,
+        ),
         Line::default(),
         Line::styled("detail", t.dim),
     ];

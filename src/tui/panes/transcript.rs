@@ -38,7 +38,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     if c.transcript_back.get() > 0 {
         extra.push(Span::styled("· scrolled (End follows) ", c.theme.warn));
     }
-    let block = pane_block(c, PaneId::Transcript, extra);
+    let block = pane_block(c, PaneId::Transcript, extra, area.width);
     let body = inner(area);
     f.render_widget(block, area);
     if body.height == 0 || body.width == 0 {
@@ -90,12 +90,18 @@ fn turn_lines(c: &Console, turn: &TurnView, width: usize, out: &mut Vec<Line<'st
     }
     for tool in &turn.tools {
         let style = if tool.error { t.error } else { t.tool };
-        let text = if tool.running {
-            format!("{} (running)", tool.text)
-        } else {
-            tool.text.clone()
-        };
-        speaker(out, "tool", &text, t.tool, style, width);
+        let head = super::tool_call::head(tool, width.saturating_sub(GUTTER).max(8));
+        out.push(Line::from(vec![
+            Span::styled(format!("{:<GUTTER$}", "tool"), t.tool),
+            Span::styled(head, style),
+        ]));
+        out.extend(super::tool_call::lines(
+            tool,
+            width,
+            GUTTER,
+            true,
+            (t.error, t.text, t.dim),
+        ));
     }
     let streaming = turn.end.is_none();
     if !turn.reply.is_empty() || streaming {
