@@ -39,6 +39,11 @@ impl Drop for TempDir {
 
 impl Screen {
     async fn start(args: &[&str]) -> Screen {
+        Self::start_with(args, &[]).await
+    }
+
+    /// Starts the binary in a fresh directory holding `files` (name, content).
+    async fn start_with(args: &[&str], files: &[(&str, &str)]) -> Screen {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
             "turnscope-console-{}-{}",
@@ -46,6 +51,9 @@ impl Screen {
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&dir).expect("temp dir");
+        for (name, content) in files {
+            std::fs::write(dir.join(name), content).expect("a file for the run");
+        }
         let (pty, pts) = pty_process::open().expect("a pseudo-terminal opens");
         pty.resize(pty_process::Size::new(ROWS, COLS))
             .expect("resize");
@@ -287,4 +295,263 @@ async fn a_bad_theme_is_refused_naming_the_key() {
         "{err}"
     );
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Waits until the screen shows `needle`, then a little longer, and fails if `unwanted` ever
+/// showed meanwhile.
+async fn settle_without(s: &Screen, unwanted: &str, for_ms: u64) {
+    let until = Instant::now() + Duration::from_millis(for_ms);
+    while Instant::now() < until {
+        let text = s.text();
+        assert!(
+            !text.contains(unwanted),
+            "the screen showed {unwanted:?}:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+}
+
+#[tokio::test]
+async fn esc_is_back_only_and_speaking_into_a_clients_session_asks_once() {
+    let mut s = Screen::start(&["--port", "0", "--pace", "0.002"]).await;
+    let first = s.wait_text("Type a line for the selected session").await;
+    let client = BenchClient::connect(&mcp_url(&first))
+        .await
+        .expect("connects");
+    let handle = client.start().await.expect("start");
+    client.chat(&handle, "hello").await.expect("chat");
+    s.wait_text("mcp: ").await;
+
+    // Esc leaves the input line; a second Esc stays out of it, so `/turn:1` edits the
+    // frame filter and `q`-like keys are commands, never text sent to a session.
+    s.send(b"\x1b").await;
+    s.send(b"\x1b").await;
+    s.send(b"/turn:1").await;
+    s.wait_text("filter: turn:1").await;
+    s.send(b"\r").await;
+    s.send(b"\x1b").await;
+    settle_without(&s, "you  /turn:1", 300).await;
+
+    // Select the client's session and speak into it: the first Enter only asks.
+    s.send(b"1").await;
+    s.send(b"j").await;
+    s.wait_text("#2 mcp: ").await;
+    s.send(b"\r").await; // to the input line
+    s.send(b"from the console").await;
+    s.send(b"\r").await;
+    s.wait_text("Enter again").await;
+    settle_without(&s, "you  from the console", 300).await;
+    s.send(b"\r").await;
+    s.wait_text("you  from the console").await;
+    s.wait_text("turn 2 · completed").await;
+    // Asked once: the next line goes straight in.
+    s.send(b"and again").await;
+    s.send(b"\r").await;
+    s.wait_text("turn 3 · completed").await;
+    drop(client);
+    s.send(b"\x03").await;
+    assert!(s.wait_exit().await.success());
+}
+
+#[tokio::test]
+async fn tool_calls_show_arguments_and_results_and_failures_reach_the_log() {
+    // One slot for the console, one for the client: further starts are refused.
+    let mut s = Screen::start(&["--port", "0", "--pace", "0.002", "--sessions", "2"]).await;
+    let first = s.wait_text("Type a line for the selected session").await;
+    let client = BenchClient::connect(&mcp_url(&first))
+        .await
+        .expect("connects");
+    let handle = client.start().await.expect("start");
+    let reply = client
+        .chat(&handle, "echo good morning")
+        .await
+        .expect("chat");
+    assert_eq!(reply, "The echo tool says: good morning.");
+    for _ in 0..2 {
+        let (_, refused) = client
+            .call("start", serde_json::json!({}))
+            .await
+            .expect("call");
+        assert!(refused, "the session cap refuses a third start");
+    }
+    let (_, failed) = client
+        .call("chat", serde_json::json!({"handle": handle, "line": 5}))
+        .await
+        .expect("call");
+    assert!(failed, "a line that is not a string fails");
+
+    // The header counts the failures; the session row carries its own.
+    s.wait_text("3 errors (8 Log)").await;
+    s.send(b"\x1b").await;
+    s.send(b"j").await;
+    let screen = s.wait_text("result good morning").await;
+    assert!(
+        screen.contains(r#"tool echo({"text":"good morning"}) → 12 B"#),
+        "{screen}"
+    );
+    let row = screen
+        .lines()
+        .find(|l| l.contains("▶2"))
+        .expect("the client's row");
+    assert!(
+        row.contains(" 1 "),
+        "one error on the client's session: {row}"
+    );
+
+    // The Log pane lists each with its time and session.
+    s.send(b"8").await;
+    let log = s.wait_text("start refused").await;
+    assert_eq!(log.matches("start refused").count(), 2, "{log}");
+    assert!(log.contains("chat refused"), "{log}");
+    assert!(log.contains(" #2 "), "{log}");
+    s.send(b"q").await;
+    assert!(s.wait_exit().await.success());
+}
+
+#[tokio::test]
+async fn the_transcript_settles_when_the_bot_ends_the_session() {
+    let mut s = Screen::start(&["--port", "0", "--pace", "0.05"]).await;
+    let first = s.wait_text("Type a line for the selected session").await;
+    let client = BenchClient::connect(&mcp_url(&first))
+        .await
+        .expect("connects");
+    let handle = client.start().await.expect("start");
+    s.wait_text("mcp: ").await;
+    s.send(b"\x1b").await;
+    s.send(b"j").await;
+    s.wait_text("#2 mcp: ").await;
+    let reply = client
+        .chat(&handle, "thanks, please end_session now")
+        .await
+        .expect("chat");
+    assert_eq!(reply, "Goodbye.", "the scripted model says goodbye");
+    let screen = s.wait_text("closed").await;
+    let screen = if screen.contains("bot  Goodbye.") {
+        screen
+    } else {
+        s.wait_text("bot  Goodbye.").await
+    };
+    assert!(screen.contains("tool end_session({}) →"), "{screen}");
+    s.wait_text("turn 1 · completed").await;
+    settle_without(&s, "streaming", 1_500).await;
+    s.send(b"q").await;
+    assert!(s.wait_exit().await.success());
+}
+
+#[tokio::test]
+async fn readline_keys_edit_the_input_line_and_the_footer_names_them() {
+    let mut s = Screen::start(&["--port", "0", "--pace", "0.002"]).await;
+    let first = s.wait_text("Type a line for the selected session").await;
+    assert!(first.contains("Ctrl+U/K/W delete"), "{first}");
+    s.send(b"throw this away").await;
+    s.send(b"\x17").await; // Ctrl+W: the last word
+    s.send(b"\x15").await; // Ctrl+U: to the start
+    s.send(b"kept").await;
+    s.send(b"\x01").await; // Ctrl+A: to the start
+    s.send(b"all ").await;
+    s.send(b"\x05").await; // Ctrl+E: to the end
+    s.send(b" words").await;
+    s.send(b"\r").await;
+    let screen = s.wait_text("turn 1 · completed").await;
+    assert!(screen.contains("you  all kept words"), "{screen}");
+    // The filter takes the same keys, and the footer says so while it is edited.
+    s.send(b"\x1b").await;
+    s.send(b"/kind:data name:x").await;
+    s.send(b"\x17").await;
+    let screen = s.wait_text("filter: kind:data name:▏").await;
+    assert!(screen.contains("Ctrl+W delete word"), "{screen}");
+    s.send(b"\x15").await;
+    s.wait_for("the filter emptied", |t| !t.contains("filter: kind"))
+        .await;
+    s.send(b"\r").await;
+    s.send(b"q").await;
+    assert!(s.wait_exit().await.success());
+}
+
+#[tokio::test]
+async fn the_turn_view_draws_the_waterfall_live_and_in_replay() {
+    let dir = std::env::temp_dir().join(format!("turnscope-waterfall-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let events = dir.join("run.jsonl");
+    let events_arg = events.to_str().unwrap().to_string();
+    let mut s = Screen::start(&["--port", "0", "--pace", "0.002", "--events", &events_arg]).await;
+    let first = s.wait_text("Type a line for the selected session").await;
+    let client = BenchClient::connect(&mcp_url(&first))
+        .await
+        .expect("connects");
+    let handle = client.start().await.expect("start");
+    client
+        .chat(&handle, "what does the clock say and echo hi")
+        .await
+        .expect("chat");
+    s.send(b"\x1b").await;
+    s.send(b"j").await;
+    s.wait_text("turn 1 · completed").await;
+    s.send(b"w").await;
+    let view = s.wait_text("waterfall").await;
+    for row in [
+        "model 1",
+        "tool clock",
+        "tool echo",
+        "model 2",
+        "pieces",
+        "progress",
+        "end",
+    ] {
+        assert!(view.contains(row), "{row} missing:\n{view}");
+    }
+    assert!(view.contains("completed after"), "{view}");
+    assert!(view.contains("result hi"), "{view}");
+    s.send(b"\x1b").await;
+    s.wait_for("the turn view closed", |t| !t.contains("waterfall"))
+        .await;
+    drop(client);
+    s.send(b"q").await;
+    assert!(s.wait_exit().await.success());
+
+    let mut r = Screen::start(&["replay", &events_arg]).await;
+    r.wait_text("read-only").await;
+    // Both sessions closed at shutdown, in either order: select the client's.
+    r.send(b"j").await;
+    if !r.text().contains("Transcript · #2") {
+        r.send(b"k").await;
+    }
+    r.wait_text("turn 1 · completed").await;
+    r.send(b"w").await;
+    let replayed = r.wait_text("waterfall").await;
+    for row in [
+        "model 1",
+        "tool clock",
+        "tool echo",
+        "model 2",
+        "result hi",
+        "args",
+    ] {
+        assert!(
+            replayed.contains(row),
+            "{row} missing in replay:\n{replayed}"
+        );
+    }
+    r.send(b"\x1b").await;
+    r.send(b"q").await;
+    assert!(r.wait_exit().await.success());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test]
+async fn bridge_warnings_from_start_up_reach_the_log() {
+    let config = "[[bridges.xiaozhi]]\nname = \"kitchen\"\nendpoint = \"wss://example.invalid/mcp/?token=abc\"\nservers = [\"no-such-server\"]\n";
+    let mut s = Screen::start_with(
+        &["--port", "0", "--pace", "0.002"],
+        &[("turnscope.toml", config)],
+    )
+    .await;
+    s.wait_text("Type a line for the selected session").await;
+    s.send(b"\x1b").await;
+    s.send(b"8").await;
+    let log = s.wait_text("xiaozhi bridge kitchen").await;
+    assert!(log.contains("warn"), "{log}");
+    assert!(!log.contains("token=abc"), "the token stays masked:\n{log}");
+    s.send(b"q").await;
+    assert!(s.wait_exit().await.success());
 }

@@ -698,7 +698,7 @@ pub fn fixed_offset(us: u64) -> String {
     if s < 10_000 {
         format!("{s:>4}.{:03}s", (us / 1_000) % 1_000)
     } else {
-        format!("{:>6}m{:02}s", (s / 60).min(999_999), s % 60)
+        format!("{:>5}m{:02}s", (s / 60).min(99_999), s % 60)
     }
 }
 

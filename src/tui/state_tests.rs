@@ -282,3 +282,56 @@ async fn live_feed_shows_sessions_and_turns_of_a_running_app() {
     assert_eq!(console.state.events_missed, 0);
     app.shutdown().await;
 }
+
+#[test]
+fn frame_times_are_fixed_width_and_count_from_the_session() {
+    use super::state::fixed_offset;
+    assert_eq!(fixed_offset(4_060_000), "   4.060s");
+    assert_eq!(fixed_offset(118_778_000), " 118.778s");
+    assert_eq!(fixed_offset(9_999_999_000), "9999.999s");
+    assert_eq!(fixed_offset(10_000_000_000), "  166m40s");
+    assert_eq!(fixed_offset(10_000_000_000).chars().count(), 9);
+    let s = fixture_state();
+    // Session 2 opened one second after the first event.
+    assert_eq!(
+        s.session_relative(2, T0 + 5 * 1_000_000),
+        "   4.000s",
+        "relative to #2's opening, not the console's first event"
+    );
+}
+
+#[test]
+fn a_closed_session_drops_its_stale_live_snapshot() {
+    let mut s = fixture_state();
+    // The last snapshot caught turn 1 of #2 streaming, cut short.
+    let mut stale = s.transcript(2).to_vec();
+    stale[0].reply = "Once".into();
+    stale[0].end = None;
+    s.sync_turns(2, stale);
+    assert_eq!(s.transcript(2)[0].end, None);
+    s.apply(&Event::Session(SessionEvent {
+        session: 2,
+        handle_prefix: "2a2b3c4d".into(),
+        opener: SessionOpener::Mcp("claude-code".into()),
+        closed: Some("ended by the bot".into()),
+        at_us: T0 + 9 * 1_000_000,
+    }));
+    let turn = &s.transcript(2)[0];
+    assert_eq!(turn.reply, "Once upon a time", "the event-built reply wins");
+    assert_eq!(turn.end.as_deref(), Some("session ended"));
+}
+
+#[test]
+fn failures_are_journaled_with_time_and_session() {
+    let s = fixture_state();
+    let j = &s.journal;
+    assert_eq!(j.errors, 1, "the refused start");
+    assert!(j.warnings >= 2, "a failed tool source and a warn log line");
+    let refused = j
+        .entries()
+        .iter()
+        .find(|e| e.source == "start refused")
+        .expect("the refused start is listed");
+    assert!(refused.message.contains("sessions are in use"));
+    assert_ne!(refused.at_us, 0);
+}

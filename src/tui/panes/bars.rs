@@ -44,6 +44,20 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
         second.push(Span::styled(" ", t.dim));
     }
     let s = &c.state;
+    // Failures come first: they are what a cut line must not lose.
+    let j = &s.journal;
+    if j.errors > 0 {
+        second.push(Span::styled(
+            format!("{} (8 Log) · ", super::log::plural(j.errors, "error")),
+            t.error,
+        ));
+    }
+    if j.warnings > 0 {
+        second.push(Span::styled(
+            format!("{} · ", super::log::plural(j.warnings, "warning")),
+            t.warn,
+        ));
+    }
     let open = s.session_rows().iter().filter(|r| !r.is_closed()).count();
     second.push(Span::styled(
         format!("bridges: {} · ", s.bridges_summary()),
@@ -58,19 +72,6 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
         format!("{} events", count(s.events_seen)),
         t.dim,
     ));
-    let j = &s.journal;
-    if j.errors > 0 {
-        second.push(Span::styled(
-            format!(" · {} (8 Log)", super::log::plural(j.errors, "error")),
-            t.error,
-        ));
-    }
-    if j.warnings > 0 {
-        second.push(Span::styled(
-            format!(" · {}", super::log::plural(j.warnings, "warning")),
-            t.warn,
-        ));
-    }
     if s.events_missed > 0 {
         second.push(Span::styled(
             format!(" · {} missed", count(s.events_missed)),

@@ -21,7 +21,15 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         .filter(|l| matches!(l, FrameLine::Frame(_)))
         .count();
     let source = c.frame_source();
-    let mut info = vec![
+    let mut info = Vec::new();
+    // The filter being edited comes first, so a narrow pane never hides what is typed.
+    if let Some(editing) = &c.frames.editing {
+        let (before, after) = editing.split();
+        info.push(Span::styled("filter: ", t.dim));
+        info.push(Span::styled(format!("{before}▏{after}"), t.key));
+        info.push(Span::styled(" · ", t.dim));
+    }
+    info.extend([
         Span::styled(
             if c.frames.all {
                 "all sessions".to_string()
@@ -41,7 +49,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             ),
             t.dim,
         ),
-    ];
+    ]);
     info.push(if c.frames.paused.is_some() {
         Span::styled(" · ❚❚ paused", t.warn)
     } else if c.frames.cursor.is_none() {
@@ -49,15 +57,11 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     } else {
         Span::styled(" · browsing (End follows)", t.dim)
     });
-    if let Some(editing) = &c.frames.editing {
-        info.push(Span::styled(" · filter: ", t.dim));
-        let (before, after) = editing.split();
-        info.push(Span::styled(format!("{before}▏{after}"), t.key));
-    } else if !c.frames.filter.is_empty() {
+    if c.frames.editing.is_none() && !c.frames.filter.is_empty() {
         info.push(Span::styled(" · filter: ", t.dim));
         info.push(Span::styled(c.frames.filter.text().to_string(), t.key));
     }
-    let mut out = vec![Line::from(info)];
+    let mut out = vec![super::fit(Line::from(info), area.width as usize)];
     let visible = area.height.saturating_sub(1) as usize;
     let cursor = c.frame_cursor_index(&lines);
     let (start, end) = window(c, lines.len(), cursor, visible);
@@ -143,7 +147,7 @@ fn frame_line(c: &Console, fr: &FrameEvent, w: usize) -> Line<'static> {
     spans.extend([
         Span::styled(format!("{letter} "), kind),
         Span::styled(pad(&fr.name, 21), kind),
-        Span::styled(pad(&route, route_w), t.text),
+        Span::styled(pad(&route, route_w.saturating_sub(1)) + " ", t.text),
         Span::styled(format!("{arrow} "), t.dim),
     ]);
     if detail_w > 0 && !fr.detail.is_empty() {

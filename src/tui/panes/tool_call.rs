@@ -12,6 +12,8 @@ use crate::tui::text::{truncate, width, wrap};
 
 /// Lines of arguments or result the transcript shows before folding the rest.
 pub const FOLDED_LINES: usize = 4;
+/// Arguments up to this many cells read whole on the head line (when it has the room).
+const ARGS_IN_HEAD: usize = 40;
 
 /// `text` pretty-printed when it is JSON, else as it is.
 pub fn pretty_text(text: &str) -> String {
@@ -82,7 +84,9 @@ pub fn lines(
             ]));
         }
     };
-    if call.arguments.trim().len() > 2 {
+    // Folded, arguments that fit on the head line are not repeated under it.
+    let args_whole_in_head = folded && width(&call.arguments) <= ARGS_IN_HEAD;
+    if call.arguments.trim().len() > 2 && !args_whole_in_head {
         block("args", &call.arguments, text, &mut out);
     }
     if call.running {

@@ -245,6 +245,9 @@ pub fn waterfall(c: &Console, tl: &Timeline, w: usize) -> Vec<Line<'static>> {
                     (None, Some(first)) => {
                         format!("first {} · {}", micros(first), micros(r.total))
                     }
+                    (None, None) if tl.calls.iter().any(|c| c.start >= r.start + r.total) => {
+                        format!("asked for tools · {}", micros(r.total))
+                    }
                     (None, None) => format!("no text · {}", micros(r.total)),
                 };
                 out.push(bar_line(
@@ -282,7 +285,7 @@ pub fn waterfall(c: &Console, tl: &Timeline, w: usize) -> Vec<Line<'static>> {
     out.push(bar_line(
         "pieces".into(),
         &piece_marks,
-        format!("{} pieces", tl.piece_count),
+        super::log::plural(tl.piece_count, "piece"),
         cells,
         c,
         t.text,
