@@ -536,3 +536,34 @@ fn settle_keeps_a_listed_selection_and_falls_back_to_the_persons_session() {
     c.settle();
     assert_eq!(c.selected, Some(1));
 }
+
+#[test]
+fn an_interrupts_flush_never_draws_the_turn_rule_twice() {
+    use super::frames_view::FrameLine;
+    use crate::observe::{Event, FrameEvent};
+    let mut c = console();
+    c.selected = Some(9);
+    for (id, turn) in [(1, 4), (2, 4), (3, 0), (4, 4), (5, 3), (6, 5)] {
+        c.state.apply(&Event::Frame(FrameEvent {
+            id,
+            session: 9,
+            turn,
+            kind: "control".into(),
+            name: "Flush".into(),
+            from: "a".into(),
+            to: "b".into(),
+            direction: "down".into(),
+            at_us: 1,
+            detail: String::new(),
+        }));
+    }
+    let rules: Vec<u64> = c
+        .frame_lines()
+        .iter()
+        .filter_map(|l| match l {
+            FrameLine::Boundary { turn, .. } => Some(*turn),
+            FrameLine::Frame(_) => None,
+        })
+        .collect();
+    assert_eq!(rules, vec![4, 5]);
+}

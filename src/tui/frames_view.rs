@@ -103,10 +103,12 @@ impl Console {
             if !self.frames.filter.matches(f) {
                 continue;
             }
+            // A boundary opens a turn newer than any seen for the session: frames of no turn
+            // (0) or of an older turn (an interrupt's flush) never draw it again.
             let prev = match last_turn.iter().position(|(s, _)| *s == f.session) {
                 Some(at) => {
                     let (_, turn) = last_turn.remove(at);
-                    last_turn.insert(0, (f.session, f.turn));
+                    last_turn.insert(0, (f.session, turn.max(f.turn)));
                     Some(turn)
                 }
                 None => {
@@ -114,7 +116,7 @@ impl Console {
                     None
                 }
             };
-            if f.turn != 0 && prev != Some(f.turn) {
+            if f.turn != 0 && prev.is_none_or(|p| f.turn > p) {
                 lines.push(FrameLine::Boundary {
                     session: f.session,
                     turn: f.turn,

@@ -217,6 +217,28 @@ fn detail(f: &mut Frame, area: Rect, c: &Console) {
                 .map(|l| Line::styled(l.to_string(), t.overlay)),
         );
     }
+    if fr.name.starts_with("FunctionCall")
+        && let Some(turn) = c
+            .state
+            .transcript(fr.session)
+            .iter()
+            .find(|t| t.id == fr.turn)
+    {
+        text.push(Line::default());
+        text.push(Line::styled("tool calls of this turn, whole", t.dim));
+        let w = popup.width.saturating_sub(2) as usize;
+        for call in &turn.tools {
+            let style = if call.error { t.error } else { t.tool };
+            text.push(Line::styled(super::tool_call::head(call, w), style));
+            text.extend(super::tool_call::lines(
+                call,
+                w,
+                2,
+                false,
+                (t.error, t.text, t.dim),
+            ));
+        }
+    }
     let block = Block::bordered()
         .border_type(BorderType::Double)
         .border_style(t.border_focused)
