@@ -27,6 +27,20 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
             first.push(Span::styled(format!(" ◼ replay {file} "), t.warn));
         }
     }
+    // Failures come right after the source: a narrow screen cuts the end of the line.
+    let j = &c.state.journal;
+    if j.errors > 0 {
+        first.push(Span::styled(
+            format!(" {} (8 Log) ", super::log::plural(j.errors, "error")),
+            t.error,
+        ));
+    }
+    if j.warnings > 0 {
+        first.push(Span::styled(
+            format!(" {} ", super::log::plural(j.warnings, "warning")),
+            t.warn,
+        ));
+    }
     if let Some(url) = &h.mcp_url {
         first.push(Span::styled(" MCP ", t.dim));
         first.push(Span::styled(url.clone(), t.accent));
@@ -44,20 +58,6 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
         second.push(Span::styled(" ", t.dim));
     }
     let s = &c.state;
-    // Failures come first: they are what a cut line must not lose.
-    let j = &s.journal;
-    if j.errors > 0 {
-        second.push(Span::styled(
-            format!("{} (8 Log) · ", super::log::plural(j.errors, "error")),
-            t.error,
-        ));
-    }
-    if j.warnings > 0 {
-        second.push(Span::styled(
-            format!("{} · ", super::log::plural(j.warnings, "warning")),
-            t.warn,
-        ));
-    }
     let open = s.session_rows().iter().filter(|r| !r.is_closed()).count();
     second.push(Span::styled(
         format!("bridges: {} · ", s.bridges_summary()),
