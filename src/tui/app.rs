@@ -606,6 +606,11 @@ impl Console {
                 }
             }
             Command::Turn => self.open_turn_view(),
+            Command::Expand => {
+                if self.focus == PaneId::Frames {
+                    self.frames.per_link = !self.frames.per_link;
+                }
+            }
             Command::Interrupt => {
                 if let Some(session) = self.selected
                     && !self.read_only

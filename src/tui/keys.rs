@@ -45,6 +45,8 @@ pub enum Command {
     Interrupt,
     /// Open (or close) the turn view: the waterfall of the selected session's latest turn.
     Turn,
+    /// Frames: one row per frame, or one per link crossing.
+    Expand,
 }
 
 /// Where a binding applies.
@@ -182,7 +184,16 @@ pub const BINDINGS: &[Binding] = &[
         "Space / p",
         "pause or resume (a paused list keeps what it showed)",
     ),
-    b(Scope::Frames, "Enter", "the selected frame's detail"),
+    b(
+        Scope::Frames,
+        "Enter",
+        "the selected frame's detail, its path hop by hop",
+    ),
+    b(
+        Scope::Frames,
+        "x",
+        "one row per frame (its path and time folded in) / one row per link crossing",
+    ),
     b(
         Scope::ScopeToggle,
         "a",
@@ -253,6 +264,7 @@ pub fn hints(pane: super::app::PaneId, read_only: bool) -> Vec<(&'static str, &'
             ("/", "filter"),
             ("Space", "pause"),
             ("Enter", "detail"),
+            ("x", "per link"),
             ("a", "all/one"),
         ],
         PaneId::Progress | PaneId::Stats => vec![("↑↓", "scroll"), ("a", "all/one")],
@@ -320,6 +332,7 @@ pub fn command(key: &KeyEvent) -> Option<Command> {
         KeyCode::Char('q') => Command::Quit,
         KeyCode::Char(c @ '1'..='8') => Command::Jump(c as usize - '0' as usize),
         KeyCode::Char('w') => Command::Turn,
+        KeyCode::Char('x') => Command::Expand,
         _ => return None,
     })
 }
@@ -350,7 +363,7 @@ mod tests {
             command(&key(KeyCode::BackTab, KeyModifiers::SHIFT)),
             Some(Command::PrevPane)
         );
-        assert_eq!(command(&key(KeyCode::Char('x'), none)), None);
+        assert_eq!(command(&key(KeyCode::Char('z'), none)), None);
     }
 
     #[test]

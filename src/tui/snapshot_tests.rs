@@ -104,9 +104,9 @@ fn frames_pane_all_sessions_filtered_and_paused() {
 fn frames_pane_detail_popup() {
     let mut c = console();
     c.focus_pane(PaneId::Frames);
-    c.frames.filter = FrameFilter::parse("name:FunctionCallResult to:output");
+    c.frames.filter = FrameFilter::parse("name:FunctionCallResult");
     c.frames.detail = true;
-    let t = render(80, 16, &c, panes::inspector::draw);
+    let t = render(80, 24, &c, panes::inspector::draw);
     assert_snapshot!(t.backend());
 }
 
@@ -257,4 +257,19 @@ fn turn_view_in_replay_matches_live() {
             .any(|l| l.contains("2026-01-01 12:00:00 UTC")),
         "the tool's result shows in replay"
     );
+}
+
+#[test]
+fn frames_pane_one_row_per_link_crossing_with_x() {
+    let mut c = console();
+    c.focus_pane(PaneId::Frames);
+    c.handle(&crossterm::event::Event::Key(
+        crossterm::event::KeyEvent::new(
+            crossterm::event::KeyCode::Char('x'),
+            crossterm::event::KeyModifiers::NONE,
+        ),
+    ));
+    assert!(c.frames.per_link);
+    let t = render(96, 12, &c, panes::inspector::draw);
+    assert_snapshot!(t.backend());
 }

@@ -82,7 +82,16 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
                 let rule = "─".repeat((area.width as usize).saturating_sub(width(&head)));
                 Line::styled(format!("{head}{rule}"), t.boundary)
             }
-            FrameLine::Frame(idx) => frame_line(c, source.get(*idx).frame(), area.width as usize),
+            FrameLine::Frame(idx) => {
+                let hops = c.frame_hops(*idx);
+                let last = source.get(*hops.last().unwrap_or(idx)).frame();
+                frame_line(
+                    c,
+                    source.get(*idx).frame(),
+                    (last, hops.len()),
+                    area.width as usize,
+                )
+            }
         };
         let marked = c.frames.cursor.is_some()
             || c.frames.paused.is_some()
@@ -127,15 +136,30 @@ pub fn kind_style(c: &Console, kind: &str) -> Style {
     }
 }
 
-fn frame_line(c: &Console, fr: &FrameEvent, w: usize) -> Line<'static> {
+/// One frame's row: `fr` its first crossing, `last` its last one of `hops`.
+fn frame_line(
+    c: &Console,
+    fr: &FrameEvent,
+    (last, hops): (&FrameEvent, usize),
+    w: usize,
+) -> Line<'static> {
     let t = &c.theme;
     let kind = kind_style(c, &fr.kind);
     let letter = fr.kind.chars().next().unwrap_or('?').to_ascii_uppercase();
-    let route = format!("{}→{}", fr.from, fr.to);
+    let route = if hops > 1 {
+        format!(
+            "{}→{} {hops} hops {}",
+            fr.from,
+            last.to,
+            crate::tui::text::micros(last.at_us.saturating_sub(fr.at_us))
+        )
+    } else {
+        format!("{}→{}", fr.from, fr.to)
+    };
     let arrow = if fr.direction == "up" { "↑" } else { "↓" };
     let session_w = if c.frames.all { 4 } else { 0 };
     let fixed = 10 + session_w + 2 + 21 + 2;
-    let route_w = w.saturating_sub(fixed + 12).clamp(12, 28);
+    let route_w = w.saturating_sub(fixed + 12).clamp(12, 44);
     let detail_w = w.saturating_sub(fixed + route_w);
     let mut spans = vec![Span::styled(
         format!("{} ", c.state.session_relative(fr.session, fr.at_us)),
@@ -205,9 +229,30 @@ fn detail(f: &mut Frame, area: Rect, c: &Console) {
             ),
             t.text,
         ),
-        Line::default(),
-        Line::styled("detail", t.dim),
     ];
+    let hops = c.frame_hops(c.cursor_frame_index().unwrap_or(0));
+    if hops.len() > 1 {
+        let source = c.frame_source();
+        text.push(Line::styled(format!("path, {} hops", hops.len()), t.dim));
+        for i in &hops {
+            let h = source.get(*i).frame();
+            text.push(Line::from(vec![
+                Span::styled(
+                    format!(
+                        "  {:>10}  ",
+                        format!(
+                            "+{}",
+                            crate::tui::text::micros(h.at_us.saturating_sub(fr.at_us))
+                        )
+                    ),
+                    t.dim,
+                ),
+                Span::styled(format!("{} → {}", h.from, h.to), t.text),
+            ]));
+        }
+    }
+    text.push(Line::default());
+    text.push(Line::styled("detail", t.dim));
     if fr.detail.is_empty() {
         text.push(Line::styled("(none)", t.dim));
     } else {
