@@ -225,6 +225,9 @@ async fn an_mcp_client_chatting_on_its_own_handle_shows_live() {
     s.wait_text("turn 2 · completed").await;
     drop(client);
 
+    // The client still holds its session: q asks once, a second q quits.
+    s.send(b"q").await;
+    s.wait_text("q again quits").await;
     s.send(b"q").await;
     let status = s.wait_exit().await;
     assert!(status.success(), "{status:?}");
@@ -405,6 +408,7 @@ async fn tool_calls_show_arguments_and_results_and_failures_reach_the_log() {
     assert!(log.contains("chat refused"), "{log}");
     assert!(log.contains(" #2 "), "{log}");
     s.send(b"q").await;
+    s.send(b"q").await;
     assert!(s.wait_exit().await.success());
 }
 
@@ -507,6 +511,7 @@ async fn the_turn_view_draws_the_waterfall_live_and_in_replay() {
         .await;
     drop(client);
     s.send(b"q").await;
+    s.send(b"q").await;
     assert!(s.wait_exit().await.success());
 
     let mut r = Screen::start(&["replay", &events_arg]).await;
@@ -552,6 +557,54 @@ async fn bridge_warnings_from_start_up_reach_the_log() {
     let log = s.wait_text("xiaozhi bridge kitchen").await;
     assert!(log.contains("warn"), "{log}");
     assert!(!log.contains("token=abc"), "the token stays masked:\n{log}");
+    s.send(b"q").await;
+    assert!(s.wait_exit().await.success());
+}
+
+#[tokio::test]
+async fn zoom_search_and_export_from_the_keyboard() {
+    let mut s = Screen::start(&["--port", "0", "--pace", "0.002"]).await;
+    s.wait_text("Type a line for the selected session").await;
+    for line in ["the first line", "echo a needle here", "the last line"] {
+        s.send(line.as_bytes()).await;
+        s.send(b"\r").await;
+    }
+    s.wait_text("turn 3 · completed").await;
+
+    // z: the Frames pane fills the screen; Esc gives the others back.
+    s.send(b"\x1b").await;
+    s.send(b"4").await;
+    s.send(b"z").await;
+    let zoomed = s
+        .wait_for("the zoomed Frames pane", |t| !t.contains("Transcript"))
+        .await;
+    assert!(zoomed.contains("4 Frames"), "{zoomed}");
+    s.send(b"\x1b").await;
+    s.wait_text("Transcript").await;
+
+    // / in the Transcript searches it, not the frames.
+    s.send(b"2").await;
+    s.send(b"/needle").await;
+    let found = s.wait_text("search: needle").await;
+    assert!(!found.contains("filter: needle"), "{found}");
+    s.send(b"\r").await;
+    s.send(b"\x1b").await;
+    s.wait_for("the search cleared", |t| !t.contains("search: needle"))
+        .await;
+
+    // e writes the selected session's report next to where the console runs.
+    s.send(b"e").await;
+    let screen = s.wait_text("exported to turnscope-session-1-").await;
+    let name = screen
+        .split("exported to ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the file's name")
+        .to_string();
+    let report = std::fs::read_to_string(s._dir.0.join(&name)).expect("the report is written");
+    assert!(report.contains("result a needle here"), "{report}");
+    assert!(report.contains("waterfall"), "{report}");
+    assert!(report.contains("Frames of #1"), "{report}");
     s.send(b"q").await;
     assert!(s.wait_exit().await.success());
 }

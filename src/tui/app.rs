@@ -20,6 +20,7 @@ use super::layout::Areas;
 use super::line_edit::{self, Edit, LineEdit};
 use super::state::ConsoleState;
 use super::theme::Theme;
+use crate::observe::SessionOpener;
 use crate::sessions::ChatReply;
 
 /// The panes, in Tab order.
@@ -100,6 +101,13 @@ pub enum Action {
     Interrupt {
         /// Session number.
         session: u64,
+    },
+    /// Write this report of a session to a file.
+    Export {
+        /// Session number.
+        session: u64,
+        /// The report ([`export::session_report`](super::export::session_report)).
+        text: String,
     },
 }
 
@@ -216,6 +224,16 @@ pub struct Console {
     pub log_back: Cell<usize>,
     /// Whether the Log pane shows errors and warnings only.
     pub log_problems_only: bool,
+    /// Whether the focused pane fills the screen.
+    pub zoom: bool,
+    /// The transcript search being typed.
+    pub search_editing: Option<LineEdit>,
+    /// The transcript search in force (empty: none).
+    pub search: String,
+    /// Which match is shown, counted back from the newest.
+    pub search_hit: Cell<usize>,
+    /// Whether `q` was pressed once while MCP clients hold sessions (a second `q` quits).
+    pub quit_asked: bool,
 }
 
 const PAGE: isize = 10;
@@ -259,6 +277,11 @@ impl Console {
             confirmed: BTreeSet::new(),
             log_back: Cell::new(0),
             log_problems_only: false,
+            zoom: false,
+            search_editing: None,
+            search: String::new(),
+            search_hit: Cell::new(0),
+            quit_asked: false,
         }
     }
 
@@ -306,7 +329,7 @@ impl Console {
             keys::KeyOwner::TurnView
         } else if self.frames.detail {
             keys::KeyOwner::FrameDetail
-        } else if self.frames.editing.is_some() {
+        } else if self.frames.editing.is_some() || self.search_editing.is_some() {
             keys::KeyOwner::Filter
         } else {
             keys::KeyOwner::Pane(self.focus)
@@ -349,6 +372,23 @@ impl Console {
         if self.frames.editing.is_some() {
             self.filter_key(key);
             return None;
+        }
+        if self.search_editing.is_some() {
+            self.search_key(key);
+            return None;
+        }
+        if self.focus == PaneId::Transcript && !self.search.is_empty() {
+            match key.code {
+                KeyCode::Char('n') => {
+                    self.search_hit.set(self.search_hit.get() + 1);
+                    return None;
+                }
+                KeyCode::Char('N') => {
+                    self.search_hit.set(self.search_hit.get().saturating_sub(1));
+                    return None;
+                }
+                _ => {}
+            }
         }
         if let Some(n) = keys::alt_jump(key) {
             return self.command(Command::Jump(n));
@@ -448,6 +488,25 @@ impl Console {
         let next = (at as isize + delta).clamp(0, turns.len() as isize - 1) as usize;
         pick.turn = turns[next].id;
         pick.scroll.set(0);
+    }
+
+    fn search_key(&mut self, key: &KeyEvent) {
+        let Some(line) = self.search_editing.as_mut() else {
+            return;
+        };
+        match line.key(key) {
+            Edit::Accept => self.search_editing = None,
+            Edit::Cancel => {
+                self.search_editing = None;
+                self.search.clear();
+                self.transcript_back.set(0);
+            }
+            Edit::Changed => {
+                self.search = line.text();
+                self.search_hit.set(0);
+            }
+            Edit::Same => {}
+        }
     }
 
     fn filter_key(&mut self, key: &KeyEvent) {
@@ -588,7 +647,14 @@ impl Console {
 
     fn command(&mut self, command: Command) -> Option<Action> {
         match command {
-            Command::Quit => return Some(Action::Quit),
+            Command::Quit => return self.quit(),
+            Command::Zoom => self.zoom = !self.zoom,
+            Command::Export => {
+                if let Some(session) = self.selected {
+                    let text = super::export::session_report(self, session);
+                    return Some(Action::Export { session, text });
+                }
+            }
             Command::NextPane => self.cycle(1),
             Command::PrevPane => self.cycle(-1),
             Command::Jump(n) => {
@@ -599,7 +665,15 @@ impl Console {
             Command::Help => self.help = true,
             // Back closes or clears what is open; it never moves focus to the input line.
             Command::Back => {
-                if self.focus == PaneId::Frames && !self.frames.filter.is_empty() {
+                if self.quit_asked {
+                    self.quit_asked = false;
+                    self.notice = None;
+                } else if self.zoom {
+                    self.zoom = false;
+                } else if self.focus == PaneId::Transcript && !self.search.is_empty() {
+                    self.search.clear();
+                    self.transcript_back.set(0);
+                } else if self.focus == PaneId::Frames && !self.frames.filter.is_empty() {
                     self.frames.filter = FrameFilter::default();
                 } else if self.notice.is_some() {
                     self.notice = None;
@@ -617,6 +691,9 @@ impl Console {
                 {
                     return Some(Action::Interrupt { session });
                 }
+            }
+            Command::Filter if self.focus == PaneId::Transcript => {
+                self.search_editing = Some(LineEdit::new(&self.search));
             }
             Command::Filter => {
                 self.focus_pane(PaneId::Frames);
@@ -652,6 +729,28 @@ impl Console {
                 _ => {}
             },
         }
+        None
+    }
+
+    /// `q`: quits, but asks first while MCP clients hold sessions (quitting ends them).
+    fn quit(&mut self) -> Option<Action> {
+        let held = self
+            .state
+            .session_rows()
+            .iter()
+            .filter(|r| !r.is_closed() && matches!(r.opener, SessionOpener::Mcp(_)))
+            .count();
+        if held == 0 || self.read_only || self.quit_asked {
+            return Some(Action::Quit);
+        }
+        self.quit_asked = true;
+        self.notice = Some(Notice {
+            text: format!(
+                "q again quits and ends {held} MCP client session{}; Esc stays",
+                if held == 1 { "" } else { "s" }
+            ),
+            error: true,
+        });
         None
     }
 

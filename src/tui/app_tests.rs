@@ -190,17 +190,25 @@ fn q_types_in_the_input_but_quits_elsewhere_and_ctrl_c_always_quits() {
     );
     press(&mut c, KeyCode::Esc);
     assert_eq!(c.focus, PaneId::Sessions, "Esc leaves the input line");
-    assert_eq!(press(&mut c, KeyCode::Char('q')), Some(Action::Quit));
+    assert_eq!(
+        press(&mut c, KeyCode::Char('q')),
+        None,
+        "an MCP client holds #2: q asks first"
+    );
+    assert!(c.notice.as_ref().unwrap().text.contains("q again quits"));
+    press(&mut c, KeyCode::Esc);
+    assert!(!c.quit_asked, "Esc stays");
     press(&mut c, KeyCode::Esc);
     assert_eq!(
         c.focus,
         PaneId::Sessions,
         "Esc in a pane is back/cancel: it never lands in the input line"
     );
+    assert_eq!(press(&mut c, KeyCode::Char('q')), None);
     assert_eq!(
         press(&mut c, KeyCode::Char('q')),
         Some(Action::Quit),
-        "Esc then q still quits"
+        "Esc then q q quits"
     );
     for pane in [PaneId::Transcript, PaneId::Frames, PaneId::Log] {
         c.focus_pane(pane);
@@ -566,4 +574,46 @@ fn an_interrupts_flush_never_draws_the_turn_rule_twice() {
         })
         .collect();
     assert_eq!(rules, vec![4, 5]);
+}
+
+#[test]
+fn z_zooms_the_focused_pane_and_slash_searches_the_transcript() {
+    let mut c = console();
+    c.focus_pane(PaneId::Frames);
+    press(&mut c, KeyCode::Char('z'));
+    assert!(c.zoom);
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    terminal.draw(|f| super::draw::draw(f, &c)).unwrap();
+    let areas = c.areas.get();
+    assert_eq!(areas.inspector.height, 27, "the inspector fills the body");
+    assert_eq!(areas.sessions.height, 0);
+    press(&mut c, KeyCode::Esc);
+    assert!(!c.zoom, "Esc gives the other panes back");
+
+    c.focus_pane(PaneId::Transcript);
+    press(&mut c, KeyCode::Char('/'));
+    type_text(&mut c, "CLOCK");
+    assert_eq!(c.search, "CLOCK");
+    assert_eq!(c.frames.editing, None, "the frame filter is left alone");
+    press(&mut c, KeyCode::Enter);
+    terminal.draw(|f| super::draw::draw(f, &c)).unwrap();
+    let screen = format!("{:?}", terminal.backend());
+    assert!(screen.contains("search: CLOCK"), "{screen}");
+    press(&mut c, KeyCode::Char('n'));
+    assert_eq!(c.search_hit.get(), 1);
+    press(&mut c, KeyCode::Esc);
+    assert!(c.search.is_empty(), "Esc clears the search");
+}
+
+#[test]
+fn e_exports_the_selected_session() {
+    let mut c = console();
+    c.focus = PaneId::Sessions;
+    match press(&mut c, KeyCode::Char('e')) {
+        Some(Action::Export { session, text }) => {
+            assert_eq!(session, 1);
+            assert!(text.contains("what does the clock say"), "{text}");
+        }
+        other => panic!("{other:?}"),
+    }
 }

@@ -47,6 +47,10 @@ pub enum Command {
     Turn,
     /// Frames: one row per frame, or one per link crossing.
     Expand,
+    /// Zoom the focused pane to the whole screen, and back.
+    Zoom,
+    /// Export the selected session's turns and frames to a file.
+    Export,
 }
 
 /// Where a binding applies.
@@ -125,8 +129,18 @@ pub const BINDINGS: &[Binding] = &[
     ),
     b(
         Scope::Global,
+        "e",
+        "export the selected session: its turns (waterfall, tool calls whole) and its filtered frames, to a file",
+    ),
+    b(
+        Scope::Global,
+        "z",
+        "zoom: the focused pane fills the screen; z or Esc gives the others back",
+    ),
+    b(
+        Scope::Global,
         "q",
-        "quit (Ctrl+C quits from anywhere); every session is ended",
+        "quit (asks first while MCP clients hold sessions; Ctrl+C quits from anywhere); every session is ended",
     ),
     b(
         Scope::Global,
@@ -173,6 +187,11 @@ pub const BINDINGS: &[Binding] = &[
         Scope::Sessions,
         "Enter (Transcript)",
         "the turn view; ← → step through the turns, ↑↓ scroll",
+    ),
+    b(
+        Scope::Sessions,
+        "/ (Transcript)",
+        "search the transcript (any case); n / N older / newer match, Esc clears",
     ),
     b(
         Scope::Frames,
@@ -258,7 +277,12 @@ pub fn hints(pane: super::app::PaneId, read_only: bool) -> Vec<(&'static str, &'
             ("w", "turn view"),
             ("i", "interrupt"),
         ],
-        PaneId::Transcript => vec![("↑↓", "scroll"), ("Enter", "turn view"), ("End", "follow")],
+        PaneId::Transcript => vec![
+            ("↑↓", "scroll"),
+            ("/", "search"),
+            ("Enter", "turn view"),
+            ("End", "follow"),
+        ],
         PaneId::Log => vec![("↑↓", "scroll"), ("a", "problems/all")],
         PaneId::Frames => vec![
             ("/", "filter"),
@@ -271,7 +295,7 @@ pub fn hints(pane: super::app::PaneId, read_only: bool) -> Vec<(&'static str, &'
         PaneId::Tools => vec![("↑↓", "tool"), ("PgUp/PgDn", "schema")],
     };
     if pane != PaneId::Input {
-        out.extend([("Tab", "pane"), ("?", "help"), ("q", "quit")]);
+        out.extend([("z", "zoom"), ("Tab", "pane"), ("?", "help"), ("q", "quit")]);
     }
     out
 }
@@ -333,6 +357,8 @@ pub fn command(key: &KeyEvent) -> Option<Command> {
         KeyCode::Char(c @ '1'..='8') => Command::Jump(c as usize - '0' as usize),
         KeyCode::Char('w') => Command::Turn,
         KeyCode::Char('x') => Command::Expand,
+        KeyCode::Char('z') => Command::Zoom,
+        KeyCode::Char('e') => Command::Export,
         _ => return None,
     })
 }
@@ -363,7 +389,7 @@ mod tests {
             command(&key(KeyCode::BackTab, KeyModifiers::SHIFT)),
             Some(Command::PrevPane)
         );
-        assert_eq!(command(&key(KeyCode::Char('z'), none)), None);
+        assert_eq!(command(&key(KeyCode::Char('v'), none)), None);
     }
 
     #[test]

@@ -231,11 +231,15 @@ fn perform(
     chat_tx: &mpsc::UnboundedSender<ChatDone>,
     stop: &CancellationToken,
 ) {
+    if let Action::Export { session, text } = &action {
+        console.notice = Some(export_to_file(*session, text));
+        return;
+    }
     let Some(sessions) = sessions else {
         return;
     };
     match action {
-        Action::Quit => {}
+        Action::Quit | Action::Export { .. } => {}
         Action::Chat { session, line } => {
             let target = match sessions.by_number(session) {
                 Some(s) => s,
@@ -296,6 +300,24 @@ fn perform(
 /// The console's subscription, taken on `bus` before the app starts (see [`run_with`]).
 pub fn listen_early(bus: &crate::observe::Bus) -> Subscription {
     bus.subscribe()
+}
+
+/// Writes a session's report to `turnscope-session-N-SECONDS.txt` in the working directory.
+fn export_to_file(session: u64, text: &str) -> Notice {
+    let name = format!(
+        "turnscope-session-{session}-{}.txt",
+        crate::observe::event::now_us() / 1_000_000
+    );
+    match std::fs::write(&name, text) {
+        Ok(()) => Notice {
+            text: format!("#{session} exported to {name}"),
+            error: false,
+        },
+        Err(e) => Notice {
+            text: format!("cannot write {name}: {e}"),
+            error: true,
+        },
+    }
 }
 
 /// Runs the console over a started app until the person quits, then ends every session

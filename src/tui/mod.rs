@@ -19,6 +19,7 @@
 pub mod app;
 pub mod bench;
 pub mod draw;
+pub mod export;
 pub mod feed;
 pub mod filter;
 pub mod frames_view;
