@@ -608,3 +608,25 @@ async fn zoom_search_and_export_from_the_keyboard() {
     s.send(b"q").await;
     assert!(s.wait_exit().await.success());
 }
+
+#[tokio::test]
+async fn sessions_open_close_and_copy_their_handle_from_the_keyboard() {
+    let mut s = Screen::start(&["--port", "0", "--pace", "0.002"]).await;
+    s.wait_text("Type a line for the selected session").await;
+    s.send(b"\x1b").await;
+    s.send(b"n").await;
+    let opened = s.wait_text("opened #2 for you").await;
+    assert!(opened.contains("2 open"), "{opened}");
+    s.send(b"y").await;
+    s.wait_text("#2's handle sent to the clipboard").await;
+    s.send(b"d").await;
+    s.wait_text("d again closes #2").await;
+    s.send(b"\x1b").await;
+    settle_without(&s, "closed from the console", 300).await;
+    s.send(b"d").await;
+    s.send(b"d").await;
+    let closed = s.wait_text("1 open").await;
+    assert!(closed.contains("closed"), "{closed}");
+    s.send(b"q").await;
+    assert!(s.wait_exit().await.success());
+}

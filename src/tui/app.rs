@@ -102,6 +102,18 @@ pub enum Action {
         /// Session number.
         session: u64,
     },
+    /// Copy the session's full handle to the clipboard (OSC 52).
+    Yank {
+        /// Session number.
+        session: u64,
+    },
+    /// Open a new session for the person and select it.
+    NewSession,
+    /// Close a session (asked for twice).
+    Close {
+        /// Session number.
+        session: u64,
+    },
     /// Write this report of a session to a file.
     Export {
         /// Session number.
@@ -234,6 +246,8 @@ pub struct Console {
     pub search_hit: Cell<usize>,
     /// Whether `q` was pressed once while MCP clients hold sessions (a second `q` quits).
     pub quit_asked: bool,
+    /// The session `d` was pressed on once (a second `d` closes it).
+    pub close_asked: Option<u64>,
 }
 
 const PAGE: isize = 10;
@@ -282,6 +296,7 @@ impl Console {
             search: String::new(),
             search_hit: Cell::new(0),
             quit_asked: false,
+            close_asked: None,
         }
     }
 
@@ -649,6 +664,36 @@ impl Console {
         match command {
             Command::Quit => return self.quit(),
             Command::Zoom => self.zoom = !self.zoom,
+            Command::Yank => {
+                if let Some(session) = self.selected
+                    && !self.read_only
+                {
+                    return Some(Action::Yank { session });
+                }
+            }
+            Command::New if !self.read_only => return Some(Action::NewSession),
+            Command::Close => {
+                let session = self.selected.filter(|_| !self.read_only)?;
+                if self.state.session(session).is_some_and(|r| r.is_closed()) {
+                    return None;
+                }
+                if self.close_asked == Some(session) {
+                    self.close_asked = None;
+                    self.notice = None;
+                    return Some(Action::Close { session });
+                }
+                let who = self
+                    .state
+                    .session(session)
+                    .map(|r| r.opener_label())
+                    .unwrap_or_default();
+                self.close_asked = Some(session);
+                self.notice = Some(Notice {
+                    text: format!("d again closes #{session} ({who}); Esc keeps it"),
+                    error: true,
+                });
+            }
+            Command::New => {}
             Command::Export => {
                 if let Some(session) = self.selected {
                     let text = super::export::session_report(self, session);
@@ -665,8 +710,9 @@ impl Console {
             Command::Help => self.help = true,
             // Back closes or clears what is open; it never moves focus to the input line.
             Command::Back => {
-                if self.quit_asked {
+                if self.quit_asked || self.close_asked.is_some() {
                     self.quit_asked = false;
+                    self.close_asked = None;
                     self.notice = None;
                 } else if self.zoom {
                     self.zoom = false;

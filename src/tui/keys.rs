@@ -51,6 +51,12 @@ pub enum Command {
     Zoom,
     /// Export the selected session's turns and frames to a file.
     Export,
+    /// Copy the selected session's full handle.
+    Yank,
+    /// Open a new session for the person.
+    New,
+    /// Close the selected session (asks first).
+    Close,
 }
 
 /// Where a binding applies.
@@ -185,6 +191,21 @@ pub const BINDINGS: &[Binding] = &[
     ),
     b(
         Scope::Sessions,
+        "y",
+        "copy the selected session's full handle to the clipboard (OSC 52)",
+    ),
+    b(
+        Scope::Sessions,
+        "n",
+        "open a new session for you and select it",
+    ),
+    b(
+        Scope::Sessions,
+        "d",
+        "close the selected session (d twice; Esc keeps it)",
+    ),
+    b(
+        Scope::Sessions,
         "Enter (Transcript)",
         "the turn view; ← → step through the turns, ↑↓ scroll",
     ),
@@ -276,6 +297,8 @@ pub fn hints(pane: super::app::PaneId, read_only: bool) -> Vec<(&'static str, &'
             ("Enter", "chat"),
             ("w", "turn view"),
             ("i", "interrupt"),
+            ("n/d", "new/close"),
+            ("y", "copy handle"),
         ],
         PaneId::Transcript => vec![
             ("↑↓", "scroll"),
@@ -359,6 +382,9 @@ pub fn command(key: &KeyEvent) -> Option<Command> {
         KeyCode::Char('x') => Command::Expand,
         KeyCode::Char('z') => Command::Zoom,
         KeyCode::Char('e') => Command::Export,
+        KeyCode::Char('y') => Command::Yank,
+        KeyCode::Char('n') => Command::New,
+        KeyCode::Char('d') => Command::Close,
         _ => return None,
     })
 }

@@ -240,6 +240,56 @@ fn perform(
     };
     match action {
         Action::Quit | Action::Export { .. } => {}
+        Action::Yank { session } => {
+            console.notice = Some(match sessions.by_number(session) {
+                Some(s) => {
+                    use std::io::Write;
+                    let mut out = std::io::stdout();
+                    let sent = out
+                        .write_all(super::clipboard::osc52(&s.handle()).as_bytes())
+                        .and_then(|()| out.flush());
+                    match sent {
+                        Ok(()) => Notice {
+                            text: format!(
+                                "#{session}'s handle sent to the clipboard (OSC 52; a terminal may refuse it)"
+                            ),
+                            error: false,
+                        },
+                        Err(e) => Notice {
+                            text: format!("cannot write to the terminal: {e}"),
+                            error: true,
+                        },
+                    }
+                }
+                None => Notice {
+                    text: format!("#{session} is closed; its handle is gone"),
+                    error: true,
+                },
+            });
+        }
+        Action::NewSession => match sessions.open(SessionOpener::Console) {
+            Ok(s) => {
+                console.selected = Some(s.number);
+                console.notice = Some(Notice {
+                    text: format!("opened #{} for you", s.number),
+                    error: false,
+                });
+            }
+            Err(e) => {
+                console.notice = Some(Notice {
+                    text: e.to_string(),
+                    error: true,
+                })
+            }
+        },
+        Action::Close { session } => {
+            if let Some(s) = sessions.by_number(session) {
+                let sessions = sessions.clone();
+                tokio::spawn(async move {
+                    sessions.close(&s, "closed from the console").await;
+                });
+            }
+        }
         Action::Chat { session, line } => {
             let target = match sessions.by_number(session) {
                 Some(s) => s,

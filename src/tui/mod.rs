@@ -18,6 +18,7 @@
 
 pub mod app;
 pub mod bench;
+pub mod clipboard;
 pub mod draw;
 pub mod export;
 pub mod feed;
