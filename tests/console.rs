@@ -538,6 +538,11 @@ async fn the_turn_view_draws_the_waterfall_live_and_in_replay() {
         );
     }
     r.send(b"\x1b").await;
+    // [ steps the whole console back to the turn's end, ] on to the end of the file.
+    r.send(b"[").await;
+    r.wait_text("turn end 1 of 1").await;
+    r.send(b"]").await;
+    r.wait_text("the end ([ steps back)").await;
     r.send(b"q").await;
     assert!(r.wait_exit().await.success());
     std::fs::remove_dir_all(&dir).ok();

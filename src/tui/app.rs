@@ -248,6 +248,8 @@ pub struct Console {
     pub quit_asked: bool,
     /// The session `d` was pressed on once (a second `d` closes it).
     pub close_asked: Option<u64>,
+    /// A replay's events, stepped through with `[` and `]`.
+    pub tape: Option<super::replay::Tape>,
 }
 
 const PAGE: isize = 10;
@@ -297,6 +299,7 @@ impl Console {
             search_hit: Cell::new(0),
             quit_asked: false,
             close_asked: None,
+            tape: None,
         }
     }
 
@@ -694,6 +697,15 @@ impl Console {
                 });
             }
             Command::New => {}
+            Command::Step(delta) => {
+                if let Some(tape) = self.tape.as_mut()
+                    && tape.step(delta)
+                {
+                    self.state = tape.state();
+                    self.frames.paused = None;
+                    self.settle();
+                }
+            }
             Command::Export => {
                 if let Some(session) = self.selected {
                     let text = super::export::session_report(self, session);

@@ -617,3 +617,29 @@ fn e_exports_the_selected_session() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_replay_steps_turn_end_by_turn_end() {
+    let text: String = super::test_fixture::events()
+        .iter()
+        .map(|e| serde_json::to_string(e).expect("event serialises") + "\n")
+        .collect();
+    let mut c = super::replay::console_of(&text, "run.jsonl", super::theme::Theme::default())
+        .expect("replay");
+    c.selected = Some(1);
+    assert_eq!(c.state.transcript(1).len(), 2, "the run as it ended");
+    press(&mut c, KeyCode::Char('['));
+    press(&mut c, KeyCode::Char('['));
+    let turns = c.state.transcript(1);
+    assert_eq!(turns.len(), 1, "back at the first turn's end");
+    assert_eq!(turns[0].end.as_deref(), Some("completed"));
+    press(&mut c, KeyCode::Char('['));
+    assert_eq!(
+        c.state.transcript(1).len(),
+        1,
+        "the first stop is the first turn end"
+    );
+    press(&mut c, KeyCode::Char(']'));
+    press(&mut c, KeyCode::Char(']'));
+    assert_eq!(c.state.transcript(1).len(), 2);
+}

@@ -57,6 +57,8 @@ pub enum Command {
     New,
     /// Close the selected session (asks first).
     Close,
+    /// A replay: step back (-1) or on (+1) one turn end.
+    Step(isize),
 }
 
 /// Where a binding applies.
@@ -137,6 +139,11 @@ pub const BINDINGS: &[Binding] = &[
         Scope::Global,
         "e",
         "export the selected session: its turns (waterfall, tool calls whole) and its filtered frames, to a file",
+    ),
+    b(
+        Scope::Global,
+        "[ / ]",
+        "replay: step the whole console back / on one turn end (the header says where)",
     ),
     b(
         Scope::Global,
@@ -385,6 +392,8 @@ pub fn command(key: &KeyEvent) -> Option<Command> {
         KeyCode::Char('y') => Command::Yank,
         KeyCode::Char('n') => Command::New,
         KeyCode::Char('d') => Command::Close,
+        KeyCode::Char('[') => Command::Step(-1),
+        KeyCode::Char(']') => Command::Step(1),
         _ => return None,
     })
 }

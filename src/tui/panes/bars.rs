@@ -25,6 +25,18 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
         Source::Live => first.push(Span::styled(" ● live ", t.ok)),
         Source::Replay { file, .. } => {
             first.push(Span::styled(format!(" ◼ replay {file} "), t.warn));
+            if let Some(tape) = &c.tape {
+                let label = if tape.at + 1 == tape.stops() {
+                    " the end ([ steps back) ".to_string()
+                } else {
+                    format!(
+                        " turn end {} of {} ([ ] step) ",
+                        tape.at + 1,
+                        tape.stops() - 1
+                    )
+                };
+                first.push(Span::styled(label, t.accent));
+            }
         }
     }
     // Failures come right after the source: a narrow screen cuts the end of the line.
