@@ -80,17 +80,15 @@ pub enum Event {
         duration_us: u64,
         /// Whether it succeeded.
         ok: bool,
-    },
-    /// An MCP call was refused or failed (a `start` over the session cap, a `chat` on an
-    /// unknown handle, a turn that ended in error). Published only on failure.
-    Refused {
-        /// The surface and method, e.g. `mcp tools/call start`.
-        route: Name,
+        /// What the caller was told when it failed (a `start` over the session cap, a `chat`
+        /// on an unknown handle, a turn that ended in error), when known.
+        #[serde(default)]
+        error: Option<String>,
         /// The session the call was for, when known.
+        #[serde(default)]
         session: Option<u64>,
-        /// What the caller was told.
-        message: String,
-        /// When, in µs since the epoch.
+        /// When it failed, in µs since the epoch (0 when it succeeded or is unknown).
+        #[serde(default)]
         at_us: u64,
     },
     /// A bridge's state changed (connection, counters, errors); see [`BridgeEvent`].

@@ -218,6 +218,20 @@ impl BotMcp {
     }
 }
 
+/// The session a failed call's `handle` names, when it looks like a live one. The table is
+/// scanned only for a well-formed handle, so a flood of calls on bad handles costs nothing.
+fn session_of(sessions: &Sessions, args: &JsonObject) -> Option<u64> {
+    let handle = args.get("handle").and_then(Value::as_str)?;
+    if handle.len() != 36 {
+        return None;
+    }
+    sessions
+        .list()
+        .into_iter()
+        .find(|s| s.handle() == handle)
+        .map(|s| s.number)
+}
+
 fn reply_result(reply: ChatReply) -> CallToolResult {
     let structured = serde_json::to_value(&reply).unwrap_or(Value::Null);
     let mut result = match &reply.error {
@@ -267,27 +281,29 @@ impl ServerHandler for BotMcp {
             )),
         };
         let ok = result.is_error != Some(true);
-        if !ok {
-            self.sessions.bus().publish_with(|| Event::Refused {
-                route: format!("mcp tools/call {name}").into(),
-                session: args
-                    .get("handle")
-                    .and_then(Value::as_str)
-                    .and_then(|h| self.sessions.list().into_iter().find(|s| s.handle() == h))
-                    .map(|s| s.number),
-                message: result
-                    .content
-                    .iter()
-                    .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                at_us: crate::observe::event::now_us(),
-            });
-        }
         self.sessions.bus().publish_with(|| Event::Served {
             route: format!("mcp tools/call {name}").into(),
             duration_us: started.elapsed().as_micros() as u64,
             ok,
+            // Failures carry what the caller was told; nothing more is built for a success.
+            error: (!ok).then(|| {
+                result
+                    .content
+                    .iter()
+                    .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            }),
+            session: if ok {
+                None
+            } else {
+                session_of(&self.sessions, args)
+            },
+            at_us: if ok {
+                0
+            } else {
+                crate::observe::event::now_us()
+            },
         });
         Ok(result.into())
     }

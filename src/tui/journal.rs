@@ -54,6 +54,28 @@ pub struct Entry {
     pub source: String,
     /// What happened.
     pub message: String,
+    /// How many times in a row it happened (the time is the latest).
+    pub repeats: u64,
+}
+
+impl Entry {
+    /// An entry that happened once.
+    pub fn new(
+        at_us: u64,
+        level: Level,
+        session: Option<u64>,
+        source: String,
+        message: String,
+    ) -> Entry {
+        Entry {
+            at_us,
+            level,
+            session,
+            source,
+            message,
+            repeats: 1,
+        }
+    }
 }
 
 /// The journal: recent entries and counts.
@@ -68,18 +90,53 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// Adds an entry (evicting the oldest past [`JOURNAL_KEPT`]).
-    pub fn push(&mut self, entry: Entry) {
-        match entry.level {
+    fn count(&mut self, level: Level, session: Option<u64>) {
+        match level {
             Level::Error => {
                 self.errors += 1;
-                if let Some(n) = entry.session {
+                if let Some(n) = session {
                     *self.per_session.entry(n).or_default() += 1;
                 }
             }
             Level::Warn => self.warnings += 1,
             Level::Info => {}
         }
+    }
+
+    /// Notes an entry whose source is `source` followed by `suffix`: when it repeats the
+    /// latest entry it only counts (nothing is allocated, so a flood of one refusal costs
+    /// little); else it is added.
+    pub fn note(
+        &mut self,
+        at_us: u64,
+        level: Level,
+        session: Option<u64>,
+        (source, suffix): (&str, &str),
+        message: &str,
+    ) {
+        if let Some(last) = self.entries.back_mut()
+            && last.level == level
+            && last.session == session
+            && last.message == message
+            && last.source.strip_suffix(suffix) == Some(source)
+        {
+            last.repeats += 1;
+            last.at_us = at_us;
+            self.count(level, session);
+            return;
+        }
+        self.push(Entry::new(
+            at_us,
+            level,
+            session,
+            format!("{source}{suffix}"),
+            message.to_string(),
+        ));
+    }
+
+    /// Adds an entry (evicting the oldest past [`JOURNAL_KEPT`]).
+    pub fn push(&mut self, entry: Entry) {
+        self.count(entry.level, entry.session);
         if self.entries.len() == JOURNAL_KEPT {
             self.entries.pop_front();
         }
@@ -107,13 +164,27 @@ mod tests {
     use super::*;
 
     fn entry(level: Level, session: Option<u64>) -> Entry {
-        Entry {
-            at_us: 1,
-            level,
-            session,
-            source: "t".into(),
-            message: "m".into(),
+        Entry::new(1, level, session, "t".into(), "m".into())
+    }
+
+    #[test]
+    fn a_repeated_entry_is_counted_not_kept_again() {
+        let mut j = Journal::default();
+        for at in 0..5 {
+            j.note(
+                at,
+                Level::Error,
+                None,
+                ("chat", " refused"),
+                "no such handle",
+            );
         }
+        j.note(9, Level::Error, None, ("start", " refused"), "full");
+        assert_eq!(j.entries().len(), 2);
+        assert_eq!(j.entries()[0].repeats, 5);
+        assert_eq!(j.entries()[0].at_us, 4);
+        assert_eq!(j.entries()[0].source, "chat refused");
+        assert_eq!(j.errors, 6);
     }
 
     #[test]

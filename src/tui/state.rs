@@ -204,6 +204,7 @@ impl ConsoleState {
                         session: (c.session != 0).then_some(c.session),
                         source: format!("tool {}", c.name),
                         message: e.clone(),
+                        repeats: 1,
                     });
                 }
                 if let Some(view) = self.turn_mut(c.session, c.turn) {
@@ -250,6 +251,7 @@ impl ConsoleState {
                         session: (*session != 0).then_some(*session),
                         source: "model".into(),
                         message: e.clone(),
+                        repeats: 1,
                     });
                 }
                 self.session_samples
@@ -285,23 +287,29 @@ impl ConsoleState {
                 totals.coalesced += u64::from(*pieces > 1);
                 totals.last_us = *at_us;
             }
-            Event::Served { .. } => {}
-            Event::Refused {
+            Event::Served {
                 route,
+                ok: false,
+                error,
                 session,
-                message,
                 at_us,
+                ..
             } => {
                 self.saw_time(*at_us);
-                let method = route.rsplit(' ').next().unwrap_or(route);
-                self.journal.push(Entry {
-                    at_us: *at_us,
-                    level: Level::Error,
-                    session: *session,
-                    source: format!("{method} refused"),
-                    message: message.clone(),
-                });
+                let at = if *at_us == 0 { self.now_us } else { *at_us };
+                let source = match route.strip_prefix("mcp tools/call ") {
+                    Some(method) => (method, " refused"),
+                    None => (route.as_ref(), " failed"),
+                };
+                self.journal.note(
+                    at,
+                    Level::Error,
+                    *session,
+                    source,
+                    error.as_deref().unwrap_or(""),
+                );
             }
+            Event::Served { .. } => {}
             Event::Bridge(b) => {
                 self.saw_time(b.at_us);
                 let key = format!("{} {}", b.kind, b.name);
@@ -315,6 +323,7 @@ impl ConsoleState {
                         session: None,
                         source: format!("bridge {key}"),
                         message: e.clone(),
+                        repeats: 1,
                     });
                 }
                 self.bridges.insert(key, b.clone());
@@ -351,6 +360,7 @@ impl ConsoleState {
                         session: t.session,
                         source: format!("tools {}", t.server),
                         message: format!("{state}: {}", t.detail),
+                        repeats: 1,
                     });
                 }
                 self.tool_sources.insert(key, line);
@@ -374,6 +384,7 @@ impl ConsoleState {
                     session: None,
                     source: "log".into(),
                     message: message.clone(),
+                    repeats: 1,
                 });
             }
         }

@@ -325,7 +325,7 @@ fn a_closed_session_drops_its_stale_live_snapshot() {
 fn failures_are_journaled_with_time_and_session() {
     let s = fixture_state();
     let j = &s.journal;
-    assert_eq!(j.errors, 1, "the refused start");
+    assert_eq!(j.errors, 2, "the refused starts");
     assert!(j.warnings >= 2, "a failed tool source and a warn log line");
     let refused = j
         .entries()
@@ -333,5 +333,9 @@ fn failures_are_journaled_with_time_and_session() {
         .find(|e| e.source == "start refused")
         .expect("the refused start is listed");
     assert!(refused.message.contains("sessions are in use"));
+    assert_eq!(
+        refused.repeats, 2,
+        "a repeated refusal is one entry, counted"
+    );
     assert_ne!(refused.at_us, 0);
 }

@@ -229,20 +229,31 @@ pub fn events() -> Vec<Event> {
         route: "mcp tools/call start".into(),
         duration_us: 900,
         ok: true,
+        error: None,
+        session: None,
+        at_us: 0,
     });
     s.events.push(Event::Served {
         route: "mcp tools/call chat".into(),
         duration_us: 140 * MS,
         ok: true,
-    });
-    s.events.push(Event::Refused {
-        route: "mcp tools/call start".into(),
+        error: None,
         session: None,
-        message:
-            "all 3 sessions are in use; end one (or wait for the idle sweep) and call start again"
-                .into(),
-        at_us: T0 + 5 * S + 200 * MS,
+        at_us: 0,
     });
+    for _ in 0..2 {
+        s.events.push(Event::Served {
+            route: "mcp tools/call start".into(),
+            duration_us: 300,
+            ok: false,
+            error: Some(
+                "all 3 sessions are in use; end one (or wait for the idle sweep) and call start again"
+                    .into(),
+            ),
+            session: None,
+            at_us: T0 + 5 * S + 200 * MS,
+        });
+    }
     s.events.push(Event::ToolSource(ToolSourceEvent {
         server: "files".into(),
         transport: "stdio".into(),

@@ -50,7 +50,10 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             Level::Warn => t.warn,
             Level::Info => t.text,
         };
-        let text = format!("{}: {}", e.source, one_line(&e.message));
+        let mut text = format!("{}: {}", e.source, one_line(&e.message));
+        if e.repeats > 1 {
+            text.push_str(&format!(" (×{})", count(e.repeats)));
+        }
         let body_w = width.saturating_sub(head_w).max(10);
         for (i, piece) in wrap(&text, body_w).into_iter().enumerate() {
             let head = if i == 0 {
