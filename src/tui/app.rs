@@ -17,11 +17,9 @@ use super::filter::FrameFilter;
 use super::frames_view::{FrameLine, FramesView};
 use super::keys::{self, Command};
 use super::layout::Areas;
-use super::line_edit::{self, Edit, LineEdit};
+use super::line_edit::LineEdit;
 use super::state::ConsoleState;
 use super::theme::Theme;
-use crate::observe::SessionOpener;
-use crate::sessions::ChatReply;
 
 /// The panes, in Tab order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -252,7 +250,7 @@ pub struct Console {
     pub tape: Option<super::replay::Tape>,
 }
 
-const PAGE: isize = 10;
+pub(crate) const PAGE: isize = 10;
 
 impl Console {
     /// A console over `state`, drawn with `theme`; `read_only` for a replay.
@@ -445,224 +443,6 @@ impl Console {
         }
     }
 
-    fn turn_view_key(&mut self, key: &KeyEvent) {
-        let Some(pick) = self.turn_view.as_ref() else {
-            return;
-        };
-        let scroll = |d: isize| scroll_back(&pick.scroll, d);
-        match key.code {
-            KeyCode::Left | KeyCode::Char('h' | '[') => self.step_turn(-1),
-            KeyCode::Right | KeyCode::Char('l' | ']') => self.step_turn(1),
-            _ => match keys::command(key) {
-                Some(Command::Up) => scroll(-1),
-                Some(Command::Down) => scroll(1),
-                Some(Command::PageUp) => scroll(-PAGE),
-                Some(Command::PageDown) => scroll(PAGE),
-                Some(Command::Home) => pick.scroll.set(0),
-                Some(Command::Back | Command::Enter | Command::Quit | Command::Turn) => {
-                    self.turn_view = None
-                }
-                Some(Command::Help) => self.help = true,
-                _ => {}
-            },
-        }
-    }
-
-    /// Opens the turn view on the selected session's latest turn.
-    pub fn open_turn_view(&mut self) {
-        let Some(session) = self.selected else {
-            self.notice = Some(Notice {
-                text: "no session selected; select one in Sessions (1) first".into(),
-                error: true,
-            });
-            return;
-        };
-        match self.state.transcript(session).last() {
-            Some(turn) => {
-                self.turn_view = Some(TurnPick {
-                    session,
-                    turn: turn.id,
-                    scroll: Cell::new(0),
-                })
-            }
-            None => {
-                self.notice = Some(Notice {
-                    text: format!("#{session} has no turn yet"),
-                    error: false,
-                })
-            }
-        }
-    }
-
-    /// Moves the turn view to the previous (-1) or next (+1) turn of its session.
-    fn step_turn(&mut self, delta: isize) {
-        let Some(pick) = self.turn_view.as_mut() else {
-            return;
-        };
-        let turns = self.state.transcript(pick.session);
-        let Some(at) = turns.iter().position(|t| t.id == pick.turn) else {
-            return;
-        };
-        let next = (at as isize + delta).clamp(0, turns.len() as isize - 1) as usize;
-        pick.turn = turns[next].id;
-        pick.scroll.set(0);
-    }
-
-    fn search_key(&mut self, key: &KeyEvent) {
-        let Some(line) = self.search_editing.as_mut() else {
-            return;
-        };
-        match line.key(key) {
-            Edit::Accept => self.search_editing = None,
-            Edit::Cancel => {
-                self.search_editing = None;
-                self.search.clear();
-                self.transcript_back.set(0);
-            }
-            Edit::Changed => {
-                self.search = line.text();
-                self.search_hit.set(0);
-            }
-            Edit::Same => {}
-        }
-    }
-
-    fn filter_key(&mut self, key: &KeyEvent) {
-        let Some(line) = self.frames.editing.as_mut() else {
-            return;
-        };
-        match line.key(key) {
-            Edit::Accept => self.frames.editing = None,
-            Edit::Cancel => {
-                self.frames.editing = None;
-                self.frames.filter = FrameFilter::default();
-            }
-            Edit::Changed => self.frames.filter = FrameFilter::parse(&line.text()),
-            Edit::Same => {}
-        }
-    }
-
-    fn input_key(&mut self, key: &KeyEvent) -> Option<Action> {
-        if keys::is_newline(key) {
-            self.input.insert_newline();
-            return None;
-        }
-        if line_edit::textarea_key(&mut self.input, key) {
-            return None;
-        }
-        match key.code {
-            KeyCode::Enter => return self.send(),
-            KeyCode::Tab => self.cycle(1),
-            KeyCode::BackTab => self.cycle(-1),
-            KeyCode::Esc if self.pending_send.is_some() => {
-                self.pending_send = None;
-                self.notice = Some(Notice {
-                    text: "not sent; the line is still here".into(),
-                    error: false,
-                });
-            }
-            KeyCode::Esc => self.focus = PaneId::Sessions,
-            KeyCode::F(1) => self.help = true,
-            KeyCode::PageUp => self.scroll_transcript(PAGE),
-            KeyCode::PageDown => self.scroll_transcript(-PAGE),
-            _ => {
-                self.input.input(*key);
-            }
-        }
-        None
-    }
-
-    /// Takes the input line as a chat action on the selected session.
-    fn send(&mut self) -> Option<Action> {
-        let Some(session) = self.selected else {
-            self.notice = Some(Notice {
-                text: "no session selected; select one in Sessions (1) first".into(),
-                error: true,
-            });
-            return None;
-        };
-        if let Some(row) = self.state.session(session)
-            && row.is_closed()
-            && Some(session) != self.own
-        {
-            self.notice = Some(Notice {
-                text: format!(
-                    "session #{session} is closed; select an open session in Sessions (1)"
-                ),
-                error: true,
-            });
-            return None;
-        }
-        if Some(session) != self.own && !self.confirmed.contains(&session) {
-            if self.pending_send != Some(session) {
-                let who = self
-                    .state
-                    .session(session)
-                    .map(|r| r.opener_label())
-                    .unwrap_or_else(|| "someone else".into());
-                self.pending_send = Some(session);
-                self.notice = Some(Notice {
-                    text: format!(
-                        "#{session} belongs to {who}: Enter again speaks into it as them (asked once per session); Esc cancels"
-                    ),
-                    error: true,
-                });
-                return None;
-            }
-            self.confirmed.insert(session);
-        }
-        self.pending_send = None;
-        let line = self.input.lines().join("\n");
-        let line = line.trim_end().to_string();
-        self.input = {
-            let mut fresh = TextArea::default();
-            fresh.set_wrap_mode(WrapMode::WordOrGlyph);
-            fresh.set_cursor_line_style(Style::new());
-            fresh.set_placeholder_text(self.input.placeholder_text().to_string());
-            fresh
-        };
-        self.transcript_back.set(0);
-        self.notice = None;
-        Some(Action::Chat { session, line })
-    }
-
-    /// Notes that a chat call started.
-    pub fn chat_started(&mut self, session: u64) {
-        self.waiting.insert(session);
-    }
-
-    /// Notes how a chat call ended: errors and reads become a notice; a reply shows in the
-    /// transcript on its own.
-    pub fn chat_done(&mut self, session: u64, line: &str, result: Result<ChatReply, String>) {
-        self.waiting.remove(&session);
-        self.notice = match result {
-            Err(message) => Some(Notice {
-                text: message,
-                error: true,
-            }),
-            Ok(reply) if reply.is_error() => Some(Notice {
-                text: format!(
-                    "turn {} ended in error: {}",
-                    reply.turn.unwrap_or(0),
-                    reply.error.unwrap_or_default()
-                ),
-                error: true,
-            }),
-            Ok(reply) if line.is_empty() => Some(Notice {
-                text: match reply.turn {
-                    Some(turn) => format!(
-                        "read turn {turn} of #{session}: {} ({} characters)",
-                        reply.end_reason.unwrap_or_default(),
-                        reply.reply.chars().count()
-                    ),
-                    None => format!("#{session} has no unread turn to read"),
-                },
-                error: false,
-            }),
-            Ok(_) => None,
-        };
-    }
-
     fn command(&mut self, command: Command) -> Option<Action> {
         match command {
             Command::Quit => return self.quit(),
@@ -790,28 +570,6 @@ impl Console {
         None
     }
 
-    /// `q`: quits, but asks first while MCP clients hold sessions (quitting ends them).
-    fn quit(&mut self) -> Option<Action> {
-        let held = self
-            .state
-            .session_rows()
-            .iter()
-            .filter(|r| !r.is_closed() && matches!(r.opener, SessionOpener::Mcp(_)))
-            .count();
-        if held == 0 || self.read_only || self.quit_asked {
-            return Some(Action::Quit);
-        }
-        self.quit_asked = true;
-        self.notice = Some(Notice {
-            text: format!(
-                "q again quits and ends {held} MCP client session{}; Esc stays",
-                if held == 1 { "" } else { "s" }
-            ),
-            error: true,
-        });
-        None
-    }
-
     /// Focuses a pane (an inspector pane also becomes the visible tab).
     pub fn focus_pane(&mut self, pane: PaneId) {
         if pane == PaneId::Input && self.read_only {
@@ -823,7 +581,7 @@ impl Console {
         self.focus = pane;
     }
 
-    fn cycle(&mut self, delta: isize) {
+    pub(crate) fn cycle(&mut self, delta: isize) {
         let panes: Vec<PaneId> = ORDER
             .into_iter()
             .filter(|p| !(self.read_only && *p == PaneId::Input))
@@ -859,7 +617,7 @@ impl Console {
         }
     }
 
-    fn scroll_transcript(&mut self, lines_back: isize) {
+    pub(crate) fn scroll_transcript(&mut self, lines_back: isize) {
         scroll_back(&self.transcript_back, lines_back);
     }
 
@@ -882,7 +640,7 @@ impl Console {
     }
 }
 
-fn scroll_back(cell: &Cell<usize>, delta: isize) {
+pub(crate) fn scroll_back(cell: &Cell<usize>, delta: isize) {
     cell.set((cell.get() as isize).saturating_add(delta).max(0) as usize);
 }
 
