@@ -130,9 +130,11 @@ async fn console(config: &Config, events: Option<&std::path::Path>) -> anyhow::R
     )?;
     turnscope_console::terminal::check()?;
     let bus = Bus::default();
+    // Listening before the app starts keeps its start-up warnings (bridges) for the Log pane.
+    let early = turnscope_console::listen_early(&bus);
     let recording = Recording::start(&bus, events).await?;
     let app = App::start(config, bus).await?;
-    let result = turnscope_console::run(app, theme).await;
+    let result = turnscope_console::run_with(app, theme, early).await;
     recording.finish().await;
     result
 }

@@ -37,6 +37,11 @@ impl Drop for TempDir {
 
 impl Screen {
     async fn start(args: &[&str]) -> Screen {
+        Self::start_with(args, &[]).await
+    }
+
+    /// Starts the binary in a fresh directory holding `files` (name, content).
+    async fn start_with(args: &[&str], files: &[(&str, &str)]) -> Screen {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
             "turnscope-console-{}-{}",
@@ -44,6 +49,9 @@ impl Screen {
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&dir).expect("temp dir");
+        for (name, content) in files {
+            std::fs::write(dir.join(name), content).expect("a file for the run");
+        }
         let (pty, pts) = pty_process::open().expect("a pseudo-terminal opens");
         pty.resize(pty_process::Size::new(ROWS, COLS))
             .expect("resize");
@@ -163,7 +171,7 @@ async fn person_types_a_line_sees_the_reply_and_quits_cleanly() {
 
     // The help lists the keys, Esc closes it; Ctrl-C quits from the input line.
     s.send(b"\x1bOP").await; // F1
-    s.wait_text("Frames, Progress, Stats").await;
+    s.wait_text("Lists and text").await;
     s.send(b"\x1b").await;
     s.wait_for("the help closed", |t| !t.contains("Esc or ? closes"))
         .await;
@@ -208,6 +216,9 @@ async fn an_mcp_client_chatting_on_its_own_handle_shows_live() {
     s.wait_text("turn 2 · completed").await;
     drop(client);
 
+    // The client still holds its session: q asks once, a second q quits.
+    s.send(b"q").await;
+    s.wait_text("q again quits").await;
     s.send(b"q").await;
     let status = s.wait_exit().await;
     assert!(status.success(), "{status:?}");
@@ -278,4 +289,327 @@ async fn a_bad_theme_is_refused_naming_the_key() {
         "{err}"
     );
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Waits until the screen shows `needle`, then a little longer, and fails if `unwanted` ever
+/// showed meanwhile.
+async fn settle_without(s: &Screen, unwanted: &str, for_ms: u64) {
+    let until = Instant::now() + Duration::from_millis(for_ms);
+    while Instant::now() < until {
+        let text = s.text();
+        assert!(
+            !text.contains(unwanted),
+            "the screen showed {unwanted:?}:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+}
+
+#[tokio::test]
+async fn esc_is_back_only_and_speaking_into_a_clients_session_asks_once() {
+    let mut s = Screen::start(&["--port", "0", "--pace", "0.002"]).await;
+    let first = s.wait_text("Type a line for the selected session").await;
+    let client = Client::connect(&mcp_url(&first)).await;
+    let handle = client.start().await;
+    client.chat(&handle, "hello").await;
+    s.wait_text("mcp: ").await;
+
+    // Esc leaves the input line; a second Esc stays out of it, so `/turn:1` edits the
+    // frame filter and `q`-like keys are commands, never text sent to a session.
+    s.send(b"\x1b").await;
+    s.send(b"\x1b").await;
+    s.send(b"/turn:1").await;
+    s.wait_text("filter: turn:1").await;
+    s.send(b"\r").await;
+    s.send(b"\x1b").await;
+    settle_without(&s, "you  /turn:1", 300).await;
+
+    // Select the client's session and speak into it: the first Enter only asks.
+    s.send(b"1").await;
+    s.send(b"j").await;
+    s.wait_text("#2 mcp: ").await;
+    s.send(b"\r").await; // to the input line
+    s.send(b"from the console").await;
+    s.send(b"\r").await;
+    s.wait_text("Enter again").await;
+    settle_without(&s, "you  from the console", 300).await;
+    s.send(b"\r").await;
+    s.wait_text("you  from the console").await;
+    s.wait_text("turn 2 · completed").await;
+    // Asked once: the next line goes straight in.
+    s.send(b"and again").await;
+    s.send(b"\r").await;
+    s.wait_text("turn 3 · completed").await;
+    drop(client);
+    s.send(b"\x03").await;
+    assert!(s.wait_exit().await.success());
+}
+
+#[tokio::test]
+async fn tool_calls_show_arguments_and_results_and_failures_reach_the_log() {
+    // One slot for the console, one for the client: further starts are refused.
+    let mut s = Screen::start(&["--port", "0", "--pace", "0.002", "--sessions", "2"]).await;
+    let first = s.wait_text("Type a line for the selected session").await;
+    let client = Client::connect(&mcp_url(&first)).await;
+    let handle = client.start().await;
+    let reply = client.chat(&handle, "echo good morning").await;
+    assert_eq!(reply.text, "The echo tool says: good morning.");
+    for _ in 0..2 {
+        let refused = client.call("start", serde_json::json!({})).await.is_error;
+        assert!(refused, "the session cap refuses a third start");
+    }
+    let failed = client
+        .call("chat", serde_json::json!({"handle": handle, "line": 5}))
+        .await
+        .is_error;
+    assert!(failed, "a line that is not a string fails");
+
+    // The header counts the failures; the session row carries its own.
+    s.wait_text("3 errors (8 Log)").await;
+    s.send(b"\x1b").await;
+    s.send(b"j").await;
+    let screen = s.wait_text("result good morning").await;
+    assert!(
+        screen.contains(r#"tool echo({"text":"good morning"}) → 12 B"#),
+        "{screen}"
+    );
+    let row = screen
+        .lines()
+        .find(|l| l.contains("▶2"))
+        .expect("the client's row");
+    assert!(
+        row.contains(" 1 "),
+        "one error on the client's session: {row}"
+    );
+
+    // The Log pane lists each with its time and session.
+    s.send(b"8").await;
+    let log = s.wait_text("start refused").await;
+    assert_eq!(
+        log.matches("start refused").count(),
+        1,
+        "a repeated refusal is one entry:\n{log}"
+    );
+    assert!(log.contains("(×2)"), "counted twice:\n{log}");
+    assert!(log.contains("chat refused"), "{log}");
+    assert!(log.contains(" #2 "), "{log}");
+    s.send(b"q").await;
+    s.send(b"q").await;
+    assert!(s.wait_exit().await.success());
+}
+
+#[tokio::test]
+async fn the_transcript_settles_when_the_bot_ends_the_session() {
+    let mut s = Screen::start(&["--port", "0", "--pace", "0.05"]).await;
+    let first = s.wait_text("Type a line for the selected session").await;
+    let client = Client::connect(&mcp_url(&first)).await;
+    let handle = client.start().await;
+    s.wait_text("mcp: ").await;
+    s.send(b"\x1b").await;
+    s.send(b"j").await;
+    s.wait_text("#2 mcp: ").await;
+    let reply = client.chat(&handle, "thanks, please end_session now").await;
+    assert_eq!(reply.text, "Goodbye.", "the scripted model says goodbye");
+    let screen = s.wait_text("closed").await;
+    let screen = if screen.contains("bot  Goodbye.") {
+        screen
+    } else {
+        s.wait_text("bot  Goodbye.").await
+    };
+    assert!(screen.contains("tool end_session({}) →"), "{screen}");
+    s.wait_text("turn 1 · completed").await;
+    settle_without(&s, "streaming", 1_500).await;
+    s.send(b"q").await;
+    assert!(s.wait_exit().await.success());
+}
+
+#[tokio::test]
+async fn readline_keys_edit_the_input_line_and_the_footer_names_them() {
+    let mut s = Screen::start(&["--port", "0", "--pace", "0.002"]).await;
+    let first = s.wait_text("Type a line for the selected session").await;
+    assert!(first.contains("Ctrl+U/K/W delete"), "{first}");
+    s.send(b"throw this away").await;
+    s.send(b"\x17").await; // Ctrl+W: the last word
+    s.send(b"\x15").await; // Ctrl+U: to the start
+    s.send(b"kept").await;
+    s.send(b"\x01").await; // Ctrl+A: to the start
+    s.send(b"all ").await;
+    s.send(b"\x05").await; // Ctrl+E: to the end
+    s.send(b" words").await;
+    s.send(b"\r").await;
+    let screen = s.wait_text("turn 1 · completed").await;
+    assert!(screen.contains("you  all kept words"), "{screen}");
+    // The filter takes the same keys, and the footer says so while it is edited.
+    s.send(b"\x1b").await;
+    s.send(b"/kind:data name:x").await;
+    s.send(b"\x17").await;
+    let screen = s.wait_text("filter: kind:data name:▏").await;
+    assert!(screen.contains("Ctrl+W delete word"), "{screen}");
+    s.send(b"\x15").await;
+    s.wait_for("the filter emptied", |t| !t.contains("filter: kind"))
+        .await;
+    s.send(b"\r").await;
+    s.send(b"q").await;
+    assert!(s.wait_exit().await.success());
+}
+
+#[tokio::test]
+async fn the_turn_view_draws_the_waterfall_live_and_in_replay() {
+    let dir = std::env::temp_dir().join(format!("turnscope-waterfall-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let events = dir.join("run.jsonl");
+    let events_arg = events.to_str().unwrap().to_string();
+    let mut s = Screen::start(&["--port", "0", "--pace", "0.002", "--events", &events_arg]).await;
+    let first = s.wait_text("Type a line for the selected session").await;
+    let client = Client::connect(&mcp_url(&first)).await;
+    let handle = client.start().await;
+    client
+        .chat(&handle, "what does the clock say and echo hi")
+        .await;
+    s.send(b"\x1b").await;
+    s.send(b"j").await;
+    s.wait_text("turn 1 · completed").await;
+    s.send(b"w").await;
+    let view = s.wait_text("waterfall").await;
+    for row in [
+        "model 1",
+        "tool clock",
+        "tool echo",
+        "model 2",
+        "pieces",
+        "progress",
+        "end",
+    ] {
+        assert!(view.contains(row), "{row} missing:\n{view}");
+    }
+    assert!(view.contains("completed after"), "{view}");
+    assert!(view.contains("result hi"), "{view}");
+    s.send(b"\x1b").await;
+    s.wait_for("the turn view closed", |t| !t.contains("waterfall"))
+        .await;
+    drop(client);
+    s.send(b"q").await;
+    s.send(b"q").await;
+    assert!(s.wait_exit().await.success());
+
+    let mut r = Screen::start(&["replay", &events_arg]).await;
+    r.wait_text("read-only").await;
+    // Both sessions closed at shutdown, in either order: select the client's.
+    r.send(b"j").await;
+    if !r.text().contains("Transcript · #2") {
+        r.send(b"k").await;
+    }
+    r.wait_text("turn 1 · completed").await;
+    r.send(b"w").await;
+    let replayed = r.wait_text("waterfall").await;
+    for row in [
+        "model 1",
+        "tool clock",
+        "tool echo",
+        "model 2",
+        "result hi",
+        "args",
+    ] {
+        assert!(
+            replayed.contains(row),
+            "{row} missing in replay:\n{replayed}"
+        );
+    }
+    r.send(b"\x1b").await;
+    // [ steps the whole console back to the turn's end, ] on to the end of the file.
+    r.send(b"[").await;
+    r.wait_text("turn end 1 of 1").await;
+    r.send(b"]").await;
+    r.wait_text("the end ([ steps back)").await;
+    r.send(b"q").await;
+    assert!(r.wait_exit().await.success());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test]
+async fn bridge_warnings_from_start_up_reach_the_log() {
+    let config = "[[bridges.xiaozhi]]\nname = \"kitchen\"\nendpoint = \"wss://example.invalid/mcp/?token=abc\"\nservers = [\"no-such-server\"]\n";
+    let mut s = Screen::start_with(
+        &["--port", "0", "--pace", "0.002"],
+        &[("turnscope.toml", config)],
+    )
+    .await;
+    s.wait_text("Type a line for the selected session").await;
+    s.send(b"\x1b").await;
+    s.send(b"8").await;
+    let log = s.wait_text("xiaozhi bridge kitchen").await;
+    assert!(log.contains("warn"), "{log}");
+    assert!(!log.contains("token=abc"), "the token stays masked:\n{log}");
+    s.send(b"q").await;
+    assert!(s.wait_exit().await.success());
+}
+
+#[tokio::test]
+async fn zoom_search_and_export_from_the_keyboard() {
+    let mut s = Screen::start(&["--port", "0", "--pace", "0.002"]).await;
+    s.wait_text("Type a line for the selected session").await;
+    for line in ["the first line", "echo a needle here", "the last line"] {
+        s.send(line.as_bytes()).await;
+        s.send(b"\r").await;
+    }
+    s.wait_text("turn 3 · completed").await;
+
+    // z: the Frames pane fills the screen; Esc gives the others back.
+    s.send(b"\x1b").await;
+    s.send(b"4").await;
+    s.send(b"z").await;
+    let zoomed = s
+        .wait_for("the zoomed Frames pane", |t| !t.contains("Transcript"))
+        .await;
+    assert!(zoomed.contains("4 Frames"), "{zoomed}");
+    s.send(b"\x1b").await;
+    s.wait_text("Transcript").await;
+
+    // / in the Transcript searches it, not the frames.
+    s.send(b"2").await;
+    s.send(b"/needle").await;
+    let found = s.wait_text("search: needle").await;
+    assert!(!found.contains("filter: needle"), "{found}");
+    s.send(b"\r").await;
+    s.send(b"\x1b").await;
+    s.wait_for("the search cleared", |t| !t.contains("search: needle"))
+        .await;
+
+    // e writes the selected session's report next to where the console runs.
+    s.send(b"e").await;
+    let screen = s.wait_text("exported to turnscope-session-1-").await;
+    let name = screen
+        .split("exported to ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the file's name")
+        .to_string();
+    let report = std::fs::read_to_string(s._dir.0.join(&name)).expect("the report is written");
+    assert!(report.contains("result a needle here"), "{report}");
+    assert!(report.contains("waterfall"), "{report}");
+    assert!(report.contains("Frames of #1"), "{report}");
+    s.send(b"q").await;
+    assert!(s.wait_exit().await.success());
+}
+
+#[tokio::test]
+async fn sessions_open_close_and_copy_their_handle_from_the_keyboard() {
+    let mut s = Screen::start(&["--port", "0", "--pace", "0.002"]).await;
+    s.wait_text("Type a line for the selected session").await;
+    s.send(b"\x1b").await;
+    s.send(b"n").await;
+    let opened = s.wait_text("opened #2 for you").await;
+    assert!(opened.contains("2 open"), "{opened}");
+    s.send(b"y").await;
+    s.wait_text("#2's handle sent to the clipboard").await;
+    s.send(b"d").await;
+    s.wait_text("d again closes #2").await;
+    s.send(b"\x1b").await;
+    settle_without(&s, "closed from the console", 300).await;
+    s.send(b"d").await;
+    s.send(b"d").await;
+    let closed = s.wait_text("1 open").await;
+    assert!(closed.contains("closed"), "{closed}");
+    s.send(b"q").await;
+    assert!(s.wait_exit().await.success());
 }

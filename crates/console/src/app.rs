@@ -17,9 +17,9 @@ use super::filter::FrameFilter;
 use super::frames_view::{FrameLine, FramesView};
 use super::keys::{self, Command};
 use super::layout::Areas;
+use super::line_edit::LineEdit;
 use super::state::ConsoleState;
 use super::theme::Theme;
-use turnscope::sessions::ChatReply;
 
 /// The panes, in Tab order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -38,10 +38,12 @@ pub enum PaneId {
     Tools,
     /// Latency statistics and counters.
     Stats,
+    /// Every failure and log line.
+    Log,
 }
 
 /// Every pane in Tab order.
-pub const ORDER: [PaneId; 7] = [
+pub const ORDER: [PaneId; 8] = [
     PaneId::Sessions,
     PaneId::Transcript,
     PaneId::Input,
@@ -49,6 +51,7 @@ pub const ORDER: [PaneId; 7] = [
     PaneId::Progress,
     PaneId::Tools,
     PaneId::Stats,
+    PaneId::Log,
 ];
 
 impl PaneId {
@@ -62,6 +65,7 @@ impl PaneId {
             PaneId::Progress => "Progress",
             PaneId::Tools => "Tools",
             PaneId::Stats => "Stats",
+            PaneId::Log => "Log",
         }
     }
 
@@ -74,7 +78,7 @@ impl PaneId {
     pub fn is_inspector(self) -> bool {
         matches!(
             self,
-            PaneId::Frames | PaneId::Progress | PaneId::Tools | PaneId::Stats
+            PaneId::Frames | PaneId::Progress | PaneId::Tools | PaneId::Stats | PaneId::Log
         )
     }
 }
@@ -95,6 +99,25 @@ pub enum Action {
     Interrupt {
         /// Session number.
         session: u64,
+    },
+    /// Copy the session's full handle to the clipboard (OSC 52).
+    Yank {
+        /// Session number.
+        session: u64,
+    },
+    /// Open a new session for the person and select it.
+    NewSession,
+    /// Close a session (asked for twice).
+    Close {
+        /// Session number.
+        session: u64,
+    },
+    /// Write this report of a session to a file.
+    Export {
+        /// Session number.
+        session: u64,
+        /// The report ([`export::session_report`](super::export::session_report)).
+        text: String,
     },
 }
 
@@ -144,6 +167,17 @@ impl ListNav {
     }
 }
 
+/// The turn the turn view (the waterfall) shows.
+#[derive(Debug)]
+pub struct TurnPick {
+    /// Session number.
+    pub session: u64,
+    /// Turn id.
+    pub turn: u64,
+    /// Lines scrolled down.
+    pub scroll: Cell<usize>,
+}
+
 /// The console: the state it draws plus everything about the person's view of it.
 pub struct Console {
     /// What the server did, folded from events and snapshots.
@@ -190,9 +224,33 @@ pub struct Console {
     pub waiting: BTreeSet<u64>,
     /// Where the panes were at the last draw (for the mouse).
     pub areas: Cell<Areas>,
+    /// The turn view (waterfall) when open.
+    pub turn_view: Option<TurnPick>,
+    /// A session not opened here whose line waits for a second Enter.
+    pub pending_send: Option<u64>,
+    /// Sessions not opened here the person confirmed speaking into.
+    pub confirmed: BTreeSet<u64>,
+    /// The Log pane's rows scrolled back from the bottom.
+    pub log_back: Cell<usize>,
+    /// Whether the Log pane shows errors and warnings only.
+    pub log_problems_only: bool,
+    /// Whether the focused pane fills the screen.
+    pub zoom: bool,
+    /// The transcript search being typed.
+    pub search_editing: Option<LineEdit>,
+    /// The transcript search in force (empty: none).
+    pub search: String,
+    /// Which match is shown, counted back from the newest.
+    pub search_hit: Cell<usize>,
+    /// Whether `q` was pressed once while MCP clients hold sessions (a second `q` quits).
+    pub quit_asked: bool,
+    /// The session `d` was pressed on once (a second `d` closes it).
+    pub close_asked: Option<u64>,
+    /// A replay's events, stepped through with `[` and `]`.
+    pub tape: Option<super::replay::Tape>,
 }
 
-const PAGE: isize = 10;
+pub(crate) const PAGE: isize = 10;
 
 impl Console {
     /// A console over `state`, drawn with `theme`; `read_only` for a replay.
@@ -228,6 +286,18 @@ impl Console {
             stats_all: true,
             waiting: BTreeSet::new(),
             areas: Cell::new(Areas::default()),
+            turn_view: None,
+            pending_send: None,
+            confirmed: BTreeSet::new(),
+            log_back: Cell::new(0),
+            log_problems_only: false,
+            zoom: false,
+            search_editing: None,
+            search: String::new(),
+            search_hit: Cell::new(0),
+            quit_asked: false,
+            close_asked: None,
+            tape: None,
         }
     }
 
@@ -267,6 +337,21 @@ impl Console {
         self.tools_nav.step(0, tools);
     }
 
+    /// What has the keys now: an overlay, the filter, or the focused pane.
+    pub fn key_owner(&self) -> keys::KeyOwner {
+        if self.help {
+            keys::KeyOwner::Help
+        } else if self.turn_view.is_some() {
+            keys::KeyOwner::TurnView
+        } else if self.frames.detail {
+            keys::KeyOwner::FrameDetail
+        } else if self.frames.editing.is_some() || self.search_editing.is_some() {
+            keys::KeyOwner::Filter
+        } else {
+            keys::KeyOwner::Pane(self.focus)
+        }
+    }
+
     /// Handles one terminal event; returns what the event loop must do, if anything.
     pub fn handle(&mut self, event: &TermEvent) -> Option<Action> {
         match event {
@@ -292,6 +377,10 @@ impl Console {
             self.help_key(key);
             return None;
         }
+        if self.turn_view.is_some() {
+            self.turn_view_key(key);
+            return None;
+        }
         if self.frames.detail {
             self.detail_key(key);
             return None;
@@ -299,6 +388,23 @@ impl Console {
         if self.frames.editing.is_some() {
             self.filter_key(key);
             return None;
+        }
+        if self.search_editing.is_some() {
+            self.search_key(key);
+            return None;
+        }
+        if self.focus == PaneId::Transcript && !self.search.is_empty() {
+            match key.code {
+                KeyCode::Char('n') => {
+                    self.search_hit.set(self.search_hit.get() + 1);
+                    return None;
+                }
+                KeyCode::Char('N') => {
+                    self.search_hit.set(self.search_hit.get().saturating_sub(1));
+                    return None;
+                }
+                _ => {}
+            }
         }
         if let Some(n) = keys::alt_jump(key) {
             return self.command(Command::Jump(n));
@@ -337,123 +443,55 @@ impl Console {
         }
     }
 
-    fn filter_key(&mut self, key: &KeyEvent) {
-        let Some(line) = self.frames.editing.as_mut() else {
-            return;
-        };
-        match key.code {
-            KeyCode::Enter => self.frames.editing = None,
-            KeyCode::Esc => {
-                self.frames.editing = None;
-                self.frames.filter = FrameFilter::default();
-            }
-            KeyCode::Backspace => {
-                line.pop();
-                self.frames.filter = FrameFilter::parse(line);
-            }
-            KeyCode::Char(c) => {
-                line.push(c);
-                self.frames.filter = FrameFilter::parse(line);
-            }
-            _ => {}
-        }
-    }
-
-    fn input_key(&mut self, key: &KeyEvent) -> Option<Action> {
-        if keys::is_newline(key) {
-            self.input.insert_newline();
-            return None;
-        }
-        match key.code {
-            KeyCode::Enter => return self.send(),
-            KeyCode::Tab => self.cycle(1),
-            KeyCode::BackTab => self.cycle(-1),
-            KeyCode::Esc => self.focus = PaneId::Sessions,
-            KeyCode::F(1) => self.help = true,
-            KeyCode::PageUp => self.scroll_transcript(PAGE),
-            KeyCode::PageDown => self.scroll_transcript(-PAGE),
-            _ => {
-                self.input.input(*key);
-            }
-        }
-        None
-    }
-
-    /// Takes the input line as a chat action on the selected session.
-    fn send(&mut self) -> Option<Action> {
-        let Some(session) = self.selected else {
-            self.notice = Some(Notice {
-                text: "no session selected; select one in Sessions (1) first".into(),
-                error: true,
-            });
-            return None;
-        };
-        if let Some(row) = self.state.session(session)
-            && row.is_closed()
-            && Some(session) != self.own
-        {
-            self.notice = Some(Notice {
-                text: format!(
-                    "session #{session} is closed; select an open session in Sessions (1)"
-                ),
-                error: true,
-            });
-            return None;
-        }
-        let line = self.input.lines().join("\n");
-        let line = line.trim_end().to_string();
-        self.input = {
-            let mut fresh = TextArea::default();
-            fresh.set_wrap_mode(WrapMode::WordOrGlyph);
-            fresh.set_cursor_line_style(Style::new());
-            fresh.set_placeholder_text(self.input.placeholder_text().to_string());
-            fresh
-        };
-        self.transcript_back.set(0);
-        self.notice = None;
-        Some(Action::Chat { session, line })
-    }
-
-    /// Notes that a chat call started.
-    pub fn chat_started(&mut self, session: u64) {
-        self.waiting.insert(session);
-    }
-
-    /// Notes how a chat call ended: errors and reads become a notice; a reply shows in the
-    /// transcript on its own.
-    pub fn chat_done(&mut self, session: u64, line: &str, result: Result<ChatReply, String>) {
-        self.waiting.remove(&session);
-        self.notice = match result {
-            Err(message) => Some(Notice {
-                text: message,
-                error: true,
-            }),
-            Ok(reply) if reply.is_error() => Some(Notice {
-                text: format!(
-                    "turn {} ended in error: {}",
-                    reply.turn.unwrap_or(0),
-                    reply.error.unwrap_or_default()
-                ),
-                error: true,
-            }),
-            Ok(reply) if line.is_empty() => Some(Notice {
-                text: match reply.turn {
-                    Some(turn) => format!(
-                        "read turn {turn} of #{session}: {} ({} characters)",
-                        reply.end_reason.unwrap_or_default(),
-                        reply.reply.chars().count()
-                    ),
-                    None => format!("#{session} has no unread turn to read"),
-                },
-                error: false,
-            }),
-            Ok(_) => None,
-        };
-    }
-
     fn command(&mut self, command: Command) -> Option<Action> {
         match command {
-            Command::Quit => return Some(Action::Quit),
+            Command::Quit => return self.quit(),
+            Command::Zoom => self.zoom = !self.zoom,
+            Command::Yank => {
+                if let Some(session) = self.selected
+                    && !self.read_only
+                {
+                    return Some(Action::Yank { session });
+                }
+            }
+            Command::New if !self.read_only => return Some(Action::NewSession),
+            Command::Close => {
+                let session = self.selected.filter(|_| !self.read_only)?;
+                if self.state.session(session).is_some_and(|r| r.is_closed()) {
+                    return None;
+                }
+                if self.close_asked == Some(session) {
+                    self.close_asked = None;
+                    self.notice = None;
+                    return Some(Action::Close { session });
+                }
+                let who = self
+                    .state
+                    .session(session)
+                    .map(|r| r.opener_label())
+                    .unwrap_or_default();
+                self.close_asked = Some(session);
+                self.notice = Some(Notice {
+                    text: format!("d again closes #{session} ({who}); Esc keeps it"),
+                    error: true,
+                });
+            }
+            Command::New => {}
+            Command::Step(delta) => {
+                if let Some(tape) = self.tape.as_mut()
+                    && tape.step(delta)
+                {
+                    self.state = tape.state();
+                    self.frames.paused = None;
+                    self.settle();
+                }
+            }
+            Command::Export => {
+                if let Some(session) = self.selected {
+                    let text = super::export::session_report(self, session);
+                    return Some(Action::Export { session, text });
+                }
+            }
             Command::NextPane => self.cycle(1),
             Command::PrevPane => self.cycle(-1),
             Command::Jump(n) => {
@@ -462,11 +500,27 @@ impl Console {
                 }
             }
             Command::Help => self.help = true,
+            // Back closes or clears what is open; it never moves focus to the input line.
             Command::Back => {
-                if self.focus == PaneId::Frames && !self.frames.filter.is_empty() {
+                if self.quit_asked || self.close_asked.is_some() {
+                    self.quit_asked = false;
+                    self.close_asked = None;
+                    self.notice = None;
+                } else if self.zoom {
+                    self.zoom = false;
+                } else if self.focus == PaneId::Transcript && !self.search.is_empty() {
+                    self.search.clear();
+                    self.transcript_back.set(0);
+                } else if self.focus == PaneId::Frames && !self.frames.filter.is_empty() {
                     self.frames.filter = FrameFilter::default();
-                } else if !self.read_only {
-                    self.focus = PaneId::Input;
+                } else if self.notice.is_some() {
+                    self.notice = None;
+                }
+            }
+            Command::Turn => self.open_turn_view(),
+            Command::Expand => {
+                if self.focus == PaneId::Frames {
+                    self.frames.per_link = !self.frames.per_link;
                 }
             }
             Command::Interrupt => {
@@ -476,9 +530,12 @@ impl Console {
                     return Some(Action::Interrupt { session });
                 }
             }
+            Command::Filter if self.focus == PaneId::Transcript => {
+                self.search_editing = Some(LineEdit::new(&self.search));
+            }
             Command::Filter => {
                 self.focus_pane(PaneId::Frames);
-                self.frames.editing = Some(self.frames.filter.text().to_string());
+                self.frames.editing = Some(LineEdit::new(self.frames.filter.text()));
             }
             Command::Up => self.move_by(-1),
             Command::Down => self.move_by(1),
@@ -488,6 +545,7 @@ impl Console {
             Command::End => self.end(),
             Command::Enter => match self.focus {
                 PaneId::Sessions if !self.read_only => self.focus = PaneId::Input,
+                PaneId::Transcript => self.open_turn_view(),
                 PaneId::Frames => {
                     self.frames.detail = self
                         .frame_lines()
@@ -505,6 +563,7 @@ impl Console {
                 PaneId::Frames => self.frames.all = !self.frames.all,
                 PaneId::Progress => self.progress_all = !self.progress_all,
                 PaneId::Stats => self.stats_all = !self.stats_all,
+                PaneId::Log => self.log_problems_only = !self.log_problems_only,
                 _ => {}
             },
         }
@@ -522,7 +581,7 @@ impl Console {
         self.focus = pane;
     }
 
-    fn cycle(&mut self, delta: isize) {
+    pub(crate) fn cycle(&mut self, delta: isize) {
         let panes: Vec<PaneId> = ORDER
             .into_iter()
             .filter(|p| !(self.read_only && *p == PaneId::Input))
@@ -544,6 +603,7 @@ impl Console {
                 self.tool_scroll.set(0);
             }
             PaneId::Stats => scroll_fwd(&self.stats_scroll, delta),
+            PaneId::Log => scroll_back(&self.log_back, -delta),
         }
     }
 
@@ -552,11 +612,12 @@ impl Console {
             PaneId::Transcript | PaneId::Input => self.transcript_back.set(0),
             PaneId::Frames => self.frames.cursor = None,
             PaneId::Progress => self.progress_back.set(0),
+            PaneId::Log => self.log_back.set(0),
             _ => self.move_by(isize::MAX / 2),
         }
     }
 
-    fn scroll_transcript(&mut self, lines_back: isize) {
+    pub(crate) fn scroll_transcript(&mut self, lines_back: isize) {
         scroll_back(&self.transcript_back, lines_back);
     }
 
@@ -579,7 +640,7 @@ impl Console {
     }
 }
 
-fn scroll_back(cell: &Cell<usize>, delta: isize) {
+pub(crate) fn scroll_back(cell: &Cell<usize>, delta: isize) {
     cell.set((cell.get() as isize).saturating_add(delta).max(0) as usize);
 }
 

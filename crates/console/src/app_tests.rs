@@ -153,10 +153,10 @@ fn tab_and_shift_tab_cycle_every_pane_in_order() {
     assert_eq!(&seen[..ORDER.len()], ORDER);
     assert_eq!(seen[ORDER.len()], PaneId::Sessions);
     press(&mut c, KeyCode::BackTab);
-    assert_eq!(c.focus, PaneId::Stats);
+    assert_eq!(c.focus, PaneId::Log);
     assert_eq!(
         c.inspector,
-        PaneId::Stats,
+        PaneId::Log,
         "an inspector pane becomes the visible tab"
     );
     // Tab leaves the input line too.
@@ -190,13 +190,87 @@ fn q_types_in_the_input_but_quits_elsewhere_and_ctrl_c_always_quits() {
     );
     press(&mut c, KeyCode::Esc);
     assert_eq!(c.focus, PaneId::Sessions, "Esc leaves the input line");
-    assert_eq!(press(&mut c, KeyCode::Char('q')), Some(Action::Quit));
+    assert_eq!(
+        press(&mut c, KeyCode::Char('q')),
+        None,
+        "an MCP client holds #2: q asks first"
+    );
+    assert!(c.notice.as_ref().unwrap().text.contains("q again quits"));
+    press(&mut c, KeyCode::Esc);
+    assert!(!c.quit_asked, "Esc stays");
     press(&mut c, KeyCode::Esc);
     assert_eq!(
         c.focus,
-        PaneId::Input,
-        "Esc in a pane goes back to the input line"
+        PaneId::Sessions,
+        "Esc in a pane is back/cancel: it never lands in the input line"
     );
+    assert_eq!(press(&mut c, KeyCode::Char('q')), None);
+    assert_eq!(
+        press(&mut c, KeyCode::Char('q')),
+        Some(Action::Quit),
+        "Esc then q q quits"
+    );
+    for pane in [PaneId::Transcript, PaneId::Frames, PaneId::Log] {
+        c.focus_pane(pane);
+        press(&mut c, KeyCode::Esc);
+        assert_eq!(c.focus, pane, "Esc keeps the focus on {pane:?}");
+    }
+}
+
+#[test]
+fn a_line_into_a_session_the_console_did_not_open_asks_once() {
+    let mut c = console();
+    c.focus = PaneId::Sessions;
+    press(&mut c, KeyCode::Down);
+    assert_eq!(c.selected, Some(2), "#2 belongs to an MCP client");
+    press(&mut c, KeyCode::Enter);
+    type_text(&mut c, "hi");
+    assert_eq!(press(&mut c, KeyCode::Enter), None, "the first Enter asks");
+    assert!(c.notice.as_ref().unwrap().text.contains("Enter again"));
+    press(&mut c, KeyCode::Esc);
+    assert_eq!(c.pending_send, None, "Esc cancels the question");
+    assert_eq!(c.input.lines(), ["hi"], "the line stays");
+    assert_eq!(c.focus, PaneId::Input);
+    assert_eq!(press(&mut c, KeyCode::Enter), None, "asked again");
+    assert_eq!(
+        press(&mut c, KeyCode::Enter),
+        Some(Action::Chat {
+            session: 2,
+            line: "hi".into()
+        })
+    );
+    type_text(&mut c, "again");
+    assert_eq!(
+        press(&mut c, KeyCode::Enter),
+        Some(Action::Chat {
+            session: 2,
+            line: "again".into()
+        }),
+        "asked once per session"
+    );
+}
+
+#[test]
+fn readline_keys_edit_the_input_line_and_the_filter() {
+    let mut c = console();
+    type_text(&mut c, "hello big world");
+    press_with(&mut c, KeyCode::Char('w'), KeyModifiers::CONTROL);
+    assert_eq!(c.input.lines(), ["hello big "]);
+    press_with(&mut c, KeyCode::Char('u'), KeyModifiers::CONTROL);
+    assert_eq!(c.input.lines(), [""], "Ctrl+U deletes to the start");
+    c.focus = PaneId::Frames;
+    press(&mut c, KeyCode::Char('/'));
+    type_text(&mut c, "kind:data name:Text");
+    press_with(&mut c, KeyCode::Char('a'), KeyModifiers::CONTROL);
+    type_text(&mut c, "!");
+    press_with(&mut c, KeyCode::Char('e'), KeyModifiers::CONTROL);
+    press_with(&mut c, KeyCode::Char('w'), KeyModifiers::CONTROL);
+    assert_eq!(
+        c.frames.editing.as_ref().map(|e| e.text()).as_deref(),
+        Some("!kind:data name:")
+    );
+    press_with(&mut c, KeyCode::Char('u'), KeyModifiers::CONTROL);
+    assert_eq!(c.frames.filter.text(), "");
 }
 
 #[test]
@@ -239,6 +313,11 @@ fn arrows_and_jk_select_sessions_and_drive_the_other_panes() {
         "Enter on a session goes to the input line"
     );
     type_text(&mut c, "hi");
+    assert_eq!(
+        press(&mut c, KeyCode::Enter),
+        None,
+        "#2 is an MCP client's: asked"
+    );
     assert_eq!(
         press(&mut c, KeyCode::Enter),
         Some(Action::Chat {
@@ -290,7 +369,10 @@ fn slash_filters_frames_as_typed_and_esc_clears() {
     press(&mut c, KeyCode::Char('/'));
     assert_eq!(c.focus, PaneId::Frames);
     type_text(&mut c, "kind:system");
-    assert_eq!(c.frames.editing.as_deref(), Some("kind:system"));
+    assert_eq!(
+        c.frames.editing.as_ref().map(|e| e.text()).as_deref(),
+        Some("kind:system")
+    );
     let filtered = c.frame_lines();
     assert!(filtered.len() < all);
     press(&mut c, KeyCode::Enter);
@@ -461,4 +543,103 @@ fn settle_keeps_a_listed_selection_and_falls_back_to_the_persons_session() {
     c.selected = Some(77);
     c.settle();
     assert_eq!(c.selected, Some(1));
+}
+
+#[test]
+fn an_interrupts_flush_never_draws_the_turn_rule_twice() {
+    use super::frames_view::FrameLine;
+    use turnscope::observe::{Event, FrameEvent};
+    let mut c = console();
+    c.selected = Some(9);
+    for (id, turn) in [(1, 4), (2, 4), (3, 0), (4, 4), (5, 3), (6, 5)] {
+        c.state.apply(&Event::Frame(FrameEvent {
+            id,
+            session: 9,
+            turn,
+            kind: "control".into(),
+            name: "Flush".into(),
+            from: "a".into(),
+            to: "b".into(),
+            direction: "down".into(),
+            at_us: 1,
+            detail: String::new(),
+        }));
+    }
+    let rules: Vec<u64> = c
+        .frame_lines()
+        .iter()
+        .filter_map(|l| match l {
+            FrameLine::Boundary { turn, .. } => Some(*turn),
+            FrameLine::Frame(_) => None,
+        })
+        .collect();
+    assert_eq!(rules, vec![4, 5]);
+}
+
+#[test]
+fn z_zooms_the_focused_pane_and_slash_searches_the_transcript() {
+    let mut c = console();
+    c.focus_pane(PaneId::Frames);
+    press(&mut c, KeyCode::Char('z'));
+    assert!(c.zoom);
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    terminal.draw(|f| super::draw::draw(f, &c)).unwrap();
+    let areas = c.areas.get();
+    assert_eq!(areas.inspector.height, 27, "the inspector fills the body");
+    assert_eq!(areas.sessions.height, 0);
+    press(&mut c, KeyCode::Esc);
+    assert!(!c.zoom, "Esc gives the other panes back");
+
+    c.focus_pane(PaneId::Transcript);
+    press(&mut c, KeyCode::Char('/'));
+    type_text(&mut c, "CLOCK");
+    assert_eq!(c.search, "CLOCK");
+    assert_eq!(c.frames.editing, None, "the frame filter is left alone");
+    press(&mut c, KeyCode::Enter);
+    terminal.draw(|f| super::draw::draw(f, &c)).unwrap();
+    let screen = format!("{:?}", terminal.backend());
+    assert!(screen.contains("search: CLOCK"), "{screen}");
+    press(&mut c, KeyCode::Char('n'));
+    assert_eq!(c.search_hit.get(), 1);
+    press(&mut c, KeyCode::Esc);
+    assert!(c.search.is_empty(), "Esc clears the search");
+}
+
+#[test]
+fn e_exports_the_selected_session() {
+    let mut c = console();
+    c.focus = PaneId::Sessions;
+    match press(&mut c, KeyCode::Char('e')) {
+        Some(Action::Export { session, text }) => {
+            assert_eq!(session, 1);
+            assert!(text.contains("what does the clock say"), "{text}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_replay_steps_turn_end_by_turn_end() {
+    let text: String = super::test_fixture::events()
+        .iter()
+        .map(|e| serde_json::to_string(e).expect("event serialises") + "\n")
+        .collect();
+    let mut c = super::replay::console_of(&text, "run.jsonl", super::theme::Theme::default())
+        .expect("replay");
+    c.selected = Some(1);
+    assert_eq!(c.state.transcript(1).len(), 2, "the run as it ended");
+    press(&mut c, KeyCode::Char('['));
+    press(&mut c, KeyCode::Char('['));
+    let turns = c.state.transcript(1);
+    assert_eq!(turns.len(), 1, "back at the first turn's end");
+    assert_eq!(turns[0].end.as_deref(), Some("completed"));
+    press(&mut c, KeyCode::Char('['));
+    assert_eq!(
+        c.state.transcript(1).len(),
+        1,
+        "the first stop is the first turn end"
+    );
+    press(&mut c, KeyCode::Char(']'));
+    press(&mut c, KeyCode::Char(']'));
+    assert_eq!(c.state.transcript(1).len(), 2);
 }

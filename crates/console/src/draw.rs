@@ -19,13 +19,27 @@ pub fn draw(f: &mut Frame, c: &Console) {
             c.input.lines().len()
         },
     );
+    let areas = if c.zoom { areas.zoomed(c.focus) } else { areas };
     c.areas.set(areas);
     panes::bars::header(f, areas.header, c);
-    panes::sessions::draw(f, areas.sessions, c);
-    panes::transcript::draw(f, areas.transcript, c);
-    panes::input::draw(f, areas.input, c);
-    panes::inspector::draw(f, areas.inspector, c);
+    // A zoomed screen leaves the other panes' areas empty: they are not drawn.
+    let shown = |r: ratatui::layout::Rect| r.width > 0 && r.height > 0;
+    if shown(areas.sessions) {
+        panes::sessions::draw(f, areas.sessions, c);
+    }
+    if shown(areas.transcript) {
+        panes::transcript::draw(f, areas.transcript, c);
+    }
+    if shown(areas.input) {
+        panes::input::draw(f, areas.input, c);
+    }
+    if shown(areas.inspector) {
+        panes::inspector::draw(f, areas.inspector, c);
+    }
     panes::bars::footer(f, areas.footer, c);
+    if c.turn_view.is_some() {
+        panes::turn_view::draw(f, areas, c);
+    }
     if c.help {
         super::help::draw(f, screen, c);
     }

@@ -31,6 +31,8 @@ pub struct LiveFeed {
     bridges: Option<BridgeStatuses>,
     registry: Option<Arc<ToolRegistry>>,
     specs: Option<Arc<[ToolSpec]>>,
+    /// The selected session as last seen, for one final snapshot once it has closed.
+    held: Option<Arc<turnscope::sessions::Session>>,
 }
 
 impl LiveFeed {
@@ -44,6 +46,7 @@ impl LiveFeed {
             bridges: None,
             registry: None,
             specs: None,
+            held: None,
         }
     }
 
@@ -150,8 +153,17 @@ impl LiveFeed {
         let Some(number) = selected else {
             return;
         };
-        let Some(session) = self.sessions.by_number(number) else {
-            return;
+        // A session that just closed is read one last time from the handle kept at the last
+        // tick, so its transcript ends as the turn did, not as the previous tick caught it.
+        let session = match self.sessions.by_number(number) {
+            Some(s) => {
+                self.held = Some(s.clone());
+                s
+            }
+            None => match self.held.take() {
+                Some(s) if s.number == number => s,
+                _ => return,
+            },
         };
         let views = session
             .turns()

@@ -33,12 +33,18 @@ pub struct FramesView {
     /// The filter in force.
     pub filter: FrameFilter,
     /// The filter line while it is being edited.
-    pub editing: Option<String>,
+    pub editing: Option<super::line_edit::LineEdit>,
     /// Whether every session's frames show (else only the selected one's).
     pub all: bool,
     /// Whether the detail popup is open.
     pub detail: bool,
+    /// Whether every link crossing gets a row (else one row per frame, its path folded in).
+    pub per_link: bool,
 }
+
+/// How far after a frame's first crossing its other crossings are looked for: a frame's
+/// hops are published within a few events of each other.
+pub const HOP_WINDOW: usize = 256;
 
 /// Where the Frames pane's frames come from.
 pub enum FrameSource<'a> {
@@ -87,11 +93,14 @@ impl Console {
         }
     }
 
-    /// The Frames pane's lines: frames passing the scope and the filter, with a boundary
-    /// line where a session's turn changes.
+    /// The Frames pane's lines: frames passing the scope and the filter (one per frame, or
+    /// one per link crossing when `per_link`), with a boundary line where a session's turn
+    /// changes.
     pub fn frame_lines(&self) -> Vec<FrameLine> {
         let source = self.frame_source();
         let mut lines = Vec::new();
+        // Frames already given a row, by (session, frame id).
+        let mut seen = std::collections::HashSet::new();
         // (session, its last turn), newest first: few sessions, and the same ones repeat.
         let mut last_turn: Vec<(u64, u64)> = Vec::new();
         for i in 0..source.len() {
@@ -103,10 +112,15 @@ impl Console {
             if !self.frames.filter.matches(f) {
                 continue;
             }
+            if !self.frames.per_link && !seen.insert((f.session, f.id)) {
+                continue;
+            }
+            // A boundary opens a turn newer than any seen for the session: frames of no turn
+            // (0) or of an older turn (an interrupt's flush) never draw it again.
             let prev = match last_turn.iter().position(|(s, _)| *s == f.session) {
                 Some(at) => {
                     let (_, turn) = last_turn.remove(at);
-                    last_turn.insert(0, (f.session, f.turn));
+                    last_turn.insert(0, (f.session, turn.max(f.turn)));
                     Some(turn)
                 }
                 None => {
@@ -114,7 +128,7 @@ impl Console {
                     None
                 }
             };
-            if f.turn != 0 && prev != Some(f.turn) {
+            if f.turn != 0 && prev.is_none_or(|p| f.turn > p) {
                 lines.push(FrameLine::Boundary {
                     session: f.session,
                     turn: f.turn,
@@ -123,6 +137,23 @@ impl Console {
             lines.push(FrameLine::Frame(i));
         }
         lines
+    }
+
+    /// The crossings of the frame whose first listed crossing is `first` (an index into the
+    /// frame source), in order: `first` alone when every crossing has its own row.
+    pub fn frame_hops(&self, first: usize) -> Vec<usize> {
+        let source = self.frame_source();
+        if self.frames.per_link {
+            return vec![first];
+        }
+        let head = source.get(first).frame();
+        let end = (first + HOP_WINDOW).min(source.len());
+        std::iter::once(first)
+            .chain((first + 1..end).filter(|i| {
+                let f = source.get(*i).frame();
+                f.id == head.id && f.session == head.session && self.frames.filter.matches(f)
+            }))
+            .collect()
     }
 
     /// The index in `lines` of the frame under the cursor (the last frame when following).
@@ -161,6 +192,15 @@ impl Console {
         }
         if let Some(FrameLine::Frame(i)) = lines.get(line) {
             self.frames.cursor = Some(self.frame_source().get(*i).seq);
+        }
+    }
+
+    /// The frame source index of the frame under the cursor.
+    pub fn cursor_frame_index(&self) -> Option<usize> {
+        let lines = self.frame_lines();
+        match lines.get(self.frame_cursor_index(&lines)?)? {
+            FrameLine::Frame(i) => Some(*i),
+            FrameLine::Boundary { .. } => None,
         }
     }
 

@@ -43,6 +43,22 @@ pub enum Command {
     Scope,
     /// Interrupt the selected session's turn in flight.
     Interrupt,
+    /// Open (or close) the turn view: the waterfall of the selected session's latest turn.
+    Turn,
+    /// Frames: one row per frame, or one per link crossing.
+    Expand,
+    /// Zoom the focused pane to the whole screen, and back.
+    Zoom,
+    /// Export the selected session's turns and frames to a file.
+    Export,
+    /// Copy the selected session's full handle.
+    Yank,
+    /// Open a new session for the person.
+    New,
+    /// Close the selected session (asks first).
+    Close,
+    /// A replay: step back (-1) or on (+1) one turn end.
+    Step(isize),
 }
 
 /// Where a binding applies.
@@ -71,7 +87,7 @@ impl Scope {
             Scope::Lists => "Lists and text",
             Scope::Sessions => "Sessions",
             Scope::Frames => "Frames",
-            Scope::ScopeToggle => "Frames, Progress, Stats",
+            Scope::ScopeToggle => "Frames, Progress, Stats, Log",
         }
     }
 }
@@ -100,14 +116,19 @@ pub const BINDINGS: &[Binding] = &[
     ),
     b(
         Scope::Global,
-        "1 … 7 / Alt+1 … 7",
-        "jump to a pane: Sessions, Transcript, Input, Frames, Progress, Tools, Stats (Alt in the input line)",
+        "1 … 8 / Alt+1 … 8",
+        "jump to a pane: Sessions, Transcript, Input, Frames, Progress, Tools, Stats, Log (Alt in the input line)",
     ),
     b(Scope::Global, "? / F1", "this help (F1 in the input line)"),
     b(
         Scope::Global,
         "Esc",
-        "close the help, a detail or the filter; leave the input line",
+        "back: close the help, a view or the filter, clear a notice; leave the input line (never enters it)",
+    ),
+    b(
+        Scope::Global,
+        "w",
+        "the turn view: the selected session's latest turn as a waterfall, tool calls whole",
     ),
     b(
         Scope::Global,
@@ -116,8 +137,23 @@ pub const BINDINGS: &[Binding] = &[
     ),
     b(
         Scope::Global,
+        "e",
+        "export the selected session: its turns (waterfall, tool calls whole) and its filtered frames, to a file",
+    ),
+    b(
+        Scope::Global,
+        "[ / ]",
+        "replay: step the whole console back / on one turn end (the header says where)",
+    ),
+    b(
+        Scope::Global,
+        "z",
+        "zoom: the focused pane fills the screen; z or Esc gives the others back",
+    ),
+    b(
+        Scope::Global,
         "q",
-        "quit (Ctrl+C quits from anywhere); every session is ended",
+        "quit (asks first while MCP clients hold sessions; Ctrl+C quits from anywhere); every session is ended",
     ),
     b(
         Scope::Global,
@@ -138,8 +174,18 @@ pub const BINDINGS: &[Binding] = &[
     b(Scope::Input, "PgUp / PgDn", "scroll the transcript"),
     b(
         Scope::Input,
-        "Ctrl+U / Ctrl+K",
-        "delete to the start / end of the line",
+        "Ctrl+A / Ctrl+E, Alt+B / Alt+F",
+        "start / end of the line, word back / forward (also in the filter)",
+    ),
+    b(
+        Scope::Input,
+        "Ctrl+U / Ctrl+K / Ctrl+W",
+        "delete to the start / end of the line, the word before (also in the filter)",
+    ),
+    b(
+        Scope::Input,
+        "Enter twice",
+        "a session the console did not open (an MCP client's) asks once before a line goes in",
     ),
     b(Scope::Lists, "↑ ↓ / k j", "move (scroll in the transcript)"),
     b(Scope::Lists, "PgUp PgDn, Ctrl+U Ctrl+D", "move a page"),
@@ -151,6 +197,31 @@ pub const BINDINGS: &[Binding] = &[
         "chat with the selected session (focus the input line)",
     ),
     b(
+        Scope::Sessions,
+        "y",
+        "copy the selected session's full handle to the clipboard (OSC 52)",
+    ),
+    b(
+        Scope::Sessions,
+        "n",
+        "open a new session for you and select it",
+    ),
+    b(
+        Scope::Sessions,
+        "d",
+        "close the selected session (d twice; Esc keeps it)",
+    ),
+    b(
+        Scope::Sessions,
+        "Enter (Transcript)",
+        "the turn view; ← → step through the turns, ↑↓ scroll",
+    ),
+    b(
+        Scope::Sessions,
+        "/ (Transcript)",
+        "search the transcript (any case); n / N older / newer match, Esc clears",
+    ),
+    b(
         Scope::Frames,
         "/",
         "filter: text, kind: name: dir: from: to: turn: session:, !term negates",
@@ -160,13 +231,58 @@ pub const BINDINGS: &[Binding] = &[
         "Space / p",
         "pause or resume (a paused list keeps what it showed)",
     ),
-    b(Scope::Frames, "Enter", "the selected frame's detail"),
+    b(
+        Scope::Frames,
+        "Enter",
+        "the selected frame's detail, its path hop by hop",
+    ),
+    b(
+        Scope::Frames,
+        "x",
+        "one row per frame (its path and time folded in) / one row per link crossing",
+    ),
     b(
         Scope::ScopeToggle,
         "a",
-        "all sessions / the selected session",
+        "all sessions / the selected session (Log: problems only / everything)",
     ),
 ];
+
+/// What has the keys: a pane, or an overlay or editor over it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyOwner {
+    /// A pane.
+    Pane(super::app::PaneId),
+    /// The frame filter being edited.
+    Filter,
+    /// The turn view.
+    TurnView,
+    /// The frame detail.
+    FrameDetail,
+    /// The help.
+    Help,
+}
+
+/// Short hints for the footer, for what has the keys.
+pub fn owner_hints(owner: KeyOwner, read_only: bool) -> Vec<(&'static str, &'static str)> {
+    match owner {
+        KeyOwner::Pane(pane) => hints(pane, read_only),
+        KeyOwner::Filter => vec![
+            ("Enter", "keep"),
+            ("Esc", "clear"),
+            ("Ctrl+A/E", "start/end"),
+            ("Ctrl+U/K", "delete to start/end"),
+            ("Ctrl+W", "delete word"),
+        ],
+        KeyOwner::TurnView => vec![
+            ("← →", "previous/next turn"),
+            ("↑↓ PgUp/PgDn", "scroll"),
+            ("Esc", "close"),
+        ],
+        KeyOwner::FrameDetail => vec![("↑↓", "previous/next frame"), ("Esc", "close")],
+        KeyOwner::Help => vec![("↑↓", "scroll"), ("Esc", "close")],
+    }
+}
 
 /// Short hints for the footer, for a focused pane.
 pub fn hints(pane: super::app::PaneId, read_only: bool) -> Vec<(&'static str, &'static str)> {
@@ -174,35 +290,50 @@ pub fn hints(pane: super::app::PaneId, read_only: bool) -> Vec<(&'static str, &'
     let mut out = match pane {
         PaneId::Input if read_only => vec![("Tab", "pane")],
         PaneId::Input => vec![
-            ("Enter", "send"),
+            ("Enter", "send (empty: read the turn)"),
             ("Alt+Enter", "newline"),
-            ("Enter∅", "read turn"),
+            ("Ctrl+U/K/W", "delete"),
+            ("Ctrl+A/E", "start/end"),
             ("Esc", "leave"),
             ("F1", "help"),
             ("Ctrl+C", "quit"),
         ],
-        PaneId::Sessions if read_only => vec![("↑↓", "select")],
-        PaneId::Sessions => vec![("↑↓", "select"), ("Enter", "chat"), ("i", "interrupt")],
-        PaneId::Transcript => vec![("↑↓", "scroll"), ("End", "follow")],
+        PaneId::Sessions if read_only => vec![("↑↓", "select"), ("w", "turn view")],
+        PaneId::Sessions => vec![
+            ("↑↓", "select"),
+            ("Enter", "chat"),
+            ("w", "turn view"),
+            ("i", "interrupt"),
+            ("n/d", "new/close"),
+            ("y", "copy handle"),
+        ],
+        PaneId::Transcript => vec![
+            ("↑↓", "scroll"),
+            ("/", "search"),
+            ("Enter", "turn view"),
+            ("End", "follow"),
+        ],
+        PaneId::Log => vec![("↑↓", "scroll"), ("a", "problems/all")],
         PaneId::Frames => vec![
             ("/", "filter"),
             ("Space", "pause"),
             ("Enter", "detail"),
+            ("x", "per link"),
             ("a", "all/one"),
         ],
         PaneId::Progress | PaneId::Stats => vec![("↑↓", "scroll"), ("a", "all/one")],
         PaneId::Tools => vec![("↑↓", "tool"), ("PgUp/PgDn", "schema")],
     };
     if pane != PaneId::Input {
-        out.extend([("Tab", "pane"), ("?", "help"), ("q", "quit")]);
+        out.extend([("z", "zoom"), ("Tab", "pane"), ("?", "help"), ("q", "quit")]);
     }
     out
 }
 
-/// The pane number of Alt+1 … Alt+7 (which jumps from anywhere, the input line included).
+/// The pane number of Alt+1 … Alt+8 (which jumps from anywhere, the input line included).
 pub fn alt_jump(key: &KeyEvent) -> Option<usize> {
     match key.code {
-        KeyCode::Char(c @ '1'..='7') if key.modifiers.contains(KeyModifiers::ALT) => {
+        KeyCode::Char(c @ '1'..='8') if key.modifiers.contains(KeyModifiers::ALT) => {
             Some(c as usize - '0' as usize)
         }
         _ => None,
@@ -253,7 +384,16 @@ pub fn command(key: &KeyEvent) -> Option<Command> {
         KeyCode::Char('a') => Command::Scope,
         KeyCode::Char('i') => Command::Interrupt,
         KeyCode::Char('q') => Command::Quit,
-        KeyCode::Char(c @ '1'..='7') => Command::Jump(c as usize - '0' as usize),
+        KeyCode::Char(c @ '1'..='8') => Command::Jump(c as usize - '0' as usize),
+        KeyCode::Char('w') => Command::Turn,
+        KeyCode::Char('x') => Command::Expand,
+        KeyCode::Char('z') => Command::Zoom,
+        KeyCode::Char('e') => Command::Export,
+        KeyCode::Char('y') => Command::Yank,
+        KeyCode::Char('n') => Command::New,
+        KeyCode::Char('d') => Command::Close,
+        KeyCode::Char('[') => Command::Step(-1),
+        KeyCode::Char(']') => Command::Step(1),
         _ => return None,
     })
 }
@@ -284,7 +424,7 @@ mod tests {
             command(&key(KeyCode::BackTab, KeyModifiers::SHIFT)),
             Some(Command::PrevPane)
         );
-        assert_eq!(command(&key(KeyCode::Char('x'), none)), None);
+        assert_eq!(command(&key(KeyCode::Char('v'), none)), None);
     }
 
     #[test]
@@ -319,7 +459,7 @@ mod tests {
             "G",
             "k",
             "j",
-            "1 … 7",
+            "1 … 8",
             "Ctrl+J",
             "Alt/Shift+Enter",
         ] {

@@ -13,11 +13,12 @@ use super::text::width;
 pub const WIDE: u16 = 110;
 
 /// The inspector's tabs, in order.
-pub const TABS: [PaneId; 4] = [
+pub const TABS: [PaneId; 5] = [
     PaneId::Frames,
     PaneId::Progress,
     PaneId::Tools,
     PaneId::Stats,
+    PaneId::Log,
 ];
 
 /// The screen's areas.
@@ -36,7 +37,21 @@ pub struct Areas {
     /// The inspector (Frames, Progress, Tools or Stats).
     pub inspector: Rect,
     /// Where each tab's label sits on the inspector's top border.
-    pub tabs: [Rect; 4],
+    pub tabs: [Rect; 5],
+}
+
+/// Where each tab's label sits on the inspector's top border.
+fn tabs_on(inspector: Rect) -> [Rect; 5] {
+    let mut tabs = [Rect::default(); 5];
+    let mut x = inspector.x + 1;
+    for (slot, pane) in tabs.iter_mut().zip(TABS) {
+        let w = width(&tab_label(pane)) as u16;
+        let right = inspector.right().saturating_sub(1);
+        let start = x.min(right);
+        *slot = Rect::new(start, inspector.y, w.min(right - start), 1);
+        x = x.saturating_add(w + 1);
+    }
+    tabs
 }
 
 /// A tab's label: ` 4 Frames `.
@@ -77,15 +92,6 @@ impl Areas {
             .areas(body);
             (s, t, i, r)
         };
-        let mut tabs = [Rect::default(); 4];
-        let mut x = inspector.x + 1;
-        for (slot, pane) in tabs.iter_mut().zip(TABS) {
-            let w = width(&tab_label(pane)) as u16;
-            let right = inspector.right().saturating_sub(1);
-            let start = x.min(right);
-            *slot = Rect::new(start, inspector.y, w.min(right - start), 1);
-            x = x.saturating_add(w + 1);
-        }
         Areas {
             header,
             footer,
@@ -93,8 +99,35 @@ impl Areas {
             transcript,
             input,
             inspector,
-            tabs,
+            tabs: tabs_on(inspector),
         }
+    }
+
+    /// The same screen with `pane` (an inspector pane: the inspector) over the whole body
+    /// and the other panes hidden (empty areas).
+    pub fn zoomed(self, pane: PaneId) -> Areas {
+        let top = self.header.bottom();
+        let body = Rect::new(
+            self.header.x,
+            top,
+            self.header.width,
+            self.footer.y.saturating_sub(top),
+        );
+        let mut out = Areas {
+            header: self.header,
+            footer: self.footer,
+            ..Areas::default()
+        };
+        match pane {
+            PaneId::Sessions => out.sessions = body,
+            PaneId::Transcript => out.transcript = body,
+            PaneId::Input => out.input = body,
+            _ => {
+                out.inspector = body;
+                out.tabs = tabs_on(body);
+            }
+        }
+        out
     }
 
     /// The pane under a screen position; the inspector counts as `shown`, its visible tab.

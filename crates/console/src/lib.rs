@@ -5,7 +5,11 @@
 //!   events and live snapshots; bounded, pure data;
 //! - [`feed`]: the console's own lossy bus subscription and the session-table snapshots;
 //! - [`app`]: [`Console`](app::Console), focus, selection, scrolls and the input line, and
-//!   how keys and the mouse change them into [`Action`](app::Action)s;
+//!   how keys and the mouse change them into [`Action`](app::Action)s; [`input_line`] and
+//!   [`overlays`] hold the input line's keys and those of the turn view, searches and questions;
+//! - [`journal`] (the Log pane's failures and counts) and [`timeline`] (each turn's waterfall),
+//!   folded by the state; [`export`] (a session's report) and [`clipboard`] (OSC 52);
+//! - [`line_edit`]: readline keys wherever text is edited;
 //! - [`live`]: the event loop (input, chat results, events, a 30 fps tick) and [`run`];
 //! - [`replay`]: the same console over a `--events` file, read-only;
 //! - [`draw`], [`panes`], [`help`], [`layout`]: drawing; [`theme`], [`keys`], [`filter`],
@@ -16,21 +20,28 @@
 //! table and chats through `Sessions::chat_on` like any caller; the server never depends on it.
 
 pub mod app;
+pub mod clipboard;
 pub mod draw;
+pub mod export;
 pub mod feed;
 pub mod filter;
 pub mod frames_view;
 pub mod help;
+pub mod input_line;
+pub mod journal;
 pub mod keys;
 pub mod layout;
+pub mod line_edit;
 pub mod live;
 pub mod mouse;
+pub mod overlays;
 pub mod panes;
 pub mod replay;
 pub mod state;
 pub mod terminal;
 pub mod text;
 pub mod theme;
+pub mod timeline;
 pub mod views;
 
 #[cfg(test)]
@@ -42,7 +53,7 @@ mod state_tests;
 #[cfg(test)]
 mod test_fixture;
 
-pub use live::run;
+pub use live::{listen_early, run, run_with};
 pub use theme::Theme;
 
 /// Whether `NO_COLOR` asks for no colour (set and not empty).

@@ -21,7 +21,7 @@ use super::feed::LiveFeed;
 use super::state::{ConsoleState, Header, Source};
 use super::theme::Theme;
 use turnscope::app::App;
-use turnscope::observe::SessionOpener;
+use turnscope::observe::{SessionOpener, Subscription};
 use turnscope::sessions::{ChatReply, Sessions};
 
 /// Most frames drawn per second.
@@ -45,6 +45,12 @@ type ChatDone = (u64, String, Result<ChatReply, String>);
 /// A console attached to a running app: its state filled with the header and tools, its own
 /// subscription to the bus, and a session opened for the person (selected).
 pub fn attach(app: &App, theme: Theme) -> (Console, LiveFeed) {
+    attach_with(app, theme, app.bus.subscribe())
+}
+
+/// Like [`attach`] with a subscription taken before the app started, so what the app
+/// published while starting (a bridge's warnings) is folded in too.
+pub fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console, LiveFeed) {
     let mut state = ConsoleState::new(Header {
         mcp_url: Some(app.server.mcp_url()),
         model: app.model.describe(),
@@ -54,7 +60,7 @@ pub fn attach(app: &App, theme: Theme) -> (Console, LiveFeed) {
     let bot = app.sessions.bot();
     state.greeting = bot.greeting().map(str::to_string);
     // Subscribe before opening the person's session, so its opening is seen.
-    let mut feed = LiveFeed::new(app.bus.subscribe(), app.sessions.clone())
+    let mut feed = LiveFeed::new(sub, app.sessions.clone())
         .with_bridges(app.bridges.statuses())
         .with_registry(app.tool_registry.clone());
     feed.refresh_tools(&mut state);
@@ -225,11 +231,65 @@ fn perform(
     chat_tx: &mpsc::UnboundedSender<ChatDone>,
     stop: &CancellationToken,
 ) {
+    if let Action::Export { session, text } = &action {
+        console.notice = Some(export_to_file(*session, text));
+        return;
+    }
     let Some(sessions) = sessions else {
         return;
     };
     match action {
-        Action::Quit => {}
+        Action::Quit | Action::Export { .. } => {}
+        Action::Yank { session } => {
+            console.notice = Some(match sessions.by_number(session) {
+                Some(s) => {
+                    use std::io::Write;
+                    let mut out = std::io::stdout();
+                    let sent = out
+                        .write_all(super::clipboard::osc52(&s.handle()).as_bytes())
+                        .and_then(|()| out.flush());
+                    match sent {
+                        Ok(()) => Notice {
+                            text: format!(
+                                "#{session}'s handle sent to the clipboard (OSC 52; a terminal may refuse it)"
+                            ),
+                            error: false,
+                        },
+                        Err(e) => Notice {
+                            text: format!("cannot write to the terminal: {e}"),
+                            error: true,
+                        },
+                    }
+                }
+                None => Notice {
+                    text: format!("#{session} is closed; its handle is gone"),
+                    error: true,
+                },
+            });
+        }
+        Action::NewSession => match sessions.open(SessionOpener::Console) {
+            Ok(s) => {
+                console.selected = Some(s.number);
+                console.notice = Some(Notice {
+                    text: format!("opened #{} for you", s.number),
+                    error: false,
+                });
+            }
+            Err(e) => {
+                console.notice = Some(Notice {
+                    text: e.to_string(),
+                    error: true,
+                })
+            }
+        },
+        Action::Close { session } => {
+            if let Some(s) = sessions.by_number(session) {
+                let sessions = sessions.clone();
+                tokio::spawn(async move {
+                    sessions.close(&s, "closed from the console").await;
+                });
+            }
+        }
         Action::Chat { session, line } => {
             let target = match sessions.by_number(session) {
                 Some(s) => s,
@@ -287,10 +347,40 @@ fn perform(
     }
 }
 
+/// The console's subscription, taken on `bus` before the app starts (see [`run_with`]).
+pub fn listen_early(bus: &turnscope::observe::Bus) -> Subscription {
+    bus.subscribe()
+}
+
+/// Writes a session's report to `turnscope-session-N-SECONDS.txt` in the working directory.
+fn export_to_file(session: u64, text: &str) -> Notice {
+    let name = format!(
+        "turnscope-session-{session}-{}.txt",
+        turnscope::observe::event::now_us() / 1_000_000
+    );
+    match std::fs::write(&name, text) {
+        Ok(()) => Notice {
+            text: format!("#{session} exported to {name}"),
+            error: false,
+        },
+        Err(e) => Notice {
+            text: format!("cannot write {name}: {e}"),
+            error: true,
+        },
+    }
+}
+
 /// Runs the console over a started app until the person quits, then ends every session
 /// (`App::shutdown`). The terminal is restored even when the console panics.
 pub async fn run(app: App, theme: Theme) -> anyhow::Result<()> {
-    let (console, feed) = attach(&app, theme);
+    let sub = app.bus.subscribe();
+    run_with(app, theme, sub).await
+}
+
+/// Like [`run`] with a subscription taken before the app started ([`listen_early`]): warnings
+/// published while it started (bridges, tool sources) reach the Log pane.
+pub async fn run_with(app: App, theme: Theme, sub: Subscription) -> anyhow::Result<()> {
+    let (console, feed) = attach_with(&app, theme, sub);
     let (terminal, guard) = match super::terminal::enter() {
         Ok(t) => t,
         Err(e) => {

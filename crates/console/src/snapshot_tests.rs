@@ -104,9 +104,9 @@ fn frames_pane_all_sessions_filtered_and_paused() {
 fn frames_pane_detail_popup() {
     let mut c = console();
     c.focus_pane(PaneId::Frames);
-    c.frames.filter = FrameFilter::parse("name:FunctionCallResult to:output");
+    c.frames.filter = FrameFilter::parse("name:FunctionCallResult");
     c.frames.detail = true;
-    let t = render(80, 16, &c, panes::inspector::draw);
+    let t = render(80, 24, &c, panes::inspector::draw);
     assert_snapshot!(t.backend());
 }
 
@@ -197,5 +197,79 @@ fn tools_pane_skipped_tool_says_why() {
     c.focus_pane(PaneId::Tools);
     c.tools_nav.cursor = 5;
     let t = render(96, 10, &c, panes::inspector::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn turn_view_waterfall_wide() {
+    let mut c = console();
+    c.selected = Some(1);
+    c.open_turn_view();
+    let t = render(160, 48, &c, |f, _, c| super::draw::draw(f, c));
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn turn_view_waterfall_narrow() {
+    let mut c = console();
+    c.selected = Some(1);
+    c.open_turn_view();
+    let t = render(80, 24, &c, |f, _, c| super::draw::draw(f, c));
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn log_pane_wide_and_narrow() {
+    let mut c = console();
+    c.focus_pane(PaneId::Log);
+    let t = render(160, 48, &c, |f, _, c| super::draw::draw(f, c));
+    assert_snapshot!("log_pane_wide", t.backend());
+    let t = render(80, 24, &c, |f, _, c| super::draw::draw(f, c));
+    assert_snapshot!("log_pane_narrow", t.backend());
+}
+
+#[test]
+fn turn_view_in_replay_matches_live() {
+    let text: String = super::test_fixture::events()
+        .iter()
+        .map(|e| serde_json::to_string(e).expect("event serialises") + "\n")
+        .collect();
+    let mut replay = super::replay::console_of(&text, "run.jsonl", super::theme::Theme::default())
+        .expect("replay state");
+    replay.selected = Some(1);
+    replay.open_turn_view();
+    let mut live = console();
+    live.selected = Some(1);
+    live.open_turn_view();
+    let body = |c: &Console| {
+        let pick = c.turn_view.as_ref().expect("turn view open");
+        let turn = c.state.transcript(1).last().expect("a turn").clone();
+        let tl = c.state.timelines.get(pick.session, pick.turn).cloned();
+        panes::turn_view::lines(c, &turn, tl.as_ref(), 120)
+            .iter()
+            .map(|l| l.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(body(&replay), body(&live));
+    assert!(
+        body(&replay)
+            .iter()
+            .any(|l| l.contains("2026-01-01 12:00:00 UTC")),
+        "the tool's result shows in replay"
+    );
+}
+
+#[test]
+fn frames_pane_one_row_per_link_crossing_with_x() {
+    let mut c = console();
+    c.focus_pane(PaneId::Frames);
+    c.handle(&crossterm::event::Event::Key(
+        crossterm::event::KeyEvent::new(
+            crossterm::event::KeyCode::Char('x'),
+            crossterm::event::KeyModifiers::NONE,
+        ),
+    ));
+    assert!(c.frames.per_link);
+    let t = render(96, 12, &c, panes::inspector::draw);
     assert_snapshot!(t.backend());
 }

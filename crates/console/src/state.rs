@@ -30,6 +30,9 @@ pub const LOGS_KEPT: usize = 200;
 /// Samples kept per metric per session for the per-session statistics.
 pub const SESSION_SAMPLES: usize = 256;
 
+use super::journal::{Entry, Journal, Level};
+use super::timeline::Timelines;
+
 pub use super::views::{
     Activity, FrameRow, Header, LogLine, ProgressRow, ProgressTotals, Samples, SessionRow, Source,
     ToolLine, ToolView, TurnView,
@@ -65,6 +68,10 @@ pub struct ConsoleState {
     /// Each bridge's latest state, by kind and name.
     bridges: BTreeMap<String, BridgeEvent>,
     logs: VecDeque<LogLine>,
+    /// Every failure and log line, with the error counts.
+    pub journal: Journal,
+    /// Each turn's timeline, for the waterfall.
+    pub timelines: Timelines,
     /// Events folded in.
     pub events_seen: u64,
     /// Events the console's subscription missed because it fell behind.
@@ -145,6 +152,7 @@ impl ConsoleState {
                     line: line.clone(),
                     ..TurnView::default()
                 });
+                self.timelines.started(*session, *turn, *at_us);
                 if let Some(row) = self.sessions.get_mut(session) {
                     row.turns += 1;
                     if !row.is_closed() {
@@ -153,6 +161,8 @@ impl ConsoleState {
                 }
             }
             Event::TurnEnded(t) => {
+                self.timelines
+                    .ended((t.session, t.turn), &t.reason, t.total_us);
                 if let Some(view) = self.turn_mut(t.session, t.turn) {
                     view.end = Some(t.reason.clone());
                     view.rounds = t.rounds;
@@ -175,29 +185,36 @@ impl ConsoleState {
                 }
             }
             Event::ToolCall(c) => {
-                if let Some(view) = self.turn_mut(c.session, c.turn) {
-                    let (text, error) = match &c.error {
-                        Some(e) => (
-                            format!(
-                                "{} -> error: {e} ({})",
-                                c.name,
-                                super::text::micros(c.duration_us)
-                            ),
-                            true,
-                        ),
-                        None => (
-                            format!(
-                                "{} -> {} B ({})",
-                                c.name,
-                                c.result_bytes,
-                                super::text::micros(c.duration_us)
-                            ),
-                            false,
-                        ),
+                self.timelines.call(
+                    (c.session, c.turn),
+                    &c.name,
+                    c.started_us,
+                    c.duration_us,
+                    c.error.is_some(),
+                );
+                if let Some(e) = &c.error {
+                    let at = if c.started_us == 0 {
+                        self.now_us
+                    } else {
+                        c.started_us + c.duration_us
                     };
+                    self.journal.push(Entry {
+                        at_us: at,
+                        level: Level::Error,
+                        session: (c.session != 0).then_some(c.session),
+                        source: format!("tool {}", c.name),
+                        message: e.clone(),
+                        repeats: 1,
+                    });
+                }
+                if let Some(view) = self.turn_mut(c.session, c.turn) {
                     view.tools.push(ToolLine {
-                        text,
-                        error,
+                        name: c.name.clone(),
+                        arguments: c.arguments.clone(),
+                        result: c.error.clone().unwrap_or_else(|| c.result.clone()),
+                        result_bytes: c.result_bytes,
+                        duration_us: Some(c.duration_us),
+                        error: c.error.is_some(),
                         running: false,
                     });
                 }
@@ -209,8 +226,34 @@ impl ConsoleState {
                 }
             }
             Event::ModelRequest {
-                session, total_us, ..
+                session,
+                turn,
+                first_piece_us,
+                total_us,
+                error,
+                at_us,
             } => {
+                self.timelines.request(
+                    (*session, *turn),
+                    *at_us,
+                    *first_piece_us,
+                    *total_us,
+                    error.as_deref(),
+                );
+                if let Some(e) = error {
+                    self.journal.push(Entry {
+                        at_us: if *at_us == 0 {
+                            self.now_us
+                        } else {
+                            at_us + total_us
+                        },
+                        level: Level::Error,
+                        session: (*session != 0).then_some(*session),
+                        source: "model".into(),
+                        message: e.clone(),
+                        repeats: 1,
+                    });
+                }
                 self.session_samples
                     .entry(*session)
                     .or_default()
@@ -224,6 +267,7 @@ impl ConsoleState {
                 at_us,
             } => {
                 self.saw_time(*at_us);
+                self.timelines.progress(*session, *at_us);
                 if self.progress.len() == PROGRESS_KEPT {
                     self.progress.pop_front();
                 }
@@ -243,10 +287,46 @@ impl ConsoleState {
                 totals.coalesced += u64::from(*pieces > 1);
                 totals.last_us = *at_us;
             }
+            Event::Served {
+                route,
+                ok: false,
+                error,
+                session,
+                at_us,
+                ..
+            } => {
+                self.saw_time(*at_us);
+                let at = if *at_us == 0 { self.now_us } else { *at_us };
+                let source = match route.strip_prefix("mcp tools/call ") {
+                    Some(method) => (method, " refused"),
+                    None => (route.as_ref(), " failed"),
+                };
+                self.journal.note(
+                    at,
+                    Level::Error,
+                    *session,
+                    source,
+                    error.as_deref().unwrap_or(""),
+                );
+            }
             Event::Served { .. } => {}
             Event::Bridge(b) => {
-                self.bridges
-                    .insert(format!("{} {}", b.kind, b.name), b.clone());
+                self.saw_time(b.at_us);
+                let key = format!("{} {}", b.kind, b.name);
+                let before = self.bridges.get(&key).and_then(|o| o.last_error.clone());
+                if let Some(e) = &b.last_error
+                    && before.as_ref() != Some(e)
+                {
+                    self.journal.push(Entry {
+                        at_us: b.at_us,
+                        level: Level::Warn,
+                        session: None,
+                        source: format!("bridge {key}"),
+                        message: e.clone(),
+                        repeats: 1,
+                    });
+                }
+                self.bridges.insert(key, b.clone());
             }
             Event::ToolSource(t) => {
                 self.saw_time(t.at_us);
@@ -267,6 +347,22 @@ impl ConsoleState {
                 if !t.detail.is_empty() {
                     line.push_str(&format!(": {}", t.detail));
                 }
+                if matches!(
+                    t.state,
+                    ToolSourceState::Failed
+                        | ToolSourceState::MissedBudget
+                        | ToolSourceState::Disconnected
+                        | ToolSourceState::Skipped
+                ) {
+                    self.journal.push(Entry {
+                        at_us: t.at_us,
+                        level: Level::Warn,
+                        session: t.session,
+                        source: format!("tools {}", t.server),
+                        message: format!("{state}: {}", t.detail),
+                        repeats: 1,
+                    });
+                }
                 self.tool_sources.insert(key, line);
             }
             Event::Log {
@@ -282,6 +378,14 @@ impl ConsoleState {
                     level: level.to_string(),
                     message: message.clone(),
                 });
+                self.journal.push(Entry {
+                    at_us: at_ms * 1000,
+                    level: Level::parse(level),
+                    session: None,
+                    source: "log".into(),
+                    message: message.clone(),
+                    repeats: 1,
+                });
             }
         }
     }
@@ -295,12 +399,13 @@ impl ConsoleState {
         }
         // The reply is what reaches the output stage; counting that one crossing keeps each
         // piece once however many processors pass it on.
-        if f.name == "TextPiece"
-            && f.to == "output"
-            && let Some(view) = self.turn_mut(f.session, f.turn)
-            && view.end.is_none()
-        {
-            view.reply.push_str(&f.detail);
+        if f.name == "TextPiece" && f.to == "output" {
+            self.timelines.piece((f.session, f.turn), f.at_us);
+            if let Some(view) = self.turn_mut(f.session, f.turn)
+                && view.end.is_none()
+            {
+                view.reply.push_str(&f.detail);
+            }
         }
         let event = shared
             .cloned()
@@ -328,6 +433,33 @@ impl ConsoleState {
         row.activity = Activity::Closed(reason);
         row.age_s = at_us.saturating_sub(row.opened_us) / 1_000_000;
         row.idle_left_s = None;
+        // A closed session has no turn in flight: the last live snapshot may have caught
+        // one streaming, so the turns built from events (ended by their events) take over,
+        // and a turn whose end was never seen is marked as ended with the session.
+        if let Some(live) = self.live_turns.remove(&number) {
+            let built = self.transcripts.entry(number).or_default();
+            for turn in live {
+                match built.iter_mut().find(|t| t.id == turn.id) {
+                    Some(known) if known.end.is_none() && turn.end.is_some() => *known = turn,
+                    Some(known) if known.end.is_none() => {
+                        if turn.reply.len() > known.reply.len() {
+                            known.reply = turn.reply;
+                        }
+                        if known.tools.len() < turn.tools.len() {
+                            known.tools = turn.tools;
+                        }
+                    }
+                    Some(_) => {}
+                    None => built.push(turn),
+                }
+            }
+            built.sort_by_key(|t| t.id);
+        }
+        if let Some(turns) = self.transcripts.get_mut(&number) {
+            for turn in turns.iter_mut().filter(|t| t.end.is_none()) {
+                turn.end = Some("session ended".into());
+            }
+        }
         self.closed_order.push_back(number);
         if self.closed_order.len() > CLOSED_KEPT
             && let Some(old) = self.closed_order.pop_front()
@@ -337,6 +469,7 @@ impl ConsoleState {
             self.live_turns.remove(&old);
             self.session_samples.remove(&old);
             self.progress_totals.remove(&old);
+            self.journal.forget(old);
         }
     }
 
@@ -534,11 +667,49 @@ impl ConsoleState {
         &self.logs
     }
 
+    /// A wall-clock time of day (UTC) for the Log pane: `14:03:07.250`.
+    pub fn clock(&self, at_us: u64) -> String {
+        if at_us == 0 {
+            return "-".into();
+        }
+        let ms = (at_us / 1_000) % 86_400_000;
+        format!(
+            "{:02}:{:02}:{:02}.{:03}",
+            ms / 3_600_000,
+            (ms / 60_000) % 60,
+            (ms / 1_000) % 60,
+            ms % 1_000
+        )
+    }
+
+    /// A frame's time relative to its session's opening (or to the first event), in a fixed
+    /// 9 cells: `   12.345`, ` 1234.567`, `  123m04s`.
+    pub fn session_relative(&self, session: u64, at_us: u64) -> String {
+        let base = self
+            .sessions
+            .get(&session)
+            .map(|r| r.opened_us)
+            .filter(|b| *b > 0 && *b <= at_us)
+            .or(self.base_us)
+            .unwrap_or(at_us);
+        fixed_offset(at_us.saturating_sub(base))
+    }
+
     /// A time as seconds since the first event: `+12.345s`.
     pub fn relative(&self, at_us: u64) -> String {
         let base = self.base_us.unwrap_or(at_us);
         let d = at_us.saturating_sub(base);
         format!("+{}.{:03}s", d / 1_000_000, (d / 1_000) % 1_000)
+    }
+}
+
+/// An offset in a fixed 9 cells: seconds with milliseconds below 10,000 s, else minutes.
+pub fn fixed_offset(us: u64) -> String {
+    let s = us / 1_000_000;
+    if s < 10_000 {
+        format!("{s:>4}.{:03}s", (us / 1_000) % 1_000)
+    } else {
+        format!("{:>5}m{:02}s", (s / 60).min(99_999), s % 60)
     }
 }
 

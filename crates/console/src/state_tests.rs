@@ -30,7 +30,15 @@ fn the_reply_is_built_from_the_pieces_reaching_the_output_once() {
     assert_eq!(turns[0].total_us, Some(131_000));
     assert_eq!(turns[1].rounds, 1);
     assert_eq!(turns[1].tools.len(), 1);
-    assert!(turns[1].tools[0].text.starts_with("clock -> 23 B"));
+    let clock = &turns[1].tools[0];
+    assert_eq!(clock.name, "clock");
+    assert_eq!(clock.arguments, "{}");
+    assert_eq!(clock.result, "2026-01-01 12:00:00 UTC");
+    assert!(
+        clock.head(20).starts_with("clock({}) → 23 B"),
+        "{}",
+        clock.head(20)
+    );
     let streaming = &s.transcript(2)[0];
     assert_eq!(streaming.reply, "Once upon a time");
     assert_eq!(streaming.end, None);
@@ -273,4 +281,61 @@ async fn live_feed_shows_sessions_and_turns_of_a_running_app() {
     assert_eq!(turns[0].end.as_deref(), Some("completed"));
     assert_eq!(console.state.events_missed, 0);
     app.shutdown().await;
+}
+
+#[test]
+fn frame_times_are_fixed_width_and_count_from_the_session() {
+    use super::state::fixed_offset;
+    assert_eq!(fixed_offset(4_060_000), "   4.060s");
+    assert_eq!(fixed_offset(118_778_000), " 118.778s");
+    assert_eq!(fixed_offset(9_999_999_000), "9999.999s");
+    assert_eq!(fixed_offset(10_000_000_000), "  166m40s");
+    assert_eq!(fixed_offset(10_000_000_000).chars().count(), 9);
+    let s = fixture_state();
+    // Session 2 opened one second after the first event.
+    assert_eq!(
+        s.session_relative(2, T0 + 5 * 1_000_000),
+        "   4.000s",
+        "relative to #2's opening, not the console's first event"
+    );
+}
+
+#[test]
+fn a_closed_session_drops_its_stale_live_snapshot() {
+    let mut s = fixture_state();
+    // The last snapshot caught turn 1 of #2 streaming, cut short.
+    let mut stale = s.transcript(2).to_vec();
+    stale[0].reply = "Once".into();
+    stale[0].end = None;
+    s.sync_turns(2, stale);
+    assert_eq!(s.transcript(2)[0].end, None);
+    s.apply(&Event::Session(SessionEvent {
+        session: 2,
+        handle_prefix: "2a2b3c4d".into(),
+        opener: SessionOpener::Mcp("claude-code".into()),
+        closed: Some("ended by the bot".into()),
+        at_us: T0 + 9 * 1_000_000,
+    }));
+    let turn = &s.transcript(2)[0];
+    assert_eq!(turn.reply, "Once upon a time", "the event-built reply wins");
+    assert_eq!(turn.end.as_deref(), Some("session ended"));
+}
+
+#[test]
+fn failures_are_journaled_with_time_and_session() {
+    let s = fixture_state();
+    let j = &s.journal;
+    assert_eq!(j.errors, 2, "the refused starts");
+    assert!(j.warnings >= 2, "a failed tool source and a warn log line");
+    let refused = j
+        .entries()
+        .iter()
+        .find(|e| e.source == "start refused")
+        .expect("the refused start is listed");
+    assert!(refused.message.contains("sessions are in use"));
+    assert_eq!(
+        refused.repeats, 2,
+        "a repeated refusal is one entry, counted"
+    );
+    assert_ne!(refused.at_us, 0);
 }

@@ -160,6 +160,7 @@ pub fn events() -> Vec<Event> {
         first_piece_us: Some(40 * MS),
         total_us: 130 * MS,
         error: None,
+        at_us: T0 + 3 * S,
     });
     s.end(1, 1, T0 + 3 * S + 130 * MS, (0, 0), (40 * MS, 131 * MS));
 
@@ -179,6 +180,9 @@ pub fn events() -> Vec<Event> {
         duration_us: 80,
         result_bytes: 23,
         error: None,
+        arguments: "{}".into(),
+        result: "2026-01-01 12:00:00 UTC".into(),
+        started_us: T0 + 4 * S + 60 * MS,
     }));
     s.frame(
         (1, 2),
@@ -194,6 +198,7 @@ pub fn events() -> Vec<Event> {
         first_piece_us: None,
         total_us: 60 * MS,
         error: None,
+        at_us: T0 + 4 * S,
     });
     s.pieces(
         1,
@@ -207,6 +212,7 @@ pub fn events() -> Vec<Event> {
         first_piece_us: Some(30 * MS),
         total_us: 70 * MS,
         error: None,
+        at_us: T0 + 4 * S + 80 * MS,
     });
     s.end(1, 2, T0 + 4 * S + 150 * MS, (1, 1), (90 * MS, 152 * MS));
 
@@ -225,12 +231,31 @@ pub fn events() -> Vec<Event> {
         route: "mcp tools/call start".into(),
         duration_us: 900,
         ok: true,
+        error: None,
+        session: None,
+        at_us: 0,
     });
     s.events.push(Event::Served {
         route: "mcp tools/call chat".into(),
         duration_us: 140 * MS,
         ok: true,
+        error: None,
+        session: None,
+        at_us: 0,
     });
+    for _ in 0..2 {
+        s.events.push(Event::Served {
+            route: "mcp tools/call start".into(),
+            duration_us: 300,
+            ok: false,
+            error: Some(
+                "all 3 sessions are in use; end one (or wait for the idle sweep) and call start again"
+                    .into(),
+            ),
+            session: None,
+            at_us: T0 + 5 * S + 200 * MS,
+        });
+    }
     s.events.push(Event::ToolSource(ToolSourceEvent {
         server: "files".into(),
         transport: "stdio".into(),

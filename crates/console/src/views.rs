@@ -104,15 +104,48 @@ impl SessionRow {
     }
 }
 
-/// One tool call line of a turn.
-#[derive(Debug, Clone, PartialEq)]
+/// One tool call of a turn: built the same from a live record and from a replayed event.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ToolLine {
-    /// `name(args) -> 25 B (0.1 ms)` or `name -> error: ...`.
-    pub text: String,
+    /// Tool name.
+    pub name: String,
+    /// The arguments as the model sent them (JSON text).
+    pub arguments: String,
+    /// The result text, or the error.
+    pub result: String,
+    /// The result's full size in bytes (the text may be cut in a replay).
+    pub result_bytes: usize,
+    /// How long it ran, once finished.
+    pub duration_us: Option<u64>,
     /// Whether it failed.
     pub error: bool,
     /// Whether it is still running.
     pub running: bool,
+}
+
+impl ToolLine {
+    /// The line heading a call: `clock({}) → 23 B · 0.6 ms`, `echo(…) → error · 1.0 ms`.
+    pub fn head(&self, args_room: usize) -> String {
+        let args = super::text::one_line(&self.arguments);
+        let args = if args.is_empty() {
+            "{}".to_string()
+        } else {
+            super::text::truncate(&args, args_room.max(3))
+        };
+        let outcome = match (self.running, self.error) {
+            (true, _) => "running…".to_string(),
+            (false, true) => "error".to_string(),
+            (false, false) => format!("{} B", self.result_bytes),
+        };
+        match self.duration_us {
+            Some(us) => format!(
+                "{}({args}) → {outcome} · {}",
+                self.name,
+                super::text::micros(us)
+            ),
+            None => format!("{}({args}) → {outcome}", self.name),
+        }
+    }
 }
 
 /// One turn as the Transcript pane shows it.
@@ -143,15 +176,20 @@ impl TurnView {
             .tool_calls
             .iter()
             .map(|c| ToolLine {
-                text: c.summary(),
+                name: c.call.name.clone(),
+                arguments: c.call.arguments.clone(),
+                result: c.outcome.text.clone(),
+                result_bytes: c.outcome.text.len(),
+                duration_us: Some(c.duration.as_micros() as u64),
                 error: c.outcome.is_error,
                 running: false,
             })
             .collect();
         tools.extend(r.pending_calls.iter().map(|c| ToolLine {
-            text: format!("{}({}) ...", c.name, c.arguments),
-            error: false,
+            name: c.name.clone(),
+            arguments: c.arguments.clone(),
             running: true,
+            ..ToolLine::default()
         }));
         TurnView {
             id: r.id,

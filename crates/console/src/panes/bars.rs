@@ -7,7 +7,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use crate::app::Console;
-use crate::keys::hints;
+use crate::keys::owner_hints;
 use crate::state::Source;
 use crate::text::count;
 
@@ -25,7 +25,33 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
         Source::Live => first.push(Span::styled(" ● live ", t.ok)),
         Source::Replay { file, .. } => {
             first.push(Span::styled(format!(" ◼ replay {file} "), t.warn));
+            if let Some(tape) = &c.tape {
+                let label = if tape.at + 1 == tape.stops() {
+                    " the end ([ steps back) ".to_string()
+                } else {
+                    format!(
+                        " turn end {} of {} ([ ] step) ",
+                        tape.at + 1,
+                        tape.stops() - 1
+                    )
+                };
+                first.push(Span::styled(label, t.accent));
+            }
         }
+    }
+    // Failures come right after the source: a narrow screen cuts the end of the line.
+    let j = &c.state.journal;
+    if j.errors > 0 {
+        first.push(Span::styled(
+            format!(" {} (8 Log) ", super::log::plural(j.errors, "error")),
+            t.error,
+        ));
+    }
+    if j.warnings > 0 {
+        first.push(Span::styled(
+            format!(" {} ", super::log::plural(j.warnings, "warning")),
+            t.warn,
+        ));
     }
     if let Some(url) = &h.mcp_url {
         first.push(Span::styled(" MCP ", t.dim));
@@ -64,8 +90,13 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
             t.warn,
         ));
     }
+    let w = area.width as usize;
     f.render_widget(
-        Paragraph::new(vec![Line::from(first), Line::from(second)]).style(t.header),
+        Paragraph::new(vec![
+            super::fit(Line::from(first), w),
+            super::fit(Line::from(second), w),
+        ])
+        .style(t.header),
         area,
     );
 }
@@ -74,12 +105,18 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
 pub fn footer(f: &mut Frame, area: Rect, c: &Console) {
     let t = &c.theme;
     let mut spans = vec![Span::raw(" ")];
-    for (i, (key, what)) in hints(c.focus, c.read_only).into_iter().enumerate() {
+    for (i, (key, what)) in owner_hints(c.key_owner(), c.read_only)
+        .into_iter()
+        .enumerate()
+    {
         if i > 0 {
             spans.push(Span::styled("  ", t.footer));
         }
         spans.push(Span::styled(key, t.key));
         spans.push(Span::styled(format!(" {what}"), t.footer));
     }
-    f.render_widget(Paragraph::new(Line::from(spans)).style(t.footer), area);
+    f.render_widget(
+        Paragraph::new(super::fit(Line::from(spans), area.width as usize)).style(t.footer),
+        area,
+    );
 }

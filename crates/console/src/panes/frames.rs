@@ -21,7 +21,15 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         .filter(|l| matches!(l, FrameLine::Frame(_)))
         .count();
     let source = c.frame_source();
-    let mut info = vec![
+    let mut info = Vec::new();
+    // The filter being edited comes first, so a narrow pane never hides what is typed.
+    if let Some(editing) = &c.frames.editing {
+        let (before, after) = editing.split();
+        info.push(Span::styled("filter: ", t.dim));
+        info.push(Span::styled(format!("{before}▏{after}"), t.key));
+        info.push(Span::styled(" · ", t.dim));
+    }
+    info.extend([
         Span::styled(
             if c.frames.all {
                 "all sessions".to_string()
@@ -41,7 +49,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             ),
             t.dim,
         ),
-    ];
+    ]);
     info.push(if c.frames.paused.is_some() {
         Span::styled(" · ❚❚ paused", t.warn)
     } else if c.frames.cursor.is_none() {
@@ -49,14 +57,11 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     } else {
         Span::styled(" · browsing (End follows)", t.dim)
     });
-    if let Some(editing) = &c.frames.editing {
-        info.push(Span::styled(" · filter: ", t.dim));
-        info.push(Span::styled(format!("{editing}▏"), t.key));
-    } else if !c.frames.filter.is_empty() {
+    if c.frames.editing.is_none() && !c.frames.filter.is_empty() {
         info.push(Span::styled(" · filter: ", t.dim));
         info.push(Span::styled(c.frames.filter.text().to_string(), t.key));
     }
-    let mut out = vec![Line::from(info)];
+    let mut out = vec![super::fit(Line::from(info), area.width as usize)];
     let visible = area.height.saturating_sub(1) as usize;
     let cursor = c.frame_cursor_index(&lines);
     let (start, end) = window(c, lines.len(), cursor, visible);
@@ -77,7 +82,16 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
                 let rule = "─".repeat((area.width as usize).saturating_sub(width(&head)));
                 Line::styled(format!("{head}{rule}"), t.boundary)
             }
-            FrameLine::Frame(idx) => frame_line(c, source.get(*idx).frame(), area.width as usize),
+            FrameLine::Frame(idx) => {
+                let hops = c.frame_hops(*idx);
+                let last = source.get(*hops.last().unwrap_or(idx)).frame();
+                frame_line(
+                    c,
+                    source.get(*idx).frame(),
+                    (last, hops.len()),
+                    area.width as usize,
+                )
+            }
         };
         let marked = c.frames.cursor.is_some()
             || c.frames.paused.is_some()
@@ -122,24 +136,42 @@ pub fn kind_style(c: &Console, kind: &str) -> Style {
     }
 }
 
-fn frame_line(c: &Console, fr: &FrameEvent, w: usize) -> Line<'static> {
+/// One frame's row: `fr` its first crossing, `last` its last one of `hops`.
+fn frame_line(
+    c: &Console,
+    fr: &FrameEvent,
+    (last, hops): (&FrameEvent, usize),
+    w: usize,
+) -> Line<'static> {
     let t = &c.theme;
     let kind = kind_style(c, &fr.kind);
     let letter = fr.kind.chars().next().unwrap_or('?').to_ascii_uppercase();
-    let route = format!("{}→{}", fr.from, fr.to);
+    let route = if hops > 1 {
+        format!(
+            "{}→{} {hops} hops {}",
+            fr.from,
+            last.to,
+            crate::text::micros(last.at_us.saturating_sub(fr.at_us))
+        )
+    } else {
+        format!("{}→{}", fr.from, fr.to)
+    };
     let arrow = if fr.direction == "up" { "↑" } else { "↓" };
     let session_w = if c.frames.all { 4 } else { 0 };
-    let fixed = 9 + session_w + 2 + 21 + 2;
-    let route_w = w.saturating_sub(fixed + 12).clamp(12, 28);
+    let fixed = 10 + session_w + 2 + 21 + 2;
+    let route_w = w.saturating_sub(fixed + 12).clamp(12, 44);
     let detail_w = w.saturating_sub(fixed + route_w);
-    let mut spans = vec![Span::styled(pad(&c.state.relative(fr.at_us), 9), t.dim)];
+    let mut spans = vec![Span::styled(
+        format!("{} ", c.state.session_relative(fr.session, fr.at_us)),
+        t.dim,
+    )];
     if c.frames.all {
         spans.push(Span::styled(pad(&format!("#{}", fr.session), 4), t.dim));
     }
     spans.extend([
         Span::styled(format!("{letter} "), kind),
         Span::styled(pad(&fr.name, 21), kind),
-        Span::styled(pad(&route, route_w), t.text),
+        Span::styled(pad(&route, route_w.saturating_sub(1)) + " ", t.text),
         Span::styled(format!("{arrow} "), t.dim),
     ]);
     if detail_w > 0 && !fr.detail.is_empty() {
@@ -188,10 +220,36 @@ fn detail(f: &mut Frame, area: Rect, c: &Console) {
             format!("{} → {} ({})", fr.from, fr.to, fr.direction),
             t.text,
         ),
-        field("at", c.state.relative(fr.at_us), t.text),
-        Line::default(),
-        Line::styled("detail", t.dim),
+        field(
+            "at",
+            format!(
+                "{} after #{} opened",
+                c.state.session_relative(fr.session, fr.at_us).trim(),
+                fr.session
+            ),
+            t.text,
+        ),
     ];
+    let hops = c.frame_hops(c.cursor_frame_index().unwrap_or(0));
+    if hops.len() > 1 {
+        let source = c.frame_source();
+        text.push(Line::styled(format!("path, {} hops", hops.len()), t.dim));
+        for i in &hops {
+            let h = source.get(*i).frame();
+            text.push(Line::from(vec![
+                Span::styled(
+                    format!(
+                        "  {:>10}  ",
+                        format!("+{}", crate::text::micros(h.at_us.saturating_sub(fr.at_us)))
+                    ),
+                    t.dim,
+                ),
+                Span::styled(format!("{} → {}", h.from, h.to), t.text),
+            ]));
+        }
+    }
+    text.push(Line::default());
+    text.push(Line::styled("detail", t.dim));
     if fr.detail.is_empty() {
         text.push(Line::styled("(none)", t.dim));
     } else {
@@ -200,6 +258,28 @@ fn detail(f: &mut Frame, area: Rect, c: &Console) {
                 .lines()
                 .map(|l| Line::styled(l.to_string(), t.overlay)),
         );
+    }
+    if fr.name.starts_with("FunctionCall")
+        && let Some(turn) = c
+            .state
+            .transcript(fr.session)
+            .iter()
+            .find(|t| t.id == fr.turn)
+    {
+        text.push(Line::default());
+        text.push(Line::styled("tool calls of this turn, whole", t.dim));
+        let w = popup.width.saturating_sub(2) as usize;
+        for call in &turn.tools {
+            let style = if call.error { t.error } else { t.tool };
+            text.push(Line::styled(super::tool_call::head(call, w), style));
+            text.extend(super::tool_call::lines(
+                call,
+                w,
+                2,
+                false,
+                (t.error, t.text, t.dim),
+            ));
+        }
     }
     let block = Block::bordered()
         .border_type(BorderType::Double)

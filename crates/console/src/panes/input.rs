@@ -15,7 +15,12 @@ use crate::text::truncate;
 pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     let t = &c.theme;
     if let Source::Replay { file, problems } = &c.state.header.source {
-        let block = pane_block(c, PaneId::Input, vec![dim_piece(c, "read-only")]);
+        let block = pane_block(
+            c,
+            PaneId::Input,
+            vec![dim_piece(c, "read-only")],
+            area.width,
+        );
         let mut text = vec![Line::from(vec![
             Span::styled("Replay of ", t.dim),
             Span::styled(file.clone(), t.accent),
@@ -48,7 +53,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     if c.selected.is_some_and(|n| c.waiting.contains(&n)) {
         extra.push(Span::styled("· waiting for the reply… ", t.accent));
     }
-    let mut block = pane_block(c, PaneId::Input, extra);
+    let mut block = pane_block(c, PaneId::Input, extra, area.width);
     if let Some(notice) = &c.notice {
         let room = area.width.saturating_sub(4) as usize;
         block = block.title_bottom(Line::from(Span::styled(

@@ -25,6 +25,12 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             t.tab
         };
         tabs.push(Span::styled(tab_label(pane), style));
+        if pane == PaneId::Log && c.state.journal.errors > 0 {
+            tabs.push(Span::styled(
+                format!("{} ", crate::text::count(c.state.journal.errors)),
+                t.error,
+            ));
+        }
     }
     let block = Block::bordered()
         .border_type(if focused {
@@ -43,6 +49,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         PaneId::Progress => super::progress::draw(f, body, c),
         PaneId::Tools => super::tools::draw(f, body, c),
         PaneId::Stats => super::stats::draw(f, body, c),
+        PaneId::Log => super::log::draw(f, body, c),
         _ => super::frames::draw(f, body, c),
     }
 }

@@ -8,11 +8,14 @@ pub mod bars;
 pub mod frames;
 pub mod input;
 pub mod inspector;
+pub mod log;
 pub mod progress;
 pub mod sessions;
 pub mod stats;
+pub mod tool_call;
 pub mod tools;
 pub mod transcript;
+pub mod turn_view;
 
 use ratatui::layout::Rect;
 use ratatui::style::Style;
@@ -21,9 +24,34 @@ use ratatui::widgets::{Block, BorderType};
 
 use super::app::{Console, PaneId};
 
+/// `line` cut to `max` cells, ending in `…` where it was cut.
+pub fn fit<'a>(line: Line<'a>, max: usize) -> Line<'a> {
+    if line.width() <= max {
+        return line;
+    }
+    let style = line.style;
+    let mut used = 0;
+    let mut spans = Vec::new();
+    for span in line.spans {
+        let w = crate::text::width(&span.content);
+        if used + w < max {
+            used += w;
+            spans.push(span);
+            continue;
+        }
+        let room = max.saturating_sub(used);
+        if room > 0 {
+            let cut = crate::text::truncate(&format!("{}…", span.content), room);
+            spans.push(Span::styled(cut, span.style));
+        }
+        break;
+    }
+    Line::from(spans).style(style)
+}
+
 /// The bordered block of a pane, its border highlighted when focused, titled
-/// ` N Title ` plus `extra`.
-pub fn pane_block<'a>(c: &Console, pane: PaneId, extra: Vec<Span<'a>>) -> Block<'a> {
+/// ` N Title ` plus `extra`, the title cut with `…` to the pane's `width`.
+pub fn pane_block<'a>(c: &Console, pane: PaneId, extra: Vec<Span<'a>>, width: u16) -> Block<'a> {
     let focused = c.focus == pane;
     let t = &c.theme;
     let mut title = vec![
@@ -38,7 +66,7 @@ pub fn pane_block<'a>(c: &Console, pane: PaneId, extra: Vec<Span<'a>>) -> Block<
             BorderType::Rounded
         })
         .border_style(if focused { t.border_focused } else { t.border })
-        .title(Line::from(title))
+        .title(fit(Line::from(title), (width as usize).saturating_sub(2)))
 }
 
 /// A dim `· text ` title piece.

@@ -62,10 +62,14 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         .filter(|r| scope.is_none_or(|s| s == r.session))
         .collect();
     if rows.is_empty() {
-        out.push(Line::styled(
-            "No progress notifications yet: they go to MCP callers whose chat call carries a progressToken.",
-            t.dim,
-        ));
+        out.extend(
+            crate::text::wrap(
+                "No progress notifications yet: they go to MCP callers whose chat call carries a progressToken.",
+                area.width as usize,
+            )
+            .into_iter()
+            .map(|l| Line::styled(l, t.dim)),
+        );
         f.render_widget(Paragraph::new(out), area);
         return;
     }

@@ -19,6 +19,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         c,
         PaneId::Sessions,
         vec![dim_piece(c, format!("{open} open"))],
+        area.width,
     );
     let body = inner(area);
     f.render_widget(block, area);
@@ -29,17 +30,18 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     let wide = body.width >= 64;
     let by_w = (body.width as usize)
         .saturating_sub(if wide {
-            4 + 9 + 6 + 12 + 7 + 7
+            4 + 9 + 6 + 5 + 12 + 7 + 7
         } else {
-            4 + 9 + 6 + 12
+            4 + 9 + 6 + 5 + 12
         })
         .clamp(8, 24);
     let mut header = format!(
-        "{}{}{}{}{}",
+        "{}{}{}{}{}{}",
         pad(" #", 4),
         pad("handle", 9),
         pad("opened by", by_w),
         pad("turns", 6),
+        pad("errs", 5),
         pad("state", 12)
     );
     if wide {
@@ -84,6 +86,10 @@ fn row_line<'a>(
         Span::styled(pad(&row.handle_prefix, 9), base),
         Span::styled(pad(&row.opener_label(), by_w), by_style),
         Span::styled(pad(&row.turns.to_string(), 6), base),
+        match c.state.journal.errors_of(row.number) {
+            0 => Span::styled(pad("-", 5), t.dim),
+            n => Span::styled(pad(&n.to_string(), 5), t.error),
+        },
         Span::styled(
             pad(
                 &match &row.activity {

@@ -54,7 +54,10 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             .tools_note
             .clone()
             .unwrap_or_else(|| "This bot has no tools.".into());
-        f.render_widget(Paragraph::new(Line::styled(text, t.dim)), area);
+        f.render_widget(
+            Paragraph::new(Line::styled(text, t.dim)).wrap(ratatui::widgets::Wrap { trim: true }),
+            area,
+        );
         return;
     }
     f.render_widget(Paragraph::new(sources_line(c, area.width as usize)), area);
@@ -125,10 +128,13 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
 
 fn detail_lines(c: &Console, tool: &ToolView, width: usize) -> Vec<Line<'static>> {
     let t = &c.theme;
-    let mut out = vec![Line::from(vec![
-        Span::styled(tool.name.clone(), t.title),
-        Span::styled(format!("  from {}", tool.source), t.dim),
-    ])];
+    let mut out = vec![super::fit(
+        Line::from(vec![
+            Span::styled(tool.name.clone(), t.title),
+            Span::styled(format!("  from {}", tool.source), t.dim),
+        ]),
+        width,
+    )];
     if let Some(why) = &tool.skipped {
         for l in wrap(why, width) {
             out.push(Line::styled(l, t.warn));
@@ -145,14 +151,17 @@ fn detail_lines(c: &Console, tool: &ToolView, width: usize) -> Vec<Line<'static>
     }
     out.push(Line::default());
     out.push(Line::styled("input schema (MCP)", t.accent));
-    out.extend(json_lines(c, &tool.schema));
+    out.extend(json_lines(c, &tool.schema, width));
     out.push(Line::default());
-    out.push(Line::styled("OpenAI parameters (bridge::schema)", t.accent));
+    out.push(Line::styled(
+        "OpenAI parameters (as the OpenAI bridge sends them)",
+        t.accent,
+    ));
     match &tool.openai {
         Ok(json) if json == &tool.schema => {
             out.push(Line::styled("same as the input schema", t.dim));
         }
-        Ok(json) => out.extend(json_lines(c, json)),
+        Ok(json) => out.extend(json_lines(c, json, width)),
         Err(e) => {
             for l in wrap(e, width) {
                 out.push(Line::styled(l, t.error));
@@ -163,7 +172,7 @@ fn detail_lines(c: &Console, tool: &ToolView, width: usize) -> Vec<Line<'static>
 }
 
 /// Pretty JSON with keys, strings and punctuation styled apart.
-fn json_lines(c: &Console, json: &str) -> Vec<Line<'static>> {
+fn json_lines(c: &Console, json: &str, width: usize) -> Vec<Line<'static>> {
     let t = &c.theme;
     json.lines()
         .map(|l| {
@@ -182,5 +191,6 @@ fn json_lines(c: &Console, json: &str) -> Vec<Line<'static>> {
                 ]),
             }
         })
+        .map(|l| super::fit(l, width))
         .collect()
 }

@@ -35,18 +35,59 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             ));
         }
     }
-    if c.transcript_back.get() > 0 {
+    if let Some(editing) = &c.search_editing {
+        let (before, after) = editing.split();
+        extra.push(Span::styled(
+            format!("· search: {before}▏{after} "),
+            c.theme.key,
+        ));
+    } else if !c.search.is_empty() {
+        extra.push(Span::styled(
+            format!("· search: {} ", c.search),
+            c.theme.key,
+        ));
+    }
+    if c.transcript_back.get() > 0 && c.search.is_empty() {
         extra.push(Span::styled("· scrolled (End follows) ", c.theme.warn));
     }
-    let block = pane_block(c, PaneId::Transcript, extra);
+    let block = pane_block(c, PaneId::Transcript, extra, area.width);
     let body = inner(area);
     f.render_widget(block, area);
     if body.height == 0 || body.width == 0 {
         return;
     }
-    let lines = lines(c, body.width as usize);
-    let (start, end) = bottom_window(&lines, body.height as usize, &c.transcript_back);
+    let mut lines = lines(c, body.width as usize);
+    let height = body.height as usize;
+    if !c.search.is_empty() {
+        search(c, &mut lines, height);
+    }
+    let (start, end) = bottom_window(&lines, height, &c.transcript_back);
     f.render_widget(Paragraph::new(lines[start..end].to_vec()), body);
+}
+
+/// Marks the lines matching the search (any case) and scrolls the chosen match, counted back
+/// from the newest, into the middle of the pane.
+fn search(c: &Console, lines: &mut [Line<'static>], height: usize) {
+    let needle = c.search.to_lowercase();
+    let hits: Vec<usize> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.to_string().to_lowercase().contains(&needle))
+        .map(|(i, _)| i)
+        .collect();
+    if hits.is_empty() {
+        return;
+    }
+    let back = c.search_hit.get().min(hits.len() - 1);
+    c.search_hit.set(back);
+    let at = hits[hits.len() - 1 - back];
+    for i in &hits {
+        let marked = std::mem::take(&mut lines[*i]).patch_style(c.theme.key);
+        lines[*i] = marked;
+    }
+    lines[at] = std::mem::take(&mut lines[at]).patch_style(c.theme.selected);
+    c.transcript_back
+        .set(lines.len().saturating_sub(at + 1 + height / 2));
 }
 
 /// Every line of the selected session's transcript, wrapped to `width` cells.
@@ -90,12 +131,18 @@ fn turn_lines(c: &Console, turn: &TurnView, width: usize, out: &mut Vec<Line<'st
     }
     for tool in &turn.tools {
         let style = if tool.error { t.error } else { t.tool };
-        let text = if tool.running {
-            format!("{} (running)", tool.text)
-        } else {
-            tool.text.clone()
-        };
-        speaker(out, "tool", &text, t.tool, style, width);
+        let head = super::tool_call::head(tool, width.saturating_sub(GUTTER).max(8));
+        out.push(Line::from(vec![
+            Span::styled(format!("{:<GUTTER$}", "tool"), t.tool),
+            Span::styled(head, style),
+        ]));
+        out.extend(super::tool_call::lines(
+            tool,
+            width,
+            GUTTER,
+            true,
+            (t.error, t.text, t.dim),
+        ));
     }
     let streaming = turn.end.is_none();
     if !turn.reply.is_empty() || streaming {

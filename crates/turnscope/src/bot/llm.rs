@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 
 use super::aggregators::{SharedContext, lock};
 use crate::model::ModelClient;
+use crate::observe::event::{carried, now_us};
 use crate::observe::{Event, ToolCallEvent};
 use crate::pipeline::{Frame, FrameBody, Link, Processor, TurnId};
 use crate::tools::{CallContext, SessionControl, ToolCall, ToolCallRecord, ToolOutcome, Tools};
@@ -158,6 +159,11 @@ impl TurnRun {
             let specs = self.tools.specs();
             self.push(FrameBody::ResponseStart);
             let started = Instant::now();
+            let started_us = if self.link.observer().bus.is_listened() {
+                now_us()
+            } else {
+                0
+            };
             let mut first_piece = None;
             let result = self
                 .client
@@ -173,6 +179,7 @@ impl TurnRun {
                 first_piece_us: first_piece.map(|d| d.as_micros() as u64),
                 total_us: started.elapsed().as_micros() as u64,
                 error: result.as_ref().err().map(|e| e.to_string()),
+                at_us: started_us,
             });
             let completion = match result {
                 Ok(c) => c,
@@ -203,6 +210,11 @@ impl TurnRun {
                 Some((completion.text.clone(), calls.clone()));
             self.push(FrameBody::ResponseEnd { calls: calls.len() });
             self.push(FrameBody::FunctionCallsStarted(calls.clone()));
+            let round_us = if self.link.observer().bus.is_listened() {
+                now_us()
+            } else {
+                0
+            };
             let records = join_all(
                 calls
                     .iter()
@@ -223,6 +235,14 @@ impl TurnRun {
                         duration_us: record.duration.as_micros() as u64,
                         result_bytes: record.outcome.text.len(),
                         error: record.outcome.is_error.then(|| record.outcome.text.clone()),
+                        arguments: record.call.arguments.clone(),
+                        result: if record.outcome.is_error {
+                            String::new()
+                        } else {
+                            carried(&record.outcome.text)
+                        },
+                        // The round's calls all start together (`join_all`).
+                        started_us: round_us,
                     })
                 });
                 self.push(FrameBody::FunctionCallResult(Arc::new(record)));

@@ -2,7 +2,8 @@
 //!
 //! Rules, in order:
 //! 1. the last message is a tool result → a sentence built from the results
-//!    ("The clock tool says: ...");
+//!    ("The clock tool says: ..."), each named by the call it answers in the latest round
+//!    (call ids repeat across rounds); after `end_session`, a goodbye;
 //! 2. tools are offered and the user's line names one or more of them → one round calling each,
 //!    with arguments built from the line and the tool's schema (required fields filled);
 //! 3. the line asks "what did I say" → the previous user line;
@@ -113,16 +114,21 @@ fn previous_user_line(messages: &[Value]) -> Option<String> {
         .map(content_text)
 }
 
-/// "The clock tool says: ..." for the trailing tool messages.
+/// The built-in that ends the conversation; its result asks for a goodbye.
+const END_SESSION: &str = "end_session";
+
+/// "The clock tool says: ..." for the trailing tool messages; "Goodbye." after `end_session`.
 fn tool_summary(messages: &[Value]) -> String {
     let results: Vec<&Value> = messages
         .iter()
         .rev()
         .take_while(|m| m.get("role").and_then(Value::as_str) == Some("tool"))
         .collect();
+    // Ids such as `call_0` repeat in every round: the latest round that made the call wins.
     let name_of = |id: &str| -> String {
         messages
             .iter()
+            .rev()
             .filter_map(|m| m.get("tool_calls").and_then(Value::as_array))
             .flatten()
             .find(|c| c.get("id").and_then(Value::as_str) == Some(id))
@@ -130,19 +136,27 @@ fn tool_summary(messages: &[Value]) -> String {
             .unwrap_or("tool")
             .to_string()
     };
-    let parts: Vec<String> = results
+    let mut goodbye = false;
+    let mut parts: Vec<String> = results
         .iter()
         .rev()
-        .map(|m| {
+        .filter_map(|m| {
             let id = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
+            let name = name_of(id);
+            if name == END_SESSION {
+                goodbye = true;
+                return None;
+            }
             let text = content_text(m);
-            format!(
-                "The {} tool says: {}.",
-                name_of(id),
+            Some(format!(
+                "The {name} tool says: {}.",
                 text.trim().trim_end_matches('.')
-            )
+            ))
         })
         .collect();
+    if goodbye {
+        parts.push("Goodbye.".to_string());
+    }
     parts.join(" ")
 }
 
@@ -308,6 +322,28 @@ mod tests {
         ];
         match answer(&msgs, &[], &ScriptSettings::default()) {
             Answer::Text(p) => assert_eq!(p.concat(), "The clock tool says: noon."),
+            other => panic!("{other:?}"),
+        }
+        let later = [
+            user("clock"),
+            json!({"role":"assistant","content":null,"tool_calls":[{"id":"call_0","type":"function","function":{"name":"clock","arguments":"{}"}}]}),
+            json!({"role":"tool","tool_call_id":"call_0","content":"noon"}),
+            json!({"role":"assistant","content":"The clock tool says: noon."}),
+            user("echo this"),
+            json!({"role":"assistant","content":null,"tool_calls":[{"id":"call_0","type":"function","function":{"name":"echo","arguments":"{}"}}]}),
+            json!({"role":"tool","tool_call_id":"call_0","content":"this"}),
+        ];
+        match answer(&later, &[], &ScriptSettings::default()) {
+            Answer::Text(p) => assert_eq!(p.concat(), "The echo tool says: this."),
+            other => panic!("{other:?}"),
+        }
+        let bye = [
+            user("bye, end_session"),
+            json!({"role":"assistant","content":null,"tool_calls":[{"id":"call_0","type":"function","function":{"name":"end_session","arguments":"{}"}}]}),
+            json!({"role":"tool","tool_call_id":"call_0","content":"The conversation ends after this reply. Say goodbye."}),
+        ];
+        match answer(&bye, &[], &ScriptSettings::default()) {
+            Answer::Text(p) => assert_eq!(p.concat(), "Goodbye."),
             other => panic!("{other:?}"),
         }
         let history = [

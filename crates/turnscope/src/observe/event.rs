@@ -55,6 +55,9 @@ pub enum Event {
         total_us: u64,
         /// The error, when the request failed.
         error: Option<String>,
+        /// When it started, in µs since the epoch (0 in files recorded before it was kept).
+        #[serde(default)]
+        at_us: u64,
     },
     /// A progress notification was sent (or coalesced) to an MCP caller.
     Progress {
@@ -77,6 +80,16 @@ pub enum Event {
         duration_us: u64,
         /// Whether it succeeded.
         ok: bool,
+        /// What the caller was told when it failed (a `start` over the session cap, a `chat`
+        /// on an unknown handle, a turn that ended in error), when known.
+        #[serde(default)]
+        error: Option<String>,
+        /// The session the call was for, when known.
+        #[serde(default)]
+        session: Option<u64>,
+        /// When it failed, in µs since the epoch (0 when it succeeded or is unknown).
+        #[serde(default)]
+        at_us: u64,
     },
     /// A bridge's state changed (connection, counters, errors); see [`BridgeEvent`].
     Bridge(BridgeEvent),
@@ -166,8 +179,11 @@ pub struct TurnEndEvent {
     pub total_us: u64,
 }
 
+/// Most bytes of a tool's result an event carries; the rest is counted in `result_bytes`.
+pub const RESULT_CARRIED: usize = 16 * 1024;
+
 /// A finished tool call.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ToolCallEvent {
     /// Session number (0 when called through a bridge).
     pub session: u64,
@@ -181,6 +197,27 @@ pub struct ToolCallEvent {
     pub result_bytes: usize,
     /// The error when the call failed.
     pub error: Option<String>,
+    /// The arguments as the model sent them (JSON text).
+    #[serde(default)]
+    pub arguments: String,
+    /// The result text, cut at [`RESULT_CARRIED`] bytes (empty when the call failed).
+    #[serde(default)]
+    pub result: String,
+    /// When the call started, in µs since the epoch (0 when unknown).
+    #[serde(default)]
+    pub started_us: u64,
+}
+
+/// `text` cut at [`RESULT_CARRIED`] bytes, on a character boundary.
+pub fn carried(text: &str) -> String {
+    if text.len() <= RESULT_CARRIED {
+        return text.to_string();
+    }
+    let mut end = RESULT_CARRIED;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
 }
 
 /// The state of one bridge (a Xiaozhi endpoint relay), published when it changes and shown

@@ -83,8 +83,16 @@ impl Stats {
                 }
             }
             Event::Served {
-                route, duration_us, ..
-            } => self.record(route, *duration_us),
+                route,
+                duration_us,
+                ok,
+                ..
+            } => {
+                self.record(route, *duration_us);
+                if !ok {
+                    self.errors += 1;
+                }
+            }
             _ => {}
         }
     }

@@ -192,6 +192,25 @@ impl BotMcp {
             route: format!("mcp tools/call {name}").into(),
             duration_us: started.elapsed().as_micros() as u64,
             ok,
+            // Failures carry what the caller was told; nothing more is built for a success.
+            error: (!ok).then(|| {
+                result
+                    .content
+                    .iter()
+                    .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            }),
+            session: if ok {
+                None
+            } else {
+                session_of(&self.sessions, args)
+            },
+            at_us: if ok {
+                0
+            } else {
+                crate::observe::event::now_us()
+            },
         });
         result
     }
@@ -249,6 +268,20 @@ fn closing_the_stream_cancels(context: &RequestContext<RoleServer>) -> bool {
         .meta
         .protocol_version()
         .is_some_and(|version| !version.has_initialize())
+}
+
+/// The session a failed call's `handle` names, when it looks like a live one. The table is
+/// scanned only for a well-formed handle, so a flood of calls on bad handles costs nothing.
+fn session_of(sessions: &Sessions, args: &JsonObject) -> Option<u64> {
+    let handle = args.get("handle").and_then(Value::as_str)?;
+    if handle.len() != 36 {
+        return None;
+    }
+    sessions
+        .list()
+        .into_iter()
+        .find(|s| s.handle() == handle)
+        .map(|s| s.number)
 }
 
 fn reply_result(reply: ChatReply) -> CallToolResult {

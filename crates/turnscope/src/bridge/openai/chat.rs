@@ -290,6 +290,8 @@ impl ChatLoop {
                 first_piece_us: first_piece.map(|d| d.as_micros() as u64),
                 total_us: started.elapsed().as_micros() as u64,
                 error: result.as_ref().err().map(|e| e.to_string()),
+                at_us: crate::observe::event::now_us()
+                    .saturating_sub(started.elapsed().as_micros() as u64),
             });
             let completion = result.map_err(|e| e.to_string())?;
             if completion.tool_calls.is_empty() {

@@ -168,6 +168,7 @@ impl Caller {
                 duration_us: started.elapsed().as_micros() as u64,
                 result_bytes: outcome.text.len(),
                 error: outcome.is_error.then(|| outcome.text.clone()),
+                ..ToolCallEvent::default()
             })
         });
         outcome

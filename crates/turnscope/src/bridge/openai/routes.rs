@@ -44,6 +44,9 @@ impl OpenAiBridge {
             route: Name::Borrowed(route),
             duration_us: started.elapsed().as_micros() as u64,
             ok,
+            error: None,
+            session: None,
+            at_us: 0,
         });
     }
 }

@@ -393,6 +393,7 @@ impl Loop<'_> {
                         Ok(_) => None,
                         Err(e) => Some(e.to_string()),
                     },
+                    ..ToolCallEvent::default()
                 })
             });
             frame
