@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use crate::config::{McpServerConfig, TransportKind};
 use crate::observe::redact::redact;
 
-/// Why a `--stdio` command line cannot be run.
+/// Why the server flags (`--stdio`, `--header`) cannot describe a server.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
     /// Occurs when the line has no words at all.
@@ -23,6 +23,9 @@ pub enum SpecError {
         /// The whole line.
         line: String,
     },
+    /// Occurs when a `--header` value has no `:`.
+    #[error("--header {0:?}: expected `Name: value`")]
+    Header(String),
 }
 
 /// The transport of one MCP server.
@@ -125,6 +128,22 @@ pub fn label(config: &McpServerConfig) -> String {
         TransportKind::Http => format!("http: {}", redact(url)),
         TransportKind::Sse => format!("sse: {}", redact(url)),
     }
+}
+
+/// The `--header` flags (`Name: value` each) as a map, names and values trimmed.
+///
+/// # Errors
+///
+/// A header without `:`.
+pub(crate) fn header_flags(raw: &[String]) -> Result<BTreeMap<String, String>, SpecError> {
+    raw.iter()
+        .map(|h| {
+            let (k, v) = h
+                .split_once(':')
+                .ok_or_else(|| SpecError::Header(h.clone()))?;
+            Ok((k.trim().to_string(), v.trim().to_string()))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -25,6 +25,28 @@ pub const ENV_CONNECT_TIMEOUT_SECONDS: &str = "MCP_CONNECT_TIMEOUT_SECONDS";
 /// Most characters of an oversized result shown in its preview.
 pub const PREVIEW_CHARS: usize = 200;
 
+/// Why a limit variable from the environment is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LimitsError {
+    /// Occurs when an `MCP_MAX_*` variable is set but not a whole number.
+    #[error("{variable}: expected a whole number, got {value:?}; unset it for the default")]
+    NotACount {
+        /// The variable.
+        variable: &'static str,
+        /// Its value.
+        value: String,
+    },
+    /// Occurs when `MCP_CONNECT_TIMEOUT_SECONDS` is not a number of seconds in range.
+    #[error(
+        "{ENV_CONNECT_TIMEOUT_SECONDS}: expected seconds >= 0 and at most {:e}, got {value:?}; unset it for the default",
+        crate::config::MAX_SECONDS
+    )]
+    NotSeconds {
+        /// Its value.
+        value: String,
+    },
+}
+
 /// The limits on MCP tool sources.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct McpLimits {
@@ -54,7 +76,7 @@ impl McpLimits {
     ///
     /// # Errors
     /// A variable that is set but not a number; the message names it.
-    pub fn from_env() -> Result<Self, String> {
+    pub fn from_env() -> Result<Self, LimitsError> {
         Self::resolve(&|name| std::env::var(name).ok())
     }
 
@@ -62,14 +84,16 @@ impl McpLimits {
     ///
     /// # Errors
     /// A variable that is set but not a number; the message names it.
-    pub fn resolve(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, String> {
+    pub fn resolve(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, LimitsError> {
         let mut limits = Self::default();
-        let count = |name: &str| -> Result<Option<usize>, String> {
-            match env(name).filter(|v| !v.trim().is_empty()) {
+        let count = |variable: &'static str| -> Result<Option<usize>, LimitsError> {
+            match env(variable).filter(|v| !v.trim().is_empty()) {
                 None => Ok(None),
-                Some(v) => v.trim().parse::<usize>().map(Some).map_err(|_| {
-                    format!("{name}: expected a whole number, got {v:?}; unset it for the default")
-                }),
+                Some(value) => value
+                    .trim()
+                    .parse::<usize>()
+                    .map(Some)
+                    .map_err(|_| LimitsError::NotACount { variable, value }),
             }
         };
         if let Some(n) = count(ENV_MAX_TOOLS_PER_SERVER)? {
@@ -82,12 +106,12 @@ impl McpLimits {
             limits.response_bytes = n;
         }
         if let Some(v) = env(ENV_CONNECT_TIMEOUT_SECONDS).filter(|v| !v.trim().is_empty()) {
-            let secs: f64 = v.trim().parse().ok().filter(|s: &f64| crate::config::check_seconds("", *s, true).is_ok()).ok_or_else(|| {
-                format!(
-                    "{ENV_CONNECT_TIMEOUT_SECONDS}: expected seconds >= 0 and at most {:e}, got {v:?}; unset it for the default",
-                    crate::config::MAX_SECONDS
-                )
-            })?;
+            let secs: f64 = v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|s: &f64| crate::config::check_seconds("", *s, true).is_ok())
+                .ok_or_else(|| LimitsError::NotSeconds { value: v.clone() })?;
             limits.connect_budget = Duration::from_secs_f64(secs);
         }
         Ok(limits)
@@ -158,7 +182,7 @@ mod tests {
         assert_eq!(limits.total, 100);
         assert_eq!(limits.connect_budget, Duration::from_millis(500));
         let bad = |name: &str| (name == ENV_MAX_TOOLS_TOTAL).then(|| "lots".to_string());
-        let e = McpLimits::resolve(&bad).unwrap_err();
+        let e = McpLimits::resolve(&bad).unwrap_err().to_string();
         assert!(e.contains(ENV_MAX_TOOLS_TOTAL) && e.contains("lots"), "{e}");
     }
 }

@@ -89,7 +89,7 @@ impl Policy {
     ///
     /// # Errors
     /// A pattern or value that does not parse; the message names the setting.
-    pub fn from_config(section: &PolicySection) -> Result<Self, String> {
+    pub fn from_config(section: &PolicySection) -> Result<Self, PolicyError> {
         Self::resolve(section, &|name| std::env::var(name).ok())
     }
 
@@ -100,7 +100,7 @@ impl Policy {
     pub fn resolve(
         section: &PolicySection,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, PolicyError> {
         let mut policy = if section.locked {
             Self::locked()
         } else {
@@ -108,22 +108,22 @@ impl Policy {
         };
         let env = |name: &str| env(name).filter(|v| !v.trim().is_empty());
         let patterns = match env(ENV_URL_PATTERNS) {
-            Some(text) => parse_list(&text).map_err(|e| format!("{ENV_URL_PATTERNS}: {e}"))?,
+            Some(text) => parse_list(&text).map_err(PolicyError::env(ENV_URL_PATTERNS))?,
             None => section.allowed_url_patterns.clone().unwrap_or_default(),
         };
         policy.urls = patterns
             .iter()
             .map(|p| UrlPattern::parse(p))
             .collect::<Result<_, _>>()
-            .map_err(|e| format!("allowed_url_patterns: {e}"))?;
+            .map_err(PolicyError::Pattern)?;
         if let Some(text) = env(ENV_STDIO_ENABLED) {
             policy.stdio_enabled =
-                parse_bool(&text).map_err(|e| format!("{ENV_STDIO_ENABLED}: {e}"))?;
+                parse_bool(&text).map_err(PolicyError::env(ENV_STDIO_ENABLED))?;
         } else if let Some(enabled) = section.stdio_enabled {
             policy.stdio_enabled = enabled;
         }
         policy.commands = match env(ENV_STDIO_COMMANDS) {
-            Some(text) => parse_list(&text).map_err(|e| format!("{ENV_STDIO_COMMANDS}: {e}"))?,
+            Some(text) => parse_list(&text).map_err(PolicyError::env(ENV_STDIO_COMMANDS))?,
             None => section.stdio_allowed_commands.clone().unwrap_or_default(),
         };
         Ok(policy)
@@ -311,6 +311,29 @@ fn redact(url: &Url) -> String {
 }
 
 /// A list from the environment: a JSON array of strings, or comma-separated.
+/// Why a `[policy]` section, with the environment laid over it, is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// Occurs when a `BYOM_*`/`MCP_STDIO_*` variable is set to a value that does not parse.
+    #[error("{variable}: {message}")]
+    Env {
+        /// The variable.
+        variable: &'static str,
+        /// What is wrong and what is expected.
+        message: String,
+    },
+    /// Occurs when a URL pattern (from the section or the environment) does not parse.
+    #[error("allowed_url_patterns: {0}")]
+    Pattern(String),
+}
+
+impl PolicyError {
+    /// A constructor of [`PolicyError::Env`] for `variable`, for `map_err`.
+    fn env(variable: &'static str) -> impl Fn(String) -> Self {
+        move |message| Self::Env { variable, message }
+    }
+}
+
 fn parse_list(text: &str) -> Result<Vec<String>, String> {
     let text = text.trim();
     if text.starts_with('[') {

@@ -38,26 +38,43 @@ impl std::fmt::Debug for Endpoint {
     }
 }
 
+/// Why an endpoint URL is refused (the URL shown with its token masked).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EndpointError {
+    /// Occurs when the URL is not `ws://` or `wss://`.
+    #[error(
+        "endpoint {shown}: expected a ws:// or wss:// URL such as wss://api.xiaozhi.me/mcp/?token=…"
+    )]
+    NotWebSocket {
+        /// The URL, token masked.
+        shown: String,
+    },
+    /// Occurs when the URL does not parse as a WebSocket request.
+    #[error("endpoint {shown}: not a valid URL: {message}")]
+    Invalid {
+        /// The URL, token masked.
+        shown: String,
+        /// The parser's message, token masked.
+        message: String,
+    },
+}
+
 impl Endpoint {
     /// Checks a `ws://` or `wss://` URL.
     ///
     /// # Errors
     ///
     /// The URL is not a WebSocket URL (the message shows it with its token masked).
-    pub fn parse(url: &str) -> Result<Self, String> {
+    pub fn parse(url: &str) -> Result<Self, EndpointError> {
         let url = url.trim();
         let shown = redact(url).into_owned();
         if !(url.starts_with("ws://") || url.starts_with("wss://")) {
-            return Err(format!(
-                "endpoint {shown}: expected a ws:// or wss:// URL such as wss://api.xiaozhi.me/mcp/?token=…"
-            ));
+            return Err(EndpointError::NotWebSocket { shown });
         }
-        url.into_client_request().map_err(|e| {
-            format!(
-                "endpoint {shown}: not a valid URL: {}",
-                redact(&e.to_string())
-            )
-        })?;
+        if let Err(e) = url.into_client_request() {
+            let message = redact(&e.to_string()).into_owned();
+            return Err(EndpointError::Invalid { shown, message });
+        }
         Ok(Self {
             url: url.to_string(),
             shown,
@@ -175,7 +192,9 @@ mod tests {
         let e = Endpoint::parse("wss://api.xiaozhi.me/mcp/?token=abc.def").unwrap();
         assert_eq!(e.shown(), "wss://api.xiaozhi.me/mcp/?token=***");
         assert!(!format!("{e:?}").contains("abc"));
-        let err = Endpoint::parse("https://h/mcp/?token=abc").unwrap_err();
+        let err = Endpoint::parse("https://h/mcp/?token=abc")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("ws://") && !err.contains("abc"), "{err}");
     }
 

@@ -24,5 +24,5 @@ pub use crate::mcp::clock;
 pub use crate::mcp::spec::ServerSpec;
 pub use crate::observe::redact;
 pub use bridge::{BridgeSettings, RunningBridge, XiaozhiBridge};
-pub use set::{BridgeStatuses, Catalog, UpstreamCatalog, XiaozhiBridges};
+pub use set::{BridgeStatuses, Catalog, CatalogError, UpstreamCatalog, XiaozhiBridges};
 pub use upstream::{Upstream, UpstreamStatus};
