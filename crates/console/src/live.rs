@@ -1,10 +1,7 @@
-//! The event loop: terminal input, chat results, bus events and a frame tick, in one task.
-//!
-//! Bus events are folded into the state in batches, at most every [`FOLD_EVERY`]; the screen
-//! is drawn only on the tick, when something changed, at most [`FPS`] times a second
-//! ([`FLOOD_FPS`] while events flood in and the person is not typing), so a flood of events
-//! costs one fold each and never one draw each. Chat calls run in their own tasks
-//! and report back, so the loop never waits on a turn.
+//! The event loop: terminal input, chat results, bus events and a frame tick, in one task. Events
+//! are folded in batches at most every [`FOLD_EVERY`]; the screen is drawn only on the tick and
+//! only when something changed, at most [`FPS`] times a second ([`FLOOD_FPS`] in a flood while
+//! nobody types). Chat calls run in their own tasks, so the loop never waits on a turn.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

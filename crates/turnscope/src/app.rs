@@ -104,7 +104,7 @@ impl App {
 
     /// Builds the tool registry `config` describes: the built-ins (unless turned off), the
     /// bot's `own` tools, and the MCP servers under the `[policy]` (overlaid by the
-    /// environment) and TurnCall's limits (from the environment). Waits at most the connect
+    /// environment) and the [`McpLimits`] (from the environment). Waits at most the connect
     /// budget; servers that miss it join later.
     ///
     /// # Errors

@@ -1,4 +1,5 @@
-//! Describing JSON values in error messages, for every layer that reads JSON from outside.
+//! Describing JSON values in error messages, for every layer that reads JSON from outside, so
+//! an error says what kind of value came ("got a string") in the same words everywhere.
 
 use serde_json::Value;
 

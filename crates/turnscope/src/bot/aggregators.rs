@@ -1,4 +1,5 @@
-//! The user and assistant aggregators: the two ends of the pipeline that write the context.
+//! The user and assistant aggregators: the two ends of the pipeline that write the context. A
+//! user line is appended before the model runs; a reply is committed when it ends or is cut off.
 
 use std::sync::{Arc, Mutex};
 

@@ -1,4 +1,5 @@
-//! The conversation context: system prompt, history, tool calls and tool results.
+//! The conversation context: system prompt, history, tool calls and tool results, and how they
+//! render as OpenAI chat messages for the next model request.
 
 use std::sync::Arc;
 

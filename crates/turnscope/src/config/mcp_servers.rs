@@ -11,7 +11,7 @@ use super::env::check_placeholders;
 use super::seconds::check_seconds;
 use super::tool_filter::ToolFilter;
 
-/// Seconds a tool call may take when `timeout_seconds` is not given (TurnCall's 10 s).
+/// Seconds a tool call may take when `timeout_seconds` is not given (10 s).
 pub const DEFAULT_CALL_TIMEOUT_SECONDS: f64 = 10.0;
 
 /// How turnscope talks to an MCP server.
@@ -45,7 +45,7 @@ pub enum Scope {
     #[default]
     Shared,
     /// One connection per session, opened when the session starts and closed when it ends
-    /// (TurnCall's model, for stateful servers).
+    /// (for stateful servers, so sessions never share their state).
     Session,
 }
 
@@ -145,8 +145,8 @@ impl McpServerConfig {
     }
 }
 
-/// `[policy]`: which tool sources may be reached. Every field can also come from TurnCall's
-/// environment variables, which win over the file.
+/// `[policy]`: which tool sources may be reached. Every field can also come from the
+/// environment variable named in its doc, which wins over the file.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PolicySection {
@@ -158,8 +158,8 @@ pub struct PolicySection {
     /// Commands stdio servers may run (`MCP_STDIO_ALLOWED_COMMANDS`). Empty = any, unless
     /// locked.
     pub stdio_allowed_commands: Option<Vec<String>>,
-    /// TurnCall's defaults for shared deployments (`--locked`): stdio off and an allowlist
-    /// required (empty lists allow nothing).
+    /// The defaults for shared deployments (`--locked`): stdio off and an allowlist required
+    /// (empty lists allow nothing).
     pub locked: bool,
 }
 

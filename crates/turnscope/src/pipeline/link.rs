@@ -1,4 +1,5 @@
 //! Links: how a processor hands frames to its neighbours, and how each crossing is observed.
+//! A frame goes the way its direction says; the pipeline's two ends decide what leaving means.
 
 use std::borrow::Cow;
 use std::sync::Arc;

@@ -1,11 +1,7 @@
-//! What a tool call knows about where it runs: the session and turn it belongs to, and a
-//! [`SessionControl`] through which a tool (the built-in `end_session`) can end the
-//! conversation.
-//!
-//! A call made outside any session (a bridge, a test) gets [`CallContext::detached`]: session
-//! 0, no control. Ending a session never happens inside the call: the tool only *asks*, the
-//! turn finishes normally (the model still says goodbye), and the session table closes the
-//! session once that turn is over.
+//! What a tool call knows about where it runs: its session and turn, and a [`SessionControl`]
+//! through which a tool (the built-in `end_session`) asks to end the conversation. Asking never
+//! ends the session inside the call: the turn finishes (the model still says goodbye), then the
+//! session table closes it. A call outside any session gets [`CallContext::detached`].
 
 use std::sync::{Arc, Mutex};
 

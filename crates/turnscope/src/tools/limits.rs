@@ -1,11 +1,6 @@
-//! TurnCall's limits on MCP tool sources, and the response-size cap.
-//!
-//! | variable | default | what happens at the limit |
-//! | --- | --- | --- |
-//! | `MCP_MAX_TOOLS_PER_SERVER` | 50 | a server's later tools (listing order) are left out, with a warning |
-//! | `MCP_MAX_TOOLS_TOTAL` | 100 | servers are consumed in config order; later tools are left out |
-//! | `MCP_MAX_RESPONSE_BYTES` | 1 MiB | a larger result never reaches the model: it reads a JSON error with the limit, the size and a preview |
-//! | `MCP_CONNECT_TIMEOUT_SECONDS` | 10 | connecting and discovering, all servers together; a late server joins in the background |
+//! The limits on MCP tool sources (tools per server and in all, response size, connect budget),
+//! read from the environment, and the response-size cap. [`McpLimits`] lists each variable, its
+//! default and what happens at the limit.
 
 use std::time::Duration;
 
@@ -48,6 +43,13 @@ pub enum LimitsError {
 }
 
 /// The limits on MCP tool sources.
+///
+/// | variable | default | what happens at the limit |
+/// | --- | --- | --- |
+/// | `MCP_MAX_TOOLS_PER_SERVER` | 50 | a server's later tools (listing order) are left out, with a warning |
+/// | `MCP_MAX_TOOLS_TOTAL` | 100 | servers are consumed in config order; later tools are left out |
+/// | `MCP_MAX_RESPONSE_BYTES` | 1 MiB | a larger result never reaches the model: it reads a JSON error with the limit, the size and a preview |
+/// | `MCP_CONNECT_TIMEOUT_SECONDS` | 10 | connecting and discovering, all servers together; a late server joins in the background |
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct McpLimits {
     /// Most tools taken from one server (first ones in its listing order).

@@ -1,10 +1,7 @@
 //! Tools a bot can call: the [`Tools`] trait the model processor uses, tool specs and call
-//! records, Rust function tools ([`FnTool`]) and a simple [`Toolbox`] that holds them.
-//!
-//! Tool sources beyond Rust functions live in the submodules: [`registry`] merges built-ins,
-//! the bot's own tools and MCP servers ([`mcp_source`]) under TurnCall's rules (precedence,
-//! caps, response size), [`policy`] decides which servers may be reached at all, and
-//! [`config`] holds the `[[mcp_servers]]` / `[policy]` configuration.
+//! records, Rust function tools ([`FnTool`]) and a [`Toolbox`] that holds them. Other sources are
+//! submodules: [`registry`] merges built-ins, own tools and MCP servers ([`mcp_source`]);
+//! [`policy`] decides which servers may be reached at all.
 
 pub mod builtin;
 pub mod context;

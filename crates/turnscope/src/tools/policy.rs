@@ -1,14 +1,7 @@
-//! Which MCP servers may be reached: the URL allowlist for http/sse servers and the stdio
-//! gate, with TurnCall's environment variable names.
-//!
-//! Defaults suit a local console: every URL and every command allowed. `locked` (the
-//! `--locked` flag) switches to TurnCall's defaults for shared deployments: stdio off, and
-//! empty lists allow nothing. The environment wins over the `[policy]` section.
-//!
-//! URL patterns are `scheme://host[:port]/path`: the host may start with `*.` (any
-//! subdomain, never the bare domain) or be `*`; the port may be `*` (absent = the scheme's
-//! default port); `*` in the path matches anything. A URL carrying user info (`user@host`)
-//! is refused under an allowlist, and so is every redirect hop that leaves it.
+//! Which MCP servers may be reached: the URL allowlist for http/sse servers and the stdio gate.
+//! Defaults allow everything (a local console); `locked` (`--locked`) turns stdio off and
+//! allows no URL or command until allowlisted. The environment (`BYOM_ALLOWED_URL_PATTERNS`, `MCP_STDIO_*`) wins
+//! over `[policy]`. [`Policy`] states the URL pattern syntax.
 
 use std::sync::{Arc, Mutex};
 
@@ -50,6 +43,11 @@ const INLINE_CODE_FLAGS: [&str; 8] = [
 ];
 
 /// The rules in force for reaching MCP servers.
+///
+/// URL patterns are `scheme://host[:port]/path`: the host may start with `*.` (any
+/// subdomain, never the bare domain) or be `*`; the port may be `*` (absent = the scheme's
+/// default port); `*` in the path matches anything. A URL carrying user info (`user@host`)
+/// is refused under an allowlist, and so is every redirect hop that leaves it.
 #[derive(Debug, Clone)]
 pub struct Policy {
     urls: Vec<UrlPattern>,
@@ -75,7 +73,7 @@ impl Policy {
         }
     }
 
-    /// TurnCall's defaults: stdio off, and nothing reachable until allowlisted.
+    /// The defaults for shared deployments: stdio off, and nothing reachable until allowlisted.
     pub fn locked() -> Self {
         Self {
             urls: Vec::new(),

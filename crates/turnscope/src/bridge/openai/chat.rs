@@ -1,31 +1,7 @@
-//! `POST /v1/chat/completions`: the tool loop behind an OpenAI-compatible endpoint.
-//!
-//! The client's messages go to the configured model with the bot's tools (and the client's
-//! own `tools`, merged). While the model answers with calls to the bot's tools, the bridge
-//! runs them — all calls of one response concurrently — appends the assistant message and
-//! one `tool` message per call (in the response's order), and asks the model again. The loop
-//! ends when:
-//! - a response asks for no calls: its text is the answer;
-//! - a response calls a **client** tool: the answer is an assistant message with those
-//!   calls, unexecuted (`finish_reason: "tool_calls"`), for the client to run. Bot-tool calls
-//!   in that same response are not run: the client's next request carries only the calls it
-//!   saw, and the model asks again for what it still needs;
-//! - the round cap is reached: the answer is the text so far plus a sentence saying the
-//!   loop was stopped and why.
-//!
-//! Rules that keep the conversation well formed:
-//! - every call the bridge runs gets a `tool` message, also when its arguments are not JSON or
-//!   its tool does not exist (the message says so), so no call is ever left orphaned; calls
-//!   in the client's own history left without a result get one too before the model sees it;
-//! - the presence of `tool_calls` decides whether a round happened, never `finish_reason`
-//!   alone (some servers say `stop` next to calls);
-//! - a client tool whose name equals a bot tool's wins: the bot's is not offered for that
-//!   request;
-//! - the client's `tool_choice` applies to the first model request only (forcing a tool on
-//!   every round would loop until the cap).
-//!
-//! The text of every round is the answer's text (a blank line between rounds), streamed as
-//! it arrives when the client asked for `stream: true`.
+//! `POST /v1/chat/completions`: the tool loop behind an OpenAI-compatible endpoint. The
+//! client's messages go to the model with the bot's tools and the client's own; the bridge runs
+//! the calls to bot tools and asks again, and hands calls to client tools back unexecuted.
+//! [`ChatLoop`] states when the loop ends and the rules that keep the conversation well formed.
 
 use std::collections::HashSet;
 use std::time::Instant;
@@ -208,6 +184,33 @@ pub struct ChatBackend {
 }
 
 /// One request's loop.
+///
+/// The client's messages go to the configured model with the bot's tools (and the client's
+/// own `tools`, merged). While the model answers with calls to the bot's tools, the bridge
+/// runs them — all calls of one response concurrently — appends the assistant message and
+/// one `tool` message per call (in the response's order), and asks the model again. The loop
+/// ends when:
+/// - a response asks for no calls: its text is the answer;
+/// - a response calls a **client** tool: the answer is an assistant message with those
+///   calls, unexecuted (`finish_reason: "tool_calls"`), for the client to run. Bot-tool calls
+///   in that same response are not run: the client's next request carries only the calls it
+///   saw, and the model asks again for what it still needs;
+/// - the round cap is reached: the answer is the text so far plus a sentence saying the
+///   loop was stopped and why.
+///
+/// Rules that keep the conversation well formed:
+/// - every call the bridge runs gets a `tool` message, also when its arguments are not JSON or
+///   its tool does not exist (the message says so), so no call is ever left orphaned; calls
+///   in the client's own history left without a result get one too before the model sees it;
+/// - the presence of `tool_calls` decides whether a round happened, never `finish_reason`
+///   alone (some servers say `stop` next to calls);
+/// - a client tool whose name equals a bot tool's wins: the bot's is not offered for that
+///   request;
+/// - the client's `tool_choice` applies to the first model request only (forcing a tool on
+///   every round would loop until the cap).
+///
+/// The text of every round is the answer's text (a blank line between rounds), streamed as
+/// it arrives when the client asked for `stream: true`.
 pub struct ChatLoop {
     backend: ChatBackend,
     caller: Caller,

@@ -1,17 +1,7 @@
-//! Running one tool call for the bridge: `POST /v1/execute`'s request shape and answer, and
-//! the [`Caller`] both `/v1/execute` and the chat-completions loop run calls through.
-//!
-//! A request is `{"name": "...", "arguments": ...}` where `arguments` is an object, the JSON
-//! *string* OpenAI puts in `tool_calls[].function.arguments`, or absent/`null` (no
-//! arguments). A body that is not such an object is a request-shape error (HTTP 400). Every
-//! failure after that — arguments that are not a JSON object, an unknown name, a tool error,
-//! an upstream error, a timeout — is a tool-level result: `is_error: true` with a message.
-//!
-//! The answer is `{"content": [...], "is_error": bool, "text": "..."}`: `content` holds the
-//! result's typed blocks (MCP JSON: `{"type":"text","text":..}`, `{"type":"image",
-//! "mimeType":..,"data":..}`, resources...), `text` the same result as one string (what a
-//! model reads; images described), and `structured_content` is added when the tool gave
-//! `structuredContent`.
+//! Running one tool call for the bridge: `POST /v1/execute`'s request and answer shapes, and
+//! the [`Caller`] both `/v1/execute` and the chat-completions loop run calls through. A body that
+//! is not a request object is a 400; every later failure (bad arguments, unknown tool, tool or
+//! upstream error, timeout) is a tool-level result with `is_error: true`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,6 +14,10 @@ use crate::observe::{Bus, Event, ToolCallEvent};
 use crate::tools::{CallContext, ToolOutcome};
 
 /// A `/v1/execute` request.
+///
+/// A request is `{"name": "...", "arguments": ...}` where `arguments` is an object, the JSON
+/// *string* OpenAI puts in `tool_calls[].function.arguments`, or absent/`null` (no
+/// arguments).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExecuteRequest {
     /// The tool's OpenAI name (or the tool set's own name for it).
@@ -92,6 +86,12 @@ pub fn arguments_of(tool: &str, raw: Value) -> Result<Value, String> {
 }
 
 /// The `/v1/execute` answer for an outcome.
+///
+/// The answer is `{"content": [...], "is_error": bool, "text": "..."}`: `content` holds the
+/// result's typed blocks (MCP JSON: `{"type":"text","text":..}`, `{"type":"image",
+/// "mimeType":..,"data":..}`, resources...), `text` the same result as one string (what a
+/// model reads; images described), and `structured_content` is added when the tool gave
+/// `structuredContent`.
 pub fn answer(outcome: &ToolOutcome) -> Value {
     let content = if outcome.parts.is_empty() {
         vec![json!({"type": "text", "text": outcome.text})]

@@ -1,26 +1,8 @@
-//! The OpenAI bridge: MCP (and any other) tools as OpenAI function calling, and an
-//! OpenAI-compatible chat endpoint that runs the tool loop.
-//!
-//! | route | what |
-//! | --- | --- |
-//! | `GET /v1/tools` | the OpenAI `tools` array: every tool, `$ref`s inlined, names valid for OpenAI |
-//! | `POST /v1/execute` | `{name, arguments}` → `{content, is_error, text}`; tool failures are 200 + `is_error` |
-//! | `POST /v1/chat/completions` | the tool loop against the model (whole or `stream: true`) |
-//! | `GET /v1/models` | the model requests go to |
-//!
-//! Two ways to run it:
-//! - **embedded** in the main HTTP server ([`OpenAiBridge::for_sessions`]): the bot's tools
-//!   (every source: built-ins, Rust tools, `[[mcp_servers]]`), the bot's model, round cap and
-//!   tool timeout; all four routes, behind the server's guard;
-//! - **standalone** ([`standalone`], `turnscope bridge openai --stdio|--http|--sse`): one MCP
-//!   server, `/v1/tools` and `/v1/execute`, command-line compatible with mcp-openai-bridge.
-//!
-//! Modules: [`catalog`] (conversion and the name map, cached), [`execute`] (one call, the
-//! `/v1/execute` shapes), [`chat`] (the loop), [`wire`] (OpenAI response shapes), [`routes`]
-//! (axum handlers and `Served` events), [`standalone`] (the command).
-//!
-//! Session-control tools (`end_session`) are not offered: they act on a conversation, and a
-//! bridge call belongs to none.
+//! The OpenAI bridge: tools as OpenAI function calling (`GET /v1/tools`, `POST /v1/execute`)
+//! and an OpenAI-compatible `POST /v1/chat/completions` that runs the tool loop. Embedded in
+//! the main server it serves the bot's tools and model; standalone ([`standalone`]) it serves
+//! one MCP server's tools. Session-control tools (`end_session`) are never offered: a bridge
+//! call belongs to no conversation.
 
 pub mod catalog;
 pub mod chat;
@@ -43,6 +25,24 @@ use crate::sessions::Sessions;
 use crate::tools::Tools;
 
 /// One OpenAI bridge over a tool set.
+///
+/// | route | what |
+/// | --- | --- |
+/// | `GET /v1/tools` | the OpenAI `tools` array: every tool, `$ref`s inlined, names valid for OpenAI |
+/// | `POST /v1/execute` | `{name, arguments}` → `{content, is_error, text}`; tool failures are 200 + `is_error` |
+/// | `POST /v1/chat/completions` | the tool loop against the model (whole or `stream: true`) |
+/// | `GET /v1/models` | the model requests go to |
+///
+/// Two ways to run it:
+/// - **embedded** in the main HTTP server ([`OpenAiBridge::for_sessions`]): the bot's tools
+///   (every source: built-ins, Rust tools, `[[mcp_servers]]`), the bot's model, round cap and
+///   tool timeout; all four routes, behind the server's guard;
+/// - **standalone** ([`standalone`], `turnscope bridge openai --stdio|--http|--sse`): one MCP
+///   server, `/v1/tools` and `/v1/execute`, command-line compatible with mcp-openai-bridge.
+///
+/// Modules: [`catalog`] (conversion and the name map, cached), [`execute`] (one call, the
+/// `/v1/execute` shapes), [`chat`] (the loop), [`wire`] (OpenAI response shapes), [`routes`]
+/// (axum handlers and `Served` events), [`standalone`] (the command).
 pub struct OpenAiBridge {
     caller: Caller,
     chat: Option<ChatBackend>,

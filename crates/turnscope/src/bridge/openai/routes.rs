@@ -1,10 +1,7 @@
-//! The bridge's HTTP routes: `GET /v1/tools`, `POST /v1/execute`, and — when it has a model —
-//! `POST /v1/chat/completions` (whole or streamed) and `GET /v1/models`. Each request is
-//! published as an `Event::Served` (route, duration, ok) for the console's statistics.
-//!
-//! The routes carry no guard of their own: the embedded bridge is merged into the main HTTP
-//! app (`server::RouterOptions::extra`) and the standalone one wrapped the same way, so the
-//! Host/Origin checks, the bearer token and the body limit apply to them as to `/mcp`.
+//! The bridge's HTTP routes: `GET /v1/tools`, `POST /v1/execute`, and with a model
+//! `POST /v1/chat/completions` and `GET /v1/models`; each request is published as an
+//! `Event::Served`. The routes carry no guard of their own: the embedded and the standalone
+//! bridge are both wrapped like `/mcp` (Host/Origin, bearer token, body limit).
 
 use std::convert::Infallible;
 use std::sync::Arc;

@@ -1,17 +1,7 @@
-//! `turnscope bridge openai`: one MCP server's tools as `GET /v1/tools` and
-//! `POST /v1/execute`, with mcp-openai-bridge's command line (`--stdio "<command>"` /
-//! `--http <url>`, `--port 8800`, `--host 127.0.0.1`) plus `--sse`, headers, a tool filter,
-//! a call timeout and the main server's guard options.
-//!
-//! The server is a tool source like any `[[mcp_servers]]` entry ([`McpSource`] inside a
-//! [`ToolRegistry`] with no built-ins), so it gets what the bot's sources get: refresh on
-//! `tools/list_changed`, every page of `tools/list`, respawn of a dead stdio child,
-//! reconnection, a per-call timeout that cancels upstream. A server that is not up at start
-//! is retried in the background while the bridge already serves (its tools join when it
-//! connects). The bot-oriented tool caps do not apply (a bridge offers every tool) unless
-//! `MCP_MAX_TOOLS_PER_SERVER` / `MCP_MAX_TOOLS_TOTAL` are set.
-//!
-//! [`McpSource`]: crate::tools::mcp_source::McpSource
+//! `turnscope bridge openai`: one MCP server's tools as `GET /v1/tools` and `POST /v1/execute`,
+//! with mcp-openai-bridge's command line (`--stdio "<command>"`, `--http <url>`, `--port`,
+//! `--host`) plus `--sse`, headers, a tool filter, a call timeout and the main server's guard.
+//! The server is a tool source like any `[[mcp_servers]]` entry; [`start`] says what follows.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -243,6 +233,14 @@ fn limits() -> Result<McpLimits, StandaloneError> {
 /// # Errors
 /// Bad flags (see [`server_config`]), an open bind without a token, or a port that cannot be
 /// bound.
+///
+/// The server is a tool source like any `[[mcp_servers]]` entry
+/// ([`McpSource`](crate::tools::mcp_source::McpSource) inside a [`ToolRegistry`] with no
+/// built-ins), so it gets what the bot's sources get: refresh on `tools/list_changed`, every page
+/// of `tools/list`, respawn of a dead stdio child, reconnection, a per-call timeout that cancels
+/// upstream. A server that is not up at start is retried in the background while the bridge
+/// already serves (its tools join when it connects). The bot-oriented tool caps do not apply (a
+/// bridge offers every tool) unless `MCP_MAX_TOOLS_PER_SERVER` / `MCP_MAX_TOOLS_TOTAL` are set.
 pub async fn start(args: &StandaloneOptions, bus: Bus) -> Result<Standalone, StandaloneError> {
     let (config, label) = server_config(args)?;
     let guard = guard(args);

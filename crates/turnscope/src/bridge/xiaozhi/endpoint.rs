@@ -15,8 +15,8 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use crate::mcp::backoff::SessionEnd;
 use crate::observe::redact::redact;
 
-/// The largest frame (and message) accepted from the endpoint or sent to it: 2 MiB, as the
-/// baseline bridge allows.
+/// The largest frame (and message) accepted from the endpoint or sent to it: 2 MiB (what
+/// Xiaozhi MCP bridges accept, so a reply they would take is never refused here).
 pub const MAX_FRAME_BYTES: usize = 2 * 1024 * 1024;
 
 /// How long the TCP + TLS + WebSocket handshake may take.

@@ -1,11 +1,7 @@
-//! The `tools/list` answer the endpoint gets: the upstream's tools minus the filtered ones,
-//! each `inputSchema` made self-contained, cut into pages.
-//!
-//! Callers behind the Xiaozhi endpoint keep only `type`/`properties`/`required` of a schema
-//! (they drop `$defs`), so every local `$ref` is inlined with the same converter the OpenAI
-//! bridge uses ([`crate::tools::openai_shape::schema`]). A schema that cannot be inlined (a cycle, a
-//! remote ref) is sent as the server wrote it, and the caller is told so it can warn once.
-//! Pages are slices of the filtered list; the cursor is the offset as decimal text.
+//! The `tools/list` answer the endpoint gets: the upstream's tools minus the filtered ones, cut
+//! into pages (the cursor is the offset as decimal text), each `inputSchema` made self-contained
+//! because callers behind the endpoint drop `$defs`. [`tools_page`] says what happens when a
+//! schema cannot be inlined.
 
 use serde_json::{Map, Value};
 
@@ -22,6 +18,11 @@ pub const DEFAULT_PAGE_SIZE: usize = 100;
 /// # Errors
 ///
 /// A cursor that is not one this bridge handed out (text for a `-32602` reply).
+///
+/// Callers behind the Xiaozhi endpoint keep only `type`/`properties`/`required` of a schema
+/// (they drop `$defs`), so every local `$ref` is inlined with the same converter the OpenAI
+/// bridge uses ([`crate::tools::openai_shape::schema`]). A schema that cannot be inlined (a cycle, a
+/// remote ref) is sent as the server wrote it, and the caller is told so it can warn once.
 pub fn tools_page(
     tools: Vec<Value>,
     filter: &ToolFilter,

@@ -1,12 +1,7 @@
-//! Progress of a relayed request, from the MCP server back to the endpoint.
-//!
-//! MCP allows `notifications/progress` only for a request that carried a `progressToken` in
-//! `params._meta`, and they must carry that token. The endpoint's token cannot simply pass
-//! through: rmcp sets its own token on every request it sends, so the server reports progress
-//! under rmcp's token. [`ProgressRoutes`] (one per upstream session) maps rmcp's token back
-//! to the request's [`ProgressSink`]; the socket then writes each report to the endpoint under
-//! the endpoint's own token ([`progress_frame`]), and only for requests where the endpoint
-//! gave one ([`endpoint_token`]).
+//! Progress of a relayed request, from the MCP server back to the endpoint. rmcp puts its own
+//! `progressToken` on every request it sends, so [`ProgressRoutes`] maps rmcp's token back to the
+//! request, and the report reaches the endpoint under the endpoint's own token, only when it gave
+//! one ([`endpoint_token`], [`progress_frame`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
