@@ -5,7 +5,7 @@ use serde_json::Value;
 
 /// What kind of JSON `value` is, for error messages: `null`, `a boolean`, `a number`,
 /// `a string`, `an array` or `an object`.
-pub fn json_kind(value: &Value) -> &'static str {
+pub(crate) fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -45,7 +45,7 @@ type OpenRound = Arc<Mutex<Option<(String, Arc<[ToolCall]>)>>>;
 /// for it to stop before passing the interruption on, so no frame of the aborted turn can
 /// follow the interruption. A round's calls and results are written to the context by this
 /// task before the model runs again, so the next request always sees them.
-pub struct ModelProcessor {
+pub(crate) struct ModelProcessor {
     client: ModelClient,
     tools: Arc<dyn Tools>,
     context: SharedContext,
@@ -75,7 +75,7 @@ impl ModelProcessor {
     }
 
     /// Gives tool calls the session's control handle (so `end_session` can end it).
-    pub fn with_control(mut self, control: SessionControl) -> Self {
+    pub(crate) fn with_control(mut self, control: SessionControl) -> Self {
         self.control = Some(control);
         self
     }

@@ -15,7 +15,7 @@ use crate::json::json_kind;
 
 /// One entry of an `mcpServers` object.
 #[derive(Debug, Clone, PartialEq)]
-pub struct JsonServer {
+pub(crate) struct JsonServer {
     /// The server, named by its key.
     pub server: McpServerConfig,
     /// The Xiaozhi endpoint its bridge dials (`endpoint`), when given.
@@ -26,7 +26,7 @@ pub struct JsonServer {
 ///
 /// # Errors
 /// The file cannot be read or parsed; the message names the file.
-pub fn read_mcp_json(path: &std::path::Path) -> Result<Vec<JsonServer>, String> {
+pub(crate) fn read_mcp_json(path: &std::path::Path) -> Result<Vec<JsonServer>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}; check the path", path.display()))?;
     parse_mcp_json(&text).map_err(|e| format!("{}: {e}", path.display()))
@@ -47,7 +47,7 @@ pub fn read_mcp_json(path: &std::path::Path) -> Result<Vec<JsonServer>, String> 
 /// `timeout`, `disabledTools`, turnscope's own `tool_filter` (also `tools`) and `scope`, and a
 /// Xiaozhi bridge's `endpoint`. Keys other clients add (`autoApprove`, `alwaysAllow`) are
 /// ignored; any other key is an error naming it.
-pub fn parse_mcp_json(text: &str) -> Result<Vec<JsonServer>, String> {
+pub(crate) fn parse_mcp_json(text: &str) -> Result<Vec<JsonServer>, String> {
     let file: ClaudeFile =
         serde_json::from_str(text).map_err(|e| format!("not a JSON config: {e}"))?;
     if !file.ignored.is_empty() {

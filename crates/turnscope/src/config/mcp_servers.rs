@@ -12,7 +12,7 @@ use super::seconds::check_seconds;
 use super::tool_filter::ToolFilter;
 
 /// Seconds a tool call may take when `timeout_seconds` is not given (10 s).
-pub const DEFAULT_CALL_TIMEOUT_SECONDS: f64 = 10.0;
+pub(crate) const DEFAULT_CALL_TIMEOUT_SECONDS: f64 = 10.0;
 
 /// How turnscope talks to an MCP server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -86,7 +86,7 @@ pub struct McpServerConfig {
     pub scope: Scope,
     /// Leave this server out without deleting its entry.
     #[serde(default)]
-    pub disabled: bool,
+    pub(crate) disabled: bool,
 }
 
 fn default_call_timeout() -> f64 {
@@ -165,7 +165,7 @@ pub struct PolicySection {
 
 /// Checks every server entry; the error names the entry and the key, and says what was
 /// expected.
-pub fn validate_servers(servers: &[McpServerConfig]) -> Result<(), String> {
+pub(crate) fn validate_servers(servers: &[McpServerConfig]) -> Result<(), String> {
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, server) in servers.iter().enumerate() {
         let at = format!("mcp_servers[{i}]");
@@ -238,7 +238,7 @@ pub fn validate_servers(servers: &[McpServerConfig]) -> Result<(), String> {
 }
 
 /// Checks a server name: 1-64 characters from `a-z`, `0-9` and `-`.
-pub fn check_name(name: &str) -> Result<(), String> {
+pub(crate) fn check_name(name: &str) -> Result<(), String> {
     let ok = (1..=64).contains(&name.len())
         && name
             .bytes()

@@ -19,7 +19,7 @@ pub trait Clock: Send + Sync + 'static {
 
 /// Real time, through tokio.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
+pub(crate) struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> Instant {

@@ -4,7 +4,7 @@
 //! over it (`tools::McpSource` for the model, the Xiaozhi MCP upstream for relaying) decide
 //! what callers see.
 
-pub mod backoff;
+pub(crate) mod backoff;
 pub mod clock;
 pub mod connect;
 pub mod spec;

@@ -64,7 +64,7 @@ impl ServerSpec {
     /// # Errors
     ///
     /// The line is empty or has an unterminated quote.
-    pub fn stdio_line(line: &str) -> Result<Self, SpecError> {
+    pub(crate) fn stdio_line(line: &str) -> Result<Self, SpecError> {
         let words = shell_words::split(line)
             .map_err(|_| SpecError::UnterminatedQuote { line: line.into() })?;
         let mut words = words.into_iter();
@@ -78,7 +78,7 @@ impl ServerSpec {
 
     /// The config entry `name` for this server (call timeout and filter at their defaults:
     /// the Xiaozhi bridge filters and times calls itself).
-    pub fn into_config(self, name: &str) -> McpServerConfig {
+    pub(crate) fn into_config(self, name: &str) -> McpServerConfig {
         match self {
             Self::Stdio { command, args, env } => {
                 let mut config = McpServerConfig::stdio(name, &command, &[]);

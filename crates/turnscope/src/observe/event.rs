@@ -180,7 +180,7 @@ pub struct TurnEndEvent {
 }
 
 /// Most bytes of a tool's result an event carries; the rest is counted in `result_bytes`.
-pub const RESULT_CARRIED: usize = 16 * 1024;
+pub(crate) const RESULT_CARRIED: usize = 16 * 1024;
 
 /// A finished tool call.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -9,7 +9,7 @@ use std::io::Write;
 use tracing_subscriber::fmt::MakeWriter;
 
 /// What a secret value is replaced with.
-pub const MASK: &str = "***";
+pub(crate) const MASK: &str = "***";
 
 /// Query keys whose values are secrets (matched case-insensitively, as a whole key).
 const SECRET_KEYS: [&str; 3] = ["token", "access_token", "key"];

@@ -140,7 +140,7 @@ impl FrameBody {
     }
 
     /// Whether an interruption leaves this frame in its queue.
-    pub fn is_uninterruptible(&self) -> bool {
+    pub(crate) fn is_uninterruptible(&self) -> bool {
         matches!(
             self,
             FrameBody::End | FrameBody::Flush(_) | FrameBody::FunctionCallResult(_)

@@ -123,7 +123,7 @@ impl Link {
     }
 
     /// The observer (bus and session number) of this pipeline.
-    pub fn observer(&self) -> &Observer {
+    pub(crate) fn observer(&self) -> &Observer {
         &self.observer
     }
 

@@ -33,7 +33,7 @@ const H2_PING_TIMEOUT: Duration = Duration::from_secs(20);
 #[derive(Clone, Copy, Debug)]
 pub struct ConnLimits {
     /// For the first bytes (protocol sniffing) and each HTTP/1 request head.
-    pub header_timeout: Duration,
+    pub(crate) header_timeout: Duration,
     /// Connections open at once; more are refused.
     pub max_connections: usize,
 }

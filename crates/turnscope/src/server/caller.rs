@@ -16,7 +16,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// Cancelled when the HTTP exchange that carried a request is over.
 #[derive(Clone, Debug)]
-pub struct CallerGone(pub CancellationToken);
+pub(crate) struct CallerGone(pub CancellationToken);
 
 pin_project_lite::pin_project! {
     struct WatchedBody {
@@ -56,7 +56,7 @@ impl http_body::Body for WatchedBody {
 /// dropped (sent, or abandoned by the client) or when the request is dropped before
 /// answering; rmcp hands the request's extensions to the handler, which watches it when the
 /// request speaks a revision where that is the cancel (`mcp::closing_the_stream_cancels`).
-pub async fn watch_caller(mut request: Request, next: Next) -> Response {
+pub(crate) async fn watch_caller(mut request: Request, next: Next) -> Response {
     let token = CancellationToken::new();
     request.extensions_mut().insert(CallerGone(token.clone()));
     let guard = token.drop_guard();

@@ -16,7 +16,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use serde_json::{Value, json};
 
 /// JSON-RPC error code: the body is not JSON.
-pub const PARSE_ERROR: i64 = -32700;
+pub(crate) const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC error code: the body is JSON but not a valid request.
 pub const INVALID_REQUEST: i64 = -32600;
 /// JSON-RPC error code: a `tools/call` whose params do not fit.

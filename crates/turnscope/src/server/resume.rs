@@ -13,16 +13,16 @@ use rmcp::transport::streamable_http_server::session::{
 use tokio::sync::watch;
 
 /// How long a finished stream stays resumable (rmcp's own completed-cache TTL).
-pub const COMPLETED_TTL: Duration = Duration::from_secs(60);
+pub(crate) const COMPLETED_TTL: Duration = Duration::from_secs(60);
 /// How long an unfinished stream with no new event stays resumable.
-pub const IDLE_TTL: Duration = Duration::from_secs(30 * 60);
+pub(crate) const IDLE_TTL: Duration = Duration::from_secs(30 * 60);
 /// Events kept per stream; the oldest progress events go first, the final response is last
 /// and so always kept.
-pub const EVENTS_PER_STREAM: usize = 256;
+pub(crate) const EVENTS_PER_STREAM: usize = 256;
 /// Streams kept at once.
-pub const MAX_STREAMS: usize = 4096;
+pub(crate) const MAX_STREAMS: usize = 4096;
 /// Events kept in all streams together (a progress event is a few hundred bytes).
-pub const MAX_EVENTS: usize = 65_536;
+pub(crate) const MAX_EVENTS: usize = 65_536;
 
 struct Log {
     events: VecDeque<(u64, ServerSseMessage)>,
@@ -88,7 +88,7 @@ impl Logs {
 /// Event ids are `<stream id>/<index>`; a request stream's id is a random UUID that only its own
 /// client has seen, the standalone stream's starts with the (secret) session id.
 #[derive(Default)]
-pub struct ReplayStore {
+pub(crate) struct ReplayStore {
     logs: Arc<Mutex<Logs>>,
 }
 
@@ -98,8 +98,9 @@ impl ReplayStore {
         Arc::new(Self::default())
     }
 
-    /// Streams and events currently kept (for tests and health figures).
-    pub fn kept(&self) -> (usize, usize) {
+    /// Streams and events currently kept.
+    #[cfg(test)]
+    fn kept(&self) -> (usize, usize) {
         let logs = self.logs.lock().unwrap_or_else(|e| e.into_inner());
         (logs.streams.len(), logs.events)
     }

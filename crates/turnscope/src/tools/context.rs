@@ -20,7 +20,7 @@ pub struct CallContext {
 
 impl CallContext {
     /// A call outside any session.
-    pub fn detached() -> Self {
+    pub(crate) fn detached() -> Self {
         Self::default()
     }
 }
@@ -57,7 +57,7 @@ impl SessionControl {
 
     /// Asks for the session to end once its turn in flight is over. The first reason given
     /// is kept; later requests change nothing.
-    pub fn request_end(&self, reason: impl Into<String>) {
+    pub(crate) fn request_end(&self, reason: impl Into<String>) {
         let mut slot = self.inner.reason.lock().unwrap_or_else(|p| p.into_inner());
         if slot.is_none() {
             *slot = Some(reason.into());
@@ -67,7 +67,7 @@ impl SessionControl {
     }
 
     /// The reason given, when an end was asked for.
-    pub fn end_requested(&self) -> Option<String> {
+    pub(crate) fn end_requested(&self) -> Option<String> {
         if !self.inner.end.is_cancelled() {
             return None;
         }
@@ -79,13 +79,13 @@ impl SessionControl {
     }
 
     /// Waits until an end is asked for and returns the reason.
-    pub async fn wait_end_requested(&self) -> String {
+    pub(crate) async fn wait_end_requested(&self) -> String {
         self.inner.end.cancelled().await;
         self.end_requested().unwrap_or_default()
     }
 
     /// Marks the session closed (its pipeline stopped).
-    pub fn mark_closed(&self) {
+    pub(crate) fn mark_closed(&self) {
         self.inner.closed.cancel();
     }
 

@@ -9,16 +9,16 @@ use serde_json::json;
 use super::ToolOutcome;
 
 /// Environment variable: most tools taken from one server.
-pub const ENV_MAX_TOOLS_PER_SERVER: &str = "MCP_MAX_TOOLS_PER_SERVER";
+pub(crate) const ENV_MAX_TOOLS_PER_SERVER: &str = "MCP_MAX_TOOLS_PER_SERVER";
 /// Environment variable: most tools taken from all servers together.
-pub const ENV_MAX_TOOLS_TOTAL: &str = "MCP_MAX_TOOLS_TOTAL";
+pub(crate) const ENV_MAX_TOOLS_TOTAL: &str = "MCP_MAX_TOOLS_TOTAL";
 /// Environment variable: largest tool result the model may read, in bytes.
-pub const ENV_MAX_RESPONSE_BYTES: &str = "MCP_MAX_RESPONSE_BYTES";
+pub(crate) const ENV_MAX_RESPONSE_BYTES: &str = "MCP_MAX_RESPONSE_BYTES";
 /// Environment variable: seconds for connecting to every server at start, together.
-pub const ENV_CONNECT_TIMEOUT_SECONDS: &str = "MCP_CONNECT_TIMEOUT_SECONDS";
+pub(crate) const ENV_CONNECT_TIMEOUT_SECONDS: &str = "MCP_CONNECT_TIMEOUT_SECONDS";
 
 /// Most characters of an oversized result shown in its preview.
-pub const PREVIEW_CHARS: usize = 200;
+pub(crate) const PREVIEW_CHARS: usize = 200;
 
 /// Why a limit variable from the environment is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -78,7 +78,7 @@ impl McpLimits {
     ///
     /// # Errors
     /// A variable that is set but not a number; the message names it.
-    pub fn from_env() -> Result<Self, LimitsError> {
+    pub(crate) fn from_env() -> Result<Self, LimitsError> {
         Self::resolve(&|name| std::env::var(name).ok())
     }
 
@@ -123,7 +123,7 @@ impl McpLimits {
 /// `outcome` if its text fits in `limit` bytes; else an error outcome whose text is the JSON
 /// `{"error":"response_too_large","limit_bytes":..,"size_bytes":..,"preview":".."}`, so the
 /// model can narrow its request and try again.
-pub fn cap_response(outcome: ToolOutcome, limit: usize) -> ToolOutcome {
+pub(crate) fn cap_response(outcome: ToolOutcome, limit: usize) -> ToolOutcome {
     let size = outcome.text.len();
     if size <= limit {
         return outcome;

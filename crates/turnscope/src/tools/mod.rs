@@ -6,7 +6,7 @@
 pub mod builtin;
 pub mod context;
 pub mod limits;
-pub mod mcp_content;
+pub(crate) mod mcp_content;
 pub mod mcp_source;
 pub mod merge;
 pub mod openai_shape;
@@ -93,7 +93,7 @@ impl ToolOutcome {
 
     /// The same outcome carrying typed content: `parts` (MCP content blocks) and
     /// `structured` (`structuredContent`).
-    pub fn with_content(mut self, parts: Vec<Value>, structured: Option<Value>) -> Self {
+    pub(crate) fn with_content(mut self, parts: Vec<Value>, structured: Option<Value>) -> Self {
         self.parts = parts;
         self.structured = structured;
         self
@@ -189,7 +189,7 @@ pub trait ToolsFactory: Send + Sync + 'static {
 }
 
 /// The future a [`FnTool`] returns.
-pub type ToolFuture = Pin<Box<dyn Future<Output = Result<String, String>> + Send>>;
+pub(crate) type ToolFuture = Pin<Box<dyn Future<Output = Result<String, String>> + Send>>;
 
 /// A tool written as a Rust function.
 pub struct FnTool {
@@ -243,7 +243,7 @@ impl FnTool {
     }
 
     /// Marks where the tool comes from (`builtin`, `rust`, ...).
-    pub fn with_source(mut self, source: &str) -> Self {
+    pub(crate) fn with_source(mut self, source: &str) -> Self {
         self.spec.source = source.into();
         self
     }

@@ -10,11 +10,11 @@ use reqwest::Url;
 use crate::config::PolicySection;
 
 /// Environment variable holding the URL allowlist (JSON array or comma-separated).
-pub const ENV_URL_PATTERNS: &str = "BYOM_ALLOWED_URL_PATTERNS";
+pub(crate) const ENV_URL_PATTERNS: &str = "BYOM_ALLOWED_URL_PATTERNS";
 /// Environment variable turning stdio servers on or off (`true`/`false`, `1`/`0`).
-pub const ENV_STDIO_ENABLED: &str = "MCP_STDIO_ENABLED";
+pub(crate) const ENV_STDIO_ENABLED: &str = "MCP_STDIO_ENABLED";
 /// Environment variable holding the stdio command allowlist (JSON array or comma-separated).
-pub const ENV_STDIO_COMMANDS: &str = "MCP_STDIO_ALLOWED_COMMANDS";
+pub(crate) const ENV_STDIO_COMMANDS: &str = "MCP_STDIO_ALLOWED_COMMANDS";
 
 /// Most redirect hops followed for one request.
 const MAX_REDIRECTS: usize = 10;
@@ -87,7 +87,7 @@ impl Policy {
     ///
     /// # Errors
     /// A pattern or value that does not parse; the message names the setting.
-    pub fn from_config(section: &PolicySection) -> Result<Self, PolicyError> {
+    pub(crate) fn from_config(section: &PolicySection) -> Result<Self, PolicyError> {
         Self::resolve(section, &|name| std::env::var(name).ok())
     }
 
@@ -146,7 +146,7 @@ impl Policy {
     ///
     /// # Errors
     /// Why the URL is refused and what setting would allow it.
-    pub fn check_url(&self, url: &str) -> Result<(), String> {
+    pub(crate) fn check_url(&self, url: &str) -> Result<(), String> {
         let parsed = Url::parse(url).map_err(|e| format!("{url:?} is not a URL ({e})"))?;
         if !matches!(parsed.scheme(), "http" | "https") {
             return Err(format!(
@@ -185,7 +185,7 @@ impl Policy {
     ///
     /// # Errors
     /// Why the command is refused and what setting would allow it.
-    pub fn check_stdio(&self, command: &str, args: &[String]) -> Result<(), String> {
+    pub(crate) fn check_stdio(&self, command: &str, args: &[String]) -> Result<(), String> {
         if !self.stdio_enabled {
             return Err(format!(
                 "stdio servers are turned off{}; set {ENV_STDIO_ENABLED}=true \
@@ -221,7 +221,7 @@ impl Policy {
     /// An HTTP client for MCP servers under this policy: every redirect hop is checked
     /// against the allowlist (and at most 10 are followed). A refused hop fails the request;
     /// [`GuardedClient::take_refusal`] says why, since the HTTP error itself does not.
-    pub fn http_client(self: &Arc<Self>) -> GuardedClient {
+    pub(crate) fn http_client(self: &Arc<Self>) -> GuardedClient {
         let refused: Arc<Mutex<Option<String>>> = Arc::default();
         let redirect = if self.urls_guarded() {
             let policy = self.clone();
@@ -284,7 +284,7 @@ impl Policy {
 
 /// An HTTP client whose redirects follow a [`Policy`].
 #[derive(Clone)]
-pub struct GuardedClient {
+pub(crate) struct GuardedClient {
     /// The client.
     pub client: reqwest::Client,
     refused: Arc<Mutex<Option<String>>>,
@@ -292,7 +292,7 @@ pub struct GuardedClient {
 
 impl GuardedClient {
     /// Why the last redirect was refused, if one was since the last call.
-    pub fn take_refusal(&self) -> Option<String> {
+    pub(crate) fn take_refusal(&self) -> Option<String> {
         self.refused
             .lock()
             .unwrap_or_else(|p| p.into_inner())

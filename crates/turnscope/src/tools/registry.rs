@@ -211,7 +211,7 @@ impl ToolRegistry {
     }
 
     /// Whether some servers open one connection per session.
-    pub fn has_session_servers(&self) -> bool {
+    pub(crate) fn has_session_servers(&self) -> bool {
         self.order.iter().any(|s| matches!(s, Slot::Session(_)))
     }
 
@@ -232,7 +232,7 @@ impl ToolRegistry {
 
     /// The registry for one session: shared connections reused, session-scope servers
     /// connected anew (in the background; [`Tools::ready`] waits for them).
-    pub fn for_session(&self, session: u64) -> ToolRegistry {
+    pub(crate) fn for_session(&self, session: u64) -> ToolRegistry {
         let options = SourceOptions {
             attempt_timeout: self.limits.connect_budget.max(MIN_ATTEMPT_TIMEOUT),
             session: Some(session),

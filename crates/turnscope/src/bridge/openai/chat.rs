@@ -27,11 +27,11 @@ const OWN_FIELDS: &[&str] = &[
 
 /// A parsed `chat/completions` request.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ChatRequest {
+pub(crate) struct ChatRequest {
     /// The conversation so far (OpenAI message objects).
     pub messages: Vec<Value>,
     /// The client's own tools (OpenAI `tools` entries), run by the client.
-    pub client_tools: Vec<Value>,
+    pub(crate) client_tools: Vec<Value>,
     /// Whether to answer as server-sent events.
     pub stream: bool,
     /// `tool_choice`, for the first model request.
@@ -42,7 +42,7 @@ pub struct ChatRequest {
 
 impl ChatRequest {
     /// Names of the client's tools.
-    pub fn client_names(&self) -> HashSet<String> {
+    pub(crate) fn client_names(&self) -> HashSet<String> {
         self.client_tools
             .iter()
             .filter_map(|t| t.pointer("/function/name").and_then(Value::as_str))
@@ -56,7 +56,7 @@ impl ChatRequest {
 /// # Errors
 /// Not JSON, no `messages` array, a message that is not an object, a malformed `tools`
 /// entry, or `n` other than 1; the message says what is expected.
-pub fn parse_request(body: &[u8]) -> Result<ChatRequest, String> {
+pub(crate) fn parse_request(body: &[u8]) -> Result<ChatRequest, String> {
     let value: Value = serde_json::from_slice(body).map_err(|e| {
         format!("the request body is not JSON ({e}); send a chat.completions request object")
     })?;
@@ -121,7 +121,7 @@ pub fn parse_request(body: &[u8]) -> Result<ChatRequest, String> {
 
 /// Adds a `tool` message for every call in `messages` that has none (a client history cut
 /// short), right after that call's other results. Returns how many were added.
-pub fn close_orphans(messages: &mut Vec<Value>) -> usize {
+pub(crate) fn close_orphans(messages: &mut Vec<Value>) -> usize {
     let mut added = 0;
     let mut i = 0;
     while i < messages.len() {
@@ -165,9 +165,9 @@ pub fn close_orphans(messages: &mut Vec<Value>) -> usize {
 
 /// How a loop ended.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Finish {
+pub(crate) struct Finish {
     /// Client-tool calls to hand back unexecuted (empty = a plain answer).
-    pub client_calls: Vec<ToolCall>,
+    pub(crate) client_calls: Vec<ToolCall>,
     /// `stop`, `length`, `tool_calls`, ... as the answer should say.
     pub finish_reason: String,
     /// Rounds of bot-tool calls run.
@@ -211,7 +211,7 @@ pub struct ChatBackend {
 ///
 /// The text of every round is the answer's text (a blank line between rounds), streamed as
 /// it arrives when the client asked for `stream: true`.
-pub struct ChatLoop {
+pub(crate) struct ChatLoop {
     backend: ChatBackend,
     caller: Caller,
     bus: Bus,
@@ -228,7 +228,7 @@ impl ChatLoop {
     }
 
     /// The model name answers carry.
-    pub fn model_name(&self) -> &str {
+    pub(crate) fn model_name(&self) -> &str {
         &self.backend.model.config().model
     }
 
@@ -370,7 +370,7 @@ impl ChatLoop {
 }
 
 /// A call in the OpenAI `tool_calls` shape.
-pub fn tool_call_json(call: &ToolCall) -> Value {
+pub(crate) fn tool_call_json(call: &ToolCall) -> Value {
     json!({
         "id": call.id,
         "type": "function",

@@ -19,7 +19,7 @@ use crate::tools::{CallContext, ToolOutcome};
 /// *string* OpenAI puts in `tool_calls[].function.arguments`, or absent/`null` (no
 /// arguments).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ExecuteRequest {
+pub(crate) struct ExecuteRequest {
     /// The tool's OpenAI name (or the tool set's own name for it).
     pub name: String,
     /// The arguments, or why they cannot be used.
@@ -27,7 +27,7 @@ pub struct ExecuteRequest {
 }
 
 /// What a `/v1/execute` body must look like, for request-shape errors.
-pub const EXPECTED_SHAPE: &str = "send a JSON object {\"name\": \"<tool name from GET /v1/tools>\", \
+pub(crate) const EXPECTED_SHAPE: &str = "send a JSON object {\"name\": \"<tool name from GET /v1/tools>\", \
      \"arguments\": {...}} (arguments as an object, or as the JSON string a model's tool call carries)";
 
 /// Reads a `/v1/execute` body.
@@ -35,7 +35,7 @@ pub const EXPECTED_SHAPE: &str = "send a JSON object {\"name\": \"<tool name fro
 /// # Errors
 /// The body is not a JSON object with a string `name`: the message says what was found and
 /// what shape is expected.
-pub fn parse_request(body: &[u8]) -> Result<ExecuteRequest, String> {
+pub(crate) fn parse_request(body: &[u8]) -> Result<ExecuteRequest, String> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| format!("the request body is not JSON ({e}); {EXPECTED_SHAPE}"))?;
     let Value::Object(mut map) = value else {
@@ -63,7 +63,7 @@ pub fn parse_request(body: &[u8]) -> Result<ExecuteRequest, String> {
 ///
 /// # Errors
 /// The arguments are not (the JSON text of) an object; the message names the tool.
-pub fn arguments_of(tool: &str, raw: Value) -> Result<Value, String> {
+pub(crate) fn arguments_of(tool: &str, raw: Value) -> Result<Value, String> {
     match raw {
         Value::Object(map) => Ok(Value::Object(map)),
         Value::Null => Ok(Value::Object(Map::new())),
@@ -129,7 +129,7 @@ impl Caller {
     }
 
     /// The catalog calls go to.
-    pub fn catalog(&self) -> &Arc<Catalog> {
+    pub(crate) fn catalog(&self) -> &Arc<Catalog> {
         &self.catalog
     }
 

@@ -4,7 +4,7 @@
 //! one MCP server's tools. Session-control tools (`end_session`) are never offered: a bridge
 //! call belongs to no conversation.
 
-pub mod catalog;
+pub(crate) mod catalog;
 pub mod chat;
 pub mod execute;
 pub mod routes;
@@ -62,14 +62,14 @@ impl OpenAiBridge {
     }
 
     /// Also serves `/v1/chat/completions` and `/v1/models` with `backend`.
-    pub fn with_chat(mut self, backend: ChatBackend) -> Self {
+    pub(crate) fn with_chat(mut self, backend: ChatBackend) -> Self {
         self.chat = Some(backend);
         self
     }
 
     /// The embedded bridge of a bot: its shared tools, its model, its round cap and its tool
     /// timeout; events on the sessions' bus.
-    pub fn for_sessions(sessions: &Sessions) -> Self {
+    pub(crate) fn for_sessions(sessions: &Sessions) -> Self {
         let bot = sessions.bot();
         let limits = bot.limits();
         Self::new(

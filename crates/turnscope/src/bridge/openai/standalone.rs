@@ -143,7 +143,7 @@ pub struct Standalone {
 /// None or several of `--stdio/--http/--sse`, a `--stdio` line that cannot be split, a
 /// `--header` without `:`, headers on a stdio server, a timeout that is not positive, or a
 /// tool both allowed and denied.
-pub fn server_config(
+pub(crate) fn server_config(
     args: &StandaloneOptions,
 ) -> Result<(McpServerConfig, String), StandaloneError> {
     let headers = header_flags(&args.headers)?;

@@ -19,17 +19,17 @@ use crate::sessions::Sessions;
 pub use crate::config::xiaozhi::BOT;
 
 /// The bot's `start`/`chat` tools, for one bridge.
-pub struct BotTools {
+pub(crate) struct BotTools {
     bot: BotMcp,
     client: String,
 }
 
 /// The upstream of a bridge relaying the bot.
-pub type BotUpstream = Local<BotTools>;
+pub(crate) type BotUpstream = Local<BotTools>;
 
 /// An upstream serving the bot's `start`/`chat` tools from `sessions`, for the bridge
 /// called `bridge`.
-pub fn bot_upstream(sessions: Sessions, bridge: &str) -> BotUpstream {
+pub(crate) fn bot_upstream(sessions: Sessions, bridge: &str) -> BotUpstream {
     let tools = BotTools {
         bot: BotMcp::new(sessions),
         client: format!("xiaozhi:{bridge}"),

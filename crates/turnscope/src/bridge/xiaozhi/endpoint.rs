@@ -17,13 +17,13 @@ use crate::observe::redact::redact;
 
 /// The largest frame (and message) accepted from the endpoint or sent to it: 2 MiB (what
 /// Xiaozhi MCP bridges accept, so a reply they would take is never refused here).
-pub const MAX_FRAME_BYTES: usize = 2 * 1024 * 1024;
+pub(crate) const MAX_FRAME_BYTES: usize = 2 * 1024 * 1024;
 
 /// How long the TCP + TLS + WebSocket handshake may take.
-pub const DIAL_TIMEOUT: Duration = Duration::from_secs(20);
+pub(crate) const DIAL_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The open socket type.
-pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+pub(crate) type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// An endpoint URL. `Debug` and [`Endpoint::shown`] mask the token.
 #[derive(Clone, PartialEq, Eq)]
@@ -94,7 +94,7 @@ impl Endpoint {
 
 /// Why a dial failed, and how the reconnect policy should treat it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DialError {
+pub(crate) struct DialError {
     /// Abnormal, or Rejected for HTTP 401/403.
     pub end: SessionEnd,
     /// What happened (secrets masked).
@@ -106,7 +106,7 @@ pub struct DialError {
 /// # Errors
 ///
 /// See [`DialError`].
-pub async fn dial(endpoint: &Endpoint, max_frame: usize) -> Result<Socket, DialError> {
+pub(crate) async fn dial(endpoint: &Endpoint, max_frame: usize) -> Result<Socket, DialError> {
     let abnormal = |message: String| DialError {
         end: SessionEnd::Abnormal,
         message,
@@ -154,7 +154,7 @@ pub async fn dial(endpoint: &Endpoint, max_frame: usize) -> Result<Socket, DialE
 
 /// What a close frame from the endpoint means: 1000/1001 (or no code) is clean, 1008 is a
 /// refused token, anything else is abnormal.
-pub fn classify_close(frame: Option<&CloseFrame>) -> (SessionEnd, String) {
+pub(crate) fn classify_close(frame: Option<&CloseFrame>) -> (SessionEnd, String) {
     let Some(frame) = frame else {
         return (SessionEnd::Clean, "the endpoint closed the socket".into());
     };

@@ -13,7 +13,7 @@ pub const METHOD_NOT_FOUND: i64 = -32601;
 /// `-32602`: the params are wrong.
 pub const INVALID_PARAMS: i64 = -32602;
 /// `-32603`: the bridge or the MCP server failed.
-pub const INTERNAL_ERROR: i64 = -32603;
+pub(crate) const INTERNAL_ERROR: i64 = -32603;
 /// `-32000`: the tool is blocked by the bridge's tool filter (the code Xiaozhi MCP bridges use for it).
 pub const TOOL_BLOCKED: i64 = -32000;
 
@@ -270,7 +270,7 @@ pub fn error_frame(id: &RawId, code: i64, message: &str, data: Option<&Value>) -
 }
 
 /// The text of a notification frame.
-pub fn notification_frame(method: &str, params: Option<&Value>) -> String {
+pub(crate) fn notification_frame(method: &str, params: Option<&Value>) -> String {
     let mut map = serde_json::Map::new();
     map.insert("jsonrpc".into(), Value::String("2.0".into()));
     map.insert("method".into(), Value::String(method.into()));

@@ -10,7 +10,7 @@ use crate::tools::openai_shape::schema::{self, Limits, SchemaError};
 
 /// Tools per page when nothing else is configured: more than any endpoint is known to take
 /// (field reports say ~30 tools already strain the official broker).
-pub const DEFAULT_PAGE_SIZE: usize = 100;
+pub(crate) const DEFAULT_PAGE_SIZE: usize = 100;
 
 /// The `tools` of `tools/list` for the page at `cursor`, with `nextCursor` when more
 /// follow. `on_schema_error(tool, error)` hears about schemas sent unconverted.
@@ -23,7 +23,7 @@ pub const DEFAULT_PAGE_SIZE: usize = 100;
 /// (they drop `$defs`), so every local `$ref` is inlined with the same converter the OpenAI
 /// bridge uses ([`crate::tools::openai_shape::schema`]). A schema that cannot be inlined (a cycle, a
 /// remote ref) is sent as the server wrote it, and the caller is told so it can warn once.
-pub fn tools_page(
+pub(crate) fn tools_page(
     tools: Vec<Value>,
     filter: &ToolFilter,
     cursor: Option<&Value>,

@@ -18,7 +18,7 @@ use super::upstream::{ServerFacts, Upstream, UpstreamChange, UpstreamError, Upst
 
 /// Tools answered in this process.
 #[async_trait]
-pub trait LocalTools: Send + Sync + 'static {
+pub(crate) trait LocalTools: Send + Sync + 'static {
     /// A short description for logs and `/healthz`.
     fn label(&self) -> String;
     /// What the endpoint's `initialize` is told about the server.
@@ -38,7 +38,7 @@ pub trait LocalTools: Send + Sync + 'static {
 }
 
 /// A [`LocalTools`] as an [`Upstream`].
-pub struct Local<T> {
+pub(crate) struct Local<T> {
     tools: T,
     changes: broadcast::Sender<UpstreamChange>,
     stopped: AtomicBool,

@@ -12,12 +12,12 @@ pub mod jsonrpc;
 pub mod listing;
 pub mod local;
 pub mod mcp_upstream;
-pub mod placement;
+pub(crate) mod placement;
 pub mod progress;
 pub mod set;
 pub mod socket;
 pub mod state;
-pub mod tools_upstream;
+pub(crate) mod tools_upstream;
 pub mod upstream;
 
 pub use crate::mcp::clock;

@@ -131,7 +131,7 @@ impl BridgeStatuses {
     }
 
     /// The states as JSON for `/healthz`.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         serde_json::to_value(self.all()).unwrap_or(Value::Null)
     }
 }
@@ -165,7 +165,7 @@ impl XiaozhiBridges {
     /// Builds and starts the bridges of `[[bridges.xiaozhi]]`. Entries that cannot run (no
     /// endpoint, an unknown server) are skipped; each skip and each endpoint warning is
     /// logged and published, and returned.
-    pub fn from_config(
+    pub(crate) fn from_config(
         entries: &[XiaozhiEntry],
         catalog: &dyn UpstreamCatalog,
         settings: &BridgeSettings,

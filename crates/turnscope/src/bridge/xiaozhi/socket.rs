@@ -35,7 +35,7 @@ const OUT_QUEUE: usize = 256;
 pub const MAX_IN_FLIGHT: usize = 64;
 
 /// The protocol version answered when the endpoint's `initialize` names none.
-pub const DEFAULT_PROTOCOL: &str = "2024-11-05";
+pub(crate) const DEFAULT_PROTOCOL: &str = "2024-11-05";
 
 /// What the socket loop needs from its bridge.
 pub struct Relay {

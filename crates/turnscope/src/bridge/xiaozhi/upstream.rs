@@ -36,7 +36,7 @@ pub enum UpstreamStatus {
 
 impl UpstreamStatus {
     /// Whether calls can be made now.
-    pub fn is_up(&self) -> bool {
+    pub(crate) fn is_up(&self) -> bool {
         matches!(self, Self::Up { .. })
     }
 
@@ -59,7 +59,7 @@ pub struct ServerFacts {
     /// `capabilities`.
     pub capabilities: Value,
     /// `instructions`, when given.
-    pub instructions: Option<String>,
+    pub(crate) instructions: Option<String>,
 }
 
 /// Something the endpoint should hear about without asking.

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Longest function name OpenAI accepts.
-pub const MAX_NAME_LEN: usize = 64;
+pub(crate) const MAX_NAME_LEN: usize = 64;
 
 /// Length of the `_xxxxxxxx` suffix added to shortened or colliding names.
 const SUFFIX_LEN: usize = 9;
