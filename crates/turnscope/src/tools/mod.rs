@@ -205,15 +205,7 @@ impl FnTool {
         F: Fn(Value) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<String, String>> + Send + 'static,
     {
-        Self {
-            spec: ToolSpec {
-                name: name.into(),
-                description: description.into(),
-                input_schema,
-                source: "rust".into(),
-            },
-            run: Box::new(move |args, _| Box::pin(run(args))),
-        }
+        Self::with_context(name, description, input_schema, move |args, _| run(args))
     }
 
     /// Like [`FnTool::new`], for a tool that needs to know the session it runs in (see
