@@ -93,6 +93,8 @@ where
 {
     let mut tick = tokio::time::interval(Duration::from_millis(1000 / FPS));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    // Unbounded: one message per chat call, and each call is a line the person sent, so the
+    // queue is bounded by typing; a finished chat must never be dropped or block its task.
     let (chat_tx, mut chat_rx) = mpsc::unbounded_channel::<ChatDone>();
     let mut dirty = true;
     let mut pacer = Pacer::new();
