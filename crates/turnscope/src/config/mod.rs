@@ -20,7 +20,7 @@ use serde::Deserialize;
 pub use mcp_servers::{McpServerConfig, PolicySection, Scope, TransportKind};
 pub use overrides::Overrides;
 pub use seconds::{MAX_SECONDS, check_seconds};
-pub use tool_filter::ToolFilter;
+pub use tool_filter::{FilterOverlap, ToolFilter};
 pub use xiaozhi::XiaozhiEntry;
 
 /// Connections open at once unless configured (`server.max_connections`).

@@ -10,7 +10,7 @@ use futures::future::join_all;
 use serde_json::{Map, Value, json};
 
 use super::execute::{Caller, arguments_of};
-use crate::model::ModelClient;
+use crate::model::{ModelClient, ModelError};
 use crate::observe::{Bus, Event};
 use crate::tools::ToolCall;
 
@@ -235,13 +235,12 @@ impl ChatLoop {
     /// Runs the loop for `request`; `on_text` gets every piece of answer text as it comes.
     ///
     /// # Errors
-    /// The model request failed; the message says why (the answer's text so far was already
-    /// given to `on_text`).
+    /// The model request failed (the answer's text so far was already given to `on_text`).
     pub async fn run(
         &self,
         request: ChatRequest,
         on_text: &mut (dyn FnMut(String) + Send),
-    ) -> Result<Finish, String> {
+    ) -> Result<Finish, ModelError> {
         let listing = self.caller.catalog().listing();
         let client_names = request.client_names();
         let mut tools = request.client_tools.clone();
@@ -296,7 +295,7 @@ impl ChatLoop {
                 at_us: crate::observe::event::now_us()
                     .saturating_sub(started.elapsed().as_micros() as u64),
             });
-            let completion = result.map_err(|e| e.to_string())?;
+            let completion = result?;
             if completion.tool_calls.is_empty() {
                 let finish_reason = match completion.finish_reason.as_deref() {
                     None | Some("tool_calls") | Some("function_call") => "stop".to_string(),

@@ -129,9 +129,9 @@ async fn chat_completions(State(bridge): State<Arc<OpenAiBridge>>, body: Bytes) 
             StatusCode::OK,
             &id.completion(&text, &finish.client_calls, &finish.finish_reason),
         ),
-        Err(message) => json_response(
+        Err(e) => json_response(
             StatusCode::BAD_GATEWAY,
-            &wire::error_body(&message, "upstream_error"),
+            &wire::error_body(&e.to_string(), "upstream_error"),
         ),
     }
 }
@@ -194,8 +194,8 @@ fn stream(
                 let _ = tx.send(id.finish_chunk(&finish.finish_reason));
                 true
             }
-            Err(message) => {
-                let _ = tx.send(wire::error_event(&message, "upstream_error"));
+            Err(e) => {
+                let _ = tx.send(wire::error_event(&e.to_string(), "upstream_error"));
                 false
             }
         };

@@ -17,7 +17,7 @@ use super::placement::place;
 use crate::config::mcp_json::read_mcp_json;
 use crate::config::mcp_servers::validate_servers;
 use crate::config::{Config, ConfigError};
-use crate::config::{McpServerConfig, Overrides, ToolFilter, XiaozhiEntry};
+use crate::config::{FilterOverlap, McpServerConfig, Overrides, ToolFilter, XiaozhiEntry};
 use crate::mcp::spec::{ServerSpec, SpecError, header_flags};
 
 /// Why `turnscope bridge xiaozhi` cannot decide what to run.
@@ -28,7 +28,7 @@ pub enum RelayError {
     SeveralServers,
     /// Occurs when `--allow` and `--deny` do not form a valid tool filter.
     #[error("--allow/--deny: {0}")]
-    Filter(String),
+    Filter(#[from] FilterOverlap),
     /// Occurs when `--header` is given for a server that is not reached over HTTP.
     #[error("--header applies to --http and --sse servers only")]
     HeaderWithoutHttp,
@@ -184,7 +184,7 @@ pub fn plan(
         allow: args.allow.clone(),
         deny: args.deny.clone(),
     };
-    filter.check().map_err(RelayError::Filter)?;
+    filter.check()?;
     let headers = header_flags(&args.headers)?;
     if !headers.is_empty() && args.http.is_none() && args.sse.is_none() {
         return Err(RelayError::HeaderWithoutHttp);
