@@ -1,4 +1,4 @@
-//! The clock reconnect and restart policies wait on: [`SystemClock`] (tokio time) in
+//! The clock reconnect and restart policies wait on: `SystemClock` (tokio time) in
 //! production, [`ManualClock`] in tests (time moves only when the test says so, and every
 //! requested wait is recorded, so delays are asserted instead of slept through). Protocol
 //! timers (keepalive pings, call timeouts) are never on this clock.

@@ -1,6 +1,6 @@
 //! How to reach one MCP server. The client stack connects to a [`McpServerConfig`] (the
 //! `[[mcp_servers]]` entry type); [`ServerSpec`] is the transport alone, as the Xiaozhi flags
-//! (`--stdio/--http/--sse`) and `mcp_config.json` give it, and [`ServerSpec::into_config`]
+//! (`--stdio/--http/--sse`) and `mcp_config.json` give it, and `ServerSpec::into_config`
 //! makes it an entry. `--stdio` lines are split into words by POSIX shell quoting (quotes,
 //! backslashes) but nothing is expanded (`$HOME` stays `$HOME`); no shell ever runs.
 

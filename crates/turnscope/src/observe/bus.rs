@@ -1,7 +1,7 @@
 //! The event bus: a bounded, lossy broadcast of [`Event`]s.
 //!
 //! Publishing never blocks and costs one atomic load when nobody listens: producers call
-//! [`Bus::is_listened`] before they build an event. A listener that falls behind loses the
+//! `Bus::is_listened` before they build an event. A listener that falls behind loses the
 //! oldest events and learns how many it missed from [`Subscription::recv`].
 
 use std::sync::Arc;

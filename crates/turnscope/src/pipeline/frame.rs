@@ -3,7 +3,7 @@
 //! Every frame has a kind ([`FrameKind`]), a direction, a unique sequence id, the id of the
 //! turn it belongs to and a timestamp. System frames overtake queued data and control frames
 //! and are never dropped; data and control frames keep their order and are dropped by an
-//! interruption unless [`FrameBody::is_uninterruptible`] says otherwise.
+//! interruption unless `FrameBody::is_uninterruptible` says otherwise.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,7 +1,7 @@
 //! Notices when an HTTP caller goes away, so a `chat` handler can end at once: each request gets
-//! a [`CallerGone`] token, cancelled when its response body is dropped or the request is dropped
+//! a `CallerGone` token, cancelled when its response body is dropped or the request is dropped
 //! unanswered. The handler watches it only where closing the stream is the cancel (MCP
-//! 2026-07-28 on); [`watch_caller`] says why.
+//! 2026-07-28 on); `watch_caller` says why.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};

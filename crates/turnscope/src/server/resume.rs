@@ -1,5 +1,5 @@
 //! Resumable response streams: every SSE event the MCP endpoint sends is kept, bounded, in a
-//! [`ReplayStore`], so a client whose `chat` stream broke can `GET` with `Last-Event-ID` and
+//! `ReplayStore`, so a client whose `chat` stream broke can `GET` with `Last-Event-ID` and
 //! receive the rest of that stream, final result included.
 
 use std::collections::{HashMap, VecDeque};

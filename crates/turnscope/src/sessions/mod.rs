@@ -113,7 +113,7 @@ impl Session {
         self.chat.try_lock().is_err()
     }
 
-    /// The session's turns, oldest first (the last [`KEPT_TURNS`]).
+    /// The session's turns, oldest first (the last `KEPT_TURNS`).
     pub fn turns(&self) -> Vec<Arc<Turn>> {
         self.turns.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }

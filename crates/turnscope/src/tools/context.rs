@@ -1,7 +1,7 @@
 //! What a tool call knows about where it runs: its session and turn, and a [`SessionControl`]
 //! through which a tool (the built-in `end_session`) asks to end the conversation. Asking never
 //! ends the session inside the call: the turn finishes (the model still says goodbye), then the
-//! session table closes it. A call outside any session gets [`CallContext::detached`].
+//! session table closes it. A call outside any session gets `CallContext::detached`.
 
 use std::sync::{Arc, Mutex};
 

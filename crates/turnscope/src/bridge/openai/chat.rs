@@ -1,7 +1,7 @@
 //! `POST /v1/chat/completions`: the tool loop behind an OpenAI-compatible endpoint. The
 //! client's messages go to the model with the bot's tools and the client's own; the bridge runs
 //! the calls to bot tools and asks again, and hands calls to client tools back unexecuted.
-//! [`ChatLoop`] states when the loop ends and the rules that keep the conversation well formed.
+//! `ChatLoop` states when the loop ends and the rules that keep the conversation well formed.
 
 use std::collections::HashSet;
 use std::time::Instant;

@@ -34,13 +34,13 @@ use crate::tools::Tools;
 /// | `GET /v1/models` | the model requests go to |
 ///
 /// Two ways to run it:
-/// - **embedded** in the main HTTP server ([`OpenAiBridge::for_sessions`]): the bot's tools
+/// - **embedded** in the main HTTP server (`OpenAiBridge::for_sessions`): the bot's tools
 ///   (every source: built-ins, Rust tools, `[[mcp_servers]]`), the bot's model, round cap and
 ///   tool timeout; all four routes, behind the server's guard;
 /// - **standalone** ([`standalone`], `turnscope bridge openai --stdio|--http|--sse`): one MCP
 ///   server, `/v1/tools` and `/v1/execute`, command-line compatible with mcp-openai-bridge.
 ///
-/// Modules: [`catalog`] (conversion and the name map, cached), [`execute`] (one call, the
+/// Modules: `catalog` (conversion and the name map, cached), [`execute`] (one call, the
 /// `/v1/execute` shapes), [`chat`] (the loop), [`wire`] (OpenAI response shapes), [`routes`]
 /// (axum handlers and `Served` events), [`standalone`] (the command).
 pub struct OpenAiBridge {

@@ -231,7 +231,7 @@ fn limits() -> Result<McpLimits, StandaloneError> {
 /// Connects to the server (waiting at most the connect budget) and serves the bridge.
 ///
 /// # Errors
-/// Bad flags (see [`server_config`]), an open bind without a token, or a port that cannot be
+/// Bad flags (see `server_config`), an open bind without a token, or a port that cannot be
 /// bound.
 ///
 /// The server is a tool source like any `[[mcp_servers]]` entry

@@ -1,5 +1,5 @@
 //! `servers = ["@bot"]`: the bot itself as the upstream, so a Xiaozhi device can talk to it.
-//! Calls go straight to the bot's MCP tools (`start`, `chat`: [`BotMcp::call`]) over the
+//! Calls go straight to the bot's MCP tools (`start`, `chat`: `BotMcp::call`) over the
 //! [`Sessions`] table, with no MCP session in between: sessions opened this way are ordinary
 //! entries (opener `xiaozhi:<bridge>`) under the same cap and idle sweep.
 

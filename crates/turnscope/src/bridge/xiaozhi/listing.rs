@@ -1,6 +1,6 @@
 //! The `tools/list` answer the endpoint gets: the upstream's tools minus the filtered ones, cut
 //! into pages (the cursor is the offset as decimal text), each `inputSchema` made self-contained
-//! because callers behind the endpoint drop `$defs`. [`tools_page`] says what happens when a
+//! because callers behind the endpoint drop `$defs`. `tools_page` says what happens when a
 //! schema cannot be inlined.
 
 use serde_json::{Map, Value};

@@ -1,4 +1,4 @@
-//! An upstream served inside this process, with no MCP session in between: a [`LocalTools`]
+//! An upstream served inside this process, with no MCP session in between: a `LocalTools`
 //! (the bot's `start`/`chat`, or registry tools) wrapped as an [`Upstream`]. It is always up
 //! until shut down, never restarts, answers `tools/list`, `tools/call` and `ping`, and
 //! refuses every other method with `-32601`.

@@ -1,7 +1,7 @@
 //! Progress of a relayed request, from the MCP server back to the endpoint. rmcp puts its own
-//! `progressToken` on every request it sends, so [`ProgressRoutes`] maps rmcp's token back to the
+//! `progressToken` on every request it sends, so `ProgressRoutes` maps rmcp's token back to the
 //! request, and the report reaches the endpoint under the endpoint's own token, only when it gave
-//! one ([`endpoint_token`], [`progress_frame`]).
+//! one (`endpoint_token`, `progress_frame`).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};

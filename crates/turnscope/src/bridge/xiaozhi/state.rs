@@ -2,7 +2,7 @@
 //! ([`BridgeEvent`]) published on the bus and served in `/healthz`.
 //!
 //! Counting is a relaxed atomic add; building and publishing a snapshot happens only when
-//! somebody listens (see [`Bus::publish_with`]), on connection changes at once and on a
+//! somebody listens (see `Bus::publish_with`), on connection changes at once and on a
 //! one-second tick for counters.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -1,8 +1,8 @@
 //! The seam between a bridge and what it relays to: the [`Upstream`] trait. An *upstream*
 //! lists tools and answers requests; the bridge answers the handshake and pings itself. Three
 //! kinds: one MCP server ([`McpUpstream`](super::mcp_upstream::McpUpstream), restarted when it
-//! dies), the bot ([`BotUpstream`](super::bot::BotUpstream), `@bot`) and named
-//! `[[mcp_servers]]` ([`ToolsUpstream`](super::tools_upstream::ToolsUpstream)).
+//! dies), the bot (`BotUpstream`, `@bot`) and named
+//! `[[mcp_servers]]` (`ToolsUpstream`).
 
 use std::time::Duration;
 
