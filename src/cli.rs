@@ -1,4 +1,5 @@
-//! The command line: flags of the main mode and the subcommands.
+//! The command line: flags of the main mode and the subcommands (clap), and how they become the
+//! library's inputs (config overrides and option structs); nothing here starts anything.
 
 use std::path::PathBuf;
 
@@ -74,7 +75,7 @@ pub struct ServeArgs {
     /// Console theme: a name from themes/ or a path to a theme file.
     #[arg(long)]
     pub theme: Option<String>,
-    /// Tool-source rules for shared deployments (TurnCall's defaults): stdio MCP servers off
+    /// Tool-source rules for shared deployments: stdio MCP servers off
     /// and server URLs refused unless allowlisted (BYOM_ALLOWED_URL_PATTERNS, MCP_STDIO_ENABLED,
     /// MCP_STDIO_ALLOWED_COMMANDS or [policy]).
     #[arg(long)]

@@ -1,4 +1,5 @@
-//! The turnscope binary: the console by default, `--headless` for CI, and subcommands.
+//! The turnscope binary: the console by default, `--headless` for CI, and subcommands. It only
+//! parses the command line, sets up logging and calls the library; errors reach the user here.
 
 mod bench;
 mod cli;

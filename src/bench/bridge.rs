@@ -1,15 +1,7 @@
-//! `turnscope bench bridge`: what the OpenAI bridge itself costs.
-//!
-//! The fixture MCP server runs over streamable HTTP on loopback; a standalone bridge
-//! (`--http`) fronts it. Three paths are timed, one call of each per iteration so that any
-//! drift (other load on the machine, allocator warm-up) hits them alike:
-//! - `mcp tools/call add`: an rmcp client calling the fixture directly;
-//! - `POST /v1/execute add`: the same call through the bridge (one more HTTP hop, JSON in and
-//!   out, name lookup);
-//! - `GET /v1/tools`: the bridge's cached listing.
-//!
-//! Each prints one JSON row with p50/p95/p99 in milliseconds; a last row gives the bridge's
-//! overhead (`/v1/execute` p50 minus the direct call's p50) against the 0.3 ms target.
+//! `turnscope bench bridge`: what the OpenAI bridge itself costs. A standalone bridge (`--http`)
+//! fronts the fixture MCP server on loopback; a direct MCP `tools/call`, the same call through
+//! `POST /v1/execute`, and `GET /v1/tools` are timed one call each per iteration, so drift hits
+//! them alike. Rows give p50/p95/p99 in ms and the bridge's overhead against a 0.3 ms target.
 
 use std::time::{Duration, Instant};
 

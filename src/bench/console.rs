@@ -1,17 +1,7 @@
-//! `turnscope bench console`: what an attached console costs the server.
-//!
-//! "Attached" means the real event loop: its own bus subscription, the state folded from
-//! every event and a 160×48 screen drawn as the console draws it (crossterm escape
-//! sequences, written to a sink instead of a terminal). Two scenarios, each alternating its modes run by
-//! run so drift hits all of them, one JSON row per run and a summary row of medians:
-//!
-//! - `flood`: bot sessions stream about 5,000 frames/s (the embedded model at its default
-//!   pace) while MCP clients call `tools/call` as fast as the server answers; the figure is
-//!   calls/s with no listener and with the console;
-//! - `saturated`: the turns themselves at zero pace over MCP, as fast as the server goes
-//!   (tens of thousands of frames/s, the worst case); turns/s with no listener, with a bare
-//!   subscription that only drains the bus (the cost of building the events, which
-//!   `--events` pays too), and with the console.
+//! `turnscope bench console`: what an attached console costs the server. "Attached" means the
+//! real event loop (its own bus subscription, the state folded from every event, a 160×48 screen
+//! drawn to a sink); each scenario alternates its modes run by run so drift hits all alike, and
+//! prints one JSON row per run plus a row of medians. [`console`] lists the scenarios.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -73,6 +63,13 @@ struct Seen {
 }
 
 /// Runs both scenarios, `runs` rounds each; the saturated one with `sessions` × `turns`.
+///
+///   pace) while MCP clients call `tools/call` as fast as the server answers; the figure is
+///   calls/s with no listener and with the console;
+/// - `saturated`: the turns themselves at zero pace over MCP, as fast as the server goes
+///   (tens of thousands of frames/s, the worst case); turns/s with no listener, with a bare
+///   subscription that only drains the bus (the cost of building the events, which
+///   `--events` pays too), and with the console.
 pub async fn console(sessions: usize, turns: usize, runs: usize) -> anyhow::Result<()> {
     flood(runs).await?;
     saturated(sessions, turns, runs).await

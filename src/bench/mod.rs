@@ -1,20 +1,5 @@
-//! `turnscope bench`: benchmarks as commands that print one JSON row per measurement.
-//!
-//! - `pipeline`: frames per second through a 5-processor pipeline, with and without a bus
-//!   listener;
-//! - `turns`: the seed's cost table (1 turn; 5 turns on one handle; 1 turn with 1 tool call)
-//!   over real MCP on loopback, paced like the seed's stub (0.03 s/word, 7 words) and at zero
-//!   pace (pure overhead), median/min/max of the runs;
-//! - `load`: N sessions × K turns at once, turns/s and p50/p99;
-//! - `memory`: the server's resident memory per open idle session (server in a child
-//!   process, sessions opened over MCP; `--console` attaches the console);
-//! - `soak`: sessions chatting for minutes while the server's memory, descriptors and tasks
-//!   are sampled (see [`soak`]);
-//! - `ready`: time from process start to the headless ready line;
-//! - `console`: turns/s with and without a console attached (`bench::console`);
-//! - `bridge`: the OpenAI bridge's own cost: p50/p95 of `GET /v1/tools`, `POST /v1/execute`
-//!   and a direct MCP `tools/call` to the same upstream (the fixture over streamable HTTP),
-//!   calls interleaved so drift hits all three alike.
+//! `turnscope bench`: benchmarks as commands that print one JSON row per measurement. Each
+//! [`run`] lists what each [`Shape`] measures; rows compare only on the same machine.
 
 mod bridge;
 mod child;
@@ -44,7 +29,7 @@ use turnscope::tools::{FnTool, Toolbox, Tools};
 pub enum Shape {
     /// Frames per second through a 5-processor pipeline.
     Pipeline,
-    /// The seed's cost table, paced and at zero pace.
+    /// The cost table (1 turn, 5 turns, 1 turn with a tool call), paced and at zero pace.
     Turns,
     /// Many sessions chatting at once.
     Load,
@@ -104,6 +89,22 @@ fn row(value: Value) {
 }
 
 /// Runs the benchmarks `args` names.
+///
+/// - `pipeline`: frames per second through a 5-processor pipeline, with and without a bus
+///   listener;
+/// - `turns`: the cost table (1 turn; 5 turns on one handle; 1 turn with 1 tool call) over
+///   real MCP on loopback, paced like a stub model that streams 7 words at 0.03 s/word, and at
+///   zero pace (pure overhead); median/min/max of the runs;
+/// - `load`: N sessions × K turns at once, turns/s and p50/p99;
+/// - `memory`: the server's resident memory per open idle session (server in a child
+///   process, sessions opened over MCP; `--console` attaches the console);
+/// - `soak`: sessions chatting for minutes while the server's memory, descriptors and tasks
+///   are sampled (see [`soak`]);
+/// - `ready`: time from process start to the headless ready line;
+/// - `console`: turns/s with and without a console attached (`bench::console`);
+/// - `bridge`: the OpenAI bridge's own cost: p50/p95 of `GET /v1/tools`, `POST /v1/execute`
+///   and a direct MCP `tools/call` to the same upstream (the fixture over streamable HTTP),
+///   calls interleaved so drift hits all three alike.
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let shapes = if args.shapes.is_empty() {
         vec![
@@ -225,7 +226,7 @@ fn bench_config(pace: f64, words: Option<usize>, sessions: usize) -> Config {
     config
 }
 
-/// The seed bench's one parameterless tool.
+/// The cost table's one parameterless tool.
 fn hours_tools() -> Arc<dyn Tools> {
     Arc::new(Toolbox::new().with(FnTool::new(
         "hours",

@@ -1,16 +1,6 @@
-//! `bench soak` and `bench memory`: a server child (see [`super::child`]) watched from
-//! outside while this process's MCP clients load it.
-//!
-//! - soak: N sessions each chatting back to back on the zero-pace model for a set time; one
-//!   row per sample window (turns/s, p50/p99, errors, and the server's memory, descriptors,
-//!   threads and tasks), then a summary row saying whether memory stayed flat within 5 %
-//!   after warm-up, how far each figure drifted (last third against first third), and the
-//!   server at rest before and after the load: once the clients are gone and the model
-//!   connections the load opened have idled out, descriptors should be back where they
-//!   started and tasks up only by the idle sessions' own;
-//! - memory: N sessions opened over MCP and left idle; the server's memory per session.
-//!
-//! Both run headless or with the real console attached (`--console`).
+//! `bench soak` and `bench memory`: a server child (see [`super::child`]) watched from outside
+//! while this process's MCP clients load it, headless or with the real console (`--console`).
+//! [`soak`] and [`memory`] say what each row holds.
 
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -123,6 +113,14 @@ async fn connect_clients(url: &str, sessions: usize) -> anyhow::Result<Vec<Arc<B
 }
 
 /// Runs the soak and prints its rows.
+///
+/// N sessions each chat back to back on the zero-pace model for a set time; one row per
+/// sample window (turns/s, p50/p99, errors, and the server's memory, descriptors, threads and
+/// tasks), then a summary row saying whether memory stayed flat within 5 % after warm-up, how
+/// far each figure drifted (last third against first third), and the server at rest before
+/// and after the load: once the clients are gone and the model connections the load opened
+/// have idled out, descriptors should be back where they started and tasks up only by the idle
+/// sessions' own.
 pub async fn soak(plan: SoakPlan) -> anyhow::Result<()> {
     let server = ServerChild::start(plan.sessions, plan.console).await?;
     let (_, at_rest_before) = server.sample().await?;
@@ -289,6 +287,8 @@ fn spread(values: impl Iterator<Item = u64>) -> Value {
 }
 
 /// Opens `idle` sessions over MCP and reports the server's memory per session.
+///
+/// N sessions are opened over MCP and left idle; the row gives the server's memory per session.
 pub async fn memory(idle: usize, console: bool) -> anyhow::Result<()> {
     let server = ServerChild::start(idle + 64, console).await?;
     let clients = connect_clients(&server.mcp_url, idle).await?;

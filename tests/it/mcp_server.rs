@@ -1,5 +1,5 @@
 //! The MCP surface (`start`/`chat`) over real streamable HTTP on loopback, driven by the rmcp
-//! client: every semantic of the seed (pipecat-mcp-transport) and the additions.
+//! client: every `start`/`chat` semantic (handles, interrupts, progress, errors, the cap).
 
 use std::time::Duration;
 

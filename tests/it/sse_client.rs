@@ -78,6 +78,7 @@ async fn mock_sse(State(mock): State<Mock>, headers: HeaderMap) -> Response {
                 .boxed()
         }
         Behaviour::Endpoint(endpoint) => {
+            // Unbounded: the test pushes each event itself, a handful.
             let (sender, receiver) = mpsc::unbounded();
             *mock.events.lock().unwrap() = Some(sender);
             futures::stream::once(async move { Event::default().event("endpoint").data(endpoint) })

@@ -1,4 +1,4 @@
-//! TurnCall's rules for a bot's MCP servers, against real servers: the connect budget, late
+//! The rules for a bot's MCP servers, against real servers: the connect budget, late
 //! joiners, the URL allowlist (redirects included), the stdio gate, tool_filter, name
 //! precedence, reserved names, both caps and per-session connections.
 
@@ -475,7 +475,7 @@ async fn session_scope_opens_one_connection_per_session() {
     registry.shutdown().await;
 }
 
-/// `--locked`: TurnCall's defaults refuse stdio and unlisted URLs, and the bot still starts
+/// `--locked`: the shared-deployment defaults refuse stdio and unlisted URLs, and the bot still starts
 /// with its built-ins.
 #[tokio::test]
 async fn locked_mode_starts_the_bot_without_the_refused_servers() {

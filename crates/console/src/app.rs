@@ -1,10 +1,7 @@
-//! The console's app state: what is focused and selected, scroll positions, the input line,
-//! overlays, and how keys and the mouse change them.
-//!
-//! [`Console`] owns the [`ConsoleState`] the panes draw, and turns terminal events into
-//! changes of its own fields or into an [`Action`] for the event loop (send a line, interrupt,
-//! quit). It never touches the server, the terminal or the clock, so everything here is
-//! tested without a terminal.
+//! The console's app state: focus, selection, scroll positions, the input line and overlays, and
+//! how keys and the mouse change them. [`Console`] owns the [`ConsoleState`] the panes draw and
+//! turns terminal events into its own changes or an [`Action`] for the event loop; it never
+//! touches the server, the terminal or the clock, so it is tested without a terminal.
 
 use std::cell::Cell;
 use std::collections::BTreeSet;

@@ -1,10 +1,7 @@
-//! The live feed: what the console reads from the running server, and how.
-//!
-//! Events come through the console's own bus [`Subscription`]: bounded and lossy, so the
-//! server never waits for the console; what the console was too slow for is counted as
-//! missed. On each tick the feed also takes a snapshot of the session table (rows) and of the
-//! selected session's turns (the transcript, streaming), which are exact even when events
-//! were missed. Finished turns are cached, so a tick copies only the turn in flight.
+//! The live feed: what the console reads from the running server. Events come through its own
+//! bus [`Subscription`] (bounded and lossy: the server never waits, misses are counted); each tick
+//! also snapshots the session table and the selected session's turns, which stay exact when
+//! events were missed. Finished turns are cached, so a tick copies only the turn in flight.
 
 use std::collections::HashMap;
 use std::sync::Arc;

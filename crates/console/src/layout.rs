@@ -103,16 +103,21 @@ impl Areas {
         }
     }
 
-    /// The same screen with `pane` (an inspector pane: the inspector) over the whole body
-    /// and the other panes hidden (empty areas).
-    pub fn zoomed(self, pane: PaneId) -> Areas {
+    /// Everything between the header and the footer.
+    pub fn body(&self) -> Rect {
         let top = self.header.bottom();
-        let body = Rect::new(
+        Rect::new(
             self.header.x,
             top,
             self.header.width,
             self.footer.y.saturating_sub(top),
-        );
+        )
+    }
+
+    /// The same screen with `pane` (an inspector pane: the inspector) over the whole body
+    /// and the other panes hidden (empty areas).
+    pub fn zoomed(self, pane: PaneId) -> Areas {
+        let body = self.body();
         let mut out = Areas {
             header: self.header,
             footer: self.footer,

@@ -1,23 +1,9 @@
-//! The console: a terminal UI over the live server (or over an events file).
-//!
-//! The pieces, each in its own file:
-//! - [`state`]: [`ConsoleState`](state::ConsoleState), what the server did, folded from bus
-//!   events and live snapshots; bounded, pure data;
-//! - [`feed`]: the console's own lossy bus subscription and the session-table snapshots;
-//! - [`app`]: [`Console`](app::Console), focus, selection, scrolls and the input line, and
-//!   how keys and the mouse change them into [`Action`](app::Action)s; [`input_line`] and
-//!   [`overlays`] hold the input line's keys and those of the turn view, searches and questions;
-//! - [`journal`] (the Log pane's failures and counts) and [`timeline`] (each turn's waterfall),
-//!   folded by the state; [`export`] (a session's report) and [`clipboard`] (OSC 52);
-//! - [`line_edit`]: readline keys wherever text is edited;
-//! - [`live`]: the event loop (input, chat results, events, a 30 fps tick) and [`run`];
-//! - [`replay`]: the same console over a `--events` file, read-only;
-//! - [`draw`], [`panes`], [`help`], [`layout`]: drawing; [`theme`], [`keys`], [`filter`],
-//!   [`text`]: styles, bindings, the frame filter and text helpers;
-//! - [`terminal`]: entering and always restoring the terminal.
-//!
-//! The console only reads the server through the bus and the [`Sessions`](turnscope::sessions::Sessions)
-//! table and chats through `Sessions::chat_on` like any caller; the server never depends on it.
+//! The console: a terminal UI over the live server ([`live`]) or over a `--events` file
+//! ([`replay`]). It reads the server only through the bus and the
+//! [`Sessions`](turnscope::sessions::Sessions) table and chats through `Sessions::chat_on` like
+//! any caller; the server never depends on it. ARCHITECTURE.md's Console section maps the modules.
+
+#![warn(missing_docs)]
 
 pub mod app;
 pub mod clipboard;

@@ -1,10 +1,7 @@
-//! The event loop: terminal input, chat results, bus events and a frame tick, in one task.
-//!
-//! Bus events are folded into the state in batches, at most every [`FOLD_EVERY`]; the screen
-//! is drawn only on the tick, when something changed, at most [`FPS`] times a second
-//! ([`FLOOD_FPS`] while events flood in and the person is not typing), so a flood of events
-//! costs one fold each and never one draw each. Chat calls run in their own tasks
-//! and report back, so the loop never waits on a turn.
+//! The event loop: terminal input, chat results, bus events and a frame tick, in one task. Events
+//! are folded in batches at most every [`FOLD_EVERY`]; the screen is drawn only on the tick and
+//! only when something changed, at most [`FPS`] times a second ([`FLOOD_FPS`] in a flood while
+//! nobody types). Chat calls run in their own tasks, so the loop never waits on a turn.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -96,6 +93,8 @@ where
 {
     let mut tick = tokio::time::interval(Duration::from_millis(1000 / FPS));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    // Unbounded: one message per chat call, and each call is a line the person sent, so the
+    // queue is bounded by typing; a finished chat must never be dropped or block its task.
     let (chat_tx, mut chat_rx) = mpsc::unbounded_channel::<ChatDone>();
     let mut dirty = true;
     let mut pacer = Pacer::new();

@@ -1,10 +1,7 @@
-//! The console's picture of the server: everything the panes draw, folded from bus events
-//! and, in live mode, from snapshots of the session table.
-//!
-//! [`ConsoleState`] is plain data with no terminal, clock or server inside: `apply` folds one
-//! [`Event`], the `sync_*` methods lay live snapshots over it. Every collection is bounded (the
-//! consts below say how), so a flood of events costs memory only up to a fixed size. It never
-//! draws and never waits.
+//! The console's picture of the server: everything the panes draw, folded from bus events and,
+//! live, from snapshots of the session table. [`ConsoleState`] is plain data (no terminal, clock
+//! or server): `apply` folds one [`Event`], `sync_*` lay snapshots over it, and every collection
+//! is bounded by a const below, so a flood of events costs memory only up to a fixed size.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;

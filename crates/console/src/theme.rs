@@ -1,10 +1,6 @@
-//! Console themes: named styles read from `themes/*.toml`.
-//!
-//! Three themes are built in (`dark`, the default; `light`; `mono`, with no colour at all)
-//! and a theme file of your own may change any subset of the keys: a key left out keeps the
-//! dark theme's value. A bad file is an error that names the file and the key. When no theme
-//! was chosen and `NO_COLOR` is set, the console uses `mono` (no-color.org: an explicit
-//! choice wins over the variable).
+//! Console themes: named styles read from `themes/*.toml`. Built in: `dark` (default), `light`,
+//! `mono` (no colour); a theme file may set any subset of the keys, the rest keep `dark`'s. A bad
+//! file is an error naming the file and the key. With no theme chosen, `NO_COLOR` picks `mono`.
 
 use std::path::Path;
 use std::str::FromStr;

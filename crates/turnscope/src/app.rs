@@ -15,22 +15,20 @@ use crate::model::{EmbeddedModel, ModelClient, ModelConfig, ScriptSettings};
 use crate::observe::Bus;
 use crate::server::{GuardConfig, Server};
 use crate::sessions::{SessionLimits, Sessions};
-use crate::tools::limits::McpLimits;
-use crate::tools::policy::Policy;
+use crate::tools::limits::{LimitsError, McpLimits};
+use crate::tools::policy::{Policy, PolicyError};
 use crate::tools::registry::ToolRegistry;
 use crate::tools::{FnTool, Tools, ToolsFactory};
 
 /// Why the app did not start.
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
-    /// Occurs when `[policy]` or a tool limit from the environment does not parse.
-    #[error("tool {setting}: {message}")]
-    ToolSetting {
-        /// `policy` or `limits`.
-        setting: &'static str,
-        /// What is wrong and what is expected.
-        message: String,
-    },
+    /// Occurs when `[policy]`, or the environment laid over it, does not parse.
+    #[error("tool policy: {0}")]
+    Policy(#[from] PolicyError),
+    /// Occurs when a tool limit from the environment does not parse.
+    #[error("tool limits: {0}")]
+    Limits(#[from] LimitsError),
     /// Occurs when the embedded scripted model cannot listen on a loopback port.
     #[error("cannot start the embedded scripted model on a loopback port: {0}")]
     EmbeddedModel(#[source] std::io::Error),
@@ -106,7 +104,7 @@ impl App {
 
     /// Builds the tool registry `config` describes: the built-ins (unless turned off), the
     /// bot's `own` tools, and the MCP servers under the `[policy]` (overlaid by the
-    /// environment) and TurnCall's limits (from the environment). Waits at most the connect
+    /// environment) and the [`McpLimits`] (from the environment). Waits at most the connect
     /// budget; servers that miss it join later.
     ///
     /// # Errors
@@ -116,15 +114,8 @@ impl App {
         bus: &Bus,
         own: Vec<FnTool>,
     ) -> Result<Arc<ToolRegistry>, AppError> {
-        let policy =
-            Policy::from_config(&config.policy).map_err(|message| AppError::ToolSetting {
-                setting: "policy",
-                message,
-            })?;
-        let limits = McpLimits::from_env().map_err(|message| AppError::ToolSetting {
-            setting: "limits",
-            message,
-        })?;
+        let policy = Policy::from_config(&config.policy)?;
+        let limits = McpLimits::from_env()?;
         if !config.mcp_servers.is_empty() {
             tracing::info!(policy = %policy.describe(), servers = config.mcp_servers.len(), "connecting to MCP servers");
         }

@@ -1,4 +1,4 @@
-//! `turnscope bridge openai`: the binary with the baseline's command line (stdio and SSE
+//! `turnscope bridge openai`: the binary with mcp-openai-bridge's command line (stdio and SSE
 //! upstreams, the README flow, a killed child respawned), and in-process against a server
 //! that pages its `tools/list`, changes it at run time, and offers names and schemas OpenAI
 //! cannot take as they are (cases 31, 34, 35).

@@ -41,6 +41,7 @@ impl FakeEndpoint {
     pub async fn start() -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().unwrap();
+        // Unbounded: one message per connection the test's bridge opens, a handful.
         let (tx, accepted) = mpsc::unbounded_channel();
         let refuse: Arc<Mutex<Option<u16>>> = Arc::default();
         let refusing = refuse.clone();

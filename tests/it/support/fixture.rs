@@ -83,6 +83,7 @@ pub struct Recorder {
 
 impl Recorder {
     pub fn new() -> (Self, Seen) {
+        // Unbounded: one message per notification the test's own server sends, a handful.
         let (progress, progress_rx) = mpsc::unbounded_channel();
         let (list_changed, list_changed_rx) = mpsc::unbounded_channel();
         (

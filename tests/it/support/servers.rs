@@ -141,6 +141,7 @@ pub async fn named(label: &str, tools: &[&str]) -> Named {
             )
         })
         .collect();
+    // Unbounded: one message per cancelled call the test makes, a handful.
     let (tx, rx) = mpsc::unbounded_channel();
     let handler = NamedServer {
         label: label.into(),

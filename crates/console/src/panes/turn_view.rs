@@ -5,7 +5,6 @@
 //! (arguments and result) and the reply. Drawn from events alone, so a replay shows the same.
 
 use ratatui::Frame;
-use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Clear, Paragraph};
@@ -27,13 +26,7 @@ pub fn draw(f: &mut Frame, areas: Areas, c: &Console) {
         return;
     };
     let t = &c.theme;
-    let top = areas.header.bottom();
-    let area = Rect::new(
-        areas.header.x,
-        top,
-        areas.header.width,
-        areas.footer.y.saturating_sub(top),
-    );
+    let area = areas.body();
     let turns = c.state.transcript(pick.session);
     let at = turns.iter().position(|v| v.id == pick.turn);
     let turn = at.map(|i| &turns[i]);

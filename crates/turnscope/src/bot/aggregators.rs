@@ -1,4 +1,5 @@
-//! The user and assistant aggregators: the two ends of the pipeline that write the context.
+//! The user and assistant aggregators: the two ends of the pipeline that write the context. A
+//! user line is appended before the model runs; a reply is committed when it ends or is cut off.
 
 use std::sync::{Arc, Mutex};
 
@@ -8,14 +9,14 @@ use super::context::Context;
 use crate::pipeline::{Frame, FrameBody, Link, Processor, TurnId};
 
 /// Shared, lockable context (held briefly, never across an await).
-pub type SharedContext = Arc<Mutex<Context>>;
+pub(crate) type SharedContext = Arc<Mutex<Context>>;
 
 pub(crate) fn lock(ctx: &SharedContext) -> std::sync::MutexGuard<'_, Context> {
     ctx.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Appends each user line to the context and asks the model to run.
-pub struct UserAggregator {
+pub(crate) struct UserAggregator {
     context: SharedContext,
 }
 
@@ -46,7 +47,7 @@ impl Processor for UserAggregator {
 /// Commits what the bot said: a response's text on its end (responses that started a round
 /// are committed with their calls by the model processor), partial text on interruption or
 /// error.
-pub struct AssistantAggregator {
+pub(crate) struct AssistantAggregator {
     context: SharedContext,
     turn: TurnId,
     text: String,

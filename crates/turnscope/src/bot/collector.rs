@@ -41,7 +41,7 @@ impl TurnBoard {
 }
 
 /// The pipeline stage that turns frames into the [`Turn`] readers wait on.
-pub struct TurnCollector {
+pub(crate) struct TurnCollector {
     board: Arc<TurnBoard>,
     cached: Option<Arc<Turn>>,
 }

@@ -1,4 +1,5 @@
-//! The conversation context: system prompt, history, tool calls and tool results.
+//! The conversation context: system prompt, history, tool calls and tool results, and how they
+//! render as OpenAI chat messages for the next model request.
 
 use std::sync::Arc;
 
@@ -50,13 +51,13 @@ impl Context {
     }
 
     /// Keeps at most `messages` history messages (0 = all); see [`Context::window`].
-    pub fn with_window(mut self, messages: usize) -> Self {
+    pub(crate) fn with_window(mut self, messages: usize) -> Self {
         self.window = messages;
         self
     }
 
     /// Appends a user line, first forgetting the oldest turns beyond the window.
-    pub fn push_user(&mut self, line: Arc<str>) {
+    pub(crate) fn push_user(&mut self, line: Arc<str>) {
         self.messages.push(Message::User(line));
         self.forget_beyond_window();
     }
@@ -78,7 +79,7 @@ impl Context {
     }
 
     /// Appends an assistant reply with no calls.
-    pub fn push_assistant(&mut self, text: String) {
+    pub(crate) fn push_assistant(&mut self, text: String) {
         self.messages.push(Message::Assistant {
             text,
             tool_calls: Vec::new(),
@@ -87,7 +88,12 @@ impl Context {
 
     /// Appends one round: the response that asked for `calls`, then one tool message per call
     /// (every call gets a result, so no orphaned call is ever left).
-    pub fn push_round(&mut self, text: String, calls: &[ToolCall], records: &[ToolCallRecord]) {
+    pub(crate) fn push_round(
+        &mut self,
+        text: String,
+        calls: &[ToolCall],
+        records: &[ToolCallRecord],
+    ) {
         self.messages.push(Message::Assistant {
             text,
             tool_calls: calls.to_vec(),
@@ -114,7 +120,7 @@ impl Context {
     }
 
     /// The context as OpenAI chat messages.
-    pub fn to_openai(&self) -> Vec<Value> {
+    pub(crate) fn to_openai(&self) -> Vec<Value> {
         let mut out = Vec::with_capacity(self.messages.len() + 1);
         if let Some(system) = &self.system {
             out.push(json!({"role": "system", "content": system}));

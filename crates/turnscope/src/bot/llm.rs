@@ -1,11 +1,6 @@
 //! The model processor: runs the model on the context, streams its text as frames, and runs
-//! rounds of function calls until a response starts none.
-//!
-//! The whole turn runs in one spawned task so system frames are never held up; an
-//! interruption aborts that task (and with it the HTTP stream and any tool calls) and waits
-//! for it to stop before passing the interruption on, so no frame of the aborted turn can
-//! follow the interruption. A round's calls and results are written to the context by this
-//! task before the model runs again, so the next request always sees them.
+//! rounds of function calls until a response starts none. [`ModelProcessor`] says why no frame of
+//! an interrupted turn can follow the interruption.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -44,7 +39,13 @@ impl Default for TurnLimits {
 type OpenRound = Arc<Mutex<Option<(String, Arc<[ToolCall]>)>>>;
 
 /// The pipeline stage that talks to the model.
-pub struct ModelProcessor {
+///
+/// The whole turn runs in one spawned task so system frames are never held up; an
+/// interruption aborts that task (and with it the HTTP stream and any tool calls) and waits
+/// for it to stop before passing the interruption on, so no frame of the aborted turn can
+/// follow the interruption. A round's calls and results are written to the context by this
+/// task before the model runs again, so the next request always sees them.
+pub(crate) struct ModelProcessor {
     client: ModelClient,
     tools: Arc<dyn Tools>,
     context: SharedContext,
@@ -74,7 +75,7 @@ impl ModelProcessor {
     }
 
     /// Gives tool calls the session's control handle (so `end_session` can end it).
-    pub fn with_control(mut self, control: SessionControl) -> Self {
+    pub(crate) fn with_control(mut self, control: SessionControl) -> Self {
         self.control = Some(control);
         self
     }

@@ -2,10 +2,10 @@
 //! output → assistant aggregator) around a model client and a set of tools, and the
 //! [`BotSession`] that runs one conversation on it.
 
-pub mod aggregators;
-pub mod collector;
+pub(crate) mod aggregators;
+pub(crate) mod collector;
 pub mod context;
-pub mod llm;
+pub(crate) mod llm;
 pub mod session;
 pub mod turn;
 
@@ -24,7 +24,7 @@ use crate::pipeline::{Frame, Link, Observer, Pipeline, Processor};
 use crate::tools::{SessionControl, Toolbox, Tools, ToolsFactory};
 
 /// Makes a fresh instance of a user processor for each session.
-pub type ProcessorFactory = Arc<dyn Fn() -> Box<dyn Processor> + Send + Sync>;
+pub(crate) type ProcessorFactory = Arc<dyn Fn() -> Box<dyn Processor> + Send + Sync>;
 
 /// A bot definition: cheap to clone, opens any number of sessions.
 #[derive(Clone)]
@@ -82,7 +82,7 @@ impl BotBuilder {
 
     /// Keeps at most `messages` history messages per session, forgetting whole turns from the
     /// front (0, the default, keeps everything).
-    pub fn history_window(mut self, messages: usize) -> Self {
+    pub(crate) fn history_window(mut self, messages: usize) -> Self {
         self.inner.history_window = messages;
         self
     }

@@ -1,4 +1,5 @@
-//! One running conversation: a pipeline, its context and its turns.
+//! One running conversation: a pipeline, its context and its turns. [`BotSession`] says a line,
+//! interrupts the turn in flight, and ends the conversation.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -8,7 +8,10 @@
 /// # Errors
 /// A placeholder that is not closed or names no valid variable, or a variable `lookup` does
 /// not know or knows as empty; the message says which and what to do.
-pub fn expand_env(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+pub(crate) fn expand_env(
+    text: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, String> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find('$') {
@@ -56,7 +59,7 @@ pub fn expand_env(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result
 ///
 /// # Errors
 /// As [`expand_env`], for the syntax only.
-pub fn check_placeholders(text: &str) -> Result<(), String> {
+pub(crate) fn check_placeholders(text: &str) -> Result<(), String> {
     expand_env(text, &|_| Some("set".into())).map(|_| ())
 }
 

@@ -1,12 +1,6 @@
-//! The `mcpServers` JSON shape (`{"mcpServers": {"name": {...}}}`): Claude Desktop's config,
-//! which most users already have, and the Xiaozhi bridges' `mcp_config.json`. The one reader of
-//! it, into [`McpServerConfig`]s in file order (config order is precedence order, so the file
-//! is read with order-keeping visitors: serde_json's map sorts keys).
-//!
-//! Entries take `command`/`args`/`env` (stdio) or `url`/`type`/`headers`, plus `disabled`,
-//! `timeout`, `disabledTools`, turnscope's own `tool_filter` (also `tools`) and `scope`, and a
-//! Xiaozhi bridge's `endpoint`. Keys other clients add (`autoApprove`, `alwaysAllow`) are
-//! ignored; any other key is an error naming it.
+//! The one reader of the `mcpServers` JSON shape (`{"mcpServers": {"name": {...}}}`: Claude
+//! Desktop's config and the Xiaozhi bridges' `mcp_config.json`) into [`McpServerConfig`]s in file
+//! order, since config order is precedence order. [`parse_mcp_json`] lists the keys it takes.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -21,7 +15,7 @@ use crate::json::json_kind;
 
 /// One entry of an `mcpServers` object.
 #[derive(Debug, Clone, PartialEq)]
-pub struct JsonServer {
+pub(crate) struct JsonServer {
     /// The server, named by its key.
     pub server: McpServerConfig,
     /// The Xiaozhi endpoint its bridge dials (`endpoint`), when given.
@@ -32,7 +26,7 @@ pub struct JsonServer {
 ///
 /// # Errors
 /// The file cannot be read or parsed; the message names the file.
-pub fn read_mcp_json(path: &std::path::Path) -> Result<Vec<JsonServer>, String> {
+pub(crate) fn read_mcp_json(path: &std::path::Path) -> Result<Vec<JsonServer>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}; check the path", path.display()))?;
     parse_mcp_json(&text).map_err(|e| format!("{}: {e}", path.display()))
@@ -45,7 +39,15 @@ pub fn read_mcp_json(path: &std::path::Path) -> Result<Vec<JsonServer>, String> 
 ///
 /// # Errors
 /// Text that is not such a config, or an entry that cannot be run, named by its key.
-pub fn parse_mcp_json(text: &str) -> Result<Vec<JsonServer>, String> {
+///
+/// The file is read with order-keeping visitors (serde_json's map sorts keys), so entries
+/// come out in file order.
+///
+/// Entries take `command`/`args`/`env` (stdio) or `url`/`type`/`headers`, plus `disabled`,
+/// `timeout`, `disabledTools`, turnscope's own `tool_filter` (also `tools`) and `scope`, and a
+/// Xiaozhi bridge's `endpoint`. Keys other clients add (`autoApprove`, `alwaysAllow`) are
+/// ignored; any other key is an error naming it.
+pub(crate) fn parse_mcp_json(text: &str) -> Result<Vec<JsonServer>, String> {
     let file: ClaudeFile =
         serde_json::from_str(text).map_err(|e| format!("not a JSON config: {e}"))?;
     if !file.ignored.is_empty() {

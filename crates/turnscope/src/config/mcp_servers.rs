@@ -11,8 +11,8 @@ use super::env::check_placeholders;
 use super::seconds::check_seconds;
 use super::tool_filter::ToolFilter;
 
-/// Seconds a tool call may take when `timeout_seconds` is not given (TurnCall's 10 s).
-pub const DEFAULT_CALL_TIMEOUT_SECONDS: f64 = 10.0;
+/// Seconds a tool call may take when `timeout_seconds` is not given (10 s).
+pub(crate) const DEFAULT_CALL_TIMEOUT_SECONDS: f64 = 10.0;
 
 /// How turnscope talks to an MCP server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -45,7 +45,7 @@ pub enum Scope {
     #[default]
     Shared,
     /// One connection per session, opened when the session starts and closed when it ends
-    /// (TurnCall's model, for stateful servers).
+    /// (for stateful servers, so sessions never share their state).
     Session,
 }
 
@@ -86,7 +86,7 @@ pub struct McpServerConfig {
     pub scope: Scope,
     /// Leave this server out without deleting its entry.
     #[serde(default)]
-    pub disabled: bool,
+    pub(crate) disabled: bool,
 }
 
 fn default_call_timeout() -> f64 {
@@ -145,8 +145,8 @@ impl McpServerConfig {
     }
 }
 
-/// `[policy]`: which tool sources may be reached. Every field can also come from TurnCall's
-/// environment variables, which win over the file.
+/// `[policy]`: which tool sources may be reached. Every field can also come from the
+/// environment variable named in its doc, which wins over the file.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PolicySection {
@@ -158,14 +158,14 @@ pub struct PolicySection {
     /// Commands stdio servers may run (`MCP_STDIO_ALLOWED_COMMANDS`). Empty = any, unless
     /// locked.
     pub stdio_allowed_commands: Option<Vec<String>>,
-    /// TurnCall's defaults for shared deployments (`--locked`): stdio off and an allowlist
-    /// required (empty lists allow nothing).
+    /// The defaults for shared deployments (`--locked`): stdio off and an allowlist required
+    /// (empty lists allow nothing).
     pub locked: bool,
 }
 
 /// Checks every server entry; the error names the entry and the key, and says what was
 /// expected.
-pub fn validate_servers(servers: &[McpServerConfig]) -> Result<(), String> {
+pub(crate) fn validate_servers(servers: &[McpServerConfig]) -> Result<(), String> {
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, server) in servers.iter().enumerate() {
         let at = format!("mcp_servers[{i}]");
@@ -238,7 +238,7 @@ pub fn validate_servers(servers: &[McpServerConfig]) -> Result<(), String> {
 }
 
 /// Checks a server name: 1-64 characters from `a-z`, `0-9` and `-`.
-pub fn check_name(name: &str) -> Result<(), String> {
+pub(crate) fn check_name(name: &str) -> Result<(), String> {
     let ok = (1..=64).contains(&name.len())
         && name
             .bytes()

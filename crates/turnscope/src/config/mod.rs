@@ -6,7 +6,7 @@
 //! file, and nothing reads the environment.
 
 pub mod env;
-pub mod mcp_json;
+pub(crate) mod mcp_json;
 pub mod mcp_servers;
 mod overrides;
 pub mod seconds;
@@ -20,7 +20,7 @@ use serde::Deserialize;
 pub use mcp_servers::{McpServerConfig, PolicySection, Scope, TransportKind};
 pub use overrides::Overrides;
 pub use seconds::{MAX_SECONDS, check_seconds};
-pub use tool_filter::ToolFilter;
+pub use tool_filter::{FilterOverlap, ToolFilter};
 pub use xiaozhi::XiaozhiEntry;
 
 /// Connections open at once unless configured (`server.max_connections`).
@@ -190,7 +190,7 @@ pub struct BotSection {
     pub builtin_tools: bool,
     /// Most history messages a session keeps; older whole turns are forgotten (default 200,
     /// 0 = keep everything).
-    pub history_messages: usize,
+    pub(crate) history_messages: usize,
 }
 
 impl Default for BotSection {
@@ -365,7 +365,7 @@ impl Config {
 }
 
 /// Whether `host` names this machine only (`localhost`, `127.0.0.0/8`, `::1`).
-pub fn is_loopback(host: &str) -> bool {
+pub(crate) fn is_loopback(host: &str) -> bool {
     host == "localhost"
         || host
             .trim_matches(|c| c == '[' || c == ']')
@@ -379,7 +379,11 @@ pub fn is_loopback(host: &str) -> bool {
 ///
 /// # Errors
 /// The refusal, with the two ways out.
-pub fn check_open_bind(host: &str, has_token: bool, allow_open_bind: bool) -> Result<(), String> {
+pub(crate) fn check_open_bind(
+    host: &str,
+    has_token: bool,
+    allow_open_bind: bool,
+) -> Result<(), String> {
     if is_loopback(host) || has_token || allow_open_bind {
         return Ok(());
     }

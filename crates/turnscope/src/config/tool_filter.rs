@@ -32,23 +32,34 @@ impl ToolFilter {
     /// Checks that no tool is both allowed and denied.
     ///
     /// # Errors
-    /// A message naming every such tool and the fix.
-    pub fn check(&self) -> Result<(), String> {
-        let both: Vec<&str> = self
+    /// [`FilterOverlap`], naming every such tool and the fix.
+    pub fn check(&self) -> Result<(), FilterOverlap> {
+        let both: Vec<String> = self
             .allow
             .iter()
             .filter(|a| self.deny.contains(a))
-            .map(String::as_str)
+            .cloned()
             .collect();
         if both.is_empty() {
             return Ok(());
         }
-        Err(format!(
-            "{} listed in both allow and deny; remove each from one of the lists \
-             (deny wins, a non-empty allow admits only its tools)",
-            both.join(", ")
-        ))
+        Err(FilterOverlap { tools: both })
     }
+}
+
+/// Why a [`ToolFilter`] is refused: tools both allowed and denied.
+///
+/// Occurs when a tool is in both lists; the filter would still work (deny wins), but the
+/// entry says two things at once.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{} listed in both allow and deny; remove each from one of the lists \
+     (deny wins, a non-empty allow admits only its tools)",
+    tools.join(", ")
+)]
+pub struct FilterOverlap {
+    /// The tools in both lists, in `allow` order.
+    pub tools: Vec<String>,
 }
 
 impl<'de> Deserialize<'de> for ToolFilter {
@@ -125,6 +136,8 @@ mod tests {
     #[test]
     fn overlap_is_a_config_error_naming_the_tools() {
         let e = filter(&["a", "rm", "x"], &["rm", "x"]).check().unwrap_err();
+        assert_eq!(e.tools, ["rm", "x"]);
+        let e = e.to_string();
         assert!(e.contains("rm, x"), "{e}");
         assert!(filter(&["a"], &["b"]).check().is_ok());
     }

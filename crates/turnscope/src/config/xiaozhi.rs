@@ -32,7 +32,7 @@ pub struct XiaozhiEntry {
 /// # Errors
 ///
 /// The first problem, naming the entry and the key.
-pub fn validate_entries(entries: &[XiaozhiEntry]) -> Result<(), String> {
+pub(crate) fn validate_entries(entries: &[XiaozhiEntry]) -> Result<(), String> {
     let mut seen = std::collections::BTreeSet::new();
     for (i, e) in entries.iter().enumerate() {
         let at = format!("bridges.xiaozhi[{i}]");

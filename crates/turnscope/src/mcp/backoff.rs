@@ -23,15 +23,15 @@ pub enum SessionEnd {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReconnectPolicy {
     /// First delay after an abnormal end.
-    pub initial: Duration,
+    pub(crate) initial: Duration,
     /// Largest delay; also the delay after a rejected token.
     pub max: Duration,
     /// Most random time added to each delay.
     pub jitter: Duration,
     /// Delay after a clean close.
-    pub after_clean_close: Duration,
+    pub(crate) after_clean_close: Duration,
     /// A session up at least this long resets the doubling.
-    pub healthy_after: Duration,
+    pub(crate) healthy_after: Duration,
 }
 
 impl Default for ReconnectPolicy {
@@ -48,7 +48,7 @@ impl Default for ReconnectPolicy {
 
 /// The reconnect state of one bridge.
 #[derive(Debug, Clone)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     policy: ReconnectPolicy,
     next_abnormal: Duration,
 }
@@ -62,20 +62,15 @@ impl Backoff {
         }
     }
 
-    /// The policy in force.
-    pub fn policy(&self) -> &ReconnectPolicy {
-        &self.policy
-    }
-
     /// The delay before the next dial after a session ended as `end` having stayed up for
     /// `uptime` (`None`: the dial itself failed), with random jitter.
-    pub fn delay(&mut self, end: SessionEnd, uptime: Option<Duration>) -> Duration {
+    pub(crate) fn delay(&mut self, end: SessionEnd, uptime: Option<Duration>) -> Duration {
         self.delay_with(end, uptime, random_fraction())
     }
 
     /// Like [`Backoff::delay`] with the jitter given as a fraction of the maximum, in
     /// `0.0..=1.0` (values outside are clamped).
-    pub fn delay_with(
+    pub(crate) fn delay_with(
         &mut self,
         end: SessionEnd,
         uptime: Option<Duration>,

@@ -1,4 +1,4 @@
-//! The clock reconnect and restart policies wait on: [`SystemClock`] (tokio time) in
+//! The clock reconnect and restart policies wait on: `SystemClock` (tokio time) in
 //! production, [`ManualClock`] in tests (time moves only when the test says so, and every
 //! requested wait is recorded, so delays are asserted instead of slept through). Protocol
 //! timers (keepalive pings, call timeouts) are never on this clock.
@@ -19,7 +19,7 @@ pub trait Clock: Send + Sync + 'static {
 
 /// Real time, through tokio.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
+pub(crate) struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> Instant {

@@ -1,8 +1,8 @@
 //! Opens one MCP client *session* (transport + `initialize` handshake) to a server entry: a
 //! stdio child in its own process group with its stderr copied to the log, rmcp's streamable
 //! HTTP client with capped stream resumption, or the legacy [`SseClientTransport`]. It never
-//! retries (the [`supervisor`](super::supervisor) does) and never lists or calls tools.
-//! [`client_info`] is the one place the client's `initialize` parameters are built.
+//! retries (the `supervisor` does) and never lists or calls tools.
+//! `client_info` is the one place the client's `initialize` parameters are built.
 
 use std::collections::HashMap;
 use std::process::Stdio;

@@ -1,10 +1,10 @@
 //! The one MCP client stack: how to reach a server ([`spec`]), opening a session
-//! ([`connect`], with the legacy [`sse_client`]), and keeping it open ([`supervisor`] with the
-//! one [`backoff`] policy on a [`clock`]). It knows no tools, bots or bridges: the *views*
+//! ([`connect`], with the legacy [`sse_client`]), and keeping it open (`supervisor` with the
+//! one `backoff` policy on a [`clock`]). It knows no tools, bots or bridges: the *views*
 //! over it (`tools::McpSource` for the model, the Xiaozhi MCP upstream for relaying) decide
 //! what callers see.
 
-pub mod backoff;
+pub(crate) mod backoff;
 pub mod clock;
 pub mod connect;
 pub mod spec;

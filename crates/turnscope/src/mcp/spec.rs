@@ -1,7 +1,7 @@
 //! How to reach one MCP server. The client stack connects to a [`McpServerConfig`] (the
 //! `[[mcp_servers]]` entry type); [`ServerSpec`] is the transport alone, as the Xiaozhi flags
-//! (`--stdio/--http/--sse`) and `mcp_config.json` give it, and [`ServerSpec::into_config`]
-//! makes it an entry. `--stdio` lines are split into words like a POSIX shell would (quotes,
+//! (`--stdio/--http/--sse`) and `mcp_config.json` give it, and `ServerSpec::into_config`
+//! makes it an entry. `--stdio` lines are split into words by POSIX shell quoting (quotes,
 //! backslashes) but nothing is expanded (`$HOME` stays `$HOME`); no shell ever runs.
 
 use std::collections::BTreeMap;
@@ -9,26 +9,23 @@ use std::collections::BTreeMap;
 use crate::config::{McpServerConfig, TransportKind};
 use crate::observe::redact::redact;
 
-/// Why a `--stdio` command line cannot be run.
+/// Why the server flags (`--stdio`, `--header`) cannot describe a server.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
     /// Occurs when the line has no words at all.
     #[error("--stdio: the command is empty; give the server's command line")]
     EmptyCommand,
     /// Occurs when a `'` or `"` quote is not closed before the line ends.
-    #[error("unterminated {quote} quote in command {line:?}")]
+    #[error(
+        "--stdio: a quote is not closed in the command {line:?}; close it or escape it with `\\`"
+    )]
     UnterminatedQuote {
-        /// The quote character.
-        quote: char,
         /// The whole line.
         line: String,
     },
-    /// Occurs when the line ends with a lone backslash.
-    #[error("trailing backslash in command {line:?}")]
-    TrailingBackslash {
-        /// The whole line.
-        line: String,
-    },
+    /// Occurs when a `--header` value has no `:`.
+    #[error("--header {0:?}: expected `Name: value`")]
+    Header(String),
 }
 
 /// The transport of one MCP server.
@@ -60,13 +57,17 @@ pub enum ServerSpec {
 }
 
 impl ServerSpec {
-    /// A stdio server from a command line such as `npx -y @scope/server "a b"`.
+    /// A stdio server from a command line such as `npx -y @scope/server "a b"`, split into
+    /// words by POSIX shell quoting rules (`shell_words::split`): quotes and backslashes are
+    /// removed, a word starting with `#` starts a comment, nothing is expanded.
     ///
     /// # Errors
     ///
     /// The line is empty or has an unterminated quote.
-    pub fn stdio_line(line: &str) -> Result<Self, SpecError> {
-        let mut words = split_command(line)?.into_iter();
+    pub(crate) fn stdio_line(line: &str) -> Result<Self, SpecError> {
+        let words = shell_words::split(line)
+            .map_err(|_| SpecError::UnterminatedQuote { line: line.into() })?;
+        let mut words = words.into_iter();
         let command = words.next().ok_or(SpecError::EmptyCommand)?;
         Ok(Self::Stdio {
             command,
@@ -77,7 +78,7 @@ impl ServerSpec {
 
     /// The config entry `name` for this server (call timeout and filter at their defaults:
     /// the Xiaozhi bridge filters and times calls itself).
-    pub fn into_config(self, name: &str) -> McpServerConfig {
+    pub(crate) fn into_config(self, name: &str) -> McpServerConfig {
         match self {
             Self::Stdio { command, args, env } => {
                 let mut config = McpServerConfig::stdio(name, &command, &[]);
@@ -129,96 +130,39 @@ pub fn label(config: &McpServerConfig) -> String {
     }
 }
 
-/// Splits a command line into words: whitespace separates words, `'…'` keeps its content
-/// as is, `"…"` keeps its content with `\"`, `\\`, `\$` and `` \` `` unescaped, and a
-/// backslash outside quotes keeps the next character.
+/// The `--header` flags (`Name: value` each) as a map, names and values trimmed.
 ///
 /// # Errors
 ///
-/// An unterminated quote or a trailing lone backslash.
-pub fn split_command(line: &str) -> Result<Vec<String>, SpecError> {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut in_word = false;
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            c if c.is_whitespace() => {
-                if in_word {
-                    words.push(std::mem::take(&mut word));
-                    in_word = false;
-                }
-            }
-            '\'' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(c) => word.push(c),
-                        None => {
-                            return Err(SpecError::UnterminatedQuote {
-                                quote: '\'',
-                                line: line.into(),
-                            });
-                        }
-                    }
-                }
-            }
-            '"' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some('\\') => match chars.next() {
-                            Some(c @ ('"' | '\\' | '$' | '`')) => word.push(c),
-                            Some(c) => {
-                                word.push('\\');
-                                word.push(c);
-                            }
-                            None => {
-                                return Err(SpecError::UnterminatedQuote {
-                                    quote: '"',
-                                    line: line.into(),
-                                });
-                            }
-                        },
-                        Some(c) => word.push(c),
-                        None => {
-                            return Err(SpecError::UnterminatedQuote {
-                                quote: '"',
-                                line: line.into(),
-                            });
-                        }
-                    }
-                }
-            }
-            '\\' => {
-                in_word = true;
-                match chars.next() {
-                    Some(c) => word.push(c),
-                    None => return Err(SpecError::TrailingBackslash { line: line.into() }),
-                }
-            }
-            c => {
-                in_word = true;
-                word.push(c);
-            }
-        }
-    }
-    if in_word {
-        words.push(word);
-    }
-    Ok(words)
+/// A header without `:`.
+pub(crate) fn header_flags(raw: &[String]) -> Result<BTreeMap<String, String>, SpecError> {
+    raw.iter()
+        .map(|h| {
+            let (k, v) = h
+                .split_once(':')
+                .ok_or_else(|| SpecError::Header(h.clone()))?;
+            Ok((k.trim().to_string(), v.trim().to_string()))
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn words(line: &str) -> Result<Vec<String>, SpecError> {
+        match ServerSpec::stdio_line(line)? {
+            ServerSpec::Stdio { command, args, .. } => {
+                Ok(std::iter::once(command).chain(args).collect())
+            }
+            other => panic!("not stdio: {other:?}"),
+        }
+    }
+
     #[test]
     fn splits_like_a_shell_without_expanding() {
         assert_eq!(
-            split_command(r#"npx -y "@scope/server x" 'a  b' c\ d "q\"uote" $HOME ''"#).unwrap(),
+            words(r#"npx -y "@scope/server x" 'a  b' c\ d "q\"uote" $HOME ''"#).unwrap(),
             [
                 "npx",
                 "-y",
@@ -231,13 +175,22 @@ mod tests {
             ]
         );
         assert_eq!(
-            split_command("  python3   server.py  ").unwrap(),
+            words("  python3   server.py  ").unwrap(),
             ["python3", "server.py"]
         );
-        assert!(split_command("").unwrap().is_empty());
-        assert!(split_command("a 'b").is_err());
-        assert!(split_command("a \"b").is_err());
-        assert!(split_command("a \\").is_err());
+        assert_eq!(words(""), Err(SpecError::EmptyCommand));
+        assert_eq!(words("# only a comment"), Err(SpecError::EmptyCommand));
+        assert_eq!(words("srv --x # note").unwrap(), ["srv", "--x"]);
+        assert_eq!(words("a \\").unwrap(), ["a", "\\"]);
+        let err = words("a 'b").unwrap_err();
+        assert_eq!(
+            err,
+            SpecError::UnterminatedQuote {
+                line: "a 'b".into()
+            }
+        );
+        assert!(err.to_string().contains("\"a 'b\""), "{err}");
+        assert!(words("a \"b").is_err());
     }
 
     #[test]

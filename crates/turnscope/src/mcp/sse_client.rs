@@ -73,7 +73,7 @@ impl SseClientTransport {
     /// # Errors
     ///
     /// As [`SseClientTransport::connect`].
-    pub async fn connect_with(
+    pub(crate) async fn connect_with(
         http: reqwest::Client,
         url: &str,
         headers: &[(String, String)],

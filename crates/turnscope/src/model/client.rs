@@ -21,13 +21,13 @@ pub struct ModelConfig {
     /// Base URL up to and including `/v1`, e.g. `https://api.openai.com/v1`.
     pub base_url: String,
     /// Bearer key, when the server needs one.
-    pub api_key: Option<String>,
+    pub(crate) api_key: Option<String>,
     /// Model name sent in each request.
     pub model: String,
     /// Extra headers sent with each request.
     pub headers: Vec<(String, String)>,
     /// How long to wait for a TCP/TLS connection.
-    pub connect_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
     /// How long to wait for the response headers and the first event.
     pub first_byte_timeout: Duration,
     /// How long the stream may stay silent between events.
@@ -164,7 +164,7 @@ impl ModelClient {
     /// Like [`ModelClient::stream`], with the tools given as OpenAI `tools` entries and
     /// `extra` top-level request fields (`temperature`, `tool_choice`, ...) sent along;
     /// `model`, `messages`, `stream` and `tools` are always this client's.
-    pub async fn stream_with(
+    pub(crate) async fn stream_with(
         &self,
         messages: Vec<Value>,
         tools: Vec<Value>,
@@ -275,7 +275,7 @@ pub(crate) enum Step {
 }
 
 /// Tool spec in the OpenAI `tools` array shape.
-pub fn openai_tool(spec: &ToolSpec) -> Value {
+pub(crate) fn openai_tool(spec: &ToolSpec) -> Value {
     json!({
         "type": "function",
         "function": {

@@ -1,20 +1,12 @@
-//! The embedded scripted model's behaviour: a deterministic answer for a conversation.
-//!
-//! Rules, in order:
-//! 1. the last message is a tool result → a sentence built from the results
-//!    ("The clock tool says: ..."), each named by the call it answers in the latest round
-//!    (call ids repeat across rounds); after `end_session`, a goodbye;
-//! 2. tools are offered and the user's line names one or more of them → one round calling each,
-//!    with arguments built from the line and the tool's schema (required fields filled);
-//! 3. the line asks "what did I say" → the previous user line;
-//! 4. otherwise → "You said: <line>", cut or padded to `words` words when set.
+//! The embedded scripted model's behaviour: a deterministic answer for a conversation, so tests
+//! and benches need no real model. [`answer`] states the rules, in order.
 
 use serde_json::{Map, Value, json};
 
 /// How the scripted model streams.
 #[derive(Debug, Clone)]
 pub struct ScriptSettings {
-    /// Seconds between streamed words (the seed's stub uses 0.03).
+    /// Seconds between streamed words (0.03 paces it like a typical stub model).
     pub pace: f64,
     /// Exact number of words in a plain answer (`None` = as the rule builds it).
     pub words: Option<usize>,
@@ -42,6 +34,15 @@ const FILLER: [&str; 8] = ["and", "that", "is", "all", "I", "have", "for", "now"
 
 /// Decides the answer to `messages` (OpenAI message objects) given the offered `tools`
 /// (OpenAI `tools` array entries).
+///
+/// Rules, in order:
+/// 1. the last message is a tool result → a sentence built from the results
+///    ("The clock tool says: ..."), each named by the call it answers in the latest round
+///    (call ids repeat across rounds); after `end_session`, a goodbye;
+/// 2. tools are offered and the user's line names one or more of them → one round calling each,
+///    with arguments built from the line and the tool's schema (required fields filled);
+/// 3. the line asks "what did I say" → the previous user line;
+/// 4. otherwise → "You said: <line>", cut or padded to `words` words when set.
 pub fn answer(messages: &[Value], tools: &[Value], settings: &ScriptSettings) -> Answer {
     let last = messages.last();
     let role = last

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::scripted::{Answer, ScriptSettings, answer};
 
 /// Name the scripted model reports.
-pub const MODEL_NAME: &str = "turnscope-scripted";
+pub(crate) const MODEL_NAME: &str = "turnscope-scripted";
 
 /// A running embedded model server.
 pub struct EmbeddedModel {

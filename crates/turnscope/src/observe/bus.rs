@@ -1,7 +1,7 @@
 //! The event bus: a bounded, lossy broadcast of [`Event`]s.
 //!
 //! Publishing never blocks and costs one atomic load when nobody listens: producers call
-//! [`Bus::is_listened`] before they build an event. A listener that falls behind loses the
+//! `Bus::is_listened` before they build an event. A listener that falls behind loses the
 //! oldest events and learns how many it missed from [`Subscription::recv`].
 
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use tokio::sync::broadcast;
 use super::event::Event;
 
 /// How many events a listener may fall behind before it starts to miss some.
-pub const DEFAULT_CAPACITY: usize = 8192;
+pub(crate) const DEFAULT_CAPACITY: usize = 8192;
 
 /// A cheap, cloneable handle to the shared event bus.
 #[derive(Clone)]
@@ -47,7 +47,7 @@ impl Bus {
 
     /// Whether anyone listens; producers skip building events when not.
     #[inline]
-    pub fn is_listened(&self) -> bool {
+    pub(crate) fn is_listened(&self) -> bool {
         self.inner.listeners.load(Ordering::Relaxed) > 0
     }
 
@@ -61,7 +61,7 @@ impl Bus {
 
     /// Publishes an event built lazily, only when someone listens.
     #[inline]
-    pub fn publish_with(&self, build: impl FnOnce() -> Event) {
+    pub(crate) fn publish_with(&self, build: impl FnOnce() -> Event) {
         if self.is_listened() {
             self.publish(build());
         }

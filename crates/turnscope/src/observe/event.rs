@@ -180,7 +180,7 @@ pub struct TurnEndEvent {
 }
 
 /// Most bytes of a tool's result an event carries; the rest is counted in `result_bytes`.
-pub const RESULT_CARRIED: usize = 16 * 1024;
+pub(crate) const RESULT_CARRIED: usize = 16 * 1024;
 
 /// A finished tool call.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -200,7 +200,7 @@ pub struct ToolCallEvent {
     /// The arguments as the model sent them (JSON text).
     #[serde(default)]
     pub arguments: String,
-    /// The result text, cut at [`RESULT_CARRIED`] bytes (empty when the call failed).
+    /// The result text, cut at `RESULT_CARRIED` bytes (empty when the call failed).
     #[serde(default)]
     pub result: String,
     /// When the call started, in µs since the epoch (0 when unknown).
@@ -208,7 +208,7 @@ pub struct ToolCallEvent {
     pub started_us: u64,
 }
 
-/// `text` cut at [`RESULT_CARRIED`] bytes, on a character boundary.
+/// `text` cut at `RESULT_CARRIED` bytes, on a character boundary.
 pub fn carried(text: &str) -> String {
     if text.len() <= RESULT_CARRIED {
         return text.to_string();

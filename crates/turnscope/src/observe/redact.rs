@@ -9,12 +9,12 @@ use std::io::Write;
 use tracing_subscriber::fmt::MakeWriter;
 
 /// What a secret value is replaced with.
-pub const MASK: &str = "***";
+pub(crate) const MASK: &str = "***";
 
 /// Query keys whose values are secrets (matched case-insensitively, as a whole key).
 const SECRET_KEYS: [&str; 3] = ["token", "access_token", "key"];
 
-/// `text` with the value of every `token=…` (see [`SECRET_KEYS`]) replaced by `***`. A value
+/// `text` with the value of every `token=…` (see `SECRET_KEYS`) replaced by `***`. A value
 /// runs to the next `&`, `#`, whitespace, quote, `<`, `>` or `\`. Text without secrets is
 /// returned as is, without copying.
 pub fn redact(text: &str) -> Cow<'_, str> {

@@ -1,4 +1,5 @@
-//! Latency statistics: HDR histograms per metric, fed from bus events.
+//! Latency statistics: HDR histograms per metric, fed from bus events. A metric is a name such
+//! as `turn total` or `mcp tools/call`; its [`Summary`] gives percentiles in microseconds.
 
 use std::collections::BTreeMap;
 

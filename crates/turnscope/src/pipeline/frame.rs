@@ -3,7 +3,7 @@
 //! Every frame has a kind ([`FrameKind`]), a direction, a unique sequence id, the id of the
 //! turn it belongs to and a timestamp. System frames overtake queued data and control frames
 //! and are never dropped; data and control frames keep their order and are dropped by an
-//! interruption unless [`FrameBody::is_uninterruptible`] says otherwise.
+//! interruption unless `FrameBody::is_uninterruptible` says otherwise.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -140,7 +140,7 @@ impl FrameBody {
     }
 
     /// Whether an interruption leaves this frame in its queue.
-    pub fn is_uninterruptible(&self) -> bool {
+    pub(crate) fn is_uninterruptible(&self) -> bool {
         matches!(
             self,
             FrameBody::End | FrameBody::Flush(_) | FrameBody::FunctionCallResult(_)

@@ -1,4 +1,5 @@
 //! Links: how a processor hands frames to its neighbours, and how each crossing is observed.
+//! A frame goes the way its direction says; the pipeline's two ends decide what leaving means.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -122,7 +123,7 @@ impl Link {
     }
 
     /// The observer (bus and session number) of this pipeline.
-    pub fn observer(&self) -> &Observer {
+    pub(crate) fn observer(&self) -> &Observer {
         &self.observer
     }
 

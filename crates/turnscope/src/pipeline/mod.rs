@@ -7,7 +7,7 @@
 
 pub mod frame;
 pub mod link;
-pub mod runner;
+pub(crate) mod runner;
 
 pub use frame::{Direction, FlushToken, Frame, FrameBody, FrameKind, TurnId};
 pub use link::{Link, Observer};

@@ -1,4 +1,5 @@
-//! The [`Processor`] trait and the [`Pipeline`] that runs processors in a chain.
+//! The [`Processor`] trait and the [`Pipeline`] that runs processors in a chain, one task each.
+//! Each processor takes system frames before ordered ones; an interruption purges what is queued.
 
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -1,18 +1,7 @@
-//! The accept loop: one hyper connection per socket, with deadlines for slow clients on every
-//! protocol and a cap on open connections.
-//!
-//! Written here rather than using `axum::serve`, which gives hyper no timer: a client that
-//! trickles its request line and headers (slow-loris) would hold a socket and a task forever.
-//! This loop is the same shape as axum's (auto HTTP/1 + HTTP/2, upgrades, graceful shutdown)
-//! plus:
-//! - a deadline on the first bytes ([`FirstBytes`]): hyper-util's protocol sniffing (HTTP/1
-//!   or the HTTP/2 preface?) has no timeout of its own, so a socket that sends nothing, or the
-//!   preface and then nothing, would hold a task forever;
-//! - the HTTP/1 head deadline (hyper's `header_read_timeout`), which also closes idle
-//!   keep-alive connections: hyper starts the clock when it waits for the next head;
-//! - HTTP/2 keep-alive pings, so a peer that vanished (or never answers) is dropped;
-//! - `max_connections` open at once; beyond it a connection gets a 503 and is closed, with a
-//!   log line saying so.
+//! The accept loop: one hyper connection per socket (HTTP/1 and HTTP/2, upgrades, graceful
+//! shutdown) with deadlines for slow clients on every protocol and at most `max_connections`
+//! open at once (503 beyond). It is written here because `axum::serve` gives hyper no timer, so
+//! a slow-loris client would hold a socket forever; [`serve`] lists the deadlines.
 
 use std::future::Future;
 use std::io;
@@ -44,13 +33,26 @@ const H2_PING_TIMEOUT: Duration = Duration::from_secs(20);
 #[derive(Clone, Copy, Debug)]
 pub struct ConnLimits {
     /// For the first bytes (protocol sniffing) and each HTTP/1 request head.
-    pub header_timeout: Duration,
+    pub(crate) header_timeout: Duration,
     /// Connections open at once; more are refused.
     pub max_connections: usize,
 }
 
 /// Serves `app` on `listener` until `stop`, then waits for open connections to finish
 /// (the caller bounds that wait).
+///
+/// Written here rather than using `axum::serve`, which gives hyper no timer: a client that
+/// trickles its request line and headers (slow-loris) would hold a socket and a task forever.
+/// This loop is the same shape as axum's (auto HTTP/1 + HTTP/2, upgrades, graceful shutdown)
+/// plus:
+/// - a deadline on the first bytes ([`FirstBytes`]): hyper-util's protocol sniffing (HTTP/1
+///   or the HTTP/2 preface?) has no timeout of its own, so a socket that sends nothing, or the
+///   preface and then nothing, would hold a task forever;
+/// - the HTTP/1 head deadline (hyper's `header_read_timeout`), which also closes idle
+///   keep-alive connections: hyper starts the clock when it waits for the next head;
+/// - HTTP/2 keep-alive pings, so a peer that vanished (or never answers) is dropped;
+/// - `max_connections` open at once; beyond it a connection gets a 503 and is closed, with a
+///   log line saying so.
 pub(crate) async fn serve(
     listener: TcpListener,
     app: Router,

@@ -17,7 +17,7 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 #[derive(Debug, Clone, Copy)]
 pub struct BodyRules {
     /// Largest body, in bytes.
-    pub max_bytes: usize,
+    pub(crate) max_bytes: usize,
     /// Longest time from the request head to the body's last byte.
     pub timeout: Duration,
 }
@@ -33,7 +33,11 @@ impl Default for BodyRules {
 }
 
 /// Middleware: buffers the body under [`BodyRules`], then hands the request on.
-pub async fn read_whole(State(rules): State<BodyRules>, request: Request, next: Next) -> Response {
+pub(crate) async fn read_whole(
+    State(rules): State<BodyRules>,
+    request: Request,
+    next: Next,
+) -> Response {
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)

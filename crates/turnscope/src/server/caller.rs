@@ -1,13 +1,7 @@
-//! Notices when an HTTP caller goes away, so a `chat` handler can end at once.
-//!
-//! rmcp's stateful streamable HTTP mode keeps a tool handler running when the client closes
-//! the response stream (streams are resumable there). That is right up to MCP 2025-11-25,
-//! where a disconnect is not a cancel (`notifications/cancelled` is, and the client resumes
-//! with `Last-Event-ID`, see `resume`), but from 2026-07-28 closing the stream *is* the
-//! cancel. This layer gives each request a token that is cancelled when the response body is
-//! dropped (sent, or abandoned by the client) or when the request is dropped before
-//! answering; rmcp hands the request's extensions to the handler, which watches it when the
-//! request speaks a revision where that is the cancel (`mcp::closing_the_stream_cancels`).
+//! Notices when an HTTP caller goes away, so a `chat` handler can end at once: each request gets
+//! a `CallerGone` token, cancelled when its response body is dropped or the request is dropped
+//! unanswered. The handler watches it only where closing the stream is the cancel (MCP
+//! 2026-07-28 on); `watch_caller` says why.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -22,7 +16,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// Cancelled when the HTTP exchange that carried a request is over.
 #[derive(Clone, Debug)]
-pub struct CallerGone(pub CancellationToken);
+pub(crate) struct CallerGone(pub CancellationToken);
 
 pin_project_lite::pin_project! {
     struct WatchedBody {
@@ -53,7 +47,16 @@ impl http_body::Body for WatchedBody {
 }
 
 /// The middleware: attaches a [`CallerGone`] token and cancels it when the exchange ends.
-pub async fn watch_caller(mut request: Request, next: Next) -> Response {
+///
+/// rmcp's stateful streamable HTTP mode keeps a tool handler running when the client closes
+/// the response stream (streams are resumable there). That is right up to MCP 2025-11-25,
+/// where a disconnect is not a cancel (`notifications/cancelled` is, and the client resumes
+/// with `Last-Event-ID`, see `resume`), but from 2026-07-28 closing the stream *is* the
+/// cancel. This layer gives each request a token that is cancelled when the response body is
+/// dropped (sent, or abandoned by the client) or when the request is dropped before
+/// answering; rmcp hands the request's extensions to the handler, which watches it when the
+/// request speaks a revision where that is the cancel (`mcp::closing_the_stream_cancels`).
+pub(crate) async fn watch_caller(mut request: Request, next: Next) -> Response {
     let token = CancellationToken::new();
     request.extensions_mut().insert(CallerGone(token.clone()));
     let guard = token.drop_guard();

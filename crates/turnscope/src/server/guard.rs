@@ -17,11 +17,11 @@ use subtle::ConstantTimeEq;
 #[derive(Debug, Clone)]
 pub struct GuardConfig {
     /// Whether checks run at all.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// Allowed `Host` values: `name`, `name:port`, or `name:*` for any port.
-    pub hosts: Vec<String>,
+    pub(crate) hosts: Vec<String>,
     /// Allowed `Origin` values: `scheme://name[:port]`, or `scheme://name:*` for any port.
-    pub origins: Vec<String>,
+    pub(crate) origins: Vec<String>,
     /// When set, every request must carry `Authorization: Bearer <token>`.
     pub auth_token: Option<String>,
 }

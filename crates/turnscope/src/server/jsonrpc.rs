@@ -1,20 +1,7 @@
-//! JSON-RPC errors as the spec says, in front of rmcp's streamable HTTP service at `/mcp`.
-//!
-//! rmcp 3.11 answers a body it cannot deserialize with HTTP 415 and a plain-text message,
-//! turns a `tools/call` whose params do not fit its type into an unknown custom method
-//! (-32601), and answers every `DELETE` with 202 — known or not. None of that is reachable
-//! through its configuration, so this layer looks at the message first:
-//! - not JSON → 400 with a -32700 parse error;
-//! - a batch, a non-object, `jsonrpc` other than "2.0", a `null` id, or a message rmcp
-//!   cannot read → 400 with a -32600 invalid request;
-//! - `tools/call` on a live session with no string `name`, or `arguments` that is not an
-//!   object → a -32602 invalid-params response (200, as every JSON-RPC answer on this route);
-//! - `DELETE` of a session that does not exist → 404; a successful `DELETE` → 204.
-//!
-//! Batches: MCP 2025-03-26 is the only revision that requires receiving them (2025-06-18
-//! removed them again). Rather than re-multiplex several requests' progress streams into one
-//! batch answer, the server no longer offers 2025-03-26 (`BotMcp::supported_protocol_versions`):
-//! a client asking for it is offered 2025-11-25, as the spec's version negotiation foresees.
+//! JSON-RPC errors as the spec says, checked in front of rmcp's streamable HTTP service at
+//! `/mcp`: not JSON → 400 with -32700, an invalid request → 400 with -32600, bad `tools/call`
+//! params → -32602, `DELETE` of an unknown session → 404 and of a live one → 204. [`check`]
+//! states the rules and why rmcp cannot be configured to do this.
 
 use std::sync::Arc;
 
@@ -28,9 +15,11 @@ use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde_json::{Value, json};
 
-/// The JSON-RPC error codes this layer answers with.
-pub const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC error code: the body is not JSON.
+pub(crate) const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC error code: the body is JSON but not a valid request.
 pub const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC error code: a `tools/call` whose params do not fit.
 pub const INVALID_PARAMS: i64 = -32602;
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -176,6 +165,22 @@ async fn known(sessions: &LocalSessionManager, id: &str) -> bool {
 }
 
 /// The middleware (state: the session manager rmcp's service uses).
+///
+/// rmcp 3.11 answers a body it cannot deserialize with HTTP 415 and a plain-text message,
+/// turns a `tools/call` whose params do not fit its type into an unknown custom method
+/// (-32601), and answers every `DELETE` with 202 — known or not. None of that is reachable
+/// through its configuration, so this layer looks at the message first:
+/// - not JSON → 400 with a -32700 parse error;
+/// - a batch, a non-object, `jsonrpc` other than "2.0", a `null` id, or a message rmcp
+///   cannot read → 400 with a -32600 invalid request;
+/// - `tools/call` on a live session with no string `name`, or `arguments` that is not an
+///   object → a -32602 invalid-params response (200, as every JSON-RPC answer on this route);
+/// - `DELETE` of a session that does not exist → 404; a successful `DELETE` → 204.
+///
+/// Batches: MCP 2025-03-26 is the only revision that requires receiving them (2025-06-18
+/// removed them again). Rather than re-multiplex several requests' progress streams into one
+/// batch answer, the server no longer offers 2025-03-26 (`BotMcp::supported_protocol_versions`):
+/// a client asking for it is offered 2025-11-25, as the spec's version negotiation foresees.
 pub async fn check(
     State(sessions): State<Arc<LocalSessionManager>>,
     request: Request,

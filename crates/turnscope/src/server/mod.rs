@@ -35,7 +35,8 @@ use crate::sessions::Sessions;
 const KEEP_ALIVE: Duration = Duration::from_millis(250);
 
 /// Extra fields of the `/healthz` answer (e.g. `bridges`), computed per request.
-pub type HealthExtra = Arc<dyn Fn() -> serde_json::Map<String, serde_json::Value> + Send + Sync>;
+pub(crate) type HealthExtra =
+    Arc<dyn Fn() -> serde_json::Map<String, serde_json::Value> + Send + Sync>;
 
 /// How the HTTP app is put together beyond its sessions.
 pub struct RouterOptions {
@@ -126,7 +127,7 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
 /// Puts `app` behind the guard, then the body rules: the guard answers first, so nobody
 /// unauthorised makes the server read a body. Every server of the binary wraps its routes
 /// this way.
-pub fn protect(app: Router, guard: GuardConfig, body: BodyRules) -> Router {
+pub(crate) fn protect(app: Router, guard: GuardConfig, body: BodyRules) -> Router {
     // `read_whole` enforces the limit; this only lifts axum's own 2 MB default for
     // extractors such as `Json` to the same figure.
     app.layer(axum::extract::DefaultBodyLimit::max(body.max_bytes))

@@ -1,20 +1,6 @@
-//! Resumable response streams: every SSE event the MCP endpoint sends is kept (bounded) so a
-//! client whose `chat` stream broke can `GET` with `Last-Event-ID` and receive the rest of
-//! that stream, final result included.
-//!
-//! rmcp 3.11's `LocalSessionManager` already resumes request streams from its own cache, but
-//! it drops a request's cache the moment the final response is sent — and when the client's
-//! stream is gone, that send goes nowhere, so a resume after a `chat` finished finds nothing
-//! and rmcp answers an empty 200 (the lost reply of issue 12 B). Its cache also holds only
-//! `channel_capacity` events. rmcp's extension point for this is the [`EventStore`] trait
-//! (`LocalSessionManager::with_event_store`): events are stored before they are sent, and a
-//! `GET` with `Last-Event-ID` is answered from the store. rmcp ships no in-memory store, so
-//! this is ours: per stream a bounded log, kept until its final response has been stored and
-//! [`COMPLETED_TTL`] has passed, within caps on streams and events in all ([`MAX_STREAMS`],
-//! [`MAX_EVENTS`]); a replay follows the live stream until that final response.
-//!
-//! Event ids are `<stream id>/<index>`; a request stream's id is a random UUID that only its
-//! own client has seen, the standalone stream's starts with the (secret) session id.
+//! Resumable response streams: every SSE event the MCP endpoint sends is kept, bounded, in a
+//! `ReplayStore`, so a client whose `chat` stream broke can `GET` with `Last-Event-ID` and
+//! receive the rest of that stream, final result included.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -27,16 +13,16 @@ use rmcp::transport::streamable_http_server::session::{
 use tokio::sync::watch;
 
 /// How long a finished stream stays resumable (rmcp's own completed-cache TTL).
-pub const COMPLETED_TTL: Duration = Duration::from_secs(60);
+pub(crate) const COMPLETED_TTL: Duration = Duration::from_secs(60);
 /// How long an unfinished stream with no new event stays resumable.
-pub const IDLE_TTL: Duration = Duration::from_secs(30 * 60);
+pub(crate) const IDLE_TTL: Duration = Duration::from_secs(30 * 60);
 /// Events kept per stream; the oldest progress events go first, the final response is last
 /// and so always kept.
-pub const EVENTS_PER_STREAM: usize = 256;
+pub(crate) const EVENTS_PER_STREAM: usize = 256;
 /// Streams kept at once.
-pub const MAX_STREAMS: usize = 4096;
+pub(crate) const MAX_STREAMS: usize = 4096;
 /// Events kept in all streams together (a progress event is a few hundred bytes).
-pub const MAX_EVENTS: usize = 65_536;
+pub(crate) const MAX_EVENTS: usize = 65_536;
 
 struct Log {
     events: VecDeque<(u64, ServerSseMessage)>,
@@ -88,18 +74,33 @@ impl Logs {
 }
 
 /// An in-memory, bounded [`EventStore`].
+///
+/// rmcp 3.11's `LocalSessionManager` resumes request streams from its own cache, but drops a
+/// request's cache the moment the final response is sent; when the client's stream is gone that
+/// send goes nowhere, so a resume after a `chat` finished would find nothing (an empty 200).
+/// Its cache also holds only `channel_capacity` events. rmcp's extension point is the
+/// [`EventStore`] trait (`LocalSessionManager::with_event_store`): events are stored before they
+/// are sent, and a `GET` with `Last-Event-ID` is answered from the store. Per stream this keeps
+/// a bounded log until its final response has been stored and [`COMPLETED_TTL`] has passed,
+/// within caps on streams and events in all ([`MAX_STREAMS`], [`MAX_EVENTS`]); a replay follows
+/// the live stream until that final response.
+///
+/// Event ids are `<stream id>/<index>`; a request stream's id is a random UUID that only its own
+/// client has seen, the standalone stream's starts with the (secret) session id.
 #[derive(Default)]
-pub struct ReplayStore {
+pub(crate) struct ReplayStore {
     logs: Arc<Mutex<Logs>>,
 }
 
 impl ReplayStore {
+    /// An empty store, shared by the session manager and whoever inspects it.
     pub fn new() -> Arc<Self> {
         Arc::new(Self::default())
     }
 
-    /// Streams and events currently kept (for tests and health figures).
-    pub fn kept(&self) -> (usize, usize) {
+    /// Streams and events currently kept.
+    #[cfg(test)]
+    fn kept(&self) -> (usize, usize) {
         let logs = self.logs.lock().unwrap_or_else(|e| e.into_inner());
         (logs.streams.len(), logs.events)
     }

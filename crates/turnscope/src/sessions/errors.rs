@@ -1,5 +1,5 @@
-//! Errors of `start` and `chat`, worded as the seed words them: the field first, then what
-//! was expected or why, then the next call to make.
+//! Errors of `start` and `chat`, each worded the same way: the field first, then what was
+//! expected or why, then the next call to make.
 
 use std::fmt;
 

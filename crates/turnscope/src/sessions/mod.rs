@@ -32,7 +32,7 @@ pub struct SessionLimits {
     /// A session with no call for this long is dropped.
     pub handle_seconds: u64,
     /// How often the sweep runs.
-    pub sweep_every: Duration,
+    pub(crate) sweep_every: Duration,
 }
 
 impl Default for SessionLimits {
@@ -113,7 +113,7 @@ impl Session {
         self.chat.try_lock().is_err()
     }
 
-    /// The session's turns, oldest first (the last [`KEPT_TURNS`]).
+    /// The session's turns, oldest first (the last `KEPT_TURNS`).
     pub fn turns(&self) -> Vec<Arc<Turn>> {
         self.turns.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
@@ -351,7 +351,7 @@ impl Sessions {
     }
 
     /// Starts the periodic sweep; the task runs until aborted.
-    pub fn spawn_sweeper(&self) -> JoinHandle<()> {
+    pub(crate) fn spawn_sweeper(&self) -> JoinHandle<()> {
         let sessions = self.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(sessions.inner.limits.sweep_every);
@@ -366,7 +366,7 @@ impl Sessions {
     /// Ends every session (server shutdown): each turn in flight ends as "session ended",
     /// and the `chat` calls waiting on those turns get their answers (this waits up to
     /// `grace` for them to be handed back).
-    pub async fn close_all(&self, reason: &str, grace: Duration) {
+    pub(crate) async fn close_all(&self, reason: &str, grace: Duration) {
         let all: Vec<_> = self.table().values().cloned().collect();
         futures::future::join_all(all.iter().map(|s| self.close(s, reason))).await;
         let deadline = tokio::time::Instant::now() + grace;

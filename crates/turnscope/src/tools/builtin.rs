@@ -7,10 +7,10 @@ use super::FnTool;
 
 /// Names no MCP server may claim, even when the built-in is turned off: session-control
 /// tools, which a model must never reach on a server by mistake.
-pub const RESERVED_NAMES: &[&str] = &["end_session"];
+pub(crate) const RESERVED_NAMES: &[&str] = &["end_session"];
 
 /// What `end_session` tells the model.
-pub const END_SESSION_REPLY: &str =
+pub(crate) const END_SESSION_REPLY: &str =
     "The conversation ends after this reply. Say goodbye in one short sentence; ask nothing.";
 
 /// Every built-in, in precedence order: `clock`, `echo`, `end_session`.

@@ -1,11 +1,7 @@
-//! What a tool call knows about where it runs: the session and turn it belongs to, and a
-//! [`SessionControl`] through which a tool (the built-in `end_session`) can end the
-//! conversation.
-//!
-//! A call made outside any session (a bridge, a test) gets [`CallContext::detached`]: session
-//! 0, no control. Ending a session never happens inside the call: the tool only *asks*, the
-//! turn finishes normally (the model still says goodbye), and the session table closes the
-//! session once that turn is over.
+//! What a tool call knows about where it runs: its session and turn, and a [`SessionControl`]
+//! through which a tool (the built-in `end_session`) asks to end the conversation. Asking never
+//! ends the session inside the call: the turn finishes (the model still says goodbye), then the
+//! session table closes it. A call outside any session gets `CallContext::detached`.
 
 use std::sync::{Arc, Mutex};
 
@@ -24,7 +20,7 @@ pub struct CallContext {
 
 impl CallContext {
     /// A call outside any session.
-    pub fn detached() -> Self {
+    pub(crate) fn detached() -> Self {
         Self::default()
     }
 }
@@ -61,7 +57,7 @@ impl SessionControl {
 
     /// Asks for the session to end once its turn in flight is over. The first reason given
     /// is kept; later requests change nothing.
-    pub fn request_end(&self, reason: impl Into<String>) {
+    pub(crate) fn request_end(&self, reason: impl Into<String>) {
         let mut slot = self.inner.reason.lock().unwrap_or_else(|p| p.into_inner());
         if slot.is_none() {
             *slot = Some(reason.into());
@@ -71,7 +67,7 @@ impl SessionControl {
     }
 
     /// The reason given, when an end was asked for.
-    pub fn end_requested(&self) -> Option<String> {
+    pub(crate) fn end_requested(&self) -> Option<String> {
         if !self.inner.end.is_cancelled() {
             return None;
         }
@@ -83,13 +79,13 @@ impl SessionControl {
     }
 
     /// Waits until an end is asked for and returns the reason.
-    pub async fn wait_end_requested(&self) -> String {
+    pub(crate) async fn wait_end_requested(&self) -> String {
         self.inner.end.cancelled().await;
         self.end_requested().unwrap_or_default()
     }
 
     /// Marks the session closed (its pipeline stopped).
-    pub fn mark_closed(&self) {
+    pub(crate) fn mark_closed(&self) {
         self.inner.closed.cancel();
     }
 

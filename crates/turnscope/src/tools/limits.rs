@@ -1,11 +1,6 @@
-//! TurnCall's limits on MCP tool sources, and the response-size cap.
-//!
-//! | variable | default | what happens at the limit |
-//! | --- | --- | --- |
-//! | `MCP_MAX_TOOLS_PER_SERVER` | 50 | a server's later tools (listing order) are left out, with a warning |
-//! | `MCP_MAX_TOOLS_TOTAL` | 100 | servers are consumed in config order; later tools are left out |
-//! | `MCP_MAX_RESPONSE_BYTES` | 1 MiB | a larger result never reaches the model: it reads a JSON error with the limit, the size and a preview |
-//! | `MCP_CONNECT_TIMEOUT_SECONDS` | 10 | connecting and discovering, all servers together; a late server joins in the background |
+//! The limits on MCP tool sources (tools per server and in all, response size, connect budget),
+//! read from the environment, and the response-size cap. [`McpLimits`] lists each variable, its
+//! default and what happens at the limit.
 
 use std::time::Duration;
 
@@ -14,18 +9,47 @@ use serde_json::json;
 use super::ToolOutcome;
 
 /// Environment variable: most tools taken from one server.
-pub const ENV_MAX_TOOLS_PER_SERVER: &str = "MCP_MAX_TOOLS_PER_SERVER";
+pub(crate) const ENV_MAX_TOOLS_PER_SERVER: &str = "MCP_MAX_TOOLS_PER_SERVER";
 /// Environment variable: most tools taken from all servers together.
-pub const ENV_MAX_TOOLS_TOTAL: &str = "MCP_MAX_TOOLS_TOTAL";
+pub(crate) const ENV_MAX_TOOLS_TOTAL: &str = "MCP_MAX_TOOLS_TOTAL";
 /// Environment variable: largest tool result the model may read, in bytes.
-pub const ENV_MAX_RESPONSE_BYTES: &str = "MCP_MAX_RESPONSE_BYTES";
+pub(crate) const ENV_MAX_RESPONSE_BYTES: &str = "MCP_MAX_RESPONSE_BYTES";
 /// Environment variable: seconds for connecting to every server at start, together.
-pub const ENV_CONNECT_TIMEOUT_SECONDS: &str = "MCP_CONNECT_TIMEOUT_SECONDS";
+pub(crate) const ENV_CONNECT_TIMEOUT_SECONDS: &str = "MCP_CONNECT_TIMEOUT_SECONDS";
 
 /// Most characters of an oversized result shown in its preview.
-pub const PREVIEW_CHARS: usize = 200;
+pub(crate) const PREVIEW_CHARS: usize = 200;
+
+/// Why a limit variable from the environment is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LimitsError {
+    /// Occurs when an `MCP_MAX_*` variable is set but not a whole number.
+    #[error("{variable}: expected a whole number, got {value:?}; unset it for the default")]
+    NotACount {
+        /// The variable.
+        variable: &'static str,
+        /// Its value.
+        value: String,
+    },
+    /// Occurs when `MCP_CONNECT_TIMEOUT_SECONDS` is not a number of seconds in range.
+    #[error(
+        "{ENV_CONNECT_TIMEOUT_SECONDS}: expected seconds >= 0 and at most {:e}, got {value:?}; unset it for the default",
+        crate::config::MAX_SECONDS
+    )]
+    NotSeconds {
+        /// Its value.
+        value: String,
+    },
+}
 
 /// The limits on MCP tool sources.
+///
+/// | variable | default | what happens at the limit |
+/// | --- | --- | --- |
+/// | `MCP_MAX_TOOLS_PER_SERVER` | 50 | a server's later tools (listing order) are left out, with a warning |
+/// | `MCP_MAX_TOOLS_TOTAL` | 100 | servers are consumed in config order; later tools are left out |
+/// | `MCP_MAX_RESPONSE_BYTES` | 1 MiB | a larger result never reaches the model: it reads a JSON error with the limit, the size and a preview |
+/// | `MCP_CONNECT_TIMEOUT_SECONDS` | 10 | connecting and discovering, all servers together; a late server joins in the background |
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct McpLimits {
     /// Most tools taken from one server (first ones in its listing order).
@@ -54,7 +78,7 @@ impl McpLimits {
     ///
     /// # Errors
     /// A variable that is set but not a number; the message names it.
-    pub fn from_env() -> Result<Self, String> {
+    pub(crate) fn from_env() -> Result<Self, LimitsError> {
         Self::resolve(&|name| std::env::var(name).ok())
     }
 
@@ -62,14 +86,16 @@ impl McpLimits {
     ///
     /// # Errors
     /// A variable that is set but not a number; the message names it.
-    pub fn resolve(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, String> {
+    pub fn resolve(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, LimitsError> {
         let mut limits = Self::default();
-        let count = |name: &str| -> Result<Option<usize>, String> {
-            match env(name).filter(|v| !v.trim().is_empty()) {
+        let count = |variable: &'static str| -> Result<Option<usize>, LimitsError> {
+            match env(variable).filter(|v| !v.trim().is_empty()) {
                 None => Ok(None),
-                Some(v) => v.trim().parse::<usize>().map(Some).map_err(|_| {
-                    format!("{name}: expected a whole number, got {v:?}; unset it for the default")
-                }),
+                Some(value) => value
+                    .trim()
+                    .parse::<usize>()
+                    .map(Some)
+                    .map_err(|_| LimitsError::NotACount { variable, value }),
             }
         };
         if let Some(n) = count(ENV_MAX_TOOLS_PER_SERVER)? {
@@ -82,12 +108,12 @@ impl McpLimits {
             limits.response_bytes = n;
         }
         if let Some(v) = env(ENV_CONNECT_TIMEOUT_SECONDS).filter(|v| !v.trim().is_empty()) {
-            let secs: f64 = v.trim().parse().ok().filter(|s: &f64| crate::config::check_seconds("", *s, true).is_ok()).ok_or_else(|| {
-                format!(
-                    "{ENV_CONNECT_TIMEOUT_SECONDS}: expected seconds >= 0 and at most {:e}, got {v:?}; unset it for the default",
-                    crate::config::MAX_SECONDS
-                )
-            })?;
+            let secs: f64 = v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|s: &f64| crate::config::check_seconds("", *s, true).is_ok())
+                .ok_or_else(|| LimitsError::NotSeconds { value: v.clone() })?;
             limits.connect_budget = Duration::from_secs_f64(secs);
         }
         Ok(limits)
@@ -97,7 +123,7 @@ impl McpLimits {
 /// `outcome` if its text fits in `limit` bytes; else an error outcome whose text is the JSON
 /// `{"error":"response_too_large","limit_bytes":..,"size_bytes":..,"preview":".."}`, so the
 /// model can narrow its request and try again.
-pub fn cap_response(outcome: ToolOutcome, limit: usize) -> ToolOutcome {
+pub(crate) fn cap_response(outcome: ToolOutcome, limit: usize) -> ToolOutcome {
     let size = outcome.text.len();
     if size <= limit {
         return outcome;
@@ -158,7 +184,7 @@ mod tests {
         assert_eq!(limits.total, 100);
         assert_eq!(limits.connect_budget, Duration::from_millis(500));
         let bad = |name: &str| (name == ENV_MAX_TOOLS_TOTAL).then(|| "lots".to_string());
-        let e = McpLimits::resolve(&bad).unwrap_err();
+        let e = McpLimits::resolve(&bad).unwrap_err().to_string();
         assert!(e.contains(ENV_MAX_TOOLS_TOTAL) && e.contains("lots"), "{e}");
     }
 }

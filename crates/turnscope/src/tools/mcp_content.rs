@@ -1,14 +1,6 @@
-//! Turns an MCP `tools/call` result into what the model reads.
-//!
-//! Text blocks are joined with newlines. The chat-completions API takes only text in a tool
-//! message, so every other block becomes a short bracketed description the model can act on
-//! (an image's type and size, a resource's URI) — a block is never dropped without a trace.
-//! Embedded text resources keep their text. `structuredContent` is used when the result has
-//! no content blocks. `isError: true` makes the outcome an error.
-//!
-//! Callers that can take typed content (the OpenAI bridge's `/v1/execute`) also get the blocks
-//! themselves, as MCP JSON, in [`ToolOutcome::parts`], and `structuredContent` in
-//! [`ToolOutcome::structured`]; a result that is one plain text block needs no parts.
+//! Turns an MCP `tools/call` result into what the model reads: text blocks joined, every other
+//! block described in brackets (a block is never dropped without a trace), `structuredContent`
+//! when there are no blocks, `isError` → an error. [`outcome_of`] states the rules.
 
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 use serde_json::Value;
@@ -16,6 +8,16 @@ use serde_json::Value;
 use super::ToolOutcome;
 
 /// The outcome the model reads for `result`.
+///
+/// Text blocks are joined with newlines. The chat-completions API takes only text in a tool
+/// message, so every other block becomes a short bracketed description the model can act on
+/// (an image's type and size, a resource's URI) — a block is never dropped without a trace.
+/// Embedded text resources keep their text. `structuredContent` is used when the result has
+/// no content blocks. `isError: true` makes the outcome an error.
+///
+/// Callers that can take typed content (the OpenAI bridge's `/v1/execute`) also get the blocks
+/// themselves, as MCP JSON, in [`ToolOutcome::parts`], and `structuredContent` in
+/// [`ToolOutcome::structured`]; a result that is one plain text block needs no parts.
 pub fn outcome_of(result: &CallToolResult) -> ToolOutcome {
     let mut parts: Vec<String> = result.content.iter().map(describe).collect();
     if parts.is_empty()

@@ -34,7 +34,7 @@ use crate::observe::{Bus, Event, ToolSourceEvent, ToolSourceState};
 
 /// Shortest time one connection attempt (handshake and `tools/list`) may take before it is
 /// abandoned and retried; slow first starts (`npx -y` downloading a package) need it.
-pub const MIN_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const MIN_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Prefix of a failure detail that repeats the previous one (logged at debug only).
 const REPEAT_MARK: &str = "(again) ";
@@ -66,7 +66,7 @@ pub enum SourceStatus {
 #[derive(Debug, Clone)]
 pub struct SourceOptions {
     /// Longest one connection attempt may take.
-    pub attempt_timeout: Duration,
+    pub(crate) attempt_timeout: Duration,
     /// The session owning the connection (`scope = "session"`), for events.
     pub session: Option<u64>,
     /// Bumped (besides the source's own generation) whenever its tool list is replaced: the
@@ -243,7 +243,7 @@ impl McpSource {
     }
 
     /// Increases whenever the tool list changes.
-    pub fn generation(&self) -> u64 {
+    pub(crate) fn generation(&self) -> u64 {
         self.inner.generation.load(Ordering::Acquire)
     }
 
@@ -258,7 +258,7 @@ impl McpSource {
     }
 
     /// Whether the first connection attempt has ended.
-    pub fn first_attempt_done(&self) -> bool {
+    pub(crate) fn first_attempt_done(&self) -> bool {
         self.inner.first_attempt.is_cancelled()
     }
 

@@ -1,14 +1,7 @@
-//! The naming rules: how built-ins, the bot's own tools and MCP servers' tools become one
-//! flat list of unique names (TurnCall's rules).
-//!
-//! Precedence is built-in, then the bot's own (Rust) tools, then MCP servers in config order.
-//! A later tool whose name is taken is skipped, never shadows the winner. Reserved names
-//! (session-control built-ins such as `end_session`) can never be claimed by a server, even
-//! when that built-in is turned off. Each server gives at most `per_server` tools (the first
-//! in its listing order); all servers together at most `total`, consumed in config order.
-//!
-//! This module is pure: the [`registry`](super::registry) calls [`merge`] whenever a source's
-//! tool list changes and logs what it skipped.
+//! The naming rules: how built-ins, the bot's own tools and MCP servers' tools become one flat
+//! list of unique names. Precedence is built-in, own, then servers in config order; a taken name
+//! is skipped, never shadowed; reserved names are never a server's; per-server and total caps
+//! apply. Pure: the [`registry`](super::registry) calls [`merge`] and logs the skips.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -117,6 +110,12 @@ pub struct Merged {
 }
 
 /// Merges `local` tools (built-ins first, then the bot's own) and `servers` (config order).
+///
+/// Precedence is built-in, then the bot's own (Rust) tools, then MCP servers in config order.
+/// A later tool whose name is taken is skipped, never shadows the winner. Reserved names
+/// (session-control built-ins such as `end_session`) can never be claimed by a server, even
+/// when that built-in is turned off. Each server gives at most `per_server` tools (the first
+/// in its listing order); all servers together at most `total`, consumed in config order.
 pub fn merge(
     local: &[ToolSpec],
     reserved: &[&str],

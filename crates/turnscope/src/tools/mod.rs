@@ -1,15 +1,12 @@
 //! Tools a bot can call: the [`Tools`] trait the model processor uses, tool specs and call
-//! records, Rust function tools ([`FnTool`]) and a simple [`Toolbox`] that holds them.
-//!
-//! Tool sources beyond Rust functions live in the submodules: [`registry`] merges built-ins,
-//! the bot's own tools and MCP servers ([`mcp_source`]) under TurnCall's rules (precedence,
-//! caps, response size), [`policy`] decides which servers may be reached at all, and
-//! [`config`] holds the `[[mcp_servers]]` / `[policy]` configuration.
+//! records, Rust function tools ([`FnTool`]) and a [`Toolbox`] that holds them. Other sources are
+//! submodules: [`registry`] merges built-ins, own tools and MCP servers ([`mcp_source`]);
+//! [`policy`] decides which servers may be reached at all.
 
 pub mod builtin;
 pub mod context;
 pub mod limits;
-pub mod mcp_content;
+pub(crate) mod mcp_content;
 pub mod mcp_source;
 pub mod merge;
 pub mod openai_shape;
@@ -96,7 +93,7 @@ impl ToolOutcome {
 
     /// The same outcome carrying typed content: `parts` (MCP content blocks) and
     /// `structured` (`structuredContent`).
-    pub fn with_content(mut self, parts: Vec<Value>, structured: Option<Value>) -> Self {
+    pub(crate) fn with_content(mut self, parts: Vec<Value>, structured: Option<Value>) -> Self {
         self.parts = parts;
         self.structured = structured;
         self
@@ -192,7 +189,7 @@ pub trait ToolsFactory: Send + Sync + 'static {
 }
 
 /// The future a [`FnTool`] returns.
-pub type ToolFuture = Pin<Box<dyn Future<Output = Result<String, String>> + Send>>;
+pub(crate) type ToolFuture = Pin<Box<dyn Future<Output = Result<String, String>> + Send>>;
 
 /// A tool written as a Rust function.
 pub struct FnTool {
@@ -208,15 +205,7 @@ impl FnTool {
         F: Fn(Value) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<String, String>> + Send + 'static,
     {
-        Self {
-            spec: ToolSpec {
-                name: name.into(),
-                description: description.into(),
-                input_schema,
-                source: "rust".into(),
-            },
-            run: Box::new(move |args, _| Box::pin(run(args))),
-        }
+        Self::with_context(name, description, input_schema, move |args, _| run(args))
     }
 
     /// Like [`FnTool::new`], for a tool that needs to know the session it runs in (see
@@ -246,7 +235,7 @@ impl FnTool {
     }
 
     /// Marks where the tool comes from (`builtin`, `rust`, ...).
-    pub fn with_source(mut self, source: &str) -> Self {
+    pub(crate) fn with_source(mut self, source: &str) -> Self {
         self.spec.source = source.into();
         self
     }

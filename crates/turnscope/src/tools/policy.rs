@@ -1,14 +1,7 @@
-//! Which MCP servers may be reached: the URL allowlist for http/sse servers and the stdio
-//! gate, with TurnCall's environment variable names.
-//!
-//! Defaults suit a local console: every URL and every command allowed. `locked` (the
-//! `--locked` flag) switches to TurnCall's defaults for shared deployments: stdio off, and
-//! empty lists allow nothing. The environment wins over the `[policy]` section.
-//!
-//! URL patterns are `scheme://host[:port]/path`: the host may start with `*.` (any
-//! subdomain, never the bare domain) or be `*`; the port may be `*` (absent = the scheme's
-//! default port); `*` in the path matches anything. A URL carrying user info (`user@host`)
-//! is refused under an allowlist, and so is every redirect hop that leaves it.
+//! Which MCP servers may be reached: the URL allowlist for http/sse servers and the stdio gate.
+//! Defaults allow everything (a local console); `locked` (`--locked`) turns stdio off and
+//! allows no URL or command until allowlisted. The environment (`BYOM_ALLOWED_URL_PATTERNS`, `MCP_STDIO_*`) wins
+//! over `[policy]`. [`Policy`] states the URL pattern syntax.
 
 use std::sync::{Arc, Mutex};
 
@@ -17,11 +10,11 @@ use reqwest::Url;
 use crate::config::PolicySection;
 
 /// Environment variable holding the URL allowlist (JSON array or comma-separated).
-pub const ENV_URL_PATTERNS: &str = "BYOM_ALLOWED_URL_PATTERNS";
+pub(crate) const ENV_URL_PATTERNS: &str = "BYOM_ALLOWED_URL_PATTERNS";
 /// Environment variable turning stdio servers on or off (`true`/`false`, `1`/`0`).
-pub const ENV_STDIO_ENABLED: &str = "MCP_STDIO_ENABLED";
+pub(crate) const ENV_STDIO_ENABLED: &str = "MCP_STDIO_ENABLED";
 /// Environment variable holding the stdio command allowlist (JSON array or comma-separated).
-pub const ENV_STDIO_COMMANDS: &str = "MCP_STDIO_ALLOWED_COMMANDS";
+pub(crate) const ENV_STDIO_COMMANDS: &str = "MCP_STDIO_ALLOWED_COMMANDS";
 
 /// Most redirect hops followed for one request.
 const MAX_REDIRECTS: usize = 10;
@@ -50,6 +43,11 @@ const INLINE_CODE_FLAGS: [&str; 8] = [
 ];
 
 /// The rules in force for reaching MCP servers.
+///
+/// URL patterns are `scheme://host[:port]/path`: the host may start with `*.` (any
+/// subdomain, never the bare domain) or be `*`; the port may be `*` (absent = the scheme's
+/// default port); `*` in the path matches anything. A URL carrying user info (`user@host`)
+/// is refused under an allowlist, and so is every redirect hop that leaves it.
 #[derive(Debug, Clone)]
 pub struct Policy {
     urls: Vec<UrlPattern>,
@@ -75,7 +73,7 @@ impl Policy {
         }
     }
 
-    /// TurnCall's defaults: stdio off, and nothing reachable until allowlisted.
+    /// The defaults for shared deployments: stdio off, and nothing reachable until allowlisted.
     pub fn locked() -> Self {
         Self {
             urls: Vec::new(),
@@ -89,7 +87,7 @@ impl Policy {
     ///
     /// # Errors
     /// A pattern or value that does not parse; the message names the setting.
-    pub fn from_config(section: &PolicySection) -> Result<Self, String> {
+    pub(crate) fn from_config(section: &PolicySection) -> Result<Self, PolicyError> {
         Self::resolve(section, &|name| std::env::var(name).ok())
     }
 
@@ -100,7 +98,7 @@ impl Policy {
     pub fn resolve(
         section: &PolicySection,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, PolicyError> {
         let mut policy = if section.locked {
             Self::locked()
         } else {
@@ -108,22 +106,22 @@ impl Policy {
         };
         let env = |name: &str| env(name).filter(|v| !v.trim().is_empty());
         let patterns = match env(ENV_URL_PATTERNS) {
-            Some(text) => parse_list(&text).map_err(|e| format!("{ENV_URL_PATTERNS}: {e}"))?,
+            Some(text) => parse_list(&text).map_err(PolicyError::env(ENV_URL_PATTERNS))?,
             None => section.allowed_url_patterns.clone().unwrap_or_default(),
         };
         policy.urls = patterns
             .iter()
             .map(|p| UrlPattern::parse(p))
             .collect::<Result<_, _>>()
-            .map_err(|e| format!("allowed_url_patterns: {e}"))?;
+            .map_err(PolicyError::Pattern)?;
         if let Some(text) = env(ENV_STDIO_ENABLED) {
             policy.stdio_enabled =
-                parse_bool(&text).map_err(|e| format!("{ENV_STDIO_ENABLED}: {e}"))?;
+                parse_bool(&text).map_err(PolicyError::env(ENV_STDIO_ENABLED))?;
         } else if let Some(enabled) = section.stdio_enabled {
             policy.stdio_enabled = enabled;
         }
         policy.commands = match env(ENV_STDIO_COMMANDS) {
-            Some(text) => parse_list(&text).map_err(|e| format!("{ENV_STDIO_COMMANDS}: {e}"))?,
+            Some(text) => parse_list(&text).map_err(PolicyError::env(ENV_STDIO_COMMANDS))?,
             None => section.stdio_allowed_commands.clone().unwrap_or_default(),
         };
         Ok(policy)
@@ -148,7 +146,7 @@ impl Policy {
     ///
     /// # Errors
     /// Why the URL is refused and what setting would allow it.
-    pub fn check_url(&self, url: &str) -> Result<(), String> {
+    pub(crate) fn check_url(&self, url: &str) -> Result<(), String> {
         let parsed = Url::parse(url).map_err(|e| format!("{url:?} is not a URL ({e})"))?;
         if !matches!(parsed.scheme(), "http" | "https") {
             return Err(format!(
@@ -187,7 +185,7 @@ impl Policy {
     ///
     /// # Errors
     /// Why the command is refused and what setting would allow it.
-    pub fn check_stdio(&self, command: &str, args: &[String]) -> Result<(), String> {
+    pub(crate) fn check_stdio(&self, command: &str, args: &[String]) -> Result<(), String> {
         if !self.stdio_enabled {
             return Err(format!(
                 "stdio servers are turned off{}; set {ENV_STDIO_ENABLED}=true \
@@ -223,7 +221,7 @@ impl Policy {
     /// An HTTP client for MCP servers under this policy: every redirect hop is checked
     /// against the allowlist (and at most 10 are followed). A refused hop fails the request;
     /// [`GuardedClient::take_refusal`] says why, since the HTTP error itself does not.
-    pub fn http_client(self: &Arc<Self>) -> GuardedClient {
+    pub(crate) fn http_client(self: &Arc<Self>) -> GuardedClient {
         let refused: Arc<Mutex<Option<String>>> = Arc::default();
         let redirect = if self.urls_guarded() {
             let policy = self.clone();
@@ -286,7 +284,7 @@ impl Policy {
 
 /// An HTTP client whose redirects follow a [`Policy`].
 #[derive(Clone)]
-pub struct GuardedClient {
+pub(crate) struct GuardedClient {
     /// The client.
     pub client: reqwest::Client,
     refused: Arc<Mutex<Option<String>>>,
@@ -294,7 +292,7 @@ pub struct GuardedClient {
 
 impl GuardedClient {
     /// Why the last redirect was refused, if one was since the last call.
-    pub fn take_refusal(&self) -> Option<String> {
+    pub(crate) fn take_refusal(&self) -> Option<String> {
         self.refused
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -311,6 +309,29 @@ fn redact(url: &Url) -> String {
 }
 
 /// A list from the environment: a JSON array of strings, or comma-separated.
+/// Why a `[policy]` section, with the environment laid over it, is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// Occurs when a `BYOM_*`/`MCP_STDIO_*` variable is set to a value that does not parse.
+    #[error("{variable}: {message}")]
+    Env {
+        /// The variable.
+        variable: &'static str,
+        /// What is wrong and what is expected.
+        message: String,
+    },
+    /// Occurs when a URL pattern (from the section or the environment) does not parse.
+    #[error("allowed_url_patterns: {0}")]
+    Pattern(String),
+}
+
+impl PolicyError {
+    /// A constructor of [`PolicyError::Env`] for `variable`, for `map_err`.
+    fn env(variable: &'static str) -> impl Fn(String) -> Self {
+        move |message| Self::Env { variable, message }
+    }
+}
+
 fn parse_list(text: &str) -> Result<Vec<String>, String> {
     let text = text.trim();
     if text.starts_with('[') {

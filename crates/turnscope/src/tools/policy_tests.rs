@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn with_env(section: &PolicySection, vars: &[(&str, &str)]) -> Result<Policy, String> {
+fn with_env(section: &PolicySection, vars: &[(&str, &str)]) -> Result<Policy, PolicyError> {
     let vars: Vec<(String, String)> = vars
         .iter()
         .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
@@ -107,14 +107,20 @@ fn environment_wins_over_the_section_and_accepts_json_or_commas() {
     assert!(policy.check_stdio("node", &[]).is_ok());
     assert!(policy.check_stdio("bash", &[]).is_err());
 
-    let e = with_env(&section, &[(ENV_STDIO_ENABLED, "maybe")]).unwrap_err();
+    let e = with_env(&section, &[(ENV_STDIO_ENABLED, "maybe")])
+        .unwrap_err()
+        .to_string();
     assert!(e.contains(ENV_STDIO_ENABLED), "{e}");
-    let e = with_env(&section, &[(ENV_URL_PATTERNS, "ftp://x/*")]).unwrap_err();
+    let e = with_env(&section, &[(ENV_URL_PATTERNS, "ftp://x/*")])
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("allowed_url_patterns") && e.contains("ftp://x/*"),
         "{e}"
     );
-    let e = with_env(&section, &[(ENV_URL_PATTERNS, "[\"unclosed")]).unwrap_err();
+    let e = with_env(&section, &[(ENV_URL_PATTERNS, "[\"unclosed")])
+        .unwrap_err()
+        .to_string();
     assert!(e.contains(ENV_URL_PATTERNS), "{e}");
 }
 

@@ -1,16 +1,7 @@
 //! The tool registry: built-ins, the bot's own Rust tools and MCP servers merged into one
-//! [`Tools`] set under TurnCall's rules (see [`merge`](super::merge)), with the response-size
-//! cap on MCP results.
-//!
-//! [`RegistryBuilder::start`] connects to every shared server in parallel under one start-up
-//! budget; a server that misses it, or fails, contributes nothing yet and joins when its
-//! background retry succeeds. The merged list is rebuilt only when a source's tool list
-//! changes, so [`Tools::specs`] is an `Arc` clone on the hot path.
-//!
-//! Servers with `scope = "session"` are not connected by the shared registry: as a
-//! [`ToolsFactory`] it makes each session its own registry, which shares the other servers'
-//! connections, opens its own ones, waits for them (bounded by the budget) before the first
-//! model request, and closes them when the session ends.
+//! [`Tools`] set by the naming rules of [`merge`](super::merge), with the response-size cap on
+//! MCP results. [`ToolRegistry`] says how servers join late and how `scope = "session"` servers
+//! get a registry per session.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, RwLock};
@@ -69,7 +60,7 @@ impl RegistryBuilder {
         self
     }
 
-    /// The limits (default: TurnCall's).
+    /// The limits (default: [`McpLimits::default`]).
     pub fn limits(mut self, limits: McpLimits) -> Self {
         self.limits = limits;
         self
@@ -145,6 +136,16 @@ impl RegistryBuilder {
 }
 
 /// Built-ins, the bot's own tools and MCP servers as one tool set.
+///
+/// [`RegistryBuilder::start`] connects to every shared server in parallel under one start-up
+/// budget; a server that misses it, or fails, contributes nothing yet and joins when its
+/// background retry succeeds. The merged list is rebuilt only when a source's tool list
+/// changes, so [`Tools::specs`] is an `Arc` clone on the hot path.
+///
+/// Servers with `scope = "session"` are not connected by the shared registry: as a
+/// [`ToolsFactory`] it makes each session its own registry, which shares the other servers'
+/// connections, opens its own ones, waits for them (bounded by the budget) before the first
+/// model request, and closes them when the session ends.
 pub struct ToolRegistry {
     local: Arc<Vec<FnTool>>,
     local_specs: Arc<[ToolSpec]>,
@@ -210,7 +211,7 @@ impl ToolRegistry {
     }
 
     /// Whether some servers open one connection per session.
-    pub fn has_session_servers(&self) -> bool {
+    pub(crate) fn has_session_servers(&self) -> bool {
         self.order.iter().any(|s| matches!(s, Slot::Session(_)))
     }
 
@@ -231,7 +232,7 @@ impl ToolRegistry {
 
     /// The registry for one session: shared connections reused, session-scope servers
     /// connected anew (in the background; [`Tools::ready`] waits for them).
-    pub fn for_session(&self, session: u64) -> ToolRegistry {
+    pub(crate) fn for_session(&self, session: u64) -> ToolRegistry {
         let options = SourceOptions {
             attempt_timeout: self.limits.connect_budget.max(MIN_ATTEMPT_TIMEOUT),
             session: Some(session),

@@ -1,15 +1,6 @@
-//! The bridge's view of a tool set: the OpenAI `tools` array and the way back from an OpenAI
-//! function name to the tool that runs it.
-//!
-//! A [`Catalog`] wraps any [`Tools`] (the bot's registry, or one MCP server's). Each tool's
-//! `input_schema` goes through [`schema::convert`] (every `$ref` inlined, always an object
-//! schema) and its name through [`NameMap`] (valid for OpenAI, stable, collision-free). A tool
-//! whose schema is rejected is left out of the listing with one warning naming the tool and
-//! the JSON pointer; the others are still served.
-//!
-//! The result is a [`Listing`], rebuilt only when the tool set's specs change (a new
-//! `Arc<[ToolSpec]>` with different contents): `GET /v1/tools` hands out the serialized
-//! array it keeps, so a listing costs one `Arc` clone and no MCP traffic.
+//! The bridge's view of a tool set: the OpenAI `tools` array, and the way back from an OpenAI
+//! function name to the tool that runs it. A tool whose schema cannot be converted is left out
+//! with one warning; the listing is rebuilt only when the tool set's specs change.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
@@ -158,6 +149,16 @@ impl Listing {
 }
 
 /// A tool set seen through the bridge.
+///
+/// A [`Catalog`] wraps any [`Tools`] (the bot's registry, or one MCP server's). Each tool's
+/// `input_schema` goes through [`schema::convert`] (every `$ref` inlined, always an object
+/// schema) and its name through [`NameMap`] (valid for OpenAI, stable, collision-free). A tool
+/// whose schema is rejected is left out of the listing with one warning naming the tool and
+/// the JSON pointer; the others are still served.
+///
+/// The result is a [`Listing`], rebuilt only when the tool set's specs change (a new
+/// `Arc<[ToolSpec]>` with different contents): `GET /v1/tools` hands out the serialized
+/// array it keeps, so a listing costs one `Arc` clone and no MCP traffic.
 pub struct Catalog {
     tools: Arc<dyn Tools>,
     bus: Bus,

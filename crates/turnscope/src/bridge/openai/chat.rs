@@ -1,31 +1,7 @@
-//! `POST /v1/chat/completions`: the tool loop behind an OpenAI-compatible endpoint.
-//!
-//! The client's messages go to the configured model with the bot's tools (and the client's
-//! own `tools`, merged). While the model answers with calls to the bot's tools, the bridge
-//! runs them — all calls of one response concurrently — appends the assistant message and
-//! one `tool` message per call (in the response's order), and asks the model again. The loop
-//! ends when:
-//! - a response asks for no calls: its text is the answer;
-//! - a response calls a **client** tool: the answer is an assistant message with those
-//!   calls, unexecuted (`finish_reason: "tool_calls"`), for the client to run. Bot-tool calls
-//!   in that same response are not run: the client's next request carries only the calls it
-//!   saw, and the model asks again for what it still needs;
-//! - the round cap is reached: the answer is the text so far plus a sentence saying the
-//!   loop was stopped and why.
-//!
-//! Rules that keep the conversation well formed:
-//! - every call the bridge runs gets a `tool` message, also when its arguments are not JSON or
-//!   its tool does not exist (the message says so), so no call is ever left orphaned; calls
-//!   in the client's own history left without a result get one too before the model sees it;
-//! - the presence of `tool_calls` decides whether a round happened, never `finish_reason`
-//!   alone (some servers say `stop` next to calls);
-//! - a client tool whose name equals a bot tool's wins: the bot's is not offered for that
-//!   request;
-//! - the client's `tool_choice` applies to the first model request only (forcing a tool on
-//!   every round would loop until the cap).
-//!
-//! The text of every round is the answer's text (a blank line between rounds), streamed as
-//! it arrives when the client asked for `stream: true`.
+//! `POST /v1/chat/completions`: the tool loop behind an OpenAI-compatible endpoint. The
+//! client's messages go to the model with the bot's tools and the client's own; the bridge runs
+//! the calls to bot tools and asks again, and hands calls to client tools back unexecuted.
+//! `ChatLoop` states when the loop ends and the rules that keep the conversation well formed.
 
 use std::collections::HashSet;
 use std::time::Instant;
@@ -34,7 +10,7 @@ use futures::future::join_all;
 use serde_json::{Map, Value, json};
 
 use super::execute::{Caller, arguments_of};
-use crate::model::ModelClient;
+use crate::model::{ModelClient, ModelError};
 use crate::observe::{Bus, Event};
 use crate::tools::ToolCall;
 
@@ -51,11 +27,11 @@ const OWN_FIELDS: &[&str] = &[
 
 /// A parsed `chat/completions` request.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ChatRequest {
+pub(crate) struct ChatRequest {
     /// The conversation so far (OpenAI message objects).
     pub messages: Vec<Value>,
     /// The client's own tools (OpenAI `tools` entries), run by the client.
-    pub client_tools: Vec<Value>,
+    pub(crate) client_tools: Vec<Value>,
     /// Whether to answer as server-sent events.
     pub stream: bool,
     /// `tool_choice`, for the first model request.
@@ -66,7 +42,7 @@ pub struct ChatRequest {
 
 impl ChatRequest {
     /// Names of the client's tools.
-    pub fn client_names(&self) -> HashSet<String> {
+    pub(crate) fn client_names(&self) -> HashSet<String> {
         self.client_tools
             .iter()
             .filter_map(|t| t.pointer("/function/name").and_then(Value::as_str))
@@ -80,7 +56,7 @@ impl ChatRequest {
 /// # Errors
 /// Not JSON, no `messages` array, a message that is not an object, a malformed `tools`
 /// entry, or `n` other than 1; the message says what is expected.
-pub fn parse_request(body: &[u8]) -> Result<ChatRequest, String> {
+pub(crate) fn parse_request(body: &[u8]) -> Result<ChatRequest, String> {
     let value: Value = serde_json::from_slice(body).map_err(|e| {
         format!("the request body is not JSON ({e}); send a chat.completions request object")
     })?;
@@ -145,7 +121,7 @@ pub fn parse_request(body: &[u8]) -> Result<ChatRequest, String> {
 
 /// Adds a `tool` message for every call in `messages` that has none (a client history cut
 /// short), right after that call's other results. Returns how many were added.
-pub fn close_orphans(messages: &mut Vec<Value>) -> usize {
+pub(crate) fn close_orphans(messages: &mut Vec<Value>) -> usize {
     let mut added = 0;
     let mut i = 0;
     while i < messages.len() {
@@ -189,9 +165,9 @@ pub fn close_orphans(messages: &mut Vec<Value>) -> usize {
 
 /// How a loop ended.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Finish {
+pub(crate) struct Finish {
     /// Client-tool calls to hand back unexecuted (empty = a plain answer).
-    pub client_calls: Vec<ToolCall>,
+    pub(crate) client_calls: Vec<ToolCall>,
     /// `stop`, `length`, `tool_calls`, ... as the answer should say.
     pub finish_reason: String,
     /// Rounds of bot-tool calls run.
@@ -208,7 +184,34 @@ pub struct ChatBackend {
 }
 
 /// One request's loop.
-pub struct ChatLoop {
+///
+/// The client's messages go to the configured model with the bot's tools (and the client's
+/// own `tools`, merged). While the model answers with calls to the bot's tools, the bridge
+/// runs them — all calls of one response concurrently — appends the assistant message and
+/// one `tool` message per call (in the response's order), and asks the model again. The loop
+/// ends when:
+/// - a response asks for no calls: its text is the answer;
+/// - a response calls a **client** tool: the answer is an assistant message with those
+///   calls, unexecuted (`finish_reason: "tool_calls"`), for the client to run. Bot-tool calls
+///   in that same response are not run: the client's next request carries only the calls it
+///   saw, and the model asks again for what it still needs;
+/// - the round cap is reached: the answer is the text so far plus a sentence saying the
+///   loop was stopped and why.
+///
+/// Rules that keep the conversation well formed:
+/// - every call the bridge runs gets a `tool` message, also when its arguments are not JSON or
+///   its tool does not exist (the message says so), so no call is ever left orphaned; calls
+///   in the client's own history left without a result get one too before the model sees it;
+/// - the presence of `tool_calls` decides whether a round happened, never `finish_reason`
+///   alone (some servers say `stop` next to calls);
+/// - a client tool whose name equals a bot tool's wins: the bot's is not offered for that
+///   request;
+/// - the client's `tool_choice` applies to the first model request only (forcing a tool on
+///   every round would loop until the cap).
+///
+/// The text of every round is the answer's text (a blank line between rounds), streamed as
+/// it arrives when the client asked for `stream: true`.
+pub(crate) struct ChatLoop {
     backend: ChatBackend,
     caller: Caller,
     bus: Bus,
@@ -225,20 +228,19 @@ impl ChatLoop {
     }
 
     /// The model name answers carry.
-    pub fn model_name(&self) -> &str {
+    pub(crate) fn model_name(&self) -> &str {
         &self.backend.model.config().model
     }
 
     /// Runs the loop for `request`; `on_text` gets every piece of answer text as it comes.
     ///
     /// # Errors
-    /// The model request failed; the message says why (the answer's text so far was already
-    /// given to `on_text`).
+    /// The model request failed (the answer's text so far was already given to `on_text`).
     pub async fn run(
         &self,
         request: ChatRequest,
         on_text: &mut (dyn FnMut(String) + Send),
-    ) -> Result<Finish, String> {
+    ) -> Result<Finish, ModelError> {
         let listing = self.caller.catalog().listing();
         let client_names = request.client_names();
         let mut tools = request.client_tools.clone();
@@ -293,7 +295,7 @@ impl ChatLoop {
                 at_us: crate::observe::event::now_us()
                     .saturating_sub(started.elapsed().as_micros() as u64),
             });
-            let completion = result.map_err(|e| e.to_string())?;
+            let completion = result?;
             if completion.tool_calls.is_empty() {
                 let finish_reason = match completion.finish_reason.as_deref() {
                     None | Some("tool_calls") | Some("function_call") => "stop".to_string(),
@@ -367,7 +369,7 @@ impl ChatLoop {
 }
 
 /// A call in the OpenAI `tool_calls` shape.
-pub fn tool_call_json(call: &ToolCall) -> Value {
+pub(crate) fn tool_call_json(call: &ToolCall) -> Value {
     json!({
         "id": call.id,
         "type": "function",

@@ -1,17 +1,7 @@
-//! Running one tool call for the bridge: `POST /v1/execute`'s request shape and answer, and
-//! the [`Caller`] both `/v1/execute` and the chat-completions loop run calls through.
-//!
-//! A request is `{"name": "...", "arguments": ...}` where `arguments` is an object, the JSON
-//! *string* OpenAI puts in `tool_calls[].function.arguments`, or absent/`null` (no
-//! arguments). A body that is not such an object is a request-shape error (HTTP 400). Every
-//! failure after that — arguments that are not a JSON object, an unknown name, a tool error,
-//! an upstream error, a timeout — is a tool-level result: `is_error: true` with a message.
-//!
-//! The answer is `{"content": [...], "is_error": bool, "text": "..."}`: `content` holds the
-//! result's typed blocks (MCP JSON: `{"type":"text","text":..}`, `{"type":"image",
-//! "mimeType":..,"data":..}`, resources...), `text` the same result as one string (what a
-//! model reads; images described), and `structured_content` is added when the tool gave
-//! `structuredContent`.
+//! Running one tool call for the bridge: `POST /v1/execute`'s request and answer shapes, and
+//! the [`Caller`] both `/v1/execute` and the chat-completions loop run calls through. A body that
+//! is not a request object is a 400; every later failure (bad arguments, unknown tool, tool or
+//! upstream error, timeout) is a tool-level result with `is_error: true`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,8 +14,12 @@ use crate::observe::{Bus, Event, ToolCallEvent};
 use crate::tools::{CallContext, ToolOutcome};
 
 /// A `/v1/execute` request.
+///
+/// A request is `{"name": "...", "arguments": ...}` where `arguments` is an object, the JSON
+/// *string* OpenAI puts in `tool_calls[].function.arguments`, or absent/`null` (no
+/// arguments).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ExecuteRequest {
+pub(crate) struct ExecuteRequest {
     /// The tool's OpenAI name (or the tool set's own name for it).
     pub name: String,
     /// The arguments, or why they cannot be used.
@@ -33,7 +27,7 @@ pub struct ExecuteRequest {
 }
 
 /// What a `/v1/execute` body must look like, for request-shape errors.
-pub const EXPECTED_SHAPE: &str = "send a JSON object {\"name\": \"<tool name from GET /v1/tools>\", \
+pub(crate) const EXPECTED_SHAPE: &str = "send a JSON object {\"name\": \"<tool name from GET /v1/tools>\", \
      \"arguments\": {...}} (arguments as an object, or as the JSON string a model's tool call carries)";
 
 /// Reads a `/v1/execute` body.
@@ -41,7 +35,7 @@ pub const EXPECTED_SHAPE: &str = "send a JSON object {\"name\": \"<tool name fro
 /// # Errors
 /// The body is not a JSON object with a string `name`: the message says what was found and
 /// what shape is expected.
-pub fn parse_request(body: &[u8]) -> Result<ExecuteRequest, String> {
+pub(crate) fn parse_request(body: &[u8]) -> Result<ExecuteRequest, String> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| format!("the request body is not JSON ({e}); {EXPECTED_SHAPE}"))?;
     let Value::Object(mut map) = value else {
@@ -69,7 +63,7 @@ pub fn parse_request(body: &[u8]) -> Result<ExecuteRequest, String> {
 ///
 /// # Errors
 /// The arguments are not (the JSON text of) an object; the message names the tool.
-pub fn arguments_of(tool: &str, raw: Value) -> Result<Value, String> {
+pub(crate) fn arguments_of(tool: &str, raw: Value) -> Result<Value, String> {
     match raw {
         Value::Object(map) => Ok(Value::Object(map)),
         Value::Null => Ok(Value::Object(Map::new())),
@@ -92,6 +86,12 @@ pub fn arguments_of(tool: &str, raw: Value) -> Result<Value, String> {
 }
 
 /// The `/v1/execute` answer for an outcome.
+///
+/// The answer is `{"content": [...], "is_error": bool, "text": "..."}`: `content` holds the
+/// result's typed blocks (MCP JSON: `{"type":"text","text":..}`, `{"type":"image",
+/// "mimeType":..,"data":..}`, resources...), `text` the same result as one string (what a
+/// model reads; images described), and `structured_content` is added when the tool gave
+/// `structuredContent`.
 pub fn answer(outcome: &ToolOutcome) -> Value {
     let content = if outcome.parts.is_empty() {
         vec![json!({"type": "text", "text": outcome.text})]
@@ -129,7 +129,7 @@ impl Caller {
     }
 
     /// The catalog calls go to.
-    pub fn catalog(&self) -> &Arc<Catalog> {
+    pub(crate) fn catalog(&self) -> &Arc<Catalog> {
         &self.catalog
     }
 

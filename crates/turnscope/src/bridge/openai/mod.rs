@@ -1,28 +1,10 @@
-//! The OpenAI bridge: MCP (and any other) tools as OpenAI function calling, and an
-//! OpenAI-compatible chat endpoint that runs the tool loop.
-//!
-//! | route | what |
-//! | --- | --- |
-//! | `GET /v1/tools` | the OpenAI `tools` array: every tool, `$ref`s inlined, names valid for OpenAI |
-//! | `POST /v1/execute` | `{name, arguments}` → `{content, is_error, text}`; tool failures are 200 + `is_error` |
-//! | `POST /v1/chat/completions` | the tool loop against the model (whole or `stream: true`) |
-//! | `GET /v1/models` | the model requests go to |
-//!
-//! Two ways to run it:
-//! - **embedded** in the main HTTP server ([`OpenAiBridge::for_sessions`]): the bot's tools
-//!   (every source: built-ins, Rust tools, `[[mcp_servers]]`), the bot's model, round cap and
-//!   tool timeout; all four routes, behind the server's guard;
-//! - **standalone** ([`standalone`], `turnscope bridge openai --stdio|--http|--sse`): one MCP
-//!   server, `/v1/tools` and `/v1/execute`, command-line compatible with mcp-openai-bridge.
-//!
-//! Modules: [`catalog`] (conversion and the name map, cached), [`execute`] (one call, the
-//! `/v1/execute` shapes), [`chat`] (the loop), [`wire`] (OpenAI response shapes), [`routes`]
-//! (axum handlers and `Served` events), [`standalone`] (the command).
-//!
-//! Session-control tools (`end_session`) are not offered: they act on a conversation, and a
-//! bridge call belongs to none.
+//! The OpenAI bridge: tools as OpenAI function calling (`GET /v1/tools`, `POST /v1/execute`)
+//! and an OpenAI-compatible `POST /v1/chat/completions` that runs the tool loop. Embedded in
+//! the main server it serves the bot's tools and model; standalone ([`standalone`]) it serves
+//! one MCP server's tools. Session-control tools (`end_session`) are never offered: a bridge
+//! call belongs to no conversation.
 
-pub mod catalog;
+pub(crate) mod catalog;
 pub mod chat;
 pub mod execute;
 pub mod routes;
@@ -43,6 +25,24 @@ use crate::sessions::Sessions;
 use crate::tools::Tools;
 
 /// One OpenAI bridge over a tool set.
+///
+/// | route | what |
+/// | --- | --- |
+/// | `GET /v1/tools` | the OpenAI `tools` array: every tool, `$ref`s inlined, names valid for OpenAI |
+/// | `POST /v1/execute` | `{name, arguments}` → `{content, is_error, text}`; tool failures are 200 + `is_error` |
+/// | `POST /v1/chat/completions` | the tool loop against the model (whole or `stream: true`) |
+/// | `GET /v1/models` | the model requests go to |
+///
+/// Two ways to run it:
+/// - **embedded** in the main HTTP server (`OpenAiBridge::for_sessions`): the bot's tools
+///   (every source: built-ins, Rust tools, `[[mcp_servers]]`), the bot's model, round cap and
+///   tool timeout; all four routes, behind the server's guard;
+/// - **standalone** ([`standalone`], `turnscope bridge openai --stdio|--http|--sse`): one MCP
+///   server, `/v1/tools` and `/v1/execute`, command-line compatible with mcp-openai-bridge.
+///
+/// Modules: `catalog` (conversion and the name map, cached), [`execute`] (one call, the
+/// `/v1/execute` shapes), [`chat`] (the loop), [`wire`] (OpenAI response shapes), [`routes`]
+/// (axum handlers and `Served` events), [`standalone`] (the command).
 pub struct OpenAiBridge {
     caller: Caller,
     chat: Option<ChatBackend>,
@@ -62,14 +62,14 @@ impl OpenAiBridge {
     }
 
     /// Also serves `/v1/chat/completions` and `/v1/models` with `backend`.
-    pub fn with_chat(mut self, backend: ChatBackend) -> Self {
+    pub(crate) fn with_chat(mut self, backend: ChatBackend) -> Self {
         self.chat = Some(backend);
         self
     }
 
     /// The embedded bridge of a bot: its shared tools, its model, its round cap and its tool
     /// timeout; events on the sessions' bus.
-    pub fn for_sessions(sessions: &Sessions) -> Self {
+    pub(crate) fn for_sessions(sessions: &Sessions) -> Self {
         let bot = sessions.bot();
         let limits = bot.limits();
         Self::new(

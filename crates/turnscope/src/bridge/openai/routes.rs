@@ -1,10 +1,7 @@
-//! The bridge's HTTP routes: `GET /v1/tools`, `POST /v1/execute`, and — when it has a model —
-//! `POST /v1/chat/completions` (whole or streamed) and `GET /v1/models`. Each request is
-//! published as an `Event::Served` (route, duration, ok) for the console's statistics.
-//!
-//! The routes carry no guard of their own: the embedded bridge is merged into the main HTTP
-//! app (`server::RouterOptions::extra`) and the standalone one wrapped the same way, so the
-//! Host/Origin checks, the bearer token and the body limit apply to them as to `/mcp`.
+//! The bridge's HTTP routes: `GET /v1/tools`, `POST /v1/execute`, and with a model
+//! `POST /v1/chat/completions` and `GET /v1/models`; each request is published as an
+//! `Event::Served`. The routes carry no guard of their own: the embedded and the standalone
+//! bridge are both wrapped like `/mcp` (Host/Origin, bearer token, body limit).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -132,9 +129,9 @@ async fn chat_completions(State(bridge): State<Arc<OpenAiBridge>>, body: Bytes) 
             StatusCode::OK,
             &id.completion(&text, &finish.client_calls, &finish.finish_reason),
         ),
-        Err(message) => json_response(
+        Err(e) => json_response(
             StatusCode::BAD_GATEWAY,
-            &wire::error_body(&message, "upstream_error"),
+            &wire::error_body(&e.to_string(), "upstream_error"),
         ),
     }
 }
@@ -197,8 +194,8 @@ fn stream(
                 let _ = tx.send(id.finish_chunk(&finish.finish_reason));
                 true
             }
-            Err(message) => {
-                let _ = tx.send(wire::error_event(&message, "upstream_error"));
+            Err(e) => {
+                let _ = tx.send(wire::error_event(&e.to_string(), "upstream_error"));
                 false
             }
         };

@@ -1,23 +1,12 @@
-//! `turnscope bridge openai`: one MCP server's tools as `GET /v1/tools` and
-//! `POST /v1/execute`, with mcp-openai-bridge's command line (`--stdio "<command>"` /
-//! `--http <url>`, `--port 8800`, `--host 127.0.0.1`) plus `--sse`, headers, a tool filter,
-//! a call timeout and the main server's guard options.
-//!
-//! The server is a tool source like any `[[mcp_servers]]` entry ([`McpSource`] inside a
-//! [`ToolRegistry`] with no built-ins), so it gets what the bot's sources get: refresh on
-//! `tools/list_changed`, every page of `tools/list`, respawn of a dead stdio child,
-//! reconnection, a per-call timeout that cancels upstream. A server that is not up at start
-//! is retried in the background while the bridge already serves (its tools join when it
-//! connects). The bot-oriented tool caps do not apply (a bridge offers every tool) unless
-//! `MCP_MAX_TOOLS_PER_SERVER` / `MCP_MAX_TOOLS_TOTAL` are set.
-//!
-//! [`McpSource`]: crate::tools::mcp_source::McpSource
+//! `turnscope bridge openai`: one MCP server's tools as `GET /v1/tools` and `POST /v1/execute`,
+//! with mcp-openai-bridge's command line (`--stdio "<command>"`, `--http <url>`, `--port`,
+//! `--host`) plus `--sse`, headers, a tool filter, a call timeout and the main server's guard.
+//! The server is a tool source like any `[[mcp_servers]]` entry; [`start`] says what follows.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
 use axum::Router;
 use axum::routing::get;
 use serde_json::json;
@@ -28,9 +17,10 @@ use super::OpenAiBridge;
 use crate::config::mcp_servers::validate_servers;
 use crate::config::{McpServerConfig, ToolFilter};
 use crate::mcp::ServerSpec;
+use crate::mcp::spec::{SpecError, header_flags};
 use crate::observe::Bus;
 use crate::server::{BodyRules, GuardConfig, Server};
-use crate::tools::limits::{ENV_MAX_TOOLS_PER_SERVER, ENV_MAX_TOOLS_TOTAL, McpLimits};
+use crate::tools::limits::{ENV_MAX_TOOLS_PER_SERVER, ENV_MAX_TOOLS_TOTAL, LimitsError, McpLimits};
 use crate::tools::mcp_source::SourceStatus;
 use crate::tools::policy::Policy;
 use crate::tools::registry::ToolRegistry;
@@ -98,6 +88,45 @@ impl Default for StandaloneOptions {
     }
 }
 
+/// Why `turnscope bridge openai` cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum StandaloneError {
+    /// Occurs when the `--stdio` line or a `--header` cannot describe the server.
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// Occurs when `--header` is given for a stdio server.
+    #[error("--header applies to --http and --sse servers only")]
+    HeaderWithoutHttp,
+    /// Occurs when none or several of `--stdio`, `--http`, `--sse` are given.
+    #[error("give exactly one of --stdio \"<command>\", --http <url>, --sse <url>")]
+    NotOneServer,
+    /// Occurs when a tool is both in `--allow` and in `--deny`.
+    #[error("--allow and --deny name the same tool; name each tool in one of them only")]
+    AllowedAndDenied,
+    /// Occurs when a flag's value breaks a rule (the timeout, the server entry, an open
+    /// bind); the text starts with the flag or key and says what is expected.
+    #[error("{0}")]
+    Invalid(String),
+    /// Occurs when an `MCP_MAX_*` variable is not a valid limit.
+    #[error("tool limits: {0}")]
+    Limits(#[from] LimitsError),
+    /// Occurs when the port cannot be bound.
+    #[error(
+        "cannot listen on {host}:{port}; is another bridge running there? Pick another --port (0 = any free port)"
+    )]
+    Bind {
+        /// The interface.
+        host: String,
+        /// The port.
+        port: u16,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// Occurs when the bound socket cannot be served (its address cannot be read).
+    #[error(transparent)]
+    Serve(std::io::Error),
+}
+
 /// A running standalone bridge.
 pub struct Standalone {
     /// Where it listens.
@@ -114,22 +143,18 @@ pub struct Standalone {
 /// None or several of `--stdio/--http/--sse`, a `--stdio` line that cannot be split, a
 /// `--header` without `:`, headers on a stdio server, a timeout that is not positive, or a
 /// tool both allowed and denied.
-pub fn server_config(args: &StandaloneOptions) -> anyhow::Result<(McpServerConfig, String)> {
-    let mut headers = std::collections::BTreeMap::new();
-    for h in &args.headers {
-        let (k, v) = h
-            .split_once(':')
-            .with_context(|| format!("--header {h:?}: expected `Name: value`"))?;
-        headers.insert(k.trim().to_string(), v.trim().to_string());
-    }
+pub(crate) fn server_config(
+    args: &StandaloneOptions,
+) -> Result<(McpServerConfig, String), StandaloneError> {
+    let headers = header_flags(&args.headers)?;
     let (mut config, label) = match (&args.stdio, &args.http, &args.sse) {
         (Some(line), None, None) => {
             if !headers.is_empty() {
-                bail!("--header applies to --http and --sse servers only");
+                return Err(StandaloneError::HeaderWithoutHttp);
             }
-            let spec = ServerSpec::stdio_line(line).map_err(anyhow::Error::msg)?;
+            let spec = ServerSpec::stdio_line(line)?;
             let ServerSpec::Stdio { command, args, .. } = &spec else {
-                bail!("--stdio: not a command line");
+                unreachable!("stdio_line gives a stdio spec");
             };
             let words: Vec<&str> = args.iter().map(String::as_str).collect();
             (
@@ -153,12 +178,12 @@ pub fn server_config(args: &StandaloneOptions) -> anyhow::Result<(McpServerConfi
             }
             .label(),
         ),
-        _ => bail!("give exactly one of --stdio \"<command>\", --http <url>, --sse <url>"),
+        _ => return Err(StandaloneError::NotOneServer),
     };
     config.headers = headers;
     config.timeout_seconds = args.timeout_seconds;
     if args.allow.iter().any(|a| args.deny.contains(a)) {
-        bail!("--allow and --deny name the same tool; name each tool in one of them only");
+        return Err(StandaloneError::AllowedAndDenied);
     }
     if !args.allow.is_empty() || !args.deny.is_empty() {
         config.tool_filter = Some(ToolFilter {
@@ -167,8 +192,8 @@ pub fn server_config(args: &StandaloneOptions) -> anyhow::Result<(McpServerConfi
         });
     }
     crate::config::check_seconds("--timeout-seconds", args.timeout_seconds, false)
-        .map_err(anyhow::Error::msg)?;
-    validate_servers(std::slice::from_ref(&config)).map_err(anyhow::Error::msg)?;
+        .map_err(StandaloneError::Invalid)?;
+    validate_servers(std::slice::from_ref(&config)).map_err(StandaloneError::Invalid)?;
     Ok((config, label))
 }
 
@@ -185,13 +210,14 @@ fn guard(args: &StandaloneOptions) -> GuardConfig {
 
 /// Refuses a non-loopback bind without a token (anyone reaching the port could run every
 /// tool) unless `allow_open_bind`.
-fn check_bind(args: &StandaloneOptions, guard: &GuardConfig) -> anyhow::Result<()> {
+fn check_bind(args: &StandaloneOptions, guard: &GuardConfig) -> Result<(), StandaloneError> {
     crate::config::check_open_bind(&args.host, guard.auth_token.is_some(), args.allow_open_bind)
-        .map_err(anyhow::Error::msg)
+        .map_err(StandaloneError::Invalid)
 }
 
-fn limits() -> anyhow::Result<McpLimits> {
-    let mut limits = McpLimits::from_env().map_err(|e| anyhow::anyhow!("tool limits: {e}"))?;
+/// The tool limits from the environment, with no tool caps unless `MCP_MAX_*` set them.
+fn limits() -> Result<McpLimits, StandaloneError> {
+    let mut limits = McpLimits::from_env()?;
     let unset = |name: &str| std::env::var(name).map_or(true, |v| v.trim().is_empty());
     if unset(ENV_MAX_TOOLS_PER_SERVER) {
         limits.per_server = usize::MAX;
@@ -205,19 +231,26 @@ fn limits() -> anyhow::Result<McpLimits> {
 /// Connects to the server (waiting at most the connect budget) and serves the bridge.
 ///
 /// # Errors
-/// Bad flags (see [`server_config`]), an open bind without a token, or a port that cannot be
+/// Bad flags (see `server_config`), an open bind without a token, or a port that cannot be
 /// bound.
-pub async fn start(args: &StandaloneOptions, bus: Bus) -> anyhow::Result<Standalone> {
+///
+/// The server is a tool source like any `[[mcp_servers]]` entry
+/// ([`McpSource`](crate::tools::mcp_source::McpSource) inside a [`ToolRegistry`] with no
+/// built-ins), so it gets what the bot's sources get: refresh on `tools/list_changed`, every page
+/// of `tools/list`, respawn of a dead stdio child, reconnection, a per-call timeout that cancels
+/// upstream. A server that is not up at start is retried in the background while the bridge
+/// already serves (its tools join when it connects). The bot-oriented tool caps do not apply (a
+/// bridge offers every tool) unless `MCP_MAX_TOOLS_PER_SERVER` / `MCP_MAX_TOOLS_TOTAL` are set.
+pub async fn start(args: &StandaloneOptions, bus: Bus) -> Result<Standalone, StandaloneError> {
     let (config, label) = server_config(args)?;
     let guard = guard(args);
     check_bind(args, &guard)?;
     let listener = TcpListener::bind((args.host.as_str(), args.port))
         .await
-        .with_context(|| {
-            format!(
-                "cannot listen on {}:{}; is another bridge running there? Pick another --port (0 = any free port)",
-                args.host, args.port
-            )
+        .map_err(|source| StandaloneError::Bind {
+            host: args.host.clone(),
+            port: args.port,
+            source,
         })?;
     let registry = ToolRegistry::builder(bus.clone())
         .policy(Policy::open())
@@ -241,7 +274,8 @@ pub async fn start(args: &StandaloneOptions, bus: Bus) -> anyhow::Result<Standal
         .merge(bridge.routes());
     let app = crate::server::protect(app, guard, BodyRules::default());
     let stop = CancellationToken::new();
-    let server = Server::start(listener, app, stop, HEADER_TIMEOUT)?;
+    let server =
+        Server::start(listener, app, stop, HEADER_TIMEOUT).map_err(StandaloneError::Serve)?;
     Ok(Standalone {
         addr: server.addr,
         label,

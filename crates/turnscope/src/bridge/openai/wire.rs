@@ -10,11 +10,11 @@ use crate::tools::ToolCall;
 
 /// The identity every chunk of one answer shares.
 #[derive(Debug, Clone)]
-pub struct AnswerId {
+pub(crate) struct AnswerId {
     /// `chatcmpl-...`
     pub id: String,
     /// Seconds since the epoch.
-    pub created: u64,
+    pub(crate) created: u64,
     /// The model name.
     pub model: String,
 }
@@ -63,17 +63,17 @@ impl AnswerId {
     }
 
     /// The first chunk: the assistant role.
-    pub fn role_chunk(&self) -> Bytes {
+    pub(crate) fn role_chunk(&self) -> Bytes {
         self.chunk(json!({"role": "assistant", "content": ""}), None)
     }
 
     /// A piece of text.
-    pub fn text_chunk(&self, piece: &str) -> Bytes {
+    pub(crate) fn text_chunk(&self, piece: &str) -> Bytes {
         self.chunk(json!({"content": piece}), None)
     }
 
     /// The calls handed back, each whole, at its index.
-    pub fn calls_chunk(&self, calls: &[ToolCall]) -> Bytes {
+    pub(crate) fn calls_chunk(&self, calls: &[ToolCall]) -> Bytes {
         let deltas: Vec<Value> = calls
             .iter()
             .enumerate()
@@ -87,23 +87,23 @@ impl AnswerId {
     }
 
     /// The last chunk before `[DONE]`.
-    pub fn finish_chunk(&self, finish_reason: &str) -> Bytes {
+    pub(crate) fn finish_chunk(&self, finish_reason: &str) -> Bytes {
         self.chunk(json!({}), Some(finish_reason))
     }
 }
 
 /// An error inside a stream (the OpenAI SDKs raise it as an API error).
-pub fn error_event(message: &str, kind: &str) -> Bytes {
+pub(crate) fn error_event(message: &str, kind: &str) -> Bytes {
     event(&error_body(message, kind))
 }
 
 /// The end of a stream.
-pub fn done_event() -> Bytes {
+pub(crate) fn done_event() -> Bytes {
     Bytes::from_static(b"data: [DONE]\n\n")
 }
 
 /// `{"error": {"message", "type", "param", "code"}}`.
-pub fn error_body(message: &str, kind: &str) -> Value {
+pub(crate) fn error_body(message: &str, kind: &str) -> Value {
     json!({"error": {"message": message, "type": kind, "param": null, "code": null}})
 }
 

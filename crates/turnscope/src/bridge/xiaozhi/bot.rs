@@ -1,5 +1,5 @@
 //! `servers = ["@bot"]`: the bot itself as the upstream, so a Xiaozhi device can talk to it.
-//! Calls go straight to the bot's MCP tools (`start`, `chat`: [`BotMcp::call`]) over the
+//! Calls go straight to the bot's MCP tools (`start`, `chat`: `BotMcp::call`) over the
 //! [`Sessions`] table, with no MCP session in between: sessions opened this way are ordinary
 //! entries (opener `xiaozhi:<bridge>`) under the same cap and idle sweep.
 
@@ -19,17 +19,17 @@ use crate::sessions::Sessions;
 pub use crate::config::xiaozhi::BOT;
 
 /// The bot's `start`/`chat` tools, for one bridge.
-pub struct BotTools {
+pub(crate) struct BotTools {
     bot: BotMcp,
     client: String,
 }
 
 /// The upstream of a bridge relaying the bot.
-pub type BotUpstream = Local<BotTools>;
+pub(crate) type BotUpstream = Local<BotTools>;
 
 /// An upstream serving the bot's `start`/`chat` tools from `sessions`, for the bridge
 /// called `bridge`.
-pub fn bot_upstream(sessions: Sessions, bridge: &str) -> BotUpstream {
+pub(crate) fn bot_upstream(sessions: Sessions, bridge: &str) -> BotUpstream {
     let tools = BotTools {
         bot: BotMcp::new(sessions),
         client: format!("xiaozhi:{bridge}"),

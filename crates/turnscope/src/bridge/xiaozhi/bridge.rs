@@ -1,10 +1,7 @@
-//! One bridge: an endpoint, an upstream, a tool filter, and the loop that keeps the socket
-//! open — dial, serve, and after every end wait as the [`Backoff`] says, on the injected
-//! [`Clock`].
-//!
-//! The first dial waits (up to 30 s) for the upstream's first start attempt, so the
-//! endpoint's opening `tools/list` finds the tools. Stopping closes the socket with 1000 and
-//! shuts the upstream down.
+//! One bridge: an endpoint, an upstream, a tool filter, and the loop that keeps the socket open:
+//! dial, serve, and after every end wait as the `Backoff` says, on the injected [`Clock`]. The
+//! first dial waits (up to 30 s) for the upstream's first start attempt, so the endpoint's opening
+//! `tools/list` finds the tools; stopping closes the socket with 1000 and the upstream.
 
 use std::sync::Arc;
 use std::time::Duration;

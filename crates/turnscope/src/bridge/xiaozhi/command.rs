@@ -5,11 +5,8 @@
 //! config (`--bot`, or a turnscope TOML with `[[bridges.xiaozhi]]`), which needs the bot.
 //! Starting anything is left to the caller.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-use anyhow::{Context as _, bail};
 
 use super::bot::BOT;
 use super::bridge::{BridgeSettings, XiaozhiBridge};
@@ -17,11 +14,90 @@ use super::endpoint::Endpoint;
 use super::mcp_upstream::UpstreamSettings;
 use super::mcp_upstream::mcp_upstream;
 use super::placement::place;
-use crate::config::Config;
 use crate::config::mcp_json::read_mcp_json;
 use crate::config::mcp_servers::validate_servers;
-use crate::config::{McpServerConfig, Overrides, ToolFilter, XiaozhiEntry};
-use crate::mcp::spec::ServerSpec;
+use crate::config::{Config, ConfigError};
+use crate::config::{FilterOverlap, McpServerConfig, Overrides, ToolFilter, XiaozhiEntry};
+use crate::mcp::spec::{ServerSpec, SpecError, header_flags};
+
+/// Why `turnscope bridge xiaozhi` cannot decide what to run.
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    /// Occurs when more than one of `--stdio`, `--http`, `--sse`, `--bot` is given.
+    #[error("give at most one of --stdio, --http, --sse, --bot: a bridge relays one server")]
+    SeveralServers,
+    /// Occurs when `--allow` and `--deny` do not form a valid tool filter.
+    #[error("--allow/--deny: {0}")]
+    Filter(#[from] FilterOverlap),
+    /// Occurs when `--header` is given for a server that is not reached over HTTP.
+    #[error("--header applies to --http and --sse servers only")]
+    HeaderWithoutHttp,
+    /// Occurs when the `--stdio` line or a `--header` cannot describe the server.
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// Occurs when the turnscope config cannot be loaded.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Occurs when the one bridge asked for has no endpoint; the text is the placement's
+    /// warnings (which variable to set).
+    #[error("{0}")]
+    NoEndpoint(String),
+    /// Occurs when no server flag is given and no config file is found.
+    #[error(
+        "nothing to relay: give --stdio, --http, --sse or --bot, or a config file (--config FILE, \
+         $MCP_CONFIG, ./mcp_config.json or ./turnscope.toml with [[bridges.xiaozhi]])"
+    )]
+    NothingToRelay,
+    /// Occurs when an `mcp_config.json` cannot be read or parsed; the text names the file.
+    #[error("{0}")]
+    McpJson(String),
+    /// Occurs when a server of an `mcp_config.json` breaks a rule.
+    #[error("{}: {message}", path.display())]
+    InvalidServer {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, naming the server.
+        message: String,
+    },
+    /// Occurs when `--endpoint` is given with an `mcp_config.json` listing several servers.
+    #[error(
+        "--endpoint applies to a single server, and {} lists {count}; set `endpoint` per server or \
+         MCP_ENDPOINT_<NAME>",
+        path.display()
+    )]
+    EndpointForSeveral {
+        /// The file.
+        path: PathBuf,
+        /// How many servers it lists.
+        count: usize,
+    },
+    /// Occurs when no server of an `mcp_config.json` has an endpoint.
+    #[error("{}: no server could be bridged: {warnings}", path.display())]
+    NothingBridged {
+        /// The file.
+        path: PathBuf,
+        /// The placement's warnings, joined.
+        warnings: String,
+    },
+    /// Occurs when a turnscope TOML has no `[[bridges.xiaozhi]]` entry.
+    #[error(
+        "{}: no [[bridges.xiaozhi]] entry; add one (name, endpoint, servers) or use --stdio/--http/--sse/--bot",
+        path.display()
+    )]
+    NoBridges {
+        /// The file.
+        path: PathBuf,
+    },
+    /// Occurs when `--endpoint` is given with a turnscope TOML (its bridges name their own).
+    #[error(
+        "--endpoint applies to --stdio/--http/--sse/--bot or a one-server mcp_config.json; set `endpoint` in {}",
+        path.display()
+    )]
+    EndpointWithToml {
+        /// The file.
+        path: PathBuf,
+    },
+}
 
 /// What `turnscope bridge xiaozhi` is asked to do. The binary fills it from its command line.
 #[derive(Debug, Clone, Default)]
@@ -94,7 +170,7 @@ pub fn plan(
     config_flag: Option<&Path>,
     overrides: &Overrides,
     env: &dyn Fn(&str) -> Option<String>,
-) -> anyhow::Result<(Plan, Vec<String>)> {
+) -> Result<(Plan, Vec<String>), RelayError> {
     let servers = [
         args.stdio.is_some(),
         args.http.is_some(),
@@ -102,21 +178,19 @@ pub fn plan(
         args.bot,
     ];
     if servers.iter().filter(|given| **given).count() > 1 {
-        bail!("give at most one of --stdio, --http, --sse, --bot: a bridge relays one server");
+        return Err(RelayError::SeveralServers);
     }
     let filter = ToolFilter {
         allow: args.allow.clone(),
         deny: args.deny.clone(),
     };
-    filter
-        .check()
-        .map_err(|e| anyhow::anyhow!("--allow/--deny: {e}"))?;
-    let headers = parse_headers(&args.headers)?;
+    filter.check()?;
+    let headers = header_flags(&args.headers)?;
     if !headers.is_empty() && args.http.is_none() && args.sse.is_none() {
-        bail!("--header applies to --http and --sse servers only");
+        return Err(RelayError::HeaderWithoutHttp);
     }
     let spec = if let Some(line) = &args.stdio {
-        Some(ServerSpec::stdio_line(line).map_err(anyhow::Error::msg)?)
+        Some(ServerSpec::stdio_line(line)?)
     } else if let Some(url) = &args.http {
         Some(ServerSpec::Http {
             url: url.clone(),
@@ -144,7 +218,7 @@ pub fn plan(
             })
             .collect();
         if relays.is_empty() {
-            bail!("{}", warnings.join("; "));
+            return Err(RelayError::NoEndpoint(warnings.join("; ")));
         }
         return Ok((Plan::Relays(relays), Vec::new()));
     }
@@ -158,29 +232,27 @@ pub fn plan(
         }];
         let (placed, warnings) = place(vec![(args.name.clone(), args.endpoint.clone(), ())], env);
         if placed.is_empty() {
-            bail!("{}", warnings.join("; "));
+            return Err(RelayError::NoEndpoint(warnings.join("; ")));
         }
         return Ok((Plan::App(Box::new(config)), warnings));
     }
-    let path = config_path(config_flag, env).context(
-        "nothing to relay: give --stdio, --http, --sse or --bot, or a config file (--config FILE, \
-         $MCP_CONFIG, ./mcp_config.json or ./turnscope.toml with [[bridges.xiaozhi]])",
-    )?;
+    let path = config_path(config_flag, env).ok_or(RelayError::NothingToRelay)?;
     if is_json(&path) {
         let servers: Vec<_> = read_mcp_json(&path)
-            .map_err(anyhow::Error::msg)?
+            .map_err(RelayError::McpJson)?
             .into_iter()
             .filter(|s| !s.server.disabled)
             .collect();
         let configs: Vec<_> = servers.iter().map(|s| s.server.clone()).collect();
-        validate_servers(&configs).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        validate_servers(&configs).map_err(|message| RelayError::InvalidServer {
+            path: path.clone(),
+            message,
+        })?;
         if args.endpoint.is_some() && servers.len() != 1 {
-            bail!(
-                "--endpoint applies to a single server, and {} lists {}; set `endpoint` per server or \
-                 MCP_ENDPOINT_<NAME>",
-                path.display(),
-                servers.len()
-            );
+            return Err(RelayError::EndpointForSeveral {
+                path,
+                count: servers.len(),
+            });
         }
         let wanted = servers
             .into_iter()
@@ -200,26 +272,19 @@ pub fn plan(
             })
             .collect();
         if relays.is_empty() {
-            bail!(
-                "{}: no server could be bridged: {}",
-                path.display(),
-                warnings.join("; ")
-            );
+            return Err(RelayError::NothingBridged {
+                path,
+                warnings: warnings.join("; "),
+            });
         }
         return Ok((Plan::Relays(relays), warnings));
     }
     let (config, _) = Config::load(Some(&path), overrides)?;
     if config.bridges.xiaozhi.is_empty() {
-        bail!(
-            "{}: no [[bridges.xiaozhi]] entry; add one (name, endpoint, servers) or use --stdio/--http/--sse/--bot",
-            path.display()
-        );
+        return Err(RelayError::NoBridges { path });
     }
     if args.endpoint.is_some() {
-        bail!(
-            "--endpoint applies to --stdio/--http/--sse/--bot or a one-server mcp_config.json; set `endpoint` in {}",
-            path.display()
-        );
+        return Err(RelayError::EndpointWithToml { path });
     }
     Ok((Plan::App(Box::new(config)), Vec::new()))
 }
@@ -241,17 +306,6 @@ fn config_path(flag: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) -> Opt
         .into_iter()
         .map(PathBuf::from)
         .find(|p| p.exists())
-}
-
-fn parse_headers(raw: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
-    raw.iter()
-        .map(|h| {
-            let (k, v) = h
-                .split_once(':')
-                .with_context(|| format!("--header {h:?}: expected `Name: value`"))?;
-            Ok((k.trim().to_string(), v.trim().to_string()))
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -15,15 +15,15 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use crate::mcp::backoff::SessionEnd;
 use crate::observe::redact::redact;
 
-/// The largest frame (and message) accepted from the endpoint or sent to it: 2 MiB, as the
-/// baseline bridge allows.
-pub const MAX_FRAME_BYTES: usize = 2 * 1024 * 1024;
+/// The largest frame (and message) accepted from the endpoint or sent to it: 2 MiB (what
+/// Xiaozhi MCP bridges accept, so a reply they would take is never refused here).
+pub(crate) const MAX_FRAME_BYTES: usize = 2 * 1024 * 1024;
 
 /// How long the TCP + TLS + WebSocket handshake may take.
-pub const DIAL_TIMEOUT: Duration = Duration::from_secs(20);
+pub(crate) const DIAL_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The open socket type.
-pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+pub(crate) type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// An endpoint URL. `Debug` and [`Endpoint::shown`] mask the token.
 #[derive(Clone, PartialEq, Eq)]
@@ -38,26 +38,43 @@ impl std::fmt::Debug for Endpoint {
     }
 }
 
+/// Why an endpoint URL is refused (the URL shown with its token masked).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EndpointError {
+    /// Occurs when the URL is not `ws://` or `wss://`.
+    #[error(
+        "endpoint {shown}: expected a ws:// or wss:// URL such as wss://api.xiaozhi.me/mcp/?token=…"
+    )]
+    NotWebSocket {
+        /// The URL, token masked.
+        shown: String,
+    },
+    /// Occurs when the URL does not parse as a WebSocket request.
+    #[error("endpoint {shown}: not a valid URL: {message}")]
+    Invalid {
+        /// The URL, token masked.
+        shown: String,
+        /// The parser's message, token masked.
+        message: String,
+    },
+}
+
 impl Endpoint {
     /// Checks a `ws://` or `wss://` URL.
     ///
     /// # Errors
     ///
     /// The URL is not a WebSocket URL (the message shows it with its token masked).
-    pub fn parse(url: &str) -> Result<Self, String> {
+    pub fn parse(url: &str) -> Result<Self, EndpointError> {
         let url = url.trim();
         let shown = redact(url).into_owned();
         if !(url.starts_with("ws://") || url.starts_with("wss://")) {
-            return Err(format!(
-                "endpoint {shown}: expected a ws:// or wss:// URL such as wss://api.xiaozhi.me/mcp/?token=…"
-            ));
+            return Err(EndpointError::NotWebSocket { shown });
         }
-        url.into_client_request().map_err(|e| {
-            format!(
-                "endpoint {shown}: not a valid URL: {}",
-                redact(&e.to_string())
-            )
-        })?;
+        if let Err(e) = url.into_client_request() {
+            let message = redact(&e.to_string()).into_owned();
+            return Err(EndpointError::Invalid { shown, message });
+        }
         Ok(Self {
             url: url.to_string(),
             shown,
@@ -77,7 +94,7 @@ impl Endpoint {
 
 /// Why a dial failed, and how the reconnect policy should treat it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DialError {
+pub(crate) struct DialError {
     /// Abnormal, or Rejected for HTTP 401/403.
     pub end: SessionEnd,
     /// What happened (secrets masked).
@@ -89,7 +106,7 @@ pub struct DialError {
 /// # Errors
 ///
 /// See [`DialError`].
-pub async fn dial(endpoint: &Endpoint, max_frame: usize) -> Result<Socket, DialError> {
+pub(crate) async fn dial(endpoint: &Endpoint, max_frame: usize) -> Result<Socket, DialError> {
     let abnormal = |message: String| DialError {
         end: SessionEnd::Abnormal,
         message,
@@ -137,7 +154,7 @@ pub async fn dial(endpoint: &Endpoint, max_frame: usize) -> Result<Socket, DialE
 
 /// What a close frame from the endpoint means: 1000/1001 (or no code) is clean, 1008 is a
 /// refused token, anything else is abnormal.
-pub fn classify_close(frame: Option<&CloseFrame>) -> (SessionEnd, String) {
+pub(crate) fn classify_close(frame: Option<&CloseFrame>) -> (SessionEnd, String) {
     let Some(frame) = frame else {
         return (SessionEnd::Clean, "the endpoint closed the socket".into());
     };
@@ -175,7 +192,9 @@ mod tests {
         let e = Endpoint::parse("wss://api.xiaozhi.me/mcp/?token=abc.def").unwrap();
         assert_eq!(e.shown(), "wss://api.xiaozhi.me/mcp/?token=***");
         assert!(!format!("{e:?}").contains("abc"));
-        let err = Endpoint::parse("https://h/mcp/?token=abc").unwrap_err();
+        let err = Endpoint::parse("https://h/mcp/?token=abc")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("ws://") && !err.contains("abc"), "{err}");
     }
 

@@ -1,10 +1,6 @@
-//! JSON-RPC 2.0 frames as the endpoint sends them, and the replies the bridge writes back.
-//!
-//! Ids are kept as the exact JSON text the endpoint sent ([`RawId`]), so a reply echoes
-//! `0`, `-1`, `9007199254740993` or `"3f2c…_n_7"` byte for byte, type included. Params stay
-//! a [`serde_json::Value`] that is handed on untouched (`clientId`, `serialNumber`, `_meta`
-//! and anything else the broker adds). This module only parses and formats; it never
-//! decides what to answer.
+//! JSON-RPC 2.0 frames as the endpoint sends them, and the replies the bridge writes back. Ids
+//! are echoed byte for byte ([`RawId`]) and params are handed on untouched; this module only
+//! parses and formats, it never decides what to answer.
 
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
@@ -17,11 +13,14 @@ pub const METHOD_NOT_FOUND: i64 = -32601;
 /// `-32602`: the params are wrong.
 pub const INVALID_PARAMS: i64 = -32602;
 /// `-32603`: the bridge or the MCP server failed.
-pub const INTERNAL_ERROR: i64 = -32603;
-/// `-32000`: the tool is blocked by the bridge's tool filter (the baseline's code).
+pub(crate) const INTERNAL_ERROR: i64 = -32603;
+/// `-32000`: the tool is blocked by the bridge's tool filter (the code Xiaozhi MCP bridges use for it).
 pub const TOOL_BLOCKED: i64 = -32000;
 
 /// A request id exactly as the endpoint wrote it (a JSON string, number or `null`).
+///
+/// Ids are kept as the exact JSON text the endpoint sent, so a reply echoes `0`, `-1`,
+/// `9007199254740993` or `"3f2c…_n_7"` byte for byte, type included.
 #[derive(Debug, Clone)]
 pub struct RawId(Box<RawValue>);
 
@@ -271,7 +270,7 @@ pub fn error_frame(id: &RawId, code: i64, message: &str, data: Option<&Value>) -
 }
 
 /// The text of a notification frame.
-pub fn notification_frame(method: &str, params: Option<&Value>) -> String {
+pub(crate) fn notification_frame(method: &str, params: Option<&Value>) -> String {
     let mut map = serde_json::Map::new();
     map.insert("jsonrpc".into(), Value::String("2.0".into()));
     map.insert("method".into(), Value::String(method.into()));

@@ -1,11 +1,7 @@
-//! The `tools/list` answer the endpoint gets: the upstream's tools minus the filtered ones,
-//! each `inputSchema` made self-contained, cut into pages.
-//!
-//! Callers behind the Xiaozhi endpoint keep only `type`/`properties`/`required` of a schema
-//! (they drop `$defs`), so every local `$ref` is inlined with the same converter the OpenAI
-//! bridge uses ([`crate::tools::openai_shape::schema`]). A schema that cannot be inlined (a cycle, a
-//! remote ref) is sent as the server wrote it, and the caller is told so it can warn once.
-//! Pages are slices of the filtered list; the cursor is the offset as decimal text.
+//! The `tools/list` answer the endpoint gets: the upstream's tools minus the filtered ones, cut
+//! into pages (the cursor is the offset as decimal text), each `inputSchema` made self-contained
+//! because callers behind the endpoint drop `$defs`. `tools_page` says what happens when a
+//! schema cannot be inlined.
 
 use serde_json::{Map, Value};
 
@@ -14,7 +10,7 @@ use crate::tools::openai_shape::schema::{self, Limits, SchemaError};
 
 /// Tools per page when nothing else is configured: more than any endpoint is known to take
 /// (field reports say ~30 tools already strain the official broker).
-pub const DEFAULT_PAGE_SIZE: usize = 100;
+pub(crate) const DEFAULT_PAGE_SIZE: usize = 100;
 
 /// The `tools` of `tools/list` for the page at `cursor`, with `nextCursor` when more
 /// follow. `on_schema_error(tool, error)` hears about schemas sent unconverted.
@@ -22,7 +18,12 @@ pub const DEFAULT_PAGE_SIZE: usize = 100;
 /// # Errors
 ///
 /// A cursor that is not one this bridge handed out (text for a `-32602` reply).
-pub fn tools_page(
+///
+/// Callers behind the Xiaozhi endpoint keep only `type`/`properties`/`required` of a schema
+/// (they drop `$defs`), so every local `$ref` is inlined with the same converter the OpenAI
+/// bridge uses ([`crate::tools::openai_shape::schema`]). A schema that cannot be inlined (a cycle, a
+/// remote ref) is sent as the server wrote it, and the caller is told so it can warn once.
+pub(crate) fn tools_page(
     tools: Vec<Value>,
     filter: &ToolFilter,
     cursor: Option<&Value>,

@@ -1,4 +1,4 @@
-//! An upstream served inside this process, with no MCP session in between: a [`LocalTools`]
+//! An upstream served inside this process, with no MCP session in between: a `LocalTools`
 //! (the bot's `start`/`chat`, or registry tools) wrapped as an [`Upstream`]. It is always up
 //! until shut down, never restarts, answers `tools/list`, `tools/call` and `ping`, and
 //! refuses every other method with `-32601`.
@@ -18,7 +18,7 @@ use super::upstream::{ServerFacts, Upstream, UpstreamChange, UpstreamError, Upst
 
 /// Tools answered in this process.
 #[async_trait]
-pub trait LocalTools: Send + Sync + 'static {
+pub(crate) trait LocalTools: Send + Sync + 'static {
     /// A short description for logs and `/healthz`.
     fn label(&self) -> String;
     /// What the endpoint's `initialize` is told about the server.
@@ -38,7 +38,7 @@ pub trait LocalTools: Send + Sync + 'static {
 }
 
 /// A [`LocalTools`] as an [`Upstream`].
-pub struct Local<T> {
+pub(crate) struct Local<T> {
     tools: T,
     changes: broadcast::Sender<UpstreamChange>,
     stopped: AtomicBool,

@@ -33,7 +33,7 @@ use crate::observe::redact::redact;
 
 /// How long a session may take to open (spawn + MCP handshake) before the attempt counts
 /// as failed.
-pub const OPEN_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const OPEN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long `tools/list` waits for a server that is still starting.
 const STARTING_WAIT: Duration = Duration::from_secs(10);

@@ -8,7 +8,7 @@ use super::endpoint::Endpoint;
 use crate::config::env::expand_env;
 
 /// The environment variable naming the endpoint of bridge `name`: `MCP_ENDPOINT_<NAME>`.
-pub fn env_var_for(name: &str) -> String {
+pub(crate) fn env_var_for(name: &str) -> String {
     let tail: String = name
         .chars()
         .map(|c| {
@@ -24,7 +24,7 @@ pub fn env_var_for(name: &str) -> String {
 
 /// Where a bridge's endpoint came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EndpointSource {
+pub(crate) enum EndpointSource {
     /// Its own `endpoint` (config or `--endpoint`).
     Own,
     /// `MCP_ENDPOINT_<NAME>`.
@@ -35,7 +35,7 @@ pub enum EndpointSource {
 
 /// A bridge whose endpoint is known.
 #[derive(Debug, Clone)]
-pub struct Placed<T> {
+pub(crate) struct Placed<T> {
     /// The bridge's name.
     pub name: String,
     /// Its endpoint.
@@ -43,13 +43,13 @@ pub struct Placed<T> {
     /// Where the endpoint came from.
     pub source: EndpointSource,
     /// Whatever else the caller attached.
-    pub item: T,
+    pub(crate) item: T,
 }
 
 /// Resolves the endpoint of each `(name, own endpoint, item)`. Bridges without a usable
 /// endpoint are left out; every such case, and bridges sharing `MCP_ENDPOINT`, produce a
 /// warning (tokens masked).
-pub fn place<T>(
+pub(crate) fn place<T>(
     bridges: Vec<(String, Option<String>, T)>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> (Vec<Placed<T>>, Vec<String>) {

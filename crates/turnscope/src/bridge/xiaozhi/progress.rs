@@ -1,12 +1,7 @@
-//! Progress of a relayed request, from the MCP server back to the endpoint.
-//!
-//! MCP allows `notifications/progress` only for a request that carried a `progressToken` in
-//! `params._meta`, and they must carry that token. The endpoint's token cannot simply pass
-//! through: rmcp sets its own token on every request it sends, so the server reports progress
-//! under rmcp's token. [`ProgressRoutes`] (one per upstream session) maps rmcp's token back
-//! to the request's [`ProgressSink`]; the socket then writes each report to the endpoint under
-//! the endpoint's own token ([`progress_frame`]), and only for requests where the endpoint
-//! gave one ([`endpoint_token`]).
+//! Progress of a relayed request, from the MCP server back to the endpoint. rmcp puts its own
+//! `progressToken` on every request it sends, so `ProgressRoutes` maps rmcp's token back to the
+//! request, and the report reaches the endpoint under the endpoint's own token, only when it gave
+//! one (`endpoint_token`, `progress_frame`).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -23,7 +18,7 @@ pub type ProgressSink = mpsc::Sender<Value>;
 
 /// Reports one request may have queued before the socket writes them; more are dropped
 /// (progress is advisory, the result is what counts).
-pub const PROGRESS_QUEUE: usize = 32;
+pub(crate) const PROGRESS_QUEUE: usize = 32;
 
 /// Reports kept for a token not registered yet (a server may report before the relay has
 /// registered the request it just sent).
@@ -37,12 +32,12 @@ struct Table {
 
 /// rmcp progress tokens of the requests in flight on one upstream session → their sinks.
 #[derive(Clone, Default)]
-pub struct ProgressRoutes {
+pub(crate) struct ProgressRoutes {
     table: Arc<Mutex<Table>>,
 }
 
 /// Removes its route when dropped (the request ended).
-pub struct Route {
+pub(crate) struct Route {
     routes: ProgressRoutes,
     token: ProgressToken,
 }
@@ -60,7 +55,7 @@ impl ProgressRoutes {
 
     /// Sends the reports for `token` to `sink` until the returned [`Route`] is dropped;
     /// reports that arrived for `token` before this call are delivered first.
-    pub fn register(&self, token: ProgressToken, sink: ProgressSink) -> Route {
+    pub(crate) fn register(&self, token: ProgressToken, sink: ProgressSink) -> Route {
         let mut table = self.lock();
         let early = std::mem::take(&mut table.early);
         for param in early {
@@ -79,7 +74,7 @@ impl ProgressRoutes {
 
     /// Hands one report from the server to its request's sink (never waits: a full sink
     /// drops it), or keeps it a while if no request holds its token yet.
-    pub fn deliver(&self, param: ProgressNotificationParam) {
+    pub(crate) fn deliver(&self, param: ProgressNotificationParam) {
         let mut table = self.lock();
         match table.routes.get(&param.progress_token) {
             Some(sink) => send(sink, &param),
@@ -101,7 +96,7 @@ fn send(sink: &ProgressSink, param: &ProgressNotificationParam) {
 
 /// The endpoint's `params._meta.progressToken`, if its request carried one (a string or a
 /// number, as MCP allows).
-pub fn endpoint_token(params: Option<&Value>) -> Option<Value> {
+pub(crate) fn endpoint_token(params: Option<&Value>) -> Option<Value> {
     params?
         .get("_meta")?
         .get("progressToken")
@@ -111,7 +106,7 @@ pub fn endpoint_token(params: Option<&Value>) -> Option<Value> {
 
 /// The `notifications/progress` frame for the endpoint: the server's report under the
 /// endpoint's `token`.
-pub fn progress_frame(token: &Value, report: Value) -> String {
+pub(crate) fn progress_frame(token: &Value, report: Value) -> String {
     let mut params = match report {
         Value::Object(map) => map,
         _ => serde_json::Map::new(),

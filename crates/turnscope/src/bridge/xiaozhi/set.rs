@@ -29,8 +29,36 @@ pub trait UpstreamCatalog: Send + Sync {
     ///
     /// # Errors
     ///
-    /// A message saying which name cannot be served and what to do.
-    fn upstream(&self, bridge: &str, servers: &[String]) -> Result<Arc<dyn Upstream>, String>;
+    /// A name that cannot be served; the error says which and what to do.
+    fn upstream(&self, bridge: &str, servers: &[String])
+    -> Result<Arc<dyn Upstream>, CatalogError>;
+}
+
+/// Why a bridge's `servers` list cannot be relayed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CatalogError {
+    /// Occurs when `@bot` is named but this command does not run the bot.
+    #[error(
+        "\"{BOT}\" relays the bot, which this command does not run; use `turnscope bridge xiaozhi --bot` or the main mode"
+    )]
+    BotNotRunning,
+    /// Occurs when the list is empty.
+    #[error("servers: empty; name [[mcp_servers]] entries, or \"@bot\"")]
+    Empty,
+    /// Occurs when `@bot` is listed with MCP servers.
+    #[error(
+        "servers: \"{BOT}\" cannot be mixed with MCP servers on one bridge; give the bot its own bridge"
+    )]
+    BotMixed,
+    /// Occurs when `[[mcp_servers]]` names are listed but this command has no tool registry.
+    #[error(
+        "servers: {0} need the bot's tool registry, which this command does not run; \
+         use the main mode with [[mcp_servers]] in the config"
+    )]
+    NoRegistry(String),
+    /// Occurs when a listed name is no configured MCP server.
+    #[error("servers: no MCP server named {0}; define it under [[mcp_servers]] (or use \"{BOT}\")")]
+    Unknown(String),
 }
 
 /// The catalog built in: `@bot` (when the bot runs) and MCP servers given by spec.
@@ -49,30 +77,26 @@ pub struct Catalog {
 }
 
 impl UpstreamCatalog for Catalog {
-    fn upstream(&self, bridge: &str, servers: &[String]) -> Result<Arc<dyn Upstream>, String> {
+    fn upstream(
+        &self,
+        bridge: &str,
+        servers: &[String],
+    ) -> Result<Arc<dyn Upstream>, CatalogError> {
         match servers {
             [one] if one == BOT => match &self.sessions {
                 Some(sessions) => Ok(Arc::new(bot_upstream(sessions.clone(), bridge))),
-                None => Err(format!(
-                    "\"{BOT}\" relays the bot, which this command does not run; use `turnscope bridge xiaozhi --bot` or the main mode"
-                )),
+                None => Err(CatalogError::BotNotRunning),
             },
             [one] if self.servers.contains_key(one) => Ok(Arc::new(mcp_upstream(
                 bridge,
                 self.servers[one].clone(),
                 self.settings.clone(),
             ))),
-            [] => Err("servers: empty; name [[mcp_servers]] entries, or \"@bot\"".into()),
-            names if names.iter().any(|n| n == BOT) => Err(format!(
-                "servers: \"{BOT}\" cannot be mixed with MCP servers on one bridge; give the bot its own bridge"
-            )),
+            [] => Err(CatalogError::Empty),
+            names if names.iter().any(|n| n == BOT) => Err(CatalogError::BotMixed),
             names => {
                 let Some(tools) = &self.tools else {
-                    return Err(format!(
-                        "servers: {} need the bot's tool registry, which this command does not run; \
-                         use the main mode with [[mcp_servers]] in the config",
-                        names.join(", ")
-                    ));
+                    return Err(CatalogError::NoRegistry(names.join(", ")));
                 };
                 let known: BTreeSet<String> =
                     tools.specs().iter().map(|s| s.source.clone()).collect();
@@ -83,10 +107,7 @@ impl UpstreamCatalog for Catalog {
                     .map(String::as_str)
                     .collect();
                 if !unknown.is_empty() {
-                    return Err(format!(
-                        "servers: no MCP server named {}; define it under [[mcp_servers]] (or use \"{BOT}\")",
-                        unknown.join(", ")
-                    ));
+                    return Err(CatalogError::Unknown(unknown.join(", ")));
                 }
                 Ok(Arc::new(tools_upstream(
                     tools.clone(),
@@ -110,7 +131,7 @@ impl BridgeStatuses {
     }
 
     /// The states as JSON for `/healthz`.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         serde_json::to_value(self.all()).unwrap_or(Value::Null)
     }
 }
@@ -144,7 +165,7 @@ impl XiaozhiBridges {
     /// Builds and starts the bridges of `[[bridges.xiaozhi]]`. Entries that cannot run (no
     /// endpoint, an unknown server) are skipped; each skip and each endpoint warning is
     /// logged and published, and returned.
-    pub fn from_config(
+    pub(crate) fn from_config(
         entries: &[XiaozhiEntry],
         catalog: &dyn UpstreamCatalog,
         settings: &BridgeSettings,

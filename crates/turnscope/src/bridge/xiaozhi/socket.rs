@@ -1,14 +1,6 @@
-//! One open endpoint socket: read frames, answer what the bridge answers itself, hand the
-//! rest to the upstream, write the replies back.
-//!
-//! Answered here, never waiting on the upstream: `initialize` (with the upstream's
-//! `serverInfo` when known, echoing the requested protocol version), `ping`,
-//! `notifications/*`, malformed frames (dropped and counted) and calls to filtered tools
-//! (`-32000`). `tools/list`, `tools/call` and every other request run as tasks (at most
-//! [`MAX_IN_FLIGHT`]; an id already in flight is refused, never overwritten), so a slow
-//! upstream never delays a ping. Replies go through a bounded queue; when the socket ends its
-//! tasks are cancelled. Progress reports reach the endpoint only for requests carrying its
-//! `_meta.progressToken` (see [`progress`](super::progress)).
+//! One open endpoint socket: read frames, answer what the bridge answers itself, hand the rest
+//! to the upstream as tasks (bounded), write the replies back. A slow upstream never delays a
+//! `ping`; [`serve`] says what is answered here.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -43,7 +35,7 @@ const OUT_QUEUE: usize = 256;
 pub const MAX_IN_FLIGHT: usize = 64;
 
 /// The protocol version answered when the endpoint's `initialize` names none.
-pub const DEFAULT_PROTOCOL: &str = "2024-11-05";
+pub(crate) const DEFAULT_PROTOCOL: &str = "2024-11-05";
 
 /// What the socket loop needs from its bridge.
 pub struct Relay {
@@ -116,6 +108,15 @@ struct Loop<'a> {
 
 /// Serves one open socket until it closes, fails, or `stop` is cancelled (then it closes
 /// with 1000).
+///
+/// Answered here, never waiting on the upstream: `initialize` (with the upstream's
+/// `serverInfo` when known, echoing the requested protocol version), `ping`,
+/// `notifications/*`, malformed frames (dropped and counted) and calls to filtered tools
+/// (`-32000`). `tools/list`, `tools/call` and every other request run as tasks (at most
+/// [`MAX_IN_FLIGHT`]; an id already in flight is refused, never overwritten), so a slow
+/// upstream never delays a ping. Replies go through a bounded queue; when the socket ends its
+/// tasks are cancelled. Progress reports reach the endpoint only for requests carrying its
+/// `_meta.progressToken` (see [`progress`](super::progress)).
 pub async fn serve<S>(
     mut ws: WebSocketStream<S>,
     relay: &Arc<Relay>,

@@ -2,7 +2,7 @@
 //! ([`BridgeEvent`]) published on the bus and served in `/healthz`.
 //!
 //! Counting is a relaxed atomic add; building and publishing a snapshot happens only when
-//! somebody listens (see [`Bus::publish_with`]), on connection changes at once and on a
+//! somebody listens (see `Bus::publish_with`), on connection changes at once and on a
 //! one-second tick for counters.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -62,12 +62,12 @@ impl BridgeState {
     }
 
     /// A frame came in.
-    pub fn frame_in(&self) {
+    pub(crate) fn frame_in(&self) {
         self.frames_in.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A frame went out.
-    pub fn frame_out(&self) {
+    pub(crate) fn frame_out(&self) {
         self.frames_out.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -142,7 +142,7 @@ impl BridgeState {
     }
 
     /// Publishes the snapshot if anything but the time changed since the last one.
-    pub fn publish_if_changed(&self) {
+    pub(crate) fn publish_if_changed(&self) {
         if !self.bus.is_listened() {
             return;
         }

@@ -20,14 +20,14 @@ use super::upstream::{ServerFacts, UpstreamChange};
 use crate::tools::Tools;
 
 /// The tools of a [`Tools`] that come from some sources.
-pub struct SourceTools {
+pub(crate) struct SourceTools {
     tools: Arc<dyn Tools>,
     sources: Arc<BTreeSet<String>>,
     watcher: Mutex<Option<JoinHandle<()>>>,
 }
 
 /// The upstream of a bridge relaying named servers.
-pub type ToolsUpstream = Local<SourceTools>;
+pub(crate) type ToolsUpstream = Local<SourceTools>;
 
 /// The relayed tools of `tools` now, as MCP `Tool`s.
 fn listing(tools: &dyn Tools, sources: &BTreeSet<String>) -> Vec<Tool> {
@@ -46,7 +46,7 @@ fn listing(tools: &dyn Tools, sources: &BTreeSet<String>) -> Vec<Tool> {
 }
 
 /// An upstream relaying the tools of `sources` from `tools`.
-pub fn tools_upstream(tools: Arc<dyn Tools>, sources: BTreeSet<String>) -> ToolsUpstream {
+pub(crate) fn tools_upstream(tools: Arc<dyn Tools>, sources: BTreeSet<String>) -> ToolsUpstream {
     // 16: a receiver only needs to learn that the list changed; a lagging one relists once.
     let (changes, _) = broadcast::channel(16);
     let sources = Arc::new(sources);

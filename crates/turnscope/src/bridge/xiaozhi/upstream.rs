@@ -1,8 +1,8 @@
 //! The seam between a bridge and what it relays to: the [`Upstream`] trait. An *upstream*
 //! lists tools and answers requests; the bridge answers the handshake and pings itself. Three
 //! kinds: one MCP server ([`McpUpstream`](super::mcp_upstream::McpUpstream), restarted when it
-//! dies), the bot ([`BotUpstream`](super::bot::BotUpstream), `@bot`) and named
-//! `[[mcp_servers]]` ([`ToolsUpstream`](super::tools_upstream::ToolsUpstream)).
+//! dies), the bot (`BotUpstream`, `@bot`) and named
+//! `[[mcp_servers]]` (`ToolsUpstream`).
 
 use std::time::Duration;
 
@@ -36,7 +36,7 @@ pub enum UpstreamStatus {
 
 impl UpstreamStatus {
     /// Whether calls can be made now.
-    pub fn is_up(&self) -> bool {
+    pub(crate) fn is_up(&self) -> bool {
         matches!(self, Self::Up { .. })
     }
 
@@ -59,7 +59,7 @@ pub struct ServerFacts {
     /// `capabilities`.
     pub capabilities: Value,
     /// `instructions`, when given.
-    pub instructions: Option<String>,
+    pub(crate) instructions: Option<String>,
 }
 
 /// Something the endpoint should hear about without asking.

@@ -1,30 +1,11 @@
-//! Gives MCP tools names that OpenAI accepts, and maps them back.
-//!
-//! OpenAI function names must match `^[a-zA-Z0-9_-]{1,64}$`, while MCP tool
-//! names are free-form (`self.audio_speaker.set_volume`, `fs/read file`, names
-//! longer than 64 characters). A [`NameMap`] is built once from a server's
-//! tool list and assigns every tool one valid, unique name:
-//!
-//! * a name that is already valid is kept unchanged, whatever else is listed;
-//! * otherwise every character outside `[A-Za-z0-9_-]` becomes `_` (one `_`
-//!   per character, so `é` is one `_` too); an empty name becomes `tool`;
-//! * a result longer than 64 characters is cut to 55 and given `_` plus eight
-//!   hex digits of a hash of the *original* name, so two long names that
-//!   share a prefix still differ;
-//! * if the result is already taken (by a valid name or by an earlier
-//!   assignment), it gets the same `_` + hash suffix; in the practically
-//!   impossible case that this is taken too, the hash is re-seeded with a
-//!   counter until it is free.
-//!
-//! Renamed tools are assigned in byte order of their original names, not in
-//! list order, so the result depends only on the *set* of names: a server
-//! that lists its tools in a different order after a refresh gets the very
-//! same mapping. Nothing depends on `HashMap` iteration order.
+//! Gives MCP tools names that OpenAI accepts (`^[a-zA-Z0-9_-]{1,64}$`), and maps them back. A
+//! valid name is kept; any other is rewritten to a unique valid one, and the mapping depends
+//! only on the set of names, never on their order. [`NameMap`] states the rules.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Longest function name OpenAI accepts.
-pub const MAX_NAME_LEN: usize = 64;
+pub(crate) const MAX_NAME_LEN: usize = 64;
 
 /// Length of the `_xxxxxxxx` suffix added to shortened or colliding names.
 const SUFFIX_LEN: usize = 9;
@@ -38,6 +19,27 @@ pub fn is_valid_openai_name(name: &str) -> bool {
 }
 
 /// A two-way mapping between original MCP tool names and OpenAI names.
+///
+/// OpenAI function names must match `^[a-zA-Z0-9_-]{1,64}$`, while MCP tool
+/// names are free-form (`self.audio_speaker.set_volume`, `fs/read file`, names
+/// longer than 64 characters). A [`NameMap`] is built once from a server's
+/// tool list and assigns every tool one valid, unique name:
+///
+/// * a name that is already valid is kept unchanged, whatever else is listed;
+/// * otherwise every character outside `[A-Za-z0-9_-]` becomes `_` (one `_`
+///   per character, so `é` is one `_` too); an empty name becomes `tool`;
+/// * a result longer than 64 characters is cut to 55 and given `_` plus eight
+///   hex digits of a hash of the *original* name, so two long names that
+///   share a prefix still differ;
+/// * if the result is already taken (by a valid name or by an earlier
+///   assignment), it gets the same `_` + hash suffix; in the practically
+///   impossible case that this is taken too, the hash is re-seeded with a
+///   counter until it is free.
+///
+/// Renamed tools are assigned in byte order of their original names, not in
+/// list order, so the result depends only on the *set* of names: a server
+/// that lists its tools in a different order after a refresh gets the very
+/// same mapping. Nothing depends on `HashMap` iteration order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NameMap {
     /// (original, openai) in the order the originals were first listed.

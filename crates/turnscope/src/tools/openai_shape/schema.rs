@@ -1,32 +1,7 @@
-//! Turns an MCP tool's `inputSchema` into the `parameters` schema of an
-//! OpenAI function tool.
-//!
-//! MCP servers (mostly generated from Pydantic or zod models) share pieces of
-//! their argument schemas under `$defs` (draft-07: `definitions`) and pull them
-//! in with `$ref`. Many OpenAI-compatible providers reject `$ref`, unresolved
-//! pointers or a `null` schema, so this module builds a self-contained copy:
-//!
-//! * every local `$ref` (`#/$defs/..`, `#/definitions/..`, any JSON pointer
-//!   into the same document with `~0`/`~1` and percent-encoding decoded, or an
-//!   absolute ref whose base is the root `$id`) is replaced by a copy of its
-//!   target; a definition used twice is copied twice;
-//! * recursion, refs to other documents (`https://..`, `file://..`,
-//!   `other.json#..`), anchors, `$dynamicRef` and missing targets are errors
-//!   naming the JSON pointer of the offending `$ref`; nothing is fetched, the
-//!   conversion does no I/O;
-//! * [`Limits`] cap the expansion, so a schema that doubles at every level
-//!   cannot exhaust memory or the stack;
-//! * `$defs`, `definitions`, `$schema`, `$id`, `$anchor`, `$comment` and the
-//!   other core `$`-keywords are removed from every schema object;
-//! * the top level is always an object schema with `properties`.
-//!
-//! A fragment standing where a schema belongs but not being one (a string in
-//! `properties`, a number in `anyOf`) is dropped instead of failing the tool;
-//! [`convert`] lists them for a warning. Values of non-schema keywords
-//! (`enum`, `const`, `default`, `examples`, unknown extensions) are copied
-//! untouched, even when they hold a `$ref` key. Keys come out in
-//! `serde_json::Map` order (sorted, `preserve_order` is off), so equal input
-//! gives byte-identical output.
+//! Turns an MCP tool's `inputSchema` into the `parameters` schema of an OpenAI function tool:
+//! a self-contained object schema with every local `$ref` inlined, because many
+//! OpenAI-compatible providers reject `$ref`. The conversion does no I/O, is capped by
+//! [`Limits`], and gives byte-identical output for equal input; [`convert`] states the rules.
 
 use crate::json::json_kind;
 use serde_json::{Map, Value, json};
@@ -235,6 +210,33 @@ pub fn to_openai_parameters(schema: Option<&Value>, limits: &Limits) -> Result<V
 ///   `"object"`. A missing `properties` is added as `{}`.
 /// * Nested `$id` does not change how refs resolve: every `#...` ref is a
 ///   pointer into the whole `inputSchema`.
+///
+/// MCP servers (mostly generated from Pydantic or zod models) share pieces of
+/// their argument schemas under `$defs` (draft-07: `definitions`) and pull them
+/// in with `$ref`. Many OpenAI-compatible providers reject `$ref`, unresolved
+/// pointers or a `null` schema, so this module builds a self-contained copy:
+///
+/// * every local `$ref` (`#/$defs/..`, `#/definitions/..`, any JSON pointer
+///   into the same document with `~0`/`~1` and percent-encoding decoded, or an
+///   absolute ref whose base is the root `$id`) is replaced by a copy of its
+///   target; a definition used twice is copied twice;
+/// * recursion, refs to other documents (`https://..`, `file://..`,
+///   `other.json#..`), anchors, `$dynamicRef` and missing targets are errors
+///   naming the JSON pointer of the offending `$ref`; nothing is fetched, the
+///   conversion does no I/O;
+/// * [`Limits`] cap the expansion, so a schema that doubles at every level
+///   cannot exhaust memory or the stack;
+/// * `$defs`, `definitions`, `$schema`, `$id`, `$anchor`, `$comment` and the
+///   other core `$`-keywords are removed from every schema object;
+/// * the top level is always an object schema with `properties`.
+///
+/// A fragment standing where a schema belongs but not being one (a string in
+/// `properties`, a number in `anyOf`) is dropped instead of failing the tool;
+/// [`convert`] lists them for a warning. Values of non-schema keywords
+/// (`enum`, `const`, `default`, `examples`, unknown extensions) are copied
+/// untouched, even when they hold a `$ref` key. Keys come out in
+/// `serde_json::Map` order (sorted, `preserve_order` is off), so equal input
+/// gives byte-identical output.
 pub fn convert(schema: Option<&Value>, limits: &Limits) -> Result<Conversion, SchemaError> {
     let root = match schema {
         None | Some(Value::Null) | Some(Value::Bool(true)) => {
