@@ -23,8 +23,10 @@ pub use seconds::{MAX_SECONDS, check_seconds};
 pub use tool_filter::{FilterOverlap, ToolFilter};
 pub use xiaozhi::XiaozhiEntry;
 
-/// Connections open at once unless configured (`server.max_connections`).
-pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// Connections open at once unless configured (`server.max_connections`): room for the load
+/// bench's 1000 concurrent `chat` calls (one HTTP/1 connection each) several times over, and
+/// well under the usual descriptor limit of a server process.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -114,7 +116,7 @@ pub struct ServerSection {
     pub header_timeout_seconds: f64,
     /// Seconds a client has to send a request's whole body (default 30).
     pub body_timeout_seconds: f64,
-    /// Most HTTP connections open at once (default 512); more get 503 and a log line.
+    /// Most HTTP connections open at once (default 4096); more get 503 and a log line.
     pub max_connections: usize,
 }
 
@@ -337,7 +339,7 @@ impl Config {
             return Err("server.handle_seconds: must be at least 1".into());
         }
         if s.max_connections == 0 {
-            return Err("server.max_connections: must be at least 1 (default 512)".into());
+            return Err("server.max_connections: must be at least 1 (default 4096)".into());
         }
         check_seconds("server.sweep_seconds", s.sweep_seconds, true)?;
         check_seconds("model.pace", self.model.pace, true)?;
