@@ -397,6 +397,7 @@ fn piece(id: u64) -> Event {
         direction: "down".into(),
         at_us: super::test_fixture::T0 + 20_000_000,
         detail: "late".into(),
+        depth: 0,
     })
 }
 
@@ -563,6 +564,7 @@ fn an_interrupts_flush_never_draws_the_turn_rule_twice() {
             direction: "down".into(),
             at_us: 1,
             detail: String::new(),
+            depth: 0,
         }));
     }
     let rules: Vec<u64> = c

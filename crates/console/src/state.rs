@@ -310,6 +310,8 @@ impl ConsoleState {
                 );
             }
             Event::Served { .. } => {}
+            // Folded into a mark on the session row by a later change.
+            Event::ClientGone { .. } => {}
             Event::Bridge(b) => {
                 self.saw_time(b.at_us);
                 let key = format!("{} {}", b.kind, b.name);

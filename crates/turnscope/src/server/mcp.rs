@@ -4,7 +4,8 @@
 //! type is answered as a tool error naming the field (as every other mistake is) instead of
 //! a protocol error.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use async_trait::async_trait;
@@ -27,13 +28,67 @@ use crate::sessions::{ChatError, ChatReply, ProgressSink, Sessions};
 pub struct BotMcp {
     sessions: Sessions,
     tools: Arc<Vec<Tool>>,
+    held: Arc<Held>,
 }
 
 impl BotMcp {
     /// A handler for `sessions`.
     pub fn new(sessions: Sessions) -> Self {
         let tools = Arc::new(tool_list(sessions.limits().handle_seconds));
-        Self { sessions, tools }
+        let held = Arc::new(Held {
+            sessions: sessions.clone(),
+            numbers: Mutex::new(Vec::new()),
+            client: Mutex::new(String::new()),
+            in_mcp_session: AtomicBool::new(false),
+        });
+        Self {
+            sessions,
+            tools,
+            held,
+        }
+    }
+}
+
+/// The bot sessions one MCP session opened. rmcp makes one handler per MCP session and drops
+/// it when that session ends (a `DELETE`, or its idle timeout), so dropping this publishes
+/// [`Event::ClientGone`] for each of them still open. Handlers that never served a call inside
+/// an MCP session (sessionless revisions, Xiaozhi's `@bot`) publish nothing.
+struct Held {
+    sessions: Sessions,
+    numbers: Mutex<Vec<u64>>,
+    client: Mutex<String>,
+    in_mcp_session: AtomicBool,
+}
+
+impl Held {
+    fn opened(&self, number: u64, client: &str) {
+        let mut numbers = self.numbers.lock().unwrap_or_else(|e| e.into_inner());
+        numbers.push(number);
+        let mut name = self.client.lock().unwrap_or_else(|e| e.into_inner());
+        if name.is_empty() {
+            name.push_str(client);
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if !self.in_mcp_session.load(Ordering::Relaxed) {
+            return;
+        }
+        let numbers = std::mem::take(self.numbers.get_mut().unwrap_or_else(|e| e.into_inner()));
+        let client = std::mem::take(self.client.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for number in numbers {
+            if self.sessions.by_number(number).is_none() {
+                continue;
+            }
+            self.sessions.bus().publish_with(|| Event::ClientGone {
+                session: number,
+                client: client.clone(),
+                reason: "its MCP session ended (deleted, or closed after its idle timeout)".into(),
+                at_us: crate::observe::event::now_us(),
+            });
+        }
     }
 }
 
@@ -216,8 +271,9 @@ impl BotMcp {
     }
 
     fn start(&self, client: String) -> CallToolResult {
-        match self.sessions.open(SessionOpener::Mcp(client)) {
+        match self.sessions.open(SessionOpener::Mcp(client.clone())) {
             Ok(session) => {
+                self.held.opened(session.number, &client);
                 let handle = session.handle();
                 let mut result = CallToolResult::success(vec![ContentBlock::text(handle.clone())]);
                 result.structured_content =
@@ -352,6 +408,13 @@ impl ServerHandler for BotMcp {
             })
             .flatten();
         let (cancel, _watch) = either(context.ct.clone(), gone);
+        let in_mcp_session = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .is_some_and(|parts| parts.headers.contains_key("mcp-session-id"));
+        if in_mcp_session {
+            self.held.in_mcp_session.store(true, Ordering::Relaxed);
+        }
         let mut sink = context.meta.get_progress_token().map(|token| McpProgress {
             peer: context.peer.clone(),
             token,
