@@ -59,6 +59,10 @@ pub enum Command {
     Close,
     /// A replay: step back (-1) or on (+1) one turn end.
     Step(isize),
+    /// A replay: step back (-1) or on (+1) one event inside a turn (a piece, a tool call).
+    Scrub(isize),
+    /// Sessions: the next sort.
+    Sort,
 }
 
 /// Where a binding applies.
@@ -147,6 +151,11 @@ pub const BINDINGS: &[Binding] = &[
     ),
     b(
         Scope::Global,
+        ", / .",
+        "replay: step back / on one event inside a turn (a model request, a piece, a tool call)",
+    ),
+    b(
+        Scope::Global,
         "z",
         "zoom: the focused pane fills the screen; z or Esc gives the others back",
     ),
@@ -200,6 +209,16 @@ pub const BINDINGS: &[Binding] = &[
         Scope::Sessions,
         "y",
         "copy the selected session's full handle to the clipboard (OSC 52)",
+    ),
+    b(
+        Scope::Sessions,
+        "s",
+        "sort: by number / latest active first / most errors first",
+    ),
+    b(
+        Scope::Sessions,
+        "/",
+        "filter the list: number, handle, who opened it, state (any case); Esc clears",
     ),
     b(
         Scope::Sessions,
@@ -298,13 +317,21 @@ pub fn hints(pane: super::app::PaneId, read_only: bool) -> Vec<(&'static str, &'
             ("F1", "help"),
             ("Ctrl+C", "quit"),
         ],
-        PaneId::Sessions if read_only => vec![("↑↓", "select"), ("w", "turn view")],
+        PaneId::Sessions if read_only => vec![
+            ("↑↓", "select"),
+            ("w", "turn view"),
+            ("s", "sort"),
+            ("/", "filter"),
+            ("[ ] , .", "step"),
+        ],
         PaneId::Sessions => vec![
             ("↑↓", "select"),
             ("Enter", "chat"),
             ("w", "turn view"),
-            ("i", "interrupt"),
+            ("s", "sort"),
+            ("/", "filter"),
             ("n/d", "new/close"),
+            ("i", "interrupt"),
             ("y", "copy handle"),
         ],
         PaneId::Transcript => vec![
@@ -393,6 +420,9 @@ pub fn command(key: &KeyEvent) -> Option<Command> {
         KeyCode::Char('n') => Command::New,
         KeyCode::Char('d') => Command::Close,
         KeyCode::Char('[') => Command::Step(-1),
+        KeyCode::Char(',') => Command::Scrub(-1),
+        KeyCode::Char('.') => Command::Scrub(1),
+        KeyCode::Char('s') => Command::Sort,
         KeyCode::Char(']') => Command::Step(1),
         _ => return None,
     })
