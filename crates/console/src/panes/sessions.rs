@@ -33,6 +33,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             format!(" filter: {before}▏{after} "),
             c.theme.key,
         ));
+        title.push(dim_piece(c, format!("{} shown", rows.len())));
     } else if !list.filter.is_empty() {
         title.push(Span::styled(
             format!(" filter: {} ", list.filter),
