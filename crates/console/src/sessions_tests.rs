@@ -107,4 +107,13 @@ fn a_session_whose_client_went_is_marked_logged_and_not_held() {
         press(&mut c, KeyCode::Char(ch));
     }
     assert_eq!(listed(&c), [2]);
+    // A turn on it (a client chatting on its handle again) takes the mark off.
+    let at_us = c.state.now_us + 1_000;
+    c.state.apply(&Event::TurnStarted {
+        session: 2,
+        turn: 9,
+        line: "back again".into(),
+        at_us,
+    });
+    assert!(c.state.client_gone(2).is_none());
 }

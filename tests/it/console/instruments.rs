@@ -66,6 +66,17 @@ async fn a_client_that_deletes_its_mcp_session_is_marked_gone() {
         marked.contains("2 open"),
         "the bot session stays open:\n{marked}"
     );
+    // Another client chatting on the handle holds it again; when it closes, it is gone again.
+    let again = Client::connect(&mcp_url(&first)).await;
+    again.chat(&handle, "back on the same handle").await;
+    s.wait_for("the mark taken off", |t| !t.contains("client gone"))
+        .await;
+    again
+        .service
+        .cancel()
+        .await
+        .expect("the second client closes cleanly");
+    s.wait_text("client gone").await;
     // The Log says what happened and what to do.
     s.send(b"\x1b").await;
     s.send(b"8").await;

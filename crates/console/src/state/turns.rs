@@ -22,6 +22,8 @@ impl ConsoleState {
         });
         self.timelines.started(*session, *turn, *at_us);
         self.touch(*session, *at_us);
+        // Someone speaks into it again: no longer a session nobody holds.
+        self.clients_gone.remove(session);
         if let Some(row) = self.sessions.get_mut(session) {
             row.turns += 1;
             if !row.is_closed() {

@@ -37,7 +37,7 @@ impl BotMcp {
         let tools = Arc::new(tool_list(sessions.limits().handle_seconds));
         let held = Arc::new(Held {
             sessions: sessions.clone(),
-            numbers: Mutex::new(Vec::new()),
+            handles: Mutex::new(Vec::new()),
             client: Mutex::new(String::new()),
             in_mcp_session: AtomicBool::new(false),
         });
@@ -49,21 +49,29 @@ impl BotMcp {
     }
 }
 
-/// The bot sessions one MCP session opened. rmcp makes one handler per MCP session and drops
-/// it when that session ends (a `DELETE`, or its idle timeout), so dropping this publishes
-/// [`Event::ClientGone`] for each of them still open. Handlers that never served a call inside
-/// an MCP session (sessionless revisions, Xiaozhi's `@bot`) publish nothing.
+/// The bot sessions one MCP session opened or chatted on. rmcp makes one handler per MCP
+/// session and drops it when that session ends (a `DELETE`, or its idle timeout), so dropping
+/// this publishes [`Event::ClientGone`] for each of them still open. Handlers that never
+/// served a call inside an MCP session (sessionless revisions, Xiaozhi's `@bot`) publish
+/// nothing.
 struct Held {
     sessions: Sessions,
-    numbers: Mutex<Vec<u64>>,
+    /// Handles, each once (a client holds a few).
+    handles: Mutex<Vec<String>>,
     client: Mutex<String>,
     in_mcp_session: AtomicBool,
 }
 
 impl Held {
-    fn opened(&self, number: u64, client: &str) {
-        let mut numbers = self.numbers.lock().unwrap_or_else(|e| e.into_inner());
-        numbers.push(number);
+    fn hold(&self, handle: &str, client: &str) {
+        if !self.in_mcp_session.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut handles = self.handles.lock().unwrap_or_else(|e| e.into_inner());
+        if handles.iter().any(|h| h == handle) {
+            return;
+        }
+        handles.push(handle.to_string());
         let mut name = self.client.lock().unwrap_or_else(|e| e.into_inner());
         if name.is_empty() {
             name.push_str(client);
@@ -73,15 +81,9 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        if !self.in_mcp_session.load(Ordering::Relaxed) {
-            return;
-        }
-        let numbers = std::mem::take(self.numbers.get_mut().unwrap_or_else(|e| e.into_inner()));
+        let handles = std::mem::take(self.handles.get_mut().unwrap_or_else(|e| e.into_inner()));
         let client = std::mem::take(self.client.get_mut().unwrap_or_else(|e| e.into_inner()));
-        for number in numbers {
-            if self.sessions.by_number(number).is_none() {
-                continue;
-            }
+        for number in handles.iter().filter_map(|h| self.sessions.number_of(h)) {
             self.sessions.bus().publish_with(|| Event::ClientGone {
                 session: number,
                 client: client.clone(),
@@ -236,7 +238,7 @@ impl BotMcp {
         let started = Instant::now();
         let result = match name {
             "start" => self.start(client),
-            "chat" => self.chat(args, cancel, progress).await,
+            "chat" => self.chat(args, &client, cancel, progress).await,
             other => tool_error(format!(
                 "tool `{other}` does not exist here. This server has two tools: start (opens a conversation) and \
                  chat (handle, line)."
@@ -273,8 +275,8 @@ impl BotMcp {
     fn start(&self, client: String) -> CallToolResult {
         match self.sessions.open(SessionOpener::Mcp(client.clone())) {
             Ok(session) => {
-                self.held.opened(session.number, &client);
                 let handle = session.handle();
+                self.held.hold(&handle, &client);
                 let mut result = CallToolResult::success(vec![ContentBlock::text(handle.clone())]);
                 result.structured_content =
                     Some(json!({"handle": handle, "greeting": self.sessions.bot().greeting()}));
@@ -287,6 +289,7 @@ impl BotMcp {
     async fn chat(
         &self,
         args: &JsonObject,
+        client: &str,
         cancel: &CancellationToken,
         progress: Option<&mut dyn ProgressSink>,
     ) -> CallToolResult {
@@ -309,7 +312,11 @@ impl BotMcp {
             Err(e) => return tool_error(e),
         };
         match self.sessions.chat(handle, line, progress, cancel).await {
-            Ok(reply) => reply_result(reply),
+            Ok(reply) => {
+                // A client chatting on a handle holds it, whoever opened it.
+                self.held.hold(handle, client);
+                reply_result(reply)
+            }
             Err(ChatError::Cancelled) => tool_error(ChatError::Cancelled.to_string()),
             Err(e) => tool_error(e.to_string()),
         }
