@@ -261,6 +261,11 @@ pub const BINDINGS: &[Binding] = &[
         "one row per frame (its path and time folded in) / one row per link crossing",
     ),
     b(
+        Scope::Frames,
+        "(diagram)",
+        "above the list, the pipeline: each link's frames/s while frames flow (×N: how many crossed in all), qN the deepest queue a frame joined, ↑ upstream frames/s",
+    ),
+    b(
         Scope::ScopeToggle,
         "a",
         "all sessions / the selected session (Log: problems only / everything)",
@@ -492,6 +497,8 @@ mod tests {
             "1 … 8",
             "Ctrl+J",
             "Alt/Shift+Enter",
+            ", / .",
+            "s",
         ] {
             assert!(
                 help.contains(documented),

@@ -1,5 +1,5 @@
 //! The pipeline diagram over the Frames list: the processors in order and, on each link,
-//! downstream frames/s while frames flow (else how many crossed in all), the deepest queue a
+//! downstream frames/s while frames flow (else `×N`, how many crossed in all), the deepest queue a
 //! frame joined at the next processor (`q3`) and upstream frames/s (`↑2/s`), for the Frames
 //! pane's scope; wrapped at whole stages.
 
@@ -43,7 +43,13 @@ pub fn lines(c: &Console, width_cells: usize, max_lines: usize) -> Vec<Line<'sta
         let wrapped = wrap(label.clone(), t.dim, pieces, width_cells);
         if wrapped.len() <= max_lines || short {
             let mut out = wrapped;
-            out.truncate(max_lines);
+            if out.len() > max_lines {
+                out.truncate(max_lines);
+                // More stages follow than fit: say so rather than cut silently.
+                if let Some(last) = out.last_mut() {
+                    last.spans.push(Span::styled(" …", t.dim));
+                }
+            }
             return out
                 .into_iter()
                 .map(|l| super::fit(l, width_cells))
@@ -72,7 +78,7 @@ fn pieces(c: &Console, links: &[LinkFigures], now: u64, short: bool) -> Vec<Vec<
         let figure = if rate > 0 {
             format!(" ─{rate}/s")
         } else {
-            format!(" ─{}", crate::text::count(l.down_total))
+            format!(" ─×{}", crate::text::count(l.down_total))
         };
         let mut link = vec![Span::styled(figure, if rate > 0 { t.text } else { t.dim })];
         if depth > 1 {
