@@ -290,17 +290,15 @@ fn whole_screen_160x48() {
     assert_snapshot!(t.backend());
 }
 
-#[test]
-fn frames_pane_zoomed_pipeline_diagram_while_frames_flow() {
+/// Half a second of a streaming reply on #1: 40 pieces crossing model → output with a queue
+/// building at output (depths 1 to 9), then output → assistant-aggregator.
+fn streaming(c: &mut Console) {
     use turnscope::observe::{Event, FrameEvent};
-    let mut c = console();
-    // Half a second of a streaming reply: 40 pieces crossing model → output with a queue
-    // building at output, and a few upstream frames.
     let start = c.state.now_us + 2_000_000;
     for i in 0..40u64 {
-        for (from, to, dir, depth) in [
-            ("model", "output", "down", (i % 9) as u32 + 1),
-            ("output", "assistant-aggregator", "down", 1),
+        for (from, to, depth) in [
+            ("model", "output", (i % 9) as u32 + 1),
+            ("output", "assistant-aggregator", 1),
         ] {
             c.state.apply(&Event::Frame(FrameEvent {
                 id: 1_000 + i,
@@ -310,17 +308,36 @@ fn frames_pane_zoomed_pipeline_diagram_while_frames_flow() {
                 name: "TextPiece".into(),
                 from: from.into(),
                 to: to.into(),
-                direction: dir.into(),
+                direction: "down".into(),
                 at_us: start + i * 12_000,
                 detail: "word".into(),
                 depth,
             }));
         }
     }
+}
+
+#[test]
+fn frames_pane_zoomed_pipeline_diagram_while_frames_flow() {
+    let mut c = console();
+    streaming(&mut c);
     c.focus_pane(PaneId::Frames);
     c.zoom = true;
     let t = render(80, 24, &c, |f, _, c| super::draw::draw(f, c));
     assert_snapshot!(t.backend());
+}
+
+#[test]
+fn frame_detail_names_the_queue_each_hop_joined() {
+    let mut c = console();
+    streaming(&mut c);
+    c.focus_pane(PaneId::Frames);
+    c.frames.detail = true;
+    // Following: the detail is the newest frame's, piece 39, which joined 3 others at output.
+    let t = render(100, 30, &c, panes::inspector::draw);
+    let text = t.backend().to_string();
+    assert!(text.contains("model → output  queued behind 3"), "{text}");
+    assert!(!text.contains("assistant-aggregator  queued"), "{text}");
 }
 
 #[test]

@@ -257,6 +257,15 @@ fn detail(f: &mut Frame, area: Rect, c: &Console) {
                     t.dim,
                 ),
                 Span::styled(format!("{} → {}", h.from, h.to), t.text),
+                // The queue it joined at the next processor, when others waited there too.
+                Span::styled(
+                    if h.depth > 1 {
+                        format!("  queued behind {}", h.depth - 1)
+                    } else {
+                        String::new()
+                    },
+                    t.dim,
+                ),
             ]));
         }
     }
