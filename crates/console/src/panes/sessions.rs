@@ -41,8 +41,17 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         ));
         title.push(dim_piece(c, format!("{} shown (Esc clears)", rows.len())));
     }
-    let block = pane_block(c, PaneId::Sessions, title, area.width);
     let body = inner(area);
+    let visible = body.height.saturating_sub(1) as usize;
+    let (start, end) = c.sessions_nav.window(rows.len(), visible);
+    if rows.len() > visible && visible > 0 {
+        // Not every row fits: say which ones are shown (z gives the pane the screen).
+        title.push(dim_piece(
+            c,
+            format!("rows {}–{end} of {}", start + 1, rows.len()),
+        ));
+    }
+    let block = pane_block(c, PaneId::Sessions, title, area.width);
     f.render_widget(block, area);
     if body.height == 0 {
         return;
@@ -80,8 +89,6 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             t.dim,
         ));
     }
-    let visible = body.height.saturating_sub(1) as usize;
-    let (start, end) = c.sessions_nav.window(rows.len(), visible);
     for row in rows.iter().take(end).skip(start) {
         let selected = Some(row.number) == c.selected;
         lines.push(row_line(c, row, selected, by_w, wide));
