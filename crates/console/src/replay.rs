@@ -160,10 +160,11 @@ impl Tape {
                 .pos
                 .checked_sub(1)
                 .and_then(|i| stop_words(&self.events[i]));
+            // The position first: a narrow header cuts the end.
             format!(
-                "{} · event {} of {end} (, . scrub)",
-                what.unwrap_or_default(),
-                self.pos
+                "event {}/{end}: {} (, . scrub)",
+                self.pos,
+                what.unwrap_or_default()
             )
         };
     }
