@@ -4,8 +4,7 @@
 //! type is answered as a tool error naming the field (as every other mistake is) instead of
 //! a protocol error.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
@@ -20,6 +19,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::caller::CallerGone;
+use super::held::Held;
 use crate::observe::{Event, SessionOpener};
 use crate::sessions::{ChatError, ChatReply, ProgressSink, Sessions};
 
@@ -35,61 +35,11 @@ impl BotMcp {
     /// A handler for `sessions`.
     pub fn new(sessions: Sessions) -> Self {
         let tools = Arc::new(tool_list(sessions.limits().handle_seconds));
-        let held = Arc::new(Held {
-            sessions: sessions.clone(),
-            handles: Mutex::new(Vec::new()),
-            client: Mutex::new(String::new()),
-            in_mcp_session: AtomicBool::new(false),
-        });
+        let held = Arc::new(Held::new(sessions.clone()));
         Self {
             sessions,
             tools,
             held,
-        }
-    }
-}
-
-/// The bot sessions one MCP session opened or chatted on. rmcp makes one handler per MCP
-/// session and drops it when that session ends (a `DELETE`, or its idle timeout), so dropping
-/// this publishes [`Event::ClientGone`] for each of them still open. Handlers that never
-/// served a call inside an MCP session (sessionless revisions, Xiaozhi's `@bot`) publish
-/// nothing.
-struct Held {
-    sessions: Sessions,
-    /// Handles, each once (a client holds a few).
-    handles: Mutex<Vec<String>>,
-    client: Mutex<String>,
-    in_mcp_session: AtomicBool,
-}
-
-impl Held {
-    fn hold(&self, handle: &str, client: &str) {
-        if !self.in_mcp_session.load(Ordering::Relaxed) {
-            return;
-        }
-        let mut handles = self.handles.lock().unwrap_or_else(|e| e.into_inner());
-        if handles.iter().any(|h| h == handle) {
-            return;
-        }
-        handles.push(handle.to_string());
-        let mut name = self.client.lock().unwrap_or_else(|e| e.into_inner());
-        if name.is_empty() {
-            name.push_str(client);
-        }
-    }
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        let handles = std::mem::take(self.handles.get_mut().unwrap_or_else(|e| e.into_inner()));
-        let client = std::mem::take(self.client.get_mut().unwrap_or_else(|e| e.into_inner()));
-        for number in handles.iter().filter_map(|h| self.sessions.number_of(h)) {
-            self.sessions.bus().publish_with(|| Event::ClientGone {
-                session: number,
-                client: client.clone(),
-                reason: "its MCP session ended (deleted, or closed after its idle timeout)".into(),
-                at_us: crate::observe::event::now_us(),
-            });
         }
     }
 }
@@ -420,7 +370,7 @@ impl ServerHandler for BotMcp {
             .get::<axum::http::request::Parts>()
             .is_some_and(|parts| parts.headers.contains_key("mcp-session-id"));
         if in_mcp_session {
-            self.held.in_mcp_session.store(true, Ordering::Relaxed);
+            self.held.in_mcp_session();
         }
         let mut sink = context.meta.get_progress_token().map(|token| McpProgress {
             peer: context.peer.clone(),
