@@ -364,6 +364,7 @@ impl ServerHandler for BotMcp {
                     .map(|g| g.0.clone())
             })
             .flatten();
+        let stream = gone.clone();
         let (cancel, _watch) = either(context.ct.clone(), gone);
         let in_mcp_session = context
             .extensions
@@ -378,8 +379,16 @@ impl ServerHandler for BotMcp {
         });
         let progress = sink.as_mut().map(|s| s as &mut dyn ProgressSink);
         let result = self
-            .call(&request.name, args, client, &cancel, progress)
+            .call(&request.name, args, client.clone(), &cancel, progress)
             .await;
+        // Under 2026-07-28 a chat whose response stream closed before the reply is a caller that
+        // went away (or cancelled): said once for its session, looked up only then.
+        if request.name == "chat"
+            && stream.as_ref().is_some_and(|g| g.is_cancelled())
+            && let Some(number) = session_of(&self.sessions, args)
+        {
+            super::held::stream_closed(&self.sessions, number, &client);
+        }
         Ok(result.into())
     }
 }
