@@ -9,6 +9,9 @@ use turnscope::observe::FrameEvent;
 
 /// The width of one rate bucket: rates are frames in the last whole second.
 const SECOND_US: u64 = 1_000_000;
+/// Sessions whose pipelines are kept; past it the lowest-numbered (oldest) one is forgotten
+/// (closed sessions are forgotten with their rows, this bounds those never seen closing).
+pub const PIPELINES_KEPT: usize = 1_024;
 
 /// A per-second counter: frames in the current second and in the one before.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -156,6 +159,9 @@ pub struct Pipelines {
 impl Pipelines {
     /// Folds one frame crossing in.
     pub fn fold(&mut self, f: &FrameEvent) {
+        if self.by_session.len() >= PIPELINES_KEPT && !self.by_session.contains_key(&f.session) {
+            self.by_session.pop_first();
+        }
         self.by_session.entry(f.session).or_default().fold(f);
     }
 
@@ -266,5 +272,17 @@ mod tests {
         assert_eq!(link.down.per_second(8_000_000), 0);
         let all = p.all(6_200_000);
         assert_eq!(all.links()[0].down.per_second(6_200_000), 30);
+    }
+
+    #[test]
+    fn sessions_kept_are_bounded() {
+        let mut p = Pipelines::default();
+        for session in 0..(PIPELINES_KEPT as u64 + 10) {
+            let mut f = crossing("model", "output", "down", 1, 1);
+            f.session = session;
+            p.fold(&f);
+        }
+        assert_eq!(p.by_session.len(), PIPELINES_KEPT);
+        assert!(p.of(0).is_none(), "the oldest is forgotten first");
     }
 }
