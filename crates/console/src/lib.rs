@@ -7,8 +7,10 @@
 //! - [`app`]: [`Console`](app::Console), focus, selection, scrolls and the input line, and
 //!   how keys and the mouse change them into [`Action`](app::Action)s; [`input_line`] and
 //!   [`overlays`] hold the input line's keys and those of the turn view, searches and questions;
-//! - [`journal`] (the Log pane's failures and counts) and [`timeline`] (each turn's waterfall),
-//!   folded by the state; [`export`] (a session's report) and [`clipboard`] (OSC 52);
+//! - [`journal`] (the Log pane's failures and counts), [`timeline`] (each turn's waterfall)
+//!   and [`pipeline`] (each session's links: frames/s, queue depth), folded by the state;
+//!   [`session_list`] (the Sessions pane's sort and filter); [`export`] (a session's report)
+//!   and [`clipboard`] (OSC 52);
 //! - [`line_edit`]: readline keys wherever text is edited;
 //! - [`live`]: the event loop (input, chat results, events, a 30 fps tick) and [`run`];
 //! - [`replay`]: the same console over a `--events` file, read-only;
