@@ -301,6 +301,7 @@ async fn resuming_an_unknown_event_id_gets_an_empty_stream_not_another_streams_e
 #[tokio::test]
 async fn under_2026_07_28_closing_the_response_stream_is_the_cancel() {
     let app = slow_app().await;
+    let mut events = app.sessions.bus().subscribe();
     let url = app.server.mcp_url();
     let raw = Raw::open(&url, "2025-11-25").await;
     let handle = raw.start().await;
@@ -343,6 +344,23 @@ async fn under_2026_07_28_closing_the_response_stream_is_the_cancel() {
         !session.turns().pop().unwrap().is_done(),
         "the handler ended before the turn did"
     );
+    // The console learns that the caller left its session.
+    let mut gone = None;
+    eventually("a ClientGone event for the session", || {
+        while let Some(event) = events.try_recv() {
+            if let turnscope::observe::Event::ClientGone {
+                session: n, reason, ..
+            } = &*event
+            {
+                gone = Some((*n, reason.to_string()));
+            }
+        }
+        gone.is_some()
+    })
+    .await;
+    let (number, reason) = gone.unwrap();
+    assert_eq!(number, session.number);
+    assert!(reason.contains("response stream closed"), "{reason}");
     app.shutdown().await;
 }
 

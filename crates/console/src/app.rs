@@ -245,6 +245,8 @@ pub struct Console {
     pub close_asked: Option<u64>,
     /// A replay's events, stepped through with `[` and `]`.
     pub tape: Option<super::replay::Tape>,
+    /// The Sessions pane's sort and filter.
+    pub sessions_list: super::session_list::SessionList,
 }
 
 pub(crate) const PAGE: isize = 10;
@@ -295,6 +297,7 @@ impl Console {
             quit_asked: false,
             close_asked: None,
             tape: None,
+            sessions_list: Default::default(),
         }
     }
 
@@ -317,17 +320,20 @@ impl Console {
     /// Keeps the selection valid after the state changed: the selected session if still
     /// listed, else the person's own, else the first; and the cursor on it.
     pub fn settle(&mut self) {
-        let rows = self.state.session_rows();
-        let valid = self
-            .selected
-            .is_some_and(|n| rows.iter().any(|r| r.number == n));
-        if !valid {
+        let rows: Vec<(u64, bool)> = self
+            .listed_sessions()
+            .iter()
+            .map(|r| (r.number, r.is_closed()))
+            .collect();
+        let valid = self.selected.is_some_and(|n| rows.iter().any(|r| r.0 == n));
+        // A filter that matches nothing keeps the selection it had.
+        if !valid && !rows.is_empty() {
             self.selected = self
                 .own
-                .filter(|n| rows.iter().any(|r| r.number == *n && !r.is_closed()))
-                .or_else(|| rows.first().map(|r| r.number));
+                .filter(|n| rows.iter().any(|r| r.0 == *n && !r.1))
+                .or_else(|| rows.first().map(|r| r.0));
         }
-        if let Some(i) = rows.iter().position(|r| Some(r.number) == self.selected) {
+        if let Some(i) = rows.iter().position(|r| Some(r.0) == self.selected) {
             self.sessions_nav.cursor = i;
         }
         let tools = self.state.tools.len();
@@ -342,7 +348,10 @@ impl Console {
             keys::KeyOwner::TurnView
         } else if self.frames.detail {
             keys::KeyOwner::FrameDetail
-        } else if self.frames.editing.is_some() || self.search_editing.is_some() {
+        } else if self.frames.editing.is_some()
+            || self.search_editing.is_some()
+            || self.sessions_list.editing.is_some()
+        {
             keys::KeyOwner::Filter
         } else {
             keys::KeyOwner::Pane(self.focus)
@@ -388,6 +397,10 @@ impl Console {
         }
         if self.search_editing.is_some() {
             self.search_key(key);
+            return None;
+        }
+        if self.sessions_list.editing.is_some() {
+            self.session_filter_key(key);
             return None;
         }
         if self.focus == PaneId::Transcript && !self.search.is_empty() {
@@ -474,9 +487,14 @@ impl Console {
                 });
             }
             Command::New => {}
-            Command::Step(delta) => {
+            Command::Step(delta) | Command::Scrub(delta) => {
+                let fine = matches!(command, Command::Scrub(_));
                 if let Some(tape) = self.tape.as_mut()
-                    && tape.step(delta)
+                    && (if fine {
+                        tape.scrub(delta)
+                    } else {
+                        tape.step(delta)
+                    })
                 {
                     self.state = tape.state();
                     self.frames.paused = None;
@@ -508,6 +526,9 @@ impl Console {
                 } else if self.focus == PaneId::Transcript && !self.search.is_empty() {
                     self.search.clear();
                     self.transcript_back.set(0);
+                } else if self.focus == PaneId::Sessions && !self.sessions_list.filter.is_empty() {
+                    self.sessions_list.filter.clear();
+                    self.settle();
                 } else if self.focus == PaneId::Frames && !self.frames.filter.is_empty() {
                     self.frames.filter = FrameFilter::default();
                 } else if self.notice.is_some() {
@@ -527,6 +548,9 @@ impl Console {
                     return Some(Action::Interrupt { session });
                 }
             }
+            Command::Filter if self.focus == PaneId::Sessions => self.edit_session_filter(),
+            Command::Sort if self.focus == PaneId::Sessions => self.cycle_sort(),
+            Command::Sort => {}
             Command::Filter if self.focus == PaneId::Transcript => {
                 self.search_editing = Some(LineEdit::new(&self.search));
             }
@@ -619,14 +643,14 @@ impl Console {
     }
 
     fn select_row_by(&mut self, delta: isize) {
-        let len = self.state.session_rows().len();
+        let len = self.listed_sessions().len();
         self.sessions_nav.step(delta, len);
         self.select_row(self.sessions_nav.cursor);
     }
 
     /// Selects the session on row `i` of the Sessions pane.
     pub fn select_row(&mut self, i: usize) {
-        let number = self.state.session_rows().get(i).map(|r| r.number);
+        let number = self.listed_sessions().get(i).map(|r| r.number);
         if let Some(number) = number {
             if self.selected != Some(number) {
                 self.transcript_back.set(0);

@@ -364,7 +364,7 @@ fn transcript_scrolls_back_and_end_follows_again() {
 #[test]
 fn slash_filters_frames_as_typed_and_esc_clears() {
     let mut c = console();
-    c.focus = PaneId::Sessions;
+    c.focus = PaneId::Log;
     let all = c.frame_lines().len();
     press(&mut c, KeyCode::Char('/'));
     assert_eq!(c.focus, PaneId::Frames);
@@ -397,6 +397,7 @@ fn piece(id: u64) -> Event {
         direction: "down".into(),
         at_us: super::test_fixture::T0 + 20_000_000,
         detail: "late".into(),
+        depth: 0,
     })
 }
 
@@ -563,6 +564,7 @@ fn an_interrupts_flush_never_draws_the_turn_rule_twice() {
             direction: "down".into(),
             at_us: 1,
             detail: String::new(),
+            depth: 0,
         }));
     }
     let rules: Vec<u64> = c
@@ -642,4 +644,38 @@ fn a_replay_steps_turn_end_by_turn_end() {
     press(&mut c, KeyCode::Char(']'));
     press(&mut c, KeyCode::Char(']'));
     assert_eq!(c.state.transcript(1).len(), 2);
+}
+
+#[test]
+fn a_replay_scrubs_inside_a_turn() {
+    let text: String = super::test_fixture::events()
+        .iter()
+        .map(|e| serde_json::to_string(e).expect("event serialises") + "\n")
+        .collect();
+    let mut c = super::replay::console_of(&text, "run.jsonl", super::theme::Theme::default())
+        .expect("replay");
+    c.selected = Some(1);
+    // Back to the first turn's end, then one step on: the second turn has started only.
+    press(&mut c, KeyCode::Char('['));
+    press(&mut c, KeyCode::Char('['));
+    press(&mut c, KeyCode::Char('.'));
+    let turns = c.state.transcript(1);
+    assert_eq!(turns.len(), 2);
+    assert_eq!(turns[1].end, None, "part way through turn 2");
+    assert!(turns[1].tools.is_empty());
+    let label = &c.tape.as_ref().expect("tape").label;
+    assert!(label.contains("#1 turn 2 started"), "{label}");
+    // On through the tool call: the transcript shows it before the turn ends.
+    press(&mut c, KeyCode::Char('.'));
+    let turns = c.state.transcript(1);
+    assert_eq!(
+        turns[1].tools.len(),
+        1,
+        "{:?}",
+        c.tape.as_ref().map(|t| &t.label)
+    );
+    assert_eq!(turns[1].end, None);
+    // , steps back inside the turn.
+    press(&mut c, KeyCode::Char(','));
+    assert!(c.state.transcript(1)[1].tools.is_empty());
 }

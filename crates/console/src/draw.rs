@@ -12,7 +12,7 @@ pub fn draw(f: &mut Frame, c: &Console) {
     let screen = f.area();
     let areas = Areas::compute(
         screen,
-        c.state.session_rows().len(),
+        c.listed_sessions().len(),
         if c.read_only {
             2
         } else {

@@ -150,6 +150,7 @@ mod tests {
             direction: dir.into(),
             at_us: 0,
             detail: detail.into(),
+            depth: 0,
         }
     }
 

@@ -59,6 +59,10 @@ pub enum Command {
     Close,
     /// A replay: step back (-1) or on (+1) one turn end.
     Step(isize),
+    /// A replay: step back (-1) or on (+1) one event inside a turn (a piece, a tool call).
+    Scrub(isize),
+    /// Sessions: the next sort.
+    Sort,
 }
 
 /// Where a binding applies.
@@ -147,6 +151,11 @@ pub const BINDINGS: &[Binding] = &[
     ),
     b(
         Scope::Global,
+        ", / .",
+        "replay: step back / on one event inside a turn (a model request, a piece, a tool call)",
+    ),
+    b(
+        Scope::Global,
         "z",
         "zoom: the focused pane fills the screen; z or Esc gives the others back",
     ),
@@ -203,6 +212,16 @@ pub const BINDINGS: &[Binding] = &[
     ),
     b(
         Scope::Sessions,
+        "s",
+        "sort: by number / latest active first / most errors first",
+    ),
+    b(
+        Scope::Sessions,
+        "/",
+        "filter the list: number, handle, who opened it, state (any case); Esc clears",
+    ),
+    b(
+        Scope::Sessions,
         "n",
         "open a new session for you and select it",
     ),
@@ -240,6 +259,11 @@ pub const BINDINGS: &[Binding] = &[
         Scope::Frames,
         "x",
         "one row per frame (its path and time folded in) / one row per link crossing",
+    ),
+    b(
+        Scope::Frames,
+        "(diagram)",
+        "above the list, the pipeline: each link's frames/s while frames flow (×N: how many crossed in all), qN the deepest queue a frame joined, ↑ upstream frames/s",
     ),
     b(
         Scope::ScopeToggle,
@@ -298,13 +322,21 @@ pub fn hints(pane: super::app::PaneId, read_only: bool) -> Vec<(&'static str, &'
             ("F1", "help"),
             ("Ctrl+C", "quit"),
         ],
-        PaneId::Sessions if read_only => vec![("↑↓", "select"), ("w", "turn view")],
+        PaneId::Sessions if read_only => vec![
+            ("↑↓", "select"),
+            ("w", "turn view"),
+            ("s", "sort"),
+            ("/", "filter"),
+            ("[ ] , .", "step"),
+        ],
         PaneId::Sessions => vec![
             ("↑↓", "select"),
             ("Enter", "chat"),
             ("w", "turn view"),
-            ("i", "interrupt"),
+            ("s", "sort"),
+            ("/", "filter"),
             ("n/d", "new/close"),
+            ("i", "interrupt"),
             ("y", "copy handle"),
         ],
         PaneId::Transcript => vec![
@@ -393,6 +425,9 @@ pub fn command(key: &KeyEvent) -> Option<Command> {
         KeyCode::Char('n') => Command::New,
         KeyCode::Char('d') => Command::Close,
         KeyCode::Char('[') => Command::Step(-1),
+        KeyCode::Char(',') => Command::Scrub(-1),
+        KeyCode::Char('.') => Command::Scrub(1),
+        KeyCode::Char('s') => Command::Sort,
         KeyCode::Char(']') => Command::Step(1),
         _ => return None,
     })
@@ -462,6 +497,8 @@ mod tests {
             "1 … 8",
             "Ctrl+J",
             "Alt/Shift+Enter",
+            ", / .",
+            "s",
         ] {
             assert!(
                 help.contains(documented),

@@ -22,7 +22,9 @@ pub mod live;
 pub mod mouse;
 pub mod overlays;
 pub mod panes;
+pub mod pipeline;
 pub mod replay;
+pub mod session_list;
 pub mod state;
 pub mod terminal;
 pub mod text;
@@ -32,6 +34,8 @@ pub mod views;
 
 #[cfg(test)]
 mod app_tests;
+#[cfg(test)]
+mod sessions_tests;
 #[cfg(test)]
 mod snapshot_tests;
 #[cfg(test)]

@@ -118,7 +118,11 @@ impl Console {
             .state
             .session_rows()
             .iter()
-            .filter(|r| !r.is_closed() && matches!(r.opener, SessionOpener::Mcp(_)))
+            .filter(|r| {
+                !r.is_closed()
+                    && matches!(r.opener, SessionOpener::Mcp(_))
+                    && self.state.client_gone(r.number).is_none()
+            })
             .count();
         if held == 0 || self.read_only || self.quit_asked {
             return Some(Action::Quit);

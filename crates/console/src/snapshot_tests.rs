@@ -273,3 +273,101 @@ fn frames_pane_one_row_per_link_crossing_with_x() {
     let t = render(96, 12, &c, panes::inspector::draw);
     assert_snapshot!(t.backend());
 }
+
+#[test]
+fn whole_screen_80x24() {
+    let mut c = console();
+    c.focus = PaneId::Frames;
+    let t = render(80, 24, &c, |f, _, c| super::draw::draw(f, c));
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn whole_screen_160x48() {
+    let mut c = console();
+    c.focus = PaneId::Frames;
+    let t = render(160, 48, &c, |f, _, c| super::draw::draw(f, c));
+    assert_snapshot!(t.backend());
+}
+
+/// Half a second of a streaming reply on #1: 40 pieces crossing model → output with a queue
+/// building at output (depths 1 to 9), then output → assistant-aggregator.
+fn streaming(c: &mut Console) {
+    use turnscope::observe::{Event, FrameEvent};
+    let start = c.state.now_us + 2_000_000;
+    for i in 0..40u64 {
+        for (from, to, depth) in [
+            ("model", "output", (i % 9) as u32 + 1),
+            ("output", "assistant-aggregator", 1),
+        ] {
+            c.state.apply(&Event::Frame(FrameEvent {
+                id: 1_000 + i,
+                session: 1,
+                turn: 3,
+                kind: "data".into(),
+                name: "TextPiece".into(),
+                from: from.into(),
+                to: to.into(),
+                direction: "down".into(),
+                at_us: start + i * 12_000,
+                detail: "word".into(),
+                depth,
+            }));
+        }
+    }
+}
+
+#[test]
+fn frames_pane_zoomed_pipeline_diagram_while_frames_flow() {
+    let mut c = console();
+    streaming(&mut c);
+    c.focus_pane(PaneId::Frames);
+    c.zoom = true;
+    let t = render(80, 24, &c, |f, _, c| super::draw::draw(f, c));
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn frame_detail_names_the_queue_each_hop_joined() {
+    let mut c = console();
+    streaming(&mut c);
+    c.focus_pane(PaneId::Frames);
+    c.frames.detail = true;
+    // Following: the detail is the newest frame's, piece 39, which joined 3 others at output.
+    let t = render(100, 30, &c, panes::inspector::draw);
+    let text = t.backend().to_string();
+    assert!(text.contains("model → output  queued behind 3"), "{text}");
+    assert!(!text.contains("assistant-aggregator  queued"), "{text}");
+}
+
+#[test]
+fn sessions_pane_sorted_filtered_and_a_client_gone() {
+    use turnscope::observe::Event;
+    let mut c = console();
+    let rows: Vec<_> = c
+        .state
+        .session_rows()
+        .into_iter()
+        .filter(|r| !r.is_closed())
+        .cloned()
+        .map(|mut r| {
+            r.activity = super::state::Activity::Idle;
+            r
+        })
+        .collect();
+    c.state.sync_sessions(rows);
+    let at_us = c.state.now_us;
+    c.state.apply(&Event::ClientGone {
+        session: 2,
+        client: "claude-code".into(),
+        reason: "its MCP session ended (deleted, or closed after its idle timeout)".into(),
+        at_us,
+    });
+    c.focus = PaneId::Sessions;
+    c.sessions_list.sort = super::session_list::SessionSort::Activity;
+    let t = render(80, 8, &c, panes::sessions::draw);
+    let unfiltered = t.backend().to_string();
+    c.sessions_list.filter = "mcp".into();
+    let t = render(80, 8, &c, panes::sessions::draw);
+    assert_snapshot!(format!("{unfiltered}\n{}", t.backend()));
+}

@@ -119,6 +119,7 @@ fn frame(n: u64) -> Event {
         direction: "down".into(),
         at_us: T0 + n,
         detail: String::new(),
+        depth: 0,
     })
 }
 

@@ -70,6 +70,7 @@ impl Script {
                 direction: Cow::Borrowed("down"),
                 at_us: at + i as u64 * 100,
                 detail: detail.to_string(),
+                depth: 0,
             }));
         }
     }

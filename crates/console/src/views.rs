@@ -240,6 +240,7 @@ static NO_FRAME: std::sync::LazyLock<FrameEvent> = std::sync::LazyLock::new(|| F
     direction: "".into(),
     at_us: 0,
     detail: String::new(),
+    depth: 0,
 });
 
 /// One progress notification as sent to a caller.

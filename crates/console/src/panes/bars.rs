@@ -26,16 +26,7 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
         Source::Replay { file, .. } => {
             first.push(Span::styled(format!(" ◼ replay {file} "), t.warn));
             if let Some(tape) = &c.tape {
-                let label = if tape.at + 1 == tape.stops() {
-                    " the end ([ steps back) ".to_string()
-                } else {
-                    format!(
-                        " turn end {} of {} ([ ] step) ",
-                        tape.at + 1,
-                        tape.stops() - 1
-                    )
-                };
-                first.push(Span::styled(label, t.accent));
+                first.push(Span::styled(format!(" {} ", tape.label), t.accent));
             }
         }
     }

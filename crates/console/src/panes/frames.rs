@@ -62,7 +62,19 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         info.push(Span::styled(c.frames.filter.text().to_string(), t.key));
     }
     let mut out = vec![super::fit(Line::from(info), area.width as usize)];
-    let visible = area.height.saturating_sub(1) as usize;
+    // The pipeline diagram takes up to 3 lines when the pane has room for rows below it.
+    let diagram_lines = match area.height {
+        h if h >= 16 => 3,
+        h if h >= 9 => 2,
+        h if h >= 5 => 1,
+        _ => 0,
+    };
+    out.extend(super::pipeline::lines(
+        c,
+        area.width as usize,
+        diagram_lines,
+    ));
+    let visible = (area.height as usize).saturating_sub(out.len());
     let cursor = c.frame_cursor_index(&lines);
     let (start, end) = window(c, lines.len(), cursor, visible);
     if lines.is_empty() {
@@ -245,6 +257,15 @@ fn detail(f: &mut Frame, area: Rect, c: &Console) {
                     t.dim,
                 ),
                 Span::styled(format!("{} → {}", h.from, h.to), t.text),
+                // The queue it joined at the next processor, when others waited there too.
+                Span::styled(
+                    if h.depth > 1 {
+                        format!("  queued behind {}", h.depth - 1)
+                    } else {
+                        String::new()
+                    },
+                    t.dim,
+                ),
             ]));
         }
     }

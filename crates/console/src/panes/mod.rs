@@ -9,6 +9,7 @@ pub mod frames;
 pub mod input;
 pub mod inspector;
 pub mod log;
+pub mod pipeline;
 pub mod progress;
 pub mod sessions;
 pub mod stats;

@@ -1,5 +1,6 @@
 //! The Sessions pane: every open handle (and recently closed ones), who opened it, its
-//! turns, what it is doing, its age and the idle time it has left.
+//! turns, errors, what it is doing (`client gone` once its MCP client let go of it), its age
+//! and the idle time it has left; in the sort and under the filter the title names.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -8,20 +9,49 @@ use ratatui::widgets::Paragraph;
 
 use super::{dim_piece, inner, pane_block};
 use crate::app::{Console, PaneId};
+use crate::session_list::SessionSort;
 use crate::state::{Activity, SessionRow};
 use crate::text::{pad, seconds};
 
 /// Draws the pane.
 pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
-    let rows = c.state.session_rows();
-    let open = rows.iter().filter(|r| !r.is_closed()).count();
-    let block = pane_block(
-        c,
-        PaneId::Sessions,
-        vec![dim_piece(c, format!("{open} open"))],
-        area.width,
-    );
+    let rows = c.listed_sessions();
+    let open = c
+        .state
+        .session_rows()
+        .iter()
+        .filter(|r| !r.is_closed())
+        .count();
+    let mut title = vec![dim_piece(c, format!("{open} open"))];
+    let list = &c.sessions_list;
+    if list.sort != SessionSort::Number {
+        title.push(dim_piece(c, list.sort.label().to_string()));
+    }
+    if let Some(editing) = &list.editing {
+        let (before, after) = editing.split();
+        title.push(Span::styled(
+            format!(" filter: {before}▏{after} "),
+            c.theme.key,
+        ));
+        title.push(dim_piece(c, format!("{} shown", rows.len())));
+    } else if !list.filter.is_empty() {
+        title.push(Span::styled(
+            format!(" filter: {} ", list.filter),
+            c.theme.key,
+        ));
+        title.push(dim_piece(c, format!("{} shown (Esc clears)", rows.len())));
+    }
     let body = inner(area);
+    let visible = body.height.saturating_sub(1) as usize;
+    let (start, end) = c.sessions_nav.window(rows.len(), visible);
+    if rows.len() > visible && visible > 0 {
+        // Not every row fits: say which ones are shown (z gives the pane the screen).
+        title.push(dim_piece(
+            c,
+            format!("rows {}–{end} of {}", start + 1, rows.len()),
+        ));
+    }
+    let block = pane_block(c, PaneId::Sessions, title, area.width);
     f.render_widget(block, area);
     if body.height == 0 {
         return;
@@ -48,14 +78,17 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         header.push_str(&format!("{}{}", pad("age", 7), pad("left", 7)));
     }
     let mut lines = vec![Line::styled(header, t.dim)];
-    if rows.is_empty() {
+    if rows.is_empty() && !list.filter.is_empty() {
+        lines.push(Line::styled(
+            " no session matches the filter; Esc clears it",
+            t.dim,
+        ));
+    } else if rows.is_empty() {
         lines.push(Line::styled(
             " no sessions yet: MCP clients open one with `start`",
             t.dim,
         ));
     }
-    let visible = body.height.saturating_sub(1) as usize;
-    let (start, end) = c.sessions_nav.window(rows.len(), visible);
     for row in rows.iter().take(end).skip(start) {
         let selected = Some(row.number) == c.selected;
         lines.push(row_line(c, row, selected, by_w, wide));
@@ -73,7 +106,10 @@ fn row_line<'a>(
     let t = &c.theme;
     let closed = row.is_closed();
     let base = if closed { t.dim } else { t.text };
+    let gone =
+        !closed && row.activity != Activity::InTurn && c.state.client_gone(row.number).is_some();
     let state_style = match row.activity {
+        _ if gone => t.warn,
         Activity::InTurn => t.accent,
         Activity::Interrupted => t.warn,
         Activity::Closed(_) => t.dim,
@@ -93,6 +129,7 @@ fn row_line<'a>(
         Span::styled(
             pad(
                 &match &row.activity {
+                    _ if gone => "client gone".to_string(),
                     Activity::InTurn => "● in turn".to_string(),
                     Activity::Closed(_) => "closed".to_string(),
                     other => other.label(),

@@ -91,6 +91,19 @@ pub enum Event {
         #[serde(default)]
         at_us: u64,
     },
+    /// The MCP client that opened a session let go of it: its MCP session was deleted
+    /// (`DELETE /mcp`) or closed by the server after its idle timeout. The bot session stays
+    /// open until its handle expires or someone closes it; no client holds it any more.
+    ClientGone {
+        /// Session number.
+        session: u64,
+        /// The client's name from `initialize`.
+        client: String,
+        /// What happened, in a few words.
+        reason: Name,
+        /// When, in µs since the epoch.
+        at_us: u64,
+    },
     /// A bridge's state changed (connection, counters, errors); see [`BridgeEvent`].
     Bridge(BridgeEvent),
     /// A tool source (an MCP server) connected, failed, was skipped, refreshed its tools...
@@ -129,6 +142,14 @@ pub struct FrameEvent {
     pub at_us: u64,
     /// A short rendering of the payload.
     pub detail: String,
+    /// Frames queued at `to` when this one joined them, itself included (0 past the ends,
+    /// and in files written before it was recorded).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub depth: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Who opened a session.

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use tokio::sync::{mpsc, watch};
 
@@ -16,9 +16,17 @@ pub(crate) struct Inbox {
     pub(crate) name: &'static str,
     pub(crate) system: mpsc::UnboundedSender<Frame>,
     pub(crate) ordered: mpsc::UnboundedSender<Frame>,
+    /// Frames sent to this processor and not yet taken up (both queues): one relaxed
+    /// add per crossing here, one subtract when the processor takes the frame.
+    pub(crate) queued: Arc<AtomicU32>,
 }
 
 impl Inbox {
+    /// Counts the frame in (returns the queue depth it joins, itself included).
+    fn enqueue(&self) -> u32 {
+        self.queued.fetch_add(1, Ordering::Relaxed).wrapping_add(1)
+    }
+
     fn deliver(&self, frame: Frame) {
         // A send fails only when the processor's task has ended (after End or Cancel);
         // frames sent to a stopped pipeline are dropped by design.
@@ -27,7 +35,9 @@ impl Inbox {
         } else {
             &self.ordered
         };
-        let _ = queue.send(frame);
+        if queue.send(frame).is_err() {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -47,7 +57,7 @@ impl Observer {
     }
 
     #[inline]
-    fn crossing(&self, frame: &Frame, from: &'static str, to: &'static str) {
+    fn crossing(&self, frame: &Frame, from: &'static str, to: &'static str, depth: u32) {
         self.bus.publish_with(|| {
             Event::Frame(FrameEvent {
                 id: frame.id,
@@ -60,6 +70,7 @@ impl Observer {
                 direction: Cow::Borrowed(frame.direction.as_str()),
                 at_us: now_us(),
                 detail: frame.body.detail(),
+                depth,
             })
         });
     }
@@ -135,16 +146,17 @@ impl Link {
         };
         match target {
             Some(inbox) => {
-                self.observer.crossing(&frame, self.me, inbox.name);
+                let depth = inbox.enqueue();
+                self.observer.crossing(&frame, self.me, inbox.name, depth);
                 inbox.deliver(frame);
             }
             None => match frame.direction {
                 Direction::Downstream => {
-                    self.observer.crossing(&frame, self.me, "sink");
+                    self.observer.crossing(&frame, self.me, "sink", 0);
                     self.ends.sink(frame);
                 }
                 Direction::Upstream => {
-                    self.observer.crossing(&frame, self.me, "source");
+                    self.observer.crossing(&frame, self.me, "source", 0);
                     self.ends.source(frame);
                 }
             },

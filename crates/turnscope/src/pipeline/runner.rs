@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -59,6 +59,7 @@ impl Pipeline {
                 name: p.name(),
                 system: sys_tx,
                 ordered: ord_tx,
+                queued: Arc::new(AtomicU32::new(0)),
             });
             receivers.push((sys_rx, ord_rx));
         }
@@ -73,7 +74,10 @@ impl Pipeline {
         for (i, (processor, (sys_rx, ord_rx))) in processors.into_iter().zip(receivers).enumerate()
         {
             let link = link_for(i, processor.name());
-            tasks.push(tokio::spawn(run_processor(processor, sys_rx, ord_rx, link)));
+            let queued = inboxes[i].queued.clone();
+            tasks.push(tokio::spawn(run_processor(
+                processor, sys_rx, ord_rx, queued, link,
+            )));
         }
         // The pipeline's own edges: pushing from "source" into the first processor, and from
         // "sink" back into the last one.
@@ -178,6 +182,7 @@ async fn run_processor(
     mut processor: Box<dyn Processor>,
     mut system: mpsc::UnboundedReceiver<Frame>,
     mut ordered: mpsc::UnboundedReceiver<Frame>,
+    queued: Arc<AtomicU32>,
     link: Link,
 ) {
     // Uninterruptible frames kept through an interruption, ahead of the rest of the queue.
@@ -194,13 +199,16 @@ async fn run_processor(
             } => frame,
         };
         let Some(frame) = frame else { break };
+        queued.fetch_sub(1, Ordering::Relaxed);
         let stops = match &frame.body {
             FrameBody::Interruption => {
-                purge(&mut ordered, &mut kept, false);
+                let dropped = purge(&mut ordered, &mut kept, false);
+                queued.fetch_sub(dropped, Ordering::Relaxed);
                 false
             }
             FrameBody::Cancel(_) => {
-                purge(&mut ordered, &mut kept, true);
+                let dropped = purge(&mut ordered, &mut kept, true);
+                queued.fetch_sub(dropped, Ordering::Relaxed);
                 true
             }
             FrameBody::End => frame.direction == Direction::Downstream,
@@ -214,17 +222,27 @@ async fn run_processor(
 }
 
 /// Empties the ordered queue: uninterruptible frames are kept (in order) unless `all`.
-fn purge(ordered: &mut mpsc::UnboundedReceiver<Frame>, kept: &mut VecDeque<Frame>, all: bool) {
+/// Returns how many frames were dropped (kept ones still count as queued).
+fn purge(
+    ordered: &mut mpsc::UnboundedReceiver<Frame>,
+    kept: &mut VecDeque<Frame>,
+    all: bool,
+) -> u32 {
+    let before = kept.len();
     if all {
         kept.clear();
     } else {
         kept.retain(|f| f.body.is_uninterruptible());
     }
+    let mut dropped = before - kept.len();
     while let Ok(frame) = ordered.try_recv() {
         if !all && frame.body.is_uninterruptible() {
             kept.push_back(frame);
+        } else {
+            dropped += 1;
         }
     }
+    dropped as u32
 }
 
 #[cfg(test)]

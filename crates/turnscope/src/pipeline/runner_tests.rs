@@ -137,3 +137,35 @@ async fn end_passes_queued_frames_then_stops() {
     pipeline.end(Duration::from_secs(5)).await;
     assert_eq!(*seen.lock().unwrap(), ["Start", "TextPiece:x", "End"]);
 }
+
+#[tokio::test]
+async fn each_crossing_carries_the_queue_depth_it_joined() {
+    let bus = Bus::default();
+    let mut events = bus.subscribe();
+    let (a, _) = recorder("a", 0);
+    let (b, _) = recorder("b", 0);
+    // On this single-threaded runtime no processor runs before the first await: the Start
+    // frame and five pieces all wait in a's queue.
+    let pipeline = Pipeline::start(vec![a, b], Observer::new(bus.clone(), 1));
+    for i in 0..5 {
+        pipeline.push(piece(1, &i.to_string()));
+    }
+    assert!(pipeline.drain(Duration::from_secs(5)).await);
+    // Once drained, the queues are empty again: the next frame joins an empty queue.
+    pipeline.push(piece(1, "after"));
+    assert!(pipeline.drain(Duration::from_secs(5)).await);
+    let mut into_a = Vec::new();
+    while let Some(event) = events.try_recv() {
+        if let Event::Frame(f) = &*event
+            && f.to == "a"
+            && f.direction == "down"
+        {
+            into_a.push((f.name.to_string(), f.depth));
+        }
+    }
+    let depths: Vec<u32> = into_a.iter().map(|(_, d)| *d).collect();
+    assert_eq!(&depths[..6], [1, 2, 3, 4, 5, 6], "{into_a:?}");
+    // The drain's flush joined behind the pieces; the frame pushed after it, an empty queue.
+    assert_eq!(into_a[6], ("Flush".to_string(), 7), "{into_a:?}");
+    assert_eq!(into_a[7], ("TextPiece".to_string(), 1), "{into_a:?}");
+}

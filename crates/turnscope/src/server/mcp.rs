@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::caller::CallerGone;
+use super::held::Held;
 use crate::observe::{Event, SessionOpener};
 use crate::sessions::{ChatError, ChatReply, ProgressSink, Sessions};
 
@@ -27,13 +28,19 @@ use crate::sessions::{ChatError, ChatReply, ProgressSink, Sessions};
 pub struct BotMcp {
     sessions: Sessions,
     tools: Arc<Vec<Tool>>,
+    held: Arc<Held>,
 }
 
 impl BotMcp {
     /// A handler for `sessions`.
     pub fn new(sessions: Sessions) -> Self {
         let tools = Arc::new(tool_list(sessions.limits().handle_seconds));
-        Self { sessions, tools }
+        let held = Arc::new(Held::new(sessions.clone()));
+        Self {
+            sessions,
+            tools,
+            held,
+        }
     }
 }
 
@@ -181,7 +188,7 @@ impl BotMcp {
         let started = Instant::now();
         let result = match name {
             "start" => self.start(client),
-            "chat" => self.chat(args, cancel, progress).await,
+            "chat" => self.chat(args, &client, cancel, progress).await,
             other => tool_error(format!(
                 "tool `{other}` does not exist here. This server has two tools: start (opens a conversation) and \
                  chat (handle, line)."
@@ -216,9 +223,10 @@ impl BotMcp {
     }
 
     fn start(&self, client: String) -> CallToolResult {
-        match self.sessions.open(SessionOpener::Mcp(client)) {
+        match self.sessions.open(SessionOpener::Mcp(client.clone())) {
             Ok(session) => {
                 let handle = session.handle();
+                self.held.hold(&handle, &client);
                 let mut result = CallToolResult::success(vec![ContentBlock::text(handle.clone())]);
                 result.structured_content =
                     Some(json!({"handle": handle, "greeting": self.sessions.bot().greeting()}));
@@ -231,6 +239,7 @@ impl BotMcp {
     async fn chat(
         &self,
         args: &JsonObject,
+        client: &str,
         cancel: &CancellationToken,
         progress: Option<&mut dyn ProgressSink>,
     ) -> CallToolResult {
@@ -253,7 +262,11 @@ impl BotMcp {
             Err(e) => return tool_error(e),
         };
         match self.sessions.chat(handle, line, progress, cancel).await {
-            Ok(reply) => reply_result(reply),
+            Ok(reply) => {
+                // A client chatting on a handle holds it, whoever opened it.
+                self.held.hold(handle, client);
+                reply_result(reply)
+            }
             Err(ChatError::Cancelled) => tool_error(ChatError::Cancelled.to_string()),
             Err(e) => tool_error(e.to_string()),
         }
@@ -351,15 +364,31 @@ impl ServerHandler for BotMcp {
                     .map(|g| g.0.clone())
             })
             .flatten();
+        let stream = gone.clone();
         let (cancel, _watch) = either(context.ct.clone(), gone);
+        let in_mcp_session = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .is_some_and(|parts| parts.headers.contains_key("mcp-session-id"));
+        if in_mcp_session {
+            self.held.in_mcp_session();
+        }
         let mut sink = context.meta.get_progress_token().map(|token| McpProgress {
             peer: context.peer.clone(),
             token,
         });
         let progress = sink.as_mut().map(|s| s as &mut dyn ProgressSink);
         let result = self
-            .call(&request.name, args, client, &cancel, progress)
+            .call(&request.name, args, client.clone(), &cancel, progress)
             .await;
+        // Under 2026-07-28 a chat whose response stream closed before the reply is a caller that
+        // went away (or cancelled): said once for its session, looked up only then.
+        if request.name == "chat"
+            && stream.as_ref().is_some_and(|g| g.is_cancelled())
+            && let Some(number) = session_of(&self.sessions, args)
+        {
+            super::held::stream_closed(&self.sessions, number, &client);
+        }
         Ok(result.into())
     }
 }

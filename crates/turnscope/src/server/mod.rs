@@ -6,6 +6,7 @@ mod accept;
 pub mod body;
 pub mod caller;
 pub mod guard;
+mod held;
 pub mod jsonrpc;
 pub mod mcp;
 pub mod resume;

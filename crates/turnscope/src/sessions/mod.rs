@@ -283,6 +283,13 @@ impl Sessions {
         Ok(session)
     }
 
+    /// The number of the open session of a handle, if there is one (no expiry check).
+    pub fn number_of(&self, handle: &str) -> Option<u64> {
+        let uuid = Uuid::parse_str(handle).ok()?;
+        let found = self.table().get(&index_of(&uuid)).cloned()?;
+        bool::from(found.handle.as_bytes().ct_eq(uuid.as_bytes())).then_some(found.number)
+    }
+
     /// The session with this number, if open.
     pub fn by_number(&self, number: u64) -> Option<Arc<Session>> {
         self.table().values().find(|s| s.number == number).cloned()

@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod instruments;
+
 use crate::support::binary::{ready_line, serving, terminate, url_in};
 use crate::support::mcp::Client;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -214,7 +216,6 @@ async fn an_mcp_client_chatting_on_its_own_handle_shows_live() {
     s.wait_text("you  and a second line").await;
     let client = second.await.expect("the second chat answers");
     s.wait_text("turn 2 · completed").await;
-    drop(client);
 
     // The client still holds its session: q asks once, a second q quits.
     s.send(b"q").await;
@@ -223,6 +224,7 @@ async fn an_mcp_client_chatting_on_its_own_handle_shows_live() {
     let status = s.wait_exit().await;
     assert!(status.success(), "{status:?}");
     assert!(s.restored());
+    drop(client);
 }
 
 #[tokio::test]
@@ -487,10 +489,10 @@ async fn the_turn_view_draws_the_waterfall_live_and_in_replay() {
     s.send(b"\x1b").await;
     s.wait_for("the turn view closed", |t| !t.contains("waterfall"))
         .await;
-    drop(client);
     s.send(b"q").await;
     s.send(b"q").await;
     assert!(s.wait_exit().await.success());
+    drop(client);
 
     let mut r = Screen::start(&["replay", &events_arg]).await;
     r.wait_text("read-only").await;
@@ -520,7 +522,7 @@ async fn the_turn_view_draws_the_waterfall_live_and_in_replay() {
     r.send(b"[").await;
     r.wait_text("turn end 1 of 1").await;
     r.send(b"]").await;
-    r.wait_text("the end ([ steps back)").await;
+    r.wait_text("the end ([ or , steps back)").await;
     r.send(b"q").await;
     assert!(r.wait_exit().await.success());
     std::fs::remove_dir_all(&dir).ok();

@@ -1,0 +1,67 @@
+//! The fold of frame crossings and progress notifications: the Frames pane's bounded
+//! window, each reply piece into its turn, the per-link pipeline figures, the Progress pane.
+
+use std::sync::Arc;
+
+use turnscope::observe::{Event, FrameEvent};
+
+use super::{ConsoleState, FRAMES_KEPT, FrameRow, PROGRESS_KEPT, ProgressRow};
+
+impl ConsoleState {
+    pub(super) fn on_frame(&mut self, f: &FrameEvent, shared: Option<&Arc<Event>>) {
+        self.saw_time(f.at_us);
+        self.frames_seen += 1;
+        self.pipelines.fold(f);
+        if self.frames.len() == FRAMES_KEPT {
+            self.frames.pop_front();
+            self.frames_evicted += 1;
+        }
+        // The reply is what reaches the output stage; counting that one crossing keeps each
+        // piece once however many processors pass it on.
+        if f.name == "TextPiece" && f.to == "output" {
+            self.timelines.piece((f.session, f.turn), f.at_us);
+            if let Some(view) = self.turn_mut(f.session, f.turn)
+                && view.end.is_none()
+            {
+                view.reply.push_str(&f.detail);
+            }
+        }
+        let event = shared
+            .cloned()
+            .unwrap_or_else(|| Arc::new(Event::Frame(f.clone())));
+        if let Some(row) = FrameRow::new(self.frames_seen, event) {
+            self.frames.push_back(row);
+        }
+    }
+
+    /// A progress notification was sent.
+    pub(super) fn on_progress(
+        &mut self,
+        session: &u64,
+        progress: &u64,
+        message: &str,
+        pieces: &u32,
+        at_us: &u64,
+    ) {
+        self.saw_time(*at_us);
+        self.timelines.progress(*session, *at_us);
+        if self.progress.len() == PROGRESS_KEPT {
+            self.progress.pop_front();
+        }
+        self.progress.push_back(ProgressRow {
+            session: *session,
+            progress: *progress,
+            pieces: *pieces,
+            message: message.to_string(),
+            at_us: *at_us,
+        });
+        let totals = self.progress_totals.entry(*session).or_default();
+        if totals.notes == 0 {
+            totals.first_us = *at_us;
+        }
+        totals.notes += 1;
+        totals.pieces += u64::from(*pieces);
+        totals.coalesced += u64::from(*pieces > 1);
+        totals.last_us = *at_us;
+    }
+}

@@ -1,0 +1,157 @@
+//! The fold of what can go wrong around the turns: refused MCP calls, bridge and tool-source
+//! states, log lines, MCP clients gone; each failure goes to the journal (the Log pane).
+
+use turnscope::observe::event::{BridgeEvent, ToolSourceEvent, ToolSourceState};
+
+use super::super::journal::{Entry, Level};
+use super::{ConsoleState, LOGS_KEPT, LogLine};
+
+impl ConsoleState {
+    /// A call answered with a failure.
+    pub(super) fn on_refused(
+        &mut self,
+        route: &str,
+        error: &Option<String>,
+        session: &Option<u64>,
+        at_us: &u64,
+    ) {
+        self.saw_time(*at_us);
+        let at = if *at_us == 0 { self.now_us } else { *at_us };
+        if let Some(n) = session {
+            self.touch(*n, at);
+        }
+        let source = match route.strip_prefix("mcp tools/call ") {
+            Some(method) => (method, " refused"),
+            None => (route, " failed"),
+        };
+        self.journal.note(
+            at,
+            Level::Error,
+            *session,
+            source,
+            error.as_deref().unwrap_or(""),
+        );
+    }
+
+    /// A bridge's state changed.
+    pub(super) fn on_bridge(&mut self, b: &BridgeEvent) {
+        self.saw_time(b.at_us);
+        let key = format!("{} {}", b.kind, b.name);
+        let before = self.bridges.get(&key).and_then(|o| o.last_error.clone());
+        if let Some(e) = &b.last_error
+            && before.as_ref() != Some(e)
+        {
+            self.journal.push(Entry {
+                at_us: b.at_us,
+                level: Level::Warn,
+                session: None,
+                source: format!("bridge {key}"),
+                message: e.clone(),
+                repeats: 1,
+            });
+        }
+        self.bridges.insert(key, b.clone());
+    }
+
+    /// A tool source's state changed.
+    pub(super) fn on_tool_source(&mut self, t: &ToolSourceEvent) {
+        self.saw_time(t.at_us);
+        let key = match t.session {
+            Some(n) => format!("{} #{n}", t.server),
+            None => t.server.clone(),
+        };
+        let state = match t.state {
+            ToolSourceState::Connected => "connected",
+            ToolSourceState::Refreshed => "refreshed",
+            ToolSourceState::Failed => "failed, retrying",
+            ToolSourceState::MissedBudget => "missed the start-up budget",
+            ToolSourceState::Disconnected => "disconnected, reconnecting",
+            ToolSourceState::Skipped => "skipped",
+            ToolSourceState::Closed => "closed",
+        };
+        let mut line = format!("{key} ({}): {state}, {} tools", t.transport, t.tools);
+        if !t.detail.is_empty() {
+            line.push_str(&format!(": {}", t.detail));
+        }
+        if matches!(
+            t.state,
+            ToolSourceState::Failed
+                | ToolSourceState::MissedBudget
+                | ToolSourceState::Disconnected
+                | ToolSourceState::Skipped
+        ) {
+            self.journal.push(Entry {
+                at_us: t.at_us,
+                level: Level::Warn,
+                session: t.session,
+                source: format!("tools {}", t.server),
+                message: format!("{state}: {}", t.detail),
+                repeats: 1,
+            });
+        }
+        self.tool_sources.insert(key, line);
+    }
+
+    /// A log line.
+    pub(super) fn on_log(&mut self, at_ms: &u64, level: &str, message: &str) {
+        self.saw_time(at_ms * 1000);
+        if self.logs.len() == LOGS_KEPT {
+            self.logs.pop_front();
+        }
+        self.logs.push_back(LogLine {
+            level: level.to_string(),
+            message: message.to_string(),
+        });
+        self.journal.push(Entry {
+            at_us: at_ms * 1000,
+            level: Level::parse(level),
+            session: None,
+            source: "log".into(),
+            message: message.to_string(),
+            repeats: 1,
+        });
+    }
+
+    /// Sets every bridge's state (a live snapshot; events update it between snapshots).
+    pub fn set_bridges(&mut self, states: Vec<BridgeEvent>) {
+        self.bridges = states
+            .into_iter()
+            .map(|b| (format!("{} {}", b.kind, b.name), b))
+            .collect();
+    }
+
+    /// The bridges' states in a few words, or the header's fallback when there is none.
+    pub fn bridges_summary(&self) -> String {
+        if self.bridges.is_empty() {
+            return self.header.bridges.clone();
+        }
+        self.bridges
+            .values()
+            .map(|b| {
+                let link = if b.connected {
+                    "connected"
+                } else {
+                    "not connected"
+                };
+                format!(
+                    "{} {}: {link}, upstream {}",
+                    b.kind, b.name, b.upstream_state
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" · ")
+    }
+
+    /// Sets the tool sources' states (a live snapshot, one line each).
+    pub fn set_tool_sources(&mut self, lines: Vec<String>) {
+        self.tool_sources = lines
+            .into_iter()
+            .map(|l| (l.split(' ').next().unwrap_or("").to_string(), l))
+            .collect();
+    }
+
+    /// The tool sources' latest states.
+    pub fn tool_sources(&self) -> impl Iterator<Item = &String> {
+        self.tool_sources.values()
+    }
+}

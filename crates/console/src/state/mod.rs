@@ -1,0 +1,236 @@
+//! The console's picture of the server: everything the panes draw, folded from bus events and,
+//! live, from snapshots of the session table. [`ConsoleState`] is plain data (no terminal, clock
+//! or server): `apply` folds one [`Event`], `sync_*` lay snapshots over it, and every collection
+//! is bounded by a const, so a flood of events costs memory only up to a fixed size.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use turnscope::observe::Event;
+use turnscope::observe::event::BridgeEvent;
+use turnscope::observe::stats::Stats;
+
+/// Frames kept for the Frames pane; older ones are evicted (and counted).
+pub const FRAMES_KEPT: usize = 5_000;
+/// Progress notifications kept for the Progress pane.
+pub const PROGRESS_KEPT: usize = 1_000;
+/// Turns kept per session transcript.
+pub const TURNS_KEPT: usize = 200;
+/// Closed sessions still listed (the oldest closed one is forgotten first).
+pub const CLOSED_KEPT: usize = 64;
+/// Log lines kept.
+pub const LOGS_KEPT: usize = 200;
+/// Samples kept per metric per session for the per-session statistics.
+pub const SESSION_SAMPLES: usize = 256;
+
+mod frames;
+mod health;
+mod rows;
+mod times;
+mod tools;
+mod turns;
+
+pub use times::fixed_offset;
+
+use super::journal::Journal;
+use super::pipeline::Pipelines;
+use super::timeline::Timelines;
+
+pub use super::views::{
+    Activity, FrameRow, Header, LogLine, ProgressRow, ProgressTotals, Samples, SessionRow, Source,
+    ToolLine, ToolView, TurnView,
+};
+
+/// Everything the console knows, folded from events and live snapshots.
+#[derive(Default)]
+pub struct ConsoleState {
+    /// The header's facts.
+    pub header: Header,
+    /// The bot's greeting, shown at the top of each transcript.
+    pub greeting: Option<String>,
+    sessions: BTreeMap<u64, SessionRow>,
+    closed_order: VecDeque<u64>,
+    transcripts: BTreeMap<u64, Vec<TurnView>>,
+    live_turns: BTreeMap<u64, Vec<TurnView>>,
+    frames: VecDeque<FrameRow>,
+    /// Frames seen in all.
+    pub frames_seen: u64,
+    /// Frames evicted from the kept window.
+    pub frames_evicted: u64,
+    progress: VecDeque<ProgressRow>,
+    progress_totals: BTreeMap<u64, ProgressTotals>,
+    /// Latency statistics over every session.
+    pub stats: Stats,
+    session_samples: BTreeMap<u64, Samples>,
+    /// The bot's tools.
+    pub tools: Vec<ToolView>,
+    /// Why the tool list is empty, when it is for a reason.
+    pub tools_note: Option<String>,
+    /// Each tool source's latest state, by name: `files (stdio): connected, 3 tools`.
+    tool_sources: BTreeMap<String, String>,
+    /// Each bridge's latest state, by kind and name.
+    bridges: BTreeMap<String, BridgeEvent>,
+    logs: VecDeque<LogLine>,
+    /// Every failure and log line, with the error counts.
+    pub journal: Journal,
+    /// Each turn's timeline, for the waterfall.
+    pub timelines: Timelines,
+    /// Each session's pipeline as its frames crossed it: links, rates, queue depths.
+    pub pipelines: Pipelines,
+    /// Sessions whose MCP client let go of them, with what happened.
+    clients_gone: BTreeMap<u64, String>,
+    /// Each session's latest turn start, turn end, tool call or failure (µs since the epoch).
+    last_activity: BTreeMap<u64, u64>,
+    /// Events folded in.
+    pub events_seen: u64,
+    /// Events the console's subscription missed because it fell behind.
+    pub events_missed: u64,
+    /// Sessions opened since the console started.
+    pub sessions_opened: u64,
+    /// The first event's time (µs since the epoch); relative times count from here.
+    pub base_us: Option<u64>,
+    /// The console's "now" (µs since the epoch): the clock when live, the last event in replay.
+    pub now_us: u64,
+}
+
+impl ConsoleState {
+    /// A state with this header.
+    pub fn new(header: Header) -> Self {
+        Self {
+            header,
+            ..Self::default()
+        }
+    }
+
+    fn saw_time(&mut self, at_us: u64) {
+        if at_us == 0 {
+            return;
+        }
+        self.base_us.get_or_insert(at_us);
+        self.now_us = self.now_us.max(at_us);
+    }
+
+    /// Folds one event in.
+    pub fn apply(&mut self, event: &Event) {
+        self.fold(event, None);
+    }
+
+    /// Folds one event shared from the bus: a frame is kept without a copy.
+    pub fn apply_shared(&mut self, event: &Arc<Event>) {
+        self.fold(event, Some(event));
+    }
+
+    fn fold(&mut self, event: &Event, shared: Option<&Arc<Event>>) {
+        self.events_seen += 1;
+        self.stats.observe(event);
+        match event {
+            Event::Frame(f) => self.on_frame(f, shared),
+            Event::Session(s) => self.on_session(s),
+            Event::TurnStarted {
+                session,
+                turn,
+                line,
+                at_us,
+            } => self.on_turn_started(session, turn, line, at_us),
+            Event::TurnEnded(t) => self.on_turn_ended(t),
+            Event::ToolCall(c) => self.on_tool_call(c),
+            Event::ModelRequest {
+                session,
+                turn,
+                first_piece_us,
+                total_us,
+                error,
+                at_us,
+            } => self.on_model_request(session, turn, first_piece_us, total_us, error, at_us),
+            Event::Progress {
+                session,
+                progress,
+                message,
+                pieces,
+                at_us,
+            } => self.on_progress(session, progress, message, pieces, at_us),
+            Event::Served {
+                route,
+                ok: false,
+                error,
+                session,
+                at_us,
+                ..
+            } => self.on_refused(route, error, session, at_us),
+            Event::Served { .. } => {}
+            Event::ClientGone {
+                session,
+                client,
+                reason,
+                at_us,
+            } => self.on_client_gone(*session, client, reason, *at_us),
+            Event::Bridge(b) => self.on_bridge(b),
+            Event::ToolSource(t) => self.on_tool_source(t),
+            Event::Log {
+                at_ms,
+                level,
+                message,
+            } => self.on_log(at_ms, level, message),
+        }
+    }
+
+    /// What happened to the MCP client of a session it let go of, if it did.
+    pub fn client_gone(&self, session: u64) -> Option<&str> {
+        self.clients_gone.get(&session).map(String::as_str)
+    }
+
+    /// When the session last started or ended a turn, ran a tool or failed (µs since the
+    /// epoch; its opening when nothing happened since).
+    pub fn last_activity(&self, row: &SessionRow) -> u64 {
+        self.last_activity
+            .get(&row.number)
+            .copied()
+            .unwrap_or(row.opened_us)
+    }
+
+    fn touch(&mut self, session: u64, at_us: u64) {
+        if session != 0 && at_us != 0 {
+            let last = self.last_activity.entry(session).or_default();
+            *last = (*last).max(at_us);
+        }
+    }
+
+    /// The turns of a session: the live snapshot when there is one, else built from events.
+    pub fn transcript(&self, session: u64) -> &[TurnView] {
+        self.live_turns
+            .get(&session)
+            .or_else(|| self.transcripts.get(&session))
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+
+    /// The frames kept, oldest first.
+    pub fn frames(&self) -> &VecDeque<FrameRow> {
+        &self.frames
+    }
+
+    /// The progress notifications kept, oldest first.
+    pub fn progress(&self) -> &VecDeque<ProgressRow> {
+        &self.progress
+    }
+
+    /// Progress totals per session.
+    pub fn progress_totals(&self) -> &BTreeMap<u64, ProgressTotals> {
+        &self.progress_totals
+    }
+
+    /// Recent samples of one session.
+    pub fn session_samples(&self, session: u64) -> Option<&Samples> {
+        self.session_samples.get(&session)
+    }
+
+    /// The log lines kept, oldest first.
+    pub fn logs(&self) -> &VecDeque<LogLine> {
+        &self.logs
+    }
+}
+
+/// JSON pretty-printed with two-space indents.
+pub fn pretty(value: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+}

@@ -1,0 +1,169 @@
+//! Session rows: opened and closed from events, laid over by live snapshots, aged in
+//! replay, listed in order; a closed session's live turns handed back to the event-built
+//! transcript, and the oldest closed session forgotten past `CLOSED_KEPT`.
+
+use turnscope::observe::event::SessionEvent;
+
+use super::super::journal::{Entry, Level};
+use super::{Activity, CLOSED_KEPT, ConsoleState, SessionRow, TurnView};
+
+impl ConsoleState {
+    /// The MCP client that opened `session` let go of it: the row is marked and the Log says so.
+    pub(super) fn on_client_gone(&mut self, session: u64, client: &str, reason: &str, at_us: u64) {
+        self.saw_time(at_us);
+        let Some(row) = self.sessions.get(&session) else {
+            return;
+        };
+        if row.is_closed() {
+            return;
+        }
+        let who = if client.is_empty() {
+            "mcp client"
+        } else {
+            client
+        };
+        self.clients_gone
+            .insert(session, format!("{who}: {reason}"));
+        self.journal.push(Entry {
+            at_us,
+            level: Level::Warn,
+            session: Some(session),
+            source: format!("mcp client {who}"),
+            message: format!(
+                "{reason}; #{session} stays open until its handle expires or you close it (d)"
+            ),
+            repeats: 1,
+        });
+    }
+
+    /// A session opened or closed.
+    pub(super) fn on_session(&mut self, s: &SessionEvent) {
+        self.saw_time(s.at_us);
+        match &s.closed {
+            None => {
+                self.sessions_opened += 1;
+                self.sessions.entry(s.session).or_insert(SessionRow {
+                    number: s.session,
+                    handle_prefix: s.handle_prefix.clone(),
+                    opener: s.opener.clone(),
+                    mine: false,
+                    turns: 0,
+                    activity: Activity::Idle,
+                    opened_us: s.at_us,
+                    age_s: 0,
+                    idle_left_s: None,
+                });
+            }
+            Some(reason) => self.close_row(s.session, reason.clone(), s.at_us),
+        }
+    }
+
+    pub(super) fn close_row(&mut self, number: u64, reason: String, at_us: u64) {
+        let Some(row) = self.sessions.get_mut(&number) else {
+            return;
+        };
+        if row.is_closed() {
+            return;
+        }
+        row.activity = Activity::Closed(reason);
+        row.age_s = at_us.saturating_sub(row.opened_us) / 1_000_000;
+        row.idle_left_s = None;
+        // A closed session has no turn in flight: the last live snapshot may have caught
+        // one streaming, so the turns built from events (ended by their events) take over,
+        // and a turn whose end was never seen is marked as ended with the session.
+        if let Some(live) = self.live_turns.remove(&number) {
+            let built = self.transcripts.entry(number).or_default();
+            for turn in live {
+                match built.iter_mut().find(|t| t.id == turn.id) {
+                    Some(known) if known.end.is_none() && turn.end.is_some() => *known = turn,
+                    Some(known) if known.end.is_none() => {
+                        if turn.reply.len() > known.reply.len() {
+                            known.reply = turn.reply;
+                        }
+                        if known.tools.len() < turn.tools.len() {
+                            known.tools = turn.tools;
+                        }
+                    }
+                    Some(_) => {}
+                    None => built.push(turn),
+                }
+            }
+            built.sort_by_key(|t| t.id);
+        }
+        if let Some(turns) = self.transcripts.get_mut(&number) {
+            for turn in turns.iter_mut().filter(|t| t.end.is_none()) {
+                turn.end = Some("session ended".into());
+            }
+        }
+        self.closed_order.push_back(number);
+        if self.closed_order.len() > CLOSED_KEPT
+            && let Some(old) = self.closed_order.pop_front()
+        {
+            self.sessions.remove(&old);
+            self.transcripts.remove(&old);
+            self.live_turns.remove(&old);
+            self.session_samples.remove(&old);
+            self.progress_totals.remove(&old);
+            self.journal.forget(old);
+            self.clients_gone.remove(&old);
+            self.last_activity.remove(&old);
+            self.pipelines.forget(old);
+        }
+    }
+
+    /// Lays a snapshot of the open sessions over the rows: their figures replace the
+    /// event-built ones, and an open row missing from the snapshot is marked closed.
+    pub fn sync_sessions(&mut self, open: Vec<SessionRow>) {
+        let numbers: std::collections::BTreeSet<u64> = open.iter().map(|r| r.number).collect();
+        let gone: Vec<u64> = self
+            .sessions
+            .values()
+            .filter(|r| !r.is_closed() && !numbers.contains(&r.number))
+            .map(|r| r.number)
+            .collect();
+        let now = self.now_us;
+        for number in gone {
+            self.close_row(number, "gone".into(), now);
+        }
+        for row in open {
+            self.sessions.insert(row.number, row);
+        }
+    }
+
+    /// Sets each open row's age from the latest event's time (a replay has no live
+    /// snapshot); a closed row keeps the age it closed at.
+    pub fn age_rows(&mut self) {
+        let now = self.now_us;
+        for row in self.sessions.values_mut().filter(|r| !r.is_closed()) {
+            row.age_s = now.saturating_sub(row.opened_us) / 1_000_000;
+        }
+    }
+
+    /// Lays a live snapshot of one session's turns over its event-built transcript.
+    pub fn sync_turns(&mut self, session: u64, turns: Vec<TurnView>) {
+        self.live_turns.insert(session, turns);
+    }
+
+    /// Forgets live turn snapshots of every session but `keep`.
+    pub fn keep_live_turns_of(&mut self, keep: Option<u64>) {
+        self.live_turns.retain(|n, _| Some(*n) == keep);
+    }
+
+    /// Session rows: open ones by number, then closed ones, latest closed first.
+    pub fn session_rows(&self) -> Vec<&SessionRow> {
+        let mut rows: Vec<&SessionRow> =
+            self.sessions.values().filter(|r| !r.is_closed()).collect();
+        rows.extend(
+            self.closed_order
+                .iter()
+                .rev()
+                .filter_map(|n| self.sessions.get(n)),
+        );
+        rows
+    }
+
+    /// One session's row.
+    pub fn session(&self, number: u64) -> Option<&SessionRow> {
+        self.sessions.get(&number)
+    }
+}

@@ -1,0 +1,51 @@
+//! Times as the panes print them: a wall-clock time of day for the Log, a frame's time since
+//! its session opened in a fixed width, a time since the first event.
+
+use super::ConsoleState;
+
+impl ConsoleState {
+    /// A wall-clock time of day (UTC) for the Log pane: `14:03:07.250`.
+    pub fn clock(&self, at_us: u64) -> String {
+        if at_us == 0 {
+            return "-".into();
+        }
+        let ms = (at_us / 1_000) % 86_400_000;
+        format!(
+            "{:02}:{:02}:{:02}.{:03}",
+            ms / 3_600_000,
+            (ms / 60_000) % 60,
+            (ms / 1_000) % 60,
+            ms % 1_000
+        )
+    }
+
+    /// A frame's time relative to its session's opening (or to the first event), in a fixed
+    /// 9 cells: `   12.345`, ` 1234.567`, `  123m04s`.
+    pub fn session_relative(&self, session: u64, at_us: u64) -> String {
+        let base = self
+            .sessions
+            .get(&session)
+            .map(|r| r.opened_us)
+            .filter(|b| *b > 0 && *b <= at_us)
+            .or(self.base_us)
+            .unwrap_or(at_us);
+        fixed_offset(at_us.saturating_sub(base))
+    }
+
+    /// A time as seconds since the first event: `+12.345s`.
+    pub fn relative(&self, at_us: u64) -> String {
+        let base = self.base_us.unwrap_or(at_us);
+        let d = at_us.saturating_sub(base);
+        format!("+{}.{:03}s", d / 1_000_000, (d / 1_000) % 1_000)
+    }
+}
+
+/// An offset in a fixed 9 cells: seconds with milliseconds below 10,000 s, else minutes.
+pub fn fixed_offset(us: u64) -> String {
+    let s = us / 1_000_000;
+    if s < 10_000 {
+        format!("{s:>4}.{:03}s", (us / 1_000) % 1_000)
+    } else {
+        format!("{:>5}m{:02}s", (s / 60).min(99_999), s % 60)
+    }
+}
