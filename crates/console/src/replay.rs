@@ -38,6 +38,7 @@ pub fn console_of(text: &str, file: &str, theme: Theme) -> anyhow::Result<Consol
             file: file.to_string(),
             problems,
         },
+        replica: None,
     });
     state.tools_note = Some("Tools are not recorded in an events file.".into());
     let tape = Tape::new(events, state);

@@ -365,6 +365,10 @@ impl ConsoleState {
                 }
                 self.tool_sources.insert(key, line);
             }
+            Event::Replica(r) => {
+                self.saw_time(r.at_us);
+                self.header.replica = Some((r.id.clone(), r.state.to_string()));
+            }
             Event::Log {
                 at_ms,
                 level,

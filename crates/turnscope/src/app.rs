@@ -12,9 +12,9 @@ use crate::bot::{Bot, TurnLimits};
 use crate::bridge::xiaozhi::{BridgeSettings, Catalog, XiaozhiBridges};
 use crate::config::Config;
 use crate::model::{EmbeddedModel, ModelClient, ModelConfig, ScriptSettings};
-use crate::observe::Bus;
+use crate::observe::{Bus, Event, ReplicaEvent};
 use crate::server::{GuardConfig, Server};
-use crate::sessions::{SessionLimits, Sessions};
+use crate::sessions::{Replica, SessionLimits, Sessions};
 use crate::tools::limits::McpLimits;
 use crate::tools::policy::Policy;
 use crate::tools::registry::ToolRegistry;
@@ -88,6 +88,8 @@ pub struct App {
     pub bridges: XiaozhiBridges,
     /// The bot's tool registry (built-ins and MCP servers), when [`App::start`] built it.
     pub tool_registry: Option<Arc<ToolRegistry>>,
+    /// How long [`App::drain`] waits for turns in flight (`server.drain_seconds`).
+    drain_bound: Duration,
     _embedded: Option<EmbeddedModel>,
     sweeper: JoinHandle<()>,
 }
@@ -185,15 +187,6 @@ impl App {
         embedded: Option<EmbeddedModel>,
     ) -> Result<App, AppError> {
         let s = &config.server;
-        let sessions = Sessions::new(
-            bot,
-            bus.clone(),
-            SessionLimits {
-                cap: s.sessions,
-                handle_seconds: s.handle_seconds,
-                sweep_every: Duration::from_secs_f64(s.sweep_seconds.max(0.01)),
-            },
-        );
         crate::config::check_open_bind(&s.host, s.auth_token.is_some(), s.allow_open_bind)
             .map_err(AppError::OpenBind)?;
         let mut guard = GuardConfig {
@@ -210,6 +203,21 @@ impl App {
                 port: s.port,
                 source,
             })?;
+        let replica = Replica::new(match &s.replica_id {
+            Some(id) => id.clone(),
+            None => default_replica_id(&listener),
+        });
+        bus.publish_with(|| Event::Replica(replica_event(&replica, "serving")));
+        let sessions = Sessions::for_replica(
+            bot,
+            bus.clone(),
+            SessionLimits {
+                cap: s.sessions,
+                handle_seconds: s.handle_seconds,
+                sweep_every: Duration::from_secs_f64(s.sweep_seconds.max(0.01)),
+            },
+            replica,
+        );
         let catalog = Catalog {
             sessions: Some(sessions.clone()),
             tools: Some(sessions.bot().tools().clone()),
@@ -263,6 +271,7 @@ impl App {
         Ok(App {
             bus,
             sessions,
+            drain_bound: Duration::from_secs_f64(s.drain_seconds),
             model,
             server,
             bridges,
@@ -270,6 +279,17 @@ impl App {
             _embedded: embedded,
             sweeper,
         })
+    }
+
+    /// Drains this replica (SIGTERM): `/healthz` answers `draining` (404) at once, `start`
+    /// and new lines are refused with an error saying so, and turns in flight finish and are
+    /// read, for at most `server.drain_seconds`. Returns whether it drained within that bound;
+    /// [`App::shutdown`] comes next.
+    pub async fn drain(&self) -> bool {
+        let replica = self.sessions.replica();
+        self.bus
+            .publish_with(|| Event::Replica(replica_event(replica, "draining")));
+        self.sessions.drain(self.drain_bound).await
     }
 
     /// Stops the bridges (sockets closed with 1000, children ended), ends every session (each
@@ -286,6 +306,31 @@ impl App {
         if let Some(registry) = &self.tool_registry {
             registry.shutdown().await;
         }
+    }
+}
+
+/// `host:port` as bound; a wildcard address is named by the machine's host name.
+fn default_replica_id(listener: &TcpListener) -> String {
+    match listener.local_addr() {
+        Ok(addr) if addr.ip().is_unspecified() => {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| "host".into());
+            format!("{host}:{}", addr.port())
+        }
+        Ok(addr) => addr.to_string(),
+        Err(_) => "local".into(),
+    }
+}
+
+fn replica_event(replica: &Replica, state: &'static str) -> ReplicaEvent {
+    ReplicaEvent {
+        id: replica.id().to_string(),
+        tag: replica.tag(),
+        state: state.into(),
+        at_us: crate::observe::event::now_us(),
     }
 }
 

@@ -9,7 +9,10 @@
 //!   cannot read → 400 with a -32600 invalid request;
 //! - `tools/call` on a live session with no string `name`, or `arguments` that is not an
 //!   object → a -32602 invalid-params response (200, as every JSON-RPC answer on this route);
-//! - `DELETE` of a session that does not exist → 404; a successful `DELETE` → 204.
+//! - `DELETE` of a session that does not exist → 404; a successful `DELETE` → 204;
+//! - `GET` resuming a stream (`Last-Event-ID`) of a session or a stream this replica does
+//!   not know → 404 (rmcp would answer a sessionless one with an empty stream, which a
+//!   client retries forever when its replica died behind a load balancer).
 //!
 //! Batches: MCP 2025-03-26 is the only revision that requires receiving them (2025-06-18
 //! removed them again). Rather than re-multiplex several requests' progress streams into one
@@ -27,6 +30,8 @@ use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde_json::{Value, json};
+
+use super::resume::ReplayStore;
 
 /// The JSON-RPC error codes this layer answers with.
 pub const PARSE_ERROR: i64 = -32700;
@@ -175,15 +180,42 @@ async fn known(sessions: &LocalSessionManager, id: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// The middleware (state: the session manager rmcp's service uses).
-pub async fn check(
-    State(sessions): State<Arc<LocalSessionManager>>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// What this layer asks: the session manager rmcp's service uses and its replay store.
+#[derive(Clone)]
+pub struct Known {
+    /// rmcp's sessions.
+    pub sessions: Arc<LocalSessionManager>,
+    /// The response-stream events kept for resumption.
+    pub replay: Arc<ReplayStore>,
+}
+
+/// The middleware.
+pub async fn check(State(known_here): State<Known>, request: Request, next: Next) -> Response {
+    let sessions = &known_here.sessions;
+    if request.method() == Method::GET
+        && let Some(last) = request
+            .headers()
+            .get("last-event-id")
+            .and_then(|v| v.to_str().ok())
+    {
+        let unknown = match session_of(request.headers()) {
+            Some(id) => (!known(sessions, &id).await).then(|| format!("MCP session {id}")),
+            None => (!known_here.replay.knows(last)).then(|| format!("stream of event {last}")),
+        };
+        if let Some(what) = unknown {
+            return (
+                StatusCode::NOT_FOUND,
+                format!(
+                    "Not Found: this replica keeps no {what}: it ended, or another replica served it \
+                     (and may be gone). Send the request again on a new MCP session."
+                ),
+            )
+                .into_response();
+        }
+    }
     if request.method() == Method::DELETE {
         if let Some(id) = session_of(request.headers())
-            && !known(&sessions, &id).await
+            && !known(sessions, &id).await
         {
             return (
                 StatusCode::NOT_FOUND,
@@ -238,7 +270,7 @@ pub async fn check(
         // sessionless 2026-07-28 request; anything else about the request (no or an unknown
         // session) is rmcp's to answer.
         let valid = match session_of(&parts.headers) {
-            Some(session) => known(&sessions, &session).await,
+            Some(session) => known(sessions, &session).await,
             None => speaks_per_request(&value),
         };
         if valid {
