@@ -189,3 +189,32 @@ async fn the_drain_is_bounded_by_drain_seconds() {
     );
     assert_eq!(reply.structured["end_reason"], "session_ended", "{reply:?}");
 }
+
+#[tokio::test]
+async fn resuming_a_stream_or_session_this_replica_never_served_is_404_not_an_empty_stream() {
+    // What a client whose replica died sends to the replica the balancer picked instead.
+    let bin = Headless::start("replica-resume", "", &[]).await;
+    let http = reqwest::Client::new();
+    let get = |session: Option<&str>| {
+        let mut request = http
+            .get(&bin.url)
+            .header("accept", "text/event-stream")
+            .header("last-event-id", "0/0/3");
+        if let Some(id) = session {
+            request = request.header("mcp-session-id", id);
+        }
+        request.send()
+    };
+    for session in [None, Some("a-session-another-replica-made")] {
+        let response = tokio::time::timeout(WAIT, get(session))
+            .await
+            .expect("answered at once")
+            .expect("an HTTP answer");
+        assert_eq!(response.status(), 404, "{session:?}");
+        let text = response.text().await.unwrap();
+        assert!(
+            text.contains("another replica served it") && text.contains("new MCP session"),
+            "{text}"
+        );
+    }
+}
