@@ -14,11 +14,14 @@
 //! - `console`: turns/s with and without a console attached (`bench::console`);
 //! - `bridge`: the OpenAI bridge's own cost: p50/p95 of `GET /v1/tools`, `POST /v1/execute`
 //!   and a direct MCP `tools/call` to the same upstream (the fixture over streamable HTTP),
-//!   calls interleaved so drift hits all three alike.
+//!   calls interleaved so drift hits all three alike;
+//! - `replicas`: turns/s with 1 and 3 replica processes, direct and through HAProxy
+//!   (`bench::replicas`).
 
 mod bridge;
 mod child;
 mod console;
+mod replicas;
 pub mod soak;
 
 use std::sync::Arc;
@@ -59,6 +62,9 @@ pub enum Shape {
     Console,
     /// The OpenAI bridge's overhead over a direct MCP call.
     Bridge,
+    /// Turns/s with 1 and 3 replicas, direct and through HAProxy (uses --clients, --turns,
+    /// --runs; needs haproxy).
+    Replicas,
 }
 
 /// `turnscope bench` flags.
@@ -97,6 +103,9 @@ pub struct BenchArgs {
     /// Calls per path of the bridge shape.
     #[arg(long, default_value_t = 2000)]
     pub calls: usize,
+    /// MCP clients of the replicas shape (each on its own handle).
+    #[arg(long, default_value_t = 48)]
+    pub clients: usize,
 }
 
 fn row(value: Value) {
@@ -149,6 +158,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             Shape::Ready => ready().await?,
             Shape::Console => console::console(args.sessions, args.turns, args.runs).await?,
             Shape::Bridge => bridge::run(args.calls).await?,
+            Shape::Replicas => replicas::run(args.clients, args.turns, args.runs).await?,
         }
     }
     Ok(())
