@@ -90,6 +90,8 @@ pub struct App {
     pub tool_registry: Option<Arc<ToolRegistry>>,
     /// How long [`App::drain`] waits for turns in flight (`server.drain_seconds`).
     drain_bound: Duration,
+    /// The MCP `POST` exchanges still open ([`App::shutdown`] waits for their answers).
+    exchanges: crate::server::caller::Exchanges,
     _embedded: Option<EmbeddedModel>,
     sweeper: JoinHandle<()>,
 }
@@ -241,6 +243,7 @@ impl App {
             extra
         });
         let stop = CancellationToken::new();
+        let exchanges = crate::server::caller::Exchanges::default();
         // The OpenAI bridge (/v1/tools, /v1/execute, /v1/chat/completions, /v1/models) on the
         // same server, behind the same guard.
         let openai = crate::bridge::openai::OpenAiBridge::for_sessions(&sessions);
@@ -254,6 +257,7 @@ impl App {
                     timeout: Duration::from_secs_f64(s.body_timeout_seconds),
                 },
                 health: Some(health),
+                exchanges: exchanges.clone(),
                 ..crate::server::RouterOptions::new(stop.clone())
             },
         );
@@ -272,6 +276,7 @@ impl App {
             bus,
             sessions,
             drain_bound: Duration::from_secs_f64(s.drain_seconds),
+            exchanges,
             model,
             server,
             bridges,
@@ -300,8 +305,9 @@ impl App {
         self.sessions
             .close_all("server shut down", Duration::from_secs(1))
             .await;
-        // The answers just handed back still have to be written to their response streams.
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        // The answers just handed back still have to be written to their response streams:
+        // wait (at most 1 s) until every MCP `POST` exchange has sent its body.
+        self.exchanges.settled(Duration::from_secs(1)).await;
         self.server.shutdown(Duration::from_secs(2)).await;
         if let Some(registry) = &self.tool_registry {
             registry.shutdown().await;

@@ -54,6 +54,8 @@ pub struct RouterOptions {
     pub body: BodyRules,
     /// Extra fields of `/healthz` (e.g. bridge states).
     pub health: Option<HealthExtra>,
+    /// Counts the `/mcp` `POST` exchanges still open (shutdown waits for their answers).
+    pub exchanges: caller::Exchanges,
 }
 
 impl RouterOptions {
@@ -65,6 +67,7 @@ impl RouterOptions {
             stop,
             body: BodyRules::default(),
             health: None,
+            exchanges: caller::Exchanges::default(),
         }
     }
 }
@@ -78,6 +81,7 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
         stop,
         body,
         health,
+        exchanges,
     } = options;
     let config = StreamableHttpServerConfig::default()
         .with_max_request_body_bytes(body.max_bytes)
@@ -108,7 +112,10 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
             },
             jsonrpc::check,
         ))
-        .layer(axum::middleware::from_fn(caller::watch_caller));
+        .layer(axum::middleware::from_fn_with_state(
+            exchanges,
+            caller::watch_caller,
+        ));
     let app = Router::new()
         .route(
             "/healthz",
