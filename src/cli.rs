@@ -48,6 +48,12 @@ pub struct ServeArgs {
     /// Seconds between idle sweeps (default 30).
     #[arg(long, hide = true)]
     pub sweep_seconds: Option<f64>,
+    /// This replica's name behind a load balancer (default: host:port as bound).
+    #[arg(long)]
+    pub replica_id: Option<String>,
+    /// Seconds SIGTERM waits for turns in flight before exiting (default 30).
+    #[arg(long)]
+    pub drain_seconds: Option<f64>,
     /// Seconds between words of the embedded model (default 0.03).
     #[arg(long)]
     pub pace: Option<f64>,
@@ -93,6 +99,8 @@ impl ServeArgs {
             sessions: self.sessions,
             handle_seconds: self.handle_seconds,
             sweep_seconds: self.sweep_seconds,
+            replica_id: self.replica_id.clone(),
+            drain_seconds: self.drain_seconds,
             pace: self.pace,
             allowed_hosts: self.allowed_hosts.clone(),
             allowed_origins: self.allowed_origins.clone(),

@@ -149,8 +149,11 @@ async fn headless(
     let recording = Recording::start(&bus, events).await?;
     let app = App::start(config, bus).await?;
     let url = app.server.mcp_url();
+    let replica = app.sessions.replica();
     println!(
-        "turnscope ready: MCP {url} · model: {} · ready in {:.1} ms",
+        "turnscope ready: MCP {url} · replica {} (handles end in {}) · model: {} · ready in {:.1} ms",
+        replica.id(),
+        replica.tag(),
         app.model.describe(),
         started.elapsed().as_secs_f64() * 1000.0
     );
@@ -172,7 +175,24 @@ async fn headless(
         );
     }
     wait_for_signal().await;
-    eprintln!("turnscope: shutting down: ending every session");
+    eprintln!(
+        "turnscope: draining replica {}: /healthz answers 404 \"draining\", start and new lines are refused, \
+         turns in flight finish (at most {} s; a second signal stops at once)",
+        app.sessions.replica().id(),
+        config.server.drain_seconds
+    );
+    let drained = tokio::select! {
+        drained = app.drain() => drained,
+        () = wait_for_signal() => false,
+    };
+    eprintln!(
+        "turnscope: shutting down: {}; ending every session",
+        if drained {
+            "no turn in flight"
+        } else {
+            "the drain bound passed or a second signal came"
+        }
+    );
     app.shutdown().await;
     recording.finish().await;
     Ok(())

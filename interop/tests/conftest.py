@@ -76,3 +76,7 @@ def model_server():
     yield url
     proc.terminate()
     proc.wait(timeout=5)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow_first: the replica cluster's first replica has slow turns")

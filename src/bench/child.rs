@@ -160,7 +160,7 @@ impl Drop for ServerChild {
 }
 
 /// A loopback port free right now (the child binds it a moment later).
-fn free_port() -> anyhow::Result<u16> {
+pub(super) fn free_port() -> anyhow::Result<u16> {
     let listener =
         std::net::TcpListener::bind("127.0.0.1:0").context("finding a free loopback port")?;
     Ok(listener.local_addr()?.port())

@@ -4,6 +4,7 @@
 mod bridge;
 mod child;
 mod console;
+mod replicas;
 pub mod soak;
 
 use std::sync::Arc;
@@ -44,6 +45,9 @@ pub enum Shape {
     Console,
     /// The OpenAI bridge's overhead over a direct MCP call.
     Bridge,
+    /// Turns/s with 1 and 3 replicas, direct and through HAProxy (uses --clients, --turns,
+    /// --runs; needs haproxy).
+    Replicas,
 }
 
 /// `turnscope bench` flags.
@@ -82,6 +86,9 @@ pub struct BenchArgs {
     /// Calls per path of the bridge shape.
     #[arg(long, default_value_t = 2000)]
     pub calls: usize,
+    /// MCP clients of the replicas shape (each on its own handle).
+    #[arg(long, default_value_t = 48)]
+    pub clients: usize,
 }
 
 fn row(value: Value) {
@@ -150,6 +157,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             Shape::Ready => ready().await?,
             Shape::Console => console::console(args.sessions, args.turns, args.runs).await?,
             Shape::Bridge => bridge::run(args.calls).await?,
+            Shape::Replicas => replicas::run(args.clients, args.turns, args.runs).await?,
         }
     }
     Ok(())

@@ -20,7 +20,12 @@ fn scratch(name: &str) -> std::path::PathBuf {
 async fn headless_serves_mcp_records_events_and_exits_cleanly_on_sigterm() {
     let dir = scratch("headless");
     let config = dir.join("turnscope.toml");
-    std::fs::write(&config, "[model]\npace = 0.05\nwords = 200\n").unwrap();
+    // No drain: the signal ends the turn in flight (draining: tests/it/replicas.rs).
+    std::fs::write(
+        &config,
+        "[server]\ndrain_seconds = 0\n[model]\npace = 0.05\nwords = 200\n",
+    )
+    .unwrap();
     let events = dir.join("events.jsonl");
     let mut child = serving(&["--headless", "--port", "0", "--config"])
         .arg(&config)

@@ -23,6 +23,7 @@ mod openai_bridge;
 mod protocol_client;
 mod protocol_http;
 mod protocol_slow_clients;
+mod replicas;
 mod security;
 mod session_tools;
 mod slow_clients;

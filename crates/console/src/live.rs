@@ -53,6 +53,15 @@ pub fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console, Live
         model: app.model.describe(),
         bridges: "none".into(),
         source: Source::Live,
+        replica: Some((
+            app.sessions.replica().id().to_string(),
+            if app.sessions.is_draining() {
+                "draining"
+            } else {
+                "serving"
+            }
+            .to_string(),
+        )),
     });
     let bot = app.sessions.bot();
     state.greeting = bot.greeting().map(str::to_string);

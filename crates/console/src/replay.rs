@@ -1,10 +1,7 @@
-//! `turnscope replay FILE`: the console over a file written by `--events`, read-only.
-//!
-//! The whole file is folded into the state before the first frame, so every pane shows the
-//! run as it ended; lines that cannot be read are counted and the first one is named. The
-//! [`Tape`] keeps the events so `[` and `]` step the whole console back and forth turn end by
-//! turn end, and `,` and `.` step inside a turn (a request, a piece, a tool call); each step
-//! folds the events again up to there.
+//! `turnscope replay FILE`: the console over a file written by `--events`, read-only. The
+//! whole file is folded before the first frame, so every pane shows the run as it ended;
+//! unreadable lines are counted and the first one named. The [`Tape`] keeps the events so
+//! `[`/`]` step turn end by turn end and `,`/`.` step inside a turn, folding up to there.
 
 use std::path::Path;
 
@@ -39,6 +36,7 @@ pub fn console_of(text: &str, file: &str, theme: Theme) -> anyhow::Result<Consol
             file: file.to_string(),
             problems,
         },
+        replica: None,
     });
     state.tools_note = Some("Tools are not recorded in an events file.".into());
     let tape = Tape::new(events, state);

@@ -340,3 +340,21 @@ fn failures_are_journaled_with_time_and_session() {
     );
     assert_ne!(refused.at_us, 0);
 }
+
+#[test]
+fn the_replica_and_its_draining_reach_the_header_from_events() {
+    use turnscope::observe::ReplicaEvent;
+    let mut s = ConsoleState::default();
+    let replica = |state: &'static str| {
+        Event::Replica(ReplicaEvent {
+            id: "r2".into(),
+            tag: "8e6c".into(),
+            state: state.into(),
+            at_us: T0,
+        })
+    };
+    s.apply(&replica("serving"));
+    assert_eq!(s.header.replica, Some(("r2".into(), "serving".into())));
+    s.apply(&replica("draining"));
+    assert_eq!(s.header.replica, Some(("r2".into(), "draining".into())));
+}

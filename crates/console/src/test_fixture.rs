@@ -343,6 +343,7 @@ pub fn state() -> ConsoleState {
         model: "embedded scripted model (http://127.0.0.1:7861/v1)".into(),
         bridges: "none".into(),
         source: Source::Live,
+        replica: None,
     });
     for event in events() {
         state.apply(&event);

@@ -22,6 +22,8 @@ pub struct Header {
     pub bridges: String,
     /// Where the events come from.
     pub source: Source,
+    /// The replica id and its state (`serving`, `draining`), when known.
+    pub replica: Option<(String, String)>,
 }
 
 /// Where the console's events come from.

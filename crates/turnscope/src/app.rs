@@ -12,9 +12,9 @@ use crate::bot::{Bot, TurnLimits};
 use crate::bridge::xiaozhi::{BridgeSettings, Catalog, XiaozhiBridges};
 use crate::config::Config;
 use crate::model::{EmbeddedModel, ModelClient, ModelConfig, ScriptSettings};
-use crate::observe::Bus;
+use crate::observe::{Bus, Event, ReplicaEvent};
 use crate::server::{GuardConfig, Server};
-use crate::sessions::{SessionLimits, Sessions};
+use crate::sessions::{Replica, SessionLimits, Sessions};
 use crate::tools::limits::{LimitsError, McpLimits};
 use crate::tools::policy::{Policy, PolicyError};
 use crate::tools::registry::ToolRegistry;
@@ -86,6 +86,10 @@ pub struct App {
     pub bridges: XiaozhiBridges,
     /// The bot's tool registry (built-ins and MCP servers), when [`App::start`] built it.
     pub tool_registry: Option<Arc<ToolRegistry>>,
+    /// How long [`App::drain`] waits for turns in flight (`server.drain_seconds`).
+    drain_bound: Duration,
+    /// The MCP `POST` exchanges still open ([`App::shutdown`] waits for their answers).
+    exchanges: crate::server::caller::Exchanges,
     _embedded: Option<EmbeddedModel>,
     sweeper: JoinHandle<()>,
 }
@@ -176,15 +180,6 @@ impl App {
         embedded: Option<EmbeddedModel>,
     ) -> Result<App, AppError> {
         let s = &config.server;
-        let sessions = Sessions::new(
-            bot,
-            bus.clone(),
-            SessionLimits {
-                cap: s.sessions,
-                handle_seconds: s.handle_seconds,
-                sweep_every: Duration::from_secs_f64(s.sweep_seconds.max(0.01)),
-            },
-        );
         crate::config::check_open_bind(&s.host, s.auth_token.is_some(), s.allow_open_bind)
             .map_err(AppError::OpenBind)?;
         let mut guard = GuardConfig {
@@ -201,6 +196,21 @@ impl App {
                 port: s.port,
                 source,
             })?;
+        let replica = Replica::new(match &s.replica_id {
+            Some(id) => id.clone(),
+            None => default_replica_id(&listener),
+        });
+        bus.publish_with(|| Event::Replica(replica_event(&replica, "serving")));
+        let sessions = Sessions::for_replica(
+            bot,
+            bus.clone(),
+            SessionLimits {
+                cap: s.sessions,
+                handle_seconds: s.handle_seconds,
+                sweep_every: Duration::from_secs_f64(s.sweep_seconds.max(0.01)),
+            },
+            replica,
+        );
         let catalog = Catalog {
             sessions: Some(sessions.clone()),
             tools: Some(sessions.bot().tools().clone()),
@@ -224,6 +234,7 @@ impl App {
             extra
         });
         let stop = CancellationToken::new();
+        let exchanges = crate::server::caller::Exchanges::default();
         // The OpenAI bridge (/v1/tools, /v1/execute, /v1/chat/completions, /v1/models) on the
         // same server, behind the same guard.
         let openai = crate::bridge::openai::OpenAiBridge::for_sessions(&sessions);
@@ -237,6 +248,7 @@ impl App {
                     timeout: Duration::from_secs_f64(s.body_timeout_seconds),
                 },
                 health: Some(health),
+                exchanges: exchanges.clone(),
                 ..crate::server::RouterOptions::new(stop.clone())
             },
         );
@@ -254,6 +266,8 @@ impl App {
         Ok(App {
             bus,
             sessions,
+            drain_bound: Duration::from_secs_f64(s.drain_seconds),
+            exchanges,
             model,
             server,
             bridges,
@@ -261,6 +275,17 @@ impl App {
             _embedded: embedded,
             sweeper,
         })
+    }
+
+    /// Drains this replica (SIGTERM): `/healthz` answers `draining` (404) at once, `start`
+    /// and new lines are refused with an error saying so, and turns in flight finish and are
+    /// read, for at most `server.drain_seconds`. Returns whether it drained within that bound;
+    /// [`App::shutdown`] comes next.
+    pub async fn drain(&self) -> bool {
+        let replica = self.sessions.replica();
+        self.bus
+            .publish_with(|| Event::Replica(replica_event(replica, "draining")));
+        self.sessions.drain(self.drain_bound).await
     }
 
     /// Stops the bridges (sockets closed with 1000, children ended), ends every session (each
@@ -271,12 +296,38 @@ impl App {
         self.sessions
             .close_all("server shut down", Duration::from_secs(1))
             .await;
-        // The answers just handed back still have to be written to their response streams.
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        // The answers just handed back still have to be written to their response streams:
+        // wait (at most 1 s) until every MCP `POST` exchange has sent its body.
+        self.exchanges.settled(Duration::from_secs(1)).await;
         self.server.shutdown(Duration::from_secs(2)).await;
         if let Some(registry) = &self.tool_registry {
             registry.shutdown().await;
         }
+    }
+}
+
+/// `host:port` as bound; a wildcard address is named by the machine's host name.
+fn default_replica_id(listener: &TcpListener) -> String {
+    match listener.local_addr() {
+        Ok(addr) if addr.ip().is_unspecified() => {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| "host".into());
+            format!("{host}:{}", addr.port())
+        }
+        Ok(addr) => addr.to_string(),
+        Err(_) => "local".into(),
+    }
+}
+
+fn replica_event(replica: &Replica, state: &'static str) -> ReplicaEvent {
+    ReplicaEvent {
+        id: replica.id().to_string(),
+        tag: replica.tag(),
+        state: state.into(),
+        at_us: crate::observe::event::now_us(),
     }
 }
 

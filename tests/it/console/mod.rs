@@ -161,6 +161,17 @@ async fn person_types_a_line_sees_the_reply_and_quits_cleanly() {
     );
     assert!(first.contains("claude mcp add --transport http turnscope http://127.0.0.1:"));
     assert!(first.contains("embedded scripted model"));
+    // The replica id (host:port by default) is in the header.
+    let port = mcp_url(&first)
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches("/mcp")
+        .to_string();
+    assert!(
+        first.contains(&format!("replica 127.0.0.1:{port}")),
+        "{first}"
+    );
 
     s.send(b"hello from the terminal").await;
     s.send(b"\r").await;

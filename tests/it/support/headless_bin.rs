@@ -15,6 +15,8 @@ pub struct Headless {
     pub child: Child,
     /// The MCP endpoint from the ready line.
     pub url: String,
+    /// The ready line.
+    pub ready: String,
     /// The `--events` file.
     pub events: PathBuf,
     /// The scratch directory (config, events).
@@ -43,10 +45,12 @@ impl Headless {
             command.env(k, v);
         }
         let mut child = command.spawn().unwrap();
-        let url = url_in(&ready_line(&mut child).await, "/mcp");
+        let ready = ready_line(&mut child).await;
+        let url = url_in(&ready, "/mcp");
         Self {
             child,
             url,
+            ready,
             events,
             dir,
         }

@@ -48,6 +48,13 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
         first.push(Span::styled(" MCP ", t.dim));
         first.push(Span::styled(url.clone(), t.accent));
     }
+    if let Some((id, state)) = &h.replica {
+        first.push(Span::styled("  replica ", t.dim));
+        first.push(Span::styled(id.clone(), t.text));
+        if state != "serving" {
+            first.push(Span::styled(format!(" {state}"), t.warn));
+        }
+    }
     if !h.model.is_empty() {
         first.push(Span::styled("  model ", t.dim));
         first.push(Span::styled(h.model.clone(), t.text));

@@ -166,6 +166,10 @@ impl ConsoleState {
             } => self.on_client_gone(*session, client, reason, *at_us),
             Event::Bridge(b) => self.on_bridge(b),
             Event::ToolSource(t) => self.on_tool_source(t),
+            Event::Replica(r) => {
+                self.saw_time(r.at_us);
+                self.header.replica = Some((r.id.clone(), r.state.to_string()));
+            }
             Event::Log {
                 at_ms,
                 level,

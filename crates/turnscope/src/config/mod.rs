@@ -118,6 +118,11 @@ pub struct ServerSection {
     pub body_timeout_seconds: f64,
     /// Most HTTP connections open at once (default 4096); more get 503 and a log line.
     pub max_connections: usize,
+    /// This process's name among replicas behind a load balancer: in `/healthz`, `start`'s
+    /// structured content, events and errors (default: `host:port` as bound).
+    pub replica_id: Option<String>,
+    /// Seconds a SIGTERM waits for turns in flight before the process exits (default 30).
+    pub drain_seconds: f64,
 }
 
 impl Default for ServerSection {
@@ -137,6 +142,8 @@ impl Default for ServerSection {
             header_timeout_seconds: 100.0,
             body_timeout_seconds: 30.0,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            replica_id: None,
+            drain_seconds: 30.0,
         }
     }
 }
@@ -342,6 +349,10 @@ impl Config {
             return Err("server.max_connections: must be at least 1 (default 4096)".into());
         }
         check_seconds("server.sweep_seconds", s.sweep_seconds, true)?;
+        check_seconds("server.drain_seconds", s.drain_seconds, true)?;
+        if let Some(id) = &s.replica_id {
+            check_replica_id(id)?;
+        }
         check_seconds("model.pace", self.model.pace, true)?;
         check_seconds(
             "server.header_timeout_seconds",
@@ -394,6 +405,23 @@ pub(crate) fn check_open_bind(
          open sessions and use your model and tools. Pass --auth-token TOKEN (clients then send \
          `Authorization: Bearer TOKEN`), or --allow-open-bind if an authenticating proxy is in front"
     ))
+}
+
+/// A replica id shows in headers, logs and error texts: 1–64 characters of ASCII letters,
+/// digits and `.` `_` `-` `:`.
+fn check_replica_id(id: &str) -> Result<(), String> {
+    let ok = (1..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b':'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "server.replica_id: {id:?} is not a usable replica id; expected 1-64 characters of \
+             ASCII letters, digits, '.', '_', '-' or ':' (e.g. \"r1\" or \"web-2\")"
+        ))
+    }
 }
 
 #[cfg(test)]

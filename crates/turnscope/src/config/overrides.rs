@@ -21,6 +21,10 @@ pub struct Overrides {
     pub handle_seconds: Option<u64>,
     /// `--sweep-seconds`: `server.sweep_seconds`.
     pub sweep_seconds: Option<f64>,
+    /// `--replica-id`: `server.replica_id`.
+    pub replica_id: Option<String>,
+    /// `--drain-seconds`: `server.drain_seconds`.
+    pub drain_seconds: Option<f64>,
     /// `--pace`: `model.pace`.
     pub pace: Option<f64>,
     /// `--allowed-host`: added to `server.allowed_hosts`.
@@ -58,6 +62,12 @@ impl Overrides {
         if let Some(n) = self.sweep_seconds {
             s.sweep_seconds = n;
         }
+        if let Some(id) = &self.replica_id {
+            s.replica_id = Some(id.clone());
+        }
+        if let Some(n) = self.drain_seconds {
+            s.drain_seconds = n;
+        }
         s.allowed_hosts.extend(self.allowed_hosts.iter().cloned());
         s.allowed_origins
             .extend(self.allowed_origins.iter().cloned());
@@ -90,7 +100,7 @@ impl Overrides {
     /// Rewrites a validation message that starts with a key this set (`server.sessions: …`)
     /// to start with the flag (`--sessions (server.sessions): …`).
     pub(super) fn name_flag(&self, message: String) -> String {
-        let set: [(&str, &str, bool); 4] = [
+        let set: [(&str, &str, bool); 6] = [
             ("server.sessions", "--sessions", self.sessions.is_some()),
             (
                 "server.handle_seconds",
@@ -103,6 +113,16 @@ impl Overrides {
                 self.sweep_seconds.is_some(),
             ),
             ("model.pace", "--pace", self.pace.is_some()),
+            (
+                "server.replica_id",
+                "--replica-id",
+                self.replica_id.is_some(),
+            ),
+            (
+                "server.drain_seconds",
+                "--drain-seconds",
+                self.drain_seconds.is_some(),
+            ),
         ];
         for (key, flag, given) in set {
             if given && message.starts_with(&format!("{key}:")) {

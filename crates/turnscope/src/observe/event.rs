@@ -108,6 +108,8 @@ pub enum Event {
     Bridge(BridgeEvent),
     /// A tool source (an MCP server) connected, failed, was skipped, refreshed its tools...
     ToolSource(ToolSourceEvent),
+    /// The replica this process is (published as it starts serving) and when it drains.
+    Replica(ReplicaEvent),
     /// A log line meant for the person watching.
     Log {
         /// When, in ms since the epoch.
@@ -175,6 +177,19 @@ pub struct SessionEvent {
     pub opener: SessionOpener,
     /// `None` when opened; the reason when closed.
     pub closed: Option<String>,
+    /// When, in µs since the epoch.
+    pub at_us: u64,
+}
+
+/// Which replica published these events, and its state.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ReplicaEvent {
+    /// The replica id (`server.replica_id`, or `host:port`).
+    pub id: String,
+    /// The 4 hex digits its handles end in.
+    pub tag: String,
+    /// `serving`, or `draining` after SIGTERM.
+    pub state: Name,
     /// When, in µs since the epoch.
     pub at_us: u64,
 }

@@ -11,6 +11,6 @@ pub mod stats;
 
 pub use bus::{Bus, Subscription};
 pub use event::{
-    BridgeEvent, Event, FrameEvent, SessionEvent, SessionOpener, ToolCallEvent, ToolSourceEvent,
-    ToolSourceState, TurnEndEvent,
+    BridgeEvent, Event, FrameEvent, ReplicaEvent, SessionEvent, SessionOpener, ToolCallEvent,
+    ToolSourceEvent, ToolSourceState, TurnEndEvent,
 };

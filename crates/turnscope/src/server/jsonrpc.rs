@@ -1,7 +1,8 @@
 //! JSON-RPC errors as the spec says, checked in front of rmcp's streamable HTTP service at
 //! `/mcp`: not JSON → 400 with -32700, an invalid request → 400 with -32600, bad `tools/call`
-//! params → -32602, `DELETE` of an unknown session → 404 and of a live one → 204. [`check`]
-//! states the rules and why rmcp cannot be configured to do this.
+//! params → -32602, `DELETE` of an unknown session → 404 and of a live one → 204, a resume of
+//! a stream this replica does not keep → 404. [`check`] states the rules and why rmcp cannot
+//! be configured to do this.
 
 use std::sync::Arc;
 
@@ -14,6 +15,8 @@ use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde_json::{Value, json};
+
+use super::resume::ReplayStore;
 
 /// JSON-RPC error code: the body is not JSON.
 pub(crate) const PARSE_ERROR: i64 = -32700;
@@ -164,7 +167,16 @@ async fn known(sessions: &LocalSessionManager, id: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// The middleware (state: the session manager rmcp's service uses).
+/// What this layer asks: the session manager rmcp's service uses and its replay store.
+#[derive(Clone)]
+pub(crate) struct Known {
+    /// rmcp's sessions.
+    pub(crate) sessions: Arc<LocalSessionManager>,
+    /// The response-stream events kept for resumption.
+    pub(crate) replay: Arc<ReplayStore>,
+}
+
+/// The middleware (state: [`Known`]).
 ///
 /// rmcp 3.11 answers a body it cannot deserialize with HTTP 415 and a plain-text message,
 /// turns a `tools/call` whose params do not fit its type into an unknown custom method
@@ -175,20 +187,45 @@ async fn known(sessions: &LocalSessionManager, id: &str) -> bool {
 ///   cannot read → 400 with a -32600 invalid request;
 /// - `tools/call` on a live session with no string `name`, or `arguments` that is not an
 ///   object → a -32602 invalid-params response (200, as every JSON-RPC answer on this route);
-/// - `DELETE` of a session that does not exist → 404; a successful `DELETE` → 204.
+/// - `DELETE` of a session that does not exist → 404; a successful `DELETE` → 204;
+/// - `GET` resuming a stream (`Last-Event-ID`) of a session or a stream this replica does
+///   not know → 404 (rmcp would answer a sessionless one with an empty stream, which a
+///   client retries forever when its replica died behind a load balancer).
 ///
 /// Batches: MCP 2025-03-26 is the only revision that requires receiving them (2025-06-18
 /// removed them again). Rather than re-multiplex several requests' progress streams into one
 /// batch answer, the server no longer offers 2025-03-26 (`BotMcp::supported_protocol_versions`):
 /// a client asking for it is offered 2025-11-25, as the spec's version negotiation foresees.
-pub async fn check(
-    State(sessions): State<Arc<LocalSessionManager>>,
+pub(crate) async fn check(
+    State(known_here): State<Known>,
     request: Request,
     next: Next,
 ) -> Response {
+    let sessions = &known_here.sessions;
+    if request.method() == Method::GET
+        && let Some(last) = request
+            .headers()
+            .get("last-event-id")
+            .and_then(|v| v.to_str().ok())
+    {
+        let unknown = match session_of(request.headers()) {
+            Some(id) => (!known(sessions, &id).await).then(|| format!("MCP session {id}")),
+            None => (!known_here.replay.knows(last)).then(|| format!("stream of event {last}")),
+        };
+        if let Some(what) = unknown {
+            return (
+                StatusCode::NOT_FOUND,
+                format!(
+                    "Not Found: this replica keeps no {what}: it ended, or another replica served it \
+                     (and may be gone). Send the request again on a new MCP session."
+                ),
+            )
+                .into_response();
+        }
+    }
     if request.method() == Method::DELETE {
         if let Some(id) = session_of(request.headers())
-            && !known(&sessions, &id).await
+            && !known(sessions, &id).await
         {
             return (
                 StatusCode::NOT_FOUND,
@@ -243,7 +280,7 @@ pub async fn check(
         // sessionless 2026-07-28 request; anything else about the request (no or an unknown
         // session) is rmcp's to answer.
         let valid = match session_of(&parts.headers) {
-            Some(session) => known(&sessions, &session).await,
+            Some(session) => known(sessions, &session).await,
             None => speaks_per_request(&value),
         };
         if valid {

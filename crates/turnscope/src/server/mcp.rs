@@ -66,7 +66,8 @@ fn tool_list(handle_seconds: u64) -> Vec<Tool> {
         "type": "object",
         "properties": {
             "handle": {"type": "string", "description": "The conversation's handle (36 characters)."},
-            "greeting": {"type": ["string", "null"], "description": "What the bot says first, if anything."}
+            "greeting": {"type": ["string", "null"], "description": "What the bot says first, if anything."},
+            "replica": {"type": "string", "description": "The replica holding the conversation (behind a load balancer)."}
         },
         "required": ["handle"]
     })));
@@ -228,8 +229,11 @@ impl BotMcp {
                 let handle = session.handle();
                 self.held.hold(&handle, &client);
                 let mut result = CallToolResult::success(vec![ContentBlock::text(handle.clone())]);
-                result.structured_content =
-                    Some(json!({"handle": handle, "greeting": self.sessions.bot().greeting()}));
+                result.structured_content = Some(json!({
+                    "handle": handle,
+                    "greeting": self.sessions.bot().greeting(),
+                    "replica": self.sessions.replica().id(),
+                }));
                 result
             }
             Err(e) => tool_error(e.to_string()),

@@ -35,6 +35,11 @@ use crate::sessions::Sessions;
 /// its stream is noticed.
 const KEEP_ALIVE: Duration = Duration::from_millis(250);
 
+/// The `retry` of every response stream's priming event: how long a client whose stream
+/// broke waits before resuming it. Short, so a client whose replica died learns it within
+/// about a second (the Python SDK tries twice) instead of six (rmcp's default is 3 s).
+const RESUME_RETRY: Duration = Duration::from_millis(500);
+
 /// Extra fields of the `/healthz` answer (e.g. `bridges`), computed per request.
 pub(crate) type HealthExtra =
     Arc<dyn Fn() -> serde_json::Map<String, serde_json::Value> + Send + Sync>;
@@ -51,6 +56,8 @@ pub struct RouterOptions {
     pub body: BodyRules,
     /// Extra fields of `/healthz` (e.g. bridge states).
     pub health: Option<HealthExtra>,
+    /// Counts the `/mcp` `POST` exchanges still open (shutdown waits for their answers).
+    pub exchanges: caller::Exchanges,
 }
 
 impl RouterOptions {
@@ -62,6 +69,7 @@ impl RouterOptions {
             stop,
             body: BodyRules::default(),
             health: None,
+            exchanges: caller::Exchanges::default(),
         }
     }
 }
@@ -75,17 +83,22 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
         stop,
         body,
         health,
+        exchanges,
     } = options;
     let config = StreamableHttpServerConfig::default()
         .with_max_request_body_bytes(body.max_bytes)
         .with_sse_keep_alive(Some(KEEP_ALIVE))
+        .with_sse_retry(Some(RESUME_RETRY))
         .with_cancellation_token(stop)
         .disable_allowed_hosts();
     let handler_sessions = sessions.clone();
     // Every event of every response stream goes through the replay store first, so a client
     // whose stream broke resumes it with `Last-Event-ID` (see `resume`).
-    let session_manager =
-        Arc::new(LocalSessionManager::default().with_event_store(resume::ReplayStore::new()));
+    let replay = resume::ReplayStore::new();
+    let mut manager = LocalSessionManager::default().with_event_store(replay.clone());
+    // Streams of sessions (`initialize`) take their priming `retry` from here.
+    manager.session_config.sse_retry = Some(RESUME_RETRY);
+    let session_manager = Arc::new(manager);
     let mcp = StreamableHttpService::new(
         move || Ok(BotMcp::new(handler_sessions.clone())),
         session_manager.clone(),
@@ -95,10 +108,16 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
     let mcp_routes = Router::new()
         .nest_service("/mcp", mcp)
         .layer(axum::middleware::from_fn_with_state(
-            session_manager,
+            jsonrpc::Known {
+                sessions: session_manager,
+                replay,
+            },
             jsonrpc::check,
         ))
-        .layer(axum::middleware::from_fn(caller::watch_caller));
+        .layer(axum::middleware::from_fn_with_state(
+            exchanges,
+            caller::watch_caller,
+        ));
     let app = Router::new()
         .route(
             "/healthz",
@@ -106,8 +125,12 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
                 let s = health_sessions.clone();
                 let health = health.clone();
                 async move {
+                    // Draining answers 404: HAProxy's soft stop (`http-check disable-on-404`)
+                    // sends no new client here, while sticky ones still reach it until it exits.
+                    let draining = s.is_draining();
                     let mut body = json!({
-                        "status": "ok",
+                        "status": if draining { "draining" } else { "ok" },
+                        "replica": {"id": s.replica().id(), "tag": s.replica().tag()},
                         "sessions": s.len(),
                         "cap": s.limits().cap,
                         "handle_seconds": s.limits().handle_seconds,
@@ -116,7 +139,12 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
                     if let (Some(extra), Some(map)) = (health, body.as_object_mut()) {
                         map.extend(extra());
                     }
-                    axum::Json(body)
+                    let status = if draining {
+                        axum::http::StatusCode::NOT_FOUND
+                    } else {
+                        axum::http::StatusCode::OK
+                    };
+                    (status, axum::Json(body))
                 }
             }),
         )

@@ -98,6 +98,14 @@ impl ReplayStore {
         Arc::new(Self::default())
     }
 
+    /// Whether `last_event_id` names a stream this store keeps (a resume can be answered).
+    pub fn knows(&self, last_event_id: &str) -> bool {
+        parse_id(last_event_id).is_some_and(|(stream, _)| {
+            let logs = self.logs.lock().unwrap_or_else(|e| e.into_inner());
+            logs.streams.contains_key(stream)
+        })
+    }
+
     /// Streams and events currently kept.
     #[cfg(test)]
     fn kept(&self) -> (usize, usize) {

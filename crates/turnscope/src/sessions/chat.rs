@@ -158,11 +158,18 @@ impl Sessions {
         if session.bot.is_finished() {
             drop(state);
             self.close(session, "bot stopped").await;
-            return Err(ChatError::NoSession {
-                handle_seconds: self.limits().handle_seconds,
+            return Err(if self.is_draining() {
+                self.draining_error()
+            } else {
+                ChatError::NoSession {
+                    handle_seconds: self.limits().handle_seconds,
+                }
             });
         }
         let mut unread = None;
+        if !line.is_empty() && self.is_draining() {
+            return Err(self.draining_error());
+        }
         if !line.is_empty() {
             let replaced = state.pending.take();
             let turn = session.bot.say(line).await;

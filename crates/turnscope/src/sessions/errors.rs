@@ -2,6 +2,7 @@
 //! expected or why, then the next call to make.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// Why a `start` or `chat` call could not be served.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +26,22 @@ pub enum ChatError {
     },
     /// The caller cancelled; the turn runs on.
     Cancelled,
+    /// The handle ends in another replica's tag: that replica issued it (or is gone).
+    Foreign {
+        /// The tag the handle ends in.
+        tag: String,
+        /// This replica's id.
+        replica: Arc<str>,
+        /// This replica's tag.
+        own_tag: String,
+        /// The idle lifetime in force.
+        handle_seconds: u64,
+    },
+    /// This replica is draining (shutting down): no new session, no new line.
+    Draining {
+        /// This replica's id.
+        replica: Arc<str>,
+    },
 }
 
 impl fmt::Display for ChatError {
@@ -43,6 +60,25 @@ impl fmt::Display for ChatError {
                 f,
                 "sessions: no free session. This server holds {cap} open sessions, its cap. \
                  A session with no chat call for {handle_seconds} seconds ends."
+            ),
+            ChatError::Foreign {
+                tag,
+                replica,
+                own_tag,
+                handle_seconds,
+            } => write!(
+                f,
+                "handle: no live session on this replica. The handle belongs to another replica (the one whose \
+                 handles end in {tag}; this is replica {replica}, whose handles end in {own_tag}) or that replica \
+                 is gone, or the session ended after {handle_seconds} seconds with no chat call. A session lives \
+                 only in the replica that started it: behind a load balancer, keep each MCP session on one replica \
+                 (see examples/haproxy.cfg). Call start for a new handle."
+            ),
+            ChatError::Draining { replica } => write!(
+                f,
+                "replica {replica} is draining (shutting down): it takes no new conversation and no new line; a turn in \
+                 flight still finishes and an empty line reads it. Reconnect (a new MCP session) and call start: the \
+                 load balancer sends it to another replica."
             ),
             ChatError::Cancelled => f.write_str(
                 "chat: the caller cancelled. The turn runs on; call chat with an empty line to read its reply.",

@@ -2,14 +2,15 @@
 //! semantics shared by the MCP server and the console.
 //!
 //! One handle = one session = one bot pipeline, context and history. Handles are UUIDv4
-//! bearer secrets (122 random bits); only their first 8 characters are ever logged or
-//! published.
+//! bearer secrets (106 random bits; the last 4 hex digits are the replica's tag, see
+//! `replica`); only their first 8 characters are ever logged or published.
 
 mod chat;
 mod errors;
+pub mod replica;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,6 +20,7 @@ use uuid::Uuid;
 
 pub use chat::{ChatReply, ProgressSink, ToolCallSummary, UnreadTurn};
 pub use errors::ChatError;
+pub use replica::Replica;
 
 use crate::bot::{Bot, BotSession, Turn};
 use crate::observe::{Bus, Event, SessionEvent, SessionOpener, event::now_us};
@@ -144,11 +146,20 @@ struct Inner {
     epoch: Instant,
     /// `chat` calls in progress, across all sessions (shutdown waits for them to answer).
     calls_in_flight: AtomicUsize,
+    /// Which replica this table is (handles end in its tag).
+    replica: Replica,
+    /// Set by [`Sessions::drain`]: no new session, no new line.
+    draining: AtomicBool,
 }
 
 impl Sessions {
-    /// A table for sessions of `bot`, publishing on `bus`.
+    /// A table for sessions of `bot`, publishing on `bus`, as replica `local`.
     pub fn new(bot: Bot, bus: Bus, limits: SessionLimits) -> Self {
+        Self::for_replica(bot, bus, limits, Replica::default())
+    }
+
+    /// A table for sessions of `bot` on replica `replica` (its handles end in its tag).
+    pub fn for_replica(bot: Bot, bus: Bus, limits: SessionLimits, replica: Replica) -> Self {
         Self {
             inner: Arc::new(Inner {
                 bot,
@@ -158,6 +169,8 @@ impl Sessions {
                 next_number: AtomicU64::new(1),
                 epoch: Instant::now(),
                 calls_in_flight: AtomicUsize::new(0),
+                replica,
+                draining: AtomicBool::new(false),
             }),
         }
     }
@@ -177,6 +190,22 @@ impl Sessions {
         &self.inner.bus
     }
 
+    /// The replica this table is.
+    pub fn replica(&self) -> &Replica {
+        &self.inner.replica
+    }
+
+    /// Whether [`Sessions::drain`] began: no new session, no new line.
+    pub fn is_draining(&self) -> bool {
+        self.inner.draining.load(Ordering::Acquire)
+    }
+
+    fn draining_error(&self) -> ChatError {
+        ChatError::Draining {
+            replica: self.inner.replica.id_arc(),
+        }
+    }
+
     fn table(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Session>>> {
         self.inner.table.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -184,6 +213,9 @@ impl Sessions {
     /// Opens a session, unless the cap is reached.
     pub fn open(&self, opener: SessionOpener) -> Result<Arc<Session>, ChatError> {
         let limits = &self.inner.limits;
+        if self.is_draining() {
+            return Err(self.draining_error());
+        }
         let mut table = self.table();
         if table.len() >= limits.cap {
             return Err(ChatError::Cap {
@@ -192,9 +224,10 @@ impl Sessions {
             });
         }
         let number = self.inner.next_number.fetch_add(1, Ordering::Relaxed);
-        let mut handle = Uuid::new_v4();
+        let replica = &self.inner.replica;
+        let mut handle = replica.stamp(Uuid::new_v4());
         while table.contains_key(&index_of(&handle)) {
-            handle = Uuid::new_v4();
+            handle = replica.stamp(Uuid::new_v4());
         }
         let session = Arc::new(Session {
             handle,
@@ -253,8 +286,15 @@ impl Sessions {
     /// dropped here, before the sweep gets to it.
     pub async fn find(&self, handle: &str) -> Result<Arc<Session>, ChatError> {
         let limits = &self.inner.limits;
-        let unknown = || ChatError::NoSession {
-            handle_seconds: limits.handle_seconds,
+        // A draining replica ends its sessions as it exits: say so rather than "no session".
+        let unknown = || {
+            if self.is_draining() {
+                self.draining_error()
+            } else {
+                ChatError::NoSession {
+                    handle_seconds: limits.handle_seconds,
+                }
+            }
         };
         if handle.len() != 36 {
             return Err(ChatError::HandleLength {
@@ -263,9 +303,21 @@ impl Sessions {
         }
         let uuid = Uuid::parse_str(handle).map_err(|_| unknown())?;
         let found = self.table().get(&index_of(&uuid)).cloned();
-        let session = found
-            .filter(|s| bool::from(s.handle.as_bytes().ct_eq(uuid.as_bytes())))
-            .ok_or_else(unknown)?;
+        let replica = &self.inner.replica;
+        let Some(session) =
+            found.filter(|s| bool::from(s.handle.as_bytes().ct_eq(uuid.as_bytes())))
+        else {
+            return Err(if replica.issued(&uuid) {
+                unknown()
+            } else {
+                ChatError::Foreign {
+                    tag: replica::tag_of(&uuid),
+                    replica: replica.id_arc(),
+                    own_tag: replica.tag(),
+                    handle_seconds: limits.handle_seconds,
+                }
+            });
+        };
         let expired =
             session.idle() > Duration::from_secs(limits.handle_seconds) && !session.in_call();
         if expired || session.bot.is_finished() {
@@ -382,6 +434,33 @@ impl Sessions {
         {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+    }
+
+    /// Drains the table (SIGTERM behind a load balancer): from now on `start` and new lines
+    /// are refused with an error saying so, while turns in flight run to their end and their
+    /// callers read them. Returns once no `chat` call is in progress and no turn runs, or
+    /// after `bound`; true when it drained before the bound.
+    pub async fn drain(&self, bound: Duration) -> bool {
+        self.inner.draining.store(true, Ordering::Release);
+        let deadline = tokio::time::Instant::now() + bound;
+        loop {
+            if self.quiet() {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Whether no `chat` call is in progress and no session has a turn running.
+    fn quiet(&self) -> bool {
+        self.inner.calls_in_flight.load(Ordering::Acquire) == 0
+            && self
+                .table()
+                .values()
+                .all(|s| s.bot.current_turn().is_none_or(|t| t.is_done()))
     }
 
     /// Counts a `chat` call in progress until the returned guard drops.

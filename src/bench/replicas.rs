@@ -1,0 +1,264 @@
+//! `bench replicas`: turns/s of MCP clients chatting with 1 and 3 replicas (child processes
+//! on the zero-pace embedded model), directly (each client on one replica's URL) and through
+//! HAProxy running `examples/haproxy.cfg` (sticky on Mcp-Session-Id), runs interleaved.
+//! Needs `haproxy` on the PATH (Debian: `apt-get install haproxy`).
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use super::{BenchClient, round, row};
+
+/// The recipe the README documents, run as shipped (frontend and servers moved).
+const RECIPE: &str = include_str!("../../examples/haproxy.cfg");
+
+/// How long a replica or HAProxy may take to come up.
+const START_BUDGET: Duration = Duration::from_secs(30);
+
+/// A scratch directory removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(what: &str) -> anyhow::Result<Self> {
+        let dir = std::env::temp_dir().join(format!(
+            "turnscope-bench-{what}-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(Self(dir))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One replica: a headless child and its port.
+struct Replica {
+    port: u16,
+    _child: Child,
+    _dir: Scratch,
+}
+
+async fn replica(id: &str, sessions: usize) -> anyhow::Result<Replica> {
+    let exe = std::env::current_exe().context("finding the turnscope binary")?;
+    let dir = Scratch::new("replica")?;
+    let config = dir.0.join("turnscope.toml");
+    std::fs::write(&config, "[model]\nwords = 7\n")?;
+    let mut child = Command::new(exe)
+        .args([
+            "--headless",
+            "--port",
+            "0",
+            "--pace",
+            "0",
+            "--replica-id",
+            id,
+        ])
+        .args(["--sessions", &(sessions + 8).to_string()])
+        .arg("--config")
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting a replica")?;
+    let mut lines = BufReader::new(child.stdout.take().context("replica stdout")?).lines();
+    let line = tokio::time::timeout(START_BUDGET, lines.next_line())
+        .await
+        .context("replica ready line")??
+        .context("the replica exited before its ready line")?;
+    let port = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("http://127.0.0.1:"))
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .with_context(|| format!("no MCP URL in the ready line {line:?}"))?;
+    Ok(Replica {
+        port,
+        _child: child,
+        _dir: dir,
+    })
+}
+
+/// HAProxy over `replicas`, from the shipped recipe.
+struct Balancer {
+    url: String,
+    _child: Child,
+    _dir: Scratch,
+}
+
+async fn balancer(replicas: &[Replica]) -> anyhow::Result<Balancer> {
+    let port = super::child::free_port()?;
+    let mut config = String::new();
+    for line in RECIPE.lines() {
+        if line.trim_start().starts_with("server ") {
+            continue;
+        }
+        config.push_str(&line.replace("bind 127.0.0.1:7880", &format!("bind 127.0.0.1:{port}")));
+        config.push('\n');
+    }
+    for (i, r) in replicas.iter().enumerate() {
+        let n = i + 1;
+        config.push_str(&format!(
+            "    server r{n} 127.0.0.1:{} check cookie r{n}\n",
+            r.port
+        ));
+    }
+    let dir = Scratch::new("haproxy")?;
+    let path = dir.0.join("haproxy.cfg");
+    std::fs::write(&path, config)?;
+    let child = Command::new("haproxy")
+        .arg("-db")
+        .arg("-f")
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .context(
+            "starting haproxy; is it installed? (Debian: apt-get install haproxy; see README, \
+             Replicas behind a load balancer)",
+        )?;
+    // Up when /healthz through it has answered from every replica.
+    let http = reqwest::Client::new();
+    let health = format!("http://127.0.0.1:{port}/healthz");
+    let mut seen = std::collections::HashSet::new();
+    let deadline = Instant::now() + START_BUDGET;
+    while seen.len() < replicas.len() {
+        if Instant::now() > deadline {
+            bail!("haproxy did not reach every replica within {START_BUDGET:?} (saw {seen:?})");
+        }
+        if let Ok(r) = http.get(&health).send().await
+            && let Ok(body) = r.json::<serde_json::Value>().await
+            && let Some(id) = body["replica"]["id"].as_str()
+        {
+            seen.insert(id.to_string());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(Balancer {
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        _child: child,
+        _dir: dir,
+    })
+}
+
+/// `clients` MCP clients (client i on `urls[i % len]`), each saying `turns` lines on its own
+/// handle back to back; (turns done, errors, seconds, latencies in ms).
+async fn load(
+    urls: &[String],
+    clients: usize,
+    turns: usize,
+) -> anyhow::Result<(usize, usize, f64, Vec<f64>)> {
+    let mut connected = Vec::with_capacity(clients);
+    for i in 0..clients {
+        let client = BenchClient::connect(&urls[i % urls.len()]).await?;
+        let handle = client.start().await?;
+        connected.push((Arc::new(client), handle));
+    }
+    let started = Instant::now();
+    let tasks: Vec<_> = connected
+        .iter()
+        .map(|(client, handle)| {
+            let (client, handle) = (client.clone(), handle.clone());
+            tokio::spawn(async move {
+                let mut latencies = Vec::with_capacity(turns);
+                let mut errors = 0;
+                for t in 0..turns {
+                    let at = Instant::now();
+                    match client.chat(&handle, &format!("line {t}")).await {
+                        Ok(_) => latencies.push(at.elapsed().as_secs_f64() * 1000.0),
+                        Err(_) => errors += 1,
+                    }
+                }
+                (latencies, errors)
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    let mut errors = 0;
+    for task in tasks {
+        let (latencies, e) = task.await.context("a client task panicked")?;
+        all.extend(latencies);
+        errors += e;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    for (client, _) in connected {
+        if let Ok(client) = Arc::try_unwrap(client) {
+            client.close().await;
+        }
+    }
+    Ok((all.len(), errors, seconds, all))
+}
+
+/// Rows: one per run and path, then one summary per replica count and path (median turns/s).
+pub async fn run(clients: usize, turns: usize, runs: usize) -> anyhow::Result<()> {
+    for count in [1usize, 3] {
+        let mut replicas = Vec::new();
+        for i in 1..=count {
+            // Every run opens fresh sessions on both paths: room for all of them.
+            replicas.push(replica(&format!("r{i}"), clients * 2 * runs.max(1)).await?);
+        }
+        let lb = balancer(&replicas).await?;
+        let direct: Vec<String> = replicas
+            .iter()
+            .map(|r| format!("http://127.0.0.1:{}/mcp", r.port))
+            .collect();
+        let through = vec![lb.url.clone()];
+        let mut rates: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+        for run in 0..runs.max(1) {
+            for (k, (path, urls)) in [("direct", &direct), ("haproxy", &through)]
+                .into_iter()
+                .enumerate()
+            {
+                let (done, errors, seconds, mut latencies) = load(urls, clients, turns).await?;
+                latencies.sort_by(f64::total_cmp);
+                let pct = |q: f64| {
+                    latencies
+                        .get(((latencies.len() as f64 - 1.0) * q) as usize)
+                        .copied()
+                        .unwrap_or(0.0)
+                };
+                let rate = done as f64 / seconds;
+                rates[k].push(rate);
+                row(json!({
+                    "bench": "replicas",
+                    "replicas": count,
+                    "path": path,
+                    "run": run + 1,
+                    "clients": clients,
+                    "turns": done,
+                    "errors": errors,
+                    "seconds": round(seconds, 3),
+                    "turns_per_second": round(rate, 1),
+                    "p50_ms": round(pct(0.5), 3),
+                    "p99_ms": round(pct(0.99), 3),
+                }));
+            }
+        }
+        for (k, path) in ["direct", "haproxy"].into_iter().enumerate() {
+            let mut r = rates[k].clone();
+            r.sort_by(f64::total_cmp);
+            row(json!({
+                "bench": "replicas_summary",
+                "replicas": count,
+                "path": path,
+                "runs": r.len(),
+                "median_turns_per_second": round(r[r.len() / 2], 1),
+                "min": round(r[0], 1),
+                "max": round(r[r.len() - 1], 1),
+            }));
+        }
+    }
+    Ok(())
+}

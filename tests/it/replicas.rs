@@ -1,0 +1,220 @@
+//! A replica on its own, on the real binary (the HAProxy side is `interop/tests/test_replicas.py`):
+//! its id in the ready line, `/healthz` and `start`; a handle another replica issued refused
+//! with a text naming it; SIGTERM draining (`/healthz` 404 at once, `start` and new lines
+//! refused, the turn in flight finished and read, exit), and the drain bound.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::headless_bin::{Headless, WAIT};
+use crate::support::mcp::{Client, outcome_of};
+
+async fn health(url: &str) -> (u16, Value) {
+    let response = reqwest::get(url).await.expect("/healthz answers");
+    let status = response.status().as_u16();
+    (status, response.json().await.expect("/healthz is JSON"))
+}
+
+/// Polls `/healthz` until it is not 200 (hang guard only).
+async fn until_not_ok(url: &str) -> (u16, Value) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let (status, body) = health(url).await;
+        if status != 200 {
+            return (status, body);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "/healthz never left 200: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Waits until the events show `n` turns started (hang guard only).
+async fn until_turns_started(bin: &Headless, n: usize) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while bin
+        .events_text()
+        .matches(r#""type":"turn_started""#)
+        .count()
+        < n
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the turn never started"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_replica_id_is_in_the_ready_line_healthz_start_and_events() {
+    let bin = Headless::start("replica-id", "[server]\nreplica_id = \"it-a\"\n", &[]).await;
+    let (status, body) = health(&bin.health_url()).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["status"], "ok");
+    assert_eq!(body["replica"]["id"], "it-a");
+    let tag = body["replica"]["tag"].as_str().unwrap().to_string();
+    assert!(
+        bin.ready
+            .contains(&format!("replica it-a (handles end in {tag})")),
+        "{}",
+        bin.ready
+    );
+    let client = Client::connect(&bin.url).await;
+    let start = client.call("start", json!({})).await;
+    assert_eq!(start.structured["replica"], "it-a");
+    assert_eq!(start.text.len(), 36, "handles stay 36-character UUIDs");
+    assert!(start.text.ends_with(&tag), "{} ends in {tag}", start.text);
+    let events = bin.events_text();
+    assert!(
+        events.contains(r#""type":"replica""#) && events.contains(r#""id":"it-a""#),
+        "{events}"
+    );
+}
+
+#[tokio::test]
+async fn a_handle_of_another_replica_is_refused_naming_it_and_start() {
+    let a = Headless::start("replica-a", "[server]\nreplica_id = \"it-a\"\n", &[]).await;
+    let b = Headless::start("replica-b", "[server]\nreplica_id = \"it-b\"\n", &[]).await;
+    let on_a = Client::connect(&a.url).await;
+    let handle = on_a.start().await;
+    let a_tag = &handle[32..];
+    let on_b = Client::connect(&b.url).await;
+    let refused = on_b.chat(&handle, "hello").await;
+    assert!(refused.is_error);
+    assert!(
+        refused.text.contains("belongs to another replica")
+            && refused.text.contains(&format!("end in {a_tag};"))
+            && refused.text.contains("this is replica it-b")
+            && refused.text.contains("or that replica is gone")
+            && refused.text.contains("Call start for a new handle"),
+        "{}",
+        refused.text
+    );
+    // A handle of this replica that no session has: the plain "no live session".
+    let own = on_b.start().await;
+    let stale = format!("00000000-0000-4000-8000-0000000{}", &own[31..]);
+    let gone = on_b.chat(&stale, "hello").await;
+    assert!(
+        gone.is_error
+            && gone.text.contains("no live session")
+            && !gone.text.contains("another replica"),
+        "{}",
+        gone.text
+    );
+    // And the handle still works where it belongs.
+    let fine = on_a.chat(&handle, "hello").await;
+    assert!(!fine.is_error, "{}", fine.text);
+}
+
+#[tokio::test]
+async fn sigterm_drains_health_404_start_refused_the_turn_in_flight_finishes_and_is_read() {
+    // A turn of 40 words at 50 ms a word (2 s) is in flight when the signal comes.
+    let mut bin = Headless::start(
+        "replica-drain",
+        "[server]\nreplica_id = \"it-d\"\ndrain_seconds = 60\n[model]\npace = 0.05\nwords = 40\n",
+        &[],
+    )
+    .await;
+    let client = Client::connect(&bin.url).await;
+    let handle = client.start().await;
+    let other = client.start().await;
+    let in_flight = client.chat_cancellable(&handle, "a long story").await;
+    until_turns_started(&bin, 1).await;
+
+    bin.terminate();
+    let (status, body) = until_not_ok(&bin.health_url()).await;
+    assert_eq!(
+        status, 404,
+        "draining answers 404 (HAProxy's soft stop): {body}"
+    );
+    assert_eq!(body["status"], "draining");
+    assert_eq!(body["replica"]["id"], "it-d");
+
+    let late = Client::connect(&bin.url).await;
+    let refused = late.call("start", json!({})).await;
+    assert!(refused.is_error);
+    assert!(
+        refused.text.contains("replica it-d is draining") && refused.text.contains("call start"),
+        "{}",
+        refused.text
+    );
+    let no_new_line = client.chat(&other, "one more thing").await;
+    assert!(
+        no_new_line.is_error && no_new_line.text.contains("is draining"),
+        "{}",
+        no_new_line.text
+    );
+
+    let reply = outcome_of(
+        tokio::time::timeout(WAIT, in_flight.await_response())
+            .await
+            .expect("the turn in flight is answered")
+            .expect("a JSON-RPC answer"),
+    );
+    assert!(!reply.is_error, "{}", reply.text);
+    assert_eq!(reply.structured["end_reason"], "completed");
+    assert!(reply.text.starts_with("You said: a long story"));
+    assert_eq!(reply.text.split_whitespace().count(), 40);
+
+    let exit = bin.exit().await;
+    assert!(exit.success(), "{exit:?}");
+}
+
+#[tokio::test]
+async fn the_drain_is_bounded_by_drain_seconds() {
+    // A turn of 3000 words at 10 ms a word (30 s) cannot finish within a 0.2 s bound: the
+    // replica exits anyway and the caller is answered with the turn ended by the shutdown.
+    let mut bin = Headless::start(
+        "replica-bound",
+        "[server]\ndrain_seconds = 0.2\n[model]\npace = 0.01\nwords = 3000\n",
+        &[],
+    )
+    .await;
+    let client = Client::connect(&bin.url).await;
+    let handle = client.start().await;
+    let in_flight = client.chat_cancellable(&handle, "a very long story").await;
+    until_turns_started(&bin, 1).await;
+    bin.terminate();
+    let exit = bin.exit().await;
+    assert!(exit.success(), "{exit:?}");
+    let reply = outcome_of(
+        tokio::time::timeout(WAIT, in_flight.await_response())
+            .await
+            .expect("the caller is answered")
+            .expect("a JSON-RPC answer"),
+    );
+    assert_eq!(reply.structured["end_reason"], "session_ended", "{reply:?}");
+}
+
+#[tokio::test]
+async fn resuming_a_stream_or_session_this_replica_never_served_is_404_not_an_empty_stream() {
+    // What a client whose replica died sends to the replica the balancer picked instead.
+    let bin = Headless::start("replica-resume", "", &[]).await;
+    let http = reqwest::Client::new();
+    let get = |session: Option<&str>| {
+        let mut request = http
+            .get(&bin.url)
+            .header("accept", "text/event-stream")
+            .header("last-event-id", "0/0/3");
+        if let Some(id) = session {
+            request = request.header("mcp-session-id", id);
+        }
+        request.send()
+    };
+    for session in [None, Some("a-session-another-replica-made")] {
+        let response = tokio::time::timeout(WAIT, get(session))
+            .await
+            .expect("answered at once")
+            .expect("an HTTP answer");
+        assert_eq!(response.status(), 404, "{session:?}");
+        let text = response.text().await.unwrap();
+        assert!(
+            text.contains("another replica served it") && text.contains("new MCP session"),
+            "{text}"
+        );
+    }
+}
