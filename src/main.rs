@@ -118,7 +118,7 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
             let (config, _) = Config::load(cli.config.as_deref(), &cli.serve.overrides())?;
             let choice = theme.or(config.console.theme);
             let theme = Theme::resolve(choice.as_deref(), turnscope_console::no_color())?;
-            turnscope_console::replay::run(&file, theme).await
+            Ok(turnscope_console::replay::run(&file, theme).await?)
         }
     }
 }
@@ -137,7 +137,7 @@ async fn console(config: &Config, events: Option<&std::path::Path>) -> anyhow::R
     let app = App::start(config, bus).await?;
     let result = turnscope_console::run_with(app, theme, early).await;
     recording.finish().await;
-    result
+    Ok(result?)
 }
 
 async fn headless(
@@ -319,7 +319,7 @@ async fn fixture(stdio: bool, http: Option<u16>, sse: Option<u16>) -> anyhow::Re
     use turnscope_fixture as fixture;
     let stop = CancellationToken::new();
     if stdio {
-        return fixture::serve_stdio().await;
+        return Ok(fixture::serve_stdio().await?);
     }
     let (port, is_sse) = match (http, sse) {
         (Some(p), None) => (p, false),

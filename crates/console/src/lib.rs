@@ -8,6 +8,7 @@
 pub mod app;
 pub mod clipboard;
 pub mod draw;
+pub mod error;
 pub mod export;
 pub mod feed;
 pub mod filter;
@@ -43,6 +44,7 @@ mod state_tests;
 #[cfg(test)]
 mod test_fixture;
 
+pub use error::ConsoleError;
 pub use live::{listen_early, run, run_with};
 pub use theme::Theme;
 

@@ -17,6 +17,7 @@ use super::app::{Action, Console, Notice};
 use super::feed::LiveFeed;
 use super::state::{ConsoleState, Header, Source};
 use super::theme::Theme;
+use crate::error::ConsoleError;
 use turnscope::app::App;
 use turnscope::observe::{SessionOpener, Subscription};
 use turnscope::sessions::{ChatReply, Sessions};
@@ -94,7 +95,7 @@ pub async fn event_loop<B, S>(
     mut feed: Option<&mut LiveFeed>,
     mut input: S,
     stop: CancellationToken,
-) -> anyhow::Result<()>
+) -> Result<(), ConsoleError>
 where
     B: Backend,
     B::Error: Send + Sync + 'static,
@@ -125,7 +126,7 @@ where
                         None => {}
                     }
                 }
-                Some(Err(e)) => anyhow::bail!("cannot read the terminal: {e}"),
+                Some(Err(e)) => return Err(ConsoleError::ReadInput(e)),
                 None => break,
             },
             Some((session, line, result)) = chat_rx.recv() => {
@@ -141,7 +142,7 @@ where
                     console.before_draw();
                     terminal
                         .draw(|f| super::draw::draw(f, console))
-                        .map_err(|e| anyhow::anyhow!("cannot draw on the terminal: {e}"))?;
+                        .map_err(|e| ConsoleError::Draw(e.to_string()))?;
                     dirty = false;
                     pacer.drew();
                 }
@@ -380,14 +381,14 @@ fn export_to_file(session: u64, text: &str) -> Notice {
 
 /// Runs the console over a started app until the person quits, then ends every session
 /// (`App::shutdown`). The terminal is restored even when the console panics.
-pub async fn run(app: App, theme: Theme) -> anyhow::Result<()> {
+pub async fn run(app: App, theme: Theme) -> Result<(), ConsoleError> {
     let sub = app.bus.subscribe();
     run_with(app, theme, sub).await
 }
 
 /// Like [`run`] with a subscription taken before the app started ([`listen_early`]): warnings
 /// published while it started (bridges, tool sources) reach the Log pane.
-pub async fn run_with(app: App, theme: Theme, sub: Subscription) -> anyhow::Result<()> {
+pub async fn run_with(app: App, theme: Theme, sub: Subscription) -> Result<(), ConsoleError> {
     let (console, feed) = attach_with(&app, theme, sub);
     let (terminal, guard) = match super::terminal::enter() {
         Ok(t) => t,
@@ -413,8 +414,6 @@ pub async fn run_with(app: App, theme: Theme, sub: Subscription) -> anyhow::Resu
     app.shutdown().await;
     match outcome {
         Ok(result) => result,
-        Err(e) => Err(anyhow::anyhow!(
-            "the console stopped on a panic ({e}); the terminal was restored and every session ended"
-        )),
+        Err(e) => Err(ConsoleError::Panicked(e.to_string())),
     }
 }

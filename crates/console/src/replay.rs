@@ -10,22 +10,27 @@ use tokio_util::sync::CancellationToken;
 use super::app::Console;
 use super::state::{ConsoleState, Header, Source};
 use super::theme::Theme;
+use crate::error::ConsoleError;
 use turnscope::observe::Event;
 use turnscope::observe::recorder::read_events;
 
 /// Builds the read-only console state of an events file's text.
-pub fn console_of(text: &str, file: &str, theme: Theme) -> anyhow::Result<Console> {
+pub fn console_of(text: &str, file: &str, theme: Theme) -> Result<Console, ConsoleError> {
     let (events, problems) = read_events(text);
     if events.is_empty() {
         match problems.first() {
-            Some(first) => anyhow::bail!(
-                "{file}: no event could be read ({} bad line{}; first: {first}); give a file written by `turnscope --events FILE`",
-                problems.len(),
-                if problems.len() == 1 { "" } else { "s" }
-            ),
-            None => anyhow::bail!(
-                "{file}: the file holds no events; give a file written by `turnscope --events FILE` after a run"
-            ),
+            Some(first) => {
+                return Err(ConsoleError::NoEvents {
+                    file: file.to_string(),
+                    bad: problems.len(),
+                    first: first.to_string(),
+                });
+            }
+            None => {
+                return Err(ConsoleError::Empty {
+                    file: file.to_string(),
+                });
+            }
         }
     }
     let mut state = ConsoleState::new(Header {
@@ -193,12 +198,10 @@ fn next_stop(stops: &[usize], pos: usize, delta: isize) -> Option<usize> {
 }
 
 /// Opens the console over `path` until the person quits.
-pub async fn run(path: &Path, theme: Theme) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        anyhow::anyhow!(
-            "cannot read events file {}: {e}; give the file that `turnscope --events FILE` wrote",
-            path.display()
-        )
+pub async fn run(path: &Path, theme: Theme) -> Result<(), ConsoleError> {
+    let text = std::fs::read_to_string(path).map_err(|reason| ConsoleError::ReadEvents {
+        file: path.display().to_string(),
+        reason,
     })?;
     let mut console = console_of(&text, &path.display().to_string(), theme)?;
     let (mut terminal, guard) = super::terminal::enter()?;

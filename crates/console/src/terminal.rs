@@ -2,6 +2,7 @@
 //! in; all of it undone on the way out, by a guard on drop and by a panic hook, so a crash
 //! never leaves the person's shell unusable.
 
+use crate::error::ConsoleError;
 use std::io::{IsTerminal, Stdout, stdout};
 use std::sync::Once;
 
@@ -29,29 +30,27 @@ impl Drop for Guard {
 }
 
 /// Fails with a clear message when stdin or stdout is not a terminal.
-pub fn check() -> anyhow::Result<()> {
+pub fn check() -> Result<(), ConsoleError> {
     if !stdout().is_terminal() || !std::io::stdin().is_terminal() {
-        anyhow::bail!(
-            "the console needs a terminal, and stdin or stdout is not one; run `turnscope --headless` for CI and scripts"
-        );
+        return Err(ConsoleError::NotATerminal);
     }
     Ok(())
 }
 
 /// Takes over the terminal. Fails with a clear message when it is not one.
-pub fn enter() -> anyhow::Result<(Term, Guard)> {
+pub fn enter() -> Result<(Term, Guard), ConsoleError> {
     check()?;
     install_panic_hook();
-    enable_raw_mode()
-        .map_err(|e| anyhow::anyhow!("cannot put the terminal in raw mode: {e}; try --headless"))?;
+    enable_raw_mode().map_err(ConsoleError::RawMode)?;
     let guard = Guard(());
     execute!(
         stdout(),
         EnterAlternateScreen,
         EnableMouseCapture,
         EnableBracketedPaste
-    )?;
-    let terminal = Terminal::new(CrosstermBackend::new(stdout()))?;
+    )
+    .map_err(ConsoleError::Setup)?;
+    let terminal = Terminal::new(CrosstermBackend::new(stdout())).map_err(ConsoleError::Setup)?;
     Ok((terminal, guard))
 }
 
