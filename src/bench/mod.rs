@@ -343,6 +343,24 @@ async fn cost_table(pace: f64, words: Option<usize>, runs: usize) -> anyhow::Res
     Ok(())
 }
 
+/// Says `turns` lines on `handle` back to back: each turn's latency in ms, and the failures.
+pub(crate) async fn chat_turns(
+    client: &BenchClient,
+    handle: &str,
+    turns: usize,
+) -> (Vec<f64>, usize) {
+    let mut latencies = Vec::with_capacity(turns);
+    let mut errors = 0;
+    for t in 0..turns {
+        let at = Instant::now();
+        match client.chat(handle, &format!("line {t}")).await {
+            Ok(_) => latencies.push(at.elapsed().as_secs_f64() * 1000.0),
+            Err(_) => errors += 1,
+        }
+    }
+    (latencies, errors)
+}
+
 async fn load(sessions: usize, turns: usize) -> anyhow::Result<()> {
     let config = bench_config(0.0, Some(7), sessions + 8);
     let app = App::start_with_tools(&config, Bus::default(), hours_tools()).await?;
@@ -360,20 +378,10 @@ async fn load(sessions: usize, turns: usize) -> anyhow::Result<()> {
     for i in 0..sessions {
         let client = clients[i % clients.len()].clone();
         tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::with_capacity(turns);
-            let mut errors = 0usize;
-            let handle = match client.start().await {
-                Ok(h) => h,
-                Err(_) => return (latencies, turns),
-            };
-            for t in 0..turns {
-                let at = Instant::now();
-                match client.chat(&handle, &format!("line {t}")).await {
-                    Ok(_) => latencies.push(at.elapsed().as_secs_f64() * 1000.0),
-                    Err(_) => errors += 1,
-                }
+            match client.start().await {
+                Ok(handle) => chat_turns(&client, &handle, turns).await,
+                Err(_) => (Vec::new(), turns),
             }
-            (latencies, errors)
         }));
     }
     let mut all = Vec::new();

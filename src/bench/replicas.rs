@@ -171,18 +171,7 @@ async fn load(
         .iter()
         .map(|(client, handle)| {
             let (client, handle) = (client.clone(), handle.clone());
-            tokio::spawn(async move {
-                let mut latencies = Vec::with_capacity(turns);
-                let mut errors = 0;
-                for t in 0..turns {
-                    let at = Instant::now();
-                    match client.chat(&handle, &format!("line {t}")).await {
-                        Ok(_) => latencies.push(at.elapsed().as_secs_f64() * 1000.0),
-                        Err(_) => errors += 1,
-                    }
-                }
-                (latencies, errors)
-            })
+            tokio::spawn(async move { super::chat_turns(&client, &handle, turns).await })
         })
         .collect();
     let mut all = Vec::new();
