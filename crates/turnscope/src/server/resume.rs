@@ -39,19 +39,31 @@ struct Logs {
     streams: HashMap<String, Log>,
     /// Events in all streams.
     events: usize,
+    /// When expired streams were last dropped: the scan over every stream runs at most once
+    /// per [`SWEEP_EVERY`], not for each new request stream.
+    swept: Option<Instant>,
 }
+
+/// How often expired streams are looked for (a stream lives at most this much past its TTL).
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 impl Logs {
     /// Drops expired streams; then, while over a cap, finished streams before unfinished
     /// ones, least recently active first, down to 90 % of the cap (so this runs seldom).
     fn evict(&mut self, now: Instant) {
-        let before = self.streams.len();
-        self.streams.retain(|_, log| match log.done {
-            Some(at) => now.duration_since(at) < COMPLETED_TTL,
-            None => now.duration_since(log.touched) < IDLE_TTL,
-        });
-        if self.streams.len() != before {
-            self.events = self.streams.values().map(|l| l.events.len()).sum();
+        if self
+            .swept
+            .is_none_or(|at| now.duration_since(at) >= SWEEP_EVERY)
+        {
+            self.swept = Some(now);
+            let before = self.streams.len();
+            self.streams.retain(|_, log| match log.done {
+                Some(at) => now.duration_since(at) < COMPLETED_TTL,
+                None => now.duration_since(log.touched) < IDLE_TTL,
+            });
+            if self.streams.len() != before {
+                self.events = self.streams.values().map(|l| l.events.len()).sum();
+            }
         }
         if self.streams.len() < MAX_STREAMS && self.events < MAX_EVENTS {
             return;
@@ -154,15 +166,24 @@ impl EventStore for ReplayStore {
         let mut logs = self.logs.lock().unwrap_or_else(|e| e.into_inner());
         if !logs.streams.contains_key(stream_id) {
             logs.evict(now);
+            logs.streams.insert(
+                stream_id.to_string(),
+                Log {
+                    events: VecDeque::new(),
+                    next: 0,
+                    done: None,
+                    touched: now,
+                    bell: watch::Sender::new(0),
+                },
+            );
         }
-        let Logs { streams, events } = &mut *logs;
-        let log = streams.entry(stream_id.to_string()).or_insert_with(|| Log {
-            events: VecDeque::new(),
-            next: 0,
-            done: None,
-            touched: now,
-            bell: watch::Sender::new(0),
-        });
+        let Logs {
+            streams, events, ..
+        } = &mut *logs;
+        // The key is owned only when a stream starts: later events of it allocate no key.
+        let Some(log) = streams.get_mut(stream_id) else {
+            unreachable!("the stream was inserted above under the same lock")
+        };
         let index = log.next;
         log.next += 1;
         log.touched = now;
