@@ -3,33 +3,13 @@
 
 use std::time::Duration;
 
+use crate::support::app::{app, eventually};
 use crate::support::mcp::{Client, outcome_of};
 use crate::support::upstream::{Reply, Upstream, content};
 use serde_json::json;
 use turnscope::app::App;
-use turnscope::config::Config;
-use turnscope::observe::Bus;
 
 const WAIT: Duration = Duration::from_secs(10);
-
-async fn app(tweak: impl FnOnce(&mut Config)) -> App {
-    let mut c = Config::default();
-    c.server.port = 0;
-    c.model.pace = 0.0;
-    tweak(&mut c);
-    App::start(&c, Bus::default()).await.expect("app starts")
-}
-
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !check() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
 
 #[tokio::test]
 async fn start_gives_a_uuid_handle_and_the_greeting_and_chat_gives_the_whole_reply() {

@@ -1,4 +1,4 @@
-//! turnscope as an MCP client (issue 12 D): `initialize` names 2025-11-25, the newest revision
+//! turnscope as an MCP client: `initialize` names 2025-11-25, the newest revision
 //! with that handshake, not rmcp's default 2026-07-28 (which has none). Driven through
 //! `turnscope dev mcp-client`, which connects with the tool sources' client code, against a
 //! recording server on a real socket.

@@ -1,24 +1,15 @@
-//! The MCP endpoint on the wire, with raw HTTP on loopback (issue 12 B and C): a dropped
+//! The MCP endpoint on the wire, with raw HTTP on loopback: a dropped
 //! `chat` response stream is resumed with `Last-Event-ID` and still delivers the reply; the
 //! cancel per protocol revision; JSON-RPC errors with the spec's codes and statuses; DELETE.
 
 use std::time::Duration;
 
+use crate::support::app::{app, eventually};
 use serde_json::{Value, json};
 use turnscope::app::App;
-use turnscope::config::Config;
-use turnscope::observe::Bus;
 
 const WAIT: Duration = Duration::from_secs(10);
 const ACCEPT: &str = "application/json, text/event-stream";
-
-async fn app(tweak: impl FnOnce(&mut Config)) -> App {
-    let mut c = Config::default();
-    c.server.port = 0;
-    c.model.pace = 0.0;
-    tweak(&mut c);
-    App::start(&c, Bus::default()).await.expect("app starts")
-}
 
 /// A slow 25-word answer: about half a second of progress notifications.
 async fn slow_app() -> App {
@@ -27,17 +18,6 @@ async fn slow_app() -> App {
         c.model.words = Some(25);
     })
     .await
-}
-
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !check() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// One SSE event.

@@ -1,4 +1,4 @@
-//! Slow clients on every protocol (issue 12 F), on real sockets: a socket that sends nothing,
+//! Slow clients on every protocol, on real sockets: a socket that sends nothing,
 //! a first byte and then nothing, the HTTP/2 preface and then nothing, an HTTP/2 peer that
 //! never answers pings, and more connections than `server.max_connections`.
 
@@ -9,7 +9,6 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use turnscope::app::App;
 use turnscope::config::Config;
-use turnscope::observe::Bus;
 
 /// Hang guard: far beyond the deadlines under test, only there so a regression fails
 /// instead of hanging.
@@ -18,13 +17,13 @@ const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// An empty SETTINGS frame (length 0, type 4, no flags, stream 0).
 const EMPTY_SETTINGS: &[u8] = &[0, 0, 0, 4, 0, 0, 0, 0, 0];
 
+/// An app whose connections get half a second for their first bytes and heads.
 async fn app(tweak: impl FnOnce(&mut Config)) -> App {
-    let mut c = Config::default();
-    c.server.port = 0;
-    c.model.pace = 0.0;
-    c.server.header_timeout_seconds = 0.5;
-    tweak(&mut c);
-    App::start(&c, Bus::default()).await.unwrap()
+    crate::support::app::app(|c| {
+        c.server.header_timeout_seconds = 0.5;
+        tweak(c)
+    })
+    .await
 }
 
 /// Reads until the server closes the connection; returns what it sent.

@@ -1,5 +1,6 @@
 //! Helpers shared by the integration tests.
 
+pub mod app;
 pub mod binary;
 pub mod bot_client;
 pub mod endpoint;
