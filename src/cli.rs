@@ -138,6 +138,12 @@ pub enum Command {
         #[command(subcommand)]
         kind: BridgeCommand,
     },
+    /// Helpers for running replicas behind a load balancer.
+    Replicas {
+        /// What to print.
+        #[command(subcommand)]
+        action: ReplicasAction,
+    },
     /// Development helpers.
     #[command(hide = true)]
     Dev {
@@ -161,6 +167,19 @@ pub enum ModelAction {
         /// Exact words per plain answer.
         #[arg(long)]
         words: Option<usize>,
+    },
+}
+
+/// `turnscope replicas ...`
+#[derive(Debug, Subcommand)]
+pub enum ReplicasAction {
+    /// Print the HAProxy backend lines for these replicas: a `server` line each and the
+    /// `use-server` line that routes every handle ending in its tag to it (paste them into the
+    /// backend of examples/haproxy.cfg).
+    Haproxy {
+        /// Each replica as ID=HOST:PORT: its --replica-id and the address HAProxy reaches it at.
+        #[arg(required = true, value_name = "ID=HOST:PORT")]
+        replicas: Vec<turnscope::sessions::haproxy::ReplicaAddr>,
     },
 }
 
