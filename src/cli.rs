@@ -389,6 +389,28 @@ mod tests {
     }
 
     #[test]
+    fn replicas_haproxy_takes_id_equals_address_and_says_what_it_expected() {
+        let cli =
+            Cli::try_parse_from(["turnscope", "replicas", "haproxy", "r1=127.0.0.1:7871"]).unwrap();
+        let Some(Command::Replicas {
+            action: ReplicasAction::Haproxy { replicas },
+        }) = cli.command
+        else {
+            panic!("parsed");
+        };
+        assert_eq!(
+            (replicas[0].id.as_str(), replicas[0].addr.as_str()),
+            ("r1", "127.0.0.1:7871")
+        );
+        let e = Cli::try_parse_from(["turnscope", "replicas", "haproxy", "r1"]).unwrap_err();
+        assert!(e.to_string().contains("expected ID=HOST:PORT"), "{e}");
+        assert!(
+            Cli::try_parse_from(["turnscope", "replicas", "haproxy"]).is_err(),
+            "at least one replica"
+        );
+    }
+
+    #[test]
     fn bridge_upstreams_exclude_each_other() {
         assert!(
             bridge(&["openai", "--port", "1"]).is_err(),
