@@ -195,8 +195,11 @@ async def test_a_drained_replica_loses_no_turn(cluster):
             await anyio.sleep(0.01)
         # A turn held in flight on the drained replica across the SIGTERM (1.2 s long; the
         # signal goes once its first word arrived).
-        async with Client(drained.url) as held:
+        async with Client(drained.url) as held, no_cookie_client() as web:
             handle = handle_of(await held.call_tool("start", {}))
+            # Another handle of the drained replica, for a sessionless client without cookies.
+            raw_start = await RawMcp(drained.url, web, "drain-probe").call("start", {})
+            raw_handle = raw_record(raw_start, "turnscope/start")["handle"]
             first_word = anyio.Event()
 
             async def on_progress(progress, total, message):
@@ -218,6 +221,11 @@ async def test_a_drained_replica_loses_no_turn(cluster):
                         break
                     await anyio.sleep(0.005)
                 seen["health"] = (status, body)
+                # Through the balancer, that handle still reaches its draining replica (which
+                # refuses the new line as draining, not as another replica's).
+                seen["routed"] = await RawMcp(balancer.url, web, "drain-probe").call(
+                    "chat", {"handle": raw_handle, "line": "after the signal"}
+                )
                 async with Client(drained.url) as direct:
                     seen["start"] = await direct.call_tool("start", {})
 
@@ -230,6 +238,8 @@ async def test_a_drained_replica_loses_no_turn(cluster):
     assert record_of(held, "turnscope/turn")["end_reason"] == "completed"
     refused = seen["start"]
     assert refused.is_error and "replica r1 is draining" in text_of(refused), text_of(refused)
+    routed = seen["routed"]
+    assert routed.get("isError") and "replica r1 is draining" in raw_text(routed), raw_text(routed)
     assert drained.proc.wait(timeout=20) == 0
     assert [c.wrong for c in chatters if c.wrong] == []
     assert all(c.completed == 30 for c in chatters)
