@@ -55,9 +55,9 @@ MODES = ("auto", "legacy", "raw")
 
 
 def modes(n):
-    """A third of the clients open an MCP session (`initialize`, also sticky on
-    Mcp-Session-Id), a third speak the sessionless 2026-07-28 with the SDK (also sticky on
-    HAProxy's cookie), a third are raw sessionless clients keeping no cookies (the handle only)."""
+    """A third of the clients each way: `auto`, the SDK sessionless (2026-07-28; it keeps
+    HAProxy's cookie); `legacy`, the SDK in an MCP session (`initialize`; also sticky on
+    Mcp-Session-Id); `raw`, sessionless keeping no cookies (routed by the handle alone)."""
     return [MODES[i % 3] for i in range(n)]
 
 
