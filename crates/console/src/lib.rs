@@ -1,51 +1,24 @@
-//! The console: a terminal UI over the live server ([`live`]) or over a `--events` file
-//! ([`replay`]). It reads the server only through the bus and the
+//! The console: a terminal UI over the live server ([`run::live`]) or over a `--events` file
+//! ([`run::replay`]). It reads the server only through the bus and the
 //! [`Sessions`](turnscope::sessions::Sessions) table and chats through `Sessions::chat_on` like
 //! any caller; the server never depends on it. ARCHITECTURE.md's Console section maps the modules.
 
 #![warn(missing_docs)]
 
-pub mod app;
-pub mod clipboard;
 pub mod draw;
 pub mod error;
-pub mod export;
-pub mod feed;
-pub mod filter;
-pub mod frames_view;
-pub mod help;
-pub mod input_line;
-pub mod journal;
-pub mod keys;
-pub mod layout;
-pub mod line_edit;
-pub mod live;
-pub mod mouse;
-pub mod overlays;
-pub mod panes;
-pub mod pipeline;
-pub mod replay;
-pub mod session_list;
+pub mod input;
+pub mod run;
 pub mod state;
-pub mod terminal;
 pub mod text;
 pub mod theme;
-pub mod timeline;
-pub mod views;
+pub mod view;
 
 #[cfg(test)]
-mod app_tests;
-#[cfg(test)]
-mod sessions_tests;
-#[cfg(test)]
-mod snapshot_tests;
-#[cfg(test)]
-mod state_tests;
-#[cfg(test)]
-mod test_fixture;
+mod tests;
 
 pub use error::ConsoleError;
-pub use live::{listen_early, run, run_with};
+pub use run::live::{listen_early, run, run_with};
 pub use theme::Theme;
 
 /// Whether `NO_COLOR` asks for no colour (set and not empty).

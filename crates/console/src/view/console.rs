@@ -1,0 +1,289 @@
+//! The console's view state: [`Console`] owns the [`ConsoleState`] the panes draw and the
+//! person's view of it (focus, selection, scroll positions, the input line, overlays). It never
+//! touches the server, the terminal or the clock; the input layer changes it, the draw layer
+//! reads it.
+
+use std::cell::Cell;
+use std::collections::BTreeSet;
+
+use ratatui::style::{Modifier, Style};
+use ratatui_textarea::{TextArea, WrapMode};
+
+use super::frames::FramesView;
+use super::ids::PaneId;
+use super::keys::KeyOwner;
+use super::layout::Areas;
+use super::line_edit::LineEdit;
+use super::sessions::SessionList;
+use crate::state::ConsoleState;
+use crate::state::tape::Tape;
+use crate::theme::Theme;
+
+/// A message for the person, shown above the input line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    /// The text.
+    pub text: String,
+    /// Whether it reports a failure.
+    pub error: bool,
+}
+
+/// A cursor and a scroll offset into a list. The offset is adjusted while drawing, so the
+/// cursor stays visible whatever the pane's height.
+#[derive(Debug, Default)]
+pub struct ListNav {
+    /// The selected row.
+    pub cursor: usize,
+    offset: Cell<usize>,
+}
+
+impl ListNav {
+    /// The rows to show (`start..end`) for a list of `len` rows in `visible` lines.
+    pub fn window(&self, len: usize, visible: usize) -> (usize, usize) {
+        let cursor = self.cursor.min(len.saturating_sub(1));
+        let mut off = self.offset.get();
+        if cursor < off {
+            off = cursor;
+        }
+        if visible > 0 && cursor >= off + visible {
+            off = cursor + 1 - visible;
+        }
+        off = off.min(len.saturating_sub(visible));
+        self.offset.set(off);
+        (off, (off + visible).min(len))
+    }
+
+    /// The first row shown at the last draw.
+    pub fn offset(&self) -> usize {
+        self.offset.get()
+    }
+
+    /// Moves the cursor by `delta` within `len` rows.
+    pub fn step(&mut self, delta: isize, len: usize) {
+        let last = len.saturating_sub(1) as isize;
+        self.cursor = (self.cursor as isize + delta).clamp(0, last.max(0)) as usize;
+    }
+}
+
+/// The turn the turn view (the waterfall) shows.
+#[derive(Debug)]
+pub struct TurnPick {
+    /// Session number.
+    pub session: u64,
+    /// Turn id.
+    pub turn: u64,
+    /// Lines scrolled down.
+    pub scroll: Cell<usize>,
+}
+
+/// The console: the state it draws plus everything about the person's view of it.
+pub struct Console {
+    /// What the server did, folded from events and snapshots.
+    pub state: ConsoleState,
+    /// The styles to draw with.
+    pub theme: Theme,
+    /// A replay: no input line, nothing is sent.
+    pub read_only: bool,
+    /// The focused pane.
+    pub focus: PaneId,
+    /// The inspector tab shown.
+    pub inspector: PaneId,
+    /// The selected session's number.
+    pub selected: Option<u64>,
+    /// The session the console opened for the person.
+    pub own: Option<u64>,
+    /// The input line.
+    pub input: TextArea<'static>,
+    /// The latest message for the person.
+    pub notice: Option<Notice>,
+    /// Whether the help overlay is open.
+    pub help: bool,
+    /// The help overlay's scroll.
+    pub help_scroll: Cell<usize>,
+    /// The Sessions pane's cursor.
+    pub sessions_nav: ListNav,
+    /// Transcript lines scrolled back from the bottom (0 follows the newest).
+    pub transcript_back: Cell<usize>,
+    /// The Frames pane.
+    pub frames: FramesView,
+    /// Progress rows scrolled back from the bottom.
+    pub progress_back: Cell<usize>,
+    /// Whether Progress shows every session.
+    pub progress_all: bool,
+    /// The Tools pane's cursor.
+    pub tools_nav: ListNav,
+    /// The selected tool's detail scroll.
+    pub tool_scroll: Cell<usize>,
+    /// The Stats pane's scroll.
+    pub stats_scroll: Cell<usize>,
+    /// Whether Stats shows every session (else the selected one).
+    pub stats_all: bool,
+    /// Sessions with a chat call from the console in flight.
+    pub waiting: BTreeSet<u64>,
+    /// Where the panes were at the last draw (for the mouse).
+    pub areas: Cell<Areas>,
+    /// The turn view (waterfall) when open.
+    pub turn_view: Option<TurnPick>,
+    /// A session not opened here whose line waits for a second Enter.
+    pub pending_send: Option<u64>,
+    /// Sessions not opened here the person confirmed speaking into.
+    pub confirmed: BTreeSet<u64>,
+    /// The Log pane's rows scrolled back from the bottom.
+    pub log_back: Cell<usize>,
+    /// Whether the Log pane shows errors and warnings only.
+    pub log_problems_only: bool,
+    /// Whether the focused pane fills the screen.
+    pub zoom: bool,
+    /// The transcript search being typed.
+    pub search_editing: Option<LineEdit>,
+    /// The transcript search in force (empty: none).
+    pub search: String,
+    /// Which match is shown, counted back from the newest.
+    pub search_hit: Cell<usize>,
+    /// Whether `q` was pressed once while MCP clients hold sessions (a second `q` quits).
+    pub quit_asked: bool,
+    /// The session `d` was pressed on once (a second `d` closes it).
+    pub close_asked: Option<u64>,
+    /// A replay's events, stepped through with `[` and `]`.
+    pub tape: Option<Tape>,
+    /// The Sessions pane's sort and filter.
+    pub sessions_list: SessionList,
+}
+
+pub(crate) const PAGE: isize = 10;
+
+impl Console {
+    /// A console over `state`, drawn with `theme`; `read_only` for a replay.
+    pub fn new(state: ConsoleState, theme: Theme, read_only: bool) -> Self {
+        let mut input = TextArea::default();
+        input.set_wrap_mode(WrapMode::WordOrGlyph);
+        input.set_cursor_line_style(Style::new());
+        input.set_placeholder_text("Type a line for the selected session; Enter sends");
+        Self {
+            state,
+            theme,
+            read_only,
+            focus: if read_only {
+                PaneId::Sessions
+            } else {
+                PaneId::Input
+            },
+            inspector: PaneId::Frames,
+            selected: None,
+            own: None,
+            input,
+            notice: None,
+            help: false,
+            help_scroll: Cell::new(0),
+            sessions_nav: ListNav::default(),
+            transcript_back: Cell::new(0),
+            frames: FramesView::default(),
+            progress_back: Cell::new(0),
+            progress_all: true,
+            tools_nav: ListNav::default(),
+            tool_scroll: Cell::new(0),
+            stats_scroll: Cell::new(0),
+            stats_all: true,
+            waiting: BTreeSet::new(),
+            areas: Cell::new(Areas::default()),
+            turn_view: None,
+            pending_send: None,
+            confirmed: BTreeSet::new(),
+            log_back: Cell::new(0),
+            log_problems_only: false,
+            zoom: false,
+            search_editing: None,
+            search: String::new(),
+            search_hit: Cell::new(0),
+            quit_asked: false,
+            close_asked: None,
+            tape: None,
+            sessions_list: Default::default(),
+        }
+    }
+
+    /// Styles the input line for the next frame: its cursor shows only while it has focus.
+    pub fn before_draw(&mut self) {
+        let focused = self.focus == PaneId::Input
+            && !self.read_only
+            && !self.help
+            && self.frames.editing.is_none();
+        let cursor = if focused {
+            Style::new().add_modifier(Modifier::REVERSED)
+        } else {
+            Style::new()
+        };
+        self.input.set_cursor_style(cursor);
+        self.input.set_placeholder_style(self.theme.dim);
+        self.input.set_style(self.theme.text);
+    }
+
+    /// Keeps the selection valid after the state changed: the selected session if still
+    /// listed, else the person's own, else the first; and the cursor on it.
+    pub fn settle(&mut self) {
+        let rows: Vec<(u64, bool)> = self
+            .listed_sessions()
+            .iter()
+            .map(|r| (r.number, r.is_closed()))
+            .collect();
+        let valid = self.selected.is_some_and(|n| rows.iter().any(|r| r.0 == n));
+        // A filter that matches nothing keeps the selection it had.
+        if !valid && !rows.is_empty() {
+            self.selected = self
+                .own
+                .filter(|n| rows.iter().any(|r| r.0 == *n && !r.1))
+                .or_else(|| rows.first().map(|r| r.0));
+        }
+        if let Some(i) = rows.iter().position(|r| Some(r.0) == self.selected) {
+            self.sessions_nav.cursor = i;
+        }
+        let tools = self.state.tools.len();
+        self.tools_nav.step(0, tools);
+    }
+
+    /// What has the keys now: an overlay, the filter, or the focused pane.
+    pub fn key_owner(&self) -> KeyOwner {
+        if self.help {
+            KeyOwner::Help
+        } else if self.turn_view.is_some() {
+            KeyOwner::TurnView
+        } else if self.frames.detail {
+            KeyOwner::FrameDetail
+        } else if self.frames.editing.is_some()
+            || self.search_editing.is_some()
+            || self.sessions_list.editing.is_some()
+        {
+            KeyOwner::Filter
+        } else {
+            KeyOwner::Pane(self.focus)
+        }
+    }
+
+    /// Focuses a pane (an inspector pane also becomes the visible tab).
+    pub fn focus_pane(&mut self, pane: PaneId) {
+        if pane == PaneId::Input && self.read_only {
+            return;
+        }
+        if pane.is_inspector() {
+            self.inspector = pane;
+        }
+        self.focus = pane;
+    }
+
+    /// Selects the session on row `i` of the Sessions pane.
+    pub fn select_row(&mut self, i: usize) {
+        let number = self.listed_sessions().get(i).map(|r| r.number);
+        if let Some(number) = number {
+            if self.selected != Some(number) {
+                self.transcript_back.set(0);
+            }
+            self.selected = Some(number);
+            self.sessions_nav.cursor = i;
+        }
+    }
+}
+
+/// Moves a scroll position held in a cell by `delta` lines, never below 0.
+pub(crate) fn scroll_back(cell: &Cell<usize>, delta: isize) {
+    cell.set((cell.get() as isize).saturating_add(delta).max(0) as usize);
+}

@@ -1,0 +1,128 @@
+//! The Sessions pane's order and filter: `s` cycles the sort (number, latest activity,
+//! errors), `/` types a filter (number, handle, who opened it, state; any case) with the
+//! readline keys. Everything that walks the rows (the pane, the selection, the mouse) asks
+//! [`Console::listed_sessions`], so what is drawn is what is selected.
+
+use crossterm::event::KeyEvent;
+
+use crate::state::SessionRow;
+use crate::view::console::Console;
+use crate::view::line_edit::{Edit, LineEdit};
+
+/// How the Sessions pane is sorted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SessionSort {
+    /// Open ones by number, then closed ones, latest closed first.
+    #[default]
+    Number,
+    /// The latest turn, tool call or failure first.
+    Activity,
+    /// The most errors first.
+    Errors,
+}
+
+impl SessionSort {
+    /// The next sort `s` picks.
+    pub fn next(self) -> Self {
+        match self {
+            SessionSort::Number => SessionSort::Activity,
+            SessionSort::Activity => SessionSort::Errors,
+            SessionSort::Errors => SessionSort::Number,
+        }
+    }
+
+    /// How the pane's title names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            SessionSort::Number => "by number",
+            SessionSort::Activity => "latest active first",
+            SessionSort::Errors => "most errors first",
+        }
+    }
+}
+
+/// The Sessions pane's sort and filter.
+#[derive(Debug, Clone, Default)]
+pub struct SessionList {
+    /// The sort in force.
+    pub sort: SessionSort,
+    /// The filter in force (empty: every session).
+    pub filter: String,
+    /// The filter being typed.
+    pub editing: Option<LineEdit>,
+}
+
+impl SessionList {
+    fn keeps(&self, c: &Console, row: &SessionRow) -> bool {
+        if self.filter.is_empty() {
+            return true;
+        }
+        let needle = self.filter.to_lowercase();
+        let number = needle.trim_start_matches('#');
+        if !number.is_empty() && row.number.to_string() == number {
+            return true;
+        }
+        let state = match c.state.client_gone(row.number) {
+            Some(_) if !row.is_closed() => "client gone".to_string(),
+            _ => row.activity.label(),
+        };
+        [&row.handle_prefix, &row.opener_label(), &state]
+            .iter()
+            .any(|field| field.to_lowercase().contains(&needle))
+    }
+}
+
+impl Console {
+    /// The sessions as the pane lists them: filtered, then sorted.
+    pub fn listed_sessions(&self) -> Vec<&SessionRow> {
+        let mut rows: Vec<&SessionRow> = self
+            .state
+            .session_rows()
+            .into_iter()
+            .filter(|r| self.sessions_list.keeps(self, r))
+            .collect();
+        match self.sessions_list.sort {
+            SessionSort::Number => {}
+            SessionSort::Activity => {
+                rows.sort_by_key(|r| std::cmp::Reverse(self.state.last_activity(r)))
+            }
+            SessionSort::Errors => rows.sort_by_key(|r| {
+                (
+                    std::cmp::Reverse(self.state.journal.errors_of(r.number)),
+                    r.is_closed(),
+                    r.number,
+                )
+            }),
+        }
+        rows
+    }
+
+    /// `s` in the Sessions pane: the next sort, the selection kept.
+    pub(crate) fn cycle_sort(&mut self) {
+        self.sessions_list.sort = self.sessions_list.sort.next();
+        self.settle();
+    }
+
+    /// `/` in the Sessions pane: type a filter.
+    pub(crate) fn edit_session_filter(&mut self) {
+        self.sessions_list.editing = Some(LineEdit::new(&self.sessions_list.filter));
+    }
+
+    /// A key while the sessions filter is typed: Enter keeps it, Esc clears it.
+    pub(crate) fn session_filter_key(&mut self, key: &KeyEvent) {
+        let Some(line) = self.sessions_list.editing.as_mut() else {
+            return;
+        };
+        match line.key(key) {
+            Edit::Accept => self.sessions_list.editing = None,
+            Edit::Cancel => {
+                self.sessions_list.editing = None;
+                self.sessions_list.filter.clear();
+            }
+            Edit::Changed => self.sessions_list.filter = line.text(),
+            Edit::Same => return,
+        }
+        self.sessions_nav.cursor = 0;
+        self.settle();
+    }
+}
