@@ -75,28 +75,3 @@ pub fn session_report(c: &Console, session: u64) -> String {
     }
     out
 }
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_report_holds_turns_tool_results_and_frames() {
-        let mut c = crate::tests::fixture::console();
-        c.frames.all = true;
-        let report = super::session_report(&c, 1);
-        assert!(
-            report.starts_with("turnscope session #1 · console (you)"),
-            "{report}"
-        );
-        assert!(report.contains("you   what does the clock say"), "{report}");
-        assert!(
-            report.contains("result 2026-01-01 12:00:00 UTC"),
-            "{report}"
-        );
-        assert!(report.contains("waterfall"), "{report}");
-        assert!(report.contains("FunctionCallResult"), "{report}");
-        assert!(
-            !report.contains("Once upon"),
-            "only session #1's frames: {report}"
-        );
-    }
-}

@@ -13,7 +13,7 @@ use crate::input::actions::Action;
 use crate::view::console::{Console, Notice, PAGE, TurnPick, scroll_back};
 use crate::view::filter::FrameFilter;
 use crate::view::keys::{self, Command};
-use crate::view::line_edit::Edit;
+use crate::view::line_edit::{Edit, LineEdit};
 use turnscope::observe::SessionOpener;
 
 impl Console {
@@ -138,5 +138,34 @@ impl Console {
             error: true,
         });
         None
+    }
+
+    /// `s` in the Sessions pane: the next sort, the selection kept.
+    pub(crate) fn cycle_sort(&mut self) {
+        self.sessions_list.sort = self.sessions_list.sort.next();
+        self.settle();
+    }
+
+    /// `/` in the Sessions pane: type a filter.
+    pub(crate) fn edit_session_filter(&mut self) {
+        self.sessions_list.editing = Some(LineEdit::new(&self.sessions_list.filter));
+    }
+
+    /// A key while the sessions filter is typed: Enter keeps it, Esc clears it.
+    pub(crate) fn session_filter_key(&mut self, key: &KeyEvent) {
+        let Some(line) = self.sessions_list.editing.as_mut() else {
+            return;
+        };
+        match line.key(key) {
+            Edit::Accept => self.sessions_list.editing = None,
+            Edit::Cancel => {
+                self.sessions_list.editing = None;
+                self.sessions_list.filter.clear();
+            }
+            Edit::Changed => self.sessions_list.filter = line.text(),
+            Edit::Same => return,
+        }
+        self.sessions_nav.cursor = 0;
+        self.settle();
     }
 }

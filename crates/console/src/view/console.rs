@@ -9,14 +9,14 @@ use std::collections::BTreeSet;
 use ratatui::style::{Modifier, Style};
 use ratatui_textarea::{TextArea, WrapMode};
 
-use super::frames::FramesView;
+use super::frames::{FrameLine, FrameSource, FramesView};
 use super::ids::PaneId;
 use super::keys::KeyOwner;
 use super::layout::Areas;
 use super::line_edit::LineEdit;
 use super::sessions::SessionList;
-use crate::state::ConsoleState;
 use crate::state::tape::Tape;
+use crate::state::{ConsoleState, FrameRow, SessionRow};
 use crate::theme::Theme;
 
 /// A message for the person, shown above the input line.
@@ -257,6 +257,53 @@ impl Console {
         } else {
             KeyOwner::Pane(self.focus)
         }
+    }
+
+    /// The frames the Frames pane lists: the paused copy or the live window.
+    pub fn frame_source(&self) -> FrameSource<'_> {
+        self.frames.source(&self.state)
+    }
+
+    /// The Frames pane's lines for the selected session or all ([`FramesView::lines`]).
+    pub fn frame_lines(&self) -> Vec<FrameLine> {
+        self.frames.lines(&self.state, self.selected)
+    }
+
+    /// The crossings of the frame whose first listed crossing is `first`.
+    pub fn frame_hops(&self, first: usize) -> Vec<usize> {
+        self.frames.hops(&self.state, first)
+    }
+
+    /// The index in `lines` of the frame under the cursor.
+    pub fn frame_cursor_index(&self, lines: &[FrameLine]) -> Option<usize> {
+        self.frames.cursor_index(&self.state, lines)
+    }
+
+    /// The frame source index of the frame under the cursor.
+    pub fn cursor_frame_index(&self) -> Option<usize> {
+        self.frames.cursor_frame_index(&self.state, self.selected)
+    }
+
+    /// The frame under the cursor, for the detail popup.
+    pub fn cursor_frame(&self) -> Option<&FrameRow> {
+        self.frames.cursor_frame(&self.state, self.selected)
+    }
+
+    pub(crate) fn frame_step(&mut self, delta: isize) {
+        self.frames.step(&self.state, self.selected, delta);
+    }
+
+    pub(crate) fn toggle_pause(&mut self) {
+        self.frames.toggle_pause(&self.state);
+    }
+
+    pub(crate) fn set_frame_cursor(&mut self, lines: &[FrameLine], line: usize, is_last: bool) {
+        self.frames.set_cursor(&self.state, lines, line, is_last);
+    }
+
+    /// The sessions as the Sessions pane lists them ([`SessionList::listed`]).
+    pub fn listed_sessions(&self) -> Vec<&SessionRow> {
+        self.sessions_list.listed(&self.state)
     }
 
     /// Focuses a pane (an inspector pane also becomes the visible tab).

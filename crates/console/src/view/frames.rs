@@ -3,8 +3,7 @@
 
 use std::cell::Cell;
 
-use crate::state::FrameRow;
-use crate::view::console::Console;
+use crate::state::{ConsoleState, FrameRow};
 use crate::view::filter::FrameFilter;
 
 /// A line of the Frames pane: a turn boundary or a frame (an index into the frame source).
@@ -77,27 +76,28 @@ impl<'a> FrameSource<'a> {
     }
 }
 
-impl Console {
-    pub(crate) fn toggle_pause(&mut self) {
-        self.frames.paused = match self.frames.paused.take() {
+impl FramesView {
+    /// `p`: freezes a copy of the frames, or lets them flow again.
+    pub fn toggle_pause(&mut self, state: &ConsoleState) {
+        self.paused = match self.paused.take() {
             Some(_) => None,
-            None => Some(self.state.frames().iter().cloned().collect()),
+            None => Some(state.frames().iter().cloned().collect()),
         };
     }
 
     /// The frames the Frames pane lists: the paused copy or the live window.
-    pub fn frame_source(&self) -> FrameSource<'_> {
-        match &self.frames.paused {
+    pub fn source<'a>(&'a self, state: &'a ConsoleState) -> FrameSource<'a> {
+        match &self.paused {
             Some(frozen) => FrameSource::Paused(frozen),
-            None => FrameSource::Live(self.state.frames()),
+            None => FrameSource::Live(state.frames()),
         }
     }
 
     /// The Frames pane's lines: frames passing the scope and the filter (one per frame, or
     /// one per link crossing when `per_link`), with a boundary line where a session's turn
     /// changes.
-    pub fn frame_lines(&self) -> Vec<FrameLine> {
-        let source = self.frame_source();
+    pub fn lines(&self, state: &ConsoleState, selected: Option<u64>) -> Vec<FrameLine> {
+        let source = self.source(state);
         let mut lines = Vec::new();
         // Frames already given a row, by (session, frame id).
         let mut seen = std::collections::HashSet::new();
@@ -106,13 +106,13 @@ impl Console {
         for i in 0..source.len() {
             let row = source.get(i);
             let f = row.frame();
-            if !self.frames.all && Some(f.session) != self.selected {
+            if !self.all && Some(f.session) != selected {
                 continue;
             }
-            if !self.frames.filter.matches(f) {
+            if !self.filter.matches(f) {
                 continue;
             }
-            if !self.frames.per_link && !seen.insert((f.session, f.id)) {
+            if !self.per_link && !seen.insert((f.session, f.id)) {
                 continue;
             }
             // A boundary opens a turn newer than any seen for the session: frames of no turn
@@ -141,9 +141,9 @@ impl Console {
 
     /// The crossings of the frame whose first listed crossing is `first` (an index into the
     /// frame source), in order: `first` alone when every crossing has its own row.
-    pub fn frame_hops(&self, first: usize) -> Vec<usize> {
-        let source = self.frame_source();
-        if self.frames.per_link {
+    pub fn hops(&self, state: &ConsoleState, first: usize) -> Vec<usize> {
+        let source = self.source(state);
+        if self.per_link {
             return vec![first];
         }
         let head = source.get(first).frame();
@@ -151,16 +151,16 @@ impl Console {
         std::iter::once(first)
             .chain((first + 1..end).filter(|i| {
                 let f = source.get(*i).frame();
-                f.id == head.id && f.session == head.session && self.frames.filter.matches(f)
+                f.id == head.id && f.session == head.session && self.filter.matches(f)
             }))
             .collect()
     }
 
     /// The index in `lines` of the frame under the cursor (the last frame when following).
-    pub fn frame_cursor_index(&self, lines: &[FrameLine]) -> Option<usize> {
-        let source = self.frame_source();
+    pub fn cursor_index(&self, state: &ConsoleState, lines: &[FrameLine]) -> Option<usize> {
+        let source = self.source(state);
         let last_frame = lines.iter().rposition(|l| matches!(l, FrameLine::Frame(_)));
-        match self.frames.cursor {
+        match self.cursor {
             None => last_frame,
             Some(seq) => lines
                 .iter()
@@ -169,9 +169,10 @@ impl Console {
         }
     }
 
-    pub(crate) fn frame_step(&mut self, delta: isize) {
-        let lines = self.frame_lines();
-        let Some(at) = self.frame_cursor_index(&lines) else {
+    /// Moves the cursor `delta` frames (following the newest again at the last one).
+    pub fn step(&mut self, state: &ConsoleState, selected: Option<u64>, delta: isize) {
+        let lines = self.lines(state, selected);
+        let Some(at) = self.cursor_index(state, &lines) else {
             return;
         };
         let frames: Vec<usize> = lines
@@ -182,33 +183,44 @@ impl Console {
             .collect();
         let pos = frames.iter().position(|i| *i == at).unwrap_or(0) as isize;
         let next = (pos + delta).clamp(0, frames.len() as isize - 1) as usize;
-        self.set_frame_cursor(&lines, frames[next], next + 1 == frames.len());
+        self.set_cursor(state, &lines, frames[next], next + 1 == frames.len());
     }
 
-    pub(crate) fn set_frame_cursor(&mut self, lines: &[FrameLine], line: usize, is_last: bool) {
-        if is_last && self.frames.paused.is_none() {
-            self.frames.cursor = None;
+    /// Puts the cursor on line `line` of `lines` (`is_last`: following the newest).
+    pub fn set_cursor(
+        &mut self,
+        state: &ConsoleState,
+        lines: &[FrameLine],
+        line: usize,
+        is_last: bool,
+    ) {
+        if is_last && self.paused.is_none() {
+            self.cursor = None;
             return;
         }
         if let Some(FrameLine::Frame(i)) = lines.get(line) {
-            self.frames.cursor = Some(self.frame_source().get(*i).seq);
+            self.cursor = Some(self.source(state).get(*i).seq);
         }
     }
 
     /// The frame source index of the frame under the cursor.
-    pub fn cursor_frame_index(&self) -> Option<usize> {
-        let lines = self.frame_lines();
-        match lines.get(self.frame_cursor_index(&lines)?)? {
+    pub fn cursor_frame_index(&self, state: &ConsoleState, selected: Option<u64>) -> Option<usize> {
+        let lines = self.lines(state, selected);
+        match lines.get(self.cursor_index(state, &lines)?)? {
             FrameLine::Frame(i) => Some(*i),
             FrameLine::Boundary { .. } => None,
         }
     }
 
     /// The frame under the cursor, for the detail popup.
-    pub fn cursor_frame(&self) -> Option<&FrameRow> {
-        let lines = self.frame_lines();
-        match lines.get(self.frame_cursor_index(&lines)?)? {
-            FrameLine::Frame(i) => Some(self.frame_source().get(*i)),
+    pub fn cursor_frame<'a>(
+        &'a self,
+        state: &'a ConsoleState,
+        selected: Option<u64>,
+    ) -> Option<&'a FrameRow> {
+        let lines = self.lines(state, selected);
+        match lines.get(self.cursor_index(state, &lines)?)? {
+            FrameLine::Frame(i) => Some(self.source(state).get(*i)),
             FrameLine::Boundary { .. } => None,
         }
     }

@@ -1,13 +1,10 @@
 //! The Sessions pane's order and filter: `s` cycles the sort (number, latest activity,
 //! errors), `/` types a filter (number, handle, who opened it, state; any case) with the
 //! readline keys. Everything that walks the rows (the pane, the selection, the mouse) asks
-//! [`Console::listed_sessions`], so what is drawn is what is selected.
+//! [`SessionList::listed`], so what is drawn is what is selected.
 
-use crossterm::event::KeyEvent;
-
-use crate::state::SessionRow;
-use crate::view::console::Console;
-use crate::view::line_edit::{Edit, LineEdit};
+use crate::state::{ConsoleState, SessionRow};
+use crate::view::line_edit::LineEdit;
 
 /// How the Sessions pane is sorted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -53,7 +50,7 @@ pub struct SessionList {
 }
 
 impl SessionList {
-    fn keeps(&self, c: &Console, row: &SessionRow) -> bool {
+    fn keeps(&self, state: &ConsoleState, row: &SessionRow) -> bool {
         if self.filter.is_empty() {
             return true;
         }
@@ -62,7 +59,7 @@ impl SessionList {
         if !number.is_empty() && row.number.to_string() == number {
             return true;
         }
-        let state = match c.state.client_gone(row.number) {
+        let state = match state.client_gone(row.number) {
             Some(_) if !row.is_closed() => "client gone".to_string(),
             _ => row.activity.label(),
         };
@@ -70,59 +67,26 @@ impl SessionList {
             .iter()
             .any(|field| field.to_lowercase().contains(&needle))
     }
-}
-
-impl Console {
     /// The sessions as the pane lists them: filtered, then sorted.
-    pub fn listed_sessions(&self) -> Vec<&SessionRow> {
-        let mut rows: Vec<&SessionRow> = self
-            .state
+    pub fn listed<'a>(&self, state: &'a ConsoleState) -> Vec<&'a SessionRow> {
+        let mut rows: Vec<&SessionRow> = state
             .session_rows()
             .into_iter()
-            .filter(|r| self.sessions_list.keeps(self, r))
+            .filter(|r| self.keeps(state, r))
             .collect();
-        match self.sessions_list.sort {
+        match self.sort {
             SessionSort::Number => {}
             SessionSort::Activity => {
-                rows.sort_by_key(|r| std::cmp::Reverse(self.state.last_activity(r)))
+                rows.sort_by_key(|r| std::cmp::Reverse(state.last_activity(r)))
             }
             SessionSort::Errors => rows.sort_by_key(|r| {
                 (
-                    std::cmp::Reverse(self.state.journal.errors_of(r.number)),
+                    std::cmp::Reverse(state.journal.errors_of(r.number)),
                     r.is_closed(),
                     r.number,
                 )
             }),
         }
         rows
-    }
-
-    /// `s` in the Sessions pane: the next sort, the selection kept.
-    pub(crate) fn cycle_sort(&mut self) {
-        self.sessions_list.sort = self.sessions_list.sort.next();
-        self.settle();
-    }
-
-    /// `/` in the Sessions pane: type a filter.
-    pub(crate) fn edit_session_filter(&mut self) {
-        self.sessions_list.editing = Some(LineEdit::new(&self.sessions_list.filter));
-    }
-
-    /// A key while the sessions filter is typed: Enter keeps it, Esc clears it.
-    pub(crate) fn session_filter_key(&mut self, key: &KeyEvent) {
-        let Some(line) = self.sessions_list.editing.as_mut() else {
-            return;
-        };
-        match line.key(key) {
-            Edit::Accept => self.sessions_list.editing = None,
-            Edit::Cancel => {
-                self.sessions_list.editing = None;
-                self.sessions_list.filter.clear();
-            }
-            Edit::Changed => self.sessions_list.filter = line.text(),
-            Edit::Same => return,
-        }
-        self.sessions_nav.cursor = 0;
-        self.settle();
     }
 }
