@@ -108,8 +108,8 @@ pub fn draw(f: &mut Frame, screen: Rect, c: &Console) {
         .collect();
     let tallest = columns.iter().map(|(_, l)| l.len()).max().unwrap_or(0);
     let max = tallest.saturating_sub(inner.height as usize);
-    let scroll = c.help_scroll.get().min(max);
-    c.help_scroll.set(scroll);
+    let scroll = c.help.scroll.get().min(max);
+    c.help.scroll.set(scroll);
     let more = if max > 0 { " ↑↓ scroll ·" } else { "" };
     let block = Block::bordered()
         .border_type(BorderType::Double)

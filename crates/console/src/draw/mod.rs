@@ -43,7 +43,7 @@ pub fn draw(f: &mut Frame, c: &Console) {
     if c.turn_view.is_some() {
         panes::turn_view::draw(f, areas, c);
     }
-    if c.help {
+    if c.help.open {
         crate::draw::help::draw(f, screen, c);
     }
 }

@@ -6,12 +6,13 @@ use std::cell::Cell;
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyEventKind};
 
 use super::actions::Action;
-use crate::view::console::{Console, Notice, PAGE, scroll_back};
+use crate::view::console::{Console, Notice};
 use crate::view::filter::FrameFilter;
 use crate::view::frames::FrameLine;
 use crate::view::ids::{ORDER, PaneId};
 use crate::view::keys::{self, Command};
 use crate::view::line_edit::LineEdit;
+use crate::view::nav::{PAGE, scroll_back};
 
 impl Console {
     /// Handles one terminal event; returns what the event loop must do, if anything.
@@ -35,7 +36,7 @@ impl Console {
         if keys::is_ctrl_c(key) {
             return Some(Action::Quit);
         }
-        if self.help {
+        if self.help.open {
             self.help_key(key);
             return None;
         }
@@ -51,7 +52,7 @@ impl Console {
             self.filter_key(key);
             return None;
         }
-        if self.search_editing.is_some() {
+        if self.transcript.search_editing.is_some() {
             self.search_key(key);
             return None;
         }
@@ -59,14 +60,18 @@ impl Console {
             self.session_filter_key(key);
             return None;
         }
-        if self.focus == PaneId::Transcript && !self.search.is_empty() {
+        if self.focus == PaneId::Transcript && !self.transcript.search.is_empty() {
             match key.code {
                 KeyCode::Char('n') => {
-                    self.search_hit.set(self.search_hit.get() + 1);
+                    self.transcript
+                        .search_hit
+                        .set(self.transcript.search_hit.get() + 1);
                     return None;
                 }
                 KeyCode::Char('N') => {
-                    self.search_hit.set(self.search_hit.get().saturating_sub(1));
+                    self.transcript
+                        .search_hit
+                        .set(self.transcript.search_hit.get().saturating_sub(1));
                     return None;
                 }
                 _ => {}
@@ -85,15 +90,17 @@ impl Console {
     fn help_key(&mut self, key: &KeyEvent) {
         match keys::command(key) {
             Some(Command::Up) => self
-                .help_scroll
-                .set(self.help_scroll.get().saturating_sub(1)),
-            Some(Command::Down) => self.help_scroll.set(self.help_scroll.get() + 1),
+                .help
+                .scroll
+                .set(self.help.scroll.get().saturating_sub(1)),
+            Some(Command::Down) => self.help.scroll.set(self.help.scroll.get() + 1),
             Some(Command::PageUp) => self
-                .help_scroll
-                .set(self.help_scroll.get().saturating_sub(10)),
-            Some(Command::PageDown) => self.help_scroll.set(self.help_scroll.get() + 10),
+                .help
+                .scroll
+                .set(self.help.scroll.get().saturating_sub(10)),
+            Some(Command::PageDown) => self.help.scroll.set(self.help.scroll.get() + 10),
             Some(Command::Help | Command::Back | Command::Quit | Command::Enter) => {
-                self.help = false;
+                self.help.open = false;
             }
             _ => {}
         }
@@ -104,7 +111,7 @@ impl Console {
             Some(Command::Up) => self.frame_step(-1),
             Some(Command::Down) => self.frame_step(1),
             Some(Command::Back | Command::Enter | Command::Quit) => self.frames.detail = false,
-            Some(Command::Help) => self.help = true,
+            Some(Command::Help) => self.help.open = true,
             _ => {}
         }
     }
@@ -170,7 +177,7 @@ impl Console {
                     self.focus_pane(*pane);
                 }
             }
-            Command::Help => self.help = true,
+            Command::Help => self.help.open = true,
             // Back closes or clears what is open; it never moves focus to the input line.
             Command::Back => {
                 if self.quit_asked || self.close_asked.is_some() {
@@ -179,9 +186,9 @@ impl Console {
                     self.notice = None;
                 } else if self.zoom {
                     self.zoom = false;
-                } else if self.focus == PaneId::Transcript && !self.search.is_empty() {
-                    self.search.clear();
-                    self.transcript_back.set(0);
+                } else if self.focus == PaneId::Transcript && !self.transcript.search.is_empty() {
+                    self.transcript.search.clear();
+                    self.transcript.back.set(0);
                 } else if self.focus == PaneId::Sessions && !self.sessions_list.filter.is_empty() {
                     self.sessions_list.filter.clear();
                     self.settle();
@@ -208,7 +215,7 @@ impl Console {
             Command::Sort if self.focus == PaneId::Sessions => self.cycle_sort(),
             Command::Sort => {}
             Command::Filter if self.focus == PaneId::Transcript => {
-                self.search_editing = Some(LineEdit::new(&self.search));
+                self.transcript.search_editing = Some(LineEdit::new(&self.transcript.search));
             }
             Command::Filter => {
                 self.focus_pane(PaneId::Frames);
@@ -238,9 +245,9 @@ impl Console {
             }
             Command::Scope => match self.focus {
                 PaneId::Frames => self.frames.all = !self.frames.all,
-                PaneId::Progress => self.progress_all = !self.progress_all,
-                PaneId::Stats => self.stats_all = !self.stats_all,
-                PaneId::Log => self.log_problems_only = !self.log_problems_only,
+                PaneId::Progress => self.progress.all = !self.progress.all,
+                PaneId::Stats => self.stats.all = !self.stats.all,
+                PaneId::Log => self.log.problems_only = !self.log.problems_only,
                 _ => {}
             },
         }
@@ -262,35 +269,35 @@ impl Console {
             PaneId::Sessions => self.select_row_by(delta),
             PaneId::Transcript | PaneId::Input => self.scroll_transcript(-delta),
             PaneId::Frames => self.frame_step(delta),
-            PaneId::Progress => scroll_back(&self.progress_back, -delta),
-            PaneId::Tools if delta.abs() == PAGE => scroll_fwd(&self.tool_scroll, delta),
+            PaneId::Progress => scroll_back(&self.progress.back, -delta),
+            PaneId::Tools if delta.abs() == PAGE => scroll_fwd(&self.tools.scroll, delta),
             PaneId::Tools => {
-                self.tools_nav.step(delta, self.state.tools.len());
-                self.tool_scroll.set(0);
+                self.tools.nav.step(delta, self.state.tools.len());
+                self.tools.scroll.set(0);
             }
-            PaneId::Stats => scroll_fwd(&self.stats_scroll, delta),
-            PaneId::Log => scroll_back(&self.log_back, -delta),
+            PaneId::Stats => scroll_fwd(&self.stats.scroll, delta),
+            PaneId::Log => scroll_back(&self.log.back, -delta),
         }
     }
 
     fn end(&mut self) {
         match self.focus {
-            PaneId::Transcript | PaneId::Input => self.transcript_back.set(0),
+            PaneId::Transcript | PaneId::Input => self.transcript.back.set(0),
             PaneId::Frames => self.frames.cursor = None,
-            PaneId::Progress => self.progress_back.set(0),
-            PaneId::Log => self.log_back.set(0),
+            PaneId::Progress => self.progress.back.set(0),
+            PaneId::Log => self.log.back.set(0),
             _ => self.move_by(isize::MAX / 2),
         }
     }
 
     pub(crate) fn scroll_transcript(&mut self, lines_back: isize) {
-        scroll_back(&self.transcript_back, lines_back);
+        scroll_back(&self.transcript.back, lines_back);
     }
 
     fn select_row_by(&mut self, delta: isize) {
         let len = self.listed_sessions().len();
-        self.sessions_nav.step(delta, len);
-        self.select_row(self.sessions_nav.cursor);
+        self.sessions_list.nav.step(delta, len);
+        self.select_row(self.sessions_list.nav.cursor);
     }
 }
 

@@ -11,7 +11,8 @@ use ratatui_textarea::{TextArea, WrapMode};
 
 use crate::input::actions::Action;
 
-use crate::view::console::{Console, Notice, PAGE};
+use crate::view::console::{Console, Notice};
+use crate::view::nav::PAGE;
 
 use crate::view::ids::PaneId;
 use crate::view::keys;
@@ -31,15 +32,15 @@ impl Console {
             KeyCode::Enter => return self.send(),
             KeyCode::Tab => self.cycle(1),
             KeyCode::BackTab => self.cycle(-1),
-            KeyCode::Esc if self.pending_send.is_some() => {
-                self.pending_send = None;
+            KeyCode::Esc if self.input_line.pending_send.is_some() => {
+                self.input_line.pending_send = None;
                 self.notice = Some(Notice {
                     text: "not sent; the line is still here".into(),
                     error: false,
                 });
             }
             KeyCode::Esc => self.focus = PaneId::Sessions,
-            KeyCode::F(1) => self.help = true,
+            KeyCode::F(1) => self.help.open = true,
             KeyCode::PageUp => self.scroll_transcript(PAGE),
             KeyCode::PageDown => self.scroll_transcript(-PAGE),
             _ => {
@@ -70,14 +71,14 @@ impl Console {
             });
             return None;
         }
-        if Some(session) != self.own && !self.confirmed.contains(&session) {
-            if self.pending_send != Some(session) {
+        if Some(session) != self.own && !self.input_line.confirmed.contains(&session) {
+            if self.input_line.pending_send != Some(session) {
                 let who = self
                     .state
                     .session(session)
                     .map(|r| r.opener_label())
                     .unwrap_or_else(|| "someone else".into());
-                self.pending_send = Some(session);
+                self.input_line.pending_send = Some(session);
                 self.notice = Some(Notice {
                     text: format!(
                         "#{session} belongs to {who}: Enter again speaks into it as them (asked once per session); Esc cancels"
@@ -86,9 +87,9 @@ impl Console {
                 });
                 return None;
             }
-            self.confirmed.insert(session);
+            self.input_line.confirmed.insert(session);
         }
-        self.pending_send = None;
+        self.input_line.pending_send = None;
         let line = self.input.lines().join("\n");
         let line = line.trim_end().to_string();
         self.input = {
@@ -98,20 +99,20 @@ impl Console {
             fresh.set_placeholder_text(self.input.placeholder_text().to_string());
             fresh
         };
-        self.transcript_back.set(0);
+        self.transcript.back.set(0);
         self.notice = None;
         Some(Action::Chat { session, line })
     }
 
     /// Notes that a chat call started.
     pub fn chat_started(&mut self, session: u64) {
-        self.waiting.insert(session);
+        self.input_line.waiting.insert(session);
     }
 
     /// Notes how a chat call ended: errors and reads become a notice; a reply shows in the
     /// transcript on its own.
     pub fn chat_done(&mut self, session: u64, line: &str, result: Result<ChatReply, String>) {
-        self.waiting.remove(&session);
+        self.input_line.waiting.remove(&session);
         self.notice = match result {
             Err(message) => Some(Notice {
                 text: message,

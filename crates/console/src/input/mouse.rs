@@ -14,14 +14,14 @@ impl Console {
         let areas = self.areas.get();
         let Some(pane) = areas.pane_at(mouse.column, mouse.row, self.inspector) else {
             if matches!(mouse.kind, MouseEventKind::Down(_)) {
-                self.help = false;
+                self.help.open = false;
             }
             return;
         };
         match mouse.kind {
             MouseEventKind::Down(MouseButton::Left) => {
-                if self.help || self.frames.detail {
-                    self.help = false;
+                if self.help.open || self.frames.detail {
+                    self.help.open = false;
                     self.frames.detail = false;
                     return;
                 }
@@ -48,7 +48,7 @@ impl Console {
             PaneId::Sessions => {
                 let first = areas.sessions.y + 2;
                 if y >= first {
-                    let i = self.sessions_nav.offset() + (y - first) as usize;
+                    let i = self.sessions_list.nav.offset() + (y - first) as usize;
                     self.select_row(i);
                 }
             }
@@ -68,10 +68,10 @@ impl Console {
                     crate::draw::panes::tools::split(crate::draw::panes::inner(areas.inspector));
                 let first = list.y + 1;
                 if x < list.right() && y >= first {
-                    let i = self.tools_nav.offset() + (y - first) as usize;
+                    let i = self.tools.nav.offset() + (y - first) as usize;
                     if i < self.state.tools.len() {
-                        self.tools_nav.cursor = i;
-                        self.tool_scroll.set(0);
+                        self.tools.nav.cursor = i;
+                        self.tools.scroll.set(0);
                     }
                 }
             }

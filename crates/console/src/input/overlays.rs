@@ -10,10 +10,11 @@ use crossterm::event::{KeyCode, KeyEvent};
 
 use crate::input::actions::Action;
 
-use crate::view::console::{Console, Notice, PAGE, TurnPick, scroll_back};
+use crate::view::console::{Console, Notice};
 use crate::view::filter::FrameFilter;
 use crate::view::keys::{self, Command};
 use crate::view::line_edit::{Edit, LineEdit};
+use crate::view::nav::{PAGE, TurnPick, scroll_back};
 use turnscope::observe::SessionOpener;
 
 impl Console {
@@ -34,7 +35,7 @@ impl Console {
                 Some(Command::Back | Command::Enter | Command::Quit | Command::Turn) => {
                     self.turn_view = None
                 }
-                Some(Command::Help) => self.help = true,
+                Some(Command::Help) => self.help.open = true,
                 _ => {}
             },
         }
@@ -81,19 +82,19 @@ impl Console {
     }
 
     pub(crate) fn search_key(&mut self, key: &KeyEvent) {
-        let Some(line) = self.search_editing.as_mut() else {
+        let Some(line) = self.transcript.search_editing.as_mut() else {
             return;
         };
         match line.key(key) {
-            Edit::Accept => self.search_editing = None,
+            Edit::Accept => self.transcript.search_editing = None,
             Edit::Cancel => {
-                self.search_editing = None;
-                self.search.clear();
-                self.transcript_back.set(0);
+                self.transcript.search_editing = None;
+                self.transcript.search.clear();
+                self.transcript.back.set(0);
             }
             Edit::Changed => {
-                self.search = line.text();
-                self.search_hit.set(0);
+                self.transcript.search = line.text();
+                self.transcript.search_hit.set(0);
             }
             Edit::Same => {}
         }
@@ -165,7 +166,7 @@ impl Console {
             Edit::Changed => self.sessions_list.filter = line.text(),
             Edit::Same => return,
         }
-        self.sessions_nav.cursor = 0;
+        self.sessions_list.nav.cursor = 0;
         self.settle();
     }
 }

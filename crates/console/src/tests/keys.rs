@@ -107,13 +107,13 @@ fn empty_enter_reads_the_turn_in_flight_and_reports_it() {
         })
     );
     c.chat_started(1);
-    assert!(c.waiting.contains(&1));
+    assert!(c.input_line.waiting.contains(&1));
     c.chat_done(
         1,
         "",
         Ok(reply(Some(2), "It is noon.", Some("completed"), None)),
     );
-    assert!(!c.waiting.contains(&1));
+    assert!(!c.input_line.waiting.contains(&1));
     let notice = c.notice.clone().expect("a notice");
     assert!(!notice.error);
     assert!(
@@ -232,7 +232,7 @@ fn a_line_into_a_session_the_console_did_not_open_asks_once() {
     assert_eq!(press(&mut c, KeyCode::Enter), None, "the first Enter asks");
     assert!(c.notice.as_ref().unwrap().text.contains("Enter again"));
     press(&mut c, KeyCode::Esc);
-    assert_eq!(c.pending_send, None, "Esc cancels the question");
+    assert_eq!(c.input_line.pending_send, None, "Esc cancels the question");
     assert_eq!(c.input.lines(), ["hi"], "the line stays");
     assert_eq!(c.focus, PaneId::Input);
     assert_eq!(press(&mut c, KeyCode::Enter), None, "asked again");
@@ -281,18 +281,18 @@ fn readline_keys_edit_the_input_line_and_the_filter() {
 fn help_opens_with_question_mark_or_f1_and_closes_with_esc() {
     let mut c = console();
     press(&mut c, KeyCode::F(1));
-    assert!(c.help);
+    assert!(c.help.open);
     assert_eq!(
         press(&mut c, KeyCode::Char('q')),
         None,
         "q closes the help, never quits"
     );
-    assert!(!c.help);
+    assert!(!c.help.open);
     c.focus = PaneId::Transcript;
     press(&mut c, KeyCode::Char('?'));
-    assert!(c.help);
+    assert!(c.help.open);
     press(&mut c, KeyCode::Esc);
-    assert!(!c.help);
+    assert!(!c.help.open);
     assert_eq!(c.focus, PaneId::Transcript);
 }
 
@@ -353,12 +353,12 @@ fn transcript_scrolls_back_and_end_follows_again() {
     draw(&c, 80, 20);
     press(&mut c, KeyCode::Up);
     press(&mut c, KeyCode::Char('k'));
-    assert_eq!(c.transcript_back.get(), 2);
+    assert_eq!(c.transcript.back.get(), 2);
     press(&mut c, KeyCode::End);
-    assert_eq!(c.transcript_back.get(), 0);
+    assert_eq!(c.transcript.back.get(), 0);
     press(&mut c, KeyCode::Home);
     draw(&c, 80, 20);
-    let top = c.transcript_back.get();
+    let top = c.transcript.back.get();
     assert!(
         top > 0 && top < 100,
         "Home is clamped to the top when drawn: {top}"
@@ -468,10 +468,10 @@ fn a_switches_frames_progress_and_stats_between_one_session_and_all() {
     assert!(c.frame_lines().len() > one);
     c.focus_pane(PaneId::Stats);
     press(&mut c, KeyCode::Char('a'));
-    assert!(!c.stats_all);
+    assert!(!c.stats.all);
     c.focus_pane(PaneId::Progress);
     press(&mut c, KeyCode::Char('a'));
-    assert!(!c.progress_all);
+    assert!(!c.progress.all);
 }
 
 #[test]
@@ -489,7 +489,7 @@ fn mouse_clicks_focus_panes_select_rows_and_switch_tabs() {
     draw(&c, 140, 36);
     // Inside the border: the sources line, the list's heading, then the tools.
     click(&mut c, areas.inspector.x + 3, areas.inspector.y + 3 + 2);
-    assert_eq!(c.tools_nav.cursor, 2);
+    assert_eq!(c.tools.nav.cursor, 2);
     click(&mut c, areas.input.x + 3, areas.input.y + 1);
     assert_eq!(c.focus, PaneId::Input);
 }
@@ -505,7 +505,7 @@ fn mouse_wheel_scrolls_the_pane_under_the_pointer() {
         row: t.y + 2,
         modifiers: KeyModifiers::NONE,
     }));
-    assert_eq!(c.transcript_back.get(), 3);
+    assert_eq!(c.transcript.back.get(), 3);
     assert_eq!(c.focus, PaneId::Input, "the wheel does not move the focus");
 }
 
@@ -538,7 +538,7 @@ fn settle_keeps_a_listed_selection_and_falls_back_to_the_persons_session() {
     c.selected = Some(2);
     c.settle();
     assert_eq!(c.selected, Some(2));
-    assert_eq!(c.sessions_nav.cursor, 1);
+    assert_eq!(c.sessions_list.nav.cursor, 1);
     // Session 2 goes away without a close event: it is marked closed, still listed.
     let mine = c.state.session(1).cloned().expect("row 1");
     c.state.sync_sessions(vec![SessionRow { ..mine }]);
@@ -599,16 +599,16 @@ fn z_zooms_the_focused_pane_and_slash_searches_the_transcript() {
     c.focus_pane(PaneId::Transcript);
     press(&mut c, KeyCode::Char('/'));
     type_text(&mut c, "CLOCK");
-    assert_eq!(c.search, "CLOCK");
+    assert_eq!(c.transcript.search, "CLOCK");
     assert_eq!(c.frames.editing, None, "the frame filter is left alone");
     press(&mut c, KeyCode::Enter);
     terminal.draw(|f| crate::draw::draw(f, &c)).unwrap();
     let screen = format!("{:?}", terminal.backend());
     assert!(screen.contains("search: CLOCK"), "{screen}");
     press(&mut c, KeyCode::Char('n'));
-    assert_eq!(c.search_hit.get(), 1);
+    assert_eq!(c.transcript.search_hit.get(), 1);
     press(&mut c, KeyCode::Esc);
-    assert!(c.search.is_empty(), "Esc clears the search");
+    assert!(c.transcript.search.is_empty(), "Esc clears the search");
 }
 
 #[test]

@@ -124,7 +124,7 @@ fn progress_pane_marks_coalesced_notifications() {
 fn tools_pane_ref_schema_and_openai_rename() {
     let mut c = console();
     c.focus_pane(PaneId::Tools);
-    c.tools_nav.cursor = 2;
+    c.tools.nav.cursor = 2;
     let t = render(96, 30, &c, panes::inspector::draw);
     assert_snapshot!(t.backend());
 }
@@ -133,10 +133,10 @@ fn tools_pane_ref_schema_and_openai_rename() {
 fn tools_pane_unconvertible_schema_and_collision() {
     let mut c = console();
     c.focus_pane(PaneId::Tools);
-    c.tools_nav.cursor = 3;
+    c.tools.nav.cursor = 3;
     let t = render(96, 18, &c, panes::inspector::draw);
     assert_snapshot!("tools_pane_unconvertible_schema", t.backend());
-    c.tools_nav.cursor = 4;
+    c.tools.nav.cursor = 4;
     let t = render(96, 12, &c, panes::inspector::draw);
     assert_snapshot!("tools_pane_collision", t.backend());
 }
@@ -153,7 +153,7 @@ fn stats_pane_overall() {
 fn stats_pane_selected_session() {
     let mut c = console();
     c.focus_pane(PaneId::Stats);
-    c.stats_all = false;
+    c.stats.all = false;
     let t = render(96, 12, &c, panes::inspector::draw);
     assert_snapshot!(t.backend());
 }
@@ -176,7 +176,7 @@ fn whole_screen_narrow() {
 #[test]
 fn help_overlay_lists_every_key() {
     let mut c = console();
-    c.help = true;
+    c.help.open = true;
     let t = render(140, 40, &c, |f, _, c| crate::draw::draw(f, c));
     assert_snapshot!(t.backend());
 }
@@ -197,7 +197,7 @@ fn replay_screen_is_read_only() {
 fn tools_pane_skipped_tool_says_why() {
     let mut c = console();
     c.focus_pane(PaneId::Tools);
-    c.tools_nav.cursor = 5;
+    c.tools.nav.cursor = 5;
     let t = render(96, 10, &c, panes::inspector::draw);
     assert_snapshot!(t.backend());
 }

@@ -4,7 +4,6 @@
 //! reads it.
 
 use std::cell::Cell;
-use std::collections::BTreeSet;
 
 use ratatui::style::{Modifier, Style};
 use ratatui_textarea::{TextArea, WrapMode};
@@ -13,7 +12,10 @@ use super::frames::{FrameLine, FrameSource, FramesView};
 use super::ids::PaneId;
 use super::keys::KeyOwner;
 use super::layout::Areas;
-use super::line_edit::LineEdit;
+use super::nav::TurnPick;
+use super::panes::{
+    HelpView, InputLineView, LogView, ProgressView, StatsView, ToolsView, TranscriptView,
+};
 use super::sessions::SessionList;
 use crate::state::tape::Tape;
 use crate::state::{ConsoleState, FrameRow, SessionRow};
@@ -26,54 +28,6 @@ pub struct Notice {
     pub text: String,
     /// Whether it reports a failure.
     pub error: bool,
-}
-
-/// A cursor and a scroll offset into a list. The offset is adjusted while drawing, so the
-/// cursor stays visible whatever the pane's height.
-#[derive(Debug, Default)]
-pub struct ListNav {
-    /// The selected row.
-    pub cursor: usize,
-    offset: Cell<usize>,
-}
-
-impl ListNav {
-    /// The rows to show (`start..end`) for a list of `len` rows in `visible` lines.
-    pub fn window(&self, len: usize, visible: usize) -> (usize, usize) {
-        let cursor = self.cursor.min(len.saturating_sub(1));
-        let mut off = self.offset.get();
-        if cursor < off {
-            off = cursor;
-        }
-        if visible > 0 && cursor >= off + visible {
-            off = cursor + 1 - visible;
-        }
-        off = off.min(len.saturating_sub(visible));
-        self.offset.set(off);
-        (off, (off + visible).min(len))
-    }
-
-    /// The first row shown at the last draw.
-    pub fn offset(&self) -> usize {
-        self.offset.get()
-    }
-
-    /// Moves the cursor by `delta` within `len` rows.
-    pub fn step(&mut self, delta: isize, len: usize) {
-        let last = len.saturating_sub(1) as isize;
-        self.cursor = (self.cursor as isize + delta).clamp(0, last.max(0)) as usize;
-    }
-}
-
-/// The turn the turn view (the waterfall) shows.
-#[derive(Debug)]
-pub struct TurnPick {
-    /// Session number.
-    pub session: u64,
-    /// Turn id.
-    pub turn: u64,
-    /// Lines scrolled down.
-    pub scroll: Cell<usize>,
 }
 
 /// The console: the state it draws plus everything about the person's view of it.
@@ -94,52 +48,30 @@ pub struct Console {
     pub own: Option<u64>,
     /// The input line.
     pub input: TextArea<'static>,
+    /// The input line's sends: chats in flight, a line waiting for a second Enter.
+    pub input_line: InputLineView,
     /// The latest message for the person.
     pub notice: Option<Notice>,
-    /// Whether the help overlay is open.
-    pub help: bool,
-    /// The help overlay's scroll.
-    pub help_scroll: Cell<usize>,
-    /// The Sessions pane's cursor.
-    pub sessions_nav: ListNav,
-    /// Transcript lines scrolled back from the bottom (0 follows the newest).
-    pub transcript_back: Cell<usize>,
+    /// The help overlay.
+    pub help: HelpView,
+    /// The Transcript pane: its scroll and search.
+    pub transcript: TranscriptView,
     /// The Frames pane.
     pub frames: FramesView,
-    /// Progress rows scrolled back from the bottom.
-    pub progress_back: Cell<usize>,
-    /// Whether Progress shows every session.
-    pub progress_all: bool,
-    /// The Tools pane's cursor.
-    pub tools_nav: ListNav,
-    /// The selected tool's detail scroll.
-    pub tool_scroll: Cell<usize>,
-    /// The Stats pane's scroll.
-    pub stats_scroll: Cell<usize>,
-    /// Whether Stats shows every session (else the selected one).
-    pub stats_all: bool,
-    /// Sessions with a chat call from the console in flight.
-    pub waiting: BTreeSet<u64>,
+    /// The Progress pane.
+    pub progress: ProgressView,
+    /// The Tools pane.
+    pub tools: ToolsView,
+    /// The Stats pane.
+    pub stats: StatsView,
     /// Where the panes were at the last draw (for the mouse).
     pub areas: Cell<Areas>,
     /// The turn view (waterfall) when open.
     pub turn_view: Option<TurnPick>,
-    /// A session not opened here whose line waits for a second Enter.
-    pub pending_send: Option<u64>,
-    /// Sessions not opened here the person confirmed speaking into.
-    pub confirmed: BTreeSet<u64>,
-    /// The Log pane's rows scrolled back from the bottom.
-    pub log_back: Cell<usize>,
-    /// Whether the Log pane shows errors and warnings only.
-    pub log_problems_only: bool,
+    /// The Log pane.
+    pub log: LogView,
     /// Whether the focused pane fills the screen.
     pub zoom: bool,
-    /// The transcript search being typed.
-    pub search_editing: Option<LineEdit>,
-    /// The transcript search in force (empty: none).
-    pub search: String,
-    /// Which match is shown, counted back from the newest.
-    pub search_hit: Cell<usize>,
     /// Whether `q` was pressed once while MCP clients hold sessions (a second `q` quits).
     pub quit_asked: bool,
     /// The session `d` was pressed on once (a second `d` closes it).
@@ -149,8 +81,6 @@ pub struct Console {
     /// The Sessions pane's sort and filter.
     pub sessions_list: SessionList,
 }
-
-pub(crate) const PAGE: isize = 10;
 
 impl Console {
     /// A console over `state`, drawn with `theme`; `read_only` for a replay.
@@ -172,29 +102,18 @@ impl Console {
             selected: None,
             own: None,
             input,
+            input_line: InputLineView::default(),
             notice: None,
-            help: false,
-            help_scroll: Cell::new(0),
-            sessions_nav: ListNav::default(),
-            transcript_back: Cell::new(0),
+            help: HelpView::default(),
+            transcript: TranscriptView::default(),
             frames: FramesView::default(),
-            progress_back: Cell::new(0),
-            progress_all: true,
-            tools_nav: ListNav::default(),
-            tool_scroll: Cell::new(0),
-            stats_scroll: Cell::new(0),
-            stats_all: true,
-            waiting: BTreeSet::new(),
+            progress: ProgressView::default(),
+            tools: ToolsView::default(),
+            stats: StatsView::default(),
             areas: Cell::new(Areas::default()),
             turn_view: None,
-            pending_send: None,
-            confirmed: BTreeSet::new(),
-            log_back: Cell::new(0),
-            log_problems_only: false,
+            log: LogView::default(),
             zoom: false,
-            search_editing: None,
-            search: String::new(),
-            search_hit: Cell::new(0),
             quit_asked: false,
             close_asked: None,
             tape: None,
@@ -206,7 +125,7 @@ impl Console {
     pub fn before_draw(&mut self) {
         let focused = self.focus == PaneId::Input
             && !self.read_only
-            && !self.help
+            && !self.help.open
             && self.frames.editing.is_none();
         let cursor = if focused {
             Style::new().add_modifier(Modifier::REVERSED)
@@ -235,22 +154,22 @@ impl Console {
                 .or_else(|| rows.first().map(|r| r.0));
         }
         if let Some(i) = rows.iter().position(|r| Some(r.0) == self.selected) {
-            self.sessions_nav.cursor = i;
+            self.sessions_list.nav.cursor = i;
         }
         let tools = self.state.tools.len();
-        self.tools_nav.step(0, tools);
+        self.tools.nav.step(0, tools);
     }
 
     /// What has the keys now: an overlay, the filter, or the focused pane.
     pub fn key_owner(&self) -> KeyOwner {
-        if self.help {
+        if self.help.open {
             KeyOwner::Help
         } else if self.turn_view.is_some() {
             KeyOwner::TurnView
         } else if self.frames.detail {
             KeyOwner::FrameDetail
         } else if self.frames.editing.is_some()
-            || self.search_editing.is_some()
+            || self.transcript.search_editing.is_some()
             || self.sessions_list.editing.is_some()
         {
             KeyOwner::Filter
@@ -322,15 +241,10 @@ impl Console {
         let number = self.listed_sessions().get(i).map(|r| r.number);
         if let Some(number) = number {
             if self.selected != Some(number) {
-                self.transcript_back.set(0);
+                self.transcript.back.set(0);
             }
             self.selected = Some(number);
-            self.sessions_nav.cursor = i;
+            self.sessions_list.nav.cursor = i;
         }
     }
-}
-
-/// Moves a scroll position held in a cell by `delta` lines, never below 0.
-pub(crate) fn scroll_back(cell: &Cell<usize>, delta: isize) {
-    cell.set((cell.get() as isize).saturating_add(delta).max(0) as usize);
 }

@@ -10,4 +10,6 @@ pub mod ids;
 pub mod keys;
 pub mod layout;
 pub mod line_edit;
+pub mod nav;
+pub mod panes;
 pub mod sessions;

@@ -5,6 +5,7 @@
 
 use crate::state::{ConsoleState, SessionRow};
 use crate::view::line_edit::LineEdit;
+use crate::view::nav::ListNav;
 
 /// How the Sessions pane is sorted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -39,7 +40,7 @@ impl SessionSort {
 }
 
 /// The Sessions pane's sort and filter.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct SessionList {
     /// The sort in force.
     pub sort: SessionSort,
@@ -47,6 +48,8 @@ pub struct SessionList {
     pub filter: String,
     /// The filter being typed.
     pub editing: Option<LineEdit>,
+    /// The cursor and scroll over the listed rows.
+    pub nav: ListNav,
 }
 
 impl SessionList {

@@ -51,7 +51,9 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         Some(n) => extra.push(dim_piece(c, format!("to #{n}"))),
         None => extra.push(dim_piece(c, "no session selected")),
     }
-    if c.selected.is_some_and(|n| c.waiting.contains(&n)) {
+    if c.selected
+        .is_some_and(|n| c.input_line.waiting.contains(&n))
+    {
         extra.push(Span::styled("· waiting for the reply… ", t.accent));
     }
     let mut block = pane_block(c, PaneId::Input, extra, area.width);

@@ -18,7 +18,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     let j = &c.state.journal;
     let mut out = vec![Line::from(vec![
         Span::styled(
-            if c.log_problems_only {
+            if c.log.problems_only {
                 "errors and warnings"
             } else {
                 "everything"
@@ -43,7 +43,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     for e in j
         .entries()
         .iter()
-        .filter(|e| !c.log_problems_only || e.level > Level::Info)
+        .filter(|e| !c.log.problems_only || e.level > Level::Info)
     {
         let style = match e.level {
             Level::Error => t.error,
@@ -80,7 +80,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         ));
     }
     let visible = area.height.saturating_sub(1) as usize;
-    let (start, end) = bottom_window(&rows, visible, &c.log_back);
+    let (start, end) = bottom_window(&rows, visible, &c.log.back);
     out.extend(rows[start..end].iter().cloned());
     f.render_widget(Paragraph::new(out), area);
 }

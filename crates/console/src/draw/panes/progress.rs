@@ -13,7 +13,7 @@ use crate::view::console::Console;
 /// Draws the pane into the inspector's inside.
 pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     let t = &c.theme;
-    let scope = if c.progress_all { None } else { c.selected };
+    let scope = if c.progress.all { None } else { c.selected };
     let mut out = vec![Line::from(vec![
         Span::styled(
             match scope {
@@ -84,7 +84,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         t.dim,
     ));
     let height = (area.height as usize).saturating_sub(out.len());
-    let (start, end) = bottom_window(&rows, height, &c.progress_back);
+    let (start, end) = bottom_window(&rows, height, &c.progress.back);
     let msg_w = (area.width as usize).saturating_sub(39);
     for r in &rows[start..end] {
         let coalesced = r.pieces > 1;

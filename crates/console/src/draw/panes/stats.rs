@@ -15,7 +15,7 @@ use turnscope::observe::stats::Summary;
 pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     let t = &c.theme;
     let s = &c.state;
-    let scope = if c.stats_all { None } else { c.selected };
+    let scope = if c.stats.all { None } else { c.selected };
     let mut out = Vec::new();
     out.push(Line::from(vec![
         Span::styled(
@@ -143,8 +143,8 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         }
     }
     let max = out.len().saturating_sub(area.height as usize);
-    let scroll = c.stats_scroll.get().min(max);
-    c.stats_scroll.set(scroll);
+    let scroll = c.stats.scroll.get().min(max);
+    c.stats.scroll.set(scroll);
     f.render_widget(
         Paragraph::new(out.into_iter().skip(scroll).collect::<Vec<_>>()),
         area,

@@ -73,7 +73,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         t.dim,
     )];
     let visible = list_area.height.saturating_sub(1) as usize;
-    let (start, end) = c.tools_nav.window(tools.len(), visible);
+    let (start, end) = c.tools.nav.window(tools.len(), visible);
     let name_w = list_area.width.saturating_sub(2) as usize;
     for (i, tool) in tools.iter().enumerate().take(end).skip(start) {
         let warn = if tool.skipped.is_some() {
@@ -100,7 +100,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             Span::raw(" ".repeat(gap)),
             Span::styled(source, t.dim),
         ]);
-        list.push(if i == c.tools_nav.cursor {
+        list.push(if i == c.tools.nav.cursor {
             line.patch_style(t.selected)
         } else {
             line
@@ -110,7 +110,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         Paragraph::new(list).block(Block::new().borders(Borders::RIGHT).border_style(t.border)),
         list_area,
     );
-    let Some(tool) = tools.get(c.tools_nav.cursor) else {
+    let Some(tool) = tools.get(c.tools.nav.cursor) else {
         return;
     };
     let inner = Rect {
@@ -120,8 +120,8 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     };
     let lines = detail_lines(c, tool, inner.width as usize);
     let max = lines.len().saturating_sub(inner.height as usize);
-    let scroll = c.tool_scroll.get().min(max);
-    c.tool_scroll.set(scroll);
+    let scroll = c.tools.scroll.get().min(max);
+    c.tools.scroll.set(scroll);
     let shown: Vec<Line> = lines.into_iter().skip(scroll).collect();
     f.render_widget(Paragraph::new(shown), inner);
 }

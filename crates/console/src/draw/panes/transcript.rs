@@ -36,19 +36,19 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             ));
         }
     }
-    if let Some(editing) = &c.search_editing {
+    if let Some(editing) = &c.transcript.search_editing {
         let (before, after) = editing.split();
         extra.push(Span::styled(
             format!("· search: {before}▏{after} "),
             c.theme.key,
         ));
-    } else if !c.search.is_empty() {
+    } else if !c.transcript.search.is_empty() {
         extra.push(Span::styled(
-            format!("· search: {} ", c.search),
+            format!("· search: {} ", c.transcript.search),
             c.theme.key,
         ));
     }
-    if c.transcript_back.get() > 0 && c.search.is_empty() {
+    if c.transcript.back.get() > 0 && c.transcript.search.is_empty() {
         extra.push(Span::styled("· scrolled (End follows) ", c.theme.warn));
     }
     let block = pane_block(c, PaneId::Transcript, extra, area.width);
@@ -59,17 +59,17 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     }
     let mut lines = lines(c, body.width as usize);
     let height = body.height as usize;
-    if !c.search.is_empty() {
+    if !c.transcript.search.is_empty() {
         search(c, &mut lines, height);
     }
-    let (start, end) = bottom_window(&lines, height, &c.transcript_back);
+    let (start, end) = bottom_window(&lines, height, &c.transcript.back);
     f.render_widget(Paragraph::new(lines[start..end].to_vec()), body);
 }
 
 /// Marks the lines matching the search (any case) and scrolls the chosen match, counted back
 /// from the newest, into the middle of the pane.
 fn search(c: &Console, lines: &mut [Line<'static>], height: usize) {
-    let needle = c.search.to_lowercase();
+    let needle = c.transcript.search.to_lowercase();
     let hits: Vec<usize> = lines
         .iter()
         .enumerate()
@@ -79,15 +79,16 @@ fn search(c: &Console, lines: &mut [Line<'static>], height: usize) {
     if hits.is_empty() {
         return;
     }
-    let back = c.search_hit.get().min(hits.len() - 1);
-    c.search_hit.set(back);
+    let back = c.transcript.search_hit.get().min(hits.len() - 1);
+    c.transcript.search_hit.set(back);
     let at = hits[hits.len() - 1 - back];
     for i in &hits {
         let marked = std::mem::take(&mut lines[*i]).patch_style(c.theme.key);
         lines[*i] = marked;
     }
     lines[at] = std::mem::take(&mut lines[at]).patch_style(c.theme.selected);
-    c.transcript_back
+    c.transcript
+        .back
         .set(lines.len().saturating_sub(at + 1 + height / 2));
 }
 
@@ -114,7 +115,7 @@ pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
     for turn in turns {
         turn_lines(c, turn, width, &mut out);
     }
-    if c.waiting.contains(&session) && turns.last().is_none_or(|t| t.end.is_some()) {
+    if c.input_line.waiting.contains(&session) && turns.last().is_none_or(|t| t.end.is_some()) {
         out.push(Line::styled("     … waiting for the turn to start", t.dim));
     }
     out
