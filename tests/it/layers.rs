@@ -21,6 +21,9 @@ struct Edge {
     to: Module,
     file: String,
     line: usize,
+    /// Whether `to` is a folder `from` sits in (its `mod.rs`, or the crate root): allowed
+    /// within a layer and left out of the circle search, still held to the layer order.
+    to_ancestor: bool,
 }
 
 /// Every module of the crate under `src` (a `.rs` file each), with its source.
@@ -164,10 +167,61 @@ fn expand_use(tree: &str) -> Vec<Vec<String>> {
     out
 }
 
-/// Every path a file names, with its line: the expanded `use` trees, then any other
-/// `crate::`, `super::` or `self::` path in the code.
-fn paths(text: &str) -> Vec<(Vec<String>, usize)> {
+/// The inline modules of `code` (`mod tests { … }`): name and byte range of the body.
+fn inline_mods(code: &str) -> Vec<(String, std::ops::Range<usize>)> {
+    let bytes = code.as_bytes();
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(found) = code[from..].find("mod ") {
+        let at = from + found;
+        from = at + 4;
+        if at > 0 && is_ident(code[..at].chars().next_back().unwrap_or(' ')) {
+            continue;
+        }
+        let name: String = code[at + 4..]
+            .chars()
+            .take_while(|c| is_ident(*c))
+            .collect();
+        let after = code[at + 4 + name.len()..].trim_start();
+        if name.is_empty() || !after.starts_with('{') {
+            continue;
+        }
+        let open = code.len() - after.len();
+        let mut depth = 0usize;
+        let mut end = code.len();
+        for (i, b) in bytes.iter().enumerate().skip(open) {
+            match b {
+                b'{' => depth += 1,
+                b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = i;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        out.push((name, open..end));
+    }
+    out
+}
+
+/// A path a file names: its segments, its line, and the inline modules it sits in.
+type Named = (Vec<String>, usize, Vec<String>);
+
+/// Every path a file names: the expanded `use` trees, then any other `crate::`, `super::` or
+/// `self::` path in the code.
+fn paths(text: &str) -> Vec<Named> {
     let code = strip_comments(text);
+    let inline = inline_mods(&code);
+    let within = |at: usize| -> Vec<String> {
+        inline
+            .iter()
+            .filter(|(_, r)| r.contains(&at))
+            .map(|(n, _)| n.clone())
+            .collect()
+    };
     let line_at = |at: usize| code[..at].matches('\n').count() + 1;
     let mut out = Vec::new();
     let mut rest = code.clone();
@@ -181,7 +235,7 @@ fn paths(text: &str) -> Vec<(Vec<String>, usize)> {
         if word_start {
             let tree = &rest[at + 4..end];
             for path in expand_use(tree) {
-                out.push((path, line_at(at)));
+                out.push((path, line_at(at), within(at)));
             }
             rest.replace_range(at..end, &" ".repeat(end - at));
         }
@@ -216,7 +270,7 @@ fn paths(text: &str) -> Vec<(Vec<String>, usize)> {
             if !seg.is_empty() {
                 segs.push(seg);
             }
-            out.push((segs, line_at(begin)));
+            out.push((segs, line_at(begin), within(begin)));
             continue;
         }
         byte += chars[i].len_utf8();
@@ -225,16 +279,19 @@ fn paths(text: &str) -> Vec<(Vec<String>, usize)> {
     out
 }
 
-/// The module a path names inside the crate: the longest prefix that is a module of
-/// `known`, after `crate`, `super` and `self` are resolved from `here`; `None` for a path
-/// outside the crate (std, another crate) or naming the crate root alone.
+/// The module a path names inside the crate (`""` for an item of the crate root): the
+/// longest prefix that is a module of `known`, after `crate`, `super` and `self` are resolved
+/// from `here` (the file's module, then the inline modules the path sits in); `None` for a
+/// path outside the crate (std, another crate).
 fn resolve(
     path: &[String],
     here: &str,
+    inline: &[String],
     here_is_dir: bool,
     known: &BTreeSet<Module>,
 ) -> Option<Module> {
     let mut abs = split(here);
+    abs.extend(inline.iter().cloned());
     let mut rest = path;
     match path.first().map(String::as_str) {
         Some("crate") => {
@@ -246,7 +303,7 @@ fn resolve(
                 match first.as_str() {
                     "self" => {}
                     "super" => {
-                        abs.pop();
+                        abs.pop()?;
                     }
                     _ => break,
                 }
@@ -257,26 +314,30 @@ fn resolve(
         Some(first) => {
             let mut child = abs.clone();
             child.push(first.to_string());
-            if !(here_is_dir || here.is_empty()) || !known.contains(&join(&child)) {
+            if !inline.is_empty()
+                || !(here_is_dir || here.is_empty())
+                || !known.contains(&join(&child))
+            {
                 return None;
             }
         }
         None => return None,
     }
-    let mut best = None;
-    let mut cur = abs;
-    if !cur.is_empty() {
-        best = Some(join(&cur));
+    // The innermost file module the resolved start lies in (inline modules are not files).
+    while !abs.is_empty() && !known.contains(&join(&abs)) {
+        abs.pop();
     }
+    let mut best = join(&abs);
+    let mut cur = abs;
     for seg in rest {
         cur.push(seg.clone());
         if known.contains(&join(&cur)) {
-            best = Some(join(&cur));
+            best = join(&cur);
         } else {
             break;
         }
     }
-    best
+    Some(best)
 }
 
 /// The import edges between the modules of the crate under `src`, each module reduced by
@@ -288,20 +349,19 @@ fn edges(src: &Path, node: fn(&str) -> Module) -> Vec<Edge> {
     let mut seen = BTreeSet::new();
     for (module, (file, text)) in &mods {
         let is_dir = file.ends_with("mod.rs") || file.ends_with("lib.rs");
-        for (path, line) in paths(text) {
-            // `super::` inside an inline `mod tests` names this file; it resolves here or above.
-            let Some(to) = resolve(&path, module, is_dir, &known) else {
+        for (path, line, inline) in paths(text) {
+            let Some(to) = resolve(&path, module, &inline, is_dir, &known) else {
                 continue;
             };
             let (from, to) = (node(module), node(&to));
-            // A file may use its own folder's module (or any folder it sits in).
-            if from == to || from.starts_with(&format!("{to}::")) || to.is_empty() {
+            if from == to {
                 continue;
             }
             if !seen.insert((from.clone(), to.clone())) {
                 continue;
             }
             out.push(Edge {
+                to_ancestor: to.is_empty() || from.starts_with(&format!("{to}::")),
                 from,
                 to,
                 file: file.clone(),
@@ -315,7 +375,7 @@ fn edges(src: &Path, node: fn(&str) -> Module) -> Vec<Edge> {
 /// The first import circle found, as its edges in order.
 fn find_circle(edges: &[Edge]) -> Option<Vec<Edge>> {
     let mut next: BTreeMap<&str, Vec<&Edge>> = BTreeMap::new();
-    for e in edges {
+    for e in edges.iter().filter(|e| !e.to_ancestor) {
         next.entry(e.from.as_str()).or_default().push(e);
     }
     // 0 unseen, 1 on the current path, 2 done.
@@ -375,7 +435,8 @@ fn problems(edges: &[Edge], layers: &[&[&str]]) -> Vec<String> {
         for m in [&e.from, &e.to] {
             if rank(m).is_none() && unplaced.insert(m.clone()) {
                 out.push(format!(
-                    "module `{m}` is in no declared layer; add it to the layer order in tests/it/layers.rs (and ARCHITECTURE.md)"
+                    "module {} is in no declared layer; add it to the layer order in tests/it/layers.rs (and ARCHITECTURE.md)",
+                    shown(m)
                 ));
             }
         }
@@ -383,15 +444,26 @@ fn problems(edges: &[Edge], layers: &[&[&str]]) -> Vec<String> {
             && a < b
         {
             out.push(format!(
-                "upward import: `{}` (layer {a}) uses `{}` (layer {b}) at {}:{}; move what it needs down a layer or pass it in",
-                e.from, e.to, e.file, e.line
+                "upward import: {} (layer {a}) uses {} (layer {b}) at {}:{}; move what it needs down a layer or pass it in",
+                shown(&e.from),
+                shown(&e.to),
+                e.file,
+                e.line
             ));
         }
     }
     if let Some(circle) = find_circle(edges) {
         let steps: Vec<String> = circle
             .iter()
-            .map(|e| format!("`{}` → `{}` ({}:{})", e.from, e.to, e.file, e.line))
+            .map(|e| {
+                format!(
+                    "{} → {} ({}:{})",
+                    shown(&e.from),
+                    shown(&e.to),
+                    e.file,
+                    e.line
+                )
+            })
             .collect();
         out.push(format!(
             "import circle: {}; break it by moving the shared item down",
@@ -399,6 +471,15 @@ fn problems(edges: &[Edge], layers: &[&[&str]]) -> Vec<String> {
         ));
     }
     out
+}
+
+/// How a message names a module: its path, or the crate root.
+fn shown(m: &str) -> String {
+    if m.is_empty() {
+        "the crate root".into()
+    } else {
+        format!("`{m}`")
+    }
 }
 
 fn crate_src(rel: &str) -> PathBuf {
@@ -440,6 +521,7 @@ const LIBRARY_LAYERS: &[&[&str]] = &[
     &["server"],
     &["bridge"],
     &["app"],
+    &[""],
 ];
 
 #[test]
@@ -472,6 +554,7 @@ fn edge(from: &str, to: &str) -> Edge {
         to: to.into(),
         file: format!("{from}.rs"),
         line: 1,
+        to_ancestor: false,
     }
 }
 
@@ -512,7 +595,7 @@ fn the_checker_reads_use_trees_and_resolves_relative_paths() {
                 fn f() { crate::view::ids::PaneId::Sessions; }\n";
     let found: Vec<(String, usize)> = paths(text)
         .into_iter()
-        .map(|(p, l)| (p.join("::"), l))
+        .map(|(p, l, _)| (p.join("::"), l))
         .collect();
     let names: Vec<&str> = found.iter().map(|(p, _)| p.as_str()).collect();
     assert_eq!(
@@ -532,7 +615,7 @@ fn the_checker_reads_use_trees_and_resolves_relative_paths() {
         .into_iter()
         .map(String::from)
         .collect();
-    let r = |p: &str, here: &str, dir: bool| resolve(&split(p), here, dir, &known);
+    let r = |p: &str, here: &str, dir: bool| resolve(&split(p), here, &[], dir, &known);
     assert_eq!(
         r("crate::view::ids::PaneId", "a::b", false).as_deref(),
         Some("view::ids")
@@ -540,5 +623,17 @@ fn the_checker_reads_use_trees_and_resolves_relative_paths() {
     assert_eq!(r("super::b::X", "a::child", false).as_deref(), Some("a::b"));
     assert_eq!(r("child::Thing", "a", true).as_deref(), Some("a::child"));
     assert_eq!(r("std::fmt", "a", true), None);
-    assert_eq!(r("super::X", "a", false), None);
+    // An item of the crate root is an edge to the root, which sits in the top layer.
+    assert_eq!(r("super::X", "a", false).as_deref(), Some(""));
+    assert_eq!(r("crate::wait", "a::b", false).as_deref(), Some(""));
+
+    // `super::*` in a file's inline `mod tests` names the file itself.
+    let text = "fn f() {}\n#[cfg(test)]\nmod tests {\n    use super::*;\n}\n";
+    let found = paths(text);
+    assert_eq!(found.len(), 1, "{found:?}");
+    let (path, line, inline) = &found[0];
+    assert_eq!((path.join("::").as_str(), *line), ("super::*", 4));
+    assert_eq!(inline, &["tests".to_string()]);
+    let from_tests = resolve(path, "a::b", inline, false, &known);
+    assert_eq!(from_tests.as_deref(), Some("a::b"));
 }

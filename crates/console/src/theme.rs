@@ -17,6 +17,11 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("mono", include_str!("../../../themes/mono.toml")),
 ];
 
+/// Whether `NO_COLOR` asks for no colour (set and not empty).
+pub fn no_color() -> bool {
+    std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
+}
+
 macro_rules! theme_styles {
     ($($(#[$doc:meta])* $key:ident),* $(,)?) => {
         /// Every style the console draws with.

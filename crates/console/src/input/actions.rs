@@ -33,7 +33,7 @@ pub enum Action {
     Export {
         /// Session number.
         session: u64,
-        /// The report ([`export::session_report`](super::export::session_report)).
+        /// The report ([`session_report`](crate::draw::export::session_report)).
         text: String,
     },
 }

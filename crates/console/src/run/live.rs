@@ -402,7 +402,7 @@ pub async fn run_with(app: App, theme: Theme, sub: Subscription) -> Result<(), C
     let stop = CancellationToken::new();
     let on_signal = stop.clone();
     let signals = tokio::spawn(async move {
-        crate::wait_for_termination().await;
+        super::signals::wait_for_termination().await;
         on_signal.cancel();
     });
     let ui = tokio::spawn(async move {

@@ -6,4 +6,5 @@ pub mod clipboard;
 pub mod feed;
 pub mod live;
 pub mod replay;
+pub mod signals;
 pub mod terminal;

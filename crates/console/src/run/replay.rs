@@ -1,6 +1,6 @@
 //! `turnscope replay FILE`: the console over a file written by `--events`, read-only. The
 //! whole file is folded before the first frame, so every pane shows the run as it ended;
-//! unreadable lines are counted and the first one named. The [`Tape`](crate::state::tape::Tape) keeps the events so
+//! unreadable lines are counted and the first one named. The [`Tape`] keeps the events so
 //! `[`/`]` step turn end by turn end and `,`/`.` step inside a turn, folding up to there.
 
 use std::path::Path;

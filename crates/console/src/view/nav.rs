@@ -1,5 +1,5 @@
 //! Positions in lists and scrolled text, shared by the panes' view states: [`ListNav`] (a
-//! cursor and its scroll), [`TurnPick`] (the turn view's turn), [`scroll_back`], [`PAGE`].
+//! cursor and its scroll), [`TurnPick`] (the turn view's turn), `scroll_back`, `PAGE`.
 
 use std::cell::Cell;
 

@@ -1,4 +1,4 @@
-//! The panes: each file draws one pane from the [`Console`](crate::view::console::Console) into an
+//! The panes: each file draws one pane from the [`Console`] into an
 //! area, and never changes anything but scroll positions kept in cells.
 //!
 //! Sessions, Transcript and Input sit on the left; Frames, Progress, Tools and Stats share
