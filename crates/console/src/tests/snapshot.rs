@@ -1,5 +1,5 @@
 //! Each pane drawn to ratatui's `TestBackend` from the fixed fixture state and compared with
-//! its committed snapshot (`src/tui/snapshots/`). Text only: styles are not compared.
+//! its committed snapshot (`src/tests/snapshots/`). Text only: styles are not compared.
 
 use insta::assert_snapshot;
 use ratatui::Terminal;
