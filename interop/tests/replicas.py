@@ -161,9 +161,12 @@ def handle_of(result) -> str:
 
 # What a client is told when its replica is gone or going: the handle belongs elsewhere, the
 # replica drains, its MCP session is unknown where it landed, or (the SDK's and httpx's own
-# words) the connection or stream broke for good. Never a timeout.
+# words) the connection or stream broke for good: httpx's "peer closed connection without
+# sending complete message body" is what the raw client hears when the replica dies while it
+# streams a reply. Never a timeout.
 CLEAR = (
     "Server disconnected",
+    "peer closed connection without sending complete message body",
     "belongs to another replica",
     "is draining",
     "Session terminated",
