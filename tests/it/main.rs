@@ -19,6 +19,7 @@ mod headless;
 mod headless_tools;
 mod interop_servers;
 mod mcp_server;
+mod model_servers;
 mod openai_bridge;
 mod protocol_client;
 mod protocol_http;
