@@ -413,3 +413,61 @@ async fn scripted_model_counts_usage_and_honours_max_tokens() {
         Some("length")
     );
 }
+
+#[tokio::test]
+async fn headless_mode_warns_once_per_failed_model_request_and_caps_a_flood() {
+    use crate::support::binary::{ready_line, serving, terminate, url_in};
+    use crate::support::mcp::Client;
+    use tokio::io::AsyncReadExt;
+
+    // A port nothing listens on: every model request is refused.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = std::env::temp_dir().join(format!("turnscope-warn-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("turnscope.toml");
+    std::fs::write(
+        &config,
+        format!("[server]\ndrain_seconds = 0\n[model]\nurl = \"http://127.0.0.1:{port}/v1\"\n"),
+    )
+    .unwrap();
+    let mut child = serving(&["--headless", "--port", "0", "--config"])
+        .arg(&config)
+        .env_remove("TURNSCOPE_LOG")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ready = ready_line(&mut child).await;
+    let client = Client::connect(&url_in(&ready, "/mcp")).await;
+    let handle = client.start().await;
+    for i in 0..8 {
+        let o = client.chat(&handle, &format!("line {i}")).await;
+        assert!(o.is_error, "{}", o.text);
+    }
+    assert!(terminate(&mut child).await.success());
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .await
+        .unwrap();
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("model request failed"))
+        .collect();
+    assert_eq!(warnings.len(), 5, "at most 5 lines per 10 s:\n{stderr}");
+    assert!(
+        warnings[0].contains("WARN")
+            && warnings[0].contains("(session 1, turn 1)")
+            && warnings[0].contains("unreachable")
+            && warnings[0].contains("the next line tries the model again"),
+        "{}",
+        warnings[0]
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
