@@ -2,9 +2,10 @@
 //! samples: a turn started or ended, a tool call, a model request (a reply piece comes with
 //! the frames, see `frames`).
 
+use turnscope::observe::ModelResponseInfo;
 use turnscope::observe::event::{ToolCallEvent, TurnEndEvent};
 
-use super::super::journal::{Entry, Level};
+use super::journal::{Entry, Level};
 use super::{Activity, ConsoleState, TURNS_KEPT, ToolLine, TurnView};
 
 impl ConsoleState {
@@ -114,7 +115,14 @@ impl ConsoleState {
         total_us: &u64,
         error: &Option<String>,
         at_us: &u64,
+        response: &ModelResponseInfo,
     ) {
+        if let Some(view) = self.turn_mut(*session, *turn) {
+            if let Some(u) = &response.usage {
+                view.usage.get_or_insert_default().add(u);
+            }
+            view.reasoning_bytes += response.reasoning_bytes;
+        }
         self.timelines.request(
             (*session, *turn),
             *at_us,
