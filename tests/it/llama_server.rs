@@ -164,6 +164,40 @@ async fn a_real_llama_server_plain_turns_twenty_in_a_row_usage_and_a_length_cut(
     );
     assert_eq!(failed, Vec::<String>::new());
 
+    // 40 streamed requests back to back on one client, as the OpenAI SDK made them: the
+    // request after a closed connection is the one a tool round makes milliseconds later.
+    let client = turnscope::model::ModelClient::new({
+        let mut c =
+            turnscope::model::ModelConfig::new(format!("http://127.0.0.1:{port}/v1"), "smollm2");
+        c.params.insert("max_tokens".into(), serde_json::json!(2));
+        c
+    });
+    let (mut failed, mut retried) = (Vec::new(), 0);
+    let started = Instant::now();
+    for i in 0..40 {
+        let mut info = turnscope::observe::ModelResponseInfo::default();
+        let messages =
+            vec![serde_json::json!({"role": "user", "content": format!("Count to {i}.")})];
+        let r = client
+            .stream_reporting(
+                messages,
+                Vec::new(),
+                &serde_json::Map::new(),
+                &mut |_| {},
+                &mut info,
+            )
+            .await;
+        retried += usize::from(info.retried);
+        if let Err(e) = r {
+            failed.push(format!("request {i}: {e}"));
+        }
+    }
+    eprintln!(
+        "40 back-to-back requests in {:.1} s, {retried} sent again on a fresh connection",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(failed, Vec::<String>::new());
+
     // A token limit cuts the reply: the turn says so.
     let (short, _) = session(port, "max_tokens = 4");
     let cut = turn(&short, "Tell me a long story about a dragon.").await;
