@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::bot::{Bot, TurnLimits};
 use crate::bridge::xiaozhi::{BridgeSettings, Catalog, XiaozhiBridges};
-use crate::config::Config;
+use crate::config::{AtRoundCap, Config};
 use crate::model::{EmbeddedModel, ModelClient, ModelConfig, ScriptSettings};
 use crate::observe::{Bus, Event, ReplicaEvent};
 use crate::server::{GuardConfig, Server};
@@ -68,6 +68,27 @@ impl ModelInfo {
             format!("embedded scripted model ({})", self.url)
         } else {
             format!("{} at {}", self.name, self.url)
+        }
+    }
+}
+
+impl App {
+    /// The model as the console header shows it: [`ModelInfo::describe`], then the request
+    /// parameters `[model]` sets (`max_tokens=64 temperature=0.2 …`), when any.
+    pub fn model_line(&self) -> String {
+        let params: Vec<String> = self
+            .sessions
+            .bot()
+            .model()
+            .config()
+            .params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        if params.is_empty() {
+            self.model.describe()
+        } else {
+            format!("{} · {}", self.model.describe(), params.join(" "))
         }
     }
 }
@@ -157,6 +178,7 @@ impl App {
             .limits(TurnLimits {
                 round_cap: config.bot.round_cap,
                 tool_timeout: Duration::from_secs_f64(config.bot.tool_timeout_seconds),
+                answer_at_cap: config.bot.at_round_cap == AtRoundCap::Answer,
             })
             .history_window(config.bot.history_messages);
         if let Some(prompt) = &config.bot.system_prompt {
@@ -346,6 +368,8 @@ pub fn model_client(config: &Config, model: &ModelInfo) -> ModelClient {
     model_config.first_byte_timeout =
         Duration::from_secs_f64(config.model.first_byte_timeout_seconds);
     model_config.idle_timeout = Duration::from_secs_f64(config.model.idle_timeout_seconds);
+    model_config.params = config.model.request_fields();
+    model_config.include_usage = config.model.include_usage;
     ModelClient::new(model_config)
 }
 

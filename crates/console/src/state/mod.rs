@@ -146,7 +146,11 @@ impl ConsoleState {
                 total_us,
                 error,
                 at_us,
-            } => self.on_model_request(session, turn, first_piece_us, total_us, error, at_us),
+                response,
+            } => {
+                self.on_model_response(*session, *turn, response);
+                self.on_model_request(session, turn, first_piece_us, total_us, error, at_us)
+            }
             Event::Progress {
                 session,
                 progress,

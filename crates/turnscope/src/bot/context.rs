@@ -38,6 +38,8 @@ pub struct Context {
     /// Most history messages kept (0 = all): older whole turns are forgotten when a new line
     /// arrives, so a long conversation costs bounded memory and request size.
     pub window: usize,
+    /// Where the latest turn begins in `messages` (its user line).
+    turn_start: usize,
 }
 
 impl Context {
@@ -47,6 +49,7 @@ impl Context {
             system,
             messages: Vec::new(),
             window: 0,
+            turn_start: 0,
         }
     }
 
@@ -60,6 +63,13 @@ impl Context {
     pub(crate) fn push_user(&mut self, line: Arc<str>) {
         self.messages.push(Message::User(line));
         self.forget_beyond_window();
+        self.turn_start = self.messages.len() - 1;
+    }
+
+    /// Forgets the latest turn: its user line and every round it wrote. For a turn the model
+    /// refused, so the next line starts from the history before it.
+    pub(crate) fn roll_back_turn(&mut self) {
+        self.messages.truncate(self.turn_start);
     }
 
     /// Drops the oldest messages so at most `window` remain, cutting only just before a user
@@ -186,6 +196,29 @@ mod tests {
         // A turn longer than the window is kept whole while it runs.
         c.push_round(String::new(), &[call("3"), call("4"), call("5")], &[]);
         assert_eq!(c.messages.len(), 5);
+    }
+
+    #[test]
+    fn a_rolled_back_turn_leaves_the_history_before_it() {
+        let mut c = Context::new(None).with_window(4);
+        for i in 0..3 {
+            c.push_user(format!("line {i}").into());
+            c.push_assistant(format!("reply {i}"));
+        }
+        let before = {
+            c.push_user("too long".into());
+            c.messages[..c.messages.len() - 1].to_vec()
+        };
+        c.push_round(String::new(), &[call("1")], &[]);
+        c.roll_back_turn();
+        assert_eq!(c.messages, before);
+        assert_eq!(
+            c.messages.last(),
+            Some(&Message::Assistant {
+                text: "reply 2".into(),
+                tool_calls: vec![]
+            })
+        );
     }
 
     #[test]

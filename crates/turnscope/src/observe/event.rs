@@ -58,6 +58,10 @@ pub enum Event {
         /// When it started, in µs since the epoch (0 in files recorded before it was kept).
         #[serde(default)]
         at_us: u64,
+        /// Finish reason, usage, the server's model and response id, status, first byte
+        /// (flattened into the event; absent in files recorded before they were kept).
+        #[serde(flatten, default)]
+        response: super::ModelResponseInfo,
     },
     /// A progress notification was sent (or coalesced) to an MCP caller.
     Progress {

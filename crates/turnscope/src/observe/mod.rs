@@ -4,6 +4,7 @@
 
 pub mod bus;
 pub mod event;
+pub mod model_request;
 pub mod process;
 pub mod recorder;
 pub mod redact;
@@ -14,3 +15,4 @@ pub use event::{
     BridgeEvent, Event, FrameEvent, ReplicaEvent, SessionEvent, SessionOpener, ToolCallEvent,
     ToolSourceEvent, ToolSourceState, TurnEndEvent,
 };
+pub use model_request::{ModelResponseInfo, TokenUsage};

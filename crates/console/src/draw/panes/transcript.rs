@@ -217,6 +217,15 @@ fn boundary(c: &Console, turn: &TurnView, width: usize) -> Vec<Line<'static>> {
     if let Some(total) = turn.total_us {
         figures.push(format!("total {}", micros(total)));
     }
+    if let Some(u) = &turn.usage {
+        figures.push(format!(
+            "{}+{} tokens",
+            u.prompt_tokens, u.completion_tokens
+        ));
+    }
+    if turn.reasoning_bytes > 0 {
+        figures.push(format!("reasoning {} B", turn.reasoning_bytes));
+    }
     let head = format!("── {} · ", parts[0]);
     let tail = format!(" · {} ", figures.join(" · "));
     let w = crate::text::width;
