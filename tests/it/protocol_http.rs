@@ -150,7 +150,7 @@ impl Raw {
             .answer(json!({"jsonrpc": "2.0", "id": 100, "method": "tools/call",
                 "params": {"name": "start", "arguments": {}}}))
             .await;
-        answer["result"]["structuredContent"]["handle"]
+        answer["result"]["_meta"]["turnscope/start"]["handle"]
             .as_str()
             .expect("a handle")
             .to_string()
@@ -196,7 +196,7 @@ fn final_reply(events: &[Event], id: u64) -> Option<String> {
     events.iter().find_map(|e| {
         let data = e.data.as_ref()?;
         (data["id"] == id && data.get("result").is_some()).then(|| {
-            data["result"]["structuredContent"]["reply"]
+            data["result"]["_meta"]["turnscope/turn"]["reply"]
                 .as_str()
                 .unwrap_or_default()
                 .to_string()
@@ -247,7 +247,7 @@ async fn a_cut_chat_stream_is_resumed_after_the_turn_ended_and_delivers_the_repl
             "name": "chat", "arguments": {"handle": handle, "line": ""}}}),
         )
         .await;
-    assert_eq!(read["result"]["structuredContent"]["reply"], "");
+    assert_eq!(read["result"]["_meta"]["turnscope/turn"]["reply"], "");
     app.shutdown().await;
 }
 

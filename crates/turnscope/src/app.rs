@@ -158,7 +158,8 @@ impl App {
                 round_cap: config.bot.round_cap,
                 tool_timeout: Duration::from_secs_f64(config.bot.tool_timeout_seconds),
             })
-            .history_window(config.bot.history_messages);
+            .history_window(config.bot.history_messages)
+            .identity(config.bot.name.clone(), config.bot.description.clone());
         if let Some(prompt) = &config.bot.system_prompt {
             bot = bot.system_prompt(prompt.clone());
         }
@@ -196,10 +197,10 @@ impl App {
                 port: s.port,
                 source,
             })?;
-        let replica = Replica::new(match &s.replica_id {
-            Some(id) => id.clone(),
-            None => default_replica_id(&listener),
-        });
+        let replica = match &s.replica_id {
+            Some(id) => Replica::new(id.clone()),
+            None => Replica::alone(default_replica_id(&listener)),
+        };
         bus.publish_with(|| Event::Replica(replica_event(&replica, "serving")));
         let sessions = Sessions::for_replica(
             bot,
