@@ -104,6 +104,18 @@ pub enum Event {
         /// When, in µs since the epoch.
         at_us: u64,
     },
+    /// An MCP client withdrew its `chat` call before the reply: `notifications/cancelled`,
+    /// or under 2026-07-28 its response stream closed (Claude Code's Esc). The client's
+    /// choice, not an error: the turn runs on, and an empty line reads its reply. The call's
+    /// `Served` is `ok`.
+    CallCancelled {
+        /// Session number.
+        session: u64,
+        /// The client's name.
+        client: String,
+        /// When, in µs since the epoch.
+        at_us: u64,
+    },
     /// A bridge's state changed (connection, counters, errors); see [`BridgeEvent`].
     Bridge(BridgeEvent),
     /// A tool source (an MCP server) connected, failed, was skipped, refreshed its tools...

@@ -132,15 +132,27 @@ impl BotMcp {
         progress: Option<&mut dyn ProgressSink>,
     ) -> CallToolResult {
         let started = Instant::now();
+        let mut cancelled = false;
         let result = match name {
-            "start" => self.start(client),
-            "chat" => self.chat(args, &client, cancel, progress).await,
+            "start" => self.start(client.clone()),
+            "chat" => {
+                self.chat(args, &client, cancel, progress, &mut cancelled)
+                    .await
+            }
             other => tool_error(format!(
                 "tool `{other}` does not exist here. This server has two tools: start (opens a conversation) and \
                  chat (handle, line)."
             )),
         };
-        let ok = result.is_error != Some(true);
+        // A call its client withdrew is the client's choice, not a failure.
+        if cancelled && let Some(session) = session_of(&self.sessions, args) {
+            self.sessions.bus().publish_with(|| Event::CallCancelled {
+                session,
+                client: client.clone(),
+                at_us: crate::observe::event::now_us(),
+            });
+        }
+        let ok = cancelled || result.is_error != Some(true);
         self.sessions.bus().publish_with(|| Event::Served {
             route: format!("mcp tools/call {name}").into(),
             duration_us: started.elapsed().as_micros() as u64,
@@ -191,6 +203,7 @@ impl BotMcp {
         client: &str,
         cancel: &CancellationToken,
         progress: Option<&mut dyn ProgressSink>,
+        cancelled: &mut bool,
     ) -> CallToolResult {
         let handle = match string_arg(
             args,
@@ -216,7 +229,10 @@ impl BotMcp {
                 self.held.hold(handle, client);
                 mcp_text::chat_result(&reply)
             }
-            Err(ChatError::Cancelled) => tool_error(ChatError::Cancelled.to_string()),
+            Err(ChatError::Cancelled) => {
+                *cancelled = true;
+                tool_error(ChatError::Cancelled.to_string())
+            }
             Err(e) => tool_error(e.to_string()),
         }
     }
@@ -310,7 +326,6 @@ impl ServerHandler for BotMcp {
                     .map(|g| g.0.clone())
             })
             .flatten();
-        let stream = gone.clone();
         let (cancel, _watch) = either(context.ct.clone(), gone);
         let in_mcp_session = context
             .extensions
@@ -324,17 +339,11 @@ impl ServerHandler for BotMcp {
             token,
         });
         let progress = sink.as_mut().map(|s| s as &mut dyn ProgressSink);
+        // Under 2026-07-28 a chat whose response stream closed before the reply is cancelled
+        // (`Event::CallCancelled`, from `call`), as `notifications/cancelled` is before it.
         let result = self
-            .call(&request.name, args, client.clone(), &cancel, progress)
+            .call(&request.name, args, client, &cancel, progress)
             .await;
-        // Under 2026-07-28 a chat whose response stream closed before the reply is a caller that
-        // went away (or cancelled): said once for its session, looked up only then.
-        if request.name == "chat"
-            && stream.as_ref().is_some_and(|g| g.is_cancelled())
-            && let Some(number) = session_of(&self.sessions, args)
-        {
-            super::held::stream_closed(&self.sessions, number, &client);
-        }
         Ok(result.into())
     }
 }
