@@ -6,6 +6,7 @@ how many assistant messages the conversation already has, so a retried request g
 answer. Each step is one of:
   {"tool": NAME, "input": DICT or CALLABLE(stub) -> DICT}   a tool_use block;
   {"text": TEXT}                                              a final text answer.
+In a JSON script, an input value "$HANDLE" is the handle the latest `start` gave.
 Past the script's end it answers "Done.". Requests without tools (Claude Code's own side
 requests) get a short text. Every request is recorded (path, headers, parsed body), so tests
 can assert what the model received in each `tool_result`.
@@ -13,6 +14,9 @@ can assert what the model received in each `tool_result`.
 Answers stream as the Messages API does (`message_start`, `content_block_start`/`_delta`/
 `_stop`, `message_delta`, `message_stop`) when the request asks for `stream`, else as one
 JSON message. Python standard library only.
+
+Standalone (for an interactive Claude Code, e.g. in tmux next to the console):
+  python anthropic_stub.py PORT SCRIPT.json     # serves on 127.0.0.1:PORT until interrupted
 """
 
 import http.server
@@ -33,9 +37,10 @@ def block_text(block) -> str:
 
 
 class AnthropicStub:
-    """The stub server. `script` is the list of steps (see the module doc)."""
+    """The stub server on 127.0.0.1:`port` (0: any free port). `script` is the list of steps
+    (see the module doc)."""
 
-    def __init__(self, script, model="claude-stub"):
+    def __init__(self, script, model="claude-stub", port=0):
         self.script = list(script)
         self.model = model
         self.requests = []
@@ -108,7 +113,7 @@ class AnthropicStub:
                 event("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 12}})
                 event("message_stop", {})
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -149,6 +154,9 @@ class AnthropicStub:
         tool_input = step.get("input", {})
         if callable(tool_input):
             tool_input = tool_input(self)
+        elif isinstance(tool_input, dict):
+            # "$HANDLE" stands for the handle the latest start gave (for scripts in JSON).
+            tool_input = {k: self.latest_handle() if v == "$HANDLE" else v for k, v in tool_input.items()}
         block = {"type": "tool_use", "id": f"toolu_stub_{done:02d}", "name": step["tool"], "input": tool_input}
         return [block], "tool_use"
 
@@ -189,3 +197,17 @@ class AnthropicStub:
             if found:
                 return found.group(1)
         raise AssertionError(f"no tool_result named a handle: {self.tool_results()}")
+
+
+if __name__ == "__main__":
+    import sys
+
+    port, script_file = int(sys.argv[1]), sys.argv[2]
+    with open(script_file) as f:
+        steps = json.load(f)
+    stub = AnthropicStub(steps, port=port)
+    print(f"anthropic stub on http://127.0.0.1:{port} ({len(steps)} steps)", flush=True)
+    try:
+        stub.server.serve_forever()
+    except KeyboardInterrupt:
+        pass

@@ -244,3 +244,9 @@ def test_a_timed_out_call_is_read_back_with_an_empty_line(scenes):
     assert not read["is_error"], read
     assert read["text"].startswith("You said: tell me a long story") and len(read["text"].split()) == 10, read
     assert_model_text(read)
+    # Claude Code withdrew the timed-out call by closing its stream: a cancel, not an error.
+    events = [json.loads(line) for line in scene.events.read_text().splitlines()]
+    cancelled = [e for e in events if e.get("type") == "call_cancelled"]
+    assert [e["client"] for e in cancelled] == ["claude-code"], cancelled
+    chats = [e for e in events if e.get("type") == "served" and e.get("route") == "mcp tools/call chat"]
+    assert chats and all(e["ok"] for e in chats), chats
