@@ -65,7 +65,8 @@ pub enum Event {
         session: u64,
         /// Pieces so far (the `progress` value sent).
         progress: u64,
-        /// The message sent: one piece, or several joined when the caller lagged.
+        /// The message sent: the reply so far as a person reads it (its last 200 characters,
+        /// `sessions::progress_text`), also when several pieces coalesced for a lagging caller.
         message: String,
         /// How many pieces this notification carried (more than 1 = coalesced).
         pieces: u32,
