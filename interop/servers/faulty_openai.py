@@ -2,7 +2,7 @@
 
 `POST /v1/chat/completions` (streamed, as turnscope asks) answers by the last user line:
   contains "http 500"  -> HTTP 500 with an OpenAI error body, every time;
-  contains "cut"       -> two pieces ("We open"), a pause, then the connection closes
+  contains "cut"       -> two pieces ("We open"), then the connection closes at once,
                           mid-stream (no finish_reason, no [DONE]);
   anything else        -> "You said: LINE", streamed word by word.
 Python standard library only; every request is counted in `requests`.
@@ -10,7 +10,6 @@ Python standard library only; every request is counted in `requests`.
 
 import http.server
 import json
-import socket
 import threading
 import time
 
@@ -64,22 +63,15 @@ class FaultyModel:
                     self.wfile.flush()
                     time.sleep(0.02)
                 if cut:
-                    # A stream that stalls, then breaks: the connection closes mid-answer.
-                    time.sleep(0.3)
+                    # The connection closes right after the pieces, mid-answer: the pieces
+                    # and the break reach turnscope together.
                     return
                 end = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "faulty",
                        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
                 self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
                 self.wfile.flush()
 
-        class Server(http.server.ThreadingHTTPServer):
-            def get_request(self):
-                conn, addr = super().get_request()
-                # Each piece leaves at once (no Nagle delay behind the client's delayed ACK).
-                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                return conn, addr
-
-        self.server = Server(("127.0.0.1", 0), Handler)
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
