@@ -162,7 +162,13 @@ async fn headless(
             eprintln!("tool source {line}");
         }
     }
-    eprintln!("connect Claude Code with: claude mcp add --transport http turnscope {url}");
+    // `claude mcp add` writes Claude Code's `local` scope by default: this folder only.
+    eprintln!(
+        "connect Claude Code (this folder only): claude mcp add --transport http turnscope {url}"
+    );
+    eprintln!(
+        "  or for every folder (user scope): claude mcp add --scope user --transport http turnscope {url}"
+    );
     eprintln!(
         "OpenAI-compatible: {}/v1 (GET /v1/tools, POST /v1/execute, POST /v1/chat/completions)",
         url.trim_end_matches("/mcp")

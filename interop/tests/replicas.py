@@ -191,8 +191,8 @@ class Chatter:
                         self.note(text_of(start))
                         await anyio.sleep(0.1)
                         continue
-                    self.replicas.append(start.structured_content["replica"])
-                    handle = text_of(start)
+                    self.replicas.append(start.meta["turnscope/start"]["replica"])
+                    handle = start.meta["turnscope/start"]["handle"]
                     while self.completed < self.turns:
                         line = f"client {self.number} line {self.completed}"
                         reply = await client.call_tool("chat", {"handle": handle, "line": line})
@@ -200,9 +200,9 @@ class Chatter:
                             self.note(text_of(reply))
                             break
                         if not text_of(reply).startswith(f"You said: {line}") or (
-                            reply.structured_content["end_reason"] != "completed"
+                            reply.meta["turnscope/turn"]["end_reason"] != "completed"
                         ):
-                            self.wrong.append((line, text_of(reply), reply.structured_content["end_reason"]))
+                            self.wrong.append((line, text_of(reply), reply.meta["turnscope/turn"]["end_reason"]))
                         self.completed += 1
                         if pace_between:
                             await anyio.sleep(pace_between)

@@ -119,7 +119,7 @@ async def test_a_drained_replica_loses_no_turn(cluster):
         # A turn held in flight on the drained replica across the SIGTERM (1.2 s long; the
         # signal goes once its first word arrived).
         async with Client(drained.url) as held:
-            handle = text_of(await held.call_tool("start", {}))
+            handle = (await held.call_tool("start", {})).meta["turnscope/start"]["handle"]
             first_word = anyio.Event()
 
             async def on_progress(progress, total, message):
@@ -149,7 +149,7 @@ async def test_a_drained_replica_loses_no_turn(cluster):
     assert status == 404 and '"status":"draining"' in body, (status, body)
     held = seen["held"]
     assert not held.is_error and text_of(held).startswith("You said: held across the drain"), text_of(held)
-    assert held.structured_content["end_reason"] == "completed"
+    assert held.meta["turnscope/turn"]["end_reason"] == "completed"
     refused = seen["start"]
     assert refused.is_error and "replica r1 is draining" in text_of(refused), text_of(refused)
     assert drained.proc.wait(timeout=20) == 0

@@ -14,7 +14,7 @@ use anyhow::Context as _;
 use async_trait::async_trait;
 use clap::{Args, ValueEnum};
 use rmcp::ServiceExt;
-use rmcp::model::CallToolRequestParams;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::{Value, json};
@@ -256,18 +256,34 @@ impl BenchClient {
         Ok(Self { client })
     }
 
-    /// Ends the MCP session (so the server sees it go while it still runs).
+    /// Ends the MCP session (so the server sees it go while it still runs). Every bench
+    /// closes its clients before the server it measured: a client dropped instead deletes its
+    /// MCP session later, from a task of its own, and logs an ERROR when the server is gone.
     pub async fn close(self) {
         let _ = self.client.cancel().await;
     }
 
-    /// Calls a tool and returns (text, is_error).
-    pub async fn call(&self, name: &str, args: Value) -> anyhow::Result<(String, bool)> {
+    /// Closes every client of a bench that shared them (see [`BenchClient::close`]).
+    pub async fn close_all(clients: Vec<Arc<BenchClient>>) {
+        for client in clients {
+            if let Ok(client) = Arc::try_unwrap(client) {
+                client.close().await;
+            }
+        }
+    }
+
+    /// Calls a tool and returns its whole result.
+    pub async fn call_result(&self, name: &str, args: Value) -> anyhow::Result<CallToolResult> {
         let mut params = CallToolRequestParams::new(name.to_string());
         if let Value::Object(map) = args {
             params = params.with_arguments(map);
         }
-        let result = self.client.call_tool(params).await?;
+        Ok(self.client.call_tool(params).await?)
+    }
+
+    /// Calls a tool and returns (text, is_error).
+    pub async fn call(&self, name: &str, args: Value) -> anyhow::Result<(String, bool)> {
+        let result = self.call_result(name, args).await?;
         let text = result
             .content
             .iter()
@@ -276,11 +292,19 @@ impl BenchClient {
         Ok((text, result.is_error == Some(true)))
     }
 
-    /// `start` → handle.
+    /// `start` → handle (from the result's `_meta`, where programs read it).
     pub async fn start(&self) -> anyhow::Result<String> {
-        let (handle, err) = self.call("start", json!({})).await?;
-        anyhow::ensure!(!err, "start failed: {handle}");
-        Ok(handle)
+        let result = self.call_result("start", json!({})).await?;
+        let handle = result
+            .meta
+            .as_ref()
+            .and_then(|m| m.get(turnscope::server::mcp_text::START_META))
+            .and_then(|s| s.get("handle"))
+            .and_then(Value::as_str);
+        match handle {
+            Some(handle) if result.is_error != Some(true) => Ok(handle.to_string()),
+            _ => anyhow::bail!("start failed: {:?}", result.content),
+        }
     }
 
     /// `chat` → reply (an error reply is an error).
@@ -338,7 +362,7 @@ async fn cost_table(pace: f64, words: Option<usize>, runs: usize) -> anyhow::Res
         "transport": "mcp streamable http (rmcp client, loopback)",
         "shapes": shapes,
     }));
-    drop(client);
+    client.close().await;
     app.shutdown().await;
     Ok(())
 }
@@ -410,6 +434,7 @@ async fn load(sessions: usize, turns: usize) -> anyhow::Result<()> {
         "p50_ms": round(pct(0.5), 3),
         "p99_ms": round(pct(0.99), 3),
     }));
+    BenchClient::close_all(clients).await;
     app.shutdown().await;
     Ok(())
 }

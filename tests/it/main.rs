@@ -6,6 +6,7 @@
 mod support;
 
 mod bot_runtime;
+mod client_naming;
 mod console;
 mod custom_bot;
 mod end_session;

@@ -173,6 +173,11 @@ impl ConsoleState {
                 reason,
                 at_us,
             } => self.on_client_gone(*session, client, reason, *at_us),
+            Event::CallCancelled {
+                session,
+                client,
+                at_us,
+            } => self.on_cancelled(*session, client, *at_us),
             Event::Bridge(b) => self.on_bridge(b),
             Event::ToolSource(t) => self.on_tool_source(t),
             Event::Replica(r) => {
