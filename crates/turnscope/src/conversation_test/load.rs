@@ -61,16 +61,18 @@ fn place(
 ///
 /// # Errors
 /// The file cannot be read, is not TOML of this shape, or breaks a rule (see [`parse`]).
-pub fn read(path: &Path) -> Result<TestFile, TestFileError> {
+pub fn read(path: &Path) -> Result<TestFile, Box<TestFileError>> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| TestFileError {
-        file: file.clone(),
-        line: None,
-        case: None,
-        case_name: None,
-        turn: None,
-        key: None,
-        message: format!("cannot read the test file: {e}; check the path"),
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Box::new(TestFileError {
+            file: file.clone(),
+            line: None,
+            case: None,
+            case_name: None,
+            turn: None,
+            key: None,
+            message: format!("cannot read the test file: {e}; check the path"),
+        })
     })?;
     parse(&text, &file, &|name| std::env::var(name).ok())
 }
@@ -85,6 +87,15 @@ pub fn read(path: &Path) -> Result<TestFile, TestFileError> {
 /// # Errors
 /// The first rule broken, as a [`TestFileError`].
 pub fn parse(
+    text: &str,
+    file: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<TestFile, Box<TestFileError>> {
+    parse_unboxed(text, file, env).map_err(Box::new)
+}
+
+#[allow(clippy::result_large_err)] // boxed once, by `parse`
+fn parse_unboxed(
     text: &str,
     file: &str,
     env: &dyn Fn(&str) -> Option<String>,
@@ -351,7 +362,7 @@ mod tests {
     }
 
     fn error(text: &str) -> TestFileError {
-        parse(text, "bot.test.toml", &no_env).unwrap_err()
+        *parse(text, "bot.test.toml", &no_env).unwrap_err()
     }
 
     #[test]
