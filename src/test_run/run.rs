@@ -350,3 +350,51 @@ pub fn decide(file: &str, case: &Case, outcomes: Vec<(u32, RunOutcome)>) -> Case
             .collect(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(status: Status) -> RunOutcome {
+        RunOutcome {
+            status,
+            turn: None,
+            said: None,
+            failures: Vec::new(),
+            error: None,
+            record: None,
+            session: None,
+            session_turn: None,
+            ms: 1.0,
+        }
+    }
+
+    fn case(pass_rate: f64) -> Case {
+        Case {
+            name: "c".into(),
+            repeat: 3,
+            pass_rate,
+            turns: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_case_passes_when_enough_runs_pass_and_errors_when_one_could_not_run() {
+        let runs = |s: [Status; 3]| {
+            s.into_iter()
+                .enumerate()
+                .map(|(i, s)| (i as u32, outcome(s)))
+                .collect()
+        };
+        let two_of_three = [Status::Passed, Status::Failed, Status::Passed];
+        let r = decide("f", &case(0.66), runs(two_of_three));
+        assert_eq!((r.status, r.passed_runs, r.runs), (Status::Passed, 2, 3));
+        assert_eq!(r.not_passed[0].0, 2, "run numbers count from 1");
+        assert_eq!(
+            decide("f", &case(0.7), runs(two_of_three)).status,
+            Status::Failed
+        );
+        let errored = [Status::Passed, Status::Error, Status::Passed];
+        assert_eq!(decide("f", &case(0.5), runs(errored)).status, Status::Error);
+    }
+}

@@ -7,6 +7,7 @@ mod support;
 
 mod bot_runtime;
 mod console;
+mod conversation_tests;
 mod custom_bot;
 mod end_session;
 mod faults_leaks;
