@@ -248,9 +248,9 @@ async fn drive(
         .iter()
         .map(|f| vec![None; f.file.cases.len()])
         .collect();
-    let mut rx = run::start(plan.clone(), env, work.clone(), jobs).await?;
+    let mut workers = run::start(plan.clone(), env, work.clone(), jobs).await?;
     let mut received = 0;
-    while let Some((w, outcome)) = rx.recv().await {
+    while let Some((w, outcome)) = workers.outcomes.recv().await {
         received += 1;
         let slots = &mut pending[w.file][w.case];
         slots[w.run as usize] = Some(outcome);
@@ -274,5 +274,9 @@ async fn drive(
         "the test workers stopped after {received} of {} runs",
         work.len()
     );
+    // Their MCP sessions close before the target stops.
+    for task in workers.tasks {
+        let _ = task.await;
+    }
     Ok(decided.into_iter().flatten().flatten().collect())
 }

@@ -126,7 +126,16 @@ pub fn work_of(plan: &Plan) -> Vec<Work> {
     out
 }
 
-/// Starts `jobs` workers over `work`; each outcome is sent on the returned channel.
+/// The running workers: their outcomes, and their tasks (which end once the queue is empty and
+/// their MCP sessions are closed).
+pub struct Workers {
+    /// Each run's outcome as it comes.
+    pub outcomes: mpsc::UnboundedReceiver<(Work, RunOutcome)>,
+    /// The workers' tasks.
+    pub tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// Starts `jobs` workers over `work`; each outcome is sent on [`Workers::outcomes`].
 ///
 /// # Errors
 /// A worker's connection failed (the first one's error).
@@ -135,13 +144,14 @@ pub async fn start(
     env: Arc<Env>,
     work: Arc<Vec<Work>>,
     jobs: usize,
-) -> anyhow::Result<mpsc::UnboundedReceiver<(Work, RunOutcome)>> {
+) -> anyhow::Result<Workers> {
     let (tx, rx) = mpsc::unbounded_channel();
     let next = Arc::new(AtomicUsize::new(0));
     let mut clients = Vec::with_capacity(jobs);
     for _ in 0..jobs.min(work.len()).max(1) {
         clients.push(Client::connect(&env.url, env.token.as_deref()).await?);
     }
+    let mut tasks = Vec::with_capacity(clients.len());
     for client in clients {
         let (plan, env, work, next, tx) = (
             plan.clone(),
@@ -150,7 +160,7 @@ pub async fn start(
             next.clone(),
             tx.clone(),
         );
-        tokio::spawn(async move {
+        tasks.push(tokio::spawn(async move {
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(w) = work.get(i).copied() else { break };
@@ -160,9 +170,12 @@ pub async fn start(
                 }
             }
             client.close().await;
-        });
+        }));
     }
-    Ok(rx)
+    Ok(Workers {
+        outcomes: rx,
+        tasks,
+    })
 }
 
 async fn run_once(client: &Client, plan: &Plan, env: &Env, w: Work) -> RunOutcome {
