@@ -8,6 +8,7 @@
 //! (the MCP client and turn records), [`expect`] (checks), [`run`] (workers and verdicts),
 //! [`report`] (lines, bar, summary, JSON), [`junit`].
 
+pub mod client_events;
 pub mod expect;
 pub mod junit;
 pub mod report;
@@ -51,7 +52,8 @@ pub struct TestArgs {
     #[arg(long, default_value_t = 120.0)]
     pub timeout: f64,
     /// The bot's flags, as in the main mode (`--events FILE` records the in-process server's
-    /// events, with --url this run's verdicts only; `--auth-token` is sent to --url).
+    /// events; with --url the conversations as this client saw them; `--auth-token` is sent to
+    /// --url).
     #[command(flatten)]
     pub serve: ServeArgs,
 }
@@ -120,8 +122,9 @@ async fn run_all(args: TestArgs, config: Option<PathBuf>) -> anyhow::Result<Exit
     probe.close().await;
     if args.url.is_some() && events.is_some() {
         eprintln!(
-            "turnscope test: with --url, --events records this run's verdicts only (the target's turns are \
-             in its own process: start it with --events for the waterfall)"
+            "turnscope test: with --url, --events records the conversations as this client saw them (lines, \
+             replies, reported tool calls and times) and the verdicts; the target's frames, model requests \
+             and tool timings are in its own process: start it with --events for the whole waterfall"
         );
     }
     let started = Instant::now();
@@ -175,6 +178,7 @@ async fn start_target(
             token: args.serve.auth_token.clone(),
             sessions: None,
             bus,
+            client_events: events.is_some().then(client_events::ClientEvents::default),
         };
         return Ok((
             Target {
@@ -197,6 +201,7 @@ async fn start_target(
         token: config.server.auth_token.clone(),
         sessions: Some(app.sessions.clone()),
         bus,
+        client_events: None,
     };
     Ok((
         Target {

@@ -13,6 +13,7 @@ use turnscope::conversation_test::{Case, TestFile};
 use turnscope::observe::{Bus, Event};
 use turnscope::sessions::Sessions;
 
+use super::client_events::ClientEvents;
 use super::expect::{self, Compiled, Failure};
 use super::target::{Client, TurnRecord};
 
@@ -107,6 +108,8 @@ pub struct Env {
     pub sessions: Option<Sessions>,
     /// Where failures are logged as events (recorded with `--events`).
     pub bus: Bus,
+    /// With `--url` and `--events`: the conversations as this client saw them.
+    pub client_events: Option<ClientEvents>,
 }
 
 /// Every run of the plan, in case order.
@@ -202,11 +205,17 @@ async fn run_once(client: &Client, plan: &Plan, env: &Env, w: Work) -> RunOutcom
             return out;
         }
     };
-    out.session = env.sessions.as_ref().and_then(|s| s.number_of(&handle));
-    run_turns(client, plan, file, case, w, &handle, &mut out).await;
+    out.session = match &env.client_events {
+        Some(events) => Some(events.opened(&env.bus, &handle)),
+        None => env.sessions.as_ref().and_then(|s| s.number_of(&handle)),
+    };
+    run_turns(client, plan, env, (file, case, w), &handle, &mut out).await;
     out.ms = started.elapsed().as_secs_f64() * 1000.0;
     if out.status != Status::Passed {
         log_failure(env, file, case, w, &out);
+    }
+    if let (Some(events), Some(n)) = (&env.client_events, out.session) {
+        events.closed(&env.bus, n, "its test case finished");
     }
     if let (Some(sessions), Some(n)) = (&env.sessions, out.session)
         && let Some(session) = sessions.by_number(n)
@@ -219,12 +228,12 @@ async fn run_once(client: &Client, plan: &Plan, env: &Env, w: Work) -> RunOutcom
 async fn run_turns(
     client: &Client,
     plan: &Plan,
-    file: &PlannedFile,
-    case: &Case,
-    w: Work,
+    env: &Env,
+    (file, case, w): (&PlannedFile, &Case, Work),
     handle: &str,
     out: &mut RunOutcome,
 ) {
+    let mut said = 0;
     for (t, turn) in case.turns.iter().enumerate() {
         let Some(line) = &turn.say else {
             if let Some(p) = turn.pause {
@@ -232,6 +241,7 @@ async fn run_turns(
             }
             continue;
         };
+        let at_us = turnscope::observe::event::now_us();
         let record = match client.chat(handle, line, plan.timeout).await {
             Ok(r) => r,
             Err(e) => {
@@ -242,12 +252,20 @@ async fn run_turns(
                 return;
             }
         };
+        said += 1;
+        if let (Some(events), Some(session)) = (&env.client_events, out.session) {
+            events.turn(&env.bus, session, said, line, at_us, &record);
+        }
         let verdict = expect::check(turn, &file.compiled[w.case][t], &record);
         let failed = !matches!(&verdict, Ok(f) if f.is_empty());
         if failed {
             out.turn = Some(t + 1);
             out.said = Some(line.clone());
-            out.session_turn = record.turn;
+            out.session_turn = if env.client_events.is_some() {
+                Some(said)
+            } else {
+                record.turn
+            };
             match verdict {
                 Ok(failures) => {
                     out.status = Status::Failed;

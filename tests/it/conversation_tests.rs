@@ -504,9 +504,40 @@ async fn url_runs_against_turnscope_in_another_process() {
     assert_eq!(cases.len(), 8);
     assert!(
         String::from_utf8_lossy(&out.stderr)
-            .contains("with --url, --events records this run's verdicts only"),
+            .contains("with --url, --events records the conversations as this client saw them"),
         "{}",
         text(&out)
+    );
+    let client = std::fs::read_to_string(dir.join("client.jsonl")).unwrap();
+    assert!(
+        client.matches("\"type\":\"turn_started\"").count() >= 10,
+        "{client}"
+    );
+    assert!(
+        client.contains("\"opener\":{\"mcp\":\"turnscope test\"}"),
+        "{client}"
+    );
+    // A failure names the client-side session and turn in that file.
+    std::fs::write(
+        dir.join("f.test.toml"),
+        "[[case]]\nname = \"wrong\"\n[[case.turn]]\nsay = \"a\"\n[[case.turn]]\nsay = \"echo b\"\nreply_contains = \"zzz\"\n",
+    )
+    .unwrap();
+    let out = turnscope_test(
+        &["--url", &server.url, "--events", "f.jsonl", "f.test.toml"],
+        &dir,
+    )
+    .await;
+    assert_eq!(code(&out), 1, "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("in the events: session 1, turn 2"),
+        "{}",
+        text(&out)
+    );
+    let failed = std::fs::read_to_string(dir.join("f.jsonl")).unwrap();
+    assert!(
+        failed.contains("\"name\":\"echo\"") && failed.contains("The echo tool says: b"),
+        "{failed}"
     );
     // The other process served the turns.
     server.terminate();
