@@ -1,7 +1,8 @@
 //! `turnscope test` on the real binary: the example file passes against the embedded bot, every
 //! kind of expectation fails with expected vs got, the three exit codes, repeat with a pass
-//! rate, `--jobs` running sessions at once, `--url` against turnscope in another process, JUnit
-//! and JSON output.
+//! rate, `--jobs` running sessions at once, JUnit and JSON output; `url` the other targets.
+
+mod url;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -9,7 +10,6 @@ use std::process::Output;
 use serde_json::Value;
 
 use crate::support::binary::WAIT;
-use crate::support::headless_bin::Headless;
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("turnscope-ct-{}-{name}", std::process::id()));
@@ -478,75 +478,5 @@ async fn a_failed_turn_is_named_in_the_events_for_replay() {
     assert!(
         log.contains("(session 1, turn 1)") && log.contains("reply_contains"),
         "{log}"
-    );
-}
-
-#[tokio::test]
-async fn url_runs_against_turnscope_in_another_process() {
-    let mut server = Headless::start("ct-url", "[model]\npace = 0\n", &[]).await;
-    let dir = scratch("url");
-    let out = turnscope_test(
-        &[
-            "--url",
-            &server.url,
-            "--jobs",
-            "2",
-            "--json",
-            "--events",
-            "client.jsonl",
-            &example(),
-        ],
-        &dir,
-    )
-    .await;
-    assert_eq!(code(&out), 0, "{}", text(&out));
-    let (cases, _) = json_lines(&out);
-    assert_eq!(cases.len(), 8);
-    assert!(
-        String::from_utf8_lossy(&out.stderr)
-            .contains("with --url, --events records the conversations as this client saw them"),
-        "{}",
-        text(&out)
-    );
-    let client = std::fs::read_to_string(dir.join("client.jsonl")).unwrap();
-    assert!(
-        client.matches("\"type\":\"turn_started\"").count() >= 10,
-        "{client}"
-    );
-    assert!(
-        client.contains("\"opener\":{\"mcp\":\"turnscope test\"}"),
-        "{client}"
-    );
-    // A failure names the client-side session and turn in that file.
-    std::fs::write(
-        dir.join("f.test.toml"),
-        "[[case]]\nname = \"wrong\"\n[[case.turn]]\nsay = \"a\"\n[[case.turn]]\nsay = \"echo b\"\nreply_contains = \"zzz\"\n",
-    )
-    .unwrap();
-    let out = turnscope_test(
-        &["--url", &server.url, "--events", "f.jsonl", "f.test.toml"],
-        &dir,
-    )
-    .await;
-    assert_eq!(code(&out), 1, "{}", text(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("in the events: session 1, turn 2"),
-        "{}",
-        text(&out)
-    );
-    let failed = std::fs::read_to_string(dir.join("f.jsonl")).unwrap();
-    assert!(
-        failed.contains("\"name\":\"echo\"") && failed.contains("The echo tool says: b"),
-        "{failed}"
-    );
-    // The other process served the turns.
-    server.terminate();
-    server.exit().await;
-    assert!(
-        server
-            .events_text()
-            .matches("\"type\":\"turn_started\"")
-            .count()
-            >= 10
     );
 }
