@@ -15,7 +15,7 @@ use turnscope::sessions::Sessions;
 
 use super::client_events::ClientEvents;
 use super::expect::{self, Compiled, Failure};
-use super::target::{Client, TurnRecord};
+use super::target::{Client, Reported, TurnRecord};
 
 /// The files to run, checked and compiled.
 pub struct Plan {
@@ -253,6 +253,20 @@ async fn run_turns(
             }
         };
         said += 1;
+        if record.call_failed && record.reported == Reported::TextOnly {
+            // A refusal (unknown or ended handle, a draining server), not a turn: nothing to check.
+            out.status = Status::Error;
+            out.turn = Some(t + 1);
+            out.said = Some(line.clone());
+            out.error = Some(format!(
+                "the chat call was refused: {}",
+                record
+                    .error
+                    .as_deref()
+                    .unwrap_or("a tool error with no text")
+            ));
+            return;
+        }
         if let (Some(events), Some(session)) = (&env.client_events, out.session) {
             events.turn(&env.bus, session, said, line, at_us, &record);
         }
