@@ -19,6 +19,7 @@ mod fixture_transports;
 mod headless;
 mod headless_tools;
 mod interop_servers;
+mod layers;
 mod mcp_server;
 mod openai_bridge;
 mod protocol_client;
