@@ -25,7 +25,7 @@ pub struct Cli {
 }
 
 /// Flags of the console / headless server.
-#[derive(Debug, Args, Default, PartialEq)]
+#[derive(Debug, Clone, Args, Default, PartialEq)]
 pub struct ServeArgs {
     /// Address to bind (default 127.0.0.1).
     #[arg(long)]

@@ -94,6 +94,18 @@ async fn run_all(args: TestArgs, config: Option<PathBuf>) -> anyhow::Result<Exit
         args.timeout.is_finite() && args.timeout > 0.0,
         "--timeout must be seconds above 0"
     );
+    if args.url.is_some() {
+        let bot_flags = ServeArgs {
+            events: None,
+            auth_token: None,
+            ..args.serve.clone()
+        };
+        anyhow::ensure!(
+            bot_flags == ServeArgs::default(),
+            "--url tests a server that is already running; the bot's flags (--pace, --model-url, --port, …) \
+             apply only to the in-process bot: drop them, or drop --url"
+        );
+    }
     let mut files = Vec::with_capacity(args.files.len());
     for path in &args.files {
         let file = turnscope::conversation_test::read(path)?;

@@ -333,6 +333,20 @@ async fn a_bad_file_or_an_unreachable_target_exits_2_naming_what() {
     );
     let out = turnscope_test(&["missing.test.toml"], &dir).await;
     assert_eq!(code(&out), 2, "{}", text(&out));
+    // The bot's flags with --url would do nothing: refused, not ignored.
+    let out = turnscope_test(
+        &[
+            "--url",
+            "http://127.0.0.1:9/mcp",
+            "--pace",
+            "0",
+            "ok.test.toml",
+        ],
+        &dir,
+    )
+    .await;
+    assert_eq!(code(&out), 2, "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("apply only to the in-process bot"));
     // A line on a session the bot ended is refused, not a turn to check.
     std::fs::write(
         dir.join("ended.test.toml"),
