@@ -6,6 +6,7 @@ mod child;
 mod console;
 mod replicas;
 pub mod soak;
+mod test_cases;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -48,6 +49,9 @@ pub enum Shape {
     /// Turns/s with 1 and 3 replicas, direct and through HAProxy (uses --clients, --turns,
     /// --runs; needs haproxy).
     Replicas,
+    /// Cases/s of `turnscope test`: 100 one-turn cases, --jobs 8, at zero pace and paced
+    /// (uses --runs).
+    Test,
 }
 
 /// `turnscope bench` flags.
@@ -111,7 +115,8 @@ fn row(value: Value) {
 /// - `console`: turns/s with and without a console attached (`bench::console`);
 /// - `bridge`: the OpenAI bridge's own cost: p50/p95 of `GET /v1/tools`, `POST /v1/execute`
 ///   and a direct MCP `tools/call` to the same upstream (the fixture over streamable HTTP),
-///   calls interleaved so drift hits all three alike.
+///   calls interleaved so drift hits all three alike;
+/// - `test`: cases per second of `turnscope test` (`bench::test_cases`).
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let shapes = if args.shapes.is_empty() {
         vec![
@@ -158,6 +163,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             Shape::Console => console::console(args.sessions, args.turns, args.runs).await?,
             Shape::Bridge => bridge::run(args.calls).await?,
             Shape::Replicas => replicas::run(args.clients, args.turns, args.runs).await?,
+            Shape::Test => test_cases::run(args.runs).await?,
         }
     }
     Ok(())

@@ -8,6 +8,7 @@ mod support;
 mod bot_runtime;
 mod client_naming;
 mod console;
+mod conversation_tests;
 mod custom_bot;
 mod end_session;
 mod faults_leaks;

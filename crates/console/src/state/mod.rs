@@ -30,6 +30,7 @@ pub mod pipelines;
 pub mod records;
 mod rows;
 pub mod tape;
+mod test_case;
 pub mod timeline;
 mod times;
 mod tools;
