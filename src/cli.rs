@@ -25,7 +25,7 @@ pub struct Cli {
 }
 
 /// Flags of the console / headless server.
-#[derive(Debug, Args, Default)]
+#[derive(Debug, Clone, Args, Default, PartialEq)]
 pub struct ServeArgs {
     /// Address to bind (default 127.0.0.1).
     #[arg(long)]
@@ -124,6 +124,9 @@ pub enum Command {
     },
     /// Benchmarks; each prints JSON rows.
     Bench(crate::bench::BenchArgs),
+    /// Run conversation test files (`*.test.toml`) against the bot, or `--url` any MCP bot
+    /// server; exit 0 all passed, 1 a case failed, 2 could not run.
+    Test(crate::test_run::TestArgs),
     /// Open the console over a file written by `--events`, read-only.
     Replay {
         /// The events file (JSON lines).

@@ -3,6 +3,7 @@
 
 mod bench;
 mod cli;
+mod test_run;
 
 use std::time::Instant;
 
@@ -29,6 +30,16 @@ fn main() -> std::process::ExitCode {
     let started = Instant::now();
     let cli = Cli::parse();
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime starts");
+    // `turnscope test` has exit codes of its own (0 passed, 1 failed, 2 could not run).
+    if let Cli {
+        command: Some(Command::Test(args)),
+        config,
+        serve,
+    } = cli
+    {
+        init_logging(true);
+        return runtime.block_on(test_run::main(args, config, serve));
+    }
     match runtime.block_on(run(cli, started)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
@@ -121,6 +132,7 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
                 console(&config, cli.serve.events.as_deref()).await
             }
         }
+        Some(Command::Test(_)) => unreachable!("main() runs `turnscope test` before this"),
         Some(Command::Replay { file, theme }) => {
             init_logging(false);
             let (config, _) = Config::load(cli.config.as_deref(), &cli.serve.overrides())?;
@@ -170,7 +182,13 @@ async fn headless(
             eprintln!("tool source {line}");
         }
     }
-    eprintln!("connect Claude Code with: claude mcp add --transport http turnscope {url}");
+    // `claude mcp add` writes Claude Code's `local` scope by default: this folder only.
+    eprintln!(
+        "connect Claude Code (this folder only): claude mcp add --transport http turnscope {url}"
+    );
+    eprintln!(
+        "  or for every folder (user scope): claude mcp add --scope user --transport http turnscope {url}"
+    );
     eprintln!(
         "OpenAI-compatible: {}/v1 (GET /v1/tools, POST /v1/execute, POST /v1/chat/completions)",
         url.trim_end_matches("/mcp")

@@ -25,7 +25,7 @@ async def main(url: str, line: str, mode: str) -> None:
 
     async with Client(url, mode=mode) as client:
         start = await client.call_tool("start", {})
-        handle = start.structured_content["handle"]
+        handle = start.meta["turnscope/start"]["handle"]
         began = time.monotonic()
         with anyio.fail_after(20):
             result = await client.call_tool("chat", {"handle": handle, "line": line}, progress_callback=on_progress)

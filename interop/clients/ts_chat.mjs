@@ -9,7 +9,7 @@ const client = new Client({ name: "ts-interop", version: "1.0.0" });
 const transport = new StreamableHTTPClientTransport(new URL(url));
 await client.connect(transport);
 const start = await client.callTool({ name: "start", arguments: {} });
-const handle = start.structuredContent.handle;
+const handle = start._meta["turnscope/start"].handle;
 let progress = 0;
 const began = Date.now();
 const result = await client.callTool(
@@ -18,6 +18,6 @@ const result = await client.callTool(
   { timeout: 20000, onprogress: () => { progress += 1; } },
 );
 const ms = Date.now() - began;
-console.log(JSON.stringify({ reply: result.structuredContent.reply, isError: !!result.isError, progress, ms }));
+console.log(JSON.stringify({ reply: result._meta["turnscope/turn"].reply, isError: !!result.isError, progress, ms }));
 await transport.terminateSession();
 await client.close();

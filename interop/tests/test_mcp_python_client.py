@@ -17,18 +17,30 @@ def text_of(result) -> str:
     return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
 
 
+def turn_of(result) -> dict:
+    """The machine-readable turn record programs read: the result's `_meta`."""
+    return result.meta["turnscope/turn"]
+
+
+def handle_of(start) -> str:
+    return start.meta["turnscope/start"]["handle"]
+
+
 async def test_start_and_chat(server):
     async with Client(server.url) as client:
         tools = await client.list_tools()
         assert [t.name for t in tools.tools] == ["start", "chat"]
         start = await client.call_tool("start", {})
-        handle = text_of(start)
+        handle = handle_of(start)
         assert len(handle) == 36
+        assert f"Handle: {handle}" in text_of(start) and start.structured_content is None
         reply = await client.call_tool("chat", {"handle": handle, "line": "hello there"})
         assert not reply.is_error
         assert text_of(reply).startswith("You said: hello there")
         assert len(text_of(reply).split()) == 12
-        assert reply.structured_content["end_reason"] == "completed"
+        assert reply.structured_content is None
+        assert turn_of(reply)["end_reason"] == "completed"
+        assert turn_of(reply)["reply"] == text_of(reply)
 
 
 async def test_one_progress_notification_per_piece(server):
@@ -38,15 +50,17 @@ async def test_one_progress_notification_per_piece(server):
         seen.append((progress, message))
 
     async with Client(server.url) as client:
-        handle = text_of(await client.call_tool("start", {}))
+        handle = handle_of(await client.call_tool("start", {}))
         reply = await client.call_tool("chat", {"handle": handle, "line": "count"}, progress_callback=on_progress)
         assert [p for p, _ in seen] == list(range(1, 13))
-        assert "".join(m for _, m in seen).strip() == text_of(reply)
+        # Each message is the reply so far, as a person watching reads it.
+        words = text_of(reply).split(" ")
+        assert [m for _, m in seen] == [" ".join(words[: i + 1]) for i in range(12)]
 
 
 async def test_cancel_then_read_the_whole_reply(slow_server):
     async with Client(slow_server.url) as client:
-        handle = text_of(await client.call_tool("start", {}))
+        handle = handle_of(await client.call_tool("start", {}))
         with anyio.move_on_after(0.2) as scope:
             await client.call_tool("chat", {"handle": handle, "line": "a long story"})
         assert scope.cancelled_caught
@@ -54,12 +68,12 @@ async def test_cancel_then_read_the_whole_reply(slow_server):
         assert text_of(reply).startswith("You said: a long story")
         assert len(text_of(reply).split()) == 30
         again = await client.call_tool("chat", {"handle": handle, "line": ""})
-        assert text_of(again) == ""
+        assert turn_of(again)["turn"] is None and text_of(again).startswith("[Nothing to read")
 
 
 async def test_concurrent_calls_on_one_handle_keep_replies_apart(server):
     async with Client(server.url) as client:
-        handle = text_of(await client.call_tool("start", {}))
+        handle = handle_of(await client.call_tool("start", {}))
         replies = {}
 
         async def say(line):

@@ -28,10 +28,10 @@ def text_of(result) -> str:
 
 async def test_a_reply_cut_by_the_token_limit_reads_length_with_its_usage(capped_server):
     async with Client(capped_server.url) as client:
-        handle = text_of(await client.call_tool("start", {}))
+        handle = (await client.call_tool("start", {})).meta["turnscope/start"]["handle"]
         reply = await client.call_tool("chat", {"handle": handle, "line": "one two three four"})
         assert not reply.is_error, text_of(reply)
-        record = reply.structured_content
+        record = reply.meta["turnscope/turn"]
         assert record["end_reason"] == "length", record
         assert record["finish_reason"] == "length"
         assert record["reply"] == "You said: one"

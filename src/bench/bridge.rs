@@ -119,7 +119,7 @@ pub async fn run(calls: usize) -> anyhow::Result<()> {
             "build": if cfg!(debug_assertions) { "debug" } else { "release" },
         })
     );
-    drop(direct);
+    direct.close().await;
     bridge.shutdown().await;
     stop.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(2), fixture).await;

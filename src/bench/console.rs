@@ -261,7 +261,7 @@ async fn flood_once(mode: Mode) -> anyhow::Result<Flood> {
         let _ = task.await;
     }
     let seen = finish(listener).await?;
-    drop(clients);
+    BenchClient::close_all(clients).await;
     app.shutdown().await;
     Ok(Flood {
         calls,
@@ -411,7 +411,7 @@ async fn saturated_once(sessions: usize, turns: usize, mode: Mode) -> anyhow::Re
         .map(|(after, before)| after - before);
     stop.cancel();
     let seen = finish(listener).await?;
-    drop(clients);
+    BenchClient::close_all(clients).await;
     app.shutdown().await;
     Ok(Saturated {
         done,

@@ -6,6 +6,7 @@ mod child;
 mod console;
 mod replicas;
 pub mod soak;
+mod test_cases;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,7 +15,7 @@ use anyhow::Context as _;
 use async_trait::async_trait;
 use clap::{Args, ValueEnum};
 use rmcp::ServiceExt;
-use rmcp::model::CallToolRequestParams;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::{Value, json};
@@ -48,6 +49,9 @@ pub enum Shape {
     /// Turns/s with 1 and 3 replicas, direct and through HAProxy (uses --clients, --turns,
     /// --runs; needs haproxy).
     Replicas,
+    /// Cases/s of `turnscope test`: 100 one-turn cases, --jobs 8, at zero pace and paced
+    /// (uses --runs).
+    Test,
 }
 
 /// `turnscope bench` flags.
@@ -111,7 +115,8 @@ fn row(value: Value) {
 /// - `console`: turns/s with and without a console attached (`bench::console`);
 /// - `bridge`: the OpenAI bridge's own cost: p50/p95 of `GET /v1/tools`, `POST /v1/execute`
 ///   and a direct MCP `tools/call` to the same upstream (the fixture over streamable HTTP),
-///   calls interleaved so drift hits all three alike.
+///   calls interleaved so drift hits all three alike;
+/// - `test`: cases per second of `turnscope test` (`bench::test_cases`).
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let shapes = if args.shapes.is_empty() {
         vec![
@@ -158,6 +163,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             Shape::Console => console::console(args.sessions, args.turns, args.runs).await?,
             Shape::Bridge => bridge::run(args.calls).await?,
             Shape::Replicas => replicas::run(args.clients, args.turns, args.runs).await?,
+            Shape::Test => test_cases::run(args.runs).await?,
         }
     }
     Ok(())
@@ -256,18 +262,34 @@ impl BenchClient {
         Ok(Self { client })
     }
 
-    /// Ends the MCP session (so the server sees it go while it still runs).
+    /// Ends the MCP session (so the server sees it go while it still runs). Every bench
+    /// closes its clients before the server it measured: a client dropped instead deletes its
+    /// MCP session later, from a task of its own, and logs an ERROR when the server is gone.
     pub async fn close(self) {
         let _ = self.client.cancel().await;
     }
 
-    /// Calls a tool and returns (text, is_error).
-    pub async fn call(&self, name: &str, args: Value) -> anyhow::Result<(String, bool)> {
+    /// Closes every client of a bench that shared them (see [`BenchClient::close`]).
+    pub async fn close_all(clients: Vec<Arc<BenchClient>>) {
+        for client in clients {
+            if let Ok(client) = Arc::try_unwrap(client) {
+                client.close().await;
+            }
+        }
+    }
+
+    /// Calls a tool and returns its whole result.
+    pub async fn call_result(&self, name: &str, args: Value) -> anyhow::Result<CallToolResult> {
         let mut params = CallToolRequestParams::new(name.to_string());
         if let Value::Object(map) = args {
             params = params.with_arguments(map);
         }
-        let result = self.client.call_tool(params).await?;
+        Ok(self.client.call_tool(params).await?)
+    }
+
+    /// Calls a tool and returns (text, is_error).
+    pub async fn call(&self, name: &str, args: Value) -> anyhow::Result<(String, bool)> {
+        let result = self.call_result(name, args).await?;
         let text = result
             .content
             .iter()
@@ -276,11 +298,19 @@ impl BenchClient {
         Ok((text, result.is_error == Some(true)))
     }
 
-    /// `start` → handle.
+    /// `start` → handle (from the result's `_meta`, where programs read it).
     pub async fn start(&self) -> anyhow::Result<String> {
-        let (handle, err) = self.call("start", json!({})).await?;
-        anyhow::ensure!(!err, "start failed: {handle}");
-        Ok(handle)
+        let result = self.call_result("start", json!({})).await?;
+        let handle = result
+            .meta
+            .as_ref()
+            .and_then(|m| m.get(turnscope::server::mcp_text::START_META))
+            .and_then(|s| s.get("handle"))
+            .and_then(Value::as_str);
+        match handle {
+            Some(handle) if result.is_error != Some(true) => Ok(handle.to_string()),
+            _ => anyhow::bail!("start failed: {:?}", result.content),
+        }
     }
 
     /// `chat` → reply (an error reply is an error).
@@ -338,7 +368,7 @@ async fn cost_table(pace: f64, words: Option<usize>, runs: usize) -> anyhow::Res
         "transport": "mcp streamable http (rmcp client, loopback)",
         "shapes": shapes,
     }));
-    drop(client);
+    client.close().await;
     app.shutdown().await;
     Ok(())
 }
@@ -410,6 +440,7 @@ async fn load(sessions: usize, turns: usize) -> anyhow::Result<()> {
         "p50_ms": round(pct(0.5), 3),
         "p99_ms": round(pct(0.99), 3),
     }));
+    BenchClient::close_all(clients).await;
     app.shutdown().await;
     Ok(())
 }

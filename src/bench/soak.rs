@@ -95,15 +95,6 @@ fn ms(h: &Histogram<u64>, q: f64) -> f64 {
     }
 }
 
-/// Ends every client's MCP session before the server goes.
-async fn close_clients(clients: Vec<Arc<BenchClient>>) {
-    for client in clients {
-        if let Ok(client) = Arc::try_unwrap(client) {
-            client.close().await;
-        }
-    }
-}
-
 async fn connect_clients(url: &str, sessions: usize) -> anyhow::Result<Vec<Arc<BenchClient>>> {
     let mut clients = Vec::new();
     for _ in 0..sessions.div_ceil(SESSIONS_PER_CLIENT).clamp(1, MAX_CLIENTS) {
@@ -201,7 +192,7 @@ pub async fn soak(plan: SoakPlan) -> anyhow::Result<()> {
     let first_error = window.first_error.lock().ok().and_then(|f| f.clone());
     let rss = spread(judged.iter().filter_map(|s| s.rss_bytes));
     let rss_flat = rss["spread_pct"].as_f64().is_some_and(|p| p <= 5.0);
-    close_clients(clients).await;
+    BenchClient::close_all(clients).await;
     let (open_after, at_rest_after, settle_seconds) = settled(&server, &at_rest_before).await?;
     row(json!({
         "bench": "soak",
@@ -322,7 +313,7 @@ pub async fn memory(idle: usize, console: bool) -> anyhow::Result<()> {
         "tasks_after": after.tasks,
         "open_fds_after": after.open_fds,
     }));
-    close_clients(clients).await;
+    BenchClient::close_all(clients).await;
     server.stop().await;
     Ok(())
 }

@@ -378,3 +378,42 @@ async fn ending_a_session_ends_its_turn_as_session_ended() {
     assert_eq!(t.snapshot().end, Some(TurnEnd::SessionEnded));
     assert!(s.is_finished());
 }
+
+/// A processor of yours that takes its time over each reply piece.
+struct SlowPieces;
+
+#[async_trait::async_trait]
+impl turnscope::pipeline::Processor for SlowPieces {
+    fn name(&self) -> &'static str {
+        "slow-pieces"
+    }
+
+    async fn process(
+        &mut self,
+        frame: turnscope::pipeline::Frame,
+        link: &turnscope::pipeline::Link,
+    ) {
+        if matches!(frame.body, turnscope::pipeline::FrameBody::TextPiece(_)) {
+            tokio::time::sleep(Duration::from_millis(60)).await;
+        }
+        link.push(frame);
+    }
+}
+
+/// A model error is a system frame, which overtakes data: the pieces a broken response
+/// streamed before it still reach the turn, so a failed turn keeps its partial reply.
+#[tokio::test]
+async fn a_stream_that_breaks_keeps_the_pieces_it_streamed() {
+    let up = Upstream::start(vec![Reply::Cut(vec![content("We"), content(" open")])]).await;
+    let s = Bot::builder(client(&up.base_url()))
+        .processor(|| Box::new(SlowPieces))
+        .build()
+        .open(Observer::new(Bus::default(), 1));
+    let r = turn(&s, "hours?").await;
+    assert_eq!(r.reply, "We open", "{r:?}");
+    assert!(
+        matches!(&r.end, Some(TurnEnd::Error(m)) if m.contains("broke before its end")),
+        "{:?}",
+        r.end
+    );
+}

@@ -22,7 +22,7 @@ async fn the_custom_bot_uses_its_tool_and_its_processor() {
         text(&result),
         "The order_status tool says: order ##### shipped on ####-##-##."
     );
-    let turn = result.structured_content.unwrap();
+    let turn = crate::support::mcp::record_of(&result);
     assert_eq!(turn["tool_calls"][0]["name"], "order_status");
     assert_eq!(turn["tool_calls"][0]["arguments"], r#"{"order":"12345"}"#);
     client.cancel().await.unwrap();

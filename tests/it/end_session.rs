@@ -23,7 +23,7 @@ async fn end_session_closes_the_conversation_after_the_reply() {
     assert_ne!(result.is_error, Some(true), "{result:?}");
     let reply = text(&result);
     assert_eq!(reply, "Goodbye.");
-    let turn = result.structured_content.clone().unwrap();
+    let turn = crate::support::mcp::record_of(&result);
     assert_eq!(turn["end_reason"], "completed");
     assert_eq!(turn["tool_calls"][0]["name"], "end_session");
 

@@ -156,7 +156,10 @@ async fn a_deleted_mcp_session_id_gets_404_and_its_handles_live_on() {
     let url = app.server.mcp_url();
     let raw = RawSession::open(&url).await;
     let started = raw.call(1, "start", json!({})).await;
-    let handle = text_of(&started);
+    let handle = started["_meta"]["turnscope/start"]["handle"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     assert_eq!(handle.len(), 36, "{started}");
     let said = raw
         .call(
@@ -199,7 +202,7 @@ async fn a_deleted_mcp_session_id_gets_404_and_its_handles_live_on() {
     let recalled = fresh.chat(&handle, "what did I say?").await;
     assert!(!recalled.is_error, "{}", recalled.text);
     assert_eq!(recalled.text, "Earlier you said: the blue door");
-    assert_eq!(recalled.structured["turn"], 2);
+    assert_eq!(recalled.record["turn"], 2);
     // And a second raw session too, with a new id.
     let again = RawSession::open(&url).await;
     assert_ne!(again.id, raw.id);
@@ -286,7 +289,7 @@ async fn a_flood_of_calls_on_one_handle_is_served_one_turn_at_a_time() {
     for n in 1..=3u64 {
         let r = other.chat(&quiet, &format!("quiet {n}")).await;
         assert_eq!(r.text, format!("You said: quiet {n} and that is all"));
-        assert_eq!(r.structured["turn"], n);
+        assert_eq!(r.record["turn"], n);
         assert_eq!(health(&app).await["status"], "ok");
     }
 
@@ -297,7 +300,7 @@ async fn a_flood_of_calls_on_one_handle_is_served_one_turn_at_a_time() {
             .expect("no call of the flood hangs")
             .unwrap();
         assert!(!reply.is_error, "{line}: {}", reply.text);
-        let s = &reply.structured;
+        let s = &reply.record;
         assert_eq!(s["end_reason"], "completed", "{line}: {s}");
         assert!(
             reply.text.starts_with(&format!("You said: {line} ")),
@@ -314,7 +317,7 @@ async fn a_flood_of_calls_on_one_handle_is_served_one_turn_at_a_time() {
     let recalled = clients[0].chat(&handle, "what did I say?").await;
     let expected = format!("Earlier you said: {} ", by_turn[CALLS - 1]);
     assert!(recalled.text.starts_with(&expected), "{}", recalled.text);
-    assert_eq!(recalled.structured["turn"], CALLS as u64 + 1);
+    assert_eq!(recalled.record["turn"], CALLS as u64 + 1);
     let h = health(&app).await;
     assert_eq!(
         (h["status"].as_str(), h["sessions"].as_u64()),

@@ -87,7 +87,7 @@ async fn sigterm_under_load_ends_every_turn_with_a_reason_and_completes_the_json
             assert!(outcome.text.contains("is draining"), "{}", outcome.text);
             "no_session".to_string()
         } else {
-            outcome.structured["end_reason"]
+            outcome.record["end_reason"]
                 .as_str()
                 .unwrap_or("?")
                 .to_string()

@@ -71,7 +71,7 @@ async fn garbage_drops_and_a_refused_token_show_in_healthz_and_never_touch_mcp()
     assert!(wrong["error"].is_object(), "{wrong}");
     let started = conn.call(json!(2), "start", json!({})).await;
     assert!(
-        started["result"]["structuredContent"]["handle"].is_string(),
+        started["result"]["_meta"]["turnscope/start"]["handle"].is_string(),
         "{started}"
     );
     let b = bridge_health(addr).await;

@@ -59,10 +59,7 @@ async fn headless_serves_mcp_records_events_and_exits_cleanly_on_sigterm() {
         .await
         .expect("the caller is answered")
         .unwrap();
-    assert_eq!(
-        answer.structured["end_reason"], "session_ended",
-        "{answer:?}"
-    );
+    assert_eq!(answer.record["end_reason"], "session_ended", "{answer:?}");
     assert!(answer.text.starts_with("You said:"), "{}", answer.text);
 
     let text = std::fs::read_to_string(&events).unwrap();

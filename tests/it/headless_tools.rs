@@ -97,7 +97,7 @@ tool_filter = ["image"]
         reply.ends_with("a 1x1 PNG image. The echo tool says: done."),
         "{reply}"
     );
-    let turn = result.structured_content.unwrap();
+    let turn = crate::support::mcp::record_of(&result);
     assert_eq!(turn["end_reason"], "completed");
     assert_eq!(turn["rounds"], 1);
     let called: Vec<&str> = turn["tool_calls"]
@@ -146,7 +146,7 @@ async fn a_claude_desktop_json_config_works_too() {
         ),
         "{reply}"
     );
-    let turn = result.structured_content.unwrap();
+    let turn = crate::support::mcp::record_of(&result);
     let errors: Vec<bool> = turn["tool_calls"]
         .as_array()
         .unwrap()

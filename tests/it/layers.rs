@@ -511,6 +511,7 @@ const CONSOLE_LAYERS: &[&[&str]] = &[
 const LIBRARY_LAYERS: &[&[&str]] = &[
     &["json"],
     &["config"],
+    &["conversation_test"],
     &["observe"],
     &["mcp"],
     &["tools"],

@@ -6,7 +6,9 @@
 mod support;
 
 mod bot_runtime;
+mod client_naming;
 mod console;
+mod conversation_tests;
 mod custom_bot;
 mod end_session;
 mod faults_leaks;

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::support::app::{app, eventually};
-use crate::support::mcp::{Client, outcome_of};
+use crate::support::mcp::{Client, handle_of, outcome_of};
 use crate::support::upstream::{Reply, Upstream, content};
 use serde_json::json;
 use turnscope::app::App;
@@ -25,18 +25,36 @@ async fn start_gives_a_uuid_handle_and_the_greeting_and_chat_gives_the_whole_rep
             .unwrap()
             .contains("empty line")
     );
-    assert!(tools[1].output_schema.is_some());
+    // Text tools: no output schema, so no client expects structured content.
+    assert!(tools.iter().all(|t| t.output_schema.is_none()));
+    assert!(
+        tools
+            .iter()
+            .all(|t| t.annotations.is_some() && t.title.is_some())
+    );
 
     let start = client.call("start", json!({})).await;
-    assert_eq!(start.text.len(), 36);
-    assert!(uuid::Uuid::parse_str(&start.text).is_ok_and(|u| u.get_version_num() == 4));
-    assert_eq!(start.structured["greeting"], "Hello, I am the test bot.");
-    assert_eq!(start.structured["handle"], start.text.as_str());
+    let handle = handle_of(&start);
+    assert_eq!(handle.len(), 36);
+    assert!(uuid::Uuid::parse_str(&handle).is_ok_and(|u| u.get_version_num() == 4));
+    assert_eq!(start.record["greeting"], "Hello, I am the test bot.");
+    // The model reads the handle, how to use it and the greeting; never the server's address.
+    assert!(
+        start.text.contains(&format!("Handle: {handle}"))
+            && start
+                .text
+                .ends_with("The bot greets you: Hello, I am the test bot.")
+            && !start.text.contains("127.0.0.1"),
+        "{}",
+        start.text
+    );
+    assert!(!start.structured_content);
 
-    let reply = client.chat(&start.text, "we open at nine").await;
+    let reply = client.chat(&handle, "we open at nine").await;
     assert!(!reply.is_error, "{}", reply.text);
     assert_eq!(reply.text, "You said: we open at nine");
-    let s = &reply.structured;
+    assert!(!reply.structured_content);
+    let s = &reply.record;
     assert_eq!(s["reply"], "You said: we open at nine");
     assert_eq!(s["end_reason"], "completed");
     assert_eq!(s["turn"], 1);
@@ -44,7 +62,7 @@ async fn start_gives_a_uuid_handle_and_the_greeting_and_chat_gives_the_whole_rep
     assert!(s["total_ms"].as_f64().unwrap() > 0.0 && s["first_piece_ms"].is_number());
     // History is kept per handle.
     assert_eq!(
-        client.chat(&start.text, "what did I say?").await.text,
+        client.chat(&handle, "what did I say?").await.text,
         "Earlier you said: we open at nine"
     );
     app.shutdown().await;
@@ -57,8 +75,8 @@ async fn a_tool_round_gives_the_whole_reply_after_the_round() {
     let h = client.start().await;
     let reply = client.chat(&h, "echo good morning").await;
     assert_eq!(reply.text, "The echo tool says: good morning.");
-    assert_eq!(reply.structured["rounds"], 1);
-    assert_eq!(reply.structured["tool_calls"][0]["name"], "echo");
+    assert_eq!(reply.record["rounds"], 1);
+    assert_eq!(reply.record["tool_calls"][0]["name"], "echo");
     app.shutdown().await;
 }
 
@@ -72,8 +90,39 @@ async fn one_progress_notification_per_reply_piece() {
     assert_eq!(seen.len(), 7, "{seen:?}");
     let progress: Vec<f64> = seen.iter().map(|(p, _)| *p).collect();
     assert_eq!(progress, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
-    let joined: String = seen.iter().map(|(_, m)| m.as_str()).collect();
-    assert_eq!(joined.trim(), reply.text);
+    // Each message is the reply so far, as a person watching reads it.
+    let words: Vec<&str> = reply.text.split(' ').collect();
+    for (i, (_, message)) in seen.iter().enumerate() {
+        assert_eq!(*message, words[..=i].join(" "), "notification {}", i + 1);
+    }
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn progress_of_a_long_reply_is_its_last_200_characters_on_a_word_boundary() {
+    let app = app(|c| {
+        c.model.words = Some(120);
+        c.model.pace = 0.0;
+    })
+    .await;
+    let client = Client::connect(&app.server.mcp_url()).await;
+    let h = client.start().await;
+    let reply = client.chat(&h, "tell me everything").await;
+    assert!(reply.text.len() > 400, "{}", reply.text);
+    let seen = client.progress_messages();
+    assert_eq!(seen.last().unwrap().0, 120.0, "{seen:?}");
+    for (_, message) in &seen {
+        assert!(message.chars().count() <= 200, "{message}");
+    }
+    let last = &seen.last().unwrap().1;
+    let tail = last
+        .strip_prefix('…')
+        .expect("a cut message starts with an ellipsis");
+    assert!(reply.text.ends_with(tail), "{last}");
+    assert!(
+        reply.text.contains(&format!(" {tail}")),
+        "starts on a word: {last}"
+    );
     app.shutdown().await;
 }
 
@@ -90,12 +139,12 @@ async fn two_concurrent_calls_on_one_handle_run_in_order_and_keep_replies_apart(
     replies.sort();
     assert_eq!(replies, ["You said: first line", "You said: second line"]);
     let turns = [
-        a.structured["turn"].as_u64().unwrap(),
-        b.structured["turn"].as_u64().unwrap(),
+        a.record["turn"].as_u64().unwrap(),
+        b.record["turn"].as_u64().unwrap(),
     ];
     assert!(turns.contains(&1) && turns.contains(&2));
-    assert_eq!(a.structured["end_reason"], "completed");
-    assert_eq!(b.structured["end_reason"], "completed");
+    assert_eq!(a.record["end_reason"], "completed");
+    assert_eq!(b.record["end_reason"], "completed");
     app.shutdown().await;
 }
 
@@ -116,11 +165,13 @@ async fn a_cancelled_call_ends_at_once_and_the_next_empty_line_reads_the_whole_r
     let turn = session.turns().pop().unwrap();
     assert!(!turn.is_done(), "the turn runs on after the caller cancels");
     let read = client.chat(&h, "").await;
-    assert_eq!(read.structured["end_reason"], "completed");
+    assert_eq!(read.record["end_reason"], "completed");
     assert_eq!(read.text.split_whitespace().count(), 25);
     assert!(read.text.starts_with("You said: tell me a story"));
-    // A read turn is gone.
-    assert_eq!(client.chat(&h, "").await.text, "");
+    // A read turn is gone: the model is told there is nothing to read.
+    let again = client.chat(&h, "").await;
+    assert!(again.record["turn"].is_null(), "{again:?}");
+    assert!(again.text.starts_with("[Nothing to read"), "{}", again.text);
     app.shutdown().await;
 }
 
@@ -148,9 +199,19 @@ async fn a_new_line_interrupts_a_turn_whose_caller_left_and_reports_it_unread() 
     call.cancel(None).await.unwrap();
     eventually("handler ended", || !session.in_call()).await;
     let next = client.chat(&h, "bravo").await;
-    assert!(next.text.starts_with("You said: bravo"), "{}", next.text);
-    assert!(!next.text.contains("alpha"));
-    let unread = &next.structured["unread"];
+    assert_eq!(
+        next.record["reply"].as_str().unwrap().split(' ').nth(2),
+        Some("bravo")
+    );
+    // The model reads the unread reply first, then this line's.
+    let (note, reply) = next.text.split_once("\n\n").unwrap();
+    assert!(
+        note.starts_with("[Your previous line's reply was never read: this line replaced it. The bot had said: \"You said: alpha")
+            && note.ends_with("(cut short by this line).]"),
+        "{note}"
+    );
+    assert!(reply.starts_with("You said: bravo"), "{reply}");
+    let unread = &next.record["unread"];
     assert_eq!(unread["end_reason"], "interrupted");
     assert!(
         unread["reply"]
@@ -176,9 +237,13 @@ async fn a_done_turn_no_call_read_is_kept_as_unread() {
     .await;
     eventually("handler ended", || !session.in_call()).await;
     let next = client.chat(&h, "second").await;
-    assert_eq!(next.text, "You said: second");
-    assert_eq!(next.structured["unread"]["reply"], "You said: first");
-    assert_eq!(next.structured["unread"]["end_reason"], "completed");
+    assert_eq!(
+        next.text,
+        "[Your previous line's reply was never read: this line replaced it. The bot had said: \"You said: first\".]\n\nYou said: second"
+    );
+    assert_eq!(next.record["reply"], "You said: second");
+    assert_eq!(next.record["unread"]["reply"], "You said: first");
+    assert_eq!(next.record["unread"]["end_reason"], "completed");
     app.shutdown().await;
 }
 
@@ -189,10 +254,11 @@ async fn empty_lines_read_nothing_when_no_turn_is_pending() {
     let h = client.start().await;
     let empty = client.chat(&h, "").await;
     assert!(!empty.is_error);
-    assert_eq!(empty.text, "");
-    assert!(empty.structured["turn"].is_null());
+    assert!(empty.text.starts_with("[Nothing to read"), "{}", empty.text);
+    assert_eq!(empty.record["reply"], "");
+    assert!(empty.record["turn"].is_null());
     client.chat(&h, "hi").await;
-    assert_eq!(client.chat(&h, "").await.text, "");
+    assert!(client.chat(&h, "").await.record["turn"].is_null());
     app.shutdown().await;
 }
 
@@ -315,6 +381,32 @@ async fn an_idle_handle_is_refused_on_access_and_freed_by_the_sweep() {
     app2.shutdown().await;
 }
 
+/// A lone server (no replica id configured) talks of a restart, never of replicas, for a
+/// handle it does not know, whichever port issued it.
+#[tokio::test]
+async fn a_handle_from_before_a_restart_says_so_without_replicas() {
+    let before = app(|_| {}).await;
+    let old = Client::connect(&before.server.mcp_url())
+        .await
+        .start()
+        .await;
+    before.shutdown().await;
+    let after = app(|_| {}).await;
+    let client = Client::connect(&after.server.mcp_url()).await;
+    let e = client.chat(&old, "hello again").await;
+    assert!(
+        e.is_error
+            && e.text.contains("no live session")
+            && e.text.contains("this server restarted")
+            && e.text.contains("Call start")
+            && !e.text.contains("replica")
+            && !e.text.contains("HAProxy"),
+        "{}",
+        e.text
+    );
+    after.shutdown().await;
+}
+
 async fn app_with_slow_sweep() -> App {
     app(|c| {
         c.server.handle_seconds = 1;
@@ -340,8 +432,8 @@ async fn a_turn_that_fails_is_a_tool_error_naming_the_cause_with_the_partial_rep
     let cut = client.chat(&h, "hours?").await;
     assert!(cut.is_error);
     assert!(cut.text.contains("broke before its end"), "{}", cut.text);
-    assert_eq!(cut.structured["reply"], "We open");
-    assert_eq!(cut.structured["end_reason"], "error");
+    assert_eq!(cut.record["reply"], "We open");
+    assert_eq!(cut.record["end_reason"], "error");
     let status = client.chat(&h, "hours?").await;
     assert!(
         status.is_error && status.text.contains("HTTP 503") && status.text.contains("overloaded"),
@@ -444,6 +536,6 @@ async fn cancelling_while_waiting_for_the_handle_lock_leaves_the_other_call_alon
             .unwrap(),
     );
     assert!(one.text.starts_with("You said: one"), "{}", one.text);
-    assert_eq!(one.structured["end_reason"], "completed");
+    assert_eq!(one.record["end_reason"], "completed");
     app.shutdown().await;
 }

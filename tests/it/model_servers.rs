@@ -493,7 +493,7 @@ async fn over_mcp_a_cut_turn_reads_length_with_its_usage_on_the_embedded_model()
     let handle = client.start().await;
     let o = client.chat(&handle, "one two three").await;
     assert!(!o.is_error, "{}", o.text);
-    let record = &o.structured;
+    let record = &o.record;
     assert_eq!(record["end_reason"], "length", "{record}");
     assert_eq!(record["reply"], "You said:");
     assert_eq!(record["finish_reason"], "length");

@@ -150,7 +150,7 @@ impl Raw {
             .answer(json!({"jsonrpc": "2.0", "id": 100, "method": "tools/call",
                 "params": {"name": "start", "arguments": {}}}))
             .await;
-        answer["result"]["structuredContent"]["handle"]
+        answer["result"]["_meta"]["turnscope/start"]["handle"]
             .as_str()
             .expect("a handle")
             .to_string()
@@ -196,7 +196,7 @@ fn final_reply(events: &[Event], id: u64) -> Option<String> {
     events.iter().find_map(|e| {
         let data = e.data.as_ref()?;
         (data["id"] == id && data.get("result").is_some()).then(|| {
-            data["result"]["structuredContent"]["reply"]
+            data["result"]["_meta"]["turnscope/turn"]["reply"]
                 .as_str()
                 .unwrap_or_default()
                 .to_string()
@@ -247,7 +247,7 @@ async fn a_cut_chat_stream_is_resumed_after_the_turn_ended_and_delivers_the_repl
             "name": "chat", "arguments": {"handle": handle, "line": ""}}}),
         )
         .await;
-    assert_eq!(read["result"]["structuredContent"]["reply"], "");
+    assert_eq!(read["result"]["_meta"]["turnscope/turn"]["reply"], "");
     app.shutdown().await;
 }
 
@@ -324,29 +324,46 @@ async fn under_2026_07_28_closing_the_response_stream_is_the_cancel() {
         !session.turns().pop().unwrap().is_done(),
         "the handler ended before the turn did"
     );
-    // The console learns that the caller left its session.
-    let mut gone = None;
-    eventually("a ClientGone event for the session", || {
+    // A cancel, the client's choice: a CallCancelled event, and the call is no failure.
+    cancelled_not_failed(&mut events, session.number, "raw").await;
+    app.shutdown().await;
+}
+
+/// Waits for the `CallCancelled` of `session` by `client`, and checks that the cancelled
+/// chat's `Served` is ok (the console counts no error for it).
+async fn cancelled_not_failed(
+    events: &mut turnscope::observe::Subscription,
+    session: u64,
+    client: &str,
+) {
+    use turnscope::observe::Event as E;
+    let (mut cancelled, mut served) = (None, None);
+    eventually("CallCancelled and the chat's Served", || {
         while let Some(event) = events.try_recv() {
-            if let turnscope::observe::Event::ClientGone {
-                session: n, reason, ..
-            } = &*event
-            {
-                gone = Some((*n, reason.to_string()));
+            match &*event {
+                E::CallCancelled {
+                    session: n,
+                    client: c,
+                    ..
+                } => cancelled = Some((*n, c.clone())),
+                E::Served { route, ok, .. } if route.as_ref() == "mcp tools/call chat" => {
+                    served = Some(*ok)
+                }
+                E::ClientGone { .. } => panic!("a cancel is not a client gone"),
+                _ => {}
             }
         }
-        gone.is_some()
+        cancelled.is_some() && served.is_some()
     })
     .await;
-    let (number, reason) = gone.unwrap();
-    assert_eq!(number, session.number);
-    assert!(reason.contains("response stream closed"), "{reason}");
-    app.shutdown().await;
+    assert_eq!(cancelled, Some((session, client.to_string())));
+    assert_eq!(served, Some(true), "a cancelled call is not a failure");
 }
 
 #[tokio::test]
 async fn under_2025_11_25_notifications_cancelled_ends_the_handler() {
     let app = slow_app().await;
+    let mut events = app.sessions.bus().subscribe();
     let raw = Raw::open(&app.server.mcp_url(), "2025-11-25").await;
     let handle = raw.start().await;
     let sse = raw
@@ -363,6 +380,7 @@ async fn under_2025_11_25_notifications_cancelled_ends_the_handler() {
     assert_eq!(ack.status(), 202);
     eventually("the handler ended", || !session.in_call()).await;
     assert!(!session.turns().pop().unwrap().is_done());
+    cancelled_not_failed(&mut events, session.number, "raw").await;
     drop(sse);
     app.shutdown().await;
 }

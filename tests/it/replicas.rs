@@ -65,9 +65,10 @@ async fn the_replica_id_is_in_the_ready_line_healthz_start_and_events() {
     );
     let client = Client::connect(&bin.url).await;
     let start = client.call("start", json!({})).await;
-    assert_eq!(start.structured["replica"], "it-a");
-    assert_eq!(start.text.len(), 36, "handles stay 36-character UUIDs");
-    assert!(start.text.ends_with(&tag), "{} ends in {tag}", start.text);
+    assert_eq!(start.record["replica"], "it-a");
+    let handle = crate::support::mcp::handle_of(&start);
+    assert_eq!(handle.len(), 36, "handles stay 36-character UUIDs");
+    assert!(handle.ends_with(&tag), "{handle} ends in {tag}");
     let events = bin.events_text();
     assert!(
         events.contains(r#""type":"replica""#) && events.contains(r#""id":"it-a""#),
@@ -156,7 +157,7 @@ async fn sigterm_drains_health_404_start_refused_the_turn_in_flight_finishes_and
             .expect("a JSON-RPC answer"),
     );
     assert!(!reply.is_error, "{}", reply.text);
-    assert_eq!(reply.structured["end_reason"], "completed");
+    assert_eq!(reply.record["end_reason"], "completed");
     assert!(reply.text.starts_with("You said: a long story"));
     assert_eq!(reply.text.split_whitespace().count(), 40);
 
@@ -187,7 +188,7 @@ async fn the_drain_is_bounded_by_drain_seconds() {
             .expect("the caller is answered")
             .expect("a JSON-RPC answer"),
     );
-    assert_eq!(reply.structured["end_reason"], "session_ended", "{reply:?}");
+    assert_eq!(reply.record["end_reason"], "session_ended", "{reply:?}");
 }
 
 #[tokio::test]

@@ -59,6 +59,28 @@ pub fn truncate(s: &str, max: usize) -> String {
     out
 }
 
+/// `s` cut to at most `max` cells from its start, keeping its end (`…` first when cut): for
+/// text whose newest part is last, such as a progress message (the reply so far).
+pub fn truncate_start(s: &str, max: usize) -> String {
+    if width(s) <= max {
+        return s.to_string();
+    }
+    if max == 0 {
+        return String::new();
+    }
+    let mut used = 1;
+    let mut start = s.len();
+    for (i, c) in s.char_indices().rev() {
+        let w = c.width().unwrap_or(0);
+        if used + w > max {
+            break;
+        }
+        used += w;
+        start = i;
+    }
+    format!("…{}", &s[start..])
+}
+
 /// `s` padded with spaces (or cut) to exactly `cells` cells.
 pub fn pad(s: &str, cells: usize) -> String {
     let cut = truncate(s, cells);
@@ -190,6 +212,17 @@ mod tests {
         assert_eq!(seconds(42), "42s");
         assert_eq!(seconds(185), "3m05s");
         assert_eq!(seconds(7620), "2h07m");
+    }
+
+    #[test]
+    fn truncate_start_keeps_the_end() {
+        assert_eq!(
+            truncate_start("You said: we open at nine", 10),
+            "…n at nine"
+        );
+        assert_eq!(truncate_start("short", 10), "short");
+        assert_eq!(truncate_start("日本語です", 5), "…です");
+        assert_eq!(width(&truncate_start("日本語です", 5)), 5);
     }
 
     #[test]

@@ -180,7 +180,8 @@ impl App {
                 tool_timeout: Duration::from_secs_f64(config.bot.tool_timeout_seconds),
                 answer_at_cap: config.bot.at_round_cap == AtRoundCap::Answer,
             })
-            .history_window(config.bot.history_messages);
+            .history_window(config.bot.history_messages)
+            .identity(config.bot.name.clone(), config.bot.description.clone());
         if let Some(prompt) = &config.bot.system_prompt {
             bot = bot.system_prompt(prompt.clone());
         }
@@ -218,10 +219,10 @@ impl App {
                 port: s.port,
                 source,
             })?;
-        let replica = Replica::new(match &s.replica_id {
-            Some(id) => id.clone(),
-            None => default_replica_id(&listener),
-        });
+        let replica = match &s.replica_id {
+            Some(id) => Replica::new(id.clone()),
+            None => Replica::alone(default_replica_id(&listener)),
+        };
         bus.publish_with(|| Event::Replica(replica_event(&replica, "serving")));
         let sessions = Sessions::for_replica(
             bot,

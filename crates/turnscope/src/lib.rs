@@ -9,6 +9,7 @@ pub mod app;
 pub mod bot;
 pub mod bridge;
 pub mod config;
+pub mod conversation_test;
 pub mod json;
 pub mod mcp;
 pub mod model;

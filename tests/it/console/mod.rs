@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod instruments;
+mod test_case_export;
 
 use crate::support::binary::{ready_line, serving, terminate, url_in};
 use crate::support::mcp::Client;

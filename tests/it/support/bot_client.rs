@@ -48,10 +48,13 @@ pub fn text(result: &CallToolResult) -> String {
 pub async fn start(client: &BotClient) -> String {
     let result = call(client, "start", json!({})).await;
     assert_ne!(result.is_error, Some(true), "start failed: {result:?}");
-    text(&result)
+    crate::support::mcp::record_of(&result)["handle"]
+        .as_str()
+        .expect("start's _meta carries the handle")
+        .to_string()
 }
 
-/// Calls `chat`; returns the whole result (text reply, structured turn figures).
+/// Calls `chat`; returns the whole result (text reply, the turn record in `_meta`).
 pub async fn chat(client: &BotClient, handle: &str, line: &str) -> CallToolResult {
     call(client, "chat", json!({"handle": handle, "line": line})).await
 }

@@ -10,6 +10,7 @@ use rmcp::service::{NotificationContext, PeerRequestOptions, RequestHandle, Runn
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
+use turnscope::server::mcp_text::{START_META, TURN_META};
 
 /// Collects every progress notification (token, progress, message).
 #[derive(Clone, Default)]
@@ -37,12 +38,24 @@ pub struct Client {
     pub progress: Progress,
 }
 
-/// What a tool call gave back.
+/// What a tool call gave back: the text the model reads, and the record programs read
+/// (`_meta["turnscope/turn"]` of `chat`, `_meta["turnscope/start"]` of `start`).
 #[derive(Debug)]
 pub struct Outcome {
     pub text: String,
     pub is_error: bool,
-    pub structured: Value,
+    pub record: Value,
+    /// Whether the result carried `structuredContent` (it never should).
+    pub structured_content: bool,
+}
+
+/// The turnscope record in a result's `_meta`, if any.
+pub fn record_of(r: &CallToolResult) -> Value {
+    r.meta
+        .as_ref()
+        .and_then(|m| m.get(TURN_META).or_else(|| m.get(START_META)))
+        .cloned()
+        .unwrap_or(Value::Null)
 }
 
 impl From<CallToolResult> for Outcome {
@@ -54,7 +67,8 @@ impl From<CallToolResult> for Outcome {
                 .filter_map(|c| c.as_text().map(|t| t.text.clone()))
                 .collect(),
             is_error: r.is_error == Some(true),
-            structured: r.structured_content.unwrap_or(Value::Null),
+            record: record_of(&r),
+            structured_content: r.structured_content.is_some(),
         }
     }
 }
@@ -89,7 +103,7 @@ impl Client {
     pub async fn start(&self) -> String {
         let o = self.call("start", json!({})).await;
         assert!(!o.is_error, "start failed: {}", o.text);
-        o.text
+        handle_of(&o)
     }
 
     pub async fn chat(&self, handle: &str, line: &str) -> Outcome {
@@ -118,6 +132,14 @@ impl Client {
             .map(|(_, p, m)| (*p, m.clone()))
             .collect()
     }
+}
+
+/// The handle of a `start` outcome (its record's `handle`).
+pub fn handle_of(start: &Outcome) -> String {
+    start.record["handle"]
+        .as_str()
+        .unwrap_or_else(|| panic!("start gave no handle: {start:?}"))
+        .to_string()
 }
 
 /// The tool result inside a response to a cancellable request.

@@ -229,7 +229,7 @@ async fn the_bot_itself_on_an_endpoint() {
     assert_eq!(names, ["chat", "start"]);
 
     let started = conn.call(json!(2), "start", json!({})).await;
-    let handle = started["result"]["structuredContent"]["handle"]
+    let handle = started["result"]["_meta"]["turnscope/start"]["handle"]
         .as_str()
         .unwrap()
         .to_string();

@@ -36,4 +36,11 @@ pub enum Action {
         /// The report ([`session_report`](crate::draw::export::session_report)).
         text: String,
     },
+    /// Write this test case of a session to a `.test.toml` file.
+    ExportTest {
+        /// Session number.
+        session: u64,
+        /// The file's text ([`ConsoleState::test_case`](crate::state::ConsoleState::test_case)).
+        text: String,
+    },
 }

@@ -170,6 +170,18 @@ impl Console {
                     return Some(Action::Export { session, text });
                 }
             }
+            Command::ExportTest => {
+                let session = self.selected?;
+                match self.state.test_case(session) {
+                    Ok(text) => return Some(Action::ExportTest { session, text }),
+                    Err(e) => {
+                        self.notice = Some(Notice {
+                            text: e,
+                            error: true,
+                        })
+                    }
+                }
+            }
             Command::NextPane => self.cycle(1),
             Command::PrevPane => self.cycle(-1),
             Command::Jump(n) => {

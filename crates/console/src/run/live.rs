@@ -243,14 +243,18 @@ fn perform(
     stop: &CancellationToken,
 ) {
     if let Action::Export { session, text } = &action {
-        console.notice = Some(export_to_file(*session, text));
+        console.notice = Some(export_to_file(*session, text, "txt"));
+        return;
+    }
+    if let Action::ExportTest { session, text } = &action {
+        console.notice = Some(export_to_file(*session, text, "test.toml"));
         return;
     }
     let Some(sessions) = sessions else {
         return;
     };
     match action {
-        Action::Quit | Action::Export { .. } => {}
+        Action::Quit | Action::Export { .. } | Action::ExportTest { .. } => {}
         Action::Yank { session } => {
             console.notice = Some(match sessions.by_number(session) {
                 Some(s) => {
@@ -363,15 +367,21 @@ pub fn listen_early(bus: &turnscope::observe::Bus) -> Subscription {
     bus.subscribe()
 }
 
-/// Writes a session's report to `turnscope-session-N-SECONDS.txt` in the working directory.
-fn export_to_file(session: u64, text: &str) -> Notice {
+/// Writes a session's report (or test case) to `turnscope-session-N-SECONDS.EXT` in the
+/// working directory.
+fn export_to_file(session: u64, text: &str, ext: &str) -> Notice {
     let name = format!(
-        "turnscope-session-{session}-{}.txt",
+        "turnscope-session-{session}-{}.{ext}",
         turnscope::observe::event::now_us() / 1_000_000
     );
     match std::fs::write(&name, text) {
         Ok(()) => Notice {
-            text: format!("#{session} exported to {name}"),
+            text: if ext == "test.toml" {
+                // Short enough for the input pane: `turnscope test FILE` runs it.
+                format!("#{session} test case: {name}")
+            } else {
+                format!("#{session} exported to {name}")
+            },
             error: false,
         },
         Err(e) => Notice {

@@ -30,6 +30,7 @@ pub mod pipelines;
 pub mod records;
 mod rows;
 pub mod tape;
+mod test_case;
 pub mod timeline;
 mod times;
 mod tools;
@@ -173,6 +174,11 @@ impl ConsoleState {
                 reason,
                 at_us,
             } => self.on_client_gone(*session, client, reason, *at_us),
+            Event::CallCancelled {
+                session,
+                client,
+                at_us,
+            } => self.on_cancelled(*session, client, *at_us),
             Event::Bridge(b) => self.on_bridge(b),
             Event::ToolSource(t) => self.on_tool_source(t),
             Event::Replica(r) => {

@@ -36,6 +36,21 @@ impl ConsoleState {
         });
     }
 
+    /// A client withdrew its chat call: its choice, noted as such (never an error).
+    pub(super) fn on_cancelled(&mut self, session: u64, client: &str, at_us: u64) {
+        self.saw_time(at_us);
+        self.touch(session, at_us);
+        self.journal.push(Entry {
+            at_us,
+            level: Level::Info,
+            session: Some(session),
+            source: format!("mcp client {client}"),
+            message: "cancelled its chat call; the turn runs on, an empty line reads its reply"
+                .into(),
+            repeats: 1,
+        });
+    }
+
     /// A session opened or closed.
     pub(super) fn on_session(&mut self, s: &SessionEvent) {
         self.saw_time(s.at_us);

@@ -405,3 +405,22 @@ fn a_turn_cut_by_the_token_limit_shows_length_with_its_tokens_and_reasoning() {
     assert_eq!((u.prompt_tokens, u.completion_tokens), (70, 69));
     assert_eq!(t.reasoning_bytes, 12);
 }
+
+#[test]
+fn a_cancelled_call_is_noted_as_the_clients_choice_not_an_error() {
+    let mut s = fixture_state();
+    let errors = s.journal.errors;
+    s.apply(&Event::CallCancelled {
+        session: 2,
+        client: "claude-code".into(),
+        at_us: T0 + 9_000_000,
+    });
+    assert_eq!(s.journal.errors, errors, "a cancel is not an error");
+    let last = s.journal.entries().back().unwrap();
+    assert_eq!(last.source, "mcp client claude-code");
+    assert!(
+        last.message
+            .starts_with("cancelled its chat call; the turn runs on")
+    );
+    assert_eq!(s.client_gone(2), None, "the client still holds the session");
+}

@@ -51,6 +51,8 @@ pub enum Command {
     Zoom,
     /// Export the selected session's turns and frames to a file.
     Export,
+    /// Export the selected session as a conversation test case (`*.test.toml`).
+    ExportTest,
     /// Copy the selected session's full handle.
     Yank,
     /// Open a new session for the person.
@@ -143,6 +145,11 @@ pub const BINDINGS: &[Binding] = &[
         Scope::Global,
         "e",
         "export the selected session: its turns (waterfall, tool calls whole) and its filtered frames, to a file",
+    ),
+    b(
+        Scope::Global,
+        "t",
+        "export the selected session as a test case for `turnscope test`",
     ),
     b(
         Scope::Global,
@@ -421,6 +428,7 @@ pub fn command(key: &KeyEvent) -> Option<Command> {
         KeyCode::Char('x') => Command::Expand,
         KeyCode::Char('z') => Command::Zoom,
         KeyCode::Char('e') => Command::Export,
+        KeyCode::Char('t') => Command::ExportTest,
         KeyCode::Char('y') => Command::Yank,
         KeyCode::Char('n') => Command::New,
         KeyCode::Char('d') => Command::Close,

@@ -16,8 +16,12 @@ use crate::model::client::openai_tool;
 use crate::model::{ModelClient, ModelError};
 use crate::observe::event::{carried, now_us};
 use crate::observe::{Event, ModelResponseInfo, ToolCallEvent};
-use crate::pipeline::{Frame, FrameBody, Link, ModelReport, Processor, TurnId};
+use crate::pipeline::{FlushToken, Frame, FrameBody, Link, ModelReport, Processor, TurnId};
 use crate::tools::{CallContext, SessionControl, ToolCall, ToolCallRecord, ToolOutcome, Tools};
+
+/// How long a failed response waits for its pieces to reach the output before its error
+/// (which would overtake them) is pushed.
+const ERROR_FLUSH_WAIT: Duration = Duration::from_secs(2);
 
 /// Limits of a turn.
 #[derive(Debug, Clone, Copy)]
@@ -206,6 +210,15 @@ impl TurnRun {
             let mut completion = match result {
                 Ok(c) => c,
                 Err(e) => {
+                    // An error is a system frame and overtakes data: the pieces this response
+                    // pushed just before it broke would reach the output after the turn ended
+                    // and be lost. A flush lets them through first, so the turn keeps its
+                    // partial reply (bounded: a stuck processor of yours cannot hold it).
+                    if first_piece.is_some() {
+                        let (token, passed) = FlushToken::new();
+                        self.push(FrameBody::Flush(token));
+                        let _ = tokio::time::timeout(ERROR_FLUSH_WAIT, passed).await;
+                    }
                     self.fail(&e);
                     return;
                 }

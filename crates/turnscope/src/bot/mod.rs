@@ -36,6 +36,8 @@ pub struct Bot {
 struct BotInner {
     system_prompt: Option<String>,
     greeting: Option<String>,
+    name: Option<String>,
+    description: Option<String>,
     model: ModelClient,
     tools: Arc<dyn Tools>,
     tools_factory: Option<Arc<dyn ToolsFactory>>,
@@ -59,6 +61,14 @@ impl BotBuilder {
     /// A greeting the bot opens each session with (returned by `start`, kept in the history).
     pub fn greeting(mut self, greeting: impl Into<String>) -> Self {
         self.inner.greeting = Some(greeting.into());
+        self
+    }
+
+    /// What the bot is called and what it is for, as MCP clients show it (`start`/`chat`
+    /// descriptions, the server's instructions), so two bots in one client are told apart.
+    pub fn identity(mut self, name: Option<String>, description: Option<String>) -> Self {
+        self.inner.name = name;
+        self.inner.description = description;
         self
     }
 
@@ -112,6 +122,8 @@ impl Bot {
             inner: BotInner {
                 system_prompt: None,
                 greeting: None,
+                name: None,
+                description: None,
                 model,
                 tools: Arc::new(Toolbox::new()),
                 tools_factory: None,
@@ -130,6 +142,16 @@ impl Bot {
     /// The bot's greeting, if it has one.
     pub fn greeting(&self) -> Option<&str> {
         self.inner.greeting.as_deref()
+    }
+
+    /// The bot's configured name (`[bot] name`), if it has one.
+    pub fn name(&self) -> Option<&str> {
+        self.inner.name.as_deref()
+    }
+
+    /// What the bot is for (`[bot] description`), if configured.
+    pub fn description(&self) -> Option<&str> {
+        self.inner.description.as_deref()
     }
 
     /// The model client.

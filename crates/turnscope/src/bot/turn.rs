@@ -102,6 +102,14 @@ impl TurnRecord {
         };
         &self.reply[start..self.piece_ends[i] as usize]
     }
+
+    /// Where the first `pieces` pieces end in `reply` (0 for none).
+    pub fn end_of(&self, pieces: usize) -> usize {
+        match pieces {
+            0 => 0,
+            n => self.piece_ends[n - 1] as usize,
+        }
+    }
 }
 
 /// What readers wait on.

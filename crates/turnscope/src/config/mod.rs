@@ -225,6 +225,11 @@ pub struct BotSection {
     pub system_prompt: Option<String>,
     /// What the bot says first in each session.
     pub greeting: Option<String>,
+    /// What MCP clients call the bot (in `start`/`chat` descriptions and the server's
+    /// instructions), so two turnscope servers in one client are told apart.
+    pub name: Option<String>,
+    /// One line on what the bot is for, shown to MCP clients' models with its name.
+    pub description: Option<String>,
     /// Most rounds of function calls per turn (default 8).
     pub round_cap: u32,
     /// Seconds a tool call may take (default 30).
@@ -258,6 +263,8 @@ impl Default for BotSection {
                 "You are a helpful assistant. Answer in one short sentence.".into(),
             ),
             greeting: None,
+            name: None,
+            description: None,
             round_cap: 8,
             tool_timeout_seconds: 30.0,
             builtin_tools: true,
@@ -403,6 +410,7 @@ impl Config {
         if let Some(id) = &s.replica_id {
             check_replica_id(id)?;
         }
+        check_bot_identity(&self.bot)?;
         check_seconds("model.pace", self.model.pace, true)?;
         check_seconds(
             "server.header_timeout_seconds",
@@ -456,6 +464,30 @@ pub(crate) fn check_open_bind(
          open sessions and use your model and tools. Pass --auth-token TOKEN (clients then send \
          `Authorization: Bearer TOKEN`), or --allow-open-bind if an authenticating proxy is in front"
     ))
+}
+
+/// `[bot] name` and `description` go into every MCP client's tool list and its model's
+/// system prompt (Claude Code cuts descriptions at 2 KB): one line each, and short.
+fn check_bot_identity(bot: &BotSection) -> Result<(), String> {
+    for (key, value, most) in [
+        ("bot.name", &bot.name, 64),
+        ("bot.description", &bot.description, 400),
+    ] {
+        let Some(value) = value else { continue };
+        let chars = value.chars().count();
+        if value.trim().is_empty() || value.contains(['\n', '\r']) || chars > most {
+            return Err(format!(
+                "{key}: expected one non-empty line of at most {most} characters; received {chars} \
+                 characters{}. It is shown to MCP clients' models: keep it short.",
+                if value.contains(['\n', '\r']) {
+                    " with a line break"
+                } else {
+                    ""
+                }
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A replica id shows in headers, logs and error texts: 1–64 characters of ASCII letters,

@@ -69,7 +69,8 @@ pub enum Event {
         session: u64,
         /// Pieces so far (the `progress` value sent).
         progress: u64,
-        /// The message sent: one piece, or several joined when the caller lagged.
+        /// The message sent: the reply so far as a person reads it (its last 200 characters,
+        /// `sessions::progress_text`), also when several pieces coalesced for a lagging caller.
         message: String,
         /// How many pieces this notification carried (more than 1 = coalesced).
         pieces: u32,
@@ -105,6 +106,18 @@ pub enum Event {
         client: String,
         /// What happened, in a few words.
         reason: Name,
+        /// When, in µs since the epoch.
+        at_us: u64,
+    },
+    /// An MCP client withdrew its `chat` call before the reply: `notifications/cancelled`,
+    /// or under 2026-07-28 its response stream closed (Claude Code's Esc). The client's
+    /// choice, not an error: the turn runs on, and an empty line reads its reply. The call's
+    /// `Served` is `ok`.
+    CallCancelled {
+        /// Session number.
+        session: u64,
+        /// The client's name.
+        client: String,
         /// When, in µs since the epoch.
         at_us: u64,
     },

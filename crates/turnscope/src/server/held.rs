@@ -1,7 +1,8 @@
 //! Which bot sessions an MCP client holds: the handles its MCP session started or chatted on,
 //! and [`Event::ClientGone`] for each still open when rmcp drops that session's handler (the
-//! client sent `DELETE /mcp`, or rmcp closed the session after its idle timeout); and, under
-//! 2026-07-28 (no MCP session), a chat whose response stream closed before the reply.
+//! client sent `DELETE /mcp`, or rmcp closed the session after its idle timeout). Under
+//! 2026-07-28 (no MCP session) a closed response stream is a cancel, not a client gone
+//! (`Event::CallCancelled`, published by `mcp`).
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -67,17 +68,4 @@ impl Drop for Held {
             });
         }
     }
-}
-
-/// A chat's response stream closed before the reply under 2026-07-28 (where that is the
-/// cancel, and there is no MCP session to end): [`Event::ClientGone`] for its session.
-pub(crate) fn stream_closed(sessions: &Sessions, number: u64, client: &str) {
-    sessions.bus().publish_with(|| Event::ClientGone {
-        session: number,
-        client: client.to_string(),
-        reason: "its chat's response stream closed before the reply (2026-07-28: that withdraws \
-                 the call; the turn runs on)"
-            .into(),
-        at_us: crate::observe::event::now_us(),
-    });
 }

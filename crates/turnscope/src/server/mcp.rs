@@ -1,4 +1,7 @@
-//! The MCP face of a bot: tools `start` and `chat` (rmcp server handler).
+//! The MCP face of a bot: tools `start` and `chat` (rmcp server handler). How the tools
+//! present themselves is `mcp_tools`; what their results say, `mcp_text`. Each call's client
+//! is named by what it sends: the per-request `_meta` `io.modelcontextprotocol/clientInfo`
+//! (2026-07-28), else the `initialize` `clientInfo` of its MCP session (2025-11-25 and older).
 //!
 //! Arguments are parsed by hand rather than by rmcp's typed `Parameters`, so that a wrong
 //! type is answered as a tool error naming the field (as every other mistake is) instead of
@@ -15,13 +18,14 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::caller::CallerGone;
 use super::held::Held;
+use super::mcp_text;
 use crate::observe::{Event, SessionOpener};
-use crate::sessions::{ChatError, ChatReply, ProgressSink, Sessions};
+use crate::sessions::{ChatError, ProgressSink, Sessions};
 
 /// The rmcp handler serving one bot's sessions.
 #[derive(Clone)]
@@ -34,7 +38,10 @@ pub struct BotMcp {
 impl BotMcp {
     /// A handler for `sessions`.
     pub fn new(sessions: Sessions) -> Self {
-        let tools = Arc::new(tool_list(sessions.limits().handle_seconds));
+        let tools = Arc::new(super::mcp_tools::tool_list(
+            sessions.bot(),
+            sessions.limits().handle_seconds,
+        ));
         let held = Arc::new(Held::new(sessions.clone()));
         Self {
             sessions,
@@ -42,68 +49,6 @@ impl BotMcp {
             held,
         }
     }
-}
-
-fn object(v: Value) -> Arc<JsonObject> {
-    match v {
-        Value::Object(map) => Arc::new(map),
-        _ => unreachable!("schemas below are object literals"),
-    }
-}
-
-/// The `start` and `chat` tools, with descriptions that tell a model how to use them.
-fn tool_list(handle_seconds: u64) -> Vec<Tool> {
-    let start = Tool::new(
-        "start",
-        format!(
-            "Opens one conversation with the bot and returns its handle. Call it once per conversation and pass \
-             the handle to every chat call. The handle is a secret: do not print or share it. A conversation with \
-             no chat call for {handle_seconds} seconds ends; then call start again."
-        ),
-        object(json!({"type": "object", "properties": {}})),
-    )
-    .with_raw_output_schema(object(json!({
-        "type": "object",
-        "properties": {
-            "handle": {"type": "string", "description": "The conversation's handle (36 characters)."},
-            "greeting": {"type": ["string", "null"], "description": "What the bot says first, if anything."},
-            "replica": {"type": "string", "description": "The replica holding the conversation (behind a load balancer)."}
-        },
-        "required": ["handle"]
-    })));
-    let chat = Tool::new(
-        "chat",
-        format!(
-            "Sends one line to the bot and returns its whole reply when the turn ends. The bot keeps the history, \
-             so send only the new line. Calls on one handle run in order. If you stop waiting, call chat with an \
-             empty line to read the reply of the turn in flight, or send a new line to interrupt it. A conversation \
-             with no chat call for {handle_seconds} seconds ends."
-        ),
-        object(json!({
-            "type": "object",
-            "properties": {
-                "handle": {"type": "string", "description": "The handle start returned."},
-                "line": {"type": "string", "default": "", "description": "What to say. Empty: read the turn in flight."}
-            },
-            "required": ["handle"]
-        })),
-    )
-    .with_raw_output_schema(object(json!({
-        "type": "object",
-        "properties": {
-            "reply": {"type": "string"},
-            "turn": {"type": ["integer", "null"]},
-            "end_reason": {"type": ["string", "null"], "enum": ["completed", "length", "interrupted", "error", "session_ended", null]},
-            "error": {"type": ["string", "null"]},
-            "rounds": {"type": "integer"},
-            "tool_calls": {"type": "array", "items": {"type": "object"}},
-            "first_piece_ms": {"type": ["number", "null"]},
-            "total_ms": {"type": ["number", "null"]},
-            "unread": {"type": ["object", "null"], "properties": {"reply": {"type": "string"}, "end_reason": {"type": "string"}}}
-        },
-        "required": ["reply", "rounds", "tool_calls"]
-    })));
-    vec![start, chat]
 }
 
 fn tool_error(text: impl Into<String>) -> CallToolResult {
@@ -187,15 +132,27 @@ impl BotMcp {
         progress: Option<&mut dyn ProgressSink>,
     ) -> CallToolResult {
         let started = Instant::now();
+        let mut cancelled = false;
         let result = match name {
-            "start" => self.start(client),
-            "chat" => self.chat(args, &client, cancel, progress).await,
+            "start" => self.start(client.clone()),
+            "chat" => {
+                self.chat(args, &client, cancel, progress, &mut cancelled)
+                    .await
+            }
             other => tool_error(format!(
                 "tool `{other}` does not exist here. This server has two tools: start (opens a conversation) and \
                  chat (handle, line)."
             )),
         };
-        let ok = result.is_error != Some(true);
+        // A call its client withdrew is the client's choice, not a failure.
+        if cancelled && let Some(session) = session_of(&self.sessions, args) {
+            self.sessions.bus().publish_with(|| Event::CallCancelled {
+                session,
+                client: client.clone(),
+                at_us: crate::observe::event::now_us(),
+            });
+        }
+        let ok = cancelled || result.is_error != Some(true);
         self.sessions.bus().publish_with(|| Event::Served {
             route: format!("mcp tools/call {name}").into(),
             duration_us: started.elapsed().as_micros() as u64,
@@ -228,13 +185,13 @@ impl BotMcp {
             Ok(session) => {
                 let handle = session.handle();
                 self.held.hold(&handle, &client);
-                let mut result = CallToolResult::success(vec![ContentBlock::text(handle.clone())]);
-                result.structured_content = Some(json!({
-                    "handle": handle,
-                    "greeting": self.sessions.bot().greeting(),
-                    "replica": self.sessions.replica().id(),
-                }));
-                result
+                let bot = self.sessions.bot();
+                mcp_text::start_result(
+                    &super::mcp_tools::who(bot),
+                    &handle,
+                    bot.greeting(),
+                    self.sessions.replica().id(),
+                )
             }
             Err(e) => tool_error(e.to_string()),
         }
@@ -246,6 +203,7 @@ impl BotMcp {
         client: &str,
         cancel: &CancellationToken,
         progress: Option<&mut dyn ProgressSink>,
+        cancelled: &mut bool,
     ) -> CallToolResult {
         let handle = match string_arg(
             args,
@@ -269,9 +227,12 @@ impl BotMcp {
             Ok(reply) => {
                 // A client chatting on a handle holds it, whoever opened it.
                 self.held.hold(handle, client);
-                reply_result(reply)
+                mcp_text::chat_result(&reply)
             }
-            Err(ChatError::Cancelled) => tool_error(ChatError::Cancelled.to_string()),
+            Err(ChatError::Cancelled) => {
+                *cancelled = true;
+                tool_error(ChatError::Cancelled.to_string())
+            }
             Err(e) => tool_error(e.to_string()),
         }
     }
@@ -287,6 +248,20 @@ fn closing_the_stream_cancels(context: &RequestContext<RoleServer>) -> bool {
         .is_some_and(|version| !version.has_initialize())
 }
 
+/// The calling client's name: from the request's own `_meta` (2026-07-28 clients name
+/// themselves in every request, and rmcp then fills the peer info with its own default),
+/// else from the MCP session's `initialize`.
+fn client_name(context: &RequestContext<RoleServer>) -> String {
+    if let Some(info) = context.meta.client_info() {
+        return info.name;
+    }
+    context
+        .peer
+        .peer_info()
+        .map(|info| info.client_info.name.clone())
+        .unwrap_or_else(|| "mcp client".to_string())
+}
+
 /// The session a failed call's `handle` names, when it looks like a live one. The table is
 /// scanned only for a well-formed handle, so a flood of calls on bad handles costs nothing.
 fn session_of(sessions: &Sessions, args: &JsonObject) -> Option<u64> {
@@ -299,20 +274,6 @@ fn session_of(sessions: &Sessions, args: &JsonObject) -> Option<u64> {
         .into_iter()
         .find(|s| s.handle() == handle)
         .map(|s| s.number)
-}
-
-fn reply_result(reply: ChatReply) -> CallToolResult {
-    let structured = serde_json::to_value(&reply).unwrap_or(Value::Null);
-    let mut result = match &reply.error {
-        Some(error) => tool_error(format!(
-            "chat: the turn ended in error: {error}. The session is still usable: send another line, \
-             or start a new conversation. Partial reply: {:?}",
-            reply.reply
-        )),
-        None => CallToolResult::success(vec![ContentBlock::text(reply.reply.clone())]),
-    };
-    result.structured_content = Some(structured);
-    result
 }
 
 impl ServerHandler for BotMcp {
@@ -330,9 +291,10 @@ impl ServerHandler for BotMcp {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("turnscope", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "A conversational bot. Call start once for a handle, then chat with that handle and one line at a time.",
-            )
+            .with_instructions(super::mcp_tools::instructions(
+                self.sessions.bot(),
+                self.sessions.limits().handle_seconds,
+            ))
     }
 
     async fn list_tools(
@@ -350,11 +312,7 @@ impl ServerHandler for BotMcp {
     ) -> Result<CallToolResponse, ErrorData> {
         let empty = JsonObject::new();
         let args = request.arguments.as_ref().unwrap_or(&empty);
-        let client = context
-            .peer
-            .peer_info()
-            .map(|info| info.client_info.name.clone())
-            .unwrap_or_else(|| "mcp client".to_string());
+        let client = client_name(&context);
         // Which end of the call is a cancel depends on the revision: before 2026-07-28 only
         // `notifications/cancelled` is (rmcp cancels `context.ct`), and a broken stream is
         // resumed with `Last-Event-ID`; from 2026-07-28 closing the response stream is the
@@ -368,7 +326,6 @@ impl ServerHandler for BotMcp {
                     .map(|g| g.0.clone())
             })
             .flatten();
-        let stream = gone.clone();
         let (cancel, _watch) = either(context.ct.clone(), gone);
         let in_mcp_session = context
             .extensions
@@ -382,17 +339,11 @@ impl ServerHandler for BotMcp {
             token,
         });
         let progress = sink.as_mut().map(|s| s as &mut dyn ProgressSink);
+        // Under 2026-07-28 a chat whose response stream closed before the reply is cancelled
+        // (`Event::CallCancelled`, from `call`), as `notifications/cancelled` is before it.
         let result = self
-            .call(&request.name, args, client.clone(), &cancel, progress)
+            .call(&request.name, args, client, &cancel, progress)
             .await;
-        // Under 2026-07-28 a chat whose response stream closed before the reply is a caller that
-        // went away (or cancelled): said once for its session, looked up only then.
-        if request.name == "chat"
-            && stream.as_ref().is_some_and(|g| g.is_cancelled())
-            && let Some(number) = session_of(&self.sessions, args)
-        {
-            super::held::stream_closed(&self.sessions, number, &client);
-        }
         Ok(result.into())
     }
 }

@@ -9,6 +9,8 @@ pub mod guard;
 mod held;
 pub mod jsonrpc;
 pub mod mcp;
+pub mod mcp_text;
+mod mcp_tools;
 pub mod resume;
 
 use std::net::SocketAddr;

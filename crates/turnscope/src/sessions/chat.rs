@@ -1,6 +1,7 @@
 //! The `chat` semantics: one lock per handle, a new line interrupts the turn in flight, an
 //! empty line reads it, a read turn is gone, a cancelled caller leaves the turn running, and
-//! one progress notification per reply piece that never makes the bot wait.
+//! one progress notification per reply piece (the reply so far, its last 200 characters)
+//! that never makes the bot wait.
 
 use std::sync::Arc;
 
@@ -25,7 +26,8 @@ pub(crate) struct ChatState {
 /// Where a call's progress notifications go (an MCP peer, or nowhere).
 #[async_trait]
 pub trait ProgressSink: Send {
-    /// Sends one notification: `progress` pieces so far, `message` the new text.
+    /// Sends one notification: `progress` pieces so far, `message` the reply so far as a
+    /// person reads it ([`progress_text`]).
     /// Returns false when the caller is gone (no more are sent).
     async fn notify(&mut self, progress: u64, message: String) -> bool;
 }
@@ -224,8 +226,36 @@ impl Sessions {
     }
 }
 
-/// Sends one notification per piece until the turn ends. The bot never waits for this: the
-/// turn only bumps a counter, and a caller that lags gets its backlog in one notification.
+/// Most characters of a progress message: Claude Code shows at most this many under a
+/// running call (whitespace collapsed), and the MCP spec means `message` for a person.
+pub const PROGRESS_CHARS: usize = 200;
+
+/// What a person watching a turn wants to read: the reply so far, trimmed; when longer than
+/// [`PROGRESS_CHARS`], its last ones, starting on a word boundary after an ellipsis. Only
+/// the returned message is allocated.
+pub fn progress_text(so_far: &str) -> String {
+    let text = so_far.trim();
+    // Bytes bound characters, so most messages are decided without counting.
+    if text.len() <= PROGRESS_CHARS {
+        return text.to_string();
+    }
+    let Some((start, _)) = text.char_indices().rev().nth(PROGRESS_CHARS - 2) else {
+        return text.to_string();
+    };
+    let mut tail = &text[start..];
+    let mid_word = !text[..start].ends_with(char::is_whitespace);
+    if mid_word && let Some(space) = tail.find(char::is_whitespace) {
+        tail = tail[space..].trim_start();
+    }
+    let mut message = String::with_capacity(tail.len() + 3);
+    message.push('…');
+    message.push_str(tail);
+    message
+}
+
+/// Sends one notification per piece until the turn ends, each carrying the reply so far
+/// ([`progress_text`]). The bot never waits for this: the turn only bumps a counter, and a
+/// caller that lags more than `COALESCE_AT` pieces gets one notification for its backlog.
 async fn forward_progress(
     turn: &Turn,
     sink: &mut dyn ProgressSink,
@@ -238,21 +268,16 @@ async fn forward_progress(
     loop {
         let now = *signal.borrow_and_update();
         if alive && now.pieces > sent {
-            let batch: Vec<String> = turn.with_record(|r| {
-                let pieces = (sent..now.pieces).map(|i| r.piece(i));
-                if now.pieces - sent > COALESCE_AT {
-                    vec![pieces.collect::<String>()]
-                } else {
-                    pieces.map(str::to_string).collect()
-                }
-            });
-            let per = if batch.len() == 1 {
-                (now.pieces - sent) as u32
+            // One notification per piece; the whole backlog in one when the caller lags.
+            let step = if now.pieces - sent > COALESCE_AT {
+                now.pieces - sent
             } else {
                 1
             };
-            for message in batch {
-                sent += per as usize;
+            while sent < now.pieces {
+                let upto = sent + step;
+                let message = turn.with_record(|r| progress_text(&r.reply[..r.end_of(upto)]));
+                sent = upto;
                 let progress = sent as u64;
                 let bus = sessions.bus();
                 if bus.is_listened() {
@@ -260,7 +285,7 @@ async fn forward_progress(
                         session,
                         progress,
                         message: message.clone(),
-                        pieces: per,
+                        pieces: step as u32,
                         at_us: now_us(),
                     });
                 }
@@ -341,7 +366,35 @@ mod tests {
             "progress increases: {progress:?}"
         );
         assert_eq!(*progress.last().unwrap(), 200);
-        let joined: String = caller.got.iter().map(|(_, m, _)| m.as_str()).collect();
-        assert_eq!(joined.trim(), reply.reply);
+        // Each message is the reply so far as a person reads it; the last one, its end.
+        assert_eq!(caller.got.last().unwrap().1, progress_text(&reply.reply));
+        assert!(
+            caller
+                .got
+                .iter()
+                .all(|(_, m, _)| m.chars().count() <= PROGRESS_CHARS)
+        );
+    }
+
+    #[test]
+    fn progress_text_is_the_reply_so_far_cut_to_its_last_words() {
+        assert_eq!(progress_text("  We open at nine "), "We open at nine");
+        let long = "word ".repeat(100) + "the end";
+        let tail = progress_text(&long);
+        assert_eq!(tail.chars().count(), PROGRESS_CHARS - 2, "{tail}");
+        assert!(
+            tail.starts_with("…word word") && tail.ends_with("the end"),
+            "{tail}"
+        );
+        // Cut inside a word: the partial word is dropped.
+        let odd = "x".repeat(3) + &" abcdefg".repeat(40);
+        let cut = progress_text(&odd);
+        assert!(cut.starts_with("…abcdefg"), "{cut}");
+        assert!(cut.chars().count() <= PROGRESS_CHARS);
+        // Multi-byte characters count as one each; one long word is cut mid-word.
+        let wide = "é".repeat(500);
+        let cut = progress_text(&wide);
+        assert_eq!(cut.chars().count(), PROGRESS_CHARS);
+        assert!(cut.starts_with('…'));
     }
 }

@@ -12,7 +12,8 @@ pub enum ChatError {
         /// Characters received.
         received: usize,
     },
-    /// No live session has this handle (never existed, idle too long, or its bot stopped).
+    /// No live session has this handle: it ended (idle too long, closed, its bot stopped) or
+    /// this server restarted since it was issued (handles do not survive a restart).
     NoSession {
         /// The idle lifetime in force.
         handle_seconds: u64,
@@ -26,7 +27,8 @@ pub enum ChatError {
     },
     /// The caller cancelled; the turn runs on.
     Cancelled,
-    /// The handle ends in another replica's tag: that replica issued it (or is gone).
+    /// The handle ends in another replica's tag: that replica issued it (or is gone). Only a
+    /// server run as one of several (a replica id configured) says so.
     Foreign {
         /// The tag the handle ends in.
         tag: String,
@@ -53,8 +55,9 @@ impl fmt::Display for ChatError {
             ),
             ChatError::NoSession { handle_seconds } => write!(
                 f,
-                "handle: no live session. A session ends after {handle_seconds} seconds with no chat call, \
-                 or when its bot stops. Call start for a new handle."
+                "handle: no live session has this handle. Its conversation ended (after {handle_seconds} seconds \
+                 with no chat call, or it was closed), or this server restarted since start gave it: handles \
+                 do not survive a restart. Call start for a new handle."
             ),
             ChatError::Cap { cap, handle_seconds } => write!(
                 f,

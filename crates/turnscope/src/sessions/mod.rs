@@ -19,7 +19,9 @@ use subtle::ConstantTimeEq;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
-pub use chat::{ChatReply, ProgressSink, ToolCallSummary, UnreadTurn};
+pub use chat::{
+    ChatReply, PROGRESS_CHARS, ProgressSink, ToolCallSummary, UnreadTurn, progress_text,
+};
 pub use errors::ChatError;
 pub use replica::Replica;
 
@@ -308,7 +310,9 @@ impl Sessions {
         let Some(session) =
             found.filter(|s| bool::from(s.handle.as_bytes().ct_eq(uuid.as_bytes())))
         else {
-            return Err(if replica.issued(&uuid) {
+            // Another tag on a lone server is a handle from before it restarted (on another
+            // port); only among replicas is it another replica's.
+            return Err(if replica.issued(&uuid) || !replica.is_one_of_several() {
                 unknown()
             } else {
                 ChatError::Foreign {

@@ -13,17 +13,20 @@ use uuid::Uuid;
 pub struct Replica {
     id: Arc<str>,
     tag: u16,
+    /// Whether the id was configured: this server runs as one of several, so a handle of
+    /// another tag is another replica's rather than one from before a restart.
+    one_of_several: bool,
 }
 
 impl Default for Replica {
-    /// The replica of a table built without one (library use, unit tests): `local`.
+    /// The replica of a table built without one (library use, unit tests): `local`, alone.
     fn default() -> Self {
-        Self::new("local")
+        Self::alone("local")
     }
 }
 
 impl Replica {
-    /// The replica called `id`; its tag is derived from the id (FNV-1a, mixed), so the same id
+    /// The replica called `id`, one of several; its tag is derived from the id (FNV-1a, mixed), so the same id
     /// always issues handles with the same ending.
     pub fn new(id: impl Into<Arc<str>>) -> Self {
         let id = id.into();
@@ -36,7 +39,24 @@ impl Replica {
         hash = (hash ^ (hash >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         hash = (hash ^ (hash >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         let tag = (hash ^ (hash >> 31)) as u16;
-        Self { id, tag }
+        Self {
+            id,
+            tag,
+            one_of_several: true,
+        }
+    }
+
+    /// A server that is no replica of others (no id configured), called `id` (`host:port`).
+    pub fn alone(id: impl Into<Arc<str>>) -> Self {
+        Self {
+            one_of_several: false,
+            ..Self::new(id)
+        }
+    }
+
+    /// Whether this server runs as one of several replicas (its id was configured).
+    pub fn is_one_of_several(&self) -> bool {
+        self.one_of_several
     }
 
     /// The id, as shown in `/healthz`, `start`'s structured content, events and errors.

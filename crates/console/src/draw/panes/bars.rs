@@ -63,7 +63,8 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
     if let Some(url) = &h.mcp_url {
         second.push(Span::styled(" connect: ", t.dim));
         second.push(Span::styled(claude_line(url), t.key));
-        second.push(Span::styled("  ", t.dim));
+        // Claude Code's default scope is `local`: the folder the command runs in.
+        second.push(Span::styled(" (this folder; --scope user: all)  ", t.dim));
     } else {
         second.push(Span::styled(" ", t.dim));
     }

@@ -7,7 +7,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::bottom_window;
-use crate::text::{count, one_line, pad, truncate};
+use crate::text::{count, one_line, pad, truncate_start};
 use crate::view::console::Console;
 
 /// Draws the pane into the inspector's inside.
@@ -103,7 +103,8 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
                 ),
                 if coalesced { t.warn } else { t.dim },
             ),
-            Span::styled(truncate(&one_line(&r.message), msg_w), t.bot),
+            // The message is the reply so far: its end is the news.
+            Span::styled(truncate_start(&one_line(&r.message), msg_w), t.bot),
         ]));
     }
     f.render_widget(Paragraph::new(out), area);

@@ -1,0 +1,242 @@
+//! What a `start` or `chat` result says, to a model and to a program.
+//!
+//! The result's text `content` is the calling model's interface: `chat`'s is the bot's reply,
+//! plus a bracketed note worded for a model when it must know more (an interrupted or failed
+//! turn, a cut-off reply, an unread reply a new line replaced, nothing to read); `start`'s
+//! names the bot, the handle and how to use it, and the greeting. No timing, no server
+//! address. The machine-readable record goes in the result's `_meta`, which clients keep
+//! from their model (Claude Code hands its model `structuredContent` instead of the text
+//! when there is any, so there is none): [`TURN_META`] for `chat` (the [`ChatReply`] fields)
+//! and [`START_META`] for `start` (`handle`, `greeting`, `replica`).
+
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, MetaObject};
+use serde_json::{Value, json};
+
+use crate::sessions::ChatReply;
+
+/// The `_meta` key of `chat`'s turn record: `turn`, `reply`, `end_reason`, `error`, `rounds`,
+/// `tool_calls`, `first_piece_ms`, `total_ms`, `unread`.
+pub const TURN_META: &str = "turnscope/turn";
+
+/// The `_meta` key of `start`'s record: `handle`, `greeting`, `replica`.
+pub const START_META: &str = "turnscope/start";
+
+fn with_meta(mut result: CallToolResult, key: &str, record: Value) -> CallToolResult {
+    let mut meta = JsonObject::new();
+    meta.insert(key.to_string(), record);
+    result.meta = Some(MetaObject::from(meta));
+    result
+}
+
+/// `start`'s result: text naming the bot (`who`, see `mcp_tools::who`), the handle and
+/// how to use it, and the greeting; the record in `_meta["turnscope/start"]`.
+pub(crate) fn start_result(
+    who: &str,
+    handle: &str,
+    greeting: Option<&str>,
+    replica: &str,
+) -> CallToolResult {
+    let mut text = format!(
+        "Conversation started with {who}.\nHandle: {handle}\nPass this handle to chat with each line you \
+         say. It is a secret: do not show it to anyone."
+    );
+    if let Some(greeting) = greeting {
+        text.push_str("\nThe bot greets you: ");
+        text.push_str(greeting);
+    }
+    with_meta(
+        CallToolResult::success(vec![ContentBlock::text(text)]),
+        START_META,
+        json!({"handle": handle, "greeting": greeting, "replica": replica}),
+    )
+}
+
+/// `chat`'s result: [`turn_text`] (an error result when the turn failed), the record in
+/// `_meta["turnscope/turn"]`.
+pub(crate) fn chat_result(reply: &ChatReply) -> CallToolResult {
+    let text = turn_text(reply);
+    let result = if reply.is_error() {
+        CallToolResult::error(vec![ContentBlock::text(text)])
+    } else {
+        CallToolResult::success(vec![ContentBlock::text(text)])
+    };
+    let record = serde_json::to_value(reply).unwrap_or(Value::Null);
+    with_meta(result, TURN_META, record)
+}
+
+/// What the model reads for a `chat` call: the reply, preceded by a note on an unread reply
+/// this line replaced and followed by a note on how the turn ended, when either is needed.
+pub fn turn_text(reply: &ChatReply) -> String {
+    let mut text = String::with_capacity(reply.reply.len() + 160);
+    if let Some(unread) = &reply.unread {
+        text.push_str(
+            "[Your previous line's reply was never read: this line replaced it. The bot had said: ",
+        );
+        if unread.reply.is_empty() {
+            text.push_str("nothing yet");
+        } else {
+            text.push('"');
+            text.push_str(&unread.reply);
+            text.push('"');
+        }
+        text.push_str(if unread.end_reason == "interrupted" {
+            " (cut short by this line).]\n\n"
+        } else {
+            ".]\n\n"
+        });
+    }
+    text.push_str(&reply.reply);
+    if let Some(note) = end_note(reply) {
+        if !reply.reply.is_empty() {
+            text.push_str("\n\n");
+        }
+        text.push_str(&note);
+    }
+    text
+}
+
+/// The note after the reply, by how the turn ended: one arm per end reason (`None` when the
+/// reply says it all).
+fn end_note(reply: &ChatReply) -> Option<String> {
+    let partial = |what: &str| {
+        if reply.reply.is_empty() {
+            format!("{what} before it said anything")
+        } else {
+            format!("{what}; the reply above is all it said")
+        }
+    };
+    match reply.end_reason.as_deref() {
+        Some("completed") => None,
+        None => Some(
+            "[Nothing to read: no turn is running and every reply has been read. Send a line to say \
+             something.]"
+                .into(),
+        ),
+        Some("interrupted") => Some(format!(
+            "[{}.]",
+            partial("The bot was interrupted (a newer line, or the person at its console)")
+        )),
+        Some("error") => {
+            let error = reply.error.as_deref().unwrap_or("no reason given");
+            let why = if error.starts_with("round cap reached") {
+                // The bot's own message speaks to its operator (raise `round_cap`).
+                "it called its tools in more rounds than one turn allows".to_string()
+            } else {
+                error.to_string()
+            };
+            Some(format!(
+                "[{}. It failed: {why}. The conversation still works: send the line again, or another one.]",
+                partial("The bot's turn failed")
+            ))
+        }
+        Some("session_ended") => Some(format!(
+            "[{}. Call start for a new conversation.]",
+            partial("The conversation ended while the bot answered")
+        )),
+        // A reply cut by the model's token limit (the `length` end reason).
+        Some("length") => Some(
+            "[The reply was cut off: the bot reached its token limit before it finished.]".into(),
+        ),
+        Some(other) => Some(format!("[The turn ended: {other}.]")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sessions::UnreadTurn;
+
+    fn reply(text: &str, end: Option<&str>, error: Option<&str>) -> ChatReply {
+        ChatReply {
+            reply: text.into(),
+            turn: end.map(|_| 3),
+            end_reason: end.map(str::to_string),
+            error: error.map(str::to_string),
+            rounds: 0,
+            tool_calls: Vec::new(),
+            first_piece_ms: Some(12.5),
+            total_ms: Some(40.25),
+            unread: None,
+            usage: None,
+            finish_reason: None,
+        }
+    }
+
+    #[test]
+    fn a_completed_turn_is_the_reply_alone_and_the_record_is_in_meta() {
+        let r = reply("We open at nine.", Some("completed"), None);
+        assert_eq!(turn_text(&r), "We open at nine.");
+        let result = chat_result(&r);
+        assert_eq!(result.is_error, Some(false));
+        assert!(result.structured_content.is_none());
+        let meta = result.meta.as_ref().unwrap();
+        assert_eq!(meta[TURN_META]["total_ms"], 40.25);
+        assert_eq!(meta[TURN_META]["end_reason"], "completed");
+    }
+
+    #[test]
+    fn every_other_end_is_said_in_words_for_a_model() {
+        let cut = turn_text(&reply("We open", Some("interrupted"), None));
+        assert!(
+            cut.starts_with("We open\n\n[The bot was interrupted"),
+            "{cut}"
+        );
+        let failed = reply("We", Some("error"), Some("model: HTTP 500 from the server"));
+        let text = turn_text(&failed);
+        assert!(text.contains("the reply above is all it said") && text.contains("HTTP 500"));
+        assert_eq!(chat_result(&failed).is_error, Some(true));
+        let capped = turn_text(&reply(
+            "",
+            Some("error"),
+            Some("round cap reached: the model asked for round 9"),
+        ));
+        assert!(
+            capped.starts_with("[The bot's turn failed before it said anything")
+                && capped.contains("more rounds than one turn allows")
+                && !capped.contains("round_cap"),
+            "{capped}"
+        );
+        let nothing = turn_text(&reply("", None, None));
+        assert!(nothing.starts_with("[Nothing to read"), "{nothing}");
+        let long = turn_text(&reply("We open at", Some("length"), None));
+        assert!(long.ends_with("token limit before it finished.]"), "{long}");
+        for text in [cut, text, capped, nothing, long] {
+            assert!(
+                !text.contains("_ms") && !text.contains("127.0.0.1"),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_unread_reply_comes_first() {
+        let mut r = reply("You said: second", Some("completed"), None);
+        r.unread = Some(UnreadTurn {
+            reply: "You said: first".into(),
+            end_reason: "interrupted".into(),
+        });
+        assert_eq!(
+            turn_text(&r),
+            "[Your previous line's reply was never read: this line replaced it. The bot had said: \
+             \"You said: first\" (cut short by this line).]\n\nYou said: second"
+        );
+    }
+
+    #[test]
+    fn start_names_the_bot_the_handle_and_the_greeting() {
+        let handle = "0b6f3c52-9a3e-4d0e-8f65-6c1d2e3fa1b2";
+        let result = start_result(
+            "the bot \"Hours\"",
+            handle,
+            Some("Hello!"),
+            "127.0.0.1:7870",
+        );
+        let text = &result.content[0].as_text().unwrap().text;
+        assert!(text.starts_with("Conversation started with the bot \"Hours\".\nHandle: 0b6f3c52"));
+        assert!(text.ends_with("The bot greets you: Hello!") && !text.contains("127.0.0.1"));
+        let meta = &result.meta.as_ref().unwrap()[START_META];
+        assert_eq!(meta["handle"], handle);
+        assert_eq!(meta["replica"], "127.0.0.1:7870");
+        assert!(result.structured_content.is_none());
+    }
+}

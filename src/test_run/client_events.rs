@@ -1,0 +1,110 @@
+//! With `--url` and `--events`, the conversation as this client saw it, as events `turnscope
+//! replay` reads: a session per run (opened by "turnscope test"), each line a turn with its
+//! reply as one piece, its tool calls (names and arguments, no durations) and its end reason
+//! and times as the target reported them or as measured here. The target's own frames,
+//! model requests and tool timings are in its process, not here.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use turnscope::observe::event::{
+    FrameEvent, SessionEvent, SessionOpener, ToolCallEvent, TurnEndEvent, now_us,
+};
+use turnscope::observe::{Bus, Event};
+
+use super::target::TurnRecord;
+
+/// Numbers the runs' sessions in the file.
+#[derive(Default)]
+pub struct ClientEvents {
+    sessions: AtomicU64,
+    frames: AtomicU64,
+}
+
+const OPENER: &str = "turnscope test";
+
+impl ClientEvents {
+    /// A run's session opened; its number in the file.
+    pub fn opened(&self, bus: &Bus, handle: &str) -> u64 {
+        let session = self.sessions.fetch_add(1, Ordering::Relaxed) + 1;
+        bus.publish(Event::Session(SessionEvent {
+            session,
+            handle_prefix: handle.chars().take(8).collect(),
+            opener: SessionOpener::Mcp(OPENER.into()),
+            closed: None,
+            at_us: now_us(),
+        }));
+        session
+    }
+
+    /// A run's session is done with.
+    pub fn closed(&self, bus: &Bus, session: u64, why: &str) {
+        bus.publish(Event::Session(SessionEvent {
+            session,
+            handle_prefix: String::new(),
+            opener: SessionOpener::Mcp(OPENER.into()),
+            closed: Some(why.into()),
+            at_us: now_us(),
+        }));
+    }
+
+    /// One `chat` call: `line` said at `at_us`, and what came back.
+    pub fn turn(
+        &self,
+        bus: &Bus,
+        session: u64,
+        turn: u64,
+        line: &str,
+        at_us: u64,
+        rec: &TurnRecord,
+    ) {
+        bus.publish(Event::TurnStarted {
+            session,
+            turn,
+            line: line.to_string(),
+            at_us,
+        });
+        let us = |ms: f64| (ms * 1000.0) as u64;
+        let first = rec.first_piece_ms.map(|(ms, _)| us(ms));
+        if !rec.reply.is_empty() {
+            bus.publish(Event::Frame(FrameEvent {
+                id: self.frames.fetch_add(1, Ordering::Relaxed) + 1,
+                session,
+                turn,
+                kind: "data".into(),
+                name: "TextPiece".into(),
+                from: "mcp result".into(),
+                to: "output".into(),
+                direction: "down".into(),
+                at_us: at_us + first.unwrap_or(0),
+                detail: rec.reply.clone(),
+                depth: 0,
+            }));
+        }
+        let calls = rec.tool_calls.as_deref().unwrap_or_default();
+        for call in calls {
+            bus.publish(Event::ToolCall(ToolCallEvent {
+                session,
+                turn,
+                name: call.name.clone(),
+                arguments: call.args.to_string(),
+                ..ToolCallEvent::default()
+            }));
+        }
+        let reason = match (&rec.end_reason, &rec.error) {
+            (Some(r), Some(e)) if r == "error" => format!("error: {e}"),
+            (Some(r), _) => r.clone(),
+            (None, Some(e)) => format!("error: {e}"),
+            (None, None) => "reply (the target reports text only)".into(),
+        };
+        bus.publish(Event::TurnEnded(TurnEndEvent {
+            session,
+            turn,
+            reason,
+            reply_bytes: rec.reply.len(),
+            rounds: 0,
+            tool_calls: calls.len() as u32,
+            first_piece_us: first,
+            total_us: us(rec.total_ms.0),
+        }));
+    }
+}

@@ -1,0 +1,392 @@
+//! The target of `turnscope test`: an MCP server offering `start` and `chat`, reached with
+//! rmcp's streamable HTTP client, and what one `chat` call tells about its turn.
+//!
+//! The turn record is read from the result's `_meta["turnscope/turn"]`, else from its
+//! `structuredContent` (older turnscope), else the target reports only text (a pipecat bot
+//! served by pipecat-mcp-transport): the reply is the text, and tool calls and end reasons are
+//! unknown, so an expectation on them cannot be checked. Times come from the record when the
+//! target reports them; otherwise they are measured here: the whole turn as the call's
+//! duration, the first piece as the first progress notification of the call.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// Where a turn's facts came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reported {
+    /// `_meta["turnscope/turn"]`.
+    Meta,
+    /// `structuredContent`.
+    Structured,
+    /// Only the text content: no tool calls, no end reason.
+    TextOnly,
+}
+
+/// Who measured a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Clock {
+    /// The target, in its turn record.
+    Target,
+    /// This client: the call's duration, or its first progress notification.
+    Client,
+}
+
+impl Clock {
+    /// How a message says it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Clock::Target => "as the target measured it",
+            Clock::Client => "measured by this client",
+        }
+    }
+}
+
+/// One tool call of a turn.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Call {
+    /// The tool's name.
+    pub name: String,
+    /// The arguments (JSON; a string when the model sent text that is not JSON).
+    pub args: Value,
+}
+
+/// What one `chat` call said about its turn.
+#[derive(Debug, Clone, Serialize)]
+pub struct TurnRecord {
+    /// The reply (the text when the target reports nothing else).
+    pub reply: String,
+    /// The turn number within the session, when reported.
+    pub turn: Option<u64>,
+    /// The call's result was a tool error.
+    pub call_failed: bool,
+    /// The error, when the turn (or the call) ended in one.
+    pub error: Option<String>,
+    /// How the turn ended, when reported.
+    pub end_reason: Option<String>,
+    /// The tool calls, when reported.
+    pub tool_calls: Option<Vec<Call>>,
+    /// Milliseconds to the first piece, and who measured them.
+    pub first_piece_ms: Option<(f64, Clock)>,
+    /// Milliseconds to the whole reply, and who measured them.
+    pub total_ms: (f64, Clock),
+    /// Where the facts came from.
+    pub reported: Reported,
+}
+
+/// Notes the first progress notification after [`Timer::arm`], lock-free: one client serves
+/// one call at a time, so one slot is enough.
+#[derive(Clone)]
+struct Timer {
+    epoch: Instant,
+    /// Nanoseconds since `epoch` of the first notification; 0 = none yet.
+    first: Arc<AtomicU64>,
+}
+
+impl Timer {
+    fn arm(&self) {
+        self.first.store(0, Ordering::Relaxed);
+    }
+
+    fn first_since(&self, start: Instant) -> Option<Duration> {
+        let nanos = self.first.load(Ordering::Relaxed);
+        (nanos != 0)
+            .then(|| (self.epoch + Duration::from_nanos(nanos)).saturating_duration_since(start))
+    }
+}
+
+impl ClientHandler for Timer {
+    async fn on_progress(
+        &self,
+        _params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let now = self.epoch.elapsed().as_nanos().max(1) as u64;
+        let _ = self
+            .first
+            .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
+    }
+}
+
+/// One MCP connection to the target; serves one call at a time.
+pub struct Client {
+    service: RunningService<RoleClient, Timer>,
+    timer: Timer,
+    url: String,
+}
+
+impl Client {
+    /// Connects to `url`, sending `token` as the bearer token when given.
+    ///
+    /// # Errors
+    /// The server cannot be reached or does not speak MCP; the message says which URL.
+    pub async fn connect(url: &str, token: Option<&str>) -> anyhow::Result<Self> {
+        let timer = Timer {
+            epoch: Instant::now(),
+            first: Arc::new(AtomicU64::new(0)),
+        };
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
+        if let Some(t) = token {
+            config = config.auth_header(t.to_string());
+        }
+        let service = timer
+            .clone()
+            .serve(StreamableHttpClientTransport::from_config(config))
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot reach the MCP server at {url}: {e}; check that it runs and that the URL \
+                     ends in its MCP path (usually /mcp)"
+                )
+            })?;
+        Ok(Self {
+            service,
+            timer,
+            url: url.to_string(),
+        })
+    }
+
+    /// Checks that the target offers `start` and `chat`.
+    ///
+    /// # Errors
+    /// Listing fails, or a tool is missing.
+    pub async fn check_tools(&self) -> anyhow::Result<()> {
+        let tools = self
+            .service
+            .list_all_tools()
+            .await
+            .map_err(|e| anyhow::anyhow!("{}: tools/list failed: {e}", self.url))?;
+        for needed in ["start", "chat"] {
+            anyhow::ensure!(
+                tools.iter().any(|t| t.name == needed),
+                "{} offers no `{needed}` tool (it has: {}); `turnscope test` needs a bot server with start and chat",
+                self.url,
+                tools
+                    .iter()
+                    .map(|t| t.name.as_ref())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        Ok(())
+    }
+
+    async fn call(
+        &self,
+        name: &str,
+        args: Value,
+        timeout: Duration,
+    ) -> Result<CallToolResult, String> {
+        let mut params = CallToolRequestParams::new(name.to_string());
+        if let Value::Object(map) = args {
+            params = params.with_arguments(map);
+        }
+        match tokio::time::timeout(timeout, self.service.call_tool(params)).await {
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(e)) => Err(format!("the `{name}` call to {} failed: {e}", self.url)),
+            Err(_) => Err(format!(
+                "the `{name}` call to {} gave no answer within {:.0} s (raise --timeout if the bot is that slow)",
+                self.url,
+                timeout.as_secs_f64()
+            )),
+        }
+    }
+
+    /// `start` → the new conversation's handle.
+    ///
+    /// # Errors
+    /// The call failed or the result holds no handle.
+    pub async fn start(&self, timeout: Duration) -> Result<String, String> {
+        let result = self.call("start", json!({}), timeout).await?;
+        let text = text_of(&result);
+        if result.is_error == Some(true) {
+            return Err(format!("`start` was refused: {text}"));
+        }
+        let record = record_of(&result, "turnscope/start").map(|(v, _)| v);
+        let handle = record
+            .and_then(|r| r.get("handle").and_then(Value::as_str).map(str::to_string))
+            .unwrap_or(text);
+        if handle.trim().is_empty() {
+            return Err("`start` returned no handle".into());
+        }
+        Ok(handle.trim().to_string())
+    }
+
+    /// `chat` with `line` on `handle`, and the turn's record.
+    ///
+    /// # Errors
+    /// The call itself failed (transport, protocol, timeout); a turn that ended in error is
+    /// a record, not an error.
+    pub async fn chat(
+        &self,
+        handle: &str,
+        line: &str,
+        timeout: Duration,
+    ) -> Result<TurnRecord, String> {
+        self.timer.arm();
+        let started = Instant::now();
+        let result = self
+            .call("chat", json!({"handle": handle, "line": line}), timeout)
+            .await?;
+        let elapsed = started.elapsed();
+        let first = self.timer.first_since(started);
+        Ok(turn_record(&result, elapsed, first))
+    }
+
+    /// Ends the MCP session.
+    pub async fn close(self) {
+        let _ = self.service.cancel().await;
+    }
+}
+
+fn text_of(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+        .collect::<Vec<_>>()
+        .join("")
+}
+
+/// The machine-readable record under `_meta[key]`, else `structuredContent`.
+fn record_of<'a>(result: &'a CallToolResult, key: &str) -> Option<(&'a Value, Reported)> {
+    if let Some(v) = result.meta.as_ref().and_then(|m| m.0.get(key))
+        && v.is_object()
+    {
+        return Some((v, Reported::Meta));
+    }
+    result
+        .structured_content
+        .as_ref()
+        .filter(|v| v.is_object())
+        .map(|v| (v, Reported::Structured))
+}
+
+fn ms(v: &Value, key: &str) -> Option<f64> {
+    v.get(key).and_then(Value::as_f64)
+}
+
+fn turn_record(result: &CallToolResult, elapsed: Duration, first: Option<Duration>) -> TurnRecord {
+    let call_failed = result.is_error == Some(true);
+    let client_total = (elapsed.as_secs_f64() * 1000.0, Clock::Client);
+    let client_first = first.map(|d| (d.as_secs_f64() * 1000.0, Clock::Client));
+    let Some((r, reported)) = record_of(result, "turnscope/turn") else {
+        let text = text_of(result);
+        return TurnRecord {
+            reply: if call_failed {
+                String::new()
+            } else {
+                text.clone()
+            },
+            turn: None,
+            call_failed,
+            error: call_failed.then_some(text),
+            end_reason: None,
+            tool_calls: None,
+            first_piece_ms: client_first,
+            total_ms: client_total,
+            reported: Reported::TextOnly,
+        };
+    };
+    let tool_calls = r.get("tool_calls").and_then(Value::as_array).map(|calls| {
+        calls
+            .iter()
+            .map(|c| {
+                let args = match c.get("arguments") {
+                    Some(Value::String(s)) => {
+                        serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone()))
+                    }
+                    Some(other) => other.clone(),
+                    None => Value::Object(Default::default()),
+                };
+                Call {
+                    name: c
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                    args,
+                }
+            })
+            .collect()
+    });
+    let error = r
+        .get("error")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .or_else(|| call_failed.then(|| text_of(result)));
+    TurnRecord {
+        reply: r
+            .get("reply")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        turn: r.get("turn").and_then(Value::as_u64),
+        call_failed,
+        error,
+        end_reason: r
+            .get("end_reason")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        tool_calls,
+        first_piece_ms: ms(r, "first_piece_ms")
+            .map(|m| (m, Clock::Target))
+            .or(client_first),
+        total_ms: ms(r, "total_ms")
+            .map(|m| (m, Clock::Target))
+            .unwrap_or(client_total),
+        reported,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::{ContentBlock, MetaObject};
+
+    fn result(text: &str) -> CallToolResult {
+        CallToolResult::success(vec![ContentBlock::text(text.to_string())])
+    }
+
+    #[test]
+    fn the_meta_record_wins_over_structured_content_and_text() {
+        let mut r = result("model-facing text");
+        r.structured_content = Some(json!({"reply": "old", "tool_calls": []}));
+        let mut meta = serde_json::Map::new();
+        meta.insert(
+            "turnscope/turn".into(),
+            json!({"reply": "new", "end_reason": "length", "total_ms": 12.5,
+                   "tool_calls": [{"name": "echo", "arguments": "{\"text\":\"hi\"}"}]}),
+        );
+        r.meta = Some(MetaObject(meta));
+        let rec = turn_record(&r, Duration::from_millis(40), None);
+        assert_eq!((rec.reply.as_str(), rec.reported), ("new", Reported::Meta));
+        assert_eq!(rec.end_reason.as_deref(), Some("length"));
+        assert_eq!(rec.total_ms, (12.5, Clock::Target));
+        assert_eq!(rec.tool_calls.unwrap()[0].args, json!({"text": "hi"}));
+    }
+
+    #[test]
+    fn a_text_only_result_reports_no_tool_calls_and_client_times() {
+        let rec = turn_record(
+            &result("hello there"),
+            Duration::from_millis(40),
+            Some(Duration::from_millis(10)),
+        );
+        assert_eq!(rec.reported, Reported::TextOnly);
+        assert!(rec.tool_calls.is_none() && rec.end_reason.is_none());
+        assert_eq!(rec.reply, "hello there");
+        assert_eq!(rec.total_ms.1, Clock::Client);
+        assert_eq!(rec.first_piece_ms.map(|f| f.1), Some(Clock::Client));
+    }
+}
