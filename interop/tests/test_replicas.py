@@ -1,8 +1,8 @@
 """Three turnscope replicas behind HAProxy (examples/haproxy.cfg) on loopback, every `chat`
 routed by its handle: driven by the official Python `mcp` SDK (in an MCP session, and
 sessionless with cookies) and by a raw sessionless 2026-07-28 client that keeps no cookies (as
-Claude Code); a replica killed mid-load, a replica drained mid-load, bodies longer than
-HAProxy's buffer.
+Claude Code), and by the real Claude Code CLI with the Claude Code test's harness; a replica
+killed mid-load, a replica drained mid-load, bodies longer than HAProxy's buffer.
 
 interop/run installs HAProxy (apt-get) when it is missing; without it these tests fail.
 """
@@ -14,6 +14,8 @@ import anyio
 import pytest
 
 from mcp import Client
+from test_claude_code import SEARCH, START, ClaudeCode, chat  # also puts interop/servers on the path
+from anthropic_stub import AnthropicStub  # noqa: E402 - after the line above
 from replicas import (
     CLEAR, Balancer, Chatter, RawChatter, RawHttpError, RawMcp, Replica, handle_of, no_cookie_client, raw_record,
     raw_text, record_of, text_of,
@@ -250,3 +252,38 @@ async def test_a_drained_replica_loses_no_turn(cluster):
             # Only the drained replica's clients were told anything, and it was clear.
             assert where == drained.id, (c.number, where, text)
             assert any(clear in text for clear in CLEAR), text
+
+
+async def test_claude_code_through_haproxy_every_line_reaches_its_replica(cluster):
+    """The real Claude Code CLI (2026-07-28, no MCP session, no cookies: each of its requests
+    is balanced on its own) through the recipe, three times: every line answered on the
+    replica that started its conversation, with the history of the lines before it."""
+    replicas, balancer = cluster
+    for _ in range(3):
+        script = [SEARCH, START, chat("hello there"), chat("echo good morning"), chat("what did I say?"), {"text": "Done."}]
+        stub = AnthropicStub(script).start()
+        claude = ClaudeCode(stub, balancer.url)
+        try:
+            out = await anyio.to_thread.run_sync(claude.ask, "Talk to the bot.")
+            assert out["is_error"] is False, out
+            said = [stub.result_of(step) for step in (2, 3, 4)]
+            assert all(r is not None and not r["is_error"] for r in said), said
+            # (6 words a reply in this cluster: texts are cut or padded to that.)
+            assert said[0]["text"].startswith("You said: hello there"), said[0]
+            assert said[1]["text"].startswith("The echo tool says: good morning"), said[1]
+            assert said[2]["text"].startswith("Earlier you said: echo good morning"), said[2]
+        finally:
+            claude.close()
+            stub.stop()
+    # The control: the recipe without its use-server lines refuses Claude Code's lines.
+    unrouted = Balancer(replicas, route_by_handle=False)
+    stub = AnthropicStub([SEARCH, START, chat("hello there"), chat("and again"), {"text": "Done."}]).start()
+    claude = ClaudeCode(stub, unrouted.url)
+    try:
+        await anyio.to_thread.run_sync(claude.ask, "Talk to the bot.")
+        said = [stub.result_of(step) for step in (2, 3)]
+        assert any(r["is_error"] and "belongs to another replica" in r["text"] for r in said), said
+    finally:
+        claude.close()
+        stub.stop()
+        unrouted.stop()
