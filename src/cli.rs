@@ -141,6 +141,12 @@ pub enum Command {
         #[command(subcommand)]
         kind: BridgeCommand,
     },
+    /// Helpers for running replicas behind a load balancer.
+    Replicas {
+        /// What to print.
+        #[command(subcommand)]
+        action: ReplicasAction,
+    },
     /// Development helpers.
     #[command(hide = true)]
     Dev {
@@ -164,6 +170,19 @@ pub enum ModelAction {
         /// Exact words per plain answer.
         #[arg(long)]
         words: Option<usize>,
+    },
+}
+
+/// `turnscope replicas ...`
+#[derive(Debug, Subcommand)]
+pub enum ReplicasAction {
+    /// Print the HAProxy backend lines for these replicas: a `server` line each and the
+    /// `use-server` line that routes every handle ending in its tag to it (paste them into the
+    /// backend of examples/haproxy.cfg).
+    Haproxy {
+        /// Each replica as ID=HOST:PORT: its --replica-id and the address HAProxy reaches it at.
+        #[arg(required = true, value_name = "ID=HOST:PORT")]
+        replicas: Vec<turnscope::sessions::haproxy::ReplicaAddr>,
     },
 }
 
@@ -370,6 +389,28 @@ mod tests {
         let o = cli.serve.overrides();
         assert!(o.locked);
         assert_eq!((o.port, o.pace), (Some(0), Some(0.0)));
+    }
+
+    #[test]
+    fn replicas_haproxy_takes_id_equals_address_and_says_what_it_expected() {
+        let cli =
+            Cli::try_parse_from(["turnscope", "replicas", "haproxy", "r1=127.0.0.1:7871"]).unwrap();
+        let Some(Command::Replicas {
+            action: ReplicasAction::Haproxy { replicas },
+        }) = cli.command
+        else {
+            panic!("parsed");
+        };
+        assert_eq!(
+            (replicas[0].id.as_str(), replicas[0].addr.as_str()),
+            ("r1", "127.0.0.1:7871")
+        );
+        let e = Cli::try_parse_from(["turnscope", "replicas", "haproxy", "r1"]).unwrap_err();
+        assert!(e.to_string().contains("expected ID=HOST:PORT"), "{e}");
+        assert!(
+            Cli::try_parse_from(["turnscope", "replicas", "haproxy"]).is_err(),
+            "at least one replica"
+        );
     }
 
     #[test]

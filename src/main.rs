@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use clap::Parser;
-use cli::{BridgeCommand, Cli, Command, DevAction, ModelAction, ServeArgs};
+use cli::{BridgeCommand, Cli, Command, DevAction, ModelAction, ReplicasAction, ServeArgs};
 use tokio_util::sync::CancellationToken;
 use turnscope::app::App;
 use turnscope::bridge::openai::standalone::StandaloneOptions;
@@ -101,6 +101,14 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
         }) => {
             init_logging_at("warn,turnscope=info");
             bridge_openai(args.into(), cli.serve.events.as_deref()).await
+        }
+        Some(Command::Replicas {
+            action: ReplicasAction::Haproxy { replicas },
+        }) => {
+            let lines = turnscope::sessions::haproxy::backend_lines(&replicas)
+                .map_err(anyhow::Error::msg)?;
+            print!("{lines}");
+            Ok(())
         }
         Some(Command::Dev {
             action: DevAction::FixtureServer { stdio, http, sse },

@@ -1,9 +1,12 @@
-"""Replicas behind HAProxy on loopback, shared by the interop test (tests/test_replicas.py) and
-the throughput figures (`interop/bench_replicas`): start N headless turnscope replicas on
-free ports, HAProxy in front of them from examples/haproxy.cfg, and Python `mcp` SDK clients
-that chat through it and start again elsewhere when told to.
+"""Replicas behind HAProxy on loopback for the interop test (tests/test_replicas.py): start N headless turnscope replicas on
+free ports, HAProxy in front of them from examples/haproxy.cfg (its backend lines printed by
+`turnscope replicas haproxy`), and clients that chat through it and start again elsewhere when
+told to: Python `mcp` SDK clients, and a raw sessionless 2026-07-28 client that keeps no
+cookies (as Claude Code).
 """
 
+import http.cookiejar
+import json
 import os
 import pathlib
 import re
@@ -16,6 +19,7 @@ import time
 import urllib.request
 
 import anyio
+import httpx
 from mcp import Client
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -88,17 +92,23 @@ class Replica:
 
 
 class Balancer:
-    """HAProxy running examples/haproxy.cfg with its frontend and servers moved to `replicas`."""
+    """HAProxy running examples/haproxy.cfg with its frontend moved and the backend's server and
+    use-server lines replaced by what `turnscope replicas haproxy` prints for `replicas`."""
 
-    def __init__(self, replicas):
+    def __init__(self, replicas, route_by_handle=True):
         self.dir = tempfile.TemporaryDirectory()
         self.port = free_port()
         text = EXAMPLE.read_text()
         text = text.replace("bind 127.0.0.1:7880", f"bind 127.0.0.1:{self.port}")
-        servers = "\n".join(
-            f"    server {r.id} 127.0.0.1:{r.port} check cookie {r.id}" for r in replicas
-        )
-        text = re.sub(r"(    server r\d 127\.0\.0\.1:\d+ check cookie r\d\n?)+", servers + "\n", text)
+        self.lines = subprocess.run(
+            [binary(), "replicas", "haproxy", *(f"{r.id}=127.0.0.1:{r.port}" for r in replicas)],
+            capture_output=True, text=True, check=True,
+        ).stdout
+        # The recipe ends with the command's lines for its own three replicas.
+        cut = text.index("    # Printed by `turnscope replicas haproxy")
+        text = text[:cut] + self.lines
+        if not route_by_handle:  # the control of the tests: every request balanced on its own
+            text = "\n".join(l for l in text.splitlines() if "use-server" not in l) + "\n"
         self.config = pathlib.Path(self.dir.name) / "haproxy.cfg"
         self.config.write_text(text)
         self.proc = subprocess.Popen(
@@ -137,11 +147,26 @@ def text_of(result) -> str:
     return "".join(b.text for b in result.content if getattr(b, "type", "") == "text")
 
 
+def record_of(result, key: str) -> dict:
+    """The machine-readable record of an SDK tool result: `_meta[key]` ("turnscope/start",
+    "turnscope/turn") when the server puts it there, else the structured content."""
+    meta = getattr(result, "meta", None) or {}
+    return meta.get(key) or result.structured_content or {}
+
+
+def handle_of(result) -> str:
+    """The handle a `start` result gives."""
+    return record_of(result, "turnscope/start").get("handle") or text_of(result)
+
+
 # What a client is told when its replica is gone or going: the handle belongs elsewhere, the
 # replica drains, its MCP session is unknown where it landed, or (the SDK's and httpx's own
-# words) the connection or stream broke for good. Never a timeout.
+# words) the connection or stream broke for good: httpx's "peer closed connection without
+# sending complete message body" is what the raw client hears when the replica dies while it
+# streams a reply. Never a timeout.
 CLEAR = (
     "Server disconnected",
+    "peer closed connection without sending complete message body",
     "belongs to another replica",
     "is draining",
     "Session terminated",
@@ -191,18 +216,18 @@ class Chatter:
                         self.note(text_of(start))
                         await anyio.sleep(0.1)
                         continue
-                    self.replicas.append(start.meta["turnscope/start"]["replica"])
-                    handle = start.meta["turnscope/start"]["handle"]
+                    self.replicas.append(record_of(start, "turnscope/start")["replica"])
+                    handle = handle_of(start)
                     while self.completed < self.turns:
                         line = f"client {self.number} line {self.completed}"
                         reply = await client.call_tool("chat", {"handle": handle, "line": line})
                         if reply.is_error:
                             self.note(text_of(reply))
                             break
-                        if not text_of(reply).startswith(f"You said: {line}") or (
-                            reply.meta["turnscope/turn"]["end_reason"] != "completed"
-                        ):
-                            self.wrong.append((line, text_of(reply), reply.meta["turnscope/turn"]["end_reason"]))
+                        turn = record_of(reply, "turnscope/turn")
+                        said = turn.get("reply") or text_of(reply)
+                        if not said.startswith(f"You said: {line}") or turn.get("end_reason") != "completed":
+                            self.wrong.append((line, said, turn.get("end_reason")))
                         self.completed += 1
                         if pace_between:
                             await anyio.sleep(pace_between)
@@ -210,3 +235,142 @@ class Chatter:
                 for leaf in root_errors(e):
                     self.note(f"{type(leaf).__name__}: {leaf}")
                 await anyio.sleep(0.05)
+
+
+# A sessionless client keeps no cookie: this policy refuses every cookie it is offered.
+NO_COOKIES = http.cookiejar.DefaultCookiePolicy(allowed_domains=[])
+REVISION = "2026-07-28"
+
+
+class RawMcp:
+    """A sessionless MCP 2026-07-28 client over plain HTTP that keeps nothing between requests,
+    as Claude Code 2.1.x does: `server/discover` instead of `initialize`, no Mcp-Session-Id,
+    the revision in every request's `_meta` and in the Mcp-Method / Mcp-Name headers, and no
+    cookies (it counts the Set-Cookie headers it was offered and the Cookie headers it sent)."""
+
+    def __init__(self, url: str, web: httpx.AsyncClient, name: str):
+        self.url, self.web, self.name = url, web, name
+        self.next_id = 0
+        self.offered_cookies = 0
+        self.sent_cookies = 0
+
+    async def request(self, method: str, params: dict | None = None) -> dict:
+        """One JSON-RPC request; its `result` (or `error`) message. An HTTP error raises
+        `RawHttpError` with the status and body; the response may be JSON or an SSE stream."""
+        self.next_id += 1
+        params = dict(params or {})
+        params["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": REVISION,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": self.name, "version": "0"},
+        }
+        headers = {
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": REVISION,
+            "mcp-method": method,
+        }
+        if method == "tools/call":
+            headers["mcp-name"] = params["name"]
+        body = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
+        response = await self.web.post(self.url, json=body, headers=headers)
+        self.offered_cookies += "set-cookie" in response.headers
+        self.sent_cookies += "cookie" in response.request.headers
+        if response.status_code != 200:
+            raise RawHttpError(response.status_code, response.text)
+        if response.headers.get("content-type", "").startswith("text/event-stream"):
+            for event in response.text.split("\n\n"):
+                data = "\n".join(l[5:].lstrip() for l in event.splitlines() if l.startswith("data:"))
+                if data:
+                    message = json.loads(data)
+                    if message.get("id") == self.next_id:
+                        return message
+            raise RawHttpError(200, f"no answer to request {self.next_id} in the stream: {response.text[:300]}")
+        return response.json()
+
+    async def call(self, tool: str, arguments: dict) -> dict:
+        """A `tools/call`'s result (`content`, `isError`, `_meta`, `structuredContent`)."""
+        message = await self.request("tools/call", {"name": tool, "arguments": arguments})
+        if "error" in message:
+            raise RawHttpError(200, f"JSON-RPC error: {message['error']}")
+        return message["result"]
+
+
+class RawHttpError(Exception):
+    def __init__(self, status: int, text: str):
+        super().__init__(f"HTTP {status}: {text}")
+        self.status, self.text = status, text
+
+
+def raw_text(result: dict) -> str:
+    return "".join(b.get("text", "") for b in result.get("content", []) if b.get("type") == "text")
+
+
+def raw_record(result: dict, key: str) -> dict:
+    """`_meta[key]` of a raw result when the server puts its record there, else the structured
+    content (see `record_of`)."""
+    return (result.get("_meta") or {}).get(key) or result.get("structuredContent") or {}
+
+
+def no_cookie_client() -> httpx.AsyncClient:
+    """An HTTP client whose cookie jar refuses every cookie (httpx copies a jar it is given
+    into its own, so the policy goes on that one)."""
+    web = httpx.AsyncClient(timeout=30)
+    web.cookies.jar.set_policy(NO_COOKIES)
+    return web
+
+
+class RawChatter(Chatter):
+    """A `Chatter` speaking through `RawMcp`: each attempt discovers, lists the tools, starts,
+    then says its lines; every request is balanced on its own except as its handle routes it."""
+
+    def __init__(self, url: str, number: int, turns: int):
+        super().__init__(url, number, turns, "raw")
+        self.offered_cookies = 0
+        self.sent_cookies = 0
+
+    async def run(self, pace_between: float = 0.0):
+        attempts = 0
+        async with no_cookie_client() as web:
+            client = RawMcp(self.url, web, f"raw-{self.number}")
+            try:
+                while self.completed < self.turns:
+                    attempts += 1
+                    if attempts > self.turns + 20:
+                        self.wrong.append("gave up: too many reconnections")
+                        return
+                    try:
+                        await self.attempt(client, pace_between)
+                    except (RawHttpError, httpx.HTTPError) as e:
+                        self.note(f"{type(e).__name__}: {e}")
+                        await anyio.sleep(0.05)
+            finally:
+                self.offered_cookies, self.sent_cookies = client.offered_cookies, client.sent_cookies
+
+    async def attempt(self, client: RawMcp, pace_between: float):
+        discovered = await client.request("server/discover")
+        if "result" not in discovered:
+            raise RawHttpError(200, f"server/discover failed: {discovered}")
+        listed = await client.request("tools/list")
+        if {t["name"] for t in listed["result"]["tools"]} < {"start", "chat"}:
+            raise RawHttpError(200, f"tools/list lacks start/chat: {listed}")
+        start = await client.call("start", {})
+        if start.get("isError"):
+            self.note(raw_text(start))
+            await anyio.sleep(0.1)
+            return
+        record = raw_record(start, "turnscope/start")
+        self.replicas.append(record["replica"])
+        handle = record.get("handle") or raw_text(start)
+        while self.completed < self.turns:
+            line = f"client {self.number} line {self.completed}"
+            reply = await client.call("chat", {"handle": handle, "line": line})
+            if reply.get("isError"):
+                self.note(raw_text(reply))
+                return
+            turn = raw_record(reply, "turnscope/turn")
+            said = turn.get("reply") or raw_text(reply)
+            if not said.startswith(f"You said: {line}") or turn.get("end_reason") != "completed":
+                self.wrong.append((line, said, turn.get("end_reason")))
+            self.completed += 1
+            if pace_between:
+                await anyio.sleep(pace_between)

@@ -1,6 +1,8 @@
-"""Three turnscope replicas behind HAProxy (examples/haproxy.cfg) on loopback, driven by the
-official Python `mcp` SDK: sticky on the MCP session (and on HAProxy's cookie for sessionless
-2026-07-28 clients), a replica killed mid-load, a replica drained mid-load.
+"""Three turnscope replicas behind HAProxy (examples/haproxy.cfg) on loopback, every `chat`
+routed by its handle: driven by the official Python `mcp` SDK (in an MCP session, and
+sessionless with cookies) and by a raw sessionless 2026-07-28 client that keeps no cookies (as
+Claude Code), and by the real Claude Code CLI with the Claude Code test's harness; a replica
+killed mid-load, a replica drained mid-load, bodies longer than HAProxy's buffer.
 
 interop/run installs HAProxy (apt-get) when it is missing; without it these tests fail.
 """
@@ -12,7 +14,12 @@ import anyio
 import pytest
 
 from mcp import Client
-from replicas import CLEAR, Balancer, Chatter, Replica, text_of
+from test_claude_code import SEARCH, START, ClaudeCode, chat  # also puts interop/servers on the path
+from anthropic_stub import AnthropicStub  # noqa: E402 - after the line above
+from replicas import (
+    CLEAR, Balancer, Chatter, RawChatter, RawHttpError, RawMcp, Replica, handle_of, no_cookie_client, raw_record,
+    raw_text, record_of, text_of,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -46,10 +53,25 @@ def cluster(request):
             r.stop()
 
 
+MODES = ("auto", "legacy", "raw")
+
+
 def modes(n):
-    """Half the clients open an MCP session (`initialize`, sticky on Mcp-Session-Id), half
-    speak the sessionless 2026-07-28 (sticky on HAProxy's cookie)."""
-    return ["legacy" if i % 2 else "auto" for i in range(n)]
+    """A third of the clients each way: `auto`, the SDK sessionless (2026-07-28; it keeps
+    HAProxy's cookie); `legacy`, the SDK in an MCP session (`initialize`; also sticky on
+    Mcp-Session-Id); `raw`, sessionless keeping no cookies (routed by the handle alone)."""
+    return [MODES[i % 3] for i in range(n)]
+
+
+def chatter(url, number, turns, mode):
+    return RawChatter(url, number, turns) if mode == "raw" else Chatter(url, number, turns, mode)
+
+
+def assert_no_cookie_kept(chatters):
+    """The raw clients were offered HAProxy's cookie and never sent it back."""
+    raw = [c for c in chatters if c.mode == "raw"]
+    assert raw and all(c.offered_cookies > 0 for c in raw), [c.offered_cookies for c in raw]
+    assert sum(c.sent_cookies for c in raw) == 0
 
 
 async def run_all(chatters, then=None, within=90):
@@ -63,7 +85,7 @@ async def run_all(chatters, then=None, within=90):
 
 async def test_fifty_clients_twenty_turns_through_haproxy_lose_nothing(cluster):
     replicas, balancer = cluster
-    chatters = [Chatter(balancer.url, i, 20, mode) for i, mode in enumerate(modes(50))]
+    chatters = [chatter(balancer.url, i, 20, mode) for i, mode in enumerate(modes(50))]
     await run_all(chatters)
     assert [c.errors for c in chatters if c.errors] == []
     assert [c.wrong for c in chatters if c.wrong] == []
@@ -72,13 +94,69 @@ async def test_fifty_clients_twenty_turns_through_haproxy_lose_nothing(cluster):
     assert all(len(c.replicas) == 1 for c in chatters)
     used = {c.replicas[0] for c in chatters}
     assert used == {"r1", "r2", "r3"}, used
-    for mode in ("legacy", "auto"):
+    for mode in MODES:
         assert len({c.replicas[0] for c in chatters if c.mode == mode}) >= 2, mode
+    assert_no_cookie_kept(chatters)
+
+
+async def test_fifty_sessionless_clients_without_cookies_twenty_turns_none_refused_or_misrouted(cluster):
+    replicas, balancer = cluster
+    chatters = [RawChatter(balancer.url, i, 20) for i in range(50)]
+    await run_all(chatters)
+    assert [c.errors for c in chatters if c.errors] == []
+    assert [c.wrong for c in chatters if c.wrong] == []
+    assert sum(c.completed for c in chatters) == 1000
+    assert all(len(c.replicas) == 1 for c in chatters)
+    assert {c.replicas[0] for c in chatters} == {"r1", "r2", "r3"}
+    assert_no_cookie_kept(chatters)
+
+
+async def test_without_the_use_server_lines_sessionless_clients_are_refused(cluster):
+    """The control: the same clients through the recipe minus its use-server lines land on
+    a replica per request, and most of their lines are refused as another replica's."""
+    replicas, balancer = cluster
+    unrouted = Balancer(replicas, route_by_handle=False)
+    try:
+        async with no_cookie_client() as web:
+            client = RawMcp(unrouted.url, web, "control")
+            refused = 0
+            for i in range(6):
+                start = await client.call("start", {})
+                handle = raw_record(start, "turnscope/start").get("handle") or raw_text(start)
+                reply = await client.call("chat", {"handle": handle, "line": f"line {i}"})
+                refused += bool(reply.get("isError")) and "belongs to another replica" in raw_text(reply)
+        # Round robin over three replicas: start and chat meet on one replica 1 time in 3.
+        assert refused >= 3, refused
+    finally:
+        unrouted.stop()
+
+
+async def test_a_line_longer_than_the_balancers_buffer_reaches_its_replica_or_is_refused_clearly(cluster):
+    replicas, balancer = cluster
+    long_line = "word " * 30_000  # 150 kB: beyond HAProxy's 64 KiB buffer, within 4 MiB
+    async with no_cookie_client() as web:
+        client = RawMcp(balancer.url, web, "long")
+        for _ in range(3):
+            start = await client.call("start", {})
+            handle = raw_record(start, "turnscope/start")["handle"]
+            # The handle before the line (the schema's order): read from the buffered part.
+            reply = await client.call("chat", {"handle": handle, "line": long_line})
+            assert not reply.get("isError"), raw_text(reply)[:300]
+            assert raw_record(reply, "turnscope/turn")["end_reason"] == "completed"
+        # The handle after the line: the balancer cannot read it and says so (413).
+        with pytest.raises(RawHttpError) as refused:
+            await client.call("chat", {"line": long_line, "handle": handle})
+        assert refused.value.status == 413
+        assert "longer than the load balancer's buffer" in refused.value.text
+        assert "Send the handle before the line" in refused.value.text
+        # A short line in that order is read whole and routed.
+        reply = await client.call("chat", {"line": "short", "handle": handle})
+        assert not reply.get("isError"), raw_text(reply)
 
 
 async def test_a_killed_replica_gives_its_clients_clear_errors_and_no_one_else_any(cluster):
     replicas, balancer = cluster
-    chatters = [Chatter(balancer.url, i, 40, mode) for i, mode in enumerate(modes(30))]
+    chatters = [chatter(balancer.url, i, 40, mode) for i, mode in enumerate(modes(30))]
     victim = replicas[1]
     killed_at = []
 
@@ -104,12 +182,13 @@ async def test_a_killed_replica_gives_its_clients_clear_errors_and_no_one_else_a
         assert c.replicas[-1] != victim.id
     assert [c.wrong for c in chatters if c.wrong] == []
     assert all(c.completed == 40 for c in chatters)
+    assert {c.mode for c in on_victim} == set(MODES), [c.mode for c in on_victim]
 
 
 @pytest.mark.slow_first
 async def test_a_drained_replica_loses_no_turn(cluster):
     replicas, balancer = cluster
-    chatters = [Chatter(balancer.url, i, 30, mode) for i, mode in enumerate(modes(24))]
+    chatters = [chatter(balancer.url, i, 30, mode) for i, mode in enumerate(modes(24))]
     drained = replicas[0]
     seen = {}
 
@@ -118,8 +197,11 @@ async def test_a_drained_replica_loses_no_turn(cluster):
             await anyio.sleep(0.01)
         # A turn held in flight on the drained replica across the SIGTERM (1.2 s long; the
         # signal goes once its first word arrived).
-        async with Client(drained.url) as held:
-            handle = (await held.call_tool("start", {})).meta["turnscope/start"]["handle"]
+        async with Client(drained.url) as held, no_cookie_client() as web:
+            handle = handle_of(await held.call_tool("start", {}))
+            # Another handle of the drained replica, for a sessionless client without cookies.
+            raw_start = await RawMcp(drained.url, web, "drain-probe").call("start", {})
+            raw_handle = raw_record(raw_start, "turnscope/start")["handle"]
             first_word = anyio.Event()
 
             async def on_progress(progress, total, message):
@@ -141,6 +223,11 @@ async def test_a_drained_replica_loses_no_turn(cluster):
                         break
                     await anyio.sleep(0.005)
                 seen["health"] = (status, body)
+                # Through the balancer, that handle still reaches its draining replica (which
+                # refuses the new line as draining, not as another replica's).
+                seen["routed"] = await RawMcp(balancer.url, web, "drain-probe").call(
+                    "chat", {"handle": raw_handle, "line": "after the signal"}
+                )
                 async with Client(drained.url) as direct:
                     seen["start"] = await direct.call_tool("start", {})
 
@@ -148,17 +235,55 @@ async def test_a_drained_replica_loses_no_turn(cluster):
     status, body = seen["health"]
     assert status == 404 and '"status":"draining"' in body, (status, body)
     held = seen["held"]
-    assert not held.is_error and text_of(held).startswith("You said: held across the drain"), text_of(held)
-    assert held.meta["turnscope/turn"]["end_reason"] == "completed"
+    said = record_of(held, "turnscope/turn").get("reply") or text_of(held)
+    assert not held.is_error and said.startswith("You said: held across the drain"), said
+    assert record_of(held, "turnscope/turn")["end_reason"] == "completed"
     refused = seen["start"]
     assert refused.is_error and "replica r1 is draining" in text_of(refused), text_of(refused)
+    routed = seen["routed"]
+    assert routed.get("isError") and "replica r1 is draining" in raw_text(routed), raw_text(routed)
     assert drained.proc.wait(timeout=20) == 0
     assert [c.wrong for c in chatters if c.wrong] == []
     assert all(c.completed == 30 for c in chatters)
     on_drained = [c for c in chatters if c.replicas[0] == drained.id]
-    assert on_drained
+    assert {c.mode for c in on_drained} == set(MODES), [c.mode for c in on_drained]
     for c in chatters:
         for _, where, text in c.errors:
             # Only the drained replica's clients were told anything, and it was clear.
             assert where == drained.id, (c.number, where, text)
             assert any(clear in text for clear in CLEAR), text
+
+
+async def test_claude_code_through_haproxy_every_line_reaches_its_replica(cluster):
+    """The real Claude Code CLI (2026-07-28, no MCP session, no cookies: each of its requests
+    is balanced on its own) through the recipe, three times: every line answered on the
+    replica that started its conversation, with the history of the lines before it."""
+    replicas, balancer = cluster
+    for _ in range(3):
+        script = [SEARCH, START, chat("hello there"), chat("echo good morning"), chat("what did I say?"), {"text": "Done."}]
+        stub = AnthropicStub(script).start()
+        claude = ClaudeCode(stub, balancer.url)
+        try:
+            out = await anyio.to_thread.run_sync(claude.ask, "Talk to the bot.")
+            assert out["is_error"] is False, out
+            said = [stub.result_of(step) for step in (2, 3, 4)]
+            assert all(r is not None and not r["is_error"] for r in said), said
+            # (6 words a reply in this cluster: texts are cut or padded to that.)
+            assert said[0]["text"].startswith("You said: hello there"), said[0]
+            assert said[1]["text"].startswith("The echo tool says: good morning"), said[1]
+            assert said[2]["text"].startswith("Earlier you said: echo good morning"), said[2]
+        finally:
+            claude.close()
+            stub.stop()
+    # The control: the recipe without its use-server lines refuses Claude Code's lines.
+    unrouted = Balancer(replicas, route_by_handle=False)
+    stub = AnthropicStub([SEARCH, START, chat("hello there"), chat("and again"), {"text": "Done."}]).start()
+    claude = ClaudeCode(stub, unrouted.url)
+    try:
+        await anyio.to_thread.run_sync(claude.ask, "Talk to the bot.")
+        said = [stub.result_of(step) for step in (2, 3)]
+        assert any(r["is_error"] and "belongs to another replica" in r["text"] for r in said), said
+    finally:
+        claude.close()
+        stub.stop()
+        unrouted.stop()

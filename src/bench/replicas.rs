@@ -1,6 +1,7 @@
 //! `bench replicas`: turns/s of MCP clients chatting with 1 and 3 replicas (child processes
 //! on the zero-pace embedded model), directly (each client on one replica's URL) and through
-//! HAProxy running `examples/haproxy.cfg` (sticky on Mcp-Session-Id), runs interleaved.
+//! HAProxy running `examples/haproxy.cfg` (each chat routed by its handle, with the backend
+//! lines `turnscope replicas haproxy` prints), runs interleaved.
 //! Needs `haproxy` on the PATH (Debian: `apt-get install haproxy`).
 
 use std::path::PathBuf;
@@ -13,10 +14,25 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+use turnscope::sessions::haproxy::{ReplicaAddr, backend_lines};
+
 use super::{BenchClient, round, row};
 
 /// The recipe the README documents, run as shipped (frontend and servers moved).
 const RECIPE: &str = include_str!("../../examples/haproxy.cfg");
+
+/// Where the recipe's generated lines start (they run to its end).
+const GENERATED: &str = "    # Printed by `turnscope replicas haproxy";
+
+/// The recipe with its frontend on `port` and its backend's generated lines replaced by those
+/// `turnscope replicas haproxy` prints for `replicas`.
+fn recipe_for(port: u16, replicas: &[ReplicaAddr]) -> anyhow::Result<String> {
+    let cut = RECIPE
+        .find(GENERATED)
+        .context("examples/haproxy.cfg lost its generated server lines")?;
+    let lines = backend_lines(replicas).map_err(anyhow::Error::msg)?;
+    Ok(RECIPE[..cut].replace("bind 127.0.0.1:7880", &format!("bind 127.0.0.1:{port}")) + &lines)
+}
 
 /// How long a replica or HAProxy may take to come up.
 const START_BUDGET: Duration = Duration::from_secs(30);
@@ -99,21 +115,15 @@ struct Balancer {
 
 async fn balancer(replicas: &[Replica]) -> anyhow::Result<Balancer> {
     let port = super::child::free_port()?;
-    let mut config = String::new();
-    for line in RECIPE.lines() {
-        if line.trim_start().starts_with("server ") {
-            continue;
-        }
-        config.push_str(&line.replace("bind 127.0.0.1:7880", &format!("bind 127.0.0.1:{port}")));
-        config.push('\n');
-    }
-    for (i, r) in replicas.iter().enumerate() {
-        let n = i + 1;
-        config.push_str(&format!(
-            "    server r{n} 127.0.0.1:{} check cookie r{n}\n",
-            r.port
-        ));
-    }
+    let listed: Vec<ReplicaAddr> = replicas
+        .iter()
+        .enumerate()
+        .map(|(i, r)| ReplicaAddr {
+            id: format!("r{}", i + 1),
+            addr: format!("127.0.0.1:{}", r.port),
+        })
+        .collect();
+    let config = recipe_for(port, &listed)?;
     let dir = Scratch::new("haproxy")?;
     let path = dir.0.join("haproxy.cfg");
     std::fs::write(&path, config)?;
@@ -250,4 +260,26 @@ pub async fn run(clients: usize, turns: usize, runs: usize) -> anyhow::Result<()
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_recipe_ends_with_what_the_command_prints_for_its_replicas() {
+        let shipped: Vec<ReplicaAddr> = [
+            "r1=127.0.0.1:7871",
+            "r2=127.0.0.1:7872",
+            "r3=127.0.0.1:7873",
+        ]
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
+        let cut = RECIPE.find(GENERATED).expect("generated lines");
+        assert_eq!(RECIPE[cut..], backend_lines(&shipped).unwrap());
+        let moved = recipe_for(9999, &shipped[..2]).unwrap();
+        assert!(moved.contains("bind 127.0.0.1:9999") && !moved.contains(":7873"));
+        assert!(moved.ends_with(&backend_lines(&shipped[..2]).unwrap()));
+    }
 }

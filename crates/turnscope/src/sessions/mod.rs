@@ -7,6 +7,7 @@
 
 mod chat;
 mod errors;
+pub mod haproxy;
 pub mod replica;
 
 use std::collections::HashMap;
