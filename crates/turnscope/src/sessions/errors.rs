@@ -74,14 +74,14 @@ impl fmt::Display for ChatError {
                 "handle: no live session on this replica. The handle belongs to another replica (the one whose \
                  handles end in {tag}; this is replica {replica}, whose handles end in {own_tag}) or that replica \
                  is gone, or the session ended after {handle_seconds} seconds with no chat call. A session lives \
-                 only in the replica that started it: behind a load balancer, keep each MCP session on one replica \
-                 (see examples/haproxy.cfg). Call start for a new handle."
+                 only in the replica that started it: behind a load balancer, route each chat by its handle's tag \
+                 (examples/haproxy.cfg; `turnscope replicas haproxy` prints the lines). Call start for a new handle."
             ),
             ChatError::Draining { replica } => write!(
                 f,
                 "replica {replica} is draining (shutting down): it takes no new conversation and no new line; a turn in \
-                 flight still finishes and an empty line reads it. Reconnect (a new MCP session) and call start: the \
-                 load balancer sends it to another replica."
+                 flight still finishes and an empty line reads it. Call start again (in a new MCP session, if your client \
+                 keeps one): the load balancer sends it to another replica."
             ),
             ChatError::Cancelled => f.write_str(
                 "chat: the caller cancelled. The turn runs on; call chat with an empty line to read its reply.",
