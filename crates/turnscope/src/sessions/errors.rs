@@ -80,8 +80,8 @@ impl fmt::Display for ChatError {
             ChatError::Draining { replica } => write!(
                 f,
                 "replica {replica} is draining (shutting down): it takes no new conversation and no new line; a turn in \
-                 flight still finishes and an empty line reads it. Call start again (in a new MCP session, if your client \
-                 keeps one): the load balancer sends it to another replica."
+                 flight still finishes and an empty line reads it. Open a new MCP session if your client keeps one, and \
+                 call start: the load balancer sends it to another replica."
             ),
             ChatError::Cancelled => f.write_str(
                 "chat: the caller cancelled. The turn runs on; call chat with an empty line to read its reply.",
