@@ -162,6 +162,8 @@ pub fn events() -> Vec<Event> {
         total_us: 130 * MS,
         error: None,
         at_us: T0 + 3 * S,
+        request: None,
+        response: None,
     });
     s.end(1, 1, T0 + 3 * S + 130 * MS, (0, 0), (40 * MS, 131 * MS));
 
@@ -200,6 +202,8 @@ pub fn events() -> Vec<Event> {
         total_us: 60 * MS,
         error: None,
         at_us: T0 + 4 * S,
+        request: None,
+        response: None,
     });
     s.pieces(
         1,
@@ -214,6 +218,8 @@ pub fn events() -> Vec<Event> {
         total_us: 70 * MS,
         error: None,
         at_us: T0 + 4 * S + 80 * MS,
+        request: None,
+        response: None,
     });
     s.end(1, 2, T0 + 4 * S + 150 * MS, (1, 1), (90 * MS, 152 * MS));
 

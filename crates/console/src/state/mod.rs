@@ -141,6 +141,7 @@ impl ConsoleState {
                 total_us,
                 error,
                 at_us,
+                ..
             } => self.on_model_request(session, turn, first_piece_us, total_us, error, at_us),
             Event::Progress {
                 session,
@@ -175,6 +176,7 @@ impl ConsoleState {
                 level,
                 message,
             } => self.on_log(at_ms, level, message),
+            Event::ToolSet(_) | Event::Mcp(_) => {}
         }
     }
 

@@ -38,6 +38,10 @@ pub struct Context {
     /// Most history messages kept (0 = all): older whole turns are forgotten when a new line
     /// arrives, so a long conversation costs bounded memory and request size.
     pub window: usize,
+    /// How many history messages the window has forgotten so far: `messages[i]` is the
+    /// session's history message number `forgotten + i + 1` (0 is the system prompt), the
+    /// numbering `observe::wire::WireRequest` tells what is new by.
+    pub(crate) forgotten: u64,
 }
 
 impl Context {
@@ -47,6 +51,7 @@ impl Context {
             system,
             messages: Vec::new(),
             window: 0,
+            forgotten: 0,
         }
     }
 
@@ -75,6 +80,7 @@ impl Context {
             .position(|m| matches!(m, Message::User(_)))
         {
             self.messages.drain(..earliest + cut);
+            self.forgotten += (earliest + cut) as u64;
         }
     }
 
@@ -117,6 +123,11 @@ impl Context {
                 content,
             });
         }
+    }
+
+    /// The number of `messages[0]` (see [`Context::forgotten`]).
+    pub(crate) fn first_number(&self) -> u64 {
+        self.forgotten + 1
     }
 
     /// The context as OpenAI chat messages.
@@ -172,6 +183,7 @@ mod tests {
         assert_eq!(c.messages.len(), 3);
         assert_eq!(c.messages[0], Message::User("line 4".into()));
         assert_eq!(c.messages[2], Message::User("line 5".into()));
+        assert_eq!(c.first_number(), 9, "8 forgotten: the next is number 9");
     }
 
     #[test]

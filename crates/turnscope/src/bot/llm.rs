@@ -11,6 +11,7 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 
 use super::aggregators::{SharedContext, lock};
+use super::wire::{self, WireTrail};
 use crate::model::ModelClient;
 use crate::observe::event::{carried, now_us};
 use crate::observe::{Event, ToolCallEvent};
@@ -53,6 +54,7 @@ pub(crate) struct ModelProcessor {
     control: Option<SessionControl>,
     task: Option<JoinHandle<()>>,
     open_round: OpenRound,
+    trail: Arc<Mutex<WireTrail>>,
 }
 
 impl ModelProcessor {
@@ -71,6 +73,7 @@ impl ModelProcessor {
             control: None,
             task: None,
             open_round: Arc::new(Mutex::new(None)),
+            trail: Arc::default(),
         }
     }
 
@@ -117,6 +120,7 @@ impl Processor for ModelProcessor {
                     limits: self.limits,
                     control: self.control.clone(),
                     open_round: self.open_round.clone(),
+                    trail: self.trail.clone(),
                 };
                 self.task = Some(tokio::spawn(run.run()));
             }
@@ -139,6 +143,7 @@ struct TurnRun {
     limits: TurnLimits,
     control: Option<SessionControl>,
     open_round: OpenRound,
+    trail: Arc<Mutex<WireTrail>>,
 }
 
 impl TurnRun {
@@ -156,15 +161,23 @@ impl TurnRun {
             control: self.control.clone(),
         };
         loop {
-            let messages = lock(&self.context).to_openai();
+            let (messages, system, first) = {
+                let ctx = lock(&self.context);
+                (ctx.to_openai(), ctx.system.is_some(), ctx.first_number())
+            };
             let specs = self.tools.specs();
+            let bus = &self.link.observer().bus;
+            // What is sent, when someone records it (once per request, before the messages
+            // move into the request body).
+            let sent = bus.records_wire().then(|| {
+                self.trail
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .request(bus, &self.client, &messages, system, first, &specs)
+            });
             self.push(FrameBody::ResponseStart);
             let started = Instant::now();
-            let started_us = if self.link.observer().bus.is_listened() {
-                now_us()
-            } else {
-                0
-            };
+            let started_us = if bus.is_listened() { now_us() } else { 0 };
             let mut first_piece = None;
             let result = self
                 .client
@@ -181,6 +194,10 @@ impl TurnRun {
                 total_us: started.elapsed().as_micros() as u64,
                 error: result.as_ref().err().map(|e| e.to_string()),
                 at_us: started_us,
+                response: sent
+                    .is_some()
+                    .then(|| wire::response(&result, observer.bus.wire().bytes())),
+                request: sent,
             });
             let completion = match result {
                 Ok(c) => c,

@@ -8,6 +8,7 @@ pub mod context;
 pub(crate) mod llm;
 pub mod session;
 pub mod turn;
+pub(crate) mod wire;
 
 use std::sync::{Arc, Mutex};
 

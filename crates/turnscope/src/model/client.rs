@@ -4,15 +4,18 @@
 //! Written on reqwest rather than async-openai because that crate rejects chunks missing
 //! fields many servers omit (`id`, `created`, ...); see `reference/rust-stack.md`.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use crate::observe::redact::redact;
+use crate::observe::wire::{TokenUsage, WireRequest};
 use crate::tools::{ToolCall, ToolSpec};
 
 /// Where the model lives and how patient to be with it.
@@ -62,6 +65,19 @@ pub struct Completion {
     pub tool_calls: Vec<ToolCall>,
     /// The finish reason the server gave, if any (informative only: tool calls present = a round).
     pub finish_reason: Option<String>,
+    /// Reasoning the server streamed apart from the content (`reasoning_content` or
+    /// `reasoning` deltas); never shown to the user as reply.
+    pub reasoning: String,
+    /// Token usage, when the server reported it (a final usage chunk or any chunk's `usage`).
+    pub usage: Option<TokenUsage>,
+    /// The model the server said answered (the chunks' `model`).
+    pub model: Option<String>,
+    /// The server's response id (the chunks' `id`).
+    pub id: Option<String>,
+    /// The HTTP status of the answer.
+    pub status: u16,
+    /// Time from sending the request to the first byte of the response body.
+    pub first_byte: Option<Duration>,
 }
 
 /// Why a model request failed. Each message says what happened and what to check.
@@ -161,6 +177,25 @@ impl ModelClient {
             .await
     }
 
+    /// What a request with these `extra` fields looks like on the wire, without its messages
+    /// and tools: model, URL (`token=` masked), header names (never values), whether a key is
+    /// sent, and the other top-level fields (`stream` and `extra`). Mirrors `stream_with`.
+    pub(crate) fn describe(&self, extra: &Map<String, Value>) -> WireRequest {
+        let mut params = extra.clone();
+        for key in ["model", "messages", "tools"] {
+            params.remove(key);
+        }
+        params.insert("stream".into(), Value::Bool(true));
+        WireRequest {
+            model: self.config.model.clone(),
+            url: redact(&self.url).into_owned(),
+            headers: self.config.headers.iter().map(|(n, _)| n.clone()).collect(),
+            keyed: self.config.api_key.is_some(),
+            params,
+            ..WireRequest::default()
+        }
+    }
+
     /// Like [`ModelClient::stream`], with the tools given as OpenAI `tools` entries and
     /// `extra` top-level request fields (`temperature`, `tool_choice`, ...) sent along;
     /// `model`, `messages`, `stream` and `tools` are always this client's.
@@ -188,6 +223,7 @@ impl ModelClient {
             request = request.header(name, value);
         }
         let first = self.config.first_byte_timeout;
+        let sent = Instant::now();
         let response = match tokio::time::timeout(first, request.send()).await {
             Err(_) => return Err(ModelError::FirstByteTimeout(first)),
             Ok(Err(e)) => return Err(ModelError::Connect(error_chain(&e))),
@@ -206,7 +242,10 @@ impl ModelClient {
             });
         }
         let mut events = response.bytes_stream().eventsource();
-        let mut assembler = Assembler::default();
+        let mut assembler = Assembler {
+            status: status.as_u16(),
+            ..Assembler::default()
+        };
         let mut waited = first;
         loop {
             let next = match tokio::time::timeout(waited, events.next()).await {
@@ -227,6 +266,9 @@ impl ModelClient {
                 }
                 Some(Err(e)) => return Err(ModelError::Cut(e.to_string())),
                 Some(Ok(event)) => {
+                    if !assembler.seen_any {
+                        assembler.first_byte = Some(sent.elapsed());
+                    }
                     assembler.seen_any = true;
                     if assembler.on_event(&event.data, on_piece)? == Step::Done {
                         return Ok(assembler.finish());
@@ -327,26 +369,76 @@ pub fn preview(text: &str, max: usize) -> String {
     format!("{}…", &text[..end])
 }
 
+/// One `chat.completion.chunk`; `id`, `model` and reasoning text are borrowed from the
+/// event's data, so a chunk allocates nothing for them (they are copied once, at first sight).
 #[derive(Deserialize)]
-struct Chunk {
+struct Chunk<'a> {
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    model: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    choices: Vec<Choice<'a>>,
     #[serde(default)]
-    choices: Vec<Choice>,
+    usage: Option<UsageChunk>,
     #[serde(default)]
     error: Option<Value>,
 }
 
+/// The `usage` object of a chunk (OpenAI, llama.cpp, vLLM, Ollama all send this shape).
 #[derive(Deserialize)]
-struct Choice {
+struct UsageChunk {
     #[serde(default)]
-    delta: Option<Delta>,
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+    #[serde(default)]
+    completion_tokens_details: Option<CompletionDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: u64,
+}
+
+#[derive(Deserialize)]
+struct CompletionDetails {
+    #[serde(default)]
+    reasoning_tokens: u64,
+}
+
+impl From<UsageChunk> for TokenUsage {
+    fn from(u: UsageChunk) -> Self {
+        TokenUsage {
+            prompt: u.prompt_tokens,
+            completion: u.completion_tokens,
+            cached: u.prompt_tokens_details.map_or(0, |d| d.cached_tokens),
+            reasoning: u
+                .completion_tokens_details
+                .map_or(0, |d| d.reasoning_tokens),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(default, borrow)]
+    delta: Option<Delta<'a>>,
     #[serde(default)]
     finish_reason: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
-struct Delta {
+struct Delta<'a> {
     #[serde(default)]
     content: Option<String>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning: Option<Cow<'a, str>>,
     #[serde(default)]
     tool_calls: Option<Vec<ToolCallDelta>>,
 }
@@ -373,8 +465,14 @@ struct FunctionDelta {
 #[derive(Default)]
 pub(crate) struct Assembler {
     text: String,
+    reasoning: String,
     calls: BTreeMap<usize, ToolCall>,
     finish_reason: Option<String>,
+    usage: Option<TokenUsage>,
+    model: Option<String>,
+    id: Option<String>,
+    status: u16,
+    first_byte: Option<Duration>,
     seen_any: bool,
 }
 
@@ -411,8 +509,24 @@ impl Assembler {
                 .unwrap_or_else(|| error.to_string());
             return Err(ModelError::Server(message));
         }
+        if self.id.is_none()
+            && let Some(id) = chunk.id
+        {
+            self.id = Some(id.into_owned());
+        }
+        if self.model.is_none()
+            && let Some(model) = chunk.model
+        {
+            self.model = Some(model.into_owned());
+        }
+        if let Some(usage) = chunk.usage {
+            self.usage = Some(usage.into());
+        }
         for choice in chunk.choices {
             if let Some(delta) = choice.delta {
+                if let Some(r) = delta.reasoning_content.or(delta.reasoning) {
+                    self.reasoning.push_str(&r);
+                }
                 if let Some(content) = delta.content
                     && !content.is_empty()
                 {
@@ -468,6 +582,12 @@ impl Assembler {
             text: self.text,
             tool_calls,
             finish_reason: self.finish_reason,
+            reasoning: self.reasoning,
+            usage: self.usage,
+            model: self.model,
+            id: self.id,
+            status: self.status,
+            first_byte: self.first_byte,
         }
     }
 }
@@ -501,6 +621,31 @@ mod tests {
         assert_eq!(c.tool_calls[0].name, "clock");
         assert_eq!(c.tool_calls[1].id, "b");
         assert_eq!(c.tool_calls[1].arguments, "{\"text\":1}");
+    }
+
+    #[test]
+    fn usage_model_id_and_reasoning_are_kept_apart_from_the_reply() {
+        let (c, pieces) = feed_all(&[
+            r#"{"id":"chatcmpl-7","model":"smol","choices":[{"delta":{"reasoning_content":"think "}}]}"#,
+            r#"{"id":"chatcmpl-7","model":"smol","choices":[{"delta":{"reasoning_content":"more","content":"Hi"}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"length"}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":8},"completion_tokens_details":{"reasoning_tokens":2}}}"#,
+        ])
+        .unwrap();
+        assert_eq!(pieces, ["Hi"], "reasoning is never a reply piece");
+        assert_eq!(c.reasoning, "think more");
+        assert_eq!(c.id.as_deref(), Some("chatcmpl-7"));
+        assert_eq!(c.model.as_deref(), Some("smol"));
+        assert_eq!(c.finish_reason.as_deref(), Some("length"));
+        assert_eq!(
+            c.usage,
+            Some(TokenUsage {
+                prompt: 12,
+                completion: 3,
+                cached: 8,
+                reasoning: 2
+            })
+        );
     }
 
     #[test]

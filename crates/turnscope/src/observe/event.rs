@@ -9,6 +9,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+pub use super::wire::{McpExchange, ToolSetEvent, WireRequest, WireResponse};
+
 /// A static or owned string.
 pub type Name = Cow<'static, str>;
 
@@ -58,7 +60,18 @@ pub enum Event {
         /// When it started, in µs since the epoch (0 in files recorded before it was kept).
         #[serde(default)]
         at_us: u64,
+        /// The request as sent (what is new since the session's previous one), unless
+        /// recording is off (`[wire] max_kib = 0`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request: Option<Box<WireRequest>>,
+        /// The response as received, unless recording is off.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        response: Option<Box<WireResponse>>,
     },
+    /// A tool set offered to the model for the first time (model requests name it by id).
+    ToolSet(ToolSetEvent),
+    /// One HTTP exchange on `/mcp`, with the JSON-RPC messages it carried both ways.
+    Mcp(Box<McpExchange>),
     /// A progress notification was sent (or coalesced) to an MCP caller.
     Progress {
         /// Session number.

@@ -5,9 +5,11 @@
 pub mod bus;
 pub mod event;
 pub mod process;
+pub mod rebuild;
 pub mod recorder;
 pub mod redact;
 pub mod stats;
+pub mod wire;
 
 pub use bus::{Bus, Subscription};
 pub use event::{

@@ -294,6 +294,9 @@ impl ChatLoop {
                 error: result.as_ref().err().map(|e| e.to_string()),
                 at_us: crate::observe::event::now_us()
                     .saturating_sub(started.elapsed().as_micros() as u64),
+                // The bridge's requests belong to no session; their bodies are not recorded.
+                request: None,
+                response: None,
             });
             let completion = result?;
             if completion.tool_calls.is_empty() {
