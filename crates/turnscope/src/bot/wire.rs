@@ -198,6 +198,20 @@ mod tests {
     }
 
     #[test]
+    fn the_key_is_never_recorded_only_that_one_was_sent() {
+        let mut config = ModelConfig::new("http://127.0.0.1:9/v1", "m");
+        config.api_key = Some("sk-5ecret-key".into());
+        config.headers = vec![("X-Org".into(), "org-5ecret".into())];
+        let client = ModelClient::new(config);
+        let bus = Bus::default();
+        let w =
+            WireTrail::default().request(&bus, &client, &[user(1)], false, 1, &Arc::from(vec![]));
+        let text = serde_json::to_string(&w).unwrap();
+        assert!(w.keyed && !text.contains("5ecret"), "{text}");
+        assert_eq!(w.headers, ["X-Org"]);
+    }
+
+    #[test]
     fn long_messages_are_cut_to_the_limit() {
         let bus = Bus::default();
         bus.wire().set(10);

@@ -10,6 +10,7 @@ mod held;
 pub mod jsonrpc;
 pub mod mcp;
 pub mod resume;
+mod wire;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -117,6 +118,11 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             exchanges,
             caller::watch_caller,
+        ))
+        // Outermost, so it records what the client was answered, the checks' errors included.
+        .layer(axum::middleware::from_fn_with_state(
+            wire::WireTap::new(sessions.bus().clone()),
+            wire::record,
         ));
     let app = Router::new()
         .route(
