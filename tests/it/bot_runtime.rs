@@ -201,6 +201,7 @@ async fn the_round_cap_ends_a_runaway_turn_with_an_error_that_says_so() {
     let up = Upstream::start(vec![call(), call(), call(), Reply::text(&["fine"])]).await;
     let limits = TurnLimits {
         round_cap: 2,
+        answer_at_cap: false,
         ..TurnLimits::default()
     };
     let s = session(&up.base_url(), echo_tools(), limits);

@@ -8,8 +8,9 @@ use std::process::Command;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
+use turnscope::observe::ModelResponseInfo;
 use turnscope::observe::rebuild::RequestBook;
-use turnscope::observe::wire::{McpExchange, WireRequest, WireResponse};
+use turnscope::observe::wire::{McpExchange, WireAnswer, WireRequest};
 use turnscope::observe::{Event, Subscription};
 
 use crate::support::app::{app, eventually};
@@ -32,7 +33,7 @@ fn exchanges(events: &[Arc<Event>]) -> Vec<&McpExchange> {
         .collect()
 }
 
-type Sent<'a> = (u64, u64, &'a WireRequest, &'a WireResponse);
+type Sent<'a> = (u64, &'a ModelResponseInfo, &'a WireRequest, &'a WireAnswer);
 
 fn model_requests(events: &[Arc<Event>]) -> Vec<Sent<'_>> {
     events
@@ -40,11 +41,11 @@ fn model_requests(events: &[Arc<Event>]) -> Vec<Sent<'_>> {
         .filter_map(|e| match &**e {
             Event::ModelRequest {
                 session,
-                turn,
+                response,
                 request: Some(q),
-                response: Some(r),
+                answer: Some(a),
                 ..
-            } => Some((*session, *turn, &**q, &**r)),
+            } => Some((*session, response, &**q, &**a)),
             _ => None,
         })
         .collect()
@@ -214,13 +215,16 @@ async fn a_tool_turns_second_request_is_whole_again_and_its_curl_gets_the_same_r
             .iter()
             .all(|t| t["function"]["parameters"].is_object())
     );
+    let (_, info, _, _) = requests[2];
     assert_eq!(second_r.content, reply.text);
-    assert_eq!(second_r.finish_reason.as_deref(), Some("stop"));
-    assert_eq!(second_r.status, Some(200));
-    assert!(second_r.first_byte_us.is_some());
-    let (_, _, _, calls) = requests[1];
+    assert_eq!(info.finish_reason.as_deref(), Some("stop"));
+    assert_eq!(info.status, Some(200));
+    assert!(info.first_byte_us.is_some());
+    let usage = info.usage.expect("the embedded model counts tokens");
+    assert!(usage.prompt_tokens > 0 && usage.completion_tokens > 0);
+    let (_, info, _, calls) = requests[1];
     assert_eq!(calls.tool_calls.len(), 2);
-    assert_eq!(calls.finish_reason.as_deref(), Some("tool_calls"));
+    assert_eq!(info.finish_reason.as_deref(), Some("tool_calls"));
     // The copied command, run by a shell, gets the same reply from the embedded model.
     let curl = whole.curl(second_q);
     assert!(

@@ -53,6 +53,8 @@ fn reply(turn: Option<u64>, text: &str, end: Option<&str>, error: Option<&str>) 
         first_piece_ms: None,
         total_ms: None,
         unread: None,
+        usage: None,
+        finish_reason: None,
     }
 }
 

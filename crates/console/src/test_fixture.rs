@@ -162,8 +162,9 @@ pub fn events() -> Vec<Event> {
         total_us: 130 * MS,
         error: None,
         at_us: T0 + 3 * S,
+        response: Default::default(),
         request: None,
-        response: None,
+        answer: None,
     });
     s.end(1, 1, T0 + 3 * S + 130 * MS, (0, 0), (40 * MS, 131 * MS));
 
@@ -202,8 +203,9 @@ pub fn events() -> Vec<Event> {
         total_us: 60 * MS,
         error: None,
         at_us: T0 + 4 * S,
+        response: Default::default(),
         request: None,
-        response: None,
+        answer: None,
     });
     s.pieces(
         1,
@@ -218,8 +220,9 @@ pub fn events() -> Vec<Event> {
         total_us: 70 * MS,
         error: None,
         at_us: T0 + 4 * S + 80 * MS,
+        response: Default::default(),
         request: None,
-        response: None,
+        answer: None,
     });
     s.end(1, 2, T0 + 4 * S + 150 * MS, (1, 1), (90 * MS, 152 * MS));
 

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::bot::{Bot, TurnLimits};
 use crate::bridge::xiaozhi::{BridgeSettings, Catalog, XiaozhiBridges};
-use crate::config::Config;
+use crate::config::{AtRoundCap, Config};
 use crate::model::{EmbeddedModel, ModelClient, ModelConfig, ScriptSettings};
 use crate::observe::{Bus, Event, ReplicaEvent};
 use crate::server::{GuardConfig, Server};
@@ -157,6 +157,7 @@ impl App {
             .limits(TurnLimits {
                 round_cap: config.bot.round_cap,
                 tool_timeout: Duration::from_secs_f64(config.bot.tool_timeout_seconds),
+                answer_at_cap: config.bot.at_round_cap == AtRoundCap::Answer,
             })
             .history_window(config.bot.history_messages);
         if let Some(prompt) = &config.bot.system_prompt {
@@ -347,6 +348,8 @@ pub fn model_client(config: &Config, model: &ModelInfo) -> ModelClient {
     model_config.first_byte_timeout =
         Duration::from_secs_f64(config.model.first_byte_timeout_seconds);
     model_config.idle_timeout = Duration::from_secs_f64(config.model.idle_timeout_seconds);
+    model_config.params = config.model.request_fields();
+    model_config.include_usage = config.model.include_usage;
     ModelClient::new(model_config)
 }
 

@@ -7,6 +7,7 @@ pub mod endpoint;
 pub mod fixture;
 pub mod fixture_child;
 pub mod headless_bin;
+pub mod llama_like;
 pub mod mcp;
 pub mod openai;
 pub mod servers;

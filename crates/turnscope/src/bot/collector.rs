@@ -107,10 +107,28 @@ impl Processor for TurnCollector {
             FrameBody::ResponseEnd { calls } => {
                 if let Some(t) = self.turn_for(frame.turn, "ResponseEnd") {
                     if *calls == 0 {
-                        finish(&t, TurnEnd::Completed, observer);
+                        let cut = t.with_record(|r| r.finish_reason.as_deref() == Some("length"));
+                        let end = if cut {
+                            TurnEnd::Length
+                        } else {
+                            TurnEnd::Completed
+                        };
+                        finish(&t, end, observer);
                     } else {
                         t.update(|r| r.rounds += 1);
                     }
+                }
+            }
+            FrameBody::ModelReport(report) => {
+                if let Some(t) = self.turn_for(frame.turn, "ModelReport") {
+                    t.update(|r| {
+                        r.model_requests += 1;
+                        r.finish_reason.clone_from(&report.info.finish_reason);
+                        if let Some(u) = &report.info.usage {
+                            r.usage.get_or_insert_default().add(u);
+                        }
+                        r.reasoning.push_str(&report.reasoning);
+                    });
                 }
             }
             FrameBody::FunctionCallsStarted(calls) => {

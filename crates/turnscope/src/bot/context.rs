@@ -42,6 +42,12 @@ pub struct Context {
     /// session's history message number `forgotten + i + 1` (0 is the system prompt), the
     /// numbering `observe::wire::WireRequest` tells what is new by.
     pub(crate) forgotten: u64,
+    /// Where the latest turn begins in `messages` (its user line).
+    turn_start: usize,
+    /// The number of the first message a rollback removed since the model processor last
+    /// recorded a request (its numbers are then taken by other messages, which the next
+    /// recorded request carries again).
+    pub(crate) rewound: Option<u64>,
 }
 
 impl Context {
@@ -52,6 +58,8 @@ impl Context {
             messages: Vec::new(),
             window: 0,
             forgotten: 0,
+            turn_start: 0,
+            rewound: None,
         }
     }
 
@@ -65,6 +73,17 @@ impl Context {
     pub(crate) fn push_user(&mut self, line: Arc<str>) {
         self.messages.push(Message::User(line));
         self.forget_beyond_window();
+        self.turn_start = self.messages.len() - 1;
+    }
+
+    /// Forgets the latest turn: its user line and every round it wrote. For a turn the model
+    /// refused, so the next line starts from the history before it.
+    pub(crate) fn roll_back_turn(&mut self) {
+        if self.turn_start < self.messages.len() {
+            let number = self.forgotten + self.turn_start as u64 + 1;
+            self.rewound = Some(self.rewound.map_or(number, |r| r.min(number)));
+        }
+        self.messages.truncate(self.turn_start);
     }
 
     /// Drops the oldest messages so at most `window` remain, cutting only just before a user
@@ -198,6 +217,29 @@ mod tests {
         // A turn longer than the window is kept whole while it runs.
         c.push_round(String::new(), &[call("3"), call("4"), call("5")], &[]);
         assert_eq!(c.messages.len(), 5);
+    }
+
+    #[test]
+    fn a_rolled_back_turn_leaves_the_history_before_it() {
+        let mut c = Context::new(None).with_window(4);
+        for i in 0..3 {
+            c.push_user(format!("line {i}").into());
+            c.push_assistant(format!("reply {i}"));
+        }
+        let before = {
+            c.push_user("too long".into());
+            c.messages[..c.messages.len() - 1].to_vec()
+        };
+        c.push_round(String::new(), &[call("1")], &[]);
+        c.roll_back_turn();
+        assert_eq!(c.messages, before);
+        assert_eq!(
+            c.messages.last(),
+            Some(&Message::Assistant {
+                text: "reply 2".into(),
+                tool_calls: vec![]
+            })
+        );
     }
 
     #[test]

@@ -7,16 +7,20 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures::future::join_all;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tokio::task::JoinHandle;
 
 use super::aggregators::{SharedContext, lock};
-use super::wire::{self, WireTrail};
-use crate::model::ModelClient;
+use super::fault_log;
+use super::wire::{self, Sending, WireTrail};
+use crate::model::client::openai_tool;
+use crate::model::{ModelClient, ModelError};
 use crate::observe::event::{carried, now_us};
-use crate::observe::{Event, ToolCallEvent};
-use crate::pipeline::{Frame, FrameBody, Link, Processor, TurnId};
-use crate::tools::{CallContext, SessionControl, ToolCall, ToolCallRecord, ToolOutcome, Tools};
+use crate::observe::{Event, ModelResponseInfo, ToolCallEvent};
+use crate::pipeline::{Frame, FrameBody, Link, ModelReport, Processor, TurnId};
+use crate::tools::{
+    CallContext, SessionControl, ToolCall, ToolCallRecord, ToolOutcome, ToolSpec, Tools,
+};
 
 /// Limits of a turn.
 #[derive(Debug, Clone, Copy)]
@@ -25,6 +29,10 @@ pub struct TurnLimits {
     pub round_cap: u32,
     /// Longest a single tool call may run.
     pub tool_timeout: Duration,
+    /// When the model asks for a round beyond the cap: `true` = those calls are not run and
+    /// the model gets one last request without tools, so the turn ends with an answer;
+    /// `false` = the turn ends in a round-cap error.
+    pub answer_at_cap: bool,
 }
 
 impl Default for TurnLimits {
@@ -32,6 +40,7 @@ impl Default for TurnLimits {
         Self {
             round_cap: 8,
             tool_timeout: Duration::from_secs(30),
+            answer_at_cap: true,
         }
     }
 }
@@ -153,6 +162,8 @@ impl TurnRun {
 
     async fn run(self) {
         let mut rounds = 0u32;
+        // Set once the model asked for a round beyond the cap: the next request offers no tools.
+        let mut capped = false;
         // Tools still being discovered for this session (bounded wait).
         self.tools.ready().await;
         let cx = CallContext {
@@ -161,30 +172,50 @@ impl TurnRun {
             control: self.control.clone(),
         };
         loop {
-            let (messages, system, first) = {
+            let (messages, sending) = {
                 let ctx = lock(&self.context);
-                (ctx.to_openai(), ctx.system.is_some(), ctx.first_number())
+                let messages = ctx.to_openai();
+                let sending = Sending {
+                    system: ctx.system.is_some(),
+                    first: ctx.first_number(),
+                    rewound: ctx.rewound,
+                };
+                (messages, sending)
             };
-            let specs = self.tools.specs();
+            // The round cap's last answer is asked for without tools.
+            let specs: Arc<[ToolSpec]> = if capped {
+                Arc::from(Vec::new())
+            } else {
+                self.tools.specs()
+            };
+            let tools: Vec<Value> = specs.iter().map(openai_tool).collect();
             let bus = &self.link.observer().bus;
             // What is sent, when someone records it (once per request, before the messages
             // move into the request body).
             let sent = bus.records_wire().then(|| {
+                lock(&self.context).rewound = None;
                 self.trail
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .request(bus, &self.client, &messages, system, first, &specs)
+                    .request(bus, &self.client, &messages, &sending, &specs)
             });
             self.push(FrameBody::ResponseStart);
             let started = Instant::now();
             let started_us = if bus.is_listened() { now_us() } else { 0 };
             let mut first_piece = None;
+            let mut info = ModelResponseInfo::default();
             let result = self
                 .client
-                .stream(messages, &specs, &mut |piece| {
-                    first_piece.get_or_insert_with(|| started.elapsed());
-                    self.push(FrameBody::TextPiece(piece.into_boxed_str()));
-                })
+                .stream_reporting(
+                    messages,
+                    tools,
+                    &Map::new(),
+                    &mut |piece| {
+                        first_piece.get_or_insert_with(|| started.elapsed());
+                        self.push(FrameBody::TextPiece(piece.into_boxed_str()));
+                    },
+                    &mut info,
+                )
                 .await;
             let observer = self.link.observer();
             observer.bus.publish_with(|| Event::ModelRequest {
@@ -194,33 +225,36 @@ impl TurnRun {
                 total_us: started.elapsed().as_micros() as u64,
                 error: result.as_ref().err().map(|e| e.to_string()),
                 at_us: started_us,
-                response: sent
+                answer: sent
                     .is_some()
-                    .then(|| wire::response(&result, observer.bus.wire().bytes())),
+                    .then(|| wire::answer(&result, observer.bus.wire().bytes())),
                 request: sent,
+                response: info.clone(),
             });
-            let completion = match result {
+            let mut completion = match result {
                 Ok(c) => c,
                 Err(e) => {
-                    self.push(FrameBody::Error(e.to_string().into()));
+                    self.fail(&e);
                     return;
                 }
             };
+            let reasoning = std::mem::take(&mut completion.reasoning);
+            self.push(FrameBody::ModelReport(Arc::new(ModelReport {
+                info,
+                reasoning,
+            })));
             if completion.tool_calls.is_empty() {
                 self.push(FrameBody::ResponseEnd { calls: 0 });
                 return;
             }
             if rounds >= self.limits.round_cap {
-                self.push(FrameBody::Error(
-                    format!(
-                        "round cap reached: the model asked for round {} of function calls, and a turn allows {}; \
-                         the turn was ended. Raise the cap (round_cap) or check why the model keeps calling tools",
-                        rounds + 1,
-                        self.limits.round_cap
-                    )
-                    .into(),
-                ));
-                return;
+                if !self.limits.answer_at_cap || capped {
+                    self.push(FrameBody::Error(
+                        round_cap_error(rounds, self.limits.round_cap, capped).into(),
+                    ));
+                    return;
+                }
+                capped = true;
             }
             rounds += 1;
             let calls: Arc<[ToolCall]> = completion.tool_calls.into();
@@ -233,12 +267,19 @@ impl TurnRun {
             } else {
                 0
             };
-            let records = join_all(
+            let records = if capped {
                 calls
                     .iter()
-                    .map(|c| call_tool(&*self.tools, c, self.limits.tool_timeout, &cx)),
-            )
-            .await;
+                    .map(|c| not_run_at_cap(c, self.limits.round_cap))
+                    .collect()
+            } else {
+                join_all(
+                    calls
+                        .iter()
+                        .map(|c| call_tool(&*self.tools, c, self.limits.tool_timeout, &cx)),
+                )
+                .await
+            };
             {
                 let mut ctx = lock(&self.context);
                 ctx.push_round(completion.text, &calls, &records);
@@ -266,6 +307,80 @@ impl TurnRun {
                 self.push(FrameBody::FunctionCallResult(Arc::new(record)));
             }
         }
+    }
+
+    /// Ends the turn on a failed model request: a request the server refused is rolled back
+    /// from the history (so it cannot fail every later line too), and the failure is logged
+    /// once (rate-limited) for headless runs.
+    fn fail(&self, e: &ModelError) {
+        let session = self.link.observer().session;
+        let message = if e.is_refusal() {
+            lock(&self.context).roll_back_turn();
+            format!(
+                "{e}. The line and this turn's tool rounds were left out of the history, so the \
+                 conversation goes on from before them; {}",
+                refusal_advice(e)
+            )
+        } else {
+            e.to_string()
+        };
+        let next = if e.is_refusal() {
+            "the turn was rolled back from the history"
+        } else {
+            "the next line tries the model again"
+        };
+        fault_log::model_request_failed(session, self.turn, &e.to_string(), next);
+        self.push(FrameBody::Error(message.into()));
+    }
+}
+
+/// What to do about a refused request: for a prompt over the model's context, the three ways
+/// out; otherwise, what to check.
+fn refusal_advice(e: &ModelError) -> &'static str {
+    let ModelError::Status { code, message } = e else {
+        return "";
+    };
+    let m = message.to_ascii_lowercase();
+    let too_long = m.contains("context")
+        || m.contains("too long")
+        || m.contains("maximum") && m.contains("token")
+        || *code == 413;
+    if too_long {
+        "the conversation no longer fits the model's context: send a shorter line, give the server a \
+         larger context (llama-server -c N), or keep fewer history messages (bot.history_messages)"
+    } else {
+        "check what the server refused (the model name, the [model] parameters, the key) and send the line again"
+    }
+}
+
+/// The round-cap error: the model asked for one round too many (and, with `answer_at_cap`,
+/// asked again on the last request, which offered no tools).
+fn round_cap_error(rounds: u32, cap: u32, after_last_request: bool) -> String {
+    if after_last_request {
+        format!(
+            "round cap reached: the model asked for more function calls after {cap} rounds, and again on \
+             the last request, which offered no tools; the turn was ended. Raise the cap (bot.round_cap) or \
+             check why the model keeps calling tools"
+        )
+    } else {
+        format!(
+            "round cap reached: the model asked for round {} of function calls, and a turn allows {cap}; \
+             the turn was ended. Raise the cap (bot.round_cap), set bot.at_round_cap = \"answer\" for a last \
+             answer without tools, or check why the model keeps calling tools",
+            rounds + 1
+        )
+    }
+}
+
+/// The result a call gets when the round cap stops it from running.
+fn not_run_at_cap(call: &ToolCall, cap: u32) -> ToolCallRecord {
+    ToolCallRecord {
+        call: call.clone(),
+        outcome: ToolOutcome::error(format!(
+            "not run: this turn reached its round cap ({cap} rounds of function calls); answer now \
+             with what the earlier results say, without calling tools"
+        )),
+        duration: Duration::ZERO,
     }
 }
 

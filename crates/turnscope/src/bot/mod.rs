@@ -5,6 +5,7 @@
 pub(crate) mod aggregators;
 pub(crate) mod collector;
 pub mod context;
+mod fault_log;
 pub(crate) mod llm;
 pub mod session;
 pub mod turn;

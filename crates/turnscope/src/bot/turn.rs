@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+use crate::observe::TokenUsage;
 use crate::pipeline::TurnId;
 use crate::tools::{ToolCall, ToolCallRecord};
 
@@ -20,6 +21,9 @@ use crate::tools::{ToolCall, ToolCallRecord};
 pub enum TurnEnd {
     /// The model gave a response that started no round.
     Completed,
+    /// The model's last response was cut by the token limit (`finish_reason: "length"`): the
+    /// reply may stop mid-sentence.
+    Length,
     /// A new line (or the person) interrupted it.
     Interrupted,
     /// The model or the round cap failed it; the message says why.
@@ -29,10 +33,11 @@ pub enum TurnEnd {
 }
 
 impl TurnEnd {
-    /// `completed`, `interrupted`, `error` or `session_ended`.
+    /// `completed`, `length`, `interrupted`, `error` or `session_ended`.
     pub fn label(&self) -> &'static str {
         match self {
             TurnEnd::Completed => "completed",
+            TurnEnd::Length => "length",
             TurnEnd::Interrupted => "interrupted",
             TurnEnd::Error(_) => "error",
             TurnEnd::SessionEnded => "session_ended",
@@ -72,6 +77,19 @@ pub struct TurnRecord {
     pub total: Option<Duration>,
     /// Why it ended, once it has.
     pub end: Option<TurnEnd>,
+    /// Model requests the turn made.
+    #[serde(default)]
+    pub model_requests: u32,
+    /// The finish reason of its latest model response.
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+    /// Tokens of all its model requests together, when the server counted them.
+    #[serde(default)]
+    pub usage: Option<TokenUsage>,
+    /// Reasoning text its responses streamed, kept apart from the reply (never sent back to
+    /// the model, nor to a caller as reply).
+    #[serde(default)]
+    pub reasoning: String,
 }
 
 impl TurnRecord {
@@ -188,7 +206,7 @@ impl Turn {
                 return false;
             }
             r.total = Some(self.started.elapsed());
-            if end != TurnEnd::Completed {
+            if !matches!(end, TurnEnd::Completed | TurnEnd::Length) {
                 for call in std::mem::take(&mut r.pending_calls) {
                     r.tool_calls.push(ToolCallRecord {
                         call,

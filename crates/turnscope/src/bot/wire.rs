@@ -4,7 +4,7 @@
 //! per model request, never per token: the request part copies only the messages no earlier
 //! event of the session carried ([`WireTrail::request`]), and refers to the tool set by id (its
 //! entries are published once, as `Event::ToolSet`); the response part is taken from the
-//! completion assembled at the stream's end ([`response`]).
+//! completion assembled at the stream's end ([`answer`]).
 
 use std::sync::Arc;
 
@@ -13,10 +13,20 @@ use serde_json::{Map, Value};
 use crate::model::{Completion, ModelClient, ModelError};
 use crate::observe::event::now_us;
 use crate::observe::wire::{
-    ToolSetEvent, WireCall, WireRequest, WireResponse, cut_strings, cut_text, tool_set_id,
+    ToolSetEvent, WireAnswer, WireCall, WireRequest, cut_strings, cut_text, tool_set_id,
 };
 use crate::observe::{Bus, Event};
 use crate::tools::ToolSpec;
+
+/// Where a request's messages stand in the session's numbering (see `WireRequest`).
+pub(crate) struct Sending {
+    /// Whether the system prompt goes first.
+    pub(crate) system: bool,
+    /// The number of the first history message sent.
+    pub(crate) first: u64,
+    /// The first number a rollback has given to other messages since the last record.
+    pub(crate) rewound: Option<u64>,
+}
 
 /// Per session: how far its events have carried the context, and the last tool set's id.
 #[derive(Default)]
@@ -37,10 +47,18 @@ impl WireTrail {
         bus: &Bus,
         client: &ModelClient,
         messages: &[Value],
-        system: bool,
-        first: u64,
+        sending: &Sending,
         specs: &Arc<[ToolSpec]>,
     ) -> Box<WireRequest> {
+        let Sending {
+            system,
+            first,
+            rewound,
+        } = *sending;
+        if let Some(number) = rewound {
+            // Those numbers now name other messages: carry them again.
+            self.sent_upto = self.sent_upto.min(number);
+        }
         let limit = bus.wire().bytes();
         let mut wire = client.describe(&Map::new());
         wire.system = system;
@@ -97,46 +115,33 @@ impl WireTrail {
     }
 }
 
-/// The response as received: the completion's parts (cut by `limit`), or the status of a
-/// failed request when the server answered one.
-pub(crate) fn response(result: &Result<Completion, ModelError>, limit: usize) -> Box<WireResponse> {
-    let wire = match result {
-        Ok(c) => {
-            let mut content = c.text.clone();
-            cut_text(&mut content, limit);
-            let mut reasoning = c.reasoning.clone();
-            cut_text(&mut reasoning, limit);
-            WireResponse {
-                status: Some(c.status).filter(|s| *s != 0),
-                model: c.model.clone(),
-                id: c.id.clone(),
-                content,
-                reasoning,
-                tool_calls: c
-                    .tool_calls
-                    .iter()
-                    .map(|call| {
-                        let mut arguments = call.arguments.clone();
-                        cut_text(&mut arguments, limit);
-                        WireCall {
-                            id: call.id.clone(),
-                            name: call.name.clone(),
-                            arguments,
-                        }
-                    })
-                    .collect(),
-                finish_reason: c.finish_reason.clone(),
-                usage: c.usage,
-                first_byte_us: c.first_byte.map(|d| d.as_micros() as u64),
-            }
-        }
-        Err(ModelError::Status { code, .. }) => WireResponse {
-            status: Some(*code),
-            ..WireResponse::default()
-        },
-        Err(_) => WireResponse::default(),
+/// What the model answered: the completion's content, reasoning and calls, each cut by
+/// `limit` (empty for a failed request; its status is in `ModelResponseInfo`).
+pub(crate) fn answer(result: &Result<Completion, ModelError>, limit: usize) -> Box<WireAnswer> {
+    let Ok(c) = result else {
+        return Box::default();
     };
-    Box::new(wire)
+    let mut content = c.text.clone();
+    cut_text(&mut content, limit);
+    let mut reasoning = c.reasoning.clone();
+    cut_text(&mut reasoning, limit);
+    Box::new(WireAnswer {
+        content,
+        reasoning,
+        tool_calls: c
+            .tool_calls
+            .iter()
+            .map(|call| {
+                let mut arguments = call.arguments.clone();
+                cut_text(&mut arguments, limit);
+                WireCall {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments,
+                }
+            })
+            .collect(),
+    })
 }
 
 #[cfg(test)]
@@ -147,6 +152,14 @@ mod tests {
 
     fn client() -> ModelClient {
         ModelClient::new(ModelConfig::new("http://127.0.0.1:9/v1?token=abc", "m"))
+    }
+
+    fn at(system: bool, first: u64) -> Sending {
+        Sending {
+            system,
+            first,
+            rewound: None,
+        }
     }
 
     fn user(n: u64) -> Value {
@@ -167,19 +180,19 @@ mod tests {
         .into();
         let system = json!({"role": "system", "content": "be brief"});
         let one = [system.clone(), user(1)];
-        let first = trail.request(&bus, &client(), &one, true, 1, &specs);
+        let first = trail.request(&bus, &client(), &one, &at(true, 1), &specs);
         assert_eq!((first.from, first.end()), (0, 2));
         assert_eq!(first.appended, one.to_vec());
         assert!(first.url.ends_with("token=***"), "{}", first.url);
         assert_eq!(first.params["stream"], true);
         let two = [system.clone(), user(1), user(2), user(3)];
-        let second = trail.request(&bus, &client(), &two, true, 1, &specs);
+        let second = trail.request(&bus, &client(), &two, &at(true, 1), &specs);
         assert_eq!((second.first, second.from, second.end()), (1, 2, 4));
         assert_eq!(second.appended, vec![user(2), user(3)]);
         assert_eq!(second.tools, first.tools);
         // The window forgot messages 1 and 2: the request starts at 3, nothing new but 4.
         let three = [system, user(3), user(4)];
-        let third = trail.request(&bus, &client(), &three, true, 3, &specs);
+        let third = trail.request(&bus, &client(), &three, &at(true, 3), &specs);
         assert_eq!((third.first, third.from), (3, 4));
         assert_eq!(third.appended, vec![user(4)]);
         // The tool set went out once, with its parameters whole.
@@ -198,14 +211,35 @@ mod tests {
     }
 
     #[test]
+    fn a_rolled_back_turn_is_carried_again() {
+        let bus = Bus::default();
+        let mut trail = WireTrail::default();
+        let none: Arc<[ToolSpec]> = Arc::from(vec![]);
+        trail.request(&bus, &client(), &[user(1), user(2)], &at(false, 1), &none);
+        // Message 2 was refused and rolled back; another line took its number.
+        let rewound = Sending {
+            rewound: Some(2),
+            ..at(false, 1)
+        };
+        let again = trail.request(&bus, &client(), &[user(1), user(9)], &rewound, &none);
+        assert_eq!((again.from, again.end()), (2, 3));
+        assert_eq!(again.appended, vec![user(9)]);
+    }
+
+    #[test]
     fn the_key_is_never_recorded_only_that_one_was_sent() {
         let mut config = ModelConfig::new("http://127.0.0.1:9/v1", "m");
         config.api_key = Some("sk-5ecret-key".into());
         config.headers = vec![("X-Org".into(), "org-5ecret".into())];
         let client = ModelClient::new(config);
         let bus = Bus::default();
-        let w =
-            WireTrail::default().request(&bus, &client, &[user(1)], false, 1, &Arc::from(vec![]));
+        let w = WireTrail::default().request(
+            &bus,
+            &client,
+            &[user(1)],
+            &at(false, 1),
+            &Arc::from(vec![]),
+        );
         let text = serde_json::to_string(&w).unwrap();
         assert!(w.keyed && !text.contains("5ecret"), "{text}");
         assert_eq!(w.headers, ["X-Org"]);
@@ -217,7 +251,7 @@ mod tests {
         bus.wire().set(10);
         let mut trail = WireTrail::default();
         let long = [json!({"role": "user", "content": "x".repeat(100)})];
-        let w = trail.request(&bus, &client(), &long, false, 1, &Arc::from(vec![]));
+        let w = trail.request(&bus, &client(), &long, &at(false, 1), &Arc::from(vec![]));
         assert_eq!(w.cut, 1);
         let text = w.appended[0]["content"].as_str().unwrap();
         assert!(

@@ -8,6 +8,7 @@
 pub mod env;
 pub(crate) mod mcp_json;
 pub mod mcp_servers;
+pub mod model_params;
 mod overrides;
 pub mod seconds;
 pub mod tool_filter;
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 pub use mcp_servers::{McpServerConfig, PolicySection, Scope, TransportKind};
+pub use model_params::Stop;
 pub use overrides::Overrides;
 pub use seconds::{MAX_SECONDS, check_seconds};
 pub use tool_filter::{FilterOverlap, ToolFilter};
@@ -188,6 +190,28 @@ pub struct ModelSection {
     pub first_byte_timeout_seconds: f64,
     /// Seconds a stream may stay silent (default 30).
     pub idle_timeout_seconds: f64,
+    /// Most tokens per response (`max_tokens`; the server's default when unset, which for
+    /// llama-server is unlimited).
+    pub max_tokens: Option<u32>,
+    /// `max_completion_tokens`, which newer OpenAI models take instead of `max_tokens`.
+    pub max_completion_tokens: Option<u32>,
+    /// Sampling temperature, 0 to 2.
+    pub temperature: Option<f64>,
+    /// Nucleus sampling, above 0 and at most 1.
+    pub top_p: Option<f64>,
+    /// One to four stop sequences.
+    pub stop: Option<Stop>,
+    /// Sampling seed.
+    pub seed: Option<i64>,
+    /// `auto`, `none`, `required`, or one tool's name (that tool is forced).
+    pub tool_choice: Option<String>,
+    /// Whether the model may ask for several calls in one response.
+    pub parallel_tool_calls: Option<bool>,
+    /// A server's own request fields, sent as they are (`[model.extra]`).
+    pub extra: serde_json::Map<String, serde_json::Value>,
+    /// Ask for the final usage chunk (`stream_options.include_usage`, default true); a server
+    /// that refuses the option is asked again without it.
+    pub include_usage: bool,
 }
 
 impl Default for ModelSection {
@@ -200,6 +224,16 @@ impl Default for ModelSection {
             words: None,
             first_byte_timeout_seconds: 60.0,
             idle_timeout_seconds: 30.0,
+            max_tokens: None,
+            max_completion_tokens: None,
+            temperature: None,
+            top_p: None,
+            stop: None,
+            seed: None,
+            tool_choice: None,
+            parallel_tool_calls: None,
+            extra: Default::default(),
+            include_usage: true,
         }
     }
 }
@@ -221,6 +255,21 @@ pub struct BotSection {
     /// Most history messages a session keeps; older whole turns are forgotten (default 200,
     /// 0 = keep everything).
     pub(crate) history_messages: usize,
+    /// What a turn does when the model asks for a round beyond `round_cap` (default
+    /// `answer`: one last request without tools).
+    pub at_round_cap: AtRoundCap,
+}
+
+/// `bot.at_round_cap`: what happens when the model asks for one round too many.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AtRoundCap {
+    /// The calls are not run (each gets a "not run" result) and the model gets one last
+    /// request without tools, so the turn ends with an answer.
+    #[default]
+    Answer,
+    /// The turn ends in a round-cap error.
+    Error,
 }
 
 impl Default for BotSection {
@@ -234,6 +283,7 @@ impl Default for BotSection {
             tool_timeout_seconds: 30.0,
             builtin_tools: true,
             history_messages: 200,
+            at_round_cap: AtRoundCap::Answer,
         }
     }
 }
@@ -394,6 +444,7 @@ impl Config {
             false,
         )?;
         check_seconds("model.idle_timeout_seconds", m.idle_timeout_seconds, false)?;
+        model_params::check(m)?;
         check_seconds(
             "bot.tool_timeout_seconds",
             self.bot.tool_timeout_seconds,

@@ -1,24 +1,28 @@
 //! The OpenAI-compatible chat-completions client: `stream: true`, SSE parsed by
-//! `eventsource-stream`, lenient chunk parsing, tool calls assembled from deltas by index.
+//! `eventsource-stream`, lenient chunk parsing (`assemble`), the usage chunk asked for, one
+//! retry on a fresh connection when a reused one died before answering (`connection`).
 //!
 //! Written on reqwest rather than async-openai because that crate rejects chunks missing
 //! fields many servers omit (`id`, `created`, ...); see `reference/rust-stack.md`.
 
-use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::assemble::{Assembler, Step};
+use super::connection::Connections;
 use crate::observe::redact::redact;
-use crate::observe::wire::{TokenUsage, WireRequest};
+use crate::observe::wire::WireRequest;
+use crate::observe::{ModelResponseInfo, TokenUsage};
 use crate::tools::{ToolCall, ToolSpec};
 
-/// Where the model lives and how patient to be with it.
+/// Where the model lives, how patient to be with it, and what every request carries.
 #[derive(Debug, Clone)]
 pub struct ModelConfig {
     /// Base URL up to and including `/v1`, e.g. `https://api.openai.com/v1`.
@@ -35,10 +39,16 @@ pub struct ModelConfig {
     pub first_byte_timeout: Duration,
     /// How long the stream may stay silent between events.
     pub idle_timeout: Duration,
+    /// Top-level request fields sent with every request (`max_tokens`, `temperature`, a
+    /// server's own fields...), from `[model]`; a call's own fields win over them.
+    pub params: Map<String, Value>,
+    /// Whether to ask for the final usage chunk (`stream_options.include_usage`).
+    pub include_usage: bool,
 }
 
 impl ModelConfig {
-    /// A config for `base_url` with default timeouts (5 s connect, 60 s first byte, 30 s idle).
+    /// A config for `base_url` with default timeouts (5 s connect, 60 s first byte, 30 s idle),
+    /// no parameters, and usage asked for.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
         Self {
             base_url: base_url.into(),
@@ -48,6 +58,8 @@ impl ModelConfig {
             connect_timeout: Duration::from_secs(5),
             first_byte_timeout: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(30),
+            params: Map::new(),
+            include_usage: true,
         }
     }
 
@@ -59,25 +71,22 @@ impl ModelConfig {
 /// One finished model response.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Completion {
-    /// All text the response streamed.
+    /// All reply text the response streamed.
     pub text: String,
     /// Function calls it asked for, in index order.
     pub tool_calls: Vec<ToolCall>,
-    /// The finish reason the server gave, if any (informative only: tool calls present = a round).
+    /// The finish reason the server gave, if any (tool calls present = a round, whatever it
+    /// says; `length` = the reply was cut by the token limit).
     pub finish_reason: Option<String>,
-    /// Reasoning the server streamed apart from the content (`reasoning_content` or
-    /// `reasoning` deltas); never shown to the user as reply.
+    /// Reasoning text (`reasoning_content` / `reasoning` deltas): never part of `text`, never
+    /// sent back to the model.
     pub reasoning: String,
-    /// Token usage, when the server reported it (a final usage chunk or any chunk's `usage`).
+    /// Token counts, when the server sent them.
     pub usage: Option<TokenUsage>,
-    /// The model the server said answered (the chunks' `model`).
+    /// The model the server named in its chunks.
     pub model: Option<String>,
-    /// The server's response id (the chunks' `id`).
-    pub id: Option<String>,
-    /// The HTTP status of the answer.
-    pub status: u16,
-    /// Time from sending the request to the first byte of the response body.
-    pub first_byte: Option<Duration>,
+    /// The response id the server gave.
+    pub response_id: Option<String>,
 }
 
 /// Why a model request failed. Each message says what happened and what to check.
@@ -85,6 +94,9 @@ pub struct Completion {
 pub enum ModelError {
     /// Could not connect at all.
     Connect(String),
+    /// A connection was made (or reused) and closed before any byte of the answer came, and
+    /// the same again on a fresh connection.
+    Dropped(String),
     /// The server answered with an error status.
     Status {
         /// HTTP status code.
@@ -104,12 +116,25 @@ pub enum ModelError {
     Server(String),
 }
 
+impl ModelError {
+    /// Whether the server refused the request as a whole (an HTTP error status): nothing of
+    /// it was generated.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, ModelError::Status { .. })
+    }
+}
+
 impl fmt::Display for ModelError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ModelError::Connect(e) => write!(
                 f,
                 "model server unreachable: {e}; check --model-url / OPENAI_BASE_URL and that the server runs"
+            ),
+            ModelError::Dropped(detail) => write!(
+                f,
+                "model server closed the connection before answering, twice (the second time on a fresh \
+                 connection): {detail}; the server may be restarting or crashing on this request: check its log"
             ),
             ModelError::Status { code, message } => {
                 write!(f, "model server answered HTTP {code}: {message}")
@@ -142,21 +167,24 @@ impl std::error::Error for ModelError {}
 /// A client for one OpenAI-compatible server.
 #[derive(Clone)]
 pub struct ModelClient {
-    http: reqwest::Client,
+    conns: Connections,
     config: ModelConfig,
     url: String,
+    /// Set once the server refused `stream_options`: later requests leave it out.
+    usage_refused: Arc<AtomicBool>,
 }
 
 impl ModelClient {
     /// A client with its own connection pool.
     pub fn new(config: ModelConfig) -> Self {
-        let http = reqwest::Client::builder()
-            .connect_timeout(config.connect_timeout)
-            .tcp_nodelay(true)
-            .build()
-            .expect("reqwest client builds with static settings");
+        let conns = Connections::new(config.connect_timeout);
         let url = config.completions_url();
-        Self { http, config, url }
+        Self {
+            conns,
+            config,
+            url,
+            usage_refused: Arc::new(AtomicBool::new(false)),
+        }
     }
 
     /// The config in use.
@@ -177,25 +205,6 @@ impl ModelClient {
             .await
     }
 
-    /// What a request with these `extra` fields looks like on the wire, without its messages
-    /// and tools: model, URL (`token=` masked), header names (never values), whether a key is
-    /// sent, and the other top-level fields (`stream` and `extra`). Mirrors `stream_with`.
-    pub(crate) fn describe(&self, extra: &Map<String, Value>) -> WireRequest {
-        let mut params = extra.clone();
-        for key in ["model", "messages", "tools"] {
-            params.remove(key);
-        }
-        params.insert("stream".into(), Value::Bool(true));
-        WireRequest {
-            model: self.config.model.clone(),
-            url: redact(&self.url).into_owned(),
-            headers: self.config.headers.iter().map(|(n, _)| n.clone()).collect(),
-            keyed: self.config.api_key.is_some(),
-            params,
-            ..WireRequest::default()
-        }
-    }
-
     /// Like [`ModelClient::stream`], with the tools given as OpenAI `tools` entries and
     /// `extra` top-level request fields (`temperature`, `tool_choice`, ...) sent along;
     /// `model`, `messages`, `stream` and `tools` are always this client's.
@@ -206,47 +215,166 @@ impl ModelClient {
         extra: &Map<String, Value>,
         on_piece: &mut (dyn FnMut(String) + Send),
     ) -> Result<Completion, ModelError> {
-        let mut body = extra.clone();
+        let mut info = ModelResponseInfo::default();
+        self.stream_reporting(messages, tools, extra, on_piece, &mut info)
+            .await
+    }
+
+    /// What a request with these `extra` fields looks like on the wire, without its messages
+    /// and tools: model, URL (`token=` masked), header names (never values), whether a key is
+    /// sent, and the other top-level fields (`[model]` parameters, `extra`, `stream`,
+    /// `stream_options`). Mirrors `stream_reporting`.
+    pub(crate) fn describe(&self, extra: &Map<String, Value>) -> WireRequest {
+        let mut params = self.config.params.clone();
+        for (k, v) in extra {
+            params.insert(k.clone(), v.clone());
+        }
+        for key in ["model", "messages", "tools"] {
+            params.remove(key);
+        }
+        params.insert("stream".into(), Value::Bool(true));
+        if self.config.include_usage
+            && !self.usage_refused.load(Ordering::Relaxed)
+            && !params.contains_key("stream_options")
+        {
+            params.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+        WireRequest {
+            model: self.config.model.clone(),
+            url: redact(&self.url).into_owned(),
+            headers: self.config.headers.iter().map(|(n, _)| n.clone()).collect(),
+            keyed: self.config.api_key.is_some(),
+            params,
+            ..WireRequest::default()
+        }
+    }
+
+    /// Like [`ModelClient::stream_with`], filling `info` with what the request reported (status,
+    /// time to first byte, finish reason, usage, model, id, retries) whether it failed or not.
+    pub(crate) async fn stream_reporting(
+        &self,
+        messages: Vec<Value>,
+        tools: Vec<Value>,
+        extra: &Map<String, Value>,
+        on_piece: &mut (dyn FnMut(String) + Send),
+        info: &mut ModelResponseInfo,
+    ) -> Result<Completion, ModelError> {
+        let mut body = self.config.params.clone();
+        for (k, v) in extra {
+            body.insert(k.clone(), v.clone());
+        }
         body.insert("model".into(), Value::String(self.config.model.clone()));
         body.insert("messages".into(), Value::Array(messages));
         body.insert("stream".into(), Value::Bool(true));
         if tools.is_empty() {
-            body.remove("tools");
+            // Servers refuse tool settings in a request that offers no tools (a turn's last
+            // request at the round cap offers none).
+            for key in ["tools", "tool_choice", "parallel_tool_calls"] {
+                body.remove(key);
+            }
         } else {
             body.insert("tools".into(), Value::Array(tools));
         }
-        let mut request = self.http.post(&self.url).json(&Value::Object(body));
+        let ask_usage = self.config.include_usage
+            && !self.usage_refused.load(Ordering::Relaxed)
+            && !body.contains_key("stream_options");
+        let started = Instant::now();
+        let mut response = self.send(encode(&body, ask_usage), info).await?;
+        if ask_usage && usage_option_refused(&response) {
+            // A server that rejects `stream_options` (older OpenAI-compatible servers): say so
+            // once, and ask again without it, now and from now on.
+            self.usage_refused.store(true, Ordering::Relaxed);
+            info.usage_refused = true;
+            tracing::info!(
+                url = %self.url,
+                "the model server refused stream_options.include_usage; requests go on without it (no token counts)"
+            );
+            response = self.send(encode(&body, false), info).await?;
+        }
+        info.first_byte_us = Some(started.elapsed().as_micros() as u64);
+        let response = match response {
+            Answer::Ok(r) => r,
+            Answer::Refused { code, message } => {
+                return Err(ModelError::Status { code, message });
+            }
+        };
+        let result = self.read_stream(response, on_piece).await;
+        if let Ok(c) = &result {
+            info.finish_reason.clone_from(&c.finish_reason);
+            info.usage = c.usage;
+            info.model.clone_from(&c.model);
+            info.response_id.clone_from(&c.response_id);
+            info.reasoning_bytes = c.reasoning.len() as u64;
+        }
+        result
+    }
+
+    fn request(&self, http: &reqwest::Client, body: Bytes) -> reqwest::RequestBuilder {
+        let mut request = http
+            .post(&self.url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
         if let Some(key) = &self.config.api_key {
             request = request.bearer_auth(key);
         }
         for (name, value) in &self.config.headers {
             request = request.header(name, value);
         }
+        request
+    }
+
+    /// Sends the request, once more on a fresh connection when a reused one closed before any
+    /// byte of the answer came (see `connection`); an error status is read into
+    /// [`Answer::Refused`].
+    async fn send(&self, body: Bytes, info: &mut ModelResponseInfo) -> Result<Answer, ModelError> {
         let first = self.config.first_byte_timeout;
-        let sent = Instant::now();
-        let response = match tokio::time::timeout(first, request.send()).await {
+        let sent =
+            tokio::time::timeout(first, self.request(&self.conns.pooled, body.clone()).send());
+        let response = match sent.await {
             Err(_) => return Err(ModelError::FirstByteTimeout(first)),
-            Ok(Err(e)) => return Err(ModelError::Connect(error_chain(&e))),
             Ok(Ok(r)) => r,
+            Ok(Err(e)) if e.is_connect() => return Err(ModelError::Connect(error_chain(&e))),
+            Ok(Err(e)) => {
+                // Connected, then closed before any byte of the answer (see `connection`).
+                info.retried = true;
+                tracing::debug!(error = %error_chain(&e), "model request closed before any answer; sending it again on a fresh connection");
+                let again =
+                    tokio::time::timeout(first, self.request(&self.conns.fresh, body).send());
+                match again.await {
+                    Err(_) => return Err(ModelError::FirstByteTimeout(first)),
+                    Ok(Ok(r)) => r,
+                    Ok(Err(e)) if e.is_connect() => {
+                        return Err(ModelError::Connect(error_chain(&e)));
+                    }
+                    Ok(Err(e)) => return Err(ModelError::Dropped(error_chain(&e))),
+                }
+            }
         };
         let status = response.status();
-        if !status.is_success() {
-            let text = tokio::time::timeout(first, response.text())
-                .await
-                .ok()
-                .and_then(Result::ok)
-                .unwrap_or_default();
-            return Err(ModelError::Status {
-                code: status.as_u16(),
-                message: server_message(&text, status.canonical_reason().unwrap_or("error")),
-            });
+        info.status = Some(status.as_u16());
+        if status.is_success() {
+            return Ok(Answer::Ok(response));
         }
+        let text = tokio::time::timeout(first, response.text())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        Ok(Answer::Refused {
+            code: status.as_u16(),
+            message: server_message(&text, status.canonical_reason().unwrap_or("error")),
+        })
+    }
+
+    /// Reads the SSE stream of a successful answer into a completion.
+    async fn read_stream(
+        &self,
+        response: reqwest::Response,
+        on_piece: &mut (dyn FnMut(String) + Send),
+    ) -> Result<Completion, ModelError> {
         let mut events = response.bytes_stream().eventsource();
-        let mut assembler = Assembler {
-            status: status.as_u16(),
-            ..Assembler::default()
-        };
-        let mut waited = first;
+        let mut assembler = Assembler::default();
+        let mut waited = self.config.first_byte_timeout;
         loop {
             let next = match tokio::time::timeout(waited, events.next()).await {
                 Err(_) if assembler.seen_any => return Err(ModelError::IdleTimeout(waited)),
@@ -266,9 +394,6 @@ impl ModelClient {
                 }
                 Some(Err(e)) => return Err(ModelError::Cut(e.to_string())),
                 Some(Ok(event)) => {
-                    if !assembler.seen_any {
-                        assembler.first_byte = Some(sent.elapsed());
-                    }
                     assembler.seen_any = true;
                     if assembler.on_event(&event.data, on_piece)? == Step::Done {
                         return Ok(assembler.finish());
@@ -277,6 +402,32 @@ impl ModelClient {
             }
         }
     }
+}
+
+/// An answer with its headers read: a stream to read, or a refusal with its message.
+enum Answer {
+    Ok(reqwest::Response),
+    Refused { code: u16, message: String },
+}
+
+/// Whether a refusal is about `stream_options` (a server that does not know the option).
+fn usage_option_refused(answer: &Answer) -> bool {
+    match answer {
+        Answer::Refused { code, message } if (400..500).contains(code) => {
+            let m = message.to_ascii_lowercase();
+            m.contains("stream_options") || m.contains("include_usage")
+        }
+        _ => false,
+    }
+}
+
+/// The request body as JSON bytes, with `stream_options.include_usage` when `ask_usage`.
+fn encode(body: &Map<String, Value>, ask_usage: bool) -> Bytes {
+    let mut body = body.clone();
+    if ask_usage {
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    Bytes::from(serde_json::to_vec(&Value::Object(body)).expect("a JSON map always encodes"))
 }
 
 /// Parses a whole SSE body, delivered in `chunks`, as [`ModelClient::stream`] would: for tests
@@ -307,13 +458,6 @@ pub fn parse_sse_body(
             ))
         }
     })
-}
-
-/// Whether the stream goes on after an event.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Step {
-    Continue,
-    Done,
 }
 
 /// Tool spec in the OpenAI `tools` array shape.
@@ -369,296 +513,9 @@ pub fn preview(text: &str, max: usize) -> String {
     format!("{}…", &text[..end])
 }
 
-/// One `chat.completion.chunk`; `id`, `model` and reasoning text are borrowed from the
-/// event's data, so a chunk allocates nothing for them (they are copied once, at first sight).
-#[derive(Deserialize)]
-struct Chunk<'a> {
-    #[serde(default, borrow)]
-    id: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    model: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    choices: Vec<Choice<'a>>,
-    #[serde(default)]
-    usage: Option<UsageChunk>,
-    #[serde(default)]
-    error: Option<Value>,
-}
-
-/// The `usage` object of a chunk (OpenAI, llama.cpp, vLLM, Ollama all send this shape).
-#[derive(Deserialize)]
-struct UsageChunk {
-    #[serde(default)]
-    prompt_tokens: u64,
-    #[serde(default)]
-    completion_tokens: u64,
-    #[serde(default)]
-    prompt_tokens_details: Option<PromptDetails>,
-    #[serde(default)]
-    completion_tokens_details: Option<CompletionDetails>,
-}
-
-#[derive(Deserialize)]
-struct PromptDetails {
-    #[serde(default)]
-    cached_tokens: u64,
-}
-
-#[derive(Deserialize)]
-struct CompletionDetails {
-    #[serde(default)]
-    reasoning_tokens: u64,
-}
-
-impl From<UsageChunk> for TokenUsage {
-    fn from(u: UsageChunk) -> Self {
-        TokenUsage {
-            prompt: u.prompt_tokens,
-            completion: u.completion_tokens,
-            cached: u.prompt_tokens_details.map_or(0, |d| d.cached_tokens),
-            reasoning: u
-                .completion_tokens_details
-                .map_or(0, |d| d.reasoning_tokens),
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct Choice<'a> {
-    #[serde(default, borrow)]
-    delta: Option<Delta<'a>>,
-    #[serde(default)]
-    finish_reason: Option<String>,
-}
-
-#[derive(Deserialize, Default)]
-struct Delta<'a> {
-    #[serde(default)]
-    content: Option<String>,
-    #[serde(default, borrow)]
-    reasoning_content: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    reasoning: Option<Cow<'a, str>>,
-    #[serde(default)]
-    tool_calls: Option<Vec<ToolCallDelta>>,
-}
-
-#[derive(Deserialize)]
-struct ToolCallDelta {
-    #[serde(default)]
-    index: Option<usize>,
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    function: Option<FunctionDelta>,
-}
-
-#[derive(Deserialize)]
-struct FunctionDelta {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    arguments: Option<String>,
-}
-
-/// Builds a [`Completion`] from stream chunks.
-#[derive(Default)]
-pub(crate) struct Assembler {
-    text: String,
-    reasoning: String,
-    calls: BTreeMap<usize, ToolCall>,
-    finish_reason: Option<String>,
-    usage: Option<TokenUsage>,
-    model: Option<String>,
-    id: Option<String>,
-    status: u16,
-    first_byte: Option<Duration>,
-    seen_any: bool,
-}
-
-impl Assembler {
-    /// Handles one SSE event's data: `[DONE]` ends the stream, blank data is skipped.
-    pub(crate) fn on_event(
-        &mut self,
-        data: &str,
-        on_piece: &mut (dyn FnMut(String) + Send),
-    ) -> Result<Step, ModelError> {
-        let data = data.trim();
-        if data == "[DONE]" {
-            return Ok(Step::Done);
-        }
-        if !data.is_empty() {
-            self.feed(data, on_piece)?;
-        }
-        Ok(Step::Continue)
-    }
-
-    /// Feeds one `data:` payload.
-    pub(crate) fn feed(
-        &mut self,
-        data: &str,
-        on_piece: &mut (dyn FnMut(String) + Send),
-    ) -> Result<(), ModelError> {
-        let chunk: Chunk = serde_json::from_str(data)
-            .map_err(|e| ModelError::Malformed(format!("{e} in {}", preview(data, 120))))?;
-        if let Some(error) = chunk.error {
-            let message = error
-                .get("message")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .unwrap_or_else(|| error.to_string());
-            return Err(ModelError::Server(message));
-        }
-        if self.id.is_none()
-            && let Some(id) = chunk.id
-        {
-            self.id = Some(id.into_owned());
-        }
-        if self.model.is_none()
-            && let Some(model) = chunk.model
-        {
-            self.model = Some(model.into_owned());
-        }
-        if let Some(usage) = chunk.usage {
-            self.usage = Some(usage.into());
-        }
-        for choice in chunk.choices {
-            if let Some(delta) = choice.delta {
-                if let Some(r) = delta.reasoning_content.or(delta.reasoning) {
-                    self.reasoning.push_str(&r);
-                }
-                if let Some(content) = delta.content
-                    && !content.is_empty()
-                {
-                    self.text.push_str(&content);
-                    on_piece(content);
-                }
-                for d in delta.tool_calls.unwrap_or_default() {
-                    let index = d
-                        .index
-                        .unwrap_or(self.calls.len().saturating_sub(usize::from(d.id.is_none())));
-                    let call = self.calls.entry(index).or_insert_with(|| ToolCall {
-                        id: String::new(),
-                        name: String::new(),
-                        arguments: String::new(),
-                    });
-                    if let Some(id) = d.id
-                        && !id.is_empty()
-                    {
-                        call.id = id;
-                    }
-                    if let Some(f) = d.function {
-                        if let Some(name) = f.name {
-                            call.name.push_str(&name);
-                        }
-                        if let Some(args) = f.arguments {
-                            call.arguments.push_str(&args);
-                        }
-                    }
-                }
-            }
-            if let Some(reason) = choice.finish_reason {
-                self.finish_reason = Some(reason);
-            }
-        }
-        Ok(())
-    }
-
-    /// The completion so far; calls with no name are dropped, missing ids are made up.
-    pub(crate) fn finish(self) -> Completion {
-        let tool_calls = self
-            .calls
-            .into_values()
-            .filter(|c| !c.name.is_empty())
-            .enumerate()
-            .map(|(i, mut c)| {
-                if c.id.is_empty() {
-                    c.id = format!("call_{i}");
-                }
-                c
-            })
-            .collect();
-        Completion {
-            text: self.text,
-            tool_calls,
-            finish_reason: self.finish_reason,
-            reasoning: self.reasoning,
-            usage: self.usage,
-            model: self.model,
-            id: self.id,
-            status: self.status,
-            first_byte: self.first_byte,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn feed_all(chunks: &[&str]) -> Result<(Completion, Vec<String>), ModelError> {
-        let mut a = Assembler::default();
-        let mut pieces = Vec::new();
-        for c in chunks {
-            a.feed(c, &mut |p| pieces.push(p))?;
-        }
-        Ok((a.finish(), pieces))
-    }
-
-    #[test]
-    fn assembles_text_and_several_calls_by_index() {
-        let (c, pieces) = feed_all(&[
-            r#"{"choices":[{"delta":{"content":"Hi"}}]}"#,
-            r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"b","function":{"name":"echo","arguments":"{\"te"}}]}}]}"#,
-            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"clock","arguments":""}}]}}]}"#,
-            r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"function":{"arguments":"xt\":1}"}}]}}]}"#,
-            r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#,
-        ])
-        .unwrap();
-        assert_eq!(pieces, ["Hi"]);
-        assert_eq!(c.text, "Hi");
-        assert_eq!(c.tool_calls.len(), 2, "finish_reason is not trusted alone");
-        assert_eq!(c.tool_calls[0].name, "clock");
-        assert_eq!(c.tool_calls[1].id, "b");
-        assert_eq!(c.tool_calls[1].arguments, "{\"text\":1}");
-    }
-
-    #[test]
-    fn usage_model_id_and_reasoning_are_kept_apart_from_the_reply() {
-        let (c, pieces) = feed_all(&[
-            r#"{"id":"chatcmpl-7","model":"smol","choices":[{"delta":{"reasoning_content":"think "}}]}"#,
-            r#"{"id":"chatcmpl-7","model":"smol","choices":[{"delta":{"reasoning_content":"more","content":"Hi"}}]}"#,
-            r#"{"choices":[{"delta":{},"finish_reason":"length"}]}"#,
-            r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":8},"completion_tokens_details":{"reasoning_tokens":2}}}"#,
-        ])
-        .unwrap();
-        assert_eq!(pieces, ["Hi"], "reasoning is never a reply piece");
-        assert_eq!(c.reasoning, "think more");
-        assert_eq!(c.id.as_deref(), Some("chatcmpl-7"));
-        assert_eq!(c.model.as_deref(), Some("smol"));
-        assert_eq!(c.finish_reason.as_deref(), Some("length"));
-        assert_eq!(
-            c.usage,
-            Some(TokenUsage {
-                prompt: 12,
-                completion: 3,
-                cached: 8,
-                reasoning: 2
-            })
-        );
-    }
-
-    #[test]
-    fn malformed_and_error_chunks_are_errors() {
-        assert!(matches!(
-            feed_all(&["{not json"]),
-            Err(ModelError::Malformed(_))
-        ));
-        assert_eq!(
-            feed_all(&[r#"{"error":{"message":"quota"}}"#]).unwrap_err(),
-            ModelError::Server("quota".into())
-        );
-    }
 
     #[test]
     fn server_message_prefers_the_json_error() {

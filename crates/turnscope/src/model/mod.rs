@@ -1,7 +1,9 @@
 //! Models: the OpenAI-compatible streaming client every bot uses, and the embedded scripted
 //! model that speaks the same wire format from a loopback server.
 
+mod assemble;
 pub mod client;
+mod connection;
 pub mod scripted;
 pub mod server;
 

@@ -71,6 +71,47 @@ pub fn answer(messages: &[Value], tools: &[Value], settings: &ScriptSettings) ->
     Answer::Text(pieces(&sentence, settings.words))
 }
 
+/// The scripted model's token count of a conversation: one token per whitespace-separated
+/// word of every message's text, tool-call names and arguments. Not a real tokenizer: an
+/// honest count of what it received, so usage figures move with the prompt.
+pub fn prompt_tokens(messages: &[Value]) -> u64 {
+    messages
+        .iter()
+        .map(|m| {
+            let calls: u64 = m
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .map(|calls| {
+                    calls
+                        .iter()
+                        .map(|c| {
+                            ["/function/name", "/function/arguments"]
+                                .iter()
+                                .filter_map(|p| c.pointer(p).and_then(Value::as_str))
+                                .map(words)
+                                .sum::<u64>()
+                        })
+                        .sum()
+                })
+                .unwrap_or(0);
+            words(&content_text(m)) + calls
+        })
+        .sum()
+}
+
+/// The scripted model's token count of an answer, counted as [`prompt_tokens`] counts: a
+/// streamed piece is one word, a call its name's and arguments' words.
+pub fn answer_tokens(answer: &Answer) -> u64 {
+    match answer {
+        Answer::Text(pieces) => pieces.len() as u64,
+        Answer::Calls(calls) => calls.iter().map(|(n, a)| words(n) + words(a)).sum(),
+    }
+}
+
+fn words(text: &str) -> u64 {
+    text.split_whitespace().count() as u64
+}
+
 /// Splits a sentence into streamed pieces, cut or padded to `words` words.
 fn pieces(sentence: &str, words: Option<usize>) -> Vec<String> {
     let mut list: Vec<&str> = sentence.split_whitespace().collect();

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::scripted::{Answer, ScriptSettings, answer};
+use super::scripted::{Answer, ScriptSettings, answer, answer_tokens, prompt_tokens};
 
 /// Name the scripted model reports.
 pub(crate) const MODEL_NAME: &str = "turnscope-scripted";
@@ -115,11 +115,36 @@ async fn completions(State(settings): State<Arc<ScriptSettings>>, body: Bytes) -
         .get("stream")
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let reply = answer(messages, &tools, &settings);
+    let limit = ["max_completion_tokens", "max_tokens"]
+        .iter()
+        .find_map(|k| request.get(*k).and_then(Value::as_u64));
+    let include_usage = request
+        .pointer("/stream_options/include_usage")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let mut reply = answer(messages, &tools, &settings);
+    let mut finish = match &reply {
+        Answer::Text(_) => "stop",
+        Answer::Calls(_) => "tool_calls",
+    };
+    // A text answer longer than the token limit is cut, as a real server cuts it; calls are
+    // sent whole (a cut call would only be invalid JSON).
+    if let (Answer::Text(pieces), Some(limit)) = (&mut reply, limit)
+        && pieces.len() as u64 > limit
+    {
+        pieces.truncate(limit as usize);
+        finish = "length";
+    }
+    let usage = json!({
+        "prompt_tokens": prompt_tokens(messages),
+        "completion_tokens": answer_tokens(&reply),
+        "total_tokens": prompt_tokens(messages) + answer_tokens(&reply),
+    });
     if stream {
-        stream_answer(reply, model, settings.pace)
+        let usage = include_usage.then_some(usage);
+        stream_answer(reply, finish, usage, model, settings.pace)
     } else {
-        axum::Json(whole_answer(reply, &model)).into_response()
+        axum::Json(whole_answer(reply, finish, usage, &model)).into_response()
     }
 }
 
@@ -134,20 +159,14 @@ fn tool_call_json(i: usize, name: &str, args: &str) -> Value {
     json!({"id": format!("call_{i}"), "type": "function", "function": {"name": name, "arguments": args}})
 }
 
-fn whole_answer(reply: Answer, model: &str) -> Value {
-    let (message, finish) = match reply {
-        Answer::Text(pieces) => (
-            json!({"role": "assistant", "content": pieces.concat()}),
-            "stop",
-        ),
-        Answer::Calls(calls) => (
-            json!({
-                "role": "assistant",
-                "content": null,
-                "tool_calls": calls.iter().enumerate().map(|(i, (n, a))| tool_call_json(i, n, a)).collect::<Vec<_>>(),
-            }),
-            "tool_calls",
-        ),
+fn whole_answer(reply: Answer, finish: &str, usage: Value, model: &str) -> Value {
+    let message = match reply {
+        Answer::Text(pieces) => json!({"role": "assistant", "content": pieces.concat()}),
+        Answer::Calls(calls) => json!({
+            "role": "assistant",
+            "content": null,
+            "tool_calls": calls.iter().enumerate().map(|(i, (n, a))| tool_call_json(i, n, a)).collect::<Vec<_>>(),
+        }),
     };
     json!({
         "id": "chatcmpl-turnscope",
@@ -155,11 +174,17 @@ fn whole_answer(reply: Answer, model: &str) -> Value {
         "created": created(),
         "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+        "usage": usage
     })
 }
 
-fn stream_answer(reply: Answer, model: String, pace: f64) -> Response {
+fn stream_answer(
+    reply: Answer,
+    finish: &'static str,
+    usage: Option<Value>,
+    model: String,
+    pace: f64,
+) -> Response {
     let (mut tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(16);
     tokio::spawn(async move {
         use futures::SinkExt;
@@ -183,10 +208,6 @@ fn stream_answer(reply: Answer, model: String, pace: f64) -> Response {
             begun + pace * due
         };
         let mut frames = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
-        let finish = match &reply {
-            Answer::Text(_) => "stop",
-            Answer::Calls(_) => "tool_calls",
-        };
         if tx.send(frames.remove(0)).await.is_err() {
             return;
         }
@@ -223,6 +244,18 @@ fn stream_answer(reply: Answer, model: String, pace: f64) -> Response {
             }
         }
         let _ = tx.send(chunk(json!({}), Some(finish))).await;
+        if let Some(usage) = usage {
+            // The final usage chunk OpenAI sends for `stream_options.include_usage`.
+            let v = json!({
+                "id": "chatcmpl-turnscope",
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [],
+                "usage": usage,
+            });
+            let _ = tx.send(Ok(Bytes::from(format!("data: {v}\n\n")))).await;
+        }
         let _ = tx.send(Ok(Bytes::from_static(b"data: [DONE]\n\n"))).await;
     });
     Response::builder()

@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-pub use super::wire::{McpExchange, ToolSetEvent, WireRequest, WireResponse};
+pub use super::wire::{McpExchange, ToolSetEvent, WireAnswer, WireRequest};
 
 /// A static or owned string.
 pub type Name = Cow<'static, str>;
@@ -60,13 +60,17 @@ pub enum Event {
         /// When it started, in µs since the epoch (0 in files recorded before it was kept).
         #[serde(default)]
         at_us: u64,
+        /// Finish reason, usage, the server's model and response id, status, first byte
+        /// (flattened into the event; absent in files recorded before they were kept).
+        #[serde(flatten, default)]
+        response: super::ModelResponseInfo,
         /// The request as sent (what is new since the session's previous one), unless
         /// recording is off (`[wire] max_kib = 0`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request: Option<Box<WireRequest>>,
-        /// The response as received, unless recording is off.
+        /// What the model answered (content, reasoning, calls), unless recording is off.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        response: Option<Box<WireResponse>>,
+        answer: Option<Box<WireAnswer>>,
     },
     /// A tool set offered to the model for the first time (model requests name it by id).
     ToolSet(ToolSetEvent),

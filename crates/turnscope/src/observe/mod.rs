@@ -4,6 +4,7 @@
 
 pub mod bus;
 pub mod event;
+pub mod model_request;
 pub mod process;
 pub mod rebuild;
 pub mod recorder;
@@ -16,3 +17,4 @@ pub use event::{
     BridgeEvent, Event, FrameEvent, ReplicaEvent, SessionEvent, SessionOpener, ToolCallEvent,
     ToolSourceEvent, ToolSourceState, TurnEndEvent,
 };
+pub use model_request::{ModelResponseInfo, TokenUsage};

@@ -1,7 +1,7 @@
 //! What crossed the wire, as events carry it: a model request (what is new in the session's
 //! context since its previous request, a reference to the tool set offered, the parameters),
-//! the model's response (content, reasoning, tool calls as streamed, finish reason, usage,
-//! status, times), the tool sets themselves (published once per change), and every `/mcp`
+//! the model's answer (content, reasoning, tool calls as streamed; finish reason, usage,
+//! status and times are `ModelResponseInfo`, beside it in the event), the tool sets themselves (published once per change), and every `/mcp`
 //! HTTP exchange with the JSON-RPC messages it carried.
 //!
 //! Bounded by [`WireLimit`] (`[wire] max_kib`, `--wire-kib`): a text longer than the limit is
@@ -37,34 +37,6 @@ impl WireLimit {
     /// Sets the bound (0 = recording off).
     pub fn set(&self, bytes: usize) {
         self.0.store(bytes, Ordering::Relaxed);
-    }
-}
-
-/// Prompt, completion, cached and reasoning tokens of one model response, as the server
-/// reported them (the embedded model counts words and punctuation, see `model::scripted`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TokenUsage {
-    /// Tokens of the request (`prompt_tokens`).
-    #[serde(default)]
-    pub prompt: u64,
-    /// Tokens of the answer (`completion_tokens`).
-    #[serde(default)]
-    pub completion: u64,
-    /// Prompt tokens served from the server's cache (`prompt_tokens_details.cached_tokens`).
-    #[serde(default)]
-    pub cached: u64,
-    /// Completion tokens spent reasoning (`completion_tokens_details.reasoning_tokens`).
-    #[serde(default)]
-    pub reasoning: u64,
-}
-
-impl TokenUsage {
-    /// Sums two usages (per turn, per session).
-    pub fn add(&mut self, other: &TokenUsage) {
-        self.prompt += other.prompt;
-        self.completion += other.completion;
-        self.cached += other.cached;
-        self.reasoning += other.reasoning;
     }
 }
 
@@ -134,18 +106,10 @@ pub struct WireCall {
     pub arguments: String,
 }
 
-/// A model response as received.
+/// What a model response said (its status, finish reason, usage, model, id and first byte
+/// are the event's [`ModelResponseInfo`](super::ModelResponseInfo)).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct WireResponse {
-    /// HTTP status, when the server answered at all.
-    #[serde(default)]
-    pub status: Option<u16>,
-    /// The model the server said answered.
-    #[serde(default)]
-    pub model: Option<String>,
-    /// The server's response id (`chatcmpl-…`).
-    #[serde(default)]
-    pub id: Option<String>,
+pub struct WireAnswer {
     /// The text content (cut by the wire limit).
     #[serde(default)]
     pub content: String,
@@ -155,15 +119,6 @@ pub struct WireResponse {
     /// The function calls asked for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<WireCall>,
-    /// The finish reason (`stop`, `tool_calls`, `length`…).
-    #[serde(default)]
-    pub finish_reason: Option<String>,
-    /// Token usage, when the server reported it.
-    #[serde(default)]
-    pub usage: Option<TokenUsage>,
-    /// Time from the request to the first byte of the response body, µs.
-    #[serde(default)]
-    pub first_byte_us: Option<u64>,
 }
 
 /// A tool set offered to the model: its id and the OpenAI `tools` entries, published once

@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use tokio::sync::oneshot;
 
+use crate::observe::ModelResponseInfo;
 use crate::tools::{ToolCall, ToolCallRecord};
 
 /// Id of a turn within one pipeline; 0 means "no turn".
@@ -98,6 +99,9 @@ pub enum FrameBody {
     ResponseStart,
     /// A piece of the model's reply text (data).
     TextPiece(Box<str>),
+    /// What a finished model response reported: finish reason, usage, reasoning (data; after
+    /// its last `TextPiece`, before its `ResponseEnd`).
+    ModelReport(Arc<ModelReport>),
     /// A model response ended, having started `calls` function calls (control).
     ResponseEnd {
         /// Function calls this response started (0 = it starts no round).
@@ -134,6 +138,7 @@ impl FrameBody {
             FrameBody::UserLine(_)
             | FrameBody::RunModel
             | FrameBody::TextPiece(_)
+            | FrameBody::ModelReport(_)
             | FrameBody::FunctionCallResult(_)
             | FrameBody::Custom { .. } => FrameKind::Data,
         }
@@ -159,6 +164,7 @@ impl FrameBody {
             FrameBody::RunModel => "RunModel",
             FrameBody::ResponseStart => "ResponseStart",
             FrameBody::TextPiece(_) => "TextPiece",
+            FrameBody::ModelReport(_) => "ModelReport",
             FrameBody::ResponseEnd { .. } => "ResponseEnd",
             FrameBody::FunctionCallsStarted(_) => "FunctionCallsStarted",
             FrameBody::FunctionCallResult(_) => "FunctionCallResult",
@@ -174,6 +180,7 @@ impl FrameBody {
             FrameBody::UserLine(line) => line.to_string(),
             FrameBody::TextPiece(piece) => piece.to_string(),
             FrameBody::ResponseEnd { calls } => format!("calls={calls}"),
+            FrameBody::ModelReport(report) => report.summary(),
             FrameBody::FunctionCallsStarted(calls) => calls
                 .iter()
                 .map(|c| format!("{}({})", c.name, c.arguments))
@@ -184,6 +191,35 @@ impl FrameBody {
             FrameBody::Custom { payload, .. } => payload.to_string(),
             _ => String::new(),
         }
+    }
+}
+
+/// What one finished model response reported, as the turn records it.
+#[derive(Debug, Clone, Default)]
+pub struct ModelReport {
+    /// Finish reason, usage, model, id, status (as in `Event::ModelRequest`).
+    pub info: ModelResponseInfo,
+    /// Reasoning text the response streamed apart from its reply.
+    pub reasoning: String,
+}
+
+impl ModelReport {
+    /// `finish=length tokens=32+10` and the like, for the console.
+    pub fn summary(&self) -> String {
+        let mut out = format!(
+            "finish={}",
+            self.info.finish_reason.as_deref().unwrap_or("none")
+        );
+        if let Some(u) = &self.info.usage {
+            out.push_str(&format!(
+                " tokens={}+{}",
+                u.prompt_tokens, u.completion_tokens
+            ));
+        }
+        if !self.reasoning.is_empty() {
+            out.push_str(&format!(" reasoning={}B", self.reasoning.len()));
+        }
+        out
     }
 }
 

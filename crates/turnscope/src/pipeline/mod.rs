@@ -9,6 +9,6 @@ pub mod frame;
 pub mod link;
 pub(crate) mod runner;
 
-pub use frame::{Direction, FlushToken, Frame, FrameBody, FrameKind, TurnId};
+pub use frame::{Direction, FlushToken, Frame, FrameBody, FrameKind, ModelReport, TurnId};
 pub use link::{Link, Observer};
 pub use runner::{Pipeline, Processor};

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{ChatError, Session, Sessions};
 use crate::bot::{Turn, TurnEnd};
-use crate::observe::{Event, event::now_us};
+use crate::observe::{Event, TokenUsage, event::now_us};
 
 /// When a caller lags this many pieces behind, the backlog goes out as one notification.
 const COALESCE_AT: usize = 16;
@@ -61,7 +61,8 @@ pub struct ChatReply {
     pub reply: String,
     /// Turn number within the session, when there was a turn.
     pub turn: Option<u64>,
-    /// `completed`, `interrupted`, `error` or `session_ended`.
+    /// `completed`, `length` (cut by the token limit), `interrupted`, `error` or
+    /// `session_ended`.
     pub end_reason: Option<String>,
     /// The error message, when the turn ended in error.
     pub error: Option<String>,
@@ -75,6 +76,12 @@ pub struct ChatReply {
     pub total_ms: Option<f64>,
     /// An earlier turn's reply that no call read, when this line replaced it.
     pub unread: Option<UnreadTurn>,
+    /// Tokens of the turn's model requests together, when the server counted them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<TokenUsage>,
+    /// The finish reason of the turn's last model response (`stop`, `length`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
 }
 
 impl ChatReply {
@@ -89,6 +96,8 @@ impl ChatReply {
             first_piece_ms: None,
             total_ms: None,
             unread,
+            usage: None,
+            finish_reason: None,
         }
     }
 
@@ -118,6 +127,8 @@ impl ChatReply {
             first_piece_ms: r.first_piece.map(ms),
             total_ms: r.total.map(ms),
             unread,
+            usage: r.usage,
+            finish_reason: r.finish_reason.clone(),
         }
     }
 

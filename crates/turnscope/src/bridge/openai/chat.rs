@@ -269,20 +269,27 @@ impl ChatLoop {
             let mut round_started = false;
             let started = Instant::now();
             let mut first_piece = None;
+            let mut info = crate::observe::ModelResponseInfo::default();
             let result = self
                 .backend
                 .model
-                .stream_with(messages.clone(), tools.clone(), &extra, &mut |piece| {
-                    if piece.is_empty() {
-                        return;
-                    }
-                    first_piece.get_or_insert_with(|| started.elapsed());
-                    if wrote_text && !round_started {
-                        on_text("\n\n".to_string());
-                    }
-                    round_started = true;
-                    on_text(piece);
-                })
+                .stream_reporting(
+                    messages.clone(),
+                    tools.clone(),
+                    &extra,
+                    &mut |piece| {
+                        if piece.is_empty() {
+                            return;
+                        }
+                        first_piece.get_or_insert_with(|| started.elapsed());
+                        if wrote_text && !round_started {
+                            on_text("\n\n".to_string());
+                        }
+                        round_started = true;
+                        on_text(piece);
+                    },
+                    &mut info,
+                )
                 .await;
             wrote_text |= round_started;
             extra.remove("tool_choice");
@@ -294,9 +301,10 @@ impl ChatLoop {
                 error: result.as_ref().err().map(|e| e.to_string()),
                 at_us: crate::observe::event::now_us()
                     .saturating_sub(started.elapsed().as_micros() as u64),
+                response: info.clone(),
                 // The bridge's requests belong to no session; their bodies are not recorded.
                 request: None,
-                response: None,
+                answer: None,
             });
             let completion = result?;
             if completion.tool_calls.is_empty() {

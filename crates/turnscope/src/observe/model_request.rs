@@ -1,0 +1,74 @@
+//! What one model request reported beyond its timing: the finish reason, token usage, the
+//! model and response id the server named, the HTTP status, time to the first byte, and how
+//! the client got there (a retry on a fresh connection, the usage option refused). Carried by
+//! [`Event::ModelRequest`](super::Event::ModelRequest), summed per turn by the bot.
+
+use serde::{Deserialize, Serialize};
+
+/// Token counts a server reported for one response (OpenAI `usage`, as llama.cpp, vLLM and
+/// Ollama's OpenAI API send it in the final `choices: []` chunk when asked).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    /// Tokens of the prompt (`usage.prompt_tokens`).
+    #[serde(default)]
+    pub prompt_tokens: u64,
+    /// Tokens generated (`usage.completion_tokens`, reasoning included where the server counts it).
+    #[serde(default)]
+    pub completion_tokens: u64,
+    /// Prompt tokens the server served from its cache (`prompt_tokens_details.cached_tokens`).
+    #[serde(default)]
+    pub cached_tokens: u64,
+    /// Generated tokens spent on reasoning (`completion_tokens_details.reasoning_tokens`).
+    #[serde(default)]
+    pub reasoning_tokens: u64,
+}
+
+impl TokenUsage {
+    /// Adds `other`'s counts to these (a turn's requests summed).
+    pub fn add(&mut self, other: &TokenUsage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.cached_tokens += other.cached_tokens;
+        self.reasoning_tokens += other.reasoning_tokens;
+    }
+}
+
+/// The facts of one model request that are not timing: every field is optional, since a
+/// request can fail at any step and servers differ in what they send.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelResponseInfo {
+    /// The finish reason of the response (`stop`, `length`, `tool_calls`, `content_filter`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+    /// Token counts, when the server sent them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<TokenUsage>,
+    /// The model the server says answered (`model` of its chunks; llama.cpp sends the GGUF path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The response id the server gave (`id` of its chunks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
+    /// The HTTP status of the answer, when one came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// Time from sending the request to the response headers, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_byte_us: Option<u64>,
+    /// Bytes of reasoning text the response streamed (`reasoning_content` / `reasoning`
+    /// deltas), kept apart from the reply.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_bytes: u64,
+    /// Whether the request was sent a second time on a fresh connection, because a reused
+    /// one closed before any byte of the answer came.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retried: bool,
+    /// Whether the server refused `stream_options.include_usage`, so the request went again
+    /// without it (and later requests leave it out).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub usage_refused: bool,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
