@@ -118,7 +118,7 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
             let (config, _) = Config::load(cli.config.as_deref(), &cli.serve.overrides())?;
             let choice = theme.or(config.console.theme);
             let theme = Theme::resolve(choice.as_deref(), turnscope_console::no_color())?;
-            Ok(turnscope_console::replay::run(&file, theme).await?)
+            Ok(turnscope_console::run::replay::run(&file, theme).await?)
         }
     }
 }
@@ -129,7 +129,7 @@ async fn console(config: &Config, events: Option<&std::path::Path>) -> anyhow::R
         config.console.theme.as_deref(),
         turnscope_console::no_color(),
     )?;
-    turnscope_console::terminal::check()?;
+    turnscope_console::run::terminal::check()?;
     let bus = Bus::default();
     // Listening before the app starts keeps its start-up warnings (bridges) for the Log pane.
     let early = turnscope_console::listen_early(&bus);

@@ -20,7 +20,7 @@ use turnscope::app::App;
 use turnscope::config::Config;
 use turnscope::observe::{Bus, Event, SessionOpener};
 use turnscope_console::Theme;
-use turnscope_console::live::{attach, event_loop};
+use turnscope_console::run::live::{attach, event_loop};
 
 /// MCP clients the load is spread over.
 const CLIENTS: usize = 8;

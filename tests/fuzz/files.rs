@@ -223,7 +223,7 @@ proptest! {
 
     #[test]
     fn theme_parsing_of_mutated_real_themes(bytes in corpus::mutated(
-        [corpus::load("crates/console/themes"), corpus::load("tests/fuzz_corpus/theme")].concat(), TOML_TOKENS, 6)) {
+        [corpus::load("themes"), corpus::load("tests/fuzz_corpus/theme")].concat(), TOML_TOKENS, 6)) {
         if let Err(e) = Theme::parse(&corpus::text(&bytes), "mutated.toml") {
             prop_assert!(e.0.starts_with("theme file mutated.toml"), "{e}");
         }
@@ -292,7 +292,7 @@ fn every_seed_is_a_valid_file() {
         Config::parse(&text).unwrap_or_else(|e| panic!("config seed {text:?}: {e}"));
     }
     for seed in [
-        corpus::load("crates/console/themes"),
+        corpus::load("themes"),
         corpus::load("tests/fuzz_corpus/theme"),
     ]
     .concat()

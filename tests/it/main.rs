@@ -18,6 +18,7 @@ mod fixture_transports;
 mod headless;
 mod headless_tools;
 mod interop_servers;
+mod layers;
 mod llama_server;
 mod mcp_server;
 mod model_servers;

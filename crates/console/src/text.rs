@@ -2,6 +2,7 @@
 //!
 //! Everything here is pure and deterministic, so pane snapshots never depend on the clock.
 
+use ratatui::text::{Line, Span};
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 /// A duration in microseconds as a short human figure: `850 µs`, `12.3 ms`, `1.25 s`, `3m05s`.
@@ -139,6 +140,40 @@ pub fn count(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+/// `1 error`, `3 errors`.
+pub fn plural(n: u64, one: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{} {one}s", count(n))
+    }
+}
+
+/// `line` cut to `max` cells, ending in `…` where it was cut.
+pub fn fit<'a>(line: Line<'a>, max: usize) -> Line<'a> {
+    if line.width() <= max {
+        return line;
+    }
+    let style = line.style;
+    let mut used = 0;
+    let mut spans = Vec::new();
+    for span in line.spans {
+        let w = width(&span.content);
+        if used + w < max {
+            used += w;
+            spans.push(span);
+            continue;
+        }
+        let room = max.saturating_sub(used);
+        if room > 0 {
+            let cut = truncate(&format!("{}…", span.content), room);
+            spans.push(Span::styled(cut, span.style));
+        }
+        break;
+    }
+    Line::from(spans).style(style)
 }
 
 #[cfg(test)]

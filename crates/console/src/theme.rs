@@ -7,12 +7,20 @@ use std::str::FromStr;
 
 use ratatui::style::{Color, Modifier, Style};
 
-/// The built-in themes, by name, as shipped in `themes/`.
+/// The built-in themes, by name, as shipped in the repository's top-level `themes/`.
+// Embedded from outside this crate's folder: fine because the console crate is not published
+// (`publish = false`; `cargo package` of it would leave the files behind). The binary that
+// embeds it is built from the workspace, where `themes/` always sits.
 pub const BUILTIN: &[(&str, &str)] = &[
-    ("dark", include_str!("../themes/dark.toml")),
-    ("light", include_str!("../themes/light.toml")),
-    ("mono", include_str!("../themes/mono.toml")),
+    ("dark", include_str!("../../../themes/dark.toml")),
+    ("light", include_str!("../../../themes/light.toml")),
+    ("mono", include_str!("../../../themes/mono.toml")),
 ];
+
+/// Whether `NO_COLOR` asks for no colour (set and not empty).
+pub fn no_color() -> bool {
+    std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
+}
 
 macro_rules! theme_styles {
     ($($(#[$doc:meta])* $key:ident),* $(,)?) => {

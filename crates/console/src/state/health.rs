@@ -3,7 +3,7 @@
 
 use turnscope::observe::event::{BridgeEvent, ToolSourceEvent, ToolSourceState};
 
-use super::super::journal::{Entry, Level};
+use super::journal::{Entry, Level};
 use super::{ConsoleState, LOGS_KEPT, LogLine};
 
 impl ConsoleState {

@@ -25,18 +25,23 @@ pub const SESSION_SAMPLES: usize = 256;
 
 mod frames;
 mod health;
+pub mod journal;
+pub mod pipelines;
+pub mod records;
 mod rows;
+pub mod tape;
+pub mod timeline;
 mod times;
 mod tools;
 mod turns;
 
 pub use times::fixed_offset;
 
-use super::journal::Journal;
-use super::pipeline::Pipelines;
-use super::timeline::Timelines;
+use journal::Journal;
+use pipelines::Pipelines;
+use timeline::Timelines;
 
-pub use super::views::{
+pub use records::{
     Activity, FrameRow, Header, LogLine, ProgressRow, ProgressTotals, Samples, SessionRow, Source,
     ToolLine, ToolView, TurnView,
 };

@@ -4,7 +4,7 @@
 
 use turnscope::observe::event::SessionEvent;
 
-use super::super::journal::{Entry, Level};
+use super::journal::{Entry, Level};
 use super::{Activity, CLOSED_KEPT, ConsoleState, SessionRow, TurnView};
 
 impl ConsoleState {

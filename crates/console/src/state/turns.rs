@@ -4,7 +4,7 @@
 
 use turnscope::observe::event::{ToolCallEvent, TurnEndEvent};
 
-use super::super::journal::{Entry, Level};
+use super::journal::{Entry, Level};
 use super::{Activity, ConsoleState, TURNS_KEPT, ToolLine, TurnView};
 
 impl ConsoleState {

@@ -1,0 +1,128 @@
+//! The help overlay: every key binding of [`keys::BINDINGS`](crate::view::keys::BINDINGS), grouped
+//! by where it applies, over the middle of the screen.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Clear, Paragraph};
+
+use crate::text::{pad, wrap};
+use crate::view::console::Console;
+use crate::view::keys::{BINDINGS, Scope};
+
+/// The help's lines for the bindings of `scopes`, for a column `width` cells wide.
+pub fn lines(c: &Console, width: usize, scopes: &[Scope]) -> Vec<Line<'static>> {
+    let t = &c.theme;
+    let shown: Vec<_> = BINDINGS
+        .iter()
+        .filter(|b| scopes.contains(&b.scope))
+        .collect();
+    let keys_w = shown
+        .iter()
+        .map(|b| crate::text::width(b.keys))
+        .max()
+        .unwrap_or(10)
+        + 2;
+    let what_w = width.saturating_sub(keys_w + 2).max(10);
+    let mut out = Vec::new();
+    let mut scope: Option<Scope> = None;
+    for b in shown {
+        if scope != Some(b.scope) {
+            if scope.is_some() {
+                out.push(Line::default());
+            }
+            out.push(Line::styled(b.scope.heading().to_string(), t.title));
+            scope = Some(b.scope);
+        }
+        for (i, piece) in wrap(b.what, what_w).into_iter().enumerate() {
+            let keys = if i == 0 { b.keys } else { "" };
+            out.push(Line::from(vec![
+                Span::raw("  "),
+                Span::styled(pad(keys, keys_w), t.key),
+                Span::styled(piece, t.overlay),
+            ]));
+        }
+    }
+    out
+}
+
+const LEFT: &[Scope] = &[Scope::Global, Scope::Input];
+const RIGHT: &[Scope] = &[
+    Scope::Lists,
+    Scope::Sessions,
+    Scope::Frames,
+    Scope::ScopeToggle,
+];
+const ALL: &[Scope] = &[
+    Scope::Global,
+    Scope::Input,
+    Scope::Lists,
+    Scope::Sessions,
+    Scope::Frames,
+    Scope::ScopeToggle,
+];
+
+/// The help's columns laid out in `inner` (positions relative to it), with their lines.
+fn columns(c: &Console, inner: Rect, two: bool) -> Vec<(Rect, Vec<Line<'static>>)> {
+    if two {
+        let [left, right] = ratatui::layout::Layout::horizontal([
+            ratatui::layout::Constraint::Percentage(50),
+            ratatui::layout::Constraint::Percentage(50),
+        ])
+        .spacing(2)
+        .areas(inner);
+        vec![
+            (left, lines(c, left.width as usize, LEFT)),
+            (right, lines(c, right.width as usize, RIGHT)),
+        ]
+    } else {
+        vec![(inner, lines(c, inner.width as usize, ALL))]
+    }
+}
+
+/// Draws the overlay: two columns when the screen is wide enough, else one that scrolls.
+pub fn draw(f: &mut Frame, screen: Rect, c: &Console) {
+    let two = screen.width >= 120;
+    let w = screen
+        .width
+        .saturating_sub(6)
+        .min(if two { 150 } else { 96 });
+    if w < 20 || screen.height < 9 {
+        return;
+    }
+    let probe = Rect::new(0, 0, w.saturating_sub(2), screen.height);
+    let columns = columns(c, probe, two);
+    let tallest = columns.iter().map(|(_, l)| l.len()).max().unwrap_or(0);
+    let h = (tallest as u16 + 2).min(screen.height.saturating_sub(4));
+    let area = Rect::new(
+        screen.x + (screen.width - w) / 2,
+        screen.y + (screen.height - h) / 2,
+        w,
+        h,
+    );
+    let t = &c.theme;
+    let inner = area.inner(ratatui::layout::Margin::new(1, 1));
+    let columns: Vec<(Rect, Vec<Line<'static>>)> = columns
+        .into_iter()
+        .map(|(r, l)| (Rect::new(inner.x + r.x, inner.y, r.width, inner.height), l))
+        .collect();
+    let tallest = columns.iter().map(|(_, l)| l.len()).max().unwrap_or(0);
+    let max = tallest.saturating_sub(inner.height as usize);
+    let scroll = c.help.scroll.get().min(max);
+    c.help.scroll.set(scroll);
+    let more = if max > 0 { " ↑↓ scroll ·" } else { "" };
+    let block = Block::bordered()
+        .border_type(BorderType::Double)
+        .border_style(t.border_focused)
+        .style(t.overlay)
+        .title(Line::styled(" Keys ", t.title))
+        .title_bottom(Line::styled(format!("{more} Esc or ? closes "), t.dim));
+    f.render_widget(Clear, area);
+    f.render_widget(block, area);
+    for (rect, col) in columns {
+        f.render_widget(
+            Paragraph::new(col.into_iter().skip(scroll).collect::<Vec<_>>()),
+            rect,
+        );
+    }
+}

@@ -1,0 +1,70 @@
+//! The Input pane: a multi-line text area whose line goes to the selected session, with the
+//! latest notice (an error, a read turn) on its bottom border. In a replay it says so instead.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::{dim_piece, inner, pane_block};
+use crate::state::Source;
+use crate::text::truncate;
+use crate::view::console::Console;
+use crate::view::ids::PaneId;
+
+/// Draws the pane.
+pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
+    let t = &c.theme;
+    if let Source::Replay { file, problems } = &c.state.header.source {
+        let block = pane_block(
+            c,
+            PaneId::Input,
+            vec![dim_piece(c, "read-only")],
+            area.width,
+        );
+        let mut text = vec![Line::from(vec![
+            Span::styled("Replay of ", t.dim),
+            Span::styled(file.clone(), t.accent),
+            Span::styled(
+                format!(
+                    ": {} events; nothing can be sent.",
+                    crate::text::count(c.state.events_seen)
+                ),
+                t.dim,
+            ),
+        ])];
+        if let Some(first) = problems.first() {
+            text.push(Line::styled(
+                format!(
+                    "{} unreadable line{} skipped; first: {first}",
+                    problems.len(),
+                    if problems.len() == 1 { "" } else { "s" }
+                ),
+                t.warn,
+            ));
+        }
+        f.render_widget(Paragraph::new(text).block(block), area);
+        return;
+    }
+    let mut extra = Vec::new();
+    match c.selected {
+        Some(n) => extra.push(dim_piece(c, format!("to #{n}"))),
+        None => extra.push(dim_piece(c, "no session selected")),
+    }
+    if c.selected
+        .is_some_and(|n| c.input_line.waiting.contains(&n))
+    {
+        extra.push(Span::styled("· waiting for the reply… ", t.accent));
+    }
+    let mut block = pane_block(c, PaneId::Input, extra, area.width);
+    if let Some(notice) = &c.notice {
+        let room = area.width.saturating_sub(4) as usize;
+        block = block.title_bottom(Line::from(Span::styled(
+            format!(" {} ", truncate(&notice.text, room.saturating_sub(2))),
+            if notice.error { t.error } else { t.ok },
+        )));
+    }
+    let body = inner(area);
+    f.render_widget(block, area);
+    f.render_widget(&c.input, body);
+}

@@ -1,0 +1,86 @@
+//! The Log pane: every refused MCP call, tool error, model fault, bridge or tool-source
+//! warning and log line, newest at the bottom, each with its time and session; `a` keeps
+//! only the errors and warnings.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::bottom_window;
+use crate::state::journal::Level;
+use crate::text::{count, one_line, pad, plural, wrap};
+use crate::view::console::Console;
+
+/// Draws the pane into the inspector's inside.
+pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
+    let t = &c.theme;
+    let j = &c.state.journal;
+    let mut out = vec![Line::from(vec![
+        Span::styled(
+            if c.log.problems_only {
+                "errors and warnings"
+            } else {
+                "everything"
+            },
+            t.accent,
+        ),
+        Span::styled(" · ", t.dim),
+        Span::styled(
+            plural(j.errors, "error"),
+            if j.errors > 0 { t.error } else { t.dim },
+        ),
+        Span::styled(" · ", t.dim),
+        Span::styled(
+            plural(j.warnings, "warning"),
+            if j.warnings > 0 { t.warn } else { t.dim },
+        ),
+    ])];
+    let width = area.width as usize;
+    // time(13) level(6) session(5) source(..) then the message, wrapped under itself.
+    let head_w = 13 + 6 + 5;
+    let mut rows: Vec<Line<'static>> = Vec::new();
+    for e in j
+        .entries()
+        .iter()
+        .filter(|e| !c.log.problems_only || e.level > Level::Info)
+    {
+        let style = match e.level {
+            Level::Error => t.error,
+            Level::Warn => t.warn,
+            Level::Info => t.text,
+        };
+        let mut text = format!("{}: {}", e.source, one_line(&e.message));
+        if e.repeats > 1 {
+            text.push_str(&format!(" (×{})", count(e.repeats)));
+        }
+        let body_w = width.saturating_sub(head_w).max(10);
+        for (i, piece) in wrap(&text, body_w).into_iter().enumerate() {
+            let head = if i == 0 {
+                vec![
+                    Span::styled(pad(&c.state.clock(e.at_us), 13), t.dim),
+                    Span::styled(pad(e.level.label(), 6), style),
+                    Span::styled(
+                        pad(&e.session.map(|n| format!("#{n}")).unwrap_or_default(), 5),
+                        t.dim,
+                    ),
+                ]
+            } else {
+                vec![Span::raw(" ".repeat(head_w))]
+            };
+            let mut spans = head;
+            spans.push(Span::styled(piece, if i == 0 { style } else { t.text }));
+            rows.push(Line::from(spans));
+        }
+    }
+    if rows.is_empty() {
+        rows.push(Line::styled(
+            "Nothing went wrong yet: refused calls, tool errors, model faults and bridge warnings land here.",
+            t.dim,
+        ));
+    }
+    let visible = area.height.saturating_sub(1) as usize;
+    let (start, end) = bottom_window(&rows, visible, &c.log.back);
+    out.extend(rows[start..end].iter().cloned());
+    f.render_widget(Paragraph::new(out), area);
+}

@@ -1,0 +1,159 @@
+//! The Sessions pane: every open handle (and recently closed ones), who opened it, its
+//! turns, errors, what it is doing (`client gone` once its MCP client let go of it), its age
+//! and the idle time it has left; in the sort and under the filter the title names.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::{dim_piece, inner, pane_block};
+use crate::state::{Activity, SessionRow};
+use crate::text::{pad, seconds};
+use crate::view::console::Console;
+use crate::view::ids::PaneId;
+use crate::view::sessions::SessionSort;
+
+/// Draws the pane.
+pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
+    let rows = c.listed_sessions();
+    let open = c
+        .state
+        .session_rows()
+        .iter()
+        .filter(|r| !r.is_closed())
+        .count();
+    let mut title = vec![dim_piece(c, format!("{open} open"))];
+    let list = &c.sessions_list;
+    if list.sort != SessionSort::Number {
+        title.push(dim_piece(c, list.sort.label().to_string()));
+    }
+    if let Some(editing) = &list.editing {
+        let (before, after) = editing.split();
+        title.push(Span::styled(
+            format!(" filter: {before}▏{after} "),
+            c.theme.key,
+        ));
+        title.push(dim_piece(c, format!("{} shown", rows.len())));
+    } else if !list.filter.is_empty() {
+        title.push(Span::styled(
+            format!(" filter: {} ", list.filter),
+            c.theme.key,
+        ));
+        title.push(dim_piece(c, format!("{} shown (Esc clears)", rows.len())));
+    }
+    let body = inner(area);
+    let visible = body.height.saturating_sub(1) as usize;
+    let (start, end) = c.sessions_list.nav.window(rows.len(), visible);
+    if rows.len() > visible && visible > 0 {
+        // Not every row fits: say which ones are shown (z gives the pane the screen).
+        title.push(dim_piece(
+            c,
+            format!("rows {}–{end} of {}", start + 1, rows.len()),
+        ));
+    }
+    let block = pane_block(c, PaneId::Sessions, title, area.width);
+    f.render_widget(block, area);
+    if body.height == 0 {
+        return;
+    }
+    let t = &c.theme;
+    let wide = body.width >= 64;
+    let by_w = (body.width as usize)
+        .saturating_sub(if wide {
+            4 + 9 + 6 + 5 + 12 + 7 + 7
+        } else {
+            4 + 9 + 6 + 5 + 12
+        })
+        .clamp(8, 24);
+    let mut header = format!(
+        "{}{}{}{}{}{}",
+        pad(" #", 4),
+        pad("handle", 9),
+        pad("opened by", by_w),
+        pad("turns", 6),
+        pad("errs", 5),
+        pad("state", 12)
+    );
+    if wide {
+        header.push_str(&format!("{}{}", pad("age", 7), pad("left", 7)));
+    }
+    let mut lines = vec![Line::styled(header, t.dim)];
+    if rows.is_empty() && !list.filter.is_empty() {
+        lines.push(Line::styled(
+            " no session matches the filter; Esc clears it",
+            t.dim,
+        ));
+    } else if rows.is_empty() {
+        lines.push(Line::styled(
+            " no sessions yet: MCP clients open one with `start`",
+            t.dim,
+        ));
+    }
+    for row in rows.iter().take(end).skip(start) {
+        let selected = Some(row.number) == c.selected;
+        lines.push(row_line(c, row, selected, by_w, wide));
+    }
+    f.render_widget(Paragraph::new(lines), body);
+}
+
+fn row_line<'a>(
+    c: &Console,
+    row: &SessionRow,
+    selected: bool,
+    by_w: usize,
+    wide: bool,
+) -> Line<'a> {
+    let t = &c.theme;
+    let closed = row.is_closed();
+    let base = if closed { t.dim } else { t.text };
+    let gone =
+        !closed && row.activity != Activity::InTurn && c.state.client_gone(row.number).is_some();
+    let state_style = match row.activity {
+        _ if gone => t.warn,
+        Activity::InTurn => t.accent,
+        Activity::Interrupted => t.warn,
+        Activity::Closed(_) => t.dim,
+        Activity::Idle => t.ok,
+    };
+    let marker = if selected { "▶" } else { " " };
+    let by_style = if row.mine { t.user } else { base };
+    let mut spans = vec![
+        Span::styled(pad(&format!("{marker}{}", row.number), 4), base),
+        Span::styled(pad(&row.handle_prefix, 9), base),
+        Span::styled(pad(&row.opener_label(), by_w), by_style),
+        Span::styled(pad(&row.turns.to_string(), 6), base),
+        match c.state.journal.errors_of(row.number) {
+            0 => Span::styled(pad("-", 5), t.dim),
+            n => Span::styled(pad(&n.to_string(), 5), t.error),
+        },
+        Span::styled(
+            pad(
+                &match &row.activity {
+                    _ if gone => "client gone".to_string(),
+                    Activity::InTurn => "● in turn".to_string(),
+                    Activity::Closed(_) => "closed".to_string(),
+                    other => other.label(),
+                },
+                12,
+            ),
+            state_style,
+        ),
+    ];
+    if wide {
+        spans.push(Span::styled(pad(&seconds(row.age_s), 7), t.dim));
+        spans.push(Span::styled(
+            pad(
+                &row.idle_left_s.map(seconds).unwrap_or_else(|| "-".into()),
+                7,
+            ),
+            t.dim,
+        ));
+    }
+    let line = Line::from(spans);
+    if selected {
+        line.patch_style(t.selected)
+    } else {
+        line
+    }
+}

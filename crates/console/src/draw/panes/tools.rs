@@ -1,0 +1,196 @@
+//! The Tools pane: the tool sources' states, every tool the bot has (by source) and the
+//! ones that were skipped, and the selected tool's description, its input schema
+//! pretty-printed, the `parameters` the OpenAI bridge converts it to, and any skip,
+//! collision, rename or dropped fragment explained.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph};
+
+use crate::state::ToolView;
+use crate::text::{truncate, width, wrap};
+use crate::view::console::Console;
+
+/// Splits the inspector's inside, below the sources line, into the tool list and the
+/// detail (the mouse uses this too).
+pub fn split(area: Rect) -> (Rect, Rect) {
+    let below = Rect {
+        y: area.y + 1,
+        height: area.height.saturating_sub(1),
+        ..area
+    };
+    let list_w = (area.width / 3).clamp(14, 30);
+    let [list, detail] =
+        Layout::horizontal([Constraint::Length(list_w), Constraint::Min(0)]).areas(below);
+    (list, detail)
+}
+
+fn sources_line(c: &Console, width: usize) -> Line<'static> {
+    let t = &c.theme;
+    let sources: Vec<&String> = c.state.tool_sources().collect();
+    let text = if sources.is_empty() {
+        "no MCP servers configured".to_string()
+    } else {
+        sources
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(" · ")
+    };
+    Line::from(vec![
+        Span::styled("sources: ", t.dim),
+        Span::styled(truncate(&text, width.saturating_sub(9)), t.accent),
+    ])
+}
+
+/// Draws the pane into the inspector's inside.
+pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
+    let t = &c.theme;
+    let tools = &c.state.tools;
+    if tools.is_empty() {
+        let text = c
+            .state
+            .tools_note
+            .clone()
+            .unwrap_or_else(|| "This bot has no tools.".into());
+        f.render_widget(
+            Paragraph::new(Line::styled(text, t.dim)).wrap(ratatui::widgets::Wrap { trim: true }),
+            area,
+        );
+        return;
+    }
+    f.render_widget(Paragraph::new(sources_line(c, area.width as usize)), area);
+    let (list_area, detail_area) = split(area);
+    let offered = tools.iter().filter(|t| t.skipped.is_none()).count();
+    let skipped = tools.len() - offered;
+    let mut list = vec![Line::styled(
+        if skipped > 0 {
+            format!("{offered} tools, {skipped} skipped")
+        } else {
+            format!("{offered} tools")
+        },
+        t.dim,
+    )];
+    let visible = list_area.height.saturating_sub(1) as usize;
+    let (start, end) = c.tools.nav.window(tools.len(), visible);
+    let name_w = list_area.width.saturating_sub(2) as usize;
+    for (i, tool) in tools.iter().enumerate().take(end).skip(start) {
+        let warn = if tool.skipped.is_some() {
+            "✗"
+        } else if tool.notes.is_empty() {
+            " "
+        } else {
+            "!"
+        };
+        let source = truncate(&tool.source, (name_w / 2).max(4));
+        let room = name_w.saturating_sub(width(&source) + 1);
+        let name = truncate(&tool.name, room);
+        let gap = name_w.saturating_sub(width(&name) + width(&source));
+        let line = Line::from(vec![
+            Span::styled(warn.to_string(), t.warn),
+            Span::styled(
+                name,
+                if tool.skipped.is_some() {
+                    t.dim
+                } else {
+                    t.text
+                },
+            ),
+            Span::raw(" ".repeat(gap)),
+            Span::styled(source, t.dim),
+        ]);
+        list.push(if i == c.tools.nav.cursor {
+            line.patch_style(t.selected)
+        } else {
+            line
+        });
+    }
+    f.render_widget(
+        Paragraph::new(list).block(Block::new().borders(Borders::RIGHT).border_style(t.border)),
+        list_area,
+    );
+    let Some(tool) = tools.get(c.tools.nav.cursor) else {
+        return;
+    };
+    let inner = Rect {
+        x: detail_area.x + 1,
+        width: detail_area.width.saturating_sub(1),
+        ..detail_area
+    };
+    let lines = detail_lines(c, tool, inner.width as usize);
+    let max = lines.len().saturating_sub(inner.height as usize);
+    let scroll = c.tools.scroll.get().min(max);
+    c.tools.scroll.set(scroll);
+    let shown: Vec<Line> = lines.into_iter().skip(scroll).collect();
+    f.render_widget(Paragraph::new(shown), inner);
+}
+
+fn detail_lines(c: &Console, tool: &ToolView, width: usize) -> Vec<Line<'static>> {
+    let t = &c.theme;
+    let mut out = vec![crate::text::fit(
+        Line::from(vec![
+            Span::styled(tool.name.clone(), t.title),
+            Span::styled(format!("  from {}", tool.source), t.dim),
+        ]),
+        width,
+    )];
+    if let Some(why) = &tool.skipped {
+        for l in wrap(why, width) {
+            out.push(Line::styled(l, t.warn));
+        }
+        return out;
+    }
+    for l in wrap(&tool.description, width) {
+        out.push(Line::styled(l, t.text));
+    }
+    for note in &tool.notes {
+        for l in wrap(&format!("! {note}"), width) {
+            out.push(Line::styled(l, t.warn));
+        }
+    }
+    out.push(Line::default());
+    out.push(Line::styled("input schema (MCP)", t.accent));
+    out.extend(json_lines(c, &tool.schema, width));
+    out.push(Line::default());
+    out.push(Line::styled(
+        "OpenAI parameters (as the OpenAI bridge sends them)",
+        t.accent,
+    ));
+    match &tool.openai {
+        Ok(json) if json == &tool.schema => {
+            out.push(Line::styled("same as the input schema", t.dim));
+        }
+        Ok(json) => out.extend(json_lines(c, json, width)),
+        Err(e) => {
+            for l in wrap(e, width) {
+                out.push(Line::styled(l, t.error));
+            }
+        }
+    }
+    out
+}
+
+/// Pretty JSON with keys, strings and punctuation styled apart.
+fn json_lines(c: &Console, json: &str, width: usize) -> Vec<Line<'static>> {
+    let t = &c.theme;
+    json.lines()
+        .map(|l| {
+            let indent = l.len() - l.trim_start().len();
+            let rest = l.trim_start();
+            match rest.split_once("\": ") {
+                Some((key, value)) if rest.starts_with('"') => Line::from(vec![
+                    Span::raw(" ".repeat(indent)),
+                    Span::styled(format!("{key}\""), t.control),
+                    Span::styled(": ", t.dim),
+                    Span::styled(value.to_string(), t.text),
+                ]),
+                _ => Line::from(vec![
+                    Span::raw(" ".repeat(indent)),
+                    Span::styled(rest.to_string(), t.text),
+                ]),
+            }
+        })
+        .map(|l| crate::text::fit(l, width))
+        .collect()
+}

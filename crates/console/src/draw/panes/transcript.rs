@@ -1,0 +1,246 @@
+//! The Transcript pane: the selected session's lines and replies, the reply streaming as its
+//! pieces arrive, each turn closed by a boundary with its end reason, rounds, tool calls and
+//! timings.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::{bottom_window, dim_piece, inner, pane_block};
+use crate::state::TurnView;
+use crate::text::{micros, wrap};
+use crate::view::console::Console;
+use crate::view::ids::PaneId;
+
+/// Width of the speaker column (`you  `, `bot  `, `tool `).
+const GUTTER: usize = 5;
+
+/// Draws the pane.
+pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
+    let mut extra = Vec::new();
+    if let Some(n) = c.selected {
+        let who = c
+            .state
+            .session(n)
+            .map(|r| format!("#{n} {}", r.opener_label()))
+            .unwrap_or_else(|| format!("#{n}"));
+        extra.push(dim_piece(c, who));
+        if let Some(row) = c.state.session(n)
+            && row.is_closed()
+        {
+            extra.push(Span::styled(
+                format!("· {} ", row.activity.label()),
+                c.theme.warn,
+            ));
+        }
+    }
+    if let Some(editing) = &c.transcript.search_editing {
+        let (before, after) = editing.split();
+        extra.push(Span::styled(
+            format!("· search: {before}▏{after} "),
+            c.theme.key,
+        ));
+    } else if !c.transcript.search.is_empty() {
+        extra.push(Span::styled(
+            format!("· search: {} ", c.transcript.search),
+            c.theme.key,
+        ));
+    }
+    if c.transcript.back.get() > 0 && c.transcript.search.is_empty() {
+        extra.push(Span::styled("· scrolled (End follows) ", c.theme.warn));
+    }
+    let block = pane_block(c, PaneId::Transcript, extra, area.width);
+    let body = inner(area);
+    f.render_widget(block, area);
+    if body.height == 0 || body.width == 0 {
+        return;
+    }
+    let mut lines = lines(c, body.width as usize);
+    let height = body.height as usize;
+    if !c.transcript.search.is_empty() {
+        search(c, &mut lines, height);
+    }
+    let (start, end) = bottom_window(&lines, height, &c.transcript.back);
+    f.render_widget(Paragraph::new(lines[start..end].to_vec()), body);
+}
+
+/// Marks the lines matching the search (any case) and scrolls the chosen match, counted back
+/// from the newest, into the middle of the pane.
+fn search(c: &Console, lines: &mut [Line<'static>], height: usize) {
+    let needle = c.transcript.search.to_lowercase();
+    let hits: Vec<usize> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.to_string().to_lowercase().contains(&needle))
+        .map(|(i, _)| i)
+        .collect();
+    if hits.is_empty() {
+        return;
+    }
+    let back = c.transcript.search_hit.get().min(hits.len() - 1);
+    c.transcript.search_hit.set(back);
+    let at = hits[hits.len() - 1 - back];
+    for i in &hits {
+        let marked = std::mem::take(&mut lines[*i]).patch_style(c.theme.key);
+        lines[*i] = marked;
+    }
+    lines[at] = std::mem::take(&mut lines[at]).patch_style(c.theme.selected);
+    c.transcript
+        .back
+        .set(lines.len().saturating_sub(at + 1 + height / 2));
+}
+
+/// Every line of the selected session's transcript, wrapped to `width` cells.
+pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
+    let t = &c.theme;
+    let mut out = Vec::new();
+    let Some(session) = c.selected else {
+        out.push(Line::styled("No session selected.", t.dim));
+        return out;
+    };
+    if let Some(greeting) = &c.state.greeting {
+        speaker(&mut out, "bot", greeting, t.bot, t.bot, width);
+    }
+    let turns = c.state.transcript(session);
+    if turns.is_empty() {
+        let hint = if Some(session) == c.own && !c.read_only {
+            "No turns yet. Type a line below and press Enter."
+        } else {
+            "No turns yet."
+        };
+        out.push(Line::styled(hint, t.dim));
+    }
+    for turn in turns {
+        turn_lines(c, turn, width, &mut out);
+    }
+    if c.input_line.waiting.contains(&session) && turns.last().is_none_or(|t| t.end.is_some()) {
+        out.push(Line::styled("     … waiting for the turn to start", t.dim));
+    }
+    out
+}
+
+fn turn_lines(c: &Console, turn: &TurnView, width: usize, out: &mut Vec<Line<'static>>) {
+    let t = &c.theme;
+    if turn.line.is_empty() {
+        out.push(Line::styled(
+            "you  (empty line: read the turn in flight)",
+            t.dim,
+        ));
+    } else {
+        speaker(out, "you", &turn.line, t.user, t.text, width);
+    }
+    for tool in &turn.tools {
+        let style = if tool.error { t.error } else { t.tool };
+        let head = super::tool_call::head(tool, width.saturating_sub(GUTTER).max(8));
+        out.push(Line::from(vec![
+            Span::styled(format!("{:<GUTTER$}", "tool"), t.tool),
+            Span::styled(head, style),
+        ]));
+        out.extend(super::tool_call::lines(
+            tool,
+            width,
+            GUTTER,
+            true,
+            (t.error, t.text, t.dim),
+        ));
+    }
+    let streaming = turn.end.is_none();
+    if !turn.reply.is_empty() || streaming {
+        let mut reply = turn.reply.trim_start().to_string();
+        if streaming {
+            reply.push('▍');
+        }
+        speaker(out, "bot", &reply, t.bot, t.bot, width);
+    }
+    out.extend(boundary(c, turn, width));
+}
+
+fn speaker(
+    out: &mut Vec<Line<'static>>,
+    who: &str,
+    text: &str,
+    who_style: Style,
+    style: Style,
+    width: usize,
+) {
+    let body_w = width.saturating_sub(GUTTER).max(1);
+    for (i, piece) in wrap(text, body_w).into_iter().enumerate() {
+        let gutter = if i == 0 {
+            format!("{who:<GUTTER$}")
+        } else {
+            " ".repeat(GUTTER)
+        };
+        out.push(Line::from(vec![
+            Span::styled(gutter, who_style),
+            Span::styled(piece, style),
+        ]));
+    }
+}
+
+/// `── turn 2 · completed · 1 round · 1 tool call · first 12.0 ms · total 240 ms ──`, on two
+/// lines (the figures under the rule) when that does not fit.
+fn boundary(c: &Console, turn: &TurnView, width: usize) -> Vec<Line<'static>> {
+    let t = &c.theme;
+    let mut parts = vec![format!("turn {}", turn.id)];
+    let end_style = match turn.end.as_deref() {
+        None => {
+            parts.push("streaming".into());
+            t.accent
+        }
+        Some(end) => {
+            parts.push(end.to_string());
+            if end == "completed" {
+                t.ok
+            } else if end.starts_with("error") {
+                t.error
+            } else {
+                t.warn
+            }
+        }
+    };
+    let plural = |n: usize, one: &str| {
+        if n == 1 {
+            format!("1 {one}")
+        } else {
+            format!("{n} {one}s")
+        }
+    };
+    let mut figures = vec![
+        plural(turn.rounds as usize, "round"),
+        plural(turn.tools.len(), "tool call"),
+    ];
+    if let Some(first) = turn.first_piece_us {
+        figures.push(format!("first {}", micros(first)));
+    }
+    if let Some(total) = turn.total_us {
+        figures.push(format!("total {}", micros(total)));
+    }
+    let head = format!("── {} · ", parts[0]);
+    let tail = format!(" · {} ", figures.join(" · "));
+    let w = crate::text::width;
+    let used = w(&head) + w(&parts[1]) + w(&tail);
+    if used + 2 <= width {
+        let rule = "─".repeat(width - used);
+        return vec![Line::from(vec![
+            Span::styled(head, t.boundary),
+            Span::styled(parts[1].clone(), end_style),
+            Span::styled(tail, t.boundary),
+            Span::styled(rule, t.boundary),
+        ])];
+    }
+    let rule = "─".repeat(width.saturating_sub(w(&head) + w(&parts[1]) + 1));
+    vec![Line::from(vec![
+        Span::styled(head, t.boundary),
+        Span::styled(parts[1].clone(), end_style),
+        Span::styled(format!(" {rule}"), t.boundary),
+    ])]
+    .into_iter()
+    .chain(
+        wrap(&figures.join(" · "), width.saturating_sub(3))
+            .into_iter()
+            .map(|l| Line::styled(format!("   {l}"), t.boundary)),
+    )
+    .collect()
+}

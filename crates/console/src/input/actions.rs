@@ -1,0 +1,39 @@
+//! What an input asks of the event loop: the [`Action`]s the keys and the mouse produce.
+
+/// What the event loop must do after an input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Quit: restore the terminal and end every session.
+    Quit,
+    /// Chat on a session (an empty line reads the turn in flight).
+    Chat {
+        /// Session number.
+        session: u64,
+        /// The line.
+        line: String,
+    },
+    /// Interrupt the session's turn in flight.
+    Interrupt {
+        /// Session number.
+        session: u64,
+    },
+    /// Copy the session's full handle to the clipboard (OSC 52).
+    Yank {
+        /// Session number.
+        session: u64,
+    },
+    /// Open a new session for the person and select it.
+    NewSession,
+    /// Close a session (asked for twice).
+    Close {
+        /// Session number.
+        session: u64,
+    },
+    /// Write this report of a session to a file.
+    Export {
+        /// Session number.
+        session: u64,
+        /// The report ([`session_report`](crate::draw::export::session_report)).
+        text: String,
+    },
+}

@@ -1,0 +1,306 @@
+//! Keys to changes of the view state or an [`Action`]: the dispatch to whatever has the keys
+//! (an overlay, a filter being typed, the input line, the focused pane) and the pane commands.
+
+use std::cell::Cell;
+
+use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyEventKind};
+
+use super::actions::Action;
+use crate::view::console::{Console, Notice};
+use crate::view::filter::FrameFilter;
+use crate::view::frames::FrameLine;
+use crate::view::ids::{ORDER, PaneId};
+use crate::view::keys::{self, Command};
+use crate::view::line_edit::LineEdit;
+use crate::view::nav::{PAGE, scroll_back};
+
+impl Console {
+    /// Handles one terminal event; returns what the event loop must do, if anything.
+    pub fn handle(&mut self, event: &TermEvent) -> Option<Action> {
+        match event {
+            TermEvent::Key(key) if key.kind != KeyEventKind::Release => self.key(key),
+            TermEvent::Mouse(mouse) => {
+                self.mouse(mouse);
+                None
+            }
+            TermEvent::Paste(text) if self.focus == PaneId::Input && !self.read_only => {
+                self.input.insert_str(text);
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// Handles one key press.
+    pub fn key(&mut self, key: &KeyEvent) -> Option<Action> {
+        if keys::is_ctrl_c(key) {
+            return Some(Action::Quit);
+        }
+        if self.help.open {
+            self.help_key(key);
+            return None;
+        }
+        if self.turn_view.is_some() {
+            self.turn_view_key(key);
+            return None;
+        }
+        if self.frames.detail {
+            self.detail_key(key);
+            return None;
+        }
+        if self.frames.editing.is_some() {
+            self.filter_key(key);
+            return None;
+        }
+        if self.transcript.search_editing.is_some() {
+            self.search_key(key);
+            return None;
+        }
+        if self.sessions_list.editing.is_some() {
+            self.session_filter_key(key);
+            return None;
+        }
+        if self.focus == PaneId::Transcript && !self.transcript.search.is_empty() {
+            match key.code {
+                KeyCode::Char('n') => {
+                    self.transcript
+                        .search_hit
+                        .set(self.transcript.search_hit.get() + 1);
+                    return None;
+                }
+                KeyCode::Char('N') => {
+                    self.transcript
+                        .search_hit
+                        .set(self.transcript.search_hit.get().saturating_sub(1));
+                    return None;
+                }
+                _ => {}
+            }
+        }
+        if let Some(n) = keys::alt_jump(key) {
+            return self.command(Command::Jump(n));
+        }
+        if self.focus == PaneId::Input && !self.read_only {
+            return self.input_key(key);
+        }
+        let command = keys::command(key)?;
+        self.command(command)
+    }
+
+    fn help_key(&mut self, key: &KeyEvent) {
+        match keys::command(key) {
+            Some(Command::Up) => self
+                .help
+                .scroll
+                .set(self.help.scroll.get().saturating_sub(1)),
+            Some(Command::Down) => self.help.scroll.set(self.help.scroll.get() + 1),
+            Some(Command::PageUp) => self
+                .help
+                .scroll
+                .set(self.help.scroll.get().saturating_sub(10)),
+            Some(Command::PageDown) => self.help.scroll.set(self.help.scroll.get() + 10),
+            Some(Command::Help | Command::Back | Command::Quit | Command::Enter) => {
+                self.help.open = false;
+            }
+            _ => {}
+        }
+    }
+
+    fn detail_key(&mut self, key: &KeyEvent) {
+        match keys::command(key) {
+            Some(Command::Up) => self.frame_step(-1),
+            Some(Command::Down) => self.frame_step(1),
+            Some(Command::Back | Command::Enter | Command::Quit) => self.frames.detail = false,
+            Some(Command::Help) => self.help.open = true,
+            _ => {}
+        }
+    }
+
+    fn command(&mut self, command: Command) -> Option<Action> {
+        match command {
+            Command::Quit => return self.quit(),
+            Command::Zoom => self.zoom = !self.zoom,
+            Command::Yank => {
+                if let Some(session) = self.selected
+                    && !self.read_only
+                {
+                    return Some(Action::Yank { session });
+                }
+            }
+            Command::New if !self.read_only => return Some(Action::NewSession),
+            Command::Close => {
+                let session = self.selected.filter(|_| !self.read_only)?;
+                if self.state.session(session).is_some_and(|r| r.is_closed()) {
+                    return None;
+                }
+                if self.close_asked == Some(session) {
+                    self.close_asked = None;
+                    self.notice = None;
+                    return Some(Action::Close { session });
+                }
+                let who = self
+                    .state
+                    .session(session)
+                    .map(|r| r.opener_label())
+                    .unwrap_or_default();
+                self.close_asked = Some(session);
+                self.notice = Some(Notice {
+                    text: format!("d again closes #{session} ({who}); Esc keeps it"),
+                    error: true,
+                });
+            }
+            Command::New => {}
+            Command::Step(delta) | Command::Scrub(delta) => {
+                let fine = matches!(command, Command::Scrub(_));
+                if let Some(tape) = self.tape.as_mut()
+                    && (if fine {
+                        tape.scrub(delta)
+                    } else {
+                        tape.step(delta)
+                    })
+                {
+                    self.state = tape.state();
+                    self.frames.paused = None;
+                    self.settle();
+                }
+            }
+            Command::Export => {
+                if let Some(session) = self.selected {
+                    let text = crate::draw::export::session_report(self, session);
+                    return Some(Action::Export { session, text });
+                }
+            }
+            Command::NextPane => self.cycle(1),
+            Command::PrevPane => self.cycle(-1),
+            Command::Jump(n) => {
+                if let Some(pane) = ORDER.get(n.wrapping_sub(1)) {
+                    self.focus_pane(*pane);
+                }
+            }
+            Command::Help => self.help.open = true,
+            // Back closes or clears what is open; it never moves focus to the input line.
+            Command::Back => {
+                if self.quit_asked || self.close_asked.is_some() {
+                    self.quit_asked = false;
+                    self.close_asked = None;
+                    self.notice = None;
+                } else if self.zoom {
+                    self.zoom = false;
+                } else if self.focus == PaneId::Transcript && !self.transcript.search.is_empty() {
+                    self.transcript.search.clear();
+                    self.transcript.back.set(0);
+                } else if self.focus == PaneId::Sessions && !self.sessions_list.filter.is_empty() {
+                    self.sessions_list.filter.clear();
+                    self.settle();
+                } else if self.focus == PaneId::Frames && !self.frames.filter.is_empty() {
+                    self.frames.filter = FrameFilter::default();
+                } else if self.notice.is_some() {
+                    self.notice = None;
+                }
+            }
+            Command::Turn => self.open_turn_view(),
+            Command::Expand => {
+                if self.focus == PaneId::Frames {
+                    self.frames.per_link = !self.frames.per_link;
+                }
+            }
+            Command::Interrupt => {
+                if let Some(session) = self.selected
+                    && !self.read_only
+                {
+                    return Some(Action::Interrupt { session });
+                }
+            }
+            Command::Filter if self.focus == PaneId::Sessions => self.edit_session_filter(),
+            Command::Sort if self.focus == PaneId::Sessions => self.cycle_sort(),
+            Command::Sort => {}
+            Command::Filter if self.focus == PaneId::Transcript => {
+                self.transcript.search_editing = Some(LineEdit::new(&self.transcript.search));
+            }
+            Command::Filter => {
+                self.focus_pane(PaneId::Frames);
+                self.frames.editing = Some(LineEdit::new(self.frames.filter.text()));
+            }
+            Command::Up => self.move_by(-1),
+            Command::Down => self.move_by(1),
+            Command::PageUp => self.move_by(-PAGE),
+            Command::PageDown => self.move_by(PAGE),
+            Command::Home => self.move_by(isize::MIN / 2),
+            Command::End => self.end(),
+            Command::Enter => match self.focus {
+                PaneId::Sessions if !self.read_only => self.focus = PaneId::Input,
+                PaneId::Transcript => self.open_turn_view(),
+                PaneId::Frames => {
+                    self.frames.detail = self
+                        .frame_lines()
+                        .iter()
+                        .any(|l| matches!(l, FrameLine::Frame(_)))
+                }
+                _ => {}
+            },
+            Command::Pause => {
+                if self.focus == PaneId::Frames {
+                    self.toggle_pause();
+                }
+            }
+            Command::Scope => match self.focus {
+                PaneId::Frames => self.frames.all = !self.frames.all,
+                PaneId::Progress => self.progress.all = !self.progress.all,
+                PaneId::Stats => self.stats.all = !self.stats.all,
+                PaneId::Log => self.log.problems_only = !self.log.problems_only,
+                _ => {}
+            },
+        }
+        None
+    }
+
+    pub(crate) fn cycle(&mut self, delta: isize) {
+        let panes: Vec<PaneId> = ORDER
+            .into_iter()
+            .filter(|p| !(self.read_only && *p == PaneId::Input))
+            .collect();
+        let at = panes.iter().position(|p| *p == self.focus).unwrap_or(0) as isize;
+        let next = (at + delta).rem_euclid(panes.len() as isize) as usize;
+        self.focus_pane(panes[next]);
+    }
+
+    pub(crate) fn move_by(&mut self, delta: isize) {
+        match self.focus {
+            PaneId::Sessions => self.select_row_by(delta),
+            PaneId::Transcript | PaneId::Input => self.scroll_transcript(-delta),
+            PaneId::Frames => self.frame_step(delta),
+            PaneId::Progress => scroll_back(&self.progress.back, -delta),
+            PaneId::Tools if delta.abs() == PAGE => scroll_fwd(&self.tools.scroll, delta),
+            PaneId::Tools => {
+                self.tools.nav.step(delta, self.state.tools.len());
+                self.tools.scroll.set(0);
+            }
+            PaneId::Stats => scroll_fwd(&self.stats.scroll, delta),
+            PaneId::Log => scroll_back(&self.log.back, -delta),
+        }
+    }
+
+    fn end(&mut self) {
+        match self.focus {
+            PaneId::Transcript | PaneId::Input => self.transcript.back.set(0),
+            PaneId::Frames => self.frames.cursor = None,
+            PaneId::Progress => self.progress.back.set(0),
+            PaneId::Log => self.log.back.set(0),
+            _ => self.move_by(isize::MAX / 2),
+        }
+    }
+
+    pub(crate) fn scroll_transcript(&mut self, lines_back: isize) {
+        scroll_back(&self.transcript.back, lines_back);
+    }
+
+    fn select_row_by(&mut self, delta: isize) {
+        let len = self.listed_sessions().len();
+        self.sessions_list.nav.step(delta, len);
+        self.select_row(self.sessions_list.nav.cursor);
+    }
+}
+
+fn scroll_fwd(cell: &Cell<usize>, delta: isize) {
+    scroll_back(cell, delta);
+}

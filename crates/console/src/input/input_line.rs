@@ -1,0 +1,143 @@
+//! The input line's keys (readline keys, Enter sends, Esc leaves or cancels the question)
+//! and what sending does: a line into a session the console did not open waits for a second
+//! Enter, once per session; a chat's outcome becomes a notice.
+//!
+//! Methods of [`Console`]: they return an [`Action`] for the event loop and never chat
+//! themselves.
+
+use crossterm::event::{KeyCode, KeyEvent};
+use ratatui::style::Style;
+use ratatui_textarea::{TextArea, WrapMode};
+
+use crate::input::actions::Action;
+
+use crate::view::console::{Console, Notice};
+use crate::view::nav::PAGE;
+
+use crate::view::ids::PaneId;
+use crate::view::keys;
+use crate::view::line_edit;
+use turnscope::sessions::ChatReply;
+
+impl Console {
+    pub(crate) fn input_key(&mut self, key: &KeyEvent) -> Option<Action> {
+        if keys::is_newline(key) {
+            self.input.insert_newline();
+            return None;
+        }
+        if line_edit::textarea_key(&mut self.input, key) {
+            return None;
+        }
+        match key.code {
+            KeyCode::Enter => return self.send(),
+            KeyCode::Tab => self.cycle(1),
+            KeyCode::BackTab => self.cycle(-1),
+            KeyCode::Esc if self.input_line.pending_send.is_some() => {
+                self.input_line.pending_send = None;
+                self.notice = Some(Notice {
+                    text: "not sent; the line is still here".into(),
+                    error: false,
+                });
+            }
+            KeyCode::Esc => self.focus = PaneId::Sessions,
+            KeyCode::F(1) => self.help.open = true,
+            KeyCode::PageUp => self.scroll_transcript(PAGE),
+            KeyCode::PageDown => self.scroll_transcript(-PAGE),
+            _ => {
+                self.input.input(*key);
+            }
+        }
+        None
+    }
+
+    /// Takes the input line as a chat action on the selected session.
+    pub(crate) fn send(&mut self) -> Option<Action> {
+        let Some(session) = self.selected else {
+            self.notice = Some(Notice {
+                text: "no session selected; select one in Sessions (1) first".into(),
+                error: true,
+            });
+            return None;
+        };
+        if let Some(row) = self.state.session(session)
+            && row.is_closed()
+            && Some(session) != self.own
+        {
+            self.notice = Some(Notice {
+                text: format!(
+                    "session #{session} is closed; select an open session in Sessions (1)"
+                ),
+                error: true,
+            });
+            return None;
+        }
+        if Some(session) != self.own && !self.input_line.confirmed.contains(&session) {
+            if self.input_line.pending_send != Some(session) {
+                let who = self
+                    .state
+                    .session(session)
+                    .map(|r| r.opener_label())
+                    .unwrap_or_else(|| "someone else".into());
+                self.input_line.pending_send = Some(session);
+                self.notice = Some(Notice {
+                    text: format!(
+                        "#{session} belongs to {who}: Enter again speaks into it as them (asked once per session); Esc cancels"
+                    ),
+                    error: true,
+                });
+                return None;
+            }
+            self.input_line.confirmed.insert(session);
+        }
+        self.input_line.pending_send = None;
+        let line = self.input.lines().join("\n");
+        let line = line.trim_end().to_string();
+        self.input = {
+            let mut fresh = TextArea::default();
+            fresh.set_wrap_mode(WrapMode::WordOrGlyph);
+            fresh.set_cursor_line_style(Style::new());
+            fresh.set_placeholder_text(self.input.placeholder_text().to_string());
+            fresh
+        };
+        self.transcript.back.set(0);
+        self.notice = None;
+        Some(Action::Chat { session, line })
+    }
+
+    /// Notes that a chat call started.
+    pub fn chat_started(&mut self, session: u64) {
+        self.input_line.waiting.insert(session);
+    }
+
+    /// Notes how a chat call ended: errors and reads become a notice; a reply shows in the
+    /// transcript on its own.
+    pub fn chat_done(&mut self, session: u64, line: &str, result: Result<ChatReply, String>) {
+        self.input_line.waiting.remove(&session);
+        self.notice = match result {
+            Err(message) => Some(Notice {
+                text: message,
+                error: true,
+            }),
+            Ok(reply) if reply.is_error() => Some(Notice {
+                text: format!(
+                    "turn {} ended in error: {}",
+                    reply.turn.unwrap_or(0),
+                    reply.error.unwrap_or_default()
+                ),
+                error: true,
+            }),
+            Ok(reply) if line.is_empty() => Some(Notice {
+                text: match reply.turn {
+                    Some(turn) => format!(
+                        "read turn {turn} of #{session}: {} ({} characters)",
+                        reply.end_reason.unwrap_or_default(),
+                        reply.reply.chars().count()
+                    ),
+                    None => format!("#{session} has no unread turn to read"),
+                },
+                error: false,
+            }),
+            Ok(_) => None,
+        };
+    }
+}

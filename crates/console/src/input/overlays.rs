@@ -1,0 +1,172 @@
+//! The keys of what sits over the panes: the turn view (stepping turns, scrolling), the
+//! transcript search and the frame filter being typed, and the question `q` asks while MCP
+//! clients hold sessions.
+//!
+//! Methods of [`Console`]: they change its fields only, never the server or the terminal.
+
+use std::cell::Cell;
+
+use crossterm::event::{KeyCode, KeyEvent};
+
+use crate::input::actions::Action;
+
+use crate::view::console::{Console, Notice};
+use crate::view::filter::FrameFilter;
+use crate::view::keys::{self, Command};
+use crate::view::line_edit::{Edit, LineEdit};
+use crate::view::nav::{PAGE, TurnPick, scroll_back};
+use turnscope::observe::SessionOpener;
+
+impl Console {
+    pub(crate) fn turn_view_key(&mut self, key: &KeyEvent) {
+        let Some(pick) = self.turn_view.as_ref() else {
+            return;
+        };
+        let scroll = |d: isize| scroll_back(&pick.scroll, d);
+        match key.code {
+            KeyCode::Left | KeyCode::Char('h' | '[') => self.step_turn(-1),
+            KeyCode::Right | KeyCode::Char('l' | ']') => self.step_turn(1),
+            _ => match keys::command(key) {
+                Some(Command::Up) => scroll(-1),
+                Some(Command::Down) => scroll(1),
+                Some(Command::PageUp) => scroll(-PAGE),
+                Some(Command::PageDown) => scroll(PAGE),
+                Some(Command::Home) => pick.scroll.set(0),
+                Some(Command::Back | Command::Enter | Command::Quit | Command::Turn) => {
+                    self.turn_view = None
+                }
+                Some(Command::Help) => self.help.open = true,
+                _ => {}
+            },
+        }
+    }
+
+    /// Opens the turn view on the selected session's latest turn.
+    pub fn open_turn_view(&mut self) {
+        let Some(session) = self.selected else {
+            self.notice = Some(Notice {
+                text: "no session selected; select one in Sessions (1) first".into(),
+                error: true,
+            });
+            return;
+        };
+        match self.state.transcript(session).last() {
+            Some(turn) => {
+                self.turn_view = Some(TurnPick {
+                    session,
+                    turn: turn.id,
+                    scroll: Cell::new(0),
+                })
+            }
+            None => {
+                self.notice = Some(Notice {
+                    text: format!("#{session} has no turn yet"),
+                    error: false,
+                })
+            }
+        }
+    }
+
+    /// Moves the turn view to the previous (-1) or next (+1) turn of its session.
+    pub(crate) fn step_turn(&mut self, delta: isize) {
+        let Some(pick) = self.turn_view.as_mut() else {
+            return;
+        };
+        let turns = self.state.transcript(pick.session);
+        let Some(at) = turns.iter().position(|t| t.id == pick.turn) else {
+            return;
+        };
+        let next = (at as isize + delta).clamp(0, turns.len() as isize - 1) as usize;
+        pick.turn = turns[next].id;
+        pick.scroll.set(0);
+    }
+
+    pub(crate) fn search_key(&mut self, key: &KeyEvent) {
+        let Some(line) = self.transcript.search_editing.as_mut() else {
+            return;
+        };
+        match line.key(key) {
+            Edit::Accept => self.transcript.search_editing = None,
+            Edit::Cancel => {
+                self.transcript.search_editing = None;
+                self.transcript.search.clear();
+                self.transcript.back.set(0);
+            }
+            Edit::Changed => {
+                self.transcript.search = line.text();
+                self.transcript.search_hit.set(0);
+            }
+            Edit::Same => {}
+        }
+    }
+
+    pub(crate) fn filter_key(&mut self, key: &KeyEvent) {
+        let Some(line) = self.frames.editing.as_mut() else {
+            return;
+        };
+        match line.key(key) {
+            Edit::Accept => self.frames.editing = None,
+            Edit::Cancel => {
+                self.frames.editing = None;
+                self.frames.filter = FrameFilter::default();
+            }
+            Edit::Changed => self.frames.filter = FrameFilter::parse(&line.text()),
+            Edit::Same => {}
+        }
+    }
+
+    /// `q`: quits, but asks first while MCP clients hold sessions (quitting ends them).
+    pub(crate) fn quit(&mut self) -> Option<Action> {
+        let held = self
+            .state
+            .session_rows()
+            .iter()
+            .filter(|r| {
+                !r.is_closed()
+                    && matches!(r.opener, SessionOpener::Mcp(_))
+                    && self.state.client_gone(r.number).is_none()
+            })
+            .count();
+        if held == 0 || self.read_only || self.quit_asked {
+            return Some(Action::Quit);
+        }
+        self.quit_asked = true;
+        self.notice = Some(Notice {
+            text: format!(
+                "q again quits and ends {held} MCP client session{}; Esc stays",
+                if held == 1 { "" } else { "s" }
+            ),
+            error: true,
+        });
+        None
+    }
+
+    /// `s` in the Sessions pane: the next sort, the selection kept.
+    pub(crate) fn cycle_sort(&mut self) {
+        self.sessions_list.sort = self.sessions_list.sort.next();
+        self.settle();
+    }
+
+    /// `/` in the Sessions pane: type a filter.
+    pub(crate) fn edit_session_filter(&mut self) {
+        self.sessions_list.editing = Some(LineEdit::new(&self.sessions_list.filter));
+    }
+
+    /// A key while the sessions filter is typed: Enter keeps it, Esc clears it.
+    pub(crate) fn session_filter_key(&mut self, key: &KeyEvent) {
+        let Some(line) = self.sessions_list.editing.as_mut() else {
+            return;
+        };
+        match line.key(key) {
+            Edit::Accept => self.sessions_list.editing = None,
+            Edit::Cancel => {
+                self.sessions_list.editing = None;
+                self.sessions_list.filter.clear();
+            }
+            Edit::Changed => self.sessions_list.filter = line.text(),
+            Edit::Same => return,
+        }
+        self.sessions_list.nav.cursor = 0;
+        self.settle();
+    }
+}

@@ -1,0 +1,181 @@
+//! The live feed: what the console reads from the running server. Events come through its own
+//! bus [`Subscription`] (bounded and lossy: the server never waits, misses are counted); each tick
+//! also snapshots the session table and the selected session's turns, which stay exact when
+//! events were missed. Finished turns are cached, so a tick copies only the turn in flight.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use turnscope::bot::TurnEnd;
+use turnscope::bridge::xiaozhi::BridgeStatuses;
+use turnscope::observe::event::now_us;
+use turnscope::observe::{Event, Subscription};
+use turnscope::sessions::Sessions;
+use turnscope::tools::ToolSpec;
+use turnscope::tools::registry::{ToolRegistry, describe_sources};
+
+use crate::state::{Activity, ConsoleState, SessionRow, TurnView};
+
+/// Most events folded in one go before the loop looks at the terminal again.
+pub const BATCH: usize = 4096;
+
+/// The console's view of a running server.
+pub struct LiveFeed {
+    sub: Subscription,
+    sessions: Sessions,
+    done: HashMap<(u64, u64), TurnView>,
+    cached_for: Option<u64>,
+    bridges: Option<BridgeStatuses>,
+    registry: Option<Arc<ToolRegistry>>,
+    specs: Option<Arc<[ToolSpec]>>,
+    /// The selected session as last seen, for one final snapshot once it has closed.
+    held: Option<Arc<turnscope::sessions::Session>>,
+}
+
+impl LiveFeed {
+    /// A feed over `sessions`, reading events from `sub`.
+    pub fn new(sub: Subscription, sessions: Sessions) -> Self {
+        Self {
+            sub,
+            sessions,
+            done: HashMap::new(),
+            cached_for: None,
+            bridges: None,
+            registry: None,
+            specs: None,
+            held: None,
+        }
+    }
+
+    /// Also shows these bridges' states.
+    pub fn with_bridges(mut self, bridges: BridgeStatuses) -> Self {
+        self.bridges = Some(bridges);
+        self
+    }
+
+    /// Also shows this registry's sources and skipped tools.
+    pub fn with_registry(mut self, registry: Option<Arc<ToolRegistry>>) -> Self {
+        self.registry = registry;
+        self
+    }
+
+    /// Sets the tool list (and the sources and skips) when the bot's tools changed since the
+    /// last call: an MCP server came up late or refreshed its list.
+    pub fn refresh_tools(&mut self, state: &mut ConsoleState) {
+        let specs = self.sessions.bot().tools().specs();
+        if self.specs.as_ref().is_some_and(|s| Arc::ptr_eq(s, &specs)) {
+            return;
+        }
+        match &self.registry {
+            Some(registry) => {
+                state.set_tools_and_skips(&specs, &registry.skipped());
+                state.set_tool_sources(describe_sources(registry));
+            }
+            None => state.set_tools(&specs),
+        }
+        self.specs = Some(specs);
+    }
+
+    /// The session table.
+    pub fn sessions(&self) -> &Sessions {
+        &self.sessions
+    }
+
+    /// Waits for the next event.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: an event is either returned or left on the bus.
+    pub async fn next(&mut self) -> Option<Arc<Event>> {
+        self.sub.recv().await
+    }
+
+    /// Folds `first` and then every event ready now, up to [`BATCH`]; returns how many.
+    pub fn fold(&mut self, state: &mut ConsoleState, first: &Arc<Event>) -> usize {
+        state.apply_shared(first);
+        let mut n = 1;
+        while n < BATCH {
+            let Some(event) = self.sub.try_recv() else {
+                break;
+            };
+            state.apply_shared(&event);
+            n += 1;
+        }
+        state.events_missed = self.sub.missed();
+        n
+    }
+
+    /// Lays a snapshot of the session table, and of `selected`'s turns, over `state`.
+    pub fn refresh(&mut self, state: &mut ConsoleState, selected: Option<u64>, own: Option<u64>) {
+        let now = now_us();
+        state.now_us = state.now_us.max(now);
+        if let Some(bridges) = &self.bridges {
+            state.set_bridges(bridges.all());
+        }
+        self.refresh_tools(state);
+        let handle_seconds = self.sessions.limits().handle_seconds;
+        let rows = self
+            .sessions
+            .list()
+            .into_iter()
+            .map(|s| {
+                let current = s.bot().current_turn();
+                let activity = match &current {
+                    Some(t) if !t.is_done() => Activity::InTurn,
+                    Some(t) if t.with_record(|r| r.end == Some(TurnEnd::Interrupted)) => {
+                        Activity::Interrupted
+                    }
+                    _ => Activity::Idle,
+                };
+                let age = s.opened.elapsed();
+                SessionRow {
+                    number: s.number,
+                    handle_prefix: s.handle_prefix(),
+                    opener: s.opener.clone(),
+                    mine: Some(s.number) == own,
+                    turns: current.map(|t| t.id).unwrap_or(0),
+                    activity,
+                    opened_us: now.saturating_sub(age.as_micros() as u64),
+                    age_s: age.as_secs(),
+                    idle_left_s: (!s.in_call())
+                        .then(|| handle_seconds.saturating_sub(s.idle().as_secs())),
+                }
+            })
+            .collect();
+        state.sync_sessions(rows);
+        if self.cached_for != selected || self.done.len() > 2 * crate::state::TURNS_KEPT {
+            self.done.clear();
+            self.cached_for = selected;
+        }
+        state.keep_live_turns_of(selected);
+        let Some(number) = selected else {
+            return;
+        };
+        // A session that just closed is read one last time from the handle kept at the last
+        // tick, so its transcript ends as the turn did, not as the previous tick caught it.
+        let session = match self.sessions.by_number(number) {
+            Some(s) => {
+                self.held = Some(s.clone());
+                s
+            }
+            None => match self.held.take() {
+                Some(s) if s.number == number => s,
+                _ => return,
+            },
+        };
+        let views = session
+            .turns()
+            .iter()
+            .map(|turn| {
+                if let Some(view) = self.done.get(&(number, turn.id)) {
+                    return view.clone();
+                }
+                let view = turn.with_record(TurnView::of_record);
+                if view.end.is_some() {
+                    self.done.insert((number, turn.id), view.clone());
+                }
+                view
+            })
+            .collect();
+        state.sync_turns(number, views);
+    }
+}

@@ -1,0 +1,421 @@
+//! The event loop: terminal input, chat results, bus events and a frame tick, in one task. Events
+//! are folded in batches at most every [`FOLD_EVERY`]; the screen is drawn only on the tick and
+//! only when something changed, at most [`FPS`] times a second ([`FLOOD_FPS`] in a flood while
+//! nobody types). Chat calls run in their own tasks, so the loop never waits on a turn.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossterm::event::Event as TermEvent;
+use futures::{Stream, StreamExt};
+use ratatui::Terminal;
+use ratatui::backend::Backend;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::input::actions::Action;
+
+use crate::error::ConsoleError;
+use crate::run::feed::LiveFeed;
+use crate::state::{ConsoleState, Header, Source};
+use crate::theme::Theme;
+use crate::view::console::{Console, Notice};
+use turnscope::app::App;
+use turnscope::observe::{SessionOpener, Subscription};
+use turnscope::sessions::{ChatReply, Sessions};
+
+/// Most frames drawn per second.
+pub const FPS: u64 = 30;
+
+/// Frames drawn per second while a flood of events runs and the person is not typing: text
+/// that scrolls this fast cannot be read anyway, and every frame costs the server a little.
+pub const FLOOD_FPS: u64 = 10;
+
+/// Events per second from which the console counts as flooded.
+pub const FLOOD_EVENTS: u64 = 2_000;
+
+/// The least time between two folds of bus events. Waking once per event would cost the
+/// server more than the folding itself under a flood; the bus holds 8192 events, far more
+/// than arrive in this time.
+pub const FOLD_EVERY: Duration = Duration::from_millis(10);
+
+/// How a chat call from the console ended: (session, line, reply or error text).
+type ChatDone = (u64, String, Result<ChatReply, String>);
+
+/// A console attached to a running app: its state filled with the header and tools, its own
+/// subscription to the bus, and a session opened for the person (selected).
+pub fn attach(app: &App, theme: Theme) -> (Console, LiveFeed) {
+    attach_with(app, theme, app.bus.subscribe())
+}
+
+/// Like [`attach`] with a subscription taken before the app started, so what the app
+/// published while starting (a bridge's warnings) is folded in too.
+pub fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console, LiveFeed) {
+    let mut state = ConsoleState::new(Header {
+        mcp_url: Some(app.server.mcp_url()),
+        model: app.model.describe(),
+        bridges: "none".into(),
+        source: Source::Live,
+        replica: Some((
+            app.sessions.replica().id().to_string(),
+            if app.sessions.is_draining() {
+                "draining"
+            } else {
+                "serving"
+            }
+            .to_string(),
+        )),
+    });
+    let bot = app.sessions.bot();
+    state.greeting = bot.greeting().map(str::to_string);
+    // Subscribe before opening the person's session, so its opening is seen.
+    let mut feed = LiveFeed::new(sub, app.sessions.clone())
+        .with_bridges(app.bridges.statuses())
+        .with_registry(app.tool_registry.clone());
+    feed.refresh_tools(&mut state);
+    let mut console = Console::new(state, theme, false);
+    match app.sessions.open(SessionOpener::Console) {
+        Ok(session) => {
+            console.own = Some(session.number);
+            console.selected = Some(session.number);
+        }
+        Err(e) => {
+            console.notice = Some(Notice {
+                text: format!("cannot open a session for you: {e}"),
+                error: true,
+            });
+        }
+    }
+    (console, feed)
+}
+
+/// Runs the loop until the person quits, `stop` is cancelled or input ends. With no `feed`
+/// (a replay) only input is handled.
+pub async fn event_loop<B, S>(
+    console: &mut Console,
+    terminal: &mut Terminal<B>,
+    mut feed: Option<&mut LiveFeed>,
+    mut input: S,
+    stop: CancellationToken,
+) -> Result<(), ConsoleError>
+where
+    B: Backend,
+    B::Error: Send + Sync + 'static,
+    S: Stream<Item = std::io::Result<TermEvent>> + Unpin,
+{
+    let mut tick = tokio::time::interval(Duration::from_millis(1000 / FPS));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    // Unbounded: one message per chat call, and each call is a line the person sent, so the
+    // queue is bounded by typing; a finished chat must never be dropped or block its task.
+    let (chat_tx, mut chat_rx) = mpsc::unbounded_channel::<ChatDone>();
+    let mut dirty = true;
+    let mut pacer = Pacer::new();
+    let mut last_fold = Instant::now();
+    loop {
+        tokio::select! {
+            biased;
+            _ = stop.cancelled() => break,
+            event = input.next() => match event {
+                Some(Ok(event)) => {
+                    dirty = true;
+                    pacer.input();
+                    match console.handle(&event) {
+                        Some(Action::Quit) => break,
+                        Some(action) => {
+                            let sessions = feed.as_deref().map(LiveFeed::sessions);
+                            perform(action, console, sessions, &chat_tx, &stop);
+                        }
+                        None => {}
+                    }
+                }
+                Some(Err(e)) => return Err(ConsoleError::ReadInput(e)),
+                None => break,
+            },
+            Some((session, line, result)) = chat_rx.recv() => {
+                console.chat_done(session, &line, result);
+                dirty = true;
+            }
+            _ = tick.tick() => {
+                if let Some(feed) = feed.as_deref_mut() {
+                    feed.refresh(&mut console.state, console.selected, console.own);
+                }
+                console.settle();
+                if pacer.should_draw(dirty) {
+                    console.before_draw();
+                    terminal
+                        .draw(|f| crate::draw::draw(f, console))
+                        .map_err(|e| ConsoleError::Draw(e.to_string()))?;
+                    dirty = false;
+                    pacer.drew();
+                }
+            }
+            event = next_event(feed.as_deref_mut(), last_fold + FOLD_EVERY) => {
+                if let (Some(event), Some(feed)) = (event, feed.as_deref_mut()) {
+                    let n = feed.fold(&mut console.state, &event);
+                    pacer.events(n);
+                    last_fold = Instant::now();
+                    dirty = true;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Decides when to draw: when something changed, at most [`FPS`] times a second, or
+/// [`FLOOD_FPS`] while events flood in and the person is not typing; and once a second anyway,
+/// since ages and idle times change with nothing happening.
+struct Pacer {
+    last_draw: Instant,
+    last_input: Instant,
+    window_start: Instant,
+    window_events: u64,
+    flooded: bool,
+}
+
+impl Pacer {
+    fn new() -> Self {
+        let now = Instant::now();
+        Self {
+            last_draw: now,
+            last_input: now,
+            window_start: now,
+            window_events: 0,
+            flooded: false,
+        }
+    }
+
+    fn input(&mut self) {
+        self.last_input = Instant::now();
+    }
+
+    fn events(&mut self, n: usize) {
+        self.window_events += n as u64;
+        if self.window_start.elapsed() >= Duration::from_secs(1) {
+            self.flooded = self.window_events >= FLOOD_EVENTS;
+            self.window_events = 0;
+            self.window_start = Instant::now();
+        }
+    }
+
+    fn should_draw(&mut self, dirty: bool) -> bool {
+        if self.window_start.elapsed() >= Duration::from_secs(2) {
+            self.flooded = false;
+        }
+        let typing = self.last_input.elapsed() < Duration::from_secs(1);
+        let fps = if self.flooded && !typing {
+            FLOOD_FPS
+        } else {
+            FPS
+        };
+        let since = self.last_draw.elapsed();
+        (dirty
+            && since >= Duration::from_millis(1000 / fps).saturating_sub(Duration::from_millis(5)))
+            || since >= Duration::from_secs(1)
+    }
+
+    fn drew(&mut self) {
+        self.last_draw = Instant::now();
+    }
+}
+
+/// The next bus event, not before `not_before`.
+async fn next_event(
+    feed: Option<&mut LiveFeed>,
+    not_before: Instant,
+) -> Option<Arc<turnscope::observe::Event>> {
+    match feed {
+        Some(feed) => {
+            if not_before > Instant::now() {
+                tokio::time::sleep_until(not_before.into()).await;
+            }
+            feed.next().await
+        }
+        None => std::future::pending().await,
+    }
+}
+
+fn perform(
+    action: Action,
+    console: &mut Console,
+    sessions: Option<&Sessions>,
+    chat_tx: &mpsc::UnboundedSender<ChatDone>,
+    stop: &CancellationToken,
+) {
+    if let Action::Export { session, text } = &action {
+        console.notice = Some(export_to_file(*session, text));
+        return;
+    }
+    let Some(sessions) = sessions else {
+        return;
+    };
+    match action {
+        Action::Quit | Action::Export { .. } => {}
+        Action::Yank { session } => {
+            console.notice = Some(match sessions.by_number(session) {
+                Some(s) => {
+                    use std::io::Write;
+                    let mut out = std::io::stdout();
+                    let sent = out
+                        .write_all(crate::run::clipboard::osc52(&s.handle()).as_bytes())
+                        .and_then(|()| out.flush());
+                    match sent {
+                        Ok(()) => Notice {
+                            text: format!(
+                                "#{session}'s handle sent to the clipboard (OSC 52; a terminal may refuse it)"
+                            ),
+                            error: false,
+                        },
+                        Err(e) => Notice {
+                            text: format!("cannot write to the terminal: {e}"),
+                            error: true,
+                        },
+                    }
+                }
+                None => Notice {
+                    text: format!("#{session} is closed; its handle is gone"),
+                    error: true,
+                },
+            });
+        }
+        Action::NewSession => match sessions.open(SessionOpener::Console) {
+            Ok(s) => {
+                console.selected = Some(s.number);
+                console.notice = Some(Notice {
+                    text: format!("opened #{} for you", s.number),
+                    error: false,
+                });
+            }
+            Err(e) => {
+                console.notice = Some(Notice {
+                    text: e.to_string(),
+                    error: true,
+                })
+            }
+        },
+        Action::Close { session } => {
+            if let Some(s) = sessions.by_number(session) {
+                let sessions = sessions.clone();
+                tokio::spawn(async move {
+                    sessions.close(&s, "closed from the console").await;
+                });
+            }
+        }
+        Action::Chat { session, line } => {
+            let target = match sessions.by_number(session) {
+                Some(s) => s,
+                None if Some(session) == console.own => match sessions.open(SessionOpener::Console)
+                {
+                    Ok(s) => {
+                        console.own = Some(s.number);
+                        console.selected = Some(s.number);
+                        console.notice = Some(Notice {
+                            text: format!(
+                                "your session #{session} had ended; opened #{} for you",
+                                s.number
+                            ),
+                            error: false,
+                        });
+                        s
+                    }
+                    Err(e) => {
+                        console.notice = Some(Notice {
+                            text: e.to_string(),
+                            error: true,
+                        });
+                        return;
+                    }
+                },
+                None => {
+                    console.notice = Some(Notice {
+                        text: format!(
+                            "session #{session} is closed; select an open session in Sessions (1)"
+                        ),
+                        error: true,
+                    });
+                    return;
+                }
+            };
+            console.chat_started(target.number);
+            let sessions = sessions.clone();
+            let tx = chat_tx.clone();
+            let cancel = stop.child_token();
+            tokio::spawn(async move {
+                let result = sessions
+                    .chat_on(&target, &line, None, &cancel)
+                    .await
+                    .map_err(|e| e.to_string());
+                let _ = tx.send((target.number, line, result));
+            });
+        }
+        Action::Interrupt { session } => {
+            if let Some(s) = sessions.by_number(session) {
+                tokio::spawn(async move {
+                    s.bot().interrupt().await;
+                });
+            }
+        }
+    }
+}
+
+/// The console's subscription, taken on `bus` before the app starts (see [`run_with`]).
+pub fn listen_early(bus: &turnscope::observe::Bus) -> Subscription {
+    bus.subscribe()
+}
+
+/// Writes a session's report to `turnscope-session-N-SECONDS.txt` in the working directory.
+fn export_to_file(session: u64, text: &str) -> Notice {
+    let name = format!(
+        "turnscope-session-{session}-{}.txt",
+        turnscope::observe::event::now_us() / 1_000_000
+    );
+    match std::fs::write(&name, text) {
+        Ok(()) => Notice {
+            text: format!("#{session} exported to {name}"),
+            error: false,
+        },
+        Err(e) => Notice {
+            text: format!("cannot write {name}: {e}"),
+            error: true,
+        },
+    }
+}
+
+/// Runs the console over a started app until the person quits, then ends every session
+/// (`App::shutdown`). The terminal is restored even when the console panics.
+pub async fn run(app: App, theme: Theme) -> Result<(), ConsoleError> {
+    let sub = app.bus.subscribe();
+    run_with(app, theme, sub).await
+}
+
+/// Like [`run`] with a subscription taken before the app started ([`listen_early`]): warnings
+/// published while it started (bridges, tool sources) reach the Log pane.
+pub async fn run_with(app: App, theme: Theme, sub: Subscription) -> Result<(), ConsoleError> {
+    let (console, feed) = attach_with(&app, theme, sub);
+    let (terminal, guard) = match crate::run::terminal::enter() {
+        Ok(t) => t,
+        Err(e) => {
+            app.shutdown().await;
+            return Err(e);
+        }
+    };
+    let stop = CancellationToken::new();
+    let on_signal = stop.clone();
+    let signals = tokio::spawn(async move {
+        super::signals::wait_for_termination().await;
+        on_signal.cancel();
+    });
+    let ui = tokio::spawn(async move {
+        let (mut console, mut feed, mut terminal) = (console, feed, terminal);
+        let input = crossterm::event::EventStream::new();
+        event_loop(&mut console, &mut terminal, Some(&mut feed), input, stop).await
+    });
+    let outcome = ui.await;
+    signals.abort();
+    drop(guard);
+    app.shutdown().await;
+    match outcome {
+        Ok(result) => result,
+        Err(e) => Err(ConsoleError::Panicked(e.to_string())),
+    }
+}

@@ -1,0 +1,10 @@
+//! The loop layer: the terminal, the live feed from the bus and the session table, the
+//! event loop's pacing, and replay. The only layer that touches the terminal, the server or the
+//! clock.
+
+pub mod clipboard;
+pub mod feed;
+pub mod live;
+pub mod replay;
+pub mod signals;
+pub mod terminal;

@@ -1,0 +1,203 @@
+//! The console's journal: every failure and log line, with its time and session, for the
+//! Log pane, and the error counts the header and the Sessions pane show.
+//!
+//! Folded by [`ConsoleState`](crate::state::ConsoleState) from refused MCP calls, tool errors,
+//! model faults, bridge and tool-source troubles and log lines. Bounded by [`JOURNAL_KEPT`];
+//! the counts keep counting after the oldest entries are evicted. It never reads the clock.
+
+use std::collections::{BTreeMap, VecDeque};
+
+/// Entries kept for the Log pane; older ones are evicted (the counts keep them).
+pub const JOURNAL_KEPT: usize = 1_000;
+
+/// How bad an entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// Something worth knowing.
+    Info,
+    /// Something went wrong but carried on (a bridge reconnecting, a source retried).
+    Warn,
+    /// A call or a turn failed.
+    Error,
+}
+
+impl Level {
+    /// The level of a log line's `info` / `warn` / `error`.
+    pub fn parse(text: &str) -> Level {
+        match text {
+            "error" => Level::Error,
+            "warn" | "warning" => Level::Warn,
+            _ => Level::Info,
+        }
+    }
+
+    /// `info`, `warn` or `error`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Level::Info => "info",
+            Level::Warn => "warn",
+            Level::Error => "error",
+        }
+    }
+}
+
+/// One journal entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// When (µs since the epoch; 0 when unknown).
+    pub at_us: u64,
+    /// How bad.
+    pub level: Level,
+    /// The session it concerns, when any.
+    pub session: Option<u64>,
+    /// Where it comes from: `start refused`, `tool clock`, `model`, `bridge xiaozhi a`, `log`.
+    pub source: String,
+    /// What happened.
+    pub message: String,
+    /// How many times in a row it happened (the time is the latest).
+    pub repeats: u64,
+}
+
+impl Entry {
+    /// An entry that happened once.
+    pub fn new(
+        at_us: u64,
+        level: Level,
+        session: Option<u64>,
+        source: String,
+        message: String,
+    ) -> Entry {
+        Entry {
+            at_us,
+            level,
+            session,
+            source,
+            message,
+            repeats: 1,
+        }
+    }
+}
+
+/// The journal: recent entries and counts.
+#[derive(Debug, Default)]
+pub struct Journal {
+    entries: VecDeque<Entry>,
+    /// Errors seen in all.
+    pub errors: u64,
+    /// Warnings seen in all.
+    pub warnings: u64,
+    per_session: BTreeMap<u64, u64>,
+}
+
+impl Journal {
+    fn count(&mut self, level: Level, session: Option<u64>) {
+        match level {
+            Level::Error => {
+                self.errors += 1;
+                if let Some(n) = session {
+                    *self.per_session.entry(n).or_default() += 1;
+                }
+            }
+            Level::Warn => self.warnings += 1,
+            Level::Info => {}
+        }
+    }
+
+    /// Notes an entry whose source is `source` followed by `suffix`: when it repeats the
+    /// latest entry it only counts (nothing is allocated, so a flood of one refusal costs
+    /// little); else it is added.
+    pub fn note(
+        &mut self,
+        at_us: u64,
+        level: Level,
+        session: Option<u64>,
+        (source, suffix): (&str, &str),
+        message: &str,
+    ) {
+        if let Some(last) = self.entries.back_mut()
+            && last.level == level
+            && last.session == session
+            && last.message == message
+            && last.source.strip_suffix(suffix) == Some(source)
+        {
+            last.repeats += 1;
+            last.at_us = at_us;
+            self.count(level, session);
+            return;
+        }
+        self.push(Entry::new(
+            at_us,
+            level,
+            session,
+            format!("{source}{suffix}"),
+            message.to_string(),
+        ));
+    }
+
+    /// Adds an entry (evicting the oldest past [`JOURNAL_KEPT`]).
+    pub fn push(&mut self, entry: Entry) {
+        self.count(entry.level, entry.session);
+        if self.entries.len() == JOURNAL_KEPT {
+            self.entries.pop_front();
+        }
+        self.entries.push_back(entry);
+    }
+
+    /// The entries kept, oldest first.
+    pub fn entries(&self) -> &VecDeque<Entry> {
+        &self.entries
+    }
+
+    /// Errors of one session.
+    pub fn errors_of(&self, session: u64) -> u64 {
+        self.per_session.get(&session).copied().unwrap_or(0)
+    }
+
+    /// Forgets a session's count (its row was forgotten).
+    pub fn forget(&mut self, session: u64) {
+        self.per_session.remove(&session);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(level: Level, session: Option<u64>) -> Entry {
+        Entry::new(1, level, session, "t".into(), "m".into())
+    }
+
+    #[test]
+    fn a_repeated_entry_is_counted_not_kept_again() {
+        let mut j = Journal::default();
+        for at in 0..5 {
+            j.note(
+                at,
+                Level::Error,
+                None,
+                ("chat", " refused"),
+                "no such handle",
+            );
+        }
+        j.note(9, Level::Error, None, ("start", " refused"), "full");
+        assert_eq!(j.entries().len(), 2);
+        assert_eq!(j.entries()[0].repeats, 5);
+        assert_eq!(j.entries()[0].at_us, 4);
+        assert_eq!(j.entries()[0].source, "chat refused");
+        assert_eq!(j.errors, 6);
+    }
+
+    #[test]
+    fn counts_outlive_evicted_entries() {
+        let mut j = Journal::default();
+        for _ in 0..JOURNAL_KEPT + 5 {
+            j.push(entry(Level::Error, Some(2)));
+        }
+        j.push(entry(Level::Warn, None));
+        assert_eq!(j.entries().len(), JOURNAL_KEPT);
+        assert_eq!(j.errors, JOURNAL_KEPT as u64 + 5);
+        assert_eq!(j.warnings, 1);
+        assert_eq!(j.errors_of(2), JOURNAL_KEPT as u64 + 5);
+        assert_eq!(j.errors_of(3), 0);
+    }
+}

@@ -1,0 +1,356 @@
+//! The rows and views the console state holds: one type per thing a pane lists.
+//!
+//! Plain data, built by [`ConsoleState`](crate::state::ConsoleState) from events and
+//! snapshots; nothing here reads the clock or the server.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use turnscope::observe::stats::Summary;
+use turnscope::observe::{Event, FrameEvent, SessionOpener};
+
+use crate::state::SESSION_SAMPLES;
+
+/// What the header shows about the server.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Header {
+    /// The MCP URL, when a server runs.
+    pub mcp_url: Option<String>,
+    /// The model in use, as `ModelInfo::describe` says it.
+    pub model: String,
+    /// The bridges' state in a few words.
+    pub bridges: String,
+    /// Where the events come from.
+    pub source: Source,
+    /// The replica id and its state (`serving`, `draining`), when known.
+    pub replica: Option<(String, String)>,
+}
+
+/// Where the console's events come from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Source {
+    /// The running server's bus.
+    #[default]
+    Live,
+    /// A file written by `--events`, read-only.
+    Replay {
+        /// The file as given.
+        file: String,
+        /// Lines that could not be read, with their numbers.
+        problems: Vec<String>,
+    },
+}
+
+/// What a session is doing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Activity {
+    /// No turn in flight.
+    Idle,
+    /// A turn is streaming.
+    InTurn,
+    /// Its last turn was interrupted.
+    Interrupted,
+    /// Closed, with the reason.
+    Closed(String),
+}
+
+impl Activity {
+    /// A short label for the Sessions pane.
+    pub fn label(&self) -> String {
+        match self {
+            Activity::Idle => "idle".into(),
+            Activity::InTurn => "in turn".into(),
+            Activity::Interrupted => "interrupted".into(),
+            Activity::Closed(reason) => format!("closed: {reason}"),
+        }
+    }
+}
+
+/// One row of the Sessions pane.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionRow {
+    /// Session number.
+    pub number: u64,
+    /// First 8 characters of the handle.
+    pub handle_prefix: String,
+    /// Who opened it.
+    pub opener: SessionOpener,
+    /// Whether the console opened it for the person.
+    pub mine: bool,
+    /// Turns started.
+    pub turns: u64,
+    /// What it is doing.
+    pub activity: Activity,
+    /// When it opened (µs since the epoch).
+    pub opened_us: u64,
+    /// Seconds since it opened.
+    pub age_s: u64,
+    /// Seconds until the idle sweep may close it (live only).
+    pub idle_left_s: Option<u64>,
+}
+
+impl SessionRow {
+    /// `console (you)`, `mcp: NAME` or `api`.
+    pub fn opener_label(&self) -> String {
+        match &self.opener {
+            SessionOpener::Console if self.mine => "console (you)".into(),
+            SessionOpener::Console => "console".into(),
+            SessionOpener::Mcp(name) => format!("mcp: {name}"),
+            SessionOpener::Api => "api".into(),
+        }
+    }
+
+    /// Whether it is closed.
+    pub fn is_closed(&self) -> bool {
+        matches!(self.activity, Activity::Closed(_))
+    }
+}
+
+/// One tool call of a turn: built the same from a live record and from a replayed event.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolLine {
+    /// Tool name.
+    pub name: String,
+    /// The arguments as the model sent them (JSON text).
+    pub arguments: String,
+    /// The result text, or the error.
+    pub result: String,
+    /// The result's full size in bytes (the text may be cut in a replay).
+    pub result_bytes: usize,
+    /// How long it ran, once finished.
+    pub duration_us: Option<u64>,
+    /// Whether it failed.
+    pub error: bool,
+    /// Whether it is still running.
+    pub running: bool,
+}
+
+impl ToolLine {
+    /// The line heading a call: `clock({}) → 23 B · 0.6 ms`, `echo(…) → error · 1.0 ms`.
+    pub fn head(&self, args_room: usize) -> String {
+        let args = crate::text::one_line(&self.arguments);
+        let args = if args.is_empty() {
+            "{}".to_string()
+        } else {
+            crate::text::truncate(&args, args_room.max(3))
+        };
+        let outcome = match (self.running, self.error) {
+            (true, _) => "running…".to_string(),
+            (false, true) => "error".to_string(),
+            (false, false) => format!("{} B", self.result_bytes),
+        };
+        match self.duration_us {
+            Some(us) => format!(
+                "{}({args}) → {outcome} · {}",
+                self.name,
+                crate::text::micros(us)
+            ),
+            None => format!("{}({args}) → {outcome}", self.name),
+        }
+    }
+}
+
+/// One turn as the Transcript pane shows it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TurnView {
+    /// Turn id within the session.
+    pub id: u64,
+    /// The user's line.
+    pub line: String,
+    /// The reply so far.
+    pub reply: String,
+    /// Why it ended, once it has.
+    pub end: Option<String>,
+    /// Rounds of function calls.
+    pub rounds: u32,
+    /// Tool calls made (and running).
+    pub tools: Vec<ToolLine>,
+    /// Time to the first piece, µs.
+    pub first_piece_us: Option<u64>,
+    /// Total time, µs.
+    pub total_us: Option<u64>,
+}
+
+impl TurnView {
+    /// The view of a live turn's record.
+    pub fn of_record(r: &turnscope::bot::TurnRecord) -> TurnView {
+        let mut tools: Vec<ToolLine> = r
+            .tool_calls
+            .iter()
+            .map(|c| ToolLine {
+                name: c.call.name.clone(),
+                arguments: c.call.arguments.clone(),
+                result: c.outcome.text.clone(),
+                result_bytes: c.outcome.text.len(),
+                duration_us: Some(c.duration.as_micros() as u64),
+                error: c.outcome.is_error,
+                running: false,
+            })
+            .collect();
+        tools.extend(r.pending_calls.iter().map(|c| ToolLine {
+            name: c.name.clone(),
+            arguments: c.arguments.clone(),
+            running: true,
+            ..ToolLine::default()
+        }));
+        TurnView {
+            id: r.id,
+            line: r.line.clone(),
+            reply: r.reply.clone(),
+            end: r.end.as_ref().map(ToString::to_string),
+            rounds: r.rounds,
+            tools,
+            first_piece_us: r.first_piece.map(|d| d.as_micros() as u64),
+            total_us: r.total.map(|d| d.as_micros() as u64),
+        }
+    }
+}
+
+/// One frame kept for the Frames pane, numbered in arrival order. It shares the bus's event
+/// instead of copying it, so keeping a frame costs no allocation.
+#[derive(Debug, Clone)]
+pub struct FrameRow {
+    /// Arrival number in this console (unique, increasing).
+    pub seq: u64,
+    event: Arc<Event>,
+}
+
+impl FrameRow {
+    /// A row for a frame event; `None` for any other event.
+    pub fn new(seq: u64, event: Arc<Event>) -> Option<FrameRow> {
+        matches!(*event, Event::Frame(_)).then_some(FrameRow { seq, event })
+    }
+
+    /// The frame crossing.
+    pub fn frame(&self) -> &FrameEvent {
+        match &*self.event {
+            Event::Frame(f) => f,
+            // `new` admits frame events only.
+            _ => &NO_FRAME,
+        }
+    }
+}
+
+static NO_FRAME: std::sync::LazyLock<FrameEvent> = std::sync::LazyLock::new(|| FrameEvent {
+    id: 0,
+    session: 0,
+    turn: 0,
+    kind: "".into(),
+    name: "".into(),
+    from: "".into(),
+    to: "".into(),
+    direction: "".into(),
+    at_us: 0,
+    detail: String::new(),
+    depth: 0,
+});
+
+/// One progress notification as sent to a caller.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProgressRow {
+    /// Session number.
+    pub session: u64,
+    /// The `progress` value sent.
+    pub progress: u64,
+    /// Pieces this notification carried (more than 1 = coalesced).
+    pub pieces: u32,
+    /// The message sent.
+    pub message: String,
+    /// When (µs since the epoch).
+    pub at_us: u64,
+}
+
+/// Progress totals of one session.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProgressTotals {
+    /// Notifications sent.
+    pub notes: u64,
+    /// Pieces they carried.
+    pub pieces: u64,
+    /// Notifications that carried more than one piece.
+    pub coalesced: u64,
+    /// First notification (µs since the epoch).
+    pub first_us: u64,
+    /// Last notification (µs since the epoch).
+    pub last_us: u64,
+}
+
+impl ProgressTotals {
+    /// Notifications per second between the first and the last.
+    pub fn rate(&self) -> Option<f64> {
+        let span = self.last_us.saturating_sub(self.first_us);
+        (self.notes > 1 && span > 0).then(|| (self.notes - 1) as f64 * 1e6 / span as f64)
+    }
+}
+
+/// A tool as the Tools pane shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolView {
+    /// Tool name.
+    pub name: String,
+    /// Where it comes from.
+    pub source: String,
+    /// Its description.
+    pub description: String,
+    /// The input schema, pretty-printed.
+    pub schema: String,
+    /// The OpenAI `parameters` the bridge would send, pretty-printed, or why it cannot.
+    pub openai: Result<String, String>,
+    /// Collisions, renames and dropped fragments, explained.
+    pub notes: Vec<String>,
+    /// Why the bot does not offer it, when it was skipped (a name taken, a cap).
+    pub skipped: Option<String>,
+}
+
+/// A log line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogLine {
+    /// `info`, `warn` or `error`.
+    pub level: String,
+    /// The message.
+    pub message: String,
+}
+
+/// Recent samples of each metric of one session.
+#[derive(Debug, Default)]
+pub struct Samples {
+    metrics: BTreeMap<String, VecDeque<u64>>,
+}
+
+impl Samples {
+    pub(crate) fn record(&mut self, metric: &str, us: u64) {
+        let window = self.metrics.entry(metric.to_string()).or_default();
+        if window.len() == SESSION_SAMPLES {
+            window.pop_front();
+        }
+        window.push_back(us);
+    }
+
+    /// Summaries and recent samples of each metric, by name.
+    pub fn summaries(&self) -> Vec<(String, Summary, Vec<u64>)> {
+        self.metrics
+            .iter()
+            .map(|(name, w)| {
+                let recent: Vec<u64> = w.iter().copied().collect();
+                let mut sorted = recent.clone();
+                sorted.sort_unstable();
+                // Nearest rank: the smallest sample with at least q of them at or below it.
+                let at = |q: f64| {
+                    let rank = (q * sorted.len() as f64).ceil() as usize;
+                    sorted[rank.clamp(1, sorted.len()) - 1]
+                };
+                (
+                    name.clone(),
+                    Summary {
+                        count: sorted.len() as u64,
+                        p50_us: at(0.5),
+                        p95_us: at(0.95),
+                        p99_us: at(0.99),
+                        max_us: *sorted.last().unwrap_or(&0),
+                    },
+                    recent,
+                )
+            })
+            .collect()
+    }
+}

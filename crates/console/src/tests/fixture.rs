@@ -1,0 +1,402 @@
+//! A fixed, deterministic console state for the tests: three sessions (the person's, an MCP
+//! client's with a turn streaming, a closed one), frames, progress, stats, logs and tools.
+//! Every time is a fixed offset from [`T0`], so nothing depends on the clock.
+
+use std::borrow::Cow;
+
+use serde_json::json;
+
+use crate::state::{Activity, ConsoleState, Header, SessionRow, Source};
+use crate::theme::Theme;
+use crate::view::console::Console;
+use turnscope::observe::event::{BridgeEvent, ToolSourceEvent, ToolSourceState};
+use turnscope::observe::{
+    Event, FrameEvent, SessionEvent, SessionOpener, ToolCallEvent, TurnEndEvent,
+};
+use turnscope::tools::merge::{Skip, SkipReason};
+use turnscope::tools::{ToolSpec, builtin};
+
+/// The fixture's clock origin (µs since the epoch).
+pub const T0: u64 = 1_700_000_000_000_000;
+
+const MS: u64 = 1_000;
+const S: u64 = 1_000_000;
+
+/// The pipeline's links, in order, as the bot's pipeline names them.
+const LINKS: [(&str, &str); 6] = [
+    ("source", "input"),
+    ("input", "user-aggregator"),
+    ("user-aggregator", "model"),
+    ("model", "output"),
+    ("output", "assistant-aggregator"),
+    ("assistant-aggregator", "sink"),
+];
+
+/// Builds events with increasing frame ids.
+pub struct Script {
+    /// The events so far.
+    pub events: Vec<Event>,
+    next_id: u64,
+}
+
+impl Script {
+    fn new() -> Self {
+        Self {
+            events: Vec::new(),
+            next_id: 100,
+        }
+    }
+
+    /// A frame crossing every link from `from_link` on.
+    fn frame(
+        &mut self,
+        (session, turn): (u64, u64),
+        kind: &'static str,
+        name: &'static str,
+        detail: &str,
+        at: u64,
+        from_link: usize,
+    ) {
+        self.next_id += 1;
+        for (i, (from, to)) in LINKS.iter().enumerate().skip(from_link) {
+            self.events.push(Event::Frame(FrameEvent {
+                id: self.next_id,
+                session,
+                turn,
+                kind: Cow::Borrowed(kind),
+                name: Cow::Borrowed(name),
+                from: Cow::Borrowed(from),
+                to: Cow::Borrowed(to),
+                direction: Cow::Borrowed("down"),
+                at_us: at + i as u64 * 100,
+                detail: detail.to_string(),
+                depth: 0,
+            }));
+        }
+    }
+
+    fn session(&mut self, session: u64, opener: SessionOpener, at: u64, closed: Option<&str>) {
+        self.events.push(Event::Session(SessionEvent {
+            session,
+            handle_prefix: format!("{session}a2b3c4d")[..8].to_string(),
+            opener,
+            closed: closed.map(str::to_string),
+            at_us: at,
+        }));
+    }
+
+    fn turn(&mut self, session: u64, turn: u64, line: &str, at: u64) {
+        self.events.push(Event::TurnStarted {
+            session,
+            turn,
+            line: line.into(),
+            at_us: at,
+        });
+        self.frame((session, turn), "data", "UserLine", line, at, 0);
+        self.frame((session, turn), "data", "RunModel", "", at + MS, 2);
+        self.frame(
+            (session, turn),
+            "control",
+            "ResponseStart",
+            "",
+            at + 20 * MS,
+            3,
+        );
+    }
+
+    fn pieces(&mut self, session: u64, turn: u64, pieces: &[&str], at: u64) {
+        for (i, p) in pieces.iter().enumerate() {
+            self.frame(
+                (session, turn),
+                "data",
+                "TextPiece",
+                p,
+                at + i as u64 * 30 * MS,
+                3,
+            );
+        }
+    }
+
+    /// Ends a turn: (rounds, tool calls) and (first piece, total) in µs.
+    fn end(
+        &mut self,
+        session: u64,
+        turn: u64,
+        at: u64,
+        (rounds, tools): (u32, u32),
+        (first, total): (u64, u64),
+    ) {
+        self.frame((session, turn), "control", "ResponseEnd", "calls=0", at, 3);
+        self.events.push(Event::TurnEnded(TurnEndEvent {
+            session,
+            turn,
+            reason: "completed".into(),
+            reply_bytes: 10,
+            rounds,
+            tool_calls: tools,
+            first_piece_us: Some(first),
+            total_us: total,
+        }));
+    }
+}
+
+/// The fixture's events: what a short live run would have published.
+pub fn events() -> Vec<Event> {
+    let mut s = Script::new();
+    s.session(1, SessionOpener::Console, T0, None);
+    s.frame((1, 0), "system", "Start", "", T0, 0);
+    s.session(2, SessionOpener::Mcp("claude-code".into()), T0 + S, None);
+    s.session(3, SessionOpener::Api, T0 + 2 * S, None);
+
+    s.turn(1, 1, "hello there", T0 + 3 * S);
+    s.pieces(
+        1,
+        1,
+        &["Hello", " there!", " How can I help?"],
+        T0 + 3 * S + 40 * MS,
+    );
+    s.events.push(Event::ModelRequest {
+        session: 1,
+        turn: 1,
+        first_piece_us: Some(40 * MS),
+        total_us: 130 * MS,
+        error: None,
+        at_us: T0 + 3 * S,
+        response: Default::default(),
+        request: None,
+        answer: None,
+    });
+    s.end(1, 1, T0 + 3 * S + 130 * MS, (0, 0), (40 * MS, 131 * MS));
+
+    s.turn(1, 2, "what does the clock say", T0 + 4 * S);
+    s.frame(
+        (1, 2),
+        "system",
+        "FunctionCallsStarted",
+        "clock({})",
+        T0 + 4 * S + 60 * MS,
+        3,
+    );
+    s.events.push(Event::ToolCall(ToolCallEvent {
+        session: 1,
+        turn: 2,
+        name: "clock".into(),
+        duration_us: 80,
+        result_bytes: 23,
+        error: None,
+        arguments: "{}".into(),
+        result: "2026-01-01 12:00:00 UTC".into(),
+        started_us: T0 + 4 * S + 60 * MS,
+    }));
+    s.frame(
+        (1, 2),
+        "data",
+        "FunctionCallResult",
+        "clock({}) -> 23 B (0.1 ms)",
+        T0 + 4 * S + 61 * MS,
+        3,
+    );
+    s.events.push(Event::ModelRequest {
+        session: 1,
+        turn: 2,
+        first_piece_us: None,
+        total_us: 60 * MS,
+        error: None,
+        at_us: T0 + 4 * S,
+        response: Default::default(),
+        request: None,
+        answer: None,
+    });
+    s.pieces(
+        1,
+        2,
+        &["The clock tool says:", " 12:00 UTC."],
+        T0 + 4 * S + 90 * MS,
+    );
+    s.events.push(Event::ModelRequest {
+        session: 1,
+        turn: 2,
+        first_piece_us: Some(30 * MS),
+        total_us: 70 * MS,
+        error: None,
+        at_us: T0 + 4 * S + 80 * MS,
+        response: Default::default(),
+        request: None,
+        answer: None,
+    });
+    s.end(1, 2, T0 + 4 * S + 150 * MS, (1, 1), (90 * MS, 152 * MS));
+
+    s.turn(2, 1, "tell me a story", T0 + 5 * S);
+    s.pieces(2, 1, &["Once", " upon", " a time"], T0 + 5 * S + 50 * MS);
+    for (progress, message, pieces, at) in [(1, "Once", 1, 50), (3, " upon a time", 2, 120)] {
+        s.events.push(Event::Progress {
+            session: 2,
+            progress,
+            message: message.into(),
+            pieces,
+            at_us: T0 + 5 * S + at * MS,
+        });
+    }
+    s.events.push(Event::Served {
+        route: "mcp tools/call start".into(),
+        duration_us: 900,
+        ok: true,
+        error: None,
+        session: None,
+        at_us: 0,
+    });
+    s.events.push(Event::Served {
+        route: "mcp tools/call chat".into(),
+        duration_us: 140 * MS,
+        ok: true,
+        error: None,
+        session: None,
+        at_us: 0,
+    });
+    for _ in 0..2 {
+        s.events.push(Event::Served {
+            route: "mcp tools/call start".into(),
+            duration_us: 300,
+            ok: false,
+            error: Some(
+                "all 3 sessions are in use; end one (or wait for the idle sweep) and call start again"
+                    .into(),
+            ),
+            session: None,
+            at_us: T0 + 5 * S + 200 * MS,
+        });
+    }
+    s.events.push(Event::ToolSource(ToolSourceEvent {
+        server: "files".into(),
+        transport: "stdio".into(),
+        session: None,
+        state: ToolSourceState::Connected,
+        tools: 2,
+        detail: String::new(),
+        at_us: T0 + 6 * S,
+    }));
+    s.events.push(Event::ToolSource(ToolSourceEvent {
+        server: "web".into(),
+        transport: "http".into(),
+        session: None,
+        state: ToolSourceState::Failed,
+        tools: 0,
+        detail: "connection refused".into(),
+        at_us: T0 + 6 * S,
+    }));
+    s.events.push(Event::Bridge(BridgeEvent {
+        kind: "xiaozhi".into(),
+        name: "kitchen".into(),
+        endpoint: "wss://api.example/mcp/?token=***".into(),
+        upstream: "bot: start/chat".into(),
+        upstream_state: "up".into(),
+        connected: true,
+        reconnects: 0,
+        frames_in: 4,
+        frames_out: 4,
+        malformed: 0,
+        blocked: 0,
+        last_error: None,
+        token_rejected: false,
+        at_us: T0 + 6 * S,
+    }));
+    s.session(3, SessionOpener::Api, T0 + 9 * S, Some("idle too long"));
+    s.events.push(Event::Log {
+        at_ms: (T0 + 9 * S) / 1000,
+        level: "warn".into(),
+        message: "model slow to answer (1.2 s to first byte)".into(),
+    });
+    s.events
+}
+
+/// The tools of the fixture: the built-ins, one with a name OpenAI refuses and a `$ref`
+/// schema, one whose schema cannot be converted, and a name collision.
+pub fn tools() -> Vec<ToolSpec> {
+    let mut specs = vec![
+        builtin::clock().spec().clone(),
+        builtin::echo().spec().clone(),
+    ];
+    specs.push(ToolSpec {
+        name: "fs/read file".into(),
+        description: "Reads a file of the project.".into(),
+        input_schema: json!({
+            "type": "object",
+            "properties": {"path": {"$ref": "#/$defs/Path"}},
+            "required": ["path"],
+            "$defs": {"Path": {"type": "string", "description": "A path under the project."}}
+        }),
+        source: "mcp:files".into(),
+    });
+    specs.push(ToolSpec {
+        name: "fetch".into(),
+        description: "Fetches a URL.".into(),
+        input_schema: json!({
+            "type": "object",
+            "properties": {"url": {"$ref": "https://example.com/url.json"}}
+        }),
+        source: "mcp:web".into(),
+    });
+    specs.push(ToolSpec {
+        name: "echo".into(),
+        description: "Another echo.".into(),
+        input_schema: json!({"type": "object", "properties": {}}),
+        source: "mcp:files".into(),
+    });
+    specs
+}
+
+/// The fixture state, with live-looking figures laid over the open sessions.
+pub fn state() -> ConsoleState {
+    let mut state = ConsoleState::new(Header {
+        mcp_url: Some("http://127.0.0.1:7870/mcp".into()),
+        model: "embedded scripted model (http://127.0.0.1:7861/v1)".into(),
+        bridges: "none".into(),
+        source: Source::Live,
+        replica: None,
+    });
+    for event in events() {
+        state.apply(&event);
+    }
+    state.sync_sessions(vec![
+        SessionRow {
+            number: 1,
+            handle_prefix: "1a2b3c4d".into(),
+            opener: SessionOpener::Console,
+            mine: true,
+            turns: 2,
+            activity: Activity::Idle,
+            opened_us: T0,
+            age_s: 65,
+            idle_left_s: Some(295),
+        },
+        SessionRow {
+            number: 2,
+            handle_prefix: "2a2b3c4d".into(),
+            opener: SessionOpener::Mcp("claude-code".into()),
+            mine: false,
+            turns: 1,
+            activity: Activity::InTurn,
+            opened_us: T0 + S,
+            age_s: 64,
+            idle_left_s: None,
+        },
+    ]);
+    state.set_tools_and_skips(
+        &tools(),
+        &[Skip {
+            tool: "clock".into(),
+            source: "files".into(),
+            reason: SkipReason::TakenBy("builtin".into()),
+        }],
+    );
+    state
+}
+
+/// A console over the fixture state, the person's session selected and the input focused.
+pub fn console() -> Console {
+    let mut c = Console::new(state(), Theme::default(), false);
+    c.own = Some(1);
+    c.selected = Some(1);
+    c.settle();
+    c
+}

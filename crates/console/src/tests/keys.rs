@@ -1,0 +1,687 @@
+//! The console's input handling, without a terminal: keys and mouse events into focus,
+//! selection, scrolls and actions.
+
+use crossterm::event::{
+    Event as TermEvent, KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
+};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+
+use crate::input::actions::Action;
+
+use crate::view::console::Console;
+
+use crate::state::SessionRow;
+use crate::tests::fixture::console;
+use crate::view::ids::{ORDER, PaneId};
+use turnscope::observe::{Event, FrameEvent};
+use turnscope::sessions::ChatReply;
+
+fn press(c: &mut Console, code: KeyCode) -> Option<Action> {
+    c.handle(&TermEvent::Key(KeyEvent::new(code, KeyModifiers::NONE)))
+}
+
+fn press_with(c: &mut Console, code: KeyCode, modifiers: KeyModifiers) -> Option<Action> {
+    c.handle(&TermEvent::Key(KeyEvent::new(code, modifiers)))
+}
+
+fn type_text(c: &mut Console, text: &str) {
+    for ch in text.chars() {
+        press(c, KeyCode::Char(ch));
+    }
+}
+
+fn click(c: &mut Console, column: u16, row: u16) {
+    c.handle(&TermEvent::Mouse(MouseEvent {
+        kind: MouseEventKind::Down(MouseButton::Left),
+        column,
+        row,
+        modifiers: KeyModifiers::NONE,
+    }));
+}
+
+/// Draws once so the console knows where its panes are (as the event loop does).
+fn draw(c: &Console, w: u16, h: u16) {
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("terminal");
+    terminal.draw(|f| crate::draw::draw(f, c)).expect("draw");
+}
+
+fn reply(turn: Option<u64>, text: &str, end: Option<&str>, error: Option<&str>) -> ChatReply {
+    ChatReply {
+        reply: text.into(),
+        turn,
+        end_reason: end.map(str::to_string),
+        error: error.map(str::to_string),
+        rounds: 0,
+        tool_calls: Vec::new(),
+        first_piece_ms: None,
+        total_ms: None,
+        unread: None,
+        usage: None,
+        finish_reason: None,
+    }
+}
+
+#[test]
+fn enter_sends_the_line_to_the_selected_session_and_clears_it() {
+    let mut c = console();
+    assert_eq!(c.focus, PaneId::Input);
+    type_text(&mut c, "hello q?");
+    let action = press(&mut c, KeyCode::Enter);
+    assert_eq!(
+        action,
+        Some(Action::Chat {
+            session: 1,
+            line: "hello q?".into()
+        })
+    );
+    assert!(c.input.is_empty());
+}
+
+#[test]
+fn alt_enter_shift_enter_and_ctrl_j_add_newlines() {
+    let mut c = console();
+    type_text(&mut c, "one");
+    press_with(&mut c, KeyCode::Enter, KeyModifiers::ALT);
+    type_text(&mut c, "two");
+    press_with(&mut c, KeyCode::Enter, KeyModifiers::SHIFT);
+    type_text(&mut c, "three");
+    press_with(&mut c, KeyCode::Char('j'), KeyModifiers::CONTROL);
+    type_text(&mut c, "four");
+    assert_eq!(c.input.lines(), ["one", "two", "three", "four"]);
+    assert_eq!(
+        press(&mut c, KeyCode::Enter),
+        Some(Action::Chat {
+            session: 1,
+            line: "one\ntwo\nthree\nfour".into()
+        })
+    );
+}
+
+#[test]
+fn empty_enter_reads_the_turn_in_flight_and_reports_it() {
+    let mut c = console();
+    assert_eq!(
+        press(&mut c, KeyCode::Enter),
+        Some(Action::Chat {
+            session: 1,
+            line: String::new()
+        })
+    );
+    c.chat_started(1);
+    assert!(c.input_line.waiting.contains(&1));
+    c.chat_done(
+        1,
+        "",
+        Ok(reply(Some(2), "It is noon.", Some("completed"), None)),
+    );
+    assert!(!c.input_line.waiting.contains(&1));
+    let notice = c.notice.clone().expect("a notice");
+    assert!(!notice.error);
+    assert!(
+        notice
+            .text
+            .contains("read turn 2 of #1: completed (11 characters)"),
+        "{notice:?}"
+    );
+    c.chat_done(1, "", Ok(reply(None, "", None, None)));
+    assert!(c.notice.as_ref().unwrap().text.contains("no unread turn"));
+}
+
+#[test]
+fn chat_errors_become_error_notices_and_replies_clear_them() {
+    let mut c = console();
+    c.chat_done(1, "hi", Err("handle: no live session.".into()));
+    assert!(c.notice.as_ref().is_some_and(|n| n.error));
+    c.chat_done(
+        1,
+        "hi",
+        Ok(reply(Some(3), "partial", Some("error"), Some("model down"))),
+    );
+    let n = c.notice.clone().unwrap();
+    assert!(
+        n.error && n.text.contains("turn 3 ended in error: model down"),
+        "{n:?}"
+    );
+    c.chat_done(1, "hi", Ok(reply(Some(4), "fine", Some("completed"), None)));
+    assert_eq!(c.notice, None);
+}
+
+#[test]
+fn tab_and_shift_tab_cycle_every_pane_in_order() {
+    let mut c = console();
+    c.focus = PaneId::Sessions;
+    let mut seen = vec![c.focus];
+    for _ in 0..ORDER.len() {
+        press(&mut c, KeyCode::Tab);
+        seen.push(c.focus);
+    }
+    assert_eq!(&seen[..ORDER.len()], ORDER);
+    assert_eq!(seen[ORDER.len()], PaneId::Sessions);
+    press(&mut c, KeyCode::BackTab);
+    assert_eq!(c.focus, PaneId::Log);
+    assert_eq!(
+        c.inspector,
+        PaneId::Log,
+        "an inspector pane becomes the visible tab"
+    );
+    // Tab leaves the input line too.
+    c.focus = PaneId::Input;
+    press(&mut c, KeyCode::Tab);
+    assert_eq!(c.focus, PaneId::Frames);
+}
+
+#[test]
+fn digits_jump_outside_the_input_and_alt_digits_inside_it() {
+    let mut c = console();
+    type_text(&mut c, "6");
+    assert_eq!(c.focus, PaneId::Input, "a digit is text in the input line");
+    assert_eq!(c.input.lines(), ["6"]);
+    press_with(&mut c, KeyCode::Char('6'), KeyModifiers::ALT);
+    assert_eq!((c.focus, c.inspector), (PaneId::Tools, PaneId::Tools));
+    press(&mut c, KeyCode::Char('4'));
+    assert_eq!((c.focus, c.inspector), (PaneId::Frames, PaneId::Frames));
+    press(&mut c, KeyCode::Char('1'));
+    assert_eq!((c.focus, c.inspector), (PaneId::Sessions, PaneId::Frames));
+}
+
+#[test]
+fn q_types_in_the_input_but_quits_elsewhere_and_ctrl_c_always_quits() {
+    let mut c = console();
+    assert_eq!(press(&mut c, KeyCode::Char('q')), None);
+    assert_eq!(c.input.lines(), ["q"]);
+    assert_eq!(
+        press_with(&mut c, KeyCode::Char('c'), KeyModifiers::CONTROL),
+        Some(Action::Quit)
+    );
+    press(&mut c, KeyCode::Esc);
+    assert_eq!(c.focus, PaneId::Sessions, "Esc leaves the input line");
+    assert_eq!(
+        press(&mut c, KeyCode::Char('q')),
+        None,
+        "an MCP client holds #2: q asks first"
+    );
+    assert!(c.notice.as_ref().unwrap().text.contains("q again quits"));
+    press(&mut c, KeyCode::Esc);
+    assert!(!c.quit_asked, "Esc stays");
+    press(&mut c, KeyCode::Esc);
+    assert_eq!(
+        c.focus,
+        PaneId::Sessions,
+        "Esc in a pane is back/cancel: it never lands in the input line"
+    );
+    assert_eq!(press(&mut c, KeyCode::Char('q')), None);
+    assert_eq!(
+        press(&mut c, KeyCode::Char('q')),
+        Some(Action::Quit),
+        "Esc then q q quits"
+    );
+    for pane in [PaneId::Transcript, PaneId::Frames, PaneId::Log] {
+        c.focus_pane(pane);
+        press(&mut c, KeyCode::Esc);
+        assert_eq!(c.focus, pane, "Esc keeps the focus on {pane:?}");
+    }
+}
+
+#[test]
+fn a_line_into_a_session_the_console_did_not_open_asks_once() {
+    let mut c = console();
+    c.focus = PaneId::Sessions;
+    press(&mut c, KeyCode::Down);
+    assert_eq!(c.selected, Some(2), "#2 belongs to an MCP client");
+    press(&mut c, KeyCode::Enter);
+    type_text(&mut c, "hi");
+    assert_eq!(press(&mut c, KeyCode::Enter), None, "the first Enter asks");
+    assert!(c.notice.as_ref().unwrap().text.contains("Enter again"));
+    press(&mut c, KeyCode::Esc);
+    assert_eq!(c.input_line.pending_send, None, "Esc cancels the question");
+    assert_eq!(c.input.lines(), ["hi"], "the line stays");
+    assert_eq!(c.focus, PaneId::Input);
+    assert_eq!(press(&mut c, KeyCode::Enter), None, "asked again");
+    assert_eq!(
+        press(&mut c, KeyCode::Enter),
+        Some(Action::Chat {
+            session: 2,
+            line: "hi".into()
+        })
+    );
+    type_text(&mut c, "again");
+    assert_eq!(
+        press(&mut c, KeyCode::Enter),
+        Some(Action::Chat {
+            session: 2,
+            line: "again".into()
+        }),
+        "asked once per session"
+    );
+}
+
+#[test]
+fn readline_keys_edit_the_input_line_and_the_filter() {
+    let mut c = console();
+    type_text(&mut c, "hello big world");
+    press_with(&mut c, KeyCode::Char('w'), KeyModifiers::CONTROL);
+    assert_eq!(c.input.lines(), ["hello big "]);
+    press_with(&mut c, KeyCode::Char('u'), KeyModifiers::CONTROL);
+    assert_eq!(c.input.lines(), [""], "Ctrl+U deletes to the start");
+    c.focus = PaneId::Frames;
+    press(&mut c, KeyCode::Char('/'));
+    type_text(&mut c, "kind:data name:Text");
+    press_with(&mut c, KeyCode::Char('a'), KeyModifiers::CONTROL);
+    type_text(&mut c, "!");
+    press_with(&mut c, KeyCode::Char('e'), KeyModifiers::CONTROL);
+    press_with(&mut c, KeyCode::Char('w'), KeyModifiers::CONTROL);
+    assert_eq!(
+        c.frames.editing.as_ref().map(|e| e.text()).as_deref(),
+        Some("!kind:data name:")
+    );
+    press_with(&mut c, KeyCode::Char('u'), KeyModifiers::CONTROL);
+    assert_eq!(c.frames.filter.text(), "");
+}
+
+#[test]
+fn help_opens_with_question_mark_or_f1_and_closes_with_esc() {
+    let mut c = console();
+    press(&mut c, KeyCode::F(1));
+    assert!(c.help.open);
+    assert_eq!(
+        press(&mut c, KeyCode::Char('q')),
+        None,
+        "q closes the help, never quits"
+    );
+    assert!(!c.help.open);
+    c.focus = PaneId::Transcript;
+    press(&mut c, KeyCode::Char('?'));
+    assert!(c.help.open);
+    press(&mut c, KeyCode::Esc);
+    assert!(!c.help.open);
+    assert_eq!(c.focus, PaneId::Transcript);
+}
+
+#[test]
+fn arrows_and_jk_select_sessions_and_drive_the_other_panes() {
+    let mut c = console();
+    c.focus = PaneId::Sessions;
+    press(&mut c, KeyCode::Down);
+    assert_eq!(c.selected, Some(2));
+    press(&mut c, KeyCode::Char('j'));
+    assert_eq!(c.selected, Some(3));
+    press(&mut c, KeyCode::Char('j'));
+    assert_eq!(c.selected, Some(3), "the cursor stops at the last row");
+    press(&mut c, KeyCode::Char('k'));
+    press(&mut c, KeyCode::Up);
+    assert_eq!(c.selected, Some(1));
+    press(&mut c, KeyCode::Down);
+    press(&mut c, KeyCode::Enter);
+    assert_eq!(
+        c.focus,
+        PaneId::Input,
+        "Enter on a session goes to the input line"
+    );
+    type_text(&mut c, "hi");
+    assert_eq!(
+        press(&mut c, KeyCode::Enter),
+        None,
+        "#2 is an MCP client's: asked"
+    );
+    assert_eq!(
+        press(&mut c, KeyCode::Enter),
+        Some(Action::Chat {
+            session: 2,
+            line: "hi".into()
+        })
+    );
+}
+
+#[test]
+fn a_closed_session_takes_no_line_and_i_interrupts_an_open_one() {
+    let mut c = console();
+    c.selected = Some(3);
+    type_text(&mut c, "anyone?");
+    assert_eq!(press(&mut c, KeyCode::Enter), None);
+    assert!(c.notice.as_ref().unwrap().text.contains("#3 is closed"));
+    c.selected = Some(2);
+    c.focus = PaneId::Sessions;
+    assert_eq!(
+        press(&mut c, KeyCode::Char('i')),
+        Some(Action::Interrupt { session: 2 })
+    );
+}
+
+#[test]
+fn transcript_scrolls_back_and_end_follows_again() {
+    let mut c = console();
+    c.focus = PaneId::Transcript;
+    draw(&c, 80, 20);
+    press(&mut c, KeyCode::Up);
+    press(&mut c, KeyCode::Char('k'));
+    assert_eq!(c.transcript.back.get(), 2);
+    press(&mut c, KeyCode::End);
+    assert_eq!(c.transcript.back.get(), 0);
+    press(&mut c, KeyCode::Home);
+    draw(&c, 80, 20);
+    let top = c.transcript.back.get();
+    assert!(
+        top > 0 && top < 100,
+        "Home is clamped to the top when drawn: {top}"
+    );
+}
+
+#[test]
+fn slash_filters_frames_as_typed_and_esc_clears() {
+    let mut c = console();
+    c.focus = PaneId::Log;
+    let all = c.frame_lines().len();
+    press(&mut c, KeyCode::Char('/'));
+    assert_eq!(c.focus, PaneId::Frames);
+    type_text(&mut c, "kind:system");
+    assert_eq!(
+        c.frames.editing.as_ref().map(|e| e.text()).as_deref(),
+        Some("kind:system")
+    );
+    let filtered = c.frame_lines();
+    assert!(filtered.len() < all);
+    press(&mut c, KeyCode::Enter);
+    assert_eq!(c.frames.editing, None);
+    assert_eq!(c.frames.filter.text(), "kind:system");
+    assert_eq!(c.frame_lines(), filtered, "Enter keeps the filter");
+    press(&mut c, KeyCode::Char('/'));
+    press(&mut c, KeyCode::Esc);
+    assert!(c.frames.filter.is_empty());
+    assert_eq!(c.frame_lines().len(), all);
+}
+
+fn piece(id: u64) -> Event {
+    Event::Frame(FrameEvent {
+        id,
+        session: 1,
+        turn: 9,
+        kind: "data".into(),
+        name: "TextPiece".into(),
+        from: "model".into(),
+        to: "output".into(),
+        direction: "down".into(),
+        at_us: crate::tests::fixture::T0 + 20_000_000,
+        detail: "late".into(),
+        depth: 0,
+    })
+}
+
+#[test]
+fn space_pauses_frames_and_new_ones_wait_until_resumed() {
+    let mut c = console();
+    press(&mut c, KeyCode::Char('4'));
+    press(&mut c, KeyCode::Esc);
+    c.focus = PaneId::Frames;
+    let before = c.frame_lines().len();
+    press(&mut c, KeyCode::Char(' '));
+    assert!(c.frames.paused.is_some());
+    c.state.apply(&piece(9000));
+    assert_eq!(
+        c.frame_lines().len(),
+        before,
+        "a paused list keeps what it showed"
+    );
+    press(&mut c, KeyCode::Char('p'));
+    assert!(c.frames.paused.is_none());
+    assert_eq!(
+        c.frame_lines().len(),
+        before + 2,
+        "a boundary and the new frame"
+    );
+}
+
+#[test]
+fn frames_cursor_browses_then_follows_and_enter_opens_the_detail() {
+    let mut c = console();
+    c.focus_pane(PaneId::Frames);
+    assert_eq!(c.frames.cursor, None, "following the newest frame");
+    let newest = c.cursor_frame().expect("a frame").seq;
+    press(&mut c, KeyCode::Up);
+    let browsing = c.frames.cursor.expect("browsing");
+    assert!(browsing < newest);
+    c.state.apply(&piece(9001));
+    assert_eq!(
+        c.cursor_frame().unwrap().seq,
+        browsing,
+        "browsing stays put as frames arrive"
+    );
+    press(&mut c, KeyCode::Enter);
+    assert!(c.frames.detail);
+    press(&mut c, KeyCode::Down);
+    assert!(
+        c.cursor_frame().unwrap().seq > browsing,
+        "↓ in the detail moves to the next frame"
+    );
+    press(&mut c, KeyCode::Esc);
+    assert!(!c.frames.detail);
+    press(&mut c, KeyCode::End);
+    assert_eq!(c.frames.cursor, None);
+    assert_eq!(c.cursor_frame().unwrap().frame().id, 9001);
+}
+
+#[test]
+fn a_switches_frames_progress_and_stats_between_one_session_and_all() {
+    let mut c = console();
+    c.focus_pane(PaneId::Frames);
+    let one = c.frame_lines().len();
+    press(&mut c, KeyCode::Char('a'));
+    assert!(c.frames.all);
+    assert!(c.frame_lines().len() > one);
+    c.focus_pane(PaneId::Stats);
+    press(&mut c, KeyCode::Char('a'));
+    assert!(!c.stats.all);
+    c.focus_pane(PaneId::Progress);
+    press(&mut c, KeyCode::Char('a'));
+    assert!(!c.progress.all);
+}
+
+#[test]
+fn mouse_clicks_focus_panes_select_rows_and_switch_tabs() {
+    let mut c = console();
+    draw(&c, 140, 36);
+    let areas = c.areas.get();
+    // The third session row (the header row comes first).
+    click(&mut c, areas.sessions.x + 3, areas.sessions.y + 4);
+    assert_eq!(c.focus, PaneId::Sessions);
+    assert_eq!(c.selected, Some(3));
+    click(&mut c, areas.tabs[3].x + 2, areas.tabs[3].y);
+    assert_eq!((c.focus, c.inspector), (PaneId::Stats, PaneId::Stats));
+    click(&mut c, areas.tabs[2].x + 2, areas.tabs[2].y);
+    draw(&c, 140, 36);
+    // Inside the border: the sources line, the list's heading, then the tools.
+    click(&mut c, areas.inspector.x + 3, areas.inspector.y + 3 + 2);
+    assert_eq!(c.tools.nav.cursor, 2);
+    click(&mut c, areas.input.x + 3, areas.input.y + 1);
+    assert_eq!(c.focus, PaneId::Input);
+}
+
+#[test]
+fn mouse_wheel_scrolls_the_pane_under_the_pointer() {
+    let mut c = console();
+    draw(&c, 140, 36);
+    let t = c.areas.get().transcript;
+    c.handle(&TermEvent::Mouse(MouseEvent {
+        kind: MouseEventKind::ScrollUp,
+        column: t.x + 2,
+        row: t.y + 2,
+        modifiers: KeyModifiers::NONE,
+    }));
+    assert_eq!(c.transcript.back.get(), 3);
+    assert_eq!(c.focus, PaneId::Input, "the wheel does not move the focus");
+}
+
+#[test]
+fn a_replay_is_read_only() {
+    let mut c = console();
+    c.read_only = true;
+    c.focus = PaneId::Sessions;
+    for _ in 0..ORDER.len() {
+        press(&mut c, KeyCode::Tab);
+        assert_ne!(c.focus, PaneId::Input, "Tab skips the input line");
+    }
+    c.focus = PaneId::Sessions;
+    assert_eq!(press(&mut c, KeyCode::Enter), None);
+    assert_eq!(press(&mut c, KeyCode::Char('i')), None);
+    press(&mut c, KeyCode::Char('3'));
+    assert_ne!(c.focus, PaneId::Input);
+}
+
+#[test]
+fn paste_goes_into_the_input_line() {
+    let mut c = console();
+    c.handle(&TermEvent::Paste("pasted\ntext".into()));
+    assert_eq!(c.input.lines(), ["pasted", "text"]);
+}
+
+#[test]
+fn settle_keeps_a_listed_selection_and_falls_back_to_the_persons_session() {
+    let mut c = console();
+    c.selected = Some(2);
+    c.settle();
+    assert_eq!(c.selected, Some(2));
+    assert_eq!(c.sessions_list.nav.cursor, 1);
+    // Session 2 goes away without a close event: it is marked closed, still listed.
+    let mine = c.state.session(1).cloned().expect("row 1");
+    c.state.sync_sessions(vec![SessionRow { ..mine }]);
+    c.settle();
+    assert_eq!(c.selected, Some(2));
+    assert!(c.state.session(2).unwrap().is_closed());
+    c.selected = Some(77);
+    c.settle();
+    assert_eq!(c.selected, Some(1));
+}
+
+#[test]
+fn an_interrupts_flush_never_draws_the_turn_rule_twice() {
+    use crate::view::frames::FrameLine;
+    use turnscope::observe::{Event, FrameEvent};
+    let mut c = console();
+    c.selected = Some(9);
+    for (id, turn) in [(1, 4), (2, 4), (3, 0), (4, 4), (5, 3), (6, 5)] {
+        c.state.apply(&Event::Frame(FrameEvent {
+            id,
+            session: 9,
+            turn,
+            kind: "control".into(),
+            name: "Flush".into(),
+            from: "a".into(),
+            to: "b".into(),
+            direction: "down".into(),
+            at_us: 1,
+            detail: String::new(),
+            depth: 0,
+        }));
+    }
+    let rules: Vec<u64> = c
+        .frame_lines()
+        .iter()
+        .filter_map(|l| match l {
+            FrameLine::Boundary { turn, .. } => Some(*turn),
+            FrameLine::Frame(_) => None,
+        })
+        .collect();
+    assert_eq!(rules, vec![4, 5]);
+}
+
+#[test]
+fn z_zooms_the_focused_pane_and_slash_searches_the_transcript() {
+    let mut c = console();
+    c.focus_pane(PaneId::Frames);
+    press(&mut c, KeyCode::Char('z'));
+    assert!(c.zoom);
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    terminal.draw(|f| crate::draw::draw(f, &c)).unwrap();
+    let areas = c.areas.get();
+    assert_eq!(areas.inspector.height, 27, "the inspector fills the body");
+    assert_eq!(areas.sessions.height, 0);
+    press(&mut c, KeyCode::Esc);
+    assert!(!c.zoom, "Esc gives the other panes back");
+
+    c.focus_pane(PaneId::Transcript);
+    press(&mut c, KeyCode::Char('/'));
+    type_text(&mut c, "CLOCK");
+    assert_eq!(c.transcript.search, "CLOCK");
+    assert_eq!(c.frames.editing, None, "the frame filter is left alone");
+    press(&mut c, KeyCode::Enter);
+    terminal.draw(|f| crate::draw::draw(f, &c)).unwrap();
+    let screen = format!("{:?}", terminal.backend());
+    assert!(screen.contains("search: CLOCK"), "{screen}");
+    press(&mut c, KeyCode::Char('n'));
+    assert_eq!(c.transcript.search_hit.get(), 1);
+    press(&mut c, KeyCode::Esc);
+    assert!(c.transcript.search.is_empty(), "Esc clears the search");
+}
+
+#[test]
+fn e_exports_the_selected_session() {
+    let mut c = console();
+    c.focus = PaneId::Sessions;
+    match press(&mut c, KeyCode::Char('e')) {
+        Some(Action::Export { session, text }) => {
+            assert_eq!(session, 1);
+            assert!(text.contains("what does the clock say"), "{text}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_replay_steps_turn_end_by_turn_end() {
+    let text: String = crate::tests::fixture::events()
+        .iter()
+        .map(|e| serde_json::to_string(e).expect("event serialises") + "\n")
+        .collect();
+    let mut c = crate::run::replay::console_of(&text, "run.jsonl", crate::theme::Theme::default())
+        .expect("replay");
+    c.selected = Some(1);
+    assert_eq!(c.state.transcript(1).len(), 2, "the run as it ended");
+    press(&mut c, KeyCode::Char('['));
+    press(&mut c, KeyCode::Char('['));
+    let turns = c.state.transcript(1);
+    assert_eq!(turns.len(), 1, "back at the first turn's end");
+    assert_eq!(turns[0].end.as_deref(), Some("completed"));
+    press(&mut c, KeyCode::Char('['));
+    assert_eq!(
+        c.state.transcript(1).len(),
+        1,
+        "the first stop is the first turn end"
+    );
+    press(&mut c, KeyCode::Char(']'));
+    press(&mut c, KeyCode::Char(']'));
+    assert_eq!(c.state.transcript(1).len(), 2);
+}
+
+#[test]
+fn a_replay_scrubs_inside_a_turn() {
+    let text: String = crate::tests::fixture::events()
+        .iter()
+        .map(|e| serde_json::to_string(e).expect("event serialises") + "\n")
+        .collect();
+    let mut c = crate::run::replay::console_of(&text, "run.jsonl", crate::theme::Theme::default())
+        .expect("replay");
+    c.selected = Some(1);
+    // Back to the first turn's end, then one step on: the second turn has started only.
+    press(&mut c, KeyCode::Char('['));
+    press(&mut c, KeyCode::Char('['));
+    press(&mut c, KeyCode::Char('.'));
+    let turns = c.state.transcript(1);
+    assert_eq!(turns.len(), 2);
+    assert_eq!(turns[1].end, None, "part way through turn 2");
+    assert!(turns[1].tools.is_empty());
+    let label = &c.tape.as_ref().expect("tape").label;
+    assert!(label.contains("#1 turn 2 started"), "{label}");
+    // On through the tool call: the transcript shows it before the turn ends.
+    press(&mut c, KeyCode::Char('.'));
+    let turns = c.state.transcript(1);
+    assert_eq!(
+        turns[1].tools.len(),
+        1,
+        "{:?}",
+        c.tape.as_ref().map(|t| &t.label)
+    );
+    assert_eq!(turns[1].end, None);
+    // , steps back inside the turn.
+    press(&mut c, KeyCode::Char(','));
+    assert!(c.state.transcript(1)[1].tools.is_empty());
+}

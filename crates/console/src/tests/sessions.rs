@@ -1,0 +1,123 @@
+//! The Sessions pane's sort (`s`), filter (`/`) and the mark on a session whose MCP client
+//! let go of it, without a terminal.
+
+use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
+
+use crate::input::actions::Action;
+
+use crate::view::console::Console;
+
+use crate::tests::fixture::console;
+use crate::view::ids::PaneId;
+use crate::view::sessions::SessionSort;
+use turnscope::observe::Event;
+
+fn press(c: &mut Console, code: KeyCode) -> Option<Action> {
+    c.handle(&TermEvent::Key(KeyEvent::new(code, KeyModifiers::NONE)))
+}
+
+fn listed(c: &Console) -> Vec<u64> {
+    c.listed_sessions().iter().map(|r| r.number).collect()
+}
+
+fn gone(c: &mut Console, session: u64) {
+    let at_us = c.state.now_us + 1_000;
+    c.state.apply(&Event::ClientGone {
+        session,
+        client: "claude-code".into(),
+        reason: "its MCP session ended (deleted, or closed after its idle timeout)".into(),
+        at_us,
+    });
+}
+
+#[test]
+fn s_cycles_the_sort_and_keeps_the_selection() {
+    let mut c = console();
+    c.focus = PaneId::Sessions;
+    assert_eq!(listed(&c), [1, 2, 3]);
+    press(&mut c, KeyCode::Char('s'));
+    assert_eq!(c.sessions_list.sort, SessionSort::Activity);
+    let times: Vec<u64> = c
+        .listed_sessions()
+        .iter()
+        .map(|r| c.state.last_activity(r))
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] >= w[1]), "{times:?}");
+    assert_eq!(listed(&c), [2, 1, 3], "#2's turn started last");
+    press(&mut c, KeyCode::Char('s'));
+    assert_eq!(c.sessions_list.sort, SessionSort::Errors);
+    press(&mut c, KeyCode::Char('s'));
+    assert_eq!(c.sessions_list.sort, SessionSort::Number);
+    assert_eq!(c.selected, Some(1));
+}
+
+#[test]
+fn slash_in_sessions_filters_the_list_and_esc_clears_it() {
+    let mut c = console();
+    c.focus = PaneId::Sessions;
+    press(&mut c, KeyCode::Char('/'));
+    assert_eq!(c.focus, PaneId::Sessions, "the filter is the list's own");
+    for ch in "claude".chars() {
+        press(&mut c, KeyCode::Char(ch));
+    }
+    assert_eq!(listed(&c), [2]);
+    assert_eq!(c.selected, Some(2), "the selection follows the only match");
+    press(&mut c, KeyCode::Enter);
+    assert!(c.sessions_list.editing.is_none());
+    assert_eq!(c.sessions_list.filter, "claude");
+    // j moves within the filtered list; Esc clears the filter.
+    press(&mut c, KeyCode::Char('j'));
+    assert_eq!(c.selected, Some(2));
+    press(&mut c, KeyCode::Esc);
+    assert!(c.sessions_list.filter.is_empty());
+    assert_eq!(listed(&c), [1, 2, 3]);
+    // A number matches the session of that number.
+    press(&mut c, KeyCode::Char('/'));
+    press(&mut c, KeyCode::Char('#'));
+    press(&mut c, KeyCode::Char('3'));
+    assert_eq!(listed(&c), [3]);
+}
+
+#[test]
+fn a_session_whose_client_went_is_marked_logged_and_not_held() {
+    let mut c = console();
+    gone(&mut c, 3); // closed already: nothing to mark
+    assert!(c.state.client_gone(3).is_none());
+    let warnings = c.state.journal.warnings;
+    // #2 is in a turn in the fixture; let the turn end first so the row shows the mark.
+    let rows: Vec<_> = c.state.session_rows().into_iter().cloned().collect();
+    c.state.sync_sessions(
+        rows.into_iter()
+            .filter(|r| !r.is_closed())
+            .map(|mut r| {
+                r.activity = crate::state::Activity::Idle;
+                r
+            })
+            .collect(),
+    );
+    gone(&mut c, 2);
+    assert!(
+        c.state
+            .client_gone(2)
+            .is_some_and(|w| w.contains("claude-code"))
+    );
+    assert_eq!(c.state.journal.warnings, warnings + 1);
+    // q no longer asks: no MCP client holds a session.
+    c.focus = PaneId::Sessions;
+    assert_eq!(press(&mut c, KeyCode::Char('q')), Some(Action::Quit));
+    // The filter finds it by its mark.
+    press(&mut c, KeyCode::Char('/'));
+    for ch in "gone".chars() {
+        press(&mut c, KeyCode::Char(ch));
+    }
+    assert_eq!(listed(&c), [2]);
+    // A turn on it (a client chatting on its handle again) takes the mark off.
+    let at_us = c.state.now_us + 1_000;
+    c.state.apply(&Event::TurnStarted {
+        session: 2,
+        turn: 9,
+        line: "back again".into(),
+        at_us,
+    });
+    assert!(c.state.client_gone(2).is_none());
+}

@@ -1,0 +1,376 @@
+//! Each pane drawn to ratatui's `TestBackend` from the fixed fixture state and compared with
+//! its committed snapshot (`src/tests/snapshots/`). Text only: styles are not compared.
+
+use insta::assert_snapshot;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::layout::Rect;
+
+use crate::view::console::Console;
+
+use crate::draw::panes;
+use crate::tests::fixture::console;
+use crate::view::filter::FrameFilter;
+use crate::view::ids::PaneId;
+
+fn render(
+    w: u16,
+    h: u16,
+    c: &Console,
+    draw: impl Fn(&mut ratatui::Frame, Rect, &Console),
+) -> Terminal<TestBackend> {
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test terminal");
+    terminal
+        .draw(|f| {
+            let area = f.area();
+            draw(f, area, c)
+        })
+        .expect("draw");
+    terminal
+}
+
+#[test]
+fn sessions_pane_three_sessions() {
+    let mut c = console();
+    c.focus = PaneId::Sessions;
+    let t = render(80, 7, &c, panes::sessions::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn sessions_pane_narrow_drops_age_columns() {
+    let c = console();
+    let t = render(50, 7, &c, panes::sessions::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn transcript_pane_finished_turns_with_tool_call() {
+    let c = console();
+    let t = render(72, 12, &c, panes::transcript::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn transcript_pane_narrow_wraps_and_splits_boundaries() {
+    let c = console();
+    let t = render(40, 20, &c, panes::transcript::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn transcript_pane_streaming_mcp_session() {
+    let mut c = console();
+    c.selected = Some(2);
+    c.focus = PaneId::Transcript;
+    let t = render(72, 6, &c, panes::transcript::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn input_pane_with_text_and_error_notice() {
+    let mut c = console();
+    c.input.insert_str("first line");
+    c.input.insert_newline();
+    c.input.insert_str("second line");
+    c.chat_done(
+        1,
+        "x",
+        Err("sessions: no free session. This server holds 32 open sessions, its cap.".into()),
+    );
+    c.chat_started(1);
+    let t = render(72, 4, &c, panes::input::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn frames_pane_selected_session_with_boundaries() {
+    let mut c = console();
+    c.focus_pane(PaneId::Frames);
+    let t = render(100, 24, &c, panes::inspector::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn frames_pane_all_sessions_filtered_and_paused() {
+    let mut c = console();
+    c.focus_pane(PaneId::Frames);
+    c.frames.all = true;
+    c.frames.filter = FrameFilter::parse("kind:system");
+    c.frames.paused = Some(c.state.frames().iter().cloned().collect());
+    let t = render(100, 8, &c, panes::inspector::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn frames_pane_detail_popup() {
+    let mut c = console();
+    c.focus_pane(PaneId::Frames);
+    c.frames.filter = FrameFilter::parse("name:FunctionCallResult");
+    c.frames.detail = true;
+    let t = render(80, 24, &c, panes::inspector::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn progress_pane_marks_coalesced_notifications() {
+    let mut c = console();
+    c.focus_pane(PaneId::Progress);
+    let t = render(90, 8, &c, panes::inspector::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn tools_pane_ref_schema_and_openai_rename() {
+    let mut c = console();
+    c.focus_pane(PaneId::Tools);
+    c.tools.nav.cursor = 2;
+    let t = render(96, 30, &c, panes::inspector::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn tools_pane_unconvertible_schema_and_collision() {
+    let mut c = console();
+    c.focus_pane(PaneId::Tools);
+    c.tools.nav.cursor = 3;
+    let t = render(96, 18, &c, panes::inspector::draw);
+    assert_snapshot!("tools_pane_unconvertible_schema", t.backend());
+    c.tools.nav.cursor = 4;
+    let t = render(96, 12, &c, panes::inspector::draw);
+    assert_snapshot!("tools_pane_collision", t.backend());
+}
+
+#[test]
+fn stats_pane_overall() {
+    let mut c = console();
+    c.focus_pane(PaneId::Stats);
+    let t = render(96, 18, &c, panes::inspector::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn stats_pane_selected_session() {
+    let mut c = console();
+    c.focus_pane(PaneId::Stats);
+    c.stats.all = false;
+    let t = render(96, 12, &c, panes::inspector::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn whole_screen_wide() {
+    let c = console();
+    let t = render(140, 36, &c, |f, _, c| crate::draw::draw(f, c));
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn whole_screen_narrow() {
+    let mut c = console();
+    c.focus = PaneId::Sessions;
+    let t = render(80, 44, &c, |f, _, c| crate::draw::draw(f, c));
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn help_overlay_lists_every_key() {
+    let mut c = console();
+    c.help.open = true;
+    let t = render(140, 40, &c, |f, _, c| crate::draw::draw(f, c));
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn replay_screen_is_read_only() {
+    let text: String = crate::tests::fixture::events()
+        .iter()
+        .map(|e| serde_json::to_string(e).expect("event serialises") + "\n")
+        .chain(["this is not json\n".to_string()])
+        .collect();
+    let c = crate::run::replay::console_of(&text, "run.jsonl", crate::theme::Theme::default())
+        .expect("replay state");
+    let t = render(140, 30, &c, |f, _, c| crate::draw::draw(f, c));
+    assert_snapshot!(t.backend());
+}
+#[test]
+fn tools_pane_skipped_tool_says_why() {
+    let mut c = console();
+    c.focus_pane(PaneId::Tools);
+    c.tools.nav.cursor = 5;
+    let t = render(96, 10, &c, panes::inspector::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn turn_view_waterfall_wide() {
+    let mut c = console();
+    c.selected = Some(1);
+    c.open_turn_view();
+    let t = render(160, 48, &c, |f, _, c| crate::draw::draw(f, c));
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn turn_view_waterfall_narrow() {
+    let mut c = console();
+    c.selected = Some(1);
+    c.open_turn_view();
+    let t = render(80, 24, &c, |f, _, c| crate::draw::draw(f, c));
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn log_pane_wide_and_narrow() {
+    let mut c = console();
+    c.focus_pane(PaneId::Log);
+    let t = render(160, 48, &c, |f, _, c| crate::draw::draw(f, c));
+    assert_snapshot!("log_pane_wide", t.backend());
+    let t = render(80, 24, &c, |f, _, c| crate::draw::draw(f, c));
+    assert_snapshot!("log_pane_narrow", t.backend());
+}
+
+#[test]
+fn turn_view_in_replay_matches_live() {
+    let text: String = crate::tests::fixture::events()
+        .iter()
+        .map(|e| serde_json::to_string(e).expect("event serialises") + "\n")
+        .collect();
+    let mut replay =
+        crate::run::replay::console_of(&text, "run.jsonl", crate::theme::Theme::default())
+            .expect("replay state");
+    replay.selected = Some(1);
+    replay.open_turn_view();
+    let mut live = console();
+    live.selected = Some(1);
+    live.open_turn_view();
+    let body = |c: &Console| {
+        let pick = c.turn_view.as_ref().expect("turn view open");
+        let turn = c.state.transcript(1).last().expect("a turn").clone();
+        let tl = c.state.timelines.get(pick.session, pick.turn).cloned();
+        panes::turn_view::lines(c, &turn, tl.as_ref(), 120)
+            .iter()
+            .map(|l| l.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(body(&replay), body(&live));
+    assert!(
+        body(&replay)
+            .iter()
+            .any(|l| l.contains("2026-01-01 12:00:00 UTC")),
+        "the tool's result shows in replay"
+    );
+}
+
+#[test]
+fn frames_pane_one_row_per_link_crossing_with_x() {
+    let mut c = console();
+    c.focus_pane(PaneId::Frames);
+    c.handle(&crossterm::event::Event::Key(
+        crossterm::event::KeyEvent::new(
+            crossterm::event::KeyCode::Char('x'),
+            crossterm::event::KeyModifiers::NONE,
+        ),
+    ));
+    assert!(c.frames.per_link);
+    let t = render(96, 12, &c, panes::inspector::draw);
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn whole_screen_80x24() {
+    let mut c = console();
+    c.focus = PaneId::Frames;
+    let t = render(80, 24, &c, |f, _, c| crate::draw::draw(f, c));
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn whole_screen_160x48() {
+    let mut c = console();
+    c.focus = PaneId::Frames;
+    let t = render(160, 48, &c, |f, _, c| crate::draw::draw(f, c));
+    assert_snapshot!(t.backend());
+}
+
+/// Half a second of a streaming reply on #1: 40 pieces crossing model → output with a queue
+/// building at output (depths 1 to 9), then output → assistant-aggregator.
+fn streaming(c: &mut Console) {
+    use turnscope::observe::{Event, FrameEvent};
+    let start = c.state.now_us + 2_000_000;
+    for i in 0..40u64 {
+        for (from, to, depth) in [
+            ("model", "output", (i % 9) as u32 + 1),
+            ("output", "assistant-aggregator", 1),
+        ] {
+            c.state.apply(&Event::Frame(FrameEvent {
+                id: 1_000 + i,
+                session: 1,
+                turn: 3,
+                kind: "data".into(),
+                name: "TextPiece".into(),
+                from: from.into(),
+                to: to.into(),
+                direction: "down".into(),
+                at_us: start + i * 12_000,
+                detail: "word".into(),
+                depth,
+            }));
+        }
+    }
+}
+
+#[test]
+fn frames_pane_zoomed_pipeline_diagram_while_frames_flow() {
+    let mut c = console();
+    streaming(&mut c);
+    c.focus_pane(PaneId::Frames);
+    c.zoom = true;
+    let t = render(80, 24, &c, |f, _, c| crate::draw::draw(f, c));
+    assert_snapshot!(t.backend());
+}
+
+#[test]
+fn frame_detail_names_the_queue_each_hop_joined() {
+    let mut c = console();
+    streaming(&mut c);
+    c.focus_pane(PaneId::Frames);
+    c.frames.detail = true;
+    // Following: the detail is the newest frame's, piece 39, which joined 3 others at output.
+    let t = render(100, 30, &c, panes::inspector::draw);
+    let text = t.backend().to_string();
+    assert!(text.contains("model → output  queued behind 3"), "{text}");
+    assert!(!text.contains("assistant-aggregator  queued"), "{text}");
+}
+
+#[test]
+fn sessions_pane_sorted_filtered_and_a_client_gone() {
+    use turnscope::observe::Event;
+    let mut c = console();
+    let rows: Vec<_> = c
+        .state
+        .session_rows()
+        .into_iter()
+        .filter(|r| !r.is_closed())
+        .cloned()
+        .map(|mut r| {
+            r.activity = crate::state::Activity::Idle;
+            r
+        })
+        .collect();
+    c.state.sync_sessions(rows);
+    let at_us = c.state.now_us;
+    c.state.apply(&Event::ClientGone {
+        session: 2,
+        client: "claude-code".into(),
+        reason: "its MCP session ended (deleted, or closed after its idle timeout)".into(),
+        at_us,
+    });
+    c.focus = PaneId::Sessions;
+    c.sessions_list.sort = crate::view::sessions::SessionSort::Activity;
+    let t = render(80, 8, &c, panes::sessions::draw);
+    let unfiltered = t.backend().to_string();
+    c.sessions_list.filter = "mcp".into();
+    let t = render(80, 8, &c, panes::sessions::draw);
+    assert_snapshot!(format!("{unfiltered}\n{}", t.backend()));
+}

@@ -1,0 +1,360 @@
+//! The console state: events folded in, bounds kept, live snapshots laid over, and the live
+//! feed against a real app (server on a loopback port, embedded model).
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::state::{Activity, CLOSED_KEPT, ConsoleState, FRAMES_KEPT, ProgressTotals, SessionRow};
+use crate::tests::fixture::{self, T0};
+use turnscope::app::App;
+use turnscope::config::Config;
+use turnscope::observe::{Bus, Event, FrameEvent, SessionEvent, SessionOpener};
+
+fn fixture_state() -> ConsoleState {
+    let mut s = ConsoleState::default();
+    for e in fixture::events() {
+        s.apply(&e);
+    }
+    s
+}
+
+#[test]
+fn the_reply_is_built_from_the_pieces_reaching_the_output_once() {
+    let s = fixture_state();
+    let turns = s.transcript(1);
+    assert_eq!(turns.len(), 2);
+    assert_eq!(turns[0].line, "hello there");
+    assert_eq!(turns[0].reply, "Hello there! How can I help?");
+    assert_eq!(turns[0].end.as_deref(), Some("completed"));
+    assert_eq!(turns[0].total_us, Some(131_000));
+    assert_eq!(turns[1].rounds, 1);
+    assert_eq!(turns[1].tools.len(), 1);
+    let clock = &turns[1].tools[0];
+    assert_eq!(clock.name, "clock");
+    assert_eq!(clock.arguments, "{}");
+    assert_eq!(clock.result, "2026-01-01 12:00:00 UTC");
+    assert!(
+        clock.head(20).starts_with("clock({}) → 23 B"),
+        "{}",
+        clock.head(20)
+    );
+    let streaming = &s.transcript(2)[0];
+    assert_eq!(streaming.reply, "Once upon a time");
+    assert_eq!(streaming.end, None);
+}
+
+#[test]
+fn sessions_follow_their_events() {
+    let s = fixture_state();
+    let rows = s.session_rows();
+    let numbers: Vec<u64> = rows.iter().map(|r| r.number).collect();
+    assert_eq!(numbers, [1, 2, 3], "open ones first, then closed");
+    assert_eq!(s.session(1).unwrap().activity, Activity::Idle);
+    assert_eq!(s.session(1).unwrap().turns, 2);
+    assert_eq!(s.session(2).unwrap().activity, Activity::InTurn);
+    assert_eq!(s.session(2).unwrap().opener_label(), "mcp: claude-code");
+    let closed = s.session(3).unwrap();
+    assert_eq!(closed.activity, Activity::Closed("idle too long".into()));
+    assert_eq!(
+        closed.age_s, 7,
+        "a closed session keeps the age it closed at"
+    );
+    assert_eq!(s.sessions_opened, 3);
+}
+
+#[test]
+fn progress_totals_count_coalesced_notifications_and_the_rate() {
+    let s = fixture_state();
+    let totals = &s.progress_totals()[&2];
+    assert_eq!(
+        *totals,
+        ProgressTotals {
+            notes: 2,
+            pieces: 3,
+            coalesced: 1,
+            first_us: T0 + 5_050_000,
+            last_us: T0 + 5_120_000,
+        }
+    );
+    let rate = totals.rate().unwrap();
+    assert!((rate - 14.285).abs() < 0.01, "{rate}");
+    assert_eq!(s.progress().len(), 2);
+}
+
+#[test]
+fn stats_and_session_samples_are_fed() {
+    let s = fixture_state();
+    let names: Vec<String> = s.stats.summaries().into_iter().map(|(n, _)| n).collect();
+    for metric in [
+        "turn total",
+        "turn first piece",
+        "model request",
+        "tool clock",
+        "mcp tools/call chat",
+    ] {
+        assert!(
+            names.iter().any(|n| n == metric),
+            "{metric} missing from {names:?}"
+        );
+    }
+    let mine = s.session_samples(1).unwrap().summaries();
+    let total = mine.iter().find(|(n, _, _)| n == "turn total").unwrap();
+    assert_eq!(total.1.count, 2);
+    assert_eq!(total.1.p50_us, 131_000, "nearest rank of two samples");
+    assert_eq!(total.1.max_us, 152_000);
+    assert_eq!(total.2, [131_000, 152_000]);
+    assert_eq!(s.logs().len(), 1);
+}
+
+fn frame(n: u64) -> Event {
+    Event::Frame(FrameEvent {
+        id: n,
+        session: 1,
+        turn: 1,
+        kind: "data".into(),
+        name: "TextPiece".into(),
+        from: "model".into(),
+        to: "sink".into(),
+        direction: "down".into(),
+        at_us: T0 + n,
+        detail: String::new(),
+        depth: 0,
+    })
+}
+
+#[test]
+fn frames_are_kept_up_to_the_bound_and_evictions_counted() {
+    let mut s = ConsoleState::default();
+    for n in 0..(FRAMES_KEPT as u64 + 25) {
+        s.apply(&frame(n));
+    }
+    assert_eq!(s.frames().len(), FRAMES_KEPT);
+    assert_eq!(s.frames_evicted, 25);
+    assert_eq!(s.frames_seen, FRAMES_KEPT as u64 + 25);
+    assert_eq!(s.frames().front().unwrap().frame().id, 25);
+    assert_eq!(s.events_seen, FRAMES_KEPT as u64 + 25);
+}
+
+#[test]
+fn closed_sessions_beyond_the_bound_are_forgotten() {
+    let mut s = ConsoleState::default();
+    let n = CLOSED_KEPT as u64 + 3;
+    for number in 1..=n {
+        for closed in [None, Some("bye".to_string())] {
+            s.apply(&Event::Session(SessionEvent {
+                session: number,
+                handle_prefix: "abcdefgh".into(),
+                opener: SessionOpener::Api,
+                closed,
+                at_us: T0,
+            }));
+        }
+    }
+    assert_eq!(s.session_rows().len(), CLOSED_KEPT);
+    assert!(s.session(1).is_none(), "the oldest closed one went first");
+    assert_eq!(s.session_rows()[0].number, n, "latest closed first");
+}
+
+#[test]
+fn a_snapshot_replaces_event_rows_and_marks_vanished_ones_closed() {
+    let mut s = fixture_state();
+    s.now_us = T0 + 20_000_000;
+    let row = SessionRow {
+        number: 1,
+        handle_prefix: "1a2b3c4d".into(),
+        opener: SessionOpener::Console,
+        mine: true,
+        turns: 2,
+        activity: Activity::Idle,
+        opened_us: T0,
+        age_s: 20,
+        idle_left_s: Some(280),
+    };
+    s.sync_sessions(vec![row.clone()]);
+    assert_eq!(s.session(1), Some(&row));
+    assert_eq!(
+        s.session(2).unwrap().activity,
+        Activity::Closed("gone".into())
+    );
+    assert_eq!(s.session(2).unwrap().age_s, 19);
+}
+
+#[test]
+fn tools_explain_renames_collisions_and_refused_schemas() {
+    let mut s = ConsoleState::default();
+    s.set_tools(&fixture::tools());
+    let by_name = |name: &str, source: &str| {
+        s.tools
+            .iter()
+            .find(|t| t.name == name && t.source == source)
+            .unwrap()
+            .clone()
+    };
+    let fs = by_name("fs/read file", "mcp:files");
+    assert!(fs.notes[0].contains("`fs_read_file`"), "{:?}", fs.notes);
+    let params = fs.openai.expect("converted");
+    assert!(
+        params.contains("A path under the project.") && !params.contains("$ref"),
+        "{params}"
+    );
+    assert!(fs.schema.contains("\"$ref\""));
+    let fetch = by_name("fetch", "mcp:web");
+    assert!(fetch.openai.unwrap_err().contains("another document"));
+    let late_echo = by_name("echo", "mcp:files");
+    assert!(
+        late_echo.notes[0].contains("collision"),
+        "{:?}",
+        late_echo.notes
+    );
+    assert!(by_name("echo", "builtin").notes.is_empty());
+}
+
+#[test]
+fn replay_rejects_files_with_no_events_and_names_the_first_bad_line() {
+    let theme = crate::theme::Theme::default;
+    let e = crate::run::replay::console_of("", "empty.jsonl", theme())
+        .err()
+        .unwrap();
+    assert!(
+        e.to_string()
+            .contains("empty.jsonl: the file holds no events"),
+        "{e}"
+    );
+    let e = crate::run::replay::console_of("{\"type\":\"nope\"}\n", "bad.jsonl", theme())
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("line 1"), "{e}");
+    let ok = crate::run::replay::console_of(
+        &(serde_json::to_string(&fixture::events()[0]).unwrap() + "\n"),
+        "one.jsonl",
+        theme(),
+    )
+    .unwrap();
+    assert!(ok.read_only);
+    assert_eq!(ok.selected, Some(1));
+}
+
+/// The live feed over a real app: the person's session is opened and selected, a chat on it
+/// shows in the transcript from the session's turns, and an API session appears.
+#[tokio::test]
+async fn live_feed_shows_sessions_and_turns_of_a_running_app() {
+    let mut config = Config::default();
+    config.server.port = 0;
+    config.model.pace = 0.0;
+    let app = App::start(&config, Bus::default())
+        .await
+        .expect("app starts");
+    let (mut console, mut feed) = crate::run::live::attach(&app, crate::theme::Theme::default());
+    let own = console.own.expect("own session");
+    assert_eq!(console.selected, Some(own));
+    assert!(console.state.tools.iter().any(|t| t.name == "clock"));
+
+    let other = app
+        .sessions
+        .open(SessionOpener::Api)
+        .expect("second session");
+    let session = app.sessions.by_number(own).expect("own is open");
+    let reply = app
+        .sessions
+        .chat_on(&session, "hello console", None, &CancellationToken::new())
+        .await
+        .expect("chat");
+    assert!(!reply.reply.is_empty());
+    // Fold every event published so far, then take a snapshot.
+    let mut folded = 0;
+    while let Ok(Some(event)) = tokio::time::timeout(Duration::from_millis(200), feed.next()).await
+    {
+        folded += feed.fold(&mut console.state, &event);
+    }
+    assert!(folded > 10, "frames and turn events arrived: {folded}");
+    feed.refresh(&mut console.state, console.selected, console.own);
+    console.settle();
+    let rows = console.state.session_rows();
+    assert_eq!(rows.len(), 2);
+    assert!(rows[0].mine && rows[0].turns == 1 && rows[0].activity == Activity::Idle);
+    assert_eq!(rows[1].opener, SessionOpener::Api);
+    assert_eq!(rows[1].number, other.number);
+    let turns = console.state.transcript(own);
+    assert_eq!(turns.len(), 1);
+    assert_eq!(turns[0].line, "hello console");
+    assert_eq!(turns[0].reply.trim(), reply.reply);
+    assert_eq!(turns[0].end.as_deref(), Some("completed"));
+    assert_eq!(console.state.events_missed, 0);
+    app.shutdown().await;
+}
+
+#[test]
+fn frame_times_are_fixed_width_and_count_from_the_session() {
+    use crate::state::fixed_offset;
+    assert_eq!(fixed_offset(4_060_000), "   4.060s");
+    assert_eq!(fixed_offset(118_778_000), " 118.778s");
+    assert_eq!(fixed_offset(9_999_999_000), "9999.999s");
+    assert_eq!(fixed_offset(10_000_000_000), "  166m40s");
+    assert_eq!(fixed_offset(10_000_000_000).chars().count(), 9);
+    let s = fixture_state();
+    // Session 2 opened one second after the first event.
+    assert_eq!(
+        s.session_relative(2, T0 + 5 * 1_000_000),
+        "   4.000s",
+        "relative to #2's opening, not the console's first event"
+    );
+}
+
+#[test]
+fn a_closed_session_drops_its_stale_live_snapshot() {
+    let mut s = fixture_state();
+    // The last snapshot caught turn 1 of #2 streaming, cut short.
+    let mut stale = s.transcript(2).to_vec();
+    stale[0].reply = "Once".into();
+    stale[0].end = None;
+    s.sync_turns(2, stale);
+    assert_eq!(s.transcript(2)[0].end, None);
+    s.apply(&Event::Session(SessionEvent {
+        session: 2,
+        handle_prefix: "2a2b3c4d".into(),
+        opener: SessionOpener::Mcp("claude-code".into()),
+        closed: Some("ended by the bot".into()),
+        at_us: T0 + 9 * 1_000_000,
+    }));
+    let turn = &s.transcript(2)[0];
+    assert_eq!(turn.reply, "Once upon a time", "the event-built reply wins");
+    assert_eq!(turn.end.as_deref(), Some("session ended"));
+}
+
+#[test]
+fn failures_are_journaled_with_time_and_session() {
+    let s = fixture_state();
+    let j = &s.journal;
+    assert_eq!(j.errors, 2, "the refused starts");
+    assert!(j.warnings >= 2, "a failed tool source and a warn log line");
+    let refused = j
+        .entries()
+        .iter()
+        .find(|e| e.source == "start refused")
+        .expect("the refused start is listed");
+    assert!(refused.message.contains("sessions are in use"));
+    assert_eq!(
+        refused.repeats, 2,
+        "a repeated refusal is one entry, counted"
+    );
+    assert_ne!(refused.at_us, 0);
+}
+
+#[test]
+fn the_replica_and_its_draining_reach_the_header_from_events() {
+    use turnscope::observe::ReplicaEvent;
+    let mut s = ConsoleState::default();
+    let replica = |state: &'static str| {
+        Event::Replica(ReplicaEvent {
+            id: "r2".into(),
+            tag: "8e6c".into(),
+            state: state.into(),
+            at_us: T0,
+        })
+    };
+    s.apply(&replica("serving"));
+    assert_eq!(s.header.replica, Some(("r2".into(), "serving".into())));
+    s.apply(&replica("draining"));
+    assert_eq!(s.header.replica, Some(("r2".into(), "draining".into())));
+}

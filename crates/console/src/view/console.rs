@@ -1,0 +1,250 @@
+//! The console's view state: [`Console`] owns the [`ConsoleState`] the panes draw and the
+//! person's view of it (focus, selection, scroll positions, the input line, overlays). It never
+//! touches the server, the terminal or the clock; the input layer changes it, the draw layer
+//! reads it.
+
+use std::cell::Cell;
+
+use ratatui::style::{Modifier, Style};
+use ratatui_textarea::{TextArea, WrapMode};
+
+use super::frames::{FrameLine, FrameSource, FramesView};
+use super::ids::PaneId;
+use super::keys::KeyOwner;
+use super::layout::Areas;
+use super::nav::TurnPick;
+use super::panes::{
+    HelpView, InputLineView, LogView, ProgressView, StatsView, ToolsView, TranscriptView,
+};
+use super::sessions::SessionList;
+use crate::state::tape::Tape;
+use crate::state::{ConsoleState, FrameRow, SessionRow};
+use crate::theme::Theme;
+
+/// A message for the person, shown above the input line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    /// The text.
+    pub text: String,
+    /// Whether it reports a failure.
+    pub error: bool,
+}
+
+/// The console: the state it draws plus everything about the person's view of it.
+pub struct Console {
+    /// What the server did, folded from events and snapshots.
+    pub state: ConsoleState,
+    /// The styles to draw with.
+    pub theme: Theme,
+    /// A replay: no input line, nothing is sent.
+    pub read_only: bool,
+    /// The focused pane.
+    pub focus: PaneId,
+    /// The inspector tab shown.
+    pub inspector: PaneId,
+    /// The selected session's number.
+    pub selected: Option<u64>,
+    /// The session the console opened for the person.
+    pub own: Option<u64>,
+    /// The input line.
+    pub input: TextArea<'static>,
+    /// The input line's sends: chats in flight, a line waiting for a second Enter.
+    pub input_line: InputLineView,
+    /// The latest message for the person.
+    pub notice: Option<Notice>,
+    /// The help overlay.
+    pub help: HelpView,
+    /// The Transcript pane: its scroll and search.
+    pub transcript: TranscriptView,
+    /// The Frames pane.
+    pub frames: FramesView,
+    /// The Progress pane.
+    pub progress: ProgressView,
+    /// The Tools pane.
+    pub tools: ToolsView,
+    /// The Stats pane.
+    pub stats: StatsView,
+    /// Where the panes were at the last draw (for the mouse).
+    pub areas: Cell<Areas>,
+    /// The turn view (waterfall) when open.
+    pub turn_view: Option<TurnPick>,
+    /// The Log pane.
+    pub log: LogView,
+    /// Whether the focused pane fills the screen.
+    pub zoom: bool,
+    /// Whether `q` was pressed once while MCP clients hold sessions (a second `q` quits).
+    pub quit_asked: bool,
+    /// The session `d` was pressed on once (a second `d` closes it).
+    pub close_asked: Option<u64>,
+    /// A replay's events, stepped through with `[` and `]`.
+    pub tape: Option<Tape>,
+    /// The Sessions pane's sort and filter.
+    pub sessions_list: SessionList,
+}
+
+impl Console {
+    /// A console over `state`, drawn with `theme`; `read_only` for a replay.
+    pub fn new(state: ConsoleState, theme: Theme, read_only: bool) -> Self {
+        let mut input = TextArea::default();
+        input.set_wrap_mode(WrapMode::WordOrGlyph);
+        input.set_cursor_line_style(Style::new());
+        input.set_placeholder_text("Type a line for the selected session; Enter sends");
+        Self {
+            state,
+            theme,
+            read_only,
+            focus: if read_only {
+                PaneId::Sessions
+            } else {
+                PaneId::Input
+            },
+            inspector: PaneId::Frames,
+            selected: None,
+            own: None,
+            input,
+            input_line: InputLineView::default(),
+            notice: None,
+            help: HelpView::default(),
+            transcript: TranscriptView::default(),
+            frames: FramesView::default(),
+            progress: ProgressView::default(),
+            tools: ToolsView::default(),
+            stats: StatsView::default(),
+            areas: Cell::new(Areas::default()),
+            turn_view: None,
+            log: LogView::default(),
+            zoom: false,
+            quit_asked: false,
+            close_asked: None,
+            tape: None,
+            sessions_list: Default::default(),
+        }
+    }
+
+    /// Styles the input line for the next frame: its cursor shows only while it has focus.
+    pub fn before_draw(&mut self) {
+        let focused = self.focus == PaneId::Input
+            && !self.read_only
+            && !self.help.open
+            && self.frames.editing.is_none();
+        let cursor = if focused {
+            Style::new().add_modifier(Modifier::REVERSED)
+        } else {
+            Style::new()
+        };
+        self.input.set_cursor_style(cursor);
+        self.input.set_placeholder_style(self.theme.dim);
+        self.input.set_style(self.theme.text);
+    }
+
+    /// Keeps the selection valid after the state changed: the selected session if still
+    /// listed, else the person's own, else the first; and the cursor on it.
+    pub fn settle(&mut self) {
+        let rows: Vec<(u64, bool)> = self
+            .listed_sessions()
+            .iter()
+            .map(|r| (r.number, r.is_closed()))
+            .collect();
+        let valid = self.selected.is_some_and(|n| rows.iter().any(|r| r.0 == n));
+        // A filter that matches nothing keeps the selection it had.
+        if !valid && !rows.is_empty() {
+            self.selected = self
+                .own
+                .filter(|n| rows.iter().any(|r| r.0 == *n && !r.1))
+                .or_else(|| rows.first().map(|r| r.0));
+        }
+        if let Some(i) = rows.iter().position(|r| Some(r.0) == self.selected) {
+            self.sessions_list.nav.cursor = i;
+        }
+        let tools = self.state.tools.len();
+        self.tools.nav.step(0, tools);
+    }
+
+    /// What has the keys now: an overlay, the filter, or the focused pane.
+    pub fn key_owner(&self) -> KeyOwner {
+        if self.help.open {
+            KeyOwner::Help
+        } else if self.turn_view.is_some() {
+            KeyOwner::TurnView
+        } else if self.frames.detail {
+            KeyOwner::FrameDetail
+        } else if self.frames.editing.is_some()
+            || self.transcript.search_editing.is_some()
+            || self.sessions_list.editing.is_some()
+        {
+            KeyOwner::Filter
+        } else {
+            KeyOwner::Pane(self.focus)
+        }
+    }
+
+    /// The frames the Frames pane lists: the paused copy or the live window.
+    pub fn frame_source(&self) -> FrameSource<'_> {
+        self.frames.source(&self.state)
+    }
+
+    /// The Frames pane's lines for the selected session or all ([`FramesView::lines`]).
+    pub fn frame_lines(&self) -> Vec<FrameLine> {
+        self.frames.lines(&self.state, self.selected)
+    }
+
+    /// The crossings of the frame whose first listed crossing is `first`.
+    pub fn frame_hops(&self, first: usize) -> Vec<usize> {
+        self.frames.hops(&self.state, first)
+    }
+
+    /// The index in `lines` of the frame under the cursor.
+    pub fn frame_cursor_index(&self, lines: &[FrameLine]) -> Option<usize> {
+        self.frames.cursor_index(&self.state, lines)
+    }
+
+    /// The frame source index of the frame under the cursor.
+    pub fn cursor_frame_index(&self) -> Option<usize> {
+        self.frames.cursor_frame_index(&self.state, self.selected)
+    }
+
+    /// The frame under the cursor, for the detail popup.
+    pub fn cursor_frame(&self) -> Option<&FrameRow> {
+        self.frames.cursor_frame(&self.state, self.selected)
+    }
+
+    pub(crate) fn frame_step(&mut self, delta: isize) {
+        self.frames.step(&self.state, self.selected, delta);
+    }
+
+    pub(crate) fn toggle_pause(&mut self) {
+        self.frames.toggle_pause(&self.state);
+    }
+
+    pub(crate) fn set_frame_cursor(&mut self, lines: &[FrameLine], line: usize, is_last: bool) {
+        self.frames.set_cursor(&self.state, lines, line, is_last);
+    }
+
+    /// The sessions as the Sessions pane lists them ([`SessionList::listed`]).
+    pub fn listed_sessions(&self) -> Vec<&SessionRow> {
+        self.sessions_list.listed(&self.state)
+    }
+
+    /// Focuses a pane (an inspector pane also becomes the visible tab).
+    pub fn focus_pane(&mut self, pane: PaneId) {
+        if pane == PaneId::Input && self.read_only {
+            return;
+        }
+        if pane.is_inspector() {
+            self.inspector = pane;
+        }
+        self.focus = pane;
+    }
+
+    /// Selects the session on row `i` of the Sessions pane.
+    pub fn select_row(&mut self, i: usize) {
+        let number = self.listed_sessions().get(i).map(|r| r.number);
+        if let Some(number) = number {
+            if self.selected != Some(number) {
+                self.transcript.back.set(0);
+            }
+            self.selected = Some(number);
+            self.sessions_list.nav.cursor = i;
+        }
+    }
+}

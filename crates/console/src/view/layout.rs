@@ -1,0 +1,195 @@
+//! Where each pane goes on the screen, for drawing and for mouse hits.
+//!
+//! Wide terminals (at least [`WIDE`] cells) get two columns: Sessions, Transcript and Input
+//! on the left, the inspector (Frames, Progress, Tools, Stats as tabs) on the right. Narrow
+//! ones stack everything. A resize simply lays the screen out again.
+
+use ratatui::layout::{Constraint, Layout, Position, Rect};
+
+use crate::text::width;
+use crate::view::ids::PaneId;
+
+/// The width from which the screen has two columns.
+pub const WIDE: u16 = 110;
+
+/// The inspector's tabs, in order.
+pub const TABS: [PaneId; 5] = [
+    PaneId::Frames,
+    PaneId::Progress,
+    PaneId::Tools,
+    PaneId::Stats,
+    PaneId::Log,
+];
+
+/// The screen's areas.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Areas {
+    /// The header bar (two lines).
+    pub header: Rect,
+    /// The footer bar (one line).
+    pub footer: Rect,
+    /// The Sessions pane.
+    pub sessions: Rect,
+    /// The Transcript pane.
+    pub transcript: Rect,
+    /// The Input pane.
+    pub input: Rect,
+    /// The inspector (Frames, Progress, Tools or Stats).
+    pub inspector: Rect,
+    /// Where each tab's label sits on the inspector's top border.
+    pub tabs: [Rect; 5],
+}
+
+/// Where each tab's label sits on the inspector's top border.
+fn tabs_on(inspector: Rect) -> [Rect; 5] {
+    let mut tabs = [Rect::default(); 5];
+    let mut x = inspector.x + 1;
+    for (slot, pane) in tabs.iter_mut().zip(TABS) {
+        let w = width(&tab_label(pane)) as u16;
+        let right = inspector.right().saturating_sub(1);
+        let start = x.min(right);
+        *slot = Rect::new(start, inspector.y, w.min(right - start), 1);
+        x = x.saturating_add(w + 1);
+    }
+    tabs
+}
+
+/// A tab's label: ` 4 Frames `.
+pub fn tab_label(pane: PaneId) -> String {
+    format!(" {} {} ", pane.number(), pane.title())
+}
+
+impl Areas {
+    /// Lays out a screen of `size` whose session list has `session_rows` rows and whose input
+    /// holds `input_lines` lines.
+    pub fn compute(size: Rect, session_rows: usize, input_lines: usize) -> Areas {
+        let [header, body, footer] = Layout::vertical([
+            Constraint::Length(2),
+            Constraint::Min(0),
+            Constraint::Length(1),
+        ])
+        .areas(size);
+        let input_h = (input_lines as u16 + 2).clamp(3, 8);
+        let sessions_h = (session_rows as u16 + 3).clamp(4, 12);
+        let (sessions, transcript, input, inspector) = if size.width >= WIDE {
+            let [left, right] =
+                Layout::horizontal([Constraint::Percentage(46), Constraint::Percentage(54)])
+                    .areas(body);
+            let [s, t, i] = Layout::vertical([
+                Constraint::Length(sessions_h.min(left.height / 3).max(4)),
+                Constraint::Min(3),
+                Constraint::Length(input_h),
+            ])
+            .areas(left);
+            (s, t, i, right)
+        } else {
+            let [s, t, i, r] = Layout::vertical([
+                Constraint::Length(sessions_h.min(body.height / 4).max(4)),
+                Constraint::Fill(4),
+                Constraint::Length(input_h),
+                Constraint::Fill(5),
+            ])
+            .areas(body);
+            (s, t, i, r)
+        };
+        Areas {
+            header,
+            footer,
+            sessions,
+            transcript,
+            input,
+            inspector,
+            tabs: tabs_on(inspector),
+        }
+    }
+
+    /// Everything between the header and the footer.
+    pub fn body(&self) -> Rect {
+        let top = self.header.bottom();
+        Rect::new(
+            self.header.x,
+            top,
+            self.header.width,
+            self.footer.y.saturating_sub(top),
+        )
+    }
+
+    /// The same screen with `pane` (an inspector pane: the inspector) over the whole body
+    /// and the other panes hidden (empty areas).
+    pub fn zoomed(self, pane: PaneId) -> Areas {
+        let body = self.body();
+        let mut out = Areas {
+            header: self.header,
+            footer: self.footer,
+            ..Areas::default()
+        };
+        match pane {
+            PaneId::Sessions => out.sessions = body,
+            PaneId::Transcript => out.transcript = body,
+            PaneId::Input => out.input = body,
+            _ => {
+                out.inspector = body;
+                out.tabs = tabs_on(body);
+            }
+        }
+        out
+    }
+
+    /// The pane under a screen position; the inspector counts as `shown`, its visible tab.
+    pub fn pane_at(&self, x: u16, y: u16, shown: PaneId) -> Option<PaneId> {
+        let p = Position::new(x, y);
+        if let Some(i) = self.tabs.iter().position(|r| r.contains(p)) {
+            return Some(TABS[i]);
+        }
+        [
+            (self.sessions, PaneId::Sessions),
+            (self.transcript, PaneId::Transcript),
+            (self.input, PaneId::Input),
+            (self.inspector, shown),
+        ]
+        .into_iter()
+        .find(|(r, _)| r.contains(p))
+        .map(|(_, pane)| pane)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wide_and_narrow_layouts_cover_the_body() {
+        let wide = Areas::compute(Rect::new(0, 0, 140, 40), 3, 1);
+        assert_eq!(wide.header.height, 2);
+        assert_eq!(wide.footer.y, 39);
+        assert!(wide.inspector.x > wide.sessions.x);
+        assert_eq!(wide.sessions.height, 6);
+        assert_eq!(wide.input.height, 3);
+        let narrow = Areas::compute(Rect::new(0, 0, 80, 40), 3, 1);
+        assert_eq!(narrow.inspector.x, narrow.sessions.x);
+        assert!(narrow.inspector.y > narrow.input.y);
+    }
+
+    #[test]
+    fn hits_find_panes_and_tabs() {
+        let a = Areas::compute(Rect::new(0, 0, 140, 40), 3, 1);
+        assert_eq!(
+            a.pane_at(a.sessions.x + 1, a.sessions.y + 1, PaneId::Frames),
+            Some(PaneId::Sessions)
+        );
+        assert_eq!(
+            a.pane_at(a.input.x + 2, a.input.y + 1, PaneId::Frames),
+            Some(PaneId::Input)
+        );
+        assert_eq!(
+            a.pane_at(a.inspector.x + 5, a.inspector.y + 5, PaneId::Stats),
+            Some(PaneId::Stats)
+        );
+        let tools = a.tabs[2];
+        assert_eq!(
+            a.pane_at(tools.x + 1, tools.y, PaneId::Frames),
+            Some(PaneId::Tools)
+        );
+        assert_eq!(a.pane_at(0, 0, PaneId::Frames), None);
+    }
+}

@@ -1,0 +1,15 @@
+//! The view layer: the person's view of the state. Identifiers ([`ids`]) at the bottom, each
+//! pane's own view state ([`frames`], [`sessions`]), the filter and line editor they use, the
+//! key table ([`keys`]), the layout, and [`console::Console`] holding them with the state. It
+//! reads the state layer and nothing above it.
+
+pub mod console;
+pub mod filter;
+pub mod frames;
+pub mod ids;
+pub mod keys;
+pub mod layout;
+pub mod line_edit;
+pub mod nav;
+pub mod panes;
+pub mod sessions;

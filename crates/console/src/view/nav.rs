@@ -1,0 +1,60 @@
+//! Positions in lists and scrolled text, shared by the panes' view states: [`ListNav`] (a
+//! cursor and its scroll), [`TurnPick`] (the turn view's turn), `scroll_back`, `PAGE`.
+
+use std::cell::Cell;
+
+/// Rows a page key moves.
+pub(crate) const PAGE: isize = 10;
+
+/// A cursor and a scroll offset into a list. The offset is adjusted while drawing, so the
+/// cursor stays visible whatever the pane's height.
+#[derive(Debug, Default)]
+pub struct ListNav {
+    /// The selected row.
+    pub cursor: usize,
+    offset: Cell<usize>,
+}
+
+impl ListNav {
+    /// The rows to show (`start..end`) for a list of `len` rows in `visible` lines.
+    pub fn window(&self, len: usize, visible: usize) -> (usize, usize) {
+        let cursor = self.cursor.min(len.saturating_sub(1));
+        let mut off = self.offset.get();
+        if cursor < off {
+            off = cursor;
+        }
+        if visible > 0 && cursor >= off + visible {
+            off = cursor + 1 - visible;
+        }
+        off = off.min(len.saturating_sub(visible));
+        self.offset.set(off);
+        (off, (off + visible).min(len))
+    }
+
+    /// The first row shown at the last draw.
+    pub fn offset(&self) -> usize {
+        self.offset.get()
+    }
+
+    /// Moves the cursor by `delta` within `len` rows.
+    pub fn step(&mut self, delta: isize, len: usize) {
+        let last = len.saturating_sub(1) as isize;
+        self.cursor = (self.cursor as isize + delta).clamp(0, last.max(0)) as usize;
+    }
+}
+
+/// The turn the turn view (the waterfall) shows.
+#[derive(Debug)]
+pub struct TurnPick {
+    /// Session number.
+    pub session: u64,
+    /// Turn id.
+    pub turn: u64,
+    /// Lines scrolled down.
+    pub scroll: Cell<usize>,
+}
+
+/// Moves a scroll position held in a cell by `delta` lines, never below 0.
+pub(crate) fn scroll_back(cell: &Cell<usize>, delta: isize) {
+    cell.set((cell.get() as isize).saturating_add(delta).max(0) as usize);
+}

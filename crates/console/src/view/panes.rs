@@ -1,0 +1,96 @@
+//! The view state each pane owns, beside the larger ones in their own files ([`FramesView`](super::frames::FramesView),
+//! [`SessionList`](super::sessions::SessionList)): scroll positions (in cells, since drawing
+//! keeps them in range), cursors, searches and scopes.
+
+use std::cell::Cell;
+use std::collections::BTreeSet;
+
+use super::line_edit::LineEdit;
+use super::nav::ListNav;
+
+/// The `?` overlay.
+#[derive(Debug, Default)]
+pub struct HelpView {
+    /// Whether it is open.
+    pub open: bool,
+    /// Lines scrolled down.
+    pub scroll: Cell<usize>,
+}
+
+/// The Transcript pane.
+#[derive(Debug, Default)]
+pub struct TranscriptView {
+    /// Lines scrolled back from the bottom (0 follows the newest).
+    pub back: Cell<usize>,
+    /// The search being typed.
+    pub search_editing: Option<LineEdit>,
+    /// The search in force (empty: none).
+    pub search: String,
+    /// Which match is shown, counted back from the newest.
+    pub search_hit: Cell<usize>,
+}
+
+/// The Progress pane.
+#[derive(Debug)]
+pub struct ProgressView {
+    /// Rows scrolled back from the bottom.
+    pub back: Cell<usize>,
+    /// Whether it shows every session (else the selected one).
+    pub all: bool,
+}
+
+impl Default for ProgressView {
+    fn default() -> Self {
+        Self {
+            back: Cell::new(0),
+            all: true,
+        }
+    }
+}
+
+/// The Tools pane.
+#[derive(Debug, Default)]
+pub struct ToolsView {
+    /// The tool under the cursor.
+    pub nav: ListNav,
+    /// The selected tool's detail scroll.
+    pub scroll: Cell<usize>,
+}
+
+/// The Stats pane.
+#[derive(Debug)]
+pub struct StatsView {
+    /// Lines scrolled down.
+    pub scroll: Cell<usize>,
+    /// Whether it shows every session (else the selected one).
+    pub all: bool,
+}
+
+impl Default for StatsView {
+    fn default() -> Self {
+        Self {
+            scroll: Cell::new(0),
+            all: true,
+        }
+    }
+}
+
+/// The Log pane.
+#[derive(Debug, Default)]
+pub struct LogView {
+    /// Rows scrolled back from the bottom.
+    pub back: Cell<usize>,
+    /// Whether it shows errors and warnings only.
+    pub problems_only: bool,
+}
+
+/// The Input pane's sends (the line itself is the console's `TextArea`).
+#[derive(Debug, Default)]
+pub struct InputLineView {
+    /// Sessions with a chat call from the console in flight.
+    pub waiting: BTreeSet<u64>,
+    /// A session not opened here whose line waits for a second Enter.
+    pub pending_send: Option<u64>,
+    /// Sessions not opened here the person confirmed speaking into.
+    pub confirmed: BTreeSet<u64>,
+}
