@@ -217,6 +217,12 @@ fn boundary(c: &Console, turn: &TurnView, width: usize) -> Vec<Line<'static>> {
     if let Some(total) = turn.total_us {
         figures.push(format!("total {}", micros(total)));
     }
+    if let Some(u) = c
+        .selected
+        .and_then(|session| c.state.wire.turn_tokens(session, turn.id))
+    {
+        figures.push(crate::state::wire::tokens_label(&u));
+    }
     let head = format!("── {} · ", parts[0]);
     let tail = format!(" · {} ", figures.join(" · "));
     let w = crate::text::width;
