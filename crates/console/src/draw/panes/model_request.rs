@@ -168,7 +168,7 @@ fn body(c: &Console, call: &ModelCall, w: usize, whole: bool) -> Vec<Line<'stati
             text.push_str(&format!(
                 "→ {}({}) [{}]",
                 call["function"]["name"].as_str().unwrap_or("?"),
-                pretty_text(args),
+                arguments(args, whole),
                 call["id"].as_str().unwrap_or("")
             ));
         }
@@ -186,7 +186,7 @@ fn body(c: &Console, call: &ModelCall, w: usize, whole: bool) -> Vec<Line<'stati
             said.push_str(&format!(
                 "→ {}({}) [{}]",
                 call.name,
-                pretty_text(&call.arguments),
+                arguments(&call.arguments, whole),
                 call.id
             ));
         }
@@ -216,6 +216,15 @@ fn body(c: &Console, call: &ModelCall, w: usize, whole: bool) -> Vec<Line<'stati
         push_wrapped(&mut out, "    server   ", &facts.join(" · "), w, t.dim);
     }
     out
+}
+
+/// A call's arguments as streamed: on one line when folded, pretty JSON when unfolded.
+fn arguments(args: &str, whole: bool) -> String {
+    if whole {
+        pretty_text(args)
+    } else {
+        one_line(args)
+    }
 }
 
 /// `text` after `lead`, wrapped under itself.
