@@ -175,3 +175,70 @@ async fn a_tool_turns_second_request_opens_whole_and_its_curl_gets_the_same_repl
     assert!(r.wait_exit().await.success());
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[tokio::test]
+async fn no_secret_reaches_a_screen_or_an_export() {
+    const TOKEN: &str = "tok-5ecret-0f-the-console";
+    const HEADER: &str = "hdr-5ecret-of-the-model";
+    let config = format!("[model]\nheaders = {{ X-Upstream-Key = \"{HEADER}\" }}\n");
+    let mut s = Screen::start_with(
+        &["--port", "0", "--pace", "0.002", "--auth-token", TOKEN],
+        &[("turnscope.toml", &config)],
+    )
+    .await;
+    let first = s.wait_text("Type a line for the selected session").await;
+    // An MCP client with the token: its initialize is recorded, its Authorization is not.
+    let init = reqwest::Client::new()
+        .post(mcp_url(&first))
+        .bearer_auth(TOKEN)
+        .header("accept", "application/json, text/event-stream")
+        .json(
+            &serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "secret-client", "version": "1"}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(init.status().is_success());
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    init.text().await.unwrap();
+    s.send(b"ask the clock").await;
+    s.send(b"\r").await;
+    s.wait_text("turn 1 · completed").await;
+    s.send(b"\x1b").await;
+    s.send(b"w").await;
+    s.send(b"m").await;
+    s.send(b"f").await;
+    let mut screens = page_through(&mut s, 3).await;
+    assert!(screens.contains("request  POST"), "{screens}");
+    s.send(b"c").await;
+    s.send(b"\x1b").await;
+    s.send(b"e").await;
+    let screen = s.wait_text("exported to turnscope-session-1-").await;
+    let name = screen
+        .split("exported to ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the file's name")
+        .to_string();
+    let report = std::fs::read_to_string(s._dir.0.join(&name)).expect("the report is written");
+    assert!(report.contains("Model requests (2)"), "{report}");
+    screens.push_str(&mcp_pane(&mut s).await);
+    assert!(screens.contains("secret-client"), "{screens}");
+    let copied = clipboard(&s.raw.lock().unwrap()).unwrap_or_default();
+    assert!(
+        copied.contains("X-Upstream-Key: $X_UPSTREAM_KEY"),
+        "{copied}"
+    );
+    for secret in [TOKEN, HEADER, session.as_str()] {
+        assert!(!screens.contains(secret), "{secret} on a screen");
+        assert!(!report.contains(secret), "{secret} in the export");
+        assert!(!copied.contains(secret), "{secret} in the copied curl");
+    }
+    s.send(b"q").await;
+    assert!(s.wait_exit().await.success());
+}
