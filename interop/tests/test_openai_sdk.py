@@ -54,3 +54,31 @@ def test_models_and_non_streaming(model_server):
     assert [m.id for m in client.models.list()] == ["turnscope-scripted"]
     reply = client.chat.completions.create(model="x", messages=[{"role": "user", "content": "hi"}])
     assert reply.choices[0].message.content == "You said: hi and that is"
+
+
+def test_usage_chunk_and_a_length_cut_as_openai_sends_them(model_server):
+    """`stream_options.include_usage` gives a final chunk with no choices and the usage (the
+    scripted model counts one token per word); `max_tokens` cuts the answer with `length`."""
+    client = OpenAI(base_url=model_server, api_key="unused")
+    stream = client.chat.completions.create(
+        model="turnscope-scripted",
+        messages=[{"role": "user", "content": "good morning to you"}],
+        stream=True,
+        max_tokens=3,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    assert "".join(pieces) == "You said: good"
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finishes == ["length"]
+    last = chunks[-1]
+    assert last.choices == []
+    assert (last.usage.prompt_tokens, last.usage.completion_tokens, last.usage.total_tokens) == (4, 3, 7)
+    whole = client.chat.completions.create(
+        model="turnscope-scripted",
+        messages=[{"role": "user", "content": "good morning to you"}],
+        max_tokens=3,
+    )
+    assert whole.choices[0].finish_reason == "length"
+    assert whole.usage.completion_tokens == 3

@@ -31,6 +31,11 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// Where llama-server on `port` logs.
+fn log_path(port: u16) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("turnscope-llama-{port}.log"))
+}
+
 /// Starts llama-server on `port` and waits for `/health` to answer 200.
 async fn llama(port: u16) -> Child {
     let mut child = Command::new(env("TURNSCOPE_LLAMA_SERVER"))
@@ -43,8 +48,12 @@ async fn llama(port: u16) -> Child {
         ])
         .arg(port.to_string())
         .args(["-t", "2", "-c", "2048", "-np", "1", "--jinja", "-n", "64"])
+        // On CPUs with AMX (this machine's kind), the native build's AMX kernels crash
+        // (SIGSEGV in ggml_backend_amx_mul_mat) as the model loads; without weight repacking
+        // the AMX buffer type is not used.
+        .arg("--no-repack")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(log_path(port)).unwrap())
         .kill_on_drop(true)
         .spawn()
         .expect("start llama-server");
@@ -60,10 +69,15 @@ async fn llama(port: u16) -> Child {
             Instant::now() < deadline,
             "llama-server did not load its model within 120 s"
         );
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "llama-server exited while loading"
-        );
+        if let Some(status) = child.try_wait().unwrap() {
+            let log = std::fs::read_to_string(log_path(port)).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(15).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            panic!(
+                "llama-server exited ({status}) while loading; its log ends:\n{}",
+                tail.join("\n")
+            );
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -96,14 +110,20 @@ async fn turn(s: &BotSession, line: &str) -> TurnRecord {
     t.snapshot()
 }
 
-fn failed_requests(events: &mut Subscription) -> Vec<String> {
-    let mut out = Vec::new();
+/// The failed model requests' errors, and how many requests were sent again on a fresh
+/// connection (the server had closed the pooled one).
+fn failed_requests(events: &mut Subscription) -> (Vec<String>, usize) {
+    let (mut failed, mut retried) = (Vec::new(), 0);
     while let Some(e) = events.try_recv() {
-        if let Event::ModelRequest { error: Some(e), .. } = &*e {
-            out.push(e.clone());
+        if let Event::ModelRequest {
+            error, response, ..
+        } = &*e
+        {
+            failed.extend(error.clone());
+            retried += usize::from(response.retried);
         }
     }
-    out
+    (failed, retried)
 }
 
 #[tokio::test]
@@ -137,8 +157,46 @@ async fn a_real_llama_server_plain_turns_twenty_in_a_row_usage_and_a_length_cut(
         );
         assert!(r.usage.is_some(), "turn {i} has usage");
     }
-    eprintln!("20 turns in {:.1} s", started.elapsed().as_secs_f64());
-    assert_eq!(failed_requests(&mut events), Vec::<String>::new());
+    let (failed, retried) = failed_requests(&mut events);
+    eprintln!(
+        "20 turns in {:.1} s, {retried} requests sent again on a fresh connection",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(failed, Vec::<String>::new());
+
+    // 40 streamed requests back to back on one client, as the OpenAI SDK made them: the
+    // request after a closed connection is the one a tool round makes milliseconds later.
+    let client = turnscope::model::ModelClient::new({
+        let mut c =
+            turnscope::model::ModelConfig::new(format!("http://127.0.0.1:{port}/v1"), "smollm2");
+        c.params.insert("max_tokens".into(), serde_json::json!(2));
+        c
+    });
+    let (mut failed, mut retried) = (Vec::new(), 0);
+    let started = Instant::now();
+    for i in 0..40 {
+        let mut info = turnscope::observe::ModelResponseInfo::default();
+        let messages =
+            vec![serde_json::json!({"role": "user", "content": format!("Count to {i}.")})];
+        let r = client
+            .stream_reporting(
+                messages,
+                Vec::new(),
+                &serde_json::Map::new(),
+                &mut |_| {},
+                &mut info,
+            )
+            .await;
+        retried += usize::from(info.retried);
+        if let Err(e) = r {
+            failed.push(format!("request {i}: {e}"));
+        }
+    }
+    eprintln!(
+        "40 back-to-back requests in {:.1} s, {retried} sent again on a fresh connection",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(failed, Vec::<String>::new());
 
     // A token limit cuts the reply: the turn says so.
     let (short, _) = session(port, "max_tokens = 4");

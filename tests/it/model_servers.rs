@@ -473,3 +473,37 @@ async fn headless_mode_warns_once_per_failed_model_request_and_caps_a_flood() {
     );
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[tokio::test]
+async fn over_mcp_a_cut_turn_reads_length_with_its_usage_on_the_embedded_model() {
+    use crate::support::binary::{ready_line, serving, terminate, url_in};
+    use crate::support::mcp::Client;
+
+    let dir = std::env::temp_dir().join(format!("turnscope-length-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("turnscope.toml");
+    std::fs::write(
+        &config,
+        "[server]\ndrain_seconds = 0\n[model]\npace = 0.0\nmax_tokens = 2\n",
+    )
+    .unwrap();
+    let mut child = serving(&["--headless", "--port", "0", "--config"])
+        .arg(&config)
+        .spawn()
+        .unwrap();
+    let client = Client::connect(&url_in(&ready_line(&mut child).await, "/mcp")).await;
+    let handle = client.start().await;
+    let o = client.chat(&handle, "one two three").await;
+    assert!(!o.is_error, "{}", o.text);
+    let record = &o.structured;
+    assert_eq!(record["end_reason"], "length", "{record}");
+    assert_eq!(record["reply"], "You said:");
+    assert_eq!(record["finish_reason"], "length");
+    assert_eq!(record["usage"]["completion_tokens"], 2, "{record}");
+    assert!(
+        record["usage"]["prompt_tokens"].as_u64().unwrap() >= 3,
+        "{record}"
+    );
+    assert!(terminate(&mut child).await.success());
+    std::fs::remove_dir_all(dir).ok();
+}

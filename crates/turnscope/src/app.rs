@@ -72,6 +72,27 @@ impl ModelInfo {
     }
 }
 
+impl App {
+    /// The model as the console header shows it: [`ModelInfo::describe`], then the request
+    /// parameters `[model]` sets (`max_tokens=64 temperature=0.2 …`), when any.
+    pub fn model_line(&self) -> String {
+        let params: Vec<String> = self
+            .sessions
+            .bot()
+            .model()
+            .config()
+            .params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        if params.is_empty() {
+            self.model.describe()
+        } else {
+            format!("{} · {}", self.model.describe(), params.join(" "))
+        }
+    }
+}
+
 /// The running application.
 pub struct App {
     /// The event bus everything publishes on.

@@ -53,7 +53,7 @@ pub fn attach(app: &App, theme: Theme) -> (Console, LiveFeed) {
 pub fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console, LiveFeed) {
     let mut state = ConsoleState::new(Header {
         mcp_url: Some(app.server.mcp_url()),
-        model: app.model.describe(),
+        model: app.model_line(),
         bridges: "none".into(),
         source: Source::Live,
         replica: Some((

@@ -153,6 +153,7 @@ impl ConsoleState {
                 request,
                 answer,
             } => {
+                self.on_model_response(*session, *turn, response);
                 self.on_model_request(session, turn, first_piece_us, total_us, error, at_us);
                 self.wire.on_model_request(wire::ModelCall {
                     session: *session,

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use turnscope::observe::stats::Summary;
-use turnscope::observe::{Event, FrameEvent, SessionOpener};
+use turnscope::observe::{Event, FrameEvent, SessionOpener, TokenUsage};
 
 use crate::state::SESSION_SAMPLES;
 
@@ -169,6 +169,10 @@ pub struct TurnView {
     pub first_piece_us: Option<u64>,
     /// Total time, µs.
     pub total_us: Option<u64>,
+    /// Tokens of the turn's model requests together, when the server counted them.
+    pub usage: Option<TokenUsage>,
+    /// Bytes of reasoning its responses streamed apart from the reply.
+    pub reasoning_bytes: u64,
 }
 
 impl TurnView {
@@ -202,6 +206,8 @@ impl TurnView {
             tools,
             first_piece_us: r.first_piece.map(|d| d.as_micros() as u64),
             total_us: r.total.map(|d| d.as_micros() as u64),
+            usage: r.usage,
+            reasoning_bytes: r.reasoning.len() as u64,
         }
     }
 }

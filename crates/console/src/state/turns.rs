@@ -2,6 +2,7 @@
 //! samples: a turn started or ended, a tool call, a model request (a reply piece comes with
 //! the frames, see `frames`).
 
+use turnscope::observe::ModelResponseInfo;
 use turnscope::observe::event::{ToolCallEvent, TurnEndEvent};
 
 use super::journal::{Entry, Level};
@@ -140,6 +141,21 @@ impl ConsoleState {
             .entry(*session)
             .or_default()
             .record("model request", *total_us);
+    }
+
+    /// What a model request reported: its tokens and reasoning join its turn's.
+    pub(super) fn on_model_response(
+        &mut self,
+        session: u64,
+        turn: u64,
+        response: &ModelResponseInfo,
+    ) {
+        if let Some(view) = self.turn_mut(session, turn) {
+            if let Some(u) = &response.usage {
+                view.usage.get_or_insert_default().add(u);
+            }
+            view.reasoning_bytes += response.reasoning_bytes;
+        }
     }
 
     pub(super) fn turn_mut(&mut self, session: u64, turn: u64) -> Option<&mut TurnView> {

@@ -358,3 +358,52 @@ fn the_replica_and_its_draining_reach_the_header_from_events() {
     s.apply(&replica("draining"));
     assert_eq!(s.header.replica, Some(("r2".into(), "draining".into())));
 }
+
+#[test]
+fn a_turn_cut_by_the_token_limit_shows_length_with_its_tokens_and_reasoning() {
+    use turnscope::observe::{ModelResponseInfo, TokenUsage, TurnEndEvent};
+    let mut s = ConsoleState::default();
+    s.apply(&Event::TurnStarted {
+        session: 3,
+        turn: 1,
+        line: "tell me a story".into(),
+        at_us: T0,
+    });
+    for (prompt, completion, reasoning) in [(30, 5, 12), (40, 64, 0)] {
+        s.apply(&Event::ModelRequest {
+            session: 3,
+            turn: 1,
+            first_piece_us: Some(1_000),
+            total_us: 9_000,
+            error: None,
+            at_us: T0,
+            response: ModelResponseInfo {
+                finish_reason: Some("length".into()),
+                usage: Some(TokenUsage {
+                    prompt_tokens: prompt,
+                    completion_tokens: completion,
+                    ..TokenUsage::default()
+                }),
+                reasoning_bytes: reasoning,
+                ..ModelResponseInfo::default()
+            },
+            request: None,
+            answer: None,
+        });
+    }
+    s.apply(&Event::TurnEnded(TurnEndEvent {
+        session: 3,
+        turn: 1,
+        reason: "length".into(),
+        reply_bytes: 20,
+        rounds: 1,
+        tool_calls: 1,
+        first_piece_us: Some(1_000),
+        total_us: 20_000,
+    }));
+    let t = &s.transcript(3)[0];
+    assert_eq!(t.end.as_deref(), Some("length"));
+    let u = t.usage.expect("tokens summed over the turn's requests");
+    assert_eq!((u.prompt_tokens, u.completion_tokens), (70, 69));
+    assert_eq!(t.reasoning_bytes, 12);
+}

@@ -75,16 +75,6 @@ impl ModelSection {
         }
         out
     }
-
-    /// The parameters as one line for the console (`max_tokens=64 temperature=0.2 …`), empty
-    /// when none is set.
-    pub fn params_line(&self) -> String {
-        self.request_fields()
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
 }
 
 /// Checks the request parameters: ranges, shapes, and `extra` keys that would clash.
@@ -173,9 +163,8 @@ mod tests {
             })
         );
         assert!(c.model.include_usage);
-        assert_eq!(
-            Config::parse("").unwrap().model.params_line(),
-            "",
+        assert!(
+            Config::parse("").unwrap().model.request_fields().is_empty(),
             "no parameter is sent unless set"
         );
     }

@@ -251,7 +251,7 @@ impl ModelClient {
 
     /// Like [`ModelClient::stream_with`], filling `info` with what the request reported (status,
     /// time to first byte, finish reason, usage, model, id, retries) whether it failed or not.
-    pub(crate) async fn stream_reporting(
+    pub async fn stream_reporting(
         &self,
         messages: Vec<Value>,
         tools: Vec<Value>,

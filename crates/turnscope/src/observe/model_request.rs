@@ -72,3 +72,30 @@ pub struct ModelResponseInfo {
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::Event;
+
+    #[test]
+    fn a_model_request_line_recorded_before_these_fields_still_reads() {
+        let old = r#"{"type":"model_request","session":1,"turn":2,"first_piece_us":null,"total_us":5,"error":null,"at_us":0}"#;
+        match serde_json::from_str::<Event>(old).unwrap() {
+            Event::ModelRequest { turn, response, .. } => {
+                assert_eq!(turn, 2);
+                assert_eq!(response, ModelResponseInfo::default());
+            }
+            other => panic!("{other:?}"),
+        }
+        let new = r#"{"type":"model_request","session":1,"turn":2,"first_piece_us":7,"total_us":5,"error":null,"at_us":0,"finish_reason":"length","usage":{"prompt_tokens":3,"completion_tokens":2},"retried":true}"#;
+        match serde_json::from_str::<Event>(new).unwrap() {
+            Event::ModelRequest { response, .. } => {
+                assert_eq!(response.finish_reason.as_deref(), Some("length"));
+                assert_eq!(response.usage.map(|u| u.completion_tokens), Some(2));
+                assert!(response.retried && !response.usage_refused);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -217,7 +217,11 @@ impl ModelReport {
             ));
         }
         if !self.reasoning.is_empty() {
-            out.push_str(&format!(" reasoning={}B", self.reasoning.len()));
+            out.push_str(&format!(
+                " reasoning={}B {:?}",
+                self.reasoning.len(),
+                crate::model::client::preview(&self.reasoning, 120)
+            ));
         }
         out
     }

@@ -93,7 +93,7 @@ fn tool_list(handle_seconds: u64) -> Vec<Tool> {
         "properties": {
             "reply": {"type": "string"},
             "turn": {"type": ["integer", "null"]},
-            "end_reason": {"type": ["string", "null"], "enum": ["completed", "interrupted", "error", "session_ended", null]},
+            "end_reason": {"type": ["string", "null"], "enum": ["completed", "length", "interrupted", "error", "session_ended", null]},
             "error": {"type": ["string", "null"]},
             "rounds": {"type": "integer"},
             "tool_calls": {"type": "array", "items": {"type": "object"}},

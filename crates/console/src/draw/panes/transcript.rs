@@ -217,11 +217,11 @@ fn boundary(c: &Console, turn: &TurnView, width: usize) -> Vec<Line<'static>> {
     if let Some(total) = turn.total_us {
         figures.push(format!("total {}", micros(total)));
     }
-    if let Some(u) = c
-        .selected
-        .and_then(|session| c.state.wire.turn_tokens(session, turn.id))
-    {
-        figures.push(crate::state::wire::tokens_label(&u));
+    if let Some(u) = &turn.usage {
+        figures.push(crate::state::wire::tokens_label(u));
+    }
+    if turn.reasoning_bytes > 0 {
+        figures.push(format!("reasoning {} B", turn.reasoning_bytes));
     }
     let head = format!("── {} · ", parts[0]);
     let tail = format!(" · {} ", figures.join(" · "));
