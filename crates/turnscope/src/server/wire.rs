@@ -170,8 +170,9 @@ pub(crate) async fn record(State(tap): State<WireTap>, request: Request, next: N
             started,
             limit,
             sse,
-            kept: Vec::new(),
-            arrivals: Vec::new(),
+            kept: Vec::with_capacity(if sse { 4096 } else { 1024 }),
+            // A chat's progress notifications: room for a few dozen before it grows.
+            arrivals: Vec::with_capacity(32),
             dropped: 0,
             complete: false,
         }),

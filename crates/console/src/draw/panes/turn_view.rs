@@ -110,7 +110,16 @@ pub fn lines(c: &Console, turn: &TurnView, tl: Option<&Timeline>, w: usize) -> V
     }
     out.push(Line::default());
     match tl {
-        Some(tl) => out.extend(waterfall(c, tl, w)),
+        Some(tl) => {
+            out.extend(waterfall(c, tl, w));
+            if let Some(u) = &turn.usage {
+                out.push(Line::from(vec![
+                    Span::styled(pad("tokens", LABEL), t.text),
+                    Span::styled(" ", t.dim),
+                    Span::styled(crate::state::wire::tokens_label(u), t.text),
+                ]));
+            }
+        }
         None => out.push(Line::styled(
             "No timeline: the console did not see this turn's events (it started before the console, or the events were missed).",
             t.dim,
