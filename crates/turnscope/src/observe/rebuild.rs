@@ -20,12 +20,16 @@ pub const MESSAGES_KEPT: usize = 4096;
 pub const SESSIONS_KEPT: usize = 256;
 /// Most tool sets kept.
 pub const TOOL_SETS_KEPT: usize = 64;
+/// Most messages kept over all sessions; the oldest of the lowest-numbered session go first.
+pub const BOOK_MESSAGES_KEPT: usize = 16_384;
 
 /// The messages and tool sets events have carried so far.
 #[derive(Debug, Default)]
 pub struct RequestBook {
     sessions: BTreeMap<u64, BTreeMap<u64, Arc<Value>>>,
     tool_sets: HashMap<String, Arc<[Value]>>,
+    /// Messages kept over all sessions.
+    kept: usize,
 }
 
 /// One request whole again.
@@ -45,15 +49,34 @@ pub struct WholeRequest {
 impl RequestBook {
     /// Takes in the messages one request of `session` carried.
     pub fn fold(&mut self, session: u64, request: &WireRequest) {
-        if !self.sessions.contains_key(&session) && self.sessions.len() >= SESSIONS_KEPT {
-            self.sessions.pop_first();
+        if !self.sessions.contains_key(&session)
+            && self.sessions.len() >= SESSIONS_KEPT
+            && let Some((_, gone)) = self.sessions.pop_first()
+        {
+            self.kept -= gone.len();
         }
         let kept = self.sessions.entry(session).or_default();
         for (i, message) in request.appended.iter().enumerate() {
-            kept.insert(request.from + i as u64, Arc::new(message.clone()));
+            if kept
+                .insert(request.from + i as u64, Arc::new(message.clone()))
+                .is_none()
+            {
+                self.kept += 1;
+            }
         }
         while kept.len() > MESSAGES_KEPT {
             kept.pop_first();
+            self.kept -= 1;
+        }
+        while self.kept > BOOK_MESSAGES_KEPT {
+            let Some(mut oldest) = self.sessions.first_entry() else {
+                break;
+            };
+            oldest.get_mut().pop_first();
+            self.kept -= 1;
+            if oldest.get().is_empty() {
+                oldest.remove();
+            }
         }
     }
 
@@ -287,5 +310,6 @@ mod tests {
         assert!(curl.contains("\"what time is it?\""), "{curl}");
         // Another session knows none of these messages.
         assert_eq!(book.whole(8, &second).missing, 5);
+        assert_eq!(book.kept, 5);
     }
 }
