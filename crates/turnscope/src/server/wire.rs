@@ -7,7 +7,8 @@
 //! It sits around rmcp and the JSON-RPC checks (`jsonrpc::check`), so it sees what the client
 //! saw, without touching the handlers. Nothing is done unless someone listens and the wire
 //! limit is not 0; then the body of the answer is copied as it passes (bounded) and parsed
-//! once, when the exchange ends. No header value but the protocol version, `Mcp-Method` and
+//! once, when the exchange ends (a `GET` stream held open is published when it closes). No
+//! header value but the protocol version, `Mcp-Method` and
 //! `Mcp-Name` is kept: never `Authorization`, and the session id only as its first 8
 //! characters.
 
@@ -200,11 +201,18 @@ impl Draft {
     fn wrote(&mut self, data: &Bytes) {
         let after = self.started.elapsed().as_micros() as u64;
         self.exchange.first_byte_us.get_or_insert(after);
+        // Keep-alive comments (`:` lines) carry no message: a stream held open for hours
+        // keeps nothing for them.
+        if self.sse && data.first() == Some(&b':') {
+            return;
+        }
         let room = STREAM_KEPT.saturating_sub(self.kept.len());
         let take = room.min(data.len());
         self.kept.extend_from_slice(&data[..take]);
         self.dropped += data.len() - take;
-        self.arrivals.push((self.kept.len(), after));
+        if take > 0 {
+            self.arrivals.push((self.kept.len(), after));
+        }
     }
 
     /// The record, with the answer's messages parsed out of the bytes copied.
