@@ -86,6 +86,10 @@ pub struct ServeArgs {
     /// MCP_STDIO_ALLOWED_COMMANDS or [policy]).
     #[arg(long)]
     pub locked: bool,
+    /// Most KiB of one model or MCP message kept in events, the console and --events (longer
+    /// ones cut with a marker; 0 = timings only, no bodies; default 64).
+    #[arg(long, value_name = "KIB")]
+    pub wire_kib: Option<usize>,
 }
 
 impl ServeArgs {
@@ -109,6 +113,7 @@ impl ServeArgs {
             allow_open_bind: self.allow_open_bind,
             theme: self.theme.clone(),
             locked: self.locked,
+            wire_kib: self.wire_kib,
         }
     }
 }

@@ -35,5 +35,6 @@ mod slow_clients;
 mod sse_client;
 mod tool_rules;
 mod tool_sources;
+mod wire;
 mod xiaozhi_bridge;
 mod xiaozhi_cli;

@@ -171,6 +171,8 @@ async fn usage_finish_reason_model_and_id_are_recorded_per_request() {
         error: None,
         at_us: 0,
         response: info.clone(),
+        request: None,
+        answer: None,
     })
     .unwrap();
     assert!(line.contains(r#""finish_reason":"stop""#), "{line}");

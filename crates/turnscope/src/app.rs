@@ -203,6 +203,7 @@ impl App {
         embedded: Option<EmbeddedModel>,
     ) -> Result<App, AppError> {
         let s = &config.server;
+        bus.wire().set(config.wire.max_kib.saturating_mul(1024));
         crate::config::check_open_bind(&s.host, s.auth_token.is_some(), s.allow_open_bind)
             .map_err(AppError::OpenBind)?;
         let mut guard = GuardConfig {

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 mod instruments;
 mod test_case_export;
+mod wire;
 
 use crate::support::binary::{ready_line, serving, terminate, url_in};
 use crate::support::mcp::Client;
@@ -26,6 +27,8 @@ struct Screen {
     child: Child,
     writer: pty_process::OwnedWritePty,
     parser: Arc<Mutex<vt100::Parser>>,
+    /// Every byte the binary wrote, for what the emulator does not keep (OSC 52).
+    raw: Arc<Mutex<Vec<u8>>>,
     _dir: TempDir,
 }
 
@@ -75,12 +78,17 @@ impl Screen {
             0,
         )));
         let sink = parser.clone();
+        let raw = Arc::new(Mutex::new(Vec::new()));
+        let raw_sink = raw.clone();
         tokio::spawn(async move {
             let mut buf = vec![0u8; 64 * 1024];
             loop {
                 match reader.read(&mut buf).await {
                     Ok(0) | Err(_) => break,
-                    Ok(n) => sink.lock().unwrap().process(&buf[..n]),
+                    Ok(n) => {
+                        raw_sink.lock().unwrap().extend_from_slice(&buf[..n]);
+                        sink.lock().unwrap().process(&buf[..n]);
+                    }
                 }
             }
         });
@@ -88,6 +96,7 @@ impl Screen {
             child,
             writer,
             parser,
+            raw,
             _dir: TempDir(dir),
         }
     }

@@ -4,7 +4,7 @@
 //!
 //! Pure: it builds the text from the console; writing it to a file is the event loop's job.
 
-use crate::draw::panes::turn_view;
+use crate::draw::panes::{model_request, turn_view};
 use crate::view::console::Console;
 use crate::view::frames::FrameLine;
 
@@ -31,7 +31,17 @@ pub fn session_report(c: &Console, session: u64) -> String {
             "─".repeat(WIDTH - rule.chars().count())
         ));
         let timeline = c.state.timelines.get(session, turn.id);
-        for line in turn_view::lines(c, turn, timeline, WIDTH) {
+        let shown = model_request::Shown {
+            open: true,
+            whole: true,
+            selected: None,
+        };
+        let requests = model_request::lines(c, session, turn.id, WIDTH, shown);
+        for line in turn_view::lines(c, turn, timeline, WIDTH)
+            .into_iter()
+            .chain(std::iter::once(Default::default()))
+            .chain(requests)
+        {
             out.push_str(line.to_string().trim_end());
             out.push('\n');
         }

@@ -22,6 +22,13 @@ pub enum Action {
         /// Session number.
         session: u64,
     },
+    /// Copy this text to the clipboard (OSC 52): a model request as curl or JSON.
+    Copy {
+        /// What it is, for the notice.
+        what: String,
+        /// The text.
+        text: String,
+    },
     /// Open a new session for the person and select it.
     NewSession,
     /// Close a session (asked for twice).

@@ -41,8 +41,7 @@ impl Console {
             return None;
         }
         if self.turn_view.is_some() {
-            self.turn_view_key(key);
-            return None;
+            return self.turn_view_key(key);
         }
         if self.frames.detail {
             self.detail_key(key);
@@ -120,6 +119,10 @@ impl Console {
         match command {
             Command::Quit => return self.quit(),
             Command::Zoom => self.zoom = !self.zoom,
+            Command::Yank if self.focus == PaneId::Mcp => return self.copy_mcp(),
+            Command::Expand if self.focus == PaneId::Mcp => {
+                self.mcp.method = self.next_mcp_filter(false);
+            }
             Command::Yank => {
                 if let Some(session) = self.selected
                     && !self.read_only
@@ -260,6 +263,7 @@ impl Console {
                 PaneId::Progress => self.progress.all = !self.progress.all,
                 PaneId::Stats => self.stats.all = !self.stats.all,
                 PaneId::Log => self.log.problems_only = !self.log.problems_only,
+                PaneId::Mcp => self.mcp.client = self.next_mcp_filter(true),
                 _ => {}
             },
         }
@@ -289,6 +293,7 @@ impl Console {
             }
             PaneId::Stats => scroll_fwd(&self.stats.scroll, delta),
             PaneId::Log => scroll_back(&self.log.back, -delta),
+            PaneId::Mcp => scroll_back(&self.mcp.back, -delta),
         }
     }
 
@@ -298,6 +303,7 @@ impl Console {
             PaneId::Frames => self.frames.cursor = None,
             PaneId::Progress => self.progress.back.set(0),
             PaneId::Log => self.log.back.set(0),
+            PaneId::Mcp => self.mcp.back.set(0),
             _ => self.move_by(isize::MAX / 2),
         }
     }
@@ -315,4 +321,58 @@ impl Console {
 
 fn scroll_fwd(cell: &Cell<usize>, delta: isize) {
     scroll_back(cell, delta);
+}
+
+impl Console {
+    /// The next client (`clients`) or method filter of the MCP pane: none, then each one seen
+    /// in turn, then none again.
+    fn next_mcp_filter(&self, clients: bool) -> Option<String> {
+        let mut seen: Vec<String> = Vec::new();
+        for x in self.state.wire.exchanges() {
+            let v = if clients {
+                x.client.clone()
+            } else {
+                x.method.clone()
+            };
+            if let Some(v) = v
+                && !seen.contains(&v)
+            {
+                seen.push(v);
+            }
+        }
+        let now = if clients {
+            &self.mcp.client
+        } else {
+            &self.mcp.method
+        };
+        match now {
+            None => seen.into_iter().next(),
+            Some(cur) => {
+                let at = seen.iter().position(|s| s == cur);
+                at.and_then(|i| seen.get(i + 1).cloned())
+            }
+        }
+    }
+
+    /// `y` in the MCP pane: the newest exchange it lists, as a curl command.
+    fn copy_mcp(&mut self) -> Option<Action> {
+        let newest = crate::draw::panes::mcp::listed(self).last().copied();
+        match newest {
+            Some(x) => Some(Action::Copy {
+                what: format!(
+                    "MCP {} {}",
+                    x.http_method,
+                    x.method.as_deref().unwrap_or("exchange")
+                ),
+                text: turnscope::observe::rebuild::mcp_curl(x),
+            }),
+            None => {
+                self.notice = Some(Notice {
+                    text: "no MCP exchange listed to copy".into(),
+                    error: true,
+                });
+                None
+            }
+        }
+    }
 }

@@ -18,10 +18,30 @@ use crate::view::nav::{PAGE, TurnPick, scroll_back};
 use turnscope::observe::SessionOpener;
 
 impl Console {
-    pub(crate) fn turn_view_key(&mut self, key: &KeyEvent) {
-        let Some(pick) = self.turn_view.as_ref() else {
-            return;
-        };
+    pub(crate) fn turn_view_key(&mut self, key: &KeyEvent) -> Option<Action> {
+        let pick = self.turn_view.as_mut()?;
+        let requests = self.state.wire.calls_of(pick.session, pick.turn).len();
+        match key.code {
+            KeyCode::Char('m') => {
+                pick.requests_open = !pick.requests_open;
+                return None;
+            }
+            KeyCode::Char('f') => {
+                pick.unfolded = !pick.unfolded;
+                return None;
+            }
+            KeyCode::Tab if requests > 0 => {
+                pick.request = (pick.request + 1) % requests;
+                return None;
+            }
+            KeyCode::BackTab if requests > 0 => {
+                pick.request = (pick.request + requests - 1) % requests;
+                return None;
+            }
+            KeyCode::Char('c' | 'J') => return self.copy_request(key.code == KeyCode::Char('J')),
+            _ => {}
+        }
+        let pick = self.turn_view.as_ref()?;
         let scroll = |d: isize| scroll_back(&pick.scroll, d);
         match key.code {
             KeyCode::Left | KeyCode::Char('h' | '[') => self.step_turn(-1),
@@ -38,6 +58,36 @@ impl Console {
                 Some(Command::Help) => self.help.open = true,
                 _ => {}
             },
+        }
+        None
+    }
+
+    /// `c` / `J` in the turn view: the selected model request as a curl command or as JSON.
+    fn copy_request(&mut self, json: bool) -> Option<Action> {
+        let pick = self.turn_view.as_ref()?;
+        let calls = self.state.wire.calls_of(pick.session, pick.turn);
+        let text = calls.get(pick.request).and_then(|call| {
+            if json {
+                crate::draw::panes::model_request::request_json(self, call)
+            } else {
+                crate::draw::panes::model_request::request_curl(self, call)
+            }
+        });
+        let what = format!(
+            "model request {} of turn {} as {}",
+            pick.request + 1,
+            pick.turn,
+            if json { "JSON" } else { "curl" }
+        );
+        match text {
+            Some(text) => Some(Action::Copy { what, text }),
+            None => {
+                self.notice = Some(Notice {
+                    text: format!("{what}: not recorded (no request, or [wire] max_kib = 0)"),
+                    error: true,
+                });
+                None
+            }
         }
     }
 
@@ -56,6 +106,9 @@ impl Console {
                     session,
                     turn: turn.id,
                     scroll: Cell::new(0),
+                    requests_open: false,
+                    unfolded: false,
+                    request: 0,
                 })
             }
             None => {
@@ -69,6 +122,9 @@ impl Console {
 
     /// Moves the turn view to the previous (-1) or next (+1) turn of its session.
     pub(crate) fn step_turn(&mut self, delta: isize) {
+        if let Some(pick) = self.turn_view.as_mut() {
+            pick.request = 0;
+        }
         let Some(pick) = self.turn_view.as_mut() else {
             return;
         };

@@ -250,11 +250,29 @@ fn perform(
         console.notice = Some(export_to_file(*session, text, "test.toml"));
         return;
     }
+    if let Action::Copy { what, text } = &action {
+        use std::io::Write;
+        let mut out = std::io::stdout();
+        let sent = out
+            .write_all(crate::run::clipboard::osc52(text).as_bytes())
+            .and_then(|()| out.flush());
+        console.notice = Some(match sent {
+            Ok(()) => Notice {
+                text: format!("{what} sent to the clipboard (OSC 52; a terminal may refuse it)"),
+                error: false,
+            },
+            Err(e) => Notice {
+                text: format!("cannot write to the terminal: {e}"),
+                error: true,
+            },
+        });
+        return;
+    }
     let Some(sessions) = sessions else {
         return;
     };
     match action {
-        Action::Quit | Action::Export { .. } | Action::ExportTest { .. } => {}
+        Action::Quit | Action::Export { .. } | Action::ExportTest { .. } | Action::Copy { .. } => {}
         Action::Yank { session } => {
             console.notice = Some(match sessions.by_number(session) {
                 Some(s) => {

@@ -35,6 +35,7 @@ pub mod timeline;
 mod times;
 mod tools;
 mod turns;
+pub mod wire;
 
 pub use times::fixed_offset;
 
@@ -83,6 +84,8 @@ pub struct ConsoleState {
     pub timelines: Timelines,
     /// Each session's pipeline as its frames crossed it: links, rates, queue depths.
     pub pipelines: Pipelines,
+    /// What crossed the wire: model requests and answers, tokens, MCP exchanges.
+    pub wire: wire::Wire,
     /// Sessions whose MCP client let go of them, with what happened.
     clients_gone: BTreeMap<u64, String>,
     /// Each session's latest turn start, turn end, tool call or failure (µs since the epoch).
@@ -148,9 +151,22 @@ impl ConsoleState {
                 error,
                 at_us,
                 response,
+                request,
+                answer,
             } => {
                 self.on_model_response(*session, *turn, response);
-                self.on_model_request(session, turn, first_piece_us, total_us, error, at_us)
+                self.on_model_request(session, turn, first_piece_us, total_us, error, at_us);
+                self.wire.on_model_request(wire::ModelCall {
+                    session: *session,
+                    turn: *turn,
+                    at_us: *at_us,
+                    total_us: *total_us,
+                    first_piece_us: *first_piece_us,
+                    error: error.clone(),
+                    info: response.clone(),
+                    request: request.clone(),
+                    answer: answer.clone(),
+                });
             }
             Event::Progress {
                 session,
@@ -190,6 +206,11 @@ impl ConsoleState {
                 level,
                 message,
             } => self.on_log(at_ms, level, message),
+            Event::ToolSet(_) => self.wire.book.apply(event),
+            Event::Mcp(x) => {
+                self.saw_time(x.at_us);
+                self.wire.on_mcp(x);
+            }
         }
     }
 

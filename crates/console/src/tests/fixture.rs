@@ -162,7 +162,15 @@ pub fn events() -> Vec<Event> {
         total_us: 130 * MS,
         error: None,
         at_us: T0 + 3 * S,
-        response: Default::default(),
+        response: info("stop", 20, 6),
+        request: request(
+            0,
+            vec![
+                json!({"role": "system", "content": "You are a helpful assistant. Answer in one short sentence."}),
+                json!({"role": "user", "content": "hello there"}),
+            ],
+        ),
+        answer: answer("Hello there! How can I help?", &[]),
     });
     s.end(1, 1, T0 + 3 * S + 130 * MS, (0, 0), (40 * MS, 131 * MS));
 
@@ -201,7 +209,15 @@ pub fn events() -> Vec<Event> {
         total_us: 60 * MS,
         error: None,
         at_us: T0 + 4 * S,
-        response: Default::default(),
+        response: info("tool_calls", 32, 5),
+        request: request(
+            2,
+            vec![
+                json!({"role": "assistant", "content": "Hello there! How can I help?"}),
+                json!({"role": "user", "content": "what does the clock say"}),
+            ],
+        ),
+        answer: answer("", &[("call_0", "clock", "{}")]),
     });
     s.pieces(
         1,
@@ -216,8 +232,18 @@ pub fn events() -> Vec<Event> {
         total_us: 70 * MS,
         error: None,
         at_us: T0 + 4 * S + 80 * MS,
-        response: Default::default(),
+        response: info("stop", 45, 8),
+        request: request(
+            4,
+            vec![
+                json!({"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "call_0", "type": "function", "function": {"name": "clock", "arguments": "{}"}}]}),
+                json!({"role": "tool", "tool_call_id": "call_0", "content": "2026-01-01 12:00:00 UTC"}),
+            ],
+        ),
+        answer: answer("The clock tool says: 12:00 UTC.", &[]),
     });
+    mcp_exchanges(&mut s);
     s.end(1, 2, T0 + 4 * S + 150 * MS, (1, 1), (90 * MS, 152 * MS));
 
     s.turn(2, 1, "tell me a story", T0 + 5 * S);
@@ -393,4 +419,137 @@ pub fn console() -> Console {
     c.selected = Some(1);
     c.settle();
     c
+}
+
+/// The tool set the fixture's model requests offer.
+pub const TOOL_SET: &str = "00c0ffee00c0ffee";
+
+/// A model request of session 1 carrying `appended` from message `from` on.
+fn request(
+    from: u64,
+    appended: Vec<serde_json::Value>,
+) -> Option<Box<turnscope::observe::wire::WireRequest>> {
+    let mut params = serde_json::Map::new();
+    params.insert("stream".into(), json!(true));
+    Some(Box::new(turnscope::observe::wire::WireRequest {
+        model: "turnscope-scripted".into(),
+        url: "http://127.0.0.1:7861/v1/chat/completions".into(),
+        params,
+        tools: Some(TOOL_SET.into()),
+        tool_count: 2,
+        system: true,
+        first: 1,
+        from,
+        appended,
+        ..Default::default()
+    }))
+}
+
+/// What the model answered.
+fn answer(
+    text: &str,
+    calls: &[(&str, &str, &str)],
+) -> Option<Box<turnscope::observe::wire::WireAnswer>> {
+    Some(Box::new(turnscope::observe::wire::WireAnswer {
+        content: text.into(),
+        reasoning: String::new(),
+        tool_calls: calls
+            .iter()
+            .map(|(id, name, args)| turnscope::observe::wire::WireCall {
+                id: (*id).into(),
+                name: (*name).into(),
+                arguments: (*args).into(),
+            })
+            .collect(),
+    }))
+}
+
+/// A response's facts: finish reason and tokens.
+fn info(finish: &str, prompt: u64, completion: u64) -> turnscope::observe::ModelResponseInfo {
+    turnscope::observe::ModelResponseInfo {
+        finish_reason: Some(finish.into()),
+        usage: Some(turnscope::observe::TokenUsage {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            ..Default::default()
+        }),
+        model: Some("turnscope-scripted".into()),
+        response_id: Some("chatcmpl-turnscope".into()),
+        status: Some(200),
+        first_byte_us: Some(2 * MS),
+        ..Default::default()
+    }
+}
+
+/// An MCP client's exchanges: initialize, tools/list, a chat with progress, a refused chat.
+fn mcp_exchanges(s: &mut Script) {
+    use turnscope::observe::wire::{McpExchange, McpMessage, ToolSetEvent};
+    s.events.push(Event::ToolSet(ToolSetEvent {
+        id: TOOL_SET.into(),
+        tools: vec![
+            json!({"type": "function", "function": {"name": "clock", "description": "the time", "parameters": {"type": "object", "properties": {}}}}),
+            json!({"type": "function", "function": {"name": "echo", "description": "says it back", "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}}),
+        ],
+        at_us: T0,
+    }));
+    let exchange = |at: u64,
+                    method: &str,
+                    tool: Option<&str>,
+                    request: serde_json::Value,
+                    messages: Vec<(u64, serde_json::Value)>| {
+        Event::Mcp(Box::new(McpExchange {
+            client: Some("claude-code".into()),
+            mcp_session: Some("5e55101d".into()),
+            http_method: "POST".into(),
+            path: "/mcp".into(),
+            host: Some("127.0.0.1:7870".into()),
+            protocol: Some("2025-11-25".into()),
+            method: Some(method.into()),
+            tool: tool.map(str::to_string),
+            request: Some(request),
+            status: 200,
+            content_type: Some("text/event-stream".into()),
+            first_byte_us: messages.first().map(|(t, _)| *t),
+            total_us: messages.last().map_or(300, |(t, _)| *t),
+            messages: messages
+                .into_iter()
+                .map(|(after_us, message)| McpMessage { after_us, message })
+                .collect(),
+            complete: true,
+            at_us: T0 + at,
+            ..Default::default()
+        }))
+    };
+    s.events.push(exchange(
+        S,
+        "initialize",
+        None,
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "clientInfo": {"name": "claude-code", "version": "2.1"}}}),
+        vec![(900, json!({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-11-25", "serverInfo": {"name": "turnscope"}}}))],
+    ));
+    s.events.push(exchange(
+        S + 5 * MS,
+        "tools/list",
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        vec![(700, json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "start"}, {"name": "chat"}]}}))],
+    ));
+    s.events.push(exchange(
+        2 * S,
+        "tools/call",
+        Some("chat"),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "chat", "arguments": {"handle": "2b7c19de…", "line": "tell me a story"}}}),
+        vec![
+            (50 * MS, json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 3, "progress": 1, "message": "Once"}})),
+            (120 * MS, json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 3, "progress": 3, "message": " upon a time"}})),
+            (180 * MS, json!({"jsonrpc": "2.0", "id": 3, "result": {"content": [{"type": "text", "text": "Once upon a time"}], "isError": false}})),
+        ],
+    ));
+    s.events.push(exchange(
+        2 * S + 500 * MS,
+        "tools/call",
+        Some("chat"),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "chat", "arguments": {"handle": "00000000…", "line": "hi"}}}),
+        vec![(800, json!({"jsonrpc": "2.0", "id": 4, "result": {"content": [{"type": "text", "text": "handle: no live session on this replica"}], "isError": true}}))],
+    ));
 }

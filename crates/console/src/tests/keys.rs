@@ -159,10 +159,10 @@ fn tab_and_shift_tab_cycle_every_pane_in_order() {
     assert_eq!(&seen[..ORDER.len()], ORDER);
     assert_eq!(seen[ORDER.len()], PaneId::Sessions);
     press(&mut c, KeyCode::BackTab);
-    assert_eq!(c.focus, PaneId::Log);
+    assert_eq!(c.focus, PaneId::Mcp);
     assert_eq!(
         c.inspector,
-        PaneId::Log,
+        PaneId::Mcp,
         "an inspector pane becomes the visible tab"
     );
     // Tab leaves the input line too.

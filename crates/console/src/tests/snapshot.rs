@@ -221,6 +221,35 @@ fn turn_view_waterfall_narrow() {
 }
 
 #[test]
+fn turn_view_model_requests_opened_wide_and_narrow() {
+    let mut c = console();
+    c.selected = Some(1);
+    c.open_turn_view();
+    if let Some(pick) = c.turn_view.as_mut() {
+        pick.requests_open = true;
+        pick.request = 1;
+        pick.scroll.set(16);
+    }
+    let t = render(160, 48, &c, |f, _, c| crate::draw::draw(f, c));
+    assert_snapshot!("turn_view_model_requests_160x48", t.backend());
+    if let Some(pick) = c.turn_view.as_mut() {
+        pick.scroll.set(33);
+    }
+    let t = render(80, 24, &c, |f, _, c| crate::draw::draw(f, c));
+    assert_snapshot!("turn_view_model_requests_80x24", t.backend());
+}
+
+#[test]
+fn mcp_pane_wide_and_narrow() {
+    let mut c = console();
+    c.focus_pane(PaneId::Mcp);
+    let t = render(160, 48, &c, |f, _, c| crate::draw::draw(f, c));
+    assert_snapshot!("mcp_pane_160x48", t.backend());
+    let t = render(80, 24, &c, |f, _, c| crate::draw::draw(f, c));
+    assert_snapshot!("mcp_pane_80x24", t.backend());
+}
+
+#[test]
 fn log_pane_wide_and_narrow() {
     let mut c = console();
     c.focus_pane(PaneId::Log);

@@ -387,6 +387,8 @@ fn a_turn_cut_by_the_token_limit_shows_length_with_its_tokens_and_reasoning() {
                 reasoning_bytes: reasoning,
                 ..ModelResponseInfo::default()
             },
+            request: None,
+            answer: None,
         });
     }
     s.apply(&Event::TurnEnded(TurnEndEvent {

@@ -14,7 +14,7 @@ use super::keys::KeyOwner;
 use super::layout::Areas;
 use super::nav::TurnPick;
 use super::panes::{
-    HelpView, InputLineView, LogView, ProgressView, StatsView, ToolsView, TranscriptView,
+    HelpView, InputLineView, LogView, McpView, ProgressView, StatsView, ToolsView, TranscriptView,
 };
 use super::sessions::SessionList;
 use crate::state::tape::Tape;
@@ -70,6 +70,8 @@ pub struct Console {
     pub turn_view: Option<TurnPick>,
     /// The Log pane.
     pub log: LogView,
+    /// The MCP pane's filters and scroll.
+    pub mcp: McpView,
     /// Whether the focused pane fills the screen.
     pub zoom: bool,
     /// Whether `q` was pressed once while MCP clients hold sessions (a second `q` quits).
@@ -113,6 +115,7 @@ impl Console {
             areas: Cell::new(Areas::default()),
             turn_view: None,
             log: LogView::default(),
+            mcp: McpView::default(),
             zoom: false,
             quit_asked: false,
             close_asked: None,

@@ -19,10 +19,12 @@ pub enum PaneId {
     Stats,
     /// Every failure and log line.
     Log,
+    /// Every `/mcp` exchange, per client and method.
+    Mcp,
 }
 
 /// Every pane in Tab order.
-pub const ORDER: [PaneId; 8] = [
+pub const ORDER: [PaneId; 9] = [
     PaneId::Sessions,
     PaneId::Transcript,
     PaneId::Input,
@@ -31,6 +33,7 @@ pub const ORDER: [PaneId; 8] = [
     PaneId::Tools,
     PaneId::Stats,
     PaneId::Log,
+    PaneId::Mcp,
 ];
 
 impl PaneId {
@@ -45,6 +48,7 @@ impl PaneId {
             PaneId::Tools => "Tools",
             PaneId::Stats => "Stats",
             PaneId::Log => "Log",
+            PaneId::Mcp => "MCP",
         }
     }
 
@@ -57,7 +61,12 @@ impl PaneId {
     pub fn is_inspector(self) -> bool {
         matches!(
             self,
-            PaneId::Frames | PaneId::Progress | PaneId::Tools | PaneId::Stats | PaneId::Log
+            PaneId::Frames
+                | PaneId::Progress
+                | PaneId::Tools
+                | PaneId::Stats
+                | PaneId::Log
+                | PaneId::Mcp
         )
     }
 }

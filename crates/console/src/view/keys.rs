@@ -244,6 +244,16 @@ pub const BINDINGS: &[Binding] = &[
     ),
     b(
         Scope::Sessions,
+        "m f Tab c J (turn view)",
+        "open the model requests whole (m), unfold long contents (f), pick one (Tab), copy it as curl (c) or JSON (J) via OSC 52",
+    ),
+    b(
+        Scope::Sessions,
+        "a x y (9 MCP)",
+        "the MCP pane: one client (a), one method (x), copy the newest exchange as curl (y)",
+    ),
+    b(
+        Scope::Sessions,
         "/ (Transcript)",
         "search the transcript (any case); n / N older / newer match, Esc clears",
     ),
@@ -306,8 +316,12 @@ pub fn owner_hints(owner: KeyOwner, read_only: bool) -> Vec<(&'static str, &'sta
             ("Ctrl+W", "delete word"),
         ],
         KeyOwner::TurnView => vec![
-            ("← →", "previous/next turn"),
+            ("← →", "turn"),
             ("↑↓ PgUp/PgDn", "scroll"),
+            ("m", "model requests"),
+            ("f", "unfold"),
+            ("Tab", "pick request"),
+            ("c/J", "copy curl/JSON"),
             ("Esc", "close"),
         ],
         KeyOwner::FrameDetail => vec![("↑↓", "previous/next frame"), ("Esc", "close")],
@@ -353,6 +367,12 @@ pub fn hints(pane: crate::view::ids::PaneId, read_only: bool) -> Vec<(&'static s
             ("End", "follow"),
         ],
         PaneId::Log => vec![("↑↓", "scroll"), ("a", "problems/all")],
+        PaneId::Mcp => vec![
+            ("↑↓", "scroll"),
+            ("a", "client"),
+            ("x", "method"),
+            ("y", "copy as curl"),
+        ],
         PaneId::Frames => vec![
             ("/", "filter"),
             ("Space", "pause"),
@@ -372,7 +392,7 @@ pub fn hints(pane: crate::view::ids::PaneId, read_only: bool) -> Vec<(&'static s
 /// The pane number of Alt+1 … Alt+8 (which jumps from anywhere, the input line included).
 pub fn alt_jump(key: &KeyEvent) -> Option<usize> {
     match key.code {
-        KeyCode::Char(c @ '1'..='8') if key.modifiers.contains(KeyModifiers::ALT) => {
+        KeyCode::Char(c @ '1'..='9') if key.modifiers.contains(KeyModifiers::ALT) => {
             Some(c as usize - '0' as usize)
         }
         _ => None,
@@ -423,7 +443,7 @@ pub fn command(key: &KeyEvent) -> Option<Command> {
         KeyCode::Char('a') => Command::Scope,
         KeyCode::Char('i') => Command::Interrupt,
         KeyCode::Char('q') => Command::Quit,
-        KeyCode::Char(c @ '1'..='8') => Command::Jump(c as usize - '0' as usize),
+        KeyCode::Char(c @ '1'..='9') => Command::Jump(c as usize - '0' as usize),
         KeyCode::Char('w') => Command::Turn,
         KeyCode::Char('x') => Command::Expand,
         KeyCode::Char('z') => Command::Zoom,

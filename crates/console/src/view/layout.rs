@@ -13,12 +13,13 @@ use crate::view::ids::PaneId;
 pub const WIDE: u16 = 110;
 
 /// The inspector's tabs, in order.
-pub const TABS: [PaneId; 5] = [
+pub const TABS: [PaneId; 6] = [
     PaneId::Frames,
     PaneId::Progress,
     PaneId::Tools,
     PaneId::Stats,
     PaneId::Log,
+    PaneId::Mcp,
 ];
 
 /// The screen's areas.

@@ -52,6 +52,12 @@ pub struct TurnPick {
     pub turn: u64,
     /// Lines scrolled down.
     pub scroll: Cell<usize>,
+    /// `m`: the model requests opened to their request and answer.
+    pub requests_open: bool,
+    /// `f`: long contents unfolded, tools' parameters whole.
+    pub unfolded: bool,
+    /// `Tab`: the model request `c` (curl) and `J` (JSON) copy, counted from 0.
+    pub request: usize,
 }
 
 /// Moves a scroll position held in a cell by `delta` lines, never below 0.

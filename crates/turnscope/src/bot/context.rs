@@ -38,8 +38,16 @@ pub struct Context {
     /// Most history messages kept (0 = all): older whole turns are forgotten when a new line
     /// arrives, so a long conversation costs bounded memory and request size.
     pub window: usize,
+    /// How many history messages the window has forgotten so far: `messages[i]` is the
+    /// session's history message number `forgotten + i + 1` (0 is the system prompt), the
+    /// numbering `observe::wire::WireRequest` tells what is new by.
+    pub(crate) forgotten: u64,
     /// Where the latest turn begins in `messages` (its user line).
     turn_start: usize,
+    /// The number of the first message a rollback removed since the model processor last
+    /// recorded a request (its numbers are then taken by other messages, which the next
+    /// recorded request carries again).
+    pub(crate) rewound: Option<u64>,
 }
 
 impl Context {
@@ -49,7 +57,9 @@ impl Context {
             system,
             messages: Vec::new(),
             window: 0,
+            forgotten: 0,
             turn_start: 0,
+            rewound: None,
         }
     }
 
@@ -69,6 +79,10 @@ impl Context {
     /// Forgets the latest turn: its user line and every round it wrote. For a turn the model
     /// refused, so the next line starts from the history before it.
     pub(crate) fn roll_back_turn(&mut self) {
+        if self.turn_start < self.messages.len() {
+            let number = self.forgotten + self.turn_start as u64 + 1;
+            self.rewound = Some(self.rewound.map_or(number, |r| r.min(number)));
+        }
         self.messages.truncate(self.turn_start);
     }
 
@@ -85,6 +99,7 @@ impl Context {
             .position(|m| matches!(m, Message::User(_)))
         {
             self.messages.drain(..earliest + cut);
+            self.forgotten += (earliest + cut) as u64;
         }
     }
 
@@ -127,6 +142,11 @@ impl Context {
                 content,
             });
         }
+    }
+
+    /// The number of `messages[0]` (see [`Context::forgotten`]).
+    pub(crate) fn first_number(&self) -> u64 {
+        self.forgotten + 1
     }
 
     /// The context as OpenAI chat messages.
@@ -182,6 +202,7 @@ mod tests {
         assert_eq!(c.messages.len(), 3);
         assert_eq!(c.messages[0], Message::User("line 4".into()));
         assert_eq!(c.messages[2], Message::User("line 5".into()));
+        assert_eq!(c.first_number(), 9, "8 forgotten: the next is number 9");
     }
 
     #[test]

@@ -12,12 +12,15 @@ use tokio::task::JoinHandle;
 
 use super::aggregators::{SharedContext, lock};
 use super::fault_log;
+use super::wire::{self, Sending, WireTrail};
 use crate::model::client::openai_tool;
 use crate::model::{ModelClient, ModelError};
 use crate::observe::event::{carried, now_us};
 use crate::observe::{Event, ModelResponseInfo, ToolCallEvent};
 use crate::pipeline::{FlushToken, Frame, FrameBody, Link, ModelReport, Processor, TurnId};
-use crate::tools::{CallContext, SessionControl, ToolCall, ToolCallRecord, ToolOutcome, Tools};
+use crate::tools::{
+    CallContext, SessionControl, ToolCall, ToolCallRecord, ToolOutcome, ToolSpec, Tools,
+};
 
 /// How long a failed response waits for its pieces to reach the output before its error
 /// (which would overtake them) is pushed.
@@ -64,6 +67,7 @@ pub(crate) struct ModelProcessor {
     control: Option<SessionControl>,
     task: Option<JoinHandle<()>>,
     open_round: OpenRound,
+    trail: Arc<Mutex<WireTrail>>,
 }
 
 impl ModelProcessor {
@@ -82,6 +86,7 @@ impl ModelProcessor {
             control: None,
             task: None,
             open_round: Arc::new(Mutex::new(None)),
+            trail: Arc::default(),
         }
     }
 
@@ -128,6 +133,7 @@ impl Processor for ModelProcessor {
                     limits: self.limits,
                     control: self.control.clone(),
                     open_round: self.open_round.clone(),
+                    trail: self.trail.clone(),
                 };
                 self.task = Some(tokio::spawn(run.run()));
             }
@@ -150,6 +156,7 @@ struct TurnRun {
     limits: TurnLimits,
     control: Option<SessionControl>,
     open_round: OpenRound,
+    trail: Arc<Mutex<WireTrail>>,
 }
 
 impl TurnRun {
@@ -169,19 +176,36 @@ impl TurnRun {
             control: self.control.clone(),
         };
         loop {
-            let messages = lock(&self.context).to_openai();
-            let tools: Vec<Value> = if capped {
-                Vec::new()
-            } else {
-                self.tools.specs().iter().map(openai_tool).collect()
+            let (messages, sending) = {
+                let ctx = lock(&self.context);
+                let messages = ctx.to_openai();
+                let sending = Sending {
+                    system: ctx.system.is_some(),
+                    first: ctx.first_number(),
+                    rewound: ctx.rewound,
+                };
+                (messages, sending)
             };
+            // The round cap's last answer is asked for without tools.
+            let specs: Arc<[ToolSpec]> = if capped {
+                Arc::from(Vec::new())
+            } else {
+                self.tools.specs()
+            };
+            let tools: Vec<Value> = specs.iter().map(openai_tool).collect();
+            let bus = &self.link.observer().bus;
+            // What is sent, when someone records it (once per request, before the messages
+            // move into the request body).
+            let sent = bus.records_wire().then(|| {
+                lock(&self.context).rewound = None;
+                self.trail
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .request(bus, &self.client, &messages, &sending, &specs)
+            });
             self.push(FrameBody::ResponseStart);
             let started = Instant::now();
-            let started_us = if self.link.observer().bus.is_listened() {
-                now_us()
-            } else {
-                0
-            };
+            let started_us = if bus.is_listened() { now_us() } else { 0 };
             let mut first_piece = None;
             let mut info = ModelResponseInfo::default();
             let result = self
@@ -205,6 +229,10 @@ impl TurnRun {
                 total_us: started.elapsed().as_micros() as u64,
                 error: result.as_ref().err().map(|e| e.to_string()),
                 at_us: started_us,
+                answer: sent
+                    .is_some()
+                    .then(|| wire::answer(&result, observer.bus.wire().bytes())),
+                request: sent,
                 response: info.clone(),
             });
             let mut completion = match result {

@@ -9,6 +9,7 @@ mod fault_log;
 pub(crate) mod llm;
 pub mod session;
 pub mod turn;
+pub(crate) mod wire;
 
 use std::sync::{Arc, Mutex};
 

@@ -83,6 +83,27 @@ pub struct Config {
     pub mcp_servers: Vec<McpServerConfig>,
     /// Which tool sources may be reached (`[policy]`).
     pub policy: PolicySection,
+    /// How much of each model request/response and MCP message events keep (`[wire]`).
+    pub wire: WireSection,
+}
+
+/// `[wire]`: what crossed the wire, as the console, `--events` and replay keep it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WireSection {
+    /// Most KiB of one message (a model message, a response, an MCP message) an event keeps;
+    /// longer ones are cut with a marker saying how long they were. 0 = no bodies recorded
+    /// (timings only). Default 64.
+    pub max_kib: usize,
+}
+
+/// The largest `wire.max_kib` accepted (1 GiB).
+const WIRE_KIB_MAX: usize = 1024 * 1024;
+
+impl Default for WireSection {
+    fn default() -> Self {
+        Self { max_kib: 64 }
+    }
 }
 
 /// `[server]`
@@ -412,6 +433,12 @@ impl Config {
         }
         check_bot_identity(&self.bot)?;
         check_seconds("model.pace", self.model.pace, true)?;
+        if self.wire.max_kib > WIRE_KIB_MAX {
+            return Err(format!(
+                "wire.max_kib: {} is more than {WIRE_KIB_MAX} (1 GiB); give the KiB of one message to keep, or 0 to record no bodies",
+                self.wire.max_kib
+            ));
+        }
         check_seconds(
             "server.header_timeout_seconds",
             s.header_timeout_seconds,

@@ -41,6 +41,8 @@ pub struct Overrides {
     pub theme: Option<String>,
     /// `--locked`: `policy.locked = true`.
     pub locked: bool,
+    /// `--wire-kib`: `wire.max_kib`.
+    pub wire_kib: Option<usize>,
 }
 
 impl Overrides {
@@ -95,12 +97,16 @@ impl Overrides {
         if self.locked {
             config.policy.locked = true;
         }
+        if let Some(n) = self.wire_kib {
+            config.wire.max_kib = n;
+        }
     }
 
     /// Rewrites a validation message that starts with a key this set (`server.sessions: …`)
     /// to start with the flag (`--sessions (server.sessions): …`).
     pub(super) fn name_flag(&self, message: String) -> String {
-        let set: [(&str, &str, bool); 6] = [
+        let set: [(&str, &str, bool); 7] = [
+            ("wire.max_kib", "--wire-kib", self.wire_kib.is_some()),
             ("server.sessions", "--sessions", self.sessions.is_some()),
             (
                 "server.handle_seconds",

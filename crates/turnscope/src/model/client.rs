@@ -17,6 +17,8 @@ use serde_json::{Map, Value, json};
 
 use super::assemble::{Assembler, Step};
 use super::connection::Connections;
+use crate::observe::redact::redact;
+use crate::observe::wire::WireRequest;
 use crate::observe::{ModelResponseInfo, TokenUsage};
 use crate::tools::{ToolCall, ToolSpec};
 
@@ -216,6 +218,35 @@ impl ModelClient {
         let mut info = ModelResponseInfo::default();
         self.stream_reporting(messages, tools, extra, on_piece, &mut info)
             .await
+    }
+
+    /// What a request with these `extra` fields looks like on the wire, without its messages
+    /// and tools: model, URL (`token=` masked), header names (never values), whether a key is
+    /// sent, and the other top-level fields (`[model]` parameters, `extra`, `stream`,
+    /// `stream_options`). Mirrors `stream_reporting`.
+    pub(crate) fn describe(&self, extra: &Map<String, Value>) -> WireRequest {
+        let mut params = self.config.params.clone();
+        for (k, v) in extra {
+            params.insert(k.clone(), v.clone());
+        }
+        for key in ["model", "messages", "tools"] {
+            params.remove(key);
+        }
+        params.insert("stream".into(), Value::Bool(true));
+        if self.config.include_usage
+            && !self.usage_refused.load(Ordering::Relaxed)
+            && !params.contains_key("stream_options")
+        {
+            params.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+        WireRequest {
+            model: self.config.model.clone(),
+            url: redact(&self.url).into_owned(),
+            headers: self.config.headers.iter().map(|(n, _)| n.clone()).collect(),
+            keyed: self.config.api_key.is_some(),
+            params,
+            ..WireRequest::default()
+        }
     }
 
     /// Like [`ModelClient::stream_with`], filling `info` with what the request reported (status,

@@ -4,12 +4,18 @@
 //! `Bus::is_listened` before they build an event. A listener that falls behind loses the
 //! oldest events and learns how many it missed from [`Subscription::recv`].
 
-use std::sync::Arc;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::broadcast;
 
 use super::event::Event;
+use super::wire::WireLimit;
+
+/// Most tool-set ids remembered as published; beyond it the set starts again (a tool set is
+/// then published once more, which costs one event).
+const TOOL_SETS_REMEMBERED: usize = 1024;
 
 /// How many events a listener may fall behind before it starts to miss some.
 pub(crate) const DEFAULT_CAPACITY: usize = 8192;
@@ -24,6 +30,8 @@ struct BusInner {
     sender: broadcast::Sender<Arc<Event>>,
     listeners: AtomicUsize,
     published: AtomicU64,
+    wire: WireLimit,
+    tool_sets: Mutex<HashSet<String>>,
 }
 
 impl Default for Bus {
@@ -41,6 +49,8 @@ impl Bus {
                 sender,
                 listeners: AtomicUsize::new(0),
                 published: AtomicU64::new(0),
+                wire: WireLimit::default(),
+                tool_sets: Mutex::new(HashSet::new()),
             }),
         }
     }
@@ -65,6 +75,34 @@ impl Bus {
         if self.is_listened() {
             self.publish(build());
         }
+    }
+
+    /// How much of each model or MCP message is recorded in events (`[wire] max_kib`).
+    pub fn wire(&self) -> &WireLimit {
+        &self.inner.wire
+    }
+
+    /// Whether bodies are recorded now: someone listens and the wire limit is not 0.
+    #[inline]
+    pub(crate) fn records_wire(&self) -> bool {
+        self.is_listened() && self.inner.wire.bytes() > 0
+    }
+
+    /// True the first time a tool set `id` is seen (so its entries are published once).
+    pub(crate) fn first_sight_of_tool_set(&self, id: &str) -> bool {
+        let mut seen = self
+            .inner
+            .tool_sets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if seen.contains(id) {
+            return false;
+        }
+        if seen.len() >= TOOL_SETS_REMEMBERED {
+            seen.clear();
+        }
+        seen.insert(id.to_string());
+        true
     }
 
     /// How many events were published since start (only those someone listened for).

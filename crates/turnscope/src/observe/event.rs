@@ -9,6 +9,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+pub use super::wire::{McpExchange, ToolSetEvent, WireAnswer, WireRequest};
+
 /// A static or owned string.
 pub type Name = Cow<'static, str>;
 
@@ -62,7 +64,18 @@ pub enum Event {
         /// (flattened into the event; absent in files recorded before they were kept).
         #[serde(flatten, default)]
         response: super::ModelResponseInfo,
+        /// The request as sent (what is new since the session's previous one), unless
+        /// recording is off (`[wire] max_kib = 0`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request: Option<Box<WireRequest>>,
+        /// What the model answered (content, reasoning, calls), unless recording is off.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answer: Option<Box<WireAnswer>>,
     },
+    /// A tool set offered to the model for the first time (model requests name it by id).
+    ToolSet(ToolSetEvent),
+    /// One HTTP exchange on `/mcp`, with the JSON-RPC messages it carried both ways.
+    Mcp(Box<McpExchange>),
     /// A progress notification was sent (or coalesced) to an MCP caller.
     Progress {
         /// Session number.

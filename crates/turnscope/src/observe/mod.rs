@@ -6,9 +6,11 @@ pub mod bus;
 pub mod event;
 pub mod model_request;
 pub mod process;
+pub mod rebuild;
 pub mod recorder;
 pub mod redact;
 pub mod stats;
+pub mod wire;
 
 pub use bus::{Bus, Subscription};
 pub use event::{

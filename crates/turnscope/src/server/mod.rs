@@ -12,6 +12,7 @@ pub mod mcp;
 pub mod mcp_text;
 mod mcp_tools;
 pub mod resume;
+mod wire;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -119,6 +120,11 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             exchanges,
             caller::watch_caller,
+        ))
+        // Outermost, so it records what the client was answered, the checks' errors included.
+        .layer(axum::middleware::from_fn_with_state(
+            wire::WireTap::new(sessions.bus().clone()),
+            wire::record,
         ));
     let app = Router::new()
         .route(

@@ -79,6 +79,13 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
         format!("{open} session{plural} open · "),
         t.dim,
     ));
+    let tokens = &s.wire.total;
+    if tokens.prompt_tokens + tokens.completion_tokens > 0 {
+        second.push(Span::styled(
+            format!("{} · ", crate::state::wire::tokens_label(tokens)),
+            t.text,
+        ));
+    }
     second.push(Span::styled(
         format!("{} events", count(s.events_seen)),
         t.dim,

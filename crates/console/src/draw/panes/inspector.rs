@@ -51,6 +51,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         PaneId::Tools => super::tools::draw(f, body, c),
         PaneId::Stats => super::stats::draw(f, body, c),
         PaneId::Log => super::log::draw(f, body, c),
+        PaneId::Mcp => super::mcp::draw(f, body, c),
         _ => super::frames::draw(f, body, c),
     }
 }

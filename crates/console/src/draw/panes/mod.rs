@@ -9,6 +9,8 @@ pub mod frames;
 pub mod input;
 pub mod inspector;
 pub mod log;
+pub mod mcp;
+pub mod model_request;
 pub mod pipeline;
 pub mod progress;
 pub mod sessions;

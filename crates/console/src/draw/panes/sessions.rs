@@ -59,9 +59,11 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     }
     let t = &c.theme;
     let wide = body.width >= 64;
+    // Tokens (prompt→completion) only where they fit beside everything else.
+    let tokens = body.width >= 96;
     let by_w = (body.width as usize)
         .saturating_sub(if wide {
-            4 + 9 + 6 + 5 + 12 + 7 + 7
+            4 + 9 + 6 + 5 + 12 + 7 + 7 + if tokens { TOKENS_W } else { 0 }
         } else {
             4 + 9 + 6 + 5 + 12
         })
@@ -78,6 +80,9 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     if wide {
         header.push_str(&format!("{}{}", pad("age", 7), pad("left", 7)));
     }
+    if wide && tokens {
+        header.push_str(&pad("tokens", TOKENS_W));
+    }
     let mut lines = vec![Line::styled(header, t.dim)];
     if rows.is_empty() && !list.filter.is_empty() {
         lines.push(Line::styled(
@@ -92,17 +97,20 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     }
     for row in rows.iter().take(end).skip(start) {
         let selected = Some(row.number) == c.selected;
-        lines.push(row_line(c, row, selected, by_w, wide));
+        lines.push(row_line(c, row, selected, by_w, (wide, wide && tokens)));
     }
     f.render_widget(Paragraph::new(lines), body);
 }
+
+/// Width of the tokens column (`12,345→678`).
+const TOKENS_W: usize = 14;
 
 fn row_line<'a>(
     c: &Console,
     row: &SessionRow,
     selected: bool,
     by_w: usize,
-    wide: bool,
+    (wide, tokens): (bool, bool),
 ) -> Line<'a> {
     let t = &c.theme;
     let closed = row.is_closed();
@@ -149,6 +157,21 @@ fn row_line<'a>(
             ),
             t.dim,
         ));
+    }
+    if tokens {
+        let used = c
+            .state
+            .wire
+            .session_tokens(row.number)
+            .map(|u| {
+                format!(
+                    "{}→{}",
+                    crate::text::count(u.prompt_tokens),
+                    crate::text::count(u.completion_tokens)
+                )
+            })
+            .unwrap_or_else(|| "-".into());
+        spans.push(Span::styled(pad(&used, TOKENS_W), t.dim));
     }
     let line = Line::from(spans);
     if selected {

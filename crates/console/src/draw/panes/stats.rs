@@ -83,6 +83,22 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         ]));
     }
     out.push(Line::default());
+    let tokens = match scope {
+        None => Some(s.wire.total),
+        Some(n) => s.wire.session_tokens(n).copied(),
+    };
+    if let Some(u) = tokens.filter(|u| u.prompt_tokens + u.completion_tokens > 0) {
+        let mut spans = vec![
+            Span::styled("tokens ", t.dim),
+            Span::styled(crate::state::wire::tokens_label(&u), t.text),
+        ];
+        if let Some(rate) = s.wire.completion_rate() {
+            spans.push(Span::styled(" · completion ", t.dim));
+            spans.push(Span::styled(format!("{rate:.0} tokens/s"), t.text));
+            spans.push(Span::styled(" while streaming (all sessions)", t.dim));
+        }
+        out.push(Line::from(spans));
+    }
     let open = s.session_rows().iter().filter(|r| !r.is_closed()).count();
     let turns: u64 = s.stats.turns.values().sum();
     let by_reason = s

@@ -218,10 +218,7 @@ fn boundary(c: &Console, turn: &TurnView, width: usize) -> Vec<Line<'static>> {
         figures.push(format!("total {}", micros(total)));
     }
     if let Some(u) = &turn.usage {
-        figures.push(format!(
-            "{}+{} tokens",
-            u.prompt_tokens, u.completion_tokens
-        ));
+        figures.push(crate::state::wire::tokens_label(u));
     }
     if turn.reasoning_bytes > 0 {
         figures.push(format!("reasoning {} B", turn.reasoning_bytes));

@@ -33,7 +33,23 @@ pub fn draw(f: &mut Frame, areas: Areas, c: &Console) {
     let timeline = c.state.timelines.get(pick.session, pick.turn);
     let inner_w = area.width.saturating_sub(2) as usize;
     let lines = match turn {
-        Some(turn) => lines(c, turn, timeline, inner_w),
+        Some(turn) => {
+            let mut lines = lines(c, turn, timeline, inner_w);
+            lines.push(Line::default());
+            let shown = super::model_request::Shown {
+                open: pick.requests_open,
+                whole: pick.unfolded,
+                selected: Some(pick.request),
+            };
+            lines.extend(super::model_request::lines(
+                c,
+                pick.session,
+                pick.turn,
+                inner_w,
+                shown,
+            ));
+            lines
+        }
         None => vec![Line::styled("This turn is no longer kept.", t.dim)],
     };
     let visible = area.height.saturating_sub(2) as usize;
@@ -65,7 +81,7 @@ pub fn draw(f: &mut Frame, areas: Areas, c: &Console) {
         ))
         .title_bottom(Line::styled(
             truncate(
-                " ← → previous/next turn · ↑↓ scroll · Esc closes ",
+                " ← → turns · ↑↓ scroll · m model requests · Esc closes ",
                 area.width.saturating_sub(4) as usize,
             ),
             t.dim,
@@ -94,7 +110,16 @@ pub fn lines(c: &Console, turn: &TurnView, tl: Option<&Timeline>, w: usize) -> V
     }
     out.push(Line::default());
     match tl {
-        Some(tl) => out.extend(waterfall(c, tl, w)),
+        Some(tl) => {
+            out.extend(waterfall(c, tl, w));
+            if let Some(u) = &turn.usage {
+                out.push(Line::from(vec![
+                    Span::styled(pad("tokens", LABEL), t.text),
+                    Span::styled(" ", t.dim),
+                    Span::styled(crate::state::wire::tokens_label(u), t.text),
+                ]));
+            }
+        }
         None => out.push(Line::styled(
             "No timeline: the console did not see this turn's events (it started before the console, or the events were missed).",
             t.dim,

@@ -302,6 +302,9 @@ impl ChatLoop {
                 at_us: crate::observe::event::now_us()
                     .saturating_sub(started.elapsed().as_micros() as u64),
                 response: info.clone(),
+                // The bridge's requests belong to no session; their bodies are not recorded.
+                request: None,
+                answer: None,
             });
             let completion = result?;
             if completion.tool_calls.is_empty() {

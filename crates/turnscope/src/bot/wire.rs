@@ -1,0 +1,263 @@
+//! The model processor's record of what it sent and received, for the `ModelRequest` event.
+//!
+//! Built only when someone listens and the wire limit is not 0 (`Bus::records_wire`), once
+//! per model request, never per token: the request part copies only the messages no earlier
+//! event of the session carried ([`WireTrail::request`]), and refers to the tool set by id (its
+//! entries are published once, as `Event::ToolSet`); the response part is taken from the
+//! completion assembled at the stream's end ([`answer`]).
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::model::{Completion, ModelClient, ModelError};
+use crate::observe::event::now_us;
+use crate::observe::wire::{
+    ToolSetEvent, WireAnswer, WireCall, WireRequest, cut_strings, cut_text, tool_set_id,
+};
+use crate::observe::{Bus, Event};
+use crate::tools::ToolSpec;
+
+/// Where a request's messages stand in the session's numbering (see `WireRequest`).
+pub(crate) struct Sending {
+    /// Whether the system prompt goes first.
+    pub(crate) system: bool,
+    /// The number of the first history message sent.
+    pub(crate) first: u64,
+    /// The first number a rollback has given to other messages since the last record.
+    pub(crate) rewound: Option<u64>,
+}
+
+/// Per session: how far its events have carried the context, and the last tool set's id.
+#[derive(Default)]
+pub(crate) struct WireTrail {
+    /// The number of the first message no event of this session has carried yet.
+    sent_upto: u64,
+    /// The specs last offered and their tool-set id (specs are rebuilt only on a change, so
+    /// a pointer comparison tells whether the id still holds).
+    tool_set: Option<(Arc<[ToolSpec]>, String)>,
+}
+
+impl WireTrail {
+    /// The request about to be sent: `messages` as rendered (the system prompt first when
+    /// `system`, then the history from message number `first`) and the `specs` offered, with
+    /// the client's own fields. Publishes the tool set when the bus has not seen it yet.
+    pub(crate) fn request(
+        &mut self,
+        bus: &Bus,
+        client: &ModelClient,
+        messages: &[Value],
+        sending: &Sending,
+        specs: &Arc<[ToolSpec]>,
+    ) -> Box<WireRequest> {
+        let Sending {
+            system,
+            first,
+            rewound,
+        } = *sending;
+        if let Some(number) = rewound {
+            // Those numbers now name other messages: carry them again.
+            self.sent_upto = self.sent_upto.min(number);
+        }
+        let limit = bus.wire().bytes();
+        let mut wire = client.describe(&Map::new());
+        wire.system = system;
+        wire.first = first;
+        let history = if system { &messages[1..] } else { messages };
+        let end = first + history.len() as u64;
+        // The first request of a session carries the system prompt (number 0) too.
+        let from = if self.sent_upto == 0 && system {
+            0
+        } else {
+            self.sent_upto.clamp(first, end)
+        };
+        let mut appended = Vec::with_capacity((end - from) as usize + 1);
+        if from == 0 && system {
+            appended.push(messages[0].clone());
+        }
+        let skip = from.max(first) - first;
+        appended.extend(history[skip as usize..].iter().cloned());
+        for message in &mut appended {
+            if cut_strings(message, limit) {
+                wire.cut += 1;
+            }
+        }
+        wire.from = from;
+        wire.appended = appended;
+        self.sent_upto = end;
+        if !specs.is_empty() {
+            wire.tool_count = specs.len();
+            wire.tools = Some(self.tool_set_id(bus, specs));
+        }
+        Box::new(wire)
+    }
+
+    fn tool_set_id(&mut self, bus: &Bus, specs: &Arc<[ToolSpec]>) -> String {
+        if let Some((known, id)) = &self.tool_set
+            && Arc::ptr_eq(known, specs)
+        {
+            return id.clone();
+        }
+        let tools: Vec<Value> = specs
+            .iter()
+            .map(crate::model::client::openai_tool)
+            .collect();
+        let id = tool_set_id(&tools);
+        if bus.first_sight_of_tool_set(&id) {
+            bus.publish(Event::ToolSet(ToolSetEvent {
+                id: id.clone(),
+                tools,
+                at_us: now_us(),
+            }));
+        }
+        self.tool_set = Some((specs.clone(), id.clone()));
+        id
+    }
+}
+
+/// What the model answered: the completion's content, reasoning and calls, each cut by
+/// `limit` (empty for a failed request; its status is in `ModelResponseInfo`).
+pub(crate) fn answer(result: &Result<Completion, ModelError>, limit: usize) -> Box<WireAnswer> {
+    let Ok(c) = result else {
+        return Box::default();
+    };
+    let mut content = c.text.clone();
+    cut_text(&mut content, limit);
+    let mut reasoning = c.reasoning.clone();
+    cut_text(&mut reasoning, limit);
+    Box::new(WireAnswer {
+        content,
+        reasoning,
+        tool_calls: c
+            .tool_calls
+            .iter()
+            .map(|call| {
+                let mut arguments = call.arguments.clone();
+                cut_text(&mut arguments, limit);
+                WireCall {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments,
+                }
+            })
+            .collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ModelConfig;
+    use serde_json::json;
+
+    fn client() -> ModelClient {
+        ModelClient::new(ModelConfig::new("http://127.0.0.1:9/v1?token=abc", "m"))
+    }
+
+    fn at(system: bool, first: u64) -> Sending {
+        Sending {
+            system,
+            first,
+            rewound: None,
+        }
+    }
+
+    fn user(n: u64) -> Value {
+        json!({"role": "user", "content": format!("line {n}")})
+    }
+
+    #[test]
+    fn each_request_carries_only_what_is_new_and_names_its_tools() {
+        let bus = Bus::default();
+        let mut sub = bus.subscribe();
+        let mut trail = WireTrail::default();
+        let specs: Arc<[ToolSpec]> = vec![ToolSpec {
+            name: "echo".into(),
+            description: "says it back".into(),
+            input_schema: json!({"type": "object"}),
+            source: "builtin".into(),
+        }]
+        .into();
+        let system = json!({"role": "system", "content": "be brief"});
+        let one = [system.clone(), user(1)];
+        let first = trail.request(&bus, &client(), &one, &at(true, 1), &specs);
+        assert_eq!((first.from, first.end()), (0, 2));
+        assert_eq!(first.appended, one.to_vec());
+        assert!(first.url.ends_with("token=***"), "{}", first.url);
+        assert_eq!(first.params["stream"], true);
+        let two = [system.clone(), user(1), user(2), user(3)];
+        let second = trail.request(&bus, &client(), &two, &at(true, 1), &specs);
+        assert_eq!((second.first, second.from, second.end()), (1, 2, 4));
+        assert_eq!(second.appended, vec![user(2), user(3)]);
+        assert_eq!(second.tools, first.tools);
+        // The window forgot messages 1 and 2: the request starts at 3, nothing new but 4.
+        let three = [system, user(3), user(4)];
+        let third = trail.request(&bus, &client(), &three, &at(true, 3), &specs);
+        assert_eq!((third.first, third.from), (3, 4));
+        assert_eq!(third.appended, vec![user(4)]);
+        // The tool set went out once, with its parameters whole.
+        let mut sets = 0;
+        while let Some(e) = sub.try_recv() {
+            if let Event::ToolSet(t) = &*e {
+                sets += 1;
+                assert_eq!(Some(&t.id), first.tools.as_ref());
+                assert_eq!(
+                    t.tools[0]["function"]["parameters"],
+                    json!({"type": "object"})
+                );
+            }
+        }
+        assert_eq!(sets, 1);
+    }
+
+    #[test]
+    fn a_rolled_back_turn_is_carried_again() {
+        let bus = Bus::default();
+        let mut trail = WireTrail::default();
+        let none: Arc<[ToolSpec]> = Arc::from(vec![]);
+        trail.request(&bus, &client(), &[user(1), user(2)], &at(false, 1), &none);
+        // Message 2 was refused and rolled back; another line took its number.
+        let rewound = Sending {
+            rewound: Some(2),
+            ..at(false, 1)
+        };
+        let again = trail.request(&bus, &client(), &[user(1), user(9)], &rewound, &none);
+        assert_eq!((again.from, again.end()), (2, 3));
+        assert_eq!(again.appended, vec![user(9)]);
+    }
+
+    #[test]
+    fn the_key_is_never_recorded_only_that_one_was_sent() {
+        let mut config = ModelConfig::new("http://127.0.0.1:9/v1", "m");
+        config.api_key = Some("sk-5ecret-key".into());
+        config.headers = vec![("X-Org".into(), "org-5ecret".into())];
+        let client = ModelClient::new(config);
+        let bus = Bus::default();
+        let w = WireTrail::default().request(
+            &bus,
+            &client,
+            &[user(1)],
+            &at(false, 1),
+            &Arc::from(vec![]),
+        );
+        let text = serde_json::to_string(&w).unwrap();
+        assert!(w.keyed && !text.contains("5ecret"), "{text}");
+        assert_eq!(w.headers, ["X-Org"]);
+    }
+
+    #[test]
+    fn long_messages_are_cut_to_the_limit() {
+        let bus = Bus::default();
+        bus.wire().set(10);
+        let mut trail = WireTrail::default();
+        let long = [json!({"role": "user", "content": "x".repeat(100)})];
+        let w = trail.request(&bus, &client(), &long, &at(false, 1), &Arc::from(vec![]));
+        assert_eq!(w.cut, 1);
+        let text = w.appended[0]["content"].as_str().unwrap();
+        assert!(
+            text.starts_with("xxxxxxxxxx…[cut by turnscope: 100 bytes"),
+            "{text}"
+        );
+        assert!(w.tools.is_none());
+    }
+}

@@ -1,0 +1,315 @@
+//! Whole requests again from the events that told them as deltas: a [`RequestBook`] folds
+//! `ModelRequest` and `ToolSet` events (live or from an `--events` file) and gives back, for
+//! any recorded request, every message it sent, which of them were new, and the tools it
+//! offered; [`WholeRequest::curl`] and [`mcp_curl`] write a request out as a command that
+//! sends it again (secrets as `$VARIABLES`, never their values).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::event::Event;
+use super::wire::{McpExchange, WireRequest};
+
+/// Most messages kept per session; older ones are forgotten first (a request that needs one
+/// says how many it misses).
+pub const MESSAGES_KEPT: usize = 4096;
+/// Most sessions whose messages are kept; the lowest-numbered one is forgotten first.
+pub const SESSIONS_KEPT: usize = 256;
+/// Most tool sets kept.
+pub const TOOL_SETS_KEPT: usize = 64;
+/// Most messages kept over all sessions; the oldest of the lowest-numbered session go first.
+pub const BOOK_MESSAGES_KEPT: usize = 16_384;
+
+/// The messages and tool sets events have carried so far.
+#[derive(Debug, Default)]
+pub struct RequestBook {
+    sessions: BTreeMap<u64, BTreeMap<u64, Arc<Value>>>,
+    tool_sets: HashMap<String, Arc<[Value]>>,
+    /// Messages kept over all sessions.
+    kept: usize,
+}
+
+/// One request whole again.
+#[derive(Debug, Clone, Default)]
+pub struct WholeRequest {
+    /// Every message, in the order sent.
+    pub messages: Vec<Arc<Value>>,
+    /// Index of the first message this request added (the ones before were in the
+    /// session's previous request too).
+    pub new_from: usize,
+    /// Messages it sent that no kept event carries (recording started late, or forgotten).
+    pub missing: u64,
+    /// The tools offered, when their set was recorded.
+    pub tools: Option<Arc<[Value]>>,
+}
+
+impl RequestBook {
+    /// Takes in the messages one request of `session` carried.
+    pub fn fold(&mut self, session: u64, request: &WireRequest) {
+        if !self.sessions.contains_key(&session)
+            && self.sessions.len() >= SESSIONS_KEPT
+            && let Some((_, gone)) = self.sessions.pop_first()
+        {
+            self.kept -= gone.len();
+        }
+        let kept = self.sessions.entry(session).or_default();
+        for (i, message) in request.appended.iter().enumerate() {
+            if kept
+                .insert(request.from + i as u64, Arc::new(message.clone()))
+                .is_none()
+            {
+                self.kept += 1;
+            }
+        }
+        while kept.len() > MESSAGES_KEPT {
+            kept.pop_first();
+            self.kept -= 1;
+        }
+        while self.kept > BOOK_MESSAGES_KEPT {
+            let Some(mut oldest) = self.sessions.first_entry() else {
+                break;
+            };
+            oldest.get_mut().pop_first();
+            self.kept -= 1;
+            if oldest.get().is_empty() {
+                oldest.remove();
+            }
+        }
+    }
+
+    /// Takes in a `ModelRequest` (its messages) or a `ToolSet`; other events are ignored.
+    pub fn apply(&mut self, event: &Event) {
+        match event {
+            Event::ModelRequest {
+                session,
+                request: Some(request),
+                ..
+            } => self.fold(*session, request),
+            Event::ToolSet(set) => {
+                if self.tool_sets.len() >= TOOL_SETS_KEPT {
+                    self.tool_sets.clear();
+                }
+                self.tool_sets
+                    .insert(set.id.clone(), Arc::from(set.tools.clone()));
+            }
+            _ => {}
+        }
+    }
+
+    /// The tool set `id`, when recorded.
+    pub fn tool_set(&self, id: &str) -> Option<Arc<[Value]>> {
+        self.tool_sets.get(id).cloned()
+    }
+
+    /// `request` (of `session`) whole: the system prompt, the history it sent, the tools.
+    pub fn whole(&self, session: u64, request: &WireRequest) -> WholeRequest {
+        let empty = BTreeMap::new();
+        let kept = self.sessions.get(&session).unwrap_or(&empty);
+        let mut out = WholeRequest {
+            tools: request.tools.as_deref().and_then(|id| self.tool_set(id)),
+            ..WholeRequest::default()
+        };
+        let numbers = request
+            .system
+            .then_some(0)
+            .into_iter()
+            .chain(request.first..request.end());
+        let mut marked = false;
+        for n in numbers {
+            if n >= request.from && !marked {
+                out.new_from = out.messages.len();
+                marked = true;
+            }
+            match kept.get(&n) {
+                Some(m) => out.messages.push(m.clone()),
+                None => out.missing += 1,
+            }
+        }
+        if !marked {
+            out.new_from = out.messages.len();
+        }
+        out
+    }
+}
+
+impl WholeRequest {
+    /// The messages this request added, in a few words: `+1 user`, `+1 assistant, +2 tool
+    /// results`.
+    pub fn growth(&self) -> String {
+        let mut counts: Vec<(&str, usize)> = Vec::new();
+        for m in &self.messages[self.new_from.min(self.messages.len())..] {
+            let role = m.get("role").and_then(Value::as_str).unwrap_or("other");
+            let role = match role {
+                "tool" => "tool result",
+                "assistant" if m.get("tool_calls").is_some() => "tool call round",
+                other => other,
+            };
+            match counts.iter_mut().find(|(r, _)| *r == role) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((role, 1)),
+            }
+        }
+        if counts.is_empty() {
+            return "nothing new".into();
+        }
+        counts
+            .iter()
+            .map(|(role, n)| {
+                let plural = if *n == 1 { "" } else { "s" };
+                format!("+{n} {role}{plural}")
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The request body as sent: model, messages, tools, and the other fields.
+    pub fn body(&self, wire: &WireRequest) -> Value {
+        let mut body = Map::new();
+        body.insert("model".into(), Value::String(wire.model.clone()));
+        body.insert(
+            "messages".into(),
+            Value::Array(self.messages.iter().map(|m| (**m).clone()).collect()),
+        );
+        if let Some(tools) = &self.tools {
+            body.insert("tools".into(), Value::Array(tools.to_vec()));
+        }
+        for (k, v) in &wire.params {
+            body.insert(k.clone(), v.clone());
+        }
+        Value::Object(body)
+    }
+
+    /// A `curl` command that sends this request again to the same server. The key is written
+    /// as `$OPENAI_API_KEY` and every extra header's value as a variable named after it
+    /// (`X-Org` → `$X_ORG`): their values are never recorded.
+    pub fn curl(&self, wire: &WireRequest) -> String {
+        let body = serde_json::to_string_pretty(&self.body(wire)).unwrap_or_default();
+        let mut out = format!(
+            "curl -sN {} \\\n  -H 'Content-Type: application/json'",
+            quote(&wire.url)
+        );
+        if wire.keyed {
+            out.push_str(" \\\n  -H \"Authorization: Bearer $OPENAI_API_KEY\"");
+        }
+        for name in &wire.headers {
+            let var: String = name
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() {
+                        c.to_ascii_uppercase()
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            let _ = write!(out, " \\\n  -H \"{name}: ${var}\"");
+        }
+        let _ = write!(out, " \\\n  --data-binary @- <<'JSON'\n{body}\nJSON\n");
+        out
+    }
+}
+
+/// `text` in single quotes for a POSIX shell.
+fn quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+/// A `curl` command that sends an MCP exchange's request again. The session id is
+/// `$MCP_SESSION_ID` and the bearer token `$TURNSCOPE_AUTH_TOKEN` (neither is recorded);
+/// handles in the body were masked when recorded, so a `chat` needs the real one put back.
+pub fn mcp_curl(exchange: &McpExchange) -> String {
+    let host = exchange.host.as_deref().unwrap_or("127.0.0.1:7870");
+    let url = format!("http://{host}{}", exchange.path);
+    let mut out = format!("curl -sN -X {} {}", exchange.http_method, quote(&url));
+    out.push_str(" \\\n  -H 'Content-Type: application/json' \\\n  -H 'Accept: application/json, text/event-stream'");
+    if let Some(v) = &exchange.protocol {
+        let _ = write!(
+            out,
+            " \\\n  -H {}",
+            quote(&format!("MCP-Protocol-Version: {v}"))
+        );
+    }
+    if exchange.mcp_session.is_some() && exchange.method.as_deref() != Some("initialize") {
+        out.push_str(" \\\n  -H \"Mcp-Session-Id: $MCP_SESSION_ID\"");
+    }
+    if let Some(v) = &exchange.mcp_method {
+        let _ = write!(out, " \\\n  -H {}", quote(&format!("Mcp-Method: {v}")));
+    }
+    if let Some(v) = &exchange.mcp_name {
+        let _ = write!(out, " \\\n  -H {}", quote(&format!("Mcp-Name: {v}")));
+    }
+    if exchange.authorized {
+        out.push_str(" \\\n  -H \"Authorization: Bearer $TURNSCOPE_AUTH_TOKEN\"");
+    }
+    if let Some(body) = &exchange.request {
+        let _ = write!(out, " \\\n  --data-binary {}", quote(&body.to_string()));
+    }
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn request(from: u64, first: u64, appended: Vec<Value>) -> WireRequest {
+        WireRequest {
+            model: "m".into(),
+            url: "http://127.0.0.1:1/v1/chat/completions".into(),
+            system: true,
+            first,
+            from,
+            appended,
+            keyed: true,
+            headers: vec!["X-Org".into()],
+            tools: Some("t1".into()),
+            params: [("stream".to_string(), json!(true))].into_iter().collect(),
+            ..WireRequest::default()
+        }
+    }
+
+    #[test]
+    fn deltas_rebuild_each_request_whole() {
+        let system = json!({"role": "system", "content": "be brief"});
+        let user = json!({"role": "user", "content": "what time is it?"});
+        let calls = json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "clock", "arguments": "{}"}},
+            {"id": "b", "type": "function", "function": {"name": "echo", "arguments": "{}"}}]});
+        let r1 = json!({"role": "tool", "tool_call_id": "a", "content": "12:00"});
+        let r2 = json!({"role": "tool", "tool_call_id": "b", "content": "{}"});
+        let mut book = RequestBook::default();
+        book.apply(&Event::ToolSet(super::super::wire::ToolSetEvent {
+            id: "t1".into(),
+            tools: vec![json!({"type": "function", "function": {"name": "clock", "parameters": {"type": "object"}}})],
+            at_us: 0,
+        }));
+        let first = request(0, 1, vec![system.clone(), user.clone()]);
+        book.fold(7, &first);
+        let second = request(2, 1, vec![calls.clone(), r1.clone(), r2.clone()]);
+        book.fold(7, &second);
+        let whole = book.whole(7, &second);
+        let got: Vec<Value> = whole.messages.iter().map(|m| (**m).clone()).collect();
+        assert_eq!(got, vec![system.clone(), user.clone(), calls, r1, r2]);
+        assert_eq!(whole.new_from, 2);
+        assert_eq!(whole.missing, 0);
+        assert_eq!(whole.growth(), "+1 tool call round, +2 tool results");
+        assert_eq!(book.whole(7, &first).growth(), "+1 system, +1 user");
+        assert_eq!(book.whole(7, &first).new_from, 0);
+        let tools = whole.tools.clone().expect("the tool set was recorded");
+        assert_eq!(tools[0]["function"]["parameters"]["type"], "object");
+        let body = whole.body(&second);
+        assert_eq!(body["messages"].as_array().unwrap().len(), 5);
+        assert_eq!(body["stream"], true);
+        let curl = whole.curl(&second);
+        assert!(curl.contains("Bearer $OPENAI_API_KEY"), "{curl}");
+        assert!(curl.contains("X-Org: $X_ORG"), "{curl}");
+        assert!(curl.contains("\"what time is it?\""), "{curl}");
+        // Another session knows none of these messages.
+        assert_eq!(book.whole(8, &second).missing, 5);
+        assert_eq!(book.kept, 5);
+    }
+}
