@@ -3,6 +3,20 @@
 //! anything else stays as written. A variable that is unset or empty is an error naming it, so
 //! a missing token never becomes an empty credential.
 
+/// `text` as an environment variable's name: ASCII letters and digits upper-cased, anything
+/// else `_` (a Xiaozhi bridge's `MCP_ENDPOINT_<NAME>`, a header's `$NAME` in a copied curl).
+pub(crate) fn env_var_name(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 /// Replaces each `${NAME}` in `text` with `lookup(NAME)`.
 ///
 /// # Errors

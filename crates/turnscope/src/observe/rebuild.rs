@@ -195,16 +195,7 @@ impl WholeRequest {
             out.push_str(" \\\n  -H \"Authorization: Bearer $OPENAI_API_KEY\"");
         }
         for name in &wire.headers {
-            let var: String = name
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() {
-                        c.to_ascii_uppercase()
-                    } else {
-                        '_'
-                    }
-                })
-                .collect();
+            let var = crate::config::env::env_var_name(name);
             let _ = write!(out, " \\\n  -H \"{name}: ${var}\"");
         }
         let _ = write!(out, " \\\n  --data-binary @- <<'JSON'\n{body}\nJSON\n");

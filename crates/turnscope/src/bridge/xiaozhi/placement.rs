@@ -9,17 +9,7 @@ use crate::config::env::expand_env;
 
 /// The environment variable naming the endpoint of bridge `name`: `MCP_ENDPOINT_<NAME>`.
 pub(crate) fn env_var_for(name: &str) -> String {
-    let tail: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_uppercase()
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    format!("MCP_ENDPOINT_{tail}")
+    format!("MCP_ENDPOINT_{}", crate::config::env::env_var_name(name))
 }
 
 /// Where a bridge's endpoint came from.
