@@ -41,6 +41,19 @@ impl Drop for TempDir {
     }
 }
 
+/// `turnscope replay FILE` with session #2 selected: a console run's two sessions (the
+/// person's #1 and a client's #2) closed at shutdown in either order, so the row under the
+/// cursor after one step down is either; step back up when it is not #2.
+async fn replay_on_session_2(events_arg: &str) -> Screen {
+    let mut r = Screen::start(&["replay", events_arg]).await;
+    r.wait_text("read-only").await;
+    r.send(b"j").await;
+    if !r.text().contains("Transcript · #2") {
+        r.send(b"k").await;
+    }
+    r
+}
+
 impl Screen {
     async fn start(args: &[&str]) -> Screen {
         Self::start_with(args, &[]).await
@@ -515,13 +528,7 @@ async fn the_turn_view_draws_the_waterfall_live_and_in_replay() {
     assert!(s.wait_exit().await.success());
     drop(client);
 
-    let mut r = Screen::start(&["replay", &events_arg]).await;
-    r.wait_text("read-only").await;
-    // Both sessions closed at shutdown, in either order: select the client's.
-    r.send(b"j").await;
-    if !r.text().contains("Transcript · #2") {
-        r.send(b"k").await;
-    }
+    let mut r = replay_on_session_2(&events_arg).await;
     r.wait_text("turn 1 · completed").await;
     r.send(b"w").await;
     let replayed = r.wait_text("waterfall").await;

@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-use super::{Screen, mcp_url};
+use super::{Screen, mcp_url, replay_on_session_2};
 use crate::support::mcp::Client;
 
 const PAGE_DOWN: &[u8] = b"\x1b[6~";
@@ -155,12 +155,7 @@ async fn a_tool_turns_second_request_opens_whole_and_its_curl_gets_the_same_repl
     drop(client);
 
     // The same from the events file.
-    let mut r = Screen::start(&["replay", &events_arg]).await;
-    r.wait_text("read-only").await;
-    r.send(b"j").await;
-    if !r.text().contains("Transcript · #2") {
-        r.send(b"k").await;
-    }
+    let mut r = replay_on_session_2(&events_arg).await;
     r.wait_text("turn 2 · completed").await;
     r.send(b"w").await;
     r.wait_text("Model requests (2)").await;
