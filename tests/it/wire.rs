@@ -4,7 +4,6 @@
 //! from their deltas, the copied curl command sent again to the embedded model, the bound,
 //! and secrets kept out.
 
-use std::process::Command;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -14,6 +13,7 @@ use turnscope::observe::wire::{McpExchange, WireAnswer, WireRequest};
 use turnscope::observe::{Event, Subscription};
 
 use crate::support::app::{app, eventually};
+use crate::support::curl::streamed_reply_of;
 use crate::support::mcp::Client;
 
 /// Every event published so far.
@@ -231,18 +231,7 @@ async fn a_tool_turns_second_request_is_whole_again_and_its_curl_gets_the_same_r
         !curl.contains("OPENAI_API_KEY"),
         "the embedded model takes no key"
     );
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("sh").arg("-c").arg(&curl).output().unwrap()
-    })
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let again = turnscope::model::client::parse_sse_body(vec![out.stdout], &mut |_| {}).unwrap();
-    assert_eq!(again.text, reply.text);
+    assert_eq!(streamed_reply_of(curl).await, reply.text);
     app.shutdown().await;
 }
 

@@ -138,6 +138,19 @@ impl Screen {
             .await
     }
 
+    /// After `e`: waits for the notice naming session #1's report and reads that file from
+    /// the console's working directory.
+    async fn exported_report(&self) -> String {
+        let screen = self.wait_text("exported to turnscope-session-1-").await;
+        let name = screen
+            .split("exported to ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .expect("the file's name")
+            .to_string();
+        std::fs::read_to_string(self._dir.0.join(&name)).expect("the report is written")
+    }
+
     async fn send(&mut self, bytes: &[u8]) {
         self.writer
             .write_all(bytes)
@@ -607,14 +620,7 @@ async fn zoom_search_and_export_from_the_keyboard() {
 
     // e writes the selected session's report next to where the console runs.
     s.send(b"e").await;
-    let screen = s.wait_text("exported to turnscope-session-1-").await;
-    let name = screen
-        .split("exported to ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .expect("the file's name")
-        .to_string();
-    let report = std::fs::read_to_string(s._dir.0.join(&name)).expect("the report is written");
+    let report = s.exported_report().await;
     assert!(report.contains("result a needle here"), "{report}");
     assert!(report.contains("waterfall"), "{report}");
     assert!(report.contains("Frames of #1"), "{report}");

@@ -4,9 +4,8 @@
 //! model for the same reply, the MCP pane's exchanges (initialize, tools/list, a chat with its
 //! progress and result, a refused call's error) — and the same from `turnscope replay`.
 
-use std::process::Command;
-
 use super::{Screen, mcp_url, replay_on_session_2};
+use crate::support::curl::streamed_reply_of;
 use crate::support::mcp::Client;
 
 const PAGE_DOWN: &[u8] = b"\x1b[6~";
@@ -132,18 +131,7 @@ async fn a_tool_turns_second_request_opens_whole_and_its_curl_gets_the_same_repl
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     };
     assert!(curl.starts_with("curl -sN 'http://127.0.0.1:"), "{curl}");
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("sh").arg("-c").arg(&curl).output().unwrap()
-    })
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let again = turnscope::model::client::parse_sse_body(vec![out.stdout], &mut |_| {}).unwrap();
-    assert_eq!(again.text, reply.text);
+    assert_eq!(streamed_reply_of(curl).await, reply.text);
 
     // The MCP pane: what the client sent and was answered.
     s.send(b"\x1b").await;
@@ -213,14 +201,7 @@ async fn no_secret_reaches_a_screen_or_an_export() {
     s.send(b"c").await;
     s.send(b"\x1b").await;
     s.send(b"e").await;
-    let screen = s.wait_text("exported to turnscope-session-1-").await;
-    let name = screen
-        .split("exported to ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .expect("the file's name")
-        .to_string();
-    let report = std::fs::read_to_string(s._dir.0.join(&name)).expect("the report is written");
+    let report = s.exported_report().await;
     assert!(report.contains("Model requests (2)"), "{report}");
     screens.push_str(&mcp_pane(&mut s).await);
     assert!(screens.contains("secret-client"), "{screens}");

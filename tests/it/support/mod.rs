@@ -3,6 +3,7 @@
 pub mod app;
 pub mod binary;
 pub mod bot_client;
+pub mod curl;
 pub mod endpoint;
 pub mod fixture;
 pub mod fixture_child;
