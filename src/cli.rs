@@ -132,6 +132,13 @@ pub enum Command {
     /// Run conversation test files (`*.test.toml`) against the bot, or `--url` any MCP bot
     /// server; exit 0 all passed, 1 a case failed, 2 could not run.
     Test(crate::test_run::TestArgs),
+    /// The config's tool sources from the command line: list them, or call one as the bot
+    /// would; JSON on stdout; exit 0 ok, 1 the tool returned an error, 2 could not call.
+    Tools {
+        /// What to do.
+        #[command(subcommand)]
+        action: crate::tools_cmd::ToolsAction,
+    },
     /// Open the console over a file written by `--events`, read-only.
     Replay {
         /// The events file (JSON lines).

@@ -4,6 +4,7 @@
 mod bench;
 mod cli;
 mod test_run;
+mod tools_cmd;
 
 use std::time::Instant;
 
@@ -39,6 +40,16 @@ fn main() -> std::process::ExitCode {
     {
         init_logging(true);
         return runtime.block_on(test_run::main(args, config, serve));
+    }
+    // So does `turnscope tools` (0 ok, 1 the tool answered an error, 2 could not call).
+    if let Cli {
+        command: Some(Command::Tools { action }),
+        config,
+        serve,
+    } = cli
+    {
+        init_logging(true);
+        return runtime.block_on(tools_cmd::main(action, config, &serve));
     }
     match runtime.block_on(run(cli, started)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -132,7 +143,9 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
                 console(&config, cli.serve.events.as_deref()).await
             }
         }
-        Some(Command::Test(_)) => unreachable!("main() runs `turnscope test` before this"),
+        Some(Command::Test(_) | Command::Tools { .. }) => {
+            unreachable!("main() runs `turnscope test` and `turnscope tools` before this")
+        }
         Some(Command::Replay { file, theme }) => {
             init_logging(false);
             let (config, _) = Config::load(cli.config.as_deref(), &cli.serve.overrides())?;

@@ -54,7 +54,7 @@ async fn every_transport_gives_the_same_tools_and_results() {
         let registry = registry(std::slice::from_ref(config), &bus).await;
         let source = registry.source(&config.name).unwrap();
         assert!(
-            matches!(source.status(), SourceStatus::Up { tools: 7, .. }),
+            matches!(source.status(), SourceStatus::Up { tools: 8, .. }),
             "{}: {:?}",
             config.name,
             source.status()
@@ -87,7 +87,7 @@ async fn every_transport_gives_the_same_tools_and_results() {
         if let Event::ToolSource(e) = &*event
             && e.state == ToolSourceState::Connected
         {
-            assert_eq!(e.tools, 7);
+            assert_eq!(e.tools, 8);
             connected.push((e.server.clone(), e.transport.to_string()));
         }
     }
@@ -188,10 +188,10 @@ async fn a_changed_tool_list_is_read_again() {
     let mut refreshed = false;
     while let Some(event) = events.try_recv() {
         if let Event::ToolSource(e) = &*event {
-            refreshed |= e.state == ToolSourceState::Refreshed && e.tools == 8;
+            refreshed |= e.state == ToolSourceState::Refreshed && e.tools == 9;
         }
     }
-    assert!(refreshed, "a refreshed event with 8 tools");
+    assert!(refreshed, "a refreshed event with 9 tools");
     registry.shutdown().await;
     http.stop().await;
 }

@@ -37,7 +37,7 @@ impl Binary {
             .spawn()
             .unwrap();
         let ready = ready_line(&mut child).await;
-        assert!(ready.contains("7 tools"), "{ready}");
+        assert!(ready.contains("8 tools"), "{ready}");
         let tools_url = url_in(&ready, "/v1/tools");
         Binary {
             child,

@@ -138,7 +138,16 @@ pub fn only_text(result: &CallToolResult) -> &str {
         .text
 }
 
-pub const BUILT_IN_TOOLS: [&str; 7] = ["add", "add_tool", "big", "echo", "fail", "image", "slow"];
+pub const BUILT_IN_TOOLS: [&str; 8] = [
+    "add",
+    "add_tool",
+    "big",
+    "echo",
+    "fail",
+    "image",
+    "plan_trip",
+    "slow",
+];
 
 async fn tool_names(client: &Client) -> Vec<String> {
     let tools = tokio::time::timeout(WAIT, client.list_all_tools())

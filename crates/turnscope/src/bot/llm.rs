@@ -416,16 +416,7 @@ async fn call_tool(
             "the arguments for `{}` are not valid JSON ({e}); send one JSON object matching the tool's schema",
             call.name
         )),
-        Ok(args) => {
-            match tokio::time::timeout(timeout, tools.call_in(&call.name, args, cx)).await {
-                Ok(outcome) => outcome,
-                Err(_) => ToolOutcome::error(format!(
-                    "tool `{}` took longer than {:.1} s and was abandoned; answer without it or try again",
-                    call.name,
-                    timeout.as_secs_f64()
-                )),
-            }
-        }
+        Ok(args) => crate::tools::timed::call_timed(tools, &call.name, args, cx, timeout).await,
     };
     ToolCallRecord {
         call: call.clone(),

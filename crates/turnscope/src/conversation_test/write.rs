@@ -61,6 +61,58 @@ fn turn_of(t: &RecordedTurn) -> Turn {
     }
 }
 
+/// A case from one model request and an answer to it (a variant the console resent): the
+/// request's user lines said again in order, the last one expected to answer as the variant
+/// did (its text, or the tools it asked for, as a superset: the turn goes on after them).
+///
+/// # Errors
+/// The request has no user line to say.
+pub fn case_from_request(
+    name: &str,
+    messages: &[Value],
+    answer: &str,
+    tool_calls: &[(String, String)],
+) -> Result<Case, String> {
+    let lines: Vec<String> = messages
+        .iter()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        .filter_map(|m| m.get("content").and_then(Value::as_str))
+        .map(str::to_string)
+        .collect();
+    let Some((last, earlier)) = lines.split_last() else {
+        return Err("the request has no user line, so a test case has nothing to say".into());
+    };
+    let mut turns: Vec<Turn> = earlier
+        .iter()
+        .map(|line| Turn {
+            say: Some(line.clone()),
+            no_error: Some(true),
+            ..Turn::default()
+        })
+        .collect();
+    let recorded = RecordedTurn {
+        line: last.clone(),
+        reply: if tool_calls.is_empty() {
+            answer.to_string()
+        } else {
+            String::new()
+        },
+        tool_calls: tool_calls.to_vec(),
+        end_reason: None,
+    };
+    let mut turn = turn_of(&recorded);
+    if !tool_calls.is_empty() {
+        turn.tools_match = Some(ToolsMatch::Superset);
+    }
+    turns.push(turn);
+    Ok(Case {
+        name: name.to_string(),
+        repeat: 1,
+        pass_rate: 1.0,
+        turns,
+    })
+}
+
 fn without_nulls(map: Map<String, Value>) -> Map<String, Value> {
     map.into_iter()
         .filter(|(_, v)| !v.is_null())
@@ -86,6 +138,30 @@ pub fn render(file: &TestFile, origin: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_resent_request_becomes_a_case_for_its_last_line() {
+        let messages = [
+            serde_json::json!({"role": "system", "content": "Answer in capital letters."}),
+            serde_json::json!({"role": "user", "content": "hi"}),
+            serde_json::json!({"role": "assistant", "content": "HI"}),
+            serde_json::json!({"role": "user", "content": "hello"}),
+        ];
+        let case = case_from_request("variant", &messages, "YOU SAID: HELLO", &[]).unwrap();
+        assert_eq!(case.turns.len(), 2);
+        assert_eq!(case.turns[0].say.as_deref(), Some("hi"));
+        assert!(case.turns[0].reply_contains.is_empty());
+        assert_eq!(case.turns[1].reply_contains, ["YOU SAID: HELLO"]);
+        let calls = [("clock".to_string(), "{}".to_string())];
+        let asked = case_from_request("v", &messages, "", &calls).unwrap();
+        assert_eq!(asked.turns[1].tools_match, Some(ToolsMatch::Superset));
+        let text = render(&TestFile { cases: vec![asked] }, "a variant").unwrap();
+        assert!(
+            super::super::parse(&text, "v.test.toml", &|_| None).is_ok(),
+            "{text}"
+        );
+        assert!(case_from_request("x", &messages[..1], "", &[]).is_err());
+    }
 
     #[test]
     fn a_recorded_conversation_renders_and_reads_back() {

@@ -63,7 +63,7 @@ impl ModelConfig {
         }
     }
 
-    fn completions_url(&self) -> String {
+    fn chat_url(&self) -> String {
         format!("{}/chat/completions", self.base_url.trim_end_matches('/'))
     }
 }
@@ -178,7 +178,7 @@ impl ModelClient {
     /// A client with its own connection pool.
     pub fn new(config: ModelConfig) -> Self {
         let conns = Connections::new(config.connect_timeout);
-        let url = config.completions_url();
+        let url = config.chat_url();
         Self {
             conns,
             config,
@@ -275,6 +275,56 @@ impl ModelClient {
         } else {
             body.insert("tools".into(), Value::Array(tools));
         }
+        self.exchange(body, on_piece, info).await
+    }
+
+    /// Sends `body` as it is (a recorded request, perhaps edited: its messages, tools, model and
+    /// parameters), streamed (`"stream": true` is set) with the usage chunk asked for as every
+    /// request asks it, and reads the answer: what [`ModelClient::stream_reporting`] does after
+    /// building its body. Nothing is recorded and no session's history is touched.
+    ///
+    /// # Errors
+    /// As [`ModelClient::stream_reporting`].
+    pub async fn send_body(
+        &self,
+        mut body: Map<String, Value>,
+        on_piece: &mut (dyn FnMut(String) + Send),
+        info: &mut ModelResponseInfo,
+    ) -> Result<Completion, ModelError> {
+        body.insert("stream".into(), Value::Bool(true));
+        self.exchange(body, on_piece, info).await
+    }
+
+    /// A client for the same model at another URL (a base ending in `/v1`, or the whole
+    /// `…/chat/completions` address), with the same timeouts and usage setting. The API key and
+    /// the configured headers go along only when the new URL has the same scheme, host and port
+    /// as this one: a secret is never sent to another server.
+    pub fn with_url(&self, url: &str) -> ModelClient {
+        let url = url.trim();
+        let base = url
+            .strip_suffix("/chat/completions")
+            .unwrap_or(url)
+            .trim_end_matches('/');
+        let mut config = self.config.clone();
+        if origin(base) != origin(&self.config.base_url) {
+            config.api_key = None;
+            config.headers.clear();
+        }
+        config.base_url = base.to_string();
+        ModelClient::new(config)
+    }
+
+    /// The full chat-completions URL requests go to (`token=` masked).
+    pub fn completions_url(&self) -> String {
+        redact(&self.url).into_owned()
+    }
+
+    async fn exchange(
+        &self,
+        body: Map<String, Value>,
+        on_piece: &mut (dyn FnMut(String) + Send),
+        info: &mut ModelResponseInfo,
+    ) -> Result<Completion, ModelError> {
         let ask_usage = self.config.include_usage
             && !self.usage_refused.load(Ordering::Relaxed)
             && !body.contains_key("stream_options");
@@ -410,6 +460,23 @@ enum Answer {
     Refused { code: u16, message: String },
 }
 
+/// `scheme://host:port` of a URL (lower-cased), to tell whether two URLs reach one server.
+fn origin(url: &str) -> String {
+    let lower = url.to_ascii_lowercase();
+    let (scheme, rest) = lower.split_once("://").unwrap_or(("", &lower));
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let authority = authority.rsplit('@').next().unwrap_or_default();
+    let with_port = if authority.contains(':') && !authority.ends_with(']') {
+        authority.to_string()
+    } else {
+        format!(
+            "{authority}:{}",
+            if scheme == "https" { "443" } else { "80" }
+        )
+    };
+    format!("{scheme}://{with_port}")
+}
+
 /// Whether a refusal is about `stream_options` (a server that does not know the option).
 fn usage_option_refused(answer: &Answer) -> bool {
     match answer {
@@ -516,6 +583,26 @@ pub fn preview(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn another_url_gets_no_key_and_no_headers() {
+        let mut config = ModelConfig::new("https://api.example.com/v1", "m");
+        config.api_key = Some("sk-secret".into());
+        config.headers = vec![("X-Org".into(), "o".into())];
+        let client = ModelClient::new(config);
+        let same = client.with_url("https://API.example.com:443/v1/chat/completions");
+        assert_eq!(same.config().api_key.as_deref(), Some("sk-secret"));
+        assert_eq!(
+            same.completions_url(),
+            "https://API.example.com:443/v1/chat/completions"
+        );
+        let other = client.with_url("http://127.0.0.1:9/v1");
+        assert!(other.config().api_key.is_none() && other.config().headers.is_empty());
+        assert_eq!(
+            other.completions_url(),
+            "http://127.0.0.1:9/v1/chat/completions"
+        );
+    }
 
     #[test]
     fn server_message_prefers_the_json_error() {

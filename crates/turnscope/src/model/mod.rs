@@ -4,6 +4,7 @@
 mod assemble;
 pub mod client;
 mod connection;
+pub mod resend;
 pub mod scripted;
 pub mod server;
 

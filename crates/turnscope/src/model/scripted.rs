@@ -43,7 +43,31 @@ const FILLER: [&str; 8] = ["and", "that", "is", "all", "I", "have", "for", "now"
 ///    with arguments built from the line and the tool's schema (required fields filled);
 /// 3. the line asks "what did I say" → the previous user line;
 /// 4. otherwise → "You said: <line>", cut or padded to `words` words when set.
+///
+/// A system prompt asking for capitals ("capital letters", "uppercase") makes every text answer
+/// upper-case: a prompt that changes the answer, for trying edited prompts (the console's
+/// edit-and-resend) against the embedded model.
 pub fn answer(messages: &[Value], tools: &[Value], settings: &ScriptSettings) -> Answer {
+    match plain_answer(messages, tools, settings) {
+        Answer::Text(pieces) if wants_capitals(messages) => {
+            Answer::Text(pieces.iter().map(|p| p.to_uppercase()).collect())
+        }
+        other => other,
+    }
+}
+
+/// Whether a system message asks for answers in capitals.
+fn wants_capitals(messages: &[Value]) -> bool {
+    messages
+        .iter()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("system"))
+        .map(|m| content_text(m).to_lowercase())
+        .any(|t| {
+            t.contains("capital letters") || t.contains("uppercase") || t.contains("in capitals")
+        })
+}
+
+fn plain_answer(messages: &[Value], tools: &[Value], settings: &ScriptSettings) -> Answer {
     let last = messages.last();
     let role = last
         .and_then(|m| m.get("role"))
@@ -326,6 +350,20 @@ mod tests {
             Answer::Text(p) => assert_eq!(p.concat(), "You said: hi and that is all"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_system_prompt_asking_for_capitals_changes_the_answer() {
+        let s = ScriptSettings::default();
+        let system = |text: &str| json!({"role": "system", "content": text});
+        let plain = [system("You are a helpful assistant."), user("hello")];
+        let loud = [system("Answer in capital letters."), user("hello")];
+        let text = |a: Answer| match a {
+            Answer::Text(p) => p.concat(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(text(answer(&plain, &[], &s)), "You said: hello");
+        assert_eq!(text(answer(&loud, &[], &s)), "YOU SAID: HELLO");
     }
 
     #[test]

@@ -5,13 +5,17 @@
 
 pub mod builtin;
 pub mod context;
+pub mod hand;
 pub mod limits;
 pub(crate) mod mcp_content;
 pub mod mcp_source;
 pub mod merge;
 pub mod openai_shape;
 pub mod policy;
+pub mod portability;
 pub mod registry;
+pub mod timed;
+pub mod validate;
 
 pub use context::{CallContext, SessionControl};
 

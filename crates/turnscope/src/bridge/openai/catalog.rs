@@ -3,7 +3,7 @@
 //! with one warning; the listing is rebuilt only when the tool set's specs change.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -12,7 +12,7 @@ use crate::observe::event::now_us;
 use crate::observe::{Bus, Event};
 use crate::tools::builtin::RESERVED_NAMES;
 use crate::tools::openai_shape::names::NameMap;
-use crate::tools::openai_shape::schema;
+use crate::tools::openai_shape::{schema, strict};
 use crate::tools::{ToolSpec, Tools};
 
 /// One tool as the bridge offers it.
@@ -34,6 +34,9 @@ pub struct Listing {
     by_openai: HashMap<String, usize>,
     by_tool: HashMap<String, usize>,
     body: Bytes,
+    /// The same tools for `strict: true` clients (`/v1/tools?strict=true`), built when first
+    /// asked for: the body, and the tools served with `strict: false` there.
+    strict: OnceLock<(Bytes, Vec<String>)>,
     rejected: Vec<String>,
 }
 
@@ -100,6 +103,7 @@ impl Listing {
                 by_openai,
                 by_tool,
                 body,
+                strict: OnceLock::new(),
                 rejected,
             },
             warnings,
@@ -146,6 +150,37 @@ impl Listing {
                 .join(", ")
         }
     }
+}
+
+/// The strict listing: each entry's strict-mode version (`strict: true`), or its plain entry
+/// with `strict: false` and a warning naming why there is none.
+fn strict_listing(entries: &[Entry], warnings: &mut Vec<String>) -> (Bytes, Vec<String>) {
+    let mut not_strict = Vec::new();
+    let tools: Vec<Value> = entries
+        .iter()
+        .map(|e| {
+            let mut function = e.function["function"].clone();
+            match strict::to_strict(&function["parameters"]) {
+                Ok(done) => {
+                    function["parameters"] = done.parameters;
+                    function["strict"] = Value::Bool(true);
+                }
+                Err(problems) => {
+                    let why: Vec<String> = problems.iter().map(ToString::to_string).collect();
+                    warnings.push(format!(
+                        "tool `{}` has no OpenAI strict-mode version ({}); /v1/tools?strict=true serves it with strict: false",
+                        e.tool,
+                        why.join("; ")
+                    ));
+                    not_strict.push(e.openai_name.clone());
+                    function["strict"] = Value::Bool(false);
+                }
+            }
+            json!({"type": "function", "function": function})
+        })
+        .collect();
+    let body = Bytes::from(serde_json::to_vec(&tools).unwrap_or_else(|_| b"[]".to_vec()));
+    (body, not_strict)
 }
 
 /// A tool set seen through the bridge.
@@ -206,6 +241,22 @@ impl Catalog {
         let listing = Arc::new(listing);
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = listing.clone();
         listing
+    }
+
+    /// The OpenAI `tools` array of `listing` for `strict: true` clients, serialized: each
+    /// tool's strict-mode version with `"strict": true`, or, for a tool that has none, its
+    /// plain entry with `"strict": false`; and the names of those. Built once per listing; why
+    /// a tool has no strict version is warned once.
+    pub fn strict(&self, listing: &Listing) -> (Bytes, Vec<String>) {
+        listing
+            .strict
+            .get_or_init(|| {
+                let mut warnings = Vec::new();
+                let built = strict_listing(&listing.entries, &mut warnings);
+                self.warn_once(warnings);
+                built
+            })
+            .clone()
     }
 
     fn warn_once(&self, warnings: Vec<String>) {

@@ -141,3 +141,49 @@ fn new_specs_give_a_new_listing_with_equal_specs_reusing_the_old_one() {
     assert_eq!(names, ["a", "b"]);
     assert_eq!(catalog.listing().names(), "a, b");
 }
+
+#[test]
+fn the_strict_listing_mends_what_it_can_and_serves_the_rest_not_strict() {
+    let tools: Arc<dyn Tools> = Arc::new(
+        Toolbox::new()
+            .with(tool(
+                "send",
+                json!({"type": "object", "properties": {"to": {"type": "string"}, "cc": {"type": "string"}}, "required": ["to"]}),
+            ))
+            .with(tool(
+                "tag",
+                json!({"type": "object", "properties": {"labels": {"type": "object", "additionalProperties": {"type": "string"}}}, "required": ["labels"]}),
+            )),
+    );
+    let bus = Bus::default();
+    let mut events = bus.subscribe();
+    let catalog = Catalog::new(tools, bus);
+    let listing = catalog.listing();
+    let (body, not_strict) = catalog.strict(&listing);
+    let served: Value = serde_json::from_slice(&body).unwrap();
+    let send = &served[0]["function"];
+    assert_eq!(send["strict"], true);
+    assert_eq!(send["parameters"]["required"], json!(["cc", "to"]));
+    assert_eq!(
+        send["parameters"]["properties"]["cc"]["type"],
+        json!(["string", "null"])
+    );
+    assert_eq!(send["parameters"]["additionalProperties"], false);
+    assert_eq!(served[1]["function"]["strict"], false);
+    assert_eq!(not_strict, ["tag"]);
+    let warned = std::iter::from_fn(|| events.try_recv())
+        .filter_map(|e| match &*e {
+            Event::Log { message, .. } => Some(message.clone()),
+            _ => None,
+        })
+        .collect::<Vec<_>>();
+    assert!(
+        warned
+            .iter()
+            .any(|m| m.contains("`tag` has no OpenAI strict-mode version")),
+        "{warned:?}"
+    );
+    // The plain listing is unchanged.
+    let plain: Value = serde_json::from_slice(&listing.body()).unwrap();
+    assert!(plain[0]["function"].get("strict").is_none());
+}

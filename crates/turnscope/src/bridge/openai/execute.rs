@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::catalog::{Catalog, Listing};
 use crate::observe::{Bus, Event, ToolCallEvent};
+use crate::tools::timed::call_timed;
 use crate::tools::{CallContext, ToolOutcome};
 
 /// A `/v1/execute` request.
@@ -150,14 +151,8 @@ impl Caller {
             (Some(_), Err(message)) => ToolOutcome::error(message),
             (Some(entry), Ok(arguments)) => {
                 let cx = CallContext::detached();
-                let call = self.catalog.tools().call_in(&entry.tool, arguments, &cx);
-                match tokio::time::timeout(self.timeout, call).await {
-                    Ok(outcome) => outcome,
-                    Err(_) => ToolOutcome::error(format!(
-                        "tool `{name}` timed out after {:.1} s and was abandoned; try again, or answer without it",
-                        self.timeout.as_secs_f64()
-                    )),
-                }
+                let tools = &**self.catalog.tools();
+                call_timed(tools, &entry.tool, arguments, &cx, self.timeout).await
             }
         };
         self.bus.publish_with(|| {

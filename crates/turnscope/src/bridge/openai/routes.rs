@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -64,11 +64,33 @@ fn bad_request(message: &str) -> Response {
     )
 }
 
-async fn list_tools(State(bridge): State<Arc<OpenAiBridge>>) -> Response {
+/// `GET /v1/tools`: the OpenAI `tools` array; with `?strict=true`, each tool's strict-mode
+/// version (`"strict": true`) where one exists, the others with `"strict": false`, named in
+/// the `x-turnscope-not-strict` header.
+async fn list_tools(
+    State(bridge): State<Arc<OpenAiBridge>>,
+    RawQuery(query): RawQuery,
+) -> Response {
     let started = Instant::now();
-    let body = bridge.caller.catalog().listing().body();
+    let listing = bridge.caller.catalog().listing();
+    let strict = query.as_deref().is_some_and(|q| {
+        q.split('&')
+            .any(|pair| matches!(pair, "strict" | "strict=true" | "strict=1"))
+    });
     bridge.served("GET /v1/tools", started, true);
-    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+    if !strict {
+        return ([(header::CONTENT_TYPE, "application/json")], listing.body()).into_response();
+    }
+    let (body, not_strict) = bridge.caller.catalog().strict(&listing);
+    let mut response = ([(header::CONTENT_TYPE, "application/json")], body).into_response();
+    if !not_strict.is_empty()
+        && let Ok(names) = header::HeaderValue::from_str(&not_strict.join(", "))
+    {
+        response
+            .headers_mut()
+            .insert("x-turnscope-not-strict", names);
+    }
+    response
 }
 
 async fn execute_call(State(bridge): State<Arc<OpenAiBridge>>, body: Bytes) -> Response {

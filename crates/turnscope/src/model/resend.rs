@@ -1,0 +1,78 @@
+//! A recorded model request sent again, edited or not, outside any session: the console's
+//! edit-and-resend. The body goes out as given (to the session's model or another URL, see
+//! [`ModelClient::with_url`]) and the answer comes back with everything needed to set it beside
+//! the recorded one: text, reasoning, tool calls, usage, finish reason, status and times.
+//! Nothing is published and no session's history changes.
+
+use std::time::Instant;
+
+use serde_json::Value;
+
+use super::ModelClient;
+use crate::json::json_kind;
+use crate::observe::ModelResponseInfo;
+use crate::tools::ToolCall;
+
+/// The answer to a resent request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ResendAnswer {
+    /// The chat-completions URL it went to (`token=` masked).
+    pub url: String,
+    /// The reply text.
+    pub text: String,
+    /// Reasoning streamed apart.
+    pub reasoning: String,
+    /// The function calls asked for.
+    pub tool_calls: Vec<ToolCall>,
+    /// Status, usage, finish reason, model, response id, first byte.
+    pub info: ModelResponseInfo,
+    /// Time to the first piece of text, µs.
+    pub first_piece_us: Option<u64>,
+    /// The whole exchange, µs.
+    pub total_us: u64,
+    /// What went wrong, when it did (the request was refused or broke off).
+    pub error: Option<String>,
+}
+
+/// Sends `body` (a chat-completions request object) with `client`, or a client for `url` when
+/// one is given, and reads the whole answer.
+pub async fn resend(client: &ModelClient, body: Value, url: Option<&str>) -> ResendAnswer {
+    let other;
+    let client = match url {
+        Some(url) if url.trim() != client.completions_url() => {
+            other = client.with_url(url);
+            &other
+        }
+        _ => client,
+    };
+    let mut answer = ResendAnswer {
+        url: client.completions_url(),
+        ..ResendAnswer::default()
+    };
+    let Value::Object(body) = body else {
+        answer.error = Some(format!(
+            "the request is {}, not a JSON object with model and messages; fix it and send again",
+            json_kind(&body)
+        ));
+        return answer;
+    };
+    let started = Instant::now();
+    let mut first_piece = None;
+    let mut on_piece = |_piece: String| {
+        first_piece.get_or_insert_with(|| started.elapsed().as_micros() as u64);
+    };
+    let mut info = ModelResponseInfo::default();
+    let result = client.send_body(body, &mut on_piece, &mut info).await;
+    answer.total_us = started.elapsed().as_micros() as u64;
+    answer.first_piece_us = first_piece;
+    answer.info = info;
+    match result {
+        Ok(done) => {
+            answer.text = done.text;
+            answer.reasoning = done.reasoning;
+            answer.tool_calls = done.tool_calls;
+        }
+        Err(e) => answer.error = Some(e.to_string()),
+    }
+    answer
+}

@@ -1,0 +1,238 @@
+//! `turnscope tools list` and `turnscope tools call NAME --args JSON`: the config's tool sources
+//! (built-ins, `[[mcp_servers]]` under `[policy]` and the limits) from the command line, for
+//! scripts, with JSON on stdout. A call takes the bot's path (`tools::hand`: the registry, the
+//! bot's tool timeout), after the checks a person's call gets (the tool exists, its server is
+//! up, the arguments pass its schema). Exit 0: done; 1: the tool answered with an error; 2: the
+//! call could not be made (unknown tool, arguments that break the schema, an unreachable
+//! server, a config that does not load).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Subcommand;
+use serde_json::{Value, json};
+use turnscope::app::App;
+use turnscope::config::Config;
+use turnscope::observe::Bus;
+use turnscope::tools::hand::{self, Refusal};
+use turnscope::tools::mcp_source::SourceStatus;
+use turnscope::tools::portability;
+use turnscope::tools::registry::ToolRegistry;
+use turnscope::tools::{ToolSpec, Tools};
+
+use crate::cli::ServeArgs;
+
+/// `turnscope tools ...`
+#[derive(Debug, Subcommand)]
+pub enum ToolsAction {
+    /// Print every tool of the config's sources as JSON (name, source, description,
+    /// inputSchema, portability), with each source's state. Exit 2 when a server could not be
+    /// reached (the others' tools are still listed).
+    List,
+    /// Call one tool as the bot would and print the result as JSON (content, structuredContent,
+    /// isError, bytes, ms). Exit 0 ok, 1 the tool returned an error, 2 the call could not be
+    /// made.
+    Call {
+        /// The tool's name, as `turnscope tools list` gives it.
+        name: String,
+        /// The arguments: a JSON object, `@FILE` to read one from a file, or `-` for stdin.
+        #[arg(long, default_value = "{}")]
+        args: String,
+    },
+}
+
+/// Runs a `tools` subcommand; what it prints on stdout is JSON, what went wrong also goes to
+/// stderr in words.
+pub async fn main(action: ToolsAction, config: Option<PathBuf>, serve: &ServeArgs) -> ExitCode {
+    let config = match Config::load(config.as_deref(), &serve.overrides()) {
+        Ok((config, _)) => config,
+        Err(e) => return could_not(&format!("the config does not load: {e}"), Vec::new()),
+    };
+    let bus = Bus::default();
+    let registry = match App::tool_registry(&config, &bus, Vec::new()).await {
+        Ok(r) => r,
+        Err(e) => return could_not(&e.to_string(), Vec::new()),
+    };
+    let timeout = Duration::from_secs_f64(config.bot.tool_timeout_seconds);
+    let code = match action {
+        ToolsAction::List => list(&registry),
+        ToolsAction::Call { name, args } => call(&registry, &name, &args, timeout, &bus).await,
+    };
+    registry.shutdown().await;
+    code
+}
+
+/// Each MCP source's state: `{name, transport, state, tools?, error?}`.
+fn sources(registry: &ToolRegistry) -> (Vec<Value>, Vec<String>) {
+    let mut down = Vec::new();
+    let listed = registry
+        .sources()
+        .iter()
+        .map(|s| {
+            let mut row = json!({"name": s.name(), "transport": s.transport().as_str()});
+            match s.status() {
+                SourceStatus::Up { tools, .. } => {
+                    row["state"] = json!("up");
+                    row["tools"] = json!(tools);
+                }
+                SourceStatus::Connecting => {
+                    row["state"] = json!("connecting");
+                    down.push(format!("{}: still connecting", s.name()));
+                }
+                SourceStatus::Down { error, attempts } => {
+                    row["state"] = json!("down");
+                    row["error"] = json!(error);
+                    down.push(format!(
+                        "{}: down after {attempts} attempts: {error}",
+                        s.name()
+                    ));
+                }
+                SourceStatus::Closed => row["state"] = json!("closed"),
+            }
+            row
+        })
+        .collect();
+    (listed, down)
+}
+
+fn tool_json(spec: &ToolSpec) -> Value {
+    let findings: Vec<String> = portability::check(&spec.input_schema)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    json!({
+        "name": spec.name,
+        "source": spec.source,
+        "description": spec.description,
+        "inputSchema": spec.input_schema,
+        "portability": findings,
+    })
+}
+
+fn list(registry: &ToolRegistry) -> ExitCode {
+    let specs = registry.specs();
+    let (sources, down) = sources(registry);
+    let skipped: Vec<String> = registry.skipped().iter().map(ToString::to_string).collect();
+    print_json(&json!({
+        "tools": specs.iter().map(tool_json).collect::<Vec<_>>(),
+        "sources": sources,
+        "skipped": skipped,
+    }));
+    if down.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        for d in &down {
+            eprintln!("turnscope tools: MCP server {d}; its tools are not listed");
+        }
+        ExitCode::from(2)
+    }
+}
+
+async fn call(
+    registry: &Arc<ToolRegistry>,
+    name: &str,
+    args: &str,
+    timeout: Duration,
+    bus: &Bus,
+) -> ExitCode {
+    let arguments = match read_args(args) {
+        Ok(v) => v,
+        Err(e) => return could_not(&e, Vec::new()),
+    };
+    let specs = registry.specs();
+    let (_, down) = sources(registry);
+    // A tool of a server that is down is still listed (its last list) or not at all (never
+    // up): either way the call cannot be made, and the reason is the server.
+    if let Some(spec) = specs.iter().find(|s| s.name == name)
+        && let Some(source) = registry.source(&spec.source)
+        && !matches!(source.status(), SourceStatus::Up { .. })
+    {
+        return could_not(
+            &format!(
+                "MCP server `{}` is unreachable ({}); check that it runs and its [[mcp_servers]] entry",
+                spec.source,
+                describe(&source.status())
+            ),
+            Vec::new(),
+        );
+    }
+    let tools: &dyn Tools = &**registry;
+    match hand::call(tools, name, arguments, timeout, bus).await {
+        Ok(done) => {
+            print_json(&done.to_json());
+            if done.outcome.is_error {
+                eprintln!("turnscope tools: `{name}` answered with an error");
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(refusal) => {
+            let mut message = refusal.to_string();
+            if matches!(refusal, Refusal::UnknownTool { .. }) && !down.is_empty() {
+                message.push_str(&format!(
+                    "; unreachable, so their tools are unknown: {}",
+                    down.join("; ")
+                ));
+            }
+            let errors = match &refusal {
+                Refusal::Schema { errors, .. } => errors
+                    .iter()
+                    .map(|e| {
+                        json!({"field": e.field(), "pointer": e.pointer, "rule": e.rule, "message": e.message})
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            could_not(&message, errors)
+        }
+    }
+}
+
+fn describe(status: &SourceStatus) -> String {
+    match status {
+        SourceStatus::Connecting => "still connecting after the connect budget".into(),
+        SourceStatus::Down { error, attempts } => {
+            format!("down after {attempts} attempts: {error}")
+        }
+        SourceStatus::Closed => "closed".into(),
+        SourceStatus::Up { .. } => "up".into(),
+    }
+}
+
+/// `--args`: JSON text, `@FILE`, or `-` for stdin.
+fn read_args(args: &str) -> Result<Value, String> {
+    let text = if args == "-" {
+        std::io::read_to_string(std::io::stdin())
+            .map_err(|e| format!("cannot read the arguments from stdin: {e}"))?
+    } else if let Some(path) = args.strip_prefix('@') {
+        std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the arguments from {path}: {e}"))?
+    } else {
+        args.to_string()
+    };
+    serde_json::from_str(&text).map_err(|e| {
+        format!("--args is not JSON ({e}); give one object such as '{{\"text\": \"hi\"}}'")
+    })
+}
+
+/// Exit 2: the reason as JSON on stdout (`{"error": …, "errors": [{field, rule, …}]}`) and in
+/// words on stderr.
+fn could_not(message: &str, errors: Vec<Value>) -> ExitCode {
+    let mut out = json!({"error": message});
+    if !errors.is_empty() {
+        out["errors"] = Value::Array(errors);
+    }
+    print_json(&out);
+    eprintln!("turnscope tools: {message}");
+    ExitCode::from(2)
+}
+
+fn print_json(value: &Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+    );
+}
