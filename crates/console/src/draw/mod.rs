@@ -43,6 +43,8 @@ pub fn draw(f: &mut Frame, c: &Console) {
     if c.turn_view.is_some() {
         panes::turn_view::draw(f, areas, c);
     }
+    panes::resend::draw_variants(f, areas, c);
+    panes::resend::draw_editor(f, areas, c);
     if c.help.open {
         crate::draw::help::draw(f, screen, c);
     }

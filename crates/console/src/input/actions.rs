@@ -43,6 +43,38 @@ pub enum Action {
         /// The report ([`session_report`](crate::draw::export::session_report)).
         text: String,
     },
+    /// Call a tool by hand (the Tools pane's form or its list of calls).
+    HandCall {
+        /// The call's number in the list ([`HandCalls`](crate::view::hand_calls::HandCalls)).
+        id: u64,
+        /// The tool.
+        tool: String,
+        /// The arguments, JSON text of an object.
+        arguments: String,
+    },
+    /// Write the saved hand calls to the project's file.
+    SaveCalls {
+        /// The file's text.
+        text: String,
+    },
+    /// Send an edited model request again.
+    Resend {
+        /// Which recorded request it varies.
+        key: crate::state::variants::RequestKey,
+        /// The body, JSON text.
+        body: String,
+        /// Another chat-completions URL, or none for the session's model.
+        url: Option<String>,
+    },
+    /// Edit a model request in `$EDITOR` (the terminal is handed over meanwhile), then send it.
+    EditExternally {
+        /// Which recorded request.
+        key: crate::state::variants::RequestKey,
+        /// The body to start from, pretty JSON.
+        text: String,
+        /// Where it goes.
+        url: String,
+    },
     /// Write this test case of a session to a `.test.toml` file.
     ExportTest {
         /// Session number.

@@ -40,6 +40,12 @@ impl Console {
             self.help_key(key);
             return None;
         }
+        if self.editor.is_some() {
+            return self.editor_key(key);
+        }
+        if self.variants_view.is_some() {
+            return self.variants_key(key);
+        }
         if self.turn_view.is_some() {
             return self.turn_view_key(key);
         }
@@ -81,6 +87,18 @@ impl Console {
         }
         if self.focus == PaneId::Input && !self.read_only {
             return self.input_key(key);
+        }
+        if self.focus == PaneId::Tools && !self.read_only {
+            use crate::view::hand_calls::Mode;
+            match self.tools.hand.mode {
+                Mode::Form(_) => return self.form_key(key),
+                Mode::Calls => return self.calls_key(key),
+                Mode::Detail => {
+                    if let Some(action) = self.tools_detail_key(key) {
+                        return action;
+                    }
+                }
+            }
         }
         let command = keys::command(key)?;
         self.command(command)

@@ -7,3 +7,4 @@ pub mod commands;
 pub mod input_line;
 pub mod mouse;
 pub mod overlays;
+pub mod workbench;

@@ -39,6 +39,11 @@ impl Console {
                 return None;
             }
             KeyCode::Char('c' | 'J') => return self.copy_request(key.code == KeyCode::Char('J')),
+            KeyCode::Char('e' | 'E') => return self.edit_request(key.code == KeyCode::Char('E')),
+            KeyCode::Char('v') => {
+                self.open_variants();
+                return None;
+            }
             _ => {}
         }
         let pick = self.turn_view.as_ref()?;

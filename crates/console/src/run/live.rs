@@ -17,6 +17,7 @@ use crate::input::actions::Action;
 
 use crate::error::ConsoleError;
 use crate::run::feed::LiveFeed;
+use crate::run::workbench::{Fixed, HandDone, Input, ResendDone, Tty};
 use crate::state::{ConsoleState, Header, Source};
 use crate::theme::Theme;
 use crate::view::console::{Console, Notice};
@@ -74,6 +75,24 @@ pub fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console, Live
         .with_registry(app.tool_registry.clone());
     feed.refresh_tools(&mut state);
     let mut console = Console::new(state, theme, false);
+    let dir = std::env::current_dir().unwrap_or_else(|_| ".".into());
+    match crate::run::workbench::read_saved(&dir) {
+        None => {}
+        Some(Ok(text)) => {
+            if let Err(e) = console.tools.hand.load(&text) {
+                console.notice = Some(Notice {
+                    text: e,
+                    error: true,
+                });
+            }
+        }
+        Some(Err(e)) => {
+            console.notice = Some(Notice {
+                text: format!("cannot read {}: {e}", crate::view::hand_calls::SAVED_FILE),
+                error: true,
+            })
+        }
+    }
     match app.sessions.open(SessionOpener::Console) {
         Ok(session) => {
             console.own = Some(session.number);
@@ -94,8 +113,8 @@ pub fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console, Live
 pub async fn event_loop<B, S>(
     console: &mut Console,
     terminal: &mut Terminal<B>,
-    mut feed: Option<&mut LiveFeed>,
-    mut input: S,
+    feed: Option<&mut LiveFeed>,
+    input: S,
     stop: CancellationToken,
 ) -> Result<(), ConsoleError>
 where
@@ -103,11 +122,36 @@ where
     B::Error: Send + Sync + 'static,
     S: Stream<Item = std::io::Result<TermEvent>> + Unpin,
 {
+    event_loop_on(console, terminal, feed, Fixed(input), stop).await
+}
+
+/// [`event_loop`] over input that can let go of the terminal ([`Input`]), so `$EDITOR` can
+/// have it for a while.
+pub async fn event_loop_on<B, I>(
+    console: &mut Console,
+    terminal: &mut Terminal<B>,
+    mut feed: Option<&mut LiveFeed>,
+    mut input: I,
+    stop: CancellationToken,
+) -> Result<(), ConsoleError>
+where
+    B: Backend,
+    B::Error: Send + Sync + 'static,
+    I: Input,
+{
     let mut tick = tokio::time::interval(Duration::from_millis(1000 / FPS));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     // Unbounded: one message per chat call, and each call is a line the person sent, so the
     // queue is bounded by typing; a finished chat must never be dropped or block its task.
+    // The same holds for hand calls and resent requests, one per key press.
     let (chat_tx, mut chat_rx) = mpsc::unbounded_channel::<ChatDone>();
+    let (hand_tx, mut hand_rx) = mpsc::unbounded_channel::<HandDone>();
+    let (resend_tx, mut resend_rx) = mpsc::unbounded_channel::<ResendDone>();
+    let outbox = Outbox {
+        chat: chat_tx,
+        hand: hand_tx,
+        resend: resend_tx,
+    };
     let mut dirty = true;
     let mut pacer = Pacer::new();
     let mut last_fold = Instant::now();
@@ -119,13 +163,30 @@ where
                 Some(Ok(event)) => {
                     dirty = true;
                     pacer.input();
-                    match console.handle(&event) {
-                        Some(Action::Quit) => break,
-                        Some(action) => {
-                            let sessions = feed.as_deref().map(LiveFeed::sessions);
-                            perform(action, console, sessions, &chat_tx, &stop);
+                    let mut next = console.handle(&event);
+                    while let Some(action) = next.take() {
+                        match action {
+                            Action::Quit => return Ok(()),
+                            Action::EditExternally { key, text, url } => {
+                                input.release();
+                                crate::run::terminal::hand_over();
+                                let edited = crate::run::workbench::edit_in_editor(&text).await;
+                                crate::run::terminal::take_back().map_err(ConsoleError::Setup)?;
+                                // Cleared through a resize to its own size: `clear` would ask
+                                // the terminal where its cursor is, an answer that can be lost
+                                // to the input reader; this clears without asking.
+                                let size = terminal.size().map_err(|e| ConsoleError::Draw(e.to_string()))?;
+                                terminal
+                                    .resize(ratatui::layout::Rect::new(0, 0, size.width, size.height))
+                                    .map_err(|e| ConsoleError::Draw(e.to_string()))?;
+                                input.reclaim();
+                                next = console.external_edit_done(key, url, edited);
+                            }
+                            action => {
+                                let sessions = feed.as_deref().map(LiveFeed::sessions);
+                                perform(action, console, sessions, &outbox, &stop);
+                            }
                         }
-                        None => {}
                     }
                 }
                 Some(Err(e)) => return Err(ConsoleError::ReadInput(e)),
@@ -133,6 +194,14 @@ where
             },
             Some((session, line, result)) = chat_rx.recv() => {
                 console.chat_done(session, &line, result);
+                dirty = true;
+            }
+            Some((id, result)) = hand_rx.recv() => {
+                console.hand_call_done(id, result);
+                dirty = true;
+            }
+            Some((key, body, answer)) = resend_rx.recv() => {
+                console.resend_done(key, body, answer);
                 dirty = true;
             }
             _ = tick.tick() => {
@@ -235,13 +304,30 @@ async fn next_event(
     }
 }
 
+/// Where the tasks the loop spawns send their outcomes.
+struct Outbox {
+    chat: mpsc::UnboundedSender<ChatDone>,
+    hand: mpsc::UnboundedSender<HandDone>,
+    resend: mpsc::UnboundedSender<ResendDone>,
+}
+
 fn perform(
     action: Action,
     console: &mut Console,
     sessions: Option<&Sessions>,
-    chat_tx: &mpsc::UnboundedSender<ChatDone>,
+    outbox: &Outbox,
     stop: &CancellationToken,
 ) {
+    if let Action::SaveCalls { text } = &action {
+        let dir = std::env::current_dir().unwrap_or_else(|_| ".".into());
+        if let Err(e) = crate::run::workbench::write_saved(&dir, text) {
+            console.notice = Some(Notice {
+                text: format!("{e}; the calls stay listed here"),
+                error: true,
+            });
+        }
+        return;
+    }
     if let Action::Export { session, text } = &action {
         console.notice = Some(export_to_file(*session, text, "txt"));
         return;
@@ -272,7 +358,20 @@ fn perform(
         return;
     };
     match action {
-        Action::Quit | Action::Export { .. } | Action::ExportTest { .. } | Action::Copy { .. } => {}
+        Action::Quit
+        | Action::Export { .. }
+        | Action::ExportTest { .. }
+        | Action::Copy { .. }
+        | Action::SaveCalls { .. }
+        | Action::EditExternally { .. } => {}
+        Action::HandCall {
+            id,
+            tool,
+            arguments,
+        } => crate::run::workbench::spawn_hand_call(sessions, id, tool, arguments, &outbox.hand),
+        Action::Resend { key, body, url } => {
+            crate::run::workbench::spawn_resend(sessions, key, body, url, &outbox.resend)
+        }
         Action::Yank { session } => {
             console.notice = Some(match sessions.by_number(session) {
                 Some(s) => {
@@ -360,7 +459,7 @@ fn perform(
             };
             console.chat_started(target.number);
             let sessions = sessions.clone();
-            let tx = chat_tx.clone();
+            let tx = outbox.chat.clone();
             let cancel = stop.child_token();
             tokio::spawn(async move {
                 let result = sessions
@@ -435,8 +534,14 @@ pub async fn run_with(app: App, theme: Theme, sub: Subscription) -> Result<(), C
     });
     let ui = tokio::spawn(async move {
         let (mut console, mut feed, mut terminal) = (console, feed, terminal);
-        let input = crossterm::event::EventStream::new();
-        event_loop(&mut console, &mut terminal, Some(&mut feed), input, stop).await
+        event_loop_on(
+            &mut console,
+            &mut terminal,
+            Some(&mut feed),
+            Tty::new(),
+            stop,
+        )
+        .await
     });
     let outcome = ui.await;
     signals.abort();

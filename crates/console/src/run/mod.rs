@@ -8,3 +8,4 @@ pub mod live;
 pub mod replay;
 pub mod signals;
 pub mod terminal;
+pub mod workbench;

@@ -67,6 +67,24 @@ pub fn restore() {
     );
 }
 
+/// Hands the terminal back to the person for a while (to run `$EDITOR`): what [`restore`]
+/// does; [`take_back`] undoes it.
+pub fn hand_over() {
+    restore();
+}
+
+/// Takes the terminal over again after [`hand_over`]: raw mode, the alternate screen, mouse
+/// capture and bracketed paste; the next draw repaints everything.
+pub fn take_back() -> std::io::Result<()> {
+    enable_raw_mode()?;
+    execute!(
+        stdout(),
+        EnterAlternateScreen,
+        EnableMouseCapture,
+        EnableBracketedPaste
+    )
+}
+
 fn install_panic_hook() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {

@@ -35,6 +35,7 @@ pub mod timeline;
 mod times;
 mod tools;
 mod turns;
+pub mod variants;
 pub mod wire;
 
 pub use times::fixed_offset;

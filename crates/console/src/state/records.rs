@@ -306,6 +306,10 @@ pub struct ToolView {
     pub notes: Vec<String>,
     /// Why the bot does not offer it, when it was skipped (a name taken, a cap).
     pub skipped: Option<String>,
+    /// The input schema itself, for the hand-call form.
+    pub input: serde_json::Value,
+    /// What OpenAI strict mode, Gemini or Claude would refuse or change in the schema.
+    pub portability: Vec<String>,
 }
 
 /// A log line.

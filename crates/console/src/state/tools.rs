@@ -1,10 +1,12 @@
 //! The bot's tool list as the Tools pane shows it: each schema pretty-printed, its OpenAI
-//! conversion done, collisions and renames explained, skipped tools with why.
+//! conversion done, collisions and renames explained, what other providers would refuse
+//! (`tools::portability`), skipped tools with why.
 
 use turnscope::tools::ToolSpec;
 use turnscope::tools::merge::Skip;
 use turnscope::tools::openai_shape::names::{NameMap, is_valid_openai_name};
 use turnscope::tools::openai_shape::schema::{Limits, convert};
+use turnscope::tools::portability;
 
 use super::{ConsoleState, ToolView, pretty};
 
@@ -21,6 +23,8 @@ impl ConsoleState {
             openai: Ok(String::new()),
             notes: Vec::new(),
             skipped: Some(skip.to_string()),
+            input: serde_json::Value::Null,
+            portability: Vec::new(),
         }));
     }
 
@@ -65,6 +69,11 @@ impl ConsoleState {
                     openai,
                     notes,
                     skipped: None,
+                    input: spec.input_schema.clone(),
+                    portability: portability::check(&spec.input_schema)
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect(),
                 }
             })
             .collect();

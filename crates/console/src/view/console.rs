@@ -9,6 +9,7 @@ use ratatui::style::{Modifier, Style};
 use ratatui_textarea::{TextArea, WrapMode};
 
 use super::frames::{FrameLine, FrameSource, FramesView};
+use super::hand_calls::Mode;
 use super::ids::PaneId;
 use super::keys::KeyOwner;
 use super::layout::Areas;
@@ -16,8 +17,10 @@ use super::nav::TurnPick;
 use super::panes::{
     HelpView, InputLineView, LogView, McpView, ProgressView, StatsView, ToolsView, TranscriptView,
 };
+use super::resend::{RequestEditor, VariantsPick};
 use super::sessions::SessionList;
 use crate::state::tape::Tape;
+use crate::state::variants::Variants;
 use crate::state::{ConsoleState, FrameRow, SessionRow};
 use crate::theme::Theme;
 
@@ -82,6 +85,12 @@ pub struct Console {
     pub tape: Option<Tape>,
     /// The Sessions pane's sort and filter.
     pub sessions_list: SessionList,
+    /// A model request being edited to send again (over the turn view).
+    pub editor: Option<RequestEditor>,
+    /// A request's variants set beside its recorded answer (over the turn view).
+    pub variants_view: Option<VariantsPick>,
+    /// Every variant sent from here.
+    pub variants: Variants,
 }
 
 impl Console {
@@ -121,6 +130,9 @@ impl Console {
             close_asked: None,
             tape: None,
             sessions_list: Default::default(),
+            editor: None,
+            variants_view: None,
+            variants: Variants::default(),
         }
     }
 
@@ -167,6 +179,10 @@ impl Console {
     pub fn key_owner(&self) -> KeyOwner {
         if self.help.open {
             KeyOwner::Help
+        } else if self.editor.is_some() {
+            KeyOwner::Editor
+        } else if self.variants_view.is_some() {
+            KeyOwner::Variants
         } else if self.turn_view.is_some() {
             KeyOwner::TurnView
         } else if self.frames.detail {
@@ -176,6 +192,12 @@ impl Console {
             || self.sessions_list.editing.is_some()
         {
             KeyOwner::Filter
+        } else if self.focus == PaneId::Tools && !self.read_only {
+            match self.tools.hand.mode {
+                Mode::Form(_) => KeyOwner::Form,
+                Mode::Calls => KeyOwner::Calls,
+                Mode::Detail => KeyOwner::Pane(self.focus),
+            }
         } else {
             KeyOwner::Pane(self.focus)
         }

@@ -249,6 +249,16 @@ pub const BINDINGS: &[Binding] = &[
     ),
     b(
         Scope::Sessions,
+        "e E v (turn view)",
+        "edit the picked model request and send it again: in the console (e; Ctrl+S or F5 sends, Tab edits the URL) or in $EDITOR (E); v sets its variants beside the recorded answer (word diff, tool calls, usage, finish, times; t saves one as a test case); the session is never changed",
+    ),
+    b(
+        Scope::Sessions,
+        "Enter h (6 Tools)",
+        "call the selected tool by hand through a form built from its schema (Enter; ↑↓ fields, ← → choices, Enter calls once nothing is refused, Esc closes); h lists the hand calls: Enter runs one again, e edits it, s saves it in .turnscope/calls.json",
+    ),
+    b(
+        Scope::Sessions,
         "a x y (9 MCP)",
         "the MCP pane: one client (a), one method (x), copy the newest exchange as curl (y)",
     ),
@@ -302,6 +312,14 @@ pub enum KeyOwner {
     FrameDetail,
     /// The help.
     Help,
+    /// The Tools pane's hand-call form.
+    Form,
+    /// The Tools pane's list of hand calls.
+    Calls,
+    /// The model-request editor.
+    Editor,
+    /// A request's variants beside the recorded answer.
+    Variants,
 }
 
 /// Short hints for the footer, for what has the keys.
@@ -326,6 +344,31 @@ pub fn owner_hints(owner: KeyOwner, read_only: bool) -> Vec<(&'static str, &'sta
         ],
         KeyOwner::FrameDetail => vec![("↑↓", "previous/next frame"), ("Esc", "close")],
         KeyOwner::Help => vec![("↑↓", "scroll"), ("Esc", "close")],
+        KeyOwner::Form => vec![
+            ("↑↓ Tab", "field"),
+            ("← → Space", "choose"),
+            ("Enter", "call"),
+            ("Esc", "close"),
+        ],
+        KeyOwner::Calls => vec![
+            ("↑↓", "call"),
+            ("Enter", "run again"),
+            ("e", "edit"),
+            ("s", "save/forget"),
+            ("Esc", "back"),
+        ],
+        KeyOwner::Editor => vec![
+            ("Ctrl+S / F5", "send"),
+            ("Tab", "body/URL"),
+            ("Esc", "close"),
+        ],
+        KeyOwner::Variants => vec![
+            ("← →", "variant"),
+            ("↑↓", "scroll"),
+            ("e", "edit again"),
+            ("t", "save as test"),
+            ("Esc", "back"),
+        ],
     }
 }
 
@@ -381,7 +424,13 @@ pub fn hints(pane: crate::view::ids::PaneId, read_only: bool) -> Vec<(&'static s
             ("a", "all/one"),
         ],
         PaneId::Progress | PaneId::Stats => vec![("↑↓", "scroll"), ("a", "all/one")],
-        PaneId::Tools => vec![("↑↓", "tool"), ("PgUp/PgDn", "schema")],
+        PaneId::Tools if read_only => vec![("↑↓", "tool"), ("PgUp/PgDn", "schema")],
+        PaneId::Tools => vec![
+            ("↑↓", "tool"),
+            ("Enter", "call it"),
+            ("h", "hand calls"),
+            ("PgUp/PgDn", "schema"),
+        ],
     };
     if pane != PaneId::Input {
         out.extend([("z", "zoom"), ("Tab", "pane"), ("?", "help"), ("q", "quit")]);

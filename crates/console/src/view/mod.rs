@@ -5,11 +5,14 @@
 
 pub mod console;
 pub mod filter;
+pub mod form;
 pub mod frames;
+pub mod hand_calls;
 pub mod ids;
 pub mod keys;
 pub mod layout;
 pub mod line_edit;
 pub mod nav;
 pub mod panes;
+pub mod resend;
 pub mod sessions;

@@ -55,6 +55,8 @@ pub struct ToolsView {
     pub nav: ListNav,
     /// The selected tool's detail scroll.
     pub scroll: Cell<usize>,
+    /// Hand calls: the form, the list of calls, the saved ones.
+    pub hand: super::hand_calls::HandCalls,
 }
 
 /// The Stats pane.

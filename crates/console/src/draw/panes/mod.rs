@@ -6,6 +6,7 @@
 
 pub mod bars;
 pub mod frames;
+pub mod hand_call;
 pub mod input;
 pub mod inspector;
 pub mod log;
@@ -13,6 +14,7 @@ pub mod mcp;
 pub mod model_request;
 pub mod pipeline;
 pub mod progress;
+pub mod resend;
 pub mod sessions;
 pub mod stats;
 pub mod tool_call;

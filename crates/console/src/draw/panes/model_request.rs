@@ -47,8 +47,20 @@ pub fn lines(c: &Console, session: u64, turn: u64, w: usize, shown: Shown) -> Ve
         };
         let style = if call.error.is_some() { t.error } else { t.bot };
         let lead = format!("{mark}model {} ", i + 1);
+        let variants = c.variants.count(crate::state::variants::RequestKey {
+            session,
+            turn,
+            index: i,
+        });
         let room = w.saturating_sub(lead.chars().count()).max(8);
-        for (n, row) in wrap(&head_figures(c, call), room).into_iter().enumerate() {
+        let mut figures = head_figures(c, call);
+        if variants > 0 {
+            figures.push_str(&format!(
+                " · {} (v)",
+                crate::text::plural(variants as u64, "variant")
+            ));
+        }
+        for (n, row) in wrap(&figures, room).into_iter().enumerate() {
             let first = if n == 0 {
                 lead.clone()
             } else {

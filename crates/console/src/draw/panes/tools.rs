@@ -1,7 +1,9 @@
 //! The Tools pane: the tool sources' states, every tool the bot has (by source) and the
-//! ones that were skipped, and the selected tool's description, its input schema
+//! ones that were skipped, and the selected tool's description, what OpenAI strict mode,
+//! Gemini or Claude would refuse in its schema (`~` in the list), its input schema
 //! pretty-printed, the `parameters` the OpenAI bridge converts it to, and any skip,
-//! collision, rename or dropped fragment explained.
+//! collision, rename or dropped fragment explained. In place of that detail: a hand-call form
+//! or the list of hand calls ([`hand_call`](super::hand_call)).
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -78,10 +80,17 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     for (i, tool) in tools.iter().enumerate().take(end).skip(start) {
         let warn = if tool.skipped.is_some() {
             "✗"
-        } else if tool.notes.is_empty() {
-            " "
-        } else {
+        } else if !tool.notes.is_empty() {
             "!"
+        } else if tool
+            .portability
+            .iter()
+            .any(|p| !p.starts_with("OpenAI strict: refused as sent"))
+        {
+            // Refused somewhere as it is, with no mended version served.
+            "~"
+        } else {
+            " "
         };
         let source = truncate(&tool.source, (name_w / 2).max(4));
         let room = name_w.saturating_sub(width(&source) + 1);
@@ -118,10 +127,34 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         width: detail_area.width.saturating_sub(1),
         ..detail_area
     };
-    let lines = detail_lines(c, tool, inner.width as usize);
-    let max = lines.len().saturating_sub(inner.height as usize);
-    let scroll = c.tools.scroll.get().min(max);
-    c.tools.scroll.set(scroll);
+    let w = inner.width as usize;
+    use crate::view::hand_calls::Mode;
+    let (lines, scroll_cell, cursor_line) = match &c.tools.hand.mode {
+        Mode::Detail => (detail_lines(c, tool, w), &c.tools.scroll, None),
+        Mode::Form(form) => {
+            let lines = super::hand_call::form_lines(c, form, w);
+            // Keep the field being edited in sight.
+            let at = lines
+                .iter()
+                .position(|l| l.spans.first().is_some_and(|s| s.content.starts_with('▶')));
+            (lines, &form.scroll, at)
+        }
+        Mode::Calls => {
+            let lines = super::hand_call::calls_lines(c, w);
+            (lines, &c.tools.scroll, Some(c.tools.hand.nav.cursor + 1))
+        }
+    };
+    let height = inner.height as usize;
+    let max = lines.len().saturating_sub(height);
+    let mut scroll = scroll_cell.get().min(max);
+    if let Some(at) = cursor_line {
+        if at < scroll {
+            scroll = at;
+        } else if height > 0 && at >= scroll + height {
+            scroll = at + 1 - height;
+        }
+    }
+    scroll_cell.set(scroll);
     let shown: Vec<Line> = lines.into_iter().skip(scroll).collect();
     f.render_widget(Paragraph::new(shown), inner);
 }
@@ -148,6 +181,24 @@ fn detail_lines(c: &Console, tool: &ToolView, width: usize) -> Vec<Line<'static>
         for l in wrap(&format!("! {note}"), width) {
             out.push(Line::styled(l, t.warn));
         }
+    }
+    if !tool.portability.is_empty() {
+        out.push(Line::default());
+        out.push(Line::styled(
+            "portability (what other providers would refuse or change)",
+            t.accent,
+        ));
+        for finding in &tool.portability {
+            for l in wrap(&format!("~ {finding}"), width) {
+                out.push(Line::styled(l, t.warn));
+            }
+        }
+    }
+    if !c.read_only {
+        out.push(Line::styled(
+            "Enter calls this tool by hand · h lists the hand calls",
+            t.dim,
+        ));
     }
     out.push(Line::default());
     out.push(Line::styled("input schema (MCP)", t.accent));

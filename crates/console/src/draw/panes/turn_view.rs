@@ -81,7 +81,7 @@ pub fn draw(f: &mut Frame, areas: Areas, c: &Console) {
         ))
         .title_bottom(Line::styled(
             truncate(
-                " ← → turns · ↑↓ scroll · m model requests · Esc closes ",
+                " ← → turns · ↑↓ scroll · m model requests · e/E edit and resend · v variants · Esc closes ",
                 area.width.saturating_sub(4) as usize,
             ),
             t.dim,

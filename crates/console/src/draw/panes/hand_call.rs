@@ -1,0 +1,256 @@
+//! The Tools pane's workbench, drawn in its detail area: a tool's hand-call form (each field
+//! with its kind, required mark, value, hint, default and what is wrong with it now; the
+//! arguments as they would be sent; the answer of the last call) and the list of hand calls
+//! (saved ones marked `★`) with the selected call's answer.
+
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use serde_json::Value;
+
+use crate::text::{micros, one_line, truncate, wrap};
+use crate::view::console::Console;
+use crate::view::form::{FieldKind, Form};
+use crate::view::hand_calls::{HandCall, Outcome, Shown};
+
+/// The form's lines, `w` cells wide.
+pub fn form_lines(c: &Console, form: &Form, w: usize) -> Vec<Line<'static>> {
+    let t = &c.theme;
+    let mut out = vec![Line::from(vec![
+        Span::styled(format!("call {}", form.tool), t.title),
+        Span::styled("  ↑↓ field · ← → choose · Enter calls · Esc closes", t.dim),
+    ])];
+    if let Some(why) = &form.unchecked {
+        for l in wrap(why, w) {
+            out.push(Line::styled(l, t.warn));
+        }
+    }
+    if form.fields.is_empty() {
+        out.push(Line::styled("  (no arguments)", t.dim));
+    }
+    let name_w = form
+        .fields
+        .iter()
+        .map(|f| f.name.chars().count() + 2)
+        .max()
+        .unwrap_or(4)
+        .min(w / 3);
+    for (i, f) in form.fields.iter().enumerate() {
+        let here = i == form.cursor;
+        let problems = form.problems_of(&f.name);
+        let mark = if f.required { "*" } else { " " };
+        let label = format!(
+            "{}{mark}{:<width$}",
+            if here { "▶" } else { " " },
+            f.name,
+            width = name_w
+        );
+        let kind = match &f.kind {
+            FieldKind::Choice(values) => format!(
+                "one of {}",
+                values
+                    .iter()
+                    .map(|v| match v {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join("|")
+            ),
+            other => other.label().to_string(),
+        };
+        let value = if here && !matches!(f.kind, FieldKind::Bool | FieldKind::Choice(_)) {
+            let (before, after) = f.text.split();
+            format!("{before}▏{after}")
+        } else {
+            f.shown()
+        };
+        let value_style = if !problems.is_empty() {
+            t.error
+        } else if here {
+            t.selected
+        } else {
+            t.text
+        };
+        let room = w.saturating_sub(label.chars().count() + 1);
+        out.push(Line::from(vec![
+            Span::styled(label, if f.required { t.accent } else { t.text }),
+            Span::raw(" "),
+            Span::styled(truncate(&value, room), value_style),
+        ]));
+        let pad = " ".repeat(name_w + 3);
+        let mut hint = kind;
+        if let Some(d) = &f.default {
+            hint.push_str(&format!(" · default {d}"));
+        }
+        if !f.hint.is_empty() {
+            hint.push_str(&format!(" · {}", f.hint));
+        }
+        for l in wrap(&hint, w.saturating_sub(pad.len()).max(8)) {
+            out.push(Line::styled(format!("{pad}{l}"), t.dim));
+        }
+        for p in problems {
+            for l in wrap(&format!("✗ {p}"), w.saturating_sub(pad.len()).max(8)) {
+                out.push(Line::styled(format!("{pad}{l}"), t.error));
+            }
+        }
+    }
+    out.push(Line::default());
+    let args = form.arguments().to_string();
+    let ready = form.problems().is_empty();
+    out.push(Line::from(vec![
+        Span::styled(
+            if ready { "ready: " } else { "not ready: " },
+            if ready { t.ok } else { t.error },
+        ),
+        Span::styled(truncate(&args, w.saturating_sub(11)), t.dim),
+    ]));
+    // Problems the schema names outside any field (the arguments as a whole).
+    for (field, message) in form.problems() {
+        if !form.fields.iter().any(|f| {
+            field == &f.name
+                || field.starts_with(&format!("{}.", f.name))
+                || field.starts_with(&format!("{}[", f.name))
+        }) {
+            for l in wrap(&format!("✗ {field}: {message}"), w) {
+                out.push(Line::styled(l, t.error));
+            }
+        }
+    }
+    if let Some(call) = c.tools.hand.last_sent.and_then(|id| c.tools.hand.get(id)) {
+        out.push(Line::default());
+        out.extend(outcome_lines(c, call, w));
+    }
+    out
+}
+
+/// The list of hand calls and the selected one's answer.
+pub fn calls_lines(c: &Console, w: usize) -> Vec<Line<'static>> {
+    let t = &c.theme;
+    let hand = &c.tools.hand;
+    let saved = hand.calls.iter().filter(|c| c.saved).count();
+    let mut out = vec![Line::from(vec![
+        Span::styled(
+            format!("hand calls ({}, {saved} saved)", hand.calls.len()),
+            t.title,
+        ),
+        Span::styled(
+            "  Enter runs again · e edits · s saves/forgets · Esc back",
+            t.dim,
+        ),
+    ])];
+    if hand.calls.is_empty() {
+        out.push(Line::styled(
+            "  none yet: Enter on a tool opens its form",
+            t.dim,
+        ));
+        return out;
+    }
+    for (i, call) in hand.calls.iter().enumerate() {
+        let state = match &call.outcome {
+            None => "saved".to_string(),
+            Some(Outcome::InFlight) => "…".to_string(),
+            Some(Outcome::Refused(_)) => "not sent".to_string(),
+            Some(Outcome::Done(s)) => format!(
+                "{} {} B {}",
+                if s.is_error { "isError" } else { "ok" },
+                s.bytes,
+                micros(s.duration.as_micros() as u64)
+            ),
+        };
+        let head = format!(
+            "{}{} {}({})",
+            if i == hand.nav.cursor { "▶" } else { " " },
+            if call.saved { "★" } else { " " },
+            call.tool,
+            call.arguments
+        );
+        let room = w.saturating_sub(state.chars().count() + 1);
+        let style = match &call.outcome {
+            Some(Outcome::Refused(_)) => t.error,
+            Some(Outcome::Done(s)) if s.is_error => t.error,
+            _ => t.text,
+        };
+        let line = Line::from(vec![
+            Span::styled(crate::text::pad(&truncate(&head, room), room), style),
+            Span::raw(" "),
+            Span::styled(state, t.dim),
+        ]);
+        out.push(if i == hand.nav.cursor {
+            line.patch_style(t.selected)
+        } else {
+            line
+        });
+    }
+    if let Some(call) = hand.selected() {
+        out.push(Line::default());
+        out.extend(outcome_lines(c, call, w));
+    }
+    out
+}
+
+/// A call's answer: `isError`, size and time, each content block, `structuredContent`.
+fn outcome_lines(c: &Console, call: &HandCall, w: usize) -> Vec<Line<'static>> {
+    let t = &c.theme;
+    let mut out = Vec::new();
+    match &call.outcome {
+        None => out.push(Line::styled(
+            "saved call, not run since the console started (Enter runs it)",
+            t.dim,
+        )),
+        Some(Outcome::InFlight) => out.push(Line::styled(
+            format!("{}: waiting for the answer…", call.tool),
+            t.accent,
+        )),
+        Some(Outcome::Refused(why)) => {
+            for l in wrap(&format!("not sent: {why}"), w) {
+                out.push(Line::styled(l, t.error));
+            }
+        }
+        Some(Outcome::Done(shown)) => out.extend(shown_lines(c, &call.tool, shown, w)),
+    }
+    out
+}
+
+fn shown_lines(c: &Console, tool: &str, shown: &Shown, w: usize) -> Vec<Line<'static>> {
+    let t = &c.theme;
+    let head_style = if shown.is_error { t.error } else { t.ok };
+    let mut out = vec![Line::from(vec![
+        Span::styled(format!("result of {tool}"), t.accent),
+        Span::styled(
+            format!(
+                " · isError {} · {} B · {}",
+                shown.is_error,
+                shown.bytes,
+                micros(shown.duration.as_micros() as u64)
+            ),
+            head_style,
+        ),
+    ])];
+    for (i, block) in shown.content.iter().enumerate() {
+        let kind = block["type"].as_str().unwrap_or("?");
+        out.push(Line::styled(format!("content[{i}] {kind}"), t.dim));
+        let body = match kind {
+            "text" => block["text"].as_str().unwrap_or_default().to_string(),
+            _ => one_line(&block.to_string()),
+        };
+        push_block(
+            &mut out,
+            &body,
+            w,
+            if shown.is_error { t.error } else { t.text },
+        );
+    }
+    if let Some(s) = &shown.structured {
+        out.push(Line::styled("structuredContent", t.dim));
+        push_block(&mut out, &crate::state::pretty(s), w, t.text);
+    }
+    out
+}
+
+fn push_block(out: &mut Vec<Line<'static>>, text: &str, w: usize, style: Style) {
+    for l in text.lines() {
+        for piece in wrap(l, w.saturating_sub(2).max(8)) {
+            out.push(Line::styled(format!("  {piece}"), style));
+        }
+    }
+}

@@ -1,0 +1,352 @@
+//! Edit-and-resend over the turn view: the request editor (the URL it goes to, the body as
+//! JSON in a text area), and a request's variants beside its recorded answer: what was edited,
+//! the answer text as a word diff (`[-gone-]{+new+}`, as `git diff --word-diff=plain` writes
+//! it, and coloured), the tool calls side by side, usage, finish reason, status and times.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Clear, Paragraph};
+use similar::{ChangeTag, TextDiff};
+
+use crate::state::variants::{Variant, changed_paths};
+use crate::state::wire::{ModelCall, tokens_label};
+use crate::text::{micros, pad, truncate, width, wrap};
+use crate::view::console::Console;
+use crate::view::layout::Areas;
+
+/// Width of the row labels of the comparison.
+const LABEL: usize = 12;
+
+fn overlay<'a>(c: &Console, title: String, bottom: &'a str, w: u16) -> Block<'a> {
+    let t = &c.theme;
+    Block::bordered()
+        .border_type(BorderType::Double)
+        .border_style(t.border_focused)
+        .style(t.overlay)
+        .title(Line::styled(
+            truncate(&title, w.saturating_sub(4) as usize),
+            t.title,
+        ))
+        .title_bottom(Line::styled(
+            truncate(bottom, w.saturating_sub(4) as usize),
+            t.dim,
+        ))
+}
+
+/// Draws the editor when it is open.
+pub fn draw_editor(f: &mut Frame, areas: Areas, c: &Console) {
+    let Some(editor) = &c.editor else {
+        return;
+    };
+    let t = &c.theme;
+    let area = areas.body();
+    let key = editor.key;
+    let title = format!(
+        " Edit model request {} of turn {} of #{} · send it again beside the recorded one ",
+        key.index + 1,
+        key.turn,
+        key.session
+    );
+    let block = overlay(
+        c,
+        title,
+        " Ctrl+S or F5 sends · Tab body/URL · Esc closes (nothing sent, the session untouched) ",
+        area.width,
+    );
+    let inside = block.inner(area);
+    f.render_widget(Clear, area);
+    f.render_widget(block, area);
+    let url_style = if editor.on_url { t.selected } else { t.text };
+    let url = if editor.on_url {
+        let (a, b) = editor.url.split();
+        format!("{a}▏{b}")
+    } else {
+        editor.url.text()
+    };
+    let status = if editor.sending {
+        Line::styled("sending…", t.accent)
+    } else if let Some(e) = &editor.error {
+        Line::styled(truncate(e, inside.width as usize), t.error)
+    } else {
+        Line::styled(
+            "the body as sent (system prompt, messages, tools, [model] parameters): change anything",
+            t.dim,
+        )
+    };
+    let head = vec![
+        Line::from(vec![
+            Span::styled("URL  ", t.accent),
+            Span::styled(
+                truncate(&url, inside.width.saturating_sub(5) as usize),
+                url_style,
+            ),
+        ]),
+        status,
+    ];
+    f.render_widget(
+        Paragraph::new(head),
+        Rect {
+            height: 2.min(inside.height),
+            ..inside
+        },
+    );
+    let body = Rect {
+        y: inside.y + 2,
+        height: inside.height.saturating_sub(2),
+        ..inside
+    };
+    f.render_widget(&editor.body, body);
+}
+
+/// Draws the variants when they are shown.
+pub fn draw_variants(f: &mut Frame, areas: Areas, c: &Console) {
+    let Some(view) = &c.variants_view else {
+        return;
+    };
+    let area = areas.body();
+    let key = view.key;
+    let n = c.variants.count(key);
+    let w = area.width.saturating_sub(2) as usize;
+    let calls = c.state.wire.calls_of(key.session, key.turn);
+    let lines = match (calls.get(key.index), c.variants.get(key, view.shown)) {
+        (Some(call), Some(variant)) => comparison(c, call, variant, view.shown, w),
+        _ => vec![Line::styled(
+            "The recorded request is no longer kept.",
+            c.theme.dim,
+        )],
+    };
+    let visible = area.height.saturating_sub(2) as usize;
+    let scroll = view.scroll.get().min(lines.len().saturating_sub(visible));
+    view.scroll.set(scroll);
+    let title = format!(
+        " Model request {} of turn {} of #{} · variant {} of {n} beside the recorded answer ",
+        key.index + 1,
+        key.turn,
+        key.session,
+        view.shown + 1
+    );
+    let block = overlay(
+        c,
+        title,
+        " ← → variants · ↑↓ scroll · e edit again · t save as test case · Esc back ",
+        area.width,
+    );
+    f.render_widget(Clear, area);
+    f.render_widget(Paragraph::new(lines[scroll..].to_vec()).block(block), area);
+}
+
+/// The comparison's lines.
+pub fn comparison(
+    c: &Console,
+    call: &ModelCall,
+    v: &Variant,
+    shown: usize,
+    w: usize,
+) -> Vec<Line<'static>> {
+    let t = &c.theme;
+    let mut out = Vec::new();
+    let recorded_body = call
+        .request
+        .as_ref()
+        .map(|q| c.state.wire.book.whole(call.session, q).body(q));
+    let edited = recorded_body
+        .as_ref()
+        .map(|b| changed_paths(b, &v.body, 6))
+        .unwrap_or_default();
+    out.push(Line::from(vec![
+        Span::styled(pad("sent to", LABEL), t.accent),
+        Span::styled(v.answer.url.clone(), t.text),
+    ]));
+    out.push(Line::from(vec![
+        Span::styled(pad("edited", LABEL), t.accent),
+        Span::styled(
+            if edited.is_empty() {
+                "nothing (the same request again)".to_string()
+            } else {
+                edited.join(", ")
+            },
+            t.text,
+        ),
+    ]));
+    if let Some(e) = &v.answer.error {
+        for l in wrap(&format!("failed: {e}"), w) {
+            out.push(Line::styled(l, t.error));
+        }
+    }
+    out.push(Line::default());
+    let col = w.saturating_sub(LABEL) / 2;
+    out.push(Line::from(vec![
+        Span::raw(" ".repeat(LABEL)),
+        Span::styled(pad("recorded", col), t.title),
+        Span::styled(format!("variant {}", shown + 1), t.title),
+    ]));
+    let recorded = call.answer.as_ref();
+    let old_text = recorded.map(|a| a.content.clone()).unwrap_or_default();
+    let new_text = v.answer.text.clone();
+    let side = |label: &str, left: String, right: String, style: Style| {
+        side_by_side(label, &left, &right, col, style, t.text)
+    };
+    let calls_of = |list: Vec<String>| {
+        if list.is_empty() {
+            "(none)".to_string()
+        } else {
+            list.join("; ")
+        }
+    };
+    out.extend(side(
+        "tool calls",
+        calls_of(
+            recorded
+                .map(|a| {
+                    a.tool_calls
+                        .iter()
+                        .map(|x| format!("{}({})", x.name, x.arguments))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        ),
+        calls_of(
+            v.answer
+                .tool_calls
+                .iter()
+                .map(|x| format!("{}({})", x.name, x.arguments))
+                .collect(),
+        ),
+        t.tool,
+    ));
+    let usage = |u: &Option<turnscope::observe::TokenUsage>| {
+        u.as_ref()
+            .map_or("(not reported)".to_string(), tokens_label)
+    };
+    out.extend(side(
+        "usage",
+        usage(&call.info.usage),
+        usage(&v.answer.info.usage),
+        t.dim,
+    ));
+    let or_none = |s: &Option<String>| s.clone().unwrap_or_else(|| "(none)".into());
+    out.extend(side(
+        "finish",
+        or_none(&call.info.finish_reason),
+        or_none(&v.answer.info.finish_reason),
+        t.dim,
+    ));
+    let status = |s: Option<u16>| s.map_or("(no answer)".to_string(), |s| format!("HTTP {s}"));
+    out.extend(side(
+        "status",
+        status(call.info.status),
+        status(v.answer.info.status),
+        t.dim,
+    ));
+    let time = |us: Option<u64>| us.map_or("-".to_string(), micros);
+    out.extend(side(
+        "first byte",
+        time(call.info.first_byte_us),
+        time(v.answer.info.first_byte_us),
+        t.dim,
+    ));
+    out.extend(side(
+        "first text",
+        time(call.first_piece_us),
+        time(v.answer.first_piece_us),
+        t.dim,
+    ));
+    out.extend(side(
+        "total",
+        micros(call.total_us),
+        micros(v.answer.total_us),
+        t.dim,
+    ));
+    out.push(Line::default());
+    out.push(Line::from(vec![
+        Span::styled(pad("text diff", LABEL), t.accent),
+        Span::styled(
+            if old_text == new_text {
+                "the same text".to_string()
+            } else {
+                "[-recorded only-] {+variant only+}".to_string()
+            },
+            t.dim,
+        ),
+    ]));
+    out.extend(word_diff(c, &old_text, &new_text, w.saturating_sub(2)));
+    if !v.answer.reasoning.is_empty() {
+        out.push(Line::default());
+        out.push(Line::styled("variant's reasoning", t.accent));
+        for l in wrap(&v.answer.reasoning, w.saturating_sub(2)) {
+            out.push(Line::styled(format!("  {l}"), t.dim));
+        }
+    }
+    out
+}
+
+/// Two columns under a label, each wrapped to `col` cells.
+fn side_by_side(
+    label: &str,
+    left: &str,
+    right: &str,
+    col: usize,
+    style: Style,
+    changed: Style,
+) -> Vec<Line<'static>> {
+    let l = wrap(left, col.saturating_sub(1).max(4));
+    let r = wrap(right, col.saturating_sub(1).max(4));
+    let differs = left != right;
+    (0..l.len().max(r.len()).max(1))
+        .map(|i| {
+            Line::from(vec![
+                Span::styled(pad(if i == 0 { label } else { "" }, LABEL), style),
+                Span::styled(pad(l.get(i).map_or("", String::as_str), col), style),
+                Span::styled(
+                    r.get(i).cloned().unwrap_or_default(),
+                    if differs { changed } else { style },
+                ),
+            ])
+        })
+        .collect()
+}
+
+/// The word diff of two texts, wrapped to `w` cells under a two-cell indent.
+fn word_diff(c: &Console, old: &str, new: &str, w: usize) -> Vec<Line<'static>> {
+    let t = &c.theme;
+    let diff = TextDiff::from_words(old, new);
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    let mut current: Vec<Span<'static>> = vec![Span::raw("  ")];
+    let mut used = 2;
+    let w = w.max(12);
+    for change in diff.iter_all_changes() {
+        let value = change.value();
+        let (text, style) = match change.tag() {
+            ChangeTag::Equal => (value.to_string(), t.text),
+            ChangeTag::Delete if value.trim().is_empty() => continue,
+            ChangeTag::Insert if value.trim().is_empty() => (value.to_string(), t.text),
+            ChangeTag::Delete => (format!("[-{value}-]"), t.error),
+            ChangeTag::Insert => (format!("{{+{value}+}}"), t.ok),
+        };
+        for (i, part) in text.split('\n').enumerate() {
+            if i > 0 {
+                lines.push(Line::from(std::mem::replace(
+                    &mut current,
+                    vec![Span::raw("  ")],
+                )));
+                used = 2;
+            }
+            let cells = width(part);
+            if used + cells > w && used > 2 {
+                lines.push(Line::from(std::mem::replace(
+                    &mut current,
+                    vec![Span::raw("  ")],
+                )));
+                used = 2;
+            }
+            if !part.is_empty() {
+                current.push(Span::styled(part.to_string(), style));
+                used += cells;
+            }
+        }
+    }
+    lines.push(Line::from(current));
+    lines
+}

@@ -1,0 +1,498 @@
+//! The workbench's keys: the Tools pane's hand calls (open a tool's form, fill it, call; the
+//! list of calls: run again, edit, save) and edit-and-resend from the turn view (the request
+//! editor, `$EDITOR`, the variants beside the recorded answer), and what their answers do to
+//! the view.
+//!
+//! Methods of [`Console`]: they change the view and return an [`Action`]; the loop calls
+//! tools, sends requests, writes files and runs the editor.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use serde_json::Value;
+use turnscope::model::resend::ResendAnswer;
+use turnscope::tools::hand::HandResult;
+
+use crate::input::actions::Action;
+use crate::state::variants::RequestKey;
+use crate::view::console::{Console, Notice};
+use crate::view::form::{Form, FormKey};
+use crate::view::hand_calls::{Mode, Outcome, Shown};
+use crate::view::keys::{self, Command};
+use crate::view::line_edit::Edit;
+use crate::view::nav::{PAGE, scroll_back};
+use crate::view::resend::{RequestEditor, VariantsPick};
+
+impl Console {
+    /// A key for the Tools pane while it shows a tool's detail: `Enter` (or `c`) opens the
+    /// selected tool's form, `h` the list of hand calls. `None` when the key is not one of
+    /// those.
+    pub(crate) fn tools_detail_key(&mut self, key: &KeyEvent) -> Option<Option<Action>> {
+        match key.code {
+            KeyCode::Enter | KeyCode::Char('c') => {
+                self.open_form(None);
+                Some(None)
+            }
+            KeyCode::Char('h') => {
+                self.tools.hand.mode = Mode::Calls;
+                Some(None)
+            }
+            _ => None,
+        }
+    }
+
+    /// Opens the form of the selected tool, filled with `arguments` when editing a call.
+    pub(crate) fn open_form(&mut self, arguments: Option<(&str, &Value)>) {
+        let tool = match arguments {
+            Some((name, _)) => self.state.tools.iter().find(|t| t.name == name),
+            None => self.state.tools.get(self.tools.nav.cursor),
+        };
+        let Some(tool) = tool else {
+            self.notice = Some(Notice {
+                text: match arguments {
+                    Some((name, _)) => format!("the bot has no tool `{name}` now"),
+                    None => "no tool selected".into(),
+                },
+                error: true,
+            });
+            return;
+        };
+        if let Some(why) = &tool.skipped {
+            self.notice = Some(Notice {
+                text: format!(
+                    "`{}` is not offered ({why}); it cannot be called",
+                    tool.name
+                ),
+                error: true,
+            });
+            return;
+        }
+        let form = Form::new(&tool.name, &tool.input, arguments.map(|(_, a)| a));
+        self.tools.hand.mode = Mode::Form(Box::new(form));
+        self.tools.hand.last_sent = None;
+    }
+
+    /// A key while the form has the keys.
+    pub(crate) fn form_key(&mut self, key: &KeyEvent) -> Option<Action> {
+        let Mode::Form(form) = &mut self.tools.hand.mode else {
+            return None;
+        };
+        if key.code == KeyCode::PageDown || key.code == KeyCode::PageUp {
+            let d = if key.code == KeyCode::PageDown {
+                PAGE
+            } else {
+                -PAGE
+            };
+            scroll_back(&form.scroll, d);
+            return None;
+        }
+        match form.key(key) {
+            FormKey::Handled => None,
+            FormKey::Close => {
+                self.tools.hand.mode = Mode::Detail;
+                None
+            }
+            FormKey::Send => {
+                if !form.problems().is_empty() {
+                    let (field, why) = form.problems()[0].clone();
+                    let more = form.problems().len() - 1;
+                    form.to_first_problem();
+                    self.notice = Some(Notice {
+                        text: format!(
+                            "not sent: {field}: {why}{}",
+                            if more > 0 {
+                                format!(" (and {more} more)")
+                            } else {
+                                String::new()
+                            }
+                        ),
+                        error: true,
+                    });
+                    return None;
+                }
+                let tool = form.tool.clone();
+                let arguments = form.arguments();
+                Some(self.hand_call(tool, arguments))
+            }
+        }
+    }
+
+    /// Lists the call and asks the loop to make it.
+    fn hand_call(&mut self, tool: String, arguments: Value) -> Action {
+        let id = self.tools.hand.started(&tool, arguments.clone());
+        self.tools.hand.last_sent = Some(id);
+        self.notice = Some(Notice {
+            text: format!("calling {tool}…"),
+            error: false,
+        });
+        Action::HandCall {
+            id,
+            tool,
+            arguments: arguments.to_string(),
+        }
+    }
+
+    /// A key while the list of hand calls has the keys.
+    pub(crate) fn calls_key(&mut self, key: &KeyEvent) -> Option<Action> {
+        let len = self.tools.hand.calls.len();
+        match key.code {
+            KeyCode::Esc => self.tools.hand.mode = Mode::Detail,
+            KeyCode::Enter => {
+                let call = self.tools.hand.selected()?.clone();
+                let action = self.hand_call(call.tool, call.arguments);
+                self.tools.hand.nav.cursor = 0;
+                return Some(action);
+            }
+            KeyCode::Char('e') => {
+                let call = self.tools.hand.selected()?.clone();
+                self.open_form(Some((&call.tool, &call.arguments)));
+            }
+            KeyCode::Char('s') => match self.tools.hand.toggle_saved() {
+                Some(saved) => {
+                    self.notice = Some(Notice {
+                        text: if saved {
+                            format!(
+                                "saved in {} (there next time)",
+                                crate::view::hand_calls::SAVED_FILE
+                            )
+                        } else {
+                            "forgotten (no longer saved)".into()
+                        },
+                        error: false,
+                    });
+                    return Some(Action::SaveCalls {
+                        text: self.tools.hand.saved_file(),
+                    });
+                }
+                None => {
+                    self.notice = Some(Notice {
+                        text: format!(
+                            "{} calls are saved already; forget one (s) first",
+                            crate::view::hand_calls::SAVED_KEPT
+                        ),
+                        error: true,
+                    })
+                }
+            },
+            _ => match keys::command(key) {
+                Some(Command::Up) => self.tools.hand.nav.step(-1, len),
+                Some(Command::Down) => self.tools.hand.nav.step(1, len),
+                Some(Command::PageUp) => self.tools.hand.nav.step(-PAGE, len),
+                Some(Command::PageDown) => self.tools.hand.nav.step(PAGE, len),
+                Some(Command::Home) => self.tools.hand.nav.cursor = 0,
+                Some(Command::End) => self.tools.hand.nav.step(isize::MAX / 2, len),
+                Some(Command::Help) => self.help.open = true,
+                Some(Command::Quit) => return self.quit(),
+                Some(Command::NextPane) => self.cycle(1),
+                Some(Command::PrevPane) => self.cycle(-1),
+                Some(Command::Jump(n)) => return self.jump(n),
+                _ => {}
+            },
+        }
+        None
+    }
+
+    fn jump(&mut self, n: usize) -> Option<Action> {
+        if let Some(pane) = crate::view::ids::ORDER.get(n.wrapping_sub(1)) {
+            self.focus_pane(*pane);
+        }
+        None
+    }
+
+    /// A hand call's answer (or why it was not made).
+    pub fn hand_call_done(&mut self, id: u64, result: Result<HandResult, String>) {
+        let (outcome, notice) = match result {
+            Ok(done) => {
+                let shown = Shown::of(&done);
+                let text = format!(
+                    "{} {} · {} B · {}",
+                    done.tool,
+                    if shown.is_error {
+                        "answered isError"
+                    } else {
+                        "answered"
+                    },
+                    shown.bytes,
+                    crate::text::micros(shown.duration.as_micros() as u64)
+                );
+                let error = shown.is_error;
+                (Outcome::Done(shown), Notice { text, error })
+            }
+            Err(why) => (
+                Outcome::Refused(why.clone()),
+                Notice {
+                    text: format!("not sent: {why}"),
+                    error: true,
+                },
+            ),
+        };
+        self.tools.hand.finished(id, outcome);
+        self.notice = Some(notice);
+    }
+
+    /// `e` / `E` in the turn view: the picked model request in the console's editor, or in
+    /// `$EDITOR`.
+    pub(crate) fn edit_request(&mut self, external: bool) -> Option<Action> {
+        if self.read_only {
+            self.notice = Some(Notice {
+                text: "a replay sends nothing; edit and resend from the live console".into(),
+                error: true,
+            });
+            return None;
+        }
+        let pick = self.turn_view.as_ref()?;
+        let key = RequestKey {
+            session: pick.session,
+            turn: pick.turn,
+            index: pick.request,
+        };
+        let calls = self.state.wire.calls_of(key.session, key.turn);
+        let Some(call) = calls.get(key.index) else {
+            self.notice = Some(Notice {
+                text: "this turn has no model request recorded".into(),
+                error: true,
+            });
+            return None;
+        };
+        let (Some(text), Some(url)) = (
+            crate::draw::panes::model_request::request_json(self, call),
+            call.request.as_ref().map(|q| q.url.clone()),
+        ) else {
+            self.notice = Some(Notice {
+                text: "this request's body was not recorded ([wire] max_kib = 0, or an older file); nothing to edit".into(),
+                error: true,
+            });
+            return None;
+        };
+        if external {
+            return Some(Action::EditExternally { key, text, url });
+        }
+        self.editor = Some(RequestEditor::new(key, &text, &url));
+        None
+    }
+
+    /// A key while the request editor has the keys.
+    pub(crate) fn editor_key(&mut self, key: &KeyEvent) -> Option<Action> {
+        let editor = self.editor.as_mut()?;
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        match key.code {
+            KeyCode::Esc => {
+                self.editor = None;
+                return None;
+            }
+            KeyCode::Char('s') if ctrl => return self.send_edited(),
+            KeyCode::F(5) => return self.send_edited(),
+            KeyCode::Tab | KeyCode::BackTab => {
+                editor.on_url = !editor.on_url;
+                return None;
+            }
+            _ => {}
+        }
+        if editor.on_url {
+            if editor.url.key(key) == Edit::Accept {
+                editor.on_url = false;
+            }
+        } else if !crate::view::line_edit::textarea_key(&mut editor.body, key) {
+            editor.body.input(*key);
+        }
+        None
+    }
+
+    fn send_edited(&mut self) -> Option<Action> {
+        let editor = self.editor.as_mut()?;
+        if editor.sending {
+            return None;
+        }
+        let text = editor.text();
+        if let Err(e) = serde_json::from_str::<Value>(&text) {
+            editor.error = Some(format!("the body is not JSON ({e}); fix it, then Ctrl+S"));
+            return None;
+        }
+        editor.error = None;
+        editor.sending = true;
+        let (key, url) = (editor.key, editor.url.text());
+        Some(self.resend_action(key, text, url))
+    }
+
+    fn resend_action(&self, key: RequestKey, body: String, url: String) -> Action {
+        let recorded = self
+            .state
+            .wire
+            .calls_of(key.session, key.turn)
+            .get(key.index)
+            .and_then(|c| c.request.as_ref().map(|q| q.url.clone()));
+        let url = url.trim().to_string();
+        Action::Resend {
+            key,
+            body,
+            url: (Some(&url) != recorded.as_ref() && !url.is_empty()).then_some(url),
+        }
+    }
+
+    /// What `$EDITOR` left: send it (or say why not).
+    pub fn external_edit_done(
+        &mut self,
+        key: RequestKey,
+        url: String,
+        edited: Result<String, String>,
+    ) -> Option<Action> {
+        match edited {
+            Ok(text) => match serde_json::from_str::<Value>(&text) {
+                Ok(_) => {
+                    self.notice = Some(Notice {
+                        text: "sending the edited request…".into(),
+                        error: false,
+                    });
+                    Some(self.resend_action(key, text, url))
+                }
+                Err(e) => {
+                    // Keep the edit: open it in the console's editor to fix.
+                    let mut editor = RequestEditor::new(key, &text, &url);
+                    editor.error =
+                        Some(format!("what $EDITOR saved is not JSON ({e}); fix it here"));
+                    self.editor = Some(editor);
+                    None
+                }
+            },
+            Err(why) => {
+                self.notice = Some(Notice {
+                    text: why,
+                    error: true,
+                });
+                None
+            }
+        }
+    }
+
+    /// A resent request's answer: kept as a variant and set beside the recorded one.
+    pub fn resend_done(&mut self, key: RequestKey, body: Value, answer: ResendAnswer) {
+        let failed = answer.error.clone();
+        let shown = self.variants.add(key, body, answer);
+        self.editor = None;
+        self.variants_view = Some(VariantsPick {
+            key,
+            shown,
+            scroll: Default::default(),
+        });
+        self.notice = Some(match failed {
+            Some(e) => Notice {
+                text: format!("variant {} failed: {e}", shown + 1),
+                error: true,
+            },
+            None => Notice {
+                text: format!(
+                    "variant {} answered; the session's history is unchanged",
+                    shown + 1
+                ),
+                error: false,
+            },
+        });
+    }
+
+    /// `v` in the turn view: the picked request's variants beside its recorded answer.
+    pub(crate) fn open_variants(&mut self) {
+        let Some(pick) = self.turn_view.as_ref() else {
+            return;
+        };
+        let key = RequestKey {
+            session: pick.session,
+            turn: pick.turn,
+            index: pick.request,
+        };
+        let n = self.variants.count(key);
+        if n == 0 {
+            self.notice = Some(Notice {
+                text: "no variant of this request yet: e edits it and sends it again".into(),
+                error: false,
+            });
+            return;
+        }
+        self.variants_view = Some(VariantsPick {
+            key,
+            shown: n - 1,
+            scroll: Default::default(),
+        });
+    }
+
+    /// A key while the variants have the keys.
+    pub(crate) fn variants_key(&mut self, key: &KeyEvent) -> Option<Action> {
+        let view = self.variants_view.as_mut()?;
+        let n = self.variants.count(view.key);
+        match key.code {
+            KeyCode::Esc | KeyCode::Char('q') => self.variants_view = None,
+            KeyCode::Left | KeyCode::Char('h') => {
+                view.shown = view.shown.saturating_sub(1);
+                view.scroll.set(0);
+            }
+            KeyCode::Right | KeyCode::Char('l') => {
+                view.shown = (view.shown + 1).min(n.saturating_sub(1));
+                view.scroll.set(0);
+            }
+            KeyCode::Char('e') => {
+                let key = view.key;
+                let variant = self.variants.get(key, view.shown)?;
+                let text = serde_json::to_string_pretty(&variant.body).unwrap_or_default();
+                let url = variant.answer.url.clone();
+                self.variants_view = None;
+                self.editor = Some(RequestEditor::new(key, &text, &url));
+            }
+            KeyCode::Char('t') => return self.variant_test_case(),
+            _ => match keys::command(key) {
+                Some(Command::Up) => scroll_back(&view.scroll, -1),
+                Some(Command::Down) => scroll_back(&view.scroll, 1),
+                Some(Command::PageUp) => scroll_back(&view.scroll, -PAGE),
+                Some(Command::PageDown) => scroll_back(&view.scroll, PAGE),
+                Some(Command::Help) => self.help.open = true,
+                _ => {}
+            },
+        }
+        None
+    }
+
+    /// `t` over the variants: the shown variant as a `turnscope test` case.
+    fn variant_test_case(&mut self) -> Option<Action> {
+        use turnscope::conversation_test::TestFile;
+        use turnscope::conversation_test::write::{case_from_request, render};
+        let view = self.variants_view.as_ref()?;
+        let variant = self.variants.get(view.key, view.shown)?;
+        let messages: Vec<Value> = variant.body["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let calls: Vec<(String, String)> = variant
+            .answer
+            .tool_calls
+            .iter()
+            .map(|c| (c.name.clone(), c.arguments.clone()))
+            .collect();
+        let name = format!(
+            "session {} turn {} request {} variant {}",
+            view.key.session,
+            view.key.turn,
+            view.key.index + 1,
+            view.shown + 1
+        );
+        let system = messages
+            .iter()
+            .find(|m| m["role"] == "system")
+            .and_then(|m| m["content"].as_str())
+            .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "));
+        let origin = format!(
+            "turnscope: {name}, resent from the console.\n# The variant was sent with this system prompt; the bot under test needs it too ([bot] system_prompt):\n#   {}",
+            system.unwrap_or_else(|| "(none)".into())
+        );
+        let made = case_from_request(&name, &messages, &variant.answer.text, &calls)
+            .and_then(|case| render(&TestFile { cases: vec![case] }, &origin));
+        match made {
+            Ok(text) => Some(Action::ExportTest {
+                session: view.key.session,
+                text,
+            }),
+            Err(e) => {
+                self.notice = Some(Notice {
+                    text: e,
+                    error: true,
+                });
+                None
+            }
+        }
+    }
+}

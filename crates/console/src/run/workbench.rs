@@ -1,0 +1,186 @@
+//! The loop's side of the workbench: hand calls and resent model requests run in tasks of their
+//! own (the loop never waits on a tool or a model), saved calls read from and written to the
+//! project's `.turnscope/calls.json`, and a request edited in `$EDITOR` with the terminal handed
+//! over meanwhile ([`Input`] lets go of it, so the editor gets every key).
+
+use std::io;
+use std::path::Path;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use crossterm::event::{Event as TermEvent, EventStream};
+use futures::Stream;
+use serde_json::Value;
+use tokio::sync::mpsc::UnboundedSender;
+use turnscope::model::resend::{ResendAnswer, resend};
+use turnscope::sessions::Sessions;
+use turnscope::tools::hand::{self, HandResult};
+
+use crate::state::variants::RequestKey;
+use crate::view::hand_calls::SAVED_FILE;
+
+/// How a hand call ended: (call id, the result or why it was not made).
+pub type HandDone = (u64, Result<HandResult, String>);
+/// How a resend ended: (request, body sent, answer).
+pub type ResendDone = (RequestKey, Value, ResendAnswer);
+
+/// Terminal input the loop reads, able to let go of the terminal while another program (the
+/// person's `$EDITOR`) uses it.
+pub trait Input: Stream<Item = io::Result<TermEvent>> + Unpin {
+    /// Stops reading the terminal (nothing may read it while the editor runs).
+    fn release(&mut self) {}
+    /// Reads the terminal again.
+    fn reclaim(&mut self) {}
+}
+
+/// Any stream of terminal events (tests, replay's keys, the bench): nothing to let go of.
+pub struct Fixed<S>(pub S);
+
+impl<S: Stream<Item = io::Result<TermEvent>> + Unpin> Stream for Fixed<S> {
+    type Item = io::Result<TermEvent>;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        Pin::new(&mut self.0).poll_next(cx)
+    }
+}
+
+impl<S: Stream<Item = io::Result<TermEvent>> + Unpin> Input for Fixed<S> {}
+
+/// The real terminal. Released, its crossterm reader is dropped: that stops crossterm's
+/// background thread, which would otherwise race the editor for every key typed.
+#[derive(Default)]
+pub struct Tty(Option<EventStream>);
+
+impl Tty {
+    /// Reading the terminal.
+    pub fn new() -> Self {
+        Tty(Some(EventStream::new()))
+    }
+}
+
+impl Stream for Tty {
+    type Item = io::Result<TermEvent>;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        match self.0.as_mut() {
+            Some(events) => Pin::new(events).poll_next(cx),
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl Input for Tty {
+    fn release(&mut self) {
+        self.0 = None;
+    }
+    fn reclaim(&mut self) {
+        if self.0.is_none() {
+            self.0 = Some(EventStream::new());
+        }
+    }
+}
+
+/// Calls a tool by hand in a task: the bot's tools, its tool timeout, the bus.
+pub fn spawn_hand_call(
+    sessions: &Sessions,
+    id: u64,
+    tool: String,
+    arguments: String,
+    tx: &UnboundedSender<HandDone>,
+) {
+    let bot = sessions.bot();
+    let tools = bot.tools().clone();
+    let timeout = bot.limits().tool_timeout;
+    let bus = sessions.bus().clone();
+    let tx = tx.clone();
+    tokio::spawn(async move {
+        let result = match serde_json::from_str::<Value>(&arguments) {
+            Ok(args) => hand::call(&*tools, &tool, args, timeout, &bus)
+                .await
+                .map_err(|refused| refused.to_string()),
+            Err(e) => Err(format!("the arguments are not JSON: {e}")),
+        };
+        let _ = tx.send((id, result));
+    });
+}
+
+/// Sends a request body again in a task: the session's model client, or one for `url`.
+pub fn spawn_resend(
+    sessions: &Sessions,
+    key: RequestKey,
+    body: String,
+    url: Option<String>,
+    tx: &UnboundedSender<ResendDone>,
+) {
+    let client = sessions.bot().model().clone();
+    let tx = tx.clone();
+    tokio::spawn(async move {
+        let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        let answer = resend(&client, body.clone(), url.as_deref()).await;
+        let _ = tx.send((key, body, answer));
+    });
+}
+
+/// The project's saved calls (`.turnscope/calls.json` under `dir`), when there are any.
+pub fn read_saved(dir: &Path) -> Option<io::Result<String>> {
+    let path = dir.join(SAVED_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Some(Ok(text)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => Some(Err(e)),
+    }
+}
+
+/// Writes the saved calls to `.turnscope/calls.json` under `dir` (a whole new file moved into
+/// place, so a crash never leaves half of one).
+pub fn write_saved(dir: &Path, text: &str) -> Result<(), String> {
+    let path = dir.join(SAVED_FILE);
+    let folder = path.parent().unwrap_or(dir);
+    std::fs::create_dir_all(folder)
+        .map_err(|e| format!("cannot make {}: {e}", folder.display()))?;
+    let fresh = path.with_extension("json.new");
+    std::fs::write(&fresh, text)
+        .and_then(|()| std::fs::rename(&fresh, &path))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// Runs `$VISUAL`, else `$EDITOR`, else `vi`, on `text` in a temporary file, and gives back
+/// what was saved. The caller hands the terminal over first and takes it back after.
+///
+/// # Errors
+/// The editor would not start, failed, or the file could not be read back.
+pub async fn edit_in_editor(text: &str) -> Result<String, String> {
+    let editor = std::env::var("VISUAL")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .or_else(|| {
+            std::env::var("EDITOR")
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+        })
+        .unwrap_or_else(|| "vi".into());
+    let path = std::env::temp_dir().join(format!(
+        "turnscope-request-{}-{}.json",
+        std::process::id(),
+        turnscope::observe::event::now_us()
+    ));
+    std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    // Through the shell, so an EDITOR with arguments (`code -w`) works; the file is "$1".
+    let status = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{editor} \"$1\""))
+        .arg("sh")
+        .arg(&path)
+        .status()
+        .await;
+    let result = match status {
+        Ok(s) if s.success() => std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read back {}: {e}", path.display())),
+        Ok(s) => Err(format!(
+            "the editor ({editor}) exited with {s}; nothing was sent"
+        )),
+        Err(e) => Err(format!(
+            "cannot start the editor ({editor}): {e}; set $EDITOR"
+        )),
+    };
+    let _ = std::fs::remove_file(&path);
+    result
+}

@@ -1,0 +1,519 @@
+//! The hand-call form: one field per property of a tool's input schema, typed by the schema
+//! (text, number, integer, yes/no, a choice among its `enum` or `const` values, and JSON edited
+//! in place for arrays, nested objects and anything else), required ones marked, defaults filled
+//! in, descriptions as hints. Every key re-checks the arguments against the whole schema
+//! (`turnscope::tools::validate`), so what would be refused is shown, field by field, before
+//! anything is sent.
+//!
+//! Pure view state: it edits text and builds a JSON object; the input layer decides what keys
+//! mean and the loop makes the call.
+
+use std::cell::Cell;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use serde_json::{Map, Value};
+use turnscope::tools::validate::{ArgError, ArgsCheck};
+
+use super::line_edit::{Edit, LineEdit};
+
+/// How a field is edited.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FieldKind {
+    /// A string, typed as is.
+    Text,
+    /// A number.
+    Number,
+    /// A whole number.
+    Integer,
+    /// `true` / `false` (and unset when optional).
+    Bool,
+    /// One of these values (and unset when optional).
+    Choice(Vec<Value>),
+    /// JSON typed in place (arrays, nested objects, anything else).
+    Json,
+}
+
+impl FieldKind {
+    /// What the form says the field takes.
+    pub fn label(&self) -> &'static str {
+        match self {
+            FieldKind::Text => "text",
+            FieldKind::Number => "number",
+            FieldKind::Integer => "integer",
+            FieldKind::Bool => "yes/no",
+            FieldKind::Choice(_) => "choice",
+            FieldKind::Json => "JSON",
+        }
+    }
+}
+
+/// One argument of the tool.
+#[derive(Debug, Clone)]
+pub struct Field {
+    /// The property's name.
+    pub name: String,
+    /// How it is edited.
+    pub kind: FieldKind,
+    /// Whether the schema requires it.
+    pub required: bool,
+    /// The schema's description, shown as a hint.
+    pub hint: String,
+    /// The schema's default, when it gives one.
+    pub default: Option<Value>,
+    /// The text typed (text, number, integer and JSON fields).
+    pub text: LineEdit,
+    /// The value picked (yes/no and choice fields); `None` is unset.
+    pub picked: Option<Value>,
+}
+
+impl Field {
+    /// The value the field gives, `None` when it is left empty, or why its text is not one.
+    pub fn value(&self) -> Result<Option<Value>, String> {
+        let text = self.text.text();
+        match &self.kind {
+            FieldKind::Bool | FieldKind::Choice(_) => Ok(self.picked.clone()),
+            _ if text.is_empty() => Ok(None),
+            FieldKind::Text => Ok(Some(Value::String(text))),
+            FieldKind::Number => text
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .and_then(|n| serde_json::Number::from_f64(n).map(Value::Number))
+                .map(Some)
+                .ok_or_else(|| format!("{text:?} is not a number")),
+            FieldKind::Integer => text
+                .trim()
+                .parse::<i64>()
+                .map(|n| Some(Value::from(n)))
+                .map_err(|_| format!("{text:?} is not a whole number")),
+            FieldKind::Json => serde_json::from_str::<Value>(&text)
+                .map(Some)
+                .map_err(|e| format!("not JSON yet: {e}")),
+        }
+    }
+
+    /// The field's value as one line, for the form.
+    pub fn shown(&self) -> String {
+        match &self.kind {
+            FieldKind::Bool | FieldKind::Choice(_) => match &self.picked {
+                Some(Value::String(s)) => s.clone(),
+                Some(v) => v.to_string(),
+                None => "(unset)".into(),
+            },
+            _ => self.text.text(),
+        }
+    }
+
+    /// The choices a yes/no or choice field steps through, unset first when optional.
+    fn choices(&self) -> Vec<Option<Value>> {
+        let mut out: Vec<Option<Value>> = Vec::new();
+        if !self.required {
+            out.push(None);
+        }
+        match &self.kind {
+            FieldKind::Bool => out.extend([Some(Value::Bool(true)), Some(Value::Bool(false))]),
+            FieldKind::Choice(values) => out.extend(values.iter().cloned().map(Some)),
+            _ => {}
+        }
+        out
+    }
+
+    /// Steps a yes/no or choice field by `delta`.
+    fn step(&mut self, delta: isize) {
+        let choices = self.choices();
+        if choices.is_empty() {
+            return;
+        }
+        let at = choices
+            .iter()
+            .position(|c| *c == self.picked)
+            .map_or(0, |i| i as isize);
+        let next = (at + delta).rem_euclid(choices.len() as isize) as usize;
+        self.picked = choices[next].clone();
+    }
+}
+
+/// The form of one tool.
+#[derive(Debug)]
+pub struct Form {
+    /// The tool called.
+    pub tool: String,
+    /// Its fields, required ones first, in the schema's order.
+    pub fields: Vec<Field>,
+    /// The field being edited.
+    pub cursor: usize,
+    /// Why the schema cannot check arguments, when it cannot (they go out unchecked).
+    pub unchecked: Option<String>,
+    /// Lines scrolled down, kept in range by the drawing.
+    pub scroll: Cell<usize>,
+    check: ArgsCheck,
+    /// Each field's problem (its text is not a value yet) and what the schema says of the
+    /// arguments as they stand.
+    problems: Vec<(String, String)>,
+}
+
+/// What a key did to the form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FormKey {
+    /// Nothing to do outside the form.
+    Handled,
+    /// Enter: send, if the arguments pass.
+    Send,
+    /// Esc: close the form.
+    Close,
+}
+
+impl Form {
+    /// A form for `tool` from its input schema, filled from `values` (a call being edited
+    /// again) or else from the schema's defaults.
+    pub fn new(tool: &str, schema: &Value, values: Option<&Value>) -> Form {
+        let required: Vec<&str> = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let mut fields: Vec<Field> = schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|props| {
+                props
+                    .iter()
+                    .map(|(name, p)| field(name, p, required.contains(&name.as_str())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        fields.sort_by_key(|f| !f.required);
+        // Arguments the schema does not list (an edited call's extras) stay editable too.
+        if let Some(Value::Object(given)) = values {
+            for (name, value) in given {
+                if !fields.iter().any(|f| &f.name == name) {
+                    let mut extra = field(name, &Value::Bool(true), false);
+                    extra.kind = FieldKind::Json;
+                    fields.push(extra);
+                }
+                if let Some(f) = fields.iter_mut().find(|f| &f.name == name) {
+                    fill(f, Some(value));
+                }
+            }
+            for f in fields.iter_mut() {
+                if !given.contains_key(&f.name) {
+                    fill(f, None);
+                }
+            }
+        }
+        let check = ArgsCheck::new(schema);
+        let mut form = Form {
+            tool: tool.to_string(),
+            fields,
+            cursor: 0,
+            unchecked: check.problem().map(str::to_string),
+            scroll: Cell::new(0),
+            check,
+            problems: Vec::new(),
+        };
+        form.recheck();
+        form
+    }
+
+    /// The arguments as they stand: every field with a value. Fields whose text is not a value
+    /// yet are left out (and named in [`Form::problems`]).
+    pub fn arguments(&self) -> Value {
+        let mut out = Map::new();
+        for f in &self.fields {
+            if let Ok(Some(v)) = f.value() {
+                out.insert(f.name.clone(), v);
+            }
+        }
+        Value::Object(out)
+    }
+
+    /// What is wrong now, as (field label, message): fields that do not parse, then what the
+    /// schema says. Empty: the call can be sent.
+    pub fn problems(&self) -> &[(String, String)] {
+        &self.problems
+    }
+
+    /// The problems of the field named `name`: its own, and the schema's within it, named by
+    /// their place in it (`adults: required, and missing`).
+    pub fn problems_of(&self, name: &str) -> Vec<String> {
+        self.problems
+            .iter()
+            .filter_map(|(field, m)| {
+                if field == name {
+                    Some(m.clone())
+                } else if let Some(rest) = field.strip_prefix(&format!("{name}.")) {
+                    Some(format!("{rest}: {m}"))
+                } else {
+                    field
+                        .strip_prefix(name)
+                        .filter(|rest| rest.starts_with('['))
+                        .map(|rest| format!("{rest}: {m}"))
+                }
+            })
+            .collect()
+    }
+
+    fn recheck(&mut self) {
+        let mut problems = Vec::new();
+        for f in &self.fields {
+            if let Err(e) = f.value() {
+                problems.push((f.name.clone(), e));
+            }
+        }
+        let args = self.arguments();
+        problems.extend(
+            self.check
+                .errors(&args)
+                .iter()
+                .map(|e: &ArgError| (e.field(), format!("{} ({})", e.message, e.rule))),
+        );
+        self.problems = problems;
+    }
+
+    /// Applies one key: move between fields, edit the current one, send, or close.
+    pub fn key(&mut self, key: &KeyEvent) -> FormKey {
+        let n = self.fields.len();
+        match key.code {
+            KeyCode::Esc => return FormKey::Close,
+            KeyCode::Enter => return FormKey::Send,
+            KeyCode::Up | KeyCode::BackTab => {
+                self.cursor = self.cursor.saturating_sub(1);
+                return FormKey::Handled;
+            }
+            KeyCode::Down | KeyCode::Tab => {
+                self.cursor = (self.cursor + 1).min(n.saturating_sub(1));
+                return FormKey::Handled;
+            }
+            _ => {}
+        }
+        let Some(f) = self.fields.get_mut(self.cursor) else {
+            return FormKey::Handled;
+        };
+        let changed = match f.kind {
+            FieldKind::Bool | FieldKind::Choice(_) => match key.code {
+                KeyCode::Left => {
+                    f.step(-1);
+                    true
+                }
+                KeyCode::Right | KeyCode::Char(' ') => {
+                    f.step(1);
+                    true
+                }
+                KeyCode::Backspace | KeyCode::Delete if !f.required => {
+                    f.picked = None;
+                    true
+                }
+                _ => false,
+            },
+            _ => {
+                // Ctrl+Enter-less terminals: Alt+key combinations stay the line editor's.
+                if key.modifiers.contains(KeyModifiers::CONTROL)
+                    && matches!(key.code, KeyCode::Char('j'))
+                {
+                    false
+                } else {
+                    f.text.key(key) == Edit::Changed
+                }
+            }
+        };
+        if changed {
+            self.recheck();
+        }
+        FormKey::Handled
+    }
+
+    /// Moves the cursor to the first field with a problem.
+    pub fn to_first_problem(&mut self) {
+        let Some((label, _)) = self.problems.first() else {
+            return;
+        };
+        let name = label
+            .split(['.', '['])
+            .next()
+            .unwrap_or(label.as_str())
+            .to_string();
+        if let Some(i) = self.fields.iter().position(|f| f.name == name) {
+            self.cursor = i;
+        }
+    }
+}
+
+/// The field of property `name` described by `schema`.
+fn field(name: &str, schema: &Value, required: bool) -> Field {
+    let kind = kind_of(schema);
+    let hint = schema
+        .get("description")
+        .or_else(|| schema.get("title"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let mut f = Field {
+        name: name.to_string(),
+        kind,
+        required,
+        hint,
+        default: schema.get("default").cloned(),
+        text: LineEdit::default(),
+        picked: None,
+    };
+    let start = f.default.clone().or_else(|| match (&f.kind, required) {
+        (FieldKind::Json, true) => Some(skeleton(schema)),
+        _ => None,
+    });
+    fill(&mut f, start.as_ref());
+    if f.picked.is_none() && f.required {
+        // A required choice starts on its first value.
+        f.picked = f.choices().into_iter().flatten().next();
+    }
+    f
+}
+
+/// `{}` for an object, `[]` for an array: somewhere to start typing.
+fn skeleton(schema: &Value) -> Value {
+    match schema.get("type").and_then(Value::as_str) {
+        Some("array") => Value::Array(Vec::new()),
+        _ => Value::Object(Map::new()),
+    }
+}
+
+/// Puts `value` into the field (or empties it).
+fn fill(f: &mut Field, value: Option<&Value>) {
+    match (&f.kind, value) {
+        (FieldKind::Bool | FieldKind::Choice(_), v) => f.picked = v.cloned(),
+        (_, None) => f.text = LineEdit::default(),
+        (FieldKind::Text, Some(Value::String(s))) => f.text = LineEdit::new(s),
+        (FieldKind::Number | FieldKind::Integer, Some(Value::Number(n))) => {
+            f.text = LineEdit::new(&n.to_string())
+        }
+        (FieldKind::Json, Some(v)) => f.text = LineEdit::new(&v.to_string()),
+        (_, Some(other)) => {
+            // A value of another kind than the schema says: edit it as JSON.
+            f.kind = FieldKind::Json;
+            f.text = LineEdit::new(&other.to_string());
+        }
+    }
+}
+
+/// How a property is edited: by its `type`, its `enum`, or its `oneOf`/`anyOf` of constants
+/// (how schemars and pydantic write an enum whose values carry descriptions); JSON otherwise.
+fn kind_of(schema: &Value) -> FieldKind {
+    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+        return FieldKind::Choice(values.clone());
+    }
+    for key in ["oneOf", "anyOf"] {
+        if let Some(branches) = schema.get(key).and_then(Value::as_array) {
+            let consts: Option<Vec<Value>> =
+                branches.iter().map(|b| b.get("const").cloned()).collect();
+            if let Some(values) = consts
+                && !values.is_empty()
+            {
+                return FieldKind::Choice(values);
+            }
+        }
+    }
+    if let Some(value) = schema.get("const") {
+        return FieldKind::Choice(vec![value.clone()]);
+    }
+    let ty = match schema.get("type") {
+        Some(Value::String(t)) => Some(t.as_str()),
+        // `["string", "null"]`: the one type besides null.
+        Some(Value::Array(types)) => {
+            let real: Vec<&str> = types
+                .iter()
+                .filter_map(Value::as_str)
+                .filter(|t| *t != "null")
+                .collect();
+            (real.len() == 1).then(|| real[0])
+        }
+        _ => None,
+    };
+    match ty {
+        Some("string") => FieldKind::Text,
+        Some("number") => FieldKind::Number,
+        Some("integer") => FieldKind::Integer,
+        Some("boolean") => FieldKind::Bool,
+        _ => FieldKind::Json,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn key(code: KeyCode) -> KeyEvent {
+        KeyEvent::new(code, KeyModifiers::NONE)
+    }
+
+    fn type_text(form: &mut Form, text: &str) {
+        for c in text.chars() {
+            form.key(&key(KeyCode::Char(c)));
+        }
+    }
+
+    fn trip() -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "breakfast": {"type": "boolean", "default": false, "description": "Whether breakfast is wanted."},
+                "city": {"type": "string", "description": "Where to go."},
+                "nights": {"type": "integer", "minimum": 1},
+                "party": {"type": "object", "properties": {"adults": {"type": "integer", "minimum": 1}}, "required": ["adults"]},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "units": {"default": "metric", "oneOf": [{"const": "metric"}, {"const": "imperial"}]}
+            },
+            "required": ["city", "nights", "party"]
+        })
+    }
+
+    #[test]
+    fn fields_follow_the_schema_and_problems_show_before_sending() {
+        let mut form = Form::new("plan_trip", &trip(), None);
+        let names: Vec<&str> = form.fields.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["city", "nights", "party", "breakfast", "tags", "units"]
+        );
+        let kinds: Vec<&str> = form.fields.iter().map(|f| f.kind.label()).collect();
+        assert_eq!(
+            kinds,
+            ["text", "integer", "JSON", "yes/no", "JSON", "choice"]
+        );
+        assert_eq!(form.fields[2].text.text(), "{}");
+        assert_eq!(form.fields[5].shown(), "metric");
+        let problems: Vec<String> = form.problems().iter().map(|(f, _)| f.clone()).collect();
+        assert!(problems.contains(&"city".to_string()), "{problems:?}");
+        assert!(
+            problems.contains(&"party.adults".to_string()),
+            "{problems:?}"
+        );
+
+        type_text(&mut form, "Oslo");
+        form.key(&key(KeyCode::Down));
+        type_text(&mut form, "x");
+        assert!(form.problems_of("nights")[0].contains("not a whole number"));
+        form.key(&key(KeyCode::Backspace));
+        type_text(&mut form, "3");
+        form.key(&key(KeyCode::Down));
+        form.key(&key(KeyCode::Backspace));
+        type_text(&mut form, "\"adults\": 2}");
+        form.cursor = 5;
+        form.key(&key(KeyCode::Right));
+        assert!(form.problems().is_empty(), "{:?}", form.problems());
+        assert_eq!(
+            form.arguments(),
+            json!({"city": "Oslo", "nights": 3, "party": {"adults": 2}, "breakfast": false, "units": "imperial"})
+        );
+        assert_eq!(form.key(&key(KeyCode::Enter)), FormKey::Send);
+    }
+
+    #[test]
+    fn an_edited_call_fills_the_form_again() {
+        let given = json!({"city": "Rome", "nights": 2, "party": {"adults": 1}, "tags": ["a"]});
+        let form = Form::new("plan_trip", &trip(), Some(&given));
+        assert_eq!(form.fields[0].text.text(), "Rome");
+        assert_eq!(form.fields[4].text.text(), "[\"a\"]");
+        assert_eq!(form.fields[5].picked, None, "not given: unset");
+        assert_eq!(form.arguments(), given);
+    }
+}

@@ -1,0 +1,279 @@
+//! The Tools pane's workbench: the hand calls made from the console (newest first, each one
+//! re-runnable and editable), the calls saved in the project (`.turnscope/calls.json`, read at
+//! start and written when a call is saved or forgotten), and what the pane shows (a tool's
+//! detail, its form, or the list of calls).
+//!
+//! Bounded: [`CALLS_KEPT`] calls, each result's text cut to [`RESULT_KEPT`] bytes; at most
+//! [`SAVED_KEPT`] saved calls.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use turnscope::tools::hand::HandResult;
+
+use super::form::Form;
+use super::nav::ListNav;
+
+/// Hand calls kept in the list (the oldest unsaved one goes first).
+pub const CALLS_KEPT: usize = 50;
+/// Bytes of a result's text and structured content kept per call.
+pub const RESULT_KEPT: usize = 64 * 1024;
+/// Saved calls kept in the project's file.
+pub const SAVED_KEPT: usize = 200;
+/// Where saved calls live, relative to the directory the console started in.
+pub const SAVED_FILE: &str = ".turnscope/calls.json";
+
+/// What a finished call showed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shown {
+    /// `isError`.
+    pub is_error: bool,
+    /// Content blocks (MCP JSON), texts cut to [`RESULT_KEPT`].
+    pub content: Vec<Value>,
+    /// `structuredContent`, when small enough to keep.
+    pub structured: Option<Value>,
+    /// The result's size, bytes.
+    pub bytes: usize,
+    /// The time taken.
+    pub duration: Duration,
+}
+
+impl Shown {
+    /// What a [`HandResult`] shows, bounded.
+    pub fn of(result: &HandResult) -> Shown {
+        let content = result
+            .content()
+            .into_iter()
+            .map(|mut block| {
+                if let Some(Value::String(text)) = block.get_mut("text") {
+                    cut(text);
+                }
+                if let Some(Value::String(data)) = block.get_mut("data") {
+                    let len = data.len();
+                    *data = format!("({len} bytes of base64)");
+                }
+                block
+            })
+            .collect();
+        let structured = result
+            .outcome
+            .structured
+            .clone()
+            .filter(|s| s.to_string().len() <= RESULT_KEPT);
+        Shown {
+            is_error: result.outcome.is_error,
+            content,
+            structured,
+            bytes: result.bytes(),
+            duration: result.duration,
+        }
+    }
+}
+
+/// `text` cut to [`RESULT_KEPT`] bytes on a character boundary, marked.
+fn cut(text: &mut String) {
+    if text.len() <= RESULT_KEPT {
+        return;
+    }
+    let mut end = RESULT_KEPT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let total = text.len();
+    text.truncate(end);
+    text.push_str(&format!("… (cut: {total} bytes in all)"));
+}
+
+/// How a call ended, or that it has not yet.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Sent, no answer yet.
+    InFlight,
+    /// Not sent: why (an unknown tool, arguments the schema refuses).
+    Refused(String),
+    /// Answered.
+    Done(Shown),
+}
+
+/// One call in the list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HandCall {
+    /// The tool.
+    pub tool: String,
+    /// The arguments sent.
+    pub arguments: Value,
+    /// How it went (`None` for a saved call not run since the console started).
+    pub outcome: Option<Outcome>,
+    /// Whether it is saved in the project.
+    pub saved: bool,
+    /// A number for the loop to match the answer with.
+    pub id: u64,
+}
+
+/// A saved call as the project's file holds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SavedCall {
+    /// The tool.
+    pub tool: String,
+    /// The arguments.
+    pub arguments: Value,
+}
+
+/// The project's file: `{"calls": [{"tool": …, "arguments": {…}}, …]}`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SavedFile {
+    /// The calls, oldest first.
+    pub calls: Vec<SavedCall>,
+}
+
+/// What the Tools pane's right side shows.
+#[derive(Debug, Default)]
+pub enum Mode {
+    /// The selected tool's schema and notes.
+    #[default]
+    Detail,
+    /// A form to call a tool.
+    Form(Box<Form>),
+    /// The hand calls, saved ones included.
+    Calls,
+}
+
+/// The hand calls and the pane's mode.
+#[derive(Debug, Default)]
+pub struct HandCalls {
+    /// Newest first.
+    pub calls: VecDeque<HandCall>,
+    /// The call under the cursor in the list.
+    pub nav: ListNav,
+    /// What the pane shows.
+    pub mode: Mode,
+    /// The id of the call the form last sent (its answer shows under the form).
+    pub last_sent: Option<u64>,
+    next_id: u64,
+}
+
+impl HandCalls {
+    /// Takes in the project's saved calls (the file's text).
+    ///
+    /// # Errors
+    /// The text is not a saved-calls file; the message says what is expected.
+    pub fn load(&mut self, text: &str) -> Result<usize, String> {
+        let file: SavedFile = serde_json::from_str(text).map_err(|e| {
+            format!(
+                "{SAVED_FILE} is not a saved-calls file ({e}); expected {{\"calls\": [{{\"tool\": \"name\", \"arguments\": {{…}}}}]}}; it was left as it is"
+            )
+        })?;
+        let n = file.calls.len();
+        for saved in file.calls.into_iter().rev().take(SAVED_KEPT) {
+            let id = self.id();
+            self.calls.push_back(HandCall {
+                tool: saved.tool,
+                arguments: saved.arguments,
+                outcome: None,
+                saved: true,
+                id,
+            });
+        }
+        Ok(n)
+    }
+
+    /// The saved calls as the project's file, oldest first.
+    pub fn saved_file(&self) -> String {
+        let file = SavedFile {
+            calls: self
+                .calls
+                .iter()
+                .rev()
+                .filter(|c| c.saved)
+                .map(|c| SavedCall {
+                    tool: c.tool.clone(),
+                    arguments: c.arguments.clone(),
+                })
+                .collect(),
+        };
+        serde_json::to_string_pretty(&file).unwrap_or_default() + "\n"
+    }
+
+    fn id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// A call sent now: listed first, in flight; returns its id.
+    pub fn started(&mut self, tool: &str, arguments: Value) -> u64 {
+        let id = self.id();
+        self.calls.push_front(HandCall {
+            tool: tool.to_string(),
+            arguments,
+            outcome: Some(Outcome::InFlight),
+            saved: false,
+            id,
+        });
+        // The oldest unsaved call goes first; saved ones stay (bounded by SAVED_KEPT).
+        while self.calls.len() > CALLS_KEPT + SAVED_KEPT
+            || self.calls.iter().filter(|c| !c.saved).count() > CALLS_KEPT
+        {
+            match self.calls.iter().rposition(|c| !c.saved) {
+                Some(i) => {
+                    self.calls.remove(i);
+                }
+                None => break,
+            }
+        }
+        id
+    }
+
+    /// The answer (or refusal) of call `id`.
+    pub fn finished(&mut self, id: u64, outcome: Outcome) {
+        if let Some(c) = self.calls.iter_mut().find(|c| c.id == id) {
+            c.outcome = Some(outcome);
+        }
+    }
+
+    /// The call `id`.
+    pub fn get(&self, id: u64) -> Option<&HandCall> {
+        self.calls.iter().find(|c| c.id == id)
+    }
+
+    /// The call under the list's cursor.
+    pub fn selected(&self) -> Option<&HandCall> {
+        self.calls.get(self.nav.cursor)
+    }
+
+    /// Saves (or forgets) the call under the cursor; whether it is saved now.
+    pub fn toggle_saved(&mut self) -> Option<bool> {
+        let saved = self.calls.iter().filter(|c| c.saved).count();
+        let call = self.calls.get_mut(self.nav.cursor)?;
+        if !call.saved && saved >= SAVED_KEPT {
+            return None;
+        }
+        call.saved = !call.saved;
+        Some(call.saved)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn saved_calls_round_trip_through_the_file_and_the_list_is_bounded() {
+        let mut calls = HandCalls::default();
+        let text = r#"{"calls": [{"tool": "echo", "arguments": {"text": "a"}}, {"tool": "add", "arguments": {"a": 1, "b": 2}}]}"#;
+        assert_eq!(calls.load(text), Ok(2));
+        assert_eq!(calls.calls[0].tool, "add", "newest saved first");
+        let back: SavedFile = serde_json::from_str(&calls.saved_file()).unwrap();
+        assert_eq!(back.calls[0].tool, "echo");
+        for i in 0..CALLS_KEPT + 5 {
+            calls.started("echo", json!({"text": i.to_string()}));
+        }
+        assert_eq!(calls.calls.iter().filter(|c| !c.saved).count(), CALLS_KEPT);
+        assert_eq!(calls.calls.iter().filter(|c| c.saved).count(), 2);
+        assert!(calls.load("[1]").unwrap_err().contains("saved-calls file"));
+    }
+}

@@ -1,0 +1,70 @@
+//! Edit-and-resend's view state: the request editor (the recorded request's body as pretty JSON
+//! in a text area, and the URL it goes to) and the comparison of a request's variants with the
+//! recorded answer. The loop sends; the variants themselves are [`Variants`](crate::state::variants::Variants).
+
+use std::cell::Cell;
+
+use ratatui::style::{Modifier, Style};
+use ratatui_textarea::TextArea;
+
+use super::line_edit::LineEdit;
+use crate::state::variants::RequestKey;
+
+/// The editor over the turn view.
+pub struct RequestEditor {
+    /// The request edited.
+    pub key: RequestKey,
+    /// The body, pretty JSON.
+    pub body: TextArea<'static>,
+    /// Where it goes: the recorded URL (the session's model), or another typed here.
+    pub url: LineEdit,
+    /// Whether the URL line has the keys (Tab switches).
+    pub on_url: bool,
+    /// A send is in flight.
+    pub sending: bool,
+    /// Why the last send was not made (the body is not JSON).
+    pub error: Option<String>,
+}
+
+impl std::fmt::Debug for RequestEditor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestEditor")
+            .field("key", &self.key)
+            .field("url", &self.url.text())
+            .field("sending", &self.sending)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RequestEditor {
+    /// An editor over `text` (the body) going to `url`.
+    pub fn new(key: RequestKey, text: &str, url: &str) -> Self {
+        let mut body = TextArea::new(text.lines().map(str::to_string).collect());
+        body.set_cursor_line_style(Style::new());
+        body.set_cursor_style(Style::new().add_modifier(Modifier::REVERSED));
+        Self {
+            key,
+            body,
+            url: LineEdit::new(url),
+            on_url: false,
+            sending: false,
+            error: None,
+        }
+    }
+
+    /// The body's text.
+    pub fn text(&self) -> String {
+        self.body.lines().join("\n")
+    }
+}
+
+/// The comparison shown: a request's variants beside its recorded answer.
+#[derive(Debug)]
+pub struct VariantsPick {
+    /// The request.
+    pub key: RequestKey,
+    /// The variant shown (from 0).
+    pub shown: usize,
+    /// Lines scrolled down, kept in range by the drawing.
+    pub scroll: Cell<usize>,
+}
