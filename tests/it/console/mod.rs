@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 mod instruments;
 mod test_case_export;
 mod wire;
+mod workbench;
 
 use crate::support::binary::{ready_line, serving, terminate, url_in};
 use crate::support::mcp::Client;
@@ -61,6 +62,11 @@ impl Screen {
 
     /// Starts the binary in a fresh directory holding `files` (name, content).
     async fn start_with(args: &[&str], files: &[(&str, &str)]) -> Screen {
+        Self::start_env(args, files, &[]).await
+    }
+
+    /// Like [`Screen::start_with`], with these environment variables set for the binary.
+    async fn start_env(args: &[&str], files: &[(&str, &str)], env: &[(&str, &str)]) -> Screen {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
             "turnscope-console-{}-{}",
@@ -71,12 +77,27 @@ impl Screen {
         for (name, content) in files {
             std::fs::write(dir.join(name), content).expect("a file for the run");
         }
+        Self::start_in(TempDir(dir), args, env)
+    }
+
+    /// The binary again in the same directory, once this one has exited: what it wrote there
+    /// (saved calls, exports) is there for the new run.
+    async fn restart(self, args: &[&str]) -> Screen {
+        let Screen { _dir, .. } = self;
+        Self::start_in(_dir, args, &[])
+    }
+
+    fn start_in(dir: TempDir, args: &[&str], env: &[(&str, &str)]) -> Screen {
         let (pty, pts) = pty_process::open().expect("a pseudo-terminal opens");
         pty.resize(pty_process::Size::new(ROWS, COLS))
             .expect("resize");
-        let child = pty_process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
+        let mut command = pty_process::Command::new(env!("CARGO_BIN_EXE_turnscope"));
+        for (k, v) in env {
+            command = command.env(k, v);
+        }
+        let child = command
             .args(args)
-            .current_dir(&dir)
+            .current_dir(&dir.0)
             .env("TERM", "xterm-256color")
             .env_remove("NO_COLOR")
             .env_remove("OPENAI_API_KEY")
@@ -110,7 +131,7 @@ impl Screen {
             writer,
             parser,
             raw,
-            _dir: TempDir(dir),
+            _dir: dir,
         }
     }
 

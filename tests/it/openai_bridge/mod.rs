@@ -267,3 +267,56 @@ async fn bridge_routes_are_guarded_and_publish_served_events() {
 mod chat;
 
 mod standalone;
+
+/// `GET /v1/tools?strict=true`: the fixture's tools in their strict-mode versions, each sent
+/// back as OpenAI strict mode wants it; the plain listing is unchanged.
+#[tokio::test]
+async fn the_strict_listing_serves_strict_mode_versions() {
+    let (served, fixture) = with_fixture(Bus::default()).await;
+    let (status, strict) = served.get("/v1/tools?strict=true").await;
+    assert_eq!(status, 200, "{strict}");
+    let trip = strict
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["function"])
+        .find(|f| f["name"] == "plan_trip")
+        .expect("plan_trip is served")
+        .clone();
+    assert_eq!(trip["strict"], true, "{trip}");
+    let p = &trip["parameters"];
+    assert_eq!(p["additionalProperties"], false);
+    assert_eq!(p["properties"]["party"]["additionalProperties"], false);
+    let required: Vec<&str> = p["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(
+        required,
+        ["breakfast", "city", "nights", "party", "tags", "units"]
+    );
+    assert_eq!(p["properties"]["tags"]["type"], json!(["array", "null"]));
+    // oneOf becomes anyOf with a null choice; defaults move into the description.
+    assert_eq!(
+        p["properties"]["units"]["anyOf"][2],
+        json!({"type": "null"})
+    );
+    assert!(
+        p["properties"]["units"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("(default: metric)")
+    );
+    let (_, plain) = served.get("/v1/tools").await;
+    let plain_trip = plain
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "plan_trip")
+        .unwrap();
+    assert!(plain_trip["function"].get("strict").is_none());
+    served.stop().await;
+    drop(fixture);
+}

@@ -1,0 +1,239 @@
+//! `turnscope tools list` and `turnscope tools call` on the real binary: against the fixture
+//! server (stdio, from the config) with each exit code (0 a result, 1 the tool's error, 2 an
+//! unknown tool, arguments the schema refuses with field and rule named, arguments that are not
+//! JSON, an unreachable server), and against Node's server-everything (ignored unless the
+//! interop suite points `TURNSCOPE_INTEROP_EVERYTHING` at it).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// A directory holding `turnscope.toml` with `config`, removed on drop.
+struct Project(PathBuf);
+
+impl Project {
+    fn new(name: &str, config: &str) -> Project {
+        let dir =
+            std::env::temp_dir().join(format!("turnscope-tools-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("turnscope.toml"), config).unwrap();
+        Project(dir)
+    }
+}
+
+impl Drop for Project {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `turnscope tools ARGS` in `dir`: exit code, stdout as JSON, stderr.
+async fn tools(dir: &Path, args: &[&str]) -> (i32, Value, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
+        .arg("tools")
+        .args(args)
+        .current_dir(dir)
+        .env("MCP_CONNECT_TIMEOUT_SECONDS", "5")
+        .output()
+        .await
+        .expect("turnscope runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{stdout}"));
+    (
+        out.status.code().expect("an exit code"),
+        json,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn fixture_config() -> String {
+    format!(
+        "[[mcp_servers]]\nname = \"fixture\"\ntransport = \"stdio\"\ncommand = \"{}\"\nargs = [\"dev\", \"fixture-server\", \"--stdio\"]\n",
+        env!("CARGO_BIN_EXE_turnscope")
+    )
+}
+
+#[tokio::test]
+async fn tools_call_against_the_fixture_server_with_each_exit_code() {
+    let p = Project::new("fixture", &fixture_config());
+    let (code, listed, _) = tools(&p.0, &["list"]).await;
+    assert_eq!(code, 0, "{listed}");
+    assert_eq!(listed["sources"][0]["state"], "up", "{listed}");
+    let trip = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "plan_trip")
+        .expect("plan_trip is listed");
+    assert_eq!(trip["source"], "fixture");
+    assert!(trip["inputSchema"]["properties"]["party"].is_object());
+    let portability = trip["portability"].to_string();
+    assert!(
+        portability.contains("Gemini: `oneOf` refused"),
+        "{portability}"
+    );
+
+    let args = r#"{"city": "Oslo", "nights": 3, "party": {"adults": 2, "children": 1}, "units": "imperial", "tags": ["quiet"]}"#;
+    let (code, done, _) = tools(&p.0, &["call", "plan_trip", "--args", args]).await;
+    assert_eq!(code, 0, "{done}");
+    assert_eq!(done["isError"], false);
+    assert_eq!(
+        done["content"][0]["text"],
+        "3 nights in Oslo for 3 (imperial)"
+    );
+    assert_eq!(done["structuredContent"]["guests"], 3);
+    assert_eq!(done["source"], "fixture");
+    assert!(done["bytes"].as_u64().unwrap() > 0 && done["ms"].as_f64().is_some());
+
+    let (code, failed, err) =
+        tools(&p.0, &["call", "fail", "--args", r#"{"message": "boom"}"#]).await;
+    assert_eq!(code, 1, "{failed}");
+    assert_eq!(failed["isError"], true);
+    assert_eq!(failed["content"][0]["text"], "boom");
+    assert!(err.contains("answered with an error"), "{err}");
+
+    let (code, unknown, _) = tools(&p.0, &["call", "nope"]).await;
+    assert_eq!(code, 2);
+    let message = unknown["error"].as_str().unwrap();
+    assert!(
+        message.contains("no tool named `nope`") && message.contains("plan_trip"),
+        "{message}"
+    );
+
+    let bad = r#"{"city": "Oslo", "nights": 0, "party": {}, "units": "kelvin"}"#;
+    let (code, refused, err) = tools(&p.0, &["call", "plan_trip", "--args", bad]).await;
+    assert_eq!(code, 2, "{refused}");
+    let errors: Vec<(String, String)> = refused["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["field"].as_str().unwrap().to_string(),
+                e["rule"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    for want in [
+        ("nights", "minimum"),
+        ("party.adults", "required"),
+        ("units", "enum"),
+    ] {
+        assert!(
+            errors.contains(&(want.0.to_string(), want.1.to_string())),
+            "{want:?} not in {errors:?}"
+        );
+    }
+    assert!(
+        err.contains("nights: must be >=1, but got 0 (minimum)"),
+        "{err}"
+    );
+
+    let (code, not_json, _) = tools(&p.0, &["call", "echo", "--args", "{text: hi}"]).await;
+    assert_eq!(code, 2);
+    assert!(
+        not_json["error"]
+            .as_str()
+            .unwrap()
+            .contains("--args is not JSON")
+    );
+
+    // Arguments from a file.
+    std::fs::write(p.0.join("args.json"), r#"{"text": "from a file"}"#).unwrap();
+    let (code, echoed, _) = tools(&p.0, &["call", "echo", "--args", "@args.json"]).await;
+    assert_eq!(code, 0, "{echoed}");
+    assert_eq!(echoed["content"][0]["text"], "from a file");
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_exit_2_naming_it() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let config =
+        format!("[[mcp_servers]]\nname = \"gone\"\nurl = \"http://127.0.0.1:{port}/mcp\"\n");
+    let p = Project::new("gone", &config);
+    let (code, listed, err) = tools(&p.0, &["list"]).await;
+    assert_eq!(code, 2, "{listed}");
+    assert_eq!(listed["sources"][0]["state"], "down", "{listed}");
+    assert!(err.contains("MCP server gone: down"), "{err}");
+    // The built-ins are still listed.
+    assert!(listed["tools"].to_string().contains("\"clock\""));
+    let (code, refused, _) = tools(&p.0, &["call", "fetch"]).await;
+    assert_eq!(code, 2);
+    let message = refused["error"].as_str().unwrap();
+    assert!(
+        message.contains("no tool named `fetch`")
+            && message.contains("unreachable")
+            && message.contains("gone"),
+        "{message}"
+    );
+    // A built-in still answers.
+    let (code, clock, _) = tools(&p.0, &["call", "clock"]).await;
+    assert_eq!(code, 0, "{clock}");
+}
+
+#[tokio::test]
+#[ignore = "needs TURNSCOPE_INTEROP_EVERYTHING (server-everything's dist/index.js) and node"]
+async fn tools_call_against_node_server_everything() {
+    let everything = std::env::var("TURNSCOPE_INTEROP_EVERYTHING")
+        .expect("TURNSCOPE_INTEROP_EVERYTHING points to server-everything's dist/index.js");
+    let config = format!(
+        "[bot]\nbuiltin_tools = false\n\n[[mcp_servers]]\nname = \"everything\"\ntransport = \"stdio\"\ncommand = \"node\"\nargs = [\"{everything}\", \"stdio\"]\n"
+    );
+    let p = Project::new("everything", &config);
+    let (code, listed, _) = tools(&p.0, &["list"]).await;
+    assert_eq!(code, 0, "{listed}");
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"echo") && names.contains(&"get-sum"),
+        "{names:?}"
+    );
+
+    let (code, echoed, _) = tools(&p.0, &["call", "echo", "--args", r#"{"message": "hi"}"#]).await;
+    assert_eq!(code, 0, "{echoed}");
+    assert_eq!(echoed["content"][0]["text"], "Echo: hi");
+    let (code, sum, _) = tools(&p.0, &["call", "get-sum", "--args", r#"{"a": 2, "b": 3}"#]).await;
+    assert_eq!(code, 0, "{sum}");
+    assert!(
+        sum["content"][0]["text"].as_str().unwrap().contains('5'),
+        "{sum}"
+    );
+
+    // Refused before the server sees it: server-everything's own schema names the rule.
+    let (code, refused, _) = tools(
+        &p.0,
+        &["call", "get-sum", "--args", r#"{"a": "two", "b": 3}"#],
+    )
+    .await;
+    assert_eq!(code, 2, "{refused}");
+    assert_eq!(refused["errors"][0]["field"], "a", "{refused}");
+    assert_eq!(refused["errors"][0]["rule"], "type", "{refused}");
+    // The server's own error result is exit 1: gzip-file-as-resource cannot fetch a closed
+    // loopback port.
+    let (code, failed, _) = tools(
+        &p.0,
+        &[
+            "call",
+            "gzip-file-as-resource",
+            "--args",
+            r#"{"data": "http://127.0.0.1:1/x"}"#,
+        ],
+    )
+    .await;
+    assert_eq!(code, 1, "{failed}");
+    assert_eq!(failed["isError"], true, "{failed}");
+    let (code, unknown, _) = tools(&p.0, &["call", "no-such-tool"]).await;
+    assert_eq!(code, 2, "{unknown}");
+    assert!(
+        unknown["error"].as_str().unwrap().contains("get-sum"),
+        "{unknown}"
+    );
+}
