@@ -316,14 +316,20 @@ fn word_diff(c: &Console, old: &str, new: &str, w: usize) -> Vec<Line<'static>> 
     let mut current: Vec<Span<'static>> = vec![Span::raw("  ")];
     let mut used = 2;
     let w = w.max(12);
+    // Runs of one kind of change read as one mark: `[-three gone words-]`.
+    let mut runs: Vec<(ChangeTag, String)> = Vec::new();
     for change in diff.iter_all_changes() {
-        let value = change.value();
-        let (text, style) = match change.tag() {
-            ChangeTag::Equal => (value.to_string(), t.text),
-            ChangeTag::Delete if value.trim().is_empty() => continue,
-            ChangeTag::Insert if value.trim().is_empty() => (value.to_string(), t.text),
-            ChangeTag::Delete => (format!("[-{value}-]"), t.error),
-            ChangeTag::Insert => (format!("{{+{value}+}}"), t.ok),
+        match runs.last_mut() {
+            Some((tag, text)) if *tag == change.tag() => text.push_str(change.value()),
+            _ => runs.push((change.tag(), change.value().to_string())),
+        }
+    }
+    for (tag, value) in runs {
+        let (text, style) = match tag {
+            ChangeTag::Equal => (value, t.text),
+            ChangeTag::Delete | ChangeTag::Insert if value.trim().is_empty() => (value, t.text),
+            ChangeTag::Delete => (format!("[-{}-]", value.trim()), t.error),
+            ChangeTag::Insert => (format!("{{+{}+}}", value.trim()), t.ok),
         };
         for (i, part) in text.split('\n').enumerate() {
             if i > 0 {
