@@ -81,7 +81,7 @@ async fn the_connect_budget_leaves_out_only_the_server_that_never_answers() {
     ]))
     .await;
     let specs = spec_list(&*registry);
-    assert_eq!(specs.len(), 8, "{specs:?}");
+    assert_eq!(specs.len(), 9, "{specs:?}");
     assert!(specs.iter().all(|(_, source)| source != "mute"));
     assert_eq!(
         registry.source("mute").unwrap().status(),
@@ -125,7 +125,7 @@ async fn a_late_server_joins_when_it_comes_up() {
     tokio::spawn(fixture::serve_http(listener, stop.clone()));
     wait_until("the late server's tools", || {
         let registry = registry.clone();
-        async move { registry.specs().len() == 7 }
+        async move { registry.specs().len() == 8 }
     })
     .await;
     assert_eq!(
@@ -263,7 +263,7 @@ async fn the_stdio_gate() {
             .servers(&servers),
     )
     .await;
-    assert_eq!(registry.specs().len(), 8);
+    assert_eq!(registry.specs().len(), 9);
     registry.shutdown().await;
 }
 

@@ -21,6 +21,9 @@ use crate::view::line_edit::Edit;
 use crate::view::nav::{PAGE, scroll_back};
 use crate::view::resend::{RequestEditor, VariantsPick};
 
+/// Rows below which opening a form zooms the Tools pane.
+const FORM_ROOM: u16 = 20;
+
 impl Console {
     /// A key for the Tools pane while it shows a tool's detail: `Enter` (or `c`) opens the
     /// selected tool's form, `h` the list of hand calls. `None` when the key is not one of
@@ -67,6 +70,10 @@ impl Console {
         }
         let form = Form::new(&tool.name, &tool.input, arguments.map(|(_, a)| a));
         self.tools.hand.mode = Mode::Form(Box::new(form));
+        // A form needs room, and `z` is a letter to type while it has the keys.
+        if self.areas.get().inspector.height < FORM_ROOM {
+            self.zoom = true;
+        }
         self.tools.hand.last_sent = None;
     }
 

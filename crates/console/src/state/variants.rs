@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde_json::Value;
 use turnscope::model::resend::ResendAnswer;
+use turnscope::tools::openai_shape::schema::pointer_token;
 
 /// Variants kept per request.
 pub const PER_REQUEST: usize = 8;
@@ -121,7 +122,7 @@ fn walk(a: &Value, b: &Value, at: String, out: &mut Vec<String>, max: usize) {
             keys.sort();
             keys.dedup();
             for k in keys {
-                let here = format!("{at}/{}", k.replace('~', "~0").replace('/', "~1"));
+                let here = format!("{at}/{}", pointer_token(k));
                 match (x.get(k), y.get(k)) {
                     (Some(p), Some(q)) => walk(p, q, here, out, max),
                     _ => {

@@ -685,3 +685,59 @@ fn a_replay_scrubs_inside_a_turn() {
     press(&mut c, KeyCode::Char(','));
     assert!(c.state.transcript(1)[1].tools.is_empty());
 }
+
+#[test]
+fn the_tools_pane_calls_a_tool_through_its_form_only_once_the_schema_passes() {
+    let mut c = console();
+    press(&mut c, KeyCode::Esc);
+    press(&mut c, KeyCode::Char('6'));
+    assert_eq!(c.focus, PaneId::Tools);
+    // echo (the built-in) is second: its one field, `text`, is required.
+    press(&mut c, KeyCode::Char('j'));
+    assert_eq!(press(&mut c, KeyCode::Enter), None);
+    assert_eq!(c.key_owner(), crate::view::keys::KeyOwner::Form);
+    // Refused before sending: nothing to do for the loop, the reason in a notice.
+    assert_eq!(press(&mut c, KeyCode::Enter), None);
+    let notice = c.notice.clone().expect("a notice").text;
+    assert!(notice.contains("not sent: text: required"), "{notice}");
+    // Letters that are keys elsewhere (q quits, z zooms) are text here.
+    type_text(&mut c, "qz");
+    match press(&mut c, KeyCode::Enter) {
+        Some(Action::HandCall {
+            tool, arguments, ..
+        }) => {
+            assert_eq!(tool, "echo");
+            assert_eq!(arguments, r#"{"text":"qz"}"#);
+        }
+        other => panic!("{other:?}"),
+    }
+    // The list keeps it; `s` saves it, which writes the project's file.
+    press(&mut c, KeyCode::Esc);
+    press(&mut c, KeyCode::Char('h'));
+    assert_eq!(c.key_owner(), crate::view::keys::KeyOwner::Calls);
+    match press(&mut c, KeyCode::Char('s')) {
+        Some(Action::SaveCalls { text }) => assert!(text.contains("\"qz\""), "{text}"),
+        other => panic!("{other:?}"),
+    }
+    // Enter runs it again; `e` edits it in the form.
+    assert!(matches!(
+        press(&mut c, KeyCode::Enter),
+        Some(Action::HandCall { .. })
+    ));
+    press(&mut c, KeyCode::Char('e'));
+    assert_eq!(c.key_owner(), crate::view::keys::KeyOwner::Form);
+}
+
+#[test]
+fn a_replay_neither_calls_tools_nor_resends() {
+    let mut c = Console::new(crate::tests::fixture::state(), Default::default(), true);
+    c.selected = Some(1);
+    c.settle();
+    c.focus_pane(PaneId::Tools);
+    press(&mut c, KeyCode::Char('j'));
+    assert_eq!(press(&mut c, KeyCode::Enter), None);
+    assert_eq!(
+        c.key_owner(),
+        crate::view::keys::KeyOwner::Pane(PaneId::Tools)
+    );
+}

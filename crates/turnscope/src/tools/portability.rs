@@ -13,6 +13,7 @@
 //!   take only the `enum` and `date-time` formats, and `enum` only strings.
 //! - **Claude**: no `oneOf`, `allOf` or `anyOf` at the top of `input_schema`.
 
+use super::openai_shape::schema::pointer_token as escape;
 use std::fmt;
 
 use serde_json::Value;
@@ -239,10 +240,6 @@ fn cap(findings: Vec<Finding>) -> Vec<Finding> {
         }
     }
     out
-}
-
-fn escape(name: &str) -> String {
-    name.replace('~', "~0").replace('/', "~1")
 }
 
 #[cfg(test)]

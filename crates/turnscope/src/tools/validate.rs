@@ -7,6 +7,7 @@
 //! schema uncheckable ([`ArgsCheck::problem`]), and the call then goes out unchecked, as the
 //! bot's own calls do.
 
+use crate::tools::openai_shape::schema::pointer_token as escape;
 use std::fmt;
 
 use boon::{Compiler, Draft, ErrorKind, Schemas, ValidationError};
@@ -234,10 +235,6 @@ fn consts(e: &ValidationError<'_, '_>) -> Option<Vec<String>> {
 
 fn keyword(kind: &ErrorKind<'_, '_>) -> &'static str {
     kind.keyword_path().map_or("schema", |k| k.keyword)
-}
-
-fn escape(name: &str) -> String {
-    name.replace('~', "~0").replace('/', "~1")
 }
 
 fn one_line(text: &str) -> String {

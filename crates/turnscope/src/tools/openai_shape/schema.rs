@@ -673,6 +673,13 @@ fn unescape_token(token: &str) -> Option<String> {
     Some(out)
 }
 
+/// `name` as one JSON-pointer token (RFC 6901): `~` and `/` escaped.
+pub fn pointer_token(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    push_escaped(&mut out, name);
+    out
+}
+
 /// Appends `token` to a pointer with `~` and `/` escaped.
 fn push_escaped(pointer: &mut String, token: &str) {
     for c in token.chars() {

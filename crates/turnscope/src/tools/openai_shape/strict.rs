@@ -9,6 +9,7 @@
 //! version where the meaning survives (each change listed in [`Strict::changes`]) and says why
 //! not where it does not ([`Problem`]).
 
+use super::schema::pointer_token as escape;
 use serde_json::{Map, Value, json};
 
 use super::schema::{Limits, convert};
@@ -303,10 +304,6 @@ fn move_to_description(
     };
     map.insert("description".into(), Value::String(joined));
     changes.push(format!("#{at}: {key} moved into the description"));
-}
-
-fn escape(name: &str) -> String {
-    name.replace('~', "~0").replace('/', "~1")
 }
 
 #[cfg(test)]
