@@ -154,6 +154,15 @@ impl Screen {
         }
     }
 
+    /// Waits until the screen shows every one of `needles` at once (a screen being redrawn
+    /// can show some before the others).
+    async fn wait_all(&self, needles: &[&str]) -> String {
+        self.wait_for(&format!("all of {needles:?}"), |t| {
+            needles.iter().all(|n| t.contains(n))
+        })
+        .await
+    }
+
     async fn wait_text(&self, needle: &str) -> String {
         self.wait_for(&format!("{needle:?}"), |t| t.contains(needle))
             .await

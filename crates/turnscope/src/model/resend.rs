@@ -76,3 +76,45 @@ pub async fn resend(client: &ModelClient, body: Value, url: Option<&str>) -> Res
     }
     answer
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{EmbeddedModel, ModelConfig, ScriptSettings};
+    use serde_json::json;
+
+    fn quick() -> ScriptSettings {
+        ScriptSettings {
+            pace: 0.0,
+            words: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_edited_body_goes_to_the_sessions_model_or_another_url() {
+        let ours = EmbeddedModel::start(0, quick()).await.unwrap();
+        let other = EmbeddedModel::start(0, quick()).await.unwrap();
+        let client = ModelClient::new(ModelConfig::new(ours.base_url(), "m"));
+        let body = json!({
+            "model": "m",
+            "messages": [
+                {"role": "system", "content": "Answer in capital letters."},
+                {"role": "user", "content": "hello"}
+            ],
+            "max_tokens": 2
+        });
+        let here = resend(&client, body.clone(), None).await;
+        assert_eq!(here.error, None);
+        assert_eq!(here.url, format!("{}/chat/completions", ours.base_url()));
+        // The edited parameters and prompt hold: capitals, cut at two tokens.
+        assert_eq!(here.text, "YOU SAID:");
+        assert_eq!(here.info.finish_reason.as_deref(), Some("length"));
+        assert!(here.info.usage.is_some() && here.total_us > 0);
+        let url = format!("{}/chat/completions", other.base_url());
+        let there = resend(&client, body, Some(&url)).await;
+        assert_eq!(there.url, url);
+        assert_eq!(there.text, "YOU SAID:");
+        let not_an_object = resend(&client, json!([1]), None).await;
+        assert!(not_an_object.error.unwrap().contains("not a JSON object"));
+    }
+}
