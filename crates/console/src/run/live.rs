@@ -40,7 +40,7 @@ pub const FLOOD_EVENTS: u64 = 2_000;
 pub const FOLD_EVERY: Duration = Duration::from_millis(10);
 
 /// How a chat call from the console ended: (session, line, reply or error text).
-type ChatDone = (u64, String, Result<ChatReply, String>);
+pub(crate) type ChatDone = (u64, String, Result<ChatReply, String>);
 
 /// A console attached to a running app: its state filled with the header and tools, its own
 /// subscription to the bus, and a session opened for the person (selected).
@@ -121,10 +121,15 @@ where
                     pacer.input();
                     match console.handle(&event) {
                         Some(Action::Quit) => break,
-                        Some(action) => {
-                            let sessions = feed.as_deref().map(LiveFeed::sessions);
-                            perform(action, console, sessions, &chat_tx, &stop);
-                        }
+                        Some(action) => match feed.as_deref().and_then(|f| f.remote.clone()) {
+                            Some(remote) => {
+                                crate::run::attach::perform(action, console, &remote, &chat_tx);
+                            }
+                            None => {
+                                let sessions = feed.as_deref().and_then(LiveFeed::sessions);
+                                perform(action, console, sessions, &chat_tx, &stop);
+                            }
+                        },
                         None => {}
                     }
                 }
@@ -138,6 +143,9 @@ where
             _ = tick.tick() => {
                 if let Some(feed) = feed.as_deref_mut() {
                     feed.refresh(&mut console.state, console.selected, console.own);
+                    if let Some(remote) = feed.remote.clone() {
+                        crate::run::attach::settle(&remote, console);
+                    }
                 }
                 console.settle();
                 if pacer.should_draw(dirty) {
@@ -235,7 +243,7 @@ async fn next_event(
     }
 }
 
-fn perform(
+pub(crate) fn perform(
     action: Action,
     console: &mut Console,
     sessions: Option<&Sessions>,
@@ -387,7 +395,7 @@ pub fn listen_early(bus: &turnscope::observe::Bus) -> Subscription {
 
 /// Writes a session's report (or test case) to `turnscope-session-N-SECONDS.EXT` in the
 /// working directory.
-fn export_to_file(session: u64, text: &str, ext: &str) -> Notice {
+pub(crate) fn export_to_file(session: u64, text: &str, ext: &str) -> Notice {
     let name = format!(
         "turnscope-session-{session}-{}.{ext}",
         turnscope::observe::event::now_us() / 1_000_000

@@ -76,7 +76,15 @@ impl Attached {
             .url
             .as_deref()
             .and_then(stream::events_url)
-            .map(|url| stream::spawn(url, options.token.clone(), bus.clone(), stop.child_token()));
+            .map(|url| {
+                stream::spawn(
+                    url,
+                    options.token.clone(),
+                    bus.clone(),
+                    target.as_ref().map(Target::quiet),
+                    stop.child_token(),
+                )
+            });
         let pairing = whisker::Pairing::default();
         let whisker = options.whisker.as_ref().map(|url| {
             whisker::spawn(
@@ -118,6 +126,7 @@ impl Attached {
                     .into(),
             );
         };
+        self.stream_known().await;
         let started = target.start().await?;
         if self.streaming()
             && let Some(number) = self.seen_in_stream(&started).await
@@ -153,6 +162,24 @@ impl Attached {
             target.adopt(number, &started, Shown::ByClient);
         }
         Ok(number)
+    }
+
+    /// Waits (at most [`SEEN_WITHIN`]) until the event stream answered or was found missing,
+    /// so a session is numbered by the right side.
+    async fn stream_known(&self) {
+        let Some(stream) = &self.stream else {
+            return;
+        };
+        let deadline = Instant::now() + SEEN_WITHIN;
+        while Instant::now() < deadline
+            && stream
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .available
+                .is_none()
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     async fn seen_in_stream(&self, started: &Started) -> Option<u64> {

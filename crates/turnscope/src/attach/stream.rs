@@ -78,7 +78,13 @@ pub fn events_url(mcp_url: &str) -> Option<String> {
 }
 
 /// Reads `url` into `bus` until `stop`; its state in the returned handle.
-pub fn spawn(url: String, token: Option<String>, bus: Bus, stop: CancellationToken) -> Shared {
+pub fn spawn(
+    url: String,
+    token: Option<String>,
+    bus: Bus,
+    quiet: Option<Arc<std::sync::atomic::AtomicBool>>,
+    stop: CancellationToken,
+) -> Shared {
     let shared: Shared = Arc::default();
     let state = shared.clone();
     tokio::spawn(async move {
@@ -87,7 +93,7 @@ pub fn spawn(url: String, token: Option<String>, bus: Bus, stop: CancellationTok
         let mut pause = Duration::from_millis(500);
         loop {
             let ended = tokio::select! {
-                ended = read_once(&client, &url, token.as_deref(), &bus, &state, &mut seen) => ended,
+                ended = read_once(&client, &url, token.as_deref(), &bus, &state, &mut seen, quiet.as_deref()) => ended,
                 () = stop.cancelled() => return,
             };
             lock(&state).connected = false;
@@ -173,6 +179,7 @@ async fn read_once(
     bus: &Bus,
     state: &Shared,
     seen: &mut Seen,
+    quiet: Option<&std::sync::atomic::AtomicBool>,
 ) -> Ended {
     let mut request = client.get(url);
     if let Some(t) = token {
@@ -205,6 +212,9 @@ async fn read_once(
         s.available = Some(true);
         s.connected = true;
         s.connects += 1;
+    }
+    if let Some(quiet) = quiet {
+        quiet.store(true, std::sync::atomic::Ordering::Relaxed);
     }
     let mut body = response.bytes_stream();
     let mut buffer: Vec<u8> = Vec::with_capacity(64 * 1024);

@@ -32,6 +32,7 @@ pub struct Tapped {
     path: Arc<str>,
     host: Option<Arc<str>>,
     calls: Option<(Handles, Tokens)>,
+    quiet: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The handles of `chat` calls in flight → their sessions (filled by the target).
@@ -61,7 +62,14 @@ impl Tapped {
             path: path.into(),
             host,
             calls: None,
+            quiet: Arc::default(),
         }
+    }
+
+    /// Publishes nothing while `quiet` is set (a watched server's stream carries the exchanges).
+    pub(crate) fn with_quiet(mut self, quiet: Arc<std::sync::atomic::AtomicBool>) -> Self {
+        self.quiet = quiet;
+        self
     }
 
     /// Also notes which progress token each `chat` call of a handle in `handles` got.
@@ -148,6 +156,9 @@ impl Tapped {
     }
 
     fn publish(&self, mut exchange: McpExchange, started: Instant, complete: bool) {
+        if self.quiet.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
         exchange.total_us = started.elapsed().as_micros() as u64;
         exchange.complete = complete;
         self.bus.publish(Event::Mcp(Box::new(exchange)));

@@ -56,6 +56,7 @@ pub struct Target {
     own: Arc<Mutex<HashMap<u64, Own>>>,
     pending: Handles,
     frames: Arc<AtomicU64>,
+    quiet: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Receives the target's notifications: progress becomes `Event::Progress` of its session.
@@ -66,6 +67,10 @@ struct Listener {
 }
 
 impl ClientHandler for Listener {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        crate::mcp::connect::client_info(super::tap::CLIENT_NAME)
+    }
+
     async fn on_progress(
         &self,
         params: ProgressNotificationParam,
@@ -116,8 +121,10 @@ impl Target {
     pub async fn connect(url: &str, token: Option<&str>, bus: &Bus) -> Result<Self, String> {
         let tokens: Tokens = Arc::default();
         let pending: Handles = Arc::default();
+        let quiet = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let client = Tapped::new(reqwest::Client::new(), bus.clone(), url)
-            .with_calls(pending.clone(), tokens.clone());
+            .with_calls(pending.clone(), tokens.clone())
+            .with_quiet(quiet.clone());
         let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
         if let Some(t) = token {
             config = config.auth_header(t.to_string());
@@ -142,7 +149,14 @@ impl Target {
             own: Arc::default(),
             pending,
             frames: Arc::default(),
+            quiet,
         })
+    }
+
+    /// The flag that stops this client publishing its MCP exchanges: set while the watched
+    /// server's stream carries them (with every other client's).
+    pub fn quiet(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.quiet.clone()
     }
 
     /// The target's tools (`tools/list`, every page).
