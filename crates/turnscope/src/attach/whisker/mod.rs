@@ -315,3 +315,146 @@ impl Reader {
         self.fold.add_worker(worker, number, now_us(), announce)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SNAPSHOT: &[u8] = include_bytes!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fuzz_corpus/whisker/snapshot.msgpack"
+    ));
+    const TWO_TURNS: &[u8] = include_bytes!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fuzz_corpus/whisker/two_turns_with_a_tool_call.msgpack"
+    ));
+
+    fn reader(bus: &Bus) -> Reader {
+        Reader {
+            bus: bus.clone(),
+            state: Shared::default(),
+            fold: Fold::default(),
+            numbers: Arc::default(),
+            pairing: Pairing::default(),
+            target: None,
+        }
+    }
+
+    fn drain(sub: &mut crate::observe::Subscription) -> Vec<Event> {
+        let mut out = Vec::new();
+        while let Some(e) = sub.try_recv() {
+            out.push((*e).clone());
+        }
+        out
+    }
+
+    /// The records of a real pipecat 1.14 text bot (pipecat-mcp-transport, whisker 2.0.1):
+    /// a plain turn and a tool turn become a session, two turns with their lines, the tool
+    /// call with its arguments and result, and frames per link with pipecat's names.
+    #[tokio::test]
+    async fn a_real_feed_becomes_a_session_its_turns_and_its_frames() {
+        let bus = Bus::new(65_536);
+        let mut sub = bus.subscribe();
+        let mut r = reader(&bus);
+        r.take_message(SNAPSHOT);
+        r.take_message(TWO_TURNS);
+        let events = drain(&mut sub);
+        let state = r.lock().clone();
+        assert_eq!((state.bad, state.unknown), (0, 0), "{state:?}");
+        assert_eq!(state.versions, "pipecat 1.14.0 · whisker 2.0.1");
+        let lines: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::TurnStarted { line, .. } => Some(line.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(lines, ["hello there", "echo hi"]);
+        let ends: Vec<(u64, &str, u32, bool)> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::TurnEnded(t) => Some((
+                    t.turn,
+                    t.reason.as_str(),
+                    t.rounds,
+                    t.total_us > 0 && t.first_piece_us.is_some_and(|f| f <= t.total_us),
+                )),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ends, [(1, "completed", 0, true), (2, "completed", 1, true)]);
+        let calls: Vec<(&str, &str, &str, u64)> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::ToolCall(c) => Some((
+                    c.name.as_str(),
+                    c.arguments.as_str(),
+                    c.result.as_str(),
+                    c.turn,
+                )),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(calls, [("echo", r#"{"text":"hi"}"#, "hi", 2)]);
+        let reply: String = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Frame(f)
+                    if f.name == "LLMTextFrame"
+                        && f.to == "McpOutputTransport#0"
+                        && f.turn == 2 =>
+                {
+                    Some(f.detail.as_str())
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(reply, "The echo tool says: \"hi\".");
+        assert!(events.iter().any(|e| matches!(e,
+            Event::Frame(f) if f.from == "Pipeline#0::Source" && f.to == "McpInputTransport#0")));
+        assert!(events.iter().any(|e| matches!(e,
+            Event::Session(s) if s.session == 1 && s.closed.is_none())));
+    }
+
+    /// A record of a type this version does not know is skipped and counted; one that is not
+    /// msgpack ends its message with a warning; neither stops the feed.
+    #[tokio::test]
+    async fn unknown_and_broken_records_are_counted_not_fatal() {
+        let bus = Bus::new(1024);
+        let mut sub = bus.subscribe();
+        let mut r = reader(&bus);
+        let mut message = rmp_map(&[("type", "worker_status"), ("worker_id", "X")]);
+        message.extend_from_slice(SNAPSHOT);
+        message.push(0xc1);
+        r.take_message(&message);
+        let state = r.lock().clone();
+        assert_eq!((state.unknown, state.bad, state.records), (1, 1, 2));
+        let events = drain(&mut sub);
+        assert!(events.iter().any(|e| matches!(e, Event::Session(_))));
+        assert!(events.iter().any(|e| matches!(e,
+            Event::Log { message, .. } if message.contains("not msgpack"))));
+    }
+
+    /// A record of a million tiny values is refused before it is decoded.
+    #[test]
+    fn a_record_of_too_many_values_is_skipped() {
+        let mut bytes = vec![0xdd];
+        bytes.extend_from_slice(&1_000_000u32.to_be_bytes());
+        bytes.extend(std::iter::repeat_n(0xc0, 1_000_000));
+        bytes.extend_from_slice(SNAPSHOT);
+        let out = decode::records(&bytes);
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0], Err(Skip::TooLarge));
+        assert!(matches!(out[1], Ok(Record::Snapshot { .. })));
+    }
+
+    fn rmp_map(pairs: &[(&str, &str)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        rmp::encode::write_map_len(&mut out, pairs.len() as u32).unwrap();
+        for (k, v) in pairs {
+            rmp::encode::write_str(&mut out, k).unwrap();
+            rmp::encode::write_str(&mut out, v).unwrap();
+        }
+        out
+    }
+}
