@@ -298,8 +298,8 @@ impl Inner {
     }
 }
 
-/// A kept turn as events: its start, and when it finished its reply (as one piece, the way a
-/// client's recording carries it), its tool calls and its end.
+/// A kept turn as events: its start, and when it finished its reply (as one `model → output`
+/// piece, the way a client's recording carries it), its tool calls and its end.
 fn turn_events(
     session: &Session,
     r: &crate::bot::TurnRecord,
@@ -323,7 +323,7 @@ fn turn_events(
             turn: r.id,
             kind: "data".into(),
             name: "TextPiece".into(),
-            from: "history".into(),
+            from: "model".into(),
             to: "output".into(),
             direction: "down".into(),
             at_us: started_us + r.first_piece.map_or(0, |d| d.as_micros() as u64),
@@ -428,7 +428,8 @@ async fn run_hub(inner: Weak<Inner>, mut sub: Subscription) {
             _ = tick.tick() => {
                 let Some(inner) = inner.upgrade() else { break };
                 let mut hub = inner.lock();
-                hub.cut_off_stalled();
+                let cut = hub.cut_off_stalled();
+                inner.dropped.fetch_add(cut, Ordering::Relaxed);
                 let idle = hub.idle_since.is_some_and(|t| t.elapsed() >= LINGER);
                 if idle && inner.connected.load(Ordering::Relaxed) == 0 {
                     hub.running = false;
@@ -456,8 +457,9 @@ impl Hub {
 
     /// Closes the connection of each viewer that fell a whole queue behind and read nothing
     /// for [`STALL`]: it would be dropped at its next read, which may never come.
-    fn cut_off_stalled(&mut self) {
+    fn cut_off_stalled(&mut self) -> u64 {
         let seq = self.seq;
+        let mut cut = 0;
         self.slots.retain(|slot| {
             let Some(slot) = slot.upgrade() else {
                 return false;
@@ -467,10 +469,12 @@ impl Hub {
                 if let Some(closer) = &slot.closer {
                     closer.cancel();
                 }
+                cut += 1;
                 return false;
             }
             true
         });
+        cut
     }
 }
 
