@@ -151,7 +151,7 @@ async fn three_viewers_see_the_same_lines_after_the_sessions_they_joined() {
     assert!(
         events
             .iter()
-            .any(|e| matches!(e, Event::Mcp(x) if x.tool.as_deref() == Some("chat")))
+            .any(|e| matches!(e, Event::ModelRequest { .. }))
     );
     drop(viewers);
     eventually("the viewers are gone", || true).await;

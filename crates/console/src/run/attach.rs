@@ -17,8 +17,7 @@ use turnscope::tools::ToolSpec;
 
 use crate::error::ConsoleError;
 use crate::input::actions::Action;
-use crate::run::feed::LiveFeed;
-use crate::run::live::ChatDone;
+use crate::run::feed::{Attachment, ChatDone, LiveFeed};
 use crate::state::{ConsoleState, Header, Source};
 use crate::theme::Theme;
 use crate::view::console::{Console, Notice};
@@ -31,9 +30,8 @@ pub struct Remote {
     outcomes: Mutex<Vec<Result<u64, String>>>,
 }
 
-impl Remote {
-    /// The header's line on what the console sees now.
-    pub fn refresh(&self, state: &mut ConsoleState) {
+impl Attachment for Remote {
+    fn refresh(&self, state: &mut ConsoleState) {
         let view = self.view();
         if let Source::Attached { view: shown, .. } = &mut state.header.source
             && *shown != view
@@ -42,6 +40,21 @@ impl Remote {
         }
     }
 
+    fn settle(&self, console: &mut Console) {
+        settle(self, console);
+    }
+
+    fn perform(
+        self: Arc<Self>,
+        action: Action,
+        console: &mut Console,
+        chat_tx: &mpsc::UnboundedSender<ChatDone>,
+    ) {
+        perform(action, console, &self, chat_tx);
+    }
+}
+
+impl Remote {
     fn view(&self) -> String {
         let mut parts = Vec::new();
         if let Some(stream) = &self.attached.stream {
@@ -97,7 +110,7 @@ impl Remote {
 }
 
 /// Brings sessions opened since the last tick into the console (selected, the person's own).
-pub fn settle(remote: &Remote, console: &mut Console) {
+fn settle(remote: &Remote, console: &mut Console) {
     let outcomes = std::mem::take(&mut *remote.outcomes.lock().unwrap_or_else(|p| p.into_inner()));
     for outcome in outcomes {
         match outcome {
@@ -120,7 +133,7 @@ pub fn settle(remote: &Remote, console: &mut Console) {
 }
 
 /// Does what an input asks, over the MCP client.
-pub fn perform(
+fn perform(
     action: Action,
     console: &mut Console,
     remote: &Arc<Remote>,
@@ -228,7 +241,7 @@ pub async fn attach(
     options: &AttachOptions,
     theme: Theme,
     bus: Bus,
-) -> Result<(Console, LiveFeed), ConsoleError> {
+) -> Result<(Console, LiveFeed, Arc<Remote>), ConsoleError> {
     let sub = bus.subscribe();
     let attached = Attached::start(options, bus)
         .await
@@ -279,12 +292,12 @@ pub async fn attach(
         outcomes: Mutex::new(Vec::new()),
     });
     remote.refresh(&mut state);
-    let feed = LiveFeed::attached(sub, remote.clone());
+    let feed = LiveFeed::attached(sub, remote.clone() as Arc<dyn Attachment>);
     let console = Console::new(state, theme, false);
     if remote.attached.target.is_some() {
         open_session(&remote);
     }
-    Ok((console, feed))
+    Ok((console, feed, remote))
 }
 
 /// Runs the attached console until the person quits; `--events` records what it saw.
@@ -293,11 +306,12 @@ pub async fn run(
     theme: Theme,
     events: Option<&Path>,
 ) -> Result<(), ConsoleError> {
-    let bus = Bus::default();
+    // Room for a watched server's history and bursts (1 MiB of lines is ~4,000 events).
+    let bus = Bus::new(1 << 16);
     let recording = Recording::start(&bus, events)
         .await
         .map_err(|e| ConsoleError::Attach(e.to_string()))?;
-    let (console, feed) = match attach(&options, theme, bus).await {
+    let (console, feed, remote_for_shutdown) = match attach(&options, theme, bus).await {
         Ok(built) => built,
         Err(e) => {
             recording.finish().await;
@@ -331,9 +345,8 @@ pub async fn run(
     recording.finish().await;
     match outcome {
         Ok((result, feed)) => {
-            if let Some(remote) = feed.remote
-                && let Ok(remote) = Arc::try_unwrap(remote)
-            {
+            drop(feed);
+            if let Ok(remote) = Arc::try_unwrap(remote_for_shutdown) {
                 remote.attached.shutdown().await;
             }
             result

@@ -16,6 +16,25 @@ use turnscope::tools::registry::{ToolRegistry, describe_sources};
 
 use crate::state::{Activity, ConsoleState, SessionRow, TurnView};
 
+/// How a chat call from the console ended: (session, line, reply or error text).
+pub type ChatDone = (u64, String, Result<turnscope::sessions::ChatReply, String>);
+
+/// What the loop asks of a bot this process does not run (`run::attach` implements it): the
+/// header's facts each tick, what finished since, and the person's actions.
+pub trait Attachment: Send + Sync {
+    /// Lays what the attachment knows now over `state` (the header's view line).
+    fn refresh(&self, state: &mut ConsoleState);
+    /// Brings what finished since the last tick into the console (a session opened).
+    fn settle(&self, console: &mut crate::view::console::Console);
+    /// Does what an input asks; chat results come back through `chat_tx`.
+    fn perform(
+        self: Arc<Self>,
+        action: crate::input::actions::Action,
+        console: &mut crate::view::console::Console,
+        chat_tx: &tokio::sync::mpsc::UnboundedSender<ChatDone>,
+    );
+}
+
 /// Most events folded in one go before the loop looks at the terminal again.
 pub const BATCH: usize = 4096;
 
@@ -24,8 +43,8 @@ pub struct LiveFeed {
     sub: Subscription,
     /// The session table, when the server runs in this process (`None` when attached).
     sessions: Option<Sessions>,
-    /// The attached bot's feeds (`turnscope attach`), when this console is attached.
-    pub remote: Option<Arc<crate::run::attach::Remote>>,
+    /// The attached bot (`turnscope attach`), when this console is attached.
+    pub remote: Option<Arc<dyn Attachment>>,
     done: HashMap<(u64, u64), TurnView>,
     cached_for: Option<u64>,
     bridges: Option<BridgeStatuses>,
@@ -52,7 +71,7 @@ impl LiveFeed {
     }
 
     /// A feed of an attached bot: events only (no session table in this process).
-    pub fn attached(sub: Subscription, remote: Arc<crate::run::attach::Remote>) -> Self {
+    pub fn attached(sub: Subscription, remote: Arc<dyn Attachment>) -> Self {
         Self {
             sub,
             sessions: None,

@@ -22,7 +22,7 @@ use crate::theme::Theme;
 use crate::view::console::{Console, Notice};
 use turnscope::app::App;
 use turnscope::observe::{SessionOpener, Subscription};
-use turnscope::sessions::{ChatReply, Sessions};
+use turnscope::sessions::Sessions;
 
 /// Most frames drawn per second.
 pub const FPS: u64 = 30;
@@ -39,8 +39,7 @@ pub const FLOOD_EVENTS: u64 = 2_000;
 /// than arrive in this time.
 pub const FOLD_EVERY: Duration = Duration::from_millis(10);
 
-/// How a chat call from the console ended: (session, line, reply or error text).
-pub(crate) type ChatDone = (u64, String, Result<ChatReply, String>);
+use crate::run::feed::ChatDone;
 
 /// A console attached to a running app: its state filled with the header and tools, its own
 /// subscription to the bus, and a session opened for the person (selected).
@@ -122,9 +121,7 @@ where
                     match console.handle(&event) {
                         Some(Action::Quit) => break,
                         Some(action) => match feed.as_deref().and_then(|f| f.remote.clone()) {
-                            Some(remote) => {
-                                crate::run::attach::perform(action, console, &remote, &chat_tx);
-                            }
+                            Some(remote) => remote.perform(action, console, &chat_tx),
                             None => {
                                 let sessions = feed.as_deref().and_then(LiveFeed::sessions);
                                 perform(action, console, sessions, &chat_tx, &stop);
@@ -144,7 +141,7 @@ where
                 if let Some(feed) = feed.as_deref_mut() {
                     feed.refresh(&mut console.state, console.selected, console.own);
                     if let Some(remote) = feed.remote.clone() {
-                        crate::run::attach::settle(&remote, console);
+                        remote.settle(console);
                     }
                 }
                 console.settle();
