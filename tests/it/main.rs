@@ -38,6 +38,7 @@ mod sse_client;
 mod tool_rules;
 mod tool_sources;
 mod tools_cli;
+mod viewers;
 mod wire;
 mod xiaozhi_bridge;
 mod xiaozhi_cli;

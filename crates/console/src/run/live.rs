@@ -23,7 +23,7 @@ use crate::theme::Theme;
 use crate::view::console::{Console, Notice};
 use turnscope::app::App;
 use turnscope::observe::{SessionOpener, Subscription};
-use turnscope::sessions::{ChatReply, Sessions};
+use turnscope::sessions::Sessions;
 
 /// Most frames drawn per second.
 pub const FPS: u64 = 30;
@@ -40,8 +40,7 @@ pub const FLOOD_EVENTS: u64 = 2_000;
 /// than arrive in this time.
 pub const FOLD_EVERY: Duration = Duration::from_millis(10);
 
-/// How a chat call from the console ended: (session, line, reply or error text).
-type ChatDone = (u64, String, Result<ChatReply, String>);
+use crate::run::feed::ChatDone;
 
 /// A console attached to a running app: its state filled with the header and tools, its own
 /// subscription to the bus, and a session opened for the person (selected).
@@ -75,24 +74,7 @@ pub fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console, Live
         .with_registry(app.tool_registry.clone());
     feed.refresh_tools(&mut state);
     let mut console = Console::new(state, theme, false);
-    let dir = std::env::current_dir().unwrap_or_else(|_| ".".into());
-    match crate::run::workbench::read_saved(&dir) {
-        None => {}
-        Some(Ok(text)) => {
-            if let Err(e) = console.tools.hand.load(&text) {
-                console.notice = Some(Notice {
-                    text: e,
-                    error: true,
-                });
-            }
-        }
-        Some(Err(e)) => {
-            console.notice = Some(Notice {
-                text: format!("cannot read {}: {e}", crate::view::hand_calls::SAVED_FILE),
-                error: true,
-            })
-        }
-    }
+    crate::run::workbench::load_saved(&mut console);
     match app.sessions.open(SessionOpener::Console) {
         Ok(session) => {
             console.own = Some(session.number);
@@ -147,11 +129,6 @@ where
     let (chat_tx, mut chat_rx) = mpsc::unbounded_channel::<ChatDone>();
     let (hand_tx, mut hand_rx) = mpsc::unbounded_channel::<HandDone>();
     let (resend_tx, mut resend_rx) = mpsc::unbounded_channel::<ResendDone>();
-    let outbox = Outbox {
-        chat: chat_tx,
-        hand: hand_tx,
-        resend: resend_tx,
-    };
     let mut dirty = true;
     let mut pacer = Pacer::new();
     let mut last_fold = Instant::now();
@@ -182,10 +159,18 @@ where
                                 input.reclaim();
                                 next = console.external_edit_done(key, url, edited);
                             }
-                            action => {
-                                let sessions = feed.as_deref().map(LiveFeed::sessions);
-                                perform(action, console, sessions, &outbox, &stop);
-                            }
+                            action => match feed.as_deref().and_then(|f| f.remote.clone()) {
+                                Some(remote) => remote.perform(action, console, &chat_tx),
+                                None => {
+                                    let sessions = feed.as_deref().and_then(LiveFeed::sessions);
+                                    let outbox = (&hand_tx, &resend_tx);
+                                    if let Some(action) = crate::run::workbench::perform(
+                                        action, console, sessions, outbox,
+                                    ) {
+                                        perform(action, console, sessions, &chat_tx, &stop);
+                                    }
+                                }
+                            },
                         }
                     }
                 }
@@ -207,6 +192,9 @@ where
             _ = tick.tick() => {
                 if let Some(feed) = feed.as_deref_mut() {
                     feed.refresh(&mut console.state, console.selected, console.own);
+                    if let Some(remote) = feed.remote.clone() {
+                        remote.settle(console);
+                    }
                 }
                 console.settle();
                 if pacer.should_draw(dirty) {
@@ -304,30 +292,13 @@ async fn next_event(
     }
 }
 
-/// Where the tasks the loop spawns send their outcomes.
-struct Outbox {
-    chat: mpsc::UnboundedSender<ChatDone>,
-    hand: mpsc::UnboundedSender<HandDone>,
-    resend: mpsc::UnboundedSender<ResendDone>,
-}
-
-fn perform(
+pub(crate) fn perform(
     action: Action,
     console: &mut Console,
     sessions: Option<&Sessions>,
-    outbox: &Outbox,
+    chat_tx: &mpsc::UnboundedSender<ChatDone>,
     stop: &CancellationToken,
 ) {
-    if let Action::SaveCalls { text } = &action {
-        let dir = std::env::current_dir().unwrap_or_else(|_| ".".into());
-        if let Err(e) = crate::run::workbench::write_saved(&dir, text) {
-            console.notice = Some(Notice {
-                text: format!("{e}; the calls stay listed here"),
-                error: true,
-            });
-        }
-        return;
-    }
     if let Action::Export { session, text } = &action {
         console.notice = Some(export_to_file(*session, text, "txt"));
         return;
@@ -362,16 +333,11 @@ fn perform(
         | Action::Export { .. }
         | Action::ExportTest { .. }
         | Action::Copy { .. }
+        // The workbench's own (`run::workbench::perform`) and the loop's.
+        | Action::HandCall { .. }
         | Action::SaveCalls { .. }
+        | Action::Resend { .. }
         | Action::EditExternally { .. } => {}
-        Action::HandCall {
-            id,
-            tool,
-            arguments,
-        } => crate::run::workbench::spawn_hand_call(sessions, id, tool, arguments, &outbox.hand),
-        Action::Resend { key, body, url } => {
-            crate::run::workbench::spawn_resend(sessions, key, body, url, &outbox.resend)
-        }
         Action::Yank { session } => {
             console.notice = Some(match sessions.by_number(session) {
                 Some(s) => {
@@ -459,7 +425,7 @@ fn perform(
             };
             console.chat_started(target.number);
             let sessions = sessions.clone();
-            let tx = outbox.chat.clone();
+            let tx = chat_tx.clone();
             let cancel = stop.child_token();
             tokio::spawn(async move {
                 let result = sessions
@@ -486,7 +452,7 @@ pub fn listen_early(bus: &turnscope::observe::Bus) -> Subscription {
 
 /// Writes a session's report (or test case) to `turnscope-session-N-SECONDS.EXT` in the
 /// working directory.
-fn export_to_file(session: u64, text: &str, ext: &str) -> Notice {
+pub(crate) fn export_to_file(session: u64, text: &str, ext: &str) -> Notice {
     let name = format!(
         "turnscope-session-{session}-{}.{ext}",
         turnscope::observe::event::now_us() / 1_000_000

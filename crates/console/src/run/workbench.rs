@@ -16,7 +16,9 @@ use turnscope::model::resend::{ResendAnswer, resend};
 use turnscope::sessions::Sessions;
 use turnscope::tools::hand::{self, HandResult};
 
+use crate::input::actions::Action;
 use crate::state::variants::RequestKey;
+use crate::view::console::{Console, Notice};
 use crate::view::hand_calls::SAVED_FILE;
 
 /// How a hand call ended: (call id, the result or why it was not made).
@@ -74,6 +76,80 @@ impl Input for Tty {
     fn reclaim(&mut self) {
         if self.0.is_none() {
             self.0 = Some(EventStream::new());
+        }
+    }
+}
+
+/// Does the workbench's actions (hand calls, resends, saving calls) against the bot this
+/// process runs; any other action is handed back for the loop's `perform`.
+pub fn perform(
+    action: Action,
+    console: &mut Console,
+    sessions: Option<&Sessions>,
+    (hand, resend): (&UnboundedSender<HandDone>, &UnboundedSender<ResendDone>),
+) -> Option<Action> {
+    match action {
+        Action::SaveCalls { text } => {
+            let dir = std::env::current_dir().unwrap_or_else(|_| ".".into());
+            if let Err(e) = write_saved(&dir, &text) {
+                console.notice = Some(Notice {
+                    text: format!("{e}; the calls stay listed here"),
+                    error: true,
+                });
+            }
+        }
+        Action::HandCall {
+            id,
+            tool,
+            arguments,
+        } => match sessions {
+            Some(sessions) => spawn_hand_call(sessions, id, tool, arguments, hand),
+            None => refuse_here(console, Some(id)),
+        },
+        Action::Resend { key, body, url } => match sessions {
+            Some(sessions) => spawn_resend(sessions, key, body, url, resend),
+            None => refuse_here(console, None),
+        },
+        other => return Some(other),
+    }
+    None
+}
+
+/// A console that runs no bot (attached to another one) neither calls its tools nor sends its
+/// model requests: say so, and settle what was waiting.
+pub fn refuse_here(console: &mut Console, hand_call: Option<u64>) {
+    let why = "this console does not run the bot (it is attached to one): its tools and its model are \
+               called where it runs; use `turnscope tools call` there, or its own console";
+    match hand_call {
+        Some(id) => console.hand_call_done(id, Err(why.into())),
+        None => {
+            if let Some(editor) = console.editor.as_mut() {
+                editor.sending = false;
+                editor.error = Some(why.into());
+            }
+        }
+    }
+}
+
+/// Reads the project's saved calls into the console at start; a file that is not one is left
+/// as it is, and said.
+pub fn load_saved(console: &mut Console) {
+    let dir = std::env::current_dir().unwrap_or_else(|_| ".".into());
+    match read_saved(&dir) {
+        None => {}
+        Some(Ok(text)) => {
+            if let Err(e) = console.tools.hand.load(&text) {
+                console.notice = Some(Notice {
+                    text: e,
+                    error: true,
+                });
+            }
+        }
+        Some(Err(e)) => {
+            console.notice = Some(Notice {
+                text: format!("cannot read {SAVED_FILE}: {e}"),
+                error: true,
+            })
         }
     }
 }
