@@ -230,9 +230,15 @@ fn could_not(message: &str, errors: Vec<Value>) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// Prints `value` on stdout. A reader that closed the pipe early (`turnscope tools list | head`)
+/// took what it wanted: that is not a panic, and the exit code still says how the call went.
 fn print_json(value: &Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
-    );
+    use std::io::Write;
+    let text = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
+    let written = writeln!(std::io::stdout().lock(), "{text}");
+    if let Err(e) = written
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("turnscope tools: cannot write to stdout: {e}");
+    }
 }

@@ -176,6 +176,24 @@ async fn an_unreachable_server_is_exit_2_naming_it() {
 }
 
 #[tokio::test]
+async fn a_reader_that_closes_the_pipe_early_is_no_panic() {
+    // `turnscope tools list | head -c 10`: the reader is gone before the listing is written.
+    let p = Project::new("pipe", "");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
+        .args(["tools", "list"])
+        .current_dir(&p.0)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("turnscope runs");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().await.unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[tokio::test]
 #[ignore = "needs TURNSCOPE_INTEROP_EVERYTHING (server-everything's dist/index.js) and node"]
 async fn tools_call_against_node_server_everything() {
     let everything = std::env::var("TURNSCOPE_INTEROP_EVERYTHING")

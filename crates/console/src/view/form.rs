@@ -74,13 +74,17 @@ impl Field {
             FieldKind::Bool | FieldKind::Choice(_) => Ok(self.picked.clone()),
             _ if text.is_empty() => Ok(None),
             FieldKind::Text => Ok(Some(Value::String(text))),
-            FieldKind::Number => text
-                .trim()
-                .parse::<f64>()
-                .ok()
-                .and_then(|n| serde_json::Number::from_f64(n).map(Value::Number))
-                .map(Some)
-                .ok_or_else(|| format!("{text:?} is not a number")),
+            // A whole number stays one (`2`, not `2.0`), as the person typed it.
+            FieldKind::Number => match text.trim().parse::<i64>() {
+                Ok(n) => Ok(Some(Value::from(n))),
+                Err(_) => text
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .and_then(|n| serde_json::Number::from_f64(n).map(Value::Number))
+                    .map(Some)
+                    .ok_or_else(|| format!("{text:?} is not a number")),
+            },
             FieldKind::Integer => text
                 .trim()
                 .parse::<i64>()
@@ -505,6 +509,16 @@ mod tests {
             json!({"city": "Oslo", "nights": 3, "party": {"adults": 2}, "breakfast": false, "units": "imperial"})
         );
         assert_eq!(form.key(&key(KeyCode::Enter)), FormKey::Send);
+    }
+
+    #[test]
+    fn a_whole_number_in_a_number_field_is_sent_as_typed() {
+        let schema = json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}});
+        let mut form = Form::new("get-sum", &schema, None);
+        type_text(&mut form, "2");
+        form.key(&key(KeyCode::Down));
+        type_text(&mut form, "3.5");
+        assert_eq!(form.arguments().to_string(), r#"{"a":2,"b":3.5}"#);
     }
 
     #[test]

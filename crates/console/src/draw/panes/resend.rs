@@ -347,7 +347,21 @@ fn word_diff(c: &Console, old: &str, new: &str, w: usize) -> Vec<Line<'static>> 
                 )));
                 used = 2;
             }
-            if !part.is_empty() {
+            if cells > w - 2 {
+                // One mark wider than a line: wrapped onto lines of its own, never cut.
+                let pieces = wrap(part, w - 2);
+                let last = pieces.len().saturating_sub(1);
+                for (j, piece) in pieces.into_iter().enumerate() {
+                    used = 2 + width(&piece);
+                    current.push(Span::styled(piece, style));
+                    if j < last {
+                        lines.push(Line::from(std::mem::replace(
+                            &mut current,
+                            vec![Span::raw("  ")],
+                        )));
+                    }
+                }
+            } else if !part.is_empty() {
                 current.push(Span::styled(part.to_string(), style));
                 used += cells;
             }
@@ -355,4 +369,25 @@ fn word_diff(c: &Console, old: &str, new: &str, w: usize) -> Vec<Line<'static>> 
     }
     lines.push(Line::from(current));
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::word_diff;
+    use crate::text::width;
+
+    #[test]
+    fn a_mark_wider_than_the_pane_wraps_and_loses_no_word() {
+        let c = crate::tests::fixture::console();
+        let new = "La femme de France, ".repeat(8);
+        let lines = word_diff(&c, "The capital of France is Paris.", &new, 40);
+        let text: Vec<String> = lines
+            .iter()
+            .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+            .collect();
+        assert!(text.iter().all(|l| width(l) <= 40), "{text:#?}");
+        let joined = text.join(" ");
+        assert_eq!(joined.matches("femme").count(), 8, "{text:#?}");
+        assert!(joined.contains("Paris.-]"), "{text:#?}");
+    }
 }
