@@ -121,3 +121,23 @@ fn a_session_whose_client_went_is_marked_logged_and_not_held() {
     });
     assert!(c.state.client_gone(2).is_none());
 }
+
+#[test]
+fn the_persons_new_session_stays_selected_until_its_opening_arrives() {
+    let mut c = console();
+    let newest = *listed(&c).iter().max().unwrap();
+    // Opened for the person; the event stream has not brought its row yet.
+    c.own = Some(newest + 1);
+    c.selected = Some(newest + 1);
+    c.settle();
+    assert_eq!(c.selected, Some(newest + 1));
+    // A selection on a session the console never saw, older than the newest: moved to a row.
+    c.own = Some(0);
+    c.selected = Some(0);
+    c.settle();
+    assert!(
+        listed(&c).contains(&c.selected.unwrap()),
+        "{:?}",
+        c.selected
+    );
+}

@@ -160,7 +160,13 @@ impl Console {
             .iter()
             .map(|r| (r.number, r.is_closed()))
             .collect();
-        let valid = self.selected.is_some_and(|n| rows.iter().any(|r| r.0 == n));
+        // The person's own session just opened, its opening not yet folded in (an attached
+        // console hears of it over the event stream, after the answer to its own request):
+        // newer than every session seen, so kept rather than moved to the first row.
+        let newest_seen = self.state.session_rows().iter().map(|r| r.number).max();
+        let own_on_its_way =
+            self.selected.is_some() && self.selected == self.own && self.selected > newest_seen;
+        let valid = own_on_its_way || self.selected.is_some_and(|n| rows.iter().any(|r| r.0 == n));
         // A filter that matches nothing keeps the selection it had.
         if !valid && !rows.is_empty() {
             self.selected = self

@@ -13,6 +13,7 @@ use similar::{ChangeTag, TextDiff};
 use crate::state::variants::{Variant, changed_paths};
 use crate::state::wire::{ModelCall, tokens_label};
 use crate::text::{micros, pad, truncate, width, wrap};
+use crate::theme::Theme;
 use crate::view::console::Console;
 use crate::view::layout::Areas;
 
@@ -271,7 +272,12 @@ pub fn comparison(
             t.dim,
         ),
     ]));
-    out.extend(word_diff(c, &old_text, &new_text, w.saturating_sub(2)));
+    out.extend(word_diff(
+        &c.theme,
+        &old_text,
+        &new_text,
+        w.saturating_sub(2),
+    ));
     if !v.answer.reasoning.is_empty() {
         out.push(Line::default());
         out.push(Line::styled("variant's reasoning", t.accent));
@@ -309,8 +315,7 @@ fn side_by_side(
 }
 
 /// The word diff of two texts, wrapped to `w` cells under a two-cell indent.
-fn word_diff(c: &Console, old: &str, new: &str, w: usize) -> Vec<Line<'static>> {
-    let t = &c.theme;
+fn word_diff(t: &Theme, old: &str, new: &str, w: usize) -> Vec<Line<'static>> {
     let diff = TextDiff::from_words(old, new);
     let mut lines: Vec<Line<'static>> = Vec::new();
     let mut current: Vec<Span<'static>> = vec![Span::raw("  ")];
@@ -373,14 +378,18 @@ fn word_diff(c: &Console, old: &str, new: &str, w: usize) -> Vec<Line<'static>> 
 
 #[cfg(test)]
 mod tests {
-    use super::word_diff;
+    use super::{Theme, word_diff};
     use crate::text::width;
 
     #[test]
     fn a_mark_wider_than_the_pane_wraps_and_loses_no_word() {
-        let c = crate::tests::fixture::console();
         let new = "La femme de France, ".repeat(8);
-        let lines = word_diff(&c, "The capital of France is Paris.", &new, 40);
+        let lines = word_diff(
+            &Theme::default(),
+            "The capital of France is Paris.",
+            &new,
+            40,
+        );
         let text: Vec<String> = lines
             .iter()
             .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
