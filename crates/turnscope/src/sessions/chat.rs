@@ -6,9 +6,11 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use super::task_store::TaskRecord;
+use super::tasks::{Hold, TaskCell};
 use super::{ChatError, Session, Sessions};
 use crate::bot::{Turn, TurnEnd};
 use crate::observe::{Event, TokenUsage, event::now_us};
@@ -21,6 +23,50 @@ const COALESCE_AT: usize = 16;
 pub(crate) struct ChatState {
     /// The latest turn no call has read yet (in flight or done).
     pending: Option<Arc<Turn>>,
+    /// The task reading `pending`, when a `chat` call became one (see `tasks`).
+    task: Option<Arc<TaskCell>>,
+}
+
+impl ChatState {
+    /// Lets go of a task that no longer holds the pending turn: one a poll collected (the
+    /// turn is gone with it), handed over or cancelled (the turn is the session's again).
+    fn settle_task(&mut self) {
+        let Some(cell) = &self.task else {
+            return;
+        };
+        let same = self.pending.as_ref().is_some_and(|p| cell.reads(p));
+        match cell.hold() {
+            Hold::Keeps if same => {}
+            Hold::Collected if same => {
+                self.pending = None;
+                self.task = None;
+            }
+            _ => self.task = None,
+        }
+    }
+}
+
+/// What a `chat` call that may become a task is answered with.
+#[derive(Debug)]
+pub enum ChatOutcome {
+    /// The turn ended within the grace period (or the call asked for no task).
+    Reply(ChatReply),
+    /// The turn ran past the grace period: it is a task now, with this record (stored).
+    Task(TaskRecord),
+}
+
+/// A `chat` call from a client that declared the tasks extension: its name, for the task.
+#[derive(Debug, Clone)]
+pub struct TaskAsk {
+    /// The client's name.
+    pub client: String,
+}
+
+/// A call holding the handle's lock, with the turn it reads.
+struct Reading<'a> {
+    state: tokio::sync::MutexGuard<'a, ChatState>,
+    turn: Arc<Turn>,
+    unread: Option<UnreadTurn>,
 }
 
 /// Where a call's progress notifications go (an MCP peer, or nowhere).
@@ -33,7 +79,7 @@ pub trait ProgressSink: Send {
 }
 
 /// One tool call of a turn, for callers.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ToolCallSummary {
     /// Tool name.
     pub name: String,
@@ -48,7 +94,7 @@ pub struct ToolCallSummary {
 }
 
 /// A turn that ended with no call reading it, replaced by a newer line.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct UnreadTurn {
     /// Its reply (partial if it was interrupted).
     pub reply: String,
@@ -57,7 +103,7 @@ pub struct UnreadTurn {
 }
 
 /// What a `chat` call returns.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ChatReply {
     /// The whole reply (trimmed), or "" when there was no turn to read.
     pub reply: String,
@@ -79,10 +125,10 @@ pub struct ChatReply {
     /// An earlier turn's reply that no call read, when this line replaced it.
     pub unread: Option<UnreadTurn>,
     /// Tokens of the turn's model requests together, when the server counted them.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<TokenUsage>,
     /// The finish reason of the turn's last model response (`stop`, `length`, ...).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
 }
 
@@ -103,7 +149,7 @@ impl ChatReply {
         }
     }
 
-    fn of(turn: &Turn, unread: Option<UnreadTurn>) -> Self {
+    pub(super) fn of(turn: &Turn, unread: Option<UnreadTurn>) -> Self {
         let r = turn.snapshot();
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
         Self {
@@ -162,6 +208,97 @@ impl Sessions {
         cancel: &CancellationToken,
     ) -> Result<ChatReply, ChatError> {
         let _in_flight = self.call_guard();
+        let reading = match self.begin(session, line, cancel).await? {
+            Ok(reading) => reading,
+            Err(nothing) => return Ok(nothing),
+        };
+        let finished = async {
+            match progress {
+                Some(sink) => forward_progress(&reading.turn, sink, self, session.number).await,
+                None => reading.turn.done().await,
+            }
+        };
+        tokio::select! {
+            _ = finished => {}
+            _ = cancel.cancelled() => {
+                session.touch();
+                return Err(ChatError::Cancelled);
+            }
+        }
+        Ok(Self::read(session, reading))
+    }
+
+    /// `chat` on a handle for a client that declared the tasks extension: as [`Sessions::chat`]
+    /// while the turn ends within `[server] task_after_seconds`; past that, the turn becomes a
+    /// task (its record stored first) and the call is answered with it. When the store cannot
+    /// keep the record the call goes on waiting, as a synchronous one.
+    pub async fn chat_or_task(
+        &self,
+        handle: &str,
+        line: &str,
+        progress: Option<&mut dyn ProgressSink>,
+        cancel: &CancellationToken,
+        ask: &TaskAsk,
+    ) -> Result<ChatOutcome, ChatError> {
+        let session = self.find(handle).await?;
+        let _in_flight = self.call_guard();
+        let mut reading = match self.begin(&session, line, cancel).await? {
+            Ok(reading) => reading,
+            Err(nothing) => return Ok(ChatOutcome::Reply(nothing)),
+        };
+        let turn = reading.turn.clone();
+        let finished = async {
+            match progress {
+                Some(sink) => forward_progress(&turn, sink, self, session.number).await,
+                None => turn.done().await,
+            }
+        };
+        tokio::pin!(finished);
+        let grace = tokio::time::sleep(self.task_settings().after);
+        tokio::pin!(grace);
+        let mut waiting_for_grace = true;
+        loop {
+            tokio::select! {
+                biased;
+                _ = &mut finished => break,
+                _ = cancel.cancelled() => {
+                    session.touch();
+                    return Err(ChatError::Cancelled);
+                }
+                _ = &mut grace, if waiting_for_grace => {
+                    waiting_for_grace = false;
+                    if turn.is_done() {
+                        continue;
+                    }
+                    // The call was active until now: the task's lifetime is the handle's whole.
+                    session.touch();
+                    match self
+                        .open_task(&session, &turn, reading.unread.clone(), &ask.client)
+                        .await
+                    {
+                        Ok((cell, record)) => {
+                            reading.state.task = Some(cell);
+                            return Ok(ChatOutcome::Task(record));
+                        }
+                        Err(e) => {
+                            tracing::warn!(session = session.number, error = %e, "the turn stays a synchronous chat call");
+                        }
+                    }
+                }
+            }
+        }
+        Ok(ChatOutcome::Reply(Self::read(&session, reading)))
+    }
+
+    /// Takes the handle's lock and does what the line asks: a new line interrupts the turn in
+    /// flight and opens its own; an empty line reads the pending one. `Ok(Err(reply))` when
+    /// there is nothing to wait for.
+    async fn begin<'a>(
+        &self,
+        session: &'a Session,
+        line: &str,
+        cancel: &CancellationToken,
+    ) -> Result<Result<Reading<'a>, ChatReply>, ChatError> {
         session.touch();
         let mut state = tokio::select! {
             state = session.chat.lock() => state,
@@ -183,10 +320,16 @@ impl Sessions {
         if !line.is_empty() && self.is_draining() {
             return Err(self.draining_error());
         }
+        state.settle_task();
         if !line.is_empty() {
             let replaced = state.pending.take();
+            // A task keeps the turn this line interrupts: it delivers it, so this reply does
+            // not repeat it as unread.
+            let keeper = state.task.take().filter(|cell| cell.supersede());
             let turn = session.bot.say(line).await;
-            if let Some(old) = replaced {
+            if let Some(cell) = &keeper {
+                self.superseded(cell).await;
+            } else if let Some(old) = replaced {
                 let r = old.snapshot();
                 unread = Some(UnreadTurn {
                     reply: r.reply.trim().to_string(),
@@ -195,34 +338,35 @@ impl Sessions {
             }
             session.remember(turn.clone());
             state.pending = Some(turn);
+        } else if let Some(cell) = state.task.take()
+            && !self.hand_over(&cell).await
+        {
+            // A poll collected the turn first: it is gone.
+            state.pending = None;
         }
         let Some(turn) = state.pending.clone() else {
             session.touch();
-            return Ok(ChatReply::empty(unread));
+            return Ok(Err(ChatReply::empty(unread)));
         };
-        let finished = async {
-            match progress {
-                Some(sink) => forward_progress(&turn, sink, self, session.number).await,
-                None => turn.done().await,
-            }
-        };
-        tokio::select! {
-            _ = finished => {}
-            _ = cancel.cancelled() => {
-                session.touch();
-                return Err(ChatError::Cancelled);
-            }
-        }
-        // A read turn is gone.
-        if state
+        Ok(Ok(Reading {
+            state,
+            turn,
+            unread,
+        }))
+    }
+
+    /// The reply of a turn a call waited for: a read turn is gone.
+    fn read(session: &Session, mut reading: Reading<'_>) -> ChatReply {
+        if reading
+            .state
             .pending
             .as_ref()
-            .is_some_and(|p| Arc::ptr_eq(p, &turn))
+            .is_some_and(|p| Arc::ptr_eq(p, &reading.turn))
         {
-            state.pending = None;
+            reading.state.pending = None;
         }
         session.touch();
-        Ok(ChatReply::of(&turn, unread))
+        ChatReply::of(&reading.turn, reading.unread)
     }
 }
 

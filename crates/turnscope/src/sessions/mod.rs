@@ -9,6 +9,8 @@ mod chat;
 mod errors;
 pub mod haproxy;
 pub mod replica;
+pub mod task_store;
+mod tasks;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -20,10 +22,13 @@ use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 pub use chat::{
-    ChatReply, PROGRESS_CHARS, ProgressSink, ToolCallSummary, UnreadTurn, progress_text,
+    ChatOutcome, ChatReply, PROGRESS_CHARS, ProgressSink, TaskAsk, ToolCallSummary, UnreadTurn,
+    progress_text,
 };
 pub use errors::ChatError;
 pub use replica::Replica;
+pub use task_store::{MemoryTaskStore, TaskOutcome, TaskRecord, TaskStatus, TaskStore};
+pub use tasks::{TASKS_PER_SESSION, TaskError, TaskSettings};
 
 use crate::bot::{Bot, BotSession, Turn};
 use crate::observe::{Bus, Event, SessionEvent, SessionOpener, event::now_us};
@@ -38,6 +43,8 @@ pub struct SessionLimits {
     pub handle_seconds: u64,
     /// How often the sweep runs.
     pub(crate) sweep_every: Duration,
+    /// When `chat` calls become MCP tasks.
+    pub tasks: TaskSettings,
 }
 
 impl Default for SessionLimits {
@@ -46,6 +53,7 @@ impl Default for SessionLimits {
             cap: 32,
             handle_seconds: 300,
             sweep_every: Duration::from_secs(30),
+            tasks: TaskSettings::default(),
         }
     }
 }
@@ -153,6 +161,10 @@ struct Inner {
     replica: Replica,
     /// Set by [`Sessions::drain`]: no new session, no new line.
     draining: AtomicBool,
+    /// The live tasks (`chat` calls answered with a task), by id.
+    tasks: tasks::TaskTable,
+    /// Where task records are kept.
+    task_store: Arc<dyn TaskStore>,
 }
 
 impl Sessions {
@@ -163,6 +175,24 @@ impl Sessions {
 
     /// A table for sessions of `bot` on replica `replica` (its handles end in its tag).
     pub fn for_replica(bot: Bot, bus: Bus, limits: SessionLimits, replica: Replica) -> Self {
+        Self::with_task_store(
+            bot,
+            bus,
+            limits,
+            replica,
+            Arc::new(MemoryTaskStore::default()),
+        )
+    }
+
+    /// [`Sessions::for_replica`] keeping task records in `task_store` (shared by replicas
+    /// when the store is).
+    pub fn with_task_store(
+        bot: Bot,
+        bus: Bus,
+        limits: SessionLimits,
+        replica: Replica,
+        task_store: Arc<dyn TaskStore>,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 bot,
@@ -174,6 +204,8 @@ impl Sessions {
                 calls_in_flight: AtomicUsize::new(0),
                 replica,
                 draining: AtomicBool::new(false),
+                tasks: tasks::TaskTable::default(),
+                task_store,
             }),
         }
     }
@@ -379,6 +411,7 @@ impl Sessions {
         };
         if removed {
             session.bot.end().await;
+            self.forget_tasks(session.number).await;
             self.inner.bus.publish_with(|| {
                 Event::Session(SessionEvent {
                     session: session.number,
@@ -459,9 +492,11 @@ impl Sessions {
         }
     }
 
-    /// Whether no `chat` call is in progress and no session has a turn running.
+    /// Whether no `chat` call is in progress, no session has a turn running, and no task's
+    /// client still waits for its result.
     fn quiet(&self) -> bool {
         self.inner.calls_in_flight.load(Ordering::Acquire) == 0
+            && !self.tasks_awaited()
             && self
                 .table()
                 .values()
