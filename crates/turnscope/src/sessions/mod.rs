@@ -411,7 +411,7 @@ impl Sessions {
         };
         if removed {
             session.bot.end().await;
-            self.forget_tasks(session.number).await;
+            self.close_tasks(session).await;
             self.inner.bus.publish_with(|| {
                 Event::Session(SessionEvent {
                     session: session.number,
@@ -444,6 +444,7 @@ impl Sessions {
         for (s, reason) in &doomed {
             self.close(s, reason).await;
         }
+        self.sweep_tasks().await;
         doomed.len()
     }
 

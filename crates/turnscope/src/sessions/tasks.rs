@@ -13,6 +13,10 @@
 //!   so far and the note a model reads), and the new line's reply does not repeat it as unread.
 //! - `tasks/cancel` interrupts the turn and the task is `cancelled`; the turn stays unread,
 //!   so an empty line still reads what the bot said.
+//! - Its conversation closes (the bot's `end_session`, a close from the console): a task whose
+//!   result is not collected yet stays readable until the handle's lifetime would have run
+//!   out, so a goodbye is not lost; then it goes (an idle conversation's at once: its client
+//!   stopped polling a lifetime ago).
 //!
 //! Task ids are bearer secrets shaped as handles are (UUIDv4, 106 random bits, the replica's
 //! tag in the last 4 hex digits, so a balancer routes `tasks/*` by the `Mcp-Name` header); only
@@ -25,7 +29,7 @@
 //! from. rmcp's wire types, capability gate and error codes are used as they are (`server`).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -119,6 +123,8 @@ pub struct TaskCell {
     poll_ms: u64,
     stage: Mutex<Stage>,
     polls: AtomicU32,
+    /// Once its session closed: until when it stays (ms since the epoch); 0 while it is open.
+    kept_until_ms: AtomicU64,
 }
 
 fn now_ms() -> u64 {
@@ -343,18 +349,57 @@ impl TaskTable {
         bool::from(found.id.as_bytes().ct_eq(uuid.as_bytes())).then_some(found)
     }
 
-    fn forget_session(&self, session: u64) -> Vec<Arc<TaskCell>> {
+    /// A session closed: its tasks whose result a client still waits for stay until
+    /// `until_ms`; the others are removed and returned.
+    fn close_session(&self, session: u64, until_ms: u64) -> Vec<Arc<TaskCell>> {
         let mut inner = self.lock();
-        let list = inner.by_session.remove(&session).unwrap_or_default();
-        for cell in &list {
+        let Some(list) = inner.by_session.get_mut(&session) else {
+            return Vec::new();
+        };
+        let (kept, gone): (VecDeque<_>, VecDeque<_>) =
+            std::mem::take(list).into_iter().partition(|c| c.awaited());
+        for cell in &kept {
+            cell.kept_until_ms.store(until_ms.max(1), Ordering::Relaxed);
+        }
+        if kept.is_empty() {
+            inner.by_session.remove(&session);
+        } else {
+            inner.by_session.insert(session, kept);
+        }
+        for cell in &gone {
             inner.by_index.remove(&index_of(&cell.id));
         }
-        list.into()
+        gone.into()
+    }
+
+    /// Removes and returns the tasks of closed sessions kept past `now_ms`.
+    fn expired(&self, now_ms: u64) -> Vec<Arc<TaskCell>> {
+        let mut inner = self.lock();
+        let mut gone = Vec::new();
+        inner.by_session.retain(|_, list| {
+            list.retain(|c| {
+                let until = c.kept_until_ms.load(Ordering::Relaxed);
+                let keep = until == 0 || until >= now_ms;
+                if !keep {
+                    gone.push(c.clone());
+                }
+                keep
+            });
+            !list.is_empty()
+        });
+        for cell in &gone {
+            inner.by_index.remove(&index_of(&cell.id));
+        }
+        gone
     }
 
     fn any_awaited(&self) -> bool {
         self.lock().by_index.values().any(|c| c.awaited())
     }
+}
+
+fn idle_ms(session: &Session) -> u64 {
+    session.idle().as_millis().min(u128::from(u64::MAX)) as u64
 }
 
 impl Sessions {
@@ -372,10 +417,12 @@ impl Sessions {
     /// A task's lifetime from its creation: the time since, plus what is left of its
     /// session's (polls and calls extend it); 0 left once the session is gone.
     fn ttl_ms(&self, cell: &TaskCell, session: Option<&Session>) -> u64 {
+        let kept_until = cell.kept_until_ms.load(Ordering::Relaxed);
+        if kept_until != 0 {
+            return kept_until.saturating_sub(cell.created_ms);
+        }
         let lifetime = self.limits().handle_seconds.saturating_mul(1000);
-        let left = session.map_or(0, |s| {
-            lifetime.saturating_sub(s.idle().as_millis().min(u128::from(u64::MAX)) as u64)
-        });
+        let left = session.map_or(0, |s| lifetime.saturating_sub(idle_ms(s)));
         now_ms().saturating_sub(cell.created_ms) + left
     }
 
@@ -408,6 +455,7 @@ impl Sessions {
             poll_ms: settings.poll.as_millis().max(1) as u64,
             stage: Mutex::new(Stage::Working),
             polls: AtomicU32::new(0),
+            kept_until_ms: AtomicU64::new(0),
         });
         let record = cell.record(self.ttl_ms(&cell, Some(session)));
         // Durable creation: the record is where any replica sharing the store finds it
@@ -497,9 +545,29 @@ impl Sessions {
         self.publish_task(cell, TaskChange::Removed, &record);
     }
 
-    /// Forgets the tasks of a closing session (and their records).
-    pub(super) async fn forget_tasks(&self, session: u64) {
-        for cell in self.inner.tasks.forget_session(session) {
+    /// A session closed (its turn ended): its tasks whose result is not collected stay until
+    /// the handle's lifetime would have run out; the others go now, with their records.
+    pub(super) async fn close_tasks(&self, session: &Session) {
+        let lifetime = self.limits().handle_seconds.saturating_mul(1000);
+        let until = now_ms() + lifetime.saturating_sub(idle_ms(session));
+        let cells = self
+            .inner
+            .tasks
+            .lock()
+            .by_session
+            .get(&session.number)
+            .cloned();
+        for cell in cells.unwrap_or_default() {
+            self.settle(&cell).await;
+        }
+        for cell in self.inner.tasks.close_session(session.number, until) {
+            self.remove_task(&cell).await;
+        }
+    }
+
+    /// Removes the tasks of closed sessions whose time ran out (the sweep's).
+    pub(super) async fn sweep_tasks(&self) {
+        for cell in self.inner.tasks.expired(now_ms()) {
             self.remove_task(&cell).await;
         }
     }
@@ -518,6 +586,13 @@ impl Sessions {
         let Some(cell) = self.inner.tasks.find(id) else {
             return self.stored_task(id).await;
         };
+        let kept_until = cell.kept_until_ms.load(Ordering::Relaxed);
+        if kept_until != 0 && kept_until < now_ms() {
+            self.sweep_tasks().await;
+            return Err(TaskError::Unknown {
+                handle_seconds: self.limits().handle_seconds,
+            });
+        }
         let session = self.session_of(&cell);
         if let Some(s) = &session {
             s.touch();
@@ -683,10 +758,74 @@ mod tests {
             panic!("{ended:?}");
         };
         assert!(reply.reply.starts_with("You said: hello"));
-        // Its conversation ends: the record goes with it, on every replica.
+        // Collected on its own replica, then its conversation ends: the record goes with it,
+        // on every replica.
+        a.poll_task(&created.id).await.unwrap();
         a.close(&session, "test").await;
         assert!(b.poll_task(&created.id).await.is_err());
         assert!(a.poll_task(&created.id).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_result_not_collected_outlives_its_conversation_for_the_handles_lifetime() {
+        let model = EmbeddedModel::start(
+            0,
+            ScriptSettings {
+                pace: 0.01,
+                words: Some(10),
+            },
+        )
+        .await
+        .unwrap();
+        let store = Arc::new(MemoryTaskStore::default());
+        let bot = Bot::builder(ModelClient::new(ModelConfig::new(model.base_url(), "m"))).build();
+        let limits = SessionLimits {
+            handle_seconds: 1,
+            tasks: TaskSettings {
+                after: Duration::ZERO,
+                ..TaskSettings::default()
+            },
+            ..SessionLimits::default()
+        };
+        let s = Sessions::with_task_store(
+            bot,
+            Bus::default(),
+            limits,
+            crate::sessions::Replica::new("a"),
+            store.clone(),
+        );
+        let session = s.open(SessionOpener::Api).unwrap();
+        let ChatOutcome::Task(created) = s
+            .chat_or_task(
+                &session.handle(),
+                "goodbye",
+                None,
+                &CancellationToken::new(),
+                &ask(),
+            )
+            .await
+            .unwrap()
+        else {
+            panic!("a task");
+        };
+        // The conversation closes before anyone polled (a bot's end_session does that).
+        session.turns().pop().unwrap().done().await;
+        s.close(&session, "ended by the bot").await;
+        let kept = s.poll_task(&created.id).await.unwrap();
+        assert_eq!(kept.status, TaskStatus::Completed);
+        assert!(kept.ttl_ms <= 1_000 + (kept.updated_ms - kept.created_ms));
+        let Some(TaskOutcome::Reply(reply)) = &kept.outcome else {
+            panic!("{kept:?}");
+        };
+        assert!(
+            reply.reply.starts_with("You said: goodbye"),
+            "the goodbye is not lost"
+        );
+        // Once the handle's lifetime would have run out, it goes, record and all.
+        tokio::time::sleep(Duration::from_millis(1_100)).await;
+        s.sweep().await;
+        assert!(s.poll_task(&created.id).await.is_err());
+        assert!(store.is_empty());
     }
 
     #[tokio::test]
