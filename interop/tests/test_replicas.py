@@ -17,8 +17,8 @@ from mcp import Client
 from test_claude_code import SEARCH, START, ClaudeCode, chat  # also puts interop/servers on the path
 from anthropic_stub import AnthropicStub  # noqa: E402 - after the line above
 from replicas import (
-    CLEAR, Balancer, Chatter, RawChatter, RawHttpError, RawMcp, Replica, handle_of, no_cookie_client, raw_record,
-    raw_text, record_of, text_of,
+    CLEAR, Balancer, Chatter, RawChatter, RawHttpError, RawMcp, Replica, TaskChatter, handle_of, no_cookie_client,
+    raw_record, raw_text, record_of, text_of,
 )
 
 pytestmark = pytest.mark.anyio
@@ -26,6 +26,9 @@ pytestmark = pytest.mark.anyio
 # Fast turns: 6 words, 2 ms apart.
 CONFIG = "[model]\npace = 0.002\nwords = 6\n"
 SLOW = "[model]\npace = 0.2\nwords = 6\n"
+# Every chat of a client declaring the tasks extension a task at once, polled every 100 ms;
+# turns of 10 words 100 ms apart (a second, several polls each).
+TASKS = "[server]\ntask_after_seconds = 0\ntask_poll_seconds = 0.1\n[model]\npace = 0.1\nwords = 10\n"
 
 
 @pytest.fixture
@@ -152,6 +155,15 @@ async def test_a_line_longer_than_the_balancers_buffer_reaches_its_replica_or_is
         # A short line in that order is read whole and routed.
         reply = await client.call("chat", {"line": "short", "handle": handle})
         assert not reply.get("isError"), raw_text(reply)
+        # A client mirroring the handle in Mcp-Param-Handle (chat's x-mcp-header; Claude Code
+        # and the Python SDK do) is routed by the header, whatever the order.
+        mirroring = RawMcp(balancer.url, web, "long-mirroring", mirror=True)
+        for _ in range(3):
+            start = await mirroring.call("start", {})
+            handle = raw_record(start, "turnscope/start")["handle"]
+            reply = await mirroring.call("chat", {"line": long_line, "handle": handle})
+            assert not reply.get("isError"), raw_text(reply)[:300]
+            assert raw_record(reply, "turnscope/turn")["end_reason"] == "completed"
 
 
 async def test_a_killed_replica_gives_its_clients_clear_errors_and_no_one_else_any(cluster):
@@ -287,3 +299,53 @@ async def test_claude_code_through_haproxy_every_line_reaches_its_replica(cluste
         claude.close()
         stub.stop()
         unrouted.stop()
+
+
+@pytest.fixture
+def task_cluster(request):
+    """Three replicas making every chat of a tasks-declaring client a task, and HAProxy; a test
+    marked `no_task_routing` gets the recipe without its Mcp-Name line (the control)."""
+    route = request.node.get_closest_marker("no_task_routing") is None
+    replicas = []
+    balancer = None
+    try:
+        for i in (1, 2, 3):
+            replicas.append(Replica(f"r{i}", TASKS, drain_seconds=10))
+        balancer = Balancer(replicas, route_tasks=route)
+        yield replicas, balancer
+    finally:
+        if balancer:
+            balancer.stop()
+        for r in replicas:
+            r.stop()
+
+
+async def test_tasks_are_polled_on_their_replica_routed_by_mcp_name(task_cluster):
+    # 30 clients × 3 lines, each line a task polled through HAProxy until it completes: every
+    # poll reaches the replica holding the task, whose id ends in its tag (as the handle does).
+    replicas, balancer = task_cluster
+    chatters = [TaskChatter(balancer.url, n, 3) for n in range(30)]
+    with anyio.fail_after(90):
+        async with anyio.create_task_group() as tg:
+            for c in chatters:
+                tg.start_soon(c.run)
+    assert [c.wrong for c in chatters if c.wrong] == []
+    assert [c.refused for c in chatters if c.refused] == []
+    assert [c.misplaced for c in chatters if c.misplaced] == []
+    assert sum(c.completed for c in chatters) == 90
+    assert sum(c.working for c in chatters) >= 90, "tasks were polled while their turns ran"
+
+
+@pytest.mark.no_task_routing
+async def test_without_the_mcp_name_line_polls_land_elsewhere_and_are_refused(task_cluster):
+    # The control: the same clients through the recipe without its Mcp-Name line. Polls are
+    # balanced round robin, so most reach a replica that never saw the task: -32602.
+    replicas, balancer = task_cluster
+    chatters = [TaskChatter(balancer.url, n, 1) for n in range(12)]
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            for c in chatters:
+                tg.start_soon(c.run)
+    refused = [e for c in chatters for e in c.refused]
+    assert len(refused) >= 4, f"{len(refused)} of 12 refused"
+    assert all(e["code"] == -32602 and "no task has this id" in e["message"] for e in refused), refused
