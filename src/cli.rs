@@ -146,6 +146,13 @@ pub enum Command {
         #[command(subcommand)]
         kind: BridgeCommand,
     },
+    /// The config file: print an annotated example (`turnscope config example >
+    /// turnscope.toml`); every key is in docs/config.md.
+    Config {
+        /// What to do.
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
     /// Helpers for running replicas behind a load balancer.
     Replicas {
         /// What to print.
@@ -176,6 +183,13 @@ pub enum ModelAction {
         #[arg(long)]
         words: Option<usize>,
     },
+}
+
+/// `turnscope config ...`
+#[derive(Debug, Subcommand)]
+pub enum ConfigAction {
+    /// Print an annotated example config to stdout.
+    Example,
 }
 
 /// `turnscope replicas ...`

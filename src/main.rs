@@ -3,13 +3,17 @@
 
 mod bench;
 mod cli;
+#[cfg(test)]
+mod cli_reference;
 mod test_run;
 
 use std::time::Instant;
 
 use anyhow::Context as _;
 use clap::Parser;
-use cli::{BridgeCommand, Cli, Command, DevAction, ModelAction, ReplicasAction, ServeArgs};
+use cli::{
+    BridgeCommand, Cli, Command, ConfigAction, DevAction, ModelAction, ReplicasAction, ServeArgs,
+};
 use tokio_util::sync::CancellationToken;
 use turnscope::app::App;
 use turnscope::bridge::openai::standalone::StandaloneOptions;
@@ -20,6 +24,10 @@ use turnscope::model::{EmbeddedModel, ScriptSettings};
 use turnscope::observe::Bus;
 use turnscope::observe::recorder::Recording;
 use turnscope_console::Theme;
+
+/// `turnscope config example`: the annotated example config of the repository, built in so an
+/// installed binary has it.
+const EXAMPLE_CONFIG: &str = include_str!("../examples/turnscope.toml");
 
 /// mimalloc instead of the system allocator: the request and token paths allocate many small,
 /// short-lived objects, where glibc's malloc showed up as the largest cost in profiles.
@@ -101,6 +109,12 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
         }) => {
             init_logging_at("warn,turnscope=info");
             bridge_openai(args.into(), cli.serve.events.as_deref()).await
+        }
+        Some(Command::Config {
+            action: ConfigAction::Example,
+        }) => {
+            print!("{EXAMPLE_CONFIG}");
+            Ok(())
         }
         Some(Command::Replicas {
             action: ReplicasAction::Haproxy { replicas },

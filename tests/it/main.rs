@@ -7,9 +7,11 @@ mod support;
 
 mod bot_runtime;
 mod client_naming;
+mod config_reference;
 mod console;
 mod conversation_tests;
 mod custom_bot;
+mod docs_links;
 mod end_session;
 mod faults_leaks;
 mod faults_mcp_client;
