@@ -68,7 +68,7 @@ fn answered(x: &McpExchange) -> String {
     }
     match x.method.as_deref() {
         Some("tasks/get") => m["result"]["status"].as_str().unwrap_or("?").to_string(),
-        Some(other) => format!("{other} answered"),
+        Some(_) => "acknowledged".into(),
         None => "?".into(),
     }
 }
@@ -113,7 +113,7 @@ pub fn lines(c: &Console, task: &str, polls: &[&McpExchange], w: usize) -> Vec<L
             out.push(Line::styled(
                 truncate(
                     &format!(
-                        "  ↻ task {task} · {} {} · {} · {}",
+                        "  ↻ task {task} · {} {} {status} · {} · {}",
                         c.state.clock(x.at_us),
                         x.method.as_deref().unwrap_or("?"),
                         x.status,

@@ -236,11 +236,9 @@ fn task_rows(
         }
     }
     let figures = match (task.ended, task.collected) {
-        (Some(ended), Some(collected)) => format!(
-            "{} · collected +{}",
-            task.status,
-            micros(collected.saturating_sub(ended))
-        ),
+        (Some(ended), Some(collected)) => {
+            format!("collected +{}", micros(collected.saturating_sub(ended)))
+        }
         (Some(_), None) if task.status == "completed" => "completed · not collected".into(),
         _ => task.status.clone(),
     };
