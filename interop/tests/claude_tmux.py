@@ -17,6 +17,7 @@ Demo (the console, the stub and Claude Code side by side, all on free ports):
 import json
 import os
 import pathlib
+import shlex
 import shutil
 import socket
 import subprocess
@@ -35,6 +36,25 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def claude_env(home: pathlib.Path, stub_url: str, extra=None) -> dict:
+    """The whole environment Claude Code runs in here: its own HOME and config folder, its model
+    at `stub_url` with a stub key, nothing sent anywhere else; then `extra`."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "CLAUDE_CONFIG_DIR": str(home / ".claude"),
+        "ANTHROPIC_BASE_URL": stub_url,
+        "ANTHROPIC_API_KEY": KEY,
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
+    env.update(extra or {})
+    return env
 
 
 def tmux(*args, check=True) -> str:
@@ -61,20 +81,7 @@ class InteractiveClaude:
         (self.home / ".claude" / "settings.json").write_text(
             json.dumps({"permissions": {"defaultMode": "default", "allow": ALLOWED}})
         )
-        self.env = {
-            "PATH": "/usr/bin:/bin",
-            "TERM": "xterm-256color",
-            "HOME": str(self.home),
-            "CLAUDE_CONFIG_DIR": str(self.home / ".claude"),
-            "ANTHROPIC_BASE_URL": stub_url,
-            "ANTHROPIC_API_KEY": KEY,
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_TELEMETRY": "1",
-            "DISABLE_AUTOUPDATER": "1",
-            "DISABLE_ERROR_REPORTING": "1",
-            "NO_PROXY": "127.0.0.1,localhost",
-        }
-        self.env.update(extra_env or {})
+        self.env = claude_env(self.home, stub_url, {"TERM": "xterm-256color", **(extra_env or {})})
         added = subprocess.run(
             [str(CLAUDE), "mcp", "add", "--transport", "http", "turnscope", mcp_url],
             env=self.env, cwd=self.work, capture_output=True, text=True, timeout=60,
@@ -85,7 +92,9 @@ class InteractiveClaude:
         self.session = session
         self.target = f"{session}:{window}"
         command = " ".join(
-            ["cd", str(self.work), "&&", "env", "-i", *(f"{k}={v}" for k, v in self.env.items()), str(CLAUDE)]
+            ["cd", shlex.quote(str(self.work)), "&&", "env", "-i"]
+            + [shlex.quote(f"{k}={v}") for k, v in self.env.items()]
+            + [shlex.quote(str(CLAUDE))]
         )
         if subprocess.run(["tmux", "has-session", "-t", session], capture_output=True).returncode == 0:
             tmux("new-window", "-t", session, "-n", window, command)
