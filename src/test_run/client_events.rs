@@ -33,6 +33,7 @@ impl ClientEvents {
             opener: SessionOpener::Mcp(OPENER.into()),
             closed: None,
             at_us: now_us(),
+            restored: false,
         }));
         session
     }
@@ -45,6 +46,7 @@ impl ClientEvents {
             opener: SessionOpener::Mcp(OPENER.into()),
             closed: Some(why.into()),
             at_us: now_us(),
+            restored: false,
         }));
     }
 

@@ -172,6 +172,7 @@ mod tests {
             unread: None,
             usage: None,
             finish_reason: None,
+            line: None,
         };
         let done = record(
             TaskStatus::Completed,

@@ -1,7 +1,7 @@
 //! The `chat` semantics: one lock per handle, a new line interrupts the turn in flight, an
 //! empty line reads it, a read turn is gone, a cancelled caller leaves the turn running, and
 //! one progress notification per reply piece (the reply so far, its last 200 characters)
-//! that never makes the bot wait.
+//! that never makes the bot wait. What each step writes to the store is `persist`'s.
 
 use std::sync::Arc;
 
@@ -9,39 +9,52 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use super::persist::Stored;
 use super::task_store::TaskRecord;
 use super::tasks::{Hold, TaskCell};
 use super::{ChatError, Session, Sessions};
 use crate::bot::{Turn, TurnEnd};
 use crate::observe::{Event, TokenUsage, event::now_us};
+use crate::store::{InFlight, now_ms};
 
 /// When a caller lags this many pieces behind, the backlog goes out as one notification.
 const COALESCE_AT: usize = 16;
 
 /// Per-handle state guarded by the handle's lock.
-#[derive(Default)]
 pub(crate) struct ChatState {
     /// The latest turn no call has read yet (in flight or done).
-    pending: Option<Arc<Turn>>,
+    pub(crate) pending: Option<Arc<Turn>>,
+    /// What the store holds of the session (`None`: nothing is stored).
+    pub(crate) stored: Option<Stored>,
     /// The task reading `pending`, when a `chat` call became one (see `tasks`).
     task: Option<Arc<TaskCell>>,
 }
 
 impl ChatState {
+    pub(crate) fn new(stored: Option<Stored>) -> Self {
+        Self {
+            pending: None,
+            stored,
+            task: None,
+        }
+    }
+
     /// Lets go of a task that no longer holds the pending turn: one a poll collected (the
-    /// turn is gone with it), handed over or cancelled (the turn is the session's again).
-    fn settle_task(&mut self) {
-        let Some(cell) = &self.task else {
-            return;
-        };
+    /// turn is gone with it, returned so its being read is stored), handed over or cancelled
+    /// (the turn is the session's again).
+    pub(crate) fn settle_task(&mut self) -> Option<Arc<Turn>> {
+        let cell = self.task.as_ref()?;
         let same = self.pending.as_ref().is_some_and(|p| cell.reads(p));
         match cell.hold() {
-            Hold::Keeps if same => {}
+            Hold::Keeps if same => None,
             Hold::Collected if same => {
-                self.pending = None;
                 self.task = None;
+                self.pending.take()
             }
-            _ => self.task = None,
+            _ => {
+                self.task = None;
+                None
+            }
         }
     }
 }
@@ -100,6 +113,9 @@ pub struct UnreadTurn {
     pub reply: String,
     /// Why it ended.
     pub end_reason: String,
+    /// Its line, given when the reply cannot say it (a turn lost to a restart).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<String>,
 }
 
 /// What a `chat` call returns.
@@ -130,6 +146,15 @@ pub struct ChatReply {
     /// The finish reason of the turn's last model response (`stop`, `length`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
+    /// The turn's line, given when the reply cannot say it: a turn turnscope lost to a
+    /// restart (`restarted`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<String>,
+}
+
+/// The line of a turn lost to a restart (what the caller must send again).
+fn lost_line(r: &crate::bot::TurnRecord) -> Option<String> {
+    matches!(r.end, Some(TurnEnd::Restarted)).then(|| r.line.clone())
 }
 
 impl ChatReply {
@@ -146,6 +171,7 @@ impl ChatReply {
             unread,
             usage: None,
             finish_reason: None,
+            line: None,
         }
     }
 
@@ -177,6 +203,7 @@ impl ChatReply {
             unread,
             usage: r.usage,
             finish_reason: r.finish_reason.clone(),
+            line: lost_line(&r),
         }
     }
 
@@ -187,24 +214,35 @@ impl ChatReply {
 }
 
 impl Sessions {
-    /// `chat` on a handle as a caller typed it.
+    /// `chat` on a handle as a caller typed it. A session the store holds but this process
+    /// has not opened (it restarted) is reopened first.
     pub async fn chat(
         &self,
         handle: &str,
         line: &str,
-        progress: Option<&mut dyn ProgressSink>,
+        mut progress: Option<&mut dyn ProgressSink>,
         cancel: &CancellationToken,
     ) -> Result<ChatReply, ChatError> {
         let session = self.find(handle).await?;
-        self.chat_on(&session, line, progress, cancel).await
+        match self
+            .chat_on(&session, line, progress.as_deref_mut(), cancel)
+            .await
+        {
+            // It changed elsewhere since it was loaded: load it again, once.
+            Err(ChatError::Stale) => {
+                let session = self.find(handle).await?;
+                self.chat_on(&session, line, progress, cancel).await
+            }
+            other => other,
+        }
     }
 
     /// `chat` on a session already found (the console's path).
     pub async fn chat_on(
         &self,
-        session: &Session,
+        session: &Arc<Session>,
         line: &str,
-        progress: Option<&mut dyn ProgressSink>,
+        progress: Option<&mut (dyn ProgressSink + '_)>,
         cancel: &CancellationToken,
     ) -> Result<ChatReply, ChatError> {
         let _in_flight = self.call_guard();
@@ -212,20 +250,23 @@ impl Sessions {
             Ok(reading) => reading,
             Err(nothing) => return Ok(nothing),
         };
+        let turn = reading.turn.clone();
         let finished = async {
             match progress {
-                Some(sink) => forward_progress(&reading.turn, sink, self, session.number).await,
-                None => reading.turn.done().await,
+                Some(sink) => forward_progress(&turn, sink, self, session.number).await,
+                None => turn.done().await,
             }
         };
         tokio::select! {
             _ = finished => {}
             _ = cancel.cancelled() => {
+                drop(reading);
                 session.touch();
+                self.record_when_done(session.clone(), turn.clone());
                 return Err(ChatError::Cancelled);
             }
         }
-        Ok(Self::read(session, reading))
+        Ok(self.read(session, reading).await)
     }
 
     /// `chat` on a handle for a client that declared the tasks extension: as [`Sessions::chat`]
@@ -236,13 +277,35 @@ impl Sessions {
         &self,
         handle: &str,
         line: &str,
-        progress: Option<&mut dyn ProgressSink>,
+        mut progress: Option<&mut dyn ProgressSink>,
         cancel: &CancellationToken,
         ask: &TaskAsk,
     ) -> Result<ChatOutcome, ChatError> {
         let session = self.find(handle).await?;
+        match self
+            .chat_or_task_on(&session, line, progress.as_deref_mut(), cancel, ask)
+            .await
+        {
+            // It changed elsewhere since it was loaded: load it again, once.
+            Err(ChatError::Stale) => {
+                let session = self.find(handle).await?;
+                self.chat_or_task_on(&session, line, progress, cancel, ask)
+                    .await
+            }
+            other => other,
+        }
+    }
+
+    async fn chat_or_task_on(
+        &self,
+        session: &Arc<Session>,
+        line: &str,
+        progress: Option<&mut (dyn ProgressSink + '_)>,
+        cancel: &CancellationToken,
+        ask: &TaskAsk,
+    ) -> Result<ChatOutcome, ChatError> {
         let _in_flight = self.call_guard();
-        let mut reading = match self.begin(&session, line, cancel).await? {
+        let mut reading = match self.begin(session, line, cancel).await? {
             Ok(reading) => reading,
             Err(nothing) => return Ok(ChatOutcome::Reply(nothing)),
         };
@@ -262,7 +325,9 @@ impl Sessions {
                 biased;
                 _ = &mut finished => break,
                 _ = cancel.cancelled() => {
+                    drop(reading);
                     session.touch();
+                    self.record_when_done(session.clone(), turn.clone());
                     return Err(ChatError::Cancelled);
                 }
                 _ = &mut grace, if waiting_for_grace => {
@@ -273,11 +338,14 @@ impl Sessions {
                     // The call was active until now: the task's lifetime is the handle's whole.
                     session.touch();
                     match self
-                        .open_task(&session, &turn, reading.unread.clone(), &ask.client)
+                        .open_task(session, &turn, reading.unread.clone(), &ask.client)
                         .await
                     {
                         Ok((cell, record)) => {
                             reading.state.task = Some(cell);
+                            drop(reading);
+                            // Stored as unread once it ends, until a poll or a call reads it.
+                            self.record_when_done(session.clone(), turn.clone());
                             return Ok(ChatOutcome::Task(record));
                         }
                         Err(e) => {
@@ -287,15 +355,15 @@ impl Sessions {
                 }
             }
         }
-        Ok(ChatOutcome::Reply(Self::read(&session, reading)))
+        Ok(ChatOutcome::Reply(self.read(session, reading).await))
     }
 
     /// Takes the handle's lock and does what the line asks: a new line interrupts the turn in
-    /// flight and opens its own; an empty line reads the pending one. `Ok(Err(reply))` when
-    /// there is nothing to wait for.
+    /// flight and opens its own (its mark stored first); an empty line reads the pending one.
+    /// `Ok(Err(reply))` when there is nothing to wait for.
     async fn begin<'a>(
         &self,
-        session: &'a Session,
+        session: &'a Arc<Session>,
         line: &str,
         cancel: &CancellationToken,
     ) -> Result<Result<Reading<'a>, ChatReply>, ChatError> {
@@ -308,41 +376,79 @@ impl Sessions {
         if session.bot.is_finished() {
             drop(state);
             self.close(session, "bot stopped").await;
-            return Err(if self.is_draining() {
-                self.draining_error()
-            } else {
-                ChatError::NoSession {
-                    handle_seconds: self.limits().handle_seconds,
-                }
-            });
+            return Err(self.unknown());
         }
         let mut unread = None;
         if !line.is_empty() && self.is_draining() {
             return Err(self.draining_error());
         }
-        state.settle_task();
+        if let Some(collected) = state.settle_task()
+            && let Err(conflict) = self.record_read(session, &mut state, &collected).await
+        {
+            drop(state);
+            self.conflicted(session, conflict).await;
+            return Err(ChatError::Stale);
+        }
         if !line.is_empty() {
             let replaced = state.pending.take();
             // A task keeps the turn this line interrupts: it delivers it, so this reply does
-            // not repeat it as unread.
+            // not repeat it as unread (and the store does not keep it as unread).
             let keeper = state.task.take().filter(|cell| cell.supersede());
-            let turn = session.bot.say(line).await;
+            if replaced.is_some() {
+                // The turn no call waits for ends first, so its record goes in the same
+                // write as this line's mark.
+                session.bot.interrupt().await;
+                session.bot.settle().await;
+            }
             if let Some(cell) = &keeper {
                 self.superseded(cell).await;
-            } else if let Some(old) = replaced {
+            } else if let Some(old) = &replaced {
                 let r = old.snapshot();
                 unread = Some(UnreadTurn {
                     reply: r.reply.trim().to_string(),
-                    end_reason: r.end.map(|e| e.label().to_string()).unwrap_or_default(),
+                    end_reason: r
+                        .end
+                        .as_ref()
+                        .map(|e| e.label().to_string())
+                        .unwrap_or_default(),
+                    line: lost_line(&r),
                 });
             }
+            // The mark: durable before the turn runs, so a crash leaves it to be reported.
+            let mark = self.inner.storage.durable().then(|| InFlight {
+                turn: session.bot.next_turn_id(),
+                line: line.to_string(),
+                started_ms: now_ms(),
+            });
+            let unread_id = replaced.as_ref().filter(|_| keeper.is_none()).map(|t| t.id);
+            if let Err(conflict) = self
+                .record(
+                    session,
+                    &mut state.stored,
+                    replaced.as_slice(),
+                    mark,
+                    unread_id,
+                )
+                .await
+            {
+                drop(state);
+                self.conflicted(session, conflict).await;
+                return Err(ChatError::Stale);
+            }
+            let turn = session.bot.say(line).await;
             session.remember(turn.clone());
             state.pending = Some(turn);
         } else if let Some(cell) = state.task.take()
             && !self.hand_over(&cell).await
         {
             // A poll collected the turn first: it is gone.
-            state.pending = None;
+            if let Some(collected) = state.pending.take()
+                && let Err(conflict) = self.record_read(session, &mut state, &collected).await
+            {
+                drop(state);
+                self.conflicted(session, conflict).await;
+                return Err(ChatError::Stale);
+            }
         }
         let Some(turn) = state.pending.clone() else {
             session.touch();
@@ -355,8 +461,9 @@ impl Sessions {
         }))
     }
 
-    /// The reply of a turn a call waited for: a read turn is gone.
-    fn read(session: &Session, mut reading: Reading<'_>) -> ChatReply {
+    /// The reply of a turn a call waited for: a read turn is gone, and its record and
+    /// history are stored before its reply is returned.
+    async fn read(&self, session: &Arc<Session>, mut reading: Reading<'_>) -> ChatReply {
         if reading
             .state
             .pending
@@ -365,8 +472,55 @@ impl Sessions {
         {
             reading.state.pending = None;
         }
+        let written = self
+            .record_read(session, &mut reading.state, &reading.turn)
+            .await;
+        let Reading {
+            state,
+            turn,
+            unread,
+        } = reading;
+        drop(state);
+        if let Err(conflict) = written {
+            self.conflicted(session, conflict).await;
+        }
         session.touch();
-        ChatReply::of(&reading.turn, reading.unread)
+        ChatReply::of(&turn, unread)
+    }
+
+    /// Stores `turn` as read (its record and history, no unread turn).
+    async fn record_read(
+        &self,
+        session: &Session,
+        state: &mut ChatState,
+        turn: &Arc<Turn>,
+    ) -> Result<(), super::persist::Conflict> {
+        if state.stored.is_some() {
+            session.bot.settle().await;
+        }
+        self.record(
+            session,
+            &mut state.stored,
+            std::slice::from_ref(turn),
+            None,
+            None,
+        )
+        .await
+    }
+
+    /// A poll collected a task's turn: stores that it was read, unless a call did first.
+    pub(in crate::sessions) fn record_collected(&self, session: Arc<Session>) {
+        let sessions = self.clone();
+        tokio::spawn(async move {
+            let mut state = session.chat.lock().await;
+            let Some(collected) = state.settle_task() else {
+                return;
+            };
+            if let Err(conflict) = sessions.record_read(&session, &mut state, &collected).await {
+                drop(state);
+                sessions.conflicted(&session, conflict).await;
+            }
+        });
     }
 }
 
@@ -488,7 +642,7 @@ mod tests {
         .unwrap();
         let bot = Bot::builder(ModelClient::new(ModelConfig::new(model.base_url(), "m"))).build();
         let sessions = Sessions::new(bot, Bus::default(), SessionLimits::default());
-        let session = sessions.open(SessionOpener::Api).unwrap();
+        let session = sessions.open(SessionOpener::Api).await.unwrap();
         let mut caller = SlowCaller {
             session: session.clone(),
             got: Vec::new(),

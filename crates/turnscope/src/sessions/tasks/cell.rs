@@ -12,7 +12,8 @@ use super::TASKS_PER_SESSION;
 use crate::bot::Turn;
 use crate::observe::event::now_us;
 use crate::sessions::task_store::{TaskOutcome, TaskRecord, TaskStatus};
-use crate::sessions::{ChatReply, UnreadTurn, index_of, progress_text};
+use crate::sessions::{ChatReply, UnreadTurn, progress_text};
+use crate::store::HandleId;
 
 /// Where a task stands in memory.
 pub(in crate::sessions) enum Stage {
@@ -44,6 +45,8 @@ pub(in crate::sessions) enum Hold {
 pub struct TaskCell {
     pub(super) id: Uuid,
     pub(super) handle: Uuid,
+    /// The keyed hash of `handle` (the session table's key).
+    pub(super) session_id: HandleId,
     pub(super) session: u64,
     pub(super) turn: Arc<Turn>,
     /// An earlier unread reply the line of this turn replaced (it goes with the result).
@@ -55,6 +58,13 @@ pub struct TaskCell {
     pub(super) polls: AtomicU32,
     /// Once its session closed: until when it stays (ms since the epoch); 0 while it is open.
     pub(super) kept_until_ms: AtomicU64,
+}
+
+/// The task table's key of a task id: its first 8 bytes (the whole id is then compared in
+/// constant time).
+fn index_of(id: &Uuid) -> u64 {
+    let bytes = id.as_bytes();
+    u64::from_le_bytes(bytes[..8].try_into().expect("a UUID has 16 bytes"))
 }
 
 pub(super) fn now_ms() -> u64 {

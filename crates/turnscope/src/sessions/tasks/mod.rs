@@ -36,7 +36,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use super::task_store::{TaskOutcome, TaskRecord, TaskStoreError};
-use super::{Session, Sessions, UnreadTurn, index_of};
+use super::{Session, Sessions, UnreadTurn};
 use crate::bot::Turn;
 use crate::observe::{Event, TaskChange, TaskEvent, event::now_us};
 
@@ -102,8 +102,7 @@ impl Sessions {
 
     /// The session a task's turn belongs to, if still open.
     fn session_of(&self, cell: &TaskCell) -> Option<Arc<Session>> {
-        let found = self.table().get(&index_of(&cell.handle)).cloned()?;
-        (found.handle == cell.handle).then_some(found)
+        self.live(&cell.session_id, &cell.handle)
     }
 
     /// A task's lifetime from its creation: the time since, plus what is left of its
@@ -139,6 +138,7 @@ impl Sessions {
         let cell = Arc::new(TaskCell {
             id,
             handle: session.handle,
+            session_id: session.id,
             session: session.number,
             turn: turn.clone(),
             unread,
@@ -286,6 +286,9 @@ impl Sessions {
         cell.polls.fetch_add(1, Ordering::Relaxed);
         if cell.collect() {
             self.task_changed(&cell, TaskChange::Collected).await;
+            if let Some(s) = &session {
+                self.record_collected(s.clone());
+            }
         }
         let record = cell.record(self.ttl_ms(&cell, session.as_deref()));
         self.publish_task(&cell, TaskChange::Polled, &record);

@@ -57,7 +57,15 @@ fn sessions(
         },
         ..SessionLimits::default()
     };
-    Sessions::with_task_store(bot, Bus::default(), limits, Replica::new(replica), store)
+    let sessions = Arc::new(crate::store::memory::MemoryStore::new());
+    Sessions::with_stores(
+        bot,
+        Bus::default(),
+        limits,
+        Replica::new(replica),
+        sessions,
+        store,
+    )
 }
 
 /// `line` said on `session` by a client declaring the tasks extension.
@@ -89,7 +97,7 @@ async fn a_replica_sharing_the_store_answers_a_poll_from_the_record() {
     let store: Arc<dyn TaskStore> = Arc::new(MemoryTaskStore::default());
     let a = sessions(&model, "a", 300, store.clone());
     let b = sessions(&model, "b", 300, store.clone());
-    let session = a.open(SessionOpener::Api).unwrap();
+    let session = a.open(SessionOpener::Api).await.unwrap();
     let outcome = say(&a, &session, "hello").await;
     let ChatOutcome::Task(created) = outcome else {
         panic!("a task: {outcome:?}");
@@ -120,7 +128,7 @@ async fn a_result_not_collected_outlives_its_conversation_for_the_handles_lifeti
     let model = model(0.01, 10).await;
     let store = Arc::new(MemoryTaskStore::default());
     let s = sessions(&model, "a", 1, store.clone());
-    let session = s.open(SessionOpener::Api).unwrap();
+    let session = s.open(SessionOpener::Api).await.unwrap();
     let ChatOutcome::Task(created) = say(&s, &session, "goodbye").await else {
         panic!("a task");
     };
@@ -145,7 +153,7 @@ async fn a_result_not_collected_outlives_its_conversation_for_the_handles_lifeti
 async fn a_task_whose_record_cannot_be_stored_is_answered_synchronously() {
     let model = model(0.01, 20).await;
     let s = sessions(&model, "a", 300, Arc::new(Refusing));
-    let session = s.open(SessionOpener::Api).unwrap();
+    let session = s.open(SessionOpener::Api).await.unwrap();
     let outcome = say(&s, &session, "hello").await;
     let ChatOutcome::Reply(reply) = outcome else {
         panic!("no task without its record: {outcome:?}");
@@ -159,7 +167,7 @@ async fn a_session_keeps_its_latest_tasks_only() {
     let model = model(0.0, 3).await;
     let store = Arc::new(MemoryTaskStore::default());
     let s = sessions(&model, "a", 300, store.clone());
-    let session = s.open(SessionOpener::Api).unwrap();
+    let session = s.open(SessionOpener::Api).await.unwrap();
     let mut ids = Vec::new();
     while ids.len() < TASKS_PER_SESSION + 3 {
         // A zero-pace turn may end before the grace period's first look: only tasks count.
