@@ -1,5 +1,6 @@
-//! Where task records are kept: [`TaskStore`], the small interface the session store (issue
-//! "a session store") will implement, and [`MemoryTaskStore`], the in-process one.
+//! Where task records are kept: [`TaskStore`], the small interface a store shared by
+//! replicas implements, and [`MemoryTaskStore`], the in-process one (the only one today: the
+//! session store, `crate::store`, keeps a task's turn but not its record).
 //!
 //! A [`TaskRecord`] is self-contained: status, times, lifetime, poll interval and, once the
 //! task is complete, the turn record its `CallToolResult` is rendered from. So a replica that
@@ -110,8 +111,8 @@ pub enum TaskStoreError {
     Backend(String),
 }
 
-/// Where task records live. The session store (issue "a session store") implements it for
-/// its backends; until then [`MemoryTaskStore`] does.
+/// Where task records live: [`MemoryTaskStore`] today; a store replicas share implements it
+/// to let any of them answer a poll.
 #[async_trait]
 pub trait TaskStore: Send + Sync {
     /// Writes `record` (replacing the one with its id); returns once a `get_task` anywhere

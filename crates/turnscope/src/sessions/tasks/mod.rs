@@ -21,12 +21,13 @@
 //! Task ids are bearer secrets shaped as handles are (UUIDv4, 106 random bits, the replica's
 //! tag in the last 4 hex digits, so a balancer routes `tasks/*` by the `Mcp-Name` header); only
 //! their first 8 characters reach logs and events. Each record goes to the [`TaskStore`] before
-//! the `CreateTaskResult` is sent and at every change a client can see.
+//! the `CreateTaskResult` is sent and at every change a client can see. The session store
+//! keeps the task's turn as any other: unread once it ends, read once a poll collects it.
 //!
 //! rmcp's `TaskManager` is not used: it owns a spawned future per task in an in-memory map,
 //! while here the turn already runs in the session's pipeline, a task must agree with `chat`
-//! about who read it, and its record must live in the session store a shared store can serve
-//! from. rmcp's wire types, capability gate and error codes are used as they are (`server`).
+//! about who read it, and its record must be where a replica sharing the store can serve it
+//! from (the [`TaskStore`]). rmcp's wire types, capability gate and error codes are used as they are (`server`).
 
 use std::sync::Arc;
 use std::sync::Mutex;

@@ -182,3 +182,73 @@ async fn a_session_keeps_its_latest_tasks_only() {
     );
     assert!(s.poll_task(ids.last().unwrap()).await.is_ok());
 }
+
+/// A table of replica `a` over the session store `kept` (a restart finds it again), making
+/// every such `chat` a task at once.
+fn table_over(model: &EmbeddedModel, kept: Arc<dyn crate::store::SessionStore>) -> Sessions {
+    let bot = Bot::builder(ModelClient::new(ModelConfig::new(model.base_url(), "m"))).build();
+    let limits = SessionLimits {
+        tasks: TaskSettings {
+            after: Duration::ZERO,
+            ..TaskSettings::default()
+        },
+        ..SessionLimits::default()
+    };
+    let tasks = Arc::new(MemoryTaskStore::default());
+    Sessions::with_stores(bot, Bus::default(), limits, Replica::new("a"), kept, tasks)
+}
+
+/// Waits until the stored head of `session` names `want` as its unread turn.
+async fn stored_unread(
+    kept: &dyn crate::store::SessionStore,
+    session: &Session,
+    want: Option<u64>,
+) {
+    let mut seen = None;
+    for _ in 0..300 {
+        seen = kept.head(&session.id()).await.unwrap().map(|h| h.unread);
+        if seen == Some(want) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("stored unread turn {seen:?}, expected {want:?}");
+}
+
+#[tokio::test]
+async fn the_session_store_keeps_a_tasks_turn_unread_until_a_poll_collects_it() {
+    let model = model(0.01, 10).await;
+    let kept: Arc<dyn crate::store::SessionStore> =
+        Arc::new(crate::store::memory::MemoryStore::new());
+    let before = table_over(&model, kept.clone());
+    let collected = before.open(SessionOpener::Api).await.unwrap();
+    let left = before.open(SessionOpener::Api).await.unwrap();
+    let ChatOutcome::Task(polled) = say(&before, &collected, "first").await else {
+        panic!("a task");
+    };
+    let ChatOutcome::Task(unpolled) = say(&before, &left, "second").await else {
+        panic!("a task");
+    };
+    // Ended, nobody read them yet: both are stored as unread.
+    collected.turns().pop().unwrap().done().await;
+    left.turns().pop().unwrap().done().await;
+    stored_unread(&*kept, &collected, Some(polled.turn)).await;
+    stored_unread(&*kept, &left, Some(unpolled.turn)).await;
+    // A poll collects the first: the store says it was read, as a chat call's reading would.
+    let done = before.poll_task(&polled.id).await.unwrap();
+    assert_eq!(done.status, TaskStatus::Completed);
+    stored_unread(&*kept, &collected, None).await;
+    // After a restart, the collected turn is not delivered again; the other one is, once.
+    let after = table_over(&model, kept.clone());
+    let none = CancellationToken::new();
+    let again = after
+        .chat(&collected.handle(), "", None, &none)
+        .await
+        .unwrap();
+    assert_eq!(again.turn, None, "read by the poll: {again:?}");
+    let unread = after.chat(&left.handle(), "", None, &none).await.unwrap();
+    assert_eq!(unread.turn, Some(unpolled.turn));
+    assert!(unread.reply.starts_with("You said: second"), "{unread:?}");
+    let twice = after.chat(&left.handle(), "", None, &none).await.unwrap();
+    assert_eq!(twice.turn, None);
+}
