@@ -328,9 +328,10 @@ async def test_tasks_are_polled_on_their_replica_routed_by_mcp_name(task_cluster
     assert [c.refused for c in chatters if c.refused] == []
     assert [c.misplaced for c in chatters if c.misplaced] == []
     assert sum(c.completed for c in chatters) == 90
-    # Polls answered `working` reached the replica as the turn ran (how many depends on the
-    # machine's load: a 1 s turn, polls 100 ms apart).
-    assert sum(c.working for c in chatters) >= 30, "tasks were polled while their turns ran"
+    # Polls answered `working` reached the replica as the turn ran. How many depends on the
+    # machine's load (a 1 s turn, polls 100 ms apart): 17 at a load of 15 on 2 cores, so only
+    # their presence is asserted.
+    assert sum(c.working for c in chatters) >= 1, "tasks were polled while their turns ran"
 
 
 @pytest.mark.no_task_routing
