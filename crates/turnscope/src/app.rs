@@ -36,6 +36,10 @@ pub enum AppError {
     /// be in front.
     #[error("{0}")]
     OpenBind(String),
+    /// Occurs when `OPENAI_BASE_URL` carries user info (`[model] url` and `--model-url` are
+    /// checked with the config).
+    #[error("{0}")]
+    ModelUrl(String),
     /// Occurs when the server's address cannot be bound (taken, or not this machine's).
     #[error(
         "cannot listen on {host}:{port}: {source}; is another turnscope running? Pick another --port (0 = any free port)"
@@ -370,6 +374,8 @@ pub fn model_client(config: &Config, model: &ModelInfo) -> ModelClient {
     model_config.first_byte_timeout =
         Duration::from_secs_f64(config.model.first_byte_timeout_seconds);
     model_config.idle_timeout = Duration::from_secs_f64(config.model.idle_timeout_seconds);
+    model_config.max_response_bytes = config.model.max_response_kib.saturating_mul(1024);
+    model_config.max_response_time = Duration::from_secs_f64(config.model.max_response_seconds);
     model_config.params = config.model.request_fields();
     model_config.include_usage = config.model.include_usage;
     ModelClient::new(model_config)
@@ -381,6 +387,11 @@ pub async fn pick_model(config: &Config) -> Result<(ModelInfo, Option<EmbeddedMo
     let env_url = std::env::var("OPENAI_BASE_URL")
         .ok()
         .filter(|u| !u.is_empty());
+    if config.model.url.is_none()
+        && let Some(url) = &env_url
+    {
+        crate::config::check_model_url("OPENAI_BASE_URL", url).map_err(AppError::ModelUrl)?;
+    }
     let has_key = std::env::var("OPENAI_API_KEY").is_ok_and(|k| !k.is_empty());
     let url = config
         .model

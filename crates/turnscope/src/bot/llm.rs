@@ -322,13 +322,16 @@ impl TurnRun {
         }
     }
 
-    /// Ends the turn on a failed model request: a request the server refused is rolled back
-    /// from the history (so it cannot fail every later line too), and the failure is logged
-    /// once (rate-limited) for headless runs.
+    /// Ends the turn on a failed model request: a request the server refused, or a response
+    /// that passed a bound, is rolled back from the history (so it cannot fail every later
+    /// line too; what the response streamed stays in the turn's record), and the failure is
+    /// logged once (rate-limited) for headless runs.
     fn fail(&self, e: &ModelError) {
         let session = self.link.observer().session;
-        let message = if e.is_refusal() {
+        if e.rolls_back() {
             lock(&self.context).roll_back_turn();
+        }
+        let message = if e.is_refusal() {
             format!(
                 "{e}. The line and this turn's tool rounds were left out of the history, so the \
                  conversation goes on from before them; {}",
@@ -337,10 +340,12 @@ impl TurnRun {
         } else {
             e.to_string()
         };
-        let next = if e.is_refusal() {
-            "the turn was rolled back from the history"
-        } else {
-            "the next line tries the model again"
+        let next = match e {
+            _ if e.rolls_back() => "the turn was rolled back from the history",
+            ModelError::Busy { .. } => {
+                "the line stays in the history; the next line tries the model again"
+            }
+            _ => "the next line tries the model again",
         };
         fault_log::model_request_failed(session, self.turn, &e.to_string(), next);
         self.push(FrameBody::Error(message.into()));

@@ -9,6 +9,7 @@ pub mod env;
 pub(crate) mod mcp_json;
 pub mod mcp_servers;
 pub mod model_params;
+mod model_url;
 mod overrides;
 pub mod seconds;
 pub mod tool_filter;
@@ -20,6 +21,7 @@ use serde::Deserialize;
 
 pub use mcp_servers::{McpServerConfig, PolicySection, Scope, TransportKind};
 pub use model_params::Stop;
+pub use model_url::check_model_url;
 pub use overrides::Overrides;
 pub use seconds::{MAX_SECONDS, check_seconds};
 pub use tool_filter::{FilterOverlap, ToolFilter};
@@ -171,6 +173,12 @@ impl Default for ServerSection {
     }
 }
 
+/// `model.max_response_kib` unless set: 16 MiB of streamed body, some 80,000 tokens of
+/// events, more than any model's longest answer.
+pub const DEFAULT_MAX_RESPONSE_KIB: usize = 16 * 1024;
+/// `model.max_response_seconds` unless set.
+pub const DEFAULT_MAX_RESPONSE_SECONDS: f64 = 600.0;
+
 /// `[model]`
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -190,6 +198,12 @@ pub struct ModelSection {
     pub first_byte_timeout_seconds: f64,
     /// Seconds a stream may stay silent (default 30).
     pub idle_timeout_seconds: f64,
+    /// Most KiB of one response's body, as streamed (default 16384 = 16 MiB): a response still
+    /// streaming beyond is ended, as a model repeating itself without end would be.
+    pub max_response_kib: usize,
+    /// Most seconds one response may take from its request to its end, a wait the server's
+    /// `Retry-After` asked for included (default 600).
+    pub max_response_seconds: f64,
     /// Most tokens per response (`max_tokens`; the server's default when unset, which for
     /// llama-server is unlimited).
     pub max_tokens: Option<u32>,
@@ -224,6 +238,8 @@ impl Default for ModelSection {
             words: None,
             first_byte_timeout_seconds: 60.0,
             idle_timeout_seconds: 30.0,
+            max_response_kib: DEFAULT_MAX_RESPONSE_KIB,
+            max_response_seconds: DEFAULT_MAX_RESPONSE_SECONDS,
             max_tokens: None,
             max_completion_tokens: None,
             temperature: None,
@@ -446,12 +462,23 @@ impl Config {
         )?;
         check_seconds("server.body_timeout_seconds", s.body_timeout_seconds, false)?;
         let m = &self.model;
+        if let Some(url) = &m.url {
+            check_model_url("model.url", url)?;
+        }
         check_seconds(
             "model.first_byte_timeout_seconds",
             m.first_byte_timeout_seconds,
             false,
         )?;
         check_seconds("model.idle_timeout_seconds", m.idle_timeout_seconds, false)?;
+        check_seconds("model.max_response_seconds", m.max_response_seconds, false)?;
+        if m.max_response_kib == 0 || m.max_response_kib > WIRE_KIB_MAX {
+            return Err(format!(
+                "model.max_response_kib: {} is out of range; give the KiB one response may stream, from 1 to \
+                 {WIRE_KIB_MAX} (default {DEFAULT_MAX_RESPONSE_KIB})",
+                m.max_response_kib
+            ));
+        }
         model_params::check(m)?;
         check_seconds(
             "bot.tool_timeout_seconds",

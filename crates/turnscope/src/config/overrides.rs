@@ -105,8 +105,9 @@ impl Overrides {
     /// Rewrites a validation message that starts with a key this set (`server.sessions: …`)
     /// to start with the flag (`--sessions (server.sessions): …`).
     pub(super) fn name_flag(&self, message: String) -> String {
-        let set: [(&str, &str, bool); 7] = [
+        let set: [(&str, &str, bool); 8] = [
             ("wire.max_kib", "--wire-kib", self.wire_kib.is_some()),
+            ("model.url", "--model-url", self.model_url.is_some()),
             ("server.sessions", "--sessions", self.sessions.is_some()),
             (
                 "server.handle_seconds",
@@ -186,6 +187,13 @@ mod tests {
                     ..Overrides::default()
                 },
                 "--sweep-seconds (server.sweep_seconds)",
+            ),
+            (
+                Overrides {
+                    model_url: Some("https://user:pass@llm.example/v1".into()),
+                    ..Overrides::default()
+                },
+                "--model-url (model.url): https://***@llm.example",
             ),
         ] {
             let e = load(overrides).unwrap_err();

@@ -3,6 +3,7 @@
 
 mod assemble;
 pub mod client;
+mod completion;
 mod connection;
 pub mod scripted;
 pub mod server;

@@ -67,6 +67,10 @@ pub struct ModelResponseInfo {
     /// without it (and later requests leave it out).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub usage_refused: bool,
+    /// How long the request waited, as a rate-limited (429) or overloaded (503) server's
+    /// `Retry-After` asked, before it was sent again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited_ms: Option<u64>,
 }
 
 fn is_zero(n: &u64) -> bool {
