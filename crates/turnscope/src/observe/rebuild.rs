@@ -184,7 +184,10 @@ impl WholeRequest {
 
     /// A `curl` command that sends this request again to the same server. The key is written
     /// as `$OPENAI_API_KEY` and every extra header's value as a variable named after it
-    /// (`X-Org` → `$X_ORG`): their values are never recorded.
+    /// (`X-Org` → `$X_ORG`): their values are never recorded. Safe to paste from someone
+    /// else's replay file: every recorded text is one quoted word (`shell-words`), and the
+    /// body goes through a quoted here-document whose end line pretty-printed JSON cannot hold
+    /// (its strings escape line breaks).
     pub fn curl(&self, wire: &WireRequest) -> String {
         let body = serde_json::to_string_pretty(&self.body(wire)).unwrap_or_default();
         let mut out = format!(
@@ -195,17 +198,34 @@ impl WholeRequest {
             out.push_str(" \\\n  -H \"Authorization: Bearer $OPENAI_API_KEY\"");
         }
         for name in &wire.headers {
-            let var = crate::config::env::env_var_name(name);
-            let _ = write!(out, " \\\n  -H \"{name}: ${var}\"");
+            let _ = write!(out, " \\\n  -H {}", header_from_variable(name));
         }
         let _ = write!(out, " \\\n  --data-binary @- <<'JSON'\n{body}\nJSON\n");
         out
     }
 }
 
-/// `text` in single quotes for a POSIX shell.
+/// `text` as one word of a POSIX shell command, whatever it holds: `shell-words`' quoting,
+/// always in single quotes (it leaves words it deems plain bare, and counts neither `{` nor
+/// `!` as special, which bash's brace and history expansion do).
 fn quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
+    let quoted = shell_words::quote(text);
+    if quoted.starts_with('\'') {
+        quoted.into_owned()
+    } else {
+        format!("'{quoted}'")
+    }
+}
+
+/// A `-H` argument whose value is a variable named after the header (`X-Org` → `"$X_ORG"`):
+/// the name quoted as a word of its own text, the variable expanded in double quotes.
+fn header_from_variable(name: &str) -> String {
+    let mut var = crate::config::env::env_var_name(name);
+    if !var.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        // `$1…` would be a positional parameter.
+        var.insert_str(0, "H_");
+    }
+    format!("{}\"${{{var}}}\"", quote(&format!("{name}: ")))
 }
 
 /// A `curl` command that sends an MCP exchange's request again. The session id is
@@ -214,7 +234,11 @@ fn quote(text: &str) -> String {
 pub fn mcp_curl(exchange: &McpExchange) -> String {
     let host = exchange.host.as_deref().unwrap_or("127.0.0.1:7870");
     let url = format!("http://{host}{}", exchange.path);
-    let mut out = format!("curl -sN -X {} {}", exchange.http_method, quote(&url));
+    let mut out = format!(
+        "curl -sN -X {} {}",
+        quote(&exchange.http_method),
+        quote(&url)
+    );
     out.push_str(" \\\n  -H 'Content-Type: application/json' \\\n  -H 'Accept: application/json, text/event-stream'");
     if let Some(v) = &exchange.protocol {
         let _ = write!(
@@ -297,10 +321,74 @@ mod tests {
         assert_eq!(body["stream"], true);
         let curl = whole.curl(&second);
         assert!(curl.contains("Bearer $OPENAI_API_KEY"), "{curl}");
-        assert!(curl.contains("X-Org: $X_ORG"), "{curl}");
+        assert!(curl.contains(r#"'X-Org: '"${X_ORG}""#), "{curl}");
         assert!(curl.contains("\"what time is it?\""), "{curl}");
         // Another session knows none of these messages.
         assert_eq!(book.whole(8, &second).missing, 5);
         assert_eq!(book.kept, 5);
+    }
+
+    /// Runs `command` under `sh` in a fresh directory with `curl` a shell function that
+    /// prints its arguments, one per line: what curl would have been given, and whether the
+    /// command did anything else (a file `pwned` in that directory).
+    fn run_as_shell(command: &str) -> (Vec<String>, bool) {
+        let dir = std::env::temp_dir().join(format!(
+            "turnscope-curl-{}-{}",
+            std::process::id(),
+            crate::observe::event::now_us()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = format!(
+            "curl() {{ for a in \"$@\"; do printf '%s\\n' \"$a\"; done; }}\nX_ORG=org-1\n{command}"
+        );
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&script)
+            .current_dir(&dir)
+            .output()
+            .expect("sh runs");
+        let pwned = dir.join("pwned").exists();
+        let _ = std::fs::remove_dir_all(&dir);
+        let args = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        (args, pwned)
+    }
+
+    /// A replay file is someone else's: nothing it recorded can run in the shell of whoever
+    /// pastes a copied curl.
+    #[test]
+    fn copied_curls_quote_every_recorded_text() {
+        let evil = "$(touch pwned)`touch pwned`;touch pwned {a,b} !!";
+        let mut wire = request(0, 1, vec![json!({"role": "user", "content": evil})]);
+        wire.url = format!("http://h/v1'{evil}");
+        wire.headers = vec![format!("X-Org{evil}"), "X-Org".into()];
+        let whole = RequestBook::default().whole(7, &wire);
+        let (args, pwned) = run_as_shell(&whole.curl(&wire));
+        assert!(!pwned, "{args:?}");
+        assert_eq!(args[1], wire.url, "{args:?}");
+        assert!(args.contains(&format!("X-Org{evil}: ")), "{args:?}");
+        assert!(args.contains(&"X-Org: org-1".to_string()), "{args:?}");
+
+        let exchange = McpExchange {
+            http_method: format!("POST {evil}"),
+            path: format!("/mcp{evil}"),
+            host: Some(format!("h:1{evil}")),
+            protocol: Some(evil.into()),
+            mcp_method: Some(evil.into()),
+            mcp_name: Some(evil.into()),
+            request: Some(json!({"method": evil})),
+            ..McpExchange::default()
+        };
+        let (args, pwned) = run_as_shell(&mcp_curl(&exchange));
+        assert!(!pwned, "{args:?}");
+        assert_eq!(
+            args[1..3],
+            ["-X".to_string(), format!("POST {evil}")],
+            "{args:?}"
+        );
+        assert_eq!(args[3], format!("http://h:1{evil}/mcp{evil}"), "{args:?}");
+        assert!(args.contains(&format!("Mcp-Name: {evil}")), "{args:?}");
     }
 }

@@ -17,6 +17,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use serde_json::{Value, json};
 
 use super::resume::ReplayStore;
+use crate::observe::redact::id_prefix;
 
 /// JSON-RPC error code: the body is not JSON.
 pub(crate) const PARSE_ERROR: i64 = -32700;
@@ -209,8 +210,11 @@ pub(crate) async fn check(
             .and_then(|v| v.to_str().ok())
     {
         let unknown = match session_of(request.headers()) {
-            Some(id) => (!known(sessions, &id).await).then(|| format!("MCP session {id}")),
-            None => (!known_here.replay.knows(last)).then(|| format!("stream of event {last}")),
+            Some(id) => {
+                (!known(sessions, &id).await).then(|| format!("MCP session {}", id_prefix(&id)))
+            }
+            None => (!known_here.replay.knows(last))
+                .then(|| format!("stream of event {}", id_prefix(last))),
         };
         if let Some(what) = unknown {
             return (
@@ -230,8 +234,9 @@ pub(crate) async fn check(
             return (
                 StatusCode::NOT_FOUND,
                 format!(
-                    "Not Found: session {id} does not exist (it ended, was deleted, or never \
-                     existed); nothing to delete"
+                    "Not Found: session {} does not exist (it ended, was deleted, or never \
+                     existed); nothing to delete",
+                    id_prefix(&id)
                 ),
             )
                 .into_response();
