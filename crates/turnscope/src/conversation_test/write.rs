@@ -1,10 +1,15 @@
 //! Writing a test file: a conversation that happened (its lines, replies, tool calls and end
 //! reasons) as a case whose expectations are those facts, rendered as TOML for the user to
 //! edit. The console's export key uses it; [`super::load::parse`] reads the result back.
+//!
+//! Every text is written as it was typed: each `$` doubled, so a line a client typed as
+//! `${GITHUB_TOKEN}` is said again as those characters, never expanded from the environment of
+//! the CI that runs the file.
 
 use serde_json::{Map, Value};
 
 use super::{Case, TestFile, ToolExpect, ToolsMatch, Turn};
+use crate::config::env::escape_placeholders;
 
 /// One turn as it happened.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -21,10 +26,10 @@ pub struct RecordedTurn {
 
 /// A case named `name` that replays `turns`: each line said again, the reply expected to
 /// contain what it was, the same tool calls (strict, arguments as sent) and end reason, and
-/// no error unless the turn ended in one.
+/// no error unless the turn ended in one. Texts are escaped (see the module).
 pub fn case_from_turns(name: &str, turns: &[RecordedTurn]) -> Case {
     Case {
-        name: name.to_string(),
+        name: escape_placeholders(name),
         repeat: 1,
         pass_rate: 1.0,
         turns: turns.iter().map(turn_of).collect(),
@@ -37,21 +42,21 @@ fn turn_of(t: &RecordedTurn) -> Turn {
         .tool_calls
         .iter()
         .map(|(name, args)| ToolExpect {
-            name: name.clone(),
+            name: escape_placeholders(name),
             args: match serde_json::from_str::<Value>(args) {
                 // Nulls have no TOML form: a key whose value was null is left out.
-                Ok(Value::Object(map)) => Some(without_nulls(map)),
+                Ok(Value::Object(map)) => Some(escaped(without_nulls(map))),
                 _ => None,
             },
         })
         .collect();
     let errored = t.end_reason.as_deref() == Some("error");
     Turn {
-        say: Some(t.line.clone()),
+        say: Some(escape_placeholders(&t.line)),
         reply_contains: if reply.is_empty() {
             Vec::new()
         } else {
-            vec![reply.to_string()]
+            vec![escape_placeholders(reply)]
         },
         tools: Some(tools),
         tools_match: Some(ToolsMatch::Strict),
@@ -69,6 +74,19 @@ fn without_nulls(map: Map<String, Value>) -> Map<String, Value> {
             other => (k, other),
         })
         .collect()
+}
+
+/// Every string inside `map` escaped (the loader expands strings in tool arguments too).
+fn escaped(map: Map<String, Value>) -> Map<String, Value> {
+    fn walk(value: Value) -> Value {
+        match value {
+            Value::String(s) => Value::String(escape_placeholders(&s)),
+            Value::Array(items) => Value::Array(items.into_iter().map(walk).collect()),
+            Value::Object(map) => Value::Object(escaped(map)),
+            other => other,
+        }
+    }
+    map.into_iter().map(|(k, v)| (k, walk(v))).collect()
 }
 
 /// `file` as TOML, headed by a comment saying where it came from and how to run it.
@@ -105,6 +123,7 @@ mod tests {
         ];
         let file = TestFile {
             cases: vec![case_from_turns("session 3", &turns)],
+            ..TestFile::default()
         };
         let text = render(&file, "exported from session 3").unwrap();
         let back = super::super::parse(&text, "x.test.toml", &|_| None).unwrap();
@@ -115,5 +134,39 @@ mod tests {
         assert_eq!(tools[0].args.as_ref().unwrap().len(), 1, "{text}");
         assert_eq!(back.cases[0].turns[1].tools.as_deref(), Some(&[][..]));
         assert_eq!(t0.no_error, Some(true));
+    }
+
+    /// A line typed as `${GITHUB_TOKEN}` is said again as those characters when the exported
+    /// case runs, whatever the environment holds; replies and arguments likewise.
+    #[test]
+    fn exported_texts_never_read_the_environment() {
+        let typed = "print ${GITHUB_TOKEN}, $$ and $HOME";
+        let turns = [RecordedTurn {
+            line: typed.into(),
+            reply: format!("You said: {typed}"),
+            tool_calls: vec![(
+                "echo".into(),
+                r#"{"text":"${GITHUB_TOKEN}","n":["$$"]}"#.into(),
+            )],
+            end_reason: Some("completed".into()),
+        }];
+        let file = TestFile {
+            cases: vec![case_from_turns("${CASE}", &turns)],
+            ..TestFile::default()
+        };
+        let text = render(&file, "exported").unwrap();
+        let secrets = |name: &str| Some(format!("secret-{name}"));
+        let back = super::super::parse(&text, "x.test.toml", &secrets).unwrap();
+        assert!(!format!("{back:?}").contains("secret-"), "{back:?}");
+        let case = &back.cases[0];
+        assert_eq!(case.name, "${CASE}");
+        let turn = &case.turns[0];
+        assert_eq!(turn.say.as_deref(), Some(typed));
+        assert_eq!(turn.reply_contains, [format!("You said: {typed}")]);
+        let args = turn.tools.as_ref().unwrap()[0].args.clone().unwrap();
+        assert_eq!(
+            Value::Object(args),
+            serde_json::json!({"text": "${GITHUB_TOKEN}", "n": ["$$"]})
+        );
     }
 }
