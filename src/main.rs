@@ -10,7 +10,6 @@ use std::time::Instant;
 use anyhow::Context as _;
 use clap::Parser;
 use cli::{BridgeCommand, Cli, Command, DevAction, ModelAction, ReplicasAction, ServeArgs};
-use tokio_util::sync::CancellationToken;
 use turnscope::app::App;
 use turnscope::bridge::openai::standalone::StandaloneOptions;
 use turnscope::bridge::xiaozhi::command::RelayOptions;
@@ -109,12 +108,6 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
                 .map_err(anyhow::Error::msg)?;
             print!("{lines}");
             Ok(())
-        }
-        Some(Command::Dev {
-            action: DevAction::FixtureServer { stdio, http, sse },
-        }) => {
-            init_logging(true);
-            fixture(stdio, http, sse).await
         }
         Some(Command::Dev {
             action: DevAction::McpClient { call, args, url },
@@ -339,38 +332,6 @@ async fn mcp_client(url: &str, call: Option<&str>, args: &str) -> anyhow::Result
     };
     source.close().await;
     outcome
-}
-
-async fn fixture(stdio: bool, http: Option<u16>, sse: Option<u16>) -> anyhow::Result<()> {
-    use turnscope_fixture as fixture;
-    let stop = CancellationToken::new();
-    if stdio {
-        return Ok(fixture::serve_stdio().await?);
-    }
-    let (port, is_sse) = match (http, sse) {
-        (Some(p), None) => (p, false),
-        (None, Some(p)) => (p, true),
-        _ => anyhow::bail!(
-            "dev fixture-server: give exactly one of --stdio, --http PORT, --sse PORT"
-        ),
-    };
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
-    let addr = listener.local_addr()?;
-    println!(
-        "turnscope fixture ready: http://{addr}{}",
-        if is_sse { "/sse" } else { "/mcp" }
-    );
-    let token = stop.clone();
-    tokio::spawn(async move {
-        wait_for_signal().await;
-        token.cancel();
-    });
-    if is_sse {
-        fixture::serve_sse(listener, stop).await?;
-    } else {
-        fixture::serve_http(listener, stop).await?;
-    }
-    Ok(())
 }
 
 /// Waits for Ctrl-C or SIGTERM.

@@ -1,17 +1,16 @@
 //! A turnscope server in a child process, for benches that watch a server from outside (the
 //! soak and idle-memory shapes): headless, or with its console drawn into a 160×48
-//! pseudo-terminal that this process reads and discards as a person's terminal would. The
-//! server's own figures (memory, descriptors, tasks) come from its `/healthz`, so the
-//! bench's clients never count against it.
+//! pseudo-terminal that `turnscope-dev pty` reads and discards as a person's terminal would
+//! (the `turnscope` binary links no pseudo-terminal library). The server's own figures
+//! (memory, descriptors, tasks) come from its `/healthz`, so the bench's clients never count
+//! against it. [`dev_tool`] finds `turnscope-dev` for this and for the bridge bench's fixture.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use serde_json::Value;
-use tokio::io::AsyncReadExt;
 use tokio::process::Child;
-use tokio::task::JoinHandle;
 
 use turnscope::observe::process::ProcessStats;
 
@@ -25,7 +24,6 @@ pub struct ServerChild {
     health_url: String,
     http: reqwest::Client,
     child: Child,
-    drain: Option<JoinHandle<()>>,
     dir: PathBuf,
 }
 
@@ -52,29 +50,24 @@ impl ServerChild {
             "--handle-seconds".into(),
             "86400".into(),
         ];
-        let (child, drain) = if console {
-            let (pty, pts) = pty_process::open().context("opening a pseudo-terminal")?;
-            pty.resize(pty_process::Size::new(48, 160))
-                .context("sizing the pseudo-terminal")?;
-            let child = pty_process::Command::new(&exe)
+        let child = if console {
+            let driver = dev_tool("--console")?;
+            tokio::process::Command::new(&driver)
+                .args(["pty", "--rows", "48", "--cols", "160", "--"])
+                .arg(&exe)
                 .args(&args)
                 .current_dir(&dir)
                 .env("TERM", "xterm-256color")
                 .env_remove("OPENAI_API_KEY")
                 .env_remove("OPENAI_BASE_URL")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
                 .kill_on_drop(true)
-                .spawn(pts)
-                .context("starting turnscope in a pseudo-terminal")?;
-            let (mut reader, writer) = pty.into_split();
-            let drain = tokio::spawn(async move {
-                let _writer = writer;
-                let mut buf = vec![0u8; 64 * 1024];
-                while matches!(reader.read(&mut buf).await, Ok(n) if n > 0) {}
-            });
-            (child, Some(drain))
+                .spawn()
+                .context("starting turnscope-dev pty with turnscope in it")?
         } else {
             args.push("--headless".into());
-            let child = tokio::process::Command::new(&exe)
+            tokio::process::Command::new(&exe)
                 .args(&args)
                 .current_dir(&dir)
                 .env_remove("OPENAI_API_KEY")
@@ -84,15 +77,13 @@ impl ServerChild {
                 .stderr(std::process::Stdio::null())
                 .kill_on_drop(true)
                 .spawn()
-                .context("starting turnscope --headless")?;
-            (child, None)
+                .context("starting turnscope --headless")?
         };
         let mut server = Self {
             mcp_url: format!("http://127.0.0.1:{port}/mcp"),
             health_url: format!("http://127.0.0.1:{port}/healthz"),
             http: reqwest::Client::new(),
             child,
-            drain,
             dir,
         };
         server.wait_until_healthy().await?;
@@ -144,12 +135,21 @@ impl ServerChild {
         Ok((sessions, stats))
     }
 
-    /// Ends the child.
+    /// Ends the child (with a console: the pseudo-terminal driver, which ends the server in it).
     pub async fn stop(mut self) {
-        let _ = self.child.kill().await;
-        if let Some(drain) = self.drain.take() {
-            drain.abort();
+        if let Some(pid) = self.child.id() {
+            // SIGTERM lets the driver end the server in its terminal; SIGKILL if it does not.
+            let _ = std::process::Command::new("kill")
+                .arg(pid.to_string())
+                .status();
+            if tokio::time::timeout(Duration::from_secs(5), self.child.wait())
+                .await
+                .is_ok()
+            {
+                return;
+            }
         }
+        let _ = self.child.kill().await;
     }
 }
 
@@ -164,4 +164,21 @@ pub(super) fn free_port() -> anyhow::Result<u16> {
     let listener =
         std::net::TcpListener::bind("127.0.0.1:0").context("finding a free loopback port")?;
     Ok(listener.local_addr()?.port())
+}
+
+/// The `turnscope-dev` binary next to this one (`cargo build` builds both), which holds what
+/// `turnscope` does not ship: the pseudo-terminal driver and the fixture MCP server. `need`
+/// names what asked for it, for the error.
+pub(super) fn dev_tool(need: &str) -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("finding the turnscope binary")?;
+    let tool = exe.with_file_name(format!("turnscope-dev{}", std::env::consts::EXE_SUFFIX));
+    if !tool.is_file() {
+        bail!(
+            "{need} needs turnscope-dev, the repository's tool binary, next to this one ({}); \
+             build it with `cargo build --release --bin turnscope-dev` (a plain `cargo build --release` \
+             in the repository builds both)",
+            tool.display()
+        );
+    }
+    Ok(tool)
 }

@@ -20,43 +20,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::Args;
 use turnscope::app::App;
 use turnscope::config::Config;
 use turnscope::observe::Bus;
 use turnscope::observe::recorder::Recording;
 
-use crate::cli::ServeArgs;
+use crate::cli::{ServeArgs, TestArgs};
 use run::{CaseResult, Env, Plan, PlannedFile, Status};
-
-/// `turnscope test` flags.
-#[derive(Debug, Args)]
-pub struct TestArgs {
-    /// Test files (`*.test.toml`).
-    #[arg(required = true, value_name = "FILE")]
-    pub files: Vec<PathBuf>,
-    /// Test this MCP server (it must offer `start` and `chat`) instead of starting the config's bot.
-    #[arg(long)]
-    pub url: Option<String>,
-    /// Runs at once, each on a session (and MCP connection) of its own.
-    #[arg(long, default_value_t = 1)]
-    pub jobs: usize,
-    /// Write a JUnit XML report to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub junit: Option<PathBuf>,
-    /// Print results as JSON lines on stdout (one per case, then a summary); the human lines go
-    /// to stderr.
-    #[arg(long)]
-    pub json: bool,
-    /// Seconds one `start` or `chat` call may take.
-    #[arg(long, default_value_t = 120.0)]
-    pub timeout: f64,
-    /// The bot's flags, as in the main mode (`--events FILE` records the in-process server's
-    /// events; with --url the conversations as this client saw them; `--auth-token` is sent to
-    /// --url).
-    #[command(flatten)]
-    pub serve: ServeArgs,
-}
 
 /// Runs `turnscope test`; `config` is the global `--config`, `before` the main-mode flags
 /// written before `test` (refused: they belong after it, where they are read).

@@ -9,7 +9,8 @@ use crate::support::bot_client::{chat, connect, start, text};
 use crate::support::fixture::{Kind, RunningFixture};
 use tokio::process::Child;
 
-const EXE: &str = env!("CARGO_BIN_EXE_turnscope");
+/// The repository's tool binary, which serves the fixture MCP server.
+const DEV: &str = env!("CARGO_BIN_EXE_turnscope-dev");
 
 /// Starts the binary on `config` and returns it with its MCP URL from the ready line.
 async fn headless(config: &std::path::Path) -> (Child, String) {
@@ -59,8 +60,8 @@ builtin_tools = false
 
 [[mcp_servers]]
 name = "local"
-command = "{EXE}"
-args = ["dev", "fixture-server", "--stdio"]
+command = "{DEV}"
+args = ["fixture-server", "--stdio"]
 tool_filter = ["add"]
 
 [[mcp_servers]]
@@ -127,7 +128,7 @@ async fn a_claude_desktop_json_config_works_too() {
     let sse = RunningFixture::start(Kind::Sse).await;
     let servers = serde_json::json!({
         "mcpServers": {
-            "local": {"command": EXE, "args": ["dev", "fixture-server", "--stdio"], "tool_filter": ["add"]},
+            "local": {"command": DEV, "args": ["fixture-server", "--stdio"], "tool_filter": ["add"]},
             "web": {"type": "streamable-http", "url": http.url("/mcp"), "tool_filter": ["big"]},
             "legacy": {"type": "sse", "url": sse.url("/sse"), "tool_filter": ["fail"]}
         }

@@ -130,9 +130,9 @@ impl ToolCallRecord {
         }
     }
 
-    /// A record for tests.
-    #[doc(hidden)]
-    pub fn for_test(name: &str) -> Self {
+    /// A record for the library's unit tests.
+    #[cfg(test)]
+    pub(crate) fn for_test(name: &str) -> Self {
         Self {
             call: ToolCall {
                 id: "call_0".into(),
