@@ -402,8 +402,10 @@ async fn error_of(response: reqwest::Response) -> (u16, String, Value) {
 async fn malformed_messages_get_400_with_json_rpc_errors() {
     let app = app(|_| {}).await;
     let raw = Raw::open(&app.server.mcp_url(), "2025-11-25").await;
-    let cases: [(&str, i64); 5] = [
+    let cases: [(&str, i64); 6] = [
         ("{not json", -32700),
+        // JSON-RPC in shape, but no message rmcp can read (judged from rmcp's own answer).
+        (r#"{"jsonrpc": "2.0", "id": 1, "method": 5}"#, -32600),
         (
             r#"{"jsonrpc": "2.0", "id": null, "method": "ping"}"#,
             -32600,

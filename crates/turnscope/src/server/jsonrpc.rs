@@ -11,7 +11,6 @@ use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde_json::{Value, json};
@@ -138,13 +137,33 @@ fn check_message(value: &Value) -> Option<(i64, Value, String)> {
             ));
         }
     }
-    if let Err(err) = serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
-        return invalid(
-            id,
-            format!("Invalid Request: not a JSON-RPC request, notification or response ({err})"),
-        );
-    }
     None
+}
+
+/// rmcp's answer to a JSON body it cannot read as a client message (HTTP 415 with its serde
+/// error; the Content-Type was checked before), as the JSON-RPC answer: 400 with -32600. Any
+/// other answer passes unchanged. Judged from rmcp's answer rather than by parsing the
+/// message a second time here: rmcp's untagged message types cost tens of thousands of
+/// instructions a parse, on every request of every turn.
+async fn unreadable_as_invalid_request(response: Response, id: Value) -> Response {
+    if response.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        return response;
+    }
+    let text = axum::body::to_bytes(response.into_body(), 64 * 1024)
+        .await
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let detail = text
+        .strip_prefix("fail to deserialize request body ")
+        .unwrap_or(&text);
+    answer(
+        StatusCode::BAD_REQUEST,
+        error_body(
+            id,
+            INVALID_REQUEST,
+            format!("Invalid Request: not a JSON-RPC request, notification or response ({detail})"),
+        ),
+    )
 }
 
 fn session_of(headers: &axum::http::HeaderMap) -> Option<String> {
@@ -277,6 +296,7 @@ pub(crate) async fn check(
             );
         }
     };
+    let id = value.as_object().map(id_of).unwrap_or(Value::Null);
     if let Some((code, id, text)) = check_message(&value) {
         if code != INVALID_PARAMS {
             return answer(StatusCode::BAD_REQUEST, error_body(id, code, text));
@@ -292,8 +312,10 @@ pub(crate) async fn check(
             return answer(StatusCode::OK, error_body(id, code, text));
         }
     }
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+    let response = next
+        .run(Request::from_parts(parts, Body::from(bytes)))
+        .await;
+    unreadable_as_invalid_request(response, id).await
 }
 
 #[cfg(test)]

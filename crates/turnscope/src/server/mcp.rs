@@ -90,28 +90,26 @@ impl ProgressSink for McpProgress {
 }
 
 /// One token cancelled when either `a` or `b` is; the watcher stops with the returned guard.
+/// Without `b` (every revision before 2026-07-28) that is `a` itself: no watcher task.
 fn either(
     a: CancellationToken,
     b: Option<CancellationToken>,
-) -> (CancellationToken, tokio_util::sync::DropGuard) {
+) -> (CancellationToken, Option<tokio_util::sync::DropGuard>) {
+    let Some(b) = b else {
+        return (a, None);
+    };
     let both = CancellationToken::new();
     let out = both.clone();
     let stop = CancellationToken::new();
     let stop_watch = stop.clone();
     tokio::spawn(async move {
-        let b_gone = async {
-            match b {
-                Some(b) => b.cancelled().await,
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
             _ = a.cancelled() => both.cancel(),
-            _ = b_gone => both.cancel(),
+            _ = b.cancelled() => both.cancel(),
             _ = stop_watch.cancelled() => {}
         }
     });
-    (out, stop.drop_guard())
+    (out, Some(stop.drop_guard()))
 }
 
 impl BotMcp {
