@@ -3,14 +3,18 @@
 
 mod bench;
 mod cli;
+#[cfg(test)]
+mod cli_reference;
 mod test_run;
 
 use std::time::Instant;
 
 use anyhow::Context as _;
 use clap::Parser;
-use cli::{BridgeCommand, Cli, Command, DevAction, ModelAction, ReplicasAction, ServeArgs};
-use turnscope::app::App;
+use cli::{
+    BridgeCommand, Cli, Command, ConfigAction, DevAction, ModelAction, ReplicasAction, ServeArgs,
+};
+use turnscope::app::{App, AppError};
 use turnscope::bridge::openai::standalone::StandaloneOptions;
 use turnscope::bridge::xiaozhi::command::RelayOptions;
 use turnscope::bridge::xiaozhi::{BridgeSettings, XiaozhiBridges, command, redact};
@@ -19,6 +23,10 @@ use turnscope::model::{EmbeddedModel, ScriptSettings};
 use turnscope::observe::Bus;
 use turnscope::observe::recorder::Recording;
 use turnscope_console::Theme;
+
+/// `turnscope config example`: the annotated example config of the repository, built in so an
+/// installed binary has it.
+const EXAMPLE_CONFIG: &str = include_str!("../examples/turnscope.toml");
 
 /// mimalloc instead of the system allocator: the request and token paths allocate many small,
 /// short-lived objects, where glibc's malloc showed up as the largest cost in profiles.
@@ -43,7 +51,12 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("turnscope: {e:#}");
-            std::process::ExitCode::FAILURE
+            // A store that cannot be used is the operator's to fix before anything runs.
+            if matches!(e.downcast_ref::<AppError>(), Some(AppError::Store(_))) {
+                std::process::ExitCode::from(2)
+            } else {
+                std::process::ExitCode::FAILURE
+            }
         }
     }
 }
@@ -101,6 +114,12 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
             init_logging_at("warn,turnscope=info");
             bridge_openai(args.into(), cli.serve.events.as_deref()).await
         }
+        Some(Command::Config {
+            action: ConfigAction::Example,
+        }) => {
+            print!("{EXAMPLE_CONFIG}");
+            Ok(())
+        }
         Some(Command::Replicas {
             action: ReplicasAction::Haproxy { replicas },
         }) => {
@@ -133,11 +152,34 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
             let theme = Theme::resolve(choice.as_deref(), turnscope_console::no_color())?;
             Ok(turnscope_console::run::replay::run(&file, theme).await?)
         }
+        Some(Command::Attach {
+            url,
+            whisker,
+            auth_token,
+            events,
+            theme,
+        }) => {
+            init_logging(false);
+            anyhow::ensure!(
+                url.is_some() || whisker.is_some(),
+                "attach to what? Give the bot's MCP URL (turnscope attach http://127.0.0.1:7870/mcp), \
+                 pipecat's whisker feed (--whisker ws://localhost:9090), or both"
+            );
+            let theme = Theme::resolve(theme.as_deref(), turnscope_console::no_color())?;
+            turnscope_console::run::terminal::check()?;
+            let options = turnscope::attach::AttachOptions {
+                url,
+                token: auth_token,
+                whisker,
+            };
+            Ok(turnscope_console::run::attach::run(options, theme, events.as_deref()).await?)
+        }
     }
 }
 
 /// The console over a freshly started app (the default mode).
 async fn console(config: &Config, events: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let config = &with_default_store(config);
     let theme = Theme::resolve(
         config.console.theme.as_deref(),
         turnscope_console::no_color(),
@@ -158,18 +200,30 @@ async fn headless(
     events: Option<&std::path::Path>,
     started: Instant,
 ) -> anyhow::Result<()> {
+    let config = &with_default_store(config);
     let bus = Bus::default();
     let recording = Recording::start(&bus, events).await?;
     let app = App::start(config, bus).await?;
     let url = app.server.mcp_url();
     let replica = app.sessions.replica();
     println!(
-        "turnscope ready: MCP {url} · replica {} (handles end in {}) · model: {} · ready in {:.1} ms",
+        "turnscope ready: MCP {url} · replica {} (handles end in {}) · model: {} · store: {} · ready in {:.1} ms",
         replica.id(),
         replica.tag(),
         app.model.describe(),
+        app.sessions.store().describe(),
         started.elapsed().as_secs_f64() * 1000.0
     );
+    if !app.sessions.store().durable() {
+        eprintln!(
+            "store: memory{}: conversations end when turnscope stops",
+            if config.server.port == 0 && config.store.url.as_deref() == Some("default") {
+                " (--port 0 has no fixed address for the default file; --store sqlite:PATH keeps them)"
+            } else {
+                ""
+            }
+        );
+    }
     if let Some(registry) = &app.tool_registry {
         for line in turnscope::tools::registry::describe_sources(registry) {
             eprintln!("tool source {line}");
@@ -215,6 +269,16 @@ async fn headless(
     app.shutdown().await;
     recording.finish().await;
     Ok(())
+}
+
+/// The console and `--headless` keep conversations in the default file unless `--store` or
+/// `[store] url` says otherwise.
+fn with_default_store(config: &Config) -> Config {
+    let mut config = config.clone();
+    if config.store.url.is_none() {
+        config.store.url = Some("default".into());
+    }
+    config
 }
 
 /// `turnscope bridge xiaozhi`: relays on their own, or the main mode with bridges.

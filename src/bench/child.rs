@@ -49,6 +49,9 @@ impl ServerChild {
             (sessions + 8).to_string(),
             "--handle-seconds".into(),
             "86400".into(),
+            // Benches keep sessions in memory unless a bench says otherwise.
+            "--store".into(),
+            "memory".into(),
         ];
         let child = if console {
             let driver = dev_tool("--console")?;

@@ -520,9 +520,10 @@ const LIBRARY_LAYERS: &[&[&str]] = &[
     &["model"],
     &["pipeline"],
     &["bot"],
+    &["store"],
     &["sessions"],
     &["server"],
-    &["bridge"],
+    &["bridge", "attach"],
     &["app"],
     &[""],
 ];

@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod app;
+pub mod attach;
 pub mod bot;
 pub mod bridge;
 pub mod config;
@@ -17,4 +18,5 @@ pub mod observe;
 pub mod pipeline;
 pub mod server;
 pub mod sessions;
+pub mod store;
 pub mod tools;

@@ -12,6 +12,7 @@ pub mod model_params;
 mod model_url;
 mod overrides;
 pub mod seconds;
+pub mod store;
 pub mod tool_filter;
 pub mod xiaozhi;
 
@@ -24,6 +25,7 @@ pub use model_params::Stop;
 pub use model_url::check_model_url;
 pub use overrides::Overrides;
 pub use seconds::{MAX_SECONDS, check_seconds};
+pub use store::{StoreSection, StoreUrl};
 pub use tool_filter::{FilterOverlap, ToolFilter};
 pub use xiaozhi::XiaozhiEntry;
 
@@ -87,6 +89,8 @@ pub struct Config {
     pub policy: PolicySection,
     /// How much of each model request/response and MCP message events keep (`[wire]`).
     pub wire: WireSection,
+    /// Where sessions are kept (`[store]`).
+    pub store: StoreSection,
 }
 
 /// `[wire]`: what crossed the wire, as the console, `--events` and replay keep it.
@@ -486,6 +490,7 @@ impl Config {
             false,
         )?;
         xiaozhi::validate_entries(&self.bridges.xiaozhi)?;
+        self.store.resolve(StoreUrl::Memory)?;
         Ok(())
     }
 }

@@ -37,6 +37,7 @@ pub const END_REASONS: &[&str] = &[
     "error",
     "session_ended",
     "length",
+    "restarted",
 ];
 
 /// One test file: the environment variables it reads, and its cases, in order.
