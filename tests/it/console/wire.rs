@@ -207,7 +207,8 @@ async fn no_secret_reaches_a_screen_or_an_export() {
     assert!(screens.contains("secret-client"), "{screens}");
     let copied = clipboard(&s.raw.lock().unwrap()).unwrap_or_default();
     assert!(
-        copied.contains("X-Upstream-Key: $X_UPSTREAM_KEY"),
+        // The header's name quoted as one shell word, its value the variable's.
+        copied.contains(r#"-H 'X-Upstream-Key: '"${X_UPSTREAM_KEY}""#),
         "{copied}"
     );
     for secret in [TOKEN, HEADER, session.as_str()] {
