@@ -20,6 +20,7 @@ use std::time::Instant;
 
 use uuid::Uuid;
 
+use super::tasks::{Hold, TaskCell};
 use super::{ChatError, KEPT_TURNS, Session, Sessions};
 use crate::bot::{Bot, Restored, Turn, TurnEnd, TurnRecord};
 use crate::observe::{Bus, Event, SessionOpener, event::now_us};
@@ -65,6 +66,8 @@ pub(crate) struct ChatState {
     pub(crate) pending: Option<Arc<Turn>>,
     /// What the store holds of the session (`None`: nothing is stored).
     pub(crate) stored: Option<Stored>,
+    /// The task reading `pending`, when a `chat` call became one (see `tasks`).
+    pub(crate) task: Option<Arc<TaskCell>>,
 }
 
 impl ChatState {
@@ -72,10 +75,31 @@ impl ChatState {
         Self {
             pending: None,
             stored,
+            task: None,
+        }
+    }
+
+    /// Lets go of a task that no longer holds the pending turn: one a poll collected (the
+    /// turn is gone with it, returned so its being read is stored), handed over or cancelled
+    /// (the turn is the session's again).
+    pub(crate) fn settle_task(&mut self) -> Option<Arc<Turn>> {
+        let cell = self.task.as_ref()?;
+        let same = self.pending.as_ref().is_some_and(|p| cell.reads(p));
+        match cell.hold() {
+            Hold::Keeps if same => None,
+            Hold::Collected if same => {
+                self.task = None;
+                self.pending.take()
+            }
+            _ => {
+                self.task = None;
+                None
+            }
         }
     }
 }
 
+/// What a session knows of its stored state (guarded by its chat lock).
 pub(crate) struct Stored {
     /// The head as last written (its version is the store's current one).
     head: Head,
