@@ -26,14 +26,37 @@ pub struct ServerChild {
     http: reqwest::Client,
     child: Child,
     drain: Option<JoinHandle<()>>,
+    /// The console's keyboard: the pseudo-terminal's writing end (none when headless).
+    keys: Option<pty_process::OwnedWritePty>,
     dir: PathBuf,
+}
+
+/// How a [`ServerChild`] is started beyond its session room and console.
+#[derive(Debug, Clone, Default)]
+pub struct ChildOptions {
+    /// The binary to run (default: this one), for a bench comparing two builds.
+    pub exe: Option<PathBuf>,
+    /// Exact words per plain answer of the embedded model (`[model] words`).
+    pub words: Option<usize>,
 }
 
 impl ServerChild {
     /// Starts `turnscope` on the embedded model at zero pace, with room for `sessions`
     /// sessions that never expire during the bench, headless or with its console.
     pub async fn start(sessions: usize, console: bool) -> anyhow::Result<Self> {
-        let exe = std::env::current_exe().context("finding the turnscope binary")?;
+        Self::start_with(sessions, console, &ChildOptions::default()).await
+    }
+
+    /// [`ServerChild::start`] with `options`: another binary, a reply length.
+    pub async fn start_with(
+        sessions: usize,
+        console: bool,
+        options: &ChildOptions,
+    ) -> anyhow::Result<Self> {
+        let exe = match &options.exe {
+            Some(exe) => exe.clone(),
+            None => std::env::current_exe().context("finding the turnscope binary")?,
+        };
         // A fresh directory, so a turnscope.toml or themes/ where the bench runs is not used.
         let dir = std::env::temp_dir().join(format!(
             "turnscope-bench-{}-{}",
@@ -41,6 +64,14 @@ impl ServerChild {
             uuid::Uuid::new_v4().simple()
         ));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        if let Some(words) = options.words {
+            // Read as ./turnscope.toml from the child's working directory.
+            std::fs::write(
+                dir.join("turnscope.toml"),
+                format!("[model]\nwords = {words}\n"),
+            )
+            .context("writing the child's turnscope.toml")?;
+        }
         let port = free_port()?;
         let mut args = vec![
             "--port".to_string(),
@@ -52,7 +83,7 @@ impl ServerChild {
             "--handle-seconds".into(),
             "86400".into(),
         ];
-        let (child, drain) = if console {
+        let (child, drain, keys) = if console {
             let (pty, pts) = pty_process::open().context("opening a pseudo-terminal")?;
             pty.resize(pty_process::Size::new(48, 160))
                 .context("sizing the pseudo-terminal")?;
@@ -67,11 +98,10 @@ impl ServerChild {
                 .context("starting turnscope in a pseudo-terminal")?;
             let (mut reader, writer) = pty.into_split();
             let drain = tokio::spawn(async move {
-                let _writer = writer;
                 let mut buf = vec![0u8; 64 * 1024];
                 while matches!(reader.read(&mut buf).await, Ok(n) if n > 0) {}
             });
-            (child, Some(drain))
+            (child, Some(drain), Some(writer))
         } else {
             args.push("--headless".into());
             let child = tokio::process::Command::new(&exe)
@@ -85,7 +115,7 @@ impl ServerChild {
                 .kill_on_drop(true)
                 .spawn()
                 .context("starting turnscope --headless")?;
-            (child, None)
+            (child, None, None)
         };
         let mut server = Self {
             mcp_url: format!("http://127.0.0.1:{port}/mcp"),
@@ -93,6 +123,7 @@ impl ServerChild {
             http: reqwest::Client::new(),
             child,
             drain,
+            keys,
             dir,
         };
         server.wait_until_healthy().await?;
@@ -142,6 +173,23 @@ impl ServerChild {
             tasks: p["tasks"].as_u64(),
         };
         Ok((sessions, stats))
+    }
+
+    /// The child's process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Types `bytes` into the console's terminal (an error when the child is headless).
+    pub async fn type_keys(&mut self, bytes: &[u8]) -> anyhow::Result<()> {
+        use tokio::io::AsyncWriteExt;
+        let keys = self
+            .keys
+            .as_mut()
+            .context("the server child runs headless: it has no terminal to type into")?;
+        keys.write_all(bytes).await?;
+        keys.flush().await?;
+        Ok(())
     }
 
     /// Ends the child.

@@ -424,7 +424,16 @@ async fn saturated_once(sessions: usize, turns: usize, mode: Mode) -> anyhow::Re
 
 /// CPU seconds (user + system) this process has used, from `/proc/self/stat` (Linux).
 fn cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    cpu_seconds_in("/proc/self/stat")
+}
+
+/// CPU seconds (user + system) process `pid` has used (Linux).
+pub(super) fn cpu_seconds_of(pid: u32) -> Option<f64> {
+    cpu_seconds_in(&format!("/proc/{pid}/stat"))
+}
+
+fn cpu_seconds_in(path: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(path).ok()?;
     // Fields after the command name (which may hold spaces) start after the last ')'.
     let rest = stat.rsplit_once(')')?.1;
     let fields: Vec<&str> = rest.split_whitespace().collect();
@@ -432,7 +441,7 @@ fn cpu_seconds() -> Option<f64> {
     Some(ticks as f64 / 100.0)
 }
 
-fn median(mut xs: Vec<f64>) -> f64 {
+pub(super) fn median(mut xs: Vec<f64>) -> f64 {
     if xs.is_empty() {
         return 0.0;
     }

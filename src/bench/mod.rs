@@ -4,6 +4,7 @@
 mod bridge;
 mod child;
 mod console;
+mod console_memory;
 mod replicas;
 pub mod soak;
 mod test_cases;
@@ -44,6 +45,10 @@ pub enum Shape {
     Ready,
     /// Turns/s with and without a console attached (uses --sessions, --turns, --runs).
     Console,
+    /// The console's own memory and idle CPU: N turns of W-word replies with the console in
+    /// a pseudo-terminal vs headless, then each pane idle (uses --turns, default 300;
+    /// --words, default 300; --runs, default 1 here; --exchanges; --idle-seconds; --against).
+    ConsoleMemory,
     /// The OpenAI bridge's overhead over a direct MCP call.
     Bridge,
     /// Turns/s with 1 and 3 replicas, direct and through HAProxy (uses --clients, --turns,
@@ -60,18 +65,31 @@ pub struct BenchArgs {
     /// Which benchmarks (default: all).
     #[arg(value_enum)]
     pub shapes: Vec<Shape>,
-    /// Runs per shape of the cost table.
-    #[arg(long, default_value_t = 5)]
-    pub runs: usize,
+    /// Runs per shape of the cost table (default 5; 1 for console-memory).
+    #[arg(long)]
+    pub runs: Option<usize>,
     /// Frames pushed per pipeline measurement.
     #[arg(long, default_value_t = 200_000)]
     pub frames: u64,
     /// Sessions of the load shape.
     #[arg(long, default_value_t = 1000)]
     pub sessions: usize,
-    /// Turns per session of the load shape.
-    #[arg(long, default_value_t = 5)]
-    pub turns: usize,
+    /// Turns per session of the load shape (default 5; 300 for console-memory).
+    #[arg(long)]
+    pub turns: Option<usize>,
+    /// Words of each reply of console-memory.
+    #[arg(long, default_value_t = 300)]
+    pub words: usize,
+    /// MCP exchanges the console has seen before console-memory measures each pane idle.
+    #[arg(long, default_value_t = 1000)]
+    pub exchanges: usize,
+    /// Seconds console-memory measures each pane idle (0: memory only).
+    #[arg(long, default_value_t = 5.0)]
+    pub idle_seconds: f64,
+    /// Another turnscope binary console-memory measures alternately with this one (a
+    /// before/after comparison in one run).
+    #[arg(long, value_name = "PATH")]
+    pub against: Option<std::path::PathBuf>,
     /// Idle sessions of the memory shape.
     #[arg(long, default_value_t = 10_000)]
     pub idle_sessions: usize,
@@ -118,6 +136,8 @@ fn row(value: Value) {
 ///   calls interleaved so drift hits all three alike;
 /// - `test`: cases per second of `turnscope test` (`bench::test_cases`).
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let runs = args.runs.unwrap_or(5);
+    let turns = args.turns.unwrap_or(5);
     let shapes = if args.shapes.is_empty() {
         vec![
             Shape::Pipeline,
@@ -139,10 +159,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             }
             Shape::Turns => {
                 for (pace, words) in [(0.03, Some(7)), (0.0, Some(7))] {
-                    cost_table(pace, words, args.runs).await?;
+                    cost_table(pace, words, runs).await?;
                 }
             }
-            Shape::Load => load(args.sessions, args.turns).await?,
+            Shape::Load => load(args.sessions, turns).await?,
             Shape::Memory => soak::memory(args.idle_sessions, args.console).await?,
             Shape::Soak => {
                 anyhow::ensure!(
@@ -160,10 +180,25 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 .await?
             }
             Shape::Ready => ready().await?,
-            Shape::Console => console::console(args.sessions, args.turns, args.runs).await?,
+            Shape::Console => console::console(args.sessions, turns, runs).await?,
+            Shape::ConsoleMemory => {
+                anyhow::ensure!(
+                    args.idle_seconds >= 0.0,
+                    "bench console-memory: --idle-seconds must be at least 0"
+                );
+                console_memory::run(console_memory::Plan {
+                    turns: args.turns.unwrap_or(300),
+                    words: args.words,
+                    runs: args.runs.unwrap_or(1),
+                    exchanges: args.exchanges,
+                    idle_seconds: args.idle_seconds,
+                    against: args.against.clone(),
+                })
+                .await?
+            }
             Shape::Bridge => bridge::run(args.calls).await?,
-            Shape::Replicas => replicas::run(args.clients, args.turns, args.runs).await?,
-            Shape::Test => test_cases::run(args.runs).await?,
+            Shape::Replicas => replicas::run(args.clients, turns, runs).await?,
+            Shape::Test => test_cases::run(runs).await?,
         }
     }
     Ok(())
@@ -311,6 +346,32 @@ impl BenchClient {
             Some(handle) if result.is_error != Some(true) => Ok(handle.to_string()),
             _ => anyhow::bail!("start failed: {:?}", result.content),
         }
+    }
+
+    /// `tools/list` → how many tools.
+    pub async fn list_tools(&self) -> anyhow::Result<usize> {
+        Ok(self.client.list_all_tools().await?.len())
+    }
+
+    /// `chat` asking for progress (a `progressToken`, as Claude Code and the Python SDK send):
+    /// the server sends one notification per reply piece before the result.
+    pub async fn chat_with_progress(&self, handle: &str, line: &str) -> anyhow::Result<String> {
+        use rmcp::model::{NumberOrString, ProgressToken, RequestParamsMeta};
+        let mut params = CallToolRequestParams::new("chat");
+        if let Value::Object(map) = json!({"handle": handle, "line": line}) {
+            params = params.with_arguments(map);
+        }
+        params.set_progress_token(ProgressToken(NumberOrString::String(
+            uuid::Uuid::new_v4().to_string().into(),
+        )));
+        let result = self.client.call_tool(params).await?;
+        let reply: String = result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect();
+        anyhow::ensure!(result.is_error != Some(true), "chat failed: {reply}");
+        Ok(reply)
     }
 
     /// `chat` → reply (an error reply is an error).
