@@ -204,6 +204,11 @@ pub struct McpExchange {
     /// The JSON-RPC messages written back, in order (progress notifications, the result).
     #[serde(default)]
     pub messages: Vec<McpMessage>,
+    /// The progress notifications of the answer: `messages` keeps the first and the latest
+    /// whole, the others are counted here (each was the reply so far; the result holds the
+    /// whole reply, and each one is its own `Event::Progress`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<ProgressTally>,
     /// A body that was not JSON-RPC (an HTTP error's text), cut.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
@@ -216,6 +221,17 @@ pub struct McpExchange {
     pub complete: bool,
     /// When the request arrived, in µs since the epoch.
     pub at_us: u64,
+}
+
+/// The progress notifications an MCP exchange's answer carried.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgressTally {
+    /// How many were written.
+    pub count: u64,
+    /// Their bytes together.
+    pub bytes: u64,
+    /// How many of them the exchange's `messages` leave out (all but the first and latest).
+    pub left_out: u64,
 }
 
 /// The marker a cut text ends with.
@@ -255,7 +271,13 @@ pub fn cut_strings(value: &mut Value, limit: usize) -> bool {
 /// A JSON message from raw bytes: parsed, or when longer than `limit` (or not JSON) a
 /// `{"turnscope/cut": {"bytes": n, "head": "…"}}` marker with its first `limit` bytes as text.
 pub fn cut_json(bytes: &[u8], limit: usize) -> Value {
-    if bytes.len() <= limit
+    cut_json_total(bytes, bytes.len(), limit)
+}
+
+/// [`cut_json`] of a message of which only the first bytes were kept, `total` in all.
+pub fn cut_json_total(bytes: &[u8], total: usize, limit: usize) -> Value {
+    if total == bytes.len()
+        && bytes.len() <= limit
         && let Ok(mut value) = serde_json::from_slice::<Value>(bytes)
     {
         mask_handles(&mut value);
@@ -263,7 +285,7 @@ pub fn cut_json(bytes: &[u8], limit: usize) -> Value {
     }
     let mut head = String::from_utf8_lossy(&bytes[..bytes.len().min(limit)]).into_owned();
     mask_handles_in(&mut head);
-    serde_json::json!({"turnscope/cut": {"bytes": bytes.len(), "head": head}})
+    serde_json::json!({"turnscope/cut": {"bytes": total.max(bytes.len()), "head": head}})
 }
 
 /// Whether `s` (36 bytes) has the shape of a UUID, which handles are.
