@@ -228,7 +228,7 @@ async fn a_tool_turns_second_request_is_whole_again_and_its_curl_gets_the_same_r
     assert_eq!(second_r.content, reply.text);
     assert_eq!(info.finish_reason.as_deref(), Some("stop"));
     assert_eq!(info.status, Some(200));
-    assert!(info.first_byte_us.is_some());
+    assert!(info.headers_us.is_some());
     let usage = info.usage.expect("the embedded model counts tokens");
     assert!(usage.prompt_tokens > 0 && usage.completion_tokens > 0);
     let (_, info, _, calls) = requests[1];

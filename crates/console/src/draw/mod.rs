@@ -43,6 +43,9 @@ pub fn draw(f: &mut Frame, c: &Console) {
     if c.turn_view.is_some() {
         panes::turn_view::draw(f, areas, c);
     }
+    if c.mcp.detail.is_some() {
+        panes::mcp_detail::draw(f, areas, c);
+    }
     if c.help.open {
         crate::draw::help::draw(f, screen, c);
     }

@@ -43,6 +43,13 @@ impl Console {
         if self.turn_view.is_some() {
             return self.turn_view_key(key);
         }
+        if self.mcp.detail.is_some() {
+            return self.mcp_detail_key(key);
+        }
+        if self.mcp.editing.is_some() {
+            self.mcp_filter_key(key);
+            return None;
+        }
         if self.frames.detail {
             self.detail_key(key);
             return None;
@@ -119,7 +126,7 @@ impl Console {
         match command {
             Command::Quit => return self.quit(),
             Command::Zoom => self.zoom = !self.zoom,
-            Command::Yank if self.focus == PaneId::Mcp => return self.copy_mcp(),
+            Command::Yank if self.focus == PaneId::Mcp => return self.copy_mcp(false),
             Command::Expand if self.focus == PaneId::Mcp => {
                 self.mcp.method = self.next_mcp_filter(false);
             }
@@ -209,6 +216,8 @@ impl Console {
                     self.settle();
                 } else if self.focus == PaneId::Frames && !self.frames.filter.is_empty() {
                     self.frames.filter = FrameFilter::default();
+                } else if self.focus == PaneId::Mcp && !self.mcp.filter.is_empty() {
+                    self.mcp.filter = crate::view::mcp::McpFilter::default();
                 } else if self.notice.is_some() {
                     self.notice = None;
                 }
@@ -229,6 +238,7 @@ impl Console {
             Command::Filter if self.focus == PaneId::Sessions => self.edit_session_filter(),
             Command::Sort if self.focus == PaneId::Sessions => self.cycle_sort(),
             Command::Sort => {}
+            Command::Filter if self.focus == PaneId::Mcp => self.edit_mcp_filter(),
             Command::Filter if self.focus == PaneId::Transcript => {
                 self.transcript.search_editing = Some(LineEdit::new(&self.transcript.search));
             }
@@ -251,6 +261,7 @@ impl Console {
                         .iter()
                         .any(|l| matches!(l, FrameLine::Frame(_)))
                 }
+                PaneId::Mcp => self.open_mcp_detail(),
                 _ => {}
             },
             Command::Pause => {
@@ -293,7 +304,7 @@ impl Console {
             }
             PaneId::Stats => scroll_fwd(&self.stats.scroll, delta),
             PaneId::Log => scroll_back(&self.log.back, -delta),
-            PaneId::Mcp => scroll_back(&self.mcp.back, -delta),
+            PaneId::Mcp => self.mcp_step(delta),
         }
     }
 
@@ -303,7 +314,7 @@ impl Console {
             PaneId::Frames => self.frames.cursor = None,
             PaneId::Progress => self.progress.back.set(0),
             PaneId::Log => self.log.back.set(0),
-            PaneId::Mcp => self.mcp.back.set(0),
+            PaneId::Mcp => self.mcp.cursor = None,
             _ => self.move_by(isize::MAX / 2),
         }
     }
@@ -321,58 +332,4 @@ impl Console {
 
 fn scroll_fwd(cell: &Cell<usize>, delta: isize) {
     scroll_back(cell, delta);
-}
-
-impl Console {
-    /// The next client (`clients`) or method filter of the MCP pane: none, then each one seen
-    /// in turn, then none again.
-    fn next_mcp_filter(&self, clients: bool) -> Option<String> {
-        let mut seen: Vec<String> = Vec::new();
-        for x in self.state.wire.exchanges() {
-            let v = if clients {
-                x.client.clone()
-            } else {
-                x.method.clone()
-            };
-            if let Some(v) = v
-                && !seen.contains(&v)
-            {
-                seen.push(v);
-            }
-        }
-        let now = if clients {
-            &self.mcp.client
-        } else {
-            &self.mcp.method
-        };
-        match now {
-            None => seen.into_iter().next(),
-            Some(cur) => {
-                let at = seen.iter().position(|s| s == cur);
-                at.and_then(|i| seen.get(i + 1).cloned())
-            }
-        }
-    }
-
-    /// `y` in the MCP pane: the newest exchange it lists, as a curl command.
-    fn copy_mcp(&mut self) -> Option<Action> {
-        let newest = crate::draw::panes::mcp::listed(self).last().copied();
-        match newest {
-            Some(x) => Some(Action::Copy {
-                what: format!(
-                    "MCP {} {}",
-                    x.http_method,
-                    x.method.as_deref().unwrap_or("exchange")
-                ),
-                text: turnscope::observe::rebuild::mcp_curl(x),
-            }),
-            None => {
-                self.notice = Some(Notice {
-                    text: "no MCP exchange listed to copy".into(),
-                    error: true,
-                });
-                None
-            }
-        }
-    }
 }

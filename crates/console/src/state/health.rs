@@ -98,9 +98,11 @@ impl ConsoleState {
         if self.logs.len() == LOGS_KEPT {
             self.logs.pop_front();
         }
+        let mut text = message.to_string();
+        super::journal::cut_entry_text(&mut text);
         self.logs.push_back(LogLine {
             level: level.to_string(),
-            message: message.to_string(),
+            message: text,
         });
         self.journal.push(Entry {
             at_us: at_ms * 1000,

@@ -476,7 +476,7 @@ fn info(finish: &str, prompt: u64, completion: u64) -> turnscope::observe::Model
         model: Some("turnscope-scripted".into()),
         response_id: Some("chatcmpl-turnscope".into()),
         status: Some(200),
-        first_byte_us: Some(2 * MS),
+        headers_us: Some(2 * MS),
         ..Default::default()
     }
 }

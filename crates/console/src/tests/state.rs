@@ -130,7 +130,7 @@ fn frames_are_kept_up_to_the_bound_and_evictions_counted() {
         s.apply(&frame(n));
     }
     assert_eq!(s.frames().len(), FRAMES_KEPT);
-    assert_eq!(s.frames_evicted, 25);
+    assert_eq!(s.frames_evicted(), 25);
     assert_eq!(s.frames_seen, FRAMES_KEPT as u64 + 25);
     assert_eq!(s.frames().front().unwrap().frame().id, 25);
     assert_eq!(s.events_seen, FRAMES_KEPT as u64 + 25);

@@ -12,9 +12,10 @@ use super::frames::{FrameLine, FrameSource, FramesView};
 use super::ids::PaneId;
 use super::keys::KeyOwner;
 use super::layout::Areas;
+use super::mcp::McpView;
 use super::nav::TurnPick;
 use super::panes::{
-    HelpView, InputLineView, LogView, McpView, ProgressView, StatsView, ToolsView, TranscriptView,
+    HelpView, InputLineView, LogView, ProgressView, StatsView, ToolsView, TranscriptView,
 };
 use super::sessions::SessionList;
 use crate::state::tape::Tape;
@@ -129,7 +130,8 @@ impl Console {
         let focused = self.focus == PaneId::Input
             && !self.read_only
             && !self.help.open
-            && self.frames.editing.is_none();
+            && self.frames.editing.is_none()
+            && self.mcp.editing.is_none();
         let cursor = if focused {
             Style::new().add_modifier(Modifier::REVERSED)
         } else {
@@ -169,9 +171,12 @@ impl Console {
             KeyOwner::Help
         } else if self.turn_view.is_some() {
             KeyOwner::TurnView
+        } else if self.mcp.detail.is_some() {
+            KeyOwner::McpDetail
         } else if self.frames.detail {
             KeyOwner::FrameDetail
         } else if self.frames.editing.is_some()
+            || self.mcp.editing.is_some()
             || self.transcript.search_editing.is_some()
             || self.sessions_list.editing.is_some()
         {

@@ -249,8 +249,8 @@ pub const BINDINGS: &[Binding] = &[
     ),
     b(
         Scope::Sessions,
-        "a x y (9 MCP)",
-        "the MCP pane: one client (a), one method (x), copy the newest exchange as curl (y)",
+        "↑↓ Enter / a x y (9 MCP)",
+        "the MCP pane: pick an exchange (↑↓) and open it whole (Enter: pretty, _meta last, f unfolds, ← → step, J copies JSON); filter by typed text (/: words, client: method: tool: status:, !negates), one client (a), one method (x); copy the picked exchange as curl (y)",
     ),
     b(
         Scope::Sessions,
@@ -300,6 +300,8 @@ pub enum KeyOwner {
     TurnView,
     /// The frame detail.
     FrameDetail,
+    /// An MCP exchange opened whole.
+    McpDetail,
     /// The help.
     Help,
 }
@@ -325,6 +327,13 @@ pub fn owner_hints(owner: KeyOwner, read_only: bool) -> Vec<(&'static str, &'sta
             ("Esc", "close"),
         ],
         KeyOwner::FrameDetail => vec![("↑↓", "previous/next frame"), ("Esc", "close")],
+        KeyOwner::McpDetail => vec![
+            ("↑↓ PgUp/PgDn", "scroll"),
+            ("← →", "exchange"),
+            ("f", "unfold"),
+            ("y/J", "copy curl/JSON"),
+            ("Esc", "close"),
+        ],
         KeyOwner::Help => vec![("↑↓", "scroll"), ("Esc", "close")],
     }
 }
@@ -368,7 +377,9 @@ pub fn hints(pane: crate::view::ids::PaneId, read_only: bool) -> Vec<(&'static s
         ],
         PaneId::Log => vec![("↑↓", "scroll"), ("a", "problems/all")],
         PaneId::Mcp => vec![
-            ("↑↓", "scroll"),
+            ("↑↓", "pick"),
+            ("Enter", "open whole"),
+            ("/", "filter"),
             ("a", "client"),
             ("x", "method"),
             ("y", "copy as curl"),

@@ -84,17 +84,6 @@ pub struct LogView {
     pub problems_only: bool,
 }
 
-/// The MCP pane: which exchanges it lists.
-#[derive(Debug, Default)]
-pub struct McpView {
-    /// Rows scrolled back from the bottom.
-    pub back: Cell<usize>,
-    /// Only this client's exchanges (`a` cycles through the clients seen).
-    pub client: Option<String>,
-    /// Only this JSON-RPC method (`x` cycles through the methods seen).
-    pub method: Option<String>,
-}
-
 /// The Input pane's sends (the line itself is the console's `TextArea`).
 #[derive(Debug, Default)]
 pub struct InputLineView {

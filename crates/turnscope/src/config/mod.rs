@@ -296,11 +296,29 @@ impl Default for BotSection {
 }
 
 /// `[console]`
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ConsoleSection {
     /// Theme name (a file in `themes/`) or path.
     pub theme: Option<String>,
+    /// Most MiB the console keeps of what it shows (MCP exchanges, model requests and their
+    /// messages, frames, transcripts, timelines, progress, log), shared out between them;
+    /// each drops its oldest first and says how many it dropped. Default 16.
+    pub max_mib: usize,
+}
+
+/// The default `console.max_mib`.
+pub const CONSOLE_MAX_MIB: usize = 16;
+/// The largest `console.max_mib` accepted (64 GiB).
+const CONSOLE_MIB_MAX: usize = 64 * 1024;
+
+impl Default for ConsoleSection {
+    fn default() -> Self {
+        Self {
+            theme: None,
+            max_mib: CONSOLE_MAX_MIB,
+        }
+    }
 }
 
 /// `[bridges]`
@@ -433,6 +451,12 @@ impl Config {
         }
         check_bot_identity(&self.bot)?;
         check_seconds("model.pace", self.model.pace, true)?;
+        if !(1..=CONSOLE_MIB_MAX).contains(&self.console.max_mib) {
+            return Err(format!(
+                "console.max_mib: {} is not between 1 and {CONSOLE_MIB_MAX}; give the MiB the console may keep of what it shows (default {CONSOLE_MAX_MIB})",
+                self.console.max_mib
+            ));
+        }
         if self.wire.max_kib > WIRE_KIB_MAX {
             return Err(format!(
                 "wire.max_kib: {} is more than {WIRE_KIB_MAX} (1 GiB); give the KiB of one message to keep, or 0 to record no bodies",

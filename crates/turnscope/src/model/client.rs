@@ -250,7 +250,7 @@ impl ModelClient {
     }
 
     /// Like [`ModelClient::stream_with`], filling `info` with what the request reported (status,
-    /// time to first byte, finish reason, usage, model, id, retries) whether it failed or not.
+    /// time to the headers, finish reason, usage, model, id, retries) whether it failed or not.
     pub async fn stream_reporting(
         &self,
         messages: Vec<Value>,
@@ -291,7 +291,7 @@ impl ModelClient {
             );
             response = self.send(encode(&body, false), info).await?;
         }
-        info.first_byte_us = Some(started.elapsed().as_micros() as u64);
+        info.headers_us = Some(started.elapsed().as_micros() as u64);
         let response = match response {
             Answer::Ok(r) => r,
             Answer::Refused { code, message } => {

@@ -140,7 +140,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         Span::styled(" · frames ", t.dim),
         Span::styled(count(s.frames_seen), t.text),
         Span::styled(" · evicted ", t.dim),
-        Span::styled(count(s.frames_evicted), t.text),
+        Span::styled(count(s.frames_evicted()), t.text),
     ]));
     let logs = s.logs();
     if !logs.is_empty() {

@@ -296,7 +296,7 @@ pub fn waterfall(c: &Console, tl: &Timeline, w: usize) -> Vec<Line<'static>> {
             }
         }
     }
-    let mut piece_marks = marks(&tl.pieces, span, cells);
+    let mut piece_marks = marks(tl.pieces.offsets(), span, cells);
     for m in &mut piece_marks {
         m.3 = t.bot;
     }
@@ -308,7 +308,7 @@ pub fn waterfall(c: &Console, tl: &Timeline, w: usize) -> Vec<Line<'static>> {
         c,
         t.text,
     ));
-    let mut progress_marks = marks(&tl.progress, span, cells);
+    let mut progress_marks = marks(tl.progress.offsets(), span, cells);
     for m in &mut progress_marks {
         m.3 = t.accent;
     }
