@@ -66,19 +66,24 @@ impl Console {
     fn copy_request(&mut self, json: bool) -> Option<Action> {
         let pick = self.turn_view.as_ref()?;
         let calls = self.state.wire.calls_of(pick.session, pick.turn);
-        let text = calls.get(pick.request).and_then(|call| {
+        let call = calls.get(pick.request);
+        let text = call.and_then(|call| {
             if json {
                 crate::draw::panes::model_request::request_json(self, call)
             } else {
                 crate::draw::panes::model_request::request_curl(self, call)
             }
         });
-        let what = format!(
+        let mut what = format!(
             "model request {} of turn {} as {}",
             pick.request + 1,
             pick.turn,
             if json { "JSON" } else { "curl" }
         );
+        if let Some(why) = call.and_then(|c| crate::draw::panes::model_request::incomplete(self, c))
+        {
+            what.push_str(&format!(" ({why})"));
+        }
         match text {
             Some(text) => Some(Action::Copy { what, text }),
             None => {

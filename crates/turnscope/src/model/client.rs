@@ -22,6 +22,9 @@ use crate::observe::wire::WireRequest;
 use crate::observe::{ModelResponseInfo, TokenUsage};
 use crate::tools::{ToolCall, ToolSpec};
 
+/// The request fields about tools: a request that offers none is sent (and recorded) without
+/// any of them, since servers refuse `tool_choice` without `tools`.
+const TOOL_SETTINGS: [&str; 3] = ["tools", "tool_choice", "parallel_tool_calls"];
 /// Where the model lives, how patient to be with it, and what every request carries.
 #[derive(Debug, Clone)]
 pub struct ModelConfig {
@@ -223,14 +226,20 @@ impl ModelClient {
     /// What a request with these `extra` fields looks like on the wire, without its messages
     /// and tools: model, URL (`token=` masked), header names (never values), whether a key is
     /// sent, and the other top-level fields (`[model]` parameters, `extra`, `stream`,
-    /// `stream_options`). Mirrors `stream_reporting`.
-    pub(crate) fn describe(&self, extra: &Map<String, Value>) -> WireRequest {
+    /// `stream_options`; no tool settings when it `offers_tools` not). Mirrors
+    /// `stream_reporting`.
+    pub(crate) fn describe(&self, extra: &Map<String, Value>, offers_tools: bool) -> WireRequest {
         let mut params = self.config.params.clone();
         for (k, v) in extra {
             params.insert(k.clone(), v.clone());
         }
-        for key in ["model", "messages", "tools"] {
+        for key in ["model", "messages"] {
             params.remove(key);
+        }
+        for key in TOOL_SETTINGS {
+            if key == "tools" || !offers_tools {
+                params.remove(key);
+            }
         }
         params.insert("stream".into(), Value::Bool(true));
         if self.config.include_usage
@@ -269,7 +278,7 @@ impl ModelClient {
         if tools.is_empty() {
             // Servers refuse tool settings in a request that offers no tools (a turn's last
             // request at the round cap offers none).
-            for key in ["tools", "tool_choice", "parallel_tool_calls"] {
+            for key in TOOL_SETTINGS {
                 body.remove(key);
             }
         } else {

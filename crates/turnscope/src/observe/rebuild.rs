@@ -249,13 +249,45 @@ impl WholeRequest {
         Value::Object(body)
     }
 
+    /// What this request lacks to be sent again as it was, in a sentence, when it lacks
+    /// anything: the tool set it offered (not in this recording: it went out before the
+    /// recording started, or was forgotten) or earlier messages.
+    pub fn incomplete(&self, wire: &WireRequest) -> Option<String> {
+        let mut lacks = Vec::new();
+        if self.tools.is_none()
+            && let Some(id) = &wire.tools
+        {
+            lacks.push(format!(
+                "the {} tools it offered (tool set {id}) are not in this recording",
+                wire.tool_count
+            ));
+        }
+        if self.missing > 0 {
+            lacks.push(format!(
+                "{} of its messages are not in this recording",
+                self.missing
+            ));
+        }
+        (!lacks.is_empty()).then(|| {
+            format!(
+                "incomplete: {}; the copy sends less than the model got",
+                lacks.join(", and ")
+            )
+        })
+    }
+
     /// A `curl` command that sends this request again to the same server. The key is written
     /// as `$OPENAI_API_KEY` and every extra header's value as a variable named after it
-    /// (`X-Org` → `$X_ORG`): their values are never recorded.
+    /// (`X-Org` → `$X_ORG`): their values are never recorded. A request that cannot be made
+    /// whole again starts with a `#` comment saying what it lacks.
     pub fn curl(&self, wire: &WireRequest) -> String {
         let body = serde_json::to_string_pretty(&self.body(wire)).unwrap_or_default();
+        let warning = self
+            .incomplete(wire)
+            .map(|why| format!("# {why}\n"))
+            .unwrap_or_default();
         let mut out = format!(
-            "curl -sN {} \\\n  -H 'Content-Type: application/json'",
+            "{warning}curl -sN {} \\\n  -H 'Content-Type: application/json'",
             quote(&wire.url)
         );
         if wire.keyed {
@@ -281,7 +313,31 @@ fn quote(text: &str) -> String {
 pub fn mcp_curl(exchange: &McpExchange) -> String {
     let host = exchange.host.as_deref().unwrap_or("127.0.0.1:7870");
     let url = format!("http://{host}{}", exchange.path);
-    let mut out = format!("curl -sN -X {} {}", exchange.http_method, quote(&url));
+    let mut out = String::new();
+    if let Some(cut) = exchange
+        .request
+        .as_ref()
+        .and_then(|b| b.get("turnscope/cut"))
+    {
+        let _ = writeln!(
+            out,
+            "# incomplete: the body was {} bytes and only its start was recorded ([wire] max_kib); the copy sends that start",
+            cut["bytes"]
+        );
+    }
+    let handle = &exchange
+        .request
+        .as_ref()
+        .map(|b| &b["params"]["arguments"]["handle"]);
+    if let Some(Value::String(h)) = handle
+        && h.ends_with('…')
+    {
+        let _ = writeln!(
+            out,
+            "# the handle is recorded masked ({h}): put the whole handle in its place"
+        );
+    }
+    let _ = write!(out, "curl -sN -X {} {}", exchange.http_method, quote(&url));
     out.push_str(" \\\n  -H 'Content-Type: application/json' \\\n  -H 'Accept: application/json, text/event-stream'");
     if let Some(v) = &exchange.protocol {
         let _ = write!(
@@ -367,8 +423,20 @@ mod tests {
         assert!(curl.contains("Bearer $OPENAI_API_KEY"), "{curl}");
         assert!(curl.contains("X-Org: $X_ORG"), "{curl}");
         assert!(curl.contains("\"what time is it?\""), "{curl}");
-        // Another session knows none of these messages.
+        assert_eq!(whole.incomplete(&second), None);
+        // Another session knows none of these messages, nor a book that missed the tool set.
         assert_eq!(book.whole(8, &second).missing, 5);
+        let mut late = RequestBook::default();
+        late.fold(7, &first);
+        late.fold(7, &second);
+        let partial = late.whole(7, &second);
+        let why = partial.incomplete(&second).expect("said");
+        assert!(why.contains("tool set t1"), "{why}");
+        assert!(
+            partial.curl(&second).starts_with("# incomplete: "),
+            "{}",
+            partial.curl(&second)
+        );
         assert_eq!(book.kept, 5);
     }
 }

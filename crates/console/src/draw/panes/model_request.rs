@@ -286,6 +286,12 @@ pub fn request_json(c: &Console, call: &ModelCall) -> Option<String> {
     serde_json::to_string_pretty(&whole.body(q)).ok()
 }
 
+/// What the request lacks to be copied whole, when it lacks anything (for the copy's notice).
+pub fn incomplete(c: &Console, call: &ModelCall) -> Option<String> {
+    let q = call.request()?;
+    c.state.wire.book.whole(call.session, q).incomplete(q)
+}
+
 /// The curl command of a request, for `c`.
 pub fn request_curl(c: &Console, call: &ModelCall) -> Option<String> {
     let q = call.request()?;
