@@ -164,12 +164,11 @@ impl Console {
                 let fine = matches!(command, Command::Scrub(_));
                 if let Some(tape) = self.tape.as_mut()
                     && (if fine {
-                        tape.scrub(delta)
+                        tape.scrub(delta, &mut self.state)
                     } else {
-                        tape.step(delta)
+                        tape.step(delta, &mut self.state)
                     })
                 {
-                    self.state = tape.state();
                     self.frames.paused = None;
                     self.settle();
                 }

@@ -57,7 +57,7 @@ impl ConsoleState {
             totals.first_us = *at_us;
         }
         totals.notes += 1;
-        totals.pieces += u64::from(*pieces);
+        totals.pieces = totals.pieces.saturating_add(u64::from(*pieces));
         totals.coalesced += u64::from(*pieces > 1);
         totals.last_us = *at_us;
     }

@@ -94,7 +94,7 @@ impl ConsoleState {
 
     /// A log line.
     pub(super) fn on_log(&mut self, at_ms: &u64, level: &str, message: &str) {
-        self.saw_time(at_ms * 1000);
+        self.saw_time(at_ms.saturating_mul(1000));
         if self.logs.len() == LOGS_KEPT {
             self.logs.pop_front();
         }
@@ -105,7 +105,7 @@ impl ConsoleState {
             message: text,
         });
         self.journal.push(Entry {
-            at_us: at_ms * 1000,
+            at_us: at_ms.saturating_mul(1000),
             level: Level::parse(level),
             session: None,
             source: "log".into(),

@@ -95,7 +95,7 @@ impl Entry {
 }
 
 /// The journal: recent entries and counts.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Journal {
     entries: VecDeque<Entry>,
     /// Errors seen in all.

@@ -60,7 +60,9 @@ pub use records::{
     ToolLine, ToolView, TurnView,
 };
 
-/// Everything the console knows, folded from events and live snapshots.
+/// Everything the console knows, folded from events and live snapshots. A clone shares the
+/// events it keeps (frames, exchanges, model requests) with the original.
+#[derive(Clone)]
 pub struct ConsoleState {
     /// The byte budget the records are kept within.
     budget: Budget,
@@ -185,6 +187,49 @@ impl ConsoleState {
         self.timelines.set_max_bytes(budget.share(Part::Timelines));
         self.wire.set_budget(budget);
         self.trim_transcripts();
+    }
+
+    /// What each part of the budget keeps now: (part, bytes kept, records dropped so far).
+    pub fn budget_use(&self) -> Vec<(Part, usize, u64)> {
+        Part::SHARES
+            .iter()
+            .map(|(part, _)| match part {
+                Part::Exchanges => (
+                    *part,
+                    self.wire.exchanges().bytes(),
+                    self.wire.exchanges().dropped(),
+                ),
+                Part::Requests => (*part, self.wire.calls_bytes(), self.wire.calls_dropped()),
+                Part::Messages => (*part, self.wire.book.bytes(), self.wire.book.forgotten),
+                Part::Frames => (*part, self.frames.bytes(), self.frames.dropped()),
+                Part::Transcripts => (
+                    *part,
+                    self.transcript_bytes,
+                    self.transcript_dropped.values().sum(),
+                ),
+                Part::Timelines => (*part, self.timelines.bytes(), self.timelines.dropped),
+                Part::Progress => (*part, self.progress.bytes(), self.progress.dropped()),
+            })
+            .collect()
+    }
+
+    /// The most sessions any per-session figure is kept for (for the tests of its bound).
+    pub fn sessions_tracked(&self) -> usize {
+        [
+            self.sessions.len(),
+            self.transcripts.len(),
+            self.session_samples.len(),
+            self.progress_totals.len(),
+            self.last_activity.len(),
+            self.clients_gone.len(),
+            self.transcript_dropped.len(),
+            self.journal.sessions(),
+            self.timelines.open_sessions(),
+            self.wire.sessions_tallied(),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0)
     }
 
     /// Frames dropped from the kept window (by count or bytes).

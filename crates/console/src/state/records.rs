@@ -318,7 +318,7 @@ pub struct LogLine {
 }
 
 /// Recent samples of each metric of one session.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Samples {
     metrics: BTreeMap<String, VecDeque<u64>>,
 }

@@ -136,8 +136,8 @@ impl Timeline {
         let latest = self
             .requests
             .iter()
-            .map(|r| r.start + r.total)
-            .chain(self.calls.iter().map(|c| c.start + c.total))
+            .map(|r| r.start.saturating_add(r.total))
+            .chain(self.calls.iter().map(|c| c.start.saturating_add(c.total)))
             .chain(self.pieces.last())
             .chain(self.progress.last())
             .max()
@@ -151,7 +151,7 @@ impl Timeline {
 }
 
 /// Every kept turn's timeline, by (session, turn).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Timelines {
     turns: BTreeMap<(u64, u64), Timeline>,
     order: VecDeque<(u64, u64)>,

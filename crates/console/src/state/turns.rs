@@ -73,7 +73,7 @@ impl ConsoleState {
     /// A tool call finished (or failed).
     pub(super) fn on_tool_call(&mut self, c: &ToolCallEvent) {
         if c.started_us != 0 {
-            self.touch(c.session, c.started_us + c.duration_us);
+            self.touch(c.session, c.started_us.saturating_add(c.duration_us));
         }
         self.timelines.call(
             (c.session, c.turn),
@@ -86,7 +86,7 @@ impl ConsoleState {
             let at = if c.started_us == 0 {
                 self.now_us
             } else {
-                c.started_us + c.duration_us
+                c.started_us.saturating_add(c.duration_us)
             };
             self.journal.push(Entry {
                 at_us: at,
@@ -141,7 +141,7 @@ impl ConsoleState {
                 at_us: if *at_us == 0 {
                     self.now_us
                 } else {
-                    at_us + total_us
+                    at_us.saturating_add(*total_us)
                 },
                 level: Level::Error,
                 session: (*session != 0).then_some(*session),
@@ -167,7 +167,9 @@ impl ConsoleState {
             if let Some(u) = &response.usage {
                 view.usage.get_or_insert_default().add(u);
             }
-            view.reasoning_bytes += response.reasoning_bytes;
+            view.reasoning_bytes = view
+                .reasoning_bytes
+                .saturating_add(response.reasoning_bytes);
         }
     }
 

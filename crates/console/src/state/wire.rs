@@ -171,7 +171,7 @@ static NO_EXCHANGE: std::sync::LazyLock<McpExchange> =
     std::sync::LazyLock::new(McpExchange::default);
 
 /// The console's record of the wire.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Wire {
     /// Messages and tool sets, to put requests together again.
     pub book: RequestBook,
@@ -228,8 +228,8 @@ impl Wire {
                 .total_us()
                 .saturating_sub(call.first_piece_us().unwrap_or(0));
             if usage.completion_tokens > 0 && streaming > 0 {
-                self.streaming_us += streaming;
-                self.streamed_tokens += usage.completion_tokens;
+                self.streaming_us = self.streaming_us.saturating_add(streaming);
+                self.streamed_tokens = self.streamed_tokens.saturating_add(usage.completion_tokens);
             }
         }
         let key = (call.session, call.turn);
@@ -281,6 +281,16 @@ impl Wire {
     /// Model requests dropped to stay within the bounds.
     pub fn calls_dropped(&self) -> u64 {
         self.calls.dropped()
+    }
+
+    /// Bytes of the model requests kept.
+    pub fn calls_bytes(&self) -> usize {
+        self.calls.bytes()
+    }
+
+    /// Sessions with a token tally.
+    pub fn sessions_tallied(&self) -> usize {
+        self.tokens.len()
     }
 
     /// Tokens of one turn's requests (none when no request reported usage).

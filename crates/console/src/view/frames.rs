@@ -163,9 +163,12 @@ impl FramesView {
             };
             return Vec::new();
         };
+        // Frames only come at the end and leave at the start; anything else (a replay stepped
+        // back to an earlier state) lists them anew.
         let stale = cache.key != key
             || first < cache.first_seq
             || cache.next_seq < first
+            || last + 1 < cache.next_seq
             || cache.seen.len() > 4 * crate::state::FRAMES_KEPT;
         if stale {
             let matched = cache.matched;

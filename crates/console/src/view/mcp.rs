@@ -134,6 +134,8 @@ struct Listed {
     numbers: VecDeque<u64>,
     /// The next exchange number to test.
     next: u64,
+    /// Exchanges tested against the filters, in all.
+    tested: u64,
 }
 
 /// The lines of an opened exchange, as drawn for (its number, unfolded, width).
@@ -196,8 +198,10 @@ impl McpView {
                 self.filter.text().to_string(),
             );
             if l.key != key {
+                let tested = l.tested;
                 *l = Listed {
                     key,
+                    tested,
                     ..Listed::default()
                 };
             }
@@ -207,6 +211,7 @@ impl McpView {
             }
             let from = l.next.max(first);
             for n in from..kept.next_number() {
+                l.tested += 1;
                 if let Some(row) = kept.by_number(n)
                     && self.passes(row.exchange())
                 {
@@ -216,6 +221,12 @@ impl McpView {
             l.next = kept.next_number();
         }
         Ref::map(self.listed.borrow(), |l| &l.numbers)
+    }
+
+    /// Exchanges tested against the filters since the pane began (each once, unless a
+    /// filter changed).
+    pub fn tested(&self) -> u64 {
+        self.listed.borrow().tested
     }
 
     fn passes(&self, x: &McpExchange) -> bool {

@@ -24,12 +24,15 @@ pub struct TokenUsage {
 }
 
 impl TokenUsage {
-    /// Adds `other`'s counts to these (a turn's requests summed).
+    /// Adds `other`'s counts to these (a turn's requests summed; counts from a file are not
+    /// trusted, so the sums stop at the largest count rather than overflow).
     pub fn add(&mut self, other: &TokenUsage) {
-        self.prompt_tokens += other.prompt_tokens;
-        self.completion_tokens += other.completion_tokens;
-        self.cached_tokens += other.cached_tokens;
-        self.reasoning_tokens += other.reasoning_tokens;
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
+        self.cached_tokens = self.cached_tokens.saturating_add(other.cached_tokens);
+        self.reasoning_tokens = self.reasoning_tokens.saturating_add(other.reasoning_tokens);
     }
 }
 

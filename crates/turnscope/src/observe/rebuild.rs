@@ -28,7 +28,7 @@ pub const BOOK_MESSAGES_KEPT: usize = 16_384;
 pub const BOOK_BYTES_KEPT: usize = 64 * 1024 * 1024;
 
 /// The messages and tool sets events have carried so far.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct RequestBook {
     /// Per session, its messages by number, each with its size.
     sessions: BTreeMap<u64, BTreeMap<u64, (Arc<Value>, usize)>>,

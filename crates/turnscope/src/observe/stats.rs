@@ -24,7 +24,7 @@ pub struct Summary {
 }
 
 /// One histogram per metric name (`turn total`, `tool clock`, `mcp tools/call`, ...).
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct Stats {
     histograms: BTreeMap<String, Histogram<u64>>,
     /// Recent samples per metric (µs) for sparklines, newest last, at most 120.

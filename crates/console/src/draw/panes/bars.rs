@@ -80,7 +80,7 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
         t.dim,
     ));
     let tokens = &s.wire.total;
-    if tokens.prompt_tokens + tokens.completion_tokens > 0 {
+    if tokens.prompt_tokens > 0 || tokens.completion_tokens > 0 {
         second.push(Span::styled(
             format!("{} · ", crate::state::wire::tokens_label(tokens)),
             t.text,

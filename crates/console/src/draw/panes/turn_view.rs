@@ -163,7 +163,7 @@ pub fn lines(c: &Console, turn: &TurnView, tl: Option<&Timeline>, w: usize) -> V
 fn cells_of(start: u64, len: u64, span: u64, cells: usize) -> (usize, usize) {
     let at = |us: u64| ((us as u128 * cells as u128) / span as u128) as usize;
     let from = at(start).min(cells.saturating_sub(1));
-    let to = at(start + len).clamp(from + 1, cells);
+    let to = at(start.saturating_add(len)).clamp(from + 1, cells);
     (from, to)
 }
 
@@ -263,7 +263,12 @@ pub fn waterfall(c: &Console, tl: &Timeline, w: usize) -> Vec<Line<'static>> {
                     (None, Some(first)) => {
                         format!("first {} · {}", micros(first), micros(r.total))
                     }
-                    (None, None) if tl.calls.iter().any(|c| c.start >= r.start + r.total) => {
+                    (None, None)
+                        if tl
+                            .calls
+                            .iter()
+                            .any(|c| c.start >= r.start.saturating_add(r.total)) =>
+                    {
                         format!("asked for tools · {}", micros(r.total))
                     }
                     (None, None) => format!("no text · {}", micros(r.total)),
