@@ -12,6 +12,7 @@ mod corpus;
 mod files;
 mod model;
 mod replay;
+mod whisker;
 mod xiaozhi;
 mod xiaozhi_socket;
 
