@@ -4,8 +4,6 @@
 //!
 //! Methods of [`Console`]: they change its fields only, never the server or the terminal.
 
-use std::cell::Cell;
-
 use crossterm::event::{KeyCode, KeyEvent};
 
 use crate::input::actions::Action;
@@ -106,16 +104,7 @@ impl Console {
             return;
         };
         match self.state.transcript(session).last() {
-            Some(turn) => {
-                self.turn_view = Some(TurnPick {
-                    session,
-                    turn: turn.id,
-                    scroll: Cell::new(0),
-                    requests_open: false,
-                    unfolded: false,
-                    request: 0,
-                })
-            }
+            Some(turn) => self.turn_view = Some(TurnPick::new(session, turn.id)),
             None => {
                 self.notice = Some(Notice {
                     text: format!("#{session} has no turn yet"),

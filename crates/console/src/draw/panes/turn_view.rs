@@ -32,26 +32,23 @@ pub fn draw(f: &mut Frame, areas: Areas, c: &Console) {
     let turn = at.map(|i| &turns[i]);
     let timeline = c.state.timelines.get(pick.session, pick.turn);
     let inner_w = area.width.saturating_sub(2) as usize;
-    let lines = match turn {
-        Some(turn) => {
-            let mut lines = lines(c, turn, timeline, inner_w);
-            lines.push(Line::default());
-            let shown = super::model_request::Shown {
-                open: pick.requests_open,
-                whole: pick.unfolded,
-                selected: Some(pick.request),
-            };
-            lines.extend(super::model_request::lines(
-                c,
-                pick.session,
-                pick.turn,
-                inner_w,
-                shown,
-            ));
-            lines
-        }
-        None => vec![Line::styled("This turn is no longer kept.", t.dim)],
-    };
+    let key = (
+        pick.session,
+        pick.turn,
+        pick.requests_open,
+        pick.unfolded,
+        pick.request,
+        inner_w,
+        c.state.events_seen,
+        turn.map_or(0, |t| t.reply.len()),
+        turn.is_some_and(|t| t.end.is_some()),
+        turn.map_or(0, |t| t.tools.len()),
+    );
+    let mut cache = pick.lines.borrow_mut();
+    if cache.as_ref().is_none_or(|(k, _)| *k != key) {
+        *cache = Some((key, build(c, pick, turn, timeline, inner_w)));
+    }
+    let lines = cache.as_ref().map(|(_, l)| l.as_slice()).unwrap_or(&[]);
     let visible = area.height.saturating_sub(2) as usize;
     let max = lines.len().saturating_sub(visible);
     let scroll = pick.scroll.get().min(max);
@@ -87,7 +84,36 @@ pub fn draw(f: &mut Frame, areas: Areas, c: &Console) {
             t.dim,
         ));
     f.render_widget(Clear, area);
-    f.render_widget(Paragraph::new(lines[scroll..].to_vec()).block(block), area);
+    let shown: Vec<Line<'static>> = lines.iter().skip(scroll).take(visible).cloned().collect();
+    f.render_widget(Paragraph::new(shown).block(block), area);
+}
+
+/// The view's lines: the turn (waterfall, tool calls, reply) and its model requests.
+fn build(
+    c: &Console,
+    pick: &crate::view::nav::TurnPick,
+    turn: Option<&TurnView>,
+    timeline: Option<&Timeline>,
+    w: usize,
+) -> Vec<Line<'static>> {
+    let Some(turn) = turn else {
+        return vec![Line::styled("This turn is no longer kept.", c.theme.dim)];
+    };
+    let mut out = lines(c, turn, timeline, w);
+    out.push(Line::default());
+    let shown = super::model_request::Shown {
+        open: pick.requests_open,
+        whole: pick.unfolded,
+        selected: Some(pick.request),
+    };
+    out.extend(super::model_request::lines(
+        c,
+        pick.session,
+        pick.turn,
+        w,
+        shown,
+    ));
+    out
 }
 
 /// Every line of the view, `w` cells wide.
