@@ -150,6 +150,7 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
         Some(Command::Replay { file, theme }) => {
             init_logging(false);
             let (config, _) = Config::load(cli.config.as_deref(), &cli.serve.overrides())?;
+            turnscope_console::state::budget::Budget::set_process_default(config.console.max_mib);
             let choice = theme.or(config.console.theme);
             let theme = Theme::resolve(choice.as_deref(), turnscope_console::no_color())?;
             Ok(turnscope_console::run::replay::run(&file, theme).await?)
@@ -181,6 +182,7 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
 
 /// The console over a freshly started app (the default mode).
 async fn console(config: &Config, events: Option<&std::path::Path>) -> anyhow::Result<()> {
+    turnscope_console::state::budget::Budget::set_process_default(config.console.max_mib);
     let theme = Theme::resolve(
         config.console.theme.as_deref(),
         turnscope_console::no_color(),

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 mod attach;
 mod instruments;
+mod mcp_pane;
 mod test_case_export;
 mod wire;
 

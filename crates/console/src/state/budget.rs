@@ -6,6 +6,8 @@
 //! Sizes are estimates (strings' bytes, a fixed cost per allocation and per node), counted as
 //! records come in; RSS is somewhat more (the allocator's own slack).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use turnscope::observe::FrameEvent;
 
 use super::records::{ProgressRow, TurnView};
@@ -56,13 +58,27 @@ pub struct Budget {
     bytes: usize,
 }
 
+/// The budget every console of this process starts with, in MiB (`[console] max_mib`, set
+/// once by the binary from its config before a console starts; 0 = the default).
+static PROCESS_MIB: AtomicUsize = AtomicUsize::new(0);
+
 impl Default for Budget {
+    /// This process's `[console] max_mib` ([`Budget::set_process_default`]), else 16 MiB.
     fn default() -> Self {
-        Self::mib(turnscope::config::CONSOLE_MAX_MIB)
+        match PROCESS_MIB.load(Ordering::Relaxed) {
+            0 => Self::mib(turnscope::config::CONSOLE_MAX_MIB),
+            mib => Self::mib(mib),
+        }
     }
 }
 
 impl Budget {
+    /// Makes `mib` the budget of every console this process opens from now on (live, replay,
+    /// attached): the binary calls it with `[console] max_mib`.
+    pub fn set_process_default(mib: usize) {
+        PROCESS_MIB.store(mib, Ordering::Relaxed);
+    }
+
     /// A budget of `mib` MiB (`[console] max_mib`).
     pub fn mib(mib: usize) -> Self {
         Self::bytes(mib.saturating_mul(1024 * 1024))
