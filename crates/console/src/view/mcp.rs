@@ -25,8 +25,8 @@ struct Term {
 /// The MCP pane's typed filter: terms separated by spaces, all of which an exchange must
 /// match, ignoring case. A term is free text (found in the client, the methods, the tool, the
 /// status, or anywhere in the request and the messages as JSON) or `field:value` with field
-/// `client`, `method`, `tool`, `status` or `session`; `!term` keeps the exchanges that do not
-/// match. Example: `tool:chat !isError`.
+/// `client`, `method`, `tool`, `status` or `session`; `!term` (or `-term`) keeps the exchanges
+/// that do not match. Example: `tool:chat !isError`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct McpFilter {
     text: String,
@@ -36,34 +36,23 @@ pub struct McpFilter {
 impl McpFilter {
     /// Parses a filter line; an unknown `field:` prefix is free text.
     pub fn parse(text: &str) -> McpFilter {
-        let terms = text
-            .split_whitespace()
-            .filter_map(|raw| {
-                let (negate, rest) = match raw.strip_prefix('!') {
-                    Some(rest) => (true, rest),
-                    None => (false, raw),
-                };
-                if rest.is_empty() {
-                    return None;
-                }
-                let (field, value) = match rest.split_once(':') {
-                    Some((f, v)) => match f.to_ascii_lowercase().as_str() {
-                        "client" | "c" => (Some("client"), v),
-                        "method" | "m" => (Some("method"), v),
-                        "tool" | "t" => (Some("tool"), v),
-                        "status" | "s" => (Some("status"), v),
-                        "session" => (Some("session"), v),
-                        _ => (None, rest),
-                    },
-                    None => (None, rest),
-                };
-                Some(Term {
-                    field,
-                    value: value.to_lowercase(),
-                    negate,
-                })
-            })
-            .collect();
+        let terms = super::filter::parse_terms(text, None, |f| {
+            Some(Some(match f {
+                "client" | "c" => "client",
+                "method" | "m" => "method",
+                "tool" | "t" => "tool",
+                "status" | "s" => "status",
+                "session" => "session",
+                _ => return None,
+            }))
+        })
+        .into_iter()
+        .map(|(field, value, negate)| Term {
+            field,
+            value,
+            negate,
+        })
+        .collect();
         McpFilter {
             text: text.to_string(),
             terms,

@@ -161,6 +161,17 @@ mod tests {
         }
     }
 
+    /// One tool, `echo`, as the bot offers it.
+    fn echo_specs() -> Arc<[ToolSpec]> {
+        vec![ToolSpec {
+            name: "echo".into(),
+            description: "says it back".into(),
+            input_schema: json!({"type": "object"}),
+            source: "builtin".into(),
+        }]
+        .into()
+    }
+
     fn user(n: u64) -> Value {
         json!({"role": "user", "content": format!("line {n}")})
     }
@@ -170,13 +181,7 @@ mod tests {
         let bus = Bus::default();
         let mut sub = bus.subscribe();
         let mut trail = WireTrail::default();
-        let specs: Arc<[ToolSpec]> = vec![ToolSpec {
-            name: "echo".into(),
-            description: "says it back".into(),
-            input_schema: json!({"type": "object"}),
-            source: "builtin".into(),
-        }]
-        .into();
+        let specs = echo_specs();
         let system = json!({"role": "system", "content": "be brief"});
         let one = [system.clone(), user(1)];
         let first = trail.request(&bus, &client(), &one, &at(true, 1), &specs);
@@ -244,13 +249,7 @@ mod tests {
         assert!(!w.params.contains_key("tool_choice"), "{:?}", w.params);
         assert!(!w.params.contains_key("parallel_tool_calls"));
         assert_eq!(w.params["temperature"], 0.2);
-        let specs: Arc<[ToolSpec]> = vec![ToolSpec {
-            name: "echo".into(),
-            description: "says it back".into(),
-            input_schema: json!({"type": "object"}),
-            source: "builtin".into(),
-        }]
-        .into();
+        let specs = echo_specs();
         let w = WireTrail::default().request(&bus, &client, &[user(1)], &at(false, 1), &specs);
         assert_eq!(w.params["tool_choice"], "required");
         assert_eq!(w.params["parallel_tool_calls"], false);

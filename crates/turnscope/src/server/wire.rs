@@ -551,6 +551,17 @@ mod tests {
         )
     }
 
+    /// A draft of a JSON (not SSE) answer, 1 KiB kept per message.
+    fn json_draft() -> Draft {
+        Draft::new(
+            Bus::default(),
+            McpExchange::default(),
+            Instant::now(),
+            1024,
+            false,
+        )
+    }
+
     fn progress(n: u64) -> String {
         format!(
             "id: 0/{n}\r\ndata: {{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{{\"progressToken\":1,\"progress\":{n},\"message\":\"so far {n}\"}}}}\r\n\r\n"
@@ -627,26 +638,14 @@ mod tests {
 
     #[test]
     fn a_json_answer_is_one_message_and_text_is_kept_as_text() {
-        let mut d = Draft::new(
-            Bus::default(),
-            McpExchange::default(),
-            Instant::now(),
-            1024,
-            false,
-        );
+        let mut d = json_draft();
         d.wrote_at(br#"{"jsonrpc":"2.0","id":1,"#, 3);
         d.wrote_at(br#""result":{}}"#, 5);
         let x = d.finish();
         assert_eq!(x.messages.len(), 1);
         assert_eq!(x.messages[0].after_us, 5);
         assert_eq!(x.first_byte_us, Some(3));
-        let mut d = Draft::new(
-            Bus::default(),
-            McpExchange::default(),
-            Instant::now(),
-            1024,
-            false,
-        );
+        let mut d = json_draft();
         d.wrote_at(b"Bad Request: no session", 1);
         let x = d.finish();
         assert!(x.messages.is_empty());
