@@ -125,6 +125,7 @@ fn session_event(session: u64, closed: Option<&str>) -> Event {
         handle_prefix: "0f1e2d3c".into(),
         opener: SessionOpener::Api,
         closed: closed.map(str::to_string),
+        restored: false,
         at_us: 1,
     })
 }

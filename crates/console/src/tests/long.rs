@@ -30,6 +30,7 @@ pub fn session(session: u64, turns: u64, words: usize) -> Vec<Event> {
         handle_prefix: "5e55101d".into(),
         opener: SessionOpener::Mcp("python-sdk".into()),
         closed: None,
+        restored: false,
         at_us: T0,
     })];
     let mut frame_id = 0;
