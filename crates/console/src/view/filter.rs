@@ -20,18 +20,23 @@ enum Field {
     Any,
 }
 
+/// One term of a typed filter line: the field it names (`F::Any`-like when free text), the
+/// value in lower case, and whether it keeps what does NOT match.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Term {
-    field: Field,
-    value: String,
-    negate: bool,
+pub struct Term<F> {
+    /// The field named, or the caller's "anywhere".
+    pub field: F,
+    /// The value, lower case.
+    pub value: String,
+    /// `!term` or `-term`.
+    pub negate: bool,
 }
 
 /// A parsed filter; the empty filter keeps everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FrameFilter {
     text: String,
-    terms: Vec<Term>,
+    terms: Vec<Term<Field>>,
 }
 
 /// A filter line's terms, the grammar every typed filter shares: terms split at spaces, `!`
@@ -41,7 +46,7 @@ pub fn parse_terms<F: Copy>(
     text: &str,
     any: F,
     field_of: impl Fn(&str) -> Option<F>,
-) -> Vec<(F, String, bool)> {
+) -> Vec<Term<F>> {
     text.split_whitespace()
         .filter_map(|raw| {
             let (negate, rest) = match raw.strip_prefix(['!', '-']) {
@@ -58,7 +63,11 @@ pub fn parse_terms<F: Copy>(
                 },
                 None => (any, rest),
             };
-            Some((field, value.to_lowercase(), negate))
+            Some(Term {
+                field,
+                value: value.to_lowercase(),
+                negate,
+            })
         })
         .collect()
 }
@@ -77,14 +86,7 @@ impl FrameFilter {
                 "session" | "s" => Field::Session,
                 _ => return None,
             })
-        })
-        .into_iter()
-        .map(|(field, value, negate)| Term {
-            field,
-            value,
-            negate,
-        })
-        .collect();
+        });
         FrameFilter {
             text: text.to_string(),
             terms,
@@ -119,7 +121,7 @@ fn contains(haystack: &str, needle: &str) -> bool {
     }
 }
 
-impl Term {
+impl Term<Field> {
     fn matches(&self, f: &FrameEvent) -> bool {
         let v = self.value.as_str();
         match self.field {

@@ -9,18 +9,10 @@ use std::collections::VecDeque;
 
 use turnscope::observe::wire::McpExchange;
 
+use super::filter::{Term, parse_terms};
 use super::line_edit::LineEdit;
 use crate::state::kept::Kept;
 use crate::state::wire::ExchangeRow;
-
-/// One term of the MCP filter.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Term {
-    /// `client`, `method`, `tool`, `status`, `session`, or none: anywhere, the bodies too.
-    field: Option<&'static str>,
-    value: String,
-    negate: bool,
-}
 
 /// The MCP pane's typed filter: terms separated by spaces, all of which an exchange must
 /// match, ignoring case. A term is free text (found in the client, the methods, the tool, the
@@ -30,13 +22,15 @@ struct Term {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct McpFilter {
     text: String,
-    terms: Vec<Term>,
+    /// Each term's field: `client`, `method`, `tool`, `status`, `session`, or none: anywhere,
+    /// the bodies too.
+    terms: Vec<Term<Option<&'static str>>>,
 }
 
 impl McpFilter {
     /// Parses a filter line; an unknown `field:` prefix is free text.
     pub fn parse(text: &str) -> McpFilter {
-        let terms = super::filter::parse_terms(text, None, |f| {
+        let terms = parse_terms(text, None, |f| {
             Some(Some(match f {
                 "client" | "c" => "client",
                 "method" | "m" => "method",
@@ -45,14 +39,7 @@ impl McpFilter {
                 "session" => "session",
                 _ => return None,
             }))
-        })
-        .into_iter()
-        .map(|(field, value, negate)| Term {
-            field,
-            value,
-            negate,
-        })
-        .collect();
+        });
         McpFilter {
             text: text.to_string(),
             terms,
