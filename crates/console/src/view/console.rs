@@ -150,7 +150,12 @@ impl Console {
             .iter()
             .map(|r| (r.number, r.is_closed()))
             .collect();
-        let valid = self.selected.is_some_and(|n| rows.iter().any(|r| r.0 == n));
+        // The person's own session stays selected while its opening is on its way (an attached
+        // console learns the number from `start` before the event stream brings the row).
+        let valid = self.selected.is_some_and(|n| {
+            rows.iter().any(|r| r.0 == n)
+                || (Some(n) == self.own && self.state.session(n).is_none())
+        });
         // A filter that matches nothing keeps the selection it had.
         if !valid && !rows.is_empty() {
             self.selected = self
