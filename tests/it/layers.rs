@@ -521,7 +521,7 @@ const LIBRARY_LAYERS: &[&[&str]] = &[
     &["store"],
     &["sessions"],
     &["server"],
-    &["bridge"],
+    &["bridge", "attach"],
     &["app"],
     &[""],
 ];

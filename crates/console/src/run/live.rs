@@ -22,7 +22,7 @@ use crate::theme::Theme;
 use crate::view::console::{Console, Notice};
 use turnscope::app::App;
 use turnscope::observe::{SessionOpener, Subscription};
-use turnscope::sessions::{ChatReply, Sessions};
+use turnscope::sessions::Sessions;
 
 /// Most frames drawn per second.
 pub const FPS: u64 = 30;
@@ -39,18 +39,7 @@ pub const FLOOD_EVENTS: u64 = 2_000;
 /// than arrive in this time.
 pub const FOLD_EVERY: Duration = Duration::from_millis(10);
 
-/// What a task the console started hands back to the loop.
-enum Done {
-    /// A chat call ended: (session, line, reply or error text).
-    Chat(u64, String, Box<Result<ChatReply, String>>),
-    /// A session opened for the person (or could not be): `replacing` the person's own
-    /// session that had ended, `chatting` when a line goes to it next.
-    Opened {
-        result: Result<u64, String>,
-        replacing: Option<u64>,
-        chatting: bool,
-    },
-}
+use crate::run::feed::Done;
 
 /// A console attached to a running app: its state filled with the header and tools, its own
 /// subscription to the bus, and a session opened for the person (selected).
@@ -131,10 +120,13 @@ where
                     pacer.input();
                     match console.handle(&event) {
                         Some(Action::Quit) => break,
-                        Some(action) => {
-                            let sessions = feed.as_deref().map(LiveFeed::sessions);
-                            perform(action, console, sessions, &chat_tx, &stop);
-                        }
+                        Some(action) => match feed.as_deref().and_then(|f| f.remote.clone()) {
+                            Some(remote) => remote.perform(action, console, &chat_tx),
+                            None => {
+                                let sessions = feed.as_deref().and_then(LiveFeed::sessions);
+                                perform(action, console, sessions, &chat_tx, &stop);
+                            }
+                        },
                         None => {}
                     }
                 }
@@ -148,6 +140,9 @@ where
             _ = tick.tick() => {
                 if let Some(feed) = feed.as_deref_mut() {
                     feed.refresh(&mut console.state, console.selected, console.own);
+                    if let Some(remote) = feed.remote.clone() {
+                        remote.settle(console);
+                    }
                 }
                 console.settle();
                 if pacer.should_draw(dirty) {
@@ -277,7 +272,7 @@ fn finished(console: &mut Console, done: Done) {
     }
 }
 
-fn perform(
+pub(crate) fn perform(
     action: Action,
     console: &mut Console,
     sessions: Option<&Sessions>,
@@ -431,7 +426,7 @@ pub fn listen_early(bus: &turnscope::observe::Bus) -> Subscription {
 
 /// Writes a session's report (or test case) to `turnscope-session-N-SECONDS.EXT` in the
 /// working directory.
-fn export_to_file(session: u64, text: &str, ext: &str) -> Notice {
+pub(crate) fn export_to_file(session: u64, text: &str, ext: &str) -> Notice {
     let name = format!(
         "turnscope-session-{session}-{}.{ext}",
         turnscope::observe::event::now_us() / 1_000_000
