@@ -304,7 +304,7 @@ fn table(heads: &[Head], total: u64, path: &Path) -> String {
         return out;
     }
     out.push_str(&format!(
-        "{:<8}  {:<16}  {:>5}  {:<26}  {:<20}  {}\n",
+        "{:<8}  {:<16}  {:>5}  {:<28}  {:<20}  {}\n",
         "PREFIX", "BOT", "TURNS", "LAST USED (UTC)", "OPENED BY", "STATE"
     ));
     let now = now_ms();
@@ -320,7 +320,7 @@ fn table(heads: &[Head], total: u64, path: &Path) -> String {
             (None, None) => String::new(),
         };
         out.push_str(&format!(
-            "{:<8}  {:<16}  {:>5}  {:<26}  {:<20}  {}\n",
+            "{:<8}  {:<16}  {:>5}  {:<28}  {:<20}  {}\n",
             h.prefix,
             cut(&h.bot, 16),
             h.turns,
