@@ -403,3 +403,24 @@ fn sessions_pane_sorted_filtered_and_a_client_gone() {
     let t = render(80, 8, &c, panes::sessions::draw);
     assert_snapshot!(format!("{unfiltered}\n{}", t.backend()));
 }
+
+#[test]
+fn the_header_names_the_store_by_its_file() {
+    let mut c = console();
+    c.state.header.store =
+        Some("sqlite:/home/ada/.local/state/turnscope/sessions-127.0.0.1-7870.sqlite3".into());
+    let t = render(160, 2, &c, panes::bars::header);
+    let first: String = (0..160)
+        .map(|x| t.backend().buffer()[(x, 0)].symbol().to_string())
+        .collect();
+    assert!(
+        first.contains("store sessions-127.0.0.1-7870.sqlite3  model "),
+        "{first}"
+    );
+    c.state.header.store = Some("memory".into());
+    let t = render(160, 2, &c, panes::bars::header);
+    let first: String = (0..160)
+        .map(|x| t.backend().buffer()[(x, 0)].symbol().to_string())
+        .collect();
+    assert!(first.contains("store memory  model "), "{first}");
+}
