@@ -36,6 +36,8 @@ mod security;
 mod session_tools;
 mod slow_clients;
 mod sse_client;
+mod store;
+mod store_faults;
 mod tool_rules;
 mod tool_sources;
 mod viewers;

@@ -374,6 +374,7 @@ pub fn state() -> ConsoleState {
         bridges: "none".into(),
         source: Source::Live,
         replica: None,
+        store: None,
     });
     for event in events() {
         state.apply(&event);
