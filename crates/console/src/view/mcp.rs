@@ -3,14 +3,17 @@
 //!
 //! The list is kept incrementally: each exchange is tested against the filters once, when it
 //! arrives (or when a filter changes), so drawing costs the rows on screen, not the history.
+//! Unless a method is kept, a task's `tasks/*` polls are not listed on their own but kept
+//! under the `chat` call that created it ([`super::task_polls`]).
 
 use std::cell::{Cell, Ref, RefCell};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use turnscope::observe::wire::McpExchange;
 
 use super::filter::{Term, parse_terms};
 use super::line_edit::LineEdit;
+use super::task_polls::{TaskPolls, created_task, polled_task};
 use crate::state::kept::Kept;
 use crate::state::wire::ExchangeRow;
 
@@ -112,6 +115,12 @@ struct Listed {
     next: u64,
     /// Exchanges tested against the filters, in all.
     tested: u64,
+    /// The listed calls that created a task, by the task's id prefix.
+    tasks: HashMap<String, u64>,
+    /// The polls hidden under each of those calls, by the call's number.
+    polls: BTreeMap<u64, TaskPolls>,
+    /// Polls hidden under their calls, in all.
+    grouped: usize,
 }
 
 /// The lines of an opened exchange, as drawn for (its number, unfolded, width).
@@ -173,7 +182,12 @@ impl McpView {
                 self.method.clone(),
                 self.filter.text().to_string(),
             );
-            if l.key != key {
+            let first = kept.first_number();
+            // A call dropped with polls under it: they are listed on their own again, in
+            // their places among the others, so the list is found anew (rare: once per task
+            // whose call the budget let go while its polls stayed).
+            let orphaned = l.polls.range(..first).next().is_some();
+            if l.key != key || orphaned {
                 let tested = l.tested;
                 *l = Listed {
                     key,
@@ -181,22 +195,52 @@ impl McpView {
                     ..Listed::default()
                 };
             }
-            let first = kept.first_number();
+            let mut let_go = false;
             while l.numbers.front().is_some_and(|n| *n < first) {
                 l.numbers.pop_front();
+                let_go = true;
+            }
+            if let_go {
+                l.tasks.retain(|_, n| *n >= first);
             }
             let from = l.next.max(first);
+            let grouping = self.method.is_none();
             for n in from..kept.next_number() {
                 l.tested += 1;
-                if let Some(row) = kept.by_number(n)
-                    && self.passes(row.exchange())
+                let Some(x) = kept.by_number(n).map(ExchangeRow::exchange) else {
+                    continue;
+                };
+                if !self.passes(x) {
+                    continue;
+                }
+                if grouping
+                    && let Some(task) = polled_task(x)
+                    && let Some(call) = l.tasks.get(&task).copied()
                 {
-                    l.numbers.push_back(n);
+                    l.polls.entry(call).or_default().push(n, x);
+                    l.grouped += 1;
+                    continue;
+                }
+                l.numbers.push_back(n);
+                if grouping && let Some(task) = created_task(x) {
+                    l.tasks.insert(task, n);
                 }
             }
             l.next = kept.next_number();
         }
         Ref::map(self.listed.borrow(), |l| &l.numbers)
+    }
+
+    /// The polls hidden under the calls that created their tasks, by the call's number (as
+    /// found by the latest [`McpView::listed`]).
+    pub fn task_polls(&self) -> Ref<'_, BTreeMap<u64, TaskPolls>> {
+        Ref::map(self.listed.borrow(), |l| &l.polls)
+    }
+
+    /// How many polls are hidden under their calls (as found by the latest
+    /// [`McpView::listed`]).
+    pub fn grouped(&self) -> usize {
+        self.listed.borrow().grouped
     }
 
     /// Exchanges tested against the filters since the pane began (each once, unless a
@@ -272,5 +316,73 @@ mod tests {
         assert!(!f.matches(&a) && f.matches(&b));
         assert!(McpFilter::parse("  ").is_empty());
         assert!(McpFilter::parse("status:200").matches(&b));
+    }
+
+    fn answer(method: &str, task: &str, answer: serde_json::Value) -> McpExchange {
+        McpExchange {
+            method: Some(method.into()),
+            http_method: "POST".into(),
+            status: 200,
+            request: Some(json!({"params": {"taskId": task}})),
+            messages: vec![turnscope::observe::wire::McpMessage {
+                after_us: 1,
+                message: answer,
+            }],
+            ..McpExchange::default()
+        }
+    }
+
+    fn push(kept: &mut Kept<ExchangeRow>, x: McpExchange) {
+        let row = ExchangeRow::new(std::sync::Arc::new(turnscope::observe::Event::Mcp(
+            Box::new(x),
+        )));
+        kept.push(row.expect("an MCP exchange"), 100);
+    }
+
+    #[test]
+    fn a_tasks_polls_go_under_the_call_that_created_it_until_it_is_let_go() {
+        let mut kept = Kept::new(100, 100_000);
+        let mut chat = exchange("claude-code", "chat", "");
+        chat.messages[0].message =
+            json!({"result": {"resultType": "task", "taskId": "0f1e2d3c…", "status": "working"}});
+        push(&mut kept, chat);
+        let poll = |status: &str| {
+            answer(
+                "tasks/get",
+                "0f1e2d3c…",
+                json!({"result": {"status": status}}),
+            )
+        };
+        push(&mut kept, poll("working"));
+        push(
+            &mut kept,
+            answer("tasks/get", "99999999…", json!({"error": {"code": -32602}})),
+        );
+        push(&mut kept, poll("completed"));
+        let mut view = McpView::default();
+        assert_eq!(
+            *view.listed(&kept),
+            [0, 2],
+            "the call and the poll of a task it did not create"
+        );
+        assert_eq!(view.grouped(), 2);
+        assert_eq!(view.task_polls()[&0].numbers, [1, 3]);
+        assert_eq!(
+            view.task_polls()[&0].rows(),
+            1 + 2,
+            "working ×1, then completed and its answer"
+        );
+        view.method = Some("tasks/get".into());
+        assert_eq!(
+            *view.listed(&kept),
+            [1, 2, 3],
+            "a method kept lists each on its own"
+        );
+        view.method = None;
+        assert_eq!(view.listed(&kept).len(), 2);
+        // The budget lets the call go: its polls are listed on their own again.
+        kept.set_max_bytes(300);
+        assert_eq!(*view.listed(&kept), [1, 2, 3]);
+        assert_eq!(view.grouped(), 0);
     }
 }

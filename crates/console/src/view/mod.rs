@@ -14,3 +14,4 @@ pub mod mcp;
 pub mod nav;
 pub mod panes;
 pub mod sessions;
+pub mod task_polls;

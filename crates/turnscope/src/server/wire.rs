@@ -10,8 +10,8 @@
 //! limit is not 0; then the answer is cut into messages as it passes (each kept to the limit,
 //! in time linear in its bytes) and parsed once when the exchange ends, on the blocking pool
 //! when that is much (a `GET` stream held open is published when it closes). No header value
-//! but the protocol version, `Mcp-Method` and `Mcp-Name` is kept: never `Authorization`, and
-//! the session id only as its first 8 characters.
+//! but the protocol version, `Mcp-Method` and `Mcp-Name` (a task id in it masked as handles
+//! are) is kept: never `Authorization`, and the session id only as its first 8 characters.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -30,7 +30,7 @@ use serde_json::Value;
 
 use crate::observe::event::now_us;
 use crate::observe::wire::{
-    McpExchange, McpMessage, ProgressTally, cut_json, cut_json_total, cut_text,
+    McpExchange, McpMessage, ProgressTally, cut_json, cut_json_total, cut_text, mask_handles_in,
 };
 use crate::observe::{Bus, Event};
 
@@ -124,7 +124,11 @@ pub(crate) async fn record(State(tap): State<WireTap>, request: Request, next: N
         host: header_text(headers, "host"),
         protocol: header_text(headers, "mcp-protocol-version"),
         mcp_method: header_text(headers, "mcp-method"),
-        mcp_name: header_text(headers, "mcp-name"),
+        // A task id (`tasks/*`) is a secret: masked as handles are.
+        mcp_name: header_text(headers, "mcp-name").map(|mut name| {
+            mask_handles_in(&mut name);
+            name
+        }),
         authorized: headers.contains_key(header::AUTHORIZATION),
         at_us,
         ..McpExchange::default()

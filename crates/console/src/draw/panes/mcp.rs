@@ -2,14 +2,16 @@
 //! line (time, client, HTTP method, JSON-RPC method and tool, status, time to the first byte
 //! of the body and to the end), the request it sent (`→`), and each message written back (`←`,
 //! with its time; a chat's progress as its first and latest notification and how many more),
-//! each on one line with what it says before its `_meta`. `↑↓` pick an exchange, Enter opens
-//! it whole ([`super::mcp_detail`]); `a` keeps one client, `x` one method, `/` filters by
-//! typed text; the head says how many of how many are listed. `y` copies the picked one as
-//! `curl`.
+//! each on one line with what it says before its `_meta`. A `chat` answered with a task
+//! gathers that task's polls under it ([`super::mcp_tasks`]) unless a method is kept. `↑↓`
+//! pick an exchange, Enter opens it whole ([`super::mcp_detail`]); `a` keeps one client, `x`
+//! one method, `/` filters by typed text; the head says how many of how many are listed. `y`
+//! copies the picked one as `curl`.
 //!
-//! Only the exchanges on screen are drawn (their rows are counted, not built, to place them).
+//! Only the exchanges on screen are drawn (their rows, a task's polls under its call too, are
+//! counted, not built, to place them).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -21,6 +23,7 @@ use super::json_view::head;
 use crate::text::{count, micros, truncate};
 use crate::view::console::Console;
 use crate::view::ids::PaneId;
+use crate::view::task_polls::TaskPolls;
 
 /// The exchanges the pane lists under its filters, oldest first.
 pub fn listed(c: &Console) -> Vec<&McpExchange> {
@@ -40,7 +43,7 @@ pub fn picked(c: &Console) -> Option<(u64, &McpExchange)> {
     Some((n, kept.by_number(n)?.exchange()))
 }
 
-/// Rows an exchange takes in the list.
+/// Rows an exchange takes in the list (without the polls of a task it created).
 fn rows_of(x: &McpExchange) -> usize {
     1 + usize::from(x.request.is_some())
         + x.messages.len()
@@ -81,7 +84,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     info.push(Span::styled(
         format!(
             "{} of {} exchanges",
-            count(listed.len() as u64),
+            count((listed.len() + c.mcp.grouped()) as u64),
             count(kept.len() as u64)
         ),
         t.accent,
@@ -116,7 +119,8 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         return;
     }
     let cursor = c.mcp.cursor_index(&listed);
-    let (from, skip) = window(c, &listed, kept, cursor, room);
+    let polls = c.mcp.task_polls();
+    let (from, skip) = window(c, &listed, kept, &polls, cursor, room);
     let marked = c.mcp.cursor.is_some() || c.focus == PaneId::Mcp;
     let mut rows: Vec<Line<'static>> = Vec::with_capacity(room + 8);
     for (i, n) in listed.iter().enumerate().skip(from) {
@@ -127,7 +131,18 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             continue;
         };
         let picked = marked && Some(i) == cursor;
-        exchange_rows(c, row.exchange(), w, picked, &mut rows);
+        let x = row.exchange();
+        exchange_rows(c, x, w, picked, &mut rows);
+        if let Some(group) = polls.get(n)
+            && let Some(task) = crate::view::task_polls::created_task(x)
+        {
+            let group: Vec<&McpExchange> = group
+                .numbers
+                .iter()
+                .filter_map(|p| kept.by_number(*p).map(|r| r.exchange()))
+                .collect();
+            rows.extend(super::mcp_tasks::lines(c, &task, &group, w));
+        }
     }
     out.extend(rows.into_iter().skip(skip).take(room));
     f.render_widget(Paragraph::new(out), area);
@@ -141,14 +156,15 @@ fn window(
     c: &Console,
     listed: &VecDeque<u64>,
     kept: &crate::state::kept::Kept<crate::state::wire::ExchangeRow>,
+    polls: &BTreeMap<u64, TaskPolls>,
     cursor: Option<usize>,
     room: usize,
 ) -> (usize, usize) {
     let rows = |i: usize| {
-        listed
-            .get(i)
-            .and_then(|n| kept.by_number(*n))
-            .map_or(0, |r| rows_of(r.exchange()))
+        listed.get(i).map_or(0, |n| {
+            kept.by_number(*n).map_or(0, |r| rows_of(r.exchange()))
+                + polls.get(n).map_or(0, TaskPolls::rows)
+        })
     };
     let Some(cur) = cursor else {
         return (0, 0);

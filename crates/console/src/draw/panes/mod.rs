@@ -12,6 +12,7 @@ pub mod json_view;
 pub mod log;
 pub mod mcp;
 pub mod mcp_detail;
+pub mod mcp_tasks;
 pub mod model_request;
 pub mod pipeline;
 pub mod progress;
