@@ -5,6 +5,7 @@ mod bench;
 mod cli;
 #[cfg(test)]
 mod cli_reference;
+mod log_format;
 mod test_run;
 
 use std::time::Instant;
@@ -51,10 +52,17 @@ fn main() -> std::process::ExitCode {
     match runtime.block_on(run(cli, started)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("turnscope: {e:#}");
+            eprintln!("turnscope: {}", error_text(&e));
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// An error and its causes in one line, each said once and without Rust type names: `{e:#}`
+/// would repeat a cause its message already quotes (`cannot read config file x: No such file or
+/// directory (os error 2); check …: No such file or directory (os error 2)`).
+pub(crate) fn error_text(e: &anyhow::Error) -> String {
+    turnscope::mcp::connect::chain(e.as_ref())
 }
 
 fn init_logging(to_stderr: bool) {
@@ -74,6 +82,8 @@ fn init_logging_at(default: &str) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(false)
+        .event_format(log_format::PlainFormat)
         .with_writer(redact::RedactingWriter::new(std::io::stderr))
         .try_init();
 }
@@ -157,12 +167,48 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
     }
 }
 
+/// Where the lines a person or a script reads at start (the ready line, the bridges) go:
+/// stdout, unless `--events -` made stdout the event stream. Then every line on stdout is one
+/// JSON event (so `| jq` works) and these lines go to stderr. Every reader of the ready line
+/// (tests, the interop suite, scripts) reads stdout without `--events -`, so none changes; a
+/// `ready` event instead would have added a type every events reader must know, for what the
+/// `replica` event and `/healthz` already carry.
+struct Announce {
+    to_stderr: bool,
+}
+
+impl Announce {
+    fn new(events: Option<&std::path::Path>) -> Self {
+        Self {
+            to_stderr: events_on_stdout(events),
+        }
+    }
+
+    fn line(&self, text: &str) {
+        if self.to_stderr {
+            eprintln!("{text}");
+        } else {
+            println!("{text}");
+        }
+    }
+}
+
+/// Whether `--events` names stdout.
+fn events_on_stdout(events: Option<&std::path::Path>) -> bool {
+    events == Some(std::path::Path::new("-"))
+}
+
 /// The console over a freshly started app (the default mode).
 async fn console(config: &Config, events: Option<&std::path::Path>) -> anyhow::Result<()> {
     let theme = Theme::resolve(
         config.console.theme.as_deref(),
         turnscope_console::no_color(),
     )?;
+    anyhow::ensure!(
+        !events_on_stdout(events),
+        "--events - writes the events to stdout, where the console draws; add --headless, or give \
+         --events a file (turnscope replay FILE opens it)"
+    );
     turnscope_console::run::terminal::check()?;
     let bus = Bus::default();
     // Listening before the app starts keeps its start-up warnings (bridges) for the Log pane.
@@ -184,13 +230,14 @@ async fn headless(
     let app = App::start(config, bus).await?;
     let url = app.server.mcp_url();
     let replica = app.sessions.replica();
-    println!(
+    let announce = Announce::new(events);
+    announce.line(&format!(
         "turnscope ready: MCP {url} · replica {} (handles end in {}) · model: {} · ready in {:.1} ms",
         replica.id(),
         replica.tag(),
         app.model.describe(),
         started.elapsed().as_secs_f64() * 1000.0
-    );
+    ));
     if let Some(registry) = &app.tool_registry {
         for line in turnscope::tools::registry::describe_sources(registry) {
             eprintln!("tool source {line}");
@@ -209,10 +256,10 @@ async fn headless(
     );
     for b in app.bridges.bridges() {
         let s = b.status();
-        println!(
+        announce.line(&format!(
             "turnscope xiaozhi bridge {}: {} -> {}",
             s.name, s.upstream, s.endpoint
-        );
+        ));
     }
     wait_for_signal().await;
     eprintln!(
@@ -261,13 +308,14 @@ async fn bridge_xiaozhi(
     let bus = Bus::default();
     let recording = Recording::start(&bus, events).await?;
     let settings = BridgeSettings::default();
+    let announce = Announce::new(events);
     for r in &relays {
-        println!(
+        announce.line(&format!(
             "turnscope xiaozhi bridge {}: {} -> {}",
             r.name,
             turnscope::mcp::spec::label(&r.server),
             r.endpoint.shown()
-        );
+        ));
     }
     let bridges = XiaozhiBridges::start(
         relays.into_iter().map(|r| r.build(&settings)).collect(),
@@ -292,7 +340,7 @@ async fn bridge_openai(
     let bus = Bus::default();
     let recording = Recording::start(&bus, events).await?;
     let bridge = standalone::start(&args, bus).await?;
-    println!("{}", bridge.ready_line());
+    Announce::new(events).line(&bridge.ready_line());
     wait_for_signal().await;
     eprintln!("turnscope: shutting down the openai bridge and its server");
     bridge.shutdown().await;
@@ -322,7 +370,9 @@ async fn mcp_client(url: &str, call: Option<&str>, args: &str) -> anyhow::Result
     let source = McpSource::start(
         &config,
         &std::sync::Arc::new(Policy::open()),
-        SourceOptions::default(),
+        // Named apart from the bot's own tool sources, so a turnscope server it connects to
+        // does not list its sessions as if the bot opened them.
+        SourceOptions::default().with_client_name("turnscope-dev-mcp-client"),
         &Bus::default(),
     )
     .map_err(anyhow::Error::msg)?;

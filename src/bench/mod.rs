@@ -324,10 +324,24 @@ impl BenchClient {
     }
 }
 
+/// The median, min and max of several runs; one run's figure as `value` (one run has no
+/// median to claim).
 fn stats(mut secs: Vec<f64>) -> Value {
     secs.sort_by(f64::total_cmp);
+    if secs.len() == 1 {
+        return json!({"value": round(secs[0], 4)});
+    }
     let median = secs[secs.len() / 2];
     json!({"median": round(median, 4), "min": round(secs[0], 4), "max": round(secs[secs.len() - 1], 4)})
+}
+
+/// A summary field's name: `median_NAME` over several runs, `NAME` for one.
+pub(crate) fn of_runs(runs: usize, name: &str) -> String {
+    if runs > 1 {
+        format!("median_{name}")
+    } else {
+        name.to_string()
+    }
 }
 
 async fn cost_table(pace: f64, words: Option<usize>, runs: usize) -> anyhow::Result<()> {

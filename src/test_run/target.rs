@@ -11,6 +11,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use turnscope::mcp::connect::chain;
 
 use rmcp::model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam};
 use rmcp::service::{NotificationContext, RunningService};
@@ -145,8 +146,9 @@ impl Client {
             .await
             .map_err(|e| {
                 anyhow::anyhow!(
-                    "cannot reach the MCP server at {url}: {e}; check that it runs and that the URL \
-                     ends in its MCP path (usually /mcp)"
+                    "cannot reach the MCP server at {url}: {}; check that it runs and that the URL \
+                     ends in its MCP path (usually /mcp)",
+                    chain(&e)
                 )
             })?;
         Ok(Self {
@@ -165,7 +167,7 @@ impl Client {
             .service
             .list_all_tools()
             .await
-            .map_err(|e| anyhow::anyhow!("{}: tools/list failed: {e}", self.url))?;
+            .map_err(|e| anyhow::anyhow!("{}: tools/list failed: {}", self.url, chain(&e)))?;
         for needed in ["start", "chat"] {
             anyhow::ensure!(
                 tools.iter().any(|t| t.name == needed),
@@ -193,7 +195,11 @@ impl Client {
         }
         match tokio::time::timeout(timeout, self.service.call_tool(params)).await {
             Ok(Ok(result)) => Ok(result),
-            Ok(Err(e)) => Err(format!("the `{name}` call to {} failed: {e}", self.url)),
+            Ok(Err(e)) => Err(format!(
+                "the `{name}` call to {} failed: {}",
+                self.url,
+                chain(&e)
+            )),
             Err(_) => Err(format!(
                 "the `{name}` call to {} gave no answer within {:.0} s (raise --timeout if the bot is that slow)",
                 self.url,
