@@ -142,3 +142,17 @@ fn a_frame_filter_matching_nothing_says_so() {
     assert!(text.contains("No frame matches the filter"), "{text}");
     assert_snapshot!(text);
 }
+
+/// A transcript search that finds nothing says so; one that finds says which of how many.
+#[test]
+fn a_transcript_search_says_what_it_found() {
+    let mut c = console();
+    c.focus_pane(PaneId::Transcript);
+    c.transcript.search = "no such words".into();
+    let none = screen(&mut c, 160, 48);
+    assert!(none.contains("search: no such words · no match"), "{none}");
+    c.transcript.search = "clock".into();
+    let found = screen(&mut c, 160, 48);
+    // The newest match is shown first, counted from the oldest.
+    assert!(found.contains("search: clock · 3 of 3"), "{found}");
+}
