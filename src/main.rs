@@ -164,6 +164,28 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
             let theme = Theme::resolve(choice.as_deref(), turnscope_console::no_color())?;
             Ok(turnscope_console::run::replay::run(&file, theme).await?)
         }
+        Some(Command::Attach {
+            url,
+            whisker,
+            auth_token,
+            events,
+            theme,
+        }) => {
+            init_logging(false);
+            anyhow::ensure!(
+                url.is_some() || whisker.is_some(),
+                "attach to what? Give the bot's MCP URL (turnscope attach http://127.0.0.1:7870/mcp), \
+                 pipecat's whisker feed (--whisker ws://localhost:9090), or both"
+            );
+            let theme = Theme::resolve(theme.as_deref(), turnscope_console::no_color())?;
+            turnscope_console::run::terminal::check()?;
+            let options = turnscope::attach::AttachOptions {
+                url,
+                token: auth_token,
+                whisker,
+            };
+            Ok(turnscope_console::run::attach::run(options, theme, events.as_deref()).await?)
+        }
     }
 }
 

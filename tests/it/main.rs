@@ -37,6 +37,7 @@ mod slow_clients;
 mod sse_client;
 mod tool_rules;
 mod tool_sources;
+mod viewers;
 mod wire;
 mod xiaozhi_bridge;
 mod xiaozhi_cli;

@@ -22,7 +22,7 @@ use crate::theme::Theme;
 use crate::view::console::{Console, Notice};
 use turnscope::app::App;
 use turnscope::observe::{SessionOpener, Subscription};
-use turnscope::sessions::{ChatReply, Sessions};
+use turnscope::sessions::Sessions;
 
 /// Most frames drawn per second.
 pub const FPS: u64 = 30;
@@ -39,8 +39,7 @@ pub const FLOOD_EVENTS: u64 = 2_000;
 /// than arrive in this time.
 pub const FOLD_EVERY: Duration = Duration::from_millis(10);
 
-/// How a chat call from the console ended: (session, line, reply or error text).
-type ChatDone = (u64, String, Result<ChatReply, String>);
+use crate::run::feed::ChatDone;
 
 /// A console attached to a running app: its state filled with the header and tools, its own
 /// subscription to the bus, and a session opened for the person (selected).
@@ -125,10 +124,13 @@ where
                     pacer.input();
                     match console.handle(&event) {
                         Some(Action::Quit) => break,
-                        Some(action) => {
-                            let sessions = feed.as_deref().map(LiveFeed::sessions);
-                            perform(action, console, sessions, &chat_tx, &stop);
-                        }
+                        Some(action) => match feed.as_deref().and_then(|f| f.remote.clone()) {
+                            Some(remote) => remote.perform(action, console, &chat_tx),
+                            None => {
+                                let sessions = feed.as_deref().and_then(LiveFeed::sessions);
+                                perform(action, console, sessions, &chat_tx, &stop);
+                            }
+                        },
                         None => {}
                     }
                 }
@@ -142,6 +144,9 @@ where
             _ = tick.tick() => {
                 if let Some(feed) = feed.as_deref_mut() {
                     feed.refresh(&mut console.state, console.selected, console.own);
+                    if let Some(remote) = feed.remote.clone() {
+                        remote.settle(console);
+                    }
                 }
                 dirty |= notices.tick(console, Instant::now());
                 console.settle();
@@ -285,7 +290,7 @@ async fn next_event(
     }
 }
 
-fn perform(
+pub(crate) fn perform(
     action: Action,
     console: &mut Console,
     sessions: Option<&Sessions>,
@@ -425,8 +430,6 @@ pub fn listen_early(bus: &turnscope::observe::Bus) -> Subscription {
     bus.subscribe()
 }
 
-/// Writes a session's report (or test case) to `turnscope-session-N-SECONDS.EXT` in the
-/// working directory.
 /// Runs the console over a started app until the person quits, then ends every session
 /// (`App::shutdown`). The terminal is restored even when the console panics.
 pub async fn run(app: App, theme: Theme) -> Result<(), ConsoleError> {

@@ -118,6 +118,13 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
     }
     match &h.source {
         Source::Live => first.push(Chunk::new(vec![Span::styled(" ● live ", t.ok)], NEVER)),
+        Source::Attached { target, .. } => first.push(Chunk::new(
+            vec![
+                Span::styled(" ◆ attached ", t.ok),
+                Span::styled(format!("{target} "), t.accent),
+            ],
+            NEVER,
+        )),
         Source::Replay { file, .. } => {
             first.push(
                 Chunk::new(
@@ -208,7 +215,12 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
         ));
     }
     let mut second = Vec::new();
-    if let Some(url) = &h.mcp_url {
+    if let Source::Attached { view, .. } = &h.source {
+        second.push(Chunk::new(
+            vec![Span::styled(format!(" {view}"), t.dim)],
+            NEVER,
+        ));
+    } else if let Some(url) = &h.mcp_url {
         second.push(Chunk::new(
             vec![
                 Span::styled(" connect: ", t.dim),
