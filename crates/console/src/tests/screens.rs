@@ -50,6 +50,7 @@ fn fresh() -> Console {
         handle_prefix: "1a2b3c4d".into(),
         opener: turnscope::observe::SessionOpener::Console,
         closed: None,
+        restored: false,
         at_us: 1_000_000,
     }));
     let mut c = Console::new(state, Theme::default(), false);
