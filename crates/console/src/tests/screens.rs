@@ -69,6 +69,22 @@ fn the_first_screen() {
     assert_snapshot!(both(&mut c));
 }
 
+/// The empty input line's text is drawn whole at every width from the narrowest two-column
+/// screen up (seen cut to "Esc: panes' key" at 150 columns before it was shortened).
+#[test]
+fn the_input_lines_text_is_never_cut() {
+    let mut c = console();
+    c.focus_pane(PaneId::Input);
+    for w in crate::view::layout::WIDE..=200 {
+        let text = screen(&mut c, w, 40);
+        assert!(
+            text.contains(crate::view::console::PLACEHOLDER),
+            "at {w}x40 the input line's text is cut:\n{text}"
+        );
+    }
+    assert!(screen(&mut c, 80, 24).contains(crate::view::console::PLACEHOLDER));
+}
+
 /// A fresh console's empty Log and MCP panes: their texts wrapped, not cut.
 #[test]
 fn empty_log_and_mcp_panes() {

@@ -21,8 +21,10 @@ use crate::state::tape::Tape;
 use crate::state::{ConsoleState, FrameRow, SessionRow};
 use crate::theme::Theme;
 
-/// What the empty input line says: keys typed go here until Esc.
-pub const PLACEHOLDER: &str = "Type a line for the selected session; Enter sends. Esc: panes' keys";
+/// What the empty input line says: keys typed go here until Esc. Short enough for the
+/// narrowest input pane (two columns at [`super::layout::WIDE`]), so it is never cut mid-word;
+/// the pane's title names the session the line goes to.
+pub const PLACEHOLDER: &str = "Type a line; Enter sends · Esc: panes' keys";
 
 /// A message for the person, shown over the bottom right of the screen for a few seconds.
 #[derive(Debug, Clone, PartialEq, Eq)]
