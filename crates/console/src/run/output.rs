@@ -17,14 +17,14 @@ pub fn copy(what: &str, text: &str) -> Notice {
     let path = std::env::temp_dir().join(format!("turnscope-copy-{}.{ext}", file_stamp()));
     let saved = std::fs::write(&path, text);
     let tmux = if std::env::var_os("TMUX").is_some() {
-        " (tmux passes it on with `set -g set-clipboard on`)"
+        "; under tmux it needs `set -g set-clipboard on`"
     } else {
         ""
     };
     match (sent, saved) {
         (Ok(()), Ok(())) => Notice {
             text: format!(
-                "{what} copied (OSC 52{tmux}) and saved to {}",
+                "{what} saved to {} and copied (OSC 52{tmux})",
                 path.display()
             ),
             error: false,
@@ -92,6 +92,7 @@ mod tests {
             .text
             .split("saved to ")
             .nth(1)
+            .and_then(|rest| rest.split(" and copied").next())
             .expect("the notice names the file");
         assert!(path.ends_with(".json"), "{path}");
         assert_eq!(

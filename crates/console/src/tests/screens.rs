@@ -133,7 +133,7 @@ fn a_copy_notice_shows_over_the_turn_view() {
     c.selected = Some(1);
     c.open_turn_view();
     c.notice = Some(Notice {
-        text: "model request 1 of turn 2 as curl copied (OSC 52) and saved to /tmp/turnscope-copy-20260101-120000.sh".into(),
+        text: "model request 1 of turn 2 as curl saved to /tmp/turnscope-copy-20260101-120000.sh and copied (OSC 52)".into(),
         error: false,
     });
     assert_snapshot!(both(&mut c));
