@@ -257,6 +257,7 @@ async fn headless(
     let bus = Bus::default();
     let recording = Recording::start(&bus, events).await?;
     let app = App::start(config, bus).await?;
+    let mut signals = Signals::listen();
     let url = app.server.mcp_url();
     let replica = app.sessions.replica();
     let announce = Announce::new(events);
@@ -301,7 +302,7 @@ async fn headless(
             s.name, s.upstream, s.endpoint
         ));
     }
-    wait_for_signal().await;
+    signals.next().await;
     eprintln!(
         "turnscope: draining replica {}: /healthz answers 404 \"draining\", start and new lines are refused, \
          turns in flight finish (at most {} s; a second signal stops at once)",
@@ -310,7 +311,7 @@ async fn headless(
     );
     let drained = tokio::select! {
         drained = app.drain() => drained,
-        () = wait_for_signal() => false,
+        () = signals.next() => false,
     };
     eprintln!(
         "turnscope: shutting down: {}; ending every session",
@@ -489,15 +490,41 @@ async fn fixture(stdio: bool, http: Option<u16>, sse: Option<u16>) -> anyhow::Re
 
 /// Waits for Ctrl-C or SIGTERM.
 async fn wait_for_signal() {
+    Signals::listen().next().await;
+}
+
+/// Ctrl-C and SIGTERM, caught from the moment this is made: made before a ready line, a signal
+/// that follows the line at once is a clean stop, not the default action (which kills the
+/// process before it drains; a test that stopped the server right after start saw that).
+struct Signals {
     #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("SIGTERM handler installs");
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn listen() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Self {
+                term: signal(SignalKind::terminate()).expect("SIGTERM handler installs"),
+                interrupt: signal(SignalKind::interrupt()).expect("SIGINT handler installs"),
+            }
         }
+        #[cfg(not(unix))]
+        Self {}
     }
-    #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
+
+    /// The next signal.
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.interrupt.recv() => {}
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
