@@ -179,7 +179,10 @@ impl Client {
         };
         let service = timer
             .clone()
-            .serve_with_lifecycle(StreamableHttpClientTransport::from_config(config), lifecycle)
+            .serve_with_lifecycle(
+                StreamableHttpClientTransport::from_config(config),
+                lifecycle,
+            )
             .await
             .map_err(|e| {
                 anyhow::anyhow!(
