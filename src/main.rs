@@ -5,6 +5,7 @@ mod bench;
 mod cli;
 #[cfg(test)]
 mod cli_reference;
+mod log_format;
 mod sessions_cmd;
 mod test_run;
 
@@ -52,7 +53,7 @@ fn main() -> std::process::ExitCode {
     match runtime.block_on(run(cli, started)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("turnscope: {e:#}");
+            eprintln!("turnscope: {}", error_text(&e));
             // A store that cannot be used is the operator's to fix before anything runs.
             if matches!(e.downcast_ref::<AppError>(), Some(AppError::Store(_))) {
                 std::process::ExitCode::from(2)
@@ -61,6 +62,13 @@ fn main() -> std::process::ExitCode {
             }
         }
     }
+}
+
+/// An error and its causes in one line, each said once and without Rust type names: `{e:#}`
+/// would repeat a cause its message already quotes (`cannot read config file x: No such file or
+/// directory (os error 2); check …: No such file or directory (os error 2)`).
+pub(crate) fn error_text(e: &anyhow::Error) -> String {
+    turnscope::mcp::connect::chain(e.as_ref())
 }
 
 fn init_logging(to_stderr: bool) {
@@ -80,6 +88,8 @@ fn init_logging_at(default: &str) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(false)
+        .event_format(log_format::PlainFormat)
         .with_writer(redact::RedactingWriter::new(std::io::stderr))
         .try_init();
 }
@@ -189,6 +199,37 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
     }
 }
 
+/// Where the lines a person or a script reads at start (the ready line, the bridges) go:
+/// stdout, unless `--events -` made stdout the event stream. Then every line on stdout is one
+/// JSON event (so `| jq` works) and these lines go to stderr. Every reader of the ready line
+/// (tests, the interop suite, scripts) reads stdout without `--events -`, so none changes; a
+/// `ready` event instead would have added a type every events reader must know, for what the
+/// `replica` event and `/healthz` already carry.
+struct Announce {
+    to_stderr: bool,
+}
+
+impl Announce {
+    fn new(events: Option<&std::path::Path>) -> Self {
+        Self {
+            to_stderr: events_on_stdout(events),
+        }
+    }
+
+    fn line(&self, text: &str) {
+        if self.to_stderr {
+            eprintln!("{text}");
+        } else {
+            println!("{text}");
+        }
+    }
+}
+
+/// Whether `--events` names stdout.
+fn events_on_stdout(events: Option<&std::path::Path>) -> bool {
+    events == Some(std::path::Path::new("-"))
+}
+
 /// The console over a freshly started app (the default mode).
 async fn console(config: &Config, events: Option<&std::path::Path>) -> anyhow::Result<()> {
     let config = &with_default_store(config);
@@ -196,6 +237,11 @@ async fn console(config: &Config, events: Option<&std::path::Path>) -> anyhow::R
         config.console.theme.as_deref(),
         turnscope_console::no_color(),
     )?;
+    anyhow::ensure!(
+        !events_on_stdout(events),
+        "--events - writes the events to stdout, where the console draws; add --headless, or give \
+         --events a file (turnscope replay FILE opens it)"
+    );
     turnscope_console::run::terminal::check()?;
     let bus = Bus::default();
     // Listening before the app starts keeps its start-up warnings (bridges) for the Log pane.
@@ -216,16 +262,18 @@ async fn headless(
     let bus = Bus::default();
     let recording = Recording::start(&bus, events).await?;
     let app = App::start(config, bus).await?;
+    let mut signals = Signals::listen();
     let url = app.server.mcp_url();
     let replica = app.sessions.replica();
-    println!(
+    let announce = Announce::new(events);
+    announce.line(&format!(
         "turnscope ready: MCP {url} · replica {} (handles end in {}) · model: {} · store: {} · ready in {:.1} ms",
         replica.id(),
         replica.tag(),
         app.model.describe(),
         app.sessions.store().describe(),
         started.elapsed().as_secs_f64() * 1000.0
-    );
+    ));
     if !app.sessions.store().durable() {
         eprintln!(
             "store: memory{}: conversations end when turnscope stops",
@@ -254,12 +302,12 @@ async fn headless(
     );
     for b in app.bridges.bridges() {
         let s = b.status();
-        println!(
+        announce.line(&format!(
             "turnscope xiaozhi bridge {}: {} -> {}",
             s.name, s.upstream, s.endpoint
-        );
+        ));
     }
-    wait_for_signal().await;
+    signals.next().await;
     eprintln!(
         "turnscope: draining replica {}: /healthz answers 404 \"draining\", start and new lines are refused, \
          turns in flight finish (at most {} s; a second signal stops at once)",
@@ -268,7 +316,7 @@ async fn headless(
     );
     let drained = tokio::select! {
         drained = app.drain() => drained,
-        () = wait_for_signal() => false,
+        () = signals.next() => false,
     };
     eprintln!(
         "turnscope: shutting down: {}; ending every session",
@@ -316,13 +364,14 @@ async fn bridge_xiaozhi(
     let bus = Bus::default();
     let recording = Recording::start(&bus, events).await?;
     let settings = BridgeSettings::default();
+    let announce = Announce::new(events);
     for r in &relays {
-        println!(
+        announce.line(&format!(
             "turnscope xiaozhi bridge {}: {} -> {}",
             r.name,
             turnscope::mcp::spec::label(&r.server),
             r.endpoint.shown()
-        );
+        ));
     }
     let bridges = XiaozhiBridges::start(
         relays.into_iter().map(|r| r.build(&settings)).collect(),
@@ -347,7 +396,7 @@ async fn bridge_openai(
     let bus = Bus::default();
     let recording = Recording::start(&bus, events).await?;
     let bridge = standalone::start(&args, bus).await?;
-    println!("{}", bridge.ready_line());
+    Announce::new(events).line(&bridge.ready_line());
     wait_for_signal().await;
     eprintln!("turnscope: shutting down the openai bridge and its server");
     bridge.shutdown().await;
@@ -377,7 +426,9 @@ async fn mcp_client(url: &str, call: Option<&str>, args: &str) -> anyhow::Result
     let source = McpSource::start(
         &config,
         &std::sync::Arc::new(Policy::open()),
-        SourceOptions::default(),
+        // Named apart from the bot's own tool sources, so a turnscope server it connects to
+        // does not list its sessions as if the bot opened them.
+        SourceOptions::default().with_client_name("turnscope-dev-mcp-client"),
         &Bus::default(),
     )
     .map_err(anyhow::Error::msg)?;
@@ -444,15 +495,41 @@ async fn fixture(stdio: bool, http: Option<u16>, sse: Option<u16>) -> anyhow::Re
 
 /// Waits for Ctrl-C or SIGTERM.
 async fn wait_for_signal() {
+    Signals::listen().next().await;
+}
+
+/// Ctrl-C and SIGTERM, caught from the moment this is made: made before a ready line, a signal
+/// that follows the line at once is a clean stop, not the default action (which kills the
+/// process before it drains; a test that stopped the server right after start saw that).
+struct Signals {
     #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("SIGTERM handler installs");
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn listen() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Self {
+                term: signal(SignalKind::terminate()).expect("SIGTERM handler installs"),
+                interrupt: signal(SignalKind::interrupt()).expect("SIGINT handler installs"),
+            }
         }
+        #[cfg(not(unix))]
+        Self {}
     }
-    #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
+
+    /// The next signal.
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.interrupt.recv() => {}
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }

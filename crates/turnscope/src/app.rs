@@ -75,26 +75,41 @@ impl ModelInfo {
             format!("{} at {}", self.name, self.url)
         }
     }
+
+    /// A few words for a narrow screen: `scripted`, or the model's name.
+    pub fn short(&self) -> String {
+        if self.embedded {
+            "scripted".into()
+        } else {
+            self.name.clone()
+        }
+    }
 }
 
 impl App {
     /// The model as the console header shows it: [`ModelInfo::describe`], then the request
     /// parameters `[model]` sets (`max_tokens=64 temperature=0.2 …`), when any.
     pub fn model_line(&self) -> String {
-        let params: Vec<String> = self
-            .sessions
+        let params = self.model_params();
+        if params.is_empty() {
+            self.model.describe()
+        } else {
+            format!("{} · {params}", self.model.describe())
+        }
+    }
+
+    /// The request parameters `[model]` sets, as `max_tokens=64 temperature=0.2`; empty when
+    /// none.
+    pub fn model_params(&self) -> String {
+        self.sessions
             .bot()
             .model()
             .config()
             .params
             .iter()
             .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        if params.is_empty() {
-            self.model.describe()
-        } else {
-            format!("{} · {}", self.model.describe(), params.join(" "))
-        }
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 }
 
@@ -299,6 +314,9 @@ impl App {
                 source,
             })?;
         let sweeper = sessions.spawn_sweeper();
+        if !model.embedded {
+            check_model_server(sessions.bot().model().clone(), bus.clone());
+        }
         Ok(App {
             bus,
             sessions,
@@ -388,6 +406,24 @@ fn default_replica_id(listener: &TcpListener) -> String {
         Ok(addr) => addr.to_string(),
         Err(_) => "local".into(),
     }
+}
+
+/// Checks the model server once in the background ([`crate::model::probe`]): a warning on
+/// stderr (headless) and in the console's Log when it is down, refuses the key or does not
+/// list the model. Nothing waits for it: the server is ready at once, and a model server may
+/// start later.
+fn check_model_server(client: crate::model::ModelClient, bus: Bus) {
+    tokio::spawn(async move {
+        let probe = crate::model::probe::probe(&client, crate::model::probe::PROBE_TIMEOUT);
+        if let Some(warning) = probe.await {
+            tracing::warn!("{warning}");
+            bus.publish_with(|| Event::Log {
+                at_ms: crate::observe::event::now_us() / 1000,
+                level: "warn".into(),
+                message: warning,
+            });
+        }
+    });
 }
 
 fn replica_event(replica: &Replica, state: &'static str) -> ReplicaEvent {

@@ -110,8 +110,50 @@ impl Console {
             Some(Command::Up) => self.frame_step(-1),
             Some(Command::Down) => self.frame_step(1),
             Some(Command::Back | Command::Enter | Command::Quit) => self.frames.detail = false,
-            Some(Command::Help) => self.help.open = true,
+            Some(Command::Help) => self.help.show(),
             _ => {}
+        }
+    }
+
+    /// A replay: steps the whole console `delta` turn ends (`fine`: events inside a turn). An
+    /// open turn view stays on its turn while that turn is there, and follows the newest turn
+    /// when it showed the newest.
+    pub(crate) fn move_tape(&mut self, delta: isize, fine: bool) {
+        let newest = |c: &Console, session: u64| c.state.transcript(session).last().map(|t| t.id);
+        let followed = self
+            .turn_view
+            .as_ref()
+            .map(|p| newest(self, p.session) == Some(p.turn));
+        let Some(tape) = self.tape.as_mut() else {
+            return;
+        };
+        let moved = if fine {
+            tape.scrub(delta)
+        } else {
+            tape.step(delta)
+        };
+        if !moved {
+            return;
+        }
+        self.state = tape.state();
+        self.frames.paused = None;
+        self.settle();
+        if let Some(pick) = self.turn_view.as_ref() {
+            let session = pick.session;
+            let kept = self
+                .state
+                .transcript(session)
+                .iter()
+                .any(|t| t.id == pick.turn);
+            match newest(self, session) {
+                Some(latest) if followed == Some(true) || !kept => {
+                    if let Some(pick) = self.turn_view.as_mut() {
+                        pick.turn = latest;
+                    }
+                }
+                Some(_) => {}
+                None => self.turn_view = None,
+            }
         }
     }
 
@@ -153,20 +195,8 @@ impl Console {
                 });
             }
             Command::New => {}
-            Command::Step(delta) | Command::Scrub(delta) => {
-                let fine = matches!(command, Command::Scrub(_));
-                if let Some(tape) = self.tape.as_mut()
-                    && (if fine {
-                        tape.scrub(delta)
-                    } else {
-                        tape.step(delta)
-                    })
-                {
-                    self.state = tape.state();
-                    self.frames.paused = None;
-                    self.settle();
-                }
-            }
+            Command::Step(delta) => self.move_tape(delta, false),
+            Command::Scrub(delta) => self.move_tape(delta, true),
             Command::Export => {
                 if let Some(session) = self.selected {
                     let text = crate::draw::export::session_report(self, session);
@@ -192,7 +222,7 @@ impl Console {
                     self.focus_pane(*pane);
                 }
             }
-            Command::Help => self.help.open = true,
+            Command::Help => self.help.show(),
             // Back closes or clears what is open; it never moves focus to the input line.
             Command::Back => {
                 if self.quit_asked || self.close_asked.is_some() {

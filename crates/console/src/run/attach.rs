@@ -265,7 +265,7 @@ pub async fn attach(
             view: String::new(),
         },
         replica: None,
-        store: None,
+        ..Header::default()
     });
     match &attached.target {
         Some(t) => match t.tools().await {

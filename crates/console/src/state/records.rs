@@ -18,6 +18,12 @@ pub struct Header {
     pub mcp_url: Option<String>,
     /// The model in use, as `ModelInfo::describe` says it.
     pub model: String,
+    /// The model in a few words for a narrow screen (`ModelInfo::short`).
+    pub model_short: Option<String>,
+    /// The request parameters `[model]` sets (`max_tokens=64 temperature=0.2`), or empty.
+    pub params: String,
+    /// The bot's name (`[bot] name`), when it has one.
+    pub bot: Option<String>,
     /// The bridges' state in a few words.
     pub bridges: String,
     /// Where the events come from.

@@ -686,3 +686,49 @@ fn a_replay_scrubs_inside_a_turn() {
     press(&mut c, KeyCode::Char(','));
     assert!(c.state.transcript(1)[1].tools.is_empty());
 }
+
+#[test]
+fn the_help_opens_at_its_top_each_time() {
+    let mut c = console();
+    press(&mut c, KeyCode::F(1));
+    assert!(c.help.open);
+    press(&mut c, KeyCode::Down);
+    press(&mut c, KeyCode::Down);
+    assert_eq!(c.help.scroll.get(), 2);
+    press(&mut c, KeyCode::Esc);
+    press(&mut c, KeyCode::F(1));
+    assert_eq!(c.help.scroll.get(), 0, "not where it was left");
+}
+
+/// In a replay, `,` and `.` step inside the turn while the turn view shows it, and the view
+/// follows the newest turn it showed (its waterfall part way through).
+#[test]
+fn a_replay_scrubs_inside_the_turn_the_turn_view_shows() {
+    let text: String = crate::tests::fixture::events()
+        .iter()
+        .map(|e| serde_json::to_string(e).expect("event serialises") + "\n")
+        .collect();
+    let mut c = crate::run::replay::console_of(&text, "run.jsonl", crate::theme::Theme::default())
+        .expect("replay");
+    c.selected = Some(1);
+    press(&mut c, KeyCode::Char('['));
+    press(&mut c, KeyCode::Char('['));
+    press(&mut c, KeyCode::Char('w'));
+    assert_eq!(c.turn_view.as_ref().map(|p| p.turn), Some(1));
+    press(&mut c, KeyCode::Char('.'));
+    assert!(c.turn_view.is_some(), "the view stays open");
+    let pick = c.turn_view.as_ref().expect("open");
+    assert_eq!(
+        pick.turn, 2,
+        "it showed the newest turn, so it follows turn 2"
+    );
+    let tl = c.state.timelines.get(1, 2).expect("turn 2's timeline");
+    assert_eq!(tl.end, None, "part way through");
+    assert!(tl.in_flight().is_some(), "its model request has its bar");
+    press(&mut c, KeyCode::Char(','));
+    assert_eq!(
+        c.turn_view.as_ref().map(|p| p.turn),
+        Some(1),
+        "back before turn 2 started, the newest is turn 1 again"
+    );
+}

@@ -79,7 +79,9 @@ fn input_pane_with_text_and_error_notice() {
         Err("sessions: no free session. This server holds 32 open sessions, its cap.".into()),
     );
     c.chat_started(1);
-    let t = render(72, 4, &c, panes::input::draw);
+    // The notice is drawn over the screen's bottom right, not on the pane's border.
+    c.before_draw();
+    let t = render(72, 12, &c, |f, _, c| crate::draw::draw(f, c));
     assert_snapshot!(t.backend());
 }
 

@@ -21,7 +21,12 @@ use crate::state::tape::Tape;
 use crate::state::{ConsoleState, FrameRow, SessionRow};
 use crate::theme::Theme;
 
-/// A message for the person, shown above the input line.
+/// What the empty input line says: keys typed go here until Esc. Short enough for the
+/// narrowest input pane (two columns at [`super::layout::WIDE`]), so it is never cut mid-word;
+/// the pane's title names the session the line goes to.
+pub const PLACEHOLDER: &str = "Type a line; Enter sends · Esc: panes' keys";
+
+/// A message for the person, shown over the bottom right of the screen for a few seconds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Notice {
     /// The text.
@@ -90,7 +95,7 @@ impl Console {
         let mut input = TextArea::default();
         input.set_wrap_mode(WrapMode::WordOrGlyph);
         input.set_cursor_line_style(Style::new());
-        input.set_placeholder_text("Type a line for the selected session; Enter sends");
+        input.set_placeholder_text(PLACEHOLDER);
         Self {
             state,
             theme,

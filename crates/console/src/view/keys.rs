@@ -122,8 +122,8 @@ pub const BINDINGS: &[Binding] = &[
     ),
     b(
         Scope::Global,
-        "1 … 8 / Alt+1 … 8",
-        "jump to a pane: Sessions, Transcript, Input, Frames, Progress, Tools, Stats, Log (Alt in the input line)",
+        "1 … 9 / Alt+1 … 9",
+        "jump to a pane: Sessions, Transcript, Input, Frames, Progress, Tools, Stats, Log, MCP (Alt in the input line)",
     ),
     b(Scope::Global, "? / F1", "this help (F1 in the input line)"),
     b(
@@ -279,6 +279,11 @@ pub const BINDINGS: &[Binding] = &[
     ),
     b(
         Scope::Frames,
+        "(rows)",
+        "a frame: its time since its session opened, S system / D data / C control, its name, its path (from→to, hops, time), ↓ downstream / ↑ upstream, what it carries",
+    ),
+    b(
+        Scope::Frames,
         "(diagram)",
         "above the list, the pipeline: each link's frames/s while frames flow (×N: how many crossed in all), qN the deepest queue a frame joined, ↑ upstream frames/s",
     ),
@@ -309,22 +314,27 @@ pub fn owner_hints(owner: KeyOwner, read_only: bool) -> Vec<(&'static str, &'sta
     match owner {
         KeyOwner::Pane(pane) => hints(pane, read_only),
         KeyOwner::Filter => vec![
-            ("Enter", "keep"),
-            ("Esc", "clear"),
             ("Ctrl+A/E", "start/end"),
             ("Ctrl+U/K", "delete to start/end"),
             ("Ctrl+W", "delete word"),
+            ("Enter", "keep"),
+            ("Esc", "clear"),
         ],
         KeyOwner::TurnView => vec![
             ("← →", "turn"),
-            ("↑↓ PgUp/PgDn", "scroll"),
             ("m", "model requests"),
-            ("f", "unfold"),
-            ("Tab", "pick request"),
             ("c/J", "copy curl/JSON"),
+            ("Tab", "pick request"),
+            ("f", "unfold"),
+            ("↑↓ PgUp/PgDn", "scroll"),
+            ("?", "help"),
             ("Esc", "close"),
         ],
-        KeyOwner::FrameDetail => vec![("↑↓", "previous/next frame"), ("Esc", "close")],
+        KeyOwner::FrameDetail => vec![
+            ("↑↓", "previous/next frame"),
+            ("?", "help"),
+            ("Esc", "close"),
+        ],
         KeyOwner::Help => vec![("↑↓", "scroll"), ("Esc", "close")],
     }
 }
@@ -336,10 +346,10 @@ pub fn hints(pane: crate::view::ids::PaneId, read_only: bool) -> Vec<(&'static s
         PaneId::Input if read_only => vec![("Tab", "pane")],
         PaneId::Input => vec![
             ("Enter", "send (empty: read the turn)"),
+            ("Esc", "leave"),
             ("Alt+Enter", "newline"),
             ("Ctrl+U/K/W", "delete"),
             ("Ctrl+A/E", "start/end"),
-            ("Esc", "leave"),
             ("F1", "help"),
             ("Ctrl+C", "quit"),
         ],
@@ -389,7 +399,7 @@ pub fn hints(pane: crate::view::ids::PaneId, read_only: bool) -> Vec<(&'static s
     out
 }
 
-/// The pane number of Alt+1 … Alt+8 (which jumps from anywhere, the input line included).
+/// The pane number of Alt+1 … Alt+9 (which jumps from anywhere, the input line included).
 pub fn alt_jump(key: &KeyEvent) -> Option<usize> {
     match key.code {
         KeyCode::Char(c @ '1'..='9') if key.modifiers.contains(KeyModifiers::ALT) => {
@@ -522,7 +532,7 @@ mod tests {
             "G",
             "k",
             "j",
-            "1 … 8",
+            "1 … 9",
             "Ctrl+J",
             "Alt/Shift+Enter",
             ", / .",

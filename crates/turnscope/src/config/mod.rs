@@ -375,6 +375,15 @@ impl Config {
         .map_err(in_file)?;
         overrides.apply(&mut config);
         config.validate(overrides).map_err(in_file)?;
+        // Relative paths of stdio servers mean the config file's folder, wherever turnscope
+        // was started from.
+        let dir = std::path::absolute(&path)
+            .ok()
+            .and_then(|p| p.parent().map(Path::to_path_buf))
+            .unwrap_or_default();
+        for server in &mut config.mcp_servers {
+            server.anchor_cwd(&dir);
+        }
         Ok((config, Some(path)))
     }
 

@@ -96,8 +96,9 @@ pub trait ProgressSink: Send {
 pub struct ToolCallSummary {
     /// Tool name.
     pub name: String,
-    /// Arguments as the model sent them.
-    pub arguments: String,
+    /// Arguments as the model sent them: the JSON value when they are JSON (an object, as
+    /// a program reading the record expects), else the text as sent.
+    pub arguments: serde_json::Value,
     /// Whether it failed.
     pub is_error: bool,
     /// Result size in bytes.
@@ -192,7 +193,8 @@ impl ChatReply {
                 .iter()
                 .map(|c| ToolCallSummary {
                     name: c.call.name.clone(),
-                    arguments: c.call.arguments.clone(),
+                    arguments: serde_json::from_str(&c.call.arguments)
+                        .unwrap_or_else(|_| serde_json::Value::String(c.call.arguments.clone())),
                     is_error: c.outcome.is_error,
                     result_bytes: c.outcome.text.len(),
                     ms: ms(c.duration),

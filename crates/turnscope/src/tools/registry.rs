@@ -75,6 +75,7 @@ impl RegistryBuilder {
             attempt_timeout: self.limits.connect_budget.max(MIN_ATTEMPT_TIMEOUT),
             session: None,
             changes: Some(changes.clone()),
+            ..SourceOptions::default()
         };
         let mut entries = Vec::new();
         let mut order = Vec::new();
@@ -97,7 +98,7 @@ impl RegistryBuilder {
                 }
                 Scope::Session => {
                     if McpSource::check(config, &policy, &self.bus).is_ok() {
-                        order.push(Slot::Session(config.clone()));
+                        order.push(Slot::Session(Box::new(config.clone())));
                     }
                 }
             }
@@ -172,7 +173,8 @@ struct Entry {
 
 enum Slot {
     Shared(usize),
-    Session(McpServerConfig),
+    /// Boxed: a config is large beside an index.
+    Session(Box<McpServerConfig>),
 }
 
 #[derive(Default)]
@@ -237,6 +239,7 @@ impl ToolRegistry {
             attempt_timeout: self.limits.connect_budget.max(MIN_ATTEMPT_TIMEOUT),
             session: Some(session),
             changes: Some(self.changes.clone()),
+            ..SourceOptions::default()
         };
         let mut entries = Vec::new();
         for slot in &self.order {
@@ -455,7 +458,8 @@ pub fn describe_sources(registry: &ToolRegistry) -> Vec<String> {
                     pid.map(|p| format!(", pid {p}")).unwrap_or_default()
                 ),
                 SourceStatus::Down { error, attempts } => {
-                    format!("down after {attempts} attempts: {error}")
+                    let noun = if attempts == 1 { "attempt" } else { "attempts" };
+                    format!("down after {attempts} {noun}: {error}")
                 }
                 SourceStatus::Closed => "closed".to_string(),
             };

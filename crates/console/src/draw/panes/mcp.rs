@@ -117,10 +117,14 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         }
     }
     if rows.is_empty() {
-        rows.push(Line::styled(
-            "No MCP exchange yet: connect a client (the header's claude line) and its initialize, tools/list and calls land here.",
-            t.dim,
-        ));
+        rows.extend(
+            crate::text::wrap(
+                "No MCP exchange yet: connect a client (the header's claude line) and its initialize, tools/list and calls land here.",
+                w.max(10),
+            )
+            .into_iter()
+            .map(|l| Line::styled(l, t.dim)),
+        );
     }
     let room = (area.height as usize).saturating_sub(1);
     let (from, to) = bottom_window(&rows, room, &c.mcp.back);

@@ -127,7 +127,12 @@ async fn chat_completions(State(bridge): State<Arc<OpenAiBridge>>, body: Bytes) 
     match result {
         Ok(finish) => json_response(
             StatusCode::OK,
-            &id.completion(&text, &finish.client_calls, &finish.finish_reason),
+            &id.completion(
+                &text,
+                &finish.client_calls,
+                &finish.finish_reason,
+                finish.usage.as_ref(),
+            ),
         ),
         Err(e) => json_response(
             StatusCode::BAD_GATEWAY,
@@ -178,6 +183,7 @@ fn stream(
         started,
         ok: false,
     };
+    let include_usage = request.include_usage;
     let task = tokio::spawn(async move {
         let pieces = tx.clone();
         let piece_id = id.clone();
@@ -192,6 +198,11 @@ fn stream(
                     let _ = tx.send(id.calls_chunk(&finish.client_calls));
                 }
                 let _ = tx.send(id.finish_chunk(&finish.finish_reason));
+                // OpenAI's shape: the usage chunk after the finish, before [DONE]. None when
+                // the model reported no usage: zeros would be a count nobody made.
+                if include_usage && let Some(usage) = &finish.usage {
+                    let _ = tx.send(id.usage_chunk(usage));
+                }
                 true
             }
             Err(e) => {
