@@ -11,7 +11,8 @@ use anyhow::Context as _;
 use clap::Parser;
 use cli::{BridgeCommand, Cli, Command, DevAction, ModelAction, ReplicasAction, ServeArgs};
 use tokio_util::sync::CancellationToken;
-use turnscope::app::App;
+use turnscope::app::hangup::Terminals;
+use turnscope::app::{App, ConfigSource, ReloadCause};
 use turnscope::bridge::openai::standalone::StandaloneOptions;
 use turnscope::bridge::xiaozhi::command::RelayOptions;
 use turnscope::bridge::xiaozhi::{BridgeSettings, XiaozhiBridges, command, redact};
@@ -43,7 +44,7 @@ fn main() -> std::process::ExitCode {
     match runtime.block_on(run(cli, started)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("turnscope: {e:#}");
+            note(format_args!("turnscope: {e:#}"));
             std::process::ExitCode::FAILURE
         }
     }
@@ -123,13 +124,15 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
             mcp_client(&url, call.as_deref(), &args).await
         }
         None => {
-            let (config, _) = Config::load(cli.config.as_deref(), &cli.serve.overrides())?;
+            let overrides = cli.serve.overrides();
+            let (config, path) = Config::load(cli.config.as_deref(), &overrides)?;
+            let source = ConfigSource { path, overrides };
             if cli.serve.headless {
                 init_logging(true);
-                headless(&config, cli.serve.events.as_deref(), started).await
+                headless(&config, Some(source), cli.serve.events.as_deref(), started).await
             } else {
                 init_logging(false);
-                console(&config, cli.serve.events.as_deref()).await
+                console(&config, source, cli.serve.events.as_deref()).await
             }
         }
         Some(Command::Test(_)) => unreachable!("main() runs `turnscope test` before this"),
@@ -143,8 +146,13 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
     }
 }
 
-/// The console over a freshly started app (the default mode).
-async fn console(config: &Config, events: Option<&std::path::Path>) -> anyhow::Result<()> {
+/// The console over a freshly started app (the default mode), reloading `source` when it
+/// changes, on SIGHUP and on its `R` key.
+async fn console(
+    config: &Config,
+    source: ConfigSource,
+    events: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
     let theme = Theme::resolve(
         config.console.theme.as_deref(),
         turnscope_console::no_color(),
@@ -154,20 +162,54 @@ async fn console(config: &Config, events: Option<&std::path::Path>) -> anyhow::R
     // Listening before the app starts keeps its start-up warnings (bridges) for the Log pane.
     let early = turnscope_console::listen_early(&bus);
     let recording = Recording::start(&bus, events).await?;
-    let app = App::start(config, bus).await?;
+    let mut app = App::start(config, bus).await?;
+    app.reload_from(source);
+    if let Err(e) = app.watch_config() {
+        app.bus.publish(turnscope::observe::Event::Log {
+            at_ms: turnscope::observe::event::now_us() / 1000,
+            level: "warn".into(),
+            message: e.to_string(),
+        });
+    }
     let result = turnscope_console::run_with(app, theme, early).await;
     recording.finish().await;
     Ok(result?)
 }
 
+/// The server with no console. With a `source`, the config is reloaded when its file changes
+/// and on SIGHUP (one stderr line each); SIGHUP from a terminal that hung up ends the server
+/// as SIGTERM does.
 async fn headless(
     config: &Config,
+    source: Option<ConfigSource>,
     events: Option<&std::path::Path>,
     started: Instant,
 ) -> anyhow::Result<()> {
+    let terminals = Terminals::now();
+    let mut signals = Signals::new()?;
     let bus = Bus::default();
     let recording = Recording::start(&bus, events).await?;
-    let app = App::start(config, bus).await?;
+    let mut app = App::start(config, bus).await?;
+    let reloader = app.reloader();
+    reloader.on_reload(std::sync::Arc::new(|event| {
+        use std::io::Write;
+        // One line, and never a panic when the terminal is gone.
+        let _ = writeln!(std::io::stderr(), "turnscope: {}", event.summary());
+    }));
+    if let Some(source) = source {
+        app.reload_from(source);
+        match app.watch_config() {
+            Ok(()) => {
+                if let Some(file) = reloader.file() {
+                    eprintln!(
+                        "config: {} is watched; a change applies from the next turn (SIGHUP reloads too)",
+                        file.display()
+                    );
+                }
+            }
+            Err(e) => eprintln!("turnscope: {e}"),
+        }
+    }
     let url = app.server.mcp_url();
     let replica = app.sessions.replica();
     println!(
@@ -200,25 +242,36 @@ async fn headless(
             s.name, s.upstream, s.endpoint
         );
     }
-    wait_for_signal().await;
-    eprintln!(
+    loop {
+        match signals.next().await {
+            Signal::Stop => break,
+            Signal::Hangup if terminals.hung_up() => {
+                note(format_args!("turnscope: the terminal hung up"));
+                break;
+            }
+            Signal::Hangup => {
+                reloader.reload(ReloadCause::Signal).await;
+            }
+        }
+    }
+    note(format_args!(
         "turnscope: draining replica {}: /healthz answers 404 \"draining\", start and new lines are refused, \
          turns in flight finish (at most {} s; a second signal stops at once)",
         app.sessions.replica().id(),
-        config.server.drain_seconds
-    );
+        app.drain_bound().await.as_secs_f64()
+    ));
     let drained = tokio::select! {
         drained = app.drain() => drained,
         () = wait_for_signal() => false,
     };
-    eprintln!(
+    note(format_args!(
         "turnscope: shutting down: {}; ending every session",
         if drained {
             "no turn in flight"
         } else {
             "the drain bound passed or a second signal came"
         }
-    );
+    ));
     app.shutdown().await;
     recording.finish().await;
     Ok(())
@@ -239,8 +292,9 @@ async fn bridge_xiaozhi(
         tracing::warn!("{w}");
     }
     let relays = match plan {
+        // A bridge given on the command line is not in the file: no reload from it.
         command::Plan::App(config) => {
-            return headless(&config, events, started).await;
+            return headless(&config, None, events, started).await;
         }
         command::Plan::Relays(relays) => relays,
     };
@@ -371,6 +425,60 @@ async fn fixture(stdio: bool, http: Option<u16>, sse: Option<u16>) -> anyhow::Re
         fixture::serve_http(listener, stop).await?;
     }
     Ok(())
+}
+
+/// Writes one line to stderr. A stderr that is gone (the terminal hung up) loses the line
+/// rather than panicking, as `eprintln!` would.
+fn note(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+/// What a signal asks of a headless server.
+enum Signal {
+    /// Ctrl-C or SIGTERM: drain and stop.
+    Stop,
+    /// SIGHUP: reload the config, unless the terminal hung up.
+    Hangup,
+}
+
+/// The signals a headless server acts on, installed once.
+struct Signals {
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> anyhow::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Self {
+                term: signal(SignalKind::terminate()).context("install the SIGTERM handler")?,
+                hup: signal(SignalKind::hangup()).context("install the SIGHUP handler")?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(Self {})
+    }
+
+    async fn next(&mut self) -> Signal {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => Signal::Stop,
+                _ = self.term.recv() => Signal::Stop,
+                _ = self.hup.recv() => Signal::Hangup,
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            Signal::Stop
+        }
+    }
 }
 
 /// Waits for Ctrl-C or SIGTERM.

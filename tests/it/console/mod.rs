@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod instruments;
+mod reload;
 mod test_case_export;
 mod wire;
 
@@ -29,6 +30,8 @@ struct Screen {
     parser: Arc<Mutex<vt100::Parser>>,
     /// Every byte the binary wrote, for what the emulator does not keep (OSC 52).
     raw: Arc<Mutex<Vec<u8>>>,
+    /// The task reading the terminal's output (it holds the master's read half).
+    reader: tokio::task::JoinHandle<()>,
     _dir: TempDir,
 }
 
@@ -93,7 +96,7 @@ impl Screen {
         let sink = parser.clone();
         let raw = Arc::new(Mutex::new(Vec::new()));
         let raw_sink = raw.clone();
-        tokio::spawn(async move {
+        let reader = tokio::spawn(async move {
             let mut buf = vec![0u8; 64 * 1024];
             loop {
                 match reader.read(&mut buf).await {
@@ -110,8 +113,28 @@ impl Screen {
             writer,
             parser,
             raw,
+            reader,
             _dir: TempDir(dir),
         }
+    }
+
+    /// Closes the terminal as a closed window or a dropped SSH connection does: the
+    /// pseudo-terminal's master goes away, so the kernel hangs up the console's terminal and
+    /// sends it SIGHUP. Returns how the binary exited.
+    async fn hang_up(self) -> ExitStatus {
+        let Screen {
+            mut child,
+            writer,
+            reader,
+            ..
+        } = self;
+        reader.abort();
+        let _ = reader.await;
+        drop(writer);
+        tokio::time::timeout(WAIT, child.wait())
+            .await
+            .expect("turnscope exits when its terminal hangs up")
+            .expect("exit status")
     }
 
     fn text(&self) -> String {

@@ -17,10 +17,11 @@ use crate::input::actions::Action;
 
 use crate::error::ConsoleError;
 use crate::run::feed::LiveFeed;
-use crate::state::{ConsoleState, Header, Source};
+use crate::run::signals::ConsoleSignal;
+use crate::state::{ConfigMark, ConsoleState, Header, Source};
 use crate::theme::Theme;
 use crate::view::console::{Console, Notice};
-use turnscope::app::App;
+use turnscope::app::{App, ReloadCause};
 use turnscope::observe::{SessionOpener, Subscription};
 use turnscope::sessions::{ChatReply, Sessions};
 
@@ -65,13 +66,18 @@ pub fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console, Live
             }
             .to_string(),
         )),
+        config: Some(ConfigMark {
+            version: app.reloader().version(),
+            ..ConfigMark::default()
+        }),
     });
     let bot = app.sessions.bot();
-    state.greeting = bot.greeting().map(str::to_string);
+    state.greeting = bot.greeting();
     // Subscribe before opening the person's session, so its opening is seen.
     let mut feed = LiveFeed::new(sub, app.sessions.clone())
         .with_bridges(app.bridges.statuses())
-        .with_registry(app.tool_registry.clone());
+        .with_registry(app.tool_registry.clone())
+        .with_reloader(app.reloader());
     feed.refresh_tools(&mut state);
     let mut console = Console::new(state, theme, false);
     match app.sessions.open(SessionOpener::Console) {
@@ -121,6 +127,14 @@ where
                     pacer.input();
                     match console.handle(&event) {
                         Some(Action::Quit) => break,
+                        Some(Action::ReloadConfig) => {
+                            if let Some(reloader) = feed.as_deref().and_then(LiveFeed::reloader) {
+                                let reloader = reloader.clone();
+                                tokio::spawn(async move {
+                                    reloader.reload(ReloadCause::Console).await;
+                                });
+                            }
+                        }
                         Some(action) => {
                             let sessions = feed.as_deref().map(LiveFeed::sessions);
                             perform(action, console, sessions, &chat_tx, &stop);
@@ -152,6 +166,7 @@ where
             event = next_event(feed.as_deref_mut(), last_fold + FOLD_EVERY) => {
                 if let (Some(event), Some(feed)) = (event, feed.as_deref_mut()) {
                     let n = feed.fold(&mut console.state, &event);
+                    console.notice_reloads();
                     pacer.events(n);
                     last_fold = Instant::now();
                     dirty = true;
@@ -272,7 +287,11 @@ fn perform(
         return;
     };
     match action {
-        Action::Quit | Action::Export { .. } | Action::ExportTest { .. } | Action::Copy { .. } => {}
+        Action::Quit
+        | Action::Export { .. }
+        | Action::ExportTest { .. }
+        | Action::Copy { .. }
+        | Action::ReloadConfig => {}
         Action::Yank { session } => {
             console.notice = Some(match sessions.by_number(session) {
                 Some(s) => {
@@ -429,14 +448,34 @@ pub async fn run_with(app: App, theme: Theme, sub: Subscription) -> Result<(), C
     };
     let stop = CancellationToken::new();
     let on_signal = stop.clone();
+    let reloader = app.reloader();
+    let mut handlers = super::signals::Signals::new();
     let signals = tokio::spawn(async move {
-        super::signals::wait_for_termination().await;
+        while handlers.next().await == ConsoleSignal::Reload {
+            reloader.reload(ReloadCause::Signal).await;
+        }
         on_signal.cancel();
     });
+    let terminals = turnscope::app::hangup::Terminals::now();
     let ui = tokio::spawn(async move {
         let (mut console, mut feed, mut terminal) = (console, feed, terminal);
         let input = crossterm::event::EventStream::new();
-        event_loop(&mut console, &mut terminal, Some(&mut feed), input, stop).await
+        let result = event_loop(&mut console, &mut terminal, Some(&mut feed), input, stop).await;
+        if terminals.hung_up() {
+            // ratatui's terminal, dropped, shows the cursor again and reports a failure with
+            // `eprintln!`, which panics on a terminal that hung up: nothing is left to give
+            // back, so it is not dropped (the process is about to end).
+            std::mem::forget(terminal);
+            // Reading or drawing failed before SIGHUP said so: the console ends as the person
+            // quitting would, with no one left to tell.
+            if matches!(
+                result,
+                Err(ConsoleError::ReadInput(_) | ConsoleError::Draw(_))
+            ) {
+                return Ok(());
+            }
+        }
+        result
     });
     let outcome = ui.await;
     signals.abort();

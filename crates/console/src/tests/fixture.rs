@@ -136,6 +136,7 @@ impl Script {
             tool_calls: tools,
             first_piece_us: Some(first),
             total_us: total,
+            ..TurnEndEvent::default()
         }));
     }
 }
@@ -373,6 +374,7 @@ pub fn state() -> ConsoleState {
         bridges: "none".into(),
         source: Source::Live,
         replica: None,
+        config: None,
     });
     for event in events() {
         state.apply(&event);

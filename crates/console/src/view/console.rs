@@ -82,6 +82,8 @@ pub struct Console {
     pub tape: Option<Tape>,
     /// The Sessions pane's sort and filter.
     pub sessions_list: SessionList,
+    /// Config reloads already told in a notice.
+    reloads_noticed: u64,
 }
 
 impl Console {
@@ -121,6 +123,22 @@ impl Console {
             close_asked: None,
             tape: None,
             sessions_list: Default::default(),
+            reloads_noticed: 0,
+        }
+    }
+
+    /// Tells the latest config reload in the notice, once, when one was folded in since the
+    /// last call (a live console: whatever asked for it, the file, SIGHUP or `R`).
+    pub fn notice_reloads(&mut self) {
+        if self.state.reloads_seen == self.reloads_noticed {
+            return;
+        }
+        self.reloads_noticed = self.state.reloads_seen;
+        if let Some(r) = &self.state.last_reload {
+            self.notice = Some(Notice {
+                text: r.notice(),
+                error: r.is_refused(),
+            });
         }
     }
 

@@ -189,7 +189,7 @@ impl BotMcp {
                 mcp_text::start_result(
                     &super::mcp_tools::who(bot),
                     &handle,
-                    bot.greeting(),
+                    session.bot().greeting(),
                     self.sessions.replica().id(),
                 )
             }

@@ -84,6 +84,9 @@ pub struct ChatReply {
     /// The finish reason of the turn's last model response (`stop`, `length`, ...).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
+    /// The config version the turn ran on (see `app::reload`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_version: Option<u64>,
 }
 
 impl ChatReply {
@@ -100,6 +103,7 @@ impl ChatReply {
             unread,
             usage: None,
             finish_reason: None,
+            config_version: None,
         }
     }
 
@@ -131,6 +135,7 @@ impl ChatReply {
             unread,
             usage: r.usage,
             finish_reason: r.finish_reason.clone(),
+            config_version: r.config_version,
         }
     }
 

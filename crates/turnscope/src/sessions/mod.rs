@@ -141,7 +141,8 @@ pub struct Sessions {
 struct Inner {
     bot: Bot,
     bus: Bus,
-    limits: SessionLimits,
+    /// Replaced whole by a config reload; read with an atomic load.
+    limits: arc_swap::ArcSwap<SessionLimits>,
     /// Sessions by the first 8 bytes of their handle; the whole handle is then compared in
     /// constant time, so lookup timing reveals nothing about the secret part.
     table: Mutex<HashMap<u64, Arc<Session>>>,
@@ -167,7 +168,7 @@ impl Sessions {
             inner: Arc::new(Inner {
                 bot,
                 bus,
-                limits,
+                limits: arc_swap::ArcSwap::from_pointee(limits),
                 table: Mutex::new(HashMap::new()),
                 next_number: AtomicU64::new(1),
                 epoch: Instant::now(),
@@ -179,8 +180,15 @@ impl Sessions {
     }
 
     /// The limits in force.
-    pub fn limits(&self) -> &SessionLimits {
-        &self.inner.limits
+    pub fn limits(&self) -> SessionLimits {
+        SessionLimits::clone(&self.inner.limits.load())
+    }
+
+    /// Replaces the limits (a config reload): a lower cap refuses new sessions until enough
+    /// have closed, never closes open ones; a new idle lifetime counts from each session's
+    /// last call; the sweep runs at the new interval from its next round.
+    pub fn set_limits(&self, limits: SessionLimits) {
+        self.inner.limits.store(Arc::new(limits));
     }
 
     /// The bot sessions are opened on.
@@ -215,7 +223,7 @@ impl Sessions {
 
     /// Opens a session, unless the cap is reached.
     pub fn open(&self, opener: SessionOpener) -> Result<Arc<Session>, ChatError> {
-        let limits = &self.inner.limits;
+        let limits = self.inner.limits.load();
         if self.is_draining() {
             return Err(self.draining_error());
         }
@@ -288,7 +296,7 @@ impl Sessions {
     /// Finds the live session of a handle as a caller typed it. An expired session is
     /// dropped here, before the sweep gets to it.
     pub async fn find(&self, handle: &str) -> Result<Arc<Session>, ChatError> {
-        let limits = &self.inner.limits;
+        let limits = self.inner.limits.load_full();
         // A draining replica ends its sessions as it exits: say so rather than "no session".
         let unknown = || {
             if self.is_draining() {
@@ -394,7 +402,7 @@ impl Sessions {
 
     /// Drops every session that is idle too long (and not in a call) or whose bot stopped.
     pub async fn sweep(&self) -> usize {
-        let limit = Duration::from_secs(self.inner.limits.handle_seconds);
+        let limit = Duration::from_secs(self.inner.limits.load().handle_seconds);
         let doomed: Vec<(Arc<Session>, &str)> = self
             .table()
             .values()
@@ -414,15 +422,15 @@ impl Sessions {
         doomed.len()
     }
 
-    /// Starts the periodic sweep; the task runs until aborted.
+    /// Starts the periodic sweep (one now, then one each `sweep_every` as it is at the time);
+    /// the task runs until aborted.
     pub(crate) fn spawn_sweeper(&self) -> JoinHandle<()> {
         let sessions = self.clone();
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(sessions.inner.limits.sweep_every);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                tick.tick().await;
                 sessions.sweep().await;
+                let every = sessions.inner.limits.load().sweep_every;
+                tokio::time::sleep(every).await;
             }
         })
     }

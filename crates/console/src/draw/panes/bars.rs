@@ -1,4 +1,5 @@
-//! The header (product, source, MCP URL, model, the `claude mcp add` line, bridges, counts)
+//! The header (product, source, MCP URL, replica, config version, model, the `claude mcp add`
+//! line, bridges, counts)
 //! and the footer (key hints for the focused pane).
 
 use ratatui::Frame;
@@ -44,6 +45,7 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
             t.warn,
         ));
     }
+    config_mark(&mut first, c);
     if let Some(url) = &h.mcp_url {
         first.push(Span::styled(" MCP ", t.dim));
         first.push(Span::styled(url.clone(), t.accent));
@@ -105,6 +107,32 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
         .style(t.header),
         area,
     );
+}
+
+/// The config version in force (`↻` once a reload applied, `✗` when the last one was refused,
+/// and how many changed keys wait for a restart): early in the line, so a narrow screen keeps
+/// it.
+fn config_mark(spans: &mut Vec<Span<'static>>, c: &Console) {
+    let t = &c.theme;
+    let Some(mark) = &c.state.header.config else {
+        return;
+    };
+    spans.push(Span::styled(" config ", t.dim));
+    spans.push(match mark.outcome.as_str() {
+        "refused" => Span::styled(format!("v{} ✗ reload refused", mark.version), t.error),
+        "applied" => Span::styled(format!("v{} ↻", mark.version), t.accent),
+        _ => Span::styled(format!("v{}", mark.version), t.text),
+    });
+    if mark.restart > 0 {
+        spans.push(Span::styled(
+            format!(
+                " · {} for a restart",
+                crate::text::plural(mark.restart as u64, "key")
+            ),
+            t.warn,
+        ));
+    }
+    spans.push(Span::raw(" "));
 }
 
 /// Draws the footer: the focused pane's key hints.
