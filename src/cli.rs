@@ -140,11 +140,38 @@ pub enum Command {
         #[arg(long)]
         theme: Option<String>,
     },
+    /// Open the console over a bot this process does not run: URL is its MCP endpoint
+    /// (pipecat-mcp-transport, another turnscope, replicas behind a balancer); a turnscope's
+    /// whole instrument is shown from its live event stream, read-only, and you chat in sessions
+    /// you start. `--whisker ws://HOST:PORT` adds (or alone, watches) pipecat's whisker feed.
+    Attach {
+        /// The bot's MCP URL (e.g. http://127.0.0.1:7870/mcp).
+        url: Option<String>,
+        /// Pipecat whisker's WebSocket URL (e.g. ws://localhost:9090).
+        #[arg(long)]
+        whisker: Option<String>,
+        /// Bearer token for the URL and its event stream.
+        #[arg(long, env = "TURNSCOPE_AUTH_TOKEN", hide_env_values = true)]
+        auth_token: Option<String>,
+        /// Record what the console sees (JSON lines) for `turnscope replay`.
+        #[arg(long)]
+        events: Option<PathBuf>,
+        /// Console theme: a name from themes/ or a path to a theme file.
+        #[arg(long)]
+        theme: Option<String>,
+    },
     /// Bridges on their own, without the console.
     Bridge {
         /// Which bridge.
         #[command(subcommand)]
         kind: BridgeCommand,
+    },
+    /// The config file: print an annotated example (`turnscope config example >
+    /// turnscope.toml`); every key is in docs/config.md.
+    Config {
+        /// What to do.
+        #[command(subcommand)]
+        action: ConfigAction,
     },
     /// Helpers for running replicas behind a load balancer.
     Replicas {
@@ -176,6 +203,13 @@ pub enum ModelAction {
         #[arg(long)]
         words: Option<usize>,
     },
+}
+
+/// `turnscope config ...`
+#[derive(Debug, Subcommand)]
+pub enum ConfigAction {
+    /// Print an annotated example config to stdout.
+    Example,
 }
 
 /// `turnscope replicas ...`

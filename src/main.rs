@@ -3,13 +3,17 @@
 
 mod bench;
 mod cli;
+#[cfg(test)]
+mod cli_reference;
 mod test_run;
 
 use std::time::Instant;
 
 use anyhow::Context as _;
 use clap::Parser;
-use cli::{BridgeCommand, Cli, Command, DevAction, ModelAction, ReplicasAction, ServeArgs};
+use cli::{
+    BridgeCommand, Cli, Command, ConfigAction, DevAction, ModelAction, ReplicasAction, ServeArgs,
+};
 use tokio_util::sync::CancellationToken;
 use turnscope::app::hangup::Terminals;
 use turnscope::app::{App, ConfigSource, ReloadCause};
@@ -21,6 +25,10 @@ use turnscope::model::{EmbeddedModel, ScriptSettings};
 use turnscope::observe::Bus;
 use turnscope::observe::recorder::Recording;
 use turnscope_console::Theme;
+
+/// `turnscope config example`: the annotated example config of the repository, built in so an
+/// installed binary has it.
+const EXAMPLE_CONFIG: &str = include_str!("../examples/turnscope.toml");
 
 /// mimalloc instead of the system allocator: the request and token paths allocate many small,
 /// short-lived objects, where glibc's malloc showed up as the largest cost in profiles.
@@ -103,6 +111,12 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
             init_logging_at("warn,turnscope=info");
             bridge_openai(args.into(), cli.serve.events.as_deref()).await
         }
+        Some(Command::Config {
+            action: ConfigAction::Example,
+        }) => {
+            print!("{EXAMPLE_CONFIG}");
+            Ok(())
+        }
         Some(Command::Replicas {
             action: ReplicasAction::Haproxy { replicas },
         }) => {
@@ -142,6 +156,28 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
             let choice = theme.or(config.console.theme);
             let theme = Theme::resolve(choice.as_deref(), turnscope_console::no_color())?;
             Ok(turnscope_console::run::replay::run(&file, theme).await?)
+        }
+        Some(Command::Attach {
+            url,
+            whisker,
+            auth_token,
+            events,
+            theme,
+        }) => {
+            init_logging(false);
+            anyhow::ensure!(
+                url.is_some() || whisker.is_some(),
+                "attach to what? Give the bot's MCP URL (turnscope attach http://127.0.0.1:7870/mcp), \
+                 pipecat's whisker feed (--whisker ws://localhost:9090), or both"
+            );
+            let theme = Theme::resolve(theme.as_deref(), turnscope_console::no_color())?;
+            turnscope_console::run::terminal::check()?;
+            let options = turnscope::attach::AttachOptions {
+                url,
+                token: auth_token,
+                whisker,
+            };
+            Ok(turnscope_console::run::attach::run(options, theme, events.as_deref()).await?)
         }
     }
 }

@@ -1,7 +1,7 @@
 """The official MCP conformance suite (@modelcontextprotocol/conformance, run on Node 22 from
 interop/node_modules) against turnscope: the server scenarios that concern what turnscope
 offers, against the binary; the client scenarios with `turnscope dev mcp-client` (the tool
-sources' client code) as the client. Scenarios that do not apply are listed in README.md."""
+sources' client code) as the client. Scenarios that do not apply are listed in docs/mcp.md."""
 
 import json
 import pathlib

@@ -7,6 +7,7 @@ mod console;
 mod replicas;
 pub mod soak;
 mod test_cases;
+mod viewers;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,6 +53,9 @@ pub enum Shape {
     /// Cases/s of `turnscope test`: 100 one-turn cases, --jobs 8, at zero pace and paced
     /// (uses --runs).
     Test,
+    /// Turns/s of a headless server with nobody, three viewers, or one stalled viewer on its
+    /// event stream (uses --sessions, --turns, --runs).
+    Viewers,
 }
 
 /// `turnscope bench` flags.
@@ -95,7 +99,7 @@ pub struct BenchArgs {
     pub clients: usize,
 }
 
-fn row(value: Value) {
+pub(crate) fn row(value: Value) {
     println!("{value}");
 }
 
@@ -143,6 +147,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 }
             }
             Shape::Load => load(args.sessions, args.turns).await?,
+            Shape::Viewers => viewers::viewers(args.sessions, args.turns, args.runs).await?,
             Shape::Memory => soak::memory(args.idle_sessions, args.console).await?,
             Shape::Soak => {
                 anyhow::ensure!(
@@ -224,7 +229,7 @@ async fn pipeline_throughput(frames: u64, listener: bool) {
     }));
 }
 
-fn round(x: f64, places: i32) -> f64 {
+pub(crate) fn round(x: f64, places: i32) -> f64 {
     let f = 10f64.powi(places);
     (x * f).round() / f
 }

@@ -18,7 +18,7 @@ use turnscope::sessions::haproxy::{ReplicaAddr, backend_lines};
 
 use super::{BenchClient, round, row};
 
-/// The recipe the README documents, run as shipped (frontend and servers moved).
+/// The recipe docs/replicas.md documents, run as shipped (frontend and servers moved).
 const RECIPE: &str = include_str!("../../examples/haproxy.cfg");
 
 /// Where the recipe's generated lines start (they run to its end).
@@ -136,8 +136,7 @@ async fn balancer(replicas: &[Replica]) -> anyhow::Result<Balancer> {
         .kill_on_drop(true)
         .spawn()
         .context(
-            "starting haproxy; is it installed? (Debian: apt-get install haproxy; see README, \
-             Replicas behind a load balancer)",
+            "starting haproxy; is it installed? (Debian: apt-get install haproxy; see docs/replicas.md)",
         )?;
     // Up when /healthz through it has answered from every replica.
     let http = reqwest::Client::new();

@@ -1,7 +1,7 @@
 //! Seed corpora and the mutations fuzz targets apply to them.
 //!
 //! Seeds are real inputs: files under `tests/fuzz_corpus/<target>/` (frames from the Xiaozhi
-//! broker and the reference documents, the README's config, user themes) and, for themes,
+//! broker and the reference documents, the documented configs, user themes) and, for themes,
 //! the shipped `themes/*.toml`. A mutated input starts from one seed and applies a few byte
 //! edits: truncation, byte flips, insertions, deletions, duplicated runs, splices from
 //! another seed and insertions of tokens that matter to the format.

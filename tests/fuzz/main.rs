@@ -10,6 +10,7 @@
 mod corpus;
 mod files;
 mod model;
+mod whisker;
 mod xiaozhi;
 mod xiaozhi_socket;
 

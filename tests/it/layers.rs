@@ -520,7 +520,7 @@ const LIBRARY_LAYERS: &[&[&str]] = &[
     &["bot"],
     &["sessions"],
     &["server"],
-    &["bridge"],
+    &["bridge", "attach"],
     &["app"],
     &[""],
 ];

@@ -18,7 +18,7 @@ async fn app(tweak: impl FnOnce(&mut Config)) -> Result<App, AppError> {
 /// Every route the server has (its own and the OpenAI bridge's), plus one it has not: none
 /// may skip the guard. The unknown one shows the guard wraps the router's fallback too, so a
 /// route added later is guarded without being listed here.
-const ROUTES: [(&str, &str); 8] = [
+const ROUTES: [(&str, &str); 9] = [
     ("GET", "/healthz"),
     ("POST", "/mcp"),
     ("GET", "/mcp"),
@@ -26,6 +26,7 @@ const ROUTES: [(&str, &str); 8] = [
     ("POST", "/v1/execute"),
     ("POST", "/v1/chat/completions"),
     ("GET", "/v1/models"),
+    ("GET", "/events"),
     ("GET", "/no-such-route"),
 ];
 

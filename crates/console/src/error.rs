@@ -18,6 +18,9 @@ pub enum ConsoleError {
     /// Occurs when the alternate screen, mouse capture or bracketed paste cannot be set up.
     #[error("cannot set up the terminal: {0}; try --headless")]
     Setup(io::Error),
+    /// Occurs when `turnscope attach` cannot reach what it was given.
+    #[error("{0}")]
+    Attach(String),
     /// Occurs when reading keys from the terminal fails.
     #[error("cannot read the terminal: {0}")]
     ReadInput(io::Error),

@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod app;
+pub mod attach;
 pub mod bot;
 pub mod bridge;
 pub mod config;

@@ -17,13 +17,35 @@ use turnscope::tools::registry::{ToolRegistry, describe_sources};
 
 use crate::state::{Activity, ConsoleState, SessionRow, TurnView};
 
+/// How a chat call from the console ended: (session, line, reply or error text).
+pub type ChatDone = (u64, String, Result<turnscope::sessions::ChatReply, String>);
+
+/// What the loop asks of a bot this process does not run (`run::attach` implements it): the
+/// header's facts each tick, what finished since, and the person's actions.
+pub trait Attachment: Send + Sync {
+    /// Lays what the attachment knows now over `state` (the header's view line).
+    fn refresh(&self, state: &mut ConsoleState);
+    /// Brings what finished since the last tick into the console (a session opened).
+    fn settle(&self, console: &mut crate::view::console::Console);
+    /// Does what an input asks; chat results come back through `chat_tx`.
+    fn perform(
+        self: Arc<Self>,
+        action: crate::input::actions::Action,
+        console: &mut crate::view::console::Console,
+        chat_tx: &tokio::sync::mpsc::UnboundedSender<ChatDone>,
+    );
+}
+
 /// Most events folded in one go before the loop looks at the terminal again.
 pub const BATCH: usize = 4096;
 
 /// The console's view of a running server.
 pub struct LiveFeed {
     sub: Subscription,
-    sessions: Sessions,
+    /// The session table, when the server runs in this process (`None` when attached).
+    sessions: Option<Sessions>,
+    /// The attached bot (`turnscope attach`), when this console is attached.
+    pub remote: Option<Arc<dyn Attachment>>,
     done: HashMap<(u64, u64), TurnView>,
     cached_for: Option<u64>,
     bridges: Option<BridgeStatuses>,
@@ -40,7 +62,24 @@ impl LiveFeed {
     pub fn new(sub: Subscription, sessions: Sessions) -> Self {
         Self {
             sub,
-            sessions,
+            sessions: Some(sessions),
+            remote: None,
+            done: HashMap::new(),
+            cached_for: None,
+            bridges: None,
+            registry: None,
+            specs: None,
+            held: None,
+            reloader: None,
+        }
+    }
+
+    /// A feed of an attached bot: events only (no session table in this process).
+    pub fn attached(sub: Subscription, remote: Arc<dyn Attachment>) -> Self {
+        Self {
+            sub,
+            sessions: None,
+            remote: Some(remote),
             done: HashMap::new(),
             cached_for: None,
             bridges: None,
@@ -77,7 +116,10 @@ impl LiveFeed {
     /// Sets the tool list (and the sources and skips) when the bot's tools changed since the
     /// last call: an MCP server came up late or refreshed its list.
     pub fn refresh_tools(&mut self, state: &mut ConsoleState) {
-        let specs = self.sessions.bot().tools().specs();
+        let Some(sessions) = &self.sessions else {
+            return;
+        };
+        let specs = sessions.bot().tools().specs();
         if self.specs.as_ref().is_some_and(|s| Arc::ptr_eq(s, &specs)) {
             return;
         }
@@ -91,9 +133,9 @@ impl LiveFeed {
         self.specs = Some(specs);
     }
 
-    /// The session table.
-    pub fn sessions(&self) -> &Sessions {
-        &self.sessions
+    /// The session table, when the server runs in this process.
+    pub fn sessions(&self) -> Option<&Sessions> {
+        self.sessions.as_ref()
     }
 
     /// Waits for the next event.
@@ -127,9 +169,15 @@ impl LiveFeed {
             state.set_bridges(bridges.all());
         }
         self.refresh_tools(state);
-        let handle_seconds = self.sessions.limits().handle_seconds;
-        let rows = self
-            .sessions
+        let Some(sessions) = self.sessions.clone() else {
+            if let Some(remote) = &self.remote {
+                remote.refresh(state);
+            }
+            state.age_rows();
+            return;
+        };
+        let handle_seconds = sessions.limits().handle_seconds;
+        let rows = sessions
             .list()
             .into_iter()
             .map(|s| {
@@ -167,7 +215,7 @@ impl LiveFeed {
         };
         // A session that just closed is read one last time from the handle kept at the last
         // tick, so its transcript ends as the turn did, not as the previous tick caught it.
-        let session = match self.sessions.by_number(number) {
+        let session = match sessions.by_number(number) {
             Some(s) => {
                 self.held = Some(s.clone());
                 s

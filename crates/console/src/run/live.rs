@@ -23,7 +23,7 @@ use crate::theme::Theme;
 use crate::view::console::{Console, Notice};
 use turnscope::app::{App, ReloadCause};
 use turnscope::observe::{SessionOpener, Subscription};
-use turnscope::sessions::{ChatReply, Sessions};
+use turnscope::sessions::Sessions;
 
 /// Most frames drawn per second.
 pub const FPS: u64 = 30;
@@ -40,8 +40,7 @@ pub const FLOOD_EVENTS: u64 = 2_000;
 /// than arrive in this time.
 pub const FOLD_EVERY: Duration = Duration::from_millis(10);
 
-/// How a chat call from the console ended: (session, line, reply or error text).
-type ChatDone = (u64, String, Result<ChatReply, String>);
+use crate::run::feed::ChatDone;
 
 /// A console attached to a running app: its state filled with the header and tools, its own
 /// subscription to the bus, and a session opened for the person (selected).
@@ -127,18 +126,14 @@ where
                     pacer.input();
                     match console.handle(&event) {
                         Some(Action::Quit) => break,
-                        Some(Action::ReloadConfig) => {
-                            if let Some(reloader) = feed.as_deref().and_then(LiveFeed::reloader) {
-                                let reloader = reloader.clone();
-                                tokio::spawn(async move {
-                                    reloader.reload(ReloadCause::Console).await;
-                                });
+                        Some(Action::ReloadConfig) => reload_config(feed.as_deref(), console),
+                        Some(action) => match feed.as_deref().and_then(|f| f.remote.clone()) {
+                            Some(remote) => remote.perform(action, console, &chat_tx),
+                            None => {
+                                let sessions = feed.as_deref().and_then(LiveFeed::sessions);
+                                perform(action, console, sessions, &chat_tx, &stop);
                             }
-                        }
-                        Some(action) => {
-                            let sessions = feed.as_deref().map(LiveFeed::sessions);
-                            perform(action, console, sessions, &chat_tx, &stop);
-                        }
+                        },
                         None => {}
                     }
                 }
@@ -152,6 +147,9 @@ where
             _ = tick.tick() => {
                 if let Some(feed) = feed.as_deref_mut() {
                     feed.refresh(&mut console.state, console.selected, console.own);
+                    if let Some(remote) = feed.remote.clone() {
+                        remote.settle(console);
+                    }
                 }
                 console.settle();
                 if pacer.should_draw(dirty) {
@@ -175,6 +173,25 @@ where
         }
     }
     Ok(())
+}
+
+/// `R`: reloads the server's config in a task (the outcome comes back as a bus event and
+/// its notice); an attached console has no config of its own to reload.
+fn reload_config(feed: Option<&LiveFeed>, console: &mut Console) {
+    match feed.and_then(LiveFeed::reloader) {
+        Some(reloader) => {
+            let reloader = reloader.clone();
+            tokio::spawn(async move {
+                reloader.reload(ReloadCause::Console).await;
+            });
+        }
+        None => {
+            console.notice = Some(Notice {
+                text: "this console does not run the server: reload its config there (save the file, or SIGHUP)".into(),
+                error: true,
+            });
+        }
+    }
 }
 
 /// Decides when to draw: when something changed, at most [`FPS`] times a second, or
@@ -250,7 +267,7 @@ async fn next_event(
     }
 }
 
-fn perform(
+pub(crate) fn perform(
     action: Action,
     console: &mut Console,
     sessions: Option<&Sessions>,
@@ -406,7 +423,7 @@ pub fn listen_early(bus: &turnscope::observe::Bus) -> Subscription {
 
 /// Writes a session's report (or test case) to `turnscope-session-N-SECONDS.EXT` in the
 /// working directory.
-fn export_to_file(session: u64, text: &str, ext: &str) -> Notice {
+pub(crate) fn export_to_file(session: u64, text: &str, ext: &str) -> Notice {
     let name = format!(
         "turnscope-session-{session}-{}.{ext}",
         turnscope::observe::event::now_us() / 1_000_000
@@ -461,21 +478,7 @@ pub async fn run_with(app: App, theme: Theme, sub: Subscription) -> Result<(), C
         let (mut console, mut feed, mut terminal) = (console, feed, terminal);
         let input = crossterm::event::EventStream::new();
         let result = event_loop(&mut console, &mut terminal, Some(&mut feed), input, stop).await;
-        if terminals.hung_up() {
-            // ratatui's terminal, dropped, shows the cursor again and reports a failure with
-            // `eprintln!`, which panics on a terminal that hung up: nothing is left to give
-            // back, so it is not dropped (the process is about to end).
-            std::mem::forget(terminal);
-            // Reading or drawing failed before SIGHUP said so: the console ends as the person
-            // quitting would, with no one left to tell.
-            if matches!(
-                result,
-                Err(ConsoleError::ReadInput(_) | ConsoleError::Draw(_))
-            ) {
-                return Ok(());
-            }
-        }
-        result
+        crate::run::terminal::let_go(terminal, result, &terminals)
     });
     let outcome = ui.await;
     signals.abort();

@@ -2,6 +2,7 @@
 //! event loop's pacing, and replay. The only layer that touches the terminal, the server or the
 //! clock.
 
+pub mod attach;
 pub mod clipboard;
 pub mod feed;
 pub mod live;

@@ -7,6 +7,13 @@ use turnscope::observe::{Event, FrameEvent};
 
 use super::{ConsoleState, FRAMES_KEPT, FrameRow, PROGRESS_KEPT, ProgressRow};
 
+/// A reply piece reaching the output stage: turnscope's `TextPiece → output`, or pipecat's
+/// `LLMTextFrame` pushed into its output transport (an attached whisker feed).
+fn is_reply_piece(f: &FrameEvent) -> bool {
+    (f.name == "TextPiece" && f.to == "output")
+        || (f.name == "LLMTextFrame" && f.to.contains("OutputTransport"))
+}
+
 impl ConsoleState {
     pub(super) fn on_frame(&mut self, f: &FrameEvent, shared: Option<&Arc<Event>>) {
         self.saw_time(f.at_us);
@@ -18,7 +25,7 @@ impl ConsoleState {
         }
         // The reply is what reaches the output stage; counting that one crossing keeps each
         // piece once however many processors pass it on.
-        if f.name == "TextPiece" && f.to == "output" {
+        if is_reply_piece(f) {
             self.timelines.piece((f.session, f.turn), f.at_us);
             if let Some(view) = self.turn_mut(f.session, f.turn)
                 && view.end.is_none()

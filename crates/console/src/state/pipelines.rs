@@ -136,9 +136,15 @@ impl SessionPipeline {
     }
 }
 
-/// Puts the links in chain order: from `source`, each link's `to` the next one's `from`.
+/// Puts the links in chain order: from `source` (else from a processor no link enters, as
+/// pipecat's pipelines start), each link's `to` the next one's `from`.
 fn order(links: &mut [LinkFigures]) {
     let mut at = "source".to_string();
+    if !links.iter().any(|l| l.from == at)
+        && let Some(root) = links.iter().find(|l| !links.iter().any(|o| o.to == l.from))
+    {
+        at = root.from.clone();
+    }
     for i in 0..links.len() {
         match links[i..].iter().position(|l| l.from == at) {
             Some(j) => {

@@ -45,6 +45,13 @@ pub enum Source {
     /// The running server's bus.
     #[default]
     Live,
+    /// `turnscope attach`: another bot, as this console's feeds see it.
+    Attached {
+        /// What it is attached to (the MCP URL, the whisker URL).
+        target: String,
+        /// What the console sees of it now, in a few words (updated as the feeds change).
+        view: String,
+    },
     /// A file written by `--events`, read-only.
     Replay {
         /// The file as given.

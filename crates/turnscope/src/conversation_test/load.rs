@@ -334,7 +334,7 @@ fn syntax_error(text: &str, file: &str, e: &toml::de::Error) -> TestFileError {
             key
         },
         message: if message.contains("unknown field") {
-            format!("{message} (see the file format in README, \"Testing your bot in CI\")")
+            format!("{message} (see the file format in docs/testing.md)")
         } else {
             message
         },

@@ -90,7 +90,15 @@ pub(crate) async fn serve(
         };
         // Small SSE writes must leave at once; Nagle would hold them ~40 ms.
         let _ = tcp.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
+        // Each request learns how to close its connection (a stalled `/events` viewer is
+        // cut off this way).
+        let closer = super::viewers::ConnectionCloser::default();
+        let tower = TowerToHyperService::new(app.clone());
+        let tag = closer.clone();
+        let service = hyper::service::service_fn(move |mut request: hyper::Request<_>| {
+            request.extensions_mut().insert(tag.clone());
+            hyper::service::Service::call(&tower, request)
+        });
         let io = FirstBytes::new(tcp, header_timeout);
         let connection = builder
             .serve_connection_with_upgrades(TokioIo::new(io), service)
@@ -99,8 +107,11 @@ pub(crate) async fn serve(
         tokio::spawn(async move {
             // A client that hangs up, times out or speaks garbage ends its own connection
             // only; nothing to report beyond trace level.
-            if let Err(err) = connection.await {
-                tracing::trace!("connection ended: {err}");
+            tokio::select! {
+                ended = connection => if let Err(err) = ended {
+                    tracing::trace!("connection ended: {err}");
+                },
+                () = closer.0.cancelled() => tracing::debug!("connection closed by the server"),
             }
             drop(slot);
         });

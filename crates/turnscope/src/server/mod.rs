@@ -1,5 +1,5 @@
 //! The HTTP server: MCP `start`/`chat` at `/mcp` (rmcp streamable HTTP, stateful), `/healthz`,
-//! and whatever routes bridges add — all behind the Host/Origin guard, with request bodies
+//! the live event stream at `/events`, and whatever routes bridges add — all behind the Host/Origin guard, with request bodies
 //! read under a size limit and a deadline, and request heads under a deadline.
 
 mod accept;
@@ -12,6 +12,7 @@ pub mod mcp;
 pub mod mcp_text;
 mod mcp_tools;
 pub mod resume;
+pub mod viewers;
 mod wire;
 
 use std::net::SocketAddr;
@@ -108,6 +109,11 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
         config,
     );
     let health_sessions = sessions.clone();
+    let viewers = viewers::Viewers::new(sessions.clone());
+    let health_viewers = viewers.clone();
+    let events = Router::new()
+        .route("/events", get(viewers::serve))
+        .with_state(viewers);
     let mcp_routes = Router::new()
         .nest_service("/mcp", mcp)
         .layer(axum::middleware::from_fn_with_state(
@@ -132,6 +138,7 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
             get(move || {
                 let s = health_sessions.clone();
                 let health = health.clone();
+                let health_viewers = health_viewers.clone();
                 async move {
                     // Draining answers 404: HAProxy's soft stop (`http-check disable-on-404`)
                     // sends no new client here, while sticky ones still reach it until it exits.
@@ -143,6 +150,11 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
                         "cap": s.limits().cap,
                         "handle_seconds": s.limits().handle_seconds,
                         "process": crate::observe::process::ProcessStats::sample(),
+                        "viewers": {
+                            "connected": health_viewers.connected(),
+                            "dropped": health_viewers.dropped(),
+                            "listening": health_viewers.listening(),
+                        },
                     });
                     if let (Some(extra), Some(map)) = (health, body.as_object_mut()) {
                         map.extend(extra());
@@ -157,6 +169,7 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
             }),
         )
         .merge(mcp_routes)
+        .merge(events)
         .merge(extra);
     protect(app, guard, body)
 }

@@ -24,6 +24,10 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
     let mut first = vec![Span::styled(" turnscope ", t.brand)];
     match &h.source {
         Source::Live => first.push(Span::styled(" ● live ", t.ok)),
+        Source::Attached { target, .. } => {
+            first.push(Span::styled(" ◆ attached ", t.ok));
+            first.push(Span::styled(target.clone(), t.accent));
+        }
         Source::Replay { file, .. } => {
             first.push(Span::styled(format!(" ◼ replay {file} "), t.warn));
             if let Some(tape) = &c.tape {
@@ -62,7 +66,9 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
         first.push(Span::styled(h.model.clone(), t.text));
     }
     let mut second = Vec::new();
-    if let Some(url) = &h.mcp_url {
+    if let Source::Attached { view, .. } = &h.source {
+        second.push(Span::styled(format!(" {view}  "), t.dim));
+    } else if let Some(url) = &h.mcp_url {
         second.push(Span::styled(" connect: ", t.dim));
         second.push(Span::styled(claude_line(url), t.key));
         // Claude Code's default scope is `local`: the folder the command runs in.

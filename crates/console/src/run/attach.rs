@@ -1,0 +1,363 @@
+//! `turnscope attach`: the console over a bot this process does not run. The library's
+//! [`Attached`] feeds (the MCP client, a watched turnscope's event stream, pipecat's whisker)
+//! publish events on a local bus; the console folds them like its own server's (the same
+//! [`LiveFeed`] over a subscription, with no session table), `--events` records them for
+//! `turnscope replay`, and the person's actions go to the MCP client: `n` starts a session,
+//! a line chats in one this console started, the others are read-only.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use turnscope::attach::{AttachOptions, Attached};
+use turnscope::observe::Bus;
+use turnscope::observe::recorder::Recording;
+use turnscope::tools::ToolSpec;
+
+use crate::error::ConsoleError;
+use crate::input::actions::Action;
+use crate::run::feed::{Attachment, ChatDone, LiveFeed};
+use crate::state::{ConsoleState, Header, Source};
+use crate::theme::Theme;
+use crate::view::console::{Console, Notice};
+
+/// The attached bot, as the loop reaches it.
+pub struct Remote {
+    /// The feeds.
+    pub attached: Attached,
+    /// Sessions opened (or failures) waiting to reach the console.
+    outcomes: Mutex<Vec<Result<u64, String>>>,
+}
+
+impl Attachment for Remote {
+    fn refresh(&self, state: &mut ConsoleState) {
+        let view = self.view();
+        if let Source::Attached { view: shown, .. } = &mut state.header.source
+            && *shown != view
+        {
+            *shown = view;
+        }
+    }
+
+    fn settle(&self, console: &mut Console) {
+        settle(self, console);
+    }
+
+    fn perform(
+        self: Arc<Self>,
+        action: Action,
+        console: &mut Console,
+        chat_tx: &mpsc::UnboundedSender<ChatDone>,
+    ) {
+        perform(action, console, &self, chat_tx);
+    }
+}
+
+impl Remote {
+    fn view(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(stream) = &self.attached.stream {
+            let s = stream.lock().unwrap_or_else(|p| p.into_inner());
+            parts.push(match (s.available, s.connected) {
+                (Some(true), true) => format!(
+                    "watching {} read-only (its event stream{})",
+                    s.replica.as_deref().unwrap_or("the server"),
+                    if s.dropped > 0 {
+                        format!(", dropped {} time(s) for falling behind", s.dropped)
+                    } else {
+                        String::new()
+                    }
+                ),
+                (Some(true), false) => "event stream lost: reconnecting…".into(),
+                (Some(false), _) => {
+                    "client view: only sessions this console starts (no event stream)".into()
+                }
+                (None, _) => "asking for the event stream…".into(),
+            });
+        }
+        if let Some(whisker) = &self.attached.whisker {
+            let w = whisker.lock().unwrap_or_else(|p| p.into_inner());
+            let mut text = if w.connected {
+                format!("whisker {} · {} records", w.versions, w.records)
+            } else if w.refused > 0 {
+                "whisker refused: another client holds it (see Log)".into()
+            } else if w.connects > 0 {
+                "whisker: reconnecting…".into()
+            } else {
+                "whisker: waiting for its port…".into()
+            };
+            if w.unknown > 0 {
+                text.push_str(&format!(" · {} of unknown types skipped", w.unknown));
+            }
+            if w.bad > 0 {
+                text.push_str(&format!(" · {} bad skipped", w.bad));
+            }
+            parts.push(text);
+        }
+        if self.attached.target.is_some() {
+            parts.push("n: new session · chat only in yours".into());
+        }
+        parts.join(" · ")
+    }
+
+    fn opened(&self, outcome: Result<u64, String>) {
+        self.outcomes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(outcome);
+    }
+}
+
+/// Brings sessions opened since the last tick into the console (selected, the person's own).
+fn settle(remote: &Remote, console: &mut Console) {
+    let outcomes = std::mem::take(&mut *remote.outcomes.lock().unwrap_or_else(|p| p.into_inner()));
+    for outcome in outcomes {
+        match outcome {
+            Ok(number) => {
+                console.own = Some(number);
+                console.selected = Some(number);
+                console.notice = Some(Notice {
+                    text: format!("started #{number} for you on the attached bot"),
+                    error: false,
+                });
+            }
+            Err(e) => {
+                console.notice = Some(Notice {
+                    text: e,
+                    error: true,
+                })
+            }
+        }
+    }
+}
+
+/// Does what an input asks, over the MCP client.
+fn perform(
+    action: Action,
+    console: &mut Console,
+    remote: &Arc<Remote>,
+    chat_tx: &mpsc::UnboundedSender<ChatDone>,
+) {
+    let notice = |console: &mut Console, text: String, error: bool| {
+        console.notice = Some(Notice { text, error });
+    };
+    match action {
+        Action::Export { .. } | Action::ExportTest { .. } | Action::Copy { .. } => {
+            crate::run::live::perform(action, console, None, chat_tx, &CancellationToken::new());
+        }
+        Action::Quit | Action::ReloadConfig => {}
+        Action::NewSession => open_session(remote),
+        Action::Chat { session, line } => {
+            let Some(target) = remote.attached.target.clone() else {
+                notice(
+                    console,
+                    "watching only (--whisker without a bot URL): nothing to chat with".into(),
+                    true,
+                );
+                return;
+            };
+            if !target.owns(session) {
+                notice(
+                    console,
+                    format!(
+                        "#{session} was started by another client: an attached console chats only in \
+                         sessions it started (n starts one)"
+                    ),
+                    true,
+                );
+                return;
+            }
+            console.chat_started(session);
+            let tx = chat_tx.clone();
+            tokio::spawn(async move {
+                let result = target.chat(session, &line).await;
+                let _ = tx.send((session, line, result));
+            });
+        }
+        Action::Interrupt { .. } => notice(
+            console,
+            "an attached console cannot interrupt a turn over MCP; a new line interrupts it".into(),
+            false,
+        ),
+        Action::Close { session } => match &remote.attached.target {
+            Some(target) if target.owns(session) => {
+                target.forget(session);
+                notice(
+                    console,
+                    format!(
+                        "#{session} forgotten here (its handle is dropped; the bot ends it when idle)"
+                    ),
+                    false,
+                );
+            }
+            _ => notice(
+                console,
+                format!("#{session} is not this console's to close"),
+                true,
+            ),
+        },
+        Action::Yank { session } => {
+            let handle = remote
+                .attached
+                .target
+                .as_ref()
+                .and_then(|t| t.handle_of(session));
+            match handle {
+                Some(handle) => crate::run::live::perform(
+                    Action::Copy {
+                        what: format!("#{session}'s handle"),
+                        text: handle,
+                    },
+                    console,
+                    None,
+                    chat_tx,
+                    &CancellationToken::new(),
+                ),
+                None => notice(
+                    console,
+                    format!("#{session}'s handle belongs to another client"),
+                    true,
+                ),
+            }
+        }
+    }
+}
+
+fn open_session(remote: &Arc<Remote>) {
+    let remote = remote.clone();
+    tokio::spawn(async move {
+        let outcome = remote.attached.open().await;
+        remote.opened(outcome);
+    });
+}
+
+/// Builds the attached console: the feeds started on a local bus (the console subscribed first),
+/// the target's tools in the Tools pane, a session opened for the person when there is a bot URL.
+///
+/// # Errors
+/// The MCP URL cannot be reached.
+pub async fn attach(
+    options: &AttachOptions,
+    theme: Theme,
+    bus: Bus,
+) -> Result<(Console, LiveFeed, Arc<Remote>), ConsoleError> {
+    let sub = bus.subscribe();
+    let attached = Attached::start(options, bus)
+        .await
+        .map_err(ConsoleError::Attach)?;
+    let target = match (&options.url, &options.whisker) {
+        (Some(url), Some(ws)) => format!("{url} + whisker {ws}"),
+        (Some(url), None) => url.clone(),
+        (None, Some(ws)) => format!("whisker {ws}"),
+        (None, None) => String::new(),
+    };
+    let mut state = ConsoleState::new(Header {
+        mcp_url: None,
+        model: attached
+            .target
+            .as_ref()
+            .and_then(|t| t.server_name())
+            .unwrap_or_default(),
+        bridges: "not visible from here".into(),
+        source: Source::Attached {
+            target,
+            view: String::new(),
+        },
+        replica: None,
+        config: None,
+    });
+    match &attached.target {
+        Some(t) => match t.tools().await {
+            Ok(tools) => {
+                let specs: Vec<ToolSpec> = tools
+                    .iter()
+                    .map(|tool| ToolSpec {
+                        name: tool.name.to_string(),
+                        description: tool.description.as_deref().unwrap_or_default().to_string(),
+                        input_schema: serde_json::Value::Object((*tool.input_schema).clone()),
+                        source: "the attached bot (tools/list)".into(),
+                    })
+                    .collect();
+                state.set_tools(&specs);
+            }
+            Err(e) => state.tools_note = Some(e),
+        },
+        None => {
+            state.tools_note =
+                Some("whisker shows no tool list; tool calls appear in each turn".into())
+        }
+    }
+    let remote = Arc::new(Remote {
+        attached,
+        outcomes: Mutex::new(Vec::new()),
+    });
+    remote.refresh(&mut state);
+    let feed = LiveFeed::attached(sub, remote.clone() as Arc<dyn Attachment>);
+    let console = Console::new(state, theme, false);
+    if remote.attached.target.is_some() {
+        open_session(&remote);
+    }
+    Ok((console, feed, remote))
+}
+
+/// Runs the attached console until the person quits; `--events` records what it saw.
+pub async fn run(
+    options: AttachOptions,
+    theme: Theme,
+    events: Option<&Path>,
+) -> Result<(), ConsoleError> {
+    // Room for a watched server's history and bursts (1 MiB of lines is ~4,000 events).
+    let bus = Bus::new(1 << 16);
+    let recording = Recording::start(&bus, events)
+        .await
+        .map_err(|e| ConsoleError::Attach(e.to_string()))?;
+    let (console, feed, remote_for_shutdown) = match attach(&options, theme, bus).await {
+        Ok(built) => built,
+        Err(e) => {
+            recording.finish().await;
+            return Err(e);
+        }
+    };
+    let (terminal, guard) = match crate::run::terminal::enter() {
+        Ok(t) => t,
+        Err(e) => {
+            recording.finish().await;
+            return Err(e);
+        }
+    };
+    let stop = CancellationToken::new();
+    let on_signal = stop.clone();
+    let mut handlers = super::signals::Signals::new();
+    let signals = tokio::spawn(async move {
+        // No config of its own to reload: only SIGTERM or a hung-up terminal end it.
+        while handlers.next().await == super::signals::ConsoleSignal::Reload {}
+        on_signal.cancel();
+    });
+    let terminals = turnscope::app::hangup::Terminals::now();
+    let ui = tokio::spawn(async move {
+        let (mut console, mut feed, mut terminal) = (console, feed, terminal);
+        let input = crossterm::event::EventStream::new();
+        let result =
+            crate::run::live::event_loop(&mut console, &mut terminal, Some(&mut feed), input, stop)
+                .await;
+        (
+            crate::run::terminal::let_go(terminal, result, &terminals),
+            feed,
+        )
+    });
+    let outcome = ui.await;
+    signals.abort();
+    drop(guard);
+    recording.finish().await;
+    match outcome {
+        Ok((result, feed)) => {
+            drop(feed);
+            if let Ok(remote) = Arc::try_unwrap(remote_for_shutdown) {
+                remote.attached.shutdown().await;
+            }
+            result
+        }
+        Err(e) => Err(ConsoleError::Panicked(e.to_string())),
+    }
+}

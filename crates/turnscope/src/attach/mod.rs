@@ -1,0 +1,233 @@
+//! `turnscope attach`: the console over a bot this process does not run. Every feed publishes
+//! the same [`Event`]s a turnscope publishes about itself onto one local [`Bus`], so the
+//! console folds an attached bot exactly as its own, and `--events` records it for `turnscope
+//! replay`:
+//! - [`target`]: an MCP client of the bot's `start`/`chat` (its exchanges tapped by [`tap`]):
+//!   the sessions this console starts, their turns as the client saw them;
+//! - [`stream`]: a watched turnscope's live event stream (`/events`): every session, frame,
+//!   model request and MCP exchange of that server;
+//! - [`whisker`]: pipecat's whisker feed: workers, their pipelines, frames per link, and the
+//!   turns of a text bot derived from them.
+//!
+//! A session the console starts is shown once: by the stream when the watched server's stream
+//! shows it, by a whisker worker paired with it, else by this client.
+
+pub mod stream;
+pub mod tap;
+pub mod target;
+pub mod whisker;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::observe::event::now_us;
+use crate::observe::{Bus, Event};
+use target::{Shown, Started, Target};
+
+/// How long a started session waits to be seen in the watched server's stream.
+const SEEN_WITHIN: Duration = Duration::from_secs(3);
+/// How long a started session waits for a whisker worker to pair with it.
+const PAIRED_WITHIN: Duration = Duration::from_secs(10);
+/// Numbers of sessions this client shows itself while a stream numbers the server's.
+const CLIENT_NUMBERS: u64 = 1_000_000;
+
+/// What to attach to.
+#[derive(Debug, Clone, Default)]
+pub struct AttachOptions {
+    /// The bot's MCP URL, when chatting with it.
+    pub url: Option<String>,
+    /// The bearer token for the URL and its event stream.
+    pub token: Option<String>,
+    /// Pipecat whisker's WebSocket URL (`ws://HOST:PORT`).
+    pub whisker: Option<String>,
+}
+
+/// The feeds of one attached console, publishing on [`Attached::bus`].
+pub struct Attached {
+    /// The local bus the console (and `--events`) read.
+    pub bus: Bus,
+    /// The MCP client, when a URL was given.
+    pub target: Option<Target>,
+    /// The event stream's state, when the target serves one.
+    pub stream: Option<stream::Shared>,
+    /// The whisker feed's state, when one was given.
+    pub whisker: Option<whisker::Shared>,
+    pairing: whisker::Pairing,
+    numbers: Arc<AtomicU64>,
+    stop: CancellationToken,
+}
+
+impl Attached {
+    /// Connects to what `options` names; events go to `bus` (subscribe first to see them all).
+    ///
+    /// # Errors
+    /// The MCP URL cannot be reached or does not speak MCP.
+    pub async fn start(options: &AttachOptions, bus: Bus) -> Result<Self, String> {
+        let stop = CancellationToken::new();
+        let numbers = Arc::new(AtomicU64::new(0));
+        let target = match &options.url {
+            Some(url) => Some(Target::connect(url, options.token.as_deref(), &bus).await?),
+            None => None,
+        };
+        let stream = options
+            .url
+            .as_deref()
+            .and_then(stream::events_url)
+            .map(|url| {
+                stream::spawn(
+                    url,
+                    options.token.clone(),
+                    bus.clone(),
+                    target.as_ref().map(Target::quiet),
+                    stop.child_token(),
+                )
+            });
+        let pairing = whisker::Pairing::default();
+        let whisker = options.whisker.as_ref().map(|url| {
+            whisker::spawn(
+                url.clone(),
+                bus.clone(),
+                numbers.clone(),
+                pairing.clone(),
+                target.clone(),
+                stop.child_token(),
+            )
+        });
+        Ok(Self {
+            bus,
+            target,
+            stream,
+            whisker,
+            pairing,
+            numbers,
+            stop,
+        })
+    }
+
+    /// Whether the watched server's stream is open (its sessions are numbered by it).
+    fn streaming(&self) -> bool {
+        self.stream.as_ref().is_some_and(|s| {
+            let s = s.lock().unwrap_or_else(|p| p.into_inner());
+            s.available == Some(true)
+        })
+    }
+
+    /// Starts a session for the person; its number in the console.
+    ///
+    /// # Errors
+    /// No MCP URL was given, or `start` failed.
+    pub async fn open(&self) -> Result<u64, String> {
+        let Some(target) = &self.target else {
+            return Err(
+                "no bot URL to chat with: `turnscope attach URL` chats; --whisker alone only watches"
+                    .into(),
+            );
+        };
+        self.stream_known().await;
+        let started = target.start().await?;
+        if self.streaming()
+            && let Some(number) = self.seen_in_stream(&started).await
+        {
+            target.adopt(number, &started, Shown::Elsewhere);
+            return Ok(number);
+        }
+        let base = if self.streaming() { CLIENT_NUMBERS } else { 0 };
+        let number = base + self.numbers.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(replica) = &started.replica
+            && self.streaming()
+        {
+            let watched = self
+                .stream
+                .as_ref()
+                .and_then(|s| s.lock().unwrap_or_else(|p| p.into_inner()).replica.clone())
+                .unwrap_or_default();
+            self.bus.publish(Event::Log {
+                at_ms: now_us() / 1000,
+                level: "info".into(),
+                message: format!(
+                    "#{number} lives on replica {replica}, and this event stream comes from {watched}: \
+                     it is shown as this client sees it (replies, progress, its times)"
+                ),
+            });
+        }
+        if self.whisker.is_some() {
+            target.adopt(number, &started, Shown::ByClient);
+            self.pairing.wait(number, target);
+            target.show_elsewhere(number);
+            self.unpaired_after(number);
+        } else {
+            target.adopt(number, &started, Shown::ByClient);
+        }
+        Ok(number)
+    }
+
+    /// Waits (at most [`SEEN_WITHIN`]) until the event stream answered or was found missing,
+    /// so a session is numbered by the right side.
+    async fn stream_known(&self) {
+        let Some(stream) = &self.stream else {
+            return;
+        };
+        let deadline = Instant::now() + SEEN_WITHIN;
+        while Instant::now() < deadline
+            && stream
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .available
+                .is_none()
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn seen_in_stream(&self, started: &Started) -> Option<u64> {
+        let prefix: String = started.handle.chars().take(8).collect();
+        let stream = self.stream.as_ref()?;
+        let deadline = Instant::now() + SEEN_WITHIN;
+        while Instant::now() < deadline {
+            let found = stream
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .session_of(&prefix);
+            if found.is_some() {
+                return found;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        None
+    }
+
+    /// When no whisker worker pairs with `number` in time, this client shows it again.
+    fn unpaired_after(&self, number: u64) {
+        let pairing = self.pairing.clone();
+        let target = self.target.clone();
+        let bus = self.bus.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(PAIRED_WITHIN).await;
+            if pairing.give_up(number)
+                && let Some(target) = target
+            {
+                target.show_by_client(number);
+                bus.publish(Event::Log {
+                    at_ms: now_us() / 1000,
+                    level: "warn".into(),
+                    message: format!(
+                        "no whisker worker appeared for #{number} within {} s: its turns are shown \
+                         as this client sees them",
+                        PAIRED_WITHIN.as_secs()
+                    ),
+                });
+            }
+        });
+    }
+
+    /// Stops every feed.
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        if let Some(target) = self.target {
+            target.close().await;
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! The watched turnscope's event stream (`GET /events`, see `server::viewers`) read into the
+//! local bus: one JSON event per line, republished as is, so the console folds a remote server
+//! exactly as its own. The reader reconnects (0.5 s, doubling to 5 s) when the stream ends or
+//! the server dropped it for falling behind; lines it already had (the server's history comes
+//! again on each connect) are recognised by a hash of their bytes and skipped. A target without
+//! the endpoint (not a turnscope, or an older one) is said once and not asked again.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::observe::event::now_us;
+use crate::observe::{Bus, Event};
+use crate::server::viewers::DROPPED_MARK;
+
+/// Lines remembered to skip on a reconnect.
+const REMEMBERED: usize = 65_536;
+/// Longest line read; a longer one is skipped and counted.
+pub const MAX_LINE: usize = 16 * 1024 * 1024;
+/// Sessions remembered by handle prefix (for matching the console's own).
+const PREFIXES: usize = 4096;
+
+/// What the reader knows of the stream, for the header and the session matching.
+#[derive(Debug, Default, Clone)]
+pub struct StreamState {
+    /// `None` until the first answer; `Some(false)` when the target serves no stream.
+    pub available: Option<bool>,
+    /// Whether a stream is open now.
+    pub connected: bool,
+    /// The replica the stream comes from (its `Replica` event).
+    pub replica: Option<String>,
+    /// Connections made.
+    pub connects: u64,
+    /// Times the server dropped this viewer for falling behind.
+    pub dropped: u64,
+    /// Lines that were not events (or too long), skipped.
+    pub bad_lines: u64,
+    /// Open sessions by handle prefix (8 characters) → number.
+    prefixes: HashMap<String, u64>,
+    prefix_order: VecDeque<String>,
+}
+
+impl StreamState {
+    /// The session whose handle starts with `prefix`, when the stream showed it.
+    pub fn session_of(&self, prefix: &str) -> Option<u64> {
+        self.prefixes.get(prefix).copied()
+    }
+
+    fn saw_session(&mut self, prefix: &str, number: u64) {
+        if prefix.is_empty() || self.prefixes.contains_key(prefix) {
+            return;
+        }
+        if self.prefix_order.len() == PREFIXES
+            && let Some(old) = self.prefix_order.pop_front()
+        {
+            self.prefixes.remove(&old);
+        }
+        self.prefix_order.push_back(prefix.to_string());
+        self.prefixes.insert(prefix.to_string(), number);
+    }
+}
+
+/// The reader's shared state.
+pub type Shared = Arc<Mutex<StreamState>>;
+
+/// The `/events` URL of a target whose MCP URL is `mcp_url` (its path's last segment replaced).
+pub fn events_url(mcp_url: &str) -> Option<String> {
+    let mut url = reqwest::Url::parse(mcp_url).ok()?;
+    let path = url.path().trim_end_matches('/');
+    let base = path.rsplit_once('/').map_or("", |(base, _)| base);
+    url.set_path(&format!("{base}/events"));
+    url.set_query(None);
+    Some(url.to_string())
+}
+
+/// Reads `url` into `bus` until `stop`; its state in the returned handle.
+pub fn spawn(
+    url: String,
+    token: Option<String>,
+    bus: Bus,
+    quiet: Option<Arc<std::sync::atomic::AtomicBool>>,
+    stop: CancellationToken,
+) -> Shared {
+    let shared: Shared = Arc::default();
+    let state = shared.clone();
+    tokio::spawn(async move {
+        let client = reqwest::Client::new();
+        let mut seen = Seen::default();
+        let mut pause = Duration::from_millis(500);
+        loop {
+            let ended = tokio::select! {
+                ended = read_once(&client, &url, token.as_deref(), &bus, &state, &mut seen, quiet.as_deref()) => ended,
+                () = stop.cancelled() => return,
+            };
+            lock(&state).connected = false;
+            match ended {
+                Ended::NoStream(why) => {
+                    lock(&state).available = Some(false);
+                    log(&bus, "info", why);
+                    return;
+                }
+                Ended::Dropped => {
+                    lock(&state).dropped += 1;
+                    pause = Duration::from_millis(500);
+                }
+                Ended::Closed(why) => {
+                    log(
+                        &bus,
+                        "warn",
+                        format!(
+                            "event stream {url}: {why}; reconnecting in {:.1} s",
+                            pause.as_secs_f64()
+                        ),
+                    );
+                }
+            }
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = stop.cancelled() => return,
+            }
+            pause = (pause * 2).min(Duration::from_secs(5));
+        }
+    });
+    shared
+}
+
+fn lock(state: &Shared) -> std::sync::MutexGuard<'_, StreamState> {
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn log(bus: &Bus, level: &'static str, message: String) {
+    bus.publish(Event::Log {
+        at_ms: now_us() / 1000,
+        level: level.into(),
+        message,
+    });
+}
+
+enum Ended {
+    NoStream(String),
+    Dropped,
+    Closed(String),
+}
+
+/// Hashes of the lines read lately.
+#[derive(Default)]
+struct Seen {
+    set: HashSet<u64>,
+    order: VecDeque<u64>,
+}
+
+impl Seen {
+    /// True the first time `line` is seen (among the last [`REMEMBERED`]).
+    fn first(&mut self, line: &[u8]) -> bool {
+        let mut h = DefaultHasher::new();
+        line.hash(&mut h);
+        let h = h.finish();
+        if !self.set.insert(h) {
+            return false;
+        }
+        self.order.push_back(h);
+        if self.order.len() > REMEMBERED
+            && let Some(old) = self.order.pop_front()
+        {
+            self.set.remove(&old);
+        }
+        true
+    }
+}
+
+async fn read_once(
+    client: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+    bus: &Bus,
+    state: &Shared,
+    seen: &mut Seen,
+    quiet: Option<&std::sync::atomic::AtomicBool>,
+) -> Ended {
+    let mut request = client.get(url);
+    if let Some(t) = token {
+        request = request.bearer_auth(t);
+    }
+    let response = match request.send().await {
+        Ok(r) => r,
+        Err(e) => return Ended::Closed(format!("cannot connect: {e}")),
+    };
+    let status = response.status();
+    if status == reqwest::StatusCode::NOT_FOUND || status == reqwest::StatusCode::METHOD_NOT_ALLOWED
+    {
+        return Ended::NoStream(format!(
+            "{url} answered {status}: this target serves no turnscope event stream, so the console \
+             shows what this client sees: the sessions it starts, their replies, progress and \
+             times, and its MCP exchanges (other clients' sessions are not visible)"
+        ));
+    }
+    if status == reqwest::StatusCode::UNAUTHORIZED {
+        return Ended::NoStream(format!(
+            "{url} refused the token (401): pass the server's token with --auth-token; the \
+             console shows only what this client sees until then"
+        ));
+    }
+    if !status.is_success() {
+        return Ended::Closed(format!("answered {status}"));
+    }
+    {
+        let mut s = lock(state);
+        s.available = Some(true);
+        s.connected = true;
+        s.connects += 1;
+    }
+    if let Some(quiet) = quiet {
+        quiet.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    let mut body = response.bytes_stream();
+    let mut buffer: Vec<u8> = Vec::with_capacity(64 * 1024);
+    let mut skipping = false;
+    let mut dropped = false;
+    loop {
+        let chunk = match body.next().await {
+            Some(Ok(chunk)) => chunk,
+            Some(Err(e)) => return Ended::Closed(format!("the stream broke: {e}")),
+            None if dropped => return Ended::Dropped,
+            None => return Ended::Closed("the server ended the stream".into()),
+        };
+        let mut rest = &chunk[..];
+        while let Some(end) = rest.iter().position(|b| *b == b'\n') {
+            if skipping {
+                skipping = false;
+            } else {
+                buffer.extend_from_slice(&rest[..end]);
+                dropped |= take_line(&buffer, bus, state, seen);
+            }
+            buffer.clear();
+            rest = &rest[end + 1..];
+        }
+        if !skipping {
+            buffer.extend_from_slice(rest);
+            if buffer.len() > MAX_LINE {
+                buffer.clear();
+                skipping = true;
+                lock(state).bad_lines += 1;
+            }
+        }
+    }
+}
+
+/// Publishes one line's event (unless seen already); true when it tells this viewer it was
+/// dropped.
+fn take_line(line: &[u8], bus: &Bus, state: &Shared, seen: &mut Seen) -> bool {
+    if line.is_empty() || !seen.first(line) {
+        return false;
+    }
+    let Ok(event) = serde_json::from_slice::<Event>(line) else {
+        lock(state).bad_lines += 1;
+        return false;
+    };
+    let dropped = matches!(&event, Event::Log { message, .. } if message.starts_with(DROPPED_MARK));
+    match &event {
+        Event::Replica(r) => lock(state).replica = Some(r.id.clone()),
+        Event::Session(s) if s.closed.is_none() => {
+            lock(state).saw_session(&s.handle_prefix, s.session)
+        }
+        _ => {}
+    }
+    bus.publish(event);
+    dropped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_events_url_sits_beside_the_mcp_path() {
+        assert_eq!(
+            events_url("http://127.0.0.1:7870/mcp").as_deref(),
+            Some("http://127.0.0.1:7870/events")
+        );
+        assert_eq!(
+            events_url("http://h:1/bots/a/mcp/?x=1").as_deref(),
+            Some("http://h:1/bots/a/events")
+        );
+    }
+
+    #[test]
+    fn a_line_seen_again_is_skipped() {
+        let mut seen = Seen::default();
+        assert!(seen.first(b"a"));
+        assert!(!seen.first(b"a"));
+        assert!(seen.first(b"b"));
+    }
+}

@@ -1,0 +1,512 @@
+//! The attached console as an MCP client of a `start`/`chat` server (pipecat-mcp-transport,
+//! another turnscope, replicas behind a balancer): one rmcp connection over the tapped reqwest
+//! client ([`Tapped`]), the sessions this console started (their handles stay here, never in
+//! an event), and each call's outcome as events on the local bus: a session opened, a turn
+//! started, its progress as it comes, its reply, tool calls and end as the target's turn record
+//! (`_meta["turnscope/turn"]`) says or, for a target that reports only text, as this client
+//! measured it. A session whose events arrive otherwise (a watched turnscope's stream, a
+//! whisker worker paired with it) publishes none of its own.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+use super::tap::{Handles, Tapped, Tokens};
+use crate::observe::event::{
+    FrameEvent, SessionEvent, SessionOpener, ToolCallEvent, TurnEndEvent, now_us,
+};
+use crate::observe::{Bus, Event};
+use crate::server::mcp_text::{START_META, TURN_META};
+use crate::sessions::{ChatReply, ToolCallSummary};
+
+/// How long a call may take before this client gives up on it.
+const CALL_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Who publishes a session's turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shown {
+    /// This client, from what its calls returned.
+    ByClient,
+    /// Someone else (the watched server's stream, a paired whisker worker).
+    Elsewhere,
+}
+
+/// A session this console started.
+#[derive(Clone)]
+struct Own {
+    handle: String,
+    shown: Shown,
+    turns: u64,
+}
+
+/// The client's side of one attached target.
+#[derive(Clone)]
+pub struct Target {
+    service: Arc<RunningService<RoleClient, Listener>>,
+    url: String,
+    bus: Bus,
+    own: Arc<Mutex<HashMap<u64, Own>>>,
+    pending: Handles,
+    frames: Arc<AtomicU64>,
+    quiet: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Receives the target's notifications: progress becomes `Event::Progress` of its session.
+#[derive(Clone)]
+struct Listener {
+    bus: Bus,
+    tokens: Tokens,
+}
+
+impl ClientHandler for Listener {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        crate::mcp::connect::client_info(super::tap::CLIENT_NAME)
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let token = token_text(&serde_json::to_value(&params.progress_token).unwrap_or_default());
+        let session = self
+            .tokens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&token)
+            .copied();
+        if let Some(session) = session {
+            self.bus.publish(Event::Progress {
+                session,
+                progress: params.progress as u64,
+                message: params.message.unwrap_or_default(),
+                pieces: 1,
+                at_us: now_us(),
+            });
+        }
+    }
+}
+
+fn token_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// What `start` gave.
+#[derive(Debug, Clone)]
+pub struct Started {
+    /// The handle (a secret: kept here, only its first 8 characters shown).
+    pub handle: String,
+    /// The replica that serves it, when the target is a turnscope.
+    pub replica: Option<String>,
+    /// The greeting, when the bot has one.
+    pub greeting: Option<String>,
+}
+
+impl Target {
+    /// Connects to `url` (`token` as the bearer), every exchange tapped onto `bus`.
+    ///
+    /// # Errors
+    /// The server cannot be reached or does not speak MCP; the message says which URL.
+    pub async fn connect(url: &str, token: Option<&str>, bus: &Bus) -> Result<Self, String> {
+        let tokens: Tokens = Arc::default();
+        let pending: Handles = Arc::default();
+        let quiet = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let client = Tapped::new(reqwest::Client::new(), bus.clone(), url)
+            .with_calls(pending.clone(), tokens.clone())
+            .with_quiet(quiet.clone());
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
+        if let Some(t) = token {
+            config = config.auth_header(t.to_string());
+        }
+        let listener = Listener {
+            bus: bus.clone(),
+            tokens: tokens.clone(),
+        };
+        let service = listener
+            .serve(StreamableHttpClientTransport::with_client(client, config))
+            .await
+            .map_err(|e| {
+                format!(
+                    "cannot reach the MCP server at {url}: {e}; check that it runs, that the URL \
+                     ends in its MCP path (usually /mcp), and the token (--auth-token)"
+                )
+            })?;
+        Ok(Self {
+            service: Arc::new(service),
+            url: url.to_string(),
+            bus: bus.clone(),
+            own: Arc::default(),
+            pending,
+            frames: Arc::default(),
+            quiet,
+        })
+    }
+
+    /// The flag that stops this client publishing its MCP exchanges: set while the watched
+    /// server's stream carries them (with every other client's).
+    pub fn quiet(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.quiet.clone()
+    }
+
+    /// The target's tools (`tools/list`, every page).
+    ///
+    /// # Errors
+    /// The listing failed.
+    pub async fn tools(&self) -> Result<Vec<rmcp::model::Tool>, String> {
+        self.service
+            .list_all_tools()
+            .await
+            .map_err(|e| format!("{}: tools/list failed: {e}", self.url))
+    }
+
+    /// The server's name and version from `initialize`, when it gave them.
+    pub fn server_name(&self) -> Option<String> {
+        self.service.peer_info().and_then(|i| {
+            i.server_info
+                .as_ref()
+                .map(|s| format!("{} {}", s.name, s.version))
+        })
+    }
+
+    async fn call(&self, name: &str, args: Value) -> Result<CallToolResult, String> {
+        let mut params = CallToolRequestParams::new(name.to_string());
+        if let Value::Object(map) = args {
+            params = params.with_arguments(map);
+        }
+        match tokio::time::timeout(CALL_TIMEOUT, self.service.call_tool(params)).await {
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(e)) => Err(format!("the `{name}` call to {} failed: {e}", self.url)),
+            Err(_) => Err(format!(
+                "the `{name}` call to {} gave no answer within {} s",
+                self.url,
+                CALL_TIMEOUT.as_secs()
+            )),
+        }
+    }
+
+    /// Calls `start`.
+    ///
+    /// # Errors
+    /// The call failed, was refused, or returned no handle.
+    pub async fn start(&self) -> Result<Started, String> {
+        let result = self.call("start", json!({})).await?;
+        let text = text_of(&result);
+        if result.is_error == Some(true) {
+            return Err(format!("`start` was refused: {text}"));
+        }
+        let record = meta(&result, START_META);
+        let handle = record
+            .and_then(|r| r["handle"].as_str().map(str::to_string))
+            .unwrap_or_else(|| text.trim().to_string());
+        if handle.is_empty() || handle.contains(char::is_whitespace) {
+            return Err(format!(
+                "`start` returned no handle (it said: {})",
+                crate::observe::event::carried(&text)
+            ));
+        }
+        Ok(Started {
+            handle,
+            replica: record.and_then(|r| r["replica"].as_str().map(str::to_string)),
+            greeting: record.and_then(|r| r["greeting"].as_str().map(str::to_string)),
+        })
+    }
+
+    /// Records a started session as `number`; `shown` says who publishes its turns. When this
+    /// client does, its opening is published now.
+    pub fn adopt(&self, number: u64, started: &Started, shown: Shown) {
+        self.own.lock().unwrap_or_else(|p| p.into_inner()).insert(
+            number,
+            Own {
+                handle: started.handle.clone(),
+                shown,
+                turns: 0,
+            },
+        );
+        if shown == Shown::ByClient {
+            self.bus.publish(Event::Session(SessionEvent {
+                session: number,
+                handle_prefix: started.handle.chars().take(8).collect(),
+                opener: SessionOpener::Console,
+                closed: None,
+                at_us: now_us(),
+            }));
+        }
+    }
+
+    /// Hands a session's turns to another feed (a whisker worker paired with it).
+    pub fn show_elsewhere(&self, number: u64) {
+        if let Some(own) = self
+            .own
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&number)
+        {
+            own.shown = Shown::Elsewhere;
+        }
+    }
+
+    /// Takes a session's turns back (no whisker worker paired with it).
+    pub fn show_by_client(&self, number: u64) {
+        if let Some(own) = self
+            .own
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&number)
+        {
+            own.shown = Shown::ByClient;
+        }
+    }
+
+    /// Whether this console started `number`.
+    pub fn owns(&self, number: u64) -> bool {
+        self.own
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&number)
+    }
+
+    /// `number`'s handle, when this console started it.
+    pub fn handle_of(&self, number: u64) -> Option<String> {
+        self.own
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&number)
+            .map(|o| o.handle.clone())
+    }
+
+    /// Says `line` into the session `number` this console started (an empty line reads the
+    /// turn in flight); publishes the turn when this client shows it.
+    ///
+    /// # Errors
+    /// The session is not this console's, or the call itself failed.
+    pub async fn chat(&self, number: u64, line: &str) -> Result<ChatReply, String> {
+        let (handle, shown, turn) = {
+            let mut own = self.own.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(o) = own.get_mut(&number) else {
+                return Err(format!(
+                    "#{number} was started by another client: an attached console reads it but can \
+                     chat only in sessions it started (n starts one)"
+                ));
+            };
+            if !line.is_empty() {
+                o.turns += 1;
+            }
+            (o.handle.clone(), o.shown, o.turns)
+        };
+        let by_client = shown == Shown::ByClient && !line.is_empty();
+        let at_us = now_us();
+        if by_client {
+            self.bus.publish(Event::TurnStarted {
+                session: number,
+                turn,
+                line: line.to_string(),
+                at_us,
+            });
+        }
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(handle.clone(), number);
+        let started = Instant::now();
+        let result = self
+            .call("chat", json!({"handle": handle, "line": line}))
+            .await;
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&handle);
+        let elapsed = started.elapsed();
+        let reply = match result {
+            Ok(result) => reply_of(&result, elapsed),
+            Err(e) => {
+                if by_client {
+                    self.turn_ended(number, turn, &format!("error: {e}"), None, elapsed, 0);
+                }
+                return Err(e);
+            }
+        };
+        if by_client {
+            self.publish_turn(number, turn, at_us, &reply, elapsed);
+        }
+        Ok(reply)
+    }
+
+    /// Ends the session `number` (`DELETE` of the MCP session is not per conversation, so the
+    /// handle is forgotten here and the row closed).
+    pub fn forget(&self, number: u64) {
+        let removed = self
+            .own
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&number);
+        if let Some(own) = removed
+            && own.shown == Shown::ByClient
+        {
+            self.bus.publish(Event::Session(SessionEvent {
+                session: number,
+                handle_prefix: String::new(),
+                opener: SessionOpener::Console,
+                closed: Some("forgotten by this console".into()),
+                at_us: now_us(),
+            }));
+        }
+    }
+
+    fn publish_turn(&self, number: u64, turn: u64, at_us: u64, reply: &ChatReply, took: Duration) {
+        if !reply.reply.is_empty() {
+            let first = reply.first_piece_ms.map_or(0, |ms| (ms * 1000.0) as u64);
+            self.bus.publish(Event::Frame(FrameEvent {
+                id: self.frames.fetch_add(1, Ordering::Relaxed) + 1,
+                session: number,
+                turn,
+                kind: "data".into(),
+                name: "TextPiece".into(),
+                from: "mcp result".into(),
+                to: "output".into(),
+                direction: "down".into(),
+                at_us: at_us + first,
+                detail: reply.reply.clone(),
+                depth: 0,
+            }));
+        }
+        for call in &reply.tool_calls {
+            self.bus.publish(Event::ToolCall(ToolCallEvent {
+                session: number,
+                turn,
+                name: call.name.clone(),
+                duration_us: (call.ms * 1000.0) as u64,
+                result_bytes: call.result_bytes,
+                error: call
+                    .is_error
+                    .then(|| "failed (the target reports no text)".into()),
+                arguments: call.arguments.clone(),
+                result: String::new(),
+                started_us: 0,
+            }));
+        }
+        let reason = match (&reply.end_reason, &reply.error) {
+            (Some(r), Some(e)) if r == "error" => format!("error: {e}"),
+            (Some(r), _) => r.clone(),
+            (None, Some(e)) => format!("error: {e}"),
+            (None, None) => "nothing to read".into(),
+        };
+        let first = reply.first_piece_ms.map(|ms| (ms * 1000.0) as u64);
+        self.turn_ended(number, turn, &reason, first, took, reply.rounds);
+    }
+
+    fn turn_ended(
+        &self,
+        number: u64,
+        turn: u64,
+        reason: &str,
+        first_piece_us: Option<u64>,
+        took: Duration,
+        rounds: u32,
+    ) {
+        self.bus.publish(Event::TurnEnded(TurnEndEvent {
+            session: number,
+            turn,
+            reason: reason.to_string(),
+            reply_bytes: 0,
+            rounds,
+            tool_calls: 0,
+            first_piece_us,
+            total_us: took.as_micros() as u64,
+            ..TurnEndEvent::default()
+        }));
+    }
+
+    /// Ends the MCP connection.
+    pub async fn close(self) {
+        if let Ok(service) = Arc::try_unwrap(self.service) {
+            let _ = service.cancel().await;
+        }
+    }
+}
+
+fn text_of(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+        .collect::<Vec<_>>()
+        .join("")
+}
+
+fn meta<'a>(result: &'a CallToolResult, key: &str) -> Option<&'a Value> {
+    result
+        .meta
+        .as_ref()
+        .and_then(|m| m.0.get(key))
+        .filter(|v| v.is_object())
+}
+
+/// A `chat` result as a [`ChatReply`]: the turn record when the target gives one, else the text
+/// with this client's own time.
+fn reply_of(result: &CallToolResult, took: Duration) -> ChatReply {
+    let failed = result.is_error == Some(true);
+    let text = text_of(result);
+    let Some(r) = meta(result, TURN_META) else {
+        return ChatReply {
+            reply: if failed { String::new() } else { text.clone() },
+            turn: None,
+            end_reason: Some(if failed { "error" } else { "completed" }.into()),
+            error: failed.then_some(text),
+            rounds: 0,
+            tool_calls: Vec::new(),
+            first_piece_ms: None,
+            total_ms: Some(took.as_secs_f64() * 1000.0),
+            unread: None,
+            usage: None,
+            finish_reason: None,
+            config_version: None,
+        };
+    };
+    let calls = r["tool_calls"]
+        .as_array()
+        .map(|calls| {
+            calls
+                .iter()
+                .map(|c| ToolCallSummary {
+                    name: c["name"].as_str().unwrap_or_default().to_string(),
+                    arguments: match &c["arguments"] {
+                        Value::String(s) => s.clone(),
+                        Value::Null => String::new(),
+                        other => other.to_string(),
+                    },
+                    is_error: c["is_error"].as_bool().unwrap_or(false),
+                    result_bytes: c["result_bytes"].as_u64().unwrap_or(0) as usize,
+                    ms: c["ms"].as_f64().unwrap_or(0.0),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    ChatReply {
+        reply: r["reply"].as_str().unwrap_or_default().to_string(),
+        turn: r["turn"].as_u64(),
+        end_reason: r["end_reason"].as_str().map(str::to_string),
+        error: r["error"]
+            .as_str()
+            .map(str::to_string)
+            .or_else(|| failed.then(|| text.clone())),
+        rounds: r["rounds"].as_u64().unwrap_or(0) as u32,
+        tool_calls: calls,
+        first_piece_ms: r["first_piece_ms"].as_f64(),
+        total_ms: r["total_ms"].as_f64().or(Some(took.as_secs_f64() * 1000.0)),
+        unread: None,
+        usage: None,
+        finish_reason: r["finish_reason"].as_str().map(str::to_string),
+        config_version: r["config_version"].as_u64(),
+    }
+}

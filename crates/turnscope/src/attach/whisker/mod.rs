@@ -1,0 +1,460 @@
+//! Pipecat's whisker feed (`pipecat-ai-whisker`, protocol "1") read into the local bus. Whisker
+//! hosts a WebSocket server that takes **one** client: a second one is closed at once, before
+//! any message, which this reader tells apart from a feed that ended (and says who holds it).
+//! Its port opens only once the bot's first session started, so the reader keeps dialling
+//! (0.5 s, doubling to 5 s). The first client gets the whole pre-connect buffer in one message:
+//! messages of up to [`MAX_MESSAGE`] bytes are read, records decoded one at a time
+//! ([`decode`]), unknown record types skipped and counted. A worker that appears soon after the
+//! console started a session is paired with it ([`Pairing`]), so the session shows the
+//! worker's frames and turns.
+
+pub mod decode;
+pub mod fold;
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_util::sync::CancellationToken;
+
+use super::target::Target;
+use crate::observe::event::now_us;
+use crate::observe::{Bus, Event};
+use decode::{Record, Skip};
+use fold::Fold;
+
+/// Largest WebSocket message read (whisker's first one carries everything since the bot
+/// started); a larger one ends the connection, which is said, and the reader dials again.
+pub const MAX_MESSAGE: usize = 256 * 1024 * 1024;
+/// The protocol version this reader knows.
+pub const PROTOCOL: &str = "1";
+
+/// What the reader knows of the feed.
+#[derive(Debug, Default, Clone)]
+pub struct WhiskerState {
+    /// Whether a connection is open now.
+    pub connected: bool,
+    /// Connections that got whisker's snapshot.
+    pub connects: u64,
+    /// Connections whisker closed before its snapshot (another client holds it).
+    pub refused: u64,
+    /// pipecat's and whisker's versions, from the snapshot.
+    pub versions: String,
+    /// Records read.
+    pub records: u64,
+    /// Records of a type this version does not know, skipped.
+    pub unknown: u64,
+    /// Records skipped as too large or malformed.
+    pub bad: u64,
+    /// The largest message read, in bytes.
+    pub largest_message: usize,
+}
+
+/// The reader's shared state.
+pub type Shared = Arc<Mutex<WhiskerState>>;
+
+/// Sessions the console started that wait for a whisker worker (oldest first).
+#[derive(Clone, Default)]
+pub struct Pairing {
+    pending: Arc<Mutex<VecDeque<(u64, Instant)>>>,
+}
+
+impl Pairing {
+    /// `number` waits for a worker.
+    pub fn wait(&self, number: u64, _target: &Target) {
+        self.lock().push_back((number, Instant::now()));
+    }
+
+    /// The oldest session still waiting, taken.
+    fn take(&self) -> Option<u64> {
+        self.lock().pop_front().map(|(n, _)| n)
+    }
+
+    /// Stops `number` waiting; true when it was still waiting.
+    pub fn give_up(&self, number: u64) -> bool {
+        let mut pending = self.lock();
+        let before = pending.len();
+        pending.retain(|(n, _)| *n != number);
+        pending.len() != before
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<(u64, Instant)>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Reads `url` into `bus` until `stop`. Workers not paired with a console session are numbered
+/// from `numbers`.
+pub fn spawn(
+    url: String,
+    bus: Bus,
+    numbers: Arc<AtomicU64>,
+    pairing: Pairing,
+    target: Option<Target>,
+    stop: CancellationToken,
+) -> Shared {
+    let shared: Shared = Arc::default();
+    let state = shared.clone();
+    tokio::spawn(async move {
+        let mut reader = Reader {
+            bus,
+            state,
+            fold: Fold::default(),
+            numbers,
+            pairing,
+            target,
+        };
+        let mut pause = Duration::from_millis(500);
+        let mut said_waiting = false;
+        loop {
+            let ended = tokio::select! {
+                ended = reader.read_once(&url) => ended,
+                () = stop.cancelled() => return,
+            };
+            reader.lock().connected = false;
+            match ended {
+                Ended::CannotConnect(why) => {
+                    if !said_waiting {
+                        reader.log(
+                            "info",
+                            format!(
+                                "whisker {url}: {why}; dialling again until it answers (whisker opens \
+                                 its port when the bot's first session starts)"
+                            ),
+                        );
+                        said_waiting = true;
+                    }
+                }
+                Ended::Refused => {
+                    reader.lock().refused += 1;
+                    reader.log(
+                        "error",
+                        format!(
+                            "whisker {url} closed the connection before sending anything: whisker serves \
+                             one client at a time and another one holds it (the whisker web UI, `pipecat \
+                             tail`, or another turnscope). Close that one; turnscope dials again"
+                        ),
+                    );
+                }
+                Ended::Closed(why) => {
+                    said_waiting = false;
+                    pause = Duration::from_millis(500);
+                    reader.log(
+                        "warn",
+                        format!(
+                            "whisker {url}: {why}; dialling again (whisker sends a client that comes back \
+                             only what happens from then on)"
+                        ),
+                    );
+                }
+            }
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = stop.cancelled() => return,
+            }
+            pause = (pause * 2).min(Duration::from_secs(5));
+        }
+    });
+    shared
+}
+
+enum Ended {
+    CannotConnect(String),
+    Refused,
+    Closed(String),
+}
+
+struct Reader {
+    bus: Bus,
+    state: Shared,
+    fold: Fold,
+    numbers: Arc<AtomicU64>,
+    pairing: Pairing,
+    target: Option<Target>,
+}
+
+impl Reader {
+    fn lock(&self) -> std::sync::MutexGuard<'_, WhiskerState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn log(&self, level: &'static str, message: String) {
+        self.bus.publish(Event::Log {
+            at_ms: now_us() / 1000,
+            level: level.into(),
+            message,
+        });
+    }
+
+    async fn read_once(&mut self, url: &str) -> Ended {
+        let config = WebSocketConfig::default()
+            .max_message_size(Some(MAX_MESSAGE))
+            .max_frame_size(Some(MAX_MESSAGE));
+        let (mut socket, _) =
+            match tokio_tungstenite::connect_async_with_config(url, Some(config), true).await {
+                Ok(s) => s,
+                Err(e) => return Ended::CannotConnect(e.to_string()),
+            };
+        let mut got_any = false;
+        loop {
+            let message = match socket.next().await {
+                Some(Ok(m)) => m,
+                Some(Err(e)) if !got_any => {
+                    return Ended::Closed(format!(
+                        "the connection failed before the snapshot: {e}"
+                    ));
+                }
+                Some(Err(e)) => return Ended::Closed(format!("the connection failed: {e}")),
+                None if got_any => return Ended::Closed("whisker closed the connection".into()),
+                None => return Ended::Refused,
+            };
+            let bytes = match message {
+                Message::Binary(b) => b,
+                Message::Close(_) if !got_any => return Ended::Refused,
+                Message::Close(_) => return Ended::Closed("whisker closed the connection".into()),
+                Message::Text(t) => {
+                    self.lock().bad += 1;
+                    self.log(
+                        "warn",
+                        format!(
+                            "whisker sent a text message ({} bytes); protocol {PROTOCOL} sends msgpack: skipped",
+                            t.len()
+                        ),
+                    );
+                    continue;
+                }
+                _ => continue,
+            };
+            if !got_any {
+                got_any = true;
+                let mut s = self.lock();
+                s.connected = true;
+                s.connects += 1;
+            }
+            self.take_message(&bytes);
+        }
+    }
+
+    /// Folds one message's records into events on the bus.
+    fn take_message(&mut self, bytes: &[u8]) {
+        {
+            let mut s = self.lock();
+            s.largest_message = s.largest_message.max(bytes.len());
+        }
+        for record in decode::records(bytes) {
+            let events = match record {
+                Ok(record) => self.take_record(&record),
+                Err(skip) => {
+                    self.lock().bad += 1;
+                    if let Skip::Malformed(why) = skip {
+                        self.log(
+                            "warn",
+                            format!("whisker sent a message that is not msgpack ({why}); the rest of it was skipped"),
+                        );
+                    }
+                    Vec::new()
+                }
+            };
+            for event in events {
+                self.bus.publish(event);
+            }
+        }
+    }
+
+    fn take_record(&mut self, record: &Record) -> Vec<Event> {
+        self.lock().records += 1;
+        match record {
+            Record::Snapshot {
+                protocol,
+                versions,
+                workers,
+            } => {
+                if protocol != PROTOCOL {
+                    self.log(
+                        "warn",
+                        format!(
+                            "whisker speaks protocol {protocol:?}; this turnscope knows {PROTOCOL:?}: \
+                             records it does not know are skipped and counted"
+                        ),
+                    );
+                }
+                self.lock().versions = versions.clone();
+                let mut out = Vec::new();
+                for worker in workers {
+                    out.extend(self.add_worker(worker));
+                }
+                out
+            }
+            Record::WorkerAdded(worker) => self.add_worker(worker),
+            Record::Frame(frame) => self.fold.frame(frame),
+            Record::Bus { .. } => self.fold.other(record),
+            Record::Unknown(_) => {
+                self.lock().unknown += 1;
+                Vec::new()
+            }
+        }
+    }
+
+    fn add_worker(&mut self, worker: &decode::Worker) -> Vec<Event> {
+        if self.fold.knows(&worker.id) {
+            return self.fold.add_worker(worker, 0, 0, false);
+        }
+        let (number, announce) = match self.pairing.take() {
+            Some(number) => {
+                if let Some(target) = &self.target {
+                    target.show_elsewhere(number);
+                }
+                (number, false)
+            }
+            None => (self.numbers.fetch_add(1, Ordering::Relaxed) + 1, true),
+        };
+        self.fold.add_worker(worker, number, now_us(), announce)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SNAPSHOT: &[u8] = include_bytes!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fuzz_corpus/whisker/snapshot.msgpack"
+    ));
+    const TWO_TURNS: &[u8] = include_bytes!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fuzz_corpus/whisker/two_turns_with_a_tool_call.msgpack"
+    ));
+
+    fn reader(bus: &Bus) -> Reader {
+        Reader {
+            bus: bus.clone(),
+            state: Shared::default(),
+            fold: Fold::default(),
+            numbers: Arc::default(),
+            pairing: Pairing::default(),
+            target: None,
+        }
+    }
+
+    fn drain(sub: &mut crate::observe::Subscription) -> Vec<Event> {
+        let mut out = Vec::new();
+        while let Some(e) = sub.try_recv() {
+            out.push((*e).clone());
+        }
+        out
+    }
+
+    /// The records of a real pipecat 1.14 text bot (pipecat-mcp-transport, whisker 2.0.1):
+    /// a plain turn and a tool turn become a session, two turns with their lines, the tool
+    /// call with its arguments and result, and frames per link with pipecat's names.
+    #[tokio::test]
+    async fn a_real_feed_becomes_a_session_its_turns_and_its_frames() {
+        let bus = Bus::new(65_536);
+        let mut sub = bus.subscribe();
+        let mut r = reader(&bus);
+        r.take_message(SNAPSHOT);
+        r.take_message(TWO_TURNS);
+        let events = drain(&mut sub);
+        let state = r.lock().clone();
+        assert_eq!((state.bad, state.unknown), (0, 0), "{state:?}");
+        assert_eq!(state.versions, "pipecat 1.14.0 · whisker 2.0.1");
+        let lines: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::TurnStarted { line, .. } => Some(line.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(lines, ["hello there", "echo hi"]);
+        let ends: Vec<(u64, &str, u32, bool)> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::TurnEnded(t) => Some((
+                    t.turn,
+                    t.reason.as_str(),
+                    t.rounds,
+                    t.total_us > 0 && t.first_piece_us.is_some_and(|f| f <= t.total_us),
+                )),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ends, [(1, "completed", 0, true), (2, "completed", 1, true)]);
+        let calls: Vec<(&str, &str, &str, u64)> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::ToolCall(c) => Some((
+                    c.name.as_str(),
+                    c.arguments.as_str(),
+                    c.result.as_str(),
+                    c.turn,
+                )),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(calls, [("echo", r#"{"text":"hi"}"#, "hi", 2)]);
+        let reply: String = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Frame(f)
+                    if f.name == "LLMTextFrame"
+                        && f.to == "McpOutputTransport#0"
+                        && f.turn == 2 =>
+                {
+                    Some(f.detail.as_str())
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(reply, "The echo tool says: \"hi\".");
+        assert!(events.iter().any(|e| matches!(e,
+            Event::Frame(f) if f.from == "Pipeline#0::Source" && f.to == "McpInputTransport#0")));
+        assert!(events.iter().any(|e| matches!(e,
+            Event::Session(s) if s.session == 1 && s.closed.is_none())));
+    }
+
+    /// A record of a type this version does not know is skipped and counted; one that is not
+    /// msgpack ends its message with a warning; neither stops the feed.
+    #[tokio::test]
+    async fn unknown_and_broken_records_are_counted_not_fatal() {
+        let bus = Bus::new(1024);
+        let mut sub = bus.subscribe();
+        let mut r = reader(&bus);
+        let mut message = rmp_map(&[("type", "worker_status"), ("worker_id", "X")]);
+        message.extend_from_slice(SNAPSHOT);
+        message.push(0xc1);
+        r.take_message(&message);
+        let state = r.lock().clone();
+        assert_eq!((state.unknown, state.bad, state.records), (1, 1, 2));
+        let events = drain(&mut sub);
+        assert!(events.iter().any(|e| matches!(e, Event::Session(_))));
+        assert!(events.iter().any(|e| matches!(e,
+            Event::Log { message, .. } if message.contains("not msgpack"))));
+    }
+
+    /// A record of a million tiny values is refused before it is decoded.
+    #[test]
+    fn a_record_of_too_many_values_is_skipped() {
+        let mut bytes = vec![0xdd];
+        bytes.extend_from_slice(&1_000_000u32.to_be_bytes());
+        bytes.extend(std::iter::repeat_n(0xc0, 1_000_000));
+        bytes.extend_from_slice(SNAPSHOT);
+        let out = decode::records(&bytes);
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0], Err(Skip::TooLarge));
+        assert!(matches!(out[1], Ok(Record::Snapshot { .. })));
+    }
+
+    fn rmp_map(pairs: &[(&str, &str)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        rmp::encode::write_map_len(&mut out, pairs.len() as u32).unwrap();
+        for (k, v) in pairs {
+            rmp::encode::write_str(&mut out, k).unwrap();
+            rmp::encode::write_str(&mut out, v).unwrap();
+        }
+        out
+    }
+}

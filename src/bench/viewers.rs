@@ -1,0 +1,180 @@
+//! `turnscope bench viewers`: what watching costs a `--headless` server (`/events`,
+//! `server::viewers`). The server runs in a child process; each run puts the same load on it
+//! (`bench load`'s shape: N sessions × K turns at zero pace over MCP) with nobody watching,
+//! with three viewers reading the stream, or with one viewer that stopped reading (a small
+//! receive window, nothing read after the head). Modes alternate run by run so drift hits all
+//! alike; a row per run, then the medians and each mode's turns/s as a share of none's.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use anyhow::Context as _;
+use futures::StreamExt;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::task::JoinHandle;
+
+use crate::bench::child::ServerChild;
+use crate::bench::{BenchClient, chat_turns, round, row};
+
+/// The modes, in the order each round runs them.
+const MODES: [&str; 3] = ["none", "three viewers", "one stalled viewer"];
+
+/// Runs `runs` rounds of the three modes, each a load of `sessions` × `turns`.
+pub async fn viewers(sessions: usize, turns: usize, runs: usize) -> anyhow::Result<()> {
+    let server = ServerChild::start(sessions * runs * MODES.len(), false).await?;
+    let base = server
+        .mcp_url
+        .strip_suffix("/mcp")
+        .context("the MCP URL ends in /mcp")?
+        .to_string();
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); MODES.len()];
+    for run in 0..runs {
+        for (m, mode) in MODES.iter().enumerate() {
+            let watchers = start_watchers(&base, m).await?;
+            let (turns_done, seconds, errors) = load(&server.mcp_url, sessions, turns).await?;
+            let (lines, dropped) = watchers.stop().await;
+            let rate = turns_done as f64 / seconds;
+            rates[m].push(rate);
+            row(json!({
+                "bench": "viewers",
+                "run": run + 1,
+                "mode": mode,
+                "sessions": sessions,
+                "turns": turns_done,
+                "errors": errors,
+                "seconds": round(seconds, 3),
+                "turns_per_second": round(rate, 1),
+                "lines_read_per_viewer": lines,
+                "viewers_dropped": dropped,
+            }));
+        }
+    }
+    let medians: Vec<f64> = rates.iter_mut().map(|r| median(r)).collect();
+    for (m, mode) in MODES.iter().enumerate() {
+        row(json!({
+            "bench": "viewers",
+            "summary": mode,
+            "runs": runs,
+            "median_turns_per_second": round(medians[m], 1),
+            "share_of_none": round(medians[m] / medians[0], 3),
+        }));
+    }
+    server.stop().await;
+    Ok(())
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// The load: `sessions` sessions of `turns` turns each at once; (turns, seconds, errors).
+async fn load(url: &str, sessions: usize, turns: usize) -> anyhow::Result<(usize, f64, usize)> {
+    let mut clients = Vec::new();
+    for _ in 0..sessions.div_ceil(25).clamp(1, 16) {
+        clients.push(Arc::new(BenchClient::connect(url).await?));
+    }
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(sessions);
+    for i in 0..sessions {
+        let client = clients[i % clients.len()].clone();
+        tasks.push(tokio::spawn(async move {
+            match client.start().await {
+                Ok(handle) => chat_turns(&client, &handle, turns).await,
+                Err(_) => (Vec::new(), turns),
+            }
+        }));
+    }
+    let (mut done, mut errors) = (0, 0);
+    for t in tasks {
+        let (lat, err) = t.await.context("a load task panicked")?;
+        done += lat.len();
+        errors += err;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    BenchClient::close_all(clients).await;
+    Ok((done, seconds, errors))
+}
+
+/// The viewers of one run.
+struct Watchers {
+    tasks: Vec<JoinHandle<()>>,
+    lines: Arc<AtomicU64>,
+    readers: u64,
+    stalled: Option<tokio::net::TcpStream>,
+    base: String,
+}
+
+async fn start_watchers(base: &str, mode: usize) -> anyhow::Result<Watchers> {
+    let lines = Arc::new(AtomicU64::new(0));
+    let mut w = Watchers {
+        tasks: Vec::new(),
+        lines: lines.clone(),
+        readers: 0,
+        stalled: None,
+        base: base.to_string(),
+    };
+    match mode {
+        1 => {
+            for _ in 0..3 {
+                let response = reqwest::get(format!("{base}/events")).await?;
+                anyhow::ensure!(
+                    response.status().is_success(),
+                    "/events answered {}",
+                    response.status()
+                );
+                let lines = lines.clone();
+                w.readers += 1;
+                w.tasks.push(tokio::spawn(async move {
+                    let mut body = response.bytes_stream();
+                    while let Some(Ok(chunk)) = body.next().await {
+                        let n = chunk.iter().filter(|b| **b == b'\n').count() as u64;
+                        lines.fetch_add(n, Ordering::Relaxed);
+                    }
+                }));
+            }
+        }
+        2 => {
+            let addr: std::net::SocketAddr = base
+                .trim_start_matches("http://")
+                .parse()
+                .context("the server's address")?;
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.set_recv_buffer_size(4096)?;
+            let mut stream = socket.connect(addr).await?;
+            stream
+                .write_all(format!("GET /events HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
+                .await?;
+            let mut head = [0u8; 256];
+            let _ = stream.read(&mut head).await?;
+            w.stalled = Some(stream);
+        }
+        _ => {}
+    }
+    Ok(w)
+}
+
+impl Watchers {
+    /// Stops the viewers; (lines each reader read on average, viewers the server dropped).
+    async fn stop(self) -> (u64, u64) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        drop(self.stalled);
+        let dropped = async {
+            let health: serde_json::Value = reqwest::get(format!("{}/healthz", self.base))
+                .await
+                .ok()?
+                .json()
+                .await
+                .ok()?;
+            health["viewers"]["dropped"].as_u64()
+        }
+        .await
+        .unwrap_or(0);
+        let lines = self.lines.load(Ordering::Relaxed) / self.readers.max(1);
+        (lines, dropped)
+    }
+}

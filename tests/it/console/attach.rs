@@ -1,0 +1,139 @@
+//! `turnscope attach` in a pseudo-terminal: over a `--headless` turnscope (its whole instrument
+//! from the event stream, chatting in its own session, `--events` replayed), and over a pipecat
+//! 1.14 bot on pipecat-mcp-transport with its whisker feed (ignored unless the interop suite
+//! gives `TURNSCOPE_PIPECAT_PYTHON`).
+
+use std::process::Stdio;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use super::Screen;
+use crate::support::binary::{ready_line, serving, terminate, url_in};
+use crate::support::mcp::Client;
+
+#[tokio::test]
+async fn attached_to_a_headless_turnscope_it_shows_every_session_and_chats_in_its_own() {
+    let mut server = serving(&["--headless", "--port", "0", "--pace", "0"])
+        .spawn()
+        .expect("the headless server starts");
+    let url = url_in(&ready_line(&mut server).await, "/mcp");
+    // Someone else's conversation, before the console attaches.
+    let other = Client::connect(&url).await;
+    let handle = other.start().await;
+    other.chat(&handle, "a line from another client").await;
+
+    let mut s = Screen::start(&["attach", &url, "--events", "seen.jsonl"]).await;
+    s.wait_text("watching").await;
+    s.wait_text("started #2 for you").await;
+    s.wait_text("2 open").await;
+    s.send(b"use the clock\r").await;
+    let screen = s.wait_text("clock(").await;
+    assert!(screen.contains("mcp: turnscope attach"), "{screen}");
+    s.wait_text("1 round · 1 tool call").await;
+    // The other client's session is listed, read-only: a line into it is refused.
+    s.send(b"\x1b").await;
+    s.send(b"1").await;
+    s.send(b"k").await;
+    let screen = s.wait_text("a line from another client").await;
+    assert!(screen.contains("mcp: rmcp"), "{screen}");
+    s.send(b"3").await;
+    s.send(b"hello?\r").await;
+    // A session the console did not open takes a second Enter; then the client refuses it.
+    s.send(b"\r").await;
+    s.wait_text("was started by another client").await;
+    s.send(b"\x03").await;
+    assert!(s.wait_exit().await.success());
+    terminate(&mut server).await;
+
+    // What it saw replays.
+    let events = s._dir.0.join("seen.jsonl");
+    let mut r = Screen::start(&["replay", events.to_str().unwrap()]).await;
+    r.wait_text("read-only").await;
+    r.wait_text("2 sessions").await;
+    r.send(b"q").await;
+}
+
+/// A line of a child's stdout containing `needle`.
+async fn line_with(child: &mut tokio::process::Child, needle: &str) -> String {
+    let stdout = child.stdout.take().expect("stdout piped");
+    let mut lines = BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(std::time::Duration::from_secs(120), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains(needle) {
+                return line;
+            }
+        }
+        panic!("the child exited before printing {needle:?}");
+    })
+    .await
+    .expect("the child printed its ready line");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    line
+}
+
+#[tokio::test]
+#[ignore = "needs TURNSCOPE_PIPECAT_PYTHON (pipecat 1.14, pipecat-mcp-transport, pipecat-ai-whisker; interop/run)"]
+async fn attached_to_a_pipecat_bot_it_chats_and_shows_whisker_frames_pipeline_tool_call_and_latency()
+ {
+    let python = std::env::var("TURNSCOPE_PIPECAT_PYTHON")
+        .expect("TURNSCOPE_PIPECAT_PYTHON: interop/run installs pipecat and sets it");
+    let mut model = serving(&["model", "serve", "--port", "0", "--pace", "0.01"])
+        .spawn()
+        .expect("the model server starts");
+    let model_url = url_in(&ready_line(&mut model).await, "/v1");
+    let bot_script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/interop/servers/pipecat_bot.py"
+    );
+    let mut bot = tokio::process::Command::new(python)
+        .args([bot_script, "--model-url", &model_url, "--whisker-port", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the pipecat bot starts");
+    let ready = line_with(&mut bot, "pipecat bot ready").await;
+    let url = url_in(&ready, "/mcp");
+    let whisker = ready
+        .split_whitespace()
+        .find(|w| w.starts_with("ws://"))
+        .expect("the bot serves whisker")
+        .to_string();
+
+    let mut s = Screen::start(&[
+        "attach",
+        &url,
+        "--whisker",
+        &whisker,
+        "--events",
+        "pipecat.jsonl",
+    ])
+    .await;
+    // No event stream from pipecat: the header says what the client sees.
+    s.wait_text("client view").await;
+    s.wait_text("started #1 for you").await;
+    s.wait_text("whisker pipecat 1.14.0").await;
+    s.send(b"hello there\r").await;
+    s.wait_text("You said: hello there").await;
+    s.send(b"echo hi\r").await;
+    s.wait_text("echo({\"text\":\"hi\"})").await;
+    s.wait_text("The echo tool says").await;
+    s.wait_text("1 round · 1 tool call").await;
+    // The Frames pane: pipecat's frames, the LLM's text reaching the output transport, and
+    // its processors in the pipeline diagram.
+    s.send(b"\x1b").await;
+    s.send(b"4").await;
+    let screen = s.wait_text("LLMTextFrame").await;
+    assert!(screen.contains("OpenAILLMService#0"), "{screen}");
+    assert!(screen.contains("McpOutputTransport#"), "{screen}");
+    // Stats: the turns' latency.
+    s.send(b"7").await;
+    s.wait_text("turn total").await;
+    s.send(b"\x03").await;
+    assert!(s.wait_exit().await.success());
+    let recorded = std::fs::read_to_string(s._dir.0.join("pipecat.jsonl")).expect("--events wrote");
+    assert!(recorded.contains("\"name\":\"LLMTextFrame\""));
+    assert!(recorded.contains("\"type\":\"tool_call\""));
+    let _ = bot.start_kill();
+    terminate(&mut model).await;
+}

@@ -1,0 +1,233 @@
+//! The live event stream at `/events` (`server::viewers`): several viewers at once see the same
+//! lines, each gets the open sessions and their turns on connect, a viewer that stops reading
+//! is dropped while the turns go on, and nobody watching leaves the bus free.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use turnscope::observe::Event;
+
+use crate::support::app::{app, eventually};
+use crate::support::bot_client;
+
+const TOKEN: &str = "watch-token";
+
+async fn health(addr: std::net::SocketAddr) -> Value {
+    reqwest::Client::new()
+        .get(format!("http://{addr}/healthz"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// A viewer reading `/events` into lines, on its own task.
+fn viewer(addr: std::net::SocketAddr) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let response = reqwest::Client::new()
+            .get(format!("http://{addr}/events"))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["content-type"], "application/x-ndjson");
+        let mut body = response.bytes_stream();
+        let mut buffer = Vec::new();
+        while let Some(Ok(chunk)) = body.next().await {
+            buffer.extend_from_slice(&chunk);
+            while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buffer.drain(..=end).collect();
+                if tx.send(String::from_utf8(line).unwrap()).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// Lines until one ends turn `turn` (of any session), at most 10 s.
+async fn until_turn_end(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
+    turn: u64,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let line = tokio::time::timeout_at(deadline, rx.recv())
+            .await
+            .expect("the viewer saw the turn end within 10 s")
+            .expect("the stream is open");
+        let ended = matches!(serde_json::from_str::<Event>(&line),
+            Ok(Event::TurnEnded(t)) if t.turn == turn);
+        lines.push(line);
+        if ended {
+            return lines;
+        }
+    }
+}
+
+#[tokio::test]
+async fn three_viewers_see_the_same_lines_after_the_sessions_they_joined() {
+    let app = app(|c| c.server.auth_token = Some(TOKEN.into())).await;
+    let addr = app.server.addr;
+    let url = app.server.mcp_url();
+    // A conversation nobody watches: the bus is not even listened to.
+    assert_eq!(health(addr).await["viewers"]["listening"], false);
+    let mut config =
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            url.clone(),
+        );
+    config = config.auth_header(TOKEN.to_string());
+    let client = rmcp::ServiceExt::serve(
+        (),
+        rmcp::transport::StreamableHttpClientTransport::from_config(config),
+    )
+    .await
+    .unwrap();
+    let handle = bot_client::start(&client).await;
+    bot_client::chat(&client, &handle, "before anyone watched").await;
+
+    let mut viewers: Vec<_> = (0..3).map(|_| viewer(addr)).collect();
+    eventually("three viewers connected", || true).await;
+    let mut firsts = Vec::new();
+    for v in &mut viewers {
+        // On connect: the replica, the open session, and its finished turn whole.
+        let lines = until_turn_end(v, 1).await;
+        let events: Vec<Event> = lines
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert!(matches!(events[0], Event::Replica(_)), "{lines:?}");
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, Event::Session(s) if s.session == 1 && s.closed.is_none()))
+        );
+        assert!(events.iter().any(|e| matches!(e,
+            Event::TurnStarted { line, .. } if line == "before anyone watched")));
+        assert!(events.iter().any(|e| matches!(e,
+            Event::Frame(f) if f.name == "TextPiece" && f.detail.contains("before anyone watched"))));
+        firsts.push(lines.len());
+    }
+    let h = health(addr).await;
+    assert_eq!(
+        (
+            h["viewers"]["connected"].as_u64(),
+            h["viewers"]["listening"].as_bool()
+        ),
+        (Some(3), Some(true)),
+        "{h}"
+    );
+
+    bot_client::chat(&client, &handle, "use the clock").await;
+    let mut seen = Vec::new();
+    for v in &mut viewers {
+        seen.push(until_turn_end(v, 2).await);
+    }
+    assert!(
+        seen[0].len() > 10,
+        "a tool turn is many events: {:?}",
+        seen[0]
+    );
+    assert_eq!(seen[0], seen[1], "every viewer gets the same lines");
+    assert_eq!(seen[1], seen[2], "every viewer gets the same lines");
+    let events: Vec<Event> = seen[0]
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Event::ToolCall(c) if c.name == "clock"))
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Event::ModelRequest { .. }))
+    );
+    drop(viewers);
+    eventually("the viewers are gone", || true).await;
+    let _ = client.cancel().await;
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_viewer_that_stops_reading_is_dropped_and_the_turns_go_on() {
+    let app = app(|c| c.server.auth_token = Some(TOKEN.into())).await;
+    let addr = app.server.addr;
+    // A viewer with a small receive window that reads its headers and then nothing more.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stalled = socket.connect(addr).await.unwrap();
+    stalled
+        .write_all(
+            format!(
+                "GET /events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut head = [0u8; 64];
+    let n = stalled.read(&mut head).await.unwrap();
+    assert!(String::from_utf8_lossy(&head[..n]).starts_with("HTTP/1.1 200"));
+    // A viewer that keeps up.
+    let mut keeping_up = viewer(addr);
+
+    let sessions = app.sessions.clone();
+    let session = sessions
+        .open(turnscope::observe::SessionOpener::Api)
+        .unwrap();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let mut turns = 0u64;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while health(addr).await["viewers"]["dropped"].as_u64() == Some(0) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the stalled viewer was never dropped"
+        );
+        for _ in 0..20 {
+            let reply = sessions
+                .chat_on(&session, "use the clock", None, &cancel)
+                .await
+                .unwrap();
+            assert_eq!(reply.end_reason.as_deref(), Some("completed"));
+            turns += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The stalled one's stream ends (what it reads is what was queued before the cut, then
+    // its last line says it was dropped, or the connection closes).
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), stalled.read_to_end(&mut rest))
+        .await
+        .expect("the stalled viewer's connection ends")
+        .ok();
+    // The other viewer was never dropped: it saw every turn end.
+    let mut ends = 0u64;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while ends < turns {
+        let line = tokio::time::timeout_at(deadline, keeping_up.recv())
+            .await
+            .expect("the reading viewer keeps getting lines")
+            .expect("its stream stays open");
+        assert!(
+            !line.contains(turnscope::server::viewers::DROPPED_MARK),
+            "{line}"
+        );
+        if line.contains("\"type\":\"turn_ended\"") {
+            ends += 1;
+        }
+    }
+    let h = health(addr).await;
+    assert_eq!(h["viewers"]["connected"].as_u64(), Some(1), "{h}");
+    app.shutdown().await;
+}
