@@ -16,7 +16,7 @@ use cli::{
 };
 use tokio_util::sync::CancellationToken;
 use turnscope::app::hangup::Terminals;
-use turnscope::app::{App, ConfigSource, ReloadCause};
+use turnscope::app::{App, AppError, ConfigSource, ReloadCause};
 use turnscope::bridge::openai::standalone::StandaloneOptions;
 use turnscope::bridge::xiaozhi::command::RelayOptions;
 use turnscope::bridge::xiaozhi::{BridgeSettings, XiaozhiBridges, command, redact};
@@ -53,7 +53,12 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             note(format_args!("turnscope: {e:#}"));
-            std::process::ExitCode::FAILURE
+            // A store that cannot be used is the operator's to fix before anything runs.
+            if matches!(e.downcast_ref::<AppError>(), Some(AppError::Store(_))) {
+                std::process::ExitCode::from(2)
+            } else {
+                std::process::ExitCode::FAILURE
+            }
         }
     }
 }
@@ -140,7 +145,11 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
         None => {
             let overrides = cli.serve.overrides();
             let (config, path) = Config::load(cli.config.as_deref(), &overrides)?;
-            let source = ConfigSource { path, overrides };
+            let source = ConfigSource {
+                path,
+                overrides,
+                default_store: Some(DEFAULT_STORE.into()),
+            };
             if cli.serve.headless {
                 init_logging(true);
                 headless(&config, Some(source), cli.serve.events.as_deref(), started).await
@@ -189,6 +198,7 @@ async fn console(
     source: ConfigSource,
     events: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
+    let config = &with_default_store(config);
     let theme = Theme::resolve(
         config.console.theme.as_deref(),
         turnscope_console::no_color(),
@@ -221,6 +231,7 @@ async fn headless(
     events: Option<&std::path::Path>,
     started: Instant,
 ) -> anyhow::Result<()> {
+    let config = &with_default_store(config);
     let terminals = Terminals::now();
     let mut signals = Signals::new()?;
     let bus = Bus::default();
@@ -249,12 +260,23 @@ async fn headless(
     let url = app.server.mcp_url();
     let replica = app.sessions.replica();
     println!(
-        "turnscope ready: MCP {url} · replica {} (handles end in {}) · model: {} · ready in {:.1} ms",
+        "turnscope ready: MCP {url} · replica {} (handles end in {}) · model: {} · store: {} · ready in {:.1} ms",
         replica.id(),
         replica.tag(),
         app.model.describe(),
+        app.sessions.store().describe(),
         started.elapsed().as_secs_f64() * 1000.0
     );
+    if !app.sessions.store().durable() {
+        eprintln!(
+            "store: memory{}: conversations end when turnscope stops",
+            if config.server.port == 0 && config.store.url.as_deref() == Some("default") {
+                " (--port 0 has no fixed address for the default file; --store sqlite:PATH keeps them)"
+            } else {
+                ""
+            }
+        );
+    }
     if let Some(registry) = &app.tool_registry {
         for line in turnscope::tools::registry::describe_sources(registry) {
             eprintln!("tool source {line}");
@@ -311,6 +333,19 @@ async fn headless(
     app.shutdown().await;
     recording.finish().await;
     Ok(())
+}
+
+/// The `[store] url` of the file per listening address (see `turnscope::store::url`).
+const DEFAULT_STORE: &str = "default";
+
+/// The console and `--headless` keep conversations in the default file unless `--store` or
+/// `[store] url` says otherwise.
+fn with_default_store(config: &Config) -> Config {
+    let mut config = config.clone();
+    if config.store.url.is_none() {
+        config.store.url = Some(DEFAULT_STORE.into());
+    }
+    config
 }
 
 /// `turnscope bridge xiaozhi`: relays on their own, or the main mode with bridges.

@@ -637,8 +637,8 @@ async fn limits_apply_from_the_next_turn_and_a_lower_session_cap_closes_no_sessi
     };
     let app = App::start(&config(""), Bus::default()).await.unwrap();
     let sessions = &app.sessions;
-    let first = sessions.open(SessionOpener::Api).unwrap();
-    let second = sessions.open(SessionOpener::Api).unwrap();
+    let first = sessions.open(SessionOpener::Api).await.unwrap();
+    let second = sessions.open(SessionOpener::Api).await.unwrap();
     let cancel = CancellationToken::new();
     for line in ["one", "two"] {
         let reply = sessions.chat_on(&first, line, None, &cancel).await.unwrap();
@@ -659,7 +659,7 @@ async fn limits_apply_from_the_next_turn_and_a_lower_session_cap_closes_no_sessi
     assert_eq!(app.reloader().version(), 2);
     // Two sessions stay open over a cap of one; a third is refused, saying the new cap.
     assert_eq!(sessions.len(), 2);
-    match sessions.open(SessionOpener::Api) {
+    match sessions.open(SessionOpener::Api).await {
         Err(ChatError::Cap {
             cap,
             handle_seconds,

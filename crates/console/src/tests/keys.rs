@@ -60,6 +60,7 @@ fn reply(turn: Option<u64>, text: &str, end: Option<&str>, error: Option<&str>) 
         usage: None,
         finish_reason: None,
         config_version: None,
+        line: None,
     }
 }
 

@@ -40,6 +40,10 @@ pub struct ConfigSource {
     pub path: Option<PathBuf>,
     /// The flags, laid over the file again on every reload (a flag keeps winning).
     pub overrides: Overrides,
+    /// The store URL a file that names none means in this mode (`default`, the file per
+    /// listening address, for the console and `--headless`), so a reload does not see the
+    /// mode's default as a `store.url` changed.
+    pub default_store: Option<String>,
 }
 
 impl ConfigSource {
@@ -48,6 +52,14 @@ impl ConfigSource {
         self.path
             .clone()
             .unwrap_or_else(|| PathBuf::from("turnscope.toml"))
+    }
+
+    /// `config` with this mode's defaults filled in, as at start.
+    fn complete(&self, mut config: Config) -> Config {
+        if config.store.url.is_none() {
+            config.store.url.clone_from(&self.default_store);
+        }
+        config
     }
 }
 
@@ -210,7 +222,10 @@ impl Reloader {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && source.path.is_none() => {
                 // No ./turnscope.toml: the defaults and the flags, as at start.
                 return Some(match Config::load(None, &source.overrides) {
-                    Ok((config, _)) => self.apply_from(config, cause, None, None).await,
+                    Ok((config, _)) => {
+                        self.apply_from(source.complete(config), cause, None, None)
+                            .await
+                    }
                     Err(e) => self.refused(cause, None, e.brief()),
                 });
             }
@@ -232,7 +247,10 @@ impl Reloader {
         }
         let loaded = Config::from_file_text(&path, &text, &source.overrides);
         Some(match loaded {
-            Ok(config) => self.apply_from(config, cause, shown, Some(text)).await,
+            Ok(config) => {
+                self.apply_from(source.complete(config), cause, shown, Some(text))
+                    .await
+            }
             Err(e) => {
                 self.inner.running.lock().await.text = Some(text);
                 self.refused(cause, shown, e.brief())

@@ -240,6 +240,7 @@ impl Target {
                 opener: SessionOpener::Console,
                 closed: None,
                 at_us: now_us(),
+                restored: false,
             }));
         }
     }
@@ -359,6 +360,7 @@ impl Target {
                 opener: SessionOpener::Console,
                 closed: Some("forgotten by this console".into()),
                 at_us: now_us(),
+                restored: false,
             }));
         }
     }
@@ -471,6 +473,7 @@ fn reply_of(result: &CallToolResult, took: Duration) -> ChatReply {
             usage: None,
             finish_reason: None,
             config_version: None,
+            line: None,
         };
     };
     let calls = r["tool_calls"]
@@ -508,5 +511,6 @@ fn reply_of(result: &CallToolResult, took: Duration) -> ChatReply {
         usage: None,
         finish_reason: r["finish_reason"].as_str().map(str::to_string),
         config_version: r["config_version"].as_u64(),
+        line: r["line"].as_str().map(str::to_string),
     }
 }

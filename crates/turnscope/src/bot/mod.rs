@@ -199,6 +199,16 @@ impl Bot {
 
     /// Opens one conversation: builds and starts its pipeline.
     pub fn open(&self, observer: Observer) -> BotSession {
+        self.open_with(observer, None)
+    }
+
+    /// Opens a conversation that continues a stored one: its history (the greeting is in it
+    /// when not forgotten) and its turn numbering, on a fresh pipeline.
+    pub fn reopen(&self, observer: Observer, restored: Restored) -> BotSession {
+        self.open_with(observer, Some(restored))
+    }
+
+    fn open_with(&self, observer: Observer, restored: Option<Restored>) -> BotSession {
         let inner = &self.inner;
         let settings = inner.settings.load_full();
         let control = SessionControl::new();
@@ -209,9 +219,18 @@ impl Bot {
         let tools = own_tools.clone().unwrap_or_else(|| inner.tools.clone());
         let mut context =
             Context::new(settings.system_prompt.clone()).with_window(settings.history_window);
-        if let Some(greeting) = &settings.greeting {
-            context.push_assistant(greeting.clone());
-        }
+        let (next_turn, greeting) = match restored {
+            Some(restored) => {
+                context.restore(restored.messages, restored.forgotten);
+                (restored.next_turn, restored.greeting)
+            }
+            None => {
+                if let Some(greeting) = &settings.greeting {
+                    context.push_assistant(greeting.clone());
+                }
+                (1, settings.greeting.clone())
+            }
+        };
         // The session's cell starts on the same settings (no copy of the prompt per session).
         let turn_settings = Arc::new(arc_swap::ArcSwap::new(settings.clone()));
         let context = Arc::new(Mutex::new(context));
@@ -230,14 +249,23 @@ impl Bot {
             context.clone(),
         )));
         let pipeline = Pipeline::start(processors, observer.clone());
-        BotSession::new(pipeline, board, context, observer)
+        BotSession::new(pipeline, board, context, observer, next_turn)
             .with_control(control, own_tools)
-            .with_settings(
-                inner.settings.clone(),
-                turn_settings,
-                settings.greeting.clone(),
-            )
+            .with_settings(inner.settings.clone(), turn_settings, greeting)
     }
+}
+
+/// What a reopened conversation continues from (see [`Bot::reopen`]).
+#[derive(Debug, Clone, Default)]
+pub struct Restored {
+    /// The history messages still in the window, oldest first.
+    pub messages: Vec<Message>,
+    /// How many messages before them the window had forgotten.
+    pub forgotten: u64,
+    /// The id of the next turn.
+    pub next_turn: u64,
+    /// The greeting the stored session opened with.
+    pub greeting: Option<String>,
 }
 
 /// The pipeline's first stage: where lines enter. It passes every frame on.
