@@ -269,6 +269,56 @@ async fn a_saved_system_prompt_is_in_the_next_model_request_and_the_session_keep
     s.stop().await;
 }
 
+/// With a durable store (an SQLite file), every turn record the store keeps names the config
+/// version it ran on, and a reload does not take the store for a changed setting.
+#[tokio::test]
+async fn stored_turn_records_name_the_config_version_they_ran_on() {
+    use turnscope::store::SessionStore;
+    use turnscope::store::sqlite::SqliteStore;
+
+    let up = Upstream::start(vec![Reply::text(&["One."]), Reply::text(&["Two."])]).await;
+    let file = std::env::temp_dir().join(format!(
+        "turnscope-reload-stored-{}.sqlite",
+        std::process::id()
+    ));
+    let store = format!("[store]\nurl = \"sqlite:{}\"\n", file.display());
+    let s = Served::start("stored", &config_with(&up, "Prompt one.", &store)).await;
+    let client = Client::connect(&s.url).await;
+    let handle = client.start().await;
+    assert_eq!(
+        client.chat(&handle, "one").await.record["config_version"],
+        1
+    );
+
+    s.save(&config_with(&up, "Prompt two.", &store));
+    let reload = s.reload(1).await;
+    assert_eq!(reload["applied"], json!(["bot.system_prompt"]), "{reload}");
+    assert!(
+        reload["restart"].as_array().is_none_or(Vec::is_empty),
+        "{reload}"
+    );
+    assert_eq!(
+        client.chat(&handle, "two").await.record["config_version"],
+        2
+    );
+
+    // Read while the server holds the file: both turns are there before their replies were.
+    let stored = SqliteStore::open_to_read(&file).unwrap();
+    let heads = stored.list(10).await.unwrap();
+    assert_eq!(heads.len(), 1, "{heads:?}");
+    let turns = stored.turns(&heads[0].id, 1).await.unwrap();
+    let versions: Vec<_> = turns
+        .iter()
+        .map(|t| (t.record.line.as_str(), t.record.config_version))
+        .collect();
+    assert_eq!(versions, [("one", Some(1)), ("two", Some(2))]);
+    client.service.cancel().await.unwrap();
+    s.stop().await;
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", file.display()));
+    }
+}
+
 #[tokio::test]
 async fn a_turn_in_flight_finishes_on_the_config_it_started_with() {
     // The first response (a clock call) streams slowly, so the reload lands mid-turn.
