@@ -259,13 +259,21 @@ async fn a_saved_system_prompt_is_in_the_next_model_request_and_the_session_keep
             ("user".to_string(), "and now?".to_string()),
         ]
     );
-    // --events: each turn's end names the version it ran on.
-    let versions: Vec<Value> = s
-        .events()
-        .into_iter()
-        .filter(|e| e["type"] == "turn_ended")
-        .map(|e| e["config_version"].clone())
-        .collect();
+    // --events: each turn's end names the version it ran on (the file is written as the
+    // events pass, so the second may land just after its reply).
+    let started = Instant::now();
+    let versions = loop {
+        let versions: Vec<Value> = s
+            .events()
+            .into_iter()
+            .filter(|e| e["type"] == "turn_ended")
+            .map(|e| e["config_version"].clone())
+            .collect();
+        if versions.len() >= 2 || started.elapsed() > WAIT {
+            break versions;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert_eq!(versions, [json!(1), json!(2)]);
     client.service.cancel().await.unwrap();
     s.stop().await;
