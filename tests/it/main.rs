@@ -25,6 +25,7 @@ mod interop_servers;
 mod layers;
 mod llama_server;
 mod mcp_server;
+mod mcp_tasks;
 mod model_servers;
 mod openai_bridge;
 mod protocol_client;

@@ -403,3 +403,20 @@ fn sessions_pane_sorted_filtered_and_a_client_gone() {
     let t = render(80, 8, &c, panes::sessions::draw);
     assert_snapshot!(format!("{unfiltered}\n{}", t.backend()));
 }
+
+#[test]
+fn a_turn_that_became_a_task_in_the_transcript_turn_view_and_mcp_pane() {
+    let mut c = crate::tests::fixture::console_with_a_task();
+    assert_eq!(c.selected, Some(4), "the task's session is selectable");
+    let t = render(72, 12, &c, panes::transcript::draw);
+    assert_snapshot!("task_transcript", t.backend());
+    c.open_turn_view();
+    let t = render(160, 48, &c, |f, _, c| crate::draw::draw(f, c));
+    assert_snapshot!("task_turn_view_160x48", t.backend());
+    let t = render(80, 24, &c, |f, _, c| crate::draw::draw(f, c));
+    assert_snapshot!("task_turn_view_80x24", t.backend());
+    c.turn_view = None;
+    c.focus_pane(PaneId::Mcp);
+    let t = render(160, 48, &c, |f, _, c| crate::draw::draw(f, c));
+    assert_snapshot!("task_mcp_pane_160x48", t.backend());
+}

@@ -15,6 +15,7 @@ pub mod wire;
 pub use bus::{Bus, Subscription};
 pub use event::{
     BridgeEvent, ConfigReloadEvent, Event, FrameEvent, Name, ReplicaEvent, SessionEvent,
-    SessionOpener, ToolCallEvent, ToolSourceEvent, ToolSourceState, TurnEndEvent,
+    SessionOpener, TaskChange, TaskEvent, ToolCallEvent, ToolSourceEvent, ToolSourceState,
+    TurnEndEvent,
 };
 pub use model_request::{ModelResponseInfo, TokenUsage};
