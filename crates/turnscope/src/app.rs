@@ -1,5 +1,11 @@
 //! The `App`: one value that owns the bus, the model, the bot, the sessions and the HTTP
-//! server. The console and the headless mode are two front ends over it.
+//! server. The console and the headless mode are two front ends over it. [`reload`] applies
+//! the config file again while it runs ([`watch`] watches the file, [`hangup`] tells a
+//! reload's SIGHUP from a terminal's).
+
+pub mod hangup;
+pub mod reload;
+pub mod watch;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,7 +14,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::bot::{Bot, TurnLimits};
+use crate::bot::{Bot, BotSettings, TurnLimits};
 use crate::bridge::xiaozhi::{BridgeSettings, Catalog, XiaozhiBridges};
 use crate::config::{AtRoundCap, Config, StoreUrl};
 use crate::model::{EmbeddedModel, ModelClient, ModelConfig, ScriptSettings};
@@ -20,6 +26,8 @@ use crate::tools::limits::{LimitsError, McpLimits};
 use crate::tools::policy::{Policy, PolicyError};
 use crate::tools::registry::ToolRegistry;
 use crate::tools::{FnTool, Tools, ToolsFactory};
+
+pub use reload::{ConfigSource, ReloadCause, Reloader};
 
 /// Why the app did not start.
 #[derive(Debug, thiserror::Error)]
@@ -90,26 +98,35 @@ impl App {
     /// The model as the console header shows it: [`ModelInfo::describe`], then the request
     /// parameters `[model]` sets (`max_tokens=64 temperature=0.2 …`), when any.
     pub fn model_line(&self) -> String {
-        let params = self.model_params();
-        if params.is_empty() {
-            self.model.describe()
-        } else {
-            format!("{} · {params}", self.model.describe())
-        }
+        model_line(&self.model, &self.sessions.bot().model().config().params)
     }
 
     /// The request parameters `[model]` sets, as `max_tokens=64 temperature=0.2`; empty when
     /// none.
     pub fn model_params(&self) -> String {
-        self.sessions
-            .bot()
-            .model()
-            .config()
-            .params
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ")
+        params_line(&self.sessions.bot().model().config().params)
+    }
+}
+
+/// `params` as `key=value`, space-separated (see [`App::model_params`]).
+fn params_line(params: &serde_json::Map<String, serde_json::Value>) -> String {
+    params
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `model` described, then `params` as `key=value` (see [`App::model_line`]).
+pub(crate) fn model_line(
+    model: &ModelInfo,
+    params: &serde_json::Map<String, serde_json::Value>,
+) -> String {
+    let params = params_line(params);
+    if params.is_empty() {
+        model.describe()
+    } else {
+        format!("{} · {params}", model.describe())
     }
 }
 
@@ -127,11 +144,12 @@ pub struct App {
     pub bridges: XiaozhiBridges,
     /// The bot's tool registry (built-ins and MCP servers), when [`App::start`] built it.
     pub tool_registry: Option<Arc<ToolRegistry>>,
-    /// How long [`App::drain`] waits for turns in flight (`server.drain_seconds`).
-    drain_bound: Duration,
     /// The MCP `POST` exchanges still open ([`App::shutdown`] waits for their answers).
     exchanges: crate::server::caller::Exchanges,
-    _embedded: Option<EmbeddedModel>,
+    /// Applies the config again while the app runs (see [`reload`]).
+    reloader: Reloader,
+    /// The config file's watch, once [`App::watch_config`] started it.
+    watch: Option<watch::ConfigWatch>,
     sweeper: JoinHandle<()>,
 }
 
@@ -141,10 +159,7 @@ impl App {
     /// session table and its sweep, and the HTTP server.
     pub async fn start(config: &Config, bus: Bus) -> Result<App, AppError> {
         let registry = Self::tool_registry(config, &bus, Vec::new()).await?;
-        let factory: Arc<dyn ToolsFactory> = registry.clone();
-        let mut app = Self::start_bot(config, bus, registry.clone(), Some(factory)).await?;
-        app.tool_registry = Some(registry);
-        Ok(app)
+        Self::start_bot(config, bus, registry).await
     }
 
     /// Builds the tool registry `config` describes: the built-ins (unless turned off), the
@@ -183,17 +198,30 @@ impl App {
         bus: Bus,
         tools: Arc<dyn Tools>,
     ) -> Result<App, AppError> {
-        Self::start_bot(config, bus, tools, None).await
+        let (model, embedded) = pick_model(config).await?;
+        let bot = Self::bot_for(config, &model, tools, None);
+        Self::serve_with(config, bus, bot, model, embedded, None).await
     }
 
     async fn start_bot(
         config: &Config,
         bus: Bus,
-        tools: Arc<dyn Tools>,
-        factory: Option<Arc<dyn ToolsFactory>>,
+        registry: Arc<ToolRegistry>,
     ) -> Result<App, AppError> {
         let (model, embedded) = pick_model(config).await?;
-        let mut bot = Bot::builder(model_client(config, &model))
+        let factory: Arc<dyn ToolsFactory> = registry.clone();
+        let bot = Self::bot_for(config, &model, registry.clone(), Some(factory));
+        Self::serve_with(config, bus, bot, model, embedded, Some(registry)).await
+    }
+
+    /// The bot `config` describes, talking to `model` with `tools`.
+    fn bot_for(
+        config: &Config,
+        model: &ModelInfo,
+        tools: Arc<dyn Tools>,
+        factory: Option<Arc<dyn ToolsFactory>>,
+    ) -> Bot {
+        let mut bot = Bot::builder(model_client(config, model))
             .tools(tools)
             .limits(TurnLimits {
                 round_cap: config.bot.round_cap,
@@ -211,7 +239,7 @@ impl App {
         if let Some(factory) = factory {
             bot = bot.tools_factory(factory);
         }
-        Self::serve(config, bus, bot.build(), model, embedded).await
+        bot.build()
     }
 
     /// Serves an already built bot (the library entry point: see `examples/custom_bot.rs`).
@@ -222,6 +250,24 @@ impl App {
         model: ModelInfo,
         embedded: Option<EmbeddedModel>,
     ) -> Result<App, AppError> {
+        Self::serve_with(config, bus, bot, model, embedded, None).await
+    }
+
+    async fn serve_with(
+        config: &Config,
+        bus: Bus,
+        bot: Bot,
+        model: ModelInfo,
+        embedded: Option<EmbeddedModel>,
+        registry: Option<Arc<ToolRegistry>>,
+    ) -> Result<App, AppError> {
+        let embedded = embedded.map(Arc::new);
+        if embedded.is_some() {
+            // The settings keep the embedded model they talk to running (see `reload`).
+            let mut settings = BotSettings::clone(&bot.settings());
+            settings.embedded.clone_from(&embedded);
+            bot.set_settings(settings);
+        }
         let s = &config.server;
         bus.wire().set(config.wire.max_kib.saturating_mul(1024));
         crate::config::check_open_bind(&s.host, s.auth_token.is_some(), s.allow_open_bind)
@@ -317,18 +363,50 @@ impl App {
         if !model.embedded {
             check_model_server(sessions.bot().model().clone(), bus.clone());
         }
+        let reloader = Reloader::new(
+            config,
+            sessions.clone(),
+            registry.clone(),
+            model.clone(),
+            embedded,
+        );
         Ok(App {
             bus,
             sessions,
-            drain_bound: Duration::from_secs_f64(s.drain_seconds),
             exchanges,
             model,
             server,
             bridges,
-            tool_registry: None,
-            _embedded: embedded,
+            tool_registry: registry,
+            reloader,
+            watch: None,
             sweeper,
         })
+    }
+
+    /// What reloads the config while the app runs (SIGHUP, a console key, the file watcher).
+    pub fn reloader(&self) -> Reloader {
+        self.reloader.clone()
+    }
+
+    /// Makes [`Reloader::reload`] read `source` again: the file the app was started from and
+    /// the flags laid over it.
+    pub fn reload_from(&self, source: ConfigSource) {
+        self.reloader.set_source(source);
+    }
+
+    /// Watches the config file (see [`reload_from`](App::reload_from)) and reloads it when it
+    /// changes, until [`App::shutdown`].
+    ///
+    /// # Errors
+    /// No source was set, or the file's folder cannot be watched (the reload still works by
+    /// SIGHUP and the console's key).
+    pub fn watch_config(&mut self) -> Result<(), watch::WatchError> {
+        let Some(path) = self.reloader.file() else {
+            return Ok(());
+        };
+        self.watch = Some(watch::watch(self.reloader.clone(), &path)?);
+        Ok(())
     }
 
     /// Drains this replica (SIGTERM): `/healthz` answers `draining` (404) at once, `start`
@@ -339,12 +417,21 @@ impl App {
         let replica = self.sessions.replica();
         self.bus
             .publish_with(|| Event::Replica(replica_event(replica, "draining")));
-        self.sessions.drain(self.drain_bound).await
+        let bound = self.drain_bound().await;
+        self.sessions.drain(bound).await
+    }
+
+    /// How long [`App::drain`] waits for turns in flight (`server.drain_seconds`, as the config
+    /// was last reloaded).
+    pub async fn drain_bound(&self) -> Duration {
+        self.reloader.drain_bound().await
     }
 
     /// Stops the bridges (sockets closed with 1000, children ended), ends every session (each
     /// turn in flight ends as "session ended") and stops the server.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(mut self) {
+        self.reloader.close();
+        self.watch = None;
         self.bridges.shutdown().await;
         self.sweeper.abort();
         self.sessions
@@ -455,9 +542,9 @@ pub fn model_client(config: &Config, model: &ModelInfo) -> ModelClient {
     ModelClient::new(model_config)
 }
 
-/// Picks the model: `[model] url` / `--model-url`, then `OPENAI_BASE_URL`, then OpenAI when
-/// `OPENAI_API_KEY` is set, else the embedded scripted model on a loopback port.
-pub async fn pick_model(config: &Config) -> Result<(ModelInfo, Option<EmbeddedModel>), AppError> {
+/// The remote model `config` names: `[model] url` / `--model-url`, then `OPENAI_BASE_URL`,
+/// then OpenAI when `OPENAI_API_KEY` is set; `None` = the embedded scripted model.
+pub(crate) fn remote_model(config: &Config) -> Option<ModelInfo> {
     let env_url = std::env::var("OPENAI_BASE_URL")
         .ok()
         .filter(|u| !u.is_empty());
@@ -467,20 +554,23 @@ pub async fn pick_model(config: &Config) -> Result<(ModelInfo, Option<EmbeddedMo
         .url
         .clone()
         .or(env_url)
-        .or_else(|| has_key.then(|| "https://api.openai.com/v1".to_string()));
-    match url {
-        Some(url) => Ok((
-            ModelInfo {
-                url,
-                name: config
-                    .model
-                    .name
-                    .clone()
-                    .unwrap_or_else(|| "gpt-4o-mini".into()),
-                embedded: false,
-            },
-            None,
-        )),
+        .or_else(|| has_key.then(|| "https://api.openai.com/v1".to_string()))?;
+    Some(ModelInfo {
+        url,
+        name: config
+            .model
+            .name
+            .clone()
+            .unwrap_or_else(|| "gpt-4o-mini".into()),
+        embedded: false,
+    })
+}
+
+/// Picks the model: `[model] url` / `--model-url`, then `OPENAI_BASE_URL`, then OpenAI when
+/// `OPENAI_API_KEY` is set, else the embedded scripted model on a loopback port.
+pub async fn pick_model(config: &Config) -> Result<(ModelInfo, Option<EmbeddedModel>), AppError> {
+    match remote_model(config) {
+        Some(info) => Ok((info, None)),
         None => {
             let embedded = EmbeddedModel::start(
                 0,

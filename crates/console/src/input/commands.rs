@@ -173,6 +173,14 @@ impl Console {
                 }
             }
             Command::New if !self.read_only => return Some(Action::NewSession),
+            Command::Reload if !self.read_only => {
+                self.notice = Some(Notice {
+                    text: "reading the config file again…".into(),
+                    error: false,
+                });
+                return Some(Action::ReloadConfig);
+            }
+            Command::Reload => {}
             Command::Close => {
                 let session = self.selected.filter(|_| !self.read_only)?;
                 if self.state.session(session).is_some_and(|r| r.is_closed()) {

@@ -17,10 +17,11 @@ use crate::input::actions::Action;
 
 use crate::error::ConsoleError;
 use crate::run::feed::LiveFeed;
-use crate::state::{ConsoleState, Header, Source};
+use crate::run::signals::ConsoleSignal;
+use crate::state::{ConfigMark, ConsoleState, Header, Source};
 use crate::theme::Theme;
 use crate::view::console::{Console, Notice};
-use turnscope::app::App;
+use turnscope::app::{App, ReloadCause};
 use turnscope::observe::{SessionOpener, Subscription};
 use turnscope::sessions::Sessions;
 
@@ -68,13 +69,18 @@ pub async fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console
             .to_string(),
         )),
         store: Some(app.sessions.store_status().url),
+        config: Some(ConfigMark {
+            version: app.reloader().version(),
+            ..ConfigMark::default()
+        }),
     });
     let bot = app.sessions.bot();
-    state.greeting = bot.greeting().map(str::to_string);
+    state.greeting = bot.greeting();
     // Subscribe before opening the person's session, so its opening is seen.
     let mut feed = LiveFeed::new(sub, app.sessions.clone())
         .with_bridges(app.bridges.statuses())
-        .with_registry(app.tool_registry.clone());
+        .with_registry(app.tool_registry.clone())
+        .with_reloader(app.reloader());
     feed.refresh_tools(&mut state);
     let mut console = Console::new(state, theme, false);
     match app.sessions.open(SessionOpener::Console).await {
@@ -125,6 +131,7 @@ where
                     pacer.input();
                     match console.handle(&event) {
                         Some(Action::Quit) => break,
+                        Some(Action::ReloadConfig) => reload_config(feed.as_deref(), console),
                         Some(action) => match feed.as_deref().and_then(|f| f.remote.clone()) {
                             Some(remote) => remote.perform(action, console, &chat_tx),
                             None => {
@@ -163,6 +170,7 @@ where
             event = next_event(feed.as_deref_mut(), last_fold + FOLD_EVERY) => {
                 if let (Some(event), Some(feed)) = (event, feed.as_deref_mut()) {
                     let n = feed.fold(&mut console.state, &event);
+                    console.notice_reloads();
                     pacer.events(n);
                     last_fold = Instant::now();
                     dirty = true;
@@ -214,6 +222,25 @@ impl NoticeTimer {
                 self.shown = Some((notice.clone(), now));
                 false
             }
+        }
+    }
+}
+
+/// `R`: reloads the server's config in a task (the outcome comes back as a bus event and
+/// its notice); an attached console has no config of its own to reload.
+fn reload_config(feed: Option<&LiveFeed>, console: &mut Console) {
+    match feed.and_then(LiveFeed::reloader) {
+        Some(reloader) => {
+            let reloader = reloader.clone();
+            tokio::spawn(async move {
+                reloader.reload(ReloadCause::Console).await;
+            });
+        }
+        None => {
+            console.notice = Some(Notice {
+                text: "this console does not run the server: reload its config there (save the file, or SIGHUP)".into(),
+                error: true,
+            });
         }
     }
 }
@@ -350,7 +377,11 @@ pub(crate) fn perform(
         return;
     };
     match action {
-        Action::Quit | Action::Export { .. } | Action::ExportTest { .. } | Action::Copy { .. } => {}
+        Action::Quit
+        | Action::Export { .. }
+        | Action::ExportTest { .. }
+        | Action::Copy { .. }
+        | Action::ReloadConfig => {}
         Action::Yank { session } => {
             console.notice = Some(match sessions.by_number(session) {
                 Some(s) => {
@@ -485,14 +516,20 @@ pub async fn run_with(app: App, theme: Theme, sub: Subscription) -> Result<(), C
     };
     let stop = CancellationToken::new();
     let on_signal = stop.clone();
+    let reloader = app.reloader();
+    let mut handlers = super::signals::Signals::new();
     let signals = tokio::spawn(async move {
-        super::signals::wait_for_termination().await;
+        while handlers.next().await == ConsoleSignal::Reload {
+            reloader.reload(ReloadCause::Signal).await;
+        }
         on_signal.cancel();
     });
+    let terminals = turnscope::app::hangup::Terminals::now();
     let ui = tokio::spawn(async move {
         let (mut console, mut feed, mut terminal) = (console, feed, terminal);
         let input = crossterm::event::EventStream::new();
-        event_loop(&mut console, &mut terminal, Some(&mut feed), input, stop).await
+        let result = event_loop(&mut console, &mut terminal, Some(&mut feed), input, stop).await;
+        crate::run::terminal::let_go(terminal, result, &terminals)
     });
     let outcome = ui.await;
     signals.abort();

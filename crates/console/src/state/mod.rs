@@ -45,8 +45,8 @@ use pipelines::Pipelines;
 use timeline::Timelines;
 
 pub use records::{
-    Activity, FrameRow, Header, LogLine, ProgressRow, ProgressTotals, Samples, SessionRow, Source,
-    ToolLine, ToolView, TurnView,
+    Activity, ConfigMark, FrameRow, Header, LogLine, ProgressRow, ProgressTotals, Samples,
+    SessionRow, Source, ToolLine, ToolView, TurnView,
 };
 
 /// Everything the console knows, folded from events and live snapshots.
@@ -103,6 +103,10 @@ pub struct ConsoleState {
     pub base_us: Option<u64>,
     /// The console's "now" (µs since the epoch): the clock when live, the last event in replay.
     pub now_us: u64,
+    /// Config reloads folded in, and the latest (for the notice that tells it).
+    pub reloads_seen: u64,
+    /// The latest config reload.
+    pub last_reload: Option<turnscope::observe::ConfigReloadEvent>,
 }
 
 impl ConsoleState {
@@ -215,6 +219,7 @@ impl ConsoleState {
                 self.saw_time(x.at_us);
                 self.wire.on_mcp(x);
             }
+            Event::ConfigReload(r) => self.on_config_reload(r),
         }
     }
 

@@ -137,6 +137,7 @@ impl Script {
             tool_calls: tools,
             first_piece_us: Some(first),
             total_us: total,
+            ..TurnEndEvent::default()
         }));
     }
 }

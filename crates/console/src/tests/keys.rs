@@ -59,6 +59,7 @@ fn reply(turn: Option<u64>, text: &str, end: Option<&str>, error: Option<&str>) 
         unread: None,
         usage: None,
         finish_reason: None,
+        config_version: None,
         line: None,
     }
 }
@@ -524,8 +525,52 @@ fn a_replay_is_read_only() {
     c.focus = PaneId::Sessions;
     assert_eq!(press(&mut c, KeyCode::Enter), None);
     assert_eq!(press(&mut c, KeyCode::Char('i')), None);
+    assert_eq!(
+        press(&mut c, KeyCode::Char('R')),
+        None,
+        "no config to reload"
+    );
     press(&mut c, KeyCode::Char('3'));
     assert_ne!(c.focus, PaneId::Input);
+}
+
+#[test]
+fn capital_r_reloads_the_config_from_the_panes_and_types_in_the_input_line() {
+    let mut c = console();
+    press(&mut c, KeyCode::Char('R'));
+    assert_eq!(c.input.lines(), ["R"], "in the input line it is a letter");
+    press(&mut c, KeyCode::Esc);
+    assert_eq!(
+        press(&mut c, KeyCode::Char('R')),
+        Some(Action::ReloadConfig)
+    );
+    assert!(c.notice.as_ref().is_some_and(|n| !n.error));
+}
+
+#[test]
+fn a_folded_reload_is_told_once_in_the_notice() {
+    use turnscope::observe::ConfigReloadEvent;
+    let mut c = console();
+    let refused = ConfigReloadEvent {
+        version: 1,
+        outcome: "refused".into(),
+        cause: "file".into(),
+        error: Some("turnscope.toml:3:13: bot.round_cap: invalid value".into()),
+        ..ConfigReloadEvent::default()
+    };
+    c.state.apply(&Event::ConfigReload(refused));
+    c.notice_reloads();
+    let notice = c.notice.clone().expect("a notice");
+    assert!(notice.error);
+    assert_eq!(
+        notice.text,
+        "config refused: turnscope.toml:3:13: bot.round_cap: invalid value"
+    );
+    c.notice = None;
+    c.notice_reloads();
+    assert!(c.notice.is_none(), "told once");
+    let mark = c.state.header.config.clone().unwrap();
+    assert_eq!((mark.version, mark.outcome.as_str()), (1, "refused"));
 }
 
 #[test]

@@ -423,13 +423,15 @@ fn a_turn_that_became_a_task_in_the_transcript_turn_view_and_mcp_pane() {
     assert_snapshot!("task_mcp_pane_160x48", t.backend());
 }
 
+/// The store is the first thing a narrow header leaves out (the ready line and `/healthz` name
+/// it too), so this header is wide enough for everything.
 #[test]
 fn the_header_names_the_store_by_its_file() {
     let mut c = console();
     c.state.header.store =
         Some("sqlite:/home/ada/.local/state/turnscope/sessions-127.0.0.1-7870.sqlite3".into());
-    let t = render(160, 2, &c, panes::bars::header);
-    let first: String = (0..160)
+    let t = render(220, 2, &c, panes::bars::header);
+    let first: String = (0..220)
         .map(|x| t.backend().buffer()[(x, 0)].symbol().to_string())
         .collect();
     assert!(
@@ -437,8 +439,8 @@ fn the_header_names_the_store_by_its_file() {
         "{first}"
     );
     c.state.header.store = Some("memory".into());
-    let t = render(160, 2, &c, panes::bars::header);
-    let first: String = (0..160)
+    let t = render(220, 2, &c, panes::bars::header);
+    let first: String = (0..220)
         .map(|x| t.backend().buffer()[(x, 0)].symbol().to_string())
         .collect();
     assert!(first.contains("store memory  model "), "{first}");

@@ -87,6 +87,8 @@ pub struct Console {
     pub tape: Option<Tape>,
     /// The Sessions pane's sort and filter.
     pub sessions_list: SessionList,
+    /// Config reloads already told in a notice.
+    reloads_noticed: u64,
 }
 
 impl Console {
@@ -126,6 +128,22 @@ impl Console {
             close_asked: None,
             tape: None,
             sessions_list: Default::default(),
+            reloads_noticed: 0,
+        }
+    }
+
+    /// Tells the latest config reload in the notice, once, when one was folded in since the
+    /// last call (a live console: whatever asked for it, the file, SIGHUP or `R`).
+    pub fn notice_reloads(&mut self) {
+        if self.state.reloads_seen == self.reloads_noticed {
+            return;
+        }
+        self.reloads_noticed = self.state.reloads_seen;
+        if let Some(r) = &self.state.last_reload {
+            self.notice = Some(Notice {
+                text: r.notice(),
+                error: r.is_refused(),
+            });
         }
     }
 
@@ -153,7 +171,12 @@ impl Console {
             .iter()
             .map(|r| (r.number, r.is_closed()))
             .collect();
-        let valid = self.selected.is_some_and(|n| rows.iter().any(|r| r.0 == n));
+        // The person's own session stays selected while its opening is on its way (an attached
+        // console learns the number from `start` before the event stream brings the row).
+        let valid = self.selected.is_some_and(|n| {
+            rows.iter().any(|r| r.0 == n)
+                || (Some(n) == self.own && self.state.session(n).is_none())
+        });
         // A filter that matches nothing keeps the selection it had.
         if !valid && !rows.is_empty() {
             self.selected = self

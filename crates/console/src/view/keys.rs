@@ -65,6 +65,8 @@ pub enum Command {
     Scrub(isize),
     /// Sessions: the next sort.
     Sort,
+    /// Read the config file again and apply it from the next turn.
+    Reload,
 }
 
 /// Where a binding applies.
@@ -160,6 +162,11 @@ pub const BINDINGS: &[Binding] = &[
         Scope::Global,
         ", / .",
         "replay: step back / on one event inside a turn (a model request, a piece, a tool call)",
+    ),
+    b(
+        Scope::Global,
+        "R",
+        "reload the config file (saving it or SIGHUP does too): from each session's next turn",
     ),
     b(
         Scope::Global,
@@ -467,6 +474,7 @@ pub fn command(key: &KeyEvent) -> Option<Command> {
         KeyCode::Char('.') => Command::Scrub(1),
         KeyCode::Char('s') => Command::Sort,
         KeyCode::Char(']') => Command::Step(1),
+        KeyCode::Char('R') => Command::Reload,
         _ => return None,
     })
 }

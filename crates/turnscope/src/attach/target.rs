@@ -429,6 +429,7 @@ impl Target {
             tool_calls: 0,
             first_piece_us,
             total_us: took.as_micros() as u64,
+            ..TurnEndEvent::default()
         }));
     }
 
@@ -475,6 +476,7 @@ fn reply_of(result: &CallToolResult, took: Duration) -> ChatReply {
             unread: None,
             usage: None,
             finish_reason: None,
+            config_version: None,
             line: None,
         };
     };
@@ -509,6 +511,7 @@ fn reply_of(result: &CallToolResult, took: Duration) -> ChatReply {
         unread: None,
         usage: None,
         finish_reason: r["finish_reason"].as_str().map(str::to_string),
+        config_version: r["config_version"].as_u64(),
         line: r["line"].as_str().map(str::to_string),
     }
 }

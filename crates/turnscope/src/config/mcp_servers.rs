@@ -50,7 +50,7 @@ pub enum Scope {
 }
 
 /// One MCP server a bot takes tools from (`[[mcp_servers]]`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpServerConfig {
     /// Unique name: lowercase letters, digits and `-`. Used in logs and events; config order
@@ -167,7 +167,7 @@ impl McpServerConfig {
 
 /// `[policy]`: which tool sources may be reached. Every field can also come from the
 /// environment variable named in its doc, which wins over the file.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PolicySection {
     /// URL patterns http/sse servers must match (`BYOM_ALLOWED_URL_PATTERNS`), e.g.

@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::scripted_calls::calls_for;
 
 /// How the scripted model streams.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ScriptSettings {
     /// Seconds between streamed words (0.03 paces it like a typical stub model).
     pub pace: f64,

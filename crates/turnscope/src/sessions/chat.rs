@@ -147,6 +147,9 @@ pub struct ChatReply {
     /// The finish reason of the turn's last model response (`stop`, `length`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
+    /// The config version the turn ran on (see `app::reload`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_version: Option<u64>,
     /// The turn's line, given when the reply cannot say it: a turn turnscope lost to a
     /// restart (`restarted`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -172,6 +175,7 @@ impl ChatReply {
             unread,
             usage: None,
             finish_reason: None,
+            config_version: None,
             line: None,
         }
     }
@@ -205,6 +209,7 @@ impl ChatReply {
             unread,
             usage: r.usage,
             finish_reason: r.finish_reason.clone(),
+            config_version: r.config_version,
             line: lost_line(&r),
         }
     }

@@ -176,7 +176,8 @@ pub struct Sessions {
 struct Inner {
     bot: Bot,
     bus: Bus,
-    limits: SessionLimits,
+    /// Replaced whole by a config reload; read with an atomic load.
+    limits: arc_swap::ArcSwap<SessionLimits>,
     table: Mutex<Table>,
     /// Sessions open or being opened: what the cap counts (a slot is taken before the bot
     /// opens, outside the table's lock).
@@ -237,7 +238,7 @@ impl Sessions {
             inner: Arc::new(Inner {
                 bot,
                 bus,
-                limits,
+                limits: arc_swap::ArcSwap::from_pointee(limits),
                 table: Mutex::new(Table::default()),
                 slots: AtomicUsize::new(0),
                 next_number: AtomicU64::new(1),
@@ -253,8 +254,15 @@ impl Sessions {
     }
 
     /// The limits in force.
-    pub fn limits(&self) -> &SessionLimits {
-        &self.inner.limits
+    pub fn limits(&self) -> SessionLimits {
+        SessionLimits::clone(&self.inner.limits.load())
+    }
+
+    /// Replaces the limits (a config reload): a lower cap refuses new sessions until enough
+    /// have closed, never closes open ones; a new idle lifetime counts from each session's
+    /// last call; the sweep runs at the new interval from its next round.
+    pub fn set_limits(&self, limits: SessionLimits) {
+        self.inner.limits.store(Arc::new(limits));
     }
 
     /// The bot sessions are opened on.
@@ -299,7 +307,7 @@ impl Sessions {
             self.draining_error()
         } else {
             ChatError::NoSession {
-                handle_seconds: self.inner.limits.handle_seconds,
+                handle_seconds: self.inner.limits.load().handle_seconds,
                 kept: self.inner.storage.durable(),
             }
         }
@@ -312,7 +320,7 @@ impl Sessions {
     /// Takes a slot under the cap (freed by [`Sessions::free_slot`] when the session closes
     /// or fails to open).
     fn take_slot(&self) -> Result<(), ChatError> {
-        let limits = &self.inner.limits;
+        let limits = self.inner.limits.load();
         self.inner
             .slots
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
@@ -367,7 +375,7 @@ impl Sessions {
         let stored = self
             .inner
             .storage
-            .create(&handle, id, &opener, &self.inner.bot)
+            .create(&handle, id, &opener, &self.inner.bot, bot.greeting())
             .await;
         let session = Arc::new(Session {
             handle,
@@ -421,7 +429,7 @@ impl Sessions {
     /// Finds the session of a handle as a caller typed it: open, or reopened from the store.
     /// An expired session is dropped here, before the sweep gets to it.
     pub async fn find(&self, handle: &str) -> Result<Arc<Session>, ChatError> {
-        let limits = &self.inner.limits;
+        let limits = self.inner.limits.load_full();
         if handle.len() != 36 {
             return Err(ChatError::HandleLength {
                 received: handle.chars().count(),
@@ -465,7 +473,7 @@ impl Sessions {
                 tag: replica::tag_of(uuid),
                 replica: replica.id_arc(),
                 own_tag: replica.tag(),
-                handle_seconds: self.inner.limits.handle_seconds,
+                handle_seconds: self.inner.limits.load().handle_seconds,
             }
         }
     }
@@ -564,7 +572,7 @@ impl Sessions {
     /// Drops every session that is idle too long (and not in a call) or whose bot stopped,
     /// and deletes the stored sessions idle too long. Returns how many open ones it closed.
     pub async fn sweep(&self) -> usize {
-        let limit = Duration::from_secs(self.inner.limits.handle_seconds);
+        let limit = Duration::from_secs(self.inner.limits.load().handle_seconds);
         let doomed: Vec<(Arc<Session>, &str)> = self
             .table()
             .by_id
@@ -588,21 +596,18 @@ impl Sessions {
     }
 
     /// Starts the periodic sweep (and the store's lease renewals); the task runs until
-    /// aborted.
+    /// aborted. Each wait is read anew, so a reloaded `sweep_seconds` applies from the next.
     pub(crate) fn spawn_sweeper(&self) -> JoinHandle<()> {
         let sessions = self.clone();
         tokio::spawn(async move {
-            let every = match sessions.inner.storage.store().lease_every() {
-                Some(lease) => lease.min(sessions.inner.limits.sweep_every),
-                None => sessions.inner.limits.sweep_every,
-            };
-            let mut tick = tokio::time::interval(every);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let lease = sessions.inner.storage.store().lease_every();
             let mut last_sweep = tokio::time::Instant::now();
             loop {
-                tick.tick().await;
+                let sweep_every = sessions.inner.limits.load().sweep_every;
+                let every = lease.map_or(sweep_every, |lease| lease.min(sweep_every));
+                tokio::time::sleep(every).await;
                 sessions.renew_leases().await;
-                if last_sweep.elapsed() >= sessions.inner.limits.sweep_every {
+                if last_sweep.elapsed() >= sessions.inner.limits.load().sweep_every {
                     last_sweep = tokio::time::Instant::now();
                     sessions.sweep().await;
                 }

@@ -122,19 +122,21 @@ impl Storage {
         });
     }
 
-    /// Writes a new session's head; `None` when nothing is stored (writing stopped).
+    /// Writes a new session's head (`greeting`: the one it opened with); `None` when nothing
+    /// is stored (writing stopped).
     pub(crate) async fn create(
         &self,
         handle: &Uuid,
         id: HandleId,
         opener: &SessionOpener,
         bot: &Bot,
+        greeting: Option<&str>,
     ) -> Option<Stored> {
         if !self.writing() {
             return None;
         }
         let now = now_ms();
-        let greeting = bot.greeting().map(str::to_string);
+        let greeting = greeting.map(str::to_string);
         let mut head = Head {
             id,
             prefix: handle.to_string()[..8].to_string(),
@@ -367,7 +369,7 @@ impl Sessions {
                 });
             }
         };
-        let limits = &self.inner.limits;
+        let limits = self.inner.limits.load();
         let idle_ms = now_ms().saturating_sub(loaded.head.last_used_ms);
         if idle_ms > limits.handle_seconds.saturating_mul(1000) {
             storage.delete(&id).await;
@@ -445,6 +447,7 @@ impl Sessions {
                 messages,
                 forgotten: head.forgotten,
                 next_turn,
+                greeting: head.greeting.clone(),
             },
         );
         let mut kept: VecDeque<Arc<Turn>> = turns
@@ -497,7 +500,7 @@ impl Sessions {
         if !storage.writing() {
             return;
         }
-        let lifetime_ms = self.inner.limits.handle_seconds.saturating_mul(1000);
+        let lifetime_ms = self.inner.limits.load().handle_seconds.saturating_mul(1000);
         let before = now_ms().saturating_sub(lifetime_ms);
         let expired = match storage.store.expired(before, SWEEP_BATCH).await {
             Ok(expired) => expired,

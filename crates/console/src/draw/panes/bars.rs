@@ -1,6 +1,6 @@
-//! The header (product, bot, source, failures, MCP URL, replica, model, the `claude mcp add`
-//! line, bridges, counts), laid out so that what does not fit is shortened or left out whole,
-//! and the footer (key hints for what has the keys, help and quit always shown).
+//! The header (product, bot, source, failures, config version, MCP URL, replica, model, the
+//! `claude mcp add` line, bridges, counts), laid out so that what does not fit is shortened or
+//! left out whole, and the footer (key hints for what has the keys, help and quit always shown).
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -162,6 +162,7 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
             5,
         ));
     }
+    config_mark(&mut first, c);
     if let Some(url) = &h.mcp_url {
         // The second line's `claude mcp add` carries the URL too.
         first.push(Chunk::new(
@@ -199,7 +200,8 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
                 Span::styled(short, t.text),
                 Span::styled(" ", t.dim),
             ],
-            7,
+            // The first to go on a narrow screen: the ready line and `/healthz` name it too.
+            0,
         ));
     }
     if !h.model.is_empty() {
@@ -297,6 +299,35 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
         Paragraph::new(vec![lay_out(first, w), lay_out(second, w)]).style(t.header),
         area,
     );
+}
+
+/// The config version in force (`↻` once a reload applied, `✗` when the last one was refused,
+/// and how many changed keys wait for a restart): early in the line and never left out, so a
+/// narrow screen keeps it (shortened to the version and its mark).
+fn config_mark(chunks: &mut Vec<Chunk>, c: &Console) {
+    let t = &c.theme;
+    let Some(mark) = &c.state.header.config else {
+        return;
+    };
+    let version = match mark.outcome.as_str() {
+        "refused" => Span::styled(format!("v{} ✗ reload refused", mark.version), t.error),
+        "applied" => Span::styled(format!("v{} ↻", mark.version), t.accent),
+        _ => Span::styled(format!("v{}", mark.version), t.text),
+    };
+    let mut long = vec![Span::styled(" config ", t.dim), version.clone()];
+    if mark.restart > 0 {
+        long.push(Span::styled(
+            format!(
+                " · {} for a restart",
+                crate::text::plural(mark.restart as u64, "key")
+            ),
+            t.warn,
+        ));
+    }
+    long.push(Span::raw(" "));
+    let short = vec![Span::raw(" "), version, Span::raw(" ")];
+    // Shortened after the model's long name (3) and the replica (4).
+    chunks.push(Chunk::new(long, NEVER).or_short(short, 5));
 }
 
 /// Draws the footer: the focused pane's key hints. Help and quit always show: hints that do

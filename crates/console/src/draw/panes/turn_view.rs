@@ -64,8 +64,12 @@ pub fn draw(f: &mut Frame, areas: Areas, c: &Console) {
         .session(pick.session)
         .map(|r| r.opener_label())
         .unwrap_or_default();
+    let config = turn
+        .and_then(|v| v.config_version)
+        .map(|v| format!(" · config v{v}"))
+        .unwrap_or_default();
     let title = format!(
-        " Turn {} of #{} {who} · {end} · {} of {} ",
+        " Turn {} of #{} {who} · {end}{config} · {} of {} ",
         pick.turn,
         pick.session,
         at.map_or(0, |i| i + 1),
