@@ -25,7 +25,7 @@ use crate::config::{AtRoundCap, Config, ConfigChanges, Overrides};
 use crate::model::{EmbeddedModel, ScriptSettings};
 use crate::observe::event::now_us;
 use crate::observe::{Bus, ConfigReloadEvent, Event};
-use crate::sessions::{SessionLimits, Sessions, TaskSettings};
+use crate::sessions::{SessionLimits, Sessions};
 use crate::tools::policy::Policy;
 use crate::tools::reconfigure::SourceChanges;
 use crate::tools::registry::ToolRegistry;
@@ -387,18 +387,10 @@ impl Reloader {
             history_window: b.history_messages,
             embedded,
         });
-        let s = &adopted.server;
-        self.inner.sessions.set_limits(SessionLimits {
-            cap: s.sessions,
-            handle_seconds: s.handle_seconds,
-            sweep_every: Duration::from_secs_f64(s.sweep_seconds.max(0.01)),
-            // Restart-only keys: `adopted` holds their running values.
-            tasks: TaskSettings {
-                enabled: s.tasks,
-                after: Duration::from_secs_f64(s.task_after_seconds),
-                poll: Duration::from_secs_f64(s.task_poll_seconds),
-            },
-        });
+        // The task keys are restart-only: `adopted` holds their running values.
+        self.inner
+            .sessions
+            .set_limits(SessionLimits::of(&adopted.server));
         self.inner
             .bus
             .wire()

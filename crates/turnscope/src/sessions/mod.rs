@@ -70,6 +70,22 @@ impl Default for SessionLimits {
     }
 }
 
+impl SessionLimits {
+    /// The limits `[server]` sets (at start, and again on each reload).
+    pub fn of(server: &crate::config::ServerSection) -> Self {
+        Self {
+            cap: server.sessions,
+            handle_seconds: server.handle_seconds,
+            sweep_every: Duration::from_secs_f64(server.sweep_seconds.max(0.01)),
+            tasks: TaskSettings {
+                enabled: server.tasks,
+                after: Duration::from_secs_f64(server.task_after_seconds),
+                poll: Duration::from_secs_f64(server.task_poll_seconds),
+            },
+        }
+    }
+}
+
 /// Marks one `chat` call in progress (see [`Sessions::close_all`]).
 pub(crate) struct CallGuard(Arc<Inner>);
 
