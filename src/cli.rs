@@ -90,6 +90,11 @@ pub struct ServeArgs {
     /// ones cut with a marker; 0 = timings only, no bodies; default 64).
     #[arg(long, value_name = "KIB")]
     pub wire_kib: Option<usize>,
+    /// Where conversations are kept: sqlite:PATH, memory (nothing survives a restart), or
+    /// default (a file per listening address under $XDG_STATE_HOME/turnscope; what the console
+    /// and --headless use, memory with --port 0).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
 }
 
 impl ServeArgs {
@@ -114,6 +119,7 @@ impl ServeArgs {
             theme: self.theme.clone(),
             locked: self.locked,
             wire_kib: self.wire_kib,
+            store: self.store.clone(),
         }
     }
 }

@@ -15,7 +15,7 @@ use cli::{
     BridgeCommand, Cli, Command, ConfigAction, DevAction, ModelAction, ReplicasAction, ServeArgs,
 };
 use tokio_util::sync::CancellationToken;
-use turnscope::app::App;
+use turnscope::app::{App, AppError};
 use turnscope::bridge::openai::standalone::StandaloneOptions;
 use turnscope::bridge::xiaozhi::command::RelayOptions;
 use turnscope::bridge::xiaozhi::{BridgeSettings, XiaozhiBridges, command, redact};
@@ -52,7 +52,12 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("turnscope: {e:#}");
-            std::process::ExitCode::FAILURE
+            // A store that cannot be used is the operator's to fix before anything runs.
+            if matches!(e.downcast_ref::<AppError>(), Some(AppError::Store(_))) {
+                std::process::ExitCode::from(2)
+            } else {
+                std::process::ExitCode::FAILURE
+            }
         }
     }
 }
@@ -181,6 +186,7 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
 
 /// The console over a freshly started app (the default mode).
 async fn console(config: &Config, events: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let config = &with_default_store(config);
     let theme = Theme::resolve(
         config.console.theme.as_deref(),
         turnscope_console::no_color(),
@@ -201,18 +207,30 @@ async fn headless(
     events: Option<&std::path::Path>,
     started: Instant,
 ) -> anyhow::Result<()> {
+    let config = &with_default_store(config);
     let bus = Bus::default();
     let recording = Recording::start(&bus, events).await?;
     let app = App::start(config, bus).await?;
     let url = app.server.mcp_url();
     let replica = app.sessions.replica();
     println!(
-        "turnscope ready: MCP {url} · replica {} (handles end in {}) · model: {} · ready in {:.1} ms",
+        "turnscope ready: MCP {url} · replica {} (handles end in {}) · model: {} · store: {} · ready in {:.1} ms",
         replica.id(),
         replica.tag(),
         app.model.describe(),
+        app.sessions.store().describe(),
         started.elapsed().as_secs_f64() * 1000.0
     );
+    if !app.sessions.store().durable() {
+        eprintln!(
+            "store: memory{}: conversations end when turnscope stops",
+            if config.server.port == 0 && config.store.url.as_deref() == Some("default") {
+                " (--port 0 has no fixed address for the default file; --store sqlite:PATH keeps them)"
+            } else {
+                ""
+            }
+        );
+    }
     if let Some(registry) = &app.tool_registry {
         for line in turnscope::tools::registry::describe_sources(registry) {
             eprintln!("tool source {line}");
@@ -258,6 +276,16 @@ async fn headless(
     app.shutdown().await;
     recording.finish().await;
     Ok(())
+}
+
+/// The console and `--headless` keep conversations in the default file unless `--store` or
+/// `[store] url` says otherwise.
+fn with_default_store(config: &Config) -> Config {
+    let mut config = config.clone();
+    if config.store.url.is_none() {
+        config.store.url = Some("default".into());
+    }
+    config
 }
 
 /// `turnscope bridge xiaozhi`: relays on their own, or the main mode with bridges.

@@ -55,6 +55,7 @@ class Viewer(threading.Thread):
 async def load(url, sessions, turns):
     async def one(client_session):
         start = await client_session.call_tool("start", {})
+        assert not start.is_error, start
         handle = start.meta["turnscope/start"]["handle"]
         for _ in range(turns):
             result = await client_session.call_tool("chat", {"handle": handle, "line": "use the clock"})
@@ -68,7 +69,11 @@ async def load(url, sessions, turns):
 
 
 def test_three_viewers_see_the_same_events_and_a_stalled_one_is_dropped():
-    running = Running(["--headless", "--port", "0", "--auth-token", TOKEN], "[model]\npace = 0.0\n")
+    # Each round opens ten sessions and the rounds go on until the stalled viewer is dropped,
+    # which on a slow machine takes more rounds than the default cap of 32 sessions allows.
+    running = Running(
+        ["--headless", "--port", "0", "--auth-token", TOKEN, "--sessions", "1000"], "[model]\npace = 0.0\n"
+    )
     try:
         base = running.url.rsplit("/mcp", 1)[0]
         assert health(base)["viewers"]["listening"] is False, "nobody watches yet: the bus stays free"

@@ -51,6 +51,9 @@ impl ServerChild {
             (sessions + 8).to_string(),
             "--handle-seconds".into(),
             "86400".into(),
+            // Benches keep sessions in memory unless a bench says otherwise.
+            "--store".into(),
+            "memory".into(),
         ];
         let (child, drain) = if console {
             let (pty, pts) = pty_process::open().context("opening a pseudo-terminal")?;

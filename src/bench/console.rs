@@ -76,7 +76,7 @@ pub async fn console(sessions: usize, turns: usize, runs: usize) -> anyhow::Resu
 }
 
 /// Starts what `mode` attaches to the app's bus; it runs until `stop`.
-fn listen(
+async fn listen(
     app: &App,
     mode: Mode,
     stop: &CancellationToken,
@@ -105,7 +105,7 @@ fn listen(
             }))
         }
         Mode::Console => {
-            let (mut console, mut feed) = attach(app, Theme::default());
+            let (mut console, mut feed) = attach(app, Theme::default()).await;
             Some(tokio::spawn(async move {
                 // Real escape sequences, written to nowhere: what a terminal would be sent.
                 let mut terminal = Terminal::with_options(
@@ -204,7 +204,7 @@ async fn flood_once(mode: Mode) -> anyhow::Result<Flood> {
     let app = App::start(&config, Bus::default()).await?;
     let stop = CancellationToken::new();
     let listening = Instant::now();
-    let listener = listen(&app, mode, &stop);
+    let listener = listen(&app, mode, &stop).await;
     // The flood: sessions chatting back to back, in process.
     let flood_turns = Arc::new(AtomicU64::new(0));
     let mut flood = Vec::with_capacity(FLOOD_SESSIONS);
@@ -212,6 +212,7 @@ async fn flood_once(mode: Mode) -> anyhow::Result<Flood> {
         let session = app
             .sessions
             .open(SessionOpener::Api)
+            .await
             .map_err(anyhow::Error::msg)?;
         let sessions = app.sessions.clone();
         let stop = stop.clone();
@@ -379,7 +380,7 @@ async fn saturated_once(sessions: usize, turns: usize, mode: Mode) -> anyhow::Re
     config.model.words = Some(7);
     let app = App::start(&config, Bus::default()).await?;
     let stop = CancellationToken::new();
-    let listener = listen(&app, mode, &stop);
+    let listener = listen(&app, mode, &stop).await;
     let clients = clients(&app).await?;
     let cpu_before = cpu_seconds();
     let started = Instant::now();

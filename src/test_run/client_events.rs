@@ -32,6 +32,7 @@ impl ClientEvents {
             opener: SessionOpener::Mcp(OPENER.into()),
             closed: None,
             at_us: now_us(),
+            restored: false,
         }));
         session
     }
@@ -44,6 +45,7 @@ impl ClientEvents {
             opener: SessionOpener::Mcp(OPENER.into()),
             closed: Some(why.into()),
             at_us: now_us(),
+            restored: false,
         }));
     }
 

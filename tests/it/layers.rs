@@ -518,6 +518,7 @@ const LIBRARY_LAYERS: &[&[&str]] = &[
     &["model"],
     &["pipeline"],
     &["bot"],
+    &["store"],
     &["sessions"],
     &["server"],
     &["bridge", "attach"],

@@ -185,6 +185,7 @@ async fn a_viewer_that_stops_reading_is_dropped_and_the_turns_go_on() {
     let sessions = app.sessions.clone();
     let session = sessions
         .open(turnscope::observe::SessionOpener::Api)
+        .await
         .unwrap();
     let cancel = tokio_util::sync::CancellationToken::new();
     let mut turns = 0u64;

@@ -10,11 +10,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::bot::{Bot, TurnLimits};
 use crate::bridge::xiaozhi::{BridgeSettings, Catalog, XiaozhiBridges};
-use crate::config::{AtRoundCap, Config};
+use crate::config::{AtRoundCap, Config, StoreUrl};
 use crate::model::{EmbeddedModel, ModelClient, ModelConfig, ScriptSettings};
 use crate::observe::{Bus, Event, ReplicaEvent};
 use crate::server::{GuardConfig, Server};
 use crate::sessions::{Replica, SessionLimits, Sessions};
+use crate::store::{SessionStore, memory::MemoryStore, sqlite::SqliteStore};
 use crate::tools::limits::{LimitsError, McpLimits};
 use crate::tools::policy::{Policy, PolicyError};
 use crate::tools::registry::ToolRegistry;
@@ -36,6 +37,10 @@ pub enum AppError {
     /// be in front.
     #[error("{0}")]
     OpenBind(String),
+    /// Occurs when the session store cannot be opened (held by another process, read-only,
+    /// full, damaged, from a newer turnscope); the message names it and says what to do.
+    #[error("{0}")]
+    Store(String),
     /// Occurs when the server's address cannot be bound (taken, or not this machine's).
     #[error(
         "cannot listen on {host}:{port}: {source}; is another turnscope running? Pick another --port (0 = any free port)"
@@ -225,7 +230,8 @@ impl App {
             None => Replica::alone(default_replica_id(&listener)),
         };
         bus.publish_with(|| Event::Replica(replica_event(&replica, "serving")));
-        let sessions = Sessions::for_replica(
+        let store = open_store(config, &listener).await?;
+        let sessions = Sessions::with_store(
             bot,
             bus.clone(),
             SessionLimits {
@@ -234,6 +240,7 @@ impl App {
                 sweep_every: Duration::from_secs_f64(s.sweep_seconds.max(0.01)),
             },
             replica,
+            store,
         );
         let catalog = Catalog {
             sessions: Some(sessions.clone()),
@@ -324,10 +331,42 @@ impl App {
         // wait (at most 1 s) until every MCP `POST` exchange has sent its body.
         self.exchanges.settled(Duration::from_secs(1)).await;
         self.server.shutdown(Duration::from_secs(2)).await;
+        // Every write handed to the store is on disk before the process ends.
+        self.sessions.store().close().await;
         if let Some(registry) = &self.tool_registry {
             registry.shutdown().await;
         }
     }
+}
+
+/// Opens the store `config.store` names (`memory` when unset): `default` is the file of the
+/// address `listener` is bound to in the state directory, or memory when the port was 0 (a
+/// random port has no file to come back to). The file store opens on the blocking pool.
+async fn open_store(
+    config: &Config,
+    listener: &TcpListener,
+) -> Result<Arc<dyn SessionStore>, AppError> {
+    let url = config
+        .store
+        .resolve(StoreUrl::Memory)
+        .map_err(AppError::Store)?;
+    let path = match url {
+        StoreUrl::Memory => return Ok(Arc::new(MemoryStore::new())),
+        StoreUrl::Default if config.server.port == 0 => return Ok(Arc::new(MemoryStore::new())),
+        StoreUrl::Default => {
+            let addr = listener.local_addr().map_err(|e| {
+                AppError::Store(format!("store: the listening address is unknown: {e}"))
+            })?;
+            crate::store::default_path(addr, &|name| std::env::var(name).ok())
+                .map_err(AppError::Store)?
+        }
+        StoreUrl::Sqlite(path) => path,
+    };
+    let store = tokio::task::spawn_blocking(move || SqliteStore::open(&path))
+        .await
+        .map_err(|e| AppError::Store(format!("store: opening stopped: {e}")))?
+        .map_err(|e| AppError::Store(e.to_string()))?;
+    Ok(Arc::new(store))
 }
 
 /// `host:port` as bound; a wildcard address is named by the machine's host name.

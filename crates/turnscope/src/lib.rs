@@ -18,4 +18,5 @@ pub mod observe;
 pub mod pipeline;
 pub mod server;
 pub mod sessions;
+pub mod store;
 pub mod tools;

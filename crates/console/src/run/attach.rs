@@ -17,7 +17,7 @@ use turnscope::tools::ToolSpec;
 
 use crate::error::ConsoleError;
 use crate::input::actions::Action;
-use crate::run::feed::{Attachment, ChatDone, LiveFeed};
+use crate::run::feed::{Attachment, Done, LiveFeed};
 use crate::state::{ConsoleState, Header, Source};
 use crate::theme::Theme;
 use crate::view::console::{Console, Notice};
@@ -48,7 +48,7 @@ impl Attachment for Remote {
         self: Arc<Self>,
         action: Action,
         console: &mut Console,
-        chat_tx: &mpsc::UnboundedSender<ChatDone>,
+        chat_tx: &mpsc::UnboundedSender<Done>,
     ) {
         perform(action, console, &self, chat_tx);
     }
@@ -137,7 +137,7 @@ fn perform(
     action: Action,
     console: &mut Console,
     remote: &Arc<Remote>,
-    chat_tx: &mpsc::UnboundedSender<ChatDone>,
+    chat_tx: &mpsc::UnboundedSender<Done>,
 ) {
     let notice = |console: &mut Console, text: String, error: bool| {
         console.notice = Some(Notice { text, error });
@@ -172,7 +172,7 @@ fn perform(
             let tx = chat_tx.clone();
             tokio::spawn(async move {
                 let result = target.chat(session, &line).await;
-                let _ = tx.send((session, line, result));
+                let _ = tx.send(Done::Chat(session, line, Box::new(result)));
             });
         }
         Action::Interrupt { .. } => notice(

@@ -16,8 +16,25 @@ use turnscope::tools::registry::{ToolRegistry, describe_sources};
 
 use crate::state::{Activity, ConsoleState, SessionRow, TurnView};
 
-/// How a chat call from the console ended: (session, line, reply or error text).
-pub type ChatDone = (u64, String, Result<turnscope::sessions::ChatReply, String>);
+/// What a task the console started hands back to the loop.
+pub enum Done {
+    /// A chat call ended: (session, line, reply or error text).
+    Chat(
+        u64,
+        String,
+        Box<Result<turnscope::sessions::ChatReply, String>>,
+    ),
+    /// A session opened for the person (or could not be): `replacing` the person's own
+    /// session that had ended, `chatting` when a line goes to it next.
+    Opened {
+        /// The new session's number, or why it could not open.
+        result: Result<u64, String>,
+        /// The person's own session that had ended, when this one takes its place.
+        replacing: Option<u64>,
+        /// Whether a line goes to it next.
+        chatting: bool,
+    },
+}
 
 /// What the loop asks of a bot this process does not run (`run::attach` implements it): the
 /// header's facts each tick, what finished since, and the person's actions.
@@ -31,7 +48,7 @@ pub trait Attachment: Send + Sync {
         self: Arc<Self>,
         action: crate::input::actions::Action,
         console: &mut crate::view::console::Console,
-        chat_tx: &tokio::sync::mpsc::UnboundedSender<ChatDone>,
+        chat_tx: &tokio::sync::mpsc::UnboundedSender<Done>,
     );
 }
 

@@ -39,17 +39,17 @@ pub const FLOOD_EVENTS: u64 = 2_000;
 /// than arrive in this time.
 pub const FOLD_EVERY: Duration = Duration::from_millis(10);
 
-use crate::run::feed::ChatDone;
+use crate::run::feed::Done;
 
 /// A console attached to a running app: its state filled with the header and tools, its own
 /// subscription to the bus, and a session opened for the person (selected).
-pub fn attach(app: &App, theme: Theme) -> (Console, LiveFeed) {
-    attach_with(app, theme, app.bus.subscribe())
+pub async fn attach(app: &App, theme: Theme) -> (Console, LiveFeed) {
+    attach_with(app, theme, app.bus.subscribe()).await
 }
 
 /// Like [`attach`] with a subscription taken before the app started, so what the app
 /// published while starting (a bridge's warnings) is folded in too.
-pub fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console, LiveFeed) {
+pub async fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console, LiveFeed) {
     let mut state = ConsoleState::new(Header {
         mcp_url: Some(app.server.mcp_url()),
         model: app.model_line(),
@@ -73,7 +73,7 @@ pub fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console, Live
         .with_registry(app.tool_registry.clone());
     feed.refresh_tools(&mut state);
     let mut console = Console::new(state, theme, false);
-    match app.sessions.open(SessionOpener::Console) {
+    match app.sessions.open(SessionOpener::Console).await {
         Ok(session) => {
             console.own = Some(session.number);
             console.selected = Some(session.number);
@@ -106,7 +106,7 @@ where
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     // Unbounded: one message per chat call, and each call is a line the person sent, so the
     // queue is bounded by typing; a finished chat must never be dropped or block its task.
-    let (chat_tx, mut chat_rx) = mpsc::unbounded_channel::<ChatDone>();
+    let (chat_tx, mut chat_rx) = mpsc::unbounded_channel::<Done>();
     let mut dirty = true;
     let mut pacer = Pacer::new();
     let mut last_fold = Instant::now();
@@ -133,8 +133,8 @@ where
                 Some(Err(e)) => return Err(ConsoleError::ReadInput(e)),
                 None => break,
             },
-            Some((session, line, result)) = chat_rx.recv() => {
-                console.chat_done(session, &line, result);
+            Some(done) = chat_rx.recv() => {
+                finished(console, done);
                 dirty = true;
             }
             _ = tick.tick() => {
@@ -240,11 +240,43 @@ async fn next_event(
     }
 }
 
+/// Folds what a console task handed back into the console.
+fn finished(console: &mut Console, done: Done) {
+    match done {
+        Done::Chat(session, line, result) => console.chat_done(session, &line, *result),
+        Done::Opened {
+            result: Ok(number),
+            replacing,
+            chatting,
+        } => {
+            console.selected = Some(number);
+            if chatting {
+                console.chat_started(number);
+            }
+            console.notice = Some(Notice {
+                text: match replacing {
+                    Some(old) => {
+                        console.own = Some(number);
+                        format!("your session #{old} had ended; opened #{number} for you")
+                    }
+                    None => format!("opened #{number} for you"),
+                },
+                error: false,
+            });
+        }
+        Done::Opened {
+            result: Err(text), ..
+        } => {
+            console.notice = Some(Notice { text, error: true });
+        }
+    }
+}
+
 pub(crate) fn perform(
     action: Action,
     console: &mut Console,
     sessions: Option<&Sessions>,
-    chat_tx: &mpsc::UnboundedSender<ChatDone>,
+    chat_tx: &mpsc::UnboundedSender<Done>,
     stop: &CancellationToken,
 ) {
     if let Action::Export { session, text } = &action {
@@ -305,21 +337,22 @@ pub(crate) fn perform(
                 },
             });
         }
-        Action::NewSession => match sessions.open(SessionOpener::Console) {
-            Ok(s) => {
-                console.selected = Some(s.number);
-                console.notice = Some(Notice {
-                    text: format!("opened #{} for you", s.number),
-                    error: false,
+        Action::NewSession => {
+            let sessions = sessions.clone();
+            let tx = chat_tx.clone();
+            tokio::spawn(async move {
+                let result = sessions
+                    .open(SessionOpener::Console)
+                    .await
+                    .map(|s| s.number)
+                    .map_err(|e| e.to_string());
+                let _ = tx.send(Done::Opened {
+                    result,
+                    replacing: None,
+                    chatting: false,
                 });
-            }
-            Err(e) => {
-                console.notice = Some(Notice {
-                    text: e.to_string(),
-                    error: true,
-                })
-            }
-        },
+            });
+        }
         Action::Close { session } => {
             if let Some(s) = sessions.by_number(session) {
                 let sessions = sessions.clone();
@@ -329,50 +362,51 @@ pub(crate) fn perform(
             }
         }
         Action::Chat { session, line } => {
-            let target = match sessions.by_number(session) {
-                Some(s) => s,
-                None if Some(session) == console.own => match sessions.open(SessionOpener::Console)
-                {
-                    Ok(s) => {
-                        console.own = Some(s.number);
-                        console.selected = Some(s.number);
-                        console.notice = Some(Notice {
-                            text: format!(
-                                "your session #{session} had ended; opened #{} for you",
-                                s.number
-                            ),
-                            error: false,
-                        });
-                        s
-                    }
-                    Err(e) => {
-                        console.notice = Some(Notice {
-                            text: e.to_string(),
-                            error: true,
-                        });
-                        return;
-                    }
-                },
-                None => {
-                    console.notice = Some(Notice {
-                        text: format!(
-                            "session #{session} is closed; select an open session in Sessions (1)"
-                        ),
-                        error: true,
-                    });
-                    return;
-                }
-            };
-            console.chat_started(target.number);
+            let target = sessions.by_number(session);
+            if target.is_none() && Some(session) != console.own {
+                console.notice = Some(Notice {
+                    text: format!(
+                        "session #{session} is not open here; select an open session in Sessions (1) (a stored \
+                         one opens again when its client chats on its handle)"
+                    ),
+                    error: true,
+                });
+                return;
+            }
+            if let Some(target) = &target {
+                console.chat_started(target.number);
+            }
             let sessions = sessions.clone();
             let tx = chat_tx.clone();
             let cancel = stop.child_token();
             tokio::spawn(async move {
+                // The person's own session had ended: a new one takes its place.
+                let target = match target {
+                    Some(target) => target,
+                    None => match sessions.open(SessionOpener::Console).await {
+                        Ok(s) => {
+                            let _ = tx.send(Done::Opened {
+                                result: Ok(s.number),
+                                replacing: Some(session),
+                                chatting: true,
+                            });
+                            s
+                        }
+                        Err(e) => {
+                            let _ = tx.send(Done::Opened {
+                                result: Err(e.to_string()),
+                                replacing: Some(session),
+                                chatting: true,
+                            });
+                            return;
+                        }
+                    },
+                };
                 let result = sessions
                     .chat_on(&target, &line, None, &cancel)
                     .await
                     .map_err(|e| e.to_string());
-                let _ = tx.send((target.number, line, result));
+                let _ = tx.send(Done::Chat(target.number, line, Box::new(result)));
             });
         }
         Action::Interrupt { session } => {
@@ -424,7 +458,7 @@ pub async fn run(app: App, theme: Theme) -> Result<(), ConsoleError> {
 /// Like [`run`] with a subscription taken before the app started ([`listen_early`]): warnings
 /// published while it started (bridges, tool sources) reach the Log pane.
 pub async fn run_with(app: App, theme: Theme, sub: Subscription) -> Result<(), ConsoleError> {
-    let (console, feed) = attach_with(&app, theme, sub);
+    let (console, feed) = attach_with(&app, theme, sub).await;
     let (terminal, guard) = match crate::run::terminal::enter() {
         Ok(t) => t,
         Err(e) => {

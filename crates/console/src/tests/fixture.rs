@@ -82,6 +82,7 @@ impl Script {
             opener,
             closed: closed.map(str::to_string),
             at_us: at,
+            restored: false,
         }));
     }
 

@@ -59,6 +59,7 @@ fn reply(turn: Option<u64>, text: &str, end: Option<&str>, error: Option<&str>) 
         unread: None,
         usage: None,
         finish_reason: None,
+        line: None,
     }
 }
 

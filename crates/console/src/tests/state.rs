@@ -148,6 +148,7 @@ fn closed_sessions_beyond_the_bound_are_forgotten() {
                 opener: SessionOpener::Api,
                 closed,
                 at_us: T0,
+                restored: false,
             }));
         }
     }
@@ -245,7 +246,8 @@ async fn live_feed_shows_sessions_and_turns_of_a_running_app() {
     let app = App::start(&config, Bus::default())
         .await
         .expect("app starts");
-    let (mut console, mut feed) = crate::run::live::attach(&app, crate::theme::Theme::default());
+    let (mut console, mut feed) =
+        crate::run::live::attach(&app, crate::theme::Theme::default()).await;
     let own = console.own.expect("own session");
     assert_eq!(console.selected, Some(own));
     assert!(console.state.tools.iter().any(|t| t.name == "clock"));
@@ -253,6 +255,7 @@ async fn live_feed_shows_sessions_and_turns_of_a_running_app() {
     let other = app
         .sessions
         .open(SessionOpener::Api)
+        .await
         .expect("second session");
     let session = app.sessions.by_number(own).expect("own is open");
     let reply = app
@@ -316,6 +319,7 @@ fn a_closed_session_drops_its_stale_live_snapshot() {
         opener: SessionOpener::Mcp("claude-code".into()),
         closed: Some("ended by the bot".into()),
         at_us: T0 + 9 * 1_000_000,
+        restored: false,
     }));
     let turn = &s.transcript(2)[0];
     assert_eq!(turn.reply, "Once upon a time", "the event-built reply wins");

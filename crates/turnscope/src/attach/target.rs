@@ -240,6 +240,7 @@ impl Target {
                 opener: SessionOpener::Console,
                 closed: None,
                 at_us: now_us(),
+                restored: false,
             }));
         }
     }
@@ -359,6 +360,7 @@ impl Target {
                 opener: SessionOpener::Console,
                 closed: Some("forgotten by this console".into()),
                 at_us: now_us(),
+                restored: false,
             }));
         }
     }
@@ -469,6 +471,7 @@ fn reply_of(result: &CallToolResult, took: Duration) -> ChatReply {
             unread: None,
             usage: None,
             finish_reason: None,
+            line: None,
         };
     };
     let calls = r["tool_calls"]
@@ -505,5 +508,6 @@ fn reply_of(result: &CallToolResult, took: Duration) -> ChatReply {
         unread: None,
         usage: None,
         finish_reason: r["finish_reason"].as_str().map(str::to_string),
+        line: r["line"].as_str().map(str::to_string),
     }
 }

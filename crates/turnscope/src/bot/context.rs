@@ -3,15 +3,18 @@
 
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::tools::{ToolCall, ToolCallRecord};
 
-/// One message of the history.
-#[derive(Debug, Clone, PartialEq)]
+/// One message of the history (stored as `{"user": "..."}`, `{"assistant": {...}}`,
+/// `{"tool": {...}}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Message {
     /// A line the user sent.
-    User(Arc<str>),
+    User(#[serde(with = "arc_str")] Arc<str>),
     /// What the bot said, with the function calls it asked for in that response.
     Assistant {
         /// Text of the response (may be empty).
@@ -26,6 +29,22 @@ pub enum Message {
         /// The result text the model reads.
         content: String,
     },
+}
+
+/// `Arc<str>` as a JSON string (serde's own impl needs its `rc` feature, which would rebuild
+/// every crate that uses serde).
+mod arc_str {
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(text: &Arc<str>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(text)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<str>, D::Error> {
+        String::deserialize(d).map(Arc::from)
+    }
 }
 
 /// A bot's memory of one conversation.
@@ -61,6 +80,37 @@ impl Context {
             turn_start: 0,
             rewound: None,
         }
+    }
+
+    /// Puts back a stored history: `messages` numbered from `forgotten + 1` on.
+    pub(crate) fn restore(&mut self, messages: Vec<Message>, forgotten: u64) {
+        self.turn_start = messages.len();
+        self.messages = messages;
+        self.forgotten = forgotten;
+    }
+
+    /// How many history messages the window forgot so far.
+    pub fn forgotten(&self) -> u64 {
+        self.forgotten
+    }
+
+    /// The number of the last history message (the window's forgotten ones counted).
+    pub fn last_number(&self) -> u64 {
+        self.forgotten + self.messages.len() as u64
+    }
+
+    /// The messages numbered above `after`, with the number of the first (what a store has
+    /// not been given yet).
+    pub fn messages_after(&self, after: u64) -> (u64, Vec<Message>) {
+        let skip = after.saturating_sub(self.forgotten) as usize;
+        let first = self.forgotten + skip as u64 + 1;
+        (
+            first,
+            self.messages
+                .get(skip..)
+                .map(<[_]>::to_vec)
+                .unwrap_or_default(),
+        )
     }
 
     /// Keeps at most `messages` history messages (0 = all); see [`Context::window`].

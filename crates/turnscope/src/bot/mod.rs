@@ -167,6 +167,16 @@ impl Bot {
 
     /// Opens one conversation: builds and starts its pipeline.
     pub fn open(&self, observer: Observer) -> BotSession {
+        self.open_with(observer, None)
+    }
+
+    /// Opens a conversation that continues a stored one: its history (the greeting is in it
+    /// when not forgotten) and its turn numbering, on a fresh pipeline.
+    pub fn reopen(&self, observer: Observer, restored: Restored) -> BotSession {
+        self.open_with(observer, Some(restored))
+    }
+
+    fn open_with(&self, observer: Observer, restored: Option<Restored>) -> BotSession {
         let inner = &self.inner;
         let control = SessionControl::new();
         let own_tools = inner
@@ -176,9 +186,18 @@ impl Bot {
         let tools = own_tools.clone().unwrap_or_else(|| inner.tools.clone());
         let mut context =
             Context::new(inner.system_prompt.clone()).with_window(inner.history_window);
-        if let Some(greeting) = &inner.greeting {
-            context.push_assistant(greeting.clone());
-        }
+        let next_turn = match restored {
+            Some(restored) => {
+                context.restore(restored.messages, restored.forgotten);
+                restored.next_turn
+            }
+            None => {
+                if let Some(greeting) = &inner.greeting {
+                    context.push_assistant(greeting.clone());
+                }
+                1
+            }
+        };
         let context = Arc::new(Mutex::new(context));
         let board = Arc::new(TurnBoard::default());
         let mut processors: Vec<Box<dyn Processor>> = vec![
@@ -195,8 +214,20 @@ impl Bot {
             context.clone(),
         )));
         let pipeline = Pipeline::start(processors, observer.clone());
-        BotSession::new(pipeline, board, context, observer).with_control(control, own_tools)
+        BotSession::new(pipeline, board, context, observer, next_turn)
+            .with_control(control, own_tools)
     }
+}
+
+/// What a reopened conversation continues from (see [`Bot::reopen`]).
+#[derive(Debug, Clone, Default)]
+pub struct Restored {
+    /// The history messages still in the window, oldest first.
+    pub messages: Vec<Message>,
+    /// How many messages before them the window had forgotten.
+    pub forgotten: u64,
+    /// The id of the next turn.
+    pub next_turn: u64,
 }
 
 /// The pipeline's first stage: where lines enter. It passes every frame on.

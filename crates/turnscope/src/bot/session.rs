@@ -16,6 +16,9 @@ use crate::tools::{SessionControl, Tools};
 /// How long an interruption or a drain may take before we stop waiting (pipecat uses 5 s).
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long [`BotSession::settle`] waits for a finished turn's frames to pass.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// A live conversation with a bot.
 pub struct BotSession {
     pipeline: Pipeline,
@@ -33,12 +36,13 @@ impl BotSession {
         board: Arc<TurnBoard>,
         context: SharedContext,
         observer: Observer,
+        next_turn: u64,
     ) -> Self {
         Self {
             pipeline,
             board,
             context,
-            next_turn: AtomicU64::new(1),
+            next_turn: AtomicU64::new(next_turn),
             observer,
             control: SessionControl::new(),
             own_tools: None,
@@ -101,6 +105,37 @@ impl BotSession {
         }
         self.pipeline.drain(DRAIN_TIMEOUT).await;
         true
+    }
+
+    /// The id the next line's turn gets.
+    pub fn next_turn_id(&self) -> u64 {
+        self.next_turn.load(Ordering::Relaxed)
+    }
+
+    /// Waits (1 s at most) until every frame of the turns so far has left the pipeline, so the
+    /// context holds the last reply (the assistant aggregator commits it after the turn
+    /// ended). Returns whether it settled.
+    pub async fn settle(&self) -> bool {
+        if self.pipeline.is_finished() {
+            return false;
+        }
+        self.pipeline.drain(SETTLE_TIMEOUT).await
+    }
+
+    /// The history messages numbered above `after` and the number of the first, with how
+    /// many the window has forgotten (see [`Context::messages_after`]).
+    pub fn history_after(&self, after: u64) -> (u64, Vec<super::Message>, u64) {
+        let context = lock(&self.context);
+        let (first, messages) = context.messages_after(after);
+        (first, messages, context.forgotten())
+    }
+
+    /// Ends the turn in flight, if any, with `end` (no stage ends it otherwise), as
+    /// [`BotSession::end`] would with "session ended".
+    pub fn end_turn_as(&self, end: TurnEnd) {
+        if let Some(turn) = self.board.current() {
+            finish(&turn, end, &self.observer);
+        }
     }
 
     /// The most recent turn, done or not.

@@ -30,10 +30,13 @@ pub enum TurnEnd {
     Error(String),
     /// The session ended while it ran.
     SessionEnded,
+    /// turnscope stopped (a restart, a crash) while it ran; the conversation is kept in the
+    /// store, this line got no reply (or only a part of one).
+    Restarted,
 }
 
 impl TurnEnd {
-    /// `completed`, `length`, `interrupted`, `error` or `session_ended`.
+    /// `completed`, `length`, `interrupted`, `error`, `session_ended` or `restarted`.
     pub fn label(&self) -> &'static str {
         match self {
             TurnEnd::Completed => "completed",
@@ -41,6 +44,7 @@ impl TurnEnd {
             TurnEnd::Interrupted => "interrupted",
             TurnEnd::Error(_) => "error",
             TurnEnd::SessionEnded => "session_ended",
+            TurnEnd::Restarted => "restarted",
         }
     }
 }
@@ -142,6 +146,21 @@ impl Turn {
                 ..TurnRecord::default()
             }),
             signal: watch::Sender::new(TurnSignal::default()),
+        })
+    }
+
+    /// A turn that ended before this process started, from its stored record (a reopened
+    /// session's transcript and unread turn).
+    pub fn restored(record: TurnRecord) -> Arc<Self> {
+        let signal = TurnSignal {
+            pieces: record.piece_ends.len(),
+            done: true,
+        };
+        Arc::new(Self {
+            id: record.id,
+            started: Instant::now(),
+            record: Mutex::new(record),
+            signal: watch::Sender::new(signal),
         })
     }
 

@@ -11,6 +11,7 @@ pub mod mcp_servers;
 pub mod model_params;
 mod overrides;
 pub mod seconds;
+pub mod store;
 pub mod tool_filter;
 pub mod xiaozhi;
 
@@ -22,6 +23,7 @@ pub use mcp_servers::{McpServerConfig, PolicySection, Scope, TransportKind};
 pub use model_params::Stop;
 pub use overrides::Overrides;
 pub use seconds::{MAX_SECONDS, check_seconds};
+pub use store::{StoreSection, StoreUrl};
 pub use tool_filter::{FilterOverlap, ToolFilter};
 pub use xiaozhi::XiaozhiEntry;
 
@@ -85,6 +87,8 @@ pub struct Config {
     pub policy: PolicySection,
     /// How much of each model request/response and MCP message events keep (`[wire]`).
     pub wire: WireSection,
+    /// Where sessions are kept (`[store]`).
+    pub store: StoreSection,
 }
 
 /// `[wire]`: what crossed the wire, as the console, `--events` and replay keep it.
@@ -459,6 +463,7 @@ impl Config {
             false,
         )?;
         xiaozhi::validate_entries(&self.bridges.xiaozhi)?;
+        self.store.resolve(StoreUrl::Memory)?;
         Ok(())
     }
 }

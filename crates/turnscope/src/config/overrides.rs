@@ -43,6 +43,8 @@ pub struct Overrides {
     pub locked: bool,
     /// `--wire-kib`: `wire.max_kib`.
     pub wire_kib: Option<usize>,
+    /// `--store`: `store.url`.
+    pub store: Option<String>,
 }
 
 impl Overrides {
@@ -100,13 +102,17 @@ impl Overrides {
         if let Some(n) = self.wire_kib {
             config.wire.max_kib = n;
         }
+        if let Some(url) = &self.store {
+            config.store.url = Some(url.clone());
+        }
     }
 
     /// Rewrites a validation message that starts with a key this set (`server.sessions: …`)
     /// to start with the flag (`--sessions (server.sessions): …`).
     pub(super) fn name_flag(&self, message: String) -> String {
-        let set: [(&str, &str, bool); 7] = [
+        let set: [(&str, &str, bool); 8] = [
             ("wire.max_kib", "--wire-kib", self.wire_kib.is_some()),
+            ("store.url", "--store", self.store.is_some()),
             ("server.sessions", "--sessions", self.sessions.is_some()),
             (
                 "server.handle_seconds",

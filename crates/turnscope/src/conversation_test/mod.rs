@@ -35,6 +35,7 @@ pub const END_REASONS: &[&str] = &[
     "error",
     "session_ended",
     "length",
+    "restarted",
 ];
 
 /// One test file: its cases, in order.

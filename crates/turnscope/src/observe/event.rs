@@ -209,6 +209,10 @@ pub struct SessionEvent {
     pub closed: Option<String>,
     /// When, in µs since the epoch.
     pub at_us: u64,
+    /// Whether it was opened again from the store (its conversation began before this
+    /// process, or before its bot stopped).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restored: bool,
 }
 
 /// Which replica published these events, and its state.

@@ -4,11 +4,25 @@
 //! 2026-07-28 (no MCP session) a closed response stream is a cancel, not a client gone
 //! (`Event::CallCancelled`, published by `mcp`).
 
+use std::collections::{HashSet, VecDeque};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::observe::Event;
 use crate::sessions::Sessions;
+use crate::store::HandleId;
+
+/// Most handles one MCP session is remembered to hold; past it the oldest is forgotten (no
+/// `ClientGone` for it), so a client opening sessions without end costs bounded memory.
+pub(crate) const HELD_MAX: usize = 256;
+
+/// The handles held, each once, by their keyed hash (no secret kept here): a set for the
+/// one-hash check, the order for dropping the oldest.
+#[derive(Default)]
+struct HeldIds {
+    set: HashSet<HandleId>,
+    order: VecDeque<HandleId>,
+}
 
 /// The bot sessions one MCP session opened or chatted on. rmcp makes one handler per MCP
 /// session and drops it when that session ends (a `DELETE`, or its idle timeout), so dropping
@@ -17,8 +31,7 @@ use crate::sessions::Sessions;
 /// nothing.
 pub(crate) struct Held {
     sessions: Sessions,
-    /// Handles, each once (a client holds a few).
-    handles: Mutex<Vec<String>>,
+    ids: Mutex<HeldIds>,
     client: Mutex<String>,
     in_mcp_session: AtomicBool,
 }
@@ -27,7 +40,7 @@ impl Held {
     pub(crate) fn new(sessions: Sessions) -> Self {
         Self {
             sessions,
-            handles: Mutex::new(Vec::new()),
+            ids: Mutex::new(HeldIds::default()),
             client: Mutex::new(String::new()),
             in_mcp_session: AtomicBool::new(false),
         }
@@ -43,23 +56,42 @@ impl Held {
         if !self.in_mcp_session.load(Ordering::Relaxed) {
             return;
         }
-        let mut handles = self.handles.lock().unwrap_or_else(|e| e.into_inner());
-        if handles.iter().any(|h| h == handle) {
+        let Some(id) = self.sessions.id_of(handle) else {
+            return;
+        };
+        let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
+        if !ids.set.insert(id) {
             return;
         }
-        handles.push(handle.to_string());
+        ids.order.push_back(id);
+        if ids.order.len() > HELD_MAX
+            && let Some(oldest) = ids.order.pop_front()
+        {
+            ids.set.remove(&oldest);
+        }
+        drop(ids);
         let mut name = self.client.lock().unwrap_or_else(|e| e.into_inner());
         if name.is_empty() {
             name.push_str(client);
         }
     }
+
+    /// How many handles are held (for tests).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.ids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .order
+            .len()
+    }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        let handles = std::mem::take(self.handles.get_mut().unwrap_or_else(|e| e.into_inner()));
+        let ids = std::mem::take(&mut self.ids.get_mut().unwrap_or_else(|e| e.into_inner()).order);
         let client = std::mem::take(self.client.get_mut().unwrap_or_else(|e| e.into_inner()));
-        for number in handles.iter().filter_map(|h| self.sessions.number_of(h)) {
+        for number in ids.iter().filter_map(|id| self.sessions.number_of_id(id)) {
             self.sessions.bus().publish_with(|| Event::ClientGone {
                 session: number,
                 client: client.clone(),
@@ -67,5 +99,43 @@ impl Drop for Held {
                 at_us: crate::observe::event::now_us(),
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bot::Bot;
+    use crate::model::{ModelClient, ModelConfig};
+    use crate::observe::Bus;
+    use crate::sessions::SessionLimits;
+
+    #[tokio::test]
+    async fn a_client_holds_a_bounded_set_of_handles_each_once() {
+        let bot = Bot::builder(ModelClient::new(ModelConfig::new(
+            "http://127.0.0.1:9/v1",
+            "m",
+        )))
+        .build();
+        let sessions = Sessions::new(bot, Bus::default(), SessionLimits::default());
+        let held = Held::new(sessions);
+        held.hold(&uuid::Uuid::new_v4().to_string(), "c");
+        assert_eq!(held.len(), 0, "nothing outside an MCP session");
+        held.in_mcp_session();
+        let first = uuid::Uuid::new_v4().to_string();
+        held.hold(&first, "c");
+        held.hold(&first, "c");
+        held.hold("not a handle", "c");
+        assert_eq!(held.len(), 1);
+        for _ in 0..HELD_MAX + 10 {
+            held.hold(&uuid::Uuid::new_v4().to_string(), "c");
+        }
+        assert_eq!(held.len(), HELD_MAX);
+        let ids = held.ids.lock().unwrap();
+        assert!(
+            !ids.set.contains(&held.sessions.id_of(&first).unwrap()),
+            "the oldest went"
+        );
+        assert_eq!(ids.set.len(), HELD_MAX);
     }
 }

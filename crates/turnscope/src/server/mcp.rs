@@ -134,7 +134,7 @@ impl BotMcp {
         let started = Instant::now();
         let mut cancelled = false;
         let result = match name {
-            "start" => self.start(client.clone()),
+            "start" => self.start(client.clone()).await,
             "chat" => {
                 self.chat(args, &client, cancel, progress, &mut cancelled)
                     .await
@@ -180,8 +180,8 @@ impl BotMcp {
         result
     }
 
-    fn start(&self, client: String) -> CallToolResult {
-        match self.sessions.open(SessionOpener::Mcp(client.clone())) {
+    async fn start(&self, client: String) -> CallToolResult {
+        match self.sessions.open(SessionOpener::Mcp(client.clone())).await {
             Ok(session) => {
                 let handle = session.handle();
                 self.held.hold(&handle, &client);
@@ -262,18 +262,15 @@ fn client_name(context: &RequestContext<RoleServer>) -> String {
         .unwrap_or_else(|| "mcp client".to_string())
 }
 
-/// The session a failed call's `handle` names, when it looks like a live one. The table is
-/// scanned only for a well-formed handle, so a flood of calls on bad handles costs nothing.
+/// The session a call's `handle` names, when it is an open one: one keyed-hash lookup and a
+/// constant-time comparison (`Sessions::number_of`), so a flood of calls on bad handles costs
+/// nothing and their timing says nothing.
 fn session_of(sessions: &Sessions, args: &JsonObject) -> Option<u64> {
     let handle = args.get("handle").and_then(Value::as_str)?;
     if handle.len() != 36 {
         return None;
     }
-    sessions
-        .list()
-        .into_iter()
-        .find(|s| s.handle() == handle)
-        .map(|s| s.number)
+    sessions.number_of(handle)
 }
 
 impl ServerHandler for BotMcp {

@@ -68,7 +68,23 @@ pub(crate) fn chat_result(reply: &ChatReply) -> CallToolResult {
 /// this line replaced and followed by a note on how the turn ended, when either is needed.
 pub fn turn_text(reply: &ChatReply) -> String {
     let mut text = String::with_capacity(reply.reply.len() + 160);
-    if let Some(unread) = &reply.unread {
+    if let Some(unread) = &reply.unread
+        && unread.end_reason == "restarted"
+    {
+        text.push_str("[turnscope restarted while the bot answered your previous line");
+        if let Some(line) = &unread.line {
+            text.push_str(" \"");
+            text.push_str(line);
+            text.push('"');
+        }
+        text.push_str(": that line got no reply");
+        if !unread.reply.is_empty() {
+            text.push_str(" but this part: \"");
+            text.push_str(&unread.reply);
+            text.push('"');
+        }
+        text.push_str(". Send it again if it still matters.]\n\n");
+    } else if let Some(unread) = &reply.unread {
         text.push_str(
             "[Your previous line's reply was never read: this line replaced it. The bot had said: ",
         );
@@ -133,6 +149,20 @@ fn end_note(reply: &ChatReply) -> Option<String> {
             "[{}. Call start for a new conversation.]",
             partial("The conversation ended while the bot answered")
         )),
+        // turnscope stopped while this turn ran; the conversation itself was kept.
+        Some("restarted") => Some(format!(
+            "[turnscope restarted (it was stopped or crashed) while the bot answered {}: {}. The conversation is \
+             kept: send the line again.]",
+            reply
+                .line
+                .as_deref()
+                .map_or("your line".to_string(), |l| format!("your line \"{l}\"")),
+            if reply.reply.is_empty() {
+                "it got no reply".to_string()
+            } else {
+                "the reply above is all it said".to_string()
+            }
+        )),
         // A reply cut by the model's token limit (the `length` end reason).
         Some("length") => Some(
             "[The reply was cut off: the bot reached its token limit before it finished.]".into(),
@@ -159,6 +189,7 @@ mod tests {
             unread: None,
             usage: None,
             finish_reason: None,
+            line: None,
         }
     }
 
@@ -214,11 +245,36 @@ mod tests {
         r.unread = Some(UnreadTurn {
             reply: "You said: first".into(),
             end_reason: "interrupted".into(),
+            line: None,
         });
         assert_eq!(
             turn_text(&r),
             "[Your previous line's reply was never read: this line replaced it. The bot had said: \
              \"You said: first\" (cut short by this line).]\n\nYou said: second"
+        );
+    }
+
+    #[test]
+    fn a_turn_lost_to_a_restart_names_its_line_in_words_for_a_model() {
+        let mut lost = reply("", Some("restarted"), None);
+        lost.line = Some("book a table".into());
+        let text = turn_text(&lost);
+        assert_eq!(
+            text,
+            "[turnscope restarted (it was stopped or crashed) while the bot answered your line \"book a table\": \
+             it got no reply. The conversation is kept: send the line again.]"
+        );
+        assert_eq!(chat_result(&lost).is_error, Some(false));
+        let mut next = reply("Sure.", Some("completed"), None);
+        next.unread = Some(UnreadTurn {
+            reply: String::new(),
+            end_reason: "restarted".into(),
+            line: Some("book a table".into()),
+        });
+        assert_eq!(
+            turn_text(&next),
+            "[turnscope restarted while the bot answered your previous line \"book a table\": that line got no \
+             reply. Send it again if it still matters.]\n\nSure."
         );
     }
 

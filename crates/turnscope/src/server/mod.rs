@@ -143,8 +143,21 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
                     // Draining answers 404: HAProxy's soft stop (`http-check disable-on-404`)
                     // sends no new client here, while sticky ones still reach it until it exits.
                     let draining = s.is_draining();
+                    let store = s.store_status();
+                    let status = match (draining, &store.degraded) {
+                        (true, _) => "draining",
+                        (false, Some(_)) => "degraded",
+                        (false, None) => "ok",
+                    };
                     let mut body = json!({
-                        "status": if draining { "draining" } else { "ok" },
+                        "status": status,
+                        "store": {
+                            "url": store.url,
+                            "durable": store.durable,
+                            "status": if store.degraded.is_some() { "degraded" } else { "ok" },
+                            "error": store.degraded,
+                            "stats": s.store().stats(),
+                        },
                         "replica": {"id": s.replica().id(), "tag": s.replica().tag()},
                         "sessions": s.len(),
                         "cap": s.limits().cap,

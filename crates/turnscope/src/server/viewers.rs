@@ -267,6 +267,7 @@ impl Viewers {
                     opener: session.opener.clone(),
                     closed: None,
                     at_us: now.saturating_sub(session.opened.elapsed().as_micros() as u64),
+                    restored: session.restored,
                 }));
             }
             for turn in session.turns() {

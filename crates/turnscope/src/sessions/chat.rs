@@ -1,7 +1,7 @@
 //! The `chat` semantics: one lock per handle, a new line interrupts the turn in flight, an
 //! empty line reads it, a read turn is gone, a cancelled caller leaves the turn running, and
 //! one progress notification per reply piece (the reply so far, its last 200 characters)
-//! that never makes the bot wait.
+//! that never makes the bot wait. What each step writes to the store is `persist`'s.
 
 use std::sync::Arc;
 
@@ -9,18 +9,30 @@ use async_trait::async_trait;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
+use super::persist::Stored;
 use super::{ChatError, Session, Sessions};
 use crate::bot::{Turn, TurnEnd};
 use crate::observe::{Event, TokenUsage, event::now_us};
+use crate::store::{InFlight, now_ms};
 
 /// When a caller lags this many pieces behind, the backlog goes out as one notification.
 const COALESCE_AT: usize = 16;
 
 /// Per-handle state guarded by the handle's lock.
-#[derive(Default)]
 pub(crate) struct ChatState {
     /// The latest turn no call has read yet (in flight or done).
-    pending: Option<Arc<Turn>>,
+    pub(crate) pending: Option<Arc<Turn>>,
+    /// What the store holds of the session (`None`: nothing is stored).
+    pub(crate) stored: Option<Stored>,
+}
+
+impl ChatState {
+    pub(crate) fn new(stored: Option<Stored>) -> Self {
+        Self {
+            pending: None,
+            stored,
+        }
+    }
 }
 
 /// Where a call's progress notifications go (an MCP peer, or nowhere).
@@ -54,6 +66,9 @@ pub struct UnreadTurn {
     pub reply: String,
     /// Why it ended.
     pub end_reason: String,
+    /// Its line, given when the reply cannot say it (a turn lost to a restart).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<String>,
 }
 
 /// What a `chat` call returns.
@@ -84,6 +99,15 @@ pub struct ChatReply {
     /// The finish reason of the turn's last model response (`stop`, `length`, ...).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
+    /// The turn's line, given when the reply cannot say it: a turn turnscope lost to a
+    /// restart (`restarted`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<String>,
+}
+
+/// The line of a turn lost to a restart (what the caller must send again).
+fn lost_line(r: &crate::bot::TurnRecord) -> Option<String> {
+    matches!(r.end, Some(TurnEnd::Restarted)).then(|| r.line.clone())
 }
 
 impl ChatReply {
@@ -100,6 +124,7 @@ impl ChatReply {
             unread,
             usage: None,
             finish_reason: None,
+            line: None,
         }
     }
 
@@ -131,6 +156,7 @@ impl ChatReply {
             unread,
             usage: r.usage,
             finish_reason: r.finish_reason.clone(),
+            line: lost_line(&r),
         }
     }
 
@@ -141,24 +167,35 @@ impl ChatReply {
 }
 
 impl Sessions {
-    /// `chat` on a handle as a caller typed it.
+    /// `chat` on a handle as a caller typed it. A session the store holds but this process
+    /// has not opened (it restarted) is reopened first.
     pub async fn chat(
         &self,
         handle: &str,
         line: &str,
-        progress: Option<&mut dyn ProgressSink>,
+        mut progress: Option<&mut dyn ProgressSink>,
         cancel: &CancellationToken,
     ) -> Result<ChatReply, ChatError> {
         let session = self.find(handle).await?;
-        self.chat_on(&session, line, progress, cancel).await
+        match self
+            .chat_on(&session, line, progress.as_deref_mut(), cancel)
+            .await
+        {
+            // It changed elsewhere since it was loaded: load it again, once.
+            Err(ChatError::Stale) => {
+                let session = self.find(handle).await?;
+                self.chat_on(&session, line, progress, cancel).await
+            }
+            other => other,
+        }
     }
 
     /// `chat` on a session already found (the console's path).
     pub async fn chat_on(
         &self,
-        session: &Session,
+        session: &Arc<Session>,
         line: &str,
-        progress: Option<&mut dyn ProgressSink>,
+        progress: Option<&mut (dyn ProgressSink + '_)>,
         cancel: &CancellationToken,
     ) -> Result<ChatReply, ChatError> {
         let _in_flight = self.call_guard();
@@ -171,13 +208,7 @@ impl Sessions {
         if session.bot.is_finished() {
             drop(state);
             self.close(session, "bot stopped").await;
-            return Err(if self.is_draining() {
-                self.draining_error()
-            } else {
-                ChatError::NoSession {
-                    handle_seconds: self.limits().handle_seconds,
-                }
-            });
+            return Err(self.unknown());
         }
         let mut unread = None;
         if !line.is_empty() && self.is_draining() {
@@ -185,14 +216,44 @@ impl Sessions {
         }
         if !line.is_empty() {
             let replaced = state.pending.take();
-            let turn = session.bot.say(line).await;
-            if let Some(old) = replaced {
+            if let Some(old) = &replaced {
+                // The turn no call waits for ends first, so its record goes in the same
+                // write as this line's mark.
+                session.bot.interrupt().await;
+                session.bot.settle().await;
                 let r = old.snapshot();
                 unread = Some(UnreadTurn {
                     reply: r.reply.trim().to_string(),
-                    end_reason: r.end.map(|e| e.label().to_string()).unwrap_or_default(),
+                    end_reason: r
+                        .end
+                        .as_ref()
+                        .map(|e| e.label().to_string())
+                        .unwrap_or_default(),
+                    line: lost_line(&r),
                 });
             }
+            // The mark: durable before the turn runs, so a crash leaves it to be reported.
+            let mark = self.inner.storage.durable().then(|| InFlight {
+                turn: session.bot.next_turn_id(),
+                line: line.to_string(),
+                started_ms: now_ms(),
+            });
+            let unread_id = replaced.as_ref().map(|t| t.id);
+            if let Err(conflict) = self
+                .record(
+                    session,
+                    &mut state.stored,
+                    replaced.as_slice(),
+                    mark,
+                    unread_id,
+                )
+                .await
+            {
+                drop(state);
+                self.conflicted(session, conflict).await;
+                return Err(ChatError::Stale);
+            }
+            let turn = session.bot.say(line).await;
             session.remember(turn.clone());
             state.pending = Some(turn);
         }
@@ -209,7 +270,9 @@ impl Sessions {
         tokio::select! {
             _ = finished => {}
             _ = cancel.cancelled() => {
+                drop(state);
                 session.touch();
+                self.record_when_done(session.clone(), turn);
                 return Err(ChatError::Cancelled);
             }
         }
@@ -220,6 +283,23 @@ impl Sessions {
             .is_some_and(|p| Arc::ptr_eq(p, &turn))
         {
             state.pending = None;
+        }
+        // Its record and history are stored before its reply is returned.
+        if state.stored.is_some() {
+            session.bot.settle().await;
+        }
+        let written = self
+            .record(
+                session,
+                &mut state.stored,
+                std::slice::from_ref(&turn),
+                None,
+                None,
+            )
+            .await;
+        drop(state);
+        if let Err(conflict) = written {
+            self.conflicted(session, conflict).await;
         }
         session.touch();
         Ok(ChatReply::of(&turn, unread))
@@ -344,7 +424,7 @@ mod tests {
         .unwrap();
         let bot = Bot::builder(ModelClient::new(ModelConfig::new(model.base_url(), "m"))).build();
         let sessions = Sessions::new(bot, Bus::default(), SessionLimits::default());
-        let session = sessions.open(SessionOpener::Api).unwrap();
+        let session = sessions.open(SessionOpener::Api).await.unwrap();
         let mut caller = SlowCaller {
             session: session.clone(),
             got: Vec::new(),

@@ -12,11 +12,13 @@ pub enum ChatError {
         /// Characters received.
         received: usize,
     },
-    /// No live session has this handle: it ended (idle too long, closed, its bot stopped) or
-    /// this server restarted since it was issued (handles do not survive a restart).
+    /// No session has this handle: it ended (idle too long, closed), or this server restarted
+    /// since it was issued and keeps nothing (`kept` false: a memory store).
     NoSession {
         /// The idle lifetime in force.
         handle_seconds: u64,
+        /// Whether conversations outlive a restart here (a durable store).
+        kept: bool,
     },
     /// The session cap is reached.
     Cap {
@@ -44,6 +46,14 @@ pub enum ChatError {
         /// This replica's id.
         replica: Arc<str>,
     },
+    /// The session changed in the store since this server loaded it (another server wrote
+    /// it, or it was deleted); the next call reloads it.
+    Stale,
+    /// The store could not give the session back.
+    Store {
+        /// What the store said (names the store and what to do).
+        message: String,
+    },
 }
 
 impl fmt::Display for ChatError {
@@ -53,11 +63,31 @@ impl fmt::Display for ChatError {
                 f,
                 "handle: no live session. Expected the handle one start call gives, 36 characters; received {received}."
             ),
-            ChatError::NoSession { handle_seconds } => write!(
+            ChatError::NoSession {
+                handle_seconds,
+                kept: false,
+            } => write!(
                 f,
                 "handle: no live session has this handle. Its conversation ended (after {handle_seconds} seconds \
-                 with no chat call, or it was closed), or this server restarted since start gave it: handles \
-                 do not survive a restart. Call start for a new handle."
+                 with no chat call, or it was closed), or this server restarted since start gave it: this server \
+                 keeps conversations in memory only (--store memory), so handles do not survive a restart. Call \
+                 start for a new handle."
+            ),
+            ChatError::NoSession {
+                handle_seconds,
+                kept: true,
+            } => write!(
+                f,
+                "handle: no session has this handle. Its conversation ended (after {handle_seconds} seconds with no \
+                 chat call, or it was closed or deleted), or another server gave it. Call start for a new handle."
+            ),
+            ChatError::Stale => f.write_str(
+                "handle: this conversation changed in the session store since this server loaded it (another server \
+                 wrote it, or it was deleted). Call chat again: it is loaded afresh.",
+            ),
+            ChatError::Store { message } => write!(
+                f,
+                "handle: the conversation could not be read back from the session store: {message}"
             ),
             ChatError::Cap { cap, handle_seconds } => write!(
                 f,

@@ -3,14 +3,24 @@
 //!
 //! One handle = one session = one bot pipeline, context and history. Handles are UUIDv4
 //! bearer secrets (106 random bits; the last 4 hex digits are the replica's tag, see
-//! `replica`); only their first 8 characters are ever logged or published.
+//! `replica`); only their first 8 characters are ever logged or published. The table is
+//! keyed by the handle's keyed hash ([`HandleId`], the store's key), so a lookup costs one
+//! hash and reveals nothing about the secret by its timing; the found handle is compared
+//! once more in constant time.
+//!
+//! Every session is also kept in a [`SessionStore`] (`persist`): a session not in the table
+//! but in the store (this process restarted, or its bot stopped) is reopened on its next
+//! `chat`, lazily, with its history, unread reply and records.
 
 mod chat;
 mod errors;
 pub mod haproxy;
+mod persist;
 pub mod replica;
+#[cfg(test)]
+mod store_tests;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -23,11 +33,13 @@ pub use chat::{
     ChatReply, PROGRESS_CHARS, ProgressSink, ToolCallSummary, UnreadTurn, progress_text,
 };
 pub use errors::ChatError;
+pub use persist::StoreStatus;
 pub use replica::Replica;
 
-use crate::bot::{Bot, BotSession, Turn};
+use crate::bot::{Bot, BotSession, Turn, TurnEnd};
 use crate::observe::{Bus, Event, SessionEvent, SessionOpener, event::now_us};
 use crate::pipeline::Observer;
+use crate::store::{HandleId, SessionStore, memory::MemoryStore};
 
 /// Limits of the session table.
 #[derive(Debug, Clone)]
@@ -59,31 +71,29 @@ impl Drop for CallGuard {
     }
 }
 
-/// The table key of a handle: its first 8 bytes.
-fn index_of(handle: &Uuid) -> u64 {
-    let bytes = handle.as_bytes();
-    u64::from_le_bytes(bytes[..8].try_into().expect("a UUID has 16 bytes"))
-}
-
 /// How many turns a session keeps for the console's live transcript. Bounded so a long
-/// conversation costs bounded memory; `--events` records every turn.
+/// conversation costs bounded memory; the store and `--events` keep every turn.
 const KEPT_TURNS: usize = 64;
 
 /// One open session.
 pub struct Session {
     /// The secret handle.
     handle: Uuid,
+    /// Its keyed hash: the table's and the store's key.
+    id: HandleId,
     /// A small number events and the console use instead of the handle.
     pub number: u64,
     /// Who opened it.
     pub opener: SessionOpener,
-    /// When it opened.
+    /// When it opened (in this process).
     pub opened: Instant,
+    /// Whether it continues a conversation kept in the store (reopened after a restart).
+    pub restored: bool,
     last_used_ms: AtomicU64,
     epoch: Instant,
     bot: BotSession,
     chat: tokio::sync::Mutex<chat::ChatState>,
-    turns: Mutex<Vec<Arc<Turn>>>,
+    turns: Mutex<VecDeque<Arc<Turn>>>,
 }
 
 impl Session {
@@ -95,6 +105,11 @@ impl Session {
     /// The full handle (a secret: give it only to whoever opened the session).
     pub fn handle(&self) -> String {
         self.handle.to_string()
+    }
+
+    /// The handle's keyed hash.
+    pub fn id(&self) -> HandleId {
+        self.id
     }
 
     /// The bot session.
@@ -120,16 +135,28 @@ impl Session {
 
     /// The session's turns, oldest first (the last `KEPT_TURNS`).
     pub fn turns(&self) -> Vec<Arc<Turn>> {
-        self.turns.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.turns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned()
+            .collect()
     }
 
     fn remember(&self, turn: Arc<Turn>) {
         let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
         if turns.len() == KEPT_TURNS {
-            turns.remove(0);
+            turns.pop_front();
         }
-        turns.push(turn);
+        turns.push_back(turn);
     }
+}
+
+/// The open sessions, by id and by number (both lookups are one hash).
+#[derive(Default)]
+struct Table {
+    by_id: HashMap<HandleId, Arc<Session>>,
+    by_number: HashMap<u64, HandleId>,
 }
 
 /// The session table: opens, finds, sweeps and closes sessions of one bot.
@@ -142,9 +169,10 @@ struct Inner {
     bot: Bot,
     bus: Bus,
     limits: SessionLimits,
-    /// Sessions by the first 8 bytes of their handle; the whole handle is then compared in
-    /// constant time, so lookup timing reveals nothing about the secret part.
-    table: Mutex<HashMap<u64, Arc<Session>>>,
+    table: Mutex<Table>,
+    /// Sessions open or being opened: what the cap counts (a slot is taken before the bot
+    /// opens, outside the table's lock).
+    slots: AtomicUsize,
     next_number: AtomicU64,
     epoch: Instant,
     /// `chat` calls in progress, across all sessions (shutdown waits for them to answer).
@@ -153,27 +181,44 @@ struct Inner {
     replica: Replica,
     /// Set by [`Sessions::drain`]: no new session, no new line.
     draining: AtomicBool,
+    /// Where sessions are kept.
+    storage: persist::Storage,
 }
 
 impl Sessions {
-    /// A table for sessions of `bot`, publishing on `bus`, as replica `local`.
+    /// A table for sessions of `bot`, publishing on `bus`, as replica `local`, kept in memory.
     pub fn new(bot: Bot, bus: Bus, limits: SessionLimits) -> Self {
         Self::for_replica(bot, bus, limits, Replica::default())
     }
 
-    /// A table for sessions of `bot` on replica `replica` (its handles end in its tag).
+    /// A table for sessions of `bot` on replica `replica` (its handles end in its tag), kept
+    /// in memory.
     pub fn for_replica(bot: Bot, bus: Bus, limits: SessionLimits, replica: Replica) -> Self {
+        Self::with_store(bot, bus, limits, replica, Arc::new(MemoryStore::new()))
+    }
+
+    /// A table for sessions of `bot` on replica `replica`, kept in `store`.
+    pub fn with_store(
+        bot: Bot,
+        bus: Bus,
+        limits: SessionLimits,
+        replica: Replica,
+        store: Arc<dyn SessionStore>,
+    ) -> Self {
+        let storage = persist::Storage::new(store, bus.clone());
         Self {
             inner: Arc::new(Inner {
                 bot,
                 bus,
                 limits,
-                table: Mutex::new(HashMap::new()),
+                table: Mutex::new(Table::default()),
+                slots: AtomicUsize::new(0),
                 next_number: AtomicU64::new(1),
                 epoch: Instant::now(),
                 calls_in_flight: AtomicUsize::new(0),
                 replica,
                 draining: AtomicBool::new(false),
+                storage,
             }),
         }
     }
@@ -198,6 +243,16 @@ impl Sessions {
         &self.inner.replica
     }
 
+    /// The store sessions are kept in.
+    pub fn store(&self) -> &Arc<dyn SessionStore> {
+        self.inner.storage.store()
+    }
+
+    /// The store's name and state (`degraded` once a write failed).
+    pub fn store_status(&self) -> StoreStatus {
+        self.inner.storage.status()
+    }
+
     /// Whether [`Sessions::drain`] began: no new session, no new line.
     pub fn is_draining(&self) -> bool {
         self.inner.draining.load(Ordering::Acquire)
@@ -209,56 +264,96 @@ impl Sessions {
         }
     }
 
-    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Session>>> {
+    /// "No session", or "draining" on a draining replica (whose sessions end as it exits).
+    fn unknown(&self) -> ChatError {
+        if self.is_draining() {
+            self.draining_error()
+        } else {
+            ChatError::NoSession {
+                handle_seconds: self.inner.limits.handle_seconds,
+                kept: self.inner.storage.durable(),
+            }
+        }
+    }
+
+    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
         self.inner.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Opens a session, unless the cap is reached.
-    pub fn open(&self, opener: SessionOpener) -> Result<Arc<Session>, ChatError> {
+    /// Takes a slot under the cap (freed by [`Sessions::free_slot`] when the session closes
+    /// or fails to open).
+    fn take_slot(&self) -> Result<(), ChatError> {
         let limits = &self.inner.limits;
+        self.inner
+            .slots
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limits.cap).then_some(n + 1)
+            })
+            .map(|_| ())
+            .map_err(|_| ChatError::Cap {
+                cap: limits.cap,
+                handle_seconds: limits.handle_seconds,
+            })
+    }
+
+    fn free_slot(&self) {
+        self.inner.slots.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Puts an opened session in the table and says so (event, log).
+    fn admit(&self, session: &Arc<Session>) {
+        {
+            let mut table = self.table();
+            table.by_number.insert(session.number, session.id);
+            table.by_id.insert(session.id, session.clone());
+        }
+        self.watch_end_request(session);
+        self.inner.bus.publish_with(|| {
+            Event::Session(SessionEvent {
+                session: session.number,
+                handle_prefix: session.handle_prefix(),
+                opener: session.opener.clone(),
+                closed: None,
+                at_us: now_us(),
+                restored: session.restored,
+            })
+        });
+        tracing::info!(session = session.number, handle = %session.handle_prefix(), restored = session.restored, "session opened");
+    }
+
+    /// Opens a session, unless the cap is reached; it is in the store before its handle is
+    /// returned. The bot opens (the tools factory, your processors) outside the table's lock.
+    pub async fn open(&self, opener: SessionOpener) -> Result<Arc<Session>, ChatError> {
         if self.is_draining() {
             return Err(self.draining_error());
         }
-        let mut table = self.table();
-        if table.len() >= limits.cap {
-            return Err(ChatError::Cap {
-                cap: limits.cap,
-                handle_seconds: limits.handle_seconds,
-            });
-        }
+        self.take_slot()?;
         let number = self.inner.next_number.fetch_add(1, Ordering::Relaxed);
-        let replica = &self.inner.replica;
-        let mut handle = replica.stamp(Uuid::new_v4());
-        while table.contains_key(&index_of(&handle)) {
-            handle = replica.stamp(Uuid::new_v4());
-        }
+        let handle = self.inner.replica.stamp(Uuid::new_v4());
+        let id = self.inner.storage.key().id_of(&handle);
+        let bot = self
+            .inner
+            .bot
+            .open(Observer::new(self.inner.bus.clone(), number));
+        let stored = self
+            .inner
+            .storage
+            .create(&handle, id, &opener, &self.inner.bot)
+            .await;
         let session = Arc::new(Session {
             handle,
+            id,
             number,
-            opener: opener.clone(),
+            opener,
             opened: Instant::now(),
+            restored: false,
             last_used_ms: AtomicU64::new(self.inner.epoch.elapsed().as_millis() as u64),
             epoch: self.inner.epoch,
-            bot: self
-                .inner
-                .bot
-                .open(Observer::new(self.inner.bus.clone(), number)),
-            chat: tokio::sync::Mutex::new(chat::ChatState::default()),
-            turns: Mutex::new(Vec::new()),
+            bot,
+            chat: tokio::sync::Mutex::new(chat::ChatState::new(stored)),
+            turns: Mutex::new(VecDeque::new()),
         });
-        table.insert(index_of(&handle), session.clone());
-        drop(table);
-        self.watch_end_request(&session);
-        self.inner.bus.publish_with(|| {
-            Event::Session(SessionEvent {
-                session: number,
-                handle_prefix: session.handle_prefix(),
-                opener,
-                closed: None,
-                at_us: now_us(),
-            })
-        });
-        tracing::info!(session = number, handle = %session.handle_prefix(), "session opened");
+        self.admit(&session);
         Ok(session)
     }
 
@@ -285,47 +380,36 @@ impl Sessions {
         });
     }
 
-    /// Finds the live session of a handle as a caller typed it. An expired session is
-    /// dropped here, before the sweep gets to it.
+    /// The open session of `id` whose handle is `handle` (compared in constant time).
+    fn live(&self, id: &HandleId, handle: &Uuid) -> Option<Arc<Session>> {
+        self.table()
+            .by_id
+            .get(id)
+            .filter(|s| bool::from(s.handle.as_bytes().ct_eq(handle.as_bytes())))
+            .cloned()
+    }
+
+    /// Finds the session of a handle as a caller typed it: open, or reopened from the store.
+    /// An expired session is dropped here, before the sweep gets to it.
     pub async fn find(&self, handle: &str) -> Result<Arc<Session>, ChatError> {
         let limits = &self.inner.limits;
-        // A draining replica ends its sessions as it exits: say so rather than "no session".
-        let unknown = || {
-            if self.is_draining() {
-                self.draining_error()
-            } else {
-                ChatError::NoSession {
-                    handle_seconds: limits.handle_seconds,
-                }
-            }
-        };
         if handle.len() != 36 {
             return Err(ChatError::HandleLength {
                 received: handle.chars().count(),
             });
         }
-        let uuid = Uuid::parse_str(handle).map_err(|_| unknown())?;
-        let found = self.table().get(&index_of(&uuid)).cloned();
-        let replica = &self.inner.replica;
-        let Some(session) =
-            found.filter(|s| bool::from(s.handle.as_bytes().ct_eq(uuid.as_bytes())))
-        else {
-            // Another tag on a lone server is a handle from before it restarted (on another
-            // port); only among replicas is it another replica's.
-            return Err(if replica.issued(&uuid) || !replica.is_one_of_several() {
-                unknown()
-            } else {
-                ChatError::Foreign {
-                    tag: replica::tag_of(&uuid),
-                    replica: replica.id_arc(),
-                    own_tag: replica.tag(),
-                    handle_seconds: limits.handle_seconds,
-                }
-            });
+        let uuid = Uuid::parse_str(handle).map_err(|_| self.unknown())?;
+        let id = self.inner.storage.key().id_of(&uuid);
+        let Some(session) = self.live(&id, &uuid) else {
+            return match self.reopen(uuid, id).await? {
+                Some(session) => Ok(session),
+                None => Err(self.not_here(&uuid)),
+            };
         };
         let expired =
             session.idle() > Duration::from_secs(limits.handle_seconds) && !session.in_call();
         if expired || session.bot.is_finished() {
+            // A bot that stopped (returned, raised, ended by a tool) ended its conversation.
             self.close(
                 &session,
                 if expired {
@@ -335,33 +419,64 @@ impl Sessions {
                 },
             )
             .await;
-            return Err(unknown());
+            return Err(self.unknown());
         }
         Ok(session)
     }
 
-    /// The number of the open session of a handle, if there is one (no expiry check).
+    /// The error for a handle neither open nor stored here.
+    fn not_here(&self, uuid: &Uuid) -> ChatError {
+        let replica = &self.inner.replica;
+        // Another tag on a lone server is a handle from before it restarted (on another
+        // port); only among replicas is it another replica's.
+        if replica.issued(uuid) || !replica.is_one_of_several() {
+            self.unknown()
+        } else {
+            ChatError::Foreign {
+                tag: replica::tag_of(uuid),
+                replica: replica.id_arc(),
+                own_tag: replica.tag(),
+                handle_seconds: self.inner.limits.handle_seconds,
+            }
+        }
+    }
+
+    /// The keyed hash of a handle as a caller typed it (`None` when it is not a handle).
+    pub fn id_of(&self, handle: &str) -> Option<HandleId> {
+        let uuid = Uuid::parse_str(handle).ok()?;
+        Some(self.inner.storage.key().id_of(&uuid))
+    }
+
+    /// The number of the open session of a handle, if there is one (no expiry check; the
+    /// handle is compared in constant time).
     pub fn number_of(&self, handle: &str) -> Option<u64> {
         let uuid = Uuid::parse_str(handle).ok()?;
-        let found = self.table().get(&index_of(&uuid)).cloned()?;
-        bool::from(found.handle.as_bytes().ct_eq(uuid.as_bytes())).then_some(found.number)
+        let id = self.inner.storage.key().id_of(&uuid);
+        self.live(&id, &uuid).map(|s| s.number)
+    }
+
+    /// The number of the open session with this id, if there is one.
+    pub fn number_of_id(&self, id: &HandleId) -> Option<u64> {
+        self.table().by_id.get(id).map(|s| s.number)
     }
 
     /// The session with this number, if open.
     pub fn by_number(&self, number: u64) -> Option<Arc<Session>> {
-        self.table().values().find(|s| s.number == number).cloned()
+        let table = self.table();
+        let id = table.by_number.get(&number)?;
+        table.by_id.get(id).cloned()
     }
 
     /// Every open session, by number.
     pub fn list(&self) -> Vec<Arc<Session>> {
-        let mut all: Vec<_> = self.table().values().cloned().collect();
+        let mut all: Vec<_> = self.table().by_id.values().cloned().collect();
         all.sort_by_key(|s| s.number);
         all
     }
 
     /// How many sessions are open.
     pub fn len(&self) -> usize {
-        self.table().len()
+        self.table().by_id.len()
     }
 
     /// Whether no session is open.
@@ -369,34 +484,60 @@ impl Sessions {
         self.len() == 0
     }
 
-    /// Removes a session and ends its bot (its turn in flight ends as "session ended").
+    /// Ends a conversation: removes the session, ends its bot (its turn in flight ends as
+    /// "session ended") and deletes it from the store.
     pub async fn close(&self, session: &Session, reason: &str) {
-        let removed = {
-            let mut table = self.table();
-            let key = index_of(&session.handle);
-            let same = table.get(&key).is_some_and(|s| std::ptr::eq(&**s, session));
-            same && table.remove(&key).is_some()
-        };
-        if removed {
-            session.bot.end().await;
-            self.inner.bus.publish_with(|| {
-                Event::Session(SessionEvent {
-                    session: session.number,
-                    handle_prefix: session.handle_prefix(),
-                    opener: session.opener.clone(),
-                    closed: Some(reason.to_string()),
-                    at_us: now_us(),
-                })
-            });
-            tracing::info!(session = session.number, handle = %session.handle_prefix(), reason, "session closed");
-        }
+        self.close_as(session, reason, true).await;
     }
 
-    /// Drops every session that is idle too long (and not in a call) or whose bot stopped.
+    /// Removes a session from this process and ends its bot, keeping it in the store (the
+    /// next `chat` on its handle reopens it).
+    async fn close_keeping(&self, session: &Session, reason: &str) {
+        self.close_as(session, reason, false).await;
+    }
+
+    async fn close_as(&self, session: &Session, reason: &str, forget: bool) {
+        let removed = {
+            let mut table = self.table();
+            let same = table
+                .by_id
+                .get(&session.id)
+                .is_some_and(|s| std::ptr::eq(&**s, session));
+            if same {
+                table.by_id.remove(&session.id);
+                table.by_number.remove(&session.number);
+            }
+            same
+        };
+        if !removed {
+            return;
+        }
+        self.free_slot();
+        session.bot.end().await;
+        if forget {
+            self.inner.storage.delete(&session.id).await;
+        }
+        self.inner.storage.release(&session.id).await;
+        self.inner.bus.publish_with(|| {
+            Event::Session(SessionEvent {
+                session: session.number,
+                handle_prefix: session.handle_prefix(),
+                opener: session.opener.clone(),
+                closed: Some(reason.to_string()),
+                at_us: now_us(),
+                restored: false,
+            })
+        });
+        tracing::info!(session = session.number, handle = %session.handle_prefix(), reason, "session closed");
+    }
+
+    /// Drops every session that is idle too long (and not in a call) or whose bot stopped,
+    /// and deletes the stored sessions idle too long. Returns how many open ones it closed.
     pub async fn sweep(&self) -> usize {
         let limit = Duration::from_secs(self.inner.limits.handle_seconds);
         let doomed: Vec<(Arc<Session>, &str)> = self
             .table()
+            .by_id
             .values()
             .filter_map(|s| {
                 if s.bot.is_finished() {
@@ -411,28 +552,48 @@ impl Sessions {
         for (s, reason) in &doomed {
             self.close(s, reason).await;
         }
+        self.sweep_stored().await;
         doomed.len()
     }
 
-    /// Starts the periodic sweep; the task runs until aborted.
+    /// Starts the periodic sweep (and the store's lease renewals); the task runs until
+    /// aborted.
     pub(crate) fn spawn_sweeper(&self) -> JoinHandle<()> {
         let sessions = self.clone();
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(sessions.inner.limits.sweep_every);
+            let every = match sessions.inner.storage.store().lease_every() {
+                Some(lease) => lease.min(sessions.inner.limits.sweep_every),
+                None => sessions.inner.limits.sweep_every,
+            };
+            let mut tick = tokio::time::interval(every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut last_sweep = tokio::time::Instant::now();
             loop {
                 tick.tick().await;
-                sessions.sweep().await;
+                sessions.renew_leases().await;
+                if last_sweep.elapsed() >= sessions.inner.limits.sweep_every {
+                    last_sweep = tokio::time::Instant::now();
+                    sessions.sweep().await;
+                }
             }
         })
     }
 
-    /// Ends every session (server shutdown): each turn in flight ends as "session ended",
-    /// and the `chat` calls waiting on those turns get their answers (this waits up to
-    /// `grace` for them to be handed back).
+    /// Ends every session (server shutdown): each turn in flight ends, and the `chat` calls
+    /// waiting on those turns get their answers (this waits up to `grace` for them to be
+    /// handed back). With a durable store the conversations are kept (a turn in flight ends
+    /// as `restarted`: the next `chat` after the restart goes on); otherwise they are over
+    /// (`session_ended`).
     pub(crate) async fn close_all(&self, reason: &str, grace: Duration) {
-        let all: Vec<_> = self.table().values().cloned().collect();
-        futures::future::join_all(all.iter().map(|s| self.close(s, reason))).await;
+        let all: Vec<_> = self.table().by_id.values().cloned().collect();
+        let kept = self.inner.storage.durable();
+        futures::future::join_all(all.iter().map(|s| async move {
+            if kept {
+                s.bot.end_turn_as(TurnEnd::Restarted);
+            }
+            self.close_keeping(s, reason).await;
+        }))
+        .await;
         let deadline = tokio::time::Instant::now() + grace;
         while self.inner.calls_in_flight.load(Ordering::Acquire) > 0
             && tokio::time::Instant::now() < deadline
@@ -464,6 +625,7 @@ impl Sessions {
         self.inner.calls_in_flight.load(Ordering::Acquire) == 0
             && self
                 .table()
+                .by_id
                 .values()
                 .all(|s| s.bot.current_turn().is_none_or(|t| t.is_done()))
     }

@@ -100,6 +100,7 @@ impl Fold {
                 opener: SessionOpener::Mcp(format!("pipecat {}", worker.id)),
                 closed: None,
                 at_us,
+                restored: false,
             }));
         }
         out
@@ -261,6 +262,7 @@ impl Fold {
                     opener: SessionOpener::Api,
                     closed: Some(format!("pipeline ended ({class})")),
                     at_us: f.at_us,
+                    restored: false,
                 }));
             }
             _ => {}

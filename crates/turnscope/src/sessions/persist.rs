@@ -1,0 +1,551 @@
+//! The sessions' side of the store: what is written when, and how a stored session opens
+//! again.
+//!
+//! - `start` writes the head before the handle is returned.
+//! - A line writes a mark before its turn runs (the in-flight turn, durable: a crash leaves it
+//!   for the next `chat` to report), together with the record of the turn it replaced.
+//! - A turn's record and the history messages it added are written once it ends, before its
+//!   reply is returned; a turn no call waits for is written when it ends, as unread.
+//! - Nothing is written per token or per frame. With a store that does not outlive the
+//!   process (`memory`) the mark is skipped: there is no restart to report it to.
+//!
+//! A write that fails for any reason but a version conflict switches the server to memory
+//! only (`degraded`), loudly and once: sessions go on from memory, nothing is written any
+//! more, `/healthz` says `degraded`, the console and stderr say why.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use uuid::Uuid;
+
+use super::{ChatError, KEPT_TURNS, Session, Sessions, chat};
+use crate::bot::{Bot, Restored, Turn, TurnEnd, TurnRecord};
+use crate::observe::{Bus, Event, SessionOpener, event::now_us};
+use crate::pipeline::Observer;
+use crate::store::{
+    Commit, HandleId, HandleKey, Head, InFlight, LOG_TURNS_KEPT, Loaded, SessionStore, StoreError,
+    StoredTurn, now_ms,
+};
+
+/// Most stored sessions one sweep deletes (the next sweep takes the rest).
+const SWEEP_BATCH: usize = 512;
+
+/// The store's name and state, for the header, `/healthz` and the ready line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreStatus {
+    /// `memory`, `sqlite:/path`.
+    pub url: String,
+    /// Whether it outlives the process.
+    pub durable: bool,
+    /// Why writes stopped, once one failed (sessions then live in memory only).
+    pub degraded: Option<String>,
+}
+
+/// The store as the session table uses it.
+pub(crate) struct Storage {
+    store: Arc<dyn SessionStore>,
+    url: String,
+    durable: bool,
+    bus: Bus,
+    degraded: OnceLock<String>,
+    /// Per handle being reopened, the lock that makes concurrent calls wait for one reopen.
+    reopening: Mutex<HashMap<HandleId, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// A conflict: the head changed elsewhere since this process read it.
+#[derive(Debug)]
+pub(crate) struct Conflict(pub StoreError);
+
+/// What a session knows of its stored state (guarded by its chat lock).
+pub(crate) struct Stored {
+    /// The head as last written (its version is the store's current one).
+    head: Head,
+    /// Written turns whose messages the history window still holds: (turn, last message).
+    window: VecDeque<(u64, u64)>,
+}
+
+impl Storage {
+    pub(crate) fn new(store: Arc<dyn SessionStore>, bus: Bus) -> Self {
+        Self {
+            url: store.describe(),
+            durable: store.durable(),
+            store,
+            bus,
+            degraded: OnceLock::new(),
+            reopening: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(crate) fn store(&self) -> &Arc<dyn SessionStore> {
+        &self.store
+    }
+
+    pub(crate) fn key(&self) -> &HandleKey {
+        self.store.key()
+    }
+
+    /// Whether conversations outlive the process (and writing has not stopped).
+    pub(crate) fn durable(&self) -> bool {
+        self.durable && self.degraded.get().is_none()
+    }
+
+    pub(crate) fn status(&self) -> StoreStatus {
+        StoreStatus {
+            url: self.url.clone(),
+            durable: self.durable,
+            degraded: self.degraded.get().cloned(),
+        }
+    }
+
+    fn writing(&self) -> bool {
+        self.degraded.get().is_none()
+    }
+
+    /// Stops writing after `e`, saying so once on every channel a person watches.
+    fn fail(&self, e: &StoreError) {
+        let reason = e.to_string();
+        if self.degraded.set(reason.clone()).is_err() {
+            return;
+        }
+        let message = format!(
+            "store {} failed: {reason}. Serving from memory from now on: conversations go on, but nothing \
+             more is stored, so a restart loses what happens from here. Fix the store and restart turnscope",
+            self.url
+        );
+        tracing::error!("{message}");
+        self.bus.publish(Event::Log {
+            at_ms: now_us() / 1000,
+            level: "error".into(),
+            message,
+        });
+    }
+
+    /// Writes a new session's head; `None` when nothing is stored (writing stopped).
+    pub(crate) async fn create(
+        &self,
+        handle: &Uuid,
+        id: HandleId,
+        opener: &SessionOpener,
+        bot: &Bot,
+    ) -> Option<Stored> {
+        if !self.writing() {
+            return None;
+        }
+        let now = now_ms();
+        let greeting = bot.greeting().map(str::to_string);
+        let mut head = Head {
+            id,
+            prefix: handle.to_string()[..8].to_string(),
+            bot: bot.name().unwrap_or("bot").to_string(),
+            opener: opener.clone(),
+            messages: u64::from(greeting.is_some()),
+            greeting,
+            created_ms: now,
+            last_used_ms: now,
+            turns: 0,
+            forgotten: 0,
+            history_from_turn: 1,
+            in_flight: None,
+            unread: None,
+            version: 0,
+        };
+        match self.store.create(&head).await {
+            Ok(version) => {
+                head.version = version;
+                Some(Stored {
+                    head,
+                    window: VecDeque::new(),
+                })
+            }
+            Err(e) => {
+                self.fail(&e);
+                None
+            }
+        }
+    }
+
+    /// Applies `commit`; `Ok(None)` when nothing was written (writing stopped).
+    async fn commit(&self, id: &HandleId, commit: &Commit) -> Result<Option<u64>, Conflict> {
+        if !self.writing() {
+            return Ok(None);
+        }
+        match self.store.commit(id, commit).await {
+            Ok(version) => Ok(Some(version)),
+            Err(e @ StoreError::Conflict { .. }) => Err(Conflict(e)),
+            Err(e) => {
+                self.fail(&e);
+                Ok(None)
+            }
+        }
+    }
+
+    pub(crate) async fn delete(&self, id: &HandleId) {
+        if self.writing()
+            && let Err(e) = self.store.delete(id).await
+        {
+            self.fail(&e);
+        }
+    }
+
+    pub(crate) async fn release(&self, id: &HandleId) {
+        self.store.release(id).await;
+    }
+
+    fn gate(&self, id: HandleId) -> Arc<tokio::sync::Mutex<()>> {
+        self.reopening
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(id)
+            .or_default()
+            .clone()
+    }
+
+    fn ungate(&self, id: &HandleId) {
+        self.reopening
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+    }
+}
+
+/// The record kept for a turn that was running when the process stopped.
+fn lost_turn(in_flight: &InFlight) -> TurnRecord {
+    TurnRecord {
+        id: in_flight.turn,
+        line: in_flight.line.clone(),
+        end: Some(TurnEnd::Restarted),
+        ..TurnRecord::default()
+    }
+}
+
+impl Sessions {
+    /// Writes `session`'s state: `append` (its ended turns not yet in the log, oldest first,
+    /// with the history messages added since the last write), the turn now in flight, and the
+    /// unread turn. Nothing is written when nothing changed or nothing is stored.
+    pub(crate) async fn record(
+        &self,
+        session: &Session,
+        stored: &mut Option<Stored>,
+        append: &[Arc<Turn>],
+        in_flight: Option<InFlight>,
+        unread: Option<u64>,
+    ) -> Result<(), Conflict> {
+        let Some(state) = stored.as_mut() else {
+            return Ok(());
+        };
+        let head = &state.head;
+        let append: Vec<&Arc<Turn>> = append.iter().filter(|t| t.id > head.turns).collect();
+        if append.is_empty() && in_flight == head.in_flight && unread == head.unread {
+            return Ok(());
+        }
+        let mut next = head.clone();
+        let mut turns = Vec::with_capacity(append.len());
+        if let Some((last, earlier)) = append.split_last() {
+            let (first, messages, forgotten) = session.bot.history_after(head.messages);
+            let now = now_ms();
+            for turn in earlier {
+                turns.push(stored_turn(turn, now, first, Vec::new()));
+            }
+            turns.push(stored_turn(last, now, first, messages));
+            let written = turns.last().map(StoredTurn::last_message).unwrap_or(0);
+            next.messages = next.messages.max(written);
+            next.forgotten = forgotten;
+            next.turns = last.id;
+        }
+        next.in_flight = in_flight;
+        next.unread = unread;
+        next.last_used_ms = now_ms();
+        let mut window = state.window.clone();
+        for turn in &turns {
+            if !turn.messages.is_empty() {
+                window.push_back((turn.id(), turn.last_message()));
+            }
+        }
+        while window
+            .front()
+            .is_some_and(|(_, last)| *last <= next.forgotten)
+        {
+            window.pop_front();
+        }
+        next.history_from_turn = window.front().map_or(next.turns + 1, |(turn, _)| *turn);
+        let commit = Commit {
+            expected: head.version,
+            drop_before: next
+                .history_from_turn
+                .min((next.turns + 1).saturating_sub(LOG_TURNS_KEPT)),
+            head: next,
+            append: turns,
+        };
+        match self.inner.storage.commit(&session.id, &commit).await? {
+            Some(version) => {
+                state.head = commit.head;
+                state.head.version = version;
+                state.window = window;
+            }
+            None => *stored = None,
+        }
+        Ok(())
+    }
+
+    /// Handles a conflict found while writing `session`: it changed elsewhere (another
+    /// server took it, or `turnscope sessions delete` removed it), so this process lets go
+    /// of it; the next call reloads what the store holds.
+    pub(crate) async fn conflicted(&self, session: &Session, conflict: Conflict) {
+        tracing::warn!(session = session.number, handle = %session.handle_prefix(), "{}", conflict.0);
+        self.close_keeping(session, "changed in the store by someone else")
+            .await;
+    }
+
+    /// Writes `turn` as unread once it ends, unless a call wrote it first (its caller gave up
+    /// waiting: nobody else will).
+    pub(crate) fn record_when_done(&self, session: Arc<Session>, turn: Arc<Turn>) {
+        let sessions = self.clone();
+        tokio::spawn(async move {
+            turn.done().await;
+            let mut state = session.chat.lock().await;
+            let waiting = state
+                .pending
+                .as_ref()
+                .is_some_and(|p| Arc::ptr_eq(p, &turn));
+            if !waiting {
+                return;
+            }
+            session.bot.settle().await;
+            if let Err(conflict) = sessions
+                .record(
+                    &session,
+                    &mut state.stored,
+                    std::slice::from_ref(&turn),
+                    None,
+                    Some(turn.id),
+                )
+                .await
+            {
+                drop(state);
+                sessions.conflicted(&session, conflict).await;
+            }
+        });
+    }
+
+    /// Opens the stored session `id` again (handle `handle`): a fresh pipeline with its
+    /// history, its unread turn, and its records for the console. A turn that was in flight
+    /// when the process stopped becomes the unread turn, ended `restarted`, so the next call
+    /// reports it, once. `Ok(None)` when the store does not hold it.
+    pub(super) async fn reopen(
+        &self,
+        handle: Uuid,
+        id: HandleId,
+    ) -> Result<Option<Arc<Session>>, ChatError> {
+        let storage = &self.inner.storage;
+        let gate = storage.gate(id);
+        let _one_at_a_time = gate.lock().await;
+        let result = self.reopen_now(handle, id).await;
+        storage.ungate(&id);
+        result
+    }
+
+    async fn reopen_now(
+        &self,
+        handle: Uuid,
+        id: HandleId,
+    ) -> Result<Option<Arc<Session>>, ChatError> {
+        if let Some(session) = self.live(&id, &handle) {
+            return Ok(Some(session));
+        }
+        let storage = &self.inner.storage;
+        if !storage.writing() {
+            return Ok(None);
+        }
+        let loaded = match storage.store.load(&id, KEPT_TURNS as u64).await {
+            Ok(Some(loaded)) => loaded,
+            Ok(None) => return Ok(None),
+            Err(e) => {
+                return Err(ChatError::Store {
+                    message: e.to_string(),
+                });
+            }
+        };
+        let limits = &self.inner.limits;
+        let idle_ms = now_ms().saturating_sub(loaded.head.last_used_ms);
+        if idle_ms > limits.handle_seconds.saturating_mul(1000) {
+            storage.delete(&id).await;
+            return Ok(None);
+        }
+        if self.is_draining() {
+            return Err(self.draining_error());
+        }
+        self.take_slot()?;
+        if let Err(e) = storage.store.acquire(&id).await {
+            self.free_slot();
+            return Err(ChatError::Store {
+                message: e.to_string(),
+            });
+        }
+        let (session, lost) = self.restore(handle, id, loaded);
+        if let Some(lost) = lost {
+            let mut state = session.chat.lock().await;
+            let written = self
+                .record(
+                    &session,
+                    &mut state.stored,
+                    std::slice::from_ref(&lost),
+                    None,
+                    Some(lost.id),
+                )
+                .await;
+            drop(state);
+            if let Err(conflict) = written {
+                self.free_slot();
+                storage.release(&id).await;
+                session.bot.end().await;
+                tracing::warn!("{}", conflict.0);
+                return Err(ChatError::Store {
+                    message: conflict.0.to_string(),
+                });
+            }
+        }
+        self.admit(&session);
+        Ok(Some(session))
+    }
+
+    /// The session a stored one becomes (not yet in the table), and the turn that was in
+    /// flight when the process stopped (not yet written as such).
+    fn restore(
+        &self,
+        handle: Uuid,
+        id: HandleId,
+        loaded: Loaded,
+    ) -> (Arc<Session>, Option<Arc<Turn>>) {
+        let Loaded { head, turns } = loaded;
+        let mut messages = Vec::new();
+        if let Some(greeting) = &head.greeting
+            && head.forgotten == 0
+        {
+            messages.push(crate::bot::Message::Assistant {
+                text: greeting.clone(),
+                tool_calls: Vec::new(),
+            });
+        }
+        let mut window = VecDeque::new();
+        for turn in &turns {
+            let skip = (head.forgotten + 1).saturating_sub(turn.first_message) as usize;
+            if skip < turn.messages.len() {
+                messages.extend(turn.messages[skip..].iter().cloned());
+                window.push_back((turn.id(), turn.last_message()));
+            }
+        }
+        let lost = head.in_flight.as_ref().map(lost_turn);
+        let next_turn = head.turns.max(lost.as_ref().map_or(0, |t| t.id)) + 1;
+        let number = self.inner.next_number.fetch_add(1, Ordering::Relaxed);
+        let bot = self.inner.bot.reopen(
+            Observer::new(self.inner.bus.clone(), number),
+            Restored {
+                messages,
+                forgotten: head.forgotten,
+                next_turn,
+            },
+        );
+        let mut kept: VecDeque<Arc<Turn>> = turns
+            .iter()
+            .rev()
+            .take(KEPT_TURNS)
+            .rev()
+            .map(|t| Turn::restored(t.record.clone()))
+            .collect();
+        let lost = lost.map(Turn::restored);
+        if let Some(lost) = &lost {
+            if kept.len() == KEPT_TURNS {
+                kept.pop_front();
+            }
+            kept.push_back(lost.clone());
+        }
+        let pending = match (&lost, head.unread) {
+            (Some(lost), _) => Some(lost.clone()),
+            (None, Some(unread)) => kept.iter().find(|t| t.id == unread).cloned(),
+            (None, None) => None,
+        };
+        let idle_ms = now_ms().saturating_sub(head.last_used_ms);
+        let epoch = self.inner.epoch;
+        let last_used = (epoch.elapsed().as_millis() as u64).saturating_sub(idle_ms);
+        let mut state = chat::ChatState::new(Some(Stored {
+            head: head.clone(),
+            window,
+        }));
+        state.pending = pending;
+        let session = Arc::new(Session {
+            handle,
+            id,
+            number,
+            opener: head.opener.clone(),
+            opened: Instant::now(),
+            restored: true,
+            last_used_ms: AtomicU64::new(last_used),
+            epoch,
+            bot,
+            chat: tokio::sync::Mutex::new(state),
+            turns: Mutex::new(kept),
+        });
+        (session, lost)
+    }
+
+    /// Deletes the stored sessions idle longer than the handle lifetime that are not open
+    /// here (open ones are swept by their own idle time).
+    pub(super) async fn sweep_stored(&self) {
+        let storage = &self.inner.storage;
+        if !storage.writing() {
+            return;
+        }
+        let lifetime_ms = self.inner.limits.handle_seconds.saturating_mul(1000);
+        let before = now_ms().saturating_sub(lifetime_ms);
+        let expired = match storage.store.expired(before, SWEEP_BATCH).await {
+            Ok(expired) => expired,
+            Err(e) => {
+                storage.fail(&e);
+                return;
+            }
+        };
+        for head in expired {
+            if self.number_of_id(&head.id).is_some() {
+                continue;
+            }
+            storage.delete(&head.id).await;
+            tracing::info!(handle = %head.prefix, "stored session deleted: idle too long");
+        }
+    }
+
+    /// Renews the leases of the open sessions (a store with leases only).
+    pub(super) async fn renew_leases(&self) {
+        let storage = &self.inner.storage;
+        if storage.store.lease_every().is_none() {
+            return;
+        }
+        let ids: Vec<HandleId> = self.table().by_id.keys().copied().collect();
+        if let Err(e) = storage.store.renew(&ids).await {
+            tracing::warn!("store: renewing leases failed: {e}");
+        }
+    }
+
+    /// The stored sessions, most recently used first, at most `limit` (the console's list of
+    /// conversations this process has not reopened).
+    pub async fn stored(&self, limit: usize) -> Result<Vec<Head>, StoreError> {
+        self.inner.storage.store.list(limit).await
+    }
+}
+
+fn stored_turn(
+    turn: &Turn,
+    now: u64,
+    first_message: u64,
+    messages: Vec<crate::bot::Message>,
+) -> StoredTurn {
+    let record = turn.snapshot();
+    let ran_ms = record.total.map_or(0, |d| d.as_millis() as u64);
+    StoredTurn {
+        started_ms: now.saturating_sub(ran_ms),
+        record,
+        first_message,
+        messages,
+    }
+}

@@ -1,0 +1,387 @@
+//! The session table over a store: restarts keep conversations, a crash's turn in flight is
+//! reported once, expiry deletes, a failing store degrades to memory, concurrent reopens make
+//! one session. A "restart" is a second table over the same store; a "crash" is a second
+//! table over a snapshot of the store taken mid-turn (what the disk held then). The real
+//! binary with the file store is tested in `tests/it/store.rs`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+use crate::model::{EmbeddedModel, ModelClient, ModelConfig, ScriptSettings};
+use crate::store::memory::MemoryStore;
+use crate::store::{Commit, HandleKey, Head, StoreError, StoreStats, StoredTurn};
+
+/// A memory store that claims to outlive the process, and whose writes can be made to fail
+/// (a full disk).
+struct Disk {
+    inner: MemoryStore,
+    broken: AtomicBool,
+}
+
+impl Disk {
+    fn new(inner: MemoryStore) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            broken: AtomicBool::new(false),
+        })
+    }
+
+    fn check(&self) -> Result<(), StoreError> {
+        if self.broken.load(Ordering::Relaxed) {
+            Err(StoreError::unusable(
+                "store file /x: a commit failed (SQLite: database or disk is full)",
+            ))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[async_trait]
+impl SessionStore for Disk {
+    fn describe(&self) -> String {
+        "disk".into()
+    }
+    fn durable(&self) -> bool {
+        true
+    }
+    fn key(&self) -> &HandleKey {
+        self.inner.key()
+    }
+    async fn create(&self, head: &Head) -> Result<u64, StoreError> {
+        self.check()?;
+        self.inner.create(head).await
+    }
+    async fn head(&self, id: &HandleId) -> Result<Option<Head>, StoreError> {
+        self.inner.head(id).await
+    }
+    async fn turns(&self, id: &HandleId, from: u64) -> Result<Vec<StoredTurn>, StoreError> {
+        self.inner.turns(id, from).await
+    }
+    async fn commit(&self, id: &HandleId, commit: &Commit) -> Result<u64, StoreError> {
+        self.check()?;
+        self.inner.commit(id, commit).await
+    }
+    async fn delete(&self, id: &HandleId) -> Result<bool, StoreError> {
+        self.check()?;
+        self.inner.delete(id).await
+    }
+    async fn expired(&self, before_ms: u64, limit: usize) -> Result<Vec<Head>, StoreError> {
+        self.inner.expired(before_ms, limit).await
+    }
+    async fn list(&self, limit: usize) -> Result<Vec<Head>, StoreError> {
+        self.inner.list(limit).await
+    }
+    async fn count(&self) -> Result<u64, StoreError> {
+        self.inner.count().await
+    }
+    fn stats(&self) -> StoreStats {
+        self.inner.stats()
+    }
+    async fn close(&self) {}
+}
+
+async fn model(pace: f64) -> EmbeddedModel {
+    EmbeddedModel::start(0, ScriptSettings { pace, words: None })
+        .await
+        .unwrap()
+}
+
+fn table(model: &EmbeddedModel, store: Arc<dyn SessionStore>, limits: SessionLimits) -> Sessions {
+    let bot = Bot::builder(ModelClient::new(ModelConfig::new(model.base_url(), "m")))
+        .greeting("Hello there")
+        .build();
+    Sessions::with_store(bot, Bus::default(), limits, Replica::default(), store)
+}
+
+/// Says `line` as a caller that gives up 30 ms in: the turn runs on with nobody waiting.
+async fn give_up(sessions: &Sessions, handle: &str, line: &str) {
+    let cancel = CancellationToken::new();
+    let later = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        later.cancel();
+    });
+    let result = sessions.chat(handle, line, None, &cancel).await;
+    assert_eq!(result, Err(ChatError::Cancelled));
+}
+
+async fn say(sessions: &Sessions, handle: &str, line: &str) -> ChatReply {
+    sessions
+        .chat(handle, line, None, &CancellationToken::new())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_conversation_goes_on_after_a_restart_with_its_history() {
+    let model = model(0.0).await;
+    let disk = Disk::new(MemoryStore::new());
+    let before = table(&model, disk.clone(), SessionLimits::default());
+    let handle = before.open(SessionOpener::Api).await.unwrap().handle();
+    say(&before, &handle, "my name is Ada").await;
+    before
+        .close_all("server shut down", Duration::from_secs(1))
+        .await;
+    assert!(before.is_empty());
+
+    let after = table(&model, disk.clone(), SessionLimits::default());
+    let reply = say(&after, &handle, "what did I say").await;
+    assert_eq!(reply.reply, "Earlier you said: my name is Ada");
+    assert_eq!(reply.turn, Some(2), "turn numbering goes on");
+    let session = after.list().pop().unwrap();
+    assert!(session.restored);
+    let context = session.bot().context();
+    assert_eq!(
+        context.messages[0],
+        crate::bot::Message::Assistant {
+            text: "Hello there".into(),
+            tool_calls: vec![]
+        },
+        "the greeting is history message 1"
+    );
+    assert_eq!(context.messages.len(), 5, "{:?}", context.messages);
+    assert_eq!(session.turns().len(), 2, "the console sees both turns");
+    // A third table sees all three turns.
+    after
+        .close_all("server shut down", Duration::from_secs(1))
+        .await;
+    let again = table(&model, disk, SessionLimits::default());
+    let reply = say(&again, &handle, "").await;
+    assert_eq!(
+        reply.end_reason, None,
+        "every reply was read: nothing to read"
+    );
+    assert_eq!(again.list()[0].bot().context().messages.len(), 5);
+}
+
+#[tokio::test]
+async fn a_turn_in_flight_at_a_crash_is_reported_once_and_never_answered() {
+    let model = model(0.05).await;
+    let disk = Disk::new(MemoryStore::new());
+    let live = table(&model, disk.clone(), SessionLimits::default());
+    let handle = live.open(SessionOpener::Api).await.unwrap().handle();
+    say(&live, &handle, "first").await;
+    // A caller that gives up: the turn runs on, its mark is on disk.
+    give_up(&live, &handle, "book a table").await;
+    let crashed = Disk::new(disk.inner.snapshot());
+
+    let after = table(&model, crashed.clone(), SessionLimits::default());
+    let reply = say(&after, &handle, "").await;
+    assert_eq!(reply.end_reason.as_deref(), Some("restarted"));
+    assert_eq!(reply.line.as_deref(), Some("book a table"));
+    assert_eq!(reply.reply, "");
+    // Reported once: the next read has nothing, and the record says what happened.
+    assert_eq!(say(&after, &handle, "").await.end_reason, None);
+    let session = after.list().pop().unwrap();
+    let lost = session.turns().pop().unwrap().snapshot();
+    assert_eq!((lost.id, lost.end), (2, Some(TurnEnd::Restarted)));
+    // The history holds the first turn only; the next line is turn 3.
+    let reply = say(&after, &handle, "what did I say").await;
+    assert_eq!(reply.reply, "Earlier you said: first");
+    assert_eq!(reply.turn, Some(3));
+    // A restart after that reports nothing again.
+    after
+        .close_all("server shut down", Duration::from_secs(1))
+        .await;
+    let later = table(&model, crashed, SessionLimits::default());
+    assert_eq!(say(&later, &handle, "").await.end_reason, None);
+    live.close_all("test over", Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn a_new_line_after_a_crash_carries_the_lost_one_in_its_note() {
+    let model = model(0.05).await;
+    let disk = Disk::new(MemoryStore::new());
+    let live = table(&model, disk.clone(), SessionLimits::default());
+    let handle = live.open(SessionOpener::Api).await.unwrap().handle();
+    give_up(&live, &handle, "lost line").await;
+    let after = table(
+        &model,
+        Disk::new(disk.inner.snapshot()),
+        SessionLimits::default(),
+    );
+    let reply = say(&after, &handle, "hello again").await;
+    let unread = reply.unread.clone().expect("the lost turn comes first");
+    assert_eq!(
+        (unread.end_reason.as_str(), unread.line.as_deref()),
+        ("restarted", Some("lost line"))
+    );
+    assert_eq!(reply.reply, "You said: hello again");
+    live.close_all("test over", Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn an_unread_reply_survives_a_restart_and_an_empty_line_reads_it() {
+    let model = model(0.02).await;
+    let disk = Disk::new(MemoryStore::new());
+    let before = table(&model, disk.clone(), SessionLimits::default());
+    let session = before.open(SessionOpener::Api).await.unwrap();
+    let handle = session.handle();
+    give_up(&before, &handle, "keep this").await;
+    // The turn ends with nobody reading it: it is written as unread.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let head = disk.inner.head(&session.id()).await.unwrap();
+        if head.is_some_and(|h| h.unread == Some(1)) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "written as unread");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    before
+        .close_all("server shut down", Duration::from_secs(1))
+        .await;
+    let after = table(&model, disk, SessionLimits::default());
+    let reply = say(&after, &handle, "").await;
+    assert_eq!(
+        (reply.reply.as_str(), reply.end_reason.as_deref()),
+        ("You said: keep this", Some("completed"))
+    );
+    assert_eq!(say(&after, &handle, "").await.end_reason, None, "read once");
+}
+
+#[tokio::test]
+async fn the_sweep_deletes_expired_stored_sessions_and_a_chat_on_one_is_refused() {
+    let model = model(0.0).await;
+    let disk = Disk::new(MemoryStore::new());
+    let limits = SessionLimits {
+        cap: 4,
+        handle_seconds: 1,
+        sweep_every: Duration::from_secs(60),
+    };
+    let before = table(&model, disk.clone(), limits.clone());
+    let a = before.open(SessionOpener::Api).await.unwrap().handle();
+    let b = before.open(SessionOpener::Api).await.unwrap().handle();
+    before
+        .close_all("server shut down", Duration::from_secs(1))
+        .await;
+    assert_eq!(disk.count().await.unwrap(), 2);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let after = table(&model, disk.clone(), limits);
+    // A chat on an expired stored handle deletes it and says so.
+    let e = after
+        .chat(&a, "hi", None, &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ChatError::NoSession { kept: true, .. }), "{e}");
+    assert_eq!(disk.count().await.unwrap(), 1);
+    // The sweep deletes the other one.
+    after.sweep().await;
+    assert_eq!(disk.count().await.unwrap(), 0);
+    assert!(
+        after
+            .chat(&b, "hi", None, &CancellationToken::new())
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn the_cap_counts_open_sessions_and_reopened_ones_take_a_slot() {
+    let model = model(0.0).await;
+    let disk = Disk::new(MemoryStore::new());
+    let limits = SessionLimits {
+        cap: 1,
+        ..SessionLimits::default()
+    };
+    let before = table(&model, disk.clone(), limits.clone());
+    let a = before.open(SessionOpener::Api).await.unwrap().handle();
+    before
+        .close_all("server shut down", Duration::from_secs(1))
+        .await;
+    let after = table(&model, disk, limits);
+    let b = after.open(SessionOpener::Api).await.unwrap();
+    let e = after
+        .chat(&a, "hi", None, &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ChatError::Cap { cap: 1, .. }), "{e}");
+    after.close(&b, "closed by hand").await;
+    say(&after, &a, "hi").await;
+}
+
+#[tokio::test]
+async fn concurrent_calls_on_a_stored_handle_reopen_it_once() {
+    let model = model(0.0).await;
+    let disk = Disk::new(MemoryStore::new());
+    let before = table(&model, disk.clone(), SessionLimits::default());
+    let handle = before.open(SessionOpener::Api).await.unwrap().handle();
+    before
+        .close_all("server shut down", Duration::from_secs(1))
+        .await;
+    let after = table(&model, disk, SessionLimits::default());
+    let calls = (0..8).map(|_| after.find(&handle));
+    let found = futures::future::join_all(calls).await;
+    let numbers: std::collections::HashSet<u64> =
+        found.into_iter().map(|s| s.unwrap().number).collect();
+    assert_eq!(numbers.len(), 1);
+    assert_eq!(after.len(), 1);
+}
+
+#[tokio::test]
+async fn a_failing_store_degrades_to_memory_loudly_and_sessions_go_on() {
+    let model = model(0.0).await;
+    let disk = Disk::new(MemoryStore::new());
+    let sessions = table(&model, disk.clone(), SessionLimits::default());
+    let mut sub = sessions.bus().subscribe();
+    let handle = sessions.open(SessionOpener::Api).await.unwrap().handle();
+    say(&sessions, &handle, "one").await;
+    disk.broken.store(true, Ordering::Relaxed);
+    let reply = say(&sessions, &handle, "what did I say").await;
+    assert_eq!(reply.reply, "Earlier you said: one");
+    let status = sessions.store_status();
+    assert!(
+        status
+            .degraded
+            .as_deref()
+            .is_some_and(|d| d.contains("disk is full")),
+        "{status:?}"
+    );
+    // Said once on the bus (the console's Log, stderr through tracing).
+    let mut logs = Vec::new();
+    while let Some(event) = sub.try_recv() {
+        if let Event::Log { level, message, .. } = &*event {
+            logs.push((level.to_string(), message.clone()));
+        }
+    }
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    assert!(logs[0].1.contains("Serving from memory"), "{logs:?}");
+    // New sessions still open, from memory.
+    let other = sessions.open(SessionOpener::Api).await.unwrap().handle();
+    assert_eq!(say(&sessions, &other, "two").await.reply, "You said: two");
+}
+
+#[tokio::test]
+async fn a_session_changed_elsewhere_is_reloaded_not_overwritten() {
+    let model = model(0.0).await;
+    let disk = Disk::new(MemoryStore::new());
+    let sessions = table(&model, disk.clone(), SessionLimits::default());
+    let session = sessions.open(SessionOpener::Api).await.unwrap();
+    let handle = session.handle();
+    say(&sessions, &handle, "one").await;
+    // Another writer bumps the version behind this table's back.
+    let head = disk.head(&session.id()).await.unwrap().unwrap();
+    disk.commit(
+        &session.id(),
+        &Commit {
+            expected: head.version,
+            head: head.clone(),
+            append: Vec::new(),
+            drop_before: 0,
+        },
+    )
+    .await
+    .unwrap();
+    let reply = say(&sessions, &handle, "what did I say").await;
+    assert_eq!(
+        reply.reply, "Earlier you said: one",
+        "reloaded with its history"
+    );
+    assert!(sessions.list()[0].restored);
+}
