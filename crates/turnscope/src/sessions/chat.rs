@@ -13,10 +13,14 @@ use super::persist::Stored;
 use super::{ChatError, Session, Sessions};
 use crate::bot::{Turn, TurnEnd};
 use crate::observe::{Event, TokenUsage, event::now_us};
-use crate::store::{InFlight, now_ms};
+use crate::store::{InFlight, Lease, now_ms};
 
 /// When a caller lags this many pieces behind, the backlog goes out as one notification.
 const COALESCE_AT: usize = 16;
+
+/// Longest a call waits for another replica's turn of the same conversation to end (its
+/// lease in a shared store), before it gets [`ChatError::Busy`] naming that replica.
+pub(crate) const LEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Per-handle state guarded by the handle's lock.
 pub(crate) struct ChatState {
@@ -200,11 +204,102 @@ impl Sessions {
     ) -> Result<ChatReply, ChatError> {
         let _in_flight = self.call_guard();
         session.touch();
-        let mut state = tokio::select! {
+        let state = tokio::select! {
             state = session.chat.lock() => state,
             _ = cancel.cancelled() => return Err(ChatError::Cancelled),
         };
         session.touch();
+        if !self.inner.storage.shared() {
+            return self
+                .chat_locked(session, state, line, progress, cancel)
+                .await;
+        }
+        // A store other replicas share: this replica runs the turn only while it holds the
+        // conversation's lease, and only on the latest version of it.
+        let store = self.inner.storage.store();
+        if let Err(e) = self.take_lease(session, &state, cancel).await {
+            drop(state);
+            if e == ChatError::Stale {
+                store.release(&session.id).await;
+                self.close_keeping(session, "continued on another replica")
+                    .await;
+            }
+            return Err(e);
+        }
+        let result = self
+            .chat_locked(session, state, line, progress, cancel)
+            .await;
+        match session.bot.current_turn().filter(|t| !t.is_done()) {
+            // A turn no call waits for: the lease is kept (renewed) until it ends.
+            Some(turn) => {
+                let session = session.clone();
+                let store = store.clone();
+                tokio::spawn(async move {
+                    turn.done().await;
+                    let _calls = session.chat.lock().await;
+                    if session.bot.current_turn().is_none_or(|t| t.is_done()) {
+                        store.release(&session.id).await;
+                    }
+                });
+            }
+            None => store.release(&session.id).await,
+        }
+        result
+    }
+
+    /// Takes the conversation's lease in the shared store, waiting (at most [`LEASE_WAIT`])
+    /// while another replica runs a turn of it. [`ChatError::Stale`] when the store holds a
+    /// newer version than this replica's copy (another replica went on with it).
+    async fn take_lease(
+        &self,
+        session: &Session,
+        state: &ChatState,
+        cancel: &CancellationToken,
+    ) -> Result<(), ChatError> {
+        let store = self.inner.storage.store();
+        let started = std::time::Instant::now();
+        loop {
+            let lease = store
+                .acquire(&session.id)
+                .await
+                .map_err(|e| ChatError::Store {
+                    message: e.to_string(),
+                })?;
+            match lease {
+                Lease::Granted { version, .. } => {
+                    let local = state.stored.as_ref().map(|s| s.version());
+                    return if version == local {
+                        Ok(())
+                    } else {
+                        Err(ChatError::Stale)
+                    };
+                }
+                Lease::Held { by, for_ms } => {
+                    if started.elapsed() >= LEASE_WAIT {
+                        return Err(ChatError::Busy {
+                            holder: by,
+                            waited_seconds: started.elapsed().as_secs(),
+                        });
+                    }
+                    let wait = std::time::Duration::from_millis(for_ms.clamp(10, 100));
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        _ = cancel.cancelled() => return Err(ChatError::Cancelled),
+                    }
+                }
+            }
+        }
+    }
+
+    /// `chat` with the handle's lock held (and, on a shared store, its lease).
+    async fn chat_locked(
+        &self,
+        session: &Arc<Session>,
+        mut state: tokio::sync::MutexGuard<'_, ChatState>,
+        line: &str,
+        progress: Option<&mut (dyn ProgressSink + '_)>,
+        cancel: &CancellationToken,
+    ) -> Result<ChatReply, ChatError> {
         if session.bot.is_finished() {
             drop(state);
             self.close(session, "bot stopped").await;
@@ -250,8 +345,15 @@ impl Sessions {
                 .await
             {
                 drop(state);
-                self.conflicted(session, conflict).await;
-                return Err(ChatError::Stale);
+                return Err(match conflict {
+                    super::persist::Conflict::Unsaved(e) => ChatError::Unsaved {
+                        message: e.to_string(),
+                    },
+                    changed => {
+                        self.conflicted(session, changed).await;
+                        ChatError::Stale
+                    }
+                });
             }
             let turn = session.bot.say(line).await;
             session.remember(turn.clone());
@@ -298,11 +400,17 @@ impl Sessions {
             )
             .await;
         drop(state);
-        if let Err(conflict) = written {
-            self.conflicted(session, conflict).await;
-        }
         session.touch();
-        Ok(ChatReply::of(&turn, unread))
+        match written {
+            Ok(()) => Ok(ChatReply::of(&turn, unread)),
+            Err(super::persist::Conflict::Unsaved(e)) => Err(ChatError::Unsaved {
+                message: e.to_string(),
+            }),
+            Err(changed) => {
+                self.conflicted(session, changed).await;
+                Ok(ChatReply::of(&turn, unread))
+            }
+        }
     }
 }
 

@@ -261,6 +261,7 @@ impl Sessions {
     fn draining_error(&self) -> ChatError {
         ChatError::Draining {
             replica: self.inner.replica.id_arc(),
+            shared: self.inner.storage.store().shared(),
         }
     }
 
@@ -335,11 +336,22 @@ impl Sessions {
             .inner
             .bot
             .open(Observer::new(self.inner.bus.clone(), number));
-        let stored = self
+        let stored = match self
             .inner
             .storage
             .create(&handle, id, &opener, &self.inner.bot)
-            .await;
+            .await
+        {
+            Ok(stored) => stored,
+            Err(e) => {
+                // A shared store that did not take it: no handle that no replica could serve.
+                self.free_slot();
+                bot.end().await;
+                return Err(ChatError::Unsaved {
+                    message: e.to_string(),
+                });
+            }
+        };
         let session = Arc::new(Session {
             handle,
             id,
