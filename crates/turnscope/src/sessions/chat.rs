@@ -229,20 +229,10 @@ impl Sessions {
         let result = self
             .chat_locked(session, state, line, progress, cancel)
             .await;
-        match session.bot.current_turn().filter(|t| !t.is_done()) {
-            // A turn no call waits for: the lease is kept (renewed) until it ends.
-            Some(turn) => {
-                let session = session.clone();
-                let store = store.clone();
-                tokio::spawn(async move {
-                    turn.done().await;
-                    let _calls = session.chat.lock().await;
-                    if session.bot.current_turn().is_none_or(|t| t.is_done()) {
-                        store.release(&session.id).await;
-                    }
-                });
-            }
-            None => store.release(&session.id).await,
+        // A turn no call waits for keeps the lease (renewed) until it ends and is written
+        // (`record_when_done` gives it back then); otherwise it is given back now.
+        if session.bot.current_turn().is_none_or(|t| t.is_done()) {
+            store.release(&session.id).await;
         }
         result
     }
@@ -256,24 +246,30 @@ impl Sessions {
         state: &ChatState,
         cancel: &CancellationToken,
     ) -> Result<(), ChatError> {
+        let version = self.wait_for_lease(&session.id, cancel).await?;
+        let local = state.stored.as_ref().map(|s| s.version());
+        if version == local {
+            Ok(())
+        } else {
+            Err(ChatError::Stale)
+        }
+    }
+
+    /// Waits (at most [`LEASE_WAIT`]) until this replica holds `id`'s lease; returns the
+    /// stored head's version then.
+    pub(super) async fn wait_for_lease(
+        &self,
+        id: &crate::store::HandleId,
+        cancel: &CancellationToken,
+    ) -> Result<Option<u64>, ChatError> {
         let store = self.inner.storage.store();
         let started = std::time::Instant::now();
         loop {
-            let lease = store
-                .acquire(&session.id)
-                .await
-                .map_err(|e| ChatError::Store {
-                    message: e.to_string(),
-                })?;
+            let lease = store.acquire(id).await.map_err(|e| ChatError::Store {
+                message: e.to_string(),
+            })?;
             match lease {
-                Lease::Granted { version, .. } => {
-                    let local = state.stored.as_ref().map(|s| s.version());
-                    return if version == local {
-                        Ok(())
-                    } else {
-                        Err(ChatError::Stale)
-                    };
-                }
+                Lease::Granted { version, .. } => return Ok(version),
                 Lease::Held { by, for_ms } => {
                     if started.elapsed() >= LEASE_WAIT {
                         return Err(ChatError::Busy {

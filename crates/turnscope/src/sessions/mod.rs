@@ -18,6 +18,8 @@ pub mod haproxy;
 mod persist;
 pub mod replica;
 #[cfg(test)]
+mod shared_tests;
+#[cfg(test)]
 mod store_tests;
 
 use std::collections::{HashMap, VecDeque};

@@ -434,7 +434,7 @@ impl Sessions {
                 return;
             }
             session.bot.settle().await;
-            if let Err(conflict) = sessions
+            let written = sessions
                 .record(
                     &session,
                     &mut state.stored,
@@ -442,9 +442,14 @@ impl Sessions {
                     None,
                     Some(turn.id),
                 )
-                .await
-            {
-                drop(state);
+                .await;
+            // On a shared store the turn's lease is given back once it is written, so the
+            // replica that takes the conversation next reads it.
+            if sessions.inner.storage.shared() {
+                sessions.inner.storage.release(&session.id).await;
+            }
+            drop(state);
+            if let Err(conflict) = written {
                 sessions.conflicted(&session, conflict).await;
             }
         });
@@ -479,10 +484,21 @@ impl Sessions {
         if !storage.writing() {
             return Ok(None);
         }
+        // On a shared store, a turn in flight in the head may be running on another replica:
+        // load only while holding the lease (once it is granted, a mark left behind is a turn
+        // its replica lost: it died).
+        if storage.shared() {
+            self.wait_for_lease(&id, &tokio_util::sync::CancellationToken::new())
+                .await?;
+        }
         let loaded = match storage.store.load(&id, KEPT_TURNS as u64).await {
             Ok(Some(loaded)) => loaded,
-            Ok(None) => return Ok(None),
+            Ok(None) => {
+                storage.release(&id).await;
+                return Ok(None);
+            }
             Err(e) => {
+                storage.release(&id).await;
                 return Err(ChatError::Store {
                     message: e.to_string(),
                 });

@@ -517,4 +517,4 @@ impl SessionStore for RedisStore {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
