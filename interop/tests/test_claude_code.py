@@ -49,7 +49,7 @@ def chat_on(handle, line):
 class ClaudeCode:
     """Claude Code in a private HOME, its model at `stub`, turnscope added at `url`."""
 
-    def __init__(self, stub, url, extra_env=None):
+    def __init__(self, stub, url, extra_env=None, add_args=()):
         self.dir = tempfile.TemporaryDirectory(prefix="claude-home-")
         self.home = pathlib.Path(self.dir.name)
         if not CLAUDE.exists():
@@ -67,7 +67,7 @@ class ClaudeCode:
             "NO_PROXY": "127.0.0.1,localhost",
         }
         self.env.update(extra_env or {})
-        added = self.run("mcp", "add", "--transport", "http", "turnscope", url)
+        added = self.run("mcp", "add", "--transport", "http", "turnscope", url, *add_args)
         assert added.returncode == 0, added.stderr
 
     def run(self, *args, timeout=120):

@@ -302,7 +302,7 @@ impl Sessions {
             return Err(self.unknown());
         }
         let mut unread = None;
-        if !line.is_empty() && self.is_draining() {
+        if !line.is_empty() && self.refusing() {
             return Err(self.draining_error());
         }
         if !line.is_empty() {

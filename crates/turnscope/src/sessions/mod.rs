@@ -260,6 +260,13 @@ impl Sessions {
         self.inner.draining.load(Ordering::Acquire)
     }
 
+    /// Whether calls are refused now: draining, with conversations that live only here. On a
+    /// shared store a draining replica refuses nothing: every turn is in the store, so it
+    /// serves what still reaches it while the balancer moves its handles to the others.
+    fn refusing(&self) -> bool {
+        self.is_draining() && !self.inner.storage.shared()
+    }
+
     fn draining_error(&self) -> ChatError {
         ChatError::Draining {
             replica: self.inner.replica.id_arc(),
@@ -269,7 +276,7 @@ impl Sessions {
 
     /// "No session", or "draining" on a draining replica (whose sessions end as it exits).
     fn unknown(&self) -> ChatError {
-        if self.is_draining() {
+        if self.refusing() {
             self.draining_error()
         } else {
             ChatError::NoSession {
@@ -327,7 +334,7 @@ impl Sessions {
     /// Opens a session, unless the cap is reached; it is in the store before its handle is
     /// returned. The bot opens (the tools factory, your processors) outside the table's lock.
     pub async fn open(&self, opener: SessionOpener) -> Result<Arc<Session>, ChatError> {
-        if self.is_draining() {
+        if self.refusing() {
             return Err(self.draining_error());
         }
         self.take_slot()?;

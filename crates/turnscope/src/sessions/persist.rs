@@ -510,7 +510,7 @@ impl Sessions {
             storage.delete(&id).await;
             return Ok(None);
         }
-        if self.is_draining() {
+        if self.refusing() {
             return Err(self.draining_error());
         }
         self.take_slot()?;
