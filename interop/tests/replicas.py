@@ -206,6 +206,7 @@ CLEAR = (
     "reconnection attempts were exhausted",
     "SSE stream ended",
     "Not Found",
+    "HTTP 502",
 )
 
 
