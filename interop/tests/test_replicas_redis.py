@@ -126,6 +126,8 @@ async def test_fifty_clients_a_replica_killed_and_restarted_lose_no_turn(cluster
                 answer = await routed.call("chat", {"handle": handle, "line": "probe line"})
             turn = raw_record(answer, "turnscope/turn")
             timeline["probe_turn"] = turn
+            # Failover time (a figure, not a check): the kill to the probe's answer elsewhere.
+            print(f"failover: {time.monotonic() - timeline['killed']:.2f} s from SIGKILL to the answer on another replica")
             again = raw_record(await routed.call("chat", {"handle": handle, "line": ""}), "turnscope/turn")
             timeline["probe_after"] = again
         await wait_for(clients, 600)
