@@ -206,7 +206,6 @@ CLEAR = (
     "reconnection attempts were exhausted",
     "SSE stream ended",
     "Not Found",
-    "HTTP 502",
 )
 
 
