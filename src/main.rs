@@ -5,6 +5,7 @@ mod bench;
 mod cli;
 #[cfg(test)]
 mod cli_reference;
+mod sessions_cmd;
 mod test_run;
 
 use std::time::Instant;
@@ -150,6 +151,10 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
                 init_logging(false);
                 console(&config, cli.serve.events.as_deref()).await
             }
+        }
+        Some(Command::Sessions(args)) => {
+            init_logging(true);
+            sessions_cmd::run(args, cli.config.as_deref(), &cli.serve).await
         }
         Some(Command::Test(_)) => unreachable!("main() runs `turnscope test` before this"),
         Some(Command::Replay { file, theme }) => {

@@ -80,3 +80,4 @@ def model_server():
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow_first: the replica cluster's first replica has slow turns")
+    config.addinivalue_line("markers", "no_task_routing: the task cluster's balancer has no Mcp-Name line (the control)")

@@ -111,7 +111,7 @@ class Balancer:
     """HAProxy running examples/haproxy.cfg with its frontend moved and the backend's server and
     use-server lines replaced by what `turnscope replicas haproxy` prints for `replicas`."""
 
-    def __init__(self, replicas, route_by_handle=True, token=None, up_within=20):
+    def __init__(self, replicas, route_by_handle=True, route_tasks=True, token=None, up_within=20):
         self.dir = tempfile.TemporaryDirectory()
         self.port = free_port()
         text = EXAMPLE.read_text()
@@ -125,6 +125,8 @@ class Balancer:
         text = text[:cut] + self.lines
         if not route_by_handle:  # the control of the tests: every request balanced on its own
             text = "\n".join(l for l in text.splitlines() if "use-server" not in l) + "\n"
+        if not route_tasks:  # the control of the task tests: polls not routed by Mcp-Name
+            text = "\n".join(l for l in text.splitlines() if "req.hdr(mcp-name)" not in l) + "\n"
         self.config = pathlib.Path(self.dir.name) / "haproxy.cfg"
         self.config.write_text(text)
         # The recipe's health check sends the replicas' token from HAProxy's environment.
@@ -278,10 +280,15 @@ class RawMcp:
     """A sessionless MCP 2026-07-28 client over plain HTTP that keeps nothing between requests,
     as Claude Code 2.1.x does: `server/discover` instead of `initialize`, no Mcp-Session-Id,
     the revision in every request's `_meta` and in the Mcp-Method / Mcp-Name headers, and no
-    cookies (it counts the Set-Cookie headers it was offered and the Cookie headers it sent)."""
+    cookies (it counts the Set-Cookie headers it was offered and the Cookie headers it sent).
+    With `tasks`, it declares the MCP tasks extension in every request, as Claude Code run
+    interactively does, and names the task in Mcp-Name on `tasks/*`."""
 
-    def __init__(self, url: str, web: httpx.AsyncClient, name: str):
-        self.url, self.web, self.name = url, web, name
+    def __init__(self, url: str, web: httpx.AsyncClient, name: str, tasks: bool = False, mirror: bool = False):
+        self.url, self.web, self.name, self.tasks = url, web, name, tasks
+        # Mirror `chat`'s handle in Mcp-Param-Handle, as its x-mcp-header annotation asks
+        # (Claude Code and the Python SDK do; by default this client does not).
+        self.mirror = mirror
         self.next_id = 0
         self.offered_cookies = 0
         self.sent_cookies = 0
@@ -293,7 +300,9 @@ class RawMcp:
         params = dict(params or {})
         params["_meta"] = {
             "io.modelcontextprotocol/protocolVersion": REVISION,
-            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientCapabilities": (
+                {"extensions": {"io.modelcontextprotocol/tasks": {}}} if self.tasks else {}
+            ),
             "io.modelcontextprotocol/clientInfo": {"name": self.name, "version": "0"},
         }
         headers = {
@@ -303,6 +312,10 @@ class RawMcp:
         }
         if method == "tools/call":
             headers["mcp-name"] = params["name"]
+            if self.mirror and "handle" in params.get("arguments", {}):
+                headers["mcp-param-handle"] = params["arguments"]["handle"]
+        elif method.startswith("tasks/"):
+            headers["mcp-name"] = params["taskId"]
         body = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
         response = await self.web.post(self.url, json=body, headers=headers)
         self.offered_cookies += "set-cookie" in response.headers
@@ -406,3 +419,49 @@ class RawChatter(Chatter):
             self.completed += 1
             if pace_between:
                 await anyio.sleep(pace_between)
+
+
+class TaskChatter:
+    """A `RawMcp` client declaring the tasks extension saying `turns` lines through `url`, each
+    answered with a task (the replicas make every chat one) that it polls to its end at the
+    interval asked. Notes every refused poll (another replica got it) and every wrong reply."""
+
+    def __init__(self, url: str, number: int, turns: int):
+        self.url, self.number, self.turns = url, number, turns
+        self.completed = 0
+        self.polls = 0
+        self.working = 0  # polls answered `working`
+        self.refused = []  # the error of each poll that was not answered
+        self.wrong = []
+        self.misplaced = []  # (task id, handle) whose tags differ
+
+    async def run(self):
+        async with no_cookie_client() as web:
+            client = RawMcp(self.url, web, f"task-{self.number}", tasks=True)
+            start = await client.call("start", {})
+            handle = raw_record(start, "turnscope/start")["handle"]
+            for n in range(self.turns):
+                line = f"client {self.number} line {n}"
+                created = await client.call("chat", {"handle": handle, "line": line})
+                if created.get("resultType") != "task":
+                    self.wrong.append(("no task", line, created))
+                    continue
+                task = created["taskId"]
+                if task[-4:] != handle[-4:]:
+                    self.misplaced.append((task, handle))
+                while True:
+                    self.polls += 1
+                    answer = await client.request("tasks/get", {"taskId": task})
+                    if "error" in answer:
+                        self.refused.append(answer["error"])
+                        break
+                    got = answer["result"]
+                    self.working += got["status"] == "working"
+                    if got["status"] != "working":
+                        said = raw_record(got.get("result", {}), "turnscope/turn").get("reply", "")
+                        if got["status"] != "completed" or not said.startswith(f"You said: {line}"):
+                            self.wrong.append((line, got["status"], said))
+                        else:
+                            self.completed += 1
+                        break
+                    await anyio.sleep(got["pollIntervalMs"] / 1000)

@@ -27,6 +27,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "servers"))
 
 from anthropic_stub import AnthropicStub  # noqa: E402
+from claude_tmux import claude_env  # noqa: E402
 from faulty_openai import FaultyModel  # noqa: E402
 
 CLAUDE = HERE.parent / "node_modules" / ".bin" / "claude"
@@ -54,19 +55,7 @@ class ClaudeCode:
         self.home = pathlib.Path(self.dir.name)
         if not CLAUDE.exists():
             pytest.fail(f"Claude Code not found at {CLAUDE}; run interop/run (it installs interop/package.json)")
-        self.env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(self.home),
-            "CLAUDE_CONFIG_DIR": str(self.home / ".claude"),
-            "ANTHROPIC_BASE_URL": stub.url,
-            "ANTHROPIC_API_KEY": "sk-ant-stub-key",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_TELEMETRY": "1",
-            "DISABLE_AUTOUPDATER": "1",
-            "DISABLE_ERROR_REPORTING": "1",
-            "NO_PROXY": "127.0.0.1,localhost",
-        }
-        self.env.update(extra_env or {})
+        self.env = claude_env(self.home, stub.url, extra_env)
         added = self.run("mcp", "add", "--transport", "http", "turnscope", url, *add_args)
         assert added.returncode == 0, added.stderr
 

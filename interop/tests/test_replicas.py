@@ -7,6 +7,7 @@ killed mid-load, a replica drained mid-load, bodies longer than HAProxy's buffer
 interop/run installs HAProxy (apt-get) when it is missing; without it these tests fail.
 """
 
+import contextlib
 import signal
 import time
 
@@ -17,8 +18,8 @@ from mcp import Client
 from test_claude_code import SEARCH, START, ClaudeCode, chat  # also puts interop/servers on the path
 from anthropic_stub import AnthropicStub  # noqa: E402 - after the line above
 from replicas import (
-    CLEAR, Balancer, Chatter, RawChatter, RawHttpError, RawMcp, Replica, handle_of, no_cookie_client, raw_record,
-    raw_text, record_of, text_of,
+    CLEAR, Balancer, Chatter, RawChatter, RawHttpError, RawMcp, Replica, TaskChatter, handle_of, no_cookie_client,
+    raw_record, raw_text, record_of, text_of,
 )
 
 pytestmark = pytest.mark.anyio
@@ -26,6 +27,9 @@ pytestmark = pytest.mark.anyio
 # Fast turns: 6 words, 2 ms apart.
 CONFIG = "[model]\npace = 0.002\nwords = 6\n"
 SLOW = "[model]\npace = 0.2\nwords = 6\n"
+# Every chat of a client declaring the tasks extension a task at once, polled every 100 ms;
+# turns of 10 words 100 ms apart (a second, several polls each).
+TASKS = "[server]\ntask_after_seconds = 0\ntask_poll_seconds = 0.1\n[model]\npace = 0.1\nwords = 10\n"
 
 
 @pytest.fixture
@@ -39,12 +43,19 @@ def cluster(request):
     turns (1.2 s a turn), so a drain has turns in flight to wait for."""
     slow_first = request.node.get_closest_marker("slow_first") is not None
     configs = [SLOW if slow_first and i == 1 else CONFIG for i in (1, 2, 3)]
+    with running(configs) as both:
+        yield both
+
+
+@contextlib.contextmanager
+def running(configs, **balancer_options):
+    """A replica r1, r2, … per config text, and HAProxy in front of them (`Balancer` options)."""
     replicas = []
     balancer = None
     try:
-        for i, config in zip((1, 2, 3), configs):
+        for i, config in enumerate(configs, 1):
             replicas.append(Replica(f"r{i}", config, drain_seconds=10))
-        balancer = Balancer(replicas)
+        balancer = Balancer(replicas, **balancer_options)
         yield replicas, balancer
     finally:
         if balancer:
@@ -152,6 +163,15 @@ async def test_a_line_longer_than_the_balancers_buffer_reaches_its_replica_or_is
         # A short line in that order is read whole and routed.
         reply = await client.call("chat", {"line": "short", "handle": handle})
         assert not reply.get("isError"), raw_text(reply)
+        # A client mirroring the handle in Mcp-Param-Handle (chat's x-mcp-header; Claude Code
+        # and the Python SDK do) is routed by the header, whatever the order.
+        mirroring = RawMcp(balancer.url, web, "long-mirroring", mirror=True)
+        for _ in range(3):
+            start = await mirroring.call("start", {})
+            handle = raw_record(start, "turnscope/start")["handle"]
+            reply = await mirroring.call("chat", {"line": long_line, "handle": handle})
+            assert not reply.get("isError"), raw_text(reply)[:300]
+            assert raw_record(reply, "turnscope/turn")["end_reason"] == "completed"
 
 
 async def test_a_killed_replica_gives_its_clients_clear_errors_and_no_one_else_any(cluster):
@@ -287,6 +307,43 @@ async def test_claude_code_through_haproxy_every_line_reaches_its_replica(cluste
         claude.close()
         stub.stop()
         unrouted.stop()
+
+
+@pytest.fixture
+def task_cluster(request):
+    """Three replicas making every chat of a tasks-declaring client a task, and HAProxy; a test
+    marked `no_task_routing` gets the recipe without its Mcp-Name line (the control)."""
+    route = request.node.get_closest_marker("no_task_routing") is None
+    with running([TASKS] * 3, route_tasks=route) as both:
+        yield both
+
+
+async def test_tasks_are_polled_on_their_replica_routed_by_mcp_name(task_cluster):
+    # 30 clients × 3 lines, each line a task polled through HAProxy until it completes: every
+    # poll reaches the replica holding the task, whose id ends in its tag (as the handle does).
+    replicas, balancer = task_cluster
+    chatters = [TaskChatter(balancer.url, n, 3) for n in range(30)]
+    await run_all(chatters)
+    assert [c.wrong for c in chatters if c.wrong] == []
+    assert [c.refused for c in chatters if c.refused] == []
+    assert [c.misplaced for c in chatters if c.misplaced] == []
+    assert sum(c.completed for c in chatters) == 90
+    # Polls answered `working` reached the replica as the turn ran. How many depends on the
+    # machine's load (a 1 s turn, polls 100 ms apart): 17 at a load of 15 on 2 cores, so only
+    # their presence is asserted.
+    assert sum(c.working for c in chatters) >= 1, "tasks were polled while their turns ran"
+
+
+@pytest.mark.no_task_routing
+async def test_without_the_mcp_name_line_polls_land_elsewhere_and_are_refused(task_cluster):
+    # The control: the same clients through the recipe without its Mcp-Name line. Polls are
+    # balanced round robin, so most reach a replica that never saw the task: -32602.
+    replicas, balancer = task_cluster
+    chatters = [TaskChatter(balancer.url, n, 1) for n in range(12)]
+    await run_all(chatters, within=60)
+    refused = [e for c in chatters for e in c.refused]
+    assert len(refused) >= 4, f"{len(refused)} of 12 refused"
+    assert all(e["code"] == -32602 and "no task has this id" in e["message"] for e in refused), refused
 
 
 async def test_health_checks_pass_with_an_auth_token_and_a_non_loopback_allowed_host():

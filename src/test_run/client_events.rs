@@ -1,15 +1,16 @@
 //! With `--url` and `--events`, the conversation as this client saw it, as events `turnscope
 //! replay` reads: a session per run (opened by "turnscope test"), each line a turn with its
 //! reply as one piece, its tool calls (names and arguments, no durations) and its end reason
-//! and times as the target reported them or as measured here. The target's own frames,
-//! model requests and tool timings are in its process, not here.
+//! and times as the target reported them or as measured here, and the task a call was
+//! answered with (created, collected, its polls). The target's own frames, model requests and
+//! tool timings are in its process, not here.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use turnscope::observe::event::{
     FrameEvent, SessionEvent, SessionOpener, ToolCallEvent, TurnEndEvent, now_us,
 };
-use turnscope::observe::{Bus, Event};
+use turnscope::observe::{Bus, Event, TaskChange, TaskEvent};
 
 use super::target::TurnRecord;
 
@@ -98,6 +99,29 @@ impl ClientEvents {
             (None, Some(e)) => format!("error: {e}"),
             (None, None) => "reply (the target reports text only)".into(),
         };
+        if let Some(task) = &rec.task {
+            let event = |change, status: &'static str, at_us| {
+                Event::Task(TaskEvent {
+                    session,
+                    turn,
+                    task: task.id.clone(),
+                    client: OPENER.into(),
+                    change,
+                    status: status.into(),
+                    end_reason: rec.end_reason.clone().filter(|_| status != "working"),
+                    polls: if status == "working" { 0 } else { task.polls },
+                    at_us,
+                })
+            };
+            bus.publish(event(
+                TaskChange::Created,
+                "working",
+                at_us + us(task.created_ms),
+            ));
+            // This client sees the result when the poll that collects it answers.
+            let done = at_us + us(task.collected_ms);
+            bus.publish(event(TaskChange::Collected, "completed", done));
+        }
         bus.publish(Event::TurnEnded(TurnEndEvent {
             session,
             turn,

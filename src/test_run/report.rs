@@ -220,6 +220,7 @@ pub fn case_json(r: &CaseResult) -> serde_json::Value {
             "tool_calls": o.record.as_ref().and_then(|r| r.tool_calls.as_ref()),
             "end_reason": o.record.as_ref().and_then(|r| r.end_reason.as_ref()),
             "reported": o.record.as_ref().map(|r| r.reported),
+            "task": o.record.as_ref().and_then(|r| r.task.as_ref()),
             "session": o.session,
             "session_turn": o.session_turn,
         })).collect::<Vec<_>>(),

@@ -7,16 +7,25 @@
 //! unknown, so an expectation on them cannot be checked. Times come from the record when the
 //! target reports them; otherwise they are measured here: the whole turn as the call's
 //! duration, the first piece as the first progress notification of the call.
+//!
+//! The client speaks as Claude Code does where it can: MCP 2026-07-28 first (falling back to
+//! 2025-11-25 with `initialize` for an older target), declaring the tasks extension, so a
+//! target that serves long turns as tasks answers with one; the client then polls `tasks/get`
+//! at the interval the target asks for until the result, all within the call's timeout.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam};
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
+    CreateTaskResult, GetTaskParams, Implementation, ProgressNotificationParam, ProtocolVersion,
+    TaskPayload,
+};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, NotificationContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -82,6 +91,22 @@ pub struct TurnRecord {
     pub total_ms: (f64, Clock),
     /// Where the facts came from.
     pub reported: Reported,
+    /// The task the target answered the call with, when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<Followed>,
+}
+
+/// A task a call was answered with, followed to its result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Followed {
+    /// The first 8 characters of its id (task ids are secrets).
+    pub id: String,
+    /// Milliseconds from the call to the task's creation (the target's grace period).
+    pub created_ms: f64,
+    /// Milliseconds from the call to the poll that handed the result over.
+    pub collected_ms: f64,
+    /// `tasks/get` requests it took.
+    pub polls: u32,
 }
 
 /// Notes the first progress notification after [`Timer::arm`], lock-free: one client serves
@@ -106,6 +131,14 @@ impl Timer {
 }
 
 impl ClientHandler for Timer {
+    /// Declares the tasks extension, as Claude Code run interactively does.
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::builder().enable_tasks().build(),
+            Implementation::from_build_env(),
+        )
+    }
+
     async fn on_progress(
         &self,
         _params: ProgressNotificationParam,
@@ -139,9 +172,13 @@ impl Client {
         if let Some(t) = token {
             config = config.auth_header(t.to_string());
         }
+        let lifecycle = ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::V_2025_11_25),
+        };
         let service = timer
             .clone()
-            .serve(StreamableHttpClientTransport::from_config(config))
+            .serve_with_lifecycle(StreamableHttpClientTransport::from_config(config), lifecycle)
             .await
             .map_err(|e| {
                 anyhow::anyhow!(
@@ -181,19 +218,44 @@ impl Client {
         Ok(())
     }
 
+    /// Calls `name`; a task the target answers with is followed to its result, which comes
+    /// with what the task was.
     async fn call(
         &self,
         name: &str,
         args: Value,
         timeout: Duration,
-    ) -> Result<CallToolResult, String> {
+    ) -> Result<(CallToolResult, Option<Followed>), String> {
+        let started = Instant::now();
         let mut params = CallToolRequestParams::new(name.to_string());
         if let Value::Object(map) = args {
             params = params.with_arguments(map);
         }
-        match tokio::time::timeout(timeout, self.service.call_tool(params)).await {
-            Ok(Ok(result)) => Ok(result),
-            Ok(Err(e)) => Err(format!("the `{name}` call to {} failed: {e}", self.url)),
+        let answered = async {
+            match self.service.call_tool_once(params).await {
+                Ok(CallToolResponse::Complete(result)) => Ok((result, None)),
+                Ok(CallToolResponse::Task(task)) => {
+                    let id = task.task.task_id.chars().take(8).collect();
+                    let created_ms = started.elapsed().as_secs_f64() * 1000.0;
+                    self.follow(name, task).await.map(|(result, polls)| {
+                        let followed = Followed {
+                            id,
+                            created_ms,
+                            collected_ms: started.elapsed().as_secs_f64() * 1000.0,
+                            polls,
+                        };
+                        (result, Some(followed))
+                    })
+                }
+                Ok(_) => Err(format!(
+                    "the `{name}` call to {} asked for input mid-call, which `turnscope test` cannot give",
+                    self.url
+                )),
+                Err(e) => Err(format!("the `{name}` call to {} failed: {e}", self.url)),
+            }
+        };
+        match tokio::time::timeout(timeout, answered).await {
+            Ok(answer) => answer,
             Err(_) => Err(format!(
                 "the `{name}` call to {} gave no answer within {:.0} s (raise --timeout if the bot is that slow)",
                 self.url,
@@ -202,12 +264,62 @@ impl Client {
         }
     }
 
+    /// Polls the task a `name` call was answered with until it ends, at the interval it asks
+    /// for: its result and the polls it took.
+    async fn follow(
+        &self,
+        name: &str,
+        created: CreateTaskResult,
+    ) -> Result<(CallToolResult, u32), String> {
+        let id = created.task.task_id;
+        let mut interval = created.task.poll_interval_ms.unwrap_or(1000);
+        let mut polls = 0;
+        loop {
+            tokio::time::sleep(Duration::from_millis(interval.clamp(10, 60_000))).await;
+            polls += 1;
+            let got = self
+                .service
+                .get_task(GetTaskParams::new(id.clone()))
+                .await
+                .map_err(|e| {
+                    format!(
+                        "polling the task of the `{name}` call to {} failed: {e}",
+                        self.url
+                    )
+                })?;
+            interval = got.task.task.poll_interval_ms.unwrap_or(interval);
+            match got.task.payload {
+                TaskPayload::Completed { result } => {
+                    return serde_json::from_value(Value::Object(result))
+                        .map(|r| (r, polls))
+                        .map_err(|e| {
+                            format!("the task of the `{name}` call to {} completed with a result that is not a tool result: {e}", self.url)
+                        });
+                }
+                TaskPayload::Failed { error } => {
+                    return Err(format!(
+                        "the task of the `{name}` call to {} failed: {}",
+                        self.url,
+                        Value::Object(error)
+                    ));
+                }
+                TaskPayload::Cancelled => {
+                    return Err(format!(
+                        "the task of the `{name}` call to {} was cancelled by the target",
+                        self.url
+                    ));
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// `start` → the new conversation's handle.
     ///
     /// # Errors
     /// The call failed or the result holds no handle.
     pub async fn start(&self, timeout: Duration) -> Result<String, String> {
-        let result = self.call("start", json!({}), timeout).await?;
+        let (result, _) = self.call("start", json!({}), timeout).await?;
         let text = text_of(&result);
         if result.is_error == Some(true) {
             return Err(format!("`start` was refused: {text}"));
@@ -235,12 +347,15 @@ impl Client {
     ) -> Result<TurnRecord, String> {
         self.timer.arm();
         let started = Instant::now();
-        let result = self
+        let (result, task) = self
             .call("chat", json!({"handle": handle, "line": line}), timeout)
             .await?;
         let elapsed = started.elapsed();
         let first = self.timer.first_since(started);
-        Ok(turn_record(&result, elapsed, first))
+        Ok(TurnRecord {
+            task,
+            ..turn_record(&result, elapsed, first)
+        })
     }
 
     /// Ends the MCP session.
@@ -296,6 +411,7 @@ fn turn_record(result: &CallToolResult, elapsed: Duration, first: Option<Duratio
             first_piece_ms: client_first,
             total_ms: client_total,
             reported: Reported::TextOnly,
+            task: None,
         };
     };
     let tool_calls = r.get("tool_calls").and_then(Value::as_array).map(|calls| {
@@ -346,6 +462,7 @@ fn turn_record(result: &CallToolResult, elapsed: Duration, first: Option<Duratio
             .map(|m| (m, Clock::Target))
             .unwrap_or(client_total),
         reported,
+        task: None,
     }
 }
 

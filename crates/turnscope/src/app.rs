@@ -14,7 +14,7 @@ use crate::config::{AtRoundCap, Config, StoreUrl};
 use crate::model::{EmbeddedModel, ModelClient, ModelConfig, ScriptSettings};
 use crate::observe::{Bus, Event, ReplicaEvent};
 use crate::server::{GuardConfig, Server};
-use crate::sessions::{Replica, SessionLimits, Sessions};
+use crate::sessions::{Replica, SessionLimits, Sessions, TaskSettings};
 use crate::store::{SessionStore, memory::MemoryStore, sqlite::SqliteStore};
 use crate::tools::limits::{LimitsError, McpLimits};
 use crate::tools::policy::{Policy, PolicyError};
@@ -238,6 +238,11 @@ impl App {
                 cap: s.sessions,
                 handle_seconds: s.handle_seconds,
                 sweep_every: Duration::from_secs_f64(s.sweep_seconds.max(0.01)),
+                tasks: TaskSettings {
+                    enabled: s.tasks,
+                    after: Duration::from_secs_f64(s.task_after_seconds),
+                    poll: Duration::from_secs_f64(s.task_poll_seconds),
+                },
             },
             replica,
             store,

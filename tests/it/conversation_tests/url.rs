@@ -77,6 +77,38 @@ async fn url_runs_against_turnscope_in_another_process() {
     );
 }
 
+#[tokio::test]
+async fn url_follows_the_turns_a_target_serves_as_tasks() {
+    // Every chat of a client declaring the tasks extension (as `turnscope test` does) is a task
+    // at once, polled every 50 ms.
+    let mut server = Headless::start(
+        "ct-tasks",
+        "[server]\ntask_after_seconds = 0\ntask_poll_seconds = 0.05\n[model]\npace = 0.01\n",
+        &[],
+    )
+    .await;
+    let dir = scratch("url-tasks");
+    let out = turnscope_test(
+        &["--url", &server.url, "--events", "client.jsonl", &example()],
+        &dir,
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    // The client's record shows each task it followed, created and collected.
+    let client = std::fs::read_to_string(dir.join("client.jsonl")).unwrap();
+    let collected = client.matches("\"change\":\"collected\"").count();
+    assert!(collected >= 10, "{collected} tasks collected: {client}");
+    server.terminate();
+    server.exit().await;
+    let served = server.events_text();
+    assert_eq!(
+        served.matches("\"change\":\"created\"").count(),
+        served.matches("\"change\":\"collected\"").count(),
+        "every task the target created was polled to its result"
+    );
+    assert!(served.matches("\"change\":\"created\"").count() >= collected);
+}
+
 /// A bot server of its own: `start` and `chat` answering "You said: LINE" as text only (as
 /// pipecat-mcp-transport does), or, with `meta`, a model-facing text and the turn record in
 /// `_meta["turnscope/turn"]` (the record's place from turnscope's MCP face on).

@@ -11,5 +11,6 @@ pub mod headless_bin;
 pub mod llama_like;
 pub mod mcp;
 pub mod openai;
+pub mod raw_mcp;
 pub mod servers;
 pub mod upstream;

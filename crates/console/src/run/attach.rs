@@ -265,6 +265,7 @@ pub async fn attach(
             view: String::new(),
         },
         replica: None,
+        store: None,
     });
     match &attached.target {
         Some(t) => match t.tools().await {

@@ -64,6 +64,7 @@ pub async fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console
             }
             .to_string(),
         )),
+        store: Some(app.sessions.store_status().url),
     });
     let bot = app.sessions.bot();
     state.greeting = bot.greeting().map(str::to_string);

@@ -42,6 +42,7 @@ pub fn console_of(text: &str, file: &str, theme: Theme) -> Result<Console, Conso
             problems,
         },
         replica: None,
+        store: None,
     });
     state.tools_note = Some("Tools are not recorded in an events file.".into());
     let tape = Tape::new(events, state);

@@ -30,6 +30,7 @@ pub mod pipelines;
 pub mod records;
 mod rows;
 pub mod tape;
+pub mod tasks;
 mod test_case;
 pub mod timeline;
 mod times;
@@ -86,6 +87,8 @@ pub struct ConsoleState {
     pub pipelines: Pipelines,
     /// What crossed the wire: model requests and answers, tokens, MCP exchanges.
     pub wire: wire::Wire,
+    /// Turns that became MCP tasks: status, polls, end and collection.
+    pub tasks: tasks::Tasks,
     /// Sessions whose MCP client let go of them, with what happened.
     clients_gone: BTreeMap<u64, String>,
     /// Each session's latest turn start, turn end, tool call or failure (µs since the epoch).
@@ -195,6 +198,7 @@ impl ConsoleState {
                 client,
                 at_us,
             } => self.on_cancelled(*session, client, *at_us),
+            Event::Task(t) => self.on_task(t),
             Event::Bridge(b) => self.on_bridge(b),
             Event::ToolSource(t) => self.on_tool_source(t),
             Event::Replica(r) => {
@@ -211,6 +215,30 @@ impl ConsoleState {
                 self.saw_time(x.at_us);
                 self.wire.on_mcp(x);
             }
+        }
+    }
+
+    /// A task changed: its view, its turn's timeline, the session's activity.
+    fn on_task(&mut self, e: &turnscope::observe::TaskEvent) {
+        use turnscope::observe::TaskChange;
+        self.saw_time(e.at_us);
+        self.tasks.on_task(e);
+        self.timelines.task((e.session, e.turn), e);
+        if !matches!(e.change, TaskChange::Polled | TaskChange::Removed) {
+            self.touch(e.session, e.at_us);
+        }
+        if e.change == TaskChange::Cancelled {
+            self.journal.push(journal::Entry {
+                at_us: e.at_us,
+                level: journal::Level::Info,
+                session: Some(e.session),
+                source: format!("mcp client {}", e.client),
+                message: format!(
+                    "cancelled task {} (tasks/cancel): the turn was interrupted; an empty line reads what it said",
+                    e.task
+                ),
+                repeats: 1,
+            });
         }
     }
 

@@ -24,6 +24,8 @@ pub struct Header {
     pub source: Source,
     /// The replica id and its state (`serving`, `draining`), when known.
     pub replica: Option<(String, String)>,
+    /// Where sessions are kept (`memory`, `sqlite:/path`), when a server runs here.
+    pub store: Option<String>,
 }
 
 /// Where the console's events come from.

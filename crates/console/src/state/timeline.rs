@@ -1,6 +1,7 @@
 //! Each turn's timeline, for the turn waterfall: model requests (start, first piece,
 //! duration), tool calls (start, duration; parallel ones overlap), reply pieces, progress
-//! notifications and the end reason, all as µs offsets from the turn's start.
+//! notifications, the end reason and, for a turn that became an MCP task, the task's life
+//! (created, its polls, its result ready, collected), all as µs offsets from the turn's start.
 //!
 //! Folded from events only, so a live console and a replay draw the same waterfall. Bounded:
 //! [`TIMELINES_KEPT`] turns, [`MARKS_KEPT`] piece and progress marks each. Never reads a clock.
@@ -38,6 +39,25 @@ pub struct Call {
     pub failed: bool,
 }
 
+/// The life of the task a turn became, as offsets from the turn's start.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TaskLife {
+    /// The first 8 characters of its id.
+    pub id: String,
+    /// When the `chat` call answered with the task.
+    pub created: u64,
+    /// `tasks/get` offsets (the first [`MARKS_KEPT`]).
+    pub polls: Vec<u64>,
+    /// Polls in all.
+    pub poll_count: u64,
+    /// When its result was ready (or it was cancelled).
+    pub ended: Option<u64>,
+    /// When a poll first handed the result over.
+    pub collected: Option<u64>,
+    /// `working`, `completed` or `cancelled`.
+    pub status: String,
+}
+
 /// One turn's timeline.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Timeline {
@@ -59,6 +79,8 @@ pub struct Timeline {
     pub end: Option<String>,
     /// Its total, once it ended.
     pub total: Option<u64>,
+    /// The task it became, if it did.
+    pub task: Option<TaskLife>,
 }
 
 impl Timeline {
@@ -71,6 +93,14 @@ impl Timeline {
             .chain(self.calls.iter().map(|c| c.start + c.total))
             .chain(self.pieces.last().copied())
             .chain(self.progress.last().copied())
+            .chain(self.task.iter().flat_map(|t| {
+                t.polls
+                    .last()
+                    .copied()
+                    .into_iter()
+                    .chain(t.ended)
+                    .chain(t.collected)
+            }))
             .max()
             .unwrap_or(0);
         self.total.unwrap_or(0).max(latest).max(1)
@@ -182,6 +212,41 @@ impl Timelines {
         }
         if self.open.get(&key.0) == Some(&key.1) {
             self.open.remove(&key.0);
+        }
+    }
+
+    /// A task of the turn changed (a poll, its end, its collection).
+    pub fn task(&mut self, key: (u64, u64), e: &turnscope::observe::TaskEvent) {
+        use turnscope::observe::TaskChange;
+        let Some(t) = self.turns.get_mut(&key) else {
+            return;
+        };
+        let at = t.offset(e.at_us);
+        if e.change == TaskChange::Created || t.task.is_none() {
+            t.task = Some(TaskLife {
+                id: e.task.clone(),
+                created: at,
+                ..TaskLife::default()
+            });
+        }
+        let Some(task) = t.task.as_mut() else {
+            return;
+        };
+        task.status = e.status.to_string();
+        match e.change {
+            TaskChange::Polled => {
+                task.poll_count += 1;
+                if task.polls.len() < MARKS_KEPT {
+                    task.polls.push(at);
+                }
+            }
+            TaskChange::Ended | TaskChange::HandedOver | TaskChange::Cancelled => {
+                task.ended.get_or_insert(at);
+            }
+            TaskChange::Collected => {
+                task.collected.get_or_insert(at);
+            }
+            TaskChange::Created | TaskChange::Removed => {}
         }
     }
 

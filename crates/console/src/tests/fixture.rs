@@ -374,6 +374,7 @@ pub fn state() -> ConsoleState {
         bridges: "none".into(),
         source: Source::Live,
         replica: None,
+        store: None,
     });
     for event in events() {
         state.apply(&event);
@@ -553,4 +554,108 @@ fn mcp_exchanges(s: &mut Script) {
         json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "chat", "arguments": {"handle": "00000000…", "line": "hi"}}}),
         vec![(800, json!({"jsonrpc": "2.0", "id": 4, "result": {"content": [{"type": "text", "text": "handle: no live session on this replica"}], "isError": true}}))],
     ));
+}
+
+/// A Claude Code conversation (session 4) whose turn became an MCP task: the `chat` call
+/// answered with the task after the 2 s grace period, three polls while the 5.5 s turn ran,
+/// and the poll that collected the result 500 ms after the turn's end.
+pub fn task_events() -> Vec<Event> {
+    use turnscope::observe::wire::{McpExchange, McpMessage};
+    use turnscope::observe::{TaskChange, TaskEvent};
+    let mut s = Script::new();
+    let at = T0 + 10 * S;
+    s.session(4, SessionOpener::Mcp("claude-code".into()), at, None);
+    s.turn(4, 1, "tell me everything", at + S);
+    s.pieces(
+        4,
+        1,
+        &["You said:", " tell me", " everything"],
+        at + S + 300 * MS,
+    );
+    let exchange =
+        |at_us: u64, method: &str, request: serde_json::Value, answer: serde_json::Value| {
+            Event::Mcp(Box::new(McpExchange {
+                client: Some("claude-code".into()),
+                http_method: "POST".into(),
+                path: "/mcp".into(),
+                protocol: Some("2026-07-28".into()),
+                mcp_method: Some(method.into()),
+                mcp_name: method.starts_with("tasks/").then(|| "4f1e2d3c…".into()),
+                method: Some(method.into()),
+                tool: (method == "tools/call").then(|| "chat".into()),
+                request: Some(request),
+                status: 200,
+                content_type: Some("application/json".into()),
+                first_byte_us: Some(800),
+                total_us: 900,
+                messages: vec![McpMessage {
+                    after_us: 800,
+                    message: answer,
+                }],
+                complete: true,
+                at_us,
+                ..Default::default()
+            }))
+        };
+    let task = |change, status: &'static str, polls, at_us| {
+        Event::Task(TaskEvent {
+            session: 4,
+            turn: 1,
+            task: "4f1e2d3c".into(),
+            client: "claude-code".into(),
+            change,
+            status: status.into(),
+            end_reason: (status == "completed").then(|| "completed".into()),
+            polls,
+            at_us,
+        })
+    };
+    s.events.push(exchange(
+        at + S,
+        "tools/call",
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "chat", "arguments": {"handle": "4a2b3c4d…", "line": "tell me everything"}}}),
+        json!({"jsonrpc": "2.0", "id": 4, "result": {"resultType": "task", "taskId": "4f1e2d3c…", "status": "working", "ttlMs": 300000, "pollIntervalMs": 1000}}),
+    ));
+    s.events
+        .push(task(TaskChange::Created, "working", 0, at + 3 * S));
+    for poll in 1..=3u32 {
+        let when = at + (3 + u64::from(poll)) * S;
+        s.events.push(exchange(
+            when,
+            "tasks/get",
+            json!({"jsonrpc": "2.0", "id": 4 + poll, "method": "tasks/get", "params": {"taskId": "4f1e2d3c…"}}),
+            json!({"jsonrpc": "2.0", "id": 4 + poll, "result": {"resultType": "complete", "taskId": "4f1e2d3c…", "status": "working", "statusMessage": "You said: tell me"}}),
+        ));
+        s.events
+            .push(task(TaskChange::Polled, "working", poll, when));
+    }
+    s.end(4, 1, at + 6 * S + 500 * MS, (0, 0), (300 * MS, 5_500 * MS));
+    s.events.push(task(
+        TaskChange::Ended,
+        "completed",
+        3,
+        at + 6 * S + 500 * MS,
+    ));
+    s.events.push(exchange(
+        at + 7 * S,
+        "tasks/get",
+        json!({"jsonrpc": "2.0", "id": 8, "method": "tasks/get", "params": {"taskId": "4f1e2d3c…"}}),
+        json!({"jsonrpc": "2.0", "id": 8, "result": {"resultType": "complete", "taskId": "4f1e2d3c…", "status": "completed", "result": {"content": [{"type": "text", "text": "You said: tell me everything"}], "isError": false}}}),
+    ));
+    s.events
+        .push(task(TaskChange::Collected, "completed", 4, at + 7 * S));
+    s.events
+        .push(task(TaskChange::Polled, "completed", 4, at + 7 * S));
+    s.events
+}
+
+/// [`console`] with [`task_events`] folded in, session 4 selected.
+pub fn console_with_a_task() -> Console {
+    let mut c = console();
+    for event in task_events() {
+        c.state.apply(&event);
+    }
+    c.selected = Some(4);
+    c.settle();
+    c
 }

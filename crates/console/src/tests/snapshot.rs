@@ -403,3 +403,41 @@ fn sessions_pane_sorted_filtered_and_a_client_gone() {
     let t = render(80, 8, &c, panes::sessions::draw);
     assert_snapshot!(format!("{unfiltered}\n{}", t.backend()));
 }
+
+#[test]
+fn a_turn_that_became_a_task_in_the_transcript_turn_view_and_mcp_pane() {
+    let mut c = crate::tests::fixture::console_with_a_task();
+    assert_eq!(c.selected, Some(4), "the task's session is selectable");
+    let t = render(72, 12, &c, panes::transcript::draw);
+    assert_snapshot!("task_transcript", t.backend());
+    c.open_turn_view();
+    let t = render(160, 48, &c, |f, _, c| crate::draw::draw(f, c));
+    assert_snapshot!("task_turn_view_160x48", t.backend());
+    let t = render(80, 24, &c, |f, _, c| crate::draw::draw(f, c));
+    assert_snapshot!("task_turn_view_80x24", t.backend());
+    c.turn_view = None;
+    c.focus_pane(PaneId::Mcp);
+    let t = render(160, 48, &c, |f, _, c| crate::draw::draw(f, c));
+    assert_snapshot!("task_mcp_pane_160x48", t.backend());
+}
+
+#[test]
+fn the_header_names_the_store_by_its_file() {
+    let mut c = console();
+    c.state.header.store =
+        Some("sqlite:/home/ada/.local/state/turnscope/sessions-127.0.0.1-7870.sqlite3".into());
+    let t = render(160, 2, &c, panes::bars::header);
+    let first: String = (0..160)
+        .map(|x| t.backend().buffer()[(x, 0)].symbol().to_string())
+        .collect();
+    assert!(
+        first.contains("store sessions-127.0.0.1-7870.sqlite3  model "),
+        "{first}"
+    );
+    c.state.header.store = Some("memory".into());
+    let t = render(160, 2, &c, panes::bars::header);
+    let first: String = (0..160)
+        .map(|x| t.backend().buffer()[(x, 0)].symbol().to_string())
+        .collect();
+    assert!(first.contains("store memory  model "), "{first}");
+}

@@ -430,3 +430,37 @@ fn a_cancelled_call_is_noted_as_the_clients_choice_not_an_error() {
     );
     assert_eq!(s.client_gone(2), None, "the client still holds the session");
 }
+
+#[test]
+fn a_task_read_back_from_an_events_file_folds_as_it_did_live() {
+    use crate::tests::fixture::{console, task_events};
+    let text: String = task_events()
+        .iter()
+        .map(|e| serde_json::to_string(e).unwrap() + "\n")
+        .collect();
+    let (read, bad) = turnscope::observe::recorder::read_events(&text);
+    assert!(bad.is_empty(), "{bad:?}");
+    let (mut live, mut replayed) = (console(), console());
+    for e in task_events() {
+        live.state.apply(&e);
+    }
+    for e in &read {
+        replayed.state.apply(e);
+    }
+    let view = replayed
+        .state
+        .tasks
+        .of_turn(4, 1)
+        .expect("the task is back");
+    assert_eq!(Some(view), live.state.tasks.of_turn(4, 1));
+    assert_eq!(view.polls, 4);
+    assert_eq!(view.collection_gap_us(), Some(500_000));
+    assert_eq!(
+        replayed
+            .state
+            .timelines
+            .get(4, 1)
+            .and_then(|t| t.task.clone()),
+        live.state.timelines.get(4, 1).and_then(|t| t.task.clone())
+    );
+}

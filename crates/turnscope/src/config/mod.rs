@@ -150,6 +150,14 @@ pub struct ServerSection {
     pub replica_id: Option<String>,
     /// Seconds a SIGTERM waits for turns in flight before the process exits (default 30).
     pub drain_seconds: f64,
+    /// Whether `chat` calls of clients that declare the MCP tasks extension may become tasks
+    /// (default true; false: the extension is not offered).
+    pub tasks: bool,
+    /// Seconds a `chat` call of such a client waits for its turn before answering with a task
+    /// (default 10; 0 = every such call is a task).
+    pub task_after_seconds: f64,
+    /// The poll interval a task asks its client to keep, in seconds (default 1).
+    pub task_poll_seconds: f64,
 }
 
 impl Default for ServerSection {
@@ -171,6 +179,9 @@ impl Default for ServerSection {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             replica_id: None,
             drain_seconds: 30.0,
+            tasks: true,
+            task_after_seconds: 10.0,
+            task_poll_seconds: 1.0,
         }
     }
 }
@@ -432,6 +443,8 @@ impl Config {
         }
         check_seconds("server.sweep_seconds", s.sweep_seconds, true)?;
         check_seconds("server.drain_seconds", s.drain_seconds, true)?;
+        check_seconds("server.task_after_seconds", s.task_after_seconds, true)?;
+        check_seconds("server.task_poll_seconds", s.task_poll_seconds, false)?;
         if let Some(id) = &s.replica_id {
             check_replica_id(id)?;
         }

@@ -134,6 +134,9 @@ pub enum Event {
         /// When, in µs since the epoch.
         at_us: u64,
     },
+    /// A `chat` call became an MCP task, or a task of one changed: polled, ended, collected
+    /// by a poll, handed over to an empty line, cancelled, removed; see [`TaskEvent`].
+    Task(TaskEvent),
     /// A bridge's state changed (connection, counters, errors); see [`BridgeEvent`].
     Bridge(BridgeEvent),
     /// A tool source (an MCP server) connected, failed, was skipped, refreshed its tools...
@@ -213,6 +216,51 @@ pub struct SessionEvent {
     /// process, or before its bot stopped).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub restored: bool,
+}
+
+/// What happened to a task (a `chat` call's turn served as an MCP task).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskChange {
+    /// The `chat` call answered with the task (its turn ran past the grace period).
+    Created,
+    /// A `tasks/get` read it (`status` is what it answered).
+    Polled,
+    /// Its turn ended (or a new line interrupted it): its result is ready.
+    Ended,
+    /// A `tasks/get` handed its client the result for the first time.
+    Collected,
+    /// A `chat` with an empty line read the turn instead; the task completes with a note.
+    HandedOver,
+    /// `tasks/cancel`: the turn was interrupted, the task is `cancelled`.
+    Cancelled,
+    /// Its conversation ended (or it was the oldest of too many): its id is unknown now.
+    Removed,
+}
+
+/// A task's change, with where it stands.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskEvent {
+    /// Session number.
+    pub session: u64,
+    /// The turn it reads.
+    pub turn: u64,
+    /// The first 8 characters of the task id (task ids are bearer secrets, never published
+    /// whole).
+    pub task: String,
+    /// The client that called `chat`.
+    pub client: String,
+    /// What happened.
+    pub change: TaskChange,
+    /// What a `tasks/get` answers now: `working`, `completed` or `cancelled`.
+    pub status: Name,
+    /// How the turn ended, once it has (`completed`, `interrupted`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_reason: Option<String>,
+    /// `tasks/get` requests answered so far.
+    pub polls: u32,
+    /// When, in µs since the epoch.
+    pub at_us: u64,
 }
 
 /// Which replica published these events, and its state.

@@ -14,7 +14,7 @@ pub mod wire;
 
 pub use bus::{Bus, Subscription};
 pub use event::{
-    BridgeEvent, Event, FrameEvent, Name, ReplicaEvent, SessionEvent, SessionOpener, ToolCallEvent,
-    ToolSourceEvent, ToolSourceState, TurnEndEvent,
+    BridgeEvent, Event, FrameEvent, Name, ReplicaEvent, SessionEvent, SessionOpener, TaskChange,
+    TaskEvent, ToolCallEvent, ToolSourceEvent, ToolSourceState, TurnEndEvent,
 };
 pub use model_request::{ModelResponseInfo, TokenUsage};

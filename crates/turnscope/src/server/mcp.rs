@@ -12,9 +12,10 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    GetTaskParams, GetTaskResult, Implementation, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion,
+    ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
@@ -25,7 +26,7 @@ use super::caller::CallerGone;
 use super::held::Held;
 use super::mcp_text;
 use crate::observe::{Event, SessionOpener};
-use crate::sessions::{ChatError, ProgressSink, Sessions};
+use crate::sessions::{ChatError, ChatOutcome, ProgressSink, Sessions, TaskAsk};
 
 /// The rmcp handler serving one bot's sessions.
 #[derive(Clone)]
@@ -144,15 +145,30 @@ impl BotMcp {
                  chat (handle, line)."
             )),
         };
+        self.served(name, args, &client, started, cancelled, Some(&result));
+        result
+    }
+
+    /// Publishes `Event::Served` for a call (and `Event::CallCancelled` when its client
+    /// withdrew it); `result` is `None` for a call answered with a task.
+    fn served(
+        &self,
+        name: &str,
+        args: &JsonObject,
+        client: &str,
+        started: Instant,
+        cancelled: bool,
+        result: Option<&CallToolResult>,
+    ) {
         // A call its client withdrew is the client's choice, not a failure.
         if cancelled && let Some(session) = session_of(&self.sessions, args) {
             self.sessions.bus().publish_with(|| Event::CallCancelled {
                 session,
-                client: client.clone(),
+                client: client.to_string(),
                 at_us: crate::observe::event::now_us(),
             });
         }
-        let ok = cancelled || result.is_error != Some(true);
+        let ok = cancelled || result.is_none_or(|r| r.is_error != Some(true));
         self.sessions.bus().publish_with(|| Event::Served {
             route: format!("mcp tools/call {name}").into(),
             duration_us: started.elapsed().as_micros() as u64,
@@ -160,11 +176,14 @@ impl BotMcp {
             // Failures carry what the caller was told; nothing more is built for a success.
             error: (!ok).then(|| {
                 result
-                    .content
-                    .iter()
-                    .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
-                    .collect::<Vec<_>>()
-                    .join(" ")
+                    .map(|r| {
+                        r.content
+                            .iter()
+                            .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    })
+                    .unwrap_or_default()
             }),
             session: if ok {
                 None
@@ -177,7 +196,50 @@ impl BotMcp {
                 crate::observe::event::now_us()
             },
         });
-        result
+    }
+
+    /// `chat` for a client that declared the tasks extension: a result when the turn ends
+    /// within the grace period, else a task (see `sessions::tasks`).
+    async fn chat_or_task(
+        &self,
+        args: &JsonObject,
+        cancel: &CancellationToken,
+        progress: Option<&mut dyn ProgressSink>,
+        ask: &TaskAsk,
+    ) -> CallToolResponse {
+        let started = Instant::now();
+        let (handle, line) = match chat_args(args) {
+            Ok(both) => both,
+            Err(e) => {
+                let result = tool_error(e);
+                self.served("chat", args, &ask.client, started, false, Some(&result));
+                return result.into();
+            }
+        };
+        let (answer, cancelled) = match self
+            .sessions
+            .chat_or_task(handle, line, progress, cancel, ask)
+            .await
+        {
+            Ok(ChatOutcome::Reply(reply)) => {
+                self.held.hold(handle, &ask.client);
+                (CallToolResponse::from(mcp_text::chat_result(&reply)), false)
+            }
+            Ok(ChatOutcome::Task(record)) => {
+                self.held.hold(handle, &ask.client);
+                (
+                    CallToolResponse::Task(super::mcp_tasks::created(&record)),
+                    false,
+                )
+            }
+            Err(e) => (tool_error(e.to_string()).into(), e == ChatError::Cancelled),
+        };
+        let result = match &answer {
+            CallToolResponse::Complete(r) => Some(r),
+            _ => None,
+        };
+        self.served("chat", args, &ask.client, started, cancelled, result);
+        answer
     }
 
     async fn start(&self, client: String) -> CallToolResult {
@@ -205,22 +267,8 @@ impl BotMcp {
         progress: Option<&mut dyn ProgressSink>,
         cancelled: &mut bool,
     ) -> CallToolResult {
-        let handle = match string_arg(
-            args,
-            "handle",
-            None,
-            "the 36-character handle start gives; call start first",
-        ) {
-            Ok(h) => h,
-            Err(e) => return tool_error(e),
-        };
-        let line = match string_arg(
-            args,
-            "line",
-            Some(""),
-            "the line to say, or \"\" to read the turn in flight",
-        ) {
-            Ok(l) => l,
+        let (handle, line) = match chat_args(args) {
+            Ok(both) => both,
             Err(e) => return tool_error(e),
         };
         match self.sessions.chat(handle, line, progress, cancel).await {
@@ -236,6 +284,23 @@ impl BotMcp {
             Err(e) => tool_error(e.to_string()),
         }
     }
+}
+
+/// `chat`'s arguments: the handle, and the line ("" when absent).
+fn chat_args(args: &JsonObject) -> Result<(&str, &str), String> {
+    let handle = string_arg(
+        args,
+        "handle",
+        None,
+        "the 36-character handle start gives; call start first",
+    )?;
+    let line = string_arg(
+        args,
+        "line",
+        Some(""),
+        "the line to say, or \"\" to read the turn in flight",
+    )?;
+    Ok((handle, line))
 }
 
 /// Whether the call runs under a revision where closing its response stream cancels it:
@@ -286,7 +351,15 @@ impl ServerHandler for BotMcp {
     }
 
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = if self.sessions.task_settings().enabled {
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build()
+        } else {
+            ServerCapabilities::builder().enable_tools().build()
+        };
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("turnscope", env!("CARGO_PKG_VERSION")))
             .with_instructions(super::mcp_tools::instructions(
                 self.sessions.bot(),
@@ -336,11 +409,54 @@ impl ServerHandler for BotMcp {
             token,
         });
         let progress = sink.as_mut().map(|s| s as &mut dyn ProgressSink);
+        if request.name == "chat"
+            && let Some(ask) =
+                super::mcp_tasks::task_ask(&context, self.sessions.task_settings(), &client)
+        {
+            return Ok(self.chat_or_task(args, &cancel, progress, &ask).await);
+        }
         // Under 2026-07-28 a chat whose response stream closed before the reply is cancelled
         // (`Event::CallCancelled`, from `call`), as `notifications/cancelled` is before it.
         let result = self
             .call(&request.name, args, client, &cancel, progress)
             .await;
         Ok(result.into())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let record = self
+            .sessions
+            .poll_task(&request.task_id)
+            .await
+            .map_err(super::mcp_tasks::unknown)?;
+        Ok(super::mcp_tasks::detailed(&record))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.sessions
+            .cancel_task(&request.task_id)
+            .await
+            .map_err(super::mcp_tasks::unknown)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        // This server never asks for input mid-task: responses are acknowledged and ignored,
+        // as the extension says of keys it did not ask for.
+        self.sessions
+            .known_task(&request.task_id)
+            .await
+            .map_err(super::mcp_tasks::unknown)
     }
 }

@@ -7,6 +7,13 @@
 //! handle is a secret. Neither tool declares an output schema: the result is text for the
 //! model (see `mcp_text`), and a client that sees an output schema expects structured content,
 //! which Claude Code would hand its model instead of the text.
+//!
+//! `chat`'s `handle` is annotated `"x-mcp-header": "Handle"`: MCP 2026-07-28 clients then send
+//! it as the `Mcp-Param-Handle` header too, so a balancer routes a `chat` to the replica holding
+//! its session without reading the body (`examples/haproxy.cfg`). Every client tried still
+//! lists and calls the tool (README, "Long turns as tasks"). The server does not require the
+//! header (`BotMcp` leaves rmcp's `get_tool` unset, which is what turns rmcp's check on): a
+//! client that does not mirror it is served as before, and the recipe falls back to the body.
 
 use std::sync::Arc;
 
@@ -76,7 +83,7 @@ pub(crate) fn tool_list(bot: &Bot, handle_seconds: u64) -> Vec<Tool> {
         object(json!({
             "type": "object",
             "properties": {
-                "handle": {"type": "string", "description": "The secret handle start returned."},
+                "handle": {"type": "string", "description": "The secret handle start returned.", "x-mcp-header": "Handle"},
                 "line": {"type": "string", "default": "", "description": "What to say. Empty: read the reply of the turn still running."}
             },
             "required": ["handle"]

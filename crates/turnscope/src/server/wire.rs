@@ -9,8 +9,8 @@
 //! limit is not 0; then the body of the answer is copied as it passes (bounded) and parsed
 //! once, when the exchange ends (a `GET` stream held open is published when it closes). No
 //! header value but the protocol version, `Mcp-Method` and
-//! `Mcp-Name` is kept: never `Authorization`, and the session id only as its first 8
-//! characters.
+//! `Mcp-Name` (a task id in it masked as handles are) is kept: never `Authorization`, and the
+//! session id only as its first 8 characters.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -28,7 +28,7 @@ use http_body::Frame;
 use serde_json::Value;
 
 use crate::observe::event::now_us;
-use crate::observe::wire::{McpExchange, McpMessage, cut_json, cut_text};
+use crate::observe::wire::{McpExchange, McpMessage, cut_json, cut_text, mask_handles_in};
 use crate::observe::{Bus, Event};
 
 /// Most bytes of one answer's stream copied for the record (the messages beyond are counted
@@ -121,7 +121,11 @@ pub(crate) async fn record(State(tap): State<WireTap>, request: Request, next: N
         host: header_text(headers, "host"),
         protocol: header_text(headers, "mcp-protocol-version"),
         mcp_method: header_text(headers, "mcp-method"),
-        mcp_name: header_text(headers, "mcp-name"),
+        // A task id (`tasks/*`) is a secret: masked as handles are.
+        mcp_name: header_text(headers, "mcp-name").map(|mut name| {
+            mask_handles_in(&mut name);
+            name
+        }),
         authorized: headers.contains_key(header::AUTHORIZATION),
         at_us,
         ..McpExchange::default()

@@ -6,10 +6,12 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use super::persist::Stored;
+use super::task_store::TaskRecord;
+use super::tasks::{Hold, TaskCell};
 use super::{ChatError, Session, Sessions};
 use crate::bot::{Turn, TurnEnd};
 use crate::observe::{Event, TokenUsage, event::now_us};
@@ -28,6 +30,8 @@ pub(crate) struct ChatState {
     pub(crate) pending: Option<Arc<Turn>>,
     /// What the store holds of the session (`None`: nothing is stored).
     pub(crate) stored: Option<Stored>,
+    /// The task reading `pending`, when a `chat` call became one (see `tasks`).
+    task: Option<Arc<TaskCell>>,
 }
 
 impl ChatState {
@@ -35,8 +39,51 @@ impl ChatState {
         Self {
             pending: None,
             stored,
+            task: None,
         }
     }
+
+    /// Lets go of a task that no longer holds the pending turn: one a poll collected (the
+    /// turn is gone with it, returned so its being read is stored), handed over or cancelled
+    /// (the turn is the session's again).
+    pub(crate) fn settle_task(&mut self) -> Option<Arc<Turn>> {
+        let cell = self.task.as_ref()?;
+        let same = self.pending.as_ref().is_some_and(|p| cell.reads(p));
+        match cell.hold() {
+            Hold::Keeps if same => None,
+            Hold::Collected if same => {
+                self.task = None;
+                self.pending.take()
+            }
+            _ => {
+                self.task = None;
+                None
+            }
+        }
+    }
+}
+
+/// What a `chat` call that may become a task is answered with.
+#[derive(Debug)]
+pub enum ChatOutcome {
+    /// The turn ended within the grace period (or the call asked for no task).
+    Reply(ChatReply),
+    /// The turn ran past the grace period: it is a task now, with this record (stored).
+    Task(TaskRecord),
+}
+
+/// A `chat` call from a client that declared the tasks extension: its name, for the task.
+#[derive(Debug, Clone)]
+pub struct TaskAsk {
+    /// The client's name.
+    pub client: String,
+}
+
+/// A call holding the handle's lock, with the turn it reads.
+struct Reading<'a> {
+    state: tokio::sync::MutexGuard<'a, ChatState>,
+    turn: Arc<Turn>,
+    unread: Option<UnreadTurn>,
 }
 
 /// Where a call's progress notifications go (an MCP peer, or nowhere).
@@ -49,7 +96,7 @@ pub trait ProgressSink: Send {
 }
 
 /// One tool call of a turn, for callers.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ToolCallSummary {
     /// Tool name.
     pub name: String,
@@ -64,7 +111,7 @@ pub struct ToolCallSummary {
 }
 
 /// A turn that ended with no call reading it, replaced by a newer line.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct UnreadTurn {
     /// Its reply (partial if it was interrupted).
     pub reply: String,
@@ -76,7 +123,7 @@ pub struct UnreadTurn {
 }
 
 /// What a `chat` call returns.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ChatReply {
     /// The whole reply (trimmed), or "" when there was no turn to read.
     pub reply: String,
@@ -98,10 +145,10 @@ pub struct ChatReply {
     /// An earlier turn's reply that no call read, when this line replaced it.
     pub unread: Option<UnreadTurn>,
     /// Tokens of the turn's model requests together, when the server counted them.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<TokenUsage>,
     /// The finish reason of the turn's last model response (`stop`, `length`, ...).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
     /// The turn's line, given when the reply cannot say it: a turn turnscope lost to a
     /// restart (`restarted`).
@@ -132,7 +179,7 @@ impl ChatReply {
         }
     }
 
-    fn of(turn: &Turn, unread: Option<UnreadTurn>) -> Self {
+    pub(super) fn of(turn: &Turn, unread: Option<UnreadTurn>) -> Self {
         let r = turn.snapshot();
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
         Self {
@@ -203,6 +250,132 @@ impl Sessions {
         cancel: &CancellationToken,
     ) -> Result<ChatReply, ChatError> {
         let _in_flight = self.call_guard();
+        let reading = match self.begin(session, line, cancel).await? {
+            Ok(reading) => reading,
+            Err(nothing) => return Ok(nothing),
+        };
+        let turn = reading.turn.clone();
+        let finished = async {
+            match progress {
+                Some(sink) => forward_progress(&turn, sink, self, session.number).await,
+                None => turn.done().await,
+            }
+        };
+        tokio::select! {
+            _ = finished => {}
+            _ = cancel.cancelled() => {
+                drop(reading);
+                session.touch();
+                self.record_when_done(session.clone(), turn.clone());
+                return Err(ChatError::Cancelled);
+            }
+        }
+        self.read(session, reading).await
+    }
+
+    /// `chat` on a handle for a client that declared the tasks extension: as [`Sessions::chat`]
+    /// while the turn ends within `[server] task_after_seconds`; past that, the turn becomes a
+    /// task (its record stored first) and the call is answered with it. When the store cannot
+    /// keep the record the call goes on waiting, as a synchronous one.
+    pub async fn chat_or_task(
+        &self,
+        handle: &str,
+        line: &str,
+        mut progress: Option<&mut dyn ProgressSink>,
+        cancel: &CancellationToken,
+        ask: &TaskAsk,
+    ) -> Result<ChatOutcome, ChatError> {
+        let session = self.find(handle).await?;
+        match self
+            .chat_or_task_on(&session, line, progress.as_deref_mut(), cancel, ask)
+            .await
+        {
+            // It changed elsewhere since it was loaded: load it again, once.
+            Err(ChatError::Stale) => {
+                let session = self.find(handle).await?;
+                self.chat_or_task_on(&session, line, progress, cancel, ask)
+                    .await
+            }
+            other => other,
+        }
+    }
+
+    async fn chat_or_task_on(
+        &self,
+        session: &Arc<Session>,
+        line: &str,
+        progress: Option<&mut (dyn ProgressSink + '_)>,
+        cancel: &CancellationToken,
+        ask: &TaskAsk,
+    ) -> Result<ChatOutcome, ChatError> {
+        let _in_flight = self.call_guard();
+        let mut reading = match self.begin(session, line, cancel).await? {
+            Ok(reading) => reading,
+            Err(nothing) => return Ok(ChatOutcome::Reply(nothing)),
+        };
+        let turn = reading.turn.clone();
+        let finished = async {
+            match progress {
+                Some(sink) => forward_progress(&turn, sink, self, session.number).await,
+                None => turn.done().await,
+            }
+        };
+        tokio::pin!(finished);
+        let grace = tokio::time::sleep(self.task_settings().after);
+        tokio::pin!(grace);
+        let mut waiting_for_grace = true;
+        loop {
+            tokio::select! {
+                biased;
+                _ = &mut finished => break,
+                _ = cancel.cancelled() => {
+                    drop(reading);
+                    session.touch();
+                    self.record_when_done(session.clone(), turn.clone());
+                    return Err(ChatError::Cancelled);
+                }
+                _ = &mut grace, if waiting_for_grace => {
+                    waiting_for_grace = false;
+                    if turn.is_done() {
+                        continue;
+                    }
+                    // The call was active until now: the task's lifetime is the handle's whole.
+                    session.touch();
+                    match self
+                        .open_task(session, &turn, reading.unread.clone(), &ask.client)
+                        .await
+                    {
+                        Ok((cell, record)) => {
+                            reading.state.task = Some(cell);
+                            drop(reading);
+                            // Stored as unread once it ends, until a poll or a call reads it.
+                            self.record_when_done(session.clone(), turn.clone());
+                            return Ok(ChatOutcome::Task(record));
+                        }
+                        Err(e) => {
+                            tracing::warn!(session = session.number, error = %e, "the turn stays a synchronous chat call");
+                        }
+                    }
+                }
+            }
+        }
+        Ok(ChatOutcome::Reply(self.read(session, reading).await?))
+    }
+
+    /// Takes the handle's lock and does what the line asks: a new line interrupts the turn in
+    /// flight and opens its own (its mark stored first); an empty line reads the pending one.
+    /// `Ok(Err(reply))` when there is nothing to wait for.
+    ///
+    /// On a store other replicas share, the call also takes the conversation's lease and
+    /// checks that this replica's copy is the latest version; the lease goes back here when
+    /// there is nothing to wait for, in [`Sessions::read`] once the turn is read, or in
+    /// `record_when_done` for a turn no call waits for (a cancelled call, a task).
+    async fn begin<'a>(
+        &self,
+        session: &'a Arc<Session>,
+        line: &str,
+        cancel: &CancellationToken,
+    ) -> Result<Result<Reading<'a>, ChatReply>, ChatError> {
         session.touch();
         let state = tokio::select! {
             state = session.chat.lock() => state,
@@ -210,9 +383,7 @@ impl Sessions {
         };
         session.touch();
         if !self.inner.storage.shared() {
-            return self
-                .chat_locked(session, state, line, progress, cancel)
-                .await;
+            return self.begin_locked(session, state, line).await;
         }
         // A store other replicas share: this replica runs the turn only while it holds the
         // conversation's lease, and only on the latest version of it.
@@ -226,15 +397,11 @@ impl Sessions {
             }
             return Err(e);
         }
-        let result = self
-            .chat_locked(session, state, line, progress, cancel)
-            .await;
-        // A turn no call waits for keeps the lease (renewed) until it ends and is written
-        // (`record_when_done` gives it back then); otherwise it is given back now.
-        if session.bot.current_turn().is_none_or(|t| t.is_done()) {
+        let begun = self.begin_locked(session, state, line).await;
+        if !matches!(begun, Ok(Ok(_))) {
             store.release(&session.id).await;
         }
-        result
+        begun
     }
 
     /// Takes the conversation's lease in the shared store, waiting (at most [`LEASE_WAIT`])
@@ -287,15 +454,28 @@ impl Sessions {
         }
     }
 
-    /// `chat` with the handle's lock held (and, on a shared store, its lease).
-    async fn chat_locked(
+    /// A write that did not happen, as the call's error: a version conflict lets the session
+    /// go ([`ChatError::Stale`], the next call reloads it); a shared store that did not take
+    /// it is [`ChatError::Unsaved`] (the session stays).
+    async fn unwritten(&self, session: &Session, conflict: super::persist::Conflict) -> ChatError {
+        match conflict {
+            super::persist::Conflict::Unsaved(e) => ChatError::Unsaved {
+                message: e.to_string(),
+            },
+            changed => {
+                self.conflicted(session, changed).await;
+                ChatError::Stale
+            }
+        }
+    }
+
+    /// [`Sessions::begin`] with the handle's lock held (and, on a shared store, its lease).
+    async fn begin_locked<'a>(
         &self,
-        session: &Arc<Session>,
-        mut state: tokio::sync::MutexGuard<'_, ChatState>,
+        session: &'a Arc<Session>,
+        mut state: tokio::sync::MutexGuard<'a, ChatState>,
         line: &str,
-        progress: Option<&mut (dyn ProgressSink + '_)>,
-        cancel: &CancellationToken,
-    ) -> Result<ChatReply, ChatError> {
+    ) -> Result<Result<Reading<'a>, ChatReply>, ChatError> {
         if session.bot.is_finished() {
             drop(state);
             self.close(session, "bot stopped").await;
@@ -305,13 +485,26 @@ impl Sessions {
         if !line.is_empty() && self.refusing() {
             return Err(self.draining_error());
         }
+        if let Some(collected) = state.settle_task()
+            && let Err(conflict) = self.record_read(session, &mut state, &collected).await
+        {
+            drop(state);
+            return Err(self.unwritten(session, conflict).await);
+        }
         if !line.is_empty() {
             let replaced = state.pending.take();
-            if let Some(old) = &replaced {
+            // A task keeps the turn this line interrupts: it delivers it, so this reply does
+            // not repeat it as unread (and the store does not keep it as unread).
+            let keeper = state.task.take().filter(|cell| cell.supersede());
+            if replaced.is_some() {
                 // The turn no call waits for ends first, so its record goes in the same
                 // write as this line's mark.
                 session.bot.interrupt().await;
                 session.bot.settle().await;
+            }
+            if let Some(cell) = &keeper {
+                self.superseded(cell).await;
+            } else if let Some(old) = &replaced {
                 let r = old.snapshot();
                 unread = Some(UnreadTurn {
                     reply: r.reply.trim().to_string(),
@@ -329,7 +522,7 @@ impl Sessions {
                 line: line.to_string(),
                 started_ms: now_ms(),
             });
-            let unread_id = replaced.as_ref().map(|t| t.id);
+            let unread_id = replaced.as_ref().filter(|_| keeper.is_none()).map(|t| t.id);
             if let Err(conflict) = self
                 .record(
                     session,
@@ -341,60 +534,62 @@ impl Sessions {
                 .await
             {
                 drop(state);
-                return Err(match conflict {
-                    super::persist::Conflict::Unsaved(e) => ChatError::Unsaved {
-                        message: e.to_string(),
-                    },
-                    changed => {
-                        self.conflicted(session, changed).await;
-                        ChatError::Stale
-                    }
-                });
+                return Err(self.unwritten(session, conflict).await);
             }
             let turn = session.bot.say(line).await;
             session.remember(turn.clone());
             state.pending = Some(turn);
+        } else if let Some(cell) = state.task.take()
+            && !self.hand_over(&cell).await
+        {
+            // A poll collected the turn first: it is gone.
+            if let Some(collected) = state.pending.take()
+                && let Err(conflict) = self.record_read(session, &mut state, &collected).await
+            {
+                drop(state);
+                return Err(self.unwritten(session, conflict).await);
+            }
         }
         let Some(turn) = state.pending.clone() else {
             session.touch();
-            return Ok(ChatReply::empty(unread));
+            return Ok(Err(ChatReply::empty(unread)));
         };
-        let finished = async {
-            match progress {
-                Some(sink) => forward_progress(&turn, sink, self, session.number).await,
-                None => turn.done().await,
-            }
-        };
-        tokio::select! {
-            _ = finished => {}
-            _ = cancel.cancelled() => {
-                drop(state);
-                session.touch();
-                self.record_when_done(session.clone(), turn);
-                return Err(ChatError::Cancelled);
-            }
-        }
-        // A read turn is gone.
-        if state
+        Ok(Ok(Reading {
+            state,
+            turn,
+            unread,
+        }))
+    }
+
+    /// The reply of a turn a call waited for: a read turn is gone, and its record and
+    /// history are stored before its reply is returned ([`ChatError::Unsaved`] when a shared
+    /// store did not take them). On a shared store the lease goes back after the write.
+    async fn read(
+        &self,
+        session: &Arc<Session>,
+        mut reading: Reading<'_>,
+    ) -> Result<ChatReply, ChatError> {
+        if reading
+            .state
             .pending
             .as_ref()
-            .is_some_and(|p| Arc::ptr_eq(p, &turn))
+            .is_some_and(|p| Arc::ptr_eq(p, &reading.turn))
         {
-            state.pending = None;
-        }
-        // Its record and history are stored before its reply is returned.
-        if state.stored.is_some() {
-            session.bot.settle().await;
+            reading.state.pending = None;
         }
         let written = self
-            .record(
-                session,
-                &mut state.stored,
-                std::slice::from_ref(&turn),
-                None,
-                None,
-            )
+            .record_read(session, &mut reading.state, &reading.turn)
             .await;
+        let Reading {
+            state,
+            turn,
+            unread,
+        } = reading;
+        // A turn no call waits for keeps the lease (renewed) until it ends and is written
+        // (`record_when_done` gives it back then); otherwise it goes back now.
+        if self.inner.storage.shared() && session.bot.current_turn().is_none_or(|t| t.is_done()) {
+            self.inner.storage.release(&session.id).await;
+        }
         drop(state);
         session.touch();
         match written {
@@ -407,6 +602,62 @@ impl Sessions {
                 Ok(ChatReply::of(&turn, unread))
             }
         }
+    }
+
+    /// Stores `turn` as read (its record and history, no unread turn).
+    async fn record_read(
+        &self,
+        session: &Session,
+        state: &mut ChatState,
+        turn: &Arc<Turn>,
+    ) -> Result<(), super::persist::Conflict> {
+        if state.stored.is_some() {
+            session.bot.settle().await;
+        }
+        self.record(
+            session,
+            &mut state.stored,
+            std::slice::from_ref(turn),
+            None,
+            None,
+        )
+        .await
+    }
+
+    /// A poll collected a task's turn: stores that it was read, unless a call did first.
+    pub(in crate::sessions) fn record_collected(&self, session: Arc<Session>) {
+        let sessions = self.clone();
+        tokio::spawn(async move {
+            let mut state = session.chat.lock().await;
+            let Some(collected) = state.settle_task() else {
+                return;
+            };
+            // On a shared store, written only under the conversation's lease and on its
+            // latest version (as a call's turn is).
+            let shared = sessions.inner.storage.shared();
+            if shared
+                && let Err(e) = sessions
+                    .take_lease(&session, &state, &CancellationToken::new())
+                    .await
+            {
+                drop(state);
+                if e == ChatError::Stale {
+                    sessions.inner.storage.release(&session.id).await;
+                    sessions
+                        .close_keeping(&session, "continued on another replica")
+                        .await;
+                }
+                return;
+            }
+            let written = sessions.record_read(&session, &mut state, &collected).await;
+            if shared {
+                sessions.inner.storage.release(&session.id).await;
+            }
+            drop(state);
+            if let Err(conflict) = written {
+                sessions.conflicted(&session, conflict).await;
+            }
+        });
     }
 }
 

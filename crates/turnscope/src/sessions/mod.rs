@@ -21,6 +21,8 @@ pub mod replica;
 mod shared_tests;
 #[cfg(test)]
 mod store_tests;
+pub mod task_store;
+mod tasks;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -32,11 +34,14 @@ use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 pub use chat::{
-    ChatReply, PROGRESS_CHARS, ProgressSink, ToolCallSummary, UnreadTurn, progress_text,
+    ChatOutcome, ChatReply, PROGRESS_CHARS, ProgressSink, TaskAsk, ToolCallSummary, UnreadTurn,
+    progress_text,
 };
 pub use errors::ChatError;
 pub use persist::StoreStatus;
 pub use replica::Replica;
+pub use task_store::{MemoryTaskStore, TaskOutcome, TaskRecord, TaskStatus, TaskStore};
+pub use tasks::{TASKS_PER_SESSION, TaskError, TaskSettings};
 
 use crate::bot::{Bot, BotSession, Turn, TurnEnd};
 use crate::observe::{Bus, Event, SessionEvent, SessionOpener, event::now_us};
@@ -52,6 +57,8 @@ pub struct SessionLimits {
     pub handle_seconds: u64,
     /// How often the sweep runs.
     pub(crate) sweep_every: Duration,
+    /// When `chat` calls become MCP tasks.
+    pub tasks: TaskSettings,
 }
 
 impl Default for SessionLimits {
@@ -60,6 +67,7 @@ impl Default for SessionLimits {
             cap: 32,
             handle_seconds: 300,
             sweep_every: Duration::from_secs(30),
+            tasks: TaskSettings::default(),
         }
     }
 }
@@ -185,6 +193,10 @@ struct Inner {
     draining: AtomicBool,
     /// Where sessions are kept.
     storage: persist::Storage,
+    /// The live tasks (`chat` calls answered with a task), by id.
+    tasks: tasks::TaskTable,
+    /// Where task records are kept.
+    task_store: Arc<dyn TaskStore>,
 }
 
 impl Sessions {
@@ -199,13 +211,28 @@ impl Sessions {
         Self::with_store(bot, bus, limits, replica, Arc::new(MemoryStore::new()))
     }
 
-    /// A table for sessions of `bot` on replica `replica`, kept in `store`.
+    /// A table for sessions of `bot` on replica `replica`, kept in `store` (task records in
+    /// memory).
     pub fn with_store(
         bot: Bot,
         bus: Bus,
         limits: SessionLimits,
         replica: Replica,
         store: Arc<dyn SessionStore>,
+    ) -> Self {
+        let task_store = Arc::new(MemoryTaskStore::default());
+        Self::with_stores(bot, bus, limits, replica, store, task_store)
+    }
+
+    /// [`Sessions::with_store`] keeping task records in `task_store` (shared by replicas
+    /// when the store is).
+    pub fn with_stores(
+        bot: Bot,
+        bus: Bus,
+        limits: SessionLimits,
+        replica: Replica,
+        store: Arc<dyn SessionStore>,
+        task_store: Arc<dyn TaskStore>,
     ) -> Self {
         let storage = persist::Storage::new(store, bus.clone());
         Self {
@@ -221,6 +248,8 @@ impl Sessions {
                 replica,
                 draining: AtomicBool::new(false),
                 storage,
+                tasks: tasks::TaskTable::default(),
+                task_store,
             }),
         }
     }
@@ -535,6 +564,7 @@ impl Sessions {
         }
         self.free_slot();
         session.bot.end().await;
+        self.close_tasks(session).await;
         if forget {
             self.inner.storage.delete(&session.id).await;
         }
@@ -573,6 +603,7 @@ impl Sessions {
         for (s, reason) in &doomed {
             self.close(s, reason).await;
         }
+        self.sweep_tasks().await;
         self.sweep_stored().await;
         doomed.len()
     }
@@ -641,9 +672,11 @@ impl Sessions {
         }
     }
 
-    /// Whether no `chat` call is in progress and no session has a turn running.
+    /// Whether no `chat` call is in progress, no session has a turn running, and no task's
+    /// client still waits for its result.
     fn quiet(&self) -> bool {
         self.inner.calls_in_flight.load(Ordering::Acquire) == 0
+            && !self.tasks_awaited()
             && self
                 .table()
                 .by_id

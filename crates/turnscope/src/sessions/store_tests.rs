@@ -254,6 +254,7 @@ async fn the_sweep_deletes_expired_stored_sessions_and_a_chat_on_one_is_refused(
         cap: 4,
         handle_seconds: 1,
         sweep_every: Duration::from_secs(60),
+        ..SessionLimits::default()
     };
     let before = table(&model, disk.clone(), limits.clone());
     let a = before.open(SessionOpener::Api).await.unwrap().handle();

@@ -25,6 +25,7 @@
 //! Writes happen at turn boundaries, never per token or frame: a mark before a turn runs, its
 //! record once it ends (see `sessions`). Each write is durable when it returns.
 
+pub mod export;
 pub mod handle;
 pub mod memory;
 pub mod redis;

@@ -59,6 +59,15 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
             first.push(Span::styled(format!(" {state}"), t.warn));
         }
     }
+    if let Some(store) = &h.store {
+        // The file's name only: its whole path is in the ready line and `/healthz`.
+        let short = store
+            .strip_prefix("sqlite:")
+            .and_then(|path| std::path::Path::new(path).file_name())
+            .map_or(store.clone(), |name| name.to_string_lossy().into_owned());
+        first.push(Span::styled("  store ", t.dim));
+        first.push(Span::styled(short, t.text));
+    }
     if !h.model.is_empty() {
         first.push(Span::styled("  model ", t.dim));
         first.push(Span::styled(h.model.clone(), t.text));

@@ -1,8 +1,9 @@
 //! The MCP pane: every `/mcp` exchange, newest at the bottom, as the client saw it: one head
 //! line (time, client, HTTP method, JSON-RPC method and tool, status, time to the first byte
 //! and to the end), the request it sent (`→`), and each message written back (`←`, with its
-//! time: progress notifications, then the result or error exactly as sent). `a` keeps one
-//! client, `x` one method; `y` copies the newest one listed as `curl`.
+//! time: progress notifications, then the result or error exactly as sent). A `chat` answered
+//! with a task gathers that task's polls under it (`mcp_tasks`) unless a method is kept. `a`
+//! keeps one client, `x` one method; `y` copies the newest one listed as `curl`.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -44,7 +45,12 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         ),
     ])];
     let mut rows: Vec<Line<'static>> = Vec::new();
-    for x in &shown {
+    let (own, polls) = if c.mcp.method.is_none() {
+        super::mcp_tasks::grouped(&shown)
+    } else {
+        (shown.clone(), Default::default())
+    };
+    for x in &own {
         let ok = x.status < 400
             && x.messages
                 .last()
@@ -103,6 +109,11 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
                 truncate(&format!("  ← {}", crate::text::one_line(text)), w),
                 t.error,
             ));
+        }
+        if let Some(task) = super::mcp_tasks::created_task(x)
+            && let Some(group) = polls.get(&task)
+        {
+            rows.extend(super::mcp_tasks::lines(c, &task, group, w));
         }
     }
     if rows.is_empty() {

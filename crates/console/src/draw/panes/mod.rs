@@ -10,6 +10,7 @@ pub mod input;
 pub mod inspector;
 pub mod log;
 pub mod mcp;
+pub mod mcp_tasks;
 pub mod model_request;
 pub mod pipeline;
 pub mod progress;

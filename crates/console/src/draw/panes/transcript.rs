@@ -113,7 +113,7 @@ pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
         out.push(Line::styled(hint, t.dim));
     }
     for turn in turns {
-        turn_lines(c, turn, width, &mut out);
+        turn_lines(c, session, turn, width, &mut out);
     }
     if c.input_line.waiting.contains(&session) && turns.last().is_none_or(|t| t.end.is_some()) {
         out.push(Line::styled("     … waiting for the turn to start", t.dim));
@@ -121,7 +121,13 @@ pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
     out
 }
 
-fn turn_lines(c: &Console, turn: &TurnView, width: usize, out: &mut Vec<Line<'static>>) {
+fn turn_lines(
+    c: &Console,
+    session: u64,
+    turn: &TurnView,
+    width: usize,
+    out: &mut Vec<Line<'static>>,
+) {
     let t = &c.theme;
     if turn.line.is_empty() {
         out.push(Line::styled(
@@ -154,7 +160,7 @@ fn turn_lines(c: &Console, turn: &TurnView, width: usize, out: &mut Vec<Line<'st
         }
         speaker(out, "bot", &reply, t.bot, t.bot, width);
     }
-    out.extend(boundary(c, turn, width));
+    out.extend(boundary(c, session, turn, width));
 }
 
 fn speaker(
@@ -180,8 +186,9 @@ fn speaker(
 }
 
 /// `── turn 2 · completed · 1 round · 1 tool call · first 12.0 ms · total 240 ms ──`, on two
-/// lines (the figures under the rule) when that does not fit.
-fn boundary(c: &Console, turn: &TurnView, width: usize) -> Vec<Line<'static>> {
+/// lines (the figures under the rule) when that does not fit; a turn that became an MCP task
+/// says so first among the figures (`task 0f1e2d3c completed · 17 polls · collected …`).
+fn boundary(c: &Console, session: u64, turn: &TurnView, width: usize) -> Vec<Line<'static>> {
     let t = &c.theme;
     let mut parts = vec![format!("turn {}", turn.id)];
     let end_style = match turn.end.as_deref() {
@@ -207,10 +214,15 @@ fn boundary(c: &Console, turn: &TurnView, width: usize) -> Vec<Line<'static>> {
             format!("{n} {one}s")
         }
     };
-    let mut figures = vec![
-        plural(turn.rounds as usize, "round"),
-        plural(turn.tools.len(), "tool call"),
-    ];
+    let mut figures: Vec<String> = c
+        .state
+        .tasks
+        .of_turn(session, turn.id)
+        .map(|task| task.summary())
+        .into_iter()
+        .collect();
+    figures.push(plural(turn.rounds as usize, "round"));
+    figures.push(plural(turn.tools.len(), "tool call"));
     if let Some(first) = turn.first_piece_us {
         figures.push(format!("first {}", micros(first)));
     }

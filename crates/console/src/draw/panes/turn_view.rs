@@ -212,8 +212,62 @@ fn marks(offsets: &[u64], span: u64, cells: usize) -> Vec<(usize, usize, char, S
         .collect()
 }
 
+/// The rows of the task a turn became: its life (working from the `chat` call's answer to
+/// its result, then waiting for the poll that collects it) and its polls as marks.
+fn task_rows(
+    c: &Console,
+    task: &crate::state::timeline::TaskLife,
+    span: u64,
+    cells: usize,
+) -> Vec<Line<'static>> {
+    let t = &c.theme;
+    let style = match task.status.as_str() {
+        "cancelled" => t.warn,
+        _ => t.accent,
+    };
+    let end = task.ended.unwrap_or(span).max(task.created);
+    let (from, to) = cells_of(task.created, end - task.created, span, cells);
+    let mut segs = vec![(from, to, '█', style)];
+    if let Some(ended) = task.ended {
+        let waited = task.collected.unwrap_or(span).max(ended);
+        if waited > ended {
+            let (wfrom, wto) = cells_of(ended, waited - ended, span, cells);
+            segs.push((wfrom.max(to), wto, '░', t.dim));
+        }
+    }
+    let figures = match (task.ended, task.collected) {
+        (Some(ended), Some(collected)) => {
+            format!("collected +{}", micros(collected.saturating_sub(ended)))
+        }
+        (Some(_), None) if task.status == "completed" => "completed · not collected".into(),
+        _ => task.status.clone(),
+    };
+    let mut poll_marks = marks(&task.polls, span, cells);
+    for m in &mut poll_marks {
+        m.3 = style;
+    }
+    vec![
+        bar_line(
+            format!("task {}", task.id),
+            &segs,
+            truncate(&figures, FIGURES.saturating_sub(1)),
+            cells,
+            c,
+            style,
+        ),
+        bar_line(
+            "  polls".into(),
+            &poll_marks,
+            format!("{} tasks/get", task.poll_count),
+            cells,
+            c,
+            t.text,
+        ),
+    ]
+}
+
 /// The waterfall rows: a scale, then requests and calls in start order, pieces, progress,
-/// and the end.
+/// the task the turn became (if it did), and the end.
 pub fn waterfall(c: &Console, tl: &Timeline, w: usize) -> Vec<Line<'static>> {
     let t = &c.theme;
     let cells = w.saturating_sub(LABEL + 2 + FIGURES).max(10);
@@ -320,6 +374,9 @@ pub fn waterfall(c: &Console, tl: &Timeline, w: usize) -> Vec<Line<'static>> {
         c,
         t.text,
     ));
+    if let Some(task) = &tl.task {
+        out.extend(task_rows(c, task, span, cells));
+    }
     let (end, style) = match &tl.end {
         Some(reason) if reason == "completed" => (reason.clone(), t.ok),
         Some(reason) if reason.starts_with("error") => (reason.clone(), t.error),

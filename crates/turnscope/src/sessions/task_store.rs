@@ -1,0 +1,219 @@
+//! Where task records are kept: [`TaskStore`], the small interface a store shared by
+//! replicas implements, and [`MemoryTaskStore`], the in-process one (the only one today: the
+//! session store, `crate::store`, keeps a task's turn but not its record).
+//!
+//! A [`TaskRecord`] is self-contained: status, times, lifetime, poll interval and, once the
+//! task is complete, the turn record its `CallToolResult` is rendered from. So a replica that
+//! shares the store with the one running the turn answers a `tasks/get` from the record alone.
+//! The record is written before the `CreateTaskResult` is sent (the extension's "durable
+//! creation"), and again at each change a client can see (ended, collected, handed over,
+//! cancelled); it is removed with its conversation.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use super::ChatReply;
+
+/// Most records [`MemoryTaskStore`] holds: every session's kept tasks at the largest session
+/// cap anyone runs, with room to spare. Records are removed with their sessions, so this is
+/// only reached by a leak, which then fails loudly (a `chat` answers synchronously) instead of
+/// growing.
+pub const MEMORY_RECORDS_KEPT: usize = 65_536;
+
+/// What a `tasks/get` answers, as the extension names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    /// The turn runs.
+    Working,
+    /// The result is ready.
+    Completed,
+    /// `tasks/cancel` stopped it.
+    Cancelled,
+}
+
+impl TaskStatus {
+    /// `working`, `completed` or `cancelled`.
+    pub fn label(self) -> &'static str {
+        match self {
+            TaskStatus::Working => "working",
+            TaskStatus::Completed => "completed",
+            TaskStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// What a completed task hands its client.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TaskOutcome {
+    /// What the `chat` call would have returned (rendered by `server::mcp_text::chat_result`).
+    Reply(Box<ChatReply>),
+    /// A `chat` call with an empty line read the turn instead (a turn is read once).
+    HandedOver,
+}
+
+/// One task as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    /// The task id (a secret, as handles are).
+    pub id: String,
+    /// The session's number (for events; never the handle).
+    pub session: u64,
+    /// The turn it reads.
+    pub turn: u64,
+    /// The client that called `chat`.
+    pub client: String,
+    /// Where it stands.
+    pub status: TaskStatus,
+    /// While working: the reply so far, as progress messages carry it.
+    pub status_message: Option<String>,
+    /// Created, in ms since the epoch.
+    pub created_ms: u64,
+    /// Last changed, in ms since the epoch.
+    pub updated_ms: u64,
+    /// Lifetime from `created_ms` as of `updated_ms`: the handle's remaining lifetime then
+    /// (polls and calls extend it).
+    pub ttl_ms: u64,
+    /// How often the client should poll.
+    pub poll_ms: u64,
+    /// Once completed: what the client gets.
+    pub outcome: Option<TaskOutcome>,
+    /// When its turn ended (or was handed over), in ms since the epoch.
+    pub ended_ms: Option<u64>,
+    /// When a `tasks/get` first handed the result over, in ms since the epoch.
+    pub collected_ms: Option<u64>,
+}
+
+impl TaskRecord {
+    /// Whether its lifetime ran out at `now_ms` (its conversation ended by then).
+    pub fn expired(&self, now_ms: u64) -> bool {
+        now_ms > self.created_ms.saturating_add(self.ttl_ms)
+    }
+}
+
+/// Why a store could not keep or read a record.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskStoreError {
+    /// The store holds as many records as it may.
+    #[error(
+        "the task store is full ({records} records); tasks are answered synchronously until some end"
+    )]
+    Full {
+        /// Records held.
+        records: usize,
+    },
+    /// The store's backend failed.
+    #[error("the task store failed: {0}")]
+    Backend(String),
+}
+
+/// Where task records live: [`MemoryTaskStore`] today; a store replicas share implements it
+/// to let any of them answer a poll.
+#[async_trait]
+pub trait TaskStore: Send + Sync {
+    /// Writes `record` (replacing the one with its id); returns once a `get_task` anywhere
+    /// would see it.
+    async fn put_task(&self, record: &TaskRecord) -> Result<(), TaskStoreError>;
+    /// The record with this id, if there is one.
+    async fn get_task(&self, id: &str) -> Result<Option<TaskRecord>, TaskStoreError>;
+    /// Removes the record with this id (nothing when there is none).
+    async fn remove_task(&self, id: &str) -> Result<(), TaskStoreError>;
+}
+
+/// Task records in this process's memory (bounded by [`MEMORY_RECORDS_KEPT`]).
+#[derive(Default)]
+pub struct MemoryTaskStore {
+    records: Mutex<HashMap<String, TaskRecord>>,
+}
+
+impl MemoryTaskStore {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, TaskRecord>> {
+        self.records.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records held.
+    pub fn len(&self) -> usize {
+        self.map().len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[async_trait]
+impl TaskStore for MemoryTaskStore {
+    async fn put_task(&self, record: &TaskRecord) -> Result<(), TaskStoreError> {
+        let mut map = self.map();
+        if map.len() >= MEMORY_RECORDS_KEPT && !map.contains_key(&record.id) {
+            let now = crate::observe::event::now_us() / 1000;
+            map.retain(|_, r| !r.expired(now));
+            if map.len() >= MEMORY_RECORDS_KEPT {
+                return Err(TaskStoreError::Full { records: map.len() });
+            }
+        }
+        map.insert(record.id.clone(), record.clone());
+        Ok(())
+    }
+
+    async fn get_task(&self, id: &str) -> Result<Option<TaskRecord>, TaskStoreError> {
+        Ok(self.map().get(id).cloned())
+    }
+
+    async fn remove_task(&self, id: &str) -> Result<(), TaskStoreError> {
+        self.map().remove(id);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str, created_ms: u64, ttl_ms: u64) -> TaskRecord {
+        TaskRecord {
+            id: id.into(),
+            session: 1,
+            turn: 1,
+            client: "c".into(),
+            status: TaskStatus::Working,
+            status_message: None,
+            created_ms,
+            updated_ms: created_ms,
+            ttl_ms,
+            poll_ms: 1000,
+            outcome: None,
+            ended_ms: None,
+            collected_ms: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_record_reads_back_as_written_and_is_gone_once_removed() {
+        let store = MemoryTaskStore::default();
+        let mut r = record("a", 1, 300_000);
+        store.put_task(&r).await.unwrap();
+        r.status = TaskStatus::Completed;
+        r.outcome = Some(TaskOutcome::HandedOver);
+        store.put_task(&r).await.unwrap();
+        assert_eq!(store.get_task("a").await.unwrap(), Some(r.clone()));
+        // The record survives a round trip through JSON, as a shared store keeps it.
+        let text = serde_json::to_string(&r).unwrap();
+        assert_eq!(serde_json::from_str::<TaskRecord>(&text).unwrap(), r);
+        store.remove_task("a").await.unwrap();
+        assert_eq!(store.get_task("a").await.unwrap(), None);
+        assert!(store.is_empty());
+    }
+
+    #[test]
+    fn a_record_expires_after_its_lifetime() {
+        let r = record("a", 1_000, 500);
+        assert!(!r.expired(1_500));
+        assert!(r.expired(1_501));
+    }
+}

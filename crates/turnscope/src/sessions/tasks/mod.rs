@@ -1,0 +1,352 @@
+//! Long turns as MCP tasks (the `io.modelcontextprotocol/tasks` extension, SEP-2663): a task
+//! is a view of one session's turn, read by `tasks/get` instead of by the `chat` call that
+//! waited on it past the grace period ([`TaskSettings::after`]).
+//!
+//! A turn is read once, whichever way: the task and `chat` agree through the task's stage,
+//! changed only under its lock.
+//! - Its turn ends (or a poll finds it ended): the task is complete with what the `chat` call
+//!   would have returned. The first poll that hands that result over *collects* it: from then
+//!   on the turn is gone for `chat` too (an empty line has nothing to read).
+//! - An empty line while the task is not yet collected reads the turn itself, as today; the
+//!   task completes at once with a note saying so ([`TaskOutcome::HandedOver`]).
+//! - A new line interrupts the turn; the task completes with the interrupted turn (its text
+//!   so far and the note a model reads), and the new line's reply does not repeat it as unread.
+//! - `tasks/cancel` interrupts the turn and the task is `cancelled`; the turn stays unread,
+//!   so an empty line still reads what the bot said.
+//! - Its conversation closes (the bot's `end_session`, a close from the console): a task whose
+//!   result is not collected yet stays readable until the handle's lifetime would have run
+//!   out, so a goodbye is not lost; then it goes (an idle conversation's at once: its client
+//!   stopped polling a lifetime ago).
+//!
+//! Task ids are bearer secrets shaped as handles are (UUIDv4, 106 random bits, the replica's
+//! tag in the last 4 hex digits, so a balancer routes `tasks/*` by the `Mcp-Name` header); only
+//! their first 8 characters reach logs and events. Each record goes to the [`TaskStore`] before
+//! the `CreateTaskResult` is sent and at every change a client can see. The session store
+//! keeps the task's turn as any other: unread once it ends, read once a poll collects it.
+//!
+//! rmcp's `TaskManager` is not used: it owns a spawned future per task in an in-memory map,
+//! while here the turn already runs in the session's pipeline, a task must agree with `chat`
+//! about who read it, and its record must be where a replica sharing the store can serve it
+//! from (the [`TaskStore`]). rmcp's wire types, capability gate and error codes are used as they are (`server`).
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use super::task_store::{TaskOutcome, TaskRecord, TaskStoreError};
+use super::{Session, Sessions, UnreadTurn};
+use crate::bot::Turn;
+use crate::observe::{Event, TaskChange, TaskEvent, event::now_us};
+
+mod cell;
+#[cfg(test)]
+mod tests;
+
+pub(in crate::sessions) use cell::{Hold, TaskCell, TaskTable};
+use cell::{Stage, now_ms};
+
+/// When and how `chat` calls become tasks (`[server] tasks`, `task_after_seconds`,
+/// `task_poll_seconds`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskSettings {
+    /// Whether the extension is offered at all.
+    pub enabled: bool,
+    /// How long a `chat` call waits for its turn before answering with a task (0 = at once).
+    pub after: Duration,
+    /// The poll interval clients are asked to keep (`pollIntervalMs`).
+    pub poll: Duration,
+}
+
+impl Default for TaskSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            after: Duration::from_secs(10),
+            poll: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Most tasks one session keeps; beyond, the oldest is forgotten (its record removed, its id
+/// unknown from then on). Only the latest can be working: the others are answered results a
+/// client may still poll.
+pub const TASKS_PER_SESSION: usize = 16;
+
+/// Why a `tasks/*` request names no task.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TaskError {
+    /// No task here (or in the store) has this id, or it expired.
+    #[error(
+        "taskId: no task has this id. Its conversation ended (after {handle_seconds} seconds with no \
+         poll or chat call, or it was closed), it was not created by this server, or the replica that \
+         ran it is gone. Call chat with an empty line on the conversation's handle to read its turn, \
+         or start again."
+    )]
+    Unknown {
+        /// The idle lifetime in force.
+        handle_seconds: u64,
+    },
+}
+
+fn idle_ms(session: &Session) -> u64 {
+    session.idle().as_millis().min(u128::from(u64::MAX)) as u64
+}
+
+impl Sessions {
+    /// When and how `chat` calls become tasks.
+    pub fn task_settings(&self) -> &TaskSettings {
+        &self.inner.limits.tasks
+    }
+
+    /// The session a task's turn belongs to, if still open.
+    fn session_of(&self, cell: &TaskCell) -> Option<Arc<Session>> {
+        self.live(&cell.session_id, &cell.handle)
+    }
+
+    /// A task's lifetime from its creation: the time since, plus what is left of its
+    /// session's (polls and calls extend it); 0 left once the session is gone.
+    fn ttl_ms(&self, cell: &TaskCell, session: Option<&Session>) -> u64 {
+        let kept_until = cell.kept_until_ms.load(Ordering::Relaxed);
+        if kept_until != 0 {
+            return kept_until.saturating_sub(cell.created_ms);
+        }
+        let lifetime = self.limits().handle_seconds.saturating_mul(1000);
+        let left = session.map_or(0, |s| lifetime.saturating_sub(idle_ms(s)));
+        now_ms().saturating_sub(cell.created_ms) + left
+    }
+
+    /// Makes `turn` (running, pending on `session`) a task for `client`: stores its record
+    /// first, then tables it and watches the turn's end.
+    ///
+    /// # Errors
+    /// The store could not keep the record; the caller answers synchronously instead.
+    pub(in crate::sessions) async fn open_task(
+        &self,
+        session: &Session,
+        turn: &Arc<Turn>,
+        unread: Option<UnreadTurn>,
+        client: &str,
+    ) -> Result<(Arc<TaskCell>, TaskRecord), TaskStoreError> {
+        let replica = self.replica();
+        let mut id = replica.stamp(Uuid::new_v4());
+        while self.inner.tasks.taken(&id) {
+            id = replica.stamp(Uuid::new_v4());
+        }
+        let settings = self.task_settings();
+        let cell = Arc::new(TaskCell {
+            id,
+            handle: session.handle,
+            session_id: session.id,
+            session: session.number,
+            turn: turn.clone(),
+            unread,
+            client: client.to_string(),
+            created_ms: now_ms(),
+            poll_ms: settings.poll.as_millis().max(1) as u64,
+            stage: Mutex::new(Stage::Working),
+            polls: AtomicU32::new(0),
+            kept_until_ms: AtomicU64::new(0),
+        });
+        let record = cell.record(self.ttl_ms(&cell, Some(session)));
+        // Durable creation: the record is where any replica sharing the store finds it
+        // before the client learns its id.
+        self.inner.task_store.put_task(&record).await?;
+        if let Some(old) = self.inner.tasks.insert(cell.clone()) {
+            self.remove_task(&old).await;
+        }
+        self.publish_task(&cell, TaskChange::Created, &record);
+        tracing::info!(session = cell.session, task = %cell.id_prefix(), client, "chat call became a task");
+        let sessions = self.clone();
+        let watched = cell.clone();
+        tokio::spawn(async move {
+            watched.turn.done().await;
+            sessions.settle(&watched).await;
+        });
+        Ok((cell, record))
+    }
+
+    /// Ends `cell` if its turn ended (nothing when it was decided already).
+    async fn settle(&self, cell: &Arc<TaskCell>) {
+        if cell.turn.is_done() && cell.end() {
+            self.task_changed(cell, TaskChange::Ended).await;
+        }
+    }
+
+    /// A new line took the turn of a task that keeps it: its result is the interrupted turn.
+    pub(in crate::sessions) async fn superseded(&self, cell: &Arc<TaskCell>) {
+        self.settle(cell).await;
+    }
+
+    /// An empty line wants the turn of `cell`: whether it may read it.
+    pub(in crate::sessions) async fn hand_over(&self, cell: &Arc<TaskCell>) -> bool {
+        let (may, changed) = cell.hand_over();
+        if changed {
+            self.task_changed(cell, TaskChange::HandedOver).await;
+        }
+        may
+    }
+
+    /// Writes the record of `cell` as it stands and publishes the change.
+    async fn task_changed(&self, cell: &Arc<TaskCell>, change: TaskChange) {
+        let session = self.session_of(cell);
+        let record = cell.record(self.ttl_ms(cell, session.as_deref()));
+        if let Err(e) = self.inner.task_store.put_task(&record).await {
+            tracing::warn!(task = %cell.id_prefix(), error = %e, "task record not updated; this replica still answers its polls");
+        }
+        self.publish_task(cell, change, &record);
+        if matches!(
+            change,
+            TaskChange::Ended | TaskChange::Cancelled | TaskChange::HandedOver
+        ) {
+            tracing::info!(session = cell.session, task = %cell.id_prefix(), change = ?change, "task {}", record.status.label());
+        }
+    }
+
+    fn publish_task(&self, cell: &TaskCell, change: TaskChange, record: &TaskRecord) {
+        self.bus().publish_with(|| {
+            Event::Task(TaskEvent {
+                session: cell.session,
+                turn: cell.turn.id,
+                task: cell.id_prefix(),
+                client: cell.client.clone(),
+                change,
+                status: record.status.label().into(),
+                end_reason: match &record.outcome {
+                    Some(TaskOutcome::Reply(reply)) => reply.end_reason.clone(),
+                    Some(TaskOutcome::HandedOver) => Some("handed_over".into()),
+                    None => None,
+                },
+                polls: cell.polls.load(Ordering::Relaxed),
+                at_us: now_us(),
+            })
+        });
+    }
+
+    async fn remove_task(&self, cell: &Arc<TaskCell>) {
+        if let Err(e) = self
+            .inner
+            .task_store
+            .remove_task(&cell.id.to_string())
+            .await
+        {
+            tracing::warn!(task = %cell.id_prefix(), error = %e, "task record not removed");
+        }
+        let record = cell.record(0);
+        self.publish_task(cell, TaskChange::Removed, &record);
+    }
+
+    /// A session closed (its turn ended): its tasks whose result is not collected stay until
+    /// the handle's lifetime would have run out; the others go now, with their records.
+    pub(in crate::sessions) async fn close_tasks(&self, session: &Session) {
+        let lifetime = self.limits().handle_seconds.saturating_mul(1000);
+        let until = now_ms() + lifetime.saturating_sub(idle_ms(session));
+        for cell in self.inner.tasks.cells_of(session.number) {
+            self.settle(&cell).await;
+        }
+        for cell in self.inner.tasks.close_session(session.number, until) {
+            self.remove_task(&cell).await;
+        }
+    }
+
+    /// Removes the tasks of closed sessions whose time ran out (the sweep's).
+    pub(in crate::sessions) async fn sweep_tasks(&self) {
+        for cell in self.inner.tasks.expired(now_ms()) {
+            self.remove_task(&cell).await;
+        }
+    }
+
+    /// Whether a client still waits for a task's result (draining waits for it).
+    pub(in crate::sessions) fn tasks_awaited(&self) -> bool {
+        self.inner.tasks.any_awaited()
+    }
+
+    /// `tasks/get`: the task as it stands, counted as activity on its session. A task this
+    /// replica does not hold is answered from the store (another replica's, when shared).
+    ///
+    /// # Errors
+    /// No live task and no unexpired record has this id.
+    pub async fn poll_task(&self, id: &str) -> Result<TaskRecord, TaskError> {
+        let Some(cell) = self.inner.tasks.find(id) else {
+            return self.stored_task(id).await;
+        };
+        let kept_until = cell.kept_until_ms.load(Ordering::Relaxed);
+        if kept_until != 0 && kept_until < now_ms() {
+            self.sweep_tasks().await;
+            return Err(TaskError::Unknown {
+                handle_seconds: self.limits().handle_seconds,
+            });
+        }
+        let session = self.session_of(&cell);
+        if let Some(s) = &session {
+            s.touch();
+        }
+        self.settle(&cell).await;
+        cell.polls.fetch_add(1, Ordering::Relaxed);
+        if cell.collect() {
+            self.task_changed(&cell, TaskChange::Collected).await;
+            if let Some(s) = &session {
+                self.record_collected(s.clone());
+            }
+        }
+        let record = cell.record(self.ttl_ms(&cell, session.as_deref()));
+        self.publish_task(&cell, TaskChange::Polled, &record);
+        Ok(record)
+    }
+
+    async fn stored_task(&self, id: &str) -> Result<TaskRecord, TaskError> {
+        let unknown = TaskError::Unknown {
+            handle_seconds: self.limits().handle_seconds,
+        };
+        if Uuid::parse_str(id).is_err() {
+            return Err(unknown);
+        }
+        match self.inner.task_store.get_task(id).await {
+            Ok(Some(record)) if !record.expired(now_ms()) => Ok(record),
+            Ok(_) => Err(unknown),
+            Err(e) => {
+                tracing::warn!(error = %e, "task store unreadable; answering the poll as an unknown task");
+                Err(unknown)
+            }
+        }
+    }
+
+    /// `tasks/cancel`: interrupts the turn of a working task (the person stopped it); the
+    /// task is `cancelled` and the turn stays unread. A task already decided is left as it is.
+    /// A task only the store knows (another replica runs it) is acknowledged and left to run.
+    ///
+    /// # Errors
+    /// No task has this id.
+    pub async fn cancel_task(&self, id: &str) -> Result<(), TaskError> {
+        let Some(cell) = self.inner.tasks.find(id) else {
+            return self.stored_task(id).await.map(|_| ());
+        };
+        let session = self.session_of(&cell);
+        if let Some(s) = &session {
+            s.touch();
+        }
+        if cell.cancel() {
+            if let Some(s) = &session
+                && s.bot.current_turn().is_some_and(|t| cell.reads(&t))
+            {
+                s.bot.interrupt().await;
+            }
+            self.task_changed(&cell, TaskChange::Cancelled).await;
+        }
+        Ok(())
+    }
+
+    /// `tasks/update`: this server asks for no input, so there is nothing to take; checks
+    /// only that the task exists.
+    ///
+    /// # Errors
+    /// No task has this id.
+    pub async fn known_task(&self, id: &str) -> Result<(), TaskError> {
+        if self.inner.tasks.find(id).is_some() {
+            return Ok(());
+        }
+        self.stored_task(id).await.map(|_| ())
+    }
+}
