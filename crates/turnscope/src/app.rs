@@ -291,7 +291,7 @@ impl App {
             None => Replica::alone(default_replica_id(&listener)),
         };
         bus.publish_with(|| Event::Replica(replica_event(&replica, "serving")));
-        let store = open_store(config, &listener).await?;
+        let store = open_store(config, &listener, &replica).await?;
         let sessions = Sessions::with_store(bot, bus.clone(), SessionLimits::of(s), replica, store);
         let catalog = Catalog {
             sessions: Some(sessions.clone()),
@@ -436,10 +436,13 @@ impl App {
 
 /// Opens the store `config.store` names (`memory` when unset): `default` is the file of the
 /// address `listener` is bound to in the state directory, or memory when the port was 0 (a
-/// random port has no file to come back to). The file store opens on the blocking pool.
+/// random port has no file to come back to). The file store opens on the blocking pool; a
+/// Redis store connects (as `replica`, the lease holder's name) and fails when Redis cannot be
+/// reached, naming the URL with its credentials masked.
 async fn open_store(
     config: &Config,
     listener: &TcpListener,
+    replica: &Replica,
 ) -> Result<Arc<dyn SessionStore>, AppError> {
     let url = config
         .store
@@ -456,6 +459,16 @@ async fn open_store(
                 .map_err(AppError::Store)?
         }
         StoreUrl::Sqlite(path) => path,
+        StoreUrl::Redis(url) => {
+            let settings = crate::store::redis::RedisSettings {
+                replica: replica.id().to_string(),
+                idle: Duration::from_secs(config.server.handle_seconds),
+            };
+            let store = crate::store::redis::RedisStore::open(&url, settings)
+                .await
+                .map_err(|e| AppError::Store(e.to_string()))?;
+            return Ok(Arc::new(store));
+        }
     };
     let store = tokio::task::spawn_blocking(move || SqliteStore::open(&path))
         .await

@@ -18,6 +18,8 @@ pub mod haproxy;
 mod persist;
 pub mod replica;
 #[cfg(test)]
+mod shared_tests;
+#[cfg(test)]
 mod store_tests;
 pub mod task_store;
 mod tasks;
@@ -311,15 +313,23 @@ impl Sessions {
         self.inner.draining.load(Ordering::Acquire)
     }
 
+    /// Whether calls are refused now: draining, with conversations that live only here. On a
+    /// shared store a draining replica refuses nothing: every turn is in the store, so it
+    /// serves what still reaches it while the balancer moves its handles to the others.
+    fn refusing(&self) -> bool {
+        self.is_draining() && !self.inner.storage.shared()
+    }
+
     fn draining_error(&self) -> ChatError {
         ChatError::Draining {
             replica: self.inner.replica.id_arc(),
+            shared: self.inner.storage.store().shared(),
         }
     }
 
     /// "No session", or "draining" on a draining replica (whose sessions end as it exits).
     fn unknown(&self) -> ChatError {
-        if self.is_draining() {
+        if self.refusing() {
             self.draining_error()
         } else {
             ChatError::NoSession {
@@ -377,7 +387,7 @@ impl Sessions {
     /// Opens a session, unless the cap is reached; it is in the store before its handle is
     /// returned. The bot opens (the tools factory, your processors) outside the table's lock.
     pub async fn open(&self, opener: SessionOpener) -> Result<Arc<Session>, ChatError> {
-        if self.is_draining() {
+        if self.refusing() {
             return Err(self.draining_error());
         }
         self.take_slot()?;
@@ -388,11 +398,22 @@ impl Sessions {
             .inner
             .bot
             .open(Observer::new(self.inner.bus.clone(), number));
-        let stored = self
+        let stored = match self
             .inner
             .storage
             .create(&handle, id, &opener, &self.inner.bot, bot.greeting())
-            .await;
+            .await
+        {
+            Ok(stored) => stored,
+            Err(e) => {
+                // A shared store that did not take it: no handle that no replica could serve.
+                self.free_slot();
+                bot.end().await;
+                return Err(ChatError::Unsaved {
+                    message: e.to_string(),
+                });
+            }
+        };
         let session = Arc::new(Session {
             handle,
             id,
