@@ -179,6 +179,12 @@ fn store_path(config: &Config) -> anyhow::Result<PathBuf> {
              Give the --store sqlite:PATH a server used"
         ),
         StoreUrl::Sqlite(path) => Ok(path),
+        StoreUrl::Redis(url) => anyhow::bail!(
+            "store {}: `turnscope sessions` reads a store file (sqlite:PATH) and does not read a Redis \
+             store yet. Its sessions are kept under the store's key prefix with the idle lifetime as \
+             their TTL; `redis-cli --scan` lists them",
+            url.masked()
+        ),
         StoreUrl::Default => {
             let s = &config.server;
             anyhow::ensure!(

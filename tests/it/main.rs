@@ -31,6 +31,7 @@ mod openai_bridge;
 mod protocol_client;
 mod protocol_http;
 mod protocol_slow_clients;
+mod reload;
 mod replicas;
 mod security;
 mod session_tools;

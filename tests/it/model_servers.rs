@@ -464,7 +464,7 @@ async fn headless_mode_warns_once_per_failed_model_request_and_caps_a_flood() {
         .collect();
     assert_eq!(warnings.len(), 5, "at most 5 lines per 10 s:\n{stderr}");
     assert!(
-        warnings[0].contains("WARN")
+        warnings[0].contains(" warn: ")
             && warnings[0].contains("(session 1, turn 1)")
             && warnings[0].contains("unreachable")
             && warnings[0].contains("the next line tries the model again"),

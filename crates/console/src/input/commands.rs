@@ -117,8 +117,49 @@ impl Console {
             Some(Command::Up) => self.frame_step(-1),
             Some(Command::Down) => self.frame_step(1),
             Some(Command::Back | Command::Enter | Command::Quit) => self.frames.detail = false,
-            Some(Command::Help) => self.help.open = true,
+            Some(Command::Help) => self.help.show(),
             _ => {}
+        }
+    }
+
+    /// A replay: steps the whole console `delta` turn ends (`fine`: events inside a turn). An
+    /// open turn view stays on its turn while that turn is there, and follows the newest turn
+    /// when it showed the newest.
+    pub(crate) fn move_tape(&mut self, delta: isize, fine: bool) {
+        let newest = |c: &Console, session: u64| c.state.transcript(session).last().map(|t| t.id);
+        let followed = self
+            .turn_view
+            .as_ref()
+            .map(|p| newest(self, p.session) == Some(p.turn));
+        let Some(tape) = self.tape.as_mut() else {
+            return;
+        };
+        let moved = if fine {
+            tape.scrub(delta, &mut self.state)
+        } else {
+            tape.step(delta, &mut self.state)
+        };
+        if !moved {
+            return;
+        }
+        self.frames.paused = None;
+        self.settle();
+        if let Some(pick) = self.turn_view.as_ref() {
+            let session = pick.session;
+            let kept = self
+                .state
+                .transcript(session)
+                .iter()
+                .any(|t| t.id == pick.turn);
+            match newest(self, session) {
+                Some(latest) if followed == Some(true) || !kept => {
+                    if let Some(pick) = self.turn_view.as_mut() {
+                        pick.turn = latest;
+                    }
+                }
+                Some(_) => {}
+                None => self.turn_view = None,
+            }
         }
     }
 
@@ -138,6 +179,14 @@ impl Console {
                 }
             }
             Command::New if !self.read_only => return Some(Action::NewSession),
+            Command::Reload if !self.read_only => {
+                self.notice = Some(Notice {
+                    text: "reading the config file again…".into(),
+                    error: false,
+                });
+                return Some(Action::ReloadConfig);
+            }
+            Command::Reload => {}
             Command::Close => {
                 let session = self.selected.filter(|_| !self.read_only)?;
                 if self.state.session(session).is_some_and(|r| r.is_closed()) {
@@ -160,19 +209,8 @@ impl Console {
                 });
             }
             Command::New => {}
-            Command::Step(delta) | Command::Scrub(delta) => {
-                let fine = matches!(command, Command::Scrub(_));
-                if let Some(tape) = self.tape.as_mut()
-                    && (if fine {
-                        tape.scrub(delta, &mut self.state)
-                    } else {
-                        tape.step(delta, &mut self.state)
-                    })
-                {
-                    self.frames.paused = None;
-                    self.settle();
-                }
-            }
+            Command::Step(delta) => self.move_tape(delta, false),
+            Command::Scrub(delta) => self.move_tape(delta, true),
             Command::Export => {
                 if let Some(session) = self.selected {
                     let text = crate::draw::export::session_report(self, session);
@@ -198,7 +236,7 @@ impl Console {
                     self.focus_pane(*pane);
                 }
             }
-            Command::Help => self.help.open = true,
+            Command::Help => self.help.show(),
             // Back closes or clears what is open; it never moves focus to the input line.
             Command::Back => {
                 if self.quit_asked || self.close_asked.is_some() {

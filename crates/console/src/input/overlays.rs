@@ -37,6 +37,15 @@ impl Console {
                 return None;
             }
             KeyCode::Char('c' | 'J') => return self.copy_request(key.code == KeyCode::Char('J')),
+            // A replay steps inside the turn while the view shows it.
+            KeyCode::Char(',') if self.tape.is_some() => {
+                self.move_tape(-1, true);
+                return None;
+            }
+            KeyCode::Char('.') if self.tape.is_some() => {
+                self.move_tape(1, true);
+                return None;
+            }
             _ => {}
         }
         let pick = self.turn_view.as_ref()?;
@@ -53,7 +62,7 @@ impl Console {
                 Some(Command::Back | Command::Enter | Command::Quit | Command::Turn) => {
                     self.turn_view = None
                 }
-                Some(Command::Help) => self.help.open = true,
+                Some(Command::Help) => self.help.show(),
                 _ => {}
             },
         }

@@ -42,7 +42,7 @@ pub fn console_of(text: &str, file: &str, theme: Theme) -> Result<Console, Conso
             problems,
         },
         replica: None,
-        store: None,
+        ..Header::default()
     });
     state.tools_note = Some("Tools are not recorded in an events file.".into());
     let (tape, state) = Tape::new(events, state);

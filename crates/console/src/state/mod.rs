@@ -57,8 +57,8 @@ use pipelines::Pipelines;
 use timeline::Timelines;
 
 pub use records::{
-    Activity, FrameRow, Header, LogLine, ProgressRow, ProgressTotals, Samples, SessionRow, Source,
-    ToolLine, ToolView, TurnView,
+    Activity, ConfigMark, FrameRow, Header, LogLine, ProgressRow, ProgressTotals, Samples,
+    SessionRow, Source, ToolLine, ToolView, TurnView,
 };
 
 /// Everything the console knows, folded from events and live snapshots. A clone shares the
@@ -124,6 +124,10 @@ pub struct ConsoleState {
     pub base_us: Option<u64>,
     /// The console's "now" (µs since the epoch): the clock when live, the last event in replay.
     pub now_us: u64,
+    /// Config reloads folded in, and the latest (for the notice that tells it).
+    pub reloads_seen: u64,
+    /// The latest config reload.
+    pub last_reload: Option<turnscope::observe::ConfigReloadEvent>,
 }
 
 impl Default for ConsoleState {
@@ -171,6 +175,8 @@ impl ConsoleState {
             last_activity: BTreeMap::new(),
             events_seen: 0,
             events_missed: 0,
+            reloads_seen: 0,
+            last_reload: None,
             sessions_opened: 0,
             live_open: 0,
             base_us: None,
@@ -341,6 +347,7 @@ impl ConsoleState {
                 self.saw_time(x.at_us);
                 self.wire.on_mcp(shared_or_copy(event, shared));
             }
+            Event::ConfigReload(r) => self.on_config_reload(r),
         }
         self.bound_sessions();
     }

@@ -179,6 +179,32 @@ impl Timeline {
         self.total.unwrap_or(0).max(latest).max(1)
     }
 
+    /// The model request still running, drawn before its event arrives (a request's event
+    /// comes when it ends): while the turn runs and the model is what it waits for, that is
+    /// before any request ended, after the last tool calls ended, or while pieces stream after
+    /// the last request ended. It runs from then to the latest mark; `first_piece` is the first
+    /// piece after its start.
+    pub fn in_flight(&self) -> Option<Request> {
+        if self.end.is_some() {
+            return None;
+        }
+        let last_request = self.requests.iter().map(|r| r.start + r.total).max();
+        let last_call = self.calls.iter().map(|c| c.start + c.total).max();
+        let start = last_request.max(last_call).unwrap_or(0);
+        let first = self.pieces.offsets().iter().find(|p| **p >= start).copied();
+        let waiting_on_model = match (last_request, last_call) {
+            (None, _) => true,
+            (Some(r), Some(c)) if c >= r => true,
+            _ => first.is_some(),
+        };
+        waiting_on_model.then(|| Request {
+            start,
+            first_piece: first.map(|f| f - start),
+            total: self.span().saturating_sub(start),
+            error: None,
+        })
+    }
+
     fn offset(&self, at_us: u64) -> u64 {
         at_us.saturating_sub(self.started_us)
     }
@@ -464,5 +490,29 @@ mod tests {
         assert!(t.bytes() <= 64 * 1024, "{}", t.bytes());
         assert!(t.dropped > 900);
         assert!(t.get(1, 999).is_some() && t.get(1, 1).is_none());
+    }
+
+    #[test]
+    fn the_request_in_flight_is_the_one_the_turn_waits_on() {
+        let mut t = Timelines::new(64 * 1024);
+        t.started(1, 1, 1_000);
+        let key = (1, 1);
+        let waiting = t.get(1, 1).unwrap().in_flight().unwrap();
+        assert_eq!((waiting.start, waiting.first_piece), (0, None));
+        // The first request asked for a tool; the tool runs: nothing of the model in flight.
+        t.request(key, 1_000, None, 50, None);
+        assert_eq!(t.get(1, 1).unwrap().in_flight(), None);
+        // The tool ended: the second request runs from there, streaming once pieces come.
+        t.call(key, "clock", 1_050, 10, false);
+        assert_eq!(t.get(1, 1).unwrap().in_flight().unwrap().start, 60);
+        t.piece(key, 1_100);
+        t.piece(key, 1_130);
+        let streaming = t.get(1, 1).unwrap().in_flight().unwrap();
+        assert_eq!(
+            (streaming.start, streaming.first_piece, streaming.total),
+            (60, Some(40), 70)
+        );
+        t.ended(key, "completed", 140);
+        assert_eq!(t.get(1, 1).unwrap().in_flight(), None);
     }
 }

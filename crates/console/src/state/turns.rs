@@ -52,6 +52,9 @@ impl ConsoleState {
             view.rounds = t.rounds;
             view.first_piece_us = t.first_piece_us;
             view.total_us = Some(t.total_us);
+            if t.config_version.is_some() {
+                view.config_version = t.config_version;
+            }
             self.transcript_grew(t.reason.len().saturating_sub(before));
         }
         if let Some(row) = self.sessions.get_mut(&t.session)

@@ -137,6 +137,7 @@ impl Script {
             tool_calls: tools,
             first_piece_us: Some(first),
             total_us: total,
+            ..TurnEndEvent::default()
         }));
     }
 }
@@ -371,10 +372,11 @@ pub fn state() -> ConsoleState {
     let mut state = ConsoleState::new(Header {
         mcp_url: Some("http://127.0.0.1:7870/mcp".into()),
         model: "embedded scripted model (http://127.0.0.1:7861/v1)".into(),
+        model_short: Some("scripted".into()),
         bridges: "none".into(),
         source: Source::Live,
         replica: None,
-        store: None,
+        ..Header::default()
     });
     for event in events() {
         state.apply(&event);

@@ -80,7 +80,9 @@ fn input_pane_with_text_and_error_notice() {
         Err("sessions: no free session. This server holds 32 open sessions, its cap.".into()),
     );
     c.chat_started(1);
-    let t = render(72, 4, &c, panes::input::draw);
+    // The notice is drawn over the screen's bottom right, not on the pane's border.
+    c.before_draw();
+    let t = render(72, 12, &c, |f, _, c| crate::draw::draw(f, c));
     assert_snapshot!(t.backend());
 }
 
@@ -422,13 +424,15 @@ fn a_turn_that_became_a_task_in_the_transcript_turn_view_and_mcp_pane() {
     assert_snapshot!("task_mcp_pane_160x48", t.backend());
 }
 
+/// The store is the first thing a narrow header leaves out (the ready line and `/healthz` name
+/// it too), so this header is wide enough for everything.
 #[test]
 fn the_header_names_the_store_by_its_file() {
     let mut c = console();
     c.state.header.store =
         Some("sqlite:/home/ada/.local/state/turnscope/sessions-127.0.0.1-7870.sqlite3".into());
-    let t = render(160, 2, &c, panes::bars::header);
-    let first: String = (0..160)
+    let t = render(220, 2, &c, panes::bars::header);
+    let first: String = (0..220)
         .map(|x| t.backend().buffer()[(x, 0)].symbol().to_string())
         .collect();
     assert!(
@@ -436,8 +440,8 @@ fn the_header_names_the_store_by_its_file() {
         "{first}"
     );
     c.state.header.store = Some("memory".into());
-    let t = render(160, 2, &c, panes::bars::header);
-    let first: String = (0..160)
+    let t = render(220, 2, &c, panes::bars::header);
+    let first: String = (0..220)
         .map(|x| t.backend().buffer()[(x, 0)].symbol().to_string())
         .collect();
     assert!(first.contains("store memory  model "), "{first}");

@@ -22,7 +22,12 @@ use crate::state::tape::Tape;
 use crate::state::{ConsoleState, FrameRow, SessionRow};
 use crate::theme::Theme;
 
-/// A message for the person, shown above the input line.
+/// What the empty input line says: keys typed go here until Esc. Short enough for the
+/// narrowest input pane (two columns at [`super::layout::WIDE`]), so it is never cut mid-word;
+/// the pane's title names the session the line goes to.
+pub const PLACEHOLDER: &str = "Type a line; Enter sends · Esc: panes' keys";
+
+/// A message for the person, shown over the bottom right of the screen for a few seconds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Notice {
     /// The text.
@@ -83,6 +88,8 @@ pub struct Console {
     pub tape: Option<Tape>,
     /// The Sessions pane's sort and filter.
     pub sessions_list: SessionList,
+    /// Config reloads already told in a notice.
+    reloads_noticed: u64,
 }
 
 impl Console {
@@ -91,7 +98,7 @@ impl Console {
         let mut input = TextArea::default();
         input.set_wrap_mode(WrapMode::WordOrGlyph);
         input.set_cursor_line_style(Style::new());
-        input.set_placeholder_text("Type a line for the selected session; Enter sends");
+        input.set_placeholder_text(PLACEHOLDER);
         Self {
             state,
             theme,
@@ -122,6 +129,22 @@ impl Console {
             close_asked: None,
             tape: None,
             sessions_list: Default::default(),
+            reloads_noticed: 0,
+        }
+    }
+
+    /// Tells the latest config reload in the notice, once, when one was folded in since the
+    /// last call (a live console: whatever asked for it, the file, SIGHUP or `R`).
+    pub fn notice_reloads(&mut self) {
+        if self.state.reloads_seen == self.reloads_noticed {
+            return;
+        }
+        self.reloads_noticed = self.state.reloads_seen;
+        if let Some(r) = &self.state.last_reload {
+            self.notice = Some(Notice {
+                text: r.notice(),
+                error: r.is_refused(),
+            });
         }
     }
 

@@ -17,6 +17,14 @@ pub struct HelpView {
     pub scroll: Cell<usize>,
 }
 
+impl HelpView {
+    /// Opens the help at its top, wherever it was scrolled the last time.
+    pub fn show(&mut self) {
+        self.open = true;
+        self.scroll.set(0);
+    }
+}
+
 /// The Transcript pane.
 #[derive(Debug, Default)]
 pub struct TranscriptView {

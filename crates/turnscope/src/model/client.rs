@@ -318,6 +318,19 @@ impl ModelClient {
         result
     }
 
+    /// `GET url` with the key and headers every request carries, on a connection that is not
+    /// kept (the start-up check, `probe`).
+    pub(crate) fn models_request(&self, url: &str) -> reqwest::RequestBuilder {
+        let mut request = self.conns.fresh.get(url);
+        if let Some(key) = &self.config.api_key {
+            request = request.bearer_auth(key);
+        }
+        for (name, value) in &self.config.headers {
+            request = request.header(name, value);
+        }
+        request
+    }
+
     fn request(&self, http: &reqwest::Client, body: Bytes) -> reqwest::RequestBuilder {
         let mut request = http
             .post(&self.url)
@@ -481,7 +494,7 @@ pub(crate) fn openai_tool(spec: &ToolSpec) -> Value {
     })
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

@@ -89,6 +89,7 @@ pub fn events(head: &Head, turns: &[StoredTurn], origin: &str) -> Vec<Event> {
             tool_calls: r.tool_calls.len() as u32,
             first_piece_us: r.first_piece.map(|d| d.as_micros() as u64),
             total_us: r.total.map_or(0, |d| d.as_micros() as u64),
+            config_version: r.config_version,
         }));
     }
     out

@@ -107,14 +107,16 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     let mut out = vec![crate::text::fit(Line::from(info), w)];
     let room = (area.height as usize).saturating_sub(1);
     if listed.is_empty() {
-        out.push(Line::styled(
-            if kept.is_empty() {
-                "No MCP exchange yet: connect a client (the header's claude line) and its initialize, tools/list and calls land here."
-            } else {
-                "No exchange matches: Esc clears the filter, a and x cycle back to all."
-            },
-            t.dim,
-        ));
+        let hint = if kept.is_empty() {
+            "No MCP exchange yet: connect a client (the header's claude line) and its initialize, tools/list and calls land here."
+        } else {
+            "No exchange matches: Esc clears the filter, a and x cycle back to all."
+        };
+        out.extend(
+            crate::text::wrap(hint, w.max(10))
+                .into_iter()
+                .map(|l| Line::styled(l, t.dim)),
+        );
         f.render_widget(Paragraph::new(out), area);
         return;
     }

@@ -61,8 +61,12 @@ pub fn draw(f: &mut Frame, areas: Areas, c: &Console) {
         .session(pick.session)
         .map(|r| r.opener_label())
         .unwrap_or_default();
+    let config = turn
+        .and_then(|v| v.config_version)
+        .map(|v| format!(" · config v{v}"))
+        .unwrap_or_default();
     let title = format!(
-        " Turn {} of #{} {who} · {end} · {} of {} ",
+        " Turn {} of #{} {who} · {end}{config} · {} of {} ",
         pick.turn,
         pick.session,
         at.map_or(0, |i| i + 1),
@@ -313,12 +317,18 @@ pub fn waterfall(c: &Console, tl: &Timeline, w: usize) -> Vec<Line<'static>> {
         Request(usize, &'a crate::state::timeline::Request),
         Call(&'a crate::state::timeline::Call),
     }
+    let in_flight = tl.in_flight();
     let mut rows: Vec<(u64, u8, Row)> = tl
         .requests
         .iter()
         .enumerate()
         .map(|(i, r)| (r.start, 0, Row::Request(i + 1, r)))
         .chain(tl.calls.iter().map(|call| (call.start, 1, Row::Call(call))))
+        .chain(
+            in_flight
+                .as_ref()
+                .map(|r| (r.start, 2, Row::Request(tl.requests.len() + 1, r))),
+        )
         .collect();
     rows.sort_by_key(|(start, kind, _)| (*start, *kind));
     for (_, _, row) in rows {
@@ -338,7 +348,12 @@ pub fn waterfall(c: &Console, tl: &Timeline, w: usize) -> Vec<Line<'static>> {
                     }
                     _ => segs.push((from, to, '░', style)),
                 }
+                let running = in_flight.as_ref() == Some(r);
                 let figures = match (&r.error, r.first_piece) {
+                    (None, Some(first)) if running => {
+                        format!("first {} · streaming…", micros(first))
+                    }
+                    (None, None) if running => "waiting for the first piece…".to_string(),
                     (Some(e), _) => format!("{} · {}", micros(r.total), e),
                     (None, Some(first)) => {
                         format!("first {} · {}", micros(first), micros(r.total))
