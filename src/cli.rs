@@ -138,6 +138,9 @@ pub enum Command {
     /// Run conversation test files (`*.test.toml`) against the bot, or `--url` any MCP bot
     /// server; exit 0 all passed, 1 a case failed, 2 could not run.
     Test(TestArgs),
+    /// The conversations a store keeps: list them, export one (as an --events file for
+    /// `turnscope replay`, or a `turnscope test` case), delete one or every expired one.
+    Sessions(crate::sessions_cmd::SessionsArgs),
     /// Open the console over a file written by `--events`, read-only.
     Replay {
         /// The events file (JSON lines).

@@ -24,14 +24,40 @@ pub struct ServerChild {
     health_url: String,
     http: reqwest::Client,
     child: Child,
+    /// The console's keyboard: the pseudo-terminal driver's stdin, which it types into the
+    /// terminal (none when headless).
+    keys: Option<tokio::process::ChildStdin>,
+    /// Whether the server runs under the pseudo-terminal driver (its child) or is the child.
+    console: bool,
     dir: PathBuf,
+}
+
+/// How a [`ServerChild`] is started beyond its session room and console.
+#[derive(Debug, Clone, Default)]
+pub struct ChildOptions {
+    /// The binary to run (default: this one), for a bench comparing two builds.
+    pub exe: Option<PathBuf>,
+    /// Exact words per plain answer of the embedded model (`[model] words`).
+    pub words: Option<usize>,
 }
 
 impl ServerChild {
     /// Starts `turnscope` on the embedded model at zero pace, with room for `sessions`
     /// sessions that never expire during the bench, headless or with its console.
     pub async fn start(sessions: usize, console: bool) -> anyhow::Result<Self> {
-        let exe = std::env::current_exe().context("finding the turnscope binary")?;
+        Self::start_with(sessions, console, &ChildOptions::default()).await
+    }
+
+    /// [`ServerChild::start`] with `options`: another binary, a reply length.
+    pub async fn start_with(
+        sessions: usize,
+        console: bool,
+        options: &ChildOptions,
+    ) -> anyhow::Result<Self> {
+        let exe = match &options.exe {
+            Some(exe) => exe.clone(),
+            None => std::env::current_exe().context("finding the turnscope binary")?,
+        };
         // A fresh directory, so a turnscope.toml or themes/ where the bench runs is not used.
         let dir = std::env::temp_dir().join(format!(
             "turnscope-bench-{}-{}",
@@ -39,6 +65,14 @@ impl ServerChild {
             uuid::Uuid::new_v4().simple()
         ));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        if let Some(words) = options.words {
+            // Read as ./turnscope.toml from the child's working directory.
+            std::fs::write(
+                dir.join("turnscope.toml"),
+                format!("[model]\nwords = {words}\n"),
+            )
+            .context("writing the child's turnscope.toml")?;
+        }
         let port = free_port()?;
         let mut args = vec![
             "--port".to_string(),
@@ -53,7 +87,7 @@ impl ServerChild {
             "--store".into(),
             "memory".into(),
         ];
-        let child = if console {
+        let mut child = if console {
             let driver = dev_tool("--console")?;
             tokio::process::Command::new(&driver)
                 .args(["pty", "--rows", "48", "--cols", "160", "--"])
@@ -63,7 +97,7 @@ impl ServerChild {
                 .env("TERM", "xterm-256color")
                 .env_remove("OPENAI_API_KEY")
                 .env_remove("OPENAI_BASE_URL")
-                .stdin(std::process::Stdio::null())
+                .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::null())
                 .kill_on_drop(true)
                 .spawn()
@@ -82,11 +116,14 @@ impl ServerChild {
                 .spawn()
                 .context("starting turnscope --headless")?
         };
+        let keys = child.stdin.take();
         let mut server = Self {
             mcp_url: format!("http://127.0.0.1:{port}/mcp"),
             health_url: format!("http://127.0.0.1:{port}/healthz"),
             http: reqwest::Client::new(),
             child,
+            keys,
+            console,
             dir,
         };
         server.wait_until_healthy().await?;
@@ -136,6 +173,36 @@ impl ServerChild {
             tasks: p["tasks"].as_u64(),
         };
         Ok((sessions, stats))
+    }
+
+    /// The server's process id: the child's, or with a console the driver's one child (read
+    /// from `/proc/PID/task/*/children`, Linux only).
+    pub fn pid(&self) -> Option<u32> {
+        let own = self.child.id()?;
+        if !self.console {
+            return Some(own);
+        }
+        let tasks = std::fs::read_dir(format!("/proc/{own}/task")).ok()?;
+        tasks.flatten().find_map(|task| {
+            std::fs::read_to_string(task.path().join("children"))
+                .ok()?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+    }
+
+    /// Types `bytes` into the console's terminal (an error when the child is headless).
+    pub async fn type_keys(&mut self, bytes: &[u8]) -> anyhow::Result<()> {
+        use tokio::io::AsyncWriteExt;
+        let keys = self
+            .keys
+            .as_mut()
+            .context("the server child runs headless: it has no terminal to type into")?;
+        keys.write_all(bytes).await?;
+        keys.flush().await?;
+        Ok(())
     }
 
     /// Ends the child (with a console: the pseudo-terminal driver, which ends the server in it).

@@ -1,7 +1,8 @@
 //! `turnscope-dev pty`: a program in a pseudo-terminal whose output is read and thrown away,
 //! as a person's terminal would take it. The benches start a server with its console this
-//! way (`bench soak --console`, `bench memory --console`), so the console draws for real while
-//! the bench measures the server from outside.
+//! way (`bench soak --console`, `bench memory --console`, `bench console-memory`), so the
+//! console draws for real while the bench measures the server from outside; what this process
+//! reads on stdin is typed into the terminal.
 
 use std::ffi::OsString;
 
@@ -43,20 +44,26 @@ pub async fn run(args: PtyArgs) -> anyhow::Result<u8> {
                 program.to_string_lossy()
             )
         })?;
-    let (mut reader, _writer) = pty.into_split();
+    let (mut reader, mut writer) = pty.into_split();
     let drain = tokio::spawn(async move {
         let mut buf = vec![0u8; 64 * 1024];
         while matches!(reader.read(&mut buf).await, Ok(n) if n > 0) {}
+    });
+    // What this process reads on stdin is typed into the terminal (a bench's keys).
+    let keys = tokio::spawn(async move {
+        let _ = tokio::io::copy(&mut tokio::io::stdin(), &mut writer).await;
     });
     let status = tokio::select! {
         status = child.wait() => status.context("waiting for the program")?,
         () = super::wait_for_signal() => {
             let _ = child.kill().await;
             drain.abort();
+            keys.abort();
             return Ok(0);
         }
     };
     drain.abort();
+    keys.abort();
     Ok(status
         .code()
         .and_then(|c| u8::try_from(c).ok())

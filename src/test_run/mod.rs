@@ -46,7 +46,7 @@ pub async fn main(args: TestArgs, config: Option<PathBuf>, before: ServeArgs) ->
     match run_all(args, config).await {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("turnscope test: {e:#}");
+            eprintln!("turnscope test: {}", crate::error_text(&e));
             ExitCode::from(2)
         }
     }
@@ -86,6 +86,11 @@ async fn run_all(args: TestArgs, config: Option<PathBuf>) -> anyhow::Result<Exit
         timeout: Duration::from_secs_f64(args.timeout),
     });
     let events = args.serve.events.clone();
+    let events_on_stdout = events.as_deref() == Some(std::path::Path::new("-"));
+    anyhow::ensure!(
+        !(args.json && events_on_stdout),
+        "--json and --events - both write to stdout; give --events a file"
+    );
     let (target, env) = start_target(&args, config.as_deref(), events.as_deref()).await?;
     let env = Arc::new(env);
     let probe = target::Client::connect(&env.url, env.token.as_deref()).await;
@@ -110,7 +115,7 @@ async fn run_all(args: TestArgs, config: Option<PathBuf>) -> anyhow::Result<Exit
         );
     }
     let started = Instant::now();
-    let results = match drive(&plan, env, args.jobs, args.json).await {
+    let results = match drive(&plan, env, args.jobs, args.json, events_on_stdout).await {
         Ok(r) => r,
         Err(e) => {
             stop(target).await;
@@ -119,7 +124,7 @@ async fn run_all(args: TestArgs, config: Option<PathBuf>) -> anyhow::Result<Exit
     };
     let seconds = started.elapsed().as_secs_f64();
     stop(target).await;
-    let reporter = report::Reporter::new(results.len(), args.json);
+    let reporter = report::Reporter::new(results.len(), args.json, events_on_stdout);
     let events_label = events.as_ref().map(|p| p.display().to_string());
     reporter.summary(&results, seconds, args.jobs, events_label.as_deref());
     if let Some(path) = &args.junit {
@@ -214,10 +219,11 @@ async fn drive(
     env: Arc<Env>,
     jobs: usize,
     json: bool,
+    events_on_stdout: bool,
 ) -> anyhow::Result<Vec<CaseResult>> {
     let work = Arc::new(run::work_of(plan));
     let cases: usize = plan.files.iter().map(|f| f.file.cases.len()).sum();
-    let mut reporter = report::Reporter::new(cases, json);
+    let mut reporter = report::Reporter::new(cases, json, events_on_stdout);
     // Outcomes per case, in run order once complete.
     let mut pending: Vec<Vec<Vec<Option<run::RunOutcome>>>> = plan
         .files

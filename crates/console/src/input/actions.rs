@@ -43,6 +43,8 @@ pub enum Action {
         /// The report ([`session_report`](crate::draw::export::session_report)).
         text: String,
     },
+    /// Read the config file again and apply it (the outcome comes back as a bus event).
+    ReloadConfig,
     /// Write this test case of a session to a `.test.toml` file.
     ExportTest {
         /// Session number.

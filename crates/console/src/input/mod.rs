@@ -5,5 +5,6 @@
 pub mod actions;
 pub mod commands;
 pub mod input_line;
+pub mod mcp;
 pub mod mouse;
 pub mod overlays;

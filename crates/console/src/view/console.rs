@@ -12,16 +12,22 @@ use super::frames::{FrameLine, FrameSource, FramesView};
 use super::ids::PaneId;
 use super::keys::KeyOwner;
 use super::layout::Areas;
+use super::mcp::McpView;
 use super::nav::TurnPick;
 use super::panes::{
-    HelpView, InputLineView, LogView, McpView, ProgressView, StatsView, ToolsView, TranscriptView,
+    HelpView, InputLineView, LogView, ProgressView, StatsView, ToolsView, TranscriptView,
 };
 use super::sessions::SessionList;
 use crate::state::tape::Tape;
 use crate::state::{ConsoleState, FrameRow, SessionRow};
 use crate::theme::Theme;
 
-/// A message for the person, shown above the input line.
+/// What the empty input line says: keys typed go here until Esc. Short enough for the
+/// narrowest input pane (two columns at [`super::layout::WIDE`]), so it is never cut mid-word;
+/// the pane's title names the session the line goes to.
+pub const PLACEHOLDER: &str = "Type a line; Enter sends · Esc: panes' keys";
+
+/// A message for the person, shown over the bottom right of the screen for a few seconds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Notice {
     /// The text.
@@ -82,6 +88,8 @@ pub struct Console {
     pub tape: Option<Tape>,
     /// The Sessions pane's sort and filter.
     pub sessions_list: SessionList,
+    /// Config reloads already told in a notice.
+    reloads_noticed: u64,
 }
 
 impl Console {
@@ -90,7 +98,7 @@ impl Console {
         let mut input = TextArea::default();
         input.set_wrap_mode(WrapMode::WordOrGlyph);
         input.set_cursor_line_style(Style::new());
-        input.set_placeholder_text("Type a line for the selected session; Enter sends");
+        input.set_placeholder_text(PLACEHOLDER);
         Self {
             state,
             theme,
@@ -121,6 +129,22 @@ impl Console {
             close_asked: None,
             tape: None,
             sessions_list: Default::default(),
+            reloads_noticed: 0,
+        }
+    }
+
+    /// Tells the latest config reload in the notice, once, when one was folded in since the
+    /// last call (a live console: whatever asked for it, the file, SIGHUP or `R`).
+    pub fn notice_reloads(&mut self) {
+        if self.state.reloads_seen == self.reloads_noticed {
+            return;
+        }
+        self.reloads_noticed = self.state.reloads_seen;
+        if let Some(r) = &self.state.last_reload {
+            self.notice = Some(Notice {
+                text: r.notice(),
+                error: r.is_refused(),
+            });
         }
     }
 
@@ -129,7 +153,8 @@ impl Console {
         let focused = self.focus == PaneId::Input
             && !self.read_only
             && !self.help.open
-            && self.frames.editing.is_none();
+            && self.frames.editing.is_none()
+            && self.mcp.editing.is_none();
         let cursor = if focused {
             Style::new().add_modifier(Modifier::REVERSED)
         } else {
@@ -148,7 +173,12 @@ impl Console {
             .iter()
             .map(|r| (r.number, r.is_closed()))
             .collect();
-        let valid = self.selected.is_some_and(|n| rows.iter().any(|r| r.0 == n));
+        // The person's own session stays selected while its opening is on its way (an attached
+        // console learns the number from `start` before the event stream brings the row).
+        let valid = self.selected.is_some_and(|n| {
+            rows.iter().any(|r| r.0 == n)
+                || (Some(n) == self.own && self.state.session(n).is_none())
+        });
         // A filter that matches nothing keeps the selection it had.
         if !valid && !rows.is_empty() {
             self.selected = self
@@ -169,9 +199,12 @@ impl Console {
             KeyOwner::Help
         } else if self.turn_view.is_some() {
             KeyOwner::TurnView
+        } else if self.mcp.detail.is_some() {
+            KeyOwner::McpDetail
         } else if self.frames.detail {
             KeyOwner::FrameDetail
         } else if self.frames.editing.is_some()
+            || self.mcp.editing.is_some()
             || self.transcript.search_editing.is_some()
             || self.sessions_list.editing.is_some()
         {

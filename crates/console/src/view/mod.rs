@@ -10,6 +10,8 @@ pub mod ids;
 pub mod keys;
 pub mod layout;
 pub mod line_edit;
+pub mod mcp;
 pub mod nav;
 pub mod panes;
 pub mod sessions;
+pub mod task_polls;

@@ -51,19 +51,48 @@ fn turn_of(t: &RecordedTurn) -> Turn {
         })
         .collect();
     let errored = t.end_reason.as_deref() == Some("error");
+    // Dates and times change from run to run: such a reply is expected as a pattern.
+    let volatile = volatile_pattern(reply);
     Turn {
         say: Some(escape_placeholders(&t.line)),
-        reply_contains: if reply.is_empty() {
+        reply_contains: if reply.is_empty() || volatile.is_some() {
             Vec::new()
         } else {
             vec![escape_placeholders(reply)]
         },
+        reply_matches: volatile.iter().map(|p| escape_placeholders(p)).collect(),
         tools: Some(tools),
         tools_match: Some(ToolsMatch::Strict),
         end_reason: t.end_reason.clone(),
         no_error: (!errored).then_some(true),
         ..Turn::default()
     }
+}
+
+/// The parts of a reply that change from run to run: dates (`2026-12-01`) and times of day
+/// (`15:15`, `15:15:13`, `15:15:13.250`).
+const VOLATILE: &str = r"\d{4}-\d{2}-\d{2}|\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\b";
+
+/// A regex matching `reply` with any date and time where it had one, the rest as written;
+/// `None` when it has none (then the reply is expected as it was).
+fn volatile_pattern(reply: &str) -> Option<String> {
+    let volatile = regex::Regex::new(VOLATILE).expect("the pattern is valid");
+    if !volatile.is_match(reply) {
+        return None;
+    }
+    let mut pattern = String::new();
+    let mut last = 0;
+    for m in volatile.find_iter(reply) {
+        pattern.push_str(&regex::escape(&reply[last..m.start()]));
+        pattern.push_str(if m.as_str().contains('-') {
+            r"\d{4}-\d{2}-\d{2}"
+        } else {
+            r"\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?"
+        });
+        last = m.end();
+    }
+    pattern.push_str(&regex::escape(&reply[last..]));
+    Some(pattern)
 }
 
 fn without_nulls(map: Map<String, Value>) -> Map<String, Value> {
@@ -168,5 +197,36 @@ mod tests {
             Value::Object(args),
             serde_json::json!({"text": "${GITHUB_TOKEN}", "n": ["$$"]})
         );
+    }
+
+    #[test]
+    fn dates_and_times_in_a_reply_become_a_pattern_that_matches_another_run() {
+        let turn = turn_of(&RecordedTurn {
+            line: "what does the clock say".into(),
+            reply: "The clock tool says: 2026-12-01 15:15:13 UTC.".into(),
+            tool_calls: vec![("clock".into(), "{}".into())],
+            end_reason: Some("completed".into()),
+        });
+        assert!(turn.reply_contains.is_empty());
+        let pattern = regex::Regex::new(&turn.reply_matches[0]).unwrap();
+        assert!(pattern.is_match("The clock tool says: 2027-01-31 09:05:00 UTC."));
+        assert!(!pattern.is_match("The echo tool says: 2027-01-31 09:05:00 UTC."));
+        let file = TestFile {
+            cases: vec![Case {
+                name: "clock".into(),
+                repeat: 1,
+                pass_rate: 1.0,
+                turns: vec![turn],
+            }],
+        };
+        let text = render(&file, "exported").unwrap();
+        let back = super::super::parse(&text, "x.test.toml", &|_| None).unwrap();
+        assert_eq!(back.cases[0].turns[0].reply_matches.len(), 1, "{text}");
+        let plain = turn_of(&RecordedTurn {
+            reply: "You said: hello".into(),
+            ..RecordedTurn::default()
+        });
+        assert_eq!(plain.reply_contains, ["You said: hello"]);
+        assert!(plain.reply_matches.is_empty());
     }
 }

@@ -28,6 +28,9 @@ use crate::observe::redact::redact;
 use crate::observe::wire::WireRequest;
 use crate::tools::ToolSpec;
 
+/// The request fields about tools: a request that offers none is sent (and recorded) without
+/// any of them, since servers refuse `tool_choice` without `tools`.
+const TOOL_SETTINGS: [&str; 3] = ["tools", "tool_choice", "parallel_tool_calls"];
 /// Where the model lives, how patient to be with it, and what every request carries.
 #[derive(Debug, Clone)]
 pub struct ModelConfig {
@@ -144,14 +147,20 @@ impl ModelClient {
     /// What a request with these `extra` fields looks like on the wire, without its messages
     /// and tools: model, URL (`token=` masked), header names (never values), whether a key is
     /// sent, and the other top-level fields (`[model]` parameters, `extra`, `stream`,
-    /// `stream_options`). Mirrors `stream_reporting`.
-    pub(crate) fn describe(&self, extra: &Map<String, Value>) -> WireRequest {
+    /// `stream_options`; no tool settings when it `offers_tools` not). Mirrors
+    /// `stream_reporting`.
+    pub(crate) fn describe(&self, extra: &Map<String, Value>, offers_tools: bool) -> WireRequest {
         let mut params = self.config.params.clone();
         for (k, v) in extra {
             params.insert(k.clone(), v.clone());
         }
-        for key in ["model", "messages", "tools"] {
+        for key in ["model", "messages"] {
             params.remove(key);
+        }
+        for key in TOOL_SETTINGS {
+            if key == "tools" || !offers_tools {
+                params.remove(key);
+            }
         }
         params.insert("stream".into(), Value::Bool(true));
         if self.config.include_usage
@@ -171,7 +180,7 @@ impl ModelClient {
     }
 
     /// Like [`ModelClient::stream_with`], filling `info` with what the request reported (status,
-    /// time to first byte, finish reason, usage, model, id, retries) whether it failed or not.
+    /// time to the headers, finish reason, usage, model, id, retries) whether it failed or not.
     pub async fn stream_reporting(
         &self,
         messages: Vec<Value>,
@@ -190,7 +199,7 @@ impl ModelClient {
         if tools.is_empty() {
             // Servers refuse tool settings in a request that offers no tools (a turn's last
             // request at the round cap offers none).
-            for key in ["tools", "tool_choice", "parallel_tool_calls"] {
+            for key in TOOL_SETTINGS {
                 body.remove(key);
             }
         } else {
@@ -212,7 +221,7 @@ impl ModelClient {
             );
             response = self.send(encode(&body, false), info, started).await?;
         }
-        info.first_byte_us = Some(started.elapsed().as_micros() as u64);
+        info.headers_us = Some(started.elapsed().as_micros() as u64);
         let response = match response {
             Answer::Ok(r) => r,
             Answer::Refused { code, message } => {
@@ -242,6 +251,19 @@ impl ModelClient {
             info.reasoning_bytes = c.reasoning.len() as u64;
         }
         result
+    }
+
+    /// `GET url` with the key and headers every request carries, on a connection that is not
+    /// kept (the start-up check, `probe`).
+    pub(crate) fn models_request(&self, url: &str) -> reqwest::RequestBuilder {
+        let mut request = self.conns.fresh.get(url);
+        if let Some(key) = &self.config.api_key {
+            request = request.bearer_auth(key);
+        }
+        for (name, value) in &self.config.headers {
+            request = request.header(name, value);
+        }
+        request
     }
 
     fn request(&self, http: &reqwest::Client, body: Bytes) -> reqwest::RequestBuilder {
@@ -542,7 +564,7 @@ pub(crate) fn openai_tool(spec: &ToolSpec) -> Value {
     })
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

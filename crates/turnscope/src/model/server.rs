@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::scripted::{Answer, ScriptSettings, answer, answer_tokens, prompt_tokens};
+use super::scripted::{Answer, ScriptSettings, answer, answer_tokens, call_id, prompt_tokens};
 
 /// Name the scripted model reports.
 pub(crate) const MODEL_NAME: &str = "turnscope-scripted";
@@ -140,11 +140,15 @@ async fn completions(State(settings): State<Arc<ScriptSettings>>, body: Bytes) -
         "completion_tokens": answer_tokens(&reply),
         "total_tokens": prompt_tokens(messages) + answer_tokens(&reply),
     });
+    let ids: Vec<String> = match &reply {
+        Answer::Calls(calls) => (0..calls.len()).map(|i| call_id(messages, i)).collect(),
+        Answer::Text(_) => Vec::new(),
+    };
     if stream {
         let usage = include_usage.then_some(usage);
-        stream_answer(reply, finish, usage, model, settings.pace)
+        stream_answer(reply, ids, finish, usage, model, settings.pace)
     } else {
-        axum::Json(whole_answer(reply, finish, usage, &model)).into_response()
+        axum::Json(whole_answer(reply, &ids, finish, usage, &model)).into_response()
     }
 }
 
@@ -155,17 +159,17 @@ fn created() -> u64 {
         .unwrap_or(0)
 }
 
-fn tool_call_json(i: usize, name: &str, args: &str) -> Value {
-    json!({"id": format!("call_{i}"), "type": "function", "function": {"name": name, "arguments": args}})
+fn tool_call_json(id: String, name: &str, args: &str) -> Value {
+    json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}})
 }
 
-fn whole_answer(reply: Answer, finish: &str, usage: Value, model: &str) -> Value {
+fn whole_answer(reply: Answer, ids: &[String], finish: &str, usage: Value, model: &str) -> Value {
     let message = match reply {
         Answer::Text(pieces) => json!({"role": "assistant", "content": pieces.concat()}),
         Answer::Calls(calls) => json!({
             "role": "assistant",
             "content": null,
-            "tool_calls": calls.iter().enumerate().map(|(i, (n, a))| tool_call_json(i, n, a)).collect::<Vec<_>>(),
+            "tool_calls": calls.iter().zip(ids).map(|((n, a), id)| tool_call_json(id.clone(), n, a)).collect::<Vec<_>>(),
         }),
     };
     json!({
@@ -182,6 +186,7 @@ fn whole_answer(reply: Answer, finish: &str, usage: Value, model: &str) -> Value
 /// that waits for the pace first (a word; the calls, together).
 fn stream_events(
     reply: Answer,
+    ids: &[String],
     finish: &'static str,
     usage: Option<Value>,
     model: &str,
@@ -226,8 +231,8 @@ fn stream_events(
             );
         }
         Answer::Calls(calls) => {
-            for (i, (name, args)) in calls.iter().enumerate() {
-                let head = json!({"tool_calls": [{"index": i, "id": format!("call_{i}"), "type": "function",
+            for (i, ((name, args), id)) in calls.iter().zip(ids).enumerate() {
+                let head = json!({"tool_calls": [{"index": i, "id": id, "type": "function",
                     "function": {"name": name, "arguments": ""}}]});
                 let body = json!({"tool_calls": [{"index": i, "function": {"arguments": args}}]});
                 // The calls come together, after one pace.
@@ -246,12 +251,13 @@ fn stream_events(
 
 fn stream_answer(
     reply: Answer,
+    ids: Vec<String>,
     finish: &'static str,
     usage: Option<Value>,
     model: String,
     pace: f64,
 ) -> Response {
-    let events = stream_events(reply, finish, usage, &model);
+    let events = stream_events(reply, &ids, finish, usage, &model);
     let response = Response::builder()
         .header(header::CONTENT_TYPE, "text/event-stream")
         .header(header::CACHE_CONTROL, "no-cache");

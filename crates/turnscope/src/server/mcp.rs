@@ -249,7 +249,7 @@ impl BotMcp {
                 mcp_text::start_result(
                     &super::mcp_tools::who(bot),
                     &handle,
-                    bot.greeting(),
+                    session.bot().greeting(),
                     self.sessions.replica().id(),
                 )
             }
@@ -409,7 +409,7 @@ impl ServerHandler for BotMcp {
         let progress = sink.as_mut().map(|s| s as &mut dyn ProgressSink);
         if request.name == "chat"
             && let Some(ask) =
-                super::mcp_tasks::task_ask(&context, self.sessions.task_settings(), &client)
+                super::mcp_tasks::task_ask(&context, &self.sessions.task_settings(), &client)
         {
             return Ok(self.chat_or_task(args, &cancel, progress, &ask).await);
         }
