@@ -137,7 +137,7 @@ pub enum Command {
     Bench(crate::bench::BenchArgs),
     /// Run conversation test files (`*.test.toml`) against the bot, or `--url` any MCP bot
     /// server; exit 0 all passed, 1 a case failed, 2 could not run.
-    Test(crate::test_run::TestArgs),
+    Test(TestArgs),
     /// The config's tool sources from the command line: list them, or call one as the bot
     /// would; JSON on stdout; exit 0 ok, 1 the tool returned an error, 2 could not call.
     Tools {
@@ -145,6 +145,9 @@ pub enum Command {
         #[command(subcommand)]
         action: crate::tools_cmd::ToolsAction,
     },
+    /// The conversations a store keeps: list them, export one (as an --events file for
+    /// `turnscope replay`, or a `turnscope test` case), delete one or every expired one.
+    Sessions(crate::sessions_cmd::SessionsArgs),
     /// Open the console over a file written by `--events`, read-only.
     Replay {
         /// The events file (JSON lines).
@@ -201,6 +204,35 @@ pub enum Command {
     },
 }
 
+/// `turnscope test` flags.
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    /// Test files (`*.test.toml`).
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Test this MCP server (it must offer `start` and `chat`) instead of starting the config's bot.
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Runs at once, each on a session (and MCP connection) of its own.
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
+    /// Write a JUnit XML report to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Print results as JSON lines on stdout (one per case, then a summary); the human lines go
+    /// to stderr.
+    #[arg(long)]
+    pub json: bool,
+    /// Seconds one `start` or `chat` call may take.
+    #[arg(long, default_value_t = 120.0)]
+    pub timeout: f64,
+    /// The bot's flags, as in the main mode (`--events FILE` records the in-process server's
+    /// events; with --url the conversations as this client saw them; `--auth-token` is sent to
+    /// --url).
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
 /// `turnscope model ...`
 #[derive(Debug, Subcommand)]
 pub enum ModelAction {
@@ -238,21 +270,10 @@ pub enum ReplicasAction {
     },
 }
 
-/// `turnscope dev ...`
+/// `turnscope dev ...` (the fixture MCP server is `turnscope-dev fixture-server`, a binary of
+/// its own).
 #[derive(Debug, Subcommand)]
 pub enum DevAction {
-    /// The fixture MCP server (tests and the interop suite use it).
-    FixtureServer {
-        /// Serve over stdio.
-        #[arg(long, conflicts_with_all = ["http", "sse"])]
-        stdio: bool,
-        /// Serve streamable HTTP on 127.0.0.1:PORT at /mcp.
-        #[arg(long)]
-        http: Option<u16>,
-        /// Serve legacy HTTP+SSE on 127.0.0.1:PORT at /sse.
-        #[arg(long)]
-        sse: Option<u16>,
-    },
     /// Connect to a streamable HTTP MCP server as turnscope's tool sources do (same client
     /// code), list its tools, optionally call one, print what came back, and exit. The MCP
     /// conformance suite's client scenarios run it (the URL comes last).

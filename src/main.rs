@@ -5,6 +5,8 @@ mod bench;
 mod cli;
 #[cfg(test)]
 mod cli_reference;
+mod log_format;
+mod sessions_cmd;
 mod test_run;
 mod tools_cmd;
 
@@ -15,8 +17,8 @@ use clap::Parser;
 use cli::{
     BridgeCommand, Cli, Command, ConfigAction, DevAction, ModelAction, ReplicasAction, ServeArgs,
 };
-use tokio_util::sync::CancellationToken;
-use turnscope::app::{App, AppError};
+use turnscope::app::hangup::Terminals;
+use turnscope::app::{App, AppError, ConfigSource, ReloadCause};
 use turnscope::bridge::openai::standalone::StandaloneOptions;
 use turnscope::bridge::xiaozhi::command::RelayOptions;
 use turnscope::bridge::xiaozhi::{BridgeSettings, XiaozhiBridges, command, redact};
@@ -62,7 +64,7 @@ fn main() -> std::process::ExitCode {
     match runtime.block_on(run(cli, started)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("turnscope: {e:#}");
+            note(format_args!("turnscope: {}", error_text(&e)));
             // A store that cannot be used is the operator's to fix before anything runs.
             if matches!(e.downcast_ref::<AppError>(), Some(AppError::Store(_))) {
                 std::process::ExitCode::from(2)
@@ -71,6 +73,13 @@ fn main() -> std::process::ExitCode {
             }
         }
     }
+}
+
+/// An error and its causes in one line, each said once and without Rust type names: `{e:#}`
+/// would repeat a cause its message already quotes (`cannot read config file x: No such file or
+/// directory (os error 2); check …: No such file or directory (os error 2)`).
+pub(crate) fn error_text(e: &anyhow::Error) -> String {
+    turnscope::mcp::connect::chain(e.as_ref())
 }
 
 fn init_logging(to_stderr: bool) {
@@ -90,6 +99,8 @@ fn init_logging_at(default: &str) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(false)
+        .event_format(log_format::PlainFormat)
         .with_writer(redact::RedactingWriter::new(std::io::stderr))
         .try_init();
 }
@@ -141,26 +152,30 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
             Ok(())
         }
         Some(Command::Dev {
-            action: DevAction::FixtureServer { stdio, http, sse },
-        }) => {
-            init_logging(true);
-            fixture(stdio, http, sse).await
-        }
-        Some(Command::Dev {
             action: DevAction::McpClient { call, args, url },
         }) => {
             init_logging(true);
             mcp_client(&url, call.as_deref(), &args).await
         }
         None => {
-            let (config, _) = Config::load(cli.config.as_deref(), &cli.serve.overrides())?;
+            let overrides = cli.serve.overrides();
+            let (config, path) = Config::load(cli.config.as_deref(), &overrides)?;
+            let source = ConfigSource {
+                path,
+                overrides,
+                default_store: Some(DEFAULT_STORE.into()),
+            };
             if cli.serve.headless {
                 init_logging(true);
-                headless(&config, cli.serve.events.as_deref(), started).await
+                headless(&config, Some(source), cli.serve.events.as_deref(), started).await
             } else {
                 init_logging(false);
-                console(&config, cli.serve.events.as_deref()).await
+                console(&config, source, cli.serve.events.as_deref()).await
             }
+        }
+        Some(Command::Sessions(args)) => {
+            init_logging(true);
+            sessions_cmd::run(args, cli.config.as_deref(), &cli.serve).await
         }
         Some(Command::Test(_) | Command::Tools { .. }) => {
             unreachable!("main() runs `turnscope test` and `turnscope tools` before this")
@@ -168,6 +183,7 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
         Some(Command::Replay { file, theme }) => {
             init_logging(false);
             let (config, _) = Config::load(cli.config.as_deref(), &cli.serve.overrides())?;
+            turnscope_console::state::budget::Budget::set_process_default(config.console.max_mib);
             let choice = theme.or(config.console.theme);
             let theme = Theme::resolve(choice.as_deref(), turnscope_console::no_color())?;
             Ok(turnscope_console::run::replay::run(&file, theme).await?)
@@ -197,43 +213,120 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
     }
 }
 
-/// The console over a freshly started app (the default mode).
-async fn console(config: &Config, events: Option<&std::path::Path>) -> anyhow::Result<()> {
+/// Where the lines a person or a script reads at start (the ready line, the bridges) go:
+/// stdout, unless `--events -` made stdout the event stream. Then every line on stdout is one
+/// JSON event (so `| jq` works) and these lines go to stderr. Every reader of the ready line
+/// (tests, the interop suite, scripts) reads stdout without `--events -`, so none changes; a
+/// `ready` event instead would have added a type every events reader must know, for what the
+/// `replica` event and `/healthz` already carry.
+struct Announce {
+    to_stderr: bool,
+}
+
+impl Announce {
+    fn new(events: Option<&std::path::Path>) -> Self {
+        Self {
+            to_stderr: events_on_stdout(events),
+        }
+    }
+
+    fn line(&self, text: &str) {
+        if self.to_stderr {
+            eprintln!("{text}");
+        } else {
+            println!("{text}");
+        }
+    }
+}
+
+/// Whether `--events` names stdout.
+fn events_on_stdout(events: Option<&std::path::Path>) -> bool {
+    events == Some(std::path::Path::new("-"))
+}
+
+/// The console over a freshly started app (the default mode), reloading `source` when it
+/// changes, on SIGHUP and on its `R` key.
+async fn console(
+    config: &Config,
+    source: ConfigSource,
+    events: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    turnscope_console::state::budget::Budget::set_process_default(config.console.max_mib);
     let config = &with_default_store(config);
     let theme = Theme::resolve(
         config.console.theme.as_deref(),
         turnscope_console::no_color(),
     )?;
+    anyhow::ensure!(
+        !events_on_stdout(events),
+        "--events - writes the events to stdout, where the console draws; add --headless, or give \
+         --events a file (turnscope replay FILE opens it)"
+    );
     turnscope_console::run::terminal::check()?;
     let bus = Bus::default();
     // Listening before the app starts keeps its start-up warnings (bridges) for the Log pane.
     let early = turnscope_console::listen_early(&bus);
     let recording = Recording::start(&bus, events).await?;
-    let app = App::start(config, bus).await?;
+    let mut app = App::start(config, bus).await?;
+    app.reload_from(source);
+    if let Err(e) = app.watch_config() {
+        app.bus.publish(turnscope::observe::Event::Log {
+            at_ms: turnscope::observe::event::now_us() / 1000,
+            level: "warn".into(),
+            message: e.to_string(),
+        });
+    }
     let result = turnscope_console::run_with(app, theme, early).await;
     recording.finish().await;
     Ok(result?)
 }
 
+/// The server with no console. With a `source`, the config is reloaded when its file changes
+/// and on SIGHUP (one stderr line each); SIGHUP from a terminal that hung up ends the server
+/// as SIGTERM does.
 async fn headless(
     config: &Config,
+    source: Option<ConfigSource>,
     events: Option<&std::path::Path>,
     started: Instant,
 ) -> anyhow::Result<()> {
     let config = &with_default_store(config);
+    let terminals = Terminals::now();
+    let mut signals = Signals::new()?;
     let bus = Bus::default();
     let recording = Recording::start(&bus, events).await?;
-    let app = App::start(config, bus).await?;
+    let mut app = App::start(config, bus).await?;
+    let reloader = app.reloader();
+    reloader.on_reload(std::sync::Arc::new(|event| {
+        use std::io::Write;
+        // One line, and never a panic when the terminal is gone.
+        let _ = writeln!(std::io::stderr(), "turnscope: {}", event.summary());
+    }));
+    if let Some(source) = source {
+        app.reload_from(source);
+        match app.watch_config() {
+            Ok(()) => {
+                if let Some(file) = reloader.file() {
+                    eprintln!(
+                        "config: {} is watched; a change applies from the next turn (SIGHUP reloads too)",
+                        file.display()
+                    );
+                }
+            }
+            Err(e) => eprintln!("turnscope: {e}"),
+        }
+    }
     let url = app.server.mcp_url();
     let replica = app.sessions.replica();
-    println!(
+    let announce = Announce::new(events);
+    announce.line(&format!(
         "turnscope ready: MCP {url} · replica {} (handles end in {}) · model: {} · store: {} · ready in {:.1} ms",
         replica.id(),
         replica.tag(),
         app.model.describe(),
         app.sessions.store().describe(),
         started.elapsed().as_secs_f64() * 1000.0
-    );
+    ));
     if !app.sessions.store().durable() {
         eprintln!(
             "store: memory{}: conversations end when turnscope stops",
@@ -262,41 +355,55 @@ async fn headless(
     );
     for b in app.bridges.bridges() {
         let s = b.status();
-        println!(
+        announce.line(&format!(
             "turnscope xiaozhi bridge {}: {} -> {}",
             s.name, s.upstream, s.endpoint
-        );
+        ));
     }
-    wait_for_signal().await;
-    eprintln!(
+    loop {
+        match signals.next().await {
+            Signal::Stop => break,
+            Signal::Hangup if terminals.hung_up() => {
+                note(format_args!("turnscope: the terminal hung up"));
+                break;
+            }
+            Signal::Hangup => {
+                reloader.reload(ReloadCause::Signal).await;
+            }
+        }
+    }
+    note(format_args!(
         "turnscope: draining replica {}: /healthz answers 404 \"draining\", start and new lines are refused, \
          turns in flight finish (at most {} s; a second signal stops at once)",
         app.sessions.replica().id(),
-        config.server.drain_seconds
-    );
+        app.drain_bound().await.as_secs_f64()
+    ));
     let drained = tokio::select! {
         drained = app.drain() => drained,
-        () = wait_for_signal() => false,
+        _ = signals.next() => false,
     };
-    eprintln!(
+    note(format_args!(
         "turnscope: shutting down: {}; ending every session",
         if drained {
             "no turn in flight"
         } else {
             "the drain bound passed or a second signal came"
         }
-    );
+    ));
     app.shutdown().await;
     recording.finish().await;
     Ok(())
 }
+
+/// The `[store] url` of the file per listening address (see `turnscope::store::url`).
+const DEFAULT_STORE: &str = "default";
 
 /// The console and `--headless` keep conversations in the default file unless `--store` or
 /// `[store] url` says otherwise.
 fn with_default_store(config: &Config) -> Config {
     let mut config = config.clone();
     if config.store.url.is_none() {
-        config.store.url = Some("default".into());
+        config.store.url = Some(DEFAULT_STORE.into());
     }
     config
 }
@@ -316,21 +423,23 @@ async fn bridge_xiaozhi(
         tracing::warn!("{w}");
     }
     let relays = match plan {
+        // A bridge given on the command line is not in the file: no reload from it.
         command::Plan::App(config) => {
-            return headless(&config, events, started).await;
+            return headless(&config, None, events, started).await;
         }
         command::Plan::Relays(relays) => relays,
     };
     let bus = Bus::default();
     let recording = Recording::start(&bus, events).await?;
     let settings = BridgeSettings::default();
+    let announce = Announce::new(events);
     for r in &relays {
-        println!(
+        announce.line(&format!(
             "turnscope xiaozhi bridge {}: {} -> {}",
             r.name,
             turnscope::mcp::spec::label(&r.server),
             r.endpoint.shown()
-        );
+        ));
     }
     let bridges = XiaozhiBridges::start(
         relays.into_iter().map(|r| r.build(&settings)).collect(),
@@ -355,7 +464,7 @@ async fn bridge_openai(
     let bus = Bus::default();
     let recording = Recording::start(&bus, events).await?;
     let bridge = standalone::start(&args, bus).await?;
-    println!("{}", bridge.ready_line());
+    Announce::new(events).line(&bridge.ready_line());
     wait_for_signal().await;
     eprintln!("turnscope: shutting down the openai bridge and its server");
     bridge.shutdown().await;
@@ -385,7 +494,9 @@ async fn mcp_client(url: &str, call: Option<&str>, args: &str) -> anyhow::Result
     let source = McpSource::start(
         &config,
         &std::sync::Arc::new(Policy::open()),
-        SourceOptions::default(),
+        // Named apart from the bot's own tool sources, so a turnscope server it connects to
+        // does not list its sessions as if the bot opened them.
+        SourceOptions::default().with_client_name("turnscope-dev-mcp-client"),
         &Bus::default(),
     )
     .map_err(anyhow::Error::msg)?;
@@ -418,49 +529,74 @@ async fn mcp_client(url: &str, call: Option<&str>, args: &str) -> anyhow::Result
     outcome
 }
 
-async fn fixture(stdio: bool, http: Option<u16>, sse: Option<u16>) -> anyhow::Result<()> {
-    use turnscope_fixture as fixture;
-    let stop = CancellationToken::new();
-    if stdio {
-        return Ok(fixture::serve_stdio().await?);
-    }
-    let (port, is_sse) = match (http, sse) {
-        (Some(p), None) => (p, false),
-        (None, Some(p)) => (p, true),
-        _ => anyhow::bail!(
-            "dev fixture-server: give exactly one of --stdio, --http PORT, --sse PORT"
-        ),
-    };
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
-    let addr = listener.local_addr()?;
-    println!(
-        "turnscope fixture ready: http://{addr}{}",
-        if is_sse { "/sse" } else { "/mcp" }
-    );
-    let token = stop.clone();
-    tokio::spawn(async move {
-        wait_for_signal().await;
-        token.cancel();
-    });
-    if is_sse {
-        fixture::serve_sse(listener, stop).await?;
-    } else {
-        fixture::serve_http(listener, stop).await?;
-    }
-    Ok(())
+/// Writes one line to stderr. A stderr that is gone (the terminal hung up) loses the line
+/// rather than panicking, as `eprintln!` would.
+fn note(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
 }
 
-/// Waits for Ctrl-C or SIGTERM.
-async fn wait_for_signal() {
+/// What a signal asks of a headless server.
+enum Signal {
+    /// Ctrl-C or SIGTERM: drain and stop.
+    Stop,
+    /// SIGHUP: reload the config, unless the terminal hung up.
+    Hangup,
+}
+
+/// The signals a headless server acts on: Ctrl-C, SIGTERM and SIGHUP, caught from the moment
+/// this is made. Made before a ready line, so a signal that follows the line at once is a clean
+/// stop, not the default action (which kills the process before it drains; a test that stopped
+/// the server right after start saw that).
+struct Signals {
     #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("SIGTERM handler installs");
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> anyhow::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Self {
+                term: signal(SignalKind::terminate()).context("install the SIGTERM handler")?,
+                interrupt: signal(SignalKind::interrupt()).context("install the SIGINT handler")?,
+                hup: signal(SignalKind::hangup()).context("install the SIGHUP handler")?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(Self {})
+    }
+
+    async fn next(&mut self) -> Signal {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                _ = self.interrupt.recv() => Signal::Stop,
+                _ = self.term.recv() => Signal::Stop,
+                _ = self.hup.recv() => Signal::Hangup,
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            Signal::Stop
         }
     }
-    #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// Waits for Ctrl-C, SIGTERM or SIGHUP (nothing a caller of this reloads).
+async fn wait_for_signal() {
+    match Signals::new() {
+        Ok(mut signals) => {
+            signals.next().await;
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }

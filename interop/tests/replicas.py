@@ -51,14 +51,22 @@ def free_port() -> int:
 class Replica:
     """One `turnscope --headless` process, its id and its MCP URL (from the ready line)."""
 
-    def __init__(self, rid: str, config_text: str, drain_seconds: float):
+    def __init__(self, rid: str, config_text: str, drain_seconds: float, args=(), port=0):
         self.id = rid
+        self.args = list(args)
+        self.drain_seconds = drain_seconds
         self.dir = tempfile.TemporaryDirectory()
-        config = pathlib.Path(self.dir.name) / "turnscope.toml"
-        config.write_text(config_text)
+        self.config = pathlib.Path(self.dir.name) / "turnscope.toml"
+        self.config.write_text(config_text)
+        self.launch(port)
+
+    def launch(self, port):
+        """Starts the process (`--port port`, 0 for any free one); its URL from the ready line."""
+        rid = self.id
         self.proc = subprocess.Popen(
-            [binary(), "--headless", "--port", "0", "--replica-id", rid,
-             "--drain-seconds", str(drain_seconds), "--sessions", "200", "--config", str(config)],
+            [binary(), "--headless", "--port", str(port), "--replica-id", rid,
+             "--drain-seconds", str(self.drain_seconds), "--sessions", "200", "--config", str(self.config),
+             *self.args],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
@@ -72,10 +80,18 @@ class Replica:
         self.port = int(self.url.rsplit(":", 1)[1].split("/")[0])
         self.base = self.url[: -len("/mcp")]
 
-    def health(self):
+    def restart(self):
+        """Starts it again on the port it had (after it died), so the balancer's line for it holds."""
+        assert self.proc.poll() is not None, "restart a replica that is gone"
+        self.launch(self.port)
+
+    def health(self, token=None):
         """(HTTP status, body) of its /healthz."""
+        request = urllib.request.Request(self.base + "/healthz")
+        if token:
+            request.add_header("Authorization", f"Bearer {token}")
         try:
-            with urllib.request.urlopen(self.base + "/healthz", timeout=5) as r:
+            with urllib.request.urlopen(request, timeout=5) as r:
                 return r.status, r.read().decode()
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()
@@ -95,7 +111,7 @@ class Balancer:
     """HAProxy running examples/haproxy.cfg with its frontend moved and the backend's server and
     use-server lines replaced by what `turnscope replicas haproxy` prints for `replicas`."""
 
-    def __init__(self, replicas, route_by_handle=True, route_tasks=True):
+    def __init__(self, replicas, route_by_handle=True, route_tasks=True, token=None, up_within=20):
         self.dir = tempfile.TemporaryDirectory()
         self.port = free_port()
         text = EXAMPLE.read_text()
@@ -113,21 +129,37 @@ class Balancer:
             text = "\n".join(l for l in text.splitlines() if "req.hdr(mcp-name)" not in l) + "\n"
         self.config = pathlib.Path(self.dir.name) / "haproxy.cfg"
         self.config.write_text(text)
+        # The recipe's health check sends the replicas' token from HAProxy's environment.
+        env = dict(os.environ)
+        env.pop("TURNSCOPE_AUTH_TOKEN", None)
+        if token:
+            env["TURNSCOPE_AUTH_TOKEN"] = token
+        self.token = token
         self.proc = subprocess.Popen(
-            [haproxy(), "-db", "-f", str(self.config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+            [haproxy(), "-db", "-f", str(self.config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            env=env,
         )
         self.url = f"http://127.0.0.1:{self.port}/mcp"
-        self.wait_until_all_up(replicas)
+        if up_within:
+            try:
+                self.wait_until_all_up(replicas, up_within)
+            except RuntimeError:
+                self.stop()
+                raise
 
-    def wait_until_all_up(self, replicas):
+    def wait_until_all_up(self, replicas, within):
         """Until /healthz through the balancer has answered from every replica."""
         want = {r.id for r in replicas}
         seen = set()
-        for _ in range(400):
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/healthz")
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"haproxy exited: {self.proc.stderr.read()}")
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=5) as r:
+                with urllib.request.urlopen(request, timeout=5) as r:
                     seen.add(re.search(r'"replica":\{"id":"([^"]+)"', r.read().decode()).group(1))
             except (OSError, AttributeError):
                 pass

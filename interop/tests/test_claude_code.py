@@ -50,13 +50,13 @@ def chat_on(handle, line):
 class ClaudeCode:
     """Claude Code in a private HOME, its model at `stub`, turnscope added at `url`."""
 
-    def __init__(self, stub, url, extra_env=None):
+    def __init__(self, stub, url, extra_env=None, add_args=()):
         self.dir = tempfile.TemporaryDirectory(prefix="claude-home-")
         self.home = pathlib.Path(self.dir.name)
         if not CLAUDE.exists():
             pytest.fail(f"Claude Code not found at {CLAUDE}; run interop/run (it installs interop/package.json)")
         self.env = claude_env(self.home, stub.url, extra_env)
-        added = self.run("mcp", "add", "--transport", "http", "turnscope", url)
+        added = self.run("mcp", "add", "--transport", "http", "turnscope", url, *add_args)
         assert added.returncode == 0, added.stderr
 
     def run(self, *args, timeout=120):

@@ -145,6 +145,32 @@ def test_agent_loop_with_a_client_tool(bot):
     assert final.choices[0].message.content == "The lookup_city tool says: Paris is in France."
 
 
+def test_chat_completions_report_usage_as_openai_does(bot):
+    """`usage` on a whole answer (summed over the loop's model requests: here the call and the
+    answer after it; the scripted model counts one token per word), and the usage chunk last,
+    with no choices, when a stream asks with `stream_options.include_usage`; none otherwise."""
+    client = OpenAI(base_url=bot, api_key="unused")
+    messages = [{"role": "user", "content": "echo hello from python"}]
+    whole = client.chat.completions.create(model="anything", messages=messages)
+    usage = whole.usage
+    assert usage is not None, whole
+    assert usage.prompt_tokens > 0 and usage.completion_tokens > 0
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+
+    chunks = list(
+        client.chat.completions.create(
+            model="anything", messages=messages, stream=True, stream_options={"include_usage": True}
+        )
+    )
+    last = chunks[-1]
+    assert last.choices == [], last
+    assert (last.usage.prompt_tokens, last.usage.completion_tokens) == (usage.prompt_tokens, usage.completion_tokens)
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["stop"]
+
+    plain = list(client.chat.completions.create(model="anything", messages=messages, stream=True))
+    assert all(c.usage is None for c in plain), "no usage chunk unless asked"
+
+
 def test_the_readme_flow(bridge, model):
     tools = httpx.get(f"{bridge}/v1/tools").json()
     names = [t["function"]["name"] for t in tools]

@@ -344,3 +344,42 @@ async def test_without_the_mcp_name_line_polls_land_elsewhere_and_are_refused(ta
     refused = [e for c in chatters for e in c.refused]
     assert len(refused) >= 4, f"{len(refused)} of 12 refused"
     assert all(e["code"] == -32602 and "no task has this id" in e["message"] for e in refused), refused
+
+
+async def test_health_checks_pass_with_an_auth_token_and_a_non_loopback_allowed_host():
+    """Replicas run with --auth-token and --allowed-host turnscope.internal: HAProxy given the
+    token (TURNSCOPE_AUTH_TOKEN in its environment) marks them up and routes every chat; the
+    control, HAProxy without the token, finds every replica down."""
+    token = "interop-health-token"
+    args = ["--auth-token", token, "--allowed-host", "turnscope.internal"]
+    replicas = [Replica(f"r{i}", CONFIG, drain_seconds=1, args=args) for i in (1, 2, 3)]
+    try:
+        balancer = Balancer(replicas, token=token)
+        try:
+            async with no_cookie_client() as web:
+                web.headers["Authorization"] = f"Bearer {token}"
+                client = RawMcp(balancer.url, web, "token")
+                seen = set()
+                for i in range(6):
+                    start = await client.call("start", {})
+                    record = raw_record(start, "turnscope/start")
+                    seen.add(record["replica"])
+                    reply = await client.call("chat", {"handle": record["handle"], "line": f"line {i}"})
+                    assert not reply.get("isError"), raw_text(reply)
+                assert seen == {"r1", "r2", "r3"}, seen
+        finally:
+            balancer.stop()
+        # The control: HAProxy without the token. Its checks get 401, so within a few checks
+        # (500 ms apart, 2 to fall) every replica is down and it answers 503 itself.
+        blind = Balancer(replicas, token=None, up_within=0)
+        try:
+            await anyio.sleep(2.5)
+            async with no_cookie_client() as web:
+                web.headers["Authorization"] = f"Bearer {token}"
+                answer = await web.get(blind.url.replace("/mcp", "/healthz"))
+            assert answer.status_code == 503, (answer.status_code, answer.text[:200])
+        finally:
+            blind.stop()
+    finally:
+        for r in replicas:
+            r.stop()

@@ -1,5 +1,5 @@
 //! `turnscope bench bridge`: what the OpenAI bridge itself costs. A standalone bridge (`--http`)
-//! fronts the fixture MCP server on loopback; a direct MCP `tools/call`, the same call through
+//! fronts the fixture MCP server on loopback (`turnscope-dev fixture-server`, a child process); a direct MCP `tools/call`, the same call through
 //! `POST /v1/execute`, and `GET /v1/tools` are timed one call each per iteration, so drift hits
 //! them alike. Rows give p50/p95/p99 in ms and the bridge's overhead against a 0.3 ms target.
 
@@ -7,8 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
+use tokio::io::AsyncBufReadExt;
 
 use crate::bench::BenchClient;
 use turnscope::bridge::openai::standalone;
@@ -26,10 +25,7 @@ const WARMUP: usize = 200;
 /// # Errors
 /// The fixture, the bridge or a call failed.
 pub async fn run(calls: usize) -> anyhow::Result<()> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let url = format!("http://{}/mcp", listener.local_addr()?);
-    let stop = CancellationToken::new();
-    let fixture = tokio::spawn(turnscope_fixture::serve_http(listener, stop.clone()));
+    let (mut fixture, url) = fixture_child().await?;
     let direct = BenchClient::connect(&url)
         .await
         .context("connecting to the fixture")?;
@@ -121,9 +117,35 @@ pub async fn run(calls: usize) -> anyhow::Result<()> {
     );
     direct.close().await;
     bridge.shutdown().await;
-    stop.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(2), fixture).await;
+    let _ = fixture.kill().await;
     Ok(())
+}
+
+/// The fixture MCP server on a free loopback port, in a child process; its URL from the ready
+/// line (`turnscope fixture ready: http://127.0.0.1:PORT/mcp`).
+async fn fixture_child() -> anyhow::Result<(tokio::process::Child, String)> {
+    let tool = super::child::dev_tool("bench bridge")?;
+    let mut child = tokio::process::Command::new(&tool)
+        .args(["fixture-server", "--http", "0"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {} fixture-server", tool.display()))?;
+    let stdout = child.stdout.take().context("the fixture's stdout")?;
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let ready = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .context("the fixture printed no ready line within 20 s")??
+        .context("the fixture exited before its ready line")?;
+    let url = ready
+        .split_whitespace()
+        .last()
+        .filter(|u| u.starts_with("http://"))
+        .with_context(|| format!("no URL in the fixture's ready line {ready:?}"))?
+        .to_string();
+    Ok((child, url))
 }
 
 fn percentile(sorted: &[Duration], q: f64) -> Duration {

@@ -4,6 +4,7 @@
 mod bridge;
 mod child;
 mod console;
+mod console_memory;
 mod replicas;
 pub mod soak;
 mod test_cases;
@@ -27,55 +28,93 @@ use turnscope::observe::Bus;
 use turnscope::pipeline::{Frame, FrameBody, Link, Observer, Pipeline, Processor};
 use turnscope::tools::{FnTool, Toolbox, Tools};
 
-/// What to measure.
+/// What to measure. The doc line of each is its entry in `turnscope bench --help`: the shapes
+/// in [`DEFAULT_SHAPES`] say "default", the others "only when named" and about how long they
+/// take with their default flags (estimated from the rates in docs/benchmarks.md, release
+/// build, a 2-core machine).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Shape {
-    /// Frames per second through a 5-processor pipeline.
+    /// Default. Frames per second through a 5-processor pipeline.
     Pipeline,
-    /// The cost table (1 turn, 5 turns, 1 turn with a tool call), paced and at zero pace.
+    /// Default. The cost table (1 turn, 5 turns, 1 turn with a tool call), paced and at zero pace.
     Turns,
-    /// Many sessions chatting at once.
+    /// Default. Many sessions chatting at once (uses --sessions, --turns).
     Load,
-    /// Memory per idle session (uses --idle-sessions, --console).
+    /// Default. Memory per idle session (uses --idle-sessions, --console).
     Memory,
-    /// Sessions chatting for minutes, server resources sampled (uses --sessions, --seconds,
-    /// --sample-seconds, --warmup-seconds, --console).
+    /// Only when named; 10 min and more (--seconds). Sessions chatting for minutes, server
+    /// resources sampled (uses --sessions, --seconds, --sample-seconds, --warmup-seconds,
+    /// --console).
     Soak,
-    /// Time to the ready line.
+    /// Default. Time to the ready line.
     Ready,
-    /// Turns/s with and without a console attached (uses --sessions, --turns, --runs).
+    /// Only when named; about 1 min. Turns/s with and without a console attached (uses
+    /// --sessions, --turns, --runs).
     Console,
-    /// The OpenAI bridge's overhead over a direct MCP call.
+    /// Only when named; a few minutes. The console's own memory and idle CPU: N turns of W-word replies with the console in
+    /// a pseudo-terminal vs headless, then each pane idle (uses --turns, default 300;
+    /// --words, default 300; --runs, default 1 here; --exchanges; --idle-seconds; --against).
+    ConsoleMemory,
+    /// Default. The OpenAI bridge's overhead over a direct MCP call (uses --calls).
     Bridge,
-    /// Turns/s with 1 and 3 replicas, direct and through HAProxy (uses --clients, --turns,
-    /// --runs; needs haproxy).
+    /// Only when named; needs haproxy; about 15 s. Turns/s with 1 and 3 replicas, direct and
+    /// through HAProxy (uses --clients, --turns, --runs).
     Replicas,
-    /// Cases/s of `turnscope test`: 100 one-turn cases, --jobs 8, at zero pace and paced
-    /// (uses --runs).
+    /// Only when named; about 20 s. Cases/s of `turnscope test`: 100 one-turn cases, --jobs 8,
+    /// at zero pace and paced (uses --runs).
     Test,
-    /// Turns/s of a headless server with nobody, three viewers, or one stalled viewer on its
-    /// event stream (uses --sessions, --turns, --runs).
+    /// Only when named; about 1 min. Turns/s of a headless server with nobody, three viewers,
+    /// or one stalled viewer on its event stream (uses --sessions, --turns, --runs).
     Viewers,
 }
+
+/// What `turnscope bench` runs when no shape is named: the quick ones (about 20 s in all on a
+/// release build); the long, the slow-to-set-up and the ones needing other programs run only
+/// when named.
+pub const DEFAULT_SHAPES: [Shape; 6] = [
+    Shape::Pipeline,
+    Shape::Turns,
+    Shape::Load,
+    Shape::Memory,
+    Shape::Ready,
+    Shape::Bridge,
+];
 
 /// `turnscope bench` flags.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Which benchmarks (default: all).
+    /// Which benchmarks. None named runs the quick ones (pipeline, turns, load, memory, ready,
+    /// bridge: about 20 s); soak, console, console-memory, replicas, test and viewers run only
+    /// when named.
     #[arg(value_enum)]
     pub shapes: Vec<Shape>,
-    /// Runs per shape of the cost table.
-    #[arg(long, default_value_t = 5)]
-    pub runs: usize,
+    /// Runs per shape of the cost table, and of console, replicas, test and viewers (default
+    /// 5; 1 for console-memory).
+    #[arg(long)]
+    pub runs: Option<usize>,
     /// Frames pushed per pipeline measurement.
     #[arg(long, default_value_t = 200_000)]
     pub frames: u64,
-    /// Sessions of the load shape.
+    /// Sessions of load, soak, console and viewers.
     #[arg(long, default_value_t = 1000)]
     pub sessions: usize,
-    /// Turns per session of the load shape.
-    #[arg(long, default_value_t = 5)]
-    pub turns: usize,
+    /// Turns per session of load, console, replicas and viewers (default 5; 300 for
+    /// console-memory).
+    #[arg(long)]
+    pub turns: Option<usize>,
+    /// Words of each reply of console-memory.
+    #[arg(long, default_value_t = 300)]
+    pub words: usize,
+    /// MCP exchanges the console has seen before console-memory measures each pane idle.
+    #[arg(long, default_value_t = 1000)]
+    pub exchanges: usize,
+    /// Seconds console-memory measures each pane idle (0: memory only).
+    #[arg(long, default_value_t = 5.0)]
+    pub idle_seconds: f64,
+    /// Another turnscope binary console-memory measures alternately with this one (a
+    /// before/after comparison in one run).
+    #[arg(long, value_name = "PATH")]
+    pub against: Option<std::path::PathBuf>,
     /// Idle sessions of the memory shape.
     #[arg(long, default_value_t = 10_000)]
     pub idle_sessions: usize,
@@ -122,15 +161,10 @@ pub(crate) fn row(value: Value) {
 ///   calls interleaved so drift hits all three alike;
 /// - `test`: cases per second of `turnscope test` (`bench::test_cases`).
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let runs = args.runs.unwrap_or(5);
+    let turns = args.turns.unwrap_or(5);
     let shapes = if args.shapes.is_empty() {
-        vec![
-            Shape::Pipeline,
-            Shape::Turns,
-            Shape::Load,
-            Shape::Memory,
-            Shape::Ready,
-            Shape::Bridge,
-        ]
+        DEFAULT_SHAPES.to_vec()
     } else {
         args.shapes.clone()
     };
@@ -143,11 +177,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             }
             Shape::Turns => {
                 for (pace, words) in [(0.03, Some(7)), (0.0, Some(7))] {
-                    cost_table(pace, words, args.runs).await?;
+                    cost_table(pace, words, runs).await?;
                 }
             }
-            Shape::Load => load(args.sessions, args.turns).await?,
-            Shape::Viewers => viewers::viewers(args.sessions, args.turns, args.runs).await?,
+            Shape::Load => load(args.sessions, turns).await?,
+            Shape::Viewers => viewers::viewers(args.sessions, turns, runs).await?,
             Shape::Memory => soak::memory(args.idle_sessions, args.console).await?,
             Shape::Soak => {
                 anyhow::ensure!(
@@ -165,10 +199,25 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 .await?
             }
             Shape::Ready => ready().await?,
-            Shape::Console => console::console(args.sessions, args.turns, args.runs).await?,
+            Shape::Console => console::console(args.sessions, turns, runs).await?,
+            Shape::ConsoleMemory => {
+                anyhow::ensure!(
+                    args.idle_seconds >= 0.0,
+                    "bench console-memory: --idle-seconds must be at least 0"
+                );
+                console_memory::run(console_memory::Plan {
+                    turns: args.turns.unwrap_or(300),
+                    words: args.words,
+                    runs: args.runs.unwrap_or(1),
+                    exchanges: args.exchanges,
+                    idle_seconds: args.idle_seconds,
+                    against: args.against.clone(),
+                })
+                .await?
+            }
             Shape::Bridge => bridge::run(args.calls).await?,
-            Shape::Replicas => replicas::run(args.clients, args.turns, args.runs).await?,
-            Shape::Test => test_cases::run(args.runs).await?,
+            Shape::Replicas => replicas::run(args.clients, turns, runs).await?,
+            Shape::Test => test_cases::run(runs).await?,
         }
     }
     Ok(())
@@ -318,6 +367,32 @@ impl BenchClient {
         }
     }
 
+    /// `tools/list` → how many tools.
+    pub async fn list_tools(&self) -> anyhow::Result<usize> {
+        Ok(self.client.list_all_tools().await?.len())
+    }
+
+    /// `chat` asking for progress (a `progressToken`, as Claude Code and the Python SDK send):
+    /// the server sends one notification per reply piece before the result.
+    pub async fn chat_with_progress(&self, handle: &str, line: &str) -> anyhow::Result<String> {
+        use rmcp::model::{NumberOrString, ProgressToken, RequestParamsMeta};
+        let mut params = CallToolRequestParams::new("chat");
+        if let Value::Object(map) = json!({"handle": handle, "line": line}) {
+            params = params.with_arguments(map);
+        }
+        params.set_progress_token(ProgressToken(NumberOrString::String(
+            uuid::Uuid::new_v4().to_string().into(),
+        )));
+        let result = self.client.call_tool(params).await?;
+        let reply: String = result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect();
+        anyhow::ensure!(result.is_error != Some(true), "chat failed: {reply}");
+        Ok(reply)
+    }
+
     /// `chat` → reply (an error reply is an error).
     pub async fn chat(&self, handle: &str, line: &str) -> anyhow::Result<String> {
         let (reply, err) = self
@@ -329,10 +404,24 @@ impl BenchClient {
     }
 }
 
+/// The median, min and max of several runs; one run's figure as `value` (one run has no
+/// median to claim).
 fn stats(mut secs: Vec<f64>) -> Value {
     secs.sort_by(f64::total_cmp);
+    if secs.len() == 1 {
+        return json!({"value": round(secs[0], 4)});
+    }
     let median = secs[secs.len() / 2];
     json!({"median": round(median, 4), "min": round(secs[0], 4), "max": round(secs[secs.len() - 1], 4)})
+}
+
+/// A summary field's name: `median_NAME` over several runs, `NAME` for one.
+pub(crate) fn of_runs(runs: usize, name: &str) -> String {
+    if runs > 1 {
+        format!("median_{name}")
+    } else {
+        name.to_string()
+    }
 }
 
 async fn cost_table(pace: f64, words: Option<usize>, runs: usize) -> anyhow::Result<()> {
@@ -474,4 +563,59 @@ async fn ready() -> anyhow::Result<()> {
     }
     row(json!({"bench": "ready", "runs": times.len(), "seconds": stats(times)}));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+    use clap::ValueEnum;
+
+    use super::{DEFAULT_SHAPES, Shape};
+
+    /// `turnscope bench --help` as a person reads it: each shape's line says whether it runs by
+    /// default, and the ones that run only when named say about how long they take.
+    #[test]
+    fn bench_help_says_which_shapes_run_by_default_and_how_long_the_others_take() {
+        let mut cli = crate::cli::Cli::command();
+        let bench = cli
+            .find_subcommand_mut("bench")
+            .expect("turnscope has a bench command");
+        let help = bench.render_long_help().to_string();
+        assert!(
+            !help.contains("default: all"),
+            "the help must not claim every shape runs by default:\n{help}"
+        );
+        for shape in Shape::value_variants() {
+            let name = shape.to_possible_value().expect("every shape is visible");
+            let line = help
+                .lines()
+                .find(|l| {
+                    l.trim_start()
+                        .starts_with(&format!("- {}:", name.get_name()))
+                })
+                .unwrap_or_else(|| panic!("no line for {} in:\n{help}", name.get_name()));
+            if DEFAULT_SHAPES.contains(shape) {
+                assert!(line.contains("Default."), "{line}");
+            } else {
+                assert!(line.contains("Only when named"), "{line}");
+                assert!(
+                    line.contains(" min") || line.contains(" s."),
+                    "a named-only shape says how long it takes: {line}"
+                );
+            }
+        }
+        let summary = help
+            .lines()
+            .skip_while(|l| !l.contains("Which benchmarks"))
+            .take(3)
+            .collect::<String>();
+        for shape in Shape::value_variants() {
+            let name = shape.to_possible_value().expect("visible");
+            assert!(
+                summary.contains(name.get_name()),
+                "the [SHAPES] help names {}: {summary}",
+                name.get_name()
+            );
+        }
+    }
 }

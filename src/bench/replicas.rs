@@ -247,15 +247,18 @@ pub async fn run(clients: usize, turns: usize, runs: usize) -> anyhow::Result<()
         for (k, path) in ["direct", "haproxy"].into_iter().enumerate() {
             let mut r = rates[k].clone();
             r.sort_by(f64::total_cmp);
-            row(json!({
+            let mut summary = json!({
                 "bench": "replicas_summary",
                 "replicas": count,
                 "path": path,
                 "runs": r.len(),
-                "median_turns_per_second": round(r[r.len() / 2], 1),
-                "min": round(r[0], 1),
-                "max": round(r[r.len() - 1], 1),
-            }));
+            });
+            summary[super::of_runs(r.len(), "turns_per_second")] = json!(round(r[r.len() / 2], 1));
+            if r.len() > 1 {
+                summary["min"] = json!(round(r[0], 1));
+                summary["max"] = json!(round(r[r.len() - 1], 1));
+            }
+            row(summary);
         }
     }
     Ok(())

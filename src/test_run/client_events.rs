@@ -131,6 +131,7 @@ impl ClientEvents {
             tool_calls: calls.len() as u32,
             first_piece_us: first,
             total_us: us(rec.total_ms.0),
+            ..TurnEndEvent::default()
         }));
     }
 }

@@ -20,43 +20,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::Args;
 use turnscope::app::App;
 use turnscope::config::Config;
 use turnscope::observe::Bus;
 use turnscope::observe::recorder::Recording;
 
-use crate::cli::ServeArgs;
+use crate::cli::{ServeArgs, TestArgs};
 use run::{CaseResult, Env, Plan, PlannedFile, Status};
-
-/// `turnscope test` flags.
-#[derive(Debug, Args)]
-pub struct TestArgs {
-    /// Test files (`*.test.toml`).
-    #[arg(required = true, value_name = "FILE")]
-    pub files: Vec<PathBuf>,
-    /// Test this MCP server (it must offer `start` and `chat`) instead of starting the config's bot.
-    #[arg(long)]
-    pub url: Option<String>,
-    /// Runs at once, each on a session (and MCP connection) of its own.
-    #[arg(long, default_value_t = 1)]
-    pub jobs: usize,
-    /// Write a JUnit XML report to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub junit: Option<PathBuf>,
-    /// Print results as JSON lines on stdout (one per case, then a summary); the human lines go
-    /// to stderr.
-    #[arg(long)]
-    pub json: bool,
-    /// Seconds one `start` or `chat` call may take.
-    #[arg(long, default_value_t = 120.0)]
-    pub timeout: f64,
-    /// The bot's flags, as in the main mode (`--events FILE` records the in-process server's
-    /// events; with --url the conversations as this client saw them; `--auth-token` is sent to
-    /// --url).
-    #[command(flatten)]
-    pub serve: ServeArgs,
-}
 
 /// Runs `turnscope test`; `config` is the global `--config`, `before` the main-mode flags
 /// written before `test` (refused: they belong after it, where they are read).
@@ -76,7 +46,7 @@ pub async fn main(args: TestArgs, config: Option<PathBuf>, before: ServeArgs) ->
     match run_all(args, config).await {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("turnscope test: {e:#}");
+            eprintln!("turnscope test: {}", crate::error_text(&e));
             ExitCode::from(2)
         }
     }
@@ -116,6 +86,11 @@ async fn run_all(args: TestArgs, config: Option<PathBuf>) -> anyhow::Result<Exit
         timeout: Duration::from_secs_f64(args.timeout),
     });
     let events = args.serve.events.clone();
+    let events_on_stdout = events.as_deref() == Some(std::path::Path::new("-"));
+    anyhow::ensure!(
+        !(args.json && events_on_stdout),
+        "--json and --events - both write to stdout; give --events a file"
+    );
     let (target, env) = start_target(&args, config.as_deref(), events.as_deref()).await?;
     let env = Arc::new(env);
     let probe = target::Client::connect(&env.url, env.token.as_deref()).await;
@@ -140,7 +115,7 @@ async fn run_all(args: TestArgs, config: Option<PathBuf>) -> anyhow::Result<Exit
         );
     }
     let started = Instant::now();
-    let results = match drive(&plan, env, args.jobs, args.json).await {
+    let results = match drive(&plan, env, args.jobs, args.json, events_on_stdout).await {
         Ok(r) => r,
         Err(e) => {
             stop(target).await;
@@ -149,7 +124,7 @@ async fn run_all(args: TestArgs, config: Option<PathBuf>) -> anyhow::Result<Exit
     };
     let seconds = started.elapsed().as_secs_f64();
     stop(target).await;
-    let reporter = report::Reporter::new(results.len(), args.json);
+    let reporter = report::Reporter::new(results.len(), args.json, events_on_stdout);
     let events_label = events.as_ref().map(|p| p.display().to_string());
     reporter.summary(&results, seconds, args.jobs, events_label.as_deref());
     if let Some(path) = &args.junit {
@@ -244,10 +219,11 @@ async fn drive(
     env: Arc<Env>,
     jobs: usize,
     json: bool,
+    events_on_stdout: bool,
 ) -> anyhow::Result<Vec<CaseResult>> {
     let work = Arc::new(run::work_of(plan));
     let cases: usize = plan.files.iter().map(|f| f.file.cases.len()).sum();
-    let mut reporter = report::Reporter::new(cases, json);
+    let mut reporter = report::Reporter::new(cases, json, events_on_stdout);
     // Outcomes per case, in run order once complete.
     let mut pending: Vec<Vec<Vec<Option<run::RunOutcome>>>> = plan
         .files

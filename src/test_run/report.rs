@@ -16,6 +16,9 @@ use super::run::{CaseResult, RunOutcome, Status};
 pub struct Reporter {
     /// JSON lines on stdout; the human lines then go to stderr.
     json: bool,
+    /// stdout carries data (`--json`, or the events of `--events -`): the human lines go to
+    /// stderr.
+    stdout_is_data: bool,
     /// Draw the bar (stderr is a terminal).
     bar: bool,
     total: usize,
@@ -24,10 +27,11 @@ pub struct Reporter {
 }
 
 impl Reporter {
-    /// A reporter for `total` cases.
-    pub fn new(total: usize, json: bool) -> Self {
+    /// A reporter for `total` cases; `events_on_stdout` when `--events -` writes there.
+    pub fn new(total: usize, json: bool, events_on_stdout: bool) -> Self {
         Self {
             json,
+            stdout_is_data: json || events_on_stdout,
             bar: std::io::stderr().is_terminal(),
             total,
             done: 0,
@@ -36,7 +40,7 @@ impl Reporter {
     }
 
     fn human(&self, text: &str) {
-        if self.json {
+        if self.stdout_is_data {
             eprintln!("{text}");
         } else {
             println!("{text}");
@@ -87,11 +91,11 @@ impl Reporter {
         const WIDTH: usize = 30;
         let filled = WIDTH * self.done / self.total.max(1);
         eprint!(
-            "[{}{}] {}/{} cases, {} not passed",
+            "[{}{}] {}/{}, {} not passed",
             "#".repeat(filled),
             ".".repeat(WIDTH - filled),
             self.done,
-            self.total,
+            cases(self.total),
             self.failed
         );
         let _ = std::io::stderr().flush();
@@ -136,11 +140,11 @@ impl Reporter {
             "jobs": jobs,
         });
         self.human(&format!(
-            "\n{} passed, {} failed, {} not checkable or not run; {} cases in {:.2} s ({} at once)",
+            "\n{} passed, {} failed, {} not checkable or not run; {} in {:.2} s ({} at once)",
             count(Status::Passed),
             count(Status::Failed),
             count(Status::Error),
-            results.len(),
+            cases(results.len()),
             seconds,
             jobs
         ));
@@ -195,6 +199,11 @@ pub fn explain(run: u32, runs: u32, o: &RunOutcome, events: Option<&str>) -> Vec
         ));
     }
     out
+}
+
+/// `1 case`, `2 cases`.
+fn cases(n: usize) -> String {
+    format!("{n} case{}", if n == 1 { "" } else { "s" })
 }
 
 /// One case as a JSON line.

@@ -16,6 +16,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use turnscope::mcp::connect::chain;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
@@ -178,12 +179,16 @@ impl Client {
         };
         let service = timer
             .clone()
-            .serve_with_lifecycle(StreamableHttpClientTransport::from_config(config), lifecycle)
+            .serve_with_lifecycle(
+                StreamableHttpClientTransport::from_config(config),
+                lifecycle,
+            )
             .await
             .map_err(|e| {
                 anyhow::anyhow!(
-                    "cannot reach the MCP server at {url}: {e}; check that it runs and that the URL \
-                     ends in its MCP path (usually /mcp)"
+                    "cannot reach the MCP server at {url}: {}; check that it runs and that the URL \
+                     ends in its MCP path (usually /mcp)",
+                    chain(&e)
                 )
             })?;
         Ok(Self {
@@ -202,7 +207,7 @@ impl Client {
             .service
             .list_all_tools()
             .await
-            .map_err(|e| anyhow::anyhow!("{}: tools/list failed: {e}", self.url))?;
+            .map_err(|e| anyhow::anyhow!("{}: tools/list failed: {}", self.url, chain(&e)))?;
         for needed in ["start", "chat"] {
             anyhow::ensure!(
                 tools.iter().any(|t| t.name == needed),
@@ -251,7 +256,11 @@ impl Client {
                     "the `{name}` call to {} asked for input mid-call, which `turnscope test` cannot give",
                     self.url
                 )),
-                Err(e) => Err(format!("the `{name}` call to {} failed: {e}", self.url)),
+                Err(e) => Err(format!(
+                    "the `{name}` call to {} failed: {}",
+                    self.url,
+                    chain(&e)
+                )),
             }
         };
         match tokio::time::timeout(timeout, answered).await {

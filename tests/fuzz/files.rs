@@ -95,6 +95,7 @@ const CONFIG_KEYS: &[(&str, &str)] = &[
     ("bot", "tool_timeout_seconds"),
     ("bot", "builtin_tools"),
     ("console", "theme"),
+    ("console", "max_mib"),
 ];
 
 /// A TOML value of any type, written as TOML: numbers at the edges (`inf`, `nan`, huge,

@@ -1,6 +1,7 @@
 //! Property-based fuzzing of every parser that takes outside input: the model stream parser
 //! and tool-call assembler, the schema converter, the scripted model ([`model`]), the config
-//! and theme files ([`files`]) and the JSON-RPC frames of a Xiaozhi endpoint ([`xiaozhi`]).
+//! and theme files ([`files`]), the JSON-RPC frames of a Xiaozhi endpoint ([`xiaozhi`]) and
+//! replay files loaded, stepped through and drawn by the console ([`replay`]).
 //! None may panic or hang on any input. Inputs are generated, or mutated from the real
 //! samples under `tests/fuzz_corpus/` ([`corpus`]).
 //!
@@ -10,6 +11,7 @@
 mod corpus;
 mod files;
 mod model;
+mod replay;
 mod whisker;
 mod xiaozhi;
 mod xiaozhi_socket;

@@ -371,3 +371,41 @@ fn config_example_prints_the_example_file() {
     .expect("read examples/turnscope.toml");
     assert_eq!(String::from_utf8_lossy(&out.stdout), file);
 }
+
+/// The example config shows every top-level section (set, or commented out as `# [section]`),
+/// so a section added to the config reaches the file a new user starts from.
+#[test]
+fn the_example_config_shows_every_section() {
+    let example = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/turnscope.toml"),
+    )
+    .expect("read examples/turnscope.toml");
+    let headings: Vec<&str> = example
+        .lines()
+        .map(|l| {
+            l.trim_start_matches("# ")
+                .split_whitespace()
+                .next()
+                .unwrap_or("")
+        })
+        .filter(|l| l.starts_with('['))
+        .collect();
+    // A nested table (`[mcp_servers.tool_filter]`) counts as shown when a table above it is.
+    let shown = |table: &str| {
+        let name = table.trim_matches(['[', ']']);
+        headings.iter().any(|h| {
+            let h = h.trim_matches(['[', ']']);
+            name == h || name.starts_with(&format!("{h}."))
+        })
+    };
+    let mut missing: Vec<String> = config_keys()
+        .into_iter()
+        .map(|k| k.table)
+        .filter(|t| !shown(t))
+        .collect();
+    missing.dedup();
+    assert!(
+        missing.is_empty(),
+        "examples/turnscope.toml shows no {missing:?}: add each, commented out if it is optional"
+    );
+}

@@ -24,7 +24,11 @@ async fn the_custom_bot_uses_its_tool_and_its_processor() {
     );
     let turn = crate::support::mcp::record_of(&result);
     assert_eq!(turn["tool_calls"][0]["name"], "order_status");
-    assert_eq!(turn["tool_calls"][0]["arguments"], r#"{"order":"12345"}"#);
+    assert_eq!(
+        turn["tool_calls"][0]["arguments"],
+        serde_json::json!({"order": "12345"}),
+        "arguments as a JSON object, not a string"
+    );
     client.cancel().await.unwrap();
     app.shutdown().await;
 }

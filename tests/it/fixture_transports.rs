@@ -58,14 +58,14 @@ async fn fixture_over_legacy_sse() {
 
 #[tokio::test]
 async fn fixture_over_stdio_child_process() {
-    let command = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope")).configure(|cmd| {
-        cmd.args(["dev", "fixture-server", "--stdio"])
-            .kill_on_drop(true);
-    });
+    let command =
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope-dev")).configure(|cmd| {
+            cmd.args(["fixture-server", "--stdio"]).kill_on_drop(true);
+        });
     let (transport, _stderr) = TokioChildProcess::builder(command)
         .stderr(Stdio::inherit())
         .spawn()
-        .expect("spawn turnscope dev fixture-server --stdio");
+        .expect("spawn turnscope-dev fixture-server --stdio");
     exercise_over(transport).await;
 }
 

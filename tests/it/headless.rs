@@ -198,3 +198,131 @@ async fn model_serve_speaks_the_openai_wire_format() {
     );
     child.kill().await.ok();
 }
+
+/// `--events -`: stdout carries the events only, one JSON object a line (so `| jq` works), and
+/// the ready line goes to stderr; where stdout is a terminal the console draws on, or `--json`
+/// writes, the flag is refused instead of mixing them.
+#[tokio::test]
+async fn events_to_stdout_are_pure_json_lines_and_the_ready_line_goes_to_stderr() {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+    let mut child = serving(&["--headless", "--port", "0", "--pace", "0", "--events", "-"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+    let ready = tokio::time::timeout(WAIT, async {
+        while let Some(line) = stderr.next_line().await.unwrap() {
+            if line.starts_with("turnscope ready: ") {
+                return line;
+            }
+        }
+        panic!("no ready line on stderr");
+    })
+    .await
+    .expect("the ready line in time");
+    tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
+    let mut stdout = child.stdout.take().unwrap();
+    let reading = tokio::spawn(async move {
+        let mut all = String::new();
+        stdout.read_to_string(&mut all).await.unwrap();
+        all
+    });
+    let client = Client::connect(&url_in(&ready, "/mcp")).await;
+    let h = client.start().await;
+    let answer = client.chat(&h, "echo hi").await;
+    assert_eq!(answer.record["end_reason"], "completed", "{answer:?}");
+    assert!(terminate(&mut child).await.success());
+    let all = tokio::time::timeout(WAIT, reading).await.unwrap().unwrap();
+    let mut types = std::collections::BTreeSet::new();
+    for line in all.lines() {
+        let event: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("stdout line is not one JSON event: {line:?}: {e}"));
+        types.insert(
+            event["type"]
+                .as_str()
+                .expect("every event has a type")
+                .to_string(),
+        );
+    }
+    for expected in ["turn_started", "turn_ended", "tool_call", "mcp"] {
+        assert!(types.contains(expected), "no {expected} event in {types:?}");
+    }
+
+    for (flags, says) in [
+        (&["--events", "-", "--port", "0"][..], "--headless"),
+        (
+            &["test", "--json", "--events", "-", "examples/bot.test.toml"],
+            "both write to stdout",
+        ),
+    ] {
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
+            .args(flags)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(WAIT, out).await.unwrap().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(says),
+            "{flags:?}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{flags:?} wrote to stdout");
+    }
+}
+
+/// The start-up check of the model server warns when it cannot be reached, without holding
+/// the ready line back: against a server that accepts and never answers, the ready line says
+/// it was ready before the check's 2 s could have passed, and the warning follows on stderr.
+#[tokio::test]
+async fn an_unreachable_model_server_is_named_at_start_and_the_ready_line_does_not_wait() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", silent.local_addr().unwrap());
+    // Accepts connections and holds them, answering nothing.
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            held.push(socket);
+        }
+    });
+    let mut child = serving(&[
+        "--headless",
+        "--port",
+        "0",
+        "--model-url",
+        &url,
+        "--model",
+        "m",
+    ])
+    .env_remove("OPENAI_API_KEY")
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let ready = ready_line(&mut child).await;
+    let ms: f64 = ready
+        .rsplit("ready in ")
+        .next()
+        .and_then(|t| t.trim_end_matches(" ms").parse().ok())
+        .unwrap_or_else(|| panic!("no time in {ready:?}"));
+    assert!(
+        ms < 2000.0,
+        "the ready line waited for the model check: {ready}"
+    );
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+    let warning = tokio::time::timeout(WAIT, async {
+        while let Some(line) = stderr.next_line().await.unwrap() {
+            if line.contains("GET /models") {
+                return line;
+            }
+        }
+        panic!("no model check warning on stderr");
+    })
+    .await
+    .expect("the warning in time");
+    assert!(
+        warning.contains(&url) && warning.contains("did not answer GET /models within 2 s"),
+        "{warning}"
+    );
+    child.kill().await.ok();
+    holder.abort();
+}

@@ -9,7 +9,8 @@ use crate::support::bot_client::{chat, connect, start, text};
 use crate::support::fixture::{Kind, RunningFixture};
 use tokio::process::Child;
 
-const EXE: &str = env!("CARGO_BIN_EXE_turnscope");
+/// The repository's tool binary, which serves the fixture MCP server.
+const DEV: &str = env!("CARGO_BIN_EXE_turnscope-dev");
 
 /// Starts the binary on `config` and returns it with its MCP URL from the ready line.
 async fn headless(config: &std::path::Path) -> (Child, String) {
@@ -59,8 +60,8 @@ builtin_tools = false
 
 [[mcp_servers]]
 name = "local"
-command = "{EXE}"
-args = ["dev", "fixture-server", "--stdio"]
+command = "{DEV}"
+args = ["fixture-server", "--stdio"]
 tool_filter = ["add"]
 
 [[mcp_servers]]
@@ -127,7 +128,7 @@ async fn a_claude_desktop_json_config_works_too() {
     let sse = RunningFixture::start(Kind::Sse).await;
     let servers = serde_json::json!({
         "mcpServers": {
-            "local": {"command": EXE, "args": ["dev", "fixture-server", "--stdio"], "tool_filter": ["add"]},
+            "local": {"command": DEV, "args": ["fixture-server", "--stdio"], "tool_filter": ["add"]},
             "web": {"type": "streamable-http", "url": http.url("/mcp"), "tool_filter": ["big"]},
             "legacy": {"type": "sse", "url": sse.url("/sse"), "tool_filter": ["fail"]}
         }
@@ -139,11 +140,11 @@ async fn a_claude_desktop_json_config_works_too() {
     let result = chat(&client, &handle, "add 2 and 3, then big, then fail").await;
     assert_ne!(result.is_error, Some(true), "{result:?}");
     let reply = text(&result);
-    // big gets the first number of the line (2 bytes); fail echoes its message as an error.
+    // Each tool takes the numbers of its own words (docs/models.md): add 2 and 3; big none, so
+    // 1 byte; fail echoes its message as an error.
     assert!(
-        reply.starts_with(
-            "The add tool says: 5. The big tool says: xx. The fail tool says: ERROR: "
-        ),
+        reply
+            .starts_with("The add tool says: 5. The big tool says: x. The fail tool says: ERROR: "),
         "{reply}"
     );
     let turn = crate::support::mcp::record_of(&result);
@@ -183,4 +184,89 @@ headers = {{ Authorization = "Bearer ${{TURNSCOPE_PROBE_TOKEN}}" }}
     assert_eq!(text(&result), "The whoami tool says: Bearer s3cret.");
     client.cancel().await.unwrap();
     stop(child).await;
+}
+
+/// A stdio server that fails at start says why: the last lines of its stderr reach the error
+/// on headless stderr and in the `tool_source` event (the console's Log). Relative paths mean
+/// the config file's folder, wherever turnscope is started: `./failing.sh` and `sh
+/// failing.sh` both find the script there.
+#[tokio::test]
+async fn a_failing_stdio_servers_stderr_reaches_the_error_and_relative_paths_mean_the_config_folder()
+ {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let dir = std::env::temp_dir().join(format!("turnscope-stdio-fail-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("elsewhere")).unwrap();
+    let script = dir.join("failing.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho 'starting up' >&2\necho 'failing.sh: cannot reach the database at db.invalid' >&2\nexit 3\n",
+    )
+    .unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let config = dir.join("turnscope.toml");
+    std::fs::write(
+        &config,
+        "[[mcp_servers]]\nname = \"direct\"\ncommand = \"./failing.sh\"\n\n\
+         [[mcp_servers]]\nname = \"by-shell\"\ncommand = \"sh\"\nargs = [\"failing.sh\"]\n",
+    )
+    .unwrap();
+    let events = dir.join("events.jsonl");
+    let mut child = serving(&["--headless", "--port", "0", "--pace", "0", "--config"])
+        .arg(&config)
+        .arg("--events")
+        .arg(&events)
+        .current_dir(dir.join("elsewhere"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _url = url_in(&ready_line(&mut child).await, "/mcp");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut said = Vec::new();
+    while said.len() < 2 {
+        let line = tokio::time::timeout(crate::support::binary::WAIT, stderr.next_line())
+            .await
+            .expect("the tool source lines in time")
+            .unwrap()
+            .expect("stderr open");
+        if line.starts_with("tool source ") {
+            said.push(line);
+        }
+    }
+    tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
+    for line in &said {
+        assert!(
+            line.contains("Its stderr ended with: starting up | failing.sh: cannot reach the database at db.invalid"),
+            "{line}"
+        );
+        assert!(
+            line.contains(&dir.display().to_string()),
+            "names the folder: {line}"
+        );
+        assert!(
+            line.contains(
+                "started but the MCP handshake failed: it exited before answering `initialize`"
+            ),
+            "{line}"
+        );
+    }
+    stop(child).await;
+    let text = std::fs::read_to_string(&events).unwrap();
+    let failed: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["type"] == "tool_source" && e["state"] == "failed")
+        .collect();
+    assert!(
+        failed.iter().any(|e| e["detail"]
+            .as_str()
+            .unwrap()
+            .contains("cannot reach the database")),
+        "{failed:?}"
+    );
+    std::fs::remove_dir_all(dir).ok();
 }

@@ -2,7 +2,9 @@
 //! `use crate::…`, `super::…`, `self::…` and child-module path of every file becomes an edge of a
 //! module graph, which must have no import circle and no import from a lower layer to a higher
 //! one (the orders ARCHITECTURE.md draws). A file may use its own folder's `mod.rs` (a folder
-//! is one module split over files); every other edge counts.
+//! is one module split over files); every other edge counts. The files of the library and of
+//! the binary are held to the same rule one level down: no import circle between two files,
+//! inside one module or across modules.
 //!
 //! A parser of paths, not of Rust: comments are dropped, strings are not, which only ever adds
 //! edges (a check that errs strict). Hand-rolled on purpose: `syn` is not a dependency of the
@@ -548,6 +550,36 @@ fn library_modules_import_downward_only_and_in_no_circle() {
         "the library's layering:\n{}",
         found.join("\n")
     );
+}
+
+/// The first import circle between the files of the crate under `src`, as a message (the
+/// layer tests see only top-level modules, so a circle between two files of one module, or
+/// of the binary, would pass them).
+fn file_circle(src: &str) -> Option<String> {
+    let edges = edges(&crate_src(src), whole);
+    assert!(edges.len() > 10, "too few imports read: {}", edges.len());
+    find_circle(&edges).map(|circle| {
+        let steps: Vec<String> = circle
+            .iter()
+            .map(|e| format!("{} → {} ({}:{})", shown(&e.from), shown(&e.to), e.file, e.line))
+            .collect();
+        format!(
+            "import circle between files of {src}: {}; break it by moving the shared item into a file both use",
+            steps.join(", ")
+        )
+    })
+}
+
+#[test]
+fn library_files_import_in_no_circle() {
+    let found = file_circle("crates/turnscope/src");
+    assert!(found.is_none(), "{}", found.unwrap_or_default());
+}
+
+#[test]
+fn binary_files_import_in_no_circle() {
+    let found = file_circle("src");
+    assert!(found.is_none(), "{}", found.unwrap_or_default());
 }
 
 fn edge(from: &str, to: &str) -> Edge {

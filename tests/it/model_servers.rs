@@ -161,7 +161,7 @@ async fn usage_finish_reason_model_and_id_are_recorded_per_request() {
     assert_eq!(info.model.as_deref(), Some("/models/smollm2.gguf"));
     assert_eq!(info.response_id.as_deref(), Some("chatcmpl-llama"));
     assert_eq!(info.status, Some(200));
-    assert!(info.first_byte_us.is_some());
+    assert!(info.headers_us.is_some());
     // The event reads back from a recorded line with the same fields.
     let line = serde_json::to_string(&Event::ModelRequest {
         session: 1,
@@ -464,7 +464,7 @@ async fn headless_mode_warns_once_per_failed_model_request_and_caps_a_flood() {
         .collect();
     assert_eq!(warnings.len(), 5, "at most 5 lines per 10 s:\n{stderr}");
     assert!(
-        warnings[0].contains("WARN")
+        warnings[0].contains(" warn: ")
             && warnings[0].contains("(session 1, turn 1)")
             && warnings[0].contains("unreachable")
             && warnings[0].contains("the next line tries the model again"),

@@ -70,7 +70,12 @@ async fn the_client_initializes_with_2025_11_25_and_calls_a_tool() {
         .find(|m| m["method"] == "initialize")
         .expect("an initialize request");
     assert_eq!(init["params"]["protocolVersion"], "2025-11-25", "{init}");
-    assert_eq!(init["params"]["clientInfo"]["name"], "turnscope");
+    // Named apart from the bot's tool sources (`turnscope`), so a turnscope server it reaches
+    // does not list its sessions as the bot's.
+    assert_eq!(
+        init["params"]["clientInfo"]["name"],
+        "turnscope-dev-mcp-client"
+    );
     assert!(
         seen.iter()
             .any(|m| m["method"] == "notifications/initialized"),

@@ -402,8 +402,10 @@ async fn error_of(response: reqwest::Response) -> (u16, String, Value) {
 async fn malformed_messages_get_400_with_json_rpc_errors() {
     let app = app(|_| {}).await;
     let raw = Raw::open(&app.server.mcp_url(), "2025-11-25").await;
-    let cases: [(&str, i64); 5] = [
+    let cases: [(&str, i64); 6] = [
         ("{not json", -32700),
+        // JSON-RPC in shape, but no message rmcp can read (judged from rmcp's own answer).
+        (r#"{"jsonrpc": "2.0", "id": 1, "method": 5}"#, -32600),
         (
             r#"{"jsonrpc": "2.0", "id": null, "method": "ping"}"#,
             -32600,
@@ -523,5 +525,43 @@ async fn delete_answers_204_once_then_404() {
         .await
         .unwrap();
     assert_eq!(unknown.status(), 404);
+    app.shutdown().await;
+}
+
+/// The 404s for an unknown MCP session or event id show only the id's first 8 characters, as
+/// every other place does (the rest of a session id is a secret of the client's).
+#[tokio::test]
+async fn not_found_texts_mask_the_session_and_event_ids() {
+    let app = app(|_| {}).await;
+    let url = app.server.mcp_url();
+    let http = reqwest::Client::new();
+    let secret = "0a1b2c3d-secret-rest-of-a-session-id";
+    let delete = http
+        .delete(&url)
+        .header("mcp-session-id", secret)
+        .send()
+        .await
+        .unwrap();
+    let resume_session = http
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", secret)
+        .header("last-event-id", "0/0/1")
+        .send()
+        .await
+        .unwrap();
+    let resume_event = http
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .header("last-event-id", format!("{secret}/0/1"))
+        .send()
+        .await
+        .unwrap();
+    for answer in [delete, resume_session, resume_event] {
+        assert_eq!(answer.status(), 404);
+        let text = answer.text().await.unwrap();
+        assert!(!text.contains("secret-rest"), "{text}");
+        assert!(text.contains("0a1b2c3d…"), "{text}");
+    }
     app.shutdown().await;
 }

@@ -212,8 +212,8 @@ async fn the_url_allowlist_skips_refused_servers_and_redirects() {
 #[tokio::test]
 async fn the_stdio_gate() {
     let web = named("web", &["w"]).await;
-    let exe = env!("CARGO_BIN_EXE_turnscope");
-    let stdio = McpServerConfig::stdio("local", exe, &["dev", "fixture-server", "--stdio"]);
+    let exe = env!("CARGO_BIN_EXE_turnscope-dev");
+    let stdio = McpServerConfig::stdio("local", exe, &["fixture-server", "--stdio"]);
     let servers = [stdio, McpServerConfig::http("web", &web.url)];
     let bus = Bus::default();
     let mut events = bus.subscribe();
@@ -487,8 +487,8 @@ async fn locked_mode_starts_the_bot_without_the_refused_servers() {
         mcp_servers: vec![
             McpServerConfig::stdio(
                 "local",
-                env!("CARGO_BIN_EXE_turnscope"),
-                &["dev", "fixture-server", "--stdio"],
+                env!("CARGO_BIN_EXE_turnscope-dev"),
+                &["fixture-server", "--stdio"],
             ),
             McpServerConfig::http("web", &web.url),
         ],

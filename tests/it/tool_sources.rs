@@ -17,8 +17,8 @@ use turnscope::tools::registry::ToolRegistry;
 fn stdio_fixture(name: &str) -> McpServerConfig {
     McpServerConfig::stdio(
         name,
-        env!("CARGO_BIN_EXE_turnscope"),
-        &["dev", "fixture-server", "--stdio"],
+        env!("CARGO_BIN_EXE_turnscope-dev"),
+        &["fixture-server", "--stdio"],
     )
 }
 

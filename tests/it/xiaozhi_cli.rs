@@ -93,7 +93,10 @@ fn start_in(endpoint: &FakeEndpoint, own_group: bool) -> Bridge {
             &endpoint.url(TOKEN),
             "--stdio",
         ])
-        .arg(format!("{bin} dev fixture-server --stdio"))
+        .arg(format!(
+            "{} fixture-server --stdio",
+            env!("CARGO_BIN_EXE_turnscope-dev")
+        ))
         .env("TURNSCOPE_LOG", "trace")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

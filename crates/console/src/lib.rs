@@ -21,5 +21,4 @@ mod tests;
 
 pub use error::ConsoleError;
 pub use run::live::{listen_early, run, run_with};
-pub use run::signals::wait_for_termination;
 pub use theme::{Theme, no_color};

@@ -164,6 +164,16 @@ pub fn count(n: u64) -> String {
     out
 }
 
+/// A size in bytes as a short figure: `812 B`, `41.2 KiB`, `3.10 MiB`.
+pub fn bytes(n: u64) -> String {
+    const KIB: f64 = 1024.0;
+    match n as f64 {
+        b if b < KIB => format!("{n} B"),
+        b if b < KIB * KIB => format!("{:.1} KiB", b / KIB),
+        b => format!("{:.2} MiB", b / (KIB * KIB)),
+    }
+}
+
 /// `1 error`, `3 errors`.
 pub fn plural(n: u64, one: &str) -> String {
     if n == 1 {

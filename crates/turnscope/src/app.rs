@@ -1,5 +1,11 @@
 //! The `App`: one value that owns the bus, the model, the bot, the sessions and the HTTP
-//! server. The console and the headless mode are two front ends over it.
+//! server. The console and the headless mode are two front ends over it. [`reload`] applies
+//! the config file again while it runs ([`watch`] watches the file, [`hangup`] tells a
+//! reload's SIGHUP from a terminal's).
+
+pub mod hangup;
+pub mod reload;
+pub mod watch;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,18 +14,20 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::bot::{Bot, TurnLimits};
+use crate::bot::{Bot, BotSettings, TurnLimits};
 use crate::bridge::xiaozhi::{BridgeSettings, Catalog, XiaozhiBridges};
 use crate::config::{AtRoundCap, Config, StoreUrl};
 use crate::model::{EmbeddedModel, ModelClient, ModelConfig, ScriptSettings};
 use crate::observe::{Bus, Event, ReplicaEvent};
 use crate::server::{GuardConfig, Server};
-use crate::sessions::{Replica, SessionLimits, Sessions, TaskSettings};
+use crate::sessions::{Replica, SessionLimits, Sessions};
 use crate::store::{SessionStore, memory::MemoryStore, sqlite::SqliteStore};
 use crate::tools::limits::{LimitsError, McpLimits};
 use crate::tools::policy::{Policy, PolicyError};
 use crate::tools::registry::ToolRegistry;
 use crate::tools::{FnTool, Tools, ToolsFactory};
+
+pub use reload::{ConfigSource, ReloadCause, Reloader};
 
 /// Why the app did not start.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +45,10 @@ pub enum AppError {
     /// be in front.
     #[error("{0}")]
     OpenBind(String),
+    /// Occurs when `OPENAI_BASE_URL` carries user info (`[model] url` and `--model-url` are
+    /// checked with the config).
+    #[error("{0}")]
+    ModelUrl(String),
     /// Occurs when the session store cannot be opened (held by another process, read-only,
     /// full, damaged, from a newer turnscope); the message names it and says what to do.
     #[error("{0}")]
@@ -75,26 +87,50 @@ impl ModelInfo {
             format!("{} at {}", self.name, self.url)
         }
     }
+
+    /// A few words for a narrow screen: `scripted`, or the model's name.
+    pub fn short(&self) -> String {
+        if self.embedded {
+            "scripted".into()
+        } else {
+            self.name.clone()
+        }
+    }
 }
 
 impl App {
     /// The model as the console header shows it: [`ModelInfo::describe`], then the request
     /// parameters `[model]` sets (`max_tokens=64 temperature=0.2 …`), when any.
     pub fn model_line(&self) -> String {
-        let params: Vec<String> = self
-            .sessions
-            .bot()
-            .model()
-            .config()
-            .params
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        if params.is_empty() {
-            self.model.describe()
-        } else {
-            format!("{} · {}", self.model.describe(), params.join(" "))
-        }
+        model_line(&self.model, &self.sessions.bot().model().config().params)
+    }
+
+    /// The request parameters `[model]` sets, as `max_tokens=64 temperature=0.2`; empty when
+    /// none.
+    pub fn model_params(&self) -> String {
+        params_line(&self.sessions.bot().model().config().params)
+    }
+}
+
+/// `params` as `key=value`, space-separated (see [`App::model_params`]).
+fn params_line(params: &serde_json::Map<String, serde_json::Value>) -> String {
+    params
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `model` described, then `params` as `key=value` (see [`App::model_line`]).
+pub(crate) fn model_line(
+    model: &ModelInfo,
+    params: &serde_json::Map<String, serde_json::Value>,
+) -> String {
+    let params = params_line(params);
+    if params.is_empty() {
+        model.describe()
+    } else {
+        format!("{} · {params}", model.describe())
     }
 }
 
@@ -112,11 +148,12 @@ pub struct App {
     pub bridges: XiaozhiBridges,
     /// The bot's tool registry (built-ins and MCP servers), when [`App::start`] built it.
     pub tool_registry: Option<Arc<ToolRegistry>>,
-    /// How long [`App::drain`] waits for turns in flight (`server.drain_seconds`).
-    drain_bound: Duration,
     /// The MCP `POST` exchanges still open ([`App::shutdown`] waits for their answers).
     exchanges: crate::server::caller::Exchanges,
-    _embedded: Option<EmbeddedModel>,
+    /// Applies the config again while the app runs (see [`reload`]).
+    reloader: Reloader,
+    /// The config file's watch, once [`App::watch_config`] started it.
+    watch: Option<watch::ConfigWatch>,
     sweeper: JoinHandle<()>,
 }
 
@@ -126,10 +163,7 @@ impl App {
     /// session table and its sweep, and the HTTP server.
     pub async fn start(config: &Config, bus: Bus) -> Result<App, AppError> {
         let registry = Self::tool_registry(config, &bus, Vec::new()).await?;
-        let factory: Arc<dyn ToolsFactory> = registry.clone();
-        let mut app = Self::start_bot(config, bus, registry.clone(), Some(factory)).await?;
-        app.tool_registry = Some(registry);
-        Ok(app)
+        Self::start_bot(config, bus, registry).await
     }
 
     /// Builds the tool registry `config` describes: the built-ins (unless turned off), the
@@ -168,17 +202,30 @@ impl App {
         bus: Bus,
         tools: Arc<dyn Tools>,
     ) -> Result<App, AppError> {
-        Self::start_bot(config, bus, tools, None).await
+        let (model, embedded) = pick_model(config).await?;
+        let bot = Self::bot_for(config, &model, tools, None);
+        Self::serve_with(config, bus, bot, model, embedded, None).await
     }
 
     async fn start_bot(
         config: &Config,
         bus: Bus,
-        tools: Arc<dyn Tools>,
-        factory: Option<Arc<dyn ToolsFactory>>,
+        registry: Arc<ToolRegistry>,
     ) -> Result<App, AppError> {
         let (model, embedded) = pick_model(config).await?;
-        let mut bot = Bot::builder(model_client(config, &model))
+        let factory: Arc<dyn ToolsFactory> = registry.clone();
+        let bot = Self::bot_for(config, &model, registry.clone(), Some(factory));
+        Self::serve_with(config, bus, bot, model, embedded, Some(registry)).await
+    }
+
+    /// The bot `config` describes, talking to `model` with `tools`.
+    fn bot_for(
+        config: &Config,
+        model: &ModelInfo,
+        tools: Arc<dyn Tools>,
+        factory: Option<Arc<dyn ToolsFactory>>,
+    ) -> Bot {
+        let mut bot = Bot::builder(model_client(config, model))
             .tools(tools)
             .limits(TurnLimits {
                 round_cap: config.bot.round_cap,
@@ -196,7 +243,7 @@ impl App {
         if let Some(factory) = factory {
             bot = bot.tools_factory(factory);
         }
-        Self::serve(config, bus, bot.build(), model, embedded).await
+        bot.build()
     }
 
     /// Serves an already built bot (the library entry point: see `examples/custom_bot.rs`).
@@ -207,6 +254,24 @@ impl App {
         model: ModelInfo,
         embedded: Option<EmbeddedModel>,
     ) -> Result<App, AppError> {
+        Self::serve_with(config, bus, bot, model, embedded, None).await
+    }
+
+    async fn serve_with(
+        config: &Config,
+        bus: Bus,
+        bot: Bot,
+        model: ModelInfo,
+        embedded: Option<EmbeddedModel>,
+        registry: Option<Arc<ToolRegistry>>,
+    ) -> Result<App, AppError> {
+        let embedded = embedded.map(Arc::new);
+        if embedded.is_some() {
+            // The settings keep the embedded model they talk to running (see `reload`).
+            let mut settings = BotSettings::clone(&bot.settings());
+            settings.embedded.clone_from(&embedded);
+            bot.set_settings(settings);
+        }
         let s = &config.server;
         bus.wire().set(config.wire.max_kib.saturating_mul(1024));
         crate::config::check_open_bind(&s.host, s.auth_token.is_some(), s.allow_open_bind)
@@ -230,23 +295,8 @@ impl App {
             None => Replica::alone(default_replica_id(&listener)),
         };
         bus.publish_with(|| Event::Replica(replica_event(&replica, "serving")));
-        let store = open_store(config, &listener).await?;
-        let sessions = Sessions::with_store(
-            bot,
-            bus.clone(),
-            SessionLimits {
-                cap: s.sessions,
-                handle_seconds: s.handle_seconds,
-                sweep_every: Duration::from_secs_f64(s.sweep_seconds.max(0.01)),
-                tasks: TaskSettings {
-                    enabled: s.tasks,
-                    after: Duration::from_secs_f64(s.task_after_seconds),
-                    poll: Duration::from_secs_f64(s.task_poll_seconds),
-                },
-            },
-            replica,
-            store,
-        );
+        let store = open_store(config, &listener, &replica).await?;
+        let sessions = Sessions::with_store(bot, bus.clone(), SessionLimits::of(s), replica, store);
         let catalog = Catalog {
             sessions: Some(sessions.clone()),
             tools: Some(sessions.bot().tools().clone()),
@@ -299,18 +349,53 @@ impl App {
                 source,
             })?;
         let sweeper = sessions.spawn_sweeper();
+        if !model.embedded {
+            check_model_server(sessions.bot().model().clone(), bus.clone());
+        }
+        let reloader = Reloader::new(
+            config,
+            sessions.clone(),
+            registry.clone(),
+            model.clone(),
+            embedded,
+        );
         Ok(App {
             bus,
             sessions,
-            drain_bound: Duration::from_secs_f64(s.drain_seconds),
             exchanges,
             model,
             server,
             bridges,
-            tool_registry: None,
-            _embedded: embedded,
+            tool_registry: registry,
+            reloader,
+            watch: None,
             sweeper,
         })
+    }
+
+    /// What reloads the config while the app runs (SIGHUP, a console key, the file watcher).
+    pub fn reloader(&self) -> Reloader {
+        self.reloader.clone()
+    }
+
+    /// Makes [`Reloader::reload`] read `source` again: the file the app was started from and
+    /// the flags laid over it.
+    pub fn reload_from(&self, source: ConfigSource) {
+        self.reloader.set_source(source);
+    }
+
+    /// Watches the config file (see [`reload_from`](App::reload_from)) and reloads it when it
+    /// changes, until [`App::shutdown`].
+    ///
+    /// # Errors
+    /// No source was set, or the file's folder cannot be watched (the reload still works by
+    /// SIGHUP and the console's key).
+    pub fn watch_config(&mut self) -> Result<(), watch::WatchError> {
+        let Some(path) = self.reloader.file() else {
+            return Ok(());
+        };
+        self.watch = Some(watch::watch(self.reloader.clone(), &path)?);
+        Ok(())
     }
 
     /// Drains this replica (SIGTERM): `/healthz` answers `draining` (404) at once, `start`
@@ -321,12 +406,21 @@ impl App {
         let replica = self.sessions.replica();
         self.bus
             .publish_with(|| Event::Replica(replica_event(replica, "draining")));
-        self.sessions.drain(self.drain_bound).await
+        let bound = self.drain_bound().await;
+        self.sessions.drain(bound).await
+    }
+
+    /// How long [`App::drain`] waits for turns in flight (`server.drain_seconds`, as the config
+    /// was last reloaded).
+    pub async fn drain_bound(&self) -> Duration {
+        self.reloader.drain_bound().await
     }
 
     /// Stops the bridges (sockets closed with 1000, children ended), ends every session (each
     /// turn in flight ends as "session ended") and stops the server.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(mut self) {
+        self.reloader.close();
+        self.watch = None;
         self.bridges.shutdown().await;
         self.sweeper.abort();
         self.sessions
@@ -346,10 +440,13 @@ impl App {
 
 /// Opens the store `config.store` names (`memory` when unset): `default` is the file of the
 /// address `listener` is bound to in the state directory, or memory when the port was 0 (a
-/// random port has no file to come back to). The file store opens on the blocking pool.
+/// random port has no file to come back to). The file store opens on the blocking pool; a
+/// Redis store connects (as `replica`, the lease holder's name) and fails when Redis cannot be
+/// reached, naming the URL with its credentials masked.
 async fn open_store(
     config: &Config,
     listener: &TcpListener,
+    replica: &Replica,
 ) -> Result<Arc<dyn SessionStore>, AppError> {
     let url = config
         .store
@@ -366,6 +463,16 @@ async fn open_store(
                 .map_err(AppError::Store)?
         }
         StoreUrl::Sqlite(path) => path,
+        StoreUrl::Redis(url) => {
+            let settings = crate::store::redis::RedisSettings {
+                replica: replica.id().to_string(),
+                idle: Duration::from_secs(config.server.handle_seconds),
+            };
+            let store = crate::store::redis::RedisStore::open(&url, settings)
+                .await
+                .map_err(|e| AppError::Store(e.to_string()))?;
+            return Ok(Arc::new(store));
+        }
     };
     let store = tokio::task::spawn_blocking(move || SqliteStore::open(&path))
         .await
@@ -388,6 +495,24 @@ fn default_replica_id(listener: &TcpListener) -> String {
         Ok(addr) => addr.to_string(),
         Err(_) => "local".into(),
     }
+}
+
+/// Checks the model server once in the background ([`crate::model::probe`]): a warning on
+/// stderr (headless) and in the console's Log when it is down, refuses the key or does not
+/// list the model. Nothing waits for it: the server is ready at once, and a model server may
+/// start later.
+fn check_model_server(client: crate::model::ModelClient, bus: Bus) {
+    tokio::spawn(async move {
+        let probe = crate::model::probe::probe(&client, crate::model::probe::PROBE_TIMEOUT);
+        if let Some(warning) = probe.await {
+            tracing::warn!("{warning}");
+            bus.publish_with(|| Event::Log {
+                at_ms: crate::observe::event::now_us() / 1000,
+                level: "warn".into(),
+                message: warning,
+            });
+        }
+    });
 }
 
 fn replica_event(replica: &Replica, state: &'static str) -> ReplicaEvent {
@@ -414,37 +539,51 @@ pub fn model_client(config: &Config, model: &ModelInfo) -> ModelClient {
     model_config.first_byte_timeout =
         Duration::from_secs_f64(config.model.first_byte_timeout_seconds);
     model_config.idle_timeout = Duration::from_secs_f64(config.model.idle_timeout_seconds);
+    model_config.max_response_bytes = config.model.max_response_kib.saturating_mul(1024);
+    model_config.max_response_time = Duration::from_secs_f64(config.model.max_response_seconds);
     model_config.params = config.model.request_fields();
     model_config.include_usage = config.model.include_usage;
     ModelClient::new(model_config)
 }
 
-/// Picks the model: `[model] url` / `--model-url`, then `OPENAI_BASE_URL`, then OpenAI when
-/// `OPENAI_API_KEY` is set, else the embedded scripted model on a loopback port.
-pub async fn pick_model(config: &Config) -> Result<(ModelInfo, Option<EmbeddedModel>), AppError> {
+/// The remote model `config` names: `[model] url` / `--model-url`, then `OPENAI_BASE_URL`,
+/// then OpenAI when `OPENAI_API_KEY` is set; `None` = the embedded scripted model. An error
+/// when `OPENAI_BASE_URL` carries user info (a key in the URL would reach events and logs).
+pub(crate) fn remote_model(config: &Config) -> Result<Option<ModelInfo>, AppError> {
     let env_url = std::env::var("OPENAI_BASE_URL")
         .ok()
         .filter(|u| !u.is_empty());
+    if config.model.url.is_none()
+        && let Some(url) = &env_url
+    {
+        crate::config::check_model_url("OPENAI_BASE_URL", url).map_err(AppError::ModelUrl)?;
+    }
     let has_key = std::env::var("OPENAI_API_KEY").is_ok_and(|k| !k.is_empty());
-    let url = config
+    let Some(url) = config
         .model
         .url
         .clone()
         .or(env_url)
-        .or_else(|| has_key.then(|| "https://api.openai.com/v1".to_string()));
-    match url {
-        Some(url) => Ok((
-            ModelInfo {
-                url,
-                name: config
-                    .model
-                    .name
-                    .clone()
-                    .unwrap_or_else(|| "gpt-4o-mini".into()),
-                embedded: false,
-            },
-            None,
-        )),
+        .or_else(|| has_key.then(|| "https://api.openai.com/v1".to_string()))
+    else {
+        return Ok(None);
+    };
+    Ok(Some(ModelInfo {
+        url,
+        name: config
+            .model
+            .name
+            .clone()
+            .unwrap_or_else(|| "gpt-4o-mini".into()),
+        embedded: false,
+    }))
+}
+
+/// Picks the model: `[model] url` / `--model-url`, then `OPENAI_BASE_URL`, then OpenAI when
+/// `OPENAI_API_KEY` is set, else the embedded scripted model on a loopback port.
+pub async fn pick_model(config: &Config) -> Result<(ModelInfo, Option<EmbeddedModel>), AppError> {
+    match remote_model(config)? {
+        Some(info) => Ok((info, None)),
         None => {
             let embedded = EmbeddedModel::start(
                 0,

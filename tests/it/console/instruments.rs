@@ -12,7 +12,7 @@ const LONG_LINE: &str = "one two three four five six seven eight nine ten eleven
 #[tokio::test]
 async fn the_pipeline_diagram_shows_each_link_while_frames_flow() {
     let mut s = Screen::start(&["--port", "0", "--pace", "0.05"]).await;
-    let first = s.wait_text("Type a line for the selected session").await;
+    let first = s.wait_text("Type a line; Enter sends").await;
     let client = Client::connect(&mcp_url(&first)).await;
     let handle = client.start().await;
     // Select the client's session and watch its Frames pane while it streams.
@@ -50,7 +50,7 @@ async fn the_pipeline_diagram_shows_each_link_while_frames_flow() {
 #[tokio::test]
 async fn a_client_that_deletes_its_mcp_session_is_marked_gone() {
     let mut s = Screen::start(&["--port", "0", "--pace", "0.002"]).await;
-    let first = s.wait_text("Type a line for the selected session").await;
+    let first = s.wait_text("Type a line; Enter sends").await;
     let client = Client::connect(&mcp_url(&first)).await;
     let handle = client.start().await;
     client.chat(&handle, "hello before leaving").await;
@@ -91,7 +91,7 @@ async fn a_client_that_deletes_its_mcp_session_is_marked_gone() {
 #[tokio::test]
 async fn sessions_sort_and_filter_from_the_keyboard() {
     let mut s = Screen::start(&["--port", "0", "--pace", "0.002"]).await;
-    let first = s.wait_text("Type a line for the selected session").await;
+    let first = s.wait_text("Type a line; Enter sends").await;
     let client = Client::connect(&mcp_url(&first)).await;
     let quiet = client.start().await;
     let busy = client.start().await;
@@ -143,7 +143,7 @@ async fn a_replay_scrubs_inside_a_turn() {
     let events = dir.join("run.jsonl");
     let events_arg = events.to_str().unwrap().to_string();
     let mut s = Screen::start(&["--port", "0", "--pace", "0.002", "--events", &events_arg]).await;
-    s.wait_text("Type a line for the selected session").await;
+    s.wait_text("Type a line; Enter sends").await;
     s.send(b"what does the clock say").await;
     s.send(b"\r").await;
     s.wait_text("turn 1 · completed").await;

@@ -6,7 +6,7 @@ use super::Screen;
 #[tokio::test]
 async fn a_session_exported_as_a_test_case_passes_when_run_back() {
     let mut s = Screen::start(&["--port", "0", "--pace", "0.002"]).await;
-    s.wait_text("Type a line for the selected session").await;
+    s.wait_text("Type a line; Enter sends").await;
     for line in ["hello there", "echo a needle", "what did I say"] {
         s.send(line.as_bytes()).await;
         s.send(b"\r").await;

@@ -95,7 +95,7 @@ async fn a_tool_turns_second_request_opens_whole_and_its_curl_gets_the_same_repl
     let events = dir.join("run.jsonl");
     let events_arg = events.to_str().unwrap().to_string();
     let mut s = Screen::start(&["--port", "0", "--pace", "0.002", "--events", &events_arg]).await;
-    let first = s.wait_text("Type a line for the selected session").await;
+    let first = s.wait_text("Type a line; Enter sends").await;
     let client = Client::connect(&mcp_url(&first)).await;
     client.service.list_all_tools().await.unwrap();
     let handle = client.start().await;
@@ -169,7 +169,7 @@ async fn no_secret_reaches_a_screen_or_an_export() {
         &[("turnscope.toml", &config)],
     )
     .await;
-    let first = s.wait_text("Type a line for the selected session").await;
+    let first = s.wait_text("Type a line; Enter sends").await;
     // An MCP client with the token: its initialize is recorded, its Authorization is not.
     let init = reqwest::Client::new()
         .post(mcp_url(&first))
@@ -207,7 +207,8 @@ async fn no_secret_reaches_a_screen_or_an_export() {
     assert!(screens.contains("secret-client"), "{screens}");
     let copied = clipboard(&s.raw.lock().unwrap()).unwrap_or_default();
     assert!(
-        copied.contains("X-Upstream-Key: $X_UPSTREAM_KEY"),
+        // The header's name quoted as one shell word, its value the variable's.
+        copied.contains(r#"-H 'X-Upstream-Key: '"${X_UPSTREAM_KEY}""#),
         "{copied}"
     );
     for secret in [TOKEN, HEADER, session.as_str()] {

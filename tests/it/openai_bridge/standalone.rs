@@ -78,8 +78,8 @@ async fn execute(base: &str, body: Value) -> Value {
 
 fn fixture_line() -> String {
     format!(
-        "{} dev fixture-server --stdio",
-        env!("CARGO_BIN_EXE_turnscope")
+        "{} fixture-server --stdio",
+        env!("CARGO_BIN_EXE_turnscope-dev")
     )
 }
 

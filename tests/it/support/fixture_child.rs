@@ -1,5 +1,5 @@
 //! The project's fixture MCP server as a child process on streamable HTTP
-//! (`turnscope dev fixture-server --http PORT`), for tests that kill it mid-call.
+//! (`turnscope-dev fixture-server --http PORT`), for tests that kill it mid-call.
 
 #![allow(dead_code)]
 
@@ -15,8 +15,8 @@ const WAIT: Duration = Duration::from_secs(20);
 /// Starts the fixture server on `port` (0: any); returns the child (killed on drop) and its
 /// MCP URL from the ready line.
 pub async fn fixture_http_child(port: u16) -> (Child, String) {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
-        .args(["dev", "fixture-server", "--http", &port.to_string()])
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope-dev"))
+        .args(["fixture-server", "--http", &port.to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true)

@@ -33,6 +33,17 @@ pub enum Reply {
     StallAfter(Vec<String>),
     /// Never answers at all.
     Hang,
+    /// A rate-limited or overloaded answer: `code` (429, 503) with this `Retry-After` header
+    /// value, when given, and an OpenAI error body saying `message`.
+    Busy {
+        code: u16,
+        retry_after: Option<String>,
+        message: String,
+    },
+    /// A model that never stops: the same content chunk forever, `gap` apart.
+    Endless { gap: Duration },
+    /// An error status whose body never ends (an error page streamed without end).
+    EndlessError(u16),
 }
 
 impl Reply {
@@ -157,9 +168,73 @@ async fn handle(State(script): State<Script>, body: Bytes) -> Response {
         Reply::Events { data, done, gap } => {
             stream(data, if done { End::Done } else { End::Close }, gap)
         }
+        Reply::Busy {
+            code,
+            retry_after,
+            message,
+        } => {
+            let mut answer = Response::builder().status(code);
+            if let Some(wait) = retry_after {
+                answer = answer.header(header::RETRY_AFTER, wait);
+            }
+            answer
+                .body(Body::from(
+                    json!({"error": {"message": message}}).to_string(),
+                ))
+                .unwrap()
+        }
+        Reply::Endless { gap } => {
+            let chunk = Bytes::from(format!(
+                "data: {}\n\n",
+                content("and again and again and again ")
+            ));
+            endless(StatusCode::OK, chunk, gap, "text/event-stream")
+        }
+        Reply::EndlessError(code) => {
+            let head = r#"{"error": {"message": "the error page of a server gone wrong: "#;
+            let (mut tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+            tokio::spawn(async move {
+                use futures::SinkExt;
+                if tx
+                    .send(Ok(Bytes::from_static(head.as_bytes())))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                let filler = Bytes::from(vec![b'x'; 16 * 1024]);
+                while tx.send(Ok(filler.clone())).await.is_ok() {}
+            });
+            Response::builder()
+                .status(code)
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from_stream(rx))
+                .unwrap()
+        }
         Reply::Cut(data) => stream(data, End::Break, Duration::ZERO),
         Reply::StallAfter(data) => stream(data, End::Stall, Duration::ZERO),
     }
+}
+
+/// `chunk` again and again, `gap` apart, until the client goes away.
+fn endless(status: StatusCode, chunk: Bytes, gap: Duration, content_type: &str) -> Response {
+    let (mut tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+    tokio::spawn(async move {
+        use futures::SinkExt;
+        loop {
+            if !gap.is_zero() {
+                tokio::time::sleep(gap).await;
+            }
+            if tx.send(Ok(chunk.clone())).await.is_err() {
+                return;
+            }
+        }
+    });
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, content_type)
+        .body(Body::from_stream(rx))
+        .unwrap()
 }
 
 enum End {

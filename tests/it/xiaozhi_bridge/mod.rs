@@ -23,8 +23,8 @@ const TOKEN: &str = "eyJhbGciOiJFUzI1NiJ9.eyJhZ2VudElkIjo0Mn0.c2VjcmV0LXNpZ25hdH
 
 fn fixture_stdio() -> ServerSpec {
     ServerSpec::Stdio {
-        command: env!("CARGO_BIN_EXE_turnscope").into(),
-        args: vec!["dev".into(), "fixture-server".into(), "--stdio".into()],
+        command: env!("CARGO_BIN_EXE_turnscope-dev").into(),
+        args: vec!["fixture-server".into(), "--stdio".into()],
         env: BTreeMap::new(),
     }
 }

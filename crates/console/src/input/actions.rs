@@ -43,6 +43,8 @@ pub enum Action {
         /// The report ([`session_report`](crate::draw::export::session_report)).
         text: String,
     },
+    /// Read the config file again and apply it (the outcome comes back as a bus event).
+    ReloadConfig,
     /// Call a tool by hand (the Tools pane's form or its list of calls).
     HandCall {
         /// The call's number in the list ([`HandCalls`](crate::view::hand_calls::HandCalls)).

@@ -49,6 +49,13 @@ impl Console {
         if self.turn_view.is_some() {
             return self.turn_view_key(key);
         }
+        if self.mcp.detail.is_some() {
+            return self.mcp_detail_key(key);
+        }
+        if self.mcp.editing.is_some() {
+            self.mcp_filter_key(key);
+            return None;
+        }
         if self.frames.detail {
             self.detail_key(key);
             return None;
@@ -128,8 +135,49 @@ impl Console {
             Some(Command::Up) => self.frame_step(-1),
             Some(Command::Down) => self.frame_step(1),
             Some(Command::Back | Command::Enter | Command::Quit) => self.frames.detail = false,
-            Some(Command::Help) => self.help.open = true,
+            Some(Command::Help) => self.help.show(),
             _ => {}
+        }
+    }
+
+    /// A replay: steps the whole console `delta` turn ends (`fine`: events inside a turn). An
+    /// open turn view stays on its turn while that turn is there, and follows the newest turn
+    /// when it showed the newest.
+    pub(crate) fn move_tape(&mut self, delta: isize, fine: bool) {
+        let newest = |c: &Console, session: u64| c.state.transcript(session).last().map(|t| t.id);
+        let followed = self
+            .turn_view
+            .as_ref()
+            .map(|p| newest(self, p.session) == Some(p.turn));
+        let Some(tape) = self.tape.as_mut() else {
+            return;
+        };
+        let moved = if fine {
+            tape.scrub(delta, &mut self.state)
+        } else {
+            tape.step(delta, &mut self.state)
+        };
+        if !moved {
+            return;
+        }
+        self.frames.paused = None;
+        self.settle();
+        if let Some(pick) = self.turn_view.as_ref() {
+            let session = pick.session;
+            let kept = self
+                .state
+                .transcript(session)
+                .iter()
+                .any(|t| t.id == pick.turn);
+            match newest(self, session) {
+                Some(latest) if followed == Some(true) || !kept => {
+                    if let Some(pick) = self.turn_view.as_mut() {
+                        pick.turn = latest;
+                    }
+                }
+                Some(_) => {}
+                None => self.turn_view = None,
+            }
         }
     }
 
@@ -137,7 +185,7 @@ impl Console {
         match command {
             Command::Quit => return self.quit(),
             Command::Zoom => self.zoom = !self.zoom,
-            Command::Yank if self.focus == PaneId::Mcp => return self.copy_mcp(),
+            Command::Yank if self.focus == PaneId::Mcp => return self.copy_mcp(false),
             Command::Expand if self.focus == PaneId::Mcp => {
                 self.mcp.method = self.next_mcp_filter(false);
             }
@@ -149,6 +197,14 @@ impl Console {
                 }
             }
             Command::New if !self.read_only => return Some(Action::NewSession),
+            Command::Reload if !self.read_only => {
+                self.notice = Some(Notice {
+                    text: "reading the config file again…".into(),
+                    error: false,
+                });
+                return Some(Action::ReloadConfig);
+            }
+            Command::Reload => {}
             Command::Close => {
                 let session = self.selected.filter(|_| !self.read_only)?;
                 if self.state.session(session).is_some_and(|r| r.is_closed()) {
@@ -171,20 +227,8 @@ impl Console {
                 });
             }
             Command::New => {}
-            Command::Step(delta) | Command::Scrub(delta) => {
-                let fine = matches!(command, Command::Scrub(_));
-                if let Some(tape) = self.tape.as_mut()
-                    && (if fine {
-                        tape.scrub(delta)
-                    } else {
-                        tape.step(delta)
-                    })
-                {
-                    self.state = tape.state();
-                    self.frames.paused = None;
-                    self.settle();
-                }
-            }
+            Command::Step(delta) => self.move_tape(delta, false),
+            Command::Scrub(delta) => self.move_tape(delta, true),
             Command::Export => {
                 if let Some(session) = self.selected {
                     let text = crate::draw::export::session_report(self, session);
@@ -210,7 +254,7 @@ impl Console {
                     self.focus_pane(*pane);
                 }
             }
-            Command::Help => self.help.open = true,
+            Command::Help => self.help.show(),
             // Back closes or clears what is open; it never moves focus to the input line.
             Command::Back => {
                 if self.quit_asked || self.close_asked.is_some() {
@@ -227,6 +271,8 @@ impl Console {
                     self.settle();
                 } else if self.focus == PaneId::Frames && !self.frames.filter.is_empty() {
                     self.frames.filter = FrameFilter::default();
+                } else if self.focus == PaneId::Mcp && !self.mcp.filter.is_empty() {
+                    self.mcp.filter = crate::view::mcp::McpFilter::default();
                 } else if self.notice.is_some() {
                     self.notice = None;
                 }
@@ -247,6 +293,7 @@ impl Console {
             Command::Filter if self.focus == PaneId::Sessions => self.edit_session_filter(),
             Command::Sort if self.focus == PaneId::Sessions => self.cycle_sort(),
             Command::Sort => {}
+            Command::Filter if self.focus == PaneId::Mcp => self.edit_mcp_filter(),
             Command::Filter if self.focus == PaneId::Transcript => {
                 self.transcript.search_editing = Some(LineEdit::new(&self.transcript.search));
             }
@@ -269,6 +316,7 @@ impl Console {
                         .iter()
                         .any(|l| matches!(l, FrameLine::Frame(_)))
                 }
+                PaneId::Mcp => self.open_mcp_detail(),
                 _ => {}
             },
             Command::Pause => {
@@ -311,7 +359,7 @@ impl Console {
             }
             PaneId::Stats => scroll_fwd(&self.stats.scroll, delta),
             PaneId::Log => scroll_back(&self.log.back, -delta),
-            PaneId::Mcp => scroll_back(&self.mcp.back, -delta),
+            PaneId::Mcp => self.mcp_step(delta),
         }
     }
 
@@ -321,7 +369,7 @@ impl Console {
             PaneId::Frames => self.frames.cursor = None,
             PaneId::Progress => self.progress.back.set(0),
             PaneId::Log => self.log.back.set(0),
-            PaneId::Mcp => self.mcp.back.set(0),
+            PaneId::Mcp => self.mcp.cursor = None,
             _ => self.move_by(isize::MAX / 2),
         }
     }
@@ -339,58 +387,4 @@ impl Console {
 
 fn scroll_fwd(cell: &Cell<usize>, delta: isize) {
     scroll_back(cell, delta);
-}
-
-impl Console {
-    /// The next client (`clients`) or method filter of the MCP pane: none, then each one seen
-    /// in turn, then none again.
-    fn next_mcp_filter(&self, clients: bool) -> Option<String> {
-        let mut seen: Vec<String> = Vec::new();
-        for x in self.state.wire.exchanges() {
-            let v = if clients {
-                x.client.clone()
-            } else {
-                x.method.clone()
-            };
-            if let Some(v) = v
-                && !seen.contains(&v)
-            {
-                seen.push(v);
-            }
-        }
-        let now = if clients {
-            &self.mcp.client
-        } else {
-            &self.mcp.method
-        };
-        match now {
-            None => seen.into_iter().next(),
-            Some(cur) => {
-                let at = seen.iter().position(|s| s == cur);
-                at.and_then(|i| seen.get(i + 1).cloned())
-            }
-        }
-    }
-
-    /// `y` in the MCP pane: the newest exchange it lists, as a curl command.
-    fn copy_mcp(&mut self) -> Option<Action> {
-        let newest = crate::draw::panes::mcp::listed(self).last().copied();
-        match newest {
-            Some(x) => Some(Action::Copy {
-                what: format!(
-                    "MCP {} {}",
-                    x.http_method,
-                    x.method.as_deref().unwrap_or("exchange")
-                ),
-                text: turnscope::observe::rebuild::mcp_curl(x),
-            }),
-            None => {
-                self.notice = Some(Notice {
-                    text: "no MCP exchange listed to copy".into(),
-                    error: true,
-                });
-                None
-            }
-        }
-    }
 }

@@ -40,7 +40,7 @@ impl Console {
                 });
             }
             KeyCode::Esc => self.focus = PaneId::Sessions,
-            KeyCode::F(1) => self.help.open = true,
+            KeyCode::F(1) => self.help.show(),
             KeyCode::PageUp => self.scroll_transcript(PAGE),
             KeyCode::PageDown => self.scroll_transcript(-PAGE),
             _ => {
@@ -81,7 +81,7 @@ impl Console {
                 self.input_line.pending_send = Some(session);
                 self.notice = Some(Notice {
                     text: format!(
-                        "#{session} belongs to {who}: Enter again speaks into it as them (asked once per session); Esc cancels"
+                        "#{session} was opened by {who}: Enter again sends your line into it (asked once); Esc cancels"
                     ),
                     error: true,
                 });

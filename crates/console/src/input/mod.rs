@@ -5,6 +5,7 @@
 pub mod actions;
 pub mod commands;
 pub mod input_line;
+pub mod mcp;
 pub mod mouse;
 pub mod overlays;
 pub mod workbench;

@@ -4,8 +4,6 @@
 //!
 //! Methods of [`Console`]: they change its fields only, never the server or the terminal.
 
-use std::cell::Cell;
-
 use crossterm::event::{KeyCode, KeyEvent};
 
 use crate::input::actions::Action;
@@ -44,6 +42,15 @@ impl Console {
                 self.open_variants();
                 return None;
             }
+            // A replay steps inside the turn while the view shows it.
+            KeyCode::Char(',') if self.tape.is_some() => {
+                self.move_tape(-1, true);
+                return None;
+            }
+            KeyCode::Char('.') if self.tape.is_some() => {
+                self.move_tape(1, true);
+                return None;
+            }
             _ => {}
         }
         let pick = self.turn_view.as_ref()?;
@@ -60,7 +67,7 @@ impl Console {
                 Some(Command::Back | Command::Enter | Command::Quit | Command::Turn) => {
                     self.turn_view = None
                 }
-                Some(Command::Help) => self.help.open = true,
+                Some(Command::Help) => self.help.show(),
                 _ => {}
             },
         }
@@ -71,19 +78,24 @@ impl Console {
     fn copy_request(&mut self, json: bool) -> Option<Action> {
         let pick = self.turn_view.as_ref()?;
         let calls = self.state.wire.calls_of(pick.session, pick.turn);
-        let text = calls.get(pick.request).and_then(|call| {
+        let call = calls.get(pick.request);
+        let text = call.and_then(|call| {
             if json {
                 crate::draw::panes::model_request::request_json(self, call)
             } else {
                 crate::draw::panes::model_request::request_curl(self, call)
             }
         });
-        let what = format!(
+        let mut what = format!(
             "model request {} of turn {} as {}",
             pick.request + 1,
             pick.turn,
             if json { "JSON" } else { "curl" }
         );
+        if let Some(why) = call.and_then(|c| crate::draw::panes::model_request::incomplete(self, c))
+        {
+            what.push_str(&format!(" ({why})"));
+        }
         match text {
             Some(text) => Some(Action::Copy { what, text }),
             None => {
@@ -106,16 +118,7 @@ impl Console {
             return;
         };
         match self.state.transcript(session).last() {
-            Some(turn) => {
-                self.turn_view = Some(TurnPick {
-                    session,
-                    turn: turn.id,
-                    scroll: Cell::new(0),
-                    requests_open: false,
-                    unfolded: false,
-                    request: 0,
-                })
-            }
+            Some(turn) => self.turn_view = Some(TurnPick::new(session, turn.id)),
             None => {
                 self.notice = Some(Notice {
                     text: format!("#{session} has no turn yet"),

@@ -261,7 +261,7 @@ impl Console {
         };
         let (Some(text), Some(url)) = (
             crate::draw::panes::model_request::request_json(self, call),
-            call.request.as_ref().map(|q| q.url.clone()),
+            call.request().map(|q| q.url.clone()),
         ) else {
             self.notice = Some(Notice {
                 text: "this request's body was not recorded ([wire] max_kib = 0, or an older file); nothing to edit".into(),
@@ -325,7 +325,7 @@ impl Console {
             .wire
             .calls_of(key.session, key.turn)
             .get(key.index)
-            .and_then(|c| c.request.as_ref().map(|q| q.url.clone()));
+            .and_then(|c| c.request().map(|q| q.url.clone()));
         let url = url.trim().to_string();
         Action::Resend {
             key,
@@ -486,8 +486,16 @@ impl Console {
             "turnscope: {name}, resent from the console.\n# The variant was sent with this system prompt; the bot under test needs it too ([bot] system_prompt):\n#   {}",
             system.unwrap_or_else(|| "(none)".into())
         );
-        let made = case_from_request(&name, &messages, &variant.answer.text, &calls)
-            .and_then(|case| render(&TestFile { cases: vec![case] }, &origin));
+        let made =
+            case_from_request(&name, &messages, &variant.answer.text, &calls).and_then(|case| {
+                render(
+                    &TestFile {
+                        cases: vec![case],
+                        ..TestFile::default()
+                    },
+                    &origin,
+                )
+            });
         match made {
             Ok(text) => Some(Action::ExportTest {
                 session: view.key.session,

@@ -146,7 +146,7 @@ fn perform(
         Action::Export { .. } | Action::ExportTest { .. } | Action::Copy { .. } => {
             crate::run::live::perform(action, console, None, chat_tx, &CancellationToken::new());
         }
-        Action::Quit | Action::EditExternally { .. } => {}
+        Action::Quit | Action::EditExternally { .. } | Action::ReloadConfig => {}
         Action::SaveCalls { .. } => {
             crate::run::workbench::perform(action, console, None, (&dead(), &dead()));
         }
@@ -275,6 +275,7 @@ pub async fn attach(
             view: String::new(),
         },
         replica: None,
+        ..Header::default()
     });
     match &attached.target {
         Some(t) => match t.tools().await {
@@ -337,17 +338,23 @@ pub async fn run(
     };
     let stop = CancellationToken::new();
     let on_signal = stop.clone();
+    let mut handlers = super::signals::Signals::new();
     let signals = tokio::spawn(async move {
-        super::signals::wait_for_termination().await;
+        // No config of its own to reload: only SIGTERM or a hung-up terminal end it.
+        while handlers.next().await == super::signals::ConsoleSignal::Reload {}
         on_signal.cancel();
     });
+    let terminals = turnscope::app::hangup::Terminals::now();
     let ui = tokio::spawn(async move {
         let (mut console, mut feed, mut terminal) = (console, feed, terminal);
         let input = crossterm::event::EventStream::new();
         let result =
             crate::run::live::event_loop(&mut console, &mut terminal, Some(&mut feed), input, stop)
                 .await;
-        (result, feed)
+        (
+            crate::run::terminal::let_go(terminal, result, &terminals),
+            feed,
+        )
     });
     let outcome = ui.await;
     signals.abort();

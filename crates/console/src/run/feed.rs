@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use turnscope::app::Reloader;
 use turnscope::bot::TurnEnd;
 use turnscope::bridge::xiaozhi::BridgeStatuses;
 use turnscope::observe::event::now_us;
@@ -69,6 +70,8 @@ pub struct LiveFeed {
     specs: Option<Arc<[ToolSpec]>>,
     /// The selected session as last seen, for one final snapshot once it has closed.
     held: Option<Arc<turnscope::sessions::Session>>,
+    /// What reloads the server's config (the `R` key).
+    reloader: Option<Reloader>,
 }
 
 impl LiveFeed {
@@ -84,6 +87,7 @@ impl LiveFeed {
             registry: None,
             specs: None,
             held: None,
+            reloader: None,
         }
     }
 
@@ -99,7 +103,19 @@ impl LiveFeed {
             registry: None,
             specs: None,
             held: None,
+            reloader: None,
         }
+    }
+
+    /// Reloads the config with `reloader` when asked (`R`).
+    pub fn with_reloader(mut self, reloader: Reloader) -> Self {
+        self.reloader = Some(reloader);
+        self
+    }
+
+    /// What reloads the server's config, when this feed has it.
+    pub fn reloader(&self) -> Option<&Reloader> {
+        self.reloader.as_ref()
     }
 
     /// Also shows these bridges' states.

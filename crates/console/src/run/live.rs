@@ -17,11 +17,12 @@ use crate::input::actions::Action;
 
 use crate::error::ConsoleError;
 use crate::run::feed::LiveFeed;
+use crate::run::signals::ConsoleSignal;
 use crate::run::workbench::{Fixed, HandDone, Input, ResendDone, Tty};
-use crate::state::{ConsoleState, Header, Source};
+use crate::state::{ConfigMark, ConsoleState, Header, Source};
 use crate::theme::Theme;
 use crate::view::console::{Console, Notice};
-use turnscope::app::App;
+use turnscope::app::{App, ReloadCause};
 use turnscope::observe::{SessionOpener, Subscription};
 use turnscope::sessions::Sessions;
 
@@ -53,7 +54,10 @@ pub async fn attach(app: &App, theme: Theme) -> (Console, LiveFeed) {
 pub async fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console, LiveFeed) {
     let mut state = ConsoleState::new(Header {
         mcp_url: Some(app.server.mcp_url()),
-        model: app.model_line(),
+        model: app.model.describe(),
+        model_short: Some(app.model.short()),
+        params: app.model_params(),
+        bot: app.sessions.bot().name().map(str::to_string),
         bridges: "none".into(),
         source: Source::Live,
         replica: Some((
@@ -65,13 +69,19 @@ pub async fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console
             }
             .to_string(),
         )),
+        store: Some(app.sessions.store_status().url),
+        config: Some(ConfigMark {
+            version: app.reloader().version(),
+            ..ConfigMark::default()
+        }),
     });
     let bot = app.sessions.bot();
-    state.greeting = bot.greeting().map(str::to_string);
+    state.greeting = bot.greeting();
     // Subscribe before opening the person's session, so its opening is seen.
     let mut feed = LiveFeed::new(sub, app.sessions.clone())
         .with_bridges(app.bridges.statuses())
-        .with_registry(app.tool_registry.clone());
+        .with_registry(app.tool_registry.clone())
+        .with_reloader(app.reloader());
     feed.refresh_tools(&mut state);
     let mut console = Console::new(state, theme, false);
     crate::run::workbench::load_saved(&mut console);
@@ -131,6 +141,7 @@ where
     let (resend_tx, mut resend_rx) = mpsc::unbounded_channel::<ResendDone>();
     let mut dirty = true;
     let mut pacer = Pacer::new();
+    let mut notices = NoticeTimer::default();
     let mut last_fold = Instant::now();
     loop {
         tokio::select! {
@@ -144,6 +155,7 @@ where
                     while let Some(action) = next.take() {
                         match action {
                             Action::Quit => return Ok(()),
+                            Action::ReloadConfig => reload_config(feed.as_deref(), console),
                             Action::EditExternally { key, text, url } => {
                                 input.release();
                                 crate::run::terminal::hand_over();
@@ -196,6 +208,7 @@ where
                         remote.settle(console);
                     }
                 }
+                dirty |= notices.tick(console, Instant::now());
                 console.settle();
                 if pacer.should_draw(dirty) {
                     console.before_draw();
@@ -209,6 +222,7 @@ where
             event = next_event(feed.as_deref_mut(), last_fold + FOLD_EVERY) => {
                 if let (Some(event), Some(feed)) = (event, feed.as_deref_mut()) {
                     let n = feed.fold(&mut console.state, &event);
+                    console.notice_reloads();
                     pacer.events(n);
                     last_fold = Instant::now();
                     dirty = true;
@@ -217,6 +231,70 @@ where
         }
     }
     Ok(())
+}
+
+/// How long a notice of what happened stays on screen.
+const NOTICE_SHOWN: Duration = Duration::from_secs(6);
+/// How long a failure stays (Esc clears either sooner).
+const ERROR_SHOWN: Duration = Duration::from_secs(12);
+
+/// Clears a notice once it has been on screen long enough; a question waiting for its answer
+/// (`q` or `d` again, Enter again into another client's session) stays. The view has no clock:
+/// this loop keeps time for it.
+#[derive(Default)]
+struct NoticeTimer {
+    shown: Option<(Notice, Instant)>,
+}
+
+impl NoticeTimer {
+    /// Whether it cleared the notice, at `now`.
+    fn tick(&mut self, console: &mut Console, now: Instant) -> bool {
+        let Some(notice) = &console.notice else {
+            self.shown = None;
+            return false;
+        };
+        let asking = console.quit_asked
+            || console.close_asked.is_some()
+            || console.input_line.pending_send.is_some();
+        match &self.shown {
+            Some((seen, since)) if seen == notice => {
+                let bound = if notice.error {
+                    ERROR_SHOWN
+                } else {
+                    NOTICE_SHOWN
+                };
+                if !asking && now.duration_since(*since) >= bound {
+                    console.notice = None;
+                    self.shown = None;
+                    return true;
+                }
+                false
+            }
+            _ => {
+                self.shown = Some((notice.clone(), now));
+                false
+            }
+        }
+    }
+}
+
+/// `R`: reloads the server's config in a task (the outcome comes back as a bus event and
+/// its notice); an attached console has no config of its own to reload.
+fn reload_config(feed: Option<&LiveFeed>, console: &mut Console) {
+    match feed.and_then(LiveFeed::reloader) {
+        Some(reloader) => {
+            let reloader = reloader.clone();
+            tokio::spawn(async move {
+                reloader.reload(ReloadCause::Console).await;
+            });
+        }
+        None => {
+            console.notice = Some(Notice {
+                text: "this console does not run the server: reload its config there (save the file, or SIGHUP)".into(),
+                error: true,
+            });
+        }
+    }
 }
 
 /// Decides when to draw: when something changed, at most [`FPS`] times a second, or
@@ -332,29 +410,19 @@ pub(crate) fn perform(
     stop: &CancellationToken,
 ) {
     if let Action::Export { session, text } = &action {
-        console.notice = Some(export_to_file(*session, text, "txt"));
+        console.notice = Some(crate::run::output::export_to_file(*session, text, "txt"));
         return;
     }
     if let Action::ExportTest { session, text } = &action {
-        console.notice = Some(export_to_file(*session, text, "test.toml"));
+        console.notice = Some(crate::run::output::export_to_file(
+            *session,
+            text,
+            "test.toml",
+        ));
         return;
     }
     if let Action::Copy { what, text } = &action {
-        use std::io::Write;
-        let mut out = std::io::stdout();
-        let sent = out
-            .write_all(crate::run::clipboard::osc52(text).as_bytes())
-            .and_then(|()| out.flush());
-        console.notice = Some(match sent {
-            Ok(()) => Notice {
-                text: format!("{what} sent to the clipboard (OSC 52; a terminal may refuse it)"),
-                error: false,
-            },
-            Err(e) => Notice {
-                text: format!("cannot write to the terminal: {e}"),
-                error: true,
-            },
-        });
+        console.notice = Some(crate::run::output::copy(what, text));
         return;
     }
     let Some(sessions) = sessions else {
@@ -369,7 +437,8 @@ pub(crate) fn perform(
         | Action::HandCall { .. }
         | Action::SaveCalls { .. }
         | Action::Resend { .. }
-        | Action::EditExternally { .. } => {}
+        | Action::EditExternally { .. }
+        | Action::ReloadConfig => {}
         Action::Yank { session } => {
             console.notice = Some(match sessions.by_number(session) {
                 Some(s) => {
@@ -484,30 +553,6 @@ pub fn listen_early(bus: &turnscope::observe::Bus) -> Subscription {
     bus.subscribe()
 }
 
-/// Writes a session's report (or test case) to `turnscope-session-N-SECONDS.EXT` in the
-/// working directory.
-pub(crate) fn export_to_file(session: u64, text: &str, ext: &str) -> Notice {
-    let name = format!(
-        "turnscope-session-{session}-{}.{ext}",
-        turnscope::observe::event::now_us() / 1_000_000
-    );
-    match std::fs::write(&name, text) {
-        Ok(()) => Notice {
-            text: if ext == "test.toml" {
-                // Short enough for the input pane: `turnscope test FILE` runs it.
-                format!("#{session} test case: {name}")
-            } else {
-                format!("#{session} exported to {name}")
-            },
-            error: false,
-        },
-        Err(e) => Notice {
-            text: format!("cannot write {name}: {e}"),
-            error: true,
-        },
-    }
-}
-
 /// Runs the console over a started app until the person quits, then ends every session
 /// (`App::shutdown`). The terminal is restored even when the console panics.
 pub async fn run(app: App, theme: Theme) -> Result<(), ConsoleError> {
@@ -528,20 +573,26 @@ pub async fn run_with(app: App, theme: Theme, sub: Subscription) -> Result<(), C
     };
     let stop = CancellationToken::new();
     let on_signal = stop.clone();
+    let reloader = app.reloader();
+    let mut handlers = super::signals::Signals::new();
     let signals = tokio::spawn(async move {
-        super::signals::wait_for_termination().await;
+        while handlers.next().await == ConsoleSignal::Reload {
+            reloader.reload(ReloadCause::Signal).await;
+        }
         on_signal.cancel();
     });
+    let terminals = turnscope::app::hangup::Terminals::now();
     let ui = tokio::spawn(async move {
         let (mut console, mut feed, mut terminal) = (console, feed, terminal);
-        event_loop_on(
+        let result = event_loop_on(
             &mut console,
             &mut terminal,
             Some(&mut feed),
             Tty::new(),
             stop,
         )
-        .await
+        .await;
+        crate::run::terminal::let_go(terminal, result, &terminals)
     });
     let outcome = ui.await;
     signals.abort();
@@ -550,5 +601,41 @@ pub async fn run_with(app: App, theme: Theme, sub: Subscription) -> Result<(), C
     match outcome {
         Ok(result) => result,
         Err(e) => Err(ConsoleError::Panicked(e.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_notice_goes_after_a_few_seconds_and_a_question_stays() {
+        let mut c = Console::new(
+            crate::state::ConsoleState::default(),
+            crate::theme::Theme::default(),
+            false,
+        );
+        let mut timer = NoticeTimer::default();
+        let t0 = Instant::now();
+        c.notice = Some(Notice {
+            text: "copied".into(),
+            error: false,
+        });
+        assert!(!timer.tick(&mut c, t0));
+        assert!(!timer.tick(&mut c, t0 + Duration::from_secs(3)));
+        assert!(timer.tick(&mut c, t0 + NOTICE_SHOWN));
+        assert_eq!(c.notice, None);
+        c.notice = Some(Notice {
+            text: "q again quits".into(),
+            error: true,
+        });
+        c.quit_asked = true;
+        timer.tick(&mut c, t0);
+        assert!(
+            !timer.tick(&mut c, t0 + ERROR_SHOWN * 2),
+            "a question waits"
+        );
+        c.quit_asked = false;
+        assert!(timer.tick(&mut c, t0 + ERROR_SHOWN));
     }
 }

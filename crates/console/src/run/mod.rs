@@ -6,6 +6,7 @@ pub mod attach;
 pub mod clipboard;
 pub mod feed;
 pub mod live;
+pub mod output;
 pub mod replay;
 pub mod signals;
 pub mod terminal;

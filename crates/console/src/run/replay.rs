@@ -42,10 +42,10 @@ pub fn console_of(text: &str, file: &str, theme: Theme) -> Result<Console, Conso
             problems,
         },
         replica: None,
+        ..Header::default()
     });
     state.tools_note = Some("Tools are not recorded in an events file.".into());
-    let tape = Tape::new(events, state);
-    let state = tape.state();
+    let (tape, state) = Tape::new(events, state);
     let mut console = Console::new(state, theme, true);
     console.tape = Some(tape);
     console.settle();

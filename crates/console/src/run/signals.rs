@@ -1,23 +1,79 @@
-//! The signals that end the console: SIGTERM and SIGHUP (Ctrl-C reaches it as a key).
+//! The signals the console acts on (Ctrl-C reaches it as a key, not a signal): SIGTERM ends
+//! it; SIGHUP reloads the config, unless the console's terminal hung up (its window closed,
+//! the SSH connection dropped), which ends it as SIGTERM does: a console with no terminal has
+//! no one to show anything to, and must not keep the server running unseen.
 
-/// Waits for SIGTERM or SIGHUP (Ctrl-C reaches the console as a key, not a signal).
-pub async fn wait_for_termination() {
+use turnscope::app::hangup::Terminals;
+
+/// What a signal asks of the console.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsoleSignal {
+    /// SIGTERM, or SIGHUP from a terminal that hung up: quit and end every session.
+    Quit,
+    /// SIGHUP with the terminal still there: read the config file again.
+    Reload,
+}
+
+/// The console's signal handlers, installed once.
+pub struct Signals {
+    terminals: Terminals,
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::hangup()),
-        ) {
-            (Ok(mut term), Ok(mut hup)) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = hup.recv() => {}
-                }
+    handlers: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
+}
+
+impl Signals {
+    /// Installs the handlers; call it while the terminal is there (it notes which standard
+    /// streams are terminals, to tell a hang-up later).
+    pub fn new() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let handlers = match (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::hangup()),
+            ) {
+                (Ok(term), Ok(hup)) => Some((term, hup)),
+                _ => None,
+            };
+            Self {
+                terminals: Terminals::now(),
+                handlers,
             }
-            _ => std::future::pending::<()>().await,
+        }
+        #[cfg(not(unix))]
+        Self {
+            terminals: Terminals::now(),
         }
     }
-    #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
+
+    /// Waits for the next signal and says what it asks for.
+    pub async fn next(&mut self) -> ConsoleSignal {
+        #[cfg(unix)]
+        {
+            let Some((term, hup)) = self.handlers.as_mut() else {
+                return std::future::pending().await;
+            };
+            tokio::select! {
+                _ = term.recv() => ConsoleSignal::Quit,
+                _ = hup.recv() => {
+                    if self.terminals.hung_up() {
+                        ConsoleSignal::Quit
+                    } else {
+                        ConsoleSignal::Reload
+                    }
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            ConsoleSignal::Quit
+        }
+    }
+}
+
+impl Default for Signals {
+    fn default() -> Self {
+        Self::new()
+    }
 }

@@ -54,6 +54,27 @@ pub fn enter() -> Result<(Term, Guard), ConsoleError> {
     Ok((terminal, guard))
 }
 
+/// Lets go of the terminal once the loop ended with `result`. When the terminal hung up,
+/// ratatui's terminal is not dropped (its drop shows the cursor and reports the failure with
+/// `eprintln!`, which panics on a hung-up terminal; nothing is left to give back and the
+/// process is about to end), and a read or draw that failed because of it is the end the
+/// person would have asked for.
+pub fn let_go(
+    terminal: Term,
+    result: Result<(), ConsoleError>,
+    terminals: &turnscope::app::hangup::Terminals,
+) -> Result<(), ConsoleError> {
+    if !terminals.hung_up() {
+        drop(terminal);
+        return result;
+    }
+    std::mem::forget(terminal);
+    match result {
+        Err(ConsoleError::ReadInput(_) | ConsoleError::Draw(_)) => Ok(()),
+        other => other,
+    }
+}
+
 /// Gives the terminal back: leaves raw mode, the alternate screen and mouse capture, and
 /// shows the cursor. Safe to call more than once.
 pub fn restore() {

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use turnscope::observe::{Event, FrameEvent};
 
-use super::{ConsoleState, FRAMES_KEPT, FrameRow, PROGRESS_KEPT, ProgressRow};
+use super::budget::{frame_bytes, progress_bytes};
+use super::{ConsoleState, FrameRow, ProgressRow};
 
 /// A reply piece reaching the output stage: turnscope's `TextPiece → output`, or pipecat's
 /// `LLMTextFrame` pushed into its output transport (an attached whisker feed).
@@ -19,10 +20,6 @@ impl ConsoleState {
         self.saw_time(f.at_us);
         self.frames_seen += 1;
         self.pipelines.fold(f);
-        if self.frames.len() == FRAMES_KEPT {
-            self.frames.pop_front();
-            self.frames_evicted += 1;
-        }
         // The reply is what reaches the output stage; counting that one crossing keeps each
         // piece once however many processors pass it on.
         if is_reply_piece(f) {
@@ -31,13 +28,14 @@ impl ConsoleState {
                 && view.end.is_none()
             {
                 view.reply.push_str(&f.detail);
+                self.transcript_grew(f.detail.len());
             }
         }
         let event = shared
             .cloned()
             .unwrap_or_else(|| Arc::new(Event::Frame(f.clone())));
         if let Some(row) = FrameRow::new(self.frames_seen, event) {
-            self.frames.push_back(row);
+            self.frames.push(row, frame_bytes(f));
         }
     }
 
@@ -52,22 +50,21 @@ impl ConsoleState {
     ) {
         self.saw_time(*at_us);
         self.timelines.progress(*session, *at_us);
-        if self.progress.len() == PROGRESS_KEPT {
-            self.progress.pop_front();
-        }
-        self.progress.push_back(ProgressRow {
+        let row = ProgressRow {
             session: *session,
             progress: *progress,
             pieces: *pieces,
             message: message.to_string(),
             at_us: *at_us,
-        });
+        };
+        let size = progress_bytes(&row);
+        self.progress.push(row, size);
         let totals = self.progress_totals.entry(*session).or_default();
         if totals.notes == 0 {
             totals.first_us = *at_us;
         }
         totals.notes += 1;
-        totals.pieces += u64::from(*pieces);
+        totals.pieces = totals.pieces.saturating_add(u64::from(*pieces));
         totals.coalesced += u64::from(*pieces > 1);
         totals.last_us = *at_us;
     }

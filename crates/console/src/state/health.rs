@@ -1,9 +1,12 @@
 //! The fold of what can go wrong around the turns: refused MCP calls, bridge and tool-source
-//! states, log lines, MCP clients gone; each failure goes to the journal (the Log pane).
+//! states, log lines, MCP clients gone, config reloads; each goes to the journal (the Log
+//! pane).
 
+use turnscope::observe::ConfigReloadEvent;
 use turnscope::observe::event::{BridgeEvent, ToolSourceEvent, ToolSourceState};
 
 use super::journal::{Entry, Level};
+use super::records::ConfigMark;
 use super::{ConsoleState, LOGS_KEPT, LogLine};
 
 impl ConsoleState {
@@ -92,18 +95,50 @@ impl ConsoleState {
         self.tool_sources.insert(key, line);
     }
 
+    /// A config reload: the header's mark, a Log entry naming the keys (an error when the
+    /// file was refused, a warning when keys wait for a restart), and the notice to show.
+    pub(super) fn on_config_reload(&mut self, r: &ConfigReloadEvent) {
+        self.saw_time(r.at_us);
+        self.header.config = Some(ConfigMark {
+            version: r.version,
+            outcome: r.outcome.to_string(),
+            restart: r.restart.len(),
+        });
+        if r.outcome == "applied" && !r.model.is_empty() {
+            self.header.model.clone_from(&r.model);
+        }
+        let level = if r.is_refused() {
+            Level::Error
+        } else if !r.restart.is_empty() {
+            Level::Warn
+        } else {
+            Level::Info
+        };
+        self.journal.push(Entry::new(
+            r.at_us,
+            level,
+            None,
+            "config".into(),
+            r.summary(),
+        ));
+        self.reloads_seen += 1;
+        self.last_reload = Some(r.clone());
+    }
+
     /// A log line.
     pub(super) fn on_log(&mut self, at_ms: &u64, level: &str, message: &str) {
-        self.saw_time(at_ms * 1000);
+        self.saw_time(at_ms.saturating_mul(1000));
         if self.logs.len() == LOGS_KEPT {
             self.logs.pop_front();
         }
+        let mut text = message.to_string();
+        super::journal::cut_entry_text(&mut text);
         self.logs.push_back(LogLine {
             level: level.to_string(),
-            message: message.to_string(),
+            message: text,
         });
         self.journal.push(Entry {
-            at_us: at_ms * 1000,
+            at_us: at_ms.saturating_mul(1000),
             level: Level::parse(level),
             session: None,
             source: "log".into(),

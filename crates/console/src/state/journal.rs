@@ -9,6 +9,22 @@ use std::collections::{BTreeMap, VecDeque};
 
 /// Entries kept for the Log pane; older ones are evicted (the counts keep them).
 pub const JOURNAL_KEPT: usize = 1_000;
+/// Most bytes of one entry's message (and of one log line) kept; the rest is cut with a
+/// marker saying how long it was.
+pub const ENTRY_TEXT_KEPT: usize = 4 * 1024;
+
+/// `text` within [`ENTRY_TEXT_KEPT`] bytes, cut on a character boundary with its length.
+pub fn cut_entry_text(text: &mut String) {
+    if text.len() > ENTRY_TEXT_KEPT {
+        let total = text.len();
+        let mut end = ENTRY_TEXT_KEPT;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str(&format!("… ({total} bytes in all)"));
+    }
+}
 
 /// How bad an entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -79,7 +95,7 @@ impl Entry {
 }
 
 /// The journal: recent entries and counts.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Journal {
     entries: VecDeque<Entry>,
     /// Errors seen in all.
@@ -134,8 +150,11 @@ impl Journal {
         ));
     }
 
-    /// Adds an entry (evicting the oldest past [`JOURNAL_KEPT`]).
-    pub fn push(&mut self, entry: Entry) {
+    /// Adds an entry (evicting the oldest past [`JOURNAL_KEPT`], its text within
+    /// [`ENTRY_TEXT_KEPT`]).
+    pub fn push(&mut self, mut entry: Entry) {
+        cut_entry_text(&mut entry.message);
+        cut_entry_text(&mut entry.source);
         self.count(entry.level, entry.session);
         if self.entries.len() == JOURNAL_KEPT {
             self.entries.pop_front();
@@ -156,6 +175,18 @@ impl Journal {
     /// Forgets a session's count (its row was forgotten).
     pub fn forget(&mut self, session: u64) {
         self.per_session.remove(&session);
+    }
+
+    /// Sessions with an error count.
+    pub fn sessions(&self) -> usize {
+        self.per_session.len()
+    }
+
+    /// Keeps the error counts of at most `n` sessions (the lowest-numbered go first).
+    pub fn keep_at_most(&mut self, n: usize) {
+        while self.per_session.len() > n {
+            self.per_session.pop_first();
+        }
     }
 }
 

@@ -1,7 +1,9 @@
 //! The console's picture of the server: everything the panes draw, folded from bus events and,
 //! live, from snapshots of the session table. [`ConsoleState`] is plain data (no terminal, clock
 //! or server): `apply` folds one [`Event`], `sync_*` lay snapshots over it, and every collection
-//! is bounded by a const, so a flood of events costs memory only up to a fixed size.
+//! is bounded by a named const, the records that grow with use also by their share of the
+//! byte budget ([`Budget`], `[console] max_mib`), so a long session or a flood of events costs
+//! memory only up to a fixed size.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -21,11 +23,19 @@ pub const CLOSED_KEPT: usize = 64;
 /// Log lines kept.
 pub const LOGS_KEPT: usize = 200;
 /// Samples kept per metric per session for the per-session statistics.
-pub const SESSION_SAMPLES: usize = 256;
+pub const SESSION_SAMPLES: usize = 128;
+/// Metrics kept per session for the per-session statistics (further tool names are not).
+pub const SESSION_METRICS: usize = 16;
+/// Sessions whose per-session figures (samples, pipelines, progress totals, activity) are
+/// kept beyond the listed rows: events may name sessions never seen opening (a replay, a
+/// console that missed events); the lowest-numbered is forgotten first.
+pub const SESSIONS_TRACKED: usize = 4_096;
 
+pub mod budget;
 mod frames;
 mod health;
 pub mod journal;
+pub mod kept;
 pub mod pipelines;
 pub mod records;
 mod rows;
@@ -41,18 +51,23 @@ pub mod wire;
 
 pub use times::fixed_offset;
 
+use budget::{Budget, Part};
 use journal::Journal;
+use kept::Kept;
 use pipelines::Pipelines;
 use timeline::Timelines;
 
 pub use records::{
-    Activity, FrameRow, Header, LogLine, ProgressRow, ProgressTotals, Samples, SessionRow, Source,
-    ToolLine, ToolView, TurnView,
+    Activity, ConfigMark, FrameRow, Header, LogLine, ProgressRow, ProgressTotals, Samples,
+    SessionRow, Source, ToolLine, ToolView, TurnView,
 };
 
-/// Everything the console knows, folded from events and live snapshots.
-#[derive(Default)]
+/// Everything the console knows, folded from events and live snapshots. A clone shares the
+/// events it keeps (frames, exchanges, model requests) with the original.
+#[derive(Clone)]
 pub struct ConsoleState {
+    /// The byte budget the records are kept within.
+    budget: Budget,
     /// The header's facts.
     pub header: Header,
     /// The bot's greeting, shown at the top of each transcript.
@@ -60,13 +75,17 @@ pub struct ConsoleState {
     sessions: BTreeMap<u64, SessionRow>,
     closed_order: VecDeque<u64>,
     transcripts: BTreeMap<u64, Vec<TurnView>>,
+    /// Bytes of the turns in `transcripts`.
+    transcript_bytes: usize,
+    /// Every turn in `transcripts`, oldest first, to drop the oldest when over the share.
+    transcript_order: VecDeque<(u64, u64)>,
+    /// Turns dropped from each session's transcript to keep within the budget.
+    transcript_dropped: BTreeMap<u64, u64>,
     live_turns: BTreeMap<u64, Vec<TurnView>>,
-    frames: VecDeque<FrameRow>,
+    frames: Kept<FrameRow>,
     /// Frames seen in all.
     pub frames_seen: u64,
-    /// Frames evicted from the kept window.
-    pub frames_evicted: u64,
-    progress: VecDeque<ProgressRow>,
+    progress: Kept<ProgressRow>,
     progress_totals: BTreeMap<u64, ProgressTotals>,
     /// Latency statistics over every session.
     pub stats: Stats,
@@ -100,19 +119,143 @@ pub struct ConsoleState {
     pub events_missed: u64,
     /// Sessions opened since the console started.
     pub sessions_opened: u64,
+    /// Open sessions in the latest live snapshot (all listed, however many).
+    live_open: usize,
     /// The first event's time (µs since the epoch); relative times count from here.
     pub base_us: Option<u64>,
     /// The console's "now" (µs since the epoch): the clock when live, the last event in replay.
     pub now_us: u64,
+    /// Config reloads folded in, and the latest (for the notice that tells it).
+    pub reloads_seen: u64,
+    /// The latest config reload.
+    pub last_reload: Option<turnscope::observe::ConfigReloadEvent>,
+}
+
+impl Default for ConsoleState {
+    fn default() -> Self {
+        Self::with_budget(Header::default(), Budget::default())
+    }
 }
 
 impl ConsoleState {
-    /// A state with this header.
+    /// A state with this header, within the default budget.
     pub fn new(header: Header) -> Self {
+        Self::with_budget(header, Budget::default())
+    }
+
+    /// A state with this header, keeping its records within `budget`.
+    pub fn with_budget(header: Header, budget: Budget) -> Self {
         Self {
+            budget,
             header,
-            ..Self::default()
+            greeting: None,
+            sessions: BTreeMap::new(),
+            closed_order: VecDeque::new(),
+            transcripts: BTreeMap::new(),
+            transcript_bytes: 0,
+            transcript_order: VecDeque::new(),
+            transcript_dropped: BTreeMap::new(),
+            live_turns: BTreeMap::new(),
+            frames: Kept::new(FRAMES_KEPT, budget.share(Part::Frames)),
+            frames_seen: 0,
+            progress: Kept::new(PROGRESS_KEPT, budget.share(Part::Progress)),
+            progress_totals: BTreeMap::new(),
+            stats: Stats::default(),
+            session_samples: BTreeMap::new(),
+            tools: Vec::new(),
+            tools_note: None,
+            tool_sources: BTreeMap::new(),
+            bridges: BTreeMap::new(),
+            logs: VecDeque::new(),
+            journal: Journal::default(),
+            timelines: Timelines::new(budget.share(Part::Timelines)),
+            pipelines: Pipelines::default(),
+            wire: wire::Wire::new(budget),
+            tasks: tasks::Tasks::default(),
+            clients_gone: BTreeMap::new(),
+            last_activity: BTreeMap::new(),
+            events_seen: 0,
+            events_missed: 0,
+            reloads_seen: 0,
+            last_reload: None,
+            sessions_opened: 0,
+            live_open: 0,
+            base_us: None,
+            now_us: 0,
         }
+    }
+
+    /// The byte budget the records are kept within.
+    pub fn budget(&self) -> Budget {
+        self.budget
+    }
+
+    /// Keeps the records within `budget` from now on (dropping the oldest when it shrank).
+    pub fn set_budget(&mut self, budget: Budget) {
+        self.budget = budget;
+        self.frames.set_max_bytes(budget.share(Part::Frames));
+        self.progress.set_max_bytes(budget.share(Part::Progress));
+        self.timelines.set_max_bytes(budget.share(Part::Timelines));
+        self.wire.set_budget(budget);
+        self.trim_transcripts();
+    }
+
+    /// What each part of the budget keeps now: (part, bytes kept, records dropped so far).
+    pub fn budget_use(&self) -> Vec<(Part, usize, u64)> {
+        Part::SHARES
+            .iter()
+            .map(|(part, _)| match part {
+                Part::Exchanges => (
+                    *part,
+                    self.wire.exchanges().bytes(),
+                    self.wire.exchanges().dropped(),
+                ),
+                Part::Requests => (*part, self.wire.calls_bytes(), self.wire.calls_dropped()),
+                Part::Messages => (*part, self.wire.book.bytes(), self.wire.book.forgotten),
+                Part::Frames => (*part, self.frames.bytes(), self.frames.dropped()),
+                Part::Transcripts => (
+                    *part,
+                    self.transcript_bytes,
+                    self.transcript_dropped.values().sum(),
+                ),
+                Part::Timelines => (*part, self.timelines.bytes(), self.timelines.dropped),
+                Part::Progress => (*part, self.progress.bytes(), self.progress.dropped()),
+            })
+            .collect()
+    }
+
+    /// The most sessions any per-session figure is kept for (for the tests of its bound).
+    pub fn sessions_tracked(&self) -> usize {
+        [
+            self.sessions.len(),
+            self.transcripts.len(),
+            self.session_samples.len(),
+            self.progress_totals.len(),
+            self.last_activity.len(),
+            self.clients_gone.len(),
+            self.transcript_dropped.len(),
+            self.journal.sessions(),
+            self.timelines.open_sessions(),
+            self.wire.sessions_tallied(),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0)
+    }
+
+    /// Frames dropped from the kept window (by count or bytes).
+    pub fn frames_evicted(&self) -> u64 {
+        self.frames.dropped()
+    }
+
+    /// Progress notifications dropped from the Progress pane's list.
+    pub fn progress_dropped(&self) -> u64 {
+        self.progress.dropped()
+    }
+
+    /// Turns dropped from `session`'s transcript to keep within the budget.
+    pub fn transcript_dropped(&self, session: u64) -> u64 {
+        self.transcript_dropped.get(&session).copied().unwrap_or(0)
     }
 
     fn saw_time(&mut self, at_us: u64) {
@@ -155,22 +298,11 @@ impl ConsoleState {
                 error,
                 at_us,
                 response,
-                request,
-                answer,
+                ..
             } => {
                 self.on_model_response(*session, *turn, response);
                 self.on_model_request(session, turn, first_piece_us, total_us, error, at_us);
-                self.wire.on_model_request(wire::ModelCall {
-                    session: *session,
-                    turn: *turn,
-                    at_us: *at_us,
-                    total_us: *total_us,
-                    first_piece_us: *first_piece_us,
-                    error: error.clone(),
-                    info: response.clone(),
-                    request: request.clone(),
-                    answer: answer.clone(),
-                });
+                self.wire.on_model_request(shared_or_copy(event, shared));
             }
             Event::Progress {
                 session,
@@ -214,9 +346,11 @@ impl ConsoleState {
             Event::ToolSet(_) => self.wire.book.apply(event),
             Event::Mcp(x) => {
                 self.saw_time(x.at_us);
-                self.wire.on_mcp(x);
+                self.wire.on_mcp(shared_or_copy(event, shared));
             }
+            Event::ConfigReload(r) => self.on_config_reload(r),
         }
+        self.bound_sessions();
     }
 
     /// A task changed: its view, its turn's timeline, the session's activity.
@@ -275,12 +409,12 @@ impl ConsoleState {
 
     /// The frames kept, oldest first.
     pub fn frames(&self) -> &VecDeque<FrameRow> {
-        &self.frames
+        self.frames.items()
     }
 
     /// The progress notifications kept, oldest first.
     pub fn progress(&self) -> &VecDeque<ProgressRow> {
-        &self.progress
+        self.progress.items()
     }
 
     /// Progress totals per session.
@@ -297,6 +431,11 @@ impl ConsoleState {
     pub fn logs(&self) -> &VecDeque<LogLine> {
         &self.logs
     }
+}
+
+/// The bus's event when it was shared, else a copy of it (a replay's events).
+fn shared_or_copy(event: &Event, shared: Option<&Arc<Event>>) -> Arc<Event> {
+    shared.cloned().unwrap_or_else(|| Arc::new(event.clone()))
 }
 
 /// JSON pretty-printed with two-space indents.

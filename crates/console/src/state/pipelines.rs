@@ -64,7 +64,7 @@ impl Rate {
                 ..Rate::default()
             };
         }
-        self.previous += other.per_second(now_us);
+        self.previous = self.previous.saturating_add(other.per_second(now_us));
         self.max_depth = self.max_depth.max(other.depth(now_us));
     }
 }
@@ -157,7 +157,7 @@ fn order(links: &mut [LinkFigures]) {
 }
 
 /// Every session's pipeline.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Pipelines {
     by_session: BTreeMap<u64, SessionPipeline>,
 }

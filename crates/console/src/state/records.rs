@@ -18,12 +18,33 @@ pub struct Header {
     pub mcp_url: Option<String>,
     /// The model in use, as `ModelInfo::describe` says it.
     pub model: String,
+    /// The model in a few words for a narrow screen (`ModelInfo::short`).
+    pub model_short: Option<String>,
+    /// The request parameters `[model]` sets (`max_tokens=64 temperature=0.2`), or empty.
+    pub params: String,
+    /// The bot's name (`[bot] name`), when it has one.
+    pub bot: Option<String>,
     /// The bridges' state in a few words.
     pub bridges: String,
     /// Where the events come from.
     pub source: Source,
     /// The replica id and its state (`serving`, `draining`), when known.
     pub replica: Option<(String, String)>,
+    /// Where sessions are kept (`memory`, `sqlite:/path`), when a server runs here.
+    pub store: Option<String>,
+    /// The config version in force and how its last reload went, when known.
+    pub config: Option<ConfigMark>,
+}
+
+/// The header's config mark: the version in force and the last reload's outcome.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConfigMark {
+    /// The config version (1 as the server started).
+    pub version: u64,
+    /// The last reload's outcome (`applied`, `unchanged`, `refused`); empty before any.
+    pub outcome: String,
+    /// Keys the last reload changed that wait for a restart.
+    pub restart: usize,
 }
 
 /// Where the console's events come from.
@@ -180,6 +201,8 @@ pub struct TurnView {
     pub usage: Option<TokenUsage>,
     /// Bytes of reasoning its responses streamed apart from the reply.
     pub reasoning_bytes: u64,
+    /// The config version it ran on, when known.
+    pub config_version: Option<u64>,
 }
 
 impl TurnView {
@@ -215,6 +238,7 @@ impl TurnView {
             total_us: r.total.map(|d| d.as_micros() as u64),
             usage: r.usage,
             reasoning_bytes: r.reasoning.len() as u64,
+            config_version: r.config_version,
         }
     }
 }
@@ -329,7 +353,7 @@ pub struct LogLine {
 }
 
 /// Recent samples of each metric of one session.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Samples {
     metrics: BTreeMap<String, VecDeque<u64>>,
 }

@@ -4,8 +4,10 @@
 
 use turnscope::observe::event::SessionEvent;
 
+use std::collections::BTreeMap;
+
 use super::journal::{Entry, Level};
-use super::{Activity, CLOSED_KEPT, ConsoleState, SessionRow, TurnView};
+use super::{Activity, CLOSED_KEPT, ConsoleState, SESSIONS_TRACKED, SessionRow, TurnView};
 
 impl ConsoleState {
     /// The MCP client that opened `session` let go of it: the row is marked and the Log says so.
@@ -86,6 +88,7 @@ impl ConsoleState {
         // A closed session has no turn in flight: the last live snapshot may have caught
         // one streaming, so the turns built from events (ended by their events) take over,
         // and a turn whose end was never seen is marked as ended with the session.
+        let before = self.transcript_bytes_of(number);
         if let Some(live) = self.live_turns.remove(&number) {
             let built = self.transcripts.entry(number).or_default();
             for turn in live {
@@ -100,7 +103,10 @@ impl ConsoleState {
                         }
                     }
                     Some(_) => {}
-                    None => built.push(turn),
+                    None => {
+                        self.transcript_order.push_back((number, turn.id));
+                        built.push(turn);
+                    }
                 }
             }
             built.sort_by_key(|t| t.id);
@@ -110,19 +116,84 @@ impl ConsoleState {
                 turn.end = Some("session ended".into());
             }
         }
+        let after = self.transcript_bytes_of(number);
+        self.transcript_bytes = self.transcript_bytes + after - before;
+        self.trim_transcripts();
         self.closed_order.push_back(number);
         if self.closed_order.len() > CLOSED_KEPT
             && let Some(old) = self.closed_order.pop_front()
         {
             self.sessions.remove(&old);
-            self.transcripts.remove(&old);
-            self.live_turns.remove(&old);
-            self.session_samples.remove(&old);
-            self.progress_totals.remove(&old);
-            self.journal.forget(old);
-            self.clients_gone.remove(&old);
-            self.last_activity.remove(&old);
-            self.pipelines.forget(old);
+            self.forget_figures(old);
+        }
+    }
+
+    /// Forgets everything kept per session of `session` (its row was forgotten): its
+    /// transcript, samples, totals, counts, pipeline, token tally and messages.
+    fn forget_figures(&mut self, session: u64) {
+        self.transcript_bytes -= self.transcript_bytes_of(session);
+        self.transcripts.remove(&session);
+        self.transcript_dropped.remove(&session);
+        self.live_turns.remove(&session);
+        self.session_samples.remove(&session);
+        self.progress_totals.remove(&session);
+        self.journal.forget(session);
+        self.clients_gone.remove(&session);
+        self.last_activity.remove(&session);
+        self.pipelines.forget(session);
+        self.timelines.forget_open(session);
+        self.wire.forget(session);
+    }
+
+    /// Keeps the per-session figures of at most [`SESSIONS_TRACKED`] sessions beyond the
+    /// rows listed: events may name sessions never seen opening (a replay, missed events),
+    /// whose figures no closing would ever forget. The lowest-numbered go first. Cheap when
+    /// within the bound (a few length checks per event).
+    pub(super) fn bound_sessions(&mut self) {
+        // A live server's open sessions are all listed, however many.
+        let bound = SESSIONS_TRACKED + self.live_open;
+        let over = |n: usize| n > bound;
+        if over(self.sessions.len()) {
+            // Rows of sessions never seen closing: the oldest go first.
+            while self.sessions.len() > bound {
+                let Some((old, _)) = self.sessions.pop_first() else {
+                    break;
+                };
+                self.closed_order.retain(|n| *n != old);
+                self.forget_figures(old);
+            }
+        }
+        if over(self.transcripts.len())
+            || over(self.session_samples.len())
+            || over(self.progress_totals.len())
+            || over(self.last_activity.len())
+            || over(self.clients_gone.len())
+            || over(self.transcript_dropped.len())
+            || over(self.journal.sessions())
+            || over(self.timelines.open_sessions())
+        {
+            let mut numbers: Vec<u64> = self
+                .transcripts
+                .keys()
+                .chain(self.session_samples.keys())
+                .chain(self.progress_totals.keys())
+                .chain(self.last_activity.keys())
+                .copied()
+                .filter(|n| !self.sessions.contains_key(n))
+                .collect();
+            numbers.sort_unstable();
+            numbers.dedup();
+            let unlisted = numbers.len();
+            for old in numbers
+                .into_iter()
+                .take(unlisted.saturating_sub(SESSIONS_TRACKED / 2))
+            {
+                self.forget_figures(old);
+            }
+            trim_lowest(&mut self.clients_gone, bound);
+            trim_lowest(&mut self.transcript_dropped, bound);
+            self.journal.keep_at_most(bound);
+            self.timelines.keep_open_at_most(bound);
         }
     }
 
@@ -140,6 +211,7 @@ impl ConsoleState {
         for number in gone {
             self.close_row(number, "gone".into(), now);
         }
+        self.live_open = open.len();
         for row in open {
             self.sessions.insert(row.number, row);
         }
@@ -180,5 +252,12 @@ impl ConsoleState {
     /// One session's row.
     pub fn session(&self, number: u64) -> Option<&SessionRow> {
         self.sessions.get(&number)
+    }
+}
+
+/// Forgets the lowest-numbered entries of a per-session map beyond `bound`.
+fn trim_lowest<V>(map: &mut BTreeMap<u64, V>, bound: usize) {
+    while map.len() > bound {
+        map.pop_first();
     }
 }

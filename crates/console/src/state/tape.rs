@@ -1,10 +1,29 @@
 //! A replay's tape: the events of an events file and where the console stands in them; `[`/`]`
-//! step turn end by turn end and `,`/`.` step inside a turn, each step folding the events again
-//! up to there into a fresh [`ConsoleState`].
+//! step turn end by turn end and `,`/`.` step inside a turn.
+//!
+//! A step costs the events between the two places, never a fold from the file's start: on, the
+//! events are folded into the state shown; back, the state is taken from the nearest earlier
+//! checkpoint and folded on from there. Checkpoints are copies of the state (sharing the kept
+//! events), bounded in number: [`SEGMENTS`] coarse ones split the file into segments, and
+//! within the segment where the console stands [`NEAR_KEPT`] near ones, at least
+//! [`CHECKPOINT_GAP`] events apart. A step back folds at most one near gap (plus the step);
+//! entering another segment backwards folds that segment once. For files up to
+//! `SEGMENTS × NEAR_KEPT × CHECKPOINT_GAP` events (about 262,000) a step back folds at most
+//! [`CHECKPOINT_GAP`] events more than the step itself; beyond, the gaps grow with the file
+//! (1/256 of it) so that memory stays bounded.
+
+use std::collections::BTreeMap;
 
 use turnscope::observe::Event;
 
 use super::ConsoleState;
+
+/// Events between the closest checkpoints.
+pub const CHECKPOINT_GAP: usize = 1024;
+/// Most coarse checkpoints (segments of the file).
+pub const SEGMENTS: usize = 16;
+/// Most near checkpoints, within one segment.
+pub const NEAR_KEPT: usize = 16;
 
 /// A replay's events and where the console stands in them.
 pub struct Tape {
@@ -19,6 +38,18 @@ pub struct Tape {
     /// Where the console stands, for the header.
     pub label: String,
     blank: ConsoleState,
+    /// Events per segment.
+    segment: usize,
+    /// Events between near checkpoints.
+    gap: usize,
+    /// The state at the start of each segment but the first (which starts blank).
+    coarse: Vec<ConsoleState>,
+    /// The segment the near checkpoints belong to.
+    near_segment: usize,
+    /// States within that segment, by event count.
+    near: BTreeMap<usize, ConsoleState>,
+    /// Events folded since the tape was made (for the tests of a step's cost).
+    pub folded: u64,
 }
 
 /// A few words on an event the tape can stop after, or `None` when it is not a stop.
@@ -43,14 +74,26 @@ fn stop_words(event: &Event) -> Option<String> {
     })
 }
 
+fn is_stop(event: &Event) -> bool {
+    match event {
+        Event::TurnStarted { .. }
+        | Event::ModelRequest { .. }
+        | Event::ToolCall(_)
+        | Event::TurnEnded(_) => true,
+        Event::Frame(f) => f.name == "TextPiece" && f.to == "output",
+        _ => false,
+    }
+}
+
 impl Tape {
-    /// A tape over `events`, folded from `blank` (the header and notes a replay starts with).
-    pub fn new(events: Vec<Event>, blank: ConsoleState) -> Tape {
+    /// A tape over `events`, folded from `blank` (the header and notes a replay starts with),
+    /// and the state at its end, where a replay opens.
+    pub fn new(events: Vec<Event>, blank: ConsoleState) -> (Tape, ConsoleState) {
         let end = events.len();
         let mut turn_ends = Vec::new();
         let mut fine = Vec::new();
         for (i, e) in events.iter().enumerate() {
-            if stop_words(e).is_some() {
+            if is_stop(e) {
                 fine.push(i + 1);
             }
             if matches!(e, Event::TurnEnded(_)) {
@@ -62,16 +105,33 @@ impl Tape {
                 stops.push(end);
             }
         }
+        let segment = end.div_ceil(SEGMENTS).max(NEAR_KEPT * CHECKPOINT_GAP);
         let mut tape = Tape {
             events,
             turn_ends,
             fine,
-            pos: end,
+            pos: 0,
             label: String::new(),
-            blank,
+            blank: blank.clone(),
+            segment,
+            gap: segment / NEAR_KEPT,
+            coarse: Vec::new(),
+            near_segment: 0,
+            near: BTreeMap::new(),
+            folded: 0,
         };
+        let mut state = tape.fresh();
+        tape.fold(&mut state, 0, end);
+        tape.pos = end;
+        state.age_rows();
         tape.relabel();
-        tape
+        (tape, state)
+    }
+
+    fn fresh(&self) -> ConsoleState {
+        let mut state = ConsoleState::with_budget(self.blank.header.clone(), self.blank.budget());
+        state.tools_note = self.blank.tools_note.clone();
+        state
     }
 
     /// How many turn-end stops (the file's end included).
@@ -79,28 +139,84 @@ impl Tape {
         self.turn_ends.len()
     }
 
-    /// Moves `delta` turn ends; `false` when it could not move.
-    pub fn step(&mut self, delta: isize) -> bool {
+    /// Moves `delta` turn ends, folding `state` (the one shown, at `pos`) to there; `false`
+    /// when it could not move.
+    pub fn step(&mut self, delta: isize, state: &mut ConsoleState) -> bool {
         let to = next_stop(&self.turn_ends, self.pos, delta);
-        self.go(to)
+        self.go(to, state)
     }
 
     /// Moves `delta` steps inside turns (pieces, tool calls, requests); `false` when it
     /// could not move.
-    pub fn scrub(&mut self, delta: isize) -> bool {
+    pub fn scrub(&mut self, delta: isize, state: &mut ConsoleState) -> bool {
         let to = next_stop(&self.fine, self.pos, delta);
-        self.go(to)
+        self.go(to, state)
     }
 
-    fn go(&mut self, to: Option<usize>) -> bool {
-        match to {
-            Some(pos) if pos != self.pos => {
-                self.pos = pos;
-                self.relabel();
-                true
-            }
-            _ => false,
+    fn go(&mut self, to: Option<usize>, state: &mut ConsoleState) -> bool {
+        let Some(to) = to.filter(|to| *to != self.pos) else {
+            return false;
+        };
+        let k = to / self.segment;
+        if self.near_segment != k {
+            self.near.clear();
+            self.near_segment = k;
         }
+        // The latest checkpoint at or before `to`, unless the state shown is nearer.
+        let start = k * self.segment;
+        let (from, base) = match self.near.range(..=to).next_back() {
+            Some((at, s)) => (*at, Some(s)),
+            None => (start, k.checked_sub(1).and_then(|i| self.coarse.get(i))),
+        };
+        let from = if self.pos < to && self.pos >= from {
+            self.pos
+        } else {
+            *state = match base {
+                Some(s) => s.clone(),
+                None if from == 0 => self.fresh(),
+                // A segment's coarse checkpoint is always made by the first fold.
+                None => return false,
+            };
+            from
+        };
+        self.fold(state, from, to);
+        self.pos = to;
+        state.age_rows();
+        self.relabel();
+        true
+    }
+
+    /// Folds events `from..to` into `state`, leaving a coarse checkpoint at each segment's
+    /// start the first time, and near ones every gap within the segment of the near ones.
+    fn fold(&mut self, state: &mut ConsoleState, from: usize, to: usize) {
+        for at in from..to {
+            state.apply(&self.events[at]);
+            self.folded += 1;
+            let done = at + 1;
+            if done.is_multiple_of(self.segment) {
+                let k = done / self.segment;
+                if self.coarse.len() < k {
+                    self.coarse.push(state.clone());
+                }
+                self.near.clear();
+                self.near_segment = k;
+            } else if done.is_multiple_of(self.gap)
+                && done / self.segment == self.near_segment
+                && !self.near.contains_key(&done)
+            {
+                self.near.insert(done, state.clone());
+            }
+        }
+    }
+
+    /// How many checkpoints are kept.
+    pub fn checkpoints(&self) -> usize {
+        self.coarse.len() + self.near.len()
+    }
+
+    /// Where the near checkpoints are (event counts), for a failing test to say.
+    pub fn checkpoint_places(&self) -> Vec<usize> {
+        self.near.keys().copied().collect()
     }
 
     fn relabel(&mut self) {
@@ -126,27 +242,18 @@ impl Tape {
             )
         };
     }
-
-    /// The state folded up to where the tape stands.
-    pub fn state(&self) -> ConsoleState {
-        let mut state = ConsoleState::new(self.blank.header.clone());
-        state.tools_note = self.blank.tools_note.clone();
-        for event in &self.events[..self.pos] {
-            state.apply(event);
-        }
-        state.age_rows();
-        state
-    }
 }
 
 /// The first stop after `pos` (`delta` > 0) or the last one before it; `None` past the ends.
 fn next_stop(stops: &[usize], pos: usize, delta: isize) -> Option<usize> {
     let mut at = pos;
     for _ in 0..delta.unsigned_abs() {
+        let i = stops.partition_point(|s| *s <= at);
         at = if delta > 0 {
-            *stops.iter().find(|s| **s > at)?
+            *stops.get(i)?
         } else {
-            *stops.iter().rev().find(|s| **s < at)?
+            let before = stops.partition_point(|s| *s < at);
+            *stops.get(before.checked_sub(1)?)?
         };
     }
     Some(at)

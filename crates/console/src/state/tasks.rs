@@ -68,7 +68,7 @@ impl TaskView {
 }
 
 /// Every kept task, by (session, turn).
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Tasks {
     by_turn: BTreeMap<(u64, u64), TaskView>,
     by_id: HashMap<String, (u64, u64)>,

@@ -35,6 +35,7 @@ impl ConsoleState {
         }
         let file = TestFile {
             cases: vec![case_from_turns(&format!("session {session}"), &turns)],
+            ..TestFile::default()
         };
         render(
             &file,

@@ -1,5 +1,5 @@
-//! Times as the panes print them: a wall-clock time of day for the Log, a frame's time since
-//! its session opened in a fixed width, a time since the first event.
+//! Times as the panes print them: a wall-clock time of day (UTC) for the Log and MCP panes, and
+//! a time since its session opened in a fixed width for the Frames and Progress panes.
 
 use super::ConsoleState;
 
@@ -30,13 +30,6 @@ impl ConsoleState {
             .or(self.base_us)
             .unwrap_or(at_us);
         fixed_offset(at_us.saturating_sub(base))
-    }
-
-    /// A time as seconds since the first event: `+12.345s`.
-    pub fn relative(&self, at_us: u64) -> String {
-        let base = self.base_us.unwrap_or(at_us);
-        let d = at_us.saturating_sub(base);
-        format!("+{}.{:03}s", d / 1_000_000, (d / 1_000) % 1_000)
     }
 }
 

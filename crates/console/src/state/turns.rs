@@ -5,6 +5,7 @@
 use turnscope::observe::ModelResponseInfo;
 use turnscope::observe::event::{ToolCallEvent, TurnEndEvent};
 
+use super::budget::{Part, turn_bytes};
 use super::journal::{Entry, Level};
 use super::{Activity, ConsoleState, TURNS_KEPT, ToolLine, TurnView};
 
@@ -13,14 +14,21 @@ impl ConsoleState {
     pub(super) fn on_turn_started(&mut self, session: &u64, turn: &u64, line: &str, at_us: &u64) {
         self.saw_time(*at_us);
         let turns = self.transcripts.entry(*session).or_default();
+        let mut freed = 0;
         if turns.len() == TURNS_KEPT {
-            turns.remove(0);
+            freed = turn_bytes(&turns.remove(0));
         }
-        turns.push(TurnView {
+        let view = TurnView {
             id: *turn,
             line: line.to_string(),
             ..TurnView::default()
-        });
+        };
+        let size = turn_bytes(&view);
+        turns.push(view);
+        self.transcript_bytes -= freed;
+        self.transcript_order.push_back((*session, *turn));
+        self.compact_transcript_order();
+        self.transcript_grew(size);
         self.timelines.started(*session, *turn, *at_us);
         self.touch(*session, *at_us);
         // Someone speaks into it again: no longer a session nobody holds.
@@ -39,10 +47,15 @@ impl ConsoleState {
         self.timelines
             .ended((t.session, t.turn), &t.reason, t.total_us);
         if let Some(view) = self.turn_mut(t.session, t.turn) {
+            let before = view.end.as_ref().map_or(0, String::len);
             view.end = Some(t.reason.clone());
             view.rounds = t.rounds;
             view.first_piece_us = t.first_piece_us;
             view.total_us = Some(t.total_us);
+            if t.config_version.is_some() {
+                view.config_version = t.config_version;
+            }
+            self.transcript_grew(t.reason.len().saturating_sub(before));
         }
         if let Some(row) = self.sessions.get_mut(&t.session)
             && !row.is_closed()
@@ -63,7 +76,7 @@ impl ConsoleState {
     /// A tool call finished (or failed).
     pub(super) fn on_tool_call(&mut self, c: &ToolCallEvent) {
         if c.started_us != 0 {
-            self.touch(c.session, c.started_us + c.duration_us);
+            self.touch(c.session, c.started_us.saturating_add(c.duration_us));
         }
         self.timelines.call(
             (c.session, c.turn),
@@ -76,7 +89,7 @@ impl ConsoleState {
             let at = if c.started_us == 0 {
                 self.now_us
             } else {
-                c.started_us + c.duration_us
+                c.started_us.saturating_add(c.duration_us)
             };
             self.journal.push(Entry {
                 at_us: at,
@@ -88,6 +101,7 @@ impl ConsoleState {
             });
         }
         if let Some(view) = self.turn_mut(c.session, c.turn) {
+            let before = turn_bytes(view);
             view.tools.push(ToolLine {
                 name: c.name.clone(),
                 arguments: c.arguments.clone(),
@@ -97,6 +111,8 @@ impl ConsoleState {
                 error: c.error.is_some(),
                 running: false,
             });
+            let grown = turn_bytes(view) - before;
+            self.transcript_grew(grown);
         }
         if c.session != 0 {
             self.session_samples
@@ -128,7 +144,7 @@ impl ConsoleState {
                 at_us: if *at_us == 0 {
                     self.now_us
                 } else {
-                    at_us + total_us
+                    at_us.saturating_add(*total_us)
                 },
                 level: Level::Error,
                 session: (*session != 0).then_some(*session),
@@ -154,8 +170,57 @@ impl ConsoleState {
             if let Some(u) = &response.usage {
                 view.usage.get_or_insert_default().add(u);
             }
-            view.reasoning_bytes += response.reasoning_bytes;
+            view.reasoning_bytes = view
+                .reasoning_bytes
+                .saturating_add(response.reasoning_bytes);
         }
+    }
+
+    /// The transcripts grew by `delta` bytes: the oldest turns go while over their share.
+    pub(super) fn transcript_grew(&mut self, delta: usize) {
+        self.transcript_bytes += delta;
+        self.trim_transcripts();
+    }
+
+    /// Drops the oldest turns (of any session) while the transcripts are over their share,
+    /// keeping the newest.
+    pub(super) fn trim_transcripts(&mut self) {
+        let share = self.budget.share(Part::Transcripts);
+        while self.transcript_bytes > share && self.transcript_order.len() > 1 {
+            let Some((session, turn)) = self.transcript_order.pop_front() else {
+                break;
+            };
+            let Some(turns) = self.transcripts.get_mut(&session) else {
+                continue;
+            };
+            let Some(at) = turns.iter().position(|t| t.id == turn) else {
+                continue;
+            };
+            let gone = turns.remove(at);
+            self.transcript_bytes -= turn_bytes(&gone);
+            *self.transcript_dropped.entry(session).or_default() += 1;
+        }
+    }
+
+    /// Forgets the order of turns no longer kept once it is mostly stale (a session's turns
+    /// dropped by `TURNS_KEPT`, a session forgotten), so the order stays bounded too.
+    fn compact_transcript_order(&mut self) {
+        let kept: usize = self.transcripts.values().map(Vec::len).sum();
+        if self.transcript_order.len() > 2 * kept + 64 {
+            let transcripts = &self.transcripts;
+            self.transcript_order.retain(|(s, t)| {
+                transcripts
+                    .get(s)
+                    .is_some_and(|turns| turns.iter().any(|v| v.id == *t))
+            });
+        }
+    }
+
+    /// The bytes of `session`'s transcript.
+    pub(super) fn transcript_bytes_of(&self, session: u64) -> usize {
+        self.transcripts
+            .get(&session)
+            .map_or(0, |turns| turns.iter().map(turn_bytes).sum())
     }
 
     pub(super) fn turn_mut(&mut self, session: u64, turn: u64) -> Option<&mut TurnView> {

@@ -137,6 +137,7 @@ impl Script {
             tool_calls: tools,
             first_piece_us: Some(first),
             total_us: total,
+            ..TurnEndEvent::default()
         }));
     }
 }
@@ -371,9 +372,11 @@ pub fn state() -> ConsoleState {
     let mut state = ConsoleState::new(Header {
         mcp_url: Some("http://127.0.0.1:7870/mcp".into()),
         model: "embedded scripted model (http://127.0.0.1:7861/v1)".into(),
+        model_short: Some("scripted".into()),
         bridges: "none".into(),
         source: Source::Live,
         replica: None,
+        ..Header::default()
     });
     for event in events() {
         state.apply(&event);
@@ -477,7 +480,7 @@ fn info(finish: &str, prompt: u64, completion: u64) -> turnscope::observe::Model
         model: Some("turnscope-scripted".into()),
         response_id: Some("chatcmpl-turnscope".into()),
         status: Some(200),
-        first_byte_us: Some(2 * MS),
+        headers_us: Some(2 * MS),
         ..Default::default()
     }
 }

@@ -59,6 +59,7 @@ fn reply(turn: Option<u64>, text: &str, end: Option<&str>, error: Option<&str>) 
         unread: None,
         usage: None,
         finish_reason: None,
+        config_version: None,
         line: None,
     }
 }
@@ -524,8 +525,52 @@ fn a_replay_is_read_only() {
     c.focus = PaneId::Sessions;
     assert_eq!(press(&mut c, KeyCode::Enter), None);
     assert_eq!(press(&mut c, KeyCode::Char('i')), None);
+    assert_eq!(
+        press(&mut c, KeyCode::Char('R')),
+        None,
+        "no config to reload"
+    );
     press(&mut c, KeyCode::Char('3'));
     assert_ne!(c.focus, PaneId::Input);
+}
+
+#[test]
+fn capital_r_reloads_the_config_from_the_panes_and_types_in_the_input_line() {
+    let mut c = console();
+    press(&mut c, KeyCode::Char('R'));
+    assert_eq!(c.input.lines(), ["R"], "in the input line it is a letter");
+    press(&mut c, KeyCode::Esc);
+    assert_eq!(
+        press(&mut c, KeyCode::Char('R')),
+        Some(Action::ReloadConfig)
+    );
+    assert!(c.notice.as_ref().is_some_and(|n| !n.error));
+}
+
+#[test]
+fn a_folded_reload_is_told_once_in_the_notice() {
+    use turnscope::observe::ConfigReloadEvent;
+    let mut c = console();
+    let refused = ConfigReloadEvent {
+        version: 1,
+        outcome: "refused".into(),
+        cause: "file".into(),
+        error: Some("turnscope.toml:3:13: bot.round_cap: invalid value".into()),
+        ..ConfigReloadEvent::default()
+    };
+    c.state.apply(&Event::ConfigReload(refused));
+    c.notice_reloads();
+    let notice = c.notice.clone().expect("a notice");
+    assert!(notice.error);
+    assert_eq!(
+        notice.text,
+        "config refused: turnscope.toml:3:13: bot.round_cap: invalid value"
+    );
+    c.notice = None;
+    c.notice_reloads();
+    assert!(c.notice.is_none(), "told once");
+    let mark = c.state.header.config.clone().unwrap();
+    assert_eq!((mark.version, mark.outcome.as_str()), (1, "refused"));
 }
 
 #[test]
@@ -740,5 +785,51 @@ fn a_replay_neither_calls_tools_nor_resends() {
     assert_eq!(
         c.key_owner(),
         crate::view::keys::KeyOwner::Pane(PaneId::Tools)
+    );
+}
+
+#[test]
+fn the_help_opens_at_its_top_each_time() {
+    let mut c = console();
+    press(&mut c, KeyCode::F(1));
+    assert!(c.help.open);
+    press(&mut c, KeyCode::Down);
+    press(&mut c, KeyCode::Down);
+    assert_eq!(c.help.scroll.get(), 2);
+    press(&mut c, KeyCode::Esc);
+    press(&mut c, KeyCode::F(1));
+    assert_eq!(c.help.scroll.get(), 0, "not where it was left");
+}
+
+/// In a replay, `,` and `.` step inside the turn while the turn view shows it, and the view
+/// follows the newest turn it showed (its waterfall part way through).
+#[test]
+fn a_replay_scrubs_inside_the_turn_the_turn_view_shows() {
+    let text: String = crate::tests::fixture::events()
+        .iter()
+        .map(|e| serde_json::to_string(e).expect("event serialises") + "\n")
+        .collect();
+    let mut c = crate::run::replay::console_of(&text, "run.jsonl", crate::theme::Theme::default())
+        .expect("replay");
+    c.selected = Some(1);
+    press(&mut c, KeyCode::Char('['));
+    press(&mut c, KeyCode::Char('['));
+    press(&mut c, KeyCode::Char('w'));
+    assert_eq!(c.turn_view.as_ref().map(|p| p.turn), Some(1));
+    press(&mut c, KeyCode::Char('.'));
+    assert!(c.turn_view.is_some(), "the view stays open");
+    let pick = c.turn_view.as_ref().expect("open");
+    assert_eq!(
+        pick.turn, 2,
+        "it showed the newest turn, so it follows turn 2"
+    );
+    let tl = c.state.timelines.get(1, 2).expect("turn 2's timeline");
+    assert_eq!(tl.end, None, "part way through");
+    assert!(tl.in_flight().is_some(), "its model request has its bar");
+    press(&mut c, KeyCode::Char(','));
+    assert_eq!(
+        c.turn_view.as_ref().map(|p| p.turn),
+        Some(1),
+        "back before turn 2 started, the newest is turn 1 again"
     );
 }

@@ -5,6 +5,7 @@ use insta::assert_snapshot;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::layout::Rect;
+use turnscope::observe::wire::{McpExchange, McpMessage};
 
 use crate::view::console::Console;
 
@@ -79,7 +80,9 @@ fn input_pane_with_text_and_error_notice() {
         Err("sessions: no free session. This server holds 32 open sessions, its cap.".into()),
     );
     c.chat_started(1);
-    let t = render(72, 4, &c, panes::input::draw);
+    // The notice is drawn over the screen's bottom right, not on the pane's border.
+    c.before_draw();
+    let t = render(72, 12, &c, |f, _, c| crate::draw::draw(f, c));
     assert_snapshot!(t.backend());
 }
 
@@ -419,4 +422,140 @@ fn a_turn_that_became_a_task_in_the_transcript_turn_view_and_mcp_pane() {
     c.focus_pane(PaneId::Mcp);
     let t = render(160, 48, &c, |f, _, c| crate::draw::draw(f, c));
     assert_snapshot!("task_mcp_pane_160x48", t.backend());
+}
+
+/// The store is the first thing a narrow header leaves out (the ready line and `/healthz` name
+/// it too), so this header is wide enough for everything.
+#[test]
+fn the_header_names_the_store_by_its_file() {
+    let mut c = console();
+    c.state.header.store =
+        Some("sqlite:/home/ada/.local/state/turnscope/sessions-127.0.0.1-7870.sqlite3".into());
+    let t = render(220, 2, &c, panes::bars::header);
+    let first: String = (0..220)
+        .map(|x| t.backend().buffer()[(x, 0)].symbol().to_string())
+        .collect();
+    assert!(
+        first.contains("store sessions-127.0.0.1-7870.sqlite3  model "),
+        "{first}"
+    );
+    c.state.header.store = Some("memory".into());
+    let t = render(220, 2, &c, panes::bars::header);
+    let first: String = (0..220)
+        .map(|x| t.backend().buffer()[(x, 0)].symbol().to_string())
+        .collect();
+    assert!(first.contains("store memory  model "), "{first}");
+}
+
+/// A task's polls stay under the `chat` that created it when only the end of the list fits:
+/// the pane places the exchanges by their rows, the polls' lines counted with their call's.
+#[test]
+fn a_tasks_polls_sit_under_its_chat_at_the_bottom_of_a_short_pane() {
+    let mut c = crate::tests::fixture::console_with_a_task();
+    c.focus_pane(PaneId::Mcp);
+    let t = render(120, 8, &c, panes::mcp::draw);
+    let lines: Vec<String> = t
+        .backend()
+        .to_string()
+        .lines()
+        .map(|l| l.trim_matches('"').trim_end().to_string())
+        .collect();
+    assert!(lines[0].starts_with("9 of 9 exchanges"), "{lines:#?}");
+    assert!(
+        !lines.iter().any(|l| l.contains("POST tasks/")),
+        "no poll listed on its own: {lines:#?}"
+    );
+    let chat = lines
+        .iter()
+        .position(|l| l.contains("22:13:31.000 claude-code POST tools/call chat"))
+        .unwrap_or_else(|| panic!("the task's chat is on screen: {lines:#?}"));
+    assert!(
+        lines[chat + 2].contains(r#""resultType":"task""#),
+        "{lines:#?}"
+    );
+    assert!(
+        lines[chat + 3].contains("↻ task 4f1e2d3c · tasks/get ×3 working"),
+        "{lines:#?}"
+    );
+    assert!(
+        lines[chat + 4].contains("↻ task 4f1e2d3c · 22:13:37.000 tasks/get completed"),
+        "{lines:#?}"
+    );
+    assert_eq!(
+        chat + 6,
+        lines.len(),
+        "the poll's answer is the last line: {lines:#?}"
+    );
+    assert!(lines[chat + 5].contains(r#"{"id":8"#), "{lines:#?}");
+    // Picked while the pane shows the top, the chat comes into view with all its polls.
+    c.mcp.cursor = Some(0);
+    let _ = render(120, 8, &c, panes::mcp::draw);
+    let newest = c.mcp.listed(c.state.wire.exchanges()).back().copied();
+    c.mcp.cursor = newest;
+    let t = render(120, 8, &c, panes::mcp::draw);
+    let screen: Vec<String> = t
+        .backend()
+        .to_string()
+        .lines()
+        .map(|l| l.trim_matches('"').trim_end().to_string())
+        .collect();
+    assert!(
+        screen[1].contains("22:13:31.000 claude-code POST tools/call chat"),
+        "{screen:#?}"
+    );
+    assert!(screen[6].contains(r#"{"id":8"#), "{screen:#?}");
+}
+
+/// A `tasks/*` exchange answered with `answer`.
+fn task_exchange(
+    method: &str,
+    request: serde_json::Value,
+    answer: serde_json::Value,
+) -> McpExchange {
+    McpExchange {
+        http_method: "POST".into(),
+        path: "/mcp".into(),
+        method: Some(method.into()),
+        request: Some(request),
+        status: 200,
+        messages: vec![McpMessage {
+            after_us: 10,
+            message: answer,
+        }],
+        complete: true,
+        ..Default::default()
+    }
+}
+
+/// The lines the listing counts for a task's polls as they arrive are the lines drawn.
+#[test]
+fn the_lines_counted_as_polls_arrive_are_the_lines_drawn() {
+    let poll = |method: &str, status: &str| {
+        task_exchange(
+            method,
+            serde_json::json!({"params": {"taskId": "0f1e2d3c…"}}),
+            serde_json::json!({"result": {"status": status}}),
+        )
+    };
+    let polls = [
+        poll("tasks/get", "working"),
+        poll("tasks/get", "working"),
+        poll("tasks/get", "input_required"),
+        poll("tasks/get", "completed"),
+        poll("tasks/get", "completed"),
+        poll("tasks/result", "completed"),
+        poll("tasks/cancel", "cancelled"),
+    ];
+    let c = console();
+    let mut folded = crate::view::task_polls::TaskPolls::default();
+    for (i, x) in polls.iter().enumerate() {
+        folded.push(i as u64, x);
+        let so_far: Vec<&McpExchange> = polls[..=i].iter().collect();
+        assert_eq!(
+            folded.rows(),
+            panes::mcp_tasks::lines(&c, "0f1e2d3c", &so_far, 160).len(),
+            "after {} polls",
+            i + 1
+        );
+    }
 }

@@ -130,7 +130,7 @@ fn frames_are_kept_up_to_the_bound_and_evictions_counted() {
         s.apply(&frame(n));
     }
     assert_eq!(s.frames().len(), FRAMES_KEPT);
-    assert_eq!(s.frames_evicted, 25);
+    assert_eq!(s.frames_evicted(), 25);
     assert_eq!(s.frames_seen, FRAMES_KEPT as u64 + 25);
     assert_eq!(s.frames().front().unwrap().frame().id, 25);
     assert_eq!(s.events_seen, FRAMES_KEPT as u64 + 25);
@@ -404,12 +404,14 @@ fn a_turn_cut_by_the_token_limit_shows_length_with_its_tokens_and_reasoning() {
         tool_calls: 1,
         first_piece_us: Some(1_000),
         total_us: 20_000,
+        config_version: Some(3),
     }));
     let t = &s.transcript(3)[0];
     assert_eq!(t.end.as_deref(), Some("length"));
     let u = t.usage.expect("tokens summed over the turn's requests");
     assert_eq!((u.prompt_tokens, u.completion_tokens), (70, 69));
     assert_eq!(t.reasoning_bytes, 12);
+    assert_eq!(t.config_version, Some(3));
 }
 
 #[test]

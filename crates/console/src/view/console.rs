@@ -13,9 +13,10 @@ use super::hand_calls::Mode;
 use super::ids::PaneId;
 use super::keys::KeyOwner;
 use super::layout::Areas;
+use super::mcp::McpView;
 use super::nav::TurnPick;
 use super::panes::{
-    HelpView, InputLineView, LogView, McpView, ProgressView, StatsView, ToolsView, TranscriptView,
+    HelpView, InputLineView, LogView, ProgressView, StatsView, ToolsView, TranscriptView,
 };
 use super::resend::{RequestEditor, VariantsPick};
 use super::sessions::SessionList;
@@ -24,7 +25,12 @@ use crate::state::variants::Variants;
 use crate::state::{ConsoleState, FrameRow, SessionRow};
 use crate::theme::Theme;
 
-/// A message for the person, shown above the input line.
+/// What the empty input line says: keys typed go here until Esc. Short enough for the
+/// narrowest input pane (two columns at [`super::layout::WIDE`]), so it is never cut mid-word;
+/// the pane's title names the session the line goes to.
+pub const PLACEHOLDER: &str = "Type a line; Enter sends · Esc: panes' keys";
+
+/// A message for the person, shown over the bottom right of the screen for a few seconds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Notice {
     /// The text.
@@ -91,6 +97,8 @@ pub struct Console {
     pub variants_view: Option<VariantsPick>,
     /// Every variant sent from here.
     pub variants: Variants,
+    /// Config reloads already told in a notice.
+    reloads_noticed: u64,
 }
 
 impl Console {
@@ -99,7 +107,7 @@ impl Console {
         let mut input = TextArea::default();
         input.set_wrap_mode(WrapMode::WordOrGlyph);
         input.set_cursor_line_style(Style::new());
-        input.set_placeholder_text("Type a line for the selected session; Enter sends");
+        input.set_placeholder_text(PLACEHOLDER);
         Self {
             state,
             theme,
@@ -133,6 +141,22 @@ impl Console {
             editor: None,
             variants_view: None,
             variants: Variants::default(),
+            reloads_noticed: 0,
+        }
+    }
+
+    /// Tells the latest config reload in the notice, once, when one was folded in since the
+    /// last call (a live console: whatever asked for it, the file, SIGHUP or `R`).
+    pub fn notice_reloads(&mut self) {
+        if self.state.reloads_seen == self.reloads_noticed {
+            return;
+        }
+        self.reloads_noticed = self.state.reloads_seen;
+        if let Some(r) = &self.state.last_reload {
+            self.notice = Some(Notice {
+                text: r.notice(),
+                error: r.is_refused(),
+            });
         }
     }
 
@@ -141,7 +165,8 @@ impl Console {
         let focused = self.focus == PaneId::Input
             && !self.read_only
             && !self.help.open
-            && self.frames.editing.is_none();
+            && self.frames.editing.is_none()
+            && self.mcp.editing.is_none();
         let cursor = if focused {
             Style::new().add_modifier(Modifier::REVERSED)
         } else {
@@ -160,13 +185,12 @@ impl Console {
             .iter()
             .map(|r| (r.number, r.is_closed()))
             .collect();
-        // The person's own session just opened, its opening not yet folded in (an attached
-        // console hears of it over the event stream, after the answer to its own request):
-        // newer than every session seen, so kept rather than moved to the first row.
-        let newest_seen = self.state.session_rows().iter().map(|r| r.number).max();
-        let own_on_its_way =
-            self.selected.is_some() && self.selected == self.own && self.selected > newest_seen;
-        let valid = own_on_its_way || self.selected.is_some_and(|n| rows.iter().any(|r| r.0 == n));
+        // The person's own session stays selected while its opening is on its way (an attached
+        // console learns the number from `start` before the event stream brings the row).
+        let valid = self.selected.is_some_and(|n| {
+            rows.iter().any(|r| r.0 == n)
+                || (Some(n) == self.own && self.state.session(n).is_none())
+        });
         // A filter that matches nothing keeps the selection it had.
         if !valid && !rows.is_empty() {
             self.selected = self
@@ -191,9 +215,12 @@ impl Console {
             KeyOwner::Variants
         } else if self.turn_view.is_some() {
             KeyOwner::TurnView
+        } else if self.mcp.detail.is_some() {
+            KeyOwner::McpDetail
         } else if self.frames.detail {
             KeyOwner::FrameDetail
         } else if self.frames.editing.is_some()
+            || self.mcp.editing.is_some()
             || self.transcript.search_editing.is_some()
             || self.sessions_list.editing.is_some()
         {

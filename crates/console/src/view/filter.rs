@@ -20,53 +20,73 @@ enum Field {
     Any,
 }
 
+/// One term of a typed filter line: the field it names (`F::Any`-like when free text), the
+/// value in lower case, and whether it keeps what does NOT match.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Term {
-    field: Field,
-    value: String,
-    negate: bool,
+pub struct Term<F> {
+    /// The field named, or the caller's "anywhere".
+    pub field: F,
+    /// The value, lower case.
+    pub value: String,
+    /// `!term` or `-term`.
+    pub negate: bool,
 }
 
 /// A parsed filter; the empty filter keeps everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FrameFilter {
     text: String,
-    terms: Vec<Term>,
+    terms: Vec<Term<Field>>,
+}
+
+/// A filter line's terms, the grammar every typed filter shares: terms split at spaces, `!`
+/// (or `-`) before one negates it, `field:value` names a field that `field_of` knows (by its
+/// lower-case name), anything else is free text (`any`); values compare in lower case.
+pub fn parse_terms<F: Copy>(
+    text: &str,
+    any: F,
+    field_of: impl Fn(&str) -> Option<F>,
+) -> Vec<Term<F>> {
+    text.split_whitespace()
+        .filter_map(|raw| {
+            let (negate, rest) = match raw.strip_prefix(['!', '-']) {
+                Some(rest) => (true, rest),
+                None => (false, raw),
+            };
+            if rest.is_empty() {
+                return None;
+            }
+            let (field, value) = match rest.split_once(':') {
+                Some((f, v)) => match field_of(&f.to_ascii_lowercase()) {
+                    Some(field) => (field, v),
+                    None => (any, rest),
+                },
+                None => (any, rest),
+            };
+            Some(Term {
+                field,
+                value: value.to_lowercase(),
+                negate,
+            })
+        })
+        .collect()
 }
 
 impl FrameFilter {
     /// Parses a filter line. Unknown `field:` prefixes are taken as free text.
     pub fn parse(text: &str) -> FrameFilter {
-        let terms = text
-            .split_whitespace()
-            .filter_map(|raw| {
-                let (negate, rest) = match raw.strip_prefix(['!', '-']) {
-                    Some(rest) => (true, rest),
-                    None => (false, raw),
-                };
-                if rest.is_empty() {
-                    return None;
-                }
-                let (field, value) = match rest.split_once(':') {
-                    Some((f, v)) => match f.to_ascii_lowercase().as_str() {
-                        "kind" | "k" => (Field::Kind, v),
-                        "name" | "n" => (Field::Name, v),
-                        "dir" | "d" => (Field::Dir, v),
-                        "from" => (Field::From, v),
-                        "to" => (Field::To, v),
-                        "turn" | "t" => (Field::Turn, v),
-                        "session" | "s" => (Field::Session, v),
-                        _ => (Field::Any, rest),
-                    },
-                    None => (Field::Any, rest),
-                };
-                Some(Term {
-                    field,
-                    value: value.to_lowercase(),
-                    negate,
-                })
+        let terms = parse_terms(text, Field::Any, |f| {
+            Some(match f {
+                "kind" | "k" => Field::Kind,
+                "name" | "n" => Field::Name,
+                "dir" | "d" => Field::Dir,
+                "from" => Field::From,
+                "to" => Field::To,
+                "turn" | "t" => Field::Turn,
+                "session" | "s" => Field::Session,
+                _ => return None,
             })
-            .collect();
+        });
         FrameFilter {
             text: text.to_string(),
             terms,
@@ -101,7 +121,7 @@ fn contains(haystack: &str, needle: &str) -> bool {
     }
 }
 
-impl Term {
+impl Term<Field> {
     fn matches(&self, f: &FrameEvent) -> bool {
         let v = self.value.as_str();
         match self.field {

@@ -1,7 +1,12 @@
 //! The Frames pane's view state: which frames it lists (scope, filter, pause), the turn
 //! boundaries between them, and the cursor that follows the newest frame or stays put.
+//!
+//! The lines are kept between draws and extended as frames arrive (each frame is matched
+//! once), shifted as the oldest leave, and built anew only when the scope or the filter
+//! changes: an idle screen costs nothing to list.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashSet;
 
 use crate::state::{ConsoleState, FrameRow};
 use crate::view::filter::FrameFilter;
@@ -39,6 +44,26 @@ pub struct FramesView {
     pub detail: bool,
     /// Whether every link crossing gets a row (else one row per frame, its path folded in).
     pub per_link: bool,
+    /// The lines as last listed, extended and shifted as frames come and go.
+    cache: RefCell<LinesCache>,
+}
+
+/// What the lines were listed with, and how far.
+#[derive(Debug, Default)]
+struct LinesCache {
+    /// Filter text, all sessions, the selected session, per link, paused.
+    key: (String, bool, Option<u64>, bool, bool),
+    lines: Vec<FrameLine>,
+    /// The arrival number of the source's first frame when the indices in `lines` were set.
+    first_seq: u64,
+    /// The arrival number after the last frame looked at.
+    next_seq: u64,
+    /// Frames already given a row, by (session, frame id).
+    seen: HashSet<(u64, u64)>,
+    /// (session, its last turn), newest first: few sessions, and the same ones repeat.
+    last_turn: Vec<(u64, u64)>,
+    /// Frames matched against the scope and the filter, in all (for the tests of its cost).
+    matched: u64,
 }
 
 /// How far after a frame's first crossing its other crossings are looked for: a frame's
@@ -76,6 +101,28 @@ impl<'a> FrameSource<'a> {
     }
 }
 
+impl LinesCache {
+    /// The source lost its `gone` oldest frames: their lines go (a boundary stays with the
+    /// first frame kept after it) and the other indices move down.
+    fn shift(&mut self, gone: usize) {
+        let keep_from = self
+            .lines
+            .iter()
+            .position(|l| matches!(l, FrameLine::Frame(i) if *i >= gone))
+            .unwrap_or(self.lines.len());
+        let start = match keep_from.checked_sub(1).map(|p| self.lines[p]) {
+            Some(FrameLine::Boundary { .. }) => keep_from - 1,
+            _ => keep_from,
+        };
+        self.lines.drain(..start);
+        for line in &mut self.lines {
+            if let FrameLine::Frame(i) = line {
+                *i -= gone;
+            }
+        }
+    }
+}
+
 impl FramesView {
     /// `p`: freezes a copy of the frames, or lets them flow again.
     pub fn toggle_pause(&mut self, state: &ConsoleState) {
@@ -98,45 +145,97 @@ impl FramesView {
     /// changes.
     pub fn lines(&self, state: &ConsoleState, selected: Option<u64>) -> Vec<FrameLine> {
         let source = self.source(state);
-        let mut lines = Vec::new();
-        // Frames already given a row, by (session, frame id).
-        let mut seen = std::collections::HashSet::new();
-        // (session, its last turn), newest first: few sessions, and the same ones repeat.
-        let mut last_turn: Vec<(u64, u64)> = Vec::new();
-        for i in 0..source.len() {
-            let row = source.get(i);
-            let f = row.frame();
-            if !self.all && Some(f.session) != selected {
-                continue;
-            }
-            if !self.filter.matches(f) {
-                continue;
-            }
-            if !self.per_link && !seen.insert((f.session, f.id)) {
-                continue;
-            }
-            // A boundary opens a turn newer than any seen for the session: frames of no turn
-            // (0) or of an older turn (an interrupt's flush) never draw it again.
-            let prev = match last_turn.iter().position(|(s, _)| *s == f.session) {
-                Some(at) => {
-                    let (_, turn) = last_turn.remove(at);
-                    last_turn.insert(0, (f.session, turn.max(f.turn)));
-                    Some(turn)
-                }
-                None => {
-                    last_turn.insert(0, (f.session, f.turn));
-                    None
-                }
+        let mut cache = self.cache.borrow_mut();
+        let key = (
+            self.filter.text().to_string(),
+            self.all,
+            if self.all { None } else { selected },
+            self.per_link,
+            self.paused.is_some(),
+        );
+        let (Some(first), Some(last)) = (
+            (!source.is_empty()).then(|| source.get(0).seq),
+            (!source.is_empty()).then(|| source.get(source.len() - 1).seq),
+        ) else {
+            *cache = LinesCache {
+                key,
+                ..LinesCache::default()
             };
-            if f.turn != 0 && prev.is_none_or(|p| f.turn > p) {
-                lines.push(FrameLine::Boundary {
-                    session: f.session,
-                    turn: f.turn,
-                });
-            }
-            lines.push(FrameLine::Frame(i));
+            return Vec::new();
+        };
+        // Frames only come at the end and leave at the start; anything else (a replay stepped
+        // back to an earlier state) lists them anew.
+        let stale = cache.key != key
+            || first < cache.first_seq
+            || cache.next_seq < first
+            || last + 1 < cache.next_seq
+            || cache.seen.len() > 4 * crate::state::FRAMES_KEPT;
+        if stale {
+            let matched = cache.matched;
+            *cache = LinesCache {
+                key,
+                first_seq: first,
+                next_seq: first,
+                matched,
+                ..LinesCache::default()
+            };
+        } else if first > cache.first_seq {
+            let gone = (first - cache.first_seq) as usize;
+            cache.shift(gone);
+            cache.first_seq = first;
         }
-        lines
+        for seq in cache.next_seq..=last {
+            let i = (seq - first) as usize;
+            self.list(&mut cache, i, source.get(i).frame(), selected);
+        }
+        cache.next_seq = last + 1;
+        cache.lines.clone()
+    }
+
+    /// Frames matched against the scope and the filter since the pane began (each once, unless
+    /// the scope or the filter changed).
+    pub fn matched(&self) -> u64 {
+        self.cache.borrow().matched
+    }
+
+    /// Lists frame `i` of the source when it passes the scope and the filter.
+    fn list(
+        &self,
+        cache: &mut LinesCache,
+        i: usize,
+        f: &turnscope::observe::FrameEvent,
+        selected: Option<u64>,
+    ) {
+        cache.matched += 1;
+        if !self.all && Some(f.session) != selected {
+            return;
+        }
+        if !self.filter.matches(f) {
+            return;
+        }
+        if !self.per_link && !cache.seen.insert((f.session, f.id)) {
+            return;
+        }
+        // A boundary opens a turn newer than any seen for the session: frames of no turn
+        // (0) or of an older turn (an interrupt's flush) never draw it again.
+        let prev = match cache.last_turn.iter().position(|(s, _)| *s == f.session) {
+            Some(at) => {
+                let (_, turn) = cache.last_turn.remove(at);
+                cache.last_turn.insert(0, (f.session, turn.max(f.turn)));
+                Some(turn)
+            }
+            None => {
+                cache.last_turn.insert(0, (f.session, f.turn));
+                None
+            }
+        };
+        if f.turn != 0 && prev.is_none_or(|p| f.turn > p) {
+            cache.lines.push(FrameLine::Boundary {
+                session: f.session,
+                turn: f.turn,
+            });
+        }
+        cache.lines.push(FrameLine::Frame(i));
     }
 
     /// The crossings of the frame whose first listed crossing is `first` (an index into the

@@ -65,6 +65,8 @@ pub enum Command {
     Scrub(isize),
     /// Sessions: the next sort.
     Sort,
+    /// Read the config file again and apply it from the next turn.
+    Reload,
 }
 
 /// Where a binding applies.
@@ -122,8 +124,8 @@ pub const BINDINGS: &[Binding] = &[
     ),
     b(
         Scope::Global,
-        "1 … 8 / Alt+1 … 8",
-        "jump to a pane: Sessions, Transcript, Input, Frames, Progress, Tools, Stats, Log (Alt in the input line)",
+        "1 … 9 / Alt+1 … 9",
+        "jump to a pane: Sessions, Transcript, Input, Frames, Progress, Tools, Stats, Log, MCP (Alt in the input line)",
     ),
     b(Scope::Global, "? / F1", "this help (F1 in the input line)"),
     b(
@@ -160,6 +162,11 @@ pub const BINDINGS: &[Binding] = &[
         Scope::Global,
         ", / .",
         "replay: step back / on one event inside a turn (a model request, a piece, a tool call)",
+    ),
+    b(
+        Scope::Global,
+        "R",
+        "reload the config file (saving it or SIGHUP does too): from each session's next turn",
     ),
     b(
         Scope::Global,
@@ -259,8 +266,8 @@ pub const BINDINGS: &[Binding] = &[
     ),
     b(
         Scope::Sessions,
-        "a x y (9 MCP)",
-        "the MCP pane: one client (a), one method (x), copy the newest exchange as curl (y)",
+        "↑↓ Enter / a x y (9 MCP)",
+        "the MCP pane: pick an exchange (↑↓) and open it whole (Enter: pretty, _meta last, f unfolds, ← → step, J copies JSON); filter by typed text (/: words, client: method: tool: status:, !negates), one client (a), one method (x); copy the picked exchange as curl (y)",
     ),
     b(
         Scope::Sessions,
@@ -289,6 +296,11 @@ pub const BINDINGS: &[Binding] = &[
     ),
     b(
         Scope::Frames,
+        "(rows)",
+        "a frame: its time since its session opened, S system / D data / C control, its name, its path (from→to, hops, time), ↓ downstream / ↑ upstream, what it carries",
+    ),
+    b(
+        Scope::Frames,
         "(diagram)",
         "above the list, the pipeline: each link's frames/s while frames flow (×N: how many crossed in all), qN the deepest queue a frame joined, ↑ upstream frames/s",
     ),
@@ -310,6 +322,8 @@ pub enum KeyOwner {
     TurnView,
     /// The frame detail.
     FrameDetail,
+    /// An MCP exchange opened whole.
+    McpDetail,
     /// The help.
     Help,
     /// The Tools pane's hand-call form.
@@ -327,22 +341,35 @@ pub fn owner_hints(owner: KeyOwner, read_only: bool) -> Vec<(&'static str, &'sta
     match owner {
         KeyOwner::Pane(pane) => hints(pane, read_only),
         KeyOwner::Filter => vec![
-            ("Enter", "keep"),
-            ("Esc", "clear"),
             ("Ctrl+A/E", "start/end"),
             ("Ctrl+U/K", "delete to start/end"),
             ("Ctrl+W", "delete word"),
+            ("Enter", "keep"),
+            ("Esc", "clear"),
         ],
         KeyOwner::TurnView => vec![
             ("← →", "turn"),
-            ("↑↓ PgUp/PgDn", "scroll"),
             ("m", "model requests"),
-            ("f", "unfold"),
-            ("Tab", "pick request"),
             ("c/J", "copy curl/JSON"),
+            ("Tab", "pick request"),
+            ("f", "unfold"),
+            ("↑↓ PgUp/PgDn", "scroll"),
+            ("?", "help"),
             ("Esc", "close"),
         ],
-        KeyOwner::FrameDetail => vec![("↑↓", "previous/next frame"), ("Esc", "close")],
+        KeyOwner::FrameDetail => vec![
+            ("↑↓", "previous/next frame"),
+            ("?", "help"),
+            ("Esc", "close"),
+        ],
+        KeyOwner::McpDetail => vec![
+            ("↑↓ PgUp/PgDn", "scroll"),
+            ("← →", "exchange"),
+            ("f", "unfold"),
+            ("y/J", "copy curl/JSON"),
+            ("?", "help"),
+            ("Esc", "close"),
+        ],
         KeyOwner::Help => vec![("↑↓", "scroll"), ("Esc", "close")],
         KeyOwner::Form => vec![
             ("↑↓ Tab", "field"),
@@ -379,10 +406,10 @@ pub fn hints(pane: crate::view::ids::PaneId, read_only: bool) -> Vec<(&'static s
         PaneId::Input if read_only => vec![("Tab", "pane")],
         PaneId::Input => vec![
             ("Enter", "send (empty: read the turn)"),
+            ("Esc", "leave"),
             ("Alt+Enter", "newline"),
             ("Ctrl+U/K/W", "delete"),
             ("Ctrl+A/E", "start/end"),
-            ("Esc", "leave"),
             ("F1", "help"),
             ("Ctrl+C", "quit"),
         ],
@@ -411,7 +438,9 @@ pub fn hints(pane: crate::view::ids::PaneId, read_only: bool) -> Vec<(&'static s
         ],
         PaneId::Log => vec![("↑↓", "scroll"), ("a", "problems/all")],
         PaneId::Mcp => vec![
-            ("↑↓", "scroll"),
+            ("↑↓", "pick"),
+            ("Enter", "open whole"),
+            ("/", "filter"),
             ("a", "client"),
             ("x", "method"),
             ("y", "copy as curl"),
@@ -438,7 +467,7 @@ pub fn hints(pane: crate::view::ids::PaneId, read_only: bool) -> Vec<(&'static s
     out
 }
 
-/// The pane number of Alt+1 … Alt+8 (which jumps from anywhere, the input line included).
+/// The pane number of Alt+1 … Alt+9 (which jumps from anywhere, the input line included).
 pub fn alt_jump(key: &KeyEvent) -> Option<usize> {
     match key.code {
         KeyCode::Char(c @ '1'..='9') if key.modifiers.contains(KeyModifiers::ALT) => {
@@ -506,6 +535,7 @@ pub fn command(key: &KeyEvent) -> Option<Command> {
         KeyCode::Char('.') => Command::Scrub(1),
         KeyCode::Char('s') => Command::Sort,
         KeyCode::Char(']') => Command::Step(1),
+        KeyCode::Char('R') => Command::Reload,
         _ => return None,
     })
 }
@@ -571,7 +601,7 @@ mod tests {
             "G",
             "k",
             "j",
-            "1 … 8",
+            "1 … 9",
             "Ctrl+J",
             "Alt/Shift+Enter",
             ", / .",

@@ -38,12 +38,12 @@ pub struct Areas {
     /// The inspector (Frames, Progress, Tools or Stats).
     pub inspector: Rect,
     /// Where each tab's label sits on the inspector's top border.
-    pub tabs: [Rect; 5],
+    pub tabs: [Rect; TABS.len()],
 }
 
 /// Where each tab's label sits on the inspector's top border.
-fn tabs_on(inspector: Rect) -> [Rect; 5] {
-    let mut tabs = [Rect::default(); 5];
+fn tabs_on(inspector: Rect) -> [Rect; TABS.len()] {
+    let mut tabs = [Rect::default(); TABS.len()];
     let mut x = inspector.x + 1;
     for (slot, pane) in tabs.iter_mut().zip(TABS) {
         let w = width(&tab_label(pane)) as u16;
@@ -62,8 +62,9 @@ pub fn tab_label(pane: PaneId) -> String {
 
 impl Areas {
     /// Lays out a screen of `size` whose session list has `session_rows` rows and whose input
-    /// holds `input_lines` lines.
-    pub fn compute(size: Rect, session_rows: usize, input_lines: usize) -> Areas {
+    /// holds `input_lines` lines. Stacked (narrow), the Transcript and the inspector share what
+    /// is left two to one, the larger share to the one `focus` is on or nearest.
+    pub fn compute(size: Rect, session_rows: usize, input_lines: usize, focus: PaneId) -> Areas {
         let [header, body, footer] = Layout::vertical([
             Constraint::Length(2),
             Constraint::Min(0),
@@ -84,11 +85,13 @@ impl Areas {
             .areas(left);
             (s, t, i, right)
         } else {
+            let (transcript_share, inspector_share) =
+                if focus.is_inspector() { (1, 2) } else { (2, 1) };
             let [s, t, i, r] = Layout::vertical([
                 Constraint::Length(sessions_h.min(body.height / 4).max(4)),
-                Constraint::Fill(4),
+                Constraint::Fill(transcript_share),
                 Constraint::Length(input_h),
-                Constraint::Fill(5),
+                Constraint::Fill(inspector_share),
             ])
             .areas(body);
             (s, t, i, r)
@@ -160,20 +163,28 @@ mod tests {
 
     #[test]
     fn wide_and_narrow_layouts_cover_the_body() {
-        let wide = Areas::compute(Rect::new(0, 0, 140, 40), 3, 1);
+        let wide = Areas::compute(Rect::new(0, 0, 140, 40), 3, 1, PaneId::Input);
         assert_eq!(wide.header.height, 2);
         assert_eq!(wide.footer.y, 39);
         assert!(wide.inspector.x > wide.sessions.x);
         assert_eq!(wide.sessions.height, 6);
         assert_eq!(wide.input.height, 3);
-        let narrow = Areas::compute(Rect::new(0, 0, 80, 40), 3, 1);
+        let narrow = Areas::compute(Rect::new(0, 0, 80, 40), 3, 1, PaneId::Input);
         assert_eq!(narrow.inspector.x, narrow.sessions.x);
         assert!(narrow.inspector.y > narrow.input.y);
+        assert!(narrow.transcript.height > narrow.inspector.height);
+        let inspecting = Areas::compute(Rect::new(0, 0, 80, 40), 3, 1, PaneId::Frames);
+        assert!(inspecting.inspector.height > inspecting.transcript.height);
+        assert_eq!(
+            wide.tabs.len(),
+            TABS.len(),
+            "every tab, MCP included, can be clicked"
+        );
     }
 
     #[test]
     fn hits_find_panes_and_tabs() {
-        let a = Areas::compute(Rect::new(0, 0, 140, 40), 3, 1);
+        let a = Areas::compute(Rect::new(0, 0, 140, 40), 3, 1, PaneId::Input);
         assert_eq!(
             a.pane_at(a.sessions.x + 1, a.sessions.y + 1, PaneId::Frames),
             Some(PaneId::Sessions)

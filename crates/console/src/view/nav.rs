@@ -58,6 +58,31 @@ pub struct TurnPick {
     pub unfolded: bool,
     /// `Tab`: the model request `c` (curl) and `J` (JSON) copy, counted from 0.
     pub request: usize,
+    /// The lines last drawn and what they were drawn from, so an idle view is not built
+    /// again each frame (a turn's requests opened whole can be long).
+    pub lines: std::cell::RefCell<TurnLines>,
+}
+
+/// What a turn view's lines were built from: the pick, the width, and the state's events and
+/// the turn's size as last seen.
+pub type TurnLinesKey = (u64, u64, bool, bool, usize, usize, u64, usize, bool, usize);
+
+/// A turn view's lines as last built, with what they were built from.
+pub type TurnLines = Option<(TurnLinesKey, Vec<ratatui::text::Line<'static>>)>;
+
+impl TurnPick {
+    /// The view of `turn` of `session`, at its top, requests closed.
+    pub fn new(session: u64, turn: u64) -> Self {
+        Self {
+            session,
+            turn,
+            scroll: Cell::new(0),
+            requests_open: false,
+            unfolded: false,
+            request: 0,
+            lines: std::cell::RefCell::new(None),
+        }
+    }
 }
 
 /// Moves a scroll position held in a cell by `delta` lines, never below 0.

@@ -17,6 +17,14 @@ pub struct HelpView {
     pub scroll: Cell<usize>,
 }
 
+impl HelpView {
+    /// Opens the help at its top, wherever it was scrolled the last time.
+    pub fn show(&mut self) {
+        self.open = true;
+        self.scroll.set(0);
+    }
+}
+
 /// The Transcript pane.
 #[derive(Debug, Default)]
 pub struct TranscriptView {
@@ -84,17 +92,6 @@ pub struct LogView {
     pub back: Cell<usize>,
     /// Whether it shows errors and warnings only.
     pub problems_only: bool,
-}
-
-/// The MCP pane: which exchanges it lists.
-#[derive(Debug, Default)]
-pub struct McpView {
-    /// Rows scrolled back from the bottom.
-    pub back: Cell<usize>,
-    /// Only this client's exchanges (`a` cycles through the clients seen).
-    pub client: Option<String>,
-    /// Only this JSON-RPC method (`x` cycles through the methods seen).
-    pub method: Option<String>,
 }
 
 /// The Input pane's sends (the line itself is the console's `TextArea`).

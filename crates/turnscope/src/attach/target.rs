@@ -392,7 +392,11 @@ impl Target {
                 error: call
                     .is_error
                     .then(|| "failed (the target reports no text)".into()),
-                arguments: call.arguments.clone(),
+                // The event carries the arguments as text, as the model sent them.
+                arguments: match &call.arguments {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                },
                 result: String::new(),
                 started_us: 0,
             }));
@@ -425,6 +429,7 @@ impl Target {
             tool_calls: 0,
             first_piece_us,
             total_us: took.as_micros() as u64,
+            ..TurnEndEvent::default()
         }));
     }
 
@@ -471,6 +476,7 @@ fn reply_of(result: &CallToolResult, took: Duration) -> ChatReply {
             unread: None,
             usage: None,
             finish_reason: None,
+            config_version: None,
             line: None,
         };
     };
@@ -481,11 +487,8 @@ fn reply_of(result: &CallToolResult, took: Duration) -> ChatReply {
                 .iter()
                 .map(|c| ToolCallSummary {
                     name: c["name"].as_str().unwrap_or_default().to_string(),
-                    arguments: match &c["arguments"] {
-                        Value::String(s) => s.clone(),
-                        Value::Null => String::new(),
-                        other => other.to_string(),
-                    },
+                    // A JSON object from this turnscope, a string from an older one.
+                    arguments: c["arguments"].clone(),
                     is_error: c["is_error"].as_bool().unwrap_or(false),
                     result_bytes: c["result_bytes"].as_u64().unwrap_or(0) as usize,
                     ms: c["ms"].as_f64().unwrap_or(0.0),
@@ -508,6 +511,7 @@ fn reply_of(result: &CallToolResult, took: Duration) -> ChatReply {
         unread: None,
         usage: None,
         finish_reason: r["finish_reason"].as_str().map(str::to_string),
+        config_version: r["config_version"].as_u64(),
         line: r["line"].as_str().map(str::to_string),
     }
 }

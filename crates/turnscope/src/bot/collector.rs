@@ -85,6 +85,7 @@ pub(crate) fn finish(turn: &Turn, end: TurnEnd, observer: &Observer) {
                 tool_calls: r.tool_calls.len() as u32,
                 first_piece_us: r.first_piece.map(|d| d.as_micros() as u64),
                 total_us: r.total.map(|d| d.as_micros() as u64).unwrap_or(0),
+                config_version: r.config_version,
             })
         });
     }

@@ -63,6 +63,10 @@ pub struct Context {
     pub(crate) forgotten: u64,
     /// Where the latest turn begins in `messages` (its user line).
     turn_start: usize,
+    /// Set when the latest turn was rolled back, until the next user line: what that turn
+    /// would still write (a partial reply the assistant aggregator commits on the turn's
+    /// error) is dropped, so the rollback stays whole.
+    rolled_back: bool,
     /// The number of the first message a rollback removed since the model processor last
     /// recorded a request (its numbers are then taken by other messages, which the next
     /// recorded request carries again).
@@ -78,6 +82,7 @@ impl Context {
             window: 0,
             forgotten: 0,
             turn_start: 0,
+            rolled_back: false,
             rewound: None,
         }
     }
@@ -124,6 +129,7 @@ impl Context {
         self.messages.push(Message::User(line));
         self.forget_beyond_window();
         self.turn_start = self.messages.len() - 1;
+        self.rolled_back = false;
     }
 
     /// Forgets the latest turn: its user line and every round it wrote. For a turn the model
@@ -134,6 +140,7 @@ impl Context {
             self.rewound = Some(self.rewound.map_or(number, |r| r.min(number)));
         }
         self.messages.truncate(self.turn_start);
+        self.rolled_back = true;
     }
 
     /// Drops the oldest messages so at most `window` remain, cutting only just before a user
@@ -155,6 +162,9 @@ impl Context {
 
     /// Appends an assistant reply with no calls.
     pub(crate) fn push_assistant(&mut self, text: String) {
+        if self.rolled_back {
+            return;
+        }
         self.messages.push(Message::Assistant {
             text,
             tool_calls: Vec::new(),
@@ -169,6 +179,9 @@ impl Context {
         calls: &[ToolCall],
         records: &[ToolCallRecord],
     ) {
+        if self.rolled_back {
+            return;
+        }
         self.messages.push(Message::Assistant {
             text,
             tool_calls: calls.to_vec(),
@@ -283,6 +296,9 @@ mod tests {
         c.push_round(String::new(), &[call("1")], &[]);
         c.roll_back_turn();
         assert_eq!(c.messages, before);
+        // What the rolled-back turn still writes (its partial reply, on its error) is dropped.
+        c.push_assistant("looping looping".into());
+        assert_eq!(c.messages, before);
         assert_eq!(
             c.messages.last(),
             Some(&Message::Assistant {
@@ -290,6 +306,10 @@ mod tests {
                 tool_calls: vec![]
             })
         );
+        // The next line writes again.
+        c.push_user("next".into());
+        c.push_assistant("ok".into());
+        assert_eq!(c.messages.len(), before.len() + 2);
     }
 
     #[test]

@@ -12,9 +12,10 @@ use tokio::task::JoinHandle;
 
 use super::aggregators::{SharedContext, lock};
 use super::fault_log;
+use super::settings::{BotSettings, SharedSettings};
 use super::wire::{self, Sending, WireTrail};
+use crate::model::ModelError;
 use crate::model::client::openai_tool;
-use crate::model::{ModelClient, ModelError};
 use crate::observe::event::{carried, now_us};
 use crate::observe::{Event, ModelResponseInfo, ToolCallEvent};
 use crate::pipeline::{FlushToken, Frame, FrameBody, Link, ModelReport, Processor, TurnId};
@@ -60,10 +61,10 @@ type OpenRound = Arc<Mutex<Option<(String, Arc<[ToolCall]>)>>>;
 /// follow the interruption. A round's calls and results are written to the context by this
 /// task before the model runs again, so the next request always sees them.
 pub(crate) struct ModelProcessor {
-    client: ModelClient,
+    /// The settings of the session's latest turn (its `say` put them there).
+    settings: SharedSettings,
     tools: Arc<dyn Tools>,
     context: SharedContext,
-    limits: TurnLimits,
     control: Option<SessionControl>,
     task: Option<JoinHandle<()>>,
     open_round: OpenRound,
@@ -71,18 +72,13 @@ pub(crate) struct ModelProcessor {
 }
 
 impl ModelProcessor {
-    /// A model stage with its client, tools, context and limits.
-    pub fn new(
-        client: ModelClient,
-        tools: Arc<dyn Tools>,
-        context: SharedContext,
-        limits: TurnLimits,
-    ) -> Self {
+    /// A model stage running each turn on the settings in `settings` as the turn begins, with
+    /// these tools and context.
+    pub fn new(settings: SharedSettings, tools: Arc<dyn Tools>, context: SharedContext) -> Self {
         Self {
-            client,
+            settings,
             tools,
             context,
-            limits,
             control: None,
             task: None,
             open_round: Arc::new(Mutex::new(None)),
@@ -127,10 +123,9 @@ impl Processor for ModelProcessor {
                 let run = TurnRun {
                     turn: frame.turn,
                     link: link.clone(),
-                    client: self.client.clone(),
+                    settings: self.settings.load_full(),
                     tools: self.tools.clone(),
                     context: self.context.clone(),
-                    limits: self.limits,
                     control: self.control.clone(),
                     open_round: self.open_round.clone(),
                     trail: self.trail.clone(),
@@ -150,10 +145,10 @@ impl Processor for ModelProcessor {
 struct TurnRun {
     turn: TurnId,
     link: Link,
-    client: ModelClient,
+    /// What the whole turn runs on: the client and the limits.
+    settings: Arc<BotSettings>,
     tools: Arc<dyn Tools>,
     context: SharedContext,
-    limits: TurnLimits,
     control: Option<SessionControl>,
     open_round: OpenRound,
     trail: Arc<Mutex<WireTrail>>,
@@ -168,8 +163,12 @@ impl TurnRun {
         let mut rounds = 0u32;
         // Set once the model asked for a round beyond the cap: the next request offers no tools.
         let mut capped = false;
-        // Tools still being discovered for this session (bounded wait).
+        // Tools still being discovered for this session (bounded wait), then the set this turn
+        // keeps to its end: a reload or a server's new list applies from the next turn.
         self.tools.ready().await;
+        let set = self.tools.pinned().unwrap_or_else(|| self.tools.clone());
+        let client = &self.settings.model;
+        let limits = self.settings.limits;
         let cx = CallContext {
             session: self.link.observer().session,
             turn: self.turn,
@@ -190,7 +189,7 @@ impl TurnRun {
             let specs: Arc<[ToolSpec]> = if capped {
                 Arc::from(Vec::new())
             } else {
-                self.tools.specs()
+                set.specs()
             };
             let tools: Vec<Value> = specs.iter().map(openai_tool).collect();
             let bus = &self.link.observer().bus;
@@ -201,15 +200,14 @@ impl TurnRun {
                 self.trail
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .request(bus, &self.client, &messages, &sending, &specs)
+                    .request(bus, client, &messages, &sending, &specs)
             });
             self.push(FrameBody::ResponseStart);
             let started = Instant::now();
             let started_us = if bus.is_listened() { now_us() } else { 0 };
             let mut first_piece = None;
             let mut info = ModelResponseInfo::default();
-            let result = self
-                .client
+            let result = client
                 .stream_reporting(
                     messages,
                     tools,
@@ -260,10 +258,10 @@ impl TurnRun {
                 self.push(FrameBody::ResponseEnd { calls: 0 });
                 return;
             }
-            if rounds >= self.limits.round_cap {
-                if !self.limits.answer_at_cap || capped {
+            if rounds >= limits.round_cap {
+                if !limits.answer_at_cap || capped {
                     self.push(FrameBody::Error(
-                        round_cap_error(rounds, self.limits.round_cap, capped).into(),
+                        round_cap_error(rounds, limits.round_cap, capped).into(),
                     ));
                     return;
                 }
@@ -283,13 +281,13 @@ impl TurnRun {
             let records = if capped {
                 calls
                     .iter()
-                    .map(|c| not_run_at_cap(c, self.limits.round_cap))
+                    .map(|c| not_run_at_cap(c, limits.round_cap))
                     .collect()
             } else {
                 join_all(
                     calls
                         .iter()
-                        .map(|c| call_tool(&*self.tools, c, self.limits.tool_timeout, &cx)),
+                        .map(|c| call_tool(&*set, c, limits.tool_timeout, &cx)),
                 )
                 .await
             };
@@ -322,13 +320,16 @@ impl TurnRun {
         }
     }
 
-    /// Ends the turn on a failed model request: a request the server refused is rolled back
-    /// from the history (so it cannot fail every later line too), and the failure is logged
-    /// once (rate-limited) for headless runs.
+    /// Ends the turn on a failed model request: a request the server refused, or a response
+    /// that passed a bound, is rolled back from the history (so it cannot fail every later
+    /// line too; what the response streamed stays in the turn's record), and the failure is
+    /// logged once (rate-limited) for headless runs.
     fn fail(&self, e: &ModelError) {
         let session = self.link.observer().session;
-        let message = if e.is_refusal() {
+        if e.rolls_back() {
             lock(&self.context).roll_back_turn();
+        }
+        let message = if e.is_refusal() {
             format!(
                 "{e}. The line and this turn's tool rounds were left out of the history, so the \
                  conversation goes on from before them; {}",
@@ -337,10 +338,12 @@ impl TurnRun {
         } else {
             e.to_string()
         };
-        let next = if e.is_refusal() {
-            "the turn was rolled back from the history"
-        } else {
-            "the next line tries the model again"
+        let next = match e {
+            _ if e.rolls_back() => "the turn was rolled back from the history",
+            ModelError::Busy { .. } => {
+                "the line stays in the history; the next line tries the model again"
+            }
+            _ => "the next line tries the model again",
         };
         fault_log::model_request_failed(session, self.turn, &e.to_string(), next);
         self.push(FrameBody::Error(message.into()));

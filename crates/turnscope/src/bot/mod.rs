@@ -8,6 +8,7 @@ pub mod context;
 mod fault_log;
 pub(crate) mod llm;
 pub mod session;
+pub mod settings;
 pub mod turn;
 pub(crate) mod wire;
 
@@ -19,11 +20,13 @@ pub use collector::TurnBoard;
 pub use context::{Context, Message};
 pub use llm::TurnLimits;
 pub use session::BotSession;
+pub use settings::BotSettings;
 pub use turn::{Turn, TurnEnd, TurnRecord, TurnSignal};
 
 use crate::model::ModelClient;
 use crate::pipeline::{Frame, Link, Observer, Pipeline, Processor};
 use crate::tools::{SessionControl, Toolbox, Tools, ToolsFactory};
+use settings::SharedSettings;
 
 /// Makes a fresh instance of a user processor for each session.
 pub(crate) type ProcessorFactory = Arc<dyn Fn() -> Box<dyn Processor> + Send + Sync>;
@@ -35,33 +38,40 @@ pub struct Bot {
 }
 
 struct BotInner {
-    system_prompt: Option<String>,
-    greeting: Option<String>,
+    /// What turns run on; a reload replaces it (see [`settings`]).
+    settings: SharedSettings,
     name: Option<String>,
     description: Option<String>,
-    model: ModelClient,
     tools: Arc<dyn Tools>,
     tools_factory: Option<Arc<dyn ToolsFactory>>,
-    limits: TurnLimits,
-    history_window: usize,
     after_model: Vec<ProcessorFactory>,
 }
 
 /// Builds a [`Bot`].
 pub struct BotBuilder {
-    inner: BotInner,
+    settings: BotSettings,
+    inner: BotParts,
+}
+
+/// What a bot is made of besides its settings.
+struct BotParts {
+    name: Option<String>,
+    description: Option<String>,
+    tools: Arc<dyn Tools>,
+    tools_factory: Option<Arc<dyn ToolsFactory>>,
+    after_model: Vec<ProcessorFactory>,
 }
 
 impl BotBuilder {
     /// The system prompt sent first on every request.
     pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
-        self.inner.system_prompt = Some(prompt.into());
+        self.settings.system_prompt = Some(prompt.into());
         self
     }
 
     /// A greeting the bot opens each session with (returned by `start`, kept in the history).
     pub fn greeting(mut self, greeting: impl Into<String>) -> Self {
-        self.inner.greeting = Some(greeting.into());
+        self.settings.greeting = Some(greeting.into());
         self
     }
 
@@ -88,14 +98,14 @@ impl BotBuilder {
 
     /// Round cap and tool timeout.
     pub fn limits(mut self, limits: TurnLimits) -> Self {
-        self.inner.limits = limits;
+        self.settings.limits = limits;
         self
     }
 
     /// Keeps at most `messages` history messages per session, forgetting whole turns from the
     /// front (0, the default, keeps everything).
     pub(crate) fn history_window(mut self, messages: usize) -> Self {
-        self.inner.history_window = messages;
+        self.settings.history_window = messages;
         self
     }
 
@@ -110,8 +120,22 @@ impl BotBuilder {
 
     /// The bot.
     pub fn build(self) -> Bot {
+        let BotParts {
+            name,
+            description,
+            tools,
+            tools_factory,
+            after_model,
+        } = self.inner;
         Bot {
-            inner: Arc::new(self.inner),
+            inner: Arc::new(BotInner {
+                settings: settings::shared(self.settings),
+                name,
+                description,
+                tools,
+                tools_factory,
+                after_model,
+            }),
         }
     }
 }
@@ -120,16 +144,12 @@ impl Bot {
     /// Starts building a bot that talks to `model`; it has no tools until given some.
     pub fn builder(model: ModelClient) -> BotBuilder {
         BotBuilder {
-            inner: BotInner {
-                system_prompt: None,
-                greeting: None,
+            settings: BotSettings::new(model),
+            inner: BotParts {
                 name: None,
                 description: None,
-                model,
                 tools: Arc::new(Toolbox::new()),
                 tools_factory: None,
-                limits: TurnLimits::default(),
-                history_window: 0,
                 after_model: Vec::new(),
             },
         }
@@ -140,9 +160,9 @@ impl Bot {
         &self.inner.tools
     }
 
-    /// The bot's greeting, if it has one.
-    pub fn greeting(&self) -> Option<&str> {
-        self.inner.greeting.as_deref()
+    /// The greeting a session opened now starts with, if there is one.
+    pub fn greeting(&self) -> Option<String> {
+        self.inner.settings.load().greeting.clone()
     }
 
     /// The bot's configured name (`[bot] name`), if it has one.
@@ -155,14 +175,26 @@ impl Bot {
         self.inner.description.as_deref()
     }
 
-    /// The model client.
-    pub fn model(&self) -> &ModelClient {
-        &self.inner.model
+    /// The model client a turn started now uses.
+    pub fn model(&self) -> ModelClient {
+        self.inner.settings.load().model.clone()
     }
 
-    /// The round cap and tool timeout of its turns.
+    /// The round cap and tool timeout of a turn started now.
     pub fn limits(&self) -> TurnLimits {
-        self.inner.limits
+        self.inner.settings.load().limits
+    }
+
+    /// The settings a turn started now runs on.
+    pub fn settings(&self) -> Arc<BotSettings> {
+        self.inner.settings.load_full()
+    }
+
+    /// Replaces the settings: every session's next turn runs on `settings` (a turn in flight
+    /// finishes on the ones it started with); sessions opened from now on greet with its
+    /// greeting.
+    pub fn set_settings(&self, settings: BotSettings) {
+        self.inner.settings.store(Arc::new(settings));
     }
 
     /// Opens one conversation: builds and starts its pipeline.
@@ -178,6 +210,7 @@ impl Bot {
 
     fn open_with(&self, observer: Observer, restored: Option<Restored>) -> BotSession {
         let inner = &self.inner;
+        let settings = inner.settings.load_full();
         let control = SessionControl::new();
         let own_tools = inner
             .tools_factory
@@ -185,26 +218,28 @@ impl Bot {
             .and_then(|f| f.open(observer.session));
         let tools = own_tools.clone().unwrap_or_else(|| inner.tools.clone());
         let mut context =
-            Context::new(inner.system_prompt.clone()).with_window(inner.history_window);
-        let next_turn = match restored {
+            Context::new(settings.system_prompt.clone()).with_window(settings.history_window);
+        let (next_turn, greeting) = match restored {
             Some(restored) => {
                 context.restore(restored.messages, restored.forgotten);
-                restored.next_turn
+                (restored.next_turn, restored.greeting)
             }
             None => {
-                if let Some(greeting) = &inner.greeting {
+                if let Some(greeting) = &settings.greeting {
                     context.push_assistant(greeting.clone());
                 }
-                1
+                (1, settings.greeting.clone())
             }
         };
+        // The session's cell starts on the same settings (no copy of the prompt per session).
+        let turn_settings = Arc::new(arc_swap::ArcSwap::new(settings.clone()));
         let context = Arc::new(Mutex::new(context));
         let board = Arc::new(TurnBoard::default());
         let mut processors: Vec<Box<dyn Processor>> = vec![
             Box::new(Input),
             Box::new(aggregators::UserAggregator::new(context.clone())),
             Box::new(
-                llm::ModelProcessor::new(inner.model.clone(), tools, context.clone(), inner.limits)
+                llm::ModelProcessor::new(turn_settings.clone(), tools, context.clone())
                     .with_control(control.clone()),
             ),
         ];
@@ -216,6 +251,7 @@ impl Bot {
         let pipeline = Pipeline::start(processors, observer.clone());
         BotSession::new(pipeline, board, context, observer, next_turn)
             .with_control(control, own_tools)
+            .with_settings(inner.settings.clone(), turn_settings, greeting)
     }
 }
 
@@ -228,6 +264,8 @@ pub struct Restored {
     pub forgotten: u64,
     /// The id of the next turn.
     pub next_turn: u64,
+    /// The greeting the stored session opened with.
+    pub greeting: Option<String>,
 }
 
 /// The pipeline's first stage: where lines enter. It passes every frame on.

@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::aggregators::{SharedContext, lock};
 use super::collector::{TurnBoard, finish};
 use super::context::Context;
+use super::settings::SharedSettings;
 use super::turn::{Turn, TurnEnd};
 use crate::observe::{Event, event::now_us};
 use crate::pipeline::{Frame, FrameBody, Observer, Pipeline};
@@ -28,6 +29,11 @@ pub struct BotSession {
     observer: Observer,
     control: SessionControl,
     own_tools: Option<Arc<dyn Tools>>,
+    /// The bot's settings, read once per line (see `say`), when the session has a bot.
+    settings: Option<SharedSettings>,
+    /// The settings of the session's latest turn, which its model stage runs it on.
+    turn_settings: Option<SharedSettings>,
+    greeting: Option<String>,
 }
 
 impl BotSession {
@@ -46,7 +52,29 @@ impl BotSession {
             observer,
             control: SessionControl::new(),
             own_tools: None,
+            settings: None,
+            turn_settings: None,
+            greeting: None,
         }
+    }
+
+    /// Reads `settings` once per line and hands what it read to the model stage through
+    /// `turn_settings`; `greeting` is what the session opened with.
+    pub(crate) fn with_settings(
+        mut self,
+        settings: SharedSettings,
+        turn_settings: SharedSettings,
+        greeting: Option<String>,
+    ) -> Self {
+        self.settings = Some(settings);
+        self.turn_settings = Some(turn_settings);
+        self.greeting = greeting;
+        self
+    }
+
+    /// The greeting the session opened with, if any.
+    pub fn greeting(&self) -> Option<&str> {
+        self.greeting.as_deref()
     }
 
     /// Uses `control` as the session's control handle, and `own_tools` as tools this session
@@ -67,13 +95,15 @@ impl BotSession {
     }
 
     /// Sends a user line: interrupts a turn in flight (and drains the pipeline so nothing of
-    /// it is left), then opens a new turn and returns it.
+    /// it is left), then opens a new turn on the bot's settings as they are now and returns
+    /// it.
     pub async fn say(&self, line: &str) -> Arc<Turn> {
         self.interrupt().await;
         // Also lets the assistant aggregator commit the previous reply before the new line.
         self.pipeline.drain(DRAIN_TIMEOUT).await;
+        let version = self.take_settings();
         let id = self.next_turn.fetch_add(1, Ordering::Relaxed);
-        let turn = Turn::new(id, line);
+        let turn = Turn::on_version(id, line, version);
         self.board.open(turn.clone());
         self.observer.bus.publish_with(|| Event::TurnStarted {
             session: self.observer.session,
@@ -88,6 +118,28 @@ impl BotSession {
             finish(&turn, TurnEnd::SessionEnded, &self.observer);
         }
         turn
+    }
+
+    /// Reads the bot's settings for the turn about to start (one atomic load), lays its
+    /// system prompt and history window on the context (idle now: the pipeline was drained)
+    /// and hands them to the model stage. Returns their version.
+    fn take_settings(&self) -> Option<u64> {
+        let (Some(settings), Some(turn_settings)) = (&self.settings, &self.turn_settings) else {
+            return None;
+        };
+        let now = settings.load_full();
+        {
+            let mut ctx = lock(&self.context);
+            if ctx.system.as_deref() != now.system_prompt.as_deref() {
+                ctx.system.clone_from(&now.system_prompt);
+                // The recorded requests told the old prompt: the next one tells it all again.
+                ctx.rewound = Some(0);
+            }
+            ctx.window = now.history_window;
+        }
+        let version = now.version;
+        turn_settings.store(now);
+        Some(version)
     }
 
     /// Interrupts the turn in flight, if any, and waits until the pipeline has dropped it.

@@ -94,6 +94,10 @@ pub struct TurnRecord {
     /// the model, nor to a caller as reply).
     #[serde(default)]
     pub reasoning: String,
+    /// The config version the turn ran on (its settings are read once, when the line is
+    /// said); none for a bot that has no config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_version: Option<u64>,
 }
 
 impl TurnRecord {
@@ -137,12 +141,18 @@ pub struct Turn {
 impl Turn {
     /// A turn for `line`, started now.
     pub fn new(id: TurnId, line: &str) -> Arc<Self> {
+        Self::on_version(id, line, None)
+    }
+
+    /// A turn for `line`, started now on config version `config_version`.
+    pub fn on_version(id: TurnId, line: &str, config_version: Option<u64>) -> Arc<Self> {
         Arc::new(Self {
             id,
             started: Instant::now(),
             record: Mutex::new(TurnRecord {
                 id,
                 line: line.to_string(),
+                config_version,
                 ..TurnRecord::default()
             }),
             signal: watch::Sender::new(TurnSignal::default()),

@@ -11,11 +11,11 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::model::{Completion, ModelClient, ModelError};
+use crate::observe::Bus;
 use crate::observe::event::now_us;
 use crate::observe::wire::{
     ToolSetEvent, WireAnswer, WireCall, WireRequest, cut_strings, cut_text, tool_set_id,
 };
-use crate::observe::{Bus, Event};
 use crate::tools::ToolSpec;
 
 /// Where a request's messages stand in the session's numbering (see `WireRequest`).
@@ -60,7 +60,7 @@ impl WireTrail {
             self.sent_upto = self.sent_upto.min(number);
         }
         let limit = bus.wire().bytes();
-        let mut wire = client.describe(&Map::new());
+        let mut wire = client.describe(&Map::new(), !specs.is_empty());
         wire.system = system;
         wire.first = first;
         let history = if system { &messages[1..] } else { messages };
@@ -103,13 +103,11 @@ impl WireTrail {
             .map(crate::model::client::openai_tool)
             .collect();
         let id = tool_set_id(&tools);
-        if bus.first_sight_of_tool_set(&id) {
-            bus.publish(Event::ToolSet(ToolSetEvent {
-                id: id.clone(),
-                tools,
-                at_us: now_us(),
-            }));
-        }
+        bus.publish_tool_set(&id, || ToolSetEvent {
+            id: id.clone(),
+            tools,
+            at_us: now_us(),
+        });
         self.tool_set = Some((specs.clone(), id.clone()));
         id
     }
@@ -148,6 +146,7 @@ pub(crate) fn answer(result: &Result<Completion, ModelError>, limit: usize) -> B
 mod tests {
     use super::*;
     use crate::model::ModelConfig;
+    use crate::observe::Event;
     use serde_json::json;
 
     fn client() -> ModelClient {
@@ -162,6 +161,17 @@ mod tests {
         }
     }
 
+    /// One tool, `echo`, as the bot offers it.
+    fn echo_specs() -> Arc<[ToolSpec]> {
+        vec![ToolSpec {
+            name: "echo".into(),
+            description: "says it back".into(),
+            input_schema: json!({"type": "object"}),
+            source: "builtin".into(),
+        }]
+        .into()
+    }
+
     fn user(n: u64) -> Value {
         json!({"role": "user", "content": format!("line {n}")})
     }
@@ -171,13 +181,7 @@ mod tests {
         let bus = Bus::default();
         let mut sub = bus.subscribe();
         let mut trail = WireTrail::default();
-        let specs: Arc<[ToolSpec]> = vec![ToolSpec {
-            name: "echo".into(),
-            description: "says it back".into(),
-            input_schema: json!({"type": "object"}),
-            source: "builtin".into(),
-        }]
-        .into();
+        let specs = echo_specs();
         let system = json!({"role": "system", "content": "be brief"});
         let one = [system.clone(), user(1)];
         let first = trail.request(&bus, &client(), &one, &at(true, 1), &specs);
@@ -224,6 +228,31 @@ mod tests {
         let again = trail.request(&bus, &client(), &[user(1), user(9)], &rewound, &none);
         assert_eq!((again.from, again.end()), (2, 3));
         assert_eq!(again.appended, vec![user(9)]);
+    }
+
+    /// The round cap's last request offers no tools and is sent without `tool_choice` and
+    /// `parallel_tool_calls` (servers refuse them alone): it is recorded as sent.
+    #[test]
+    fn a_request_offering_no_tools_is_recorded_without_tool_settings() {
+        let mut config = ModelConfig::new("http://127.0.0.1:9/v1", "m");
+        config
+            .params
+            .insert("tool_choice".into(), json!("required"));
+        config
+            .params
+            .insert("parallel_tool_calls".into(), json!(false));
+        config.params.insert("temperature".into(), json!(0.2));
+        let client = ModelClient::new(config);
+        let bus = Bus::default();
+        let none: Arc<[ToolSpec]> = Arc::from(vec![]);
+        let w = WireTrail::default().request(&bus, &client, &[user(1)], &at(false, 1), &none);
+        assert!(!w.params.contains_key("tool_choice"), "{:?}", w.params);
+        assert!(!w.params.contains_key("parallel_tool_calls"));
+        assert_eq!(w.params["temperature"], 0.2);
+        let specs = echo_specs();
+        let w = WireTrail::default().request(&bus, &client, &[user(1)], &at(false, 1), &specs);
+        assert_eq!(w.params["tool_choice"], "required");
+        assert_eq!(w.params["parallel_tool_calls"], false);
     }
 
     #[test]

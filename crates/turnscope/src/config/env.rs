@@ -67,6 +67,13 @@ pub(crate) fn expand_env(
     Ok(out)
 }
 
+/// `text` written so that [`expand_env`] gives it back as it is: every `$` doubled, so a
+/// `${NAME}` someone typed stays that text and never reads the environment (an exported test
+/// case holds what a client typed, and is run where secrets live, in CI).
+pub(crate) fn escape_placeholders(text: &str) -> String {
+    text.replace('$', "$$")
+}
+
 /// Checks that every `$` in `text` starts a well-formed `${NAME}` placeholder or is `$$`,
 /// without reading the environment (config files are checked when they are read, expanded
 /// when a server starts).
@@ -100,6 +107,21 @@ mod tests {
                 .contains("not a variable name")
         );
         assert!(check_placeholders("${OK_1} $$ $").is_ok());
+    }
+
+    #[test]
+    fn escaped_text_expands_back_to_itself() {
+        let env = |_: &str| Some("s3cret".to_string());
+        for text in [
+            "${GITHUB_TOKEN}",
+            "$$ and $x and ${",
+            "cost: $5",
+            "plain",
+            "$",
+        ] {
+            let escaped = escape_placeholders(text);
+            assert_eq!(expand_env(&escaped, &env).unwrap(), text, "{escaped}");
+        }
     }
 
     #[test]

@@ -88,6 +88,7 @@ fn json_entry(name: &str, entry: &Value) -> Result<JsonServer, String> {
         match key.as_str() {
             "command" => server.command = Some(string(key, value)?),
             "args" => server.args = strings(key, value)?,
+            "cwd" => server.cwd = Some(string(key, value)?.into()),
             "env" => server.env = string_map(key, value)?,
             "url" => server.url = Some(string(key, value)?),
             "headers" => server.headers = string_map(key, value)?,
@@ -120,7 +121,7 @@ fn json_entry(name: &str, entry: &Value) -> Result<JsonServer, String> {
             k if IGNORED_ENTRY_KEYS.contains(&k) => {}
             other => {
                 return Err(format!(
-                    "{other}: unknown key; expected command, args, env, url, type, headers, disabled, \
+                    "{other}: unknown key; expected command, args, cwd, env, url, type, headers, disabled, \
                      timeout_seconds, tool_filter, disabledTools, scope or endpoint"
                 ));
             }

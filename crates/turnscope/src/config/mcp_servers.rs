@@ -50,7 +50,7 @@ pub enum Scope {
 }
 
 /// One MCP server a bot takes tools from (`[[mcp_servers]]`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpServerConfig {
     /// Unique name: lowercase letters, digits and `-`. Used in logs and events; config order
@@ -66,6 +66,12 @@ pub struct McpServerConfig {
     /// Its arguments (stdio).
     #[serde(default)]
     pub args: Vec<String>,
+    /// The folder it runs in (stdio). A relative one, and the default, is the config file's
+    /// folder (set by [`crate::config::Config::load`]), so relative script paths in `args`
+    /// work wherever turnscope is started; with no config file, turnscope's own folder. A
+    /// relative `command` with a `/` (`./server.sh`) is looked for there too.
+    #[serde(default)]
+    pub cwd: Option<std::path::PathBuf>,
     /// Extra environment variables for it (stdio); values may use `${VAR}`.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
@@ -100,6 +106,7 @@ impl McpServerConfig {
             transport: Some(transport),
             command: None,
             args: Vec::new(),
+            cwd: None,
             env: BTreeMap::new(),
             url: None,
             headers: BTreeMap::new(),
@@ -135,6 +142,19 @@ impl McpServerConfig {
         }
     }
 
+    /// Anchors a stdio server's folder to `dir` (the config file's): the folder itself when
+    /// none is given, `dir` joined with a relative one.
+    pub(crate) fn anchor_cwd(&mut self, dir: &std::path::Path) {
+        if self.transport_kind() != TransportKind::Stdio {
+            return;
+        }
+        self.cwd = Some(match self.cwd.take() {
+            Some(cwd) if cwd.is_absolute() => cwd,
+            Some(cwd) => dir.join(cwd),
+            None => dir.to_path_buf(),
+        });
+    }
+
     /// The transport in effect (see [`McpServerConfig::transport`]).
     pub fn transport_kind(&self) -> TransportKind {
         self.transport.unwrap_or(if self.command.is_some() {
@@ -147,7 +167,7 @@ impl McpServerConfig {
 
 /// `[policy]`: which tool sources may be reached. Every field can also come from the
 /// environment variable named in its doc, which wins over the file.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PolicySection {
     /// URL patterns http/sse servers must match (`BYOM_ALLOWED_URL_PATTERNS`), e.g.

@@ -153,10 +153,15 @@ fn claude_desktop_json_errors_name_the_key() {
         e.contains("mcpServers.a.args: expected an array of strings, got a string"),
         "{e}"
     );
-    let e = Config::parse_json(r#"{"mcpServers": {"a": {"command": "x", "cwd": "/"}}}"#)
+    let e = Config::parse_json(r#"{"mcpServers": {"a": {"command": "x", "workdir": "/"}}}"#)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("mcpServers.a.cwd: unknown key"), "{e}");
+    assert!(e.contains("mcpServers.a.workdir: unknown key"), "{e}");
+    let c = Config::parse_json(r#"{"mcpServers": {"a": {"command": "x", "cwd": "srv"}}}"#).unwrap();
+    assert_eq!(
+        c.mcp_servers[0].cwd.as_deref(),
+        Some(std::path::Path::new("srv"))
+    );
     let e = Config::parse_json(r#"{"mcpServers": {"a": {"url": "http://h/", "type": "ws"}}}"#)
         .unwrap_err()
         .to_string();

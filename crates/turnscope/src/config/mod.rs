@@ -5,10 +5,13 @@
 //! flag that set it), the value and what was expected. Nothing here does I/O but reading the
 //! file, and nothing reads the environment.
 
+mod changes;
 pub mod env;
+mod locate;
 pub(crate) mod mcp_json;
 pub mod mcp_servers;
 pub mod model_params;
+mod model_url;
 mod overrides;
 pub mod seconds;
 pub mod store;
@@ -17,10 +20,13 @@ pub mod xiaozhi;
 
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
+pub use changes::{ConfigChanges, LIVE_KEYS, is_live};
+pub use locate::Spot;
 pub use mcp_servers::{McpServerConfig, PolicySection, Scope, TransportKind};
 pub use model_params::Stop;
+pub use model_url::check_model_url;
 pub use overrides::Overrides;
 pub use seconds::{MAX_SECONDS, check_seconds};
 pub use store::{StoreSection, StoreUrl};
@@ -50,6 +56,8 @@ pub enum ConfigError {
         file: Option<PathBuf>,
         /// The parser's message, naming the key.
         message: String,
+        /// Where in the file, and the parser's message without the quoted lines.
+        at: Option<(Spot, String)>,
     },
     /// Occurs when a value breaks a rule: the message starts with the key, or with the flag
     /// that set it, and says what is expected.
@@ -59,6 +67,8 @@ pub enum ConfigError {
         file: Option<PathBuf>,
         /// `key: what is wrong and what is expected`.
         message: String,
+        /// Where the key is set in the file, when it is.
+        at: Option<Spot>,
     },
 }
 
@@ -68,7 +78,7 @@ fn in_file(file: Option<&Path>) -> String {
 }
 
 /// Everything turnscope can be configured with.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// The HTTP server.
@@ -92,7 +102,7 @@ pub struct Config {
 }
 
 /// `[wire]`: what crossed the wire, as the console, `--events` and replay keep it.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WireSection {
     /// Most KiB of one message (a model message, a response, an MCP message) an event keeps;
@@ -111,7 +121,7 @@ impl Default for WireSection {
 }
 
 /// `[server]`
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerSection {
     /// Address to bind (default `127.0.0.1`).
@@ -186,8 +196,14 @@ impl Default for ServerSection {
     }
 }
 
+/// `model.max_response_kib` unless set: 16 MiB of streamed body, some 80,000 tokens of
+/// events, more than any model's longest answer.
+pub const DEFAULT_MAX_RESPONSE_KIB: usize = 16 * 1024;
+/// `model.max_response_seconds` unless set.
+pub const DEFAULT_MAX_RESPONSE_SECONDS: f64 = 600.0;
+
 /// `[model]`
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ModelSection {
     /// Base URL of an OpenAI-compatible server (ending in `/v1`); none = `OPENAI_BASE_URL`,
@@ -205,6 +221,12 @@ pub struct ModelSection {
     pub first_byte_timeout_seconds: f64,
     /// Seconds a stream may stay silent (default 30).
     pub idle_timeout_seconds: f64,
+    /// Most KiB of one response's body, as streamed (default 16384 = 16 MiB): a response still
+    /// streaming beyond is ended, as a model repeating itself without end would be.
+    pub max_response_kib: usize,
+    /// Most seconds one response may take from its request to its end, a wait the server's
+    /// `Retry-After` asked for included (default 600).
+    pub max_response_seconds: f64,
     /// Most tokens per response (`max_tokens`; the server's default when unset, which for
     /// llama-server is unlimited).
     pub max_tokens: Option<u32>,
@@ -239,6 +261,8 @@ impl Default for ModelSection {
             words: None,
             first_byte_timeout_seconds: 60.0,
             idle_timeout_seconds: 30.0,
+            max_response_kib: DEFAULT_MAX_RESPONSE_KIB,
+            max_response_seconds: DEFAULT_MAX_RESPONSE_SECONDS,
             max_tokens: None,
             max_completion_tokens: None,
             temperature: None,
@@ -254,7 +278,7 @@ impl Default for ModelSection {
 }
 
 /// `[bot]`
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BotSection {
     /// The system prompt.
@@ -281,7 +305,7 @@ pub struct BotSection {
 }
 
 /// `bot.at_round_cap`: what happens when the model asks for one round too many.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AtRoundCap {
     /// The calls are not run (each gets a "not run" result) and the model gets one last
@@ -311,15 +335,33 @@ impl Default for BotSection {
 }
 
 /// `[console]`
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ConsoleSection {
     /// Theme name (a file in `themes/`) or path.
     pub theme: Option<String>,
+    /// Most MiB the console keeps of what it shows (MCP exchanges, model requests and their
+    /// messages, frames, transcripts, timelines, progress, log), shared out between them;
+    /// each drops its oldest first and says how many it dropped. Default 16.
+    pub max_mib: usize,
+}
+
+/// The default `console.max_mib`.
+pub const CONSOLE_MAX_MIB: usize = 16;
+/// The largest `console.max_mib` accepted (64 GiB).
+const CONSOLE_MIB_MAX: usize = 64 * 1024;
+
+impl Default for ConsoleSection {
+    fn default() -> Self {
+        Self {
+            theme: None,
+            max_mib: CONSOLE_MAX_MIB,
+        }
+    }
 }
 
 /// `[bridges]`
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BridgesSection {
     /// `[[bridges.xiaozhi]]`: relays to Xiaozhi MCP endpoints.
@@ -351,31 +393,57 @@ impl Config {
             path: path.clone(),
             source,
         })?;
+        Self::from_file_text(&path, &text, overrides).map(|config| (config, Some(path)))
+    }
+
+    /// The config in `text`, read from the file `path` (TOML, or `mcpServers` JSON for a
+    /// `.json` path), with `overrides` laid over it and validated once; errors name `path`
+    /// and, where they can, the line.
+    ///
+    /// # Errors
+    /// As [`Config::load`], but for reading the file.
+    pub fn from_file_text(
+        path: &Path,
+        text: &str,
+        overrides: &Overrides,
+    ) -> Result<Self, ConfigError> {
         let is_json = path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("json"));
         let in_file = |e: ConfigError| match e {
-            ConfigError::Syntax { message, .. } => ConfigError::Syntax {
-                file: Some(path.clone()),
+            ConfigError::Syntax { message, at, .. } => ConfigError::Syntax {
+                file: Some(path.to_path_buf()),
                 message,
+                at,
             },
             ConfigError::Invalid { message, .. } if !message.starts_with("--") => {
+                let key = message.split(": ").next().unwrap_or_default();
                 ConfigError::Invalid {
-                    file: Some(path.clone()),
+                    file: Some(path.to_path_buf()),
+                    at: (!is_json).then(|| locate::find_key(text, key)).flatten(),
                     message,
                 }
             }
             other => other,
         };
         let mut config = if is_json {
-            Self::read_json(&text)
+            Self::read_json(text)
         } else {
-            Self::read_toml(&text)
+            Self::read_toml(text)
         }
         .map_err(in_file)?;
         overrides.apply(&mut config);
         config.validate(overrides).map_err(in_file)?;
-        Ok((config, Some(path)))
+        // Relative paths of stdio servers mean the config file's folder, wherever turnscope
+        // was started from.
+        let dir = std::path::absolute(path)
+            .ok()
+            .and_then(|p| p.parent().map(Path::to_path_buf))
+            .unwrap_or_default();
+        for server in &mut config.mcp_servers {
+            server.anchor_cwd(&dir);
+        }
+        Ok(config)
     }
 
     /// Parses and validates TOML text.
@@ -403,6 +471,9 @@ impl Config {
         toml::from_str(text).map_err(|e| ConfigError::Syntax {
             file: None,
             message: e.to_string(),
+            at: e
+                .span()
+                .map(|span| (locate::spot_at(text, span.start), e.message().to_string())),
         })
     }
 
@@ -410,6 +481,7 @@ impl Config {
         let servers = mcp_json::parse_mcp_json(text).map_err(|message| ConfigError::Syntax {
             file: None,
             message,
+            at: None,
         })?;
         Ok(Config {
             mcp_servers: servers.into_iter().map(|s| s.server).collect(),
@@ -423,6 +495,7 @@ impl Config {
         self.check().map_err(|message| ConfigError::Invalid {
             file: None,
             message: overrides.name_flag(message),
+            at: None,
         })
     }
 
@@ -450,6 +523,12 @@ impl Config {
         }
         check_bot_identity(&self.bot)?;
         check_seconds("model.pace", self.model.pace, true)?;
+        if !(1..=CONSOLE_MIB_MAX).contains(&self.console.max_mib) {
+            return Err(format!(
+                "console.max_mib: {} is not between 1 and {CONSOLE_MIB_MAX}; give the MiB the console may keep of what it shows (default {CONSOLE_MAX_MIB})",
+                self.console.max_mib
+            ));
+        }
         if self.wire.max_kib > WIRE_KIB_MAX {
             return Err(format!(
                 "wire.max_kib: {} is more than {WIRE_KIB_MAX} (1 GiB); give the KiB of one message to keep, or 0 to record no bodies",
@@ -463,12 +542,23 @@ impl Config {
         )?;
         check_seconds("server.body_timeout_seconds", s.body_timeout_seconds, false)?;
         let m = &self.model;
+        if let Some(url) = &m.url {
+            check_model_url("model.url", url)?;
+        }
         check_seconds(
             "model.first_byte_timeout_seconds",
             m.first_byte_timeout_seconds,
             false,
         )?;
         check_seconds("model.idle_timeout_seconds", m.idle_timeout_seconds, false)?;
+        check_seconds("model.max_response_seconds", m.max_response_seconds, false)?;
+        if m.max_response_kib == 0 || m.max_response_kib > WIRE_KIB_MAX {
+            return Err(format!(
+                "model.max_response_kib: {} is out of range; give the KiB one response may stream, from 1 to \
+                 {WIRE_KIB_MAX} (default {DEFAULT_MAX_RESPONSE_KIB})",
+                m.max_response_kib
+            ));
+        }
         model_params::check(m)?;
         check_seconds(
             "bot.tool_timeout_seconds",

@@ -2,13 +2,13 @@
 //! fields every chat-completions request carries, passed through unchanged (`extra` for a
 //! server's own fields, e.g. llama.cpp's `top_k` or vLLM's `repetition_penalty`).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::ModelSection;
 
 /// `model.stop`: one stop sequence or several.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(untagged)]
 pub enum Stop {
     /// `stop = "\n\n"`

@@ -110,8 +110,9 @@ impl Overrides {
     /// Rewrites a validation message that starts with a key this set (`server.sessions: …`)
     /// to start with the flag (`--sessions (server.sessions): …`).
     pub(super) fn name_flag(&self, message: String) -> String {
-        let set: [(&str, &str, bool); 8] = [
+        let set: [(&str, &str, bool); 9] = [
             ("wire.max_kib", "--wire-kib", self.wire_kib.is_some()),
+            ("model.url", "--model-url", self.model_url.is_some()),
             ("store.url", "--store", self.store.is_some()),
             ("server.sessions", "--sessions", self.sessions.is_some()),
             (
@@ -192,6 +193,13 @@ mod tests {
                     ..Overrides::default()
                 },
                 "--sweep-seconds (server.sweep_seconds)",
+            ),
+            (
+                Overrides {
+                    model_url: Some("https://user:pass@llm.example/v1".into()),
+                    ..Overrides::default()
+                },
+                "--model-url (model.url): https://***@llm.example",
             ),
         ] {
             let e = load(overrides).unwrap_err();

@@ -3,13 +3,14 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// `[store]`
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StoreSection {
-    /// `memory`, `sqlite:PATH`, or `default` (a file per listening address in the state
+    /// `memory`, `sqlite:PATH`, `redis://[USER:PASS@]HOST:PORT/DB` (`rediss://` for TLS;
+    /// `?prefix=` for the key prefix), or `default` (a file per listening address in the state
     /// directory). Unset: `default` for the console and `--headless`, `memory` for
     /// `turnscope test`, `turnscope bench` and the library.
     pub url: Option<String>,
@@ -38,10 +39,120 @@ pub enum StoreUrl {
     Default,
     /// `sqlite:PATH`: an embedded SQLite file.
     Sqlite(PathBuf),
+    /// `redis://…` or `rediss://…`: a Redis server several replicas share.
+    Redis(RedisUrl),
+}
+
+/// A Redis URL: the whole of it (credentials included, only ever handed to the client), the
+/// same with its credentials masked (for everything a person sees), and the key prefix.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RedisUrl {
+    secret: String,
+    masked: String,
+    prefix: String,
+}
+
+impl std::fmt::Debug for RedisUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("RedisUrl").field(&self.masked).finish()
+    }
+}
+
+/// The key prefix when the URL names none.
+pub const REDIS_PREFIX: &str = "turnscope:";
+
+impl RedisUrl {
+    /// Parses `redis://[USER:PASS@]HOST[:PORT][/DB][?prefix=P]` (or `rediss://`).
+    ///
+    /// # Errors
+    /// No host, a database that is not a number, or another query parameter.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let masked = mask_credentials(text);
+        let rest = text
+            .strip_prefix("redis://")
+            .or_else(|| text.strip_prefix("rediss://"))
+            .ok_or_else(|| format!("store URL {masked:?} is not a redis:// or rediss:// URL"))?;
+        let (address, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let mut prefix = REDIS_PREFIX.to_string();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            match pair.split_once('=') {
+                Some(("prefix", value)) if !value.is_empty() => prefix = value.to_string(),
+                _ => {
+                    return Err(format!(
+                        "store URL {masked:?}: {pair:?} is not a setting turnscope knows; the only one is \
+                         ?prefix=KEYPREFIX (default {REDIS_PREFIX:?})"
+                    ));
+                }
+            }
+        }
+        let hostpart = address.rsplit_once('@').map_or(address, |(_, h)| h);
+        let (host, db) = hostpart.split_once('/').unwrap_or((hostpart, ""));
+        if host.is_empty() || host.starts_with(':') {
+            return Err(format!(
+                "store URL {masked:?} names no host; expected redis://[USER:PASSWORD@]HOST:PORT/DB, \
+                 e.g. redis://127.0.0.1:6379/0"
+            ));
+        }
+        if !db.is_empty() && db.parse::<u32>().is_err() {
+            return Err(format!(
+                "store URL {masked:?}: the database {db:?} is not a number (redis://HOST:PORT/0)"
+            ));
+        }
+        let secret = text
+            .split_once('?')
+            .map_or(text, |(url, _)| url)
+            .to_string();
+        let masked = mask_credentials(&secret);
+        Ok(Self {
+            secret,
+            masked,
+            prefix,
+        })
+    }
+
+    /// The URL to connect with (credentials included: never show it).
+    pub fn secret(&self) -> &str {
+        &self.secret
+    }
+
+    /// The URL with its credentials masked (`redis://***@host:port/db`).
+    pub fn masked(&self) -> &str {
+        &self.masked
+    }
+
+    /// The prefix of every key.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+}
+
+/// `text` with the credentials of any `scheme://user:pass@` in it replaced by `***`.
+pub fn mask_credentials(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (head, tail) = rest.split_at(at + 3);
+        out.push_str(head);
+        let end = tail
+            .find(|c: char| c == '/' || c == '?' || c == '#' || c.is_whitespace() || c == '"')
+            .unwrap_or(tail.len());
+        let authority = &tail[..end];
+        match authority.rfind('@') {
+            Some(i) => {
+                out.push_str("***");
+                out.push_str(&authority[i..]);
+            }
+            None => out.push_str(authority),
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The schemes a store URL may have, for error messages.
-pub const SCHEMES: &str = "memory, sqlite:PATH, default";
+pub const SCHEMES: &str =
+    "memory, sqlite:PATH, redis://HOST:PORT/DB, rediss://HOST:PORT/DB, default";
 
 impl StoreUrl {
     /// Parses `memory` or `sqlite:PATH` (`sqlite://PATH` too; a relative path is taken from
@@ -66,6 +177,10 @@ impl StoreUrl {
             }
             return Ok(StoreUrl::Sqlite(expand_home(path)));
         }
+        if text.starts_with("redis://") || text.starts_with("rediss://") {
+            return RedisUrl::parse(text).map(StoreUrl::Redis);
+        }
+        let text = mask_credentials(text);
         Err(format!(
             "store URL {text:?} is not one turnscope knows; expected one of: {SCHEMES} (e.g. sqlite:./sessions.sqlite3)"
         ))
@@ -77,6 +192,7 @@ impl StoreUrl {
             StoreUrl::Memory => "memory".into(),
             StoreUrl::Default => "default".into(),
             StoreUrl::Sqlite(path) => format!("sqlite:{}", path.display()),
+            StoreUrl::Redis(url) => url.masked().to_string(),
         }
     }
 }
@@ -108,7 +224,8 @@ mod tests {
             StoreUrl::parse("sqlite:rel.db"),
             Ok(StoreUrl::Sqlite("rel.db".into()))
         );
-        let e = StoreUrl::parse("postgres://x").unwrap_err();
+        let e = StoreUrl::parse("postgres://bob:pw@x").unwrap_err();
+        assert!(!e.contains("pw"), "{e}");
         assert!(e.contains("memory, sqlite:PATH"), "{e}");
         assert!(
             StoreUrl::parse("sqlite:")
@@ -131,6 +248,40 @@ mod tests {
         assert_eq!(
             StoreSection::default().resolve(StoreUrl::Default),
             Ok(StoreUrl::Default)
+        );
+    }
+
+    #[test]
+    fn redis_urls_keep_their_credentials_out_of_sight() {
+        let Ok(StoreUrl::Redis(url)) =
+            StoreUrl::parse("redis://alice:s3cret@db.internal:6380/2?prefix=bots:")
+        else {
+            panic!("a redis URL");
+        };
+        assert_eq!(url.secret(), "redis://alice:s3cret@db.internal:6380/2");
+        assert_eq!(url.masked(), "redis://***@db.internal:6380/2");
+        assert_eq!(url.prefix(), "bots:");
+        assert!(!format!("{url:?}").contains("s3cret"));
+        assert_eq!(
+            StoreUrl::Redis(url).describe(),
+            "redis://***@db.internal:6380/2"
+        );
+        let Ok(StoreUrl::Redis(tls)) = StoreUrl::parse("rediss://cache:6379") else {
+            panic!("a rediss URL");
+        };
+        assert_eq!(
+            (tls.masked(), tls.prefix()),
+            ("rediss://cache:6379", REDIS_PREFIX)
+        );
+        let e = StoreUrl::parse("redis://u:pw@h:1/x").unwrap_err();
+        assert!(e.contains("not a number") && !e.contains("pw"), "{e}");
+        let e = StoreUrl::parse("redis://:pw@/0").unwrap_err();
+        assert!(e.contains("names no host") && !e.contains("pw"), "{e}");
+        let e = StoreUrl::parse("redis://h:1/0?db=2").unwrap_err();
+        assert!(e.contains("prefix"), "{e}");
+        assert_eq!(
+            mask_credentials("failed: redis://a:b@h:1/0 and rediss://h2/1"),
+            "failed: redis://***@h:1/0 and rediss://h2/1"
         );
     }
 }

@@ -2,7 +2,7 @@
 //! (`servers`: names of `[[mcp_servers]]`, or `["@bot"]` for the bot itself). Parsing and
 //! validation only; endpoints are resolved from the environment when the bridges start.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::tool_filter::ToolFilter;
 
@@ -10,7 +10,7 @@ use super::tool_filter::ToolFilter;
 pub const BOT: &str = "@bot";
 
 /// One `[[bridges.xiaozhi]]` entry.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct XiaozhiEntry {
     /// The bridge's name (also picks `MCP_ENDPOINT_<NAME>`).

@@ -1,7 +1,9 @@
 //! Reading a test file: TOML into [`TestFile`], `${VAR}` placeholders expanded (the config's
-//! one rule, [`crate::config::env`]), then every rule checked. Each error names the file, the
+//! one rule, [`crate::config::env`]) from the variables the file declares in `env` and no
+//! others, then every rule checked. Each error names the file, the
 //! case (number and name), the turn (number, from 1) and the key, so the fix is one look away.
 
+use std::cell::Cell;
 use std::path::Path;
 
 use serde_json::Value;
@@ -77,9 +79,10 @@ pub fn read(path: &Path) -> Result<TestFile, Box<TestFileError>> {
     parse(&text, &file, &|name| std::env::var(name).ok())
 }
 
-/// Parses and checks `text` (from `file`, named in errors), expanding `${VAR}` with `env`.
+/// Parses and checks `text` (from `file`, named in errors), expanding `${VAR}` with `env` for
+/// the variables the file's `env` list declares.
 ///
-/// Rules: at least one case; names present and unique; `repeat` at least 1; `pass_rate` above
+/// Rules: `env` names variables, and every `${NAME}` is one of them; at least one case; names present and unique; `repeat` at least 1; `pass_rate` above
 /// 0 and at most 1; each case has a turn that says something; each turn has exactly one of
 /// `say` and `pause`, a pause no expectations; `tools_match` only with `tools`; regexes compile;
 /// an `end_reason` is one the bot reports; time budgets are positive numbers of milliseconds.
@@ -101,6 +104,25 @@ fn parse_unboxed(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<TestFile, TestFileError> {
     let mut parsed: TestFile = toml::from_str(text).map_err(|e| syntax_error(text, file, &e))?;
+    if let Some(bad) = parsed.env.iter().find(|n| !is_variable_name(n)) {
+        return Err(TestFileError {
+            file: file.to_string(),
+            line: None,
+            case: None,
+            case_name: None,
+            turn: None,
+            key: Some("env".into()),
+            message: format!(
+                "{bad:?} is not an environment variable's name; use letters, digits and _ (not first)"
+            ),
+        });
+    }
+    let declared = parsed.env.clone();
+    let env = Declared {
+        names: &declared,
+        env,
+    };
+    let env = &env;
     let err = |case: Option<usize>, turn: Option<usize>, key: &str, message: String| {
         let name = case.and_then(|c| parsed_name(text, c));
         TestFileError {
@@ -124,7 +146,9 @@ fn parse_unboxed(
     }
     let mut names = std::collections::HashSet::new();
     for (c, case) in parsed.cases.iter_mut().enumerate() {
-        case.name = expand_env(&case.name, env).map_err(|m| err(Some(c), None, "name", m))?;
+        case.name = env
+            .expand(&case.name)
+            .map_err(|m| err(Some(c), None, "name", m))?;
         if case.name.trim().is_empty() {
             return Err(err(Some(c), None, "name", "a case needs a name".into()));
         }
@@ -170,11 +194,43 @@ fn parse_unboxed(
     Ok(parsed)
 }
 
+/// The file's placeholders read only the variables it declares.
+struct Declared<'a> {
+    names: &'a [String],
+    env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Declared<'_> {
+    /// `text` with its `${NAME}`s expanded; a name the file does not declare is an error.
+    fn expand(&self, text: &str) -> Result<String, String> {
+        let undeclared = Cell::new(None);
+        let lookup = |name: &str| {
+            if self.names.iter().any(|n| n == name) {
+                (self.env)(name)
+            } else {
+                undeclared.set(Some(name.to_string()));
+                None
+            }
+        };
+        expand_env(text, &lookup).map_err(|message| match undeclared.take() {
+            Some(name) => format!(
+                "`${{{name}}}` reads an environment variable the file does not declare; add \
+                 env = [\"{name}\"] at the top of the file to read it, or write $${{{name}}} for the \
+                 text itself"
+            ),
+            None => message,
+        })
+    }
+}
+
+fn is_variable_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
 /// Checks one turn and expands its placeholders; the error is (key, message).
-fn check_turn(
-    turn: &mut Turn,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<(), (&'static str, String)> {
+fn check_turn(turn: &mut Turn, env: &Declared<'_>) -> Result<(), (&'static str, String)> {
     match (&turn.say, turn.pause) {
         (Some(_), Some(_)) => {
             return Err((
@@ -207,7 +263,7 @@ fn check_turn(
         (Some(_), None) => {}
     }
     if let Some(say) = &turn.say {
-        turn.say = Some(expand_env(say, env).map_err(|m| ("say", m))?);
+        turn.say = Some(env.expand(say).map_err(|m| ("say", m))?);
     }
     for (key, list) in [
         ("reply_contains", &mut turn.reply_contains),
@@ -215,7 +271,7 @@ fn check_turn(
         ("reply_matches", &mut turn.reply_matches),
     ] {
         for s in list.iter_mut() {
-            *s = expand_env(s, env).map_err(|m| (key, m))?;
+            *s = env.expand(s).map_err(|m| (key, m))?;
             if s.is_empty() && key != "reply_matches" {
                 return Err((key, "an empty text matches every reply; remove it".into()));
             }
@@ -237,7 +293,7 @@ fn check_turn(
         ));
     }
     for tool in turn.tools.iter_mut().flatten() {
-        tool.name = expand_env(&tool.name, env).map_err(|m| ("tools", m))?;
+        tool.name = env.expand(&tool.name).map_err(|m| ("tools", m))?;
         if tool.name.is_empty() {
             return Err(("tools", "a tool call needs a `name`".into()));
         }
@@ -282,9 +338,9 @@ fn check_turn(
 }
 
 /// Expands placeholders in every string inside `value`.
-fn expand_value(value: &mut Value, env: &dyn Fn(&str) -> Option<String>) -> Result<(), String> {
+fn expand_value(value: &mut Value, env: &Declared<'_>) -> Result<(), String> {
     match value {
-        Value::String(s) => *s = expand_env(s, env)?,
+        Value::String(s) => *s = env.expand(s)?,
         Value::Array(items) => {
             for v in items {
                 expand_value(v, env)?;
@@ -369,6 +425,8 @@ mod tests {
     fn a_file_reads_into_cases_and_turns() {
         let f = parse(
             r#"
+env = ["WHO"]
+
 [[case]]
 name = "hello"
 repeat = 3
@@ -416,6 +474,26 @@ pause = 0.5
         assert!(text.contains("reply_contain"), "{text}");
     }
 
+    /// Expansion is explicit: a variable the file does not declare is never read, whatever
+    /// the environment holds.
+    #[test]
+    fn only_declared_variables_are_read() {
+        let env = |n: &str| Some(format!("value of {n}"));
+        let text = "[[case]]\nname = \"a\"\n[[case.turn]]\nsay = \"${GITHUB_TOKEN}\"\n";
+        let e = parse(text, "f", &env).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("say"), "{e}");
+        assert!(!e.to_string().contains("value of"), "{e}");
+        let declared = format!("env = [\"GITHUB_TOKEN\"]\n{text}");
+        let f = parse(&declared, "f", &env).unwrap();
+        assert_eq!(
+            f.cases[0].turns[0].say.as_deref(),
+            Some("value of GITHUB_TOKEN")
+        );
+        let literal = text.replace("${", "$${");
+        let f = parse(&literal, "f", &env).unwrap();
+        assert_eq!(f.cases[0].turns[0].say.as_deref(), Some("${GITHUB_TOKEN}"));
+    }
+
     #[test]
     fn a_wrong_type_names_the_key() {
         let e = error("[[case]]\nname = \"a\"\nrepeat = \"twice\"\n[[case.turn]]\nsay = \"hi\"\n");
@@ -453,9 +531,19 @@ pause = 0.5
                 "without `tools`",
             ),
             (
-                "[[case]]\nname = \"a\"\n[[case.turn]]\nsay = \"${NOPE}\"\n",
+                "env = [\"NOPE\"]\n[[case]]\nname = \"a\"\n[[case.turn]]\nsay = \"${NOPE}\"\n",
                 "say",
                 "NOPE is not set",
+            ),
+            (
+                "[[case]]\nname = \"a\"\n[[case.turn]]\nsay = \"${GITHUB_TOKEN}\"\n",
+                "say",
+                "does not declare; add env = [\"GITHUB_TOKEN\"]",
+            ),
+            (
+                "env = [\"2X\"]\n[[case]]\nname = \"a\"\n[[case.turn]]\nsay = \"x\"\n",
+                "env",
+                "not an environment variable's name",
             ),
             (
                 "[[case]]\nname = \"a\"\n[[case.turn]]\nsay = \"x\"\n[[case]]\nname = \"a\"\n[[case.turn]]\nsay = \"y\"\n",

@@ -3,6 +3,8 @@
 //! the file, case, turn and key), [`write`] renders one; running cases lives in the binary.
 //!
 //! ```toml
+//! env = ["WHO"]         # the only variables ${NAME} may read
+//!
 //! [[case]]
 //! name = "greets and echoes"
 //! repeat = 3            # run 3 times, one session each
@@ -38,10 +40,15 @@ pub const END_REASONS: &[&str] = &[
     "restarted",
 ];
 
-/// One test file: its cases, in order.
+/// One test file: the environment variables it reads, and its cases, in order.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TestFile {
+    /// The environment variables `${NAME}` may read (`env = ["BOOKING_TIME"]`): expansion is
+    /// explicit, so a `${GITHUB_TOKEN}` in a line someone typed, or in a file from elsewhere,
+    /// is an error naming it instead of a CI secret sent to the bot and into `--events`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
     /// `[[case]]` tables.
     #[serde(default, rename = "case")]
     pub cases: Vec<Case>,

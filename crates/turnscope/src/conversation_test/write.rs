@@ -1,10 +1,15 @@
 //! Writing a test file: a conversation that happened (its lines, replies, tool calls and end
 //! reasons) as a case whose expectations are those facts, rendered as TOML for the user to
 //! edit. The console's export key uses it; [`super::load::parse`] reads the result back.
+//!
+//! Every text is written as it was typed: each `$` doubled, so a line a client typed as
+//! `${GITHUB_TOKEN}` is said again as those characters, never expanded from the environment of
+//! the CI that runs the file.
 
 use serde_json::{Map, Value};
 
 use super::{Case, TestFile, ToolExpect, ToolsMatch, Turn};
+use crate::config::env::escape_placeholders;
 
 /// One turn as it happened.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -21,10 +26,10 @@ pub struct RecordedTurn {
 
 /// A case named `name` that replays `turns`: each line said again, the reply expected to
 /// contain what it was, the same tool calls (strict, arguments as sent) and end reason, and
-/// no error unless the turn ended in one.
+/// no error unless the turn ended in one. Texts are escaped (see the module).
 pub fn case_from_turns(name: &str, turns: &[RecordedTurn]) -> Case {
     Case {
-        name: name.to_string(),
+        name: escape_placeholders(name),
         repeat: 1,
         pass_rate: 1.0,
         turns: turns.iter().map(turn_of).collect(),
@@ -37,22 +42,25 @@ fn turn_of(t: &RecordedTurn) -> Turn {
         .tool_calls
         .iter()
         .map(|(name, args)| ToolExpect {
-            name: name.clone(),
+            name: escape_placeholders(name),
             args: match serde_json::from_str::<Value>(args) {
                 // Nulls have no TOML form: a key whose value was null is left out.
-                Ok(Value::Object(map)) => Some(without_nulls(map)),
+                Ok(Value::Object(map)) => Some(escaped(without_nulls(map))),
                 _ => None,
             },
         })
         .collect();
     let errored = t.end_reason.as_deref() == Some("error");
+    // Dates and times change from run to run: such a reply is expected as a pattern.
+    let volatile = volatile_pattern(reply);
     Turn {
-        say: Some(t.line.clone()),
-        reply_contains: if reply.is_empty() {
+        say: Some(escape_placeholders(&t.line)),
+        reply_contains: if reply.is_empty() || volatile.is_some() {
             Vec::new()
         } else {
-            vec![reply.to_string()]
+            vec![escape_placeholders(reply)]
         },
+        reply_matches: volatile.iter().map(|p| escape_placeholders(p)).collect(),
         tools: Some(tools),
         tools_match: Some(ToolsMatch::Strict),
         end_reason: t.end_reason.clone(),
@@ -113,6 +121,32 @@ pub fn case_from_request(
     })
 }
 
+/// The parts of a reply that change from run to run: dates (`2026-12-01`) and times of day
+/// (`15:15`, `15:15:13`, `15:15:13.250`).
+const VOLATILE: &str = r"\d{4}-\d{2}-\d{2}|\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\b";
+
+/// A regex matching `reply` with any date and time where it had one, the rest as written;
+/// `None` when it has none (then the reply is expected as it was).
+fn volatile_pattern(reply: &str) -> Option<String> {
+    let volatile = regex::Regex::new(VOLATILE).expect("the pattern is valid");
+    if !volatile.is_match(reply) {
+        return None;
+    }
+    let mut pattern = String::new();
+    let mut last = 0;
+    for m in volatile.find_iter(reply) {
+        pattern.push_str(&regex::escape(&reply[last..m.start()]));
+        pattern.push_str(if m.as_str().contains('-') {
+            r"\d{4}-\d{2}-\d{2}"
+        } else {
+            r"\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?"
+        });
+        last = m.end();
+    }
+    pattern.push_str(&regex::escape(&reply[last..]));
+    Some(pattern)
+}
+
 fn without_nulls(map: Map<String, Value>) -> Map<String, Value> {
     map.into_iter()
         .filter(|(_, v)| !v.is_null())
@@ -121,6 +155,19 @@ fn without_nulls(map: Map<String, Value>) -> Map<String, Value> {
             other => (k, other),
         })
         .collect()
+}
+
+/// Every string inside `map` escaped (the loader expands strings in tool arguments too).
+fn escaped(map: Map<String, Value>) -> Map<String, Value> {
+    fn walk(value: Value) -> Value {
+        match value {
+            Value::String(s) => Value::String(escape_placeholders(&s)),
+            Value::Array(items) => Value::Array(items.into_iter().map(walk).collect()),
+            Value::Object(map) => Value::Object(escaped(map)),
+            other => other,
+        }
+    }
+    map.into_iter().map(|(k, v)| (k, walk(v))).collect()
 }
 
 /// `file` as TOML, headed by a comment saying where it came from and how to run it.
@@ -155,7 +202,14 @@ mod tests {
         let calls = [("clock".to_string(), "{}".to_string())];
         let asked = case_from_request("v", &messages, "", &calls).unwrap();
         assert_eq!(asked.turns[1].tools_match, Some(ToolsMatch::Superset));
-        let text = render(&TestFile { cases: vec![asked] }, "a variant").unwrap();
+        let text = render(
+            &TestFile {
+                cases: vec![asked],
+                ..TestFile::default()
+            },
+            "a variant",
+        )
+        .unwrap();
         assert!(
             super::super::parse(&text, "v.test.toml", &|_| None).is_ok(),
             "{text}"
@@ -181,6 +235,7 @@ mod tests {
         ];
         let file = TestFile {
             cases: vec![case_from_turns("session 3", &turns)],
+            ..TestFile::default()
         };
         let text = render(&file, "exported from session 3").unwrap();
         let back = super::super::parse(&text, "x.test.toml", &|_| None).unwrap();
@@ -191,5 +246,71 @@ mod tests {
         assert_eq!(tools[0].args.as_ref().unwrap().len(), 1, "{text}");
         assert_eq!(back.cases[0].turns[1].tools.as_deref(), Some(&[][..]));
         assert_eq!(t0.no_error, Some(true));
+    }
+
+    /// A line typed as `${GITHUB_TOKEN}` is said again as those characters when the exported
+    /// case runs, whatever the environment holds; replies and arguments likewise.
+    #[test]
+    fn exported_texts_never_read_the_environment() {
+        let typed = "print ${GITHUB_TOKEN}, $$ and $HOME";
+        let turns = [RecordedTurn {
+            line: typed.into(),
+            reply: format!("You said: {typed}"),
+            tool_calls: vec![(
+                "echo".into(),
+                r#"{"text":"${GITHUB_TOKEN}","n":["$$"]}"#.into(),
+            )],
+            end_reason: Some("completed".into()),
+        }];
+        let file = TestFile {
+            cases: vec![case_from_turns("${CASE}", &turns)],
+            ..TestFile::default()
+        };
+        let text = render(&file, "exported").unwrap();
+        let secrets = |name: &str| Some(format!("secret-{name}"));
+        let back = super::super::parse(&text, "x.test.toml", &secrets).unwrap();
+        assert!(!format!("{back:?}").contains("secret-"), "{back:?}");
+        let case = &back.cases[0];
+        assert_eq!(case.name, "${CASE}");
+        let turn = &case.turns[0];
+        assert_eq!(turn.say.as_deref(), Some(typed));
+        assert_eq!(turn.reply_contains, [format!("You said: {typed}")]);
+        let args = turn.tools.as_ref().unwrap()[0].args.clone().unwrap();
+        assert_eq!(
+            Value::Object(args),
+            serde_json::json!({"text": "${GITHUB_TOKEN}", "n": ["$$"]})
+        );
+    }
+
+    #[test]
+    fn dates_and_times_in_a_reply_become_a_pattern_that_matches_another_run() {
+        let turn = turn_of(&RecordedTurn {
+            line: "what does the clock say".into(),
+            reply: "The clock tool says: 2026-12-01 15:15:13 UTC.".into(),
+            tool_calls: vec![("clock".into(), "{}".into())],
+            end_reason: Some("completed".into()),
+        });
+        assert!(turn.reply_contains.is_empty());
+        let pattern = regex::Regex::new(&turn.reply_matches[0]).unwrap();
+        assert!(pattern.is_match("The clock tool says: 2027-01-31 09:05:00 UTC."));
+        assert!(!pattern.is_match("The echo tool says: 2027-01-31 09:05:00 UTC."));
+        let file = TestFile {
+            cases: vec![Case {
+                name: "clock".into(),
+                repeat: 1,
+                pass_rate: 1.0,
+                turns: vec![turn],
+            }],
+            ..TestFile::default()
+        };
+        let text = render(&file, "exported").unwrap();
+        let back = super::super::parse(&text, "x.test.toml", &|_| None).unwrap();
+        assert_eq!(back.cases[0].turns[0].reply_matches.len(), 1, "{text}");
+        let plain = turn_of(&RecordedTurn {
+            reply: "You said: hello".into(),
+            ..RecordedTurn::default()
+        });
+        assert_eq!(plain.reply_contains, ["You said: hello"]);
+        assert!(plain.reply_matches.is_empty());
     }
 }

@@ -1,5 +1,6 @@
 //! Opens one MCP client *session* (transport + `initialize` handshake) to a server entry: a
-//! stdio child in its own process group with its stderr copied to the log, rmcp's streamable
+//! stdio child in its own process group and folder (`cwd`), its stderr copied to the log and
+//! its last lines kept for the error when it fails to start, rmcp's streamable
 //! HTTP client with capped stream resumption, or the legacy [`SseClientTransport`]. It never
 //! retries (the `supervisor` does) and never lists or calls tools.
 //! `client_info` is the one place the client's `initialize` parameters are built.
@@ -21,9 +22,16 @@ use tokio_util::sync::CancellationToken;
 
 use super::sse_client::{SseClientTransport, SseConnectError};
 use crate::config::{McpServerConfig, TransportKind};
+use crate::observe::redact::redact;
 
 /// Longest stderr line of a stdio server copied to the log.
 const STDERR_LINE_CHARS: usize = 500;
+
+/// Stderr lines of a stdio server kept for the error when it fails to start.
+const STDERR_TAIL_LINES: usize = 5;
+
+/// How long a failed start waits for the child's last stderr lines (it usually exits at once).
+const STDERR_GRACE: Duration = Duration::from_millis(500);
 
 /// What the client says about itself in `initialize`, under the implementation name `name`:
 /// the newest revision that has the handshake (2025-11-25). rmcp's default, 2026-07-28, has
@@ -74,10 +82,12 @@ pub struct Session<C: ClientHandler> {
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     /// Occurs when a stdio server's command cannot be started.
-    #[error("cannot start `{command}`: {source}; check the command, its PATH and its arguments")]
+    #[error("cannot start `{command}` in {folder}: {source}; check `command`, its PATH and `cwd`")]
     Spawn {
         /// The command.
         command: String,
+        /// The folder it was to run in.
+        folder: String,
         /// What the system said.
         source: std::io::Error,
     },
@@ -92,13 +102,21 @@ pub enum ConnectError {
     /// Occurs when a legacy SSE server's stream cannot be opened or names no endpoint in time.
     #[error(transparent)]
     Sse(#[from] SseConnectError),
-    /// Occurs when a stdio server started but did not complete the MCP handshake.
-    #[error("`{command}` started but the MCP handshake failed: {reason}")]
+    /// Occurs when a stdio server started but did not complete the MCP handshake; the last
+    /// lines it wrote to stderr usually say why.
+    #[error(
+        "`{command}` (in {folder}) started but the MCP handshake failed: {reason}{}",
+        stderr_said(stderr)
+    )]
     StdioHandshake {
         /// The command.
         command: String,
+        /// The folder it ran in.
+        folder: String,
         /// The handshake error and its causes.
         reason: String,
+        /// Its last stderr lines, joined with ` | ` (empty: it wrote none).
+        stderr: String,
     },
     /// Occurs when an HTTP or SSE server did not complete the MCP handshake.
     #[error("MCP handshake with {url} failed: {reason}")]
@@ -146,8 +164,12 @@ pub(crate) async fn open<C: ClientHandler>(
     match config.transport_kind() {
         TransportKind::Stdio => {
             let command = config.command.as_deref().unwrap_or_default();
-            let mut cmd = tokio::process::Command::new(command);
+            let cwd = config.cwd.as_deref();
+            let mut cmd = tokio::process::Command::new(program(command, cwd));
             cmd.args(&config.args).envs(&config.env).kill_on_drop(true);
+            if let Some(cwd) = cwd {
+                cmd.current_dir(cwd);
+            }
             // Its own process group: a Ctrl-C at the terminal reaches turnscope, which then
             // closes the server, instead of killing the server first (and causing a respawn).
             #[cfg(unix)]
@@ -157,19 +179,37 @@ pub(crate) async fn open<C: ClientHandler>(
                 .spawn()
                 .map_err(|source| ConnectError::Spawn {
                     command: command.into(),
+                    folder: shown_folder(cwd),
                     source,
                 })?;
             let pid = transport.id();
-            if let Some(stderr) = stderr {
-                tokio::spawn(copy_stderr(stderr, dial.stderr.clone()));
-            }
-            let service = client.serve_with_ct(transport, ct).await.map_err(|e| {
-                ConnectError::StdioHandshake {
-                    command: command.into(),
-                    reason: chain(&e),
+            let tail = StderrTail::default();
+            let copying = stderr
+                .map(|stderr| tokio::spawn(copy_stderr(stderr, dial.stderr.clone(), tail.clone())));
+            match client.serve_with_ct(transport, ct).await {
+                Ok(service) => Ok(Session { service, pid }),
+                Err(e) => {
+                    // A server that fails at start usually says why on stderr and exits: wait
+                    // (briefly) for its last words to arrive.
+                    let mut closed = false;
+                    if let Some(copying) = copying {
+                        closed = tokio::time::timeout(STDERR_GRACE, copying).await.is_ok();
+                    }
+                    // Its stderr closed: it exited, and rmcp's words (a broken pipe, a closed
+                    // connection) only say so less plainly.
+                    let reason = if closed {
+                        "it exited before answering `initialize`".to_string()
+                    } else {
+                        chain(&e)
+                    };
+                    Err(ConnectError::StdioHandshake {
+                        command: command.into(),
+                        folder: shown_folder(cwd),
+                        reason,
+                        stderr: tail.text(),
+                    })
                 }
-            })?;
-            Ok(Session { service, pid })
+            }
         }
         TransportKind::Http => {
             let mut headers = HashMap::new();
@@ -223,7 +263,7 @@ pub(crate) async fn open<C: ClientHandler>(
 
 /// An error and its causes in one line, without the Rust type names rmcp puts in its
 /// transport errors (`Transport [rmcp::...<...>] error:`).
-pub(crate) fn chain(error: &dyn std::error::Error) -> String {
+pub fn chain(error: &dyn std::error::Error) -> String {
     let mut parts: Vec<String> = vec![tidy(&error.to_string())];
     let mut source = error.source();
     while let Some(cause) = source {
@@ -247,12 +287,69 @@ fn tidy(text: &str) -> String {
     out
 }
 
-/// Copies a stdio server's stderr to `log`, line by line.
-async fn copy_stderr(stderr: tokio::process::ChildStderr, log: StderrLog) {
+/// Copies a stdio server's stderr to `log`, line by line, keeping the last lines in `tail`.
+async fn copy_stderr(stderr: tokio::process::ChildStderr, log: StderrLog, tail: StderrTail) {
     let mut lines = BufReader::new(stderr).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         let line: String = strip_ansi(&line).chars().take(STDERR_LINE_CHARS).collect();
         log(&line);
+        tail.push(line);
+    }
+}
+
+/// The last [`STDERR_TAIL_LINES`] non-blank lines a stdio child wrote to stderr (each at most
+/// [`STDERR_LINE_CHARS`]), for the error when it fails to start.
+#[derive(Clone, Default)]
+struct StderrTail(Arc<std::sync::Mutex<std::collections::VecDeque<String>>>);
+
+impl StderrTail {
+    fn push(&self, line: String) {
+        if line.trim().is_empty() {
+            return;
+        }
+        let mut lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if lines.len() == STDERR_TAIL_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
+    fn text(&self) -> String {
+        let lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        lines
+            .iter()
+            .map(|l| redact(l.trim()).into_owned())
+            .collect::<Vec<_>>()
+            .join(" | ")
+    }
+}
+
+/// `. Its stderr ended with: …`, or nothing when it wrote none.
+fn stderr_said(stderr: &str) -> String {
+    if stderr.is_empty() {
+        ". It wrote nothing to stderr; check `command` and `args`".into()
+    } else {
+        format!(". Its stderr ended with: {stderr}")
+    }
+}
+
+/// The program to run: a relative path with a `/` (`./server.sh`, `bin/server`) is looked for
+/// in the server's folder, as its arguments are; a bare name is looked up on `PATH`.
+fn program(command: &str, cwd: Option<&std::path::Path>) -> std::path::PathBuf {
+    let path = std::path::Path::new(command);
+    match cwd {
+        Some(cwd) if command.contains('/') && path.is_relative() => cwd.join(path),
+        _ => path.to_path_buf(),
+    }
+}
+
+/// The folder a stdio server runs in, as errors name it.
+fn shown_folder(cwd: Option<&std::path::Path>) -> String {
+    match cwd {
+        Some(cwd) => cwd.display().to_string(),
+        None => std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_else(|_| "the current folder".into()),
     }
 }
 

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::client::{Completion, ModelError, preview};
+use super::completion::{Completion, ModelError, preview};
 use crate::observe::TokenUsage;
 use crate::tools::ToolCall;
 

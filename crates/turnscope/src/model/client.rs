@@ -1,6 +1,10 @@
 //! The OpenAI-compatible chat-completions client: `stream: true`, SSE parsed by
 //! `eventsource-stream`, lenient chunk parsing (`assemble`), the usage chunk asked for, one
-//! retry on a fresh connection when a reused one died before answering (`connection`).
+//! retry on a fresh connection when a reused one died before answering (`connection`), one
+//! retry after the wait a rate-limited (429) or overloaded (503) server's `Retry-After` asks
+//! for when it fits the response's time bound. Every response is bounded: its body in bytes
+//! and its time (`[model] max_response_kib`, `max_response_seconds`), an error body to
+//! [`ERROR_BODY_BYTES`].
 //!
 //! Written on reqwest rather than async-openai because that crate rejects chunks missing
 //! fields many servers omit (`id`, `created`, ...); see `reference/rust-stack.md`.
@@ -8,20 +12,25 @@
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
-use eventsource_stream::Eventsource;
+use eventsource_stream::{EventStreamError, Eventsource};
 use futures::StreamExt;
 use serde_json::{Map, Value, json};
 
 use super::assemble::{Assembler, Step};
+pub use super::completion::{Completion, ModelError, ResponseBound, preview};
 use super::connection::Connections;
+use crate::config::{DEFAULT_MAX_RESPONSE_KIB, DEFAULT_MAX_RESPONSE_SECONDS};
+use crate::observe::ModelResponseInfo;
 use crate::observe::redact::redact;
 use crate::observe::wire::WireRequest;
-use crate::observe::{ModelResponseInfo, TokenUsage};
-use crate::tools::{ToolCall, ToolSpec};
+use crate::tools::ToolSpec;
 
+/// The request fields about tools: a request that offers none is sent (and recorded) without
+/// any of them, since servers refuse `tool_choice` without `tools`.
+const TOOL_SETTINGS: [&str; 3] = ["tools", "tool_choice", "parallel_tool_calls"];
 /// Where the model lives, how patient to be with it, and what every request carries.
 #[derive(Debug, Clone)]
 pub struct ModelConfig {
@@ -44,11 +53,17 @@ pub struct ModelConfig {
     pub params: Map<String, Value>,
     /// Whether to ask for the final usage chunk (`stream_options.include_usage`).
     pub include_usage: bool,
+    /// Most bytes of one response's body, as streamed: beyond, the response is abandoned
+    /// ([`ModelError::TooLong`]).
+    pub max_response_bytes: usize,
+    /// Longest one response may take from its request to its end, a `Retry-After` wait
+    /// included; beyond, it is abandoned ([`ModelError::TooLong`]).
+    pub max_response_time: Duration,
 }
 
 impl ModelConfig {
     /// A config for `base_url` with default timeouts (5 s connect, 60 s first byte, 30 s idle),
-    /// no parameters, and usage asked for.
+    /// the default response bounds (16 MiB, 600 s), no parameters, and usage asked for.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
         Self {
             base_url: base_url.into(),
@@ -60,6 +75,8 @@ impl ModelConfig {
             idle_timeout: Duration::from_secs(30),
             params: Map::new(),
             include_usage: true,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_KIB * 1024,
+            max_response_time: Duration::from_secs_f64(DEFAULT_MAX_RESPONSE_SECONDS),
         }
     }
 
@@ -68,101 +85,8 @@ impl ModelConfig {
     }
 }
 
-/// One finished model response.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Completion {
-    /// All reply text the response streamed.
-    pub text: String,
-    /// Function calls it asked for, in index order.
-    pub tool_calls: Vec<ToolCall>,
-    /// The finish reason the server gave, if any (tool calls present = a round, whatever it
-    /// says; `length` = the reply was cut by the token limit).
-    pub finish_reason: Option<String>,
-    /// Reasoning text (`reasoning_content` / `reasoning` deltas): never part of `text`, never
-    /// sent back to the model.
-    pub reasoning: String,
-    /// Token counts, when the server sent them.
-    pub usage: Option<TokenUsage>,
-    /// The model the server named in its chunks.
-    pub model: Option<String>,
-    /// The response id the server gave.
-    pub response_id: Option<String>,
-}
-
-/// Why a model request failed. Each message says what happened and what to check.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ModelError {
-    /// Could not connect at all.
-    Connect(String),
-    /// A connection was made (or reused) and closed before any byte of the answer came, and
-    /// the same again on a fresh connection.
-    Dropped(String),
-    /// The server answered with an error status.
-    Status {
-        /// HTTP status code.
-        code: u16,
-        /// The server's message (from its JSON error body when it had one).
-        message: String,
-    },
-    /// No response headers or first event within the first-byte timeout.
-    FirstByteTimeout(Duration),
-    /// The stream went silent for longer than the idle timeout.
-    IdleTimeout(Duration),
-    /// A chunk was not the JSON expected.
-    Malformed(String),
-    /// The stream ended before `[DONE]` or a finish reason.
-    Cut(String),
-    /// The server sent an error object inside the stream.
-    Server(String),
-}
-
-impl ModelError {
-    /// Whether the server refused the request as a whole (an HTTP error status): nothing of
-    /// it was generated.
-    pub fn is_refusal(&self) -> bool {
-        matches!(self, ModelError::Status { .. })
-    }
-}
-
-impl fmt::Display for ModelError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ModelError::Connect(e) => write!(
-                f,
-                "model server unreachable: {e}; check --model-url / OPENAI_BASE_URL and that the server runs"
-            ),
-            ModelError::Dropped(detail) => write!(
-                f,
-                "model server closed the connection before answering, twice (the second time on a fresh \
-                 connection): {detail}; the server may be restarting or crashing on this request: check its log"
-            ),
-            ModelError::Status { code, message } => {
-                write!(f, "model server answered HTTP {code}: {message}")
-            }
-            ModelError::FirstByteTimeout(t) => write!(
-                f,
-                "model server sent nothing within {:.1} s of the request; it may be overloaded or hung",
-                t.as_secs_f64()
-            ),
-            ModelError::IdleTimeout(t) => write!(
-                f,
-                "model stream went silent for {:.1} s mid-response and was abandoned",
-                t.as_secs_f64()
-            ),
-            ModelError::Malformed(e) => write!(
-                f,
-                "model stream sent a chunk that is not an OpenAI chat.completion.chunk: {e}"
-            ),
-            ModelError::Cut(e) => write!(
-                f,
-                "model stream broke before its end ([DONE] or a finish reason): {e}"
-            ),
-            ModelError::Server(e) => write!(f, "model server reported an error mid-stream: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for ModelError {}
+/// Most bytes of an error answer's body read (its message is cut to 300 characters anyway).
+pub const ERROR_BODY_BYTES: usize = 64 * 1024;
 
 /// A client for one OpenAI-compatible server.
 #[derive(Clone)]
@@ -223,14 +147,20 @@ impl ModelClient {
     /// What a request with these `extra` fields looks like on the wire, without its messages
     /// and tools: model, URL (`token=` masked), header names (never values), whether a key is
     /// sent, and the other top-level fields (`[model]` parameters, `extra`, `stream`,
-    /// `stream_options`). Mirrors `stream_reporting`.
-    pub(crate) fn describe(&self, extra: &Map<String, Value>) -> WireRequest {
+    /// `stream_options`; no tool settings when it `offers_tools` not). Mirrors
+    /// `stream_reporting`.
+    pub(crate) fn describe(&self, extra: &Map<String, Value>, offers_tools: bool) -> WireRequest {
         let mut params = self.config.params.clone();
         for (k, v) in extra {
             params.insert(k.clone(), v.clone());
         }
-        for key in ["model", "messages", "tools"] {
+        for key in ["model", "messages"] {
             params.remove(key);
+        }
+        for key in TOOL_SETTINGS {
+            if key == "tools" || !offers_tools {
+                params.remove(key);
+            }
         }
         params.insert("stream".into(), Value::Bool(true));
         if self.config.include_usage
@@ -250,7 +180,7 @@ impl ModelClient {
     }
 
     /// Like [`ModelClient::stream_with`], filling `info` with what the request reported (status,
-    /// time to first byte, finish reason, usage, model, id, retries) whether it failed or not.
+    /// time to the headers, finish reason, usage, model, id, retries) whether it failed or not.
     pub async fn stream_reporting(
         &self,
         messages: Vec<Value>,
@@ -269,7 +199,7 @@ impl ModelClient {
         if tools.is_empty() {
             // Servers refuse tool settings in a request that offers no tools (a turn's last
             // request at the round cap offers none).
-            for key in ["tools", "tool_choice", "parallel_tool_calls"] {
+            for key in TOOL_SETTINGS {
                 body.remove(key);
             }
         } else {
@@ -329,7 +259,7 @@ impl ModelClient {
             && !self.usage_refused.load(Ordering::Relaxed)
             && !body.contains_key("stream_options");
         let started = Instant::now();
-        let mut response = self.send(encode(&body, ask_usage), info).await?;
+        let mut response = self.send(encode(&body, ask_usage), info, started).await?;
         if ask_usage && usage_option_refused(&response) {
             // A server that rejects `stream_options` (older OpenAI-compatible servers): say so
             // once, and ask again without it, now and from now on.
@@ -339,16 +269,30 @@ impl ModelClient {
                 url = %self.url,
                 "the model server refused stream_options.include_usage; requests go on without it (no token counts)"
             );
-            response = self.send(encode(&body, false), info).await?;
+            response = self.send(encode(&body, false), info, started).await?;
         }
-        info.first_byte_us = Some(started.elapsed().as_micros() as u64);
+        info.headers_us = Some(started.elapsed().as_micros() as u64);
         let response = match response {
             Answer::Ok(r) => r,
             Answer::Refused { code, message } => {
                 return Err(ModelError::Status { code, message });
             }
+            Answer::Busy {
+                code,
+                message,
+                retry_after,
+            } => {
+                // `send` answers these as errors; kept whole here rather than trusted away.
+                return Err(ModelError::Busy {
+                    code,
+                    message,
+                    retry_after,
+                    retried: false,
+                    budget: self.config.max_response_time,
+                });
+            }
         };
-        let result = self.read_stream(response, on_piece).await;
+        let result = self.read_stream(response, on_piece, started).await;
         if let Ok(c) = &result {
             info.finish_reason.clone_from(&c.finish_reason);
             info.usage = c.usage;
@@ -357,6 +301,19 @@ impl ModelClient {
             info.reasoning_bytes = c.reasoning.len() as u64;
         }
         result
+    }
+
+    /// `GET url` with the key and headers every request carries, on a connection that is not
+    /// kept (the start-up check, `probe`).
+    pub(crate) fn models_request(&self, url: &str) -> reqwest::RequestBuilder {
+        let mut request = self.conns.fresh.get(url);
+        if let Some(key) = &self.config.api_key {
+            request = request.bearer_auth(key);
+        }
+        for (name, value) in &self.config.headers {
+            request = request.header(name, value);
+        }
+        request
     }
 
     fn request(&self, http: &reqwest::Client, body: Bytes) -> reqwest::RequestBuilder {
@@ -373,10 +330,50 @@ impl ModelClient {
         request
     }
 
+    /// Sends the request (see [`ModelClient::send_once`]); a rate-limited or overloaded
+    /// server's answer is waited out once, as its `Retry-After` asks, when the wait fits the
+    /// response's time bound counted from `started`, else it is [`ModelError::Busy`].
+    async fn send(
+        &self,
+        body: Bytes,
+        info: &mut ModelResponseInfo,
+        started: Instant,
+    ) -> Result<Answer, ModelError> {
+        let (code, message, retry_after) = match self.send_once(body.clone(), info).await? {
+            Answer::Busy {
+                code,
+                message,
+                retry_after,
+            } => (code, message, retry_after),
+            answer => return Ok(answer),
+        };
+        let budget = self.config.max_response_time;
+        let busy = |code, message, retry_after, retried| ModelError::Busy {
+            code,
+            message,
+            retry_after,
+            retried,
+            budget,
+        };
+        let Some(wait) = retry_after.filter(|w| started.elapsed() + *w < budget) else {
+            return Err(busy(code, message, retry_after, false));
+        };
+        info.waited_ms = Some(wait.as_millis() as u64);
+        tokio::time::sleep(wait).await;
+        match self.send_once(body, info).await? {
+            Answer::Busy { code, message, .. } => Err(busy(code, message, Some(wait), true)),
+            answer => Ok(answer),
+        }
+    }
+
     /// Sends the request, once more on a fresh connection when a reused one closed before any
-    /// byte of the answer came (see `connection`); an error status is read into
-    /// [`Answer::Refused`].
-    async fn send(&self, body: Bytes, info: &mut ModelResponseInfo) -> Result<Answer, ModelError> {
+    /// byte of the answer came (see `connection`); an error status is read (to
+    /// [`ERROR_BODY_BYTES`]) into [`Answer::Refused`], or [`Answer::Busy`] for 429 and 503.
+    async fn send_once(
+        &self,
+        body: Bytes,
+        info: &mut ModelResponseInfo,
+    ) -> Result<Answer, ModelError> {
         let first = self.config.first_byte_timeout;
         let sent =
             tokio::time::timeout(first, self.request(&self.conns.pooled, body.clone()).send());
@@ -405,28 +402,50 @@ impl ModelClient {
         if status.is_success() {
             return Ok(Answer::Ok(response));
         }
-        let text = tokio::time::timeout(first, response.text())
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or_default();
-        Ok(Answer::Refused {
-            code: status.as_u16(),
-            message: server_message(&text, status.canonical_reason().unwrap_or("error")),
+        let code = status.as_u16();
+        let retry_after = retry_after(response.headers());
+        let text = error_body(response, first).await;
+        let message = server_message(&text, status.canonical_reason().unwrap_or("error"));
+        Ok(if matches!(code, 429 | 503) {
+            Answer::Busy {
+                code,
+                message,
+                retry_after,
+            }
+        } else {
+            Answer::Refused { code, message }
         })
     }
 
-    /// Reads the SSE stream of a successful answer into a completion.
+    /// Reads the SSE stream of a successful answer into a completion, within the response's
+    /// bounds: `max_response_bytes` of body, and `max_response_time` from `started`.
     async fn read_stream(
         &self,
         response: reqwest::Response,
         on_piece: &mut (dyn FnMut(String) + Send),
+        started: Instant,
     ) -> Result<Completion, ModelError> {
-        let mut events = response.bytes_stream().eventsource();
+        let limit = self.config.max_response_bytes;
+        let mut read = 0usize;
+        let body = response.bytes_stream().map(move |chunk| {
+            let chunk = chunk.map_err(BodyError::Transport)?;
+            read += chunk.len();
+            if read > limit {
+                return Err(BodyError::TooLarge);
+            }
+            Ok(chunk)
+        });
+        let mut events = body.eventsource();
         let mut assembler = Assembler::default();
         let mut waited = self.config.first_byte_timeout;
+        let bound = self.config.max_response_time;
+        let deadline = started + bound;
         loop {
-            let next = match tokio::time::timeout(waited, events.next()).await {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let next = match tokio::time::timeout(waited.min(left), events.next()).await {
+                Err(_) if left <= waited => {
+                    return Err(ModelError::TooLong(ResponseBound::Time(bound)));
+                }
                 Err(_) if assembler.seen_any => return Err(ModelError::IdleTimeout(waited)),
                 Err(_) => return Err(ModelError::FirstByteTimeout(waited)),
                 Ok(next) => next,
@@ -442,6 +461,9 @@ impl ModelClient {
                         ))
                     };
                 }
+                Some(Err(EventStreamError::Transport(BodyError::TooLarge))) => {
+                    return Err(ModelError::TooLong(ResponseBound::Bytes(limit)));
+                }
                 Some(Err(e)) => return Err(ModelError::Cut(e.to_string())),
                 Some(Ok(event)) => {
                     assembler.seen_any = true;
@@ -454,10 +476,78 @@ impl ModelClient {
     }
 }
 
-/// An answer with its headers read: a stream to read, or a refusal with its message.
+/// An answer with its headers read: a stream to read, a refusal with its message, or a
+/// rate-limited or overloaded server's answer with the wait it asked for.
 enum Answer {
     Ok(reqwest::Response),
-    Refused { code: u16, message: String },
+    Refused {
+        code: u16,
+        message: String,
+    },
+    Busy {
+        code: u16,
+        message: String,
+        retry_after: Option<Duration>,
+    },
+}
+
+/// Why reading a response's body stopped.
+#[derive(Debug)]
+enum BodyError {
+    /// The connection failed.
+    Transport(reqwest::Error),
+    /// The body passed `max_response_bytes`.
+    TooLarge,
+}
+
+impl fmt::Display for BodyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BodyError::Transport(e) => write!(f, "{}", error_chain(e)),
+            BodyError::TooLarge => f.write_str("the response passed its size bound"),
+        }
+    }
+}
+
+/// The wait a 429 or 503 answer asks for: `retry-after-ms` (OpenAI's), else `Retry-After`
+/// as seconds or as an HTTP date; at most a day.
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    const MOST: f64 = 86_400.0;
+    let text = |name| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    let seconds = |s: &str| s.parse::<f64>().ok().filter(|n| n.is_finite() && *n >= 0.0);
+    if let Some(ms) = text("retry-after-ms").and_then(seconds) {
+        return Some(Duration::from_secs_f64((ms / 1000.0).min(MOST)));
+    }
+    let value = text("retry-after")?;
+    if let Some(secs) = seconds(value) {
+        return Some(Duration::from_secs_f64(secs.min(MOST)));
+    }
+    let when = httpdate::parse_http_date(value).ok()?;
+    let wait = when.duration_since(SystemTime::now()).unwrap_or_default();
+    Some(wait.min(Duration::from_secs_f64(MOST)))
+}
+
+/// An error answer's body, at most [`ERROR_BODY_BYTES`] of it and within `within`: a server
+/// that streams an endless error page costs neither memory nor the turn.
+async fn error_body(response: reqwest::Response, within: Duration) -> String {
+    let mut body = Vec::new();
+    let mut chunks = response.bytes_stream();
+    let read = async {
+        while let Some(Ok(chunk)) = chunks.next().await {
+            let room = ERROR_BODY_BYTES - body.len();
+            body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            if body.len() == ERROR_BODY_BYTES {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(within, read).await;
+    String::from_utf8_lossy(&body).into_owned()
 }
 
 /// `scheme://host:port` of a URL (lower-cased), to tell whether two URLs reach one server.
@@ -498,7 +588,9 @@ fn encode(body: &Map<String, Value>, ask_usage: bool) -> Bytes {
 }
 
 /// Parses a whole SSE body, delivered in `chunks`, as [`ModelClient::stream`] would: for tests
-/// and fuzzing of the stream parser and the tool-call assembler without a socket.
+/// and fuzzing of the stream parser and the tool-call assembler without a socket. Only with
+/// the `testing` feature (the workspace's tests and fuzz targets): not part of the library's API.
+#[cfg(feature = "testing")]
 pub fn parse_sse_body(
     chunks: Vec<Vec<u8>>,
     on_piece: &mut (dyn FnMut(String) + Send),
@@ -539,7 +631,7 @@ pub(crate) fn openai_tool(spec: &ToolSpec) -> Value {
     })
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {
@@ -566,18 +658,6 @@ fn server_message(body: &str, reason: &str) -> String {
     } else {
         preview(body, 300)
     }
-}
-
-/// At most `max` bytes of `text`, cut on a character boundary.
-pub fn preview(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }
 
 #[cfg(test)]

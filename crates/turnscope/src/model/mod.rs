@@ -3,9 +3,12 @@
 
 mod assemble;
 pub mod client;
+mod completion;
 mod connection;
+pub mod probe;
 pub mod resend;
 pub mod scripted;
+mod scripted_calls;
 pub mod server;
 
 pub use client::{Completion, ModelClient, ModelConfig, ModelError};

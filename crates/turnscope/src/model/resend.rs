@@ -24,7 +24,7 @@ pub struct ResendAnswer {
     pub reasoning: String,
     /// The function calls asked for.
     pub tool_calls: Vec<ToolCall>,
-    /// Status, usage, finish reason, model, response id, first byte.
+    /// Status, usage, finish reason, model, response id, time to the response headers.
     pub info: ModelResponseInfo,
     /// Time to the first piece of text, µs.
     pub first_piece_us: Option<u64>,

@@ -1,10 +1,12 @@
 //! The embedded scripted model's behaviour: a deterministic answer for a conversation, so tests
 //! and benches need no real model. [`answer`] states the rules, in order.
 
-use serde_json::{Map, Value, json};
+use serde_json::Value;
+
+use super::scripted_calls::calls_for;
 
 /// How the scripted model streams.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ScriptSettings {
     /// Seconds between streamed words (0.03 paces it like a typical stub model).
     pub pace: f64,
@@ -40,7 +42,8 @@ const FILLER: [&str; 8] = ["and", "that", "is", "all", "I", "have", "for", "now"
 ///    ("The clock tool says: ..."), each named by the call it answers in the latest round
 ///    (call ids repeat across rounds); after `end_session`, a goodbye;
 /// 2. tools are offered and the user's line names one or more of them → one round calling each,
-///    with arguments built from the line and the tool's schema (required fields filled);
+///    with arguments built from the words that belong to it (the rule:
+///    [`super::scripted_calls`]);
 /// 3. the line asks "what did I say" → the previous user line;
 /// 4. otherwise → "You said: <line>", cut or padded to `words` words when set.
 ///
@@ -77,7 +80,7 @@ fn plain_answer(messages: &[Value], tools: &[Value], settings: &ScriptSettings) 
         return Answer::Text(pieces(&tool_summary(messages), settings.words));
     }
     let line = last.map(content_text).unwrap_or_default();
-    let calls = named_tools(&line, tools);
+    let calls = calls_for(&line, tools);
     if !calls.is_empty() {
         return Answer::Calls(calls);
     }
@@ -93,6 +96,24 @@ fn plain_answer(messages: &[Value], tools: &[Value], settings: &ScriptSettings) 
         format!("You said: {}", line.trim())
     };
     Answer::Text(pieces(&sentence, settings.words))
+}
+
+/// The id of call `i` of the round answering `messages`: `call_<turn>_<round>_<i>`, the turn
+/// counting user messages and the round the tool-call rounds since the last one (from 1). Ids
+/// are distinct across turns and rounds, and the same for the same conversation.
+pub fn call_id(messages: &[Value], i: usize) -> String {
+    let role = |m: &Value| m.get("role").and_then(Value::as_str).map(str::to_string);
+    let turn = messages
+        .iter()
+        .filter(|m| role(m).as_deref() == Some("user"))
+        .count();
+    let round = 1 + messages
+        .iter()
+        .rev()
+        .take_while(|m| role(m).as_deref() != Some("user"))
+        .filter(|m| m.get("tool_calls").is_some_and(|c| !c.is_null()))
+        .count();
+    format!("call_{turn}_{round}_{i}")
 }
 
 /// The scripted model's token count of a conversation: one token per whitespace-separated
@@ -190,7 +211,8 @@ fn tool_summary(messages: &[Value]) -> String {
         .rev()
         .take_while(|m| m.get("role").and_then(Value::as_str) == Some("tool"))
         .collect();
-    // Ids such as `call_0` repeat in every round: the latest round that made the call wins.
+    // Ids are distinct per round here (`call_id`), but a client may reuse its own (`call_0`
+    // in every round): the latest round that made the call wins.
     let name_of = |id: &str| -> String {
         messages
             .iter()
@@ -226,98 +248,10 @@ fn tool_summary(messages: &[Value]) -> String {
     parts.join(" ")
 }
 
-/// Tools whose names appear as words in `line`, each with arguments built from its schema.
-fn named_tools(line: &str, tools: &[Value]) -> Vec<(String, String)> {
-    let words: Vec<String> = line
-        .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect();
-    let mut calls: Vec<(usize, String, String)> = Vec::new();
-    for tool in tools {
-        let Some(name) = tool.pointer("/function/name").and_then(Value::as_str) else {
-            continue;
-        };
-        let lower = name.to_lowercase();
-        if let Some(at) = words.iter().position(|w| *w == lower) {
-            let schema = tool
-                .pointer("/function/parameters")
-                .cloned()
-                .unwrap_or(json!({}));
-            let args = arguments_for(&schema, line, name);
-            calls.push((at, name.to_string(), args.to_string()));
-        }
-    }
-    calls.sort_by_key(|(at, _, _)| *at);
-    calls.into_iter().map(|(_, n, a)| (n, a)).collect()
-}
-
-/// Arguments filling each required property with a value drawn from the line.
-fn arguments_for(schema: &Value, line: &str, tool: &str) -> Value {
-    let mut args = Map::new();
-    let required: Vec<&str> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let props = schema.get("properties").and_then(Value::as_object);
-    let rest = text_after(line, tool);
-    let numbers: Vec<f64> = line
-        .split(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-'))
-        .filter_map(|w| w.parse::<f64>().ok())
-        .collect();
-    let mut next_number = numbers.into_iter();
-    for name in required {
-        let prop = props
-            .and_then(|p| p.get(name))
-            .cloned()
-            .unwrap_or(json!({}));
-        let ty = match prop.get("type") {
-            Some(Value::String(t)) => t.clone(),
-            Some(Value::Array(ts)) => ts
-                .iter()
-                .filter_map(Value::as_str)
-                .find(|t| *t != "null")
-                .unwrap_or("string")
-                .to_string(),
-            _ => "string".to_string(),
-        };
-        let value = if let Some(options) = prop.get("enum").and_then(Value::as_array) {
-            options.first().cloned().unwrap_or(Value::Null)
-        } else {
-            match ty.as_str() {
-                "integer" => json!(next_number.next().map(|n| n as i64).unwrap_or(1)),
-                "number" => json!(next_number.next().unwrap_or(1.0)),
-                "boolean" => json!(true),
-                "array" => json!([]),
-                "object" => json!({}),
-                _ => json!(if rest.is_empty() {
-                    line.trim()
-                } else {
-                    rest.as_str()
-                }),
-            }
-        };
-        args.insert(name.to_string(), value);
-    }
-    Value::Object(args)
-}
-
-/// The words of `line` after the tool's name, without leading punctuation.
-fn text_after(line: &str, tool: &str) -> String {
-    let lower = line.to_lowercase();
-    match lower.find(&tool.to_lowercase()) {
-        Some(at) => line[at + tool.len()..]
-            .trim_start_matches(|c: char| !c.is_alphanumeric())
-            .trim()
-            .to_string(),
-        None => String::new(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn user(text: &str) -> Value {
         json!({"role": "user", "content": text})
@@ -435,5 +369,25 @@ mod tests {
             Answer::Text(p) => assert_eq!(p.concat(), "Earlier you said: we open at nine"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn call_ids_are_distinct_per_turn_and_round_and_repeatable() {
+        let round = |id: &str| json!({"role":"assistant","content":null,"tool_calls":[{"id":id,"type":"function","function":{"name":"clock","arguments":"{}"}}]});
+        let result = |id: &str| json!({"role":"tool","tool_call_id":id,"content":"noon"});
+        let first = [user("clock")];
+        assert_eq!(call_id(&first, 0), "call_1_1_0");
+        assert_eq!(call_id(&first, 1), "call_1_1_1");
+        let second_round = [user("clock"), round("call_1_1_0"), result("call_1_1_0")];
+        assert_eq!(call_id(&second_round, 0), "call_1_2_0");
+        let next_turn = [
+            user("clock"),
+            round("call_1_1_0"),
+            result("call_1_1_0"),
+            json!({"role":"assistant","content":"The clock tool says: noon."}),
+            user("clock again"),
+        ];
+        assert_eq!(call_id(&next_turn, 0), "call_2_1_0");
+        assert_eq!(call_id(&next_turn, 0), call_id(&next_turn, 0));
     }
 }

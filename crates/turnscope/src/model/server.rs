@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::scripted::{Answer, ScriptSettings, answer, answer_tokens, prompt_tokens};
+use super::scripted::{Answer, ScriptSettings, answer, answer_tokens, call_id, prompt_tokens};
 
 /// Name the scripted model reports.
 pub(crate) const MODEL_NAME: &str = "turnscope-scripted";
@@ -140,11 +140,15 @@ async fn completions(State(settings): State<Arc<ScriptSettings>>, body: Bytes) -
         "completion_tokens": answer_tokens(&reply),
         "total_tokens": prompt_tokens(messages) + answer_tokens(&reply),
     });
+    let ids: Vec<String> = match &reply {
+        Answer::Calls(calls) => (0..calls.len()).map(|i| call_id(messages, i)).collect(),
+        Answer::Text(_) => Vec::new(),
+    };
     if stream {
         let usage = include_usage.then_some(usage);
-        stream_answer(reply, finish, usage, model, settings.pace)
+        stream_answer(reply, ids, finish, usage, model, settings.pace)
     } else {
-        axum::Json(whole_answer(reply, finish, usage, &model)).into_response()
+        axum::Json(whole_answer(reply, &ids, finish, usage, &model)).into_response()
     }
 }
 
@@ -155,17 +159,17 @@ fn created() -> u64 {
         .unwrap_or(0)
 }
 
-fn tool_call_json(i: usize, name: &str, args: &str) -> Value {
-    json!({"id": format!("call_{i}"), "type": "function", "function": {"name": name, "arguments": args}})
+fn tool_call_json(id: String, name: &str, args: &str) -> Value {
+    json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}})
 }
 
-fn whole_answer(reply: Answer, finish: &str, usage: Value, model: &str) -> Value {
+fn whole_answer(reply: Answer, ids: &[String], finish: &str, usage: Value, model: &str) -> Value {
     let message = match reply {
         Answer::Text(pieces) => json!({"role": "assistant", "content": pieces.concat()}),
         Answer::Calls(calls) => json!({
             "role": "assistant",
             "content": null,
-            "tool_calls": calls.iter().enumerate().map(|(i, (n, a))| tool_call_json(i, n, a)).collect::<Vec<_>>(),
+            "tool_calls": calls.iter().zip(ids).map(|((n, a), id)| tool_call_json(id.clone(), n, a)).collect::<Vec<_>>(),
         }),
     };
     json!({
@@ -178,89 +182,114 @@ fn whole_answer(reply: Answer, finish: &str, usage: Value, model: &str) -> Value
     })
 }
 
+/// The events of a streamed answer, in order, each marked when it is a step of the answer
+/// that waits for the pace first (a word; the calls, together).
+fn stream_events(
+    reply: Answer,
+    ids: &[String],
+    finish: &'static str,
+    usage: Option<Value>,
+    model: &str,
+) -> Vec<(bool, Bytes)> {
+    // Every event is the same head and its `choices` (and, last, `usage`): written as text
+    // around the one value that changes, rather than built and serialized as a JSON tree per
+    // word.
+    let head = format!(
+        "data: {{\"id\":\"chatcmpl-turnscope\",\"object\":\"chat.completion.chunk\",\"created\":{},\"model\":{},\"choices\":",
+        created(),
+        Value::from(model)
+    );
+    let event = |choices: &str, usage: Option<Value>| {
+        let mut text = String::with_capacity(head.len() + choices.len() + 8);
+        text.push_str(&head);
+        text.push_str(choices);
+        if let Some(usage) = usage {
+            // The final usage chunk OpenAI sends for `stream_options.include_usage`.
+            text.push_str(",\"usage\":");
+            text.push_str(&usage.to_string());
+        }
+        text.push_str("}\n\n");
+        Bytes::from(text)
+    };
+    let chunk = |delta: Value, finish: Option<&str>| {
+        let finish = finish.map_or(Value::Null, Value::from);
+        event(
+            &format!("[{{\"index\":0,\"delta\":{delta},\"finish_reason\":{finish}}}]"),
+            None,
+        )
+    };
+    let mut events = vec![(
+        false,
+        chunk(json!({"role": "assistant", "content": ""}), None),
+    )];
+    match reply {
+        Answer::Text(pieces) => {
+            events.extend(
+                pieces
+                    .iter()
+                    .map(|piece| (true, chunk(json!({"content": piece}), None))),
+            );
+        }
+        Answer::Calls(calls) => {
+            for (i, ((name, args), id)) in calls.iter().zip(ids).enumerate() {
+                let head = json!({"tool_calls": [{"index": i, "id": id, "type": "function",
+                    "function": {"name": name, "arguments": ""}}]});
+                let body = json!({"tool_calls": [{"index": i, "function": {"arguments": args}}]});
+                // The calls come together, after one pace.
+                events.push((i == 0, chunk(head, None)));
+                events.push((false, chunk(body, None)));
+            }
+        }
+    }
+    events.push((false, chunk(json!({}), Some(finish))));
+    if let Some(usage) = usage {
+        events.push((false, event("[]", Some(usage))));
+    }
+    events.push((false, Bytes::from_static(b"data: [DONE]\n\n")));
+    events
+}
+
 fn stream_answer(
     reply: Answer,
+    ids: Vec<String>,
     finish: &'static str,
     usage: Option<Value>,
     model: String,
     pace: f64,
 ) -> Response {
+    let events = stream_events(reply, &ids, finish, usage, &model);
+    let response = Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache");
+    let pace = Duration::from_secs_f64(pace.max(0.0));
+    if pace.is_zero() {
+        // Nothing to wait for: the whole stream in one body, one write (the same events a
+        // client reads from a paced stream, without a task and a send per event).
+        let mut body = Vec::with_capacity(events.iter().map(|(_, e)| e.len()).sum());
+        for (_, event) in &events {
+            body.extend_from_slice(event);
+        }
+        return response
+            .body(Body::from(body))
+            .expect("static response parts are valid");
+    }
     let (mut tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(16);
     tokio::spawn(async move {
         use futures::SinkExt;
-        let created = created();
-        let chunk = |delta: Value, finish: Option<&str>| -> Result<Bytes, Infallible> {
-            let v = json!({
-                "id": "chatcmpl-turnscope",
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-            });
-            Ok(Bytes::from(format!("data: {v}\n\n")))
-        };
-        let pace = Duration::from_secs_f64(pace.max(0.0));
         // Words are due at fixed times from the start, so timer rounding never accumulates.
         let begun = tokio::time::Instant::now();
         let mut due = 0u32;
-        let mut next_due = move || {
-            due += 1;
-            begun + pace * due
-        };
-        let mut frames = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
-        if tx.send(frames.remove(0)).await.is_err() {
-            return;
-        }
-        match reply {
-            Answer::Text(pieces) => {
-                for piece in pieces {
-                    if !pace.is_zero() {
-                        tokio::time::sleep_until(next_due()).await;
-                    }
-                    if tx
-                        .send(chunk(json!({"content": piece}), None))
-                        .await
-                        .is_err()
-                    {
-                        return;
-                    }
-                }
+        for (paced, event) in events {
+            if paced {
+                due += 1;
+                tokio::time::sleep_until(begun + pace * due).await;
             }
-            Answer::Calls(calls) => {
-                if !pace.is_zero() {
-                    tokio::time::sleep_until(next_due()).await;
-                }
-                for (i, (name, args)) in calls.iter().enumerate() {
-                    let head = json!({"tool_calls": [{"index": i, "id": format!("call_{i}"), "type": "function",
-                        "function": {"name": name, "arguments": ""}}]});
-                    let body =
-                        json!({"tool_calls": [{"index": i, "function": {"arguments": args}}]});
-                    if tx.send(chunk(head, None)).await.is_err()
-                        || tx.send(chunk(body, None)).await.is_err()
-                    {
-                        return;
-                    }
-                }
+            if tx.send(Ok(event)).await.is_err() {
+                return;
             }
         }
-        let _ = tx.send(chunk(json!({}), Some(finish))).await;
-        if let Some(usage) = usage {
-            // The final usage chunk OpenAI sends for `stream_options.include_usage`.
-            let v = json!({
-                "id": "chatcmpl-turnscope",
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": model,
-                "choices": [],
-                "usage": usage,
-            });
-            let _ = tx.send(Ok(Bytes::from(format!("data: {v}\n\n")))).await;
-        }
-        let _ = tx.send(Ok(Bytes::from_static(b"data: [DONE]\n\n"))).await;
     });
-    Response::builder()
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .header(header::CACHE_CONTROL, "no-cache")
+    response
         .body(Body::from_stream(rx))
         .expect("static response parts are valid")
 }

@@ -143,6 +143,9 @@ pub enum Event {
     ToolSource(ToolSourceEvent),
     /// The replica this process is (published as it starts serving) and when it drains.
     Replica(ReplicaEvent),
+    /// The config file was read again (it changed, SIGHUP, the console's key): applied from
+    /// the next turn, nothing to apply, or refused with the running config kept.
+    ConfigReload(ConfigReloadEvent),
     /// A log line meant for the person watching.
     Log {
         /// When, in ms since the epoch.
@@ -276,8 +279,105 @@ pub struct ReplicaEvent {
     pub at_us: u64,
 }
 
+/// A config reload and what came of it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConfigReloadEvent {
+    /// The config version in force after it: 1 as the server started, one more per reload
+    /// that changed something (turn records name the version they ran on).
+    pub version: u64,
+    /// `applied` (from the next turn), `unchanged` (nothing to apply) or `refused` (the file
+    /// did not load; the running config stays).
+    pub outcome: Name,
+    /// What asked for it: `file` (the file changed), `signal` (SIGHUP), `console` (its key),
+    /// `api` (a program).
+    pub cause: Name,
+    /// The file read, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// The changed keys now in force (values are never carried: a key may hold a secret).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub applied: Vec<String>,
+    /// Changed keys that cannot change while the server runs: their running value stays
+    /// until a restart.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restart: Vec<String>,
+    /// Why it was refused, on one line: `FILE:LINE: KEY: what is wrong`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// What applying did beyond the keys: tool sources added, reconnected, closed, refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// The model as the console's header shows it, after the reload.
+    #[serde(default)]
+    pub model: String,
+    /// When, in µs since the epoch.
+    pub at_us: u64,
+}
+
+impl ConfigReloadEvent {
+    /// Whether the file was refused (the running config stays).
+    pub fn is_refused(&self) -> bool {
+        self.outcome == "refused"
+    }
+
+    /// The reload in one line, as the console's notice, its Log and a headless server's
+    /// stderr say it.
+    pub fn summary(&self) -> String {
+        let v = self.version;
+        let mut out = match &*self.outcome {
+            "refused" => format!(
+                "config not reloaded ({}), still version {v}: {}",
+                self.cause,
+                self.error
+                    .as_deref()
+                    .unwrap_or("the file could not be read")
+            ),
+            "applied" => format!(
+                "config reloaded ({}): version {v} from the next turn: {}",
+                self.cause,
+                self.applied.join(", ")
+            ),
+            _ => format!(
+                "config reread ({}): nothing to apply, still version {v}",
+                self.cause
+            ),
+        };
+        for note in &self.notes {
+            out.push_str("; ");
+            out.push_str(note);
+        }
+        if !self.restart.is_empty() {
+            out.push_str(&format!(
+                "; needs a restart, running value kept: {}",
+                self.restart.join(", ")
+            ));
+        }
+        out
+    }
+
+    /// The reload in a few words, most telling first (a console's notice is narrow): the
+    /// version, what changed or why the file was refused, the keys waiting for a restart.
+    pub fn notice(&self) -> String {
+        let v = self.version;
+        let mut out = match &*self.outcome {
+            "refused" => format!(
+                "config refused: {}",
+                self.error
+                    .as_deref()
+                    .unwrap_or("the file could not be read")
+            ),
+            "applied" => format!("config v{v}: {}", self.applied.join(", ")),
+            _ => format!("config v{v}: nothing to apply"),
+        };
+        if !self.restart.is_empty() {
+            out.push_str(&format!("; restart for {}", self.restart.join(", ")));
+        }
+        out
+    }
+}
+
 /// A turn's end and its figures.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct TurnEndEvent {
     /// Session number.
     pub session: u64,
@@ -295,6 +395,9 @@ pub struct TurnEndEvent {
     pub first_piece_us: Option<u64>,
     /// Total time, µs.
     pub total_us: u64,
+    /// The config version the turn ran on (absent in files recorded before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_version: Option<u64>,
 }
 
 /// Most bytes of a tool's result an event carries; the rest is counted in `result_bytes`.

@@ -14,7 +14,8 @@ pub mod wire;
 
 pub use bus::{Bus, Subscription};
 pub use event::{
-    BridgeEvent, Event, FrameEvent, Name, ReplicaEvent, SessionEvent, SessionOpener, TaskChange,
-    TaskEvent, ToolCallEvent, ToolSourceEvent, ToolSourceState, TurnEndEvent,
+    BridgeEvent, ConfigReloadEvent, Event, FrameEvent, Name, ReplicaEvent, SessionEvent,
+    SessionOpener, TaskChange, TaskEvent, ToolCallEvent, ToolSourceEvent, ToolSourceState,
+    TurnEndEvent,
 };
 pub use model_request::{ModelResponseInfo, TokenUsage};

@@ -1,5 +1,5 @@
 //! What one model request reported beyond its timing: the finish reason, token usage, the
-//! model and response id the server named, the HTTP status, time to the first byte, and how
+//! model and response id the server named, the HTTP status, time to the response's headers, and how
 //! the client got there (a retry on a fresh connection, the usage option refused). Carried by
 //! [`Event::ModelRequest`](super::Event::ModelRequest), summed per turn by the bot.
 
@@ -24,12 +24,15 @@ pub struct TokenUsage {
 }
 
 impl TokenUsage {
-    /// Adds `other`'s counts to these (a turn's requests summed).
+    /// Adds `other`'s counts to these (a turn's requests summed; counts from a file are not
+    /// trusted, so the sums stop at the largest count rather than overflow).
     pub fn add(&mut self, other: &TokenUsage) {
-        self.prompt_tokens += other.prompt_tokens;
-        self.completion_tokens += other.completion_tokens;
-        self.cached_tokens += other.cached_tokens;
-        self.reasoning_tokens += other.reasoning_tokens;
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
+        self.cached_tokens = self.cached_tokens.saturating_add(other.cached_tokens);
+        self.reasoning_tokens = self.reasoning_tokens.saturating_add(other.reasoning_tokens);
     }
 }
 
@@ -52,9 +55,16 @@ pub struct ModelResponseInfo {
     /// The HTTP status of the answer, when one came.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
-    /// Time from sending the request to the response headers, µs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub first_byte_us: Option<u64>,
+    /// Time from sending the request to the response's status and headers, µs: how long the
+    /// server took to accept the request, before any byte of the body. (Files written before
+    /// it was named apart call it `first_byte_us`; an MCP exchange's `first_byte_us` is its
+    /// body's first byte, another moment.)
+    #[serde(
+        default,
+        alias = "first_byte_us",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub headers_us: Option<u64>,
     /// Bytes of reasoning text the response streamed (`reasoning_content` / `reasoning`
     /// deltas), kept apart from the reply.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -67,6 +77,10 @@ pub struct ModelResponseInfo {
     /// without it (and later requests leave it out).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub usage_refused: bool,
+    /// How long the request waited, as a rate-limited (429) or overloaded (503) server's
+    /// `Retry-After` asked, before it was sent again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited_ms: Option<u64>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -77,6 +91,20 @@ fn is_zero(n: &u64) -> bool {
 mod tests {
     use super::*;
     use crate::observe::Event;
+
+    /// `first_byte` meant the response's headers for a model request and the body's first byte
+    /// for an MCP exchange: the model's is `headers_us` now, and old files still read.
+    #[test]
+    fn the_headers_time_is_named_apart_from_a_first_byte_and_old_files_read() {
+        let info = ModelResponseInfo {
+            headers_us: Some(7),
+            ..ModelResponseInfo::default()
+        };
+        let text = serde_json::to_string(&info).unwrap();
+        assert_eq!(text, r#"{"headers_us":7}"#);
+        let old: ModelResponseInfo = serde_json::from_str(r#"{"first_byte_us":9}"#).unwrap();
+        assert_eq!(old.headers_us, Some(9));
+    }
 
     #[test]
     fn a_model_request_line_recorded_before_these_fields_still_reads() {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::event::Event;
-use super::wire::{McpExchange, WireRequest};
+use super::wire::{McpExchange, WireRequest, json_bytes};
 
 /// Most messages kept per session; older ones are forgotten first (a request that needs one
 /// says how many it misses).
@@ -22,14 +22,30 @@ pub const SESSIONS_KEPT: usize = 256;
 pub const TOOL_SETS_KEPT: usize = 64;
 /// Most messages kept over all sessions; the oldest of the lowest-numbered session go first.
 pub const BOOK_MESSAGES_KEPT: usize = 16_384;
+/// Most bytes of messages kept over all sessions (as [`json_bytes`] counts them), unless
+/// [`RequestBook::with_max_bytes`] says otherwise; the oldest of the lowest-numbered session
+/// go first.
+pub const BOOK_BYTES_KEPT: usize = 64 * 1024 * 1024;
 
 /// The messages and tool sets events have carried so far.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone)]
 pub struct RequestBook {
-    sessions: BTreeMap<u64, BTreeMap<u64, Arc<Value>>>,
+    /// Per session, its messages by number, each with its size.
+    sessions: BTreeMap<u64, BTreeMap<u64, (Arc<Value>, usize)>>,
     tool_sets: HashMap<String, Arc<[Value]>>,
     /// Messages kept over all sessions.
     kept: usize,
+    /// Their bytes.
+    bytes: usize,
+    max_bytes: usize,
+    /// Messages forgotten to stay within the bounds.
+    pub forgotten: u64,
+}
+
+impl Default for RequestBook {
+    fn default() -> Self {
+        Self::with_max_bytes(BOOK_BYTES_KEPT)
+    }
 }
 
 /// One request whole again.
@@ -47,6 +63,23 @@ pub struct WholeRequest {
 }
 
 impl RequestBook {
+    /// A book keeping at most `max_bytes` of messages (and the count bounds).
+    pub fn with_max_bytes(max_bytes: usize) -> Self {
+        Self {
+            sessions: BTreeMap::new(),
+            tool_sets: HashMap::new(),
+            kept: 0,
+            bytes: 0,
+            max_bytes,
+            forgotten: 0,
+        }
+    }
+
+    /// Bytes of the messages kept.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
     /// Takes in the messages one request of `session` carried.
     pub fn fold(&mut self, session: u64, request: &WireRequest) {
         if !self.sessions.contains_key(&session)
@@ -54,29 +87,58 @@ impl RequestBook {
             && let Some((_, gone)) = self.sessions.pop_first()
         {
             self.kept -= gone.len();
+            self.bytes -= gone.values().map(|(_, n)| n).sum::<usize>();
+            self.forgotten += gone.len() as u64;
         }
         let kept = self.sessions.entry(session).or_default();
         for (i, message) in request.appended.iter().enumerate() {
-            if kept
-                .insert(request.from + i as u64, Arc::new(message.clone()))
-                .is_none()
-            {
-                self.kept += 1;
+            let Some(number) = request.from.checked_add(i as u64) else {
+                break;
+            };
+            let size = json_bytes(message);
+            self.bytes += size;
+            match kept.insert(number, (Arc::new(message.clone()), size)) {
+                Some((_, old)) => self.bytes -= old,
+                None => self.kept += 1,
             }
         }
         while kept.len() > MESSAGES_KEPT {
-            kept.pop_first();
-            self.kept -= 1;
+            if let Some((_, (_, size))) = kept.pop_first() {
+                self.kept -= 1;
+                self.bytes -= size;
+                self.forgotten += 1;
+            }
         }
-        while self.kept > BOOK_MESSAGES_KEPT {
+        self.trim();
+    }
+
+    /// Changes the byte bound, forgetting the oldest messages while over it.
+    pub fn set_max_bytes(&mut self, max_bytes: usize) {
+        self.max_bytes = max_bytes;
+        self.trim();
+    }
+
+    fn trim(&mut self) {
+        while self.kept > BOOK_MESSAGES_KEPT || self.bytes > self.max_bytes {
             let Some(mut oldest) = self.sessions.first_entry() else {
                 break;
             };
-            oldest.get_mut().pop_first();
-            self.kept -= 1;
+            if let Some((_, (_, size))) = oldest.get_mut().pop_first() {
+                self.kept -= 1;
+                self.bytes -= size;
+                self.forgotten += 1;
+            }
             if oldest.get().is_empty() {
                 oldest.remove();
             }
+        }
+    }
+
+    /// Forgets what is kept of `session` (its row was forgotten).
+    pub fn forget_session(&mut self, session: u64) {
+        if let Some(gone) = self.sessions.remove(&session) {
+            self.kept -= gone.len();
+            self.bytes -= gone.values().map(|(_, n)| n).sum::<usize>();
         }
     }
 
@@ -105,6 +167,9 @@ impl RequestBook {
     }
 
     /// `request` (of `session`) whole: the system prompt, the history it sent, the tools.
+    ///
+    /// Its numbers come from a file that may have been edited: the work is bounded by the
+    /// messages kept, never by the range a request names.
     pub fn whole(&self, session: u64, request: &WireRequest) -> WholeRequest {
         let empty = BTreeMap::new();
         let kept = self.sessions.get(&session).unwrap_or(&empty);
@@ -112,23 +177,25 @@ impl RequestBook {
             tools: request.tools.as_deref().and_then(|id| self.tool_set(id)),
             ..WholeRequest::default()
         };
-        let numbers = request
-            .system
-            .then_some(0)
-            .into_iter()
-            .chain(request.first..request.end());
-        let mut marked = false;
-        for n in numbers {
-            if n >= request.from && !marked {
+        let (first, end) = (request.first, request.end());
+        let system = request.system && first > 0;
+        let mut sent: u64 = end.saturating_sub(first) + u64::from(system);
+        out.new_from = usize::MAX;
+        let head = system.then(|| (0, kept.get(&0)));
+        let history = kept
+            .range(first..end.max(first))
+            .map(|(n, m)| (*n, Some(m)));
+        for (n, found) in head.into_iter().chain(history) {
+            if n >= request.from && out.new_from == usize::MAX {
                 out.new_from = out.messages.len();
-                marked = true;
             }
-            match kept.get(&n) {
-                Some(m) => out.messages.push(m.clone()),
-                None => out.missing += 1,
+            if let Some((m, _)) = found {
+                out.messages.push(m.clone());
+                sent -= 1;
             }
         }
-        if !marked {
+        out.missing = sent;
+        if out.new_from == usize::MAX {
             out.new_from = out.messages.len();
         }
         out
@@ -182,30 +249,90 @@ impl WholeRequest {
         Value::Object(body)
     }
 
+    /// What this request lacks to be sent again as it was, in a sentence, when it lacks
+    /// anything: the tool set it offered (not in this recording: it went out before the
+    /// recording started, or was forgotten) or earlier messages.
+    pub fn incomplete(&self, wire: &WireRequest) -> Option<String> {
+        let mut lacks = Vec::new();
+        if self.tools.is_none()
+            && let Some(id) = &wire.tools
+        {
+            lacks.push(format!(
+                "the {} tools it offered (tool set {id}) are not in this recording",
+                wire.tool_count
+            ));
+        }
+        if self.missing > 0 {
+            lacks.push(format!(
+                "{} of its messages are not in this recording",
+                self.missing
+            ));
+        }
+        (!lacks.is_empty()).then(|| {
+            format!(
+                "incomplete: {}; the copy sends less than the model got",
+                lacks.join(", and ")
+            )
+        })
+    }
+
     /// A `curl` command that sends this request again to the same server. The key is written
     /// as `$OPENAI_API_KEY` and every extra header's value as a variable named after it
-    /// (`X-Org` → `$X_ORG`): their values are never recorded.
+    /// (`X-Org` → `$X_ORG`): their values are never recorded. A request that cannot be made
+    /// whole again starts with a `#` comment saying what it lacks. Safe to paste from someone
+    /// else's replay file: every recorded text is one quoted word (`shell-words`), and the
+    /// body goes through a quoted here-document whose end line pretty-printed JSON cannot hold
+    /// (its strings escape line breaks).
     pub fn curl(&self, wire: &WireRequest) -> String {
         let body = serde_json::to_string_pretty(&self.body(wire)).unwrap_or_default();
+        let warning = self
+            .incomplete(wire)
+            .map(|why| format!("# {}\n", one_line(&why)))
+            .unwrap_or_default();
         let mut out = format!(
-            "curl -sN {} \\\n  -H 'Content-Type: application/json'",
+            "{warning}curl -sN {} \\\n  -H 'Content-Type: application/json'",
             quote(&wire.url)
         );
         if wire.keyed {
             out.push_str(" \\\n  -H \"Authorization: Bearer $OPENAI_API_KEY\"");
         }
         for name in &wire.headers {
-            let var = crate::config::env::env_var_name(name);
-            let _ = write!(out, " \\\n  -H \"{name}: ${var}\"");
+            let _ = write!(out, " \\\n  -H {}", header_from_variable(name));
         }
         let _ = write!(out, " \\\n  --data-binary @- <<'JSON'\n{body}\nJSON\n");
         out
     }
 }
 
-/// `text` in single quotes for a POSIX shell.
+/// `text` as one word of a POSIX shell command, whatever it holds: `shell-words`' quoting,
+/// always in single quotes (it leaves words it deems plain bare, and counts neither `{` nor
+/// `!` as special, which bash's brace and history expansion do).
 fn quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
+    let quoted = shell_words::quote(text);
+    if quoted.starts_with('\'') {
+        quoted.into_owned()
+    } else {
+        format!("'{quoted}'")
+    }
+}
+
+/// A `-H` argument whose value is a variable named after the header (`X-Org` → `"$X_ORG"`):
+/// the name quoted as a word of its own text, the variable expanded in double quotes.
+fn header_from_variable(name: &str) -> String {
+    let mut var = crate::config::env::env_var_name(name);
+    if !var.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        // `$1…` would be a positional parameter.
+        var.insert_str(0, "H_");
+    }
+    format!("{}\"${{{var}}}\"", quote(&format!("{name}: ")))
+}
+
+/// `text` for a `#` comment line: a recorded text with a line break in it would end the
+/// comment and run its rest in the shell of whoever pastes the copy.
+fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
 }
 
 /// A `curl` command that sends an MCP exchange's request again. The session id is
@@ -214,7 +341,37 @@ fn quote(text: &str) -> String {
 pub fn mcp_curl(exchange: &McpExchange) -> String {
     let host = exchange.host.as_deref().unwrap_or("127.0.0.1:7870");
     let url = format!("http://{host}{}", exchange.path);
-    let mut out = format!("curl -sN -X {} {}", exchange.http_method, quote(&url));
+    let mut out = String::new();
+    if let Some(cut) = exchange
+        .request
+        .as_ref()
+        .and_then(|b| b.get("turnscope/cut"))
+    {
+        let _ = writeln!(
+            out,
+            "# incomplete: the body was {} bytes and only its start was recorded ([wire] max_kib); the copy sends that start",
+            cut["bytes"]
+        );
+    }
+    let handle = &exchange
+        .request
+        .as_ref()
+        .map(|b| &b["params"]["arguments"]["handle"]);
+    if let Some(Value::String(h)) = handle
+        && h.ends_with('…')
+    {
+        let _ = writeln!(
+            out,
+            "# the handle is recorded masked ({}): put the whole handle in its place",
+            one_line(h)
+        );
+    }
+    let _ = write!(
+        out,
+        "curl -sN -X {} {}",
+        quote(&exchange.http_method),
+        quote(&url)
+    );
     out.push_str(" \\\n  -H 'Content-Type: application/json' \\\n  -H 'Accept: application/json, text/event-stream'");
     if let Some(v) = &exchange.protocol {
         let _ = write!(
@@ -285,6 +442,7 @@ mod tests {
         let whole = book.whole(7, &second);
         let got: Vec<Value> = whole.messages.iter().map(|m| (**m).clone()).collect();
         assert_eq!(got, vec![system.clone(), user.clone(), calls, r1, r2]);
+        assert_eq!(book.bytes(), got.iter().map(json_bytes).sum::<usize>());
         assert_eq!(whole.new_from, 2);
         assert_eq!(whole.missing, 0);
         assert_eq!(whole.growth(), "+1 tool call round, +2 tool results");
@@ -297,10 +455,89 @@ mod tests {
         assert_eq!(body["stream"], true);
         let curl = whole.curl(&second);
         assert!(curl.contains("Bearer $OPENAI_API_KEY"), "{curl}");
-        assert!(curl.contains("X-Org: $X_ORG"), "{curl}");
+        assert!(curl.contains(r#"'X-Org: '"${X_ORG}""#), "{curl}");
         assert!(curl.contains("\"what time is it?\""), "{curl}");
-        // Another session knows none of these messages.
+        assert_eq!(whole.incomplete(&second), None);
+        // Another session knows none of these messages, nor a book that missed the tool set.
         assert_eq!(book.whole(8, &second).missing, 5);
+        let mut late = RequestBook::default();
+        late.fold(7, &first);
+        late.fold(7, &second);
+        let partial = late.whole(7, &second);
+        let why = partial.incomplete(&second).expect("said");
+        assert!(why.contains("tool set t1"), "{why}");
+        assert!(
+            partial.curl(&second).starts_with("# incomplete: "),
+            "{}",
+            partial.curl(&second)
+        );
         assert_eq!(book.kept, 5);
+    }
+
+    /// Runs `command` under `sh` in a fresh directory with `curl` a shell function that
+    /// prints its arguments, one per line: what curl would have been given, and whether the
+    /// command did anything else (a file `pwned` in that directory).
+    fn run_as_shell(command: &str) -> (Vec<String>, bool) {
+        let dir = std::env::temp_dir().join(format!(
+            "turnscope-curl-{}-{}",
+            std::process::id(),
+            crate::observe::event::now_us()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = format!(
+            "curl() {{ for a in \"$@\"; do printf '%s\\n' \"$a\"; done; }}\nX_ORG=org-1\n{command}"
+        );
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&script)
+            .current_dir(&dir)
+            .output()
+            .expect("sh runs");
+        let pwned = dir.join("pwned").exists();
+        let _ = std::fs::remove_dir_all(&dir);
+        let args = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        (args, pwned)
+    }
+
+    /// A replay file is someone else's: nothing it recorded can run in the shell of whoever
+    /// pastes a copied curl.
+    #[test]
+    fn copied_curls_quote_every_recorded_text() {
+        let evil = "$(touch pwned)`touch pwned`;touch pwned {a,b} !!";
+        let mut wire = request(0, 1, vec![json!({"role": "user", "content": evil})]);
+        wire.url = format!("http://h/v1'{evil}");
+        wire.headers = vec![format!("X-Org{evil}"), "X-Org".into()];
+        // Named in the `# incomplete` comment: a line break must not end the comment.
+        wire.tools = Some("t1\ntouch pwned\n".into());
+        let whole = RequestBook::default().whole(7, &wire);
+        let (args, pwned) = run_as_shell(&whole.curl(&wire));
+        assert!(!pwned, "{args:?}");
+        assert_eq!(args[1], wire.url, "{args:?}");
+        assert!(args.contains(&format!("X-Org{evil}: ")), "{args:?}");
+        assert!(args.contains(&"X-Org: org-1".to_string()), "{args:?}");
+
+        let exchange = McpExchange {
+            http_method: format!("POST {evil}"),
+            path: format!("/mcp{evil}"),
+            host: Some(format!("h:1{evil}")),
+            protocol: Some(evil.into()),
+            mcp_method: Some(evil.into()),
+            mcp_name: Some(evil.into()),
+            request: Some(json!({"method": evil,
+                "params": {"arguments": {"handle": "abcd\ntouch pwned\n…"}}})),
+            ..McpExchange::default()
+        };
+        let (args, pwned) = run_as_shell(&mcp_curl(&exchange));
+        assert!(!pwned, "{args:?}");
+        assert_eq!(
+            args[1..3],
+            ["-X".to_string(), format!("POST {evil}")],
+            "{args:?}"
+        );
+        assert_eq!(args[3], format!("http://h:1{evil}/mcp{evil}"), "{args:?}");
+        assert!(args.contains(&format!("Mcp-Name: {evil}")), "{args:?}");
     }
 }

@@ -24,7 +24,7 @@ pub struct Summary {
 }
 
 /// One histogram per metric name (`turn total`, `tool clock`, `mcp tools/call`, ...).
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct Stats {
     histograms: BTreeMap<String, Histogram<u64>>,
     /// Recent samples per metric (µs) for sparklines, newest last, at most 120.
@@ -37,22 +37,38 @@ pub struct Stats {
 
 const RECENT: usize = 120;
 
+/// Most metrics (and turn-end labels) kept apart; samples of further names go to [`OTHERS`].
+/// A histogram costs tens of KiB and names come from events (tool names, routes, a replayed
+/// file), so their number is bounded.
+pub const METRICS_KEPT: usize = 64;
+
+/// The metric samples of names beyond [`METRICS_KEPT`] are counted under.
+pub const OTHERS: &str = "(other names)";
+
 impl Stats {
     /// Records one sample of `metric`.
     pub fn record(&mut self, metric: &str, micros: u64) {
-        let h = self
-            .histograms
-            .entry(metric.to_string())
-            .or_insert_with(|| {
-                Histogram::new_with_bounds(1, 3_600_000_000, 3)
-                    .expect("static histogram bounds are valid")
-            });
-        let _ = h.record(micros.clamp(1, 3_600_000_000));
-        let recent = self.recent.entry(metric.to_string()).or_default();
-        if recent.len() == RECENT {
-            recent.remove(0);
+        let metric =
+            if self.histograms.contains_key(metric) || self.histograms.len() < METRICS_KEPT - 1 {
+                metric
+            } else {
+                OTHERS
+            };
+        if !self.histograms.contains_key(metric) {
+            let h = Histogram::new_with_bounds(1, 3_600_000_000, 3)
+                .expect("static histogram bounds are valid");
+            self.histograms.insert(metric.to_string(), h);
+            self.recent.insert(metric.to_string(), Vec::new());
         }
-        recent.push(micros);
+        if let Some(h) = self.histograms.get_mut(metric) {
+            let _ = h.record(micros.clamp(1, 3_600_000_000));
+        }
+        if let Some(recent) = self.recent.get_mut(metric) {
+            if recent.len() == RECENT {
+                recent.remove(0);
+            }
+            recent.push(micros);
+        }
     }
 
     /// Feeds one bus event.
@@ -63,11 +79,22 @@ impl Stats {
                 if let Some(first) = t.first_piece_us {
                     self.record("turn first piece", first);
                 }
-                let label = t.reason.split(':').next().unwrap_or("").to_string();
+                let label = t.reason.split(':').next().unwrap_or("");
                 if label == "error" {
                     self.errors += 1;
                 }
-                *self.turns.entry(label).or_default() += 1;
+                let label = if self.turns.contains_key(label) || self.turns.len() < METRICS_KEPT - 1
+                {
+                    label
+                } else {
+                    OTHERS
+                };
+                match self.turns.get_mut(label) {
+                    Some(n) => *n += 1,
+                    None => {
+                        self.turns.insert(label.to_string(), 1);
+                    }
+                }
             }
             Event::ModelRequest {
                 total_us, error, ..
@@ -138,5 +165,18 @@ mod tests {
         assert!((49_000..=51_000).contains(&sum.p50_us), "{sum:?}");
         assert!((98_000..=100_100).contains(&sum.p99_us), "{sum:?}");
         assert_eq!(s.recent("x").len(), 100);
+    }
+
+    #[test]
+    fn names_beyond_the_bound_share_one_metric() {
+        let mut s = Stats::default();
+        for n in 0..1000 {
+            s.record(&format!("tool t{n}"), 5);
+        }
+        let all = s.summaries();
+        assert_eq!(all.len(), METRICS_KEPT);
+        let others = all.iter().find(|(name, _)| name == OTHERS).unwrap();
+        assert_eq!(others.1.count, 1000 - (METRICS_KEPT as u64 - 1));
+        assert_eq!(s.recent(OTHERS).len(), 120);
     }
 }

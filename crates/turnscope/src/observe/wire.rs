@@ -1,8 +1,9 @@
 //! What crossed the wire, as events carry it: a model request (what is new in the session's
 //! context since its previous request, a reference to the tool set offered, the parameters),
 //! the model's answer (content, reasoning, tool calls as streamed; finish reason, usage,
-//! status and times are `ModelResponseInfo`, beside it in the event), the tool sets themselves (published once per change), and every `/mcp`
-//! HTTP exchange with the JSON-RPC messages it carried.
+//! status and times are `ModelResponseInfo`, beside it in the event), the tool sets
+//! themselves (published once per change), and every `/mcp` HTTP exchange with the JSON-RPC
+//! messages it carried.
 //!
 //! Bounded by [`WireLimit`] (`[wire] max_kib`, `--wire-kib`): a text longer than the limit is
 //! cut with a marker saying how long it was, and 0 turns the recording of bodies off. Secrets
@@ -85,9 +86,10 @@ pub struct WireRequest {
 }
 
 impl WireRequest {
-    /// One past the number of the last message sent.
+    /// One past the number of the last message sent (numbers from a file are not trusted:
+    /// it never overflows).
     pub fn end(&self) -> u64 {
-        self.from + self.appended.len() as u64
+        self.from.saturating_add(self.appended.len() as u64)
     }
 }
 
@@ -204,10 +206,16 @@ pub struct McpExchange {
     /// The JSON-RPC messages written back, in order (progress notifications, the result).
     #[serde(default)]
     pub messages: Vec<McpMessage>,
+    /// The progress notifications of the answer: `messages` keeps the first and the latest
+    /// whole, the others are counted here (each was the reply so far; the result holds the
+    /// whole reply, and each one is its own `Event::Progress`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<ProgressTally>,
     /// A body that was not JSON-RPC (an HTTP error's text), cut.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
-    /// Time to the first byte of the body, µs.
+    /// Time to the first byte of the answer's body (its status and headers went before), µs.
+    /// A model request's `headers_us` is the time to its headers instead.
     #[serde(default)]
     pub first_byte_us: Option<u64>,
     /// Time to the end of the body (or until the client went away), µs.
@@ -216,6 +224,17 @@ pub struct McpExchange {
     pub complete: bool,
     /// When the request arrived, in µs since the epoch.
     pub at_us: u64,
+}
+
+/// The progress notifications an MCP exchange's answer carried.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgressTally {
+    /// How many were written.
+    pub count: u64,
+    /// Their bytes together.
+    pub bytes: u64,
+    /// How many of them the exchange's `messages` leave out (all but the first and latest).
+    pub left_out: u64,
 }
 
 /// The marker a cut text ends with.
@@ -255,7 +274,13 @@ pub fn cut_strings(value: &mut Value, limit: usize) -> bool {
 /// A JSON message from raw bytes: parsed, or when longer than `limit` (or not JSON) a
 /// `{"turnscope/cut": {"bytes": n, "head": "…"}}` marker with its first `limit` bytes as text.
 pub fn cut_json(bytes: &[u8], limit: usize) -> Value {
-    if bytes.len() <= limit
+    cut_json_total(bytes, bytes.len(), limit)
+}
+
+/// [`cut_json`] of a message of which only the first bytes were kept, `total` in all.
+pub fn cut_json_total(bytes: &[u8], total: usize, limit: usize) -> Value {
+    if total == bytes.len()
+        && bytes.len() <= limit
         && let Ok(mut value) = serde_json::from_slice::<Value>(bytes)
     {
         mask_handles(&mut value);
@@ -263,7 +288,88 @@ pub fn cut_json(bytes: &[u8], limit: usize) -> Value {
     }
     let mut head = String::from_utf8_lossy(&bytes[..bytes.len().min(limit)]).into_owned();
     mask_handles_in(&mut head);
-    serde_json::json!({"turnscope/cut": {"bytes": bytes.len(), "head": head}})
+    serde_json::json!({"turnscope/cut": {"bytes": total.max(bytes.len()), "head": head}})
+}
+
+/// About how many bytes `value` holds: the value itself, its strings with their allocation,
+/// and each object entry's key. Cheap (one walk), for bounds kept in bytes.
+pub fn json_bytes(value: &Value) -> usize {
+    /// What an allocation costs beyond its bytes (the allocator's header and rounding).
+    const ALLOCATION: usize = 16;
+    const NODE: usize = std::mem::size_of::<Value>();
+    const KEY: usize = std::mem::size_of::<String>() + ALLOCATION;
+    NODE + match value {
+        Value::String(s) => s.len() + ALLOCATION,
+        Value::Array(items) => ALLOCATION + items.iter().map(json_bytes).sum::<usize>(),
+        Value::Object(map) => {
+            ALLOCATION
+                + map
+                    .iter()
+                    .map(|(k, v)| KEY + k.len() + json_bytes(v))
+                    .sum::<usize>()
+        }
+        _ => 0,
+    }
+}
+
+fn text_bytes(text: &Option<String>) -> usize {
+    text.as_ref().map_or(0, String::len)
+}
+
+impl WireRequest {
+    /// About how many heap bytes it holds (see [`json_bytes`]).
+    pub fn heap_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.model.len()
+            + self.url.len()
+            + self.headers.iter().map(String::len).sum::<usize>()
+            + self
+                .params
+                .iter()
+                .map(|(k, v)| k.len() + json_bytes(v))
+                .sum::<usize>()
+            + text_bytes(&self.tools)
+            + self.appended.iter().map(json_bytes).sum::<usize>()
+    }
+}
+
+impl WireAnswer {
+    /// About how many heap bytes it holds.
+    pub fn heap_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.content.len()
+            + self.reasoning.len()
+            + self
+                .tool_calls
+                .iter()
+                .map(|c| 72 + c.id.len() + c.name.len() + c.arguments.len())
+                .sum::<usize>()
+    }
+}
+
+impl McpExchange {
+    /// About how many heap bytes it holds.
+    pub fn heap_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + text_bytes(&self.client)
+            + text_bytes(&self.mcp_session)
+            + self.http_method.len()
+            + self.path.len()
+            + text_bytes(&self.host)
+            + text_bytes(&self.protocol)
+            + text_bytes(&self.mcp_method)
+            + text_bytes(&self.mcp_name)
+            + text_bytes(&self.method)
+            + text_bytes(&self.tool)
+            + self.request.as_ref().map_or(0, json_bytes)
+            + text_bytes(&self.content_type)
+            + self
+                .messages
+                .iter()
+                .map(|m| 8 + json_bytes(&m.message))
+                .sum::<usize>()
+            + text_bytes(&self.text)
+    }
 }
 
 /// Whether `s` (36 bytes) has the shape of a UUID, which handles are.

@@ -11,12 +11,12 @@ use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde_json::{Value, json};
 
 use super::resume::ReplayStore;
+use crate::observe::redact::id_prefix;
 
 /// JSON-RPC error code: the body is not JSON.
 pub(crate) const PARSE_ERROR: i64 = -32700;
@@ -137,13 +137,33 @@ fn check_message(value: &Value) -> Option<(i64, Value, String)> {
             ));
         }
     }
-    if let Err(err) = serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
-        return invalid(
-            id,
-            format!("Invalid Request: not a JSON-RPC request, notification or response ({err})"),
-        );
-    }
     None
+}
+
+/// rmcp's answer to a JSON body it cannot read as a client message (HTTP 415 with its serde
+/// error; the Content-Type was checked before), as the JSON-RPC answer: 400 with -32600. Any
+/// other answer passes unchanged. Judged from rmcp's answer rather than by parsing the
+/// message a second time here: rmcp's untagged message types cost tens of thousands of
+/// instructions a parse, on every request of every turn.
+async fn unreadable_as_invalid_request(response: Response, id: Value) -> Response {
+    if response.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        return response;
+    }
+    let text = axum::body::to_bytes(response.into_body(), 64 * 1024)
+        .await
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let detail = text
+        .strip_prefix("fail to deserialize request body ")
+        .unwrap_or(&text);
+    answer(
+        StatusCode::BAD_REQUEST,
+        error_body(
+            id,
+            INVALID_REQUEST,
+            format!("Invalid Request: not a JSON-RPC request, notification or response ({detail})"),
+        ),
+    )
 }
 
 fn session_of(headers: &axum::http::HeaderMap) -> Option<String> {
@@ -209,8 +229,11 @@ pub(crate) async fn check(
             .and_then(|v| v.to_str().ok())
     {
         let unknown = match session_of(request.headers()) {
-            Some(id) => (!known(sessions, &id).await).then(|| format!("MCP session {id}")),
-            None => (!known_here.replay.knows(last)).then(|| format!("stream of event {last}")),
+            Some(id) => {
+                (!known(sessions, &id).await).then(|| format!("MCP session {}", id_prefix(&id)))
+            }
+            None => (!known_here.replay.knows(last))
+                .then(|| format!("stream of event {}", id_prefix(last))),
         };
         if let Some(what) = unknown {
             return (
@@ -230,8 +253,9 @@ pub(crate) async fn check(
             return (
                 StatusCode::NOT_FOUND,
                 format!(
-                    "Not Found: session {id} does not exist (it ended, was deleted, or never \
-                     existed); nothing to delete"
+                    "Not Found: session {} does not exist (it ended, was deleted, or never \
+                     existed); nothing to delete",
+                    id_prefix(&id)
                 ),
             )
                 .into_response();
@@ -272,6 +296,7 @@ pub(crate) async fn check(
             );
         }
     };
+    let id = value.as_object().map(id_of).unwrap_or(Value::Null);
     if let Some((code, id, text)) = check_message(&value) {
         if code != INVALID_PARAMS {
             return answer(StatusCode::BAD_REQUEST, error_body(id, code, text));
@@ -287,8 +312,10 @@ pub(crate) async fn check(
             return answer(StatusCode::OK, error_body(id, code, text));
         }
     }
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+    let response = next
+        .run(Request::from_parts(parts, Body::from(bytes)))
+        .await;
+    unreadable_as_invalid_request(response, id).await
 }
 
 #[cfg(test)]

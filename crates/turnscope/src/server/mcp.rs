@@ -91,28 +91,26 @@ impl ProgressSink for McpProgress {
 }
 
 /// One token cancelled when either `a` or `b` is; the watcher stops with the returned guard.
+/// Without `b` (every revision before 2026-07-28) that is `a` itself: no watcher task.
 fn either(
     a: CancellationToken,
     b: Option<CancellationToken>,
-) -> (CancellationToken, tokio_util::sync::DropGuard) {
+) -> (CancellationToken, Option<tokio_util::sync::DropGuard>) {
+    let Some(b) = b else {
+        return (a, None);
+    };
     let both = CancellationToken::new();
     let out = both.clone();
     let stop = CancellationToken::new();
     let stop_watch = stop.clone();
     tokio::spawn(async move {
-        let b_gone = async {
-            match b {
-                Some(b) => b.cancelled().await,
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
             _ = a.cancelled() => both.cancel(),
-            _ = b_gone => both.cancel(),
+            _ = b.cancelled() => both.cancel(),
             _ = stop_watch.cancelled() => {}
         }
     });
-    (out, stop.drop_guard())
+    (out, Some(stop.drop_guard()))
 }
 
 impl BotMcp {
@@ -251,7 +249,7 @@ impl BotMcp {
                 mcp_text::start_result(
                     &super::mcp_tools::who(bot),
                     &handle,
-                    bot.greeting(),
+                    session.bot().greeting(),
                     self.sessions.replica().id(),
                 )
             }
@@ -411,7 +409,7 @@ impl ServerHandler for BotMcp {
         let progress = sink.as_mut().map(|s| s as &mut dyn ProgressSink);
         if request.name == "chat"
             && let Some(ask) =
-                super::mcp_tasks::task_ask(&context, self.sessions.task_settings(), &client)
+                super::mcp_tasks::task_ask(&context, &self.sessions.task_settings(), &client)
         {
             return Ok(self.chat_or_task(args, &cancel, progress, &ask).await);
         }

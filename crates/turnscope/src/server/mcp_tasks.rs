@@ -172,6 +172,7 @@ mod tests {
             unread: None,
             usage: None,
             finish_reason: None,
+            config_version: Some(1),
             line: None,
         };
         let done = record(

@@ -15,7 +15,8 @@ use serde_json::{Value, json};
 use crate::sessions::ChatReply;
 
 /// The `_meta` key of `chat`'s turn record: `turn`, `reply`, `end_reason`, `error`, `rounds`,
-/// `tool_calls`, `first_piece_ms`, `total_ms`, `unread`.
+/// `tool_calls`, `first_piece_ms`, `total_ms`, `unread`, `usage`, `finish_reason`,
+/// `config_version`.
 pub const TURN_META: &str = "turnscope/turn";
 
 /// The `_meta` key of `start`'s record: `handle`, `greeting`, `replica`.
@@ -189,6 +190,7 @@ mod tests {
             unread: None,
             usage: None,
             finish_reason: None,
+            config_version: None,
             line: None,
         }
     }

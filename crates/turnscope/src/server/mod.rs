@@ -141,7 +141,7 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
                 let health = health.clone();
                 let health_viewers = health_viewers.clone();
                 async move {
-                    // Draining answers 404: HAProxy's soft stop (`http-check disable-on-404`)
+                    // Draining answers 404 (503 on a shared store, below): HAProxy's soft stop (`http-check disable-on-404`)
                     // sends no new client here, while sticky ones still reach it until it exits.
                     let draining = s.is_draining();
                     let store = s.store_status();
@@ -173,7 +173,11 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
                     if let (Some(extra), Some(map)) = (health, body.as_object_mut()) {
                         map.extend(extra());
                     }
-                    let status = if draining {
+                    // With a shared store, 503: marked down, so the balancer sends even the
+                    // draining replica's handles elsewhere (their conversations are in the store).
+                    let status = if draining && s.store().shared() {
+                        axum::http::StatusCode::SERVICE_UNAVAILABLE
+                    } else if draining {
                         axum::http::StatusCode::NOT_FOUND
                     } else {
                         axum::http::StatusCode::OK

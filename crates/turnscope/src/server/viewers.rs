@@ -360,6 +360,7 @@ fn turn_events(
         tool_calls: r.tool_calls.len() as u32,
         first_piece_us: r.first_piece.map(|d| d.as_micros() as u64),
         total_us,
+        config_version: r.config_version,
     }));
     events
 }

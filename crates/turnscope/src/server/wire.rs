@@ -1,16 +1,17 @@
 //! Records every `/mcp` HTTP exchange as one `Event::Mcp`: the request (method, the headers
 //! that matter, the JSON-RPC body with handles masked), and the answer as it was written —
-//! status, each JSON-RPC message of the JSON body or of the SSE stream (progress
-//! notifications, the result or error) with the time it left, the time to the first byte and
-//! to the end, and whether the client stayed to the end.
+//! status, each JSON-RPC message of the JSON body or of the SSE stream with the time it left
+//! (a chat's progress notifications as the first, the latest and a tally: each is also its own
+//! `Event::Progress`), the time to the first byte of the body and to its end, and whether the
+//! client stayed to the end.
 //!
 //! It sits around rmcp and the JSON-RPC checks (`jsonrpc::check`), so it sees what the client
 //! saw, without touching the handlers. Nothing is done unless someone listens and the wire
-//! limit is not 0; then the body of the answer is copied as it passes (bounded) and parsed
-//! once, when the exchange ends (a `GET` stream held open is published when it closes). No
-//! header value but the protocol version, `Mcp-Method` and
-//! `Mcp-Name` (a task id in it masked as handles are) is kept: never `Authorization`, and the
-//! session id only as its first 8 characters.
+//! limit is not 0; then the answer is cut into messages as it passes (each kept to the limit,
+//! in time linear in its bytes) and parsed once when the exchange ends, on the blocking pool
+//! when that is much (a `GET` stream held open is published when it closes). No header value
+//! but the protocol version, `Mcp-Method` and `Mcp-Name` (a task id in it masked as handles
+//! are) is kept: never `Authorization`, and the session id only as its first 8 characters.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -28,7 +29,9 @@ use http_body::Frame;
 use serde_json::Value;
 
 use crate::observe::event::now_us;
-use crate::observe::wire::{McpExchange, McpMessage, cut_json, cut_text, mask_handles_in};
+use crate::observe::wire::{
+    McpExchange, McpMessage, ProgressTally, cut_json, cut_json_total, cut_text, mask_handles_in,
+};
 use crate::observe::{Bus, Event};
 
 /// Most bytes of one answer's stream copied for the record (the messages beyond are counted
@@ -169,92 +172,234 @@ pub(crate) async fn record(State(tap): State<WireTap>, request: Request, next: N
     let (parts, body) = response.into_parts();
     let tapped = TappedBody {
         inner: body,
-        draft: Some(Draft {
-            bus: tap.bus,
-            exchange,
-            started,
-            limit,
-            sse,
-            kept: Vec::with_capacity(if sse { 4096 } else { 1024 }),
-            // A chat's progress notifications: room for a few dozen before it grows.
-            arrivals: Vec::with_capacity(32),
-            dropped: 0,
-            complete: false,
-        }),
+        draft: Some(Draft::new(tap.bus, exchange, started, limit, sse)),
     };
     Response::from_parts(parts, Body::new(tapped))
 }
 
-/// An exchange being written: its record so far and the answer's bytes copied.
+/// An exchange being written: its record so far and the answer's messages, cut apart as
+/// they are written (in time linear in the bytes) and parsed once, at the end.
 struct Draft {
     bus: Bus,
     exchange: McpExchange,
     started: Instant,
     limit: usize,
     sse: bool,
-    /// The answer's bytes, up to `STREAM_KEPT`.
-    kept: Vec<u8>,
-    /// (end offset in `kept`, µs after the start) of each data frame written.
-    arrivals: Vec<(usize, u64)>,
-    /// Bytes not kept (beyond `STREAM_KEPT`).
+    /// The SSE event (or the JSON body) being written: its first bytes, up to [`Draft::cap`].
+    pending: Vec<u8>,
+    /// Bytes of it beyond `pending` (counted, not kept).
+    overflow: usize,
+    /// Its last two bytes, wherever they were kept: a blank line may straddle two writes.
+    tail: [u8; 2],
+    /// Inside a comment event (`: keep-alive`), which is skipped to its end.
+    comment: bool,
+    /// When the latest write left, µs after the request arrived.
+    last_write_us: u64,
+    /// The answer's messages so far but the progress notifications, raw, with their times.
+    kept: Vec<Raw>,
+    /// Bytes in `kept`.
+    kept_bytes: usize,
+    /// The first and the latest progress notification, and the tally of all.
+    progress: Progress,
+    /// Bytes of messages not kept (beyond `STREAM_KEPT`).
     dropped: usize,
     complete: bool,
 }
 
+/// One message as written: its first bytes, how long it was in all, and when its last byte
+/// left (µs after the request arrived).
+struct Raw {
+    bytes: Vec<u8>,
+    total: usize,
+    after_us: u64,
+}
+
+/// A chat answers with one progress notification per reply piece, each the reply so far:
+/// kept whole are the first and the latest (each where it was written, as the number of
+/// other messages kept before it), the others only counted: the result carries the whole
+/// reply, and `Event::Progress` each notification.
+#[derive(Default)]
+struct Progress {
+    first: Option<(Raw, usize)>,
+    last: Option<(Raw, usize)>,
+    count: u64,
+    bytes: u64,
+}
+
+/// Bytes to parse from which a finished exchange is parsed on the blocking pool rather than
+/// on the runtime thread that drops the answer's body.
+const INLINE_FINISH: usize = 64 * 1024;
+
+/// Bytes of an SSE event kept beyond the wire limit: room for its `id:` and `event:` lines.
+const EVENT_HEAD_ROOM: usize = 4096;
+
 impl Draft {
-    fn wrote(&mut self, data: &Bytes) {
-        let after = self.started.elapsed().as_micros() as u64;
-        self.exchange.first_byte_us.get_or_insert(after);
-        // Keep-alive comments (`:` lines) carry no message: a stream held open for hours
-        // keeps nothing for them.
-        if self.sse && data.first() == Some(&b':') {
-            return;
-        }
-        let room = STREAM_KEPT.saturating_sub(self.kept.len());
-        let take = room.min(data.len());
-        self.kept.extend_from_slice(&data[..take]);
-        self.dropped += data.len() - take;
-        if take > 0 {
-            self.arrivals.push((self.kept.len(), after));
+    fn new(bus: Bus, exchange: McpExchange, started: Instant, limit: usize, sse: bool) -> Self {
+        Self {
+            bus,
+            exchange,
+            started,
+            limit,
+            sse,
+            pending: Vec::with_capacity(if sse { 512 } else { 1024 }),
+            overflow: 0,
+            tail: [0; 2],
+            comment: false,
+            last_write_us: 0,
+            kept: Vec::new(),
+            kept_bytes: 0,
+            progress: Progress::default(),
+            dropped: 0,
+            complete: false,
         }
     }
 
-    /// The record, with the answer's messages parsed out of the bytes copied.
+    /// Most bytes of one message kept: the wire limit (and an event's head lines), within
+    /// what a whole answer may keep.
+    fn cap(&self) -> usize {
+        self.limit.saturating_add(EVENT_HEAD_ROOM).min(STREAM_KEPT)
+    }
+
+    fn wrote(&mut self, data: &Bytes) {
+        let after = self.started.elapsed().as_micros() as u64;
+        self.wrote_at(data, after);
+    }
+
+    /// `data` was written `after` µs after the request arrived.
+    fn wrote_at(&mut self, data: &[u8], after: u64) {
+        self.exchange.first_byte_us.get_or_insert(after);
+        self.last_write_us = after;
+        if !self.sse {
+            self.take(data);
+            return;
+        }
+        let mut rest = data;
+        while !rest.is_empty() {
+            if self.pending.is_empty() && self.overflow == 0 && !self.comment && rest[0] == b':' {
+                // Keep-alive comments carry no message: a stream held open for hours keeps
+                // nothing for them.
+                self.comment = true;
+            }
+            let Some(end) = event_end(self.tail, rest) else {
+                self.take(rest);
+                break;
+            };
+            self.take(&rest[..end]);
+            rest = &rest[end..];
+            self.end_event(after);
+        }
+    }
+
+    /// Takes `bytes` of the message being written: kept up to [`Draft::cap`], counted beyond.
+    fn take(&mut self, bytes: &[u8]) {
+        for b in bytes.iter().rev().take(2).rev() {
+            self.tail = [self.tail[1], *b];
+        }
+        if self.comment {
+            return;
+        }
+        let room = self.cap().saturating_sub(self.pending.len());
+        let keep = room.min(bytes.len());
+        self.pending.extend_from_slice(&bytes[..keep]);
+        self.overflow += bytes.len() - keep;
+    }
+
+    /// The SSE event taken is whole: a message, a progress notification tallied, or nothing.
+    fn end_event(&mut self, after: u64) {
+        let data = sse_data(&self.pending);
+        // Bytes beyond those kept are data but for the line end and blank line closing it.
+        let closing = if self.tail == *b"\n\n" { 2 } else { 4 };
+        let total = data.len() + self.overflow.saturating_sub(closing);
+        self.pending.clear();
+        self.overflow = 0;
+        self.tail = [0; 2];
+        self.comment = false;
+        if data.is_empty() {
+            return;
+        }
+        let raw = Raw {
+            bytes: data,
+            total,
+            after_us: after,
+        };
+        if is_progress(&raw.bytes) {
+            let p = &mut self.progress;
+            p.count += 1;
+            p.bytes += raw.total as u64;
+            let slot = if p.first.is_none() {
+                &mut p.first
+            } else {
+                &mut p.last
+            };
+            *slot = Some((raw, self.kept.len()));
+            return;
+        }
+        if self.kept_bytes + raw.bytes.len() > STREAM_KEPT {
+            self.dropped += raw.total;
+            return;
+        }
+        self.kept_bytes += raw.bytes.len();
+        self.kept.push(raw);
+    }
+
+    /// Bytes [`Draft::finish`] parses.
+    fn to_parse(&self) -> usize {
+        let kept = |p: &Option<(Raw, usize)>| p.as_ref().map_or(0, |(r, _)| r.bytes.len());
+        self.kept_bytes
+            + kept(&self.progress.first)
+            + kept(&self.progress.last)
+            + self.pending.len()
+    }
+
+    /// The record, with the answer's messages parsed.
     fn finish(mut self) -> McpExchange {
         self.exchange.total_us = self.started.elapsed().as_micros() as u64;
         self.exchange.complete = self.complete;
-        let when = |end: usize| {
-            self.arrivals
-                .iter()
-                .find(|(e, _)| *e >= end)
-                .or(self.arrivals.last())
-                .map_or(0, |(_, t)| *t)
+        let limit = self.limit;
+        let message = |raw: Raw| McpMessage {
+            after_us: raw.after_us,
+            message: cut_json_total(&raw.bytes, raw.total, limit),
         };
-        let mut messages = Vec::new();
+        let mut messages = Vec::with_capacity(self.kept.len() + 3);
         if self.sse {
-            let mut start = 0;
-            while let Some(pos) = find(&self.kept[start..], b"\n\n") {
-                let event = &self.kept[start..start + pos];
-                let data = sse_data(event);
-                if !data.is_empty() {
-                    messages.push(McpMessage {
-                        after_us: when(start + pos),
-                        message: cut_json(&data, self.limit),
-                    });
+            let Progress {
+                first,
+                last,
+                count,
+                bytes,
+            } = std::mem::take(&mut self.progress);
+            let mut placed = [first, last].into_iter().flatten().peekable();
+            for (i, raw) in std::mem::take(&mut self.kept).into_iter().enumerate() {
+                while let Some((p, _)) = placed.next_if(|(_, at)| *at <= i) {
+                    messages.push(message(p));
                 }
-                start += pos + 2;
+                messages.push(message(raw));
             }
-        } else if !self.kept.is_empty() {
-            match serde_json::from_slice::<Value>(&self.kept) {
-                Ok(_) => messages.push(McpMessage {
-                    after_us: when(self.kept.len()),
-                    message: cut_json(&self.kept, self.limit),
-                }),
-                Err(_) => {
-                    let mut text = String::from_utf8_lossy(&self.kept).into_owned();
-                    cut_text(&mut text, self.limit);
-                    self.exchange.text = Some(text);
-                }
+            messages.extend(placed.map(|(p, _)| message(p)));
+            if count > 0 {
+                self.exchange.progress = Some(ProgressTally {
+                    count,
+                    bytes,
+                    left_out: count.saturating_sub(2),
+                });
+            }
+        } else if !self.pending.is_empty() {
+            let total = self.pending.len() + self.overflow;
+            let json = if self.overflow == 0 {
+                serde_json::from_slice::<serde::de::IgnoredAny>(&self.pending).is_ok()
+            } else {
+                // Longer than the limit: it is cut either way; its first byte tells JSON.
+                matches!(self.pending.first(), Some(b'{' | b'['))
+            };
+            if json {
+                messages.push(McpMessage {
+                    after_us: self.last_write_us,
+                    message: cut_json_total(&self.pending, total, limit),
+                });
+            } else {
+                let mut text = String::from_utf8_lossy(&self.pending).into_owned();
+                cut_text(&mut text, limit);
+                self.exchange.text = Some(text);
             }
         }
         if self.dropped > 0 {
@@ -266,10 +411,54 @@ impl Draft {
         self.exchange.messages = messages;
         self.exchange
     }
+
+    /// Publishes the record: parsed here when small, else on the blocking pool, so a runtime
+    /// thread never parses megabytes while it drops an answer's body. True when handed to
+    /// the blocking pool.
+    fn publish(self) -> bool {
+        let bus = self.bus.clone();
+        if self.to_parse() > INLINE_FINISH
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn_blocking(move || bus.publish(Event::Mcp(Box::new(self.finish()))));
+            return true;
+        }
+        bus.publish(Event::Mcp(Box::new(self.finish())));
+        false
+    }
 }
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
+/// Whether `message` is a `notifications/progress` (read without building its value).
+fn is_progress(message: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Head<'a> {
+        #[serde(borrow, default)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    serde_json::from_slice::<Head>(message)
+        .is_ok_and(|h| h.method.as_deref() == Some("notifications/progress"))
+}
+
+/// How many bytes of `next` end the SSE event whose last two bytes so far were `tail` (one
+/// past its blank line: `\n\n` or `\n\r\n`, also across the seam); `None` when it goes on.
+fn event_end(tail: [u8; 2], next: &[u8]) -> Option<usize> {
+    let at = |i: usize| next.get(i).copied();
+    match (tail, at(0), at(1)) {
+        ([_, b'\n'], Some(b'\n'), _) => return Some(1),
+        ([_, b'\n'], Some(b'\r'), Some(b'\n')) => return Some(2),
+        ([b'\n', b'\r'], Some(b'\n'), _) => return Some(1),
+        _ => {}
+    }
+    let mut from = 0;
+    while let Some(found) = next[from..].iter().position(|b| *b == b'\n') {
+        let nl = from + found;
+        match (at(nl + 1), at(nl + 2)) {
+            (Some(b'\n'), _) => return Some(nl + 2),
+            (Some(b'\r'), Some(b'\n')) => return Some(nl + 3),
+            _ => from = nl + 1,
+        }
+    }
+    None
 }
 
 /// The `data:` lines of one SSE event, joined by newlines (comments and other fields skipped).
@@ -303,8 +492,7 @@ pin_project_lite::pin_project! {
                 // A body hyper knew was whole (an empty 202, a JSON answer) is not polled to
                 // its end: it was written all the same.
                 draft.complete |= http_body::Body::is_end_stream(&*this.inner);
-                let bus = draft.bus.clone();
-                bus.publish(Event::Mcp(Box::new(draft.finish())));
+                let _ = draft.publish();
             }
         }
     }
@@ -355,5 +543,144 @@ mod tests {
             sse_data(b"event: message\r\nid: 0/1\r\ndata: {\"a\":1}\r"),
             b"{\"a\":1}"
         );
+    }
+
+    fn draft(limit: usize) -> Draft {
+        Draft::new(
+            Bus::default(),
+            McpExchange::default(),
+            Instant::now(),
+            limit,
+            true,
+        )
+    }
+
+    /// A draft of a JSON (not SSE) answer, 1 KiB kept per message.
+    fn json_draft() -> Draft {
+        Draft::new(
+            Bus::default(),
+            McpExchange::default(),
+            Instant::now(),
+            1024,
+            false,
+        )
+    }
+
+    fn progress(n: u64) -> String {
+        format!(
+            "id: 0/{n}\r\ndata: {{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{{\"progressToken\":1,\"progress\":{n},\"message\":\"so far {n}\"}}}}\r\n\r\n"
+        )
+    }
+
+    /// A chat's answer as rmcp writes it: a priming event, one progress notification per
+    /// piece, keep-alive comments, the result; written in pieces cut anywhere (also inside a
+    /// blank line), so the parser sees every seam.
+    #[test]
+    fn a_chats_progress_is_kept_as_first_latest_and_a_tally_each_message_timed_by_its_write() {
+        let mut stream = String::from("id: 0\nretry: 500\ndata:\n\n");
+        for n in 1..=500 {
+            stream.push_str(&progress(n));
+            if n % 100 == 0 {
+                stream.push_str(": keep-alive\n\n");
+            }
+        }
+        let result = r#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"the whole reply"}]}}"#;
+        stream.push_str(&format!("id: 0/501\ndata: {result}\n\n"));
+        let bytes = stream.as_bytes();
+        let mut d = draft(64 * 1024);
+        // Writes of 7 bytes, each at its own time: a message's time is its last byte's.
+        let mut ends = Vec::new();
+        for (t, chunk) in bytes.chunks(7).enumerate() {
+            d.wrote_at(chunk, t as u64 + 1);
+            ends.push(t as u64 + 1);
+        }
+        let x = d.finish();
+        assert_eq!(x.messages.len(), 3, "{:?}", x.messages);
+        let (first, last, res) = (&x.messages[0], &x.messages[1], &x.messages[2]);
+        assert_eq!(first.message["params"]["progress"], 1);
+        assert_eq!(last.message["params"]["progress"], 500);
+        assert_eq!(
+            res.message["result"]["content"][0]["text"],
+            "the whole reply"
+        );
+        assert_eq!(
+            res.after_us,
+            *ends.last().unwrap(),
+            "the result's last write"
+        );
+        let first_end = stream.find("so far 1\"}}\r\n\r\n").unwrap() + 14;
+        assert_eq!(first.after_us, first_end.div_ceil(7) as u64);
+        let tally = x.progress.expect("a tally");
+        assert_eq!((tally.count, tally.left_out), (500, 498));
+        let one = progress(1);
+        let data_len = one.len() - "id: 0/1\r\ndata: ".len() - 4;
+        assert!(tally.bytes >= 500 * data_len as u64, "{tally:?}");
+        assert_eq!(x.first_byte_us, Some(1));
+    }
+
+    #[test]
+    fn a_message_beyond_the_limit_is_cut_with_its_real_length_and_nothing_big_is_kept() {
+        let mut d = draft(16);
+        let long = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"result":{{"t":"{}"}}}}"#,
+            "x".repeat(100_000)
+        );
+        d.wrote_at(format!("data: {long}").as_bytes(), 1);
+        assert!(
+            d.pending.len() <= 16 + EVENT_HEAD_ROOM,
+            "kept {}",
+            d.pending.len()
+        );
+        d.wrote_at(b"\n\n", 2);
+        let x = d.finish();
+        assert_eq!(x.messages.len(), 1);
+        let cut = &x.messages[0].message["turnscope/cut"];
+        assert_eq!(cut["bytes"], long.len());
+        assert_eq!(cut["head"].as_str().unwrap().len(), 16);
+        assert!(x.progress.is_none());
+    }
+
+    #[test]
+    fn a_json_answer_is_one_message_and_text_is_kept_as_text() {
+        let mut d = json_draft();
+        d.wrote_at(br#"{"jsonrpc":"2.0","id":1,"#, 3);
+        d.wrote_at(br#""result":{}}"#, 5);
+        let x = d.finish();
+        assert_eq!(x.messages.len(), 1);
+        assert_eq!(x.messages[0].after_us, 5);
+        assert_eq!(x.first_byte_us, Some(3));
+        let mut d = json_draft();
+        d.wrote_at(b"Bad Request: no session", 1);
+        let x = d.finish();
+        assert!(x.messages.is_empty());
+        assert_eq!(x.text.as_deref(), Some("Bad Request: no session"));
+    }
+
+    /// A big answer is parsed on the blocking pool, not in the runtime thread's `Drop`, and
+    /// still published whole; a small one is parsed in place.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_big_answer_is_parsed_off_the_runtime_thread() {
+        let bus = Bus::default();
+        let mut sub = bus.subscribe();
+        let mut big = Draft::new(
+            bus.clone(),
+            McpExchange::default(),
+            Instant::now(),
+            1 << 20,
+            true,
+        );
+        let text = "y".repeat(200_000);
+        let body = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"t":"{text}"}}}}"#);
+        big.wrote_at(format!("data: {body}\n\n").as_bytes(), 1);
+        assert!(big.publish(), "parsed on the blocking pool");
+        let event = sub.recv().await.expect("published");
+        match &*event {
+            Event::Mcp(x) => assert_eq!(x.messages[0].message["result"]["t"], text),
+            other => panic!("{other:?}"),
+        }
+        let mut small = Draft::new(bus, McpExchange::default(), Instant::now(), 1 << 20, true);
+        small.wrote_at(b"data: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}}\n\n", 1);
+        assert!(!small.publish(), "parsed in place");
+        assert!(sub.try_recv().is_some());
     }
 }

@@ -9,55 +9,19 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use super::persist::Stored;
+use super::persist::ChatState;
 use super::task_store::TaskRecord;
-use super::tasks::{Hold, TaskCell};
 use super::{ChatError, Session, Sessions};
 use crate::bot::{Turn, TurnEnd};
 use crate::observe::{Event, TokenUsage, event::now_us};
-use crate::store::{InFlight, now_ms};
+use crate::store::{InFlight, Lease, now_ms};
 
 /// When a caller lags this many pieces behind, the backlog goes out as one notification.
 const COALESCE_AT: usize = 16;
 
-/// Per-handle state guarded by the handle's lock.
-pub(crate) struct ChatState {
-    /// The latest turn no call has read yet (in flight or done).
-    pub(crate) pending: Option<Arc<Turn>>,
-    /// What the store holds of the session (`None`: nothing is stored).
-    pub(crate) stored: Option<Stored>,
-    /// The task reading `pending`, when a `chat` call became one (see `tasks`).
-    task: Option<Arc<TaskCell>>,
-}
-
-impl ChatState {
-    pub(crate) fn new(stored: Option<Stored>) -> Self {
-        Self {
-            pending: None,
-            stored,
-            task: None,
-        }
-    }
-
-    /// Lets go of a task that no longer holds the pending turn: one a poll collected (the
-    /// turn is gone with it, returned so its being read is stored), handed over or cancelled
-    /// (the turn is the session's again).
-    pub(crate) fn settle_task(&mut self) -> Option<Arc<Turn>> {
-        let cell = self.task.as_ref()?;
-        let same = self.pending.as_ref().is_some_and(|p| cell.reads(p));
-        match cell.hold() {
-            Hold::Keeps if same => None,
-            Hold::Collected if same => {
-                self.task = None;
-                self.pending.take()
-            }
-            _ => {
-                self.task = None;
-                None
-            }
-        }
-    }
-}
+/// Longest a call waits for another replica's turn of the same conversation to end (its
+/// lease in a shared store), before it gets [`ChatError::Busy`] naming that replica.
+pub(crate) const LEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What a `chat` call that may become a task is answered with.
 #[derive(Debug)]
@@ -96,8 +60,9 @@ pub trait ProgressSink: Send {
 pub struct ToolCallSummary {
     /// Tool name.
     pub name: String,
-    /// Arguments as the model sent them.
-    pub arguments: String,
+    /// Arguments as the model sent them: the JSON value when they are JSON (an object, as
+    /// a program reading the record expects), else the text as sent.
+    pub arguments: serde_json::Value,
     /// Whether it failed.
     pub is_error: bool,
     /// Result size in bytes.
@@ -146,6 +111,9 @@ pub struct ChatReply {
     /// The finish reason of the turn's last model response (`stop`, `length`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
+    /// The config version the turn ran on (see `app::reload`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_version: Option<u64>,
     /// The turn's line, given when the reply cannot say it: a turn turnscope lost to a
     /// restart (`restarted`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -171,6 +139,7 @@ impl ChatReply {
             unread,
             usage: None,
             finish_reason: None,
+            config_version: None,
             line: None,
         }
     }
@@ -192,7 +161,8 @@ impl ChatReply {
                 .iter()
                 .map(|c| ToolCallSummary {
                     name: c.call.name.clone(),
-                    arguments: c.call.arguments.clone(),
+                    arguments: serde_json::from_str(&c.call.arguments)
+                        .unwrap_or_else(|_| serde_json::Value::String(c.call.arguments.clone())),
                     is_error: c.outcome.is_error,
                     result_bytes: c.outcome.text.len(),
                     ms: ms(c.duration),
@@ -203,6 +173,7 @@ impl ChatReply {
             unread,
             usage: r.usage,
             finish_reason: r.finish_reason.clone(),
+            config_version: r.config_version,
             line: lost_line(&r),
         }
     }
@@ -266,7 +237,7 @@ impl Sessions {
                 return Err(ChatError::Cancelled);
             }
         }
-        Ok(self.read(session, reading).await)
+        self.read(session, reading).await
     }
 
     /// `chat` on a handle for a client that declared the tasks extension: as [`Sessions::chat`]
@@ -355,12 +326,17 @@ impl Sessions {
                 }
             }
         }
-        Ok(ChatOutcome::Reply(self.read(session, reading).await))
+        Ok(ChatOutcome::Reply(self.read(session, reading).await?))
     }
 
     /// Takes the handle's lock and does what the line asks: a new line interrupts the turn in
     /// flight and opens its own (its mark stored first); an empty line reads the pending one.
     /// `Ok(Err(reply))` when there is nothing to wait for.
+    ///
+    /// On a store other replicas share, the call also takes the conversation's lease and
+    /// checks that this replica's copy is the latest version; the lease goes back here when
+    /// there is nothing to wait for, in [`Sessions::read`] once the turn is read, or in
+    /// `record_when_done` for a turn no call waits for (a cancelled call, a task).
     async fn begin<'a>(
         &self,
         session: &'a Arc<Session>,
@@ -368,26 +344,119 @@ impl Sessions {
         cancel: &CancellationToken,
     ) -> Result<Result<Reading<'a>, ChatReply>, ChatError> {
         session.touch();
-        let mut state = tokio::select! {
+        let state = tokio::select! {
             state = session.chat.lock() => state,
             _ = cancel.cancelled() => return Err(ChatError::Cancelled),
         };
         session.touch();
+        if !self.inner.storage.shared() {
+            return self.begin_locked(session, state, line).await;
+        }
+        // A store other replicas share: this replica runs the turn only while it holds the
+        // conversation's lease, and only on the latest version of it.
+        let store = self.inner.storage.store();
+        if let Err(e) = self.take_lease(session, &state, cancel).await {
+            drop(state);
+            if e == ChatError::Stale {
+                store.release(&session.id).await;
+                self.close_keeping(session, "continued on another replica")
+                    .await;
+            }
+            return Err(e);
+        }
+        let begun = self.begin_locked(session, state, line).await;
+        if !matches!(begun, Ok(Ok(_))) {
+            store.release(&session.id).await;
+        }
+        begun
+    }
+
+    /// Takes the conversation's lease in the shared store, waiting (at most [`LEASE_WAIT`])
+    /// while another replica runs a turn of it. [`ChatError::Stale`] when the store holds a
+    /// newer version than this replica's copy (another replica went on with it).
+    async fn take_lease(
+        &self,
+        session: &Session,
+        state: &ChatState,
+        cancel: &CancellationToken,
+    ) -> Result<(), ChatError> {
+        let version = self.wait_for_lease(&session.id, cancel).await?;
+        let local = state.stored.as_ref().map(|s| s.version());
+        if version == local {
+            Ok(())
+        } else {
+            Err(ChatError::Stale)
+        }
+    }
+
+    /// Waits (at most [`LEASE_WAIT`]) until this replica holds `id`'s lease; returns the
+    /// stored head's version then.
+    pub(super) async fn wait_for_lease(
+        &self,
+        id: &crate::store::HandleId,
+        cancel: &CancellationToken,
+    ) -> Result<Option<u64>, ChatError> {
+        let store = self.inner.storage.store();
+        let started = std::time::Instant::now();
+        loop {
+            let lease = store.acquire(id).await.map_err(|e| ChatError::Store {
+                message: e.to_string(),
+            })?;
+            match lease {
+                Lease::Granted { version, .. } => return Ok(version),
+                Lease::Held { by, for_ms } => {
+                    if started.elapsed() >= LEASE_WAIT {
+                        return Err(ChatError::Busy {
+                            holder: by,
+                            waited_seconds: started.elapsed().as_secs(),
+                        });
+                    }
+                    let wait = std::time::Duration::from_millis(for_ms.clamp(10, 100));
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        _ = cancel.cancelled() => return Err(ChatError::Cancelled),
+                    }
+                }
+            }
+        }
+    }
+
+    /// A write that did not happen, as the call's error: a version conflict lets the session
+    /// go ([`ChatError::Stale`], the next call reloads it); a shared store that did not take
+    /// it is [`ChatError::Unsaved`] (the session stays).
+    async fn unwritten(&self, session: &Session, conflict: super::persist::Conflict) -> ChatError {
+        match conflict {
+            super::persist::Conflict::Unsaved(e) => ChatError::Unsaved {
+                message: e.to_string(),
+            },
+            changed => {
+                self.conflicted(session, changed).await;
+                ChatError::Stale
+            }
+        }
+    }
+
+    /// [`Sessions::begin`] with the handle's lock held (and, on a shared store, its lease).
+    async fn begin_locked<'a>(
+        &self,
+        session: &'a Arc<Session>,
+        mut state: tokio::sync::MutexGuard<'a, ChatState>,
+        line: &str,
+    ) -> Result<Result<Reading<'a>, ChatReply>, ChatError> {
         if session.bot.is_finished() {
             drop(state);
             self.close(session, "bot stopped").await;
             return Err(self.unknown());
         }
         let mut unread = None;
-        if !line.is_empty() && self.is_draining() {
+        if !line.is_empty() && self.refusing() {
             return Err(self.draining_error());
         }
         if let Some(collected) = state.settle_task()
             && let Err(conflict) = self.record_read(session, &mut state, &collected).await
         {
             drop(state);
-            self.conflicted(session, conflict).await;
-            return Err(ChatError::Stale);
+            return Err(self.unwritten(session, conflict).await);
         }
         if !line.is_empty() {
             let replaced = state.pending.take();
@@ -432,8 +501,7 @@ impl Sessions {
                 .await
             {
                 drop(state);
-                self.conflicted(session, conflict).await;
-                return Err(ChatError::Stale);
+                return Err(self.unwritten(session, conflict).await);
             }
             let turn = session.bot.say(line).await;
             session.remember(turn.clone());
@@ -446,8 +514,7 @@ impl Sessions {
                 && let Err(conflict) = self.record_read(session, &mut state, &collected).await
             {
                 drop(state);
-                self.conflicted(session, conflict).await;
-                return Err(ChatError::Stale);
+                return Err(self.unwritten(session, conflict).await);
             }
         }
         let Some(turn) = state.pending.clone() else {
@@ -462,8 +529,13 @@ impl Sessions {
     }
 
     /// The reply of a turn a call waited for: a read turn is gone, and its record and
-    /// history are stored before its reply is returned.
-    async fn read(&self, session: &Arc<Session>, mut reading: Reading<'_>) -> ChatReply {
+    /// history are stored before its reply is returned ([`ChatError::Unsaved`] when a shared
+    /// store did not take them). On a shared store the lease goes back after the write.
+    async fn read(
+        &self,
+        session: &Arc<Session>,
+        mut reading: Reading<'_>,
+    ) -> Result<ChatReply, ChatError> {
         if reading
             .state
             .pending
@@ -480,12 +552,23 @@ impl Sessions {
             turn,
             unread,
         } = reading;
-        drop(state);
-        if let Err(conflict) = written {
-            self.conflicted(session, conflict).await;
+        // A turn no call waits for keeps the lease (renewed) until it ends and is written
+        // (`record_when_done` gives it back then); otherwise it goes back now.
+        if self.inner.storage.shared() && session.bot.current_turn().is_none_or(|t| t.is_done()) {
+            self.inner.storage.release(&session.id).await;
         }
+        drop(state);
         session.touch();
-        ChatReply::of(&turn, unread)
+        match written {
+            Ok(()) => Ok(ChatReply::of(&turn, unread)),
+            Err(super::persist::Conflict::Unsaved(e)) => Err(ChatError::Unsaved {
+                message: e.to_string(),
+            }),
+            Err(changed) => {
+                self.conflicted(session, changed).await;
+                Ok(ChatReply::of(&turn, unread))
+            }
+        }
     }
 
     /// Stores `turn` as read (its record and history, no unread turn).
@@ -516,8 +599,29 @@ impl Sessions {
             let Some(collected) = state.settle_task() else {
                 return;
             };
-            if let Err(conflict) = sessions.record_read(&session, &mut state, &collected).await {
+            // On a shared store, written only under the conversation's lease and on its
+            // latest version (as a call's turn is).
+            let shared = sessions.inner.storage.shared();
+            if shared
+                && let Err(e) = sessions
+                    .take_lease(&session, &state, &CancellationToken::new())
+                    .await
+            {
                 drop(state);
+                if e == ChatError::Stale {
+                    sessions.inner.storage.release(&session.id).await;
+                    sessions
+                        .close_keeping(&session, "continued on another replica")
+                        .await;
+                }
+                return;
+            }
+            let written = sessions.record_read(&session, &mut state, &collected).await;
+            if shared {
+                sessions.inner.storage.release(&session.id).await;
+            }
+            drop(state);
+            if let Err(conflict) = written {
                 sessions.conflicted(&session, conflict).await;
             }
         });

@@ -45,6 +45,22 @@ pub enum ChatError {
     Draining {
         /// This replica's id.
         replica: Arc<str>,
+        /// Whether its conversations are in a store the other replicas share (they go on
+        /// there at the next call).
+        shared: bool,
+    },
+    /// Another replica runs a turn of this conversation (holds its lease in the shared
+    /// store), and did not finish within the wait.
+    Busy {
+        /// The replica holding the lease.
+        holder: String,
+        /// How long this call waited, in seconds.
+        waited_seconds: u64,
+    },
+    /// The turn ran, but the shared store could not save it (retried with backoff).
+    Unsaved {
+        /// What the store said (names the store and what to do).
+        message: String,
     },
     /// The session changed in the store since this server loaded it (another server wrote
     /// it, or it was deleted); the next call reloads it.
@@ -107,7 +123,31 @@ impl fmt::Display for ChatError {
                  only in the replica that started it: behind a load balancer, route each chat by its handle's tag \
                  (examples/haproxy.cfg; `turnscope replicas haproxy` prints the lines). Call start for a new handle."
             ),
-            ChatError::Draining { replica } => write!(
+            ChatError::Draining {
+                replica,
+                shared: true,
+            } => write!(
+                f,
+                "replica {replica} is draining (shutting down): it takes no new line. This conversation is kept in \
+                 the shared session store, so another replica goes on with it: call chat again (the load balancer \
+                 sends the call elsewhere); a turn in flight here still finishes and is saved first."
+            ),
+            ChatError::Busy {
+                holder,
+                waited_seconds,
+            } => write!(
+                f,
+                "handle: replica {holder} is running a turn of this conversation (it holds its lease in the shared \
+                 session store) and did not finish within {waited_seconds} s. Calls on one conversation run one at a \
+                 time; call chat again with an empty line to read that turn, or later with your line."
+            ),
+            ChatError::Unsaved { message } => write!(
+                f,
+                "store: this turn ran but could not be saved, so it is not answered as if it were: {message}. This \
+                 replica keeps the conversation in memory and saves it with the next turn once the store answers; \
+                 call chat again."
+            ),
+            ChatError::Draining { replica, .. } => write!(
                 f,
                 "replica {replica} is draining (shutting down): it takes no new conversation and no new line; a turn in \
                  flight still finishes and an empty line reads it. Open a new MCP session if your client keeps one, and \

@@ -18,6 +18,8 @@ pub mod haproxy;
 mod persist;
 pub mod replica;
 #[cfg(test)]
+mod shared_tests;
+#[cfg(test)]
 mod store_tests;
 pub mod task_store;
 mod tasks;
@@ -70,6 +72,22 @@ impl Default for SessionLimits {
     }
 }
 
+impl SessionLimits {
+    /// The limits `[server]` sets (at start, and again on each reload).
+    pub fn of(server: &crate::config::ServerSection) -> Self {
+        Self {
+            cap: server.sessions,
+            handle_seconds: server.handle_seconds,
+            sweep_every: Duration::from_secs_f64(server.sweep_seconds.max(0.01)),
+            tasks: TaskSettings {
+                enabled: server.tasks,
+                after: Duration::from_secs_f64(server.task_after_seconds),
+                poll: Duration::from_secs_f64(server.task_poll_seconds),
+            },
+        }
+    }
+}
+
 /// Marks one `chat` call in progress (see [`Sessions::close_all`]).
 pub(crate) struct CallGuard(Arc<Inner>);
 
@@ -100,7 +118,7 @@ pub struct Session {
     last_used_ms: AtomicU64,
     epoch: Instant,
     bot: BotSession,
-    chat: tokio::sync::Mutex<chat::ChatState>,
+    chat: tokio::sync::Mutex<persist::ChatState>,
     turns: Mutex<VecDeque<Arc<Turn>>>,
 }
 
@@ -176,7 +194,8 @@ pub struct Sessions {
 struct Inner {
     bot: Bot,
     bus: Bus,
-    limits: SessionLimits,
+    /// Replaced whole by a config reload; read with an atomic load.
+    limits: arc_swap::ArcSwap<SessionLimits>,
     table: Mutex<Table>,
     /// Sessions open or being opened: what the cap counts (a slot is taken before the bot
     /// opens, outside the table's lock).
@@ -237,7 +256,7 @@ impl Sessions {
             inner: Arc::new(Inner {
                 bot,
                 bus,
-                limits,
+                limits: arc_swap::ArcSwap::from_pointee(limits),
                 table: Mutex::new(Table::default()),
                 slots: AtomicUsize::new(0),
                 next_number: AtomicU64::new(1),
@@ -253,8 +272,15 @@ impl Sessions {
     }
 
     /// The limits in force.
-    pub fn limits(&self) -> &SessionLimits {
-        &self.inner.limits
+    pub fn limits(&self) -> SessionLimits {
+        SessionLimits::clone(&self.inner.limits.load())
+    }
+
+    /// Replaces the limits (a config reload): a lower cap refuses new sessions until enough
+    /// have closed, never closes open ones; a new idle lifetime counts from each session's
+    /// last call; the sweep runs at the new interval from its next round.
+    pub fn set_limits(&self, limits: SessionLimits) {
+        self.inner.limits.store(Arc::new(limits));
     }
 
     /// The bot sessions are opened on.
@@ -287,19 +313,27 @@ impl Sessions {
         self.inner.draining.load(Ordering::Acquire)
     }
 
+    /// Whether calls are refused now: draining, with conversations that live only here. On a
+    /// shared store a draining replica refuses nothing: every turn is in the store, so it
+    /// serves what still reaches it while the balancer moves its handles to the others.
+    fn refusing(&self) -> bool {
+        self.is_draining() && !self.inner.storage.shared()
+    }
+
     fn draining_error(&self) -> ChatError {
         ChatError::Draining {
             replica: self.inner.replica.id_arc(),
+            shared: self.inner.storage.store().shared(),
         }
     }
 
     /// "No session", or "draining" on a draining replica (whose sessions end as it exits).
     fn unknown(&self) -> ChatError {
-        if self.is_draining() {
+        if self.refusing() {
             self.draining_error()
         } else {
             ChatError::NoSession {
-                handle_seconds: self.inner.limits.handle_seconds,
+                handle_seconds: self.inner.limits.load().handle_seconds,
                 kept: self.inner.storage.durable(),
             }
         }
@@ -312,7 +346,7 @@ impl Sessions {
     /// Takes a slot under the cap (freed by [`Sessions::free_slot`] when the session closes
     /// or fails to open).
     fn take_slot(&self) -> Result<(), ChatError> {
-        let limits = &self.inner.limits;
+        let limits = self.inner.limits.load();
         self.inner
             .slots
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
@@ -353,7 +387,7 @@ impl Sessions {
     /// Opens a session, unless the cap is reached; it is in the store before its handle is
     /// returned. The bot opens (the tools factory, your processors) outside the table's lock.
     pub async fn open(&self, opener: SessionOpener) -> Result<Arc<Session>, ChatError> {
-        if self.is_draining() {
+        if self.refusing() {
             return Err(self.draining_error());
         }
         self.take_slot()?;
@@ -364,11 +398,22 @@ impl Sessions {
             .inner
             .bot
             .open(Observer::new(self.inner.bus.clone(), number));
-        let stored = self
+        let stored = match self
             .inner
             .storage
-            .create(&handle, id, &opener, &self.inner.bot)
-            .await;
+            .create(&handle, id, &opener, &self.inner.bot, bot.greeting())
+            .await
+        {
+            Ok(stored) => stored,
+            Err(e) => {
+                // A shared store that did not take it: no handle that no replica could serve.
+                self.free_slot();
+                bot.end().await;
+                return Err(ChatError::Unsaved {
+                    message: e.to_string(),
+                });
+            }
+        };
         let session = Arc::new(Session {
             handle,
             id,
@@ -379,7 +424,7 @@ impl Sessions {
             last_used_ms: AtomicU64::new(self.inner.epoch.elapsed().as_millis() as u64),
             epoch: self.inner.epoch,
             bot,
-            chat: tokio::sync::Mutex::new(chat::ChatState::new(stored)),
+            chat: tokio::sync::Mutex::new(persist::ChatState::new(stored)),
             turns: Mutex::new(VecDeque::new()),
         });
         self.admit(&session);
@@ -421,7 +466,7 @@ impl Sessions {
     /// Finds the session of a handle as a caller typed it: open, or reopened from the store.
     /// An expired session is dropped here, before the sweep gets to it.
     pub async fn find(&self, handle: &str) -> Result<Arc<Session>, ChatError> {
-        let limits = &self.inner.limits;
+        let limits = self.inner.limits.load_full();
         if handle.len() != 36 {
             return Err(ChatError::HandleLength {
                 received: handle.chars().count(),
@@ -465,7 +510,7 @@ impl Sessions {
                 tag: replica::tag_of(uuid),
                 replica: replica.id_arc(),
                 own_tag: replica.tag(),
-                handle_seconds: self.inner.limits.handle_seconds,
+                handle_seconds: self.inner.limits.load().handle_seconds,
             }
         }
     }
@@ -564,7 +609,7 @@ impl Sessions {
     /// Drops every session that is idle too long (and not in a call) or whose bot stopped,
     /// and deletes the stored sessions idle too long. Returns how many open ones it closed.
     pub async fn sweep(&self) -> usize {
-        let limit = Duration::from_secs(self.inner.limits.handle_seconds);
+        let limit = Duration::from_secs(self.inner.limits.load().handle_seconds);
         let doomed: Vec<(Arc<Session>, &str)> = self
             .table()
             .by_id
@@ -588,21 +633,18 @@ impl Sessions {
     }
 
     /// Starts the periodic sweep (and the store's lease renewals); the task runs until
-    /// aborted.
+    /// aborted. Each wait is read anew, so a reloaded `sweep_seconds` applies from the next.
     pub(crate) fn spawn_sweeper(&self) -> JoinHandle<()> {
         let sessions = self.clone();
         tokio::spawn(async move {
-            let every = match sessions.inner.storage.store().lease_every() {
-                Some(lease) => lease.min(sessions.inner.limits.sweep_every),
-                None => sessions.inner.limits.sweep_every,
-            };
-            let mut tick = tokio::time::interval(every);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let lease = sessions.inner.storage.store().lease_every();
             let mut last_sweep = tokio::time::Instant::now();
             loop {
-                tick.tick().await;
+                let sweep_every = sessions.inner.limits.load().sweep_every;
+                let every = lease.map_or(sweep_every, |lease| lease.min(sweep_every));
+                tokio::time::sleep(every).await;
                 sessions.renew_leases().await;
-                if last_sweep.elapsed() >= sessions.inner.limits.sweep_every {
+                if last_sweep.elapsed() >= sessions.inner.limits.load().sweep_every {
                     last_sweep = tokio::time::Instant::now();
                     sessions.sweep().await;
                 }

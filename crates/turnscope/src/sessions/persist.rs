@@ -12,6 +12,11 @@
 //! A write that fails for any reason but a version conflict switches the server to memory
 //! only (`degraded`), loudly and once: sessions go on from memory, nothing is written any
 //! more, `/healthz` says `degraded`, the console and stderr say why.
+//!
+//! A shared store (Redis, which several replicas use and which reconnects on its own) is
+//! different: a failed write is retried with backoff ([`RETRY_AFTER`]), and if it still fails
+//! its caller gets [`ChatError::Unsaved`] naming the store; `/healthz` says `degraded` until
+//! the store answers again (the sweeper's tick probes it), and writing never stops.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,7 +25,8 @@ use std::time::Instant;
 
 use uuid::Uuid;
 
-use super::{ChatError, KEPT_TURNS, Session, Sessions, chat};
+use super::tasks::{Hold, TaskCell};
+use super::{ChatError, KEPT_TURNS, Session, Sessions};
 use crate::bot::{Bot, Restored, Turn, TurnEnd, TurnRecord};
 use crate::observe::{Bus, Event, SessionOpener, event::now_us};
 use crate::pipeline::Observer;
@@ -31,6 +37,14 @@ use crate::store::{
 
 /// Most stored sessions one sweep deletes (the next sweep takes the rest).
 const SWEEP_BATCH: usize = 512;
+
+/// The waits before each retry of a shared store's failed write (about 2 s in all, what a
+/// Redis restart or failover takes on a quiet machine).
+const RETRY_AFTER: [std::time::Duration; 3] = [
+    std::time::Duration::from_millis(150),
+    std::time::Duration::from_millis(500),
+    std::time::Duration::from_millis(1500),
+];
 
 /// The store's name and state, for the header, `/healthz` and the ready line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,13 +64,70 @@ pub(crate) struct Storage {
     durable: bool,
     bus: Bus,
     degraded: OnceLock<String>,
+    /// A shared store: other processes use it too, and it reconnects on its own.
+    shared: bool,
+    /// A shared store's last failure, until it answers again (`/healthz` says `degraded`).
+    trouble: Mutex<Option<String>>,
     /// Per handle being reopened, the lock that makes concurrent calls wait for one reopen.
     reopening: Mutex<HashMap<HandleId, Arc<tokio::sync::Mutex<()>>>>,
 }
 
-/// A conflict: the head changed elsewhere since this process read it.
+/// Why a write did not happen.
 #[derive(Debug)]
-pub(crate) struct Conflict(pub StoreError);
+pub(crate) enum Conflict {
+    /// The head changed elsewhere since this process read it.
+    Changed(StoreError),
+    /// A shared store did not take it, retries included.
+    Unsaved(StoreError),
+}
+
+impl Conflict {
+    fn error(&self) -> &StoreError {
+        match self {
+            Conflict::Changed(e) | Conflict::Unsaved(e) => e,
+        }
+    }
+}
+
+/// Per-handle state guarded by the handle's lock (here, beside `Stored`, so that `chat`
+/// imports this file and not the other way round).
+pub(crate) struct ChatState {
+    /// The latest turn no call has read yet (in flight or done).
+    pub(crate) pending: Option<Arc<Turn>>,
+    /// What the store holds of the session (`None`: nothing is stored).
+    pub(crate) stored: Option<Stored>,
+    /// The task reading `pending`, when a `chat` call became one (see `tasks`).
+    pub(crate) task: Option<Arc<TaskCell>>,
+}
+
+impl ChatState {
+    pub(crate) fn new(stored: Option<Stored>) -> Self {
+        Self {
+            pending: None,
+            stored,
+            task: None,
+        }
+    }
+
+    /// Lets go of a task that no longer holds the pending turn: one a poll collected (the
+    /// turn is gone with it, returned so its being read is stored), handed over or cancelled
+    /// (the turn is the session's again).
+    pub(crate) fn settle_task(&mut self) -> Option<Arc<Turn>> {
+        let cell = self.task.as_ref()?;
+        let same = self.pending.as_ref().is_some_and(|p| cell.reads(p));
+        match cell.hold() {
+            Hold::Keeps if same => None,
+            Hold::Collected if same => {
+                self.task = None;
+                self.pending.take()
+            }
+            _ => {
+                self.task = None;
+                None
+            }
+        }
+    }
+}
 
 /// What a session knows of its stored state (guarded by its chat lock).
 pub(crate) struct Stored {
@@ -66,14 +137,23 @@ pub(crate) struct Stored {
     window: VecDeque<(u64, u64)>,
 }
 
+impl Stored {
+    /// The version of the head this process last read or wrote.
+    pub(crate) fn version(&self) -> u64 {
+        self.head.version
+    }
+}
+
 impl Storage {
     pub(crate) fn new(store: Arc<dyn SessionStore>, bus: Bus) -> Self {
         Self {
             url: store.describe(),
             durable: store.durable(),
+            shared: store.shared(),
             store,
             bus,
             degraded: OnceLock::new(),
+            trouble: Mutex::new(None),
             reopening: Mutex::new(HashMap::new()),
         }
     }
@@ -95,7 +175,40 @@ impl Storage {
         StoreStatus {
             url: self.url.clone(),
             durable: self.durable,
-            degraded: self.degraded.get().cloned(),
+            degraded: self.degraded.get().cloned().or_else(|| self.troubled()),
+        }
+    }
+
+    fn troubled(&self) -> Option<String> {
+        self.trouble
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// A shared store answered: it is no longer degraded (said once, when it was).
+    fn answered(&self) {
+        let was = self
+            .trouble
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if was.is_some() {
+            let message = format!("store {} answers again; turns are saved again", self.url);
+            tracing::warn!("{message}");
+            self.bus.publish(Event::Log {
+                at_ms: now_us() / 1000,
+                level: "warn".into(),
+                message,
+            });
+        }
+    }
+
+    /// Probes a shared store that failed (the sweeper's tick), so `/healthz` recovers with
+    /// it even when no call writes.
+    pub(crate) async fn probe(&self) {
+        if self.shared && self.troubled().is_some() && self.store.count().await.is_ok() {
+            self.answered();
         }
     }
 
@@ -106,6 +219,23 @@ impl Storage {
     /// Stops writing after `e`, saying so once on every channel a person watches.
     fn fail(&self, e: &StoreError) {
         let reason = e.to_string();
+        if self.shared {
+            let mut trouble = self.trouble.lock().unwrap_or_else(|p| p.into_inner());
+            if trouble.replace(reason.clone()).is_none() {
+                let message = format!(
+                    "store {} failed: {reason}. Calls that need it get an error naming it until it answers \
+                     again; turnscope reconnects on its own",
+                    self.url
+                );
+                tracing::error!("{message}");
+                self.bus.publish(Event::Log {
+                    at_ms: now_us() / 1000,
+                    level: "error".into(),
+                    message,
+                });
+            }
+            return;
+        }
         if self.degraded.set(reason.clone()).is_err() {
             return;
         }
@@ -122,19 +252,21 @@ impl Storage {
         });
     }
 
-    /// Writes a new session's head; `None` when nothing is stored (writing stopped).
+    /// Writes a new session's head (`greeting`: the one it opened with); `Ok(None)` when
+    /// nothing is stored (writing stopped), an error when a shared store did not take it.
     pub(crate) async fn create(
         &self,
         handle: &Uuid,
         id: HandleId,
         opener: &SessionOpener,
         bot: &Bot,
-    ) -> Option<Stored> {
+        greeting: Option<&str>,
+    ) -> Result<Option<Stored>, StoreError> {
         if !self.writing() {
-            return None;
+            return Ok(None);
         }
         let now = now_ms();
-        let greeting = bot.greeting().map(str::to_string);
+        let greeting = greeting.map(str::to_string);
         let mut head = Head {
             id,
             prefix: handle.to_string()[..8].to_string(),
@@ -153,15 +285,18 @@ impl Storage {
         };
         match self.store.create(&head).await {
             Ok(version) => {
+                if self.shared {
+                    self.answered();
+                }
                 head.version = version;
-                Some(Stored {
+                Ok(Some(Stored {
                     head,
                     window: VecDeque::new(),
-                })
+                }))
             }
             Err(e) => {
                 self.fail(&e);
-                None
+                if self.shared { Err(e) } else { Ok(None) }
             }
         }
     }
@@ -171,14 +306,37 @@ impl Storage {
         if !self.writing() {
             return Ok(None);
         }
-        match self.store.commit(id, commit).await {
-            Ok(version) => Ok(Some(version)),
-            Err(e @ StoreError::Conflict { .. }) => Err(Conflict(e)),
-            Err(e) => {
-                self.fail(&e);
-                Ok(None)
+        let mut retries = RETRY_AFTER.iter();
+        loop {
+            match self.store.commit(id, commit).await {
+                Ok(version) => {
+                    if self.shared {
+                        self.answered();
+                    }
+                    return Ok(Some(version));
+                }
+                Err(e @ StoreError::Conflict { .. }) => return Err(Conflict::Changed(e)),
+                Err(e) if self.shared => match retries.next() {
+                    Some(wait) => {
+                        tracing::debug!("store write failed, retrying in {wait:?}: {e}");
+                        tokio::time::sleep(*wait).await;
+                    }
+                    None => {
+                        self.fail(&e);
+                        return Err(Conflict::Unsaved(e));
+                    }
+                },
+                Err(e) => {
+                    self.fail(&e);
+                    return Ok(None);
+                }
             }
         }
+    }
+
+    /// Whether other processes share the store.
+    pub(crate) fn shared(&self) -> bool {
+        self.shared
     }
 
     pub(crate) async fn delete(&self, id: &HandleId) {
@@ -293,7 +451,12 @@ impl Sessions {
     /// server took it, or `turnscope sessions delete` removed it), so this process lets go
     /// of it; the next call reloads what the store holds.
     pub(crate) async fn conflicted(&self, session: &Session, conflict: Conflict) {
-        tracing::warn!(session = session.number, handle = %session.handle_prefix(), "{}", conflict.0);
+        let Conflict::Changed(e) = conflict else {
+            // Not saved (a shared store is down): the session stays, and its next turn's
+            // write carries what this one added to the history.
+            return;
+        };
+        tracing::warn!(session = session.number, handle = %session.handle_prefix(), "{e}");
         self.close_keeping(session, "changed in the store by someone else")
             .await;
     }
@@ -313,7 +476,7 @@ impl Sessions {
                 return;
             }
             session.bot.settle().await;
-            if let Err(conflict) = sessions
+            let written = sessions
                 .record(
                     &session,
                     &mut state.stored,
@@ -321,9 +484,14 @@ impl Sessions {
                     None,
                     Some(turn.id),
                 )
-                .await
-            {
-                drop(state);
+                .await;
+            // On a shared store the turn's lease is given back once it is written, so the
+            // replica that takes the conversation next reads it.
+            if sessions.inner.storage.shared() {
+                sessions.inner.storage.release(&session.id).await;
+            }
+            drop(state);
+            if let Err(conflict) = written {
                 sessions.conflicted(&session, conflict).await;
             }
         });
@@ -358,31 +526,36 @@ impl Sessions {
         if !storage.writing() {
             return Ok(None);
         }
+        // On a shared store, a turn in flight in the head may be running on another replica:
+        // load only while holding the lease (once it is granted, a mark left behind is a turn
+        // its replica lost: it died).
+        if storage.shared() {
+            self.wait_for_lease(&id, &tokio_util::sync::CancellationToken::new())
+                .await?;
+        }
         let loaded = match storage.store.load(&id, KEPT_TURNS as u64).await {
             Ok(Some(loaded)) => loaded,
-            Ok(None) => return Ok(None),
+            Ok(None) => {
+                storage.release(&id).await;
+                return Ok(None);
+            }
             Err(e) => {
+                storage.release(&id).await;
                 return Err(ChatError::Store {
                     message: e.to_string(),
                 });
             }
         };
-        let limits = &self.inner.limits;
+        let limits = self.inner.limits.load();
         let idle_ms = now_ms().saturating_sub(loaded.head.last_used_ms);
         if idle_ms > limits.handle_seconds.saturating_mul(1000) {
             storage.delete(&id).await;
             return Ok(None);
         }
-        if self.is_draining() {
+        if self.refusing() {
             return Err(self.draining_error());
         }
         self.take_slot()?;
-        if let Err(e) = storage.store.acquire(&id).await {
-            self.free_slot();
-            return Err(ChatError::Store {
-                message: e.to_string(),
-            });
-        }
         let (session, lost) = self.restore(handle, id, loaded);
         if let Some(lost) = lost {
             let mut state = session.chat.lock().await;
@@ -400,9 +573,9 @@ impl Sessions {
                 self.free_slot();
                 storage.release(&id).await;
                 session.bot.end().await;
-                tracing::warn!("{}", conflict.0);
+                tracing::warn!("{}", conflict.error());
                 return Err(ChatError::Store {
-                    message: conflict.0.to_string(),
+                    message: conflict.error().to_string(),
                 });
             }
         }
@@ -445,6 +618,7 @@ impl Sessions {
                 messages,
                 forgotten: head.forgotten,
                 next_turn,
+                greeting: head.greeting.clone(),
             },
         );
         let mut kept: VecDeque<Arc<Turn>> = turns
@@ -469,7 +643,7 @@ impl Sessions {
         let idle_ms = now_ms().saturating_sub(head.last_used_ms);
         let epoch = self.inner.epoch;
         let last_used = (epoch.elapsed().as_millis() as u64).saturating_sub(idle_ms);
-        let mut state = chat::ChatState::new(Some(Stored {
+        let mut state = ChatState::new(Some(Stored {
             head: head.clone(),
             window,
         }));
@@ -497,7 +671,7 @@ impl Sessions {
         if !storage.writing() {
             return;
         }
-        let lifetime_ms = self.inner.limits.handle_seconds.saturating_mul(1000);
+        let lifetime_ms = self.inner.limits.load().handle_seconds.saturating_mul(1000);
         let before = now_ms().saturating_sub(lifetime_ms);
         let expired = match storage.store.expired(before, SWEEP_BATCH).await {
             Ok(expired) => expired,
@@ -521,7 +695,15 @@ impl Sessions {
         if storage.store.lease_every().is_none() {
             return;
         }
-        let ids: Vec<HandleId> = self.table().by_id.keys().copied().collect();
+        storage.probe().await;
+        // The leases of running turns (a shared store renews only those this replica holds).
+        let ids: Vec<HandleId> = self
+            .table()
+            .by_id
+            .values()
+            .filter(|s| s.bot.current_turn().is_some_and(|t| !t.is_done()) || s.in_call())
+            .map(|s| s.id)
+            .collect();
         if let Err(e) = storage.store.renew(&ids).await {
             tracing::warn!("store: renewing leases failed: {e}");
         }

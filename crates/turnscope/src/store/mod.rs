@@ -15,7 +15,8 @@
 //! - **lease hooks** ([`SessionStore::acquire`], [`SessionStore::renew`],
 //!   [`SessionStore::release`]): one process runs the turns of one handle. A file store is
 //!   held by one process (it locks the file), so they are no-ops there; a shared store
-//!   implements them.
+//!   ([`SessionStore::shared`], [`redis::RedisStore`]) implements them: a lease per turn, and
+//!   the version it reports tells a replica whether its copy of the session is stale.
 //!
 //! A handle is a bearer secret: stores key sessions by its keyed hash ([`HandleId`], HMAC-SHA256
 //! with the store's [`HandleKey`]) and keep only its first 8 characters (which logs and events
@@ -24,8 +25,10 @@
 //! Writes happen at turn boundaries, never per token or frame: a mark before a turn runs, its
 //! record once it ends (see `sessions`). Each write is durable when it returns.
 
+pub mod export;
 pub mod handle;
 pub mod memory;
+pub mod redis;
 pub mod sqlite;
 pub mod url;
 
@@ -160,6 +163,27 @@ pub struct StoreStats {
     pub largest_batch: u64,
 }
 
+/// What [`SessionStore::acquire`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lease {
+    /// This process may run the handle's turns now. `version`: the head's version in the
+    /// store (`None` when it holds no head, or the store keeps no versions apart from
+    /// this process's: memory, file); `writer`: the replica that wrote it last, if known.
+    Granted {
+        /// The stored head's version.
+        version: Option<u64>,
+        /// Who wrote the head last.
+        writer: Option<String>,
+    },
+    /// Another replica runs a turn of the handle now.
+    Held {
+        /// The replica holding the lease.
+        by: String,
+        /// How long the lease lasts unless renewed, in ms.
+        for_ms: u64,
+    },
+}
+
 /// Why a store operation failed. Every message names the store and says what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
@@ -240,9 +264,12 @@ pub trait SessionStore: Send + Sync {
     async fn count(&self) -> Result<u64, StoreError>;
 
     /// Takes the right to run `id`'s turns in this process (a lease a shared store grants to
-    /// one replica at a time). A store one process holds grants it always.
-    async fn acquire(&self, _id: &HandleId) -> Result<(), StoreError> {
-        Ok(())
+    /// one replica at a time, for one turn). A store one process holds grants it always.
+    async fn acquire(&self, _id: &HandleId) -> Result<Lease, StoreError> {
+        Ok(Lease::Granted {
+            version: None,
+            writer: None,
+        })
     }
 
     /// Keeps the leases of `ids` (called at least every [`SessionStore::lease_every`]).
@@ -256,6 +283,14 @@ pub trait SessionStore: Send + Sync {
     /// How often leases must be renewed; `None` for a store with no leases.
     fn lease_every(&self) -> Option<std::time::Duration> {
         None
+    }
+
+    /// Whether other processes use it at the same time (a Redis several replicas share): a
+    /// session is then checked against its stored version before each call, a lease is
+    /// taken per turn, and a write that fails is retried and reported to its caller instead
+    /// of ending all writing (the store reconnects on its own).
+    fn shared(&self) -> bool {
+        false
     }
 
     /// What it counted so far.

@@ -93,7 +93,7 @@ pub fn echo() -> FnTool {
 }
 
 /// Formats seconds since the epoch as `YYYY-MM-DD HH:MM:SS UTC` (civil-from-days algorithm).
-fn format_utc(secs: u64) -> String {
+pub fn format_utc(secs: u64) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     let z = days + 719_468;

@@ -72,6 +72,8 @@ pub struct SourceOptions {
     /// Bumped (besides the source's own generation) whenever its tool list is replaced: the
     /// registry's change signal ([`Tools::changes`](super::Tools::changes)).
     pub changes: Option<Arc<tokio::sync::watch::Sender<u64>>>,
+    /// The name the client gives in `initialize` (`turnscope`: the bot is the client).
+    pub client_name: &'static str,
 }
 
 impl Default for SourceOptions {
@@ -80,7 +82,16 @@ impl Default for SourceOptions {
             attempt_timeout: MIN_ATTEMPT_TIMEOUT,
             session: None,
             changes: None,
+            client_name: "turnscope",
         }
+    }
+}
+
+impl SourceOptions {
+    /// The same options with the client named `name` in `initialize`.
+    pub fn with_client_name(mut self, name: &'static str) -> Self {
+        self.client_name = name;
+        self
     }
 }
 
@@ -111,6 +122,8 @@ pub(super) struct Inner {
     pub(super) http: GuardedClient,
     pub(super) dial: Dial,
     pub(super) attempt_timeout: Duration,
+    /// The name the client gives in `initialize`.
+    pub(super) client_name: &'static str,
     pub(super) session: Option<u64>,
     pub(super) bus: Bus,
     pub(super) state: RwLock<State>,
@@ -177,6 +190,7 @@ impl McpSource {
                 }),
             },
             attempt_timeout: options.attempt_timeout,
+            client_name: options.client_name,
             session: options.session,
             bus: bus.clone(),
             state: RwLock::new(State {
@@ -408,11 +422,12 @@ impl Inner {
 #[derive(Clone)]
 pub(crate) struct SourceClient {
     list_changed: Arc<Notify>,
+    name: &'static str,
 }
 
 impl ClientHandler for SourceClient {
     fn get_info(&self) -> ClientConfig {
-        client_info("turnscope")
+        client_info(self.name)
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -430,6 +445,7 @@ impl Watcher for Inner {
         Box::pin(async move {
             let client = SourceClient {
                 list_changed: self.list_changed.clone(),
+                name: self.client_name,
             };
             connect::open(&self.config, client, &self.dial, ct)
                 .await

@@ -13,6 +13,7 @@ pub mod merge;
 pub mod openai_shape;
 pub mod policy;
 pub mod portability;
+pub mod reconfigure;
 pub mod registry;
 pub mod timed;
 pub mod validate;
@@ -134,9 +135,9 @@ impl ToolCallRecord {
         }
     }
 
-    /// A record for tests.
-    #[doc(hidden)]
-    pub fn for_test(name: &str) -> Self {
+    /// A record for the library's unit tests.
+    #[cfg(test)]
+    pub(crate) fn for_test(name: &str) -> Self {
         Self {
             call: ToolCall {
                 id: "call_0".into(),
@@ -180,6 +181,14 @@ pub trait Tools: Send + Sync + 'static {
     /// Compare [`specs`](Tools::specs) before and after: a move need not change them. The
     /// default, `None`, is a set that never changes.
     fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
+
+    /// The tools as they are now, fixed: what one turn offers and calls from its first model
+    /// request to its end, so a source added, changed or removed meanwhile (a config reload, a
+    /// server's new list) applies from the next turn and a removed one stays callable until
+    /// then. The default, `None`, is a set that is its own fixed view.
+    fn pinned(&self) -> Option<Arc<dyn Tools>> {
         None
     }
 }

@@ -1,11 +1,14 @@
 //! The tool registry: built-ins, the bot's own Rust tools and MCP servers merged into one
 //! [`Tools`] set by the naming rules of [`merge`](super::merge), with the response-size cap on
-//! MCP results. [`ToolRegistry`] says how servers join late and how `scope = "session"` servers
-//! get a registry per session.
+//! MCP results. [`ToolRegistry`] says how servers join late, how `scope = "session"` servers
+//! get a registry per session, and how a config reload replaces its sources
+//! ([`reconfigure`](super::reconfigure)).
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
+use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use serde_json::Value;
 
@@ -69,66 +72,37 @@ impl RegistryBuilder {
     /// Starts every shared server and waits for them, all together, at most the connect
     /// budget. Refused servers are skipped (event and log); the rest load.
     pub async fn start(self) -> Arc<ToolRegistry> {
-        let policy = Arc::new(self.policy);
-        let changes = Arc::new(tokio::sync::watch::Sender::new(0));
-        let options = SourceOptions {
-            attempt_timeout: self.limits.connect_budget.max(MIN_ATTEMPT_TIMEOUT),
-            session: None,
-            changes: Some(changes.clone()),
+        let builtins_on = !self.builtins.is_empty();
+        // Turning the built-ins on by a reload needs them at hand.
+        let builtins = if builtins_on {
+            self.builtins
+        } else {
+            builtin::all()
         };
-        let mut entries = Vec::new();
-        let mut order = Vec::new();
-        for config in &self.servers {
-            if config.disabled {
-                tracing::info!(server = %config.name, "MCP server disabled in the config; left out");
-                continue;
-            }
-            match config.scope {
-                Scope::Shared => {
-                    if let Ok(source) =
-                        McpSource::start(config, &policy, options.clone(), &self.bus)
-                    {
-                        order.push(Slot::Shared(entries.len()));
-                        entries.push(Entry {
-                            source,
-                            owned: true,
-                        });
-                    }
-                }
-                Scope::Session => {
-                    if McpSource::check(config, &policy, &self.bus).is_ok() {
-                        order.push(Slot::Session(config.clone()));
-                    }
-                }
-            }
-        }
-        let waiting = futures::future::join_all(entries.iter().map(|e| e.source.first_attempt()));
-        if tokio::time::timeout(self.limits.connect_budget, waiting)
-            .await
-            .is_err()
-        {
-            for entry in entries.iter().filter(|e| !e.source.first_attempt_done()) {
-                entry
-                    .source
-                    .report_missed_budget(self.limits.connect_budget);
-            }
-        }
-        let mut local = self.builtins;
-        local.extend(self.own);
-        let local_specs: Arc<[ToolSpec]> = local.iter().map(|t| t.spec().clone()).collect();
-        let registry = ToolRegistry {
-            local: Arc::new(local),
-            local_specs,
-            entries,
-            order,
-            policy,
+        let core = Core {
+            builtins: builtins.into_iter().map(Arc::new).collect(),
+            own_tools: self.own.into_iter().map(Arc::new).collect(),
+            set: ArcSwap::from_pointee(SharedSet::default()),
             limits: self.limits,
             bus: self.bus,
-            session: None,
-            changes,
-            ready_by: None,
-            snapshot: RwLock::new(Arc::new(Snapshot::default())),
-            rebuild: Mutex::new(()),
+            changes: Arc::new(tokio::sync::watch::Sender::new(0)),
+            merged: MergeCell::default(),
+            children: Mutex::new(Vec::new()),
+            reconfiguring: Arc::default(),
+        };
+        let policy = Arc::new(self.policy);
+        let (slots, fresh, _) = core.start_slots(&self.servers, &policy, &[], true);
+        core.await_first_attempts(&fresh).await;
+        core.set.store(Arc::new(SharedSet {
+            version: 1,
+            builtins_on,
+            local: core.local(builtins_on),
+            policy,
+            slots,
+        }));
+        let registry = ToolRegistry {
+            core: Arc::new(core),
+            own: None,
         };
         registry.current();
         Arc::new(registry)
@@ -140,195 +114,350 @@ impl RegistryBuilder {
 /// [`RegistryBuilder::start`] connects to every shared server in parallel under one start-up
 /// budget; a server that misses it, or fails, contributes nothing yet and joins when its
 /// background retry succeeds. The merged list is rebuilt only when a source's tool list
-/// changes, so [`Tools::specs`] is an `Arc` clone on the hot path.
+/// changes or the sources are replaced, so [`Tools::specs`] is an `Arc` clone on the hot path.
 ///
 /// Servers with `scope = "session"` are not connected by the shared registry: as a
 /// [`ToolsFactory`] it makes each session its own registry, which shares the other servers'
 /// connections, opens its own ones, waits for them (bounded by the budget) before the first
-/// model request, and closes them when the session ends.
+/// model request, and closes them when the session ends. A session registry with no server of
+/// its own is the shared set (no copy of it).
+///
+/// [`ToolRegistry::reconfigure`] replaces the servers (a config reload): added and changed ones
+/// connect, unchanged ones are kept as they are, removed ones close once no turn uses them
+/// (each turn keeps the set it started with, [`Tools::pinned`]).
 pub struct ToolRegistry {
-    local: Arc<Vec<FnTool>>,
-    local_specs: Arc<[ToolSpec]>,
-    /// Live sources in config order.
-    entries: Vec<Entry>,
-    /// Config order including session-scope servers (shared registry only).
-    order: Vec<Slot>,
-    policy: Arc<Policy>,
-    limits: McpLimits,
-    bus: Bus,
-    session: Option<u64>,
-    /// Moves whenever a source's tool list is replaced (shared with the session registries).
-    changes: Arc<tokio::sync::watch::Sender<u64>>,
-    ready_by: Option<tokio::time::Instant>,
+    pub(super) core: Arc<Core>,
+    /// A session's own registry: its `scope = "session"` sources (none: the shared registry).
+    pub(super) own: Option<Arc<Own>>,
+}
+
+/// What the shared registry and the session registries it made have in common.
+pub(super) struct Core {
+    /// The built-ins, offered while the set says so.
+    pub(super) builtins: Vec<Arc<FnTool>>,
+    /// The bot's own Rust tools.
+    pub(super) own_tools: Vec<Arc<FnTool>>,
+    /// The sources in config order; a reconfiguration replaces it whole.
+    pub(super) set: ArcSwap<SharedSet>,
+    pub(super) limits: McpLimits,
+    pub(super) bus: Bus,
+    /// Moves whenever a source's tool list is replaced or the sources are.
+    pub(super) changes: Arc<tokio::sync::watch::Sender<u64>>,
+    /// The shared set merged.
+    merged: MergeCell,
+    /// The session registries made so far (dead ones dropped as new ones come).
+    pub(super) children: Mutex<Vec<Weak<Own>>>,
+    /// One reconfiguration at a time.
+    pub(super) reconfiguring: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// The shared registry's sources at one moment.
+#[derive(Default)]
+pub(super) struct SharedSet {
+    /// One more per reconfiguration that changed something.
+    pub(super) version: u64,
+    pub(super) builtins_on: bool,
+    pub(super) local: Arc<Local>,
+    pub(super) policy: Arc<Policy>,
+    /// Every server in config order.
+    pub(super) slots: Vec<Slot>,
+}
+
+/// One `[[mcp_servers]]` entry of the set.
+pub(super) enum Slot {
+    /// Connected once for every session.
+    Shared {
+        config: McpServerConfig,
+        source: McpSource,
+    },
+    /// Connected by each session's own registry.
+    Session(McpServerConfig),
+}
+
+impl Slot {
+    pub(super) fn config(&self) -> &McpServerConfig {
+        match self {
+            Slot::Shared { config, .. } | Slot::Session(config) => config,
+        }
+    }
+}
+
+impl SharedSet {
+    /// The sources every session shares, in config order.
+    fn shared_sources(&self) -> impl Iterator<Item = &McpSource> {
+        self.slots.iter().filter_map(|slot| match slot {
+            Slot::Shared { source, .. } => Some(source),
+            Slot::Session(_) => None,
+        })
+    }
+}
+
+/// The local tools (built-ins first, then the bot's own) and their specs.
+#[derive(Default)]
+pub(super) struct Local {
+    tools: Vec<Arc<FnTool>>,
+    specs: Arc<[ToolSpec]>,
+}
+
+/// A session registry's own sources.
+pub(super) struct Own {
+    pub(super) session: u64,
+    pub(super) set: ArcSwap<OwnSet>,
+    merged: MergeCell,
+    /// Set when its session ended: a reconfiguration opens nothing more for it.
+    pub(super) closed: AtomicBool,
+}
+
+/// A session registry's sources at one moment: one per `scope = "session"` slot of the shared
+/// set it follows.
+#[derive(Default)]
+pub(super) struct OwnSet {
+    pub(super) version: u64,
+    pub(super) sources: Vec<(McpServerConfig, McpSource)>,
+    /// The first turn after these were opened waits for them until then.
+    pub(super) ready_by: Option<tokio::time::Instant>,
+}
+
+/// A merged set: what [`Tools::specs`] offers and where each name is dispatched. It is also
+/// the fixed view one turn keeps ([`Tools::pinned`]).
+#[derive(Default)]
+pub(super) struct Snapshot {
+    /// False only for the placeholder before the first merge.
+    built: bool,
+    /// The shared set's and the own set's versions it was merged from.
+    versions: (u64, u64),
+    generations: Vec<u64>,
+    /// The sources in merge order (routes index them).
+    sources: Vec<McpSource>,
+    local: Arc<Local>,
+    specs: Arc<[ToolSpec]>,
+    merged: Merged,
+    response_bytes: usize,
+}
+
+/// A merged set kept until its sources change, rebuilt by one caller at a time.
+#[derive(Default)]
+struct MergeCell {
     snapshot: RwLock<Arc<Snapshot>>,
     rebuild: Mutex<()>,
 }
 
-struct Entry {
-    source: McpSource,
-    /// Whether this registry opened it (and closes it).
-    owned: bool,
-}
-
-enum Slot {
-    Shared(usize),
-    Session(McpServerConfig),
-}
-
-#[derive(Default)]
-struct Snapshot {
-    /// False only for the placeholder before the first merge.
-    built: bool,
-    generations: Vec<u64>,
-    specs: Arc<[ToolSpec]>,
-    merged: Merged,
-}
-
-impl ToolRegistry {
-    /// Starts building a registry that publishes on `bus`.
-    pub fn builder(bus: Bus) -> RegistryBuilder {
-        RegistryBuilder {
-            bus,
-            builtins: Vec::new(),
-            own: Vec::new(),
-            servers: Vec::new(),
-            policy: Policy::open(),
-            limits: McpLimits::default(),
-        }
-    }
-
-    /// The MCP sources this set uses, in config order.
-    pub fn sources(&self) -> Vec<McpSource> {
-        self.entries.iter().map(|e| e.source.clone()).collect()
-    }
-
-    /// The source called `name`, if this set uses one.
-    pub fn source(&self, name: &str) -> Option<McpSource> {
-        self.entries
-            .iter()
-            .find(|e| e.source.name() == name)
-            .map(|e| e.source.clone())
-    }
-
-    /// Whether some servers open one connection per session.
-    pub(crate) fn has_session_servers(&self) -> bool {
-        self.order.iter().any(|s| matches!(s, Slot::Session(_)))
-    }
-
-    /// The limits in force.
-    pub fn limits(&self) -> &McpLimits {
-        &self.limits
-    }
-
-    /// The policy in force.
-    pub fn policy(&self) -> &Policy {
-        &self.policy
-    }
-
-    /// What the last merge left out.
-    pub fn skipped(&self) -> Vec<Skip> {
-        self.current().merged.skipped.clone()
-    }
-
-    /// The registry for one session: shared connections reused, session-scope servers
-    /// connected anew (in the background; [`Tools::ready`] waits for them).
-    pub(crate) fn for_session(&self, session: u64) -> ToolRegistry {
-        let options = SourceOptions {
-            attempt_timeout: self.limits.connect_budget.max(MIN_ATTEMPT_TIMEOUT),
-            session: Some(session),
-            changes: Some(self.changes.clone()),
-        };
-        let mut entries = Vec::new();
-        for slot in &self.order {
-            match slot {
-                Slot::Shared(i) => entries.push(Entry {
-                    source: self.entries[*i].source.clone(),
-                    owned: false,
-                }),
-                Slot::Session(config) => {
-                    if let Ok(source) =
-                        McpSource::start(config, &self.policy, options.clone(), &self.bus)
-                    {
-                        entries.push(Entry {
-                            source,
-                            owned: true,
-                        });
-                    }
-                }
-            }
-        }
-        ToolRegistry {
-            local: self.local.clone(),
-            local_specs: self.local_specs.clone(),
-            entries,
-            order: Vec::new(),
-            policy: self.policy.clone(),
-            limits: self.limits,
-            bus: self.bus.clone(),
-            session: Some(session),
-            changes: self.changes.clone(),
-            ready_by: Some(tokio::time::Instant::now() + self.limits.connect_budget),
-            snapshot: RwLock::new(Arc::new(Snapshot::default())),
-            rebuild: Mutex::new(()),
-        }
-    }
-
-    /// The merged set, rebuilt first if a source's tool list changed.
-    fn current(&self) -> Arc<Snapshot> {
-        let fresh = |snap: &Snapshot| {
-            snap.built
-                && self
-                    .entries
-                    .iter()
-                    .zip(&snap.generations)
-                    .all(|(e, g)| e.source.generation() == *g)
-        };
-        let snap = self.read_snapshot();
-        if fresh(&snap) {
-            return snap;
-        }
-        let _one_at_a_time = self.rebuild.lock().unwrap_or_else(|p| p.into_inner());
-        let snap = self.read_snapshot();
-        if fresh(&snap) {
-            return snap;
-        }
-        let generations: Vec<u64> = self.entries.iter().map(|e| e.source.generation()).collect();
-        let tools: Vec<Arc<[SourceTool]>> = self.entries.iter().map(|e| e.source.tools()).collect();
-        let servers: Vec<ServerTools<'_>> = self
-            .entries
-            .iter()
-            .zip(&tools)
-            .map(|(e, t)| ServerTools {
-                server: e.source.name(),
-                tools: t,
-            })
-            .collect();
-        let merged = merge(&self.local_specs, RESERVED_NAMES, &servers, &self.limits);
-        self.log_new_skips(&snap.merged.skipped, &merged.skipped);
-        let next = Arc::new(Snapshot {
-            built: true,
-            generations,
-            specs: merged.specs.clone().into(),
-            merged,
-        });
-        *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = next.clone();
-        next
-    }
-
-    fn read_snapshot(&self) -> Arc<Snapshot> {
+impl MergeCell {
+    fn read(&self) -> Arc<Snapshot> {
         self.snapshot
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
 
+    /// The snapshot merged from the sets of `versions`: the kept one while it is fresh, else
+    /// `build`'s (given the one it replaces), kept from now on.
+    fn get(
+        &self,
+        versions: (u64, u64),
+        build: impl FnOnce(&Snapshot) -> Snapshot,
+    ) -> Arc<Snapshot> {
+        let snap = self.read();
+        if snap.fresh(versions) {
+            return snap;
+        }
+        let _one_at_a_time = self.rebuild.lock().unwrap_or_else(|p| p.into_inner());
+        let snap = self.read();
+        if snap.fresh(versions) {
+            return snap;
+        }
+        let next = Arc::new(build(&snap));
+        *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = next.clone();
+        next
+    }
+
+    /// Forgets the kept snapshot (it held clones of sources that may be gone).
+    fn clear(&self) {
+        *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::default();
+    }
+}
+
+impl Snapshot {
+    fn fresh(&self, versions: (u64, u64)) -> bool {
+        self.built
+            && self.versions == versions
+            && self
+                .sources
+                .iter()
+                .zip(&self.generations)
+                .all(|(s, g)| s.generation() == *g)
+    }
+}
+
+#[async_trait]
+impl Tools for Snapshot {
+    fn specs(&self) -> Arc<[ToolSpec]> {
+        self.specs.clone()
+    }
+
+    async fn call(&self, name: &str, arguments: Value) -> ToolOutcome {
+        self.call_in(name, arguments, &CallContext::detached())
+            .await
+    }
+
+    async fn call_in(&self, name: &str, arguments: Value, cx: &CallContext) -> ToolOutcome {
+        match self.merged.routes.get(name) {
+            Some(Route::Local(i)) => self.local.tools[*i].run(arguments, cx).await,
+            Some(Route::Mcp { server, original }) => {
+                let outcome = self.sources[*server].call(original, arguments).await;
+                cap_response(outcome, self.response_bytes)
+            }
+            None => {
+                let known: Vec<&str> = self.specs.iter().map(|s| s.name.as_str()).collect();
+                ToolOutcome::error(format!(
+                    "unknown tool `{name}`; this bot has: {}. Call one of those.",
+                    if known.is_empty() {
+                        "no tools".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ))
+            }
+        }
+    }
+}
+
+impl Core {
+    /// The local tools with the built-ins on or off.
+    pub(super) fn local(&self, builtins_on: bool) -> Arc<Local> {
+        let tools: Vec<Arc<FnTool>> = if builtins_on {
+            self.builtins
+                .iter()
+                .chain(&self.own_tools)
+                .cloned()
+                .collect()
+        } else {
+            self.own_tools.clone()
+        };
+        let specs = tools.iter().map(|t| t.spec().clone()).collect();
+        Arc::new(Local { tools, specs })
+    }
+
+    pub(super) fn shared_options(&self, session: Option<u64>) -> SourceOptions {
+        SourceOptions {
+            attempt_timeout: self.limits.connect_budget.max(MIN_ATTEMPT_TIMEOUT),
+            session,
+            changes: Some(self.changes.clone()),
+            ..SourceOptions::default()
+        }
+    }
+
+    /// The slots for `servers` under `policy`: a shared server whose entry is in `before`
+    /// unchanged (and `reuse`) keeps its source, the others start connecting (returned second);
+    /// refused and disabled servers are left out. Third: the names that were refused.
+    pub(super) fn start_slots(
+        &self,
+        servers: &[McpServerConfig],
+        policy: &Arc<Policy>,
+        before: &[Slot],
+        reuse: bool,
+    ) -> (Vec<Slot>, Vec<McpSource>, Vec<String>) {
+        let mut slots = Vec::new();
+        let mut fresh = Vec::new();
+        let mut refused = Vec::new();
+        for config in servers {
+            if config.disabled {
+                tracing::info!(server = %config.name, "MCP server disabled in the config; left out");
+                continue;
+            }
+            let kept = before.iter().find_map(|slot| match slot {
+                Slot::Shared { config: c, source } if reuse && c == config => Some(source),
+                _ => None,
+            });
+            match (config.scope, kept) {
+                (Scope::Shared, Some(source)) => slots.push(Slot::Shared {
+                    config: config.clone(),
+                    source: source.clone(),
+                }),
+                (Scope::Shared, None) => {
+                    match McpSource::start(config, policy, self.shared_options(None), &self.bus) {
+                        Ok(source) => {
+                            fresh.push(source.clone());
+                            slots.push(Slot::Shared {
+                                config: config.clone(),
+                                source,
+                            });
+                        }
+                        Err(_) => refused.push(config.name.clone()),
+                    }
+                }
+                (Scope::Session, _) => {
+                    if McpSource::check(config, policy, &self.bus).is_ok() {
+                        slots.push(Slot::Session(config.clone()));
+                    } else {
+                        refused.push(config.name.clone());
+                    }
+                }
+            }
+        }
+        (slots, fresh, refused)
+    }
+
+    /// Waits for the first connection attempt of `sources`, all together, at most the connect
+    /// budget; those still connecting then are reported and join when they come up.
+    pub(super) async fn await_first_attempts(&self, sources: &[McpSource]) {
+        let budget = self.limits.connect_budget;
+        let waiting = futures::future::join_all(sources.iter().map(McpSource::first_attempt));
+        if tokio::time::timeout(budget, waiting).await.is_err() {
+            for source in sources.iter().filter(|s| !s.first_attempt_done()) {
+                source.report_missed_budget(budget);
+            }
+        }
+    }
+
+    /// The shared set merged, rebuilt first if it changed.
+    fn current_shared(&self) -> Arc<Snapshot> {
+        let set = self.set.load();
+        self.merged.get((set.version, 0), |before| {
+            let sources = set.shared_sources().cloned().collect();
+            self.merge(before, (set.version, 0), sources, &set.local, None)
+        })
+    }
+
+    /// Merges `sources` with `local` and logs what the merge left out that `before` did not.
+    fn merge(
+        &self,
+        before: &Snapshot,
+        versions: (u64, u64),
+        sources: Vec<McpSource>,
+        local: &Arc<Local>,
+        session: Option<u64>,
+    ) -> Snapshot {
+        let generations: Vec<u64> = sources.iter().map(McpSource::generation).collect();
+        let tools: Vec<Arc<[SourceTool]>> = sources.iter().map(McpSource::tools).collect();
+        let servers: Vec<ServerTools<'_>> = sources
+            .iter()
+            .zip(&tools)
+            .map(|(s, t)| ServerTools {
+                server: s.name(),
+                tools: t,
+            })
+            .collect();
+        let merged = merge(&local.specs, RESERVED_NAMES, &servers, &self.limits);
+        self.log_new_skips(&before.merged.skipped, &merged.skipped, session);
+        Snapshot {
+            built: true,
+            versions,
+            generations,
+            sources,
+            local: local.clone(),
+            specs: merged.specs.clone().into(),
+            merged,
+            response_bytes: self.limits.response_bytes,
+        }
+    }
+
     /// Logs (and publishes) what this merge left out that the last one did not: one line per
     /// name collision, one line per server for the caps.
-    fn log_new_skips(&self, before: &[Skip], now: &[Skip]) {
+    fn log_new_skips(&self, before: &[Skip], now: &[Skip], session: Option<u64>) {
         let known: HashSet<&Skip> = before.iter().collect();
         let fresh: Vec<&Skip> = now.iter().filter(|s| !known.contains(s)).collect();
-        let scope = self
-            .session
+        let scope = session
             .map(|s| format!("session {s}: "))
             .unwrap_or_default();
         let mut capped: Vec<(&str, &SkipReason, Vec<&str>)> = Vec::new();
@@ -368,16 +497,123 @@ impl ToolRegistry {
             message,
         });
     }
+}
+
+impl Own {
+    pub(super) fn new(session: u64, set: OwnSet) -> Self {
+        Self {
+            session,
+            set: ArcSwap::from_pointee(set),
+            merged: MergeCell::default(),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// Forgets the merge of a set that had sources of its own (it held clones of them).
+    pub(super) fn drop_snapshot(&self) {
+        self.merged.clear();
+    }
+}
+
+impl ToolRegistry {
+    /// Starts building a registry that publishes on `bus`.
+    pub fn builder(bus: Bus) -> RegistryBuilder {
+        RegistryBuilder {
+            bus,
+            builtins: Vec::new(),
+            own: Vec::new(),
+            servers: Vec::new(),
+            policy: Policy::open(),
+            limits: McpLimits::default(),
+        }
+    }
+
+    /// The MCP sources this set uses, in config order.
+    pub fn sources(&self) -> Vec<McpSource> {
+        self.current().sources.clone()
+    }
+
+    /// The source called `name`, if this set uses one.
+    pub fn source(&self, name: &str) -> Option<McpSource> {
+        self.current()
+            .sources
+            .iter()
+            .find(|s| s.name() == name)
+            .cloned()
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &McpLimits {
+        &self.core.limits
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> Arc<Policy> {
+        self.core.set.load().policy.clone()
+    }
+
+    /// What the last merge left out.
+    pub fn skipped(&self) -> Vec<Skip> {
+        self.current().merged.skipped.clone()
+    }
+
+    /// The registry for one session: shared connections reused, session-scope servers
+    /// connected anew (in the background; [`Tools::ready`] waits for them).
+    pub(crate) fn for_session(&self, session: u64) -> ToolRegistry {
+        let set = self.core.set.load();
+        let own = Arc::new(Own::new(session, self.core.own_sources(session, &set, &[])));
+        let mut children = self.core.children.lock().unwrap_or_else(|p| p.into_inner());
+        children.retain(|c| c.strong_count() > 0);
+        children.push(Arc::downgrade(&own));
+        drop(children);
+        ToolRegistry {
+            core: self.core.clone(),
+            own: Some(own),
+        }
+    }
+
+    /// The merged set, rebuilt first if a source's tool list changed or the sources did.
+    pub(super) fn current(&self) -> Arc<Snapshot> {
+        let Some(own) = &self.own else {
+            return self.core.current_shared();
+        };
+        let own_set = own.set.load();
+        if own_set.sources.is_empty() {
+            return self.core.current_shared();
+        }
+        let set = self.core.set.load();
+        let versions = (set.version, own_set.version);
+        own.merged.get(versions, |before| {
+            // Config order: the shared sources with this session's own in their places.
+            let sources = set
+                .slots
+                .iter()
+                .filter_map(|slot| match slot {
+                    Slot::Shared { source, .. } => Some(source.clone()),
+                    Slot::Session(config) => own_set
+                        .sources
+                        .iter()
+                        .find(|(c, _)| c.name == config.name)
+                        .map(|(_, s)| s.clone()),
+                })
+                .collect();
+            self.core
+                .merge(before, versions, sources, &set.local, Some(own.session))
+        })
+    }
 
     /// Closes the connections this set opened (shared ones stay for the other sessions).
     pub async fn shutdown(&self) {
-        futures::future::join_all(
-            self.entries
-                .iter()
-                .filter(|e| e.owned)
-                .map(|e| e.source.close()),
-        )
-        .await;
+        let sources: Vec<McpSource> = match &self.own {
+            Some(own) => {
+                own.closed.store(true, Ordering::Release);
+                let set = own.set.swap(Arc::new(OwnSet::default()));
+                own.drop_snapshot();
+                set.sources.iter().map(|(_, s)| s.clone()).collect()
+            }
+            None => self.core.set.load().shared_sources().cloned().collect(),
+        };
+        futures::future::join_all(sources.iter().map(McpSource::close)).await;
     }
 }
 
@@ -388,7 +624,7 @@ impl Tools for ToolRegistry {
     }
 
     fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
-        Some(self.changes.subscribe())
+        Some(self.core.changes.subscribe())
     }
 
     async fn call(&self, name: &str, arguments: Value) -> ToolOutcome {
@@ -397,47 +633,40 @@ impl Tools for ToolRegistry {
     }
 
     async fn call_in(&self, name: &str, arguments: Value, cx: &CallContext) -> ToolOutcome {
-        let snap = self.current();
-        match snap.merged.routes.get(name) {
-            Some(Route::Local(i)) => self.local[*i].run(arguments, cx).await,
-            Some(Route::Mcp { server, original }) => {
-                let outcome = self.entries[*server].source.call(original, arguments).await;
-                cap_response(outcome, self.limits.response_bytes)
-            }
-            None => {
-                let known: Vec<&str> = snap.specs.iter().map(|s| s.name.as_str()).collect();
-                ToolOutcome::error(format!(
-                    "unknown tool `{name}`; this bot has: {}. Call one of those.",
-                    if known.is_empty() {
-                        "no tools".to_string()
-                    } else {
-                        known.join(", ")
-                    }
-                ))
-            }
-        }
+        self.current().call_in(name, arguments, cx).await
     }
 
     async fn ready(&self) {
-        let Some(deadline) = self.ready_by else {
+        let Some(own) = &self.own else {
             return;
         };
-        let pending = self
-            .entries
+        let set = own.set.load_full();
+        let Some(deadline) = set.ready_by else {
+            return;
+        };
+        let pending = set
+            .sources
             .iter()
-            .filter(|e| e.owned && !e.source.first_attempt_done())
-            .map(|e| e.source.first_attempt());
+            .filter(|(_, s)| !s.first_attempt_done())
+            .map(|(_, s)| s.first_attempt());
         let _ = tokio::time::timeout_at(deadline, futures::future::join_all(pending)).await;
     }
 
     async fn close(&self) {
         self.shutdown().await;
     }
+
+    fn pinned(&self) -> Option<Arc<dyn Tools>> {
+        Some(self.current())
+    }
 }
 
 impl ToolsFactory for ToolRegistry {
+    /// Every session gets a registry of its own (a reload may add `scope = "session"`
+    /// servers to sessions already open); with no such server it is the shared set.
     fn open(&self, session: u64) -> Option<Arc<dyn Tools>> {
-        self.has_session_servers()
+        self.own
+            .is_none()
             .then(|| Arc::new(self.for_session(session)) as Arc<dyn Tools>)
     }
 }
@@ -455,7 +684,8 @@ pub fn describe_sources(registry: &ToolRegistry) -> Vec<String> {
                     pid.map(|p| format!(", pid {p}")).unwrap_or_default()
                 ),
                 SourceStatus::Down { error, attempts } => {
-                    format!("down after {attempts} attempts: {error}")
+                    let noun = if attempts == 1 { "attempt" } else { "attempts" };
+                    format!("down after {attempts} {noun}: {error}")
                 }
                 SourceStatus::Closed => "closed".to_string(),
             };

@@ -1,5 +1,6 @@
-//! The header (product, source, MCP URL, model, the `claude mcp add` line, bridges, counts)
-//! and the footer (key hints for the focused pane).
+//! The header (product, bot, source, failures, config version, MCP URL, replica, model, the
+//! `claude mcp add` line, bridges, counts), laid out so that what does not fit is shortened or
+//! left out whole, and the footer (key hints for what has the keys, help and quit always shown).
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -16,111 +17,346 @@ pub fn claude_line(url: &str) -> String {
     format!("claude mcp add --transport http turnscope {url}")
 }
 
-/// Draws the two header lines.
+/// One piece of a header line: its spans, a shorter form, and when it gives way when the line
+/// is too narrow (lower first; `NEVER` stays, cut with `…` only if nothing else is left to give).
+struct Chunk {
+    long: Vec<Span<'static>>,
+    short: Option<Vec<Span<'static>>>,
+    shorten_at: u8,
+    drop_at: u8,
+}
+
+/// Never given up.
+const NEVER: u8 = u8::MAX;
+
+impl Chunk {
+    fn new(spans: Vec<Span<'static>>, drop_at: u8) -> Self {
+        Self {
+            long: spans,
+            short: None,
+            shorten_at: NEVER,
+            drop_at,
+        }
+    }
+
+    fn or_short(mut self, short: Vec<Span<'static>>, shorten_at: u8) -> Self {
+        self.short = Some(short);
+        self.shorten_at = shorten_at;
+        self
+    }
+}
+
+/// The chunks as one line of at most `width` cells: chunks are shortened and dropped in the
+/// order of their priorities until the line fits, so what is shown is whole; only a line whose
+/// every remaining chunk is `NEVER` is cut.
+fn lay_out(chunks: Vec<Chunk>, width: usize) -> Line<'static> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Form {
+        Long,
+        Short,
+        Gone,
+    }
+    let mut forms = vec![Form::Long; chunks.len()];
+    let spans_of = |forms: &[Form]| -> Vec<Span<'static>> {
+        chunks
+            .iter()
+            .zip(forms)
+            .flat_map(|(c, f)| match f {
+                Form::Long => c.long.clone(),
+                Form::Short => c.short.clone().unwrap_or_default(),
+                Form::Gone => Vec::new(),
+            })
+            .collect()
+    };
+    // Every step the line can take, in order: (priority, chunk, what).
+    let mut steps: Vec<(u8, usize, Form)> = Vec::new();
+    for (i, c) in chunks.iter().enumerate() {
+        if c.short.is_some() && c.shorten_at != NEVER {
+            steps.push((c.shorten_at, i, Form::Short));
+        }
+        if c.drop_at != NEVER {
+            steps.push((c.drop_at, i, Form::Gone));
+        }
+    }
+    steps.sort_by_key(|(p, i, _)| (*p, *i));
+    let wide = |forms: &[Form]| Line::from(spans_of(forms)).width() > width;
+    for (_, i, form) in steps {
+        if !wide(&forms) {
+            break;
+        }
+        if forms[i] != Form::Gone {
+            forms[i] = form;
+        }
+    }
+    // Whatever chunk comes first, the line starts one space in.
+    let mut spans = spans_of(&forms);
+    if let Some(first) = spans.first_mut() {
+        let trimmed = first.content.trim_start().to_string();
+        first.content = format!(" {trimmed}").into();
+    }
+    crate::text::fit(Line::from(spans), width)
+}
+
+/// Whether the replica id is the default one (`host:port` as bound): a server that runs alone.
+fn default_replica(id: &str, mcp_url: Option<&str>) -> bool {
+    mcp_url.is_some_and(|url| url.contains(&format!("//{id}/")))
+}
+
+/// Draws the two header lines: what runs, and how to connect to it.
 pub fn header(f: &mut Frame, area: Rect, c: &Console) {
     let t = &c.theme;
     let h = &c.state.header;
-    let mut first = vec![Span::styled(" turnscope ", t.brand)];
+    let mut first = vec![Chunk::new(
+        vec![Span::styled(" turnscope ", t.brand)],
+        NEVER,
+    )];
+    if let Some(name) = &h.bot {
+        first.push(Chunk::new(
+            vec![Span::styled(format!(" {name} "), t.title)],
+            7,
+        ));
+    }
     match &h.source {
-        Source::Live => first.push(Span::styled(" ● live ", t.ok)),
-        Source::Attached { target, .. } => {
-            first.push(Span::styled(" ◆ attached ", t.ok));
-            first.push(Span::styled(target.clone(), t.accent));
-        }
+        Source::Live => first.push(Chunk::new(vec![Span::styled(" ● live ", t.ok)], NEVER)),
+        Source::Attached { target, .. } => first.push(Chunk::new(
+            vec![
+                Span::styled(" ◆ attached ", t.ok),
+                Span::styled(format!("{target} "), t.accent),
+            ],
+            NEVER,
+        )),
         Source::Replay { file, .. } => {
-            first.push(Span::styled(format!(" ◼ replay {file} "), t.warn));
+            first.push(
+                Chunk::new(
+                    vec![Span::styled(format!(" ◼ replay {file} "), t.warn)],
+                    NEVER,
+                )
+                .or_short(vec![Span::styled(" ◼ replay ", t.warn)], 8),
+            );
             if let Some(tape) = &c.tape {
-                first.push(Span::styled(format!(" {} ", tape.label), t.accent));
+                first.push(Chunk::new(
+                    vec![Span::styled(format!(" {} ", tape.label), t.accent)],
+                    NEVER,
+                ));
             }
         }
     }
-    // Failures come right after the source: a narrow screen cuts the end of the line.
+    // Failures come right after the source.
     let j = &c.state.journal;
     if j.errors > 0 {
-        first.push(Span::styled(
-            format!(" {} (8 Log) ", crate::text::plural(j.errors, "error")),
-            t.error,
-        ));
+        let errors = crate::text::plural(j.errors, "error");
+        first.push(
+            Chunk::new(
+                vec![Span::styled(format!(" {errors} (8 Log) "), t.error)],
+                NEVER,
+            )
+            .or_short(vec![Span::styled(format!(" {errors} "), t.error)], 1),
+        );
     }
     if j.warnings > 0 {
-        first.push(Span::styled(
-            format!(" {} ", crate::text::plural(j.warnings, "warning")),
-            t.warn,
+        first.push(Chunk::new(
+            vec![Span::styled(
+                format!(" {} ", crate::text::plural(j.warnings, "warning")),
+                t.warn,
+            )],
+            5,
         ));
     }
+    config_mark(&mut first, c);
     if let Some(url) = &h.mcp_url {
-        first.push(Span::styled(" MCP ", t.dim));
-        first.push(Span::styled(url.clone(), t.accent));
+        // The second line's `claude mcp add` carries the URL too.
+        first.push(Chunk::new(
+            vec![
+                Span::styled(" MCP ", t.dim),
+                Span::styled(url.clone(), t.accent),
+                Span::styled(" ", t.dim),
+            ],
+            2,
+        ));
     }
     if let Some((id, state)) = &h.replica {
-        first.push(Span::styled("  replica ", t.dim));
-        first.push(Span::styled(id.clone(), t.text));
-        if state != "serving" {
-            first.push(Span::styled(format!(" {state}"), t.warn));
+        let alone = default_replica(id, h.mcp_url.as_deref());
+        if !alone || state != "serving" {
+            let mut spans = vec![
+                Span::styled(" replica ", t.dim),
+                Span::styled(id.clone(), t.text),
+            ];
+            if state != "serving" {
+                spans.push(Span::styled(format!(" {state}"), t.warn));
+            }
+            spans.push(Span::styled(" ", t.dim));
+            first.push(Chunk::new(spans, 4));
         }
     }
+    if let Some(store) = &h.store {
+        // The file's name only: its whole path is in the ready line and `/healthz`.
+        let short = store
+            .strip_prefix("sqlite:")
+            .and_then(|path| std::path::Path::new(path).file_name())
+            .map_or(store.clone(), |name| name.to_string_lossy().into_owned());
+        first.push(Chunk::new(
+            vec![
+                Span::styled(" store ", t.dim),
+                Span::styled(short, t.text),
+                Span::styled(" ", t.dim),
+            ],
+            // The first to go on a narrow screen: the ready line and `/healthz` name it too.
+            0,
+        ));
+    }
     if !h.model.is_empty() {
-        first.push(Span::styled("  model ", t.dim));
-        first.push(Span::styled(h.model.clone(), t.text));
+        let short = h.model_short.clone().unwrap_or_else(|| h.model.clone());
+        first.push(
+            Chunk::new(
+                vec![
+                    Span::styled(" model ", t.dim),
+                    Span::styled(h.model.clone(), t.text),
+                    Span::styled(" ", t.dim),
+                ],
+                9,
+            )
+            .or_short(
+                vec![
+                    Span::styled(" model ", t.dim),
+                    Span::styled(short, t.text),
+                    Span::styled(" ", t.dim),
+                ],
+                3,
+            ),
+        );
+    }
+    if !h.params.is_empty() {
+        first.push(Chunk::new(
+            vec![Span::styled(format!("· {} ", h.params), t.dim)],
+            6,
+        ));
     }
     let mut second = Vec::new();
     if let Source::Attached { view, .. } = &h.source {
-        second.push(Span::styled(format!(" {view}  "), t.dim));
+        second.push(Chunk::new(
+            vec![Span::styled(format!(" {view}"), t.dim)],
+            NEVER,
+        ));
     } else if let Some(url) = &h.mcp_url {
-        second.push(Span::styled(" connect: ", t.dim));
-        second.push(Span::styled(claude_line(url), t.key));
+        second.push(Chunk::new(
+            vec![
+                Span::styled(" connect: ", t.dim),
+                Span::styled(claude_line(url), t.key),
+            ],
+            NEVER,
+        ));
         // Claude Code's default scope is `local`: the folder the command runs in.
-        second.push(Span::styled(" (this folder; --scope user: all)  ", t.dim));
-    } else {
-        second.push(Span::styled(" ", t.dim));
+        second.push(Chunk::new(
+            vec![Span::styled(" (this folder; --scope user: all)", t.dim)],
+            1,
+        ));
     }
     let s = &c.state;
     let open = s.session_rows().iter().filter(|r| !r.is_closed()).count();
-    second.push(Span::styled(
-        format!("bridges: {} · ", s.bridges_summary()),
-        t.dim,
+    second.push(Chunk::new(
+        vec![Span::styled(
+            format!("  bridges: {}", s.bridges_summary()),
+            t.dim,
+        )],
+        3,
     ));
     let plural = if open == 1 { "" } else { "s" };
-    second.push(Span::styled(
-        format!("{open} session{plural} open · "),
-        t.dim,
+    second.push(Chunk::new(
+        vec![Span::styled(
+            format!(" · {open} session{plural} open"),
+            t.dim,
+        )],
+        2,
     ));
     let tokens = &s.wire.total;
-    if tokens.prompt_tokens + tokens.completion_tokens > 0 {
-        second.push(Span::styled(
-            format!("{} · ", crate::state::wire::tokens_label(tokens)),
-            t.text,
+    if tokens.prompt_tokens > 0 || tokens.completion_tokens > 0 {
+        second.push(Chunk::new(
+            vec![Span::styled(
+                format!(" · {}", crate::state::wire::tokens_label(tokens)),
+                t.text,
+            )],
+            4,
         ));
     }
-    second.push(Span::styled(
-        format!("{} events", count(s.events_seen)),
-        t.dim,
+    second.push(Chunk::new(
+        vec![Span::styled(
+            format!(" · {} events", count(s.events_seen)),
+            t.dim,
+        )],
+        1,
     ));
     if s.events_missed > 0 {
-        second.push(Span::styled(
-            format!(" · {} missed", count(s.events_missed)),
-            t.warn,
+        second.push(Chunk::new(
+            vec![Span::styled(
+                format!(" · {} missed", count(s.events_missed)),
+                t.warn,
+            )],
+            8,
         ));
     }
     let w = area.width as usize;
     f.render_widget(
-        Paragraph::new(vec![
-            crate::text::fit(Line::from(first), w),
-            crate::text::fit(Line::from(second), w),
-        ])
-        .style(t.header),
+        Paragraph::new(vec![lay_out(first, w), lay_out(second, w)]).style(t.header),
         area,
     );
 }
 
-/// Draws the footer: the focused pane's key hints.
+/// The config version in force (`↻` once a reload applied, `✗` when the last one was refused,
+/// and how many changed keys wait for a restart): early in the line and never left out, so a
+/// narrow screen keeps it (shortened to the version and its mark).
+fn config_mark(chunks: &mut Vec<Chunk>, c: &Console) {
+    let t = &c.theme;
+    let Some(mark) = &c.state.header.config else {
+        return;
+    };
+    let version = match mark.outcome.as_str() {
+        "refused" => Span::styled(format!("v{} ✗ reload refused", mark.version), t.error),
+        "applied" => Span::styled(format!("v{} ↻", mark.version), t.accent),
+        _ => Span::styled(format!("v{}", mark.version), t.text),
+    };
+    let mut long = vec![Span::styled(" config ", t.dim), version.clone()];
+    if mark.restart > 0 {
+        long.push(Span::styled(
+            format!(
+                " · {} for a restart",
+                crate::text::plural(mark.restart as u64, "key")
+            ),
+            t.warn,
+        ));
+    }
+    long.push(Span::raw(" "));
+    let short = vec![Span::raw(" "), version, Span::raw(" ")];
+    // Shortened after the model's long name (3) and the replica (4).
+    chunks.push(Chunk::new(long, NEVER).or_short(short, 5));
+}
+
+/// Draws the footer: the focused pane's key hints. Help and quit always show: hints that do
+/// not fit before them are left out whole, never cut.
 pub fn footer(f: &mut Frame, area: Rect, c: &Console) {
     let t = &c.theme;
+    let hints = owner_hints(c.key_owner(), c.read_only);
+    let kept = hints.len().saturating_sub(ALWAYS_SHOWN);
+    let cell = |(key, what): &(&str, &str)| crate::text::width(key) + 1 + crate::text::width(what);
+    // One space in, two between hints.
+    let width_of = |list: &[(&str, &str)]| {
+        1 + list.iter().map(cell).sum::<usize>() + 2 * list.len().saturating_sub(1)
+    };
+    let tail = &hints[kept..];
+    let mut shown: Vec<(&str, &str)> = Vec::new();
+    for hint in &hints[..kept] {
+        let mut tried = shown.clone();
+        tried.push(*hint);
+        tried.extend_from_slice(tail);
+        if width_of(&tried) > area.width as usize {
+            // Later hints may be shorter, but skipping one and showing the next reads as if
+            // the skipped key did not exist: stop at the first that does not fit.
+            break;
+        }
+        shown.push(*hint);
+    }
+    shown.extend_from_slice(tail);
     let mut spans = vec![Span::raw(" ")];
-    for (i, (key, what)) in owner_hints(c.key_owner(), c.read_only)
-        .into_iter()
-        .enumerate()
-    {
+    for (i, (key, what)) in shown.into_iter().enumerate() {
         if i > 0 {
             spans.push(Span::styled("  ", t.footer));
         }
@@ -132,3 +368,6 @@ pub fn footer(f: &mut Frame, area: Rect, c: &Console) {
         area,
     );
 }
+
+/// The hints at the end of every footer that always show: help and quit.
+const ALWAYS_SHOWN: usize = 2;

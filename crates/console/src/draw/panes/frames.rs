@@ -61,6 +61,11 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         info.push(Span::styled(" · filter: ", t.dim));
         info.push(Span::styled(c.frames.filter.text().to_string(), t.key));
     }
+    // Said only where it fits whole.
+    const TIMES: &str = " · times since the session opened";
+    if Line::from(info.clone()).width() + width(TIMES) <= area.width as usize {
+        info.push(Span::styled(TIMES, t.dim));
+    }
     let mut out = vec![crate::text::fit(Line::from(info), area.width as usize)];
     // The pipeline diagram takes up to 3 lines when the pane has room for rows below it.
     let diagram_lines = match area.height {
@@ -82,7 +87,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             if source.is_empty() {
                 "No frames yet: they appear as soon as a session runs a turn."
             } else {
-                "No frame matches; Esc clears the filter, a shows all sessions."
+                "No frame matches the filter; Esc clears it, a shows all sessions."
             },
             t.dim,
         ));

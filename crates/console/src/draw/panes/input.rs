@@ -1,5 +1,5 @@
-//! The Input pane: a multi-line text area whose line goes to the selected session, with the
-//! latest notice (an error, a read turn) on its bottom border. In a replay it says so instead.
+//! The Input pane: a multi-line text area whose line goes to the selected session. In a replay
+//! it says so instead.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -8,7 +8,6 @@ use ratatui::widgets::Paragraph;
 
 use super::{dim_piece, inner, pane_block};
 use crate::state::Source;
-use crate::text::truncate;
 use crate::view::console::Console;
 use crate::view::ids::PaneId;
 
@@ -56,14 +55,8 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     {
         extra.push(Span::styled("· waiting for the reply… ", t.accent));
     }
-    let mut block = pane_block(c, PaneId::Input, extra, area.width);
-    if let Some(notice) = &c.notice {
-        let room = area.width.saturating_sub(4) as usize;
-        block = block.title_bottom(Line::from(Span::styled(
-            format!(" {} ", truncate(&notice.text, room.saturating_sub(2))),
-            if notice.error { t.error } else { t.ok },
-        )));
-    }
+    // Notices are drawn over the whole screen (`draw::notice`), not on this border.
+    let block = pane_block(c, PaneId::Input, extra, area.width);
     let body = inner(area);
     f.render_widget(block, area);
     f.render_widget(&c.input, body);

@@ -35,6 +35,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             plural(j.warnings, "warning"),
             if j.warnings > 0 { t.warn } else { t.dim },
         ),
+        Span::styled(" · times UTC", t.dim),
     ])];
     let width = area.width as usize;
     // time(13) level(6) session(5) source(..) then the message, wrapped under itself.
@@ -74,10 +75,16 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         }
     }
     if rows.is_empty() {
-        rows.push(Line::styled(
-            "Nothing went wrong yet: refused calls, tool errors, model faults and bridge warnings land here.",
-            t.dim,
-        ));
+        let empty = if c.log.problems_only && !j.entries().is_empty() {
+            "No error or warning: a shows everything."
+        } else {
+            "Nothing went wrong yet: refused calls, tool errors, model faults and bridge warnings land here."
+        };
+        rows.extend(
+            wrap(empty, width.max(10))
+                .into_iter()
+                .map(|l| Line::styled(l, t.dim)),
+        );
     }
     let visible = area.height.saturating_sub(1) as usize;
     let (start, end) = bottom_window(&rows, visible, &c.log.back);

@@ -45,7 +45,11 @@ pub fn lines(c: &Console, session: u64, turn: u64, w: usize, shown: Shown) -> Ve
         } else {
             "  "
         };
-        let style = if call.error.is_some() { t.error } else { t.bot };
+        let style = if call.error().is_some() {
+            t.error
+        } else {
+            t.bot
+        };
         let lead = format!("{mark}model {} ", i + 1);
         let variants = c.variants.count(crate::state::variants::RequestKey {
             session,
@@ -81,7 +85,7 @@ pub fn lines(c: &Console, session: u64, turn: u64, w: usize, shown: Shown) -> Ve
 /// `+1 user · 3 messages · 3 tools · 40→7 tok · stop · HTTP 200 · 12 ms`.
 fn head_figures(c: &Console, call: &ModelCall) -> String {
     let mut parts = Vec::new();
-    match &call.request {
+    match call.request() {
         Some(q) => {
             let whole = c.state.wire.book.whole(call.session, q);
             parts.push(whole.growth());
@@ -90,17 +94,17 @@ fn head_figures(c: &Console, call: &ModelCall) -> String {
         }
         None => parts.push("not recorded (recording off, or an older file)".into()),
     }
-    if let Some(u) = &call.info.usage {
+    if let Some(u) = &call.info().usage {
         parts.push(tokens_label(u));
     }
-    if let Some(f) = &call.info.finish_reason {
+    if let Some(f) = &call.info().finish_reason {
         parts.push(f.clone());
     }
-    if let Some(s) = call.info.status {
+    if let Some(s) = call.info().status {
         parts.push(format!("HTTP {s}"));
     }
-    parts.push(micros(call.total_us));
-    if let Some(e) = &call.error {
+    parts.push(micros(call.total_us()));
+    if let Some(e) = call.error() {
         parts.push(one_line(e));
     }
     parts.join(" · ")
@@ -110,7 +114,7 @@ fn head_figures(c: &Console, call: &ModelCall) -> String {
 fn body(c: &Console, call: &ModelCall, w: usize, whole: bool) -> Vec<Line<'static>> {
     let t = &c.theme;
     let mut out = Vec::new();
-    let Some(q) = &call.request else {
+    let Some(q) = call.request() else {
         return out;
     };
     let full = c.state.wire.book.whole(call.session, q);
@@ -186,7 +190,7 @@ fn body(c: &Console, call: &ModelCall, w: usize, whole: bool) -> Vec<Line<'stati
         }
         push_content(&mut out, &lead, &text, w, whole, style);
     }
-    if let Some(a) = &call.answer {
+    if let Some(a) = call.answer() {
         if !a.reasoning.is_empty() {
             push_content(&mut out, "    thought  ", &a.reasoning, w, whole, t.dim);
         }
@@ -207,7 +211,7 @@ fn body(c: &Console, call: &ModelCall, w: usize, whole: bool) -> Vec<Line<'stati
         }
         push_content(&mut out, "    answer   ", &said, w, whole, t.bot);
     }
-    let info = &call.info;
+    let info = call.info();
     let mut facts = Vec::new();
     if let Some(m) = &info.model {
         facts.push(format!("model {m}"));
@@ -221,8 +225,8 @@ fn body(c: &Console, call: &ModelCall, w: usize, whole: bool) -> Vec<Line<'stati
             u.prompt_tokens, u.completion_tokens, u.cached_tokens, u.reasoning_tokens
         ));
     }
-    if let Some(us) = info.first_byte_us {
-        facts.push(format!("first byte {}", micros(us)));
+    if let Some(us) = info.headers_us {
+        facts.push(format!("headers after {}", micros(us)));
     }
     if !facts.is_empty() {
         push_wrapped(&mut out, "    server   ", &facts.join(" · "), w, t.dim);
@@ -289,14 +293,20 @@ fn push_content(
 
 /// The JSON body of a request, for `J`.
 pub fn request_json(c: &Console, call: &ModelCall) -> Option<String> {
-    let q = call.request.as_ref()?;
+    let q = call.request()?;
     let whole = c.state.wire.book.whole(call.session, q);
     serde_json::to_string_pretty(&whole.body(q)).ok()
 }
 
+/// What the request lacks to be copied whole, when it lacks anything (for the copy's notice).
+pub fn incomplete(c: &Console, call: &ModelCall) -> Option<String> {
+    let q = call.request()?;
+    c.state.wire.book.whole(call.session, q).incomplete(q)
+}
+
 /// The curl command of a request, for `c`.
 pub fn request_curl(c: &Console, call: &ModelCall) -> Option<String> {
-    let q = call.request.as_ref()?;
+    let q = call.request()?;
     Some(c.state.wire.book.whole(call.session, q).curl(q))
 }
 

@@ -76,7 +76,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     out.push(Line::styled(
         format!(
             "{}{}{}{}message",
-            pad("at", 10),
+            pad("since open", 11),
             pad("ses", 5),
             pad("progress", 10),
             pad("pieces", 14)
@@ -85,11 +85,15 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     ));
     let height = (area.height as usize).saturating_sub(out.len());
     let (start, end) = bottom_window(&rows, height, &c.progress.back);
-    let msg_w = (area.width as usize).saturating_sub(39);
+    let msg_w = (area.width as usize).saturating_sub(40);
     for r in &rows[start..end] {
         let coalesced = r.pieces > 1;
         out.push(Line::from(vec![
-            Span::styled(pad(&c.state.relative(r.at_us), 10), t.dim),
+            // The same time base as the Frames pane: since the session opened.
+            Span::styled(
+                pad(&c.state.session_relative(r.session, r.at_us), 11),
+                t.dim,
+            ),
             Span::styled(pad(&format!("#{}", r.session), 5), t.dim),
             Span::styled(pad(&r.progress.to_string(), 10), t.text),
             Span::styled(

@@ -149,8 +149,7 @@ pub fn comparison(
     let t = &c.theme;
     let mut out = Vec::new();
     let recorded_body = call
-        .request
-        .as_ref()
+        .request()
         .map(|q| c.state.wire.book.whole(call.session, q).body(q));
     let edited = recorded_body
         .as_ref()
@@ -183,7 +182,7 @@ pub fn comparison(
         Span::styled(pad("recorded", col), t.title),
         Span::styled(format!("variant {}", shown + 1), t.title),
     ]));
-    let recorded = call.answer.as_ref();
+    let recorded = call.answer();
     let old_text = recorded.map(|a| a.content.clone()).unwrap_or_default();
     let new_text = v.answer.text.clone();
     let side = |label: &str, left: String, right: String, style: Style| {
@@ -223,40 +222,40 @@ pub fn comparison(
     };
     out.extend(side(
         "usage",
-        usage(&call.info.usage),
+        usage(&call.info().usage),
         usage(&v.answer.info.usage),
         t.dim,
     ));
     let or_none = |s: &Option<String>| s.clone().unwrap_or_else(|| "(none)".into());
     out.extend(side(
         "finish",
-        or_none(&call.info.finish_reason),
+        or_none(&call.info().finish_reason),
         or_none(&v.answer.info.finish_reason),
         t.dim,
     ));
     let status = |s: Option<u16>| s.map_or("(no answer)".to_string(), |s| format!("HTTP {s}"));
     out.extend(side(
         "status",
-        status(call.info.status),
+        status(call.info().status),
         status(v.answer.info.status),
         t.dim,
     ));
     let time = |us: Option<u64>| us.map_or("-".to_string(), micros);
     out.extend(side(
-        "first byte",
-        time(call.info.first_byte_us),
-        time(v.answer.info.first_byte_us),
+        "headers",
+        time(call.info().headers_us),
+        time(v.answer.info.headers_us),
         t.dim,
     ));
     out.extend(side(
         "first text",
-        time(call.first_piece_us),
+        time(call.first_piece_us()),
         time(v.answer.first_piece_us),
         t.dim,
     ));
     out.extend(side(
         "total",
-        micros(call.total_us),
+        micros(call.total_us()),
         micros(v.answer.total_us),
         t.dim,
     ));

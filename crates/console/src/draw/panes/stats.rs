@@ -87,7 +87,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         None => Some(s.wire.total),
         Some(n) => s.wire.session_tokens(n).copied(),
     };
-    if let Some(u) = tokens.filter(|u| u.prompt_tokens + u.completion_tokens > 0) {
+    if let Some(u) = tokens.filter(|u| u.prompt_tokens > 0 || u.completion_tokens > 0) {
         let mut spans = vec![
             Span::styled("tokens ", t.dim),
             Span::styled(crate::state::wire::tokens_label(&u), t.text),
@@ -140,7 +140,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         Span::styled(" · frames ", t.dim),
         Span::styled(count(s.frames_seen), t.text),
         Span::styled(" · evicted ", t.dim),
-        Span::styled(count(s.frames_evicted), t.text),
+        Span::styled(count(s.frames_evicted()), t.text),
     ]));
     let logs = s.logs();
     if !logs.is_empty() {

@@ -42,22 +42,36 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             format!("· search: {before}▏{after} "),
             c.theme.key,
         ));
-    } else if !c.transcript.search.is_empty() {
+    }
+    let body = inner(area);
+    let mut lines = lines(c, body.width.max(1) as usize);
+    if c.transcript.search_editing.is_none() && !c.transcript.search.is_empty() {
+        let needle = c.transcript.search.to_lowercase();
+        let hits = lines
+            .iter()
+            .filter(|l| l.to_string().to_lowercase().contains(&needle))
+            .count();
+        let found = if hits == 0 {
+            "no match ".to_string()
+        } else {
+            format!(
+                "{} of {hits} ",
+                hits - c.transcript.search_hit.get().min(hits - 1)
+            )
+        };
         extra.push(Span::styled(
-            format!("· search: {} ", c.transcript.search),
-            c.theme.key,
+            format!("· search: {} · {found}", c.transcript.search),
+            if hits == 0 { c.theme.warn } else { c.theme.key },
         ));
     }
     if c.transcript.back.get() > 0 && c.transcript.search.is_empty() {
         extra.push(Span::styled("· scrolled (End follows) ", c.theme.warn));
     }
     let block = pane_block(c, PaneId::Transcript, extra, area.width);
-    let body = inner(area);
     f.render_widget(block, area);
     if body.height == 0 || body.width == 0 {
         return;
     }
-    let mut lines = lines(c, body.width as usize);
     let height = body.height as usize;
     if !c.transcript.search.is_empty() {
         search(c, &mut lines, height);

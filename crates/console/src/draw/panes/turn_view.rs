@@ -32,26 +32,23 @@ pub fn draw(f: &mut Frame, areas: Areas, c: &Console) {
     let turn = at.map(|i| &turns[i]);
     let timeline = c.state.timelines.get(pick.session, pick.turn);
     let inner_w = area.width.saturating_sub(2) as usize;
-    let lines = match turn {
-        Some(turn) => {
-            let mut lines = lines(c, turn, timeline, inner_w);
-            lines.push(Line::default());
-            let shown = super::model_request::Shown {
-                open: pick.requests_open,
-                whole: pick.unfolded,
-                selected: Some(pick.request),
-            };
-            lines.extend(super::model_request::lines(
-                c,
-                pick.session,
-                pick.turn,
-                inner_w,
-                shown,
-            ));
-            lines
-        }
-        None => vec![Line::styled("This turn is no longer kept.", t.dim)],
-    };
+    let key = (
+        pick.session,
+        pick.turn,
+        pick.requests_open,
+        pick.unfolded,
+        pick.request,
+        inner_w,
+        c.state.events_seen,
+        turn.map_or(0, |t| t.reply.len()),
+        turn.is_some_and(|t| t.end.is_some()),
+        turn.map_or(0, |t| t.tools.len()),
+    );
+    let mut cache = pick.lines.borrow_mut();
+    if cache.as_ref().is_none_or(|(k, _)| *k != key) {
+        *cache = Some((key, build(c, pick, turn, timeline, inner_w)));
+    }
+    let lines = cache.as_ref().map(|(_, l)| l.as_slice()).unwrap_or(&[]);
     let visible = area.height.saturating_sub(2) as usize;
     let max = lines.len().saturating_sub(visible);
     let scroll = pick.scroll.get().min(max);
@@ -64,8 +61,12 @@ pub fn draw(f: &mut Frame, areas: Areas, c: &Console) {
         .session(pick.session)
         .map(|r| r.opener_label())
         .unwrap_or_default();
+    let config = turn
+        .and_then(|v| v.config_version)
+        .map(|v| format!(" · config v{v}"))
+        .unwrap_or_default();
     let title = format!(
-        " Turn {} of #{} {who} · {end} · {} of {} ",
+        " Turn {} of #{} {who} · {end}{config} · {} of {} ",
         pick.turn,
         pick.session,
         at.map_or(0, |i| i + 1),
@@ -87,7 +88,36 @@ pub fn draw(f: &mut Frame, areas: Areas, c: &Console) {
             t.dim,
         ));
     f.render_widget(Clear, area);
-    f.render_widget(Paragraph::new(lines[scroll..].to_vec()).block(block), area);
+    let shown: Vec<Line<'static>> = lines.iter().skip(scroll).take(visible).cloned().collect();
+    f.render_widget(Paragraph::new(shown).block(block), area);
+}
+
+/// The view's lines: the turn (waterfall, tool calls, reply) and its model requests.
+fn build(
+    c: &Console,
+    pick: &crate::view::nav::TurnPick,
+    turn: Option<&TurnView>,
+    timeline: Option<&Timeline>,
+    w: usize,
+) -> Vec<Line<'static>> {
+    let Some(turn) = turn else {
+        return vec![Line::styled("This turn is no longer kept.", c.theme.dim)];
+    };
+    let mut out = lines(c, turn, timeline, w);
+    out.push(Line::default());
+    let shown = super::model_request::Shown {
+        open: pick.requests_open,
+        whole: pick.unfolded,
+        selected: Some(pick.request),
+    };
+    out.extend(super::model_request::lines(
+        c,
+        pick.session,
+        pick.turn,
+        w,
+        shown,
+    ));
+    out
 }
 
 /// Every line of the view, `w` cells wide.
@@ -163,7 +193,7 @@ pub fn lines(c: &Console, turn: &TurnView, tl: Option<&Timeline>, w: usize) -> V
 fn cells_of(start: u64, len: u64, span: u64, cells: usize) -> (usize, usize) {
     let at = |us: u64| ((us as u128 * cells as u128) / span as u128) as usize;
     let from = at(start).min(cells.saturating_sub(1));
-    let to = at(start + len).clamp(from + 1, cells);
+    let to = at(start.saturating_add(len)).clamp(from + 1, cells);
     (from, to)
 }
 
@@ -287,12 +317,18 @@ pub fn waterfall(c: &Console, tl: &Timeline, w: usize) -> Vec<Line<'static>> {
         Request(usize, &'a crate::state::timeline::Request),
         Call(&'a crate::state::timeline::Call),
     }
+    let in_flight = tl.in_flight();
     let mut rows: Vec<(u64, u8, Row)> = tl
         .requests
         .iter()
         .enumerate()
         .map(|(i, r)| (r.start, 0, Row::Request(i + 1, r)))
         .chain(tl.calls.iter().map(|call| (call.start, 1, Row::Call(call))))
+        .chain(
+            in_flight
+                .as_ref()
+                .map(|r| (r.start, 2, Row::Request(tl.requests.len() + 1, r))),
+        )
         .collect();
     rows.sort_by_key(|(start, kind, _)| (*start, *kind));
     for (_, _, row) in rows {
@@ -312,12 +348,22 @@ pub fn waterfall(c: &Console, tl: &Timeline, w: usize) -> Vec<Line<'static>> {
                     }
                     _ => segs.push((from, to, '░', style)),
                 }
+                let running = in_flight.as_ref() == Some(r);
                 let figures = match (&r.error, r.first_piece) {
+                    (None, Some(first)) if running => {
+                        format!("first {} · streaming…", micros(first))
+                    }
+                    (None, None) if running => "waiting for the first piece…".to_string(),
                     (Some(e), _) => format!("{} · {}", micros(r.total), e),
                     (None, Some(first)) => {
                         format!("first {} · {}", micros(first), micros(r.total))
                     }
-                    (None, None) if tl.calls.iter().any(|c| c.start >= r.start + r.total) => {
+                    (None, None)
+                        if tl
+                            .calls
+                            .iter()
+                            .any(|c| c.start >= r.start.saturating_add(r.total)) =>
+                    {
                         format!("asked for tools · {}", micros(r.total))
                     }
                     (None, None) => format!("no text · {}", micros(r.total)),
@@ -350,7 +396,7 @@ pub fn waterfall(c: &Console, tl: &Timeline, w: usize) -> Vec<Line<'static>> {
             }
         }
     }
-    let mut piece_marks = marks(&tl.pieces, span, cells);
+    let mut piece_marks = marks(tl.pieces.offsets(), span, cells);
     for m in &mut piece_marks {
         m.3 = t.bot;
     }
@@ -362,7 +408,7 @@ pub fn waterfall(c: &Console, tl: &Timeline, w: usize) -> Vec<Line<'static>> {
         c,
         t.text,
     ));
-    let mut progress_marks = marks(&tl.progress, span, cells);
+    let mut progress_marks = marks(tl.progress.offsets(), span, cells);
     for m in &mut progress_marks {
         m.3 = t.accent;
     }

@@ -326,6 +326,7 @@ impl WorkerState {
             tool_calls: t.done_calls,
             first_piece_us: t.first_piece_us.map(|f| f.saturating_sub(t.started_us)),
             total_us: at_us.saturating_sub(t.started_us),
+            ..TurnEndEvent::default()
         }))
     }
 }

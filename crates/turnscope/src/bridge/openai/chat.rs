@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::execute::{Caller, arguments_of};
 use crate::model::{ModelClient, ModelError};
-use crate::observe::{Bus, Event};
+use crate::observe::{Bus, Event, TokenUsage};
 use crate::tools::ToolCall;
 
 /// Request fields the bridge sets itself and never passes on.
@@ -36,6 +36,8 @@ pub(crate) struct ChatRequest {
     pub stream: bool,
     /// `tool_choice`, for the first model request.
     pub tool_choice: Option<Value>,
+    /// `stream_options.include_usage`: a streamed answer ends with a usage chunk.
+    pub(crate) include_usage: bool,
     /// Every other field (`temperature`, `max_tokens`, ...), passed on to the model.
     pub extra: Map<String, Value>,
 }
@@ -106,6 +108,11 @@ pub(crate) fn parse_request(body: &[u8]) -> Result<ChatRequest, String> {
         }
     }
     let stream = map.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let include_usage = map
+        .get("stream_options")
+        .and_then(|o| o.get("include_usage"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     let tool_choice = map.remove("tool_choice").filter(|c| !c.is_null());
     for field in OWN_FIELDS {
         map.remove(*field);
@@ -115,6 +122,7 @@ pub(crate) fn parse_request(body: &[u8]) -> Result<ChatRequest, String> {
         client_tools,
         stream,
         tool_choice,
+        include_usage,
         extra: map,
     })
 }
@@ -172,6 +180,9 @@ pub(crate) struct Finish {
     pub finish_reason: String,
     /// Rounds of bot-tool calls run.
     pub rounds: u32,
+    /// The tokens of every model request of the loop, summed; `None` when the model reported
+    /// none.
+    pub usage: Option<TokenUsage>,
 }
 
 /// The model side of the bridge: where `chat/completions` requests go.
@@ -265,6 +276,7 @@ impl ChatLoop {
         }
         let mut rounds = 0u32;
         let mut wrote_text = false;
+        let mut usage: Option<TokenUsage> = None;
         loop {
             let mut round_started = false;
             let started = Instant::now();
@@ -293,6 +305,9 @@ impl ChatLoop {
                 .await;
             wrote_text |= round_started;
             extra.remove("tool_choice");
+            if let Some(reported) = &info.usage {
+                usage.get_or_insert_with(TokenUsage::default).add(reported);
+            }
             self.bus.publish_with(|| Event::ModelRequest {
                 session: 0,
                 turn: 0,
@@ -316,6 +331,7 @@ impl ChatLoop {
                     client_calls: Vec::new(),
                     finish_reason,
                     rounds,
+                    usage,
                 });
             }
             let (client, own): (Vec<ToolCall>, Vec<ToolCall>) = completion
@@ -333,6 +349,7 @@ impl ChatLoop {
                     client_calls: client,
                     finish_reason: "tool_calls".into(),
                     rounds,
+                    usage,
                 });
             }
             if rounds >= self.backend.round_cap {
@@ -355,6 +372,7 @@ impl ChatLoop {
                     client_calls: Vec::new(),
                     finish_reason: "stop".into(),
                     rounds,
+                    usage,
                 });
             }
             rounds += 1;

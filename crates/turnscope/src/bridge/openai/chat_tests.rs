@@ -16,6 +16,7 @@ fn a_request_keeps_its_parameters_and_sets_aside_what_the_bridge_owns() {
     });
     let request = parse_request(body.to_string().as_bytes()).unwrap();
     assert!(request.stream);
+    assert!(request.include_usage);
     assert_eq!(request.messages.len(), 1);
     assert_eq!(
         request.client_names(),

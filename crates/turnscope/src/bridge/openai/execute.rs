@@ -129,6 +129,14 @@ impl Caller {
         }
     }
 
+    /// The same caller with another timeout.
+    pub(crate) fn with_timeout(&self, timeout: Duration) -> Caller {
+        Caller {
+            timeout,
+            ..self.clone()
+        }
+    }
+
     /// The catalog calls go to.
     pub(crate) fn catalog(&self) -> &Arc<Catalog> {
         &self.catalog

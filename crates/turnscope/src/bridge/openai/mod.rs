@@ -20,6 +20,7 @@ pub use catalog::{Catalog, Entry, Listing};
 pub use chat::ChatBackend;
 pub use execute::Caller;
 
+use crate::bot::Bot;
 use crate::observe::Bus;
 use crate::sessions::Sessions;
 use crate::tools::Tools;
@@ -36,7 +37,8 @@ use crate::tools::Tools;
 /// Two ways to run it:
 /// - **embedded** in the main HTTP server (`OpenAiBridge::for_sessions`): the bot's tools
 ///   (every source: built-ins, Rust tools, `[[mcp_servers]]`), the bot's model, round cap and
-///   tool timeout; all four routes, behind the server's guard;
+///   tool timeout as they are at each request (a config reload applies from the next one); all
+///   four routes, behind the server's guard;
 /// - **standalone** ([`standalone`], `turnscope bridge openai --stdio|--http|--sse`): one MCP
 ///   server, `/v1/tools` and `/v1/execute`, command-line compatible with mcp-openai-bridge.
 ///
@@ -46,6 +48,9 @@ use crate::tools::Tools;
 pub struct OpenAiBridge {
     caller: Caller,
     chat: Option<ChatBackend>,
+    /// The bot whose model, round cap and tool timeout the embedded bridge follows (a config
+    /// reload applies from the next request).
+    bot: Option<Bot>,
     bus: Bus,
 }
 
@@ -57,6 +62,7 @@ impl OpenAiBridge {
         Self {
             caller: Caller::new(catalog, call_timeout, bus.clone()),
             chat: None,
+            bot: None,
             bus,
         }
     }
@@ -78,9 +84,39 @@ impl OpenAiBridge {
             sessions.bus().clone(),
         )
         .with_chat(ChatBackend {
-            model: bot.model().clone(),
+            model: bot.model(),
             round_cap: limits.round_cap,
         })
+        .following(bot.clone())
+    }
+
+    fn following(mut self, bot: Bot) -> Self {
+        self.bot = Some(bot);
+        self
+    }
+
+    /// What `/v1/chat/completions` runs on now: the bot's model and round cap as they are
+    /// (embedded), or the backend it was given.
+    pub(crate) fn chat_backend(&self) -> Option<ChatBackend> {
+        let given = self.chat.as_ref()?;
+        Some(match &self.bot {
+            Some(bot) => {
+                let settings = bot.settings();
+                ChatBackend {
+                    model: settings.model.clone(),
+                    round_cap: settings.limits.round_cap,
+                }
+            }
+            None => given.clone(),
+        })
+    }
+
+    /// What runs calls now: with the bot's tool timeout as it is (embedded).
+    pub(crate) fn caller(&self) -> Caller {
+        match &self.bot {
+            Some(bot) => self.caller.with_timeout(bot.limits().tool_timeout),
+            None => self.caller.clone(),
+        }
     }
 
     /// The tools as offered now.

@@ -103,9 +103,9 @@ async fn execute_call(State(bridge): State<Arc<OpenAiBridge>>, body: Bytes) -> R
             return bad_request(&message);
         }
     };
-    let listing = bridge.caller.catalog().listing();
-    let outcome = bridge
-        .caller
+    let caller = bridge.caller();
+    let listing = caller.catalog().listing();
+    let outcome = caller
         .call(&listing, &request.name, request.arguments)
         .await;
     bridge.served(ROUTE, started, !outcome.is_error);
@@ -115,8 +115,7 @@ async fn execute_call(State(bridge): State<Arc<OpenAiBridge>>, body: Bytes) -> R
 async fn models(State(bridge): State<Arc<OpenAiBridge>>) -> Response {
     let started = Instant::now();
     let name = bridge
-        .chat
-        .as_ref()
+        .chat_backend()
         .map(|c| c.model.config().model.clone())
         .unwrap_or_default();
     bridge.served("GET /v1/models", started, true);
@@ -126,7 +125,7 @@ async fn models(State(bridge): State<Arc<OpenAiBridge>>) -> Response {
 async fn chat_completions(State(bridge): State<Arc<OpenAiBridge>>, body: Bytes) -> Response {
     const ROUTE: &str = "POST /v1/chat/completions";
     let started = Instant::now();
-    let Some(backend) = bridge.chat.clone() else {
+    let Some(backend) = bridge.chat_backend() else {
         return bad_request("this bridge has no model; it serves /v1/tools and /v1/execute only");
     };
     let request = match chat::parse_request(&body) {
@@ -136,7 +135,7 @@ async fn chat_completions(State(bridge): State<Arc<OpenAiBridge>>, body: Bytes) 
             return bad_request(&message);
         }
     };
-    let chat_loop = ChatLoop::new(backend, bridge.caller.clone(), bridge.bus.clone());
+    let chat_loop = ChatLoop::new(backend, bridge.caller(), bridge.bus.clone());
     let id = AnswerId::new(chat_loop.model_name());
     if request.stream {
         return stream(bridge, chat_loop, id, request, started);
@@ -149,7 +148,12 @@ async fn chat_completions(State(bridge): State<Arc<OpenAiBridge>>, body: Bytes) 
     match result {
         Ok(finish) => json_response(
             StatusCode::OK,
-            &id.completion(&text, &finish.client_calls, &finish.finish_reason),
+            &id.completion(
+                &text,
+                &finish.client_calls,
+                &finish.finish_reason,
+                finish.usage.as_ref(),
+            ),
         ),
         Err(e) => json_response(
             StatusCode::BAD_GATEWAY,
@@ -200,6 +204,7 @@ fn stream(
         started,
         ok: false,
     };
+    let include_usage = request.include_usage;
     let task = tokio::spawn(async move {
         let pieces = tx.clone();
         let piece_id = id.clone();
@@ -214,6 +219,11 @@ fn stream(
                     let _ = tx.send(id.calls_chunk(&finish.client_calls));
                 }
                 let _ = tx.send(id.finish_chunk(&finish.finish_reason));
+                // OpenAI's shape: the usage chunk after the finish, before [DONE]. None when
+                // the model reported no usage: zeros would be a count nobody made.
+                if include_usage && let Some(usage) = &finish.usage {
+                    let _ = tx.send(id.usage_chunk(usage));
+                }
                 true
             }
             Err(e) => {

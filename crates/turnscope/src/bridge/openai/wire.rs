@@ -6,6 +6,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::chat::tool_call_json;
+use crate::observe::TokenUsage;
 use crate::tools::ToolCall;
 
 /// The identity every chunk of one answer shares.
@@ -32,8 +33,15 @@ impl AnswerId {
         }
     }
 
-    /// A whole `chat.completion`: one choice with the text and the calls handed back.
-    pub fn completion(&self, text: &str, calls: &[ToolCall], finish_reason: &str) -> Value {
+    /// A whole `chat.completion`: one choice with the text and the calls handed back, and the
+    /// usage of every model request it took when the model reported it.
+    pub fn completion(
+        &self,
+        text: &str,
+        calls: &[ToolCall],
+        finish_reason: &str,
+        usage: Option<&TokenUsage>,
+    ) -> Value {
         let mut message = json!({
             "role": "assistant",
             "content": if text.is_empty() && !calls.is_empty() { Value::Null } else { Value::String(text.to_string()) },
@@ -41,13 +49,30 @@ impl AnswerId {
         if !calls.is_empty() {
             message["tool_calls"] = Value::Array(calls.iter().map(tool_call_json).collect());
         }
-        json!({
+        let mut body = json!({
             "id": self.id,
             "object": "chat.completion",
             "created": self.created,
             "model": self.model,
             "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-        })
+        });
+        if let Some(usage) = usage {
+            body["usage"] = usage_json(usage);
+        }
+        body
+    }
+
+    /// The usage chunk OpenAI sends last when `stream_options.include_usage` asks: no
+    /// choices, the usage of the whole answer.
+    pub(crate) fn usage_chunk(&self, usage: &TokenUsage) -> Bytes {
+        event(&json!({
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [],
+            "usage": usage_json(usage),
+        }))
     }
 
     /// One `chat.completion.chunk` event (`data: ...` and the blank line).
@@ -90,6 +115,17 @@ impl AnswerId {
     pub(crate) fn finish_chunk(&self, finish_reason: &str) -> Bytes {
         self.chunk(json!({}), Some(finish_reason))
     }
+}
+
+/// `usage` as OpenAI writes it: the three totals, and the details servers give.
+fn usage_json(usage: &TokenUsage) -> Value {
+    json!({
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+    })
 }
 
 /// An error inside a stream (the OpenAI SDKs raise it as an API error).
@@ -135,14 +171,31 @@ mod tests {
     fn a_completion_with_calls_has_null_content_and_the_calls() {
         let id = AnswerId::new("m");
         assert!(id.id.starts_with("chatcmpl-"));
-        let body = id.completion("", &[call("c1", "lookup")], "tool_calls");
+        let body = id.completion("", &[call("c1", "lookup")], "tool_calls", None);
         let message = &body["choices"][0]["message"];
         assert_eq!(message["content"], Value::Null);
         assert_eq!(message["tool_calls"][0]["function"]["name"], "lookup");
         assert_eq!(body["choices"][0]["finish_reason"], "tool_calls");
-        let plain = id.completion("", &[], "stop");
+        assert!(
+            body.get("usage").is_none(),
+            "no usage reported, none claimed"
+        );
+        let usage = TokenUsage {
+            prompt_tokens: 10,
+            completion_tokens: 4,
+            cached_tokens: 2,
+            reasoning_tokens: 0,
+        };
+        let plain = id.completion("", &[], "stop", Some(&usage));
         assert_eq!(plain["choices"][0]["message"]["content"], "");
         assert!(plain["choices"][0]["message"].get("tool_calls").is_none());
+        assert_eq!(plain["usage"]["total_tokens"], 14);
+        assert_eq!(plain["usage"]["prompt_tokens_details"]["cached_tokens"], 2);
+        let chunk = id.usage_chunk(&usage);
+        let text = std::str::from_utf8(&chunk).unwrap();
+        let v: Value = serde_json::from_str(text.trim_start_matches("data: ").trim()).unwrap();
+        assert_eq!(v["choices"], json!([]));
+        assert_eq!(v["usage"]["completion_tokens"], 4);
     }
 
     #[test]

@@ -196,11 +196,6 @@ impl RunningBridge {
         self.state.clone()
     }
 
-    /// Its upstream (tests use it to find a stdio child's pid).
-    pub fn upstream(&self) -> &Arc<dyn Upstream> {
-        &self.upstream
-    }
-
     /// Closes the socket with 1000 and stops the upstream at the same time, waiting at most
     /// about 4.5 s. A stdio child gets its stdin closed, then SIGTERM after 3 s; one still
     /// running when the process exits is killed (`kill_on_drop`).

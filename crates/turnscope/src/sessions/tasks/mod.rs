@@ -96,9 +96,9 @@ fn idle_ms(session: &Session) -> u64 {
 }
 
 impl Sessions {
-    /// When and how `chat` calls become tasks.
-    pub fn task_settings(&self) -> &TaskSettings {
-        &self.inner.limits.tasks
+    /// When and how `chat` calls become tasks (a copy of the limits in force).
+    pub fn task_settings(&self) -> TaskSettings {
+        self.inner.limits.load().tasks.clone()
     }
 
     /// The session a task's turn belongs to, if still open.

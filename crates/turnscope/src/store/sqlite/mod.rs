@@ -81,7 +81,7 @@ impl SqliteStore {
         let conn = open_connection(path, false)?;
         let key = schema::migrate(&conn, path)?;
         let reader = open_connection(path, true)?;
-        let writer = Writer::start(conn, path.to_path_buf())
+        let writer = Writer::start(conn, path.to_path_buf(), false)
             .map_err(|e| explain_io(path, "starting its writer thread", &e))?;
         Ok(Self {
             path: Arc::new(path.to_path_buf()),
@@ -135,7 +135,7 @@ impl SqliteStore {
             ))
         })?);
         let writer_conn = open_connection(path, true)?;
-        let writer = Writer::start(writer_conn, path.to_path_buf())
+        let writer = Writer::start(writer_conn, path.to_path_buf(), true)
             .map_err(|e| explain_io(path, "starting its writer thread", &e))?;
         Ok(Self {
             path: Arc::new(path.to_path_buf()),

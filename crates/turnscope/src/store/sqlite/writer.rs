@@ -101,14 +101,15 @@ pub(super) struct Writer {
 }
 
 impl Writer {
-    /// Starts the thread over `conn` (a connection in WAL mode with `synchronous=FULL`).
-    pub(super) fn start(conn: Connection, path: PathBuf) -> std::io::Result<Self> {
+    /// Starts the thread over `conn` (a connection in WAL mode with `synchronous=FULL`;
+    /// `read_only`: one that cannot write, which never checkpoints).
+    pub(super) fn start(conn: Connection, path: PathBuf, read_only: bool) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::channel::<Box<dyn Job>>();
         let counters = Arc::new(Counters::default());
         let thread_counters = counters.clone();
         let thread = std::thread::Builder::new()
             .name("turnscope-store".into())
-            .spawn(move || run(conn, &path, rx, &thread_counters))?;
+            .spawn(move || run(conn, &path, rx, &thread_counters, read_only))?;
         Ok(Self {
             queue: Mutex::new(Some(tx)),
             thread: Mutex::new(Some(thread)),
@@ -164,7 +165,13 @@ impl Writer {
 }
 
 /// The thread: batches, one transaction each, until every sender is gone.
-fn run(conn: Connection, path: &Path, rx: mpsc::Receiver<Box<dyn Job>>, counters: &Counters) {
+fn run(
+    conn: Connection,
+    path: &Path,
+    rx: mpsc::Receiver<Box<dyn Job>>,
+    counters: &Counters,
+    read_only: bool,
+) {
     let mut since_checkpoint = 0u64;
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
@@ -202,12 +209,14 @@ fn run(conn: Connection, path: &Path, rx: mpsc::Receiver<Box<dyn Job>>, counters
         for job in batch {
             job.finish(committed.clone());
         }
-        if since_checkpoint >= CHECKPOINT_EVERY {
+        if since_checkpoint >= CHECKPOINT_EVERY && !read_only {
             since_checkpoint = 0;
             checkpoint(&conn, counters, "PASSIVE");
         }
     }
-    checkpoint(&conn, counters, "TRUNCATE");
+    if !read_only {
+        checkpoint(&conn, counters, "TRUNCATE");
+    }
 }
 
 /// Copies the WAL into the database file (two flushes: the WAL, then the file) so the WAL

@@ -1,7 +1,5 @@
-//! The clock reconnect and restart policies wait on: `SystemClock` (tokio time) in
-//! production, [`ManualClock`] in tests (time moves only when the test says so, and every
-//! requested wait is recorded, so delays are asserted instead of slept through). Protocol
-//! timers (keepalive pings, call timeouts) are never on this clock.
+//! [`ManualClock`]: a clock whose time moves only when a test says so. Built only for the
+//! library's own tests and with the `testing` feature (the workspace's integration tests).
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -9,35 +7,11 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use tokio::sync::{Notify, oneshot};
 
-/// A source of "now" and of waits.
-pub trait Clock: Send + Sync + 'static {
-    /// The current instant.
-    fn now(&self) -> Instant;
-    /// A future that completes once `duration` has passed on this clock.
-    fn sleep(&self, duration: Duration) -> BoxFuture<'static, ()>;
-}
-
-/// Real time, through tokio.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> Instant {
-        Instant::now()
-    }
-
-    fn sleep(&self, duration: Duration) -> BoxFuture<'static, ()> {
-        Box::pin(tokio::time::sleep(duration))
-    }
-}
-
-/// The system clock as a shared trait object.
-pub fn system() -> Arc<dyn Clock> {
-    Arc::new(SystemClock)
-}
+use super::Clock;
 
 /// A clock for tests: time stands still until [`ManualClock::advance`], and every
-/// [`Clock::sleep`] request is recorded in order.
+/// [`Clock::sleep`] request is recorded in order. Only in the library's own tests and with the
+/// `testing` feature (the workspace's integration tests): not part of the library's API.
 pub struct ManualClock {
     start: Instant,
     inner: Mutex<ManualInner>,

@@ -1,0 +1,175 @@
+//! The screens a new user meets first, at the two sizes that matter (80×24, the smallest
+//! terminal; 160×48, a large one), as insta snapshots: nothing that matters is cut mid-word,
+//! what does not fit is shortened or left out whole. Also the notice over an overlay, the help
+//! with every pane, and the empty panes' texts wrapped.
+
+use insta::assert_snapshot;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use turnscope::observe::Event;
+
+use crate::state::{ConsoleState, Header, Source};
+use crate::tests::fixture::console;
+use crate::theme::Theme;
+use crate::view::console::{Console, Notice};
+use crate::view::ids::PaneId;
+
+/// The two sizes every screen here is drawn at.
+const SIZES: [(u16, u16); 2] = [(80, 24), (160, 48)];
+
+/// The whole screen of `c` at `w`×`h`, as text.
+fn screen(c: &mut Console, w: u16, h: u16) -> String {
+    c.before_draw();
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test terminal");
+    terminal.draw(|f| crate::draw::draw(f, c)).expect("draw");
+    terminal.backend().to_string()
+}
+
+/// Both sizes of `c`, one after the other, for one snapshot.
+fn both(c: &mut Console) -> String {
+    SIZES
+        .iter()
+        .map(|(w, h)| format!("{w}x{h}\n{}", screen(c, *w, *h)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A console just started, with nothing in it yet but its own session.
+fn fresh() -> Console {
+    let mut state = ConsoleState::new(Header {
+        mcp_url: Some("http://127.0.0.1:7870/mcp".into()),
+        model: "embedded scripted model (http://127.0.0.1:7861/v1)".into(),
+        model_short: Some("scripted".into()),
+        bridges: "none".into(),
+        source: Source::Live,
+        replica: Some(("127.0.0.1:7870".into(), "serving".into())),
+        ..Header::default()
+    });
+    state.apply(&Event::Session(turnscope::observe::SessionEvent {
+        session: 1,
+        handle_prefix: "1a2b3c4d".into(),
+        opener: turnscope::observe::SessionOpener::Console,
+        closed: None,
+        restored: false,
+        at_us: 1_000_000,
+    }));
+    let mut c = Console::new(state, Theme::default(), false);
+    c.own = Some(1);
+    c.selected = Some(1);
+    c.settle();
+    c
+}
+
+/// The first screen: focus in the input line (typing goes there, and the line says how to
+/// leave it), the model named, `quit` in the footer, the transcript given the room.
+#[test]
+fn the_first_screen() {
+    let mut c = console();
+    c.focus_pane(PaneId::Input);
+    assert_snapshot!(both(&mut c));
+}
+
+/// The empty input line's text is drawn whole at every width from the narrowest two-column
+/// screen up (seen cut to "Esc: panes' key" at 150 columns before it was shortened).
+#[test]
+fn the_input_lines_text_is_never_cut() {
+    let mut c = console();
+    c.focus_pane(PaneId::Input);
+    for w in crate::view::layout::WIDE..=200 {
+        let text = screen(&mut c, w, 40);
+        assert!(
+            text.contains(crate::view::console::PLACEHOLDER),
+            "at {w}x40 the input line's text is cut:\n{text}"
+        );
+    }
+    assert!(screen(&mut c, 80, 24).contains(crate::view::console::PLACEHOLDER));
+}
+
+/// A fresh console's empty Log and MCP panes: their texts wrapped, not cut.
+#[test]
+fn empty_log_and_mcp_panes() {
+    let mut c = fresh();
+    c.focus_pane(PaneId::Log);
+    let log = both(&mut c);
+    c.focus_pane(PaneId::Mcp);
+    assert_snapshot!(format!("{log}\n{}", both(&mut c)));
+}
+
+/// A bot with a name, `[model]` parameters and a configured replica: the header shortens the
+/// model and leaves out what does not fit, whole.
+#[test]
+fn a_named_bot_with_parameters_and_a_replica() {
+    let mut c = console();
+    c.state.header.bot = Some("Hours".into());
+    c.state.header.model = "gpt-4o-mini at http://127.0.0.1:8080/v1".into();
+    c.state.header.model_short = Some("gpt-4o-mini".into());
+    c.state.header.params = "max_tokens=512 temperature=0.2 top_p=0.9".into();
+    c.state.header.replica = Some(("r1".into(), "serving".into()));
+    assert_snapshot!(both(&mut c));
+}
+
+/// A line into a session an MCP client opened asks first: the question shows whole.
+#[test]
+fn speaking_into_an_mcp_clients_session_asks_whole() {
+    let mut c = console();
+    c.selected = Some(2);
+    c.focus_pane(PaneId::Input);
+    c.input.insert_str("hello from the console");
+    assert!(c.send().is_none(), "the first Enter only asks");
+    assert!(
+        c.notice
+            .as_ref()
+            .is_some_and(|n| n.text.contains("Enter again")),
+        "{:?}",
+        c.notice
+    );
+    assert_snapshot!(both(&mut c));
+}
+
+/// What `c` or `J` did shows over the turn view that covers the input line.
+#[test]
+fn a_copy_notice_shows_over_the_turn_view() {
+    let mut c = console();
+    c.selected = Some(1);
+    c.open_turn_view();
+    c.notice = Some(Notice {
+        text: "model request 1 of turn 2 as curl saved to /tmp/turnscope-copy-20260101-120000.sh and copied (OSC 52)".into(),
+        error: false,
+    });
+    assert_snapshot!(both(&mut c));
+}
+
+/// The help at both sizes lists every pane (1 … 9) and what the Frames rows' marks mean.
+#[test]
+fn the_help() {
+    let mut c = console();
+    c.help.show();
+    let text = both(&mut c);
+    assert!(text.contains("1 … 9"), "{text}");
+    assert_snapshot!(text);
+}
+
+/// A filter that matches nothing says so, at both sizes.
+#[test]
+fn a_frame_filter_matching_nothing_says_so() {
+    let mut c = console();
+    c.focus_pane(PaneId::Frames);
+    c.frames.filter = crate::view::filter::FrameFilter::parse("name:NoSuchFrame");
+    let text = both(&mut c);
+    assert!(text.contains("No frame matches the filter"), "{text}");
+    assert_snapshot!(text);
+}
+
+/// A transcript search that finds nothing says so; one that finds says which of how many.
+#[test]
+fn a_transcript_search_says_what_it_found() {
+    let mut c = console();
+    c.focus_pane(PaneId::Transcript);
+    c.transcript.search = "no such words".into();
+    let none = screen(&mut c, 160, 48);
+    assert!(none.contains("search: no such words · no match"), "{none}");
+    c.transcript.search = "clock".into();
+    let found = screen(&mut c, 160, 48);
+    // The newest match is shown first, counted from the oldest.
+    assert!(found.contains("search: clock · 3 of 3"), "{found}");
+}

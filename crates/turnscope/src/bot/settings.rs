@@ -1,0 +1,57 @@
+//! What a bot's turns run on that may change while it runs: [`BotSettings`], replaced whole
+//! by a config reload ([`Bot::set_settings`](super::Bot::set_settings)). A turn reads them
+//! once, when its line is said (an atomic load, never a lock), and runs to its end on what it
+//! read, so a reload applies from the next turn of every session.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+use super::llm::TurnLimits;
+use crate::model::{EmbeddedModel, ModelClient};
+
+/// The system prompt, greeting, model client, limits and history window of a bot, with the
+/// config version they came from.
+#[derive(Clone)]
+pub struct BotSettings {
+    /// The config version (1 as the bot started, one more per reload that changed something);
+    /// each turn record names the version it ran on.
+    pub version: u64,
+    /// The system prompt sent first on every request.
+    pub system_prompt: Option<String>,
+    /// What a new session opens with.
+    pub greeting: Option<String>,
+    /// The model client (its URL, name, headers, timeouts and `[model]` parameters).
+    pub model: ModelClient,
+    /// Round cap, tool timeout, what happens at the cap.
+    pub limits: TurnLimits,
+    /// Most history messages a session keeps (0 = all).
+    pub history_window: usize,
+    /// The embedded model `model` talks to, when it is one: kept running while a turn still
+    /// uses these settings, after a reload moved to another model.
+    pub(crate) embedded: Option<Arc<EmbeddedModel>>,
+}
+
+impl BotSettings {
+    /// Settings for `model` with no prompt, no greeting, the default limits, the whole history
+    /// kept, at version 1.
+    pub fn new(model: ModelClient) -> Self {
+        Self {
+            version: 1,
+            system_prompt: None,
+            greeting: None,
+            model,
+            limits: TurnLimits::default(),
+            history_window: 0,
+            embedded: None,
+        }
+    }
+}
+
+/// Where a bot's current settings are, shared by the bot and every session it opened.
+pub(crate) type SharedSettings = Arc<ArcSwap<BotSettings>>;
+
+/// A cell holding `settings`.
+pub(crate) fn shared(settings: BotSettings) -> SharedSettings {
+    Arc::new(ArcSwap::from_pointee(settings))
+}

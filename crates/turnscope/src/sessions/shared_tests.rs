@@ -1,0 +1,129 @@
+//! Two session tables (two replicas, no balancer) over one real `redis-server`: a handle
+//! started on one is chatted on the other with its history whole, a replica's stale copy is
+//! never used, and calls on one conversation run one at a time across replicas (the lease).
+//! `#[ignore]`d: they need the Debian package `redis-server`, which `interop/run` installs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+use crate::model::{EmbeddedModel, ModelClient, ModelConfig, ScriptSettings};
+use crate::store::redis::tests::RedisServer;
+use crate::store::redis::{RedisSettings, RedisStore};
+
+async fn replica(server: &RedisServer, model: &EmbeddedModel, id: &str) -> Sessions {
+    let store = RedisStore::open(
+        &server.url("shared:"),
+        RedisSettings {
+            replica: id.into(),
+            idle: Duration::from_secs(300),
+        },
+    )
+    .await
+    .unwrap();
+    let bot = Bot::builder(ModelClient::new(ModelConfig::new(model.base_url(), "m")))
+        .greeting("Hello there")
+        .build();
+    Sessions::with_store(
+        bot,
+        Bus::default(),
+        SessionLimits::default(),
+        Replica::new(id.to_string()),
+        Arc::new(store),
+    )
+}
+
+async fn say(sessions: &Sessions, handle: &str, line: &str) -> ChatReply {
+    sessions
+        .chat(handle, line, None, &CancellationToken::new())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_handle_started_on_one_replica_goes_on_on_the_other_with_its_history_whole() {
+    let server = RedisServer::start(&[]);
+    let model = EmbeddedModel::start(
+        0,
+        ScriptSettings {
+            pace: 0.0,
+            words: None,
+        },
+    )
+    .await
+    .unwrap();
+    let (r1, r2) = (
+        replica(&server, &model, "r1").await,
+        replica(&server, &model, "r2").await,
+    );
+    let handle = r1.open(SessionOpener::Api).await.unwrap().handle();
+    say(&r1, &handle, "my name is Ada").await;
+    let reply = say(&r2, &handle, "what did I say").await;
+    assert_eq!(reply.reply, "Earlier you said: my name is Ada");
+    assert_eq!(reply.turn, Some(2));
+    // Back on the first: its copy is one version behind, so it loads the latest, never
+    // answering from what it held.
+    let reply = say(&r1, &handle, "and then").await;
+    assert_eq!(
+        reply.turn,
+        Some(3),
+        "turn numbering goes on across replicas"
+    );
+    let session = r1.list().pop().unwrap();
+    assert!(session.restored, "r1 reloaded it from the store");
+    let messages = session.bot().context().messages;
+    assert_eq!(messages.len(), 7, "greeting + 3 turns: {messages:?}");
+    assert!(
+        format!("{messages:?}").contains("what did I say"),
+        "r2's turn is in r1's history: {messages:?}"
+    );
+    // An empty line on the stale r2 reads nothing (r1 read its reply): no stale unread turn.
+    assert_eq!(say(&r2, &handle, "").await.end_reason, None);
+    assert_eq!(r2.list().pop().unwrap().bot().context().messages.len(), 7);
+}
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_line_on_another_replica_waits_for_the_turn_running_elsewhere_and_reads_it() {
+    let server = RedisServer::start(&[]);
+    let model = EmbeddedModel::start(
+        0,
+        ScriptSettings {
+            pace: 0.02,
+            words: Some(60),
+        },
+    )
+    .await
+    .unwrap();
+    let (r1, r2) = (
+        replica(&server, &model, "r1").await,
+        replica(&server, &model, "r2").await,
+    );
+    let handle = r1.open(SessionOpener::Api).await.unwrap().handle();
+    // A caller on r1 gives up 50 ms in: its turn runs on there, holding the lease.
+    let cancel = CancellationToken::new();
+    let later = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        later.cancel();
+    });
+    assert_eq!(
+        r1.chat(&handle, "first", None, &cancel).await,
+        Err(ChatError::Cancelled)
+    );
+    let running = r1.list().pop().unwrap().bot().current_turn().unwrap();
+    assert!(!running.is_done());
+    // A line on r2 waits for it (never two turns of one handle at once), then goes on with
+    // r1's turn in its history and hands back its reply as unread.
+    let reply = say(&r2, &handle, "second").await;
+    assert!(running.is_done(), "r2 ran only once r1's turn ended");
+    assert_eq!(reply.turn, Some(2));
+    let unread = reply.unread.expect("r1's unread turn is handed over");
+    assert_eq!(unread.end_reason, "completed");
+    assert!(!unread.reply.is_empty());
+    let messages = r2.list().pop().unwrap().bot().context().messages;
+    assert_eq!(messages.len(), 5, "{messages:?}");
+}

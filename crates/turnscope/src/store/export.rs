@@ -1,0 +1,181 @@
+//! A stored session as a file other commands read: an `--events` JSONL file (`turnscope
+//! replay` opens it: the session, each turn's line, reply pieces, tool calls and end), or a
+//! `turnscope test` case (each answered line, with its reply, tool calls and end reason as
+//! the expectations). `turnscope sessions export` writes them.
+
+use crate::bot::TurnEnd;
+use crate::conversation_test::TestFile;
+use crate::conversation_test::write::{RecordedTurn, case_from_turns, render};
+use crate::observe::Event;
+use crate::observe::event::{FrameEvent, SessionEvent, ToolCallEvent, TurnEndEvent, carried};
+
+use super::{Head, StoredTurn};
+
+/// The session number exported events carry.
+const SESSION: u64 = 1;
+
+/// `head` and its `turns` as the events a live run would have recorded (the turn records'
+/// content; timings from the records, placed at each turn's start).
+pub fn events(head: &Head, turns: &[StoredTurn], origin: &str) -> Vec<Event> {
+    let mut out = Vec::with_capacity(2 + turns.len() * 4);
+    out.push(Event::Log {
+        at_ms: head.created_ms,
+        level: "info".into(),
+        message: format!(
+            "session {} exported from {origin}: {} of its {} turns",
+            head.prefix,
+            turns.len(),
+            head.turns
+        ),
+    });
+    out.push(Event::Session(SessionEvent {
+        session: SESSION,
+        handle_prefix: head.prefix.clone(),
+        opener: head.opener.clone(),
+        closed: None,
+        at_us: head.created_ms * 1000,
+        restored: false,
+    }));
+    let mut frame_id = 0u64;
+    for turn in turns {
+        let r = &turn.record;
+        let start_us = turn.started_ms * 1000;
+        out.push(Event::TurnStarted {
+            session: SESSION,
+            turn: r.id,
+            line: r.line.clone(),
+            at_us: start_us,
+        });
+        let piece_at = start_us + r.first_piece.map_or(0, |d| d.as_micros() as u64);
+        for i in 0..r.piece_ends.len() {
+            frame_id += 1;
+            out.push(Event::Frame(FrameEvent {
+                id: frame_id,
+                session: SESSION,
+                turn: r.id,
+                kind: "data".into(),
+                name: "TextPiece".into(),
+                from: "model".into(),
+                to: "output".into(),
+                direction: "down".into(),
+                at_us: piece_at,
+                detail: r.piece(i).to_string(),
+                depth: 0,
+            }));
+        }
+        for call in &r.tool_calls {
+            out.push(Event::ToolCall(ToolCallEvent {
+                session: SESSION,
+                turn: r.id,
+                name: call.call.name.clone(),
+                duration_us: call.duration.as_micros() as u64,
+                result_bytes: call.outcome.text.len(),
+                error: call.outcome.is_error.then(|| call.outcome.text.clone()),
+                arguments: call.call.arguments.clone(),
+                result: if call.outcome.is_error {
+                    String::new()
+                } else {
+                    carried(&call.outcome.text)
+                },
+                started_us: 0,
+            }));
+        }
+        out.push(Event::TurnEnded(TurnEndEvent {
+            session: SESSION,
+            turn: r.id,
+            reason: r.end.as_ref().map(ToString::to_string).unwrap_or_default(),
+            reply_bytes: r.reply.len(),
+            rounds: r.rounds,
+            tool_calls: r.tool_calls.len() as u32,
+            first_piece_us: r.first_piece.map(|d| d.as_micros() as u64),
+            total_us: r.total.map_or(0, |d| d.as_micros() as u64),
+            config_version: r.config_version,
+        }));
+    }
+    out
+}
+
+/// `head` and its `turns` as a `turnscope test` file: each answered turn (a turn lost to a
+/// restart got no answer to expect, and is left out).
+///
+/// # Errors
+/// No turn to export, or a tool's arguments TOML cannot hold.
+pub fn test_case(head: &Head, turns: &[StoredTurn], origin: &str) -> Result<String, String> {
+    let recorded: Vec<RecordedTurn> = turns
+        .iter()
+        .map(|t| &t.record)
+        .filter(|r| r.end.is_some() && r.end != Some(TurnEnd::Restarted))
+        .map(|r| RecordedTurn {
+            line: r.line.clone(),
+            reply: r.reply.clone(),
+            tool_calls: r
+                .tool_calls
+                .iter()
+                .map(|c| (c.call.name.clone(), c.call.arguments.clone()))
+                .collect(),
+            end_reason: r.end.as_ref().map(|e| e.label().to_string()),
+        })
+        .collect();
+    if recorded.is_empty() {
+        return Err(format!(
+            "session {} has no answered turn to export as a test case",
+            head.prefix
+        ));
+    }
+    let file = TestFile {
+        cases: vec![case_from_turns(
+            &format!("session {}", head.prefix),
+            &recorded,
+        )],
+        ..TestFile::default()
+    };
+    render(
+        &file,
+        &format!(
+            "turnscope: stored session {} ({origin}) exported as a test case",
+            head.prefix
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::conformance::{head, turn};
+    use crate::store::memory::MemoryStore;
+
+    #[test]
+    fn a_stored_session_becomes_events_replay_reads_and_a_test_case() {
+        let store = MemoryStore::new();
+        let head = head(&store, 1_000);
+        let mut first = turn(1, 2);
+        first.record.piece_ends = vec![3, 7];
+        first.record.reply = "rep ly 1".into();
+        let mut lost = turn(2, 4);
+        lost.record.end = Some(TurnEnd::Restarted);
+        lost.record.reply.clear();
+        let turns = [first, lost];
+        let events = events(&head, &turns, "sqlite:/x");
+        let text: String = events
+            .iter()
+            .map(|e| serde_json::to_string(e).unwrap() + "\n")
+            .collect();
+        let (back, problems) = crate::observe::recorder::read_events(&text);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(back.len(), events.len());
+        let pieces: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Frame(f) => Some(f.detail.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(pieces, ["rep", " ly "]);
+        assert!(text.contains("\"reason\":\"restarted\""), "{text}");
+        let case = test_case(&head, &turns, "sqlite:/x").unwrap();
+        let parsed = crate::conversation_test::parse(&case, "case.test.toml", &|_| None).unwrap();
+        assert_eq!(parsed.cases[0].turns.len(), 1, "the lost turn is left out");
+        assert!(case.contains("line 1"), "{case}");
+        assert!(test_case(&head, &turns[1..], "x").is_err());
+    }
+}

@@ -1,0 +1,520 @@
+//! The Redis store: sessions in one Redis server that several replicas share, so any replica
+//! serves any handle and a replica's death loses no conversation. Through redis-rs: one
+//! multiplexed connection kept by a `ConnectionManager`, which reconnects on its own after
+//! Redis was lost or restarted.
+//!
+//! Key layout, every key under the prefix P (`turnscope:`, or the URL's `?prefix=`):
+//! - `P meta` (hash): `key`, the 32 random bytes every replica hashes handles with (the
+//!   first replica makes it, the others read it), and `schema`, this layout's version.
+//! - `P h:ID` (hash), ID being the handle's keyed hash in hex: `v`, the version every write
+//!   checks and bumps; `head`, the head record as JSON; `t` and `hf`, its last turn and the
+//!   history window's first (so a reload reads the log it needs in the same round trip); `w`,
+//!   the replica that wrote it last.
+//! - `P log:ID` (sorted set): the turn log, each turn as JSON scored by its turn id.
+//! - `P used` (sorted set): every ID scored by its last use (ms since the Unix epoch), for
+//!   listing and the idle sweep.
+//! - `P lease:ID` (string): who runs ID's turns now, `REPLICA#NONCE`, expiring after
+//!   [`LEASE`] unless renewed: one replica at a time runs a handle's turns.
+//!
+//! `h:` and `log:` expire after the idle lifetime (`server.handle_seconds`), refreshed by every
+//! write: Redis forgets an abandoned conversation even when no replica is left to sweep it, and
+//! `used` drops such IDs when it meets them. Every write is one Lua script ([`scripts`]):
+//! the version check and the write it guards are one atomic step on the server.
+//!
+//! Durability is Redis's: a write is acknowledged once Redis applied it in memory; what a
+//! Redis restart keeps depends on its persistence (`appendonly yes` keeps every write; see
+//! the README's "Replicas with a shared store").
+
+mod scripts;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{AsyncCommands, RedisError};
+
+use super::{
+    Commit, HandleId, HandleKey, Head, Lease, Loaded, SessionStore, StoreError, StoreStats,
+    StoredTurn,
+};
+pub use crate::config::store::RedisUrl;
+
+/// How long a lease lasts unless renewed: how long a replica that died in a turn keeps its
+/// handle from the others.
+pub const LEASE: Duration = Duration::from_secs(2);
+
+/// How often the holder renews its leases (a quarter of [`LEASE`], so three renewals may
+/// fail before a lease is lost).
+pub const RENEW_EVERY: Duration = Duration::from_millis(500);
+
+/// The key layout's version, kept in `P meta`.
+const SCHEMA: u64 = 1;
+
+/// How long one connection attempt may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long one command may wait for its answer: past this, Redis is treated as lost.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the store needs to know of the server using it.
+#[derive(Debug, Clone)]
+pub struct RedisSettings {
+    /// This replica's id: the lease holder's name, and the `w` of what it writes.
+    pub replica: String,
+    /// The idle lifetime (`server.handle_seconds`): the TTL of every head and log.
+    pub idle: Duration,
+}
+
+/// Sessions in Redis.
+pub struct RedisStore {
+    conn: ConnectionManager,
+    masked: String,
+    prefix: String,
+    key: HandleKey,
+    replica: String,
+    holder: String,
+    ttl_ms: u64,
+    writes: AtomicU64,
+    largest: AtomicU64,
+}
+
+impl RedisStore {
+    /// Connects to `url`, and reads the handle key (made on the first connection to this
+    /// Redis and prefix).
+    ///
+    /// # Errors
+    /// Redis cannot be reached, refuses the credentials, or holds keys under the prefix that
+    /// are not a turnscope store (or one from a newer turnscope); the message names the URL
+    /// with its credentials masked and says what to do.
+    pub async fn open(url: &RedisUrl, settings: RedisSettings) -> Result<Self, StoreError> {
+        let masked = url.masked().to_string();
+        let fail = |what: &str, e: &RedisError| explain(&masked, url, what, e);
+        let client = redis::Client::open(url.secret()).map_err(|e| fail("reading the URL", &e))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(50))
+            .set_max_delay(Duration::from_millis(500));
+        let mut conn = ConnectionManager::new_with_config(client, config)
+            .await
+            .map_err(|e| fail("connecting", &e))?;
+        let prefix = url.prefix().to_string();
+        let meta = format!("{prefix}meta");
+        let mut fresh = [0u8; 32];
+        getrandom::fill(&mut fresh).map_err(|e| {
+            StoreError::unusable(format!(
+                "store {masked}: no random source for the handle key: {e}"
+            ))
+        })?;
+        let (_, _, key, schema): (i64, i64, Vec<u8>, u64) = redis::pipe()
+            .atomic()
+            .hset_nx(&meta, "key", fresh.as_slice())
+            .hset_nx(&meta, "schema", SCHEMA)
+            .hget(&meta, "key")
+            .hget(&meta, "schema")
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| fail("reading its handle key", &e))?;
+        if schema > SCHEMA {
+            return Err(StoreError::unusable(format!(
+                "store {masked}: the keys under {prefix:?} were written by a newer turnscope (layout \
+                 version {schema}; this turnscope {} knows up to {SCHEMA}). Upgrade turnscope, or give \
+                 another ?prefix= in the URL",
+                env!("CARGO_PKG_VERSION"),
+            )));
+        }
+        let key: [u8; 32] = key.try_into().map_err(|_| {
+            StoreError::unusable(format!(
+                "store {masked}: {meta} holds a handle key that is not 32 bytes, so it is not a \
+                 turnscope store. Give another ?prefix= in the URL"
+            ))
+        })?;
+        let mut nonce = [0u8; 4];
+        let _ = getrandom::fill(&mut nonce);
+        let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+        Ok(Self {
+            conn,
+            holder: format!("{}#{nonce}", settings.replica),
+            replica: settings.replica,
+            masked,
+            prefix,
+            key: HandleKey::from_bytes(key),
+            ttl_ms: (settings.idle.as_millis() as u64).max(1000),
+            writes: AtomicU64::new(0),
+            largest: AtomicU64::new(0),
+        })
+    }
+
+    fn head_key(&self, id: &HandleId) -> String {
+        format!("{}h:{}", self.prefix, id.to_hex())
+    }
+
+    fn log_key(&self, id: &HandleId) -> String {
+        format!("{}log:{}", self.prefix, id.to_hex())
+    }
+
+    fn lease_key(&self, id: &HandleId) -> String {
+        format!("{}lease:{}", self.prefix, id.to_hex())
+    }
+
+    fn meta_key(&self) -> String {
+        format!("{}meta", self.prefix)
+    }
+
+    /// A write's answer `-2`: the store's handle key is not this replica's.
+    fn same_key(&self, answer: i64) -> Result<(), StoreError> {
+        if answer != -2 {
+            return Ok(());
+        }
+        Err(StoreError::unusable(format!(
+            "store {}: the handle key under {:?} is not this replica's: Redis lost its data while              this replica ran (restarted without persistence?) and another replica made a new key.              Restart this replica to go on; conversations Redis lost are gone (keep them with              `appendonly yes` in Redis)",
+            self.masked,
+            self.meta_key(),
+        )))
+    }
+
+    fn used_key(&self) -> String {
+        format!("{}used", self.prefix)
+    }
+
+    /// The connection, for one call (clones share the one multiplexed connection).
+    fn conn(&self) -> ConnectionManager {
+        self.conn.clone()
+    }
+
+    /// A failed call, as callers read it.
+    fn lost(&self, what: &str, e: &RedisError) -> StoreError {
+        let advice = if e.is_timeout() {
+            "Redis did not answer in time (busy or unreachable)"
+        } else if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() {
+            "Redis cannot be reached"
+        } else {
+            "Redis refused it"
+        };
+        StoreError::unusable(format!(
+            "store {}: {what} failed: {advice} ({}). turnscope reconnects on its own; try again in a moment",
+            self.masked,
+            scrub(&e.to_string()),
+        ))
+    }
+
+    fn damaged(&self, what: &str, detail: impl std::fmt::Display) -> StoreError {
+        StoreError::unusable(format!(
+            "store {}: {what}: what Redis holds under {:?} is not a turnscope record ({detail}). \
+             Delete that key, or give another ?prefix= in the URL",
+            self.masked, self.prefix
+        ))
+    }
+
+    fn wrote(&self, batch: u64) {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.largest.fetch_max(batch, Ordering::Relaxed);
+    }
+
+    fn head_of(&self, version: u64, json: &str) -> Result<Head, StoreError> {
+        let mut head: Head =
+            serde_json::from_str(json).map_err(|e| self.damaged("reading a head", e))?;
+        head.version = version;
+        Ok(head)
+    }
+
+    fn turns_of(&self, list: &[String]) -> Result<Vec<StoredTurn>, StoreError> {
+        list.iter()
+            .map(|json| {
+                serde_json::from_str(json).map_err(|e| self.damaged("reading a turn log", e))
+            })
+            .collect()
+    }
+
+    fn json<T: serde::Serialize>(&self, value: &T) -> Result<String, StoreError> {
+        serde_json::to_string(value).map_err(|e| {
+            StoreError::unusable(format!(
+                "store {}: a record did not encode: {e}",
+                self.masked
+            ))
+        })
+    }
+
+    /// `HEADS` over the `used` index: the newest `limit`, or the oldest `limit` used before
+    /// `before_ms`.
+    async fn heads(
+        &self,
+        newest: bool,
+        before_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<Head>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let flat: Vec<redis::Value> = scripts::HEADS
+            .key(self.used_key())
+            .arg(&self.prefix)
+            .arg(if newest { "newest" } else { "before" })
+            .arg(limit)
+            .arg(before_ms)
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| self.lost("listing sessions", &e))?;
+        flat.chunks(2)
+            .map(|pair| {
+                let version: u64 = redis::from_redis_value(pair[0].clone())
+                    .map_err(|e| self.damaged("listing sessions", e))?;
+                let json: String = redis::from_redis_value(pair[1].clone())
+                    .map_err(|e| self.damaged("listing sessions", e))?;
+                self.head_of(version, &json)
+            })
+            .collect()
+    }
+}
+
+/// An error from connecting, worded for a person starting turnscope.
+fn explain(masked: &str, url: &RedisUrl, what: &str, e: &RedisError) -> StoreError {
+    let detail = scrub(&e.to_string());
+    let advice = if e.kind() == redis::ErrorKind::InvalidClientConfig {
+        "Check the URL: redis://[USER:PASSWORD@]HOST:PORT/DB, or rediss:// for TLS"
+    } else if detail.contains("WRONGPASS")
+        || detail.contains("NOAUTH")
+        || detail.contains("AuthenticationFailed")
+    {
+        "Check the user name and password in the URL"
+    } else if detail.contains("WRONGTYPE") {
+        "Keys under the prefix hold something else: give another ?prefix= in the URL"
+    } else {
+        "Start Redis there (e.g. `redis-server --port 6379`), or fix the URL, or give another --store"
+    };
+    let _ = url;
+    StoreError::unusable(format!("store {masked}: {what} failed: {detail}. {advice}"))
+}
+
+/// `text` with anything that looks like a URL's credentials (`//user:pass@`) masked: redis-rs
+/// errors never quote the URL, but this keeps it so should one ever do.
+fn scrub(text: &str) -> String {
+    crate::config::store::mask_credentials(text)
+}
+
+#[async_trait]
+impl SessionStore for RedisStore {
+    fn describe(&self) -> String {
+        self.masked.clone()
+    }
+
+    fn durable(&self) -> bool {
+        true
+    }
+
+    fn key(&self) -> &HandleKey {
+        &self.key
+    }
+
+    async fn create(&self, head: &Head) -> Result<u64, StoreError> {
+        let json = self.json(head)?;
+        let (stored, version): (i64, i64) = scripts::CREATE
+            .key(self.head_key(&head.id))
+            .key(self.used_key())
+            .key(self.meta_key())
+            .arg(self.key.as_bytes().as_slice())
+            .arg(json)
+            .arg(head.id.to_hex())
+            .arg(head.last_used_ms)
+            .arg(self.ttl_ms)
+            .arg(head.turns)
+            .arg(head.history_from_turn)
+            .arg(&self.replica)
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| self.lost("storing a new session", &e))?;
+        self.same_key(stored)?;
+        if stored == 0 {
+            return Err(StoreError::Conflict {
+                prefix: head.prefix.clone(),
+                expected: 0,
+                found: Some(version as u64),
+            });
+        }
+        self.wrote(1);
+        Ok(1)
+    }
+
+    async fn head(&self, id: &HandleId) -> Result<Option<Head>, StoreError> {
+        let (version, json): (Option<u64>, Option<String>) = redis::cmd("HMGET")
+            .arg(self.head_key(id))
+            .arg("v")
+            .arg("head")
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|e| self.lost("reading a session", &e))?;
+        match (version, json) {
+            (Some(version), Some(json)) => self.head_of(version, &json).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    async fn turns(&self, id: &HandleId, from: u64) -> Result<Vec<StoredTurn>, StoreError> {
+        let list: Vec<String> = self
+            .conn()
+            .zrangebyscore(self.log_key(id), from, "+inf")
+            .await
+            .map_err(|e| self.lost("reading a turn log", &e))?;
+        self.turns_of(&list)
+    }
+
+    async fn load(&self, id: &HandleId, kept: u64) -> Result<Option<Loaded>, StoreError> {
+        let found: Option<(u64, String, Vec<String>)> = scripts::LOAD
+            .key(self.head_key(id))
+            .key(self.log_key(id))
+            .arg(kept)
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| self.lost("reading a session", &e))?;
+        let Some((version, json, turns)) = found else {
+            return Ok(None);
+        };
+        Ok(Some(Loaded {
+            head: self.head_of(version, &json)?,
+            turns: self.turns_of(&turns)?,
+        }))
+    }
+
+    async fn commit(&self, id: &HandleId, commit: &Commit) -> Result<u64, StoreError> {
+        let head = &commit.head;
+        let mut call = scripts::COMMIT.prepare_invoke();
+        call.key(self.head_key(id))
+            .key(self.log_key(id))
+            .key(self.meta_key())
+            .key(self.used_key())
+            .arg(self.key.as_bytes().as_slice())
+            .arg(commit.expected)
+            .arg(self.json(head)?)
+            .arg(id.to_hex())
+            .arg(head.last_used_ms)
+            .arg(self.ttl_ms)
+            .arg(head.turns)
+            .arg(head.history_from_turn)
+            .arg(&self.replica)
+            .arg(commit.drop_before);
+        for turn in &commit.append {
+            call.arg(turn.id()).arg(self.json(turn)?);
+        }
+        let (applied, version): (i64, i64) = call
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| self.lost("saving a turn", &e))?;
+        self.same_key(applied)?;
+        if applied == 0 {
+            return Err(StoreError::Conflict {
+                prefix: head.prefix.clone(),
+                expected: commit.expected,
+                found: u64::try_from(version).ok(),
+            });
+        }
+        self.wrote(1 + commit.append.len() as u64);
+        Ok(version as u64)
+    }
+
+    async fn delete(&self, id: &HandleId) -> Result<bool, StoreError> {
+        let (removed, _): (u64, u64) = redis::pipe()
+            .atomic()
+            .del(&[self.head_key(id), self.log_key(id)])
+            .zrem(self.used_key(), id.to_hex())
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|e| self.lost("deleting a session", &e))?;
+        if removed > 0 {
+            self.wrote(1);
+        }
+        Ok(removed > 0)
+    }
+
+    async fn expired(&self, before_ms: u64, limit: usize) -> Result<Vec<Head>, StoreError> {
+        self.heads(false, before_ms, limit).await
+    }
+
+    async fn list(&self, limit: usize) -> Result<Vec<Head>, StoreError> {
+        self.heads(true, 0, limit).await
+    }
+
+    async fn count(&self) -> Result<u64, StoreError> {
+        self.conn()
+            .zcard(self.used_key())
+            .await
+            .map_err(|e| self.lost("counting sessions", &e))
+    }
+
+    async fn acquire(&self, id: &HandleId) -> Result<Lease, StoreError> {
+        let (granted, a, b): (i64, Option<String>, Option<String>) = scripts::ACQUIRE
+            .key(self.lease_key(id))
+            .key(self.head_key(id))
+            .arg(&self.holder)
+            .arg(LEASE.as_millis() as u64)
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| self.lost("taking the session's lease", &e))?;
+        if granted == 1 {
+            return Ok(Lease::Granted {
+                version: a.and_then(|v| v.parse().ok()),
+                writer: b,
+            });
+        }
+        let holder = a.unwrap_or_default();
+        let replica = holder
+            .rsplit_once('#')
+            .map_or(holder.as_str(), |(replica, _)| replica);
+        Ok(Lease::Held {
+            by: replica.to_string(),
+            for_ms: b.and_then(|ms| ms.parse().ok()).unwrap_or(0),
+        })
+    }
+
+    async fn renew(&self, ids: &[HandleId]) -> Result<(), StoreError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let mut call = scripts::RENEW.prepare_invoke();
+        call.arg(&self.prefix)
+            .arg(&self.holder)
+            .arg(LEASE.as_millis() as u64);
+        for id in ids {
+            call.arg(id.to_hex());
+        }
+        let _renewed: i64 = call
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| self.lost("renewing leases", &e))?;
+        Ok(())
+    }
+
+    async fn release(&self, id: &HandleId) {
+        let released: Result<i64, _> = scripts::RELEASE
+            .key(self.lease_key(id))
+            .arg(&self.holder)
+            .invoke_async(&mut self.conn())
+            .await;
+        if let Err(e) = released {
+            // It expires by itself within LEASE.
+            tracing::debug!("{}", self.lost("giving a lease back", &e));
+        }
+    }
+
+    fn lease_every(&self) -> Option<Duration> {
+        Some(RENEW_EVERY)
+    }
+
+    fn shared(&self) -> bool {
+        true
+    }
+
+    fn stats(&self) -> StoreStats {
+        StoreStats {
+            writes: self.writes.load(Ordering::Relaxed),
+            syncs: 0,
+            largest_batch: self.largest.load(Ordering::Relaxed),
+        }
+    }
+
+    async fn close(&self) {}
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

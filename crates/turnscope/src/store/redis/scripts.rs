@@ -1,0 +1,170 @@
+//! The Lua scripts the Redis store runs: each is one round trip, atomic on the server (Redis
+//! runs one script at a time), so a version check and the write it guards can never be split
+//! by another replica's write. Sent by SHA1 (`EVALSHA`), loaded on a server that lacks them.
+//!
+//! The key names are those of the module's layout (`super`'s doc); `KEYS` carries the keys
+//! of the one handle a script is about, and the scripts that walk the `used` index build
+//! the head keys from the prefix they are given (so the store is one Redis, not a cluster).
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+/// The check every write starts with: the store's handle key (`P meta`) is the writer's.
+/// After Redis lost its data while replicas ran, the first write puts their key back, so a
+/// replica started later reads it; a replica whose key differs is refused (`{-2, 0}`).
+/// KEYS[3] is `P meta`, ARGV[1] the writer's key.
+const SAME_KEY: &str = r"
+redis.call('HSETNX', KEYS[3], 'key', ARGV[1])
+if redis.call('HGET', KEYS[3], 'key') ~= ARGV[1] then return {-2, 0} end
+";
+
+/// Stores a new head unless one exists.
+/// KEYS: head, used, meta. ARGV: key, head JSON, id, last used ms, ttl ms, turns, history
+/// from, writer.
+/// Returns `{1, 1}` when stored, `{0, version found}` when the id exists.
+pub(super) static CREATE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{SAME_KEY}
+local found = redis.call('HGET', KEYS[1], 'v')
+if found then return {{0, tonumber(found)}} end
+redis.call('HSET', KEYS[1], 'v', 1, 'head', ARGV[2], 't', ARGV[6], 'hf', ARGV[7], 'w', ARGV[8])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[3])
+return {{1, 1}}
+"
+    ))
+});
+
+/// Applies a commit if the head's version is the one expected.
+/// KEYS: head, log, meta, used. ARGV: key, expected, head JSON, id, last used ms, ttl ms,
+/// turns, history from, writer, drop before, then (turn id, turn JSON) pairs.
+/// Returns `{1, new version}`, or `{0, version found}` (`-1`: no head).
+pub(super) static COMMIT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{SAME_KEY}
+local found = redis.call('HGET', KEYS[1], 'v')
+if not found then return {{0, -1}} end
+if tonumber(found) ~= tonumber(ARGV[2]) then return {{0, tonumber(found)}} end
+local version = tonumber(found) + 1
+redis.call('HSET', KEYS[1], 'v', version, 'head', ARGV[3], 't', ARGV[7], 'hf', ARGV[8], 'w', ARGV[9])
+for i = 11, #ARGV, 2 do
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], ARGV[i], ARGV[i])
+  redis.call('ZADD', KEYS[2], ARGV[i], ARGV[i + 1])
+end
+if tonumber(ARGV[10]) > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[10])
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
+redis.call('PEXPIRE', KEYS[2], ARGV[6])
+redis.call('ZADD', KEYS[4], ARGV[5], ARGV[4])
+return {{1, version}}
+"
+    ))
+});
+
+/// A head and the log a reload needs, in one round trip: from the history window's first
+/// turn or the last `kept` turns, whichever is older (`Head::load_from`).
+/// KEYS: head, log. ARGV: kept.
+/// Returns nil, or `{version, head JSON, {turn JSON...}}`.
+pub(super) static LOAD: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local h = redis.call('HMGET', KEYS[1], 'v', 'head', 't', 'hf')
+if not h[1] then return false end
+local turns = tonumber(h[3]) or 0
+local window = tonumber(h[4]) or 1
+local kept = math.max(tonumber(ARGV[1]) - 1, 0)
+local from = math.max(math.min(window, math.max(turns - kept, 0)), 1)
+return {tonumber(h[1]), h[2], redis.call('ZRANGEBYSCORE', KEYS[2], from, '+inf')}
+",
+    )
+});
+
+/// Heads from the `used` index, each with its version; ids whose head Redis already expired
+/// are dropped from the index on the way.
+/// KEYS: used. ARGV: prefix, mode (`newest` or `before`), limit, before ms.
+/// Returns `{version, head JSON, version, head JSON, ...}`.
+pub(super) static HEADS: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local limit = tonumber(ARGV[3])
+local out = {}
+local offset = 0
+while #out < 2 * limit do
+  local ids
+  if ARGV[2] == 'newest' then
+    ids = redis.call('ZREVRANGE', KEYS[1], offset, offset + limit - 1)
+  else
+    ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[4], 'LIMIT', offset, limit)
+  end
+  if #ids == 0 then break end
+  for _, id in ipairs(ids) do
+    local h = redis.call('HMGET', ARGV[1] .. 'h:' .. id, 'v', 'head')
+    if h[1] then
+      if #out < 2 * limit then
+        out[#out + 1] = tonumber(h[1])
+        out[#out + 1] = h[2]
+      end
+      offset = offset + 1
+    else
+      redis.call('ZREM', KEYS[1], id)
+    end
+  end
+end
+return out
+",
+    )
+});
+
+/// Takes a handle's lease for a holder (again, when it holds it already), and says what
+/// the store holds of the handle.
+/// KEYS: lease, head. ARGV: holder, lease ms.
+/// Returns `{1, version or nil, writer or nil}` when taken, `{0, holder, ms left}` when
+/// another holds it.
+pub(super) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  local holder = redis.call('GET', KEYS[1])
+  if holder ~= ARGV[1] then
+    return {0, holder, redis.call('PTTL', KEYS[1])}
+  end
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+local h = redis.call('HMGET', KEYS[2], 'v', 'w')
+return {1, h[1], h[2]}
+",
+    )
+});
+
+/// Keeps the leases a holder holds among the ids given (the others are left alone).
+/// ARGV: prefix, holder, lease ms, then ids. Returns how many were renewed.
+pub(super) static RENEW: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local renewed = 0
+for i = 4, #ARGV do
+  local lease = ARGV[1] .. 'lease:' .. ARGV[i]
+  if redis.call('GET', lease) == ARGV[2] then
+    redis.call('PEXPIRE', lease, ARGV[3])
+    renewed = renewed + 1
+  end
+end
+return renewed
+",
+    )
+});
+
+/// Gives a lease back if the holder still holds it.
+/// KEYS: lease. ARGV: holder. Returns 1 when released.
+pub(super) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+",
+    )
+});

@@ -1,0 +1,385 @@
+//! The Redis store against a real `redis-server` each test starts on a free loopback port
+//! (no config file): the conformance suite every store passes, then what only a shared store
+//! does (leases, interrupt requests, one key per Redis and prefix, TTLs, faults). They need
+//! the Debian package `redis-server`, so they are `#[ignore]`d here and run by the interop
+//! suite (`interop/run`), which installs it.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::config::store::RedisUrl;
+use crate::store::conformance::{TempDir, head, suite, turn};
+
+/// A `redis-server` on a free loopback port, killed on drop.
+pub(crate) struct RedisServer {
+    pub(crate) port: u16,
+    child: Child,
+    dir: TempDir,
+}
+
+impl RedisServer {
+    /// Starts one (`args` added to the command line), ready when it answers.
+    pub(crate) fn start(args: &[&str]) -> Self {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = TempDir::new("redis");
+        let child = Self::spawn(port, &dir.0, args);
+        let server = Self { port, child, dir };
+        server.wait_ready();
+        server
+    }
+
+    fn spawn(port: u16, dir: &std::path::Path, args: &[&str]) -> Child {
+        Command::new(Self::binary())
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
+            .arg("--dir")
+            .arg(dir)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server starts (Debian package redis-server; interop/run installs it)")
+    }
+
+    fn binary() -> PathBuf {
+        std::env::var_os("TURNSCOPE_REDIS_SERVER")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("redis-server"))
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) {
+                use std::io::{Read, Write};
+                let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+                let mut buf = [0u8; 16];
+                if s.write_all(b"PING\r\n").is_ok()
+                    && s.read(&mut buf).is_ok_and(|n| {
+                        // Up: PONG, or a refusal asking for the password it was given.
+                        buf[..n].starts_with(b"+PONG") || buf[..n].starts_with(b"-NOAUTH")
+                    })
+                {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("redis-server on port {} never answered PING", self.port);
+    }
+
+    pub(crate) fn url(&self, prefix: &str) -> RedisUrl {
+        RedisUrl::parse(&format!(
+            "redis://127.0.0.1:{}/0?prefix={prefix}",
+            self.port
+        ))
+        .unwrap()
+    }
+
+    /// Kills it (SIGKILL: what it held in memory is gone).
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts it again on the same port and folder.
+    pub(crate) fn restart(&mut self, args: &[&str]) {
+        self.kill();
+        self.child = Self::spawn(self.port, &self.dir.0, args);
+        self.wait_ready();
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn settings(replica: &str) -> RedisSettings {
+    RedisSettings {
+        replica: replica.into(),
+        idle: Duration::from_secs(300),
+    }
+}
+
+async fn open(server: &RedisServer, prefix: &str, replica: &str) -> RedisStore {
+    RedisStore::open(&server.url(prefix), settings(replica))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn the_redis_store_passes_the_suite_and_replicas_share_its_key() {
+    let server = RedisServer::start(&[]);
+    let store = open(&server, "suite:", "r1").await;
+    suite(&store).await;
+    // A second replica on the same Redis and prefix hashes handles alike and reads what the
+    // first wrote; another prefix is another store.
+    let other = open(&server, "suite:", "r2").await;
+    assert_eq!(other.key().as_bytes(), store.key().as_bytes());
+    let mut h = head(&store, 42);
+    store.create(&h).await.unwrap();
+    h.version = 1;
+    assert_eq!(other.head(&h.id).await.unwrap(), Some(h.clone()));
+    let elsewhere = open(&server, "elsewhere:", "r1").await;
+    assert_ne!(elsewhere.key().as_bytes(), store.key().as_bytes());
+    assert_eq!(elsewhere.count().await.unwrap(), 0);
+}
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn one_replica_at_a_time_holds_a_lease_and_only_it_releases_it() {
+    let server = RedisServer::start(&[]);
+    let (r1, r2) = (
+        open(&server, "lease:", "r1").await,
+        open(&server, "lease:", "r2").await,
+    );
+    let mut h = head(&r1, 42);
+    r1.create(&h).await.unwrap();
+    h.version = 1;
+    match r1.acquire(&h.id).await.unwrap() {
+        Lease::Granted { version, writer } => {
+            assert_eq!(version, Some(1));
+            assert_eq!(writer.as_deref(), Some("r1"));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Again by its holder: granted; by another: held, naming the holder.
+    assert!(matches!(
+        r1.acquire(&h.id).await.unwrap(),
+        Lease::Granted { .. }
+    ));
+    match r2.acquire(&h.id).await.unwrap() {
+        Lease::Held { by, for_ms } => {
+            assert_eq!(by, "r1");
+            assert!(for_ms > 0 && for_ms <= LEASE.as_millis() as u64, "{for_ms}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Another's release does nothing; the holder's frees it.
+    r2.release(&h.id).await;
+    assert!(matches!(
+        r2.acquire(&h.id).await.unwrap(),
+        Lease::Held { .. }
+    ));
+    r1.release(&h.id).await;
+    match r2.acquire(&h.id).await.unwrap() {
+        Lease::Granted { version, .. } => assert_eq!(version, Some(1)),
+        other => panic!("{other:?}"),
+    }
+    // r1's renewal leaves r2's lease alone; r2's keeps it.
+    r1.renew(&[h.id]).await.unwrap();
+    r2.renew(&[h.id]).await.unwrap();
+    assert!(matches!(
+        r1.acquire(&h.id).await.unwrap(),
+        Lease::Held { .. }
+    ));
+    // A holder that stops renewing (a dead replica) loses it after LEASE.
+    let started = Instant::now();
+    loop {
+        if let Lease::Granted { .. } = r1.acquire(&h.id).await.unwrap() {
+            break;
+        }
+        assert!(started.elapsed() < LEASE + Duration::from_secs(1));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(started.elapsed() >= LEASE - Duration::from_millis(300));
+    // A handle the store does not hold is granted with no version.
+    let unknown = head(&r1, 1);
+    assert!(matches!(
+        r1.acquire(&unknown.id).await.unwrap(),
+        Lease::Granted {
+            version: None,
+            writer: None
+        }
+    ));
+}
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn heads_and_logs_expire_after_the_idle_lifetime_and_writes_refresh_it() {
+    let server = RedisServer::start(&[]);
+    let store = RedisStore::open(
+        &server.url("ttl:"),
+        RedisSettings {
+            replica: "r1".into(),
+            idle: Duration::from_secs(1),
+        },
+    )
+    .await
+    .unwrap();
+    let mut h = head(&store, super::super::now_ms());
+    store.create(&h).await.unwrap();
+    h.version = 1;
+    let mut next = h.clone();
+    next.turns = 1;
+    let t = turn(1, 2);
+    next.messages = t.last_message();
+    store
+        .commit(
+            &h.id,
+            &Commit {
+                expected: 1,
+                head: next,
+                append: vec![t],
+                drop_before: 0,
+            },
+        )
+        .await
+        .unwrap();
+    let ttl: i64 = store.conn().pttl(store.head_key(&h.id)).await.unwrap();
+    assert!(ttl > 500 && ttl <= 1000, "{ttl}");
+    let ttl: i64 = store.conn().pttl(store.log_key(&h.id)).await.unwrap();
+    assert!(ttl > 500 && ttl <= 1000, "{ttl}");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(store.head(&h.id).await.unwrap(), None);
+    assert!(store.turns(&h.id, 0).await.unwrap().is_empty());
+    // The index forgets it when listing meets it.
+    assert_eq!(store.count().await.unwrap(), 1);
+    assert!(store.list(10).await.unwrap().is_empty());
+    assert_eq!(store.count().await.unwrap(), 0);
+}
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn an_unreachable_redis_is_named_with_its_credentials_masked() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = RedisUrl::parse(&format!("redis://alice:s3cret@127.0.0.1:{port}/2")).unwrap();
+    let Err(e) = RedisStore::open(&url, settings("r1")).await else {
+        panic!("nothing listens there");
+    };
+    let text = e.to_string();
+    assert!(
+        !text.contains("s3cret") && !text.contains("alice"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("redis://***@127.0.0.1:{port}/2")),
+        "{text}"
+    );
+    assert!(text.contains("Start Redis there"), "{text}");
+    // A wrong password is said to be one.
+    let server = RedisServer::start(&["--requirepass", "right"]);
+    let url = RedisUrl::parse(&format!("redis://:wrong@127.0.0.1:{}/0", server.port)).unwrap();
+    let Err(e) = RedisStore::open(&url, settings("r1")).await else {
+        panic!("the password is wrong");
+    };
+    let text = e.to_string();
+    assert!(!text.contains("wrong@"), "{text}");
+    assert!(text.contains("password"), "{text}");
+    let url = RedisUrl::parse(&format!("redis://:right@127.0.0.1:{}/0", server.port)).unwrap();
+    RedisStore::open(&url, settings("r1")).await.unwrap();
+}
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_lost_redis_fails_calls_clearly_and_the_store_reconnects_by_itself() {
+    let mut server = RedisServer::start(&[]);
+    let store = open(&server, "lost:", "r1").await;
+    let h = head(&store, 42);
+    store.create(&h).await.unwrap();
+    server.kill();
+    let started = Instant::now();
+    let e = store.head(&h.id).await.unwrap_err().to_string();
+    assert!(
+        started.elapsed() < RESPONSE_TIMEOUT,
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        e.contains("store redis://127.0.0.1:") && e.contains("reconnects on its own"),
+        "{e}"
+    );
+    server.restart(&[]);
+    // Nothing was saved (no persistence here): the key is made again, and calls work.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match store.count().await {
+            Ok(n) => {
+                assert_eq!(n, 0);
+                break;
+            }
+            Err(e) if Instant::now() < deadline => {
+                tracing::debug!("{e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("never reconnected: {e}"),
+        }
+    }
+    // Its first write puts its handle key back, so a replica started now shares it...
+    store.create(&head(&store, 43)).await.unwrap();
+    let later = open(&server, "lost:", "r2").await;
+    assert_eq!(later.key().as_bytes(), store.key().as_bytes());
+    // ...and a replica whose key is not the store's is refused, saying why.
+    let () = store
+        .conn()
+        .hset(store.meta_key(), "key", [7u8; 32].as_slice())
+        .await
+        .unwrap();
+    let e = store
+        .create(&head(&store, 44))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("not this replica's") && e.contains("Restart this replica"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_slow_redis_stalls_only_the_calls_waiting_on_it() {
+    let server = RedisServer::start(&["--enable-debug-command", "local"]);
+    let store = std::sync::Arc::new(open(&server, "slow:", "r1").await);
+    let h = head(&*store, 42);
+    store.create(&h).await.unwrap();
+    let mut admin = store.conn();
+    let sleeper = tokio::spawn(async move {
+        let _: Result<(), _> = redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg("1")
+            .query_async(&mut admin)
+            .await;
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // A call on the store waits for Redis...
+    let waiting = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            store.head(&h.id).await.unwrap();
+            started.elapsed()
+        })
+    };
+    // ...while the runtime goes on (a timer fires on time).
+    let tick = Instant::now();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        tick.elapsed() < Duration::from_millis(300),
+        "{:?}",
+        tick.elapsed()
+    );
+    let waited = waiting.await.unwrap();
+    assert!(waited >= Duration::from_millis(500), "{waited:?}");
+    sleeper.await.unwrap();
+}

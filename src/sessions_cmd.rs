@@ -1,0 +1,398 @@
+//! `turnscope sessions`: the conversations a store keeps. `list` them (handle prefix, bot,
+//! turns, last used), `export` one as an `--events` file (`turnscope replay` opens it) or a
+//! `turnscope test` case, `delete` one or every expired one.
+//!
+//! Which store: `--store URL`, else `[store] url`, else the default file of the address the
+//! server listened on (`--host`/`--port`, else the config's, else 127.0.0.1:7870). Listing and
+//! exporting read the file while a server uses it; deleting takes the file's lock, so the
+//! server using it must stop first (a running server deletes expired sessions itself).
+
+use std::net::ToSocketAddrs;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand, ValueEnum};
+use turnscope::config::{Config, StoreUrl};
+use turnscope::store::sqlite::SqliteStore;
+use turnscope::store::{Head, SessionStore, default_path, export, now_ms};
+
+use crate::cli::ServeArgs;
+
+/// `turnscope sessions` flags.
+#[derive(Debug, Args)]
+pub struct SessionsArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: SessionsAction,
+    /// The store: sqlite:PATH or default (the file of --host/--port).
+    #[arg(long, global = true, value_name = "URL")]
+    pub store: Option<String>,
+    /// The address the server listened on, for its default file (default 127.0.0.1).
+    #[arg(long, global = true)]
+    pub host: Option<String>,
+    /// The port the server listened on, for its default file (default 7870).
+    #[arg(long, global = true)]
+    pub port: Option<u16>,
+}
+
+/// `turnscope sessions ...`
+#[derive(Debug, Subcommand)]
+pub enum SessionsAction {
+    /// The stored sessions, most recently used first.
+    List {
+        /// One JSON object per session (one per line) instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// Most sessions shown.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// One session as a file: an --events file `turnscope replay` opens, or a test case.
+    Export {
+        /// The session's handle prefix (its first characters, as `list` shows them).
+        prefix: String,
+        /// What to write.
+        #[arg(long = "as", value_enum, default_value_t = ExportAs::Events)]
+        format: ExportAs,
+        /// The file (default turnscope-session-PREFIX.events.jsonl or .test.toml; - = stdout).
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Delete one session, or every expired one.
+    Delete {
+        /// The session's handle prefix.
+        #[arg(required_unless_present = "expired", conflicts_with = "expired")]
+        prefix: Option<String>,
+        /// Every session unused for longer than the handle lifetime (--handle-seconds, else
+        /// server.handle_seconds).
+        #[arg(long)]
+        expired: bool,
+        /// The handle lifetime, seconds.
+        #[arg(long)]
+        handle_seconds: Option<u64>,
+    },
+}
+
+/// What `export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportAs {
+    /// An --events JSONL file (`turnscope replay FILE` opens it).
+    Events,
+    /// A conversation test case (`turnscope test FILE` runs it).
+    Test,
+}
+
+/// Runs `turnscope sessions`.
+pub async fn run(
+    args: SessionsArgs,
+    config_file: Option<&Path>,
+    serve: &ServeArgs,
+) -> anyhow::Result<()> {
+    let mut overrides = serve.overrides();
+    overrides.store = args.store.clone().or(overrides.store);
+    overrides.host = args.host.clone().or(overrides.host);
+    overrides.port = args.port.or(overrides.port);
+    let (config, _) = Config::load(config_file, &overrides)?;
+    let path = store_path(&config)?;
+    match args.action {
+        SessionsAction::List { json, limit } => {
+            let store = SqliteStore::open_to_read(&path)?;
+            let heads = store.list(limit).await?;
+            let total = store.count().await?;
+            if json {
+                for head in &heads {
+                    println!("{}", serde_json::to_string(&summary(head))?);
+                }
+            } else {
+                print!("{}", table(&heads, total, &path));
+            }
+            store.close().await;
+        }
+        SessionsAction::Export {
+            prefix,
+            format,
+            output,
+        } => {
+            let store = SqliteStore::open_to_read(&path)?;
+            let head = find(&store, &prefix).await?;
+            let turns = store.turns(&head.id, 0).await?;
+            let origin = store.describe();
+            let (text, ext) = match format {
+                ExportAs::Events => {
+                    let mut text = String::new();
+                    for event in export::events(&head, &turns, &origin) {
+                        text.push_str(&serde_json::to_string(&event)?);
+                        text.push('\n');
+                    }
+                    (text, "events.jsonl")
+                }
+                ExportAs::Test => (
+                    export::test_case(&head, &turns, &origin).map_err(anyhow::Error::msg)?,
+                    "test.toml",
+                ),
+            };
+            store.close().await;
+            let output = output.unwrap_or_else(|| {
+                PathBuf::from(format!("turnscope-session-{}.{ext}", head.prefix))
+            });
+            if output == Path::new("-") {
+                print!("{text}");
+            } else {
+                std::fs::write(&output, text)
+                    .with_context(|| format!("cannot write {}", output.display()))?;
+                let next = match format {
+                    ExportAs::Events => "turnscope replay",
+                    ExportAs::Test => "turnscope test",
+                };
+                eprintln!(
+                    "session {} ({} turns) written to {}; open it with: {next} {}",
+                    head.prefix,
+                    turns.len(),
+                    output.display(),
+                    output.display()
+                );
+            }
+        }
+        SessionsAction::Delete {
+            prefix,
+            expired,
+            handle_seconds,
+        } => {
+            let store = open_to_write(&path)?;
+            let outcome = delete(&store, prefix, expired, handle_seconds, &config).await;
+            store.close().await;
+            println!("{}", outcome?);
+        }
+    }
+    Ok(())
+}
+
+/// The file the config's store is.
+fn store_path(config: &Config) -> anyhow::Result<PathBuf> {
+    match config
+        .store
+        .resolve(StoreUrl::Default)
+        .map_err(anyhow::Error::msg)?
+    {
+        StoreUrl::Memory => anyhow::bail!(
+            "store memory: a memory store keeps nothing once its server stops, so there is nothing to list. \
+             Give the --store sqlite:PATH a server used"
+        ),
+        StoreUrl::Sqlite(path) => Ok(path),
+        StoreUrl::Redis(url) => anyhow::bail!(
+            "store {}: `turnscope sessions` reads a store file (sqlite:PATH) and does not read a Redis \
+             store yet. Its sessions are kept under the store's key prefix with the idle lifetime as \
+             their TTL; `redis-cli --scan` lists them",
+            url.masked()
+        ),
+        StoreUrl::Default => {
+            let s = &config.server;
+            anyhow::ensure!(
+                s.port != 0,
+                "--port 0: a server on a random port keeps no default file; give its --store sqlite:PATH"
+            );
+            let addr = (s.host.as_str(), s.port)
+                .to_socket_addrs()
+                .with_context(|| format!("cannot resolve --host {}", s.host))?
+                .next()
+                .with_context(|| format!("--host {} names no address", s.host))?;
+            default_path(addr, &|name| std::env::var(name).ok()).map_err(anyhow::Error::msg)
+        }
+    }
+}
+
+/// Opens the file to delete from: its lock says whether a server still uses it.
+fn open_to_write(path: &Path) -> anyhow::Result<SqliteStore> {
+    if !path.exists() {
+        anyhow::bail!("store file {}: no such file", path.display());
+    }
+    SqliteStore::open(path).map_err(|e| {
+        let text = e.to_string();
+        if text.contains("another turnscope process is using it") {
+            anyhow::anyhow!(
+                "store file {}: a running turnscope server uses it. Stop it first (it deletes expired \
+                 sessions itself, every sweep), then delete",
+                path.display()
+            )
+        } else {
+            anyhow::Error::new(e)
+        }
+    })
+}
+
+/// The one session whose handle starts with `prefix`.
+async fn find(store: &SqliteStore, prefix: &str) -> anyhow::Result<Head> {
+    anyhow::ensure!(
+        !prefix.is_empty() && prefix.len() <= 8,
+        "prefix {prefix:?}: expected the first 1 to 8 characters of a handle, as `turnscope sessions list` shows them"
+    );
+    let prefix = prefix.to_ascii_lowercase();
+    let mut found: Vec<Head> = store
+        .list(usize::MAX)
+        .await?
+        .into_iter()
+        .filter(|h| h.prefix.starts_with(&prefix))
+        .collect();
+    match found.len() {
+        0 => anyhow::bail!(
+            "no stored session's handle starts with {prefix} in {}; `turnscope sessions list` shows them",
+            store.describe()
+        ),
+        1 => Ok(found.remove(0)),
+        n => anyhow::bail!(
+            "{n} stored sessions' handles start with {prefix} ({}); give more characters",
+            found
+                .iter()
+                .map(|h| h.prefix.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+async fn delete(
+    store: &SqliteStore,
+    prefix: Option<String>,
+    expired: bool,
+    handle_seconds: Option<u64>,
+    config: &Config,
+) -> anyhow::Result<String> {
+    if expired {
+        let seconds = handle_seconds.unwrap_or(config.server.handle_seconds);
+        let before = now_ms().saturating_sub(seconds.saturating_mul(1000));
+        let heads = store.expired(before, usize::MAX).await?;
+        for head in &heads {
+            store.delete(&head.id).await?;
+        }
+        return Ok(format!(
+            "deleted {} session(s) unused for more than {seconds} s from {}",
+            heads.len(),
+            store.describe()
+        ));
+    }
+    let prefix = prefix.unwrap_or_default();
+    let head = find(store, &prefix).await?;
+    store.delete(&head.id).await?;
+    Ok(format!(
+        "deleted session {} ({} turns) from {}",
+        head.prefix,
+        head.turns,
+        store.describe()
+    ))
+}
+
+/// One session as `list --json` prints it.
+fn summary(head: &Head) -> serde_json::Value {
+    serde_json::json!({
+        "prefix": head.prefix,
+        "bot": head.bot,
+        "turns": head.turns,
+        "opener": head.opener,
+        "created_ms": head.created_ms,
+        "last_used_ms": head.last_used_ms,
+        "in_flight": head.in_flight.as_ref().map(|f| f.turn),
+        "unread": head.unread,
+    })
+}
+
+/// The table `list` prints.
+fn table(heads: &[Head], total: u64, path: &Path) -> String {
+    let mut out = format!(
+        "{total} stored session(s) in {}{}\n",
+        path.display(),
+        if (heads.len() as u64) < total {
+            format!(" (the {} most recently used)", heads.len())
+        } else {
+            String::new()
+        }
+    );
+    if heads.is_empty() {
+        return out;
+    }
+    out.push_str(&format!(
+        "{:<8}  {:<16}  {:>5}  {:<28}  {:<20}  {}\n",
+        "PREFIX", "BOT", "TURNS", "LAST USED (UTC)", "OPENED BY", "STATE"
+    ));
+    let now = now_ms();
+    for h in heads {
+        let opener = match &h.opener {
+            turnscope::observe::SessionOpener::Console => "console".to_string(),
+            turnscope::observe::SessionOpener::Mcp(name) => format!("mcp {name}"),
+            turnscope::observe::SessionOpener::Api => "api".to_string(),
+        };
+        let state = match (&h.in_flight, h.unread) {
+            (Some(f), _) => format!("turn {} in flight at a stop", f.turn),
+            (None, Some(t)) => format!("turn {t} unread"),
+            (None, None) => String::new(),
+        };
+        out.push_str(&format!(
+            "{:<8}  {:<16}  {:>5}  {:<28}  {:<20}  {}\n",
+            h.prefix,
+            cut(&h.bot, 16),
+            h.turns,
+            format!(
+                "{} ({} ago)",
+                utc(h.last_used_ms),
+                age(now.saturating_sub(h.last_used_ms))
+            ),
+            cut(&opener, 20),
+            state
+        ));
+    }
+    out
+}
+
+fn cut(text: &str, most: usize) -> String {
+    if text.chars().count() <= most {
+        text.to_string()
+    } else {
+        let mut t: String = text.chars().take(most - 1).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// `2026-12-03 10:04` for ms since the Unix epoch (UTC; the civil-from-days rule).
+fn utc(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = (secs / 86_400) as i64;
+    let (h, m) = ((secs % 86_400) / 3600, (secs % 3600) / 60);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02}")
+}
+
+/// `42 s`, `5 min`, `3 h`, `2 d`.
+fn age(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} min", s / 60),
+        3600..86_400 => format!("{} h", s / 3600),
+        _ => format!("{} d", s / 86_400),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_read_as_people_read_them() {
+        assert_eq!(utc(0), "1970-01-01 00:00");
+        assert_eq!(utc(1_796_294_640_000), "2026-12-03 10:44");
+        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00");
+        assert_eq!(age(42_000), "42 s");
+        assert_eq!(age(300_000), "5 min");
+        assert_eq!(age(7_200_000), "2 h");
+        assert_eq!(age(3 * 86_400_000), "3 d");
+        assert_eq!(cut("abcdef", 4), "abc…");
+    }
+}

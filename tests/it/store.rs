@@ -1,0 +1,332 @@
+//! The session store on the real binary: a conversation through a restart (an rmcp client,
+//! the same handle, the model request after the restart carrying the old history), the idle
+//! sweep deleting an expired stored handle, the default file per address under
+//! `$XDG_STATE_HOME`, and `turnscope sessions` (list, export as events and as a test case
+//! that `turnscope replay`/`turnscope test` read, delete). Crashes and bad files:
+//! `store_faults.rs`.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::process::Child;
+
+use crate::support::binary::{WAIT, ready_line, serving, terminate, url_in};
+use crate::support::mcp::Client;
+use crate::support::upstream::{Reply, Upstream};
+
+/// A fresh folder for one test's files.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "turnscope-store-{name}-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `sqlite:PATH` for a file in `dir`.
+pub fn store_url(dir: &Path) -> String {
+    format!("sqlite:{}", dir.join("sessions.sqlite3").display())
+}
+
+/// The binary, headless on a free port, keeping sessions in `store`, with `extra` flags;
+/// returns the child and its ready line.
+pub async fn start(store: &str, extra: &[&str]) -> (Child, String) {
+    let mut args = vec!["--headless", "--port", "0", "--store", store];
+    args.extend_from_slice(extra);
+    let mut child = serving(&args).stderr(Stdio::piped()).spawn().unwrap();
+    let ready = ready_line(&mut child).await;
+    (child, ready)
+}
+
+/// `turnscope ARGS` run to its end: (exit code, stdout, stderr).
+pub async fn turnscope(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .await
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn contents(request: &Value) -> Vec<String> {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            format!(
+                "{}: {}",
+                m["role"].as_str().unwrap(),
+                m["content"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_conversation_goes_on_through_a_restart_with_its_history_in_the_model_request() {
+    let model = Upstream::start(vec![
+        Reply::text(&["Hello", " Ada."]),
+        Reply::text(&["Your name", " is Ada."]),
+    ])
+    .await;
+    let dir = scratch("restart");
+    let store = store_url(&dir);
+    let url_flag = model.base_url();
+    let (mut first, ready) = start(&store, &["--model-url", &url_flag]).await;
+    assert!(ready.contains(&format!("store: {store}")), "{ready}");
+    let client = Client::connect(&url_in(&ready, "/mcp")).await;
+    let handle = client.start().await;
+    let said = client.chat(&handle, "My name is Ada.").await;
+    assert_eq!(said.text, "Hello Ada.");
+    assert!(terminate(&mut first).await.success());
+
+    // Another process, another port, another MCP connection; the same handle.
+    let (mut second, ready) = start(&store, &["--model-url", &url_flag]).await;
+    let client = Client::connect(&url_in(&ready, "/mcp")).await;
+    let answer = client.chat(&handle, "What is my name?").await;
+    assert!(!answer.is_error, "{}", answer.text);
+    assert_eq!(answer.text, "Your name is Ada.");
+    assert_eq!(answer.record["turn"], 2, "{:?}", answer.record);
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2);
+    let sent = contents(&requests[1]);
+    let history: Vec<&str> = sent.iter().skip(1).map(String::as_str).collect();
+    assert_eq!(
+        history,
+        [
+            "user: My name is Ada.",
+            "assistant: Hello Ada.",
+            "user: What is my name?"
+        ],
+        "the model request after the restart carries the old history: {sent:?}"
+    );
+    assert!(sent[0].starts_with("system: "), "{sent:?}");
+    let health: Value = reqwest::get(url_in(&ready, "/mcp").replace("/mcp", "/healthz"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["store"]["url"], store.as_str());
+    assert_eq!(health["store"]["status"], "ok");
+    assert!(
+        health["store"]["stats"]["syncs"].as_u64().unwrap() >= 2,
+        "{health}"
+    );
+    assert!(terminate(&mut second).await.success());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn the_idle_sweep_deletes_an_expired_stored_handle() {
+    let dir = scratch("sweep");
+    let store = store_url(&dir);
+    let flags = [
+        "--pace",
+        "0",
+        "--handle-seconds",
+        "1",
+        "--sweep-seconds",
+        "0.2",
+    ];
+    let (mut first, ready) = start(&store, &flags).await;
+    let client = Client::connect(&url_in(&ready, "/mcp")).await;
+    let handle = client.start().await;
+    client.chat(&handle, "remember me").await;
+    assert!(terminate(&mut first).await.success());
+    let list = ["sessions", "list", "--store", &store];
+    assert!(
+        turnscope(&list, &[])
+            .await
+            .1
+            .starts_with("1 stored session")
+    );
+
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let (mut second, ready) = start(&store, &flags).await;
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let (code, out, err) = turnscope(&list, &[]).await;
+        assert_eq!(code, 0, "{err}");
+        if out.starts_with("0 stored session(s)") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never swept: {out}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let client = Client::connect(&url_in(&ready, "/mcp")).await;
+    let gone = client.chat(&handle, "still there?").await;
+    assert!(
+        gone.is_error && gone.text.contains("no session has this handle"),
+        "{}",
+        gone.text
+    );
+    assert!(terminate(&mut second).await.success());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn the_default_store_is_a_file_per_address_under_the_state_directory() {
+    let state = scratch("xdg");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    }
+    .to_string();
+    let mut child = serving(&["--headless", "--port", &port, "--pace", "0"])
+        .env("XDG_STATE_HOME", &state)
+        .spawn()
+        .unwrap();
+    let ready = ready_line(&mut child).await;
+    let file = state
+        .join("turnscope")
+        .join(format!("sessions-127.0.0.1-{port}.sqlite3"));
+    assert!(
+        ready.contains(&format!("store: sqlite:{}", file.display())),
+        "{ready}"
+    );
+    assert!(file.exists());
+    let client = Client::connect(&url_in(&ready, "/mcp")).await;
+    let handle = client.start().await;
+    // `turnscope sessions` finds the same file from the port alone.
+    let state_env = state.to_str().unwrap();
+    let (code, out, err) = turnscope(
+        &["sessions", "list", "--port", &port],
+        &[("XDG_STATE_HOME", state_env)],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&handle[..8]), "{out}");
+    // A second server on the same address's file stops at once, exit 2, naming the file.
+    let (code, _, err) = turnscope(
+        &[
+            "--headless",
+            "--port",
+            "0",
+            "--store",
+            &format!("sqlite:{}", file.display()),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&file.display().to_string()) && err.contains("another turnscope process"),
+        "{err}"
+    );
+    assert!(terminate(&mut child).await.success());
+    let _ = std::fs::remove_dir_all(state);
+}
+
+#[tokio::test]
+async fn stored_sessions_are_listed_exported_for_replay_and_test_and_deleted() {
+    let dir = scratch("cli");
+    let store = store_url(&dir);
+    let (mut server, ready) = start(&store, &["--pace", "0"]).await;
+    let client = Client::connect(&url_in(&ready, "/mcp")).await;
+    let handle = client.start().await;
+    client.chat(&handle, "please echo remember this").await;
+    client.chat(&handle, "thank you").await;
+    let other = client.start().await;
+    let prefix = &handle[..8];
+
+    // Listing and exporting read the file while the server uses it.
+    let (code, out, err) = turnscope(&["sessions", "list", "--store", &store, "--json"], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2);
+    let row = rows.iter().find(|r| r["prefix"] == prefix).unwrap();
+    assert_eq!(row["turns"], 2);
+    assert!(
+        !out.contains(&handle) && !out.contains(&other),
+        "no handle is shown whole"
+    );
+    let events = dir.join("s.events.jsonl");
+    let (code, _, err) = turnscope(
+        &[
+            "sessions",
+            "export",
+            prefix,
+            "--store",
+            &store,
+            "-o",
+            events.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("turnscope replay"), "{err}");
+    let text = std::fs::read_to_string(&events).unwrap();
+    let (read, problems) = turnscope::observe::recorder::read_events(&text);
+    assert!(problems.is_empty(), "{problems:?}");
+    assert!(text.contains("\"name\":\"echo\""), "the tool call is in it");
+    assert!(text.contains("thank you"));
+    assert!(read.len() > 6);
+    let case = dir.join("s.test.toml");
+    let (code, _, err) = turnscope(
+        &[
+            "sessions",
+            "export",
+            prefix,
+            "--as",
+            "test",
+            "--store",
+            &store,
+            "-o",
+            case.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    // The case runs green against the same bot.
+    let (code, out, err) = turnscope(&["test", "--pace", "0", case.to_str().unwrap()], &[]).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+
+    // Deleting needs the file to itself: refused while the server runs.
+    let delete = ["sessions", "delete", prefix, "--store", &store];
+    let (code, _, err) = turnscope(&delete, &[]).await;
+    assert_ne!(code, 0);
+    assert!(err.contains("a running turnscope server uses it"), "{err}");
+    assert!(terminate(&mut server).await.success());
+    let (code, out, err) = turnscope(&delete, &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with(&format!("deleted session {prefix}")),
+        "{out}"
+    );
+    let (_, out, _) = turnscope(&["sessions", "list", "--store", &store], &[]).await;
+    assert!(
+        out.starts_with("1 stored session") && !out.contains(prefix),
+        "{out}"
+    );
+    let (code, out, _) = turnscope(
+        &[
+            "sessions",
+            "delete",
+            "--expired",
+            "--handle-seconds",
+            "0",
+            "--store",
+            &store,
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 0);
+    assert!(out.starts_with("deleted 1 session"), "{out}");
+    let _ = std::fs::remove_dir_all(dir);
+}

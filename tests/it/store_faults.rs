@@ -1,0 +1,330 @@
+//! The store when things go wrong, on the real binary: `kill -9` in the middle of a load (50
+//! sessions × 20 turns: every reply a caller received is in the store, each turn in flight
+//! is reported once on its handle's next call and never answered), and bad files at start
+//! (damaged, not a store, from a newer turnscope, read-only: exit 2 with the file named and
+//! what to do) and while running (the file stops taking writes: the server goes on from
+//! memory and says so on stderr and in `/healthz`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use turnscope::store::SessionStore;
+use turnscope::store::sqlite::SqliteStore;
+
+use crate::store::{scratch, start, store_url, turnscope};
+use crate::support::binary::{WAIT, terminate, url_in};
+use crate::support::mcp::{Client, Outcome, params};
+
+const SESSIONS: usize = 50;
+const TURNS: usize = 20;
+
+/// What the load's callers saw: per handle, the replies received (turn, text) and the line
+/// whose call was still out.
+#[derive(Default)]
+struct Seen {
+    received: HashMap<String, Vec<(u64, String)>>,
+    outstanding: HashMap<String, String>,
+}
+
+async fn call(client: &Client, p: CallToolRequestParams) -> Option<Outcome> {
+    client.service.call_tool(p).await.ok().map(Outcome::from)
+}
+
+#[tokio::test]
+async fn kill_9_mid_load_loses_no_received_turn_and_reports_each_turn_in_flight_once() {
+    let dir = scratch("crash");
+    let store = store_url(&dir);
+    let path = dir.join("sessions.sqlite3");
+    let flags = ["--pace", "0.004", "--sessions", "64"];
+    let (mut server, ready) = start(&store, &flags).await;
+    let url = url_in(&ready, "/mcp");
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let mut load = Vec::new();
+    for s in 0..SESSIONS {
+        let url = url.clone();
+        let seen = seen.clone();
+        load.push(tokio::spawn(async move {
+            let client = Client::connect(&url).await;
+            let handle = client.start().await;
+            for t in 0..TURNS {
+                let line = format!("session {s} line {t}");
+                seen.lock()
+                    .unwrap()
+                    .outstanding
+                    .insert(handle.clone(), line.clone());
+                let args = json!({"handle": handle, "line": line});
+                let Some(out) = call(&client, params("chat", args)).await else {
+                    return; // the server is gone
+                };
+                assert!(!out.is_error, "{}", out.text);
+                let turn = out.record["turn"].as_u64().unwrap();
+                let mut seen = seen.lock().unwrap();
+                seen.outstanding.remove(&handle);
+                seen.received
+                    .entry(handle.clone())
+                    .or_default()
+                    .push((turn, out.text));
+            }
+        }));
+    }
+    // Half-way through the load, the process dies with no chance to write anything more.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let received: usize = seen.lock().unwrap().received.values().map(Vec::len).sum();
+        if received >= SESSIONS * TURNS / 2 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the load stalled at {received}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    server.start_kill().unwrap();
+    server.wait().await.unwrap();
+    // A call cut off by the kill may never hear back (the client's transport retries): what
+    // counts is what each caller had received, recorded above. Callers get a moment to see
+    // the end, then stop.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for task in &load {
+        task.abort();
+    }
+    for task in load {
+        let _ = task.await;
+    }
+    let seen = Arc::try_unwrap(seen).ok().unwrap().into_inner().unwrap();
+    let received: usize = seen.received.values().map(Vec::len).sum();
+    assert!(
+        received < SESSIONS * TURNS,
+        "the kill came before the load's end"
+    );
+
+    // What the file holds, read as a later process would.
+    let file = SqliteStore::open_to_read(&path).unwrap();
+    let mut marks = HashMap::new();
+    for (handle, replies) in &seen.received {
+        let id = file.key().id_of(&uuid::Uuid::parse_str(handle).unwrap());
+        let head = file
+            .head(&id)
+            .await
+            .unwrap()
+            .expect("the session is stored");
+        let log = file.turns(&id, 0).await.unwrap();
+        for (turn, text) in replies {
+            let stored = log.iter().find(|t| t.record.id == *turn);
+            let stored = stored.unwrap_or_else(|| panic!("received turn {turn} of {handle} lost"));
+            assert_eq!(stored.record.reply.trim(), text, "turn {turn} of {handle}");
+        }
+        if let Some(mark) = head.in_flight {
+            marks.insert(handle.clone(), mark);
+        }
+    }
+    file.close().await;
+    // Every mark is a line whose caller got no reply.
+    for (handle, mark) in &marks {
+        assert_eq!(seen.outstanding.get(handle), Some(&mark.line), "{handle}");
+    }
+    assert!(!marks.is_empty(), "some turns were in flight at the kill");
+
+    // After the restart each of them is reported on its handle's next call, once.
+    let (mut again, ready) = start(&store, &flags).await;
+    let client = Client::connect(&url_in(&ready, "/mcp")).await;
+    for handle in seen.received.keys() {
+        let first = client.chat(handle, "").await;
+        let second = client.chat(handle, "").await;
+        assert!(!first.is_error && !second.is_error, "{}", first.text);
+        assert_eq!(
+            second.record["end_reason"],
+            Value::Null,
+            "reported once: {handle}"
+        );
+        match marks.get(handle) {
+            Some(mark) => {
+                assert_eq!(first.record["end_reason"], "restarted", "{handle}");
+                assert_eq!(first.record["line"], mark.line.as_str());
+                assert_eq!(first.record["reply"], "", "never answered");
+                assert!(
+                    first
+                        .text
+                        .contains(&format!("\"{}\": it got no reply", mark.line)),
+                    "{}",
+                    first.text
+                );
+            }
+            None => assert_eq!(first.record["end_reason"], Value::Null, "{handle}"),
+        }
+    }
+    assert!(terminate(&mut again).await.success());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Starts the binary on `store`; it must exit with code 2 and a message naming `file` and
+/// containing `advice`.
+async fn refused(store: &str, file: &std::path::Path, advice: &str) {
+    let (code, out, err) = turnscope(&["--headless", "--port", "0", "--store", store], &[]).await;
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        err.contains(&file.display().to_string()) && err.contains(advice),
+        "{err}"
+    );
+    assert!(!out.contains(" ready: "), "{out}");
+}
+
+#[tokio::test]
+async fn bad_store_files_stop_the_start_with_exit_2_and_say_what_to_do() {
+    let dir = scratch("bad");
+    // Damaged: not a database at all.
+    let damaged = dir.join("damaged.sqlite3");
+    std::fs::write(&damaged, vec![b'x'; 8192]).unwrap();
+    refused(
+        &format!("sqlite:{}", damaged.display()),
+        &damaged,
+        "Move it aside",
+    )
+    .await;
+    assert_eq!(
+        std::fs::read(&damaged).unwrap(),
+        vec![b'x'; 8192],
+        "left as it was"
+    );
+    // Someone else's database.
+    let foreign = dir.join("foreign.sqlite3");
+    {
+        let conn = rusqlite::Connection::open(&foreign).unwrap();
+        conn.execute_batch("CREATE TABLE invoices (id INTEGER)")
+            .unwrap();
+    }
+    refused(
+        &format!("sqlite:{}", foreign.display()),
+        &foreign,
+        "not a turnscope session store",
+    )
+    .await;
+    // From a newer turnscope.
+    let newer = dir.join("newer.sqlite3");
+    {
+        let store = SqliteStore::open(&newer).unwrap();
+        store.close().await;
+        let conn = rusqlite::Connection::open(&newer).unwrap();
+        conn.pragma_update(None, "user_version", 99).unwrap();
+    }
+    refused(
+        &format!("sqlite:{}", newer.display()),
+        &newer,
+        "written by a newer turnscope (schema version 99",
+    )
+    .await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Makes `path` refuse writes: `chmod` for a normal user, the immutable flag for root (whom
+/// permissions do not stop). Returns a guard that undoes it, or `None` when neither works.
+fn read_only(path: &std::path::Path) -> Option<impl Drop> {
+    struct Undo(std::path::PathBuf, bool);
+    impl Drop for Undo {
+        fn drop(&mut self) {
+            if self.1 {
+                let _ = std::process::Command::new("chattr")
+                    .arg("-i")
+                    .arg(&self.0)
+                    .status();
+            }
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&self.0, std::fs::Permissions::from_mode(0o644));
+        }
+    }
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o444)).ok()?;
+    if std::fs::OpenOptions::new().append(true).open(path).is_err() {
+        return Some(Undo(path.to_path_buf(), false));
+    }
+    let immutable = std::process::Command::new("chattr")
+        .arg("+i")
+        .arg(path)
+        .status()
+        .is_ok_and(|s| s.success());
+    let undo = Undo(path.to_path_buf(), immutable);
+    (immutable && std::fs::OpenOptions::new().append(true).open(path).is_err()).then_some(undo)
+}
+
+#[tokio::test]
+async fn a_read_only_store_file_stops_the_start_with_exit_2() {
+    let dir = scratch("readonly");
+    let file = dir.join("sessions.sqlite3");
+    let store = SqliteStore::open(&file).unwrap();
+    store.close().await;
+    let Some(_undo) = read_only(&file) else {
+        panic!(
+            "cannot make {} read-only here (neither chmod nor chattr +i stops writes)",
+            file.display()
+        );
+    };
+    refused(
+        &format!("sqlite:{}", file.display()),
+        &file,
+        "cannot be written",
+    )
+    .await;
+    drop(_undo);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn a_store_that_stops_taking_writes_while_running_degrades_to_memory_loudly() {
+    let dir = scratch("degrade");
+    let store = store_url(&dir);
+    let (mut server, ready) = start(&store, &["--pace", "0"]).await;
+    let mut stderr = BufReader::new(server.stderr.take().unwrap()).lines();
+    let url = url_in(&ready, "/mcp");
+    let client = Client::connect(&url).await;
+    let handle = client.start().await;
+    client.chat(&handle, "one").await;
+    // The WAL is where every commit goes first: it stops taking writes.
+    let wal = dir.join("sessions.sqlite3-wal");
+    let Some(undo) = read_only(&wal) else {
+        panic!("cannot make {} refuse writes here", wal.display());
+    };
+    let answer = client.chat(&handle, "what did I say").await;
+    assert!(!answer.is_error, "{}", answer.text);
+    assert_eq!(
+        answer.text, "Earlier you said: one",
+        "the session goes on from memory"
+    );
+    let health: Value = reqwest::get(url.replace("/mcp", "/healthz"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["status"], "degraded", "{health}");
+    assert_eq!(health["store"]["status"], "degraded");
+    assert!(
+        health["store"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("sessions.sqlite3"),
+        "{health}"
+    );
+    let said = tokio::time::timeout(WAIT, async {
+        while let Ok(Some(line)) = stderr.next_line().await {
+            if line.contains("Serving from memory") {
+                return line;
+            }
+        }
+        String::new()
+    })
+    .await
+    .unwrap();
+    assert!(said.contains(&store), "{said}");
+    // New conversations still work.
+    let other = client.start().await;
+    assert_eq!(client.chat(&other, "two").await.text, "You said: two");
+    drop(undo);
+    server.start_kill().unwrap();
+    let _ = server.wait().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
