@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use turnscope::bridge::openai::standalone::StandaloneOptions;
 use turnscope::bridge::xiaozhi::command::RelayOptions;
@@ -143,11 +143,11 @@ pub enum Command {
     Tools {
         /// What to do.
         #[command(subcommand)]
-        action: crate::tools_cmd::ToolsAction,
+        action: ToolsAction,
     },
     /// The conversations a store keeps: list them, export one (as an --events file for
     /// `turnscope replay`, or a `turnscope test` case), delete one or every expired one.
-    Sessions(crate::sessions_cmd::SessionsArgs),
+    Sessions(SessionsArgs),
     /// Open the console over a file written by `--events`, read-only.
     Replay {
         /// The events file (JSON lines).
@@ -499,4 +499,87 @@ mod tests {
         };
         assert_eq!(RelayOptions::from(a).name, "xiaozhi");
     }
+}
+
+/// `turnscope tools ...` (run by `tools_cmd`)
+#[derive(Debug, Subcommand)]
+pub enum ToolsAction {
+    /// Print every tool of the config's sources as JSON (name, source, description,
+    /// inputSchema, portability), with each source's state. Exit 2 when a server could not be
+    /// reached (the others' tools are still listed).
+    List,
+    /// Call one tool as the bot would and print the result as JSON (content, structuredContent,
+    /// isError, bytes, ms). Exit 0 ok, 1 the tool returned an error, 2 the call could not be
+    /// made.
+    Call {
+        /// The tool's name, as `turnscope tools list` gives it.
+        name: String,
+        /// The arguments: a JSON object, `@FILE` to read one from a file, or `-` for stdin.
+        #[arg(long, default_value = "{}")]
+        args: String,
+    },
+}
+
+/// `turnscope sessions` flags (run by `sessions_cmd`).
+#[derive(Debug, Args)]
+pub struct SessionsArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: SessionsAction,
+    /// The store: sqlite:PATH or default (the file of --host/--port).
+    #[arg(long, global = true, value_name = "URL")]
+    pub store: Option<String>,
+    /// The address the server listened on, for its default file (default 127.0.0.1).
+    #[arg(long, global = true)]
+    pub host: Option<String>,
+    /// The port the server listened on, for its default file (default 7870).
+    #[arg(long, global = true)]
+    pub port: Option<u16>,
+}
+
+/// `turnscope sessions ...`
+#[derive(Debug, Subcommand)]
+pub enum SessionsAction {
+    /// The stored sessions, most recently used first.
+    List {
+        /// One JSON object per session (one per line) instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// Most sessions shown.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// One session as a file: an --events file `turnscope replay` opens, or a test case.
+    Export {
+        /// The session's handle prefix (its first characters, as `list` shows them).
+        prefix: String,
+        /// What to write.
+        #[arg(long = "as", value_enum, default_value_t = ExportAs::Events)]
+        format: ExportAs,
+        /// The file (default turnscope-session-PREFIX.events.jsonl or .test.toml; - = stdout).
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Delete one session, or every expired one.
+    Delete {
+        /// The session's handle prefix.
+        #[arg(required_unless_present = "expired", conflicts_with = "expired")]
+        prefix: Option<String>,
+        /// Every session unused for longer than the handle lifetime (--handle-seconds, else
+        /// server.handle_seconds).
+        #[arg(long)]
+        expired: bool,
+        /// The handle lifetime, seconds.
+        #[arg(long)]
+        handle_seconds: Option<u64>,
+    },
+}
+
+/// What `export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportAs {
+    /// An --events JSONL file (`turnscope replay FILE` opens it).
+    Events,
+    /// A conversation test case (`turnscope test FILE` runs it).
+    Test,
 }

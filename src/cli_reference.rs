@@ -124,3 +124,59 @@ fn every_command_and_flag_is_in_the_reference() {
         problems.join("\n")
     );
 }
+
+/// `turnscope bench --help` (here, beside the other readings of the clap definitions: `bench`
+/// itself never imports `cli`).
+mod bench_help {
+    use clap::CommandFactory;
+    use clap::ValueEnum;
+
+    use crate::bench::{DEFAULT_SHAPES, Shape};
+
+    /// `turnscope bench --help` as a person reads it: each shape's line says whether it runs by
+    /// default, and the ones that run only when named say about how long they take.
+    #[test]
+    fn bench_help_says_which_shapes_run_by_default_and_how_long_the_others_take() {
+        let mut cli = crate::cli::Cli::command();
+        let bench = cli
+            .find_subcommand_mut("bench")
+            .expect("turnscope has a bench command");
+        let help = bench.render_long_help().to_string();
+        assert!(
+            !help.contains("default: all"),
+            "the help must not claim every shape runs by default:\n{help}"
+        );
+        for shape in Shape::value_variants() {
+            let name = shape.to_possible_value().expect("every shape is visible");
+            let line = help
+                .lines()
+                .find(|l| {
+                    l.trim_start()
+                        .starts_with(&format!("- {}:", name.get_name()))
+                })
+                .unwrap_or_else(|| panic!("no line for {} in:\n{help}", name.get_name()));
+            if DEFAULT_SHAPES.contains(shape) {
+                assert!(line.contains("Default."), "{line}");
+            } else {
+                assert!(line.contains("Only when named"), "{line}");
+                assert!(
+                    line.contains(" min") || line.contains(" s."),
+                    "a named-only shape says how long it takes: {line}"
+                );
+            }
+        }
+        let summary = help
+            .lines()
+            .skip_while(|l| !l.contains("Which benchmarks"))
+            .take(3)
+            .collect::<String>();
+        for shape in Shape::value_variants() {
+            let name = shape.to_possible_value().expect("visible");
+            assert!(
+                summary.contains(name.get_name()),
+                "the [SHAPES] help names {}: {summary}",
+                name.get_name()
+            );
+        }
+    }
+}

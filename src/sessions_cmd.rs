@@ -11,76 +11,11 @@ use std::net::ToSocketAddrs;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use clap::{Args, Subcommand, ValueEnum};
 use turnscope::config::{Config, StoreUrl};
 use turnscope::store::sqlite::SqliteStore;
 use turnscope::store::{Head, SessionStore, default_path, export, now_ms};
 
-use crate::cli::ServeArgs;
-
-/// `turnscope sessions` flags.
-#[derive(Debug, Args)]
-pub struct SessionsArgs {
-    /// What to do.
-    #[command(subcommand)]
-    pub action: SessionsAction,
-    /// The store: sqlite:PATH or default (the file of --host/--port).
-    #[arg(long, global = true, value_name = "URL")]
-    pub store: Option<String>,
-    /// The address the server listened on, for its default file (default 127.0.0.1).
-    #[arg(long, global = true)]
-    pub host: Option<String>,
-    /// The port the server listened on, for its default file (default 7870).
-    #[arg(long, global = true)]
-    pub port: Option<u16>,
-}
-
-/// `turnscope sessions ...`
-#[derive(Debug, Subcommand)]
-pub enum SessionsAction {
-    /// The stored sessions, most recently used first.
-    List {
-        /// One JSON object per session (one per line) instead of the table.
-        #[arg(long)]
-        json: bool,
-        /// Most sessions shown.
-        #[arg(long, default_value_t = 100)]
-        limit: usize,
-    },
-    /// One session as a file: an --events file `turnscope replay` opens, or a test case.
-    Export {
-        /// The session's handle prefix (its first characters, as `list` shows them).
-        prefix: String,
-        /// What to write.
-        #[arg(long = "as", value_enum, default_value_t = ExportAs::Events)]
-        format: ExportAs,
-        /// The file (default turnscope-session-PREFIX.events.jsonl or .test.toml; - = stdout).
-        #[arg(long, short)]
-        output: Option<PathBuf>,
-    },
-    /// Delete one session, or every expired one.
-    Delete {
-        /// The session's handle prefix.
-        #[arg(required_unless_present = "expired", conflicts_with = "expired")]
-        prefix: Option<String>,
-        /// Every session unused for longer than the handle lifetime (--handle-seconds, else
-        /// server.handle_seconds).
-        #[arg(long)]
-        expired: bool,
-        /// The handle lifetime, seconds.
-        #[arg(long)]
-        handle_seconds: Option<u64>,
-    },
-}
-
-/// What `export` writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ExportAs {
-    /// An --events JSONL file (`turnscope replay FILE` opens it).
-    Events,
-    /// A conversation test case (`turnscope test FILE` runs it).
-    Test,
-}
+use crate::cli::{ExportAs, ServeArgs, SessionsAction, SessionsArgs};
 
 /// Runs `turnscope sessions`.
 pub async fn run(

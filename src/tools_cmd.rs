@@ -11,7 +11,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Subcommand;
 use serde_json::{Value, json};
 use turnscope::app::App;
 use turnscope::config::Config;
@@ -22,26 +21,7 @@ use turnscope::tools::portability;
 use turnscope::tools::registry::ToolRegistry;
 use turnscope::tools::{ToolSpec, Tools};
 
-use crate::cli::ServeArgs;
-
-/// `turnscope tools ...`
-#[derive(Debug, Subcommand)]
-pub enum ToolsAction {
-    /// Print every tool of the config's sources as JSON (name, source, description,
-    /// inputSchema, portability), with each source's state. Exit 2 when a server could not be
-    /// reached (the others' tools are still listed).
-    List,
-    /// Call one tool as the bot would and print the result as JSON (content, structuredContent,
-    /// isError, bytes, ms). Exit 0 ok, 1 the tool returned an error, 2 the call could not be
-    /// made.
-    Call {
-        /// The tool's name, as `turnscope tools list` gives it.
-        name: String,
-        /// The arguments: a JSON object, `@FILE` to read one from a file, or `-` for stdin.
-        #[arg(long, default_value = "{}")]
-        args: String,
-    },
-}
+use crate::cli::{ServeArgs, ToolsAction};
 
 /// Runs a `tools` subcommand; what it prints on stdout is JSON, what went wrong also goes to
 /// stderr in words.

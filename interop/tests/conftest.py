@@ -17,6 +17,15 @@ def binary() -> str:
     return path
 
 
+def dev_binary() -> str:
+    """`turnscope-dev` (the fixture MCP server, the pseudo-terminal driver), built beside the
+    binary by the same `cargo build`."""
+    path = str(pathlib.Path(binary()).with_name("turnscope-dev"))
+    if not os.path.exists(path):
+        pytest.fail(f"turnscope-dev not found at {path}; `cargo build` builds it beside turnscope")
+    return path
+
+
 class Running:
     """A turnscope process and the URL it printed."""
 

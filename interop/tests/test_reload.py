@@ -11,15 +11,15 @@ import time
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import Running, binary
+from conftest import Running, dev_binary
 from replicas import handle_of, record_of, text_of
 
 BEFORE = "[model]\npace = 0.0\n"
 AFTER = BEFORE + f"""
 [[mcp_servers]]
 name = "math"
-command = "{binary()}"
-args = ["dev", "fixture-server", "--stdio"]
+command = "{dev_binary()}"
+args = ["fixture-server", "--stdio"]
 tool_filter = ["add"]
 """
 

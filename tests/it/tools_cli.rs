@@ -49,8 +49,8 @@ async fn tools(dir: &Path, args: &[&str]) -> (i32, Value, String) {
 
 fn fixture_config() -> String {
     format!(
-        "[[mcp_servers]]\nname = \"fixture\"\ntransport = \"stdio\"\ncommand = \"{}\"\nargs = [\"dev\", \"fixture-server\", \"--stdio\"]\n",
-        env!("CARGO_BIN_EXE_turnscope")
+        "[[mcp_servers]]\nname = \"fixture\"\ntransport = \"stdio\"\ncommand = \"{}\"\nargs = [\"fixture-server\", \"--stdio\"]\n",
+        env!("CARGO_BIN_EXE_turnscope-dev")
     )
 }
 

@@ -14,7 +14,7 @@ async fn the_mcp_pane_keeps_to_the_budget_filters_by_text_and_opens_an_exchange_
         &[("turnscope.toml", config)],
     )
     .await;
-    let first = s.wait_text("Type a line for the selected session").await;
+    let first = s.wait_text("Type a line; Enter sends").await;
     let client = Client::connect(&mcp_url(&first)).await;
     let handle = client.start().await;
     for i in 0..80 {

@@ -16,8 +16,8 @@ const CTRL_U: &[u8] = b"\x15";
 /// A config whose tools come from the fixture server over stdio (the binary serves it).
 fn fixture_config() -> String {
     format!(
-        "[[mcp_servers]]\nname = \"fixture\"\ntransport = \"stdio\"\ncommand = \"{}\"\nargs = [\"dev\", \"fixture-server\", \"--stdio\"]\n",
-        env!("CARGO_BIN_EXE_turnscope")
+        "[[mcp_servers]]\nname = \"fixture\"\ntransport = \"stdio\"\ncommand = \"{}\"\nargs = [\"fixture-server\", \"--stdio\"]\n",
+        env!("CARGO_BIN_EXE_turnscope-dev")
     )
 }
 
@@ -43,7 +43,7 @@ async fn a_nested_and_enum_tool_is_called_through_its_form_and_a_saved_call_runs
         &[("turnscope.toml", &config)],
     )
     .await;
-    s.wait_text("Type a line for the selected session").await;
+    s.wait_text("Type a line; Enter sends").await;
     select_plan_trip(&mut s).await;
     // The list marks it: Gemini refuses its oneOf, and the detail says so.
     s.wait_all(&["portability", "~plan_trip", "Gemini: `oneOf` refused"])
@@ -105,7 +105,7 @@ async fn a_nested_and_enum_tool_is_called_through_its_form_and_a_saved_call_runs
 
     // Next time: the saved call is listed, and runs again.
     let mut s = s.restart(&["--port", "0", "--pace", "0"]).await;
-    s.wait_text("Type a line for the selected session").await;
+    s.wait_text("Type a line; Enter sends").await;
     select_plan_trip(&mut s).await;
     s.send(b"h").await;
     s.wait_all(&[
@@ -182,7 +182,7 @@ async fn an_edited_system_prompt_is_resent_beside_the_recorded_answer_and_the_hi
         &[("EDITOR", "sh ./edit.sh")],
     )
     .await;
-    s.wait_text("Type a line for the selected session").await;
+    s.wait_text("Type a line; Enter sends").await;
     s.send(b"hello there").await;
     s.send(b"\r").await;
     s.wait_text("bot  You said: hello there").await;

@@ -19,8 +19,6 @@ use crate::support::upstream::{Reply, Upstream, content};
 
 mod tool_sources;
 
-const EXE: &str = env!("CARGO_BIN_EXE_turnscope");
-
 /// `turnscope --headless` on a config file in a scratch folder, with `--events` and its stderr
 /// kept line by line.
 struct Served {

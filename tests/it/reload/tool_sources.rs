@@ -5,14 +5,17 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::{EXE, Served};
+use super::Served;
 use crate::support::binary::WAIT;
 use crate::support::mcp::Client;
+
+/// The fixture MCP server's binary.
+const DEV: &str = env!("CARGO_BIN_EXE_turnscope-dev");
 
 /// A stdio fixture server offering only `tools`.
 fn fixture(name: &str, tools: &[&str], scope: &str) -> String {
     format!(
-        "[[mcp_servers]]\nname = \"{name}\"\ncommand = \"{EXE}\"\nargs = [\"dev\", \"fixture-server\", \"--stdio\"]\ntool_filter = {tools:?}\nscope = \"{scope}\"\n\n"
+        "[[mcp_servers]]\nname = \"{name}\"\ncommand = \"{DEV}\"\nargs = [\"fixture-server\", \"--stdio\"]\ntool_filter = {tools:?}\nscope = \"{scope}\"\n\n"
     )
 }
 

@@ -18,9 +18,9 @@ use async_trait::async_trait;
 
 pub use collector::TurnBoard;
 pub use context::{Context, Message};
-pub use llm::TurnLimits;
 pub use session::BotSession;
 pub use settings::BotSettings;
+pub use settings::TurnLimits;
 pub use turn::{Turn, TurnEnd, TurnRecord, TurnSignal};
 
 use crate::model::ModelClient;

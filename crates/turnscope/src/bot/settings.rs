@@ -5,10 +5,34 @@
 
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use arc_swap::ArcSwap;
 
-use super::llm::TurnLimits;
 use crate::model::{EmbeddedModel, ModelClient};
+
+/// Limits of a turn.
+#[derive(Debug, Clone, Copy)]
+pub struct TurnLimits {
+    /// Most rounds of function calls in one turn.
+    pub round_cap: u32,
+    /// Longest a single tool call may run.
+    pub tool_timeout: Duration,
+    /// When the model asks for a round beyond the cap: `true` = those calls are not run and
+    /// the model gets one last request without tools, so the turn ends with an answer;
+    /// `false` = the turn ends in a round-cap error.
+    pub answer_at_cap: bool,
+}
+
+impl Default for TurnLimits {
+    fn default() -> Self {
+        Self {
+            round_cap: 8,
+            tool_timeout: Duration::from_secs(30),
+            answer_at_cap: true,
+        }
+    }
+}
 
 /// The system prompt, greeting, model client, limits and history window of a bot, with the
 /// config version they came from.
