@@ -22,7 +22,7 @@ import pytest
 
 from test_claude_code import SEARCH, START, ClaudeCode, chat, chat_on  # also puts interop/servers on the path
 from anthropic_stub import AnthropicStub  # noqa: E402 - after the line above
-from replicas import Balancer, RawMcp, Replica, no_cookie_client, raw_record
+from replicas import Balancer, RawMcp, Replica, no_cookie_client, raw_record, raw_text
 from shared_store import CLEAR, CONFIG, TOKEN, RedisServer, keeper, store_args
 
 pytestmark = pytest.mark.anyio
@@ -267,3 +267,56 @@ async def test_claude_code_chats_on_after_its_replica_is_killed(cluster):
 def owner_tag(replica) -> str:
     status, body = health(replica)
     return body["replica"]["tag"]
+
+
+def session_events(path):
+    """The `session` events of an `--events` file."""
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [e for e in map(json.loads, lines) if e.get("type") == "session"]
+
+
+async def opened_on_stream(replica, handle_prefix, within=10):
+    """The `session` event a replica's live `/events` stream gives for `handle_prefix` (what
+    `turnscope attach` folds): the open sessions come first on connect."""
+    with anyio.fail_after(within):
+        async with no_cookie_client() as web:
+            async with web.stream("GET", f"{replica.base}/events", timeout=None) as response:
+                async for line in response.aiter_lines():
+                    event = json.loads(line) if line.startswith("{") else {}
+                    if event.get("type") == "session" and event.get("handle_prefix") == handle_prefix:
+                        return event
+    return None
+
+
+async def test_two_replicas_without_a_balancer_mark_the_conversation_they_took_over(redis, tmp_path):
+    """Two turnscope processes on one Redis, no balancer: a handle started on r1 and chatted on
+    r2 goes on with its history whole, and r2 says it took the conversation over from r1 in its
+    events (`--events` file and the live `/events` stream `turnscope attach` reads); back on r1,
+    r1 says it took it back from r2. The handle's first conversation on r1 carries no mark."""
+    events = {rid: tmp_path / f"{rid}.jsonl" for rid in ("r1", "r2")}
+    whole = "[model]\npace = 0.01\n"  # replies not cut: the history shows in the reply
+    r1 = Replica("r1", whole, 5, args=["--store", redis.url, "--events", str(events["r1"])])
+    r2 = Replica("r2", whole, 5, args=["--store", redis.url, "--events", str(events["r2"])])
+    try:
+        async with no_cookie_client() as web:
+            on_r1, on_r2 = RawMcp(r1.url, web, "two-replicas"), RawMcp(r2.url, web, "two-replicas")
+            start = await on_r1.call("start", {})
+            handle = raw_record(start, "turnscope/start")["handle"]
+            first = await on_r1.call("chat", {"handle": handle, "line": "my name is Ada"})
+            assert not first.get("isError"), first
+            second = await on_r2.call("chat", {"handle": handle, "line": "what did I say"})
+            assert not second.get("isError"), second
+            assert raw_text(second).startswith("Earlier you said: my name is Ada"), second
+            assert raw_record(second, "turnscope/turn")["turn"] == 2, second
+            streamed = await opened_on_stream(r2, handle[:8])
+            assert streamed and streamed.get("taken_from") == "r1", streamed
+            third = await on_r1.call("chat", {"handle": handle, "line": "and then"})
+            assert raw_record(third, "turnscope/turn")["turn"] == 3, third
+    finally:
+        r1.stop()
+        r2.stop()
+    opened_r2 = [e for e in session_events(events["r2"]) if e["closed"] is None]
+    assert [e.get("taken_from") for e in opened_r2] == ["r1"], opened_r2
+    assert all(e.get("restored") for e in opened_r2), opened_r2
+    opened_r1 = [e for e in session_events(events["r1"]) if e["closed"] is None]
+    assert [e.get("taken_from") for e in opened_r1] == [None, "r2"], opened_r1

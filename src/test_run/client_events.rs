@@ -34,6 +34,7 @@ impl ClientEvents {
             closed: None,
             at_us: now_us(),
             restored: false,
+            taken_from: None,
         }));
         session
     }
@@ -47,6 +48,7 @@ impl ClientEvents {
             closed: Some(why.into()),
             at_us: now_us(),
             restored: false,
+            taken_from: None,
         }));
     }
 

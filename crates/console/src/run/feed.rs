@@ -218,6 +218,7 @@ impl LiveFeed {
                     age_s: age.as_secs(),
                     idle_left_s: (!s.in_call())
                         .then(|| handle_seconds.saturating_sub(s.idle().as_secs())),
+                    taken_from: s.taken_from.clone(),
                 }
             })
             .collect();

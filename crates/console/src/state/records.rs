@@ -115,6 +115,8 @@ pub struct SessionRow {
     pub age_s: u64,
     /// Seconds until the idle sweep may close it (live only).
     pub idle_left_s: Option<u64>,
+    /// The replica this one took it over from (a store the replicas share), if any.
+    pub taken_from: Option<String>,
 }
 
 impl SessionRow {
@@ -126,6 +128,13 @@ impl SessionRow {
             SessionOpener::Mcp(name) => format!("mcp: {name}"),
             SessionOpener::Api => "api".into(),
         }
+    }
+
+    /// `taken over from r1` when this replica took the conversation over from another.
+    pub fn takeover_label(&self) -> Option<String> {
+        self.taken_from
+            .as_ref()
+            .map(|from| format!("taken over from {from}"))
     }
 
     /// Whether it is closed.

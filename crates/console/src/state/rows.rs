@@ -59,7 +59,7 @@ impl ConsoleState {
         match &s.closed {
             None => {
                 self.sessions_opened += 1;
-                self.sessions.entry(s.session).or_insert(SessionRow {
+                let row = self.sessions.entry(s.session).or_insert(SessionRow {
                     number: s.session,
                     handle_prefix: s.handle_prefix.clone(),
                     opener: s.opener.clone(),
@@ -69,7 +69,11 @@ impl ConsoleState {
                     opened_us: s.at_us,
                     age_s: 0,
                     idle_left_s: None,
+                    taken_from: None,
                 });
+                if s.taken_from.is_some() {
+                    row.taken_from = s.taken_from.clone();
+                }
             }
             Some(reason) => self.close_row(s.session, reason.clone(), s.at_us),
         }

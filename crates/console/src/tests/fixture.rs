@@ -83,6 +83,7 @@ impl Script {
             closed: closed.map(str::to_string),
             at_us: at,
             restored: false,
+            taken_from: None,
         }));
     }
 
@@ -392,6 +393,7 @@ pub fn state() -> ConsoleState {
             opened_us: T0,
             age_s: 65,
             idle_left_s: Some(295),
+            taken_from: None,
         },
         SessionRow {
             number: 2,
@@ -403,6 +405,7 @@ pub fn state() -> ConsoleState {
             opened_us: T0 + S,
             age_s: 64,
             idle_left_s: None,
+            taken_from: None,
         },
     ]);
     state.set_tools_and_skips(

@@ -31,6 +31,7 @@ pub fn session(session: u64, turns: u64, words: usize) -> Vec<Event> {
         opener: SessionOpener::Mcp("python-sdk".into()),
         closed: None,
         restored: false,
+        taken_from: None,
         at_us: T0,
     })];
     let mut frame_id = 0;

@@ -51,6 +51,7 @@ fn fresh() -> Console {
         opener: turnscope::observe::SessionOpener::Console,
         closed: None,
         restored: false,
+        taken_from: None,
         at_us: 1_000_000,
     }));
     let mut c = Console::new(state, Theme::default(), false);

@@ -45,6 +45,43 @@ fn sessions_pane_narrow_drops_age_columns() {
     assert_snapshot!(t.backend());
 }
 
+/// A conversation this replica took over from replica r1 (its event says so, live, replayed
+/// or attached): `↷r1` before who opened it in the Sessions pane at both widths, and the
+/// transcript's header says "taken over from r1"; the others are unmarked.
+#[test]
+fn sessions_pane_and_transcript_mark_a_session_taken_over_from_another_replica() {
+    let mut c = console();
+    c.state.apply(&turnscope::observe::Event::Session(
+        turnscope::observe::SessionEvent {
+            session: 4,
+            handle_prefix: "4d5e6f70".into(),
+            opener: turnscope::observe::SessionOpener::Mcp("claude-code".into()),
+            closed: None,
+            at_us: crate::tests::fixture::T0,
+            restored: true,
+            taken_from: Some("r1".into()),
+        },
+    ));
+    assert_eq!(
+        c.state
+            .session(4)
+            .and_then(|r| r.takeover_label())
+            .as_deref(),
+        Some("taken over from r1")
+    );
+    c.focus = PaneId::Sessions;
+    c.selected = Some(4);
+    let wide = render(80, 7, &c, panes::sessions::draw);
+    let narrow = render(50, 7, &c, panes::sessions::draw);
+    let header = render(72, 3, &c, panes::transcript::draw);
+    assert_snapshot!(format!(
+        "{}\n{}\n{}",
+        wide.backend(),
+        narrow.backend(),
+        header.backend()
+    ));
+}
+
 #[test]
 fn transcript_pane_finished_turns_with_tool_call() {
     let c = console();

@@ -149,6 +149,7 @@ fn closed_sessions_beyond_the_bound_are_forgotten() {
                 closed,
                 at_us: T0,
                 restored: false,
+                taken_from: None,
             }));
         }
     }
@@ -171,6 +172,7 @@ fn a_snapshot_replaces_event_rows_and_marks_vanished_ones_closed() {
         opened_us: T0,
         age_s: 20,
         idle_left_s: Some(280),
+        taken_from: None,
     };
     s.sync_sessions(vec![row.clone()]);
     assert_eq!(s.session(1), Some(&row));
@@ -320,6 +322,7 @@ fn a_closed_session_drops_its_stale_live_snapshot() {
         closed: Some("ended by the bot".into()),
         at_us: T0 + 9 * 1_000_000,
         restored: false,
+        taken_from: None,
     }));
     let turn = &s.transcript(2)[0];
     assert_eq!(turn.reply, "Once upon a time", "the event-built reply wins");

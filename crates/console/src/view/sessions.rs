@@ -1,7 +1,7 @@
 //! The Sessions pane's order and filter: `s` cycles the sort (number, latest activity,
-//! errors), `/` types a filter (number, handle, who opened it, state; any case) with the
-//! readline keys. Everything that walks the rows (the pane, the selection, the mouse) asks
-//! [`SessionList::listed`], so what is drawn is what is selected.
+//! errors), `/` types a filter (number, handle, who opened it, state, `taken over from R`;
+//! any case) with the readline keys. Everything that walks the rows (the pane, the selection,
+//! the mouse) asks [`SessionList::listed`], so what is drawn is what is selected.
 
 use crate::state::{ConsoleState, SessionRow};
 use crate::view::line_edit::LineEdit;
@@ -66,7 +66,8 @@ impl SessionList {
             Some(_) if !row.is_closed() => "client gone".to_string(),
             _ => row.activity.label(),
         };
-        [&row.handle_prefix, &row.opener_label(), &state]
+        let takeover = row.takeover_label().unwrap_or_default();
+        [&row.handle_prefix, &row.opener_label(), &state, &takeover]
             .iter()
             .any(|field| field.to_lowercase().contains(&needle))
     }

@@ -241,6 +241,7 @@ impl Target {
                 closed: None,
                 at_us: now_us(),
                 restored: false,
+                taken_from: None,
             }));
         }
     }
@@ -361,6 +362,7 @@ impl Target {
                 closed: Some("forgotten by this console".into()),
                 at_us: now_us(),
                 restored: false,
+                taken_from: None,
             }));
         }
     }

@@ -219,6 +219,11 @@ pub struct SessionEvent {
     /// process, or before its bot stopped).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub restored: bool,
+    /// The replica this one took the conversation over from (a store the replicas share):
+    /// the id of the replica that wrote it last, or `tag TAG` when only the handle's tag
+    /// names it. `None` when it was born here or is continued by the same replica.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taken_from: Option<String>,
 }
 
 /// What happened to a task (a `chat` call's turn served as an MCP task).

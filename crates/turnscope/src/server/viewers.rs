@@ -268,6 +268,7 @@ impl Viewers {
                     closed: None,
                     at_us: now.saturating_sub(session.opened.elapsed().as_micros() as u64),
                     restored: session.restored,
+                    taken_from: session.taken_from.clone(),
                 }));
             }
             for turn in session.turns() {

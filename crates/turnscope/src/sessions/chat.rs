@@ -380,7 +380,7 @@ impl Sessions {
         state: &ChatState,
         cancel: &CancellationToken,
     ) -> Result<(), ChatError> {
-        let version = self.wait_for_lease(&session.id, cancel).await?;
+        let (version, _) = self.wait_for_lease(&session.id, cancel).await?;
         let local = state.stored.as_ref().map(|s| s.version());
         if version == local {
             Ok(())
@@ -390,12 +390,12 @@ impl Sessions {
     }
 
     /// Waits (at most [`LEASE_WAIT`]) until this replica holds `id`'s lease; returns the
-    /// stored head's version then.
+    /// stored head's version then, and the replica that wrote it last (when the store knows).
     pub(super) async fn wait_for_lease(
         &self,
         id: &crate::store::HandleId,
         cancel: &CancellationToken,
-    ) -> Result<Option<u64>, ChatError> {
+    ) -> Result<(Option<u64>, Option<String>), ChatError> {
         let store = self.inner.storage.store();
         let started = std::time::Instant::now();
         loop {
@@ -403,7 +403,7 @@ impl Sessions {
                 message: e.to_string(),
             })?;
             match lease {
-                Lease::Granted { version, .. } => return Ok(version),
+                Lease::Granted { version, writer } => return Ok((version, writer)),
                 Lease::Held { by, for_ms } => {
                     if started.elapsed() >= LEASE_WAIT {
                         return Err(ChatError::Busy {

@@ -115,6 +115,9 @@ pub struct Session {
     pub opened: Instant,
     /// Whether it continues a conversation kept in the store (reopened after a restart).
     pub restored: bool,
+    /// The replica this one took the conversation over from, on a store the replicas share
+    /// (see [`SessionEvent::taken_from`]); `None` when born here or continued by this replica.
+    pub taken_from: Option<String>,
     last_used_ms: AtomicU64,
     epoch: Instant,
     bot: BotSession,
@@ -379,9 +382,10 @@ impl Sessions {
                 closed: None,
                 at_us: now_us(),
                 restored: session.restored,
+                taken_from: session.taken_from.clone(),
             })
         });
-        tracing::info!(session = session.number, handle = %session.handle_prefix(), restored = session.restored, "session opened");
+        tracing::info!(session = session.number, handle = %session.handle_prefix(), restored = session.restored, taken_from = session.taken_from.as_deref(), "session opened");
     }
 
     /// Opens a session, unless the cap is reached; it is in the store before its handle is
@@ -421,6 +425,7 @@ impl Sessions {
             opener,
             opened: Instant::now(),
             restored: false,
+            taken_from: None,
             last_used_ms: AtomicU64::new(self.inner.epoch.elapsed().as_millis() as u64),
             epoch: self.inner.epoch,
             bot,
@@ -601,6 +606,7 @@ impl Sessions {
                 closed: Some(reason.to_string()),
                 at_us: now_us(),
                 restored: false,
+                taken_from: None,
             })
         });
         tracing::info!(session = session.number, handle = %session.handle_prefix(), reason, "session closed");

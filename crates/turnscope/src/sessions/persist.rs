@@ -26,7 +26,7 @@ use std::time::Instant;
 use uuid::Uuid;
 
 use super::tasks::{Hold, TaskCell};
-use super::{ChatError, KEPT_TURNS, Session, Sessions};
+use super::{ChatError, KEPT_TURNS, Replica, Session, Sessions};
 use crate::bot::{Bot, Restored, Turn, TurnEnd, TurnRecord};
 use crate::observe::{Bus, Event, SessionOpener, event::now_us};
 use crate::pipeline::Observer;
@@ -529,8 +529,10 @@ impl Sessions {
         // On a shared store, a turn in flight in the head may be running on another replica:
         // load only while holding the lease (once it is granted, a mark left behind is a turn
         // its replica lost: it died).
+        let mut writer = None;
         if storage.shared() {
-            self.wait_for_lease(&id, &tokio_util::sync::CancellationToken::new())
+            (_, writer) = self
+                .wait_for_lease(&id, &tokio_util::sync::CancellationToken::new())
                 .await?;
         }
         let loaded = match storage.store.load(&id, KEPT_TURNS as u64).await {
@@ -556,7 +558,11 @@ impl Sessions {
             return Err(self.draining_error());
         }
         self.take_slot()?;
-        let (session, lost) = self.restore(handle, id, loaded);
+        let taken_from = storage
+            .shared()
+            .then(|| taken_from(&self.inner.replica, &handle, writer))
+            .flatten();
+        let (session, lost) = self.restore(handle, id, loaded, taken_from);
         if let Some(lost) = lost {
             let mut state = session.chat.lock().await;
             let written = self
@@ -590,6 +596,7 @@ impl Sessions {
         handle: Uuid,
         id: HandleId,
         loaded: Loaded,
+        taken_from: Option<String>,
     ) -> (Arc<Session>, Option<Arc<Turn>>) {
         let Loaded { head, turns } = loaded;
         let mut messages = Vec::new();
@@ -655,6 +662,7 @@ impl Sessions {
             opener: head.opener.clone(),
             opened: Instant::now(),
             restored: true,
+            taken_from,
             last_used_ms: AtomicU64::new(last_used),
             epoch,
             bot,
@@ -713,6 +721,18 @@ impl Sessions {
     /// conversations this process has not reopened).
     pub async fn stored(&self, limit: usize) -> Result<Vec<Head>, StoreError> {
         self.inner.storage.store.list(limit).await
+    }
+}
+
+/// Whom a replica takes a conversation over from when it reopens it from a shared store: the
+/// replica that wrote it last when that is another (its id), else the replica that issued the
+/// handle when that is another (`tag TAG`), else nobody (this replica continues its own).
+pub(super) fn taken_from(me: &Replica, handle: &Uuid, writer: Option<String>) -> Option<String> {
+    match writer {
+        Some(writer) if writer != me.id() => Some(writer),
+        Some(_) => None,
+        None if !me.issued(handle) => Some(format!("tag {}", super::replica::tag_of(handle))),
+        None => None,
     }
 }
 

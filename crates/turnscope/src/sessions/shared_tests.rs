@@ -60,10 +60,22 @@ async fn a_handle_started_on_one_replica_goes_on_on_the_other_with_its_history_w
         replica(&server, &model, "r2").await,
     );
     let handle = r1.open(SessionOpener::Api).await.unwrap().handle();
+    assert_eq!(r1.list().pop().unwrap().taken_from, None, "born on r1");
     say(&r1, &handle, "my name is Ada").await;
+    let mut r2_events = r2.bus().subscribe();
     let reply = say(&r2, &handle, "what did I say").await;
     assert_eq!(reply.reply, "Earlier you said: my name is Ada");
     assert_eq!(reply.turn, Some(2));
+    // r2 took it over from r1, and says so in its table and its events.
+    assert_eq!(r2.list().pop().unwrap().taken_from.as_deref(), Some("r1"));
+    let opened = std::iter::from_fn(|| r2_events.try_recv())
+        .find_map(|e| match &*e {
+            Event::Session(s) if s.closed.is_none() => Some(s.clone()),
+            _ => None,
+        })
+        .expect("r2 published the session it opened");
+    assert!(opened.restored);
+    assert_eq!(opened.taken_from.as_deref(), Some("r1"));
     // Back on the first: its copy is one version behind, so it loads the latest, never
     // answering from what it held.
     let reply = say(&r1, &handle, "and then").await;
@@ -74,6 +86,11 @@ async fn a_handle_started_on_one_replica_goes_on_on_the_other_with_its_history_w
     );
     let session = r1.list().pop().unwrap();
     assert!(session.restored, "r1 reloaded it from the store");
+    assert_eq!(
+        session.taken_from.as_deref(),
+        Some("r2"),
+        "r2 served it last: r1 takes it back from r2"
+    );
     let messages = session.bot().context().messages;
     assert_eq!(messages.len(), 7, "greeting + 3 turns: {messages:?}");
     assert!(

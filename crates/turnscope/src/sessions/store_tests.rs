@@ -386,3 +386,35 @@ async fn a_session_changed_elsewhere_is_reloaded_not_overwritten() {
     );
     assert!(sessions.list()[0].restored);
 }
+
+#[test]
+fn a_replica_takes_over_what_another_wrote_last_or_issued() {
+    use super::persist::taken_from;
+    let (r1, r2) = (Replica::new("r1"), Replica::new("r2"));
+    let born_on_r1 = r1.stamp(Uuid::new_v4());
+    assert_eq!(
+        taken_from(&r2, &born_on_r1, Some("r1".into())),
+        Some("r1".into())
+    );
+    assert_eq!(
+        taken_from(&r1, &born_on_r1, Some("r2".into())),
+        Some("r2".into()),
+        "back on its first replica after another served it"
+    );
+    assert_eq!(
+        taken_from(&r1, &born_on_r1, Some("r1".into())),
+        None,
+        "its own"
+    );
+    assert_eq!(
+        taken_from(&r2, &born_on_r1, Some("r2".into())),
+        None,
+        "r2 wrote it last: it continues its own"
+    );
+    assert_eq!(
+        taken_from(&r2, &born_on_r1, None),
+        Some(format!("tag {}", r1.tag())),
+        "no writer known: the handle's tag names the replica"
+    );
+    assert_eq!(taken_from(&r1, &born_on_r1, None), None);
+}

@@ -1,5 +1,5 @@
-//! The Sessions pane: every open handle (and recently closed ones), who opened it, its
-//! turns, errors, what it is doing (`client gone` once its MCP client let go of it), its age
+//! The Sessions pane: every open handle (and recently closed ones), who opened it (after
+//! `↷R` when this replica took it over from replica R), its turns, errors, what it is doing (`client gone` once its MCP client let go of it), its age
 //! and the idle time it has left; in the sort and under the filter the title names.
 
 use ratatui::Frame;
@@ -9,7 +9,7 @@ use ratatui::widgets::Paragraph;
 
 use super::{dim_piece, inner, pane_block};
 use crate::state::{Activity, SessionRow};
-use crate::text::{pad, seconds};
+use crate::text::{pad, seconds, truncate, width};
 use crate::view::console::Console;
 use crate::view::ids::PaneId;
 use crate::view::sessions::SessionSort;
@@ -105,6 +105,31 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
 /// Width of the tokens column (`12,345→678`).
 const TOKENS_W: usize = 14;
 
+/// The "opened by" cell, `by_w` cells: who opened it, after `↷R ` when this replica took
+/// the conversation over from replica R (the mark takes at most half the cell).
+fn opened_by<'a>(
+    c: &Console,
+    row: &SessionRow,
+    by_w: usize,
+    by_style: ratatui::style::Style,
+) -> Vec<Span<'a>> {
+    let Some(from) = &row.taken_from else {
+        return vec![Span::styled(pad(&row.opener_label(), by_w), by_style)];
+    };
+    let mark = format!(
+        "{} ",
+        truncate(&format!("↷{from}"), (by_w / 2).saturating_sub(1))
+    );
+    let mark_w = width(&mark);
+    vec![
+        Span::styled(mark, c.theme.warn),
+        Span::styled(
+            pad(&row.opener_label(), by_w.saturating_sub(mark_w)),
+            by_style,
+        ),
+    ]
+}
+
 fn row_line<'a>(
     c: &Console,
     row: &SessionRow,
@@ -129,7 +154,9 @@ fn row_line<'a>(
     let mut spans = vec![
         Span::styled(pad(&format!("{marker}{}", row.number), 4), base),
         Span::styled(pad(&row.handle_prefix, 9), base),
-        Span::styled(pad(&row.opener_label(), by_w), by_style),
+    ];
+    spans.extend(opened_by(c, row, by_w, by_style));
+    spans.extend([
         Span::styled(pad(&row.turns.to_string(), 6), base),
         match c.state.journal.errors_of(row.number) {
             0 => Span::styled(pad("-", 5), t.dim),
@@ -147,7 +174,7 @@ fn row_line<'a>(
             ),
             state_style,
         ),
-    ];
+    ]);
     if wide {
         spans.push(Span::styled(pad(&seconds(row.age_s), 7), t.dim));
         spans.push(Span::styled(

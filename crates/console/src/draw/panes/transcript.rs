@@ -27,6 +27,9 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             .map(|r| format!("#{n} {}", r.opener_label()))
             .unwrap_or_else(|| format!("#{n}"));
         extra.push(dim_piece(c, who));
+        if let Some(label) = c.state.session(n).and_then(|r| r.takeover_label()) {
+            extra.push(Span::styled(format!("· ↷ {label} "), c.theme.warn));
+        }
         if let Some(row) = c.state.session(n)
             && row.is_closed()
         {

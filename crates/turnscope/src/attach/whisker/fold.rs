@@ -101,6 +101,7 @@ impl Fold {
                 closed: None,
                 at_us,
                 restored: false,
+                taken_from: None,
             }));
         }
         out
@@ -263,6 +264,7 @@ impl Fold {
                     closed: Some(format!("pipeline ended ({class})")),
                     at_us: f.at_us,
                     restored: false,
+                    taken_from: None,
                 }));
             }
             _ => {}
