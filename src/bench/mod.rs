@@ -6,6 +6,7 @@ mod child;
 mod console;
 mod console_memory;
 mod replicas;
+mod shared_store;
 pub mod soak;
 mod test_cases;
 mod viewers;
@@ -58,7 +59,8 @@ pub enum Shape {
     /// Default. The OpenAI bridge's overhead over a direct MCP call (uses --calls).
     Bridge,
     /// Only when named; needs haproxy; about 15 s. Turns/s with 1 and 3 replicas, direct and
-    /// through HAProxy (uses --clients, --turns, --runs).
+    /// through HAProxy (uses --clients, --turns, --runs, --store; `--store redis` also needs
+    /// redis-server and measures the failover time).
     Replicas,
     /// Only when named; about 20 s. Cases/s of `turnscope test`: 100 one-turn cases, --jobs 8,
     /// at zero pace and paced (uses --runs).
@@ -136,6 +138,10 @@ pub struct BenchArgs {
     /// MCP clients of the replicas shape (each on its own handle).
     #[arg(long, default_value_t = 48)]
     pub clients: usize,
+    /// Stores of the replicas shape: `memory`, or `redis` (the memory store and a shared
+    /// `redis-server` the bench starts, alternately; then the failover time).
+    #[arg(long, value_enum, default_value = "memory")]
+    pub store: replicas::BenchStore,
 }
 
 pub(crate) fn row(value: Value) {
@@ -216,7 +222,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 .await?
             }
             Shape::Bridge => bridge::run(args.calls).await?,
-            Shape::Replicas => replicas::run(args.clients, turns, runs).await?,
+            Shape::Replicas => replicas::run(args.clients, turns, runs, args.store).await?,
             Shape::Test => test_cases::run(runs).await?,
         }
     }

@@ -1,8 +1,11 @@
 //! `bench replicas`: turns/s of MCP clients chatting with 1 and 3 replicas (child processes
 //! on the zero-pace embedded model), directly (each client on one replica's URL) and through
 //! HAProxy running `examples/haproxy.cfg` (each chat routed by its handle, with the backend
-//! lines `turnscope replicas haproxy` prints), runs interleaved.
-//! Needs `haproxy` on the PATH (Debian: `apt-get install haproxy`).
+//! lines `turnscope replicas haproxy` prints), runs interleaved. With `--store redis` the
+//! same runs alternate between replicas on the memory store and replicas sharing one
+//! `redis-server` (rows carry `store`), and each run ends with a failover measure
+//! (`shared_store`). Needs `haproxy` on the PATH (Debian: `apt-get install haproxy`), and
+//! `redis-server` for `--store redis`.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -16,6 +19,7 @@ use tokio::process::{Child, Command};
 
 use turnscope::sessions::haproxy::{ReplicaAddr, backend_lines};
 
+use super::shared_store::{RedisChild, failover};
 use super::{BenchClient, round, row};
 
 /// The recipe docs/replicas.md documents, run as shipped (frontend and servers moved).
@@ -38,10 +42,10 @@ fn recipe_for(port: u16, replicas: &[ReplicaAddr]) -> anyhow::Result<String> {
 const START_BUDGET: Duration = Duration::from_secs(30);
 
 /// A scratch directory removed on drop.
-struct Scratch(PathBuf);
+pub(super) struct Scratch(pub(super) PathBuf);
 
 impl Scratch {
-    fn new(what: &str) -> anyhow::Result<Self> {
+    pub(super) fn new(what: &str) -> anyhow::Result<Self> {
         let dir = std::env::temp_dir().join(format!(
             "turnscope-bench-{what}-{}-{}",
             std::process::id(),
@@ -59,13 +63,21 @@ impl Drop for Scratch {
 }
 
 /// One replica: a headless child and its port.
-struct Replica {
-    port: u16,
-    _child: Child,
+pub(super) struct Replica {
+    pub(super) id: String,
+    pub(super) port: u16,
+    pub(super) child: Child,
     _dir: Scratch,
 }
 
-async fn replica(id: &str, sessions: usize) -> anyhow::Result<Replica> {
+/// The replica `id` as a headless child on the zero-pace embedded model, with room for
+/// `sessions`, on `port` (0: any free one), sessions in `store` (`None`: memory).
+pub(super) async fn replica(
+    id: &str,
+    sessions: usize,
+    store: Option<&str>,
+    port: u16,
+) -> anyhow::Result<Replica> {
     let exe = std::env::current_exe().context("finding the turnscope binary")?;
     let dir = Scratch::new("replica")?;
     let config = dir.0.join("turnscope.toml");
@@ -74,13 +86,14 @@ async fn replica(id: &str, sessions: usize) -> anyhow::Result<Replica> {
         .args([
             "--headless",
             "--port",
-            "0",
+            &port.to_string(),
             "--pace",
             "0",
             "--replica-id",
             id,
         ])
         .args(["--sessions", &(sessions + 8).to_string()])
+        .args(store.map(|url| ["--store", url]).into_iter().flatten())
         .arg("--config")
         .arg(&config)
         .stdout(Stdio::piped())
@@ -100,26 +113,26 @@ async fn replica(id: &str, sessions: usize) -> anyhow::Result<Replica> {
         .and_then(|p| p.parse().ok())
         .with_context(|| format!("no MCP URL in the ready line {line:?}"))?;
     Ok(Replica {
+        id: id.to_string(),
         port,
-        _child: child,
+        child,
         _dir: dir,
     })
 }
 
 /// HAProxy over `replicas`, from the shipped recipe.
-struct Balancer {
-    url: String,
+pub(super) struct Balancer {
+    pub(super) url: String,
     _child: Child,
     _dir: Scratch,
 }
 
-async fn balancer(replicas: &[Replica]) -> anyhow::Result<Balancer> {
+pub(super) async fn balancer(replicas: &[Replica]) -> anyhow::Result<Balancer> {
     let port = super::child::free_port()?;
     let listed: Vec<ReplicaAddr> = replicas
         .iter()
-        .enumerate()
-        .map(|(i, r)| ReplicaAddr {
-            id: format!("r{}", i + 1),
+        .map(|r| ReplicaAddr {
+            id: r.id.clone(),
             addr: format!("127.0.0.1:{}", r.port),
         })
         .collect();
@@ -199,26 +212,74 @@ async fn load(
     Ok((all.len(), errors, seconds, all))
 }
 
-/// Rows: one per run and path, then one summary per replica count and path (median turns/s).
-pub async fn run(clients: usize, turns: usize, runs: usize) -> anyhow::Result<()> {
-    for count in [1usize, 3] {
-        let mut replicas = Vec::new();
-        for i in 1..=count {
-            // Every run opens fresh sessions on both paths: room for all of them.
-            replicas.push(replica(&format!("r{i}"), clients * 2 * runs.max(1)).await?);
-        }
-        let lb = balancer(&replicas).await?;
-        let direct: Vec<String> = replicas
+/// Which stores `bench replicas` compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchStore {
+    /// Each replica keeps its sessions in memory (the default).
+    Memory,
+    /// The memory store and a shared `redis-server` (started by the bench on a free loopback
+    /// port), alternately in the same run; then the failover time.
+    Redis,
+}
+
+/// Replicas of one store and the balancer over them, with the URLs clients use.
+struct Cluster {
+    store: &'static str,
+    direct: Vec<String>,
+    through: Vec<String>,
+    _replicas: Vec<Replica>,
+    _lb: Balancer,
+}
+
+async fn cluster(
+    count: usize,
+    sessions: usize,
+    store: &'static str,
+    url: Option<&str>,
+) -> anyhow::Result<Cluster> {
+    let mut replicas = Vec::new();
+    for i in 1..=count {
+        replicas.push(replica(&format!("r{i}"), sessions, url, 0).await?);
+    }
+    let lb = balancer(&replicas).await?;
+    Ok(Cluster {
+        store,
+        direct: replicas
             .iter()
             .map(|r| format!("http://127.0.0.1:{}/mcp", r.port))
-            .collect();
-        let through = vec![lb.url.clone()];
-        let mut rates: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+            .collect(),
+        through: vec![lb.url.clone()],
+        _replicas: replicas,
+        _lb: lb,
+    })
+}
+
+/// Rows: one per run, store and path, then one summary per replica count, store and path
+/// (median turns/s); with the Redis store, one failover row per run and their summary.
+pub async fn run(
+    clients: usize,
+    turns: usize,
+    runs: usize,
+    store: BenchStore,
+) -> anyhow::Result<()> {
+    let redis = match store {
+        BenchStore::Memory => None,
+        BenchStore::Redis => Some(RedisChild::start().await?),
+    };
+    for count in [1usize, 3] {
+        // Every run opens fresh sessions on both paths: room for all of them.
+        let room = clients * 2 * runs.max(1);
+        let mut clusters = vec![cluster(count, room, "memory", None).await?];
+        if let Some(redis) = &redis {
+            clusters.push(cluster(count, room, "redis", Some(&redis.url)).await?);
+        }
+        let mut rates = vec![Vec::new(); clusters.len() * 2];
         for run in 0..runs.max(1) {
-            for (k, (path, urls)) in [("direct", &direct), ("haproxy", &through)]
-                .into_iter()
-                .enumerate()
-            {
+            let paths = clusters.iter().flat_map(|c| {
+                [("direct", &c.direct), ("haproxy", &c.through)]
+                    .map(|(path, urls)| (c.store, path, urls))
+            });
+            for (k, (store, path, urls)) in paths.enumerate() {
                 let (done, errors, seconds, mut latencies) = load(urls, clients, turns).await?;
                 latencies.sort_by(f64::total_cmp);
                 let pct = |q: f64| {
@@ -232,6 +293,7 @@ pub async fn run(clients: usize, turns: usize, runs: usize) -> anyhow::Result<()
                 row(json!({
                     "bench": "replicas",
                     "replicas": count,
+                    "store": store,
                     "path": path,
                     "run": run + 1,
                     "clients": clients,
@@ -244,12 +306,16 @@ pub async fn run(clients: usize, turns: usize, runs: usize) -> anyhow::Result<()
                 }));
             }
         }
-        for (k, path) in ["direct", "haproxy"].into_iter().enumerate() {
+        let paths = clusters
+            .iter()
+            .flat_map(|c| ["direct", "haproxy"].map(|path| (c.store, path)));
+        for (k, (store, path)) in paths.enumerate() {
             let mut r = rates[k].clone();
             r.sort_by(f64::total_cmp);
             let mut summary = json!({
                 "bench": "replicas_summary",
                 "replicas": count,
+                "store": store,
                 "path": path,
                 "runs": r.len(),
             });
@@ -260,6 +326,23 @@ pub async fn run(clients: usize, turns: usize, runs: usize) -> anyhow::Result<()
             }
             row(summary);
         }
+    }
+    if let Some(redis) = &redis {
+        let mut times = Vec::new();
+        for run in 0..runs.max(1) {
+            let ms = failover(&redis.url).await?;
+            row(
+                json!({"bench": "replicas_failover", "store": "redis", "run": run + 1, "failover_ms": round(ms, 1)}),
+            );
+            times.push(ms);
+        }
+        times.sort_by(f64::total_cmp);
+        let mut summary =
+            json!({"bench": "replicas_failover_summary", "store": "redis", "runs": times.len()});
+        summary[super::of_runs(times.len(), "failover_ms")] =
+            json!(round(times[times.len() / 2], 1));
+        summary["max_ms"] = json!(round(times[times.len() - 1], 1));
+        row(summary);
     }
     Ok(())
 }
