@@ -194,14 +194,14 @@ impl Sessions {
         mut progress: Option<&mut dyn ProgressSink>,
         cancel: &CancellationToken,
     ) -> Result<ChatReply, ChatError> {
-        let session = self.find(handle).await?;
+        let session = self.find_for(handle, !line.is_empty()).await?;
         match self
             .chat_on(&session, line, progress.as_deref_mut(), cancel)
             .await
         {
             // It changed elsewhere since it was loaded: load it again, once.
             Err(ChatError::Stale) => {
-                let session = self.find(handle).await?;
+                let session = self.find_for(handle, !line.is_empty()).await?;
                 self.chat_on(&session, line, progress, cancel).await
             }
             other => other,
@@ -252,14 +252,14 @@ impl Sessions {
         cancel: &CancellationToken,
         ask: &TaskAsk,
     ) -> Result<ChatOutcome, ChatError> {
-        let session = self.find(handle).await?;
+        let session = self.find_for(handle, !line.is_empty()).await?;
         match self
             .chat_or_task_on(&session, line, progress.as_deref_mut(), cancel, ask)
             .await
         {
             // It changed elsewhere since it was loaded: load it again, once.
             Err(ChatError::Stale) => {
-                let session = self.find(handle).await?;
+                let session = self.find_for(handle, !line.is_empty()).await?;
                 self.chat_or_task_on(&session, line, progress, cancel, ask)
                     .await
             }
@@ -355,7 +355,10 @@ impl Sessions {
         // A store other replicas share: this replica runs the turn only while it holds the
         // conversation's lease, and only on the latest version of it.
         let store = self.inner.storage.store();
-        if let Err(e) = self.take_lease(session, &state, cancel).await {
+        if let Err(e) = self
+            .take_lease(session, &state, !line.is_empty(), cancel)
+            .await
+        {
             drop(state);
             if e == ChatError::Stale {
                 store.release(&session.id).await;
@@ -378,9 +381,12 @@ impl Sessions {
         &self,
         session: &Session,
         state: &ChatState,
+        interrupting: bool,
         cancel: &CancellationToken,
     ) -> Result<(), ChatError> {
-        let (version, _) = self.wait_for_lease(&session.id, cancel).await?;
+        let (version, _) = self
+            .wait_for_lease(&session.id, interrupting, cancel)
+            .await?;
         let local = state.stored.as_ref().map(|s| s.version());
         if version == local {
             Ok(())
@@ -391,13 +397,17 @@ impl Sessions {
 
     /// Waits (at most [`LEASE_WAIT`]) until this replica holds `id`'s lease; returns the
     /// stored head's version then, and the replica that wrote it last (when the store knows).
+    /// `interrupting` (a new line): the holder is asked once to interrupt its turn, which it
+    /// does when no call of its own waits on that turn (as a new line on one replica would).
     pub(super) async fn wait_for_lease(
         &self,
         id: &crate::store::HandleId,
+        interrupting: bool,
         cancel: &CancellationToken,
     ) -> Result<(Option<u64>, Option<String>), ChatError> {
         let store = self.inner.storage.store();
         let started = std::time::Instant::now();
+        let mut asked = !interrupting;
         loop {
             let lease = store.acquire(id).await.map_err(|e| ChatError::Store {
                 message: e.to_string(),
@@ -405,6 +415,12 @@ impl Sessions {
             match lease {
                 Lease::Granted { version, writer } => return Ok((version, writer)),
                 Lease::Held { by, for_ms } => {
+                    if !asked {
+                        asked = true;
+                        if let Err(e) = store.ask_interrupt(id).await {
+                            tracing::warn!("store: asking {by} to interrupt its turn failed: {e}");
+                        }
+                    }
                     if started.elapsed() >= LEASE_WAIT {
                         return Err(ChatError::Busy {
                             holder: by,
@@ -604,7 +620,7 @@ impl Sessions {
             let shared = sessions.inner.storage.shared();
             if shared
                 && let Err(e) = sessions
-                    .take_lease(&session, &state, &CancellationToken::new())
+                    .take_lease(&session, &state, false, &CancellationToken::new())
                     .await
             {
                 drop(state);

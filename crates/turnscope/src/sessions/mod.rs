@@ -471,6 +471,16 @@ impl Sessions {
     /// Finds the session of a handle as a caller typed it: open, or reopened from the store.
     /// An expired session is dropped here, before the sweep gets to it.
     pub async fn find(&self, handle: &str) -> Result<Arc<Session>, ChatError> {
+        self.find_for(handle, false).await
+    }
+
+    /// [`Sessions::find`] for a call; `interrupting` (a new line): on a shared store, the
+    /// replica running a turn of it is asked to interrupt that turn.
+    pub(crate) async fn find_for(
+        &self,
+        handle: &str,
+        interrupting: bool,
+    ) -> Result<Arc<Session>, ChatError> {
         let limits = self.inner.limits.load_full();
         if handle.len() != 36 {
             return Err(ChatError::HandleLength {
@@ -480,7 +490,7 @@ impl Sessions {
         let uuid = Uuid::parse_str(handle).map_err(|_| self.unknown())?;
         let id = self.inner.storage.key().id_of(&uuid);
         let Some(session) = self.live(&id, &uuid) else {
-            return match self.reopen(uuid, id).await? {
+            return match self.reopen(uuid, id, interrupting).await? {
                 Some(session) => Ok(session),
                 None => Err(self.not_here(&uuid)),
             };

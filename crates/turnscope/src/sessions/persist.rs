@@ -505,11 +505,12 @@ impl Sessions {
         &self,
         handle: Uuid,
         id: HandleId,
+        interrupting: bool,
     ) -> Result<Option<Arc<Session>>, ChatError> {
         let storage = &self.inner.storage;
         let gate = storage.gate(id);
         let _one_at_a_time = gate.lock().await;
-        let result = self.reopen_now(handle, id).await;
+        let result = self.reopen_now(handle, id, interrupting).await;
         storage.ungate(&id);
         result
     }
@@ -518,6 +519,7 @@ impl Sessions {
         &self,
         handle: Uuid,
         id: HandleId,
+        interrupting: bool,
     ) -> Result<Option<Arc<Session>>, ChatError> {
         if let Some(session) = self.live(&id, &handle) {
             return Ok(Some(session));
@@ -532,7 +534,11 @@ impl Sessions {
         let mut writer = None;
         if storage.shared() {
             (_, writer) = self
-                .wait_for_lease(&id, &tokio_util::sync::CancellationToken::new())
+                .wait_for_lease(
+                    &id,
+                    interrupting,
+                    &tokio_util::sync::CancellationToken::new(),
+                )
                 .await?;
         }
         let loaded = match storage.store.load(&id, KEPT_TURNS as u64).await {
@@ -712,8 +718,29 @@ impl Sessions {
             .filter(|s| s.bot.current_turn().is_some_and(|t| !t.is_done()) || s.in_call())
             .map(|s| s.id)
             .collect();
-        if let Err(e) = storage.store.renew(&ids).await {
-            tracing::warn!("store: renewing leases failed: {e}");
+        let asked = match storage.store.renew(&ids).await {
+            Ok(asked) => asked,
+            Err(e) => {
+                tracing::warn!("store: renewing leases failed: {e}");
+                return;
+            }
+        };
+        // Another replica got a new line for these: a turn no call of ours waits on is
+        // interrupted, as that line would on this replica; its waiter (`record_when_done`)
+        // writes it as unread and gives the lease back. A turn a call here reads goes on:
+        // calls keep their order, and the line waits for it.
+        for id in asked {
+            let Some(session) = self.table().by_id.get(&id).cloned() else {
+                continue;
+            };
+            let Ok(state) = session.chat.try_lock() else {
+                continue;
+            };
+            if session.bot.current_turn().is_some_and(|t| !t.is_done()) {
+                tracing::info!(session = session.number, handle = %session.handle_prefix(), "a new line on another replica interrupts the turn in flight");
+                session.bot.interrupt().await;
+            }
+            drop(state);
         }
     }
 

@@ -26,13 +26,17 @@ async fn replica(server: &RedisServer, model: &EmbeddedModel, id: &str) -> Sessi
     let bot = Bot::builder(ModelClient::new(ModelConfig::new(model.base_url(), "m")))
         .greeting("Hello there")
         .build();
-    Sessions::with_store(
+    let sessions = Sessions::with_store(
         bot,
         Bus::default(),
         SessionLimits::default(),
         Replica::new(id.to_string()),
         Arc::new(store),
-    )
+    );
+    // Renews the leases of running turns (and takes other replicas' interrupt requests), as
+    // the server's sweeper does.
+    sessions.spawn_sweeper();
+    sessions
 }
 
 async fn say(sessions: &Sessions, handle: &str, line: &str) -> ChatReply {
@@ -104,13 +108,13 @@ async fn a_handle_started_on_one_replica_goes_on_on_the_other_with_its_history_w
 
 #[tokio::test]
 #[ignore = "needs redis-server (interop/run installs it)"]
-async fn a_line_on_another_replica_waits_for_the_turn_running_elsewhere_and_reads_it() {
+async fn a_new_line_on_another_replica_interrupts_the_turn_running_elsewhere() {
     let server = RedisServer::start(&[]);
     let model = EmbeddedModel::start(
         0,
         ScriptSettings {
             pace: 0.02,
-            words: Some(60),
+            words: Some(200),
         },
     )
     .await
@@ -120,7 +124,8 @@ async fn a_line_on_another_replica_waits_for_the_turn_running_elsewhere_and_read
         replica(&server, &model, "r2").await,
     );
     let handle = r1.open(SessionOpener::Api).await.unwrap().handle();
-    // A caller on r1 gives up 50 ms in: its turn runs on there, holding the lease.
+    // A caller on r1 gives up 50 ms in: its turn (200 words, 4 s) runs on there, holding
+    // the lease, with no call of r1 waiting on it.
     let cancel = CancellationToken::new();
     let later = cancel.clone();
     tokio::spawn(async move {
@@ -133,14 +138,58 @@ async fn a_line_on_another_replica_waits_for_the_turn_running_elsewhere_and_read
     );
     let running = r1.list().pop().unwrap().bot().current_turn().unwrap();
     assert!(!running.is_done());
-    // A line on r2 waits for it (never two turns of one handle at once), then goes on with
-    // r1's turn in its history and hands back its reply as unread.
+    // A new line on r2 interrupts it, as it would on r1 (never two turns of one handle at
+    // once): r1 ends it, writes it as unread and gives the lease back; r2 goes on with it in
+    // its history and hands it back as the unread turn, interrupted.
     let reply = say(&r2, &handle, "second").await;
     assert!(running.is_done(), "r2 ran only once r1's turn ended");
+    assert_eq!(
+        running.snapshot().end,
+        Some(crate::bot::TurnEnd::Interrupted)
+    );
     assert_eq!(reply.turn, Some(2));
     let unread = reply.unread.expect("r1's unread turn is handed over");
-    assert_eq!(unread.end_reason, "completed");
-    assert!(!unread.reply.is_empty());
+    assert_eq!(unread.end_reason, "interrupted");
+    let words = unread.reply.split_whitespace().count();
+    assert!(
+        (1..200).contains(&words),
+        "the partial reply of the interrupted turn: {words} words"
+    );
     let messages = r2.list().pop().unwrap().bot().context().messages;
     assert_eq!(messages.len(), 5, "{messages:?}");
+}
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_new_line_on_another_replica_waits_for_a_turn_a_call_there_reads() {
+    let server = RedisServer::start(&[]);
+    let model = EmbeddedModel::start(
+        0,
+        ScriptSettings {
+            pace: 0.02,
+            words: Some(40),
+        },
+    )
+    .await
+    .unwrap();
+    let (r1, r2) = (
+        replica(&server, &model, "r1").await,
+        replica(&server, &model, "r2").await,
+    );
+    let handle = r1.open(SessionOpener::Api).await.unwrap().handle();
+    // A call on r1 reads its turn: calls keep their order across replicas, as on one.
+    let first = {
+        let (r1, handle) = (r1.clone(), handle.clone());
+        tokio::spawn(async move { say(&r1, &handle, "first").await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let second = say(&r2, &handle, "second").await;
+    let first = first.await.unwrap();
+    assert_eq!(first.end_reason.as_deref(), Some("completed"), "{first:?}");
+    assert_eq!(first.reply.split_whitespace().count(), 40);
+    assert_eq!(second.turn, Some(2));
+    assert!(
+        second.unread.is_none(),
+        "r1's call read its turn: {second:?}"
+    );
 }

@@ -272,8 +272,17 @@ pub trait SessionStore: Send + Sync {
         })
     }
 
-    /// Keeps the leases of `ids` (called at least every [`SessionStore::lease_every`]).
-    async fn renew(&self, _ids: &[HandleId]) -> Result<(), StoreError> {
+    /// Keeps the leases of `ids` (called at least every [`SessionStore::lease_every`]);
+    /// returns those of them whose running turn another replica asked to interrupt
+    /// ([`SessionStore::ask_interrupt`]), each once.
+    async fn renew(&self, _ids: &[HandleId]) -> Result<Vec<HandleId>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    /// Asks the replica holding `id`'s lease to interrupt the turn it runs (a new line
+    /// arrived here: the order of calls across replicas, "a new line interrupts the turn in
+    /// flight"); the holder sees it at its next renewal. A no-op on a store with no leases.
+    async fn ask_interrupt(&self, _id: &HandleId) -> Result<(), StoreError> {
         Ok(())
     }
 

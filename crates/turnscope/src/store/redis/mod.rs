@@ -15,6 +15,9 @@
 //!   listing and the idle sweep.
 //! - `P lease:ID` (string): who runs ID's turns now, `REPLICA#NONCE`, expiring after
 //!   [`LEASE`] unless renewed: one replica at a time runs a handle's turns.
+//! - `P stop:ID` (string): another replica's request that the holder interrupt ID's turn (a
+//!   new line arrived there), the asker's `REPLICA#NONCE`, expiring after [`LEASE`]; the
+//!   holder takes it at its next renewal, a new holder drops it.
 //!
 //! `h:` and `log:` expire after the idle lifetime (`server.handle_seconds`), refreshed by every
 //! write: Redis forgets an abandoned conversation even when no replica is left to sweep it, and
@@ -157,6 +160,10 @@ impl RedisStore {
 
     fn lease_key(&self, id: &HandleId) -> String {
         format!("{}lease:{}", self.prefix, id.to_hex())
+    }
+
+    fn stop_key(&self, id: &HandleId) -> String {
+        format!("{}stop:{}", self.prefix, id.to_hex())
     }
 
     fn meta_key(&self) -> String {
@@ -446,6 +453,7 @@ impl SessionStore for RedisStore {
         let (granted, a, b): (i64, Option<String>, Option<String>) = scripts::ACQUIRE
             .key(self.lease_key(id))
             .key(self.head_key(id))
+            .key(self.stop_key(id))
             .arg(&self.holder)
             .arg(LEASE.as_millis() as u64)
             .invoke_async(&mut self.conn())
@@ -467,9 +475,9 @@ impl SessionStore for RedisStore {
         })
     }
 
-    async fn renew(&self, ids: &[HandleId]) -> Result<(), StoreError> {
+    async fn renew(&self, ids: &[HandleId]) -> Result<Vec<HandleId>, StoreError> {
         if ids.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let mut call = scripts::RENEW.prepare_invoke();
         call.arg(&self.prefix)
@@ -478,10 +486,26 @@ impl SessionStore for RedisStore {
         for id in ids {
             call.arg(id.to_hex());
         }
-        let _renewed: i64 = call
+        let asked: Vec<String> = call
             .invoke_async(&mut self.conn())
             .await
             .map_err(|e| self.lost("renewing leases", &e))?;
+        Ok(ids
+            .iter()
+            .filter(|id| asked.contains(&id.to_hex()))
+            .copied()
+            .collect())
+    }
+
+    async fn ask_interrupt(&self, id: &HandleId) -> Result<(), StoreError> {
+        let _asked: i64 = scripts::ASK_INTERRUPT
+            .key(self.lease_key(id))
+            .key(self.stop_key(id))
+            .arg(&self.holder)
+            .arg(LEASE.as_millis() as u64)
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| self.lost("asking the lease's holder to interrupt its turn", &e))?;
         Ok(())
     }
 

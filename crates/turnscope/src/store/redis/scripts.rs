@@ -118,8 +118,9 @@ return out
 });
 
 /// Takes a handle's lease for a holder (again, when it holds it already), and says what
-/// the store holds of the handle.
-/// KEYS: lease, head. ARGV: holder, lease ms.
+/// the store holds of the handle. A new holder drops an interrupt request left for the one
+/// before (its turn ended first).
+/// KEYS: lease, head, stop. ARGV: holder, lease ms.
 /// Returns `{1, version or nil, writer or nil}` when taken, `{0, holder, ms left}` when
 /// another holds it.
 pub(super) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
@@ -131,6 +132,8 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     return {0, holder, redis.call('PTTL', KEYS[1])}
   end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+else
+  redis.call('DEL', KEYS[3])
 end
 local h = redis.call('HMGET', KEYS[2], 'v', 'w')
 return {1, h[1], h[2]}
@@ -138,20 +141,38 @@ return {1, h[1], h[2]}
     )
 });
 
-/// Keeps the leases a holder holds among the ids given (the others are left alone).
-/// ARGV: prefix, holder, lease ms, then ids. Returns how many were renewed.
+/// Keeps the leases a holder holds among the ids given (the others are left alone), and
+/// takes the interrupt requests other replicas left on them.
+/// ARGV: prefix, holder, lease ms, then ids. Returns the ids (of those renewed) asked to
+/// interrupt their turn.
 pub(super) static RENEW: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-local renewed = 0
+local asked = {}
 for i = 4, #ARGV do
   local lease = ARGV[1] .. 'lease:' .. ARGV[i]
   if redis.call('GET', lease) == ARGV[2] then
     redis.call('PEXPIRE', lease, ARGV[3])
-    renewed = renewed + 1
+    if redis.call('DEL', ARGV[1] .. 'stop:' .. ARGV[i]) == 1 then
+      asked[#asked + 1] = ARGV[i]
+    end
   end
 end
-return renewed
+return asked
+",
+    )
+});
+
+/// Asks the holder of a lease to interrupt its turn: a request it takes at its next
+/// renewal, gone with the lease (nothing when nobody else holds it).
+/// KEYS: lease, stop. ARGV: holder (the asker), lease ms. Returns 1 when asked.
+pub(super) static ASK_INTERRUPT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local holder = redis.call('GET', KEYS[1])
+if not holder or holder == ARGV[1] then return 0 end
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+return 1
 ",
     )
 });
