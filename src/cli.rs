@@ -526,7 +526,7 @@ pub struct SessionsArgs {
     /// What to do.
     #[command(subcommand)]
     pub action: SessionsAction,
-    /// The store: sqlite:PATH or default (the file of --host/--port).
+    /// The store: sqlite:PATH, redis://HOST:PORT/DB (list and export), or default (the file of --host/--port).
     #[arg(long, global = true, value_name = "URL")]
     pub store: Option<String>,
     /// The address the server listened on, for its default file (default 127.0.0.1).

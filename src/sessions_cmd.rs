@@ -5,13 +5,16 @@
 //! Which store: `--store URL`, else `[store] url`, else the default file of the address the
 //! server listened on (`--host`/`--port`, else the config's, else 127.0.0.1:7870). Listing and
 //! exporting read the file while a server uses it; deleting takes the file's lock, so the
-//! server using it must stop first (a running server deletes expired sessions itself).
+//! server using it must stop first (a running server deletes expired sessions itself). A
+//! Redis store (`redis://`) is listed and exported while its replicas run; deleting from it
+//! is left to them (their sweep, and Redis's TTL).
 
 use std::net::ToSocketAddrs;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use turnscope::config::{Config, StoreUrl};
+use turnscope::store::redis::{RedisSettings, RedisStore};
 use turnscope::store::sqlite::SqliteStore;
 use turnscope::store::{Head, SessionStore, default_path, export, now_ms};
 
@@ -28,10 +31,10 @@ pub async fn run(
     overrides.host = args.host.clone().or(overrides.host);
     overrides.port = args.port.or(overrides.port);
     let (config, _) = Config::load(config_file, &overrides)?;
-    let path = store_path(&config)?;
+    let source = store_source(&config)?;
     match args.action {
         SessionsAction::List { json, limit } => {
-            let store = SqliteStore::open_to_read(&path)?;
+            let store = open_to_read(&source, &config).await?;
             let heads = store.list(limit).await?;
             let total = store.count().await?;
             if json {
@@ -39,7 +42,7 @@ pub async fn run(
                     println!("{}", serde_json::to_string(&summary(head))?);
                 }
             } else {
-                print!("{}", table(&heads, total, &path));
+                print!("{}", table(&heads, total, &store_name(&source)));
             }
             store.close().await;
         }
@@ -48,8 +51,8 @@ pub async fn run(
             format,
             output,
         } => {
-            let store = SqliteStore::open_to_read(&path)?;
-            let head = find(&store, &prefix).await?;
+            let store = open_to_read(&source, &config).await?;
+            let head = find(store.as_ref(), &prefix).await?;
             let turns = store.turns(&head.id, 0).await?;
             let origin = store.describe();
             let (text, ext) = match format {
@@ -93,7 +96,15 @@ pub async fn run(
             expired,
             handle_seconds,
         } => {
-            let store = open_to_write(&path)?;
+            let Source::File(path) = &source else {
+                anyhow::bail!(
+                    "store {}: `turnscope sessions delete` deletes from a store file; the replicas \
+                     sharing a Redis delete what expired themselves, and Redis forgets an idle \
+                     conversation after its TTL (server.handle_seconds)",
+                    store_name(&source)
+                );
+            };
+            let store = open_to_write(path)?;
             let outcome = delete(&store, prefix, expired, handle_seconds, &config).await;
             store.close().await;
             println!("{}", outcome?);
@@ -102,8 +113,39 @@ pub async fn run(
     Ok(())
 }
 
-/// The file the config's store is.
-fn store_path(config: &Config) -> anyhow::Result<PathBuf> {
+/// Where the config's sessions are kept: a store file or a Redis the replicas share.
+enum Source {
+    File(PathBuf),
+    Redis(turnscope::config::store::RedisUrl),
+}
+
+fn store_name(source: &Source) -> String {
+    match source {
+        Source::File(path) => path.display().to_string(),
+        Source::Redis(url) => url.masked().to_string(),
+    }
+}
+
+/// Opens the store to read: a file while its server runs, a Redis while its replicas do
+/// (as one more client of it; this command never takes a lease or writes a session).
+async fn open_to_read(source: &Source, config: &Config) -> anyhow::Result<Box<dyn SessionStore>> {
+    Ok(match source {
+        Source::File(path) => Box::new(SqliteStore::open_to_read(path)?),
+        Source::Redis(url) => Box::new(
+            RedisStore::open(
+                url,
+                RedisSettings {
+                    replica: "turnscope-sessions".into(),
+                    idle: std::time::Duration::from_secs(config.server.handle_seconds),
+                },
+            )
+            .await?,
+        ),
+    })
+}
+
+/// The store the config names.
+fn store_source(config: &Config) -> anyhow::Result<Source> {
     match config
         .store
         .resolve(StoreUrl::Default)
@@ -113,13 +155,8 @@ fn store_path(config: &Config) -> anyhow::Result<PathBuf> {
             "store memory: a memory store keeps nothing once its server stops, so there is nothing to list. \
              Give the --store sqlite:PATH a server used"
         ),
-        StoreUrl::Sqlite(path) => Ok(path),
-        StoreUrl::Redis(url) => anyhow::bail!(
-            "store {}: `turnscope sessions` reads a store file (sqlite:PATH) and does not read a Redis \
-             store yet. Its sessions are kept under the store's key prefix with the idle lifetime as \
-             their TTL; `redis-cli --scan` lists them",
-            url.masked()
-        ),
+        StoreUrl::Sqlite(path) => Ok(Source::File(path)),
+        StoreUrl::Redis(url) => Ok(Source::Redis(url)),
         StoreUrl::Default => {
             let s = &config.server;
             anyhow::ensure!(
@@ -131,7 +168,9 @@ fn store_path(config: &Config) -> anyhow::Result<PathBuf> {
                 .with_context(|| format!("cannot resolve --host {}", s.host))?
                 .next()
                 .with_context(|| format!("--host {} names no address", s.host))?;
-            default_path(addr, &|name| std::env::var(name).ok()).map_err(anyhow::Error::msg)
+            default_path(addr, &|name| std::env::var(name).ok())
+                .map(Source::File)
+                .map_err(anyhow::Error::msg)
         }
     }
 }
@@ -156,7 +195,7 @@ fn open_to_write(path: &Path) -> anyhow::Result<SqliteStore> {
 }
 
 /// The one session whose handle starts with `prefix`.
-async fn find(store: &SqliteStore, prefix: &str) -> anyhow::Result<Head> {
+async fn find(store: &dyn SessionStore, prefix: &str) -> anyhow::Result<Head> {
     anyhow::ensure!(
         !prefix.is_empty() && prefix.len() <= 8,
         "prefix {prefix:?}: expected the first 1 to 8 characters of a handle, as `turnscope sessions list` shows them"
@@ -231,10 +270,9 @@ fn summary(head: &Head) -> serde_json::Value {
 }
 
 /// The table `list` prints.
-fn table(heads: &[Head], total: u64, path: &Path) -> String {
+fn table(heads: &[Head], total: u64, origin: &str) -> String {
     let mut out = format!(
-        "{total} stored session(s) in {}{}\n",
-        path.display(),
+        "{total} stored session(s) in {origin}{}\n",
         if (heads.len() as u64) < total {
             format!(" (the {} most recently used)", heads.len())
         } else {

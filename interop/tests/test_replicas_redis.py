@@ -14,6 +14,7 @@ fail.
 
 import json
 import signal
+import subprocess
 import time
 import urllib.request
 
@@ -22,7 +23,7 @@ import pytest
 
 from test_claude_code import SEARCH, START, ClaudeCode, chat, chat_on  # also puts interop/servers on the path
 from anthropic_stub import AnthropicStub  # noqa: E402 - after the line above
-from replicas import Balancer, RawMcp, Replica, no_cookie_client, raw_record, raw_text
+from replicas import Balancer, RawMcp, Replica, binary, no_cookie_client, raw_record, raw_text
 from shared_store import CLEAR, CONFIG, TOKEN, RedisServer, keeper, store_args
 
 pytestmark = pytest.mark.anyio
@@ -320,3 +321,16 @@ async def test_two_replicas_without_a_balancer_mark_the_conversation_they_took_o
     assert all(e.get("restored") for e in opened_r2), opened_r2
     opened_r1 = [e for e in session_events(events["r1"]) if e["closed"] is None]
     assert [e.get("taken_from") for e in opened_r1] == [None, "r2"], opened_r1
+    # `turnscope sessions` reads the Redis store too: the conversation, its three turns.
+    listed = subprocess.run(
+        [binary(), "sessions", "--store", redis.url, "list", "--json"], capture_output=True, text=True, timeout=30
+    )
+    assert listed.returncode == 0, listed.stderr
+    rows = [json.loads(l) for l in listed.stdout.splitlines()]
+    assert [(r["prefix"], r["turns"]) for r in rows] == [(handle[:8], 3)], rows
+    exported = subprocess.run(
+        [binary(), "sessions", "--store", redis.url, "export", handle[:8], "--output", "-"],
+        capture_output=True, text=True, timeout=30,
+    )
+    assert exported.returncode == 0, exported.stderr
+    assert "what did I say" in exported.stdout

@@ -51,6 +51,9 @@ pub const LEASE: Duration = Duration::from_secs(2);
 /// fail before a lease is lost).
 pub const RENEW_EVERY: Duration = Duration::from_millis(500);
 
+/// Most heads one listing asks Redis for (`list(usize::MAX)` means every one).
+const MOST_HEADS: usize = 1 << 30;
+
 /// The key layout's version, kept in `P meta`.
 const SCHEMA: u64 = 1;
 
@@ -255,6 +258,9 @@ impl RedisStore {
         if limit == 0 {
             return Ok(Vec::new());
         }
+        // Lua's numbers are doubles: a limit past 2^53 (`usize::MAX`, "all of them") is no
+        // integer to Redis; no store holds more sessions than this anyway.
+        let limit = limit.min(MOST_HEADS);
         let flat: Vec<redis::Value> = scripts::HEADS
             .key(self.used_key())
             .arg(&self.prefix)

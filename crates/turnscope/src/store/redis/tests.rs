@@ -136,6 +136,11 @@ async fn the_redis_store_passes_the_suite_and_replicas_share_its_key() {
     store.create(&h).await.unwrap();
     h.version = 1;
     assert_eq!(other.head(&h.id).await.unwrap(), Some(h.clone()));
+    // "Every one" (`turnscope sessions export` looks a prefix up so) is no Lua integer:
+    // it still lists them all.
+    let all = other.list(usize::MAX).await.unwrap();
+    assert_eq!(all.len() as u64, other.count().await.unwrap());
+    assert!(all.iter().any(|x| x.id == h.id));
     let elsewhere = open(&server, "elsewhere:", "r1").await;
     assert_ne!(elsewhere.key().as_bytes(), store.key().as_bytes());
     assert_eq!(elsewhere.count().await.unwrap(), 0);
