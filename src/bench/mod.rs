@@ -6,7 +6,6 @@ mod child;
 mod console;
 mod console_memory;
 mod replicas;
-mod shared_store;
 pub mod soak;
 mod test_cases;
 mod viewers;

@@ -39,6 +39,20 @@ async fn replica(server: &RedisServer, model: &EmbeddedModel, id: &str) -> Sessi
     sessions
 }
 
+/// The scripted model (`pace` s a word, replies of `words`) and replicas r1 and r2 on it.
+async fn two_replicas(
+    server: &RedisServer,
+    pace: f64,
+    words: Option<usize>,
+) -> (EmbeddedModel, Sessions, Sessions) {
+    let model = EmbeddedModel::start(0, ScriptSettings { pace, words })
+        .await
+        .unwrap();
+    let r1 = replica(server, &model, "r1").await;
+    let r2 = replica(server, &model, "r2").await;
+    (model, r1, r2)
+}
+
 async fn say(sessions: &Sessions, handle: &str, line: &str) -> ChatReply {
     sessions
         .chat(handle, line, None, &CancellationToken::new())
@@ -50,19 +64,7 @@ async fn say(sessions: &Sessions, handle: &str, line: &str) -> ChatReply {
 #[ignore = "needs redis-server (interop/run installs it)"]
 async fn a_handle_started_on_one_replica_goes_on_on_the_other_with_its_history_whole() {
     let server = RedisServer::start(&[]);
-    let model = EmbeddedModel::start(
-        0,
-        ScriptSettings {
-            pace: 0.0,
-            words: None,
-        },
-    )
-    .await
-    .unwrap();
-    let (r1, r2) = (
-        replica(&server, &model, "r1").await,
-        replica(&server, &model, "r2").await,
-    );
+    let (_model, r1, r2) = two_replicas(&server, 0.0, None).await;
     let handle = r1.open(SessionOpener::Api).await.unwrap().handle();
     assert_eq!(r1.list().pop().unwrap().taken_from, None, "born on r1");
     say(&r1, &handle, "my name is Ada").await;
@@ -110,19 +112,7 @@ async fn a_handle_started_on_one_replica_goes_on_on_the_other_with_its_history_w
 #[ignore = "needs redis-server (interop/run installs it)"]
 async fn a_new_line_on_another_replica_interrupts_the_turn_running_elsewhere() {
     let server = RedisServer::start(&[]);
-    let model = EmbeddedModel::start(
-        0,
-        ScriptSettings {
-            pace: 0.02,
-            words: Some(200),
-        },
-    )
-    .await
-    .unwrap();
-    let (r1, r2) = (
-        replica(&server, &model, "r1").await,
-        replica(&server, &model, "r2").await,
-    );
+    let (_model, r1, r2) = two_replicas(&server, 0.02, Some(200)).await;
     let handle = r1.open(SessionOpener::Api).await.unwrap().handle();
     // A caller on r1 gives up 50 ms in: its turn (200 words, 4 s) runs on there, holding
     // the lease, with no call of r1 waiting on it.
@@ -163,19 +153,7 @@ async fn a_new_line_on_another_replica_interrupts_the_turn_running_elsewhere() {
 #[ignore = "needs redis-server (interop/run installs it)"]
 async fn a_new_line_on_another_replica_waits_for_a_turn_a_call_there_reads() {
     let server = RedisServer::start(&[]);
-    let model = EmbeddedModel::start(
-        0,
-        ScriptSettings {
-            pace: 0.02,
-            words: Some(40),
-        },
-    )
-    .await
-    .unwrap();
-    let (r1, r2) = (
-        replica(&server, &model, "r1").await,
-        replica(&server, &model, "r2").await,
-    );
+    let (_model, r1, r2) = two_replicas(&server, 0.02, Some(40)).await;
     let handle = r1.open(SessionOpener::Api).await.unwrap().handle();
     // A call on r1 reads its turn: calls keep their order across replicas, as on one.
     let first = {
