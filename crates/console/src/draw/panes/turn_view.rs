@@ -66,9 +66,9 @@ pub fn draw(f: &mut Frame, areas: Areas, c: &Console) {
         .map(|v| format!(" · config v{v}"))
         .unwrap_or_default();
     let title = format!(
-        " Turn {} of #{} {who} · {end}{config} · {} of {} ",
+        " Turn {} of {} {who} · {end}{config} · {} of {} ",
         pick.turn,
-        pick.session,
+        c.state.session_name(pick.session),
         at.map_or(0, |i| i + 1),
         turns.len()
     );
