@@ -113,3 +113,18 @@ fn a_line_into_a_stored_session_is_refused_with_what_to_do() {
     assert!(notice.contains("its next chat"), "{notice}");
     assert_eq!(c.input.lines().join(""), "hello", "the line is kept");
 }
+
+#[test]
+fn d_on_a_stored_session_says_how_it_goes_away() {
+    let mut c = with_stored();
+    let key = crossterm::event::KeyEvent::new(
+        crossterm::event::KeyCode::Char('d'),
+        crossterm::event::KeyModifiers::NONE,
+    );
+    assert!(c.handle(&crossterm::event::Event::Key(key)).is_none());
+    let notice = c.notice.as_ref().expect("a notice").text.clone();
+    assert!(
+        notice.contains("turnscope sessions delete 5e5e5e5e"),
+        "{notice}"
+    );
+}
