@@ -59,6 +59,26 @@ pub fn truncate(s: &str, max: usize) -> String {
     out
 }
 
+/// A border's key hints in at most `room` cells: as many of `hints` as fit, whole and in
+/// order, then `last` (how to close, always shown), joined by ` · `. A hint cut in the middle
+/// of a word would read as another key.
+pub fn key_hints(hints: &[&str], last: &str, room: usize) -> String {
+    let mut out = String::from(" ");
+    let mut used = 2 + width(last);
+    for hint in hints {
+        let cost = width(hint) + 3;
+        if used + cost > room {
+            break;
+        }
+        used += cost;
+        out.push_str(hint);
+        out.push_str(" · ");
+    }
+    out.push_str(last);
+    out.push(' ');
+    truncate(&out, room)
+}
+
 /// `s` cut to at most `max` cells from its start, keeping its end (`…` first when cut): for
 /// text whose newest part is last, such as a progress message (the reply so far).
 pub fn truncate_start(s: &str, max: usize) -> String {
@@ -265,5 +285,23 @@ mod tests {
         assert_eq!(count(0), "0");
         assert_eq!(count(1234), "1,234");
         assert_eq!(count(1234567), "1,234,567");
+    }
+
+    #[test]
+    fn key_hints_keep_whole_hints_and_always_the_last() {
+        let hints = ["← → turns", "m model requests", "v variants"];
+        let wide = key_hints(&hints, "Esc closes", 80);
+        assert_eq!(
+            wide,
+            " ← → turns · m model requests · v variants · Esc closes "
+        );
+        let narrow = key_hints(&hints, "Esc closes", 43);
+        assert_eq!(narrow, " ← → turns · m model requests · Esc closes ");
+        assert_eq!(width(&narrow), 43);
+        assert_eq!(
+            key_hints(&hints, "Esc closes", 42),
+            " ← → turns · Esc closes "
+        );
+        assert_eq!(key_hints(&hints, "Esc closes", 12), " Esc closes ");
     }
 }

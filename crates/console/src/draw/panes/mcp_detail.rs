@@ -79,11 +79,19 @@ pub fn draw(f: &mut Frame, areas: Areas, c: &Console) {
         .style(t.overlay)
         .title(Line::styled(truncate(&title, room), t.title))
         .title_bottom(Line::styled(
-            truncate(
-                &format!(
-                    " ↑↓ PgUp PgDn scroll · ← → exchanges · f {} · y curl · J JSON · Esc closes{more} ",
-                    if detail.unfolded { "folds" } else { "unfolds" }
-                ),
+            crate::text::key_hints(
+                &[
+                    "↑↓ PgUp PgDn scroll",
+                    "← → exchanges",
+                    if detail.unfolded {
+                        "f folds"
+                    } else {
+                        "f unfolds"
+                    },
+                    "y curl",
+                    "J JSON",
+                ],
+                &format!("Esc closes{more}"),
                 room,
             ),
             t.dim,

@@ -20,7 +20,9 @@ use crate::view::layout::Areas;
 /// Width of the row labels of the comparison.
 const LABEL: usize = 12;
 
-fn overlay<'a>(c: &Console, title: String, bottom: &'a str, w: u16) -> Block<'a> {
+/// The double-bordered overlay both views draw in; `hints` and `last` are its bottom border's
+/// keys ([`crate::text::key_hints`]).
+fn overlay(c: &Console, title: String, hints: &[&str], last: &str, w: u16) -> Block<'static> {
     let t = &c.theme;
     Block::bordered()
         .border_type(BorderType::Double)
@@ -31,7 +33,7 @@ fn overlay<'a>(c: &Console, title: String, bottom: &'a str, w: u16) -> Block<'a>
             t.title,
         ))
         .title_bottom(Line::styled(
-            truncate(bottom, w.saturating_sub(4) as usize),
+            crate::text::key_hints(hints, last, w.saturating_sub(4) as usize),
             t.dim,
         ))
 }
@@ -53,7 +55,8 @@ pub fn draw_editor(f: &mut Frame, areas: Areas, c: &Console) {
     let block = overlay(
         c,
         title,
-        " Ctrl+S or F5 sends · Tab body/URL · Esc closes (nothing sent, the session untouched) ",
+        &["Ctrl+S or F5 sends", "Tab body/URL"],
+        "Esc closes (nothing sent, the session untouched)",
         area.width,
     );
     let inside = block.inner(area);
@@ -131,7 +134,13 @@ pub fn draw_variants(f: &mut Frame, areas: Areas, c: &Console) {
     let block = overlay(
         c,
         title,
-        " ← → variants · ↑↓ scroll · e edit again · t save as test case · Esc back ",
+        &[
+            "← → variants",
+            "↑↓ scroll",
+            "e edit again",
+            "t save as test case",
+        ],
+        "Esc back",
         area.width,
     );
     f.render_widget(Clear, area);

@@ -81,39 +81,22 @@ pub fn draw(f: &mut Frame, areas: Areas, c: &Console) {
             t.title,
         ))
         .title_bottom(Line::styled(
-            key_hints(area.width.saturating_sub(4) as usize),
+            crate::text::key_hints(
+                &[
+                    "← → turns",
+                    "↑↓ scroll",
+                    "m model requests",
+                    "e/E edit and resend",
+                    "v variants",
+                ],
+                "Esc closes",
+                area.width.saturating_sub(4) as usize,
+            ),
             t.dim,
         ));
     f.render_widget(Clear, area);
     let shown: Vec<Line<'static>> = lines.iter().skip(scroll).take(visible).cloned().collect();
     f.render_widget(Paragraph::new(shown).block(block), area);
-}
-
-/// The bottom border's keys, as many as fit in `room` cells, whole, in this order; `Esc closes`
-/// always (a hint cut in the middle of a word reads as another key).
-fn key_hints(room: usize) -> String {
-    const HINTS: [&str; 5] = [
-        "← → turns",
-        "↑↓ scroll",
-        "m model requests",
-        "e/E edit and resend",
-        "v variants",
-    ];
-    const LAST: &str = "Esc closes";
-    let mut out = String::from(" ");
-    let mut used = 1 + LAST.chars().count() + 1;
-    for hint in HINTS {
-        let cost = hint.chars().count() + 3;
-        if used + cost > room {
-            break;
-        }
-        used += cost;
-        out.push_str(hint);
-        out.push_str(" · ");
-    }
-    out.push_str(LAST);
-    out.push(' ');
-    truncate(&out, room)
 }
 
 /// The view's lines: the turn (waterfall, tool calls, reply) and its model requests.
