@@ -237,6 +237,9 @@ impl LiveFeed {
         }
         state.keep_live_turns_of(selected);
         let Some(number) = selected else {
+            if let Some(stored) = &mut self.stored {
+                stored.unshow();
+            }
             return;
         };
         if let Some(stored) = &mut self.stored {

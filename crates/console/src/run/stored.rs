@@ -8,6 +8,7 @@
 //! for the selected session, once, the last [`TURNS_KEPT`] of them.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -17,6 +18,11 @@ use crate::state::{Activity, ConsoleState, SessionRow, TURNS_KEPT, TurnView};
 
 /// Most stored sessions the pane lists (the most recently used); the title counts the rest.
 pub const STORED_LISTED: usize = 200;
+
+/// Most open sessions the listing asks for beyond [`STORED_LISTED`] (open sessions are
+/// stored too, and come first among the most recently used): with more open than this, the
+/// stored ones may go unlisted, and are counted.
+pub const OPEN_SKIPPED: usize = 1000;
 
 /// How often the listing is asked for again.
 pub const STORED_EVERY: Duration = Duration::from_secs(2);
@@ -49,6 +55,9 @@ pub struct StoredSessions {
     listing_running: Arc<Mutex<bool>>,
     ids: HashMap<u64, HandleId>,
     loaded: Arc<Mutex<Option<Loaded>>>,
+    /// The stored session whose turns were asked for last: a read that ends after another
+    /// was asked for is dropped.
+    wanted: Arc<AtomicU64>,
     loading: Option<u64>,
     shown: Option<u64>,
 }
@@ -72,6 +81,7 @@ impl StoredSessions {
             listing_running: Arc::default(),
             ids: HashMap::new(),
             loaded: Arc::default(),
+            wanted: Arc::default(),
             loading: None,
             shown: None,
         }
@@ -156,7 +166,7 @@ impl StoredSessions {
         let running = self.listing_running.clone();
         runtime.spawn(async move {
             // Open sessions come first among the most recently used, so ask for them too.
-            let heads = store.list(STORED_LISTED + open).await;
+            let heads = store.list(STORED_LISTED + open.min(OPEN_SKIPPED)).await;
             let total = store.count().await;
             if let (Ok(heads), Ok(total)) = (heads, total) {
                 *slot.lock().expect("stored listing") = Some(Listing { heads, total });
@@ -196,8 +206,10 @@ impl StoredSessions {
             return;
         };
         self.loading = Some(number);
+        self.wanted.store(number, Ordering::Relaxed);
         let store = self.store.clone();
         let slot = self.loaded.clone();
+        let wanted = self.wanted.clone();
         runtime.spawn(async move {
             let Ok(Some(head)) = store.head(&id).await else {
                 return;
@@ -213,7 +225,9 @@ impl StoredSessions {
                 .iter()
                 .map(|t| TurnView::of_record(&t.record))
                 .collect();
-            *slot.lock().expect("stored turns") = Some(Loaded { number, turns });
+            if wanted.load(Ordering::Relaxed) == number {
+                *slot.lock().expect("stored turns") = Some(Loaded { number, turns });
+            }
         });
     }
 
@@ -221,5 +235,6 @@ impl StoredSessions {
     pub fn unshow(&mut self) {
         self.shown = None;
         self.loading = None;
+        self.wanted.store(0, Ordering::Relaxed);
     }
 }
