@@ -239,3 +239,50 @@ def test_a_timed_out_call_is_read_back_with_an_empty_line(scenes):
     assert [e["client"] for e in cancelled] == ["claude-code"], cancelled
     chats = [e for e in events if e.get("type") == "served" and e.get("route") == "mcp tools/call chat"]
     assert chats and all(e["ok"] for e in chats), chats
+
+
+def free_port():
+    """A loopback port nothing listens on now (both runs of turnscope use it, as a person's
+    restart on the same address does, so Claude Code's `mcp add` stays right)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_conversation_through_a_turnscope_restart():
+    # Claude Code chats, turnscope stops (SIGTERM) and starts again on the same address and
+    # store file, and a new Claude Code run chats on the same handle: its model reads an
+    # answer that remembers the line from before the restart.
+    with tempfile.TemporaryDirectory(prefix="claude-store-") as folder:
+        store = f"sqlite:{pathlib.Path(folder) / 'sessions.sqlite3'}"
+        args = ["--headless", "--port", str(free_port()), "--store", store]
+        config = "[model]\npace = 0.005\n"
+        first = Running(args, config)
+        before = AnthropicStub([SEARCH, START, chat("my name is Ada"), {"text": "Done."}]).start()
+        claude = ClaudeCode(before, first.url)
+        try:
+            out = claude.ask("Talk to the bot.")
+            assert out["is_error"] is False, out
+            handle = before.latest_handle()
+            assert_model_text(before.result_of(2), "You said: my name is Ada")
+        finally:
+            before.stop()
+            first.stop()
+
+        second = Running(args, config)
+        after = AnthropicStub([SEARCH, chat_on(handle, "what did I say"), {"text": "Done."}]).start()
+        try:
+            assert second.url == first.url, (first.url, second.url)
+            claude.env = claude_env(claude.home, after.url, None)
+            out = claude.ask("Go on talking to the bot.")
+            assert out["is_error"] is False, out
+            recalled = after.result_of(1)
+            assert recalled is not None, after.tool_results()
+            assert not recalled["is_error"], recalled
+            assert_model_text(recalled, "Earlier you said: my name is Ada")
+        finally:
+            after.stop()
+            second.stop()
+            claude.close()

@@ -7,6 +7,7 @@ mod console;
 mod console_memory;
 mod replicas;
 pub mod soak;
+mod store;
 mod test_cases;
 mod viewers;
 
@@ -67,6 +68,10 @@ pub enum Shape {
     /// Only when named; about 1 min. Turns/s of a headless server with nobody, three viewers,
     /// or one stalled viewer on its event stream (uses --sessions, --turns, --runs).
     Viewers,
+    /// Only when named; about 1 min. The SQLite file store beside the memory store, measured
+    /// alternately: load at zero pace and syncs per turn; ready time, memory and the first
+    /// chat with many stored sessions (uses --sessions, --turns, --runs, --idle-sessions).
+    Store,
 }
 
 /// What `turnscope bench` runs when no shape is named: the quick ones (about 20 s in all on a
@@ -85,21 +90,21 @@ pub const DEFAULT_SHAPES: [Shape; 6] = [
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Which benchmarks. None named runs the quick ones (pipeline, turns, load, memory, ready,
-    /// bridge: about 20 s); soak, console, console-memory, replicas, test and viewers run only
-    /// when named.
+    /// bridge: about 20 s); soak, console, console-memory, replicas, test, viewers and store run
+    /// only when named.
     #[arg(value_enum)]
     pub shapes: Vec<Shape>,
     /// Runs per shape of the cost table, and of console, replicas, test and viewers (default
-    /// 5; 1 for console-memory).
+    /// 5; 1 for console-memory, 3 for store).
     #[arg(long)]
     pub runs: Option<usize>,
     /// Frames pushed per pipeline measurement.
     #[arg(long, default_value_t = 200_000)]
     pub frames: u64,
-    /// Sessions of load, soak, console and viewers.
+    /// Sessions of load, soak, console, viewers and store's load.
     #[arg(long, default_value_t = 1000)]
     pub sessions: usize,
-    /// Turns per session of load, console, replicas and viewers (default 5; 300 for
+    /// Turns per session of load, console, replicas, viewers and store (default 5; 300 for
     /// console-memory).
     #[arg(long)]
     pub turns: Option<usize>,
@@ -116,7 +121,7 @@ pub struct BenchArgs {
     /// before/after comparison in one run).
     #[arg(long, value_name = "PATH")]
     pub against: Option<std::path::PathBuf>,
-    /// Idle sessions of the memory shape.
+    /// Idle sessions of the memory shape; stored sessions of the store shape.
     #[arg(long, default_value_t = 10_000)]
     pub idle_sessions: usize,
     /// How long the soak runs, in seconds.
@@ -186,6 +191,15 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 }
             }
             Shape::Load => load(args.sessions, turns).await?,
+            Shape::Store => {
+                store::store(
+                    args.sessions,
+                    turns,
+                    args.runs.unwrap_or(3),
+                    args.idle_sessions,
+                )
+                .await?
+            }
             Shape::Viewers => viewers::viewers(args.sessions, turns, runs).await?,
             Shape::Memory => soak::memory(args.idle_sessions, args.console).await?,
             Shape::Soak => {
@@ -490,9 +504,40 @@ pub(crate) async fn chat_turns(
     (latencies, errors)
 }
 
-async fn load(sessions: usize, turns: usize) -> anyhow::Result<()> {
-    let config = bench_config(0.0, Some(7), sessions + 8);
-    let app = App::start_with_tools(&config, Bus::default(), hours_tools()).await?;
+/// One run of N sessions × K turns at once against an in-process server.
+pub(crate) struct LoadRun {
+    /// Each answered turn's latency in ms, sorted.
+    pub latencies_ms: Vec<f64>,
+    /// Turns that failed.
+    pub errors: usize,
+    /// Wall time of the run.
+    pub seconds: f64,
+    /// What the server's store counted (writes, syncs).
+    pub store: turnscope::store::StoreStats,
+}
+
+impl LoadRun {
+    /// Answered turns per second.
+    pub fn turns_per_second(&self) -> f64 {
+        self.latencies_ms.len() as f64 / self.seconds
+    }
+
+    /// The `q` quantile of the latencies, in ms.
+    pub fn latency(&self, q: f64) -> f64 {
+        let all = &self.latencies_ms;
+        all.get(((all.len() as f64 - 1.0) * q) as usize)
+            .copied()
+            .unwrap_or(0.0)
+    }
+}
+
+/// N sessions × K turns at once at zero pace on a server made from `config`.
+pub(crate) async fn load_run(
+    config: &Config,
+    sessions: usize,
+    turns: usize,
+) -> anyhow::Result<LoadRun> {
+    let app = App::start_with_tools(config, Bus::default(), hours_tools()).await?;
     let url = app.server.mcp_url();
     // Several MCP clients share the sessions (one per 25 sessions), as many agents would.
     let clients: Vec<Arc<BenchClient>> = {
@@ -520,27 +565,34 @@ async fn load(sessions: usize, turns: usize) -> anyhow::Result<()> {
         all.extend(lat);
         errors += err;
     }
-    let secs = started.elapsed().as_secs_f64();
+    let seconds = started.elapsed().as_secs_f64();
     all.sort_by(f64::total_cmp);
-    let pct = |q: f64| {
-        all.get(((all.len() as f64 - 1.0) * q) as usize)
-            .copied()
-            .unwrap_or(0.0)
-    };
+    let store = app.sessions.store().stats();
+    BenchClient::close_all(clients).await;
+    app.shutdown().await;
+    Ok(LoadRun {
+        latencies_ms: all,
+        errors,
+        seconds,
+        store,
+    })
+}
+
+async fn load(sessions: usize, turns: usize) -> anyhow::Result<()> {
+    let config = bench_config(0.0, Some(7), sessions + 8);
+    let run = load_run(&config, sessions, turns).await?;
     row(json!({
         "bench": "load",
         "sessions": sessions,
         "turns_per_session": turns,
         "pace_seconds": 0.0,
-        "turns": all.len(),
-        "errors": errors,
-        "seconds": round(secs, 3),
-        "turns_per_second": round(all.len() as f64 / secs, 1),
-        "p50_ms": round(pct(0.5), 3),
-        "p99_ms": round(pct(0.99), 3),
+        "turns": run.latencies_ms.len(),
+        "errors": run.errors,
+        "seconds": round(run.seconds, 3),
+        "turns_per_second": round(run.turns_per_second(), 1),
+        "p50_ms": round(run.latency(0.5), 3),
+        "p99_ms": round(run.latency(0.99), 3),
     }));
-    BenchClient::close_all(clients).await;
-    app.shutdown().await;
     Ok(())
 }
 

@@ -2,8 +2,8 @@
 //! sessions × 20 turns: every reply a caller received is in the store, each turn in flight
 //! is reported once on its handle's next call and never answered), and bad files at start
 //! (damaged, not a store, from a newer turnscope, read-only: exit 2 with the file named and
-//! what to do) and while running (the file stops taking writes: the server goes on from
-//! memory and says so on stderr and in `/healthz`).
+//! what to do) and while running (the file stops taking writes, or runs out of room: the
+//! server goes on from memory and says so on stderr and in `/healthz`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -324,6 +324,94 @@ async fn a_store_that_stops_taking_writes_while_running_degrades_to_memory_loudl
     let other = client.start().await;
     assert_eq!(client.chat(&other, "two").await.text, "You said: two");
     drop(undo);
+    server.start_kill().unwrap();
+    let _ = server.wait().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The file store runs out of room while the server runs: a real limit on the size of the
+/// files the server may write (`ulimit -f`, SIGXFSZ ignored, so a write past it fails with
+/// EFBIG; SQLite reports that as a disk I/O error, where a full disk's ENOSPC is "full"), long
+/// lines until the WAL reaches it. Every chat is answered, the server goes on from memory,
+/// says so on stderr and in `/healthz` naming the file, and never exits.
+#[tokio::test]
+async fn a_store_whose_disk_fills_while_running_serves_from_memory_loudly() {
+    let dir = scratch("full");
+    let store = store_url(&dir);
+    // 1 MiB: enough for the file and the first turns, not for many 16 KB lines.
+    let script = r#"trap "" XFSZ; ulimit -f 2048; exec "$0" "$@""#;
+    let mut server = tokio::process::Command::new("sh")
+        .args(["-c", script, env!("CARGO_BIN_EXE_turnscope")])
+        .args([
+            "--headless",
+            "--port",
+            "0",
+            "--pace",
+            "0",
+            "--store",
+            &store,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let ready = crate::support::binary::ready_line(&mut server).await;
+    let mut stderr = BufReader::new(server.stderr.take().unwrap()).lines();
+    let url = url_in(&ready, "/mcp");
+    let health_url = url.replace("/mcp", "/healthz");
+    let client = Client::connect(&url).await;
+    let handle = client.start().await;
+    let long = "x".repeat(16 * 1024);
+    let mut degraded_after = None;
+    for turn in 1..=200u32 {
+        let line = format!("line {turn} {long}");
+        let answer = client.chat(&handle, &line).await;
+        assert!(!answer.is_error, "turn {turn}: {}", answer.text);
+        assert!(
+            answer.text.contains(&format!("line {turn} ")),
+            "turn {turn}"
+        );
+        let health: Value = reqwest::get(&health_url)
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if health["store"]["status"] == "degraded" {
+            assert_eq!(health["status"], "degraded", "{health}");
+            let error = health["store"]["error"].as_str().unwrap_or_default();
+            assert!(error.contains("sessions.sqlite3"), "{health}");
+            degraded_after = Some(turn);
+            break;
+        }
+    }
+    let turn = degraded_after.expect("the file reached its 1 MiB limit within 200 turns of 16 KB");
+    assert!(turn > 1, "the store took writes before it filled");
+    let said = tokio::time::timeout(WAIT, async {
+        while let Ok(Some(line)) = stderr.next_line().await {
+            if line.contains("Serving from memory") {
+                return line;
+            }
+        }
+        String::new()
+    })
+    .await
+    .unwrap();
+    assert!(said.contains(&store), "{said}");
+    // The conversation goes on from memory, and new ones open.
+    let recall = client.chat(&handle, "what did I say").await;
+    assert!(
+        recall.text.starts_with("Earlier you said: line "),
+        "{}",
+        recall.text
+    );
+    let other = client.start().await;
+    assert_eq!(client.chat(&other, "two").await.text, "You said: two");
+    assert!(
+        server.try_wait().unwrap().is_none(),
+        "the server never exits"
+    );
     server.start_kill().unwrap();
     let _ = server.wait().await;
     let _ = std::fs::remove_dir_all(dir);

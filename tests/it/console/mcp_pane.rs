@@ -9,8 +9,11 @@ use crate::support::mcp::Client;
 #[tokio::test]
 async fn the_mcp_pane_keeps_to_the_budget_filters_by_text_and_opens_an_exchange_whole() {
     let config = "[console]\nmax_mib = 1\n[model]\nwords = 120\n";
+    // Paced (1 ms a word), so each chat sends many progress notifications: at zero pace the
+    // whole reply comes in one body and a loaded machine coalesces it into one or two, which
+    // leaves the pane no "more progress notifications" line to show.
     let mut s = Screen::start_with(
-        &["--port", "0", "--pace", "0"],
+        &["--port", "0", "--pace", "0.001"],
         &[("turnscope.toml", config)],
     )
     .await;

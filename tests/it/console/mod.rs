@@ -12,6 +12,7 @@ mod attach;
 mod instruments;
 mod mcp_pane;
 mod reload;
+mod stored;
 mod test_case_export;
 mod wire;
 mod workbench;

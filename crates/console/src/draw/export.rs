@@ -19,7 +19,10 @@ pub fn session_report(c: &Console, session: u64) -> String {
         .session(session)
         .map(|r| format!("{} · {}", r.opener_label(), r.activity.label()))
         .unwrap_or_default();
-    out.push_str(&format!("turnscope session #{session} · {who}\n\n"));
+    out.push_str(&format!(
+        "turnscope session {} · {who}\n\n",
+        c.state.session_name(session)
+    ));
     let turns = c.state.transcript(session);
     if turns.is_empty() {
         out.push_str("No turns.\n");

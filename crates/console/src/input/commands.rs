@@ -210,6 +210,16 @@ impl Console {
                 if self.state.session(session).is_some_and(|r| r.is_closed()) {
                     return None;
                 }
+                if let Some(row) = self.state.session(session).filter(|r| r.is_stored()) {
+                    self.notice = Some(Notice {
+                        text: format!(
+                            "stored {} is not open here; the idle sweep deletes it when its handle expires, `turnscope sessions delete {}` (server stopped) at once",
+                            row.handle_prefix, row.handle_prefix
+                        ),
+                        error: true,
+                    });
+                    return None;
+                }
                 if self.close_asked == Some(session) {
                     self.close_asked = None;
                     self.notice = None;

@@ -121,7 +121,7 @@ impl Console {
             Some(turn) => self.turn_view = Some(TurnPick::new(session, turn.id)),
             None => {
                 self.notice = Some(Notice {
-                    text: format!("#{session} has no turn yet"),
+                    text: format!("{} has no turn yet", self.state.session_name(session)),
                     error: false,
                 })
             }
@@ -187,6 +187,7 @@ impl Console {
             .iter()
             .filter(|r| {
                 !r.is_closed()
+                    && !r.is_stored()
                     && matches!(r.opener, SessionOpener::Mcp(_))
                     && self.state.client_gone(r.number).is_none()
             })

@@ -15,6 +15,7 @@ use turnscope::sessions::Sessions;
 use turnscope::tools::ToolSpec;
 use turnscope::tools::registry::{ToolRegistry, describe_sources};
 
+use super::stored::StoredSessions;
 use crate::state::{Activity, ConsoleState, SessionRow, TurnView};
 
 /// What a task the console started hands back to the loop.
@@ -72,12 +73,15 @@ pub struct LiveFeed {
     held: Option<Arc<turnscope::sessions::Session>>,
     /// What reloads the server's config (the `R` key).
     reloader: Option<Reloader>,
+    /// The sessions the store keeps that are not open here.
+    stored: Option<StoredSessions>,
 }
 
 impl LiveFeed {
     /// A feed over `sessions`, reading events from `sub`.
     pub fn new(sub: Subscription, sessions: Sessions) -> Self {
         Self {
+            stored: Some(StoredSessions::new(sessions.store().clone())),
             sub,
             sessions: Some(sessions),
             remote: None,
@@ -96,6 +100,7 @@ impl LiveFeed {
         Self {
             sub,
             sessions: None,
+            stored: None,
             remote: Some(remote),
             done: HashMap::new(),
             cached_for: None,
@@ -194,8 +199,12 @@ impl LiveFeed {
             return;
         };
         let handle_seconds = sessions.limits().handle_seconds;
-        let rows = sessions
-            .list()
+        let open = sessions.list();
+        if let Some(stored) = &mut self.stored {
+            let ids = open.iter().map(|s| s.id()).collect();
+            stored.refresh(state, &ids, handle_seconds);
+        }
+        let rows = open
             .into_iter()
             .map(|s| {
                 let current = s.bot().current_turn();
@@ -229,8 +238,18 @@ impl LiveFeed {
         }
         state.keep_live_turns_of(selected);
         let Some(number) = selected else {
+            if let Some(stored) = &mut self.stored {
+                stored.unshow();
+            }
             return;
         };
+        if let Some(stored) = &mut self.stored {
+            if stored.holds(number) {
+                stored.show_turns(state, number);
+                return;
+            }
+            stored.unshow();
+        }
         // A session that just closed is read one last time from the handle kept at the last
         // tick, so its transcript ends as the turn did, not as the previous tick caught it.
         let session = match sessions.by_number(number) {

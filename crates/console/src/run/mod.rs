@@ -9,5 +9,6 @@ pub mod live;
 pub mod output;
 pub mod replay;
 pub mod signals;
+pub mod stored;
 pub mod terminal;
 pub mod workbench;

@@ -82,6 +82,10 @@ pub struct ConsoleState {
     /// Turns dropped from each session's transcript to keep within the budget.
     transcript_dropped: BTreeMap<u64, u64>,
     live_turns: BTreeMap<u64, Vec<TurnView>>,
+    /// Sessions the store keeps that are not open here, most recently used first (at most
+    /// what the feed lists), and how many more the store holds that are not listed.
+    stored: Vec<SessionRow>,
+    stored_unlisted: u64,
     frames: Kept<FrameRow>,
     /// Frames seen in all.
     pub frames_seen: u64,
@@ -156,6 +160,8 @@ impl ConsoleState {
             transcript_order: VecDeque::new(),
             transcript_dropped: BTreeMap::new(),
             live_turns: BTreeMap::new(),
+            stored: Vec::new(),
+            stored_unlisted: 0,
             frames: Kept::new(FRAMES_KEPT, budget.share(Part::Frames)),
             frames_seen: 0,
             progress: Kept::new(PROGRESS_KEPT, budget.share(Part::Progress)),

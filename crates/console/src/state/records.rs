@@ -80,6 +80,12 @@ pub enum Activity {
     Interrupted,
     /// Closed, with the reason.
     Closed(String),
+    /// Kept in the store, not open in this process (its client's next `chat` reopens it):
+    /// `idle_s` since it was last used.
+    Stored {
+        /// Seconds since a call last used it.
+        idle_s: u64,
+    },
 }
 
 impl Activity {
@@ -90,6 +96,7 @@ impl Activity {
             Activity::InTurn => "in turn".into(),
             Activity::Interrupted => "interrupted".into(),
             Activity::Closed(reason) => format!("closed: {reason}"),
+            Activity::Stored { .. } => "stored".into(),
         }
     }
 }
@@ -140,6 +147,11 @@ impl SessionRow {
     /// Whether it is closed.
     pub fn is_closed(&self) -> bool {
         matches!(self.activity, Activity::Closed(_))
+    }
+
+    /// Whether it is kept in the store and not open in this process.
+    pub fn is_stored(&self) -> bool {
+        matches!(self.activity, Activity::Stored { .. })
     }
 }
 

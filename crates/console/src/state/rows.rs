@@ -240,10 +240,33 @@ impl ConsoleState {
         self.live_turns.retain(|n, _| Some(*n) == keep);
     }
 
-    /// Session rows: open ones by number, then closed ones, latest closed first.
+    /// Sets the sessions the store keeps that are not open here (`rows`, most recently used
+    /// first) and how many more it holds that are not listed.
+    pub fn sync_stored(&mut self, rows: Vec<SessionRow>, unlisted: u64) {
+        self.stored = rows;
+        self.stored_unlisted = unlisted;
+    }
+
+    /// How screens name a session: `#3`, or `stored 5e5e5e5e` for a stored session (it has
+    /// no number until a client's chat reopens it).
+    pub fn session_name(&self, number: u64) -> String {
+        match self.stored.iter().find(|r| r.number == number) {
+            Some(row) => format!("stored {}", row.handle_prefix),
+            None => format!("#{number}"),
+        }
+    }
+
+    /// Stored sessions listed, and how many more the store holds that are not.
+    pub fn stored_counts(&self) -> (usize, u64) {
+        (self.stored.len(), self.stored_unlisted)
+    }
+
+    /// Session rows: open ones by number, then stored ones (most recently used first), then
+    /// closed ones, latest closed first.
     pub fn session_rows(&self) -> Vec<&SessionRow> {
         let mut rows: Vec<&SessionRow> =
             self.sessions.values().filter(|r| !r.is_closed()).collect();
+        rows.extend(self.stored.iter());
         rows.extend(
             self.closed_order
                 .iter()
@@ -255,7 +278,9 @@ impl ConsoleState {
 
     /// One session's row.
     pub fn session(&self, number: u64) -> Option<&SessionRow> {
-        self.sessions.get(&number)
+        self.sessions
+            .get(&number)
+            .or_else(|| self.stored.iter().find(|r| r.number == number))
     }
 }
 

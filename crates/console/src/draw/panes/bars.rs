@@ -252,7 +252,11 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
         ));
     }
     let s = &c.state;
-    let open = s.session_rows().iter().filter(|r| !r.is_closed()).count();
+    let open = s
+        .session_rows()
+        .iter()
+        .filter(|r| !r.is_closed() && !r.is_stored())
+        .count();
     second.push(Chunk::new(
         vec![Span::styled(
             format!("  bridges: {}", s.bridges_summary()),

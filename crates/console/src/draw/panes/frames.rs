@@ -35,7 +35,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
                 "all sessions".to_string()
             } else {
                 match c.selected {
-                    Some(n) => format!("session #{n}"),
+                    Some(n) => format!("session {}", c.state.session_name(n)),
                     None => "no session".to_string(),
                 }
             },

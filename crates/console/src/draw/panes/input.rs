@@ -47,7 +47,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     }
     let mut extra = Vec::new();
     match c.selected {
-        Some(n) => extra.push(dim_piece(c, format!("to #{n}"))),
+        Some(n) => extra.push(dim_piece(c, format!("to {}", c.state.session_name(n)))),
         None => extra.push(dim_piece(c, "no session selected")),
     }
     if c.selected

@@ -26,7 +26,10 @@ pub fn lines(c: &Console, width_cells: usize, max_lines: usize) -> Vec<Line<'sta
         ("pipeline, all sessions: ".to_string(), Some(&all))
     } else {
         match c.selected {
-            Some(n) => (format!("pipeline #{n}: "), c.state.pipelines.of(n)),
+            Some(n) => (
+                format!("pipeline {}: ", c.state.session_name(n)),
+                c.state.pipelines.of(n),
+            ),
             None => ("pipeline: ".to_string(), None),
         }
     };

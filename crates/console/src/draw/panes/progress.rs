@@ -18,7 +18,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         Span::styled(
             match scope {
                 None => "all sessions".to_string(),
-                Some(n) => format!("session #{n}"),
+                Some(n) => format!("session {}", c.state.session_name(n)),
             },
             t.accent,
         ),

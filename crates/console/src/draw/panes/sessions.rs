@@ -21,9 +21,21 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         .state
         .session_rows()
         .iter()
-        .filter(|r| !r.is_closed())
+        .filter(|r| !r.is_closed() && !r.is_stored())
         .count();
     let mut title = vec![dim_piece(c, format!("{open} open"))];
+    match c.state.stored_counts() {
+        (0, 0) => {}
+        (listed, 0) => title.push(dim_piece(c, format!("{listed} stored"))),
+        (listed, more) => title.push(dim_piece(
+            c,
+            format!(
+                "{} stored, {} not listed",
+                crate::text::count(listed as u64 + more),
+                crate::text::count(more)
+            ),
+        )),
+    }
     let list = &c.sessions_list;
     if list.sort != SessionSort::Number {
         title.push(dim_piece(c, list.sort.label().to_string()));
@@ -102,6 +114,17 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     f.render_widget(Paragraph::new(lines), body);
 }
 
+/// How long ago, in one unit (`9s`, `4m`, `3h`, `2d`): a stored row's last use, so that
+/// `stored 4m` fits the state column.
+fn ago(s: u64) -> String {
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86_400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
 /// Width of the tokens column (`12,345→678`).
 const TOKENS_W: usize = 14;
 
@@ -139,6 +162,7 @@ fn row_line<'a>(
 ) -> Line<'a> {
     let t = &c.theme;
     let closed = row.is_closed();
+    let stored = row.is_stored();
     let base = if closed { t.dim } else { t.text };
     let gone =
         !closed && row.activity != Activity::InTurn && c.state.client_gone(row.number).is_some();
@@ -146,13 +170,24 @@ fn row_line<'a>(
         _ if gone => t.warn,
         Activity::InTurn => t.accent,
         Activity::Interrupted => t.warn,
-        Activity::Closed(_) => t.dim,
+        Activity::Closed(_) | Activity::Stored { .. } => t.dim,
         Activity::Idle => t.ok,
     };
     let marker = if selected { "▶" } else { " " };
     let by_style = if row.mine { t.user } else { base };
     let mut spans = vec![
-        Span::styled(pad(&format!("{marker}{}", row.number), 4), base),
+        // A stored session has no number until a client's chat reopens it.
+        Span::styled(
+            pad(
+                &if stored {
+                    format!("{marker}-")
+                } else {
+                    format!("{marker}{}", row.number)
+                },
+                4,
+            ),
+            base,
+        ),
         Span::styled(pad(&row.handle_prefix, 9), base),
     ];
     spans.extend(opened_by(c, row, by_w, by_style));
@@ -168,6 +203,7 @@ fn row_line<'a>(
                     _ if gone => "client gone".to_string(),
                     Activity::InTurn => "● in turn".to_string(),
                     Activity::Closed(_) => "closed".to_string(),
+                    Activity::Stored { idle_s } => format!("stored {}", ago(*idle_s)),
                     other => other.label(),
                 },
                 12,

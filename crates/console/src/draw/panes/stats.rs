@@ -22,7 +22,8 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             match scope {
                 None => "all sessions".to_string(),
                 Some(n) => format!(
-                    "session #{n} (its last {} samples per metric)",
+                    "session {} (its last {} samples per metric)",
+                    c.state.session_name(n),
                     crate::state::SESSION_SAMPLES
                 ),
             },
@@ -99,7 +100,11 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         }
         out.push(Line::from(spans));
     }
-    let open = s.session_rows().iter().filter(|r| !r.is_closed()).count();
+    let open = s
+        .session_rows()
+        .iter()
+        .filter(|r| !r.is_closed() && !r.is_stored())
+        .count();
     let turns: u64 = s.stats.turns.values().sum();
     let by_reason = s
         .stats

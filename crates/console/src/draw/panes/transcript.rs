@@ -24,7 +24,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         let who = c
             .state
             .session(n)
-            .map(|r| format!("#{n} {}", r.opener_label()))
+            .map(|r| format!("{} {}", c.state.session_name(n), r.opener_label()))
             .unwrap_or_else(|| format!("#{n}"));
         extra.push(dim_piece(c, who));
         if let Some(label) = c.state.session(n).and_then(|r| r.takeover_label()) {

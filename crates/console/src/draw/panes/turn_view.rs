@@ -66,9 +66,9 @@ pub fn draw(f: &mut Frame, areas: Areas, c: &Console) {
         .map(|v| format!(" · config v{v}"))
         .unwrap_or_default();
     let title = format!(
-        " Turn {} of #{} {who} · {end}{config} · {} of {} ",
+        " Turn {} of {} {who} · {end}{config} · {} of {} ",
         pick.turn,
-        pick.session,
+        c.state.session_name(pick.session),
         at.map_or(0, |i| i + 1),
         turns.len()
     );
@@ -157,10 +157,23 @@ pub fn lines(c: &Console, turn: &TurnView, tl: Option<&Timeline>, w: usize) -> V
                 ]));
             }
         }
-        None => out.push(Line::styled(
-            "No timeline: the console did not see this turn's events (it started before the console, or the events were missed).",
-            t.dim,
-        )),
+        None => {
+            // Two short lines: the view does not wrap, and both fit 80 columns whole.
+            out.push(Line::styled(
+                "No timeline: the console did not see this turn's events",
+                t.dim,
+            ));
+            let stored = c
+                .selected
+                .and_then(|n| c.state.session(n))
+                .is_some_and(|r| r.is_stored());
+            let why = if stored {
+                "(read from the store: it ran before this process started)."
+            } else {
+                "(it ran before the console started, or the events were missed)."
+            };
+            out.push(Line::styled(why, t.dim));
+        }
     }
     out.push(Line::default());
     out.push(Line::styled(

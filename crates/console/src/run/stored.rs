@@ -1,0 +1,241 @@
+//! Sessions the store keeps that are not open in this process (a restart left them there, and
+//! no client has chatted on them since): listed in the Sessions pane as `stored`, and the
+//! selected one's turns read from the store so its transcript and turn views open.
+//!
+//! Cheap with many stored sessions: the listing asks the store for the most recently used
+//! [`STORED_LISTED`] heads and a count, at most every [`STORED_EVERY`], in a task of its own
+//! (the loop never waits on the store); the rest are counted, not listed. Turns are read only
+//! for the selected session, once, the last [`TURNS_KEPT`] of them.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use turnscope::store::{HandleId, Head, SessionStore, now_ms};
+
+use crate::state::{Activity, ConsoleState, SessionRow, TURNS_KEPT, TurnView};
+
+/// Most stored sessions the pane lists (the most recently used); the title counts the rest.
+pub const STORED_LISTED: usize = 200;
+
+/// Most open sessions the listing asks for beyond [`STORED_LISTED`] (open sessions are
+/// stored too, and come first among the most recently used): with more open than this, the
+/// stored ones may go unlisted, and are counted.
+pub const OPEN_SKIPPED: usize = 1000;
+
+/// How often the listing is asked for again.
+pub const STORED_EVERY: Duration = Duration::from_secs(2);
+
+/// Stored rows are numbered from here (a stable number from the handle's hash), far above
+/// any number this process gives an open session; the pane shows `-` for them.
+pub const STORED_NUMBER_BASE: u64 = 1 << 62;
+
+/// The latest listing the task brought back.
+#[derive(Default)]
+struct Listing {
+    heads: Vec<Head>,
+    total: u64,
+}
+
+/// The selected stored session's turns, as the task read them.
+struct Loaded {
+    number: u64,
+    turns: Vec<TurnView>,
+}
+
+/// The console's reader of the store.
+pub struct StoredSessions {
+    store: Arc<dyn SessionStore>,
+    listing: Arc<Mutex<Option<Listing>>>,
+    /// The listing the rows were made from, and how many sessions were open then.
+    current: Listing,
+    rows_for_open: Option<usize>,
+    listing_asked: Option<Instant>,
+    listing_running: Arc<Mutex<bool>>,
+    ids: HashMap<u64, HandleId>,
+    loaded: Arc<Mutex<Option<Loaded>>>,
+    /// The stored session whose turns were asked for last: a read that ends after another
+    /// was asked for is dropped.
+    wanted: Arc<AtomicU64>,
+    loading: Option<u64>,
+    shown: Option<u64>,
+}
+
+/// The row number a stored session is shown under.
+pub fn stored_number(id: &HandleId) -> u64 {
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&id.as_bytes()[..8]);
+    STORED_NUMBER_BASE | (u64::from_be_bytes(first) >> 2)
+}
+
+impl StoredSessions {
+    /// A reader of `store`.
+    pub fn new(store: Arc<dyn SessionStore>) -> Self {
+        Self {
+            store,
+            listing: Arc::default(),
+            current: Listing::default(),
+            rows_for_open: None,
+            listing_asked: None,
+            listing_running: Arc::default(),
+            ids: HashMap::new(),
+            loaded: Arc::default(),
+            wanted: Arc::default(),
+            loading: None,
+            shown: None,
+        }
+    }
+
+    /// Whether `number` is a stored row's.
+    pub fn holds(&self, number: u64) -> bool {
+        self.ids.contains_key(&number)
+    }
+
+    /// Asks for a new listing when one is due, and lays the latest over `state`: the stored
+    /// sessions not in `open`, with the idle time `handle_seconds` leaves them.
+    pub fn refresh(
+        &mut self,
+        state: &mut ConsoleState,
+        open: &HashSet<HandleId>,
+        handle_seconds: u64,
+    ) {
+        self.ask_listing(open.len());
+        let fresh = self.listing.lock().expect("stored listing").take();
+        if let Some(fresh) = fresh {
+            self.current = fresh;
+        } else if self.rows_for_open == Some(open.len()) {
+            return;
+        }
+        // A new listing, or a session opened or closed (a client's chat reopened one).
+        self.rows_for_open = Some(open.len());
+        let listing = &self.current;
+        let now = now_ms();
+        let mut rows = Vec::new();
+        self.ids.clear();
+        for head in &listing.heads {
+            if open.contains(&head.id) {
+                continue;
+            }
+            if rows.len() == STORED_LISTED {
+                break;
+            }
+            let number = stored_number(&head.id);
+            self.ids.insert(number, head.id);
+            let idle_s = now.saturating_sub(head.last_used_ms) / 1000;
+            rows.push(SessionRow {
+                number,
+                handle_prefix: head.prefix.clone(),
+                opener: head.opener.clone(),
+                mine: false,
+                turns: head.turns,
+                activity: Activity::Stored { idle_s },
+                opened_us: head.created_ms * 1000,
+                age_s: now.saturating_sub(head.created_ms) / 1000,
+                idle_left_s: Some(handle_seconds.saturating_sub(idle_s)),
+                taken_from: None,
+            });
+        }
+        // Open sessions are stored too: what is neither open nor listed is counted.
+        let unlisted = listing
+            .total
+            .saturating_sub(open.len() as u64 + rows.len() as u64);
+        state.sync_stored(rows, unlisted);
+    }
+
+    /// Starts a listing task when the last one is older than [`STORED_EVERY`] and done.
+    fn ask_listing(&mut self, open: usize) {
+        if self
+            .listing_asked
+            .is_some_and(|at| at.elapsed() < STORED_EVERY)
+        {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        {
+            let mut running = self.listing_running.lock().expect("stored listing");
+            if *running {
+                return;
+            }
+            *running = true;
+        }
+        self.listing_asked = Some(Instant::now());
+        let store = self.store.clone();
+        let slot = self.listing.clone();
+        let running = self.listing_running.clone();
+        runtime.spawn(async move {
+            // Open sessions come first among the most recently used, so ask for them too.
+            let heads = store.list(STORED_LISTED + open.min(OPEN_SKIPPED)).await;
+            let total = store.count().await;
+            if let (Ok(heads), Ok(total)) = (heads, total) {
+                *slot.lock().expect("stored listing") = Some(Listing { heads, total });
+            }
+            // A store that fails is said by the server (degraded, in the header and the Log);
+            // the pane keeps its last listing.
+            *running.lock().expect("stored listing") = false;
+        });
+    }
+
+    /// Lays the turns of the stored session `number` over `state` (selected now): read from
+    /// the store the first time, in a task; shown from the next tick on.
+    pub fn show_turns(&mut self, state: &mut ConsoleState, number: u64) {
+        if self.shown == Some(number) {
+            return;
+        }
+        let ready = {
+            let mut loaded = self.loaded.lock().expect("stored turns");
+            match loaded.take() {
+                Some(l) if l.number == number => Some(l.turns),
+                _ => None,
+            }
+        };
+        if let Some(turns) = ready {
+            state.sync_turns(number, turns);
+            self.shown = Some(number);
+            self.loading = None;
+            return;
+        }
+        if self.loading == Some(number) {
+            return;
+        }
+        let (Some(id), Ok(runtime)) = (
+            self.ids.get(&number).copied(),
+            tokio::runtime::Handle::try_current(),
+        ) else {
+            return;
+        };
+        self.loading = Some(number);
+        self.wanted.store(number, Ordering::Relaxed);
+        let store = self.store.clone();
+        let slot = self.loaded.clone();
+        let wanted = self.wanted.clone();
+        runtime.spawn(async move {
+            let Ok(Some(head)) = store.head(&id).await else {
+                return;
+            };
+            let from = head
+                .turns
+                .saturating_sub(TURNS_KEPT as u64)
+                .saturating_add(1);
+            let Ok(stored) = store.turns(&id, from).await else {
+                return;
+            };
+            let turns = stored
+                .iter()
+                .map(|t| TurnView::of_record(&t.record))
+                .collect();
+            if wanted.load(Ordering::Relaxed) == number {
+                *slot.lock().expect("stored turns") = Some(Loaded { number, turns });
+            }
+        });
+    }
+
+    /// Forgets which stored session's turns are shown (the selection moved off it).
+    pub fn unshow(&mut self) {
+        self.shown = None;
+        self.loading = None;
+        self.wanted.store(0, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,80 @@
+//! Sessions a store file keeps, seen from a console started after a restart: a session an MCP
+//! client chatted on is listed as `stored` before any client reopens it, its transcript and
+//! turn view open from the turns in the file, a line typed into it is refused with what to
+//! do, and the client's next `chat` on its handle reopens it as a live session.
+
+use super::{Screen, mcp_url};
+use crate::support::mcp::Client;
+
+#[tokio::test]
+async fn a_stored_session_is_listed_and_opened_after_a_restart() {
+    let args = [
+        "--port",
+        "0",
+        "--pace",
+        "0.005",
+        "--store",
+        "sqlite:sessions.sqlite3",
+    ];
+    let mut s = Screen::start(&args).await;
+    let first = s.wait_text("Type a line; Enter sends").await;
+    let client = Client::connect(&mcp_url(&first)).await;
+    let handle = client.start().await;
+    let reply = client.chat(&handle, "remember the word teapot").await.text;
+    assert!(reply.contains("teapot"), "{reply}");
+    s.wait_text("mcp: ").await;
+    // The client holds its session: q asks once, a second q quits (the store keeps it).
+    s.send(b"\x1b").await;
+    s.send(b"q").await;
+    s.wait_text("q again quits").await;
+    s.send(b"q").await;
+    assert!(s.wait_exit().await.success());
+    drop(client);
+
+    let mut s = s.restart(&args).await;
+    let listed = s.wait_all(&["Type a line; Enter sends", "stored"]).await;
+    assert!(
+        listed.contains("1 open"),
+        "only the person's new session is open: {listed}"
+    );
+    // Select the client's stored session (the most recently used stored one, right below
+    // the person's own): its transcript comes from the file.
+    s.send(b"\x1b").await;
+    s.send(b"j").await;
+    let screen = s
+        .wait_all(&["Transcript · stored ", "you  remember the word teapot"])
+        .await;
+    assert!(screen.contains("turn 1 · completed"), "{screen}");
+    s.send(b"w").await;
+    s.wait_text("Turn 1 of stored ").await;
+    s.send(b"\x1b").await;
+
+    // A line into it is refused (the console holds no handle), saying who reopens it.
+    s.send(b"3").await;
+    s.send(b"hello").await;
+    s.send(b"\r").await;
+    s.wait_text("is stored, not open").await;
+
+    // The client's next chat on its handle reopens it: a live session again, no stored row.
+    let url = mcp_url(&s.text());
+    let client = Client::connect(&url).await;
+    let reply = client.chat(&handle, "what was the word?").await.text;
+    assert!(!reply.is_empty());
+    let screen = s.wait_text("2 open").await;
+    assert!(!screen.contains("Transcript · stored "), "{screen}");
+    // Row 2 is the reopened session now: its transcript has both turns.
+    s.send(b"\x1b").await;
+    s.send(b"j").await;
+    s.wait_all(&[
+        "you  remember the word teapot",
+        "you  what was the word?",
+        "Transcript · #2 mcp: ",
+    ])
+    .await;
+    s.send(b"\x1b").await;
+    s.send(b"q").await;
+    s.wait_text("q again quits").await;
+    s.send(b"q").await;
+    assert!(s.wait_exit().await.success());
+    drop(client);
+}
