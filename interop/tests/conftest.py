@@ -75,7 +75,9 @@ def slow_server():
 def model_server():
     """turnscope model serve: the embedded scripted model alone."""
     proc = subprocess.Popen(
-        [binary(), "model", "serve", "--port", "0", "--pace", "0", "--words", "6"],
+        # Paced (10 ms a word) as a real server streams: at zero pace the whole answer is one
+        # body, and a bot over it (pipecat) sends no progress before its reply.
+        [binary(), "model", "serve", "--port", "0", "--pace", "0.01", "--words", "6"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
