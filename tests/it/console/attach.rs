@@ -94,6 +94,25 @@ async fn attached_to_a_pipecat_bot_it_chats_and_shows_whisker_frames_pipeline_to
         .expect("the pipecat bot starts");
     let ready = line_with(&mut bot, "pipecat bot ready").await;
     let url = url_in(&ready, "/mcp");
+    // The bot prints its line as its server starts; attach once its port takes connections
+    // (a race the CI machine lost once: "cannot reach the MCP server").
+    let port: u16 = url
+        .rsplit(':')
+        .next()
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .expect("the bot's URL has a port");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the pipecat bot did not listen on {port} within 60 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     let whisker = ready
         .split_whitespace()
         .find(|w| w.starts_with("ws://"))
