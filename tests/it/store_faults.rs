@@ -30,6 +30,23 @@ struct Seen {
     outstanding: HashMap<String, String>,
 }
 
+/// The first line of a child's stderr holding `needle` (empty when stderr ends first).
+async fn stderr_line_with(
+    stderr: &mut tokio::io::Lines<BufReader<tokio::process::ChildStderr>>,
+    needle: &str,
+) -> String {
+    tokio::time::timeout(WAIT, async {
+        while let Ok(Some(line)) = stderr.next_line().await {
+            if line.contains(needle) {
+                return line;
+            }
+        }
+        String::new()
+    })
+    .await
+    .unwrap()
+}
+
 async fn call(client: &Client, p: CallToolRequestParams) -> Option<Outcome> {
     client.service.call_tool(p).await.ok().map(Outcome::from)
 }
@@ -309,16 +326,7 @@ async fn a_store_that_stops_taking_writes_while_running_degrades_to_memory_loudl
             .contains("sessions.sqlite3"),
         "{health}"
     );
-    let said = tokio::time::timeout(WAIT, async {
-        while let Ok(Some(line)) = stderr.next_line().await {
-            if line.contains("Serving from memory") {
-                return line;
-            }
-        }
-        String::new()
-    })
-    .await
-    .unwrap();
+    let said = stderr_line_with(&mut stderr, "Serving from memory").await;
     assert!(said.contains(&store), "{said}");
     // New conversations still work.
     let other = client.start().await;
@@ -388,16 +396,7 @@ async fn a_store_whose_disk_fills_while_running_serves_from_memory_loudly() {
     }
     let turn = degraded_after.expect("the file reached its 1 MiB limit within 200 turns of 16 KB");
     assert!(turn > 1, "the store took writes before it filled");
-    let said = tokio::time::timeout(WAIT, async {
-        while let Ok(Some(line)) = stderr.next_line().await {
-            if line.contains("Serving from memory") {
-                return line;
-            }
-        }
-        String::new()
-    })
-    .await
-    .unwrap();
+    let said = stderr_line_with(&mut stderr, "Serving from memory").await;
     assert!(said.contains(&store), "{said}");
     // The conversation goes on from memory, and new ones open.
     let recall = client.chat(&handle, "what did I say").await;
