@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use super::turn::{Turn, TurnEnd};
-use crate::observe::{Event, TurnEndEvent};
+use crate::observe::Event;
 use crate::pipeline::{Frame, FrameBody, Link, Observer, Processor};
 
 /// The current turn of a session, shared by the session (which opens turns) and the
@@ -74,20 +74,9 @@ impl TurnCollector {
 /// Ends `turn` with `end` and publishes `TurnEnded`, unless it had already ended.
 pub(crate) fn finish(turn: &Turn, end: TurnEnd, observer: &Observer) {
     if turn.finish(end) {
-        observer.bus.publish_with(|| {
-            let r = turn.snapshot();
-            Event::TurnEnded(TurnEndEvent {
-                session: observer.session,
-                turn: r.id,
-                reason: r.end.as_ref().map(ToString::to_string).unwrap_or_default(),
-                reply_bytes: r.reply.len(),
-                rounds: r.rounds,
-                tool_calls: r.tool_calls.len() as u32,
-                first_piece_us: r.first_piece.map(|d| d.as_micros() as u64),
-                total_us: r.total.map(|d| d.as_micros() as u64).unwrap_or(0),
-                config_version: r.config_version,
-            })
-        });
+        observer
+            .bus
+            .publish_with(|| Event::TurnEnded(turn.snapshot().end_event(observer.session)));
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use crate::observe::TokenUsage;
+use crate::observe::{TokenUsage, TurnEndEvent};
 use crate::pipeline::TurnId;
 use crate::tools::{ToolCall, ToolCallRecord};
 
@@ -101,6 +101,26 @@ pub struct TurnRecord {
 }
 
 impl TurnRecord {
+    /// The `turn_ended` event of this record in session `session` (live, in a viewer's
+    /// catch-up, in an export: one shape everywhere).
+    pub fn end_event(&self, session: u64) -> TurnEndEvent {
+        TurnEndEvent {
+            session,
+            turn: self.id,
+            reason: self
+                .end
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+            reply_bytes: self.reply.len(),
+            rounds: self.rounds,
+            tool_calls: self.tool_calls.len() as u32,
+            first_piece_us: self.first_piece.map(|d| d.as_micros() as u64),
+            total_us: self.total.map_or(0, |d| d.as_micros() as u64),
+            config_version: self.config_version,
+        }
+    }
+
     /// Piece `i` of the reply.
     pub fn piece(&self, i: usize) -> &str {
         let start = if i == 0 {

@@ -32,7 +32,7 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use crate::observe::event::{
-    Event, FrameEvent, ReplicaEvent, SessionEvent, ToolCallEvent, TurnEndEvent, carried, now_us,
+    Event, FrameEvent, ReplicaEvent, SessionEvent, ToolCallEvent, carried, now_us,
 };
 use crate::observe::{Bus, Subscription};
 use crate::sessions::{Session, Sessions};
@@ -351,18 +351,7 @@ fn turn_events(
             started_us: 0,
         }));
     }
-    let total_us = r.total.map_or(0, |d| d.as_micros() as u64);
-    events.push(Event::TurnEnded(TurnEndEvent {
-        session: number,
-        turn: r.id,
-        reason: r.end.as_ref().map(ToString::to_string).unwrap_or_default(),
-        reply_bytes: r.reply.len(),
-        rounds: r.rounds,
-        tool_calls: r.tool_calls.len() as u32,
-        first_piece_us: r.first_piece.map(|d| d.as_micros() as u64),
-        total_us,
-        config_version: r.config_version,
-    }));
+    events.push(Event::TurnEnded(r.end_event(number)));
     events
 }
 

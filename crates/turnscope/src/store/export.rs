@@ -7,7 +7,7 @@ use crate::bot::TurnEnd;
 use crate::conversation_test::TestFile;
 use crate::conversation_test::write::{RecordedTurn, case_from_turns, render};
 use crate::observe::Event;
-use crate::observe::event::{FrameEvent, SessionEvent, ToolCallEvent, TurnEndEvent, carried};
+use crate::observe::event::{FrameEvent, SessionEvent, ToolCallEvent, carried};
 
 use super::{Head, StoredTurn};
 
@@ -81,17 +81,7 @@ pub fn events(head: &Head, turns: &[StoredTurn], origin: &str) -> Vec<Event> {
                 started_us: 0,
             }));
         }
-        out.push(Event::TurnEnded(TurnEndEvent {
-            session: SESSION,
-            turn: r.id,
-            reason: r.end.as_ref().map(ToString::to_string).unwrap_or_default(),
-            reply_bytes: r.reply.len(),
-            rounds: r.rounds,
-            tool_calls: r.tool_calls.len() as u32,
-            first_piece_us: r.first_piece.map(|d| d.as_micros() as u64),
-            total_us: r.total.map_or(0, |d| d.as_micros() as u64),
-            config_version: r.config_version,
-        }));
+        out.push(Event::TurnEnded(r.end_event(SESSION)));
     }
     out
 }
