@@ -480,7 +480,9 @@ impl Sessions {
             return Err(self.draining_error());
         }
         if let Some(collected) = state.settle_task()
-            && let Err(conflict) = self.record_read(session, &mut state, &collected).await
+            && let Err(conflict) = self
+                .record_read(session, &mut state, &collected, false)
+                .await
         {
             drop(state);
             return Err(self.unwritten(session, conflict).await);
@@ -582,7 +584,9 @@ impl Sessions {
         {
             // A poll collected the turn first: it is gone.
             if let Some(collected) = state.pending.take()
-                && let Err(conflict) = self.record_read(session, &mut state, &collected).await
+                && let Err(conflict) = self
+                    .record_read(session, &mut state, &collected, false)
+                    .await
             {
                 drop(state);
                 return Err(self.unwritten(session, conflict).await);
@@ -617,7 +621,7 @@ impl Sessions {
         }
         // On a shared store the lease goes back with the write (one round trip).
         let written = self
-            .record_read_releasing(session, &mut reading.state, &reading.turn)
+            .record_read(session, &mut reading.state, &reading.turn, true)
             .await;
         let Reading {
             state,
@@ -638,40 +642,21 @@ impl Sessions {
         }
     }
 
-    /// Stores `turn` as read (its record and history, no unread turn).
+    /// Stores `turn` as read (its record and history, no unread turn). `release` (the turn a
+    /// call waited for): a shared store's lease goes back in the same write, unless a turn no
+    /// call waits for runs on (it keeps the lease, renewed, until it ends and is written:
+    /// `record_when_done` gives it back then).
     async fn record_read(
         &self,
         session: &Session,
         state: &mut ChatState,
         turn: &Arc<Turn>,
+        release: bool,
     ) -> Result<(), Conflict> {
         if state.stored.is_some() {
             session.bot.settle().await;
         }
-        self.record(
-            session,
-            &mut state.stored,
-            std::slice::from_ref(turn),
-            None,
-            None,
-            LeaseStep::Keep,
-        )
-        .await
-    }
-
-    /// [`Sessions::record_read`] for the turn a call waited for, giving a shared store's lease
-    /// back in the same write, unless a turn no call waits for runs on (it keeps the lease,
-    /// renewed, until it ends and is written: `record_when_done` gives it back then).
-    async fn record_read_releasing(
-        &self,
-        session: &Session,
-        state: &mut ChatState,
-        turn: &Arc<Turn>,
-    ) -> Result<(), Conflict> {
-        if state.stored.is_some() {
-            session.bot.settle().await;
-        }
-        let step = if session.bot.current_turn().is_none_or(|t| t.is_done()) {
+        let step = if release && session.bot.current_turn().is_none_or(|t| t.is_done()) {
             LeaseStep::Release
         } else {
             LeaseStep::Keep
@@ -712,7 +697,9 @@ impl Sessions {
                 }
                 return;
             }
-            let written = sessions.record_read(&session, &mut state, &collected).await;
+            let written = sessions
+                .record_read(&session, &mut state, &collected, false)
+                .await;
             if shared {
                 sessions.inner.storage.release(&session.id).await;
             }
