@@ -4,6 +4,11 @@
 //! with three viewers reading the stream, or with one viewer that stopped reading (a small
 //! receive window, nothing read after the head). Modes alternate run by run so drift hits all
 //! alike; a row per run, then the medians and each mode's turns/s as a share of none's.
+//!
+//! The viewers read in this process, beside the load's clients, so on a small machine their
+//! reading competes with the server for the same cores. Each row therefore also gives the
+//! server's own CPU time per turn (its `/proc` figures), which is what watching costs the server
+//! wherever the viewers run, and which a busy machine disturbs far less than turns/s.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,6 +21,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
 
 use crate::bench::child::ServerChild;
+use crate::bench::console::cpu_seconds_of;
 use crate::bench::{BenchClient, chat_turns, round, row};
 
 /// The modes, in the order each round runs them.
@@ -29,14 +35,20 @@ pub async fn viewers(sessions: usize, turns: usize, runs: usize) -> anyhow::Resu
         .strip_suffix("/mcp")
         .context("the MCP URL ends in /mcp")?
         .to_string();
+    let pid = server.pid().context("the server child's process id")?;
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); MODES.len()];
+    let mut cpu_per_turn: Vec<Vec<f64>> = vec![Vec::new(); MODES.len()];
     for run in 0..runs {
         for (m, mode) in MODES.iter().enumerate() {
             let watchers = start_watchers(&base, m).await?;
+            let cpu_before = cpu_seconds_of(pid).context("reading the server's CPU time")?;
             let (turns_done, seconds, errors) = load(&server.mcp_url, sessions, turns).await?;
+            let cpu = cpu_seconds_of(pid).context("reading the server's CPU time")? - cpu_before;
             let (lines, dropped) = watchers.stop().await;
             let rate = turns_done as f64 / seconds;
             rates[m].push(rate);
+            let cpu_ms = cpu * 1000.0 / turns_done.max(1) as f64;
+            cpu_per_turn[m].push(cpu_ms);
             row(json!({
                 "bench": "viewers",
                 "run": run + 1,
@@ -46,12 +58,14 @@ pub async fn viewers(sessions: usize, turns: usize, runs: usize) -> anyhow::Resu
                 "errors": errors,
                 "seconds": round(seconds, 3),
                 "turns_per_second": round(rate, 1),
+                "server_cpu_ms_per_turn": round(cpu_ms, 3),
                 "lines_read_per_viewer": lines,
                 "viewers_dropped": dropped,
             }));
         }
     }
     let medians: Vec<f64> = rates.iter_mut().map(|r| median(r)).collect();
+    let cpu_medians: Vec<f64> = cpu_per_turn.iter_mut().map(|c| median(c)).collect();
     for (m, mode) in MODES.iter().enumerate() {
         row(json!({
             "bench": "viewers",
@@ -59,6 +73,8 @@ pub async fn viewers(sessions: usize, turns: usize, runs: usize) -> anyhow::Resu
             "runs": runs,
             "median_turns_per_second": round(medians[m], 1),
             "share_of_none": round(medians[m] / medians[0], 3),
+            "median_server_cpu_ms_per_turn": round(cpu_medians[m], 3),
+            "server_cpu_over_none": round(cpu_medians[m] / cpu_medians[0], 3),
         }));
     }
     server.stop().await;

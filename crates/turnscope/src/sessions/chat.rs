@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use super::persist::ChatState;
+use super::persist::{ChatState, Conflict, LeaseStep};
 use super::task_store::TaskRecord;
 use super::{ChatError, Session, Sessions};
 use crate::bot::{Turn, TurnEnd};
@@ -350,14 +350,22 @@ impl Sessions {
         };
         session.touch();
         if !self.inner.storage.shared() {
-            return self.begin_locked(session, state, line).await;
+            return self.begin_locked(session, state, line, None).await;
         }
         // A store other replicas share: this replica runs the turn only while it holds the
-        // conversation's lease, and only on the latest version of it.
+        // conversation's lease, and only on the latest version of it. A new line with
+        // nothing else to write first takes the lease with its mark, in one round trip (the
+        // mark's version check is the check that this copy is the latest).
         let store = self.inner.storage.store();
-        if let Err(e) = self
-            .take_lease(session, &state, !line.is_empty(), cancel)
-            .await
+        let with_mark = !line.is_empty()
+            && state.pending.is_none()
+            && state.task.is_none()
+            && state.stored.is_some()
+            && self.inner.storage.durable();
+        if !with_mark
+            && let Err(e) = self
+                .take_lease(session, &state, !line.is_empty(), cancel)
+                .await
         {
             drop(state);
             if e == ChatError::Stale {
@@ -367,7 +375,9 @@ impl Sessions {
             }
             return Err(e);
         }
-        let begun = self.begin_locked(session, state, line).await;
+        let begun = self
+            .begin_locked(session, state, line, with_mark.then_some(cancel))
+            .await;
         if !matches!(begun, Ok(Ok(_))) {
             store.release(&session.id).await;
         }
@@ -440,9 +450,9 @@ impl Sessions {
     /// A write that did not happen, as the call's error: a version conflict lets the session
     /// go ([`ChatError::Stale`], the next call reloads it); a shared store that did not take
     /// it is [`ChatError::Unsaved`] (the session stays).
-    async fn unwritten(&self, session: &Session, conflict: super::persist::Conflict) -> ChatError {
+    async fn unwritten(&self, session: &Session, conflict: Conflict) -> ChatError {
         match conflict {
-            super::persist::Conflict::Unsaved(e) => ChatError::Unsaved {
+            Conflict::Unsaved(e) => ChatError::Unsaved {
                 message: e.to_string(),
             },
             changed => {
@@ -458,6 +468,7 @@ impl Sessions {
         session: &'a Arc<Session>,
         mut state: tokio::sync::MutexGuard<'a, ChatState>,
         line: &str,
+        take_lease: Option<&CancellationToken>,
     ) -> Result<Result<Reading<'a>, ChatReply>, ChatError> {
         if session.bot.is_finished() {
             drop(state);
@@ -469,7 +480,9 @@ impl Sessions {
             return Err(self.draining_error());
         }
         if let Some(collected) = state.settle_task()
-            && let Err(conflict) = self.record_read(session, &mut state, &collected).await
+            && let Err(conflict) = self
+                .record_read(session, &mut state, &collected, false)
+                .await
         {
             drop(state);
             return Err(self.unwritten(session, conflict).await);
@@ -506,18 +519,62 @@ impl Sessions {
                 started_ms: now_ms(),
             });
             let unread_id = replaced.as_ref().filter(|_| keeper.is_none()).map(|t| t.id);
-            if let Err(conflict) = self
+            let step = if take_lease.is_some() {
+                LeaseStep::Take
+            } else {
+                LeaseStep::Keep
+            };
+            let mut written = self
                 .record(
                     session,
                     &mut state.stored,
                     replaced.as_slice(),
-                    mark,
+                    mark.clone(),
                     unread_id,
+                    step,
                 )
-                .await
-            {
+                .await;
+            let mut taken_with_mark = take_lease.is_some();
+            if let (Err(Conflict::NotTaken), Some(cancel)) = (&written, take_lease) {
+                // Another replica runs a turn of it: wait for the lease as any call does.
+                taken_with_mark = false;
+                if let Err(e) = self.take_lease(session, &state, true, cancel).await {
+                    drop(state);
+                    if e == ChatError::Stale {
+                        self.close_keeping(session, "continued on another replica")
+                            .await;
+                    }
+                    return Err(e);
+                }
+                written = self
+                    .record(
+                        session,
+                        &mut state.stored,
+                        replaced.as_slice(),
+                        mark,
+                        unread_id,
+                        LeaseStep::Keep,
+                    )
+                    .await;
+            }
+            if let Err(conflict) = written {
                 drop(state);
-                return Err(self.unwritten(session, conflict).await);
+                match conflict {
+                    // The store holds a newer version (another replica went on with it):
+                    // nothing was written, no lease taken; the caller reloads it.
+                    Conflict::Changed(_) if taken_with_mark => {
+                        self.close_keeping(session, "continued on another replica")
+                            .await;
+                        return Err(ChatError::Stale);
+                    }
+                    // The store did not answer: the turn did not begin.
+                    Conflict::Unsaved(e) if taken_with_mark => {
+                        return Err(ChatError::Store {
+                            message: e.to_string(),
+                        });
+                    }
+                    conflict => return Err(self.unwritten(session, conflict).await),
+                }
             }
             let turn = session.bot.say(line).await;
             session.remember(turn.clone());
@@ -527,7 +584,9 @@ impl Sessions {
         {
             // A poll collected the turn first: it is gone.
             if let Some(collected) = state.pending.take()
-                && let Err(conflict) = self.record_read(session, &mut state, &collected).await
+                && let Err(conflict) = self
+                    .record_read(session, &mut state, &collected, false)
+                    .await
             {
                 drop(state);
                 return Err(self.unwritten(session, conflict).await);
@@ -560,24 +619,20 @@ impl Sessions {
         {
             reading.state.pending = None;
         }
+        // On a shared store the lease goes back with the write (one round trip).
         let written = self
-            .record_read(session, &mut reading.state, &reading.turn)
+            .record_read(session, &mut reading.state, &reading.turn, true)
             .await;
         let Reading {
             state,
             turn,
             unread,
         } = reading;
-        // A turn no call waits for keeps the lease (renewed) until it ends and is written
-        // (`record_when_done` gives it back then); otherwise it goes back now.
-        if self.inner.storage.shared() && session.bot.current_turn().is_none_or(|t| t.is_done()) {
-            self.inner.storage.release(&session.id).await;
-        }
         drop(state);
         session.touch();
         match written {
             Ok(()) => Ok(ChatReply::of(&turn, unread)),
-            Err(super::persist::Conflict::Unsaved(e)) => Err(ChatError::Unsaved {
+            Err(Conflict::Unsaved(e)) => Err(ChatError::Unsaved {
                 message: e.to_string(),
             }),
             Err(changed) => {
@@ -587,22 +642,32 @@ impl Sessions {
         }
     }
 
-    /// Stores `turn` as read (its record and history, no unread turn).
+    /// Stores `turn` as read (its record and history, no unread turn). `release` (the turn a
+    /// call waited for): a shared store's lease goes back in the same write, unless a turn no
+    /// call waits for runs on (it keeps the lease, renewed, until it ends and is written:
+    /// `record_when_done` gives it back then).
     async fn record_read(
         &self,
         session: &Session,
         state: &mut ChatState,
         turn: &Arc<Turn>,
-    ) -> Result<(), super::persist::Conflict> {
+        release: bool,
+    ) -> Result<(), Conflict> {
         if state.stored.is_some() {
             session.bot.settle().await;
         }
+        let step = if release && session.bot.current_turn().is_none_or(|t| t.is_done()) {
+            LeaseStep::Release
+        } else {
+            LeaseStep::Keep
+        };
         self.record(
             session,
             &mut state.stored,
             std::slice::from_ref(turn),
             None,
             None,
+            step,
         )
         .await
     }
@@ -632,7 +697,9 @@ impl Sessions {
                 }
                 return;
             }
-            let written = sessions.record_read(&session, &mut state, &collected).await;
+            let written = sessions
+                .record_read(&session, &mut state, &collected, false)
+                .await;
             if shared {
                 sessions.inner.storage.release(&session.id).await;
             }

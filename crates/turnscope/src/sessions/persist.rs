@@ -79,14 +79,31 @@ pub(crate) enum Conflict {
     Changed(StoreError),
     /// A shared store did not take it, retries included.
     Unsaved(StoreError),
+    /// [`LeaseStep::Take`]: another replica holds the lease (or nothing was to be written),
+    /// so nothing was written and no lease taken.
+    NotTaken,
 }
 
-impl Conflict {
-    fn error(&self) -> &StoreError {
+impl std::fmt::Display for Conflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Conflict::Changed(e) | Conflict::Unsaved(e) => e,
+            Conflict::Changed(e) | Conflict::Unsaved(e) => e.fmt(f),
+            Conflict::NotTaken => f.write_str("store: the session's lease was not taken"),
         }
     }
+}
+
+/// What a write does with the conversation's lease on a shared store (a store with no
+/// leases ignores it): one round trip for the write and the lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LeaseStep {
+    /// Leaves it as it is.
+    Keep,
+    /// Takes it first; [`Conflict::NotTaken`] while another replica holds it. Not retried:
+    /// the turn has not begun, so its caller is told at once.
+    Take,
+    /// Gives it back after the write, whatever its outcome.
+    Release,
 }
 
 /// Per-handle state guarded by the handle's lock (here, beside `Stored`, so that `chat`
@@ -301,14 +318,37 @@ impl Storage {
         }
     }
 
-    /// Applies `commit`; `Ok(None)` when nothing was written (writing stopped).
-    async fn commit(&self, id: &HandleId, commit: &Commit) -> Result<Option<u64>, Conflict> {
+    /// Applies `commit` with the lease `step`; `Ok(None)` when nothing was written (writing
+    /// stopped). [`LeaseStep::Release`] gives the lease back whatever happens.
+    async fn commit(
+        &self,
+        id: &HandleId,
+        commit: &Commit,
+        step: LeaseStep,
+    ) -> Result<Option<u64>, Conflict> {
+        let step = if self.shared { step } else { LeaseStep::Keep };
         if !self.writing() {
-            return Ok(None);
+            return match step {
+                LeaseStep::Take => Err(Conflict::NotTaken),
+                LeaseStep::Release => {
+                    self.release(id).await;
+                    Ok(None)
+                }
+                LeaseStep::Keep => Ok(None),
+            };
         }
         let mut retries = RETRY_AFTER.iter();
         loop {
-            match self.store.commit(id, commit).await {
+            let done = match step {
+                LeaseStep::Keep => self.store.commit(id, commit).await,
+                LeaseStep::Release => self.store.commit_releasing(id, commit).await,
+                LeaseStep::Take => match self.store.commit_taking_lease(id, commit).await {
+                    Ok(Err(_held)) => return Err(Conflict::NotTaken),
+                    Ok(Ok(version)) => Ok(version),
+                    Err(e) => Err(e),
+                },
+            };
+            match done {
                 Ok(version) => {
                     if self.shared {
                         self.answered();
@@ -316,6 +356,11 @@ impl Storage {
                     return Ok(Some(version));
                 }
                 Err(e @ StoreError::Conflict { .. }) => return Err(Conflict::Changed(e)),
+                // A turn not begun yet: its caller hears at once, as when taking the lease.
+                Err(e) if step == LeaseStep::Take => {
+                    self.fail(&e);
+                    return Err(Conflict::Unsaved(e));
+                }
                 Err(e) if self.shared => match retries.next() {
                     Some(wait) => {
                         tracing::debug!("store write failed, retrying in {wait:?}: {e}");
@@ -323,6 +368,9 @@ impl Storage {
                     }
                     None => {
                         self.fail(&e);
+                        if step == LeaseStep::Release {
+                            self.release(id).await;
+                        }
                         return Err(Conflict::Unsaved(e));
                     }
                 },
@@ -389,15 +437,32 @@ impl Sessions {
         append: &[Arc<Turn>],
         in_flight: Option<InFlight>,
         unread: Option<u64>,
+        step: LeaseStep,
     ) -> Result<(), Conflict> {
+        let unchanged = |stored: &Option<Stored>| {
+            stored.as_ref().is_none_or(|state| {
+                let head = &state.head;
+                !append.iter().any(|t| t.id > head.turns)
+                    && in_flight == head.in_flight
+                    && unread == head.unread
+            })
+        };
+        if unchanged(stored) {
+            // Nothing to write: the lease step alone.
+            return match step {
+                LeaseStep::Take if self.inner.storage.shared() => Err(Conflict::NotTaken),
+                LeaseStep::Release if self.inner.storage.shared() => {
+                    self.inner.storage.release(&session.id).await;
+                    Ok(())
+                }
+                _ => Ok(()),
+            };
+        }
         let Some(state) = stored.as_mut() else {
             return Ok(());
         };
         let head = &state.head;
         let append: Vec<&Arc<Turn>> = append.iter().filter(|t| t.id > head.turns).collect();
-        if append.is_empty() && in_flight == head.in_flight && unread == head.unread {
-            return Ok(());
-        }
         let mut next = head.clone();
         let mut turns = Vec::with_capacity(append.len());
         if let Some((last, earlier)) = append.split_last() {
@@ -436,7 +501,12 @@ impl Sessions {
             head: next,
             append: turns,
         };
-        match self.inner.storage.commit(&session.id, &commit).await? {
+        match self
+            .inner
+            .storage
+            .commit(&session.id, &commit, step)
+            .await?
+        {
             Some(version) => {
                 state.head = commit.head;
                 state.head.version = version;
@@ -476,6 +546,8 @@ impl Sessions {
                 return;
             }
             session.bot.settle().await;
+            // On a shared store the turn's lease is given back once it is written (in the
+            // same step), so the replica that takes the conversation next reads it.
             let written = sessions
                 .record(
                     &session,
@@ -483,13 +555,9 @@ impl Sessions {
                     std::slice::from_ref(&turn),
                     None,
                     Some(turn.id),
+                    LeaseStep::Release,
                 )
                 .await;
-            // On a shared store the turn's lease is given back once it is written, so the
-            // replica that takes the conversation next reads it.
-            if sessions.inner.storage.shared() {
-                sessions.inner.storage.release(&session.id).await;
-            }
             drop(state);
             if let Err(conflict) = written {
                 sessions.conflicted(&session, conflict).await;
@@ -578,6 +646,7 @@ impl Sessions {
                     std::slice::from_ref(&lost),
                     None,
                     Some(lost.id),
+                    LeaseStep::Keep,
                 )
                 .await;
             drop(state);
@@ -585,9 +654,9 @@ impl Sessions {
                 self.free_slot();
                 storage.release(&id).await;
                 session.bot.end().await;
-                tracing::warn!("{}", conflict.error());
+                tracing::warn!("{conflict}");
                 return Err(ChatError::Store {
-                    message: conflict.error().to_string(),
+                    message: conflict.to_string(),
                 });
             }
         }

@@ -289,6 +289,32 @@ pub trait SessionStore: Send + Sync {
     /// Gives `id`'s lease back (its session closed here).
     async fn release(&self, _id: &HandleId) {}
 
+    /// [`SessionStore::acquire`] and [`SessionStore::commit`] as one step: when this process
+    /// may run `id`'s turns, applies `commit` (the version check included) and keeps the
+    /// lease; `Ok(Err(Lease::Held))`, nothing written, while another replica holds it. A
+    /// shared store does both in one round trip (the mark a line writes before its turn).
+    async fn commit_taking_lease(
+        &self,
+        id: &HandleId,
+        commit: &Commit,
+    ) -> Result<Result<u64, Lease>, StoreError> {
+        match self.acquire(id).await? {
+            Lease::Granted { .. } => self.commit(id, commit).await.map(Ok),
+            held @ Lease::Held { .. } => Ok(Err(held)),
+        }
+    }
+
+    /// [`SessionStore::commit`], then [`SessionStore::release`] whether or not the version
+    /// matched; the lease stays only when the store could not be reached. A shared store
+    /// does both in one round trip (the record a turn's reply waits for).
+    async fn commit_releasing(&self, id: &HandleId, commit: &Commit) -> Result<u64, StoreError> {
+        let done = self.commit(id, commit).await;
+        if !matches!(done, Err(StoreError::Unusable { .. })) {
+            self.release(id).await;
+        }
+        done
+    }
+
     /// How often leases must be renewed; `None` for a store with no leases.
     fn lease_every(&self) -> Option<std::time::Duration> {
         None

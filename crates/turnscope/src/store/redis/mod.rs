@@ -24,6 +24,11 @@
 //! `used` drops such IDs when it meets them. Every write is one Lua script ([`scripts`]):
 //! the version check and the write it guards are one atomic step on the server.
 //!
+//! A turn costs two round trips: its mark takes `lease:ID` in the same script
+//! ([`SessionStore::commit_taking_lease`]; refused, nothing written, while another replica
+//! holds it), and its record gives the lease back in the same script
+//! ([`SessionStore::commit_releasing`]). With `appendfsync always` each is one fsync wait.
+//!
 //! Durability is Redis's: a write is acknowledged once Redis applied it in memory; what a
 //! Redis restart keeps depends on its persistence (`appendonly yes` keeps every write; see
 //! the README's "Replicas with a shared store").
@@ -62,6 +67,27 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How long one command may wait for its answer: past this, Redis is treated as lost.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What a commit does with the handle's lease ([`scripts::COMMIT`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LeaseStep {
+    /// Leaves it as it is.
+    Keep,
+    /// Takes it (or keeps it when this replica holds it), unless another replica does.
+    Take,
+    /// Gives it back, if this replica holds it.
+    Release,
+}
+
+impl LeaseStep {
+    fn name(self) -> &'static str {
+        match self {
+            LeaseStep::Keep => "keep",
+            LeaseStep::Take => "take",
+            LeaseStep::Release => "release",
+        }
+    }
+}
 
 /// What the store needs to know of the server using it.
 #[derive(Debug, Clone)]
@@ -247,6 +273,73 @@ impl RedisStore {
         })
     }
 
+    /// [`scripts::COMMIT`]: `commit` applied with the lease `step`; `Ok(Err(Lease::Held))`
+    /// when `step` is [`LeaseStep::Take`] and another replica holds the lease.
+    async fn commit_with(
+        &self,
+        id: &HandleId,
+        commit: &Commit,
+        step: LeaseStep,
+    ) -> Result<Result<u64, Lease>, StoreError> {
+        let head = &commit.head;
+        let mut call = scripts::COMMIT.prepare_invoke();
+        call.key(self.head_key(id))
+            .key(self.log_key(id))
+            .key(self.meta_key())
+            .key(self.used_key())
+            .key(self.lease_key(id))
+            .key(self.stop_key(id))
+            .arg(self.key.as_bytes().as_slice())
+            .arg(commit.expected)
+            .arg(self.json(head)?)
+            .arg(id.to_hex())
+            .arg(head.last_used_ms)
+            .arg(self.ttl_ms)
+            .arg(head.turns)
+            .arg(head.history_from_turn)
+            .arg(&self.replica)
+            .arg(commit.drop_before)
+            .arg(step.name())
+            .arg(&self.holder)
+            .arg(LEASE.as_millis() as u64);
+        for turn in &commit.append {
+            call.arg(turn.id()).arg(self.json(turn)?);
+        }
+        // `{applied, version}`, and a third element only for a refused `take`.
+        let answer: Vec<redis::Value> = call.invoke_async(&mut self.conn()).await.map_err(|e| {
+            let what = if step == LeaseStep::Take {
+                "taking the session's lease"
+            } else {
+                "saving a turn"
+            };
+            self.lost(what, &e)
+        })?;
+        let number = |i: usize| -> Result<i64, StoreError> {
+            let value = answer.get(i).cloned().unwrap_or(redis::Value::Nil);
+            redis::from_redis_value(value).map_err(|e| self.damaged("saving a turn", e))
+        };
+        let (applied, version) = (number(0)?, number(1)?);
+        let holder: Option<String> = answer
+            .get(2)
+            .and_then(|v| redis::from_redis_value(v.clone()).ok());
+        self.same_key(applied)?;
+        if applied == -3 {
+            return Ok(Err(Lease::Held {
+                by: replica_of(holder.as_deref().unwrap_or_default()),
+                for_ms: u64::try_from(version).unwrap_or(0),
+            }));
+        }
+        if applied == 0 {
+            return Err(StoreError::Conflict {
+                prefix: head.prefix.clone(),
+                expected: commit.expected,
+                found: u64::try_from(version).ok(),
+            });
+        }
+        self.wrote(1 + commit.append.len() as u64);
+        Ok(Ok(version as u64))
+    }
+
     /// `HEADS` over the `used` index: the newest `limit`, or the oldest `limit` used before
     /// `before_ms`.
     async fn heads(
@@ -280,6 +373,14 @@ impl RedisStore {
             })
             .collect()
     }
+}
+
+/// The replica of a lease holder `REPLICA#NONCE`.
+fn replica_of(holder: &str) -> String {
+    holder
+        .rsplit_once('#')
+        .map_or(holder, |(replica, _)| replica)
+        .to_string()
 }
 
 /// An error from connecting, worded for a person starting turnscope.
@@ -391,39 +492,9 @@ impl SessionStore for RedisStore {
     }
 
     async fn commit(&self, id: &HandleId, commit: &Commit) -> Result<u64, StoreError> {
-        let head = &commit.head;
-        let mut call = scripts::COMMIT.prepare_invoke();
-        call.key(self.head_key(id))
-            .key(self.log_key(id))
-            .key(self.meta_key())
-            .key(self.used_key())
-            .arg(self.key.as_bytes().as_slice())
-            .arg(commit.expected)
-            .arg(self.json(head)?)
-            .arg(id.to_hex())
-            .arg(head.last_used_ms)
-            .arg(self.ttl_ms)
-            .arg(head.turns)
-            .arg(head.history_from_turn)
-            .arg(&self.replica)
-            .arg(commit.drop_before);
-        for turn in &commit.append {
-            call.arg(turn.id()).arg(self.json(turn)?);
-        }
-        let (applied, version): (i64, i64) = call
-            .invoke_async(&mut self.conn())
+        self.commit_with(id, commit, LeaseStep::Keep)
             .await
-            .map_err(|e| self.lost("saving a turn", &e))?;
-        self.same_key(applied)?;
-        if applied == 0 {
-            return Err(StoreError::Conflict {
-                prefix: head.prefix.clone(),
-                expected: commit.expected,
-                found: u64::try_from(version).ok(),
-            });
-        }
-        self.wrote(1 + commit.append.len() as u64);
-        Ok(version as u64)
+            .map(|done| done.unwrap_or(0))
     }
 
     async fn delete(&self, id: &HandleId) -> Result<bool, StoreError> {
@@ -471,12 +542,8 @@ impl SessionStore for RedisStore {
                 writer: b,
             });
         }
-        let holder = a.unwrap_or_default();
-        let replica = holder
-            .rsplit_once('#')
-            .map_or(holder.as_str(), |(replica, _)| replica);
         Ok(Lease::Held {
-            by: replica.to_string(),
+            by: replica_of(&a.unwrap_or_default()),
             for_ms: b.and_then(|ms| ms.parse().ok()).unwrap_or(0),
         })
     }
@@ -525,6 +592,20 @@ impl SessionStore for RedisStore {
             // It expires by itself within LEASE.
             tracing::debug!("{}", self.lost("giving a lease back", &e));
         }
+    }
+
+    async fn commit_taking_lease(
+        &self,
+        id: &HandleId,
+        commit: &Commit,
+    ) -> Result<Result<u64, Lease>, StoreError> {
+        self.commit_with(id, commit, LeaseStep::Take).await
+    }
+
+    async fn commit_releasing(&self, id: &HandleId, commit: &Commit) -> Result<u64, StoreError> {
+        self.commit_with(id, commit, LeaseStep::Release)
+            .await
+            .map(|done| done.unwrap_or(0))
     }
 
     fn lease_every(&self) -> Option<Duration> {

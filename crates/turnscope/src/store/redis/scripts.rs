@@ -36,19 +36,33 @@ return {{1, 1}}
     ))
 });
 
-/// Applies a commit if the head's version is the one expected.
-/// KEYS: head, log, meta, used. ARGV: key, expected, head JSON, id, last used ms, ttl ms,
-/// turns, history from, writer, drop before, then (turn id, turn JSON) pairs.
-/// Returns `{1, new version}`, or `{0, version found}` (`-1`: no head).
+/// Applies a commit if the head's version is the one expected, and takes or gives back the
+/// handle's lease in the same step (the mark before a turn takes it, the record a reply
+/// waits for gives it back: one round trip each instead of two).
+/// KEYS: head, log, meta, used, lease, stop. ARGV: key, expected, head JSON, id, last used
+/// ms, ttl ms, turns, history from, writer, drop before, lease step (`keep`, `take` or
+/// `release`), holder, lease ms, then (turn id, turn JSON) pairs.
+/// Returns `{1, new version}`, `{0, version found}` (`-1`: no head; nothing written, no lease
+/// taken; `release` gives it back all the same), or `{-3, ms left, holder}` for `take` while
+/// another holds the lease (nothing written).
 pub(super) static COMMIT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         r"{SAME_KEY}
+local step = ARGV[11]
+local holder = false
+if step ~= 'keep' then holder = redis.call('GET', KEYS[5]) end
+if step == 'take' and holder and holder ~= ARGV[12] then
+  return {{-3, redis.call('PTTL', KEYS[5]), holder}}
+end
+local function give_back()
+  if step == 'release' and holder == ARGV[12] then redis.call('DEL', KEYS[5]) end
+end
 local found = redis.call('HGET', KEYS[1], 'v')
-if not found then return {{0, -1}} end
-if tonumber(found) ~= tonumber(ARGV[2]) then return {{0, tonumber(found)}} end
+if not found then give_back() return {{0, -1}} end
+if tonumber(found) ~= tonumber(ARGV[2]) then give_back() return {{0, tonumber(found)}} end
 local version = tonumber(found) + 1
 redis.call('HSET', KEYS[1], 'v', version, 'head', ARGV[3], 't', ARGV[7], 'hf', ARGV[8], 'w', ARGV[9])
-for i = 11, #ARGV, 2 do
+for i = 14, #ARGV, 2 do
   redis.call('ZREMRANGEBYSCORE', KEYS[2], ARGV[i], ARGV[i])
   redis.call('ZADD', KEYS[2], ARGV[i], ARGV[i + 1])
 end
@@ -58,6 +72,15 @@ end
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 redis.call('PEXPIRE', KEYS[2], ARGV[6])
 redis.call('ZADD', KEYS[4], ARGV[5], ARGV[4])
+if step == 'take' then
+  if holder then
+    redis.call('PEXPIRE', KEYS[5], ARGV[13])
+  else
+    redis.call('SET', KEYS[5], ARGV[12], 'PX', ARGV[13])
+    redis.call('DEL', KEYS[6])
+  end
+end
+give_back()
 return {{1, version}}
 "
     ))

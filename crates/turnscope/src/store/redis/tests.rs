@@ -215,6 +215,122 @@ async fn one_replica_at_a_time_holds_a_lease_and_only_it_releases_it() {
     ));
 }
 
+/// A commit on `h` (at `expected`) that appends turn `n`.
+fn commit_of(h: &Head, expected: u64, n: u64) -> Commit {
+    let mut next = h.clone();
+    next.turns = n;
+    let t = turn(n, 2 * n);
+    next.messages = t.last_message();
+    Commit {
+        expected,
+        head: next,
+        append: vec![t],
+        drop_before: 0,
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_commit_takes_or_gives_back_the_lease_in_the_same_step() {
+    let server = RedisServer::start(&[]);
+    let (r1, r2) = (
+        open(&server, "step:", "r1").await,
+        open(&server, "step:", "r2").await,
+    );
+    let h = head(&r1, 42);
+    r1.create(&h).await.unwrap();
+    // A free lease: taken with the write; an interrupt request left for an earlier holder
+    // is dropped.
+    let _: () = r1.conn().set(r1.stop_key(&h.id), "old#1").await.unwrap();
+    assert_eq!(
+        r1.commit_taking_lease(&h.id, &commit_of(&h, 1, 1))
+            .await
+            .unwrap(),
+        Ok(2)
+    );
+    let stop: Option<String> = r1.conn().get(r1.stop_key(&h.id)).await.unwrap();
+    assert_eq!(stop, None);
+    // Another replica's take: refused, naming the holder, nothing written.
+    match r2
+        .commit_taking_lease(&h.id, &commit_of(&h, 2, 2))
+        .await
+        .unwrap()
+    {
+        Err(Lease::Held { by, for_ms }) => {
+            assert_eq!(by, "r1");
+            assert!(for_ms > 0 && for_ms <= LEASE.as_millis() as u64, "{for_ms}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(r2.head(&h.id).await.unwrap().unwrap().version, 2);
+    // Its holder takes it again (renewed) with its next write.
+    assert_eq!(
+        r1.commit_taking_lease(&h.id, &commit_of(&h, 2, 2))
+            .await
+            .unwrap(),
+        Ok(3)
+    );
+    // Another's releasing write is applied but leaves r1's lease alone.
+    assert_eq!(
+        r2.commit_releasing(&h.id, &commit_of(&h, 3, 3))
+            .await
+            .unwrap(),
+        4
+    );
+    assert!(matches!(
+        r2.acquire(&h.id).await.unwrap(),
+        Lease::Held { .. }
+    ));
+    // A stale take (version 3 expected, 4 found): a conflict, nothing written, no lease.
+    r1.release(&h.id).await;
+    assert!(matches!(
+        r1.commit_taking_lease(&h.id, &commit_of(&h, 3, 4)).await,
+        Err(StoreError::Conflict {
+            expected: 3,
+            found: Some(4),
+            ..
+        })
+    ));
+    assert!(matches!(
+        r2.acquire(&h.id).await.unwrap(),
+        Lease::Granted {
+            version: Some(4),
+            ..
+        }
+    ));
+    // The holder's releasing write gives it back, and so does a stale one.
+    assert_eq!(
+        r2.commit_releasing(&h.id, &commit_of(&h, 4, 4))
+            .await
+            .unwrap(),
+        5
+    );
+    assert!(matches!(
+        r1.acquire(&h.id).await.unwrap(),
+        Lease::Granted {
+            version: Some(5),
+            ..
+        }
+    ));
+    assert!(matches!(
+        r1.commit_releasing(&h.id, &commit_of(&h, 4, 5)).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    assert!(matches!(
+        r2.acquire(&h.id).await.unwrap(),
+        Lease::Granted { .. }
+    ));
+    // The turns written are the log.
+    let logged: Vec<u64> = r1
+        .turns(&h.id, 0)
+        .await
+        .unwrap()
+        .iter()
+        .map(StoredTurn::id)
+        .collect();
+    assert_eq!(logged, vec![1, 2, 3, 4]);
+}
+
 #[tokio::test]
 #[ignore = "needs redis-server (interop/run installs it)"]
 async fn heads_and_logs_expire_after_the_idle_lifetime_and_writes_refresh_it() {
