@@ -2,6 +2,7 @@
 //! memory store, the file store, and (issue 27) Redis. A new store passes [`suite`].
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use uuid::Uuid;
 
@@ -261,5 +262,75 @@ async fn the_file_store_passes_and_keeps_everything_across_a_reopen() {
     assert_eq!(loaded.head, kept);
     assert_eq!(loaded.turns[0].record.line, "line 1");
     assert_eq!(again.count().await.unwrap(), 3);
+    again.close().await;
+}
+
+/// Writes that arrive together share transactions (fewer flushes than writes), and the
+/// one that conflicts undoes only itself: every other write of its batch is on disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_file_store_s_concurrent_writes_share_commits_and_a_conflict_undoes_only_itself() {
+    const SESSIONS: usize = 64;
+    let dir = TempDir::new("writer");
+    let path = dir.0.join("sessions.sqlite3");
+    let store = Arc::new(SqliteStore::open(&path).unwrap());
+    let heads: Vec<_> = (0..SESSIONS)
+        .map(|i| head(store.as_ref(), 1000 + i as u64))
+        .collect();
+    let mut writes = tokio::task::JoinSet::new();
+    for h in heads.clone() {
+        let store = store.clone();
+        writes.spawn(async move { store.create(&h).await });
+    }
+    while let Some(created) = writes.join_next().await {
+        assert_eq!(created.unwrap().unwrap(), 1);
+    }
+    // Each session appends its first turn at once; the first one's version is stale.
+    let mut commits = tokio::task::JoinSet::new();
+    for (i, h) in heads.iter().enumerate() {
+        let store = store.clone();
+        let t = turn(1, 2);
+        let mut next = h.clone();
+        next.turns = 1;
+        next.messages = t.last_message();
+        let commit = Commit {
+            expected: if i == 0 { 7 } else { 1 },
+            head: next,
+            append: vec![t],
+            drop_before: 0,
+        };
+        let id = h.id;
+        commits.spawn(async move { (i, store.commit(&id, &commit).await) });
+    }
+    while let Some(done) = commits.join_next().await {
+        match done.unwrap() {
+            (0, result) => assert!(
+                matches!(
+                    result,
+                    Err(StoreError::Conflict {
+                        expected: 7,
+                        found: Some(1),
+                        ..
+                    })
+                ),
+                "{result:?}"
+            ),
+            (_, result) => assert_eq!(result.unwrap(), 2),
+        }
+    }
+    let stats = store.stats();
+    assert_eq!(stats.writes, 2 * SESSIONS as u64);
+    assert!(
+        stats.syncs < stats.writes && stats.largest_batch > 1,
+        "{stats:?}"
+    );
+    store.close().await;
+    // What a later process reads.
+    let again = SqliteStore::open(&path).unwrap();
+    for (i, h) in heads.iter().enumerate() {
+        let loaded = again.load(&h.id, 10).await.unwrap().unwrap();
+        let (version, turns) = if i == 0 { (1, 0) } else { (2, 1) };
+        assert_eq!(loaded.head.version, version, "session {i}");
+        assert_eq!(loaded.turns.len(), turns, "session {i}");
+    }
     again.close().await;
 }

@@ -44,6 +44,9 @@ pub struct SqliteStore {
 /// How long a connection waits for a lock another connection holds before failing.
 const BUSY_MS: u64 = 5000;
 
+/// Prepared statements a connection keeps: more than the store runs, so none is parsed twice.
+const STATEMENTS_CACHED: usize = 32;
+
 impl SqliteStore {
     /// Opens (creating it and its folder if need be) the store file at `path`: locks it for
     /// this process, brings its schema up to date, and starts the writer. Blocking: call it
@@ -181,6 +184,8 @@ fn open_connection(path: &Path, read_only: bool) -> Result<Connection, StoreErro
         Connection::open_with_flags(path, flags).map_err(|e| explain(path, "opening", &e))?;
     conn.busy_timeout(std::time::Duration::from_millis(BUSY_MS))
         .map_err(|e| explain(path, "opening", &e))?;
+    // Every statement a write or a read runs stays prepared (the default keeps 16).
+    conn.set_prepared_statement_cache_capacity(STATEMENTS_CACHED);
     if !read_only {
         let mode: String = conn
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
@@ -259,6 +264,34 @@ fn write_head(conn: &Connection, head: &Head, json: &str) -> rusqlite::Result<()
         json
     ])?;
     Ok(())
+}
+
+/// Rewrites the stored head of `id` if its version is still `expected`; `false` when it is
+/// not (or the head is gone): a conflict, nothing written.
+fn update_head(
+    conn: &Connection,
+    id: &HandleId,
+    head: &Head,
+    json: &str,
+    expected: u64,
+) -> rusqlite::Result<bool> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE heads SET prefix = ?2, bot = ?3, last_used_ms = ?4, created_ms = ?5, turns = ?6,
+             version = ?7, head = ?8 WHERE id = ?1 AND version = ?9",
+        )?
+        .execute(params![
+            id.as_bytes().as_slice(),
+            head.prefix,
+            head.bot,
+            head.last_used_ms as i64,
+            head.created_ms as i64,
+            head.turns as i64,
+            head.version as i64,
+            json,
+            expected as i64
+        ])?;
+    Ok(changed == 1)
 }
 
 #[async_trait]
@@ -344,15 +377,15 @@ impl SessionStore for SqliteStore {
         self.writer
             .write(move |conn| {
                 let fail = |e: rusqlite::Error| explain(&path, "storing a turn", &e);
-                let found = version_of(conn, &id).map_err(fail)?;
-                if found != Some(expected) {
+                // The version check and the head's write in one statement; only a conflict
+                // reads the version it found.
+                if !update_head(conn, &id, &head, &json, expected).map_err(fail)? {
                     return Err(StoreError::Conflict {
                         prefix: head.prefix.clone(),
                         expected,
-                        found,
+                        found: version_of(conn, &id).map_err(fail)?,
                     });
                 }
-                write_head(conn, &head, &json).map_err(fail)?;
                 let mut insert = conn
                     .prepare_cached(
                         "INSERT OR REPLACE INTO turns (id, turn, record) VALUES (?1, ?2, ?3)",
@@ -363,11 +396,14 @@ impl SessionStore for SqliteStore {
                         .execute(params![id.as_bytes().as_slice(), *turn as i64, text])
                         .map_err(fail)?;
                 }
-                conn.prepare_cached("DELETE FROM turns WHERE id = ?1 AND turn < ?2")
-                    .and_then(|mut s| {
-                        s.execute(params![id.as_bytes().as_slice(), drop_before as i64])
-                    })
-                    .map_err(fail)?;
+                // Turn ids start at 1: a bound of 1 or less drops nothing.
+                if drop_before > 1 {
+                    conn.prepare_cached("DELETE FROM turns WHERE id = ?1 AND turn < ?2")
+                        .and_then(|mut s| {
+                            s.execute(params![id.as_bytes().as_slice(), drop_before as i64])
+                        })
+                        .map_err(fail)?;
+                }
                 Ok(version)
             })
             .await
