@@ -21,6 +21,8 @@ import urllib.request
 import anyio
 import httpx
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "haproxy.cfg"
@@ -220,14 +222,26 @@ def root_errors(e: BaseException):
         yield e
 
 
+# The recipe's cookie naming a client's replica (`cookie turnscope_replica insert indirect`).
+REPLICA_COOKIE = "turnscope_replica"
+
+
+def pinned_to(home: str | None) -> dict:
+    """The header that sends a request to replica `home` through the balancer (its cookie), or
+    none. A test pins a client's first opening to know which replica each kind of client is
+    on, rather than counting on how the round robin dealt clients that opened at once."""
+    return {"cookie": f"{REPLICA_COOKIE}={home}"} if home else {}
+
+
 class Chatter:
     """One MCP client saying `turns` lines in order through `url`; when a call fails (its
     replica died or drains) it notes the error and its time, reconnects, calls `start`
     again and says the same line again. Every line must come back as a completed turn that
-    echoes it."""
+    echoes it. With `home`, its first opening goes to that replica (`pinned_to`); later ones
+    go where the balancer sends them."""
 
-    def __init__(self, url: str, number: int, turns: int, mode: str):
-        self.url, self.number, self.turns, self.mode = url, number, turns, mode
+    def __init__(self, url: str, number: int, turns: int, mode: str, home: str | None = None):
+        self.url, self.number, self.turns, self.mode, self.home = url, number, turns, mode, home
         self.completed = 0
         self.replicas = []  # the replica of each start, in order
         self.errors = []  # (monotonic time, replica at the time, text)
@@ -244,7 +258,10 @@ class Chatter:
                 self.wrong.append("gave up: too many reconnections")
                 return
             try:
-                async with Client(self.url, mode=self.mode, read_timeout_seconds=30) as client:
+                http = create_mcp_http_client(headers=pinned_to(self.home if attempts == 1 else None))
+                async with http, Client(
+                    streamable_http_client(self.url, http_client=http), mode=self.mode, read_timeout_seconds=30
+                ) as client:
                     start = await client.call_tool("start", {})
                     if start.is_error:
                         self.note(text_of(start))
@@ -292,6 +309,7 @@ class RawMcp:
         self.next_id = 0
         self.offered_cookies = 0
         self.sent_cookies = 0
+        self.pin = None  # a replica the requests go to (`pinned_to`) until this is None again
 
     async def request(self, method: str, params: dict | None = None) -> dict:
         """One JSON-RPC request; its `result` (or `error`) message. An HTTP error raises
@@ -317,9 +335,10 @@ class RawMcp:
         elif method.startswith("tasks/"):
             headers["mcp-name"] = params["taskId"]
         body = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
+        headers |= pinned_to(self.pin)
         response = await self.web.post(self.url, json=body, headers=headers)
         self.offered_cookies += "set-cookie" in response.headers
-        self.sent_cookies += "cookie" in response.request.headers
+        self.sent_cookies += "cookie" in response.request.headers and not self.pin
         if response.status_code != 200:
             raise RawHttpError(response.status_code, response.text)
         if response.headers.get("content-type", "").startswith("text/event-stream"):
@@ -368,8 +387,8 @@ class RawChatter(Chatter):
     """A `Chatter` speaking through `RawMcp`: each attempt discovers, lists the tools, starts,
     then says its lines; every request is balanced on its own except as its handle routes it."""
 
-    def __init__(self, url: str, number: int, turns: int):
-        super().__init__(url, number, turns, "raw")
+    def __init__(self, url: str, number: int, turns: int, home: str | None = None):
+        super().__init__(url, number, turns, "raw", home)
         self.offered_cookies = 0
         self.sent_cookies = 0
 
@@ -377,6 +396,7 @@ class RawChatter(Chatter):
         attempts = 0
         async with no_cookie_client() as web:
             client = RawMcp(self.url, web, f"raw-{self.number}")
+            client.pin = self.home  # the first opening only: `attempt` unpins after its start
             try:
                 while self.completed < self.turns:
                     attempts += 1
@@ -388,6 +408,8 @@ class RawChatter(Chatter):
                     except (RawHttpError, httpx.HTTPError) as e:
                         self.note(f"{type(e).__name__}: {e}")
                         await anyio.sleep(0.05)
+                    finally:
+                        client.pin = None
             finally:
                 self.offered_cookies, self.sent_cookies = client.offered_cookies, client.sent_cookies
 
@@ -399,6 +421,7 @@ class RawChatter(Chatter):
         if {t["name"] for t in listed["result"]["tools"]} < {"start", "chat"}:
             raise RawHttpError(200, f"tools/list lacks start/chat: {listed}")
         start = await client.call("start", {})
+        client.pin = None
         if start.get("isError"):
             self.note(raw_text(start))
             await anyio.sleep(0.1)

@@ -26,7 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from replicas import (
-    RawHttpError, RawMcp, free_port, handle_of, no_cookie_client, raw_record, raw_text, record_of, root_errors,
+    RawHttpError, RawMcp, free_port, pinned_to, handle_of, no_cookie_client, raw_record, raw_text, record_of, root_errors,
     text_of,
 )
 
@@ -125,10 +125,12 @@ class Keeper:
     """One client saying `turns` lines in order on one handle whatever happens: when a call fails
     it notes the error, waits a little, reconnects if its connection is gone, and goes on with the
     same handle: an error saying the reply is kept → an empty line reads it; otherwise the same
-    line again. It checks every reply and every turn's history (see the module's doc)."""
+    line again. It checks every reply and every turn's history (see the module's doc). With
+    `home`, its first opening goes to that replica (`pinned_to`)."""
 
-    def __init__(self, url: str, number: int, turns: int, mode: str, token: str = TOKEN):
+    def __init__(self, url: str, number: int, turns: int, mode: str, token: str = TOKEN, home: str | None = None):
         self.url, self.number, self.turns, self.mode, self.token = url, number, turns, mode, token
+        self.home = home
         self.completed = 0
         self.handle = None
         self.replica = None  # the replica that answered start
@@ -198,7 +200,8 @@ class Keeper:
                 self.wrong.append("gave up: too many reconnections")
                 return
             try:
-                http = create_mcp_http_client(headers={"Authorization": f"Bearer {self.token}"})
+                pin = pinned_to(self.home if attempts == 1 else None)
+                http = create_mcp_http_client(headers={"Authorization": f"Bearer {self.token}"} | pin)
                 async with http, Client(
                     streamable_http_client(self.url, http_client=http), mode=self.mode, read_timeout_seconds=30
                 ) as client:
@@ -235,8 +238,8 @@ class Keeper:
 class RawKeeper(Keeper):
     """A `Keeper` speaking through `RawMcp` (sessionless, no cookies, as Claude Code)."""
 
-    def __init__(self, url: str, number: int, turns: int, token: str = TOKEN):
-        super().__init__(url, number, turns, "raw", token)
+    def __init__(self, url: str, number: int, turns: int, token: str = TOKEN, home: str | None = None):
+        super().__init__(url, number, turns, "raw", token, home)
 
     async def run(self):
         pending = None
@@ -244,6 +247,7 @@ class RawKeeper(Keeper):
         async with no_cookie_client() as web:
             web.headers["Authorization"] = f"Bearer {self.token}"
             client = RawMcp(self.url, web, f"raw-{self.number}")
+            client.pin = self.home  # until the first start has answered
             while self.completed < self.turns:
                 attempts += 1
                 if attempts > 400:
@@ -252,6 +256,7 @@ class RawKeeper(Keeper):
                 try:
                     if self.handle is None:
                         start = await client.call("start", {})
+                        client.pin = None
                         if start.get("isError"):
                             self.note(raw_text(start))
                             await anyio.sleep(0.1)
@@ -273,9 +278,12 @@ class RawKeeper(Keeper):
                     self.judge(turn, line)
                     pending = None
                 except (RawHttpError, httpx.HTTPError) as e:
+                    client.pin = None
                     pending = self.after_error(f"{type(e).__name__}: {e}")
                     await anyio.sleep(0.1)
 
 
-def keeper(url, number, turns, mode):
-    return RawKeeper(url, number, turns) if mode == "raw" else Keeper(url, number, turns, mode)
+def keeper(url, number, turns, mode, home=None):
+    if mode == "raw":
+        return RawKeeper(url, number, turns, home=home)
+    return Keeper(url, number, turns, mode, home=home)

@@ -74,8 +74,14 @@ def modes(n):
     return [MODES[i % 3] for i in range(n)]
 
 
-def chatter(url, number, turns, mode):
-    return RawChatter(url, number, turns) if mode == "raw" else Chatter(url, number, turns, mode)
+def chatter(url, number, turns, mode, home=None):
+    return RawChatter(url, number, turns, home) if mode == "raw" else Chatter(url, number, turns, mode, home)
+
+
+def homed(url, n, turns):
+    """`n` clients whose first openings are pinned (`pinned_to`): the modes in runs of three,
+    each run over r1, r2, r3, so every replica has clients of every mode whatever the timing."""
+    return [chatter(url, i, turns, MODES[(i // 3) % 3], f"r{1 + i % 3}") for i in range(n)]
 
 
 def assert_no_cookie_kept(chatters):
@@ -176,7 +182,7 @@ async def test_a_line_longer_than_the_balancers_buffer_reaches_its_replica_or_is
 
 async def test_a_killed_replica_gives_its_clients_clear_errors_and_no_one_else_any(cluster):
     replicas, balancer = cluster
-    chatters = [chatter(balancer.url, i, 40, mode) for i, mode in enumerate(modes(30))]
+    chatters = homed(balancer.url, 30, 40)
     victim = replicas[1]
     killed_at = []
 
@@ -188,6 +194,8 @@ async def test_a_killed_replica_gives_its_clients_clear_errors_and_no_one_else_a
 
     await run_all(chatters, kill_mid_load)
     killed = killed_at[0]
+    # The balancer honoured every pinned opening.
+    assert [(c.number, c.home, c.replicas[0]) for c in chatters if c.replicas[0] != c.home] == []
     on_victim = [c for c in chatters if c.replicas[0] == victim.id]
     others = [c for c in chatters if c.replicas[0] != victim.id]
     assert on_victim and others
@@ -208,7 +216,7 @@ async def test_a_killed_replica_gives_its_clients_clear_errors_and_no_one_else_a
 @pytest.mark.slow_first
 async def test_a_drained_replica_loses_no_turn(cluster):
     replicas, balancer = cluster
-    chatters = [chatter(balancer.url, i, 30, mode) for i, mode in enumerate(modes(24))]
+    chatters = homed(balancer.url, 24, 30)
     drained = replicas[0]
     seen = {}
 
