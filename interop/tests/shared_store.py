@@ -140,9 +140,9 @@ class Keeper:
         self.failed_lines = []  # lines whose call failed
         self.base = None  # prompt tokens of the first turn, less its line
         self.extra = 0  # lines the history holds twice (said again after a failure)
-        # Lines the history holds twice with no failure seen: the recipe's known limit (docs/
-        # replicas.md), HAProxy resending a call whose replica saved the turn and died before
-        # answering. Each test says whether it allows one.
+        # Lines the history holds twice with no failure seen: a line run twice without the
+        # client saying it again (what the X-Request-ID HAProxy sets prevents when it resends
+        # a call whose replica saved the turn and died before answering). Never allowed.
         self.twice = []
         self.reads = 0  # replies read with an empty line after a store error
 

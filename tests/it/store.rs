@@ -14,6 +14,7 @@ use tokio::process::Child;
 
 use crate::support::binary::{WAIT, ready_line, serving, terminate, url_in};
 use crate::support::mcp::Client;
+use crate::support::raw_mcp::RawMcp;
 use crate::support::upstream::{Reply, Upstream};
 
 /// A fresh folder for one test's files.
@@ -121,6 +122,70 @@ async fn a_conversation_goes_on_through_a_restart_with_its_history_in_the_model_
     assert!(
         health["store"]["stats"]["syncs"].as_u64().unwrap() >= 2,
         "{health}"
+    );
+    assert!(terminate(&mut second).await.success());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A request sent again with the same `X-Request-ID` and line (the replicas recipe's HAProxy
+/// retrying a call whose server stored the turn and died before answering) is answered from
+/// the stored turn: the model is not asked again and the history holds the line once.
+#[tokio::test]
+async fn a_request_resent_after_a_crash_with_its_request_id_is_answered_from_the_stored_turn() {
+    let model = Upstream::start(vec![
+        Reply::text(&["Hello", " Ada."]),
+        Reply::text(&["Bye", " Ada."]),
+        Reply::text(&["Bye", " again."]),
+    ])
+    .await;
+    let dir = scratch("resent");
+    let store = store_url(&dir);
+    let url_flag = model.base_url();
+    let (mut first, ready) = start(&store, &["--model-url", &url_flag]).await;
+    let url = url_in(&ready, "/mcp");
+    let handle = RawMcp::new(&url, "lb", false).start().await;
+    let sent = RawMcp::new(&url, "lb", false).with_header("x-request-id", "lb-1");
+    let answered = sent.chat(&handle, "My name is Ada.").await;
+    let turn = &answered.result()["_meta"]["turnscope/turn"];
+    assert_eq!(
+        (turn["turn"].as_u64(), turn["reply"].as_str()),
+        (Some(1), Some("Hello Ada."))
+    );
+    first.kill().await.unwrap();
+
+    let (mut second, ready) = start(&store, &["--model-url", &url_flag]).await;
+    let url = url_in(&ready, "/mcp");
+    let resent = RawMcp::new(&url, "lb", false).with_header("x-request-id", "lb-1");
+    let again = resent.chat(&handle, "My name is Ada.").await;
+    assert_eq!(
+        again.result()["_meta"]["turnscope/turn"],
+        *turn,
+        "the resend gets the stored turn's record"
+    );
+    assert!(
+        again.progress.is_empty(),
+        "nothing ran: {:?}",
+        again.progress
+    );
+    assert_eq!(model.requests().len(), 1, "the model was not asked again");
+    // The same id with another line, and the same line with no id, are new turns.
+    let other = resent.chat(&handle, "Goodbye.").await;
+    assert_eq!(other.result()["_meta"]["turnscope/turn"]["turn"], 2);
+    let plain = RawMcp::new(&url, "plain", false)
+        .chat(&handle, "Goodbye.")
+        .await;
+    assert_eq!(plain.result()["_meta"]["turnscope/turn"]["turn"], 3);
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    let history = contents(&requests[2]);
+    let lines: Vec<&str> = history
+        .iter()
+        .filter(|m| m.starts_with("user: "))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        lines,
+        ["user: My name is Ada.", "user: Goodbye.", "user: Goodbye."]
     );
     assert!(terminate(&mut second).await.success());
     let _ = std::fs::remove_dir_all(dir);

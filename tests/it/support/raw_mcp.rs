@@ -47,6 +47,7 @@ pub struct RawMcp {
     name: String,
     tasks: bool,
     next_id: std::sync::atomic::AtomicU64,
+    headers: Vec<(&'static str, String)>,
 }
 
 impl RawMcp {
@@ -58,7 +59,14 @@ impl RawMcp {
             name: name.to_string(),
             tasks,
             next_id: 1.into(),
+            headers: Vec::new(),
         }
+    }
+
+    /// The same client sending header `name: value` with every request.
+    pub fn with_header(mut self, name: &'static str, value: &str) -> Self {
+        self.headers.push((name, value.to_string()));
+        self
     }
 
     /// The `_meta` every request of this client carries.
@@ -96,6 +104,9 @@ impl RawMcp {
             .header("mcp-method", method);
         if let Some(name) = name {
             request = request.header("mcp-name", name);
+        }
+        for (header, value) in &self.headers {
+            request = request.header(*header, value);
         }
         let response = request
             .json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))

@@ -210,6 +210,13 @@ impl BotSession {
         self.pipeline.is_finished()
     }
 
+    /// Whether a tool asked the conversation to end (`end_session`): its pipeline stops once
+    /// the turn is over, and no new line is taken meanwhile (one sent right after the
+    /// goodbye's reply would otherwise race the stop).
+    pub fn end_requested(&self) -> bool {
+        self.control.is_end_requested()
+    }
+
     /// The session number events carry.
     pub fn number(&self) -> u64 {
         self.observer.session

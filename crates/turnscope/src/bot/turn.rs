@@ -98,6 +98,11 @@ pub struct TurnRecord {
     /// said); none for a bot that has no config.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_version: Option<u64>,
+    /// The id of the request whose line started it (its `X-Request-ID`, which the replicas
+    /// recipe's HAProxy sets), when it had one: a request sent again with the same id and line
+    /// is answered from this record instead of running the line twice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
 }
 
 impl TurnRecord {
@@ -202,6 +207,18 @@ impl Turn {
     /// Whether it has ended.
     pub fn is_done(&self) -> bool {
         self.signal.borrow().done
+    }
+
+    /// Notes the id of the request whose line started the turn (see [`TurnRecord::request`]).
+    pub fn set_request(&self, request: &str) {
+        self.lock().request = Some(request.to_string());
+    }
+
+    /// Whether the turn has ended, started with `line` by the request `request`: the turn a
+    /// resent request already got.
+    pub fn answers(&self, request: &str, line: &str) -> bool {
+        self.is_done()
+            && self.with_record(|r| r.line == line && r.request.as_deref() == Some(request))
     }
 
     /// A copy of the record.

@@ -127,6 +127,7 @@ impl BotMcp {
         name: &str,
         args: &JsonObject,
         client: String,
+        request: Option<&str>,
         cancel: &CancellationToken,
         progress: Option<&mut dyn ProgressSink>,
     ) -> CallToolResult {
@@ -135,7 +136,7 @@ impl BotMcp {
         let result = match name {
             "start" => self.start(client.clone()).await,
             "chat" => {
-                self.chat(args, &client, cancel, progress, &mut cancelled)
+                self.chat(args, &client, request, cancel, progress, &mut cancelled)
                     .await
             }
             other => tool_error(format!(
@@ -201,6 +202,7 @@ impl BotMcp {
     async fn chat_or_task(
         &self,
         args: &JsonObject,
+        request: Option<&str>,
         cancel: &CancellationToken,
         progress: Option<&mut dyn ProgressSink>,
         ask: &TaskAsk,
@@ -216,7 +218,7 @@ impl BotMcp {
         };
         let (answer, cancelled) = match self
             .sessions
-            .chat_or_task(handle, line, progress, cancel, ask)
+            .chat_or_task(handle, line, request, progress, cancel, ask)
             .await
         {
             Ok(ChatOutcome::Reply(reply)) => {
@@ -261,6 +263,7 @@ impl BotMcp {
         &self,
         args: &JsonObject,
         client: &str,
+        request: Option<&str>,
         cancel: &CancellationToken,
         progress: Option<&mut dyn ProgressSink>,
         cancelled: &mut bool,
@@ -269,7 +272,11 @@ impl BotMcp {
             Ok(both) => both,
             Err(e) => return tool_error(e),
         };
-        match self.sessions.chat(handle, line, progress, cancel).await {
+        match self
+            .sessions
+            .chat_keyed(handle, line, request, progress, cancel)
+            .await
+        {
             Ok(reply) => {
                 // A client chatting on a handle holds it, whoever opened it.
                 self.held.hold(handle, client);
@@ -299,6 +306,18 @@ fn chat_args(args: &JsonObject) -> Result<(&str, &str), String> {
         "the line to say, or \"\" to read the turn in flight",
     )?;
     Ok((handle, line))
+}
+
+/// Longest `X-Request-ID` taken as a request's id; a longer one is ignored.
+const REQUEST_ID_BYTES: usize = 128;
+
+/// The request's id from its `X-Request-ID` header (set by the replicas recipe's HAProxy, the
+/// same on a request it resends), when it has a usable one: visible ASCII, at most
+/// [`REQUEST_ID_BYTES`].
+fn request_id(parts: &axum::http::request::Parts) -> Option<&str> {
+    let id = parts.headers.get("x-request-id")?.to_str().ok()?;
+    (!id.is_empty() && id.len() <= REQUEST_ID_BYTES && id.bytes().all(|b| b.is_ascii_graphic()))
+        .then_some(id)
 }
 
 /// Whether the call runs under a revision where closing its response stream cancels it:
@@ -395,10 +414,10 @@ impl ServerHandler for BotMcp {
             })
             .flatten();
         let (cancel, _watch) = either(context.ct.clone(), gone);
-        let in_mcp_session = context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .is_some_and(|parts| parts.headers.contains_key("mcp-session-id"));
+        let parts = context.extensions.get::<axum::http::request::Parts>();
+        let in_mcp_session =
+            parts.is_some_and(|parts| parts.headers.contains_key("mcp-session-id"));
+        let request_id = parts.and_then(request_id);
         if in_mcp_session {
             self.held.in_mcp_session();
         }
@@ -411,12 +430,14 @@ impl ServerHandler for BotMcp {
             && let Some(ask) =
                 super::mcp_tasks::task_ask(&context, &self.sessions.task_settings(), &client)
         {
-            return Ok(self.chat_or_task(args, &cancel, progress, &ask).await);
+            return Ok(self
+                .chat_or_task(args, request_id, &cancel, progress, &ask)
+                .await);
         }
         // Under 2026-07-28 a chat whose response stream closed before the reply is cancelled
         // (`Event::CallCancelled`, from `call`), as `notifications/cancelled` is before it.
         let result = self
-            .call(&request.name, args, client, &cancel, progress)
+            .call(&request.name, args, client, request_id, &cancel, progress)
             .await;
         Ok(result.into())
     }

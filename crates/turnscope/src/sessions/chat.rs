@@ -191,18 +191,34 @@ impl Sessions {
         &self,
         handle: &str,
         line: &str,
+        progress: Option<&mut dyn ProgressSink>,
+        cancel: &CancellationToken,
+    ) -> Result<ChatReply, ChatError> {
+        self.chat_keyed(handle, line, None, progress, cancel).await
+    }
+
+    /// [`Sessions::chat`] of a request with an id (`X-Request-ID`): when the handle's last
+    /// turn is the one this request id and line already started, that turn's reply is the
+    /// answer and nothing runs. A balancer that resends a call whose replica stored the turn
+    /// and died before answering so gets the reply instead of a second run of the line.
+    pub async fn chat_keyed(
+        &self,
+        handle: &str,
+        line: &str,
+        request: Option<&str>,
         mut progress: Option<&mut dyn ProgressSink>,
         cancel: &CancellationToken,
     ) -> Result<ChatReply, ChatError> {
         let session = self.find_for(handle, !line.is_empty()).await?;
         match self
-            .chat_on(&session, line, progress.as_deref_mut(), cancel)
+            .chat_on_keyed(&session, line, request, progress.as_deref_mut(), cancel)
             .await
         {
             // It changed elsewhere since it was loaded: load it again, once.
             Err(ChatError::Stale) => {
                 let session = self.find_for(handle, !line.is_empty()).await?;
-                self.chat_on(&session, line, progress, cancel).await
+                self.chat_on_keyed(&session, line, request, progress, cancel)
+                    .await
             }
             other => other,
         }
@@ -216,8 +232,20 @@ impl Sessions {
         progress: Option<&mut (dyn ProgressSink + '_)>,
         cancel: &CancellationToken,
     ) -> Result<ChatReply, ChatError> {
+        self.chat_on_keyed(session, line, None, progress, cancel)
+            .await
+    }
+
+    async fn chat_on_keyed(
+        &self,
+        session: &Arc<Session>,
+        line: &str,
+        request: Option<&str>,
+        progress: Option<&mut (dyn ProgressSink + '_)>,
+        cancel: &CancellationToken,
+    ) -> Result<ChatReply, ChatError> {
         let _in_flight = self.call_guard();
-        let reading = match self.begin(session, line, cancel).await? {
+        let reading = match self.begin(session, line, request, cancel).await? {
             Ok(reading) => reading,
             Err(nothing) => return Ok(nothing),
         };
@@ -244,23 +272,32 @@ impl Sessions {
     /// while the turn ends within `[server] task_after_seconds`; past that, the turn becomes a
     /// task (its record stored first) and the call is answered with it. When the store cannot
     /// keep the record the call goes on waiting, as a synchronous one.
+    /// `request`: the request's id, as [`Sessions::chat_keyed`] has it.
     pub async fn chat_or_task(
         &self,
         handle: &str,
         line: &str,
+        request: Option<&str>,
         mut progress: Option<&mut dyn ProgressSink>,
         cancel: &CancellationToken,
         ask: &TaskAsk,
     ) -> Result<ChatOutcome, ChatError> {
         let session = self.find_for(handle, !line.is_empty()).await?;
         match self
-            .chat_or_task_on(&session, line, progress.as_deref_mut(), cancel, ask)
+            .chat_or_task_on(
+                &session,
+                line,
+                request,
+                progress.as_deref_mut(),
+                cancel,
+                ask,
+            )
             .await
         {
             // It changed elsewhere since it was loaded: load it again, once.
             Err(ChatError::Stale) => {
                 let session = self.find_for(handle, !line.is_empty()).await?;
-                self.chat_or_task_on(&session, line, progress, cancel, ask)
+                self.chat_or_task_on(&session, line, request, progress, cancel, ask)
                     .await
             }
             other => other,
@@ -271,12 +308,13 @@ impl Sessions {
         &self,
         session: &Arc<Session>,
         line: &str,
+        request: Option<&str>,
         progress: Option<&mut (dyn ProgressSink + '_)>,
         cancel: &CancellationToken,
         ask: &TaskAsk,
     ) -> Result<ChatOutcome, ChatError> {
         let _in_flight = self.call_guard();
-        let mut reading = match self.begin(session, line, cancel).await? {
+        let mut reading = match self.begin(session, line, request, cancel).await? {
             Ok(reading) => reading,
             Err(nothing) => return Ok(ChatOutcome::Reply(nothing)),
         };
@@ -341,6 +379,7 @@ impl Sessions {
         &self,
         session: &'a Arc<Session>,
         line: &str,
+        request: Option<&str>,
         cancel: &CancellationToken,
     ) -> Result<Result<Reading<'a>, ChatReply>, ChatError> {
         session.touch();
@@ -350,7 +389,7 @@ impl Sessions {
         };
         session.touch();
         if !self.inner.storage.shared() {
-            return self.begin_locked(session, state, line, None).await;
+            return self.begin_locked(session, state, line, request, None).await;
         }
         // A store other replicas share: this replica runs the turn only while it holds the
         // conversation's lease, and only on the latest version of it. A new line with
@@ -376,7 +415,7 @@ impl Sessions {
             return Err(e);
         }
         let begun = self
-            .begin_locked(session, state, line, with_mark.then_some(cancel))
+            .begin_locked(session, state, line, request, with_mark.then_some(cancel))
             .await;
         if !matches!(begun, Ok(Ok(_))) {
             store.release(&session.id).await;
@@ -468,11 +507,16 @@ impl Sessions {
         session: &'a Arc<Session>,
         mut state: tokio::sync::MutexGuard<'a, ChatState>,
         line: &str,
+        request: Option<&str>,
         take_lease: Option<&CancellationToken>,
     ) -> Result<Result<Reading<'a>, ChatReply>, ChatError> {
         if session.bot.is_finished() {
             drop(state);
             self.close(session, "bot stopped").await;
+            return Err(self.unknown());
+        }
+        if !line.is_empty() && session.bot.end_requested() {
+            // Its bot asked to end (`end_session`): no new line, while the goodbye finishes.
             return Err(self.unknown());
         }
         let mut unread = None;
@@ -486,6 +530,23 @@ impl Sessions {
         {
             drop(state);
             return Err(self.unwritten(session, conflict).await);
+        }
+        if let Some(request) = request
+            && !line.is_empty()
+            && let Some(answered) = session.answered(request, line)
+            && !state
+                .pending
+                .as_ref()
+                .is_some_and(|p| Arc::ptr_eq(p, &answered))
+        {
+            // The same request again (a balancer resending a call whose replica stored this
+            // turn and died before answering): its reply, and nothing runs twice.
+            tracing::info!(
+                session = session.number,
+                turn = answered.id,
+                "a request sent again was answered from its stored turn"
+            );
+            return Ok(Err(ChatReply::of(&answered, None)));
         }
         if !line.is_empty() {
             let replaced = state.pending.take();
@@ -577,6 +638,9 @@ impl Sessions {
                 }
             }
             let turn = session.bot.say(line).await;
+            if let Some(request) = request {
+                turn.set_request(request);
+            }
             session.remember(turn.clone());
             state.pending = Some(turn);
         } else if let Some(cell) = state.task.take()

@@ -172,6 +172,13 @@ impl Session {
             .collect()
     }
 
+    /// The last turn kept, when it is the one `request` already started with `line`
+    /// ([`Turn::answers`]).
+    fn answered(&self, request: &str, line: &str) -> Option<Arc<Turn>> {
+        let turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
+        turns.back().filter(|t| t.answers(request, line)).cloned()
+    }
+
     fn remember(&self, turn: Arc<Turn>) {
         let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
         if turns.len() == KEPT_TURNS {
@@ -508,6 +515,10 @@ impl Sessions {
                 },
             )
             .await;
+            return Err(self.unknown());
+        }
+        if interrupting && session.bot.end_requested() {
+            // Its bot asked to end: no new line, while the goodbye finishes.
             return Err(self.unknown());
         }
         Ok(session)

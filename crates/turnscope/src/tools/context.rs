@@ -66,6 +66,11 @@ impl SessionControl {
         self.inner.end.cancel();
     }
 
+    /// Whether an end was asked for (one atomic load).
+    pub(crate) fn is_end_requested(&self) -> bool {
+        self.inner.end.is_cancelled()
+    }
+
     /// The reason given, when an end was asked for.
     pub(crate) fn end_requested(&self) -> Option<String> {
         if !self.inner.end.is_cancelled() {

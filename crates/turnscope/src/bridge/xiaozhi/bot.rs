@@ -84,7 +84,7 @@ impl LocalTools for BotTools {
             .as_mut()
             .map(|s| s as &mut dyn crate::sessions::ProgressSink);
         self.bot
-            .call(name, &args, self.client.clone(), cancel, progress)
+            .call(name, &args, self.client.clone(), None, cancel, progress)
             .await
     }
 }

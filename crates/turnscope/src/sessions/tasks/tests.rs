@@ -77,6 +77,7 @@ async fn say(s: &Sessions, session: &Session, line: &str) -> ChatOutcome {
         &session.handle(),
         line,
         None,
+        None,
         &CancellationToken::new(),
         &ask,
     )
