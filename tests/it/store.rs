@@ -187,7 +187,39 @@ async fn a_request_resent_after_a_crash_with_its_request_id_is_answered_from_the
         lines,
         ["user: My name is Ada.", "user: Goodbye.", "user: Goodbye."]
     );
-    assert!(terminate(&mut second).await.success());
+
+    // Killed in the middle of a turn: the same request sent again is that turn's answer,
+    // not also reported as a line that got no reply.
+    model.push(Reply::Hang);
+    model.push(Reply::text(&["More", " now."]));
+    let hanging = RawMcp::new(&url, "lb", false).with_header("x-request-id", "lb-9");
+    let handle_in_flight = handle.clone();
+    let in_flight =
+        tokio::spawn(async move { hanging.chat(&handle_in_flight, "Tell me more.").await });
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while model.requests().len() < 4 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the turn never asked the model"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    second.kill().await.unwrap();
+    let _ = in_flight.await;
+    let (mut third, ready) = start(&store, &["--model-url", &url_flag]).await;
+    let url = url_in(&ready, "/mcp");
+    let resent = RawMcp::new(&url, "lb", false).with_header("x-request-id", "lb-9");
+    let answer = resent.chat(&handle, "Tell me more.").await;
+    let turn = &answer.result()["_meta"]["turnscope/turn"];
+    assert_eq!(turn["reply"], "More now.", "{turn}");
+    assert_eq!(turn["unread"], Value::Null, "not reported as lost: {turn}");
+    let lines = contents(&model.requests()[4]);
+    assert_eq!(
+        lines.iter().filter(|m| *m == "user: Tell me more.").count(),
+        1,
+        "{lines:?}"
+    );
+    assert!(terminate(&mut third).await.success());
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -221,6 +221,16 @@ impl Turn {
             && self.with_record(|r| r.line == line && r.request.as_deref() == Some(request))
     }
 
+    /// Whether this is a turn a restart lost (`restarted`) that request `request` started
+    /// with `line`: the same request sent again is its answer.
+    pub fn was_lost_by(&self, request: &str, line: &str) -> bool {
+        self.with_record(|r| {
+            r.end == Some(TurnEnd::Restarted)
+                && r.line == line
+                && r.request.as_deref() == Some(request)
+        })
+    }
+
     /// A copy of the record.
     pub fn snapshot(&self) -> TurnRecord {
         self.lock().clone()

@@ -559,9 +559,15 @@ impl Sessions {
                 session.bot.interrupt().await;
                 session.bot.settle().await;
             }
+            // A turn lost to a crash that this very request started (a balancer resending
+            // it): this line is its answer now, so it is not reported as lost.
+            let resent = replaced
+                .as_ref()
+                .zip(request)
+                .is_some_and(|(old, request)| old.was_lost_by(request, line));
             if let Some(cell) = &keeper {
                 self.superseded(cell).await;
-            } else if let Some(old) = &replaced {
+            } else if let Some(old) = replaced.as_ref().filter(|_| !resent) {
                 let r = old.snapshot();
                 unread = Some(UnreadTurn {
                     reply: r.reply.trim().to_string(),
@@ -578,8 +584,12 @@ impl Sessions {
                 turn: session.bot.next_turn_id(),
                 line: line.to_string(),
                 started_ms: now_ms(),
+                request: request.map(str::to_string),
             });
-            let unread_id = replaced.as_ref().filter(|_| keeper.is_none()).map(|t| t.id);
+            let unread_id = replaced
+                .as_ref()
+                .filter(|_| keeper.is_none() && !resent)
+                .map(|t| t.id);
             let step = if take_lease.is_some() {
                 LeaseStep::Take
             } else {

@@ -422,6 +422,7 @@ fn lost_turn(in_flight: &InFlight) -> TurnRecord {
         id: in_flight.turn,
         line: in_flight.line.clone(),
         end: Some(TurnEnd::Restarted),
+        request: in_flight.request.clone(),
         ..TurnRecord::default()
     }
 }

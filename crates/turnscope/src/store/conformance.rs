@@ -118,6 +118,7 @@ pub(crate) async fn suite(store: &dyn SessionStore) {
         turn: 4,
         line: "a line with \"quotes\" and é".into(),
         started_ms: 7,
+        request: Some("lb-1".into()),
     });
     marked.unread = Some(3);
     let version = store

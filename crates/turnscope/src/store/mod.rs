@@ -100,6 +100,10 @@ pub struct InFlight {
     pub line: String,
     /// When it started, ms since the Unix epoch.
     pub started_ms: u64,
+    /// The id of the request that said the line (`X-Request-ID`), when it had one: that
+    /// request sent again is the lost turn's answer, not a reason to report it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
 }
 
 /// One entry of a handle's log: a finished turn.
