@@ -1,23 +1,20 @@
 //! The `chat` semantics: one lock per handle, a new line interrupts the turn in flight, an
 //! empty line reads it, a read turn is gone, a cancelled caller leaves the turn running, and
-//! one progress notification per reply piece (the reply so far, its last 200 characters)
-//! that never makes the bot wait. What each step writes to the store is `persist`'s.
+//! a request sent again (its `X-Request-ID`) is answered from the turn it started. Progress
+//! notifications are `progress`'s; what each step writes to the store is `persist`'s.
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use super::persist::{ChatState, Conflict, LeaseStep};
+use super::progress::{ProgressSink, forward_progress};
 use super::task_store::TaskRecord;
 use super::{ChatError, Session, Sessions};
 use crate::bot::{Turn, TurnEnd};
-use crate::observe::{Event, TokenUsage, event::now_us};
+use crate::observe::TokenUsage;
 use crate::store::{InFlight, Lease, now_ms};
-
-/// When a caller lags this many pieces behind, the backlog goes out as one notification.
-const COALESCE_AT: usize = 16;
 
 /// Longest a call waits for another replica's turn of the same conversation to end (its
 /// lease in a shared store), before it gets [`ChatError::Busy`] naming that replica.
@@ -44,15 +41,6 @@ struct Reading<'a> {
     state: tokio::sync::MutexGuard<'a, ChatState>,
     turn: Arc<Turn>,
     unread: Option<UnreadTurn>,
-}
-
-/// Where a call's progress notifications go (an MCP peer, or nowhere).
-#[async_trait]
-pub trait ProgressSink: Send {
-    /// Sends one notification: `progress` pieces so far, `message` the reply so far as a
-    /// person reads it ([`progress_text`]).
-    /// Returns false when the caller is gone (no more are sent).
-    async fn notify(&mut self, progress: u64, message: String) -> bool;
 }
 
 /// One tool call of a turn, for callers.
@@ -782,178 +770,5 @@ impl Sessions {
                 sessions.conflicted(&session, conflict).await;
             }
         });
-    }
-}
-
-/// Most characters of a progress message: Claude Code shows at most this many under a
-/// running call (whitespace collapsed), and the MCP spec means `message` for a person.
-pub const PROGRESS_CHARS: usize = 200;
-
-/// What a person watching a turn wants to read: the reply so far, trimmed; when longer than
-/// [`PROGRESS_CHARS`], its last ones, starting on a word boundary after an ellipsis. Only
-/// the returned message is allocated.
-pub fn progress_text(so_far: &str) -> String {
-    let text = so_far.trim();
-    // Bytes bound characters, so most messages are decided without counting.
-    if text.len() <= PROGRESS_CHARS {
-        return text.to_string();
-    }
-    let Some((start, _)) = text.char_indices().rev().nth(PROGRESS_CHARS - 2) else {
-        return text.to_string();
-    };
-    let mut tail = &text[start..];
-    let mid_word = !text[..start].ends_with(char::is_whitespace);
-    if mid_word && let Some(space) = tail.find(char::is_whitespace) {
-        tail = tail[space..].trim_start();
-    }
-    let mut message = String::with_capacity(tail.len() + 3);
-    message.push('…');
-    message.push_str(tail);
-    message
-}
-
-/// Sends one notification per piece until the turn ends, each carrying the reply so far
-/// ([`progress_text`]). The bot never waits for this: the turn only bumps a counter, and a
-/// caller that lags more than `COALESCE_AT` pieces gets one notification for its backlog.
-async fn forward_progress(
-    turn: &Turn,
-    sink: &mut dyn ProgressSink,
-    sessions: &Sessions,
-    session: u64,
-) {
-    let mut signal = turn.subscribe();
-    let mut sent = 0usize;
-    let mut alive = true;
-    loop {
-        let now = *signal.borrow_and_update();
-        if alive && now.pieces > sent {
-            // One notification per piece; the whole backlog in one when the caller lags.
-            let step = if now.pieces - sent > COALESCE_AT {
-                now.pieces - sent
-            } else {
-                1
-            };
-            while sent < now.pieces {
-                let upto = sent + step;
-                let message = turn.with_record(|r| progress_text(&r.reply[..r.end_of(upto)]));
-                sent = upto;
-                let progress = sent as u64;
-                let bus = sessions.bus();
-                if bus.is_listened() {
-                    bus.publish(Event::Progress {
-                        session,
-                        progress,
-                        message: message.clone(),
-                        pieces: step as u32,
-                        at_us: now_us(),
-                    });
-                }
-                if !sink.notify(progress, message).await {
-                    alive = false;
-                    break;
-                }
-            }
-        }
-        if now.done && (!alive || sent >= now.pieces) {
-            return;
-        }
-        if !now.done && signal.changed().await.is_err() {
-            return;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::*;
-    use crate::bot::Bot;
-    use crate::model::{EmbeddedModel, ModelClient, ModelConfig, ScriptSettings};
-    use crate::observe::{Bus, SessionOpener};
-    use crate::sessions::SessionLimits;
-
-    /// A caller that takes 20 ms to accept each notification, noting whether the bot had
-    /// already finished its turn when each one arrived.
-    struct SlowCaller {
-        session: Arc<Session>,
-        got: Vec<(u64, String, bool)>,
-    }
-
-    #[async_trait]
-    impl ProgressSink for SlowCaller {
-        async fn notify(&mut self, progress: u64, message: String) -> bool {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            let bot_done = self.session.turns().last().is_some_and(|t| t.is_done());
-            self.got.push((progress, message, bot_done));
-            true
-        }
-    }
-
-    #[tokio::test]
-    async fn a_slow_caller_never_slows_the_bot_and_gets_every_piece_coalesced() {
-        let model = EmbeddedModel::start(
-            0,
-            ScriptSettings {
-                pace: 0.0,
-                words: Some(200),
-            },
-        )
-        .await
-        .unwrap();
-        let bot = Bot::builder(ModelClient::new(ModelConfig::new(model.base_url(), "m"))).build();
-        let sessions = Sessions::new(bot, Bus::default(), SessionLimits::default());
-        let session = sessions.open(SessionOpener::Api).await.unwrap();
-        let mut caller = SlowCaller {
-            session: session.clone(),
-            got: Vec::new(),
-        };
-        let reply = sessions
-            .chat_on(&session, "go", Some(&mut caller), &CancellationToken::new())
-            .await
-            .unwrap();
-        // The bot finished its turn while the caller was still taking notifications (it did
-        // not wait for them), and the backlog went out coalesced rather than one by one.
-        assert!(
-            caller.got.last().unwrap().2,
-            "the turn ended before the caller caught up"
-        );
-        assert!(caller.got.len() < 200, "{} notifications", caller.got.len());
-        let progress: Vec<u64> = caller.got.iter().map(|(p, _, _)| *p).collect();
-        assert!(
-            progress.windows(2).all(|w| w[0] < w[1]),
-            "progress increases: {progress:?}"
-        );
-        assert_eq!(*progress.last().unwrap(), 200);
-        // Each message is the reply so far as a person reads it; the last one, its end.
-        assert_eq!(caller.got.last().unwrap().1, progress_text(&reply.reply));
-        assert!(
-            caller
-                .got
-                .iter()
-                .all(|(_, m, _)| m.chars().count() <= PROGRESS_CHARS)
-        );
-    }
-
-    #[test]
-    fn progress_text_is_the_reply_so_far_cut_to_its_last_words() {
-        assert_eq!(progress_text("  We open at nine "), "We open at nine");
-        let long = "word ".repeat(100) + "the end";
-        let tail = progress_text(&long);
-        assert_eq!(tail.chars().count(), PROGRESS_CHARS - 2, "{tail}");
-        assert!(
-            tail.starts_with("…word word") && tail.ends_with("the end"),
-            "{tail}"
-        );
-        // Cut inside a word: the partial word is dropped.
-        let odd = "x".repeat(3) + &" abcdefg".repeat(40);
-        let cut = progress_text(&odd);
-        assert!(cut.starts_with("…abcdefg"), "{cut}");
-        assert!(cut.chars().count() <= PROGRESS_CHARS);
-        // Multi-byte characters count as one each; one long word is cut mid-word.
-        let wide = "é".repeat(500);
-        let cut = progress_text(&wide);
-        assert_eq!(cut.chars().count(), PROGRESS_CHARS);
-        assert!(cut.starts_with('…'));
     }
 }

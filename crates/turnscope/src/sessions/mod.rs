@@ -16,6 +16,7 @@ mod chat;
 mod errors;
 pub mod haproxy;
 mod persist;
+mod progress;
 pub mod replica;
 #[cfg(test)]
 mod shared_tests;
@@ -33,12 +34,10 @@ use subtle::ConstantTimeEq;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
-pub use chat::{
-    ChatOutcome, ChatReply, PROGRESS_CHARS, ProgressSink, TaskAsk, ToolCallSummary, UnreadTurn,
-    progress_text,
-};
+pub use chat::{ChatOutcome, ChatReply, TaskAsk, ToolCallSummary, UnreadTurn};
 pub use errors::ChatError;
 pub use persist::StoreStatus;
+pub use progress::{PROGRESS_CHARS, ProgressSink, progress_text};
 pub use replica::Replica;
 pub use task_store::{MemoryTaskStore, TaskOutcome, TaskRecord, TaskStatus, TaskStore};
 pub use tasks::{TASKS_PER_SESSION, TaskError, TaskSettings};
