@@ -94,7 +94,7 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
         .with_max_request_body_bytes(body.max_bytes)
         .with_sse_keep_alive(Some(KEEP_ALIVE))
         .with_sse_retry(Some(RESUME_RETRY))
-        .with_cancellation_token(stop)
+        .with_cancellation_token(handlers_stop(&stop))
         .disable_allowed_hosts();
     let handler_sessions = sessions.clone();
     // Every event of every response stream goes through the replay store first, so a client
@@ -190,6 +190,29 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
         .merge(events)
         .merge(extra);
     protect(app, guard, body)
+}
+
+/// How long the MCP handlers go on after `stop`: requests already read when the server stops
+/// accepting get their answers in that time (the sessions are closed by then, so a `chat`
+/// answers at once); then the open response streams are ended.
+const HANDLERS_GRACE: Duration = Duration::from_millis(500);
+
+/// rmcp's token for its handlers: cancelled [`HANDLERS_GRACE`] after `stop`, not with it.
+/// rmcp answers every request waiting on a handler when its token is cancelled with a bare
+/// 500 ("no response message received from handler"), so cancelling it with `stop` turned a
+/// request that arrived as a replica shut down into that 500 instead of its answer.
+fn handlers_stop(stop: &CancellationToken) -> CancellationToken {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return stop.clone();
+    };
+    let handlers = CancellationToken::new();
+    let (stop, later) = (stop.clone(), handlers.clone());
+    runtime.spawn(async move {
+        stop.cancelled().await;
+        tokio::time::sleep(HANDLERS_GRACE).await;
+        later.cancel();
+    });
+    handlers
 }
 
 /// Puts `app` behind the guard, then the body rules: the guard answers first, so nobody
