@@ -106,6 +106,11 @@ pub struct TurnRecord {
 }
 
 impl TurnRecord {
+    /// Whether request `request` started this turn with `line`.
+    fn said_by(&self, request: &str, line: &str) -> bool {
+        self.line == line && self.request.as_deref() == Some(request)
+    }
+
     /// The `turn_ended` event of this record in session `session` (live, in a viewer's
     /// catch-up, in an export: one shape everywhere).
     pub fn end_event(&self, session: u64) -> TurnEndEvent {
@@ -217,18 +222,13 @@ impl Turn {
     /// Whether the turn has ended, started with `line` by the request `request`: the turn a
     /// resent request already got.
     pub fn answers(&self, request: &str, line: &str) -> bool {
-        self.is_done()
-            && self.with_record(|r| r.line == line && r.request.as_deref() == Some(request))
+        self.is_done() && self.with_record(|r| r.said_by(request, line))
     }
 
     /// Whether this is a turn a restart lost (`restarted`) that request `request` started
     /// with `line`: the same request sent again is its answer.
     pub fn was_lost_by(&self, request: &str, line: &str) -> bool {
-        self.with_record(|r| {
-            r.end == Some(TurnEnd::Restarted)
-                && r.line == line
-                && r.request.as_deref() == Some(request)
-        })
+        self.with_record(|r| r.end == Some(TurnEnd::Restarted) && r.said_by(request, line))
     }
 
     /// A copy of the record.
