@@ -21,6 +21,7 @@ use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 
 use turnscope::app::App;
@@ -39,7 +40,8 @@ pub enum Shape {
     Pipeline,
     /// Default. The cost table (1 turn, 5 turns, 1 turn with a tool call), paced and at zero pace.
     Turns,
-    /// Default. Many sessions chatting at once (uses --sessions, --turns).
+    /// Default. Many sessions chatting at once, with kept-alive connections and with one per
+    /// request, alternately (uses --sessions, --turns, --runs: default 1 here).
     Load,
     /// Default. Memory per idle session (uses --idle-sessions, --console).
     Memory,
@@ -94,8 +96,8 @@ pub struct BenchArgs {
     /// only when named.
     #[arg(value_enum)]
     pub shapes: Vec<Shape>,
-    /// Runs per shape of the cost table, and of console, replicas, test and viewers (default
-    /// 5; 1 for console-memory, 3 for store).
+    /// Runs per shape of the cost table, and of load, console, replicas, test and viewers
+    /// (default 5; 1 for load and console-memory, 3 for store).
     #[arg(long)]
     pub runs: Option<usize>,
     /// Frames pushed per pipeline measurement.
@@ -190,7 +192,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                     cost_table(pace, words, runs).await?;
                 }
             }
-            Shape::Load => load(args.sessions, turns).await?,
+            Shape::Load => load(args.sessions, turns, args.runs.unwrap_or(1)).await?,
             Shape::Store => {
                 store::store(
                     args.sessions,
@@ -323,15 +325,55 @@ fn hours_tools() -> Arc<dyn Tools> {
     )))
 }
 
+/// How a bench client's HTTP requests reach the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Connections {
+    /// Kept alive and reused, as the Python and TypeScript SDK clients (httpx, undici) and
+    /// `turnscope attach` do: what a bench measures unless it says otherwise.
+    KeptAlive,
+    /// A new TCP connection for every request: rmcp's own default client
+    /// (`pool_max_idle_per_host(0)`), which every bench used before `bench load` compared
+    /// the two.
+    PerRequest,
+}
+
+impl Connections {
+    /// The name a row gives it.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Connections::KeptAlive => "kept alive",
+            Connections::PerRequest => "one per request",
+        }
+    }
+}
+
 /// A connected MCP client.
 pub struct BenchClient {
     client: RunningService<rmcp::RoleClient, ()>,
 }
 
 impl BenchClient {
-    /// Connects to `url`.
+    /// Connects to `url`; its requests reuse kept-alive connections.
     pub async fn connect(url: &str) -> anyhow::Result<Self> {
-        let client = ().serve(StreamableHttpClientTransport::from_uri(url.to_string())).await?;
+        Self::connect_with(url, Connections::KeptAlive).await
+    }
+
+    /// Connects to `url` with its HTTP connections made as `connections` says.
+    pub(crate) async fn connect_with(url: &str, connections: Connections) -> anyhow::Result<Self> {
+        let config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
+        let transport = match connections {
+            // Idle connections are let go after 4 s, well inside the server's header
+            // deadline, which closes an idle keep-alive connection.
+            Connections::KeptAlive => StreamableHttpClientTransport::with_client(
+                reqwest::Client::builder()
+                    .pool_idle_timeout(Duration::from_secs(4))
+                    .build()
+                    .context("building the bench's HTTP client")?,
+                config,
+            ),
+            Connections::PerRequest => StreamableHttpClientTransport::from_config(config),
+        };
+        let client = ().serve(transport).await?;
         Ok(Self { client })
     }
 
@@ -432,6 +474,12 @@ fn stats(mut secs: Vec<f64>) -> Value {
     }
     let median = secs[secs.len() / 2];
     json!({"median": round(median, 4), "min": round(secs[0], 4), "max": round(secs[secs.len() - 1], 4)})
+}
+
+/// The middle value of `v` (the upper one of an even count), 0 when empty.
+pub(crate) fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// A summary field's name: `median_NAME` over several runs, `NAME` for one.
@@ -536,6 +584,7 @@ pub(crate) async fn load_run(
     config: &Config,
     sessions: usize,
     turns: usize,
+    connections: Connections,
 ) -> anyhow::Result<LoadRun> {
     let app = App::start_with_tools(config, Bus::default(), hours_tools()).await?;
     let url = app.server.mcp_url();
@@ -543,7 +592,9 @@ pub(crate) async fn load_run(
     let clients: Vec<Arc<BenchClient>> = {
         let mut v = Vec::new();
         for _ in 0..sessions.div_ceil(25).clamp(1, 64) {
-            v.push(Arc::new(BenchClient::connect(&url).await?));
+            v.push(Arc::new(
+                BenchClient::connect_with(&url, connections).await?,
+            ));
         }
         v
     };
@@ -578,21 +629,43 @@ pub(crate) async fn load_run(
     })
 }
 
-async fn load(sessions: usize, turns: usize) -> anyhow::Result<()> {
-    let config = bench_config(0.0, Some(7), sessions + 8);
-    let run = load_run(&config, sessions, turns).await?;
-    row(json!({
-        "bench": "load",
-        "sessions": sessions,
-        "turns_per_session": turns,
-        "pace_seconds": 0.0,
-        "turns": run.latencies_ms.len(),
-        "errors": run.errors,
-        "seconds": round(run.seconds, 3),
-        "turns_per_second": round(run.turns_per_second(), 1),
-        "p50_ms": round(run.latency(0.5), 3),
-        "p99_ms": round(run.latency(0.99), 3),
-    }));
+/// `runs` rounds of N sessions × K turns, each round with kept-alive connections and then with
+/// a connection per request (what every bench client did before): a row per run, then a
+/// summary row per mode with its medians and its turns/s as a share of kept-alive's.
+async fn load(sessions: usize, turns: usize, runs: usize) -> anyhow::Result<()> {
+    let modes = [Connections::KeptAlive, Connections::PerRequest];
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+    for run in 0..runs.max(1) {
+        for (m, connections) in modes.into_iter().enumerate() {
+            let config = bench_config(0.0, Some(7), sessions + 8);
+            let done = load_run(&config, sessions, turns, connections).await?;
+            rates[m].push(done.turns_per_second());
+            row(json!({
+                "bench": "load",
+                "run": run + 1,
+                "connections": connections.label(),
+                "sessions": sessions,
+                "turns_per_session": turns,
+                "pace_seconds": 0.0,
+                "turns": done.latencies_ms.len(),
+                "errors": done.errors,
+                "seconds": round(done.seconds, 3),
+                "turns_per_second": round(done.turns_per_second(), 1),
+                "p50_ms": round(done.latency(0.5), 3),
+                "p99_ms": round(done.latency(0.99), 3),
+            }));
+        }
+    }
+    let medians: Vec<f64> = rates.iter_mut().map(|r| median(r)).collect();
+    for (m, connections) in modes.into_iter().enumerate() {
+        row(json!({
+            "bench": "load",
+            "summary": connections.label(),
+            "runs": runs.max(1),
+            "median_turns_per_second": round(medians[m], 1),
+            "share_of_kept_alive": round(medians[m] / medians[0].max(f64::MIN_POSITIVE), 3),
+        }));
+    }
     Ok(())
 }
 

@@ -24,7 +24,7 @@ use turnscope::observe::SessionOpener;
 use turnscope::store::sqlite::SqliteStore;
 use turnscope::store::{Head, SessionStore, now_ms};
 
-use super::{BenchClient, bench_config, load_run, round, row, stats};
+use super::{BenchClient, Connections, bench_config, load_run, round, row, stats};
 
 /// Sessions reopened by the first-chat measurement.
 const REOPENED: usize = 50;
@@ -66,7 +66,7 @@ async fn load_rows(dir: &Path, sessions: usize, turns: usize, runs: usize) -> an
                     dir.join(format!("load-{run}.sqlite3")).display()
                 ),
             });
-            figures[i].push(load_run(&config, sessions, turns).await?);
+            figures[i].push(load_run(&config, sessions, turns, Connections::KeptAlive).await?);
         }
     }
     let medians: Vec<f64> = figures

@@ -22,7 +22,7 @@ use tokio::task::JoinHandle;
 
 use crate::bench::child::ServerChild;
 use crate::bench::console::cpu_seconds_of;
-use crate::bench::{BenchClient, chat_turns, round, row};
+use crate::bench::{BenchClient, chat_turns, median, round, row};
 
 /// The modes, in the order each round runs them.
 const MODES: [&str; 3] = ["none", "three viewers", "one stalled viewer"];
@@ -79,11 +79,6 @@ pub async fn viewers(sessions: usize, turns: usize, runs: usize) -> anyhow::Resu
     }
     server.stop().await;
     Ok(())
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// The load: `sessions` sessions of `turns` turns each at once; (turns, seconds, errors).
