@@ -248,21 +248,52 @@ fn version_of(conn: &Connection, id: &HandleId) -> rusqlite::Result<Option<u64>>
         .map(|v| v.map(|v| v as u64))
 }
 
+/// A head's row: the columns both statements below number `?1` to `?8`, in this order.
+struct HeadRow<'a> {
+    id: &'a [u8],
+    prefix: &'a str,
+    bot: &'a str,
+    last_used_ms: i64,
+    created_ms: i64,
+    turns: i64,
+    version: i64,
+    json: &'a str,
+}
+
+impl<'a> HeadRow<'a> {
+    fn of(head: &'a Head, json: &'a str) -> Self {
+        Self {
+            id: head.id.as_bytes().as_slice(),
+            prefix: &head.prefix,
+            bot: &head.bot,
+            last_used_ms: head.last_used_ms as i64,
+            created_ms: head.created_ms as i64,
+            turns: head.turns as i64,
+            version: head.version as i64,
+            json,
+        }
+    }
+
+    fn values(&self) -> Vec<&dyn rusqlite::ToSql> {
+        vec![
+            &self.id,
+            &self.prefix,
+            &self.bot,
+            &self.last_used_ms,
+            &self.created_ms,
+            &self.turns,
+            &self.version,
+            &self.json,
+        ]
+    }
+}
+
 fn write_head(conn: &Connection, head: &Head, json: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT OR REPLACE INTO heads (id, prefix, bot, last_used_ms, created_ms, turns, version, head)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?
-    .execute(params![
-        head.id.as_bytes().as_slice(),
-        head.prefix,
-        head.bot,
-        head.last_used_ms as i64,
-        head.created_ms as i64,
-        head.turns as i64,
-        head.version as i64,
-        json
-    ])?;
+    .execute(HeadRow::of(head, json).values().as_slice())?;
     Ok(())
 }
 
@@ -275,22 +306,19 @@ fn update_head(
     json: &str,
     expected: u64,
 ) -> rusqlite::Result<bool> {
+    let row = HeadRow {
+        id: id.as_bytes().as_slice(),
+        ..HeadRow::of(head, json)
+    };
+    let expected = expected as i64;
+    let mut values = row.values();
+    values.push(&expected);
     let changed = conn
         .prepare_cached(
             "UPDATE heads SET prefix = ?2, bot = ?3, last_used_ms = ?4, created_ms = ?5, turns = ?6,
              version = ?7, head = ?8 WHERE id = ?1 AND version = ?9",
         )?
-        .execute(params![
-            id.as_bytes().as_slice(),
-            head.prefix,
-            head.bot,
-            head.last_used_ms as i64,
-            head.created_ms as i64,
-            head.turns as i64,
-            head.version as i64,
-            json,
-            expected as i64
-        ])?;
+        .execute(values.as_slice())?;
     Ok(changed == 1)
 }
 
