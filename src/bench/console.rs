@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::bench::{BenchClient, of_runs};
+use crate::bench::{BenchClient, median, of_runs, round};
 use turnscope::app::App;
 use turnscope::config::Config;
 use turnscope::observe::{Bus, Event, SessionOpener};
@@ -178,7 +178,7 @@ async fn flood(runs: usize) -> anyhow::Result<()> {
             println!("{row}");
         }
     }
-    let [none, console] = rates.map(median);
+    let [none, console] = rates.map(|r| median(&r));
     let runs = runs.max(1);
     let mut summary = json!({
         "bench": "console",
@@ -188,7 +188,7 @@ async fn flood(runs: usize) -> anyhow::Result<()> {
         "console_missed_total": missed,
         "change_percent_console": round((console - none) / none * 100.0, 2),
     });
-    summary[of_runs(runs, "console_frames_per_second")] = json!(round(median(fps), 0));
+    summary[of_runs(runs, "console_frames_per_second")] = json!(round(median(&fps), 0));
     summary[of_runs(runs, "mcp_calls_per_second")] =
         json!({"none": round(none, 1), "console": round(console, 1)});
     println!("{summary}");
@@ -334,9 +334,9 @@ async fn saturated(sessions: usize, turns: usize, runs: usize) -> anyhow::Result
             println!("{row}");
         }
     }
-    let [none, drain, console] = tps.map(median);
+    let [none, drain, console] = tps.map(|r| median(&r));
     let change = |x: f64| round((x - none) / none * 100.0, 2);
-    let [cpu_none, cpu_drain, cpu_console] = cpu_per_turn.map(median);
+    let [cpu_none, cpu_drain, cpu_console] = cpu_per_turn.map(|c| median(&c));
     let runs = runs.max(1);
     let mut summary: Value = json!({
         "bench": "console",
@@ -352,7 +352,7 @@ async fn saturated(sessions: usize, turns: usize, runs: usize) -> anyhow::Result
         "bus drain": round(drain, 1),
         "console": round(console, 1),
     });
-    summary[of_runs(runs, "console_frames_per_second")] = json!(round(median(fps), 0));
+    summary[of_runs(runs, "console_frames_per_second")] = json!(round(median(&fps), 0));
     summary[of_runs(runs, "cpu_ms_per_turn")] = json!({
         "none": round(cpu_none, 3),
         "bus drain": round(cpu_drain, 3),
@@ -441,17 +441,4 @@ fn cpu_seconds_in(path: &str) -> Option<f64> {
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
     Some(ticks as f64 / 100.0)
-}
-
-pub(super) fn median(mut xs: Vec<f64>) -> f64 {
-    if xs.is_empty() {
-        return 0.0;
-    }
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
-
-fn round(x: f64, places: i32) -> f64 {
-    let f = 10f64.powi(places);
-    (x * f).round() / f
 }

@@ -17,8 +17,8 @@ use anyhow::Context as _;
 use serde_json::{Value, json};
 
 use super::child::{ChildOptions, ServerChild};
-use super::console::{cpu_seconds_of, median};
-use super::{BenchClient, round, row};
+use super::console::cpu_seconds_of;
+use super::{BenchClient, median, round, row};
 
 /// How the bench runs.
 #[derive(Debug, Clone)]
@@ -101,8 +101,8 @@ pub async fn run(plan: Plan) -> anyhow::Result<()> {
         }
     }
     for (b, (label, exe)) in binaries.iter().enumerate() {
-        let headless = median(growth[b][0].clone());
-        let console = median(growth[b][1].clone());
+        let headless = median(&growth[b][0]);
+        let console = median(&growth[b][1]);
         let mut worst = serde_json::Map::new();
         for (pane, pct) in &idle[b] {
             let entry = worst.entry(pane.clone()).or_insert(json!(0.0));

@@ -476,10 +476,11 @@ fn stats(mut secs: Vec<f64>) -> Value {
     json!({"median": round(median, 4), "min": round(secs[0], 4), "max": round(secs[secs.len() - 1], 4)})
 }
 
-/// The middle value of `v` (the upper one of an even count), 0 when empty.
-pub(crate) fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
+/// The middle value of `values` (the upper one of an even count), 0 when empty.
+pub(crate) fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// A summary field's name: `median_NAME` over several runs, `NAME` for one.
@@ -656,7 +657,7 @@ async fn load(sessions: usize, turns: usize, runs: usize) -> anyhow::Result<()> 
             }));
         }
     }
-    let medians: Vec<f64> = rates.iter_mut().map(|r| median(r)).collect();
+    let medians: Vec<f64> = rates.iter().map(|r| median(r)).collect();
     for (m, connections) in modes.into_iter().enumerate() {
         row(json!({
             "bench": "load",

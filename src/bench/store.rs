@@ -24,7 +24,7 @@ use turnscope::observe::SessionOpener;
 use turnscope::store::sqlite::SqliteStore;
 use turnscope::store::{Head, SessionStore, now_ms};
 
-use super::{BenchClient, Connections, bench_config, load_run, round, row, stats};
+use super::{BenchClient, Connections, bench_config, load_run, median, round, row, stats};
 
 /// Sessions reopened by the first-chat measurement.
 const REOPENED: usize = 50;
@@ -72,9 +72,12 @@ async fn load_rows(dir: &Path, sessions: usize, turns: usize, runs: usize) -> an
     let medians: Vec<f64> = figures
         .iter()
         .map(|runs| {
-            let mut tps: Vec<f64> = runs.iter().map(|r| r.turns_per_second()).collect();
-            tps.sort_by(f64::total_cmp);
-            tps[tps.len() / 2]
+            median(
+                &runs
+                    .iter()
+                    .map(|r| r.turns_per_second())
+                    .collect::<Vec<_>>(),
+            )
         })
         .collect();
     for (i, kind) in ["memory", "sqlite"].into_iter().enumerate() {
@@ -133,11 +136,6 @@ async fn stored_rows(dir: &Path, runs: usize, stored: usize) -> anyhow::Result<(
             child.stop().await;
         }
     }
-    let median = |v: &[f64]| {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     row(json!({
         "bench": "store_ready",
         "stored_sessions": stored,

@@ -64,8 +64,8 @@ pub async fn viewers(sessions: usize, turns: usize, runs: usize) -> anyhow::Resu
             }));
         }
     }
-    let medians: Vec<f64> = rates.iter_mut().map(|r| median(r)).collect();
-    let cpu_medians: Vec<f64> = cpu_per_turn.iter_mut().map(|c| median(c)).collect();
+    let medians: Vec<f64> = rates.iter().map(|r| median(r)).collect();
+    let cpu_medians: Vec<f64> = cpu_per_turn.iter().map(|c| median(c)).collect();
     for (m, mode) in MODES.iter().enumerate() {
         row(json!({
             "bench": "viewers",
