@@ -1,8 +1,9 @@
 //! `turnscope bench store`: what keeping sessions in the file store costs beside memory.
 //!
 //! - `store_load`: N sessions × K turns at zero pace on an in-process server, the memory store
-//!   and a SQLite file measured alternately, run after run; turns/s, p50/p99 and the store's
-//!   own counts (syncs per turn: each sync is one fsync of the file's WAL);
+//!   and a SQLite file measured alternately, which goes first swapping run by run; turns/s,
+//!   p50/p99 and the store's own counts (syncs per turn: each sync is one fsync of the file's
+//!   WAL);
 //! - `store_ready`: a headless child on a file holding `--idle-sessions` stored sessions vs an
 //!   empty file, alternately: the time to its ready line and its resident memory once ready
 //!   (what the stored sessions cost a server that has not reopened them);
@@ -57,7 +58,12 @@ pub async fn store(
 async fn load_rows(dir: &Path, sessions: usize, turns: usize, runs: usize) -> anyhow::Result<()> {
     let mut figures: [Vec<super::LoadRun>; 2] = [Vec::new(), Vec::new()];
     for run in 0..runs.max(1) {
-        for (i, kind) in ["memory", "sqlite"].into_iter().enumerate() {
+        // Which store goes first swaps run by run (memory, SQLite; SQLite, memory; …), so
+        // whatever the run before leaves behind in the process (its freed memory, its
+        // threads) weighs on both alike.
+        let order = if run % 2 == 0 { [0, 1] } else { [1, 0] };
+        for i in order {
+            let kind = ["memory", "sqlite"][i];
             let mut config = bench_config(0.0, Some(7), sessions + 8);
             config.store.url = Some(match kind {
                 "memory" => "memory".into(),
