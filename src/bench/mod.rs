@@ -328,12 +328,13 @@ fn hours_tools() -> Arc<dyn Tools> {
 /// How a bench client's HTTP requests reach the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Connections {
-    /// Kept alive and reused, as the Python and TypeScript SDK clients (httpx, undici) and
-    /// `turnscope attach` do: what a bench measures unless it says otherwise.
+    /// Kept alive and reused, as the TypeScript SDK client and `turnscope attach` do: what a
+    /// bench measures unless it says otherwise.
     KeptAlive,
     /// A new TCP connection for every request: rmcp's own default client
     /// (`pool_max_idle_per_host(0)`), which every bench used before `bench load` compared
-    /// the two.
+    /// the two. The Python SDK client behaves so too (counted with `strace`, see
+    /// docs/benchmarks.md).
     PerRequest,
 }
 
