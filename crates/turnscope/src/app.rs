@@ -335,6 +335,7 @@ impl App {
                 },
                 health: Some(health),
                 exchanges: exchanges.clone(),
+                events_linger: Duration::from_secs_f64(s.events_linger_seconds),
                 ..crate::server::RouterOptions::new(stop.clone())
             },
         );

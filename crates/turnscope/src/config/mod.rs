@@ -168,6 +168,10 @@ pub struct ServerSection {
     pub task_after_seconds: f64,
     /// The poll interval a task asks its client to keep, in seconds (default 1).
     pub task_poll_seconds: f64,
+    /// Seconds the live event stream (`/events`) keeps recording after its last viewer left,
+    /// so a viewer that was dropped and reconnects finds what it missed (default 30; 0 lets
+    /// go of the bus within a second, and recording costs nothing again).
+    pub events_linger_seconds: f64,
 }
 
 impl Default for ServerSection {
@@ -192,6 +196,7 @@ impl Default for ServerSection {
             tasks: true,
             task_after_seconds: 10.0,
             task_poll_seconds: 1.0,
+            events_linger_seconds: crate::server::viewers::LINGER.as_secs_f64(),
         }
     }
 }
@@ -518,6 +523,7 @@ impl Config {
         check_seconds("server.drain_seconds", s.drain_seconds, true)?;
         check_seconds("server.task_after_seconds", s.task_after_seconds, true)?;
         check_seconds("server.task_poll_seconds", s.task_poll_seconds, false)?;
+        check_seconds("server.events_linger_seconds", s.events_linger_seconds, true)?;
         if let Some(id) = &s.replica_id {
             check_replica_id(id)?;
         }

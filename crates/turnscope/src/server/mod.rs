@@ -63,6 +63,8 @@ pub struct RouterOptions {
     pub health: Option<HealthExtra>,
     /// Counts the `/mcp` `POST` exchanges still open (shutdown waits for their answers).
     pub exchanges: caller::Exchanges,
+    /// How long `/events` goes on recording after its last viewer left.
+    pub events_linger: Duration,
 }
 
 impl RouterOptions {
@@ -75,6 +77,7 @@ impl RouterOptions {
             body: BodyRules::default(),
             health: None,
             exchanges: caller::Exchanges::default(),
+            events_linger: viewers::LINGER,
         }
     }
 }
@@ -89,6 +92,7 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
         body,
         health,
         exchanges,
+        events_linger,
     } = options;
     let config = StreamableHttpServerConfig::default()
         .with_max_request_body_bytes(body.max_bytes)
@@ -110,7 +114,7 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
         config,
     );
     let health_sessions = sessions.clone();
-    let viewers = viewers::Viewers::new(sessions.clone());
+    let viewers = viewers::Viewers::new(sessions.clone(), events_linger);
     let health_viewers = viewers.clone();
     let events = Router::new()
         .route("/events", get(viewers::serve))

@@ -3,8 +3,8 @@
 //! that `turnscope replay` opens). The route sits behind the same guard as `/mcp` (bind,
 //! Host/Origin, bearer token).
 //!
-//! One hub task listens on the bus while someone watches (and [`LINGER`] after the last viewer
-//! left, so a viewer that was dropped and reconnects finds what it missed); with nobody
+//! One hub task listens on the bus while someone watches (and a linger, [`LINGER`] unless
+//! `[server] events_linger_seconds` says otherwise, after the last viewer left, so a viewer that was dropped and reconnects finds what it missed); with nobody
 //! watching it lets go of the bus, which is then free again. The hub writes each event once
 //! into a shared line, keeps the newest lines up to [`HISTORY_BYTES`], and hands them to the
 //! viewers through a broadcast of [`VIEWER_QUEUE`] lines. A viewer that falls that far behind
@@ -41,7 +41,7 @@ use crate::sessions::{Session, Sessions};
 pub const HISTORY_BYTES: usize = 1024 * 1024;
 /// Lines a viewer may fall behind the hub before it is dropped.
 pub const VIEWER_QUEUE: usize = 4096;
-/// How long the hub keeps listening after the last viewer left.
+/// How long the hub keeps listening after the last viewer left, unless configured.
 pub const LINGER: Duration = Duration::from_secs(30);
 /// How long a dropped viewer that reads nothing keeps its connection.
 pub const STALL: Duration = Duration::from_secs(5);
@@ -64,6 +64,7 @@ pub struct Viewers {
 struct Inner {
     bus: Bus,
     sessions: Sessions,
+    linger: Duration,
     hub: Mutex<Hub>,
     connected: AtomicUsize,
     dropped: AtomicU64,
@@ -148,13 +149,15 @@ impl Slot {
 }
 
 impl Viewers {
-    /// The viewers of `sessions`' server (nobody watches yet; the bus stays free).
-    pub fn new(sessions: Sessions) -> Self {
+    /// The viewers of `sessions`' server (nobody watches yet; the bus stays free); the hub
+    /// goes on listening `linger` after the last viewer left.
+    pub fn new(sessions: Sessions, linger: Duration) -> Self {
         let (lines, _) = broadcast::channel(VIEWER_QUEUE);
         Self {
             inner: Arc::new(Inner {
                 bus: sessions.bus().clone(),
                 sessions,
+                linger,
                 hub: Mutex::new(Hub {
                     running: false,
                     history: VecDeque::new(),
@@ -382,7 +385,7 @@ impl Skip {
 }
 
 /// The hub: reads the bus, writes each event once as a line, keeps the history, hands lines
-/// to the viewers; stops (letting go of the bus) [`LINGER`] after the last viewer left.
+/// to the viewers; stops (letting go of the bus) its linger after the last viewer left.
 async fn run_hub(inner: Weak<Inner>, mut sub: Subscription) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -422,7 +425,7 @@ async fn run_hub(inner: Weak<Inner>, mut sub: Subscription) {
                 let mut hub = inner.lock();
                 let cut = hub.cut_off_stalled();
                 inner.dropped.fetch_add(cut, Ordering::Relaxed);
-                let idle = hub.idle_since.is_some_and(|t| t.elapsed() >= LINGER);
+                let idle = hub.idle_since.is_some_and(|t| t.elapsed() >= inner.linger);
                 if idle && inner.connected.load(Ordering::Relaxed) == 0 {
                     hub.running = false;
                     hub.history.clear();
