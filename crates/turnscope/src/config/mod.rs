@@ -523,7 +523,11 @@ impl Config {
         check_seconds("server.drain_seconds", s.drain_seconds, true)?;
         check_seconds("server.task_after_seconds", s.task_after_seconds, true)?;
         check_seconds("server.task_poll_seconds", s.task_poll_seconds, false)?;
-        check_seconds("server.events_linger_seconds", s.events_linger_seconds, true)?;
+        check_seconds(
+            "server.events_linger_seconds",
+            s.events_linger_seconds,
+            true,
+        )?;
         if let Some(id) = &s.replica_id {
             check_replica_id(id)?;
         }

@@ -223,6 +223,7 @@ impl Viewers {
             slot,
             viewers: self.clone(),
             ended: false,
+            buf: BytesMut::new(),
         }
     }
 
@@ -496,6 +497,11 @@ struct ViewerStream {
     slot: Arc<Slot>,
     viewers: Viewers,
     ended: bool,
+    /// Where chunks are put together. Each chunk is split off it, and once the connection
+    /// has written a chunk and let go of it, `reserve` takes the same memory back: a viewer
+    /// does not take (and the allocator hand back and the kernel zero) fresh pages for every
+    /// chunk.
+    buf: BytesMut,
 }
 
 impl Drop for ViewerStream {
@@ -513,7 +519,8 @@ impl ViewerStream {
         if self.ended {
             return None;
         }
-        let mut chunk = BytesMut::new();
+        let mut chunk = std::mem::take(&mut self.buf);
+        chunk.reserve(CHUNK_BYTES);
         while let Some(line) = self.first.pop_front() {
             chunk.extend_from_slice(&line);
             if chunk.len() >= CHUNK_BYTES {
@@ -522,7 +529,7 @@ impl ViewerStream {
         }
         if !chunk.is_empty() {
             self.slot.read_now(self.seq);
-            return Some(chunk.freeze());
+            return self.cut(chunk);
         }
         loop {
             let received = self.rx.recv().await;
@@ -531,11 +538,15 @@ impl ViewerStream {
                     self.ended = true;
                     self.viewers.inner.dropped.fetch_add(1, Ordering::Relaxed);
                     chunk.extend_from_slice(&dropped_line(n));
-                    return Some(chunk.freeze());
+                    return self.cut(chunk);
                 }
                 Taken::Closed => {
                     self.ended = true;
-                    return (!chunk.is_empty()).then(|| chunk.freeze());
+                    return if chunk.is_empty() {
+                        None
+                    } else {
+                        self.cut(chunk)
+                    };
                 }
                 Taken::Line => {}
             }
@@ -566,9 +577,16 @@ impl ViewerStream {
             }
             self.slot.read_now(self.seq);
             if !chunk.is_empty() {
-                return Some(chunk.freeze());
+                return self.cut(chunk);
             }
         }
+    }
+
+    /// The chunk written so far, split off `chunk`, which stays this viewer's buffer.
+    fn cut(&mut self, mut chunk: BytesMut) -> Option<Bytes> {
+        let out = chunk.split().freeze();
+        self.buf = chunk;
+        Some(out)
     }
 
     fn take(

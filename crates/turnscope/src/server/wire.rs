@@ -30,7 +30,8 @@ use serde_json::Value;
 
 use crate::observe::event::now_us;
 use crate::observe::wire::{
-    McpExchange, McpMessage, ProgressTally, cut_json, cut_json_total, cut_text, mask_handles_in,
+    McpExchange, McpMessage, ProgressTally, cut_json, cut_json_total, cut_text, mask_handles,
+    mask_handles_in,
 };
 use crate::observe::{Bus, Event};
 
@@ -146,7 +147,15 @@ pub(crate) async fn record(State(tap): State<WireTap>, request: Request, next: N
         exchange.client = client_in(body);
     }
     if !bytes.is_empty() {
-        exchange.request = Some(cut_json(&bytes, limit));
+        // The body parsed above is the record when whole within the limit (`cut_json`'s
+        // rule), so it is not parsed twice.
+        exchange.request = Some(match parsed {
+            Some(mut value) if bytes.len() <= limit => {
+                mask_handles(&mut value);
+                value
+            }
+            _ => cut_json(&bytes, limit),
+        });
     }
     if exchange.client.is_none() {
         exchange.client = session.as_deref().and_then(|s| tap.client_of(s));
@@ -428,8 +437,15 @@ impl Draft {
     }
 }
 
-/// Whether `message` is a `notifications/progress` (read without building its value).
+/// How rmcp writes a progress notification's start; one that starts so is one without a parse.
+const PROGRESS_START: &[u8] = br#"{"jsonrpc":"2.0","method":"notifications/progress","#;
+
+/// Whether `message` is a `notifications/progress` (read without building its value): at
+/// once when it starts as rmcp writes one (a chat sends one per reply piece), else parsed.
 fn is_progress(message: &[u8]) -> bool {
+    if message.starts_with(PROGRESS_START) {
+        return true;
+    }
     #[derive(serde::Deserialize)]
     struct Head<'a> {
         #[serde(borrow, default)]
@@ -564,6 +580,21 @@ mod tests {
             1024,
             false,
         )
+    }
+
+    /// A progress notification is known by its top-level method, however its keys are
+    /// ordered; the same words deeper in a message (a tool's result quoting one) are not one.
+    #[test]
+    fn a_progress_notification_is_told_by_its_top_level_method_in_any_key_order() {
+        let rmcp = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1.0,"progressToken":7}}"#;
+        let reordered = br#"{"params":{"progress":1,"progressToken":7},"method":"notifications/progress","jsonrpc":"2.0"}"#;
+        let nested = br#"{"jsonrpc":"2.0","id":3,"result":{"structuredContent":{"method":"notifications/progress"}}}"#;
+        let other = br#"{"jsonrpc":"2.0","method":"notifications/message","params":{}}"#;
+        assert!(is_progress(rmcp));
+        assert!(is_progress(reordered));
+        assert!(!is_progress(nested));
+        assert!(!is_progress(other));
+        assert!(!is_progress(b"not json"));
     }
 
     fn progress(n: u64) -> String {
