@@ -39,9 +39,6 @@ pub struct ChildOptions {
     pub exe: Option<PathBuf>,
     /// Exact words per plain answer of the embedded model (`[model] words`).
     pub words: Option<usize>,
-    /// How long `/events` records after its last viewer left (`[server]
-    /// events_linger_seconds`).
-    pub events_linger_seconds: Option<f64>,
 }
 
 impl ServerChild {
@@ -68,17 +65,13 @@ impl ServerChild {
             uuid::Uuid::new_v4().simple()
         ));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        // Read as ./turnscope.toml from the child's working directory.
-        let mut toml = String::new();
-        if let Some(seconds) = options.events_linger_seconds {
-            toml.push_str(&format!("[server]\nevents_linger_seconds = {seconds:?}\n"));
-        }
         if let Some(words) = options.words {
-            toml.push_str(&format!("[model]\nwords = {words}\n"));
-        }
-        if !toml.is_empty() {
-            std::fs::write(dir.join("turnscope.toml"), toml)
-                .context("writing the child's turnscope.toml")?;
+            // Read as ./turnscope.toml from the child's working directory.
+            std::fs::write(
+                dir.join("turnscope.toml"),
+                format!("[model]\nwords = {words}\n"),
+            )
+            .context("writing the child's turnscope.toml")?;
         }
         let port = free_port()?;
         let mut args = vec![

@@ -4,8 +4,8 @@
 //! with three viewers reading the stream, or with one viewer that stopped reading (a small
 //! receive window, nothing read after the head). Modes alternate run by run so drift hits all
 //! alike; a row per run, then the medians and each mode's turns/s as a share of none's.
-//! The server lingers on its event stream for no time after its viewers leave, and each "none"
-//! run waits until it has let go, so "none" is measured with nothing recorded.
+//! Each run has a server of its own, so nothing one run leaves (open sessions a viewer is sent
+//! on connect, the event stream lingering for a viewer that might come back) weighs on the next.
 //!
 //! The viewers read in this process, beside the load's clients, so on a small machine their
 //! reading competes with the server for the same cores. Each row therefore also gives the
@@ -22,7 +22,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
 
-use crate::bench::child::{ChildOptions, ServerChild};
+use crate::bench::child::ServerChild;
 use crate::bench::console::cpu_seconds_of;
 use crate::bench::{BenchClient, chat_turns, median, round, row};
 
@@ -31,27 +31,20 @@ const MODES: [&str; 3] = ["none", "three viewers", "one stalled viewer"];
 
 /// Runs `runs` rounds of the three modes, each a load of `sessions` × `turns`.
 pub async fn viewers(sessions: usize, turns: usize, runs: usize) -> anyhow::Result<()> {
-    // A short linger, so the hub a mode's viewers started has let go of the bus before the
-    // next "none" run (which waits for it): otherwise "none" would be measured while the
-    // server still records every event for a viewer that might come back.
-    let options = ChildOptions {
-        events_linger_seconds: Some(0.0),
-        ..ChildOptions::default()
-    };
-    let server = ServerChild::start_with(sessions * runs * MODES.len(), false, &options).await?;
-    let base = server
-        .mcp_url
-        .strip_suffix("/mcp")
-        .context("the MCP URL ends in /mcp")?
-        .to_string();
-    let pid = server.pid().context("the server child's process id")?;
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); MODES.len()];
     let mut cpu_per_turn: Vec<Vec<f64>> = vec![Vec::new(); MODES.len()];
     for run in 0..runs {
         for (m, mode) in MODES.iter().enumerate() {
-            if m == 0 {
-                until_nobody_listens(&server).await?;
-            }
+            // A fresh server per run: what one run leaves (its open sessions, which a viewer
+            // is sent on connect; a hub lingering for a viewer that might come back) never
+            // weighs on the next.
+            let server = ServerChild::start(sessions, false).await?;
+            let base = server
+                .mcp_url
+                .strip_suffix("/mcp")
+                .context("the MCP URL ends in /mcp")?
+                .to_string();
+            let pid = server.pid().context("the server child's process id")?;
             let watchers = start_watchers(&base, m).await?;
             let cpu_before = cpu_seconds_of(pid).context("reading the server's CPU time")?;
             let (turns_done, seconds, errors) = load(&server.mcp_url, sessions, turns).await?;
@@ -74,6 +67,7 @@ pub async fn viewers(sessions: usize, turns: usize, runs: usize) -> anyhow::Resu
                 "lines_read_per_viewer": lines,
                 "viewers_dropped": dropped,
             }));
+            server.stop().await;
         }
     }
     let medians: Vec<f64> = rates.iter().map(|r| median(r)).collect();
@@ -89,26 +83,7 @@ pub async fn viewers(sessions: usize, turns: usize, runs: usize) -> anyhow::Resu
             "server_cpu_over_none": round(cpu_medians[m] / cpu_medians[0], 3),
         }));
     }
-    server.stop().await;
     Ok(())
-}
-
-/// Waits until the server's event stream has let go of the bus (`/healthz`: `viewers.listening`
-/// false), so what follows is measured with nobody recording.
-async fn until_nobody_listens(server: &ServerChild) -> anyhow::Result<()> {
-    let started = Instant::now();
-    loop {
-        let health = server.health().await?;
-        if health["viewers"]["listening"] == json!(false) {
-            return Ok(());
-        }
-        anyhow::ensure!(
-            started.elapsed() < std::time::Duration::from_secs(15),
-            "the server's /events hub still listens 15 s after its viewers left \
-             (events_linger_seconds = 0 should let go within a second): /healthz {health}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
 }
 
 /// The load: `sessions` sessions of `turns` turns each at once; (turns, seconds, errors).

@@ -232,3 +232,47 @@ async fn a_viewer_that_stops_reading_is_dropped_and_the_turns_go_on() {
     assert_eq!(h["viewers"]["connected"].as_u64(), Some(1), "{h}");
     app.shutdown().await;
 }
+
+/// `[server] events_linger_seconds = 0`: once the last viewer left, the server lets go of the
+/// bus within a tick (the default keeps listening 30 s for a viewer that comes back).
+#[tokio::test]
+async fn with_no_linger_the_bus_is_let_go_once_the_last_viewer_left() {
+    let app = app(|c| {
+        c.server.auth_token = Some(TOKEN.into());
+        c.server.events_linger_seconds = 0.0;
+    })
+    .await;
+    let addr = app.server.addr;
+    let watching = reqwest::Client::new()
+        .get(format!("http://{addr}/events"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(watching.status(), 200);
+    let mut listening = false;
+    for _ in 0..100 {
+        let h = health(addr).await;
+        if h["viewers"]["connected"] == 1 {
+            listening = h["viewers"]["listening"] == true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(listening, "a connected viewer makes the hub listen");
+    drop(watching);
+    let started = std::time::Instant::now();
+    loop {
+        let h = health(addr).await;
+        if h["viewers"]["listening"] == false {
+            assert_eq!(h["viewers"]["connected"], 0, "{h}");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "still listening 5 s after the viewer left, with no linger: {h}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    app.shutdown().await;
+}
