@@ -3,11 +3,12 @@
 //! that `turnscope replay` opens). The route sits behind the same guard as `/mcp` (bind,
 //! Host/Origin, bearer token).
 //!
-//! One hub task listens on the bus while someone watches (and a linger, [`LINGER`] unless
-//! `[server] events_linger_seconds` says otherwise, after the last viewer left, so a viewer that was dropped and reconnects finds what it missed); with nobody
-//! watching it lets go of the bus, which is then free again. The hub writes each event once
-//! into a shared line, keeps the newest lines up to [`HISTORY_BYTES`], and hands them to the
-//! viewers through a broadcast of [`VIEWER_QUEUE`] lines. A viewer that falls that far behind
+//! One hub task listens on the bus while someone watches (and a linger after the last viewer
+//! left, [`LINGER`] unless `[server] events_linger_seconds` says otherwise, so a viewer that
+//! was dropped and reconnects finds what it missed); with nobody watching it lets go of the
+//! bus, which is then free again. The hub writes each event once into a shared line, keeps
+//! the newest lines up to [`HISTORY_BYTES`], and hands them to the viewers through a
+//! broadcast of [`VIEWER_QUEUE`] lines. A viewer that falls that far behind
 //! is dropped: its stream ends with a `warn` log line saying so (it reconnects); one that stops
 //! reading altogether has its connection closed after [`STALL`]. The server never waits for
 //! a viewer: the bus and the broadcast are both lossy.
