@@ -196,10 +196,14 @@ impl Default for ServerSection {
             tasks: true,
             task_after_seconds: 10.0,
             task_poll_seconds: 1.0,
-            events_linger_seconds: crate::server::viewers::LINGER.as_secs_f64(),
+            events_linger_seconds: DEFAULT_EVENTS_LINGER_SECONDS as f64,
         }
     }
 }
+
+/// `server.events_linger_seconds` unless set: how long `/events` records after its last viewer
+/// left.
+pub const DEFAULT_EVENTS_LINGER_SECONDS: u64 = 30;
 
 /// `model.max_response_kib` unless set: 16 MiB of streamed body, some 80,000 tokens of
 /// events, more than any model's longest answer.

@@ -43,7 +43,7 @@ pub const HISTORY_BYTES: usize = 1024 * 1024;
 /// Lines a viewer may fall behind the hub before it is dropped.
 pub const VIEWER_QUEUE: usize = 4096;
 /// How long the hub keeps listening after the last viewer left, unless configured.
-pub const LINGER: Duration = Duration::from_secs(30);
+pub const LINGER: Duration = Duration::from_secs(crate::config::DEFAULT_EVENTS_LINGER_SECONDS);
 /// How long a dropped viewer that reads nothing keeps its connection.
 pub const STALL: Duration = Duration::from_secs(5);
 /// Most bytes sent in one write of the stream.
