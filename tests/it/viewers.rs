@@ -26,17 +26,23 @@ async fn health(addr: std::net::SocketAddr) -> Value {
         .unwrap()
 }
 
+/// `GET /events` with the token, answered 200.
+async fn open_events(addr: std::net::SocketAddr) -> reqwest::Response {
+    let response = reqwest::Client::new()
+        .get(format!("http://{addr}/events"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response
+}
+
 /// A viewer reading `/events` into lines, on its own task.
 fn viewer(addr: std::net::SocketAddr) -> tokio::sync::mpsc::UnboundedReceiver<String> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
-        let response = reqwest::Client::new()
-            .get(format!("http://{addr}/events"))
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200);
+        let response = open_events(addr).await;
         assert_eq!(response.headers()["content-type"], "application/x-ndjson");
         let mut body = response.bytes_stream();
         let mut buffer = Vec::new();
@@ -243,13 +249,7 @@ async fn with_no_linger_the_bus_is_let_go_once_the_last_viewer_left() {
     })
     .await;
     let addr = app.server.addr;
-    let watching = reqwest::Client::new()
-        .get(format!("http://{addr}/events"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(watching.status(), 200);
+    let watching = open_events(addr).await;
     let mut listening = false;
     for _ in 0..100 {
         let h = health(addr).await;
