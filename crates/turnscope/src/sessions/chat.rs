@@ -8,8 +8,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use super::persist::{ChatState, Conflict, LeaseStep};
+use super::persist::ChatState;
 use super::progress::{ProgressSink, forward_progress};
+use super::storage::{Conflict, LeaseStep};
 use super::task_store::TaskRecord;
 use super::{ChatError, Session, Sessions};
 use crate::bot::{Turn, TurnEnd};

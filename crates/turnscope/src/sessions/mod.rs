@@ -20,6 +20,7 @@ mod progress;
 pub mod replica;
 #[cfg(test)]
 mod shared_tests;
+mod storage;
 #[cfg(test)]
 mod store_tests;
 pub mod task_store;
@@ -36,9 +37,9 @@ use uuid::Uuid;
 
 pub use chat::{ChatOutcome, ChatReply, TaskAsk, ToolCallSummary, UnreadTurn};
 pub use errors::ChatError;
-pub use persist::StoreStatus;
 pub use progress::{PROGRESS_CHARS, ProgressSink, progress_text};
 pub use replica::Replica;
+pub use storage::StoreStatus;
 pub use task_store::{MemoryTaskStore, TaskOutcome, TaskRecord, TaskStatus, TaskStore};
 pub use tasks::{TASKS_PER_SESSION, TaskError, TaskSettings};
 
@@ -218,7 +219,7 @@ struct Inner {
     /// Set by [`Sessions::drain`]: no new session, no new line.
     draining: AtomicBool,
     /// Where sessions are kept.
-    storage: persist::Storage,
+    storage: storage::Storage,
     /// The live tasks (`chat` calls answered with a task), by id.
     tasks: tasks::TaskTable,
     /// Where task records are kept.
@@ -260,7 +261,7 @@ impl Sessions {
         store: Arc<dyn SessionStore>,
         task_store: Arc<dyn TaskStore>,
     ) -> Self {
-        let storage = persist::Storage::new(store, bus.clone());
+        let storage = storage::Storage::new(store, bus.clone());
         Self {
             inner: Arc::new(Inner {
                 bot,

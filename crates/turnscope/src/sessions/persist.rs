@@ -9,105 +9,29 @@
 //! - Nothing is written per token or per frame. With a store that does not outlive the
 //!   process (`memory`) the mark is skipped: there is no restart to report it to.
 //!
-//! A write that fails for any reason but a version conflict switches the server to memory
-//! only (`degraded`), loudly and once: sessions go on from memory, nothing is written any
-//! more, `/healthz` says `degraded`, the console and stderr say why.
-//!
-//! A shared store (Redis, which several replicas use and which reconnects on its own) is
-//! different: a failed write is retried with backoff ([`RETRY_AFTER`]), and if it still fails
-//! its caller gets [`ChatError::Unsaved`] naming the store; `/healthz` says `degraded` until
-//! the store answers again (the sweeper's tick probes it), and writing never stops.
+//! What a failed write does is `storage`'s.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use uuid::Uuid;
 
+use super::storage::{Conflict, LeaseStep, Stored};
 use super::tasks::{Hold, TaskCell};
 use super::{ChatError, KEPT_TURNS, Replica, Session, Sessions};
-use crate::bot::{Bot, Restored, Turn, TurnEnd, TurnRecord};
-use crate::observe::{Bus, Event, SessionOpener, event::now_us};
+use crate::bot::{Restored, Turn, TurnEnd, TurnRecord};
 use crate::pipeline::Observer;
 use crate::store::{
-    Commit, HandleId, HandleKey, Head, InFlight, LOG_TURNS_KEPT, Loaded, SessionStore, StoreError,
-    StoredTurn, now_ms,
+    Commit, HandleId, Head, InFlight, LOG_TURNS_KEPT, Loaded, StoreError, StoredTurn, now_ms,
 };
 
 /// Most stored sessions one sweep deletes (the next sweep takes the rest).
 const SWEEP_BATCH: usize = 512;
 
-/// The waits before each retry of a shared store's failed write (about 2 s in all, what a
-/// Redis restart or failover takes on a quiet machine).
-const RETRY_AFTER: [std::time::Duration; 3] = [
-    std::time::Duration::from_millis(150),
-    std::time::Duration::from_millis(500),
-    std::time::Duration::from_millis(1500),
-];
-
-/// The store's name and state, for the header, `/healthz` and the ready line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoreStatus {
-    /// `memory`, `sqlite:/path`.
-    pub url: String,
-    /// Whether it outlives the process.
-    pub durable: bool,
-    /// Why writes stopped, once one failed (sessions then live in memory only).
-    pub degraded: Option<String>,
-}
-
-/// The store as the session table uses it.
-pub(crate) struct Storage {
-    store: Arc<dyn SessionStore>,
-    url: String,
-    durable: bool,
-    bus: Bus,
-    degraded: OnceLock<String>,
-    /// A shared store: other processes use it too, and it reconnects on its own.
-    shared: bool,
-    /// A shared store's last failure, until it answers again (`/healthz` says `degraded`).
-    trouble: Mutex<Option<String>>,
-    /// Per handle being reopened, the lock that makes concurrent calls wait for one reopen.
-    reopening: Mutex<HashMap<HandleId, Arc<tokio::sync::Mutex<()>>>>,
-}
-
-/// Why a write did not happen.
-#[derive(Debug)]
-pub(crate) enum Conflict {
-    /// The head changed elsewhere since this process read it.
-    Changed(StoreError),
-    /// A shared store did not take it, retries included.
-    Unsaved(StoreError),
-    /// [`LeaseStep::Take`]: another replica holds the lease (or nothing was to be written),
-    /// so nothing was written and no lease taken.
-    NotTaken,
-}
-
-impl std::fmt::Display for Conflict {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Conflict::Changed(e) | Conflict::Unsaved(e) => e.fmt(f),
-            Conflict::NotTaken => f.write_str("store: the session's lease was not taken"),
-        }
-    }
-}
-
-/// What a write does with the conversation's lease on a shared store (a store with no
-/// leases ignores it): one round trip for the write and the lease.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum LeaseStep {
-    /// Leaves it as it is.
-    Keep,
-    /// Takes it first; [`Conflict::NotTaken`] while another replica holds it. Not retried:
-    /// the turn has not begun, so its caller is told at once.
-    Take,
-    /// Gives it back after the write, whatever its outcome.
-    Release,
-}
-
-/// Per-handle state guarded by the handle's lock (here, beside `Stored`, so that `chat`
-/// imports this file and not the other way round).
+/// Per-handle state guarded by the handle's lock (here, so that `chat` imports this file and
+/// not the other way round).
 pub(crate) struct ChatState {
     /// The latest turn no call has read yet (in flight or done).
     pub(crate) pending: Option<Arc<Turn>>,
@@ -143,276 +67,6 @@ impl ChatState {
                 None
             }
         }
-    }
-}
-
-/// What a session knows of its stored state (guarded by its chat lock).
-pub(crate) struct Stored {
-    /// The head as last written (its version is the store's current one).
-    head: Head,
-    /// Written turns whose messages the history window still holds: (turn, last message).
-    window: VecDeque<(u64, u64)>,
-}
-
-impl Stored {
-    /// The version of the head this process last read or wrote.
-    pub(crate) fn version(&self) -> u64 {
-        self.head.version
-    }
-}
-
-impl Storage {
-    pub(crate) fn new(store: Arc<dyn SessionStore>, bus: Bus) -> Self {
-        Self {
-            url: store.describe(),
-            durable: store.durable(),
-            shared: store.shared(),
-            store,
-            bus,
-            degraded: OnceLock::new(),
-            trouble: Mutex::new(None),
-            reopening: Mutex::new(HashMap::new()),
-        }
-    }
-
-    pub(crate) fn store(&self) -> &Arc<dyn SessionStore> {
-        &self.store
-    }
-
-    pub(crate) fn key(&self) -> &HandleKey {
-        self.store.key()
-    }
-
-    /// Whether conversations outlive the process (and writing has not stopped).
-    pub(crate) fn durable(&self) -> bool {
-        self.durable && self.degraded.get().is_none()
-    }
-
-    pub(crate) fn status(&self) -> StoreStatus {
-        StoreStatus {
-            url: self.url.clone(),
-            durable: self.durable,
-            degraded: self.degraded.get().cloned().or_else(|| self.troubled()),
-        }
-    }
-
-    fn troubled(&self) -> Option<String> {
-        self.trouble
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    /// A shared store answered: it is no longer degraded (said once, when it was).
-    fn answered(&self) {
-        let was = self
-            .trouble
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if was.is_some() {
-            let message = format!("store {} answers again; turns are saved again", self.url);
-            tracing::warn!("{message}");
-            self.bus.publish(Event::Log {
-                at_ms: now_us() / 1000,
-                level: "warn".into(),
-                message,
-            });
-        }
-    }
-
-    /// Probes a shared store that failed (the sweeper's tick), so `/healthz` recovers with
-    /// it even when no call writes.
-    pub(crate) async fn probe(&self) {
-        if self.shared && self.troubled().is_some() && self.store.count().await.is_ok() {
-            self.answered();
-        }
-    }
-
-    fn writing(&self) -> bool {
-        self.degraded.get().is_none()
-    }
-
-    /// Stops writing after `e`, saying so once on every channel a person watches.
-    fn fail(&self, e: &StoreError) {
-        let reason = e.to_string();
-        if self.shared {
-            let mut trouble = self.trouble.lock().unwrap_or_else(|p| p.into_inner());
-            if trouble.replace(reason.clone()).is_none() {
-                let message = format!(
-                    "store {} failed: {reason}. Calls that need it get an error naming it until it answers \
-                     again; turnscope reconnects on its own",
-                    self.url
-                );
-                tracing::error!("{message}");
-                self.bus.publish(Event::Log {
-                    at_ms: now_us() / 1000,
-                    level: "error".into(),
-                    message,
-                });
-            }
-            return;
-        }
-        if self.degraded.set(reason.clone()).is_err() {
-            return;
-        }
-        let message = format!(
-            "store {} failed: {reason}. Serving from memory from now on: conversations go on, but nothing \
-             more is stored, so a restart loses what happens from here. Fix the store and restart turnscope",
-            self.url
-        );
-        tracing::error!("{message}");
-        self.bus.publish(Event::Log {
-            at_ms: now_us() / 1000,
-            level: "error".into(),
-            message,
-        });
-    }
-
-    /// Writes a new session's head (`greeting`: the one it opened with); `Ok(None)` when
-    /// nothing is stored (writing stopped), an error when a shared store did not take it.
-    pub(crate) async fn create(
-        &self,
-        handle: &Uuid,
-        id: HandleId,
-        opener: &SessionOpener,
-        bot: &Bot,
-        greeting: Option<&str>,
-    ) -> Result<Option<Stored>, StoreError> {
-        if !self.writing() {
-            return Ok(None);
-        }
-        let now = now_ms();
-        let greeting = greeting.map(str::to_string);
-        let mut head = Head {
-            id,
-            prefix: handle.to_string()[..8].to_string(),
-            bot: bot.name().unwrap_or("bot").to_string(),
-            opener: opener.clone(),
-            messages: u64::from(greeting.is_some()),
-            greeting,
-            created_ms: now,
-            last_used_ms: now,
-            turns: 0,
-            forgotten: 0,
-            history_from_turn: 1,
-            in_flight: None,
-            unread: None,
-            version: 0,
-        };
-        match self.store.create(&head).await {
-            Ok(version) => {
-                if self.shared {
-                    self.answered();
-                }
-                head.version = version;
-                Ok(Some(Stored {
-                    head,
-                    window: VecDeque::new(),
-                }))
-            }
-            Err(e) => {
-                self.fail(&e);
-                if self.shared { Err(e) } else { Ok(None) }
-            }
-        }
-    }
-
-    /// Applies `commit` with the lease `step`; `Ok(None)` when nothing was written (writing
-    /// stopped). [`LeaseStep::Release`] gives the lease back whatever happens.
-    async fn commit(
-        &self,
-        id: &HandleId,
-        commit: &Commit,
-        step: LeaseStep,
-    ) -> Result<Option<u64>, Conflict> {
-        let step = if self.shared { step } else { LeaseStep::Keep };
-        if !self.writing() {
-            return match step {
-                LeaseStep::Take => Err(Conflict::NotTaken),
-                LeaseStep::Release => {
-                    self.release(id).await;
-                    Ok(None)
-                }
-                LeaseStep::Keep => Ok(None),
-            };
-        }
-        let mut retries = RETRY_AFTER.iter();
-        loop {
-            let done = match step {
-                LeaseStep::Keep => self.store.commit(id, commit).await,
-                LeaseStep::Release => self.store.commit_releasing(id, commit).await,
-                LeaseStep::Take => match self.store.commit_taking_lease(id, commit).await {
-                    Ok(Err(_held)) => return Err(Conflict::NotTaken),
-                    Ok(Ok(version)) => Ok(version),
-                    Err(e) => Err(e),
-                },
-            };
-            match done {
-                Ok(version) => {
-                    if self.shared {
-                        self.answered();
-                    }
-                    return Ok(Some(version));
-                }
-                Err(e @ StoreError::Conflict { .. }) => return Err(Conflict::Changed(e)),
-                // A turn not begun yet: its caller hears at once, as when taking the lease.
-                Err(e) if step == LeaseStep::Take => {
-                    self.fail(&e);
-                    return Err(Conflict::Unsaved(e));
-                }
-                Err(e) if self.shared => match retries.next() {
-                    Some(wait) => {
-                        tracing::debug!("store write failed, retrying in {wait:?}: {e}");
-                        tokio::time::sleep(*wait).await;
-                    }
-                    None => {
-                        self.fail(&e);
-                        if step == LeaseStep::Release {
-                            self.release(id).await;
-                        }
-                        return Err(Conflict::Unsaved(e));
-                    }
-                },
-                Err(e) => {
-                    self.fail(&e);
-                    return Ok(None);
-                }
-            }
-        }
-    }
-
-    /// Whether other processes share the store.
-    pub(crate) fn shared(&self) -> bool {
-        self.shared
-    }
-
-    pub(crate) async fn delete(&self, id: &HandleId) {
-        if self.writing()
-            && let Err(e) = self.store.delete(id).await
-        {
-            self.fail(&e);
-        }
-    }
-
-    pub(crate) async fn release(&self, id: &HandleId) {
-        self.store.release(id).await;
-    }
-
-    fn gate(&self, id: HandleId) -> Arc<tokio::sync::Mutex<()>> {
-        self.reopening
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(id)
-            .or_default()
-            .clone()
-    }
-
-    fn ungate(&self, id: &HandleId) {
-        self.reopening
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id);
     }
 }
 
@@ -610,7 +264,7 @@ impl Sessions {
                 )
                 .await?;
         }
-        let loaded = match storage.store.load(&id, KEPT_TURNS as u64).await {
+        let loaded = match storage.store().load(&id, KEPT_TURNS as u64).await {
             Ok(Some(loaded)) => loaded,
             Ok(None) => {
                 storage.release(&id).await;
@@ -757,7 +411,7 @@ impl Sessions {
         }
         let lifetime_ms = self.inner.limits.load().handle_seconds.saturating_mul(1000);
         let before = now_ms().saturating_sub(lifetime_ms);
-        let expired = match storage.store.expired(before, SWEEP_BATCH).await {
+        let expired = match storage.store().expired(before, SWEEP_BATCH).await {
             Ok(expired) => expired,
             Err(e) => {
                 storage.fail(&e);
@@ -776,7 +430,7 @@ impl Sessions {
     /// Renews the leases of the open sessions (a store with leases only).
     pub(super) async fn renew_leases(&self) {
         let storage = &self.inner.storage;
-        if storage.store.lease_every().is_none() {
+        if storage.store().lease_every().is_none() {
             return;
         }
         storage.probe().await;
@@ -788,7 +442,7 @@ impl Sessions {
             .filter(|s| s.bot.current_turn().is_some_and(|t| !t.is_done()) || s.in_call())
             .map(|s| s.id)
             .collect();
-        let asked = match storage.store.renew(&ids).await {
+        let asked = match storage.store().renew(&ids).await {
             Ok(asked) => asked,
             Err(e) => {
                 tracing::warn!("store: renewing leases failed: {e}");
@@ -817,7 +471,7 @@ impl Sessions {
     /// The stored sessions, most recently used first, at most `limit` (the console's list of
     /// conversations this process has not reopened).
     pub async fn stored(&self, limit: usize) -> Result<Vec<Head>, StoreError> {
-        self.inner.storage.store.list(limit).await
+        self.inner.storage.store().list(limit).await
     }
 }
 
