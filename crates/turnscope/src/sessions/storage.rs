@@ -165,11 +165,7 @@ impl Storage {
         if was.is_some() {
             let message = format!("store {} answers again; turns are saved again", self.url);
             tracing::warn!("{message}");
-            self.bus.publish(Event::Log {
-                at_ms: now_us() / 1000,
-                level: "warn".into(),
-                message,
-            });
+            self.publish_log("warn", message);
         }
     }
 
@@ -197,11 +193,7 @@ impl Storage {
                     self.url
                 );
                 tracing::error!("{message}");
-                self.bus.publish(Event::Log {
-                    at_ms: now_us() / 1000,
-                    level: "error".into(),
-                    message,
-                });
+                self.publish_log("error", message);
             }
             return;
         }
@@ -214,9 +206,15 @@ impl Storage {
             self.url
         );
         tracing::error!("{message}");
+        self.publish_log("error", message);
+    }
+
+    /// Puts `message` on the bus at `level` (the console's Log pane, `--events`), beside the
+    /// line its caller logs.
+    fn publish_log(&self, level: &'static str, message: String) {
         self.bus.publish(Event::Log {
             at_ms: now_us() / 1000,
-            level: "error".into(),
+            level: level.into(),
             message,
         });
     }
