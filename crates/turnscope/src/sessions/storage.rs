@@ -148,7 +148,7 @@ impl Storage {
         }
     }
 
-    pub(super) fn troubled(&self) -> Option<String> {
+    fn troubled(&self) -> Option<String> {
         self.trouble
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -156,7 +156,7 @@ impl Storage {
     }
 
     /// A shared store answered: it is no longer degraded (said once, when it was).
-    pub(super) fn answered(&self) {
+    fn answered(&self) {
         let was = self
             .trouble
             .lock()
