@@ -113,7 +113,9 @@ pub(crate) enum LeaseStep {
     /// Gives it back after the write, whatever its outcome.
     Release,
 }
+
 impl Storage {
+    /// The table's view of `store`; notices go out on `bus`.
     pub(crate) fn new(store: Arc<dyn SessionStore>, bus: Bus) -> Self {
         Self {
             url: store.describe(),
@@ -127,10 +129,12 @@ impl Storage {
         }
     }
 
+    /// The store itself, for the reads (heads, logs, the sweep's expired list).
     pub(crate) fn store(&self) -> &Arc<dyn SessionStore> {
         &self.store
     }
 
+    /// The store's handle key: what hashes a handle into its id.
     pub(crate) fn key(&self) -> &HandleKey {
         self.store.key()
     }
@@ -140,6 +144,7 @@ impl Storage {
         self.durable && self.degraded.get().is_none()
     }
 
+    /// The store as the header, `/healthz` and the ready line show it.
     pub(crate) fn status(&self) -> StoreStatus {
         StoreStatus {
             url: self.url.clone(),
@@ -177,6 +182,7 @@ impl Storage {
         }
     }
 
+    /// Whether writes still go to the store (not degraded to memory).
     pub(super) fn writing(&self) -> bool {
         self.degraded.get().is_none()
     }
@@ -334,6 +340,7 @@ impl Storage {
         self.shared
     }
 
+    /// Deletes a handle's session from the store; a failure degrades the store, never the call.
     pub(crate) async fn delete(&self, id: &HandleId) {
         if self.writing()
             && let Err(e) = self.store.delete(id).await
@@ -342,10 +349,12 @@ impl Storage {
         }
     }
 
+    /// Gives a handle's lease back (a shared store; a no-op otherwise).
     pub(crate) async fn release(&self, id: &HandleId) {
         self.store.release(id).await;
     }
 
+    /// The lock one reopen of `id` holds, so concurrent calls on a stored handle wait for it.
     pub(super) fn gate(&self, id: HandleId) -> Arc<tokio::sync::Mutex<()>> {
         self.reopening
             .lock()
@@ -355,6 +364,7 @@ impl Storage {
             .clone()
     }
 
+    /// Forgets `id`'s reopen lock once its reopen is done.
     pub(super) fn ungate(&self, id: &HandleId) {
         self.reopening
             .lock()
