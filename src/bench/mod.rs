@@ -28,6 +28,7 @@ use turnscope::app::App;
 use turnscope::config::Config;
 use turnscope::observe::Bus;
 use turnscope::pipeline::{Frame, FrameBody, Link, Observer, Pipeline, Processor};
+use turnscope::server::mcp_text::text_of;
 use turnscope::tools::{FnTool, Toolbox, Tools};
 
 /// What to measure. The doc line of each is its entry in `turnscope bench --help`: the shapes
@@ -406,11 +407,7 @@ impl BenchClient {
     /// Calls a tool and returns (text, is_error).
     pub async fn call(&self, name: &str, args: Value) -> anyhow::Result<(String, bool)> {
         let result = self.call_result(name, args).await?;
-        let text = result
-            .content
-            .iter()
-            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-            .collect::<String>();
+        let text = text_of(&result);
         Ok((text, result.is_error == Some(true)))
     }
 
@@ -446,11 +443,7 @@ impl BenchClient {
             uuid::Uuid::new_v4().to_string().into(),
         )));
         let result = self.client.call_tool(params).await?;
-        let reply: String = result
-            .content
-            .iter()
-            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-            .collect();
+        let reply = text_of(&result);
         anyhow::ensure!(result.is_error != Some(true), "chat failed: {reply}");
         Ok(reply)
     }

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use turnscope::mcp::connect::chain;
+use turnscope::server::mcp_text::text_of;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
@@ -371,15 +372,6 @@ impl Client {
     pub async fn close(self) {
         let _ = self.service.cancel().await;
     }
-}
-
-fn text_of(result: &CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
-        .collect::<Vec<_>>()
-        .join("")
 }
 
 /// The machine-readable record under `_meta[key]`, else `structuredContent`.

@@ -10,7 +10,7 @@ use rmcp::service::{NotificationContext, PeerRequestOptions, RequestHandle, Runn
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
-use turnscope::server::mcp_text::{START_META, TURN_META};
+use turnscope::server::mcp_text::{START_META, TURN_META, text_of};
 
 /// Collects every progress notification (token, progress, message).
 #[derive(Clone, Default)]
@@ -61,11 +61,7 @@ pub fn record_of(r: &CallToolResult) -> Value {
 impl From<CallToolResult> for Outcome {
     fn from(r: CallToolResult) -> Self {
         Outcome {
-            text: r
-                .content
-                .iter()
-                .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-                .collect(),
+            text: text_of(&r),
             is_error: r.is_error == Some(true),
             record: record_of(&r),
             structured_content: r.structured_content.is_some(),

@@ -24,7 +24,7 @@ use crate::observe::event::{
     FrameEvent, SessionEvent, SessionOpener, ToolCallEvent, TurnEndEvent, now_us,
 };
 use crate::observe::{Bus, Event};
-use crate::server::mcp_text::{START_META, TURN_META};
+use crate::server::mcp_text::{START_META, TURN_META, text_of};
 use crate::sessions::{ChatReply, ToolCallSummary};
 
 /// How long a call may take before this client gives up on it.
@@ -441,15 +441,6 @@ impl Target {
             let _ = service.cancel().await;
         }
     }
-}
-
-fn text_of(result: &CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
-        .collect::<Vec<_>>()
-        .join("")
 }
 
 fn meta<'a>(result: &'a CallToolResult, key: &str) -> Option<&'a Value> {

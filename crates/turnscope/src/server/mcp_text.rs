@@ -22,6 +22,15 @@ pub const TURN_META: &str = "turnscope/turn";
 /// The `_meta` key of `start`'s record: `handle`, `greeting`, `replica`.
 pub const START_META: &str = "turnscope/start";
 
+/// A tool result's text blocks put together, as a client's model reads them.
+pub fn text_of(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+        .collect()
+}
+
 fn with_meta(mut result: CallToolResult, key: &str, record: Value) -> CallToolResult {
     let mut meta = JsonObject::new();
     meta.insert(key.to_string(), record);
