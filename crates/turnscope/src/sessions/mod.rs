@@ -13,11 +13,13 @@
 //! `chat`, lazily, with its history, unread reply and records.
 
 mod chat;
+mod ending;
 mod errors;
 pub mod haproxy;
 mod persist;
 mod progress;
 pub mod replica;
+mod reply;
 #[cfg(test)]
 mod shared_tests;
 mod storage;
@@ -32,18 +34,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use subtle::ConstantTimeEq;
-use tokio::task::JoinHandle;
 use uuid::Uuid;
 
-pub use chat::{ChatOutcome, ChatReply, TaskAsk, ToolCallSummary, UnreadTurn};
 pub use errors::ChatError;
 pub use progress::{PROGRESS_CHARS, ProgressSink, progress_text};
 pub use replica::Replica;
+pub use reply::{ChatOutcome, ChatReply, TaskAsk, ToolCallSummary, UnreadTurn};
 pub use storage::StoreStatus;
 pub use task_store::{MemoryTaskStore, TaskOutcome, TaskRecord, TaskStatus, TaskStore};
 pub use tasks::{TASKS_PER_SESSION, TaskError, TaskSettings};
 
-use crate::bot::{Bot, BotSession, Turn, TurnEnd};
+use crate::bot::{Bot, BotSession, Turn};
 use crate::observe::{Bus, Event, SessionEvent, SessionOpener, event::now_us};
 use crate::pipeline::Observer;
 use crate::store::{HandleId, SessionStore, memory::MemoryStore};
@@ -582,154 +583,6 @@ impl Sessions {
     /// Whether no session is open.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// Ends a conversation: removes the session, ends its bot (its turn in flight ends as
-    /// "session ended") and deletes it from the store.
-    pub async fn close(&self, session: &Session, reason: &str) {
-        self.close_as(session, reason, true).await;
-    }
-
-    /// Removes a session from this process and ends its bot, keeping it in the store (the
-    /// next `chat` on its handle reopens it).
-    async fn close_keeping(&self, session: &Session, reason: &str) {
-        self.close_as(session, reason, false).await;
-    }
-
-    async fn close_as(&self, session: &Session, reason: &str, forget: bool) {
-        let removed = {
-            let mut table = self.table();
-            let same = table
-                .by_id
-                .get(&session.id)
-                .is_some_and(|s| std::ptr::eq(&**s, session));
-            if same {
-                table.by_id.remove(&session.id);
-                table.by_number.remove(&session.number);
-            }
-            same
-        };
-        if !removed {
-            return;
-        }
-        self.free_slot();
-        session.bot.end().await;
-        self.close_tasks(session).await;
-        if forget {
-            self.inner.storage.delete(&session.id).await;
-        }
-        self.inner.storage.release(&session.id).await;
-        self.inner.bus.publish_with(|| {
-            Event::Session(SessionEvent {
-                session: session.number,
-                handle_prefix: session.handle_prefix(),
-                opener: session.opener.clone(),
-                closed: Some(reason.to_string()),
-                at_us: now_us(),
-                restored: false,
-                taken_from: None,
-            })
-        });
-        tracing::info!(session = session.number, handle = %session.handle_prefix(), reason, "session closed");
-    }
-
-    /// Drops every session that is idle too long (and not in a call) or whose bot stopped,
-    /// and deletes the stored sessions idle too long. Returns how many open ones it closed.
-    pub async fn sweep(&self) -> usize {
-        let limit = Duration::from_secs(self.inner.limits.load().handle_seconds);
-        let doomed: Vec<(Arc<Session>, &str)> = self
-            .table()
-            .by_id
-            .values()
-            .filter_map(|s| {
-                if s.bot.is_finished() {
-                    Some((s.clone(), "bot stopped"))
-                } else if s.idle() > limit && !s.in_call() {
-                    Some((s.clone(), "idle too long"))
-                } else {
-                    None
-                }
-            })
-            .collect();
-        for (s, reason) in &doomed {
-            self.close(s, reason).await;
-        }
-        self.sweep_tasks().await;
-        self.sweep_stored().await;
-        doomed.len()
-    }
-
-    /// Starts the periodic sweep (and the store's lease renewals); the task runs until
-    /// aborted. Each wait is read anew, so a reloaded `sweep_seconds` applies from the next.
-    pub(crate) fn spawn_sweeper(&self) -> JoinHandle<()> {
-        let sessions = self.clone();
-        tokio::spawn(async move {
-            let lease = sessions.inner.storage.store().lease_every();
-            let mut last_sweep = tokio::time::Instant::now();
-            loop {
-                let sweep_every = sessions.inner.limits.load().sweep_every;
-                let every = lease.map_or(sweep_every, |lease| lease.min(sweep_every));
-                tokio::time::sleep(every).await;
-                sessions.renew_leases().await;
-                if last_sweep.elapsed() >= sessions.inner.limits.load().sweep_every {
-                    last_sweep = tokio::time::Instant::now();
-                    sessions.sweep().await;
-                }
-            }
-        })
-    }
-
-    /// Ends every session (server shutdown): each turn in flight ends, and the `chat` calls
-    /// waiting on those turns get their answers (this waits up to `grace` for them to be
-    /// handed back). With a durable store the conversations are kept (a turn in flight ends
-    /// as `restarted`: the next `chat` after the restart goes on); otherwise they are over
-    /// (`session_ended`).
-    pub(crate) async fn close_all(&self, reason: &str, grace: Duration) {
-        let all: Vec<_> = self.table().by_id.values().cloned().collect();
-        let kept = self.inner.storage.durable();
-        futures::future::join_all(all.iter().map(|s| async move {
-            if kept {
-                s.bot.end_turn_as(TurnEnd::Restarted);
-            }
-            self.close_keeping(s, reason).await;
-        }))
-        .await;
-        let deadline = tokio::time::Instant::now() + grace;
-        while self.inner.calls_in_flight.load(Ordering::Acquire) > 0
-            && tokio::time::Instant::now() < deadline
-        {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    }
-
-    /// Drains the table (SIGTERM behind a load balancer): from now on `start` and new lines
-    /// are refused with an error saying so, while turns in flight run to their end and their
-    /// callers read them. Returns once no `chat` call is in progress and no turn runs, or
-    /// after `bound`; true when it drained before the bound.
-    pub async fn drain(&self, bound: Duration) -> bool {
-        self.inner.draining.store(true, Ordering::Release);
-        let deadline = tokio::time::Instant::now() + bound;
-        loop {
-            if self.quiet() {
-                return true;
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return false;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-
-    /// Whether no `chat` call is in progress, no session has a turn running, and no task's
-    /// client still waits for its result.
-    fn quiet(&self) -> bool {
-        self.inner.calls_in_flight.load(Ordering::Acquire) == 0
-            && !self.tasks_awaited()
-            && self
-                .table()
-                .by_id
-                .values()
-                .all(|s| s.bot.current_turn().is_none_or(|t| t.is_done()))
     }
 
     /// Counts a `chat` call in progress until the returned guard drops.

@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use super::*;
+use crate::bot::TurnEnd;
 use crate::model::{EmbeddedModel, ModelClient, ModelConfig, ScriptSettings};
 use crate::store::memory::MemoryStore;
 use crate::store::{Commit, HandleKey, Head, StoreError, StoreStats, StoredTurn};
