@@ -143,6 +143,7 @@ async fn measure(plan: &Plan, exe: &std::path::Path, console: bool) -> anyhow::R
     let options = ChildOptions {
         exe: Some(exe.to_path_buf()),
         words: Some(plan.words),
+        ..ChildOptions::default()
     };
     let mut server = ServerChild::start_with(8, console, &options).await?;
     let client = BenchClient::connect(&server.mcp_url).await?;

@@ -68,8 +68,9 @@ pub enum Shape {
     /// Only when named; about 20 s. Cases/s of `turnscope test`: 100 one-turn cases, --jobs 8,
     /// at zero pace and paced (uses --runs).
     Test,
-    /// Only when named; about 1 min. Turns/s of a headless server with nobody, three viewers,
-    /// or one stalled viewer on its event stream (uses --sessions, --turns, --runs).
+    /// Only when named; about 1 min. Turns/s of a headless server with nobody, three viewers
+    /// (with the message bodies recorded, and with `[wire] max_kib = 0`), or one stalled viewer
+    /// on its event stream (uses --sessions, --turns, --runs).
     Viewers,
     /// Only when named; about 1 min. The SQLite file store beside the memory store, measured
     /// alternately: load at zero pace and syncs per turn; ready time, memory and the first

@@ -1,8 +1,10 @@
 //! `turnscope bench viewers`: what watching costs a `--headless` server (`/events`,
 //! `server::viewers`). The server runs in a child process; each run puts the same load on it
 //! (`bench load`'s shape: N sessions × K turns at zero pace over MCP) with nobody watching,
-//! with three viewers reading the stream, or with one viewer that stopped reading (a small
-//! receive window, nothing read after the head). Modes alternate run by run so drift hits all
+//! with three viewers reading the stream, with three viewers of a server that records no
+//! message bodies (`[wire] max_kib = 0`: what the MCP and model recordings cost apart from the
+//! frames and turns), or with one viewer that stopped reading (a small receive window, nothing
+//! read after the head). Modes alternate run by run so drift hits all
 //! alike; a row per run, then the medians and each mode's turns/s as a share of none's.
 //! Each run has a server of its own, so nothing one run leaves (open sessions a viewer is sent
 //! on connect, the event stream lingering for a viewer that might come back) weighs on the next.
@@ -22,12 +24,50 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
 
-use crate::bench::child::ServerChild;
+use crate::bench::child::{ChildOptions, ServerChild};
 use crate::bench::console::cpu_seconds_of;
 use crate::bench::{BenchClient, chat_turns, median, round, row};
 
-/// The modes, in the order each round runs them.
-const MODES: [&str; 3] = ["none", "three viewers", "one stalled viewer"];
+/// Who watches the server in a run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Watch {
+    Nobody,
+    Three,
+    Stalled,
+}
+
+/// One way of running the load: who watches, and whether the server records the messages'
+/// bodies (`[wire] max_kib`, default 64; 0 records none, so events carry frames, turns and
+/// the model requests' figures but no MCP or model message).
+struct Mode {
+    name: &'static str,
+    watch: Watch,
+    wire_kib: Option<u64>,
+}
+
+/// The modes, in the order each round runs them; the first is what the others are compared to.
+const MODES: [Mode; 4] = [
+    Mode {
+        name: "none",
+        watch: Watch::Nobody,
+        wire_kib: None,
+    },
+    Mode {
+        name: "three viewers",
+        watch: Watch::Three,
+        wire_kib: None,
+    },
+    Mode {
+        name: "three viewers, wire off",
+        watch: Watch::Three,
+        wire_kib: Some(0),
+    },
+    Mode {
+        name: "one stalled viewer",
+        watch: Watch::Stalled,
+        wire_kib: None,
+    },
+];
 
 /// Runs `runs` rounds of the three modes, each a load of `sessions` × `turns`.
 pub async fn viewers(sessions: usize, turns: usize, runs: usize) -> anyhow::Result<()> {
@@ -38,14 +78,18 @@ pub async fn viewers(sessions: usize, turns: usize, runs: usize) -> anyhow::Resu
             // A fresh server per run: what one run leaves (its open sessions, which a viewer
             // is sent on connect; a hub lingering for a viewer that might come back) never
             // weighs on the next.
-            let server = ServerChild::start(sessions, false).await?;
+            let options = ChildOptions {
+                wire_kib: mode.wire_kib,
+                ..ChildOptions::default()
+            };
+            let server = ServerChild::start_with(sessions, false, &options).await?;
             let base = server
                 .mcp_url
                 .strip_suffix("/mcp")
                 .context("the MCP URL ends in /mcp")?
                 .to_string();
             let pid = server.pid().context("the server child's process id")?;
-            let watchers = start_watchers(&base, m).await?;
+            let watchers = start_watchers(&base, mode.watch).await?;
             let cpu_before = cpu_seconds_of(pid).context("reading the server's CPU time")?;
             let (turns_done, seconds, errors) = load(&server.mcp_url, sessions, turns).await?;
             let cpu = cpu_seconds_of(pid).context("reading the server's CPU time")? - cpu_before;
@@ -57,7 +101,7 @@ pub async fn viewers(sessions: usize, turns: usize, runs: usize) -> anyhow::Resu
             row(json!({
                 "bench": "viewers",
                 "run": run + 1,
-                "mode": mode,
+                "mode": mode.name,
                 "sessions": sessions,
                 "turns": turns_done,
                 "errors": errors,
@@ -75,7 +119,7 @@ pub async fn viewers(sessions: usize, turns: usize, runs: usize) -> anyhow::Resu
     for (m, mode) in MODES.iter().enumerate() {
         row(json!({
             "bench": "viewers",
-            "summary": mode,
+            "summary": mode.name,
             "runs": runs,
             "median_turns_per_second": round(medians[m], 1),
             "share_of_none": round(medians[m] / medians[0], 3),
@@ -123,7 +167,7 @@ struct Watchers {
     base: String,
 }
 
-async fn start_watchers(base: &str, mode: usize) -> anyhow::Result<Watchers> {
+async fn start_watchers(base: &str, watch: Watch) -> anyhow::Result<Watchers> {
     let lines = Arc::new(AtomicU64::new(0));
     let mut w = Watchers {
         tasks: Vec::new(),
@@ -132,8 +176,8 @@ async fn start_watchers(base: &str, mode: usize) -> anyhow::Result<Watchers> {
         stalled: None,
         base: base.to_string(),
     };
-    match mode {
-        1 => {
+    match watch {
+        Watch::Three => {
             for _ in 0..3 {
                 let response = reqwest::get(format!("{base}/events")).await?;
                 anyhow::ensure!(
@@ -152,7 +196,7 @@ async fn start_watchers(base: &str, mode: usize) -> anyhow::Result<Watchers> {
                 }));
             }
         }
-        2 => {
+        Watch::Stalled => {
             let addr: std::net::SocketAddr = base
                 .trim_start_matches("http://")
                 .parse()
@@ -167,7 +211,7 @@ async fn start_watchers(base: &str, mode: usize) -> anyhow::Result<Watchers> {
             let _ = stream.read(&mut head).await?;
             w.stalled = Some(stream);
         }
-        _ => {}
+        Watch::Nobody => {}
     }
     Ok(w)
 }
