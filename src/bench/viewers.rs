@@ -31,8 +31,11 @@ use crate::bench::{BenchClient, chat_turns, median, round, row};
 /// Who watches the server in a run.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Watch {
+    /// Nobody on `/events`.
     Nobody,
+    /// Three viewers reading the stream as fast as it comes.
     Three,
+    /// One viewer that reads the response's head and nothing more.
     Stalled,
 }
 
@@ -69,7 +72,7 @@ const MODES: [Mode; 4] = [
     },
 ];
 
-/// Runs `runs` rounds of the three modes, each a load of `sessions` × `turns`.
+/// Runs `runs` rounds of the modes, each a load of `sessions` × `turns`.
 pub async fn viewers(sessions: usize, turns: usize, runs: usize) -> anyhow::Result<()> {
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); MODES.len()];
     let mut cpu_per_turn: Vec<Vec<f64>> = vec![Vec::new(); MODES.len()];
