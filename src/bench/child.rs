@@ -39,7 +39,7 @@ pub struct ChildOptions {
     pub exe: Option<PathBuf>,
     /// Exact words per plain answer of the embedded model (`[model] words`).
     pub words: Option<usize>,
-    /// How much of each model or MCP message events record (`[wire] max_kib`; 0: none).
+    /// How much of each model or MCP message events record (`--wire-kib`; 0: none).
     pub wire_kib: Option<u64>,
 }
 
@@ -67,17 +67,13 @@ impl ServerChild {
             uuid::Uuid::new_v4().simple()
         ));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let mut toml = String::new();
         if let Some(words) = options.words {
-            toml.push_str(&format!("[model]\nwords = {words}\n"));
-        }
-        if let Some(kib) = options.wire_kib {
-            toml.push_str(&format!("[wire]\nmax_kib = {kib}\n"));
-        }
-        if !toml.is_empty() {
             // Read as ./turnscope.toml from the child's working directory.
-            std::fs::write(dir.join("turnscope.toml"), toml)
-                .context("writing the child's turnscope.toml")?;
+            std::fs::write(
+                dir.join("turnscope.toml"),
+                format!("[model]\nwords = {words}\n"),
+            )
+            .context("writing the child's turnscope.toml")?;
         }
         let port = free_port()?;
         let mut args = vec![
@@ -93,6 +89,9 @@ impl ServerChild {
             "--store".into(),
             "memory".into(),
         ];
+        if let Some(kib) = options.wire_kib {
+            args.extend(["--wire-kib".into(), kib.to_string()]);
+        }
         let mut child = if console {
             let driver = dev_tool("--console")?;
             tokio::process::Command::new(&driver)
