@@ -26,7 +26,10 @@ pytestmark = pytest.mark.anyio
 
 # Fast turns: 6 words, 2 ms apart.
 CONFIG = "[model]\npace = 0.002\nwords = 6\n"
-SLOW = "[model]\npace = 0.2\nwords = 6\n"
+# Slow turns (4 s): long enough that a drain's probes, on a loaded 2-core CI machine, all run
+# while a turn held across the signal is still in flight (at 1.2 s they sometimes did not, and
+# met a replica that had already drained and exited).
+SLOW = "[model]\npace = 0.2\nwords = 20\n"
 # Every chat of a client declaring the tasks extension a task at once, polled every 100 ms;
 # turns of 10 words 100 ms apart (a second, several polls each).
 TASKS = "[server]\ntask_after_seconds = 0\ntask_poll_seconds = 0.1\n[model]\npace = 0.1\nwords = 10\n"
@@ -40,7 +43,7 @@ def anyio_backend():
 @pytest.fixture
 def cluster(request):
     """Three replicas and HAProxy; a test marked `slow_first` gets a first replica with slower
-    turns (1.2 s a turn), so a drain has turns in flight to wait for."""
+    turns (`SLOW`), so a drain has turns in flight to wait for."""
     slow_first = request.node.get_closest_marker("slow_first") is not None
     configs = [SLOW if slow_first and i == 1 else CONFIG for i in (1, 2, 3)]
     with running(configs) as both:
@@ -223,9 +226,9 @@ async def test_a_drained_replica_loses_no_turn(cluster):
     async def drain_mid_load():
         while sum(c.completed for c in chatters) < 150:
             await anyio.sleep(0.01)
-        # A turn held in flight on the drained replica across the SIGTERM (1.2 s long; the
-        # signal goes once its first word arrived).
-        async with Client(drained.url) as held, no_cookie_client() as web:
+        # A turn held in flight on the drained replica across the SIGTERM (`SLOW`; the signal
+        # goes once its first word arrived). Every client the probes use is connected before it.
+        async with Client(drained.url) as held, Client(drained.url) as direct, no_cookie_client() as web:
             handle = handle_of(await held.call_tool("start", {}))
             # Another handle of the drained replica, for a sessionless client without cookies.
             raw_start = await RawMcp(drained.url, web, "drain-probe").call("start", {})
@@ -239,6 +242,7 @@ async def test_a_drained_replica_loses_no_turn(cluster):
                 seen["held"] = await held.call_tool(
                     "chat", {"handle": handle, "line": "held across the drain"}, progress_callback=on_progress
                 )
+                seen["held_at"] = time.monotonic()
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(say)
@@ -256,10 +260,12 @@ async def test_a_drained_replica_loses_no_turn(cluster):
                 seen["routed"] = await RawMcp(balancer.url, web, "drain-probe").call(
                     "chat", {"handle": raw_handle, "line": "after the signal"}
                 )
-                async with Client(drained.url) as direct:
-                    seen["start"] = await direct.call_tool("start", {})
+                seen["start"] = await direct.call_tool("start", {})
+                seen["probed"] = time.monotonic()
 
     await run_all(chatters, drain_mid_load)
+    # The probes below saw the drain in progress, not a replica gone.
+    assert seen["probed"] < seen["held_at"], seen["held_at"] - seen["probed"]
     status, body = seen["health"]
     assert status == 404 and '"status":"draining"' in body, (status, body)
     held = seen["held"]
