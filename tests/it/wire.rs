@@ -89,10 +89,10 @@ async fn every_mcp_exchange_is_recorded_as_the_client_saw_it() {
         .iter()
         .find(|x| x.method.as_deref() == Some("initialize"))
         .expect("initialize recorded");
-    let name = init.request.as_ref().unwrap()["params"]["clientInfo"]["name"].clone();
+    let name = init.request.as_ref().unwrap().value()["params"]["clientInfo"]["name"].clone();
     assert_eq!(init.client.as_deref(), name.as_str());
     assert_eq!(init.mcp_session.as_ref().map(String::len), Some(8));
-    assert!(init.messages[0].message["result"]["protocolVersion"].is_string());
+    assert!(init.messages[0].message.value()["result"]["protocolVersion"].is_string());
     assert!(init.complete && init.first_byte_us.is_some());
 
     let list = all
@@ -102,7 +102,8 @@ async fn every_mcp_exchange_is_recorded_as_the_client_saw_it() {
     assert_eq!(list.client, init.client, "known by its MCP session");
     assert_eq!(list.mcp_session, init.mcp_session);
     assert!(list.protocol.is_some(), "MCP-Protocol-Version is kept");
-    let listed: Vec<&str> = list.messages.last().unwrap().message["result"]["tools"]
+    let answer = list.messages.last().unwrap().message.value();
+    let listed: Vec<&str> = answer["result"]["tools"]
         .as_array()
         .unwrap()
         .iter()
@@ -114,7 +115,7 @@ async fn every_mcp_exchange_is_recorded_as_the_client_saw_it() {
         .iter()
         .find(|x| x.tool.as_deref() == Some("chat") && x.messages.len() > 1)
         .expect("the chat call with its progress");
-    let sent = chat.request.as_ref().unwrap();
+    let sent = chat.request.as_ref().unwrap().value();
     assert_eq!(
         sent["params"]["arguments"]["line"],
         "ask the clock and echo this"
@@ -126,7 +127,7 @@ async fn every_mcp_exchange_is_recorded_as_the_client_saw_it() {
     assert!(
         progress
             .iter()
-            .all(|m| m.message["method"] == "notifications/progress")
+            .all(|m| m.message.value()["method"] == "notifications/progress")
     );
     // The first and the latest whole, every one counted (each is also an Event::Progress).
     let sent = client.progress_messages();
@@ -135,10 +136,11 @@ async fn every_mcp_exchange_is_recorded_as_the_client_saw_it() {
     assert_eq!(progress.len(), sent.len().min(2));
     assert_eq!(tally.left_out as usize, sent.len().saturating_sub(2));
     assert_eq!(
-        progress.last().unwrap().message["params"]["message"],
+        progress.last().unwrap().message.value()["params"]["message"],
         sent.last().unwrap().1.as_str()
     );
-    let result = &rest[0].message["result"];
+    let answer = rest[0].message.value();
+    let result = &answer["result"];
     let text: String = result["content"]
         .as_array()
         .unwrap()
@@ -153,11 +155,14 @@ async fn every_mcp_exchange_is_recorded_as_the_client_saw_it() {
         .iter()
         .find(|x| x.tool.as_deref() == Some("chat") && x.messages.len() == 1)
         .expect("the refused call");
-    assert_eq!(refused_x.messages[0].message["result"]["isError"], true);
+    assert_eq!(
+        refused_x.messages[0].message.value()["result"]["isError"],
+        true
+    );
     let bad = all.iter().find(|x| x.status == 400).unwrap();
-    assert_eq!(bad.messages[0].message["error"]["code"], -32700);
+    assert_eq!(bad.messages[0].message.value()["error"]["code"], -32700);
     assert!(
-        bad.request.as_ref().unwrap()["turnscope/cut"].is_object(),
+        bad.request.as_ref().unwrap().value()["turnscope/cut"].is_object(),
         "not JSON: kept as text"
     );
     app.shutdown().await;

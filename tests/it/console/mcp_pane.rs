@@ -8,24 +8,27 @@ use crate::support::mcp::Client;
 
 #[tokio::test]
 async fn the_mcp_pane_keeps_to_the_budget_filters_by_text_and_opens_an_exchange_whole() {
-    let config = "[console]\nmax_mib = 1\n[model]\nwords = 120\n";
-    // Paced (1 ms a word), so each chat sends many progress notifications: at zero pace the
+    let config = "[console]\nmax_mib = 1\n[model]\nwords = 300\n";
+    // Paced (0.5 ms a word), so each chat sends many progress notifications: at zero pace the
     // whole reply comes in one body and a loaded machine coalesces it into one or two, which
     // leaves the pane no "more progress notifications" line to show.
     let mut s = Screen::start_with(
-        &["--port", "0", "--pace", "0.001"],
+        &["--port", "0", "--pace", "0.0005"],
         &[("turnscope.toml", config)],
     )
     .await;
     let first = s.wait_text("Type a line; Enter sends").await;
     let client = Client::connect(&mcp_url(&first)).await;
     let handle = client.start().await;
-    for i in 0..80 {
+    // 120 chats of ~4 KB each (kept as the text written: the request, the first and latest
+    // progress, the result with its turn record) pass the exchanges' share of the budget
+    // (30 % of 1 MiB) by about half.
+    for i in 0..120 {
         let reply = client.chat(&handle, &format!("say zq{i}zq please")).await;
         assert!(!reply.is_error, "{}", reply.text);
     }
     assert!(
-        client.progress_messages().len() > 80,
+        client.progress_messages().len() > 120,
         "the chats asked for progress"
     );
     s.send(b"\x1b").await;

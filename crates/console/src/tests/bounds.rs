@@ -63,7 +63,7 @@ fn a_long_session_stays_within_its_budget_and_the_panes_say_what_was_dropped() {
     let kept = s.wire.exchanges();
     assert!(kept.len() < 300 && kept.dropped() > 0);
     let newest = kept.items().back().unwrap().exchange();
-    assert_eq!(newest.request.as_ref().unwrap()["id"], 300);
+    assert_eq!(newest.request.as_ref().unwrap().value()["id"], 300);
     let mut c = Console::new(s, Theme::default(), true);
     c.focus_pane(PaneId::Mcp);
     c.zoom = true;
@@ -95,7 +95,12 @@ fn the_budget_can_shrink_and_the_oldest_go_first() {
         assert!(bytes <= Budget::mib(1).share(part), "{part:?}: {bytes}");
     }
     let first = s.wire.exchanges().items().front().unwrap().exchange();
-    assert!(first.request.as_ref().unwrap()["id"].as_u64().unwrap() > 1);
+    assert!(
+        first.request.as_ref().unwrap().value()["id"]
+            .as_u64()
+            .unwrap()
+            > 1
+    );
 }
 
 fn usage(session: u64) -> Event {

@@ -490,7 +490,7 @@ fn info(finish: &str, prompt: u64, completion: u64) -> turnscope::observe::Model
 
 /// An MCP client's exchanges: initialize, tools/list, a chat with progress, a refused chat.
 fn mcp_exchanges(s: &mut Script) {
-    use turnscope::observe::wire::{McpExchange, McpMessage, ToolSetEvent};
+    use turnscope::observe::wire::{JsonText, McpExchange, McpMessage, ToolSetEvent};
     s.events.push(Event::ToolSet(ToolSetEvent {
         id: TOOL_SET.into(),
         tools: vec![
@@ -513,14 +513,17 @@ fn mcp_exchanges(s: &mut Script) {
             protocol: Some("2025-11-25".into()),
             method: Some(method.into()),
             tool: tool.map(str::to_string),
-            request: Some(request),
+            request: Some(JsonText::from_value(&request)),
             status: 200,
             content_type: Some("text/event-stream".into()),
             first_byte_us: messages.first().map(|(t, _)| *t),
             total_us: messages.last().map_or(300, |(t, _)| *t),
             messages: messages
                 .into_iter()
-                .map(|(after_us, message)| McpMessage { after_us, message })
+                .map(|(after_us, message)| McpMessage {
+                    after_us,
+                    message: JsonText::from_value(&message),
+                })
                 .collect(),
             complete: true,
             at_us: T0 + at,
@@ -565,7 +568,7 @@ fn mcp_exchanges(s: &mut Script) {
 /// answered with the task after the 2 s grace period, three polls while the 5.5 s turn ran,
 /// and the poll that collected the result 500 ms after the turn's end.
 pub fn task_events() -> Vec<Event> {
-    use turnscope::observe::wire::{McpExchange, McpMessage};
+    use turnscope::observe::wire::{JsonText, McpExchange, McpMessage};
     use turnscope::observe::{TaskChange, TaskEvent};
     let mut s = Script::new();
     let at = T0 + 10 * S;
@@ -588,14 +591,14 @@ pub fn task_events() -> Vec<Event> {
                 mcp_name: method.starts_with("tasks/").then(|| "4f1e2d3c…".into()),
                 method: Some(method.into()),
                 tool: (method == "tools/call").then(|| "chat".into()),
-                request: Some(request),
+                request: Some(JsonText::from_value(&request)),
                 status: 200,
                 content_type: Some("application/json".into()),
                 first_byte_us: Some(800),
                 total_us: 900,
                 messages: vec![McpMessage {
                     after_us: 800,
-                    message: answer,
+                    message: JsonText::from_value(&answer),
                 }],
                 complete: true,
                 at_us,

@@ -9,7 +9,9 @@ use std::borrow::Cow;
 
 use serde_json::json;
 
-use turnscope::observe::wire::{McpExchange, McpMessage, ProgressTally, WireAnswer, WireRequest};
+use turnscope::observe::wire::{
+    JsonText, McpExchange, McpMessage, ProgressTally, WireAnswer, WireRequest,
+};
 use turnscope::observe::{
     Event, FrameEvent, ModelResponseInfo, SessionEvent, SessionOpener, TokenUsage, TurnEndEvent,
 };
@@ -130,8 +132,10 @@ pub fn session(session: u64, turns: u64, words: usize) -> Vec<Event> {
         }));
         let progress = |n: usize| McpMessage {
             after_us: n as u64 * 10,
-            message: json!({"jsonrpc": "2.0", "method": "notifications/progress",
+            message: JsonText::from_value(
+                &json!({"jsonrpc": "2.0", "method": "notifications/progress",
                 "params": {"progressToken": 1, "progress": n, "message": "so far"}}),
+            ),
         };
         out.push(Event::Mcp(Box::new(McpExchange {
             client: Some("python-sdk".into()),
@@ -139,8 +143,10 @@ pub fn session(session: u64, turns: u64, words: usize) -> Vec<Event> {
             path: "/mcp".into(),
             method: Some("tools/call".into()),
             tool: Some("chat".into()),
-            request: Some(json!({"jsonrpc": "2.0", "id": turn, "method": "tools/call",
-                "params": {"name": "chat", "arguments": {"handle": "5e55101d…", "line": line}}})),
+            request: Some(JsonText::from_value(
+                &json!({"jsonrpc": "2.0", "id": turn, "method": "tools/call",
+                "params": {"name": "chat", "arguments": {"handle": "5e55101d…", "line": line}}}),
+            )),
             status: 200,
             content_type: Some("text/event-stream".into()),
             messages: vec![
@@ -148,9 +154,11 @@ pub fn session(session: u64, turns: u64, words: usize) -> Vec<Event> {
                 progress(words),
                 McpMessage {
                     after_us: words as u64 * 10 + 40,
-                    message: json!({"jsonrpc": "2.0", "id": turn, "result": {
+                    message: JsonText::from_value(
+                        &json!({"jsonrpc": "2.0", "id": turn, "result": {
                         "content": [{"type": "text", "text": reply}],
                         "_meta": {"turnscope/turn": {"reply": reply, "pieces": words}}}}),
+                    ),
                 },
             ],
             progress: Some(ProgressTally {

@@ -5,7 +5,7 @@ use insta::assert_snapshot;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::layout::Rect;
-use turnscope::observe::wire::{McpExchange, McpMessage};
+use turnscope::observe::wire::{JsonText, McpExchange, McpMessage};
 
 use crate::view::console::Console;
 
@@ -553,11 +553,11 @@ fn task_exchange(
         http_method: "POST".into(),
         path: "/mcp".into(),
         method: Some(method.into()),
-        request: Some(request),
+        request: Some(JsonText::from_value(&request)),
         status: 200,
         messages: vec![McpMessage {
             after_us: 10,
-            message: answer,
+            message: JsonText::from_value(&answer),
         }],
         complete: true,
         ..Default::default()

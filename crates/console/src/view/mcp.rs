@@ -284,6 +284,7 @@ impl McpView {
 mod tests {
     use super::*;
     use serde_json::json;
+    use turnscope::observe::wire::JsonText;
 
     fn exchange(client: &str, tool: &str, text: &str) -> McpExchange {
         McpExchange {
@@ -292,10 +293,12 @@ mod tests {
             tool: Some(tool.into()),
             http_method: "POST".into(),
             status: 200,
-            request: Some(json!({"params": {"name": tool}})),
+            request: Some(JsonText::from_value(&json!({"params": {"name": tool}}))),
             messages: vec![turnscope::observe::wire::McpMessage {
                 after_us: 1,
-                message: json!({"result": {"content": [{"type": "text", "text": text}]}}),
+                message: JsonText::from_value(
+                    &json!({"result": {"content": [{"type": "text", "text": text}]}}),
+                ),
             }],
             ..McpExchange::default()
         }
@@ -323,10 +326,10 @@ mod tests {
             method: Some(method.into()),
             http_method: "POST".into(),
             status: 200,
-            request: Some(json!({"params": {"taskId": task}})),
+            request: Some(JsonText::from_value(&json!({"params": {"taskId": task}}))),
             messages: vec![turnscope::observe::wire::McpMessage {
                 after_us: 1,
-                message: answer,
+                message: JsonText::from_value(&answer),
             }],
             ..McpExchange::default()
         }
@@ -343,8 +346,9 @@ mod tests {
     fn a_tasks_polls_go_under_the_call_that_created_it_until_it_is_let_go() {
         let mut kept = Kept::new(100, 100_000);
         let mut chat = exchange("claude-code", "chat", "");
-        chat.messages[0].message =
-            json!({"result": {"resultType": "task", "taskId": "0f1e2d3c…", "status": "working"}});
+        chat.messages[0].message = JsonText::from_value(
+            &json!({"result": {"resultType": "task", "taskId": "0f1e2d3c…", "status": "working"}}),
+        );
         push(&mut kept, chat);
         let poll = |status: &str| {
             answer(

@@ -4,7 +4,7 @@
 //! the call that created it, with the lines they take counted as they arrive, so placing the
 //! exchanges on screen never walks a task's polls.
 
-use turnscope::observe::wire::McpExchange;
+use turnscope::observe::wire::{JsonText, McpExchange};
 
 /// The first 8 characters of a masked task id (`0f1e2d3c…`).
 fn prefix(masked: &str) -> Option<String> {
@@ -17,8 +17,8 @@ pub fn polled_task(x: &McpExchange) -> Option<String> {
     if !x.method.as_deref().is_some_and(|m| m.starts_with("tasks/")) {
         return None;
     }
-    let from_body = x
-        .request
+    let request = x.request.as_ref().map(JsonText::value);
+    let from_body = request
         .as_ref()
         .and_then(|r| r["params"]["taskId"].as_str());
     prefix(from_body.or(x.mcp_name.as_deref())?)
@@ -26,7 +26,11 @@ pub fn polled_task(x: &McpExchange) -> Option<String> {
 
 /// The task a `tools/call` was answered with, if it was.
 pub fn created_task(x: &McpExchange) -> Option<String> {
-    let result = &x.messages.last()?.message["result"];
+    if x.method.as_deref() != Some("tools/call") {
+        return None;
+    }
+    let last = x.messages.last()?.message.value();
+    let result = &last["result"];
     if result["resultType"] != "task" {
         return None;
     }
@@ -95,7 +99,7 @@ pub fn answered(x: &McpExchange) -> String {
     let Some(last) = x.messages.last() else {
         return format!("HTTP {}", x.status);
     };
-    let m = &last.message;
+    let m = last.message.value();
     if let Some(e) = m.get("error") {
         return format!("error {}", e["code"]);
     }
@@ -117,11 +121,11 @@ mod tests {
             http_method: "POST".into(),
             path: "/mcp".into(),
             method: Some(method.into()),
-            request: Some(request),
+            request: Some(JsonText::from_value(&request)),
             status: 200,
             messages: vec![McpMessage {
                 after_us: 10,
-                message: answer,
+                message: JsonText::from_value(&answer),
             }],
             complete: true,
             ..McpExchange::default()

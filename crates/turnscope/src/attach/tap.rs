@@ -18,7 +18,7 @@ use rmcp::transport::streamable_http_client::{
 use serde_json::Value;
 
 use crate::observe::event::now_us;
-use crate::observe::wire::{McpExchange, McpMessage, cut_json, mask_handles};
+use crate::observe::wire::{JsonText, McpExchange, McpMessage, cut_json, mask_handles};
 use crate::observe::{Bus, Event};
 
 /// The client name every attached console gives in `initialize`.
@@ -133,7 +133,7 @@ impl Tapped {
             }
             exchange.request = Some(match serde_json::to_vec(body) {
                 Ok(bytes) => cut_json(&bytes, limit),
-                Err(_) => Value::Null,
+                Err(_) => JsonText::from_value(&Value::Null),
             });
         }
         exchange
@@ -146,7 +146,7 @@ impl Tapped {
             Err(_) => {
                 let mut v = value.clone();
                 mask_handles(&mut v);
-                v
+                JsonText::from_value(&v)
             }
         };
         McpMessage {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::event::Event;
-use super::wire::{McpExchange, WireRequest, json_bytes};
+use super::wire::{JsonText, McpExchange, WireRequest, json_bytes};
 
 /// Most messages kept per session; older ones are forgotten first (a request that needs one
 /// says how many it misses).
@@ -342,19 +342,15 @@ pub fn mcp_curl(exchange: &McpExchange) -> String {
     let host = exchange.host.as_deref().unwrap_or("127.0.0.1:7870");
     let url = format!("http://{host}{}", exchange.path);
     let mut out = String::new();
-    if let Some(cut) = exchange
-        .request
-        .as_ref()
-        .and_then(|b| b.get("turnscope/cut"))
-    {
+    let request = exchange.request.as_ref().map(JsonText::value);
+    if let Some(cut) = request.as_ref().and_then(|b| b.get("turnscope/cut")) {
         let _ = writeln!(
             out,
             "# incomplete: the body was {} bytes and only its start was recorded ([wire] max_kib); the copy sends that start",
             cut["bytes"]
         );
     }
-    let handle = &exchange
-        .request
+    let handle = &request
         .as_ref()
         .map(|b| &b["params"]["arguments"]["handle"]);
     if let Some(Value::String(h)) = handle
@@ -393,7 +389,7 @@ pub fn mcp_curl(exchange: &McpExchange) -> String {
         out.push_str(" \\\n  -H \"Authorization: Bearer $TURNSCOPE_AUTH_TOKEN\"");
     }
     if let Some(body) = &exchange.request {
-        let _ = write!(out, " \\\n  --data-binary {}", quote(&body.to_string()));
+        let _ = write!(out, " \\\n  --data-binary {}", quote(body.as_str()));
     }
     out.push('\n');
     out
@@ -526,8 +522,8 @@ mod tests {
             protocol: Some(evil.into()),
             mcp_method: Some(evil.into()),
             mcp_name: Some(evil.into()),
-            request: Some(json!({"method": evil,
-                "params": {"arguments": {"handle": "abcd\ntouch pwned\n…"}}})),
+            request: Some(JsonText::from_value(&json!({"method": evil,
+                "params": {"arguments": {"handle": "abcd\ntouch pwned\n…"}}}))),
             ..McpExchange::default()
         };
         let (args, pwned) = run_as_shell(&mcp_curl(&exchange));

@@ -13,6 +13,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 /// The default bound on one recorded text: 64 KiB.
@@ -151,13 +152,94 @@ pub fn tool_set_id(tools: &[Value]) -> String {
     format!("{hash:016x}")
 }
 
+/// One JSON value kept as the text it was written in, handles masked in that text.
+///
+/// The `/mcp` record keeps its bodies so: recording a message costs copying and checking its
+/// bytes, and writing it to `--events` or a viewer costs copying them again, where a parsed
+/// tree would be built, walked to mask handles, and serialized back with every string escaped
+/// (two thirds of what watching a server cost, `docs/benchmarks.md`). Readers that need its
+/// fields parse it ([`JsonText::value`]): the console, for what is on screen.
+#[derive(Clone)]
+pub struct JsonText(Box<RawValue>);
+
+impl JsonText {
+    /// The bytes of one JSON value, handles masked; `None` when they are not one.
+    pub fn masked(bytes: &[u8]) -> Option<Self> {
+        let mut text = std::str::from_utf8(bytes).ok()?.to_string();
+        // A handle is a UUID, which needs no escape inside a JSON string: masking the text
+        // masks every string holding one, as `mask_handles` does on a parsed value.
+        mask_handles_in(&mut text);
+        let raw = RawValue::from_string(text).ok()?;
+        if raw.get().contains(['\n', '\r']) {
+            // Written across lines (a client's pretty-printed body): made one line, as the
+            // `--events` file and the viewers' stream carry one event per line. A JSON string
+            // cannot hold a raw line break, so this is whitespace between tokens.
+            let value: Value = serde_json::from_str(raw.get()).ok()?;
+            return Some(Self::from_value(&value));
+        }
+        Some(Self(raw))
+    }
+
+    /// The text of `value` (as it is: not masked).
+    pub fn from_value(value: &Value) -> Self {
+        Self(serde_json::value::to_raw_value(value).unwrap_or_else(|_| RawValue::NULL.to_owned()))
+    }
+
+    /// The JSON text.
+    pub fn as_str(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The value, parsed (`null` if it somehow is not JSON).
+    pub fn value(&self) -> Value {
+        serde_json::from_str(self.0.get()).unwrap_or(Value::Null)
+    }
+
+    /// About how many heap bytes it holds.
+    pub fn heap_bytes(&self) -> usize {
+        self.0.get().len() + 16
+    }
+}
+
+impl std::fmt::Debug for JsonText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Display for JsonText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq for JsonText {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Serialize for JsonText {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for JsonText {
+    /// Through a parsed value: an `Event` is an internally tagged enum, which hands its fields
+    /// over buffered, and a `RawValue` cannot be read from such a buffer (serde-rs/json#599).
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Value::deserialize(deserializer).map(|v| Self::from_value(&v))
+    }
+}
+
 /// One JSON-RPC message of an MCP exchange's response (the body, or one SSE event).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct McpMessage {
     /// When it was written, µs after the request arrived.
     pub after_us: u64,
-    /// The message (a cut one is `{"turnscope/cut": …}`, see [`cut_json`]).
-    pub message: Value,
+    /// The message as written (a cut one is `{"turnscope/cut": …}`, see [`cut_json`]).
+    pub message: JsonText,
 }
 
 /// One HTTP exchange on `/mcp`: what the client sent and what it was answered, as written.
@@ -197,7 +279,7 @@ pub struct McpExchange {
     pub tool: Option<String>,
     /// The request body as JSON (handles masked, cut by the wire limit).
     #[serde(default)]
-    pub request: Option<Value>,
+    pub request: Option<JsonText>,
     /// The HTTP status answered.
     pub status: u16,
     /// The answer's `Content-Type`.
@@ -271,24 +353,26 @@ pub fn cut_strings(value: &mut Value, limit: usize) -> bool {
     }
 }
 
-/// A JSON message from raw bytes: parsed, or when longer than `limit` (or not JSON) a
-/// `{"turnscope/cut": {"bytes": n, "head": "…"}}` marker with its first `limit` bytes as text.
-pub fn cut_json(bytes: &[u8], limit: usize) -> Value {
+/// A JSON message from raw bytes, handles masked: as written, or when longer than `limit` (or
+/// not JSON) a `{"turnscope/cut": {"bytes": n, "head": "…"}}` marker with its first `limit`
+/// bytes as text.
+pub fn cut_json(bytes: &[u8], limit: usize) -> JsonText {
     cut_json_total(bytes, bytes.len(), limit)
 }
 
 /// [`cut_json`] of a message of which only the first bytes were kept, `total` in all.
-pub fn cut_json_total(bytes: &[u8], total: usize, limit: usize) -> Value {
+pub fn cut_json_total(bytes: &[u8], total: usize, limit: usize) -> JsonText {
     if total == bytes.len()
         && bytes.len() <= limit
-        && let Ok(mut value) = serde_json::from_slice::<Value>(bytes)
+        && let Some(text) = JsonText::masked(bytes)
     {
-        mask_handles(&mut value);
-        return value;
+        return text;
     }
     let mut head = String::from_utf8_lossy(&bytes[..bytes.len().min(limit)]).into_owned();
     mask_handles_in(&mut head);
-    serde_json::json!({"turnscope/cut": {"bytes": total.max(bytes.len()), "head": head}})
+    JsonText::from_value(
+        &serde_json::json!({"turnscope/cut": {"bytes": total.max(bytes.len()), "head": head}}),
+    )
 }
 
 /// About how many bytes `value` holds: the value itself, its strings with their allocation,
@@ -361,12 +445,12 @@ impl McpExchange {
             + text_bytes(&self.mcp_name)
             + text_bytes(&self.method)
             + text_bytes(&self.tool)
-            + self.request.as_ref().map_or(0, json_bytes)
+            + self.request.as_ref().map_or(0, JsonText::heap_bytes)
             + text_bytes(&self.content_type)
             + self
                 .messages
                 .iter()
-                .map(|m| 8 + json_bytes(&m.message))
+                .map(|m| 8 + m.message.heap_bytes())
                 .sum::<usize>()
             + text_bytes(&self.text)
     }
@@ -428,8 +512,8 @@ mod tests {
         let mut short = "abc".to_string();
         assert!(!cut_text(&mut short, 0), "0 means off, never cut");
         let cut = cut_json(br#"{"a": "0123456789"}"#, 8);
-        assert_eq!(cut["turnscope/cut"]["bytes"], 19);
-        assert_eq!(cut["turnscope/cut"]["head"], "{\"a\": \"0");
+        assert_eq!(cut.value()["turnscope/cut"]["bytes"], 19);
+        assert_eq!(cut.value()["turnscope/cut"]["head"], "{\"a\": \"0");
     }
 
     #[test]
@@ -442,6 +526,46 @@ mod tests {
         let mut not = "a0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9".to_string();
         mask_handles_in(&mut not);
         assert!(not.ends_with("e0f9"), "a longer hex run is not a handle");
+    }
+
+    #[test]
+    fn json_text_is_kept_as_written_on_one_line_with_handles_masked() {
+        let h = "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9";
+        let written = format!(r#"{{"jsonrpc":"2.0","id":7,"params":{{"handle":"{h}"}}}}"#);
+        let text = JsonText::masked(written.as_bytes()).unwrap();
+        assert_eq!(
+            text.as_str(),
+            r#"{"jsonrpc":"2.0","id":7,"params":{"handle":"0f1e2d3c…"}}"#,
+            "the writer's order and spacing, the handle masked"
+        );
+        let pretty = JsonText::masked(b"{\n  \"a\": \"x\\ny\",\r\n  \"b\": [1, 2]\n}").unwrap();
+        assert_eq!(pretty.as_str(), r#"{"a":"x\ny","b":[1,2]}"#);
+        assert!(JsonText::masked(b"{\"a\": ").is_none(), "not JSON");
+        assert!(JsonText::masked(b"\xff").is_none(), "not UTF-8");
+        // Inside an event (an internally tagged enum) it is written as is and read back.
+        let event = crate::observe::Event::Mcp(Box::new(McpExchange {
+            request: Some(pretty.clone()),
+            messages: vec![McpMessage {
+                after_us: 1,
+                message: text.clone(),
+            }],
+            ..McpExchange::default()
+        }));
+        let line = serde_json::to_string(&event).unwrap();
+        assert!(
+            line.contains(r#""message":{"jsonrpc":"2.0","id":7,"#),
+            "{line}"
+        );
+        match serde_json::from_str(&line).unwrap() {
+            crate::observe::Event::Mcp(x) => {
+                assert_eq!(x.request, Some(pretty));
+                assert_eq!(
+                    x.messages[0].message.value()["params"]["handle"],
+                    "0f1e2d3c…"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -8,8 +8,10 @@
 //! It sits around rmcp and the JSON-RPC checks (`jsonrpc::check`), so it sees what the client
 //! saw, without touching the handlers. Nothing is done unless someone listens and the wire
 //! limit is not 0; then the answer is cut into messages as it passes (each kept to the limit,
-//! in time linear in its bytes) and parsed once when the exchange ends, on the blocking pool
-//! when that is much (a `GET` stream held open is published when it closes). No header value
+//! in time linear in its bytes), and each is kept as the JSON text it was written in
+//! ([`JsonText`]: checked and its handles masked once, when the exchange ends, on the blocking
+//! pool when that is much; never parsed into values here), so the hub writes it through to
+//! `--events` and viewers as it is (a `GET` stream held open is published when it closes). No header value
 //! but the protocol version, `Mcp-Method` and `Mcp-Name` (a task id in it masked as handles
 //! are) is kept: never `Authorization`, and the session id only as its first 8 characters.
 
@@ -30,7 +32,7 @@ use serde_json::Value;
 
 use crate::observe::event::now_us;
 use crate::observe::wire::{
-    McpExchange, McpMessage, ProgressTally, cut_json, cut_json_total, cut_text, mask_handles,
+    JsonText, McpExchange, McpMessage, ProgressTally, cut_json, cut_json_total, cut_text,
     mask_handles_in,
 };
 use crate::observe::{Bus, Event};
@@ -147,15 +149,8 @@ pub(crate) async fn record(State(tap): State<WireTap>, request: Request, next: N
         exchange.client = client_in(body);
     }
     if !bytes.is_empty() {
-        // The body parsed above is the record when whole within the limit (`cut_json`'s
-        // rule), so it is not parsed twice.
-        exchange.request = Some(match parsed {
-            Some(mut value) if bytes.len() <= limit => {
-                mask_handles(&mut value);
-                value
-            }
-            _ => cut_json(&bytes, limit),
-        });
+        // Kept as the text it came in (handles masked), not the value parsed above.
+        exchange.request = Some(cut_json(&bytes, limit));
     }
     if exchange.client.is_none() {
         exchange.client = session.as_deref().and_then(|s| tap.client_of(s));
@@ -187,7 +182,7 @@ pub(crate) async fn record(State(tap): State<WireTap>, request: Request, next: N
 }
 
 /// An exchange being written: its record so far and the answer's messages, cut apart as
-/// they are written (in time linear in the bytes) and parsed once, at the end.
+/// they are written (in time linear in the bytes) and checked as JSON once, at the end.
 struct Draft {
     bus: Bus,
     exchange: McpExchange,
@@ -235,7 +230,7 @@ struct Progress {
     bytes: u64,
 }
 
-/// Bytes to parse from which a finished exchange is parsed on the blocking pool rather than
+/// Bytes to check from which a finished exchange is checked on the blocking pool rather than
 /// on the runtime thread that drops the answer's body.
 const INLINE_FINISH: usize = 64 * 1024;
 
@@ -351,8 +346,8 @@ impl Draft {
         self.kept.push(raw);
     }
 
-    /// Bytes [`Draft::finish`] parses.
-    fn to_parse(&self) -> usize {
+    /// Bytes [`Draft::finish`] checks.
+    fn to_check(&self) -> usize {
         let kept = |p: &Option<(Raw, usize)>| p.as_ref().map_or(0, |(r, _)| r.bytes.len());
         self.kept_bytes
             + kept(&self.progress.first)
@@ -360,7 +355,7 @@ impl Draft {
             + self.pending.len()
     }
 
-    /// The record, with the answer's messages parsed.
+    /// The record, with the answer's messages checked as JSON and their handles masked.
     fn finish(mut self) -> McpExchange {
         self.exchange.total_us = self.started.elapsed().as_micros() as u64;
         self.exchange.complete = self.complete;
@@ -394,16 +389,19 @@ impl Draft {
             }
         } else if !self.pending.is_empty() {
             let total = self.pending.len() + self.overflow;
-            let json = if self.overflow == 0 {
-                serde_json::from_slice::<serde::de::IgnoredAny>(&self.pending).is_ok()
-            } else {
+            let whole = self.overflow == 0 && total <= limit;
+            let json = if whole {
+                JsonText::masked(&self.pending)
+            } else if matches!(self.pending.first(), Some(b'{' | b'[')) {
                 // Longer than the limit: it is cut either way; its first byte tells JSON.
-                matches!(self.pending.first(), Some(b'{' | b'['))
+                Some(cut_json_total(&self.pending, total, limit))
+            } else {
+                None
             };
-            if json {
+            if let Some(message) = json {
                 messages.push(McpMessage {
                     after_us: self.last_write_us,
-                    message: cut_json_total(&self.pending, total, limit),
+                    message,
                 });
             } else {
                 let mut text = String::from_utf8_lossy(&self.pending).into_owned();
@@ -414,19 +412,21 @@ impl Draft {
         if self.dropped > 0 {
             messages.push(McpMessage {
                 after_us: self.exchange.total_us,
-                message: serde_json::json!({"turnscope/cut": {"bytes": self.dropped, "head": ""}}),
+                message: JsonText::from_value(
+                    &serde_json::json!({"turnscope/cut": {"bytes": self.dropped, "head": ""}}),
+                ),
             });
         }
         self.exchange.messages = messages;
         self.exchange
     }
 
-    /// Publishes the record: parsed here when small, else on the blocking pool, so a runtime
-    /// thread never parses megabytes while it drops an answer's body. True when handed to
+    /// Publishes the record: finished here when small, else on the blocking pool, so a runtime
+    /// thread never checks megabytes while it drops an answer's body. True when handed to
     /// the blocking pool.
     fn publish(self) -> bool {
         let bus = self.bus.clone();
-        if self.to_parse() > INLINE_FINISH
+        if self.to_check() > INLINE_FINISH
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
             runtime.spawn_blocking(move || bus.publish(Event::Mcp(Box::new(self.finish()))));
@@ -628,10 +628,10 @@ mod tests {
         let x = d.finish();
         assert_eq!(x.messages.len(), 3, "{:?}", x.messages);
         let (first, last, res) = (&x.messages[0], &x.messages[1], &x.messages[2]);
-        assert_eq!(first.message["params"]["progress"], 1);
-        assert_eq!(last.message["params"]["progress"], 500);
+        assert_eq!(first.message.value()["params"]["progress"], 1);
+        assert_eq!(last.message.value()["params"]["progress"], 500);
         assert_eq!(
-            res.message["result"]["content"][0]["text"],
+            res.message.value()["result"]["content"][0]["text"],
             "the whole reply"
         );
         assert_eq!(
@@ -665,7 +665,7 @@ mod tests {
         d.wrote_at(b"\n\n", 2);
         let x = d.finish();
         assert_eq!(x.messages.len(), 1);
-        let cut = &x.messages[0].message["turnscope/cut"];
+        let cut = &x.messages[0].message.value()["turnscope/cut"];
         assert_eq!(cut["bytes"], long.len());
         assert_eq!(cut["head"].as_str().unwrap().len(), 16);
         assert!(x.progress.is_none());
@@ -706,7 +706,7 @@ mod tests {
         assert!(big.publish(), "parsed on the blocking pool");
         let event = sub.recv().await.expect("published");
         match &*event {
-            Event::Mcp(x) => assert_eq!(x.messages[0].message["result"]["t"], text),
+            Event::Mcp(x) => assert_eq!(x.messages[0].message.value()["result"]["t"], text),
             other => panic!("{other:?}"),
         }
         let mut small = Draft::new(bus, McpExchange::default(), Instant::now(), 1 << 20, true);

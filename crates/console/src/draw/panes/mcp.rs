@@ -55,7 +55,8 @@ fn rows_of(x: &McpExchange) -> usize {
 pub fn failed(x: &McpExchange) -> bool {
     x.status >= 400
         || x.messages.last().is_some_and(|m| {
-            m.message.get("error").is_some() || m.message["result"]["isError"] == true
+            let message = m.message.value();
+            message.get("error").is_some() || message["result"]["isError"] == true
         })
 }
 
@@ -236,31 +237,29 @@ fn exchange_rows(
     let room = w + 16;
     if let Some(body) = &x.request {
         rows.push(Line::styled(
-            truncate(&format!("  → {}", head(body, room)), w),
+            truncate(&format!("  → {}", head(&body.value(), room)), w),
             t.user,
         ));
     }
     let progress = x.progress.filter(|p| p.left_out > 0);
     let mut progress_seen = 0;
     for m in &x.messages {
+        // Parsed here, for the rows on screen only (the record keeps the text).
+        let message = m.message.value();
         // What matters first, since a long message is cut at the pane's edge.
-        let is_progress = m.message["method"] == "notifications/progress";
-        let (style, tag) = if let Some(e) = m.message.get("error") {
+        let is_progress = message["method"] == "notifications/progress";
+        let (style, tag) = if let Some(e) = message.get("error") {
             (t.error, format!("error {} · ", e["code"]))
-        } else if m.message["result"]["isError"] == true {
+        } else if message["result"]["isError"] == true {
             (t.error, "isError · ".to_string())
-        } else if m.message.get("method").is_some() {
+        } else if message.get("method").is_some() {
             (t.dim, String::new())
         } else {
             (t.bot, String::new())
         };
         rows.push(Line::styled(
             truncate(
-                &format!(
-                    "  ← +{} {tag}{}",
-                    micros(m.after_us),
-                    head(&m.message, room)
-                ),
+                &format!("  ← +{} {tag}{}", micros(m.after_us), head(&message, room)),
                 w,
             ),
             style,

@@ -145,25 +145,26 @@ pub fn lines(c: &Console, x: &McpExchange, w: usize, unfolded: bool) -> Vec<Line
     out.push(Line::default());
     if let Some(body) = &x.request {
         out.push(Line::styled("→ request", t.user));
-        message(&mut out, body, w, unfolded, t.user, c);
+        message(&mut out, &body.value(), w, unfolded, t.user, c);
         out.push(Line::default());
     }
     let mut progress_seen = 0;
     for m in &x.messages {
-        let what = if let Some(method) = m.message["method"].as_str() {
+        let parsed = m.message.value();
+        let what = if let Some(method) = parsed["method"].as_str() {
             method.to_string()
-        } else if let Some(e) = m.message.get("error") {
+        } else if let Some(e) = parsed.get("error") {
             format!("error {}", e["code"])
-        } else if m.message["result"]["isError"] == true {
+        } else if parsed["result"]["isError"] == true {
             "result (isError)".into()
-        } else if m.message.get("turnscope/cut").is_some() {
+        } else if parsed.get("turnscope/cut").is_some() {
             "cut by the wire limit".into()
         } else {
             "result".into()
         };
         let style = if what.starts_with("error") || what.contains("isError") {
             t.error
-        } else if m.message.get("method").is_some() {
+        } else if parsed.get("method").is_some() {
             t.dim
         } else {
             t.bot
@@ -172,8 +173,8 @@ pub fn lines(c: &Console, x: &McpExchange, w: usize, unfolded: bool) -> Vec<Line
             format!("← +{} {what}", micros(m.after_us)),
             style,
         ));
-        message(&mut out, &m.message, w, unfolded, style, c);
-        if m.message["method"] == "notifications/progress" {
+        message(&mut out, &parsed, w, unfolded, style, c);
+        if parsed["method"] == "notifications/progress" {
             progress_seen += 1;
             if progress_seen == 1
                 && let Some(p) = x.progress.filter(|p| p.left_out > 0)

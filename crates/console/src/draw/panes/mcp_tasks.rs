@@ -33,7 +33,7 @@ pub fn lines(c: &Console, task: &str, polls: &[&McpExchange], w: usize) -> Vec<L
                 c.state.clock(last.at_us)
             );
             if let Some(message) = last.messages.last().and_then(|m| {
-                m.message["result"]["statusMessage"]
+                m.message.value()["result"]["statusMessage"]
                     .as_str()
                     .map(str::to_string)
             }) {
@@ -47,7 +47,7 @@ pub fn lines(c: &Console, task: &str, polls: &[&McpExchange], w: usize) -> Vec<L
             let ok = x
                 .messages
                 .last()
-                .is_none_or(|m| m.message.get("error").is_none());
+                .is_none_or(|m| m.message.value().get("error").is_none());
             out.push(Line::styled(
                 truncate(
                     &format!(
