@@ -29,7 +29,7 @@ use crate::bench::console::cpu_seconds_of;
 use crate::bench::{BenchClient, chat_turns, median, round, row};
 
 /// Who watches the server in a run.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 enum Watch {
     /// Nobody on `/events`.
     Nobody,
