@@ -191,6 +191,19 @@ class Keeper:
             self.failed_lines.append(line)
         return line
 
+    def answered(self, said: str, line: str, error: str | None, turn: dict | None) -> str | None:
+        """Takes the answer to `said` (sent for `line`): the error's text, or the turn's record.
+        Returns what to send next when not the next line: "" (read the kept reply) or the line
+        again."""
+        if error is not None:
+            return self.after_error(error)
+        if said == "" and not turn.get("reply"):
+            # Nothing was kept after all: say the line again.
+            return line
+        self.reads += said == ""
+        self.judge(turn, line)
+        return None
+
     async def run(self):
         attempts = 0
         pending = None  # what to send next when not the next line
@@ -218,17 +231,10 @@ class Keeper:
                         said = line if pending is None else pending
                         reply = await client.call_tool("chat", {"handle": self.handle, "line": said})
                         if reply.is_error:
-                            pending = self.after_error(text_of(reply))
+                            pending = self.answered(said, line, text_of(reply), None)
                             await anyio.sleep(0.2)
-                            continue
-                        turn = record_of(reply, "turnscope/turn")
-                        if said == "" and not turn.get("reply"):
-                            # Nothing was kept after all: say the line again.
-                            pending = line
-                            continue
-                        self.reads += said == ""
-                        self.judge(turn, line)
-                        pending = None
+                        else:
+                            pending = self.answered(said, line, None, record_of(reply, "turnscope/turn"))
             except Exception as e:  # noqa: BLE001 - every failure is recorded and judged by the test
                 for leaf in root_errors(e):
                     pending = self.after_error(f"{type(leaf).__name__}: {leaf}")
@@ -267,16 +273,10 @@ class RawKeeper(Keeper):
                     said = line if pending is None else pending
                     reply = await client.call("chat", {"handle": self.handle, "line": said})
                     if reply.get("isError"):
-                        pending = self.after_error(raw_text(reply))
+                        pending = self.answered(said, line, raw_text(reply), None)
                         await anyio.sleep(0.2)
-                        continue
-                    turn = raw_record(reply, "turnscope/turn")
-                    if said == "" and not turn.get("reply"):
-                        pending = line
-                        continue
-                    self.reads += said == ""
-                    self.judge(turn, line)
-                    pending = None
+                    else:
+                        pending = self.answered(said, line, None, raw_record(reply, "turnscope/turn"))
                 except (RawHttpError, httpx.HTTPError) as e:
                     client.pin = None
                     pending = self.after_error(f"{type(e).__name__}: {e}")
