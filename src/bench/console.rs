@@ -425,13 +425,28 @@ async fn saturated_once(sessions: usize, turns: usize, mode: Mode) -> anyhow::Re
 }
 
 /// CPU seconds (user + system) this process has used, from `/proc/self/stat` (Linux).
-fn cpu_seconds() -> Option<f64> {
+pub(super) fn cpu_seconds() -> Option<f64> {
     cpu_seconds_in("/proc/self/stat")
 }
 
 /// CPU seconds (user + system) process `pid` has used (Linux).
 pub(super) fn cpu_seconds_of(pid: u32) -> Option<f64> {
     cpu_seconds_in(&format!("/proc/{pid}/stat"))
+}
+
+/// CPU seconds (user + system) of this process's live threads named `name` (Linux; a
+/// thread's name is its first 15 bytes).
+pub(super) fn thread_cpu_seconds(name: &str) -> Option<f64> {
+    let mut total = 0.0;
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let dir = task.path();
+        let named = std::fs::read_to_string(dir.join("comm"))
+            .is_ok_and(|comm| comm.trim_end() == &name[..name.len().min(15)]);
+        if named {
+            total += cpu_seconds_in(&dir.join("stat").to_string_lossy()).unwrap_or(0.0);
+        }
+    }
+    Some(total)
 }
 
 fn cpu_seconds_in(path: &str) -> Option<f64> {

@@ -461,9 +461,12 @@ impl BenchClient {
 }
 
 /// The median, min and max of several runs; one run's figure as `value` (one run has no
-/// median to claim).
+/// median to claim); `null` for none.
 fn stats(mut secs: Vec<f64>) -> Value {
     secs.sort_by(f64::total_cmp);
+    if secs.is_empty() {
+        return Value::Null;
+    }
     if secs.len() == 1 {
         return json!({"value": round(secs[0], 4)});
     }
@@ -548,6 +551,9 @@ pub(crate) async fn chat_turns(
     (latencies, errors)
 }
 
+/// The file store's writer thread's name (`store::sqlite`), whose CPU a load run reports.
+const STORE_THREAD: &str = "turnscope-store";
+
 /// One run of N sessions × K turns at once against an in-process server.
 pub(crate) struct LoadRun {
     /// Each answered turn's latency in ms, sorted.
@@ -558,12 +564,28 @@ pub(crate) struct LoadRun {
     pub seconds: f64,
     /// What the server's store counted (writes, syncs).
     pub store: turnscope::store::StoreStats,
+    /// CPU seconds the whole process (server and clients) used in the run (Linux).
+    pub cpu_seconds: Option<f64>,
+    /// CPU seconds of the file store's writer thread, when the run had one (Linux).
+    pub store_thread_cpu_seconds: Option<f64>,
 }
 
 impl LoadRun {
     /// Answered turns per second.
     pub fn turns_per_second(&self) -> f64 {
         self.latencies_ms.len() as f64 / self.seconds
+    }
+
+    /// Cores busy on average over the run (process CPU ÷ wall time): near the machine's
+    /// core count, the run was bound by CPU; well under it, by waiting.
+    pub fn cores_busy(&self) -> Option<f64> {
+        self.cpu_seconds.map(|cpu| round(cpu / self.seconds, 2))
+    }
+
+    /// Process CPU per answered turn, in ms.
+    pub fn cpu_ms_per_turn(&self) -> Option<f64> {
+        self.cpu_seconds
+            .map(|cpu| round(cpu * 1000.0 / self.latencies_ms.len().max(1) as f64, 3))
     }
 
     /// The `q` quantile of the latencies, in ms.
@@ -595,6 +617,8 @@ pub(crate) async fn load_run(
         v
     };
     let started = Instant::now();
+    let cpu_before = console::cpu_seconds();
+    let store_before = console::thread_cpu_seconds(STORE_THREAD);
     let mut tasks = Vec::with_capacity(sessions);
     for i in 0..sessions {
         let client = clients[i % clients.len()].clone();
@@ -613,6 +637,11 @@ pub(crate) async fn load_run(
         errors += err;
     }
     let seconds = started.elapsed().as_secs_f64();
+    let cpu_seconds = cpu_before.zip(console::cpu_seconds()).map(|(a, b)| b - a);
+    let store_thread_cpu_seconds = store_before
+        .zip(console::thread_cpu_seconds(STORE_THREAD))
+        .map(|(a, b)| b - a)
+        .filter(|&used| used > 0.0);
     all.sort_by(f64::total_cmp);
     let store = app.sessions.store().stats();
     BenchClient::close_all(clients).await;
@@ -622,6 +651,8 @@ pub(crate) async fn load_run(
         errors,
         seconds,
         store,
+        cpu_seconds,
+        store_thread_cpu_seconds,
     })
 }
 
@@ -649,6 +680,8 @@ async fn load(sessions: usize, turns: usize, runs: usize) -> anyhow::Result<()> 
                 "turns_per_second": round(done.turns_per_second(), 1),
                 "p50_ms": round(done.latency(0.5), 3),
                 "p99_ms": round(done.latency(0.99), 3),
+                "cores_busy": done.cores_busy(),
+                "cpu_ms_per_turn": done.cpu_ms_per_turn(),
             }));
         }
     }

@@ -105,6 +105,13 @@ async fn load_rows(dir: &Path, sessions: usize, turns: usize, runs: usize) -> an
             "store_writes_per_turn": round(writes as f64 / answered.max(1) as f64, 3),
             "syncs_per_turn": round(syncs as f64 / answered.max(1) as f64, 3),
             "largest_batch": runs.iter().map(|r| r.store.largest_batch).max(),
+            "cores_busy": stats(runs.iter().filter_map(|r| r.cores_busy()).collect()),
+            "cpu_ms_per_turn": stats(runs.iter().filter_map(|r| r.cpu_ms_per_turn()).collect()),
+            "store_thread_cpu_ms_per_turn": runs
+                .iter()
+                .map(|r| r.store_thread_cpu_seconds)
+                .sum::<Option<f64>>()
+                .map(|cpu| round(cpu * 1000.0 / answered.max(1) as f64, 3)),
             "vs_memory": round(medians[i] / medians[0], 3),
         }));
     }
