@@ -174,7 +174,7 @@ impl Writer {
 /// first waits [`GATHER`] and takes what arrived meanwhile too, so under concurrent load a
 /// write waits at most that much more while one transaction, and its flush to disk, carries
 /// more writes. (Waiting only as long as the last transaction took, as before 2026-12-03,
-/// flushed 0.42–0.63 times a turn at zero pace and the writer used 0.12–0.15 ms of CPU a
+/// flushed 0.42–0.63 times a turn at zero pace and the writer used 0.11–0.16 ms of CPU a
 /// turn; a fixed 2 ms, 0.23–0.46 and 0.09–0.17: docs/benchmarks.md.) A lone write (one
 /// caller, or a quiet server) is committed at once. Nobody is answered before the commit.
 fn run(
