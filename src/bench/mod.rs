@@ -551,9 +551,6 @@ pub(crate) async fn chat_turns(
     (latencies, errors)
 }
 
-/// The file store's writer thread's name (`store::sqlite`), whose CPU a load run reports.
-const STORE_THREAD: &str = "turnscope-store";
-
 /// One run of N sessions × K turns at once against an in-process server.
 pub(crate) struct LoadRun {
     /// Each answered turn's latency in ms, sorted.
@@ -618,7 +615,7 @@ pub(crate) async fn load_run(
     };
     let started = Instant::now();
     let cpu_before = console::cpu_seconds();
-    let store_before = console::thread_cpu_seconds(STORE_THREAD);
+    let store_before = console::thread_cpu_seconds(turnscope::store::sqlite::WRITER_THREAD);
     let mut tasks = Vec::with_capacity(sessions);
     for i in 0..sessions {
         let client = clients[i % clients.len()].clone();
@@ -639,7 +636,9 @@ pub(crate) async fn load_run(
     let seconds = started.elapsed().as_secs_f64();
     let cpu_seconds = cpu_before.zip(console::cpu_seconds()).map(|(a, b)| b - a);
     let store_thread_cpu_seconds = store_before
-        .zip(console::thread_cpu_seconds(STORE_THREAD))
+        .zip(console::thread_cpu_seconds(
+            turnscope::store::sqlite::WRITER_THREAD,
+        ))
         .map(|(a, b)| b - a)
         .filter(|&used| used > 0.0);
     all.sort_by(f64::total_cmp);

@@ -19,6 +19,8 @@ mod errors;
 pub(crate) mod schema;
 mod writer;
 
+pub use writer::WRITER_THREAD;
+
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

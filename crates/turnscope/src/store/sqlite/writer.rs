@@ -18,6 +18,9 @@ use tokio::sync::oneshot;
 use super::errors::explain;
 use crate::store::{StoreError, StoreStats};
 
+/// The writer thread's name (what `top -H` and `/proc/PID/task/*/comm` show).
+pub const WRITER_THREAD: &str = "turnscope-store";
+
 /// Most writes one transaction carries.
 const MAX_BATCH: usize = 512;
 
@@ -112,7 +115,7 @@ impl Writer {
         let counters = Arc::new(Counters::default());
         let thread_counters = counters.clone();
         let thread = std::thread::Builder::new()
-            .name("turnscope-store".into())
+            .name(WRITER_THREAD.into())
             .spawn(move || run(conn, &path, rx, &thread_counters, read_only))?;
         Ok(Self {
             queue: Mutex::new(Some(tx)),
