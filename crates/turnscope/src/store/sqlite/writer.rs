@@ -26,7 +26,7 @@ pub const WRITER_THREAD: &str = "turnscope-store";
 const MAX_BATCH: usize = 512;
 
 /// How long a batch with company waits for more writes before it commits (see [`run`]).
-const GATHER: Duration = Duration::from_millis(2);
+const GATHER: Duration = Duration::from_millis(4);
 
 /// Commits between two WAL checkpoints (the WAL is copied into the file and reset).
 const CHECKPOINT_EVERY: u64 = 1000;
@@ -177,10 +177,11 @@ impl Writer {
 /// A batch is every write waiting. When it holds more than one (writers are busy), the thread
 /// first waits [`GATHER`] and takes what arrived meanwhile too, so under concurrent load a
 /// write waits at most that much more while one transaction, and its flush to disk, carries
-/// more writes. (Waiting only as long as the last transaction took, as before 2026-12-03,
-/// flushed 0.42–0.63 times a turn at zero pace and the writer used 0.11–0.16 ms of CPU a
-/// turn; a fixed 2 ms, 0.23–0.46 and 0.09–0.17: docs/benchmarks.md.) A lone write (one
-/// caller, or a quiet server) is committed at once. Nobody is answered before the commit.
+/// more writes. (Release build, zero pace, 200 sessions: waiting a fixed 2 ms flushed 0.21–0.33
+/// times a turn and kept 0.83 of the memory store's turns/s, 4 ms 0.10–0.18 and 0.90, 6 ms
+/// no better; waiting only as long as the last transaction took, as before 2026-12-03,
+/// flushed more still: docs/benchmarks.md.) A lone write (one caller, or a quiet server) is
+/// committed at once. Nobody is answered before the commit.
 fn run(
     conn: Connection,
     path: &Path,
