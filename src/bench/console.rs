@@ -434,19 +434,22 @@ pub(super) fn cpu_seconds_of(pid: u32) -> Option<f64> {
     cpu_seconds_in(&format!("/proc/{pid}/stat"))
 }
 
-/// CPU seconds (user + system) of this process's live threads named `name` (Linux; a
-/// thread's name is its first 15 bytes).
+/// CPU seconds (user + system) of this process's live threads named `name` (an ASCII name;
+/// the kernel keeps a thread's first 15 bytes); `None` when no such thread runs (or not on
+/// Linux).
 pub(super) fn thread_cpu_seconds(name: &str) -> Option<f64> {
-    let mut total = 0.0;
+    let kept = &name[..name.len().min(15)];
+    let mut total = None;
     for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
         let dir = task.path();
-        let named = std::fs::read_to_string(dir.join("comm"))
-            .is_ok_and(|comm| comm.trim_end() == &name[..name.len().min(15)]);
+        let named =
+            std::fs::read_to_string(dir.join("comm")).is_ok_and(|comm| comm.trim_end() == kept);
         if named {
-            total += cpu_seconds_in(&dir.join("stat").to_string_lossy()).unwrap_or(0.0);
+            let used = cpu_seconds_in(&dir.join("stat").to_string_lossy()).unwrap_or(0.0);
+            total = Some(total.unwrap_or(0.0) + used);
         }
     }
-    Some(total)
+    total
 }
 
 fn cpu_seconds_in(path: &str) -> Option<f64> {

@@ -639,8 +639,7 @@ pub(crate) async fn load_run(
         .zip(console::thread_cpu_seconds(
             turnscope::store::sqlite::WRITER_THREAD,
         ))
-        .map(|(a, b)| b - a)
-        .filter(|&used| used > 0.0);
+        .map(|(a, b)| b - a);
     all.sort_by(f64::total_cmp);
     let store = app.sessions.store().stats();
     BenchClient::close_all(clients).await;

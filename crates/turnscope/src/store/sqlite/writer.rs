@@ -3,8 +3,8 @@
 //! waiting, applies them in one transaction (each inside its own savepoint, so one failing
 //! write does not undo the others) and commits once: one flush to disk carries every write
 //! that arrived while the previous one was flushing, and under load those of a short gather
-//! after it (group commit). A write's caller is
-//! answered only after the commit, so a write that returned is on disk.
+//! after it (group commit). A write's caller is answered only after the commit, so a write
+//! that returned is on disk.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
