@@ -17,7 +17,7 @@ use anyhow::Context as _;
 use serde_json::{Value, json};
 
 use super::child::{ChildOptions, ServerChild};
-use super::console::cpu_seconds_of;
+use super::cpu::cpu_seconds_of;
 use super::{BenchClient, median, round, row};
 
 /// How the bench runs.

@@ -5,6 +5,7 @@ mod bridge;
 mod child;
 mod console;
 mod console_memory;
+mod cpu;
 mod replicas;
 pub mod soak;
 mod store;
@@ -614,8 +615,8 @@ pub(crate) async fn load_run(
         v
     };
     let started = Instant::now();
-    let cpu_before = console::cpu_seconds();
-    let store_before = console::thread_cpu_seconds(turnscope::store::sqlite::WRITER_THREAD);
+    let cpu_before = cpu::cpu_seconds();
+    let store_before = cpu::thread_cpu_seconds(turnscope::store::sqlite::WRITER_THREAD);
     let mut tasks = Vec::with_capacity(sessions);
     for i in 0..sessions {
         let client = clients[i % clients.len()].clone();
@@ -634,9 +635,9 @@ pub(crate) async fn load_run(
         errors += err;
     }
     let seconds = started.elapsed().as_secs_f64();
-    let cpu_seconds = cpu_before.zip(console::cpu_seconds()).map(|(a, b)| b - a);
+    let cpu_seconds = cpu_before.zip(cpu::cpu_seconds()).map(|(a, b)| b - a);
     let store_thread_cpu_seconds = store_before
-        .zip(console::thread_cpu_seconds(
+        .zip(cpu::thread_cpu_seconds(
             turnscope::store::sqlite::WRITER_THREAD,
         ))
         .map(|(a, b)| b - a);

@@ -25,7 +25,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
 
 use crate::bench::child::{ChildOptions, ServerChild};
-use crate::bench::console::cpu_seconds_of;
+use crate::bench::cpu::cpu_seconds_of;
 use crate::bench::{BenchClient, chat_turns, median, round, row};
 
 /// Who watches the server in a run.
