@@ -26,6 +26,22 @@ struct Reading<'a> {
     unread: Option<UnreadTurn>,
 }
 
+/// How often a call has loaded its session: a call that finds the session changed elsewhere
+/// since it was loaded ([`ChatError::Stale`]: another replica wrote it) loads it again, once.
+#[derive(Default)]
+struct Loads {
+    reloaded: bool,
+}
+
+impl Loads {
+    /// Whether the call should load its session again and run on the fresh copy.
+    fn again<T>(&mut self, result: &Result<T, ChatError>) -> bool {
+        let again = !self.reloaded && matches!(result, Err(ChatError::Stale));
+        self.reloaded |= again;
+        again
+    }
+}
+
 impl Sessions {
     /// `chat` on a handle as a caller typed it. A session the store holds but this process
     /// has not opened (it restarted) is reopened first.
@@ -51,18 +67,15 @@ impl Sessions {
         mut progress: Option<&mut dyn ProgressSink>,
         cancel: &CancellationToken,
     ) -> Result<ChatReply, ChatError> {
-        let session = self.find_for(handle, !line.is_empty()).await?;
-        match self
-            .chat_on_keyed(&session, line, request, progress.as_deref_mut(), cancel)
-            .await
-        {
-            // It changed elsewhere since it was loaded: load it again, once.
-            Err(ChatError::Stale) => {
-                let session = self.find_for(handle, !line.is_empty()).await?;
-                self.chat_on_keyed(&session, line, request, progress, cancel)
-                    .await
+        let mut loads = Loads::default();
+        loop {
+            let session = self.find_for(handle, !line.is_empty()).await?;
+            let result = self
+                .chat_on_keyed(&session, line, request, progress.as_deref_mut(), cancel)
+                .await;
+            if !loads.again(&result) {
+                return result;
             }
-            other => other,
         }
     }
 
@@ -124,25 +137,22 @@ impl Sessions {
         cancel: &CancellationToken,
         ask: &TaskAsk,
     ) -> Result<ChatOutcome, ChatError> {
-        let session = self.find_for(handle, !line.is_empty()).await?;
-        match self
-            .chat_or_task_on(
-                &session,
-                line,
-                request,
-                progress.as_deref_mut(),
-                cancel,
-                ask,
-            )
-            .await
-        {
-            // It changed elsewhere since it was loaded: load it again, once.
-            Err(ChatError::Stale) => {
-                let session = self.find_for(handle, !line.is_empty()).await?;
-                self.chat_or_task_on(&session, line, request, progress, cancel, ask)
-                    .await
+        let mut loads = Loads::default();
+        loop {
+            let session = self.find_for(handle, !line.is_empty()).await?;
+            let result = self
+                .chat_or_task_on(
+                    &session,
+                    line,
+                    request,
+                    progress.as_deref_mut(),
+                    cancel,
+                    ask,
+                )
+                .await;
+            if !loads.again(&result) {
+                return result;
             }
-            other => other,
         }
     }
 
