@@ -98,6 +98,17 @@ class Replica:
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()
 
+    async def drain(self, token=None):
+        """Sends SIGTERM and watches /healthz until it stops saying 200: (status, body) then
+        (None, None if it never did within a second)."""
+        self.proc.send_signal(signal.SIGTERM)
+        for _ in range(200):
+            status, body = await anyio.to_thread.run_sync(self.health, token)
+            if status != 200:
+                return status, body
+            await anyio.sleep(0.005)
+        return None, None
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)

@@ -247,14 +247,8 @@ async def test_a_drained_replica_loses_no_turn(cluster):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(say)
                 await first_word.wait()
-                drained.proc.send_signal(signal.SIGTERM)
                 # /healthz says draining at once (404: HAProxy's soft stop), and start is refused.
-                for _ in range(200):
-                    status, body = await anyio.to_thread.run_sync(drained.health)
-                    if status != 200:
-                        break
-                    await anyio.sleep(0.005)
-                seen["health"] = (status, body)
+                seen["health"] = await drained.drain()
                 # Through the balancer, that handle still reaches its draining replica (which
                 # refuses the new line as draining, not as another replica's).
                 seen["routed"] = await RawMcp(balancer.url, web, "drain-probe").call(
