@@ -39,3 +39,48 @@ fn cpu_seconds_in(path: &str) -> Option<f64> {
     // The kernel reports these in clock ticks of USER_HZ, 100 on every Linux platform.
     Some(ticks as f64 / 100.0)
 }
+
+/// Named groups of processes whose CPU time a bench reads before and after a run, so a row can
+/// say which of them a turn cost (the bench's own clients, the replicas, the balancer, Redis).
+#[derive(Default)]
+pub(crate) struct Groups(Vec<(&'static str, Vec<u32>)>);
+
+impl Groups {
+    /// Adds `pids` as the group `name` (`None` pids, of children already gone, are left out).
+    pub(crate) fn with(
+        mut self,
+        name: &'static str,
+        pids: impl IntoIterator<Item = Option<u32>>,
+    ) -> Self {
+        self.0.push((name, pids.into_iter().flatten().collect()));
+        self
+    }
+
+    /// Each group's CPU seconds so far, `None` where `/proc` did not say for one of its pids.
+    pub(crate) fn read(&self) -> Vec<Option<f64>> {
+        self.0
+            .iter()
+            .map(|(_, pids)| pids.iter().map(|&pid| cpu_seconds_of(pid)).sum())
+            .collect()
+    }
+
+    /// `{"group": ms per turn, ...}` of `turns` from two readings (a group without both left
+    /// out).
+    pub(crate) fn per_turn_ms(
+        &self,
+        before: &[Option<f64>],
+        after: &[Option<f64>],
+        turns: usize,
+    ) -> serde_json::Map<String, serde_json::Value> {
+        let mut out = serde_json::Map::new();
+        for (((name, _), b), a) in self.0.iter().zip(before).zip(after) {
+            if let (Some(b), Some(a)) = (b, a)
+                && turns > 0
+            {
+                let ms = (a - b) * 1000.0 / turns as f64;
+                out.insert(name.to_string(), serde_json::json!(super::round(ms, 3)));
+            }
+        }
+        out
+    }
+}

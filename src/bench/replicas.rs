@@ -20,6 +20,7 @@ use tokio::process::{Child, Command};
 
 use turnscope::sessions::haproxy::{ReplicaAddr, backend_lines};
 
+use super::cpu::Groups;
 use super::{BenchClient, round, row};
 
 /// The recipe docs/replicas.md documents, run as shipped (frontend and servers moved).
@@ -123,7 +124,7 @@ pub(super) async fn replica(
 /// HAProxy over `replicas`, from the shipped recipe.
 pub(super) struct Balancer {
     pub(super) url: String,
-    _child: Child,
+    child: Child,
     _dir: Scratch,
 }
 
@@ -170,7 +171,7 @@ pub(super) async fn balancer(replicas: &[Replica]) -> anyhow::Result<Balancer> {
     }
     Ok(Balancer {
         url: format!("http://127.0.0.1:{port}/mcp"),
-        _child: child,
+        child,
         _dir: dir,
     })
 }
@@ -227,6 +228,9 @@ struct Cluster {
     store: &'static str,
     direct: Vec<String>,
     through: Vec<String>,
+    /// The processes a turn runs in: the bench's clients, the replicas, HAProxy, and Redis
+    /// for the shared store.
+    cpu: Groups,
     _replicas: Vec<Replica>,
     _lb: Balancer,
 }
@@ -235,15 +239,24 @@ async fn cluster(
     count: usize,
     sessions: usize,
     store: &'static str,
-    url: Option<&str>,
+    redis: Option<&RedisChild>,
 ) -> anyhow::Result<Cluster> {
+    let url = redis.map(|r| r.url.as_str());
     let mut replicas = Vec::new();
     for i in 1..=count {
         replicas.push(replica(&format!("r{i}"), sessions, url, 0).await?);
     }
     let lb = balancer(&replicas).await?;
+    let mut cpu = Groups::default()
+        .with("clients", [Some(std::process::id())])
+        .with("replicas", replicas.iter().map(|r| r.child.id()))
+        .with("haproxy", [lb.child.id()]);
+    if let Some(redis) = redis {
+        cpu = cpu.with("redis", [redis.child.id()]);
+    }
     Ok(Cluster {
         store,
+        cpu,
         direct: replicas
             .iter()
             .map(|r| format!("http://127.0.0.1:{}/mcp", r.port))
@@ -271,16 +284,19 @@ pub async fn run(
         let room = clients * 2 * runs.max(1);
         let mut clusters = vec![cluster(count, room, "memory", None).await?];
         if let Some(redis) = &redis {
-            clusters.push(cluster(count, room, "redis", Some(&redis.url)).await?);
+            clusters.push(cluster(count, room, "redis", Some(redis)).await?);
         }
         let mut rates = vec![Vec::new(); clusters.len() * 2];
         for run in 0..runs.max(1) {
             let paths = clusters.iter().flat_map(|c| {
-                [("direct", &c.direct), ("haproxy", &c.through)]
-                    .map(|(path, urls)| (c.store, path, urls))
+                [("direct", &c.direct), ("haproxy", &c.through)].map(|(path, urls)| (c, path, urls))
             });
-            for (k, (store, path, urls)) in paths.enumerate() {
+            for (k, (cluster, path, urls)) in paths.enumerate() {
+                let cpu_before = cluster.cpu.read();
                 let (done, errors, seconds, mut latencies) = load(urls, clients, turns).await?;
+                let cpu = cluster
+                    .cpu
+                    .per_turn_ms(&cpu_before, &cluster.cpu.read(), done);
                 latencies.sort_by(f64::total_cmp);
                 let pct = |q: f64| {
                     latencies
@@ -293,7 +309,7 @@ pub async fn run(
                 row(json!({
                     "bench": "replicas",
                     "replicas": count,
-                    "store": store,
+                    "store": cluster.store,
                     "path": path,
                     "run": run + 1,
                     "clients": clients,
@@ -303,6 +319,7 @@ pub async fn run(
                     "turns_per_second": round(rate, 1),
                     "p50_ms": round(pct(0.5), 3),
                     "p99_ms": round(pct(0.99), 3),
+                    "cpu_ms_per_turn": cpu,
                 }));
             }
         }
@@ -358,7 +375,7 @@ const GIVE_UP: Duration = Duration::from_secs(60);
 pub(super) struct RedisChild {
     /// `redis://127.0.0.1:PORT/0`.
     pub(super) url: String,
-    _child: Child,
+    child: Child,
     _dir: Scratch,
 }
 
@@ -398,7 +415,7 @@ impl RedisChild {
         }
         Ok(Self {
             url: format!("redis://127.0.0.1:{port}/0"),
-            _child: child,
+            child,
             _dir: dir,
         })
     }
