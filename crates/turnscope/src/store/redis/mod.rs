@@ -205,7 +205,10 @@ impl RedisStore {
             return Ok(());
         }
         Err(StoreError::unusable(format!(
-            "store {}: the handle key under {:?} is not this replica's: Redis lost its data while              this replica ran (restarted without persistence?) and another replica made a new key.              Restart this replica to go on; conversations Redis lost are gone (keep them with              `appendonly yes` in Redis)",
+            "store {}: the handle key under {:?} is not this replica's: Redis lost its data while \
+             this replica ran (restarted without persistence?) and another replica made a new key. \
+             Restart this replica to go on; conversations Redis lost are gone (keep them with \
+             `appendonly yes` in Redis)",
             self.masked,
             self.meta_key(),
         )))

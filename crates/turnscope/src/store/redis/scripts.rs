@@ -13,10 +13,15 @@ use redis::Script;
 /// The check every write starts with: the store's handle key (`P meta`) is the writer's.
 /// After Redis lost its data while replicas ran, the first write puts their key back, so a
 /// replica started later reads it; a replica whose key differs is refused (`{-2, 0}`).
-/// KEYS[3] is `P meta`, ARGV[1] the writer's key.
+/// KEYS[3] is `P meta`, ARGV[1] the writer's key. One call when the key is there (every
+/// write but the first); a script runs alone, so nobody writes the key between the two.
 const SAME_KEY: &str = r"
-redis.call('HSETNX', KEYS[3], 'key', ARGV[1])
-if redis.call('HGET', KEYS[3], 'key') ~= ARGV[1] then return {-2, 0} end
+local same = redis.call('HGET', KEYS[3], 'key')
+if not same then
+  redis.call('HSET', KEYS[3], 'key', ARGV[1])
+  same = ARGV[1]
+end
+if same ~= ARGV[1] then return {-2, 0} end
 ";
 
 /// Stores a new head unless one exists.
