@@ -3,14 +3,20 @@
 
 mod bridge;
 mod child;
+mod client;
 mod console;
 mod console_memory;
 mod cpu;
+mod load;
 mod replicas;
 pub mod soak;
 mod store;
 mod test_cases;
 mod viewers;
+
+pub use client::BenchClient;
+pub(crate) use client::{Connections, chat_turns};
+pub(crate) use load::{LoadRun, load_run};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,18 +24,12 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use async_trait::async_trait;
 use clap::{Args, ValueEnum};
-use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::RunningService;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 
 use turnscope::app::App;
 use turnscope::config::Config;
 use turnscope::observe::Bus;
 use turnscope::pipeline::{Frame, FrameBody, Link, Observer, Pipeline, Processor};
-use turnscope::server::mcp_text::text_of;
 use turnscope::tools::{FnTool, Toolbox, Tools};
 
 /// What to measure. The doc line of each is its entry in `turnscope bench --help`: the shapes
@@ -195,7 +195,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                     cost_table(pace, words, runs).await?;
                 }
             }
-            Shape::Load => load(args.sessions, turns, args.runs.unwrap_or(1)).await?,
+            Shape::Load => load::run(args.sessions, turns, args.runs.unwrap_or(1)).await?,
             Shape::Store => {
                 store::store(
                     args.sessions,
@@ -328,139 +328,6 @@ fn hours_tools() -> Arc<dyn Tools> {
     )))
 }
 
-/// How a bench client's HTTP requests reach the server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Connections {
-    /// Kept alive and reused, as the TypeScript SDK client and `turnscope attach` do: what a
-    /// bench measures unless it says otherwise.
-    KeptAlive,
-    /// A new TCP connection for every request: rmcp's own default client
-    /// (`pool_max_idle_per_host(0)`), which every bench used before `bench load` compared
-    /// the two. The Python SDK client behaves so too (counted with `strace`, see
-    /// docs/benchmarks.md).
-    PerRequest,
-}
-
-impl Connections {
-    /// The name a row gives it.
-    pub(crate) fn label(self) -> &'static str {
-        match self {
-            Connections::KeptAlive => "kept alive",
-            Connections::PerRequest => "one per request",
-        }
-    }
-}
-
-/// A connected MCP client.
-pub struct BenchClient {
-    client: RunningService<rmcp::RoleClient, ()>,
-}
-
-impl BenchClient {
-    /// Connects to `url`; its requests reuse kept-alive connections.
-    pub async fn connect(url: &str) -> anyhow::Result<Self> {
-        Self::connect_with(url, Connections::KeptAlive).await
-    }
-
-    /// Connects to `url` with its HTTP connections made as `connections` says.
-    pub(crate) async fn connect_with(url: &str, connections: Connections) -> anyhow::Result<Self> {
-        let config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
-        let transport = match connections {
-            // Idle connections are let go after 4 s, well inside the server's header
-            // deadline, which closes an idle keep-alive connection.
-            Connections::KeptAlive => StreamableHttpClientTransport::with_client(
-                reqwest::Client::builder()
-                    .pool_idle_timeout(Duration::from_secs(4))
-                    .build()
-                    .context("building the bench's HTTP client")?,
-                config,
-            ),
-            Connections::PerRequest => StreamableHttpClientTransport::from_config(config),
-        };
-        let client = ().serve(transport).await?;
-        Ok(Self { client })
-    }
-
-    /// Ends the MCP session (so the server sees it go while it still runs). Every bench
-    /// closes its clients before the server it measured: a client dropped instead deletes its
-    /// MCP session later, from a task of its own, and logs an ERROR when the server is gone.
-    pub async fn close(self) {
-        let _ = self.client.cancel().await;
-    }
-
-    /// Closes every client of a bench that shared them (see [`BenchClient::close`]).
-    pub async fn close_all(clients: Vec<Arc<BenchClient>>) {
-        for client in clients {
-            if let Ok(client) = Arc::try_unwrap(client) {
-                client.close().await;
-            }
-        }
-    }
-
-    /// Calls a tool and returns its whole result.
-    pub async fn call_result(&self, name: &str, args: Value) -> anyhow::Result<CallToolResult> {
-        let mut params = CallToolRequestParams::new(name.to_string());
-        if let Value::Object(map) = args {
-            params = params.with_arguments(map);
-        }
-        Ok(self.client.call_tool(params).await?)
-    }
-
-    /// Calls a tool and returns (text, is_error).
-    pub async fn call(&self, name: &str, args: Value) -> anyhow::Result<(String, bool)> {
-        let result = self.call_result(name, args).await?;
-        let text = text_of(&result);
-        Ok((text, result.is_error == Some(true)))
-    }
-
-    /// `start` → handle (from the result's `_meta`, where programs read it).
-    pub async fn start(&self) -> anyhow::Result<String> {
-        let result = self.call_result("start", json!({})).await?;
-        let handle = result
-            .meta
-            .as_ref()
-            .and_then(|m| m.get(turnscope::server::mcp_text::START_META))
-            .and_then(|s| s.get("handle"))
-            .and_then(Value::as_str);
-        match handle {
-            Some(handle) if result.is_error != Some(true) => Ok(handle.to_string()),
-            _ => anyhow::bail!("start failed: {:?}", result.content),
-        }
-    }
-
-    /// `tools/list` → how many tools.
-    pub async fn list_tools(&self) -> anyhow::Result<usize> {
-        Ok(self.client.list_all_tools().await?.len())
-    }
-
-    /// `chat` asking for progress (a `progressToken`, as Claude Code and the Python SDK send):
-    /// the server sends one notification per reply piece before the result.
-    pub async fn chat_with_progress(&self, handle: &str, line: &str) -> anyhow::Result<String> {
-        use rmcp::model::{NumberOrString, ProgressToken, RequestParamsMeta};
-        let mut params = CallToolRequestParams::new("chat");
-        if let Value::Object(map) = json!({"handle": handle, "line": line}) {
-            params = params.with_arguments(map);
-        }
-        params.set_progress_token(ProgressToken(NumberOrString::String(
-            uuid::Uuid::new_v4().to_string().into(),
-        )));
-        let result = self.client.call_tool(params).await?;
-        let reply = text_of(&result);
-        anyhow::ensure!(result.is_error != Some(true), "chat failed: {reply}");
-        Ok(reply)
-    }
-
-    /// `chat` → reply (an error reply is an error).
-    pub async fn chat(&self, handle: &str, line: &str) -> anyhow::Result<String> {
-        let (reply, err) = self
-            .call("chat", json!({"handle": handle, "line": line}))
-            .await?;
-        anyhow::ensure!(!err, "chat failed: {reply}");
-        anyhow::ensure!(!reply.is_empty(), "chat gave an empty reply");
-        Ok(reply)
-    }
-}
-
 /// The median, min and max of several runs; one run's figure as `value` (one run has no
 /// median to claim); `null` for none.
 fn stats(mut secs: Vec<f64>) -> Value {
@@ -531,169 +398,6 @@ async fn cost_table(pace: f64, words: Option<usize>, runs: usize) -> anyhow::Res
     }));
     client.close().await;
     app.shutdown().await;
-    Ok(())
-}
-
-/// Says `turns` lines on `handle` back to back: each turn's latency in ms, and the failures.
-pub(crate) async fn chat_turns(
-    client: &BenchClient,
-    handle: &str,
-    turns: usize,
-) -> (Vec<f64>, usize) {
-    let mut latencies = Vec::with_capacity(turns);
-    let mut errors = 0;
-    for t in 0..turns {
-        let at = Instant::now();
-        match client.chat(handle, &format!("line {t}")).await {
-            Ok(_) => latencies.push(at.elapsed().as_secs_f64() * 1000.0),
-            Err(_) => errors += 1,
-        }
-    }
-    (latencies, errors)
-}
-
-/// One run of N sessions × K turns at once against an in-process server.
-pub(crate) struct LoadRun {
-    /// Each answered turn's latency in ms, sorted.
-    pub latencies_ms: Vec<f64>,
-    /// Turns that failed.
-    pub errors: usize,
-    /// Wall time of the run.
-    pub seconds: f64,
-    /// What the server's store counted (writes, syncs).
-    pub store: turnscope::store::StoreStats,
-    /// CPU seconds the whole process (server and clients) used in the run (Linux).
-    pub cpu_seconds: Option<f64>,
-    /// CPU seconds of the file store's writer thread, when the run had one (Linux).
-    pub store_thread_cpu_seconds: Option<f64>,
-}
-
-impl LoadRun {
-    /// Answered turns per second.
-    pub fn turns_per_second(&self) -> f64 {
-        self.latencies_ms.len() as f64 / self.seconds
-    }
-
-    /// Cores busy on average over the run (process CPU ÷ wall time): near the machine's
-    /// core count, the run was bound by CPU; well under it, by waiting.
-    pub fn cores_busy(&self) -> Option<f64> {
-        self.cpu_seconds.map(|cpu| round(cpu / self.seconds, 2))
-    }
-
-    /// Process CPU per answered turn, in ms.
-    pub fn cpu_ms_per_turn(&self) -> Option<f64> {
-        self.cpu_seconds
-            .map(|cpu| round(cpu * 1000.0 / self.latencies_ms.len().max(1) as f64, 3))
-    }
-
-    /// The `q` quantile of the latencies, in ms.
-    pub fn latency(&self, q: f64) -> f64 {
-        let all = &self.latencies_ms;
-        all.get(((all.len() as f64 - 1.0) * q) as usize)
-            .copied()
-            .unwrap_or(0.0)
-    }
-}
-
-/// N sessions × K turns at once at zero pace on a server made from `config`.
-pub(crate) async fn load_run(
-    config: &Config,
-    sessions: usize,
-    turns: usize,
-    connections: Connections,
-) -> anyhow::Result<LoadRun> {
-    let app = App::start_with_tools(config, Bus::default(), hours_tools()).await?;
-    let url = app.server.mcp_url();
-    // Several MCP clients share the sessions (one per 25 sessions), as many agents would.
-    let clients: Vec<Arc<BenchClient>> = {
-        let mut v = Vec::new();
-        for _ in 0..sessions.div_ceil(25).clamp(1, 64) {
-            v.push(Arc::new(
-                BenchClient::connect_with(&url, connections).await?,
-            ));
-        }
-        v
-    };
-    let started = Instant::now();
-    let cpu_before = cpu::cpu_seconds();
-    let store_before = cpu::thread_cpu_seconds(turnscope::store::sqlite::WRITER_THREAD);
-    let mut tasks = Vec::with_capacity(sessions);
-    for i in 0..sessions {
-        let client = clients[i % clients.len()].clone();
-        tasks.push(tokio::spawn(async move {
-            match client.start().await {
-                Ok(handle) => chat_turns(&client, &handle, turns).await,
-                Err(_) => (Vec::new(), turns),
-            }
-        }));
-    }
-    let mut all = Vec::new();
-    let mut errors = 0;
-    for t in tasks {
-        let (lat, err) = t.await.context("load task panicked")?;
-        all.extend(lat);
-        errors += err;
-    }
-    let seconds = started.elapsed().as_secs_f64();
-    let cpu_seconds = cpu_before.zip(cpu::cpu_seconds()).map(|(a, b)| b - a);
-    let store_thread_cpu_seconds = store_before
-        .zip(cpu::thread_cpu_seconds(
-            turnscope::store::sqlite::WRITER_THREAD,
-        ))
-        .map(|(a, b)| b - a);
-    all.sort_by(f64::total_cmp);
-    let store = app.sessions.store().stats();
-    BenchClient::close_all(clients).await;
-    app.shutdown().await;
-    Ok(LoadRun {
-        latencies_ms: all,
-        errors,
-        seconds,
-        store,
-        cpu_seconds,
-        store_thread_cpu_seconds,
-    })
-}
-
-/// `runs` rounds of N sessions × K turns, each round with kept-alive connections and then with
-/// a connection per request (what every bench client did before): a row per run, then a
-/// summary row per mode with its medians and its turns/s as a share of kept-alive's.
-async fn load(sessions: usize, turns: usize, runs: usize) -> anyhow::Result<()> {
-    let modes = [Connections::KeptAlive, Connections::PerRequest];
-    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
-    for run in 0..runs.max(1) {
-        for (m, connections) in modes.into_iter().enumerate() {
-            let config = bench_config(0.0, Some(7), sessions + 8);
-            let done = load_run(&config, sessions, turns, connections).await?;
-            rates[m].push(done.turns_per_second());
-            row(json!({
-                "bench": "load",
-                "run": run + 1,
-                "connections": connections.label(),
-                "sessions": sessions,
-                "turns_per_session": turns,
-                "pace_seconds": 0.0,
-                "turns": done.latencies_ms.len(),
-                "errors": done.errors,
-                "seconds": round(done.seconds, 3),
-                "turns_per_second": round(done.turns_per_second(), 1),
-                "p50_ms": round(done.latency(0.5), 3),
-                "p99_ms": round(done.latency(0.99), 3),
-                "cores_busy": done.cores_busy(),
-                "cpu_ms_per_turn": done.cpu_ms_per_turn(),
-            }));
-        }
-    }
-    let medians: Vec<f64> = rates.iter().map(|r| median(r)).collect();
-    for (m, connections) in modes.into_iter().enumerate() {
-        row(json!({
-            "bench": "load",
-            "summary": connections.label(),
-            "runs": runs.max(1),
-            "median_turns_per_second": round(medians[m], 1),
-            "share_of_kept_alive": round(medians[m] / medians[0].max(f64::MIN_POSITIVE), 3),
-        }));
-    }
     Ok(())
 }
 
