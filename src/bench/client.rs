@@ -164,3 +164,31 @@ pub(crate) async fn chat_turns(
     }
     (latencies, errors)
 }
+
+/// `sessions` sessions at once, session `i` started on `clients[i % len]`, each saying `turns`
+/// lines back to back: every answered turn's latency in ms (in no order), and the failures
+/// (a session that could not start counts all its turns failed).
+pub(crate) async fn sessions_chatting(
+    clients: &[Arc<BenchClient>],
+    sessions: usize,
+    turns: usize,
+) -> anyhow::Result<(Vec<f64>, usize)> {
+    let mut tasks = Vec::with_capacity(sessions);
+    for i in 0..sessions {
+        let client = clients[i % clients.len()].clone();
+        tasks.push(tokio::spawn(async move {
+            match client.start().await {
+                Ok(handle) => chat_turns(&client, &handle, turns).await,
+                Err(_) => (Vec::new(), turns),
+            }
+        }));
+    }
+    let mut all = Vec::with_capacity(sessions * turns);
+    let mut errors = 0;
+    for task in tasks {
+        let (latencies, failed) = task.await.context("a session's load task panicked")?;
+        all.extend(latencies);
+        errors += failed;
+    }
+    Ok((all, errors))
+}

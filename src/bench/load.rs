@@ -5,10 +5,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::Context as _;
 use serde_json::json;
 
-use super::client::{BenchClient, Connections, chat_turns};
+use super::client::{BenchClient, Connections, sessions_chatting};
 use super::{bench_config, cpu, hours_tools, median, round, row};
 use turnscope::app::App;
 use turnscope::config::Config;
@@ -79,23 +78,7 @@ pub(crate) async fn load_run(
     let started = Instant::now();
     let cpu_before = cpu::cpu_seconds();
     let store_before = cpu::thread_cpu_seconds(turnscope::store::sqlite::WRITER_THREAD);
-    let mut tasks = Vec::with_capacity(sessions);
-    for i in 0..sessions {
-        let client = clients[i % clients.len()].clone();
-        tasks.push(tokio::spawn(async move {
-            match client.start().await {
-                Ok(handle) => chat_turns(&client, &handle, turns).await,
-                Err(_) => (Vec::new(), turns),
-            }
-        }));
-    }
-    let mut all = Vec::new();
-    let mut errors = 0;
-    for t in tasks {
-        let (lat, err) = t.await.context("load task panicked")?;
-        all.extend(lat);
-        errors += err;
-    }
+    let (mut all, errors) = sessions_chatting(&clients, sessions, turns).await?;
     let seconds = started.elapsed().as_secs_f64();
     let cpu_seconds = cpu_before.zip(cpu::cpu_seconds()).map(|(a, b)| b - a);
     let store_thread_cpu_seconds = store_before

@@ -25,8 +25,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
 
 use crate::bench::child::{ChildOptions, ServerChild};
+use crate::bench::client::sessions_chatting;
 use crate::bench::cpu::cpu_seconds_of;
-use crate::bench::{BenchClient, chat_turns, median, round, row};
+use crate::bench::{BenchClient, median, round, row};
 
 /// Who watches the server in a run.
 #[derive(Clone, Copy)]
@@ -140,22 +141,8 @@ async fn load(url: &str, sessions: usize, turns: usize) -> anyhow::Result<(usize
         clients.push(Arc::new(BenchClient::connect(url).await?));
     }
     let started = Instant::now();
-    let mut tasks = Vec::with_capacity(sessions);
-    for i in 0..sessions {
-        let client = clients[i % clients.len()].clone();
-        tasks.push(tokio::spawn(async move {
-            match client.start().await {
-                Ok(handle) => chat_turns(&client, &handle, turns).await,
-                Err(_) => (Vec::new(), turns),
-            }
-        }));
-    }
-    let (mut done, mut errors) = (0, 0);
-    for t in tasks {
-        let (lat, err) = t.await.context("a load task panicked")?;
-        done += lat.len();
-        errors += err;
-    }
+    let (latencies, errors) = sessions_chatting(&clients, sessions, turns).await?;
+    let done = latencies.len();
     let seconds = started.elapsed().as_secs_f64();
     BenchClient::close_all(clients).await;
     Ok((done, seconds, errors))
