@@ -268,7 +268,8 @@ async fn cluster(
 }
 
 /// Rows: one per run, store and path, then one summary per replica count, store and path
-/// (median turns/s); with the Redis store, one failover row per run and their summary.
+/// (median turns/s); with the Redis store, Redis's turns/s as a share of memory's per replica
+/// count and path, and one failover row per run and their summary.
 pub async fn run(
     clients: usize,
     turns: usize,
@@ -288,10 +289,20 @@ pub async fn run(
         }
         let mut rates = vec![Vec::new(); clusters.len() * 2];
         for run in 0..runs.max(1) {
-            let paths = clusters.iter().flat_map(|c| {
-                [("direct", &c.direct), ("haproxy", &c.through)].map(|(path, urls)| (c, path, urls))
+            // Which store goes first swaps run by run, so a machine that speeds up or slows
+            // down in the middle of a run favours neither.
+            let mut order: Vec<usize> = (0..clusters.len()).collect();
+            if run % 2 == 1 {
+                order.reverse();
+            }
+            let paths = order.into_iter().flat_map(|c| {
+                let cluster = &clusters[c];
+                [("direct", &cluster.direct), ("haproxy", &cluster.through)]
+                    .into_iter()
+                    .enumerate()
+                    .map(move |(p, (path, urls))| (c * 2 + p, cluster, path, urls))
             });
-            for (k, (cluster, path, urls)) in paths.enumerate() {
+            for (k, cluster, path, urls) in paths {
                 let cpu_before = cluster.cpu.read();
                 let (done, errors, seconds, mut latencies) = load(urls, clients, turns).await?;
                 let cpu = cluster
@@ -343,6 +354,11 @@ pub async fn run(
             }
             row(summary);
         }
+        if clusters.len() == 2 {
+            for (p, path) in ["direct", "haproxy"].into_iter().enumerate() {
+                row(share_row(count, path, &rates[p], &rates[2 + p]));
+            }
+        }
     }
     if let Some(redis) = &redis {
         let mut times = Vec::new();
@@ -362,6 +378,33 @@ pub async fn run(
         row(summary);
     }
     Ok(())
+}
+
+/// `replicas_share`: Redis's turns/s over memory's, paired run by run (the two stores' runs of
+/// one round, measured back to back): the median and range of the pairs.
+fn share_row(count: usize, path: &str, memory: &[f64], redis: &[f64]) -> serde_json::Value {
+    let mut shares: Vec<f64> = memory
+        .iter()
+        .zip(redis)
+        .filter(|(m, _)| **m > 0.0)
+        .map(|(m, r)| r / m)
+        .collect();
+    shares.sort_by(f64::total_cmp);
+    let mut share = json!({
+        "bench": "replicas_share",
+        "replicas": count,
+        "path": path,
+        "runs": shares.len(),
+    });
+    if let (Some(min), Some(max)) = (shares.first(), shares.last()) {
+        share[super::of_runs(shares.len(), "redis_over_memory")] =
+            json!(round(super::median(&shares), 3));
+        if shares.len() > 1 {
+            share["min"] = json!(round(*min, 3));
+            share["max"] = json!(round(*max, 3));
+        }
+    }
+    share
 }
 
 /// How long one chat attempt after the kill may take before the next one.
@@ -475,6 +518,20 @@ pub(super) async fn failover(redis_url: &str) -> anyhow::Result<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redis_share_pairs_each_run_with_the_memory_run_of_its_round() {
+        // Pairs 0.5, 1.0 and 0.9: a ratio of medians (190 / 200) would say 0.95.
+        let share = share_row(1, "direct", &[200.0, 100.0, 300.0], &[100.0, 100.0, 270.0]);
+        assert_eq!(share["median_redis_over_memory"], json!(0.9));
+        assert_eq!(
+            (share["min"].clone(), share["max"].clone()),
+            (json!(0.5), json!(1.0))
+        );
+        let one = share_row(3, "haproxy", &[100.0], &[80.0]);
+        assert_eq!(one["redis_over_memory"], json!(0.8));
+        assert!(one.get("min").is_none());
+    }
 
     #[test]
     fn the_recipe_ends_with_what_the_command_prints_for_its_replicas() {
