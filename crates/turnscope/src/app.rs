@@ -283,7 +283,7 @@ impl App {
         };
         guard.hosts.extend(s.allowed_hosts.iter().cloned());
         guard.origins.extend(s.allowed_origins.iter().cloned());
-        let listener = TcpListener::bind((s.host.as_str(), s.port))
+        let listener = crate::net::listen(&s.host, s.port)
             .await
             .map_err(|source| AppError::Listen {
                 host: s.host.clone(),

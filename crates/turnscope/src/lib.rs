@@ -14,6 +14,7 @@ pub mod conversation_test;
 pub mod json;
 pub mod mcp;
 pub mod model;
+pub mod net;
 pub mod observe;
 pub mod pipeline;
 pub mod server;

@@ -15,7 +15,6 @@ use axum::routing::{get, post};
 use axum::serve::ListenerExt;
 use futures::channel::mpsc;
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::scripted::{Answer, ScriptSettings, answer, answer_tokens, call_id, prompt_tokens};
@@ -33,7 +32,7 @@ pub struct EmbeddedModel {
 impl EmbeddedModel {
     /// Starts the scripted model on `127.0.0.1:port` (0 = any free port).
     pub async fn start(port: u16, settings: ScriptSettings) -> std::io::Result<Self> {
-        let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+        let listener = crate::net::listen("127.0.0.1", port).await?;
         let addr = listener.local_addr()?;
         let stop = CancellationToken::new();
         let token = stop.clone();

@@ -10,7 +10,6 @@ use std::time::Duration;
 use axum::Router;
 use axum::routing::get;
 use serde_json::json;
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::OpenAiBridge;
@@ -245,7 +244,7 @@ pub async fn start(args: &StandaloneOptions, bus: Bus) -> Result<Standalone, Sta
     let (config, label) = server_config(args)?;
     let guard = guard(args);
     check_bind(args, &guard)?;
-    let listener = TcpListener::bind((args.host.as_str(), args.port))
+    let listener = crate::net::listen(&args.host, args.port)
         .await
         .map_err(|source| StandaloneError::Bind {
             host: args.host.clone(),
