@@ -1,5 +1,6 @@
 //! The MCP client every bench drives a server with: an rmcp client over streamable HTTP,
-//! with kept-alive connections or one per request, and the back-to-back turns of one handle.
+//! with kept-alive connections or one per request, and the back-to-back turns of one handle
+//! (of any [`TurnClient`]: this one, or `bench load`'s lean client, `bench::lean`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -147,9 +148,28 @@ impl BenchClient {
     }
 }
 
+/// What the load of a bench needs of an MCP client: start a session, say a line in it.
+pub(crate) trait TurnClient: Send + Sync + 'static {
+    /// `start` → the new session's handle.
+    fn start(&self) -> impl Future<Output = anyhow::Result<String>> + Send;
+    /// `chat` → the reply (an error reply, or an empty one, is an error).
+    fn chat(&self, handle: &str, line: &str)
+    -> impl Future<Output = anyhow::Result<String>> + Send;
+}
+
+impl TurnClient for BenchClient {
+    async fn start(&self) -> anyhow::Result<String> {
+        BenchClient::start(self).await
+    }
+
+    async fn chat(&self, handle: &str, line: &str) -> anyhow::Result<String> {
+        BenchClient::chat(self, handle, line).await
+    }
+}
+
 /// Says `turns` lines on `handle` back to back: each turn's latency in ms, and the failures.
 pub(crate) async fn chat_turns(
-    client: &BenchClient,
+    client: &impl TurnClient,
     handle: &str,
     turns: usize,
 ) -> (Vec<f64>, usize) {
@@ -168,8 +188,8 @@ pub(crate) async fn chat_turns(
 /// `sessions` sessions at once, session `i` started on `clients[i % len]`, each saying `turns`
 /// lines back to back: every answered turn's latency in ms (in no order), and the failures
 /// (a session that could not start counts all its turns failed).
-pub(crate) async fn sessions_chatting(
-    clients: &[Arc<BenchClient>],
+pub(crate) async fn sessions_chatting<C: TurnClient>(
+    clients: &[Arc<C>],
     sessions: usize,
     turns: usize,
 ) -> anyhow::Result<(Vec<f64>, usize)> {
@@ -178,7 +198,7 @@ pub(crate) async fn sessions_chatting(
         let client = clients[i % clients.len()].clone();
         tasks.push(tokio::spawn(async move {
             match client.start().await {
-                Ok(handle) => chat_turns(&client, &handle, turns).await,
+                Ok(handle) => chat_turns(&*client, &handle, turns).await,
                 Err(_) => (Vec::new(), turns),
             }
         }));

@@ -7,6 +7,7 @@ mod client;
 mod console;
 mod console_memory;
 mod cpu;
+mod lean;
 mod load;
 mod replicas;
 pub mod soak;
@@ -16,7 +17,7 @@ mod viewers;
 
 pub use client::BenchClient;
 pub(crate) use client::{Connections, chat_turns};
-pub(crate) use load::{LoadRun, load_run};
+pub(crate) use load::{LoadClient, LoadRun, load_run};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -42,8 +43,9 @@ pub enum Shape {
     Pipeline,
     /// Default. The cost table (1 turn, 5 turns, 1 turn with a tool call), paced and at zero pace.
     Turns,
-    /// Default. Many sessions chatting at once, with kept-alive connections and with one per
-    /// request, alternately (uses --sessions, --turns, --runs: default 1 here).
+    /// Default. Many sessions chatting at once, by a lean MCP client and by rmcp's, with
+    /// kept-alive connections and with one per request, alternately (uses --sessions, --turns,
+    /// --runs: default 1 here).
     Load,
     /// Default. Memory per idle session (uses --idle-sessions, --console).
     Memory,
@@ -164,7 +166,8 @@ pub(crate) fn row(value: Value) {
 /// - `turns`: the cost table (1 turn; 5 turns on one handle; 1 turn with 1 tool call) over
 ///   real MCP on loopback, paced like a stub model that streams 7 words at 0.03 s/word, and at
 ///   zero pace (pure overhead); median/min/max of the runs;
-/// - `load`: N sessions × K turns at once, turns/s and p50/p99;
+/// - `load`: N sessions × K turns at once, turns/s, p50/p99 and the CPU per turn of the server
+///   and of all (`bench::load`);
 /// - `memory`: the server's resident memory per open idle session (server in a child
 ///   process, sessions opened over MCP; `--console` attaches the console);
 /// - `soak`: sessions chatting for minutes while the server's memory, descriptors and tasks

@@ -194,7 +194,7 @@ async fn load(
         .iter()
         .map(|(client, handle)| {
             let (client, handle) = (client.clone(), handle.clone());
-            tokio::spawn(async move { super::chat_turns(&client, &handle, turns).await })
+            tokio::spawn(async move { super::chat_turns(&*client, &handle, turns).await })
         })
         .collect();
     let mut all = Vec::new();

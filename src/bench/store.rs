@@ -25,7 +25,9 @@ use turnscope::observe::SessionOpener;
 use turnscope::store::sqlite::SqliteStore;
 use turnscope::store::{Head, SessionStore, now_ms};
 
-use super::{BenchClient, Connections, bench_config, load_run, median, round, row, stats};
+use super::{
+    BenchClient, Connections, LoadClient, bench_config, load_run, median, round, row, stats,
+};
 
 /// Sessions reopened by the first-chat measurement.
 const REOPENED: usize = 50;
@@ -72,7 +74,16 @@ async fn load_rows(dir: &Path, sessions: usize, turns: usize, runs: usize) -> an
                     dir.join(format!("load-{run}.sqlite3")).display()
                 ),
             });
-            figures[i].push(load_run(&config, sessions, turns, Connections::KeptAlive).await?);
+            figures[i].push(
+                load_run(
+                    &config,
+                    sessions,
+                    turns,
+                    Connections::KeptAlive,
+                    LoadClient::Rmcp,
+                )
+                .await?,
+            );
         }
     }
     let medians: Vec<f64> = figures
