@@ -30,6 +30,7 @@ use serde_json::{Value, json};
 use turnscope::app::App;
 use turnscope::config::Config;
 use turnscope::observe::Bus;
+use turnscope::observe::line::write_line;
 use turnscope::pipeline::{Frame, FrameBody, Link, Observer, Pipeline, Processor};
 use turnscope::tools::{FnTool, Toolbox, Tools};
 
@@ -39,7 +40,7 @@ use turnscope::tools::{FnTool, Toolbox, Tools};
 /// build, a 2-core machine).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Shape {
-    /// Default. Frames per second through a 5-processor pipeline.
+    /// Default. Frames per second through a 5-processor pipeline, and the time to write a frame event as its JSON line.
     Pipeline,
     /// Default. The cost table (1 turn, 5 turns, 1 turn with a tool call), paced and at zero pace.
     Turns,
@@ -162,7 +163,7 @@ pub(crate) fn row(value: Value) {
 /// Runs the benchmarks `args` names.
 ///
 /// - `pipeline`: frames per second through a 5-processor pipeline, with and without a bus
-///   listener;
+///   listener; and the time to write one frame crossing as its JSON line (`event_lines`);
 /// - `turns`: the cost table (1 turn; 5 turns on one handle; 1 turn with 1 tool call) over
 ///   real MCP on loopback, paced like a stub model that streams 7 words at 0.03 s/word, and at
 ///   zero pace (pure overhead); median/min/max of the runs;
@@ -192,6 +193,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 for listener in [false, true] {
                     pipeline_throughput(args.frames, listener).await;
                 }
+                event_lines(args.frames);
             }
             Shape::Turns => {
                 for (pace, words) in [(0.03, Some(7)), (0.0, Some(7))] {
@@ -302,6 +304,63 @@ async fn pipeline_throughput(frames: u64, listener: bool) {
         "frames_per_second": (frames as f64 / secs).round(),
         "events_published": bus.published(),
         "events_read": drained.load(std::sync::atomic::Ordering::Relaxed),
+    }));
+}
+
+/// What a watcher (the `/events` hub, `--events`) spends writing one frame crossing as its
+/// JSON line, on one thread with nothing else running: the crossings of a turn of the embedded
+/// model (a user line, the model's start, six text pieces, its report and end, each at the
+/// hops it makes) written `lines` times over.
+fn event_lines(lines: u64) {
+    use std::borrow::Cow;
+    use turnscope::observe::{Event, FrameEvent};
+    let hops: [(&str, &str, &str); 6] = [
+        ("UserLine", "source", "input"),
+        ("ResponseStart", "model", "output"),
+        ("TextPiece", "model", "output"),
+        ("TextPiece", "output", "assistant-aggregator"),
+        ("TextPiece", "assistant-aggregator", "sink"),
+        ("ResponseEnd", "output", "assistant-aggregator"),
+    ];
+    let events: Vec<Event> = hops
+        .iter()
+        .enumerate()
+        .map(|(i, &(name, from, to))| {
+            Event::Frame(FrameEvent {
+                id: 1_000 + i as u64,
+                session: 17,
+                turn: 3,
+                kind: Cow::Borrowed("data"),
+                name: Cow::Borrowed(name),
+                from: Cow::Borrowed(from),
+                to: Cow::Borrowed(to),
+                direction: Cow::Borrowed("down"),
+                at_us: 1_796_351_233_613_305 + i as u64 * 17,
+                detail: if name == "TextPiece" {
+                    " number".into()
+                } else {
+                    String::new()
+                },
+                // Past the end of the pipeline no queue is joined.
+                depth: u32::from(to != "sink"),
+            })
+        })
+        .collect();
+    let mut bytes = 0usize;
+    let started = Instant::now();
+    for n in 0..lines {
+        // A line of its own each time, as the hub hands each one to the viewers.
+        let mut line = Vec::with_capacity(256);
+        write_line(&mut line, &events[n as usize % events.len()]);
+        bytes += std::hint::black_box(line).len();
+    }
+    let secs = started.elapsed().as_secs_f64();
+    row(json!({
+        "bench": "event_lines",
+        "lines": lines,
+        "seconds": round(secs, 4),
+        "ns_per_line": round(secs * 1e9 / lines.max(1) as f64, 1),
+        "bytes_per_line": bytes / lines.max(1) as usize,
     }));
 }
 

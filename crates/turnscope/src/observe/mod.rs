@@ -1,9 +1,10 @@
 //! Observation: the event bus every part of turnscope publishes to, the latency statistics
-//! built from it, the JSONL recorder behind `--events`, and the process's own resource
-//! figures.
+//! built from it, the JSONL recorder behind `--events` (and the one way an event is written
+//! as a line), and the process's own resource figures.
 
 pub mod bus;
 pub mod event;
+pub mod line;
 pub mod model_request;
 pub mod process;
 pub mod rebuild;

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::bus::Bus;
 use super::event::Event;
+use super::line::write_line;
 
 /// Starts writing every event published on `bus` to `path` (`-` = stdout). It flushes after
 /// each burst of events; once `stop` is cancelled it writes what is still queued and ends,
@@ -44,8 +45,7 @@ pub async fn record(
             let mut next = Some(event);
             while let Some(event) = next {
                 line.clear();
-                if serde_json::to_writer(&mut line, &*event).is_ok() {
-                    line.push(b'\n');
+                if write_line(&mut line, &event) {
                     if out.write_all(&line).await.is_err() {
                         return written;
                     }
@@ -62,8 +62,7 @@ pub async fn record(
                     "events recorder fell behind; the loss is marked in the file"
                 );
                 line.clear();
-                if serde_json::to_writer(&mut line, &lost_mark(lost)).is_ok() {
-                    line.push(b'\n');
+                if write_line(&mut line, &lost_mark(lost)) {
                     if out.write_all(&line).await.is_err() {
                         return written;
                     }

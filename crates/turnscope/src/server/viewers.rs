@@ -35,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 use crate::observe::event::{
     Event, FrameEvent, ReplicaEvent, SessionEvent, ToolCallEvent, carried, now_us,
 };
+use crate::observe::line::write_line;
 use crate::observe::{Bus, Subscription};
 use crate::sessions::{Session, Sessions};
 
@@ -234,8 +235,8 @@ impl Viewers {
         let sessions = &self.inner.sessions;
         let mut first = VecDeque::new();
         let mut push = |event: &Event| {
-            if let Ok(mut line) = serde_json::to_vec(event) {
-                line.push(b'\n');
+            let mut line = Vec::with_capacity(256);
+            if write_line(&mut line, event) {
                 first.push_back(Bytes::from(line));
             }
         };
@@ -477,11 +478,7 @@ impl Hub {
 
 fn line_of(event: &Event) -> Line {
     let mut bytes = Vec::with_capacity(256);
-    if serde_json::to_writer(&mut bytes, event).is_ok() {
-        bytes.push(b'\n');
-    } else {
-        bytes.clear();
-    }
+    write_line(&mut bytes, event);
     Line {
         bytes: Bytes::from(bytes),
         tag: Tag::of(event),
