@@ -167,7 +167,12 @@ async fn three_viewers_see_the_same_lines_after_the_sessions_they_joined() {
 
 #[tokio::test]
 async fn a_viewer_that_stops_reading_is_dropped_and_the_turns_go_on() {
-    let app = app(|c| c.server.auth_token = Some(TOKEN.into())).await;
+    let app = app(|c| {
+        c.server.auth_token = Some(TOKEN.into());
+        // A small queue, so the stalled viewer falls past it within a few hundred turns.
+        c.server.events_queue_kib = 256;
+    })
+    .await;
     let addr = app.server.addr;
     // A viewer with a small receive window that reads its headers and then nothing more.
     let socket = tokio::net::TcpSocket::new_v4().unwrap();

@@ -336,6 +336,7 @@ impl App {
                 health: Some(health),
                 exchanges: exchanges.clone(),
                 events_linger: Duration::from_secs_f64(s.events_linger_seconds),
+                events_queue_bytes: s.events_queue_kib * 1024,
                 ..crate::server::RouterOptions::new(stop.clone())
             },
         );

@@ -172,6 +172,9 @@ pub struct ServerSection {
     /// so a viewer that was dropped and reconnects finds what it missed (default 30; 0 lets
     /// go of the bus within a second, and recording costs nothing again).
     pub events_linger_seconds: f64,
+    /// KiB of event lines `/events` keeps for its viewers to read (default 8192); a viewer
+    /// that falls further behind is dropped (it reconnects).
+    pub events_queue_kib: usize,
 }
 
 impl Default for ServerSection {
@@ -197,6 +200,7 @@ impl Default for ServerSection {
             task_after_seconds: 10.0,
             task_poll_seconds: 1.0,
             events_linger_seconds: DEFAULT_EVENTS_LINGER_SECONDS as f64,
+            events_queue_kib: DEFAULT_EVENTS_QUEUE_KIB,
         }
     }
 }
@@ -204,6 +208,12 @@ impl Default for ServerSection {
 /// `server.events_linger_seconds` unless set: how long `/events` records after its last viewer
 /// left.
 pub const DEFAULT_EVENTS_LINGER_SECONDS: u64 = 30;
+
+/// `server.events_queue_kib` unless set: 8 MiB of event lines, some 900 turns of the embedded
+/// model, for the viewers of `/events` to read at their own pace.
+pub const DEFAULT_EVENTS_QUEUE_KIB: usize = 8 * 1024;
+/// The range `server.events_queue_kib` may take: from one chunk of the stream to 1 GiB.
+pub const EVENTS_QUEUE_KIB_RANGE: std::ops::RangeInclusive<usize> = 64..=1024 * 1024;
 
 /// `model.max_response_kib` unless set: 16 MiB of streamed body, some 80,000 tokens of
 /// events, more than any model's longest answer.
@@ -532,6 +542,15 @@ impl Config {
             s.events_linger_seconds,
             true,
         )?;
+        if !EVENTS_QUEUE_KIB_RANGE.contains(&s.events_queue_kib) {
+            return Err(format!(
+                "server.events_queue_kib: {} is not between {} and {}; give the KiB of event lines \
+                 /events keeps for its viewers (default {DEFAULT_EVENTS_QUEUE_KIB})",
+                s.events_queue_kib,
+                EVENTS_QUEUE_KIB_RANGE.start(),
+                EVENTS_QUEUE_KIB_RANGE.end()
+            ));
+        }
         if let Some(id) = &s.replica_id {
             check_replica_id(id)?;
         }
@@ -706,6 +725,15 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("server.sessions"), "{e}");
+        let e = Config::parse("[server]\nevents_queue_kib = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("server.events_queue_kib") && e.contains("between 64 and"),
+            "{e}"
+        );
+        let c = Config::parse("[server]\nevents_queue_kib = 64\n").unwrap();
+        assert_eq!(c.server.events_queue_kib, 64);
     }
 
     /// Found by fuzzing: these parsed, then starting the app panicked turning them into a

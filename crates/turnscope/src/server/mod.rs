@@ -65,6 +65,8 @@ pub struct RouterOptions {
     pub exchanges: caller::Exchanges,
     /// How long `/events` goes on recording after its last viewer left.
     pub events_linger: Duration,
+    /// Most bytes of event lines `/events` keeps for its viewers.
+    pub events_queue_bytes: usize,
 }
 
 impl RouterOptions {
@@ -78,6 +80,7 @@ impl RouterOptions {
             health: None,
             exchanges: caller::Exchanges::default(),
             events_linger: viewers::LINGER,
+            events_queue_bytes: viewers::QUEUE_BYTES,
         }
     }
 }
@@ -93,6 +96,7 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
         health,
         exchanges,
         events_linger,
+        events_queue_bytes,
     } = options;
     let config = StreamableHttpServerConfig::default()
         .with_max_request_body_bytes(body.max_bytes)
@@ -114,7 +118,7 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
         config,
     );
     let health_sessions = sessions.clone();
-    let viewers = viewers::Viewers::new(sessions.clone(), events_linger);
+    let viewers = viewers::Viewers::new(sessions.clone(), events_linger, events_queue_bytes);
     let health_viewers = viewers.clone();
     let events = Router::new()
         .route("/events", get(viewers::serve))

@@ -6,12 +6,14 @@
 //! One hub task listens on the bus while someone watches (and a linger after the last viewer
 //! left, [`LINGER`] unless `[server] events_linger_seconds` says otherwise, so a viewer that
 //! was dropped and reconnects finds what it missed); with nobody watching it lets go of the
-//! bus, which is then free again. The hub writes each event once into a shared line, keeps
-//! the newest lines up to [`HISTORY_BYTES`], and hands them to the viewers through a
-//! broadcast of [`VIEWER_QUEUE`] lines. A viewer that falls that far behind
-//! is dropped: its stream ends with a `warn` log line saying so (it reconnects); one that stops
-//! reading altogether has its connection closed after [`STALL`]. The server never waits for
-//! a viewer: the bus and the broadcast are both lossy.
+//! bus, which is then free again. The hub writes each event once into a shared line and keeps
+//! the newest lines, numbered, up to [`QUEUE_BYTES`] (`[server] events_queue_kib`): each viewer reads them from there at its
+//! own pace (woken when lines come), and a viewer that connects is first sent the newest
+//! [`HISTORY_BYTES`] of them. A viewer whose next line was let go is dropped: its stream ends
+//! with a `warn` log line saying so (it reconnects); one that stops reading altogether has its
+//! connection closed after [`STALL`]. So what watching keeps is one byte budget, however many
+//! viewers there are and however slow, and the server never waits for a viewer: the bus is
+//! lossy and the kept lines are let go oldest first.
 //!
 //! On connect a viewer gets, before the live lines: the replica, each open session of the
 //! table with its kept turns that the history does not hold from their start (finished ones
@@ -29,7 +31,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use bytes::{Bytes, BytesMut};
-use tokio::sync::broadcast;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::observe::event::{
@@ -39,10 +41,11 @@ use crate::observe::line::write_line;
 use crate::observe::{Bus, Subscription};
 use crate::sessions::{Session, Sessions};
 
-/// Most bytes of recent lines the hub keeps for a viewer that connects.
+/// Most bytes of recent lines a viewer that connects is sent first.
 pub const HISTORY_BYTES: usize = 1024 * 1024;
-/// Lines a viewer may fall behind the hub before it is dropped.
-pub const VIEWER_QUEUE: usize = 4096;
+/// Most bytes of lines the hub keeps for its viewers to read, unless configured (each line
+/// counted with what keeping it costs); a viewer that falls further behind is dropped.
+pub const QUEUE_BYTES: usize = crate::config::DEFAULT_EVENTS_QUEUE_KIB * 1024;
 /// How long the hub keeps listening after the last viewer left, unless configured.
 pub const LINGER: Duration = Duration::from_secs(crate::config::DEFAULT_EVENTS_LINGER_SECONDS);
 /// How long a dropped viewer that reads nothing keeps its connection.
@@ -67,19 +70,26 @@ struct Inner {
     bus: Bus,
     sessions: Sessions,
     linger: Duration,
+    /// Most bytes of lines kept ([`QUEUE_BYTES`] unless configured).
+    queue_bytes: usize,
     hub: Mutex<Hub>,
     connected: AtomicUsize,
     dropped: AtomicU64,
 }
 
-/// The hub's shared state: whether it runs, its history, the broadcast to viewers.
+/// The hub's shared state: whether it runs, the lines kept for the viewers, the wake-up.
 struct Hub {
     running: bool,
-    history: VecDeque<Line>,
-    history_bytes: usize,
-    lines: broadcast::Sender<Line>,
-    /// Lines sent since the hub started.
+    /// The newest lines, oldest first, within the queue's bytes.
+    kept: VecDeque<Line>,
+    /// Bytes `kept` costs ([`Line::cost`]).
+    kept_bytes: usize,
+    /// The number of `kept`'s first line; lines are numbered from 0 for the server's life.
+    first_seq: u64,
+    /// The number the next line will have (`first_seq + kept.len()`); sent to the viewers
+    /// after each batch, which wakes them.
     seq: u64,
+    wake: watch::Sender<u64>,
     /// When the last viewer left (`None` while one watches).
     idle_since: Option<Instant>,
     slots: Vec<Weak<Slot>>,
@@ -90,6 +100,14 @@ struct Hub {
 struct Line {
     bytes: Bytes,
     tag: Tag,
+}
+
+impl Line {
+    /// What keeping the line costs: its bytes, its place in the queue and the allocation's
+    /// header.
+    fn cost(&self) -> usize {
+        self.bytes.len() + std::mem::size_of::<Line>() + 32
+    }
 }
 
 /// Which session and turn a line belongs to, and whether it opens one of them.
@@ -152,23 +170,15 @@ impl Slot {
 
 impl Viewers {
     /// The viewers of `sessions`' server (nobody watches yet; the bus stays free); the hub
-    /// goes on listening `linger` after the last viewer left.
-    pub fn new(sessions: Sessions, linger: Duration) -> Self {
-        let (lines, _) = broadcast::channel(VIEWER_QUEUE);
+    /// goes on listening `linger` after the last viewer left and keeps `queue_bytes` of lines.
+    pub fn new(sessions: Sessions, linger: Duration, queue_bytes: usize) -> Self {
         Self {
             inner: Arc::new(Inner {
                 bus: sessions.bus().clone(),
                 sessions,
                 linger,
-                hub: Mutex::new(Hub {
-                    running: false,
-                    history: VecDeque::new(),
-                    history_bytes: 0,
-                    lines,
-                    seq: 0,
-                    idle_since: None,
-                    slots: Vec::new(),
-                }),
+                queue_bytes,
+                hub: Mutex::new(Hub::new()),
                 connected: AtomicUsize::new(0),
                 dropped: AtomicU64::new(0),
             }),
@@ -196,15 +206,14 @@ impl Viewers {
         let mut hub = inner.lock();
         if !hub.running {
             hub.running = true;
-            hub.history.clear();
-            hub.history_bytes = 0;
+            hub.let_go();
             // Subscribed under the lock, before the table is read below: nothing published
             // from here on is missed.
             let sub = inner.bus.subscribe();
             tokio::spawn(run_hub(Arc::downgrade(inner), sub));
         }
         hub.idle_since = None;
-        let (first, skip) = self.preamble(&hub.history);
+        let (first, skip) = self.preamble(hub.history());
         let slot = Arc::new(Slot {
             taken: AtomicU64::new(hub.seq),
             last_read_ms: AtomicU64::new(0),
@@ -213,15 +222,15 @@ impl Viewers {
         });
         hub.slots.retain(|s| s.strong_count() > 0);
         hub.slots.push(Arc::downgrade(&slot));
-        let rx = hub.lines.subscribe();
-        let seq = hub.seq;
+        let wake = hub.wake.subscribe();
+        let next = hub.seq;
         drop(hub);
         inner.connected.fetch_add(1, Ordering::Relaxed);
         ViewerStream {
             first,
-            rx,
+            wake,
             skip,
-            seq,
+            next,
             slot,
             viewers: self.clone(),
             ended: false,
@@ -231,7 +240,10 @@ impl Viewers {
 
     /// The lines a viewer gets before the live ones, and which later lines they make
     /// redundant.
-    fn preamble(&self, history: &VecDeque<Line>) -> (VecDeque<Bytes>, Skip) {
+    fn preamble<'a>(
+        &self,
+        history: impl Iterator<Item = &'a Line> + Clone,
+    ) -> (VecDeque<Bytes>, Skip) {
         let sessions = &self.inner.sessions;
         let mut first = VecDeque::new();
         let mut push = |event: &Event| {
@@ -253,12 +265,12 @@ impl Viewers {
             at_us: now_us(),
         }));
         let opened_in_history: HashSet<u64> = history
-            .iter()
+            .clone()
             .filter(|l| l.tag.opens == Opens::Session)
             .map(|l| l.tag.session)
             .collect();
         let started_in_history: HashSet<(u64, u64)> = history
-            .iter()
+            .clone()
             .filter(|l| l.tag.opens == Opens::Turn)
             .map(|l| (l.tag.session, l.tag.turn))
             .collect();
@@ -420,8 +432,9 @@ async fn run_hub(inner: Weak<Inner>, mut sub: Subscription) {
                 let Some(inner) = inner.upgrade() else { break };
                 let mut hub = inner.lock();
                 for line in batch.drain(..) {
-                    hub.push(line);
+                    hub.push(line, inner.queue_bytes);
                 }
+                hub.wake.send_replace(hub.seq);
             }
             _ = tick.tick() => {
                 let Some(inner) = inner.upgrade() else { break };
@@ -431,8 +444,7 @@ async fn run_hub(inner: Weak<Inner>, mut sub: Subscription) {
                 let idle = hub.idle_since.is_some_and(|t| t.elapsed() >= inner.linger);
                 if idle && inner.connected.load(Ordering::Relaxed) == 0 {
                     hub.running = false;
-                    hub.history.clear();
-                    hub.history_bytes = 0;
+                    hub.let_go();
                     break;
                 }
             }
@@ -441,29 +453,66 @@ async fn run_hub(inner: Weak<Inner>, mut sub: Subscription) {
 }
 
 impl Hub {
-    fn push(&mut self, line: Line) {
-        self.seq += 1;
-        self.history_bytes += line.bytes.len();
-        self.history.push_back(line.clone());
-        while self.history_bytes > HISTORY_BYTES
-            && let Some(old) = self.history.pop_front()
-        {
-            self.history_bytes -= old.bytes.len();
+    /// A hub that does not run yet and keeps nothing.
+    fn new() -> Self {
+        Hub {
+            running: false,
+            kept: VecDeque::new(),
+            kept_bytes: 0,
+            first_seq: 0,
+            seq: 0,
+            wake: watch::Sender::new(0),
+            idle_since: None,
+            slots: Vec::new(),
         }
-        let _ = self.lines.send(line);
     }
 
-    /// Closes the connection of each viewer that fell a whole queue behind and read nothing
+    /// Keeps `line`, letting the oldest go beyond `most` bytes (the viewers are woken by the
+    /// caller, once per batch).
+    fn push(&mut self, line: Line, most: usize) {
+        self.seq += 1;
+        self.kept_bytes += line.cost();
+        self.kept.push_back(line);
+        while self.kept_bytes > most
+            && let Some(old) = self.kept.pop_front()
+        {
+            self.kept_bytes -= old.cost();
+            self.first_seq += 1;
+        }
+    }
+
+    /// Lets go of every kept line (the numbering goes on).
+    fn let_go(&mut self) {
+        self.kept.clear();
+        self.kept_bytes = 0;
+        self.first_seq = self.seq;
+    }
+
+    /// The newest kept lines, within [`HISTORY_BYTES`]: what a viewer that connects is sent.
+    fn history(&self) -> impl Iterator<Item = &Line> + Clone {
+        let mut bytes = 0;
+        let newest = self
+            .kept
+            .iter()
+            .rev()
+            .take_while(|line| {
+                bytes += line.bytes.len();
+                bytes <= HISTORY_BYTES
+            })
+            .count();
+        self.kept.range(self.kept.len() - newest..)
+    }
+
+    /// Closes the connection of each viewer whose next line was let go and that read nothing
     /// for [`STALL`]: it would be dropped at its next read, which may never come.
     fn cut_off_stalled(&mut self) -> u64 {
-        let seq = self.seq;
+        let first = self.first_seq;
         let mut cut = 0;
         self.slots.retain(|slot| {
             let Some(slot) = slot.upgrade() else {
                 return false;
             };
-            let behind = seq.saturating_sub(slot.taken.load(Ordering::Relaxed));
-            if behind > VIEWER_QUEUE as u64 && slot.unread_for() >= STALL {
+            if slot.taken.load(Ordering::Relaxed) < first && slot.unread_for() >= STALL {
                 if let Some(closer) = &slot.closer {
                     closer.cancel();
                 }
@@ -489,9 +538,11 @@ fn line_of(event: &Event) -> Line {
 /// gone) ends the response.
 struct ViewerStream {
     first: VecDeque<Bytes>,
-    rx: broadcast::Receiver<Line>,
+    /// Changes when the hub kept new lines.
+    wake: watch::Receiver<u64>,
     skip: Skip,
-    seq: u64,
+    /// The number of the next line this viewer reads.
+    next: u64,
     slot: Arc<Slot>,
     viewers: Viewers,
     ended: bool,
@@ -526,58 +577,48 @@ impl ViewerStream {
             }
         }
         if !chunk.is_empty() {
-            self.slot.read_now(self.seq);
+            self.slot.read_now(self.next);
             return self.cut(chunk);
         }
         loop {
-            let received = self.rx.recv().await;
-            match self.take(received, &mut chunk) {
-                Taken::Lagged(n) => {
-                    self.ended = true;
-                    self.viewers.inner.dropped.fetch_add(1, Ordering::Relaxed);
-                    chunk.extend_from_slice(&dropped_line(n));
-                    return self.cut(chunk);
-                }
-                Taken::Closed => {
-                    self.ended = true;
-                    return if chunk.is_empty() {
-                        None
-                    } else {
-                        self.cut(chunk)
-                    };
-                }
-                Taken::Line => {}
+            // Marked seen before the lines are read: a batch kept after this wakes the wait below.
+            self.wake.borrow_and_update();
+            let lagged = self.take_kept(&mut chunk);
+            self.slot.read_now(self.next);
+            if let Some(behind) = lagged {
+                self.ended = true;
+                self.viewers.inner.dropped.fetch_add(1, Ordering::Relaxed);
+                chunk.extend_from_slice(&dropped_line(behind, self.viewers.inner.queue_bytes));
+                return self.cut(chunk);
             }
-            while chunk.len() < CHUNK_BYTES {
-                let received = match self.rx.try_recv() {
-                    Ok(line) => Ok(line),
-                    Err(broadcast::error::TryRecvError::Empty) => break,
-                    Err(broadcast::error::TryRecvError::Lagged(n)) => {
-                        Err(broadcast::error::RecvError::Lagged(n))
-                    }
-                    Err(broadcast::error::TryRecvError::Closed) => {
-                        Err(broadcast::error::RecvError::Closed)
-                    }
-                };
-                match self.take(received, &mut chunk) {
-                    Taken::Line => {}
-                    Taken::Lagged(n) => {
-                        self.ended = true;
-                        self.viewers.inner.dropped.fetch_add(1, Ordering::Relaxed);
-                        chunk.extend_from_slice(&dropped_line(n));
-                        break;
-                    }
-                    Taken::Closed => {
-                        self.ended = true;
-                        break;
-                    }
-                }
-            }
-            self.slot.read_now(self.seq);
             if !chunk.is_empty() {
                 return self.cut(chunk);
             }
+            if self.wake.changed().await.is_err() {
+                self.ended = true;
+                return None;
+            }
         }
+    }
+
+    /// Copies the kept lines from this viewer's next one into `chunk`, up to [`CHUNK_BYTES`];
+    /// `Some(lines missed)` when its next line was already let go.
+    fn take_kept(&mut self, chunk: &mut BytesMut) -> Option<u64> {
+        let hub = self.viewers.inner.lock();
+        if self.next < hub.first_seq {
+            return Some(hub.first_seq - self.next);
+        }
+        let from = (self.next - hub.first_seq) as usize;
+        for line in hub.kept.range(from.min(hub.kept.len())..) {
+            self.next += 1;
+            if !self.skip.drops(&line.tag) {
+                chunk.extend_from_slice(&line.bytes);
+                if chunk.len() >= CHUNK_BYTES {
+                    break;
+                }
+            }
+        }
+        None
     }
 
     /// The chunk written so far, split off `chunk`, which stays this viewer's buffer.
@@ -586,41 +627,18 @@ impl ViewerStream {
         self.buf = chunk;
         Some(out)
     }
-
-    fn take(
-        &mut self,
-        received: Result<Line, broadcast::error::RecvError>,
-        chunk: &mut BytesMut,
-    ) -> Taken {
-        match received {
-            Ok(line) => {
-                self.seq += 1;
-                if !self.skip.drops(&line.tag) {
-                    chunk.extend_from_slice(&line.bytes);
-                }
-                Taken::Line
-            }
-            Err(broadcast::error::RecvError::Lagged(n)) => Taken::Lagged(n),
-            Err(broadcast::error::RecvError::Closed) => Taken::Closed,
-        }
-    }
-}
-
-enum Taken {
-    Line,
-    Lagged(u64),
-    Closed,
 }
 
 /// The last line a dropped viewer reads.
-fn dropped_line(lagged: u64) -> Bytes {
+fn dropped_line(lagged: u64, queue_bytes: usize) -> Bytes {
     let mut line = serde_json::to_vec(&Event::Log {
         at_ms: now_us() / 1000,
         level: "warn".into(),
         message: format!(
-            "{DROPPED_MARK}: this viewer fell {lagged} events behind the server (more than {VIEWER_QUEUE} \
-             queued for it) and was dropped so the server never waits for it; reconnect to go on \
-             (the events it missed are lost to it)"
+            "{DROPPED_MARK}: this viewer fell {lagged} events behind the server (past the {} KiB \
+             of events it keeps for its viewers) and was dropped so the server never waits for \
+             it; reconnect to go on (the events it missed are lost to it)",
+            queue_bytes / 1024
         ),
     })
     .unwrap_or_default();
@@ -650,4 +668,55 @@ pub async fn serve(State(viewers): State<Viewers>, request: Request) -> Response
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(bytes: usize) -> Line {
+        Line {
+            bytes: Bytes::from(vec![b'x'; bytes]),
+            tag: Tag::default(),
+        }
+    }
+
+    /// The kept lines stay within the budget, oldest let go first, numbered on; a new viewer
+    /// is sent the newest within `HISTORY_BYTES`; a stalled viewer past the oldest is cut.
+    #[test]
+    fn kept_lines_stay_within_their_bytes_and_the_numbering_goes_on() {
+        let mut hub = Hub::new();
+        let most = 3 * 1024 * 1024;
+        for _ in 0..10_000 {
+            hub.push(line(1_000), most);
+        }
+        assert!(hub.kept_bytes <= most);
+        assert_eq!(hub.seq, 10_000);
+        assert_eq!(hub.first_seq + hub.kept.len() as u64, hub.seq);
+        assert!(hub.first_seq > 0, "the oldest were let go");
+        let history: usize = hub.history().map(|l| l.bytes.len()).sum();
+        assert!(history <= HISTORY_BYTES && history > HISTORY_BYTES - 1_000);
+
+        let closer = CancellationToken::new();
+        let stalled = Arc::new(Slot {
+            taken: AtomicU64::new(hub.first_seq - 1),
+            last_read_ms: AtomicU64::new(0),
+            born: Instant::now() - STALL,
+            closer: Some(closer.clone()),
+        });
+        let reading = Arc::new(Slot {
+            taken: AtomicU64::new(hub.first_seq),
+            last_read_ms: AtomicU64::new(0),
+            born: Instant::now() - STALL,
+            closer: None,
+        });
+        hub.slots = vec![Arc::downgrade(&stalled), Arc::downgrade(&reading)];
+        assert_eq!(hub.cut_off_stalled(), 1);
+        assert!(closer.is_cancelled());
+        assert_eq!(hub.slots.len(), 1);
+
+        hub.let_go();
+        assert_eq!((hub.kept.len(), hub.kept_bytes), (0, 0));
+        assert_eq!(hub.first_seq, hub.seq);
+    }
 }
