@@ -308,9 +308,9 @@ async fn pipeline_throughput(frames: u64, listener: bool) {
 }
 
 /// What a watcher (the `/events` hub, `--events`) spends writing one frame crossing as its
-/// JSON line, on one thread with nothing else running: the crossings of a turn of the embedded
-/// model (a user line, the model's start, six text pieces, its report and end, each at the
-/// hops it makes) written `lines` times over.
+/// JSON line, on one thread with nothing else running: six crossings like a turn of the
+/// embedded model's (the user line's first hop, the model's start, a text piece's three hops,
+/// a response end) written in turn, `lines` lines in all.
 fn event_lines(lines: u64) {
     use std::borrow::Cow;
     use turnscope::observe::{Event, FrameEvent};

@@ -3,8 +3,9 @@
 //! A turn is ~40 frame crossings and a handful of other events, and whoever watches (a viewer
 //! of `/events`, `--events`) has each written once. serde's derived writer spends most of
 //! that time putting keys and punctuation into the buffer piece by piece; a frame event is
-//! written here in a few copies instead (this is the one place the project writes JSON by
-//! hand: it cut the hub's share of a watched server's CPU, measured in `docs/benchmarks.md`).
+//! written here in a few copies instead (written by hand because it cut the hub's share of a
+//! watched server's CPU, measured in `docs/benchmarks.md`; the other events are too few a turn
+//! to be worth it).
 //! Every other event goes through serde. The bytes are exactly serde's (a test compares
 //! them), so readers cannot tell which way a line was written.
 

@@ -7,9 +7,9 @@
 //! left, [`LINGER`] unless `[server] events_linger_seconds` says otherwise, so a viewer that
 //! was dropped and reconnects finds what it missed); with nobody watching it lets go of the
 //! bus, which is then free again. The hub writes each event once into a shared line and keeps
-//! the newest lines, numbered, up to [`QUEUE_BYTES`] (`[server] events_queue_kib`): each viewer reads them from there at its
-//! own pace (woken when lines come), and a viewer that connects is first sent the newest
-//! [`HISTORY_BYTES`] of them. A viewer whose next line was let go is dropped: its stream ends
+//! the newest lines, numbered, up to [`QUEUE_BYTES`] (`[server] events_queue_kib`): each
+//! viewer reads them from there at its own pace (woken when lines come), and a viewer that
+//! connects is first sent the newest [`HISTORY_BYTES`] of them. A viewer whose next line was let go is dropped: its stream ends
 //! with a `warn` log line saying so (it reconnects); one that stops reading altogether has its
 //! connection closed after [`STALL`]. So what watching keeps is one byte budget, however many
 //! viewers there are and however slow, and the server never waits for a viewer: the bus is
@@ -86,9 +86,8 @@ struct Hub {
     kept_bytes: usize,
     /// The number of `kept`'s first line; lines are numbered from 0 for the server's life.
     first_seq: u64,
-    /// The number the next line will have (`first_seq + kept.len()`); sent to the viewers
-    /// after each batch, which wakes them.
-    seq: u64,
+    /// The number the next line will have ([`Hub::seq`]), sent to the viewers after each
+    /// batch, which wakes them.
     wake: watch::Sender<u64>,
     /// When the last viewer left (`None` while one watches).
     idle_since: Option<Instant>,
@@ -215,7 +214,7 @@ impl Viewers {
         hub.idle_since = None;
         let (first, skip) = self.preamble(hub.history());
         let slot = Arc::new(Slot {
-            taken: AtomicU64::new(hub.seq),
+            taken: AtomicU64::new(hub.seq()),
             last_read_ms: AtomicU64::new(0),
             born: Instant::now(),
             closer,
@@ -223,7 +222,7 @@ impl Viewers {
         hub.slots.retain(|s| s.strong_count() > 0);
         hub.slots.push(Arc::downgrade(&slot));
         let wake = hub.wake.subscribe();
-        let next = hub.seq;
+        let next = hub.seq();
         drop(hub);
         inner.connected.fetch_add(1, Ordering::Relaxed);
         ViewerStream {
@@ -434,7 +433,8 @@ async fn run_hub(inner: Weak<Inner>, mut sub: Subscription) {
                 for line in batch.drain(..) {
                     hub.push(line, inner.queue_bytes);
                 }
-                hub.wake.send_replace(hub.seq);
+                let seq = hub.seq();
+                hub.wake.send_replace(seq);
             }
             _ = tick.tick() => {
                 let Some(inner) = inner.upgrade() else { break };
@@ -460,7 +460,6 @@ impl Hub {
             kept: VecDeque::new(),
             kept_bytes: 0,
             first_seq: 0,
-            seq: 0,
             wake: watch::Sender::new(0),
             idle_since: None,
             slots: Vec::new(),
@@ -470,7 +469,6 @@ impl Hub {
     /// Keeps `line`, letting the oldest go beyond `most` bytes (the viewers are woken by the
     /// caller, once per batch).
     fn push(&mut self, line: Line, most: usize) {
-        self.seq += 1;
         self.kept_bytes += line.cost();
         self.kept.push_back(line);
         while self.kept_bytes > most
@@ -483,9 +481,14 @@ impl Hub {
 
     /// Lets go of every kept line (the numbering goes on).
     fn let_go(&mut self) {
+        self.first_seq = self.seq();
         self.kept.clear();
         self.kept_bytes = 0;
-        self.first_seq = self.seq;
+    }
+
+    /// The number the next line will have.
+    fn seq(&self) -> u64 {
+        self.first_seq + self.kept.len() as u64
     }
 
     /// The newest kept lines, within [`HISTORY_BYTES`]: what a viewer that connects is sent.
@@ -691,8 +694,7 @@ mod tests {
             hub.push(line(1_000), most);
         }
         assert!(hub.kept_bytes <= most);
-        assert_eq!(hub.seq, 10_000);
-        assert_eq!(hub.first_seq + hub.kept.len() as u64, hub.seq);
+        assert_eq!(hub.seq(), 10_000);
         assert!(hub.first_seq > 0, "the oldest were let go");
         let history: usize = hub.history().map(|l| l.bytes.len()).sum();
         assert!(history <= HISTORY_BYTES && history > HISTORY_BYTES - 1_000);
@@ -717,6 +719,6 @@ mod tests {
 
         hub.let_go();
         assert_eq!((hub.kept.len(), hub.kept_bytes), (0, 0));
-        assert_eq!(hub.first_seq, hub.seq);
+        assert_eq!(hub.seq(), 10_000, "the numbering goes on");
     }
 }
