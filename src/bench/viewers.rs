@@ -97,7 +97,7 @@ pub async fn viewers(sessions: usize, turns: usize, runs: usize) -> anyhow::Resu
             let cpu_before = cpu_seconds_of(pid).context("reading the server's CPU time")?;
             let (turns_done, seconds, errors) = load(&server.mcp_url, sessions, turns).await?;
             let cpu = cpu_seconds_of(pid).context("reading the server's CPU time")? - cpu_before;
-            let (lines, dropped) = watchers.stop().await;
+            let (lines, dropped, resting) = watchers.stop().await;
             let rate = turns_done as f64 / seconds;
             rates[m].push(rate);
             let cpu_ms = cpu * 1000.0 / turns_done.max(1) as f64;
@@ -114,6 +114,7 @@ pub async fn viewers(sessions: usize, turns: usize, runs: usize) -> anyhow::Resu
                 "server_cpu_ms_per_turn": round(cpu_ms, 3),
                 "lines_read_per_viewer": lines,
                 "viewers_dropped": dropped,
+                "resting_at_end": resting,
             }));
             server.stop().await;
         }
@@ -207,24 +208,27 @@ async fn start_watchers(base: &str, watch: Watch) -> anyhow::Result<Watchers> {
 }
 
 impl Watchers {
-    /// Stops the viewers; (lines each reader read on average, viewers the server dropped).
-    async fn stop(self) -> (u64, u64) {
+    /// Stops the viewers; (lines each reader read on average, viewers the server dropped,
+    /// whether the server rested at the load's end: no viewer read, so it recorded nothing).
+    async fn stop(self) -> (u64, u64, bool) {
+        // Read while the viewers are still connected: whether the server rests with them.
+        let health = async {
+            reqwest::get(format!("{}/healthz", self.base))
+                .await
+                .ok()?
+                .json::<serde_json::Value>()
+                .await
+                .ok()
+        }
+        .await
+        .unwrap_or_default();
         for t in &self.tasks {
             t.abort();
         }
         drop(self.stalled);
-        let dropped = async {
-            let health: serde_json::Value = reqwest::get(format!("{}/healthz", self.base))
-                .await
-                .ok()?
-                .json()
-                .await
-                .ok()?;
-            health["viewers"]["dropped"].as_u64()
-        }
-        .await
-        .unwrap_or(0);
+        let dropped = health["viewers"]["dropped"].as_u64().unwrap_or(0);
+        let resting = health["viewers"]["resting"].as_bool().unwrap_or(false);
         let lines = self.lines.load(Ordering::Relaxed) / self.readers.max(1);
-        (lines, dropped)
+        (lines, dropped, resting)
     }
 }

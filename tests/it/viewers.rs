@@ -1,6 +1,7 @@
 //! The live event stream at `/events` (`server::viewers`): several viewers at once see the same
 //! lines, each gets the open sessions and their turns on connect, a viewer that stops reading
-//! is dropped while the turns go on, and nobody watching leaves the bus free.
+//! is dropped while the turns go on, viewers that all stopped reading let the server rest, and
+//! nobody watching leaves the bus free.
 
 use std::time::Duration;
 
@@ -241,6 +242,108 @@ async fn a_viewer_that_stops_reading_is_dropped_and_the_turns_go_on() {
     }
     let h = health(addr).await;
     assert_eq!(h["viewers"]["connected"].as_u64(), Some(1), "{h}");
+    app.shutdown().await;
+}
+
+/// A viewer alone that stops reading lets the server rest: once its socket is full and it read
+/// nothing for `REST_AFTER`, the hub lets go of the bus and the turns build no events; when
+/// it reads again it gets what was waiting, a line saying how long nothing was recorded, and
+/// the live lines after it.
+#[tokio::test]
+async fn a_lone_viewer_that_stops_reading_lets_the_server_rest_until_it_reads_again() {
+    let app = app(|c| c.server.auth_token = Some(TOKEN.into())).await;
+    let addr = app.server.addr;
+    // HTTP/1.0: the body comes as plain lines (no chunked framing) until the connection ends.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stalled = socket.connect(addr).await.unwrap();
+    stalled
+        .write_all(
+            format!(
+                "GET /events HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut head = [0u8; 64];
+    let n = stalled.read(&mut head).await.unwrap();
+    assert!(String::from_utf8_lossy(&head[..n]).starts_with("HTTP/1.0 200"));
+
+    let sessions = app.sessions.clone();
+    let session = sessions
+        .open(turnscope::observe::SessionOpener::Api)
+        .await
+        .unwrap();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let chat = |n: usize| {
+        let (sessions, session, cancel) = (sessions.clone(), session.clone(), cancel.clone());
+        async move {
+            for _ in 0..n {
+                let reply = sessions
+                    .chat_on(&session, "use the clock", None, &cancel)
+                    .await
+                    .unwrap();
+                assert_eq!(reply.end_reason.as_deref(), Some("completed"));
+            }
+        }
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while health(addr).await["viewers"]["resting"] != true {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the server never rested: {}",
+            health(addr).await
+        );
+        chat(20).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let h = health(addr).await;
+    assert_eq!(h["viewers"]["listening"], false, "{h}");
+    assert_eq!(h["viewers"]["connected"], 1, "{h}");
+    // Resting, the turns build no events at all.
+    let published = sessions.bus().published();
+    chat(10).await;
+    assert_eq!(
+        sessions.bus().published(),
+        published,
+        "events were built while resting"
+    );
+
+    // It reads again: what waited, the line about the rest, then live lines.
+    let reading = tokio::spawn(async move {
+        let mut text = Vec::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let n = tokio::time::timeout_at(deadline, stalled.read(&mut buf))
+                .await
+                .expect("the woken stream goes on")
+                .unwrap();
+            assert!(n > 0, "the stream ended");
+            text.extend_from_slice(&buf[..n]);
+            let s = String::from_utf8_lossy(&text);
+            if let Some(at) = s.find(turnscope::server::viewers::RESTED_MARK)
+                && s[at..].contains("\"type\":\"turn_ended\"")
+            {
+                return s.into_owned();
+            }
+        }
+    });
+    // A turn after the wake-up, whose end the viewer must see after the rest's line.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while health(addr).await["viewers"]["listening"] != true {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the server never recorded again"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    chat(1).await;
+    let text = reading.await.unwrap();
+    assert!(!text.contains(turnscope::server::viewers::DROPPED_MARK));
+    let h = health(addr).await;
+    assert_eq!(h["viewers"]["resting"], false, "{h}");
     app.shutdown().await;
 }
 

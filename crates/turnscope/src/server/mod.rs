@@ -176,6 +176,7 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
                             "connected": health_viewers.connected(),
                             "dropped": health_viewers.dropped(),
                             "listening": health_viewers.listening(),
+                            "resting": health_viewers.resting(),
                         },
                     });
                     if let (Some(extra), Some(map)) = (health, body.as_object_mut()) {

@@ -15,6 +15,12 @@
 //! viewers there are and however slow, and the server never waits for a viewer: the bus is
 //! lossy and the kept lines are let go oldest first.
 //!
+//! Nor does it record for nobody: when every viewer has lines waiting and none has read for
+//! [`REST_AFTER`] (a viewer that stopped reading, its socket full), the hub rests: it lets go
+//! of the bus, so the server builds no events, as with nobody watching. The first viewer that
+//! reads again (or a new one) wakes it; the line it keeps then says how long nothing was
+//! recorded.
+//!
 //! On connect a viewer gets, before the live lines: the replica, each open session of the
 //! table with its kept turns that the history does not hold from their start (finished ones
 //! whole, the one in flight as started: its reply from the moment of connecting), then the
@@ -31,7 +37,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use bytes::{Bytes, BytesMut};
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::observe::event::{
@@ -50,6 +56,11 @@ pub const QUEUE_BYTES: usize = crate::config::DEFAULT_EVENTS_QUEUE_KIB * 1024;
 pub const LINGER: Duration = Duration::from_secs(crate::config::DEFAULT_EVENTS_LINGER_SECONDS);
 /// How long a dropped viewer that reads nothing keeps its connection.
 pub const STALL: Duration = Duration::from_secs(5);
+/// How long every viewer may go without reading, lines waiting for each, before the hub
+/// rests (stops recording until one reads again).
+pub const REST_AFTER: Duration = Duration::from_secs(1);
+/// How often the hub checks its viewers (stalled, resting) and its linger.
+const TICK: Duration = Duration::from_millis(250);
 /// Most bytes sent in one write of the stream.
 const CHUNK_BYTES: usize = 64 * 1024;
 /// Most events the hub folds in under one lock.
@@ -75,6 +86,8 @@ struct Inner {
     hub: Mutex<Hub>,
     connected: AtomicUsize,
     dropped: AtomicU64,
+    /// Tells the hub task a subscription waits for it in [`Hub::woken`].
+    wake_hub: Arc<Notify>,
 }
 
 /// The hub's shared state: whether it runs, the lines kept for the viewers, the wake-up.
@@ -92,6 +105,11 @@ struct Hub {
     /// When the last viewer left (`None` while one watches).
     idle_since: Option<Instant>,
     slots: Vec<Weak<Slot>>,
+    /// While the hub rests (no viewer reads): since when.
+    resting_since: Option<Instant>,
+    /// The subscription a viewer took for the hub when it woke it (taken under the lock, so
+    /// nothing published after the wake is missed), until the hub task picks it up.
+    woken: Option<Subscription>,
 }
 
 /// One event as a line, with what the connect-time filter needs to know of it.
@@ -180,6 +198,7 @@ impl Viewers {
                 hub: Mutex::new(Hub::new()),
                 connected: AtomicUsize::new(0),
                 dropped: AtomicU64::new(0),
+                wake_hub: Arc::new(Notify::new()),
             }),
         }
     }
@@ -194,9 +213,15 @@ impl Viewers {
         self.inner.dropped.load(Ordering::Relaxed)
     }
 
-    /// Whether the hub listens on the bus now.
+    /// Whether the hub listens on the bus now (it runs and does not rest).
     pub fn listening(&self) -> bool {
-        self.inner.lock().running
+        let hub = self.inner.lock();
+        hub.running && hub.resting_since.is_none()
+    }
+
+    /// Whether the hub rests: viewers are connected but none reads, so nothing is recorded.
+    pub fn resting(&self) -> bool {
+        self.inner.lock().resting_since.is_some()
     }
 
     /// A new viewer: what it gets first (replica, sessions, history) and its live stream.
@@ -209,8 +234,10 @@ impl Viewers {
             // Subscribed under the lock, before the table is read below: nothing published
             // from here on is missed.
             let sub = inner.bus.subscribe();
-            tokio::spawn(run_hub(Arc::downgrade(inner), sub));
+            tokio::spawn(run_hub(Arc::downgrade(inner), sub, inner.wake_hub.clone()));
         }
+        // Woken before the table is read below: nothing published from here on is missed.
+        inner.wake_up(&mut hub);
         hub.idle_since = None;
         let (first, skip) = self.preamble(hub.history());
         let slot = Arc::new(Slot {
@@ -315,7 +342,34 @@ impl Inner {
     fn lock(&self) -> std::sync::MutexGuard<'_, Hub> {
         self.hub.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Ends the hub's rest, if it rests: subscribes for it (under the lock the caller holds),
+    /// keeps a line saying for how long nothing was recorded, and tells the hub task.
+    fn wake_up(&self, hub: &mut Hub) {
+        let Some(since) = hub.resting_since.take() else {
+            return;
+        };
+        hub.woken = Some(self.bus.subscribe());
+        hub.push(
+            line_of(&Event::Log {
+                at_ms: now_us() / 1000,
+                level: "warn".into(),
+                message: format!(
+                    "{RESTED_MARK} for {:.1} s: no viewer read the stream then, so the server \
+                     recorded no events (what happened in that time is not here); recording again",
+                    since.elapsed().as_secs_f64()
+                ),
+            }),
+            self.queue_bytes,
+        );
+        let seq = hub.seq();
+        hub.wake.send_replace(seq);
+        self.wake_hub.notify_one();
+    }
 }
+
+/// How the line a woken hub keeps begins.
+pub const RESTED_MARK: &str = "event stream rested";
 
 /// A kept turn as events: its start, and when it finished its reply (as one `model → output`
 /// piece, the way a client's recording carries it), its tool calls and its end.
@@ -400,15 +454,18 @@ impl Skip {
 
 /// The hub: reads the bus, writes each event once as a line, keeps the history, hands lines
 /// to the viewers; stops (letting go of the bus) its linger after the last viewer left.
-async fn run_hub(inner: Weak<Inner>, mut sub: Subscription) {
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
+async fn run_hub(inner: Weak<Inner>, sub: Subscription, woken: Arc<Notify>) {
+    // `None` while the hub rests.
+    let mut sub = Some(sub);
+    let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut marked = 0u64;
     let mut batch: Vec<Line> = Vec::with_capacity(64);
     loop {
         tokio::select! {
-            event = sub.recv() => {
+            event = next_event(&mut sub) => {
                 let Some(event) = event else { break };
+                let Some(sub) = sub.as_mut() else { continue };
                 batch.push(line_of(&event));
                 while batch.len() < HUB_BATCH {
                     match sub.try_recv() {
@@ -436,11 +493,23 @@ async fn run_hub(inner: Weak<Inner>, mut sub: Subscription) {
                 let seq = hub.seq();
                 hub.wake.send_replace(seq);
             }
+            _ = woken.notified() => {
+                let Some(inner) = inner.upgrade() else { break };
+                if let Some(fresh) = inner.lock().woken.take() {
+                    sub = Some(fresh);
+                    marked = 0;
+                }
+            }
             _ = tick.tick() => {
                 let Some(inner) = inner.upgrade() else { break };
                 let mut hub = inner.lock();
                 let cut = hub.cut_off_stalled();
                 inner.dropped.fetch_add(cut, Ordering::Relaxed);
+                if sub.is_some() && hub.woken.is_none() && hub.nobody_reads() {
+                    // Letting go of the subscription frees the bus: nothing is built.
+                    sub = None;
+                    hub.resting_since = Some(Instant::now());
+                }
                 let idle = hub.idle_since.is_some_and(|t| t.elapsed() >= inner.linger);
                 if idle && inner.connected.load(Ordering::Relaxed) == 0 {
                     hub.running = false;
@@ -449,6 +518,14 @@ async fn run_hub(inner: Weak<Inner>, mut sub: Subscription) {
                 }
             }
         }
+    }
+}
+
+/// The next event of the bus, or never while the hub rests (`None` subscription).
+async fn next_event(sub: &mut Option<Subscription>) -> Option<Arc<Event>> {
+    match sub {
+        Some(sub) => sub.recv().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -463,6 +540,8 @@ impl Hub {
             wake: watch::Sender::new(0),
             idle_since: None,
             slots: Vec::new(),
+            resting_since: None,
+            woken: None,
         }
     }
 
@@ -479,11 +558,27 @@ impl Hub {
         }
     }
 
-    /// Lets go of every kept line (the numbering goes on).
+    /// Lets go of every kept line (the numbering goes on), and of a rest.
     fn let_go(&mut self) {
         self.first_seq = self.seq();
         self.kept.clear();
         self.kept_bytes = 0;
+        self.resting_since = None;
+        self.woken = None;
+    }
+
+    /// Whether some viewer is connected and none reads: each has lines waiting and read
+    /// nothing for [`REST_AFTER`].
+    fn nobody_reads(&self) -> bool {
+        let seq = self.seq();
+        let mut any = false;
+        for slot in self.slots.iter().filter_map(Weak::upgrade) {
+            if slot.taken.load(Ordering::Relaxed) >= seq || slot.unread_for() < REST_AFTER {
+                return false;
+            }
+            any = true;
+        }
+        any
     }
 
     /// The number the next line will have.
@@ -607,7 +702,10 @@ impl ViewerStream {
     /// Copies the kept lines from this viewer's next one into `chunk`, up to [`CHUNK_BYTES`];
     /// `Some(lines missed)` when its next line was already let go.
     fn take_kept(&mut self, chunk: &mut BytesMut) -> Option<u64> {
-        let hub = self.viewers.inner.lock();
+        let inner = &self.viewers.inner;
+        let mut hub = inner.lock();
+        // Reading again: the hub records again (its line saying so comes after what waits).
+        inner.wake_up(&mut hub);
         if self.next < hub.first_seq {
             return Some(hub.first_seq - self.next);
         }
@@ -716,6 +814,33 @@ mod tests {
         assert_eq!(hub.cut_off_stalled(), 1);
         assert!(closer.is_cancelled());
         assert_eq!(hub.slots.len(), 1);
+
+        // Nobody reads only while some viewer is connected and every one is behind and
+        // silent for `REST_AFTER`.
+        let seq = hub.seq();
+        let behind = |read_ago: Duration| {
+            Arc::new(Slot {
+                taken: AtomicU64::new(seq - 1),
+                last_read_ms: AtomicU64::new(0),
+                born: Instant::now() - read_ago,
+                closer: None,
+            })
+        };
+        let silent = behind(REST_AFTER);
+        hub.slots = vec![Arc::downgrade(&silent)];
+        assert!(hub.nobody_reads());
+        let fresh = behind(Duration::ZERO);
+        hub.slots.push(Arc::downgrade(&fresh));
+        assert!(!hub.nobody_reads(), "one read just now");
+        let caught_up = behind(REST_AFTER);
+        caught_up.taken.store(seq, Ordering::Relaxed);
+        hub.slots = vec![Arc::downgrade(&silent), Arc::downgrade(&caught_up)];
+        assert!(!hub.nobody_reads(), "one has nothing waiting");
+        hub.slots.clear();
+        assert!(
+            !hub.nobody_reads(),
+            "nobody connected is not nobody reading"
+        );
 
         hub.let_go();
         assert_eq!((hub.kept.len(), hub.kept_bytes), (0, 0));
