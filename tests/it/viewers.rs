@@ -247,8 +247,8 @@ async fn a_viewer_that_stops_reading_is_dropped_and_the_turns_go_on() {
 
 /// A viewer alone that stops reading lets the server rest: once its socket is full and it read
 /// nothing for `REST_AFTER`, the hub lets go of the bus and the turns build no events; when
-/// it reads again it gets what was waiting, a line saying how long nothing was recorded, and
-/// the live lines after it.
+/// it reads again it gets what was waiting and is dropped with a line saying why, and its
+/// reconnect gets the live lines.
 #[tokio::test]
 async fn a_lone_viewer_that_stops_reading_lets_the_server_rest_until_it_reads_again() {
     let app = app(|c| c.server.auth_token = Some(TOKEN.into())).await;
@@ -276,8 +276,10 @@ async fn a_lone_viewer_that_stops_reading_lets_the_server_rest_until_it_reads_ag
         .await
         .unwrap();
     let cancel = tokio_util::sync::CancellationToken::new();
+    let turns = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let chat = |n: usize| {
         let (sessions, session, cancel) = (sessions.clone(), session.clone(), cancel.clone());
+        let turns = turns.clone();
         async move {
             for _ in 0..n {
                 let reply = sessions
@@ -285,6 +287,7 @@ async fn a_lone_viewer_that_stops_reading_lets_the_server_rest_until_it_reads_ag
                     .await
                     .unwrap();
                 assert_eq!(reply.end_reason.as_deref(), Some("completed"));
+                turns.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
         }
     };
@@ -310,40 +313,42 @@ async fn a_lone_viewer_that_stops_reading_lets_the_server_rest_until_it_reads_ag
         "events were built while resting"
     );
 
-    // It reads again: what waited, the line about the rest, then live lines.
-    let reading = tokio::spawn(async move {
-        let mut text = Vec::new();
-        let mut buf = vec![0u8; 64 * 1024];
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            let n = tokio::time::timeout_at(deadline, stalled.read(&mut buf))
-                .await
-                .expect("the woken stream goes on")
-                .unwrap();
-            assert!(n > 0, "the stream ended");
-            text.extend_from_slice(&buf[..n]);
-            let s = String::from_utf8_lossy(&text);
-            if let Some(at) = s.find(turnscope::server::viewers::RESTED_MARK)
-                && s[at..].contains("\"type\":\"turn_ended\"")
-            {
-                return s.into_owned();
-            }
-        }
-    });
-    // A turn after the wake-up, whose end the viewer must see after the rest's line.
+    // It reads again: what waited in its socket, then (the kept lines let go when the rest
+    // ended: what they began may have ended unseen) the line dropping it, which says why.
+    let mut text = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), stalled.read_to_end(&mut text))
+        .await
+        .expect("the woken stream ends")
+        .unwrap();
+    let text = String::from_utf8_lossy(&text);
+    let last = text.lines().last().unwrap_or_default();
+    assert!(
+        last.contains(turnscope::server::viewers::DROPPED_MARK) && last.contains("rested"),
+        "{last}"
+    );
+    let h = health(addr).await;
+    assert_eq!(h["viewers"]["resting"], false, "{h}");
+    assert_eq!(h["viewers"]["listening"], true, "{h}");
+    // Reconnected, it is sent the sessions as they are now, then live lines.
+    let mut again = viewer(addr);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while health(addr).await["viewers"]["listening"] != true {
+    while health(addr).await["viewers"]["connected"] != 1 {
         assert!(
             tokio::time::Instant::now() < deadline,
-            "the server never recorded again"
+            "it never reconnected"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     chat(1).await;
-    let text = reading.await.unwrap();
-    assert!(!text.contains(turnscope::server::viewers::DROPPED_MARK));
-    let h = health(addr).await;
-    assert_eq!(h["viewers"]["resting"], false, "{h}");
+    let last = turns.load(std::sync::atomic::Ordering::Relaxed);
+    let lines = until_turn_end(&mut again, last).await;
+    let crossings = lines
+        .iter()
+        .filter(
+            |l| matches!(serde_json::from_str::<Event>(l), Ok(Event::Frame(f)) if f.turn == last),
+        )
+        .count();
+    assert!(crossings > 5, "the turn's frames came live: {crossings}");
     app.shutdown().await;
 }
 

@@ -18,8 +18,9 @@
 //! Nor does it record for nobody: when every viewer has lines waiting and none has read for
 //! [`REST_AFTER`] (a viewer that stopped reading, its socket full), the hub rests: it lets go
 //! of the bus, so the server builds no events, as with nobody watching. The first viewer that
-//! reads again (or a new one) wakes it; the line it keeps then says how long nothing was
-//! recorded.
+//! reads again (or a new one) wakes it; waking lets go of the kept lines (what they began may
+//! have ended unseen), so a viewer that had not read them all is dropped, told why, and sent
+//! the sessions as they are now when it reconnects.
 //!
 //! On connect a viewer gets, before the live lines: the replica, each open session of the
 //! table with its kept turns that the history does not hold from their start (finished ones
@@ -110,6 +111,8 @@ struct Hub {
     /// The subscription a viewer took for the hub when it woke it (taken under the lock, so
     /// nothing published after the wake is missed), until the hub task picks it up.
     woken: Option<Subscription>,
+    /// The latest rest: the number of the first line after it, and how long it lasted.
+    last_rest: Option<(u64, Duration)>,
 }
 
 /// One event as a line, with what the connect-time filter needs to know of it.
@@ -343,33 +346,23 @@ impl Inner {
         self.hub.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Ends the hub's rest, if it rests: subscribes for it (under the lock the caller holds),
-    /// keeps a line saying for how long nothing was recorded, and tells the hub task.
+    /// Ends the hub's rest, if it rests: subscribes for it (under the lock the caller holds)
+    /// and tells the hub task. The kept lines are let go: what they began (a turn, a session)
+    /// may have ended unseen in the rest, so a viewer that had not read them all is dropped
+    /// and told why, and its reconnect (like a new viewer's connect) is sent the state as the
+    /// session table has it now.
     fn wake_up(&self, hub: &mut Hub) {
         let Some(since) = hub.resting_since.take() else {
             return;
         };
         hub.woken = Some(self.bus.subscribe());
-        hub.push(
-            line_of(&Event::Log {
-                at_ms: now_us() / 1000,
-                level: "warn".into(),
-                message: format!(
-                    "{RESTED_MARK} for {:.1} s: no viewer read the stream then, so the server \
-                     recorded no events (what happened in that time is not here); recording again",
-                    since.elapsed().as_secs_f64()
-                ),
-            }),
-            self.queue_bytes,
-        );
+        hub.forget_lines();
+        hub.last_rest = Some((hub.first_seq, since.elapsed()));
         let seq = hub.seq();
         hub.wake.send_replace(seq);
         self.wake_hub.notify_one();
     }
 }
-
-/// How the line a woken hub keeps begins.
-pub const RESTED_MARK: &str = "event stream rested";
 
 /// A kept turn as events: its start, and when it finished its reply (as one `model → output`
 /// piece, the way a client's recording carries it), its tool calls and its end.
@@ -542,6 +535,7 @@ impl Hub {
             slots: Vec::new(),
             resting_since: None,
             woken: None,
+            last_rest: None,
         }
     }
 
@@ -560,11 +554,16 @@ impl Hub {
 
     /// Lets go of every kept line (the numbering goes on), and of a rest.
     fn let_go(&mut self) {
+        self.forget_lines();
+        self.resting_since = None;
+        self.woken = None;
+    }
+
+    /// Lets go of every kept line; the numbering goes on.
+    fn forget_lines(&mut self) {
         self.first_seq = self.seq();
         self.kept.clear();
         self.kept_bytes = 0;
-        self.resting_since = None;
-        self.woken = None;
     }
 
     /// Whether some viewer is connected and none reads: each has lines waiting and read
@@ -683,10 +682,10 @@ impl ViewerStream {
             self.wake.borrow_and_update();
             let lagged = self.take_kept(&mut chunk);
             self.slot.read_now(self.next);
-            if let Some(behind) = lagged {
+            if let Some(lagged) = lagged {
                 self.ended = true;
                 self.viewers.inner.dropped.fetch_add(1, Ordering::Relaxed);
-                chunk.extend_from_slice(&dropped_line(behind, self.viewers.inner.queue_bytes));
+                chunk.extend_from_slice(&lagged.line(self.viewers.inner.queue_bytes));
                 return self.cut(chunk);
             }
             if !chunk.is_empty() {
@@ -700,14 +699,20 @@ impl ViewerStream {
     }
 
     /// Copies the kept lines from this viewer's next one into `chunk`, up to [`CHUNK_BYTES`];
-    /// `Some(lines missed)` when its next line was already let go.
-    fn take_kept(&mut self, chunk: &mut BytesMut) -> Option<u64> {
+    /// `Some` when its next line was already let go.
+    fn take_kept(&mut self, chunk: &mut BytesMut) -> Option<Lagged> {
         let inner = &self.viewers.inner;
         let mut hub = inner.lock();
-        // Reading again: the hub records again (its line saying so comes after what waits).
+        // Reading again: the hub records again.
         inner.wake_up(&mut hub);
         if self.next < hub.first_seq {
-            return Some(hub.first_seq - self.next);
+            return Some(Lagged {
+                missed: hub.first_seq - self.next,
+                rested: hub
+                    .last_rest
+                    .filter(|(after, _)| self.next < *after)
+                    .map(|(_, lasted)| lasted),
+            });
         }
         let from = (self.next - hub.first_seq) as usize;
         for line in hub.kept.range(from.min(hub.kept.len())..) {
@@ -730,21 +735,43 @@ impl ViewerStream {
     }
 }
 
-/// The last line a dropped viewer reads.
-fn dropped_line(lagged: u64, queue_bytes: usize) -> Bytes {
-    let mut line = serde_json::to_vec(&Event::Log {
-        at_ms: now_us() / 1000,
-        level: "warn".into(),
-        message: format!(
-            "{DROPPED_MARK}: this viewer fell {lagged} events behind the server (past the {} KiB \
-             of events it keeps for its viewers) and was dropped so the server never waits for \
-             it; reconnect to go on (the events it missed are lost to it)",
-            queue_bytes / 1024
-        ),
-    })
-    .unwrap_or_default();
-    line.push(b'\n');
-    Bytes::from(line)
+/// Why a viewer's next line was let go: it fell behind the kept lines, or they were let go
+/// when a rest ended.
+struct Lagged {
+    /// Lines it had not read.
+    missed: u64,
+    /// How long the rest lasted, when a rest's end let them go.
+    rested: Option<Duration>,
+}
+
+impl Lagged {
+    /// The last line the dropped viewer reads.
+    fn line(&self, queue_bytes: usize) -> Bytes {
+        let missed = self.missed;
+        let message = match self.rested {
+            Some(lasted) => format!(
+                "{DROPPED_MARK}: no viewer read the stream, so the server rested (recorded \
+                 nothing) for {:.1} s and let go of the {missed} events this viewer had not \
+                 read; reconnect for the sessions as they are now (what happened meanwhile is \
+                 not in the stream)",
+                lasted.as_secs_f64()
+            ),
+            None => format!(
+                "{DROPPED_MARK}: this viewer fell {missed} events behind the server (past the {} \
+                 KiB of events it keeps for its viewers) and was dropped so the server never \
+                 waits for it; reconnect to go on (the events it missed are lost to it)",
+                queue_bytes / 1024
+            ),
+        };
+        let mut line = serde_json::to_vec(&Event::Log {
+            at_ms: now_us() / 1000,
+            level: "warn".into(),
+            message,
+        })
+        .unwrap_or_default();
+        line.push(b'\n');
+        Bytes::from(line)
+    }
 }
 
 /// How the line telling a viewer it was dropped begins (a client reconnects on it).
