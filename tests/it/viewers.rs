@@ -339,6 +339,15 @@ async fn a_lone_viewer_that_stops_reading_lets_the_server_rest_until_it_reads_ag
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // Its first line lists the sessions open now (a viewer closes the others it knew).
+    let first = tokio::time::timeout(Duration::from_secs(10), again.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    match serde_json::from_str::<Event>(&first) {
+        Ok(Event::Replica(r)) => assert_eq!(r.open_sessions, Some(vec![session.number])),
+        other => panic!("the first line is the replica: {other:?}"),
+    }
     chat(1).await;
     let last = turns.load(std::sync::atomic::Ordering::Relaxed);
     let lines = until_turn_end(&mut again, last).await;

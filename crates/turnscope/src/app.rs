@@ -523,6 +523,7 @@ fn replica_event(replica: &Replica, state: &'static str) -> ReplicaEvent {
         tag: replica.tag(),
         state: state.into(),
         at_us: crate::observe::event::now_us(),
+        open_sessions: None,
     }
 }
 

@@ -358,6 +358,7 @@ fn the_replica_and_its_draining_reach_the_header_from_events() {
             tag: "8e6c".into(),
             state: state.into(),
             at_us: T0,
+            open_sessions: None,
         })
     };
     s.apply(&replica("serving"));

@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::observe::event::now_us;
+use crate::observe::event::{SessionEvent, SessionOpener, now_us};
 use crate::observe::{Bus, Event};
 use crate::server::viewers::DROPPED_MARK;
 
@@ -61,6 +61,24 @@ impl StreamState {
         }
         self.prefix_order.push_back(prefix.to_string());
         self.prefixes.insert(prefix.to_string(), number);
+    }
+
+    /// Forgets the sessions it knew that are not in `open` (the server's list on a
+    /// connect); returns their numbers.
+    fn keep_only(&mut self, open: &[u64]) -> Vec<u64> {
+        let open: HashSet<u64> = open.iter().copied().collect();
+        let mut gone = Vec::new();
+        self.prefixes.retain(|_, number| {
+            let keep = open.contains(number);
+            if !keep {
+                gone.push(*number);
+            }
+            keep
+        });
+        let prefixes = &self.prefixes;
+        self.prefix_order.retain(|p| prefixes.contains_key(p));
+        gone.sort_unstable();
+        gone
     }
 }
 
@@ -261,7 +279,29 @@ fn take_line(line: &[u8], bus: &Bus, state: &Shared, seen: &mut Seen) -> bool {
     };
     let dropped = matches!(&event, Event::Log { message, .. } if message.starts_with(DROPPED_MARK));
     match &event {
-        Event::Replica(r) => lock(state).replica = Some(r.id.clone()),
+        Event::Replica(r) => {
+            let gone = {
+                let mut state = lock(state);
+                state.replica = Some(r.id.clone());
+                r.open_sessions
+                    .as_deref()
+                    .map(|open| state.keep_only(open))
+                    .unwrap_or_default()
+            };
+            // Sessions that ended while this viewer was away (dropped, or the server rested):
+            // their closing was never seen, so it is said now.
+            for number in gone {
+                bus.publish(Event::Session(SessionEvent {
+                    session: number,
+                    handle_prefix: String::new(),
+                    opener: SessionOpener::Api,
+                    closed: Some("closed on the watched server while this viewer was away".into()),
+                    at_us: r.at_us,
+                    restored: false,
+                    taken_from: None,
+                }));
+            }
+        }
         Event::Session(s) if s.closed.is_none() => {
             lock(state).saw_session(&s.handle_prefix, s.session)
         }
@@ -274,6 +314,7 @@ fn take_line(line: &[u8], bus: &Bus, state: &Shared, seen: &mut Seen) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::observe::event::ReplicaEvent;
 
     #[test]
     fn the_events_url_sits_beside_the_mcp_path() {
@@ -285,6 +326,58 @@ mod tests {
             events_url("http://h:1/bots/a/mcp/?x=1").as_deref(),
             Some("http://h:1/bots/a/events")
         );
+    }
+
+    /// A reconnect's first line lists the sessions open on the server: those this viewer
+    /// knew and that are not listed ended while it was away, and are closed with a reason.
+    #[test]
+    fn sessions_that_ended_while_away_are_closed_on_reconnect() {
+        let bus = Bus::default();
+        let mut sub = bus.subscribe();
+        let state = Shared::default();
+        let mut seen = Seen::default();
+        let line = |event: Event| serde_json::to_vec(&event).unwrap();
+        for number in 1..=3 {
+            take_line(
+                &line(Event::Session(SessionEvent {
+                    session: number,
+                    handle_prefix: format!("prefix0{number}"),
+                    opener: SessionOpener::Api,
+                    closed: None,
+                    at_us: 1,
+                    restored: false,
+                    taken_from: None,
+                })),
+                &bus,
+                &state,
+                &mut seen,
+            );
+        }
+        take_line(
+            &line(Event::Replica(ReplicaEvent {
+                id: "r".into(),
+                tag: "0000".into(),
+                state: "serving".into(),
+                at_us: 2,
+                open_sessions: Some(vec![2]),
+            })),
+            &bus,
+            &state,
+            &mut seen,
+        );
+        let mut closed = Vec::new();
+        while let Some(event) = sub.try_recv() {
+            if let Event::Session(s) = &*event
+                && let Some(reason) = &s.closed
+            {
+                assert!(reason.contains("while this viewer was away"), "{reason}");
+                closed.push(s.session);
+            }
+        }
+        assert_eq!(closed, vec![1, 3]);
+        let state = lock(&state);
+        assert_eq!(state.session_of("prefix02"), Some(2));
+        assert_eq!(state.session_of("prefix01"), None);
     }
 
     #[test]

@@ -282,6 +282,10 @@ pub struct ReplicaEvent {
     pub state: Name,
     /// When, in µs since the epoch.
     pub at_us: u64,
+    /// In the first line a viewer of `/events` is sent: the numbers of the sessions open
+    /// then, so a viewer that reconnects closes those it knew that ended while it was away.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_sessions: Option<Vec<u64>>,
 }
 
 /// A config reload and what came of it.

@@ -282,6 +282,7 @@ impl Viewers {
             }
         };
         let replica = sessions.replica();
+        let open = sessions.list();
         push(&Event::Replica(ReplicaEvent {
             id: replica.id().to_string(),
             tag: replica.tag().to_string(),
@@ -292,6 +293,7 @@ impl Viewers {
             }
             .into(),
             at_us: now_us(),
+            open_sessions: Some(open.iter().map(|s| s.number).collect()),
         }));
         let opened_in_history: HashSet<u64> = history
             .clone()
@@ -305,7 +307,7 @@ impl Viewers {
             .collect();
         let mut skip = Skip::default();
         let now = now_us();
-        for session in sessions.list() {
+        for session in open {
             if !opened_in_history.contains(&session.number) {
                 skip.sessions.insert(session.number);
                 push(&Event::Session(SessionEvent {
