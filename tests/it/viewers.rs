@@ -60,6 +60,27 @@ fn viewer(addr: std::net::SocketAddr) -> tokio::sync::mpsc::UnboundedReceiver<St
     rx
 }
 
+/// A viewer with a small receive window that asks for `/events` over HTTP/`version`, reads the
+/// answer's head (200) and then nothing more until the test reads again.
+async fn stalled_viewer(addr: std::net::SocketAddr, version: &str) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stalled = socket.connect(addr).await.unwrap();
+    stalled
+        .write_all(
+            format!(
+                "GET /events HTTP/{version}\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut head = [0u8; 64];
+    let n = stalled.read(&mut head).await.unwrap();
+    assert!(String::from_utf8_lossy(&head[..n]).starts_with(&format!("HTTP/{version} 200")));
+    stalled
+}
+
 /// Lines until one ends turn `turn` (of any session), at most 10 s.
 async fn until_turn_end(
     rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
@@ -175,22 +196,7 @@ async fn a_viewer_that_stops_reading_is_dropped_and_the_turns_go_on() {
     })
     .await;
     let addr = app.server.addr;
-    // A viewer with a small receive window that reads its headers and then nothing more.
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let mut stalled = socket.connect(addr).await.unwrap();
-    stalled
-        .write_all(
-            format!(
-                "GET /events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
-            )
-            .as_bytes(),
-        )
-        .await
-        .unwrap();
-    let mut head = [0u8; 64];
-    let n = stalled.read(&mut head).await.unwrap();
-    assert!(String::from_utf8_lossy(&head[..n]).starts_with("HTTP/1.1 200"));
+    let mut stalled = stalled_viewer(addr, "1.1").await;
     // A viewer that keeps up.
     let mut keeping_up = viewer(addr);
 
@@ -254,21 +260,7 @@ async fn a_lone_viewer_that_stops_reading_lets_the_server_rest_until_it_reads_ag
     let app = app(|c| c.server.auth_token = Some(TOKEN.into())).await;
     let addr = app.server.addr;
     // HTTP/1.0: the body comes as plain lines (no chunked framing) until the connection ends.
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let mut stalled = socket.connect(addr).await.unwrap();
-    stalled
-        .write_all(
-            format!(
-                "GET /events HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
-            )
-            .as_bytes(),
-        )
-        .await
-        .unwrap();
-    let mut head = [0u8; 64];
-    let n = stalled.read(&mut head).await.unwrap();
-    assert!(String::from_utf8_lossy(&head[..n]).starts_with("HTTP/1.0 200"));
+    let mut stalled = stalled_viewer(addr, "1.0").await;
 
     let sessions = app.sessions.clone();
     let session = sessions
