@@ -5,6 +5,7 @@
 
 mod support;
 
+mod bench_stop;
 mod bot_runtime;
 mod client_naming;
 mod config_reference;
