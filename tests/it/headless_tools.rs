@@ -7,6 +7,7 @@ use std::process::Stdio;
 use crate::support::binary::{ready_line, serving, terminate, url_in};
 use crate::support::bot_client::{chat, connect, start, text};
 use crate::support::fixture::{Kind, RunningFixture};
+use crate::support::scratch::Scratch;
 use tokio::process::Child;
 
 /// The repository's tool binary, which serves the fixture MCP server.
@@ -39,19 +40,12 @@ async fn stop(mut child: Child) {
     assert!(status.success(), "{status}");
 }
 
-fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("turnscope-headless-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
 #[tokio::test]
 async fn a_line_needing_a_tool_from_each_transport_gets_the_whole_reply() {
     let http = RunningFixture::start(Kind::Http).await;
     let sse = RunningFixture::start(Kind::Sse).await;
-    let config = temp_file(
+    let scratch = Scratch::new("headless-three-transports");
+    let config = scratch.file(
         "three.toml",
         &format!(
             r#"
@@ -133,7 +127,8 @@ async fn a_claude_desktop_json_config_works_too() {
             "legacy": {"type": "sse", "url": sse.url("/sse"), "tool_filter": ["fail"]}
         }
     });
-    let config = temp_file("claude.json", &servers.to_string());
+    let scratch = Scratch::new("headless-claude-json");
+    let config = scratch.file("claude.json", &servers.to_string());
     let (child, url) = headless(&config).await;
     let client = connect(&url).await;
     let handle = start(&client).await;
@@ -165,7 +160,8 @@ async fn a_claude_desktop_json_config_works_too() {
 #[tokio::test]
 async fn header_placeholders_are_expanded_from_the_environment() {
     let server = crate::support::servers::named("secure", &["whoami"]).await;
-    let config = temp_file(
+    let scratch = Scratch::new("headless-header-placeholders");
+    let config = scratch.file(
         "headers.toml",
         &format!(
             r#"

@@ -4,18 +4,16 @@
 
 mod url;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
 
 use serde_json::Value;
 
 use crate::support::binary::WAIT;
+use crate::support::scratch::Scratch;
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("turnscope-ct-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn scratch(name: &str) -> Scratch {
+    Scratch::new(&format!("ct-{name}"))
 }
 
 /// `turnscope test ARGS` to its end (killed past [`WAIT`] × 2).

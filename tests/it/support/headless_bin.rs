@@ -8,6 +8,7 @@ use tokio::process::Child;
 
 pub use super::binary::WAIT;
 use super::binary::{ready_line, serving, signal, url_in};
+use super::scratch::Scratch;
 
 /// A running `turnscope --headless`.
 pub struct Headless {
@@ -19,19 +20,17 @@ pub struct Headless {
     pub ready: String,
     /// The `--events` file.
     pub events: PathBuf,
-    /// The scratch directory (config, events).
-    pub dir: PathBuf,
+    /// The scratch directory (config, events), removed when this is dropped (after the child,
+    /// which is declared first, is killed).
+    _dir: Scratch,
 }
 
 impl Headless {
     /// Starts the binary with `config` (TOML) and `--events`, in a fresh scratch directory
     /// named after `name`, with `env` set; waits for the ready line.
     pub async fn start(name: &str, config: &str, env: &[(&str, &str)]) -> Self {
-        let dir = std::env::temp_dir().join(format!("turnscope-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let config_path = dir.join("turnscope.toml");
-        std::fs::write(&config_path, config).unwrap();
+        let dir = Scratch::new(name);
+        let config_path = dir.file("turnscope.toml", config);
         let events = dir.join("events.jsonl");
         let mut command = serving(&["--headless", "--port", "0", "--config"]);
         command
@@ -52,7 +51,7 @@ impl Headless {
             url,
             ready,
             events,
-            dir,
+            _dir: dir,
         }
     }
 
@@ -82,11 +81,5 @@ impl Headless {
     /// The `--events` file's text so far.
     pub fn events_text(&self) -> String {
         std::fs::read_to_string(&self.events).unwrap_or_default()
-    }
-}
-
-impl Drop for Headless {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -12,5 +12,6 @@ pub mod llama_like;
 pub mod mcp;
 pub mod openai;
 pub mod raw_mcp;
+pub mod scratch;
 pub mod servers;
 pub mod upstream;
