@@ -390,3 +390,166 @@ async fn with_no_linger_the_bus_is_let_go_once_the_last_viewer_left() {
     }
     app.shutdown().await;
 }
+
+/// A TCP relay to `target` that the test can cut (every connection through it closed) and
+/// hold shut (connections accepted and closed at once), to break a viewer's stream the way a
+/// network does.
+struct Relay {
+    addr: std::net::SocketAddr,
+    shut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    cut: tokio::sync::watch::Sender<u64>,
+}
+
+impl Relay {
+    async fn start(target: std::net::SocketAddr) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (cut, cuts) = tokio::sync::watch::channel(0u64);
+        let held = shut.clone();
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if held.load(std::sync::atomic::Ordering::SeqCst) {
+                    continue;
+                }
+                let mut cuts = cuts.clone();
+                cuts.mark_unchanged();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cuts.changed() => {}
+                    }
+                });
+            }
+        });
+        Self { addr, shut, cut }
+    }
+
+    /// Closes every connection through the relay and refuses new ones until [`Relay::open`].
+    fn cut_and_hold(&self) {
+        self.shut.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.cut.send_modify(|n| *n += 1);
+    }
+
+    fn open(&self) {
+        self.shut.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The attached console's reader (`attach::stream`) loses its stream and reconnects after the
+/// server let go of its history: the server then tells each open session and its kept turns
+/// anew (written afresh, so not the bytes read before). The console is given each session
+/// opening, each turn's start, tool calls and end once, and the turns after the reconnect live.
+#[tokio::test]
+async fn a_reconnecting_viewer_is_given_each_session_and_turn_once() {
+    use tokio_util::sync::CancellationToken;
+    use turnscope::observe::{Bus, SessionOpener};
+    let app = app(|c| {
+        c.server.auth_token = Some(TOKEN.into());
+        c.server.events_linger_seconds = 0.0;
+    })
+    .await;
+    let addr = app.server.addr;
+    let relay = Relay::start(addr).await;
+    let local = Bus::default();
+    let mut seen = local.subscribe();
+    let collected = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Event>::new()));
+    let into = collected.clone();
+    tokio::spawn(async move {
+        while let Some(event) = seen.recv().await {
+            into.lock().unwrap().push((*event).clone());
+        }
+    });
+    let stop = CancellationToken::new();
+    let reader = turnscope::attach::stream::spawn(
+        format!("http://{}/events", relay.addr),
+        Some(TOKEN.into()),
+        local.clone(),
+        None,
+        stop.clone(),
+    );
+    eventually("the viewer is connected", || {
+        reader.lock().unwrap().connected
+    })
+    .await;
+
+    let session = app.sessions.open(SessionOpener::Api).await.unwrap();
+    for line in ["use the clock", "hello"] {
+        app.sessions
+            .chat_on(&session, line, None, &CancellationToken::new())
+            .await
+            .unwrap();
+    }
+    let number = session.number;
+    let ended =
+        |turn: u64| {
+            let collected = collected.clone();
+            move || {
+                collected.lock().unwrap().iter().any(
+                    |e| matches!(e, Event::TurnEnded(t) if t.session == number && t.turn == turn),
+                )
+            }
+        };
+    eventually("the viewer saw turn 2 end", ended(2)).await;
+
+    relay.cut_and_hold();
+    // With no linger, the server lets go of its history once its last viewer is gone.
+    loop {
+        if health(addr).await["viewers"]["listening"] == false {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    relay.open();
+    eventually("the viewer reconnected", || {
+        let r = reader.lock().unwrap();
+        r.connected && r.connects >= 2
+    })
+    .await;
+    app.sessions
+        .chat_on(&session, "hello again", None, &CancellationToken::new())
+        .await
+        .unwrap();
+    eventually("the viewer saw turn 3 end", ended(3)).await;
+    stop.cancel();
+
+    let events = collected.lock().unwrap().clone();
+    let of_session = |pick: &dyn Fn(&Event) -> bool| events.iter().filter(|e| pick(e)).count();
+    assert_eq!(
+        of_session(
+            &|e| matches!(e, Event::Session(s) if s.session == session.number && s.closed.is_none())
+        ),
+        1,
+        "the session is opened once"
+    );
+    for turn in 1..=3 {
+        assert_eq!(
+            of_session(
+                &|e| matches!(e, Event::TurnStarted { session: s, turn: t, .. } if *s == session.number && *t == turn)
+            ),
+            1,
+            "turn {turn} starts once"
+        );
+        assert_eq!(
+            of_session(
+                &|e| matches!(e, Event::TurnEnded(t) if t.session == session.number && t.turn == turn)
+            ),
+            1,
+            "turn {turn} ends once"
+        );
+    }
+    assert_eq!(
+        of_session(&|e| matches!(e, Event::ToolCall(c) if c.session == session.number)),
+        1,
+        "the one tool call (turn 1's clock) is given once"
+    );
+    assert_eq!(
+        of_session(&|e| matches!(e, Event::Frame(f) if f.session == session.number && f.id == 0)),
+        0,
+        "no finished turn's reply is told again"
+    );
+    app.shutdown().await;
+}

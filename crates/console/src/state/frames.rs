@@ -27,7 +27,16 @@ impl ConsoleState {
             if let Some(view) = self.turn_mut(f.session, f.turn)
                 && view.end.is_none()
             {
-                view.reply.push_str(&f.detail);
+                if f.id == 0 && f.name == "TextPiece" {
+                    // A kept turn's whole reply as the watched server retells it on a
+                    // connect: it replaces the pieces seen before the viewer was dropped.
+                    let before = view.reply.len();
+                    view.reply.clear();
+                    view.reply.push_str(&f.detail);
+                    self.transcript_bytes = self.transcript_bytes.saturating_sub(before);
+                } else {
+                    view.reply.push_str(&f.detail);
+                }
                 self.transcript_grew(f.detail.len());
             }
         }

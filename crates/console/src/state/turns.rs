@@ -14,6 +14,11 @@ impl ConsoleState {
     pub(super) fn on_turn_started(&mut self, session: &u64, turn: &u64, line: &str, at_us: &u64) {
         self.saw_time(*at_us);
         let turns = self.transcripts.entry(*session).or_default();
+        // A start told twice (a recording made by an older attached console, which kept what a
+        // reconnect retold) opens nothing new.
+        if turns.iter().rev().any(|t| t.id == *turn) {
+            return;
+        }
         let mut freed = 0;
         if turns.len() == TURNS_KEPT {
             freed = turn_bytes(&turns.remove(0));
@@ -34,7 +39,10 @@ impl ConsoleState {
         // Someone speaks into it again: no longer a session nobody holds.
         self.clients_gone.remove(session);
         if let Some(row) = self.sessions.get_mut(session) {
-            row.turns += 1;
+            // A session numbers its turns 1, 2, … (a restored one goes on from its count),
+            // so the highest number is how many it has had, also when the console saw only
+            // its last (attached late, or a reconnect's kept turns) or saw one twice.
+            row.turns = row.turns.max(*turn);
             if !row.is_closed() {
                 row.activity = Activity::InTurn;
             }

@@ -63,6 +63,71 @@ fn sessions_follow_their_events() {
     assert_eq!(s.sessions_opened, 3);
 }
 
+/// A console that attaches late, or reconnects after a drop, is sent each open session's
+/// kept turns only (the server keeps a bounded number): the turns column still says how many
+/// the session has had, and a turn sent twice is not counted twice.
+#[test]
+fn a_sessions_turn_count_is_its_highest_turn_even_when_only_the_last_were_seen() {
+    let mut s = ConsoleState::default();
+    s.apply(&Event::Session(SessionEvent {
+        session: 7,
+        handle_prefix: "77777777".into(),
+        opener: SessionOpener::Api,
+        closed: None,
+        at_us: T0,
+        restored: false,
+        taken_from: None,
+    }));
+    let started = |turn: u64| Event::TurnStarted {
+        session: 7,
+        turn,
+        line: format!("line {turn}"),
+        at_us: T0 + turn,
+    };
+    for turn in [122, 123, 123, 124] {
+        s.apply(&started(turn));
+    }
+    assert_eq!(s.session(7).unwrap().turns, 124);
+    let ids: Vec<u64> = s.transcript(7).iter().map(|t| t.id).collect();
+    assert_eq!(
+        ids,
+        [122, 123, 124],
+        "a start told twice opens no second turn"
+    );
+}
+
+/// A turn in flight when an attached console was dropped, finished while it was away: the
+/// reconnect retells its whole reply as one piece (frame id 0), which replaces the pieces
+/// seen before the drop instead of being added to them.
+#[test]
+fn a_retold_whole_reply_replaces_the_pieces_seen_before_a_drop() {
+    let mut s = ConsoleState::default();
+    s.apply(&Event::TurnStarted {
+        session: 1,
+        turn: 1,
+        line: "tell me".into(),
+        at_us: T0,
+    });
+    let piece = |id: u64, text: &str| {
+        Event::Frame(FrameEvent {
+            id,
+            session: 1,
+            turn: 1,
+            kind: "data".into(),
+            name: "TextPiece".into(),
+            from: "model".into(),
+            to: "output".into(),
+            direction: "down".into(),
+            at_us: T0 + 10,
+            detail: text.to_string(),
+            depth: 0,
+        })
+    };
+    s.apply(&piece(41, "Once upon"));
+    s.apply(&piece(0, "Once upon a time."));
+    assert_eq!(s.transcript(1)[0].reply, "Once upon a time.");
+}
+
 #[test]
 fn progress_totals_count_coalesced_notifications_and_the_rate() {
     let s = fixture_state();

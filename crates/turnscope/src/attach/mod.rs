@@ -12,6 +12,7 @@
 //! A session the console starts is shown once: by the stream when the watched server's stream
 //! shows it, by a whisker worker paired with it, else by this client.
 
+mod retold;
 pub mod stream;
 pub mod tap;
 pub mod target;

@@ -2,7 +2,8 @@
 //! local bus: one JSON event per line, republished as is, so the console folds a remote server
 //! exactly as its own. The reader reconnects (0.5 s, doubling to 5 s) when the stream ends or
 //! the server dropped it for falling behind; lines it already had (the server's history comes
-//! again on each connect) are recognised by a hash of their bytes and skipped. A target without
+//! again on each connect) are recognised by a hash of their bytes and skipped, and what a
+//! connect retells of sessions and turns already shown by [`super::retold`]. A target without
 //! the endpoint (not a turnscope, or an older one) is said once and not asked again.
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -16,6 +17,8 @@ use tokio_util::sync::CancellationToken;
 use crate::observe::event::{SessionEvent, SessionOpener, now_us};
 use crate::observe::{Bus, Event};
 use crate::server::viewers::DROPPED_MARK;
+
+use super::retold::{Recent, Retold};
 
 /// Lines remembered to skip on a reconnect.
 const REMEMBERED: usize = 65_536;
@@ -164,11 +167,20 @@ enum Ended {
     Closed(String),
 }
 
-/// Hashes of the lines read lately.
-#[derive(Default)]
+/// What this viewer has read: hashes of the lines read lately (the server's history comes
+/// again on each connect), and the sessions and turns shown (a connect retells them anew).
 struct Seen {
-    set: HashSet<u64>,
-    order: VecDeque<u64>,
+    lines: Recent<u64>,
+    retold: Retold,
+}
+
+impl Default for Seen {
+    fn default() -> Self {
+        Self {
+            lines: Recent::new(REMEMBERED),
+            retold: Retold::default(),
+        }
+    }
 }
 
 impl Seen {
@@ -176,17 +188,7 @@ impl Seen {
     fn first(&mut self, line: &[u8]) -> bool {
         let mut h = DefaultHasher::new();
         line.hash(&mut h);
-        let h = h.finish();
-        if !self.set.insert(h) {
-            return false;
-        }
-        self.order.push_back(h);
-        if self.order.len() > REMEMBERED
-            && let Some(old) = self.order.pop_front()
-        {
-            self.set.remove(&old);
-        }
-        true
+        self.lines.insert(h.finish())
     }
 }
 
@@ -234,6 +236,7 @@ async fn read_once(
     if let Some(quiet) = quiet {
         quiet.store(true, std::sync::atomic::Ordering::Relaxed);
     }
+    seen.retold.connected();
     let mut body = response.bytes_stream();
     let mut buffer: Vec<u8> = Vec::with_capacity(64 * 1024);
     let mut skipping = false;
@@ -277,6 +280,9 @@ fn take_line(line: &[u8], bus: &Bus, state: &Shared, seen: &mut Seen) -> bool {
         lock(state).bad_lines += 1;
         return false;
     };
+    if seen.retold.told_before(&event) {
+        return false;
+    }
     let dropped = matches!(&event, Event::Log { message, .. } if message.starts_with(DROPPED_MARK));
     match &event {
         Event::Replica(r) => {

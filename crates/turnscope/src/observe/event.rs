@@ -157,6 +157,23 @@ pub enum Event {
     },
 }
 
+impl Event {
+    /// The (session, turn) an event belongs to, for the events that belong to one turn: its
+    /// start, frames, model requests, tool calls and end (`None` for the rest, and for frames
+    /// outside any turn, whose turn is 0).
+    pub fn turn_of(&self) -> Option<(u64, u64)> {
+        let key = match self {
+            Event::Frame(f) => (f.session, f.turn),
+            Event::TurnStarted { session, turn, .. } => (*session, *turn),
+            Event::TurnEnded(t) => (t.session, t.turn),
+            Event::ToolCall(c) => (c.session, c.turn),
+            Event::ModelRequest { session, turn, .. } => (*session, *turn),
+            _ => return None,
+        };
+        (key.1 != 0).then_some(key)
+    }
+}
+
 /// A frame crossing the link `from → to`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FrameEvent {

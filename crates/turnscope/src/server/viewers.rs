@@ -367,7 +367,9 @@ impl Inner {
 }
 
 /// A kept turn as events: its start, and when it finished its reply (as one `model → output`
-/// piece, the way a client's recording carries it), its tool calls and its end.
+/// piece with frame id 0, which tells a viewer it is the whole reply), its tool calls (with no
+/// start time, which tells them from live ones) and its end. A reconnecting viewer recognises
+/// what it had (`attach::retold`).
 fn turn_events(
     session: &Session,
     r: &crate::bot::TurnRecord,
