@@ -27,6 +27,26 @@ async fn health(addr: std::net::SocketAddr) -> Value {
         .unwrap()
 }
 
+/// `/healthz` polled until `holds` of its `viewers`, at most 5 s; that answer.
+async fn until_viewers(
+    addr: std::net::SocketAddr,
+    what: &str,
+    holds: impl Fn(&Value) -> bool,
+) -> Value {
+    let started = std::time::Instant::now();
+    loop {
+        let h = health(addr).await;
+        if holds(&h["viewers"]) {
+            return h;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "not {what} within 5 s: {h}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// `GET /events` with the token, answered 200.
 async fn open_events(addr: std::net::SocketAddr) -> reqwest::Response {
     let response = reqwest::Client::new()
@@ -375,19 +395,13 @@ async fn with_no_linger_the_bus_is_let_go_once_the_last_viewer_left() {
     }
     assert!(listening, "a connected viewer makes the hub listen");
     drop(watching);
-    let started = std::time::Instant::now();
-    loop {
-        let h = health(addr).await;
-        if h["viewers"]["listening"] == false {
-            assert_eq!(h["viewers"]["connected"], 0, "{h}");
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "still listening 5 s after the viewer left, with no linger: {h}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let h = until_viewers(
+        addr,
+        "let go of the bus after the viewer left, with no linger",
+        |v| v["listening"] == false,
+    )
+    .await;
+    assert_eq!(h["viewers"]["connected"], 0, "{h}");
     app.shutdown().await;
 }
 
@@ -497,12 +511,10 @@ async fn a_reconnecting_viewer_is_given_each_session_and_turn_once() {
 
     relay.cut_and_hold();
     // With no linger, the server lets go of its history once its last viewer is gone.
-    loop {
-        if health(addr).await["viewers"]["listening"] == false {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_viewers(addr, "let go of the bus once the stream was cut", |v| {
+        v["listening"] == false
+    })
+    .await;
     relay.open();
     eventually("the viewer reconnected", || {
         let r = reader.lock().unwrap();
