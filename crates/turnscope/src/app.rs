@@ -524,6 +524,7 @@ fn replica_event(replica: &Replica, state: &'static str) -> ReplicaEvent {
         state: state.into(),
         at_us: crate::observe::event::now_us(),
         open_sessions: None,
+        started_us: None,
     }
 }
 

@@ -59,6 +59,18 @@ impl ConsoleState {
         match &s.closed {
             None => {
                 self.sessions_opened += 1;
+                // A server never numbers two sessions alike in its life; a closed number
+                // opening again is a restarted watched server's new session: the old one's
+                // row and figures go, so its turns are not taken for the new one's.
+                if self
+                    .sessions
+                    .get(&s.session)
+                    .is_some_and(SessionRow::is_closed)
+                {
+                    self.sessions.remove(&s.session);
+                    self.closed_order.retain(|n| *n != s.session);
+                    self.forget_figures(s.session);
+                }
                 let row = self.sessions.entry(s.session).or_insert(SessionRow {
                     number: s.session,
                     handle_prefix: s.handle_prefix.clone(),

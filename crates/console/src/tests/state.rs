@@ -96,6 +96,40 @@ fn a_sessions_turn_count_is_its_highest_turn_even_when_only_the_last_were_seen()
     );
 }
 
+/// A watched server that restarted numbers its sessions from 1 again: a closed number that
+/// opens again is a new session, with none of the old one's turns.
+#[test]
+fn a_closed_sessions_number_opening_again_is_a_new_session() {
+    let mut s = ConsoleState::default();
+    let session = |prefix: &str, closed: Option<&str>| {
+        Event::Session(SessionEvent {
+            session: 1,
+            handle_prefix: prefix.into(),
+            opener: SessionOpener::Api,
+            closed: closed.map(str::to_string),
+            at_us: T0,
+            restored: false,
+            taken_from: None,
+        })
+    };
+    let started = |line: &str| Event::TurnStarted {
+        session: 1,
+        turn: 1,
+        line: line.into(),
+        at_us: T0 + 1,
+    };
+    s.apply(&session("before01", None));
+    s.apply(&started("to the old one"));
+    s.apply(&session("", Some("the watched server restarted")));
+    s.apply(&session("after001", None));
+    s.apply(&started("to the new one"));
+    let row = s.session(1).unwrap();
+    assert_eq!(row.handle_prefix, "after001");
+    assert!(!row.is_closed());
+    let lines: Vec<&str> = s.transcript(1).iter().map(|t| t.line.as_str()).collect();
+    assert_eq!(lines, ["to the new one"]);
+}
+
 /// A turn in flight when an attached console was dropped, finished while it was away: the
 /// reconnect retells its whole reply as one piece (frame id 0), which replaces the pieces
 /// seen before the drop instead of being added to them.
@@ -424,6 +458,7 @@ fn the_replica_and_its_draining_reach_the_header_from_events() {
             state: state.into(),
             at_us: T0,
             open_sessions: None,
+            started_us: None,
         })
     };
     s.apply(&replica("serving"));

@@ -45,6 +45,8 @@ pub struct StreamState {
     /// Open sessions by handle prefix (8 characters) → number.
     prefixes: HashMap<String, u64>,
     prefix_order: VecDeque<String>,
+    /// When the watched server started (its first line says, on each connect).
+    server_started: Option<u64>,
 }
 
 impl StreamState {
@@ -64,6 +66,17 @@ impl StreamState {
         }
         self.prefix_order.push_back(prefix.to_string());
         self.prefixes.insert(prefix.to_string(), number);
+    }
+
+    /// Whether a connect's `started` (the server's start time) tells a restart since the
+    /// last connect; remembers it.
+    fn restarted(&mut self, started: Option<u64>) -> bool {
+        let Some(started) = started else {
+            return false;
+        };
+        self.server_started
+            .replace(started)
+            .is_some_and(|before| before != started)
     }
 
     /// Forgets the sessions it knew that are not in `open` (the server's list on a
@@ -286,22 +299,31 @@ fn take_line(line: &[u8], bus: &Bus, state: &Shared, seen: &mut Seen) -> bool {
     let dropped = matches!(&event, Event::Log { message, .. } if message.starts_with(DROPPED_MARK));
     match &event {
         Event::Replica(r) => {
-            let gone = {
+            let (gone, restarted) = {
                 let mut state = lock(state);
                 state.replica = Some(r.id.clone());
-                r.open_sessions
-                    .as_deref()
-                    .map(|open| state.keep_only(open))
-                    .unwrap_or_default()
+                if state.restarted(r.started_us) {
+                    (state.keep_only(&[]), true)
+                } else {
+                    let gone = r.open_sessions.as_deref().map(|open| state.keep_only(open));
+                    (gone.unwrap_or_default(), false)
+                }
             };
-            // Sessions that ended while this viewer was away (dropped, or the server rested):
-            // their closing was never seen, so it is said now.
+            let reason = if restarted {
+                // Its numbers start again: nothing this viewer saw is told again.
+                *seen = Seen::default();
+                "the watched server restarted; a session it numbers so now is another one"
+            } else {
+                "closed on the watched server while this viewer was away"
+            };
+            // Sessions that ended while this viewer was away (dropped, or the server rested
+            // or restarted): their closing was never seen, so it is said now.
             for number in gone {
                 bus.publish(Event::Session(SessionEvent {
                     session: number,
                     handle_prefix: String::new(),
                     opener: SessionOpener::Api,
-                    closed: Some("closed on the watched server while this viewer was away".into()),
+                    closed: Some(reason.into()),
                     at_us: r.at_us,
                     restored: false,
                     taken_from: None,
@@ -366,6 +388,7 @@ mod tests {
                 state: "serving".into(),
                 at_us: 2,
                 open_sessions: Some(vec![2]),
+                started_us: None,
             })),
             &bus,
             &state,
@@ -384,6 +407,84 @@ mod tests {
         let state = lock(&state);
         assert_eq!(state.session_of("prefix02"), Some(2));
         assert_eq!(state.session_of("prefix01"), None);
+    }
+
+    /// The watched server restarted (its first line gives another start time): the sessions
+    /// known before are closed, and its new session 1 with its turn 1 is shown, not taken
+    /// for the one shown before.
+    #[test]
+    fn after_a_restart_the_same_numbers_are_other_sessions() {
+        use crate::observe::event::TurnEndEvent;
+        let bus = Bus::default();
+        let mut sub = bus.subscribe();
+        let state = Shared::default();
+        let mut seen = Seen::default();
+        let connect = |started: u64, seen: &mut Seen| {
+            seen.retold.connected();
+            let replica = Event::Replica(ReplicaEvent {
+                id: "r".into(),
+                tag: "0000".into(),
+                state: "serving".into(),
+                at_us: started,
+                open_sessions: Some(vec![1]),
+                started_us: Some(started),
+            });
+            take_line(&serde_json::to_vec(&replica).unwrap(), &bus, &state, seen);
+        };
+        let one_turn = |prefix: &str, seen: &mut Seen| {
+            let events = [
+                Event::Session(SessionEvent {
+                    session: 1,
+                    handle_prefix: prefix.into(),
+                    opener: SessionOpener::Api,
+                    closed: None,
+                    at_us: 1,
+                    restored: false,
+                    taken_from: None,
+                }),
+                Event::TurnStarted {
+                    session: 1,
+                    turn: 1,
+                    line: format!("said to {prefix}"),
+                    at_us: 2,
+                },
+                Event::TurnEnded(TurnEndEvent {
+                    session: 1,
+                    turn: 1,
+                    reason: "completed".into(),
+                    ..TurnEndEvent::default()
+                }),
+            ];
+            for event in events {
+                take_line(&serde_json::to_vec(&event).unwrap(), &bus, &state, seen);
+            }
+        };
+        connect(100, &mut seen);
+        one_turn("before01", &mut seen);
+        connect(200, &mut seen);
+        one_turn("after001", &mut seen);
+        let mut told = Vec::new();
+        while let Some(event) = sub.try_recv() {
+            match &*event {
+                Event::Session(s) => told.push(match &s.closed {
+                    Some(reason) => format!("closed {}: {reason}", s.session),
+                    None => format!("opened {} {}", s.session, s.handle_prefix),
+                }),
+                Event::TurnStarted { line, .. } => told.push(format!("turn: {line}")),
+                _ => {}
+            }
+        }
+        assert_eq!(
+            told,
+            [
+                "opened 1 before01",
+                "turn: said to before01",
+                "closed 1: the watched server restarted; a session it numbers so now is another one",
+                "opened 1 after001",
+                "turn: said to after001",
+            ]
+        );
+        assert_eq!(lock(&state).session_of("after001"), Some(1));
     }
 
     #[test]

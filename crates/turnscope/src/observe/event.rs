@@ -303,6 +303,11 @@ pub struct ReplicaEvent {
     /// then, so a viewer that reconnects closes those it knew that ended while it was away.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_sessions: Option<Vec<u64>>,
+    /// In that first line too: when the server process started, in µs since the epoch. A
+    /// viewer that sees it change knows the server restarted, so the session numbers it knew
+    /// name other sessions now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_us: Option<u64>,
 }
 
 /// A config reload and what came of it.

@@ -89,6 +89,8 @@ struct Inner {
     dropped: AtomicU64,
     /// Tells the hub task a subscription waits for it in [`Hub::woken`].
     wake_hub: Arc<Notify>,
+    /// When the server started (µs since the epoch), told in each viewer's first line.
+    started_us: u64,
 }
 
 /// The hub's shared state: whether it runs, the lines kept for the viewers, the wake-up.
@@ -202,6 +204,7 @@ impl Viewers {
                 connected: AtomicUsize::new(0),
                 dropped: AtomicU64::new(0),
                 wake_hub: Arc::new(Notify::new()),
+                started_us: now_us(),
             }),
         }
     }
@@ -294,6 +297,7 @@ impl Viewers {
             .into(),
             at_us: now_us(),
             open_sessions: Some(open.iter().map(|s| s.number).collect()),
+            started_us: Some(self.inner.started_us),
         }));
         let opened_in_history: HashSet<u64> = history
             .clone()
