@@ -126,9 +126,11 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
             // A signal ends the bench by dropping its future: that kills the servers, replicas,
             // Redis and HAProxy it started (each is `kill_on_drop`) and removes their scratch
             // directories, which a SIGTERM's default action (the process gone at once) skipped.
+            // Caught from before the bench starts anything, so no signal finds it unhandled.
+            let mut signals = Signals::new()?;
             tokio::select! {
                 result = bench::run(args) => result,
-                () = wait_for_signal() => anyhow::bail!(
+                _ = signals.next() => anyhow::bail!(
                     "bench stopped by a signal: the servers it started are stopped and the rows \
                      printed so far stand; run it again for the rest"
                 ),
