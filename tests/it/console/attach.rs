@@ -46,7 +46,7 @@ async fn attached_to_a_headless_turnscope_it_shows_every_session_and_chats_in_it
     terminate(&mut server).await;
 
     // What it saw replays.
-    let events = s._dir.0.join("seen.jsonl");
+    let events = s._dir.join("seen.jsonl");
     let mut r = Screen::start(&["replay", events.to_str().unwrap()]).await;
     r.wait_text("read-only").await;
     r.wait_text("2 sessions").await;
@@ -150,7 +150,7 @@ async fn attached_to_a_pipecat_bot_it_chats_and_shows_whisker_frames_pipeline_to
     s.wait_text("turn total").await;
     s.send(b"\x03").await;
     assert!(s.wait_exit().await.success());
-    let recorded = std::fs::read_to_string(s._dir.0.join("pipecat.jsonl")).expect("--events wrote");
+    let recorded = std::fs::read_to_string(s._dir.join("pipecat.jsonl")).expect("--events wrote");
     assert!(recorded.contains("\"name\":\"LLMTextFrame\""));
     assert!(recorded.contains("\"type\":\"tool_call\""));
     let _ = bot.start_kill();

@@ -2,9 +2,7 @@
 //! a terminal emulator (vt100), driven by keys as a person would, and by a real MCP client
 //! (rmcp, streamable HTTP) chatting on its own handle at the same time.
 
-use std::path::PathBuf;
 use std::process::ExitStatus;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,6 +17,7 @@ mod workbench;
 
 use crate::support::binary::{ready_line, serving, terminate, url_in};
 use crate::support::mcp::Client;
+use crate::support::scratch::Scratch;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Child;
 
@@ -36,16 +35,9 @@ struct Screen {
     raw: Arc<Mutex<Vec<u8>>>,
     /// The task reading the terminal's output (it holds the master's read half).
     reader: tokio::task::JoinHandle<()>,
-    _dir: TempDir,
-}
-
-/// A directory of its own, so no `turnscope.toml` or `themes/` of the repository is picked up.
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    /// A directory of its own, so no `turnscope.toml` or `themes/` of the repository is
+    /// picked up.
+    _dir: Scratch,
 }
 
 /// `turnscope replay FILE` with session #2 selected: a console run's two sessions (the
@@ -73,17 +65,11 @@ impl Screen {
 
     /// Like [`Screen::start_with`], with these environment variables set for the binary.
     async fn start_env(args: &[&str], files: &[(&str, &str)], env: &[(&str, &str)]) -> Screen {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "turnscope-console-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).expect("temp dir");
+        let dir = Scratch::new("console");
         for (name, content) in files {
-            std::fs::write(dir.join(name), content).expect("a file for the run");
+            dir.file(name, content);
         }
-        Self::start_in(TempDir(dir), args, env)
+        Self::start_in(dir, args, env)
     }
 
     /// The binary again in the same directory, once this one has exited: what it wrote there
@@ -93,17 +79,20 @@ impl Screen {
         Self::start_in(_dir, args, &[])
     }
 
-    fn start_in(dir: TempDir, args: &[&str], env: &[(&str, &str)]) -> Screen {
+    fn start_in(dir: Scratch, args: &[&str], env: &[(&str, &str)]) -> Screen {
         let (pty, pts) = pty_process::open().expect("a pseudo-terminal opens");
         pty.resize(pty_process::Size::new(ROWS, COLS))
             .expect("resize");
-        let mut command = pty_process::Command::new(env!("CARGO_BIN_EXE_turnscope"));
+        // What the console saves for the person (a copied curl command, an export) goes into
+        // the temp dir: this run's scratch, removed with it.
+        let mut command =
+            pty_process::Command::new(env!("CARGO_BIN_EXE_turnscope")).env("TMPDIR", &*dir);
         for (k, v) in env {
             command = command.env(k, v);
         }
         let child = command
             .args(args)
-            .current_dir(&dir.0)
+            .current_dir(&*dir)
             .env("TERM", "xterm-256color")
             .env_remove("NO_COLOR")
             .env_remove("OPENAI_API_KEY")
@@ -204,7 +193,7 @@ impl Screen {
             .and_then(|rest| rest.split_whitespace().next())
             .expect("the file's name")
             .to_string();
-        std::fs::read_to_string(self._dir.0.join(&name)).expect("the report is written")
+        std::fs::read_to_string(self._dir.join(&name)).expect("the report is written")
     }
 
     async fn send(&mut self, bytes: &[u8]) {

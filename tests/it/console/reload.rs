@@ -8,8 +8,8 @@ use crate::support::binary::signal;
 /// Saves `text` over the console's `turnscope.toml` as an editor does (a new file renamed over
 /// the old one).
 fn save(s: &Screen, text: &str) {
-    let path = s._dir.0.join("turnscope.toml");
-    let fresh = s._dir.0.join(".turnscope.toml.swp");
+    let path = s._dir.join("turnscope.toml");
+    let fresh = s._dir.join(".turnscope.toml.swp");
     std::fs::write(&fresh, text).unwrap();
     std::fs::rename(&fresh, &path).unwrap();
 }

@@ -22,7 +22,7 @@ async fn a_session_exported_as_a_test_case_passes_when_run_back() {
         .map(str::to_string)
         .expect("the file's name");
     assert!(name.ends_with(".test.toml"), "{name}");
-    let path = s._dir.0.join(&name);
+    let path = s._dir.join(&name);
     let text = std::fs::read_to_string(&path).expect("the test case is written");
     assert!(text.contains("say = \"echo a needle\""), "{text}");
     assert!(text.contains("name = \"echo\""), "{text}");

@@ -208,7 +208,7 @@ async fn an_edited_system_prompt_is_resent_beside_the_recorded_answer_and_the_hi
 
     // t: the variant as a test case for `turnscope test`.
     s.send(b"t").await;
-    let case = written_case(&s._dir.0).await;
+    let case = written_case(&s._dir).await;
     assert!(case.contains("say = \"hello there\""), "{case}");
     assert!(
         case.contains("reply_contains = [\"YOU SAID: HELLO THERE\"]"),
@@ -217,15 +217,15 @@ async fn an_edited_system_prompt_is_resent_beside_the_recorded_answer_and_the_hi
     assert!(case.contains("Answer in capital letters."), "{case}");
     // It holds for a bot with the variant's prompt, and fails for the recorded one.
     let prompt = "[bot]\nsystem_prompt = \"You are a helpful assistant. Answer in capital letters.\"\n[model]\npace = 0\n";
-    std::fs::write(s._dir.0.join("loud.toml"), prompt).unwrap();
-    std::fs::write(s._dir.0.join("variant.test.toml"), &case).unwrap();
+    std::fs::write(s._dir.join("loud.toml"), prompt).unwrap();
+    std::fs::write(s._dir.join("variant.test.toml"), &case).unwrap();
     for (config, code) in [("loud.toml", 0), ("none.toml", 1)] {
         if config == "none.toml" {
-            std::fs::write(s._dir.0.join(config), "[model]\npace = 0\n").unwrap();
+            std::fs::write(s._dir.join(config), "[model]\npace = 0\n").unwrap();
         }
         let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
             .args(["test", "variant.test.toml", "--config", config])
-            .current_dir(&s._dir.0)
+            .current_dir(&*s._dir)
             .output()
             .await
             .unwrap();
