@@ -74,6 +74,15 @@ impl<T> Kept<T> {
         gone
     }
 
+    /// Drops every item, counted as dropped; numbering goes on from where it was.
+    pub fn clear(&mut self) {
+        self.first += self.items.len() as u64;
+        self.dropped += self.items.len() as u64;
+        self.items.clear();
+        self.sizes.clear();
+        self.bytes = 0;
+    }
+
     /// The items, oldest first.
     pub fn items(&self) -> &VecDeque<T> {
         &self.items

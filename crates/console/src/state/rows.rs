@@ -61,7 +61,8 @@ impl ConsoleState {
                 self.sessions_opened += 1;
                 // A server never numbers two sessions alike in its life; a closed number
                 // opening again is a restarted watched server's new session: the old one's
-                // row and figures go, so its turns are not taken for the new one's.
+                // row and figures go, so its turns are not taken for the new one's, and so do
+                // the frames kept (the old server's, whose ids the new one numbers again).
                 if self
                     .sessions
                     .get(&s.session)
@@ -70,6 +71,7 @@ impl ConsoleState {
                     self.sessions.remove(&s.session);
                     self.closed_order.retain(|n| *n != s.session);
                     self.forget_figures(s.session);
+                    self.frames.clear();
                 }
                 let row = self.sessions.entry(s.session).or_insert(SessionRow {
                     number: s.session,

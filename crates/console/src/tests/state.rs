@@ -118,8 +118,24 @@ fn a_closed_sessions_number_opening_again_is_a_new_session() {
         line: line.into(),
         at_us: T0 + 1,
     };
+    let frame = |id: u64| {
+        Event::Frame(FrameEvent {
+            id,
+            session: 1,
+            turn: 1,
+            kind: "data".into(),
+            name: "UserLine".into(),
+            from: "source".into(),
+            to: "input".into(),
+            direction: "down".into(),
+            at_us: T0 + 2,
+            detail: String::new(),
+            depth: 0,
+        })
+    };
     s.apply(&session("before01", None));
     s.apply(&started("to the old one"));
+    s.apply(&frame(3));
     s.apply(&session("", Some("the watched server restarted")));
     s.apply(&session("after001", None));
     s.apply(&started("to the new one"));
@@ -128,6 +144,12 @@ fn a_closed_sessions_number_opening_again_is_a_new_session() {
     assert!(!row.is_closed());
     let lines: Vec<&str> = s.transcript(1).iter().map(|t| t.line.as_str()).collect();
     assert_eq!(lines, ["to the new one"]);
+    s.apply(&frame(3));
+    assert_eq!(
+        s.frames().len(),
+        1,
+        "the old server's frame 3 is not the new one's"
+    );
 }
 
 /// A turn in flight when an attached console was dropped, finished while it was away: the
