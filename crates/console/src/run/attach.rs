@@ -6,6 +6,7 @@
 //! a line chats in one this console started, the others are read-only.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
@@ -28,6 +29,8 @@ pub struct Remote {
     pub attached: Attached,
     /// Sessions opened (or failures) waiting to reach the console.
     outcomes: Mutex<Vec<Result<u64, String>>>,
+    /// The watched server's restarts the console has been told of.
+    restarts_seen: AtomicU64,
 }
 
 impl Attachment for Remote {
@@ -111,6 +114,23 @@ impl Remote {
 
 /// Brings sessions opened since the last tick into the console (selected, the person's own).
 fn settle(remote: &Remote, console: &mut Console) {
+    let restarts = remote.attached.stream.as_ref().map_or(0, |stream| {
+        stream.lock().unwrap_or_else(|p| p.into_inner()).restarts
+    });
+    if restarts > remote.restarts_seen.swap(restarts, Ordering::Relaxed) {
+        // The sessions this console started ended with the server; a line typed into one
+        // would only get the new server's "no live session has this handle".
+        if let Some(target) = &remote.attached.target {
+            target.forget_all();
+        }
+        console.own = None;
+        console.notice = Some(Notice {
+            text: "the watched server restarted: the sessions this console started there ended \
+                   with it; n starts a new one"
+                .into(),
+            error: false,
+        });
+    }
     let outcomes = std::mem::take(&mut *remote.outcomes.lock().unwrap_or_else(|p| p.into_inner()));
     for outcome in outcomes {
         match outcome {
@@ -301,6 +321,7 @@ pub async fn attach(
     let remote = Arc::new(Remote {
         attached,
         outcomes: Mutex::new(Vec::new()),
+        restarts_seen: AtomicU64::new(0),
     });
     remote.refresh(&mut state);
     let feed = LiveFeed::attached(sub, remote.clone() as Arc<dyn Attachment>);

@@ -42,6 +42,8 @@ pub struct StreamState {
     pub dropped: u64,
     /// Lines that were not events (or too long), skipped.
     pub bad_lines: u64,
+    /// Times the watched server was seen to have restarted (its start time changed).
+    pub restarts: u64,
     /// Open sessions by handle prefix (8 characters) → number.
     prefixes: HashMap<String, u64>,
     prefix_order: VecDeque<String>,
@@ -303,6 +305,7 @@ fn take_line(line: &[u8], bus: &Bus, state: &Shared, seen: &mut Seen) -> bool {
                 let mut state = lock(state);
                 state.replica = Some(r.id.clone());
                 if state.restarted(r.started_us) {
+                    state.restarts += 1;
                     (state.keep_only(&[]), true)
                 } else {
                     let gone = r.open_sessions.as_deref().map(|open| state.keep_only(open));
@@ -485,6 +488,7 @@ mod tests {
             ]
         );
         assert_eq!(lock(&state).session_of("after001"), Some(1));
+        assert_eq!(lock(&state).restarts, 1);
     }
 
     #[test]

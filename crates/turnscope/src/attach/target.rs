@@ -270,6 +270,12 @@ impl Target {
         }
     }
 
+    /// Forgets every session this console started: the watched server restarted, and they
+    /// ended with it (the event stream closed them).
+    pub fn forget_all(&self) {
+        self.own.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
     /// Whether this console started `number`.
     pub fn owns(&self, number: u64) -> bool {
         self.own
