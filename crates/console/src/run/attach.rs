@@ -112,18 +112,27 @@ impl Remote {
     }
 }
 
-/// Brings sessions opened since the last tick into the console (selected, the person's own).
+/// Brings sessions opened since the last tick into the console (selected, the person's own),
+/// and tells of a restart of the watched server.
 fn settle(remote: &Remote, console: &mut Console) {
     let restarts = remote.attached.stream.as_ref().map_or(0, |stream| {
         stream.lock().unwrap_or_else(|p| p.into_inner()).restarts
     });
-    if restarts > remote.restarts_seen.swap(restarts, Ordering::Relaxed) {
-        // The sessions this console started ended with the server; a line typed into one
-        // would only get the new server's "no live session has this handle".
-        if let Some(target) = &remote.attached.target {
-            target.forget_all();
+    if restarts > remote.restarts_seen.swap(restarts, Ordering::Relaxed)
+        && let (Some(target), Some(stream)) = (&remote.attached.target, &remote.attached.stream)
+    {
+        // The sessions this console started ended with the server (a line typed into one
+        // would only get the new server's "no live session has this handle"); those the new
+        // server's stream shows, by their handle (numbers start again), were started since.
+        let stream = stream.lock().unwrap_or_else(|p| p.into_inner());
+        target.keep_handles(|handle| {
+            let prefix: String = handle.chars().take(8).collect();
+            stream.session_of(&prefix).is_some()
+        });
+        drop(stream);
+        if console.own.is_some_and(|own| !target.owns(own)) {
+            console.own = None;
         }
-        console.own = None;
         console.notice = Some(Notice {
             text: "the watched server restarted: the sessions this console started there ended \
                    with it; n starts a new one"

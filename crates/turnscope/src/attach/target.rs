@@ -270,10 +270,13 @@ impl Target {
         }
     }
 
-    /// Forgets every session this console started: the watched server restarted, and they
-    /// ended with it (the event stream closed them).
-    pub fn forget_all(&self) {
-        self.own.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    /// Keeps only the sessions this console started whose handle `keep` accepts (after the
+    /// watched server restarted: those started on the new server, which its stream shows).
+    pub fn keep_handles(&self, keep: impl Fn(&str) -> bool) {
+        self.own
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|_, own| keep(&own.handle));
     }
 
     /// Whether this console started `number`.
