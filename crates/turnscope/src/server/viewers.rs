@@ -151,14 +151,14 @@ enum Opens {
 impl Tag {
     fn of(event: &Event) -> Tag {
         let (session, turn, opens) = match event {
-            Event::Frame(f) => (f.session, f.turn, Opens::Nothing),
             Event::Session(s) if s.closed.is_none() => (s.session, 0, Opens::Session),
             Event::Session(s) => (s.session, 0, Opens::Nothing),
             Event::TurnStarted { session, turn, .. } => (*session, *turn, Opens::Turn),
-            Event::TurnEnded(t) => (t.session, t.turn, Opens::Nothing),
-            Event::ToolCall(c) => (c.session, c.turn, Opens::Nothing),
-            Event::ModelRequest { session, turn, .. } => (*session, *turn, Opens::Nothing),
-            _ => (0, 0, Opens::Nothing),
+            // A line outside any turn (turn 0) is never skipped for one: its session is not
+            // needed either.
+            other => other
+                .turn_of()
+                .map_or((0, 0, Opens::Nothing), |(s, t)| (s, t, Opens::Nothing)),
         };
         Tag {
             session,
