@@ -15,6 +15,7 @@
 //! but the protocol version, `Mcp-Method` and `Mcp-Name` (a task id in it masked as handles
 //! are) is kept: never `Authorization`, and the session id only as its first 8 characters.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -28,7 +29,6 @@ use axum::middleware::Next;
 use axum::response::Response;
 use bytes::Bytes;
 use http_body::Frame;
-use serde_json::Value;
 
 use crate::observe::event::now_us;
 use crate::observe::wire::{
@@ -95,14 +95,73 @@ fn prefix(id: &str) -> String {
     id.chars().take(8).collect()
 }
 
-/// The client's name a request body gives: `initialize`'s `clientInfo`, or a sessionless
-/// request's `_meta`.
-fn client_in(body: &Value) -> Option<String> {
-    let params = &body["params"];
-    params["clientInfo"]["name"]
-        .as_str()
-        .or_else(|| params["_meta"]["io.modelcontextprotocol/clientInfo"]["name"].as_str())
-        .map(str::to_string)
+/// What the record reads of a request body: its method, the tool a `tools/call` names, and
+/// the protocol version and client name a sessionless request's `_meta` (or `initialize`'s
+/// `clientInfo`) gives. Read borrowed, the rest skipped: building the body's whole value for
+/// four strings cost the turn path allocations for every key and string in it. `params` is
+/// read apart, so params of an unexpected shape lose only what is read from them.
+#[derive(serde::Deserialize, Default)]
+struct RequestHead<'a> {
+    #[serde(borrow, default)]
+    method: Option<Cow<'a, str>>,
+    #[serde(skip)]
+    params: Option<ParamsHead<'a>>,
+    #[serde(borrow, default, rename = "params")]
+    raw_params: Option<&'a serde_json::value::RawValue>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct ParamsHead<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default, rename = "clientInfo")]
+    client_info: Option<Named<'a>>,
+    #[serde(borrow, default, rename = "_meta")]
+    meta: Option<MetaHead<'a>>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct MetaHead<'a> {
+    #[serde(borrow, default, rename = "io.modelcontextprotocol/protocolVersion")]
+    protocol: Option<Cow<'a, str>>,
+    #[serde(borrow, default, rename = "io.modelcontextprotocol/clientInfo")]
+    client_info: Option<Named<'a>>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct Named<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+}
+
+/// The text of a field read, owned.
+fn owned(text: &Option<Cow<'_, str>>) -> Option<String> {
+    text.as_deref().map(str::to_string)
+}
+
+impl RequestHead<'_> {
+    /// The head of `body`, or nothing when it is not a JSON object of the expected shape.
+    fn of(body: &[u8]) -> RequestHead<'_> {
+        let mut head: RequestHead = serde_json::from_slice(body).unwrap_or_default();
+        head.params = head
+            .raw_params
+            .and_then(|raw| serde_json::from_str(raw.get()).ok());
+        head
+    }
+
+    /// The client's name: `initialize`'s `clientInfo`, or a sessionless request's `_meta`.
+    fn client(&self) -> Option<String> {
+        let params = self.params.as_ref()?;
+        let named = params
+            .client_info
+            .as_ref()
+            .and_then(|c| c.name.as_ref())
+            .or_else(|| {
+                let meta = params.meta.as_ref()?;
+                meta.client_info.as_ref()?.name.as_ref()
+            })?;
+        Some(named.to_string())
+    }
 }
 
 /// The middleware (state: [`WireTap`]).
@@ -120,12 +179,24 @@ pub(crate) async fn record(State(tap): State<WireTap>, request: Request, next: N
         .unwrap_or_default();
     let headers = &parts.headers;
     let session = header_text(headers, "mcp-session-id");
-    let parsed: Option<Value> = serde_json::from_slice(&bytes).ok();
+    let head = RequestHead::of(&bytes);
+    let params = head.params.as_ref();
+    let method = owned(&head.method);
+    let tool = if method.as_deref() == Some("tools/call") {
+        params.and_then(|p| owned(&p.name))
+    } else {
+        None
+    };
+    let exchange_protocol = header_text(headers, "mcp-protocol-version").or_else(|| {
+        params
+            .and_then(|p| p.meta.as_ref())
+            .and_then(|m| owned(&m.protocol))
+    });
     let mut exchange = McpExchange {
         http_method: parts.method.to_string(),
         path: parts.uri.path().to_string(),
         host: header_text(headers, "host"),
-        protocol: header_text(headers, "mcp-protocol-version"),
+        protocol: exchange_protocol,
         mcp_method: header_text(headers, "mcp-method"),
         // A task id (`tasks/*`) is a secret: masked as handles are.
         mcp_name: header_text(headers, "mcp-name").map(|mut name| {
@@ -134,20 +205,12 @@ pub(crate) async fn record(State(tap): State<WireTap>, request: Request, next: N
         }),
         authorized: headers.contains_key(header::AUTHORIZATION),
         at_us,
+        method,
+        tool,
+        client: head.client(),
         ..McpExchange::default()
     };
-    if let Some(body) = &parsed {
-        exchange.method = body["method"].as_str().map(str::to_string);
-        if exchange.method.as_deref() == Some("tools/call") {
-            exchange.tool = body["params"]["name"].as_str().map(str::to_string);
-        }
-        if exchange.protocol.is_none() {
-            exchange.protocol = body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"]
-                .as_str()
-                .map(str::to_string);
-        }
-        exchange.client = client_in(body);
-    }
+    drop(head);
     if !bytes.is_empty() {
         // Kept as the text it came in (handles masked), not the value parsed above.
         exchange.request = Some(cut_json(&bytes, limit));
@@ -559,6 +622,38 @@ mod tests {
             sse_data(b"event: message\r\nid: 0/1\r\ndata: {\"a\":1}\r"),
             b"{\"a\":1}"
         );
+    }
+
+    /// The head read of a request: the method, a call's tool and the client by either route;
+    /// params of an unexpected shape, or escapes in a string, lose nothing else.
+    #[test]
+    fn a_requests_method_tool_and_client_are_read_from_its_head() {
+        let chat = br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"chat","arguments":{"line":"x"}}}"#;
+        let head = RequestHead::of(chat);
+        assert_eq!(owned(&head.method).as_deref(), Some("tools/call"));
+        assert_eq!(
+            head.params.as_ref().and_then(|p| owned(&p.name)).as_deref(),
+            Some("chat")
+        );
+        assert_eq!(head.client(), None);
+        let init = br#"{"method":"initialize","params":{"clientInfo":{"name":"claude-code","version":"2"}}}"#;
+        assert_eq!(
+            RequestHead::of(init).client().as_deref(),
+            Some("claude-code")
+        );
+        let sessionless = br#"{"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"py\u0041"}}}}"#;
+        let head = RequestHead::of(sessionless);
+        assert_eq!(head.client().as_deref(), Some("pyA"));
+        let protocol = head.params.as_ref().and_then(|p| p.meta.as_ref());
+        assert_eq!(
+            protocol.and_then(|m| owned(&m.protocol)).as_deref(),
+            Some("2026-07-28")
+        );
+        let positional = br#"{"method":"tools/call","params":["chat",1]}"#;
+        let head = RequestHead::of(positional);
+        assert_eq!(owned(&head.method).as_deref(), Some("tools/call"));
+        assert!(head.params.is_none());
+        assert!(RequestHead::of(b"not json").method.is_none());
     }
 
     fn draft(limit: usize) -> Draft {
