@@ -94,6 +94,9 @@ pub struct ModelClient {
     conns: Connections,
     config: ModelConfig,
     url: String,
+    /// `url` as events and errors show it (`token=` and user-info masked): worked out once,
+    /// not on every request recorded.
+    shown_url: Arc<str>,
     /// Set once the server refused `stream_options`: later requests leave it out.
     usage_refused: Arc<AtomicBool>,
 }
@@ -106,6 +109,7 @@ impl ModelClient {
         Self {
             conns,
             config,
+            shown_url: redact(&url).into(),
             url,
             usage_refused: Arc::new(AtomicBool::new(false)),
         }
@@ -171,7 +175,7 @@ impl ModelClient {
         }
         WireRequest {
             model: self.config.model.clone(),
-            url: redact(&self.url).into_owned(),
+            url: self.shown_url.to_string(),
             headers: self.config.headers.iter().map(|(n, _)| n.clone()).collect(),
             keyed: self.config.api_key.is_some(),
             params,
@@ -246,7 +250,7 @@ impl ModelClient {
 
     /// The full chat-completions URL requests go to (`token=` masked).
     pub fn completions_url(&self) -> String {
-        redact(&self.url).into_owned()
+        self.shown_url.to_string()
     }
 
     async fn exchange(
@@ -266,7 +270,7 @@ impl ModelClient {
             self.usage_refused.store(true, Ordering::Relaxed);
             info.usage_refused = true;
             tracing::info!(
-                url = %self.url,
+                url = %self.shown_url,
                 "the model server refused stream_options.include_usage; requests go on without it (no token counts)"
             );
             response = self.send(encode(&body, false), info, started).await?;
