@@ -14,6 +14,8 @@ use turnscope::config::Config;
 use turnscope::observe::{Bus, Event, Subscription};
 use turnscope::pipeline::Observer;
 
+use crate::support::scratch::Scratch;
+
 /// A turn of a 135M model on 2 shared cores: 64 tokens take a few seconds.
 const TURN_WAIT: Duration = Duration::from_secs(120);
 
@@ -31,13 +33,10 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Where llama-server on `port` logs.
-fn log_path(port: u16) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("turnscope-llama-{port}.log"))
-}
-
-/// Starts llama-server on `port` and waits for `/health` to answer 200.
-async fn llama(port: u16) -> Child {
+/// Starts llama-server on `port`, its log in `scratch` (removed with it when the test ends),
+/// and waits for `/health` to answer 200.
+async fn llama(port: u16, scratch: &Scratch) -> Child {
+    let log_path = scratch.join("llama-server.log");
     let mut child = Command::new(env("TURNSCOPE_LLAMA_SERVER"))
         .args([
             "-m",
@@ -53,7 +52,7 @@ async fn llama(port: u16) -> Child {
         // the AMX buffer type is not used.
         .arg("--no-repack")
         .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log_path(port)).unwrap())
+        .stderr(std::fs::File::create(&log_path).unwrap())
         .kill_on_drop(true)
         .spawn()
         .expect("start llama-server");
@@ -70,7 +69,7 @@ async fn llama(port: u16) -> Child {
             "llama-server did not load its model within 120 s"
         );
         if let Some(status) = child.try_wait().unwrap() {
-            let log = std::fs::read_to_string(log_path(port)).unwrap_or_default();
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
             let tail: Vec<&str> = log.lines().rev().take(15).collect();
             let tail: Vec<&str> = tail.into_iter().rev().collect();
             panic!(
@@ -130,7 +129,8 @@ fn failed_requests(events: &mut Subscription) -> (Vec<String>, usize) {
 #[ignore = "needs llama-server and a GGUF model: run by interop/run"]
 async fn a_real_llama_server_plain_turns_twenty_in_a_row_usage_and_a_length_cut() {
     let port = free_port();
-    let _server = llama(port).await;
+    let scratch = Scratch::new("llama");
+    let _server = llama(port, &scratch).await;
     let (s, mut events) = session(port, "");
     let first = turn(&s, "What is the capital of France?").await;
     assert!(
@@ -216,7 +216,8 @@ async fn a_real_llama_server_plain_turns_twenty_in_a_row_usage_and_a_length_cut(
 #[ignore = "needs llama-server and a GGUF model: run by interop/run"]
 async fn a_real_llama_server_over_long_line_then_normal_and_a_restart() {
     let port = free_port();
-    let mut server = llama(port).await;
+    let scratch = Scratch::new("llama");
+    let mut server = llama(port, &scratch).await;
     let (s, _events) = session(port, "");
     assert!(turn(&s, "Hello!").await.end.is_some());
     // Over the 2048-token context: refused with a 400, rolled back from the history.
@@ -244,7 +245,7 @@ async fn a_real_llama_server_over_long_line_then_normal_and_a_restart() {
         m.contains("unreachable") && m.contains("--model-url"),
         "{m}"
     );
-    let _server = llama(port).await;
+    let _server = llama(port, &scratch).await;
     let back = turn(&s, "Are you back?").await;
     assert!(
         matches!(back.end, Some(TurnEnd::Completed | TurnEnd::Length)),

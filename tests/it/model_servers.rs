@@ -428,14 +428,11 @@ async fn headless_mode_warns_once_per_failed_model_request_and_caps_a_flood() {
         .local_addr()
         .unwrap()
         .port();
-    let dir = std::env::temp_dir().join(format!("turnscope-warn-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("turnscope.toml");
-    std::fs::write(
-        &config,
-        format!("[server]\ndrain_seconds = 0\n[model]\nurl = \"http://127.0.0.1:{port}/v1\"\n"),
-    )
-    .unwrap();
+    let dir = crate::support::scratch::Scratch::new("warn");
+    let config = dir.file(
+        "turnscope.toml",
+        &format!("[server]\ndrain_seconds = 0\n[model]\nurl = \"http://127.0.0.1:{port}/v1\"\n"),
+    );
     let mut child = serving(&["--headless", "--port", "0", "--config"])
         .arg(&config)
         .env_remove("TURNSCOPE_LOG")
@@ -471,7 +468,6 @@ async fn headless_mode_warns_once_per_failed_model_request_and_caps_a_flood() {
         "{}",
         warnings[0]
     );
-    std::fs::remove_dir_all(dir).ok();
 }
 
 #[tokio::test]
@@ -479,14 +475,11 @@ async fn over_mcp_a_cut_turn_reads_length_with_its_usage_on_the_embedded_model()
     use crate::support::binary::{ready_line, serving, terminate, url_in};
     use crate::support::mcp::Client;
 
-    let dir = std::env::temp_dir().join(format!("turnscope-length-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("turnscope.toml");
-    std::fs::write(
-        &config,
+    let dir = crate::support::scratch::Scratch::new("length");
+    let config = dir.file(
+        "turnscope.toml",
         "[server]\ndrain_seconds = 0\n[model]\npace = 0.0\nmax_tokens = 2\n",
-    )
-    .unwrap();
+    );
     let mut child = serving(&["--headless", "--port", "0", "--config"])
         .arg(&config)
         .spawn()
@@ -505,5 +498,4 @@ async fn over_mcp_a_cut_turn_reads_length_with_its_usage_on_the_embedded_model()
         "{record}"
     );
     assert!(terminate(&mut child).await.success());
-    std::fs::remove_dir_all(dir).ok();
 }
