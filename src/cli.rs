@@ -161,9 +161,10 @@ pub enum Command {
     /// whole instrument is shown from its live event stream, read-only, and you chat in sessions
     /// you start. `--whisker ws://HOST:PORT` adds (or alone, watches) pipecat's whisker feed.
     Attach {
-        /// The bot's MCP URL (e.g. http://127.0.0.1:7870/mcp).
+        /// The bot's MCP URL (e.g. http://127.0.0.1:7870/mcp; `7870` or `localhost:7870` for
+        /// short: http:// and /mcp are added).
         url: Option<String>,
-        /// Pipecat whisker's WebSocket URL (e.g. ws://localhost:9090).
+        /// Pipecat whisker's WebSocket URL (e.g. ws://localhost:9090; `9090` for short).
         #[arg(long)]
         whisker: Option<String>,
         /// Bearer token for the URL and its event stream.

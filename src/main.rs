@@ -212,6 +212,18 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
                 "attach to what? Give the bot's MCP URL (turnscope attach http://127.0.0.1:7870/mcp), \
                  pipecat's whisker feed (--whisker ws://localhost:9090), or both"
             );
+            // Read before the terminal is checked or anything connects: a mistyped address
+            // is said as such, wherever the command runs.
+            let url = url
+                .as_deref()
+                .map(turnscope::attach::address::mcp_url)
+                .transpose()
+                .map_err(anyhow::Error::msg)?;
+            let whisker = whisker
+                .as_deref()
+                .map(turnscope::attach::address::whisker_url)
+                .transpose()
+                .map_err(anyhow::Error::msg)?;
             let theme = Theme::resolve(theme.as_deref(), turnscope_console::no_color())?;
             turnscope_console::run::terminal::check()?;
             let options = turnscope::attach::AttachOptions {

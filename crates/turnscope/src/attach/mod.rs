@@ -9,9 +9,12 @@
 //! - [`whisker`]: pipecat's whisker feed: workers, their pipelines, frames per link, and the
 //!   turns of a text bot derived from them.
 //!
+//! [`address`] reads what the command line gives as the two addresses.
+//!
 //! A session the console starts is shown once: by the stream when the watched server's stream
 //! shows it, by a whisker worker paired with it, else by this client.
 
+pub mod address;
 mod retold;
 pub mod stream;
 pub mod tap;

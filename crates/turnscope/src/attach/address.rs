@@ -1,0 +1,138 @@
+//! What `turnscope attach` accepts as addresses, read before anything connects: the bot's MCP
+//! URL and pipecat whisker's feed, each completed the way a person types them (`7870`,
+//! `localhost:7870`, `http://host:7870` with no path) or refused with what was expected.
+
+use reqwest::Url;
+
+/// The port alone, or an address with no scheme: completed to `scheme://…`.
+fn with_scheme(given: &str, scheme: &str) -> String {
+    if given.contains("://") {
+        given.to_string()
+    } else if !given.is_empty() && given.bytes().all(|b| b.is_ascii_digit()) {
+        format!("{scheme}://127.0.0.1:{given}")
+    } else {
+        format!("{scheme}://{given}")
+    }
+}
+
+/// The bot's MCP URL from what was given: `7870` is `http://127.0.0.1:7870/mcp`, a missing
+/// scheme is `http://`, a missing path is `/mcp` (where turnscope and pipecat-mcp-transport
+/// serve it).
+///
+/// # Errors
+/// Not an `http(s)` URL with a host; a WebSocket URL is named as whisker's.
+pub fn mcp_url(given: &str) -> Result<String, String> {
+    let given = given.trim();
+    let written = with_scheme(given, "http");
+    let mut url = Url::parse(&written).map_err(|e| {
+        format!(
+            "attach: {given:?} is not a URL ({e}); give the bot's MCP URL, e.g. \
+             http://127.0.0.1:7870/mcp (or just its port: turnscope attach 7870)"
+        )
+    })?;
+    match url.scheme() {
+        "http" | "https" => {}
+        "ws" | "wss" => {
+            return Err(format!(
+                "attach: {given} is a WebSocket URL, and the bot's MCP URL is http(s); if it is \
+                 pipecat whisker's feed, give it as --whisker {given}"
+            ));
+        }
+        other => {
+            return Err(format!(
+                "attach: {given} is a {other}: URL, and the bot's MCP URL is http:// or https:// \
+                 (e.g. http://127.0.0.1:7870/mcp)"
+            ));
+        }
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(format!(
+            "attach: {given} names no host; give the bot's MCP URL, e.g. http://127.0.0.1:7870/mcp"
+        ));
+    }
+    if url.path() == "/" && url.query().is_none() {
+        url.set_path("/mcp");
+    }
+    Ok(url.to_string())
+}
+
+/// Pipecat whisker's feed from what was given: `9090` is `ws://127.0.0.1:9090`, a missing
+/// scheme is `ws://`.
+///
+/// # Errors
+/// Not a `ws(s)` URL with a host; an `http(s)` URL is named as the bot's MCP URL.
+pub fn whisker_url(given: &str) -> Result<String, String> {
+    let given = given.trim();
+    let written = with_scheme(given, "ws");
+    let url = Url::parse(&written).map_err(|e| {
+        format!(
+            "attach: --whisker {given:?} is not a URL ({e}); give pipecat whisker's feed, e.g. \
+             ws://localhost:9090"
+        )
+    })?;
+    match url.scheme() {
+        "ws" | "wss" => {}
+        "http" | "https" => {
+            return Err(format!(
+                "attach: --whisker {given} is an http(s) URL, and whisker's feed is a WebSocket \
+                 (ws://HOST:PORT, e.g. ws://localhost:9090); if it is the bot's MCP URL, give it \
+                 as the first argument: turnscope attach {given}"
+            ));
+        }
+        other => {
+            return Err(format!(
+                "attach: --whisker {given} is a {other}: URL, and whisker's feed is ws:// or \
+                 wss:// (e.g. ws://localhost:9090)"
+            ));
+        }
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(format!(
+            "attach: --whisker {given} names no host; give whisker's feed, e.g. ws://localhost:9090"
+        ));
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_mcp_url_is_completed_as_people_type_it() {
+        let ok = |given: &str| mcp_url(given).unwrap();
+        assert_eq!(ok("7870"), "http://127.0.0.1:7870/mcp");
+        assert_eq!(ok("localhost:7870"), "http://localhost:7870/mcp");
+        assert_eq!(ok(" http://10.0.0.2:7870 "), "http://10.0.0.2:7870/mcp");
+        assert_eq!(ok("https://bots.example/"), "https://bots.example/mcp");
+        // A path given is kept as it is: the server decides where MCP lives.
+        assert_eq!(ok("http://h:1/bots/a/mcp"), "http://h:1/bots/a/mcp");
+        assert_eq!(ok("http://h:1/?k=v"), "http://h:1/?k=v");
+    }
+
+    #[test]
+    fn an_mcp_url_of_the_wrong_kind_says_what_was_expected() {
+        let err = |given: &str| mcp_url(given).unwrap_err();
+        assert!(err("ws://localhost:9090").contains("--whisker ws://localhost:9090"));
+        assert!(err("ftp://h/x").contains("http:// or https://"));
+        assert!(err("http://").contains("not a URL"), "{}", err("http://"));
+        assert!(err("http://h:99999/mcp").contains("not a URL"));
+        assert!(err("not a url").contains("e.g. http://127.0.0.1:7870/mcp"));
+    }
+
+    #[test]
+    fn a_whisker_url_is_completed_and_an_http_one_is_named_as_the_bots() {
+        assert_eq!(whisker_url("9090").unwrap(), "ws://127.0.0.1:9090");
+        assert_eq!(
+            whisker_url("localhost:9090").unwrap(),
+            "ws://localhost:9090"
+        );
+        assert_eq!(whisker_url("wss://h/feed").unwrap(), "wss://h/feed");
+        let err = whisker_url("http://127.0.0.1:7870/mcp").unwrap_err();
+        assert!(
+            err.contains("turnscope attach http://127.0.0.1:7870/mcp"),
+            "{err}"
+        );
+        assert!(whisker_url("ws://").unwrap_err().contains("not a URL"));
+    }
+}
