@@ -22,7 +22,13 @@ async fn attached_to_a_headless_turnscope_it_shows_every_session_and_chats_in_it
     let handle = other.start().await;
     other.chat(&handle, "a line from another client").await;
 
-    let mut s = Screen::start(&["attach", &url, "--events", "seen.jsonl"]).await;
+    // Given as people type it (`127.0.0.1:PORT`): the console completes it to the MCP URL.
+    let short = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_string();
+    let mut s = Screen::start(&["attach", &short, "--events", "seen.jsonl"]).await;
+    s.wait_text(&format!("attached {url}")).await;
     s.wait_text("watching").await;
     s.wait_text("started #2 for you").await;
     s.wait_text("2 open").await;
