@@ -384,6 +384,28 @@ async fn at_the_round_cap_the_model_answers_once_more_without_tools() {
     );
 }
 
+/// A URL given without `/v1` (as people type Ollama's address): the real 404 is rolled back
+/// and its advice names the path and the model, not the key or the parameters.
+#[tokio::test]
+async fn a_model_url_without_v1_fails_with_a_404_that_names_the_path() {
+    let model = turnscope::model::EmbeddedModel::start(0, Default::default())
+        .await
+        .unwrap();
+    let root = model.base_url().trim_end_matches("/v1").to_string();
+    let (s, _events) = session(&root, "turnscope-scripted");
+    let r = turn(&s, "hello").await;
+    let Some(TurnEnd::Error(m)) = r.end else {
+        panic!("expected an error, got {:?}", r.end)
+    };
+    assert!(m.contains("HTTP 404"), "{m}");
+    assert!(
+        m.contains("serve under /v1") && m.contains("--model"),
+        "the advice names the path and the model: {m}"
+    );
+    assert!(!m.contains("the key"), "{m}");
+    assert!(s.context().messages.is_empty(), "the line is rolled back");
+}
+
 #[tokio::test]
 async fn scripted_model_counts_usage_and_honours_max_tokens() {
     let model = turnscope::model::EmbeddedModel::start(

@@ -341,6 +341,10 @@ fn refusal_advice(e: &ModelError) -> &'static str {
     if too_long {
         "the conversation no longer fits the model's context: send a shorter line, give the server a \
          larger context (llama-server -c N), or keep fewer history messages (bot.history_messages)"
+    } else if *code == 404 {
+        "the server has no such endpoint or no such model: check --model-url / [model] url \
+         (OpenAI-compatible servers serve under /v1, e.g. http://localhost:11434/v1) and the model \
+         name (--model), then send the line again"
     } else {
         "check what the server refused (the model name, the [model] parameters, the key) and send the line again"
     }

@@ -13,7 +13,8 @@ use super::ModelClient;
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Checks the server behind `client`; `Some(warning)` names what is wrong and what to do.
-/// A server without `/models` (HTTP 404 or 405) cannot be checked and passes.
+/// A server without `/models` (HTTP 404 or 405) cannot be checked and passes, unless it
+/// answers under `/v1` and the base lacks it.
 pub async fn probe(client: &ModelClient, timeout: Duration) -> Option<String> {
     let config = client.config();
     let url = format!("{}/models", config.base_url.trim_end_matches('/'));
@@ -54,7 +55,7 @@ pub async fn probe(client: &ModelClient, timeout: Duration) -> Option<String> {
                 config.base_url
             )
         }),
-        404 | 405 => None,
+        404 | 405 => under_v1(client, timeout).await,
         401 | 403 => Some(format!(
             "the model server at {} refused GET /models with HTTP {status}: the key or headers \
              are not accepted. Check OPENAI_API_KEY and [model] headers",
@@ -66,6 +67,25 @@ pub async fn probe(client: &ModelClient, timeout: Duration) -> Option<String> {
             config.base_url
         )),
     }
+}
+
+/// For a server without `/models` at the configured base: whether it answers under `/v1`
+/// (where OpenAI-compatible servers serve; a base given without it, e.g.
+/// `http://localhost:11434`, makes every turn a 404), and then the warning saying so. A base
+/// that already ends in `/v1`, or a server that has no `/v1/models` either, passes.
+async fn under_v1(client: &ModelClient, timeout: Duration) -> Option<String> {
+    let base = client.config().base_url.trim_end_matches('/');
+    if base.ends_with("/v1") {
+        return None;
+    }
+    let url = format!("{base}/v1/models");
+    let answer = tokio::time::timeout(timeout, client.models_request(&url).send()).await;
+    let found = matches!(answer, Ok(Ok(response)) if response.status().is_success());
+    found.then(|| {
+        format!(
+            "the model server at {base} has no /models, but {base}/v1/models answers:              OpenAI-compatible servers serve under /v1, so every turn would get HTTP 404.              Use --model-url {base}/v1 (or [model] url)"
+        )
+    })
 }
 
 /// `None` when `body` lists `model` (or lists nothing this check can read); else the names it
@@ -135,6 +155,14 @@ mod tests {
             .unwrap();
         let right = ModelClient::new(ModelConfig::new(embedded.base_url(), "turnscope-scripted"));
         assert_eq!(probe(&right, PROBE_TIMEOUT).await, None);
+        // Given without /v1 (as people type Ollama's or llama-server's address): named.
+        let root = embedded.base_url().trim_end_matches("/v1").to_string();
+        let bare = ModelClient::new(ModelConfig::new(root.clone(), "turnscope-scripted"));
+        let warning = probe(&bare, PROBE_TIMEOUT).await.unwrap();
+        assert!(
+            warning.contains(&format!("Use --model-url {root}/v1")),
+            "{warning}"
+        );
         let wrong = ModelClient::new(ModelConfig::new(embedded.base_url(), "llama3.2"));
         let warning = probe(&wrong, PROBE_TIMEOUT).await.unwrap();
         assert!(
