@@ -330,10 +330,19 @@ async fn headless(
         match app.watch_config() {
             Ok(()) => {
                 if let Some(file) = reloader.file() {
-                    eprintln!(
-                        "config: {} is watched; a change applies from the next turn (SIGHUP reloads too)",
-                        file.display()
-                    );
+                    if file.exists() {
+                        eprintln!(
+                            "config: {} is watched; a change applies from the next turn (SIGHUP reloads too)",
+                            file.display()
+                        );
+                    } else {
+                        eprintln!(
+                            "config: none yet; {} is watched, so creating it applies it from the next turn \
+                             (turnscope config example > {} writes an annotated one)",
+                            file.display(),
+                            file.display()
+                        );
+                    }
                 }
             }
             Err(e) => eprintln!("turnscope: {e}"),
