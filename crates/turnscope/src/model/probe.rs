@@ -83,7 +83,9 @@ async fn under_v1(client: &ModelClient, timeout: Duration) -> Option<String> {
     let found = matches!(answer, Ok(Ok(response)) if response.status().is_success());
     found.then(|| {
         format!(
-            "the model server at {base} has no /models, but {base}/v1/models answers:              OpenAI-compatible servers serve under /v1, so every turn would get HTTP 404.              Use --model-url {base}/v1 (or [model] url)"
+            "the model server at {base} has no /models, but {base}/v1/models answers: \
+             OpenAI-compatible servers serve under /v1, so every turn would get HTTP 404. \
+             Use --model-url {base}/v1 (or [model] url)"
         )
     })
 }
@@ -160,7 +162,7 @@ mod tests {
         let bare = ModelClient::new(ModelConfig::new(root.clone(), "turnscope-scripted"));
         let warning = probe(&bare, PROBE_TIMEOUT).await.unwrap();
         assert!(
-            warning.contains(&format!("Use --model-url {root}/v1")),
+            warning.contains(&format!("answers: OpenAI-compatible servers serve under /v1, so every turn would get HTTP 404. Use --model-url {root}/v1")),
             "{warning}"
         );
         let wrong = ModelClient::new(ModelConfig::new(embedded.base_url(), "llama3.2"));
