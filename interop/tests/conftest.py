@@ -26,6 +26,12 @@ def dev_binary() -> str:
     return path
 
 
+@pytest.fixture
+def anyio_backend():
+    """The anyio tests run on asyncio (the SDK clients' loop), never trio."""
+    return "asyncio"
+
+
 class Running:
     """A turnscope process and the URL it printed."""
 

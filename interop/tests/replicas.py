@@ -24,6 +24,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from results import text_of
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "haproxy.cfg"
 
@@ -188,10 +190,6 @@ class Balancer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         self.dir.cleanup()
-
-
-def text_of(result) -> str:
-    return "".join(b.text for b in result.content if getattr(b, "type", "") == "text")
 
 
 def record_of(result, key: str) -> dict:

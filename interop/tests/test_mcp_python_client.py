@@ -5,21 +5,9 @@ import httpx
 import pytest
 from mcp import Client
 
+from results import text_of, turn_of
+
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
-def text_of(result) -> str:
-    return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
-
-
-def turn_of(result) -> dict:
-    """The machine-readable turn record programs read: the result's `_meta`."""
-    return result.meta["turnscope/turn"]
 
 
 def handle_of(start) -> str:

@@ -6,13 +6,9 @@ import pytest
 from mcp import Client
 
 from conftest import Running
+from results import text_of
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
 
 
 @pytest.fixture
@@ -20,10 +16,6 @@ def capped_server():
     running = Running(["--headless", "--port", "0"], "[model]\npace = 0.0\nmax_tokens = 3\n")
     yield running
     running.stop()
-
-
-def text_of(result) -> str:
-    return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
 
 
 async def test_a_reply_cut_by_the_token_limit_reads_length_with_its_usage(capped_server):

@@ -36,11 +36,6 @@ TASKS = "[server]\ntask_after_seconds = 0\ntask_poll_seconds = 0.1\n[model]\npac
 
 
 @pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
-@pytest.fixture
 def cluster(request):
     """Three replicas and HAProxy; a test marked `slow_first` gets a first replica with slower
     turns (`SLOW`), so a drain has turns in flight to wait for."""

@@ -32,11 +32,6 @@ MODES = ("auto", "legacy", "raw")
 
 
 @pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
-@pytest.fixture
 def redis():
     server = RedisServer()
     yield server

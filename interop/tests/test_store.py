@@ -11,21 +11,9 @@ import pytest
 from mcp import Client
 
 from conftest import Running
+from results import text_of, turn_of
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
-def text_of(result) -> str:
-    return "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
-
-
-def turn_of(result) -> dict:
-    return result.meta["turnscope/turn"]
 
 
 async def test_a_handle_survives_kill_9_and_its_lost_turn_is_reported_once():
