@@ -61,6 +61,21 @@ fn fresh() -> Console {
     c
 }
 
+/// On the embedded scripted model, the person's empty transcript says what it answers and
+/// names one of the bot's tools to try; another session's, or a real model's, does not.
+#[test]
+fn on_the_scripted_model_the_first_transcript_says_how_to_see_a_tool_call() {
+    let mut c = fresh();
+    c.state.set_tools(&super::fixture::tools());
+    c.state.scripted_model = true;
+    c.focus_pane(PaneId::Input);
+    let shown = both(&mut c);
+    assert!(shown.contains("embedded scripted model: it"), "{shown}");
+    assert_snapshot!(shown);
+    c.state.scripted_model = false;
+    assert!(!screen(&mut c, 160, 48).contains("You said"));
+}
+
 /// The first screen: focus in the input line (typing goes there, and the line says how to
 /// leave it), the model named, `quit` in the footer, the transcript given the room.
 #[test]

@@ -122,12 +122,18 @@ pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
     }
     let turns = c.state.transcript(session);
     if turns.is_empty() {
-        let hint = if Some(session) == c.own && !c.read_only {
+        let yours = Some(session) == c.own && !c.read_only;
+        let hint = if yours {
             "No turns yet. Type a line below and press Enter."
         } else {
             "No turns yet."
         };
         out.push(Line::styled(hint, t.dim));
+        if yours && c.state.scripted_model {
+            for piece in wrap(&scripted_model_hint(c), width) {
+                out.push(Line::styled(piece, t.dim));
+            }
+        }
     }
     for turn in turns {
         turn_lines(c, session, turn, width, &mut out);
@@ -136,6 +142,24 @@ pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
         out.push(Line::styled("     … waiting for the turn to start", t.dim));
     }
     out
+}
+
+/// What the embedded scripted model answers, for a person's first line: it echoes a line,
+/// and calls a tool the line names (the bot's first tool, as the example).
+fn scripted_model_hint(c: &Console) -> String {
+    let example = c
+        .state
+        .tools
+        .iter()
+        .map(|tool| tool.name.as_str())
+        .find(|name| *name != "end_session")
+        .map(|name| format!(" (try: use the {name})"))
+        .unwrap_or_default();
+    format!(
+        "This bot runs on the embedded scripted model: it answers \"You said: …\", and calls a \
+         tool your line names{example}. Point turnscope at a real model with --model-url (or \
+         OPENAI_API_KEY)."
+    )
 }
 
 fn turn_lines(
