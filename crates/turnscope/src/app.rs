@@ -67,6 +67,15 @@ pub enum AppError {
     },
 }
 
+/// How [`ModelInfo::describe`] starts for the embedded scripted model.
+const EMBEDDED_DESCRIPTION: &str = "embedded scripted model";
+
+/// Whether `description` (a [`ModelInfo::describe`], as a config reload event carries it)
+/// names the embedded scripted model.
+pub fn describes_embedded(description: &str) -> bool {
+    description.starts_with(EMBEDDED_DESCRIPTION)
+}
+
 /// Which model the bot talks to, for display.
 #[derive(Debug, Clone)]
 pub struct ModelInfo {
@@ -82,7 +91,7 @@ impl ModelInfo {
     /// `embedded scripted model (http://...)` or `NAME at URL`.
     pub fn describe(&self) -> String {
         if self.embedded {
-            format!("embedded scripted model ({})", self.url)
+            format!("{EMBEDDED_DESCRIPTION} ({})", self.url)
         } else {
             format!("{} at {}", self.name, self.url)
         }

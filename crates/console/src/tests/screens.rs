@@ -72,7 +72,16 @@ fn on_the_scripted_model_the_first_transcript_says_how_to_see_a_tool_call() {
     let shown = both(&mut c);
     assert!(shown.contains("embedded scripted model: it"), "{shown}");
     assert_snapshot!(shown);
-    c.state.scripted_model = false;
+    // A reload that points the bot at a real model takes the hint away.
+    c.state.apply(&Event::ConfigReload(
+        turnscope::observe::ConfigReloadEvent {
+            version: 2,
+            outcome: "applied".into(),
+            model: "llama3.2 at http://127.0.0.1:11434/v1".into(),
+            ..Default::default()
+        },
+    ));
+    assert!(!c.state.scripted_model);
     assert!(!screen(&mut c, 160, 48).contains("You said"));
 }
 
