@@ -13,6 +13,12 @@
 pub fn check_model_url(key: &str, url: &str) -> Result<(), String> {
     const EXAMPLES: &str = "e.g. http://localhost:11434/v1 for Ollama, http://127.0.0.1:8080/v1 \
                             for llama-server, https://api.openai.com/v1";
+    if url.trim().is_empty() {
+        return Err(format!(
+            "{key} is empty; give the model server's URL ({EXAMPLES}), or leave it out for the \
+             embedded scripted model"
+        ));
+    }
     let Some((scheme, rest)) = url.split_once("://") else {
         return Err(format!(
             "{key}: {} has no scheme; the model server's URL starts with http:// or https:// \
@@ -76,5 +82,10 @@ mod tests {
         let e = check_model_url("model.url", "alice:pa55@h:1/v1").unwrap_err();
         assert!(e.contains("***@h:1") && !e.contains("pa55"), "{e}");
         assert!(check_model_url("model.url", "HTTPS://h/v1").is_ok());
+        let e = check_model_url("model.url", "").unwrap_err();
+        assert!(
+            e.starts_with("model.url is empty;") && e.contains("leave it out"),
+            "{e}"
+        );
     }
 }
