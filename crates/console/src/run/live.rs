@@ -77,7 +77,6 @@ pub async fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console
     });
     let bot = app.sessions.bot();
     state.greeting = bot.greeting();
-    state.scripted_model = app.model.embedded;
     // Subscribe before opening the person's session, so its opening is seen.
     let mut feed = LiveFeed::new(sub, app.sessions.clone())
         .with_bridges(app.bridges.statuses())

@@ -106,7 +106,6 @@ impl ConsoleState {
         });
         if r.outcome == "applied" && !r.model.is_empty() {
             self.header.model.clone_from(&r.model);
-            self.scripted_model = turnscope::app::describes_embedded(&r.model);
         }
         let level = if r.is_refused() {
             Level::Error

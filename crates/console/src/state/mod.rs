@@ -72,9 +72,6 @@ pub struct ConsoleState {
     pub header: Header,
     /// The bot's greeting, shown at the top of each transcript.
     pub greeting: Option<String>,
-    /// The bot runs on the embedded scripted model: the person's empty transcript says what
-    /// it answers and how to see a tool call, since it only echoes a question.
-    pub scripted_model: bool,
     sessions: BTreeMap<u64, SessionRow>,
     closed_order: VecDeque<u64>,
     transcripts: BTreeMap<u64, Vec<TurnView>>,
@@ -156,7 +153,6 @@ impl ConsoleState {
             budget,
             header,
             greeting: None,
-            scripted_model: false,
             sessions: BTreeMap::new(),
             closed_order: VecDeque::new(),
             transcripts: BTreeMap::new(),

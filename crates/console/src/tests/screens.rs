@@ -67,10 +67,14 @@ fn fresh() -> Console {
 fn on_the_scripted_model_the_first_transcript_says_how_to_see_a_tool_call() {
     let mut c = fresh();
     c.state.set_tools(&super::fixture::tools());
-    c.state.scripted_model = true;
+    // The header names the embedded model, as a live console on it does.
+    assert!(turnscope::app::describes_embedded(&c.state.header.model));
     c.focus_pane(PaneId::Input);
     let shown = both(&mut c);
-    assert!(shown.contains("embedded scripted model: it"), "{shown}");
+    assert!(
+        shown.contains("The embedded scripted model echoes"),
+        "{shown}"
+    );
     assert_snapshot!(shown);
     // A reload that points the bot at a real model takes the hint away.
     c.state.apply(&Event::ConfigReload(
@@ -81,7 +85,7 @@ fn on_the_scripted_model_the_first_transcript_says_how_to_see_a_tool_call() {
             ..Default::default()
         },
     ));
-    assert!(!c.state.scripted_model);
+    assert!(!turnscope::app::describes_embedded(&c.state.header.model));
     assert!(!screen(&mut c, 160, 48).contains("You said"));
 }
 

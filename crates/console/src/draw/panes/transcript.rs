@@ -129,7 +129,8 @@ pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
             "No turns yet."
         };
         out.push(Line::styled(hint, t.dim));
-        if yours && c.state.scripted_model {
+        // The header names the model (at start, and after a reload that changed it).
+        if yours && turnscope::app::describes_embedded(&c.state.header.model) {
             for piece in wrap(&scripted_model_hint(c), width) {
                 out.push(Line::styled(piece, t.dim));
             }
@@ -155,10 +156,11 @@ fn scripted_model_hint(c: &Console) -> String {
         .find(|name| *name != "end_session")
         .map(|name| format!(" (try: use the {name})"))
         .unwrap_or_default();
+    // Two lines at 80 columns: the pane may be three tall, and it shows its newest lines,
+    // so a longer hint would push "Type a line below" out of sight.
     format!(
-        "This bot runs on the embedded scripted model: it answers \"You said: …\", and calls a \
-         tool your line names{example}. Point turnscope at a real model with --model-url (or \
-         OPENAI_API_KEY)."
+        "The embedded scripted model echoes a line and calls a tool it names{example}; \
+         --model-url points at a real model."
     )
 }
 
