@@ -359,6 +359,19 @@ mod tests {
         );
     }
 
+    /// Session `number` opened by an API caller, its handle starting `prefix`.
+    fn opened(number: u64, prefix: &str) -> Event {
+        Event::Session(SessionEvent {
+            session: number,
+            handle_prefix: prefix.into(),
+            opener: SessionOpener::Api,
+            closed: None,
+            at_us: 1,
+            restored: false,
+            taken_from: None,
+        })
+    }
+
     /// A reconnect's first line lists the sessions open on the server: those this viewer
     /// knew and that are not listed ended while it was away, and are closed with a reason.
     #[test]
@@ -370,15 +383,7 @@ mod tests {
         let line = |event: Event| serde_json::to_vec(&event).unwrap();
         for number in 1..=3 {
             take_line(
-                &line(Event::Session(SessionEvent {
-                    session: number,
-                    handle_prefix: format!("prefix0{number}"),
-                    opener: SessionOpener::Api,
-                    closed: None,
-                    at_us: 1,
-                    restored: false,
-                    taken_from: None,
-                })),
+                &line(opened(number, &format!("prefix0{number}"))),
                 &bus,
                 &state,
                 &mut seen,
@@ -436,15 +441,7 @@ mod tests {
         };
         let one_turn = |prefix: &str, seen: &mut Seen| {
             let events = [
-                Event::Session(SessionEvent {
-                    session: 1,
-                    handle_prefix: prefix.into(),
-                    opener: SessionOpener::Api,
-                    closed: None,
-                    at_us: 1,
-                    restored: false,
-                    taken_from: None,
-                }),
+                opened(1, prefix),
                 Event::TurnStarted {
                     session: 1,
                     turn: 1,
