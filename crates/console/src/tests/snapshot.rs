@@ -97,6 +97,35 @@ fn transcript_pane_narrow_wraps_and_splits_boundaries() {
 }
 
 #[test]
+fn transcript_pane_gives_a_long_error_whole_under_its_rule() {
+    use turnscope::observe::Event;
+    use turnscope::observe::event::TurnEndEvent;
+    let mut c = console();
+    c.state.apply(&Event::TurnStarted {
+        session: 1,
+        turn: 9,
+        line: "what time is it".into(),
+        at_us: 1,
+    });
+    c.state.apply(&Event::TurnEnded(TurnEndEvent {
+        session: 1,
+        turn: 9,
+        reason: "error: model HTTP 404 from http://127.0.0.1:11434/chat/completions: check \
+                 the URL's path (does it end in /v1?) and the model name"
+            .into(),
+        total_us: 2_000,
+        ..TurnEndEvent::default()
+    }));
+    c.settle();
+    let t = render(60, 30, &c, panes::transcript::draw);
+    let screen = format!("{:?}", t.backend());
+    // Every word of the error is on the screen, none cut at the pane's edge.
+    assert!(screen.contains("── turn 9 · error ─"), "{screen}");
+    assert!(screen.contains("and the model name"), "{screen}");
+    assert_snapshot!(t.backend());
+}
+
+#[test]
 fn transcript_pane_streaming_mcp_session() {
     let mut c = console();
     c.selected = Some(2);

@@ -291,17 +291,29 @@ fn boundary(c: &Console, session: u64, turn: &TurnView, width: usize) -> Vec<Lin
             Span::styled(rule, t.boundary),
         ])];
     }
-    let rule = "─".repeat(width.saturating_sub(w(&head) + w(&parts[1]) + 1));
-    vec![Line::from(vec![
+    // An end reason too long for the rule's line (an error's whole message) is named there by
+    // its kind and given whole, wrapped, under it: cut at the pane's edge it was unreadable.
+    let (label, told) = match parts[1].split_once(": ") {
+        Some((kind, _)) if w(&head) + w(&parts[1]) + 2 > width => (kind.to_string(), true),
+        _ => (parts[1].clone(), false),
+    };
+    let rule = "─".repeat(width.saturating_sub(w(&head) + w(&label) + 1));
+    let mut lines = vec![Line::from(vec![
         Span::styled(head, t.boundary),
-        Span::styled(parts[1].clone(), end_style),
+        Span::styled(label, end_style),
         Span::styled(format!(" {rule}"), t.boundary),
-    ])]
-    .into_iter()
-    .chain(
+    ])];
+    if told {
+        lines.extend(
+            wrap(&parts[1], width.saturating_sub(3))
+                .into_iter()
+                .map(|l| Line::styled(format!("   {l}"), end_style)),
+        );
+    }
+    lines.extend(
         wrap(&figures.join(" · "), width.saturating_sub(3))
             .into_iter()
             .map(|l| Line::styled(format!("   {l}"), t.boundary)),
-    )
-    .collect()
+    );
+    lines
 }
