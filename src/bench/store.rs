@@ -209,7 +209,7 @@ async fn fill(path: &Path, stored: usize) -> anyhow::Result<Vec<String>> {
             writes.spawn(async move {
                 let head = Head {
                     id: store.key().id_of(&handle),
-                    prefix: handle.to_string()[..8].to_string(),
+                    prefix: turnscope::store::handle::shown_prefix(&handle),
                     bot: "bot".into(),
                     opener: SessionOpener::Mcp("bench".into()),
                     greeting: None,

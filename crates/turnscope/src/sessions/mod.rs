@@ -129,7 +129,7 @@ pub struct Session {
 impl Session {
     /// The first 8 characters of the handle, safe to show.
     pub fn handle_prefix(&self) -> String {
-        self.handle.to_string()[..8].to_string()
+        crate::store::handle::shown_prefix(&self.handle)
     }
 
     /// The full handle (a secret: give it only to whoever opened the session).

@@ -242,7 +242,7 @@ impl Storage {
         let greeting = greeting.map(str::to_string);
         let mut head = Head {
             id,
-            prefix: handle.to_string()[..8].to_string(),
+            prefix: crate::store::handle::shown_prefix(handle),
             bot: bot.name().unwrap_or("bot").to_string(),
             opener: opener.clone(),
             messages: u64::from(greeting.is_some()),

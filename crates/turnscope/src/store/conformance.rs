@@ -16,7 +16,7 @@ pub(crate) fn head(store: &dyn SessionStore, last_used_ms: u64) -> Head {
     let handle = Uuid::new_v4();
     Head {
         id: store.key().id_of(&handle),
-        prefix: handle.to_string()[..8].to_string(),
+        prefix: crate::store::handle::shown_prefix(&handle),
         bot: "bot".into(),
         opener: SessionOpener::Api,
         greeting: Some("Hello".into()),

@@ -10,6 +10,13 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sha2::Sha256;
 use uuid::Uuid;
 
+/// The 8 characters of a UUID (a handle, a task id) that logs, events and the console show:
+/// its first 4 bytes in lower-case hex, as its hyphenated form begins. The rest stays secret.
+pub fn shown_prefix(id: &Uuid) -> String {
+    let b = id.as_bytes();
+    format!("{:08x}", u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
 /// The keyed hash of a handle.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct HandleId([u8; 32]);
@@ -139,5 +146,15 @@ mod tests {
             HandleId(tag).to_hex(),
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
         );
+    }
+
+    #[test]
+    fn the_shown_prefix_is_how_the_hyphenated_form_begins() {
+        for _ in 0..100 {
+            let id = Uuid::new_v4();
+            assert_eq!(shown_prefix(&id), id.to_string()[..8]);
+        }
+        let low = Uuid::from_bytes([0, 0, 0, 7, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+        assert_eq!(shown_prefix(&low), "00000007");
     }
 }

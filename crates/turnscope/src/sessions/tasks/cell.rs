@@ -78,7 +78,7 @@ impl TaskCell {
 
     /// The first 8 characters of the id, safe to show.
     pub fn id_prefix(&self) -> String {
-        self.id.to_string()[..8].to_string()
+        crate::store::handle::shown_prefix(&self.id)
     }
 
     /// Whether this task reads `turn`.
