@@ -293,11 +293,9 @@ pub async fn attach(
     };
     let mut state = ConsoleState::new(Header {
         mcp_url: None,
-        model: attached
-            .target
-            .as_ref()
-            .and_then(|t| t.server_name())
-            .unwrap_or_default(),
+        // The model is not known until the target's model requests name it (a turnscope's
+        // event stream carries them); its server's own name is not the model's.
+        server: attached.target.as_ref().and_then(|t| t.server_name()),
         bridges: "not visible from here".into(),
         source: Source::Attached {
             target,

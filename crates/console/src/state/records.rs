@@ -16,7 +16,8 @@ use crate::state::SESSION_SAMPLES;
 pub struct Header {
     /// The MCP URL, when a server runs.
     pub mcp_url: Option<String>,
-    /// The model in use, as `ModelInfo::describe` says it.
+    /// The model in use, as `ModelInfo::describe` says it; attached, the model the target's
+    /// model requests name (as their server answered), once one was seen.
     pub model: String,
     /// The model in a few words for a narrow screen (`ModelInfo::short`).
     pub model_short: Option<String>,
@@ -26,6 +27,8 @@ pub struct Header {
     pub bot: Option<String>,
     /// The bridges' state in a few words.
     pub bridges: String,
+    /// Attached: the target's name and version from its `initialize` answer (`serverInfo`).
+    pub server: Option<String>,
     /// Where the events come from.
     pub source: Source,
     /// The replica id and its state (`serving`, `draining`), when known.

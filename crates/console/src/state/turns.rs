@@ -7,7 +7,7 @@ use turnscope::observe::event::{ToolCallEvent, TurnEndEvent};
 
 use super::budget::{Part, turn_bytes};
 use super::journal::{Entry, Level};
-use super::{Activity, ConsoleState, TURNS_KEPT, ToolLine, TurnView};
+use super::{Activity, ConsoleState, Source, TURNS_KEPT, ToolLine, TurnView};
 
 impl ConsoleState {
     /// A user line opened a turn.
@@ -174,6 +174,14 @@ impl ConsoleState {
         turn: u64,
         response: &ModelResponseInfo,
     ) {
+        // Attached, the header learns the model from the target's requests (as their server
+        // named it): at start it knew only the target's own name.
+        if let (Source::Attached { .. }, Some(model)) = (&self.header.source, &response.model)
+            && self.header.model != *model
+        {
+            self.header.model.clone_from(model);
+            self.header.model_short = None;
+        }
         if let Some(view) = self.turn_mut(session, turn) {
             if let Some(u) = &response.usage {
                 view.usage.get_or_insert_default().add(u);

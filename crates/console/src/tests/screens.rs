@@ -89,6 +89,53 @@ fn on_the_scripted_model_the_first_transcript_says_how_to_see_a_tool_call() {
     assert!(!screen(&mut c, 160, 48).contains("You said"));
 }
 
+/// Attached, the header names the target's server as a server (its `serverInfo`), and the
+/// model only once the target's model requests name it; a replay's header keeps its model.
+#[test]
+fn attached_the_header_names_the_server_and_learns_the_model_from_requests() {
+    let request = |model: &str| Event::ModelRequest {
+        session: 1,
+        turn: 1,
+        first_piece_us: Some(10),
+        total_us: 20,
+        error: None,
+        at_us: 1_000_000,
+        response: turnscope::observe::ModelResponseInfo {
+            model: Some(model.into()),
+            ..Default::default()
+        },
+        request: None,
+        answer: None,
+    };
+    let mut state = ConsoleState::new(Header {
+        server: Some("turnscope 0.1.0".into()),
+        bridges: "not visible from here".into(),
+        source: Source::Attached {
+            target: "http://127.0.0.1:7870/mcp".into(),
+            view: String::new(),
+        },
+        ..Header::default()
+    });
+    state.apply(&request("qwen2.5-0.5b-instruct"));
+    assert_eq!(state.header.model, "qwen2.5-0.5b-instruct");
+    let mut c = Console::new(state, Theme::default(), true);
+    let top = screen(&mut c, 160, 48);
+    let header = top.lines().next().unwrap_or_default();
+    assert!(header.contains("server turnscope 0.1.0"), "{header}");
+    assert!(header.contains("model qwen2.5-0.5b-instruct"), "{header}");
+
+    let mut replay = ConsoleState::new(Header {
+        model: "llama3.2 at http://127.0.0.1:11434/v1".into(),
+        source: Source::Replay {
+            file: "run.jsonl".into(),
+            problems: Vec::new(),
+        },
+        ..Header::default()
+    });
+    replay.apply(&request("llama3.2:latest"));
+    assert_eq!(replay.header.model, "llama3.2 at http://127.0.0.1:11434/v1");
+}
+
 /// The first screen: focus in the input line (typing goes there, and the line says how to
 /// leave it), the model named, `quit` in the footer, the transcript given the room.
 #[test]

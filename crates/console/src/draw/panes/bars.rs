@@ -204,6 +204,16 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
             0,
         ));
     }
+    if let Some(server) = &h.server {
+        first.push(Chunk::new(
+            vec![
+                Span::styled(" server ", t.dim),
+                Span::styled(server.clone(), t.text),
+                Span::styled(" ", t.dim),
+            ],
+            2,
+        ));
+    }
     if !h.model.is_empty() {
         let short = h.model_short.clone().unwrap_or_else(|| h.model.clone());
         first.push(
