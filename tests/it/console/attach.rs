@@ -30,9 +30,20 @@ async fn attached_to_a_headless_turnscope_it_shows_every_session_and_chats_in_it
     let mut s = Screen::start(&["attach", &short, "--events", "seen.jsonl"]).await;
     s.wait_text(&format!("attached {url}")).await;
     s.wait_text("watching").await;
-    s.wait_text("started #2 for you").await;
-    s.wait_text("2 open").await;
+    // Watching starts nothing on the server: its one session is the other client's, until
+    // the person's first line opens theirs.
+    s.wait_text("a line starts your session").await;
+    s.wait_text("1 open").await;
+    let health: serde_json::Value = reqwest::get(url.replace("/mcp", "/healthz"))
+        .await
+        .expect("/healthz answers")
+        .json()
+        .await
+        .expect("/healthz is JSON");
+    assert_eq!(health["sessions"], 1, "{health}");
     s.send(b"use the clock\r").await;
+    s.wait_text("2 open").await;
+    s.wait_text("n: new session").await;
     let screen = s.wait_text("clock(").await;
     assert!(screen.contains("mcp: turnscope attach"), "{screen}");
     s.wait_text("1 round · 1 tool call").await;
@@ -136,10 +147,10 @@ async fn attached_to_a_pipecat_bot_it_chats_and_shows_whisker_frames_pipeline_to
     .await;
     // No event stream from pipecat: the header says what the client sees.
     s.wait_text("client view").await;
-    s.wait_text("started #1 for you").await;
-    s.wait_text("whisker pipecat 1.14.0").await;
+    // The first line starts the session (and with it pipecat's whisker port).
     s.send(b"hello there\r").await;
     s.wait_text("You said: hello there").await;
+    s.wait_text("whisker pipecat 1.14.0").await;
     s.send(b"echo hi\r").await;
     s.wait_text("echo({\"text\":\"hi\"})").await;
     s.wait_text("The echo tool says").await;

@@ -31,6 +31,12 @@ pub enum Action {
     },
     /// Open a new session for the person and select it.
     NewSession,
+    /// Open the person's first session and send this line in it (an attached console opens
+    /// none until the person writes, so watching adds nothing to the watched bot).
+    StartWith {
+        /// The line.
+        line: String,
+    },
     /// Close a session (asked for twice).
     Close {
         /// Session number.

@@ -50,8 +50,21 @@ impl Console {
         None
     }
 
-    /// Takes the input line as a chat action on the selected session.
+    /// Takes the input line as a chat action on the selected session (or, before the person
+    /// has a session where the first line opens one, as that).
     pub(crate) fn send(&mut self) -> Option<Action> {
+        if self.start_on_first_line && self.own.is_none() {
+            if self.input.lines().iter().all(|l| l.trim().is_empty()) {
+                self.notice = Some(Notice {
+                    text: "type a line: sending it starts your session on the bot".into(),
+                    error: false,
+                });
+                return None;
+            }
+            self.input_line.pending_send = None;
+            let line = self.take_line();
+            return Some(Action::StartWith { line });
+        }
         let Some(session) = self.selected else {
             self.notice = Some(Notice {
                 text: "no session selected; select one in Sessions (1) first".into(),
@@ -104,6 +117,13 @@ impl Console {
             self.input_line.confirmed.insert(session);
         }
         self.input_line.pending_send = None;
+        let line = self.take_line();
+        Some(Action::Chat { session, line })
+    }
+
+    /// The input line's text (trailing whitespace cut), leaving the line empty, the
+    /// transcript following its end and no notice.
+    fn take_line(&mut self) -> String {
         let line = self.input.lines().join("\n");
         let line = line.trim_end().to_string();
         self.input = {
@@ -115,7 +135,17 @@ impl Console {
         };
         self.transcript.back.set(0);
         self.notice = None;
-        Some(Action::Chat { session, line })
+        line
+    }
+
+    /// Puts a line that could not be sent back into an empty input line, so it is not lost
+    /// (a line already typed since is left as it is). Returns whether it was put back.
+    pub fn give_back_line(&mut self, line: &str) -> bool {
+        if line.is_empty() || !self.input.lines().iter().all(String::is_empty) {
+            return false;
+        }
+        self.input.insert_str(line);
+        true
     }
 
     /// Notes that a chat call started.

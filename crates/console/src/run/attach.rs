@@ -2,8 +2,9 @@
 //! [`Attached`] feeds (the MCP client, a watched turnscope's event stream, pipecat's whisker)
 //! publish events on a local bus; the console folds them like its own server's (the same
 //! [`LiveFeed`] over a subscription, with no session table), `--events` records them for
-//! `turnscope replay`, and the person's actions go to the MCP client: `n` starts a session,
-//! a line chats in one this console started, the others are read-only.
+//! `turnscope replay`, and the person's actions go to the MCP client: the first line starts
+//! the person's session and goes into it (`n` starts one without a line), a line chats in a
+//! session this console started, the others are read-only.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -98,8 +99,12 @@ impl Remote {
             }
             parts.push(text);
         }
-        if self.attached.target.is_some() {
-            parts.push("n: new session · chat only in yours".into());
+        if let Some(target) = &self.attached.target {
+            parts.push(if target.owns_any() {
+                "n: new session · chat only in yours".into()
+            } else {
+                "a line starts your session (or n) · chat only in yours".into()
+            });
         }
         parts.join(" · ")
     }
@@ -182,6 +187,44 @@ fn perform(
         Action::HandCall { id, .. } => crate::run::workbench::refuse_here(console, Some(id)),
         Action::Resend { .. } => crate::run::workbench::refuse_here(console, None),
         Action::NewSession => open_session(remote),
+        Action::StartWith { line } => {
+            let Some(target) = remote.attached.target.clone() else {
+                notice(
+                    console,
+                    "watching only (--whisker without a bot URL): nothing to chat with".into(),
+                    true,
+                );
+                console.give_back_line(&line);
+                return;
+            };
+            console.notice = Some(Notice {
+                text: "starting your session on the attached bot…".into(),
+                error: false,
+            });
+            let (remote, tx) = (remote.clone(), chat_tx.clone());
+            tokio::spawn(async move {
+                let number = match remote.attached.open().await {
+                    Ok(number) => number,
+                    Err(e) => {
+                        let _ = tx.send(Done::Opened {
+                            result: Err(e),
+                            replacing: None,
+                            chatting: true,
+                            unsent: Some(line),
+                        });
+                        return;
+                    }
+                };
+                let _ = tx.send(Done::Opened {
+                    result: Ok(number),
+                    replacing: None,
+                    chatting: true,
+                    unsent: None,
+                });
+                let result = target.chat(number, &line).await;
+                let _ = tx.send(Done::Chat(number, line, Box::new(result)));
+            });
+        }
         Action::Chat { session, line } => {
             let Some(target) = remote.attached.target.clone() else {
                 notice(
@@ -217,6 +260,10 @@ fn perform(
         Action::Close { session } => match &remote.attached.target {
             Some(target) if target.owns(session) => {
                 target.forget(session);
+                if console.own == Some(session) {
+                    // The next line starts a new session of the person's.
+                    console.own = None;
+                }
                 notice(
                     console,
                     format!(
@@ -272,7 +319,7 @@ fn open_session(remote: &Arc<Remote>) {
 }
 
 /// Builds the attached console: the feeds started on a local bus (the console subscribed first),
-/// the target's tools in the Tools pane, a session opened for the person when there is a bot URL.
+/// the target's tools in the Tools pane; the person's session opens with their first line.
 ///
 /// # Errors
 /// The MCP URL cannot be reached.
@@ -332,10 +379,10 @@ pub async fn attach(
     });
     remote.refresh(&mut state);
     let feed = LiveFeed::attached(sub, remote.clone() as Arc<dyn Attachment>);
-    let console = Console::new(state, theme, false);
-    if remote.attached.target.is_some() {
-        open_session(&remote);
-    }
+    let mut console = Console::new(state, theme, false);
+    // No session is opened until the person writes (or presses n): a console that only
+    // watches adds nothing to the bot it watches (a CI server's session count, its cap).
+    console.start_on_first_line = remote.attached.target.is_some();
     Ok((console, feed, remote))
 }
 

@@ -35,6 +35,8 @@ pub enum Done {
         replacing: Option<u64>,
         /// Whether a line goes to it next.
         chatting: bool,
+        /// The line that was to go to it, given back to the input line when it could not open.
+        unsent: Option<String>,
     },
 }
 

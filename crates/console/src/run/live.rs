@@ -379,8 +379,13 @@ fn finished(console: &mut Console, done: Done) {
             result: Ok(number),
             replacing,
             chatting,
+            ..
         } => {
             console.selected = Some(number);
+            if console.own.is_none() {
+                // The person's first session (an attached console opens it with their line).
+                console.own = Some(number);
+            }
             if chatting {
                 console.chat_started(number);
             }
@@ -396,8 +401,16 @@ fn finished(console: &mut Console, done: Done) {
             });
         }
         Done::Opened {
-            result: Err(text), ..
+            result: Err(text),
+            unsent,
+            ..
         } => {
+            let back = unsent.is_some_and(|line| console.give_back_line(&line));
+            let text = if back {
+                format!("{text} (your line is back in the input line)")
+            } else {
+                text
+            };
             console.notice = Some(Notice { text, error: true });
         }
     }
@@ -480,7 +493,38 @@ pub(crate) fn perform(
                     result,
                     replacing: None,
                     chatting: false,
+                    unsent: None,
                 });
+            });
+        }
+        Action::StartWith { line } => {
+            let sessions = sessions.clone();
+            let tx = chat_tx.clone();
+            let cancel = stop.child_token();
+            tokio::spawn(async move {
+                let target = match sessions.open(SessionOpener::Console).await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = tx.send(Done::Opened {
+                            result: Err(e.to_string()),
+                            replacing: None,
+                            chatting: true,
+                            unsent: Some(line),
+                        });
+                        return;
+                    }
+                };
+                let _ = tx.send(Done::Opened {
+                    result: Ok(target.number),
+                    replacing: None,
+                    chatting: true,
+                    unsent: None,
+                });
+                let result = sessions
+                    .chat_on(&target, &line, None, &cancel)
+                    .await
+                    .map_err(|e| e.to_string());
+                let _ = tx.send(Done::Chat(target.number, line, Box::new(result)));
             });
         }
         Action::Close { session } => {
@@ -519,6 +563,7 @@ pub(crate) fn perform(
                                 result: Ok(s.number),
                                 replacing: Some(session),
                                 chatting: true,
+                                unsent: None,
                             });
                             s
                         }
@@ -527,6 +572,7 @@ pub(crate) fn perform(
                                 result: Err(e.to_string()),
                                 replacing: Some(session),
                                 chatting: true,
+                                unsent: Some(line),
                             });
                             return;
                         }

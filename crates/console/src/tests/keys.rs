@@ -80,6 +80,45 @@ fn enter_sends_the_line_to_the_selected_session_and_clears_it() {
     assert!(c.input.is_empty());
 }
 
+/// Attached (the first line opens the person's session): before they have one, Enter sends
+/// the line as the start of their session, whichever session is selected; an empty line
+/// starts nothing; once the session is theirs, lines chat in it as usual; a line whose
+/// session could not open is given back to the empty input line.
+#[test]
+fn attached_the_first_line_starts_the_persons_session() {
+    let mut c = console();
+    c.own = None;
+    c.selected = Some(2);
+    c.start_on_first_line = true;
+    assert_eq!(press(&mut c, KeyCode::Enter), None);
+    assert!(
+        c.notice
+            .as_ref()
+            .is_some_and(|n| n.text.contains("starts your session"))
+    );
+    type_text(&mut c, "hello there");
+    assert_eq!(
+        press(&mut c, KeyCode::Enter),
+        Some(Action::StartWith {
+            line: "hello there".into()
+        })
+    );
+    assert!(c.input.is_empty());
+    assert!(c.give_back_line("hello there"));
+    assert_eq!(c.input.lines(), ["hello there"]);
+    // A line typed since is not overwritten.
+    assert!(!c.give_back_line("older"));
+    c.own = Some(3);
+    c.selected = Some(3);
+    assert_eq!(
+        press(&mut c, KeyCode::Enter),
+        Some(Action::Chat {
+            session: 3,
+            line: "hello there".into()
+        })
+    );
+}
+
 #[test]
 fn alt_enter_shift_enter_and_ctrl_j_add_newlines() {
     let mut c = console();

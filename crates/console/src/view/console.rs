@@ -55,6 +55,9 @@ pub struct Console {
     pub selected: Option<u64>,
     /// The session the console opened for the person.
     pub own: Option<u64>,
+    /// Whether the person's first line opens their session (`turnscope attach`: none is
+    /// opened before, so a console that only watches starts nothing on the bot).
+    pub start_on_first_line: bool,
     /// The input line.
     pub input: TextArea<'static>,
     /// The input line's sends: chats in flight, a line waiting for a second Enter.
@@ -120,6 +123,7 @@ impl Console {
             inspector: PaneId::Frames,
             selected: None,
             own: None,
+            start_on_first_line: false,
             input,
             input_line: InputLineView::default(),
             notice: None,

@@ -287,6 +287,15 @@ impl Target {
             .contains_key(&number)
     }
 
+    /// Whether this console started any session that is still its own.
+    pub fn owns_any(&self) -> bool {
+        !self
+            .own
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
+    }
+
     /// `number`'s handle, when this console started it.
     pub fn handle_of(&self, number: u64) -> Option<String> {
         self.own

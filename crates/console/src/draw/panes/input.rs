@@ -47,6 +47,11 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     }
     let mut extra = Vec::new();
     match c.selected {
+        // Attached, before the person has a session: their line opens one, whatever is
+        // selected.
+        _ if c.start_on_first_line && c.own.is_none() => {
+            extra.push(dim_piece(c, "to a new session of yours"));
+        }
         Some(n) => extra.push(dim_piece(c, format!("to {}", c.state.session_name(n)))),
         None => extra.push(dim_piece(c, "no session selected")),
     }

@@ -114,7 +114,16 @@ pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
     let t = &c.theme;
     let mut out = Vec::new();
     let Some(session) = c.selected else {
-        out.push(Line::styled("No session selected.", t.dim));
+        let text = if c.start_on_first_line && c.own.is_none() {
+            // Attached: nothing was started on the bot; the person's first line starts it.
+            "No session of yours yet: type a line below and press Enter to start one on the \
+             bot (n starts one without a line)."
+        } else {
+            "No session selected."
+        };
+        for piece in wrap(text, width) {
+            out.push(Line::styled(piece, t.dim));
+        }
         return out;
     };
     if let Some(greeting) = &c.state.greeting {
