@@ -185,12 +185,13 @@ impl Client {
                 lifecycle,
             )
             .await
-            .map_err(|e| {
-                anyhow::anyhow!(
+            .map_err(|e| match turnscope::attach::target::token_refused(url, token.is_some(), &e) {
+                Some(refused) => anyhow::anyhow!(refused),
+                None => anyhow::anyhow!(
                     "cannot reach the MCP server at {url}: {}; check that it runs and that the URL \
                      ends in its MCP path (usually /mcp)",
                     chain(&e)
-                )
+                ),
             })?;
         Ok(Self {
             service,

@@ -300,6 +300,58 @@ end_reason = "error"
     assert_eq!(ends["status"], "passed", "{ends}");
 }
 
+/// A target that wants a bearer token is said to want one (it was reached), and a wrong
+/// token is said to be refused, instead of "cannot reach"; the right one passes.
+#[tokio::test]
+async fn a_target_that_wants_a_token_says_so_and_a_wrong_token_is_named_refused() {
+    use crate::support::binary::{ready_line, serving, terminate, url_in};
+    let mut server = serving(&[
+        "--headless",
+        "--port",
+        "0",
+        "--pace",
+        "0",
+        "--auth-token",
+        "right-token",
+    ])
+    .spawn()
+    .expect("the server starts");
+    let url = url_in(&ready_line(&mut server).await, "/mcp");
+    let dir = scratch("token");
+    std::fs::write(
+        dir.join("hi.test.toml"),
+        "[[case]]\nname = \"a\"\n[[case.turn]]\nsay = \"hi\"\nreply_contains = [\"hi\"]\n",
+    )
+    .unwrap();
+    let out = turnscope_test(&["--url", &url, "hi.test.toml"], &dir).await;
+    assert_eq!(code(&out), 2, "{}", text(&out));
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        said.contains(&format!("the MCP server at {url} asks for a bearer token"))
+            && said.contains("--auth-token TOKEN"),
+        "{said}"
+    );
+    let out = turnscope_test(
+        &["--url", &url, "--auth-token", "wrong-token", "hi.test.toml"],
+        &dir,
+    )
+    .await;
+    assert_eq!(code(&out), 2, "{}", text(&out));
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(said.contains("refused the bearer token given"), "{said}");
+    assert!(
+        !said.contains("wrong-token"),
+        "the token is not echoed: {said}"
+    );
+    let out = turnscope_test(
+        &["--url", &url, "--auth-token", "right-token", "hi.test.toml"],
+        &dir,
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    terminate(&mut server).await;
+}
+
 #[tokio::test]
 async fn a_bad_file_or_an_unreachable_target_exits_2_naming_what() {
     let dir = scratch("exit2");
