@@ -19,6 +19,7 @@ use turnscope::tools::hand::{self, Refusal};
 use turnscope::tools::mcp_source::SourceStatus;
 use turnscope::tools::portability;
 use turnscope::tools::registry::ToolRegistry;
+use turnscope::tools::registry::down_after;
 use turnscope::tools::{ToolSpec, Tools};
 
 use crate::cli::{ServeArgs, ToolsAction};
@@ -64,10 +65,7 @@ fn sources(registry: &ToolRegistry) -> (Vec<Value>, Vec<String>) {
                 SourceStatus::Down { error, attempts } => {
                     row["state"] = json!("down");
                     row["error"] = json!(error);
-                    down.push(format!(
-                        "{}: down after {attempts} attempts: {error}",
-                        s.name()
-                    ));
+                    down.push(format!("{}: {}", s.name(), down_after(attempts, &error)));
                 }
                 SourceStatus::Closed => row["state"] = json!("closed"),
             }
@@ -174,9 +172,7 @@ async fn call(
 fn describe(status: &SourceStatus) -> String {
     match status {
         SourceStatus::Connecting => "still connecting after the connect budget".into(),
-        SourceStatus::Down { error, attempts } => {
-            format!("down after {attempts} attempts: {error}")
-        }
+        SourceStatus::Down { error, attempts } => down_after(*attempts, error),
         SourceStatus::Closed => "closed".into(),
         SourceStatus::Up { .. } => "up".into(),
     }

@@ -175,6 +175,50 @@ async fn an_unreachable_server_is_exit_2_naming_it() {
     assert_eq!(code, 0, "{clock}");
 }
 
+/// A server that answers `initialize` with 401 (a turnscope run with `--auth-token`) is
+/// said to want credentials, with the `headers` line that gives them; a wrong token is said
+/// to be refused; the right one lists its tools.
+#[tokio::test]
+async fn a_server_that_wants_a_token_says_how_to_give_it() {
+    use crate::support::binary::{ready_line, serving, terminate, url_in};
+    let mut server = serving(&["--headless", "--port", "0", "--auth-token", "right-token"])
+        .spawn()
+        .expect("the server starts");
+    let url = url_in(&ready_line(&mut server).await, "/mcp");
+    let entry = format!("[[mcp_servers]]\nname = \"guarded\"\nurl = \"{url}\"\n");
+    let p = Project::new("guarded", &entry);
+    let (code, listed, err) = tools(&p.0, &["list"]).await;
+    assert_eq!(code, 2, "{listed}");
+    assert!(
+        err.contains("down after 1 attempt: ")
+            && err.contains("it asks for credentials (HTTP 401/403)")
+            && err.contains("headers = { Authorization = \"Bearer ${TOKEN}\" }"),
+        "{err}"
+    );
+    let wrong = Project::new(
+        "guarded-wrong",
+        &format!("{entry}headers = {{ Authorization = \"Bearer wrong-token\" }}\n"),
+    );
+    let (code, _, err) = tools(&wrong.0, &["list"]).await;
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("refused the Authorization header given"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("wrong-token"),
+        "the token is not echoed: {err}"
+    );
+    let right = Project::new(
+        "guarded-right",
+        &format!("{entry}headers = {{ Authorization = \"Bearer right-token\" }}\n"),
+    );
+    let (code, listed, _) = tools(&right.0, &["list"]).await;
+    assert_eq!(code, 0, "{listed}");
+    assert!(listed["tools"].to_string().contains("\"chat\""), "{listed}");
+    terminate(&mut server).await;
+}
+
 #[tokio::test]
 async fn a_reader_that_closes_the_pipe_early_is_no_panic() {
     // `turnscope tools list | head -c 10`: the reader is gone before the listing is written.

@@ -161,6 +161,29 @@ pub(crate) async fn open<C: ClientHandler>(
         url: url.to_string(),
         reason: chain(e),
     };
+    // A 401/403 to `initialize`: the server was reached and wants credentials (or refused
+    // those given); rmcp's words for it are only "Auth required".
+    let refused_or = |e: rmcp::service::ClientInitializeError| {
+        if !e.is_authorization_required() {
+            return handshake(&e);
+        }
+        let given = config
+            .headers
+            .keys()
+            .any(|k| k.eq_ignore_ascii_case("authorization"));
+        ConnectError::Handshake {
+            url: url.to_string(),
+            reason: if given {
+                "it refused the Authorization header given (HTTP 401/403): check the token in \
+                 this server's `headers`"
+                    .into()
+            } else {
+                "it asks for credentials (HTTP 401/403): add them to this server's entry, e.g. \
+                 headers = { Authorization = \"Bearer ${TOKEN}\" }"
+                    .into()
+            },
+        }
+    };
     match config.transport_kind() {
         TransportKind::Stdio => {
             let command = config.command.as_deref().unwrap_or_default();
@@ -236,7 +259,7 @@ pub(crate) async fn open<C: ClientHandler>(
             let service = client
                 .serve_with_ct(transport, ct)
                 .await
-                .map_err(|e| handshake(&e))?;
+                .map_err(refused_or)?;
             Ok(Session { service, pid: None })
         }
         TransportKind::Sse => {
@@ -255,7 +278,7 @@ pub(crate) async fn open<C: ClientHandler>(
             let service = client
                 .serve_with_ct(transport, ct)
                 .await
-                .map_err(|e| handshake(&e))?;
+                .map_err(refused_or)?;
             Ok(Session { service, pid: None })
         }
     }

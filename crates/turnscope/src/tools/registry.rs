@@ -671,6 +671,12 @@ impl ToolsFactory for ToolRegistry {
     }
 }
 
+/// A source that is down, as every listing says it: `down after 2 attempts: ERROR`.
+pub fn down_after(attempts: u32, error: &str) -> String {
+    let noun = if attempts == 1 { "attempt" } else { "attempts" };
+    format!("down after {attempts} {noun}: {error}")
+}
+
 /// One line per source for logs and the console: `name (transport): status`.
 pub fn describe_sources(registry: &ToolRegistry) -> Vec<String> {
     registry
@@ -683,10 +689,7 @@ pub fn describe_sources(registry: &ToolRegistry) -> Vec<String> {
                     "up, {tools} tools{}",
                     pid.map(|p| format!(", pid {p}")).unwrap_or_default()
                 ),
-                SourceStatus::Down { error, attempts } => {
-                    let noun = if attempts == 1 { "attempt" } else { "attempts" };
-                    format!("down after {attempts} {noun}: {error}")
-                }
+                SourceStatus::Down { error, attempts } => down_after(attempts, &error),
                 SourceStatus::Closed => "closed".to_string(),
             };
             format!("{} ({}): {status}", s.name(), s.transport().as_str())
