@@ -54,6 +54,13 @@ impl Console {
     /// has a session where the first line opens one, as that).
     pub(crate) fn send(&mut self) -> Option<Action> {
         if self.start_on_first_line && self.own.is_none() {
+            if self.input_line.starting {
+                self.notice = Some(Notice {
+                    text: "your session is starting; send this line once it has".into(),
+                    error: false,
+                });
+                return None;
+            }
             if self.input.lines().iter().all(|l| l.trim().is_empty()) {
                 self.notice = Some(Notice {
                     text: "type a line: sending it starts your session on the bot".into(),
@@ -62,6 +69,7 @@ impl Console {
                 return None;
             }
             self.input_line.pending_send = None;
+            self.input_line.starting = true;
             let line = self.take_line();
             return Some(Action::StartWith { line });
         }

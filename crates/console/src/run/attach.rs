@@ -194,6 +194,7 @@ fn perform(
                     "watching only (--whisker without a bot URL): nothing to chat with".into(),
                     true,
                 );
+                console.input_line.starting = false;
                 console.give_back_line(&line);
                 return;
             };

@@ -382,6 +382,7 @@ fn finished(console: &mut Console, done: Done) {
             ..
         } => {
             console.selected = Some(number);
+            console.input_line.starting = false;
             if console.own.is_none() {
                 // The person's first session (an attached console opens it with their line).
                 console.own = Some(number);
@@ -405,11 +406,14 @@ fn finished(console: &mut Console, done: Done) {
             unsent,
             ..
         } => {
-            let back = unsent.is_some_and(|line| console.give_back_line(&line));
-            let text = if back {
-                format!("{text} (your line is back in the input line)")
-            } else {
-                text
+            console.input_line.starting = false;
+            let text = match unsent {
+                Some(line) if console.give_back_line(&line) => {
+                    format!("{text} (your line is back in the input line)")
+                }
+                // Something was typed since: the line is told rather than put over it.
+                Some(line) => format!("{text} (your line was: {line})"),
+                None => text,
             };
             console.notice = Some(Notice { text, error: true });
         }
@@ -497,35 +501,11 @@ pub(crate) fn perform(
                 });
             });
         }
+        // Only an attached console sends it (`Console::start_on_first_line`): this one opened
+        // the person's session as it started, and reopens it when a line finds it ended.
         Action::StartWith { line } => {
-            let sessions = sessions.clone();
-            let tx = chat_tx.clone();
-            let cancel = stop.child_token();
-            tokio::spawn(async move {
-                let target = match sessions.open(SessionOpener::Console).await {
-                    Ok(s) => s,
-                    Err(e) => {
-                        let _ = tx.send(Done::Opened {
-                            result: Err(e.to_string()),
-                            replacing: None,
-                            chatting: true,
-                            unsent: Some(line),
-                        });
-                        return;
-                    }
-                };
-                let _ = tx.send(Done::Opened {
-                    result: Ok(target.number),
-                    replacing: None,
-                    chatting: true,
-                    unsent: None,
-                });
-                let result = sessions
-                    .chat_on(&target, &line, None, &cancel)
-                    .await
-                    .map_err(|e| e.to_string());
-                let _ = tx.send(Done::Chat(target.number, line, Box::new(result)));
-            });
+            console.input_line.starting = false;
+            console.give_back_line(&line);
         }
         Action::Close { session } => {
             if let Some(s) = sessions.by_number(session) {

@@ -104,6 +104,16 @@ fn attached_the_first_line_starts_the_persons_session() {
         })
     );
     assert!(c.input.is_empty());
+    // While that session opens, another line waits in the input rather than opening a second.
+    type_text(&mut c, "and another");
+    assert_eq!(press(&mut c, KeyCode::Enter), None);
+    assert_eq!(c.input.lines(), ["and another"]);
+    assert!(
+        c.notice
+            .as_ref()
+            .is_some_and(|n| n.text.contains("is starting"))
+    );
+    c.input = Default::default();
     assert!(c.give_back_line("hello there"));
     assert_eq!(c.input.lines(), ["hello there"]);
     // A line typed since is not overwritten.

@@ -103,4 +103,7 @@ pub struct InputLineView {
     pub pending_send: Option<u64>,
     /// Sessions not opened here the person confirmed speaking into.
     pub confirmed: BTreeSet<u64>,
+    /// The person's first session is being opened with their line (attached): a second line
+    /// waits for it rather than opening another.
+    pub starting: bool,
 }
