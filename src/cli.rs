@@ -72,7 +72,8 @@ pub struct ServeArgs {
     /// Turn the Host/Origin check off (only behind a trusted proxy).
     #[arg(long)]
     pub no_host_check: bool,
-    /// Require `Authorization: Bearer TOKEN` on every request.
+    /// Require `Authorization: Bearer TOKEN` on every request this server takes (`turnscope
+    /// test --url` sends it to the server it tests instead).
     #[arg(long, env = "TURNSCOPE_AUTH_TOKEN", hide_env_values = true)]
     pub auth_token: Option<String>,
     /// Allow --host beyond loopback without --auth-token (an authenticating proxy is in front).
