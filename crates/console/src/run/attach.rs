@@ -140,7 +140,7 @@ fn settle(remote: &Remote, console: &mut Console) {
         }
         console.notice = Some(Notice {
             text: "the watched server restarted: the sessions this console started there ended \
-                   with it; n starts a new one"
+                   with it; your next line starts a new one (or n)"
                 .into(),
             error: false,
         });
