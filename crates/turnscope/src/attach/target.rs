@@ -113,29 +113,6 @@ pub struct Started {
     pub greeting: Option<String>,
 }
 
-/// What to say when an MCP server answered `initialize` with 401/403: it was reached, and it
-/// wants a bearer token (none was given) or refused the one given. `None` for other failures.
-pub fn token_refused(
-    url: &str,
-    token_given: bool,
-    e: &rmcp::service::ClientInitializeError,
-) -> Option<String> {
-    if !e.is_authorization_required() {
-        return None;
-    }
-    Some(if token_given {
-        format!(
-            "the MCP server at {url} refused the bearer token given (HTTP 401/403): check \
-             --auth-token against the server's own (its --auth-token, or [server] auth_token)"
-        )
-    } else {
-        format!(
-            "the MCP server at {url} asks for a bearer token (HTTP 401): give it with \
-             --auth-token TOKEN (the server's --auth-token, or [server] auth_token in its config)"
-        )
-    })
-}
-
 impl Target {
     /// Connects to `url` (`token` as the bearer), every exchange tapped onto `bus`.
     ///
@@ -160,7 +137,7 @@ impl Target {
             .serve(StreamableHttpClientTransport::with_client(client, config))
             .await
             .map_err(|e| {
-                token_refused(url, token.is_some(), &e).unwrap_or_else(|| {
+                crate::mcp::connect::token_refused(url, token.is_some(), &e).unwrap_or_else(|| {
                     format!(
                         "cannot reach the MCP server at {url}: {e}; check that it runs, that the \
                          URL ends in its MCP path (usually /mcp), and the token (--auth-token)"

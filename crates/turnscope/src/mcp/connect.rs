@@ -284,6 +284,31 @@ pub(crate) async fn open<C: ClientHandler>(
     }
 }
 
+/// What a client given `--auth-token` (`turnscope attach`, `turnscope test --url`) says when
+/// an MCP server answered `initialize` with 401/403: it was reached, and it wants a bearer
+/// token (none was given) or refused the one given. `None` for other failures. (A tool
+/// source, configured by `headers`, is told so in `open`.)
+pub fn token_refused(
+    url: &str,
+    token_given: bool,
+    e: &rmcp::service::ClientInitializeError,
+) -> Option<String> {
+    if !e.is_authorization_required() {
+        return None;
+    }
+    Some(if token_given {
+        format!(
+            "the MCP server at {url} refused the bearer token given (HTTP 401/403): check \
+             --auth-token against the server's own (its --auth-token, or [server] auth_token)"
+        )
+    } else {
+        format!(
+            "the MCP server at {url} asks for a bearer token (HTTP 401): give it with \
+             --auth-token TOKEN (the server's --auth-token, or [server] auth_token in its config)"
+        )
+    })
+}
+
 /// An error and its causes in one line, without the Rust type names rmcp puts in its
 /// transport errors (`Transport [rmcp::...<...>] error:`).
 pub fn chain(error: &dyn std::error::Error) -> String {
