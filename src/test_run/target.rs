@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use turnscope::mcp::connect::{chain, token_refused};
+use turnscope::mcp::connect::{chain, initialize_failed};
 use turnscope::server::mcp_text::text_of;
 
 use rmcp::model::{
@@ -185,14 +185,7 @@ impl Client {
                 lifecycle,
             )
             .await
-            .map_err(|e| match token_refused(url, token.is_some(), &e) {
-                Some(refused) => anyhow::anyhow!(refused),
-                None => anyhow::anyhow!(
-                    "cannot reach the MCP server at {url}: {}; check that it runs and that the URL \
-                     ends in its MCP path (usually /mcp)",
-                    chain(&e)
-                ),
-            })?;
+            .map_err(|e| anyhow::anyhow!(initialize_failed(url, token.is_some(), &e)))?;
         Ok(Self {
             service,
             timer,

@@ -20,6 +20,7 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
 use super::tap::{Handles, Tapped, Tokens};
+use crate::mcp::connect::initialize_failed;
 use crate::observe::event::{
     FrameEvent, SessionEvent, SessionOpener, ToolCallEvent, TurnEndEvent, now_us,
 };
@@ -136,14 +137,7 @@ impl Target {
         let service = listener
             .serve(StreamableHttpClientTransport::with_client(client, config))
             .await
-            .map_err(|e| {
-                crate::mcp::connect::token_refused(url, token.is_some(), &e).unwrap_or_else(|| {
-                    format!(
-                        "cannot reach the MCP server at {url}: {e}; check that it runs, that the \
-                         URL ends in its MCP path (usually /mcp), and the token (--auth-token)"
-                    )
-                })
-            })?;
+            .map_err(|e| initialize_failed(url, token.is_some(), &e))?;
         Ok(Self {
             service: Arc::new(service),
             url: url.to_string(),

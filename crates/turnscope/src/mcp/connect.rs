@@ -285,10 +285,26 @@ pub(crate) async fn open<C: ClientHandler>(
 }
 
 /// What a client given `--auth-token` (`turnscope attach`, `turnscope test --url`) says when
-/// an MCP server answered `initialize` with 401/403: it was reached, and it wants a bearer
-/// token (none was given) or refused the one given. `None` for other failures. (A tool
-/// source, configured by `headers`, is told so in `open`.)
-pub fn token_refused(
+/// its `initialize` with the MCP server at `url` failed: a 401/403 means the server was
+/// reached and wants a bearer token (none was given) or refused the one given; anything else
+/// means it could not be reached or does not speak MCP there. (A tool source, configured by
+/// `headers`, is told so in `open`.)
+pub fn initialize_failed(
+    url: &str,
+    token_given: bool,
+    e: &rmcp::service::ClientInitializeError,
+) -> String {
+    token_refused(url, token_given, e).unwrap_or_else(|| {
+        format!(
+            "cannot reach the MCP server at {url}: {}; check that it runs and that the URL ends \
+             in its MCP path (usually /mcp)",
+            chain(e)
+        )
+    })
+}
+
+/// The 401/403 half of [`initialize_failed`]; `None` for other failures.
+fn token_refused(
     url: &str,
     token_given: bool,
     e: &rmcp::service::ClientInitializeError,
