@@ -558,7 +558,8 @@ pub enum SessionsAction {
         /// What to write.
         #[arg(long = "as", value_enum, default_value_t = ExportAs::Events)]
         format: ExportAs,
-        /// The file (default turnscope-session-PREFIX.events.jsonl or .test.toml; - = stdout).
+        /// The file (- = stdout). Without it: stdout when that is redirected (`> file`, a
+        /// pipe), else turnscope-session-PREFIX.events.jsonl or .test.toml.
         #[arg(long, short)]
         output: Option<PathBuf>,
     },

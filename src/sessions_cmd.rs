@@ -9,6 +9,7 @@
 //! Redis store (`redis://`) is listed and exported while its replicas run; deleting from it
 //! is left to them (their sweep, and Redis's TTL).
 
+use std::io::IsTerminal;
 use std::net::ToSocketAddrs;
 use std::path::{Path, PathBuf};
 
@@ -17,6 +18,7 @@ use turnscope::config::{Config, StoreUrl};
 use turnscope::store::redis::{RedisSettings, RedisStore};
 use turnscope::store::sqlite::SqliteStore;
 use turnscope::store::{Head, SessionStore, default_path, export, now_ms};
+use turnscope_console::text::plural;
 
 use crate::cli::{ExportAs, ServeArgs, SessionsAction, SessionsArgs};
 
@@ -70,8 +72,14 @@ pub async fn run(
                 ),
             };
             store.close().await;
+            // With no --output, `sessions export PREFIX > file` (or `| jq`) means stdout, as
+            // the shell line says; only a terminal gets the default file instead of the JSON.
             let output = output.unwrap_or_else(|| {
-                PathBuf::from(format!("turnscope-session-{}.{ext}", head.prefix))
+                if std::io::stdout().is_terminal() {
+                    PathBuf::from(format!("turnscope-session-{}.{ext}", head.prefix))
+                } else {
+                    PathBuf::from("-")
+                }
             });
             if output == Path::new("-") {
                 print!("{text}");
@@ -83,9 +91,9 @@ pub async fn run(
                     ExportAs::Test => "turnscope test",
                 };
                 eprintln!(
-                    "session {} ({} turns) written to {}; open it with: {next} {}",
+                    "session {} ({}) written to {}; open it with: {next} {}",
                     head.prefix,
-                    turns.len(),
+                    plural(turns.len() as u64, "turn"),
                     output.display(),
                     output.display()
                 );
@@ -239,8 +247,8 @@ async fn delete(
             store.delete(&head.id).await?;
         }
         return Ok(format!(
-            "deleted {} session(s) unused for more than {seconds} s from {}",
-            heads.len(),
+            "deleted {} unused for more than {seconds} s from {}",
+            plural(heads.len() as u64, "session"),
             store.describe()
         ));
     }
@@ -248,9 +256,9 @@ async fn delete(
     let head = find(store, &prefix).await?;
     store.delete(&head.id).await?;
     Ok(format!(
-        "deleted session {} ({} turns) from {}",
+        "deleted session {} ({}) from {}",
         head.prefix,
-        head.turns,
+        plural(head.turns, "turn"),
         store.describe()
     ))
 }
@@ -272,7 +280,8 @@ fn summary(head: &Head) -> serde_json::Value {
 /// The table `list` prints.
 fn table(heads: &[Head], total: u64, origin: &str) -> String {
     let mut out = format!(
-        "{total} stored session(s) in {origin}{}\n",
+        "{} in {origin}{}\n",
+        plural(total, "stored session"),
         if (heads.len() as u64) < total {
             format!(" (the {} most recently used)", heads.len())
         } else {

@@ -254,7 +254,7 @@ async fn the_idle_sweep_deletes_an_expired_stored_handle() {
     loop {
         let (code, out, err) = turnscope(&list, &[]).await;
         assert_eq!(code, 0, "{err}");
-        if out.starts_with("0 stored session(s)") {
+        if out.starts_with("0 stored sessions") {
             break;
         }
         assert!(std::time::Instant::now() < deadline, "never swept: {out}");
@@ -372,6 +372,15 @@ async fn stored_sessions_are_listed_exported_for_replay_and_test_and_deleted() {
     assert!(text.contains("\"name\":\"echo\""), "the tool call is in it");
     assert!(text.contains("thank you"));
     assert!(read.len() > 6);
+    // Without --output, a redirected stdout (here a pipe) gets the same events, and no default
+    // file is left in the working directory.
+    let (code, out, err) = turnscope(&["sessions", "export", prefix, "--store", &store], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, text, "the piped export is the file's text");
+    assert!(
+        !std::path::Path::new(&format!("turnscope-session-{prefix}.events.jsonl")).exists(),
+        "no default file when stdout is redirected"
+    );
     let case = dir.join("s.test.toml");
     let (code, _, err) = turnscope(
         &[
