@@ -303,6 +303,25 @@ async fn handle_errors_name_the_field_the_expectation_and_the_next_call() {
         "{}",
         bad_line.text
     );
+    // A line under another name is refused, not read as a poll that drops it; an extra
+    // argument beside a line is left alone.
+    let misnamed = client
+        .call("chat", json!({"handle": h, "text": "use the clock"}))
+        .await;
+    assert!(
+        misnamed.is_error
+            && misnamed.text.starts_with("text: not an argument of chat")
+            && misnamed.text.contains("nothing was said"),
+        "{}",
+        misnamed.text
+    );
+    let extra = client
+        .call(
+            "chat",
+            json!({"handle": h, "line": "hello", "mood": "fine"}),
+        )
+        .await;
+    assert!(!extra.is_error, "{}", extra.text);
     let missing = client.call("chat", json!({})).await;
     assert!(
         missing.is_error && missing.text.starts_with("handle: missing"),

@@ -305,6 +305,19 @@ fn chat_args(args: &JsonObject) -> Result<(&str, &str), String> {
         Some(""),
         "the line to say, or \"\" to read the turn in flight",
     )?;
+    // No line, but an argument chat does not take (`text`, `message`…): what the caller meant
+    // to say would be dropped and the call read as a poll, so it is refused instead. Extra
+    // arguments beside a line are left alone.
+    if line.is_empty()
+        && let Some(other) = args
+            .keys()
+            .find(|k| !matches!(k.as_str(), "handle" | "line"))
+    {
+        return Err(format!(
+            "{other}: not an argument of chat, which takes handle and line. Put what to say \
+             in line (\"\" reads the turn in flight); nothing was said."
+        ));
+    }
     Ok((handle, line))
 }
 
