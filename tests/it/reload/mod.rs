@@ -406,7 +406,7 @@ async fn a_bad_edit_keeps_the_running_config_and_says_why_on_one_stderr_line() {
     let file = s.config.display().to_string();
     assert!(
         line.ends_with(&format!(
-            "{file}:7:13: bot.round_cap: invalid type: string \"many\", expected u32"
+            "{file}:7:13: bot.round_cap: invalid type: string \"many\", expected a whole number, 0 or more"
         )),
         "{line}"
     );

@@ -281,7 +281,7 @@ mod tests {
         };
         assert_eq!(
             brief("a.toml", "[server]\nport = \"x\"\n"),
-            "a.toml:2:8: server.port: invalid type: string \"x\", expected u16"
+            "a.toml:2:8: server.port: invalid type: string \"x\", expected a whole number from 0 to 65535"
         );
         assert!(
             brief("b.toml", "[server]\nprot = 1\n")

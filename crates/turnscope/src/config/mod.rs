@@ -16,6 +16,7 @@ mod overrides;
 pub mod seconds;
 pub mod store;
 pub mod tool_filter;
+mod wording;
 pub mod xiaozhi;
 
 use std::path::{Path, PathBuf};
@@ -489,10 +490,13 @@ impl Config {
     fn read_toml(text: &str) -> Result<Self, ConfigError> {
         toml::from_str(text).map_err(|e| ConfigError::Syntax {
             file: None,
-            message: e.to_string(),
-            at: e
-                .span()
-                .map(|span| (locate::spot_at(text, span.start), e.message().to_string())),
+            message: wording::plain(&e.to_string()),
+            at: e.span().map(|span| {
+                (
+                    locate::spot_at(text, span.start),
+                    wording::plain(e.message()),
+                )
+            }),
         })
     }
 
