@@ -177,10 +177,14 @@ async fn a_deleted_mcp_session_id_gets_404_and_its_handles_live_on() {
     );
     let stale = raw.post(&ping(3)).await;
     assert_eq!(stale.status().as_u16(), 404);
+    let why = stale.text().await.unwrap();
     assert!(
-        stale.text().await.unwrap().contains("Session not found"),
-        "the 404 says why"
+        why.starts_with("Not Found: Session not found: this server keeps no MCP session ")
+            && why.contains(&raw.id[..8])
+            && !why.contains(&raw.id[..]),
+        "the 404 says why, naming the session by its prefix only: {why}"
     );
+    assert!(why.contains("Send initialize"), "and what to do: {why}");
     let stale_get = raw
         .http
         .get(&url)
@@ -190,6 +194,8 @@ async fn a_deleted_mcp_session_id_gets_404_and_its_handles_live_on() {
         .await
         .unwrap();
     assert_eq!(stale_get.status().as_u16(), 404);
+    let why = stale_get.text().await.unwrap();
+    assert!(why.contains("Send initialize"), "{why}");
     // An id the server never gave is refused the same way.
     let made_up = raw
         .post_as("00000000-0000-4000-8000-000000000000", &ping(4))

@@ -267,7 +267,8 @@ pub(crate) async fn check(
         return response;
     }
     if request.method() != Method::POST || !is_json(&request) {
-        return next.run(request).await;
+        let session = request.headers().get(SESSION_HEADER).cloned();
+        return unknown_session_explained(next.run(request).await, session).await;
     }
     let (parts, body) = request.into_parts();
     // The body was read whole by `body::read_whole` (within its limit) before this layer.
@@ -312,10 +313,46 @@ pub(crate) async fn check(
             return answer(StatusCode::OK, error_body(id, code, text));
         }
     }
+    let session = parts.headers.get(SESSION_HEADER).cloned();
     let response = next
         .run(Request::from_parts(parts, Body::from(bytes)))
         .await;
-    unreadable_as_invalid_request(response, id).await
+    let response = unreadable_as_invalid_request(response, id).await;
+    unknown_session_explained(response, session).await
+}
+
+/// rmcp's whole answer to a request on an MCP session it does not know.
+const RMCP_UNKNOWN_SESSION: &[u8] = b"Not Found: Session not found";
+
+/// rmcp's 404 for an unknown `Mcp-Session-Id` says only "Session not found": this one says
+/// which (by its prefix), the likely reasons, and what to do. Only that answer is rewritten,
+/// after the fact, so a request on a live session pays one status check.
+async fn unknown_session_explained(
+    response: Response,
+    session: Option<axum::http::HeaderValue>,
+) -> Response {
+    let Some(session) = session else {
+        return response;
+    };
+    if response.status() != StatusCode::NOT_FOUND {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, 4 * 1024)
+        .await
+        .unwrap_or_default();
+    if bytes.as_ref() != RMCP_UNKNOWN_SESSION {
+        return Response::from_parts(parts, Body::from(bytes));
+    }
+    let text = format!(
+        "Not Found: Session not found: this server keeps no MCP session {} (it was deleted, \
+         it was idle too long, or the server restarted since). Send initialize for a new MCP \
+         session; a conversation's handle outlives its MCP session, so chat on it there.",
+        id_prefix(session.to_str().unwrap_or("?"))
+    );
+    let mut response = Response::from_parts(parts, Body::from(text));
+    response.headers_mut().remove(header::CONTENT_LENGTH);
+    response
 }
 
 #[cfg(test)]
