@@ -347,7 +347,8 @@ async fn unknown_session_explained(
     let text = format!(
         "Not Found: Session not found: this server keeps no MCP session {} (it was deleted, \
          it was idle too long, or the server restarted since). Send initialize for a new MCP \
-         session; a conversation's handle outlives its MCP session, so chat on it there.",
+         session; handles are not tied to MCP sessions, so a live conversation's handle still \
+         works there.",
         id_prefix(session.to_str().unwrap_or("?"))
     );
     let mut response = Response::from_parts(parts, Body::from(text));
