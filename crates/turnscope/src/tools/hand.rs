@@ -39,6 +39,11 @@ pub enum Refusal {
         tool: String,
         /// Each field and rule broken.
         errors: Vec<ArgError>,
+        /// Arguments given that the schema's `properties` do not list, with the names it does
+        /// list: a misspelt name (`txt` for `text`) often explains a "required, and missing".
+        strays: Vec<String>,
+        /// The names the schema's `properties` list, said beside the strays.
+        properties: Vec<String>,
     },
 }
 
@@ -58,10 +63,26 @@ impl fmt::Display for Refusal {
                 f,
                 "the arguments are {found}, not a JSON object; give one object such as '{{\"text\": \"hi\"}}'"
             ),
-            Refusal::Schema { tool, errors } => {
+            Refusal::Schema {
+                tool,
+                errors,
+                strays,
+                properties,
+            } => {
                 write!(f, "the arguments break `{tool}`'s input schema: ")?;
                 let listed: Vec<String> = errors.iter().map(ToString::to_string).collect();
-                write!(f, "{}; fix them and call again", listed.join("; "))
+                write!(f, "{}", listed.join("; "))?;
+                if !strays.is_empty() {
+                    let strays: Vec<String> = strays.iter().map(|s| format!("`{s}`")).collect();
+                    write!(
+                        f,
+                        "; {} {} not among its properties ({})",
+                        strays.join(", "),
+                        if strays.len() == 1 { "is" } else { "are" },
+                        properties.join(", ")
+                    )?;
+                }
+                write!(f, "; fix them and call again")
             }
         }
     }
@@ -152,9 +173,29 @@ pub fn check<'a>(
     let check = ArgsCheck::new(&spec.input_schema);
     let errors = check.errors(arguments);
     if !errors.is_empty() {
+        let properties: Vec<String> = spec.input_schema["properties"]
+            .as_object()
+            .map(|p| p.keys().cloned().collect())
+            .unwrap_or_default();
+        let strays = if properties.is_empty() {
+            Vec::new()
+        } else {
+            arguments
+                .as_object()
+                .map(|given| {
+                    given
+                        .keys()
+                        .filter(|k| !properties.contains(k))
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
         return Err(Refusal::Schema {
             tool: name.to_string(),
             errors,
+            strays,
+            properties,
         });
     }
     Ok((spec, check.problem().map(str::to_string)))
@@ -274,6 +315,22 @@ mod tests {
             refused.to_string().contains("who: want string"),
             "{refused}"
         );
+        // A misspelt name is said beside the "missing" it causes; a correct call names none.
+        let misspelt = call(
+            &tools,
+            "greet",
+            json!({"wh": "Ada"}),
+            Duration::from_secs(1),
+            &bus,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(
+            misspelt.to_string(),
+            "the arguments break `greet`'s input schema: who: required, and missing (required); `wh` is \
+             not among its properties (who); fix them and call again"
+        );
+        assert!(!refused.to_string().contains("not among"), "{refused}");
         let unknown = call(&tools, "nope", json!({}), Duration::from_secs(1), &bus)
             .await
             .unwrap_err();
