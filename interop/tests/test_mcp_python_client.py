@@ -84,6 +84,10 @@ async def test_errors_are_tool_errors_naming_the_field(server):
         assert unknown.is_error and "Call start" in text_of(unknown)
         wrong = await client.call_tool("chat", {"handle": 7})
         assert wrong.is_error and text_of(wrong).startswith("handle: expected a string")
+        # A line under another name is refused, not read as an empty line that drops it.
+        handle = handle_of(await client.call_tool("start", {}))
+        misnamed = await client.call_tool("chat", {"handle": handle, "text": "hi"})
+        assert misnamed.is_error and text_of(misnamed).startswith("text: not an argument of chat")
 
 
 def test_foreign_host_and_origin_are_refused(server):
