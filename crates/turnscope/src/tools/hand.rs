@@ -39,10 +39,11 @@ pub enum Refusal {
         tool: String,
         /// Each field and rule broken.
         errors: Vec<ArgError>,
-        /// Arguments given that the schema's `properties` do not list, with the names it does
-        /// list: a misspelt name (`txt` for `text`) often explains a "required, and missing".
+        /// Arguments given that the schema's `properties` do not list: a misspelt name (`txt`
+        /// for `text`) often explains a "required, and missing".
         strays: Vec<String>,
-        /// The names the schema's `properties` list, said beside the strays.
+        /// The names the schema's `properties` list, said beside the strays (empty when the
+        /// schema lists none, and then nothing is called a stray).
         properties: Vec<String>,
     },
 }
