@@ -3,7 +3,7 @@
 
 use std::cell::Cell;
 
-use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyEventKind};
+use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use super::actions::Action;
 use crate::view::console::{Console, Notice};
@@ -23,11 +23,57 @@ impl Console {
                 self.mouse(mouse);
                 None
             }
-            TermEvent::Paste(text) if self.focus == PaneId::Input && !self.read_only => {
-                self.input.insert_str(text);
+            TermEvent::Paste(text) => {
+                self.paste(text);
                 None
             }
             _ => None,
+        }
+    }
+
+    /// A paste goes where typed text would go, by the same precedence as [`Self::key`]: the
+    /// request editor (body or URL), a filter or search being typed, the input line, the
+    /// hand-call form's field. Elsewhere (no text being edited) it is dropped.
+    fn paste(&mut self, text: &str) {
+        if self.help.open {
+            return;
+        }
+        if let Some(editor) = self.editor.as_mut() {
+            if editor.on_url {
+                editor.url.paste(text);
+            } else {
+                editor.body.insert_str(text);
+            }
+            return;
+        }
+        if self.variants_view.is_some() || self.turn_view.is_some() || self.mcp.detail.is_some() {
+            return;
+        }
+        let one_line_editing = self.mcp.editing.is_some()
+            || (!self.frames.detail && self.frames.editing.is_some())
+            || self.transcript.search_editing.is_some()
+            || self.sessions_list.editing.is_some();
+        if one_line_editing {
+            // Typed in, character by character: each filter and search updates as it does
+            // for keys, and Enter or Esc (which a paste never holds) still end the editing.
+            for c in crate::view::line_edit::one_line(text) {
+                self.key(&KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
+            }
+            return;
+        }
+        if self.read_only {
+            return;
+        }
+        match self.focus {
+            PaneId::Input => {
+                self.input.insert_str(text);
+            }
+            PaneId::Tools => {
+                if let crate::view::hand_calls::Mode::Form(form) = &mut self.tools.hand.mode {
+                    form.paste(text);
+                }
+            }
+            _ => {}
         }
     }
 

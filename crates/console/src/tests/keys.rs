@@ -13,6 +13,7 @@ use crate::view::console::Console;
 
 use crate::state::SessionRow;
 use crate::tests::fixture::console;
+use crate::view::filter::FrameFilter;
 use crate::view::ids::{ORDER, PaneId};
 use turnscope::observe::{Event, FrameEvent};
 use turnscope::sessions::ChatReply;
@@ -627,6 +628,39 @@ fn paste_goes_into_the_input_line() {
     let mut c = console();
     c.handle(&TermEvent::Paste("pasted\ntext".into()));
     assert_eq!(c.input.lines(), ["pasted", "text"]);
+}
+
+#[test]
+fn paste_goes_where_typed_text_would() {
+    // The hand-call form's field being edited: one line, then the call goes out with it.
+    let mut c = console();
+    press(&mut c, KeyCode::Esc);
+    press(&mut c, KeyCode::Char('6'));
+    press(&mut c, KeyCode::Char('j'));
+    press(&mut c, KeyCode::Enter);
+    assert_eq!(c.key_owner(), crate::view::keys::KeyOwner::Form);
+    c.handle(&TermEvent::Paste("pasted\nwords".into()));
+    match press(&mut c, KeyCode::Enter) {
+        Some(Action::HandCall { arguments, .. }) => {
+            assert_eq!(arguments, r#"{"text":"pasted words"}"#);
+        }
+        other => panic!("{other:?}"),
+    }
+    // A filter being typed updates as it does for keys.
+    let mut c = console();
+    press(&mut c, KeyCode::Esc);
+    press(&mut c, KeyCode::Char('4'));
+    press(&mut c, KeyCode::Char('/'));
+    assert!(c.frames.editing.is_some());
+    c.handle(&TermEvent::Paste("name:TextPiece".into()));
+    assert_eq!(c.frames.editing.as_ref().unwrap().text(), "name:TextPiece");
+    assert_eq!(c.frames.filter, FrameFilter::parse("name:TextPiece"));
+    // Nothing being edited: dropped, and no letter of it taken as a key.
+    press(&mut c, KeyCode::Esc);
+    let focus = c.focus;
+    c.handle(&TermEvent::Paste("q3z".into()));
+    assert_eq!(c.focus, focus);
+    assert!(c.input.lines().iter().all(String::is_empty));
 }
 
 #[test]

@@ -326,6 +326,20 @@ impl Form {
         FormKey::Handled
     }
 
+    /// Pastes `text` into the field being edited, when it takes text (a yes/no or a choice
+    /// does not).
+    pub fn paste(&mut self, text: &str) {
+        let Some(f) = self.fields.get_mut(self.cursor) else {
+            return;
+        };
+        if matches!(f.kind, FieldKind::Bool | FieldKind::Choice(_)) {
+            return;
+        }
+        if f.text.paste(text) == Edit::Changed {
+            self.recheck();
+        }
+    }
+
     /// Moves the cursor to the first field with a problem.
     pub fn to_first_problem(&mut self) {
         let Some((label, _)) = self.problems.first() else {

@@ -124,6 +124,19 @@ impl LineEdit {
         }
     }
 
+    /// Inserts pasted `text` at the cursor, as one line: line breaks and tabs become spaces,
+    /// other control characters are dropped.
+    pub fn paste(&mut self, text: &str) -> Edit {
+        let pasted: Vec<char> = one_line(text).collect();
+        if pasted.is_empty() {
+            return Edit::Same;
+        }
+        let n = pasted.len();
+        self.chars.splice(self.cursor..self.cursor, pasted);
+        self.cursor += n;
+        Edit::Changed
+    }
+
     fn delete_word_back(&mut self) {
         let from = self.word_back();
         self.chars.drain(from..self.cursor);
@@ -142,6 +155,16 @@ impl LineEdit {
             self.chars.remove(self.cursor);
         }
     }
+}
+
+/// `text` as one line's characters: line breaks and tabs as spaces, other control
+/// characters left out (a paste into a one-line field).
+pub fn one_line(text: &str) -> impl Iterator<Item = char> + '_ {
+    text.chars().filter_map(|c| match c {
+        '\n' | '\r' | '\t' => Some(' '),
+        c if c.is_control() => None,
+        c => Some(c),
+    })
 }
 
 /// Applies a readline key to the input line; `false` when it is not one (the text area's
@@ -206,6 +229,16 @@ mod tests {
         e.key(&k(KeyCode::Char('k'), c));
         assert_eq!(e.text(), "");
         assert_eq!(e.key(&k(KeyCode::Esc, KeyModifiers::NONE)), Edit::Cancel);
+    }
+
+    #[test]
+    fn a_paste_lands_at_the_cursor_as_one_line() {
+        let mut e = LineEdit::new("name:");
+        e.key(&k(KeyCode::Left, KeyModifiers::NONE));
+        assert_eq!(e.paste("a\nb\tc\u{7}"), Edit::Changed);
+        assert_eq!(e.text(), "namea b c:");
+        assert_eq!(e.split().1, ":", "the cursor is after the pasted text");
+        assert_eq!(e.paste("\u{1b}"), Edit::Same);
     }
 
     #[test]
