@@ -138,6 +138,8 @@ pub(super) struct Inner {
 pub(super) struct State {
     pub(super) status: SourceStatus,
     pub(super) tools: Arc<[SourceTool]>,
+    /// Tools the server listed whose input schema cannot be used: (name, why).
+    pub(super) unusable: Arc<[(String, String)]>,
     pub(super) link: Option<Link>,
 }
 
@@ -196,6 +198,7 @@ impl McpSource {
             state: RwLock::new(State {
                 status: SourceStatus::Connecting,
                 tools: Arc::from(Vec::new()),
+                unusable: Arc::from(Vec::new()),
                 link: None,
             }),
             generation: AtomicU64::new(0),
@@ -254,6 +257,12 @@ impl McpSource {
     /// Its tools now, in listing order (through its `tool_filter`).
     pub fn tools(&self) -> Arc<[SourceTool]> {
         self.inner.read().tools.clone()
+    }
+
+    /// The tools it listed that were left out because their input schema cannot be used,
+    /// each with why (the registry reports them with the other skipped tools).
+    pub fn unusable(&self) -> Arc<[(String, String)]> {
+        self.inner.read().unusable.clone()
     }
 
     /// Increases whenever the tool list changes.
@@ -366,8 +375,12 @@ impl Inner {
         );
     }
 
-    pub(super) fn set_tools(&self, tools: Vec<SourceTool>) {
-        self.write().tools = tools.into();
+    pub(super) fn set_tools(&self, tools: Vec<SourceTool>, unusable: Vec<(String, String)>) {
+        {
+            let mut state = self.write();
+            state.tools = tools.into();
+            state.unusable = unusable.into();
+        }
         self.generation.fetch_add(1, Ordering::AcqRel);
         if let Some(changes) = &self.changes {
             changes.send_modify(|n| *n = n.wrapping_add(1));
@@ -471,10 +484,7 @@ impl Watcher for Inner {
                 .list_all_tools()
                 .await
                 .map_err(|e| Failure::Listing(chain(&e)))?;
-            let (tools, rejected) = prepare_tools(&listed, self.config.tool_filter.as_ref());
-            for reason in &rejected {
-                tracing::warn!(server = %self.name, "tool left out, its schema cannot be used: {reason}");
-            }
+            let (tools, unusable) = prepare_tools(&listed, self.config.tool_filter.as_ref());
             let count = tools.len();
             let pid = session.pid;
             let server_name = peer
@@ -487,7 +497,7 @@ impl Watcher for Inner {
                 state.status = SourceStatus::Up { tools: count, pid };
                 state.link = Some(Link { peer, alive });
             }
-            self.set_tools(tools);
+            self.set_tools(tools, unusable);
             // Only now: whoever waited for the first attempt sees the server up with its tools.
             self.first_attempt.cancel();
             self.publish(
@@ -566,10 +576,7 @@ impl Inner {
     async fn refresh_tools(&self, peer: &Peer<RoleClient>) {
         match tokio::time::timeout(self.attempt_timeout, peer.list_all_tools()).await {
             Ok(Ok(listed)) => {
-                let (tools, rejected) = prepare_tools(&listed, self.config.tool_filter.as_ref());
-                for reason in &rejected {
-                    tracing::warn!(server = %self.name, "tool left out, its schema cannot be used: {reason}");
-                }
+                let (tools, unusable) = prepare_tools(&listed, self.config.tool_filter.as_ref());
                 let count = tools.len();
                 let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
                 let detail = names.join(", ");
@@ -579,7 +586,7 @@ impl Inner {
                         *tools = count;
                     }
                 }
-                self.set_tools(tools);
+                self.set_tools(tools, unusable);
                 self.publish(ToolSourceState::Refreshed, count, detail);
             }
             Ok(Err(e)) => {
@@ -594,11 +601,11 @@ impl Inner {
 
 /// A server's listing as the model will see it: through its `tool_filter`, names made valid
 /// for OpenAI (mapped back on call), `$ref`s inlined. A tool whose schema cannot be converted
-/// is left out (and named in the second list); the others stay.
+/// is left out (named, with why, in the second list); the others stay.
 pub(crate) fn prepare_tools(
     listed: &[Tool],
     filter: Option<&ToolFilter>,
-) -> (Vec<SourceTool>, Vec<String>) {
+) -> (Vec<SourceTool>, Vec<(String, String)>) {
     let admitted: Vec<&Tool> = listed
         .iter()
         .filter(|t| filter.is_none_or(|f| f.admits(&t.name)))
@@ -624,7 +631,7 @@ pub(crate) fn prepare_tools(
                     .to_string(),
                 parameters,
             }),
-            Err(e) => rejected.push(format!("{}: {e}", tool.name)),
+            Err(e) => rejected.push((tool.name.to_string(), e.to_string())),
         }
     }
     (tools, rejected)
@@ -776,7 +783,7 @@ mod tests {
             ]
         );
         assert_eq!(rejected.len(), 1);
-        assert!(rejected[0].starts_with("loop: "), "{rejected:?}");
+        assert_eq!(rejected[0].0, "loop", "{rejected:?}");
         assert_eq!(tools[0].description, "read_file tool");
     }
 

@@ -30,6 +30,8 @@ pub struct ServerTools<'a> {
     pub server: &'a str,
     /// Its tools in listing order (already through its `tool_filter`).
     pub tools: &'a [SourceTool],
+    /// The tools it listed whose input schema cannot be used: (name, why).
+    pub unusable: &'a [(String, String)],
 }
 
 /// Where a name is dispatched.
@@ -57,6 +59,9 @@ pub enum SkipReason {
     PerServerCap(usize),
     /// All servers together already gave `total` tools.
     TotalCap(usize),
+    /// Its input schema cannot be used (a `$ref` to another document, a cycle, too deep…):
+    /// why.
+    UnusableSchema(String),
 }
 
 /// A tool left out, and why.
@@ -93,6 +98,10 @@ impl fmt::Display for Skip {
             SkipReason::TotalCap(cap) => write!(
                 f,
                 "tool `{tool}` of {source} skipped: MCP servers already give {cap} tools together (MCP_MAX_TOOLS_TOTAL); narrow them with tool_filter"
+            ),
+            SkipReason::UnusableSchema(why) => write!(
+                f,
+                "tool `{tool}` of {source} skipped: its input schema cannot be used: {why} (or leave the tool out with tool_filter)"
             ),
         }
     }
@@ -175,6 +184,12 @@ pub fn merge(
                 source: server.server.to_string(),
             });
         }
+        out.skipped
+            .extend(server.unusable.iter().map(|(tool, why)| Skip {
+                tool: tool.clone(),
+                source: server.server.to_string(),
+                reason: SkipReason::UnusableSchema(why.clone()),
+            }));
     }
     out
 }

@@ -49,10 +49,12 @@ fn builtin_then_own_then_servers_in_order_and_duplicates_skipped() {
             ServerTools {
                 server: "server1",
                 tools: &s1,
+                unusable: &[],
             },
             ServerTools {
                 server: "server2",
                 tools: &s2,
+                unusable: &[("remote_ref".into(), "a $ref to another document".into())],
             },
         ],
         &McpLimits::default(),
@@ -80,9 +82,20 @@ fn builtin_then_own_then_servers_in_order_and_duplicates_skipped() {
                 source: "server2".into(),
                 reason: SkipReason::TakenBy("server1".into()),
             },
+            Skip {
+                tool: "remote_ref".into(),
+                source: "server2".into(),
+                reason: SkipReason::UnusableSchema("a $ref to another document".into()),
+            },
         ]
     );
     let lines: Vec<String> = m.skipped.iter().map(ToString::to_string).collect();
+    assert!(
+        lines[2].contains("`remote_ref` of server2")
+            && lines[2].contains("input schema cannot be used: a $ref to another document"),
+        "{}",
+        lines[2]
+    );
     assert!(
         lines[1].contains("`ticket`")
             && lines[1].contains("server2")
@@ -108,6 +121,7 @@ fn a_reserved_name_is_skipped_even_when_its_builtin_is_off() {
         &[ServerTools {
             server: "crm",
             tools: &server,
+            unusable: &[],
         }],
         &McpLimits::default(),
     );
@@ -138,6 +152,7 @@ fn per_server_cap_keeps_the_first_in_listing_order() {
         &[ServerTools {
             server: "big",
             tools: &big,
+            unusable: &[],
         }],
         &McpLimits::default(),
     );
@@ -165,14 +180,17 @@ fn total_cap_consumes_servers_in_config_order() {
             ServerTools {
                 server: "a",
                 tools: &a,
+                unusable: &[],
             },
             ServerTools {
                 server: "b",
                 tools: &b,
+                unusable: &[],
             },
             ServerTools {
                 server: "c",
                 tools: &c,
+                unusable: &[],
             },
         ],
         &McpLimits::default(),
@@ -204,10 +222,12 @@ fn a_skipped_duplicate_does_not_use_up_the_total() {
             ServerTools {
                 server: "a",
                 tools: &a,
+                unusable: &[],
             },
             ServerTools {
                 server: "b",
                 tools: &b,
+                unusable: &[],
             },
         ],
         &limits,

@@ -430,12 +430,15 @@ impl Core {
     ) -> Snapshot {
         let generations: Vec<u64> = sources.iter().map(McpSource::generation).collect();
         let tools: Vec<Arc<[SourceTool]>> = sources.iter().map(McpSource::tools).collect();
+        let unusable: Vec<Arc<[(String, String)]>> =
+            sources.iter().map(McpSource::unusable).collect();
         let servers: Vec<ServerTools<'_>> = sources
             .iter()
-            .zip(&tools)
-            .map(|(s, t)| ServerTools {
+            .zip(tools.iter().zip(&unusable))
+            .map(|(s, (t, u))| ServerTools {
                 server: s.name(),
                 tools: t,
+                unusable: u,
             })
             .collect();
         let merged = merge(&local.specs, RESERVED_NAMES, &servers, &self.limits);
