@@ -83,13 +83,12 @@ impl Field {
                     .ok()
                     .and_then(|n| serde_json::Number::from_f64(n).map(Value::Number))
                     .map(Some)
-                    .ok_or_else(|| format!("{text:?} is not a number")),
+                    .ok_or_else(|| match text.trim().parse::<f64>() {
+                        Ok(_) => format!("{text:?} is too large for a JSON number"),
+                        Err(_) => format!("{text:?} is not a number"),
+                    }),
             },
-            FieldKind::Integer => text
-                .trim()
-                .parse::<i64>()
-                .map(|n| Some(Value::from(n)))
-                .map_err(|_| format!("{text:?} is not a whole number")),
+            FieldKind::Integer => integer(text.trim()).map(Some),
             FieldKind::Json => serde_json::from_str::<Value>(&text)
                 .map(Some)
                 .map_err(|e| format!("not JSON yet: {e}")),
@@ -454,6 +453,23 @@ fn kind_of(schema: &Value) -> FieldKind {
     }
 }
 
+/// A typed whole number: any that fits 64 bits (signed, or unsigned above `i64::MAX`); a
+/// longer one is said to be too large rather than "not a whole number".
+fn integer(text: &str) -> Result<Value, String> {
+    use std::num::IntErrorKind;
+    match text.parse::<i64>() {
+        Ok(n) => Ok(Value::from(n)),
+        Err(e) => match (e.kind(), text.parse::<u64>()) {
+            (_, Ok(n)) => Ok(Value::from(n)),
+            (IntErrorKind::PosOverflow | IntErrorKind::NegOverflow, _) => Err(format!(
+                "{text:?} is too large: a whole number here holds at most 64 bits \
+                 (-9223372036854775808 to 18446744073709551615)"
+            )),
+            _ => Err(format!("{text:?} is not a whole number")),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -482,6 +498,22 @@ mod tests {
             },
             "required": ["city", "nights", "party"]
         })
+    }
+
+    #[test]
+    fn a_number_too_long_is_said_too_large_not_malformed() {
+        assert_eq!(integer("18446744073709551615"), Ok(json!(u64::MAX)));
+        assert_eq!(integer("-3"), Ok(json!(-3)));
+        let long = integer("99999999999999999999").unwrap_err();
+        assert!(long.contains("is too large"), "{long}");
+        assert!(integer("3.5").unwrap_err().contains("not a whole number"));
+        let mut form = Form::new(
+            "f",
+            &json!({"type": "object", "properties": {"r": {"type": "number"}}}),
+            None,
+        );
+        type_text(&mut form, "1e999");
+        assert!(form.problems_of("r")[0].contains("too large for a JSON number"));
     }
 
     #[test]
