@@ -7,7 +7,7 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use serde_json::Value;
 
-use crate::text::{micros, one_line, truncate, wrap};
+use crate::text::{micros, one_line, truncate, truncate_start, width, wrap};
 use crate::view::console::Console;
 use crate::view::form::{FieldKind, Form};
 use crate::view::hand_calls::{HandCall, Outcome, Shown};
@@ -60,7 +60,7 @@ pub fn form_lines(c: &Console, form: &Form, w: usize) -> Vec<Line<'static>> {
         };
         let value = if here && !matches!(f.kind, FieldKind::Bool | FieldKind::Choice(_)) {
             let (before, after) = f.text.split();
-            format!("{before}▏{after}")
+            around_cursor(&before, &after, w.saturating_sub(label.chars().count() + 1))
         } else {
             f.shown()
         };
@@ -252,5 +252,42 @@ fn push_block(out: &mut Vec<Line<'static>>, text: &str, w: usize, style: Style) 
         for piece in wrap(l, w.saturating_sub(2).max(8)) {
             out.push(Line::styled(format!("  {piece}"), style));
         }
+    }
+}
+
+/// The field being edited in `room` cells with its cursor (`▏`) in sight: what precedes the
+/// cursor keeps the room that what follows does not need (at least three quarters when both
+/// are long), each cut with `…` where it does not fit, as a line editor scrolls.
+fn around_cursor(before: &str, after: &str, room: usize) -> String {
+    let avail = room.saturating_sub(1);
+    let (before_need, after_need) = (width(before), width(after));
+    if before_need + after_need <= avail {
+        return format!("{before}▏{after}");
+    }
+    let after_room = avail
+        .saturating_sub(before_need)
+        .max(after_need.min(avail / 4));
+    let before_room = avail - after_room;
+    format!(
+        "{}▏{}",
+        truncate_start(before, before_room),
+        truncate(after, after_room)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cursor_stays_in_sight_in_a_long_field() {
+        assert_eq!(around_cursor("ab", "cd", 10), "ab▏cd");
+        let end = around_cursor(&"x".repeat(300), "", 20);
+        assert!(end.ends_with("x▏") && end.starts_with('…'), "{end}");
+        assert_eq!(width(&end), 20);
+        let start = around_cursor("", &"y".repeat(300), 20);
+        assert!(start.starts_with("▏y") && start.ends_with('…'), "{start}");
+        let middle = around_cursor(&"x".repeat(100), &"y".repeat(100), 21);
+        assert_eq!(middle, format!("…{}▏{}…", "x".repeat(14), "y".repeat(4)));
     }
 }
