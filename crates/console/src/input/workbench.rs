@@ -297,8 +297,15 @@ impl Console {
             if editor.url.key(key) == Edit::Accept {
                 editor.on_url = false;
             }
-        } else if !crate::view::line_edit::textarea_key(&mut editor.body, key) {
-            editor.body.input(*key);
+        } else {
+            if !crate::view::line_edit::textarea_key(&mut editor.body, key) {
+                editor.body.input(*key);
+            }
+            // After a refused send, the complaint goes once the body is JSON again (checked
+            // only then, so typing in a good body costs no parse per key).
+            if editor.error.is_some() && serde_json::from_str::<Value>(&editor.text()).is_ok() {
+                editor.error = None;
+            }
         }
         None
     }

@@ -664,6 +664,27 @@ fn paste_goes_where_typed_text_would() {
 }
 
 #[test]
+fn the_request_editors_complaint_goes_once_the_body_is_json_again() {
+    use crate::state::variants::RequestKey;
+    use crate::view::resend::RequestEditor;
+    let mut c = console();
+    let key = RequestKey {
+        session: 1,
+        turn: 1,
+        index: 0,
+    };
+    c.editor = Some(RequestEditor::new(key, "{}", "http://127.0.0.1:9/v1"));
+    press(&mut c, KeyCode::Char('x'));
+    let refused = c.key(&KeyEvent::new(KeyCode::Char('s'), KeyModifiers::CONTROL));
+    assert!(refused.is_none());
+    let editor = c.editor.as_ref().unwrap();
+    assert!(editor.error.as_ref().unwrap().contains("not JSON"));
+    press(&mut c, KeyCode::Backspace);
+    assert_eq!(c.editor.as_ref().unwrap().text(), "{}");
+    assert!(c.editor.as_ref().unwrap().error.is_none(), "JSON again");
+}
+
+#[test]
 fn settle_keeps_a_listed_selection_and_falls_back_to_the_persons_session() {
     let mut c = console();
     c.selected = Some(2);
