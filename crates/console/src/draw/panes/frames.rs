@@ -83,11 +83,19 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     let cursor = c.frame_cursor_index(&lines);
     let (start, end) = window(c, lines.len(), cursor, visible);
     if lines.is_empty() {
+        let selected_stored = c
+            .selected
+            .and_then(|n| c.state.session(n))
+            .is_some_and(|row| row.is_stored());
         out.push(Line::styled(
             if source.is_empty() {
                 "No frames yet: they appear as soon as a session runs a turn."
-            } else {
+            } else if !c.frames.filter.is_empty() {
                 "No frame matches the filter; Esc clears it, a shows all sessions."
+            } else if selected_stored {
+                "A stored session's frames are not kept, only its turns; a shows all sessions."
+            } else {
+                "No frames of this session yet; a shows all sessions."
             },
             t.dim,
         ));
