@@ -132,7 +132,13 @@ pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
     let turns = c.state.transcript(session);
     if turns.is_empty() {
         let yours = Some(session) == c.own && !c.read_only;
-        let hint = if yours {
+        let loading = c
+            .state
+            .session(session)
+            .is_some_and(|row| row.is_stored() && row.turns > 0);
+        let hint = if loading {
+            "Reading this stored session's turns from the store…"
+        } else if yours {
             "No turns yet. Type a line below and press Enter."
         } else {
             "No turns yet."
