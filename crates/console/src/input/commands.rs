@@ -50,9 +50,14 @@ impl Console {
             return;
         }
         let one_line_editing = self.mcp.editing.is_some()
-            || (!self.frames.detail && self.frames.editing.is_some())
-            || self.transcript.search_editing.is_some()
-            || self.sessions_list.editing.is_some();
+            || (!self.frames.detail
+                && (self.frames.editing.is_some()
+                    || self.transcript.search_editing.is_some()
+                    || self.sessions_list.editing.is_some()));
+        if self.frames.detail && !one_line_editing {
+            // The frame detail has the keys (as in `key`): no letter of the paste reaches it.
+            return;
+        }
         if one_line_editing {
             // Typed in, character by character: each filter and search updates as it does
             // for keys, and Enter or Esc (which a paste never holds) still end the editing.

@@ -454,7 +454,7 @@ fn kind_of(schema: &Value) -> FieldKind {
 }
 
 /// A typed whole number: any that fits 64 bits (signed, or unsigned above `i64::MAX`); a
-/// longer one is said to be too large rather than "not a whole number".
+/// longer one is said to be out of range rather than "not a whole number".
 fn integer(text: &str) -> Result<Value, String> {
     use std::num::IntErrorKind;
     match text.parse::<i64>() {
@@ -462,8 +462,8 @@ fn integer(text: &str) -> Result<Value, String> {
         Err(e) => match (e.kind(), text.parse::<u64>()) {
             (_, Ok(n)) => Ok(Value::from(n)),
             (IntErrorKind::PosOverflow | IntErrorKind::NegOverflow, _) => Err(format!(
-                "{text:?} is too large: a whole number here holds at most 64 bits \
-                 (-9223372036854775808 to 18446744073709551615)"
+                "{text:?} is out of range: a whole number here is from \
+                 -9223372036854775808 to 18446744073709551615"
             )),
             _ => Err(format!("{text:?} is not a whole number")),
         },
@@ -505,7 +505,9 @@ mod tests {
         assert_eq!(integer("18446744073709551615"), Ok(json!(u64::MAX)));
         assert_eq!(integer("-3"), Ok(json!(-3)));
         let long = integer("99999999999999999999").unwrap_err();
-        assert!(long.contains("is too large"), "{long}");
+        assert!(long.contains("is out of range"), "{long}");
+        let low = integer("-99999999999999999999").unwrap_err();
+        assert!(low.contains("is out of range"), "{low}");
         assert!(integer("3.5").unwrap_err().contains("not a whole number"));
         let mut form = Form::new(
             "f",

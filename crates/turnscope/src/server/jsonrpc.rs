@@ -338,7 +338,8 @@ async fn unknown_session_explained(
         return response;
     }
     let (parts, body) = response.into_parts();
-    let bytes = axum::body::to_bytes(body, 4 * 1024)
+    // Read whole (rmcp's 404 bodies are a line; the same bound as the 415 rewrite above).
+    let bytes = axum::body::to_bytes(body, 64 * 1024)
         .await
         .unwrap_or_default();
     if bytes.as_ref() != RMCP_UNKNOWN_SESSION {
