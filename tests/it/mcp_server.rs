@@ -400,6 +400,40 @@ async fn an_idle_handle_is_refused_on_access_and_freed_by_the_sweep() {
     app2.shutdown().await;
 }
 
+/// A turn still streaming after its caller left (a cancel) is activity, not idleness: the
+/// sweep keeps its session past the idle lifetime while it runs and for the lifetime after it
+/// ends, so an empty line then reads the whole reply.
+#[tokio::test]
+async fn a_turn_running_after_its_caller_left_is_not_swept_with_its_session() {
+    let app = app(|c| {
+        c.server.handle_seconds = 1;
+        c.server.sweep_seconds = 0.05;
+        c.model.pace = 0.05;
+        c.model.words = Some(40);
+    })
+    .await;
+    let client = Client::connect(&app.server.mcp_url()).await;
+    let h = client.start().await;
+    let call = client.chat_cancellable(&h, "alpha").await;
+    let session = app.sessions.list().pop().unwrap();
+    eventually("some pieces streamed", || {
+        session
+            .turns()
+            .last()
+            .is_some_and(|t| t.snapshot().piece_ends.len() >= 3)
+    })
+    .await;
+    call.cancel(None).await.unwrap();
+    // Past the idle lifetime since the last call, with the turn still running (~2 s).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(app.sessions.len(), 1, "swept while its turn ran");
+    let read = client.chat(&h, "").await;
+    assert!(!read.is_error, "{}", read.text);
+    assert!(read.text.starts_with("You said: alpha"), "{}", read.text);
+    assert_eq!(read.record["end_reason"], "completed");
+    app.shutdown().await;
+}
+
 /// A lone server (no replica id configured) talks of a restart, never of replicas, for a
 /// handle it does not know, whichever port issued it.
 #[tokio::test]

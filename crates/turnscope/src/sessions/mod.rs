@@ -147,10 +147,21 @@ impl Session {
         &self.bot
     }
 
-    /// Time since the last call.
+    /// Time since the last call, or since its latest turn ended when that is later: a turn
+    /// still running (its caller gone after a cancel or a dropped stream) is activity, and
+    /// its reply must stay readable for the idle lifetime after it ends, not be swept with
+    /// the session while it streams.
     pub fn idle(&self) -> Duration {
         let last = Duration::from_millis(self.last_used_ms.load(Ordering::Relaxed));
-        self.epoch.elapsed().saturating_sub(last)
+        let since_call = self.epoch.elapsed().saturating_sub(last);
+        match self.bot.current_turn() {
+            Some(turn) if !turn.is_done() => Duration::ZERO,
+            Some(turn) => {
+                let ended = turn.with_record(|r| r.total).map(|t| turn.started() + t);
+                ended.map_or(since_call, |at| since_call.min(at.elapsed()))
+            }
+            None => since_call,
+        }
     }
 
     fn touch(&self) {
