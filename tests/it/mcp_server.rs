@@ -434,6 +434,28 @@ async fn a_turn_running_after_its_caller_left_is_not_swept_with_its_session() {
     app.shutdown().await;
 }
 
+/// A line of a megabyte or two (within the MCP body limit) does not leave the conversation
+/// unable to go on: the embedded model takes the history that carries it.
+#[tokio::test]
+async fn a_conversation_with_megabyte_lines_goes_on() {
+    let app = app(|c| c.model.pace = 0.0).await;
+    let client = Client::connect(&app.server.mcp_url()).await;
+    let h = client.start().await;
+    let big = "a".repeat(1024 * 1024);
+    for _ in 0..3 {
+        let said = client.chat(&h, &big).await;
+        assert!(!said.is_error, "{}", &said.text[..said.text.len().min(300)]);
+    }
+    let next = client.chat(&h, "hi").await;
+    assert!(!next.is_error, "{}", &next.text[..next.text.len().min(600)]);
+    assert!(
+        next.text.starts_with("You said: hi"),
+        "{}",
+        &next.text[..next.text.len().min(300)]
+    );
+    app.shutdown().await;
+}
+
 /// A lone server (no replica id configured) talks of a restart, never of replicas, for a
 /// handle it does not know, whichever port issued it.
 #[tokio::test]

@@ -336,9 +336,13 @@ fn refusal_advice(e: &ModelError) -> &'static str {
     let m = message.to_ascii_lowercase();
     let too_long = m.contains("context")
         || m.contains("too long")
-        || m.contains("maximum") && m.contains("token")
-        || *code == 413;
-    if too_long {
+        || m.contains("maximum") && m.contains("token");
+    if *code == 413 && !too_long {
+        "the request is larger than the model server takes (its body size limit, not the \
+         model's context): the history goes with every line, so keep fewer history messages \
+         (bot.history_messages), send shorter lines, or raise the server's (or its proxy's) \
+         request size limit"
+    } else if too_long {
         "the conversation no longer fits the model's context: send a shorter line, give the server a \
          larger context (llama-server -c N), or keep fewer history messages (bot.history_messages)"
     } else if *code == 404 {
@@ -406,5 +410,39 @@ async fn call_tool(
         call: call.clone(),
         outcome,
         duration: started.elapsed(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: u16, message: &str) -> ModelError {
+        ModelError::Status {
+            code,
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn a_body_limit_is_told_apart_from_the_context_window() {
+        let limit = refusal_advice(&status(
+            413,
+            "Failed to buffer the request body: length limit exceeded",
+        ));
+        assert!(
+            limit.contains("body size limit, not the model's context"),
+            "{limit}"
+        );
+        for context in [
+            status(400, "this model's maximum context length is 8192 tokens"),
+            status(413, "prompt exceeds the context size"),
+        ] {
+            let advice = refusal_advice(&context);
+            assert!(
+                advice.contains("no longer fits the model's context"),
+                "{advice}"
+            );
+        }
     }
 }

@@ -63,11 +63,18 @@ impl Drop for EmbeddedModel {
     }
 }
 
+/// Largest request body the scripted model reads. axum's default (2 MiB) is smaller than the
+/// history of one conversation whose lines the MCP server accepts (each up to its 4 MiB body
+/// limit), and a model that refuses the history refuses every later line of it; this one has
+/// no context window to model, so it takes what a conversation of such lines sends.
+pub const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
+
 /// The scripted model's routes.
 pub fn router(settings: ScriptSettings) -> Router {
     Router::new()
         .route("/v1/models", get(models))
         .route("/v1/chat/completions", post(completions))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_REQUEST_BYTES))
         .with_state(Arc::new(settings))
 }
 
