@@ -178,16 +178,15 @@ async fn a_cancelled_call_ends_at_once_and_the_next_empty_line_reads_the_whole_r
 // Closing the response stream: tests/protocol_http.rs (a cancel only from 2026-07-28 on;
 // before that the stream is resumed with Last-Event-ID).
 
-#[tokio::test]
-async fn a_new_line_interrupts_a_turn_whose_caller_left_and_reports_it_unread() {
-    let app = app(|c| {
-        c.model.pace = 0.02;
-        c.model.words = Some(40);
-    })
-    .await;
-    let client = Client::connect(&app.server.mcp_url()).await;
-    let h = client.start().await;
-    let call = client.chat_cancellable(&h, "alpha").await;
+/// Says `line` on `h` and cancels the call once three pieces of the reply streamed (the turn
+/// goes on without its caller); the session it runs in.
+async fn cancel_after_three_pieces(
+    app: &App,
+    client: &Client,
+    h: &str,
+    line: &str,
+) -> std::sync::Arc<turnscope::sessions::Session> {
+    let call = client.chat_cancellable(h, line).await;
     let session = app.sessions.list().pop().unwrap();
     eventually("some pieces streamed", || {
         session
@@ -197,6 +196,19 @@ async fn a_new_line_interrupts_a_turn_whose_caller_left_and_reports_it_unread() 
     })
     .await;
     call.cancel(None).await.unwrap();
+    session
+}
+
+#[tokio::test]
+async fn a_new_line_interrupts_a_turn_whose_caller_left_and_reports_it_unread() {
+    let app = app(|c| {
+        c.model.pace = 0.02;
+        c.model.words = Some(40);
+    })
+    .await;
+    let client = Client::connect(&app.server.mcp_url()).await;
+    let h = client.start().await;
+    let session = cancel_after_three_pieces(&app, &client, &h, "alpha").await;
     eventually("handler ended", || !session.in_call()).await;
     let next = client.chat(&h, "bravo").await;
     assert_eq!(
@@ -414,16 +426,7 @@ async fn a_turn_running_after_its_caller_left_is_not_swept_with_its_session() {
     .await;
     let client = Client::connect(&app.server.mcp_url()).await;
     let h = client.start().await;
-    let call = client.chat_cancellable(&h, "alpha").await;
-    let session = app.sessions.list().pop().unwrap();
-    eventually("some pieces streamed", || {
-        session
-            .turns()
-            .last()
-            .is_some_and(|t| t.snapshot().piece_ends.len() >= 3)
-    })
-    .await;
-    call.cancel(None).await.unwrap();
+    cancel_after_three_pieces(&app, &client, &h, "alpha").await;
     // Past the idle lifetime since the last call, with the turn still running (~2 s).
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(app.sessions.len(), 1, "swept while its turn ran");
