@@ -27,6 +27,23 @@ impl Sessions {
     }
 
     async fn close_as(&self, session: &Session, reason: &str, forget: bool) {
+        if !forget {
+            self.close_now(session, reason, false).await;
+            return;
+        }
+        // Held from the table to the store: a `chat` arriving meanwhile finds the session gone
+        // from the table and would reopen from the store the conversation being deleted (a
+        // bot that ended itself answering again); its reopen waits on this same gate, and then
+        // finds nothing.
+        let storage = &self.inner.storage;
+        let gate = storage.gate(session.id);
+        let closing = gate.lock().await;
+        self.close_now(session, reason, true).await;
+        drop(closing);
+        storage.ungate(&session.id);
+    }
+
+    async fn close_now(&self, session: &Session, reason: &str, forget: bool) {
         let removed = {
             let mut table = self.table();
             let same = table
