@@ -217,8 +217,10 @@ async fn a_cut_chat_stream_is_resumed_after_the_turn_ended_and_delivers_the_repl
     let session = app.sessions.list().pop().unwrap();
     // The stream is gone, yet under 2025-11-25 that is no cancel: the turn runs to its end
     // and the handler answers into the kept stream.
-    eventually("the handler finished", || !session.in_call()).await;
-    assert!(session.turns().pop().unwrap().is_done());
+    eventually("the turn ran to its end", || {
+        session.turns().pop().is_some_and(|t| t.is_done())
+    })
+    .await;
     let resumed = raw.resume(&last).await;
     assert_eq!(resumed.status(), 200);
     let mut sse = Sse::new(resumed);
@@ -230,6 +232,13 @@ async fn a_cut_chat_stream_is_resumed_after_the_turn_ended_and_delivers_the_repl
     assert!(
         reply.starts_with("You said: a long answer please"),
         "{reply}"
+    );
+    let answer = rest.iter().rev().find_map(|e| e.data.as_ref()).unwrap();
+    assert!(
+        answer["result"]["_meta"]
+            .get("turnscope/kept-for-resume")
+            .is_none(),
+        "the server's own mark is taken out: {answer}"
     );
     assert_eq!(reply.split_whitespace().count(), 25);
     assert!(
@@ -248,6 +257,66 @@ async fn a_cut_chat_stream_is_resumed_after_the_turn_ended_and_delivers_the_repl
         )
         .await;
     assert_eq!(read["result"]["_meta"]["turnscope/turn"]["reply"], "");
+    app.shutdown().await;
+}
+
+/// `chat` with an empty line on `handle`: the reply it reads, and the unread turn it names.
+async fn read_empty_line(raw: &Raw, id: u64, handle: &str) -> (String, Value) {
+    let read = raw
+        .answer(
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "chat", "arguments": {"handle": handle, "line": ""}}}),
+        )
+        .await;
+    let turn = &read["result"]["_meta"]["turnscope/turn"];
+    (
+        turn["reply"].as_str().unwrap_or_default().to_string(),
+        turn["unread"].clone(),
+    )
+}
+
+#[tokio::test]
+async fn a_cut_chat_stream_nobody_resumes_keeps_its_reply_for_an_empty_line() {
+    let app = slow_app().await;
+    let raw = Raw::open(&app.server.mcp_url(), "2025-11-25").await;
+    let handle = raw.start().await;
+    chat_until_first_progress(&raw, &handle, 2).await;
+    let session = app.sessions.list().pop().unwrap();
+    eventually("the turn ended", || {
+        session.turns().pop().is_some_and(|t| t.is_done())
+    })
+    .await;
+    // The client never resumes: its reply went into a stream nobody reads, so it is not
+    // counted read; an empty line reads it, once.
+    let (reply, _) = read_empty_line(&raw, 3, &handle).await;
+    assert!(
+        reply.starts_with("You said: a long answer please"),
+        "the empty line reads the reply the cut stream did not deliver: {reply:?}"
+    );
+    assert_eq!(reply.split_whitespace().count(), 25);
+    let (again, _) = read_empty_line(&raw, 4, &handle).await;
+    assert_eq!(again, "", "read once");
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_reply_a_resumed_stream_delivered_is_not_repeated_as_unread_by_the_next_line() {
+    let app = slow_app().await;
+    let raw = Raw::open(&app.server.mcp_url(), "2025-11-25").await;
+    let handle = raw.start().await;
+    let (last, _) = chat_until_first_progress(&raw, &handle, 2).await;
+    let mut sse = Sse::new(raw.resume(&last).await);
+    let mut rest = Vec::new();
+    while let Some(event) = sse.next().await {
+        rest.push(event);
+    }
+    assert!(final_reply(&rest, 2).is_some(), "resumed: {rest:?}");
+    let next = raw.answer(Raw::chat(3, &handle, "and then?")).await;
+    let turn = &next["result"]["_meta"]["turnscope/turn"];
+    assert!(
+        turn["unread"].is_null(),
+        "the resumed stream delivered the earlier reply: {turn}"
+    );
     app.shutdown().await;
 }
 

@@ -485,6 +485,7 @@ fn reply_of(result: &CallToolResult, took: Duration) -> ChatReply {
             finish_reason: None,
             config_version: None,
             line: None,
+            kept_unread: false,
         };
     };
     let calls = r["tool_calls"]
@@ -520,5 +521,6 @@ fn reply_of(result: &CallToolResult, took: Duration) -> ChatReply {
         finish_reason: r["finish_reason"].as_str().map(str::to_string),
         config_version: r["config_version"].as_u64(),
         line: r["line"].as_str().map(str::to_string),
+        kept_unread: false,
     }
 }

@@ -19,14 +19,16 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::caller::CallerGone;
 use super::held::Held;
 use super::mcp_text;
 use crate::observe::{Event, SessionOpener};
-use crate::sessions::{ChatError, ChatOutcome, ProgressSink, Sessions, TaskAsk};
+use crate::sessions::{
+    CallerWatch, ChatError, ChatOutcome, ChatReply, ProgressSink, Sessions, TaskAsk,
+};
 
 /// The rmcp handler serving one bot's sessions.
 #[derive(Clone)]
@@ -120,15 +122,16 @@ impl BotMcp {
     }
 
     /// Runs tool `name` for the MCP client called `client`, whatever carries the call (HTTP
-    /// here, a Xiaozhi socket for `@bot`); publishes `Event::Served`. `cancel` withdraws a
-    /// `chat` (the turn keeps running); `progress` gets one report per reply piece.
+    /// here, a Xiaozhi socket for `@bot`); publishes `Event::Served`. `watch.cancel` withdraws
+    /// a `chat` (the turn keeps running), `watch.stream_lost` lets it go on for a resumed
+    /// stream (see [`CallerWatch`]); `progress` gets one report per reply piece.
     pub(crate) async fn call(
         &self,
         name: &str,
         args: &JsonObject,
         client: String,
         request: Option<&str>,
-        cancel: &CancellationToken,
+        watch: CallerWatch<'_>,
         progress: Option<&mut dyn ProgressSink>,
     ) -> CallToolResult {
         let started = Instant::now();
@@ -136,7 +139,7 @@ impl BotMcp {
         let result = match name {
             "start" => self.start(client.clone()).await,
             "chat" => {
-                self.chat(args, &client, request, cancel, progress, &mut cancelled)
+                self.chat(args, &client, request, watch, progress, &mut cancelled)
                     .await
             }
             other => tool_error(format!(
@@ -203,7 +206,7 @@ impl BotMcp {
         &self,
         args: &JsonObject,
         request: Option<&str>,
-        cancel: &CancellationToken,
+        watch: CallerWatch<'_>,
         progress: Option<&mut dyn ProgressSink>,
         ask: &TaskAsk,
     ) -> CallToolResponse {
@@ -218,12 +221,15 @@ impl BotMcp {
         };
         let (answer, cancelled) = match self
             .sessions
-            .chat_or_task(handle, line, request, progress, cancel, ask)
+            .chat_or_task(handle, line, request, progress, watch, ask)
             .await
         {
             Ok(ChatOutcome::Reply(reply)) => {
                 self.held.hold(handle, &ask.client);
-                (CallToolResponse::from(mcp_text::chat_result(&reply)), false)
+                (
+                    CallToolResponse::from(self.chat_result(handle, &reply)),
+                    false,
+                )
             }
             Ok(ChatOutcome::Task(record)) => {
                 self.held.hold(handle, &ask.client);
@@ -264,7 +270,7 @@ impl BotMcp {
         args: &JsonObject,
         client: &str,
         request: Option<&str>,
-        cancel: &CancellationToken,
+        watch: CallerWatch<'_>,
         progress: Option<&mut dyn ProgressSink>,
         cancelled: &mut bool,
     ) -> CallToolResult {
@@ -274,13 +280,13 @@ impl BotMcp {
         };
         match self
             .sessions
-            .chat_keyed(handle, line, request, progress, cancel)
+            .chat_keyed(handle, line, request, progress, watch)
             .await
         {
             Ok(reply) => {
                 // A client chatting on a handle holds it, whoever opened it.
                 self.held.hold(handle, client);
-                mcp_text::chat_result(&reply)
+                self.chat_result(handle, &reply)
             }
             Err(ChatError::Cancelled) => {
                 *cancelled = true;
@@ -288,6 +294,23 @@ impl BotMcp {
             }
             Err(e) => tool_error(e.to_string()),
         }
+    }
+
+    /// `chat`'s result for `reply`; one kept unread for a resumed stream carries which turn
+    /// it is, for the replay store (`resume::KEPT_FOR_RESUME`, taken out before any client
+    /// sees it).
+    fn chat_result(&self, handle: &str, reply: &ChatReply) -> CallToolResult {
+        let mut result = mcp_text::chat_result(reply);
+        if reply.kept_unread
+            && let (Some(session), Some(turn)) = (self.sessions.number_of(handle), reply.turn)
+            && let Some(meta) = result.meta.as_mut()
+        {
+            meta.insert(
+                super::resume::KEPT_FOR_RESUME.to_string(),
+                json!({"session": session, "turn": turn}),
+            );
+        }
+        result
     }
 }
 
@@ -415,21 +438,26 @@ impl ServerHandler for BotMcp {
         let client = client_name(&context);
         // Which end of the call is a cancel depends on the revision: before 2026-07-28 only
         // `notifications/cancelled` is (rmcp cancels `context.ct`), and a broken stream is
-        // resumed with `Last-Event-ID`; from 2026-07-28 closing the response stream is the
-        // cancel.
-        let gone = closing_the_stream_cancels(&context)
-            .then(|| {
-                context
-                    .extensions
-                    .get::<axum::http::request::Parts>()
-                    .and_then(|parts| parts.extensions.get::<CallerGone>())
-                    .map(|g| g.0.clone())
-            })
-            .flatten();
-        let (cancel, _watch) = either(context.ct.clone(), gone);
+        // resumed with `Last-Event-ID` (the call lets the handle go and keeps its reply
+        // unread until read); from 2026-07-28 closing the response stream is the cancel.
         let parts = context.extensions.get::<axum::http::request::Parts>();
+        let caller_gone = parts
+            .and_then(|parts| parts.extensions.get::<CallerGone>())
+            .map(|g| g.0.clone());
         let in_mcp_session =
             parts.is_some_and(|parts| parts.headers.contains_key("mcp-session-id"));
+        let stream_cancels = closing_the_stream_cancels(&context);
+        let (gone, stream_lost) = if stream_cancels {
+            (caller_gone, None)
+        } else {
+            // Only a session's streams are kept for a resume.
+            (None, caller_gone.filter(|_| in_mcp_session))
+        };
+        let (cancel, _watch) = either(context.ct.clone(), gone);
+        let watch = CallerWatch {
+            cancel: &cancel,
+            stream_lost: stream_lost.as_ref(),
+        };
         let request_id = parts.and_then(request_id);
         if in_mcp_session {
             self.held.in_mcp_session();
@@ -444,13 +472,13 @@ impl ServerHandler for BotMcp {
                 super::mcp_tasks::task_ask(&context, &self.sessions.task_settings(), &client)
         {
             return Ok(self
-                .chat_or_task(args, request_id, &cancel, progress, &ask)
+                .chat_or_task(args, request_id, watch, progress, &ask)
                 .await);
         }
         // Under 2026-07-28 a chat whose response stream closed before the reply is cancelled
         // (`Event::CallCancelled`, from `call`), as `notifications/cancelled` is before it.
         let result = self
-            .call(&request.name, args, client, request_id, &cancel, progress)
+            .call(&request.name, args, client, request_id, watch, progress)
             .await;
         Ok(result.into())
     }

@@ -201,6 +201,7 @@ mod tests {
             finish_reason: None,
             config_version: None,
             line: None,
+            kept_unread: false,
         }
     }
 

@@ -107,7 +107,7 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
     let handler_sessions = sessions.clone();
     // Every event of every response stream goes through the replay store first, so a client
     // whose stream broke resumes it with `Last-Event-ID` (see `resume`).
-    let replay = resume::ReplayStore::new();
+    let replay = resume::ReplayStore::new(Some(sessions.clone()));
     let mut manager = LocalSessionManager::default().with_event_store(replay.clone());
     // Streams of sessions (`initialize`) take their priming `retry` from here.
     manager.session_config.sse_retry = Some(RESUME_RETRY);

@@ -1,16 +1,27 @@
 //! Resumable response streams: every SSE event the MCP endpoint sends is kept, bounded, in a
 //! `ReplayStore`, so a client whose `chat` stream broke can `GET` with `Last-Event-ID` and
 //! receive the rest of that stream, final result included.
+//!
+//! A `chat` whose stream broke before its reply was ready keeps that reply unread in its
+//! session (so an empty line still reads it); its result carries which turn it is under
+//! [`KEPT_FOR_RESUME`], which the store takes out and keeps, and a resumed stream that
+//! receives the result tells the sessions the turn is read now (`Sessions::read_on_resume`).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rmcp::model::ServerJsonRpcMessage;
+use rmcp::model::{ServerJsonRpcMessage, ServerResult};
 use rmcp::transport::streamable_http_server::session::{
     EventStore, EventStoreError, EventStream, ServerSseMessage,
 };
 use tokio::sync::watch;
+
+use crate::sessions::Sessions;
+
+/// The `_meta` key a `chat` result kept unread for a resume carries (`{"session", "turn"}`);
+/// the replay store takes it out, so no client sees it.
+pub(crate) const KEPT_FOR_RESUME: &str = "turnscope/kept-for-resume";
 
 /// How long a finished stream stays resumable (rmcp's own completed-cache TTL).
 pub(crate) const COMPLETED_TTL: Duration = Duration::from_secs(60);
@@ -32,6 +43,8 @@ struct Log {
     touched: Instant,
     /// Bumped on every event; dropped (closing followers) when the log is evicted.
     bell: watch::Sender<u64>,
+    /// The session and turn of a final result kept unread for a resume.
+    kept: Option<(u64, u64)>,
 }
 
 #[derive(Default)]
@@ -102,12 +115,18 @@ impl Logs {
 #[derive(Default)]
 pub(crate) struct ReplayStore {
     logs: Arc<Mutex<Logs>>,
+    /// Told when a resumed stream receives a result kept unread for it.
+    sessions: Option<Sessions>,
 }
 
 impl ReplayStore {
-    /// An empty store, shared by the session manager and whoever inspects it.
-    pub fn new() -> Arc<Self> {
-        Arc::new(Self::default())
+    /// An empty store, shared by the session manager and whoever inspects it; a result kept
+    /// unread for a resume is read in `sessions` once a resumed stream receives it.
+    pub fn new(sessions: Option<Sessions>) -> Arc<Self> {
+        Arc::new(Self {
+            logs: Arc::default(),
+            sessions,
+        })
     }
 
     /// Whether `last_event_id` names a stream this store keeps (a resume can be answered).
@@ -131,6 +150,29 @@ fn is_final(event: &ServerSseMessage) -> bool {
         event.message.as_deref(),
         Some(ServerJsonRpcMessage::Response(_) | ServerJsonRpcMessage::Error(_))
     )
+}
+
+/// Takes [`KEPT_FOR_RESUME`] out of a final `chat` result: the session and turn it names, and
+/// the result without it (`None`: the event carries no such mark).
+fn take_kept(event: &ServerSseMessage) -> Option<((u64, u64), ServerSseMessage)> {
+    let Some(ServerJsonRpcMessage::Response(response)) = event.message.as_deref() else {
+        return None;
+    };
+    let ServerResult::CallToolResult(result) = &response.result else {
+        return None;
+    };
+    let mark = result.meta.as_ref()?.get(KEPT_FOR_RESUME)?;
+    let number = |key: &str| mark.get(key).and_then(serde_json::Value::as_u64);
+    let kept = (number("session")?, number("turn")?);
+    let mut result = result.clone();
+    if let Some(meta) = result.meta.as_mut() {
+        meta.remove(KEPT_FOR_RESUME);
+    }
+    let mut response = response.clone();
+    response.result = ServerResult::CallToolResult(result);
+    let mut event = event.clone();
+    event.message = Some(Arc::new(ServerJsonRpcMessage::Response(response)));
+    Some((kept, event))
 }
 
 fn parse_id(id: &str) -> Option<(&str, u64)> {
@@ -174,6 +216,7 @@ impl EventStore for ReplayStore {
                     done: None,
                     touched: now,
                     bell: watch::Sender::new(0),
+                    kept: None,
                 },
             );
         }
@@ -188,7 +231,13 @@ impl EventStore for ReplayStore {
         log.next += 1;
         log.touched = now;
         let id = format!("{stream_id}/{index}");
-        let mut kept = event.clone();
+        let mut kept = match take_kept(event) {
+            Some((turn, without)) => {
+                log.kept = Some(turn);
+                without
+            }
+            None => event.clone(),
+        };
         kept.event_id = Some(id.clone());
         if is_final(&kept) {
             log.done = Some(now);
@@ -224,6 +273,8 @@ impl EventStore for ReplayStore {
         let follow = !stream.ends_with(":common");
         let state = Follow {
             logs,
+            sessions: self.sessions.clone(),
+            kept: None,
             stream: stream.to_string(),
             cursor: after + 1,
             bell,
@@ -238,6 +289,10 @@ impl EventStore for ReplayStore {
 /// A follower's position in one stream.
 struct Follow {
     logs: Arc<Mutex<Logs>>,
+    /// Told when this follower hands on a result kept unread for a resume.
+    sessions: Option<Sessions>,
+    /// The session and turn of such a result, once its log holds it.
+    kept: Option<(u64, u64)>,
     stream: String,
     cursor: u64,
     bell: watch::Receiver<u64>,
@@ -257,6 +312,7 @@ impl Follow {
             }
         }
         self.cursor = log.next;
+        self.kept = log.kept;
         Some(log.done.is_some())
     }
 
@@ -265,6 +321,9 @@ impl Follow {
             if let Some(event) = self.pending.pop_front() {
                 if is_final(&event) {
                     self.finished = true;
+                    if let (Some(sessions), Some((session, turn))) = (&self.sessions, self.kept) {
+                        sessions.read_on_resume(session, turn).await;
+                    }
                 }
                 return Some((event, self));
             }
@@ -305,7 +364,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_replay_gives_what_followed_and_follows_live_to_the_result() {
-        let store = ReplayStore::new();
+        let store = ReplayStore::new(None);
         let first = store.store_event("s", &progress()).await.unwrap();
         store.store_event("s", &progress()).await.unwrap();
         let mut replay = store.replay_events_after(&first).await.unwrap();
@@ -331,7 +390,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_stream_keeps_its_last_events_and_always_its_result() {
-        let store = ReplayStore::new();
+        let store = ReplayStore::new(None);
         for _ in 0..EVENTS_PER_STREAM + 10 {
             store.store_event("s", &progress()).await.unwrap();
         }
@@ -349,7 +408,7 @@ mod tests {
 
     #[tokio::test]
     async fn past_the_stream_cap_finished_streams_go_first() {
-        let store = ReplayStore::new();
+        let store = ReplayStore::new(None);
         store.store_event("live", &progress()).await.unwrap();
         for n in 0..MAX_STREAMS {
             store

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::persist::ChatState;
 use super::progress::{ProgressSink, forward_progress};
-use super::reply::{ChatOutcome, ChatReply, TaskAsk, UnreadTurn, lost_line};
+use super::reply::{CallerWatch, ChatOutcome, ChatReply, TaskAsk, UnreadTurn, lost_line};
 use super::storage::{Conflict, LeaseStep};
 use super::{ChatError, Session, Sessions};
 use crate::bot::Turn;
@@ -42,6 +42,14 @@ impl Loads {
     }
 }
 
+/// Waits until `token` (when there is one) is cancelled; forever without one.
+async fn lost(token: Option<&CancellationToken>) {
+    match token {
+        Some(token) => token.cancelled().await,
+        None => std::future::pending().await,
+    }
+}
+
 impl Sessions {
     /// `chat` on a handle as a caller typed it. A session the store holds but this process
     /// has not opened (it restarted) is reopened first.
@@ -52,7 +60,14 @@ impl Sessions {
         progress: Option<&mut dyn ProgressSink>,
         cancel: &CancellationToken,
     ) -> Result<ChatReply, ChatError> {
-        self.chat_keyed(handle, line, None, progress, cancel).await
+        self.chat_keyed(
+            handle,
+            line,
+            None,
+            progress,
+            CallerWatch::cancel_only(cancel),
+        )
+        .await
     }
 
     /// [`Sessions::chat`] of a request with an id (`X-Request-ID`): when the handle's last
@@ -65,13 +80,13 @@ impl Sessions {
         line: &str,
         request: Option<&str>,
         mut progress: Option<&mut dyn ProgressSink>,
-        cancel: &CancellationToken,
+        watch: CallerWatch<'_>,
     ) -> Result<ChatReply, ChatError> {
         let mut loads = Loads::default();
         loop {
             let session = self.find_for(handle, !line.is_empty()).await?;
             let result = self
-                .chat_on_keyed(&session, line, request, progress.as_deref_mut(), cancel)
+                .chat_on_keyed(&session, line, request, progress.as_deref_mut(), watch)
                 .await;
             if !loads.again(&result) {
                 return result;
@@ -87,8 +102,14 @@ impl Sessions {
         progress: Option<&mut (dyn ProgressSink + '_)>,
         cancel: &CancellationToken,
     ) -> Result<ChatReply, ChatError> {
-        self.chat_on_keyed(session, line, None, progress, cancel)
-            .await
+        self.chat_on_keyed(
+            session,
+            line,
+            None,
+            progress,
+            CallerWatch::cancel_only(cancel),
+        )
+        .await
     }
 
     async fn chat_on_keyed(
@@ -97,10 +118,10 @@ impl Sessions {
         line: &str,
         request: Option<&str>,
         progress: Option<&mut (dyn ProgressSink + '_)>,
-        cancel: &CancellationToken,
+        watch: CallerWatch<'_>,
     ) -> Result<ChatReply, ChatError> {
         let _in_flight = self.call_guard();
-        let reading = match self.begin(session, line, request, cancel).await? {
+        let reading = match self.begin(session, line, request, watch.cancel).await? {
             Ok(reading) => reading,
             Err(nothing) => return Ok(nothing),
         };
@@ -111,16 +132,49 @@ impl Sessions {
                 None => turn.done().await,
             }
         };
+        tokio::pin!(finished);
         tokio::select! {
-            _ = finished => {}
-            _ = cancel.cancelled() => {
+            _ = &mut finished => {}
+            _ = watch.cancel.cancelled() => {
                 drop(reading);
                 session.touch();
                 self.record_when_done(session.clone(), turn.clone());
                 return Err(ChatError::Cancelled);
             }
+            () = lost(watch.stream_lost) => {
+                return self.answer_detached(session, reading, finished, watch.cancel).await;
+            }
         }
         self.read(session, reading).await
+    }
+
+    /// The caller's stream broke where that is not a cancel ([`CallerWatch::stream_lost`]):
+    /// the handle is let go at once, as a cancel lets it go (the turn, which no call waits for
+    /// now, is written as unread when it ends), but the turn's progress is still forwarded and
+    /// its reply returned, for the server to keep for a resumed stream. Whichever reads it
+    /// first, a resumed stream ([`Sessions::read_on_resume`]) or an empty line, reads it.
+    async fn answer_detached(
+        &self,
+        session: &Arc<Session>,
+        reading: Reading<'_>,
+        finished: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+        cancel: &CancellationToken,
+    ) -> Result<ChatReply, ChatError> {
+        let Reading {
+            state,
+            turn,
+            unread,
+        } = reading;
+        drop(state);
+        session.touch();
+        self.record_when_done(session.clone(), turn.clone());
+        tokio::select! {
+            () = finished => {}
+            _ = cancel.cancelled() => return Err(ChatError::Cancelled),
+        }
+        let mut reply = ChatReply::of(&turn, unread);
+        reply.kept_unread = true;
+        Ok(reply)
     }
 
     /// `chat` on a handle for a client that declared the tasks extension: as [`Sessions::chat`]
@@ -134,21 +188,14 @@ impl Sessions {
         line: &str,
         request: Option<&str>,
         mut progress: Option<&mut dyn ProgressSink>,
-        cancel: &CancellationToken,
+        watch: CallerWatch<'_>,
         ask: &TaskAsk,
     ) -> Result<ChatOutcome, ChatError> {
         let mut loads = Loads::default();
         loop {
             let session = self.find_for(handle, !line.is_empty()).await?;
             let result = self
-                .chat_or_task_on(
-                    &session,
-                    line,
-                    request,
-                    progress.as_deref_mut(),
-                    cancel,
-                    ask,
-                )
+                .chat_or_task_on(&session, line, request, progress.as_deref_mut(), watch, ask)
                 .await;
             if !loads.again(&result) {
                 return result;
@@ -162,10 +209,11 @@ impl Sessions {
         line: &str,
         request: Option<&str>,
         progress: Option<&mut (dyn ProgressSink + '_)>,
-        cancel: &CancellationToken,
+        watch: CallerWatch<'_>,
         ask: &TaskAsk,
     ) -> Result<ChatOutcome, ChatError> {
         let _in_flight = self.call_guard();
+        let cancel = watch.cancel;
         let mut reading = match self.begin(session, line, request, cancel).await? {
             Ok(reading) => reading,
             Err(nothing) => return Ok(ChatOutcome::Reply(nothing)),
@@ -190,6 +238,12 @@ impl Sessions {
                     session.touch();
                     self.record_when_done(session.clone(), turn.clone());
                     return Err(ChatError::Cancelled);
+                }
+                () = lost(watch.stream_lost) => {
+                    let reply = self
+                        .answer_detached(session, reading, finished, cancel)
+                        .await?;
+                    return Ok(ChatOutcome::Reply(reply));
                 }
                 _ = &mut grace, if waiting_for_grace => {
                     waiting_for_grace = false;
@@ -600,10 +654,42 @@ impl Sessions {
 
     /// A poll collected a task's turn: stores that it was read, unless a call did first.
     pub(in crate::sessions) fn record_collected(&self, session: Arc<Session>) {
+        self.record_read_later(session, ChatState::settle_task);
+    }
+
+    /// A reply kept unread because its caller's stream broke ([`CallerWatch::stream_lost`])
+    /// is about to reach a resumed stream: turn `turn` of session `number` is read now (an
+    /// empty line after the resume finds nothing), unless a call read it first or a new line
+    /// replaced it. Its being read is stored in the background.
+    pub async fn read_on_resume(&self, number: u64, turn: u64) {
+        let Some(session) = self.by_number(number) else {
+            return;
+        };
+        let read = {
+            let mut state = session.chat.lock().await;
+            let kept = state.task.is_none()
+                && state
+                    .pending
+                    .as_ref()
+                    .is_some_and(|p| p.id == turn && p.is_done());
+            if kept { state.pending.take() } else { None }
+        };
+        if let Some(read) = read {
+            self.record_read_later(session, move |_| Some(read));
+        }
+    }
+
+    /// Stores as read the turn `pick` takes from the handle's state (none: nothing to do),
+    /// under the handle's lock and, on a shared store, its lease.
+    fn record_read_later(
+        &self,
+        session: Arc<Session>,
+        pick: impl FnOnce(&mut ChatState) -> Option<Arc<Turn>> + Send + 'static,
+    ) {
         let sessions = self.clone();
         tokio::spawn(async move {
             let mut state = session.chat.lock().await;
-            let Some(collected) = state.settle_task() else {
+            let Some(collected) = pick(&mut state) else {
                 return;
             };
             // On a shared store, written only under the conversation's lease and on its

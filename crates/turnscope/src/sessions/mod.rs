@@ -39,7 +39,7 @@ use uuid::Uuid;
 pub use errors::ChatError;
 pub use progress::{PROGRESS_CHARS, ProgressSink, progress_text};
 pub use replica::Replica;
-pub use reply::{ChatOutcome, ChatReply, TaskAsk, ToolCallSummary, UnreadTurn};
+pub use reply::{CallerWatch, ChatOutcome, ChatReply, TaskAsk, ToolCallSummary, UnreadTurn};
 pub use storage::StoreStatus;
 pub use task_store::{MemoryTaskStore, TaskOutcome, TaskRecord, TaskStatus, TaskStore};
 pub use tasks::{TASKS_PER_SESSION, TaskError, TaskSettings};

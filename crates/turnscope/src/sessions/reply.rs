@@ -3,6 +3,7 @@
 //! declared the tasks extension, the task the turn became ([`ChatOutcome`]).
 
 use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
 
 use super::task_store::TaskRecord;
 use crate::bot::{Turn, TurnEnd};
@@ -87,6 +88,33 @@ pub struct ChatReply {
     /// restart (`restarted`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub line: Option<String>,
+    /// The caller's stream broke before this reply was ready (see [`CallerWatch`]): the turn
+    /// is kept unread, so an empty line or a resumed stream still reads it.
+    #[serde(skip)]
+    pub kept_unread: bool,
+}
+
+/// How a `chat` call learns that its caller left.
+#[derive(Clone, Copy)]
+pub struct CallerWatch<'a> {
+    /// Withdraws the call (`notifications/cancelled`, or a closed stream where that is the
+    /// cancel): the turn keeps running and its reply is kept unread.
+    pub cancel: &'a CancellationToken,
+    /// Cancelled when the caller's response stream broke where that is *not* a cancel (MCP
+    /// before 2026-07-28: the client may resume the stream with `Last-Event-ID`). The call
+    /// then lets the handle go, and goes on forwarding progress and answers on the stream
+    /// for a resume; the reply stays unread until a resume or another call reads it.
+    pub stream_lost: Option<&'a CancellationToken>,
+}
+
+impl<'a> CallerWatch<'a> {
+    /// A caller that leaves only by cancelling (the console, a test).
+    pub fn cancel_only(cancel: &'a CancellationToken) -> Self {
+        Self {
+            cancel,
+            stream_lost: None,
+        }
+    }
 }
 
 /// The line of a turn lost to a restart (what the caller must send again).
@@ -110,6 +138,7 @@ impl ChatReply {
             finish_reason: None,
             config_version: None,
             line: None,
+            kept_unread: false,
         }
     }
 
@@ -144,6 +173,7 @@ impl ChatReply {
             finish_reason: r.finish_reason.clone(),
             config_version: r.config_version,
             line: lost_line(&r),
+            kept_unread: false,
         }
     }
 

@@ -84,7 +84,14 @@ impl LocalTools for BotTools {
             .as_mut()
             .map(|s| s as &mut dyn crate::sessions::ProgressSink);
         self.bot
-            .call(name, &args, self.client.clone(), None, cancel, progress)
+            .call(
+                name,
+                &args,
+                self.client.clone(),
+                None,
+                crate::sessions::CallerWatch::cancel_only(cancel),
+                progress,
+            )
             .await
     }
 }

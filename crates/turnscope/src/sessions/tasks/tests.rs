@@ -78,7 +78,7 @@ async fn say(s: &Sessions, session: &Session, line: &str) -> ChatOutcome {
         line,
         None,
         None,
-        &CancellationToken::new(),
+        crate::sessions::CallerWatch::cancel_only(&CancellationToken::new()),
         &ask,
     )
     .await
