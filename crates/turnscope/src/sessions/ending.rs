@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 
 use super::{Session, Sessions};
 use crate::bot::TurnEnd;
-use crate::observe::{Event, SessionEvent, event::now_us};
+use crate::observe::{Event, SessionEvent, SessionOpener, event::now_us};
 
 impl Sessions {
     /// Ends a conversation: removes the session, ends its bot (its turn in flight ends as
@@ -130,11 +130,16 @@ impl Sessions {
     /// waiting on those turns get their answers (this waits up to `grace` for them to be
     /// handed back). With a durable store the conversations are kept (a turn in flight ends
     /// as `restarted`: the next `chat` after the restart goes on); otherwise they are over
-    /// (`session_ended`).
+    /// (`session_ended`). A console session in which nothing was said is deleted: nobody
+    /// holds its handle once the console is gone, so it could only ever be an empty record.
     pub(crate) async fn close_all(&self, reason: &str, grace: Duration) {
         let all: Vec<_> = self.table().by_id.values().cloned().collect();
         let kept = self.inner.storage.durable();
         futures::future::join_all(all.iter().map(|s| async move {
+            if matches!(s.opener, SessionOpener::Console) && s.turns().is_empty() {
+                self.close(s, reason).await;
+                return;
+            }
             if kept {
                 s.bot.end_turn_as(TurnEnd::Restarted);
             }

@@ -120,6 +120,38 @@ async fn say(sessions: &Sessions, handle: &str, line: &str) -> ChatReply {
 }
 
 #[tokio::test]
+async fn a_shutdown_keeps_every_conversation_but_a_console_session_nothing_was_said_in() {
+    let model = model(0.0).await;
+    let disk = Disk::new(MemoryStore::new());
+    let sessions = table(&model, disk.clone(), SessionLimits::default());
+    let idle_console = sessions.open(SessionOpener::Console).await.unwrap();
+    let used_console = sessions.open(SessionOpener::Console).await.unwrap();
+    let idle_client = sessions.open(SessionOpener::Api).await.unwrap();
+    say(&sessions, &used_console.handle(), "hello").await;
+    assert_eq!(disk.count().await.unwrap(), 3, "each is stored as it opens");
+    sessions
+        .close_all("server shut down", Duration::from_secs(1))
+        .await;
+    let kept: Vec<_> = disk
+        .list(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|h| h.id)
+        .collect();
+    assert!(
+        !kept.contains(&idle_console.id),
+        "nobody can ever go on with it"
+    );
+    assert!(kept.contains(&used_console.id), "its turns are a record");
+    assert!(
+        kept.contains(&idle_client.id),
+        "its client holds the handle"
+    );
+    assert_eq!(kept.len(), 2);
+}
+
+#[tokio::test]
 async fn a_conversation_goes_on_after_a_restart_with_its_history() {
     let model = model(0.0).await;
     let disk = Disk::new(MemoryStore::new());
