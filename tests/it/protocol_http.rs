@@ -321,6 +321,37 @@ async fn a_reply_a_resumed_stream_delivered_is_not_repeated_as_unread_by_the_nex
 }
 
 #[tokio::test]
+async fn a_stream_resumes_only_in_the_mcp_session_that_opened_it() {
+    let app = slow_app().await;
+    let url = app.server.mcp_url();
+    let owner = Raw::open(&url, "2025-11-25").await;
+    let other = Raw::open(&url, "2025-11-25").await;
+    let handle = owner.start().await;
+    let (last, _) = chat_until_first_progress(&owner, &handle, 2).await;
+    let refused = other.resume(&last).await;
+    assert_eq!(
+        refused.status(),
+        404,
+        "another session's stream is not replayed"
+    );
+    let text = refused.text().await.unwrap();
+    assert!(
+        text.contains("another MCP session opened") && !text.contains(&last),
+        "says why, without echoing the event id: {text}"
+    );
+    let mut sse = Sse::new(owner.resume(&last).await);
+    let mut rest = Vec::new();
+    while let Some(event) = sse.next().await {
+        rest.push(event);
+    }
+    assert!(
+        final_reply(&rest, 2).is_some(),
+        "its own session resumes it"
+    );
+    app.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_stream_resumed_mid_turn_follows_it_live_to_the_final_result() {
     let app = slow_app().await;
     let raw = Raw::open(&app.server.mcp_url(), "2025-06-18").await;

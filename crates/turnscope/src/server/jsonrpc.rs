@@ -210,7 +210,8 @@ pub(crate) struct Known {
 /// - `DELETE` of a session that does not exist → 404; a successful `DELETE` → 204;
 /// - `GET` resuming a stream (`Last-Event-ID`) of a session or a stream this replica does
 ///   not know → 404 (rmcp would answer a sessionless one with an empty stream, which a
-///   client retries forever when its replica died behind a load balancer).
+///   client retries forever when its replica died behind a load balancer); a stream another
+///   MCP session opened (`owners`) → 404 (rmcp would replay it to anyone).
 ///
 /// Batches: MCP 2025-03-26 is the only revision that requires receiving them (2025-06-18
 /// removed them again). Rather than re-multiplex several requests' progress streams into one
@@ -229,6 +230,18 @@ pub(crate) async fn check(
             .and_then(|v| v.to_str().ok())
     {
         let unknown = match session_of(request.headers()) {
+            Some(id) if known_here.replay.owned_by_another(last, &id) => {
+                return (
+                    StatusCode::NOT_FOUND,
+                    format!(
+                        "Not Found: event {} belongs to a stream another MCP session opened; a \
+                         stream resumes only in the session whose request it answers. Resume it \
+                         with that session's Mcp-Session-Id, or send the request again here.",
+                        id_prefix(last)
+                    ),
+                )
+                    .into_response();
+            }
             Some(id) => {
                 (!known(sessions, &id).await).then(|| format!("MCP session {}", id_prefix(&id)))
             }

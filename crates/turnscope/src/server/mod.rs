@@ -12,6 +12,7 @@ pub mod mcp;
 mod mcp_tasks;
 pub mod mcp_text;
 mod mcp_tools;
+mod owners;
 pub mod resume;
 pub mod viewers;
 mod wire;
@@ -114,7 +115,10 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
     let session_manager = Arc::new(manager);
     let mcp = StreamableHttpService::new(
         move || Ok(BotMcp::new(handler_sessions.clone())),
-        session_manager.clone(),
+        Arc::new(owners::OwnedStreams::new(
+            session_manager.clone(),
+            replay.clone(),
+        )),
         config,
     );
     let health_sessions = sessions.clone();

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::{ServerJsonRpcMessage, ServerResult};
 use rmcp::transport::streamable_http_server::session::{
-    EventStore, EventStoreError, EventStream, ServerSseMessage,
+    EventStore, EventStoreError, EventStream, ServerSseMessage, SessionId,
 };
 use tokio::sync::watch;
 
@@ -45,6 +45,8 @@ struct Log {
     bell: watch::Sender<u64>,
     /// The session and turn of a final result kept unread for a resume.
     kept: Option<(u64, u64)>,
+    /// The MCP session that opened the stream (`owners`), once its first event went out.
+    owner: Option<SessionId>,
 }
 
 #[derive(Default)]
@@ -137,6 +139,37 @@ impl ReplayStore {
         })
     }
 
+    /// Notes that the stream of `event_id` belongs to MCP session `session` (the first
+    /// session to claim it keeps it).
+    pub fn claim(&self, event_id: &str, session: &SessionId) {
+        let Some((stream, _)) = parse_id(event_id) else {
+            return;
+        };
+        let mut logs = self.logs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(log) = logs.streams.get_mut(stream)
+            && log.owner.is_none()
+        {
+            log.owner = Some(session.clone());
+        }
+    }
+
+    /// Whether the stream of `last_event_id` is kept and belongs to an MCP session other than
+    /// `session` (a resume from `session` must be refused).
+    pub fn owned_by_another(&self, last_event_id: &str, session: &str) -> bool {
+        let Some((stream, _)) = parse_id(last_event_id) else {
+            return false;
+        };
+        let logs = self.logs.lock().unwrap_or_else(|e| e.into_inner());
+        let owner = logs.streams.get(stream).and_then(|log| {
+            // The standalone stream's id is its session's.
+            match stream.strip_suffix(":common") {
+                Some(session) => Some(session),
+                None => log.owner.as_deref(),
+            }
+        });
+        owner.is_some_and(|owner| owner != session)
+    }
+
     /// Streams and events currently kept.
     #[cfg(test)]
     fn kept(&self) -> (usize, usize) {
@@ -217,6 +250,7 @@ impl EventStore for ReplayStore {
                     touched: now,
                     bell: watch::Sender::new(0),
                     kept: None,
+                    owner: None,
                 },
             );
         }
@@ -386,6 +420,27 @@ mod tests {
         assert_eq!(done.count().await, 0);
         assert!(store.replay_events_after("other/0").await.is_err());
         assert!(store.replay_events_after("no id").await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_stream_belongs_to_the_session_that_claimed_it_first() {
+        let store = ReplayStore::new(None);
+        let first = store.store_event("s", &progress()).await.unwrap();
+        assert!(
+            !store.owned_by_another(&first, "a"),
+            "unclaimed: not refused"
+        );
+        store.claim(&first, &SessionId::from("a"));
+        store.claim(&first, &SessionId::from("b"));
+        assert!(!store.owned_by_another(&first, "a"));
+        assert!(store.owned_by_another(&first, "b"));
+        let common = store.store_event("a:common", &progress()).await.unwrap();
+        assert!(store.owned_by_another(&common, "b"));
+        assert!(!store.owned_by_another(&common, "a"));
+        assert!(
+            !store.owned_by_another("gone/3", "b"),
+            "not kept: rmcp answers"
+        );
     }
 
     #[tokio::test]
