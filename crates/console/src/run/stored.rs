@@ -5,7 +5,8 @@
 //! Cheap with many stored sessions: the listing asks the store for the most recently used
 //! [`STORED_LISTED`] heads and a count, at most every [`STORED_EVERY`], in a task of its own
 //! (the loop never waits on the store); the rest are counted, not listed. Turns are read only
-//! for the selected session, once, the last [`TURNS_KEPT`] of them.
+//! for the selected session, once, the last [`TURNS_KEPT`] of them; a read that fails is said
+//! in its transcript (the store's error), and selecting the session again reads it again.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,10 +39,10 @@ struct Listing {
     total: u64,
 }
 
-/// The selected stored session's turns, as the task read them.
+/// The selected stored session's turns, as the task read them, or why it could not.
 struct Loaded {
     number: u64,
-    turns: Vec<TurnView>,
+    turns: Result<Vec<TurnView>, String>,
 }
 
 /// The console's reader of the store.
@@ -179,7 +180,9 @@ impl StoredSessions {
     }
 
     /// Lays the turns of the stored session `number` over `state` (selected now): read from
-    /// the store the first time, in a task; shown from the next tick on.
+    /// the store the first time, in a task; shown from the next tick on. A read that fails is
+    /// laid over `state` as the store's error (the transcript says it); selecting the session
+    /// again reads it again.
     pub fn show_turns(&mut self, state: &mut ConsoleState, number: u64) {
         if self.shown == Some(number) {
             return;
@@ -192,7 +195,10 @@ impl StoredSessions {
             }
         };
         if let Some(turns) = ready {
-            state.sync_turns(number, turns);
+            match turns {
+                Ok(turns) => state.sync_turns(number, turns),
+                Err(error) => state.fail_stored_read(number, error),
+            }
             self.shown = Some(number);
             self.loading = None;
             return;
@@ -206,26 +212,15 @@ impl StoredSessions {
         ) else {
             return;
         };
+        // A read again after a failed one says "Reading…" until it ends.
+        state.clear_stored_failure();
         self.loading = Some(number);
         self.wanted.store(number, Ordering::Relaxed);
         let store = self.store.clone();
         let slot = self.loaded.clone();
         let wanted = self.wanted.clone();
         runtime.spawn(async move {
-            let Ok(Some(head)) = store.head(&id).await else {
-                return;
-            };
-            let from = head
-                .turns
-                .saturating_sub(TURNS_KEPT as u64)
-                .saturating_add(1);
-            let Ok(stored) = store.turns(&id, from).await else {
-                return;
-            };
-            let turns = stored
-                .iter()
-                .map(|t| TurnView::of_record(&t.record))
-                .collect();
+            let turns = read_turns(store.as_ref(), &id).await;
             if wanted.load(Ordering::Relaxed) == number {
                 *slot.lock().expect("stored turns") = Some(Loaded { number, turns });
             }
@@ -238,4 +233,38 @@ impl StoredSessions {
         self.loading = None;
         self.wanted.store(0, Ordering::Relaxed);
     }
+}
+
+/// The last [`TURNS_KEPT`] turns of the stored session `id`, or what went wrong reading them
+/// (the store's own words, which name the store and what to do about it).
+async fn read_turns(store: &dyn SessionStore, id: &HandleId) -> Result<Vec<TurnView>, String> {
+    let head = match store.head(id).await {
+        Ok(Some(head)) => head,
+        Ok(None) => {
+            return Err(format!(
+                "{} no longer holds this session (deleted or expired since it was listed); \
+                 it leaves the list at the next listing",
+                store.describe()
+            ));
+        }
+        Err(e) => return Err(e.to_string()),
+    };
+    let from = head
+        .turns
+        .saturating_sub(TURNS_KEPT as u64)
+        .saturating_add(1);
+    let stored = store.turns(id, from).await.map_err(|e| e.to_string())?;
+    if stored.is_empty() && head.turns > 0 {
+        // The log keeps at least a session's last turns: none means it lost them.
+        return Err(format!(
+            "{} says this session has {} turns but gave none of them: its turn log is \
+             missing or damaged",
+            store.describe(),
+            head.turns
+        ));
+    }
+    Ok(stored
+        .iter()
+        .map(|t| TurnView::of_record(&t.record))
+        .collect())
 }

@@ -86,6 +86,8 @@ pub struct ConsoleState {
     /// what the feed lists), and how many more the store holds that are not listed.
     stored: Vec<SessionRow>,
     stored_unlisted: u64,
+    /// The stored session whose turns the store failed to give, and its error.
+    stored_failure: Option<(u64, String)>,
     frames: Kept<FrameRow>,
     /// Frames seen in all.
     pub frames_seen: u64,
@@ -162,6 +164,7 @@ impl ConsoleState {
             live_turns: BTreeMap::new(),
             stored: Vec::new(),
             stored_unlisted: 0,
+            stored_failure: None,
             frames: Kept::new(FRAMES_KEPT, budget.share(Part::Frames)),
             frames_seen: 0,
             progress: Kept::new(PROGRESS_KEPT, budget.share(Part::Progress)),

@@ -261,6 +261,25 @@ impl ConsoleState {
         self.stored_unlisted = unlisted;
     }
 
+    /// Says that the store failed to give the turns of the stored session `session`, with
+    /// the store's `error` (shown in its transcript until it is read again).
+    pub fn fail_stored_read(&mut self, session: u64, error: String) {
+        self.stored_failure = Some((session, error));
+    }
+
+    /// Forgets a failed read of a stored session's turns (it is being read again).
+    pub fn clear_stored_failure(&mut self) {
+        self.stored_failure = None;
+    }
+
+    /// Why the store failed to give the turns of `session`, when it did.
+    pub fn stored_read_failure(&self, session: u64) -> Option<&str> {
+        match &self.stored_failure {
+            Some((number, error)) if *number == session => Some(error),
+            _ => None,
+        }
+    }
+
     /// How screens name a session: `#3`, or `stored 5e5e5e5e` for a stored session (it has
     /// no number until a client's chat reopens it).
     pub fn session_name(&self, number: u64) -> String {

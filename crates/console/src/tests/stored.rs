@@ -1,14 +1,21 @@
 //! Sessions the store keeps that are not open here (a restart left them): listed as `stored`
 //! after the open ones with their turns and last use, counted in the title when more are
 //! stored than listed, their transcript and turn view opened from the turns the store gave,
-//! and a line typed into one refused with what to do.
+//! a line typed into one refused with what to do, and a read of its turns that fails said in
+//! its transcript (the store's error) and tried again when it is selected again.
+
+use std::collections::HashSet;
+use std::sync::Arc;
 
 use insta::assert_snapshot;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use turnscope::observe::SessionOpener;
+use turnscope::store::{
+    Commit, HandleId, HandleKey, Head, SessionStore, StoreError, StoreStats, StoredTurn, now_ms,
+};
 
-use crate::run::stored::STORED_NUMBER_BASE;
+use crate::run::stored::{STORED_NUMBER_BASE, StoredSessions, stored_number};
 use crate::state::{Activity, SessionRow, TurnView};
 use crate::tests::fixture::console;
 use crate::view::console::Console;
@@ -128,4 +135,244 @@ fn d_on_a_stored_session_says_how_it_goes_away() {
         notice.contains("turnscope sessions delete 5e5e5e5e"),
         "{notice}"
     );
+}
+
+/// A memory store whose `turns` fails while `broken` is set, as a store file whose turn table
+/// is damaged does.
+struct BrokenTurns {
+    inner: turnscope::store::memory::MemoryStore,
+    broken: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl SessionStore for BrokenTurns {
+    fn describe(&self) -> String {
+        "sqlite:/tmp/broken.db".into()
+    }
+    fn durable(&self) -> bool {
+        true
+    }
+    fn key(&self) -> &HandleKey {
+        self.inner.key()
+    }
+    async fn create(&self, head: &Head) -> Result<u64, StoreError> {
+        self.inner.create(head).await
+    }
+    async fn head(&self, id: &HandleId) -> Result<Option<Head>, StoreError> {
+        self.inner.head(id).await
+    }
+    async fn turns(&self, id: &HandleId, from: u64) -> Result<Vec<StoredTurn>, StoreError> {
+        if self.broken.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(StoreError::unusable(
+                "store: reading a session's turns from /tmp/broken.db failed: no such table: \
+                 turns; the file is damaged. Move it aside",
+            ));
+        }
+        self.inner.turns(id, from).await
+    }
+    async fn commit(&self, id: &HandleId, commit: &Commit) -> Result<u64, StoreError> {
+        self.inner.commit(id, commit).await
+    }
+    async fn delete(&self, id: &HandleId) -> Result<bool, StoreError> {
+        self.inner.delete(id).await
+    }
+    async fn expired(&self, before_ms: u64, limit: usize) -> Result<Vec<Head>, StoreError> {
+        self.inner.expired(before_ms, limit).await
+    }
+    async fn list(&self, limit: usize) -> Result<Vec<Head>, StoreError> {
+        self.inner.list(limit).await
+    }
+    async fn count(&self) -> Result<u64, StoreError> {
+        self.inner.count().await
+    }
+    fn stats(&self) -> StoreStats {
+        self.inner.stats()
+    }
+    async fn close(&self) {
+        self.inner.close().await
+    }
+}
+
+/// Ticks the reader until `done` holds of the console (the reads run in tasks), at most 2 s.
+async fn tick_until(
+    c: &mut Console,
+    stored: &mut StoredSessions,
+    number: u64,
+    done: impl Fn(&Console) -> bool,
+) {
+    for _ in 0..200 {
+        stored.refresh(&mut c.state, &HashSet::new(), 86_400);
+        if stored.holds(number) {
+            stored.show_turns(&mut c.state, number);
+        }
+        if done(c) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the stored session's read did not end");
+}
+
+/// Before, a stored session whose turns the store failed to give said "Reading … from the
+/// store…" for ever; now its transcript says the store's error and what to do, and selecting
+/// it again reads it again.
+#[tokio::test]
+async fn a_stored_session_whose_turns_cannot_be_read_says_why_and_reads_again() {
+    let store = Arc::new(BrokenTurns {
+        inner: turnscope::store::memory::MemoryStore::new(),
+        broken: true.into(),
+    });
+    let id = HandleId::from_bytes([7; 32]);
+    let head = Head {
+        id,
+        prefix: "0b0b0b0b".into(),
+        bot: "bot".into(),
+        opener: SessionOpener::Api,
+        greeting: None,
+        created_ms: now_ms(),
+        last_used_ms: now_ms(),
+        turns: 0,
+        messages: 0,
+        forgotten: 0,
+        history_from_turn: 1,
+        in_flight: None,
+        unread: None,
+        version: 0,
+    };
+    let version = store.create(&head).await.expect("created");
+    let turn = StoredTurn {
+        record: turnscope::bot::TurnRecord {
+            id: 1,
+            line: "remember the word teapot".into(),
+            reply: "I will remember: teapot.".into(),
+            end: Some(turnscope::bot::TurnEnd::Completed),
+            ..Default::default()
+        },
+        started_ms: now_ms(),
+        first_message: 1,
+        messages: Vec::new(),
+    };
+    let commit = Commit {
+        expected: version,
+        head: Head { turns: 1, ..head },
+        append: vec![turn],
+        drop_before: 0,
+    };
+    store.commit(&id, &commit).await.expect("committed");
+
+    let mut c = console();
+    let mut stored = StoredSessions::new(store.clone());
+    let number = stored_number(&id);
+    c.selected = Some(number);
+    let said = |c: &Console, what: &str| {
+        crate::draw::panes::transcript::lines(c, 78)
+            .iter()
+            .map(|l| l.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+            .contains(what)
+    };
+    tick_until(&mut c, &mut stored, number, |c| {
+        c.state.stored_read_failure(number).is_some()
+    })
+    .await;
+    let text = screen(&mut c, 80, 24);
+    assert!(!said(&c, "Reading this stored session"), "{text}");
+    assert!(
+        said(&c, "no such table: turns"),
+        "the store's error: {text}"
+    );
+    assert!(said(&c, "this one again to read it again"), "{text}");
+    assert_snapshot!(text);
+
+    // Still failed on the next ticks (not read again and again), then selected again: read.
+    stored.show_turns(&mut c.state, number);
+    assert!(c.state.stored_read_failure(number).is_some());
+    store
+        .broken
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    stored.unshow();
+    tick_until(&mut c, &mut stored, number, |c| {
+        !c.state.transcript(number).is_empty()
+    })
+    .await;
+    assert!(c.state.stored_read_failure(number).is_none());
+    assert!(said(&c, "I will remember: teapot."));
+}
+
+/// A stored session deleted from the store after it was listed says so rather than reading.
+#[tokio::test]
+async fn a_stored_session_gone_from_the_store_says_so() {
+    let store = Arc::new(turnscope::store::memory::MemoryStore::new());
+    let id = HandleId::from_bytes([9; 32]);
+    let head = Head {
+        id,
+        prefix: "0c0c0c0c".into(),
+        bot: "bot".into(),
+        opener: SessionOpener::Api,
+        greeting: None,
+        created_ms: now_ms(),
+        last_used_ms: now_ms(),
+        turns: 3,
+        messages: 0,
+        forgotten: 0,
+        history_from_turn: 1,
+        in_flight: None,
+        unread: None,
+        version: 0,
+    };
+    store.create(&head).await.expect("created");
+    let mut c = console();
+    let mut stored = StoredSessions::new(store.clone());
+    let number = stored_number(&id);
+    for _ in 0..200 {
+        stored.refresh(&mut c.state, &HashSet::new(), 86_400);
+        if stored.holds(number) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    store.delete(&id).await.expect("deleted");
+    c.selected = Some(number);
+    tick_until(&mut c, &mut stored, number, |c| {
+        c.state.stored_read_failure(number).is_some()
+    })
+    .await;
+    let error = c.state.stored_read_failure(number).expect("failed");
+    assert!(error.contains("no longer holds this session"), "{error}");
+}
+
+/// A stored session whose head counts turns its log no longer holds (a turn table emptied
+/// or recreated) says so instead of "Reading…" for ever.
+#[tokio::test]
+async fn a_stored_session_whose_turn_log_is_empty_says_so() {
+    let store = Arc::new(turnscope::store::memory::MemoryStore::new());
+    let id = HandleId::from_bytes([5; 32]);
+    let head = Head {
+        id,
+        prefix: "0d0d0d0d".into(),
+        bot: "bot".into(),
+        opener: SessionOpener::Api,
+        greeting: None,
+        created_ms: now_ms(),
+        last_used_ms: now_ms(),
+        turns: 2,
+        messages: 0,
+        forgotten: 0,
+        history_from_turn: 1,
+        in_flight: None,
+        unread: None,
+        version: 0,
+    };
+    store.create(&head).await.expect("created");
+    let mut c = console();
+    let mut stored = StoredSessions::new(store.clone());
+    let number = stored_number(&id);
+    c.selected = Some(number);
+    tick_until(&mut c, &mut stored, number, |c| {
+        c.state.stored_read_failure(number).is_some()
+    })
+    .await;
+    let error = c.state.stored_read_failure(number).expect("failed");
+    assert!(error.contains("has 2 turns but gave none"), "{error}");
 }

@@ -130,6 +130,12 @@ pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
         speaker(&mut out, "bot", greeting, t.bot, t.bot, width);
     }
     let turns = c.state.transcript(session);
+    if turns.is_empty()
+        && let Some(error) = c.state.stored_read_failure(session)
+    {
+        stored_read_failed(c, error, width, &mut out);
+        return out;
+    }
     if turns.is_empty() {
         let yours = Some(session) == c.own && !c.read_only;
         let loading = c
@@ -158,6 +164,21 @@ pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
         out.push(Line::styled("     … waiting for the turn to start", t.dim));
     }
     out
+}
+
+/// A stored session whose turns the store failed to give: what happened (the store's
+/// `error`) and what to do.
+fn stored_read_failed(c: &Console, error: &str, width: usize, out: &mut Vec<Line<'static>>) {
+    let t = &c.theme;
+    let said = format!("Could not read this stored session's turns: {error}");
+    for piece in wrap(&said, width) {
+        out.push(Line::styled(piece, t.error));
+    }
+    let next = "Select another session and this one again to read it again; if it keeps \
+                failing, check the store (the file or Redis server --store names).";
+    for piece in wrap(next, width) {
+        out.push(Line::styled(piece, t.dim));
+    }
 }
 
 /// What the embedded scripted model answers, for a person's first line: it echoes a line,
