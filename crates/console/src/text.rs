@@ -2,6 +2,7 @@
 //!
 //! Everything here is pure and deterministic, so pane snapshots never depend on the clock.
 
+use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
@@ -157,6 +158,91 @@ pub fn wrap(text: &str, max: usize) -> Vec<String> {
     lines
 }
 
+/// Greedy word wrap of a styled `line` to lines of at most `max` cells, each piece keeping
+/// its style; lines after the first start with `hang` spaces (at most half of `max`), long
+/// words are split, and a line's trailing spaces are dropped. Always returns at least one line.
+pub fn wrap_line(line: &Line<'_>, max: usize, hang: usize) -> Vec<Line<'static>> {
+    let max = max.max(1);
+    if line.width() <= max {
+        let spans = line
+            .spans
+            .iter()
+            .map(|s| Span::styled(s.content.to_string(), s.style))
+            .collect::<Vec<_>>();
+        return vec![Line::from(spans).style(line.style)];
+    }
+    let hang = hang.min(max / 2);
+    let chars: Vec<(char, Style)> = line
+        .spans
+        .iter()
+        .flat_map(|s| s.content.chars().map(move |c| (c, s.style)))
+        .collect();
+    let mut rows: Vec<Vec<(char, Style)>> = vec![Vec::new()];
+    let mut used = 0usize;
+    // Whether the row holds a word yet (the hang alone does not count).
+    let mut filled = false;
+    let mut start = 0;
+    while start < chars.len() {
+        // A word: up to and with the spaces after it.
+        let mut end = start;
+        while end < chars.len() && chars[end].0 != ' ' {
+            end += 1;
+        }
+        let word_end = end;
+        while end < chars.len() && chars[end].0 == ' ' {
+            end += 1;
+        }
+        let word = &chars[start..end];
+        let cells = |run: &[(char, Style)]| {
+            run.iter()
+                .map(|(c, _)| c.width().unwrap_or(0))
+                .sum::<usize>()
+        };
+        if used + cells(&chars[start..word_end]) > max && filled {
+            rows.push(vec![(' ', Style::default()); hang]);
+            used = hang;
+        }
+        for &(c, style) in word {
+            let w = c.width().unwrap_or(0);
+            if used + w > max {
+                if c == ' ' {
+                    continue;
+                }
+                rows.push(vec![(' ', Style::default()); hang]);
+                used = hang;
+            }
+            rows.last_mut().expect("a row").push((c, style));
+            used += w;
+        }
+        filled |= word_end > start;
+        start = end;
+    }
+    rows.into_iter()
+        .map(|mut row| {
+            while row.last().is_some_and(|(c, _)| *c == ' ') {
+                row.pop();
+            }
+            let mut spans: Vec<Span<'static>> = Vec::new();
+            let mut text = String::new();
+            let mut style = None;
+            for (c, s) in row {
+                if style.is_some_and(|st| st != s) {
+                    spans.push(Span::styled(
+                        std::mem::take(&mut text),
+                        style.unwrap_or_default(),
+                    ));
+                }
+                style = Some(s);
+                text.push(c);
+            }
+            if !text.is_empty() {
+                spans.push(Span::styled(text, style.unwrap_or_default()));
+            }
+            Line::from(spans).style(line.style)
+        })
+        .collect()
+}
+
 const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 
 /// A sparkline of the last `cells` samples, scaled to the largest of them.
@@ -271,6 +357,27 @@ mod tests {
         assert_eq!(wrap("abcdefghij", 4), ["abcd", "efgh", "ij"]);
         assert_eq!(wrap("a\nb", 10), ["a", "b"]);
         assert_eq!(wrap("", 10), [""]);
+    }
+
+    #[test]
+    fn wrap_line_keeps_styles_and_hangs_what_follows() {
+        let key = Style::new().add_modifier(ratatui::style::Modifier::BOLD);
+        let line = Line::from(vec![
+            Span::raw("  "),
+            Span::styled("\"key\"", key),
+            Span::raw(": \"one two three four\""),
+        ]);
+        let rows = wrap_line(&line, 16, 4);
+        let text: Vec<String> = rows.iter().map(|l| l.to_string()).collect();
+        assert_eq!(text, ["  \"key\": \"one", "    two three", "    four\""]);
+        assert!(rows.iter().all(|l| l.width() <= 16));
+        assert_eq!(rows[0].spans[1].style, key, "the key keeps its style");
+        assert_eq!(rows[0].spans[1].content, "\"key\"");
+        // A word longer than the room is split; a short line comes back whole.
+        let long = wrap_line(&Line::raw("abcdefghij"), 4, 0);
+        let long: Vec<String> = long.iter().map(|l| l.to_string()).collect();
+        assert_eq!(long, ["abcd", "efgh", "ij"]);
+        assert_eq!(wrap_line(&Line::raw("hi"), 4, 2).len(), 1);
     }
 
     #[test]

@@ -98,6 +98,8 @@ pub struct ConsoleState {
     session_samples: BTreeMap<u64, Samples>,
     /// The bot's tools.
     pub tools: Vec<ToolView>,
+    /// Counts the tool lists set ([`ConsoleState::tools_generation`]).
+    tools_generation: u64,
     /// Why the tool list is empty, when it is for a reason.
     pub tools_note: Option<String>,
     /// Each tool source's latest state, by name: `files (stdio): connected, 3 tools`.
@@ -172,6 +174,7 @@ impl ConsoleState {
             stats: Stats::default(),
             session_samples: BTreeMap::new(),
             tools: Vec::new(),
+            tools_generation: 0,
             tools_note: None,
             tool_sources: BTreeMap::new(),
             bridges: BTreeMap::new(),

@@ -31,6 +31,7 @@ impl ConsoleState {
     /// Sets the tool list from the bot's specs: schemas pretty-printed, the OpenAI conversion
     /// done, collisions and renames explained.
     pub fn set_tools(&mut self, specs: &[ToolSpec]) {
+        self.tools_generation += 1;
         let names = NameMap::new(specs.iter().map(|s| s.name.as_str()));
         let mut seen = std::collections::BTreeMap::<&str, &str>::new();
         self.tools = specs
@@ -77,5 +78,10 @@ impl ConsoleState {
                 }
             })
             .collect();
+    }
+
+    /// Counts the tool lists set: a drawing kept for one list is stale under another.
+    pub fn tools_generation(&self) -> u64 {
+        self.tools_generation
     }
 }

@@ -625,3 +625,70 @@ fn the_lines_counted_as_polls_arrive_are_the_lines_drawn() {
         );
     }
 }
+
+/// A tool with a long description and long schema lines, in the Tools pane of a 160-column
+/// screen (not zoomed): every line wraps within the detail, none is cut.
+fn long_tool() -> turnscope::tools::ToolSpec {
+    turnscope::tools::ToolSpec {
+        name: "search_issues".into(),
+        description: "Searches the issues of a repository by free text, label and state, \
+                      newest first; each result gives the number, the title, the labels and the \
+                      first two hundred characters of the body, so a caller can pick one to read whole."
+            .into(),
+        input_schema: serde_json::json!({
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "Free text matched against the title and the body of each issue, case-insensitive; quote a phrase to match it whole."},
+                "state": {"type": "string", "enum": ["open", "closed", "all"], "description": "Which issues to search: the open ones, the closed ones, or all of them."}
+            },
+            "required": ["query"]
+        }),
+        source: "mcp:tracker".into(),
+    }
+}
+
+#[test]
+fn tools_pane_wraps_long_lines_at_160_columns() {
+    let mut c = console();
+    let mut specs = crate::tests::fixture::tools();
+    specs.push(long_tool());
+    c.state.set_tools(&specs);
+    c.focus_pane(PaneId::Tools);
+    c.tools.nav.cursor = specs.len() - 1;
+    // The detail's rows: right of the tool list's border, left of the inspector's.
+    let detail = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.split_once('┃').map(|(_, r)| r))
+            .filter_map(|r| r.split_once('│').map(|(_, d)| d))
+            .map(|d| d.trim_end_matches(['"', '┃']).trim_end().to_string())
+            .collect()
+    };
+    let t = render(160, 40, &c, |f, _, c| crate::draw::draw(f, c));
+    let text = t.backend().to_string();
+    // Before, schema lines were cut at the detail's right edge with `…`.
+    assert!(text.contains("case-insensitive; quote a phrase"), "{text}");
+    assert!(
+        detail(&text).iter().all(|row| !row.ends_with('…')),
+        "no row of the detail is cut: {text}"
+    );
+    assert_snapshot!(t.backend());
+    // Drawn again as it is, the wrapped lines are kept, not built anew.
+    let built = c.tools.detail.borrow().as_ref().map(|(_, l)| l.as_ptr());
+    render(160, 40, &c, |f, _, c| crate::draw::draw(f, c));
+    assert_eq!(
+        c.tools.detail.borrow().as_ref().map(|(_, l)| l.as_ptr()),
+        built
+    );
+    // PgDn as far as it goes reaches the last wrapped row, and not past it.
+    for _ in 0..20 {
+        c.move_by(crate::view::nav::PAGE);
+    }
+    let t = render(160, 40, &c, |f, _, c| crate::draw::draw(f, c));
+    let text = t.backend().to_string();
+    assert_eq!(
+        detail(&text).last().map(String::as_str),
+        Some(" same as the input schema"),
+        "{text}"
+    );
+    assert!(text.contains("quote a phrase to match it"), "{text}");
+}

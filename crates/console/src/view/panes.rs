@@ -2,7 +2,7 @@
 //! [`SessionList`](super::sessions::SessionList)): scroll positions (in cells, since drawing
 //! keeps them in range), cursors, searches and scopes.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
 
 use super::line_edit::LineEdit;
@@ -65,7 +65,14 @@ pub struct ToolsView {
     pub scroll: Cell<usize>,
     /// Hand calls: the form, the list of calls, the saved ones.
     pub hand: super::hand_calls::HandCalls,
+    /// The selected tool's detail wrapped as last drawn, kept while the tool list, the cursor
+    /// and the width stay as they were (so a redraw costs the rows on screen).
+    pub detail: RefCell<ToolDetailLines>,
 }
+
+/// The Tools pane's detail lines, wrapped for (the tool list's generation, the cursor, the
+/// width).
+pub type ToolDetailLines = Option<((u64, usize, usize), Vec<ratatui::text::Line<'static>>)>;
 
 /// The Stats pane.
 #[derive(Debug)]

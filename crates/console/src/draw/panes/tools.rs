@@ -11,7 +11,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
 use crate::state::ToolView;
-use crate::text::{truncate, width, wrap};
+use crate::text::{truncate, width, wrap, wrap_line};
 use crate::view::console::Console;
 
 /// Splits the inspector's inside, below the sources line, into the tool list and the
@@ -129,8 +129,9 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     };
     let w = inner.width as usize;
     use crate::view::hand_calls::Mode;
+    let height = inner.height as usize;
     let (lines, scroll_cell, cursor_line) = match &c.tools.hand.mode {
-        Mode::Detail => (detail_lines(c, tool, w), &c.tools.scroll, None),
+        Mode::Detail => return draw_detail(f, inner, c, tool),
         Mode::Form(form) => {
             let lines = super::hand_call::form_lines(c, form, w);
             // Keep the field being edited in sight.
@@ -144,7 +145,6 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             (lines, &c.tools.scroll, Some(c.tools.hand.nav.cursor + 1))
         }
     };
-    let height = inner.height as usize;
     let max = lines.len().saturating_sub(height);
     let mut scroll = scroll_cell.get().min(max);
     if let Some(at) = cursor_line {
@@ -159,77 +159,92 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     f.render_widget(Paragraph::new(shown), inner);
 }
 
+/// Draws the selected tool's detail into `inner`: wrapped once per tool list, tool and width
+/// (kept in the view), each draw taking only the rows on screen.
+fn draw_detail(f: &mut Frame, inner: Rect, c: &Console, tool: &ToolView) {
+    let (w, height) = (inner.width as usize, inner.height as usize);
+    let key = (c.state.tools_generation(), c.tools.nav.cursor, w);
+    let mut cache = c.tools.detail.borrow_mut();
+    if cache.as_ref().is_none_or(|(k, _)| *k != key) {
+        *cache = Some((key, detail_lines(c, tool, w)));
+    }
+    let rows = cache.as_ref().map(|(_, l)| l.as_slice()).unwrap_or(&[]);
+    // Scrolling counts wrapped rows, so the last one can be scrolled to.
+    let scroll = c.tools.scroll.get().min(rows.len().saturating_sub(height));
+    c.tools.scroll.set(scroll);
+    let shown: Vec<Line> = rows.iter().skip(scroll).take(height).cloned().collect();
+    f.render_widget(Paragraph::new(shown), inner);
+}
+
+/// The selected tool's detail, every line wrapped to `width` cells (JSON lines hang under
+/// their key), so scrolling counts the rows drawn and the last one can be reached.
 fn detail_lines(c: &Console, tool: &ToolView, width: usize) -> Vec<Line<'static>> {
     let t = &c.theme;
-    let mut out = vec![crate::text::fit(
-        Line::from(vec![
+    let mut out = wrap_line(
+        &Line::from(vec![
             Span::styled(tool.name.clone(), t.title),
             Span::styled(format!("  from {}", tool.source), t.dim),
         ]),
         width,
-    )];
-    if let Some(why) = &tool.skipped {
-        for l in wrap(why, width) {
-            out.push(Line::styled(l, t.warn));
+        2,
+    );
+    let say = |out: &mut Vec<Line<'static>>, text: &str, style| {
+        for l in wrap(text, width) {
+            out.push(Line::styled(l, style));
         }
+    };
+    if let Some(why) = &tool.skipped {
+        say(&mut out, why, t.warn);
         return out;
     }
-    for l in wrap(&tool.description, width) {
-        out.push(Line::styled(l, t.text));
-    }
+    say(&mut out, &tool.description, t.text);
     for note in &tool.notes {
-        for l in wrap(&format!("! {note}"), width) {
-            out.push(Line::styled(l, t.warn));
-        }
+        say(&mut out, &format!("! {note}"), t.warn);
     }
     if !tool.portability.is_empty() {
         out.push(Line::default());
-        out.push(Line::styled(
+        say(
+            &mut out,
             "portability (what other providers would refuse or change)",
             t.accent,
-        ));
+        );
         for finding in &tool.portability {
-            for l in wrap(&format!("~ {finding}"), width) {
-                out.push(Line::styled(l, t.warn));
-            }
+            say(&mut out, &format!("~ {finding}"), t.warn);
         }
     }
     if !c.read_only {
-        out.push(Line::styled(
+        say(
+            &mut out,
             "Enter calls this tool by hand · h lists the hand calls",
             t.dim,
-        ));
+        );
     }
     out.push(Line::default());
-    out.push(Line::styled("input schema (MCP)", t.accent));
+    say(&mut out, "input schema (MCP)", t.accent);
     out.extend(json_lines(c, &tool.schema, width));
     out.push(Line::default());
-    out.push(Line::styled(
+    say(
+        &mut out,
         "OpenAI parameters (as the OpenAI bridge sends them)",
         t.accent,
-    ));
+    );
     match &tool.openai {
-        Ok(json) if json == &tool.schema => {
-            out.push(Line::styled("same as the input schema", t.dim));
-        }
+        Ok(json) if json == &tool.schema => say(&mut out, "same as the input schema", t.dim),
         Ok(json) => out.extend(json_lines(c, json, width)),
-        Err(e) => {
-            for l in wrap(e, width) {
-                out.push(Line::styled(l, t.error));
-            }
-        }
+        Err(e) => say(&mut out, e, t.error),
     }
     out
 }
 
-/// Pretty JSON with keys, strings and punctuation styled apart.
+/// Pretty JSON with keys, strings and punctuation styled apart, each line wrapped to `width`
+/// cells with what follows hanging two cells under its indent.
 fn json_lines(c: &Console, json: &str, width: usize) -> Vec<Line<'static>> {
     let t = &c.theme;
     json.lines()
-        .map(|l| {
+        .flat_map(|l| {
             let indent = l.len() - l.trim_start().len();
             let rest = l.trim_start();
-            match rest.split_once("\": ") {
+            let line = match rest.split_once("\": ") {
                 Some((key, value)) if rest.starts_with('"') => Line::from(vec![
                     Span::raw(" ".repeat(indent)),
                     Span::styled(format!("{key}\""), t.control),
@@ -240,8 +255,8 @@ fn json_lines(c: &Console, json: &str, width: usize) -> Vec<Line<'static>> {
                     Span::raw(" ".repeat(indent)),
                     Span::styled(rest.to_string(), t.text),
                 ]),
-            }
+            };
+            wrap_line(&line, width, indent + 2)
         })
-        .map(|l| crate::text::fit(l, width))
         .collect()
 }
