@@ -314,6 +314,53 @@ pub fn fit<'a>(line: Line<'a>, max: usize) -> Line<'a> {
     Line::from(spans).style(style)
 }
 
+/// `line` in at most `max` cells, cut at a word boundary and ended with ` …` when too wide,
+/// so no word is shown in part; a first word wider than `max` alone is cut as [`fit`] does.
+pub fn fit_words<'a>(line: Line<'a>, max: usize) -> Line<'a> {
+    if line.width() <= max {
+        return line;
+    }
+    // The last space (past the leading ones) after which ` …` still fits.
+    let mut used = 0;
+    let mut cut: Option<(usize, usize)> = None;
+    let mut seen_word = false;
+    'spans: for (si, span) in line.spans.iter().enumerate() {
+        for (bi, ch) in span.content.char_indices() {
+            if used + 2 > max {
+                break 'spans;
+            }
+            if ch == ' ' && seen_word {
+                cut = Some((si, bi));
+            }
+            seen_word |= ch != ' ';
+            used += ch.width().unwrap_or(0);
+        }
+    }
+    let Some((si, bi)) = cut else {
+        return fit(line, max);
+    };
+    let style = line.style;
+    let mut spans: Vec<Span<'a>> = line.spans.into_iter().take(si + 1).collect();
+    let last = spans.pop().expect("the span cut in");
+    let kept = last.content[..bi].trim_end().to_string();
+    let last_style = last.style;
+    if !kept.is_empty() {
+        spans.push(Span::styled(kept, last_style));
+    }
+    // Spaces left at the end of the spans before.
+    while let Some(end) = spans.last_mut() {
+        let trimmed = end.content.trim_end().to_string();
+        if trimmed.is_empty() {
+            spans.pop();
+            continue;
+        }
+        end.content = trimmed.into();
+        break;
+    }
+    spans.push(Span::styled(" …", last_style));
+    Line::from(spans).style(style)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -378,6 +425,23 @@ mod tests {
         let long: Vec<String> = long.iter().map(|l| l.to_string()).collect();
         assert_eq!(long, ["abcd", "efgh", "ij"]);
         assert_eq!(wrap_line(&Line::raw("hi"), 4, 2).len(), 1);
+    }
+
+    #[test]
+    fn fit_words_cuts_between_words() {
+        let line = Line::from(vec![
+            Span::raw(" connect: "),
+            Span::raw("claude mcp add --transport http"),
+        ]);
+        let cut = fit_words(line.clone(), 29);
+        assert_eq!(cut.to_string(), " connect: claude mcp add …");
+        assert!(cut.width() <= 29);
+        assert_eq!(fit_words(line.clone(), 80).to_string(), line.to_string());
+        // A span boundary right after a word is a boundary too.
+        let two = Line::from(vec![Span::raw(" turnscope "), Span::raw(" ● live ")]);
+        assert_eq!(fit_words(two, 14).to_string(), " turnscope …");
+        // One word wider than the room is cut inside, as `fit` does.
+        assert_eq!(fit_words(Line::raw("abcdefghij"), 5).to_string(), "abcd…");
     }
 
     #[test]

@@ -249,3 +249,60 @@ fn a_transcript_search_says_what_it_found() {
     // The newest match is shown first, counted from the oldest.
     assert!(found.contains("search: clock · 3 of 3"), "{found}");
 }
+
+/// Very narrow, very short screens. Before, the header's second line was cut inside a word
+/// (`claude mcp add --tr…`), and at 30×8 the focused Frames pane got no row at all (the
+/// Sessions and Input panes took the body), at 60×12 only its top border. Now the header
+/// drops or shortens whole items and ends any cut between words, and the focused pane gets
+/// its rows before the other panes and the chrome.
+#[test]
+fn very_narrow_screens_keep_whole_words_and_the_focused_pane() {
+    let mut shots = Vec::new();
+    for (w, h) in [(30u16, 8u16), (60, 12)] {
+        let mut c = console();
+        c.focus_pane(PaneId::Frames);
+        let text = screen(&mut c, w, h);
+        let lines: Vec<&str> = text.lines().collect();
+        for header in &lines[..2] {
+            assert!(
+                !header.contains("--tr") && !header.contains("http://…"),
+                "no word cut in the header: {text}"
+            );
+        }
+        let frames = c.areas.get().inspector;
+        assert!(
+            frames.height >= 3,
+            "the focused Frames pane is drawn: {text}"
+        );
+        assert!(
+            text.contains("ResponseEnd"),
+            "the Frames list has a row: {text}"
+        );
+        shots.push(format!("{w}x{h}\n{text}"));
+    }
+    // Narrower than the items that never go, the line ends between words.
+    let mut c = console();
+    let text = screen(&mut c, 20, 8);
+    let first = text.lines().next().expect("a header");
+    assert!(first.contains(" turnscope  ● live …"), "{text}");
+    assert_snapshot!(shots.join("\n"));
+}
+
+/// On a screen a few rows tall the chrome goes before the focused pane's one row: the
+/// header's second line, then its first, then the footer.
+#[test]
+fn a_screen_a_few_rows_tall_keeps_the_focused_pane() {
+    for (h, header, footer) in [(6u16, 2u16, 1u16), (5, 1, 1), (4, 0, 1), (3, 0, 0)] {
+        let mut c = console();
+        c.focus_pane(PaneId::Frames);
+        let text = screen(&mut c, 60, h);
+        let areas = c.areas.get();
+        assert_eq!(
+            (areas.header.height, areas.footer.height),
+            (header, footer),
+            "{text}"
+        );
+        assert_eq!(areas.inspector.height, 3, "{text}");
+        assert!(text.contains("ResponseEnd"), "{text}");
+    }
+}

@@ -55,6 +55,66 @@ fn tabs_on(inspector: Rect) -> [Rect; TABS.len()] {
     tabs
 }
 
+/// The fewest rows a pane is drawn in: its two borders and one row inside.
+pub const MIN_PANE: u16 = 3;
+
+/// The fewest rows of the Sessions pane: its borders, its column heads and one session.
+pub const SESSIONS_MIN: u16 = 4;
+
+/// The rows the focused pane is given first on a short screen (three inside its borders), when
+/// the screen has them.
+pub const FOCUS_ROWS: u16 = 5;
+
+/// The heights of panes stacked in a column of `height` rows too short for every pane's least
+/// height (`mins`, top to bottom: Sessions, Transcript, Input, and the inspector when stacked),
+/// or `None` when all fit. The focused pane (`focused`, an index) is given [`FOCUS_ROWS`]
+/// first (the Input pane its own least), as many as there are; then the others, the Input
+/// pane first (where a line is typed), then top to bottom, each while its least still fits.
+/// The rows left over grow the focused pane, or in a column without it the Transcript, else
+/// the first shown. A pane given no rows is hidden.
+pub fn short_column(height: u16, mins: &[u16], focused: Option<usize>) -> Option<Vec<u16>> {
+    const INPUT: usize = 2;
+    if mins.iter().sum::<u16>() <= height {
+        return None;
+    }
+    let mut heights = vec![0u16; mins.len()];
+    let mut left = height;
+    if let Some(f) = focused {
+        let want = if f == INPUT {
+            mins[f]
+        } else {
+            FOCUS_ROWS.max(mins[f])
+        };
+        heights[f] = want.min(left);
+        left -= heights[f];
+    }
+    let order = std::iter::once(INPUT).chain((0..mins.len()).filter(|i| *i != INPUT));
+    for i in order.filter(|i| *i < mins.len() && Some(*i) != focused) {
+        if mins[i] <= left {
+            heights[i] = mins[i];
+            left -= mins[i];
+        }
+    }
+    let grow = focused
+        .or((heights[1] > 0).then_some(1))
+        .or_else(|| heights.iter().position(|h| *h > 0));
+    if let Some(g) = grow {
+        heights[g] += left;
+    }
+    Some(heights)
+}
+
+/// `area` cut into rows of `heights`, top to bottom.
+fn stack<const N: usize>(area: Rect, heights: Vec<u16>) -> [Rect; N] {
+    let mut out = [Rect::default(); N];
+    let mut y = area.y;
+    for (slot, h) in out.iter_mut().zip(heights) {
+        *slot = Rect::new(area.x, y, area.width, h);
+        y += h;
+    }
+    out
+}
+
 /// A tab's label: ` 4 Frames `.
 pub fn tab_label(pane: PaneId) -> String {
     format!(" {} {} ", pane.number(), pane.title())
@@ -63,12 +123,17 @@ pub fn tab_label(pane: PaneId) -> String {
 impl Areas {
     /// Lays out a screen of `size` whose session list has `session_rows` rows and whose input
     /// holds `input_lines` lines. Stacked (narrow), the Transcript and the inspector share what
-    /// is left two to one, the larger share to the one `focus` is on or nearest.
+    /// is left two to one, the larger share to the one `focus` is on or nearest. A screen too
+    /// short for every pane gives up chrome before the focused pane's rows: the header's lines
+    /// and the footer below [`FOCUS_ROWS`] of body, and the other panes (see [`short_column`]).
     pub fn compute(size: Rect, session_rows: usize, input_lines: usize, focus: PaneId) -> Areas {
+        // The header's second line goes first, then its first, then the footer.
+        let footer_h = u16::from(size.height > MIN_PANE);
+        let header_h = size.height.saturating_sub(footer_h + MIN_PANE).min(2);
         let [header, body, footer] = Layout::vertical([
-            Constraint::Length(2),
+            Constraint::Length(header_h),
             Constraint::Min(0),
-            Constraint::Length(1),
+            Constraint::Length(footer_h),
         ])
         .areas(size);
         let input_h = (input_lines as u16 + 2).clamp(3, 8);
@@ -77,23 +142,50 @@ impl Areas {
             let [left, right] =
                 Layout::horizontal([Constraint::Percentage(46), Constraint::Percentage(54)])
                     .areas(body);
-            let [s, t, i] = Layout::vertical([
-                Constraint::Length(sessions_h.min(left.height / 3).max(4)),
-                Constraint::Min(3),
-                Constraint::Length(input_h),
-            ])
-            .areas(left);
+            let [s, t, i] = match short_column(
+                left.height,
+                &[SESSIONS_MIN, MIN_PANE, input_h],
+                [PaneId::Sessions, PaneId::Transcript, PaneId::Input]
+                    .iter()
+                    .position(|p| *p == focus),
+            ) {
+                Some(heights) => stack(left, heights),
+                None => Layout::vertical([
+                    Constraint::Length(sessions_h.min(left.height / 3).max(SESSIONS_MIN)),
+                    Constraint::Min(MIN_PANE),
+                    Constraint::Length(input_h),
+                ])
+                .areas(left),
+            };
             (s, t, i, right)
         } else {
-            let (transcript_share, inspector_share) =
-                if focus.is_inspector() { (1, 2) } else { (2, 1) };
-            let [s, t, i, r] = Layout::vertical([
-                Constraint::Length(sessions_h.min(body.height / 4).max(4)),
-                Constraint::Fill(transcript_share),
-                Constraint::Length(input_h),
-                Constraint::Fill(inspector_share),
-            ])
-            .areas(body);
+            let focused = if focus.is_inspector() {
+                3
+            } else {
+                match focus {
+                    PaneId::Sessions => 0,
+                    PaneId::Transcript => 1,
+                    _ => 2,
+                }
+            };
+            let [s, t, i, r] = match short_column(
+                body.height,
+                &[SESSIONS_MIN, MIN_PANE, input_h, MIN_PANE],
+                Some(focused),
+            ) {
+                Some(heights) => stack(body, heights),
+                None => {
+                    let (transcript_share, inspector_share) =
+                        if focus.is_inspector() { (1, 2) } else { (2, 1) };
+                    Layout::vertical([
+                        Constraint::Length(sessions_h.min(body.height / 4).max(SESSIONS_MIN)),
+                        Constraint::Fill(transcript_share),
+                        Constraint::Length(input_h),
+                        Constraint::Fill(inspector_share),
+                    ])
+                    .areas(body)
+                }
+            };
             (s, t, i, r)
         };
         Areas {
@@ -103,7 +195,11 @@ impl Areas {
             transcript,
             input,
             inspector,
-            tabs: tabs_on(inspector),
+            tabs: if inspector.is_empty() {
+                Default::default()
+            } else {
+                tabs_on(inspector)
+            },
         }
     }
 

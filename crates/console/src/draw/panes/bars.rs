@@ -48,7 +48,7 @@ impl Chunk {
 
 /// The chunks as one line of at most `width` cells: chunks are shortened and dropped in the
 /// order of their priorities until the line fits, so what is shown is whole; only a line whose
-/// every remaining chunk is `NEVER` is cut.
+/// every remaining chunk is `NEVER` is cut, between two words, ending with ` …`.
 fn lay_out(chunks: Vec<Chunk>, width: usize) -> Line<'static> {
     #[derive(Clone, Copy, PartialEq)]
     enum Form {
@@ -80,12 +80,23 @@ fn lay_out(chunks: Vec<Chunk>, width: usize) -> Line<'static> {
     }
     steps.sort_by_key(|(p, i, _)| (*p, *i));
     let wide = |forms: &[Form]| Line::from(spans_of(forms)).width() > width;
+    let mut taken = Vec::new();
     for (_, i, form) in steps {
         if !wide(&forms) {
             break;
         }
         if forms[i] != Form::Gone {
+            taken.push((i, forms[i]));
             forms[i] = form;
+        }
+    }
+    // A later step may have made room (a long chunk shortened): what was given up before it
+    // comes back, the most important first, where it fits whole.
+    for (i, before) in taken.into_iter().rev() {
+        let now = forms[i];
+        forms[i] = before;
+        if wide(&forms) {
+            forms[i] = now;
         }
     }
     // Whatever chunk comes first, the line starts one space in.
@@ -94,7 +105,7 @@ fn lay_out(chunks: Vec<Chunk>, width: usize) -> Line<'static> {
         let trimmed = first.content.trim_start().to_string();
         first.content = format!(" {trimmed}").into();
     }
-    crate::text::fit(Line::from(spans), width)
+    crate::text::fit_words(Line::from(spans), width)
 }
 
 /// Whether the replica id is the default one (`host:port` as bound): a server that runs alone.
@@ -248,13 +259,17 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
             NEVER,
         ));
     } else if let Some(url) = &h.mcp_url {
-        second.push(Chunk::new(
-            vec![
-                Span::styled(" connect: ", t.dim),
-                Span::styled(claude_line(url), t.key),
-            ],
-            NEVER,
-        ));
+        // Narrower, the URL alone: the part of the command a person cannot guess.
+        second.push(
+            Chunk::new(
+                vec![
+                    Span::styled(" connect: ", t.dim),
+                    Span::styled(claude_line(url), t.key),
+                ],
+                NEVER,
+            )
+            .or_short(vec![Span::styled(format!(" {url}"), t.accent)], 5),
+        );
         // Claude Code's default scope is `local`: the folder the command runs in.
         second.push(Chunk::new(
             vec![Span::styled(" (this folder; --scope user: all)", t.dim)],

@@ -66,7 +66,12 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     if Line::from(info.clone()).width() + width(TIMES) <= area.width as usize {
         info.push(Span::styled(TIMES, t.dim));
     }
-    let mut out = vec![crate::text::fit(Line::from(info), area.width as usize)];
+    // One row is the list's: the info line gives way to it, unless a filter is being typed.
+    let mut out = if area.height >= 2 || c.frames.editing.is_some() {
+        vec![crate::text::fit(Line::from(info), area.width as usize)]
+    } else {
+        Vec::new()
+    };
     // The pipeline diagram takes up to 3 lines when the pane has room for rows below it.
     let diagram_lines = match area.height {
         h if h >= 16 => 3,
