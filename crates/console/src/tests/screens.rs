@@ -306,3 +306,29 @@ fn a_screen_a_few_rows_tall_keeps_the_focused_pane() {
         assert!(text.contains("ResponseEnd"), "{text}");
     }
 }
+
+/// Typing on a short screen, the Transcript (where the reply appears) comes with the Input
+/// pane before the Sessions pane; on a stacked screen where every pane fits, the smaller of
+/// the Transcript and the inspector keeps a row inside its borders.
+#[test]
+fn a_short_screen_shows_the_reply_beside_the_input_and_every_pane_keeps_a_row() {
+    let mut c = console();
+    c.focus_pane(PaneId::Input);
+    let text = screen(&mut c, 60, 12);
+    let areas = c.areas.get();
+    assert!(areas.transcript.height >= 5, "{text}");
+    assert_eq!(areas.sessions.height, 0, "{text}");
+    for (width, height, focus) in [
+        (100u16, 16u16, PaneId::Input),
+        (100, 16, PaneId::Frames),
+        (70, 17, PaneId::Transcript),
+    ] {
+        c.focus_pane(focus);
+        let text = screen(&mut c, width, height);
+        let areas = c.areas.get();
+        assert!(
+            areas.transcript.height >= 3 && areas.inspector.height >= 3,
+            "{width}x{height}: {text}"
+        );
+    }
+}

@@ -68,11 +68,14 @@ pub const FOCUS_ROWS: u16 = 5;
 /// The heights of panes stacked in a column of `height` rows too short for every pane's least
 /// height (`mins`, top to bottom: Sessions, Transcript, Input, and the inspector when stacked),
 /// or `None` when all fit. The focused pane (`focused`, an index) is given [`FOCUS_ROWS`]
-/// first (the Input pane its own least), as many as there are; then the others, the Input
-/// pane first (where a line is typed), then top to bottom, each while its least still fits.
-/// The rows left over grow the focused pane, or in a column without it the Transcript, else
-/// the first shown. A pane given no rows is hidden.
+/// first (the Input pane its own least, and the Transcript, where its reply appears,
+/// [`FOCUS_ROWS`] with it), as many as there are; then the others, the Input
+/// pane first (where a line is typed), the Transcript next (where its reply appears), then top
+/// to bottom, each while its least still fits. The rows left over grow the focused pane, or,
+/// when that is the Input pane or the column does not hold it, the Transcript, else the first
+/// shown. A pane given no rows is hidden.
 pub fn short_column(height: u16, mins: &[u16], focused: Option<usize>) -> Option<Vec<u16>> {
+    const TRANSCRIPT: usize = 1;
     const INPUT: usize = 2;
     if mins.iter().sum::<u16>() <= height {
         return None;
@@ -87,16 +90,28 @@ pub fn short_column(height: u16, mins: &[u16], focused: Option<usize>) -> Option
         };
         heights[f] = want.min(left);
         left -= heights[f];
+        // Typing, the reply is what is read: the Transcript comes with the Input pane.
+        if f == INPUT && TRANSCRIPT < mins.len() {
+            heights[TRANSCRIPT] = FOCUS_ROWS.max(mins[TRANSCRIPT]).min(left);
+            if heights[TRANSCRIPT] < mins[TRANSCRIPT] {
+                heights[TRANSCRIPT] = 0;
+            }
+            left -= heights[TRANSCRIPT];
+        }
     }
-    let order = std::iter::once(INPUT).chain((0..mins.len()).filter(|i| *i != INPUT));
+    let order = [INPUT, TRANSCRIPT]
+        .into_iter()
+        .chain((0..mins.len()).filter(|i| *i != INPUT && *i != TRANSCRIPT));
     for i in order.filter(|i| *i < mins.len() && Some(*i) != focused) {
-        if mins[i] <= left {
+        if heights[i] == 0 && mins[i] <= left {
             heights[i] = mins[i];
             left -= mins[i];
         }
     }
     let grow = focused
-        .or((heights[1] > 0).then_some(1))
+        .filter(|f| *f != INPUT)
+        .or((heights[TRANSCRIPT] > 0).then_some(TRANSCRIPT))
+        .or(focused)
         .or_else(|| heights.iter().position(|h| *h > 0));
     if let Some(g) = grow {
         heights[g] += left;
@@ -177,13 +192,27 @@ impl Areas {
                 None => {
                     let (transcript_share, inspector_share) =
                         if focus.is_inspector() { (1, 2) } else { (2, 1) };
-                    Layout::vertical([
-                        Constraint::Length(sessions_h.min(body.height / 4).max(SESSIONS_MIN)),
+                    let sessions = sessions_h.min(body.height / 4).max(SESSIONS_MIN);
+                    let areas: [Rect; 4] = Layout::vertical([
+                        Constraint::Length(sessions),
                         Constraint::Fill(transcript_share),
                         Constraint::Length(input_h),
                         Constraint::Fill(inspector_share),
                     ])
-                    .areas(body)
+                    .areas(body);
+                    // Two to one, but neither below a pane's least (all fit: `short_column`).
+                    if areas[1].height.min(areas[3].height) < MIN_PANE {
+                        let rest = areas[1].height + areas[3].height;
+                        let larger = rest - MIN_PANE;
+                        let (transcript, inspector) = if focus.is_inspector() {
+                            (MIN_PANE, larger)
+                        } else {
+                            (larger, MIN_PANE)
+                        };
+                        stack(body, vec![sessions, transcript, input_h, inspector])
+                    } else {
+                        areas
+                    }
                 }
             };
             (s, t, i, r)
