@@ -101,6 +101,40 @@ async fn a_configured_token_is_required_on_every_route() {
     app.shutdown().await;
 }
 
+/// RFC 9110 §11.1: the auth scheme is case-insensitive. A wrong token is told it does not
+/// match (not to send the header it sent), and the answer names neither token.
+#[tokio::test]
+async fn the_bearer_scheme_is_case_insensitive_and_a_wrong_token_is_said_to_differ() {
+    let app = app(|c| c.server.auth_token = Some("s3cret-t0ken".into()))
+        .await
+        .unwrap();
+    let http = reqwest::Client::new();
+    let url = format!("http://{}/healthz", app.server.addr);
+    let with = |value: &str| http.get(&url).header("authorization", value).send();
+    for value in [
+        "Bearer s3cret-t0ken",
+        "bearer s3cret-t0ken",
+        "BEARER s3cret-t0ken",
+    ] {
+        assert_eq!(with(value).await.unwrap().status(), 200, "{value}");
+    }
+    let wrong = with("bearer n0t-the-one").await.unwrap();
+    assert_eq!(wrong.status(), 401);
+    let text = wrong.text().await.unwrap();
+    assert!(
+        text.contains("does not match") && text.contains("--auth-token"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("s3cret-t0ken") && !text.contains("n0t-the-one"),
+        "{text}"
+    );
+    let basic = with("Basic czNjcmV0").await.unwrap();
+    assert_eq!(basic.status(), 401);
+    assert!(basic.text().await.unwrap().contains("not `Bearer <token>`"));
+    app.shutdown().await;
+}
+
 #[tokio::test]
 async fn an_open_bind_without_a_token_is_refused_unless_allowed() {
     let err = app(|c| c.server.host = "0.0.0.0".into())

@@ -76,6 +76,44 @@ fn origin_of(headers: &HeaderMap) -> Option<&str> {
         .map(|o| o.to_str().unwrap_or("<not ASCII>"))
 }
 
+/// The token of an `Authorization` value whose scheme is `Bearer` in any case (RFC 9110
+/// §11.1: the scheme is case-insensitive), with the spaces after the scheme skipped; `None`
+/// for another scheme or a value without a token.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, rest) = value.split_once(' ')?;
+    let token = rest.trim_start_matches(' ');
+    (scheme.eq_ignore_ascii_case("Bearer") && !token.is_empty()).then_some(token)
+}
+
+/// Why a request does not carry `token` (the text of its 401), or `None` when it does. Neither
+/// the token sent nor the expected one is ever part of the text.
+fn refused_token(headers: &HeaderMap, token: &str) -> Option<String> {
+    let value = headers.get(header::AUTHORIZATION);
+    let given = value.and_then(|v| v.to_str().ok()).and_then(bearer_token);
+    match given {
+        Some(given) if bool::from(given.as_bytes().ct_eq(token.as_bytes())) => None,
+        Some(_) => Some(
+            "The bearer token in this request's Authorization header does not match the one \
+             this server was started with (--auth-token or TURNSCOPE_AUTH_TOKEN). Check the \
+             token given to the server and the Authorization header your client is configured \
+             to send; they must be the same.\n"
+                .to_string(),
+        ),
+        None if value.is_some() => Some(
+            "This request's Authorization header is not `Bearer <token>` (another scheme, or \
+             no token after it). This server requires `Authorization: Bearer <token>` on every \
+             request, with the token given to turnscope with --auth-token or \
+             TURNSCOPE_AUTH_TOKEN. Send that header.\n"
+                .to_string(),
+        ),
+        None => Some(
+            "This server requires `Authorization: Bearer <token>` on every request (the token \
+             given to turnscope with --auth-token or TURNSCOPE_AUTH_TOKEN). Send that header.\n"
+                .to_string(),
+        ),
+    }
+}
+
 /// The middleware: 421 for a foreign Host, 403 for a foreign Origin, else the route.
 pub async fn guard(
     State(config): State<Arc<GuardConfig>>,
@@ -111,29 +149,32 @@ pub async fn guard(
                 .into_response();
         }
     }
-    if let Some(token) = &config.auth_token {
-        let given = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or("");
-        if !bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
-            return (
-                StatusCode::UNAUTHORIZED,
-                [(header::WWW_AUTHENTICATE, "Bearer")],
-                "This server requires `Authorization: Bearer <token>` on every request (the token given to \
-                 turnscope with --auth-token or TURNSCOPE_AUTH_TOKEN). Send that header.\n",
-            )
-                .into_response();
-        }
+    if let Some(token) = &config.auth_token
+        && let Some(refusal) = refused_token(request.headers(), token)
+    {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            refusal,
+        )
+            .into_response();
     }
     next.run(request).await
 }
 
 #[cfg(test)]
 mod tests {
-    use super::allowed;
+    use super::{allowed, bearer_token};
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        assert_eq!(bearer_token("Bearer t0k"), Some("t0k"));
+        assert_eq!(bearer_token("bearer t0k"), Some("t0k"));
+        assert_eq!(bearer_token("BEARER  t0k"), Some("t0k"));
+        assert_eq!(bearer_token("Basic t0k"), None);
+        assert_eq!(bearer_token("Bearer "), None);
+        assert_eq!(bearer_token("Bearer"), None);
+    }
 
     #[test]
     fn port_wildcards_and_exact_names() {
