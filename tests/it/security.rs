@@ -68,6 +68,30 @@ async fn no_route_skips_the_host_and_origin_guard() {
     app.shutdown().await;
 }
 
+/// A request without a Host header is told so (and that HTTP/1.1 requires one), not to allow
+/// an empty host.
+#[tokio::test]
+async fn a_request_without_a_host_header_is_told_it_has_none() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = app(|_| {}).await.unwrap();
+    let mut socket = tokio::net::TcpStream::connect(app.server.addr)
+        .await
+        .unwrap();
+    socket
+        .write_all(b"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    socket.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(
+        answer.contains("no Host header") && answer.contains("HTTP/1.1 clients must send one"),
+        "{answer}"
+    );
+    assert!(!answer.contains("--allowed-host ''"), "{answer}");
+    app.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_configured_token_is_required_on_every_route() {
     let app = app(|c| c.server.auth_token = Some("s3cret".into()))

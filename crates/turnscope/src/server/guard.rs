@@ -1,7 +1,8 @@
 //! The Host/Origin guard in front of every HTTP route (DNS-rebinding protection).
 //!
 //! A foreign `Host` gets 421 (rmcp's own check would answer 403, so this guard sits in front
-//! of it and rmcp's is turned off); a foreign `Origin` gets 403. The default allow list is
+//! of it and rmcp's is turned off), a request without one 400 (RFC 9112 §3.2); a foreign
+//! `Origin` gets 403. The default allow list is
 //! loopback on any port: `127.0.0.1:*`, `localhost:*`, `[::1]:*` and their `http` origins.
 //! With an auth token configured, every request must also carry it as a bearer token (401).
 
@@ -114,14 +115,28 @@ fn refused_token(headers: &HeaderMap, token: &str) -> Option<String> {
     }
 }
 
-/// The middleware: 421 for a foreign Host, 403 for a foreign Origin, else the route.
+/// The middleware: 400 for no Host, 421 for a foreign Host, 403 for a foreign Origin, 401
+/// without the token when one is configured, else the route.
 pub async fn guard(
     State(config): State<Arc<GuardConfig>>,
     request: Request,
     next: Next,
 ) -> Response {
     if config.enabled {
-        let host = host_of(&request).unwrap_or_default();
+        let Some(host) = host_of(&request) else {
+            tracing::warn!("request refused: no Host header");
+            return (
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "This request has no Host header. HTTP/1.1 clients must send one (RFC 9112 \
+                     §3.2), and this server checks it against its allow list (DNS-rebinding \
+                     protection). Send the host:port you dialled, e.g. `Host: 127.0.0.1:PORT`; \
+                     allowed: {}.\n",
+                    config.hosts.join(", ")
+                ),
+            )
+                .into_response();
+        };
         if !allowed(&host, &config.hosts) {
             tracing::warn!(%host, "request refused: Host not allowed");
             return (
