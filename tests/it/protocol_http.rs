@@ -577,6 +577,55 @@ async fn a_sessionless_2026_07_28_tools_call_with_bad_arguments_is_invalid_param
     app.shutdown().await;
 }
 
+/// An `initialize` whose params rmcp cannot read was answered "Session ID is required"; it
+/// is a -32602 naming the field at fault and what a valid one carries.
+#[tokio::test]
+async fn an_initialize_with_malformed_params_is_invalid_params_naming_the_field() {
+    let app = app(|_| {}).await;
+    let http = reqwest::Client::new();
+    let cases = [
+        (
+            json!({"capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}),
+            "params.protocolVersion is missing",
+        ),
+        (json!("x"), "params must be an object; received a string"),
+        (
+            json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c"}}),
+            "params.clientInfo.version is missing",
+        ),
+    ];
+    for (params, fault) in cases {
+        let response = http
+            .post(app.server.mcp_url())
+            .header("accept", ACCEPT)
+            .json(&json!({"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": params}))
+            .send()
+            .await
+            .unwrap();
+        let (status, kind, answer) = error_of(response).await;
+        assert_eq!(status, 400, "{params}: {answer}");
+        assert!(kind.starts_with("application/json"), "{kind}");
+        assert_eq!(answer["id"], 3);
+        assert_eq!(answer["error"]["code"], -32602, "{params}: {answer}");
+        let text = answer["error"]["message"].as_str().unwrap();
+        assert!(
+            text.contains(fault) && text.contains("\"clientInfo\""),
+            "{params}: {text}"
+        );
+    }
+    // Without params at all.
+    let response = http
+        .post(app.server.mcp_url())
+        .header("accept", ACCEPT)
+        .json(&json!({"jsonrpc": "2.0", "id": 4, "method": "initialize"}))
+        .send()
+        .await
+        .unwrap();
+    let (_, _, answer) = error_of(response).await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    app.shutdown().await;
+}
+
 #[tokio::test]
 async fn the_2025_03_26_revision_with_its_batches_is_no_longer_offered() {
     let app = app(|_| {}).await;

@@ -1,7 +1,8 @@
 //! JSON-RPC errors as the spec says, checked in front of rmcp's streamable HTTP service at
 //! `/mcp`: not JSON → 400 with -32700, an invalid request → 400 with -32600, bad `tools/call`
-//! params → -32602, `DELETE` of an unknown session → 404 and of a live one → 204, a resume of
-//! a stream this replica does not keep → 404. [`check`] states the rules and why rmcp cannot
+//! params → -32602, an `initialize` with bad params → 400 with -32602, `DELETE` of an unknown
+//! session → 404 and of a live one → 204, a resume of a stream this replica does not keep →
+//! 404. [`check`] states the rules and why rmcp cannot
 //! be configured to do this.
 
 use std::sync::Arc;
@@ -22,7 +23,7 @@ use crate::observe::redact::id_prefix;
 pub(crate) const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC error code: the body is JSON but not a valid request.
 pub const INVALID_REQUEST: i64 = -32600;
-/// JSON-RPC error code: a `tools/call` whose params do not fit.
+/// JSON-RPC error code: a request (`tools/call`, `initialize`) whose params do not fit.
 pub const INVALID_PARAMS: i64 = -32602;
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -207,6 +208,8 @@ pub(crate) struct Known {
 ///   cannot read → 400 with a -32600 invalid request;
 /// - `tools/call` on a live session with no string `name`, or `arguments` that is not an
 ///   object → a -32602 invalid-params response (200, as every JSON-RPC answer on this route);
+/// - `initialize` whose params rmcp cannot read, which it answers "Session ID is required"
+///   (or 415) → 400 with -32602 naming the field at fault;
 /// - `DELETE` of a session that does not exist → 404; a successful `DELETE` → 204;
 /// - `GET` resuming a stream (`Last-Event-ID`) of a session or a stream this replica does
 ///   not know → 404 (rmcp would answer a sessionless one with an empty stream, which a
@@ -330,8 +333,43 @@ pub(crate) async fn check(
     let response = next
         .run(Request::from_parts(parts, Body::from(bytes)))
         .await;
-    let response = unreadable_as_invalid_request(response, id).await;
+    let response = if value.get("method").and_then(Value::as_str) == Some("initialize") {
+        malformed_initialize_explained(response, &value, id).await
+    } else {
+        unreadable_as_invalid_request(response, id).await
+    };
     unknown_session_explained(response, session).await
+}
+
+/// rmcp's whole answer to a request without `Mcp-Session-Id` that is not an `initialize` it
+/// can read.
+const RMCP_SESSION_REQUIRED: &[u8] = b"Bad Request: Session ID is required";
+
+/// rmcp reads an `initialize` whose params do not fit its type as some other request, which
+/// needs a session, and answers "Session ID is required" (or, for params that are no object,
+/// as no message at all: its 415): those answers to an `initialize` are rewritten as the
+/// JSON-RPC one, -32602 naming the field at fault and what a valid `initialize` carries
+/// (still 400: no session was opened). Only those answers are rewritten, after the fact, as
+/// for the 404 below.
+async fn malformed_initialize_explained(response: Response, value: &Value, id: Value) -> Response {
+    let refused = match response.status() {
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => true,
+        StatusCode::BAD_REQUEST => false,
+        _ => return response,
+    };
+    let (parts, body) = response.into_parts();
+    // Read whole (a line; the same bound as the 415 rewrite above).
+    let bytes = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .unwrap_or_default();
+    if !refused && bytes.as_ref() != RMCP_SESSION_REQUIRED {
+        return Response::from_parts(parts, Body::from(bytes));
+    }
+    let text = super::mcp_errors::initialize_invalid(value.get("params"));
+    answer(
+        StatusCode::BAD_REQUEST,
+        error_body(id, INVALID_PARAMS, text),
+    )
 }
 
 /// rmcp's whole answer to a request on an MCP session it does not know.

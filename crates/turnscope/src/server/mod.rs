@@ -9,6 +9,7 @@ pub mod guard;
 mod held;
 pub mod jsonrpc;
 pub mod mcp;
+mod mcp_errors;
 mod mcp_tasks;
 pub mod mcp_text;
 mod mcp_tools;

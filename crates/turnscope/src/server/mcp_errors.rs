@@ -1,0 +1,137 @@
+//! Protocol errors worded here where rmcp's would name only a method or say something else:
+//! what is wrong with the params of a request this server knows (`initialize`), as the
+//! `-32602` text that says what a valid one carries.
+//!
+//! rmcp reads a known method whose params do not fit its type as a different message (an
+//! `initialize` without a session as a request that needs one); the field checks below say
+//! which field is at fault, in the words of `crate::json::json_kind`.
+
+use rmcp::model::InitializeRequestParams;
+use serde_json::{Map, Value};
+
+/// What a valid `initialize` carries, for the texts that say what to send instead.
+const VALID_INITIALIZE: &str = "{\"protocolVersion\": \"2025-11-25\", \"capabilities\": {}, \
+     \"clientInfo\": {\"name\": \"your-client\", \"version\": \"1.0\"}}";
+
+/// The field `name` of `object` (`path` is how the text names it), or what is wrong with it:
+/// missing, or not what `fits` accepts (`want` names that kind).
+fn field<'a>(
+    object: &'a Map<String, Value>,
+    name: &str,
+    path: &str,
+    want: &str,
+    fits: fn(&Value) -> bool,
+) -> Result<&'a Value, String> {
+    match object.get(name) {
+        None => Err(format!("{path} is missing")),
+        Some(value) if fits(value) => Ok(value),
+        Some(other) => Err(format!(
+            "{path} must be {want}; received {}",
+            crate::json::json_kind(other)
+        )),
+    }
+}
+
+/// `params` as an object, or what is wrong with it.
+fn object_params(params: Option<&Value>) -> Result<&Map<String, Value>, String> {
+    match params {
+        Some(Value::Object(params)) => Ok(params),
+        Some(other) => Err(format!(
+            "params must be an object; received {}",
+            crate::json::json_kind(other)
+        )),
+        None => Err("params is missing".to_string()),
+    }
+}
+
+/// The first thing wrong with `initialize`'s params, or `None` when they fit.
+fn initialize_fault(params: Option<&Value>) -> Option<String> {
+    let checks = || -> Result<(), String> {
+        let params = object_params(params)?;
+        field(
+            params,
+            "protocolVersion",
+            "params.protocolVersion",
+            "a string",
+            Value::is_string,
+        )?;
+        field(
+            params,
+            "capabilities",
+            "params.capabilities",
+            "an object",
+            Value::is_object,
+        )?;
+        let info = field(
+            params,
+            "clientInfo",
+            "params.clientInfo",
+            "an object",
+            Value::is_object,
+        )?;
+        let info = info.as_object().expect("checked to be an object");
+        for name in ["name", "version"] {
+            field(
+                info,
+                name,
+                &format!("params.clientInfo.{name}"),
+                "a string",
+                Value::is_string,
+            )?;
+        }
+        // Anything else rmcp's own type refuses (a capability of the wrong shape…).
+        serde_json::from_value::<InitializeRequestParams>(Value::Object(params.clone()))
+            .map(drop)
+            .map_err(|e| format!("params do not fit ({e})"))
+    };
+    checks().err()
+}
+
+/// The `-32602` text for an `initialize` whose params rmcp refused: what is wrong (the first
+/// fault found) and what a valid one carries.
+pub(crate) fn initialize_invalid(params: Option<&Value>) -> String {
+    let fault = initialize_fault(params).unwrap_or_else(|| "params were refused".to_string());
+    format!(
+        "Invalid params: initialize's {fault}. A valid initialize carries params \
+         {VALID_INITIALIZE} (protocolVersion one of 2024-11-05, 2025-06-18, 2025-11-25; \
+         2026-07-28 clients send no initialize)."
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fault(params: Value) -> Option<String> {
+        initialize_fault(Some(&params))
+    }
+
+    #[test]
+    fn an_initialize_is_told_which_field_is_at_fault() {
+        assert_eq!(initialize_fault(None).as_deref(), Some("params is missing"));
+        assert_eq!(
+            fault(json!("x")).as_deref(),
+            Some("params must be an object; received a string")
+        );
+        assert_eq!(
+            fault(json!({"capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}))
+                .as_deref(),
+            Some("params.protocolVersion is missing")
+        );
+        assert_eq!(
+            fault(json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c"}}))
+                .as_deref(),
+            Some("params.clientInfo.version is missing")
+        );
+        assert_eq!(
+            fault(json!({"protocolVersion": 3, "capabilities": {}, "clientInfo": {}})).as_deref(),
+            Some("params.protocolVersion must be a string; received a number")
+        );
+        assert_eq!(
+            fault(json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "c", "version": "1"}})),
+            None
+        );
+    }
+}
