@@ -626,6 +626,25 @@ async fn an_initialize_with_malformed_params_is_invalid_params_naming_the_field(
     app.shutdown().await;
 }
 
+/// "Method not found" named only the method; it names the methods this server offers too.
+#[tokio::test]
+async fn method_not_found_names_the_methods_offered() {
+    let app = app(|_| {}).await;
+    let raw = Raw::open(&app.server.mcp_url(), "2025-11-25").await;
+    for method in ["no/such", "prompts/list", "resources/list"] {
+        let answer = raw
+            .answer(json!({"jsonrpc": "2.0", "id": 5, "method": method}))
+            .await;
+        assert_eq!(answer["error"]["code"], -32601, "{method}: {answer}");
+        let text = answer["error"]["message"].as_str().unwrap();
+        assert!(
+            text.contains(method) && text.contains("tools/list") && text.contains("tools/call"),
+            "{method}: {text}"
+        );
+    }
+    app.shutdown().await;
+}
+
 #[tokio::test]
 async fn the_2025_03_26_revision_with_its_batches_is_no_longer_offered() {
     let app = app(|_| {}).await;

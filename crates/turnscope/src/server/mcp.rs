@@ -12,10 +12,13 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
-    GetTaskParams, GetTaskResult, Implementation, JsonObject, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion,
-    ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    CompleteRequestParams, CompleteResult, ContentBlock, CustomRequest, CustomResult,
+    GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult, Implementation,
+    JsonObject, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, Tool, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
@@ -380,6 +383,14 @@ fn client_name(context: &RequestContext<RoleServer>) -> String {
         .unwrap_or_else(|| "mcp client".to_string())
 }
 
+impl BotMcp {
+    /// `-32601` for `method`, naming the methods this server offers (rmcp's names only the
+    /// method).
+    fn not_offered(&self, method: &str) -> ErrorData {
+        super::mcp_errors::method_not_found(method, self.sessions.task_settings().enabled)
+    }
+}
+
 /// The session a call's `handle` names, when it is an open one: one keyed-hash lookup and a
 /// constant-time comparison (`Sessions::number_of`), so a flood of calls on bad handles costs
 /// nothing and their timing says nothing.
@@ -481,6 +492,63 @@ impl ServerHandler for BotMcp {
             .call(&request.name, args, client, request_id, watch, progress)
             .await;
         Ok(result.into())
+    }
+
+    /// A method rmcp does not know: `-32601` naming the methods this server offers.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(self.not_offered(&request.method))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Err(self.not_offered("prompts/list"))
+    }
+
+    async fn get_prompt(
+        &self,
+        _request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        Err(self.not_offered("prompts/get"))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Err(self.not_offered("resources/list"))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Err(self.not_offered("resources/templates/list"))
+    }
+
+    async fn read_resource(
+        &self,
+        _request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        Err(self.not_offered("resources/read"))
+    }
+
+    async fn complete(
+        &self,
+        _request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        Err(self.not_offered("completion/complete"))
     }
 
     async fn get_task(

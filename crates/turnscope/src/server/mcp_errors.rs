@@ -1,13 +1,38 @@
 //! Protocol errors worded here where rmcp's would name only a method or say something else:
-//! what is wrong with the params of a request this server knows (`initialize`), as the
-//! `-32602` text that says what a valid one carries.
+//! `-32601` for a method this server does not offer, naming the ones it does; what is wrong
+//! with the params of a request this server knows (`initialize`), as the `-32602` text that
+//! says what a valid one carries.
 //!
 //! rmcp reads a known method whose params do not fit its type as a different message (an
 //! `initialize` without a session as a request that needs one); the field checks below say
 //! which field is at fault, in the words of `crate::json::json_kind`.
 
-use rmcp::model::InitializeRequestParams;
+use rmcp::ErrorData;
+use rmcp::model::{ErrorCode, InitializeRequestParams};
 use serde_json::{Map, Value};
+
+/// Where the methods are specified, for a client that asked for one this server lacks.
+const SPEC: &str = "https://modelcontextprotocol.io/specification";
+
+/// `-32601` for `method`, which this server does not offer: the methods it does (the tasks
+/// extension's when `tasks` is on) and where the protocol is specified.
+pub(crate) fn method_not_found(method: &str, tasks: bool) -> ErrorData {
+    let tasks = if tasks {
+        ", and with the tasks extension (io.modelcontextprotocol/tasks) tasks/get, tasks/update \
+         and tasks/cancel"
+    } else {
+        ""
+    };
+    ErrorData::new(
+        ErrorCode::METHOD_NOT_FOUND,
+        format!(
+            "Method not found: {method}. This server offers initialize (2025-11-25 and older) or \
+             server/discover (2026-07-28), ping, tools/list and tools/call (its tools: start, \
+             chat){tasks}; no prompts, resources or completion. See {SPEC}."
+        ),
+        None,
+    )
+}
 
 /// What a valid `initialize` carries, for the texts that say what to send instead.
 const VALID_INITIALIZE: &str = "{\"protocolVersion\": \"2025-11-25\", \"capabilities\": {}, \
@@ -105,6 +130,15 @@ mod tests {
 
     fn fault(params: Value) -> Option<String> {
         initialize_fault(Some(&params))
+    }
+
+    #[test]
+    fn a_missing_method_is_told_which_exist() {
+        let e = method_not_found("prompts/list", true);
+        assert_eq!(e.code, ErrorCode::METHOD_NOT_FOUND);
+        assert!(e.message.contains("Method not found: prompts/list"));
+        assert!(e.message.contains("tools/call") && e.message.contains("tasks/get"));
+        assert!(!method_not_found("x", false).message.contains("tasks/get"));
     }
 
     #[test]
