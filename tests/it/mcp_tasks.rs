@@ -204,6 +204,48 @@ async fn an_unknown_or_malformed_task_id_is_invalid_params() {
     app.shutdown().await;
 }
 
+/// A `tasks/*` request whose params rmcp cannot read was answered -32601 (method not found)
+/// with the method's name; it is -32602 naming the field at fault and what the method takes.
+#[tokio::test]
+async fn tasks_requests_with_bad_params_are_invalid_params_naming_the_field() {
+    let app = app(|_| {}).await;
+    let client = RawMcp::new(&app.server.mcp_url(), "raw-tasks", true);
+    let cases = [
+        ("tasks/get", json!({}), "params.taskId is missing"),
+        (
+            "tasks/cancel",
+            json!({"taskId": 5}),
+            "params.taskId must be a string; received a number",
+        ),
+        (
+            "tasks/update",
+            json!({"taskId": "00000000-0000-4000-8000-000000000000"}),
+            "params.inputResponses is missing",
+        ),
+    ];
+    for (method, params, fault) in cases {
+        let name = params["taskId"].as_str().map(str::to_string);
+        let answer = client.request(method, params, name.as_deref()).await;
+        assert_eq!(
+            answer.error_code(),
+            Some(-32602),
+            "{method}: {}",
+            answer.message
+        );
+        let message = answer.message["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(fault) && message.contains("taskId"),
+            "{method}: {message}"
+        );
+    }
+    // The 2025-11-25 draft's methods are not offered, and the answer says where the result is.
+    let listed = client.request("tasks/list", json!({}), None).await;
+    assert_eq!(listed.error_code(), Some(-32601), "{}", listed.message);
+    let message = listed.message["error"]["message"].as_str().unwrap();
+    assert!(message.contains("tasks/get"), "{message}");
+    app.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_client_without_the_extension_gets_the_synchronous_call_and_no_tasks_methods() {
     let app = tasks_app(0.01, 20, 0.0).await;

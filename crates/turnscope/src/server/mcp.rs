@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
     CompleteRequestParams, CompleteResult, ContentBlock, CustomRequest, CustomResult,
     GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult, Implementation,
     JsonObject, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
@@ -494,13 +494,32 @@ impl ServerHandler for BotMcp {
         Ok(result.into())
     }
 
-    /// A method rmcp does not know: `-32601` naming the methods this server offers.
+    /// A method rmcp does not know: `-32601` naming the methods this server offers; or a
+    /// `tasks/*` method of the extension whose params rmcp could not read (which is how it
+    /// arrives here): `-32602` naming the field, after the capability check rmcp makes of a
+    /// readable one (`-32021` for a client that did not declare the extension).
     async fn on_custom_request(
         &self,
         request: CustomRequest,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
-        Err(self.not_offered(&request.method))
+        let tasks = self.sessions.task_settings().enabled;
+        let params = request.params.as_ref();
+        match super::mcp_errors::task_params_invalid(&request.method, params) {
+            Some(invalid) if tasks => {
+                let declared = context
+                    .client_capabilities()
+                    .is_some_and(|caps| caps.supports_tasks());
+                Err(if declared {
+                    invalid
+                } else {
+                    ErrorData::missing_required_client_capability(
+                        ClientCapabilities::builder().enable_tasks().build(),
+                    )
+                })
+            }
+            _ => Err(self.not_offered(&request.method)),
+        }
     }
 
     async fn list_prompts(

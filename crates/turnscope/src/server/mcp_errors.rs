@@ -1,11 +1,12 @@
 //! Protocol errors worded here where rmcp's would name only a method or say something else:
 //! `-32601` for a method this server does not offer, naming the ones it does; what is wrong
-//! with the params of a request this server knows (`initialize`), as the `-32602` text that
-//! says what a valid one carries.
+//! with the params of a request this server knows (`initialize`, `tasks/get`, `tasks/cancel`,
+//! `tasks/update`), as the `-32602` text that says what a valid one carries.
 //!
 //! rmcp reads a known method whose params do not fit its type as a different message (an
-//! `initialize` without a session as a request that needs one); the field checks below say
-//! which field is at fault, in the words of `crate::json::json_kind`.
+//! `initialize` without a session as a request that needs one, a `tasks/get` as an unknown
+//! method); the field checks below say which field is at fault, in the words of
+//! `crate::json::json_kind`.
 
 use rmcp::ErrorData;
 use rmcp::model::{ErrorCode, InitializeRequestParams};
@@ -23,10 +24,16 @@ pub(crate) fn method_not_found(method: &str, tasks: bool) -> ErrorData {
     } else {
         ""
     };
+    let draft = if matches!(method, "tasks/result" | "tasks/list") {
+        " (tasks/result and tasks/list are the 2025-11-25 draft's; under the extension this \
+         server offers, tasks/get carries a completed task's result, and tasks are not listed)"
+    } else {
+        ""
+    };
     ErrorData::new(
         ErrorCode::METHOD_NOT_FOUND,
         format!(
-            "Method not found: {method}. This server offers initialize (2025-11-25 and older) or \
+            "Method not found: {method}{draft}. This server offers initialize (2025-11-25 and older) or \
              server/discover (2026-07-28), ping, tools/list and tools/call (its tools: start, \
              chat){tasks}; no prompts, resources or completion. See {SPEC}."
         ),
@@ -55,6 +62,47 @@ fn field<'a>(
             crate::json::json_kind(other)
         )),
     }
+}
+
+/// The `-32602` for a `tasks/*` request of the extension whose params rmcp could not read
+/// (so it took it for an unknown method): the field at fault and what the method takes.
+/// `None` for any other method.
+pub(crate) fn task_params_invalid(method: &str, params: Option<&Value>) -> Option<ErrorData> {
+    let (takes, update) = match method {
+        "tasks/get" | "tasks/cancel" => ("{\"taskId\": \"…\"}", false),
+        "tasks/update" => ("{\"taskId\": \"…\", \"inputResponses\": {…}}", true),
+        _ => return None,
+    };
+    let checks = || -> Result<(), String> {
+        let params = object_params(params)?;
+        field(
+            params,
+            "taskId",
+            "params.taskId",
+            "a string",
+            Value::is_string,
+        )?;
+        if update {
+            field(
+                params,
+                "inputResponses",
+                "params.inputResponses",
+                "an object",
+                Value::is_object,
+            )?;
+        }
+        Ok(())
+    };
+    let fault = checks()
+        .err()
+        .unwrap_or_else(|| "params were refused".to_string());
+    Some(ErrorData::invalid_params(
+        format!(
+            "Invalid params: {method}'s {fault}. It takes params {takes}, taskId being the one \
+             of the task a chat call answered with (CreateTaskResult)."
+        ),
+        None,
+    ))
 }
 
 /// `params` as an object, or what is wrong with it.
@@ -139,6 +187,29 @@ mod tests {
         assert!(e.message.contains("Method not found: prompts/list"));
         assert!(e.message.contains("tools/call") && e.message.contains("tasks/get"));
         assert!(!method_not_found("x", false).message.contains("tasks/get"));
+    }
+
+    #[test]
+    fn a_task_request_is_told_which_field_is_at_fault() {
+        let text = |method: &str, params: Value| {
+            task_params_invalid(method, Some(&params))
+                .map(|e| (e.code, e.message.into_owned()))
+                .unwrap()
+        };
+        let (code, message) = text("tasks/get", json!({}));
+        assert_eq!(code, ErrorCode::INVALID_PARAMS);
+        assert!(message.contains("params.taskId is missing"), "{message}");
+        let (_, message) = text("tasks/cancel", json!({"taskId": 5}));
+        assert!(
+            message.contains("params.taskId must be a string; received a number"),
+            "{message}"
+        );
+        let (_, message) = text("tasks/update", json!({"taskId": "t"}));
+        assert!(
+            message.contains("params.inputResponses is missing"),
+            "{message}"
+        );
+        assert!(task_params_invalid("tasks/list", None).is_none());
     }
 
     #[test]
