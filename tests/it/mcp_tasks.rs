@@ -137,6 +137,30 @@ async fn task_now(client: &RawMcp, line: &str) -> (String, String) {
     (handle, id)
 }
 
+/// A task's `lastUpdatedAt` is when its status last changed: polls of a completed task do not
+/// move it (each poll moved it to the poll's time).
+#[tokio::test]
+async fn polling_a_completed_task_leaves_its_last_updated_at_alone() {
+    let app = tasks_app(0.01, 5, 0.0).await;
+    let client = RawMcp::new(&app.server.mcp_url(), "raw-tasks", true);
+    let (_, id) = task_now(&client, "short one").await;
+    let seen = client.follow(&id, Duration::from_secs(10)).await;
+    let done = seen.last().unwrap();
+    assert_eq!(done["status"], "completed", "{done}");
+    let mut stamps = vec![done["lastUpdatedAt"].clone()];
+    for _ in 0..2 {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        stamps.push(client.get_task(&id).await.result()["lastUpdatedAt"].clone());
+    }
+    assert!(stamps[0].is_string(), "{done}");
+    assert!(stamps.iter().all(|s| *s == stamps[0]), "{stamps:?}");
+    assert!(
+        done["createdAt"].as_str() <= done["lastUpdatedAt"].as_str(),
+        "{done}"
+    );
+    app.shutdown().await;
+}
+
 #[tokio::test]
 async fn cancel_interrupts_the_turn_and_an_empty_line_still_reads_what_it_said() {
     let app = tasks_app(0.05, 200, 0.0).await;

@@ -188,9 +188,10 @@ impl TaskCell {
         }
     }
 
-    /// The record as of `now`, its lifetime `ttl_ms` from creation.
+    /// The record as it stands, its lifetime `ttl_ms` from creation. Its `updated_ms` is when
+    /// its status last changed (created, ended, handed over, cancelled), not when it was
+    /// read: a poll changes nothing a client sees in `lastUpdatedAt`.
     pub(super) fn record(&self, ttl_ms: u64) -> TaskRecord {
-        let now = now_ms();
         let stage = self.stage();
         let (status, outcome, ended_ms, collected_ms) = match &*stage {
             Stage::Working | Stage::Superseded => (TaskStatus::Working, None, None, None),
@@ -217,7 +218,7 @@ impl TaskCell {
             status,
             status_message,
             created_ms: self.created_ms,
-            updated_ms: now,
+            updated_ms: ended_ms.unwrap_or(self.created_ms),
             ttl_ms,
             poll_ms: self.poll_ms,
             outcome,
