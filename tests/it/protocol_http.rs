@@ -645,6 +645,35 @@ async fn method_not_found_names_the_methods_offered() {
     app.shutdown().await;
 }
 
+/// An `Mcp-Param-Handle` header that is not the call's handle was served (from the body); it
+/// is refused with 400, naming both by their first 8 characters only.
+#[tokio::test]
+async fn a_param_handle_header_that_is_not_the_handle_is_refused() {
+    use crate::support::raw_mcp::RawMcp;
+    let app = app(|_| {}).await;
+    let url = app.server.mcp_url();
+    let handle = RawMcp::new(&url, "raw", false).start().await;
+    let other = RawMcp::new(&url, "raw", false).start().await;
+    let wrong = RawMcp::new(&url, "raw", false).with_header("mcp-param-handle", &other);
+    let answer = wrong.chat(&handle, "hello").await;
+    assert_eq!(answer.status, 400, "{}", answer.message);
+    assert_eq!(answer.error_code(), Some(-32020), "{}", answer.message);
+    let text = answer.message["error"]["message"].as_str().unwrap();
+    assert!(
+        text.contains("Mcp-Param-Handle")
+            && text.contains(&format!("{}…", &handle[..8]))
+            && text.contains(&format!("{}…", &other[..8])),
+        "{text}"
+    );
+    assert!(!text.contains(&handle) && !text.contains(&other), "{text}");
+    // The same header with the right handle is served.
+    let right = RawMcp::new(&url, "raw", false).with_header("mcp-param-handle", &handle);
+    let served = right.chat(&handle, "hello").await;
+    assert_eq!(served.status, 200, "{}", served.message);
+    assert!(served.message.get("result").is_some(), "{}", served.message);
+    app.shutdown().await;
+}
+
 #[tokio::test]
 async fn the_2025_03_26_revision_with_its_batches_is_no_longer_offered() {
     let app = app(|_| {}).await;

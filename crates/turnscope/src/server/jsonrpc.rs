@@ -1,9 +1,9 @@
 //! JSON-RPC errors as the spec says, checked in front of rmcp's streamable HTTP service at
 //! `/mcp`: not JSON → 400 with -32700, an invalid request → 400 with -32600, bad `tools/call`
-//! params → -32602, an `initialize` with bad params → 400 with -32602, `DELETE` of an unknown
+//! params → -32602, an `initialize` with bad params → 400 with -32602, a `chat` whose
+//! `Mcp-Param-Handle` header is not its handle → 400 with -32020, `DELETE` of an unknown
 //! session → 404 and of a live one → 204, a resume of a stream this replica does not keep →
-//! 404. [`check`] states the rules and why rmcp cannot
-//! be configured to do this.
+//! 404. [`check`] states the rules and why rmcp cannot be configured to do this.
 
 use std::sync::Arc;
 
@@ -25,6 +25,9 @@ pub(crate) const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 /// JSON-RPC error code: a request (`tools/call`, `initialize`) whose params do not fit.
 pub const INVALID_PARAMS: i64 = -32602;
+/// MCP error code (2026-07-28): a standard header (`Mcp-Param-Handle`) that contradicts the
+/// body.
+pub(crate) const HEADER_MISMATCH: i64 = -32020;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 
@@ -208,6 +211,8 @@ pub(crate) struct Known {
 ///   cannot read → 400 with a -32600 invalid request;
 /// - `tools/call` on a live session with no string `name`, or `arguments` that is not an
 ///   object → a -32602 invalid-params response (200, as every JSON-RPC answer on this route);
+/// - a `chat` call whose `Mcp-Param-Handle` header is not its `handle` argument → 400 with
+///   -32020 (`param_header`; rmcp's own check would require the header of every client);
 /// - `initialize` whose params rmcp cannot read, which it answers "Session ID is required"
 ///   (or 415) → 400 with -32602 naming the field at fault;
 /// - `DELETE` of a session that does not exist → 404; a successful `DELETE` → 204;
@@ -314,6 +319,12 @@ pub(crate) async fn check(
         }
     };
     let id = value.as_object().map(id_of).unwrap_or(Value::Null);
+    if let Some(text) = super::param_header::mismatch(&parts.headers, &value) {
+        return answer(
+            StatusCode::BAD_REQUEST,
+            error_body(id, HEADER_MISMATCH, text),
+        );
+    }
     if let Some((code, id, text)) = check_message(&value) {
         if code != INVALID_PARAMS {
             return answer(StatusCode::BAD_REQUEST, error_body(id, code, text));

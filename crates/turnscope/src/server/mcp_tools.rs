@@ -14,6 +14,7 @@
 //! lists and calls the tool (README, "Long turns as tasks"). The server does not require the
 //! header (`BotMcp` leaves rmcp's `get_tool` unset, which is what turns rmcp's check on): a
 //! client that does not mirror it is served as before, and the recipe falls back to the body.
+//! A header that is not the body's handle is refused (`param_header`).
 
 use std::sync::Arc;
 

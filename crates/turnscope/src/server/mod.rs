@@ -14,6 +14,7 @@ mod mcp_tasks;
 pub mod mcp_text;
 mod mcp_tools;
 mod owners;
+mod param_header;
 pub mod resume;
 pub mod viewers;
 mod wire;
