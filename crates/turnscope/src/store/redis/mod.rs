@@ -122,7 +122,12 @@ impl RedisStore {
     pub async fn open(url: &RedisUrl, settings: RedisSettings) -> Result<Self, StoreError> {
         let masked = url.masked().to_string();
         let fail = |what: &str, e: &RedisError| explain(&masked, url, what, e);
-        let client = redis::Client::open(url.secret()).map_err(|e| fail("reading the URL", &e))?;
+        // Commands go out as they are made, not held back for the last one's ACK (Nagle):
+        // concurrent turns share one connection, and redis-rs leaves Nagle on by default.
+        let info = redis::IntoConnectionInfo::into_connection_info(url.secret())
+            .map_err(|e| fail("reading the URL", &e))?
+            .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
+        let client = redis::Client::open(info).map_err(|e| fail("reading the URL", &e))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_response_timeout(Some(RESPONSE_TIMEOUT))
