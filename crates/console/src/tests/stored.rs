@@ -194,6 +194,26 @@ impl SessionStore for BrokenTurns {
 }
 
 /// Ticks the reader until `done` holds of the console (the reads run in tasks), at most 2 s.
+/// A stored head of an API client's session `id` (its prefix `prefix`) counting `turns` turns.
+fn api_head(id: HandleId, prefix: &str, turns: u64) -> Head {
+    Head {
+        id,
+        prefix: prefix.into(),
+        bot: "bot".into(),
+        opener: SessionOpener::Api,
+        greeting: None,
+        created_ms: now_ms(),
+        last_used_ms: now_ms(),
+        turns,
+        messages: 0,
+        forgotten: 0,
+        history_from_turn: 1,
+        in_flight: None,
+        unread: None,
+        version: 0,
+    }
+}
+
 async fn tick_until(
     c: &mut Console,
     stored: &mut StoredSessions,
@@ -223,22 +243,7 @@ async fn a_stored_session_whose_turns_cannot_be_read_says_why_and_reads_again() 
         broken: true.into(),
     });
     let id = HandleId::from_bytes([7; 32]);
-    let head = Head {
-        id,
-        prefix: "0b0b0b0b".into(),
-        bot: "bot".into(),
-        opener: SessionOpener::Api,
-        greeting: None,
-        created_ms: now_ms(),
-        last_used_ms: now_ms(),
-        turns: 0,
-        messages: 0,
-        forgotten: 0,
-        history_from_turn: 1,
-        in_flight: None,
-        unread: None,
-        version: 0,
-    };
+    let head = api_head(id, "0b0b0b0b", 0);
     let version = store.create(&head).await.expect("created");
     let turn = StoredTurn {
         record: turnscope::bot::TurnRecord {
@@ -305,22 +310,7 @@ async fn a_stored_session_whose_turns_cannot_be_read_says_why_and_reads_again() 
 async fn a_stored_session_gone_from_the_store_says_so() {
     let store = Arc::new(turnscope::store::memory::MemoryStore::new());
     let id = HandleId::from_bytes([9; 32]);
-    let head = Head {
-        id,
-        prefix: "0c0c0c0c".into(),
-        bot: "bot".into(),
-        opener: SessionOpener::Api,
-        greeting: None,
-        created_ms: now_ms(),
-        last_used_ms: now_ms(),
-        turns: 3,
-        messages: 0,
-        forgotten: 0,
-        history_from_turn: 1,
-        in_flight: None,
-        unread: None,
-        version: 0,
-    };
+    let head = api_head(id, "0c0c0c0c", 3);
     store.create(&head).await.expect("created");
     let mut c = console();
     let mut stored = StoredSessions::new(store.clone());
@@ -348,22 +338,7 @@ async fn a_stored_session_gone_from_the_store_says_so() {
 async fn a_stored_session_whose_turn_log_is_empty_says_so() {
     let store = Arc::new(turnscope::store::memory::MemoryStore::new());
     let id = HandleId::from_bytes([5; 32]);
-    let head = Head {
-        id,
-        prefix: "0d0d0d0d".into(),
-        bot: "bot".into(),
-        opener: SessionOpener::Api,
-        greeting: None,
-        created_ms: now_ms(),
-        last_used_ms: now_ms(),
-        turns: 2,
-        messages: 0,
-        forgotten: 0,
-        history_from_turn: 1,
-        in_flight: None,
-        unread: None,
-        version: 0,
-    };
+    let head = api_head(id, "0d0d0d0d", 2);
     store.create(&head).await.expect("created");
     let mut c = console();
     let mut stored = StoredSessions::new(store.clone());

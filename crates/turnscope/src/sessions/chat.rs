@@ -26,6 +26,19 @@ struct Reading<'a> {
     unread: Option<UnreadTurn>,
 }
 
+impl Reading<'_> {
+    /// Lets go of the handle's lock: the turn read, and the unread turn its reply names.
+    fn let_go(self) -> (Arc<Turn>, Option<UnreadTurn>) {
+        let Reading {
+            state,
+            turn,
+            unread,
+        } = self;
+        drop(state);
+        (turn, unread)
+    }
+}
+
 /// How often a call has loaded its session: a call that finds the session changed elsewhere
 /// since it was loaded ([`ChatError::Stale`]: another replica wrote it) loads it again, once.
 #[derive(Default)]
@@ -160,12 +173,7 @@ impl Sessions {
         finished: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
         cancel: &CancellationToken,
     ) -> Result<ChatReply, ChatError> {
-        let Reading {
-            state,
-            turn,
-            unread,
-        } = reading;
-        drop(state);
+        let (turn, unread) = reading.let_go();
         session.touch();
         self.record_when_done(session.clone(), turn.clone());
         tokio::select! {
@@ -603,12 +611,7 @@ impl Sessions {
         let written = self
             .record_read(session, &mut reading.state, &reading.turn, true)
             .await;
-        let Reading {
-            state,
-            turn,
-            unread,
-        } = reading;
-        drop(state);
+        let (turn, unread) = reading.let_go();
         session.touch();
         match written {
             Ok(()) => Ok(ChatReply::of(&turn, unread)),
