@@ -2,6 +2,7 @@
 //! `chat` response stream is resumed with `Last-Event-ID` and still delivers the reply; the
 //! cancel per protocol revision; JSON-RPC errors with the spec's codes and statuses; DELETE.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::app::{app, eventually};
@@ -317,6 +318,41 @@ async fn a_reply_a_resumed_stream_delivered_is_not_repeated_as_unread_by_the_nex
         turn["unread"].is_null(),
         "the resumed stream delivered the earlier reply: {turn}"
     );
+    app.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_resume_is_not_held_up_by_another_lines_turn_on_the_handle() {
+    let app = app(|c| {
+        c.model.pace = 0.06;
+        c.model.words = Some(25);
+    })
+    .await;
+    let raw = Arc::new(Raw::open(&app.server.mcp_url(), "2025-11-25").await);
+    let handle = raw.start().await;
+    let (last, _) = chat_until_first_progress(&raw, &handle, 2).await;
+    let session = app.sessions.list().pop().unwrap();
+    eventually("the first turn ended", || {
+        session.turns().pop().is_some_and(|t| t.is_done())
+    })
+    .await;
+    // A new line: its call holds the handle for its whole turn (1.5 s).
+    let next = tokio::spawn({
+        let (raw, handle) = (raw.clone(), handle.clone());
+        async move { raw.answer(Raw::chat(3, &handle, "and then?")).await }
+    });
+    eventually("the new line's call holds the handle", || session.in_call()).await;
+    let mut sse = Sse::new(raw.resume(&last).await);
+    let mut rest = Vec::new();
+    while let Some(event) = sse.next().await {
+        rest.push(event);
+    }
+    assert!(final_reply(&rest, 2).is_some(), "resumed: {rest:?}");
+    assert!(
+        !next.is_finished(),
+        "the resume got its result while the other line's turn still ran"
+    );
+    next.await.unwrap();
     app.shutdown().await;
 }
 

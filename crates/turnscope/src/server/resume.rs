@@ -356,7 +356,7 @@ impl Follow {
                 if is_final(&event) {
                     self.finished = true;
                     if let (Some(sessions), Some((session, turn))) = (&self.sessions, self.kept) {
-                        sessions.read_on_resume(session, turn).await;
+                        sessions.read_on_resume(session, turn);
                     }
                 }
                 return Some((event, self));

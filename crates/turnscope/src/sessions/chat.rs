@@ -663,13 +663,14 @@ impl Sessions {
     /// A reply kept unread because its caller's stream broke ([`CallerWatch::stream_lost`])
     /// is about to reach a resumed stream: turn `turn` of session `number` is read now (an
     /// empty line after the resume finds nothing), unless a call read it first or a new line
-    /// replaced it. Its being read is stored in the background.
-    pub async fn read_on_resume(&self, number: u64, turn: u64) {
+    /// replaced it. Its being read is stored in the background. Never waits: while a call
+    /// holds the handle, the turn is taken (if still there) once it lets go, so a resume is
+    /// not held up by another line's turn.
+    pub fn read_on_resume(&self, number: u64, turn: u64) {
         let Some(session) = self.by_number(number) else {
             return;
         };
-        let read = {
-            let mut state = session.chat.lock().await;
+        let take = move |state: &mut ChatState| {
             let kept = state.task.is_none()
                 && state
                     .pending
@@ -677,6 +678,14 @@ impl Sessions {
                     .is_some_and(|p| p.id == turn && p.is_done());
             if kept { state.pending.take() } else { None }
         };
+        let (read, busy) = match session.chat.try_lock() {
+            Ok(mut state) => (take(&mut state), false),
+            Err(_) => (None, true),
+        };
+        if busy {
+            // A call holds the handle: decided once it lets go.
+            return self.record_read_later(session, take);
+        }
         if let Some(read) = read {
             self.record_read_later(session, move |_| Some(read));
         }
