@@ -315,7 +315,8 @@ pub fn fit<'a>(line: Line<'a>, max: usize) -> Line<'a> {
 }
 
 /// `line` in at most `max` cells, cut at a word boundary and ended with ` …` when too wide,
-/// so no word is shown in part; a first word wider than `max` alone is cut as [`fit`] does.
+/// so no word is shown in part (nor a `·` separator left dangling); a first word wider than
+/// `max` alone is cut as [`fit`] does.
 pub fn fit_words<'a>(line: Line<'a>, max: usize) -> Line<'a> {
     if line.width() <= max {
         return line;
@@ -342,14 +343,16 @@ pub fn fit_words<'a>(line: Line<'a>, max: usize) -> Line<'a> {
     let style = line.style;
     let mut spans: Vec<Span<'a>> = line.spans.into_iter().take(si + 1).collect();
     let last = spans.pop().expect("the span cut in");
-    let kept = last.content[..bi].trim_end().to_string();
+    // A separator (`·`) the cut left at the end goes with the spaces before it.
+    let bare = |text: &str| text.trim_end().trim_end_matches('·').trim_end().to_string();
+    let kept = bare(&last.content[..bi]);
     let last_style = last.style;
     if !kept.is_empty() {
         spans.push(Span::styled(kept, last_style));
     }
-    // Spaces left at the end of the spans before.
+    // Spaces and a separator left at the end of the spans before.
     while let Some(end) = spans.last_mut() {
-        let trimmed = end.content.trim_end().to_string();
+        let trimmed = bare(&end.content);
         if trimmed.is_empty() {
             spans.pop();
             continue;

@@ -332,3 +332,20 @@ fn a_short_screen_shows_the_reply_beside_the_input_and_every_pane_keeps_a_row() 
         );
     }
 }
+
+/// The Frames pane's status line, too wide for a narrow pane, ends between two words.
+#[test]
+fn the_frames_status_line_is_cut_between_words() {
+    let mut c = console();
+    c.focus_pane(PaneId::Frames);
+    let text = screen(&mut c, 40, 20);
+    let status = text
+        .lines()
+        .find(|l| l.contains("session") && l.contains('·'))
+        .unwrap_or_else(|| panic!("a status line: {text}"));
+    let inside = status.trim_matches(|ch: char| "│┃\" ".contains(ch));
+    assert_eq!(
+        inside, "session #1 · 16 shown · 81 kept …",
+        "cut between words, no separator left dangling: {status}"
+    );
+}

@@ -68,7 +68,10 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     }
     // One row is the list's: the info line gives way to it, unless a filter is being typed.
     let mut out = if area.height >= 2 || c.frames.editing.is_some() {
-        vec![crate::text::fit(Line::from(info), area.width as usize)]
+        vec![crate::text::fit_words(
+            Line::from(info),
+            area.width as usize,
+        )]
     } else {
         Vec::new()
     };
