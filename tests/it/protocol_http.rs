@@ -162,6 +162,16 @@ impl Raw {
             "name": "chat", "arguments": {"handle": handle, "line": line}, "_meta": {"progressToken": id}}})
     }
 
+    /// Every event of the stream resumed after `last_event_id`, to its end.
+    async fn resumed(&self, last_event_id: &str) -> Vec<Event> {
+        let mut sse = Sse::new(self.resume(last_event_id).await);
+        let mut rest = Vec::new();
+        while let Some(event) = sse.next().await {
+            rest.push(event);
+        }
+        rest
+    }
+
     async fn resume(&self, last_event_id: &str) -> reqwest::Response {
         self.http
             .get(&self.url)
@@ -306,11 +316,7 @@ async fn a_reply_a_resumed_stream_delivered_is_not_repeated_as_unread_by_the_nex
     let raw = Raw::open(&app.server.mcp_url(), "2025-11-25").await;
     let handle = raw.start().await;
     let (last, _) = chat_until_first_progress(&raw, &handle, 2).await;
-    let mut sse = Sse::new(raw.resume(&last).await);
-    let mut rest = Vec::new();
-    while let Some(event) = sse.next().await {
-        rest.push(event);
-    }
+    let rest = raw.resumed(&last).await;
     assert!(final_reply(&rest, 2).is_some(), "resumed: {rest:?}");
     let next = raw.answer(Raw::chat(3, &handle, "and then?")).await;
     let turn = &next["result"]["_meta"]["turnscope/turn"];
@@ -342,11 +348,7 @@ async fn a_resume_is_not_held_up_by_another_lines_turn_on_the_handle() {
         async move { raw.answer(Raw::chat(3, &handle, "and then?")).await }
     });
     eventually("the new line's call holds the handle", || session.in_call()).await;
-    let mut sse = Sse::new(raw.resume(&last).await);
-    let mut rest = Vec::new();
-    while let Some(event) = sse.next().await {
-        rest.push(event);
-    }
+    let rest = raw.resumed(&last).await;
     assert!(final_reply(&rest, 2).is_some(), "resumed: {rest:?}");
     assert!(
         !next.is_finished(),
@@ -375,11 +377,7 @@ async fn a_stream_resumes_only_in_the_mcp_session_that_opened_it() {
         text.contains("another MCP session opened") && !text.contains(&last),
         "says why, without echoing the event id: {text}"
     );
-    let mut sse = Sse::new(owner.resume(&last).await);
-    let mut rest = Vec::new();
-    while let Some(event) = sse.next().await {
-        rest.push(event);
-    }
+    let rest = owner.resumed(&last).await;
     assert!(
         final_reply(&rest, 2).is_some(),
         "its own session resumes it"
@@ -395,11 +393,7 @@ async fn a_stream_resumed_mid_turn_follows_it_live_to_the_final_result() {
     let (last, _) = chat_until_first_progress(&raw, &handle, 2).await;
     let session = app.sessions.list().pop().unwrap();
     assert!(session.in_call(), "resumed while the turn is in flight");
-    let mut sse = Sse::new(raw.resume(&last).await);
-    let mut rest = Vec::new();
-    while let Some(event) = sse.next().await {
-        rest.push(event);
-    }
+    let rest = raw.resumed(&last).await;
     let reply = final_reply(&rest, 2).expect("the followed stream ends with the final result");
     assert_eq!(reply.split_whitespace().count(), 25);
     app.shutdown().await;

@@ -214,6 +214,22 @@ fn api_head(id: HandleId, prefix: &str, turns: u64) -> Head {
     }
 }
 
+/// A console over a memory store holding `head`: the store, the console, its reader of the
+/// store, and the stored session's number.
+async fn over_store(
+    head: Head,
+) -> (
+    Arc<turnscope::store::memory::MemoryStore>,
+    Console,
+    StoredSessions,
+    u64,
+) {
+    let store = Arc::new(turnscope::store::memory::MemoryStore::new());
+    store.create(&head).await.expect("created");
+    let stored = StoredSessions::new(store.clone());
+    (store, console(), stored, stored_number(&head.id))
+}
+
 async fn tick_until(
     c: &mut Console,
     stored: &mut StoredSessions,
@@ -308,13 +324,8 @@ async fn a_stored_session_whose_turns_cannot_be_read_says_why_and_reads_again() 
 /// A stored session deleted from the store after it was listed says so rather than reading.
 #[tokio::test]
 async fn a_stored_session_gone_from_the_store_says_so() {
-    let store = Arc::new(turnscope::store::memory::MemoryStore::new());
     let id = HandleId::from_bytes([9; 32]);
-    let head = api_head(id, "0c0c0c0c", 3);
-    store.create(&head).await.expect("created");
-    let mut c = console();
-    let mut stored = StoredSessions::new(store.clone());
-    let number = stored_number(&id);
+    let (store, mut c, mut stored, number) = over_store(api_head(id, "0c0c0c0c", 3)).await;
     for _ in 0..200 {
         stored.refresh(&mut c.state, &HashSet::new(), 86_400);
         if stored.holds(number) {
@@ -336,13 +347,8 @@ async fn a_stored_session_gone_from_the_store_says_so() {
 /// or recreated) says so instead of "Reading…" for ever.
 #[tokio::test]
 async fn a_stored_session_whose_turn_log_is_empty_says_so() {
-    let store = Arc::new(turnscope::store::memory::MemoryStore::new());
     let id = HandleId::from_bytes([5; 32]);
-    let head = api_head(id, "0d0d0d0d", 2);
-    store.create(&head).await.expect("created");
-    let mut c = console();
-    let mut stored = StoredSessions::new(store.clone());
-    let number = stored_number(&id);
+    let (_store, mut c, mut stored, number) = over_store(api_head(id, "0d0d0d0d", 2)).await;
     c.selected = Some(number);
     tick_until(&mut c, &mut stored, number, |c| {
         c.state.stored_read_failure(number).is_some()
