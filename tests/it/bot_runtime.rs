@@ -178,6 +178,44 @@ async fn an_interruption_mid_stream_leaves_the_next_turn_whole() {
     assert_eq!(history.len(), 4);
 }
 
+/// A chat settles its turn (a drain, so the stored history holds the reply) and then says
+/// the next line: one `Flush` goes through the pipeline between the two turns, not a second
+/// one for a pipeline nothing was pushed into since, and the next turn still sees the reply.
+#[tokio::test]
+async fn a_settled_turn_is_not_drained_again_before_the_next_line() {
+    let model = EmbeddedModel::start(
+        0,
+        ScriptSettings {
+            pace: 0.0,
+            words: None,
+        },
+    )
+    .await
+    .unwrap();
+    let bus = Bus::default();
+    let mut events = bus.subscribe();
+    let s = Bot::builder(client(&model.base_url()))
+        .tools(no_tools())
+        .build()
+        .open(Observer::new(bus.clone(), 1));
+    turn(&s, "we open at nine").await;
+    assert!(s.settle().await);
+    assert!(s.settle().await, "a second settle finds it settled");
+    let r = turn(&s, "what did I say?").await;
+    assert_eq!(r.reply, "Earlier you said: we open at nine");
+    let mut flushes_between = std::collections::HashSet::new();
+    while let Some(event) = events.try_recv() {
+        if let turnscope::observe::Event::Frame(frame) = &*event
+            && frame.name == "Flush"
+            && frame.turn == 0
+        {
+            flushes_between.insert(frame.id);
+        }
+    }
+    // One before the first line (nothing was drained yet), one settling the first turn.
+    assert_eq!(flushes_between.len(), 2, "{flushes_between:?}");
+}
+
 #[tokio::test]
 async fn history_is_kept_across_turns() {
     let model = EmbeddedModel::start(

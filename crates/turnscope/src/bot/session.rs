@@ -34,6 +34,10 @@ pub struct BotSession {
     /// The settings of the session's latest turn, which its model stage runs it on.
     turn_settings: Option<SharedSettings>,
     greeting: Option<String>,
+    /// The latest ended turn (its id + 1; 0: none) after whose end a drain got through: its
+    /// frames have all left the pipeline, so draining again before the next line would only
+    /// send one more `Flush` through every processor (see [`BotSession::drain_after_turn`]).
+    settled: AtomicU64,
 }
 
 impl BotSession {
@@ -55,6 +59,7 @@ impl BotSession {
             settings: None,
             turn_settings: None,
             greeting: None,
+            settled: AtomicU64::new(0),
         }
     }
 
@@ -100,7 +105,7 @@ impl BotSession {
     pub async fn say(&self, line: &str) -> Arc<Turn> {
         self.interrupt().await;
         // Also lets the assistant aggregator commit the previous reply before the new line.
-        self.pipeline.drain(DRAIN_TIMEOUT).await;
+        self.drain_after_turn(DRAIN_TIMEOUT).await;
         let version = self.take_settings();
         let id = self.next_turn.fetch_add(1, Ordering::Relaxed);
         let turn = Turn::on_version(id, line, version);
@@ -155,8 +160,30 @@ impl BotSession {
         {
             turn.finish(TurnEnd::Interrupted);
         }
-        self.pipeline.drain(DRAIN_TIMEOUT).await;
+        self.drain_after_turn(DRAIN_TIMEOUT).await;
         true
+    }
+
+    /// Drains the pipeline (waits, `timeout` at most, until every frame queued so far has
+    /// left it) unless a drain already got through after the latest turn ended: nothing has
+    /// been pushed since (a line opens a new turn, which is not ended), and the turn's own
+    /// frames were all ahead of that drain's `Flush`. So a chat that settles its turn (to
+    /// store the reply) and then says the next line sends one `Flush` between them, not two.
+    /// Returns whether the pipeline is drained.
+    async fn drain_after_turn(&self, timeout: Duration) -> bool {
+        let ended = self
+            .board
+            .current()
+            .filter(|turn| turn.is_done())
+            .map(|turn| turn.id + 1);
+        if ended.is_some_and(|mark| self.settled.load(Ordering::Acquire) == mark) {
+            return true;
+        }
+        let drained = self.pipeline.drain(timeout).await;
+        if let (true, Some(mark)) = (drained, ended) {
+            self.settled.store(mark, Ordering::Release);
+        }
+        drained
     }
 
     /// The id the next line's turn gets.
@@ -171,7 +198,7 @@ impl BotSession {
         if self.pipeline.is_finished() {
             return false;
         }
-        self.pipeline.drain(SETTLE_TIMEOUT).await
+        self.drain_after_turn(SETTLE_TIMEOUT).await
     }
 
     /// The history messages numbered above `after` and the number of the first, with how
