@@ -462,21 +462,22 @@ async fn run_hub(inner: Weak<Inner>, sub: Subscription, woken: Arc<Notify>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut marked = 0u64;
     let mut batch: Vec<Line> = Vec::with_capacity(64);
+    let mut writer = LineWriter::default();
     loop {
         tokio::select! {
             event = next_event(&mut sub) => {
                 let Some(event) = event else { break };
                 let Some(sub) = sub.as_mut() else { continue };
-                batch.push(line_of(&event));
+                batch.push(writer.line_of(&event));
                 while batch.len() < HUB_BATCH {
                     match sub.try_recv() {
-                        Some(event) => batch.push(line_of(&event)),
+                        Some(event) => batch.push(writer.line_of(&event)),
                         None => break,
                     }
                 }
                 let missed = sub.missed();
                 if missed > marked {
-                    batch.push(line_of(&Event::Log {
+                    batch.push(writer.line_of(&Event::Log {
                         at_ms: now_us() / 1000,
                         level: "warn".into(),
                         message: format!(
@@ -630,12 +631,34 @@ impl Hub {
     }
 }
 
-fn line_of(event: &Event) -> Line {
-    let mut bytes = Vec::with_capacity(256);
-    write_line(&mut bytes, event);
-    Line {
-        bytes: Bytes::from(bytes),
-        tag: Tag::of(event),
+/// Writes the hub's lines: each into a scratch buffer first, then copied to the end of a
+/// block that many lines share ([`BLOCK_BYTES`], more for a longer line), so a line costs no
+/// allocation of its own (two per line, and their frees on another thread, were a large
+/// part of what watching cost the server). A block is freed once its last line is let go;
+/// lines are let go oldest first, so what the kept lines hold beyond their own bytes is at
+/// most the one block the oldest of them shares with lines already gone.
+#[derive(Default)]
+struct LineWriter {
+    scratch: Vec<u8>,
+    block: BytesMut,
+}
+
+/// Bytes of a block the hub's lines are written into (see [`LineWriter`]).
+const BLOCK_BYTES: usize = 16 * 1024;
+
+impl LineWriter {
+    fn line_of(&mut self, event: &Event) -> Line {
+        self.scratch.clear();
+        write_line(&mut self.scratch, event);
+        if self.block.capacity() < self.scratch.len() {
+            // A new block: the old one lives on in the lines already split off it.
+            self.block = BytesMut::with_capacity(BLOCK_BYTES.max(self.scratch.len()));
+        }
+        self.block.extend_from_slice(&self.scratch);
+        Line {
+            bytes: self.block.split().freeze(),
+            tag: Tag::of(event),
+        }
     }
 }
 
