@@ -64,6 +64,12 @@ pub const REST_AFTER: Duration = Duration::from_secs(1);
 const TICK: Duration = Duration::from_millis(250);
 /// Most bytes sent in one write of the stream.
 const CHUNK_BYTES: usize = 64 * 1024;
+/// How long a viewer that has read every kept line waits before it takes the next ones: a
+/// busy server keeps lines many times a millisecond, and writing each batch as it comes cost
+/// a wake-up and a write per viewer each time (on the server, and a read on the viewer's
+/// side). A viewer that is behind (its last chunk was full) does not wait. Far below what a
+/// person watching can notice.
+const WRITE_GAP: Duration = Duration::from_millis(20);
 /// Most events the hub folds in under one lock.
 const HUB_BATCH: usize = 1024;
 
@@ -267,6 +273,7 @@ impl Viewers {
             viewers: self.clone(),
             ended: false,
             buf: BytesMut::new(),
+            caught_up_at: None,
         }
     }
 
@@ -679,6 +686,9 @@ struct ViewerStream {
     /// does not take (and the allocator hand back and the kernel zero) fresh pages for every
     /// chunk.
     buf: BytesMut,
+    /// When this viewer last took every kept line (its chunk was not full): it takes the
+    /// next ones [`WRITE_GAP`] after.
+    caught_up_at: Option<tokio::time::Instant>,
 }
 
 impl Drop for ViewerStream {
@@ -709,9 +719,17 @@ impl ViewerStream {
             return self.cut(chunk);
         }
         loop {
+            if let Some(at) = self.caught_up_at.take()
+                && at.elapsed() < WRITE_GAP
+            {
+                tokio::time::sleep_until(at + WRITE_GAP).await;
+            }
             // Marked seen before the lines are read: a batch kept after this wakes the wait below.
             self.wake.borrow_and_update();
             let lagged = self.take_kept(&mut chunk);
+            if chunk.len() < CHUNK_BYTES {
+                self.caught_up_at = Some(tokio::time::Instant::now());
+            }
             self.slot.read_now(self.next);
             if let Some(lagged) = lagged {
                 self.ended = true;
