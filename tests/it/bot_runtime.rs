@@ -37,6 +37,19 @@ fn echo_tools() -> Arc<dyn Tools> {
     Arc::new(Toolbox::new().with(turnscope::tools::builtin::echo()))
 }
 
+/// The embedded model answering at once, its script's own reply length.
+async fn zero_pace_model() -> EmbeddedModel {
+    EmbeddedModel::start(
+        0,
+        ScriptSettings {
+            pace: 0.0,
+            words: None,
+        },
+    )
+    .await
+    .unwrap()
+}
+
 async fn turn(session: &BotSession, line: &str) -> TurnRecord {
     let t = session.say(line).await;
     tokio::time::timeout(WAIT, t.done())
@@ -183,15 +196,7 @@ async fn an_interruption_mid_stream_leaves_the_next_turn_whole() {
 /// one for a pipeline nothing was pushed into since, and the next turn still sees the reply.
 #[tokio::test]
 async fn a_settled_turn_is_not_drained_again_before_the_next_line() {
-    let model = EmbeddedModel::start(
-        0,
-        ScriptSettings {
-            pace: 0.0,
-            words: None,
-        },
-    )
-    .await
-    .unwrap();
+    let model = zero_pace_model().await;
     let bus = Bus::default();
     let mut events = bus.subscribe();
     let s = Bot::builder(client(&model.base_url()))
@@ -218,15 +223,7 @@ async fn a_settled_turn_is_not_drained_again_before_the_next_line() {
 
 #[tokio::test]
 async fn history_is_kept_across_turns() {
-    let model = EmbeddedModel::start(
-        0,
-        ScriptSettings {
-            pace: 0.0,
-            words: None,
-        },
-    )
-    .await
-    .unwrap();
+    let model = zero_pace_model().await;
     let s = session(&model.base_url(), no_tools(), TurnLimits::default());
     turn(&s, "we open at nine").await;
     let r = turn(&s, "what did I say?").await;
