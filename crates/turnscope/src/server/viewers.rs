@@ -68,8 +68,13 @@ const CHUNK_BYTES: usize = 64 * 1024;
 /// busy server keeps lines many times a millisecond, and writing each batch as it comes cost
 /// a wake-up and a write per viewer each time (on the server, and a read on the viewer's
 /// side). A viewer that is behind (its last chunk was full) does not wait. Far below what a
-/// person watching can notice.
+/// person watching can notice. Only with a queue of at least [`GAP_MIN_QUEUE`]: lines keep
+/// coming while a viewer waits, and a small queue (`[server] events_queue_kib` goes down to
+/// 64) could let them go before it reads them, dropping a viewer that was keeping up.
 const WRITE_GAP: Duration = Duration::from_millis(20);
+/// The smallest queue a viewer waits [`WRITE_GAP`] with (the default is 8 MiB, ~200 ms of
+/// a two-core server's busiest stream).
+const GAP_MIN_QUEUE: usize = 4 * 1024 * 1024;
 /// Most events the hub folds in under one lock.
 const HUB_BATCH: usize = 1024;
 
@@ -727,7 +732,7 @@ impl ViewerStream {
             // Marked seen before the lines are read: a batch kept after this wakes the wait below.
             self.wake.borrow_and_update();
             let lagged = self.take_kept(&mut chunk);
-            if chunk.len() < CHUNK_BYTES {
+            if chunk.len() < CHUNK_BYTES && self.viewers.inner.queue_bytes >= GAP_MIN_QUEUE {
                 self.caught_up_at = Some(tokio::time::Instant::now());
             }
             self.slot.read_now(self.next);
