@@ -193,7 +193,6 @@ impl SessionStore for BrokenTurns {
     }
 }
 
-/// Ticks the reader until `done` holds of the console (the reads run in tasks), at most 2 s.
 /// A stored head of an API client's session `id` (its prefix `prefix`) counting `turns` turns.
 fn api_head(id: HandleId, prefix: &str, turns: u64) -> Head {
     Head {
@@ -230,6 +229,7 @@ async fn over_store(
     (store, console(), stored, stored_number(&head.id))
 }
 
+/// Ticks the reader until `done` holds of the console (the reads run in tasks), at most 2 s.
 async fn tick_until(
     c: &mut Console,
     stored: &mut StoredSessions,
