@@ -289,10 +289,21 @@ impl ConsoleState {
     }
 
     fn fold(&mut self, event: &Event, shared: Option<&Arc<Event>>) {
+        // The bus hands listeners a journey's crossings one by one; one given whole is
+        // folded the same way.
+        if let Event::Journey(journey) = event {
+            for i in 0..journey.hops.len() {
+                if let Some(crossing) = journey.crossing(i) {
+                    self.fold(&Event::Frame(crossing), None);
+                }
+            }
+            return;
+        }
         self.events_seen += 1;
         self.stats.observe(event);
         match event {
             Event::Frame(f) => self.on_frame(f, shared),
+            Event::Journey(_) => {}
             Event::Session(s) => self.on_session(s),
             Event::TurnStarted {
                 session,

@@ -8,6 +8,10 @@
 //! `Event::ToolSet`. The bus keeps the sets it published, so a listener that subscribed later,
 //! or missed that event while lagging, is handed the set just before the first request of its
 //! own that names it: every listener can put every request it sees together whole.
+//!
+//! A frame's crossings travel as one [`Event::Journey`] (see `pipeline::journey`); a
+//! subscription hands them out one by one as [`Event::Frame`]s, so listeners see crossings as
+//! ever, unless it takes them whole ([`Bus::subscribe_whole`]).
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -144,7 +148,18 @@ impl Bus {
             missed: 0,
             sets_seen: HashSet::new(),
             held: None,
+            whole: false,
+            unfolding: None,
         }
+    }
+
+    /// Like [`Bus::subscribe`], but a frame's crossings come as the one
+    /// [`Event::Journey`] they were published in: for a listener that writes them out (one
+    /// line per crossing) and would only take them apart again.
+    pub fn subscribe_whole(&self) -> Subscription {
+        let mut sub = self.subscribe();
+        sub.whole = true;
+        sub
     }
 }
 
@@ -169,6 +184,10 @@ pub struct Subscription {
     sets_seen: HashSet<String>,
     /// A model request held back while the tool set it names goes first.
     held: Option<Arc<Event>>,
+    /// Whether journeys are handed out whole ([`Bus::subscribe_whole`]).
+    whole: bool,
+    /// A journey being handed out crossing by crossing, and its next crossing's index.
+    unfolding: Option<(Arc<Event>, usize)>,
 }
 
 impl Subscription {
@@ -178,12 +197,20 @@ impl Subscription {
     /// # Cancel safety
     /// Cancel safe: an event is either returned or left for the next call.
     pub async fn recv(&mut self) -> Option<Arc<Event>> {
+        if let Some(crossing) = self.next_crossing() {
+            return Some(crossing);
+        }
         if let Some(held) = self.held.take() {
             return Some(held);
         }
         loop {
             match self.receiver.recv().await {
-                Ok(event) => return Some(self.pass(event)),
+                Ok(event) => {
+                    let event = self.pass(event);
+                    if let Some(event) = self.unfold(event) {
+                        return Some(event);
+                    }
+                }
                 Err(broadcast::error::RecvError::Lagged(n)) => self.missed += n,
                 Err(broadcast::error::RecvError::Closed) => return None,
             }
@@ -192,16 +219,50 @@ impl Subscription {
 
     /// The next event if one is ready, without waiting.
     pub fn try_recv(&mut self) -> Option<Arc<Event>> {
+        if let Some(crossing) = self.next_crossing() {
+            return Some(crossing);
+        }
         if let Some(held) = self.held.take() {
             return Some(held);
         }
         loop {
             match self.receiver.try_recv() {
-                Ok(event) => return Some(self.pass(event)),
+                Ok(event) => {
+                    let event = self.pass(event);
+                    if let Some(event) = self.unfold(event) {
+                        return Some(event);
+                    }
+                }
                 Err(broadcast::error::TryRecvError::Lagged(n)) => self.missed += n,
                 Err(_) => return None,
             }
         }
+    }
+
+    /// `event`, or a journey's first crossing (the rest kept for the next calls) unless this
+    /// listener takes journeys whole; `None` for a journey without crossings (none is
+    /// published; it would be skipped).
+    fn unfold(&mut self, event: Arc<Event>) -> Option<Arc<Event>> {
+        if self.whole || !matches!(&*event, Event::Journey(_)) {
+            return Some(event);
+        }
+        self.unfolding = Some((event, 0));
+        self.next_crossing()
+    }
+
+    /// The next crossing of the journey being unfolded, if any.
+    fn next_crossing(&mut self) -> Option<Arc<Event>> {
+        let (event, next) = self.unfolding.as_mut()?;
+        let Event::Journey(journey) = &**event else {
+            self.unfolding = None;
+            return None;
+        };
+        let crossing = journey.crossing(*next);
+        *next += 1;
+        if crossing.is_none() || *next >= journey.hops.len() {
+            self.unfolding = None;
+        }
+        crossing.map(|c| Arc::new(Event::Frame(c)))
     }
 
     /// `event`, or first the tool set it names when this listener was never given that set

@@ -28,6 +28,11 @@ pub fn now_us() -> u64 {
 pub enum Event {
     /// A frame crossed a link between two processors.
     Frame(FrameEvent),
+    /// A frame's crossings, all at once, as the pipeline publishes them on the bus
+    /// ([`FrameJourney`]); listeners are handed them as [`Event::Frame`]s, and lines are
+    /// written one per crossing, so nothing outside the bus ever holds one.
+    #[serde(skip)]
+    Journey(FrameJourney),
     /// A session opened or closed.
     Session(SessionEvent),
     /// A user line opened a turn.
@@ -164,6 +169,7 @@ impl Event {
     pub fn turn_of(&self) -> Option<(u64, u64)> {
         let key = match self {
             Event::Frame(f) => (f.session, f.turn),
+            Event::Journey(j) => (j.session, j.turn),
             Event::TurnStarted { session, turn, .. } => (*session, *turn),
             Event::TurnEnded(t) => (t.session, t.turn),
             Event::ToolCall(c) => (c.session, c.turn),
@@ -201,6 +207,61 @@ pub struct FrameEvent {
     /// and in files written before it was recorded).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub depth: u32,
+}
+
+/// The links one frame crossed, in order, published as one event when its way ended (see
+/// `pipeline::journey`): what would otherwise be a [`FrameEvent`] per crossing.
+#[derive(Debug, Clone)]
+pub struct FrameJourney {
+    /// The frame's unique sequence id.
+    pub id: u64,
+    /// Session number of the pipeline.
+    pub session: u64,
+    /// Turn the frame belongs to (0 = none).
+    pub turn: u64,
+    /// `system`, `data` or `control`.
+    pub kind: &'static str,
+    /// Frame name, e.g. `TextPiece`.
+    pub name: &'static str,
+    /// `down` or `up`.
+    pub direction: &'static str,
+    /// A short rendering of the payload.
+    pub detail: String,
+    /// The crossings, first first.
+    pub hops: Vec<Hop>,
+}
+
+/// One crossing of a [`FrameJourney`].
+#[derive(Debug, Clone, Copy)]
+pub struct Hop {
+    /// Sending processor.
+    pub from: &'static str,
+    /// Receiving processor (`sink` / `source` past the ends).
+    pub to: &'static str,
+    /// When, in µs since the epoch.
+    pub at_us: u64,
+    /// Frames queued at `to` when this one joined them, itself included (0 past the ends).
+    pub depth: u32,
+}
+
+impl FrameJourney {
+    /// Crossing `i` as the event it stands for.
+    pub fn crossing(&self, i: usize) -> Option<FrameEvent> {
+        let hop = self.hops.get(i)?;
+        Some(FrameEvent {
+            id: self.id,
+            session: self.session,
+            turn: self.turn,
+            kind: Cow::Borrowed(self.kind),
+            name: Cow::Borrowed(self.name),
+            from: Cow::Borrowed(hop.from),
+            to: Cow::Borrowed(hop.to),
+            direction: Cow::Borrowed(self.direction),
+            at_us: hop.at_us,
+            detail: self.detail.clone(),
+            depth: hop.depth,
+        })
+    }
 }
 
 fn is_zero(n: &u32) -> bool {

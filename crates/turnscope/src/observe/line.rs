@@ -11,16 +11,27 @@
 
 use serde::Serialize;
 
-use super::event::{Event, FrameEvent};
+use super::event::{Event, FrameEvent, FrameJourney, Hop};
 
-/// Appends `event` as JSON and a newline to `out`; on a serialization error (which no event
-/// of ours has) `out` is left as it was and `false` returned.
+/// Appends `event` as JSON and a newline to `out` (a frame's journey as one line per
+/// crossing); on a serialization error (which no event of ours has) `out` is left as it was
+/// and `false` returned.
 pub fn write_line(out: &mut Vec<u8>, event: &Event) -> bool {
     let start = out.len();
     let written = match event {
         Event::Frame(frame) => {
-            write_frame(out, frame);
+            write_frame(out, &Crossing::of(frame));
             true
+        }
+        // One line per crossing, as if each had been an event of its own.
+        Event::Journey(journey) => {
+            for (i, hop) in journey.hops.iter().enumerate() {
+                if i > 0 {
+                    out.push(b'\n');
+                }
+                write_frame(out, &Crossing::on(journey, hop));
+            }
+            !journey.hops.is_empty()
         }
         other => serde_json::to_writer(&mut *out, other).is_ok(),
     };
@@ -32,8 +43,57 @@ pub fn write_line(out: &mut Vec<u8>, event: &Event) -> bool {
     written
 }
 
+/// A frame crossing's fields, from a [`FrameEvent`] or from one hop of a [`FrameJourney`].
+struct Crossing<'a> {
+    id: u64,
+    session: u64,
+    turn: u64,
+    kind: &'a str,
+    name: &'a str,
+    from: &'a str,
+    to: &'a str,
+    direction: &'a str,
+    at_us: u64,
+    detail: &'a str,
+    depth: u32,
+}
+
+impl<'a> Crossing<'a> {
+    fn of(f: &'a FrameEvent) -> Self {
+        Crossing {
+            id: f.id,
+            session: f.session,
+            turn: f.turn,
+            kind: &f.kind,
+            name: &f.name,
+            from: &f.from,
+            to: &f.to,
+            direction: &f.direction,
+            at_us: f.at_us,
+            detail: &f.detail,
+            depth: f.depth,
+        }
+    }
+
+    fn on(j: &'a FrameJourney, hop: &Hop) -> Self {
+        Crossing {
+            id: j.id,
+            session: j.session,
+            turn: j.turn,
+            kind: j.kind,
+            name: j.name,
+            from: hop.from,
+            to: hop.to,
+            direction: j.direction,
+            at_us: hop.at_us,
+            detail: &j.detail,
+            depth: hop.depth,
+        }
+    }
+}
+
 /// `{"type":"frame",…}` with the fields in the order serde writes them.
-fn write_frame(out: &mut Vec<u8>, f: &FrameEvent) {
+fn write_frame(out: &mut Vec<u8>, f: &Crossing<'_>) {
     out.extend_from_slice(br#"{"type":"frame","id":"#);
     number(out, f.id);
     out.extend_from_slice(br#","session":"#);
@@ -41,19 +101,19 @@ fn write_frame(out: &mut Vec<u8>, f: &FrameEvent) {
     out.extend_from_slice(br#","turn":"#);
     number(out, f.turn);
     out.extend_from_slice(br#","kind":"#);
-    string(out, &f.kind);
+    string(out, f.kind);
     out.extend_from_slice(br#","name":"#);
-    string(out, &f.name);
+    string(out, f.name);
     out.extend_from_slice(br#","from":"#);
-    string(out, &f.from);
+    string(out, f.from);
     out.extend_from_slice(br#","to":"#);
-    string(out, &f.to);
+    string(out, f.to);
     out.extend_from_slice(br#","direction":"#);
-    string(out, &f.direction);
+    string(out, f.direction);
     out.extend_from_slice(br#","at_us":"#);
     number(out, f.at_us);
     out.extend_from_slice(br#","detail":"#);
-    string(out, &f.detail);
+    string(out, f.detail);
     if f.depth != 0 {
         out.extend_from_slice(br#","depth":"#);
         number(out, f.depth as u64);
@@ -135,6 +195,38 @@ mod tests {
                 String::from_utf8_lossy(&serde_line(event))
             );
         }
+    }
+
+    /// A journey is written as its crossings would be, each a line of its own, in order.
+    #[test]
+    fn a_journey_is_one_line_per_crossing() {
+        let hop = |from, to, at_us, depth| Hop {
+            from,
+            to,
+            at_us,
+            depth,
+        };
+        let journey = FrameJourney {
+            id: 9,
+            session: 2,
+            turn: 4,
+            kind: "data",
+            name: "TextPiece",
+            direction: "down",
+            detail: "a \"piece\"\n".into(),
+            hops: vec![hop("model", "output", 10, 1), hop("output", "sink", 12, 0)],
+        };
+        let mut out = Vec::new();
+        assert!(write_line(&mut out, &Event::Journey(journey.clone())));
+        let mut expected = Vec::new();
+        for i in 0..2 {
+            expected.extend(serde_line(&Event::Frame(journey.crossing(i).unwrap())));
+        }
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            String::from_utf8_lossy(&expected)
+        );
+        assert!(journey.crossing(2).is_none());
     }
 
     #[test]

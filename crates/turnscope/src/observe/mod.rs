@@ -15,8 +15,8 @@ pub mod wire;
 
 pub use bus::{Bus, Subscription};
 pub use event::{
-    BridgeEvent, ConfigReloadEvent, Event, FrameEvent, Name, ReplicaEvent, SessionEvent,
-    SessionOpener, TaskChange, TaskEvent, ToolCallEvent, ToolSourceEvent, ToolSourceState,
-    TurnEndEvent,
+    BridgeEvent, ConfigReloadEvent, Event, FrameEvent, FrameJourney, Hop, Name, ReplicaEvent,
+    SessionEvent, SessionOpener, TaskChange, TaskEvent, ToolCallEvent, ToolSourceEvent,
+    ToolSourceState, TurnEndEvent,
 };
 pub use model_request::{ModelResponseInfo, TokenUsage};

@@ -30,7 +30,7 @@ pub async fn record(
             )
         })?)
     };
-    let mut sub = bus.subscribe();
+    let mut sub = bus.subscribe_whole();
     Ok(tokio::spawn(async move {
         let mut out = BufWriter::new(out);
         let mut written = 0u64;

@@ -1,16 +1,17 @@
 //! Frames: the messages that flow through a pipeline.
 //!
-//! Every frame has a kind ([`FrameKind`]), a direction, a unique sequence id, the id of the
-//! turn it belongs to and a timestamp. System frames overtake queued data and control frames
-//! and are never dropped; data and control frames keep their order and are dropped by an
-//! interruption unless `FrameBody::is_uninterruptible` says otherwise.
+//! Every frame has a kind ([`FrameKind`]), a direction, a unique sequence id and the id of the
+//! turn it belongs to (when it crossed each link is its journey's, kept while someone
+//! watches). System frames overtake queued data and control frames and are never dropped;
+//! data and control frames keep their order and are dropped by an interruption unless
+//! `FrameBody::is_uninterruptible` says otherwise.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
 
 use tokio::sync::oneshot;
 
+use super::journey::Journey;
 use crate::observe::ModelResponseInfo;
 use crate::tools::{ToolCall, ToolCallRecord};
 
@@ -236,10 +237,10 @@ pub struct Frame {
     pub turn: TurnId,
     /// Which way it travels.
     pub direction: Direction,
-    /// When it was made.
-    pub created: Instant,
     /// The payload.
     pub body: FrameBody,
+    /// The links it crossed, while someone watches (published when it is let go).
+    pub(crate) journey: Journey,
 }
 
 impl Frame {
@@ -249,8 +250,8 @@ impl Frame {
             id: NEXT_FRAME_ID.fetch_add(1, Ordering::Relaxed),
             turn,
             direction: Direction::Downstream,
-            created: Instant::now(),
             body,
+            journey: Journey::default(),
         }
     }
 

@@ -1,14 +1,16 @@
-//! Links: how a processor hands frames to its neighbours, and how each crossing is observed.
+//! Links: how a processor hands frames to its neighbours, and how each crossing is observed
+//! (recorded on the frame's journey, `super::journey`).
 //! A frame goes the way its direction says; the pipeline's two ends decide what leaving means.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use tokio::sync::{mpsc, watch};
 
 use super::frame::{Direction, Frame, FrameBody, FrameKind};
-use crate::observe::{Bus, Event, FrameEvent, event::now_us};
+use super::journey::HOPS_EXPECTED;
+use crate::observe::Bus;
+use crate::observe::event::{FrameJourney, Hop, now_us};
 
 /// The two queues of one processor: system frames and ordered (data/control) frames.
 #[derive(Clone)]
@@ -56,23 +58,41 @@ impl Observer {
         Self { bus, session }
     }
 
+    /// Records `frame` crossing `from → to` on its journey, when someone listens.
     #[inline]
-    fn crossing(&self, frame: &Frame, from: &'static str, to: &'static str, depth: u32) {
-        self.bus.publish_with(|| {
-            Event::Frame(FrameEvent {
-                id: frame.id,
+    fn crossing(&self, frame: &mut Frame, from: &'static str, to: &'static str, depth: u32) {
+        if self.bus.is_listened() {
+            self.record(frame, from, to, depth);
+        }
+    }
+
+    /// [`Observer::crossing`] when someone listens, kept out of line so that `push` stays
+    /// small for the frames nobody watches.
+    #[inline(never)]
+    fn record(&self, frame: &mut Frame, from: &'static str, to: &'static str, depth: u32) {
+        let (id, turn, body) = (frame.id, frame.turn, &frame.body);
+        let name = body.name();
+        let direction = frame.direction.as_str();
+        frame.journey.hop(
+            &self.bus,
+            |j| std::ptr::eq(j.name, name) && j.direction == direction && j.turn == turn,
+            || FrameJourney {
+                id,
                 session: self.session,
-                turn: frame.turn,
-                kind: Cow::Borrowed(frame.kind().as_str()),
-                name: Cow::Borrowed(frame.body.name()),
-                from: Cow::Borrowed(from),
-                to: Cow::Borrowed(to),
-                direction: Cow::Borrowed(frame.direction.as_str()),
+                turn,
+                kind: body.kind().as_str(),
+                name,
+                direction,
+                detail: body.detail(),
+                hops: Vec::with_capacity(HOPS_EXPECTED),
+            },
+            Hop {
+                from,
+                to,
                 at_us: now_us(),
-                detail: frame.body.detail(),
                 depth,
-            })
-        });
+            },
+        );
     }
 }
 
@@ -139,7 +159,7 @@ impl Link {
     }
 
     /// Sends `frame` to the next processor (downstream) or the previous one (upstream).
-    pub fn push(&self, frame: Frame) {
+    pub fn push(&self, mut frame: Frame) {
         let target = match frame.direction {
             Direction::Downstream => &self.next,
             Direction::Upstream => &self.prev,
@@ -147,16 +167,21 @@ impl Link {
         match target {
             Some(inbox) => {
                 let depth = inbox.enqueue();
-                self.observer.crossing(&frame, self.me, inbox.name, depth);
+                self.observer
+                    .crossing(&mut frame, self.me, inbox.name, depth);
                 inbox.deliver(frame);
             }
+            // Past an end the journey is over: published before the end acts on the frame
+            // (a flush's waiter, woken there, then finds its crossings already out).
             None => match frame.direction {
                 Direction::Downstream => {
-                    self.observer.crossing(&frame, self.me, "sink", 0);
+                    self.observer.crossing(&mut frame, self.me, "sink", 0);
+                    frame.journey.finish();
                     self.ends.sink(frame);
                 }
                 Direction::Upstream => {
-                    self.observer.crossing(&frame, self.me, "source", 0);
+                    self.observer.crossing(&mut frame, self.me, "source", 0);
+                    frame.journey.finish();
                     self.ends.source(frame);
                 }
             },

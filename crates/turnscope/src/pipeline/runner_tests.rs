@@ -169,3 +169,79 @@ async fn each_crossing_carries_the_queue_depth_it_joined() {
     assert_eq!(into_a[6], ("Flush".to_string(), 7), "{into_a:?}");
     assert_eq!(into_a[7], ("TextPiece".to_string(), 1), "{into_a:?}");
 }
+
+/// Lets go of the pieces whose text is "gone" (as a processor that consumes a frame does);
+/// forwards the rest.
+struct Dropper;
+
+#[async_trait]
+impl Processor for Dropper {
+    fn name(&self) -> &'static str {
+        "dropper"
+    }
+    async fn process(&mut self, frame: Frame, link: &Link) {
+        if !matches!(&frame.body, FrameBody::TextPiece(p) if &**p == "gone") {
+            link.push(frame);
+        }
+    }
+}
+
+/// On the bus a frame's crossings are one journey, published when it leaves the pipeline, or
+/// where a processor let it go; a whole listener gets the journey, any other its crossings.
+#[tokio::test]
+async fn a_frame_is_one_journey_on_the_bus_published_where_its_way_ends() {
+    let bus = Bus::default();
+    let mut whole = bus.subscribe_whole();
+    let mut each = bus.subscribe();
+    let (b, _) = recorder("b", 0);
+    let pipeline = Pipeline::start(vec![Box::new(Dropper), b], Observer::new(bus.clone(), 1));
+    pipeline.push(piece(1, "kept"));
+    pipeline.push(piece(1, "gone"));
+    assert!(pipeline.drain(Duration::from_secs(5)).await);
+    let mut journeys = Vec::new();
+    while let Some(event) = whole.try_recv() {
+        match &*event {
+            Event::Journey(j) if j.name == "TextPiece" => {
+                let hops: Vec<String> = j
+                    .hops
+                    .iter()
+                    .map(|h| format!("{}>{}", h.from, h.to))
+                    .collect();
+                journeys.push(format!("{}: {}", j.detail, hops.join(" ")));
+            }
+            Event::Frame(f) => panic!("a crossing went out on its own: {f:?}"),
+            _ => {}
+        }
+    }
+    // Each is published when its way ends: "gone" by the dropper, most likely while "kept"
+    // still waited for `b`, so the order is not asserted.
+    journeys.sort();
+    assert_eq!(
+        journeys,
+        [
+            "gone: source>dropper",
+            "kept: source>dropper dropper>b b>sink"
+        ]
+    );
+    let mut crossings = Vec::new();
+    while let Some(event) = each.try_recv() {
+        match &*event {
+            Event::Frame(f) if f.name == "TextPiece" => {
+                crossings.push(format!("{} {}>{}", f.detail, f.from, f.to));
+            }
+            Event::Journey(_) => panic!("a journey was handed out whole"),
+            _ => {}
+        }
+    }
+    // A journey's crossings come together, in order.
+    crossings.sort_by_key(|c| c.starts_with("kept"));
+    assert_eq!(
+        crossings,
+        [
+            "gone source>dropper",
+            "kept source>dropper",
+            "kept dropper>b",
+            "kept b>sink",
+        ]
+    );
+}

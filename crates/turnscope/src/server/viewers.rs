@@ -128,7 +128,8 @@ struct Hub {
     last_rest: Option<(u64, Duration)>,
 }
 
-/// One event as a line, with what the connect-time filter needs to know of it.
+/// One event as a line (a frame's journey as one line per crossing, kept together), with
+/// what the connect-time filter needs to know of it.
 #[derive(Clone)]
 struct Line {
     bytes: Bytes,
@@ -250,7 +251,7 @@ impl Viewers {
             hub.let_go();
             // Subscribed under the lock, before the table is read below: nothing published
             // from here on is missed.
-            let sub = inner.bus.subscribe();
+            let sub = inner.bus.subscribe_whole();
             tokio::spawn(run_hub(Arc::downgrade(inner), sub, inner.wake_hub.clone()));
         }
         // Woken before the table is read below: nothing published from here on is missed.
@@ -373,7 +374,7 @@ impl Inner {
         let Some(since) = hub.resting_since.take() else {
             return;
         };
-        hub.woken = Some(self.bus.subscribe());
+        hub.woken = Some(self.bus.subscribe_whole());
         hub.forget_lines();
         hub.last_rest = Some((hub.first_seq, since.elapsed()));
         let seq = hub.seq();
