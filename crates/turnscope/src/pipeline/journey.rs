@@ -28,8 +28,10 @@ struct Travel {
 
 impl Journey {
     /// Records one crossing. `same` says whether the journey so far is of the frame as it is
-    /// now: a frame a processor changed on the way (its body, direction or turn), which the
-    /// crossings so far do not describe, has those published and starts anew from `begin`.
+    /// now: a frame a processor changed on the way (made it another frame by its name, or
+    /// turned its direction or turn), which the crossings so far do not describe, has those
+    /// published and starts anew from `begin`. A payload changed in place under the same
+    /// name keeps the detail its first crossing read.
     #[inline]
     pub(crate) fn hop(
         &mut self,
