@@ -49,7 +49,8 @@ pub async fn record(
                     if out.write_all(&line).await.is_err() {
                         return written;
                     }
-                    written += 1;
+                    // A frame's journey is a line per crossing.
+                    written += line.iter().filter(|b| **b == b'\n').count() as u64;
                 }
                 next = sub.try_recv();
             }
@@ -133,6 +134,48 @@ impl Recording {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A frame's journey is written as a line per crossing, and counted so.
+    #[tokio::test]
+    async fn a_journey_is_recorded_as_its_crossings() {
+        let bus = Bus::new(16);
+        let path =
+            std::env::temp_dir().join(format!("turnscope-rec-j-{}.jsonl", std::process::id()));
+        let stop = CancellationToken::new();
+        let task = record(&bus, &path, stop.clone()).await.unwrap();
+        let hop = |from, to| crate::observe::Hop {
+            from,
+            to,
+            at_us: 1,
+            depth: 0,
+        };
+        bus.publish(Event::Journey(crate::observe::FrameJourney {
+            id: 1,
+            session: 1,
+            turn: 1,
+            kind: "data",
+            name: "TextPiece",
+            direction: "down",
+            detail: "hi".into(),
+            hops: vec![hop("model", "output"), hop("output", "sink")],
+        }));
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        stop.cancel();
+        let written = task.await.unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_file(&path).ok();
+        let (events, problems) = read_events(&text);
+        assert!(problems.is_empty(), "{problems:?}");
+        let hops: Vec<String> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Frame(f) => Some(format!("{}>{}", f.from, f.to)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(hops, ["model>output", "output>sink"], "{text}");
+        assert_eq!(written, 2);
+    }
 
     /// A recorder that cannot keep up marks the loss in the file, once per loss, and the file
     /// still reads back whole.
