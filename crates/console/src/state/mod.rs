@@ -303,6 +303,7 @@ impl ConsoleState {
         self.stats.observe(event);
         match event {
             Event::Frame(f) => self.on_frame(f, shared),
+            // Folded as its crossings above.
             Event::Journey(_) => {}
             Event::Session(s) => self.on_session(s),
             Event::TurnStarted {

@@ -2,9 +2,9 @@
 //! one event ([`Event::Journey`]) when the frame's way ends: past either end of the pipeline,
 //! or where a processor let go of it.
 //!
-//! One event per crossing (a reply piece crosses six links) made each crossing pay for an
-//! event of its own, an allocation, a broadcast to every listener and a free on another
-//! thread; with three viewers watching a zero-pace load that was most of what watching cost
+//! One event per crossing (a reply piece crosses three links, a flush six) made each
+//! crossing pay for an event of its own, an allocation, a broadcast to every listener and a
+//! free on another thread; with three viewers watching a zero-pace load that was most of what watching cost
 //! the server (`docs/benchmarks.md`). A journey is one of each per frame. Listeners still
 //! read crossings: [`Subscription::recv`](crate::observe::Subscription::recv) hands a
 //! journey's out one by one, and lines are written one per crossing, as before.
