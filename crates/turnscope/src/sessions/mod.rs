@@ -112,7 +112,8 @@ pub struct Session {
     pub number: u64,
     /// Who opened it.
     pub opener: SessionOpener,
-    /// When it opened (in this process).
+    /// When it began opening in this process (before its bot started, so before its first
+    /// frame).
     pub opened: Instant,
     /// Whether it continues a conversation kept in the store (reopened after a restart).
     pub restored: bool,
@@ -399,7 +400,9 @@ impl Sessions {
                 handle_prefix: session.handle_prefix(),
                 opener: session.opener.clone(),
                 closed: None,
-                at_us: now_us(),
+                // When it began opening, so its pipeline's first frames (published before
+                // this) are not older than the session they belong to.
+                at_us: now_us().saturating_sub(session.opened.elapsed().as_micros() as u64),
                 restored: session.restored,
                 taken_from: session.taken_from.clone(),
             })
@@ -414,6 +417,8 @@ impl Sessions {
             return Err(self.draining_error());
         }
         self.take_slot()?;
+        // Before the bot starts: its pipeline's first frames count from here.
+        let opening = Instant::now();
         let number = self.inner.next_number.fetch_add(1, Ordering::Relaxed);
         let handle = self.inner.replica.stamp(Uuid::new_v4());
         let id = self.inner.storage.key().id_of(&handle);
@@ -442,7 +447,7 @@ impl Sessions {
             id,
             number,
             opener,
-            opened: Instant::now(),
+            opened: opening,
             restored: false,
             taken_from: None,
             last_used_ms: AtomicU64::new(self.inner.epoch.elapsed().as_millis() as u64),

@@ -349,6 +349,8 @@ impl Sessions {
         let lost = head.in_flight.as_ref().map(lost_turn);
         let next_turn = head.turns.max(lost.as_ref().map_or(0, |t| t.id)) + 1;
         let number = self.inner.next_number.fetch_add(1, Ordering::Relaxed);
+        // Before the bot starts: its pipeline's first frames count from here.
+        let opening = Instant::now();
         let bot = self.inner.bot.reopen(
             Observer::new(self.inner.bus.clone(), number),
             Restored {
@@ -390,7 +392,7 @@ impl Sessions {
             id,
             number,
             opener: head.opener.clone(),
-            opened: Instant::now(),
+            opened: opening,
             restored: true,
             taken_from,
             last_used_ms: AtomicU64::new(last_used),

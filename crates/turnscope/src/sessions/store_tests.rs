@@ -17,11 +17,12 @@ use crate::model::{EmbeddedModel, ModelClient, ModelConfig, ScriptSettings};
 use crate::store::memory::MemoryStore;
 use crate::store::{Commit, HandleKey, Head, StoreError, StoreStats, StoredTurn};
 
-/// A memory store that claims to outlive the process, and whose writes can be made to fail
-/// (a full disk).
+/// A memory store that claims to outlive the process, whose writes can be made to fail
+/// (a full disk), and whose creates can be made slow.
 struct Disk {
     inner: MemoryStore,
     broken: AtomicBool,
+    slow_create: AtomicBool,
 }
 
 impl Disk {
@@ -29,6 +30,7 @@ impl Disk {
         Arc::new(Self {
             inner,
             broken: AtomicBool::new(false),
+            slow_create: AtomicBool::new(false),
         })
     }
 
@@ -56,6 +58,9 @@ impl SessionStore for Disk {
     }
     async fn create(&self, head: &Head) -> Result<u64, StoreError> {
         self.check()?;
+        if self.slow_create.load(Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         self.inner.create(head).await
     }
     async fn head(&self, id: &HandleId) -> Result<Option<Head>, StoreError> {
@@ -356,6 +361,39 @@ async fn concurrent_calls_on_a_stored_handle_reopen_it_once() {
         found.into_iter().map(|s| s.unwrap().number).collect();
     assert_eq!(numbers.len(), 1);
     assert_eq!(after.len(), 1);
+}
+
+/// A session's bot starts (its `Start` frame crosses the pipeline) before the store has
+/// taken the session; the session event still says it opened before that frame, so a
+/// watcher counting frame times from the opening never sees one before it (the Frames pane
+/// of `attach` and `replay` showed `Start` seconds off).
+#[tokio::test]
+async fn a_session_opens_before_its_first_frame_however_slow_the_store() {
+    let model = model(0.0).await;
+    let disk = Disk::new(MemoryStore::new());
+    disk.slow_create.store(true, Ordering::Relaxed);
+    let sessions = table(&model, disk.clone(), SessionLimits::default());
+    let mut sub = sessions.bus().subscribe();
+    let session = sessions.open(SessionOpener::Api).await.unwrap();
+    let (mut opened, mut first_frame) = (None, None);
+    while opened.is_none() {
+        let event = tokio::time::timeout(Duration::from_secs(5), sub.recv())
+            .await
+            .expect("the session event comes")
+            .expect("the bus is open");
+        match &*event {
+            Event::Frame(f) if f.session == session.number => {
+                first_frame.get_or_insert(f.at_us);
+            }
+            Event::Session(s) if s.session == session.number => opened = Some(s.at_us),
+            _ => {}
+        }
+    }
+    let (opened, first_frame) = (opened.unwrap(), first_frame.expect("Start came first"));
+    assert!(
+        opened <= first_frame,
+        "opened at {opened} µs, its first frame at {first_frame} µs"
+    );
 }
 
 #[tokio::test]
