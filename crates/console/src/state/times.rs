@@ -19,14 +19,16 @@ impl ConsoleState {
         )
     }
 
-    /// A frame's time relative to its session's opening (or to the first event), in a fixed
-    /// 9 cells: `   12.345`, ` 1234.567`, `  123m04s`.
+    /// A frame's time relative to its session's opening (or, for a session not seen open, to
+    /// the first event), in a fixed 9 cells: `   12.345`, ` 1234.567`, `  123m04s`. A frame
+    /// stamped before its session's opening (a source whose clock or order differs) shows 0,
+    /// not a time counted from somewhere else.
     pub fn session_relative(&self, session: u64, at_us: u64) -> String {
         let base = self
             .sessions
             .get(&session)
             .map(|r| r.opened_us)
-            .filter(|b| *b > 0 && *b <= at_us)
+            .filter(|b| *b > 0)
             .or(self.base_us)
             .unwrap_or(at_us);
         fixed_offset(at_us.saturating_sub(base))

@@ -735,6 +735,83 @@ fn an_interrupts_flush_never_draws_the_turn_rule_twice() {
     assert_eq!(rules, vec![4, 5]);
 }
 
+/// A frame's crossings reach the console when its way ends, so the line a processor held
+/// while it answered (here `RunModel`, let go after `ResponseStart` reached the sink) comes
+/// after frames it caused; the pane lists each turn's frames by their first crossing all the
+/// same, and the cursor stays on the frame it was on. The oldest frames leaving the window
+/// take their lines with them wherever those were put.
+#[test]
+fn frames_that_come_late_are_listed_where_they_crossed() {
+    use crate::view::frames::FrameLine;
+    use turnscope::observe::{Event, FrameEvent};
+    let mut c = console();
+    c.selected = Some(9);
+    let crossing = |id: u64, name: &str, from: &str, to: &str, at_us: u64| {
+        Event::Frame(FrameEvent {
+            id,
+            session: 9,
+            turn: 1,
+            kind: "data".into(),
+            name: name.to_string().into(),
+            from: from.to_string().into(),
+            to: to.to_string().into(),
+            direction: "down".into(),
+            at_us,
+            detail: String::new(),
+            depth: 0,
+        })
+    };
+    // As the bus hands them out: each frame's crossings together, where its way ended.
+    for event in [
+        crossing(3, "UserLine", "source", "input", 100),
+        crossing(3, "UserLine", "input", "user-aggregator", 110),
+        crossing(5, "ResponseStart", "model", "output", 300),
+        crossing(5, "ResponseStart", "output", "sink", 310),
+        crossing(4, "RunModel", "user-aggregator", "model", 200),
+        crossing(6, "TextPiece", "model", "output", 400),
+    ] {
+        c.state.apply(&event);
+    }
+    let names = |c: &Console| -> Vec<String> {
+        c.frame_lines()
+            .iter()
+            .filter_map(|l| match l {
+                FrameLine::Frame(i) => Some(c.state.frames()[*i].frame().name.to_string()),
+                FrameLine::Boundary { .. } => None,
+            })
+            .collect()
+    };
+    assert_eq!(
+        names(&c),
+        ["UserLine", "RunModel", "ResponseStart", "TextPiece"]
+    );
+    // The cursor on ResponseStart stays there, though RunModel arrived after it.
+    let lines = c.frame_lines();
+    let on = lines
+        .iter()
+        .position(|l| matches!(l, FrameLine::Frame(i) if c.state.frames()[*i].frame().id == 5))
+        .unwrap();
+    c.frames.set_cursor(&c.state, &lines, on, false);
+    let cursor = c.frames.cursor_frame(&c.state, c.selected).unwrap();
+    assert_eq!(cursor.frame().name, "ResponseStart");
+    // The oldest crossings leave, up to ResponseStart's first: its line, put after
+    // RunModel's, goes too.
+    let mut n = 0;
+    let kept = |c: &Console, id: u64, to: &str| {
+        c.state
+            .frames()
+            .iter()
+            .any(|r| r.frame().id == id && r.frame().to == to)
+    };
+    while kept(&c, 5, "output") {
+        c.state
+            .apply(&crossing(100 + n, "TextPiece", "model", "output", 500 + n));
+        n += 1;
+    }
+    assert!(kept(&c, 4, "model"), "RunModel is still kept");
+    assert_eq!(names(&c)[..3], ["RunModel", "TextPiece", "TextPiece"]);
+}
+
 #[test]
 fn z_zooms_the_focused_pane_and_slash_searches_the_transcript() {
     let mut c = console();

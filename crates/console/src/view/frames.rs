@@ -70,6 +70,9 @@ struct LinesCache {
 /// hops are published within a few events of each other.
 pub const HOP_WINDOW: usize = 256;
 
+/// How many lines back a frame that came late may be put (see `in_time_order`).
+const REORDER_LINES: usize = 64;
+
 /// Where the Frames pane's frames come from.
 pub enum FrameSource<'a> {
     /// The live window.
@@ -101,6 +104,30 @@ impl<'a> FrameSource<'a> {
     }
 }
 
+/// Where a frame's line goes among the last ones: after every line of its session's turn that
+/// crossed earlier. A frame reaches the bus as one journey when its way ends
+/// (`pipeline::journey`), so one a processor held a while (the line it answers) can come after
+/// frames it caused; its row goes back up to where its first crossing was, within
+/// [`REORDER_LINES`] lines and never above its turn's boundary.
+fn in_time_order(
+    cache: &LinesCache,
+    source: &FrameSource<'_>,
+    f: &turnscope::observe::FrameEvent,
+) -> usize {
+    let mut at = cache.lines.len();
+    while at > 0 && cache.lines.len() - at < REORDER_LINES {
+        let FrameLine::Frame(j) = cache.lines[at - 1] else {
+            break;
+        };
+        let before = source.get(j).frame();
+        if before.session != f.session || before.turn != f.turn || before.at_us <= f.at_us {
+            break;
+        }
+        at -= 1;
+    }
+    at
+}
+
 impl LinesCache {
     /// The source lost its `gone` oldest frames: their lines go (a boundary stays with the
     /// first frame kept after it) and the other indices move down.
@@ -115,6 +142,9 @@ impl LinesCache {
             _ => keep_from,
         };
         self.lines.drain(..start);
+        // A frame put back in time order may sit after the first one kept.
+        self.lines
+            .retain(|l| !matches!(l, FrameLine::Frame(i) if *i < gone));
         for line in &mut self.lines {
             if let FrameLine::Frame(i) = line {
                 *i -= gone;
@@ -186,7 +216,7 @@ impl FramesView {
         }
         for seq in cache.next_seq..=last {
             let i = (seq - first) as usize;
-            self.list(&mut cache, i, source.get(i).frame(), selected);
+            self.list(&mut cache, &source, i, selected);
         }
         cache.next_seq = last + 1;
         cache.lines.clone()
@@ -202,10 +232,11 @@ impl FramesView {
     fn list(
         &self,
         cache: &mut LinesCache,
+        source: &FrameSource<'_>,
         i: usize,
-        f: &turnscope::observe::FrameEvent,
         selected: Option<u64>,
     ) {
+        let f = source.get(i).frame();
         cache.matched += 1;
         if !self.all && Some(f.session) != selected {
             return;
@@ -234,8 +265,11 @@ impl FramesView {
                 session: f.session,
                 turn: f.turn,
             });
+            cache.lines.push(FrameLine::Frame(i));
+            return;
         }
-        cache.lines.push(FrameLine::Frame(i));
+        let at = in_time_order(cache, source, f);
+        cache.lines.insert(at, FrameLine::Frame(i));
     }
 
     /// The crossings of the frame whose first listed crossing is `first` (an index into the
@@ -261,9 +295,16 @@ impl FramesView {
         let last_frame = lines.iter().rposition(|l| matches!(l, FrameLine::Frame(_)));
         match self.cursor {
             None => last_frame,
+            // Its own line, else (gone) the first after it; lines are in time order, which
+            // is arrival order but for a frame put back a few lines.
             Some(seq) => lines
                 .iter()
-                .position(|l| matches!(l, FrameLine::Frame(i) if source.get(*i).seq >= seq))
+                .position(|l| matches!(l, FrameLine::Frame(i) if source.get(*i).seq == seq))
+                .or_else(|| {
+                    lines
+                        .iter()
+                        .position(|l| matches!(l, FrameLine::Frame(i) if source.get(*i).seq >= seq))
+                })
                 .or(last_frame),
         }
     }
