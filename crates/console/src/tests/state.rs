@@ -425,6 +425,12 @@ fn frame_times_are_fixed_width_and_count_from_the_session() {
         "   4.000s",
         "relative to #2's opening, not the console's first event"
     );
+    // A frame stamped just before its session's opening counts from the opening too.
+    assert_eq!(
+        s.session_relative(2, T0 + 500_000),
+        "   0.000s",
+        "not from the console's first event"
+    );
 }
 
 #[test]

@@ -265,9 +265,8 @@ impl FramesView {
                 session: f.session,
                 turn: f.turn,
             });
-            cache.lines.push(FrameLine::Frame(i));
-            return;
         }
+        // Right after a boundary just drawn this is the end: nothing is put above one.
         let at = in_time_order(cache, source, f);
         cache.lines.insert(at, FrameLine::Frame(i));
     }
