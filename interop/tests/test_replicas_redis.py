@@ -23,7 +23,13 @@ import pytest
 
 from test_claude_code import SEARCH, START, ClaudeCode, chat, chat_on  # also puts interop/servers on the path
 from anthropic_stub import AnthropicStub  # noqa: E402 - after the line above
-from replicas import Balancer, RawMcp, Replica, binary, no_cookie_client, raw_record, raw_text
+from replicas import (
+    Balancer, RawMcp, Replica, binary, handle_of, no_cookie_client, pinned_to, raw_record, raw_text, record_of, text_of,
+)
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
 from shared_store import CLEAR, CONFIG, TOKEN, RedisServer, keeper, store_args
 
 pytestmark = pytest.mark.anyio
@@ -270,6 +276,39 @@ async def test_a_request_resent_to_another_replica_is_answered_from_the_stored_t
     tokens = [t["usage"]["prompt_tokens"] for t in (said, ran, other, plain)]
     steps = [b - a for a, b in zip(tokens, tokens[1:])]
     assert steps[0] > 0 and steps == [steps[0]] * 3, tokens
+
+
+async def test_a_client_in_an_mcp_session_chats_on_a_handle_born_on_another_replica(cluster):
+    """An SDK client in an MCP session (2025-11-25, `legacy`) keeps one handle across sessions
+    it opens on each replica in turn (a new process going on with a conversation, or a session
+    opened while the handle's replica was down, which is up again). The replicas say their store
+    is shared, so the recipe keeps each chat on its session's replica, which loads the
+    conversation from Redis: every chat answered, the history whole, all three replicas serving
+    it. Routed by the handle's tag alone, a chat went to the handle's replica, which does not
+    know the session: 404 ("Session terminated") for two sessions in three."""
+    replicas, balancer = cluster
+    handle = None
+    turns = []
+    for home in ("r1", "r2", "r3", "r1", "r2", "r3"):
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"} | pinned_to(home))
+        async with http, Client(
+            streamable_http_client(balancer.url, http_client=http), mode="legacy", read_timeout_seconds=30
+        ) as client:
+            if handle is None:
+                handle = handle_of(await client.call_tool("start", {}))
+            reply = await client.call_tool("chat", {"handle": handle, "line": f"said on {home}"})
+            assert not reply.is_error, (home, text_of(reply))
+            turns.append(record_of(reply, "turnscope/turn"))
+    assert [t["turn"] for t in turns] == [1, 2, 3, 4, 5, 6], turns
+    said = [t["reply"] for t in turns]
+    assert all(r.startswith(f"You said: said on {h}") for r, h in zip(said, ("r1", "r2", "r3") * 2)), said
+    # The history is whole: every line and reply have as many words, so each turn's prompt is
+    # longer than the one before by the same count (see shared_store).
+    tokens = [t["usage"]["prompt_tokens"] for t in turns]
+    steps = [b - a for a, b in zip(tokens, tokens[1:])]
+    assert steps[0] > 0 and steps == [steps[0]] * 5, tokens
+    # Each replica served it (and holds it open now).
+    assert [health(r)[1]["sessions"] for r in replicas] == [1, 1, 1]
 
 
 async def test_claude_code_chats_on_after_its_replica_is_killed(cluster):

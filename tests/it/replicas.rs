@@ -219,3 +219,107 @@ async fn resuming_a_stream_or_session_this_replica_never_served_is_404_not_an_em
         );
     }
 }
+
+/// The `turnscope-store` header of the answer to an `initialize` (2025-06-18, as an SDK client
+/// in an MCP session sends it) and of a `tools/list` on the session it opened.
+async fn store_headers(url: &str) -> (Option<String>, Option<String>) {
+    let http = reqwest::Client::new();
+    let post = |body: Value, session: Option<&str>| {
+        let mut request = http
+            .post(url)
+            .header("Accept", "application/json, text/event-stream")
+            .json(&body);
+        if let Some(session) = session {
+            request = request
+                .header("Mcp-Session-Id", session)
+                .header("MCP-Protocol-Version", "2025-06-18");
+        }
+        request.send()
+    };
+    let header = |r: &reqwest::Response, name: &str| {
+        r.headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_string())
+    };
+    let init = post(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "it", "version": "1"}}}),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(init.status(), 200);
+    let session = header(&init, "mcp-session-id").expect("an MCP session");
+    let list = post(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        Some(&session),
+    )
+    .await
+    .unwrap();
+    assert_eq!(list.status(), 200);
+    (
+        header(&init, "turnscope-store"),
+        header(&list, "turnscope-store"),
+    )
+}
+
+#[tokio::test]
+async fn a_replica_with_a_store_of_its_own_never_says_it_is_shared() {
+    // Its handles live only here, so the recipe must go on routing them by their tag.
+    let bin = Headless::start("store-own", "[server]\nreplica_id = \"it-a\"\n", &[]).await;
+    assert_eq!(store_headers(&bin.url).await, (None, None));
+}
+
+/// A `redis-server` on a free loopback port, nothing kept on disk; killed on drop.
+struct Redis {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Redis {
+    fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server (Debian: apt-get install redis-server)");
+        let deadline = std::time::Instant::now() + WAIT;
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "redis-server never listened"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self { child, port }
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_replica_on_a_shared_store_says_so_on_every_mcp_answer() {
+    // examples/haproxy.cfg learns from it that any replica serves any handle, and keeps a
+    // request of an MCP session on that session's replica (interop: test_replicas_redis.py).
+    let redis = Redis::start();
+    let config = format!(
+        "[server]\nreplica_id = \"it-a\"\n[store]\nurl = \"redis://127.0.0.1:{}/0\"\n",
+        redis.port
+    );
+    let bin = Headless::start("store-shared", &config, &[]).await;
+    let shared = Some("shared".to_string());
+    assert_eq!(store_headers(&bin.url).await, (shared.clone(), shared));
+}

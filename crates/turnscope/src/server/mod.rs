@@ -147,6 +147,14 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
             wire::WireTap::new(sessions.bus().clone()),
             wire::record,
         ));
+    // A shared store lets any replica serve any handle: the replica says so on every `/mcp`
+    // answer, so the balancer's recipe may keep a request of an MCP session on that session's
+    // replica instead of sending it by the handle's tag (examples/haproxy.cfg).
+    let mcp_routes = if sessions.store().shared() {
+        mcp_routes.layer(axum::middleware::map_response(say_the_store_is_shared))
+    } else {
+        mcp_routes
+    };
     let app = Router::new()
         .route(
             "/healthz",
@@ -205,6 +213,23 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
         .merge(events)
         .merge(extra);
     protect(app, guard, body)
+}
+
+/// The header on every `/mcp` answer of a replica whose store is shared with other replicas
+/// (value [`SHARED_STORE`]): what the balancer's recipe learns it from.
+pub const STORE_HEADER: &str = "turnscope-store";
+
+/// [`STORE_HEADER`]'s value: any replica of this store serves any handle.
+pub const SHARED_STORE: &str = "shared";
+
+async fn say_the_store_is_shared(
+    mut response: axum::response::Response,
+) -> axum::response::Response {
+    response.headers_mut().insert(
+        STORE_HEADER,
+        axum::http::HeaderValue::from_static(SHARED_STORE),
+    );
+    response
 }
 
 /// How long the MCP handlers go on after `stop`: requests already read when the server stops
