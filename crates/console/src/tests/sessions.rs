@@ -138,3 +138,34 @@ fn the_persons_own_session_stays_selected_until_its_row_arrives() {
     c.settle();
     assert_eq!(c.selected, Some(1));
 }
+
+#[test]
+fn a_long_session_number_is_shown_whole() {
+    // An attached console numbers the sessions it starts apart from the watched server's
+    // (from 1,000,001); a long-lived server reaches four digits. The column was 4 wide:
+    // `▶10…` and `1000` lost their digits.
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    let mut c = console();
+    c.state
+        .apply(&Event::Session(turnscope::observe::SessionEvent {
+            session: 1_000_001,
+            handle_prefix: "9adfec9c".into(),
+            opener: turnscope::observe::SessionOpener::Console,
+            closed: None,
+            restored: false,
+            taken_from: None,
+            at_us: c.state.now_us + 1_000,
+        }));
+    c.focus = PaneId::Sessions;
+    c.selected = Some(1_000_001);
+    c.before_draw();
+    let mut terminal = Terminal::new(TestBackend::new(160, 48)).expect("test terminal");
+    terminal.draw(|f| crate::draw::draw(f, &c)).expect("draw");
+    let screen = terminal.backend().to_string();
+    assert!(screen.contains("▶1000001 9adfec9c"), "{screen}");
+    assert!(
+        screen.contains(" 1       1a2b3c4d"),
+        "shorter numbers line up: {screen}"
+    );
+}

@@ -73,16 +73,23 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     let wide = body.width >= 64;
     // Tokens (prompt→completion) only where they fit beside everything else.
     let tokens = body.width >= 96;
+    let number_w = number_width(
+        rows.iter()
+            .take(end)
+            .skip(start)
+            .filter(|r| !r.is_stored())
+            .map(|r| r.number),
+    );
     let by_w = (body.width as usize)
         .saturating_sub(if wide {
-            4 + 9 + 6 + 5 + 12 + 7 + 7 + if tokens { TOKENS_W } else { 0 }
+            number_w + 9 + 6 + 5 + 12 + 7 + 7 + if tokens { TOKENS_W } else { 0 }
         } else {
-            4 + 9 + 6 + 5 + 12
+            number_w + 9 + 6 + 5 + 12
         })
         .clamp(8, 24);
     let mut header = format!(
         "{}{}{}{}{}{}",
-        pad(" #", 4),
+        pad(" #", number_w),
         pad("handle", 9),
         pad("opened by", by_w),
         pad("turns", 6),
@@ -109,7 +116,13 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     }
     for row in rows.iter().take(end).skip(start) {
         let selected = Some(row.number) == c.selected;
-        lines.push(row_line(c, row, selected, by_w, (wide, wide && tokens)));
+        lines.push(row_line(
+            c,
+            row,
+            selected,
+            (number_w, by_w),
+            (wide, wide && tokens),
+        ));
     }
     f.render_widget(Paragraph::new(lines), body);
 }
@@ -153,11 +166,23 @@ fn opened_by<'a>(
     ]
 }
 
+/// The number column's width for the rows on screen (a stored row shows `-`): the marker,
+/// the longest number and a space (at least 4), so `#1000001` (a session an attached console
+/// started, numbered apart from the watched server's) or the thousandth session is shown
+/// whole.
+fn number_width(numbers: impl Iterator<Item = u64>) -> usize {
+    let digits = numbers
+        .map(|n| n.checked_ilog10().map_or(1, |d| d as usize + 1))
+        .max()
+        .unwrap_or(1);
+    (digits + 2).max(4)
+}
+
 fn row_line<'a>(
     c: &Console,
     row: &SessionRow,
     selected: bool,
-    by_w: usize,
+    (number_w, by_w): (usize, usize),
     (wide, tokens): (bool, bool),
 ) -> Line<'a> {
     let t = &c.theme;
@@ -184,7 +209,7 @@ fn row_line<'a>(
                 } else {
                     format!("{marker}{}", row.number)
                 },
-                4,
+                number_w,
             ),
             base,
         ),
