@@ -171,11 +171,15 @@ impl Console {
                 error: true,
             }),
             Ok(reply) if reply.is_error() => Some(Notice {
-                text: format!(
-                    "turn {} ended in error: {}",
-                    reply.turn.unwrap_or(0),
-                    reply.error.unwrap_or_default()
-                ),
+                text: match reply.turn {
+                    Some(turn) => format!(
+                        "turn {turn} ended in error: {}",
+                        reply.error.unwrap_or_default()
+                    ),
+                    // An attached console's chat answered with an error before any turn (the
+                    // bot refused the call): its text says what happened.
+                    None => format!("chat failed: {}", reply.error.unwrap_or_default()),
+                },
                 error: true,
             }),
             Ok(reply) if line.is_empty() => Some(Notice {

@@ -196,6 +196,23 @@ fn chat_errors_become_error_notices_and_replies_clear_them() {
         n.error && n.text.contains("turn 3 ended in error: model down"),
         "{n:?}"
     );
+    // An error with no turn (a call the bot refused, as an attached console hears it): no
+    // "turn 0".
+    c.chat_done(
+        1,
+        "hi",
+        Ok(reply(
+            None,
+            "",
+            Some("error"),
+            Some("store: the session store did not answer"),
+        )),
+    );
+    let n = c.notice.clone().unwrap();
+    assert!(
+        n.error && n.text == "chat failed: store: the session store did not answer",
+        "{n:?}"
+    );
     c.chat_done(1, "hi", Ok(reply(Some(4), "fine", Some("completed"), None)));
     assert_eq!(c.notice, None);
 }

@@ -372,7 +372,7 @@ impl Sessions {
         let started = std::time::Instant::now();
         let mut asked = !interrupting;
         loop {
-            let lease = store.acquire(id).await.map_err(|e| ChatError::Store {
+            let lease = store.acquire(id).await.map_err(|e| ChatError::StoreAway {
                 message: e.to_string(),
             })?;
             match lease {
@@ -554,7 +554,7 @@ impl Sessions {
                     }
                     // The store did not answer: the turn did not begin.
                     Conflict::Unsaved(e) if taken_with_mark => {
-                        return Err(ChatError::Store {
+                        return Err(ChatError::StoreAway {
                             message: e.to_string(),
                         });
                     }

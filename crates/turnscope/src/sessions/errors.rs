@@ -70,6 +70,12 @@ pub enum ChatError {
         /// What the store said (names the store and what to do).
         message: String,
     },
+    /// A shared store did not answer before anything ran (taking the lease, writing the
+    /// mark a turn begins with): the call did nothing.
+    StoreAway {
+        /// What the store said (names the store and what to do).
+        message: String,
+    },
 }
 
 impl fmt::Display for ChatError {
@@ -104,6 +110,11 @@ impl fmt::Display for ChatError {
             ChatError::Store { message } => write!(
                 f,
                 "handle: the conversation could not be read back from the session store: {message}"
+            ),
+            ChatError::StoreAway { message } => write!(
+                f,
+                "store: the session store did not answer, so nothing ran and the conversation is as it was: \
+                 {message}. Call chat again (with the same line) once it answers."
             ),
             ChatError::Cap { cap, handle_seconds } => write!(
                 f,

@@ -310,7 +310,7 @@ impl Sessions {
                 storage.release(&id).await;
                 session.bot.end().await;
                 tracing::warn!("{conflict}");
-                return Err(ChatError::Store {
+                return Err(ChatError::StoreAway {
                     message: conflict.to_string(),
                 });
             }

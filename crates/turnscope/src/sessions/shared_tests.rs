@@ -171,3 +171,47 @@ async fn a_new_line_on_another_replica_waits_for_a_turn_a_call_there_reads() {
         "r1's call read its turn: {second:?}"
     );
 }
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_line_sent_while_redis_is_away_runs_nothing_and_says_so() {
+    let durable = ["--appendonly", "yes", "--appendfsync", "always"];
+    let mut server = RedisServer::start(&durable);
+    let (_model, r1, _r2) = two_replicas(&server, 0.0, None).await;
+    let handle = r1.open(SessionOpener::Api).await.unwrap().handle();
+    say(&r1, &handle, "my name is Ada").await;
+    server.kill();
+    let cancel = CancellationToken::new();
+    let e = r1
+        .chat(&handle, "what did I say", None, &cancel)
+        .await
+        .unwrap_err();
+    // Not "could not be read back": the session is here, the store did not take its mark.
+    let text = e.to_string();
+    assert!(
+        matches!(e, ChatError::StoreAway { .. })
+            && text.starts_with("store: the session store did not answer, so nothing ran")
+            && text.contains("store redis://127.0.0.1:")
+            && text.contains("Call chat again"),
+        "{text}"
+    );
+    server.restart(&durable);
+    // Once Redis answers, the same line runs on the history as it was.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let reply = loop {
+        match r1.chat(&handle, "what did I say", None, &cancel).await {
+            Ok(reply) => break reply,
+            Err(e) if std::time::Instant::now() < deadline => {
+                assert!(matches!(e, ChatError::StoreAway { .. }), "{e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("Redis never answered again: {e}"),
+        }
+    };
+    assert_eq!(reply.reply, "Earlier you said: my name is Ada");
+    assert_eq!(
+        reply.turn,
+        Some(2),
+        "the line sent while Redis was away never ran"
+    );
+}
