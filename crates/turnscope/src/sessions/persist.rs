@@ -310,8 +310,12 @@ impl Sessions {
                 storage.release(&id).await;
                 session.bot.end().await;
                 tracing::warn!("{conflict}");
-                return Err(ChatError::StoreAway {
-                    message: conflict.to_string(),
+                return Err(match conflict {
+                    // Written elsewhere since it was read: the next call loads it afresh.
+                    Conflict::Changed(_) => ChatError::Stale,
+                    conflict => ChatError::StoreAway {
+                        message: conflict.to_string(),
+                    },
                 });
             }
         }
