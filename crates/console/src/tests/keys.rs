@@ -1032,3 +1032,56 @@ fn a_replay_scrubs_inside_the_turn_the_turn_view_shows() {
         "back before turn 2 started, the newest is turn 1 again"
     );
 }
+
+/// pipecat's frame names run to 33 characters (`OutputTransportMessageUrgentFrame`): where the
+/// pane has room (zoomed, a wide terminal) the name column grows to the longest name on
+/// screen, so they are read whole; a pane the width of the usual split keeps 21 cells.
+#[test]
+fn long_frame_names_are_shown_whole_where_the_pane_has_room() {
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    use turnscope::observe::{Event, FrameEvent};
+    let mut c = console();
+    c.selected = Some(9);
+    for (id, name) in [
+        (1, "OutputTransportMessageUrgentFrame"),
+        (2, "LLMTextFrame"),
+    ] {
+        c.state.apply(&Event::Frame(FrameEvent {
+            id,
+            session: 9,
+            turn: 1,
+            kind: "system".into(),
+            name: name.into(),
+            from: "RTVIProcessor#0".into(),
+            to: "Pipeline#0::Source".into(),
+            direction: "down".into(),
+            at_us: c.state.now_us + id,
+            detail: "hi".into(),
+            depth: 0,
+        }));
+    }
+    c.focus = PaneId::Frames;
+    let draw = |c: &mut Console, w: u16| {
+        c.before_draw();
+        let mut terminal = Terminal::new(TestBackend::new(w, 30)).expect("test terminal");
+        terminal.draw(|f| crate::draw::draw(f, c)).expect("draw");
+        terminal.backend().to_string()
+    };
+    c.zoom = true;
+    let wide = draw(&mut c, 140);
+    assert!(
+        wide.contains("OutputTransportMessageUrgentFrame RTVIProcessor#0→Pipeline#0::Source"),
+        "{wide}"
+    );
+    assert!(
+        wide.contains("LLMTextFrame                      RTVIProcessor#0"),
+        "the names line up: {wide}"
+    );
+    c.zoom = false;
+    let split = draw(&mut c, 140);
+    assert!(
+        split.contains("OutputTransportMessa…RTVIProcessor#0"),
+        "{split}"
+    );
+}

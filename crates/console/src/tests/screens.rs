@@ -123,6 +123,13 @@ fn attached_the_header_names_the_server_and_learns_the_model_from_requests() {
     let header = top.lines().next().unwrap_or_default();
     assert!(header.contains("server turnscope 0.1.0"), "{header}");
     assert!(header.contains("model qwen2.5-0.5b-instruct"), "{header}");
+    // The watched bot's other clients may not show: the empty list says what will.
+    c.start_on_first_line = true;
+    let empty = screen(&mut c, 160, 48);
+    assert!(
+        empty.contains("no sessions yet: a line below starts yours"),
+        "{empty}"
+    );
 
     let mut replay = ConsoleState::new(Header {
         model: "llama3.2 at http://127.0.0.1:11434/v1".into(),

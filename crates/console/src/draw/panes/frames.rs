@@ -9,7 +9,7 @@ use ratatui::widgets::{Block, BorderType, Clear, Paragraph, Wrap};
 
 use crate::text::{count, one_line, pad, truncate, width};
 use crate::view::console::Console;
-use crate::view::frames::FrameLine;
+use crate::view::frames::{FrameLine, FrameSource};
 use turnscope::observe::FrameEvent;
 
 /// Draws the pane into the inspector's inside.
@@ -108,6 +108,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             t.dim,
         ));
     }
+    let name_w = name_width(c, &lines[start..end], &source, area.width as usize);
     for (i, l) in lines.iter().enumerate().take(end).skip(start) {
         let line = match l {
             FrameLine::Boundary { session, turn } => {
@@ -122,7 +123,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
                     c,
                     source.get(*idx).frame(),
                     (last, hops.len()),
-                    area.width as usize,
+                    (area.width as usize, name_w),
                 )
             }
         };
@@ -169,12 +170,41 @@ pub fn kind_style(c: &Console, kind: &str) -> Style {
     }
 }
 
-/// One frame's row: `fr` its first crossing, `last` its last one of `hops`.
+/// Cells of the name column: 21 (a name and a space), wider where the rows on screen have
+/// longer names (pipecat's run to 33 characters: `OutputTransportMessageUrgentFrame`) and the
+/// row has room for them beside a full route and some detail; at most [`NAME_MAX`].
+fn name_width(c: &Console, on_screen: &[FrameLine], source: &FrameSource<'_>, w: usize) -> usize {
+    let session_w = if c.frames.all { 4 } else { 0 };
+    let spare = w.saturating_sub(NAME_MIN + ROW_FIXED + session_w + ROUTE_MAX + 24);
+    if spare == 0 {
+        return NAME_MIN;
+    }
+    let longest = on_screen
+        .iter()
+        .filter_map(|l| match l {
+            FrameLine::Frame(idx) => Some(width(&source.get(*idx).frame().name) + 1),
+            FrameLine::Boundary { .. } => None,
+        })
+        .max()
+        .unwrap_or(0);
+    longest.clamp(NAME_MIN, (NAME_MIN + spare).min(NAME_MAX))
+}
+
+/// The name column's usual cells, and its most.
+const NAME_MIN: usize = 21;
+const NAME_MAX: usize = 41;
+/// A row's cells but the name, route and detail: time, kind letter, arrow.
+const ROW_FIXED: usize = 14;
+/// Most cells of the route column.
+const ROUTE_MAX: usize = 44;
+
+/// One frame's row: `fr` its first crossing, `last` its last one of `hops`; `w` cells wide,
+/// its name column `name_w`.
 fn frame_line(
     c: &Console,
     fr: &FrameEvent,
     (last, hops): (&FrameEvent, usize),
-    w: usize,
+    (w, name_w): (usize, usize),
 ) -> Line<'static> {
     let t = &c.theme;
     let kind = kind_style(c, &fr.kind);
@@ -191,8 +221,8 @@ fn frame_line(
     };
     let arrow = if fr.direction == "up" { "↑" } else { "↓" };
     let session_w = if c.frames.all { 4 } else { 0 };
-    let fixed = 10 + session_w + 2 + 21 + 2;
-    let route_w = w.saturating_sub(fixed + 12).clamp(12, 44);
+    let fixed = ROW_FIXED + session_w + name_w;
+    let route_w = w.saturating_sub(fixed + 12).clamp(12, ROUTE_MAX);
     let detail_w = w.saturating_sub(fixed + route_w);
     let mut spans = vec![Span::styled(
         format!("{} ", c.state.session_relative(fr.session, fr.at_us)),
@@ -203,7 +233,7 @@ fn frame_line(
     }
     spans.extend([
         Span::styled(format!("{letter} "), kind),
-        Span::styled(pad(&fr.name, 21), kind),
+        Span::styled(pad(&fr.name, name_w), kind),
         Span::styled(pad(&route, route_w.saturating_sub(1)) + " ", t.text),
         Span::styled(format!("{arrow} "), t.dim),
     ]);

@@ -110,7 +110,12 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         ));
     } else if rows.is_empty() {
         lines.push(Line::styled(
-            " no sessions yet: MCP clients open one with `start`",
+            if c.start_on_first_line {
+                // Attached: the bot's other clients may not show here; the person's line does.
+                " no sessions yet: a line below starts yours"
+            } else {
+                " no sessions yet: MCP clients open one with `start`"
+            },
             t.dim,
         ));
     }
