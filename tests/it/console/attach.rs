@@ -70,6 +70,40 @@ async fn attached_to_a_headless_turnscope_it_shows_every_session_and_chats_in_it
     r.send(b"q").await;
 }
 
+/// The Tools pane of an attached console lists the target's `tools/list`, and its form calls
+/// them over the console's MCP client: `start` by hand opens a session on the server (the
+/// result shows its handle) and needs no line typed; a call its schema refuses is not sent.
+#[tokio::test]
+async fn attached_the_tools_pane_calls_the_targets_tools_by_hand() {
+    let mut server = serving(&["--headless", "--port", "0", "--pace", "0"])
+        .spawn()
+        .expect("the headless server starts");
+    let url = url_in(&ready_line(&mut server).await, "/mcp");
+    let mut s = Screen::start(&["attach", &url]).await;
+    s.wait_text("watching").await;
+    s.send(b"\x1b").await;
+    s.send(b"6").await;
+    s.send(b"z").await;
+    s.wait_text("listed: the attached bot's own tools/list")
+        .await;
+    // The list is the server's: `start` is first.
+    s.send(b"\r").await;
+    s.wait_text("call start").await;
+    s.send(b"\r").await;
+    let screen = s.wait_text("result of start · isError false").await;
+    assert!(screen.contains("Handle:"), "{screen}");
+    let health: serde_json::Value = reqwest::get(url.replace("/mcp", "/healthz"))
+        .await
+        .expect("/healthz answers")
+        .json()
+        .await
+        .expect("/healthz is JSON");
+    assert_eq!(health["sessions"], 1, "the hand call opened it: {health}");
+    s.send(b"\x03").await;
+    assert!(s.wait_exit().await.success());
+    terminate(&mut server).await;
+}
+
 /// A line of a child's stdout containing `needle`.
 async fn line_with(child: &mut tokio::process::Child, needle: &str) -> String {
     let stdout = child.stdout.take().expect("stdout piped");

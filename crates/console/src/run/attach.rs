@@ -32,6 +32,9 @@ pub struct Remote {
     outcomes: Mutex<Vec<Result<u64, String>>>,
     /// The watched server's restarts the console has been told of.
     restarts_seen: AtomicU64,
+    /// The target's `tools/list` (what the Tools pane lists): hand calls are checked
+    /// against it before they are sent.
+    tools: Vec<ToolSpec>,
 }
 
 impl Attachment for Remote {
@@ -184,7 +187,25 @@ fn perform(
         Action::SaveCalls { .. } => {
             crate::run::workbench::perform(action, console, None, (&dead(), &dead()));
         }
-        Action::HandCall { id, .. } => crate::run::workbench::refuse_here(console, Some(id)),
+        Action::HandCall {
+            id,
+            tool,
+            arguments,
+        } => {
+            // The Tools pane lists the target's own tools/list: called over the same client.
+            let Some(target) = remote.attached.target.clone() else {
+                crate::run::workbench::refuse_here(console, Some(id));
+                return;
+            };
+            let (remote, tx) = (remote.clone(), chat_tx.clone());
+            tokio::spawn(async move {
+                let result = match serde_json::from_str(&arguments) {
+                    Ok(args) => target.call_by_hand(&remote.tools, &tool, args).await,
+                    Err(e) => Err(format!("the arguments are not JSON: {e}")),
+                };
+                let _ = tx.send(Done::Hand((id, result)));
+            });
+        }
         Action::Resend { .. } => crate::run::workbench::refuse_here(console, None),
         Action::NewSession => open_session(remote),
         Action::StartWith { line } => {
@@ -352,6 +373,7 @@ pub async fn attach(
         replica: None,
         ..Header::default()
     });
+    let mut listed = Vec::new();
     match &attached.target {
         Some(t) => match t.tools().await {
             Ok(tools) => {
@@ -364,7 +386,8 @@ pub async fn attach(
                         source: "the attached bot (tools/list)".into(),
                     })
                     .collect();
-                state.set_tools(&specs);
+                state.set_attached_tools(&specs);
+                listed = specs;
             }
             Err(e) => state.tools_note = Some(e),
         },
@@ -377,6 +400,7 @@ pub async fn attach(
         attached,
         outcomes: Mutex::new(Vec::new()),
         restarts_seen: AtomicU64::new(0),
+        tools: listed,
     });
     remote.refresh(&mut state);
     let feed = LiveFeed::attached(sub, remote.clone() as Arc<dyn Attachment>);

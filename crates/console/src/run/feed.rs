@@ -38,6 +38,8 @@ pub enum Done {
         /// The line that was to go to it, given back to the input line when it could not open.
         unsent: Option<String>,
     },
+    /// A hand call of an attached bot's tool ended (made over MCP, or why it was not).
+    Hand(crate::run::workbench::HandDone),
 }
 
 /// What the loop asks of a bot this process does not run (`run::attach` implements it): the

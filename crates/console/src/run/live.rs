@@ -375,6 +375,7 @@ async fn next_event(
 fn finished(console: &mut Console, done: Done) {
     match done {
         Done::Chat(session, line, result) => console.chat_done(session, &line, *result),
+        Done::Hand((id, result)) => console.hand_call_done(id, result),
         Done::Opened {
             result: Ok(number),
             replacing,

@@ -115,14 +115,19 @@ pub fn perform(
     None
 }
 
-/// A console that runs no bot (attached to another one) neither calls its tools nor sends its
-/// model requests: say so, and settle what was waiting.
+/// A console that runs no bot (attached to another one) sends no model request of it (its
+/// model is called where it runs), and one that only watches whisker has no tool to call
+/// (an attached bot's own `tools/list` is called over MCP: `run::attach`): say so, and settle
+/// what was waiting.
 pub fn refuse_here(console: &mut Console, hand_call: Option<u64>) {
-    let why = "this console does not run the bot (it is attached to one): its tools and its model are \
-               called where it runs; use `turnscope tools call` there, or its own console";
     match hand_call {
-        Some(id) => console.hand_call_done(id, Err(why.into())),
+        Some(id) => console.hand_call_done(
+            id,
+            Err("watching only (--whisker without a bot URL): no tool to call".into()),
+        ),
         None => {
+            let why = "this console does not run the bot (it is attached to one): its model is \
+                       called where it runs; resend the request from its own console there";
             if let Some(editor) = console.editor.as_mut() {
                 editor.sending = false;
                 editor.error = Some(why.into());

@@ -365,6 +365,9 @@ pub struct ToolView {
     pub input: serde_json::Value,
     /// What OpenAI strict mode, Gemini or Claude would refuse or change in the schema.
     pub portability: Vec<String>,
+    /// Some provider refuses the schema as it is and no mended version of it is served (the
+    /// list marks it `~`).
+    pub unserved: bool,
 }
 
 /// A log line.

@@ -25,12 +25,24 @@ impl ConsoleState {
             skipped: Some(skip.to_string()),
             input: serde_json::Value::Null,
             portability: Vec::new(),
+            unserved: false,
         }));
     }
 
     /// Sets the tool list from the bot's specs: schemas pretty-printed, the OpenAI conversion
     /// done, collisions and renames explained.
     pub fn set_tools(&mut self, specs: &[ToolSpec]) {
+        self.fill_tools(specs, true);
+    }
+
+    /// Sets the tool list from an attached bot's `tools/list`: tools its MCP clients see,
+    /// which no OpenAI bridge of ours offers (so none has a strict version served).
+    pub fn set_attached_tools(&mut self, specs: &[ToolSpec]) {
+        self.fill_tools(specs, false);
+    }
+
+    /// The list from `specs`; `bridged`: turnscope's OpenAI bridge offers them.
+    fn fill_tools(&mut self, specs: &[ToolSpec], bridged: bool) {
         self.tools_generation += 1;
         let names = NameMap::new(specs.iter().map(|s| s.name.as_str()));
         let mut seen = std::collections::BTreeMap::<&str, &str>::new();
@@ -51,6 +63,7 @@ impl ConsoleState {
                         "OpenAI name: `{renamed}` (OpenAI names allow only A-Z a-z 0-9 _ -, at most 64)"
                     ));
                 }
+                let findings = portability::check(&spec.input_schema);
                 let openai = match convert(Some(&spec.input_schema), &Limits::default()) {
                     Ok(done) => {
                         for pointer in &done.dropped {
@@ -71,10 +84,9 @@ impl ConsoleState {
                     notes,
                     skipped: None,
                     input: spec.input_schema.clone(),
-                    portability: portability::check(&spec.input_schema)
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect(),
+                    portability: findings.iter().map(|f| f.text(bridged)).collect(),
+                    // Refused somewhere as it is, with no mended version served.
+                    unserved: findings.iter().any(|f| !(f.mended && bridged)),
                 }
             })
             .collect();

@@ -598,3 +598,37 @@ fn a_task_read_back_from_an_events_file_folds_as_it_did_live() {
         live.state.timelines.get(4, 1).and_then(|t| t.task.clone())
     );
 }
+
+/// An attached bot's `tools/list` is what its MCP clients see: no OpenAI bridge of ours offers
+/// it, so a schema strict mode refuses is marked, with no pointer to a strict version that
+/// nobody serves; the bot's own tools keep the pointer (the bridge serves the mended one).
+#[test]
+fn an_attached_bots_tools_are_not_said_to_have_a_strict_version_served() {
+    let spec = turnscope::tools::ToolSpec {
+        name: "start".into(),
+        description: "Open a conversation".into(),
+        input_schema: serde_json::json!({"type": "object", "properties": {}}),
+        source: "the attached bot (tools/list)".into(),
+    };
+    let mut attached = ConsoleState::default();
+    attached.set_attached_tools(std::slice::from_ref(&spec));
+    let tool = &attached.tools[0];
+    assert_eq!(
+        tool.portability,
+        ["OpenAI strict: refused as sent (1 object not closed)"]
+    );
+    assert!(
+        tool.unserved,
+        "marked: refused as it is, nothing mended served"
+    );
+    let mut own = ConsoleState::default();
+    own.set_tools(&[spec]);
+    let tool = &own.tools[0];
+    assert_eq!(
+        tool.portability,
+        [
+            "OpenAI strict: refused as sent (1 object not closed); GET /v1/tools?strict=true serves a strict version"
+        ]
+    );
+    assert!(!tool.unserved);
+}

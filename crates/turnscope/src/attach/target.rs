@@ -27,6 +27,9 @@ use crate::observe::event::{
 use crate::observe::{Bus, Event};
 use crate::server::mcp_text::{START_META, TURN_META, text_of};
 use crate::sessions::{ChatReply, ToolCallSummary};
+use crate::tools::hand::{self, HandResult};
+use crate::tools::mcp_content::outcome_of;
+use crate::tools::{ToolOutcome, ToolSpec};
 
 /// How long a call may take before this client gives up on it.
 const CALL_TIMEOUT: Duration = Duration::from_secs(600);
@@ -189,6 +192,37 @@ impl Target {
                 CALL_TIMEOUT.as_secs()
             )),
         }
+    }
+
+    /// Calls the target's tool `name` by hand (the Tools pane's form): `arguments` checked
+    /// against its schema in `specs` (the target's `tools/list`) first, as a hand call of the
+    /// bot's own tools is, so what the schema refuses is never sent. A call that went out but
+    /// failed (the connection, the timeout) comes back as an error result, said as such.
+    ///
+    /// # Errors
+    /// Not sent: the tool is not listed, or the arguments break its schema.
+    pub async fn call_by_hand(
+        &self,
+        specs: &[ToolSpec],
+        name: &str,
+        arguments: Value,
+    ) -> Result<HandResult, String> {
+        let (spec, unchecked) =
+            hand::check(specs, name, &arguments).map_err(|refused| refused.to_string())?;
+        let source = spec.source.clone();
+        let started = Instant::now();
+        let outcome = match self.call(name, arguments.clone()).await {
+            Ok(result) => outcome_of(&result),
+            Err(e) => ToolOutcome::error(e),
+        };
+        Ok(HandResult {
+            tool: name.to_string(),
+            source,
+            arguments,
+            outcome,
+            duration: started.elapsed(),
+            unchecked,
+        })
     }
 
     /// Calls `start`.

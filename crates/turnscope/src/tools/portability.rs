@@ -51,15 +51,32 @@ pub struct Finding {
     pub pointer: String,
     /// What, and what follows.
     pub reason: String,
+    /// OpenAI strict mode refuses the schema as sent, and its strict version exists
+    /// ([`strict::to_strict`] mends it): what turnscope's OpenAI bridge serves at
+    /// `/v1/tools?strict=true`.
+    pub mended: bool,
+}
+
+impl Finding {
+    /// The finding as one line. `bridged`: the tool is one turnscope's OpenAI bridge offers
+    /// (the bot's own), so a mended finding says where its strict version is served; a tool
+    /// the bridge never offers (an attached bot's `tools/list`) gets no such pointer.
+    pub fn text(&self, bridged: bool) -> String {
+        let mut text = format!("{}: {}", self.target.label(), self.reason);
+        if self.mended && bridged {
+            text.push_str("; GET /v1/tools?strict=true serves a strict version");
+        }
+        if !self.pointer.is_empty() {
+            text.push_str(&format!(" (at #{})", self.pointer));
+        }
+        text
+    }
 }
 
 impl fmt::Display for Finding {
+    /// [`Finding::text`] of a tool the bridge offers.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.target.label(), self.reason)?;
-        if !self.pointer.is_empty() {
-            write!(f, " (at #{})", self.pointer)?;
-        }
-        Ok(())
+        f.write_str(&self.text(true))
     }
 }
 
@@ -103,16 +120,15 @@ pub fn check(schema: &Value) -> Vec<Finding> {
         Ok(done) if !done.changes.is_empty() => out.push(Finding {
             target: Target::OpenAiStrict,
             pointer: String::new(),
-            reason: format!(
-                "refused as sent ({}); GET /v1/tools?strict=true serves a strict version",
-                summary(&done.changes)
-            ),
+            reason: format!("refused as sent ({})", summary(&done.changes)),
+            mended: true,
         }),
         Ok(_) => {}
         Err(problems) => out.extend(problems.into_iter().map(|p| Finding {
             target: Target::OpenAiStrict,
             pointer: p.pointer,
             reason: format!("refused, no strict version: {}", p.reason),
+            mended: false,
         })),
     }
     let mut gemini = Vec::new();
@@ -127,6 +143,7 @@ pub fn check(schema: &Value) -> Vec<Finding> {
                     reason: format!(
                         "refused: `{key}` at the top level of input_schema (Claude answers HTTP 400 for the whole request)"
                     ),
+                    mended: false,
                 });
             }
         }
@@ -222,6 +239,7 @@ fn gemini(at: &str, reason: String) -> Finding {
         target: Target::Gemini,
         pointer: at.to_string(),
         reason,
+        mended: false,
     }
 }
 
@@ -236,6 +254,7 @@ fn cap(findings: Vec<Finding>) -> Vec<Finding> {
                 target,
                 pointer: String::new(),
                 reason: format!("and {} more", mine.len() - PER_TARGET),
+                mended: false,
             });
         }
     }
@@ -269,6 +288,31 @@ mod tests {
         let found = said(gemini_clean);
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].starts_with("OpenAI strict: refused as sent (1 object not closed)"));
+        assert!(found[0].ends_with("GET /v1/tools?strict=true serves a strict version"));
+    }
+
+    /// A tool the bridge never offers (an attached bot's `tools/list`) is told what strict
+    /// mode refuses, with no pointer to a strict version nobody serves.
+    #[test]
+    fn a_mended_finding_points_to_the_bridge_only_for_its_tools() {
+        let open = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
+        let found = check(&open);
+        let strict = found
+            .iter()
+            .find(|f| f.target == Target::OpenAiStrict)
+            .expect("strict mode refuses an open object");
+        assert!(strict.mended);
+        assert_eq!(
+            strict.text(false),
+            "OpenAI strict: refused as sent (1 optional field, 1 object not closed)"
+        );
+        assert_eq!(
+            strict.text(true),
+            format!(
+                "{}; GET /v1/tools?strict=true serves a strict version",
+                strict.text(false)
+            )
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
-use crate::state::ToolView;
+use crate::state::{Source, ToolView};
 use crate::text::{truncate, width, wrap, wrap_line};
 use crate::view::console::Console;
 
@@ -28,10 +28,18 @@ pub fn split(area: Rect) -> (Rect, Rect) {
     (list, detail)
 }
 
+/// Whether the console is attached to a bot it does not run: its tools are the target's
+/// `tools/list`, which no bridge of ours offers.
+fn attached(c: &Console) -> bool {
+    matches!(c.state.header.source, Source::Attached { .. })
+}
+
 fn sources_line(c: &Console, width: usize) -> Line<'static> {
     let t = &c.theme;
     let sources: Vec<&String> = c.state.tool_sources().collect();
-    let text = if sources.is_empty() {
+    let text = if sources.is_empty() && attached(c) {
+        "none seen from here; listed: the attached bot's own tools/list".to_string()
+    } else if sources.is_empty() {
         "no MCP servers configured".to_string()
     } else {
         sources
@@ -82,12 +90,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             "✗"
         } else if !tool.notes.is_empty() {
             "!"
-        } else if tool
-            .portability
-            .iter()
-            .any(|p| !p.starts_with("OpenAI strict: refused as sent"))
-        {
-            // Refused somewhere as it is, with no mended version served.
+        } else if tool.unserved {
             "~"
         } else {
             " "
@@ -225,7 +228,12 @@ fn detail_lines(c: &Console, tool: &ToolView, width: usize) -> Vec<Line<'static>
     out.push(Line::default());
     say(
         &mut out,
-        "OpenAI parameters (as the OpenAI bridge sends them)",
+        if attached(c) {
+            // An attached bot's MCP tools: no bridge of ours offers them.
+            "OpenAI parameters (as turnscope's OpenAI bridge would convert them)"
+        } else {
+            "OpenAI parameters (as the OpenAI bridge sends them)"
+        },
         t.accent,
     );
     match &tool.openai {
