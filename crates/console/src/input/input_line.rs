@@ -11,6 +11,7 @@ use ratatui_textarea::{TextArea, WrapMode};
 
 use crate::input::actions::Action;
 
+use crate::text::truncate;
 use crate::view::console::{Console, Notice};
 use crate::view::nav::PAGE;
 
@@ -156,6 +157,26 @@ impl Console {
         true
     }
 
+    /// A line whose chat failed before any turn took it (the call did not reach the bot, the
+    /// bot refused it) is nowhere in the transcript: it goes back into the input line when
+    /// that is empty, else the notice repeats it. A line a turn took (the turn ran, then its
+    /// call failed) is in the transcript already, and is left there. The words the notice
+    /// ends with.
+    fn unsent(&mut self, session: u64, line: &str) -> String {
+        let taken = self
+            .state
+            .transcript(session)
+            .last()
+            .is_some_and(|turn| turn.line == line);
+        if line.is_empty() || taken {
+            String::new()
+        } else if self.give_back_line(line) {
+            " · your line is back in the input line (Enter sends it)".into()
+        } else {
+            format!(" · your line was: {}", truncate(line, 200))
+        }
+    }
+
     /// Notes that a chat call started.
     pub fn chat_started(&mut self, session: u64) {
         self.input_line.waiting.insert(session);
@@ -167,7 +188,7 @@ impl Console {
         self.input_line.waiting.remove(&session);
         self.notice = match result {
             Err(message) => Some(Notice {
-                text: message,
+                text: format!("{message}{}", self.unsent(session, line)),
                 error: true,
             }),
             Ok(reply) if reply.is_error() => Some(Notice {
@@ -178,7 +199,11 @@ impl Console {
                     ),
                     // An attached console's chat answered with an error before any turn (the
                     // bot refused the call): its text says what happened.
-                    None => format!("chat failed: {}", reply.error.unwrap_or_default()),
+                    None => format!(
+                        "chat failed: {}{}",
+                        reply.error.unwrap_or_default(),
+                        self.unsent(session, line)
+                    ),
                 },
                 error: true,
             }),

@@ -186,6 +186,37 @@ fn chat_errors_become_error_notices_and_replies_clear_them() {
     let mut c = console();
     c.chat_done(1, "hi", Err("handle: no live session.".into()));
     assert!(c.notice.as_ref().is_some_and(|n| n.error));
+    // No turn took the line: it is back in the input line, not lost.
+    assert_eq!(c.input.lines(), ["hi"]);
+    assert!(
+        c.notice.as_ref().is_some_and(|n| n
+            .text
+            .ends_with("your line is back in the input line (Enter sends it)")),
+        "{:?}",
+        c.notice
+    );
+    // Typed over since: the notice repeats the line instead.
+    c.chat_done(1, "ho", Err("the `chat` call failed".into()));
+    assert_eq!(c.input.lines(), ["hi"]);
+    assert_eq!(
+        c.notice.as_ref().map(|n| n.text.as_str()),
+        Some("the `chat` call failed · your line was: ho")
+    );
+    press(&mut c, KeyCode::Enter);
+    assert!(c.input.is_empty());
+    // A line a turn took is in the transcript already (here the fixture's last turn).
+    let last = c
+        .state
+        .transcript(1)
+        .last()
+        .map(|t| t.line.clone())
+        .unwrap_or_default();
+    c.chat_done(1, &last, Err("saved nowhere".into()));
+    assert!(c.input.is_empty());
+    assert_eq!(
+        c.notice.as_ref().map(|n| n.text.as_str()),
+        Some("saved nowhere")
+    );
     c.chat_done(
         1,
         "hi",
@@ -210,7 +241,10 @@ fn chat_errors_become_error_notices_and_replies_clear_them() {
     );
     let n = c.notice.clone().unwrap();
     assert!(
-        n.error && n.text == "chat failed: store: the session store did not answer",
+        n.error
+            && n.text
+                == "chat failed: store: the session store did not answer · your line is back in \
+                    the input line (Enter sends it)",
         "{n:?}"
     );
     c.chat_done(1, "hi", Ok(reply(Some(4), "fine", Some("completed"), None)));

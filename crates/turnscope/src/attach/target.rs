@@ -20,7 +20,7 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
 use super::tap::{Handles, Tapped, Tokens};
-use crate::mcp::connect::initialize_failed;
+use crate::mcp::connect::{chain, initialize_failed};
 use crate::observe::event::{
     FrameEvent, SessionEvent, SessionOpener, ToolCallEvent, TurnEndEvent, now_us,
 };
@@ -185,7 +185,23 @@ impl Target {
         }
         match tokio::time::timeout(CALL_TIMEOUT, self.service.call_tool(params)).await {
             Ok(Ok(result)) => Ok(result),
-            Ok(Err(e)) => Err(format!("the `{name}` call to {} failed: {e}", self.url)),
+            Ok(Err(e)) => {
+                // rmcp's transport errors name its own types: the causes, tidied, say more.
+                let reach = matches!(
+                    e,
+                    rmcp::ServiceError::TransportSend(_) | rmcp::ServiceError::TransportClosed
+                );
+                Err(format!(
+                    "the `{name}` call to {} failed: {}{}",
+                    self.url,
+                    chain(&e),
+                    if reach {
+                        " (is the bot still running there?)"
+                    } else {
+                        ""
+                    }
+                ))
+            }
             Err(_) => Err(format!(
                 "the `{name}` call to {} gave no answer within {} s",
                 self.url,
