@@ -34,12 +34,7 @@ async fn attached_to_a_headless_turnscope_it_shows_every_session_and_chats_in_it
     // the person's first line opens theirs.
     s.wait_text("a line starts your session").await;
     s.wait_text("1 open").await;
-    let health: serde_json::Value = reqwest::get(url.replace("/mcp", "/healthz"))
-        .await
-        .expect("/healthz answers")
-        .json()
-        .await
-        .expect("/healthz is JSON");
+    let health = health_of(&url).await;
     assert_eq!(health["sessions"], 1, "{health}");
     s.send(b"use the clock\r").await;
     s.wait_text("2 open").await;
@@ -92,16 +87,21 @@ async fn attached_the_tools_pane_calls_the_targets_tools_by_hand() {
     s.send(b"\r").await;
     let screen = s.wait_text("result of start · isError false").await;
     assert!(screen.contains("Handle:"), "{screen}");
-    let health: serde_json::Value = reqwest::get(url.replace("/mcp", "/healthz"))
-        .await
-        .expect("/healthz answers")
-        .json()
-        .await
-        .expect("/healthz is JSON");
+    let health = health_of(&url).await;
     assert_eq!(health["sessions"], 1, "the hand call opened it: {health}");
     s.send(b"\x03").await;
     assert!(s.wait_exit().await.success());
     terminate(&mut server).await;
+}
+
+/// The server's `/healthz`, given its MCP URL.
+async fn health_of(url: &str) -> serde_json::Value {
+    reqwest::get(url.replace("/mcp", "/healthz"))
+        .await
+        .expect("/healthz answers")
+        .json()
+        .await
+        .expect("/healthz is JSON")
 }
 
 /// A line of a child's stdout containing `needle`.
