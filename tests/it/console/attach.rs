@@ -1,5 +1,6 @@
 //! `turnscope attach` in a pseudo-terminal: over a `--headless` turnscope (its whole instrument
-//! from the event stream, chatting in its own session, `--events` replayed), and over a pipecat
+//! from the event stream, chatting in its own session, `--events` replayed, its tools called by
+//! hand from the Tools pane; the client's hand call checked before it is sent), and over a pipecat
 //! 1.14 bot on pipecat-mcp-transport with its whisker feed (ignored unless the interop suite
 //! gives `TURNSCOPE_PIPECAT_PYTHON`).
 
@@ -67,7 +68,7 @@ async fn attached_to_a_headless_turnscope_it_shows_every_session_and_chats_in_it
 
 /// The Tools pane of an attached console lists the target's `tools/list`, and its form calls
 /// them over the console's MCP client: `start` by hand opens a session on the server (the
-/// result shows its handle) and needs no line typed; a call its schema refuses is not sent.
+/// result shows its handle) and needs no line typed.
 #[tokio::test]
 async fn attached_the_tools_pane_calls_the_targets_tools_by_hand() {
     let mut server = serving(&["--headless", "--port", "0", "--pace", "0"])
@@ -92,6 +93,57 @@ async fn attached_the_tools_pane_calls_the_targets_tools_by_hand() {
     s.send(b"\x03").await;
     assert!(s.wait_exit().await.success());
     terminate(&mut server).await;
+}
+
+/// The attached client's hand calls (`attach::Target::call_by_hand`) against a real server:
+/// what the tool's schema refuses, and a tool the target does not list, are never sent (the
+/// server opens no session and logs no call); a call that passes goes out and its result comes
+/// back whole.
+#[tokio::test]
+async fn a_hand_call_of_an_attached_tool_is_checked_before_it_is_sent() {
+    let app = crate::support::app::app(|_| {}).await;
+    let url = app.server.mcp_url();
+    let bus = turnscope::observe::Bus::default();
+    let target = turnscope::attach::target::Target::connect(&url, None, &bus)
+        .await
+        .expect("the client connects");
+    let specs: Vec<turnscope::tools::ToolSpec> = target
+        .tools()
+        .await
+        .expect("tools/list answers")
+        .iter()
+        .map(|t| turnscope::tools::ToolSpec {
+            name: t.name.to_string(),
+            description: String::new(),
+            input_schema: serde_json::Value::Object((*t.input_schema).clone()),
+            source: "the attached bot (tools/list)".into(),
+        })
+        .collect();
+    let refused = target
+        .call_by_hand(&specs, "chat", serde_json::json!({"line": "hi"}))
+        .await
+        .expect_err("chat without its handle breaks the schema");
+    assert!(refused.contains("handle"), "{refused}");
+    let unknown = target
+        .call_by_hand(&specs, "nope", serde_json::json!({}))
+        .await
+        .expect_err("a tool the target does not list");
+    assert!(
+        unknown.contains("nope") && unknown.contains("start"),
+        "{unknown}"
+    );
+    assert_eq!(app.sessions.len(), 0, "nothing reached the server");
+    let started = target
+        .call_by_hand(&specs, "start", serde_json::json!({}))
+        .await
+        .expect("start passes its schema");
+    assert!(!started.outcome.is_error, "{:?}", started.outcome);
+    assert!(
+        started.outcome.text.contains("Handle: "),
+        "{:?}",
+        started.outcome
+    );
+    assert_eq!(app.sessions.len(), 1, "the call went out");
 }
 
 /// The server's `/healthz`, given its MCP URL.
