@@ -90,6 +90,13 @@ async fn attached_the_tools_pane_calls_the_targets_tools_by_hand() {
     assert!(screen.contains("Handle:"), "{screen}");
     let health = health_of(&url).await;
     assert_eq!(health["sessions"], 1, "the hand call opened it: {health}");
+    // A turn on the watched server hands its tool set down the stream: listed after the
+    // target's own, as the tools its model is offered.
+    let other = Client::connect(&url).await;
+    let handle = other.start().await;
+    other.chat(&handle, "hello").await;
+    s.wait_text("then the tools its model is offered").await;
+    s.wait_text("clock         the watched b").await;
     s.send(b"\x03").await;
     assert!(s.wait_exit().await.success());
     terminate(&mut server).await;

@@ -58,6 +58,18 @@ impl Console {
             });
             return;
         };
+        if tool.elsewhere {
+            self.notice = Some(Notice {
+                text: format!(
+                    "`{}` is the watched bot's own tool: it runs where that bot runs \
+                     (`turnscope tools call {}` there); from here Enter calls the target's \
+                     tools/list",
+                    tool.name, tool.name
+                ),
+                error: true,
+            });
+            return;
+        }
         if let Some(why) = &tool.skipped {
             self.notice = Some(Notice {
                 text: format!(

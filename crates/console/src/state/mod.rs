@@ -98,6 +98,8 @@ pub struct ConsoleState {
     session_samples: BTreeMap<u64, Samples>,
     /// The bot's tools.
     pub tools: Vec<ToolView>,
+    /// An attached target's `tools/list` (listed first, before a watched bot's tool set).
+    attached_tools: Vec<turnscope::tools::ToolSpec>,
     /// Counts the tool lists set ([`ConsoleState::tools_generation`]).
     tools_generation: u64,
     /// Why the tool list is empty, when it is for a reason.
@@ -174,6 +176,7 @@ impl ConsoleState {
             stats: Stats::default(),
             session_samples: BTreeMap::new(),
             tools: Vec::new(),
+            attached_tools: Vec::new(),
             tools_generation: 0,
             tools_note: None,
             tool_sources: BTreeMap::new(),
@@ -367,7 +370,10 @@ impl ConsoleState {
                 level,
                 message,
             } => self.on_log(at_ms, level, message),
-            Event::ToolSet(_) => self.wire.book.apply(event),
+            Event::ToolSet(set) => {
+                self.fold_watched_tool_set(set);
+                self.wire.book.apply(event);
+            }
             Event::Mcp(x) => {
                 self.saw_time(x.at_us);
                 self.wire.on_mcp(shared_or_copy(event, shared));

@@ -368,6 +368,9 @@ pub struct ToolView {
     /// Some provider refuses the schema as it is and no mended version of it is served (the
     /// list marks it `~`).
     pub unserved: bool,
+    /// A watched turnscope's own tool, as its model is offered it (its schema is the OpenAI
+    /// `parameters`; the MCP schema is not on the stream): listed, not called from here.
+    pub elsewhere: bool,
 }
 
 /// A log line.

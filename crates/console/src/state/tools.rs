@@ -8,7 +8,13 @@ use turnscope::tools::openai_shape::names::{NameMap, is_valid_openai_name};
 use turnscope::tools::openai_shape::schema::{Limits, convert};
 use turnscope::tools::portability;
 
-use super::{ConsoleState, ToolView, pretty};
+use serde_json::Value;
+use turnscope::observe::wire::ToolSetEvent;
+
+use super::{ConsoleState, Source, ToolView, pretty};
+
+/// The source a watched turnscope's own tools are listed under.
+pub const WATCHED_SOURCE: &str = "the watched bot (offered to its model)";
 
 impl ConsoleState {
     /// Sets the tool list from the bot's specs: schemas pretty-printed, the OpenAI conversion
@@ -26,6 +32,7 @@ impl ConsoleState {
             input: serde_json::Value::Null,
             portability: Vec::new(),
             unserved: false,
+            elsewhere: false,
         }));
     }
 
@@ -38,15 +45,56 @@ impl ConsoleState {
     /// Sets the tool list from an attached bot's `tools/list`: tools its MCP clients see,
     /// which no OpenAI bridge of ours offers (so none has a strict version served).
     pub fn set_attached_tools(&mut self, specs: &[ToolSpec]) {
+        self.attached_tools = specs.to_vec();
         self.fill_tools(specs, false);
+    }
+
+    /// A watched turnscope's tool set (`Event::ToolSet` on its stream: the tools its model is
+    /// offered), listed after the target's `tools/list` as the watched bot's own: shown, not
+    /// called from here (they run where that bot runs). The latest set replaces the one
+    /// before. Nothing for a console that runs its bot (its list comes from the registry).
+    pub fn fold_watched_tool_set(&mut self, set: &ToolSetEvent) {
+        if !matches!(self.header.source, Source::Attached { .. }) {
+            return;
+        }
+        let watched: Vec<ToolSpec> = set
+            .tools
+            .iter()
+            .filter_map(|entry| {
+                let function = entry.get("function")?;
+                Some(ToolSpec {
+                    name: function.get("name")?.as_str()?.to_string(),
+                    description: function
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                    input_schema: function.get("parameters").cloned().unwrap_or(Value::Null),
+                    source: WATCHED_SOURCE.into(),
+                })
+            })
+            .collect();
+        let attached = std::mem::take(&mut self.attached_tools);
+        self.fill_tools(&attached, false);
+        self.attached_tools = attached;
+        let mut views = self.tool_views(&watched, true);
+        for view in &mut views {
+            view.elsewhere = true;
+        }
+        self.tools.extend(views);
     }
 
     /// The list from `specs`; `bridged`: turnscope's OpenAI bridge offers them.
     fn fill_tools(&mut self, specs: &[ToolSpec], bridged: bool) {
         self.tools_generation += 1;
+        self.tools = self.tool_views(specs, bridged);
+    }
+
+    /// The views of `specs`; `bridged`: turnscope's OpenAI bridge offers them.
+    fn tool_views(&self, specs: &[ToolSpec], bridged: bool) -> Vec<ToolView> {
         let names = NameMap::new(specs.iter().map(|s| s.name.as_str()));
         let mut seen = std::collections::BTreeMap::<&str, &str>::new();
-        self.tools = specs
+        specs
             .iter()
             .map(|spec| {
                 let mut notes = Vec::new();
@@ -87,9 +135,10 @@ impl ConsoleState {
                     portability: findings.iter().map(|f| f.text(bridged)).collect(),
                     // Refused somewhere as it is, with no mended version served.
                     unserved: findings.iter().any(|f| !(f.mended && bridged)),
+                    elsewhere: false,
                 }
             })
-            .collect();
+            .collect()
     }
 
     /// Counts the tool lists set: a drawing kept for one list is stale under another.

@@ -632,3 +632,70 @@ fn an_attached_bots_tools_are_not_said_to_have_a_strict_version_served() {
     );
     assert!(!tool.unserved);
 }
+
+/// Attached to a turnscope, the tool sets on its stream (what its model is offered) are listed
+/// after the target's `tools/list`, marked as the watched bot's own: the latest set replaces
+/// the one before, and their form is refused with where to call them. A console that runs its
+/// bot lists its registry's tools, whatever tool sets it sees.
+#[test]
+fn a_watched_bots_tool_set_is_listed_after_the_targets_tools_and_not_called_from_here() {
+    use crate::state::{Header, Source};
+    use turnscope::observe::wire::ToolSetEvent;
+    let set = |names: &[&str]| {
+        Event::ToolSet(ToolSetEvent {
+            id: names.join("-"),
+            tools: names
+                .iter()
+                .map(|n| {
+                    serde_json::json!({"type": "function", "function": {
+                        "name": n, "description": format!("{n} it"),
+                        "parameters": {"type": "object", "properties": {}}}})
+                })
+                .collect(),
+            at_us: T0,
+        })
+    };
+    let start = turnscope::tools::ToolSpec {
+        name: "start".into(),
+        description: String::new(),
+        input_schema: serde_json::json!({"type": "object", "properties": {}}),
+        source: "the attached bot (tools/list)".into(),
+    };
+    let mut attached = ConsoleState::new(Header {
+        source: Source::Attached {
+            target: "http://127.0.0.1:7870/mcp".into(),
+            view: String::new(),
+        },
+        ..Header::default()
+    });
+    attached.set_attached_tools(std::slice::from_ref(&start));
+    attached.apply(&set(&["clock", "echo"]));
+    attached.apply(&set(&["clock"]));
+    let listed: Vec<(&str, bool)> = attached
+        .tools
+        .iter()
+        .map(|t| (t.name.as_str(), t.elsewhere))
+        .collect();
+    assert_eq!(listed, [("start", false), ("clock", true)]);
+    assert_eq!(attached.tools[1].description, "clock it");
+
+    let mut c = crate::view::console::Console::new(attached, crate::theme::Theme::default(), false);
+    c.tools.nav.cursor = 1;
+    c.open_form(None);
+    assert!(
+        matches!(c.tools.hand.mode, crate::view::hand_calls::Mode::Detail),
+        "no form for a tool that runs elsewhere"
+    );
+    let notice = c.notice.clone().expect("said why");
+    assert!(
+        notice
+            .text
+            .contains("`clock` is the watched bot's own tool"),
+        "{notice:?}"
+    );
+
+    let mut own = ConsoleState::default();
+    own.set_tools(std::slice::from_ref(&start));
+    own.apply(&set(&["clock"]));
+    assert_eq!(own.tools.len(), 1, "a running bot's list is its registry's");
+}

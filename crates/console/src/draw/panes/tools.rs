@@ -38,7 +38,11 @@ fn sources_line(c: &Console, width: usize) -> Line<'static> {
     let t = &c.theme;
     let sources: Vec<&String> = c.state.tool_sources().collect();
     let text = if sources.is_empty() && attached(c) {
-        "none seen from here; listed: the attached bot's own tools/list".to_string()
+        if c.state.tools.iter().any(|t| t.elsewhere) {
+            "listed: the attached bot's tools/list, then the tools its model is offered".to_string()
+        } else {
+            "none seen from here; listed: the attached bot's own tools/list".to_string()
+        }
     } else if sources.is_empty() {
         "no MCP servers configured".to_string()
     } else {
@@ -214,6 +218,25 @@ fn detail_lines(c: &Console, tool: &ToolView, width: usize) -> Vec<Line<'static>
         for finding in &tool.portability {
             say(&mut out, &format!("~ {finding}"), t.warn);
         }
+    }
+    if tool.elsewhere {
+        say(
+            &mut out,
+            &format!(
+                "runs where the watched bot runs, not from here (`turnscope tools call {}` there)",
+                tool.name
+            ),
+            t.dim,
+        );
+        out.push(Line::default());
+        // What the stream carries: the tool as the model gets it, not its MCP schema.
+        say(
+            &mut out,
+            "parameters (as its model is offered them)",
+            t.accent,
+        );
+        out.extend(json_lines(c, &tool.schema, width));
+        return out;
     }
     if !c.read_only {
         say(
