@@ -98,8 +98,6 @@ pub struct ConsoleState {
     session_samples: BTreeMap<u64, Samples>,
     /// The bot's tools.
     pub tools: Vec<ToolView>,
-    /// An attached target's `tools/list` (listed first, before a watched bot's tool set).
-    attached_tools: Vec<turnscope::tools::ToolSpec>,
     /// Counts the tool lists set ([`ConsoleState::tools_generation`]).
     tools_generation: u64,
     /// Why the tool list is empty, when it is for a reason.
@@ -176,7 +174,6 @@ impl ConsoleState {
             stats: Stats::default(),
             session_samples: BTreeMap::new(),
             tools: Vec::new(),
-            attached_tools: Vec::new(),
             tools_generation: 0,
             tools_note: None,
             tool_sources: BTreeMap::new(),

@@ -45,7 +45,6 @@ impl ConsoleState {
     /// Sets the tool list from an attached bot's `tools/list`: tools its MCP clients see,
     /// which no OpenAI bridge of ours offers (so none has a strict version served).
     pub fn set_attached_tools(&mut self, specs: &[ToolSpec]) {
-        self.attached_tools = specs.to_vec();
         self.fill_tools(specs, false);
     }
 
@@ -74,75 +73,74 @@ impl ConsoleState {
                 })
             })
             .collect();
-        let attached = std::mem::take(&mut self.attached_tools);
-        self.fill_tools(&attached, false);
-        self.attached_tools = attached;
-        let mut views = self.tool_views(&watched, true);
-        for view in &mut views {
-            view.elsewhere = true;
-        }
-        self.tools.extend(views);
+        // The target's own stay as they are; the set before is replaced.
+        self.tools_generation += 1;
+        self.tools.retain(|t| !t.elsewhere);
+        self.tools
+            .extend(tool_views(&watched, true).into_iter().map(|view| ToolView {
+                elsewhere: true,
+                ..view
+            }));
     }
 
     /// The list from `specs`; `bridged`: turnscope's OpenAI bridge offers them.
     fn fill_tools(&mut self, specs: &[ToolSpec], bridged: bool) {
         self.tools_generation += 1;
-        self.tools = self.tool_views(specs, bridged);
-    }
-
-    /// The views of `specs`; `bridged`: turnscope's OpenAI bridge offers them.
-    fn tool_views(&self, specs: &[ToolSpec], bridged: bool) -> Vec<ToolView> {
-        let names = NameMap::new(specs.iter().map(|s| s.name.as_str()));
-        let mut seen = std::collections::BTreeMap::<&str, &str>::new();
-        specs
-            .iter()
-            .map(|spec| {
-                let mut notes = Vec::new();
-                if let Some(first) = seen.insert(&spec.name, &spec.source) {
-                    notes.push(format!(
-                        "collision: `{}` from {first} is listed first; this one is never called",
-                        spec.name
-                    ));
-                }
-                if !is_valid_openai_name(&spec.name)
-                    && let Some(renamed) = names.openai_name(&spec.name)
-                {
-                    notes.push(format!(
-                        "OpenAI name: `{renamed}` (OpenAI names allow only A-Z a-z 0-9 _ -, at most 64)"
-                    ));
-                }
-                let findings = portability::check(&spec.input_schema);
-                let openai = match convert(Some(&spec.input_schema), &Limits::default()) {
-                    Ok(done) => {
-                        for pointer in &done.dropped {
-                            notes.push(format!(
-                                "dropped for OpenAI: #{pointer} is not a schema"
-                            ));
-                        }
-                        Ok(pretty(&done.parameters))
-                    }
-                    Err(e) => Err(e.to_string()),
-                };
-                ToolView {
-                    name: spec.name.clone(),
-                    source: spec.source.clone(),
-                    description: spec.description.clone(),
-                    schema: pretty(&spec.input_schema),
-                    openai,
-                    notes,
-                    skipped: None,
-                    input: spec.input_schema.clone(),
-                    portability: findings.iter().map(|f| f.text(bridged)).collect(),
-                    // Refused somewhere as it is, with no mended version served.
-                    unserved: findings.iter().any(|f| !(f.mended && bridged)),
-                    elsewhere: false,
-                }
-            })
-            .collect()
+        self.tools = tool_views(specs, bridged);
     }
 
     /// Counts the tool lists set: a drawing kept for one list is stale under another.
     pub fn tools_generation(&self) -> u64 {
         self.tools_generation
     }
+}
+
+/// The views of `specs`: schemas pretty-printed, the OpenAI conversion done, collisions and
+/// renames explained, portability found; `bridged`: turnscope's OpenAI bridge offers them.
+fn tool_views(specs: &[ToolSpec], bridged: bool) -> Vec<ToolView> {
+    let names = NameMap::new(specs.iter().map(|s| s.name.as_str()));
+    let mut seen = std::collections::BTreeMap::<&str, &str>::new();
+    specs
+        .iter()
+        .map(|spec| {
+            let mut notes = Vec::new();
+            if let Some(first) = seen.insert(&spec.name, &spec.source) {
+                notes.push(format!(
+                    "collision: `{}` from {first} is listed first; this one is never called",
+                    spec.name
+                ));
+            }
+            if !is_valid_openai_name(&spec.name)
+                && let Some(renamed) = names.openai_name(&spec.name)
+            {
+                notes.push(format!(
+                    "OpenAI name: `{renamed}` (OpenAI names allow only A-Z a-z 0-9 _ -, at most 64)"
+                ));
+            }
+            let findings = portability::check(&spec.input_schema);
+            let openai = match convert(Some(&spec.input_schema), &Limits::default()) {
+                Ok(done) => {
+                    for pointer in &done.dropped {
+                        notes.push(format!("dropped for OpenAI: #{pointer} is not a schema"));
+                    }
+                    Ok(pretty(&done.parameters))
+                }
+                Err(e) => Err(e.to_string()),
+            };
+            ToolView {
+                name: spec.name.clone(),
+                source: spec.source.clone(),
+                description: spec.description.clone(),
+                schema: pretty(&spec.input_schema),
+                openai,
+                notes,
+                skipped: None,
+                input: spec.input_schema.clone(),
+                portability: findings.iter().map(|f| f.text(bridged)).collect(),
+                // Refused somewhere as it is, with no mended version served.
+                unserved: findings.iter().any(|f| !(f.mended && bridged)),
+                elsewhere: false,
+            }
+        })
+        .collect()
 }
