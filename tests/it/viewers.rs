@@ -207,6 +207,64 @@ async fn three_viewers_see_the_same_lines_after_the_sessions_they_joined() {
     app.shutdown().await;
 }
 
+/// A viewer of a server where no turn has run yet is told, after the replica, the tool set
+/// the bot offers its model: the one its first request then names.
+#[tokio::test]
+async fn a_viewer_of_an_idle_server_is_told_the_tools_its_bot_offers() {
+    let app = app(|c| c.server.auth_token = Some(TOKEN.into())).await;
+    let addr = app.server.addr;
+    let mut v = viewer(addr);
+    let next = |v: &mut tokio::sync::mpsc::UnboundedReceiver<String>| {
+        let line = v.try_recv().expect("a line is there");
+        serde_json::from_str::<Event>(&line).unwrap()
+    };
+    eventually("the viewer's first lines", || !v.is_empty()).await;
+    eventually("the viewer's tool set", || v.len() >= 2).await;
+    assert!(matches!(next(&mut v), Event::Replica(_)));
+    let Event::ToolSet(offered) = next(&mut v) else {
+        panic!("the tool set follows the replica");
+    };
+    let names: Vec<&str> = offered
+        .tools
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert!(names.contains(&"clock"), "{names:?}");
+
+    let mut config =
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            app.server.mcp_url(),
+        );
+    config = config.auth_header(TOKEN.to_string());
+    let client = rmcp::ServiceExt::serve(
+        (),
+        rmcp::transport::StreamableHttpClientTransport::from_config(config),
+    )
+    .await
+    .unwrap();
+    let handle = bot_client::start(&client).await;
+    bot_client::chat(&client, &handle, "use the clock").await;
+    let named: Vec<String> = until_turn_end(&mut v, 1)
+        .await
+        .iter()
+        .filter_map(|l| match serde_json::from_str::<Event>(l) {
+            Ok(Event::ModelRequest {
+                request: Some(r), ..
+            }) => r.tools.clone(),
+            _ => None,
+        })
+        .collect();
+    assert!(!named.is_empty(), "the turn's requests offered tools");
+    assert!(
+        named.iter().all(|id| *id == offered.id),
+        "{named:?} vs {}",
+        offered.id
+    );
+    drop(v);
+    let _ = client.cancel().await;
+    app.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_viewer_that_stops_reading_is_dropped_and_the_turns_go_on() {
     let app = app(|c| {

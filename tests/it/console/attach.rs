@@ -66,9 +66,10 @@ async fn attached_to_a_headless_turnscope_it_shows_every_session_and_chats_in_it
     r.send(b"q").await;
 }
 
-/// The Tools pane of an attached console lists the target's `tools/list`, and its form calls
-/// them over the console's MCP client: `start` by hand opens a session on the server (the
-/// result shows its handle) and needs no line typed.
+/// The Tools pane of an attached console lists the target's `tools/list` and, watching a
+/// turnscope, the tools its bot offers its model from the connect on (no turn ran there); its
+/// form calls the target's tools over the console's MCP client: `start` by hand opens a
+/// session on the server (the result shows its handle) and needs no line typed.
 #[tokio::test]
 async fn attached_the_tools_pane_calls_the_targets_tools_by_hand() {
     let mut server = serving(&["--headless", "--port", "0", "--pace", "0"])
@@ -80,8 +81,10 @@ async fn attached_the_tools_pane_calls_the_targets_tools_by_hand() {
     s.send(b"\x1b").await;
     s.send(b"6").await;
     s.send(b"z").await;
-    s.wait_text("listed: the attached bot's own tools/list")
-        .await;
+    // Watched from its connect on: the tools the bot offers its model are listed after the
+    // target's own, though no turn ran there yet.
+    s.wait_text("then the tools its model is offered").await;
+    s.wait_text("clock         the watched b").await;
     // The list is the server's: `start` is first.
     s.send(b"\r").await;
     s.wait_text("call start").await;
@@ -90,13 +93,6 @@ async fn attached_the_tools_pane_calls_the_targets_tools_by_hand() {
     assert!(screen.contains("Handle:"), "{screen}");
     let health = health_of(&url).await;
     assert_eq!(health["sessions"], 1, "the hand call opened it: {health}");
-    // A turn on the watched server hands its tool set down the stream: listed after the
-    // target's own, as the tools its model is offered.
-    let other = Client::connect(&url).await;
-    let handle = other.start().await;
-    other.chat(&handle, "hello").await;
-    s.wait_text("then the tools its model is offered").await;
-    s.wait_text("clock         the watched b").await;
     s.send(b"\x03").await;
     assert!(s.wait_exit().await.success());
     terminate(&mut server).await;

@@ -98,18 +98,25 @@ impl WireTrail {
         {
             return id.clone();
         }
-        let tools: Vec<Value> = specs
-            .iter()
-            .map(crate::model::client::openai_tool)
-            .collect();
-        let id = tool_set_id(&tools);
-        bus.publish_tool_set(&id, || ToolSetEvent {
-            id: id.clone(),
-            tools,
-            at_us: now_us(),
-        });
+        let set = tool_set(specs);
+        let id = set.id.clone();
+        bus.publish_tool_set(&id, || set);
         self.tool_set = Some((specs.clone(), id.clone()));
         id
+    }
+}
+
+/// `specs` as the tool set a model request offering them names: the OpenAI `tools` entries
+/// and their id.
+pub(crate) fn tool_set(specs: &[ToolSpec]) -> ToolSetEvent {
+    let tools: Vec<Value> = specs
+        .iter()
+        .map(crate::model::client::openai_tool)
+        .collect();
+    ToolSetEvent {
+        id: tool_set_id(&tools),
+        tools,
+        at_us: now_us(),
     }
 }
 

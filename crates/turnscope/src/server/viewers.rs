@@ -22,10 +22,10 @@
 //! have ended unseen), so a viewer that had not read them all is dropped, told why, and sent
 //! the sessions as they are now when it reconnects.
 //!
-//! On connect a viewer gets, before the live lines: the replica, each open session of the
-//! table with its kept turns that the history does not hold from their start (finished ones
-//! whole, the one in flight as started: its reply from the moment of connecting), then the
-//! history.
+//! On connect a viewer gets, before the live lines: the replica, the tool set the bot offers
+//! its model now, each open session of the table with its kept turns that the history does
+//! not hold from their start (finished ones whole, the one in flight as started: its reply
+//! from the moment of connecting), then the history.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::convert::Infallible;
@@ -312,6 +312,13 @@ impl Viewers {
             open_sessions: Some(open.iter().map(|s| s.number).collect()),
             started_us: Some(self.inner.started_us),
         }));
+        // What the bot offers its model now, so a viewer of an idle server lists the bot's
+        // tools before a request names them (the hub sends a set again before the first
+        // request it sees naming it: a viewer keeps the one it has).
+        let offered = sessions.bot().tools().specs();
+        if !offered.is_empty() {
+            push(&Event::ToolSet(crate::bot::wire::tool_set(&offered)));
+        }
         let opened_in_history: HashSet<u64> = history
             .clone()
             .filter(|l| l.tag.opens == Opens::Session)
