@@ -143,6 +143,37 @@ fn attached_the_header_names_the_server_and_learns_the_model_from_requests() {
     assert_eq!(replay.header.model, "llama3.2 at http://127.0.0.1:11434/v1");
 }
 
+/// A pipecat worker's session whose turns the console has not seen (whisker hands what passed
+/// before a client connected only to its first client) says why it may show none, wrapped
+/// whole at both sizes; the console's own empty session still asks for a line.
+#[test]
+fn a_whisker_workers_empty_transcript_says_turns_from_before_may_be_missing() {
+    let mut c = fresh();
+    c.state.apply(&Event::Session(turnscope::observe::SessionEvent {
+        session: 2,
+        handle_prefix: String::new(),
+        opener: turnscope::observe::SessionOpener::Mcp("pipecat 7f3a".into()),
+        closed: None,
+        restored: false,
+        taken_from: None,
+        at_us: 2_000_000,
+    }));
+    c.selected = Some(2);
+    c.settle();
+    for (w, h) in SIZES {
+        let text = screen(&mut c, w, h);
+        let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            flat.contains("No turns seen yet.") && flat.contains("may be missing."),
+            "{text}"
+        );
+    }
+    c.selected = Some(1);
+    c.settle();
+    let own = screen(&mut c, 160, 48);
+    assert!(own.contains("No turns yet. Type a line below"), "{own}");
+}
+
 /// The first screen: focus in the input line (typing goes there, and the line says how to
 /// leave it), the model named, `quit` in the footer, the transcript given the room.
 #[test]

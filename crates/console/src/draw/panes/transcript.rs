@@ -138,18 +138,25 @@ pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
     }
     if turns.is_empty() {
         let yours = Some(session) == c.own && !c.read_only;
-        let loading = c
-            .state
-            .session(session)
-            .is_some_and(|row| row.is_stored() && row.turns > 0);
+        let row = c.state.session(session);
+        let loading = row.is_some_and(|row| row.is_stored() && row.turns > 0);
+        let worker =
+            row.is_some_and(|row| turnscope::attach::whisker::fold::is_worker(&row.opener));
         let hint = if loading {
             "Reading this stored session's turns from the store…"
+        } else if worker {
+            // Whisker sends frames to the client reading as they pass, and its buffer of what
+            // went before only to its first client: a worker that ran before may show none.
+            "No turns seen yet. Whisker hands what passed before a client connected only to \
+             its first client: turns this worker ran before may be missing."
         } else if yours {
             "No turns yet. Type a line below and press Enter."
         } else {
             "No turns yet."
         };
-        out.push(Line::styled(hint, t.dim));
+        for piece in wrap(hint, width) {
+            out.push(Line::styled(piece, t.dim));
+        }
         // The header names the model (at start, and after a reload that changed it).
         if yours && turnscope::app::describes_embedded(&c.state.header.model) {
             for piece in wrap(&scripted_model_hint(c), width) {

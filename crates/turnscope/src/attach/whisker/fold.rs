@@ -24,6 +24,15 @@ pub const WORKERS_KEPT: usize = 256;
 /// Tool calls waiting for their result per worker.
 const CALLS_KEPT: usize = 64;
 
+/// How the session of a worker names its opener: `pipecat WORKER-ID`.
+const WORKER_OPENER: &str = "pipecat ";
+
+/// Whether a session was opened by this fold: a pipecat worker seen on whisker's feed (whose
+/// turns are known only from what passed while the feed was read).
+pub fn is_worker(opener: &SessionOpener) -> bool {
+    matches!(opener, SessionOpener::Mcp(name) if name.starts_with(WORKER_OPENER))
+}
+
 /// The fold's state: workers by id.
 #[derive(Default)]
 pub struct Fold {
@@ -97,7 +106,7 @@ impl Fold {
             out.push(Event::Session(SessionEvent {
                 session,
                 handle_prefix: String::new(),
-                opener: SessionOpener::Mcp(format!("pipecat {}", worker.id)),
+                opener: SessionOpener::Mcp(format!("{WORKER_OPENER}{}", worker.id)),
                 closed: None,
                 at_us,
                 restored: false,
