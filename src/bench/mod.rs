@@ -151,7 +151,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 48)]
     pub clients: usize,
     /// Stores of the replicas shape: `memory`, or `redis` (the memory store and a shared
-    /// `redis-server` the bench starts, alternately; then the failover time).
+    /// `redis-server` the bench starts, once with `appendfsync always` and once with
+    /// `everysec`, alternately; then the failover time).
     #[arg(long, value_enum, default_value = "memory")]
     pub store: replicas::BenchStore,
 }

@@ -2,8 +2,12 @@
 //! on the zero-pace embedded model), directly (each client on one replica's URL) and through
 //! HAProxy running `examples/haproxy.cfg` (each chat routed by its handle, with the backend
 //! lines `turnscope replicas haproxy` prints), runs interleaved. With `--store redis` the
-//! same runs alternate between replicas on the memory store and replicas sharing one
-//! `redis-server` (rows carry `store`), and each run ends with the failover time: a
+//! same runs alternate between replicas on the memory store and replicas sharing a
+//! `redis-server`, two of them: one that syncs its append-only file before each answer
+//! (`appendfsync always`, as the README starts it: every acknowledged turn on disk) and one
+//! that syncs once a second (`everysec`, Redis's default with `appendonly yes`): rows carry
+//! `store` and `fsync`, so the round trips' cost and what per-write durability adds to it
+//! read apart. Then the failover time (on the `always` Redis): a
 //! replica's SIGKILL to the first answered chat of one of its handles on another replica,
 //! through HAProxy running the recipe and its checks. Needs `haproxy` on the PATH (Debian:
 //! `apt-get install haproxy`), and `redis-server` for `--store redis`.
@@ -219,13 +223,18 @@ pub enum BenchStore {
     /// Each replica keeps its sessions in memory (the default).
     Memory,
     /// The memory store and a shared `redis-server` (started by the bench on a free loopback
-    /// port), alternately in the same run; then the failover time.
+    /// port), with `appendfsync always` and with `everysec`, alternately in the same run;
+    /// then the failover time.
     Redis,
 }
 
 /// Replicas of one store and the balancer over them, with the URLs clients use.
 struct Cluster {
     store: &'static str,
+    /// The Redis's `appendfsync` (none for the memory store).
+    fsync: Option<Fsync>,
+    /// The Redis's URL (none for the memory store).
+    redis_url: Option<String>,
     direct: Vec<String>,
     through: Vec<String>,
     /// The processes a turn runs in: the bench's clients, the replicas, HAProxy, and Redis
@@ -239,9 +248,9 @@ async fn cluster(
     count: usize,
     sessions: usize,
     store: &'static str,
-    redis: Option<&RedisChild>,
+    redis: Option<(&RedisChild, Fsync)>,
 ) -> anyhow::Result<Cluster> {
-    let url = redis.map(|r| r.url.as_str());
+    let url = redis.map(|(r, _)| r.url.as_str());
     let mut replicas = Vec::new();
     for i in 1..=count {
         replicas.push(replica(&format!("r{i}"), sessions, url, 0).await?);
@@ -251,11 +260,13 @@ async fn cluster(
         .with("clients", [Some(std::process::id())])
         .with("replicas", replicas.iter().map(|r| r.child.id()))
         .with("haproxy", [lb.child.id()]);
-    if let Some(redis) = redis {
+    if let Some((redis, _)) = redis {
         cpu = cpu.with("redis", [redis.child.id()]);
     }
     Ok(Cluster {
         store,
+        fsync: redis.map(|(_, fsync)| fsync),
+        redis_url: url.map(str::to_string),
         cpu,
         direct: replicas
             .iter()
@@ -268,24 +279,26 @@ async fn cluster(
 }
 
 /// Rows: one per run, store and path, then one summary per replica count, store and path
-/// (median turns/s); with the Redis store, Redis's turns/s as a share of memory's per replica
-/// count and path, and one failover row per run and their summary.
+/// (median turns/s); with the Redis store, each Redis's turns/s as a share of memory's per
+/// replica count and path, and one failover row per run and their summary.
 pub async fn run(
     clients: usize,
     turns: usize,
     runs: usize,
     store: BenchStore,
 ) -> anyhow::Result<()> {
-    let redis = match store {
-        BenchStore::Memory => None,
-        BenchStore::Redis => Some(RedisChild::start().await?),
-    };
+    let mut redis = Vec::new();
+    if store == BenchStore::Redis {
+        for fsync in [Fsync::Always, Fsync::EverySec] {
+            redis.push((RedisChild::start(fsync).await?, fsync));
+        }
+    }
     for count in [1usize, 3] {
         // Every run opens fresh sessions on both paths: room for all of them.
         let room = clients * 2 * runs.max(1);
         let mut clusters = vec![cluster(count, room, "memory", None).await?];
-        if let Some(redis) = &redis {
-            clusters.push(cluster(count, room, "redis", Some(redis)).await?);
+        for (child, fsync) in &redis {
+            clusters.push(cluster(count, room, "redis", Some((child, *fsync))).await?);
         }
         let mut rates = vec![Vec::new(); clusters.len() * 2];
         for run in 0..runs.max(1) {
@@ -304,7 +317,12 @@ pub async fn run(
             });
             for (k, cluster, path, urls) in paths {
                 let cpu_before = cluster.cpu.read();
+                let rewrites_before = aof_rewrites(cluster.redis_url.as_deref()).await;
                 let (done, errors, seconds, mut latencies) = load(urls, clients, turns).await?;
+                let rewrites = aof_rewrites(cluster.redis_url.as_deref())
+                    .await
+                    .zip(rewrites_before)
+                    .map(|(after, before)| after.saturating_sub(before));
                 let cpu = cluster
                     .cpu
                     .per_turn_ms(&cpu_before, &cluster.cpu.read(), done);
@@ -317,7 +335,7 @@ pub async fn run(
                 };
                 let rate = done as f64 / seconds;
                 rates[k].push(rate);
-                row(json!({
+                let mut run_row = json!({
                     "bench": "replicas",
                     "replicas": count,
                     "store": cluster.store,
@@ -331,22 +349,30 @@ pub async fn run(
                     "p50_ms": round(pct(0.5), 3),
                     "p99_ms": round(pct(0.99), 3),
                     "cpu_ms_per_turn": cpu,
-                }));
+                });
+                with_fsync(&mut run_row, cluster.fsync);
+                if let Some(rewrites) = rewrites {
+                    // Each rewrite forks Redis and writes the whole data set: a cost that
+                    // lands in the run it happens in, and explains a slow one.
+                    run_row["aof_rewrites"] = json!(rewrites);
+                }
+                row(run_row);
             }
         }
         let paths = clusters
             .iter()
-            .flat_map(|c| ["direct", "haproxy"].map(|path| (c.store, path)));
-        for (k, (store, path)) in paths.enumerate() {
+            .flat_map(|c| ["direct", "haproxy"].map(|path| (c, path)));
+        for (k, (cluster, path)) in paths.enumerate() {
             let mut r = rates[k].clone();
             r.sort_by(f64::total_cmp);
             let mut summary = json!({
                 "bench": "replicas_summary",
                 "replicas": count,
-                "store": store,
+                "store": cluster.store,
                 "path": path,
                 "runs": r.len(),
             });
+            with_fsync(&mut summary, cluster.fsync);
             summary[super::of_runs(r.len(), "turns_per_second")] = json!(round(r[r.len() / 2], 1));
             if r.len() > 1 {
                 summary["min"] = json!(round(r[0], 1));
@@ -354,30 +380,53 @@ pub async fn run(
             }
             row(summary);
         }
-        if clusters.len() == 2 {
+        for (c, cluster) in clusters.iter().enumerate().skip(1) {
             for (p, path) in ["direct", "haproxy"].into_iter().enumerate() {
-                row(share_row(count, path, &rates[p], &rates[2 + p]));
+                let mut share = share_row(count, path, &rates[p], &rates[c * 2 + p]);
+                with_fsync(&mut share, cluster.fsync);
+                row(share);
             }
         }
     }
-    if let Some(redis) = &redis {
+    if let Some((redis, _)) = redis.first() {
         let mut times = Vec::new();
         for run in 0..runs.max(1) {
             let ms = failover(&redis.url).await?;
             row(
-                json!({"bench": "replicas_failover", "store": "redis", "run": run + 1, "failover_ms": round(ms, 1)}),
+                json!({"bench": "replicas_failover", "store": "redis", "fsync": "always", "run": run + 1, "failover_ms": round(ms, 1)}),
             );
             times.push(ms);
         }
         times.sort_by(f64::total_cmp);
-        let mut summary =
-            json!({"bench": "replicas_failover_summary", "store": "redis", "runs": times.len()});
+        let mut summary = json!({"bench": "replicas_failover_summary", "store": "redis", "fsync": "always", "runs": times.len()});
         summary[super::of_runs(times.len(), "failover_ms")] =
             json!(round(times[times.len() / 2], 1));
         summary["max_ms"] = json!(round(times[times.len() - 1], 1));
         row(summary);
     }
     Ok(())
+}
+
+/// How many times the Redis at `url` rewrote its append-only file so far (`INFO
+/// persistence`); none for no Redis, or when it does not say.
+async fn aof_rewrites(url: Option<&str>) -> Option<u64> {
+    let client = redis::Client::open(url?).ok()?;
+    let mut conn = client.get_multiplexed_async_connection().await.ok()?;
+    let info: String = redis::cmd("INFO")
+        .arg("persistence")
+        .query_async(&mut conn)
+        .await
+        .ok()?;
+    info.lines()
+        .find_map(|line| line.strip_prefix("aof_rewrites:"))
+        .and_then(|n| n.trim().parse().ok())
+}
+
+/// Adds `fsync` to a row of a Redis cluster.
+fn with_fsync(row: &mut serde_json::Value, fsync: Option<Fsync>) {
+    if let Some(fsync) = fsync {
+        row["fsync"] = json!(fsync.name());
+    }
 }
 
 /// `replicas_share`: Redis's turns/s over memory's, paired run by run (the two stores' runs of
@@ -413,8 +462,27 @@ const ATTEMPT: Duration = Duration::from_secs(5);
 /// How long the failover may take in all before the bench gives up.
 const GIVE_UP: Duration = Duration::from_secs(60);
 
-/// A `redis-server` on a free loopback port, as docs/replicas.md starts it (every write in
-/// its append-only log before it answers), its data in a scratch folder; killed on drop.
+/// How a benched Redis syncs its append-only file (`appendfsync`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Fsync {
+    /// Before it answers a write: every acknowledged turn is on disk (docs/replicas.md).
+    Always,
+    /// Once a second: a Redis crash may lose the last second of acknowledged turns.
+    EverySec,
+}
+
+impl Fsync {
+    /// The `appendfsync` value.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Fsync::Always => "always",
+            Fsync::EverySec => "everysec",
+        }
+    }
+}
+
+/// A `redis-server` on a free loopback port, as docs/replicas.md starts it (`appendonly yes`,
+/// with `fsync` as given), its data in a scratch folder; killed on drop.
 pub(super) struct RedisChild {
     /// `redis://127.0.0.1:PORT/0`.
     pub(super) url: String,
@@ -424,7 +492,7 @@ pub(super) struct RedisChild {
 
 impl RedisChild {
     /// Starts it and waits for its `PONG`.
-    pub(super) async fn start() -> anyhow::Result<Self> {
+    pub(super) async fn start(fsync: Fsync) -> anyhow::Result<Self> {
         let port = super::child::free_port()?;
         let dir = Scratch::new("redis")?;
         let child = Command::new("redis-server")
@@ -436,7 +504,7 @@ impl RedisChild {
                 "--save",
                 "",
             ])
-            .args(["--appendonly", "yes", "--appendfsync", "always"])
+            .args(["--appendonly", "yes", "--appendfsync", fsync.name()])
             .arg("--dir")
             .arg(&dir.0)
             .stdout(Stdio::null())
