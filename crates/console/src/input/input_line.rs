@@ -160,14 +160,19 @@ impl Console {
     /// A line whose chat failed before any turn took it (the call did not reach the bot, the
     /// bot refused it) is nowhere in the transcript: it goes back into the input line when
     /// that is empty, else the notice repeats it. A line a turn took (the turn ran, then its
-    /// call failed) is in the transcript already, and is left there. The words the notice
-    /// ends with.
-    fn unsent(&mut self, session: u64, line: &str) -> String {
-        let taken = self
-            .state
-            .transcript(session)
-            .last()
-            .is_some_and(|turn| turn.line == line);
+    /// call failed) is in the transcript already, and is left there: a turn with that line
+    /// started after the call was sent (`since`, the last turn's id then), or, when the send
+    /// was not seen, the last turn. The words the notice ends with.
+    fn unsent(&mut self, session: u64, line: &str, since: Option<u64>) -> String {
+        let turns = self.state.transcript(session);
+        let taken = match since {
+            Some(last_before) => turns
+                .iter()
+                .rev()
+                .take_while(|turn| turn.id > last_before)
+                .any(|turn| turn.line == line),
+            None => turns.last().is_some_and(|turn| turn.line == line),
+        };
         if line.is_empty() || taken {
             String::new()
         } else if self.give_back_line(line) {
@@ -179,16 +184,17 @@ impl Console {
 
     /// Notes that a chat call started.
     pub fn chat_started(&mut self, session: u64) {
-        self.input_line.waiting.insert(session);
+        let last = self.state.transcript(session).last().map_or(0, |t| t.id);
+        self.input_line.waiting.entry(session).or_insert(last);
     }
 
     /// Notes how a chat call ended: errors and reads become a notice; a reply shows in the
     /// transcript on its own.
     pub fn chat_done(&mut self, session: u64, line: &str, result: Result<ChatReply, String>) {
-        self.input_line.waiting.remove(&session);
+        let since = self.input_line.waiting.remove(&session);
         self.notice = match result {
             Err(message) => Some(Notice {
-                text: format!("{message}{}", self.unsent(session, line)),
+                text: format!("{message}{}", self.unsent(session, line, since)),
                 error: true,
             }),
             Ok(reply) if reply.is_error() => Some(Notice {
@@ -202,7 +208,7 @@ impl Console {
                     None => format!(
                         "chat failed: {}{}",
                         reply.error.unwrap_or_default(),
-                        self.unsent(session, line)
+                        self.unsent(session, line, since)
                     ),
                 },
                 error: true,

@@ -162,13 +162,13 @@ fn empty_enter_reads_the_turn_in_flight_and_reports_it() {
         })
     );
     c.chat_started(1);
-    assert!(c.input_line.waiting.contains(&1));
+    assert!(c.input_line.waiting.contains_key(&1));
     c.chat_done(
         1,
         "",
         Ok(reply(Some(2), "It is noon.", Some("completed"), None)),
     );
-    assert!(!c.input_line.waiting.contains(&1));
+    assert!(!c.input_line.waiting.contains_key(&1));
     let notice = c.notice.clone().expect("a notice");
     assert!(!notice.error);
     assert!(
@@ -249,6 +249,46 @@ fn chat_errors_become_error_notices_and_replies_clear_them() {
     );
     c.chat_done(1, "hi", Ok(reply(Some(4), "fine", Some("completed"), None)));
     assert_eq!(c.notice, None);
+}
+
+/// The same line said again, its second call failing before any turn took it, comes back (the
+/// last turn's line being the same says nothing of this call); a line a turn took after the
+/// call was sent stays in the transcript.
+#[test]
+fn a_line_said_again_whose_call_failed_before_a_turn_comes_back() {
+    let mut c = console();
+    let (last_id, last_line) = c
+        .state
+        .transcript(1)
+        .last()
+        .map(|t| (t.id, t.line.clone()))
+        .expect("the fixture's session has a turn");
+    c.chat_started(1);
+    c.chat_done(1, &last_line, Err("the `chat` call failed".into()));
+    assert_eq!(c.input.lines(), [last_line.as_str()]);
+    assert!(
+        c.notice.as_ref().is_some_and(|n| n
+            .text
+            .ends_with("your line is back in the input line (Enter sends it)")),
+        "{:?}",
+        c.notice
+    );
+    press(&mut c, KeyCode::Enter);
+    assert!(c.input.is_empty());
+
+    c.chat_started(1);
+    c.state.apply(&Event::TurnStarted {
+        session: 1,
+        turn: last_id + 1,
+        line: "taken".into(),
+        at_us: 0,
+    });
+    c.chat_done(1, "taken", Err("saved nowhere".into()));
+    assert!(c.input.is_empty(), "{:?}", c.input.lines());
+    assert_eq!(
+        c.notice.as_ref().map(|n| n.text.as_str()),
+        Some("saved nowhere")
+    );
 }
 
 #[test]

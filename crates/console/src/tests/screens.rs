@@ -149,15 +149,16 @@ fn attached_the_header_names_the_server_and_learns_the_model_from_requests() {
 #[test]
 fn a_whisker_workers_empty_transcript_says_turns_from_before_may_be_missing() {
     let mut c = fresh();
-    c.state.apply(&Event::Session(turnscope::observe::SessionEvent {
-        session: 2,
-        handle_prefix: String::new(),
-        opener: turnscope::observe::SessionOpener::Mcp("pipecat 7f3a".into()),
-        closed: None,
-        restored: false,
-        taken_from: None,
-        at_us: 2_000_000,
-    }));
+    c.state
+        .apply(&Event::Session(turnscope::observe::SessionEvent {
+            session: 2,
+            handle_prefix: String::new(),
+            opener: turnscope::observe::SessionOpener::Mcp("pipecat 7f3a".into()),
+            closed: None,
+            restored: false,
+            taken_from: None,
+            at_us: 2_000_000,
+        }));
     c.selected = Some(2);
     c.settle();
     for (w, h) in SIZES {

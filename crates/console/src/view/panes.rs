@@ -3,7 +3,7 @@
 //! keeps them in range), cursors, searches and scopes.
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::line_edit::LineEdit;
 use super::nav::ListNav;
@@ -104,8 +104,9 @@ pub struct LogView {
 /// The Input pane's sends (the line itself is the console's `TextArea`).
 #[derive(Debug, Default)]
 pub struct InputLineView {
-    /// Sessions with a chat call from the console in flight.
-    pub waiting: BTreeSet<u64>,
+    /// Sessions with a chat call from the console in flight, each with the id of its last
+    /// turn when the first of them was sent (0: none): a turn after it may have taken the line.
+    pub waiting: BTreeMap<u64, u64>,
     /// A session not opened here whose line waits for a second Enter.
     pub pending_send: Option<u64>,
     /// Sessions not opened here the person confirmed speaking into.

@@ -56,7 +56,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         None => extra.push(dim_piece(c, "no session selected")),
     }
     if c.selected
-        .is_some_and(|n| c.input_line.waiting.contains(&n))
+        .is_some_and(|n| c.input_line.waiting.contains_key(&n))
     {
         extra.push(Span::styled("· waiting for the reply… ", t.accent));
     }

@@ -167,7 +167,7 @@ pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
     for turn in turns {
         turn_lines(c, session, turn, width, &mut out);
     }
-    if c.input_line.waiting.contains(&session) && turns.last().is_none_or(|t| t.end.is_some()) {
+    if c.input_line.waiting.contains_key(&session) && turns.last().is_none_or(|t| t.end.is_some()) {
         out.push(Line::styled("     … waiting for the turn to start", t.dim));
     }
     out
