@@ -101,6 +101,19 @@ async fn stalled_viewer(addr: std::net::SocketAddr, version: &str) -> tokio::net
     stalled
 }
 
+/// An SDK client of `url` sending the token.
+async fn client_with_token(url: String) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    let config =
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url)
+            .auth_header(TOKEN.to_string());
+    rmcp::ServiceExt::serve(
+        (),
+        rmcp::transport::StreamableHttpClientTransport::from_config(config),
+    )
+    .await
+    .unwrap()
+}
+
 /// Lines until one ends turn `turn` (of any session), at most 10 s.
 async fn until_turn_end(
     rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
@@ -129,17 +142,7 @@ async fn three_viewers_see_the_same_lines_after_the_sessions_they_joined() {
     let url = app.server.mcp_url();
     // A conversation nobody watches: the bus is not even listened to.
     assert_eq!(health(addr).await["viewers"]["listening"], false);
-    let mut config =
-        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
-            url.clone(),
-        );
-    config = config.auth_header(TOKEN.to_string());
-    let client = rmcp::ServiceExt::serve(
-        (),
-        rmcp::transport::StreamableHttpClientTransport::from_config(config),
-    )
-    .await
-    .unwrap();
+    let client = client_with_token(url.clone()).await;
     let handle = bot_client::start(&client).await;
     bot_client::chat(&client, &handle, "before anyone watched").await;
 
@@ -231,17 +234,7 @@ async fn a_viewer_of_an_idle_server_is_told_the_tools_its_bot_offers() {
         .collect();
     assert!(names.contains(&"clock"), "{names:?}");
 
-    let mut config =
-        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
-            app.server.mcp_url(),
-        );
-    config = config.auth_header(TOKEN.to_string());
-    let client = rmcp::ServiceExt::serve(
-        (),
-        rmcp::transport::StreamableHttpClientTransport::from_config(config),
-    )
-    .await
-    .unwrap();
+    let client = client_with_token(app.server.mcp_url()).await;
     let handle = bot_client::start(&client).await;
     bot_client::chat(&client, &handle, "use the clock").await;
     let named: Vec<String> = until_turn_end(&mut v, 1)

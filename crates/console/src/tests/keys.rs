@@ -181,13 +181,9 @@ fn empty_enter_reads_the_turn_in_flight_and_reports_it() {
     assert!(c.notice.as_ref().unwrap().text.contains("no unread turn"));
 }
 
-#[test]
-fn chat_errors_become_error_notices_and_replies_clear_them() {
-    let mut c = console();
-    c.chat_done(1, "hi", Err("handle: no live session.".into()));
-    assert!(c.notice.as_ref().is_some_and(|n| n.error));
-    // No turn took the line: it is back in the input line, not lost.
-    assert_eq!(c.input.lines(), ["hi"]);
+/// `line` is back in the input line, and the notice says so.
+fn assert_line_is_back(c: &Console, line: &str) {
+    assert_eq!(c.input.lines(), [line]);
     assert!(
         c.notice.as_ref().is_some_and(|n| n
             .text
@@ -195,6 +191,15 @@ fn chat_errors_become_error_notices_and_replies_clear_them() {
         "{:?}",
         c.notice
     );
+}
+
+#[test]
+fn chat_errors_become_error_notices_and_replies_clear_them() {
+    let mut c = console();
+    c.chat_done(1, "hi", Err("handle: no live session.".into()));
+    assert!(c.notice.as_ref().is_some_and(|n| n.error));
+    // No turn took the line: it is back in the input line, not lost.
+    assert_line_is_back(&c, "hi");
     // Typed over since: the notice repeats the line instead.
     c.chat_done(1, "ho", Err("the `chat` call failed".into()));
     assert_eq!(c.input.lines(), ["hi"]);
@@ -265,14 +270,7 @@ fn a_line_said_again_whose_call_failed_before_a_turn_comes_back() {
         .expect("the fixture's session has a turn");
     c.chat_started(1);
     c.chat_done(1, &last_line, Err("the `chat` call failed".into()));
-    assert_eq!(c.input.lines(), [last_line.as_str()]);
-    assert!(
-        c.notice.as_ref().is_some_and(|n| n
-            .text
-            .ends_with("your line is back in the input line (Enter sends it)")),
-        "{:?}",
-        c.notice
-    );
+    assert_line_is_back(&c, &last_line);
     press(&mut c, KeyCode::Enter);
     assert!(c.input.is_empty());
 
