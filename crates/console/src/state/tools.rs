@@ -6,7 +6,7 @@ use turnscope::tools::ToolSpec;
 use turnscope::tools::merge::Skip;
 use turnscope::tools::openai_shape::names::{NameMap, is_valid_openai_name};
 use turnscope::tools::openai_shape::schema::{Limits, convert};
-use turnscope::tools::portability;
+use turnscope::tools::portability::{self, StrictServed};
 
 use serde_json::Value;
 use turnscope::observe::wire::ToolSetEvent;
@@ -39,13 +39,13 @@ impl ConsoleState {
     /// Sets the tool list from the bot's specs: schemas pretty-printed, the OpenAI conversion
     /// done, collisions and renames explained.
     pub fn set_tools(&mut self, specs: &[ToolSpec]) {
-        self.fill_tools(specs, true);
+        self.fill_tools(specs, StrictServed::Here);
     }
 
     /// Sets the tool list from an attached bot's `tools/list`: tools its MCP clients see,
     /// which no OpenAI bridge of ours offers (so none has a strict version served).
     pub fn set_attached_tools(&mut self, specs: &[ToolSpec]) {
-        self.fill_tools(specs, false);
+        self.fill_tools(specs, StrictServed::Nowhere);
     }
 
     /// A watched turnscope's tool set (`Event::ToolSet` on its stream: the tools its model is
@@ -76,17 +76,20 @@ impl ConsoleState {
         // The target's own stay as they are; the set before is replaced.
         self.tools_generation += 1;
         self.tools.retain(|t| !t.elsewhere);
-        self.tools
-            .extend(tool_views(&watched, true).into_iter().map(|view| ToolView {
-                elsewhere: true,
-                ..view
-            }));
+        self.tools.extend(
+            tool_views(&watched, StrictServed::Watched)
+                .into_iter()
+                .map(|view| ToolView {
+                    elsewhere: true,
+                    ..view
+                }),
+        );
     }
 
-    /// The list from `specs`; `bridged`: turnscope's OpenAI bridge offers them.
-    fn fill_tools(&mut self, specs: &[ToolSpec], bridged: bool) {
+    /// The list from `specs`, their strict versions served as `served` says.
+    fn fill_tools(&mut self, specs: &[ToolSpec], served: StrictServed) {
         self.tools_generation += 1;
-        self.tools = tool_views(specs, bridged);
+        self.tools = tool_views(specs, served);
     }
 
     /// Counts the tool lists set: a drawing kept for one list is stale under another.
@@ -96,8 +99,8 @@ impl ConsoleState {
 }
 
 /// The views of `specs`: schemas pretty-printed, the OpenAI conversion done, collisions and
-/// renames explained, portability found; `bridged`: turnscope's OpenAI bridge offers them.
-fn tool_views(specs: &[ToolSpec], bridged: bool) -> Vec<ToolView> {
+/// renames explained, portability found (their strict versions served as `served` says).
+fn tool_views(specs: &[ToolSpec], served: StrictServed) -> Vec<ToolView> {
     let names = NameMap::new(specs.iter().map(|s| s.name.as_str()));
     let mut seen = std::collections::BTreeMap::<&str, &str>::new();
     specs
@@ -136,9 +139,11 @@ fn tool_views(specs: &[ToolSpec], bridged: bool) -> Vec<ToolView> {
                 notes,
                 skipped: None,
                 input: spec.input_schema.clone(),
-                portability: findings.iter().map(|f| f.text(bridged)).collect(),
+                portability: findings.iter().map(|f| f.text(served)).collect(),
                 // Refused somewhere as it is, with no mended version served.
-                unserved: findings.iter().any(|f| !(f.mended && bridged)),
+                unserved: findings
+                    .iter()
+                    .any(|f| !f.mended || served == StrictServed::Nowhere),
                 elsewhere: false,
             }
         })

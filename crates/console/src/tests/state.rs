@@ -678,6 +678,17 @@ fn a_watched_bots_tool_set_is_listed_after_the_targets_tools_and_not_called_from
         .collect();
     assert_eq!(listed, [("start", false), ("clock", true)]);
     assert_eq!(attached.tools[1].description, "clock it");
+    // Its strict version is the watched server's to serve, while that server's OpenAI bridge
+    // runs (which a viewer cannot see): said so, not marked as served nowhere.
+    let clock = &attached.tools[1];
+    assert_eq!(
+        clock.portability,
+        [
+            "OpenAI strict: refused as sent (1 object not closed); the watched server's GET \
+             /v1/tools?strict=true serves a strict version while its OpenAI bridge runs"
+        ]
+    );
+    assert!(!clock.unserved);
 
     let mut c = crate::view::console::Console::new(attached, crate::theme::Theme::default(), false);
     c.tools.nav.cursor = 1;

@@ -57,14 +57,32 @@ pub struct Finding {
     pub mended: bool,
 }
 
+/// Where a tool's strict version is served, for what [`Finding::text`] points to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StrictServed {
+    /// This turnscope's OpenAI bridge offers the tool (the bot's own).
+    Here,
+    /// A watched turnscope's bot offers it: that server's bridge serves it, while it runs
+    /// (which a viewer cannot see).
+    Watched,
+    /// No bridge of turnscope's offers it (an attached bot's `tools/list`).
+    Nowhere,
+}
+
 impl Finding {
-    /// The finding as one line. `bridged`: the tool is one turnscope's OpenAI bridge offers
-    /// (the bot's own), so a mended finding says where its strict version is served; a tool
-    /// the bridge never offers (an attached bot's `tools/list`) gets no such pointer.
-    pub fn text(&self, bridged: bool) -> String {
+    /// The finding as one line; a mended one says where its strict version is served, as
+    /// `served` tells (nothing for a tool no bridge of turnscope's offers).
+    pub fn text(&self, served: StrictServed) -> String {
         let mut text = format!("{}: {}", self.target.label(), self.reason);
-        if self.mended && bridged {
-            text.push_str("; GET /v1/tools?strict=true serves a strict version");
+        if self.mended {
+            text.push_str(match served {
+                StrictServed::Here => "; GET /v1/tools?strict=true serves a strict version",
+                StrictServed::Watched => {
+                    "; the watched server's GET /v1/tools?strict=true serves a strict version \
+                     while its OpenAI bridge runs"
+                }
+                StrictServed::Nowhere => "",
+            });
         }
         if !self.pointer.is_empty() {
             text.push_str(&format!(" (at #{})", self.pointer));
@@ -76,7 +94,7 @@ impl Finding {
 impl fmt::Display for Finding {
     /// [`Finding::text`] of a tool the bridge offers.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text(true))
+        f.write_str(&self.text(StrictServed::Here))
     }
 }
 
@@ -292,7 +310,8 @@ mod tests {
     }
 
     /// A tool the bridge never offers (an attached bot's `tools/list`) is told what strict
-    /// mode refuses, with no pointer to a strict version nobody serves.
+    /// mode refuses, with no pointer to a strict version nobody serves; a watched bot's tool
+    /// is pointed to its own server's bridge, which a viewer cannot see running.
     #[test]
     fn a_mended_finding_points_to_the_bridge_only_for_its_tools() {
         let open = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
@@ -302,15 +321,20 @@ mod tests {
             .find(|f| f.target == Target::OpenAiStrict)
             .expect("strict mode refuses an open object");
         assert!(strict.mended);
+        let bare = strict.text(StrictServed::Nowhere);
         assert_eq!(
-            strict.text(false),
+            bare,
             "OpenAI strict: refused as sent (1 optional field, 1 object not closed)"
         );
         assert_eq!(
-            strict.text(true),
+            strict.text(StrictServed::Here),
+            format!("{bare}; GET /v1/tools?strict=true serves a strict version")
+        );
+        assert_eq!(
+            strict.text(StrictServed::Watched),
             format!(
-                "{}; GET /v1/tools?strict=true serves a strict version",
-                strict.text(false)
+                "{bare}; the watched server's GET /v1/tools?strict=true serves a strict \
+                 version while its OpenAI bridge runs"
             )
         );
     }
