@@ -230,11 +230,8 @@ pub enum BenchStore {
 
 /// Replicas of one store and the balancer over them, with the URLs clients use.
 struct Cluster {
-    store: &'static str,
-    /// The Redis's `appendfsync` (none for the memory store).
-    fsync: Option<Fsync>,
-    /// The Redis's URL (none for the memory store).
-    redis_url: Option<String>,
+    /// The shared Redis's URL and `appendfsync`; none for the memory store.
+    redis: Option<(String, Fsync)>,
     direct: Vec<String>,
     through: Vec<String>,
     /// The processes a turn runs in: the bench's clients, the replicas, HAProxy, and Redis
@@ -247,7 +244,6 @@ struct Cluster {
 async fn cluster(
     count: usize,
     sessions: usize,
-    store: &'static str,
     redis: Option<(&RedisChild, Fsync)>,
 ) -> anyhow::Result<Cluster> {
     let url = redis.map(|(r, _)| r.url.as_str());
@@ -264,9 +260,7 @@ async fn cluster(
         cpu = cpu.with("redis", [redis.child.id()]);
     }
     Ok(Cluster {
-        store,
-        fsync: redis.map(|(_, fsync)| fsync),
-        redis_url: url.map(str::to_string),
+        redis: redis.map(|(child, fsync)| (child.url.clone(), fsync)),
         cpu,
         direct: replicas
             .iter()
@@ -296,9 +290,9 @@ pub async fn run(
     for count in [1usize, 3] {
         // Every run opens fresh sessions on both paths: room for all of them.
         let room = clients * 2 * runs.max(1);
-        let mut clusters = vec![cluster(count, room, "memory", None).await?];
+        let mut clusters = vec![cluster(count, room, None).await?];
         for (child, fsync) in &redis {
-            clusters.push(cluster(count, room, "redis", Some((child, *fsync))).await?);
+            clusters.push(cluster(count, room, Some((child, *fsync))).await?);
         }
         let mut rates = vec![Vec::new(); clusters.len() * 2];
         for run in 0..runs.max(1) {
@@ -316,16 +310,17 @@ pub async fn run(
                     .map(move |(p, (path, urls))| (c * 2 + p, cluster, path, urls))
             });
             for (k, cluster, path, urls) in paths {
+                // Redis's count is read outside the CPU window: the reading is not the load's.
+                let rewrites_before = aof_rewrites(cluster.redis_url()).await;
                 let cpu_before = cluster.cpu.read();
-                let rewrites_before = aof_rewrites(cluster.redis_url.as_deref()).await;
                 let (done, errors, seconds, mut latencies) = load(urls, clients, turns).await?;
-                let rewrites = aof_rewrites(cluster.redis_url.as_deref())
-                    .await
-                    .zip(rewrites_before)
-                    .map(|(after, before)| after.saturating_sub(before));
                 let cpu = cluster
                     .cpu
                     .per_turn_ms(&cpu_before, &cluster.cpu.read(), done);
+                let rewrites = aof_rewrites(cluster.redis_url())
+                    .await
+                    .zip(rewrites_before)
+                    .map(|(after, before)| after.saturating_sub(before));
                 latencies.sort_by(f64::total_cmp);
                 let pct = |q: f64| {
                     latencies
@@ -338,7 +333,7 @@ pub async fn run(
                 let mut run_row = json!({
                     "bench": "replicas",
                     "replicas": count,
-                    "store": cluster.store,
+                    "store": cluster.store(),
                     "path": path,
                     "run": run + 1,
                     "clients": clients,
@@ -350,7 +345,7 @@ pub async fn run(
                     "p99_ms": round(pct(0.99), 3),
                     "cpu_ms_per_turn": cpu,
                 });
-                with_fsync(&mut run_row, cluster.fsync);
+                cluster.name_fsync(&mut run_row);
                 if let Some(rewrites) = rewrites {
                     // Each rewrite forks Redis and writes the whole data set: a cost that
                     // lands in the run it happens in, and explains a slow one.
@@ -368,11 +363,11 @@ pub async fn run(
             let mut summary = json!({
                 "bench": "replicas_summary",
                 "replicas": count,
-                "store": cluster.store,
+                "store": cluster.store(),
                 "path": path,
                 "runs": r.len(),
             });
-            with_fsync(&mut summary, cluster.fsync);
+            cluster.name_fsync(&mut summary);
             summary[super::of_runs(r.len(), "turns_per_second")] = json!(round(r[r.len() / 2], 1));
             if r.len() > 1 {
                 summary["min"] = json!(round(r[0], 1));
@@ -383,22 +378,22 @@ pub async fn run(
         for (c, cluster) in clusters.iter().enumerate().skip(1) {
             for (p, path) in ["direct", "haproxy"].into_iter().enumerate() {
                 let mut share = share_row(count, path, &rates[p], &rates[c * 2 + p]);
-                with_fsync(&mut share, cluster.fsync);
+                cluster.name_fsync(&mut share);
                 row(share);
             }
         }
     }
-    if let Some((redis, _)) = redis.first() {
+    if let Some((redis, fsync)) = redis.first() {
         let mut times = Vec::new();
         for run in 0..runs.max(1) {
             let ms = failover(&redis.url).await?;
             row(
-                json!({"bench": "replicas_failover", "store": "redis", "fsync": "always", "run": run + 1, "failover_ms": round(ms, 1)}),
+                json!({"bench": "replicas_failover", "store": "redis", "fsync": fsync.name(), "run": run + 1, "failover_ms": round(ms, 1)}),
             );
             times.push(ms);
         }
         times.sort_by(f64::total_cmp);
-        let mut summary = json!({"bench": "replicas_failover_summary", "store": "redis", "fsync": "always", "runs": times.len()});
+        let mut summary = json!({"bench": "replicas_failover_summary", "store": "redis", "fsync": fsync.name(), "runs": times.len()});
         summary[super::of_runs(times.len(), "failover_ms")] =
             json!(round(times[times.len() / 2], 1));
         summary["max_ms"] = json!(round(times[times.len() - 1], 1));
@@ -422,10 +417,26 @@ async fn aof_rewrites(url: Option<&str>) -> Option<u64> {
         .and_then(|n| n.trim().parse().ok())
 }
 
-/// Adds `fsync` to a row of a Redis cluster.
-fn with_fsync(row: &mut serde_json::Value, fsync: Option<Fsync>) {
-    if let Some(fsync) = fsync {
-        row["fsync"] = json!(fsync.name());
+impl Cluster {
+    /// `memory` or `redis`, as rows name the store.
+    fn store(&self) -> &'static str {
+        if self.redis.is_some() {
+            "redis"
+        } else {
+            "memory"
+        }
+    }
+
+    /// The shared Redis's URL, if there is one.
+    fn redis_url(&self) -> Option<&str> {
+        self.redis.as_ref().map(|(url, _)| url.as_str())
+    }
+
+    /// Adds the Redis's `fsync` to a row (nothing for the memory store).
+    fn name_fsync(&self, row: &mut serde_json::Value) {
+        if let Some((_, fsync)) = &self.redis {
+            row["fsync"] = json!(fsync.name());
+        }
     }
 }
 
