@@ -84,9 +84,11 @@ impl Screen {
         pty.resize(pty_process::Size::new(ROWS, COLS))
             .expect("resize");
         // What the console saves for the person (a copied curl command, an export) goes into
-        // the temp dir: this run's scratch, removed with it.
-        let mut command =
-            pty_process::Command::new(env!("CARGO_BIN_EXE_turnscope")).env("TMPDIR", &*dir);
+        // the temp dir, and what it keeps between runs (its handles, a default store file)
+        // into the state directory: both this run's scratch, removed with it.
+        let mut command = pty_process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
+            .env("TMPDIR", &*dir)
+            .env("XDG_STATE_HOME", &*dir);
         for (k, v) in env {
             command = command.env(k, v);
         }

@@ -1,7 +1,8 @@
 //! Sessions a store file keeps, seen from a console started after a restart: a session an MCP
 //! client chatted on is listed as `stored` before any client reopens it, its transcript and
 //! turn view open from the turns in the file, a line typed into it is refused with what to
-//! do, and the client's next `chat` on its handle reopens it as a live session.
+//! do, and the client's next `chat` on its handle reopens it as a live session. The person's
+//! own conversation in the console goes on after a restart: the console kept its handle.
 
 use super::{Screen, mcp_url};
 use crate::support::mcp::Client;
@@ -77,4 +78,54 @@ async fn a_stored_session_is_listed_and_opened_after_a_restart() {
     s.send(b"q").await;
     assert!(s.wait_exit().await.success());
     drop(client);
+}
+
+#[tokio::test]
+async fn the_persons_own_conversation_goes_on_after_a_restart() {
+    let args = [
+        "--port",
+        "0",
+        "--pace",
+        "0.005",
+        "--store",
+        "sqlite:sessions.sqlite3",
+    ];
+    let mut s = Screen::start(&args).await;
+    s.wait_text("Type a line; Enter sends").await;
+    s.send(b"remember the word teapot\r").await;
+    s.wait_text("turn 1 · completed").await;
+    s.send(b"\x03").await;
+    assert!(s.wait_exit().await.success());
+
+    let mut s = s.restart(&args).await;
+    // The person's new session points to the conversation they had before.
+    s.wait_all(&["Type a line; Enter sends", "from before (1 turn) is stored"])
+        .await;
+    // The stored row is the person's (the console kept its handle): listed as theirs.
+    s.send(b"\x1b").await;
+    s.send(b"j").await;
+    let screen = s
+        .wait_all(&["Transcript · stored ", "you  remember the word teapot"])
+        .await;
+    let stored_row = screen
+        .lines()
+        .find(|l| l.contains("▶-"))
+        .unwrap_or_default();
+    assert!(stored_row.contains("console (you)"), "{screen}");
+    // A line typed into it reopens it (the person's session now) and is answered there,
+    // after the first turn.
+    s.send(b"3").await;
+    s.send(b"what was the word?\r").await;
+    let screen = s
+        .wait_all(&[
+            "you  what was the word?",
+            "turn 2 · completed",
+            "Transcript · #2 console (you)",
+        ])
+        .await;
+    assert!(screen.contains("you  remember the word teapot"), "{screen}");
+    assert!(screen.contains("2 open"), "{screen}");
+    assert!(!screen.contains("1 stored"), "no longer stored: {screen}");
+    s.send(b"\x03").await;
+    assert!(s.wait_exit().await.success());
 }

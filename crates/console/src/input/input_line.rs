@@ -93,21 +93,29 @@ impl Console {
             });
             return None;
         }
-        if let Some(row) = self.state.session(session)
-            && row.is_stored()
+        let stored_mine = match self.state.session(session) {
+            // The person's own conversation from before a restart (the console kept its
+            // handle, `run::kept_handles`): the line reopens it.
+            Some(row) if row.is_stored() && row.mine => true,
+            Some(row) if row.is_stored() => {
+                // The store keeps only a keyed hash of the handle: the console cannot chat on
+                // it, and reopening it here would take the conversation from the client that
+                // holds it.
+                self.notice = Some(Notice {
+                    text: format!(
+                        "session {} is stored, not open: its transcript is read-only here; the client holding its handle reopens it with its next chat",
+                        row.handle_prefix
+                    ),
+                    error: true,
+                });
+                return None;
+            }
+            _ => false,
+        };
+        if Some(session) != self.own
+            && !stored_mine
+            && !self.input_line.confirmed.contains(&session)
         {
-            // The store keeps only a keyed hash of the handle: the console cannot chat on it,
-            // and reopening it here would take the conversation from the client that holds it.
-            self.notice = Some(Notice {
-                text: format!(
-                    "session {} is stored, not open: its transcript is read-only here; the client holding its handle reopens it with its next chat",
-                    row.handle_prefix
-                ),
-                error: true,
-            });
-            return None;
-        }
-        if Some(session) != self.own && !self.input_line.confirmed.contains(&session) {
             if self.input_line.pending_send != Some(session) {
                 let who = self
                     .state

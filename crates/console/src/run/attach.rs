@@ -181,7 +181,13 @@ fn perform(
     };
     match action {
         Action::Export { .. } | Action::ExportTest { .. } | Action::Copy { .. } => {
-            crate::run::live::perform(action, console, None, chat_tx, &CancellationToken::new());
+            crate::run::live::perform(
+                action,
+                console,
+                (None, None),
+                chat_tx,
+                &CancellationToken::new(),
+            );
         }
         Action::Quit | Action::EditExternally { .. } | Action::ReloadConfig => {}
         Action::SaveCalls { .. } => {
@@ -313,7 +319,7 @@ fn perform(
                         text: handle,
                     },
                     console,
-                    None,
+                    (None, None),
                     chat_tx,
                     &CancellationToken::new(),
                 ),

@@ -15,6 +15,7 @@ use turnscope::sessions::Sessions;
 use turnscope::tools::ToolSpec;
 use turnscope::tools::registry::{ToolRegistry, describe_sources};
 
+use super::kept_handles::KeptHandles;
 use super::stored::StoredSessions;
 use crate::state::{Activity, ConsoleState, SessionRow, TurnView};
 
@@ -40,6 +41,23 @@ pub enum Done {
     },
     /// A hand call of an attached bot's tool ended (made over MCP, or why it was not).
     Hand(crate::run::workbench::HandDone),
+    /// A stored conversation of the person's was reopened to take their line: `stored` its
+    /// row's number, `number` its number as an open session, `prefix` its handle's prefix.
+    Reopened {
+        /// The stored row it was shown as.
+        stored: u64,
+        /// Its number now that it is open.
+        number: u64,
+        /// Its handle's first 8 characters.
+        prefix: String,
+    },
+    /// Something worth the person's notice that a task met (an error when `error`).
+    Notice {
+        /// What to say.
+        text: String,
+        /// Whether it is an error.
+        error: bool,
+    },
 }
 
 /// What the loop asks of a bot this process does not run (`run::attach` implements it): the
@@ -79,6 +97,8 @@ pub struct LiveFeed {
     reloader: Option<Reloader>,
     /// The sessions the store keeps that are not open here.
     stored: Option<StoredSessions>,
+    /// The handles of the person's console conversations, kept across restarts.
+    kept: Option<KeptHandles>,
 }
 
 impl LiveFeed {
@@ -96,6 +116,7 @@ impl LiveFeed {
             specs: None,
             held: None,
             reloader: None,
+            kept: None,
         }
     }
 
@@ -113,7 +134,23 @@ impl LiveFeed {
             specs: None,
             held: None,
             reloader: None,
+            kept: None,
         }
+    }
+
+    /// Goes on with the person's stored console conversations whose handles `kept` holds
+    /// (their rows are the person's, and a line sent into one reopens it).
+    pub fn with_kept_handles(mut self, kept: KeptHandles) -> Self {
+        if let Some(stored) = &mut self.stored {
+            stored.set_kept(kept.clone());
+        }
+        self.kept = Some(kept);
+        self
+    }
+
+    /// The handles of the person's console conversations, kept across restarts.
+    pub fn kept_handles(&self) -> Option<&KeptHandles> {
+        self.kept.as_ref()
     }
 
     /// Reloads the config with `reloader` when asked (`R`).

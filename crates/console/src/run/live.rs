@@ -17,6 +17,7 @@ use crate::input::actions::Action;
 
 use crate::error::ConsoleError;
 use crate::run::feed::LiveFeed;
+use crate::run::kept_handles::KeptHandles;
 use crate::run::signals::ConsoleSignal;
 use crate::run::workbench::{Fixed, HandDone, Input, ResendDone, Tty};
 use crate::state::{ConfigMark, ConsoleState, Header, Source};
@@ -79,13 +80,19 @@ pub async fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console
     let bot = app.sessions.bot();
     state.greeting = bot.greeting();
     // Subscribe before opening the person's session, so its opening is seen.
+    let state_dir = turnscope::store::state_dir(&|name| std::env::var(name).ok());
+    let (kept, unreadable) = KeptHandles::load(app.sessions.store().clone(), state_dir.as_deref());
     let mut feed = LiveFeed::new(sub, app.sessions.clone())
         .with_bridges(app.bridges.statuses())
         .with_registry(app.tool_registry.clone())
-        .with_reloader(app.reloader());
+        .with_reloader(app.reloader())
+        .with_kept_handles(kept);
     feed.refresh_tools(&mut state);
     let mut console = Console::new(state, theme, false);
     crate::run::workbench::load_saved(&mut console);
+    if let Some(text) = unreadable {
+        console.notice = Some(Notice { text, error: true });
+    }
     match app.sessions.open(SessionOpener::Console).await {
         Ok(session) => {
             console.own = Some(session.number);
@@ -176,11 +183,12 @@ where
                                 Some(remote) => remote.perform(action, console, &chat_tx),
                                 None => {
                                     let sessions = feed.as_deref().and_then(LiveFeed::sessions);
+                                    let kept = feed.as_deref().and_then(LiveFeed::kept_handles);
                                     let outbox = (&hand_tx, &resend_tx);
                                     if let Some(action) = crate::run::workbench::perform(
                                         action, console, sessions, outbox,
                                     ) {
-                                        perform(action, console, sessions, &chat_tx, &stop);
+                                        perform(action, console, (sessions, kept), &chat_tx, &stop);
                                     }
                                 }
                             },
@@ -402,6 +410,22 @@ fn finished(console: &mut Console, done: Done) {
                 error: false,
             });
         }
+        Done::Reopened {
+            stored,
+            number,
+            prefix,
+        } => {
+            if console.selected == Some(stored) {
+                console.selected = Some(number);
+            }
+            console.own = Some(number);
+            console.chat_started(number);
+            console.notice = Some(Notice {
+                text: format!("your stored session {prefix} is open again as #{number}"),
+                error: false,
+            });
+        }
+        Done::Notice { text, error } => console.notice = Some(Notice { text, error }),
         Done::Opened {
             result: Err(text),
             unsent,
@@ -424,7 +448,7 @@ fn finished(console: &mut Console, done: Done) {
 pub(crate) fn perform(
     action: Action,
     console: &mut Console,
-    sessions: Option<&Sessions>,
+    (sessions, kept): (Option<&Sessions>, Option<&KeptHandles>),
     chat_tx: &mpsc::UnboundedSender<Done>,
     stop: &CancellationToken,
 ) {
@@ -459,17 +483,27 @@ pub(crate) fn perform(
         | Action::EditExternally { .. }
         | Action::ReloadConfig => {}
         Action::Yank { session } => {
-            console.notice = Some(match sessions.by_number(session) {
-                Some(s) => {
+            let stored = console.state.session(session).filter(|r| r.is_stored());
+            let handle = match stored {
+                // The person's own from before a restart: the handle the console kept.
+                Some(_) => kept.and_then(|k| k.handle_of(session)),
+                None => sessions.by_number(session).map(|s| s.handle()),
+            };
+            let shown = match stored {
+                Some(row) => format!("stored session {}", row.handle_prefix),
+                None => format!("#{session}"),
+            };
+            console.notice = Some(match handle {
+                Some(handle) => {
                     use std::io::Write;
                     let mut out = std::io::stdout();
                     let sent = out
-                        .write_all(crate::run::clipboard::osc52(&s.handle()).as_bytes())
+                        .write_all(crate::run::clipboard::osc52(&handle).as_bytes())
                         .and_then(|()| out.flush());
                     match sent {
                         Ok(()) => Notice {
                             text: format!(
-                                "#{session}'s handle sent to the clipboard (OSC 52; a terminal may refuse it)"
+                                "{shown}'s handle sent to the clipboard (OSC 52; a terminal may refuse it)"
                             ),
                             error: false,
                         },
@@ -479,6 +513,13 @@ pub(crate) fn perform(
                         },
                     }
                 }
+                None if stored.is_some() => Notice {
+                    text: format!(
+                        "{shown}'s handle is not here: the store keeps only its hash, and the client that \
+                         opened it holds it"
+                    ),
+                    error: true,
+                },
                 None => Notice {
                     text: format!("#{session} is closed; its handle is gone"),
                     error: true,
@@ -518,6 +559,12 @@ pub(crate) fn perform(
         }
         Action::Chat { session, line } => {
             let target = sessions.by_number(session);
+            if target.is_none()
+                && let Some(handle) = kept.and_then(|k| k.handle_of(session))
+            {
+                reopen_and_chat(sessions, handle, session, line, chat_tx, stop);
+                return;
+            }
             if target.is_none() && Some(session) != console.own {
                 console.notice = Some(Notice {
                     text: format!(
@@ -530,16 +577,25 @@ pub(crate) fn perform(
             }
             if let Some(target) = &target {
                 console.chat_started(target.number);
+                if matches!(target.opener, SessionOpener::Console)
+                    && let Some(Err(text)) = kept.map(|k| k.keep(&target.handle()))
+                {
+                    console.notice = Some(Notice { text, error: true });
+                }
             }
             let sessions = sessions.clone();
             let tx = chat_tx.clone();
             let cancel = stop.child_token();
+            let kept = kept.cloned();
             tokio::spawn(async move {
                 // The person's own session had ended: a new one takes its place.
                 let target = match target {
                     Some(target) => target,
                     None => match sessions.open(SessionOpener::Console).await {
                         Ok(s) => {
+                            if let Some(Err(text)) = kept.map(|k| k.keep(&s.handle())) {
+                                let _ = tx.send(Done::Notice { text, error: true });
+                            }
                             let _ = tx.send(Done::Opened {
                                 result: Ok(s.number),
                                 replacing: Some(session),
@@ -574,6 +630,50 @@ pub(crate) fn perform(
             }
         }
     }
+}
+
+/// Reopens the person's stored conversation `handle` (shown as row `stored`) and sends
+/// `line` into it, as a client's chat on its handle would: the loop is told the number it
+/// opened as, then the chat's outcome. A reopen that fails (the conversation expired or was
+/// deleted since it was listed) gives the line back.
+fn reopen_and_chat(
+    sessions: &Sessions,
+    handle: String,
+    stored: u64,
+    line: String,
+    chat_tx: &mpsc::UnboundedSender<Done>,
+    stop: &CancellationToken,
+) {
+    let sessions = sessions.clone();
+    let tx = chat_tx.clone();
+    let cancel = stop.child_token();
+    tokio::spawn(async move {
+        let prefix = handle.chars().take(8).collect::<String>();
+        let target = match sessions.find(&handle).await {
+            Ok(target) => target,
+            Err(e) => {
+                let _ = tx.send(Done::Opened {
+                    result: Err(format!(
+                        "cannot go on with your stored session {prefix}: {e}"
+                    )),
+                    replacing: None,
+                    chatting: true,
+                    unsent: Some(line),
+                });
+                return;
+            }
+        };
+        let _ = tx.send(Done::Reopened {
+            stored,
+            number: target.number,
+            prefix,
+        });
+        let result = sessions
+            .chat_on(&target, &line, None, &cancel)
+            .await
+            .map_err(|e| e.to_string());
+        let _ = tx.send(Done::Chat(target.number, line, Box::new(result)));
+    });
 }
 
 /// The console's subscription, taken on `bus` before the app starts (see [`run_with`]).

@@ -5,6 +5,7 @@
 pub mod attach;
 pub mod clipboard;
 pub mod feed;
+pub mod kept_handles;
 pub mod live;
 pub mod output;
 pub mod replay;

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use turnscope::store::{HandleId, Head, SessionStore, now_ms};
 
+use super::kept_handles::KeptHandles;
 use crate::state::{Activity, ConsoleState, SessionRow, TURNS_KEPT, TurnView};
 
 /// Most stored sessions the pane lists (the most recently used); the title counts the rest.
@@ -61,6 +62,8 @@ pub struct StoredSessions {
     wanted: Arc<AtomicU64>,
     loading: Option<u64>,
     shown: Option<u64>,
+    /// The handles of the person's console conversations: their rows are the person's.
+    kept: Option<KeptHandles>,
 }
 
 /// The row number a stored session is shown under.
@@ -85,7 +88,15 @@ impl StoredSessions {
             wanted: Arc::default(),
             loading: None,
             shown: None,
+            kept: None,
         }
+    }
+
+    /// Marks the rows of stored sessions whose handles `kept` holds as the person's.
+    pub fn set_kept(&mut self, kept: KeptHandles) {
+        self.kept = Some(kept);
+        // Rows made before are made again with the marks.
+        self.rows_for_open = None;
     }
 
     /// Whether `number` is a stored row's.
@@ -128,7 +139,7 @@ impl StoredSessions {
                 number,
                 handle_prefix: head.prefix.clone(),
                 opener: head.opener.clone(),
-                mine: false,
+                mine: self.kept.as_ref().is_some_and(|k| k.holds(&head.id)),
                 turns: head.turns,
                 activity: Activity::Stored { idle_s },
                 opened_us: head.created_ms * 1000,

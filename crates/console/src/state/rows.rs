@@ -261,6 +261,12 @@ impl ConsoleState {
         self.stored_unlisted = unlisted;
     }
 
+    /// The most recently used stored session of the person's own (one they chatted in from a
+    /// console before a restart), when one is listed.
+    pub fn latest_stored_of_yours(&self) -> Option<&SessionRow> {
+        self.stored.iter().find(|row| row.mine)
+    }
+
     /// Says that the store failed to give the turns of the stored session `session`, with
     /// the store's `error` (shown in its transcript until it is read again).
     pub fn fail_stored_read(&mut self, session: u64, error: String) {

@@ -357,3 +357,48 @@ async fn a_stored_session_whose_turn_log_is_empty_says_so() {
     let error = c.state.stored_read_failure(number).expect("failed");
     assert!(error.contains("has 2 turns but gave none"), "{error}");
 }
+
+#[test]
+fn a_line_into_the_persons_own_stored_session_goes_on_with_it() {
+    let mut c = with_stored();
+    let mut row = c.state.session(STORED).expect("the stored row").clone();
+    row.opener = SessionOpener::Console;
+    row.mine = true;
+    c.state.sync_stored(vec![row], 0);
+    let text = screen(&mut c, 160, 48);
+    assert!(text.contains("console (you)"), "{text}");
+    c.focus_pane(PaneId::Input);
+    c.input.insert_str("and the colour?");
+    assert_eq!(
+        c.send(),
+        Some(crate::input::actions::Action::Chat {
+            session: STORED,
+            line: "and the colour?".into()
+        }),
+        "sent at once, not refused nor asked about: {:?}",
+        c.notice
+    );
+}
+
+#[test]
+fn the_persons_new_session_points_to_their_stored_conversation() {
+    let mut c = with_stored();
+    let mut row = c.state.session(STORED).expect("the stored row").clone();
+    row.opener = SessionOpener::Console;
+    row.mine = true;
+    c.state.sync_stored(vec![row], 0);
+    // The session the console opened for the person as it started again: no turns yet.
+    c.own = Some(99);
+    c.selected = Some(99);
+    let text = screen(&mut c, 160, 48);
+    assert!(
+        text.contains("Your conversation 5e5e5e5e from before (2 turns) is stored"),
+        "{text}"
+    );
+    // Someone else's stored session is not pointed to.
+    let mut c = with_stored();
+    c.own = Some(99);
+    c.selected = Some(99);
+    let text = screen(&mut c, 160, 48);
+    assert!(!text.contains("from before"), "{text}");
+}

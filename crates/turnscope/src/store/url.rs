@@ -8,18 +8,12 @@ use std::path::{Path, PathBuf};
 
 pub use crate::config::store::{SCHEMES, StoreUrl};
 
-/// The default store file of a server listening on `addr`:
-/// `STATE/turnscope/sessions-HOST-PORT.sqlite3`, where STATE is `$XDG_STATE_HOME`, else
-/// `$HOME/.local/state` (the XDG base directory rule). `env` reads the environment.
-///
-/// # Errors
-/// Neither variable is set (or `$XDG_STATE_HOME` is not absolute, which the rule says to
-/// ignore, and `$HOME` is unset): the message says to give `--store`.
-pub fn default_path(
-    addr: SocketAddr,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<PathBuf, String> {
-    let state = env("XDG_STATE_HOME")
+/// turnscope's own directory for what it keeps between runs: `STATE/turnscope`, where STATE
+/// is `$XDG_STATE_HOME`, else `$HOME/.local/state` (the XDG base directory rule). `env` reads
+/// the environment. `None` when neither is set (or `$XDG_STATE_HOME` is not absolute, which
+/// the rule says to ignore, and `$HOME` is unset).
+pub fn state_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    env("XDG_STATE_HOME")
         .filter(|d| Path::new(d).is_absolute())
         .map(PathBuf::from)
         .or_else(|| {
@@ -27,18 +21,28 @@ pub fn default_path(
                 .filter(|h| !h.is_empty())
                 .map(|h| Path::new(&h).join(".local/state"))
         })
-        .ok_or_else(|| {
-            "store: no place for the default session file: neither XDG_STATE_HOME nor HOME is set. \
-             Give --store sqlite:PATH (or --store memory to keep nothing)"
-                .to_string()
-        })?;
+        .map(|state| state.join("turnscope"))
+}
+
+/// The default store file of a server listening on `addr`:
+/// `STATE/turnscope/sessions-HOST-PORT.sqlite3` ([`state_dir`]).
+///
+/// # Errors
+/// [`state_dir`] finds no place: the message says to give `--store`.
+pub fn default_path(
+    addr: SocketAddr,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<PathBuf, String> {
+    let dir = state_dir(env).ok_or_else(|| {
+        "store: no place for the default session file: neither XDG_STATE_HOME nor HOME is set. \
+         Give --store sqlite:PATH (or --store memory to keep nothing)"
+            .to_string()
+    })?;
     let host = match addr.ip() {
         std::net::IpAddr::V6(ip) => ip.to_string().replace(':', "_"),
         ip => ip.to_string(),
     };
-    Ok(state
-        .join("turnscope")
-        .join(format!("sessions-{host}-{}.sqlite3", addr.port())))
+    Ok(dir.join(format!("sessions-{host}-{}.sqlite3", addr.port())))
 }
 
 #[cfg(test)]

@@ -157,6 +157,20 @@ pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
         for piece in wrap(hint, width) {
             out.push(Line::styled(piece, t.dim));
         }
+        if yours && let Some(earlier) = c.state.latest_stored_of_yours() {
+            let turns = match earlier.turns {
+                1 => "1 turn".to_string(),
+                n => format!("{n} turns"),
+            };
+            let text = format!(
+                "Your conversation {} from before ({turns}) is stored: select it in Sessions (1) \
+                 and type to go on with it.",
+                earlier.handle_prefix
+            );
+            for piece in wrap(&text, width) {
+                out.push(Line::styled(piece, t.dim));
+            }
+        }
         // The header names the model (at start, and after a reload that changed it).
         if yours && turnscope::app::describes_embedded(&c.state.header.model) {
             for piece in wrap(&scripted_model_hint(c), width) {
