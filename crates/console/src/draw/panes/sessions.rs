@@ -154,8 +154,10 @@ fn opened_by<'a>(
     by_w: usize,
     by_style: ratatui::style::Style,
 ) -> Vec<Span<'a>> {
+    // Cut a cell short of its width: the turns column after it keeps its gap.
+    let cell = |label: &str, w: usize| pad(&truncate(label, w.saturating_sub(1)), w);
     let Some(from) = &row.taken_from else {
-        return vec![Span::styled(pad(&row.opener_label(), by_w), by_style)];
+        return vec![Span::styled(cell(&row.opener_label(), by_w), by_style)];
     };
     let mark = format!(
         "{} ",
@@ -165,7 +167,7 @@ fn opened_by<'a>(
     vec![
         Span::styled(mark, c.theme.warn),
         Span::styled(
-            pad(&row.opener_label(), by_w.saturating_sub(mark_w)),
+            cell(&row.opener_label(), by_w.saturating_sub(mark_w)),
             by_style,
         ),
     ]
