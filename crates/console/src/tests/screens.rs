@@ -173,6 +173,23 @@ fn a_whisker_workers_empty_transcript_says_turns_from_before_may_be_missing() {
     c.settle();
     let own = screen(&mut c, 160, 48);
     assert!(own.contains("No turns yet. Type a line below"), "{own}");
+    // An MCP client that names itself `pipecat …` opened a session with a handle: not a
+    // worker.
+    c.state
+        .apply(&Event::Session(turnscope::observe::SessionEvent {
+            session: 3,
+            handle_prefix: "3c3c3c3c".into(),
+            opener: turnscope::observe::SessionOpener::Mcp("pipecat my-client".into()),
+            closed: None,
+            restored: false,
+            taken_from: None,
+            at_us: 3_000_000,
+        }));
+    c.selected = Some(3);
+    c.settle();
+    let client = screen(&mut c, 160, 48);
+    assert!(client.contains("No turns yet."), "{client}");
+    assert!(!client.contains("seen yet"), "{client}");
 }
 
 /// The first screen: focus in the input line (typing goes there, and the line says how to

@@ -140,8 +140,9 @@ pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
         let yours = Some(session) == c.own && !c.read_only;
         let row = c.state.session(session);
         let loading = row.is_some_and(|row| row.is_stored() && row.turns > 0);
-        let worker =
-            row.is_some_and(|row| turnscope::attach::whisker::fold::is_worker(&row.opener));
+        let worker = row.is_some_and(|row| {
+            turnscope::attach::whisker::fold::is_worker(&row.opener, &row.handle_prefix)
+        });
         let hint = if loading {
             "Reading this stored session's turns from the store…"
         } else if worker {

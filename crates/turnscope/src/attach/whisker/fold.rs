@@ -28,9 +28,12 @@ const CALLS_KEPT: usize = 64;
 const WORKER_OPENER: &str = "pipecat ";
 
 /// Whether a session was opened by this fold: a pipecat worker seen on whisker's feed (whose
-/// turns are known only from what passed while the feed was read).
-pub fn is_worker(opener: &SessionOpener) -> bool {
-    matches!(opener, SessionOpener::Mcp(name) if name.starts_with(WORKER_OPENER))
+/// turns are known only from what passed while the feed was read). Such a session has no
+/// handle (`handle_prefix` empty), which tells it from an MCP client's session whose client
+/// happens to name itself `pipecat …`.
+pub fn is_worker(opener: &SessionOpener, handle_prefix: &str) -> bool {
+    handle_prefix.is_empty()
+        && matches!(opener, SessionOpener::Mcp(name) if name.starts_with(WORKER_OPENER))
 }
 
 /// The fold's state: workers by id.
