@@ -294,6 +294,18 @@ async fn the_default_store_is_a_file_per_address_under_the_state_directory() {
     assert!(file.exists());
     let client = Client::connect(&url_in(&ready, "/mcp")).await;
     let handle = client.start().await;
+    #[cfg(unix)]
+    {
+        // It holds conversations: its user's alone, the folder turnscope made and its files.
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&state.join("turnscope")), 0o700);
+        assert_eq!(mode(&file), 0o600);
+        let wal = file.with_extension("sqlite3-wal");
+        if wal.exists() {
+            assert_eq!(mode(&wal), 0o600, "SQLite's own files take the store's");
+        }
+    }
     // `turnscope sessions` finds the same file from the port alone.
     let state_env = state.to_str().unwrap();
     let (code, out, err) = turnscope(

@@ -185,18 +185,16 @@ fn read(path: &Path) -> (Vec<Entry>, Option<String>) {
 /// Writes `entries` to `path` whole: into a temporary file beside it (mode 0600), renamed over it.
 fn write(path: &Path, entries: &[Entry]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        turnscope::store::private::create_dir_all(dir)?;
     }
     let text = serde_json::to_vec_pretty(&HandlesFile {
         handles: entries.to_vec(),
     })
     .map_err(std::io::Error::other)?;
     let temporary = path.with_extension(format!("json.{}", std::process::id()));
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let written = options
+    let written = turnscope::store::private::file_options()
+        .create(true)
+        .truncate(true)
         .open(&temporary)
         .and_then(|mut file| std::io::Write::write_all(&mut file, &text));
     match written.and_then(|()| std::fs::rename(&temporary, path)) {

@@ -14,8 +14,7 @@ pub fn copy(what: &str, text: &str) -> Notice {
         .write_all(crate::run::clipboard::osc52(text).as_bytes())
         .and_then(|()| out.flush());
     let ext = if what.ends_with("JSON") { "json" } else { "sh" };
-    let path = std::env::temp_dir().join(format!("turnscope-copy-{}.{ext}", file_stamp()));
-    let saved = std::fs::write(&path, text);
+    let (path, saved) = save_copy(&file_stamp(), ext, text);
     let tmux = if std::env::var_os("TMUX").is_some() {
         "; under tmux it needs `set -g set-clipboard on`"
     } else {
@@ -48,6 +47,25 @@ pub fn copy(what: &str, text: &str) -> Notice {
 }
 
 /// The time now as a file name part a person reads: `20261201-151513` (UTC).
+/// Saves a copy into the temporary folder as `turnscope-copy-STAMP.EXT` (`-2`, `-3`… after
+/// the stamp when copies of one second meet): a new file, its user's alone (it may hold a
+/// whole conversation, in a folder others share). Where, and whether it was saved.
+fn save_copy(stamp: &str, ext: &str, text: &str) -> (std::path::PathBuf, std::io::Result<()>) {
+    let dir = std::env::temp_dir();
+    let mut n = 1;
+    loop {
+        let name = match n {
+            1 => format!("turnscope-copy-{stamp}.{ext}"),
+            n => format!("turnscope-copy-{stamp}-{n}.{ext}"),
+        };
+        let path = dir.join(name);
+        match turnscope::store::private::write_new(&path, text.as_bytes()) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 100 => n += 1,
+            saved => return (path, saved),
+        }
+    }
+}
+
 fn file_stamp() -> String {
     let secs = turnscope::observe::event::now_us() / 1_000_000;
     let digits: String = turnscope::tools::builtin::format_utc(secs)
@@ -100,6 +118,29 @@ mod tests {
             "{\"model\": \"m\"}"
         );
         let _ = std::fs::remove_file(path);
+    }
+
+    /// Copies of one second each get a file of their own, never one over another (nor over
+    /// a file someone else put at the name), its user's alone.
+    #[test]
+    fn copies_of_one_second_are_kept_apart_and_private() {
+        let stamp = format!("test-{}", std::process::id());
+        let (first, saved) = super::save_copy(&stamp, "sh", "one");
+        saved.expect("saved");
+        let (second, saved) = super::save_copy(&stamp, "sh", "two");
+        saved.expect("saved");
+        assert_ne!(first, second);
+        assert!(second.to_string_lossy().ends_with("-2.sh"), "{second:?}");
+        assert_eq!(std::fs::read_to_string(&first).unwrap(), "one");
+        assert_eq!(std::fs::read_to_string(&second).unwrap(), "two");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&second).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        let _ = std::fs::remove_file(first);
+        let _ = std::fs::remove_file(second);
     }
 
     #[test]

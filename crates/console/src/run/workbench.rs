@@ -243,7 +243,9 @@ pub async fn edit_in_editor(text: &str) -> Result<String, String> {
         std::process::id(),
         turnscope::observe::event::now_us()
     ));
-    std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    // A model request holds a conversation: its user's alone in a folder others share.
+    turnscope::store::private::write_new(&path, text.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     // Through the shell, so an EDITOR with arguments (`code -w`) works; the file is "$1".
     let status = tokio::process::Command::new("sh")
         .arg("-c")
