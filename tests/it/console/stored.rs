@@ -7,16 +7,19 @@
 use super::{Screen, mcp_url};
 use crate::support::mcp::Client;
 
+/// A console on a store file in its scratch folder, so a restart finds what it kept.
+const ON_A_STORE_FILE: [&str; 6] = [
+    "--port",
+    "0",
+    "--pace",
+    "0.005",
+    "--store",
+    "sqlite:sessions.sqlite3",
+];
+
 #[tokio::test]
 async fn a_stored_session_is_listed_and_opened_after_a_restart() {
-    let args = [
-        "--port",
-        "0",
-        "--pace",
-        "0.005",
-        "--store",
-        "sqlite:sessions.sqlite3",
-    ];
+    let args = ON_A_STORE_FILE;
     let mut s = Screen::start(&args).await;
     let first = s.wait_text("Type a line; Enter sends").await;
     let client = Client::connect(&mcp_url(&first)).await;
@@ -82,14 +85,7 @@ async fn a_stored_session_is_listed_and_opened_after_a_restart() {
 
 #[tokio::test]
 async fn the_persons_own_conversation_goes_on_after_a_restart() {
-    let args = [
-        "--port",
-        "0",
-        "--pace",
-        "0.005",
-        "--store",
-        "sqlite:sessions.sqlite3",
-    ];
+    let args = ON_A_STORE_FILE;
     let mut s = Screen::start(&args).await;
     s.wait_text("Type a line; Enter sends").await;
     s.send(b"remember the word teapot\r").await;

@@ -143,22 +143,27 @@ fn attached_the_header_names_the_server_and_learns_the_model_from_requests() {
     assert_eq!(replay.header.model, "llama3.2 at http://127.0.0.1:11434/v1");
 }
 
+/// Session `number` opened (with a handle of `prefix`, or none: a whisker worker's) by the MCP
+/// client named `client`.
+fn opened_by_mcp(number: u64, prefix: &str, client: &str) -> Event {
+    Event::Session(turnscope::observe::SessionEvent {
+        session: number,
+        handle_prefix: prefix.into(),
+        opener: turnscope::observe::SessionOpener::Mcp(client.into()),
+        closed: None,
+        restored: false,
+        taken_from: None,
+        at_us: number * 1_000_000,
+    })
+}
+
 /// A pipecat worker's session whose turns the console has not seen (whisker hands what passed
 /// before a client connected only to its first client) says why it may show none, wrapped
 /// whole at both sizes; the console's own empty session still asks for a line.
 #[test]
 fn a_whisker_workers_empty_transcript_says_turns_from_before_may_be_missing() {
     let mut c = fresh();
-    c.state
-        .apply(&Event::Session(turnscope::observe::SessionEvent {
-            session: 2,
-            handle_prefix: String::new(),
-            opener: turnscope::observe::SessionOpener::Mcp("pipecat 7f3a".into()),
-            closed: None,
-            restored: false,
-            taken_from: None,
-            at_us: 2_000_000,
-        }));
+    c.state.apply(&opened_by_mcp(2, "", "pipecat 7f3a"));
     c.selected = Some(2);
     c.settle();
     for (w, h) in SIZES {
@@ -176,15 +181,7 @@ fn a_whisker_workers_empty_transcript_says_turns_from_before_may_be_missing() {
     // An MCP client that names itself `pipecat …` opened a session with a handle: not a
     // worker.
     c.state
-        .apply(&Event::Session(turnscope::observe::SessionEvent {
-            session: 3,
-            handle_prefix: "3c3c3c3c".into(),
-            opener: turnscope::observe::SessionOpener::Mcp("pipecat my-client".into()),
-            closed: None,
-            restored: false,
-            taken_from: None,
-            at_us: 3_000_000,
-        }));
+        .apply(&opened_by_mcp(3, "3c3c3c3c", "pipecat my-client"));
     c.selected = Some(3);
     c.settle();
     let client = screen(&mut c, 160, 48);

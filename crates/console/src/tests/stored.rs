@@ -358,13 +358,20 @@ async fn a_stored_session_whose_turn_log_is_empty_says_so() {
     assert!(error.contains("has 2 turns but gave none"), "{error}");
 }
 
-#[test]
-fn a_line_into_the_persons_own_stored_session_goes_on_with_it() {
+/// [`with_stored`] where the stored session is the person's own, from a console before a
+/// restart (the console kept its handle).
+fn with_stored_of_yours() -> Console {
     let mut c = with_stored();
     let mut row = c.state.session(STORED).expect("the stored row").clone();
     row.opener = SessionOpener::Console;
     row.mine = true;
     c.state.sync_stored(vec![row], 0);
+    c
+}
+
+#[test]
+fn a_line_into_the_persons_own_stored_session_goes_on_with_it() {
+    let mut c = with_stored_of_yours();
     let text = screen(&mut c, 160, 48);
     assert!(text.contains("console (you)"), "{text}");
     c.focus_pane(PaneId::Input);
@@ -382,11 +389,7 @@ fn a_line_into_the_persons_own_stored_session_goes_on_with_it() {
 
 #[test]
 fn the_persons_new_session_points_to_their_stored_conversation() {
-    let mut c = with_stored();
-    let mut row = c.state.session(STORED).expect("the stored row").clone();
-    row.opener = SessionOpener::Console;
-    row.mine = true;
-    c.state.sync_stored(vec![row], 0);
+    let mut c = with_stored_of_yours();
     // The session the console opened for the person as it started again: no turns yet.
     c.own = Some(99);
     c.selected = Some(99);
