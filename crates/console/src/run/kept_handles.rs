@@ -8,8 +8,9 @@
 //! lets whoever holds it chat in that conversation, and the same user's store file already holds
 //! the conversations themselves. It lists the handles of console sessions something was said
 //! in, oldest first, at most [`HANDLES_KEPT`] (a few KiB): a handle is added when the console
-//! sends the first line of one of its sessions, and the file is written whole through a
-//! temporary file renamed over it. Handles of every store share it: a store matches only its
+//! sends the first line of one of its sessions, to the file as it is then (another console may
+//! have added its own since this one started), which is written whole through a temporary file
+//! renamed over it. Handles of every store share it: a store matches only its
 //! own (its key hashes a handle to an id it holds), and a handle whose session has since
 //! expired or been deleted matches no row. A memory store keeps nothing past the process, so
 //! with one the file is neither read nor written.
@@ -119,6 +120,11 @@ impl KeptHandles {
         let handle = handle.to_string();
         if inner.entries.iter().any(|e| e.handle == handle) {
             return Ok(());
+        }
+        // Another console (another port) may have kept handles since this one read the file:
+        // written over from what it holds now, not from what this one read at start.
+        if let (now, None) = read(&path) {
+            inner.entries = now;
         }
         inner.entries.push(Entry {
             handle,
@@ -277,6 +283,20 @@ mod tests {
         let in_file: Vec<&str> = file.handles.iter().map(|e| e.handle.as_str()).collect();
         let newest: Vec<&str> = handles[5..].iter().map(String::as_str).collect();
         assert_eq!(in_file, newest, "the oldest 5 went, none twice");
+    }
+
+    /// Two consoles (two ports, two stores) keep their handles in the one file: neither writes
+    /// over what the other kept after it started.
+    #[test]
+    fn two_consoles_keep_each_others_handles() {
+        let dir = dir("two");
+        let (first, _) = KeptHandles::load(store_in(&dir.join("a")), Some(&dir));
+        let (second, _) = KeptHandles::load(store_in(&dir.join("b")), Some(&dir));
+        let (a, b) = (Uuid::new_v4().to_string(), Uuid::new_v4().to_string());
+        first.keep(&a).expect("written");
+        second.keep(&b).expect("written");
+        let text = std::fs::read_to_string(dir.join(FILE_NAME)).unwrap();
+        assert!(text.contains(&a) && text.contains(&b), "{text}");
     }
 
     #[test]
