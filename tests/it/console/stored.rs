@@ -125,3 +125,44 @@ async fn the_persons_own_conversation_goes_on_after_a_restart() {
     s.send(b"\x03").await;
     assert!(s.wait_exit().await.success());
 }
+
+/// A conversation of the person's that ended while listed (its idle lifetime ran out before the
+/// sweep took it from the list) is not gone on with: the console says so in its own words and
+/// gives the line back.
+#[tokio::test]
+async fn a_line_into_the_persons_stored_session_that_ended_comes_back() {
+    let args = ON_A_STORE_FILE;
+    let mut s = Screen::start(&args).await;
+    s.wait_text("Type a line; Enter sends").await;
+    s.send(b"remember the word teapot\r").await;
+    s.wait_text("turn 1 · completed").await;
+    s.send(b"\x03").await;
+    assert!(s.wait_exit().await.success());
+
+    let short: Vec<&str> = args
+        .iter()
+        .copied()
+        .chain(["--handle-seconds", "1"])
+        .collect();
+    let mut s = s.restart(&short).await;
+    s.wait_text("from before (1 turn) is stored").await;
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    s.send(b"\x1b").await;
+    s.send(b"j").await;
+    s.wait_text("you  remember the word teapot").await;
+    s.send(b"3").await;
+    s.send(b"what was the word?\r").await;
+    let screen = s.wait_text("cannot go on with your stored session").await;
+    let flat: String = screen.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains("it ended since it was listed"), "{screen}");
+    assert!(
+        !flat.contains("Call start"),
+        "MCP's words, not the console's: {screen}"
+    );
+    assert!(
+        screen.contains("your line is back in the input line"),
+        "{screen}"
+    );
+    s.send(b"\x03").await;
+    assert!(s.wait_exit().await.success());
+}

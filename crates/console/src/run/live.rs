@@ -79,9 +79,9 @@ pub async fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console
     });
     let bot = app.sessions.bot();
     state.greeting = bot.greeting();
-    // Subscribe before opening the person's session, so its opening is seen.
     let state_dir = turnscope::store::state_dir(&|name| std::env::var(name).ok());
     let (kept, unreadable) = KeptHandles::load(app.sessions.store().clone(), state_dir.as_deref());
+    // Subscribe before opening the person's session, so its opening is seen.
     let mut feed = LiveFeed::new(sub, app.sessions.clone())
         .with_bridges(app.bridges.statuses())
         .with_registry(app.tool_registry.clone())
@@ -652,9 +652,17 @@ fn reopen_and_chat(
         let target = match sessions.find(&handle).await {
             Ok(target) => target,
             Err(e) => {
+                let why = match e {
+                    // Its own words tell an MCP client to call start.
+                    turnscope::sessions::ChatError::NoSession { handle_seconds, .. } => format!(
+                        "it ended since it was listed (no line for {handle_seconds} s, or it was \
+                         closed or deleted); send your line to your session or a new one (n)"
+                    ),
+                    e => e.to_string(),
+                };
                 let _ = tx.send(Done::Opened {
                     result: Err(format!(
-                        "cannot go on with your stored session {prefix}: {e}"
+                        "cannot go on with your stored session {prefix}: {why}"
                     )),
                     replacing: None,
                     chatting: true,
