@@ -217,7 +217,7 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Scope::Sessions,
         "Enter",
-        "chat with the selected session (focus the input line)",
+        "chat with the selected session (focus the input line); a stored one of yours (console (you), from before a restart) opens again with your line",
     ),
     b(
         Scope::Sessions,
