@@ -125,6 +125,10 @@ impl KeptHandles {
         // written over from what it holds now, not from what this one read at start.
         if let (now, None) = read(&path) {
             inner.entries = now;
+            if inner.entries.iter().any(|e| e.handle == handle) {
+                inner.index();
+                return Ok(());
+            }
         }
         inner.entries.push(Entry {
             handle,
