@@ -142,7 +142,8 @@ impl LiveFeed {
     /// (their rows are the person's, and a line sent into one reopens it).
     pub fn with_kept_handles(mut self, kept: KeptHandles) -> Self {
         if let Some(stored) = &mut self.stored {
-            stored.set_kept(kept.clone());
+            let holds = kept.clone();
+            stored.set_kept(Arc::new(move |id| holds.holds(id)));
         }
         self.kept = Some(kept);
         self

@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 
 use turnscope::store::{HandleId, Head, SessionStore, now_ms};
 
-use super::kept_handles::KeptHandles;
 use crate::state::{Activity, ConsoleState, SessionRow, TURNS_KEPT, TurnView};
 
 /// Most stored sessions the pane lists (the most recently used); the title counts the rest.
@@ -62,9 +61,13 @@ pub struct StoredSessions {
     wanted: Arc<AtomicU64>,
     loading: Option<u64>,
     shown: Option<u64>,
-    /// The handles of the person's console conversations: their rows are the person's.
-    kept: Option<KeptHandles>,
+    /// Whether the console holds a stored session's handle (`run::kept_handles`): its row is
+    /// the person's.
+    kept: Option<HoldsHandle>,
 }
+
+/// Whether the console holds the handle of the stored session with this id.
+pub type HoldsHandle = Arc<dyn Fn(&HandleId) -> bool + Send + Sync>;
 
 /// The row number a stored session is shown under.
 pub fn stored_number(id: &HandleId) -> u64 {
@@ -92,8 +95,9 @@ impl StoredSessions {
         }
     }
 
-    /// Marks the rows of stored sessions whose handles `kept` holds as the person's.
-    pub fn set_kept(&mut self, kept: KeptHandles) {
+    /// Marks the rows of stored sessions whose handles the console holds (`kept` says which)
+    /// as the person's.
+    pub fn set_kept(&mut self, kept: HoldsHandle) {
         self.kept = Some(kept);
         // Rows made before are made again with the marks.
         self.rows_for_open = None;
@@ -139,7 +143,7 @@ impl StoredSessions {
                 number,
                 handle_prefix: head.prefix.clone(),
                 opener: head.opener.clone(),
-                mine: self.kept.as_ref().is_some_and(|k| k.holds(&head.id)),
+                mine: self.kept.as_ref().is_some_and(|holds| holds(&head.id)),
                 turns: head.turns,
                 activity: Activity::Stored { idle_s },
                 opened_us: head.created_ms * 1000,
