@@ -97,7 +97,13 @@ impl Sessions {
     ) -> Result<ChatReply, ChatError> {
         let mut loads = Loads::default();
         loop {
-            let session = self.find_for(handle, !line.is_empty()).await?;
+            // A reopen whose first write (a crash's lost turn) found the session written
+            // elsewhere since it was read is loaded again too.
+            let found = self.find_for(handle, !line.is_empty()).await;
+            if loads.again(&found) {
+                continue;
+            }
+            let session = found?;
             let result = self
                 .chat_on_keyed(&session, line, request, progress.as_deref_mut(), watch)
                 .await;
@@ -201,7 +207,13 @@ impl Sessions {
     ) -> Result<ChatOutcome, ChatError> {
         let mut loads = Loads::default();
         loop {
-            let session = self.find_for(handle, !line.is_empty()).await?;
+            // A reopen whose first write (a crash's lost turn) found the session written
+            // elsewhere since it was read is loaded again too.
+            let found = self.find_for(handle, !line.is_empty()).await;
+            if loads.again(&found) {
+                continue;
+            }
+            let session = found?;
             let result = self
                 .chat_or_task_on(&session, line, request, progress.as_deref_mut(), watch, ask)
                 .await;

@@ -18,11 +18,13 @@ use crate::store::memory::MemoryStore;
 use crate::store::{Commit, HandleKey, Head, StoreError, StoreStats, StoredTurn};
 
 /// A memory store that claims to outlive the process, whose writes can be made to fail
-/// (a full disk), and whose creates can be made slow.
+/// (a full disk), whose creates can be made slow, and whose next commit can be made to find
+/// the head written by someone else just before it (another server).
 struct Disk {
     inner: MemoryStore,
     broken: AtomicBool,
     slow_create: AtomicBool,
+    written_elsewhere_first: AtomicBool,
 }
 
 impl Disk {
@@ -31,7 +33,20 @@ impl Disk {
             inner,
             broken: AtomicBool::new(false),
             slow_create: AtomicBool::new(false),
+            written_elsewhere_first: AtomicBool::new(false),
         })
+    }
+
+    /// Writes the head of `id` again as it is, as another server would: its version moves on.
+    async fn write_elsewhere(&self, id: &HandleId) {
+        let head = self.inner.head(id).await.unwrap().unwrap();
+        let commit = Commit {
+            expected: head.version,
+            head,
+            append: Vec::new(),
+            drop_before: 0,
+        };
+        self.inner.commit(id, &commit).await.unwrap();
     }
 
     fn check(&self) -> Result<(), StoreError> {
@@ -71,6 +86,9 @@ impl SessionStore for Disk {
     }
     async fn commit(&self, id: &HandleId, commit: &Commit) -> Result<u64, StoreError> {
         self.check()?;
+        if self.written_elsewhere_first.swap(false, Ordering::Relaxed) {
+            self.write_elsewhere(id).await;
+        }
         self.inner.commit(id, commit).await
     }
     async fn delete(&self, id: &HandleId) -> Result<bool, StoreError> {
@@ -229,6 +247,44 @@ async fn a_turn_in_flight_at_a_crash_is_reported_once_and_never_answered() {
         .await;
     let later = table(&model, crashed, SessionLimits::default());
     assert_eq!(say(&later, &handle, "").await.end_reason, None);
+    live.close_all("test over", Duration::from_secs(1)).await;
+}
+
+/// Reopening after a crash writes the lost turn's record first; when another server wrote the
+/// session in between, that write finds it changed: the session is let go and loaded afresh
+/// (once), and the lost turn is still reported once, never twice.
+#[tokio::test]
+async fn a_lost_turn_whose_record_meets_a_write_from_elsewhere_is_reported_once() {
+    let model = model(0.05).await;
+    let disk = Disk::new(MemoryStore::new());
+    let live = table(&model, disk.clone(), SessionLimits::default());
+    let handle = live.open(SessionOpener::Api).await.unwrap().handle();
+    say(&live, &handle, "first").await;
+    give_up(&live, &handle, "book a table").await;
+    let crashed = Disk::new(disk.inner.snapshot());
+    let id = live.id_of(&handle).unwrap();
+    let before = crashed.head(&id).await.unwrap().unwrap().version;
+    crashed
+        .written_elsewhere_first
+        .store(true, Ordering::Relaxed);
+
+    let after = table(&model, crashed.clone(), SessionLimits::default());
+    let reply = say(&after, &handle, "").await;
+    assert!(
+        !crashed.written_elsewhere_first.load(Ordering::Relaxed),
+        "the lost turn's record met the write from elsewhere"
+    );
+    assert_eq!(reply.end_reason.as_deref(), Some("restarted"));
+    assert_eq!(reply.line.as_deref(), Some("book a table"));
+    // The other write, then this table's writes over it: the lost turn's record, its reading.
+    let head = crashed.head(&id).await.unwrap().unwrap();
+    assert_eq!(head.version, before + 3, "{head:?}");
+    assert_eq!((head.in_flight, head.unread, head.turns), (None, None, 2));
+    assert_eq!(say(&after, &handle, "").await.end_reason, None, "once");
+    let reply = say(&after, &handle, "what did I say").await;
+    assert_eq!(reply.reply, "Earlier you said: first");
+    assert_eq!(reply.turn, Some(3));
+    after.close_all("test over", Duration::from_secs(1)).await;
     live.close_all("test over", Duration::from_secs(1)).await;
 }
 
@@ -438,18 +494,7 @@ async fn a_session_changed_elsewhere_is_reloaded_not_overwritten() {
     let handle = session.handle();
     say(&sessions, &handle, "one").await;
     // Another writer bumps the version behind this table's back.
-    let head = disk.head(&session.id()).await.unwrap().unwrap();
-    disk.commit(
-        &session.id(),
-        &Commit {
-            expected: head.version,
-            head: head.clone(),
-            append: Vec::new(),
-            drop_before: 0,
-        },
-    )
-    .await
-    .unwrap();
+    disk.write_elsewhere(&session.id()).await;
     let reply = say(&sessions, &handle, "what did I say").await;
     assert_eq!(
         reply.reply, "Earlier you said: one",
