@@ -83,15 +83,22 @@ async fn a_stored_session_is_listed_and_opened_after_a_restart() {
     drop(client);
 }
 
-#[tokio::test]
-async fn the_persons_own_conversation_goes_on_after_a_restart() {
-    let args = ON_A_STORE_FILE;
-    let mut s = Screen::start(&args).await;
+/// A console on [`ON_A_STORE_FILE`] in which the person said "remember the word teapot", then
+/// quit (Ctrl+C): the store file keeps the conversation, the console its handle.
+async fn chatted_then_quit() -> Screen {
+    let mut s = Screen::start(&ON_A_STORE_FILE).await;
     s.wait_text("Type a line; Enter sends").await;
     s.send(b"remember the word teapot\r").await;
     s.wait_text("turn 1 · completed").await;
     s.send(b"\x03").await;
     assert!(s.wait_exit().await.success());
+    s
+}
+
+#[tokio::test]
+async fn the_persons_own_conversation_goes_on_after_a_restart() {
+    let args = ON_A_STORE_FILE;
+    let s = chatted_then_quit().await;
 
     let mut s = s.restart(&args).await;
     // The person's new session points to the conversation they had before.
@@ -132,12 +139,7 @@ async fn the_persons_own_conversation_goes_on_after_a_restart() {
 #[tokio::test]
 async fn a_line_into_the_persons_stored_session_that_ended_comes_back() {
     let args = ON_A_STORE_FILE;
-    let mut s = Screen::start(&args).await;
-    s.wait_text("Type a line; Enter sends").await;
-    s.send(b"remember the word teapot\r").await;
-    s.wait_text("turn 1 · completed").await;
-    s.send(b"\x03").await;
-    assert!(s.wait_exit().await.success());
+    let s = chatted_then_quit().await;
 
     let short: Vec<&str> = args
         .iter()

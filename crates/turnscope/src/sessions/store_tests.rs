@@ -216,16 +216,23 @@ async fn a_conversation_goes_on_after_a_restart_with_its_history() {
     assert_eq!(again.list()[0].bot().context().messages.len(), 5);
 }
 
+/// A session that said "first", then "book a table" to a caller that gave up (the turn runs
+/// on, its mark on disk), and the store as a crash left it then: (the live table, the handle,
+/// the crashed store).
+async fn crashed_mid_turn(model: &EmbeddedModel) -> (Sessions, String, Arc<Disk>) {
+    let disk = Disk::new(MemoryStore::new());
+    let live = table(model, disk.clone(), SessionLimits::default());
+    let handle = live.open(SessionOpener::Api).await.unwrap().handle();
+    say(&live, &handle, "first").await;
+    give_up(&live, &handle, "book a table").await;
+    let crashed = Disk::new(disk.inner.snapshot());
+    (live, handle, crashed)
+}
+
 #[tokio::test]
 async fn a_turn_in_flight_at_a_crash_is_reported_once_and_never_answered() {
     let model = model(0.05).await;
-    let disk = Disk::new(MemoryStore::new());
-    let live = table(&model, disk.clone(), SessionLimits::default());
-    let handle = live.open(SessionOpener::Api).await.unwrap().handle();
-    say(&live, &handle, "first").await;
-    // A caller that gives up: the turn runs on, its mark is on disk.
-    give_up(&live, &handle, "book a table").await;
-    let crashed = Disk::new(disk.inner.snapshot());
+    let (live, handle, crashed) = crashed_mid_turn(&model).await;
 
     let after = table(&model, crashed.clone(), SessionLimits::default());
     let reply = say(&after, &handle, "").await;
@@ -256,12 +263,7 @@ async fn a_turn_in_flight_at_a_crash_is_reported_once_and_never_answered() {
 #[tokio::test]
 async fn a_lost_turn_whose_record_meets_a_write_from_elsewhere_is_reported_once() {
     let model = model(0.05).await;
-    let disk = Disk::new(MemoryStore::new());
-    let live = table(&model, disk.clone(), SessionLimits::default());
-    let handle = live.open(SessionOpener::Api).await.unwrap().handle();
-    say(&live, &handle, "first").await;
-    give_up(&live, &handle, "book a table").await;
-    let crashed = Disk::new(disk.inner.snapshot());
+    let (live, handle, crashed) = crashed_mid_turn(&model).await;
     let id = live.id_of(&handle).unwrap();
     let before = crashed.head(&id).await.unwrap().unwrap().version;
     crashed
