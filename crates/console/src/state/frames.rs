@@ -21,23 +21,31 @@ impl ConsoleState {
         self.frames_seen += 1;
         self.pipelines.fold(f);
         // The reply is what reaches the output stage; counting that one crossing keeps each
-        // piece once however many processors pass it on.
+        // piece once however many processors pass it on. A piece's crossings are told when
+        // its way ends, which may be after the turn's end (`TurnView::takes_piece`).
         if is_reply_piece(f) {
             self.timelines.piece((f.session, f.turn), f.at_us);
-            if let Some(view) = self.turn_mut(f.session, f.turn)
-                && view.end.is_none()
-            {
+            let mut grew = 0;
+            if let Some(view) = self.turn_mut(f.session, f.turn) {
                 if f.id == 0 && f.name == "TextPiece" {
                     // A kept turn's whole reply as the watched server retells it on a
-                    // connect: it replaces the pieces seen before the viewer was dropped.
-                    let before = view.reply.len();
-                    view.reply.clear();
+                    // connect: it replaces the pieces seen before the viewer was dropped
+                    // (also those of a turn whose end it saw and not all of its pieces).
+                    if view.end.is_none() || view.reply.len() < f.detail.len() {
+                        let before = view.reply.len();
+                        view.reply.clear();
+                        view.reply.push_str(&f.detail);
+                        grew = f.detail.len() as isize - before as isize;
+                    }
+                } else if view.takes_piece(f.detail.len()) {
                     view.reply.push_str(&f.detail);
-                    self.transcript_bytes = self.transcript_bytes.saturating_sub(before);
-                } else {
-                    view.reply.push_str(&f.detail);
+                    grew = f.detail.len() as isize;
                 }
-                self.transcript_grew(f.detail.len());
+            }
+            if grew < 0 {
+                self.transcript_bytes = self.transcript_bytes.saturating_sub(grew.unsigned_abs());
+            } else if grew > 0 {
+                self.transcript_grew(grew as usize);
             }
         }
         let event = shared

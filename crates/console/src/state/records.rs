@@ -227,9 +227,23 @@ pub struct TurnView {
     pub reasoning_bytes: u64,
     /// The config version it ran on, when known.
     pub config_version: Option<u64>,
+    /// Bytes of the whole reply, as the turn's end told them. A frame's crossings are told
+    /// when its way ends, so a reply's last pieces may reach a console that folds events
+    /// (attached, replay) after the turn's end: they are taken until the reply is whole.
+    pub reply_bytes: Option<usize>,
 }
 
 impl TurnView {
+    /// Whether a reply piece of `len` bytes belongs in the reply: while the turn runs, or
+    /// after its end until the reply has the bytes the end told.
+    pub fn takes_piece(&self, len: usize) -> bool {
+        match (&self.end, self.reply_bytes) {
+            (None, _) => true,
+            (Some(_), Some(whole)) => self.reply.len() + len <= whole,
+            (Some(_), None) => false,
+        }
+    }
+
     /// The view of a live turn's record.
     pub fn of_record(r: &turnscope::bot::TurnRecord) -> TurnView {
         let mut tools: Vec<ToolLine> = r
@@ -263,6 +277,7 @@ impl TurnView {
             usage: r.usage,
             reasoning_bytes: r.reasoning.len() as u64,
             config_version: r.config_version,
+            reply_bytes: r.end.is_some().then_some(r.reply.len()),
         }
     }
 }

@@ -57,6 +57,7 @@ impl ConsoleState {
         if let Some(view) = self.turn_mut(t.session, t.turn) {
             let before = view.end.as_ref().map_or(0, String::len);
             view.end = Some(t.reason.clone());
+            view.reply_bytes = Some(t.reply_bytes);
             view.rounds = t.rounds;
             view.first_piece_us = t.first_piece_us;
             view.total_us = Some(t.total_us);

@@ -184,6 +184,49 @@ fn a_retold_whole_reply_replaces_the_pieces_seen_before_a_drop() {
     assert_eq!(s.transcript(1)[0].reply, "Once upon a time.");
 }
 
+/// A frame's crossings are told when its way ends, so a server tells a turn's end before the
+/// last pieces of its reply have reached the sink (`--events` files and watched streams have
+/// them in that order): a console folding events (attached, replay) takes them until the reply
+/// has the bytes the end told, and a piece told again is not added twice.
+#[test]
+fn reply_pieces_told_after_the_turns_end_complete_its_reply_once() {
+    let mut s = ConsoleState::default();
+    s.apply(&Event::TurnStarted {
+        session: 1,
+        turn: 1,
+        line: "hi".into(),
+        at_us: T0,
+    });
+    let piece = |id: u64, text: &str| {
+        Event::Frame(FrameEvent {
+            id,
+            session: 1,
+            turn: 1,
+            kind: "data".into(),
+            name: "TextPiece".into(),
+            from: "model".into(),
+            to: "output".into(),
+            direction: "down".into(),
+            at_us: T0 + 10,
+            detail: text.to_string(),
+            depth: 0,
+        })
+    };
+    s.apply(&piece(5, "You said:"));
+    s.apply(&Event::TurnEnded(turnscope::observe::event::TurnEndEvent {
+        session: 1,
+        turn: 1,
+        reason: "completed".into(),
+        reply_bytes: "You said: hi".len(),
+        ..Default::default()
+    }));
+    s.apply(&piece(6, " hi"));
+    s.apply(&piece(6, " hi"));
+    let turn = &s.transcript(1)[0];
+    assert_eq!(turn.reply, "You said: hi");
+    assert_eq!(turn.end.as_deref(), Some("completed"));
+}
+
 #[test]
 fn progress_totals_count_coalesced_notifications_and_the_rate() {
     let s = fixture_state();
