@@ -66,6 +66,63 @@ async fn attached_to_a_headless_turnscope_it_shows_every_session_and_chats_in_it
     r.send(b"q").await;
 }
 
+/// Attached again to the same server, the console takes up the session it started there
+/// the time before (its handle kept in the state directory, mode 0600): the person's next line
+/// goes on in that conversation, no new session is opened; closing it lets go of it for good.
+#[tokio::test]
+async fn attached_again_the_console_goes_on_in_the_session_it_started_before() {
+    let mut server = serving(&["--headless", "--port", "0", "--pace", "0"])
+        .spawn()
+        .expect("the headless server starts");
+    let url = url_in(&ready_line(&mut server).await, "/mcp");
+    let mut s = Screen::start(&["attach", &url, "--events", "seen.jsonl"]).await;
+    s.wait_text("a line starts your session").await;
+    s.send(b"remember the word teal\r").await;
+    // The reply's last pieces come after the turn's end on the stream: all are shown.
+    s.wait_text("You said: remember the word teal").await;
+    s.send(b"\x03").await;
+    assert!(s.wait_exit().await.success());
+    // And in what it recorded, replayed.
+    let events = s._dir.join("seen.jsonl");
+    let mut r = Screen::start(&["replay", events.to_str().unwrap()]).await;
+    r.wait_text("You said: remember the word teal").await;
+    r.send(b"q").await;
+    assert!(r.wait_exit().await.success());
+    let kept = s._dir.join("turnscope/console-handles.json");
+    let text = std::fs::read_to_string(&kept).expect("the handle is kept");
+    assert!(text.contains(&url), "kept with its target: {text}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&kept).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "only its owner reads a handle");
+    }
+
+    let mut s = s.restart(&["attach", &url]).await;
+    s.wait_text("is the session you started here last time")
+        .await;
+    s.send(b"and the colour again\r").await;
+    let screen = s.wait_text("You said: and the colour again").await;
+    assert!(screen.contains("remember the word teal"), "{screen}");
+    let health = health_of(&url).await;
+    assert_eq!(health["sessions"], 1, "no new session: {health}");
+    // Closed here (d, d again): its handle is let go, and the next attach starts afresh.
+    s.send(b"\x1b").await;
+    s.send(b"1").await;
+    s.send(b"d").await;
+    s.send(b"d").await;
+    s.wait_text("forgotten here").await;
+    s.send(b"\x03").await;
+    assert!(s.wait_exit().await.success());
+    let text = std::fs::read_to_string(&kept).expect("the file stays");
+    assert!(!text.contains(&url), "let go: {text}");
+    let mut s = s.restart(&["attach", &url]).await;
+    s.wait_text("a line starts your session").await;
+    s.send(b"\x03").await;
+    assert!(s.wait_exit().await.success());
+    terminate(&mut server).await;
+}
+
 /// The Tools pane of an attached console lists the target's `tools/list` and, watching a
 /// turnscope, the tools its bot offers its model from the connect on (no turn ran there); its
 /// form calls the target's tools over the console's MCP client: `start` by hand opens a

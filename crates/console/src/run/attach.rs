@@ -4,8 +4,11 @@
 //! [`LiveFeed`] over a subscription, with no session table), `--events` records them for
 //! `turnscope replay`, and the person's actions go to the MCP client: the first line starts
 //! the person's session and goes into it (`n` starts one without a line), a line chats in a
-//! session this console started, the others are read-only.
+//! session this console started, the others are read-only. The handles of the sessions it
+//! started are kept (`run::kept_handles`), so a console attached again to the same URL takes
+//! up those the target's event stream still shows: the person goes on where they left off.
 
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -20,6 +23,7 @@ use turnscope::tools::ToolSpec;
 use crate::error::ConsoleError;
 use crate::input::actions::Action;
 use crate::run::feed::{Attachment, Done, LiveFeed};
+use crate::run::kept_handles::KeptHandles;
 use crate::state::{ConsoleState, Header, Source};
 use crate::theme::Theme;
 use crate::view::console::{Console, Notice};
@@ -35,6 +39,11 @@ pub struct Remote {
     /// The target's `tools/list` (what the Tools pane lists): hand calls are checked
     /// against it before they are sent.
     tools: Vec<ToolSpec>,
+    /// The handles of the sessions this console started on the target, kept across runs;
+    /// none without a target.
+    kept: Option<KeptHandles>,
+    /// Handles kept by an earlier run, not yet seen among the watched server's sessions.
+    to_take_up: Mutex<Vec<String>>,
 }
 
 impl Attachment for Remote {
@@ -148,6 +157,7 @@ fn settle(remote: &Remote, console: &mut Console) {
             error: false,
         });
     }
+    take_up_kept(remote, console);
     let outcomes = std::mem::take(&mut *remote.outcomes.lock().unwrap_or_else(|p| p.into_inner()));
     for outcome in outcomes {
         match outcome {
@@ -166,6 +176,69 @@ fn settle(remote: &Remote, console: &mut Console) {
                 })
             }
         }
+    }
+}
+
+/// Takes up the sessions an earlier run of this console started on the target that the
+/// watched server's stream now shows (by their handle's first 8 characters, which is all the
+/// stream tells): they are this console's again, and the newest becomes the person's own
+/// when they have none yet. Without an event stream nothing tells whether a kept session
+/// still lives, so none is taken up.
+fn take_up_kept(remote: &Remote, console: &mut Console) {
+    let (Some(target), Some(stream)) = (&remote.attached.target, &remote.attached.stream) else {
+        return;
+    };
+    let mut pending = remote.to_take_up.lock().unwrap_or_else(|p| p.into_inner());
+    if pending.is_empty() {
+        return;
+    }
+    let found: Vec<(String, u64)> = {
+        let stream = stream.lock().unwrap_or_else(|p| p.into_inner());
+        pending
+            .iter()
+            .filter_map(|handle| {
+                let prefix: String = handle.chars().take(8).collect();
+                stream.session_of(&prefix).map(|n| (handle.clone(), n))
+            })
+            .collect()
+    };
+    if found.is_empty() {
+        return;
+    }
+    let taken: HashSet<&str> = found.iter().map(|(h, _)| h.as_str()).collect();
+    pending.retain(|h| !taken.contains(h.as_str()));
+    drop(pending);
+    // Newest first: the first found is the person's latest.
+    for (handle, number) in &found {
+        if !target.owns(*number) {
+            target.take_up(*number, handle);
+        }
+    }
+    let numbers: Vec<String> = found.iter().map(|(_, n)| format!("#{n}")).collect();
+    let text = if console.own.is_none() {
+        let (_, newest) = found[0];
+        console.own = Some(newest);
+        console.selected = Some(newest);
+        format!(
+            "#{newest} is the session you started here last time (its handle was kept): \
+             your lines go on in it"
+        )
+    } else {
+        format!("{} started here last time: yours again", numbers.join(", "))
+    };
+    console.notice = Some(Notice { text, error: false });
+}
+
+/// Keeps `number`'s handle (a line is being said in it) for the next attach; what could not
+/// be written goes to the console as a notice.
+fn keep_handle(remote: &Remote, number: u64, tx: &mpsc::UnboundedSender<Done>) {
+    let (Some(kept), Some(target)) = (&remote.kept, &remote.attached.target) else {
+        return;
+    };
+    if let Some(handle) = target.handle_of(number)
+        && let Err(text) = kept.keep(&handle)
+    {
+        let _ = tx.send(Done::Notice { text, error: true });
     }
 }
 
@@ -249,6 +322,7 @@ fn perform(
                     chatting: true,
                     unsent: None,
                 });
+                keep_handle(&remote, number, &tx);
                 let result = target.chat(number, &line).await;
                 let _ = tx.send(Done::Chat(number, line, Box::new(result)));
             });
@@ -274,6 +348,7 @@ fn perform(
                 return;
             }
             console.chat_started(session);
+            keep_handle(remote, session, chat_tx);
             let tx = chat_tx.clone();
             tokio::spawn(async move {
                 let result = target.chat(session, &line).await;
@@ -287,6 +362,12 @@ fn perform(
         ),
         Action::Close { session } => match &remote.attached.target {
             Some(target) if target.owns(session) => {
+                if let (Some(kept), Some(handle)) = (&remote.kept, target.handle_of(session))
+                    && let Err(text) = kept.forget(&handle)
+                {
+                    notice(console, text, true);
+                    return;
+                }
                 target.forget(session);
                 if console.own == Some(session) {
                     // The next line starts a new session of the person's.
@@ -402,15 +483,32 @@ pub async fn attach(
                 Some("whisker shows no tool list; tool calls appear in each turn".into())
         }
     }
+    let state_dir = turnscope::store::state_dir(&|name| std::env::var(name).ok());
+    let (kept, unreadable) = match (&attached.target, &options.url) {
+        (Some(_), Some(url)) => {
+            let (kept, problem) = KeptHandles::for_target(url, state_dir.as_deref());
+            (Some(kept), problem)
+        }
+        _ => (None, None),
+    };
+    let to_take_up = kept
+        .as_ref()
+        .map(KeptHandles::of_target)
+        .unwrap_or_default();
     let remote = Arc::new(Remote {
         attached,
         outcomes: Mutex::new(Vec::new()),
         restarts_seen: AtomicU64::new(0),
         tools: listed,
+        kept,
+        to_take_up: Mutex::new(to_take_up),
     });
     remote.refresh(&mut state);
     let feed = LiveFeed::attached(sub, remote.clone() as Arc<dyn Attachment>);
     let mut console = Console::new(state, theme, false);
+    if let Some(text) = unreadable {
+        console.notice = Some(Notice { text, error: true });
+    }
     // No session is opened until the person writes (or presses n): a console that only
     // watches adds nothing to the bot it watches (a CI server's session count, its cap).
     console.start_on_first_line = remote.attached.target.is_some();

@@ -14,6 +14,11 @@
 //! own (its key hashes a handle to an id it holds), and a handle whose session has since
 //! expired or been deleted matches no row. A memory store keeps nothing past the process, so
 //! with one the file is neither read nor written.
+//!
+//! An attached console (`turnscope attach URL`) keeps the handles of the sessions it started
+//! on its target in the same file, each with the target's URL ([`KeptHandles::for_target`]):
+//! attached again, it takes up those the target's event stream still shows (`run::attach`).
+//! The local console's lookup skips them, and theirs skips the local ones.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -45,6 +50,10 @@ struct Entry {
     handle: String,
     /// When it was kept, ms since the Unix epoch.
     at_ms: u64,
+    /// The MCP URL of the bot an attached console started it on; none for the local
+    /// console's own sessions (files written before attached consoles kept handles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    target: Option<String>,
 }
 
 /// The console's kept handles: the file's, and which of them this store holds.
@@ -54,9 +63,14 @@ pub struct KeptHandles {
 }
 
 struct Inner {
-    /// The file, when this store outlives the process and a state directory was found.
+    /// The file, when what it keeps outlives the process and a state directory was found.
     path: Option<PathBuf>,
-    store: Arc<dyn SessionStore>,
+    /// The local console's store (whose key names its sessions), or none when attached.
+    store: Option<Arc<dyn SessionStore>>,
+    /// The attached console's target URL (none for the local console).
+    target: Option<String>,
+    /// What a kept handle gives back, for the errors that lose it.
+    lost: &'static str,
     entries: Vec<Entry>,
     /// This store's ids of the kept handles, by the number their stored row is shown under.
     by_number: HashMap<u64, (HandleId, Uuid)>,
@@ -70,13 +84,31 @@ impl KeptHandles {
         let path = dir
             .filter(|_| store.durable())
             .map(|dir| dir.join(FILE_NAME));
+        Self::open(path, Some(store), None, LOST_HERE)
+    }
+
+    /// The handles an attached console kept for the bot at `target` (its MCP URL), read from
+    /// the file in `dir`; also says what went wrong reading it, if anything.
+    pub fn for_target(target: &str, dir: Option<&Path>) -> (Self, Option<String>) {
+        let path = dir.map(|dir| dir.join(FILE_NAME));
+        Self::open(path, None, Some(target.to_string()), LOST_ATTACHED)
+    }
+
+    fn open(
+        path: Option<PathBuf>,
+        store: Option<Arc<dyn SessionStore>>,
+        target: Option<String>,
+        lost: &'static str,
+    ) -> (Self, Option<String>) {
         let (entries, problem) = match &path {
-            Some(path) => read(path),
+            Some(path) => read(path, lost),
             None => (Vec::new(), None),
         };
         let mut inner = Inner {
             path,
             store,
+            target,
+            lost,
             entries,
             by_number: HashMap::new(),
         };
@@ -110,40 +142,78 @@ impl KeptHandles {
     /// file when it is new there. The error says what could not be written and what that
     /// costs.
     pub fn keep(&self, handle: &str) -> Result<(), String> {
-        let Ok(handle) = Uuid::parse_str(handle) else {
-            return Ok(());
-        };
         let mut inner = self.lock();
+        // The local console's handles are turnscope's UUIDs; an attached bot's are its own.
+        let handle = match &inner.target {
+            None => match Uuid::parse_str(handle) {
+                Ok(handle) => handle.to_string(),
+                Err(_) => return Ok(()),
+            },
+            Some(_) if handle.is_empty() || handle.contains(char::is_whitespace) => return Ok(()),
+            Some(_) => handle.to_string(),
+        };
         let Some(path) = inner.path.clone() else {
             return Ok(());
         };
-        let handle = handle.to_string();
-        if inner.entries.iter().any(|e| e.handle == handle) {
+        if inner.has(&handle) {
             return Ok(());
         }
         // Another console (another port) may have kept handles since this one read the file:
         // written over from what it holds now, not from what this one read at start.
-        if let (now, None) = read(&path) {
+        if let (now, None) = read(&path, inner.lost) {
             inner.entries = now;
-            if inner.entries.iter().any(|e| e.handle == handle) {
+            if inner.has(&handle) {
                 inner.index();
                 return Ok(());
             }
         }
+        let target = inner.target.clone();
         inner.entries.push(Entry {
             handle,
             at_ms: now_ms(),
+            target,
         });
         let excess = inner.entries.len().saturating_sub(HANDLES_KEPT);
         inner.entries.drain(..excess);
         inner.index();
-        write(&path, &inner.entries).map_err(|e| {
-            format!(
-                "cannot write {}: {e}; after a restart this conversation can be read in the \
-                 console but not continued from it",
-                path.display()
-            )
-        })
+        inner.write(&path)
+    }
+
+    /// The handles kept for the attached console's target, newest first (none for the local
+    /// console).
+    pub fn of_target(&self) -> Vec<String> {
+        let inner = self.lock();
+        let Some(target) = &inner.target else {
+            return Vec::new();
+        };
+        inner
+            .entries
+            .iter()
+            .rev()
+            .filter(|e| e.target.as_ref() == Some(target))
+            .map(|e| e.handle.clone())
+            .collect()
+    }
+
+    /// Lets go of a kept handle of the attached console's target (the person closed its
+    /// session), writing the file when it was there.
+    pub fn forget(&self, handle: &str) -> Result<(), String> {
+        let mut inner = self.lock();
+        let Some(path) = inner.path.clone() else {
+            return Ok(());
+        };
+        if let (now, None) = read(&path, inner.lost) {
+            inner.entries = now;
+        }
+        if !inner.has(handle) {
+            return Ok(());
+        }
+        let target = inner.target.clone();
+        inner
+            .entries
+            .retain(|e| !(e.handle == handle && e.target == target));
+        inner.index();
+        inner.write(&path)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -151,13 +221,38 @@ impl KeptHandles {
     }
 }
 
+/// What the local console loses with its kept handles.
+const LOST_HERE: &str = "your stored console sessions can be read, not continued";
+
+/// What an attached console loses with its kept handles.
+const LOST_ATTACHED: &str =
+    "the sessions this console started on attached bots are not taken up when attached again";
+
 impl Inner {
-    /// This store's ids of the kept handles (an entry that is not a handle is skipped).
+    /// Whether `handle` is kept for this console (its target, or none).
+    fn has(&self, handle: &str) -> bool {
+        self.entries
+            .iter()
+            .any(|e| e.handle == handle && e.target == self.target)
+    }
+
+    /// Writes the entries to `path`; the error says what that costs.
+    fn write(&self, path: &Path) -> Result<(), String> {
+        write(path, &self.entries)
+            .map_err(|e| format!("cannot write {}: {e}; {}", path.display(), self.lost))
+    }
+
+    /// This store's ids of the kept handles (an entry that is not a handle, or an attached
+    /// console's, is skipped).
     fn index(&mut self) {
-        let key = self.store.key();
+        let Some(store) = &self.store else {
+            return;
+        };
+        let key = store.key();
         self.by_number = self
             .entries
             .iter()
+            .filter(|e| e.target.is_none())
             .filter_map(|e| Uuid::parse_str(&e.handle).ok())
             .map(|handle| {
                 let id = key.id_of(&handle);
@@ -168,15 +263,16 @@ impl Inner {
 }
 
 /// The kept handles in `path` (none when it does not exist), and what went wrong reading it.
-fn read(path: &Path) -> (Vec<Entry>, Option<String>) {
+/// `lost` says what the console loses when it cannot read them.
+fn read(path: &Path, lost: &str) -> (Vec<Entry>, Option<String>) {
     match std::fs::read(path) {
         Ok(bytes) => match serde_json::from_slice::<HandlesFile>(&bytes) {
             Ok(file) => (file.handles, None),
             Err(e) => (
                 Vec::new(),
                 Some(format!(
-                    "{} is not a list of console handles ({e}): your stored console sessions \
-                     can be read, not continued; it is written anew with your next session",
+                    "{} is not a list of console handles ({e}): {lost}; it is written anew \
+                     with your next session",
                     path.display()
                 )),
             ),
@@ -184,10 +280,7 @@ fn read(path: &Path) -> (Vec<Entry>, Option<String>) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), None),
         Err(e) => (
             Vec::new(),
-            Some(format!(
-                "cannot read {}: {e}; your stored console sessions can be read, not continued",
-                path.display()
-            )),
+            Some(format!("cannot read {}: {e}; {lost}", path.display())),
         ),
     }
 }
@@ -301,6 +394,40 @@ mod tests {
         second.keep(&b).expect("written");
         let text = std::fs::read_to_string(dir.join(FILE_NAME)).unwrap();
         assert!(text.contains(&a) && text.contains(&b), "{text}");
+    }
+
+    /// An attached console keeps its target's handles in the same file as the local
+    /// console's: each reads only its own (another target none), forgetting one leaves the
+    /// others, and a target's handle never names a local stored session.
+    #[test]
+    fn an_attached_consoles_handles_are_kept_by_target_beside_the_local_ones() {
+        let dir = dir("attached");
+        let store = store_in(&dir);
+        let (local, _) = KeptHandles::load(store.clone(), Some(&dir));
+        local.keep(HANDLE).expect("written");
+        let (a, problem) = KeptHandles::for_target("http://a:1/mcp", Some(&dir));
+        assert_eq!(problem, None);
+        a.keep("pipecat-1").expect("written");
+        a.keep("pipecat-2").expect("written");
+        a.keep("not a handle").expect("nothing to write");
+        assert_eq!(a.of_target(), ["pipecat-2", "pipecat-1"], "newest first");
+        let (b, _) = KeptHandles::for_target("http://b:1/mcp", Some(&dir));
+        assert!(b.of_target().is_empty());
+        let theirs = Uuid::new_v4().to_string();
+        a.keep(&theirs).expect("written");
+        let (local, _) = KeptHandles::load(store.clone(), Some(&dir));
+        let key = store.key();
+        assert!(local.holds(&key.id_of(&Uuid::parse_str(HANDLE).unwrap())));
+        assert!(
+            !local.holds(&key.id_of(&Uuid::parse_str(&theirs).unwrap())),
+            "a target's handle is not the local console's"
+        );
+        assert!(local.of_target().is_empty());
+        a.forget("pipecat-2").expect("written");
+        let (a, _) = KeptHandles::for_target("http://a:1/mcp", Some(&dir));
+        assert_eq!(a.of_target(), [theirs.as_str(), "pipecat-1"]);
+        let (local, _) = KeptHandles::load(store.clone(), Some(&dir));
+        assert!(local.holds(&key.id_of(&Uuid::parse_str(HANDLE).unwrap())));
     }
 
     #[test]

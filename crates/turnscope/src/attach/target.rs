@@ -292,6 +292,17 @@ impl Target {
         }
     }
 
+    /// Takes up a session an earlier run of this console started, whose handle it kept, and
+    /// which the watched server's stream shows as `number` (so its turns come from there).
+    pub fn take_up(&self, number: u64, handle: &str) {
+        let started = Started {
+            handle: handle.to_string(),
+            replica: None,
+            greeting: None,
+        };
+        self.adopt(number, &started, Shown::Elsewhere);
+    }
+
     /// Hands a session's turns to another feed (a whisker worker paired with it).
     pub fn show_elsewhere(&self, number: u64) {
         if let Some(own) = self
