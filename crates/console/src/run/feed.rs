@@ -257,7 +257,10 @@ impl LiveFeed {
                     }
                     _ => Activity::Idle,
                 };
+                // Frames count from its opening here; its age from the conversation's start
+                // (before a restart, for one reopened since).
                 let age = s.opened.elapsed();
+                let age_s = (now / 1000).saturating_sub(s.began_ms) / 1000;
                 SessionRow {
                     number: s.number,
                     handle_prefix: s.handle_prefix(),
@@ -266,7 +269,7 @@ impl LiveFeed {
                     turns: current.map(|t| t.id).unwrap_or(0),
                     activity,
                     opened_us: now.saturating_sub(age.as_micros() as u64),
-                    age_s: age.as_secs(),
+                    age_s: age_s.max(age.as_secs()),
                     idle_left_s: (!s.in_call())
                         .then(|| handle_seconds.saturating_sub(s.idle().as_secs())),
                     taken_from: s.taken_from.clone(),

@@ -115,6 +115,9 @@ pub struct Session {
     /// When it began opening in this process (before its bot started, so before its first
     /// frame).
     pub opened: Instant,
+    /// When the conversation began, ms since the Unix epoch: its first opening, also for one
+    /// reopened after a restart (whose `opened` is its reopening here). What its age counts from.
+    pub began_ms: u64,
     /// Whether it continues a conversation kept in the store (reopened after a restart).
     pub restored: bool,
     /// The replica this one took the conversation over from, on a store the replicas share
@@ -442,12 +445,16 @@ impl Sessions {
                 });
             }
         };
+        let began_ms = stored
+            .as_ref()
+            .map_or_else(crate::store::now_ms, |s| s.head.created_ms);
         let session = Arc::new(Session {
             handle,
             id,
             number,
             opener,
             opened: opening,
+            began_ms,
             restored: false,
             taken_from: None,
             last_used_ms: AtomicU64::new(self.inner.epoch.elapsed().as_millis() as u64),

@@ -397,6 +397,7 @@ impl Sessions {
             number,
             opener: head.opener.clone(),
             opened: opening,
+            began_ms: head.created_ms,
             restored: true,
             taken_from,
             last_used_ms: AtomicU64::new(last_used),

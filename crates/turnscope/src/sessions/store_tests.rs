@@ -179,12 +179,15 @@ async fn a_conversation_goes_on_after_a_restart_with_its_history() {
     let model = model(0.0).await;
     let disk = Disk::new(MemoryStore::new());
     let before = table(&model, disk.clone(), SessionLimits::default());
-    let handle = before.open(SessionOpener::Api).await.unwrap().handle();
+    let first = before.open(SessionOpener::Api).await.unwrap();
+    let (handle, began_ms) = (first.handle(), first.began_ms);
+    drop(first);
     say(&before, &handle, "my name is Ada").await;
     before
         .close_all("server shut down", Duration::from_secs(1))
         .await;
     assert!(before.is_empty());
+    tokio::time::sleep(Duration::from_millis(20)).await;
 
     let after = table(&model, disk.clone(), SessionLimits::default());
     let reply = say(&after, &handle, "what did I say").await;
@@ -192,6 +195,10 @@ async fn a_conversation_goes_on_after_a_restart_with_its_history() {
     assert_eq!(reply.turn, Some(2), "turn numbering goes on");
     let session = after.list().pop().unwrap();
     assert!(session.restored);
+    assert_eq!(
+        session.began_ms, began_ms,
+        "its age counts from the conversation's start, not its reopening"
+    );
     let context = session.bot().context();
     assert_eq!(
         context.messages[0],
