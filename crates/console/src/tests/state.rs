@@ -152,33 +152,40 @@ fn a_closed_sessions_number_opening_again_is_a_new_session() {
     );
 }
 
+/// Turn 1 of session 1 starting with `line`.
+fn turn_started(line: &str) -> Event {
+    Event::TurnStarted {
+        session: 1,
+        turn: 1,
+        line: line.into(),
+        at_us: T0,
+    }
+}
+
+/// A reply piece of turn 1 of session 1 reaching the output (frame `id`; 0: a retold reply).
+fn piece(id: u64, text: &str) -> Event {
+    Event::Frame(FrameEvent {
+        id,
+        session: 1,
+        turn: 1,
+        kind: "data".into(),
+        name: "TextPiece".into(),
+        from: "model".into(),
+        to: "output".into(),
+        direction: "down".into(),
+        at_us: T0 + 10,
+        detail: text.to_string(),
+        depth: 0,
+    })
+}
+
 /// A turn in flight when an attached console was dropped, finished while it was away: the
 /// reconnect retells its whole reply as one piece (frame id 0), which replaces the pieces
 /// seen before the drop instead of being added to them.
 #[test]
 fn a_retold_whole_reply_replaces_the_pieces_seen_before_a_drop() {
     let mut s = ConsoleState::default();
-    s.apply(&Event::TurnStarted {
-        session: 1,
-        turn: 1,
-        line: "tell me".into(),
-        at_us: T0,
-    });
-    let piece = |id: u64, text: &str| {
-        Event::Frame(FrameEvent {
-            id,
-            session: 1,
-            turn: 1,
-            kind: "data".into(),
-            name: "TextPiece".into(),
-            from: "model".into(),
-            to: "output".into(),
-            direction: "down".into(),
-            at_us: T0 + 10,
-            detail: text.to_string(),
-            depth: 0,
-        })
-    };
+    s.apply(&turn_started("tell me"));
     s.apply(&piece(41, "Once upon"));
     s.apply(&piece(0, "Once upon a time."));
     assert_eq!(s.transcript(1)[0].reply, "Once upon a time.");
@@ -191,27 +198,7 @@ fn a_retold_whole_reply_replaces_the_pieces_seen_before_a_drop() {
 #[test]
 fn reply_pieces_told_after_the_turns_end_complete_its_reply_once() {
     let mut s = ConsoleState::default();
-    s.apply(&Event::TurnStarted {
-        session: 1,
-        turn: 1,
-        line: "hi".into(),
-        at_us: T0,
-    });
-    let piece = |id: u64, text: &str| {
-        Event::Frame(FrameEvent {
-            id,
-            session: 1,
-            turn: 1,
-            kind: "data".into(),
-            name: "TextPiece".into(),
-            from: "model".into(),
-            to: "output".into(),
-            direction: "down".into(),
-            at_us: T0 + 10,
-            detail: text.to_string(),
-            depth: 0,
-        })
-    };
+    s.apply(&turn_started("hi"));
     s.apply(&piece(5, "You said:"));
     s.apply(&Event::TurnEnded(turnscope::observe::event::TurnEndEvent {
         session: 1,
