@@ -34,6 +34,7 @@ impl ClientEvents {
             closed: None,
             at_us: now_us(),
             restored: false,
+            began_us: None,
             taken_from: None,
         }));
         session
@@ -48,6 +49,7 @@ impl ClientEvents {
             closed: Some(why.into()),
             at_us: now_us(),
             restored: false,
+            began_us: None,
             taken_from: None,
         }));
     }

@@ -269,6 +269,7 @@ impl LiveFeed {
                     turns: current.map(|t| t.id).unwrap_or(0),
                     activity,
                     opened_us: now.saturating_sub(age.as_micros() as u64),
+                    began_us: s.began_before_opening_us(),
                     age_s: age_s.max(age.as_secs()),
                     idle_left_s: (!s.in_call())
                         .then(|| handle_seconds.saturating_sub(s.idle().as_secs())),

@@ -147,6 +147,7 @@ impl StoredSessions {
                 turns: head.turns,
                 activity: Activity::Stored { idle_s },
                 opened_us: head.created_ms * 1000,
+                began_us: None,
                 age_s: now.saturating_sub(head.created_ms) / 1000,
                 idle_left_s: Some(handle_seconds.saturating_sub(idle_s)),
                 taken_from: None,

@@ -119,9 +119,11 @@ pub struct SessionRow {
     pub turns: u64,
     /// What it is doing.
     pub activity: Activity,
-    /// When it opened (µs since the epoch).
+    /// When it opened (µs since the epoch): what its frames' times count from.
     pub opened_us: u64,
-    /// Seconds since it opened.
+    /// When its conversation began, if before it opened (reopened from the store).
+    pub began_us: Option<u64>,
+    /// Seconds since its conversation began.
     pub age_s: u64,
     /// Seconds until the idle sweep may close it (live only).
     pub idle_left_s: Option<u64>,
@@ -130,6 +132,11 @@ pub struct SessionRow {
 }
 
 impl SessionRow {
+    /// What its age counts from: its conversation's start.
+    pub fn age_from_us(&self) -> u64 {
+        self.began_us.unwrap_or(self.opened_us).min(self.opened_us)
+    }
+
     /// `console (you)`, `mcp: NAME` or `api`.
     pub fn opener_label(&self) -> String {
         match &self.opener {

@@ -81,6 +81,7 @@ impl ConsoleState {
                     turns: 0,
                     activity: Activity::Idle,
                     opened_us: s.at_us,
+                    began_us: s.began_us,
                     age_s: 0,
                     idle_left_s: None,
                     taken_from: None,
@@ -101,7 +102,7 @@ impl ConsoleState {
             return;
         }
         row.activity = Activity::Closed(reason);
-        row.age_s = at_us.saturating_sub(row.opened_us) / 1_000_000;
+        row.age_s = at_us.saturating_sub(row.age_from_us()) / 1_000_000;
         row.idle_left_s = None;
         // A closed session has no turn in flight: the last live snapshot may have caught
         // one streaming, so the turns built from events (ended by their events) take over,
@@ -240,7 +241,7 @@ impl ConsoleState {
     pub fn age_rows(&mut self) {
         let now = self.now_us;
         for row in self.sessions.values_mut().filter(|r| !r.is_closed()) {
-            row.age_s = now.saturating_sub(row.opened_us) / 1_000_000;
+            row.age_s = now.saturating_sub(row.age_from_us()) / 1_000_000;
         }
     }
 

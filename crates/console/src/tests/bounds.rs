@@ -131,6 +131,7 @@ fn session_event(session: u64, closed: Option<&str>) -> Event {
         opener: SessionOpener::Api,
         closed: closed.map(str::to_string),
         restored: false,
+        began_us: None,
         taken_from: None,
         at_us: 1,
     })

@@ -83,6 +83,7 @@ impl Script {
             closed: closed.map(str::to_string),
             at_us: at,
             restored: false,
+            began_us: None,
             taken_from: None,
         }));
     }
@@ -391,6 +392,7 @@ pub fn state() -> ConsoleState {
             turns: 2,
             activity: Activity::Idle,
             opened_us: T0,
+            began_us: None,
             age_s: 65,
             idle_left_s: Some(295),
             taken_from: None,
@@ -403,6 +405,7 @@ pub fn state() -> ConsoleState {
             turns: 1,
             activity: Activity::InTurn,
             opened_us: T0 + S,
+            began_us: None,
             age_s: 64,
             idle_left_s: None,
             taken_from: None,

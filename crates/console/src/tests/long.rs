@@ -33,6 +33,7 @@ pub fn session(session: u64, turns: u64, words: usize) -> Vec<Event> {
         opener: SessionOpener::Mcp("python-sdk".into()),
         closed: None,
         restored: false,
+        began_us: None,
         taken_from: None,
         at_us: T0,
     })];

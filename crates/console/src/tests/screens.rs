@@ -51,6 +51,7 @@ fn fresh() -> Console {
         opener: turnscope::observe::SessionOpener::Console,
         closed: None,
         restored: false,
+        began_us: None,
         taken_from: None,
         at_us: 1_000_000,
     }));
@@ -152,6 +153,7 @@ fn opened_by_mcp(number: u64, prefix: &str, client: &str) -> Event {
         opener: turnscope::observe::SessionOpener::Mcp(client.into()),
         closed: None,
         restored: false,
+        began_us: None,
         taken_from: None,
         at_us: number * 1_000_000,
     })

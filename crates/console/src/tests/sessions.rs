@@ -154,6 +154,7 @@ fn a_long_session_number_is_shown_whole() {
             opener: turnscope::observe::SessionOpener::Console,
             closed: None,
             restored: false,
+            began_us: None,
             taken_from: None,
             at_us: c.state.now_us + 1_000,
         }));

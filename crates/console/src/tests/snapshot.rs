@@ -59,6 +59,7 @@ fn sessions_pane_and_transcript_mark_a_session_taken_over_from_another_replica()
             closed: None,
             at_us: crate::tests::fixture::T0,
             restored: true,
+            began_us: None,
             taken_from: Some("r1".into()),
         },
     ));

@@ -76,6 +76,7 @@ fn a_sessions_turn_count_is_its_highest_turn_even_when_only_the_last_were_seen()
         closed: None,
         at_us: T0,
         restored: false,
+        began_us: None,
         taken_from: None,
     }));
     let started = |turn: u64| Event::TurnStarted {
@@ -109,6 +110,7 @@ fn a_closed_sessions_number_opening_again_is_a_new_session() {
             closed: closed.map(str::to_string),
             at_us: T0,
             restored: false,
+            began_us: None,
             taken_from: None,
         })
     };
@@ -214,6 +216,28 @@ fn reply_pieces_told_after_the_turns_end_complete_its_reply_once() {
     assert_eq!(turn.end.as_deref(), Some("completed"));
 }
 
+/// A session reopened from the store: its opening event says when its conversation began,
+/// and its age counts from then (in an attached console or a replay as in the local one),
+/// while its frames' times still count from its opening.
+#[test]
+fn a_reopened_sessions_age_counts_from_its_conversations_start() {
+    let mut s = ConsoleState::default();
+    s.apply(&Event::Session(SessionEvent {
+        session: 1,
+        handle_prefix: "abcd1234".into(),
+        opener: SessionOpener::Api,
+        closed: None,
+        at_us: T0,
+        restored: true,
+        began_us: Some(T0 - 3_600_000_000),
+        taken_from: None,
+    }));
+    s.now_us = T0 + 5_000_000;
+    s.age_rows();
+    assert_eq!(s.session(1).unwrap().age_s, 3_605);
+    assert_eq!(s.session_relative(1, T0 + 2_000_000).trim(), "2.000s");
+}
+
 #[test]
 fn progress_totals_count_coalesced_notifications_and_the_rate() {
     let s = fixture_state();
@@ -300,6 +324,7 @@ fn closed_sessions_beyond_the_bound_are_forgotten() {
                 closed,
                 at_us: T0,
                 restored: false,
+                began_us: None,
                 taken_from: None,
             }));
         }
@@ -321,6 +346,7 @@ fn a_snapshot_replaces_event_rows_and_marks_vanished_ones_closed() {
         turns: 2,
         activity: Activity::Idle,
         opened_us: T0,
+        began_us: None,
         age_s: 20,
         idle_left_s: Some(280),
         taken_from: None,
@@ -479,6 +505,7 @@ fn a_closed_session_drops_its_stale_live_snapshot() {
         closed: Some("ended by the bot".into()),
         at_us: T0 + 9 * 1_000_000,
         restored: false,
+        began_us: None,
         taken_from: None,
     }));
     let turn = &s.transcript(2)[0];

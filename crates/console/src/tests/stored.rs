@@ -42,6 +42,7 @@ fn with_stored() -> Console {
         turns: 2,
         activity: Activity::Stored { idle_s: 300 },
         opened_us: 0,
+        began_us: None,
         age_s: 3_600,
         idle_left_s: Some(86_100),
         taken_from: None,

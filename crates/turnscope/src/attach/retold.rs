@@ -161,6 +161,7 @@ mod tests {
             closed: None,
             at_us: 1,
             restored: false,
+            began_us: None,
             taken_from: None,
         })
     }

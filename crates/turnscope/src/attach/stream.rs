@@ -329,6 +329,7 @@ fn take_line(line: &[u8], bus: &Bus, state: &Shared, seen: &mut Seen) -> bool {
                     closed: Some(reason.into()),
                     at_us: r.at_us,
                     restored: false,
+                    began_us: None,
                     taken_from: None,
                 }));
             }
@@ -368,6 +369,7 @@ mod tests {
             closed: None,
             at_us: 1,
             restored: false,
+            began_us: None,
             taken_from: None,
         })
     }

@@ -287,6 +287,7 @@ impl Target {
                 closed: None,
                 at_us: now_us(),
                 restored: false,
+                began_us: None,
                 taken_from: None,
             }));
         }
@@ -437,6 +438,7 @@ impl Target {
                 closed: Some("forgotten by this console".into()),
                 at_us: now_us(),
                 restored: false,
+                began_us: None,
                 taken_from: None,
             }));
         }

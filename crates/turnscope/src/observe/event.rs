@@ -297,6 +297,10 @@ pub struct SessionEvent {
     /// process, or before its bot stopped).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub restored: bool,
+    /// When its conversation began, µs since the epoch, when that was before this opening
+    /// (a session reopened from the store): what its age counts from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub began_us: Option<u64>,
     /// The replica this one took the conversation over from (a store the replicas share):
     /// the id of the replica that wrote it last, or `tag TAG` when only the handle's tag
     /// names it. `None` when it was born here or is continued by the same replica.

@@ -341,6 +341,7 @@ impl Viewers {
                     closed: None,
                     at_us: now.saturating_sub(session.opened.elapsed().as_micros() as u64),
                     restored: session.restored,
+                    began_us: session.began_before_opening_us(),
                     taken_from: session.taken_from.clone(),
                 }));
             }

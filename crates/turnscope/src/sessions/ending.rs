@@ -74,6 +74,7 @@ impl Sessions {
                 closed: Some(reason.to_string()),
                 at_us: now_us(),
                 restored: false,
+                began_us: None,
                 taken_from: None,
             })
         });

@@ -131,6 +131,12 @@ pub struct Session {
 }
 
 impl Session {
+    /// When its conversation began (µs since the epoch) if that was before it opened here
+    /// (one reopened from the store), for the events that tell its opening.
+    pub fn began_before_opening_us(&self) -> Option<u64> {
+        self.restored.then_some(self.began_ms.saturating_mul(1000))
+    }
+
     /// The first 8 characters of the handle, safe to show.
     pub fn handle_prefix(&self) -> String {
         crate::store::handle::shown_prefix(&self.handle)
@@ -407,6 +413,7 @@ impl Sessions {
                 // this) are not older than the session they belong to.
                 at_us: now_us().saturating_sub(session.opened.elapsed().as_micros() as u64),
                 restored: session.restored,
+                began_us: session.began_before_opening_us(),
                 taken_from: session.taken_from.clone(),
             })
         });

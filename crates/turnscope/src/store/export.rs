@@ -35,6 +35,7 @@ pub fn events(head: &Head, turns: &[StoredTurn], origin: &str) -> Vec<Event> {
         closed: None,
         at_us: head.created_ms * 1000,
         restored: false,
+        began_us: None,
         taken_from: None,
     }));
     let mut frame_id = 0u64;

@@ -113,6 +113,7 @@ impl Fold {
                 closed: None,
                 at_us,
                 restored: false,
+                began_us: None,
                 taken_from: None,
             }));
         }
@@ -276,6 +277,7 @@ impl Fold {
                     closed: Some(format!("pipeline ended ({class})")),
                     at_us: f.at_us,
                     restored: false,
+                    began_us: None,
                     taken_from: None,
                 }));
             }
