@@ -490,9 +490,13 @@ async fn run_hub(inner: Weak<Inner>, sub: Subscription, woken: Arc<Notify>) {
                 let Some(event) = event else { break };
                 let Some(sub) = sub.as_mut() else { continue };
                 batch.push(writer.line_of(&event));
+                retell_restored(&inner, &event, &mut batch, &mut writer);
                 while batch.len() < HUB_BATCH {
                     match sub.try_recv() {
-                        Some(event) => batch.push(writer.line_of(&event)),
+                        Some(event) => {
+                            batch.push(writer.line_of(&event));
+                            retell_restored(&inner, &event, &mut batch, &mut writer);
+                        }
                         None => break,
                     }
                 }
@@ -541,6 +545,43 @@ async fn run_hub(inner: Weak<Inner>, sub: Subscription, woken: Arc<Notify>) {
                 }
             }
         }
+    }
+}
+
+/// After the opening of a session reopened from the store, its finished kept turns, told as
+/// a connecting viewer's preamble tells them ([`turn_events`]): a viewer watching when a
+/// client reopens a conversation (after a restart, on another replica) sees its history, not
+/// only the turns from then on. Rare (once per reopening), so the session is looked up here.
+fn retell_restored(
+    inner: &Weak<Inner>,
+    event: &Event,
+    batch: &mut Vec<Line>,
+    writer: &mut LineWriter,
+) {
+    let Event::Session(opened) = event else {
+        return;
+    };
+    if !opened.restored || opened.closed.is_some() {
+        return;
+    }
+    let Some(session) = inner
+        .upgrade()
+        .and_then(|inner| inner.sessions.by_number(opened.session))
+    else {
+        return;
+    };
+    let now = now_us();
+    let restored = session
+        .turns()
+        .into_iter()
+        .filter(|t| t.id <= session.restored_turns && t.is_done());
+    for turn in restored {
+        let started_us = now.saturating_sub(turn.started().elapsed().as_micros() as u64);
+        turn.with_record(|r| {
+            for told in turn_events(&session, r, started_us, true) {
+                batch.push(writer.line_of(&told));
+            }
+        });
     }
 }
 

@@ -120,6 +120,9 @@ pub struct Session {
     pub began_ms: u64,
     /// Whether it continues a conversation kept in the store (reopened after a restart).
     pub restored: bool,
+    /// The last of the turns it was reopened with (0 for one born here): those ran before
+    /// this opening, and the viewers watching it reopen are told them again.
+    pub restored_turns: u64,
     /// The replica this one took the conversation over from, on a store the replicas share
     /// (see [`SessionEvent::taken_from`]); `None` when born here or continued by this replica.
     pub taken_from: Option<String>,
@@ -463,6 +466,7 @@ impl Sessions {
             opened: opening,
             began_ms,
             restored: false,
+            restored_turns: 0,
             taken_from: None,
             last_used_ms: AtomicU64::new(self.inner.epoch.elapsed().as_millis() as u64),
             epoch: self.inner.epoch,

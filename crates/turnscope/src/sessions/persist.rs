@@ -399,6 +399,7 @@ impl Sessions {
             opened: opening,
             began_ms: head.created_ms,
             restored: true,
+            restored_turns: kept.back().map_or(0, |t| t.id),
             taken_from,
             last_used_ms: AtomicU64::new(last_used),
             epoch,
