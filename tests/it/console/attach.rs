@@ -11,6 +11,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use super::Screen;
 use crate::support::binary::{ready_line, serving, terminate, url_in};
 use crate::support::mcp::Client;
+use crate::support::scratch::Scratch;
 
 #[tokio::test]
 async fn attached_to_a_headless_turnscope_it_shows_every_session_and_chats_in_its_own() {
@@ -120,6 +121,79 @@ async fn attached_again_the_console_goes_on_in_the_session_it_started_before() {
     s.wait_text("a line starts your session").await;
     s.send(b"\x03").await;
     assert!(s.wait_exit().await.success());
+    terminate(&mut server).await;
+}
+
+/// Attached again after the server restarted (its conversations kept in its store file), the
+/// person's first line reopens the session this console started there before and goes on in it
+/// (its earlier turn shown, no second session); once the server no longer knows the handle
+/// (another store), the line starts a new session and the handle is let go.
+#[tokio::test]
+async fn after_the_server_restarted_the_first_line_reopens_the_session_started_before() {
+    let scratch = Scratch::new("attach-reopen");
+    let store = format!("sqlite:{}", scratch.join("s.sqlite3").display());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+        .to_string();
+    let server_with = |store: &str| {
+        serving(&[
+            "--headless",
+            "--port",
+            &port,
+            "--pace",
+            "0",
+            "--store",
+            store,
+        ])
+        .spawn()
+        .expect("the headless server starts")
+    };
+    let mut server = server_with(&store);
+    let url = url_in(&ready_line(&mut server).await, "/mcp");
+    let mut s = Screen::start(&["attach", &url]).await;
+    s.wait_text("a line starts your session").await;
+    s.send(b"remember the word teal\r").await;
+    s.wait_text("You said: remember the word teal").await;
+    s.send(b"\x03").await;
+    assert!(s.wait_exit().await.success());
+    terminate(&mut server).await;
+
+    let mut server = server_with(&store);
+    ready_line(&mut server).await;
+    let mut s = s.restart(&["attach", &url]).await;
+    // Not shown by the restarted server: nothing is taken up until the person speaks.
+    s.wait_text("a line starts your session").await;
+    s.send(b"and the colour again\r").await;
+    // Its earlier turn is told again as the server reopens it.
+    let screen = s.wait_text("You said: and the colour again").await;
+    assert!(screen.contains("remember the word teal"), "{screen}");
+    let health = health_of(&url).await;
+    assert_eq!(health["sessions"], 1, "no new session: {health}");
+    s.send(b"\x03").await;
+    assert!(s.wait_exit().await.success());
+    terminate(&mut server).await;
+
+    // A server that never kept it refuses the handle: a new session, the handle let go.
+    let other = format!("sqlite:{}", scratch.join("other.sqlite3").display());
+    let mut server = server_with(&other);
+    ready_line(&mut server).await;
+    let mut s = s.restart(&["attach", &url]).await;
+    s.wait_text("a line starts your session").await;
+    s.send(b"hello again\r").await;
+    let screen = s.wait_text("You said: hello again").await;
+    assert!(!screen.contains("remember the word teal"), "{screen}");
+    s.send(b"\x03").await;
+    assert!(s.wait_exit().await.success());
+    let kept = std::fs::read_to_string(s._dir.join("turnscope/console-handles.json"))
+        .expect("the handles file");
+    let kept: serde_json::Value = serde_json::from_str(&kept).expect("JSON");
+    assert_eq!(
+        kept["handles"].as_array().map(Vec::len),
+        Some(1),
+        "the refused handle let go, the new one kept: {kept}"
+    );
     terminate(&mut server).await;
 }
 

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use turnscope::attach::{AttachOptions, Attached};
+use turnscope::attach::{AttachOptions, Attached, Reopen};
 use turnscope::observe::Bus;
 use turnscope::observe::recorder::Recording;
 use turnscope::tools::ToolSpec;
@@ -229,12 +229,70 @@ fn take_up_kept(remote: &Remote, console: &mut Console) {
     console.notice = Some(Notice { text, error: false });
 }
 
+/// Most kept sessions a first line tries to reopen before it starts a new one.
+const REOPEN_TRIES: usize = 3;
+
+/// Reopens, for the person's first line, the newest session an earlier run of this console
+/// started on the target that its stream does not show (the target restarted since and keeps
+/// conversations in its store): newest first, at most [`REOPEN_TRIES`]. A handle the target
+/// refuses is let go for good; a call that failed leaves it kept. The number reopened, or
+/// what stopped it (for the person, once their new session is open).
+async fn reopen_kept(remote: &Remote) -> (Option<u64>, Option<String>) {
+    for _ in 0..REOPEN_TRIES {
+        let Some(handle) = remote
+            .to_take_up
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .first()
+            .cloned()
+        else {
+            return (None, None);
+        };
+        let outcome = remote.attached.reopen(&handle).await;
+        if matches!(outcome, Ok(_) | Err(Reopen::Refused(_))) {
+            remote
+                .to_take_up
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|h| *h != handle);
+        }
+        match outcome {
+            Ok(number) => return (Some(number), None),
+            Err(Reopen::Refused(_)) => {
+                if let Some(kept) = &remote.kept
+                    && let Err(text) = kept.forget(&handle)
+                {
+                    return (None, Some(text));
+                }
+            }
+            Err(Reopen::Unwatched) => return (None, None),
+            Err(Reopen::Failed(text)) => {
+                return (
+                    None,
+                    Some(format!(
+                        "the session you started here last time was not reopened ({text}); \
+                         this is a new one"
+                    )),
+                );
+            }
+        }
+    }
+    (None, None)
+}
+
 /// Keeps `number`'s handle (a line is being said in it) for the next attach; what could not
 /// be written goes to the console as a notice.
 fn keep_handle(remote: &Remote, number: u64, tx: &mpsc::UnboundedSender<Done>) {
     let (Some(kept), Some(target)) = (&remote.kept, &remote.attached.target) else {
         return;
     };
+    // Only a watched target shows whether a kept session lives (`take_up_kept`, `reopen_kept`).
+    let watched = remote.attached.stream.as_ref().is_some_and(|stream| {
+        stream.lock().unwrap_or_else(|p| p.into_inner()).available == Some(true)
+    });
+    if !watched {
+        return;
+    }
     if let Some(handle) = target.handle_of(number)
         && let Err(text) = kept.keep(&handle)
     {
@@ -304,6 +362,25 @@ fn perform(
             });
             let (remote, tx) = (remote.clone(), chat_tx.clone());
             tokio::spawn(async move {
+                let (reopened, note) = reopen_kept(&remote).await;
+                if let Some(number) = reopened {
+                    let _ = tx.send(Done::Opened {
+                        result: Ok(number),
+                        replacing: None,
+                        chatting: true,
+                        unsent: None,
+                    });
+                    let _ = tx.send(Done::Notice {
+                        text: format!(
+                            "#{number} is the session you started here last time, reopened from \
+                             the bot's store: your line goes on in it (n starts a new one)"
+                        ),
+                        error: false,
+                    });
+                    let result = target.chat(number, &line).await;
+                    let _ = tx.send(Done::Chat(number, line, Box::new(result)));
+                    return;
+                }
                 let number = match remote.attached.open().await {
                     Ok(number) => number,
                     Err(e) => {
@@ -322,6 +399,9 @@ fn perform(
                     chatting: true,
                     unsent: None,
                 });
+                if let Some(text) = note {
+                    let _ = tx.send(Done::Notice { text, error: true });
+                }
                 keep_handle(&remote, number, &tx);
                 let result = target.chat(number, &line).await;
                 let _ = tx.send(Done::Chat(number, line, Box::new(result)));

@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::observe::event::now_us;
 use crate::observe::{Bus, Event};
+pub use target::Reopen;
 use target::{Shown, Started, Target};
 
 /// How long a started session waits to be seen in the watched server's stream.
@@ -165,6 +166,37 @@ impl Attached {
         } else {
             target.adopt(number, &started, Shown::ByClient);
         }
+        Ok(number)
+    }
+
+    /// Goes on with a session an earlier run of this console started on a watched turnscope
+    /// (its handle kept) that the stream does not show: reopened there from its store
+    /// ([`Target::reopen`]), found in the stream, and this console's again; its number.
+    ///
+    /// # Errors
+    /// No event stream ([`Reopen::Unwatched`]), the target refused the handle, or no target,
+    /// the call failed or the stream did not show the session in time ([`Reopen::Failed`]).
+    pub async fn reopen(&self, handle: &str) -> Result<u64, Reopen> {
+        let Some(target) = &self.target else {
+            return Err(Reopen::Failed("no bot URL to chat with".into()));
+        };
+        self.stream_known().await;
+        if !self.streaming() {
+            return Err(Reopen::Unwatched);
+        }
+        target.reopen(handle).await?;
+        let started = Started {
+            handle: handle.to_string(),
+            replica: None,
+            greeting: None,
+        };
+        let number = self.seen_in_stream(&started).await.ok_or_else(|| {
+            Reopen::Failed(format!(
+                "the target reopened the session, and its event stream did not show it within {} ms",
+                SEEN_WITHIN.as_millis()
+            ))
+        })?;
+        target.take_up(number, handle);
         Ok(number)
     }
 

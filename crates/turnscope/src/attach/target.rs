@@ -43,6 +43,17 @@ pub enum Shown {
     Elsewhere,
 }
 
+/// Why a kept session could not be reopened ([`Target::reopen`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reopen {
+    /// The target refused the handle (what it said): its conversation is gone there.
+    Refused(String),
+    /// The call failed (the connection, a timeout): the handle may still be good.
+    Failed(String),
+    /// Not tried: the target has no event stream, so nothing would show the session.
+    Unwatched,
+}
+
 /// A session this console started.
 #[derive(Clone)]
 struct Own {
@@ -302,6 +313,24 @@ impl Target {
             greeting: None,
         };
         self.adopt(number, &started, Shown::Elsewhere);
+    }
+
+    /// Reopens on the target a session an earlier run of this console started (its handle
+    /// kept): a `chat` with an empty line, which a turnscope answers by reopening the
+    /// conversation from its store (reading any reply left unread), saying nothing to the bot.
+    ///
+    /// # Errors
+    /// [`Reopen::Refused`]: the target answered with an error (the conversation ended, or it
+    /// never kept it); [`Reopen::Failed`]: the call itself failed.
+    pub async fn reopen(&self, handle: &str) -> Result<(), Reopen> {
+        let result = self
+            .call("chat", json!({"handle": handle, "line": ""}))
+            .await
+            .map_err(Reopen::Failed)?;
+        if result.is_error == Some(true) {
+            return Err(Reopen::Refused(text_of(&result)));
+        }
+        Ok(())
     }
 
     /// Hands a session's turns to another feed (a whisker worker paired with it).
