@@ -442,24 +442,28 @@ fn perform(
         ),
         Action::Close { session } => match &remote.attached.target {
             Some(target) if target.owns(session) => {
-                if let (Some(kept), Some(handle)) = (&remote.kept, target.handle_of(session))
-                    && let Err(text) = kept.forget(&handle)
-                {
-                    notice(console, text, true);
-                    return;
-                }
+                let unwritten = match (&remote.kept, target.handle_of(session)) {
+                    (Some(kept), Some(handle)) => kept.forget(&handle).err(),
+                    _ => None,
+                };
                 target.forget(session);
                 if console.own == Some(session) {
                     // The next line starts a new session of the person's.
                     console.own = None;
                 }
-                notice(
-                    console,
-                    format!(
-                        "#{session} forgotten here (its handle is dropped; the bot ends it when idle)"
+                match unwritten {
+                    // Forgotten here all the same; the file still names it for the next attach.
+                    Some(text) => {
+                        notice(console, format!("#{session} forgotten here; {text}"), true)
+                    }
+                    None => notice(
+                        console,
+                        format!(
+                            "#{session} forgotten here (its handle is dropped; the bot ends it when idle)"
+                        ),
+                        false,
                     ),
-                    false,
-                );
+                }
             }
             _ => notice(
                 console,
