@@ -67,6 +67,20 @@ async fn attached_to_a_headless_turnscope_it_shows_every_session_and_chats_in_it
     r.send(b"q").await;
 }
 
+/// The person's first line into an attached console with no session of theirs yet (said once
+/// the console asks for one); the screen once the scripted reply to it shows.
+async fn first_line(s: &mut Screen, line: &str) -> String {
+    s.wait_text("a line starts your session").await;
+    s.send(format!("{line}\r").as_bytes()).await;
+    s.wait_text(&format!("You said: {line}")).await
+}
+
+/// Ctrl+C, and a clean exit.
+async fn quit(s: &mut Screen) {
+    s.send(b"\x03").await;
+    assert!(s.wait_exit().await.success());
+}
+
 /// Attached again to the same server, the console takes up the session it started there
 /// the time before (its handle kept in the state directory, mode 0600): the person's next line
 /// goes on in that conversation, no new session is opened; closing it lets go of it for good.
@@ -77,12 +91,9 @@ async fn attached_again_the_console_goes_on_in_the_session_it_started_before() {
         .expect("the headless server starts");
     let url = url_in(&ready_line(&mut server).await, "/mcp");
     let mut s = Screen::start(&["attach", &url, "--events", "seen.jsonl"]).await;
-    s.wait_text("a line starts your session").await;
-    s.send(b"remember the word teal\r").await;
     // The reply's last pieces come after the turn's end on the stream: all are shown.
-    s.wait_text("You said: remember the word teal").await;
-    s.send(b"\x03").await;
-    assert!(s.wait_exit().await.success());
+    first_line(&mut s, "remember the word teal").await;
+    quit(&mut s).await;
     // And in what it recorded, replayed.
     let events = s._dir.join("seen.jsonl");
     let mut r = Screen::start(&["replay", events.to_str().unwrap()]).await;
@@ -113,14 +124,12 @@ async fn attached_again_the_console_goes_on_in_the_session_it_started_before() {
     s.send(b"d").await;
     s.send(b"d").await;
     s.wait_text("forgotten here").await;
-    s.send(b"\x03").await;
-    assert!(s.wait_exit().await.success());
+    quit(&mut s).await;
     let text = std::fs::read_to_string(&kept).expect("the file stays");
     assert!(!text.contains(&url), "let go: {text}");
     let mut s = s.restart(&["attach", &url]).await;
     s.wait_text("a line starts your session").await;
-    s.send(b"\x03").await;
-    assert!(s.wait_exit().await.success());
+    quit(&mut s).await;
     terminate(&mut server).await;
 }
 
@@ -153,26 +162,20 @@ async fn after_the_server_restarted_the_first_line_reopens_the_session_started_b
     let mut server = server_with(&store);
     let url = url_in(&ready_line(&mut server).await, "/mcp");
     let mut s = Screen::start(&["attach", &url]).await;
-    s.wait_text("a line starts your session").await;
-    s.send(b"remember the word teal\r").await;
-    s.wait_text("You said: remember the word teal").await;
-    s.send(b"\x03").await;
-    assert!(s.wait_exit().await.success());
+    first_line(&mut s, "remember the word teal").await;
+    quit(&mut s).await;
     terminate(&mut server).await;
 
     let mut server = server_with(&store);
     ready_line(&mut server).await;
     let mut s = s.restart(&["attach", &url]).await;
     // Not shown by the restarted server: nothing is taken up until the person speaks.
-    s.wait_text("a line starts your session").await;
-    s.send(b"and the colour again\r").await;
     // Its earlier turn is told again as the server reopens it.
-    let screen = s.wait_text("You said: and the colour again").await;
+    let screen = first_line(&mut s, "and the colour again").await;
     assert!(screen.contains("remember the word teal"), "{screen}");
     let health = health_of(&url).await;
     assert_eq!(health["sessions"], 1, "no new session: {health}");
-    s.send(b"\x03").await;
-    assert!(s.wait_exit().await.success());
+    quit(&mut s).await;
     terminate(&mut server).await;
 
     // A server that never kept it refuses the handle: a new session, the handle let go.
@@ -180,12 +183,9 @@ async fn after_the_server_restarted_the_first_line_reopens_the_session_started_b
     let mut server = server_with(&other);
     ready_line(&mut server).await;
     let mut s = s.restart(&["attach", &url]).await;
-    s.wait_text("a line starts your session").await;
-    s.send(b"hello again\r").await;
-    let screen = s.wait_text("You said: hello again").await;
+    let screen = first_line(&mut s, "hello again").await;
     assert!(!screen.contains("remember the word teal"), "{screen}");
-    s.send(b"\x03").await;
-    assert!(s.wait_exit().await.success());
+    quit(&mut s).await;
     let kept = std::fs::read_to_string(s._dir.join("turnscope/console-handles.json"))
         .expect("the handles file");
     let kept: serde_json::Value = serde_json::from_str(&kept).expect("JSON");
