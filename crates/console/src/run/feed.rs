@@ -257,24 +257,24 @@ impl LiveFeed {
                     }
                     _ => Activity::Idle,
                 };
-                // Frames count from its opening here; its age from the conversation's start
-                // (before a restart, for one reopened since).
-                let age = s.opened.elapsed();
-                let age_s = (now / 1000).saturating_sub(s.began_ms) / 1000;
-                SessionRow {
+                let mut row = SessionRow {
                     number: s.number,
                     handle_prefix: s.handle_prefix(),
                     opener: s.opener.clone(),
                     mine: Some(s.number) == own,
                     turns: current.map(|t| t.id).unwrap_or(0),
                     activity,
-                    opened_us: now.saturating_sub(age.as_micros() as u64),
+                    // Frames count from its opening here, its age from the conversation's
+                    // start (before a restart, for one reopened since).
+                    opened_us: now.saturating_sub(s.opened.elapsed().as_micros() as u64),
                     began_us: s.began_before_opening_us(),
-                    age_s: age_s.max(age.as_secs()),
+                    age_s: 0,
                     idle_left_s: (!s.in_call())
                         .then(|| handle_seconds.saturating_sub(s.idle().as_secs())),
                     taken_from: s.taken_from.clone(),
-                }
+                };
+                row.age_s = now.saturating_sub(row.age_from_us()) / 1_000_000;
+                row
             })
             .collect();
         state.sync_sessions(rows);

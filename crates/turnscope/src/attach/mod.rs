@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use crate::observe::event::now_us;
 use crate::observe::{Bus, Event};
 pub use target::Reopen;
-use target::{Shown, Started, Target};
+use target::{Shown, Target};
 
 /// How long a started session waits to be seen in the watched server's stream.
 const SEEN_WITHIN: Duration = Duration::from_secs(3);
@@ -134,7 +134,7 @@ impl Attached {
         self.stream_known().await;
         let started = target.start().await?;
         if self.streaming()
-            && let Some(number) = self.seen_in_stream(&started).await
+            && let Some(number) = self.seen_in_stream(&started.handle).await
         {
             target.adopt(number, &started, Shown::Elsewhere);
             return Ok(number);
@@ -185,12 +185,7 @@ impl Attached {
             return Err(Reopen::Unwatched);
         }
         target.reopen(handle).await?;
-        let started = Started {
-            handle: handle.to_string(),
-            replica: None,
-            greeting: None,
-        };
-        let number = self.seen_in_stream(&started).await.ok_or_else(|| {
+        let number = self.seen_in_stream(handle).await.ok_or_else(|| {
             Reopen::Failed(format!(
                 "the target reopened the session, and its event stream did not show it within {} ms",
                 SEEN_WITHIN.as_millis()
@@ -218,8 +213,10 @@ impl Attached {
         }
     }
 
-    async fn seen_in_stream(&self, started: &Started) -> Option<u64> {
-        let prefix: String = started.handle.chars().take(8).collect();
+    /// The number the event stream shows the session `handle` names under (by its first 8
+    /// characters), waiting at most [`SEEN_WITHIN`] for it to appear.
+    async fn seen_in_stream(&self, handle: &str) -> Option<u64> {
+        let prefix: String = handle.chars().take(8).collect();
         let stream = self.stream.as_ref()?;
         let deadline = Instant::now() + SEEN_WITHIN;
         while Instant::now() < deadline {
