@@ -84,7 +84,9 @@ pub async fn run(
             if output == Path::new("-") {
                 print!("{text}");
             } else {
-                std::fs::write(&output, text)
+                // Owner-only, as the store it comes from.
+                turnscope::store::private::create(&output)
+                    .and_then(|mut file| std::io::Write::write_all(&mut file, text.as_bytes()))
                     .with_context(|| format!("cannot write {}", output.display()))?;
                 let next = match format {
                     ExportAs::Events => "turnscope replay",

@@ -379,6 +379,13 @@ async fn stored_sessions_are_listed_exported_for_replay_and_test_and_deleted() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("turnscope replay"), "{err}");
     let text = std::fs::read_to_string(&events).unwrap();
+    #[cfg(unix)]
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&events).unwrap().permissions())
+            & 0o777,
+        0o600,
+        "an exported conversation is its owner's alone"
+    );
     let (read, problems) = turnscope::observe::recorder::read_events(&text);
     assert!(problems.is_empty(), "{problems:?}");
     assert!(text.contains("\"name\":\"echo\""), "the tool call is in it");

@@ -195,7 +195,16 @@ impl Screen {
             .and_then(|rest| rest.split_whitespace().next())
             .expect("the file's name")
             .to_string();
-        std::fs::read_to_string(self._dir.join(&name)).expect("the report is written")
+        let path = self._dir.join(&name);
+        #[cfg(unix)]
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(
+                &std::fs::metadata(&path).unwrap().permissions()
+            ) & 0o777,
+            0o600,
+            "an exported conversation is its owner's alone"
+        );
+        std::fs::read_to_string(path).expect("the report is written")
     }
 
     async fn send(&mut self, bytes: &[u8]) {

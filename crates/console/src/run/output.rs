@@ -83,7 +83,10 @@ fn file_stamp() -> String {
 /// session and the time, and says where.
 pub fn export_to_file(session: u64, text: &str, ext: &str) -> Notice {
     let name = format!("turnscope-session-{session}-{}.{ext}", file_stamp());
-    match std::fs::write(&name, text) {
+    // Owner-only, as the store: an export is a conversation.
+    let written = turnscope::store::private::create(std::path::Path::new(&name))
+        .and_then(|mut file| std::io::Write::write_all(&mut file, text.as_bytes()));
+    match written {
         Ok(()) => Notice {
             text: if ext == "test.toml" {
                 // Short enough for the input pane: `turnscope test FILE` runs it.

@@ -23,12 +23,14 @@ pub async fn record(
     let out: Box<dyn AsyncWrite + Send + Unpin> = if path == Path::new("-") {
         Box::new(tokio::io::stdout())
     } else {
-        Box::new(tokio::fs::File::create(path).await.map_err(|e| {
+        // Owner-only: what it records is people's conversations.
+        let file = crate::store::private::create(path).map_err(|e| {
             std::io::Error::new(
                 e.kind(),
                 format!("cannot create events file {}: {e}", path.display()),
             )
-        })?)
+        })?;
+        Box::new(tokio::fs::File::from_std(file))
     };
     let mut sub = bus.subscribe_whole();
     Ok(tokio::spawn(async move {
@@ -163,7 +165,13 @@ mod tests {
         stop.cancel();
         let written = task.await.unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
+        #[cfg(unix)]
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&path).unwrap().permissions(),
+        ) & 0o777;
         std::fs::remove_file(&path).ok();
+        #[cfg(unix)]
+        assert_eq!(mode, 0o600, "a recording is its owner's alone");
         let (events, problems) = read_events(&text);
         assert!(problems.is_empty(), "{problems:?}");
         let hops: Vec<String> = events

@@ -1,7 +1,7 @@
 //! Files that hold conversations are their user's alone: the folders turnscope creates for
 //! them are `0700` and the files `0600` (on Unix; elsewhere the system's defaults): the store
-//! file, the console's kept handles, and what the console writes into the temporary folder (a
-//! copied request, one handed to an editor). Only what turnscope creates is set so: a folder
+//! file, the console's kept handles, what the console writes into the temporary folder (a
+//! copied request, one handed to an editor), `--events` recordings and exported sessions. Only what turnscope creates is set so: a folder
 //! or file that exists keeps the permissions it has. SQLite gives its `-wal` and `-shm` files
 //! the permissions of the store file they belong to.
 
@@ -29,6 +29,15 @@ pub fn file_options() -> OpenOptions {
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     options
+}
+
+/// Creates the file at `path` for writing, or empties the one there (which keeps its
+/// permissions); a new one is readable by its owner only.
+///
+/// # Errors
+/// As `std::fs::File::create`.
+pub fn create(path: &Path) -> io::Result<std::fs::File> {
+    file_options().create(true).truncate(true).open(path)
 }
 
 /// Writes `bytes` to a new file at `path`, readable by its owner only; fails when something
@@ -72,6 +81,14 @@ mod tests {
             .open(&file)
             .unwrap();
         assert_eq!(mode(&file), 0o640);
+        // Created anew it is the owner's; emptied, it keeps what it had.
+        let made = dir.join("h");
+        io::Write::write_all(&mut create(&made).unwrap(), b"one").unwrap();
+        assert_eq!(mode(&made), 0o600);
+        std::fs::set_permissions(&made, std::fs::Permissions::from_mode(0o644)).unwrap();
+        io::Write::write_all(&mut create(&made).unwrap(), b"2").unwrap();
+        assert_eq!(std::fs::read(&made).unwrap(), b"2");
+        assert_eq!(mode(&made), 0o644);
         let fresh = dir.join("g");
         write_new(&fresh, b"text").unwrap();
         assert_eq!(mode(&fresh), 0o600);
