@@ -197,9 +197,12 @@ impl Console {
     }
 
     /// Notes how a chat call ended: errors and reads become a notice; a reply shows in the
-    /// transcript on its own.
+    /// transcript on its own and clears a failed chat's notice, but leaves any other (what
+    /// sending the line told, such as which session it opened or reopened, goes as notices
+    /// go: after a while, or with the next line).
     pub fn chat_done(&mut self, session: u64, line: &str, result: Result<ChatReply, String>) {
         let since = self.input_line.waiting.remove(&session);
+        let failed = result.as_ref().map_or(true, ChatReply::is_error);
         self.notice = match result {
             Err(message) => Some(Notice {
                 text: format!("{message}{}", self.unsent(session, line, since)),
@@ -232,7 +235,14 @@ impl Console {
                 },
                 error: false,
             }),
-            Ok(_) => None,
+            Ok(_) => {
+                let shown = self.notice.take();
+                let chat_failure = self.input_line.chat_failure.take();
+                shown.filter(|n| Some(n) != chat_failure.as_ref())
+            }
         };
+        if failed {
+            self.input_line.chat_failure.clone_from(&self.notice);
+        }
     }
 }
