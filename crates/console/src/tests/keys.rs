@@ -9,7 +9,7 @@ use ratatui::backend::TestBackend;
 
 use crate::input::actions::Action;
 
-use crate::view::console::Console;
+use crate::view::console::{Console, Notice};
 
 use crate::state::SessionRow;
 use crate::tests::fixture::console;
@@ -254,6 +254,17 @@ fn chat_errors_become_error_notices_and_replies_clear_them() {
     );
     c.chat_done(1, "hi", Ok(reply(Some(4), "fine", Some("completed"), None)));
     assert_eq!(c.notice, None);
+    // Any other notice (what sending a line told: the session it opened or reopened, even one
+    // shown as an error) stays when the reply lands: it goes after a while or with the next line.
+    for error in [false, true] {
+        let told = Notice {
+            text: "#1 is the session you started here last time, reopened".into(),
+            error,
+        };
+        c.notice = Some(told.clone());
+        c.chat_done(1, "hi", Ok(reply(Some(5), "fine", Some("completed"), None)));
+        assert_eq!(c.notice, Some(told));
+    }
 }
 
 /// The same line said again, its second call failing before any turn took it, comes back (the
@@ -792,6 +803,53 @@ fn settle_keeps_a_listed_selection_and_falls_back_to_the_persons_session() {
     assert_eq!(c.selected, Some(1));
 }
 
+/// A viewer's preamble retells each finished turn's reply as one crossing of frame id 0: each
+/// is its own line under its own turn's rule, never a second crossing of the first.
+#[test]
+fn retold_replies_are_a_line_each_under_their_turns() {
+    use crate::view::frames::FrameLine;
+    use turnscope::observe::{Event, FrameEvent};
+    let mut c = console();
+    c.selected = Some(9);
+    for turn in 1..=3u64 {
+        c.state.apply(&Event::Frame(FrameEvent {
+            id: 0,
+            session: 9,
+            turn,
+            kind: "data".into(),
+            name: "TextPiece".into(),
+            from: "model".into(),
+            to: "output".into(),
+            direction: "down".into(),
+            at_us: turn * 10,
+            detail: format!("reply {turn}"),
+            depth: 0,
+        }));
+    }
+    let lines = c.frame_lines();
+    let drawn: Vec<String> = lines
+        .iter()
+        .map(|l| match l {
+            FrameLine::Boundary { turn, .. } => format!("turn {turn}"),
+            FrameLine::Frame(i) => {
+                let hops = c.frame_hops(*i).len();
+                format!("{} ({hops})", c.state.frames()[*i].frame().detail)
+            }
+        })
+        .collect();
+    assert_eq!(
+        drawn,
+        [
+            "turn 1",
+            "reply 1 (1)",
+            "turn 2",
+            "reply 2 (1)",
+            "turn 3",
+            "reply 3 (1)"
+        ]
+    );
+}
+
 #[test]
 fn an_interrupts_flush_never_draws_the_turn_rule_twice() {
     use crate::view::frames::FrameLine;
@@ -822,6 +880,32 @@ fn an_interrupts_flush_never_draws_the_turn_rule_twice() {
         })
         .collect();
     assert_eq!(rules, vec![4, 5]);
+    // The session's pipeline starting again after its turns (reopened from the store) draws
+    // an "opened again" rule (turn 0), once: its Flush and later turns go on as before.
+    for (id, turn, name) in [(7, 0, "Start"), (8, 0, "Flush"), (9, 6, "UserLine")] {
+        c.state.apply(&Event::Frame(FrameEvent {
+            id,
+            session: 9,
+            turn,
+            kind: "system".into(),
+            name: name.into(),
+            from: "a".into(),
+            to: "b".into(),
+            direction: "down".into(),
+            at_us: 2,
+            detail: String::new(),
+            depth: 0,
+        }));
+    }
+    let rules: Vec<u64> = c
+        .frame_lines()
+        .iter()
+        .filter_map(|l| match l {
+            FrameLine::Boundary { turn, .. } => Some(*turn),
+            FrameLine::Frame(_) => None,
+        })
+        .collect();
+    assert_eq!(rules, vec![4, 5, 0, 6]);
 }
 
 /// A frame's crossings reach the console when its way ends, so the line a processor held

@@ -14,11 +14,11 @@ use crate::view::filter::FrameFilter;
 /// A line of the Frames pane: a turn boundary or a frame (an index into the frame source).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FrameLine {
-    /// A new turn of a session starts here.
+    /// A new turn of a session starts here (turn 0: the session opened again after turns).
     Boundary {
         /// Session number.
         session: u64,
-        /// Turn id.
+        /// Turn id (0: the session's pipeline started again).
         turn: u64,
     },
     /// A frame.
@@ -244,7 +244,9 @@ impl FramesView {
         if !self.filter.matches(f) {
             return;
         }
-        if !self.per_link && !cache.seen.insert((f.session, f.id)) {
+        // Frame id 0 is no frame of the pipeline but a whole reply retold (a viewer's
+        // preamble): each is its own line, never a crossing of another turn's.
+        if !self.per_link && f.id != 0 && !cache.seen.insert((f.session, f.id)) {
             return;
         }
         // A boundary opens a turn newer than any seen for the session: frames of no turn
@@ -260,7 +262,11 @@ impl FramesView {
                 None
             }
         };
-        if f.turn != 0 && prev.is_none_or(|p| f.turn > p) {
+        // A session reopened (its pipeline started again after turns, as when a stored
+        // conversation is taken up) draws a boundary of turn 0, so its opening frames are not
+        // read as the last turn's.
+        let reopening = f.turn == 0 && f.name == "Start" && prev.is_some_and(|p| p > 0);
+        if reopening || (f.turn != 0 && prev.is_none_or(|p| f.turn > p)) {
             cache.lines.push(FrameLine::Boundary {
                 session: f.session,
                 turn: f.turn,
@@ -275,10 +281,10 @@ impl FramesView {
     /// frame source), in order: `first` alone when every crossing has its own row.
     pub fn hops(&self, state: &ConsoleState, first: usize) -> Vec<usize> {
         let source = self.source(state);
-        if self.per_link {
+        let head = source.get(first).frame();
+        if self.per_link || head.id == 0 {
             return vec![first];
         }
-        let head = source.get(first).frame();
         let end = (first + HOP_WINDOW).min(source.len());
         std::iter::once(first)
             .chain((first + 1..end).filter(|i| {

@@ -112,7 +112,11 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     for (i, l) in lines.iter().enumerate().take(end).skip(start) {
         let line = match l {
             FrameLine::Boundary { session, turn } => {
-                let head = format!("──── #{session} turn {turn} ");
+                let head = if *turn == 0 {
+                    format!("──── #{session} opened again ")
+                } else {
+                    format!("──── #{session} turn {turn} ")
+                };
                 let rule = "─".repeat((area.width as usize).saturating_sub(width(&head)));
                 Line::styled(format!("{head}{rule}"), t.boundary)
             }
