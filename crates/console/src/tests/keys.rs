@@ -881,8 +881,15 @@ fn an_interrupts_flush_never_draws_the_turn_rule_twice() {
         .collect();
     assert_eq!(rules, vec![4, 5]);
     // The session's pipeline starting again after its turns (reopened from the store) draws
-    // an "opened again" rule (turn 0), once: its Flush and later turns go on as before.
-    for (id, turn, name) in [(7, 0, "Start"), (8, 0, "Flush"), (9, 6, "UserLine")] {
+    // an "opened again" rule (turn 0), once, also with every crossing listed: its Flush and
+    // later turns go on as before.
+    c.frames.per_link = true;
+    for (id, turn, name) in [
+        (7, 0, "Start"),
+        (7, 0, "Start"),
+        (8, 0, "Flush"),
+        (9, 6, "UserLine"),
+    ] {
         c.state.apply(&Event::Frame(FrameEvent {
             id,
             session: 9,

@@ -264,8 +264,12 @@ impl FramesView {
         };
         // A session reopened (its pipeline started again after turns, as when a stored
         // conversation is taken up) draws a boundary of turn 0, so its opening frames are not
-        // read as the last turn's.
+        // read as the last turn's; its turns count afresh from there (once per Start, however
+        // many of its crossings are listed).
         let reopening = f.turn == 0 && f.name == "Start" && prev.is_some_and(|p| p > 0);
+        if reopening {
+            cache.last_turn[0].1 = 0;
+        }
         if reopening || (f.turn != 0 && prev.is_none_or(|p| f.turn > p)) {
             cache.lines.push(FrameLine::Boundary {
                 session: f.session,
