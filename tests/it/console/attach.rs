@@ -197,6 +197,68 @@ async fn after_the_server_restarted_the_first_line_reopens_the_session_started_b
     terminate(&mut server).await;
 }
 
+/// A console that stays attached while the server restarts (on its store): once its stream
+/// shows the new server, the person's next line reopens the session this console started
+/// before, as a console attached anew would, rather than opening another; a line sent
+/// before the stream came back goes on in it as well.
+#[tokio::test]
+async fn staying_attached_across_a_restart_the_next_line_reopens_the_session() {
+    let scratch = Scratch::new("attach-stay");
+    let store = format!("sqlite:{}", scratch.join("s.sqlite3").display());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+        .to_string();
+    let server = || {
+        serving(&[
+            "--headless",
+            "--port",
+            &port,
+            "--pace",
+            "0",
+            "--store",
+            &store,
+        ])
+        .spawn()
+        .expect("the headless server starts")
+    };
+    let mut first = server();
+    let url = url_in(&ready_line(&mut first).await, "/mcp");
+    let mut s = Screen::start(&["attach", &url]).await;
+    first_line(&mut s, "remember the word teal").await;
+    terminate(&mut first).await;
+    let mut again = server();
+    ready_line(&mut again).await;
+    s.wait_text("the watched server restarted: your next line reopens")
+        .await;
+    s.send(b"and the colour again\r").await;
+    let screen = s.wait_text("You said: and the colour again").await;
+    assert!(screen.contains("remember the word teal"), "{screen}");
+    let health = health_of(&url).await;
+    assert_eq!(health["sessions"], 1, "reopened, no new session: {health}");
+
+    // Restarted again, and a line sent before the stream shows the new server: it goes on in
+    // the same session (the chat names its handle, the server reopens it).
+    terminate(&mut again).await;
+    let mut third = server();
+    ready_line(&mut third).await;
+    s.send(b"third time\r").await;
+    s.wait_text("You said: third time").await;
+    let health = health_of(&url).await;
+    assert_eq!(health["sessions"], 1, "the same session again: {health}");
+    quit(&mut s).await;
+    let kept = std::fs::read_to_string(s._dir.join("turnscope/console-handles.json"))
+        .expect("the handles file");
+    let kept: serde_json::Value = serde_json::from_str(&kept).expect("JSON");
+    assert_eq!(
+        kept["handles"].as_array().map(Vec::len),
+        Some(1),
+        "one conversation, one handle: {kept}"
+    );
+    terminate(&mut third).await;
+}
+
 /// The Tools pane of an attached console lists the target's `tools/list` and, watching a
 /// turnscope, the tools its bot offers its model from the connect on (no turn ran there); its
 /// form calls the target's tools over the console's MCP client: `start` by hand opens a

@@ -138,21 +138,34 @@ fn settle(remote: &Remote, console: &mut Console) {
     if restarts > remote.restarts_seen.swap(restarts, Ordering::Relaxed)
         && let (Some(target), Some(stream)) = (&remote.attached.target, &remote.attached.stream)
     {
-        // The sessions this console started ended with the server (a line typed into one
-        // would only get the new server's "no live session has this handle"); those the new
-        // server's stream shows, by their handle (numbers start again), were started since.
+        // The sessions this console started closed with the server (their numbers are the
+        // new server's to give again); those the new server's stream shows, by their handle,
+        // were started since. The others are looked for as at an attach: the person's next
+        // line reopens the newest (their own first) when the server kept it in its store.
         let stream = stream.lock().unwrap_or_else(|p| p.into_inner());
-        target.keep_handles(|handle| {
+        let mut let_go = target.keep_handles(|handle| {
             let prefix: String = handle.chars().take(8).collect();
             stream.session_of(&prefix).is_some()
         });
         drop(stream);
+        if let Some(own) = console.own
+            && let Some(at) = let_go.iter().position(|(number, _)| *number == own)
+        {
+            let mine = let_go.remove(at);
+            let_go.insert(0, mine);
+        }
+        if !let_go.is_empty() {
+            let mut pending = remote.to_take_up.lock().unwrap_or_else(|p| p.into_inner());
+            let handles: Vec<String> = let_go.into_iter().map(|(_, handle)| handle).collect();
+            pending.retain(|h| !handles.contains(h));
+            pending.splice(0..0, handles);
+        }
         if console.own.is_some_and(|own| !target.owns(own)) {
             console.own = None;
         }
         console.notice = Some(Notice {
-            text: "the watched server restarted: the sessions this console started there ended \
-                   with it; your next line starts a new one (or n)"
+            text: "the watched server restarted: your next line reopens your session there if \
+                   the server kept it in its store, else starts a new one (n: a new one now)"
                 .into(),
             error: false,
         });

@@ -358,12 +358,22 @@ impl Target {
     }
 
     /// Keeps only the sessions this console started whose handle `keep` accepts (after the
-    /// watched server restarted: those started on the new server, which its stream shows).
-    pub fn keep_handles(&self, keep: impl Fn(&str) -> bool) {
+    /// watched server restarted: those started on the new server, which its stream shows);
+    /// the others' numbers and handles, newest (highest number) first.
+    pub fn keep_handles(&self, keep: impl Fn(&str) -> bool) -> Vec<(u64, String)> {
+        let mut let_go = Vec::new();
         self.own
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .retain(|_, own| keep(&own.handle));
+            .retain(|number, own| {
+                let kept = keep(&own.handle);
+                if !kept {
+                    let_go.push((*number, own.handle.clone()));
+                }
+                kept
+            });
+        let_go.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        let_go
     }
 
     /// Whether this console started `number`.
