@@ -372,7 +372,7 @@ impl Target {
                 }
                 kept
             });
-        let_go.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        let_go.sort_unstable_by_key(|(number, _)| std::cmp::Reverse(*number));
         let_go
     }
 
