@@ -616,3 +616,40 @@ async fn a_reconnecting_viewer_is_given_each_session_and_turn_once() {
     );
     app.shutdown().await;
 }
+
+/// When the server shuts down, a viewer is told its sessions closing and then its stream
+/// ends cleanly (the last chunk of the response), so the shutdown does not wait out its
+/// grace for a stream that would never end and then cut it (a broken body, and a restart on
+/// the same store refused meanwhile as the old process still held it).
+#[tokio::test]
+async fn a_viewer_is_told_the_shutdown_and_its_stream_ends_cleanly() {
+    let app = app(|c| c.server.auth_token = Some(TOKEN.into())).await;
+    let addr = app.server.addr;
+    let client = client_with_token(app.server.mcp_url()).await;
+    let handle = bot_client::start(&client).await;
+    bot_client::chat(&client, &handle, "watch me go").await;
+    let response = open_events(addr).await;
+    until_viewers(addr, "connected", |v| v["connected"] == 1).await;
+    let _ = client.cancel().await;
+    let shutdown = tokio::spawn(app.shutdown());
+    let mut body = response.bytes_stream();
+    let mut text = Vec::new();
+    let ended = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(chunk) = body.next().await {
+            match chunk {
+                Ok(chunk) => text.extend_from_slice(&chunk),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Ok(())
+    })
+    .await
+    .expect("the stream ends");
+    let text = String::from_utf8_lossy(&text);
+    assert_eq!(ended, Ok(()), "a clean end, after: {text}");
+    assert!(
+        text.contains("\"closed\":\"server shut down\""),
+        "the session's closing is told before the end: {text}"
+    );
+    shutdown.await.unwrap();
+}

@@ -124,7 +124,12 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
         config,
     );
     let health_sessions = sessions.clone();
-    let viewers = viewers::Viewers::new(sessions.clone(), events_linger, events_queue_bytes);
+    let viewers = viewers::Viewers::new(
+        sessions.clone(),
+        events_linger,
+        events_queue_bytes,
+        stop.clone(),
+    );
     let health_viewers = viewers.clone();
     let events = Router::new()
         .route("/events", get(viewers::serve))

@@ -77,6 +77,9 @@ const WRITE_GAP: Duration = Duration::from_millis(20);
 const GAP_MIN_QUEUE: usize = 4 * 1024 * 1024;
 /// Most events the hub folds in under one lock.
 const HUB_BATCH: usize = 1024;
+/// How long a stream waits, once the server stops, for the hub to keep the server's last
+/// events before it sends them and ends.
+const LAST_LINES: Duration = Duration::from_millis(50);
 
 /// A connection's closer: the accept loop puts one in every request's extensions, and ends the
 /// connection when it is cancelled (a viewer that stopped reading is cut off this way).
@@ -102,6 +105,9 @@ struct Inner {
     wake_hub: Arc<Notify>,
     /// When the server started (µs since the epoch), told in each viewer's first line.
     started_us: u64,
+    /// Cancelled when the server stops: each stream then sends what is kept and ends, so the
+    /// server's shutdown does not wait out its grace for streams that never end.
+    stop: CancellationToken,
 }
 
 /// The hub's shared state: whether it runs, the lines kept for the viewers, the wake-up.
@@ -205,7 +211,13 @@ impl Slot {
 impl Viewers {
     /// The viewers of `sessions`' server (nobody watches yet; the bus stays free); the hub
     /// goes on listening `linger` after the last viewer left and keeps `queue_bytes` of lines.
-    pub fn new(sessions: Sessions, linger: Duration, queue_bytes: usize) -> Self {
+    /// Once `stop` is cancelled (the server stops) every stream ends after its last lines.
+    pub fn new(
+        sessions: Sessions,
+        linger: Duration,
+        queue_bytes: usize,
+        stop: CancellationToken,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 bus: sessions.bus().clone(),
@@ -217,6 +229,7 @@ impl Viewers {
                 dropped: AtomicU64::new(0),
                 wake_hub: Arc::new(Notify::new()),
                 started_us: now_us(),
+                stop,
             }),
         }
     }
@@ -795,7 +808,24 @@ impl ViewerStream {
             if !chunk.is_empty() {
                 return self.cut(chunk);
             }
-            if self.wake.changed().await.is_err() {
+            let stop = &self.viewers.inner.stop;
+            let woken = tokio::select! {
+                woken = self.wake.changed() => woken.is_ok(),
+                () = stop.cancelled() => false,
+            };
+            if stop.is_cancelled() {
+                // The server stops: what it told last (its sessions closing) reaches the hub
+                // within [`LAST_LINES`]; this viewer gets it, then the stream ends.
+                tokio::time::sleep(LAST_LINES).await;
+                self.ended = true;
+                let _ = self.take_kept(&mut chunk);
+                return if chunk.is_empty() {
+                    None
+                } else {
+                    self.cut(chunk)
+                };
+            }
+            if !woken {
                 self.ended = true;
                 return None;
             }
