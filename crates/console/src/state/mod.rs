@@ -89,6 +89,9 @@ pub struct ConsoleState {
     /// The stored session whose turns the store failed to give, and its error.
     stored_failure: Option<(u64, String)>,
     frames: Kept<FrameRow>,
+    /// How many times the frames kept were let go all at once (a watched server restarted),
+    /// so what lists them starts afresh.
+    frames_cleared: u64,
     /// Frames seen in all.
     pub frames_seen: u64,
     progress: Kept<ProgressRow>,
@@ -168,6 +171,7 @@ impl ConsoleState {
             stored_unlisted: 0,
             stored_failure: None,
             frames: Kept::new(FRAMES_KEPT, budget.share(Part::Frames)),
+            frames_cleared: 0,
             frames_seen: 0,
             progress: Kept::new(PROGRESS_KEPT, budget.share(Part::Progress)),
             progress_totals: BTreeMap::new(),
@@ -437,6 +441,12 @@ impl ConsoleState {
     /// The frames kept, oldest first.
     pub fn frames(&self) -> &VecDeque<FrameRow> {
         self.frames.items()
+    }
+
+    /// How many times the frames kept were let go all at once: a view of them lists them
+    /// anew when this changed (the frames that come next may reuse the old ones' ids).
+    pub fn frames_cleared(&self) -> u64 {
+        self.frames_cleared
     }
 
     /// The progress notifications kept, oldest first.

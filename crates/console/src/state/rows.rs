@@ -72,6 +72,7 @@ impl ConsoleState {
                     self.closed_order.retain(|n| *n != s.session);
                     self.forget_figures(s.session);
                     self.frames.clear();
+                    self.frames_cleared += 1;
                 }
                 let row = self.sessions.entry(s.session).or_insert(SessionRow {
                     number: s.session,

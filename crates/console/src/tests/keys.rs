@@ -850,6 +850,63 @@ fn retold_replies_are_a_line_each_under_their_turns() {
     );
 }
 
+/// A watched server that restarted numbers its sessions and frames from 1 again: once the
+/// old session's frames are let go, the new session's frames are listed though their ids are
+/// the old ones' (the pane had taken them for frames it had listed, and showed none).
+#[test]
+fn after_a_watched_restart_the_new_sessions_frames_are_listed() {
+    use crate::view::frames::FrameLine;
+    use turnscope::observe::{Event, FrameEvent, SessionEvent, SessionOpener};
+    let mut c = console();
+    c.selected = Some(9);
+    let session = |closed: Option<&str>| {
+        Event::Session(SessionEvent {
+            session: 9,
+            handle_prefix: "abcdef01".into(),
+            opener: SessionOpener::Api,
+            closed: closed.map(str::to_string),
+            at_us: 1,
+            restored: false,
+            began_us: None,
+            taken_from: None,
+        })
+    };
+    let frame = |id: u64, detail: &str| {
+        Event::Frame(FrameEvent {
+            id,
+            session: 9,
+            turn: 1,
+            kind: "data".into(),
+            name: "TextPiece".into(),
+            from: "model".into(),
+            to: "output".into(),
+            direction: "down".into(),
+            at_us: 2,
+            detail: detail.into(),
+            depth: 0,
+        })
+    };
+    let shown = |c: &Console| -> Vec<String> {
+        c.frame_lines()
+            .iter()
+            .filter_map(|l| match l {
+                FrameLine::Frame(i) => Some(c.state.frames()[*i].frame().detail.clone()),
+                FrameLine::Boundary { .. } => None,
+            })
+            .collect()
+    };
+    c.state.apply(&session(None));
+    c.state.apply(&frame(1, "old"));
+    c.state.apply(&frame(2, "old too"));
+    assert_eq!(shown(&c), ["old", "old too"]);
+    c.state
+        .apply(&session(Some("the watched server restarted")));
+    c.state.apply(&session(None));
+    c.state.apply(&frame(1, "new"));
+    c.state.apply(&frame(2, "new too"));
+    assert_eq!(shown(&c), ["new", "new too"]);
+}
+
 #[test]
 fn an_interrupts_flush_never_draws_the_turn_rule_twice() {
     use crate::view::frames::FrameLine;

@@ -51,8 +51,9 @@ pub struct FramesView {
 /// What the lines were listed with, and how far.
 #[derive(Debug, Default)]
 struct LinesCache {
-    /// Filter text, all sessions, the selected session, per link, paused.
-    key: (String, bool, Option<u64>, bool, bool),
+    /// Filter text, all sessions, the selected session, per link, paused, and how many times
+    /// the state let go of its frames at once (the next ones may reuse their ids).
+    key: (String, bool, Option<u64>, bool, bool, u64),
     lines: Vec<FrameLine>,
     /// The arrival number of the source's first frame when the indices in `lines` were set.
     first_seq: u64,
@@ -182,6 +183,7 @@ impl FramesView {
             if self.all { None } else { selected },
             self.per_link,
             self.paused.is_some(),
+            state.frames_cleared(),
         );
         let (Some(first), Some(last)) = (
             (!source.is_empty()).then(|| source.get(0).seq),
