@@ -85,7 +85,7 @@ pub async fn run(
                 print!("{text}");
             } else {
                 // Owner-only, as the store it comes from.
-                turnscope::store::private::create(&output)
+                turnscope::private_files::create(&output)
                     .and_then(|mut file| std::io::Write::write_all(&mut file, text.as_bytes()))
                     .with_context(|| format!("cannot write {}", output.display()))?;
                 let next = match format {

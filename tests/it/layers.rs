@@ -511,7 +511,7 @@ const CONSOLE_LAYERS: &[&[&str]] = &[
 
 /// The library's layers, bottom first (ARCHITECTURE.md, "Layers inside the library").
 const LIBRARY_LAYERS: &[&[&str]] = &[
-    &["json", "net"],
+    &["json", "net", "private_files"],
     &["config"],
     &["conversation_test"],
     &["observe"],

@@ -17,6 +17,7 @@ pub mod model;
 pub mod net;
 pub mod observe;
 pub mod pipeline;
+pub mod private_files;
 pub mod server;
 pub mod sessions;
 pub mod store;

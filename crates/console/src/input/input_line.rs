@@ -237,12 +237,12 @@ impl Console {
             }),
             Ok(_) => {
                 let shown = self.notice.take();
-                let chat_failure = self.input_line.chat_failure.take();
+                let chat_failure = self.chat_failure.take();
                 shown.filter(|n| Some(n) != chat_failure.as_ref())
             }
         };
         if failed {
-            self.input_line.chat_failure.clone_from(&self.notice);
+            self.chat_failure.clone_from(&self.notice);
         }
     }
 }

@@ -288,14 +288,14 @@ fn read(path: &Path, lost: &str) -> (Vec<Entry>, Option<String>) {
 /// Writes `entries` to `path` whole: into a temporary file beside it (mode 0600), renamed over it.
 fn write(path: &Path, entries: &[Entry]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
-        turnscope::store::private::create_dir_all(dir)?;
+        turnscope::private_files::create_dir_all(dir)?;
     }
     let text = serde_json::to_vec_pretty(&HandlesFile {
         handles: entries.to_vec(),
     })
     .map_err(std::io::Error::other)?;
     let temporary = path.with_extension(format!("json.{}", std::process::id()));
-    let written = turnscope::store::private::file_options()
+    let written = turnscope::private_files::file_options()
         .create(true)
         .truncate(true)
         .open(&temporary)

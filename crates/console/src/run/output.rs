@@ -59,7 +59,7 @@ fn save_copy(stamp: &str, ext: &str, text: &str) -> (std::path::PathBuf, std::io
             n => format!("turnscope-copy-{stamp}-{n}.{ext}"),
         };
         let path = dir.join(name);
-        match turnscope::store::private::write_new(&path, text.as_bytes()) {
+        match turnscope::private_files::write_new(&path, text.as_bytes()) {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 100 => n += 1,
             saved => return (path, saved),
         }
@@ -84,7 +84,7 @@ fn file_stamp() -> String {
 pub fn export_to_file(session: u64, text: &str, ext: &str) -> Notice {
     let name = format!("turnscope-session-{session}-{}.{ext}", file_stamp());
     // Owner-only, as the store: an export is a conversation.
-    let written = turnscope::store::private::create(std::path::Path::new(&name))
+    let written = turnscope::private_files::create(std::path::Path::new(&name))
         .and_then(|mut file| std::io::Write::write_all(&mut file, text.as_bytes()));
     match written {
         Ok(()) => Notice {

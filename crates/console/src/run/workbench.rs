@@ -244,7 +244,7 @@ pub async fn edit_in_editor(text: &str) -> Result<String, String> {
         turnscope::observe::event::now_us()
     ));
     // A model request holds a conversation: its user's alone in a folder others share.
-    turnscope::store::private::write_new(&path, text.as_bytes())
+    turnscope::private_files::write_new(&path, text.as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     // Through the shell, so an EDITOR with arguments (`code -w`) works; the file is "$1".
     let status = tokio::process::Command::new("sh")

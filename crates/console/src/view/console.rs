@@ -64,6 +64,9 @@ pub struct Console {
     pub input_line: InputLineView,
     /// The latest message for the person.
     pub notice: Option<Notice>,
+    /// The notice a failed chat call showed, which a later reply clears (any other notice
+    /// stays until it times out or the next line is sent).
+    pub chat_failure: Option<Notice>,
     /// The help overlay.
     pub help: HelpView,
     /// The Transcript pane: its scroll and search.
@@ -127,6 +130,7 @@ impl Console {
             input,
             input_line: InputLineView::default(),
             notice: None,
+            chat_failure: None,
             help: HelpView::default(),
             transcript: TranscriptView::default(),
             frames: FramesView::default(),

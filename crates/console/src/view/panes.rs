@@ -114,7 +114,4 @@ pub struct InputLineView {
     /// The person's first session is being opened with their line (attached): a second line
     /// waits for it rather than opening another.
     pub starting: bool,
-    /// The notice a failed chat call showed, which a later reply clears (any other notice
-    /// stays until it times out or the next line is sent).
-    pub chat_failure: Option<super::console::Notice>,
 }

@@ -24,7 +24,7 @@ pub async fn record(
         Box::new(tokio::io::stdout())
     } else {
         // Owner-only: what it records is people's conversations.
-        let file = crate::store::private::create(path).map_err(|e| {
+        let file = crate::private_files::create(path).map_err(|e| {
             std::io::Error::new(
                 e.kind(),
                 format!("cannot create events file {}: {e}", path.display()),

@@ -28,7 +28,6 @@
 pub mod export;
 pub mod handle;
 pub mod memory;
-pub mod private;
 pub mod redis;
 pub mod sqlite;
 pub mod url;

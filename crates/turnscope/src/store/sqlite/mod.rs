@@ -59,11 +59,11 @@ impl SqliteStore {
     /// or from a newer turnscope; each message names the file and says what to do.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            crate::store::private::create_dir_all(dir)
+            crate::private_files::create_dir_all(dir)
                 .map_err(|e| explain_io(path, "creating its folder", &e))?;
         }
         // Created 0600: it holds conversations (and its WAL files take its permissions).
-        let lock = crate::store::private::file_options()
+        let lock = crate::private_files::file_options()
             .create(true)
             .truncate(false)
             .open(path)
