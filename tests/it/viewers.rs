@@ -166,6 +166,13 @@ async fn three_viewers_see_the_same_lines_after_the_sessions_they_joined() {
             Event::TurnStarted { line, .. } if line == "before anyone watched")));
         assert!(events.iter().any(|e| matches!(e,
             Event::Frame(f) if f.name == "TextPiece" && f.detail.contains("before anyone watched"))));
+        // Told, not seen running: a viewer's figures leave it out.
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, Event::TurnEnded(t) if t.turn == 1 && t.retold)),
+            "{lines:?}"
+        );
         firsts.push(lines.len());
     }
     let h = health(addr).await;
@@ -203,6 +210,15 @@ async fn three_viewers_see_the_same_lines_after_the_sessions_they_joined() {
         events
             .iter()
             .any(|e| matches!(e, Event::ModelRequest { .. }))
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Event::TurnEnded(t) if !t.retold))
+            && !events
+                .iter()
+                .any(|e| matches!(e, Event::TurnEnded(t) if t.retold)),
+        "a turn seen running is not marked told again"
     );
     drop(viewers);
     eventually("the viewers are gone", || true).await;

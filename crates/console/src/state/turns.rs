@@ -75,6 +75,11 @@ impl ConsoleState {
                 Activity::Idle
             };
         }
+        if t.retold {
+            // Told again (on connect, or the session reopened): in the transcript, not in
+            // the figures.
+            return;
+        }
         let samples = self.session_samples.entry(t.session).or_default();
         samples.record("turn total", t.total_us);
         if let Some(first) = t.first_piece_us {
@@ -94,7 +99,9 @@ impl ConsoleState {
             c.duration_us,
             c.error.is_some(),
         );
-        if let Some(e) = &c.error {
+        // A call told again with its turn is in the transcript; the Log and the figures had
+        // it when it ran (or never saw it run).
+        if let Some(e) = c.error.as_ref().filter(|_| !c.retold) {
             let at = if c.started_us == 0 {
                 self.now_us
             } else {
@@ -123,7 +130,7 @@ impl ConsoleState {
             let grown = turn_bytes(view) - before;
             self.transcript_grew(grown);
         }
-        if c.session != 0 {
+        if c.session != 0 && !c.retold {
             self.session_samples
                 .entry(c.session)
                 .or_default()

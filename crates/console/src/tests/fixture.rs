@@ -197,6 +197,7 @@ pub fn events() -> Vec<Event> {
         arguments: "{}".into(),
         result: "2026-01-01 12:00:00 UTC".into(),
         started_us: T0 + 4 * S + 60 * MS,
+        retold: false,
     }));
     s.frame(
         (1, 2),

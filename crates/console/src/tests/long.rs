@@ -130,6 +130,7 @@ pub fn session(session: u64, turns: u64, words: usize) -> Vec<Event> {
             first_piece_us: Some(10),
             total_us: end - at,
             config_version: None,
+            retold: false,
         }));
         let progress = |n: usize| McpMessage {
             after_us: n as u64 * 10,

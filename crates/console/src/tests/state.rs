@@ -9,6 +9,7 @@ use crate::state::{Activity, CLOSED_KEPT, ConsoleState, FRAMES_KEPT, ProgressTot
 use crate::tests::fixture::{self, T0};
 use turnscope::app::App;
 use turnscope::config::Config;
+use turnscope::observe::event::{ToolCallEvent, TurnEndEvent};
 use turnscope::observe::{Bus, Event, FrameEvent, SessionEvent, SessionOpener};
 
 fn fixture_state() -> ConsoleState {
@@ -280,6 +281,62 @@ fn stats_and_session_samples_are_fed() {
     assert_eq!(total.1.max_us, 152_000);
     assert_eq!(total.2, [131_000, 152_000]);
     assert_eq!(s.logs().len(), 1);
+}
+
+/// A turn told again (a viewer's preamble, a session reopened from the store) is in the
+/// transcript, and not in the figures: the whole console's nor its session's, nor the Log.
+#[test]
+fn a_retold_turn_is_shown_and_not_counted() {
+    let mut s = fixture_state();
+    let before = |s: &ConsoleState| {
+        (
+            s.stats.summaries().len(),
+            s.session_samples(1).map(|m| m.summaries().len()),
+            s.logs().len(),
+            s.stats.errors,
+        )
+    };
+    let counted = before(&s);
+    let total = |s: &ConsoleState| {
+        s.stats
+            .summaries()
+            .into_iter()
+            .find(|(n, _)| n == "turn total")
+            .map(|(_, sum)| sum.count)
+    };
+    let turns_before = total(&s);
+    s.apply(&Event::TurnStarted {
+        session: 1,
+        turn: 9,
+        line: "told again".into(),
+        at_us: T0 + 50,
+    });
+    s.apply(&Event::ToolCall(ToolCallEvent {
+        session: 1,
+        turn: 9,
+        name: "clock".into(),
+        error: Some("down then".into()),
+        retold: true,
+        ..ToolCallEvent::default()
+    }));
+    s.apply(&Event::TurnEnded(TurnEndEvent {
+        session: 1,
+        turn: 9,
+        reason: "completed".into(),
+        reply_bytes: 0,
+        rounds: 1,
+        tool_calls: 1,
+        first_piece_us: Some(5),
+        total_us: 999_000,
+        config_version: None,
+        retold: true,
+    }));
+    let turn = s.transcript(1).iter().find(|t| t.id == 9).expect("shown");
+    assert_eq!(turn.line, "told again");
+    assert_eq!(turn.end.as_deref(), Some("completed"));
+    assert_eq!(turn.tools.len(), 1);
+    assert_eq!(total(&s), turns_before);
+    assert_eq!(before(&s), counted);
 }
 
 fn frame(n: u64) -> Event {
@@ -594,6 +651,7 @@ fn a_turn_cut_by_the_token_limit_shows_length_with_its_tokens_and_reasoning() {
         first_piece_us: Some(1_000),
         total_us: 20_000,
         config_version: Some(3),
+        retold: false,
     }));
     let t = &s.transcript(3)[0];
     assert_eq!(t.end.as_deref(), Some("length"));

@@ -517,6 +517,7 @@ impl Target {
                 },
                 result: String::new(),
                 started_us: 0,
+                retold: false,
             }));
         }
         let reason = match (&reply.end_reason, &reply.error) {

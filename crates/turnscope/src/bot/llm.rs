@@ -290,6 +290,7 @@ impl TurnRun {
                         },
                         // The round's calls all start together (`join_all`).
                         started_us: round_us,
+                        retold: false,
                     })
                 });
                 self.push(FrameBody::FunctionCallResult(Arc::new(record)));

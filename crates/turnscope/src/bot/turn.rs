@@ -128,6 +128,7 @@ impl TurnRecord {
             first_piece_us: self.first_piece.map(|d| d.as_micros() as u64),
             total_us: self.total.map_or(0, |d| d.as_micros() as u64),
             config_version: self.config_version,
+            retold: false,
         }
     }
 

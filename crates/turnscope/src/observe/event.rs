@@ -494,6 +494,11 @@ pub struct TurnEndEvent {
     /// The config version the turn ran on (absent in files recorded before it was kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_version: Option<u64>,
+    /// Told again, not seen running: a turn an `/events` viewer is told on connect, or when
+    /// the session is reopened from the store. Transcripts take it; figures (Stats) do not,
+    /// so a turn is not counted twice by a viewer that saw it run before a restart.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retold: bool,
 }
 
 /// Most bytes of a tool's result an event carries; the rest is counted in `result_bytes`.
@@ -523,6 +528,9 @@ pub struct ToolCallEvent {
     /// When the call started, in µs since the epoch (0 when unknown).
     #[serde(default)]
     pub started_us: u64,
+    /// Told again with its turn ([`TurnEndEvent::retold`]): not counted in figures.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retold: bool,
 }
 
 /// `text` cut at `RESULT_CARRIED` bytes, on a character boundary.

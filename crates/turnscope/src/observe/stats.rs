@@ -71,9 +71,11 @@ impl Stats {
         }
     }
 
-    /// Feeds one bus event.
+    /// Feeds one bus event (a turn or tool call told again, `retold`, is not counted).
     pub fn observe(&mut self, event: &Event) {
         match event {
+            Event::TurnEnded(t) if t.retold => {}
+            Event::ToolCall(c) if c.retold => {}
             Event::TurnEnded(t) => {
                 self.record("turn total", t.total_us);
                 if let Some(first) = t.first_piece_us {
@@ -165,6 +167,52 @@ mod tests {
         assert!((49_000..=51_000).contains(&sum.p50_us), "{sum:?}");
         assert!((98_000..=100_100).contains(&sum.p99_us), "{sum:?}");
         assert_eq!(s.recent("x").len(), 100);
+    }
+
+    /// A turn and its tool call told again (a viewer's preamble, a reopened session) are not
+    /// counted: a viewer that saw them run before a restart would count them twice.
+    #[test]
+    fn retold_turns_and_calls_are_not_counted() {
+        use crate::observe::event::{ToolCallEvent, TurnEndEvent};
+        let mut s = Stats::default();
+        let end = |retold| {
+            Event::TurnEnded(TurnEndEvent {
+                session: 1,
+                turn: 1,
+                reason: "error: model down".into(),
+                reply_bytes: 0,
+                rounds: 1,
+                tool_calls: 1,
+                first_piece_us: Some(10),
+                total_us: 100,
+                config_version: None,
+                retold,
+            })
+        };
+        let call = |retold| {
+            Event::ToolCall(ToolCallEvent {
+                session: 1,
+                turn: 1,
+                name: "clock".into(),
+                duration_us: 5,
+                error: Some("down".into()),
+                retold,
+                ..ToolCallEvent::default()
+            })
+        };
+        for retold in [false, true, true] {
+            s.observe(&call(retold));
+            s.observe(&end(retold));
+        }
+        let count = |name: &str| {
+            s.summaries()
+                .into_iter()
+                .find(|(n, _)| n == name)
+                .map_or(0, |(_, sum)| sum.count)
+        };
+        assert_eq!(count("turn total"), 1);
+        assert_eq!(count("tool clock"), 1);
+        assert_eq!(s.errors, 2, "the turn's and the call's, once");
     }
 
     #[test]

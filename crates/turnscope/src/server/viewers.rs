@@ -42,7 +42,7 @@ use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::observe::event::{
-    Event, FrameEvent, ReplicaEvent, SessionEvent, ToolCallEvent, carried, now_us,
+    Event, FrameEvent, ReplicaEvent, SessionEvent, ToolCallEvent, TurnEndEvent, carried, now_us,
 };
 use crate::observe::line::write_line;
 use crate::observe::{Bus, Subscription};
@@ -455,9 +455,13 @@ fn turn_events(
             error,
             arguments: call.call.arguments.clone(),
             started_us: 0,
+            retold: true,
         }));
     }
-    events.push(Event::TurnEnded(r.end_event(number)));
+    events.push(Event::TurnEnded(TurnEndEvent {
+        retold: true,
+        ..r.end_event(number)
+    }));
     events
 }
 

@@ -80,6 +80,7 @@ pub fn events(head: &Head, turns: &[StoredTurn], origin: &str) -> Vec<Event> {
                     carried(&call.outcome.text)
                 },
                 started_us: 0,
+                retold: false,
             }));
         }
         out.push(Event::TurnEnded(r.end_event(SESSION)));

@@ -250,6 +250,7 @@ pub async fn call(
                 carried(&result.outcome.text)
             },
             started_us,
+            retold: false,
         })
     });
     Ok(result)

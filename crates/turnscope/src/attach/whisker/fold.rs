@@ -233,6 +233,7 @@ impl Fold {
                         arguments,
                         result: carried(&result),
                         started_us,
+                        retold: false,
                     }));
                 }
             }
