@@ -75,6 +75,38 @@ async fn first_line(s: &mut Screen, line: &str) -> String {
     s.wait_text(&format!("You said: {line}")).await
 }
 
+/// A port free now, for a server restarted on the same address.
+fn free_port() -> String {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+        .to_string()
+}
+
+/// A headless server at zero pace on `port`, keeping conversations in `store`.
+fn server_on(port: &str, store: &str) -> tokio::process::Child {
+    serving(&[
+        "--headless",
+        "--port",
+        port,
+        "--pace",
+        "0",
+        "--store",
+        store,
+    ])
+    .spawn()
+    .expect("the headless server starts")
+}
+
+/// How many handles the console's handles file keeps, after it quit.
+fn kept_handles(s: &Screen) -> usize {
+    let kept = std::fs::read_to_string(s._dir.join("turnscope/console-handles.json"))
+        .expect("the handles file");
+    let kept: serde_json::Value = serde_json::from_str(&kept).expect("JSON");
+    kept["handles"].as_array().map_or(0, Vec::len)
+}
+
 /// Ctrl+C, and a clean exit.
 async fn quit(s: &mut Screen) {
     s.send(b"\x03").await;
@@ -141,24 +173,8 @@ async fn attached_again_the_console_goes_on_in_the_session_it_started_before() {
 async fn after_the_server_restarted_the_first_line_reopens_the_session_started_before() {
     let scratch = Scratch::new("attach-reopen");
     let store = format!("sqlite:{}", scratch.join("s.sqlite3").display());
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-        .to_string();
-    let server_with = |store: &str| {
-        serving(&[
-            "--headless",
-            "--port",
-            &port,
-            "--pace",
-            "0",
-            "--store",
-            store,
-        ])
-        .spawn()
-        .expect("the headless server starts")
-    };
+    let port = free_port();
+    let server_with = |store: &str| server_on(&port, store);
     let mut server = server_with(&store);
     let url = url_in(&ready_line(&mut server).await, "/mcp");
     let mut s = Screen::start(&["attach", &url]).await;
@@ -186,13 +202,10 @@ async fn after_the_server_restarted_the_first_line_reopens_the_session_started_b
     let screen = first_line(&mut s, "hello again").await;
     assert!(!screen.contains("remember the word teal"), "{screen}");
     quit(&mut s).await;
-    let kept = std::fs::read_to_string(s._dir.join("turnscope/console-handles.json"))
-        .expect("the handles file");
-    let kept: serde_json::Value = serde_json::from_str(&kept).expect("JSON");
     assert_eq!(
-        kept["handles"].as_array().map(Vec::len),
-        Some(1),
-        "the refused handle let go, the new one kept: {kept}"
+        kept_handles(&s),
+        1,
+        "the refused handle let go, the new one kept"
     );
     terminate(&mut server).await;
 }
@@ -205,24 +218,8 @@ async fn after_the_server_restarted_the_first_line_reopens_the_session_started_b
 async fn staying_attached_across_a_restart_the_next_line_reopens_the_session() {
     let scratch = Scratch::new("attach-stay");
     let store = format!("sqlite:{}", scratch.join("s.sqlite3").display());
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-        .to_string();
-    let server = || {
-        serving(&[
-            "--headless",
-            "--port",
-            &port,
-            "--pace",
-            "0",
-            "--store",
-            &store,
-        ])
-        .spawn()
-        .expect("the headless server starts")
-    };
+    let port = free_port();
+    let server = || server_on(&port, &store);
     let mut first = server();
     let url = url_in(&ready_line(&mut first).await, "/mcp");
     let mut s = Screen::start(&["attach", &url]).await;
@@ -248,14 +245,7 @@ async fn staying_attached_across_a_restart_the_next_line_reopens_the_session() {
     let health = health_of(&url).await;
     assert_eq!(health["sessions"], 1, "the same session again: {health}");
     quit(&mut s).await;
-    let kept = std::fs::read_to_string(s._dir.join("turnscope/console-handles.json"))
-        .expect("the handles file");
-    let kept: serde_json::Value = serde_json::from_str(&kept).expect("JSON");
-    assert_eq!(
-        kept["handles"].as_array().map(Vec::len),
-        Some(1),
-        "one conversation, one handle: {kept}"
-    );
+    assert_eq!(kept_handles(&s), 1, "one conversation, one handle");
     terminate(&mut third).await;
 }
 

@@ -423,6 +423,24 @@ pub fn state() -> ConsoleState {
     state
 }
 
+/// One crossing of frame `id` (0: a retold reply) of `session`'s turn `turn`, `name` from
+/// `model` to `output`, carrying `detail`.
+pub fn crossing(session: u64, turn: u64, id: u64, name: &str, detail: &str, at_us: u64) -> Event {
+    Event::Frame(FrameEvent {
+        id,
+        session,
+        turn,
+        kind: "data".into(),
+        name: name.to_string().into(),
+        from: "model".into(),
+        to: "output".into(),
+        direction: "down".into(),
+        at_us,
+        detail: detail.into(),
+        depth: 0,
+    })
+}
+
 /// A console over the fixture state, the person's session selected and the input focused.
 pub fn console() -> Console {
     let mut c = Console::new(state(), Theme::default(), false);

@@ -12,7 +12,7 @@ use crate::input::actions::Action;
 use crate::view::console::{Console, Notice};
 
 use crate::state::SessionRow;
-use crate::tests::fixture::console;
+use crate::tests::fixture::{console, crossing};
 use crate::view::filter::FrameFilter;
 use crate::view::ids::{ORDER, PaneId};
 use turnscope::observe::{Event, FrameEvent};
@@ -808,23 +808,12 @@ fn settle_keeps_a_listed_selection_and_falls_back_to_the_persons_session() {
 #[test]
 fn retold_replies_are_a_line_each_under_their_turns() {
     use crate::view::frames::FrameLine;
-    use turnscope::observe::{Event, FrameEvent};
     let mut c = console();
     c.selected = Some(9);
     for turn in 1..=3u64 {
-        c.state.apply(&Event::Frame(FrameEvent {
-            id: 0,
-            session: 9,
-            turn,
-            kind: "data".into(),
-            name: "TextPiece".into(),
-            from: "model".into(),
-            to: "output".into(),
-            direction: "down".into(),
-            at_us: turn * 10,
-            detail: format!("reply {turn}"),
-            depth: 0,
-        }));
+        let reply = format!("reply {turn}");
+        c.state
+            .apply(&crossing(9, turn, 0, "TextPiece", &reply, turn * 10));
     }
     let lines = c.frame_lines();
     let drawn: Vec<String> = lines
@@ -856,7 +845,7 @@ fn retold_replies_are_a_line_each_under_their_turns() {
 #[test]
 fn after_a_watched_restart_the_new_sessions_frames_are_listed() {
     use crate::view::frames::FrameLine;
-    use turnscope::observe::{Event, FrameEvent, SessionEvent, SessionOpener};
+    use turnscope::observe::{Event, SessionEvent, SessionOpener};
     let mut c = console();
     c.selected = Some(9);
     let session = |closed: Option<&str>| {
@@ -871,21 +860,7 @@ fn after_a_watched_restart_the_new_sessions_frames_are_listed() {
             taken_from: None,
         })
     };
-    let frame = |id: u64, detail: &str| {
-        Event::Frame(FrameEvent {
-            id,
-            session: 9,
-            turn: 1,
-            kind: "data".into(),
-            name: "TextPiece".into(),
-            from: "model".into(),
-            to: "output".into(),
-            direction: "down".into(),
-            at_us: 2,
-            detail: detail.into(),
-            depth: 0,
-        })
-    };
+    let frame = |id: u64, detail: &str| crossing(9, 1, id, "TextPiece", detail, 2);
     let shown = |c: &Console| -> Vec<String> {
         c.frame_lines()
             .iter()
@@ -928,15 +903,16 @@ fn an_interrupts_flush_never_draws_the_turn_rule_twice() {
             depth: 0,
         }));
     }
-    let rules: Vec<u64> = c
-        .frame_lines()
-        .iter()
-        .filter_map(|l| match l {
-            FrameLine::Boundary { turn, .. } => Some(*turn),
-            FrameLine::Frame(_) => None,
-        })
-        .collect();
-    assert_eq!(rules, vec![4, 5]);
+    let rules = |c: &Console| -> Vec<u64> {
+        c.frame_lines()
+            .iter()
+            .filter_map(|l| match l {
+                FrameLine::Boundary { turn, .. } => Some(*turn),
+                FrameLine::Frame(_) => None,
+            })
+            .collect()
+    };
+    assert_eq!(rules(&c), vec![4, 5]);
     // The session's pipeline starting again after its turns (reopened from the store) draws
     // an "opened again" rule (turn 0), once, also with every crossing listed: its Flush and
     // later turns go on as before.
@@ -947,29 +923,9 @@ fn an_interrupts_flush_never_draws_the_turn_rule_twice() {
         (8, 0, "Flush"),
         (9, 6, "UserLine"),
     ] {
-        c.state.apply(&Event::Frame(FrameEvent {
-            id,
-            session: 9,
-            turn,
-            kind: "system".into(),
-            name: name.into(),
-            from: "a".into(),
-            to: "b".into(),
-            direction: "down".into(),
-            at_us: 2,
-            detail: String::new(),
-            depth: 0,
-        }));
+        c.state.apply(&crossing(9, turn, id, name, "", 2));
     }
-    let rules: Vec<u64> = c
-        .frame_lines()
-        .iter()
-        .filter_map(|l| match l {
-            FrameLine::Boundary { turn, .. } => Some(*turn),
-            FrameLine::Frame(_) => None,
-        })
-        .collect();
-    assert_eq!(rules, vec![4, 5, 0, 6]);
+    assert_eq!(rules(&c), vec![4, 5, 0, 6]);
 }
 
 /// A frame's crossings reach the console when its way ends, so the line a processor held

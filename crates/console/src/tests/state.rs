@@ -167,19 +167,7 @@ fn turn_started(line: &str) -> Event {
 
 /// A reply piece of turn 1 of session 1 reaching the output (frame `id`; 0: a retold reply).
 fn piece(id: u64, text: &str) -> Event {
-    Event::Frame(FrameEvent {
-        id,
-        session: 1,
-        turn: 1,
-        kind: "data".into(),
-        name: "TextPiece".into(),
-        from: "model".into(),
-        to: "output".into(),
-        direction: "down".into(),
-        at_us: T0 + 10,
-        detail: text.to_string(),
-        depth: 0,
-    })
+    fixture::crossing(1, 1, id, "TextPiece", text, T0 + 10)
 }
 
 /// A turn in flight when an attached console was dropped, finished while it was away: the
