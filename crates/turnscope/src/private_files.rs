@@ -1,9 +1,10 @@
 //! Files that hold conversations are their user's alone: the folders turnscope creates for
 //! them are `0700` and the files `0600` (on Unix; elsewhere the system's defaults): the store
 //! file, the console's kept handles, what the console writes into the temporary folder (a
-//! copied request, one handed to an editor), `--events` recordings and exported sessions. Only what turnscope creates is set so: a folder
-//! or file that exists keeps the permissions it has. SQLite gives its `-wal` and `-shm` files
-//! the permissions of the store file they belong to.
+//! copied request, one handed to an editor), `--events` recordings and exported sessions.
+//! Only what turnscope creates is set so: a folder or file that exists keeps the permissions
+//! it has. SQLite gives its `-wal` and `-shm` files the permissions of the store file they
+//! belong to. Below every other module, so the recorder (`observe`) and the store use it alike.
 
 use std::fs::OpenOptions;
 use std::io;
