@@ -174,15 +174,14 @@ async fn after_the_server_restarted_the_first_line_reopens_the_session_started_b
     let scratch = Scratch::new("attach-reopen");
     let store = format!("sqlite:{}", scratch.join("s.sqlite3").display());
     let port = free_port();
-    let server_with = |store: &str| server_on(&port, store);
-    let mut server = server_with(&store);
+    let mut server = server_on(&port, &store);
     let url = url_in(&ready_line(&mut server).await, "/mcp");
     let mut s = Screen::start(&["attach", &url]).await;
     first_line(&mut s, "remember the word teal").await;
     quit(&mut s).await;
     terminate(&mut server).await;
 
-    let mut server = server_with(&store);
+    let mut server = server_on(&port, &store);
     ready_line(&mut server).await;
     let mut s = s.restart(&["attach", &url]).await;
     // Not shown by the restarted server: nothing is taken up until the person speaks.
@@ -196,7 +195,7 @@ async fn after_the_server_restarted_the_first_line_reopens_the_session_started_b
 
     // A server that never kept it refuses the handle: a new session, the handle let go.
     let other = format!("sqlite:{}", scratch.join("other.sqlite3").display());
-    let mut server = server_with(&other);
+    let mut server = server_on(&port, &other);
     ready_line(&mut server).await;
     let mut s = s.restart(&["attach", &url]).await;
     let screen = first_line(&mut s, "hello again").await;
@@ -219,13 +218,12 @@ async fn staying_attached_across_a_restart_the_next_line_reopens_the_session() {
     let scratch = Scratch::new("attach-stay");
     let store = format!("sqlite:{}", scratch.join("s.sqlite3").display());
     let port = free_port();
-    let server = || server_on(&port, &store);
-    let mut first = server();
+    let mut first = server_on(&port, &store);
     let url = url_in(&ready_line(&mut first).await, "/mcp");
     let mut s = Screen::start(&["attach", &url]).await;
     first_line(&mut s, "remember the word teal").await;
     terminate(&mut first).await;
-    let mut again = server();
+    let mut again = server_on(&port, &store);
     ready_line(&mut again).await;
     s.wait_text("the watched server restarted: your next line reopens")
         .await;
@@ -238,10 +236,12 @@ async fn staying_attached_across_a_restart_the_next_line_reopens_the_session() {
     // Restarted again, and a line sent before the stream shows the new server: it goes on in
     // the same session (the chat names its handle, the server reopens it).
     terminate(&mut again).await;
-    let mut third = server();
+    let mut third = server_on(&port, &store);
     ready_line(&mut third).await;
     s.send(b"third time\r").await;
-    s.wait_text("You said: third time").await;
+    let screen = s.wait_text("You said: third time").await;
+    // The same conversation: one session on the server is also what a new one would leave.
+    assert!(screen.contains("remember the word teal"), "{screen}");
     let health = health_of(&url).await;
     assert_eq!(health["sessions"], 1, "the same session again: {health}");
     quit(&mut s).await;
