@@ -50,7 +50,7 @@ async fn until_turns_started(bin: &Headless, n: usize) {
 }
 
 #[tokio::test]
-async fn the_replica_id_is_in_the_ready_line_healthz_start_and_events() {
+async fn the_replica_id_is_in_the_ready_line_healthz_initialize_start_and_events() {
     let bin = Headless::start("replica-id", "[server]\nreplica_id = \"it-a\"\n", &[]).await;
     let (status, body) = health(&bin.health_url()).await;
     assert_eq!(status, 200);
@@ -64,6 +64,12 @@ async fn the_replica_id_is_in_the_ready_line_healthz_start_and_events() {
         bin.ready
     );
     let client = Client::connect(&bin.url).await;
+    // `initialize` names the replica the MCP session lives on (an attached console behind a
+    // balancer compares it with the one its event stream comes from).
+    let info = client.service.peer_info().expect("initialize answered");
+    let said = &info.meta.as_ref().expect("initialize's _meta")["turnscope/replica"];
+    assert_eq!(said["id"], "it-a", "{said}");
+    assert_eq!(said["tag"], tag.as_str(), "{said}");
     let start = client.call("start", json!({})).await;
     assert_eq!(start.record["replica"], "it-a");
     let handle = crate::support::mcp::handle_of(&start);

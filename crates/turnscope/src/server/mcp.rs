@@ -423,12 +423,22 @@ impl ServerHandler for BotMcp {
         } else {
             ServerCapabilities::builder().enable_tools().build()
         };
-        ServerConfig::new(capabilities)
+        let mut info = ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("turnscope", env!("CARGO_PKG_VERSION")))
             .with_instructions(super::mcp_tools::instructions(
                 self.sessions.bot(),
                 self.sessions.limits().handle_seconds,
-            ))
+            ));
+        // Which replica this MCP session lives on: an attached console behind a balancer
+        // tells from it whether the event stream it reads comes from the same one.
+        let replica = self.sessions.replica();
+        let mut meta = JsonObject::new();
+        meta.insert(
+            mcp_text::REPLICA_META.to_string(),
+            json!({"id": replica.id(), "tag": replica.tag()}),
+        );
+        info.meta = Some(meta.into());
+        info
     }
 
     async fn list_tools(

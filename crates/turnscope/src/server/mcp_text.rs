@@ -7,7 +7,8 @@
 //! address. The machine-readable record goes in the result's `_meta`, which clients keep
 //! from their model (Claude Code hands its model `structuredContent` instead of the text
 //! when there is any, so there is none): [`TURN_META`] for `chat` (the [`ChatReply`] fields)
-//! and [`START_META`] for `start` (`handle`, `greeting`, `replica`).
+//! and [`START_META`] for `start` (`handle`, `greeting`, `replica`); `initialize`'s result
+//! names the replica in [`REPLICA_META`].
 
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, MetaObject};
 use serde_json::{Value, json};
@@ -21,6 +22,10 @@ pub const TURN_META: &str = "turnscope/turn";
 
 /// The `_meta` key of `start`'s record: `handle`, `greeting`, `replica`.
 pub const START_META: &str = "turnscope/start";
+
+/// The `_meta` key of `initialize`'s result naming the replica that answered (`id`, `tag`):
+/// behind a balancer, the one the client's MCP session lives on.
+pub const REPLICA_META: &str = "turnscope/replica";
 
 /// A tool result's text blocks put together, as a client's model reads them.
 pub fn text_of(result: &CallToolResult) -> String {
