@@ -126,7 +126,8 @@ class Balancer:
     """HAProxy running examples/haproxy.cfg with its frontend moved and the backend's server and
     use-server lines replaced by what `turnscope replicas haproxy` prints for `replicas`."""
 
-    def __init__(self, replicas, route_by_handle=True, route_tasks=True, token=None, up_within=20):
+    def __init__(self, replicas, route_by_handle=True, route_tasks=True, token=None, up_within=20,
+                 events_follow_session=True):
         self.dir = tempfile.TemporaryDirectory()
         self.port = free_port()
         text = EXAMPLE.read_text()
@@ -142,6 +143,12 @@ class Balancer:
             text = "\n".join(l for l in text.splitlines() if "use-server" not in l) + "\n"
         if not route_tasks:  # the control of the task tests: polls not routed by Mcp-Name
             text = "\n".join(l for l in text.splitlines() if "req.hdr(mcp-name)" not in l) + "\n"
+        if not events_follow_session:  # a balancer that spreads /events whatever the session
+            text = text.replace(
+                "    stick match req.hdr(mcp-session-id)\n",
+                "    http-request del-header mcp-session-id if { path /events }\n"
+                "    stick match req.hdr(mcp-session-id)\n",
+            )
         self.config = pathlib.Path(self.dir.name) / "haproxy.cfg"
         self.config.write_text(text)
         # The recipe's health check sends the replicas' token from HAProxy's environment.

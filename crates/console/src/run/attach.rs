@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use turnscope::attach::target::Shown;
 use turnscope::attach::{AttachOptions, Attached, Reopen};
 use turnscope::observe::Bus;
 use turnscope::observe::recorder::Recording;
@@ -196,11 +197,16 @@ fn settle(remote: &Remote, console: &mut Console) {
 /// watched server's stream now shows (by their handle's first 8 characters, which is all the
 /// stream tells): they are this console's again, and the newest becomes the person's own
 /// when they have none yet. Without an event stream nothing tells whether a kept session
-/// still lives, so none is taken up.
+/// still lives, so none is taken up; nor while the stream comes from another replica than
+/// this client's MCP session (behind a balancer): its chats run there, so the stream's copy
+/// would not show them, and the first line reopens the session as this client shows it.
 fn take_up_kept(remote: &Remote, console: &mut Console) {
     let (Some(target), Some(stream)) = (&remote.attached.target, &remote.attached.stream) else {
         return;
     };
+    if target.side().elsewhere().is_some() {
+        return;
+    }
     let mut pending = remote.to_take_up.lock().unwrap_or_else(|p| p.into_inner());
     if pending.is_empty() {
         return;
@@ -224,7 +230,7 @@ fn take_up_kept(remote: &Remote, console: &mut Console) {
     // Newest first: the first found is the person's latest.
     for (handle, number) in &found {
         if !target.owns(*number) {
-            target.take_up(*number, handle);
+            target.take_up(*number, handle, Shown::Elsewhere);
         }
     }
     let numbers: Vec<String> = found.iter().map(|(_, n)| format!("#{n}")).collect();

@@ -16,6 +16,7 @@
 
 pub mod address;
 mod retold;
+pub mod side;
 pub mod stream;
 pub mod tap;
 pub mod target;
@@ -86,7 +87,7 @@ impl Attached {
                     url,
                     options.token.clone(),
                     bus.clone(),
-                    target.as_ref().map(Target::quiet),
+                    target.as_ref().map(Target::side),
                     stop.child_token(),
                 )
             });
@@ -133,30 +134,18 @@ impl Attached {
         };
         self.stream_known().await;
         let started = target.start().await?;
+        // Behind a balancer the stream may come from another replica than the session's:
+        // then it will never show the session, so it is not waited for.
         if self.streaming()
+            && target.side().elsewhere().is_none()
             && let Some(number) = self.seen_in_stream(&started.handle).await
         {
             target.adopt(number, &started, Shown::Elsewhere);
             return Ok(number);
         }
-        let base = if self.streaming() { CLIENT_NUMBERS } else { 0 };
-        let number = base + self.numbers.fetch_add(1, Ordering::Relaxed) + 1;
-        if let Some(replica) = &started.replica
-            && self.streaming()
-        {
-            let watched = self
-                .stream
-                .as_ref()
-                .and_then(|s| s.lock().unwrap_or_else(|p| p.into_inner()).replica.clone())
-                .unwrap_or_default();
-            self.bus.publish(Event::Log {
-                at_ms: now_us() / 1000,
-                level: "info".into(),
-                message: format!(
-                    "#{number} lives on replica {replica}, and this event stream comes from {watched}: \
-                     it is shown as this client sees it (replies, progress, its times)"
-                ),
-            });
+        let number = self.client_number();
+        if let Some(replica) = &started.replica {
+            self.say_elsewhere(number, replica);
         }
         if self.whisker.is_some() {
             target.adopt(number, &started, Shown::ByClient);
@@ -185,14 +174,51 @@ impl Attached {
             return Err(Reopen::Unwatched);
         }
         target.reopen(handle).await?;
+        // Reopened on another replica than the watched one (behind a balancer): shown as
+        // this client sees it from now on, its earlier turns not retold here.
+        if let Some(replica) = target.side().elsewhere() {
+            let number = self.client_number();
+            target.take_up(number, handle, Shown::ByClient);
+            self.say_elsewhere(number, &replica);
+            return Ok(number);
+        }
         let number = self.seen_in_stream(handle).await.ok_or_else(|| {
             Reopen::Failed(format!(
                 "the target reopened the session, and its event stream did not show it within {} ms",
                 SEEN_WITHIN.as_millis()
             ))
         })?;
-        target.take_up(number, handle);
+        target.take_up(number, handle, Shown::Elsewhere);
         Ok(number)
+    }
+
+    /// A number for a session this client shows itself (above the stream's, while there is one).
+    fn client_number(&self) -> u64 {
+        let base = if self.streaming() { CLIENT_NUMBERS } else { 0 };
+        base + self.numbers.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Says in the Log that `number` lives on `replica`, when the stream comes from another.
+    fn say_elsewhere(&self, number: u64, replica: &str) {
+        if !self.streaming() {
+            return;
+        }
+        let watched = self
+            .target
+            .as_ref()
+            .and_then(|t| t.side().watched())
+            .unwrap_or_else(|| "another replica".into());
+        if watched == replica {
+            return;
+        }
+        self.bus.publish(Event::Log {
+            at_ms: now_us() / 1000,
+            level: "info".into(),
+            message: format!(
+                "#{number} lives on replica {replica}, and this event stream comes from {watched}: \
+                 it is shown as this client sees it (replies, progress, its times)"
+            ),
+        });
     }
 
     /// Waits (at most [`SEEN_WITHIN`]) until the event stream answered or was found missing,

@@ -19,6 +19,7 @@ use crate::observe::{Bus, Event};
 use crate::server::viewers::DROPPED_MARK;
 
 use super::retold::{Recent, Retold};
+use super::side::ClientSide;
 
 /// Lines remembered to skip on a reconnect.
 const REMEMBERED: usize = 65_536;
@@ -49,6 +50,8 @@ pub struct StreamState {
     prefix_order: VecDeque<String>,
     /// When the watched server started (its first line says, on each connect).
     server_started: Option<u64>,
+    /// The console's MCP client, told which replica the stream comes from.
+    side: Option<Arc<ClientSide>>,
 }
 
 impl StreamState {
@@ -118,10 +121,13 @@ pub fn spawn(
     url: String,
     token: Option<String>,
     bus: Bus,
-    quiet: Option<Arc<std::sync::atomic::AtomicBool>>,
+    side: Option<Arc<ClientSide>>,
     stop: CancellationToken,
 ) -> Shared {
-    let shared: Shared = Arc::default();
+    let shared: Shared = Arc::new(Mutex::new(StreamState {
+        side: side.clone(),
+        ..StreamState::default()
+    }));
     let state = shared.clone();
     tokio::spawn(async move {
         let client = reqwest::Client::new();
@@ -129,7 +135,7 @@ pub fn spawn(
         let mut pause = Duration::from_millis(500);
         loop {
             let ended = tokio::select! {
-                ended = read_once(&client, &url, token.as_deref(), &bus, &state, &mut seen, quiet.as_deref()) => ended,
+                ended = read_once(&client, &url, token.as_deref(), &bus, &state, &mut seen, side.as_deref()) => ended,
                 () = stop.cancelled() => return,
             };
             lock(&state).connected = false;
@@ -214,11 +220,16 @@ async fn read_once(
     bus: &Bus,
     state: &Shared,
     seen: &mut Seen,
-    quiet: Option<&std::sync::atomic::AtomicBool>,
+    side: Option<&ClientSide>,
 ) -> Ended {
     let mut request = client.get(url);
     if let Some(t) = token {
         request = request.bearer_auth(t);
+    }
+    // The console's MCP session goes along: a balancer that keeps a session on its replica
+    // (examples/haproxy.cfg) then shows the console the replica its own sessions live on.
+    if let Some(session) = side.and_then(ClientSide::session) {
+        request = request.header("mcp-session-id", session);
     }
     let response = match request.send().await {
         Ok(r) => r,
@@ -248,8 +259,8 @@ async fn read_once(
         s.connected = true;
         s.connects += 1;
     }
-    if let Some(quiet) = quiet {
-        quiet.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(side) = side {
+        side.stream_opened();
     }
     seen.retold.connected();
     let mut body = response.bytes_stream();
@@ -304,6 +315,9 @@ fn take_line(line: &[u8], bus: &Bus, state: &Shared, seen: &mut Seen) -> bool {
             let (gone, restarted) = {
                 let mut state = lock(state);
                 state.replica = Some(r.id.clone());
+                if let Some(side) = &state.side {
+                    side.watching(&r.id);
+                }
                 if state.restarted(r.started_us) {
                     state.restarts += 1;
                     (state.keep_only(&[]), true)

@@ -17,9 +17,11 @@ use rmcp::transport::streamable_http_client::{
 };
 use serde_json::Value;
 
+use super::side::ClientSide;
 use crate::observe::event::now_us;
 use crate::observe::wire::{JsonText, McpExchange, McpMessage, cut_json, mask_handles};
 use crate::observe::{Bus, Event};
+use crate::server::mcp_text::{REPLICA_META, START_META};
 
 /// The client name every attached console gives in `initialize`.
 pub const CLIENT_NAME: &str = "turnscope attach";
@@ -32,7 +34,7 @@ pub struct Tapped {
     path: Arc<str>,
     host: Option<Arc<str>>,
     calls: Option<(Handles, Tokens)>,
-    quiet: Arc<std::sync::atomic::AtomicBool>,
+    side: Arc<ClientSide>,
 }
 
 /// The handles of `chat` calls in flight → their sessions (filled by the target).
@@ -62,14 +64,33 @@ impl Tapped {
             path: path.into(),
             host,
             calls: None,
-            quiet: Arc::default(),
+            side: Arc::default(),
         }
     }
 
-    /// Publishes nothing while `quiet` is set (a watched server's stream carries the exchanges).
-    pub(crate) fn with_quiet(mut self, quiet: Arc<std::sync::atomic::AtomicBool>) -> Self {
-        self.quiet = quiet;
+    /// Notes the MCP session in `side`, and publishes nothing while `side` says the watched
+    /// server's stream carries this client's exchanges (with every other client's).
+    pub(crate) fn with_side(mut self, side: Arc<ClientSide>) -> Self {
+        self.side = side;
         self
+    }
+
+    fn note_session(&self, id: Option<&str>) {
+        if let Some(id) = id {
+            self.side.session_used(id);
+        }
+    }
+
+    /// Notes the replica a turnscope names in an answer: `initialize`'s (the one the MCP
+    /// session lives on, again after rmcp opened a new session) or `start`'s.
+    fn note_replica(&self, message: &Value) {
+        let meta = &message["result"]["_meta"];
+        let id = meta[REPLICA_META]["id"]
+            .as_str()
+            .or_else(|| meta[START_META]["replica"].as_str());
+        if let Some(id) = id {
+            self.side.own_replica(id);
+        }
     }
 
     /// Also notes which progress token each `chat` call of a handle in `handles` got.
@@ -156,7 +177,7 @@ impl Tapped {
     }
 
     fn publish(&self, mut exchange: McpExchange, started: Instant, complete: bool) {
-        if self.quiet.load(std::sync::atomic::Ordering::Relaxed) {
+        if self.side.stream_carries_own() {
             return;
         }
         exchange.total_us = started.elapsed().as_micros() as u64;
@@ -205,6 +226,7 @@ impl StreamableHttpClient for Tapped {
             auth_header.is_some(),
         );
         let token = self.note_token(&body);
+        self.note_session(session_id.as_deref());
         let answer = self
             .inner
             .post_message_with_response_limits(
@@ -226,16 +248,19 @@ impl StreamableHttpClient for Tapped {
                 Ok(StreamableHttpPostResponse::Accepted)
             }
             Ok(StreamableHttpPostResponse::Json(reply, session)) => {
+                self.note_session(session.as_deref());
                 exchange.status = 200;
                 exchange.content_type = Some("application/json".into());
                 exchange.mcp_session = exchange.mcp_session.or(short(session.as_ref()));
                 let value = serde_json::to_value(&reply).unwrap_or(Value::Null);
+                self.note_replica(&value);
                 exchange.messages.push(self.message(&value, started));
                 self.forget_token(token);
                 self.publish(exchange, started, true);
                 Ok(StreamableHttpPostResponse::Json(reply, session))
             }
             Ok(StreamableHttpPostResponse::Sse(stream, session)) => {
+                self.note_session(session.as_deref());
                 exchange.status = 200;
                 exchange.content_type = Some("text/event-stream".into());
                 exchange.mcp_session = exchange.mcp_session.or(short(session.as_ref()));
@@ -361,6 +386,7 @@ impl Tapped {
                         if let Some(data) = sse.data.as_deref()
                             && let Ok(value) = serde_json::from_str::<Value>(data)
                         {
+                            tap.tapped.note_replica(&value);
                             let message = tap.tapped.message(&value, tap.started);
                             if let Some(x) = tap.exchange.as_mut() {
                                 x.messages.push(message);

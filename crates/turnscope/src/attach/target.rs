@@ -19,6 +19,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
+use super::side::ClientSide;
 use super::tap::{Handles, Tapped, Tokens};
 use crate::mcp::connect::{chain, initialize_failed};
 use crate::observe::event::{
@@ -71,7 +72,7 @@ pub struct Target {
     own: Arc<Mutex<HashMap<u64, Own>>>,
     pending: Handles,
     frames: Arc<AtomicU64>,
-    quiet: Arc<std::sync::atomic::AtomicBool>,
+    side: Arc<ClientSide>,
 }
 
 /// Receives the target's notifications: progress becomes `Event::Progress` of its session.
@@ -136,10 +137,10 @@ impl Target {
     pub async fn connect(url: &str, token: Option<&str>, bus: &Bus) -> Result<Self, String> {
         let tokens: Tokens = Arc::default();
         let pending: Handles = Arc::default();
-        let quiet = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let side = Arc::new(ClientSide::default());
         let client = Tapped::new(reqwest::Client::new(), bus.clone(), url)
             .with_calls(pending.clone(), tokens.clone())
-            .with_quiet(quiet.clone());
+            .with_side(side.clone());
         let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
         if let Some(t) = token {
             config = config.auth_header(t.to_string());
@@ -159,14 +160,14 @@ impl Target {
             own: Arc::default(),
             pending,
             frames: Arc::default(),
-            quiet,
+            side,
         })
     }
 
-    /// The flag that stops this client publishing its MCP exchanges: set while the watched
-    /// server's stream carries them (with every other client's).
-    pub fn quiet(&self) -> Arc<std::sync::atomic::AtomicBool> {
-        self.quiet.clone()
+    /// What this client and the watched server's event stream know of each other (its MCP
+    /// session, the replica it lives on, the one watched).
+    pub fn side(&self) -> Arc<ClientSide> {
+        self.side.clone()
     }
 
     /// The target's tools (`tools/list`, every page).
@@ -304,15 +305,16 @@ impl Target {
         }
     }
 
-    /// Takes up a session an earlier run of this console started, whose handle it kept, and
-    /// which the watched server's stream shows as `number` (so its turns come from there).
-    pub fn take_up(&self, number: u64, handle: &str) {
+    /// Takes up a session an earlier run of this console started, whose handle it kept, as
+    /// `number`: shown by the watched server's stream (`Shown::Elsewhere`), or by this client
+    /// when the stream comes from another replica.
+    pub fn take_up(&self, number: u64, handle: &str, shown: Shown) {
         let started = Started {
             handle: handle.to_string(),
             replica: None,
             greeting: None,
         };
-        self.adopt(number, &started, Shown::Elsewhere);
+        self.adopt(number, &started, shown);
     }
 
     /// Reopens on the target a session an earlier run of this console started (its handle
