@@ -177,7 +177,7 @@ def test_the_console_goes_on_in_its_conversation_when_its_replica_is_killed(repl
         # The stream reconnects to another replica and the MCP client opens a new session (the
         # old one died with its replica); the next line goes on in the same conversation, loaded
         # from Redis, whichever replica the new session reached.
-        console.wait("watching r", within=10)
+        console.wait("the event stream now comes from replica", within=15)
         console.line("what did I say")
         screen = console.wait("Earlier you said: my name is Ada")
         assert f"watching {watched}" not in screen, screen

@@ -133,8 +133,13 @@ impl Remote {
 /// Brings sessions opened since the last tick into the console (selected, the person's own),
 /// and tells of a restart of the watched server.
 fn settle(remote: &Remote, console: &mut Console) {
-    let restarts = remote.attached.stream.as_ref().map_or(0, |stream| {
-        stream.lock().unwrap_or_else(|p| p.into_inner()).restarts
+    let (restarts, moved) = remote.attached.stream.as_ref().map_or((0, None), |stream| {
+        let s = stream.lock().unwrap_or_else(|p| p.into_inner());
+        let moved = s
+            .moved_from
+            .as_ref()
+            .map(|before| (before.clone(), s.replica.clone().unwrap_or_default()));
+        (s.restarts, moved)
     });
     if restarts > remote.restarts_seen.swap(restarts, Ordering::Relaxed)
         && let (Some(target), Some(stream)) = (&remote.attached.target, &remote.attached.stream)
@@ -164,12 +169,18 @@ fn settle(remote: &Remote, console: &mut Console) {
         if console.own.is_some_and(|own| !target.owns(own)) {
             console.own = None;
         }
-        console.notice = Some(Notice {
-            text: "the watched server restarted: your next line reopens your session there if \
-                   the server kept it in its store, else starts a new one (n: a new one now)"
+        let text = match moved {
+            // Behind a balancer: the stream goes on from another replica.
+            Some((before, now)) => format!(
+                "the event stream now comes from replica {now} ({before} before): your next line \
+                 reopens your session there if its store keeps it (a shared store does), else \
+                 starts a new one (n: a new one now)"
+            ),
+            None => "the watched server restarted: your next line reopens your session there if \
+                     the server kept it in its store, else starts a new one (n: a new one now)"
                 .into(),
-            error: false,
-        });
+        };
+        console.notice = Some(Notice { text, error: false });
     }
     take_up_kept(remote, console);
     let outcomes = std::mem::take(&mut *remote.outcomes.lock().unwrap_or_else(|p| p.into_inner()));

@@ -45,6 +45,9 @@ pub struct StreamState {
     pub bad_lines: u64,
     /// Times the watched server was seen to have restarted (its start time changed).
     pub restarts: u64,
+    /// At the last of those, the replica the stream came from before, when it was another
+    /// (behind a balancer the stream went on from another replica).
+    pub moved_from: Option<String>,
     /// Open sessions by handle prefix (8 characters) → number.
     prefixes: HashMap<String, u64>,
     prefix_order: VecDeque<String>,
@@ -312,26 +315,37 @@ fn take_line(line: &[u8], bus: &Bus, state: &Shared, seen: &mut Seen) -> bool {
     let dropped = matches!(&event, Event::Log { message, .. } if message.starts_with(DROPPED_MARK));
     match &event {
         Event::Replica(r) => {
-            let (gone, restarted) = {
+            let (gone, restarted, moved_from) = {
                 let mut state = lock(state);
-                state.replica = Some(r.id.clone());
+                let before = state.replica.replace(r.id.clone());
                 if let Some(side) = &state.side {
                     side.watching(&r.id);
                 }
                 if state.restarted(r.started_us) {
                     state.restarts += 1;
-                    (state.keep_only(&[]), true)
+                    state.moved_from = before.filter(|b| *b != r.id);
+                    (state.keep_only(&[]), true, state.moved_from.clone())
                 } else {
                     let gone = r.open_sessions.as_deref().map(|open| state.keep_only(open));
-                    (gone.unwrap_or_default(), false)
+                    (gone.unwrap_or_default(), false, None)
                 }
             };
-            let reason = if restarted {
+            let reason = match (restarted, moved_from) {
                 // Its numbers start again: nothing this viewer saw is told again.
-                *seen = Seen::default();
-                "the watched server restarted; a session it numbers so now is another one"
-            } else {
-                "closed on the watched server while this viewer was away"
+                (true, Some(before)) => {
+                    *seen = Seen::default();
+                    format!(
+                        "the event stream now comes from replica {} ({before} before); a session \
+                         it numbers so now is another one",
+                        r.id
+                    )
+                }
+                (true, None) => {
+                    *seen = Seen::default();
+                    "the watched server restarted; a session it numbers so now is another one"
+                        .to_string()
+                }
+                (false, _) => "closed on the watched server while this viewer was away".to_string(),
             };
             // Sessions that ended while this viewer was away (dropped, or the server rested
             // or restarted): their closing was never seen, so it is said now.
@@ -340,7 +354,7 @@ fn take_line(line: &[u8], bus: &Bus, state: &Shared, seen: &mut Seen) -> bool {
                     session: number,
                     handle_prefix: String::new(),
                     opener: SessionOpener::Api,
-                    closed: Some(reason.into()),
+                    closed: Some(reason.clone()),
                     at_us: r.at_us,
                     restored: false,
                     began_us: None,
@@ -435,18 +449,19 @@ mod tests {
 
     /// The watched server restarted (its first line gives another start time): the sessions
     /// known before are closed, and its new session 1 with its turn 1 is shown, not taken
-    /// for the one shown before.
+    /// for the one shown before. Behind a balancer the stream may go on from another replica:
+    /// the same, said as such.
     #[test]
-    fn after_a_restart_the_same_numbers_are_other_sessions() {
+    fn after_a_restart_or_a_move_to_another_replica_the_same_numbers_are_other_sessions() {
         use crate::observe::event::TurnEndEvent;
         let bus = Bus::default();
         let mut sub = bus.subscribe();
         let state = Shared::default();
         let mut seen = Seen::default();
-        let connect = |started: u64, seen: &mut Seen| {
+        let connect = |id: &str, started: u64, seen: &mut Seen| {
             seen.retold.connected();
             let replica = Event::Replica(ReplicaEvent {
-                id: "r".into(),
+                id: id.into(),
                 tag: "0000".into(),
                 state: "serving".into(),
                 at_us: started,
@@ -475,10 +490,12 @@ mod tests {
                 take_line(&serde_json::to_vec(&event).unwrap(), &bus, &state, seen);
             }
         };
-        connect(100, &mut seen);
+        connect("r", 100, &mut seen);
         one_turn("before01", &mut seen);
-        connect(200, &mut seen);
+        connect("r", 200, &mut seen);
         one_turn("after001", &mut seen);
+        connect("r2", 300, &mut seen);
+        one_turn("moved001", &mut seen);
         let mut told = Vec::new();
         while let Some(event) = sub.try_recv() {
             match &*event {
@@ -498,10 +515,16 @@ mod tests {
                 "closed 1: the watched server restarted; a session it numbers so now is another one",
                 "opened 1 after001",
                 "turn: said to after001",
+                "closed 1: the event stream now comes from replica r2 (r before); a session it \
+                 numbers so now is another one",
+                "opened 1 moved001",
+                "turn: said to moved001",
             ]
         );
-        assert_eq!(lock(&state).session_of("after001"), Some(1));
-        assert_eq!(lock(&state).restarts, 1);
+        let state = lock(&state);
+        assert_eq!(state.session_of("moved001"), Some(1));
+        assert_eq!(state.restarts, 2);
+        assert_eq!(state.moved_from.as_deref(), Some("r"));
     }
 
     #[test]
