@@ -274,6 +274,35 @@ async fn a_viewer_of_an_idle_server_is_told_the_tools_its_bot_offers() {
     app.shutdown().await;
 }
 
+/// A client that opened its MCP session while nobody watched: a viewer that connects later
+/// sees its name on the session's exchanges (the server remembered it at `initialize` though
+/// it recorded nothing then; they showed as "?").
+#[tokio::test]
+async fn a_viewer_that_connects_later_sees_who_sends_an_earlier_sessions_requests() {
+    let app = app(|c| c.server.auth_token = Some(TOKEN.into())).await;
+    let client = client_with_token(app.server.mcp_url()).await;
+    let handle = bot_client::start(&client).await;
+    let mut v = viewer(app.server.addr);
+    until_viewers(app.server.addr, "one viewer", |v| v["connected"] == 1).await;
+    bot_client::chat(&client, &handle, "hello").await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let chat = loop {
+        let line = tokio::time::timeout_at(deadline, v.recv())
+            .await
+            .expect("the chat's exchange reached the viewer within 10 s")
+            .expect("the stream is open");
+        if let Ok(Event::Mcp(x)) = serde_json::from_str::<Event>(&line)
+            && x.tool.as_deref() == Some("chat")
+        {
+            break x;
+        }
+    };
+    assert_eq!(chat.client.as_deref(), Some("rmcp"), "{chat:?}");
+    drop(v);
+    let _ = client.cancel().await;
+    app.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_viewer_that_stops_reading_is_dropped_and_the_turns_go_on() {
     let app = app(|c| {

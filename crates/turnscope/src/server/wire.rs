@@ -42,6 +42,8 @@ use crate::observe::{Bus, Event};
 const STREAM_KEPT: usize = 8 * 1024 * 1024;
 /// Most MCP sessions whose client name is remembered; beyond, the table starts again.
 const CLIENTS_KEPT: usize = 4096;
+/// Most characters of a client's name remembered (it is the client's to choose).
+const CLIENT_NAME_CHARS: usize = 128;
 
 /// The recorder's state: the bus, and which client each MCP session belongs to.
 #[derive(Clone)]
@@ -72,7 +74,10 @@ impl WireTap {
         if clients.len() >= CLIENTS_KEPT {
             clients.clear();
         }
-        clients.insert(session.to_string(), client.to_string());
+        clients.insert(
+            session.to_string(),
+            client.chars().take(CLIENT_NAME_CHARS).collect(),
+        );
     }
 
     fn forget(&self, session: &str) {
@@ -167,7 +172,7 @@ impl RequestHead<'_> {
 /// The middleware (state: [`WireTap`]).
 pub(crate) async fn record(State(tap): State<WireTap>, request: Request, next: Next) -> Response {
     if !tap.bus.records_wire() {
-        return next.run(request).await;
+        return remember_only(&tap, request, next).await;
     }
     let started = Instant::now();
     let at_us = now_us();
@@ -242,6 +247,36 @@ pub(crate) async fn record(State(tap): State<WireTap>, request: Request, next: N
         draft: Some(Draft::new(tap.bus, exchange, started, limit, sse)),
     };
     Response::from_parts(parts, Body::new(tapped))
+}
+
+/// With nothing recorded: only what a later record needs, the client's name of each MCP
+/// session opened (its `initialize`'s `clientInfo`), so a viewer that connects later (an
+/// attached console) sees who sent that session's requests. A request within a session passes
+/// untouched; one outside a session is parsed only when its answer opened one.
+async fn remember_only(tap: &WireTap, request: Request, next: Next) -> Response {
+    let session = header_text(request.headers(), "mcp-session-id");
+    if request.method() != Method::POST || session.is_some() {
+        if request.method() == Method::DELETE
+            && let Some(id) = &session
+        {
+            tap.forget(id);
+        }
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    // Read whole already (`body::read_whole`): taken again without a copy.
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .unwrap_or_default();
+    let response = next
+        .run(Request::from_parts(parts, Body::from(bytes.clone())))
+        .await;
+    if let Some(id) = header_text(response.headers(), "mcp-session-id")
+        && let Some(client) = RequestHead::of(&bytes).client()
+    {
+        tap.remember(&id, &client);
+    }
+    response
 }
 
 /// An exchange being written: its record so far and the answer's messages, cut apart as
