@@ -133,17 +133,19 @@ impl Remote {
 /// Brings sessions opened since the last tick into the console (selected, the person's own),
 /// and tells of a restart of the watched server.
 fn settle(remote: &Remote, console: &mut Console) {
-    let (restarts, moved) = remote.attached.stream.as_ref().map_or((0, None), |stream| {
-        let s = stream.lock().unwrap_or_else(|p| p.into_inner());
-        let moved = s
-            .moved_from
-            .as_ref()
-            .map(|before| (before.clone(), s.replica.clone().unwrap_or_default()));
-        (s.restarts, moved)
+    let restarts = remote.attached.stream.as_ref().map_or(0, |stream| {
+        stream.lock().unwrap_or_else(|p| p.into_inner()).restarts
     });
     if restarts > remote.restarts_seen.swap(restarts, Ordering::Relaxed)
         && let (Some(target), Some(stream)) = (&remote.attached.target, &remote.attached.stream)
     {
+        // Behind a balancer the stream may have gone on from another replica.
+        let moved = {
+            let s = stream.lock().unwrap_or_else(|p| p.into_inner());
+            s.moved_from
+                .clone()
+                .map(|before| (before, s.replica.clone().unwrap_or_default()))
+        };
         // The sessions this console started closed with the server (their numbers are the
         // new server's to give again); those the new server's stream shows, by their handle,
         // were started since. The others are looked for as at an attach: the person's next
@@ -170,7 +172,6 @@ fn settle(remote: &Remote, console: &mut Console) {
             console.own = None;
         }
         let text = match moved {
-            // Behind a balancer: the stream goes on from another replica.
             Some((before, now)) => format!(
                 "the event stream now comes from replica {now} ({before} before): your next line \
                  reopens your session there if its store keeps it (a shared store does), else \
