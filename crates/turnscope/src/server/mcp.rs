@@ -432,12 +432,7 @@ impl ServerHandler for BotMcp {
         // Which replica this MCP session lives on: an attached console behind a balancer
         // tells from it whether the event stream it reads comes from the same one.
         let replica = self.sessions.replica();
-        let mut meta = JsonObject::new();
-        meta.insert(
-            mcp_text::REPLICA_META.to_string(),
-            json!({"id": replica.id(), "tag": replica.tag()}),
-        );
-        info.meta = Some(meta.into());
+        info.meta = Some(mcp_text::replica_meta(replica.id(), &replica.tag()));
         info
     }
 

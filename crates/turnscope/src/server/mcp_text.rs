@@ -36,11 +36,21 @@ pub fn text_of(result: &CallToolResult) -> String {
         .collect()
 }
 
-fn with_meta(mut result: CallToolResult, key: &str, record: Value) -> CallToolResult {
+/// A `_meta` object holding `record` under `key`.
+fn meta_of(key: &str, record: Value) -> MetaObject {
     let mut meta = JsonObject::new();
     meta.insert(key.to_string(), record);
-    result.meta = Some(MetaObject::from(meta));
+    MetaObject::from(meta)
+}
+
+fn with_meta(mut result: CallToolResult, key: &str, record: Value) -> CallToolResult {
+    result.meta = Some(meta_of(key, record));
     result
+}
+
+/// `initialize`'s `_meta`: the replica that answered, under [`REPLICA_META`].
+pub(crate) fn replica_meta(id: &str, tag: &str) -> MetaObject {
+    meta_of(REPLICA_META, json!({"id": id, "tag": tag}))
 }
 
 /// `start`'s result: text naming the bot (`who`, see `mcp_tools::who`), the handle and
