@@ -140,11 +140,13 @@ fn settle(remote: &Remote, console: &mut Console) {
         && let (Some(target), Some(stream)) = (&remote.attached.target, &remote.attached.stream)
     {
         // Behind a balancer the stream may have gone on from another replica.
-        let moved = {
+        let (moved, followed) = {
             let s = stream.lock().unwrap_or_else(|p| p.into_inner());
-            s.moved_from
+            let moved = s
+                .moved_from
                 .clone()
-                .map(|before| (before, s.replica.clone().unwrap_or_default()))
+                .map(|before| (before, s.replica.clone().unwrap_or_default()));
+            (moved, s.followed)
         };
         // The sessions this console started closed with the server (their numbers are the
         // new server's to give again); those the new server's stream shows, by their handle,
@@ -172,6 +174,11 @@ fn settle(remote: &Remote, console: &mut Console) {
             console.own = None;
         }
         let text = match moved {
+            // The console's own MCP client moved it: its session is opening there.
+            Some((before, now)) if followed => format!(
+                "the event stream now comes from replica {now}, where your session lives \
+                 ({before} before): it shows your conversation's frames again"
+            ),
             Some((before, now)) => format!(
                 "the event stream now comes from replica {now} ({before} before): your next line \
                  reopens your session there if its store keeps it (a shared store does), else \

@@ -135,9 +135,10 @@ impl Attached {
         self.stream_known().await;
         let started = target.start().await?;
         // Behind a balancer the stream may come from another replica than the session's:
-        // then it will never show the session, so it is not waited for.
+        // then it is moved there when it can be, else it will never show the session, which
+        // is not waited for.
         if self.streaming()
-            && target.side().elsewhere().is_none()
+            && (target.side().elsewhere().is_none() || self.follow_session().await)
             && let Some(number) = self.seen_in_stream(&started.handle).await
         {
             target.adopt(number, &started, Shown::Elsewhere);
@@ -174,9 +175,13 @@ impl Attached {
             return Err(Reopen::Unwatched);
         }
         target.reopen(handle).await?;
-        // Reopened on another replica than the watched one (behind a balancer): shown as
-        // this client sees it from now on, its earlier turns not retold here.
-        if let Some(replica) = target.side().elsewhere() {
+        // Reopened on another replica than the watched one (behind a balancer), and the
+        // stream cannot be moved there: shown as this client sees it from now on, its earlier
+        // turns not retold here.
+        if target.side().elsewhere().is_some()
+            && !self.follow_session().await
+            && let Some(replica) = target.side().elsewhere()
+        {
             let number = self.client_number();
             target.take_up(number, handle, Shown::ByClient);
             self.say_elsewhere(number, &replica);
@@ -219,6 +224,35 @@ impl Attached {
                  it is shown as this client sees it (replies, progress, its times)"
             ),
         });
+    }
+
+    /// Moves the event stream to the replica the client's MCP session lives on, when that is
+    /// another and the stream was not asked with this session yet (it is new: the replica of
+    /// the old one died), and waits at most [`SEEN_WITHIN`] for the first line of the stream's
+    /// new connection. A balancer that keeps each session on its replica (examples/haproxy.cfg)
+    /// then shows the console its own session's frames again. True when the stream now comes
+    /// from the session's replica.
+    async fn follow_session(&self) -> bool {
+        let (Some(target), Some(stream)) = (&self.target, &self.stream) else {
+            return false;
+        };
+        let side = target.side();
+        let before = stream.lock().unwrap_or_else(|p| p.into_inner()).connects;
+        if !side.follow() {
+            return false;
+        }
+        let deadline = Instant::now() + SEEN_WITHIN;
+        while Instant::now() < deadline {
+            let answered = {
+                let s = stream.lock().unwrap_or_else(|p| p.into_inner());
+                s.connects > before && s.replica_read == s.connects
+            };
+            if answered {
+                return side.elsewhere().is_none();
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
     }
 
     /// Waits (at most [`SEEN_WITHIN`]) until the event stream answered or was found missing,

@@ -6,10 +6,15 @@
 //! the stream comes from. When the two differ (a balancer that does not follow the session,
 //! or the session's replica died), the console's sessions are shown as its client sees them
 //! at once (no waiting for a stream that will never show them) and its own MCP exchanges are
-//! published by the tap, since the watched replica's stream does not carry them.
+//! published by the tap, since the watched replica's stream does not carry them. A session
+//! that is new since the stream connected (its old replica died) is followed: the stream is
+//! woken to connect again with it, once per session, so a balancer that keeps sessions on
+//! their replica moves the stream there.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::Notify;
 
 /// The shared facts; one per attached target, held by the tap, the target and the stream.
 #[derive(Debug, Default)]
@@ -17,6 +22,8 @@ pub struct ClientSide {
     /// The event stream is open (it carries every MCP exchange of the replica it comes from).
     streaming: AtomicBool,
     replicas: Mutex<Replicas>,
+    /// Wakes the stream to connect again with the client's session ([`Self::follow`]).
+    follow: Notify,
 }
 
 #[derive(Debug, Default)]
@@ -27,6 +34,10 @@ struct Replicas {
     own: Option<String>,
     /// The replica the event stream comes from, once its first line said.
     watched: Option<String>,
+    /// The MCP session id the stream's latest request carried.
+    streamed: Option<String>,
+    /// A follow was asked and the stream has not connected again since.
+    following: bool,
 }
 
 impl ClientSide {
@@ -45,7 +56,7 @@ impl ClientSide {
         }
     }
 
-    /// The client's MCP session id, to send along with the `/events` request.
+    /// The client's MCP session id, as last used.
     pub fn session(&self) -> Option<String> {
         self.replicas().session.clone()
     }
@@ -53,6 +64,46 @@ impl ClientSide {
     /// The target said which replica the client's MCP session lives on.
     pub fn own_replica(&self, id: &str) {
         self.replicas().own = Some(id.to_string());
+    }
+
+    /// The event stream asks for a connection now, with the client's session (returned, to
+    /// send along): any follow asked before is answered by it.
+    pub fn stream_asking(&self) -> Option<String> {
+        let mut r = self.replicas();
+        r.streamed = r.session.clone();
+        r.following = false;
+        r.streamed.clone()
+    }
+
+    /// Wakes the event stream to connect again with the client's MCP session when that
+    /// session lives on another replica than the stream comes from and the stream has not
+    /// been asked with it yet (the session is new: the replica of the old one died). A
+    /// balancer that keeps each session on its replica then moves the stream there. False
+    /// when there is nothing to follow, or the stream already carried this session and still
+    /// came from elsewhere (a balancer that spreads `/events`: asking again would not help).
+    pub fn follow(&self) -> bool {
+        {
+            let mut r = self.replicas();
+            let elsewhere = matches!((&r.own, &r.watched), (Some(o), Some(w)) if o != w);
+            if !elsewhere || r.session.is_none() || r.session == r.streamed {
+                return false;
+            }
+            r.following = true;
+        }
+        self.follow.notify_one();
+        true
+    }
+
+    /// Resolves when [`Self::follow`] woke the stream; then [`Self::take_follow`] says
+    /// whether it still must connect again.
+    pub async fn follow_asked(&self) {
+        self.follow.notified().await;
+    }
+
+    /// Whether a follow is waiting for the stream to connect again (not answered by a
+    /// connection made since it was asked).
+    pub fn take_follow(&self) -> bool {
+        self.replicas().following
     }
 
     /// The event stream opened.
@@ -120,5 +171,28 @@ mod tests {
         assert_eq!(side.session().as_deref(), Some("s2"));
         side.own_replica("r3");
         assert!(side.stream_carries_own());
+    }
+
+    #[test]
+    fn a_new_session_elsewhere_is_followed_once_and_a_stream_asked_with_it_is_not_woken_again() {
+        let side = ClientSide::default();
+        side.session_used("s1");
+        assert_eq!(side.stream_asking().as_deref(), Some("s1"));
+        side.own_replica("r1");
+        side.watching("r2");
+        assert!(
+            !side.follow(),
+            "the stream carried s1 and came from r2 all the same: the balancer spreads it"
+        );
+        // s1's replica died; the client's new session lives on r3.
+        side.session_used("s2");
+        side.own_replica("r3");
+        assert!(side.follow());
+        assert!(side.take_follow());
+        assert_eq!(side.stream_asking().as_deref(), Some("s2"));
+        assert!(!side.take_follow(), "the new connection answered it");
+        assert!(!side.follow(), "asked once per session");
+        side.watching("r3");
+        assert!(!side.follow(), "nothing to follow");
     }
 }

@@ -4,7 +4,9 @@
 //! the server dropped it for falling behind; lines it already had (the server's history comes
 //! again on each connect) are recognised by a hash of their bytes and skipped, and what a
 //! connect retells of sessions and turns already shown by [`super::retold`]. A target without
-//! the endpoint (not a turnscope, or an older one) is said once and not asked again.
+//! the endpoint (not a turnscope, or an older one) is said once and not asked again. Behind a
+//! balancer, the reader connects again at once when the console's MCP client asks it to follow
+//! a new session to its replica ([`ClientSide::follow`]).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -48,6 +50,13 @@ pub struct StreamState {
     /// At the last of those, the replica the stream came from before, when it was another
     /// (behind a balancer the stream went on from another replica).
     pub moved_from: Option<String>,
+    /// The last of those was the stream following the console's MCP session to its replica
+    /// (asked by [`ClientSide::follow`]), not a replica that went away.
+    pub followed: bool,
+    /// The connection (by [`Self::connects`]) whose first line named its replica last.
+    pub replica_read: u64,
+    /// The current connection was made to follow the console's MCP session.
+    following: bool,
     /// Open sessions by handle prefix (8 characters) → number.
     prefixes: HashMap<String, u64>,
     prefix_order: VecDeque<String>,
@@ -143,6 +152,10 @@ pub fn spawn(
             };
             lock(&state).connected = false;
             match ended {
+                Ended::Follow => {
+                    lock(&state).following = true;
+                    continue;
+                }
                 Ended::NoStream(why) => {
                     lock(&state).available = Some(false);
                     log(&bus, "info", why);
@@ -165,6 +178,8 @@ pub fn spawn(
             }
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}
+                // The client's new session: connecting with it may reach a live replica.
+                () = follow_asked(side.as_deref()) => lock(&state).following = true,
                 () = stop.cancelled() => return,
             }
             pause = (pause * 2).min(Duration::from_secs(5));
@@ -189,6 +204,17 @@ enum Ended {
     NoStream(String),
     Dropped,
     Closed(String),
+    /// Asked to connect again with the console's new MCP session.
+    Follow,
+}
+
+/// Resolves when the console's MCP client asks the stream to follow its session (never
+/// without a client).
+async fn follow_asked(side: Option<&ClientSide>) {
+    match side {
+        Some(side) => side.follow_asked().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// What this viewer has read: hashes of the lines read lately (the server's history comes
@@ -231,7 +257,7 @@ async fn read_once(
     }
     // The console's MCP session goes along: a balancer that keeps a session on its replica
     // (examples/haproxy.cfg) then shows the console the replica its own sessions live on.
-    if let Some(session) = side.and_then(ClientSide::session) {
+    if let Some(session) = side.and_then(ClientSide::stream_asking) {
         request = request.header("mcp-session-id", session);
     }
     let response = match request.send().await {
@@ -270,8 +296,19 @@ async fn read_once(
     let mut buffer: Vec<u8> = Vec::with_capacity(64 * 1024);
     let mut skipping = false;
     let mut dropped = false;
+    let mut follow = std::pin::pin!(follow_asked(side));
     loop {
-        let chunk = match body.next().await {
+        let next = tokio::select! {
+            next = body.next() => next,
+            () = &mut follow => {
+                if side.is_some_and(ClientSide::take_follow) {
+                    return Ended::Follow;
+                }
+                follow.set(follow_asked(side));
+                continue;
+            }
+        };
+        let chunk = match next {
             Some(Ok(chunk)) => chunk,
             Some(Err(e)) => return Ended::Closed(format!("the stream broke: {e}")),
             None if dropped => return Ended::Dropped,
@@ -315,28 +352,42 @@ fn take_line(line: &[u8], bus: &Bus, state: &Shared, seen: &mut Seen) -> bool {
     let dropped = matches!(&event, Event::Log { message, .. } if message.starts_with(DROPPED_MARK));
     match &event {
         Event::Replica(r) => {
-            let (gone, restarted, moved_from) = {
+            let (gone, restarted, moved_from, followed) = {
                 let mut state = lock(state);
                 let before = state.replica.replace(r.id.clone());
+                state.replica_read = state.connects;
                 if let Some(side) = &state.side {
                     side.watching(&r.id);
                 }
+                let following = std::mem::take(&mut state.following);
                 if state.restarted(r.started_us) {
                     state.restarts += 1;
                     state.moved_from = before.filter(|b| *b != r.id);
-                    (state.keep_only(&[]), true, state.moved_from.clone())
+                    state.followed = following && state.moved_from.is_some();
+                    let followed = state.followed;
+                    (
+                        state.keep_only(&[]),
+                        true,
+                        state.moved_from.clone(),
+                        followed,
+                    )
                 } else {
                     let gone = r.open_sessions.as_deref().map(|open| state.keep_only(open));
-                    (gone.unwrap_or_default(), false, None)
+                    (gone.unwrap_or_default(), false, None, false)
                 }
             };
             let reason = match (restarted, moved_from) {
                 // Its numbers start again: nothing this viewer saw is told again.
                 (true, Some(before)) => {
                     *seen = Seen::default();
+                    let why = if followed {
+                        ", where this console's MCP session lives"
+                    } else {
+                        ""
+                    };
                     format!(
-                        "the event stream now comes from replica {} ({before} before); a session \
-                         it numbers so now is another one",
+                        "the event stream now comes from replica {}{why} ({before} before); a \
+                         session it numbers so now is another one",
                         r.id
                     )
                 }
@@ -496,6 +547,11 @@ mod tests {
         one_turn("after001", &mut seen);
         connect("r2", 300, &mut seen);
         one_turn("moved001", &mut seen);
+        assert!(!lock(&state).followed);
+        // The console's MCP client asked the stream to follow its new session to r3.
+        lock(&state).following = true;
+        connect("r3", 400, &mut seen);
+        one_turn("follow01", &mut seen);
         let mut told = Vec::new();
         while let Some(event) = sub.try_recv() {
             match &*event {
@@ -519,12 +575,17 @@ mod tests {
                  numbers so now is another one",
                 "opened 1 moved001",
                 "turn: said to moved001",
+                "closed 1: the event stream now comes from replica r3, where this console's MCP \
+                 session lives (r2 before); a session it numbers so now is another one",
+                "opened 1 follow01",
+                "turn: said to follow01",
             ]
         );
         let state = lock(&state);
-        assert_eq!(state.session_of("moved001"), Some(1));
-        assert_eq!(state.restarts, 2);
-        assert_eq!(state.moved_from.as_deref(), Some("r"));
+        assert_eq!(state.session_of("follow01"), Some(1));
+        assert_eq!(state.restarts, 3);
+        assert_eq!(state.moved_from.as_deref(), Some("r2"));
+        assert!(state.followed && !state.following);
     }
 
     #[test]
