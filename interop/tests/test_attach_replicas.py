@@ -167,6 +167,9 @@ def test_with_a_balancer_that_spreads_the_stream_the_console_says_where_its_sess
         console.watched()
         console.line("what did I say")
         console.wait("Earlier you said: my name is Ada")
+        # Shown as this client sees it or by the stream, the conversation's second turn is
+        # numbered 2 (the reopening's answer counts the turns before it).
+        console.wait("turn 2 · completed")
         console.quit()
     finally:
         subprocess.run(["tmux", "kill-session", "-t", "attach-spread"], capture_output=True)

@@ -249,7 +249,8 @@ fn take_up_kept(remote: &Remote, console: &mut Console) {
     // Newest first: the first found is the person's latest.
     for (handle, number) in &found {
         if !target.owns(*number) {
-            target.take_up(*number, handle, Shown::Elsewhere);
+            // The stream numbers its turns: this client's count is not used.
+            target.take_up(*number, handle, Shown::Elsewhere, 0);
         }
     }
     let numbers: Vec<String> = found.iter().map(|(_, n)| format!("#{n}")).collect();

@@ -62,6 +62,7 @@ fn reply(turn: Option<u64>, text: &str, end: Option<&str>, error: Option<&str>) 
         finish_reason: None,
         config_version: None,
         line: None,
+        turns: None,
         kept_unread: false,
     }
 }

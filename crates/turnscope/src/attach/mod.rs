@@ -174,7 +174,7 @@ impl Attached {
         if !self.streaming() {
             return Err(Reopen::Unwatched);
         }
-        target.reopen(handle).await?;
+        let turns = target.reopen(handle).await?;
         // Reopened on another replica than the watched one (behind a balancer), and the
         // stream cannot be moved there: shown as this client sees it from now on, its earlier
         // turns not retold here.
@@ -183,7 +183,7 @@ impl Attached {
             && let Some(replica) = target.side().elsewhere()
         {
             let number = self.client_number();
-            target.take_up(number, handle, Shown::ByClient);
+            target.take_up(number, handle, Shown::ByClient, turns);
             self.say_elsewhere(number, &replica);
             return Ok(number);
         }
@@ -193,7 +193,7 @@ impl Attached {
                 SEEN_WITHIN.as_millis()
             ))
         })?;
-        target.take_up(number, handle, Shown::Elsewhere);
+        target.take_up(number, handle, Shown::Elsewhere, turns);
         Ok(number)
     }
 

@@ -283,12 +283,17 @@ impl Target {
     /// Records a started session as `number`; `shown` says who publishes its turns. When this
     /// client does, its opening is published now.
     pub fn adopt(&self, number: u64, started: &Started, shown: Shown) {
+        self.adopt_after(number, started, shown, 0);
+    }
+
+    /// [`Self::adopt`] for a conversation that had `turns` turns already.
+    fn adopt_after(&self, number: u64, started: &Started, shown: Shown, turns: u64) {
         self.own.lock().unwrap_or_else(|p| p.into_inner()).insert(
             number,
             Own {
                 handle: started.handle.clone(),
                 shown,
-                turns: 0,
+                turns,
             },
         );
         if shown == Shown::ByClient {
@@ -306,25 +311,28 @@ impl Target {
     }
 
     /// Takes up a session an earlier run of this console started, whose handle it kept, as
-    /// `number`: shown by the watched server's stream (`Shown::Elsewhere`), or by this client
-    /// when the stream comes from another replica.
-    pub fn take_up(&self, number: u64, handle: &str, shown: Shown) {
+    /// `number`, after `turns` turns (the next line's turn is numbered after them): shown by
+    /// the watched server's stream (`Shown::Elsewhere`), or by this client when the stream
+    /// comes from another replica.
+    pub fn take_up(&self, number: u64, handle: &str, shown: Shown, turns: u64) {
         let started = Started {
             handle: handle.to_string(),
             replica: None,
             greeting: None,
         };
-        self.adopt(number, &started, shown);
+        self.adopt_after(number, &started, shown, turns);
     }
 
     /// Reopens on the target a session an earlier run of this console started (its handle
     /// kept): a `chat` with an empty line, which a turnscope answers by reopening the
     /// conversation from its store (reading any reply left unread), saying nothing to the bot.
+    /// The conversation's turns so far, as its answer tells (0 from a target that does not).
     ///
     /// # Errors
     /// [`Reopen::Refused`]: the target answered with an error (the conversation ended, or it
     /// never kept it); [`Reopen::Failed`]: the call itself failed.
-    pub async fn reopen(&self, handle: &str) -> Result<(), Reopen> {
+    pub async fn reopen(&self, handle: &str) -> Result<u64, Reopen> {
+        let started = Instant::now();
         let result = self
             .call("chat", json!({"handle": handle, "line": ""}))
             .await
@@ -332,7 +340,9 @@ impl Target {
         if result.is_error == Some(true) {
             return Err(Reopen::Refused(text_of(&result)));
         }
-        Ok(())
+        // Nothing to read: the record counts the turns; a reply left unread is the latest.
+        let reply = reply_of(&result, started.elapsed());
+        Ok(reply.turns.or(reply.turn).unwrap_or(0))
     }
 
     /// Hands a session's turns to another feed (a whisker worker paired with it).
@@ -590,6 +600,7 @@ fn reply_of(result: &CallToolResult, took: Duration) -> ChatReply {
             finish_reason: None,
             config_version: None,
             line: None,
+            turns: None,
             kept_unread: false,
         };
     };
@@ -626,6 +637,7 @@ fn reply_of(result: &CallToolResult, took: Duration) -> ChatReply {
         finish_reason: r["finish_reason"].as_str().map(str::to_string),
         config_version: r["config_version"].as_u64(),
         line: r["line"].as_str().map(str::to_string),
+        turns: r["turns"].as_u64(),
         kept_unread: false,
     }
 }

@@ -174,6 +174,7 @@ mod tests {
             finish_reason: None,
             config_version: Some(1),
             line: None,
+            turns: None,
             kept_unread: false,
         };
         let done = record(

@@ -216,6 +216,7 @@ mod tests {
             finish_reason: None,
             config_version: None,
             line: None,
+            turns: None,
             kept_unread: false,
         }
     }

@@ -594,7 +594,8 @@ impl Sessions {
         }
         let Some(turn) = state.pending.clone() else {
             session.touch();
-            return Ok(Err(ChatReply::empty(unread)));
+            let turns = session.bot.next_turn_id().saturating_sub(1);
+            return Ok(Err(ChatReply::empty(unread, turns)));
         };
         Ok(Ok(Reading {
             state,

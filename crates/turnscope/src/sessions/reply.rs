@@ -88,6 +88,10 @@ pub struct ChatReply {
     /// restart (`restarted`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub line: Option<String>,
+    /// With an empty line that found nothing to read: how many turns the conversation has
+    /// had, so a client that takes up a kept handle numbers its next turn as the server will.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turns: Option<u64>,
     /// The caller's stream broke before this reply was ready (see [`CallerWatch`]): the turn
     /// is kept unread, so an empty line or a resumed stream still reads it.
     #[serde(skip)]
@@ -123,7 +127,7 @@ pub(super) fn lost_line(r: &crate::bot::TurnRecord) -> Option<String> {
 }
 
 impl ChatReply {
-    pub(super) fn empty(unread: Option<UnreadTurn>) -> Self {
+    pub(super) fn empty(unread: Option<UnreadTurn>, turns: u64) -> Self {
         Self {
             reply: String::new(),
             turn: None,
@@ -138,6 +142,7 @@ impl ChatReply {
             finish_reason: None,
             config_version: None,
             line: None,
+            turns: Some(turns),
             kept_unread: false,
         }
     }
@@ -173,6 +178,7 @@ impl ChatReply {
             finish_reason: r.finish_reason.clone(),
             config_version: r.config_version,
             line: lost_line(&r),
+            turns: None,
             kept_unread: false,
         }
     }

@@ -220,6 +220,11 @@ async fn a_conversation_goes_on_after_a_restart_with_its_history() {
         reply.end_reason, None,
         "every reply was read: nothing to read"
     );
+    assert_eq!(
+        (reply.turn, reply.turns),
+        (None, Some(2)),
+        "no turn read; the conversation's two counted, for a client taking it up"
+    );
     assert_eq!(again.list()[0].bot().context().messages.len(), 5);
 }
 
