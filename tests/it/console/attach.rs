@@ -168,7 +168,8 @@ async fn attached_again_the_console_goes_on_in_the_session_it_started_before() {
 /// Attached again after the server restarted (its conversations kept in its store file), the
 /// person's first line reopens the session this console started there before and goes on in it
 /// (its earlier turn shown, no second session); once the server no longer knows the handle
-/// (another store), the line starts a new session and the handle is let go.
+/// (another store), the line starts a new session, the handle is let go, and the Log says
+/// what the server's refusal was.
 #[tokio::test]
 async fn after_the_server_restarted_the_first_line_reopens_the_session_started_before() {
     let scratch = Scratch::new("attach-reopen");
@@ -200,6 +201,10 @@ async fn after_the_server_restarted_the_first_line_reopens_the_session_started_b
     let mut s = s.restart(&["attach", &url]).await;
     let screen = first_line(&mut s, "hello again").await;
     assert!(!screen.contains("remember the word teal"), "{screen}");
+    // The server logged the refused call as an error; the Log says it was this console's.
+    s.send(b"\x1b").await;
+    s.send(b"8").await;
+    s.wait_text("is gone from the bot").await;
     quit(&mut s).await;
     assert_eq!(
         kept_handles(&s),

@@ -17,8 +17,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use turnscope::attach::target::Shown;
 use turnscope::attach::{AttachOptions, Attached, Reopen};
-use turnscope::observe::Bus;
+use turnscope::observe::event::now_us;
 use turnscope::observe::recorder::Recording;
+use turnscope::observe::{Bus, Event};
 use turnscope::tools::ToolSpec;
 
 use crate::error::ConsoleError;
@@ -297,7 +298,23 @@ async fn reopen_kept(remote: &Remote) -> (Option<u64>, Option<String>) {
         }
         match outcome {
             Ok(number) => return (Some(number), None),
-            Err(Reopen::Refused(_)) => {
+            Err(Reopen::Refused(said)) => {
+                // The server logs the refused call as an error (its stream brings it to the
+                // Log): say there what it was.
+                let prefix: String = handle.chars().take(8).collect();
+                remote.attached.bus.publish(Event::Log {
+                    at_ms: now_us() / 1000,
+                    level: "info".into(),
+                    message: format!(
+                        "the session you started here last time ({prefix}…) is gone from the bot: \
+                         it refused the handle this console kept ({}), so the handle is \
+                         forgotten; a refusal in this Log just before is that call",
+                        said.split(". ")
+                            .next()
+                            .unwrap_or_default()
+                            .trim_end_matches('.')
+                    ),
+                });
                 if let Some(kept) = &remote.kept
                     && let Err(text) = kept.forget(&handle)
                 {
