@@ -94,7 +94,7 @@ impl ClientSide {
         true
     }
 
-    /// Resolves when [`Self::follow`] woke the stream; then [`Self::take_follow`] says
+    /// Resolves when [`Self::follow`] woke the stream; then [`Self::follow_waiting`] says
     /// whether it still must connect again.
     pub async fn follow_asked(&self) {
         self.follow.notified().await;
@@ -102,7 +102,7 @@ impl ClientSide {
 
     /// Whether a follow is waiting for the stream to connect again (not answered by a
     /// connection made since it was asked).
-    pub fn take_follow(&self) -> bool {
+    pub fn follow_waiting(&self) -> bool {
         self.replicas().following
     }
 
@@ -188,9 +188,9 @@ mod tests {
         side.session_used("s2");
         side.own_replica("r3");
         assert!(side.follow());
-        assert!(side.take_follow());
+        assert!(side.follow_waiting());
         assert_eq!(side.stream_asking().as_deref(), Some("s2"));
-        assert!(!side.take_follow(), "the new connection answered it");
+        assert!(!side.follow_waiting(), "the new connection answered it");
         assert!(!side.follow(), "asked once per session");
         side.watching("r3");
         assert!(!side.follow(), "nothing to follow");

@@ -179,7 +179,9 @@ pub fn spawn(
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}
                 // The client's new session: connecting with it may reach a live replica.
-                () = follow_asked(side.as_deref()) => lock(&state).following = true,
+                () = follow_asked(side.as_deref()) => {
+                    lock(&state).following = side.as_deref().is_some_and(ClientSide::follow_waiting);
+                }
                 () = stop.cancelled() => return,
             }
             pause = (pause * 2).min(Duration::from_secs(5));
@@ -301,7 +303,7 @@ async fn read_once(
         let next = tokio::select! {
             next = body.next() => next,
             () = &mut follow => {
-                if side.is_some_and(ClientSide::take_follow) {
+                if side.is_some_and(ClientSide::follow_waiting) {
                     return Ended::Follow;
                 }
                 follow.set(follow_asked(side));
