@@ -178,14 +178,17 @@ impl Client {
             preferred_versions: vec![ProtocolVersion::V_2026_07_28],
             legacy_version: Some(ProtocolVersion::V_2025_11_25),
         };
-        let service = timer
+        let service = match timer
             .clone()
             .serve_with_lifecycle(
                 StreamableHttpClientTransport::from_config(config),
                 lifecycle,
             )
             .await
-            .map_err(|e| anyhow::anyhow!(initialize_failed(url, token.is_some(), &e)))?;
+        {
+            Ok(service) => service,
+            Err(e) => anyhow::bail!(initialize_failed(url, token.is_some(), &e).await),
+        };
         Ok(Self {
             service,
             timer,

@@ -377,7 +377,7 @@ async fn a_bad_file_or_an_unreachable_target_exits_2_naming_what() {
     assert_eq!(code(&out), 2, "{}", text(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr)
-            .contains("cannot reach the MCP server at http://127.0.0.1:9/mcp"),
+            .contains("nothing listens at http://127.0.0.1:9/mcp (the connection was refused)"),
         "{}",
         text(&out)
     );

@@ -149,10 +149,13 @@ impl Target {
             bus: bus.clone(),
             tokens: tokens.clone(),
         };
-        let service = listener
+        let service = match listener
             .serve(StreamableHttpClientTransport::with_client(client, config))
             .await
-            .map_err(|e| initialize_failed(url, token.is_some(), &e))?;
+        {
+            Ok(service) => service,
+            Err(e) => return Err(initialize_failed(url, token.is_some(), &e).await),
+        };
         Ok(Self {
             service: Arc::new(service),
             url: url.to_string(),

@@ -286,21 +286,45 @@ pub(crate) async fn open<C: ClientHandler>(
 
 /// What a client given `--auth-token` (`turnscope attach`, `turnscope test --url`) says when
 /// its `initialize` with the MCP server at `url` failed: a 401/403 means the server was
-/// reached and wants a bearer token (none was given) or refused the one given; anything else
-/// means it could not be reached or does not speak MCP there. (A tool source, configured by
-/// `headers`, is told so in `open`.)
-pub fn initialize_failed(
+/// reached and wants a bearer token (none was given) or refused the one given; a refused TCP
+/// connection (asked again here: rmcp's error does not carry its cause) means nothing listens
+/// there; anything else means it could not be reached or does not speak MCP there. (A tool
+/// source, configured by `headers`, is told so in `open`.)
+pub async fn initialize_failed(
     url: &str,
     token_given: bool,
     e: &rmcp::service::ClientInitializeError,
 ) -> String {
-    token_refused(url, token_given, e).unwrap_or_else(|| {
-        format!(
-            "cannot reach the MCP server at {url}: {}; check that it runs and that the URL ends \
-             in its MCP path (usually /mcp)",
-            chain(e)
-        )
-    })
+    if let Some(said) = token_refused(url, token_given, e) {
+        return said;
+    }
+    if let Some(port) = nothing_listens(url).await {
+        return format!(
+            "nothing listens at {url} (the connection was refused): start the server first (a \
+             turnscope: `turnscope --headless --port {port}`), or check the host and port"
+        );
+    }
+    format!(
+        "cannot reach the MCP server at {url}: {}; check that it runs and that the URL ends \
+         in its MCP path (usually /mcp)",
+        chain(e)
+    )
+}
+
+/// The port of `url` when a TCP connection to its host and port is refused (nothing listens
+/// there); `None` when it connects, times out, or the URL names no host.
+async fn nothing_listens(url: &str) -> Option<u16> {
+    let url = reqwest::Url::parse(url).ok()?;
+    let port = url.port_or_known_default()?;
+    let host = url
+        .host_str()?
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let dial = tokio::net::TcpStream::connect((host, port));
+    match tokio::time::timeout(std::time::Duration::from_secs(2), dial).await {
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => Some(port),
+        _ => None,
+    }
 }
 
 /// The 401/403 half of [`initialize_failed`]; `None` for other failures.
