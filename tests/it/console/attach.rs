@@ -389,7 +389,7 @@ async fn attached_to_a_pipecat_bot_it_chats_and_shows_whisker_frames_pipeline_to
     let ready = line_with(&mut bot, "pipecat bot ready").await;
     let url = url_in(&ready, "/mcp");
     // The bot prints its line as its server starts; attach once its port takes connections
-    // (a race the CI machine lost once: "cannot reach the MCP server").
+    // (a race the CI machine lost once: "cannot reach the MCP server", as it then said).
     let port: u16 = url
         .rsplit(':')
         .next()

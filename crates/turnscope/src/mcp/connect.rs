@@ -288,7 +288,8 @@ pub(crate) async fn open<C: ClientHandler>(
 /// its `initialize` with the MCP server at `url` failed: a 401/403 means the server was
 /// reached and wants a bearer token (none was given) or refused the one given; a refused TCP
 /// connection (asked again here: rmcp's error does not carry its cause) means nothing listens
-/// there; anything else means it could not be reached or does not speak MCP there. (A tool
+/// there; anything else means it could not be reached or does not speak MCP there (its
+/// path, most often). (A tool
 /// source, configured by `headers`, is told so in `open`.)
 pub async fn initialize_failed(
     url: &str,
@@ -305,8 +306,8 @@ pub async fn initialize_failed(
         );
     }
     format!(
-        "cannot reach the MCP server at {url}: {}; check that it runs and that the URL ends \
-         in its MCP path (usually /mcp)",
+        "no MCP answer from {url}: {}; check that an MCP server runs there and that the URL \
+         ends in its MCP path (usually /mcp)",
         chain(e)
     )
 }
