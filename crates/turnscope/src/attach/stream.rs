@@ -365,7 +365,9 @@ fn take_line(line: &[u8], bus: &Bus, state: &Shared, seen: &mut Seen) -> bool {
                 if state.restarted(r.started_us) {
                     state.restarts += 1;
                     state.moved_from = before.filter(|b| *b != r.id);
-                    state.followed = following && state.moved_from.is_some();
+                    // Said only when the stream did reach the session's replica.
+                    let reached = state.side.as_ref().is_none_or(|s| s.elsewhere().is_none());
+                    state.followed = following && reached && state.moved_from.is_some();
                     let followed = state.followed;
                     (
                         state.keep_only(&[]),
@@ -588,6 +590,45 @@ mod tests {
         assert_eq!(state.restarts, 3);
         assert_eq!(state.moved_from.as_deref(), Some("r2"));
         assert!(state.followed && !state.following);
+    }
+
+    /// A follow that reached another replica than the session's (the balancer's fallback) is
+    /// a move like any other: it is not said to show the console's session.
+    #[test]
+    fn a_follow_that_lands_elsewhere_is_not_said_to_reach_the_session() {
+        let bus = Bus::default();
+        let side = Arc::new(ClientSide::default());
+        let state: Shared = Arc::new(Mutex::new(StreamState {
+            side: Some(side.clone()),
+            ..StreamState::default()
+        }));
+        let mut seen = Seen::default();
+        let connect = |id: &str, started: u64, seen: &mut Seen| {
+            seen.retold.connected();
+            let replica = Event::Replica(ReplicaEvent {
+                id: id.into(),
+                tag: "0000".into(),
+                state: "serving".into(),
+                at_us: started,
+                open_sessions: Some(vec![]),
+                started_us: Some(started),
+            });
+            take_line(&serde_json::to_vec(&replica).unwrap(), &bus, &state, seen);
+        };
+        side.session_used("s2");
+        side.own_replica("r1");
+        connect("r2", 100, &mut seen);
+        lock(&state).following = true;
+        connect("r3", 200, &mut seen);
+        {
+            let s = lock(&state);
+            assert_eq!((s.restarts, s.followed), (1, false));
+        }
+        lock(&state).following = true;
+        connect("r1", 300, &mut seen);
+        let s = lock(&state);
+        assert_eq!((s.restarts, s.followed), (2, true));
+        assert_eq!(s.moved_from.as_deref(), Some("r3"));
     }
 
     #[test]
