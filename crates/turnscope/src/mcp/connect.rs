@@ -288,9 +288,8 @@ pub(crate) async fn open<C: ClientHandler>(
 /// its `initialize` with the MCP server at `url` failed: a 401/403 means the server was
 /// reached and wants a bearer token (none was given) or refused the one given; a refused TCP
 /// connection (asked again here: rmcp's error does not carry its cause) means nothing listens
-/// there; anything else means it could not be reached or does not speak MCP there (its
-/// path, most often). (A tool
-/// source, configured by `headers`, is told so in `open`.)
+/// there; anything else means it could not be reached or does not speak MCP there (its path,
+/// most often). (A tool source, configured by `headers`, is told so in `open`.)
 pub async fn initialize_failed(
     url: &str,
     token_given: bool,
