@@ -502,6 +502,19 @@ mod tests {
         assert_eq!(state.session_of("prefix01"), None);
     }
 
+    /// A connection's first line: replica `id`, started at `started`, `open` sessions open.
+    fn first_line(id: &str, started: u64, open: Vec<u64>) -> Vec<u8> {
+        serde_json::to_vec(&Event::Replica(ReplicaEvent {
+            id: id.into(),
+            tag: "0000".into(),
+            state: "serving".into(),
+            at_us: started,
+            open_sessions: Some(open),
+            started_us: Some(started),
+        }))
+        .unwrap()
+    }
+
     /// The watched server restarted (its first line gives another start time): the sessions
     /// known before are closed, and its new session 1 with its turn 1 is shown, not taken
     /// for the one shown before. Behind a balancer the stream may go on from another replica:
@@ -515,15 +528,7 @@ mod tests {
         let mut seen = Seen::default();
         let connect = |id: &str, started: u64, seen: &mut Seen| {
             seen.retold.connected();
-            let replica = Event::Replica(ReplicaEvent {
-                id: id.into(),
-                tag: "0000".into(),
-                state: "serving".into(),
-                at_us: started,
-                open_sessions: Some(vec![1]),
-                started_us: Some(started),
-            });
-            take_line(&serde_json::to_vec(&replica).unwrap(), &bus, &state, seen);
+            take_line(&first_line(id, started, vec![1]), &bus, &state, seen);
         };
         let one_turn = |prefix: &str, seen: &mut Seen| {
             let events = [
@@ -605,15 +610,7 @@ mod tests {
         let mut seen = Seen::default();
         let connect = |id: &str, started: u64, seen: &mut Seen| {
             seen.retold.connected();
-            let replica = Event::Replica(ReplicaEvent {
-                id: id.into(),
-                tag: "0000".into(),
-                state: "serving".into(),
-                at_us: started,
-                open_sessions: Some(vec![]),
-                started_us: Some(started),
-            });
-            take_line(&serde_json::to_vec(&replica).unwrap(), &bus, &state, seen);
+            take_line(&first_line(id, started, vec![]), &bus, &state, seen);
         };
         side.session_used("s2");
         side.own_replica("r1");
