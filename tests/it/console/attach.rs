@@ -228,6 +228,8 @@ async fn staying_attached_across_a_restart_the_next_line_reopens_the_session() {
     let mut s = Screen::start(&["attach", &url]).await;
     first_line(&mut s, "remember the word teal").await;
     terminate(&mut first).await;
+    // Away long enough for attempts to connect again to fail.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     let mut again = server_on(&port, &store);
     ready_line(&mut again).await;
     s.wait_text("the watched server restarted: your next line reopens")
@@ -237,6 +239,13 @@ async fn staying_attached_across_a_restart_the_next_line_reopens_the_session() {
     assert!(screen.contains("remember the word teal"), "{screen}");
     let health = health_of(&url).await;
     assert_eq!(health["sessions"], 1, "reopened, no new session: {health}");
+    // The stream's loss is said once (one warning), however many attempts failed while the
+    // server was away, and so is its end.
+    s.send(b"\x1b").await;
+    s.send(b"8").await;
+    let log = s.wait_text("attempts").await;
+    assert!(log.contains(" 1 warning "), "{log}");
+    s.send(b"3").await;
 
     // Restarted again, and a line sent before the stream shows the new server: it goes on in
     // the same session (the chat names its handle, the server reopens it).

@@ -11,11 +11,12 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
+use crate::mcp::connect::chain;
 use crate::observe::event::{SessionEvent, SessionOpener, now_us};
 use crate::observe::{Bus, Event};
 use crate::server::viewers::DROPPED_MARK;
@@ -23,6 +24,10 @@ use crate::server::viewers::DROPPED_MARK;
 use super::retold::{Recent, Retold};
 use super::side::ClientSide;
 
+/// The first wait before connecting again.
+const FIRST_PAUSE: Duration = Duration::from_millis(500);
+/// The longest wait between attempts (the wait doubles from [`FIRST_PAUSE`]).
+const LAST_PAUSE: Duration = Duration::from_secs(5);
 /// Lines remembered to skip on a reconnect.
 const REMEMBERED: usize = 65_536;
 /// Longest line read; a longer one is skipped and counted.
@@ -144,13 +149,26 @@ pub fn spawn(
     tokio::spawn(async move {
         let client = reqwest::Client::new();
         let mut seen = Seen::default();
-        let mut pause = Duration::from_millis(500);
+        let mut pause = FIRST_PAUSE;
+        let mut lost: Option<Lost> = None;
         loop {
+            let connects = lock(&state).connects;
+            let mut request = client.get(&url);
+            if let Some(t) = &token {
+                request = request.bearer_auth(t);
+            }
             let ended = tokio::select! {
-                ended = read_once(&client, &url, token.as_deref(), &bus, &state, &mut seen, side.as_deref()) => ended,
+                ended = read_once(request, &url, &bus, &state, &mut seen, side.as_deref(), &mut lost) => ended,
                 () = stop.cancelled() => return,
             };
-            lock(&state).connected = false;
+            let was_open = {
+                let mut state = lock(&state);
+                state.connected = false;
+                state.connects > connects
+            };
+            if was_open {
+                pause = FIRST_PAUSE;
+            }
             match ended {
                 Ended::Follow => {
                     lock(&state).following = true;
@@ -163,18 +181,29 @@ pub fn spawn(
                 }
                 Ended::Dropped => {
                     lock(&state).dropped += 1;
-                    pause = Duration::from_millis(500);
                 }
-                Ended::Closed(why) => {
-                    log(
-                        &bus,
-                        "warn",
-                        format!(
-                            "event stream {url}: {why}; reconnecting in {:.1} s",
-                            pause.as_secs_f64()
-                        ),
-                    );
-                }
+                // Said once per loss, not at each attempt (a server away for an hour would
+                // fill the Log): the header says it is reconnecting, the Log when it is back.
+                Ended::Closed(why) => match &mut lost {
+                    Some(lost) if !was_open => lost.attempts += 1,
+                    _ => {
+                        log(
+                            &bus,
+                            "warn",
+                            format!(
+                                "event stream {url}: {why}; reconnecting (every {:.1} s at first, \
+                                 then at most {} s apart; the Log says when it is back)",
+                                pause.as_secs_f64(),
+                                LAST_PAUSE.as_secs()
+                            ),
+                        );
+                        // A stream that broke is not a failed attempt; a connect that failed is.
+                        lost = Some(Lost {
+                            since: Instant::now(),
+                            attempts: u32::from(!was_open),
+                        });
+                    }
+                },
             }
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}
@@ -184,7 +213,7 @@ pub fn spawn(
                 }
                 () = stop.cancelled() => return,
             }
-            pause = (pause * 2).min(Duration::from_secs(5));
+            pause = (pause * 2).min(LAST_PAUSE);
         }
     });
     shared
@@ -200,6 +229,12 @@ fn log(bus: &Bus, level: &'static str, message: String) {
         level: level.into(),
         message,
     });
+}
+
+/// A loss of the stream not yet made good: since when, and the attempts that failed.
+struct Lost {
+    since: Instant,
+    attempts: u32,
 }
 
 enum Ended {
@@ -244,19 +279,18 @@ impl Seen {
     }
 }
 
+/// One connection: `request` (the `/events` GET at `url`, its token set) sent with the
+/// client's MCP session, its lines read onto `bus` until it ends; a `lost` stream is said to
+/// be back once it connects.
 async fn read_once(
-    client: &reqwest::Client,
+    mut request: reqwest::RequestBuilder,
     url: &str,
-    token: Option<&str>,
     bus: &Bus,
     state: &Shared,
     seen: &mut Seen,
     side: Option<&ClientSide>,
+    lost: &mut Option<Lost>,
 ) -> Ended {
-    let mut request = client.get(url);
-    if let Some(t) = token {
-        request = request.bearer_auth(t);
-    }
     // The console's MCP session goes along: a balancer that keeps a session on its replica
     // (examples/haproxy.cfg) then shows the console the replica its own sessions live on.
     if let Some(session) = side.and_then(ClientSide::stream_asking) {
@@ -264,7 +298,7 @@ async fn read_once(
     }
     let response = match request.send().await {
         Ok(r) => r,
-        Err(e) => return Ended::Closed(format!("cannot connect: {e}")),
+        Err(e) => return Ended::Closed(format!("cannot connect: {}", chain(&e))),
     };
     let status = response.status();
     if status == reqwest::StatusCode::NOT_FOUND || status == reqwest::StatusCode::METHOD_NOT_ALLOWED
@@ -293,6 +327,21 @@ async fn read_once(
     if let Some(side) = side {
         side.stream_opened();
     }
+    if let Some(lost) = lost.take() {
+        log(
+            bus,
+            "info",
+            format!(
+                "event stream {url}: connected again after {:.1} s ({})",
+                lost.since.elapsed().as_secs_f64(),
+                match lost.attempts {
+                    0 => "at the first attempt".to_string(),
+                    1 => "1 attempt failed".to_string(),
+                    n => format!("{n} attempts failed"),
+                }
+            ),
+        );
+    }
     seen.retold.connected();
     let mut body = response.bytes_stream();
     let mut buffer: Vec<u8> = Vec::with_capacity(64 * 1024);
@@ -312,7 +361,7 @@ async fn read_once(
         };
         let chunk = match next {
             Some(Ok(chunk)) => chunk,
-            Some(Err(e)) => return Ended::Closed(format!("the stream broke: {e}")),
+            Some(Err(e)) => return Ended::Closed(format!("the stream broke: {}", chain(&e))),
             None if dropped => return Ended::Dropped,
             None => return Ended::Closed("the server ended the stream".into()),
         };
