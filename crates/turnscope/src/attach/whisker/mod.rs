@@ -110,6 +110,8 @@ pub fn spawn(
         };
         let mut pause = Duration::from_millis(500);
         let mut said_waiting = false;
+        // Said once while another client holds whisker (the header says so meanwhile).
+        let mut said_refused = false;
         loop {
             let ended = tokio::select! {
                 ended = reader.read_once(&url) => ended,
@@ -131,17 +133,23 @@ pub fn spawn(
                 }
                 Ended::Refused => {
                     reader.lock().refused += 1;
-                    reader.log(
-                        "error",
-                        format!(
-                            "whisker {url} closed the connection before sending anything: whisker serves \
-                             one client at a time and another one holds it (the whisker web UI, `pipecat \
-                             tail`, or another turnscope). Close that one; turnscope dials again"
-                        ),
-                    );
+                    if !said_refused {
+                        said_refused = true;
+                        reader.log(
+                            "error",
+                            format!(
+                                "whisker {url} closed the connection before sending anything: \
+                                 whisker serves one client at a time and another one holds it (the \
+                                 whisker web UI, `pipecat tail`, or another turnscope). Close that \
+                                 one; turnscope dials again (every 5 s at most; the header says \
+                                 while it is refused)"
+                            ),
+                        );
+                    }
                 }
                 Ended::Closed(why) => {
                     said_waiting = false;
+                    said_refused = false;
                     pause = Duration::from_millis(500);
                     reader.log(
                         "warn",
@@ -436,6 +444,46 @@ mod tests {
     }
 
     /// A record of a million tiny values is refused before it is decoded.
+    /// Whisker held by another client closes each connection before sending anything: said
+    /// once (an error in the Log), not at every attempt, and counted for the header.
+    #[tokio::test]
+    async fn a_whisker_held_by_another_client_is_said_once() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                if let Ok(mut socket) = tokio_tungstenite::accept_async(tcp).await {
+                    let _ = socket.close(None).await;
+                }
+            }
+        });
+        let bus = Bus::new(1024);
+        let mut sub = bus.subscribe();
+        let stop = CancellationToken::new();
+        let state = spawn(
+            url,
+            bus.clone(),
+            Arc::default(),
+            Pairing::default(),
+            None,
+            stop.clone(),
+        );
+        // Attempts at 0 s, 0.5 s, 1.5 s: three refusals.
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        stop.cancel();
+        let refused = state.lock().unwrap().refused;
+        assert!(refused >= 3, "{refused} refusals");
+        let errors: Vec<String> = drain(&mut sub)
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::Log { level, message, .. } if level == "error" => Some(message),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].contains("another one holds it"), "{errors:?}");
+    }
+
     #[test]
     fn a_record_of_too_many_values_is_skipped() {
         let mut bytes = vec![0xdd];
