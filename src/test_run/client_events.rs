@@ -73,19 +73,14 @@ impl ClientEvents {
         let us = |ms: f64| (ms * 1000.0) as u64;
         let first = rec.first_piece_ms.map(|(ms, _)| us(ms));
         if !rec.reply.is_empty() {
-            bus.publish(Event::Frame(FrameEvent {
-                id: self.frames.fetch_add(1, Ordering::Relaxed) + 1,
+            bus.publish(Event::Frame(FrameEvent::reply_piece(
+                self.frames.fetch_add(1, Ordering::Relaxed) + 1,
                 session,
                 turn,
-                kind: "data".into(),
-                name: "TextPiece".into(),
-                from: "mcp result".into(),
-                to: "output".into(),
-                direction: "down".into(),
-                at_us: at_us + first.unwrap_or(0),
-                detail: rec.reply.clone(),
-                depth: 0,
-            }));
+                "mcp result",
+                at_us + first.unwrap_or(0),
+                rec.reply.clone(),
+            )));
         }
         let calls = rec.tool_calls.as_deref().unwrap_or_default();
         for call in calls {

@@ -177,9 +177,8 @@ impl Attached {
         let turns = target.reopen(handle).await?;
         // Reopened on another replica than the watched one (behind a balancer), and the
         // stream cannot be moved there: shown as this client sees it from now on, its earlier
-        // turns not retold here.
-        if target.side().elsewhere().is_some()
-            && !self.follow_session().await
+        // turns not retold here. (Nothing to follow, the stream is not moved.)
+        if !self.follow_session().await
             && let Some(replica) = target.side().elsewhere()
         {
             let number = self.client_number();

@@ -56,8 +56,9 @@ impl ClientSide {
         }
     }
 
-    /// The client's MCP session id, as last used.
-    pub fn session(&self) -> Option<String> {
+    /// The client's MCP session id, as last used (the stream reads it by [`Self::stream_asking`]).
+    #[cfg(test)]
+    fn session(&self) -> Option<String> {
         self.replicas().session.clone()
     }
 

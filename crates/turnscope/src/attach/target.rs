@@ -501,19 +501,14 @@ impl Target {
     fn publish_turn(&self, number: u64, turn: u64, at_us: u64, reply: &ChatReply, took: Duration) {
         if !reply.reply.is_empty() {
             let first = reply.first_piece_ms.map_or(0, |ms| (ms * 1000.0) as u64);
-            self.bus.publish(Event::Frame(FrameEvent {
-                id: self.frames.fetch_add(1, Ordering::Relaxed) + 1,
-                session: number,
+            self.bus.publish(Event::Frame(FrameEvent::reply_piece(
+                self.frames.fetch_add(1, Ordering::Relaxed) + 1,
+                number,
                 turn,
-                kind: "data".into(),
-                name: "TextPiece".into(),
-                from: "mcp result".into(),
-                to: "output".into(),
-                direction: "down".into(),
-                at_us: at_us + first,
-                detail: reply.reply.clone(),
-                depth: 0,
-            }));
+                "mcp result",
+                at_us + first,
+                reply.reply.clone(),
+            )));
         }
         for call in &reply.tool_calls {
             self.bus.publish(Event::ToolCall(ToolCallEvent {

@@ -209,6 +209,34 @@ pub struct FrameEvent {
     pub depth: u32,
 }
 
+impl FrameEvent {
+    /// A reply's text reaching the output as one data `TextPiece` frame from `from` (`model`,
+    /// or `mcp result` for a reply as an MCP client saw it): what stands for the pipeline's own
+    /// frames where they were not seen (a turn retold, an export, a client's view).
+    pub fn reply_piece(
+        id: u64,
+        session: u64,
+        turn: u64,
+        from: &'static str,
+        at_us: u64,
+        detail: String,
+    ) -> Self {
+        Self {
+            id,
+            session,
+            turn,
+            kind: "data".into(),
+            name: "TextPiece".into(),
+            from: from.into(),
+            to: "output".into(),
+            direction: "down".into(),
+            at_us,
+            detail,
+            depth: 0,
+        }
+    }
+}
+
 /// The links one frame crossed, in order, published as one event when its way ended (see
 /// `pipeline::journey`): what would otherwise be a [`FrameEvent`] per crossing.
 #[derive(Debug, Clone)]

@@ -51,19 +51,14 @@ pub fn events(head: &Head, turns: &[StoredTurn], origin: &str) -> Vec<Event> {
         let piece_at = start_us + r.first_piece.map_or(0, |d| d.as_micros() as u64);
         for i in 0..r.piece_ends.len() {
             frame_id += 1;
-            out.push(Event::Frame(FrameEvent {
-                id: frame_id,
-                session: SESSION,
-                turn: r.id,
-                kind: "data".into(),
-                name: "TextPiece".into(),
-                from: "model".into(),
-                to: "output".into(),
-                direction: "down".into(),
-                at_us: piece_at,
-                detail: r.piece(i).to_string(),
-                depth: 0,
-            }));
+            out.push(Event::Frame(FrameEvent::reply_piece(
+                frame_id,
+                SESSION,
+                r.id,
+                "model",
+                piece_at,
+                r.piece(i).to_string(),
+            )));
         }
         for call in &r.tool_calls {
             out.push(Event::ToolCall(ToolCallEvent {

@@ -159,19 +159,14 @@ fn turn_events(
         return events;
     }
     if !r.reply.is_empty() {
-        events.push(Event::Frame(FrameEvent {
-            id: 0,
-            session: number,
-            turn: r.id,
-            kind: "data".into(),
-            name: "TextPiece".into(),
-            from: "model".into(),
-            to: "output".into(),
-            direction: "down".into(),
-            at_us: started_us + r.first_piece.map_or(0, |d| d.as_micros() as u64),
-            detail: r.reply.clone(),
-            depth: 0,
-        }));
+        events.push(Event::Frame(FrameEvent::reply_piece(
+            0,
+            number,
+            r.id,
+            "model",
+            started_us + r.first_piece.map_or(0, |d| d.as_micros() as u64),
+            r.reply.clone(),
+        )));
     }
     for call in &r.tool_calls {
         let error = call.outcome.is_error.then(|| call.outcome.text.clone());
