@@ -49,13 +49,15 @@ pub struct Remote {
 }
 
 impl Attachment for Remote {
-    fn refresh(&self, state: &mut ConsoleState) {
+    fn refresh(&self, state: &mut ConsoleState) -> bool {
         let view = self.view();
         if let Source::Attached { view: shown, .. } = &mut state.header.source
             && *shown != view
         {
             *shown = view;
+            return true;
         }
+        false
     }
 
     fn settle(&self, console: &mut Console) {
@@ -643,7 +645,7 @@ pub async fn attach(
         kept,
         to_take_up: Mutex::new(to_take_up),
     });
-    remote.refresh(&mut state);
+    let _ = remote.refresh(&mut state);
     let feed = LiveFeed::attached(sub, remote.clone() as Arc<dyn Attachment>);
     let mut console = Console::new(state, theme, false);
     if let Some(text) = unreadable {

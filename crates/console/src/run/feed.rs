@@ -63,8 +63,9 @@ pub enum Done {
 /// What the loop asks of a bot this process does not run (`run::attach` implements it): the
 /// header's facts each tick, what finished since, and the person's actions.
 pub trait Attachment: Send + Sync {
-    /// Lays what the attachment knows now over `state` (the header's view line).
-    fn refresh(&self, state: &mut ConsoleState);
+    /// Lays what the attachment knows now over `state` (the header's view line); whether
+    /// that changed it.
+    fn refresh(&self, state: &mut ConsoleState) -> bool;
     /// Brings what finished since the last tick into the console (a session opened).
     fn settle(&self, console: &mut crate::view::console::Console);
     /// Does what an input asks; chat results come back through `chat_tx`.
@@ -179,13 +180,13 @@ impl LiveFeed {
 
     /// Sets the tool list (and the sources and skips) when the bot's tools changed since the
     /// last call: an MCP server came up late or refreshed its list.
-    pub fn refresh_tools(&mut self, state: &mut ConsoleState) {
+    pub fn refresh_tools(&mut self, state: &mut ConsoleState) -> bool {
         let Some(sessions) = &self.sessions else {
-            return;
+            return false;
         };
         let specs = sessions.bot().tools().specs();
         if self.specs.as_ref().is_some_and(|s| Arc::ptr_eq(s, &specs)) {
-            return;
+            return false;
         }
         match &self.registry {
             Some(registry) => {
@@ -195,6 +196,7 @@ impl LiveFeed {
             None => state.set_tools(&specs),
         }
         self.specs = Some(specs);
+        true
     }
 
     /// The session table, when the server runs in this process.
@@ -226,25 +228,33 @@ impl LiveFeed {
     }
 
     /// Lays a snapshot of the session table, and of `selected`'s turns, over `state`.
-    pub fn refresh(&mut self, state: &mut ConsoleState, selected: Option<u64>, own: Option<u64>) {
+    /// Whether it laid something that no event announced (the store's answer, the attached
+    /// view's header, the tool set): the loop draws again for it at once, not at its
+    /// once-a-second redraw.
+    pub fn refresh(
+        &mut self,
+        state: &mut ConsoleState,
+        selected: Option<u64>,
+        own: Option<u64>,
+    ) -> bool {
         let now = now_us();
         state.now_us = state.now_us.max(now);
         if let Some(bridges) = &self.bridges {
             state.set_bridges(bridges.all());
         }
-        self.refresh_tools(state);
+        let mut unannounced = self.refresh_tools(state);
         let Some(sessions) = self.sessions.clone() else {
             if let Some(remote) = &self.remote {
-                remote.refresh(state);
+                unannounced |= remote.refresh(state);
             }
             state.age_rows();
-            return;
+            return unannounced;
         };
         let handle_seconds = sessions.limits().handle_seconds;
         let open = sessions.list();
         if let Some(stored) = &mut self.stored {
             let ids = open.iter().map(|s| s.id()).collect();
-            stored.refresh(state, &ids, handle_seconds);
+            unannounced |= stored.refresh(state, &ids, handle_seconds);
         }
         let rows = open
             .into_iter()
@@ -287,12 +297,11 @@ impl LiveFeed {
             if let Some(stored) = &mut self.stored {
                 stored.unshow();
             }
-            return;
+            return unannounced;
         };
         if let Some(stored) = &mut self.stored {
             if stored.holds(number) {
-                stored.show_turns(state, number);
-                return;
+                return unannounced | stored.show_turns(state, number);
             }
             stored.unshow();
         }
@@ -305,7 +314,7 @@ impl LiveFeed {
             }
             None => match self.held.take() {
                 Some(s) if s.number == number => s,
-                _ => return,
+                _ => return unannounced,
             },
         };
         let views = session
@@ -323,5 +332,6 @@ impl LiveFeed {
             })
             .collect();
         state.sync_turns(number, views);
+        unannounced
     }
 }

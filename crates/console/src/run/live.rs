@@ -87,7 +87,7 @@ pub async fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console
         .with_registry(app.tool_registry.clone())
         .with_reloader(app.reloader())
         .with_kept_handles(kept);
-    feed.refresh_tools(&mut state);
+    let _ = feed.refresh_tools(&mut state);
     let mut console = Console::new(state, theme, false);
     crate::run::workbench::load_saved(&mut console);
     if let Some(text) = unreadable {
@@ -212,7 +212,7 @@ where
             }
             _ = tick.tick() => {
                 if let Some(feed) = feed.as_deref_mut() {
-                    feed.refresh(&mut console.state, console.selected, console.own);
+                    dirty |= feed.refresh(&mut console.state, console.selected, console.own);
                     if let Some(remote) = feed.remote.clone() {
                         remote.settle(console);
                     }

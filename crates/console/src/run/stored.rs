@@ -109,19 +109,20 @@ impl StoredSessions {
     }
 
     /// Asks for a new listing when one is due, and lays the latest over `state`: the stored
-    /// sessions not in `open`, with the idle time `handle_seconds` leaves them.
+    /// sessions not in `open`, with the idle time `handle_seconds` leaves them. Whether it
+    /// laid new rows (the screen is drawn again then).
     pub fn refresh(
         &mut self,
         state: &mut ConsoleState,
         open: &HashSet<HandleId>,
         handle_seconds: u64,
-    ) {
+    ) -> bool {
         self.ask_listing(open.len());
         let fresh = self.listing.lock().expect("stored listing").take();
         if let Some(fresh) = fresh {
             self.current = fresh;
         } else if self.rows_for_open == Some(open.len()) {
-            return;
+            return false;
         }
         // A new listing, or a session opened or closed (a client's chat reopened one).
         self.rows_for_open = Some(open.len());
@@ -158,6 +159,7 @@ impl StoredSessions {
             .total
             .saturating_sub(open.len() as u64 + rows.len() as u64);
         state.sync_stored(rows, unlisted);
+        true
     }
 
     /// Starts a listing task when the last one is older than [`STORED_EVERY`] and done.
@@ -198,10 +200,11 @@ impl StoredSessions {
     /// Lays the turns of the stored session `number` over `state` (selected now): read from
     /// the store the first time, in a task; shown from the next tick on. A read that fails is
     /// laid over `state` as the store's error (the transcript says it); selecting the session
-    /// again reads it again.
-    pub fn show_turns(&mut self, state: &mut ConsoleState, number: u64) {
+    /// again reads it again. Whether it laid the read's result now (the screen is drawn again
+    /// then, not at its next once-a-second redraw).
+    pub fn show_turns(&mut self, state: &mut ConsoleState, number: u64) -> bool {
         if self.shown == Some(number) {
-            return;
+            return false;
         }
         let ready = {
             let mut loaded = self.loaded.lock().expect("stored turns");
@@ -217,16 +220,16 @@ impl StoredSessions {
             }
             self.shown = Some(number);
             self.loading = None;
-            return;
+            return true;
         }
         if self.loading == Some(number) {
-            return;
+            return false;
         }
         let (Some(id), Ok(runtime)) = (
             self.ids.get(&number).copied(),
             tokio::runtime::Handle::try_current(),
         ) else {
-            return;
+            return false;
         };
         // A read again after a failed one says "Reading…" until it ends.
         state.clear_stored_failure();
@@ -241,6 +244,8 @@ impl StoredSessions {
                 *slot.lock().expect("stored turns") = Some(Loaded { number, turns });
             }
         });
+        // "Reading…" is said at once.
+        true
     }
 
     /// Forgets which stored session's turns are shown (the selection moved off it).

@@ -230,7 +230,9 @@ async fn over_store(
     (store, console(), stored, stored_number(&head.id))
 }
 
-/// Ticks the reader until `done` holds of the console (the reads run in tasks), at most 2 s.
+/// Ticks the reader until `done` holds of the console (the reads run in tasks), at most 2 s;
+/// the tick that brought it about must ask for a draw (before, the loop drew what the store
+/// answered only at its once-a-second redraw: "Reading…" stayed up to a second).
 async fn tick_until(
     c: &mut Console,
     stored: &mut StoredSessions,
@@ -238,11 +240,15 @@ async fn tick_until(
     done: impl Fn(&Console) -> bool,
 ) {
     for _ in 0..200 {
-        stored.refresh(&mut c.state, &HashSet::new(), 86_400);
+        let mut draw = stored.refresh(&mut c.state, &HashSet::new(), 86_400);
         if stored.holds(number) {
-            stored.show_turns(&mut c.state, number);
+            draw |= stored.show_turns(&mut c.state, number);
         }
         if done(c) {
+            assert!(
+                draw,
+                "the tick that laid the store's answer asked for no draw"
+            );
             return;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
