@@ -26,6 +26,7 @@ use turnscope::config::{Config, check_seconds};
 use turnscope::model::{EmbeddedModel, ScriptSettings};
 use turnscope::observe::Bus;
 use turnscope::observe::recorder::Recording;
+use turnscope::server::viewers::retell_reopened;
 use turnscope_console::Theme;
 
 /// `turnscope config example`: the annotated example config of the repository, built in so an
@@ -291,6 +292,7 @@ async fn console(
     let early = turnscope_console::listen_early(&bus);
     let recording = Recording::start(&bus, events).await?;
     let mut app = App::start(config, bus).await?;
+    recording.retell_with(retell_reopened(app.sessions.clone()));
     app.reload_from(source);
     if let Err(e) = app.watch_config() {
         app.bus.publish(turnscope::observe::Event::Log {
@@ -319,6 +321,7 @@ async fn headless(
     let bus = Bus::default();
     let recording = Recording::start(&bus, events).await?;
     let mut app = App::start(config, bus).await?;
+    recording.retell_with(retell_reopened(app.sessions.clone()));
     let reloader = app.reloader();
     reloader.on_reload(std::sync::Arc::new(|event| {
         use std::io::Write;

@@ -1,5 +1,6 @@
 //! The session store on the real binary: a conversation through a restart (an rmcp client,
-//! the same handle, the model request after the restart carrying the old history), the idle
+//! the same handle, the model request after the restart carrying the old history, the
+//! `--events` recording after the restart holding the whole conversation), the idle
 //! sweep deleting an expired stored handle, the default file per address under
 //! `$XDG_STATE_HOME`, and `turnscope sessions` (list, export as events and as a test case
 //! that `turnscope replay`/`turnscope test` read, delete). Crashes and bad files:
@@ -90,8 +91,14 @@ async fn a_conversation_goes_on_through_a_restart_with_its_history_in_the_model_
     assert_eq!(said.text, "Hello Ada.");
     assert!(terminate(&mut first).await.success());
 
-    // Another process, another port, another MCP connection; the same handle.
-    let (mut second, ready) = start(&store, &["--model-url", &url_flag]).await;
+    // Another process, another port, another MCP connection; the same handle; recording.
+    let events = dir.join("second.jsonl");
+    let events_flag = events.display().to_string();
+    let (mut second, ready) = start(
+        &store,
+        &["--model-url", &url_flag, "--events", &events_flag],
+    )
+    .await;
     let client = Client::connect(&url_in(&ready, "/mcp")).await;
     let answer = client.chat(&handle, "What is my name?").await;
     assert!(!answer.is_error, "{}", answer.text);
@@ -124,6 +131,32 @@ async fn a_conversation_goes_on_through_a_restart_with_its_history_in_the_model_
         "{health}"
     );
     assert!(terminate(&mut second).await.success());
+    // The recording holds the conversation whole: after the reopened session's opening, its
+    // turn from before the restart, then the one it went on with (before, only turn 2).
+    let text = std::fs::read_to_string(&events).unwrap();
+    let told: Vec<String> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|e| match e["type"].as_str() {
+            Some("session") if e["restored"] == true && e["closed"].is_null() => {
+                Some("reopened".to_string())
+            }
+            Some("turn_started") => Some(format!("turn {}: {}", e["turn"], e["line"])),
+            Some("turn_ended") => Some(format!("turn {} ended", e["turn"])),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        told,
+        [
+            "reopened",
+            "turn 1: \"My name is Ada.\"",
+            "turn 1 ended",
+            "turn 2: \"What is my name?\"",
+            "turn 2 ended"
+        ],
+        "{text}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -1,8 +1,12 @@
 //! The JSONL recorder behind `--events FILE`: every bus event as one JSON line. It reads the
 //! bus like any listener, so it never slows the server; when it falls behind, the events it
 //! missed are marked in the file where they were lost (a `warn` log line with the count).
+//! Given a [`Retell`] once the server is up, it also writes what an event calls for besides
+//! itself: a conversation reopened from the store has its earlier turns told after its
+//! opening, so `turnscope replay` shows it whole, not from the turn it went on with.
 
 use std::path::Path;
+use std::sync::{Arc, OnceLock};
 
 use tokio::io::{AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::task::JoinHandle;
@@ -12,13 +16,21 @@ use super::bus::Bus;
 use super::event::Event;
 use super::line::write_line;
 
-/// Starts writing every event published on `bus` to `path` (`-` = stdout). It flushes after
-/// each burst of events; once `stop` is cancelled it writes what is still queued and ends,
-/// returning how many lines it wrote (events and loss marks).
+/// What the recorder writes after an event besides it, told to the callback: a server's
+/// conversation reopened from the store has its earlier turns told after its opening
+/// (`server::viewers::retell_reopened`). Called for every event: it must return at once for
+/// all but the rare ones it tells something after.
+pub type Retell = Arc<dyn Fn(&Event, &mut dyn FnMut(&Event)) + Send + Sync>;
+
+/// Starts writing every event published on `bus` to `path` (`-` = stdout), and after each
+/// what `retell` (once set) tells of it. It flushes after each burst of events; once `stop`
+/// is cancelled it writes what is still queued and ends, returning how many lines it wrote
+/// (events, retold ones and loss marks).
 pub async fn record(
     bus: &Bus,
     path: &Path,
     stop: CancellationToken,
+    retell: Arc<OnceLock<Retell>>,
 ) -> std::io::Result<JoinHandle<u64>> {
     let out: Box<dyn AsyncWrite + Send + Unpin> = if path == Path::new("-") {
         Box::new(tokio::io::stdout())
@@ -38,6 +50,7 @@ pub async fn record(
         let mut written = 0u64;
         let mut marked = 0u64;
         let mut line = Vec::with_capacity(256);
+        let mut told: Vec<Event> = Vec::new();
         loop {
             let event = tokio::select! {
                 event = sub.recv() => event,
@@ -53,6 +66,18 @@ pub async fn record(
                     }
                     // A frame's journey is a line per crossing.
                     written += line.iter().filter(|b| **b == b'\n').count() as u64;
+                }
+                if let Some(retell) = retell.get() {
+                    retell(&event, &mut |e| told.push(e.clone()));
+                    for e in told.drain(..) {
+                        line.clear();
+                        if write_line(&mut line, &e) {
+                            if out.write_all(&line).await.is_err() {
+                                return written;
+                            }
+                            written += 1;
+                        }
+                    }
                 }
                 next = sub.try_recv();
             }
@@ -111,17 +136,26 @@ pub fn read_events(text: &str) -> (Vec<Event>, Vec<String>) {
 pub struct Recording {
     stop: CancellationToken,
     task: Option<JoinHandle<u64>>,
+    retell: Arc<OnceLock<Retell>>,
 }
 
 impl Recording {
     /// Starts recording `bus` to `path` when a path is given; otherwise records nothing.
     pub async fn start(bus: &Bus, path: Option<&Path>) -> std::io::Result<Self> {
         let stop = CancellationToken::new();
+        let retell = Arc::new(OnceLock::new());
         let task = match path {
-            Some(path) => Some(record(bus, path, stop.clone()).await?),
+            Some(path) => Some(record(bus, path, stop.clone(), retell.clone()).await?),
             None => None,
         };
-        Ok(Self { stop, task })
+        Ok(Self { stop, task, retell })
+    }
+
+    /// From now on, writes after each event what `retell` tells of it (the recording starts
+    /// before the server, so that its start-up warnings are in it; the server's sessions
+    /// come later). Only the first call counts.
+    pub fn retell_with(&self, retell: Retell) {
+        let _ = self.retell.set(retell);
     }
 
     /// Writes what is still queued and stops (waiting at most 2 s).
@@ -144,7 +178,9 @@ mod tests {
         let path =
             std::env::temp_dir().join(format!("turnscope-rec-j-{}.jsonl", std::process::id()));
         let stop = CancellationToken::new();
-        let task = record(&bus, &path, stop.clone()).await.unwrap();
+        let task = record(&bus, &path, stop.clone(), Arc::default())
+            .await
+            .unwrap();
         let hop = |from, to| crate::observe::Hop {
             from,
             to,
@@ -192,7 +228,9 @@ mod tests {
         let bus = Bus::new(4);
         let path = std::env::temp_dir().join(format!("turnscope-rec-{}.jsonl", std::process::id()));
         let stop = CancellationToken::new();
-        let task = record(&bus, &path, stop.clone()).await.unwrap();
+        let task = record(&bus, &path, stop.clone(), Arc::default())
+            .await
+            .unwrap();
         // A burst far beyond the bus's capacity, published without yielding to the recorder.
         for n in 0..100u64 {
             bus.publish(Event::Log {

@@ -376,6 +376,17 @@ fn retell_restored(
     }
 }
 
+/// What `--events` writes after an event besides it (`observe::recorder::Retell`): after the
+/// opening of a session of `sessions` reopened from the store, its finished kept turns, as a
+/// viewer is told them, so the recording holds the conversation whole.
+pub fn retell_reopened(sessions: Sessions) -> crate::observe::recorder::Retell {
+    Arc::new(move |event, push| {
+        if let Some(number) = welcome::reopened(event) {
+            welcome::retell_restored(&sessions, number, |told| push(told));
+        }
+    })
+}
+
 /// The next event of the bus, or never while the hub rests (`None` subscription).
 async fn next_event(sub: &mut Option<Subscription>) -> Option<Arc<Event>> {
     match sub {
