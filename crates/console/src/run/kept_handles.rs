@@ -19,6 +19,12 @@
 //! on its target in the same file, each with the target's URL ([`KeptHandles::for_target`]):
 //! attached again, it takes up those the target's event stream still shows (`run::attach`).
 //! The local console's lookup skips them, and theirs skips the local ones.
+//!
+//! A local handle also names its store (`describe()`): a console started again asks its store
+//! for the ones kept for it, and a conversation the store no longer holds (its idle lifetime
+//! ran out, or it was deleted) is said once and let go of ([`KeptHandles::let_go_of_gone`]),
+//! rather than vanishing unsaid. Handles of another store, or kept before stores were named,
+//! are left alone: this store could not tell whether they were ever its own.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -54,6 +60,10 @@ struct Entry {
     /// console's own sessions (files written before attached consoles kept handles).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     target: Option<String>,
+    /// The local console's store, as it names itself (`sqlite:/path`); none for an attached
+    /// console's, and in files written before 2026-12-06.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    store: Option<String>,
 }
 
 /// The console's kept handles: the file's, and which of them this store holds.
@@ -168,10 +178,12 @@ impl KeptHandles {
             }
         }
         let target = inner.target.clone();
+        let store = inner.store.as_ref().map(|s| s.describe());
         inner.entries.push(Entry {
             handle,
             at_ms: now_ms(),
             target,
+            store,
         });
         let excess = inner.entries.len().saturating_sub(HANDLES_KEPT);
         inner.entries.drain(..excess);
@@ -214,6 +226,58 @@ impl KeptHandles {
             .retain(|e| !(e.handle == handle && e.target == target));
         inner.index();
         inner.write(&path)
+    }
+
+    /// Lets go of the local console's kept handles whose conversations its store no longer
+    /// holds (deleted, or expired: no line for `handle_seconds`, which the next idle sweep
+    /// deletes and a line can no longer reopen), writing the file; returns their first 8
+    /// characters, newest first, to say to the person. Only handles kept for this store are
+    /// asked about; a store that fails to answer is asked again at the next start.
+    pub async fn let_go_of_gone(&self, handle_seconds: u64) -> Vec<String> {
+        let (store, asked) = {
+            let inner = self.lock();
+            let Some(store) = inner.store.clone() else {
+                return Vec::new();
+            };
+            let this = store.describe();
+            let asked: Vec<(String, HandleId)> = inner
+                .entries
+                .iter()
+                .filter(|e| e.target.is_none() && e.store.as_deref() == Some(this.as_str()))
+                .filter_map(|e| {
+                    let handle = Uuid::parse_str(&e.handle).ok()?;
+                    Some((e.handle.clone(), store.key().id_of(&handle)))
+                })
+                .collect();
+            (store, asked)
+        };
+        let mut gone = Vec::new();
+        let expired_before = now_ms().saturating_sub(handle_seconds.saturating_mul(1000));
+        for (handle, id) in asked {
+            match store.head(&id).await {
+                Ok(None) => gone.push(handle),
+                Ok(Some(head)) if head.last_used_ms < expired_before => gone.push(handle),
+                _ => {}
+            }
+        }
+        if gone.is_empty() {
+            return gone;
+        }
+        let mut inner = self.lock();
+        if let Some(path) = inner.path.clone() {
+            // Written over from the file as it is now (another console may have kept more).
+            if let (now, None) = read(&path, inner.lost) {
+                inner.entries = now;
+            }
+            inner
+                .entries
+                .retain(|e| !(e.target.is_none() && gone.contains(&e.handle)));
+            inner.index();
+            // Not written: said again at the next start, which is no loss.
+            let _ = inner.write(&path);
+        }
+        gone.reverse();
+        gone.iter().map(|h| h.chars().take(8).collect()).collect()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -450,5 +514,70 @@ mod tests {
         assert_eq!(problem, None);
         kept.keep(HANDLE).expect("nothing to write");
         assert!(!dir.join(FILE_NAME).exists());
+    }
+
+    /// A kept handle whose conversation its store no longer holds (expired, deleted) is said
+    /// once and let go of; one it holds stays, and so do another store's and one kept before
+    /// handles named their store (this store cannot tell whether they were its own).
+    #[tokio::test]
+    async fn a_handle_its_store_no_longer_holds_is_said_once_and_let_go_of() {
+        use turnscope::observe::SessionOpener;
+        use turnscope::store::Head;
+        let dir = dir("gone");
+        let store = store_in(&dir);
+        const HELD: &str = "1b1c2d3e-4f50-4617-8293-a4b5c6d7e8f9";
+        const OLD: &str = "2b1c2d3e-4f50-4617-8293-a4b5c6d7e8f9";
+        const ELSEWHERE: &str = "3b1c2d3e-4f50-4617-8293-a4b5c6d7e8f9";
+        let held_id = store.key().id_of(&Uuid::parse_str(HELD).unwrap());
+        store
+            .create(&Head {
+                id: held_id,
+                prefix: "1b1c2d3e".into(),
+                bot: "bot".into(),
+                opener: SessionOpener::Console,
+                greeting: None,
+                created_ms: now_ms(),
+                last_used_ms: now_ms(),
+                turns: 1,
+                messages: 2,
+                forgotten: 0,
+                history_from_turn: 1,
+                in_flight: None,
+                unread: None,
+                version: 0,
+            })
+            .await
+            .expect("created");
+        // A handle kept before stores were named: no `store` in its entry.
+        write(
+            &dir.join(FILE_NAME),
+            &[Entry {
+                handle: OLD.into(),
+                at_ms: 1,
+                target: None,
+                store: None,
+            }],
+        )
+        .unwrap();
+        let (kept, _) = KeptHandles::load(store.clone(), Some(&dir));
+        kept.keep(HANDLE).expect("written");
+        kept.keep(HELD).expect("written");
+        let (other, _) = KeptHandles::load(store_in(&dir.join("other")), Some(&dir));
+        other.keep(ELSEWHERE).expect("written");
+
+        let (kept, _) = KeptHandles::load(store.clone(), Some(&dir));
+        assert_eq!(kept.let_go_of_gone(86_400).await, ["0b1c2d3e"]);
+        let text = std::fs::read_to_string(dir.join(FILE_NAME)).unwrap();
+        assert!(!text.contains(HANDLE), "{text}");
+        for stays in [HELD, OLD, ELSEWHERE] {
+            assert!(text.contains(stays), "{stays}: {text}");
+        }
+        assert!(kept.holds(&held_id));
+        let (kept, _) = KeptHandles::load(store.clone(), Some(&dir));
+        assert!(kept.let_go_of_gone(86_400).await.is_empty(), "said once");
+        // Held, but idle past its lifetime: the next sweep deletes it, no line reopens it.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        assert_eq!(kept.let_go_of_gone(1).await, ["1b1c2d3e"]);
+        assert!(!kept.holds(&held_id));
     }
 }

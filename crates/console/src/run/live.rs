@@ -81,6 +81,8 @@ pub async fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console
     state.greeting = bot.greeting();
     let state_dir = turnscope::store::state_dir(&|name| std::env::var(name).ok());
     let (kept, unreadable) = KeptHandles::load(app.sessions.store().clone(), state_dir.as_deref());
+    let handle_seconds = app.sessions.limits().handle_seconds;
+    state.gone_of_yours = gone_of_yours(&kept.let_go_of_gone(handle_seconds).await, handle_seconds);
     // Subscribe before opening the person's session, so its opening is seen.
     let mut feed = LiveFeed::new(sub, app.sessions.clone())
         .with_bridges(app.bridges.statuses())
@@ -106,6 +108,24 @@ pub async fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console
         }
     }
     (console, feed)
+}
+
+/// What the person's new session says of their conversations from before that the store no
+/// longer holds (`gone`, first 8 characters, newest first): said once, their handles let go.
+pub(crate) fn gone_of_yours(gone: &[String], handle_seconds: u64) -> Option<String> {
+    let (newest, more) = gone.split_first()?;
+    let (which, it) = match more.len() {
+        0 => (format!("Your conversation {newest} from before"), "it was"),
+        n => (
+            format!("Your conversations from before ({newest} and {n} older)"),
+            "they were",
+        ),
+    };
+    Some(format!(
+        "{which} can no longer be continued: a conversation ends after {handle_seconds} s with \
+         no line, and the store then deletes it (--handle-seconds, or [server] handle_seconds \
+         in the config, keeps them longer); or {it} deleted."
+    ))
 }
 
 /// Runs the loop until the person quits, `stop` is cancelled or input ends. With no `feed`

@@ -72,6 +72,9 @@ pub struct ConsoleState {
     pub header: Header,
     /// The bot's greeting, shown at the top of each transcript.
     pub greeting: Option<String>,
+    /// What the person's new session says of their conversations from before that the store
+    /// no longer holds (expired or deleted since), when there were some.
+    pub gone_of_yours: Option<String>,
     sessions: BTreeMap<u64, SessionRow>,
     closed_order: VecDeque<u64>,
     transcripts: BTreeMap<u64, Vec<TurnView>>,
@@ -160,6 +163,7 @@ impl ConsoleState {
             budget,
             header,
             greeting: None,
+            gone_of_yours: None,
             sessions: BTreeMap::new(),
             closed_order: VecDeque::new(),
             transcripts: BTreeMap::new(),

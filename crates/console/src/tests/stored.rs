@@ -412,3 +412,28 @@ fn the_persons_new_session_points_to_their_stored_conversation() {
     let text = screen(&mut c, 160, 48);
     assert!(!text.contains("from before"), "{text}");
 }
+
+/// Before, a conversation of the person's that the store had let go of (idle past
+/// `handle_seconds`) vanished unsaid from a console started again; now their new session
+/// says so, and what keeps conversations longer.
+#[test]
+fn the_persons_new_session_says_which_conversations_from_before_are_gone() {
+    let mut c = console();
+    c.own = Some(99);
+    c.selected = Some(99);
+    c.state.gone_of_yours = crate::run::live::gone_of_yours(&["657595cf".into()], 300);
+    let text = screen(&mut c, 160, 48);
+    assert!(
+        text.contains("Your conversation 657595cf from before can no longer be continued"),
+        "{text}"
+    );
+    assert!(text.contains("ends after 300 s with no line"), "{text}");
+    assert!(text.contains("--handle-seconds"), "{text}");
+    c.state.gone_of_yours =
+        crate::run::live::gone_of_yours(&["657595cf".into(), "0c0c0c0c".into()], 300);
+    let text = screen(&mut c, 160, 48);
+    assert!(
+        text.contains("Your conversations from before (657595cf and 1 older) can no longer"),
+        "{text}"
+    );
+}

@@ -158,6 +158,11 @@ pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
         for piece in wrap(hint, width) {
             out.push(Line::styled(piece, t.dim));
         }
+        if yours && let Some(gone) = &c.state.gone_of_yours {
+            for piece in wrap(gone, width) {
+                out.push(Line::styled(piece, t.dim));
+            }
+        }
         if yours && let Some(earlier) = c.state.latest_stored_of_yours() {
             let turns = match earlier.turns {
                 1 => "1 turn".to_string(),
