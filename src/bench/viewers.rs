@@ -77,6 +77,8 @@ const MODES: [Mode; 4] = [
 pub async fn viewers(sessions: usize, turns: usize, runs: usize) -> anyhow::Result<()> {
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); MODES.len()];
     let mut cpu_per_turn: Vec<Vec<f64>> = vec![Vec::new(); MODES.len()];
+    let mut own_cpu_per_turn: Vec<Vec<f64>> = vec![Vec::new(); MODES.len()];
+    let own = std::process::id();
     for run in 0..runs {
         for (m, mode) in MODES.iter().enumerate() {
             // A fresh server per run: what one run leaves (its open sessions, which a viewer
@@ -95,13 +97,18 @@ pub async fn viewers(sessions: usize, turns: usize, runs: usize) -> anyhow::Resu
             let pid = server.pid().context("the server child's process id")?;
             let watchers = start_watchers(&base, mode.watch).await?;
             let cpu_before = cpu_seconds_of(pid).context("reading the server's CPU time")?;
+            let own_before = cpu_seconds_of(own).context("reading this process's CPU time")?;
             let (turns_done, seconds, errors) = load(&server.mcp_url, sessions, turns).await?;
             let cpu = cpu_seconds_of(pid).context("reading the server's CPU time")? - cpu_before;
+            let own_cpu =
+                cpu_seconds_of(own).context("reading this process's CPU time")? - own_before;
             let (lines, dropped, resting) = watchers.stop().await;
             let rate = turns_done as f64 / seconds;
             rates[m].push(rate);
             let cpu_ms = cpu * 1000.0 / turns_done.max(1) as f64;
             cpu_per_turn[m].push(cpu_ms);
+            let own_cpu_ms = own_cpu * 1000.0 / turns_done.max(1) as f64;
+            own_cpu_per_turn[m].push(own_cpu_ms);
             row(json!({
                 "bench": "viewers",
                 "run": run + 1,
@@ -112,6 +119,7 @@ pub async fn viewers(sessions: usize, turns: usize, runs: usize) -> anyhow::Resu
                 "seconds": round(seconds, 3),
                 "turns_per_second": round(rate, 1),
                 "server_cpu_ms_per_turn": round(cpu_ms, 3),
+                "clients_and_viewers_cpu_ms_per_turn": round(own_cpu_ms, 3),
                 "lines_read_per_viewer": lines,
                 "viewers_dropped": dropped,
                 "resting_at_end": resting,
@@ -121,6 +129,7 @@ pub async fn viewers(sessions: usize, turns: usize, runs: usize) -> anyhow::Resu
     }
     let medians: Vec<f64> = rates.iter().map(|r| median(r)).collect();
     let cpu_medians: Vec<f64> = cpu_per_turn.iter().map(|c| median(c)).collect();
+    let own_cpu_medians: Vec<f64> = own_cpu_per_turn.iter().map(|c| median(c)).collect();
     for (m, mode) in MODES.iter().enumerate() {
         row(json!({
             "bench": "viewers",
@@ -130,6 +139,7 @@ pub async fn viewers(sessions: usize, turns: usize, runs: usize) -> anyhow::Resu
             "share_of_none": round(medians[m] / medians[0], 3),
             "median_server_cpu_ms_per_turn": round(cpu_medians[m], 3),
             "server_cpu_over_none": round(cpu_medians[m] / cpu_medians[0], 3),
+            "median_clients_and_viewers_cpu_ms_per_turn": round(own_cpu_medians[m], 3),
         }));
     }
     Ok(())
