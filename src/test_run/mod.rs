@@ -183,6 +183,9 @@ async fn start_target(
     let bus = Bus::default();
     let recording = Recording::start(&bus, events).await?;
     let app = App::start(&config, bus.clone()).await?;
+    recording.retell_with(turnscope::server::viewers::retell_reopened(
+        app.sessions.clone(),
+    ));
     let env = Env {
         url: app.server.mcp_url(),
         token: config.server.auth_token.clone(),

@@ -645,7 +645,7 @@ pub async fn attach(
         kept,
         to_take_up: Mutex::new(to_take_up),
     });
-    let _ = remote.refresh(&mut state);
+    remote.refresh(&mut state);
     let feed = LiveFeed::attached(sub, remote.clone() as Arc<dyn Attachment>);
     let mut console = Console::new(state, theme, false);
     if let Some(text) = unreadable {

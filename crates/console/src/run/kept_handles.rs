@@ -20,11 +20,13 @@
 //! attached again, it takes up those the target's event stream still shows (`run::attach`).
 //! The local console's lookup skips them, and theirs skips the local ones.
 //!
-//! A local handle also names its store (`describe()`): a console started again asks its store
-//! for the ones kept for it, and a conversation the store no longer holds (its idle lifetime
-//! ran out, or it was deleted) is said once and let go of ([`KeptHandles::let_go_of_gone`]),
-//! rather than vanishing unsaid. Handles of another store, or kept before stores were named,
-//! are left alone: this store could not tell whether they were ever its own.
+//! A local handle also names its store (a mark of the store's key, [`store_mark`], which no
+//! other store shares even under the same name): a console started again asks its store about
+//! the ones kept for it, and a conversation that can no longer be continued (idle past its
+//! lifetime, or deleted) is said once and let go of ([`KeptHandles::let_go_of_gone`]), rather
+//! than vanishing unsaid. Handles of another store are left alone, and so are ones kept before
+//! handles named their store, until a line into one names it: this store could not tell
+//! whether they were ever its own. Closing a console session lets go of its handle.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -60,10 +62,29 @@ struct Entry {
     /// console's own sessions (files written before attached consoles kept handles).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     target: Option<String>,
-    /// The local console's store, as it names itself (`sqlite:/path`); none for an attached
-    /// console's, and in files written before 2026-12-06.
+    /// The local console's store ([`store_mark`]); none for an attached console's, and in
+    /// files written before 2026-12-06.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     store: Option<String>,
+}
+
+/// A store's mark in the file: the first 16 hex digits of the id its key gives the nil UUID.
+/// Two stores have two keys (each generates its own and keeps it), so two SQLite files named
+/// alike from two folders (`sqlite:s.db`) are told apart; the replicas of one Redis share it.
+pub fn store_mark(store: &dyn SessionStore) -> String {
+    let mut mark = store.key().id_of(&Uuid::nil()).to_hex();
+    mark.truncate(16);
+    mark
+}
+
+/// A kept handle [`KeptHandles::let_go_of_gone`] let go of: its first 8 characters, and
+/// whether its conversation expired (idle past its lifetime) rather than was deleted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GoneHandle {
+    /// The handle's first 8 characters.
+    pub prefix: String,
+    /// Idle past `handle_seconds` (still stored until the next sweep); else no longer stored.
+    pub expired: bool,
 }
 
 /// The console's kept handles: the file's, and which of them this store holds.
@@ -165,20 +186,28 @@ impl KeptHandles {
         let Some(path) = inner.path.clone() else {
             return Ok(());
         };
-        if inner.has(&handle) {
+        if inner.has(&handle) && !inner.unmarked(&handle) {
             return Ok(());
         }
         // Another console (another port) may have kept handles since this one read the file:
         // written over from what it holds now, not from what this one read at start.
         if let (now, None) = read(&path, inner.lost) {
             inner.entries = now;
-            if inner.has(&handle) {
+            if inner.has(&handle) && !inner.unmarked(&handle) {
                 inner.index();
                 return Ok(());
             }
         }
+        // Kept before handles named their store: named now (a line went into it here).
+        let store = inner.store.as_ref().map(|s| store_mark(s.as_ref()));
+        if inner.unmarked(&handle) {
+            for e in inner.entries.iter_mut().filter(|e| e.handle == handle) {
+                e.store.clone_from(&store);
+            }
+            inner.index();
+            return inner.write(&path);
+        }
         let target = inner.target.clone();
-        let store = inner.store.as_ref().map(|s| s.describe());
         inner.entries.push(Entry {
             handle,
             at_ms: now_ms(),
@@ -207,8 +236,8 @@ impl KeptHandles {
             .collect()
     }
 
-    /// Lets go of a kept handle of the attached console's target (the person closed its
-    /// session), writing the file when it was there.
+    /// Lets go of a kept handle (the person closed its session: the local console's, or one
+    /// on the attached console's target), writing the file when it was there.
     pub fn forget(&self, handle: &str) -> Result<(), String> {
         let mut inner = self.lock();
         let Some(path) = inner.path.clone() else {
@@ -228,18 +257,18 @@ impl KeptHandles {
         inner.write(&path)
     }
 
-    /// Lets go of the local console's kept handles whose conversations its store no longer
-    /// holds (deleted, or expired: no line for `handle_seconds`, which the next idle sweep
-    /// deletes and a line can no longer reopen), writing the file; returns their first 8
-    /// characters, newest first, to say to the person. Only handles kept for this store are
-    /// asked about; a store that fails to answer is asked again at the next start.
-    pub async fn let_go_of_gone(&self, handle_seconds: u64) -> Vec<String> {
+    /// Lets go of the local console's kept handles whose conversations can no longer be
+    /// continued: deleted, or expired (no line for `handle_seconds`: the next idle sweep
+    /// deletes it and a line can no longer reopen it), writing the file; returns them, newest
+    /// first, to say to the person. Only handles kept for this store are asked about (all at
+    /// once); one the store fails to answer about stays, asked again at the next start.
+    pub async fn let_go_of_gone(&self, handle_seconds: u64) -> Vec<GoneHandle> {
         let (store, asked) = {
             let inner = self.lock();
             let Some(store) = inner.store.clone() else {
                 return Vec::new();
             };
-            let this = store.describe();
+            let this = store_mark(store.as_ref());
             let asked: Vec<(String, HandleId)> = inner
                 .entries
                 .iter()
@@ -251,17 +280,19 @@ impl KeptHandles {
                 .collect();
             (store, asked)
         };
-        let mut gone = Vec::new();
         let expired_before = now_ms().saturating_sub(handle_seconds.saturating_mul(1000));
-        for (handle, id) in asked {
-            match store.head(&id).await {
-                Ok(None) => gone.push(handle),
-                Ok(Some(head)) if head.last_used_ms < expired_before => gone.push(handle),
-                _ => {}
-            }
+        let answers = futures::future::join_all(asked.iter().map(|(_, id)| store.head(id))).await;
+        let mut gone = Vec::new();
+        for ((handle, _), answer) in asked.iter().zip(answers) {
+            let expired = match answer {
+                Ok(None) => false,
+                Ok(Some(head)) if head.last_used_ms < expired_before => true,
+                _ => continue,
+            };
+            gone.push((handle.clone(), expired));
         }
         if gone.is_empty() {
-            return gone;
+            return Vec::new();
         }
         let mut inner = self.lock();
         if let Some(path) = inner.path.clone() {
@@ -271,13 +302,18 @@ impl KeptHandles {
             }
             inner
                 .entries
-                .retain(|e| !(e.target.is_none() && gone.contains(&e.handle)));
+                .retain(|e| !(e.target.is_none() && gone.iter().any(|(h, _)| *h == e.handle)));
             inner.index();
             // Not written: said again at the next start, which is no loss.
             let _ = inner.write(&path);
         }
-        gone.reverse();
-        gone.iter().map(|h| h.chars().take(8).collect()).collect()
+        gone.iter()
+            .rev()
+            .map(|(handle, expired)| GoneHandle {
+                prefix: handle.chars().take(8).collect(),
+                expired: *expired,
+            })
+            .collect()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -298,6 +334,16 @@ impl Inner {
         self.entries
             .iter()
             .any(|e| e.handle == handle && e.target == self.target)
+    }
+
+    /// Whether `handle` is kept for the local console without naming its store (kept before
+    /// handles named their store).
+    fn unmarked(&self, handle: &str) -> bool {
+        self.store.is_some()
+            && self
+                .entries
+                .iter()
+                .any(|e| e.handle == handle && e.target.is_none() && e.store.is_none())
     }
 
     /// Writes the entries to `path`; the error says what that costs.
@@ -516,11 +562,12 @@ mod tests {
         assert!(!dir.join(FILE_NAME).exists());
     }
 
-    /// A kept handle whose conversation its store no longer holds (expired, deleted) is said
-    /// once and let go of; one it holds stays, and so do another store's and one kept before
-    /// handles named their store (this store cannot tell whether they were its own).
+    /// A kept handle whose conversation can no longer be continued (deleted, or idle past
+    /// its lifetime) is said once and let go of; one its store holds stays, and so do another
+    /// store's (even under the same name) and one kept before handles named their store,
+    /// until a line into it names it.
     #[tokio::test]
-    async fn a_handle_its_store_no_longer_holds_is_said_once_and_let_go_of() {
+    async fn a_handle_its_store_can_no_longer_continue_is_said_once_and_let_go_of() {
         use turnscope::observe::SessionOpener;
         use turnscope::store::Head;
         let dir = dir("gone");
@@ -536,8 +583,9 @@ mod tests {
                 bot: "bot".into(),
                 opener: SessionOpener::Console,
                 greeting: None,
-                created_ms: now_ms(),
-                last_used_ms: now_ms(),
+                created_ms: now_ms() - 60_000,
+                // A minute without a line.
+                last_used_ms: now_ms() - 60_000,
                 turns: 1,
                 messages: 2,
                 forgotten: 0,
@@ -562,11 +610,18 @@ mod tests {
         let (kept, _) = KeptHandles::load(store.clone(), Some(&dir));
         kept.keep(HANDLE).expect("written");
         kept.keep(HELD).expect("written");
-        let (other, _) = KeptHandles::load(store_in(&dir.join("other")), Some(&dir));
+        // Another store of the same file name, in another folder.
+        let elsewhere = dir.join("other");
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        let (other, _) = KeptHandles::load(store_in(&elsewhere), Some(&dir));
         other.keep(ELSEWHERE).expect("written");
 
         let (kept, _) = KeptHandles::load(store.clone(), Some(&dir));
-        assert_eq!(kept.let_go_of_gone(86_400).await, ["0b1c2d3e"]);
+        let deleted = GoneHandle {
+            prefix: "0b1c2d3e".into(),
+            expired: false,
+        };
+        assert_eq!(kept.let_go_of_gone(86_400).await, [deleted]);
         let text = std::fs::read_to_string(dir.join(FILE_NAME)).unwrap();
         assert!(!text.contains(HANDLE), "{text}");
         for stays in [HELD, OLD, ELSEWHERE] {
@@ -575,9 +630,44 @@ mod tests {
         assert!(kept.holds(&held_id));
         let (kept, _) = KeptHandles::load(store.clone(), Some(&dir));
         assert!(kept.let_go_of_gone(86_400).await.is_empty(), "said once");
-        // Held, but idle past its lifetime: the next sweep deletes it, no line reopens it.
-        std::thread::sleep(std::time::Duration::from_millis(1100));
-        assert_eq!(kept.let_go_of_gone(1).await, ["1b1c2d3e"]);
+
+        // Idle past its lifetime (30 s here): the next sweep deletes it, no line reopens it.
+        // The old handle, named by a line into it, is asked about too: not in this store.
+        kept.keep(OLD).expect("named");
+        let gone = kept.let_go_of_gone(30).await;
+        assert_eq!(
+            gone,
+            [
+                GoneHandle {
+                    prefix: "1b1c2d3e".into(),
+                    expired: true
+                },
+                GoneHandle {
+                    prefix: "2b1c2d3e".into(),
+                    expired: false
+                }
+            ],
+            "newest first"
+        );
         assert!(!kept.holds(&held_id));
+        let text = std::fs::read_to_string(dir.join(FILE_NAME)).unwrap();
+        assert!(text.contains(ELSEWHERE), "{text}");
+    }
+
+    /// Closing a console session lets go of its kept handle (closing deleted it from the
+    /// store: the next start must not say it was lost).
+    #[test]
+    fn a_local_handle_is_let_go_of_when_its_session_is_closed() {
+        let dir = dir("closed");
+        let store = store_in(&dir);
+        let id = store.key().id_of(&Uuid::parse_str(HANDLE).unwrap());
+        let (kept, _) = KeptHandles::load(store.clone(), Some(&dir));
+        kept.keep(HANDLE).expect("written");
+        kept.forget(HANDLE).expect("written");
+        assert!(!kept.holds(&id));
+        let (kept, _) = KeptHandles::load(store, Some(&dir));
+        assert!(!kept.holds(&id));
+        let text = std::fs::read_to_string(dir.join(FILE_NAME)).unwrap();
+        assert!(!text.contains(HANDLE), "{text}");
     }
 }

@@ -17,7 +17,7 @@ use crate::input::actions::Action;
 
 use crate::error::ConsoleError;
 use crate::run::feed::LiveFeed;
-use crate::run::kept_handles::KeptHandles;
+use crate::run::kept_handles::{GoneHandle, KeptHandles};
 use crate::run::signals::ConsoleSignal;
 use crate::run::workbench::{Fixed, HandDone, Input, ResendDone, Tty};
 use crate::state::{ConfigMark, ConsoleState, Header, Source};
@@ -89,7 +89,7 @@ pub async fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console
         .with_registry(app.tool_registry.clone())
         .with_reloader(app.reloader())
         .with_kept_handles(kept);
-    let _ = feed.refresh_tools(&mut state);
+    feed.refresh_tools(&mut state);
     let mut console = Console::new(state, theme, false);
     crate::run::workbench::load_saved(&mut console);
     if let Some(text) = unreadable {
@@ -110,22 +110,31 @@ pub async fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console
     (console, feed)
 }
 
-/// What the person's new session says of their conversations from before that the store no
-/// longer holds (`gone`, first 8 characters, newest first): said once, their handles let go.
-pub(crate) fn gone_of_yours(gone: &[String], handle_seconds: u64) -> Option<String> {
-    let (newest, more) = gone.split_first()?;
-    let (which, it) = match more.len() {
-        0 => (format!("Your conversation {newest} from before"), "it was"),
-        n => (
-            format!("Your conversations from before ({newest} and {n} older)"),
-            "they were",
-        ),
+/// What the person's new session says of their conversations from before that can no longer
+/// be continued (`gone`, newest first): said once, their handles let go of.
+pub(crate) fn gone_of_yours(gone: &[GoneHandle], handle_seconds: u64) -> Option<String> {
+    let (newest, older) = gone.split_first()?;
+    let prefix = &newest.prefix;
+    // A conversation not in the store was deleted: by the idle sweep (the usual way), by
+    // `turnscope sessions delete`, or by its bot ending it.
+    let (what, or_deleted) = if newest.expired {
+        ("can no longer be continued", "")
+    } else {
+        ("is no longer in the store", "; or it was deleted")
     };
-    Some(format!(
-        "{which} can no longer be continued: a conversation ends after {handle_seconds} s with \
-         no line, and the store then deletes it (--handle-seconds, or [server] handle_seconds \
-         in the config, keeps them longer); or {it} deleted."
-    ))
+    let mut text = format!(
+        "Your conversation {prefix} from before {what}: a conversation ends after \
+         {handle_seconds} s with no line, and the store then deletes it (--handle-seconds, or \
+         [server] handle_seconds in the config, keeps them longer){or_deleted}."
+    );
+    match older.len() {
+        0 => {}
+        1 => text.push_str(" 1 older conversation of yours can no longer be continued either."),
+        n => text.push_str(&format!(
+            " {n} older conversations of yours can no longer be continued either."
+        )),
+    }
+    Some(text)
 }
 
 /// Runs the loop until the person quits, `stop` is cancelled or input ends. With no `feed`
@@ -571,6 +580,11 @@ pub(crate) fn perform(
         }
         Action::Close { session } => {
             if let Some(s) = sessions.by_number(session) {
+                // Closing deletes it from the store: its kept handle goes with it, so the
+                // next start does not say it was lost.
+                if let Some(Err(text)) = kept.map(|k| k.forget(&s.handle())) {
+                    console.notice = Some(Notice { text, error: true });
+                }
                 let sessions = sessions.clone();
                 tokio::spawn(async move {
                     sessions.close(&s, "closed from the console").await;

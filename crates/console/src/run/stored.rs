@@ -110,7 +110,8 @@ impl StoredSessions {
 
     /// Asks for a new listing when one is due, and lays the latest over `state`: the stored
     /// sessions not in `open`, with the idle time `handle_seconds` leaves them. Whether it
-    /// laid new rows (the screen is drawn again then).
+    /// laid the rows anew (a listing came back, at most every [`STORED_EVERY`], or a session
+    /// opened or closed): the screen is drawn again then.
     pub fn refresh(
         &mut self,
         state: &mut ConsoleState,

@@ -418,22 +418,48 @@ fn the_persons_new_session_points_to_their_stored_conversation() {
 /// says so, and what keeps conversations longer.
 #[test]
 fn the_persons_new_session_says_which_conversations_from_before_are_gone() {
+    use crate::run::kept_handles::GoneHandle;
+    use crate::run::live::gone_of_yours;
+    let gone = |prefix: &str, expired| GoneHandle {
+        prefix: prefix.into(),
+        expired,
+    };
+    // The transcript's lines, wide enough that no sentence wraps.
+    let said = |c: &Console| {
+        crate::draw::panes::transcript::lines(c, 1000)
+            .iter()
+            .map(|l| l.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
     let mut c = console();
     c.own = Some(99);
     c.selected = Some(99);
-    c.state.gone_of_yours = crate::run::live::gone_of_yours(&["657595cf".into()], 300);
-    let text = screen(&mut c, 160, 48);
+    c.state.gone_of_yours = gone_of_yours(&[gone("657595cf", true)], 300);
+    let text = said(&c);
     assert!(
-        text.contains("Your conversation 657595cf from before can no longer be continued"),
+        text.contains("Your conversation 657595cf from before can no longer be continued: a"),
         "{text}"
     );
     assert!(text.contains("ends after 300 s with no line"), "{text}");
     assert!(text.contains("--handle-seconds"), "{text}");
-    c.state.gone_of_yours =
-        crate::run::live::gone_of_yours(&["657595cf".into(), "0c0c0c0c".into()], 300);
-    let text = screen(&mut c, 160, 48);
+    assert!(!text.contains("deleted."), "{text}");
+    c.state.gone_of_yours = gone_of_yours(
+        &[
+            gone("657595cf", false),
+            gone("0c0c0c0c", true),
+            gone("1d1d1d1d", false),
+        ],
+        300,
+    );
+    let text = said(&c);
     assert!(
-        text.contains("Your conversations from before (657595cf and 1 older) can no longer"),
+        text.contains("Your conversation 657595cf from before is no longer in the store"),
+        "{text}"
+    );
+    assert!(text.contains("or it was deleted."), "{text}");
+    assert!(
+        text.contains("2 older conversations of yours can no longer be continued either."),
         "{text}"
     );
 }

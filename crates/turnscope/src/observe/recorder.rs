@@ -153,7 +153,9 @@ impl Recording {
 
     /// From now on, writes after each event what `retell` tells of it (the recording starts
     /// before the server, so that its start-up warnings are in it; the server's sessions
-    /// come later). Only the first call counts.
+    /// come later). Only the first call counts. What the recorder reads before (a session
+    /// reopened in the instant between the server's start and this call), or after the
+    /// sessions are gone (events still queued at shutdown), is written without retelling.
     pub fn retell_with(&self, retell: Retell) {
         let _ = self.retell.set(retell);
     }
