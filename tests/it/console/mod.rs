@@ -686,6 +686,13 @@ async fn sessions_open_close_and_copy_their_handle_from_the_keyboard() {
     s.send(b"n").await;
     let opened = s.wait_text("opened #2 for you").await;
     assert!(opened.contains("2 open"), "{opened}");
+    // A line into the session opened for the person goes in unasked (before, it was asked
+    // about as if another client had opened it).
+    s.send(b"3").await;
+    s.send(b"yours-too\r").await;
+    let answered = s.wait_text("You said: yours-too").await;
+    assert!(!answered.contains("Enter again sends"), "{answered}");
+    s.send(b"\x1b").await;
     s.send(b"y").await;
     s.wait_text("#2's handle sent to the clipboard").await;
     s.send(b"d").await;

@@ -434,7 +434,11 @@ fn finished(console: &mut Console, done: Done) {
                         console.own = Some(number);
                         format!("your session #{old} had ended; opened #{number} for you")
                     }
-                    None => format!("opened #{number} for you"),
+                    None => {
+                        // Opened for the person (`n`): their line goes into it unasked.
+                        console.input_line.confirmed.insert(number);
+                        format!("opened #{number} for you")
+                    }
                 },
                 error: false,
             });

@@ -109,7 +109,8 @@ pub struct InputLineView {
     pub waiting: BTreeMap<u64, u64>,
     /// A session not opened here whose line waits for a second Enter.
     pub pending_send: Option<u64>,
-    /// Sessions not opened here the person confirmed speaking into.
+    /// Sessions not the person's own they confirmed speaking into, and those opened for them
+    /// with `n` (their lines go in unasked).
     pub confirmed: BTreeSet<u64>,
     /// The person's first session is being opened with their line (attached): a second line
     /// waits for it rather than opening another.
