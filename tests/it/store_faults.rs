@@ -101,7 +101,28 @@ async fn kill_9_mid_load_loses_no_received_turn_and_reports_each_turn_in_flight_
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    // Then, as soon as the file holds a line marked in flight (read as the running server
+    // writes it): on a busy machine every turn out at the kill could still be waiting for its
+    // mark to be written, and the kill would test no report of a turn lost in flight.
+    let reader = SqliteStore::open_to_read(&path).unwrap();
+    'marked: loop {
+        let handles: Vec<String> = seen.lock().unwrap().received.keys().cloned().collect();
+        for handle in handles {
+            let id = reader.key().id_of(&uuid::Uuid::parse_str(&handle).unwrap());
+            if let Ok(Some(head)) = reader.head(&id).await
+                && head.in_flight.is_some()
+            {
+                break 'marked;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no line was ever marked in flight"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
     server.start_kill().unwrap();
+    reader.close().await;
     server.wait().await.unwrap();
     // A call cut off by the kill may never hear back (the client's transport retries): what
     // counts is what each caller had received, recorded above. Callers get a moment to see
