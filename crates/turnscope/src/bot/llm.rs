@@ -16,8 +16,8 @@ use super::settings::{BotSettings, SharedSettings};
 use super::wire::{self, Sending, WireTrail};
 use crate::model::ModelError;
 use crate::model::client::openai_tool;
-use crate::observe::event::{carried, now_us};
-use crate::observe::{Event, ModelResponseInfo, ToolCallEvent};
+use crate::observe::event::now_us;
+use crate::observe::{Event, ModelResponseInfo};
 use crate::pipeline::{FlushToken, Frame, FrameBody, Link, ModelReport, Processor, TurnId};
 use crate::tools::{
     CallContext, SessionControl, ToolCall, ToolCallRecord, ToolOutcome, ToolSpec, Tools,
@@ -274,24 +274,9 @@ impl TurnRun {
                 *self.open_round.lock().unwrap_or_else(|p| p.into_inner()) = None;
             }
             for record in records {
+                // The round's calls all start together (`join_all`).
                 observer.bus.publish_with(|| {
-                    Event::ToolCall(ToolCallEvent {
-                        session: observer.session,
-                        turn: self.turn,
-                        name: record.call.name.clone(),
-                        duration_us: record.duration.as_micros() as u64,
-                        result_bytes: record.outcome.text.len(),
-                        error: record.outcome.is_error.then(|| record.outcome.text.clone()),
-                        arguments: record.call.arguments.clone(),
-                        result: if record.outcome.is_error {
-                            String::new()
-                        } else {
-                            carried(&record.outcome.text)
-                        },
-                        // The round's calls all start together (`join_all`).
-                        started_us: round_us,
-                        retold: false,
-                    })
+                    Event::ToolCall(record.event(observer.session, self.turn, round_us, false))
                 });
                 self.push(FrameBody::FunctionCallResult(Arc::new(record)));
             }

@@ -7,7 +7,7 @@ use crate::bot::TurnEnd;
 use crate::conversation_test::TestFile;
 use crate::conversation_test::write::{RecordedTurn, case_from_turns, render};
 use crate::observe::Event;
-use crate::observe::event::{FrameEvent, SessionEvent, ToolCallEvent, carried};
+use crate::observe::event::{FrameEvent, SessionEvent};
 
 use super::{Head, StoredTurn};
 
@@ -61,22 +61,7 @@ pub fn events(head: &Head, turns: &[StoredTurn], origin: &str) -> Vec<Event> {
             )));
         }
         for call in &r.tool_calls {
-            out.push(Event::ToolCall(ToolCallEvent {
-                session: SESSION,
-                turn: r.id,
-                name: call.call.name.clone(),
-                duration_us: call.duration.as_micros() as u64,
-                result_bytes: call.outcome.text.len(),
-                error: call.outcome.is_error.then(|| call.outcome.text.clone()),
-                arguments: call.call.arguments.clone(),
-                result: if call.outcome.is_error {
-                    String::new()
-                } else {
-                    carried(&call.outcome.text)
-                },
-                started_us: 0,
-                retold: false,
-            }));
+            out.push(Event::ToolCall(call.event(SESSION, r.id, 0, false)));
         }
         out.push(Event::TurnEnded(r.end_event(SESSION)));
     }

@@ -117,6 +117,35 @@ pub struct ToolCallRecord {
 }
 
 impl ToolCallRecord {
+    /// The call as the event the bus carries, of turn `turn` of session `session`: started at
+    /// `started_us` (0 when unknown), `retold` when told again with its kept turn (a viewer's
+    /// welcome, an export) rather than as it finished.
+    pub fn event(
+        &self,
+        session: u64,
+        turn: u64,
+        started_us: u64,
+        retold: bool,
+    ) -> crate::observe::event::ToolCallEvent {
+        let failed = self.outcome.is_error;
+        crate::observe::event::ToolCallEvent {
+            session,
+            turn,
+            name: self.call.name.clone(),
+            duration_us: self.duration.as_micros() as u64,
+            result_bytes: self.outcome.text.len(),
+            error: failed.then(|| self.outcome.text.clone()),
+            arguments: self.call.arguments.clone(),
+            result: if failed {
+                String::new()
+            } else {
+                crate::observe::event::carried(&self.outcome.text)
+            },
+            started_us,
+            retold,
+        }
+    }
+
     /// One line for the console: `name(args) -> 12 B in 3 ms` or `... -> error: msg`.
     pub fn summary(&self) -> String {
         let took = self.duration.as_secs_f64() * 1000.0;

@@ -8,9 +8,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 use bytes::Bytes;
 
-use crate::observe::event::{
-    Event, FrameEvent, ReplicaEvent, SessionEvent, ToolCallEvent, TurnEndEvent, carried, now_us,
-};
+use crate::observe::event::{Event, FrameEvent, ReplicaEvent, SessionEvent, TurnEndEvent, now_us};
 use crate::observe::line::write_line;
 use crate::sessions::{Session, Sessions};
 
@@ -169,23 +167,7 @@ fn turn_events(
         )));
     }
     for call in &r.tool_calls {
-        let error = call.outcome.is_error.then(|| call.outcome.text.clone());
-        events.push(Event::ToolCall(ToolCallEvent {
-            session: number,
-            turn: r.id,
-            name: call.call.name.clone(),
-            duration_us: call.duration.as_micros() as u64,
-            result_bytes: call.outcome.text.len(),
-            result: if error.is_some() {
-                String::new()
-            } else {
-                carried(&call.outcome.text)
-            },
-            error,
-            arguments: call.call.arguments.clone(),
-            started_us: 0,
-            retold: true,
-        }));
+        events.push(Event::ToolCall(call.event(number, r.id, 0, true)));
     }
     events.push(Event::TurnEnded(TurnEndEvent {
         retold: true,
