@@ -109,7 +109,9 @@ impl StoredSessions {
     }
 
     /// Asks for a new listing when one is due, and lays the latest over `state`: the stored
-    /// sessions not in `open`, with the idle time `handle_seconds` leaves them. Whether it
+    /// sessions not in `open`, with the idle time `handle_seconds` leaves them. One idle past
+    /// `handle_seconds` is left out: no line can reopen it, and the next sweep deletes it
+    /// (listed, it was offered as a conversation to go on with until a line failed). Whether it
     /// laid the rows anew (a listing came back, at most every [`STORED_EVERY`], or a session
     /// opened or closed): the screen is drawn again then.
     pub fn refresh(
@@ -129,10 +131,16 @@ impl StoredSessions {
         self.rows_for_open = Some(open.len());
         let listing = &self.current;
         let now = now_ms();
+        let lifetime_ms = handle_seconds.saturating_mul(1000);
         let mut rows = Vec::new();
+        let mut expired = 0u64;
         self.ids.clear();
         for head in &listing.heads {
             if open.contains(&head.id) {
+                continue;
+            }
+            if now.saturating_sub(head.last_used_ms) > lifetime_ms {
+                expired += 1;
                 continue;
             }
             if rows.len() == STORED_LISTED {
@@ -155,10 +163,10 @@ impl StoredSessions {
                 taken_from: None,
             });
         }
-        // Open sessions are stored too: what is neither open nor listed is counted.
+        // Open sessions are stored too: what is neither open, listed nor expired is counted.
         let unlisted = listing
             .total
-            .saturating_sub(open.len() as u64 + rows.len() as u64);
+            .saturating_sub(open.len() as u64 + rows.len() as u64 + expired);
         state.sync_stored(rows, unlisted);
         true
     }

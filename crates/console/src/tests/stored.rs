@@ -463,3 +463,44 @@ fn the_persons_new_session_says_which_conversations_from_before_are_gone() {
         "{text}"
     );
 }
+
+/// A stored session idle past `handle_seconds` is not listed: no line can reopen it and the
+/// next sweep deletes it (before, it stayed listed up to the sweep, 30 s, offered as a
+/// conversation to go on with until a line failed). Nor is it counted as one not listed.
+#[tokio::test]
+async fn a_stored_session_idle_past_its_lifetime_is_not_listed() {
+    let held = HandleId::from_bytes([3; 32]);
+    let (store, mut c, mut stored, held_number) = over_store(api_head(held, "0e0e0e0e", 1)).await;
+    let gone = HandleId::from_bytes([4; 32]);
+    let idle_10_minutes = now_ms() - 600_000;
+    let head = Head {
+        last_used_ms: idle_10_minutes,
+        ..api_head(gone, "0f0f0f0f", 2)
+    };
+    store.create(&head).await.expect("created");
+    for _ in 0..200 {
+        stored.refresh(&mut c.state, &HashSet::new(), 300);
+        if stored.holds(held_number) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(stored.holds(held_number), "the held session is listed");
+    assert!(
+        !stored.holds(stored_number(&gone)),
+        "the expired one is not"
+    );
+    assert_eq!(c.state.stored_counts(), (1, 0));
+
+    // With a lifetime longer than its idleness, it is a conversation to go on with.
+    let mut stored = StoredSessions::new(store.clone());
+    for _ in 0..200 {
+        stored.refresh(&mut c.state, &HashSet::new(), 3_600);
+        if stored.holds(held_number) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(stored.holds(stored_number(&gone)));
+    assert_eq!(c.state.stored_counts(), (2, 0));
+}
