@@ -42,7 +42,7 @@ async fn attached_to_a_headless_turnscope_it_shows_every_session_and_chats_in_it
     s.wait_text("2 open").await;
     s.wait_text("n: new session").await;
     let screen = s.wait_text("clock(").await;
-    assert!(screen.contains("mcp: turnscope attach"), "{screen}");
+    assert!(screen.contains("attach (you)"), "{screen}");
     s.wait_text("1 round · 1 tool call").await;
     // The other client's session is listed, read-only: a line into it is refused.
     s.send(b"\x1b").await;

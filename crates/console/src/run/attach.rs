@@ -50,6 +50,11 @@ pub struct Remote {
 
 impl Attachment for Remote {
     fn refresh(&self, state: &mut ConsoleState) -> bool {
+        // The sessions this console started are the person's: marked in the Sessions pane.
+        let marked = match &self.attached.target {
+            Some(target) => state.mark_yours(|number| target.owns(number)),
+            None => false,
+        };
         let view = self.view();
         if let Source::Attached { view: shown, .. } = &mut state.header.source
             && *shown != view
@@ -57,7 +62,7 @@ impl Attachment for Remote {
             *shown = view;
             return true;
         }
-        false
+        marked
     }
 
     fn settle(&self, console: &mut Console) {

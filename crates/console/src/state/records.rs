@@ -137,11 +137,13 @@ impl SessionRow {
         self.began_us.unwrap_or(self.opened_us).min(self.opened_us)
     }
 
-    /// `console (you)`, `mcp: NAME` or `api`.
+    /// `console (you)`, `attach (you)` (an attached console's own session on its target),
+    /// `mcp: NAME` or `api`.
     pub fn opener_label(&self) -> String {
         match &self.opener {
             SessionOpener::Console if self.mine => "console (you)".into(),
             SessionOpener::Console => "console".into(),
+            SessionOpener::Mcp(_) if self.mine => "attach (you)".into(),
             SessionOpener::Mcp(name) => format!("mcp: {name}"),
             SessionOpener::Api => "api".into(),
         }

@@ -237,6 +237,18 @@ impl ConsoleState {
         }
     }
 
+    /// Marks the open rows `yours` says are the person's (an attached console's own
+    /// sessions on its target), and unmarks the others. Whether a mark changed.
+    pub fn mark_yours(&mut self, yours: impl Fn(u64) -> bool) -> bool {
+        let mut changed = false;
+        for row in self.sessions.values_mut().filter(|r| !r.is_closed()) {
+            let mine = yours(row.number);
+            changed |= row.mine != mine;
+            row.mine = mine;
+        }
+        changed
+    }
+
     /// Sets each open row's age from the latest event's time (a replay has no live
     /// snapshot); a closed row keeps the age it closed at.
     pub fn age_rows(&mut self) {
