@@ -236,12 +236,16 @@ async fn bad_store_files_stop_the_start_with_exit_2_and_say_what_to_do() {
         conn.execute_batch("CREATE TABLE invoices (id INTEGER)")
             .unwrap();
     }
+    let before = std::fs::read(&foreign).unwrap();
     refused(
         &format!("sqlite:{}", foreign.display()),
         &foreign,
         "not a turnscope session store",
     )
     .await;
+    // Byte for byte, its journal mode included (it was switched to WAL before the check).
+    assert!(std::fs::read(&foreign).unwrap() == before, "left as it was");
+    assert!(!dir.join("foreign.sqlite3-wal").exists());
     // From a newer turnscope.
     let newer = dir.join("newer.sqlite3");
     {

@@ -188,6 +188,9 @@ fn open_connection(path: &Path, read_only: bool) -> Result<Connection, StoreErro
     // Every statement a write or a read runs stays prepared (the default keeps 16).
     conn.set_prepared_statement_cache_capacity(STATEMENTS_CACHED);
     if !read_only {
+        // Before the journal mode: switching it rewrites the header of a file that may be
+        // someone else's database.
+        schema::refuse_foreign(&conn, path)?;
         let mode: String = conn
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .map_err(|e| explain(path, "opening", &e))?;

@@ -56,7 +56,14 @@ pub(crate) fn migrate(conn: &Connection, path: &Path) -> Result<HandleKey, Store
     result
 }
 
-fn migrate_in(conn: &Connection, path: &Path) -> Result<HandleKey, StoreError> {
+/// Refuses, by reading only, a file turnscope must not change: someone else's SQLite database
+/// (tables, no version) or a newer turnscope's store. Run before anything is written, the
+/// journal mode included (switching it to WAL rewrites the file's header). The file's schema
+/// version.
+///
+/// # Errors
+/// Such a file, or one SQLite cannot read (damaged, not a database).
+pub(crate) fn refuse_foreign(conn: &Connection, path: &Path) -> Result<i64, StoreError> {
     let fail = |what: &str, e: rusqlite::Error| explain(path, what, &e);
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
@@ -83,6 +90,12 @@ fn migrate_in(conn: &Connection, path: &Path) -> Result<HandleKey, StoreError> {
             )));
         }
     }
+    Ok(version)
+}
+
+fn migrate_in(conn: &Connection, path: &Path) -> Result<HandleKey, StoreError> {
+    let fail = |what: &str, e: rusqlite::Error| explain(path, what, &e);
+    let version = refuse_foreign(conn, path)?;
     for (from, step) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         conn.execute_batch(step)
             .map_err(|e| fail(&format!("migrating the schema from version {from}"), e))?;
