@@ -320,6 +320,9 @@ async fn headless(
     let mut signals = Signals::new()?;
     let bus = Bus::default();
     let recording = Recording::start(&bus, events).await?;
+    if let Some(note) = recording.appended() {
+        eprintln!("turnscope: {note}");
+    }
     let mut app = App::start(config, bus).await?;
     recording.retell_with(retell_reopened(app.sessions.clone()));
     let reloader = app.reloader();

@@ -488,3 +488,49 @@ async fn stored_sessions_are_listed_exported_for_replay_and_test_and_deleted() {
     assert!(out.starts_with("deleted 1 session"), "{out}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A restart with the same `--events FILE` keeps the earlier run's recording and appends to
+/// it (before, the file was emptied: the run before the restart was lost unsaid); the server
+/// says so, and the file reads back whole, both runs in order.
+#[tokio::test]
+async fn an_events_file_from_an_earlier_run_is_appended_to_not_emptied() {
+    use tokio::io::AsyncReadExt;
+    let dir = scratch("events-append");
+    let store = store_url(&dir);
+    let events = dir.join("events.jsonl");
+    let events_flag = events.display().to_string();
+    let mut said = String::new();
+    for line in ["a line before the restart", "a line after it"] {
+        let (mut child, ready) = start(&store, &["--events", &events_flag]).await;
+        let client = Client::connect(&url_in(&ready, "/mcp")).await;
+        let handle = client.start().await;
+        client.chat(&handle, line).await;
+        assert!(terminate(&mut child).await.success());
+        said.clear();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut said)
+            .await
+            .unwrap();
+    }
+    assert!(
+        said.contains(&format!(
+            "--events {events_flag}: the earlier recording there"
+        )) && said.contains("is kept"),
+        "{said}"
+    );
+    let text = std::fs::read_to_string(&events).unwrap();
+    let (read, problems) = turnscope::observe::recorder::read_events(&text);
+    assert!(problems.is_empty(), "{problems:?}");
+    let lines: Vec<String> = read
+        .iter()
+        .filter_map(|e| match e {
+            turnscope::observe::Event::TurnStarted { line, .. } => Some(line.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(lines, ["a line before the restart", "a line after it"]);
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -4,6 +4,7 @@
 //! Given a [`Retell`] once the server is up, it also writes what an event calls for besides
 //! itself: a conversation reopened from the store has its earlier turns told after its
 //! opening, so `turnscope replay` shows it whole, not from the turn it went on with.
+//! A file an earlier run recorded is kept: this run's events are appended after its lines.
 
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -25,83 +26,119 @@ pub type Retell = Arc<dyn Fn(&Event, &mut dyn FnMut(&Event)) + Send + Sync>;
 /// Starts writing every event published on `bus` to `path` (`-` = stdout), and after each
 /// what `retell` (once set) tells of it. It flushes after each burst of events; once `stop`
 /// is cancelled it writes what is still queued and ends, returning how many lines it wrote
-/// (events, retold ones and loss marks).
+/// (events, retold ones and loss marks). A file that holds an earlier recording is appended
+/// to, never emptied (a restart with the same flags would have lost the run before): how many
+/// bytes it held is returned with the task.
 pub async fn record(
     bus: &Bus,
     path: &Path,
     stop: CancellationToken,
     retell: Arc<OnceLock<Retell>>,
-) -> std::io::Result<JoinHandle<u64>> {
+) -> std::io::Result<(JoinHandle<u64>, u64)> {
+    let mut kept = 0;
+    let mut line_ended = true;
     let out: Box<dyn AsyncWrite + Send + Unpin> = if path == Path::new("-") {
         Box::new(tokio::io::stdout())
     } else {
         // Owner-only: what it records is people's conversations.
-        let file = crate::private_files::create(path).map_err(|e| {
-            std::io::Error::new(
-                e.kind(),
-                format!("cannot create events file {}: {e}", path.display()),
-            )
-        })?;
+        let mut file = crate::private_files::file_options()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("cannot create events file {}: {e}", path.display()),
+                )
+            })?;
+        kept = file.metadata().map(|m| m.len()).unwrap_or(0);
+        if kept > 0 {
+            // A run stopped mid-line (killed) leaves its last line unended: the next starts
+            // on a line of its own.
+            use std::io::{Read, Seek, SeekFrom};
+            let mut last = [0u8; 1];
+            line_ended = file.seek(SeekFrom::End(-1)).is_ok()
+                && file.read_exact(&mut last).is_ok()
+                && last[0] == b'\n';
+        }
         Box::new(tokio::fs::File::from_std(file))
     };
     let mut sub = bus.subscribe_whole();
-    Ok(tokio::spawn(async move {
-        let mut out = BufWriter::new(out);
-        let mut written = 0u64;
-        let mut marked = 0u64;
-        let mut line = Vec::with_capacity(256);
-        let mut told: Vec<Event> = Vec::new();
-        loop {
-            let event = tokio::select! {
-                event = sub.recv() => event,
-                _ = stop.cancelled() => sub.try_recv(),
-            };
-            let Some(event) = event else { break };
-            let mut next = Some(event);
-            while let Some(event) = next {
-                line.clear();
-                if write_line(&mut line, &event) {
-                    if out.write_all(&line).await.is_err() {
-                        return written;
+    Ok((
+        tokio::spawn(async move {
+            let mut out = BufWriter::new(out);
+            if !line_ended && out.write_all(b"\n").await.is_err() {
+                return 0;
+            }
+            let mut written = 0u64;
+            let mut marked = 0u64;
+            let mut line = Vec::with_capacity(256);
+            let mut told: Vec<Event> = Vec::new();
+            loop {
+                let event = tokio::select! {
+                    event = sub.recv() => event,
+                    _ = stop.cancelled() => sub.try_recv(),
+                };
+                let Some(event) = event else { break };
+                let mut next = Some(event);
+                while let Some(event) = next {
+                    line.clear();
+                    if write_line(&mut line, &event) {
+                        if out.write_all(&line).await.is_err() {
+                            return written;
+                        }
+                        // A frame's journey is a line per crossing.
+                        written += line.iter().filter(|b| **b == b'\n').count() as u64;
                     }
-                    // A frame's journey is a line per crossing.
-                    written += line.iter().filter(|b| **b == b'\n').count() as u64;
-                }
-                if let Some(retell) = retell.get() {
-                    retell(&event, &mut |e| told.push(e.clone()));
-                    for e in told.drain(..) {
-                        line.clear();
-                        if write_line(&mut line, &e) {
-                            if out.write_all(&line).await.is_err() {
-                                return written;
+                    if let Some(retell) = retell.get() {
+                        retell(&event, &mut |e| told.push(e.clone()));
+                        for e in told.drain(..) {
+                            line.clear();
+                            if write_line(&mut line, &e) {
+                                if out.write_all(&line).await.is_err() {
+                                    return written;
+                                }
+                                written += 1;
                             }
-                            written += 1;
                         }
                     }
+                    next = sub.try_recv();
                 }
-                next = sub.try_recv();
-            }
-            let missed = sub.missed();
-            if missed > marked {
-                let lost = missed - marked;
-                marked = missed;
-                tracing::warn!(
-                    lost,
-                    "events recorder fell behind; the loss is marked in the file"
-                );
-                line.clear();
-                if write_line(&mut line, &lost_mark(lost)) {
-                    if out.write_all(&line).await.is_err() {
-                        return written;
+                let missed = sub.missed();
+                if missed > marked {
+                    let lost = missed - marked;
+                    marked = missed;
+                    tracing::warn!(
+                        lost,
+                        "events recorder fell behind; the loss is marked in the file"
+                    );
+                    line.clear();
+                    if write_line(&mut line, &lost_mark(lost)) {
+                        if out.write_all(&line).await.is_err() {
+                            return written;
+                        }
+                        written += 1;
                     }
-                    written += 1;
                 }
+                let _ = out.flush().await;
             }
             let _ = out.flush().await;
-        }
-        let _ = out.flush().await;
-        written
-    }))
+            written
+        }),
+        kept,
+    ))
+}
+
+/// What is said (in the Log, and so in the file) when `path` held `kept` bytes of an earlier
+/// recording: where this run's events go, and how to start afresh.
+fn appended_note(path: &Path, kept: u64) -> String {
+    format!(
+        "--events {}: the earlier recording there ({} KiB) is kept, and this run's events are \
+         appended after it (turnscope replay steps through both runs, one after the other; remove the \
+         file first to record this run alone)",
+        path.display(),
+        kept.div_ceil(1024)
+    )
 }
 
 /// The line that marks `lost` events missing from the file at that point.
@@ -137,6 +174,7 @@ pub struct Recording {
     stop: CancellationToken,
     task: Option<JoinHandle<u64>>,
     retell: Arc<OnceLock<Retell>>,
+    appended: Option<String>,
 }
 
 impl Recording {
@@ -144,11 +182,35 @@ impl Recording {
     pub async fn start(bus: &Bus, path: Option<&Path>) -> std::io::Result<Self> {
         let stop = CancellationToken::new();
         let retell = Arc::new(OnceLock::new());
+        let mut appended = None;
         let task = match path {
-            Some(path) => Some(record(bus, path, stop.clone(), retell.clone()).await?),
+            Some(path) => {
+                let (task, kept) = record(bus, path, stop.clone(), retell.clone()).await?;
+                if kept > 0 {
+                    let note = appended_note(path, kept);
+                    bus.publish(Event::Log {
+                        at_ms: super::event::now_us() / 1000,
+                        level: "info".into(),
+                        message: note.clone(),
+                    });
+                    appended = Some(note);
+                }
+                Some(task)
+            }
             None => None,
         };
-        Ok(Self { stop, task, retell })
+        Ok(Self {
+            stop,
+            task,
+            retell,
+            appended,
+        })
+    }
+
+    /// What was said when the file held an earlier recording this run appends to (the
+    /// console's Log shows it; a headless server prints it).
+    pub fn appended(&self) -> Option<&str> {
+        self.appended.as_deref()
     }
 
     /// From now on, writes after each event what `retell` tells of it (the recording starts
@@ -180,7 +242,7 @@ mod tests {
         let path =
             std::env::temp_dir().join(format!("turnscope-rec-j-{}.jsonl", std::process::id()));
         let stop = CancellationToken::new();
-        let task = record(&bus, &path, stop.clone(), Arc::default())
+        let (task, _) = record(&bus, &path, stop.clone(), Arc::default())
             .await
             .unwrap();
         let hop = |from, to| crate::observe::Hop {
@@ -230,7 +292,7 @@ mod tests {
         let bus = Bus::new(4);
         let path = std::env::temp_dir().join(format!("turnscope-rec-{}.jsonl", std::process::id()));
         let stop = CancellationToken::new();
-        let task = record(&bus, &path, stop.clone(), Arc::default())
+        let (task, _) = record(&bus, &path, stop.clone(), Arc::default())
             .await
             .unwrap();
         // A burst far beyond the bus's capacity, published without yielding to the recorder.
