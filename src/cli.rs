@@ -553,7 +553,8 @@ pub enum SessionsAction {
     },
     /// One session as a file: an --events file `turnscope replay` opens, or a test case.
     Export {
-        /// The session's handle prefix (its first characters, as `list` shows them).
+        /// The session's handle prefix (its first characters, as `list` shows them), or its
+        /// whole handle.
         prefix: String,
         /// What to write.
         #[arg(long = "as", value_enum, default_value_t = ExportAs::Events)]
@@ -562,10 +563,13 @@ pub enum SessionsAction {
         /// pipe), else turnscope-session-PREFIX.events.jsonl or .test.toml.
         #[arg(long, short)]
         output: Option<PathBuf>,
+        /// Write over a file that is there already (a test case you edited, say).
+        #[arg(long)]
+        force: bool,
     },
     /// Delete one session, or every expired one.
     Delete {
-        /// The session's handle prefix.
+        /// The session's handle prefix, or its whole handle.
         #[arg(required_unless_present = "expired", conflicts_with = "expired")]
         prefix: Option<String>,
         /// Every session unused for longer than the handle lifetime (--handle-seconds, else

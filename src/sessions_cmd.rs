@@ -52,6 +52,7 @@ pub async fn run(
             prefix,
             format,
             output,
+            force,
         } => {
             let store = open_to_read(&source, &config).await?;
             let head = find(store.as_ref(), &prefix).await?;
@@ -84,6 +85,12 @@ pub async fn run(
             if output == Path::new("-") {
                 print!("{text}");
             } else {
+                anyhow::ensure!(
+                    force || !output.exists(),
+                    "{} is there already (an earlier export, perhaps edited since): nothing was \
+                     written. Give another --output, or --force to write over it",
+                    output.display()
+                );
                 // Owner-only, as the store it comes from.
                 turnscope::private_files::create(&output)
                     .and_then(|mut file| std::io::Write::write_all(&mut file, text.as_bytes()))
@@ -162,7 +169,7 @@ fn store_source(config: &Config) -> anyhow::Result<Source> {
         .map_err(anyhow::Error::msg)?
     {
         StoreUrl::Memory => anyhow::bail!(
-            "store memory: a memory store keeps nothing once its server stops, so there is nothing to list. \
+            "store memory: a memory store keeps nothing once its server stops, so there is nothing to list, export or delete. \
              Give the --store sqlite:PATH a server used"
         ),
         StoreUrl::Sqlite(path) => Ok(Source::File(path)),
@@ -188,7 +195,11 @@ fn store_source(config: &Config) -> anyhow::Result<Source> {
 /// Opens the file to delete from: its lock says whether a server still uses it.
 fn open_to_write(path: &Path) -> anyhow::Result<SqliteStore> {
     if !path.exists() {
-        anyhow::bail!("store file {}: no such file", path.display());
+        anyhow::bail!(
+            "store file {}: no such file. Give the file a server used (--store sqlite:PATH), or the \
+             --port it listened on for its default file",
+            path.display()
+        );
     }
     SqliteStore::open(path).map_err(|e| {
         let text = e.to_string();
@@ -204,8 +215,24 @@ fn open_to_write(path: &Path) -> anyhow::Result<SqliteStore> {
     })
 }
 
-/// The one session whose handle starts with `prefix`.
+/// The one session whose handle starts with `prefix`, or whose handle `prefix` is whole (what
+/// an MCP client prints, or the console's `y` copies).
 async fn find(store: &dyn SessionStore, prefix: &str) -> anyhow::Result<Head> {
+    if prefix.len() > 8
+        && let Ok(handle) = uuid::Uuid::parse_str(prefix.trim())
+    {
+        return store
+            .head(&store.key().id_of(&handle))
+            .await?
+            .with_context(|| {
+                format!(
+                    "{} holds no session with the handle {}…: it ended (idle past its lifetime, or \
+                     deleted), or was kept in another store; `turnscope sessions list` shows them",
+                    store.describe(),
+                    &prefix[..8]
+                )
+            });
+    }
     anyhow::ensure!(
         !prefix.is_empty() && prefix.len() <= 8,
         "prefix {prefix:?}: expected the first 1 to 8 characters of a handle, as `turnscope sessions list` shows them"

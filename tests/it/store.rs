@@ -453,6 +453,34 @@ async fn stored_sessions_are_listed_exported_for_replay_and_test_and_deleted() {
     // The case runs green against the same bot.
     let (code, out, err) = turnscope(&["test", "--pace", "0", case.to_str().unwrap()], &[]).await;
     assert_eq!(code, 0, "{out}\n{err}");
+    // Exported again (by the whole handle, as a client prints it) over the case the person
+    // edited: refused, the edits kept (before, written over unsaid); --force writes over it.
+    let edited = format!(
+        "{}\n# my own expectations\n",
+        std::fs::read_to_string(&case).unwrap()
+    );
+    std::fs::write(&case, &edited).unwrap();
+    let again = [
+        "sessions",
+        "export",
+        &handle,
+        "--as",
+        "test",
+        "--store",
+        &store,
+        "-o",
+        case.to_str().unwrap(),
+    ];
+    let (code, _, err) = turnscope(&again, &[]).await;
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("is there already") && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&case).unwrap(), edited);
+    let (code, _, err) = turnscope(&[&again[..], &["--force"]].concat(), &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(!std::fs::read_to_string(&case).unwrap().contains("# my own"));
 
     // Deleting needs the file to itself: refused while the server runs.
     let delete = ["sessions", "delete", prefix, "--store", &store];
