@@ -105,7 +105,7 @@ impl Remote {
             let w = whisker.lock().unwrap_or_else(|p| p.into_inner());
             let mut text = if w.connected {
                 format!("whisker {} · {} records", w.versions, w.records)
-            } else if w.refused > 0 {
+            } else if w.held_elsewhere {
                 "whisker refused: another client holds it (see Log)".into()
             } else if w.connects > 0 {
                 "whisker: reconnecting…".into()

@@ -150,8 +150,9 @@ impl Attached {
         }
         if self.whisker.is_some() {
             target.adopt(number, &started, Shown::ByClient);
+            // Held before it waits: a worker that pairs at once hands it over.
+            target.hold(number);
             self.pairing.wait(number, target);
-            target.show_elsewhere(number);
             self.unpaired_after(number);
         } else {
             target.adopt(number, &started, Shown::ByClient);
@@ -291,24 +292,52 @@ impl Attached {
         None
     }
 
-    /// When no whisker worker pairs with `number` in time, this client shows it again.
+    /// When no whisker worker pairs with `number` in time (at once when another client holds
+    /// whisker: none can), this client shows it, the turns it held meanwhile first.
     fn unpaired_after(&self, number: u64) {
         let pairing = self.pairing.clone();
         let target = self.target.clone();
+        let whisker = self.whisker.clone();
         let bus = self.bus.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(PAIRED_WITHIN).await;
+            let refused = || {
+                whisker
+                    .as_ref()
+                    .is_some_and(|w| w.lock().unwrap_or_else(|p| p.into_inner()).held_elsewhere)
+            };
+            let deadline = Instant::now() + PAIRED_WITHIN;
+            while Instant::now() < deadline && !refused() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
             if pairing.give_up(number)
                 && let Some(target) = target
             {
                 target.show_by_client(number);
+                let never_answered = whisker.as_ref().is_some_and(|w| {
+                    let w = w.lock().unwrap_or_else(|p| p.into_inner());
+                    w.connects == 0 && w.refused == 0
+                });
+                let why = if refused() {
+                    "another client holds whisker, so no worker pairs with it".to_string()
+                } else if never_answered {
+                    // Whisker opens its port as the bot's first session starts: this one did.
+                    format!(
+                        "nothing answered at the --whisker address within {} s of its start, \
+                         though whisker listens once the bot's first session starts: is the port \
+                         the one the bot printed?",
+                        PAIRED_WITHIN.as_secs()
+                    )
+                } else {
+                    format!(
+                        "no whisker worker appeared for it within {} s",
+                        PAIRED_WITHIN.as_secs()
+                    )
+                };
                 bus.publish(Event::Log {
                     at_ms: now_us() / 1000,
                     level: "warn".into(),
                     message: format!(
-                        "no whisker worker appeared for #{number} within {} s: its turns are shown \
-                         as this client sees them",
-                        PAIRED_WITHIN.as_secs()
+                        "#{number}: {why}: its turns are shown as this client sees them"
                     ),
                 });
             }

@@ -42,6 +42,22 @@ pub enum Shown {
     ByClient,
     /// Someone else (the watched server's stream, a paired whisker worker).
     Elsewhere,
+    /// Nobody yet: a whisker worker may pair with the session. This client holds the turns
+    /// it sees meanwhile, and publishes them if none does ([`Target::show_by_client`]).
+    Pending,
+}
+
+/// Most turns held for a session waiting for a whisker worker (it waits seconds).
+const HELD_TURNS: usize = 16;
+
+/// A turn this client saw while its session waited for a whisker worker.
+#[derive(Clone)]
+struct HeldTurn {
+    turn: u64,
+    at_us: u64,
+    line: String,
+    outcome: Result<ChatReply, String>,
+    took: Duration,
 }
 
 /// Why a kept session could not be reopened ([`Target::reopen`]).
@@ -61,6 +77,8 @@ struct Own {
     handle: String,
     shown: Shown,
     turns: u64,
+    /// Its turns seen while [`Shown::Pending`].
+    held: Vec<HeldTurn>,
 }
 
 /// The client's side of one attached target.
@@ -297,6 +315,7 @@ impl Target {
                 handle: started.handle.clone(),
                 shown,
                 turns,
+                held: Vec::new(),
             },
         );
         if shown == Shown::ByClient {
@@ -348,7 +367,21 @@ impl Target {
         Ok(reply.turns.or(reply.turn).unwrap_or(0))
     }
 
-    /// Hands a session's turns to another feed (a whisker worker paired with it).
+    /// Holds a session's turns until a whisker worker pairs with it ([`Self::show_elsewhere`])
+    /// or none does ([`Self::show_by_client`]).
+    pub fn hold(&self, number: u64) {
+        if let Some(own) = self
+            .own
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&number)
+        {
+            own.shown = Shown::Pending;
+        }
+    }
+
+    /// Hands a session's turns to another feed (a whisker worker paired with it): what was
+    /// held is the worker's to show.
     pub fn show_elsewhere(&self, number: u64) {
         if let Some(own) = self
             .own
@@ -357,18 +390,65 @@ impl Target {
             .get_mut(&number)
         {
             own.shown = Shown::Elsewhere;
+            own.held.clear();
         }
     }
 
-    /// Takes a session's turns back (no whisker worker paired with it).
+    /// Takes a session's turns back (no whisker worker paired with it): the turns held
+    /// meanwhile are published now (before, they were shown by nobody).
     pub fn show_by_client(&self, number: u64) {
-        if let Some(own) = self
-            .own
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_mut(&number)
-        {
+        let held = {
+            let mut own = self.own.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(own) = own.get_mut(&number) else {
+                return;
+            };
             own.shown = Shown::ByClient;
+            std::mem::take(&mut own.held)
+        };
+        for turn in held {
+            self.publish_whole(number, turn);
+        }
+    }
+
+    /// Publishes a turn seen while nobody showed it: its start, then how it ended.
+    fn publish_whole(&self, number: u64, held: HeldTurn) {
+        self.bus.publish(Event::TurnStarted {
+            session: number,
+            turn: held.turn,
+            line: held.line,
+            at_us: held.at_us,
+        });
+        match &held.outcome {
+            Ok(reply) => self.publish_turn(number, held.turn, held.at_us, reply, held.took),
+            Err(e) => self.turn_ended(
+                number,
+                held.turn,
+                &format!("error: {e}"),
+                None,
+                held.took,
+                0,
+            ),
+        }
+    }
+
+    /// After a call made while `number` was [`Shown::Pending`]: held while it still is,
+    /// published when this client took the session's turns back during the call.
+    fn settle_held(&self, number: u64, held: HeldTurn) {
+        let publish = {
+            let mut own = self.own.lock().unwrap_or_else(|p| p.into_inner());
+            match own.get_mut(&number) {
+                Some(o) if o.shown == Shown::Pending => {
+                    if o.held.len() < HELD_TURNS {
+                        o.held.push(held);
+                    }
+                    return;
+                }
+                Some(o) if o.shown == Shown::ByClient => true,
+                _ => false,
+            }
+        };
+        if publish {
+            self.publish_whole(number, held);
         }
     }
 
@@ -437,6 +517,7 @@ impl Target {
             (o.handle.clone(), o.shown, o.turns)
         };
         let by_client = shown == Shown::ByClient && !line.is_empty();
+        let pending = shown == Shown::Pending && !line.is_empty();
         let at_us = now_us();
         if by_client {
             self.bus.publish(Event::TurnStarted {
@@ -465,9 +546,33 @@ impl Target {
                 if by_client {
                     self.turn_ended(number, turn, &format!("error: {e}"), None, elapsed, 0);
                 }
+                if pending {
+                    self.settle_held(
+                        number,
+                        HeldTurn {
+                            turn,
+                            at_us,
+                            line: line.to_string(),
+                            outcome: Err(e.clone()),
+                            took: elapsed,
+                        },
+                    );
+                }
                 return Err(e);
             }
         };
+        if pending {
+            self.settle_held(
+                number,
+                HeldTurn {
+                    turn,
+                    at_us,
+                    line: line.to_string(),
+                    outcome: Ok(reply.clone()),
+                    took: elapsed,
+                },
+            );
+        }
         if by_client {
             self.publish_turn(number, turn, at_us, &reply, elapsed);
         }

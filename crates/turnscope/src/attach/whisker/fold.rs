@@ -73,6 +73,35 @@ impl Fold {
         self.workers.contains_key(id)
     }
 
+    /// Forgets every worker (the bot restarted: its new workers take the same ids) and
+    /// closes their sessions, `why`; a turn in flight ends with them.
+    pub fn forget_workers(&mut self, why: &str, at_us: u64) -> Vec<Event> {
+        let mut out = Vec::new();
+        for id in std::mem::take(&mut self.order) {
+            let Some(mut state) = self.workers.remove(&id) else {
+                continue;
+            };
+            if state.ended {
+                continue;
+            }
+            if let Some(end) = state.end_turn(why, at_us) {
+                out.push(end);
+            }
+            out.push(Event::Session(SessionEvent {
+                session: state.session,
+                handle_prefix: String::new(),
+                opener: SessionOpener::Mcp(format!("{WORKER_OPENER}{id}")),
+                closed: Some(why.to_string()),
+                at_us,
+                restored: false,
+                began_us: None,
+                taken_from: None,
+            }));
+        }
+        self.workers.clear();
+        out
+    }
+
     /// Starts following `worker` as session `session`; the session's opening when this feed
     /// opened it (`announce`).
     pub fn add_worker(

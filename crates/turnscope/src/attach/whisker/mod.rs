@@ -42,6 +42,8 @@ pub struct WhiskerState {
     pub connects: u64,
     /// Connections whisker closed before its snapshot (another client holds it).
     pub refused: u64,
+    /// Whether the latest attempt was refused so (another client holds whisker now).
+    pub held_elsewhere: bool,
     /// pipecat's and whisker's versions, from the snapshot.
     pub versions: String,
     /// Records read.
@@ -107,7 +109,11 @@ pub fn spawn(
             numbers,
             pairing,
             target,
+            restarted: false,
         };
+        // A feed that ended, then a port that refused connections: the bot's process went
+        // away (a restart), not only its connection.
+        let mut lost = false;
         let mut pause = Duration::from_millis(500);
         let mut said_waiting = false;
         // Said once while another client holds whisker (the header says so meanwhile).
@@ -120,6 +126,10 @@ pub fn spawn(
             reader.lock().connected = false;
             match ended {
                 Ended::CannotConnect(why) => {
+                    reader.lock().held_elsewhere = false;
+                    if lost {
+                        reader.restarted = true;
+                    }
                     if !said_waiting {
                         reader.log(
                             "info",
@@ -132,7 +142,11 @@ pub fn spawn(
                     }
                 }
                 Ended::Refused => {
-                    reader.lock().refused += 1;
+                    {
+                        let mut state = reader.lock();
+                        state.refused += 1;
+                        state.held_elsewhere = true;
+                    }
                     if !said_refused {
                         said_refused = true;
                         reader.log(
@@ -148,6 +162,7 @@ pub fn spawn(
                     }
                 }
                 Ended::Closed(why) => {
+                    lost = true;
                     said_waiting = false;
                     said_refused = false;
                     pause = Duration::from_millis(500);
@@ -183,6 +198,9 @@ struct Reader {
     numbers: Arc<AtomicU64>,
     pairing: Pairing,
     target: Option<Target>,
+    /// Whether the bot went away since the last connection: its workers on the next one
+    /// are new ones, though their ids are the same (`PipelineTask#0` again).
+    restarted: bool,
 }
 
 impl Reader {
@@ -239,9 +257,15 @@ impl Reader {
             };
             if !got_any {
                 got_any = true;
-                let mut s = self.lock();
-                s.connected = true;
-                s.connects += 1;
+                {
+                    let mut s = self.lock();
+                    s.connected = true;
+                    s.connects += 1;
+                    s.held_elsewhere = false;
+                }
+                if std::mem::take(&mut self.restarted) {
+                    self.forget_workers();
+                }
             }
             self.take_message(&bytes);
         }
@@ -307,6 +331,19 @@ impl Reader {
         }
     }
 
+    /// Closes the sessions of the workers of a bot that restarted (its new ones are sessions
+    /// of their own), and says so.
+    fn forget_workers(&mut self) {
+        let why = "the bot restarted (its whisker went away and came back)";
+        for event in self.fold.forget_workers(why, now_us()) {
+            self.bus.publish(event);
+        }
+        self.log(
+            "warn",
+            format!("{why}: its earlier sessions are closed; what it shows now is new sessions"),
+        );
+    }
+
     fn add_worker(&mut self, worker: &decode::Worker) -> Vec<Event> {
         if self.fold.knows(&worker.id) {
             return self.fold.add_worker(worker, 0, 0, false);
@@ -345,6 +382,7 @@ mod tests {
             numbers: Arc::default(),
             pairing: Pairing::default(),
             target: None,
+            restarted: false,
         }
     }
 
@@ -422,6 +460,36 @@ mod tests {
             Event::Frame(f) if f.from == "Pipeline#0::Source" && f.to == "McpInputTransport#0")));
         assert!(events.iter().any(|e| matches!(e,
             Event::Session(s) if s.session == 1 && s.closed.is_none())));
+    }
+
+    /// A bot that restarted lists workers with the ids its earlier run gave (`PipelineTask#0`
+    /// again): they are new sessions, and the earlier ones are closed (before, the new run's
+    /// frames went into the earlier run's closed session).
+    #[tokio::test]
+    async fn a_restarted_bots_workers_are_new_sessions() {
+        let bus = Bus::new(65_536);
+        let mut sub = bus.subscribe();
+        let mut r = reader(&bus);
+        r.take_message(SNAPSHOT);
+        r.take_message(TWO_TURNS);
+        drain(&mut sub);
+        r.restarted = true;
+        r.forget_workers();
+        r.restarted = false;
+        r.take_message(SNAPSHOT);
+        r.take_message(TWO_TURNS);
+        let events = drain(&mut sub);
+        assert!(events.iter().any(|e| matches!(e,
+            Event::Session(s) if s.session == 1 && s.closed.as_deref().is_some_and(|w| w.contains("restarted")))));
+        assert!(events.iter().any(|e| matches!(e,
+            Event::Session(s) if s.session == 2 && s.closed.is_none())));
+        assert!(
+            events
+                .iter()
+                .filter_map(Event::turn_of)
+                .all(|(session, _)| session == 2),
+            "the new run's turns are the new session's"
+        );
     }
 
     /// A record of a type this version does not know is skipped and counted; one that is not
