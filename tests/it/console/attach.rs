@@ -52,9 +52,14 @@ async fn attached_to_a_headless_turnscope_it_shows_every_session_and_chats_in_it
     assert!(screen.contains("mcp: rmcp"), "{screen}");
     s.send(b"3").await;
     s.send(b"hello?\r").await;
-    // A session the console did not open takes a second Enter; then the client refuses it.
-    s.send(b"\r").await;
-    s.wait_text("was started by another client").await;
+    // Refused at once, the line kept in the input (before: asked "Enter again sends…", then
+    // refused with the line gone).
+    let screen = s.wait_text("was started by another client").await;
+    assert!(screen.contains("your line is kept"), "{screen}");
+    assert!(
+        screen.contains("┃hello?"),
+        "the line stays in the input: {screen}"
+    );
     s.send(b"\x03").await;
     assert!(s.wait_exit().await.success());
     terminate(&mut server).await;
@@ -451,6 +456,16 @@ async fn attached_to_a_pipecat_bot_it_chats_and_shows_whisker_frames_pipeline_to
     // Stats: the turns' latency.
     s.send(b"7").await;
     s.wait_text("turn total").await;
+    // A second console while this one holds whisker (it takes one client): refused, so no
+    // worker pairs with its session, and its turns are shown as its client saw them (before,
+    // its first turn was shown by nobody, ever).
+    let mut second = Screen::start(&["attach", &url, "--whisker", &whisker]).await;
+    second.wait_text("client view").await;
+    second.send(b"from the second console\r").await;
+    second.wait_text("You said: from the second console").await;
+    second.wait_text("whisker refused").await;
+    second.send(b"\x03").await;
+    assert!(second.wait_exit().await.success());
     s.send(b"\x03").await;
     assert!(s.wait_exit().await.success());
     let recorded = std::fs::read_to_string(s._dir.join("pipecat.jsonl")).expect("--events wrote");

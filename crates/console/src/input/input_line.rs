@@ -10,6 +10,7 @@ use ratatui::style::Style;
 use ratatui_textarea::{TextArea, WrapMode};
 
 use crate::input::actions::Action;
+use crate::state::Source;
 
 use crate::text::truncate;
 use crate::view::console::{Console, Notice};
@@ -112,6 +113,22 @@ impl Console {
             }
             _ => false,
         };
+        // An attached console chats only in the sessions it started (marked the person's):
+        // another's is refused before anything is asked, the line kept (before, it asked
+        // "Enter again sends…", then refused and the line was gone).
+        if matches!(self.state.header.source, Source::Attached { .. })
+            && Some(session) != self.own
+            && self.state.session(session).is_some_and(|row| !row.mine)
+        {
+            self.notice = Some(Notice {
+                text: format!(
+                    "#{session} was started by another client: an attached console chats only in \
+                     sessions it started; your line is kept (n starts a session of yours)"
+                ),
+                error: true,
+            });
+            return None;
+        }
         if Some(session) != self.own
             && !stored_mine
             && !self.input_line.confirmed.contains(&session)
