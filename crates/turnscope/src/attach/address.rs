@@ -4,11 +4,14 @@
 
 use reqwest::Url;
 
-/// The port alone, or an address with no scheme: completed to `scheme://…`.
+/// The port alone (with a path or not: `7870/mcp`), or an address with no scheme: completed
+/// to `scheme://…`.
 fn with_scheme(given: &str, scheme: &str) -> String {
+    let port = given.split('/').next().unwrap_or_default();
     if given.contains("://") {
         given.to_string()
-    } else if !given.is_empty() && given.bytes().all(|b| b.is_ascii_digit()) {
+    } else if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) {
+        // Not `http://7870/mcp`, which a URL parser reads as the IPv4 address 0.0.30.190.
         format!("{scheme}://127.0.0.1:{given}")
     } else {
         format!("{scheme}://{given}")
@@ -102,6 +105,8 @@ mod tests {
     fn an_mcp_url_is_completed_as_people_type_it() {
         let ok = |given: &str| mcp_url(given).unwrap();
         assert_eq!(ok("7870"), "http://127.0.0.1:7870/mcp");
+        // A port with its path, as copied from a ready line's URL (it read as IPv4 0.0.x.x).
+        assert_eq!(ok("54807/mcp"), "http://127.0.0.1:54807/mcp");
         assert_eq!(ok("localhost:7870"), "http://localhost:7870/mcp");
         assert_eq!(ok(" http://10.0.0.2:7870 "), "http://10.0.0.2:7870/mcp");
         assert_eq!(ok("https://bots.example/"), "https://bots.example/mcp");
