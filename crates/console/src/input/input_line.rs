@@ -232,12 +232,18 @@ impl Console {
                         reply.error.unwrap_or_default()
                     ),
                     // An attached console's chat answered with an error before any turn (the
-                    // bot refused the call): its text says what happened.
-                    None => format!(
-                        "chat failed: {}{}",
-                        reply.error.unwrap_or_default(),
-                        self.unsent(session, line, since)
-                    ),
+                    // bot refused the call): its text says what happened, in words meant for
+                    // a model ("call start for a new handle"): the key that does it here too.
+                    None => {
+                        let error = reply.error.unwrap_or_default();
+                        let unsent = self.unsent(session, line, since);
+                        let start = if error.to_ascii_lowercase().contains("start") {
+                            " · n starts a new session on the bot"
+                        } else {
+                            ""
+                        };
+                        format!("chat failed: {error}{unsent}{start}")
+                    }
                 },
                 error: true,
             }),

@@ -26,9 +26,10 @@ use crate::error::ConsoleError;
 use crate::input::actions::Action;
 use crate::run::feed::{Attachment, Done, LiveFeed};
 use crate::run::kept_handles::KeptHandles;
-use crate::state::{ConsoleState, Header, Source};
+use crate::state::{Activity, ConsoleState, Header, Source};
 use crate::theme::Theme;
 use crate::view::console::{Console, Notice};
+use turnscope::attach::whisker::BOT_RESTARTED;
 
 /// The attached bot, as the loop reaches it.
 pub struct Remote {
@@ -198,6 +199,7 @@ fn settle(remote: &Remote, console: &mut Console) {
         };
         console.notice = Some(Notice { text, error: false });
     }
+    let_go_of_ended_with_the_bot(remote, console);
     take_up_kept(remote, console);
     let outcomes = std::mem::take(&mut *remote.outcomes.lock().unwrap_or_else(|p| p.into_inner()));
     for outcome in outcomes {
@@ -218,6 +220,30 @@ fn settle(remote: &Remote, console: &mut Console) {
             }
         }
     }
+}
+
+/// Lets go of the person's session when its whisker worker's bot restarted (the feed closed
+/// it: the bot no longer knows its handle, and a line into it would be refused with the bot's
+/// "call start"): the next line starts a new one, as said.
+fn let_go_of_ended_with_the_bot(remote: &Remote, console: &mut Console) {
+    let (Some(own), Some(target)) = (console.own, &remote.attached.target) else {
+        return;
+    };
+    let ended = console.state.session(own).is_some_and(
+        |row| matches!(&row.activity, Activity::Closed(why) if why.starts_with(BOT_RESTARTED)),
+    );
+    if !ended {
+        return;
+    }
+    target.forget(own);
+    console.own = None;
+    console.notice = Some(Notice {
+        text: format!(
+            "#{own} ended with the bot's restart: your next line starts a new session on it (n: \
+             one now)"
+        ),
+        error: false,
+    });
 }
 
 /// Takes up the sessions an earlier run of this console started on the target that the

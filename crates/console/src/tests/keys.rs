@@ -253,6 +253,23 @@ fn chat_errors_become_error_notices_and_replies_clear_them() {
                     the input line (Enter sends it)",
         "{n:?}"
     );
+    // A bot that no longer knows the handle says so in words meant for a model ("call
+    // start"): the notice names the key that does it here.
+    c.chat_done(
+        1,
+        "",
+        Ok(reply(
+            None,
+            "",
+            Some("error"),
+            Some("handle: no live session. Call start for a new handle."),
+        )),
+    );
+    let n = c.notice.clone().unwrap();
+    assert!(
+        n.text.ends_with(" · n starts a new session on the bot"),
+        "{n:?}"
+    );
     c.chat_done(1, "hi", Ok(reply(Some(4), "fine", Some("completed"), None)));
     assert_eq!(c.notice, None);
     // Any other notice (what sending a line told: the session it opened or reopened, even one

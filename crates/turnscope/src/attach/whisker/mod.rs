@@ -30,6 +30,8 @@ use fold::Fold;
 /// Largest WebSocket message read (whisker's first one carries everything since the bot
 /// started); a larger one ends the connection, which is said, and the reader dials again.
 pub const MAX_MESSAGE: usize = 256 * 1024 * 1024;
+/// Why the sessions of a bot's workers closed when the bot restarted (their close reason).
+pub const BOT_RESTARTED: &str = "the bot restarted (its whisker went away and came back)";
 /// The protocol version this reader knows.
 pub const PROTOCOL: &str = "1";
 
@@ -334,7 +336,7 @@ impl Reader {
     /// Closes the sessions of the workers of a bot that restarted (its new ones are sessions
     /// of their own), and says so.
     fn forget_workers(&mut self) {
-        let why = "the bot restarted (its whisker went away and came back)";
+        let why = BOT_RESTARTED;
         for event in self.fold.forget_workers(why, now_us()) {
             self.bus.publish(event);
         }
