@@ -344,6 +344,8 @@ async fn a_store_that_stops_taking_writes_while_running_degrades_to_memory_loudl
         .unwrap();
     assert_eq!(health["status"], "degraded", "{health}");
     assert_eq!(health["store"]["status"], "degraded");
+    // What is said now lives in memory only (it said durable: true).
+    assert_eq!(health["store"]["durable"], false, "{health}");
     assert!(
         health["store"]["error"]
             .as_str()

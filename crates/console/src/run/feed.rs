@@ -250,6 +250,11 @@ impl LiveFeed {
             state.age_rows();
             return unannounced;
         };
+        let degraded = sessions.store_degraded();
+        if state.header.store_degraded != degraded {
+            state.header.store_degraded = degraded;
+            unannounced = true;
+        }
         let handle_seconds = sessions.limits().handle_seconds;
         let open = sessions.list();
         if let Some(stored) = &mut self.stored {

@@ -71,6 +71,7 @@ pub async fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console
             .to_string(),
         )),
         store: Some(app.sessions.store_status().url),
+        store_degraded: false,
         server: None,
         config: Some(ConfigMark {
             version: app.reloader().version(),

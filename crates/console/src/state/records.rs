@@ -35,6 +35,8 @@ pub struct Header {
     pub replica: Option<(String, String)>,
     /// Where sessions are kept (`memory`, `sqlite:/path`), when a server runs here.
     pub store: Option<String>,
+    /// Whether that store is degraded now (writes stopped or failing: the Log says why).
+    pub store_degraded: bool,
     /// The config version in force and how its last reload went, when known.
     pub config: Option<ConfigMark>,
 }

@@ -404,3 +404,24 @@ fn the_frames_status_line_is_cut_between_words() {
         "cut between words, no separator left dangling: {status}"
     );
 }
+
+/// A store that stopped taking writes is said in the header, even on a narrow screen (before,
+/// only the Log's error count told; the header still named the file as if all was well).
+#[test]
+fn a_degraded_store_is_said_in_the_header() {
+    let mut c = fresh();
+    c.state.header.store = Some("sqlite:/tmp/s/sessions.sqlite3".into());
+    for (w, h) in SIZES {
+        let shown = screen(&mut c, w, h);
+        assert!(!shown.contains("degraded"), "{shown}");
+    }
+    c.state.header.store_degraded = true;
+    for (w, h) in SIZES {
+        let shown = screen(&mut c, w, h);
+        let header = shown.lines().next().unwrap_or_default();
+        assert!(
+            header.contains("sessions.sqlite3 degraded (8 Log)"),
+            "{w}x{h}: {header}"
+        );
+    }
+}

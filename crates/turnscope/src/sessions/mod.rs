@@ -343,6 +343,11 @@ impl Sessions {
         self.inner.storage.status()
     }
 
+    /// Whether the store is degraded now (writes stopped, or a shared store failing).
+    pub fn store_degraded(&self) -> bool {
+        self.inner.storage.is_degraded()
+    }
+
     /// Whether [`Sessions::drain`] began: no new session, no new line.
     pub fn is_draining(&self) -> bool {
         self.inner.draining.load(Ordering::Acquire)

@@ -36,7 +36,7 @@ const RETRY_AFTER: [std::time::Duration; 3] = [
 pub struct StoreStatus {
     /// `memory`, `sqlite:/path`.
     pub url: String,
-    /// Whether it outlives the process.
+    /// Whether it outlives the process (not once writes stopped).
     pub durable: bool,
     /// Why writes stopped, once one failed (sessions then live in memory only).
     pub degraded: Option<String>,
@@ -148,9 +148,20 @@ impl Storage {
     pub(crate) fn status(&self) -> StoreStatus {
         StoreStatus {
             url: self.url.clone(),
-            durable: self.durable,
+            // Not once writing stopped: what is said now lives in memory only.
+            durable: self.durable(),
             degraded: self.degraded.get().cloned().or_else(|| self.troubled()),
         }
+    }
+
+    /// Whether writes stopped or a shared store is failing now (cheap: for each frame's header).
+    pub(crate) fn is_degraded(&self) -> bool {
+        self.degraded.get().is_some()
+            || self
+                .trouble
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_some()
     }
 
     fn troubled(&self) -> Option<String> {

@@ -205,15 +205,28 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
             .strip_prefix("sqlite:")
             .and_then(|path| std::path::Path::new(path).file_name())
             .map_or(store.clone(), |name| name.to_string_lossy().into_owned());
-        first.push(Chunk::new(
-            vec![
-                Span::styled(" store ", t.dim),
-                Span::styled(short, t.text),
-                Span::styled(" ", t.dim),
-            ],
-            // The first to go on a narrow screen: the ready line and `/healthz` name it too.
-            0,
-        ));
+        let chunk = if h.store_degraded {
+            // Kept on a narrow screen: what is said now may not outlive the process.
+            Chunk::new(
+                vec![
+                    Span::styled(" store ", t.dim),
+                    Span::styled(format!("{short} degraded (8 Log)"), t.error),
+                    Span::styled(" ", t.dim),
+                ],
+                5,
+            )
+        } else {
+            Chunk::new(
+                vec![
+                    Span::styled(" store ", t.dim),
+                    Span::styled(short, t.text),
+                    Span::styled(" ", t.dim),
+                ],
+                // The first to go on a narrow screen: the ready line and `/healthz` name it too.
+                0,
+            )
+        };
+        first.push(chunk);
     }
     if let Some(server) = &h.server {
         first.push(Chunk::new(
