@@ -328,11 +328,15 @@ fn table(heads: &[Head], total: u64, origin: &str) -> String {
     for h in heads {
         let opener = match &h.opener {
             turnscope::observe::SessionOpener::Console => "console".to_string(),
-            turnscope::observe::SessionOpener::Mcp(name) => format!("mcp {name}"),
+            turnscope::observe::SessionOpener::Mcp(name) => format!("mcp: {name}"),
             turnscope::observe::SessionOpener::Api => "api".to_string(),
         };
         let state = match (&h.in_flight, h.unread) {
-            (Some(f), _) => format!("turn {} in flight at a stop", f.turn),
+            // The file cannot tell a turn running now from one its server's stop cut off.
+            (Some(f), _) => format!(
+                "turn {} in flight (running, or cut off by a stop: its client is told)",
+                f.turn
+            ),
             (None, Some(t)) => format!("turn {t} unread"),
             (None, None) => String::new(),
         };
