@@ -442,3 +442,34 @@ async fn a_store_whose_disk_fills_while_running_serves_from_memory_loudly() {
     let _ = server.wait().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `sessions list` and `export` only read: they work on a store where SQLite cannot make the
+/// shared-memory index WAL mode reads through (a read-only mount, a backup; here its name is
+/// a link into a folder that does not exist, which needs no root), by reading the file as
+/// immutable (before: "unable to open database file", told to make the folder writable).
+#[cfg(unix)]
+#[tokio::test]
+async fn a_store_that_cannot_be_written_beside_is_still_listed_and_exported() {
+    let dir = scratch("read-only-beside");
+    let file = dir.join("sessions.sqlite3");
+    let store = format!("sqlite:{}", file.display());
+    let (mut server, ready) = start(&store, &["--pace", "0"]).await;
+    let client = Client::connect(&url_in(&ready, "/mcp")).await;
+    let handle = client.start().await;
+    client.chat(&handle, "kept on a backup").await;
+    assert!(terminate(&mut server).await.success());
+    let shm = dir.join("sessions.sqlite3-shm");
+    let _ = std::fs::remove_file(&shm);
+    std::os::unix::fs::symlink(dir.join("no-such-folder").join("shm"), &shm).unwrap();
+    let (code, out, err) = turnscope(&["sessions", "list", "--store", &store], &[]).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains(&handle[..8]), "{out}");
+    let (code, out, err) = turnscope(
+        &["sessions", "export", &handle[..8], "--store", &store],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("kept on a backup"), "{out}");
+    let _ = std::fs::remove_dir_all(dir);
+}

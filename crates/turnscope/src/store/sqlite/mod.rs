@@ -109,10 +109,7 @@ impl SqliteStore {
                 path.display()
             )));
         }
-        let conn = open_connection(path, true)?;
-        let version: i64 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(|e| explain(path, "reading", &e))?;
+        let (conn, version) = open_reading(path)?;
         if version > schema::LATEST {
             return Err(StoreError::unusable(format!(
                 "store file {}: it was written by a newer turnscope (schema version {version}; this one knows \
@@ -170,6 +167,51 @@ impl SqliteStore {
         .await
         .unwrap_or_else(|e| Err(StoreError::unusable(format!("store: a read stopped: {e}"))))
     }
+}
+
+/// A read-only connection to `path` and its schema version, for [`SqliteStore::open_to_read`].
+/// On a read-only filesystem (a backup, a mount) SQLite cannot make the shared-memory index
+/// WAL mode reads through: the file is then read as immutable, which needs none, as long as
+/// no write-ahead log beside it holds commits such a read would miss (none can be writing
+/// there).
+fn open_reading(path: &Path) -> Result<(Connection, i64), StoreError> {
+    let conn = open_connection(path, true)?;
+    let error = match conn.query_row("PRAGMA user_version", [], |r| r.get(0)) {
+        Ok(version) => return Ok((conn, version)),
+        Err(e) => e,
+    };
+    drop(conn);
+    let cannot_open = matches!(
+        error.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly)
+    );
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let log_empty = std::fs::metadata(PathBuf::from(wal)).map_or(true, |m| m.len() == 0);
+    if !cannot_open || !log_empty {
+        return Err(explain(path, "reading", &error));
+    }
+    // The URI form takes `?` and `#` as its own and `%` as an escape: those are escaped.
+    let mut uri = String::from("file:");
+    for c in path.display().to_string().chars() {
+        match c {
+            '?' => uri.push_str("%3f"),
+            '#' => uri.push_str("%23"),
+            '%' => uri.push_str("%25"),
+            c => uri.push(c),
+        }
+    }
+    uri.push_str("?immutable=1");
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_URI
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn =
+        Connection::open_with_flags(&uri, flags).map_err(|e| explain(path, "opening", &e))?;
+    conn.set_prepared_statement_cache_capacity(STATEMENTS_CACHED);
+    let version = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| explain(path, "reading", &e))?;
+    Ok((conn, version))
 }
 
 /// A connection to `path` in WAL mode with `synchronous=FULL` (`read_only`: no writes).
