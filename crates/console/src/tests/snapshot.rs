@@ -693,3 +693,30 @@ fn tools_pane_wraps_long_lines_at_160_columns() {
     );
     assert!(text.contains("quote a phrase to match it"), "{text}");
 }
+
+/// A frame name longer than its column (pipecat's `OutputTransportMessageUrgentFrame#4`) is
+/// cut short with its gap kept before the route (it ran into it: `…Messa…McpInputTransport`).
+#[test]
+fn a_long_frame_name_cut_short_keeps_its_gap_before_the_route() {
+    let mut c = console();
+    let mut frame = turnscope::observe::event::FrameEvent::reply_piece(
+        9_001,
+        1,
+        1,
+        "McpInputTransport#0",
+        1_000_500,
+        "OutputTransportMessageUrgentFrame".into(),
+    );
+    frame.name = "OutputTransportMessageUrgentFrame#4".into();
+    frame.kind = "system".into();
+    frame.to = "LLMUserAggregator#0".into();
+    c.state.apply(&turnscope::observe::Event::Frame(frame));
+    c.focus_pane(PaneId::Frames);
+    let t = render(96, 30, &c, panes::inspector::draw);
+    let text = t.backend().to_string();
+    let row = text
+        .lines()
+        .find(|l| l.contains("OutputTransportMes"))
+        .unwrap_or_else(|| panic!("the frame is listed: {text}"));
+    assert!(row.contains("… McpInputTransport#0→"), "{row}");
+}

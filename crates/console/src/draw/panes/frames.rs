@@ -237,7 +237,8 @@ fn frame_line(
     }
     spans.extend([
         Span::styled(format!("{letter} "), kind),
-        Span::styled(pad(&fr.name, name_w), kind),
+        // A name cut short keeps its gap: `OutputTransportMessa… McpInputTransport#0→…`.
+        Span::styled(pad(&fr.name, name_w.saturating_sub(1)) + " ", kind),
         Span::styled(pad(&route, route_w.saturating_sub(1)) + " ", t.text),
         Span::styled(format!("{arrow} "), t.dim),
     ]);
