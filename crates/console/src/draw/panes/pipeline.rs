@@ -73,7 +73,7 @@ fn pieces(c: &Console, links: &[LinkFigures], now: u64, short: bool) -> Vec<Vec<
     for (i, l) in links.iter().enumerate() {
         if i > 0 && links[i - 1].to != l.from {
             // Off the chain (a link seen before the chain was whole): start a new run.
-            out.push(vec![Span::styled("· ", t.dim), name(&l.from)]);
+            out.push(vec![Span::styled(" · ", t.dim), name(&l.from)]);
         }
         let depth = l.down.depth(now);
         // Flowing: frames per second; quiet: frames in all.

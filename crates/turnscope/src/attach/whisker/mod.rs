@@ -317,6 +317,22 @@ impl Reader {
                     );
                 }
                 self.lock().versions = versions.clone();
+                // Said in the Log, as its refusals and losses are.
+                self.log(
+                    "info",
+                    format!(
+                        "whisker connected ({}): {} running",
+                        if versions.is_empty() {
+                            "versions not given"
+                        } else {
+                            versions
+                        },
+                        match workers.len() {
+                            1 => "1 pipeline".to_string(),
+                            n => format!("{n} pipelines"),
+                        }
+                    ),
+                );
                 let mut out = Vec::new();
                 for worker in workers {
                     out.extend(self.add_worker(worker));
@@ -410,6 +426,8 @@ mod tests {
         let state = r.lock().clone();
         assert_eq!((state.bad, state.unknown), (0, 0), "{state:?}");
         assert_eq!(state.versions, "pipecat 1.14.0 · whisker 2.0.1");
+        assert!(events.iter().any(|e| matches!(e,
+            Event::Log { message, .. } if message.starts_with("whisker connected (pipecat 1.14.0 · whisker 2.0.1): "))));
         let lines: Vec<&str> = events
             .iter()
             .filter_map(|e| match e {
