@@ -7,8 +7,9 @@
 //! The file is `STATE/turnscope/console-handles.json` (`store::state_dir`), mode 0600: a handle
 //! lets whoever holds it chat in that conversation, and the same user's store file already holds
 //! the conversations themselves. It lists the handles of console sessions something was said
-//! in, oldest first, at most [`HANDLES_KEPT`] (a few KiB): a handle is added when the console
-//! sends the first line of one of its sessions, to the file as it is then (another console may
+//! in, least recently used first, at most [`HANDLES_KEPT`] (a few KiB): a handle is added when
+//! the console sends the first line of one of its sessions (and made the newest again by a line
+//! an hour or more later), to the file as it is then (another console may
 //! have added its own since this one started), which is written whole through a temporary file
 //! renamed over it. Handles of every store share it: a store matches only its
 //! own (its key hashes a handle to an id it holds), and a handle whose session has since
@@ -41,6 +42,10 @@ use super::stored::stored_number;
 /// Most handles the file keeps (the newest); an older one's conversation can still be read,
 /// no longer continued from the console.
 pub const HANDLES_KEPT: usize = 64;
+
+/// How old a kept handle's time may grow while lines go into it before it is made the newest
+/// again (and the file written).
+const MOVED_UP_AFTER_MS: u64 = 3_600_000;
 
 /// The file's name in turnscope's state directory.
 pub const FILE_NAME: &str = "console-handles.json";
@@ -187,7 +192,20 @@ impl KeptHandles {
             return Ok(());
         };
         if inner.has(&handle) && !inner.unmarked(&handle) {
-            return Ok(());
+            // Kept newest first by use, not by its first line: one gone on with for weeks is
+            // not let go of for 64 newer ones. The file is written at most once an hour each.
+            let now = now_ms();
+            let Some(at) = inner
+                .entries
+                .iter()
+                .position(|e| e.handle == handle && e.at_ms + MOVED_UP_AFTER_MS < now)
+            else {
+                return Ok(());
+            };
+            let mut entry = inner.entries.remove(at);
+            entry.at_ms = now;
+            inner.entries.push(entry);
+            return inner.write(&path);
         }
         // Another console (another port) may have kept handles since this one read the file:
         // written over from what it holds now, not from what this one read at start.
@@ -490,6 +508,30 @@ mod tests {
         let in_file: Vec<&str> = file.handles.iter().map(|e| e.handle.as_str()).collect();
         let newest: Vec<&str> = handles[5..].iter().map(String::as_str).collect();
         assert_eq!(in_file, newest, "the oldest 5 went, none twice");
+    }
+
+    /// A handle gone on with is kept as the newest (by use, not by its first line): an old
+    /// conversation still in use is not let go of for 64 newer ones.
+    #[test]
+    fn a_handle_in_use_is_kept_as_the_newest() {
+        let dir = dir("in-use");
+        let (kept, _) = KeptHandles::load(store_in(&dir), Some(&dir));
+        let handles: Vec<String> = (0..3).map(|_| Uuid::new_v4().to_string()).collect();
+        for h in &handles {
+            kept.keep(h).expect("written");
+        }
+        // The first one's first line was two hours ago; a line goes into it now.
+        kept.lock().entries[0].at_ms = now_ms() - 7_200_000;
+        kept.keep(&handles[0]).expect("written");
+        let file: HandlesFile =
+            serde_json::from_slice(&std::fs::read(dir.join(FILE_NAME)).unwrap()).unwrap();
+        let in_file: Vec<&str> = file.handles.iter().map(|e| e.handle.as_str()).collect();
+        assert_eq!(in_file, [&handles[1], &handles[2], &handles[0]]);
+        assert!(file.handles[2].at_ms + 60_000 > now_ms());
+        // Within the hour, a line writes nothing.
+        std::fs::remove_file(dir.join(FILE_NAME)).unwrap();
+        kept.keep(&handles[0]).expect("nothing to write");
+        assert!(!dir.join(FILE_NAME).exists());
     }
 
     /// Two consoles (two ports, two stores) keep their handles in the one file: neither writes
