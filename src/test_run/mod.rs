@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use turnscope::app::App;
 use turnscope::config::Config;
 use turnscope::observe::Bus;
-use turnscope::observe::recorder::Recording;
+use turnscope::observe::recorder::{Keep, Recording};
 
 use crate::cli::{ServeArgs, TestArgs};
 use run::{CaseResult, Env, Plan, PlannedFile, Status};
@@ -159,7 +159,8 @@ async fn start_target(
 ) -> anyhow::Result<(Target, Env)> {
     if let Some(url) = &args.url {
         let bus = Bus::default();
-        let recording = Recording::start(&bus, events).await?;
+        // A report of this run: a file an earlier run left is emptied first.
+        let recording = Recording::start_keeping(&bus, events, Keep::Afresh).await?;
         let env = Env {
             url: url.clone(),
             token: args.serve.auth_token.clone(),
@@ -181,7 +182,7 @@ async fn start_target(
     let (config, _) = Config::load(config, &overrides)?;
     let config = with_room_for(config, args.jobs);
     let bus = Bus::default();
-    let recording = Recording::start(&bus, events).await?;
+    let recording = Recording::start_keeping(&bus, events, Keep::Afresh).await?;
     let app = App::start(&config, bus.clone()).await?;
     recording.retell_with(turnscope::server::viewers::retell_reopened(
         app.sessions.clone(),

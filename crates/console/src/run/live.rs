@@ -813,4 +813,48 @@ mod tests {
         c.quit_asked = false;
         assert!(timer.tick(&mut c, t0 + ERROR_SHOWN));
     }
+
+    /// A line into the person's stored conversation that ended since it was listed (idle
+    /// past its lifetime, or deleted, before the listing caught up) is said in the console's
+    /// words, not MCP's "call start", and the line is given back.
+    #[tokio::test]
+    async fn a_line_into_a_stored_conversation_that_ended_since_it_was_listed_comes_back() {
+        let mut config = turnscope::config::Config::default();
+        config.server.port = 0;
+        config.model.pace = 0.0;
+        let app = App::start(&config, turnscope::observe::Bus::default())
+            .await
+            .expect("app starts");
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let gone = uuid::Uuid::new_v4().to_string();
+        reopen_and_chat(
+            &app.sessions,
+            gone.clone(),
+            7,
+            "what was the word?".into(),
+            &tx,
+            &CancellationToken::new(),
+        );
+        let done = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+            .await
+            .expect("an answer")
+            .expect("sent");
+        let Done::Opened {
+            result: Err(said),
+            unsent,
+            ..
+        } = done
+        else {
+            panic!("not refused");
+        };
+        assert!(
+            said.starts_with(&format!(
+                "cannot go on with your stored session {}: it ended since it was listed",
+                &gone[..8]
+            )),
+            "{said}"
+        );
+        assert!(!said.contains("Call start"), "{said}");
+        assert_eq!(unsent.as_deref(), Some("what was the word?"));
+    }
 }

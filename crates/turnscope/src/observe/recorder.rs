@@ -34,6 +34,7 @@ pub async fn record(
     path: &Path,
     stop: CancellationToken,
     retell: Arc<OnceLock<Retell>>,
+    keep: Keep,
 ) -> std::io::Result<(JoinHandle<u64>, u64)> {
     let mut kept = 0;
     let mut line_ended = true;
@@ -41,16 +42,18 @@ pub async fn record(
         Box::new(tokio::io::stdout())
     } else {
         // Owner-only: what it records is people's conversations.
-        let mut file = crate::private_files::file_options()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(|e| {
-                std::io::Error::new(
-                    e.kind(),
-                    format!("cannot create events file {}: {e}", path.display()),
-                )
-            })?;
+        let mut options = crate::private_files::file_options();
+        options.create(true);
+        match keep {
+            Keep::Appended => options.append(true),
+            Keep::Afresh => options.truncate(true),
+        };
+        let mut file = options.open(path).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("cannot create events file {}: {e}", path.display()),
+            )
+        })?;
         kept = file.metadata().map(|m| m.len()).unwrap_or(0);
         if kept > 0 {
             // A run stopped mid-line (killed) leaves its last line unended: the next starts
@@ -169,6 +172,16 @@ pub fn read_events(text: &str) -> (Vec<Event>, Vec<String>) {
     (events, problems)
 }
 
+/// What a recording does with a file an earlier run left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// Kept, the new events appended (a server's, an attached console's: what they saw
+    /// cannot be seen again).
+    Appended,
+    /// Emptied first (`turnscope test`: a report of this run, which can be run again).
+    Afresh,
+}
+
 /// `--events`, when given: a recorder that runs until [`Recording::finish`].
 pub struct Recording {
     stop: CancellationToken,
@@ -178,14 +191,24 @@ pub struct Recording {
 }
 
 impl Recording {
-    /// Starts recording `bus` to `path` when a path is given; otherwise records nothing.
+    /// Starts recording `bus` to `path` when a path is given, after what an earlier run
+    /// left there; otherwise records nothing.
     pub async fn start(bus: &Bus, path: Option<&Path>) -> std::io::Result<Self> {
+        Self::start_keeping(bus, path, Keep::Appended).await
+    }
+
+    /// [`Self::start`], with what is done with a file an earlier run left.
+    pub async fn start_keeping(
+        bus: &Bus,
+        path: Option<&Path>,
+        keep: Keep,
+    ) -> std::io::Result<Self> {
         let stop = CancellationToken::new();
         let retell = Arc::new(OnceLock::new());
         let mut appended = None;
         let task = match path {
             Some(path) => {
-                let (task, kept) = record(bus, path, stop.clone(), retell.clone()).await?;
+                let (task, kept) = record(bus, path, stop.clone(), retell.clone(), keep).await?;
                 if kept > 0 {
                     let note = appended_note(path, kept);
                     bus.publish(Event::Log {
@@ -242,7 +265,7 @@ mod tests {
         let path =
             std::env::temp_dir().join(format!("turnscope-rec-j-{}.jsonl", std::process::id()));
         let stop = CancellationToken::new();
-        let (task, _) = record(&bus, &path, stop.clone(), Arc::default())
+        let (task, _) = record(&bus, &path, stop.clone(), Arc::default(), Keep::Appended)
             .await
             .unwrap();
         let hop = |from, to| crate::observe::Hop {
@@ -292,7 +315,7 @@ mod tests {
         let bus = Bus::new(4);
         let path = std::env::temp_dir().join(format!("turnscope-rec-{}.jsonl", std::process::id()));
         let stop = CancellationToken::new();
-        let (task, _) = record(&bus, &path, stop.clone(), Arc::default())
+        let (task, _) = record(&bus, &path, stop.clone(), Arc::default(), Keep::Appended)
             .await
             .unwrap();
         // A burst far beyond the bus's capacity, published without yielding to the recorder.
