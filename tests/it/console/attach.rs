@@ -452,7 +452,23 @@ async fn attached_to_a_pipecat_bot_it_chats_and_shows_whisker_frames_pipeline_to
     s.send(b"4").await;
     let screen = s.wait_text("LLMTextFrame").await;
     assert!(screen.contains("OpenAILLMService#0"), "{screen}");
-    assert!(screen.contains("McpOutputTransport#"), "{screen}");
+    // A pipecat frame is one row with its hops (its crossings share its id), as a local
+    // frame is; zoomed, x shows a row per link: the LLM's text reaching the output transport.
+    s.send(b"z").await;
+    s.wait_text(" hop").await;
+    s.send(b"x").await;
+    let screen = s
+        .wait_for(
+            "the LLM's text frame at the output transport, per link",
+            |text| {
+                text.lines()
+                    .any(|l| l.contains("LLMTextFrame") && l.contains("McpOutputTransport#0"))
+            },
+        )
+        .await;
+    assert!(!screen.contains(" hop"), "per link: {screen}");
+    s.send(b"x").await;
+    s.send(b"z").await;
     // Stats: the turns' latency.
     s.send(b"7").await;
     s.wait_text("turn total").await;
@@ -470,6 +486,14 @@ async fn attached_to_a_pipecat_bot_it_chats_and_shows_whisker_frames_pipeline_to
     assert!(s.wait_exit().await.success());
     let recorded = std::fs::read_to_string(s._dir.join("pipecat.jsonl")).expect("--events wrote");
     assert!(recorded.contains("\"name\":\"LLMTextFrame\""));
+    assert!(
+        recorded
+            .lines()
+            .any(|l| l.contains("\"name\":\"LLMTextFrame\"")
+                && l.contains("\"from\":\"OpenAILLMService#0\"")
+                && l.contains("\"to\":\"McpOutputTransport#0\"")),
+        "the LLM's text frames reach the output transport"
+    );
     assert!(recorded.contains("\"type\":\"tool_call\""));
     let _ = bot.start_kill();
     terminate(&mut model).await;

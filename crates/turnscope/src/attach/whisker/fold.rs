@@ -9,7 +9,7 @@
 //! `CancelFrame` end the session. Each frame counts once (whisker reports it at every hop).
 //! Everything kept per worker is bounded.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 
 use super::decode::{FrameRecord, Record, Worker};
 use crate::observe::event::{
@@ -48,7 +48,8 @@ struct WorkerState {
     session: u64,
     down: HashMap<String, String>,
     up: HashMap<String, String>,
-    seen: HashSet<String>,
+    /// Frame names seen, with the id their crossings share.
+    seen: HashMap<String, u64>,
     seen_order: VecDeque<String>,
     turn: Option<TurnState>,
     turns: u64,
@@ -125,7 +126,7 @@ impl Fold {
             session,
             down: HashMap::new(),
             up: HashMap::new(),
-            seen: HashSet::new(),
+            seen: HashMap::new(),
             seen_order: VecDeque::new(),
             turn: None,
             turns: 0,
@@ -160,10 +161,13 @@ impl Fold {
         }
         let class = class_of(&f.name);
         let to = w.next(&f.from, f.downstream);
-        let first = w.first_sight(&f.name);
+        // One pipecat frame (`Class#n`) is one frame with a crossing per link, as a local
+        // frame's journey is: its crossings share the id of its first record, so the Frames
+        // pane lists it once with its hops (x: per link) and its detail shows its path.
+        let (first, id) = w.first_sight(&f.name, f.seq);
         let turn_id = w.turn.as_ref().map_or(0, |t| t.id);
         out.push(Event::Frame(FrameEvent {
-            id: f.seq,
+            id,
             session: w.session,
             turn: turn_id,
             kind: kind_of(class).into(),
@@ -347,18 +351,20 @@ impl WorkerState {
             .unwrap_or_else(|| end.to_string())
     }
 
-    fn first_sight(&mut self, name: &str) -> bool {
-        if self.seen.contains(name) {
-            return false;
+    /// Whether the frame `name` is seen for the first time, and its id: the sequence number
+    /// `seq` of its first record (the newest [`SEEN_KEPT`] names are remembered).
+    fn first_sight(&mut self, name: &str, seq: u64) -> (bool, u64) {
+        if let Some(id) = self.seen.get(name) {
+            return (false, *id);
         }
         if self.seen_order.len() == SEEN_KEPT
             && let Some(old) = self.seen_order.pop_front()
         {
             self.seen.remove(&old);
         }
-        self.seen.insert(name.to_string());
+        self.seen.insert(name.to_string(), seq);
         self.seen_order.push_back(name.to_string());
-        true
+        (true, seq)
     }
 
     fn end_turn(&mut self, reason: &str, at_us: u64) -> Option<Event> {

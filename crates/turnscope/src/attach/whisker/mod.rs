@@ -478,6 +478,34 @@ mod tests {
         assert_eq!(reply, "The echo tool says: \"hi\".");
         assert!(events.iter().any(|e| matches!(e,
             Event::Frame(f) if f.from == "Pipeline#0::Source" && f.to == "McpInputTransport#0")));
+        // A pipecat frame's crossings share one id, link after link (its path), as a local
+        // frame's journey does; two frames never share one.
+        let mut paths: std::collections::HashMap<u64, Vec<(&str, &str)>> = Default::default();
+        for e in &events {
+            if let Event::Frame(f) = e {
+                paths.entry(f.id).or_default().push((&f.from, &f.to));
+            }
+        }
+        assert!(
+            paths.len()
+                < events
+                    .iter()
+                    .filter(|e| matches!(e, Event::Frame(_)))
+                    .count()
+        );
+        // (A pipeline's own sink or source is the pipeline, for the link out of it.)
+        let node = |n: &str| {
+            n.trim_end_matches("::Sink")
+                .trim_end_matches("::Source")
+                .to_string()
+        };
+        for (id, path) in &paths {
+            assert!(
+                path.windows(2)
+                    .all(|w| node(w[0].1) == node(w[1].0) || node(w[0].0) == node(w[1].1)),
+                "frame {id}'s crossings make a path: {path:?}"
+            );
+        }
         assert!(events.iter().any(|e| matches!(e,
             Event::Session(s) if s.session == 1 && s.closed.is_none())));
     }
