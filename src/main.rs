@@ -320,7 +320,7 @@ async fn headless(
     let mut signals = Signals::new()?;
     let bus = Bus::default();
     let recording = Recording::start(&bus, events).await?;
-    if let Some(note) = recording.appended() {
+    if let Some(note) = recording.kept_aside() {
         eprintln!("turnscope: {note}");
     }
     let mut app = App::start(config, bus).await?;
@@ -469,6 +469,9 @@ async fn bridge_xiaozhi(
     };
     let bus = Bus::default();
     let recording = Recording::start(&bus, events).await?;
+    if let Some(note) = recording.kept_aside() {
+        eprintln!("turnscope: {note}");
+    }
     let settings = BridgeSettings::default();
     let announce = Announce::new(events);
     for r in &relays {
@@ -501,6 +504,9 @@ async fn bridge_openai(
     use turnscope::bridge::openai::standalone;
     let bus = Bus::default();
     let recording = Recording::start(&bus, events).await?;
+    if let Some(note) = recording.kept_aside() {
+        eprintln!("turnscope: {note}");
+    }
     let bridge = standalone::start(&args, bus).await?;
     Announce::new(events).line(&bridge.ready_line());
     wait_for_signal().await;

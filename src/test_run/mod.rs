@@ -159,7 +159,7 @@ async fn start_target(
 ) -> anyhow::Result<(Target, Env)> {
     if let Some(url) = &args.url {
         let bus = Bus::default();
-        // A report of this run: a file an earlier run left is emptied first.
+        // A report of this run: a file an earlier run left is written over.
         let recording = Recording::start_keeping(&bus, events, Keep::Afresh).await?;
         let env = Env {
             url: url.clone(),

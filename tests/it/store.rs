@@ -517,13 +517,13 @@ async fn stored_sessions_are_listed_exported_for_replay_and_test_and_deleted() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// A restart with the same `--events FILE` keeps the earlier run's recording and appends to
-/// it (before, the file was emptied: the run before the restart was lost unsaid); the server
-/// says so, and the file reads back whole, both runs in order.
+/// A restart with the same `--events FILE` keeps the earlier run's recording, moved aside
+/// under a dated name (before, the file was emptied: the run before the restart was lost
+/// unsaid); the server says where, and each file is one run, read back whole.
 #[tokio::test]
-async fn an_events_file_from_an_earlier_run_is_appended_to_not_emptied() {
+async fn an_events_file_from_an_earlier_run_is_kept_beside_the_new_one() {
     use tokio::io::AsyncReadExt;
-    let dir = scratch("events-append");
+    let dir = scratch("events-aside");
     let store = store_url(&dir);
     let events = dir.join("events.jsonl");
     let events_flag = events.display().to_string();
@@ -543,22 +543,34 @@ async fn an_events_file_from_an_earlier_run_is_appended_to_not_emptied() {
             .await
             .unwrap();
     }
-    assert!(
-        said.contains(&format!(
-            "--events {events_flag}: the earlier recording there"
-        )) && said.contains("is kept"),
-        "{said}"
-    );
-    let text = std::fs::read_to_string(&events).unwrap();
-    let (read, problems) = turnscope::observe::recorder::read_events(&text);
-    assert!(problems.is_empty(), "{problems:?}");
-    let lines: Vec<String> = read
-        .iter()
-        .filter_map(|e| match e {
-            turnscope::observe::Event::TurnStarted { line, .. } => Some(line.clone()),
-            _ => None,
+    let kept: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            name.starts_with("events.") && name.ends_with(".jsonl") && name != "events.jsonl"
         })
         .collect();
-    assert_eq!(lines, ["a line before the restart", "a line after it"]);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(
+        said.contains(&format!(
+            "--events {events_flag}: the earlier recording there is kept as {}",
+            kept[0].display()
+        )),
+        "{said}"
+    );
+    let lines_in = |path: &Path| -> Vec<String> {
+        let text = std::fs::read_to_string(path).unwrap();
+        let (read, problems) = turnscope::observe::recorder::read_events(&text);
+        assert!(problems.is_empty(), "{problems:?}");
+        read.iter()
+            .filter_map(|e| match e {
+                turnscope::observe::Event::TurnStarted { line, .. } => Some(line.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(lines_in(&kept[0]), ["a line before the restart"]);
+    assert_eq!(lines_in(&events), ["a line after it"]);
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -226,7 +226,7 @@ fn settle(remote: &Remote, console: &mut Console) {
 /// it: the bot no longer knows its handle, and a line into it would be refused with the bot's
 /// "call start"): the next line starts a new one, as said.
 fn let_go_of_ended_with_the_bot(remote: &Remote, console: &mut Console) {
-    let (Some(own), Some(target)) = (console.own, &remote.attached.target) else {
+    let (Some(own), Some(_)) = (console.own, &remote.attached.target) else {
         return;
     };
     let ended = console.state.session(own).is_some_and(
@@ -235,7 +235,7 @@ fn let_go_of_ended_with_the_bot(remote: &Remote, console: &mut Console) {
     if !ended {
         return;
     }
-    target.forget(own);
+    remote.attached.forget(own);
     console.own = None;
     console.notice = Some(Notice {
         text: format!(
@@ -535,7 +535,7 @@ fn perform(
                     (Some(kept), Some(handle)) => kept.forget(&handle).err(),
                     _ => None,
                 };
-                target.forget(session);
+                remote.attached.forget(session);
                 if console.own == Some(session) {
                     // The next line starts a new session of the person's.
                     console.own = None;
@@ -699,13 +699,20 @@ pub async fn run(
     let recording = Recording::start(&bus, events)
         .await
         .map_err(|e| ConsoleError::Attach(e.to_string()))?;
-    let (console, feed, remote_for_shutdown) = match attach(&options, theme, bus).await {
+    let (mut console, feed, remote_for_shutdown) = match attach(&options, theme, bus).await {
         Ok(built) => built,
         Err(e) => {
             recording.finish().await;
             return Err(e);
         }
     };
+    // Published before the console subscribed (the file has it): said on screen instead.
+    if let Some(note) = recording.kept_aside() {
+        console.notice = Some(Notice {
+            text: note.to_string(),
+            error: false,
+        });
+    }
     let (terminal, guard) = match crate::run::terminal::enter() {
         Ok(t) => t,
         Err(e) => {

@@ -195,11 +195,21 @@ impl KeptHandles {
             // Kept newest first by use, not by its first line: one gone on with for weeks is
             // not let go of for 64 newer ones. The file is written at most once an hour each.
             let now = now_ms();
-            let Some(at) = inner
-                .entries
-                .iter()
-                .position(|e| e.handle == handle && e.at_ms + MOVED_UP_AFTER_MS < now)
-            else {
+            let stale = |entries: &[Entry]| {
+                entries
+                    .iter()
+                    .position(|e| e.handle == handle && e.at_ms + MOVED_UP_AFTER_MS < now)
+            };
+            if stale(&inner.entries).is_none() {
+                return Ok(());
+            }
+            // Written over from what the file holds now (another console may have kept or let
+            // go of handles since this one read it), as an addition is.
+            if let (now, None) = read(&path, inner.lost) {
+                inner.entries = now;
+                inner.index();
+            }
+            let Some(at) = stale(&inner.entries) else {
                 return Ok(());
             };
             let mut entry = inner.entries.remove(at);
@@ -520,8 +530,12 @@ mod tests {
         for h in &handles {
             kept.keep(h).expect("written");
         }
-        // The first one's first line was two hours ago; a line goes into it now.
-        kept.lock().entries[0].at_ms = now_ms() - 7_200_000;
+        // The first one's first line was two hours ago (as the file says); a line goes into
+        // it now.
+        let mut entries = kept.lock().entries.clone();
+        entries[0].at_ms = now_ms() - 7_200_000;
+        write(&dir.join(FILE_NAME), &entries).unwrap();
+        kept.lock().entries = entries;
         kept.keep(&handles[0]).expect("written");
         let file: HandlesFile =
             serde_json::from_slice(&std::fs::read(dir.join(FILE_NAME)).unwrap()).unwrap();

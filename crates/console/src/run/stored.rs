@@ -143,8 +143,9 @@ impl StoredSessions {
                 expired += 1;
                 continue;
             }
+            // Past the most listed, the rest are only counted (the expired ones above too).
             if rows.len() == STORED_LISTED {
-                break;
+                continue;
             }
             let number = stored_number(&head.id);
             self.ids.insert(number, head.id);

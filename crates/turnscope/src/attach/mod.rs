@@ -344,6 +344,15 @@ impl Attached {
         });
     }
 
+    /// Ends the session `number` this console started ([`Target::forget`]); one still
+    /// waiting for a whisker worker stops waiting, so no worker pairs with it after.
+    pub fn forget(&self, number: u64) {
+        self.pairing.give_up(number);
+        if let Some(target) = &self.target {
+            target.forget(number);
+        }
+    }
+
     /// Stops every feed.
     pub async fn shutdown(self) {
         self.stop.cancel();

@@ -587,8 +587,9 @@ impl Target {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&number);
+        // Its opening was published by this client unless another feed shows it.
         if let Some(own) = removed
-            && own.shown == Shown::ByClient
+            && own.shown != Shown::Elsewhere
         {
             self.bus.publish(Event::Session(SessionEvent {
                 session: number,

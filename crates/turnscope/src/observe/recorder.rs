@@ -4,9 +4,9 @@
 //! Given a [`Retell`] once the server is up, it also writes what an event calls for besides
 //! itself: a conversation reopened from the store has its earlier turns told after its
 //! opening, so `turnscope replay` shows it whole, not from the turn it went on with.
-//! A file an earlier run recorded is kept: this run's events are appended after its lines.
+//! A file an earlier run recorded is kept: moved aside under a dated name before this run's.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use tokio::io::{AsyncWrite, AsyncWriteExt, BufWriter};
@@ -26,53 +26,36 @@ pub type Retell = Arc<dyn Fn(&Event, &mut dyn FnMut(&Event)) + Send + Sync>;
 /// Starts writing every event published on `bus` to `path` (`-` = stdout), and after each
 /// what `retell` (once set) tells of it. It flushes after each burst of events; once `stop`
 /// is cancelled it writes what is still queued and ends, returning how many lines it wrote
-/// (events, retold ones and loss marks). A file that holds an earlier recording is appended
-/// to, never emptied (a restart with the same flags would have lost the run before): how many
-/// bytes it held is returned with the task.
+/// (events, retold ones and loss marks). A file that holds an earlier recording is moved
+/// aside first with [`Keep::MovedAside`] (a restart with the same flags would have emptied
+/// it, the run before lost): where it went is returned with the task.
 pub async fn record(
     bus: &Bus,
     path: &Path,
     stop: CancellationToken,
     retell: Arc<OnceLock<Retell>>,
     keep: Keep,
-) -> std::io::Result<(JoinHandle<u64>, u64)> {
-    let mut kept = 0;
-    let mut line_ended = true;
+) -> std::io::Result<(JoinHandle<u64>, Option<PathBuf>)> {
+    let mut kept = None;
     let out: Box<dyn AsyncWrite + Send + Unpin> = if path == Path::new("-") {
         Box::new(tokio::io::stdout())
     } else {
+        if keep == Keep::MovedAside {
+            kept = move_aside(path)?;
+        }
         // Owner-only: what it records is people's conversations.
-        let mut options = crate::private_files::file_options();
-        options.create(true);
-        match keep {
-            Keep::Appended => options.append(true),
-            Keep::Afresh => options.truncate(true),
-        };
-        let mut file = options.open(path).map_err(|e| {
+        let file = crate::private_files::create(path).map_err(|e| {
             std::io::Error::new(
                 e.kind(),
                 format!("cannot create events file {}: {e}", path.display()),
             )
         })?;
-        kept = file.metadata().map(|m| m.len()).unwrap_or(0);
-        if kept > 0 {
-            // A run stopped mid-line (killed) leaves its last line unended: the next starts
-            // on a line of its own.
-            use std::io::{Read, Seek, SeekFrom};
-            let mut last = [0u8; 1];
-            line_ended = file.seek(SeekFrom::End(-1)).is_ok()
-                && file.read_exact(&mut last).is_ok()
-                && last[0] == b'\n';
-        }
         Box::new(tokio::fs::File::from_std(file))
     };
     let mut sub = bus.subscribe_whole();
     Ok((
         tokio::spawn(async move {
             let mut out = BufWriter::new(out);
-            if !line_ended && out.write_all(b"\n").await.is_err() {
-                return 0;
-            }
             let mut written = 0u64;
             let mut marked = 0u64;
             let mut line = Vec::with_capacity(256);
@@ -132,15 +115,68 @@ pub async fn record(
     ))
 }
 
-/// What is said (in the Log, and so in the file) when `path` held `kept` bytes of an earlier
-/// recording: where this run's events go, and how to start afresh.
-fn appended_note(path: &Path, kept: u64) -> String {
+/// Moves an earlier recording at `path` aside, to the same name with the time it was last
+/// written (`events.jsonl` → `events.20261206T114903.jsonl`, `-2`… when that is taken), and
+/// returns where; nothing when there is none, or it is empty. Not appended to: each file is one
+/// run, whose session numbers `turnscope replay` reads as one server's.
+fn move_aside(path: &Path) -> std::io::Result<Option<PathBuf>> {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(None);
+    };
+    if !meta.is_file() || meta.len() == 0 {
+        return Ok(None);
+    }
+    let written = chrono::DateTime::<chrono::Utc>::from(
+        meta.modified()
+            .unwrap_or_else(|_| std::time::SystemTime::now()),
+    );
+    let stamp = written.format("%Y%m%dT%H%M%S").to_string();
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let ext = path
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
+    for n in 1..1000 {
+        let suffix = if n == 1 {
+            String::new()
+        } else {
+            format!("-{n}")
+        };
+        let aside = path.with_file_name(format!("{stem}.{stamp}{suffix}{ext}"));
+        if aside.exists() {
+            continue;
+        }
+        std::fs::rename(path, &aside).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot keep the earlier recording {} (moving it to {}): {e}; move it yourself, \
+                     or give --events another file",
+                    path.display(),
+                    aside.display()
+                ),
+            )
+        })?;
+        return Ok(Some(aside));
+    }
+    Err(std::io::Error::other(format!(
+        "cannot keep the earlier recording {}: too many kept beside it; give --events another file",
+        path.display()
+    )))
+}
+
+/// What is said (in the Log, and so in the file) when an earlier recording at `path` was
+/// moved `aside`.
+fn aside_note(path: &Path, aside: &Path) -> String {
     format!(
-        "--events {}: the earlier recording there ({} KiB) is kept, and this run's events are \
-         appended after it (turnscope replay steps through both runs, one after the other; remove the \
-         file first to record this run alone)",
+        "--events {}: the earlier recording there is kept as {} (turnscope replay opens it); this \
+         run records to {}",
         path.display(),
-        kept.div_ceil(1024)
+        aside.display(),
+        path.display()
     )
 }
 
@@ -175,10 +211,10 @@ pub fn read_events(text: &str) -> (Vec<Event>, Vec<String>) {
 /// What a recording does with a file an earlier run left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Keep {
-    /// Kept, the new events appended (a server's, an attached console's: what they saw
+    /// Moved aside under a dated name (a server's, an attached console's: what they saw
     /// cannot be seen again).
-    Appended,
-    /// Emptied first (`turnscope test`: a report of this run, which can be run again).
+    MovedAside,
+    /// Written over (`turnscope test`: a report of this run, which can be run again).
     Afresh,
 }
 
@@ -187,14 +223,14 @@ pub struct Recording {
     stop: CancellationToken,
     task: Option<JoinHandle<u64>>,
     retell: Arc<OnceLock<Retell>>,
-    appended: Option<String>,
+    kept_aside: Option<String>,
 }
 
 impl Recording {
-    /// Starts recording `bus` to `path` when a path is given, after what an earlier run
-    /// left there; otherwise records nothing.
+    /// Starts recording `bus` to `path` when a path is given (an earlier run's recording
+    /// there moved aside); otherwise records nothing.
     pub async fn start(bus: &Bus, path: Option<&Path>) -> std::io::Result<Self> {
-        Self::start_keeping(bus, path, Keep::Appended).await
+        Self::start_keeping(bus, path, Keep::MovedAside).await
     }
 
     /// [`Self::start`], with what is done with a file an earlier run left.
@@ -205,18 +241,18 @@ impl Recording {
     ) -> std::io::Result<Self> {
         let stop = CancellationToken::new();
         let retell = Arc::new(OnceLock::new());
-        let mut appended = None;
+        let mut kept_aside = None;
         let task = match path {
             Some(path) => {
-                let (task, kept) = record(bus, path, stop.clone(), retell.clone(), keep).await?;
-                if kept > 0 {
-                    let note = appended_note(path, kept);
+                let (task, aside) = record(bus, path, stop.clone(), retell.clone(), keep).await?;
+                if let Some(aside) = aside {
+                    let note = aside_note(path, &aside);
                     bus.publish(Event::Log {
                         at_ms: super::event::now_us() / 1000,
                         level: "info".into(),
                         message: note.clone(),
                     });
-                    appended = Some(note);
+                    kept_aside = Some(note);
                 }
                 Some(task)
             }
@@ -226,14 +262,14 @@ impl Recording {
             stop,
             task,
             retell,
-            appended,
+            kept_aside,
         })
     }
 
-    /// What was said when the file held an earlier recording this run appends to (the
-    /// console's Log shows it; a headless server prints it).
-    pub fn appended(&self) -> Option<&str> {
-        self.appended.as_deref()
+    /// What was said when the file held an earlier recording, moved aside (the console's
+    /// Log shows it; a headless server prints it).
+    pub fn kept_aside(&self) -> Option<&str> {
+        self.kept_aside.as_deref()
     }
 
     /// From now on, writes after each event what `retell` tells of it (the recording starts
@@ -265,7 +301,7 @@ mod tests {
         let path =
             std::env::temp_dir().join(format!("turnscope-rec-j-{}.jsonl", std::process::id()));
         let stop = CancellationToken::new();
-        let (task, _) = record(&bus, &path, stop.clone(), Arc::default(), Keep::Appended)
+        let (task, _) = record(&bus, &path, stop.clone(), Arc::default(), Keep::MovedAside)
             .await
             .unwrap();
         let hop = |from, to| crate::observe::Hop {
@@ -315,7 +351,7 @@ mod tests {
         let bus = Bus::new(4);
         let path = std::env::temp_dir().join(format!("turnscope-rec-{}.jsonl", std::process::id()));
         let stop = CancellationToken::new();
-        let (task, _) = record(&bus, &path, stop.clone(), Arc::default(), Keep::Appended)
+        let (task, _) = record(&bus, &path, stop.clone(), Arc::default(), Keep::MovedAside)
             .await
             .unwrap();
         // A burst far beyond the bus's capacity, published without yielding to the recorder.

@@ -127,10 +127,13 @@ pub fn spawn(
             };
             reader.lock().connected = false;
             match ended {
-                Ended::CannotConnect(why) => {
+                Ended::CannotConnect(why, port_refused) => {
                     reader.lock().held_elsewhere = false;
-                    if lost {
+                    // Only a port that refused after the feed ended is a process gone: a
+                    // timeout or a name not resolved may be the network's.
+                    if lost && port_refused {
                         reader.restarted = true;
+                        lost = false;
                     }
                     if !said_waiting {
                         reader.log(
@@ -144,6 +147,8 @@ pub fn spawn(
                     }
                 }
                 Ended::Refused => {
+                    // Its port answers: the same process, held by another client.
+                    lost = false;
                     {
                         let mut state = reader.lock();
                         state.refused += 1;
@@ -188,7 +193,8 @@ pub fn spawn(
 }
 
 enum Ended {
-    CannotConnect(String),
+    /// Why, and whether the port refused the connection.
+    CannotConnect(String, bool),
     Refused,
     Closed(String),
 }
@@ -225,7 +231,13 @@ impl Reader {
         let (mut socket, _) =
             match tokio_tungstenite::connect_async_with_config(url, Some(config), true).await {
                 Ok(s) => s,
-                Err(e) => return Ended::CannotConnect(e.to_string()),
+                Err(e) => {
+                    // The port refused: nothing listens there (the bot's process is gone, or
+                    // its whisker not up yet), unlike a timeout or a name not resolved.
+                    let refused = matches!(&e, tokio_tungstenite::tungstenite::Error::Io(io)
+                        if io.kind() == std::io::ErrorKind::ConnectionRefused);
+                    return Ended::CannotConnect(e.to_string(), refused);
+                }
             };
         let mut got_any = false;
         loop {

@@ -172,8 +172,9 @@ impl SqliteStore {
 /// A read-only connection to `path` and its schema version, for [`SqliteStore::open_to_read`].
 /// On a read-only filesystem (a backup, a mount) SQLite cannot make the shared-memory index
 /// WAL mode reads through: the file is then read as immutable, which needs none, as long as
-/// no write-ahead log beside it holds commits such a read would miss (none can be writing
-/// there).
+/// no write-ahead log beside it holds commits such a read would miss. Such a read takes no
+/// lock: it is a snapshot of a file nobody writes (a server writing the same file through
+/// another mount could be read mid-checkpoint; that read then fails, and is said).
 fn open_reading(path: &Path) -> Result<(Connection, i64), StoreError> {
     let conn = open_connection(path, true)?;
     let error = match conn.query_row("PRAGMA user_version", [], |r| r.get(0)) {
@@ -191,14 +192,17 @@ fn open_reading(path: &Path) -> Result<(Connection, i64), StoreError> {
     if !cannot_open || !log_empty {
         return Err(explain(path, "reading", &error));
     }
-    // The URI form takes `?` and `#` as its own and `%` as an escape: those are escaped.
+    // The URI form takes `?`, `#` and `%` as its own, and `//` as an authority: the whole
+    // path, made absolute, is percent-encoded but for plain characters (and so are bytes a
+    // non-UTF-8 name holds).
+    let absolute = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let mut uri = String::from("file:");
-    for c in path.display().to_string().chars() {
-        match c {
-            '?' => uri.push_str("%3f"),
-            '#' => uri.push_str("%23"),
-            '%' => uri.push_str("%25"),
-            c => uri.push(c),
+    for byte in absolute.as_os_str().as_encoded_bytes() {
+        match byte {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' | b'~' => {
+                uri.push(char::from(*byte));
+            }
+            other => uri.push_str(&format!("%{other:02X}")),
         }
     }
     uri.push_str("?immutable=1");
