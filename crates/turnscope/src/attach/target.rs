@@ -540,27 +540,7 @@ impl Target {
             .unwrap_or_else(|p| p.into_inner())
             .remove(&handle);
         let elapsed = started.elapsed();
-        let reply = match result {
-            Ok(result) => reply_of(&result, elapsed),
-            Err(e) => {
-                if by_client {
-                    self.turn_ended(number, turn, &format!("error: {e}"), None, elapsed, 0);
-                }
-                if pending {
-                    self.settle_held(
-                        number,
-                        HeldTurn {
-                            turn,
-                            at_us,
-                            line: line.to_string(),
-                            outcome: Err(e.clone()),
-                            took: elapsed,
-                        },
-                    );
-                }
-                return Err(e);
-            }
-        };
+        let outcome = result.map(|result| reply_of(&result, elapsed));
         if pending {
             self.settle_held(
                 number,
@@ -568,15 +548,18 @@ impl Target {
                     turn,
                     at_us,
                     line: line.to_string(),
-                    outcome: Ok(reply.clone()),
+                    outcome: outcome.clone(),
                     took: elapsed,
                 },
             );
         }
         if by_client {
-            self.publish_turn(number, turn, at_us, &reply, elapsed);
+            match &outcome {
+                Ok(reply) => self.publish_turn(number, turn, at_us, reply, elapsed),
+                Err(e) => self.turn_ended(number, turn, &format!("error: {e}"), None, elapsed, 0),
+            }
         }
-        Ok(reply)
+        outcome
     }
 
     /// Ends the session `number` (`DELETE` of the MCP session is not per conversation, so the
