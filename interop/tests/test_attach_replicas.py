@@ -121,10 +121,10 @@ def test_the_console_watches_the_replica_its_session_lives_on_and_goes_on_there_
         watched = console.watched()
         console.line("my name is Ada")
         screen = console.wait("turn 1 · completed")
-        # The stream shows the session (stream-numbered, opened by this client over MCP), so it
-        # lives on the watched replica, and only there.
+        # The stream shows the session (stream-numbered, opened by this client over MCP, listed
+        # as the person's), so it lives on the watched replica, and only there.
         assert "1000001" not in screen, screen
-        assert "mcp: turnscope" in screen, screen
+        assert "attach (you)" in screen, screen
         assert sessions_on(replicas)[watched] == 1, (watched, sessions_on(replicas))
         console.quit()
 
