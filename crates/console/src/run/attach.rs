@@ -53,7 +53,10 @@ impl Attachment for Remote {
     fn refresh(&self, state: &mut ConsoleState) -> bool {
         // The sessions this console started are the person's: marked in the Sessions pane.
         let marked = match &self.attached.target {
-            Some(target) => state.mark_yours(|number| target.owns(number)),
+            Some(target) => {
+                let owned = target.owned_numbers();
+                state.mark_yours(|number| owned.contains(&number))
+            }
             None => false,
         };
         let view = self.view();

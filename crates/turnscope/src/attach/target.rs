@@ -479,6 +479,17 @@ impl Target {
             .contains_key(&number)
     }
 
+    /// The numbers of the sessions this console started, taken under one lock (the
+    /// Sessions pane marks its rows with them on each tick).
+    pub fn owned_numbers(&self) -> Vec<u64> {
+        self.own
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .copied()
+            .collect()
+    }
+
     /// Whether this console started any session that is still its own.
     pub fn owns_any(&self) -> bool {
         !self
