@@ -475,13 +475,33 @@ async fn attached_to_a_pipecat_bot_it_chats_and_shows_whisker_frames_pipeline_to
     // A second console while this one holds whisker (it takes one client): refused, so no
     // worker pairs with its session, and its turns are shown as its client saw them (before,
     // its first turn was shown by nobody, ever).
-    let mut second = Screen::start(&["attach", &url, "--whisker", &whisker]).await;
+    let mut second = Screen::start(&[
+        "attach",
+        &url,
+        "--whisker",
+        &whisker,
+        "--events",
+        "second.jsonl",
+    ])
+    .await;
     second.wait_text("client view").await;
     second.send(b"from the second console\r").await;
     second.wait_text("You said: from the second console").await;
     second.wait_text("whisker refused").await;
     second.send(b"\x03").await;
     assert!(second.wait_exit().await.success());
+    // Its turn was timed by the client's call (pipecat-mcp-transport gives no turn record),
+    // the first console's by whisker's frames: each turn's end says whose clock.
+    let ends = |text: &str, clock: &str| {
+        text.lines()
+            .any(|l| l.contains("\"type\":\"turn_ended\"") && l.contains(clock))
+    };
+    let second_recorded =
+        std::fs::read_to_string(second._dir.join("second.jsonl")).expect("--events wrote");
+    assert!(
+        ends(&second_recorded, "\"clock\":\"client\""),
+        "{second_recorded}"
+    );
     s.send(b"\x03").await;
     assert!(s.wait_exit().await.success());
     let recorded = std::fs::read_to_string(s._dir.join("pipecat.jsonl")).expect("--events wrote");
@@ -495,6 +515,7 @@ async fn attached_to_a_pipecat_bot_it_chats_and_shows_whisker_frames_pipeline_to
         "the LLM's text frames reach the output transport"
     );
     assert!(recorded.contains("\"type\":\"tool_call\""));
+    assert!(ends(&recorded, "\"clock\":\"whisker\""), "{recorded}");
     let _ = bot.start_kill();
     terminate(&mut model).await;
 }

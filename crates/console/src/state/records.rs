@@ -242,6 +242,8 @@ pub struct TurnView {
     /// when its way ends, so a reply's last pieces may reach a console that folds events
     /// (attached, replay) after the turn's end: they are taken until the reply is whole.
     pub reply_bytes: Option<usize>,
+    /// Whose clock timed it, when not the server's that ran it (an attached console's).
+    pub clock: Option<turnscope::observe::TurnClock>,
 }
 
 impl TurnView {
@@ -289,6 +291,7 @@ impl TurnView {
             reasoning_bytes: r.reasoning.len() as u64,
             config_version: r.config_version,
             reply_bytes: r.end.is_some().then_some(r.reply.len()),
+            clock: None,
         }
     }
 }

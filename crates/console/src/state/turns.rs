@@ -61,6 +61,7 @@ impl ConsoleState {
             view.rounds = t.rounds;
             view.first_piece_us = t.first_piece_us;
             view.total_us = Some(t.total_us);
+            view.clock = t.clock;
             if t.config_version.is_some() {
                 view.config_version = t.config_version;
             }

@@ -129,8 +129,7 @@ pub fn session(session: u64, turns: u64, words: usize) -> Vec<Event> {
             tool_calls: 0,
             first_piece_us: Some(10),
             total_us: end - at,
-            config_version: None,
-            retold: false,
+            ..TurnEndEvent::default()
         }));
         let progress = |n: usize| McpMessage {
             after_us: n as u64 * 10,

@@ -316,8 +316,8 @@ fn a_retold_turn_is_shown_and_not_counted() {
         tool_calls: 1,
         first_piece_us: Some(5),
         total_us: 999_000,
-        config_version: None,
         retold: true,
+        ..TurnEndEvent::default()
     }));
     let turn = s.transcript(1).iter().find(|t| t.id == 9).expect("shown");
     assert_eq!(turn.line, "told again");
@@ -639,7 +639,7 @@ fn a_turn_cut_by_the_token_limit_shows_length_with_its_tokens_and_reasoning() {
         first_piece_us: Some(1_000),
         total_us: 20_000,
         config_version: Some(3),
-        retold: false,
+        ..TurnEndEvent::default()
     }));
     let t = &s.transcript(3)[0];
     assert_eq!(t.end.as_deref(), Some("length"));

@@ -23,7 +23,7 @@ use super::side::ClientSide;
 use super::tap::{Handles, Tapped, Tokens};
 use crate::mcp::connect::{chain, initialize_failed};
 use crate::observe::event::{
-    FrameEvent, SessionEvent, SessionOpener, ToolCallEvent, TurnEndEvent, now_us,
+    FrameEvent, SessionEvent, SessionOpener, ToolCallEvent, TurnClock, TurnEndEvent, now_us,
 };
 use crate::observe::{Bus, Event};
 use crate::server::mcp_text::{START_META, TURN_META, text_of};
@@ -425,7 +425,7 @@ impl Target {
                 held.turn,
                 &format!("error: {e}"),
                 None,
-                held.took,
+                Timed::ByClient(held.took),
                 0,
             ),
         }
@@ -567,7 +567,14 @@ impl Target {
         if by_client {
             match &outcome {
                 Ok(reply) => self.publish_turn(number, turn, at_us, reply, elapsed),
-                Err(e) => self.turn_ended(number, turn, &format!("error: {e}"), None, elapsed, 0),
+                Err(e) => self.turn_ended(
+                    number,
+                    turn,
+                    &format!("error: {e}"),
+                    None,
+                    Timed::ByClient(elapsed),
+                    0,
+                ),
             }
         }
         outcome
@@ -637,7 +644,13 @@ impl Target {
             (None, None) => "nothing to read".into(),
         };
         let first = reply.first_piece_ms.map(|ms| (ms * 1000.0) as u64);
-        self.turn_ended(number, turn, &reason, first, took, reply.rounds);
+        // The target's turn record times the turn on the target's clock; without one, this
+        // client's call is all there is to time it by, and the footer says so.
+        let timed = match (reply.turn, reply.total_ms) {
+            (Some(_), Some(ms)) => Timed::ByTarget(Duration::from_secs_f64(ms.max(0.0) / 1000.0)),
+            _ => Timed::ByClient(took),
+        };
+        self.turn_ended(number, turn, &reason, first, timed, reply.rounds);
     }
 
     fn turn_ended(
@@ -646,9 +659,13 @@ impl Target {
         turn: u64,
         reason: &str,
         first_piece_us: Option<u64>,
-        took: Duration,
+        timed: Timed,
         rounds: u32,
     ) {
+        let (total, clock) = match timed {
+            Timed::ByTarget(total) => (total, None),
+            Timed::ByClient(took) => (took, Some(TurnClock::Client)),
+        };
         self.bus.publish(Event::TurnEnded(TurnEndEvent {
             session: number,
             turn,
@@ -657,7 +674,8 @@ impl Target {
             rounds,
             tool_calls: 0,
             first_piece_us,
-            total_us: took.as_micros() as u64,
+            total_us: total.as_micros() as u64,
+            clock,
             ..TurnEndEvent::default()
         }));
     }
@@ -668,6 +686,14 @@ impl Target {
             let _ = service.cancel().await;
         }
     }
+}
+
+/// How long a turn took, and by whose clock.
+enum Timed {
+    /// The target's turn record.
+    ByTarget(Duration),
+    /// This client's `chat` call (the target gave no record, or the call failed).
+    ByClient(Duration),
 }
 
 fn meta<'a>(result: &'a CallToolResult, key: &str) -> Option<&'a Value> {

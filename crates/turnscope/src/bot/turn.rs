@@ -129,6 +129,7 @@ impl TurnRecord {
             total_us: self.total.map_or(0, |d| d.as_micros() as u64),
             config_version: self.config_version,
             retold: false,
+            clock: None,
         }
     }
 

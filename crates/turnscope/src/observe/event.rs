@@ -527,6 +527,32 @@ pub struct TurnEndEvent {
     /// so a turn is not counted twice by a viewer that saw it run before a restart.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub retold: bool,
+    /// Whose clock timed the turn when it was not the server that ran it (an attached
+    /// console's): absent for a turn the server timed itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<TurnClock>,
+}
+
+/// Whose clock timed a turn an attached console saw, when not the server that ran it: the
+/// figures are then not comparable with a server's own (a client's include the network and
+/// the MCP call; whisker's are the bot's frames as its sink stamped them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnClock {
+    /// The attached console, around its `chat` call (the target gave no turn record).
+    Client,
+    /// The bot's whisker frames (pipecat's sink stamps each frame as it emits it).
+    Whisker,
+}
+
+impl TurnClock {
+    /// The words a turn's footer says after its figures.
+    pub fn label(self) -> &'static str {
+        match self {
+            TurnClock::Client => "timed by client",
+            TurnClock::Whisker => "timed by bot",
+        }
+    }
 }
 
 /// Most bytes of a tool's result an event carries; the rest is counted in `result_bytes`.

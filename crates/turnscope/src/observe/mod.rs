@@ -17,6 +17,6 @@ pub use bus::{Bus, Subscription};
 pub use event::{
     BridgeEvent, ConfigReloadEvent, Event, FrameEvent, FrameJourney, Hop, Name, ReplicaEvent,
     SessionEvent, SessionOpener, TaskChange, TaskEvent, ToolCallEvent, ToolSourceEvent,
-    ToolSourceState, TurnEndEvent,
+    ToolSourceState, TurnClock, TurnEndEvent,
 };
 pub use model_request::{ModelResponseInfo, TokenUsage};

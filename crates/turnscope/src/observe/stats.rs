@@ -185,8 +185,8 @@ mod tests {
                 tool_calls: 1,
                 first_piece_us: Some(10),
                 total_us: 100,
-                config_version: None,
                 retold,
+                ..TurnEndEvent::default()
             })
         };
         let call = |retold| {

@@ -341,6 +341,9 @@ fn boundary(c: &Console, session: u64, turn: &TurnView, width: usize) -> Vec<Lin
     if turn.reasoning_bytes > 0 {
         figures.push(format!("reasoning {} B", turn.reasoning_bytes));
     }
+    if let Some(clock) = turn.clock {
+        figures.push(clock.label().to_string());
+    }
     let head = format!("── {} · ", parts[0]);
     let tail = format!(" · {} ", figures.join(" · "));
     let w = crate::text::width;

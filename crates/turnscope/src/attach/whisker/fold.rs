@@ -13,7 +13,7 @@ use std::collections::{HashMap, VecDeque};
 
 use super::decode::{FrameRecord, Record, Worker};
 use crate::observe::event::{
-    FrameEvent, SessionEvent, SessionOpener, ToolCallEvent, TurnEndEvent, carried,
+    FrameEvent, SessionEvent, SessionOpener, ToolCallEvent, TurnClock, TurnEndEvent, carried,
 };
 use crate::observe::{Event, Name};
 
@@ -378,6 +378,7 @@ impl WorkerState {
             tool_calls: t.done_calls,
             first_piece_us: t.first_piece_us.map(|f| f.saturating_sub(t.started_us)),
             total_us: at_us.saturating_sub(t.started_us),
+            clock: Some(TurnClock::Whisker),
             ..TurnEndEvent::default()
         }))
     }

@@ -455,7 +455,9 @@ mod tests {
                     t.turn,
                     t.reason.as_str(),
                     t.rounds,
-                    t.total_us > 0 && t.first_piece_us.is_some_and(|f| f <= t.total_us),
+                    t.total_us > 0
+                        && t.first_piece_us.is_some_and(|f| f <= t.total_us)
+                        && t.clock == Some(crate::observe::TurnClock::Whisker),
                 )),
                 _ => None,
             })
