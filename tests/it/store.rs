@@ -252,7 +252,51 @@ async fn a_request_resent_after_a_crash_with_its_request_id_is_answered_from_the
         1,
         "{lines:?}"
     );
-    assert!(terminate(&mut third).await.success());
+
+    // Killed in the middle of a turn again, and another call reads the loss before the
+    // balancer's resend arrives: the loss is reported to that call, once, and the resend runs
+    // its line (before, it was answered with the lost turn: the loss told twice, and the
+    // line never answered).
+    model.push(Reply::Hang);
+    model.push(Reply::text(&["Once", " more."]));
+    let hanging = RawMcp::new(&url, "lb", false).with_header("x-request-id", "lb-10");
+    let handle_in_flight = handle.clone();
+    let in_flight =
+        tokio::spawn(async move { hanging.chat(&handle_in_flight, "And again.").await });
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while model.requests().len() < 6 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the turn never asked the model"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    third.kill().await.unwrap();
+    let _ = in_flight.await;
+    let (mut fourth, ready) = start(&store, &["--model-url", &url_flag]).await;
+    let url = url_in(&ready, "/mcp");
+    let read = RawMcp::new(&url, "reader", false).chat(&handle, "").await;
+    let lost = &read.result()["_meta"]["turnscope/turn"];
+    assert_eq!(
+        (lost["end_reason"].as_str(), lost["line"].as_str()),
+        (Some("restarted"), Some("And again.")),
+        "{lost}"
+    );
+    let resent = RawMcp::new(&url, "lb", false).with_header("x-request-id", "lb-10");
+    let answer = resent.chat(&handle, "And again.").await;
+    let turn = &answer.result()["_meta"]["turnscope/turn"];
+    assert_eq!(
+        (turn["end_reason"].as_str(), turn["reply"].as_str()),
+        (Some("completed"), Some("Once more.")),
+        "{turn}"
+    );
+    assert_eq!(
+        turn["unread"],
+        Value::Null,
+        "the loss was told once: {turn}"
+    );
+    assert_eq!(model.requests().len(), 7, "the line ran again");
+    assert!(terminate(&mut fourth).await.success());
     let _ = std::fs::remove_dir_all(dir);
 }
 

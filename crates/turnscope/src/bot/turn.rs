@@ -222,9 +222,11 @@ impl Turn {
     }
 
     /// Whether the turn has ended, started with `line` by the request `request`: the turn a
-    /// resent request already got.
+    /// resent request already got. A turn a crash lost (`restarted`) answered nothing: the
+    /// request sent again runs its line (another call may have been told of the loss first).
     pub fn answers(&self, request: &str, line: &str) -> bool {
-        self.is_done() && self.with_record(|r| r.said_by(request, line))
+        self.is_done()
+            && self.with_record(|r| r.end != Some(TurnEnd::Restarted) && r.said_by(request, line))
     }
 
     /// Whether this is a turn a restart lost (`restarted`) that request `request` started
