@@ -70,6 +70,12 @@ pub enum ChatError {
         /// What the store said (names the store and what to do).
         message: String,
     },
+    /// `start` on a shared store that did not take the new session: no handle is given
+    /// (no replica could serve it).
+    NotStarted {
+        /// What the store said (names the store and what to do).
+        message: String,
+    },
     /// A shared store did not answer before anything ran (taking the lease, writing the
     /// mark a turn begins with): the call did nothing.
     StoreAway {
@@ -110,6 +116,11 @@ impl fmt::Display for ChatError {
             ChatError::Store { message } => write!(
                 f,
                 "handle: the conversation could not be read back from the session store: {message}"
+            ),
+            ChatError::NotStarted { message } => write!(
+                f,
+                "store: no conversation was started: the session store did not take it, and a handle no replica \
+                 could serve is not given: {message}. Call start again once it answers."
             ),
             ChatError::StoreAway { message } => write!(
                 f,

@@ -455,7 +455,7 @@ impl Sessions {
                 // A shared store that did not take it: no handle that no replica could serve.
                 self.free_slot();
                 bot.end().await;
-                return Err(ChatError::Unsaved {
+                return Err(ChatError::NotStarted {
                     message: e.to_string(),
                 });
             }

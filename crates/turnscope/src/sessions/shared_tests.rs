@@ -195,6 +195,15 @@ async fn a_line_sent_while_redis_is_away_runs_nothing_and_says_so() {
             && text.contains("Call chat again"),
         "{text}"
     );
+    // A start: no conversation began, so the next call is start, not chat.
+    let e = r1.open(SessionOpener::Api).await.err().expect("no handle");
+    let text = e.to_string();
+    assert!(
+        matches!(e, ChatError::NotStarted { .. })
+            && text.starts_with("store: no conversation was started")
+            && text.ends_with("Call start again once it answers."),
+        "{text}"
+    );
     server.restart(&durable);
     // Once Redis answers, the same line runs on the history as it was.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
