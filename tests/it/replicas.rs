@@ -290,6 +290,11 @@ impl Redis {
             .local_addr()
             .unwrap()
             .port();
+        Self::start_on(port)
+    }
+
+    /// On `port` (again, after [`Redis::stop`]).
+    fn start_on(port: u16) -> Self {
         let child = std::process::Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
@@ -305,6 +310,14 @@ impl Redis {
             std::thread::sleep(Duration::from_millis(20));
         }
         Self { child, port }
+    }
+}
+
+impl Redis {
+    /// Kills it (a Redis lost while the replica runs).
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -328,4 +341,47 @@ async fn a_replica_on_a_shared_store_says_so_on_every_mcp_answer() {
     let bin = Headless::start("store-shared", &config, &[]).await;
     let shared = Some("shared".to_string());
     assert_eq!(store_headers(&bin.url).await, (shared.clone(), shared));
+}
+
+/// Polls `/healthz` until its `status` is `want`, for at most `within`.
+async fn until_status(url: &str, want: &str, within: Duration) -> Value {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let (_, body) = health(url).await;
+        if body["status"] == want {
+            return body;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "/healthz never said {want}: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn an_idle_replica_says_degraded_when_redis_is_lost_and_ok_when_it_is_back() {
+    // No call writes on an idle replica: before, its /healthz said ok with Redis down until a
+    // call failed, so a balancer or a monitor could not tell.
+    let mut redis = Redis::start();
+    let port = redis.port;
+    let config =
+        format!("[server]\nreplica_id = \"it-a\"\n[store]\nurl = \"redis://127.0.0.1:{port}/0\"\n");
+    let bin = Headless::start("store-probe", &config, &[]).await;
+    let url = bin.health_url();
+    assert_eq!(health(&url).await.1["status"], "ok");
+    redis.stop();
+    // Probed on the lease renewal's tick (0.5 s); before, only the sweep (every 30 s) or a
+    // failing call noticed. 10 s: far from both, on a loaded CI machine.
+    let down = until_status(&url, "degraded", Duration::from_secs(10)).await;
+    assert_eq!(down["store"]["status"], "degraded", "{down}");
+    let said = down["store"]["error"].as_str().unwrap_or_default();
+    assert!(
+        said.contains(&format!("store redis://127.0.0.1:{port}/0")),
+        "{down}"
+    );
+    let _back = Redis::start_on(port);
+    let up = until_status(&url, "ok", WAIT).await;
+    assert_eq!(up["store"]["status"], "ok", "{up}");
 }

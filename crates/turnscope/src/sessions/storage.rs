@@ -180,16 +180,23 @@ impl Storage {
             .take();
         if was.is_some() {
             let message = format!("store {} answers again; turns are saved again", self.url);
+            // On stderr beside the failure it ends; in the console's Log as news, not as a
+            // warning the header counts.
             tracing::warn!("{message}");
-            self.publish_log("warn", message);
+            self.publish_log("info", message);
         }
     }
 
-    /// Probes a shared store that failed (the sweeper's tick), so `/healthz` recovers with
-    /// it even when no call writes.
+    /// Probes a shared store on the sweeper's tick (one cheap round trip), so `/healthz`
+    /// says `degraded` when it is lost and recovers with it even when no call writes (an
+    /// idle replica said `ok` with Redis down until a call failed).
     pub(crate) async fn probe(&self) {
-        if self.shared && self.troubled().is_some() && self.store.count().await.is_ok() {
-            self.answered();
+        if !self.shared {
+            return;
+        }
+        match self.store.count().await {
+            Ok(_) => self.answered(),
+            Err(e) => self.fail(&e),
         }
     }
 
