@@ -60,8 +60,24 @@ async fn a_stored_session_is_listed_and_opened_after_a_restart() {
     s.wait_text("is stored, not open").await;
 
     // The client's next chat on its handle reopens it: a live session again, no stored row.
+    // An empty line reopens it without a turn: its row counts the conversation's turn (it
+    // said 0, as a session that never had one).
     let url = mcp_url(&s.text());
     let client = Client::connect(&url).await;
+    client.chat(&handle, "").await;
+    let screen = s.wait_text("2 open").await;
+    let row: Vec<&str> = screen
+        .lines()
+        .find(|l| l.contains(&handle[..8]) && !l.contains("stored"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    let state = row.iter().position(|w| *w == "idle").expect("an idle row");
+    assert_eq!(
+        row[state - 2],
+        "1",
+        "turns of the reopened session: {screen}"
+    );
     let reply = client.chat(&handle, "what was the word?").await.text;
     assert!(!reply.is_empty());
     let screen = s.wait_text("2 open").await;

@@ -277,7 +277,9 @@ impl LiveFeed {
                     handle_prefix: s.handle_prefix(),
                     opener: s.opener.clone(),
                     mine: Some(s.number) == own,
-                    turns: current.map(|t| t.id).unwrap_or(0),
+                    // The conversation's count: a session reopened from the store (after a
+                    // restart, or taken over from another replica) has no turn of its own yet.
+                    turns: s.bot().next_turn_id().saturating_sub(1),
                     activity,
                     // Frames count from its opening here, its age from the conversation's
                     // start (before a restart, for one reopened since).
