@@ -410,9 +410,17 @@ async fn headless(
             }
         }
     }
+    // On a store the replicas share, a draining replica hands its conversations over: the
+    // balancer stops sending it calls (503), and those that still reach it are served.
+    let refused = if app.sessions.store().shared() {
+        "/healthz answers 503 \"draining\" (the balancer sends calls to the other replicas, which go on \
+         with its conversations from the shared store), calls that still reach it are served"
+    } else {
+        "/healthz answers 404 \"draining\", start and new lines are refused"
+    };
     note(format_args!(
-        "turnscope: draining replica {}: /healthz answers 404 \"draining\", start and new lines are refused, \
-         turns in flight finish (at most {} s; a second signal stops at once)",
+        "turnscope: draining replica {}: {refused}, turns in flight finish (at most {} s; a second signal \
+         stops at once)",
         app.sessions.replica().id(),
         app.drain_bound().await.as_secs_f64()
     ));
