@@ -80,8 +80,12 @@ fn viewer(addr: std::net::SocketAddr) -> tokio::sync::mpsc::UnboundedReceiver<St
     rx
 }
 
-/// A viewer with a small receive window that asks for `/events` over HTTP/`version`, reads the
-/// answer's head (200) and then nothing more until the test reads again.
+/// The id the stalled viewer names itself by ([`turnscope::server::viewers::VIEWER_HEADER`]).
+const STALLED_ID: &str = "stalled-viewer-1";
+
+/// A viewer with a small receive window that asks for `/events` over HTTP/`version` (naming
+/// itself [`STALLED_ID`]), reads the answer's head (200) and then nothing more until the test
+/// reads again.
 async fn stalled_viewer(addr: std::net::SocketAddr, version: &str) -> tokio::net::TcpStream {
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
@@ -89,7 +93,8 @@ async fn stalled_viewer(addr: std::net::SocketAddr, version: &str) -> tokio::net
     stalled
         .write_all(
             format!(
-                "GET /events HTTP/{version}\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
+                "GET /events HTTP/{version}\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\
+                 x-turnscope-viewer: {STALLED_ID}\r\n\r\n"
             )
             .as_bytes(),
         )
@@ -364,6 +369,28 @@ async fn a_viewer_that_stops_reading_is_dropped_and_the_turns_go_on() {
     }
     let h = health(addr).await;
     assert_eq!(h["viewers"]["connected"].as_u64(), Some(1), "{h}");
+    // Connecting again under its id, the stalled viewer is told first that it was cut off
+    // (its full socket could not be told then: before, it only saw its stream break).
+    let again = reqwest::Client::new()
+        .get(format!("http://{addr}/events"))
+        .bearer_auth(TOKEN)
+        .header(turnscope::server::viewers::VIEWER_HEADER, STALLED_ID)
+        .send()
+        .await
+        .unwrap();
+    let mut body = again.bytes_stream();
+    let first = tokio::time::timeout(Duration::from_secs(10), body.next())
+        .await
+        .expect("the reconnect's first lines")
+        .expect("a chunk")
+        .unwrap();
+    let first = String::from_utf8_lossy(&first);
+    let line = first.lines().next().unwrap_or_default();
+    assert!(
+        line.contains(turnscope::server::viewers::CUT_OFF_MARK) && line.contains("\"warn\""),
+        "{line}"
+    );
+    drop(body);
     app.shutdown().await;
 }
 

@@ -268,6 +268,44 @@ async fn staying_attached_across_a_restart_the_next_line_reopens_the_session() {
     terminate(&mut third).await;
 }
 
+/// A watched server restarted with another token refuses the console's (401), and later again
+/// with the console's: the console asks for the stream again and watches once it is taken
+/// (before, one 401 ended its asking for good: a client view until `attach` restarted).
+#[tokio::test]
+async fn a_stream_refused_by_a_server_restarted_with_another_token_comes_back_with_the_token() {
+    let port = free_port();
+    let on = |token: &str| {
+        serving(&[
+            "--headless",
+            "--port",
+            &port,
+            "--pace",
+            "0",
+            "--auth-token",
+            token,
+        ])
+        .spawn()
+        .expect("the headless server starts")
+    };
+    let mut server = on("sekret");
+    let url = url_in(&ready_line(&mut server).await, "/mcp");
+    let mut s = Screen::start(&["attach", &url, "--auth-token", "sekret"]).await;
+    s.wait_text("watching ").await;
+    terminate(&mut server).await;
+    let mut server = on("another");
+    ready_line(&mut server).await;
+    s.wait_text("the event stream refused the token").await;
+    terminate(&mut server).await;
+    let mut server = on("sekret");
+    ready_line(&mut server).await;
+    s.wait_text("watching ").await;
+    s.send(b"\x1b").await;
+    s.send(b"8").await;
+    s.wait_all(&["refused", "connected", "again after"]).await;
+    quit(&mut s).await;
+    terminate(&mut server).await;
+}
+
 /// The Tools pane of an attached console lists the target's `tools/list` and, watching a
 /// turnscope, the tools its bot offers its model from the connect on (no turn ran there); its
 /// form calls the target's tools over the console's MCP client: `start` by hand opens a

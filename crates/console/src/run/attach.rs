@@ -92,13 +92,17 @@ impl Remote {
                 (Some(true), true) => format!(
                     "watching {} read-only (its event stream{})",
                     s.replica.as_deref().unwrap_or("the server"),
-                    if s.dropped > 0 {
-                        format!(", dropped {} time(s) for falling behind", s.dropped)
-                    } else {
-                        String::new()
+                    match s.dropped {
+                        0 => String::new(),
+                        1 => ", dropped once: see Log".into(),
+                        n => format!(", dropped {n} times: see Log"),
                     }
                 ),
                 (Some(true), false) => "event stream lost: reconnecting…".into(),
+                (Some(false), _) if s.refused => {
+                    "client view: the event stream refused the token (see Log), asking again…"
+                        .into()
+                }
                 (Some(false), _) => {
                     "client view: only sessions this console starts (no event stream)".into()
                 }

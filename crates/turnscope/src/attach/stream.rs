@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::mcp::connect::chain;
 use crate::observe::event::{SessionEvent, SessionOpener, now_us};
 use crate::observe::{Bus, Event};
-use crate::server::viewers::DROPPED_MARK;
+use crate::server::viewers::{CUT_OFF_MARK, DROPPED_MARK, VIEWER_HEADER};
 
 use super::retold::{Recent, Retold};
 use super::side::ClientSide;
@@ -48,6 +48,8 @@ pub struct StreamState {
     pub connects: u64,
     /// Times the server dropped this viewer for falling behind.
     pub dropped: u64,
+    /// The server refuses this console's token (401) now; asked again until it takes it.
+    pub refused: bool,
     /// Lines that were not events (or too long), skipped.
     pub bad_lines: u64,
     /// Times the watched server was seen to have restarted (its start time changed).
@@ -148,12 +150,15 @@ pub fn spawn(
     let state = shared.clone();
     tokio::spawn(async move {
         let client = reqwest::Client::new();
+        // Kept across this viewer's connects: a server that cut it off tells it so when it
+        // connects again (its socket was full when it was cut off).
+        let viewer = uuid::Uuid::new_v4().simple().to_string();
         let mut seen = Seen::default();
         let mut pause = FIRST_PAUSE;
         let mut lost: Option<Lost> = None;
         loop {
             let connects = lock(&state).connects;
-            let mut request = client.get(&url);
+            let mut request = client.get(&url).header(VIEWER_HEADER, &viewer);
             if let Some(t) = &token {
                 request = request.bearer_auth(t);
             }
@@ -178,6 +183,31 @@ pub fn spawn(
                     lock(&state).available = Some(false);
                     log(&bus, "info", why);
                     return;
+                }
+                // The token refused: the server may have restarted with another one, and may
+                // again with this one (a watch must not need a restart of `attach`). Said once,
+                // tried again at the longest pause.
+                Ended::Refused(why) => {
+                    let first = {
+                        let mut state = lock(&state);
+                        let first = !state.refused;
+                        state.refused = true;
+                        state.available = Some(false);
+                        first
+                    };
+                    if first {
+                        log(&bus, "warn", why);
+                    }
+                    if lost.is_none() {
+                        lost = Some(Lost {
+                            since: Instant::now(),
+                            attempts: 0,
+                        });
+                    }
+                    if let Some(lost) = &mut lost {
+                        lost.attempts += 1;
+                    }
+                    pause = LAST_PAUSE;
                 }
                 Ended::Dropped => {
                     lock(&state).dropped += 1;
@@ -238,7 +268,10 @@ struct Lost {
 }
 
 enum Ended {
+    /// The target serves no event stream (404, 405): not asked again.
     NoStream(String),
+    /// The token was refused (401): asked again, at the longest pause.
+    Refused(String),
     Dropped,
     Closed(String),
     /// Asked to connect again with the console's new MCP session.
@@ -310,9 +343,11 @@ async fn read_once(
         ));
     }
     if status == reqwest::StatusCode::UNAUTHORIZED {
-        return Ended::NoStream(format!(
-            "{url} refused the token (401): pass the server's token with --auth-token; the \
-             console shows only what this client sees until then"
+        return Ended::Refused(format!(
+            "{url} refused the token (401): pass the server's token with --auth-token (a server \
+             restarted with another token refuses this one); the console shows only what this \
+             client sees, and asks again every {} s",
+            LAST_PAUSE.as_secs()
         ));
     }
     if !status.is_success() {
@@ -321,6 +356,7 @@ async fn read_once(
     {
         let mut s = lock(state);
         s.available = Some(true);
+        s.refused = false;
         s.connected = true;
         s.connects += 1;
     }
@@ -401,6 +437,10 @@ fn take_line(line: &[u8], bus: &Bus, state: &Shared, seen: &mut Seen) -> bool {
         return false;
     }
     let dropped = matches!(&event, Event::Log { message, .. } if message.starts_with(DROPPED_MARK));
+    if matches!(&event, Event::Log { message, .. } if message.starts_with(CUT_OFF_MARK)) {
+        // Told as it connected again: the drop that ended the last connection.
+        lock(state).dropped += 1;
+    }
     match &event {
         Event::Replica(r) => {
             let (gone, restarted, moved_from, followed) = {

@@ -133,7 +133,18 @@ struct Hub {
     woken: Option<Subscription>,
     /// The latest rest: the number of the first line after it, and how long it lasted.
     last_rest: Option<(u64, Duration)>,
+    /// Viewers cut off for reading nothing (by the id they sent, at most [`CUT_REMEMBERED`]),
+    /// with the lines they had not read: told so when they connect again, as their closed
+    /// socket could not be.
+    cut: VecDeque<(Box<str>, u64)>,
 }
+
+/// Viewers cut off that the hub remembers, to tell them when they connect again.
+const CUT_REMEMBERED: usize = 64;
+
+/// The header a viewer names itself by (any text up to 64 bytes it keeps across its
+/// connects), so a viewer that was cut off is told so when it connects again.
+pub const VIEWER_HEADER: &str = "x-turnscope-viewer";
 
 /// One event as a line (a frame's journey as one line per crossing, kept together), with
 /// what the connect-time filter needs to know of it.
@@ -157,6 +168,8 @@ struct Slot {
     last_read_ms: AtomicU64,
     born: Instant,
     closer: Option<CancellationToken>,
+    /// The id the viewer named itself by ([`VIEWER_HEADER`]).
+    viewer: Option<Box<str>>,
 }
 
 impl Slot {
@@ -221,7 +234,7 @@ impl Viewers {
     }
 
     /// A new viewer: what it gets first (replica, sessions, history) and its live stream.
-    fn join(&self, closer: Option<CancellationToken>) -> ViewerStream {
+    fn join(&self, closer: Option<CancellationToken>, viewer: Option<Box<str>>) -> ViewerStream {
         let inner = &self.inner;
         let mut hub = inner.lock();
         if !hub.running {
@@ -235,12 +248,20 @@ impl Viewers {
         // Woken before the table is read below: nothing published from here on is missed.
         inner.wake_up(&mut hub);
         hub.idle_since = None;
-        let (first, skip) = welcome::preamble(&inner.sessions, inner.started_us, hub.history());
+        let (mut first, skip) = welcome::preamble(&inner.sessions, inner.started_us, hub.history());
+        // A viewer cut off for reading nothing is told so first: its socket was full then.
+        if let Some(viewer) = &viewer
+            && let Some(at) = hub.cut.iter().position(|(v, _)| v == viewer)
+            && let Some((_, missed)) = hub.cut.remove(at)
+        {
+            first.push_front(cut_off_line(missed));
+        }
         let slot = Arc::new(Slot {
             taken: AtomicU64::new(hub.seq()),
             last_read_ms: AtomicU64::new(0),
             born: Instant::now(),
             closer,
+            viewer,
         });
         hub.slots.retain(|s| s.strong_count() > 0);
         hub.slots.push(Arc::downgrade(&slot));
@@ -409,6 +430,7 @@ impl Hub {
             resting_since: None,
             woken: None,
             last_rest: None,
+            cut: VecDeque::new(),
         }
     }
 
@@ -477,20 +499,32 @@ impl Hub {
     /// for [`STALL`]: it would be dropped at its next read, which may never come.
     fn cut_off_stalled(&mut self) -> u64 {
         let first = self.first_seq;
+        let seq = self.seq();
         let mut cut = 0;
+        let mut told = Vec::new();
         self.slots.retain(|slot| {
             let Some(slot) = slot.upgrade() else {
                 return false;
             };
-            if slot.taken.load(Ordering::Relaxed) < first && slot.unread_for() >= STALL {
+            let taken = slot.taken.load(Ordering::Relaxed);
+            if taken < first && slot.unread_for() >= STALL {
                 if let Some(closer) = &slot.closer {
                     closer.cancel();
+                }
+                if let Some(viewer) = &slot.viewer {
+                    told.push((viewer.clone(), seq - taken));
                 }
                 cut += 1;
                 return false;
             }
             true
         });
+        for viewer in told {
+            if self.cut.len() == CUT_REMEMBERED {
+                self.cut.pop_front();
+            }
+            self.cut.push_back(viewer);
+        }
         cut
     }
 }
@@ -700,13 +734,41 @@ impl Lagged {
 /// How the line telling a viewer it was dropped begins (a client reconnects on it).
 pub const DROPPED_MARK: &str = "event stream dropped";
 
+/// How the line telling a viewer, as it connects again, that it was cut off begins.
+pub const CUT_OFF_MARK: &str = "event stream cut off";
+
+/// The first line a viewer cut off for reading nothing gets when it connects again.
+fn cut_off_line(missed: u64) -> Bytes {
+    let message = format!(
+        "{CUT_OFF_MARK}: this viewer read nothing for {} s while the server's events came, so the \
+         server closed its connection (it never waits for a viewer); the {missed} events it had \
+         not read then are lost to it, and the sessions are as they are now",
+        STALL.as_secs()
+    );
+    let mut line = serde_json::to_vec(&Event::Log {
+        at_ms: now_us() / 1000,
+        level: "warn".into(),
+        message,
+    })
+    .unwrap_or_default();
+    line.push(b'\n');
+    Bytes::from(line)
+}
+
 /// `GET /events`: the stream, as `application/x-ndjson`.
 pub async fn serve(State(viewers): State<Viewers>, request: Request) -> Response {
     let closer = request
         .extensions()
         .get::<ConnectionCloser>()
         .map(|c| c.0.clone());
-    let stream = viewers.join(closer);
+    // Any text the viewer keeps across its connects (bounded): the id it is told by.
+    let viewer = request
+        .headers()
+        .get(VIEWER_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 64)
+        .map(Box::from);
+    let stream = viewers.join(closer, viewer);
     let body = futures::stream::unfold(stream, |mut stream| async move {
         let chunk = stream.next_chunk().await?;
         Some((Ok::<_, Infallible>(chunk), stream))
@@ -753,17 +815,24 @@ mod tests {
             last_read_ms: AtomicU64::new(0),
             born: Instant::now() - STALL,
             closer: Some(closer.clone()),
+            viewer: Some("viewer-1".into()),
         });
         let reading = Arc::new(Slot {
             taken: AtomicU64::new(hub.first_seq),
             last_read_ms: AtomicU64::new(0),
             born: Instant::now() - STALL,
             closer: None,
+            viewer: None,
         });
         hub.slots = vec![Arc::downgrade(&stalled), Arc::downgrade(&reading)];
         assert_eq!(hub.cut_off_stalled(), 1);
         assert!(closer.is_cancelled());
         assert_eq!(hub.slots.len(), 1);
+        // Remembered by its id, with what it had not read, to be told when it connects again.
+        assert_eq!(
+            hub.cut.iter().collect::<Vec<_>>(),
+            [&("viewer-1".into(), 10_000 - (hub.first_seq - 1))]
+        );
 
         // Nobody reads only while some viewer is connected and every one is behind and
         // silent for `REST_AFTER`.
@@ -774,6 +843,7 @@ mod tests {
                 last_read_ms: AtomicU64::new(0),
                 born: Instant::now() - read_ago,
                 closer: None,
+                viewer: None,
             })
         };
         let silent = behind(REST_AFTER);
