@@ -279,6 +279,40 @@ async fn a_viewer_of_an_idle_server_is_told_the_tools_its_bot_offers() {
     app.shutdown().await;
 }
 
+/// A client that let go of its MCP session while nobody watched: a viewer that connects later
+/// is told so with the session (before, it showed the session idle, as if a client held it,
+/// while a viewer that watched throughout showed it "client gone").
+#[tokio::test]
+async fn a_viewer_that_connects_later_is_told_a_session_whose_client_is_gone() {
+    let app = app(|c| c.server.auth_token = Some(TOKEN.into())).await;
+    let client = client_with_token(app.server.mcp_url()).await;
+    let handle = bot_client::start(&client).await;
+    bot_client::chat(&client, &handle, "hello").await;
+    client.cancel().await.unwrap();
+    let session = app.sessions.list().pop().expect("the session stays open");
+    eventually("the server saw the client go", || {
+        session.client_gone().is_some()
+    })
+    .await;
+    let mut v = viewer(app.server.addr);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let line = tokio::time::timeout_at(deadline, v.recv())
+            .await
+            .expect("told within 10 s that the session's client is gone")
+            .expect("the stream is open");
+        if let Ok(Event::ClientGone { session: n, .. }) = serde_json::from_str::<Event>(&line) {
+            assert_eq!(n, session.number);
+            break;
+        }
+    }
+    // A call on it again: a viewer connecting now is not told so.
+    let other = client_with_token(app.server.mcp_url()).await;
+    bot_client::chat(&other, &handle, "back again").await;
+    assert_eq!(session.client_gone(), None);
+    app.shutdown().await;
+}
+
 /// A client that opened its MCP session while nobody watched: a viewer that connects later
 /// sees its name on the session's exchanges (the server remembered it at `initialize` though
 /// it recorded nothing then; they showed as "?").

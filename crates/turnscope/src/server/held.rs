@@ -12,6 +12,10 @@ use crate::observe::Event;
 use crate::sessions::Sessions;
 use crate::store::HandleId;
 
+/// Why a client no longer holds a session, as [`Event::ClientGone`] says it.
+pub(crate) const CLIENT_GONE: &str =
+    "its MCP session ended (deleted, or closed after its idle timeout)";
+
 /// Most handles one MCP session is remembered to hold; past it the oldest is forgotten (no
 /// `ClientGone` for it), so a client opening sessions without end costs bounded memory.
 pub(crate) const HELD_MAX: usize = 256;
@@ -91,11 +95,13 @@ impl Drop for Held {
     fn drop(&mut self) {
         let ids = std::mem::take(&mut self.ids.get_mut().unwrap_or_else(|e| e.into_inner()).order);
         let client = std::mem::take(self.client.get_mut().unwrap_or_else(|e| e.into_inner()));
-        for number in ids.iter().filter_map(|id| self.sessions.number_of_id(id)) {
+        for session in ids.iter().filter_map(|id| self.sessions.by_id(id)) {
+            // Kept on the session too: a viewer that connects later is told it.
+            session.client_went(&client);
             self.sessions.bus().publish_with(|| Event::ClientGone {
-                session: number,
+                session: session.number,
                 client: client.clone(),
-                reason: "its MCP session ended (deleted, or closed after its idle timeout)".into(),
+                reason: CLIENT_GONE.into(),
                 at_us: crate::observe::event::now_us(),
             });
         }

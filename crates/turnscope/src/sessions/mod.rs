@@ -127,6 +127,10 @@ pub struct Session {
     /// (see [`SessionEvent::taken_from`]); `None` when born here or continued by this replica.
     pub taken_from: Option<String>,
     last_used_ms: AtomicU64,
+    /// The client that held it let go (its MCP session ended) and no call came since: the
+    /// client's name, told to a viewer that connects meanwhile. `gone` says so without a lock.
+    client_gone: Mutex<Option<String>>,
+    gone: std::sync::atomic::AtomicBool,
     epoch: Instant,
     bot: BotSession,
     chat: tokio::sync::Mutex<persist::ChatState>,
@@ -180,6 +184,26 @@ impl Session {
     fn touch(&self) {
         self.last_used_ms
             .store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+        if self.gone.swap(false, Ordering::Relaxed) {
+            *self.client_gone.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+    }
+
+    /// The client that held it let go of it (`client`: its name), until the next call.
+    pub(crate) fn client_went(&self, client: &str) {
+        *self.client_gone.lock().unwrap_or_else(|p| p.into_inner()) = Some(client.to_string());
+        self.gone.store(true, Ordering::Relaxed);
+    }
+
+    /// The name of the client that let go of it, when no call came since.
+    pub fn client_gone(&self) -> Option<String> {
+        if !self.gone.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.client_gone
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Whether a call holds the session's lock now.
@@ -474,6 +498,8 @@ impl Sessions {
             restored_turns: 0,
             taken_from: None,
             last_used_ms: AtomicU64::new(self.inner.epoch.elapsed().as_millis() as u64),
+            client_gone: Mutex::new(None),
+            gone: std::sync::atomic::AtomicBool::new(false),
             epoch: self.inner.epoch,
             bot,
             chat: tokio::sync::Mutex::new(persist::ChatState::new(stored)),
@@ -598,6 +624,11 @@ impl Sessions {
     /// The number of the open session with this id, if there is one.
     pub fn number_of_id(&self, id: &HandleId) -> Option<u64> {
         self.table().by_id.get(id).map(|s| s.number)
+    }
+
+    /// The open session with this id, if there is one.
+    pub fn by_id(&self, id: &HandleId) -> Option<Arc<Session>> {
+        self.table().by_id.get(id).cloned()
     }
 
     /// The session with this number, if open.

@@ -402,6 +402,8 @@ impl Sessions {
             restored_turns: kept.back().map_or(0, |t| t.id),
             taken_from,
             last_used_ms: AtomicU64::new(last_used),
+            client_gone: Mutex::new(None),
+            gone: std::sync::atomic::AtomicBool::new(false),
             epoch,
             bot,
             chat: tokio::sync::Mutex::new(state),

@@ -114,6 +114,15 @@ pub(super) fn preamble<'a>(
                 taken_from: session.taken_from.clone(),
             }));
         }
+        // Its client let go of it meanwhile (that line may be gone from the history).
+        if let Some(client) = session.client_gone() {
+            push(&Event::ClientGone {
+                session: session.number,
+                client,
+                reason: crate::server::held::CLIENT_GONE.into(),
+                at_us: now,
+            });
+        }
         for turn in session.turns() {
             if started_in_history.contains(&(session.number, turn.id)) {
                 continue;
