@@ -380,13 +380,32 @@ async fn headless(
             eprintln!("tool source {line}");
         }
     }
-    // `claude mcp add` writes Claude Code's `local` scope by default: this folder only.
+    // `claude mcp add` writes Claude Code's `local` scope by default: this folder only. With a
+    // token, the command carries its header (the token itself is not printed: stderr ends up
+    // in CI logs).
+    let token = config.server.auth_token.is_some();
+    let header = if token {
+        " --header \"Authorization: Bearer $TOKEN\""
+    } else {
+        ""
+    };
     eprintln!(
-        "connect Claude Code (this folder only): claude mcp add --transport http turnscope {url}"
+        "connect Claude Code (this folder only): claude mcp add --transport http{header} turnscope {url}"
     );
     eprintln!(
-        "  or for every folder (user scope): claude mcp add --scope user --transport http turnscope {url}"
+        "  or for every folder (user scope): claude mcp add --scope user --transport http{header} turnscope {url}"
     );
+    eprintln!(
+        "watch it (any number of consoles): turnscope attach {url}{}",
+        if token {
+            " --auth-token \"$TOKEN\""
+        } else {
+            ""
+        }
+    );
+    if token {
+        eprintln!("  ($TOKEN: the --auth-token this server was given; it is not printed)");
+    }
     eprintln!(
         "OpenAI-compatible: {}/v1 (GET /v1/tools, POST /v1/execute, POST /v1/chat/completions)",
         url.trim_end_matches("/mcp")

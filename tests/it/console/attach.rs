@@ -295,6 +295,11 @@ async fn a_stream_refused_by_a_server_restarted_with_another_token_comes_back_wi
     let mut server = on("another");
     ready_line(&mut server).await;
     s.wait_text("the event stream refused the token").await;
+    // A line then: the call is refused for the token, said as such (it said "Transport send
+    // error … is the bot still running there?").
+    s.send(b"hello\r").await;
+    let screen = s.wait_text("was refused").await;
+    assert!(!screen.contains("still running"), "{screen}");
     terminate(&mut server).await;
     let mut server = on("sekret");
     ready_line(&mut server).await;

@@ -224,10 +224,21 @@ impl Target {
                     e,
                     rmcp::ServiceError::TransportSend(_) | rmcp::ServiceError::TransportClosed
                 );
+                let said = chain(&e);
+                // rmcp's 401 reaches a call as its transport's text only (`Auth required`,
+                // behind a type-erased transport error): a server that restarted with another
+                // token, which the person fixes, not a bot that stopped.
+                if said.contains("Auth required") {
+                    return Err(format!(
+                        "the `{name}` call to {} was refused: the server does not take this \
+                         console's bearer token (HTTP 401; restarted with another --auth-token?). \
+                         Attach again with its token",
+                        self.url
+                    ));
+                }
                 Err(format!(
-                    "the `{name}` call to {} failed: {}{}",
+                    "the `{name}` call to {} failed: {said}{}",
                     self.url,
-                    chain(&e),
                     if reach {
                         " (is the bot still running there?)"
                     } else {
