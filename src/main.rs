@@ -389,11 +389,12 @@ async fn headless(
     } else {
         ""
     };
+    // `--header` takes several values: after the name and URL, or it swallows them.
     eprintln!(
-        "connect Claude Code (this folder only): claude mcp add --transport http{header} turnscope {url}"
+        "connect Claude Code (this folder only): claude mcp add --transport http turnscope {url}{header}"
     );
     eprintln!(
-        "  or for every folder (user scope): claude mcp add --scope user --transport http{header} turnscope {url}"
+        "  or for every folder (user scope): claude mcp add --scope user --transport http turnscope {url}{header}"
     );
     eprintln!(
         "watch it (any number of consoles): turnscope attach {url}{}",
