@@ -77,6 +77,12 @@ impl RedisUrl {
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             match pair.split_once('=') {
                 Some(("prefix", value)) if !value.is_empty() => prefix = value.to_string(),
+                Some(("prefix", _)) => {
+                    return Err(format!(
+                        "store URL {masked:?}: ?prefix= is empty; give the keys a prefix (e.g. \
+                         ?prefix=bots:), or leave it out for the default {REDIS_PREFIX:?}"
+                    ));
+                }
                 _ => {
                     return Err(format!(
                         "store URL {masked:?}: {pair:?} is not a setting turnscope knows; the only one is \
@@ -102,7 +108,13 @@ impl RedisUrl {
             .split_once('?')
             .map_or(text, |(url, _)| url)
             .to_string();
-        let masked = mask_credentials(&secret);
+        // The prefix is part of the store's name where it is shown: deployments sharing one
+        // Redis under different prefixes are told apart.
+        let mut masked = mask_credentials(&secret);
+        if prefix != REDIS_PREFIX {
+            masked.push_str("?prefix=");
+            masked.push_str(&prefix);
+        }
         Ok(Self {
             secret,
             masked,
@@ -115,7 +127,8 @@ impl RedisUrl {
         &self.secret
     }
 
-    /// The URL with its credentials masked (`redis://***@host:port/db`).
+    /// The URL with its credentials masked (`redis://***@host:port/db`), and its prefix when it
+    /// is not the default.
     pub fn masked(&self) -> &str {
         &self.masked
     }
@@ -259,12 +272,12 @@ mod tests {
             panic!("a redis URL");
         };
         assert_eq!(url.secret(), "redis://alice:s3cret@db.internal:6380/2");
-        assert_eq!(url.masked(), "redis://***@db.internal:6380/2");
+        assert_eq!(url.masked(), "redis://***@db.internal:6380/2?prefix=bots:");
         assert_eq!(url.prefix(), "bots:");
         assert!(!format!("{url:?}").contains("s3cret"));
         assert_eq!(
             StoreUrl::Redis(url).describe(),
-            "redis://***@db.internal:6380/2"
+            "redis://***@db.internal:6380/2?prefix=bots:"
         );
         let Ok(StoreUrl::Redis(tls)) = StoreUrl::parse("rediss://cache:6379") else {
             panic!("a rediss URL");
@@ -279,6 +292,8 @@ mod tests {
         assert!(e.contains("names no host") && !e.contains("pw"), "{e}");
         let e = StoreUrl::parse("redis://h:1/0?db=2").unwrap_err();
         assert!(e.contains("prefix"), "{e}");
+        let e = StoreUrl::parse("redis://h:1/0?prefix=").unwrap_err();
+        assert!(e.contains("?prefix= is empty"), "{e}");
         assert_eq!(
             mask_credentials("failed: redis://a:b@h:1/0 and rediss://h2/1"),
             "failed: redis://***@h:1/0 and rediss://h2/1"

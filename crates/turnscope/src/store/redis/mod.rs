@@ -137,6 +137,13 @@ impl RedisStore {
         let mut conn = ConnectionManager::new_with_config(client, config)
             .await
             .map_err(|e| fail("connecting", &e))?;
+        // One plain command first: Redis's refusals (NOAUTH) come back as themselves; in the
+        // transaction below redis-rs 1.8 reports them with a wrapped index (and its debug
+        // build panics on it).
+        let _: String = redis::cmd("PING")
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| fail("asking it to answer (PING)", &e))?;
         let prefix = url.prefix().to_string();
         let meta = format!("{prefix}meta");
         let mut fresh = [0u8; 32];
@@ -394,19 +401,46 @@ fn replica_of(holder: &str) -> String {
 /// An error from connecting, worded for a person starting turnscope.
 fn explain(masked: &str, url: &RedisUrl, what: &str, e: &RedisError) -> StoreError {
     let detail = scrub(&e.to_string());
-    let advice = if e.kind() == redis::ErrorKind::InvalidClientConfig {
-        "Check the URL: redis://[USER:PASSWORD@]HOST:PORT/DB, or rediss:// for TLS"
-    } else if detail.contains("WRONGPASS")
-        || detail.contains("NOAUTH")
-        || detail.contains("AuthenticationFailed")
-    {
-        "Check the user name and password in the URL"
+    let tls = url.secret().starts_with("rediss://");
+    // Redis's own answers first, said plainly: redis-rs wraps some of them (an aborted
+    // transaction lists each command's error, with an index of u64::MAX).
+    let (detail, advice) = if detail.contains("NOAUTH") {
+        (
+            "Redis requires a password (NOAUTH) and the URL gives none".to_string(),
+            "Give it in the URL: redis://:PASSWORD@HOST:PORT/DB (or USER:PASSWORD@ for an ACL user)",
+        )
+    } else if detail.contains("WRONGPASS") || detail.contains("AuthenticationFailed") {
+        (
+            "Redis refused the user name or password in the URL (WRONGPASS)".to_string(),
+            "Check them against Redis's requirepass or ACL users",
+        )
+    } else if detail.contains("DB index is out of range") {
+        (
+            "this Redis has no such database (DB index is out of range)".to_string(),
+            "Give a database it has in the URL (/0 to /15 with Redis's default `databases 16`)",
+        )
+    } else if e.kind() == redis::ErrorKind::InvalidClientConfig {
+        (
+            detail,
+            "Check the URL: redis://[USER:PASSWORD@]HOST:PORT/DB, or rediss:// for TLS",
+        )
     } else if detail.contains("WRONGTYPE") {
-        "Keys under the prefix hold something else: give another ?prefix= in the URL"
+        (
+            detail,
+            "Keys under the prefix hold something else: give another ?prefix= in the URL",
+        )
+    } else if tls && (e.is_timeout() || detail.to_ascii_lowercase().contains("tls")) {
+        (
+            detail,
+            "A rediss:// URL speaks TLS: is Redis there serving TLS (its tls-port)? For a plain \
+             Redis use redis://",
+        )
     } else {
-        "Start Redis there (e.g. `redis-server --port 6379`), or fix the URL, or give another --store"
+        (
+            detail,
+            "Start Redis there (e.g. `redis-server --port 6379`), or fix the URL, or give another --store",
+        )
     };
-    let _ = url;
     StoreError::unusable(format!("store {masked}: {what} failed: {detail}. {advice}"))
 }
 

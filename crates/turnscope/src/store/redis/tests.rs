@@ -407,8 +407,36 @@ async fn an_unreachable_redis_is_named_with_its_credentials_masked() {
     let text = e.to_string();
     assert!(!text.contains("wrong@"), "{text}");
     assert!(text.contains("password"), "{text}");
+    // No password given: said as such (it was a transaction's list of NOAUTH errors with a
+    // wrapped index, and redis-rs's debug build panicked on it).
+    let url = RedisUrl::parse(&format!("redis://127.0.0.1:{}/0", server.port)).unwrap();
+    let Err(e) = RedisStore::open(&url, settings("r1")).await else {
+        panic!("Redis requires a password");
+    };
+    let text = e.to_string();
+    assert!(
+        text.contains("Redis requires a password (NOAUTH) and the URL gives none"),
+        "{text}"
+    );
     let url = RedisUrl::parse(&format!("redis://:right@127.0.0.1:{}/0", server.port)).unwrap();
     RedisStore::open(&url, settings("r1")).await.unwrap();
+    // A database it does not have: not "start Redis there".
+    let url = RedisUrl::parse(&format!("redis://:right@127.0.0.1:{}/99", server.port)).unwrap();
+    let Err(e) = RedisStore::open(&url, settings("r1")).await else {
+        panic!("no database 99");
+    };
+    let text = e.to_string();
+    assert!(
+        text.contains("no such database") && !text.contains("Start Redis"),
+        "{text}"
+    );
+    // rediss:// against a plain Redis: the TLS handshake is the suspect.
+    let url = RedisUrl::parse(&format!("rediss://:right@127.0.0.1:{}/0", server.port)).unwrap();
+    let Err(e) = RedisStore::open(&url, settings("r1")).await else {
+        panic!("no TLS there");
+    };
+    let text = e.to_string();
+    assert!(text.contains("speaks TLS"), "{text}");
 }
 
 #[tokio::test]
