@@ -96,7 +96,7 @@ pub fn turn_text(reply: &ChatReply) -> String {
     if let Some(unread) = &reply.unread
         && unread.end_reason == "restarted"
     {
-        text.push_str("[turnscope restarted while the bot answered your previous line");
+        text.push_str("[turnscope stopped (a restart, a crash, or a replica that went down) while the bot answered your previous line");
         if let Some(line) = &unread.line {
             text.push_str(" \"");
             text.push_str(line);
@@ -176,8 +176,8 @@ fn end_note(reply: &ChatReply) -> Option<String> {
         )),
         // turnscope stopped while this turn ran; the conversation itself was kept.
         Some("restarted") => Some(format!(
-            "[turnscope restarted (it was stopped or crashed) while the bot answered {}: {}. The conversation is \
-             kept: send the line again.]",
+            "[turnscope stopped (a restart, a crash, or a replica that went down) while the bot answered {}: {}. \
+             The conversation is kept: send the line again.]",
             reply
                 .line
                 .as_deref()
@@ -289,8 +289,8 @@ mod tests {
         let text = turn_text(&lost);
         assert_eq!(
             text,
-            "[turnscope restarted (it was stopped or crashed) while the bot answered your line \"book a table\": \
-             it got no reply. The conversation is kept: send the line again.]"
+            "[turnscope stopped (a restart, a crash, or a replica that went down) while the bot answered your \
+             line \"book a table\": it got no reply. The conversation is kept: send the line again.]"
         );
         assert_eq!(chat_result(&lost).is_error, Some(false));
         let mut next = reply("Sure.", Some("completed"), None);
@@ -301,8 +301,8 @@ mod tests {
         });
         assert_eq!(
             turn_text(&next),
-            "[turnscope restarted while the bot answered your previous line \"book a table\": that line got no \
-             reply. Send it again if it still matters.]\n\nSure."
+            "[turnscope stopped (a restart, a crash, or a replica that went down) while the bot answered your \
+             previous line \"book a table\": that line got no reply. Send it again if it still matters.]\n\nSure."
         );
     }
 
