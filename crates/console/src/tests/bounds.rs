@@ -71,6 +71,14 @@ fn a_long_session_stays_within_its_budget_and_the_panes_say_what_was_dropped() {
     let dropped = kept_dropped_text(&c);
     assert!(screen.contains(&dropped), "{dropped:?} missing:\n{screen}");
     assert!(screen.contains(&format!("of {} exchanges", c.state.wire.exchanges().len())));
+    // The transcript says its turns let go (it read as if they never were).
+    c.selected = Some(7);
+    let first: String = crate::draw::panes::transcript::lines(&c, 160)[0].to_string();
+    let said = format!(
+        "{} earlier turns of #7 let go, oldest first",
+        c.state.transcript_dropped(7)
+    );
+    assert!(first.contains(&said), "{said:?} missing: {first}");
 }
 
 fn kept_dropped_text(c: &Console) -> String {

@@ -130,6 +130,25 @@ pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
         speaker(&mut out, "bot", greeting, t.bot, t.bot, width);
     }
     let turns = c.state.transcript(session);
+    // Turns let go to keep within the console's memory are said, not passed over: an empty
+    // transcript read "No turns yet." of a session that had a hundred.
+    let let_go = c.state.transcript_dropped(session);
+    if let_go > 0 {
+        let text = format!(
+            "{} of #{session} let go, oldest first, to keep the console within its memory \
+             (console.max_mib).",
+            match let_go {
+                1 => "1 earlier turn".to_string(),
+                n => format!("{n} earlier turns"),
+            }
+        );
+        for piece in wrap(&text, width) {
+            out.push(Line::styled(piece, t.dim));
+        }
+        if turns.is_empty() {
+            return out;
+        }
+    }
     if turns.is_empty()
         && let Some(error) = c.state.stored_read_failure(session)
     {
