@@ -60,6 +60,13 @@ async fn attached_to_a_headless_turnscope_it_shows_every_session_and_chats_in_it
         screen.contains("┃hello?"),
         "the line stays in the input: {screen}"
     );
+    // d on it says at once it is not this console's to close (it asked "d again closes",
+    // then refused).
+    s.send(b"\x1b").await;
+    s.send(b"1").await;
+    s.send(b"d").await;
+    let screen = s.wait_text("closes only sessions it started").await;
+    assert!(!screen.contains("d again closes"), "{screen}");
     s.send(b"\x03").await;
     assert!(s.wait_exit().await.success());
     terminate(&mut server).await;

@@ -271,6 +271,18 @@ impl Console {
                     });
                     return None;
                 }
+                // Attached, only the sessions this console started are its to let go of: said at
+                // the first d (it asked "d again closes", then refused).
+                if self.is_another_clients(session) {
+                    self.notice = Some(Notice {
+                        text: format!(
+                            "#{session} was started by another client: an attached console closes \
+                             only sessions it started (the bot ends this one when it is idle)"
+                        ),
+                        error: true,
+                    });
+                    return None;
+                }
                 if self.close_asked == Some(session) {
                     self.close_asked = None;
                     self.notice = None;

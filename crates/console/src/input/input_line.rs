@@ -22,6 +22,14 @@ use crate::view::line_edit;
 use turnscope::sessions::ChatReply;
 
 impl Console {
+    /// Whether `session` was started on an attached console's target by another client:
+    /// such a console chats in, closes and interrupts only the sessions it started.
+    pub(crate) fn is_another_clients(&self, session: u64) -> bool {
+        matches!(self.state.header.source, Source::Attached { .. })
+            && Some(session) != self.own
+            && self.state.session(session).is_some_and(|row| !row.mine)
+    }
+
     pub(crate) fn input_key(&mut self, key: &KeyEvent) -> Option<Action> {
         if keys::is_newline(key) {
             self.input.insert_newline();
@@ -116,10 +124,7 @@ impl Console {
         // An attached console chats only in the sessions it started (marked the person's):
         // another's is refused before anything is asked, the line kept (before, it asked
         // "Enter again sends…", then refused and the line was gone).
-        if matches!(self.state.header.source, Source::Attached { .. })
-            && Some(session) != self.own
-            && self.state.session(session).is_some_and(|row| !row.mine)
-        {
+        if self.is_another_clients(session) {
             self.notice = Some(Notice {
                 text: format!(
                     "#{session} was started by another client: an attached console chats only in \

@@ -531,9 +531,18 @@ fn perform(
                 let _ = tx.send(Done::Chat(session, line, Box::new(result)));
             });
         }
-        Action::Interrupt { .. } => notice(
+        Action::Interrupt { session } => notice(
             console,
-            "an attached console cannot interrupt a turn over MCP; a new line interrupts it".into(),
+            match &remote.attached.target {
+                Some(target) if target.owns(session) => format!(
+                    "an attached console cannot interrupt a turn over MCP; a new line of yours \
+                     into #{session} interrupts it"
+                ),
+                _ => format!(
+                    "#{session} is not this console's: an attached console interrupts nothing over \
+                     MCP, and another client's session only its client can"
+                ),
+            },
             false,
         ),
         Action::Close { session } => match &remote.attached.target {
