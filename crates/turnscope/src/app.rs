@@ -534,6 +534,7 @@ fn replica_event(replica: &Replica, state: &'static str) -> ReplicaEvent {
         at_us: crate::observe::event::now_us(),
         open_sessions: None,
         started_us: None,
+        handle_seconds: None,
     }
 }
 

@@ -44,6 +44,13 @@ async fn attached_to_a_headless_turnscope_it_shows_every_session_and_chats_in_it
     let screen = s.wait_text("clock(").await;
     assert!(screen.contains("attach (you)"), "{screen}");
     s.wait_text("1 round · 1 tool call").await;
+    // Each session's idle time left, from the server's handle lifetime (its stream's first
+    // line) and the activity seen: at least this long (it said "-").
+    s.send(b"\x1b").await;
+    s.send(b"1").await;
+    s.send(b"z").await;
+    s.wait_text("≥4m").await;
+    s.send(b"z").await;
     // The other client's session is listed, read-only: a line into it is refused.
     s.send(b"\x1b").await;
     s.send(b"1").await;

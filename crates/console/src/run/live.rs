@@ -72,6 +72,7 @@ pub async fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console
         )),
         store: Some(app.sessions.store_status().url),
         store_degraded: false,
+        watched_handle_seconds: None,
         server: None,
         config: Some(ConfigMark {
             version: app.reloader().version(),

@@ -369,6 +369,9 @@ impl ConsoleState {
             Event::Replica(r) => {
                 self.saw_time(r.at_us);
                 self.header.replica = Some((r.id.clone(), r.state.to_string()));
+                if r.handle_seconds.is_some() {
+                    self.header.watched_handle_seconds = r.handle_seconds;
+                }
             }
             Event::Log {
                 at_ms,

@@ -37,6 +37,9 @@ pub struct Header {
     pub store: Option<String>,
     /// Whether that store is degraded now (writes stopped or failing: the Log says why).
     pub store_degraded: bool,
+    /// A watched server's idle lifetime of a handle (its event stream's first line), so the
+    /// Sessions pane says how long each session has at least, from the activity seen.
+    pub watched_handle_seconds: Option<u64>,
     /// The config version in force and how its last reload went, when known.
     pub config: Option<ConfigMark>,
 }

@@ -253,8 +253,21 @@ impl ConsoleState {
     /// snapshot); a closed row keeps the age it closed at.
     pub fn age_rows(&mut self) {
         let now = self.now_us;
+        let lifetime = self.header.watched_handle_seconds;
+        let last_activity = &self.last_activity;
         for row in self.sessions.values_mut().filter(|r| !r.is_closed()) {
             row.age_s = now.saturating_sub(row.age_from_us()) / 1_000_000;
+            // A watched server's session: its lifetime counted from the last activity seen
+            // (a call that only reads makes no event, so it has at least this long).
+            row.idle_left_s = lifetime
+                .filter(|_| row.activity != Activity::InTurn && !row.is_stored())
+                .map(|lifetime| {
+                    let last = last_activity
+                        .get(&row.number)
+                        .copied()
+                        .unwrap_or(row.opened_us);
+                    lifetime.saturating_sub(now.saturating_sub(last) / 1_000_000)
+                });
         }
     }
 

@@ -589,6 +589,7 @@ fn the_replica_and_its_draining_reach_the_header_from_events() {
             at_us: T0,
             open_sessions: None,
             started_us: None,
+            handle_seconds: None,
         })
     };
     s.apply(&replica("serving"));

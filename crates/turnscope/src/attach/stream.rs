@@ -571,6 +571,7 @@ mod tests {
                 at_us: 2,
                 open_sessions: Some(vec![2]),
                 started_us: None,
+                handle_seconds: None,
             })),
             &bus,
             &state,
@@ -600,6 +601,7 @@ mod tests {
             at_us: started,
             open_sessions: Some(open),
             started_us: Some(started),
+            handle_seconds: None,
         }))
         .unwrap()
     }

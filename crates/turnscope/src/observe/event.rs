@@ -401,6 +401,10 @@ pub struct ReplicaEvent {
     /// name other sessions now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_us: Option<u64>,
+    /// In that first line too: the idle lifetime of a handle, in seconds, so a viewer can say
+    /// how long a session has left since the last activity it saw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handle_seconds: Option<u64>,
 }
 
 /// A config reload and what came of it.

@@ -247,7 +247,16 @@ fn row_line<'a>(
         spans.push(Span::styled(pad(&seconds(row.age_s), 7), t.dim));
         spans.push(Span::styled(
             pad(
-                &row.idle_left_s.map(seconds).unwrap_or_else(|| "-".into()),
+                &row.idle_left_s
+                    .map(|left| {
+                        // Watched from outside: counted from the last activity seen, at least.
+                        if c.state.header.watched_handle_seconds.is_some() {
+                            format!("≥{}", seconds(left))
+                        } else {
+                            seconds(left)
+                        }
+                    })
+                    .unwrap_or_else(|| "-".into()),
                 7,
             ),
             t.dim,
