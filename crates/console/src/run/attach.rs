@@ -51,6 +51,9 @@ pub struct Remote {
 
 impl Attachment for Remote {
     fn refresh(&self, state: &mut ConsoleState) -> bool {
+        if let Some(stream) = &self.attached.stream {
+            state.stream_drops = stream.lock().unwrap_or_else(|p| p.into_inner()).dropped;
+        }
         // The sessions this console started are the person's: marked in the Sessions pane.
         let marked = match &self.attached.target {
             Some(target) => {

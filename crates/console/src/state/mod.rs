@@ -131,6 +131,9 @@ pub struct ConsoleState {
     pub events_seen: u64,
     /// Events the console's subscription missed because it fell behind.
     pub events_missed: u64,
+    /// Times a watched server dropped this console's event stream (it fell behind, or read
+    /// nothing): what happened meanwhile is missing from the figures.
+    pub stream_drops: u64,
     /// Sessions opened since the console started.
     pub sessions_opened: u64,
     /// Open sessions in the latest live snapshot (all listed, however many).
@@ -196,6 +199,7 @@ impl ConsoleState {
             last_activity: BTreeMap::new(),
             events_seen: 0,
             events_missed: 0,
+            stream_drops: 0,
             reloads_seen: 0,
             last_reload: None,
             sessions_opened: 0,

@@ -219,6 +219,21 @@ fn stats_pane_overall() {
     assert_snapshot!(t.backend());
 }
 
+/// A viewer whose stream the watched server dropped says its figures have gaps (they read
+/// as whole, and undercounted the server's turns).
+#[test]
+fn stats_pane_of_a_viewer_that_was_dropped_says_its_figures_have_gaps() {
+    let mut c = console();
+    c.focus_pane(PaneId::Stats);
+    c.state.stream_drops = 2;
+    let t = render(96, 18, &c, panes::inspector::draw);
+    let text = t.backend().to_string();
+    assert!(
+        text.contains("dropped this viewer's stream 2 times: the figures miss"),
+        "{text}"
+    );
+}
+
 #[test]
 fn stats_pane_selected_session() {
     let mut c = console();

@@ -147,6 +147,20 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         Span::styled(" · evicted ", t.dim),
         Span::styled(count(s.frames_evicted()), t.text),
     ]));
+    if s.stream_drops > 0 {
+        // Counted from what this viewer saw: turns run while it was dropped are not here.
+        out.push(Line::styled(
+            format!(
+                "the watched server dropped this viewer's stream {}: the figures miss what ran \
+                 meanwhile (see Log)",
+                match s.stream_drops {
+                    1 => "once".to_string(),
+                    n => format!("{n} times"),
+                }
+            ),
+            t.warn,
+        ));
+    }
     let logs = s.logs();
     if !logs.is_empty() {
         out.push(Line::default());
