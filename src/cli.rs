@@ -91,7 +91,8 @@ pub struct ServeArgs {
     /// ones cut with a marker; 0 = timings only, no bodies; default 64).
     #[arg(long, value_name = "KIB")]
     pub wire_kib: Option<usize>,
-    /// Where conversations are kept: sqlite:PATH, memory (nothing survives a restart), or
+    /// Where conversations are kept: sqlite:PATH, redis://[USER:PASS@]HOST:PORT/DB[?prefix=P]
+    /// (rediss:// for TLS; shared by replicas), memory (nothing survives a restart), or
     /// default (a file per listening address under $XDG_STATE_HOME/turnscope; what the console
     /// and --headless use, memory with --port 0).
     #[arg(long, value_name = "URL")]
