@@ -357,6 +357,37 @@ async fn attached_the_tools_pane_calls_the_targets_tools_by_hand() {
     terminate(&mut server).await;
 }
 
+/// An idle attached client pings its target (`attach::Target::keep_alive`), so the server does
+/// not end its MCP session after five minutes without a request (the console's own sessions
+/// were then said to have lost their client while it still ran); a client that just made a
+/// request does not.
+#[tokio::test]
+async fn an_idle_attached_client_keeps_its_mcp_session_alive_with_pings() {
+    let app = crate::support::app::app(|_| {}).await;
+    let url = app.server.mcp_url();
+    let bus = turnscope::observe::Bus::default();
+    let mut seen = bus.subscribe();
+    let target = turnscope::attach::target::Target::connect(&url, None, &bus)
+        .await
+        .expect("the client connects");
+    target.keep_alive(std::time::Duration::from_millis(200));
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut pings = 0;
+    while pings < 2 {
+        let event = tokio::time::timeout_at(deadline, seen.recv())
+            .await
+            .expect("two pings within 10 s")
+            .expect("the bus is open");
+        if let turnscope::observe::Event::Mcp(x) = &*event
+            && x.method.as_deref() == Some("ping")
+        {
+            assert_eq!(x.status, 200, "{x:?}");
+            pings += 1;
+        }
+    }
+    app.shutdown().await;
+}
+
 /// The attached client's hand calls (`attach::Target::call_by_hand`) against a real server:
 /// what the tool's schema refuses, and a tool the target does not list, are never sent (the
 /// server opens no session and logs no call); a call that passes goes out and its result comes

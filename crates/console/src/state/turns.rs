@@ -51,7 +51,11 @@ impl ConsoleState {
 
     /// A turn ended, with its figures.
     pub(super) fn on_turn_ended(&mut self, t: &TurnEndEvent) {
-        self.touch(t.session, self.now_us);
+        // A turn told again (a viewer's connect) ended before; when is not told, so its start
+        // stands as the session's last activity (the Sessions pane's `left` is a least).
+        if !t.retold {
+            self.touch(t.session, self.now_us);
+        }
         self.timelines
             .ended((t.session, t.turn), &t.reason, t.total_us);
         if let Some(view) = self.turn_mut(t.session, t.turn) {

@@ -293,6 +293,8 @@ fn a_retold_turn_is_shown_and_not_counted() {
             .map(|(_, sum)| sum.count)
     };
     let turns_before = total(&s);
+    let last_before = s.last_activity(s.session(1).expect("row 1"));
+    s.now_us = T0 + 10_000_000;
     s.apply(&Event::TurnStarted {
         session: 1,
         turn: 9,
@@ -325,6 +327,12 @@ fn a_retold_turn_is_shown_and_not_counted() {
     assert_eq!(turn.tools.len(), 1);
     assert_eq!(total(&s), turns_before);
     assert_eq!(before(&s), counted);
+    // Its end, told now, is not activity now: the session's idle time left (a viewer's
+    // `left`, at least) counts from its start at most.
+    assert_eq!(
+        s.last_activity(s.session(1).expect("row 1")),
+        last_before.max(T0 + 50)
+    );
 }
 
 fn frame(n: u64) -> Event {

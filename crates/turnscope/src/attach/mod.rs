@@ -75,7 +75,11 @@ impl Attached {
         let stop = CancellationToken::new();
         let numbers = Arc::new(AtomicU64::new(0));
         let target = match &options.url {
-            Some(url) => Some(Target::connect(url, options.token.as_deref(), &bus).await?),
+            Some(url) => {
+                let target = Target::connect(url, options.token.as_deref(), &bus).await?;
+                target.keep_alive(target::KEEP_ALIVE_EVERY);
+                Some(target)
+            }
             None => None,
         };
         let stream = options

@@ -35,6 +35,11 @@ use crate::tools::{ToolOutcome, ToolSpec};
 /// How long a call may take before this client gives up on it.
 const CALL_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// How often an idle attached console pings its target: a server ends an MCP session after
+/// five minutes without a request (rmcp's default), and the console's own sessions were then
+/// said to have lost their client while it still ran.
+pub const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(120);
+
 /// Who publishes a session's turns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shown {
@@ -91,6 +96,8 @@ pub struct Target {
     pending: Handles,
     frames: Arc<AtomicU64>,
     side: Arc<ClientSide>,
+    /// When this client last sent a request (µs since the epoch), for [`Target::keep_alive`].
+    last_request_us: Arc<AtomicU64>,
 }
 
 /// Receives the target's notifications: progress becomes `Event::Progress` of its session.
@@ -182,7 +189,35 @@ impl Target {
             pending,
             frames: Arc::default(),
             side,
+            last_request_us: Arc::new(AtomicU64::new(now_us())),
         })
+    }
+
+    /// Keeps this client's MCP session alive while the console runs: a `ping` after `every`
+    /// without a request (each one an exchange in the MCP pane, as any is). Ends with the
+    /// connection.
+    pub fn keep_alive(&self, every: Duration) {
+        let service = Arc::downgrade(&self.service);
+        let last = self.last_request_us.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(service) = service.upgrade() else {
+                    return;
+                };
+                if now_us().saturating_sub(last.load(Ordering::Relaxed)) < every.as_micros() as u64
+                {
+                    continue;
+                }
+                let ping = rmcp::model::PingRequest {
+                    method: Default::default(),
+                    extensions: Default::default(),
+                };
+                let sent = service.send_request(rmcp::model::ClientRequest::PingRequest(ping));
+                let _ = tokio::time::timeout(Duration::from_secs(30), sent).await;
+                last.store(now_us(), Ordering::Relaxed);
+            }
+        });
     }
 
     /// What this client and the watched server's event stream know of each other (its MCP
@@ -216,6 +251,7 @@ impl Target {
         if let Value::Object(map) = args {
             params = params.with_arguments(map);
         }
+        self.last_request_us.store(now_us(), Ordering::Relaxed);
         match tokio::time::timeout(CALL_TIMEOUT, self.service.call_tool(params)).await {
             Ok(Ok(result)) => Ok(result),
             Ok(Err(e)) => {

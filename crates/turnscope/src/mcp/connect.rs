@@ -298,32 +298,71 @@ pub async fn initialize_failed(
     if let Some(said) = token_refused(url, token_given, e) {
         return said;
     }
-    if let Some(port) = nothing_listens(url).await {
-        return format!(
-            "nothing listens at {url} (the connection was refused): start the server first (a \
-             turnscope: `turnscope --headless --port {port}`), or check the host and port"
-        );
+    let said = chain(e);
+    match dial(url).await {
+        Dialed::Unresolved(why) => {
+            return format!(
+                "no MCP answer from {url}: its host name does not resolve ({why}); check the name"
+            );
+        }
+        Dialed::Refused(port) => {
+            return format!(
+                "nothing listens at {url} (the connection was refused): start the server first (a \
+                 turnscope: `turnscope --headless --port {port}`), or check the host and port"
+            );
+        }
+        // rmcp's errors drop reqwest's causes: a connection that opened and a request that
+        // could not be sent over https is most likely a server that speaks plain http.
+        Dialed::Connected
+            if url.starts_with("https://") && said.contains("error sending request") =>
+        {
+            return format!(
+                "no MCP answer from {url}: the connection opened but the https request failed; \
+                 does the server speak TLS there? (a turnscope serves plain http: use http://)"
+            );
+        }
+        _ => {}
+    }
+    // The server said what to do (a Host it does not allow: 421 names --allowed-host).
+    if said.contains("421") {
+        return format!("no MCP answer from {url}: {said}");
     }
     format!(
-        "no MCP answer from {url}: {}; check that an MCP server runs there and that the URL \
-         ends in its MCP path (usually /mcp)",
-        chain(e)
+        "no MCP answer from {url}: {said}; check that an MCP server runs there and that the URL \
+         ends in its MCP path (usually /mcp)"
     )
 }
 
-/// The port of `url` when a TCP connection to its host and port is refused (nothing listens
-/// there); `None` when it connects, times out, or the URL names no host.
-async fn nothing_listens(url: &str) -> Option<u16> {
-    let url = reqwest::Url::parse(url).ok()?;
-    let port = url.port_or_known_default()?;
-    let host = url
-        .host_str()?
-        .trim_start_matches('[')
-        .trim_end_matches(']');
-    let dial = tokio::net::TcpStream::connect((host, port));
+/// What dialing a URL's host and port found.
+enum Dialed {
+    /// The host name does not resolve.
+    Unresolved(String),
+    /// Nothing listens on the port (the connection was refused).
+    Refused(u16),
+    /// A TCP connection opened.
+    Connected,
+    /// It timed out, failed otherwise, or the URL names no host.
+    Unknown,
+}
+
+/// Dials `url`'s host and port (2 s at most) to tell why an MCP request failed.
+async fn dial(url: &str) -> Dialed {
+    let Ok(url) = reqwest::Url::parse(url) else {
+        return Dialed::Unknown;
+    };
+    let (Some(port), Some(host)) = (url.port_or_known_default(), url.host_str()) else {
+        return Dialed::Unknown;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let addresses = match tokio::net::lookup_host((host, port)).await {
+        Ok(addresses) => addresses.collect::<Vec<_>>(),
+        Err(e) => return Dialed::Unresolved(e.to_string()),
+    };
+    let dial = tokio::net::TcpStream::connect(addresses.as_slice());
     match tokio::time::timeout(std::time::Duration::from_secs(2), dial).await {
-        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => Some(port),
-        _ => None,
+        Ok(Ok(_)) => Dialed::Connected,
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => Dialed::Refused(port),
+        _ => Dialed::Unknown,
     }
 }
 
