@@ -357,6 +357,30 @@ async fn attached_the_tools_pane_calls_the_targets_tools_by_hand() {
     terminate(&mut server).await;
 }
 
+/// Attaching where no MCP server answers says why, where the cause can be told: a host name
+/// that does not resolve, https to a server that speaks plain http (both said "error sending
+/// request for url", the cause dropped).
+#[tokio::test]
+async fn attaching_to_an_unknown_host_or_with_https_to_plain_http_says_which() {
+    let bus = turnscope::observe::Bus::default();
+    let connect = |url: String| {
+        let bus = bus.clone();
+        async move {
+            turnscope::attach::target::Target::connect(&url, None, &bus)
+                .await
+                .err()
+                .expect("no MCP answer")
+        }
+    };
+    let said = connect("http://nosuchhost.invalid:7950/mcp".into()).await;
+    assert!(said.contains("its host name does not resolve"), "{said}");
+    let app = crate::support::app::app(|_| {}).await;
+    let https = app.server.mcp_url().replace("http://", "https://");
+    let said = connect(https).await;
+    assert!(said.contains("does the server speak TLS there?"), "{said}");
+    app.shutdown().await;
+}
+
 /// An idle attached client pings its target (`attach::Target::keep_alive`), so the server does
 /// not end its MCP session after five minutes without a request (the console's own sessions
 /// were then said to have lost their client while it still ran); a client that just made a
