@@ -9,7 +9,7 @@ use std::io;
 pub enum ConsoleError {
     /// Occurs when stdin or stdout is not a terminal.
     #[error(
-        "the console needs a terminal, and stdin or stdout is not one; run `turnscope --headless` for CI and scripts"
+        "the console needs a terminal, and stdin or stdout is not one; for CI and scripts run `turnscope --headless` (a server), or read a running turnscope's event stream with `curl -N http://HOST:PORT/events` (`turnscope replay` opens what it wrote)"
     )]
     NotATerminal,
     /// Occurs when the terminal refuses raw mode.

@@ -357,6 +357,25 @@ async fn attached_the_tools_pane_calls_the_targets_tools_by_hand() {
     terminate(&mut server).await;
 }
 
+/// `attach` without a terminal (a script, CI) says what to do instead: a headless server, or
+/// the event stream read with curl (it said only "run turnscope --headless", which does not
+/// watch anything).
+#[tokio::test]
+async fn attach_without_a_terminal_says_how_to_read_the_stream_instead() {
+    let out = serving(&["attach", "9"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .await
+        .expect("turnscope runs");
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("needs a terminal") && said.contains("curl -N http://HOST:PORT/events"),
+        "{said}"
+    );
+}
+
 /// Attaching where no MCP server answers says why, where the cause can be told: a host name
 /// that does not resolve, https to a server that speaks plain http (both said "error sending
 /// request for url", the cause dropped).
