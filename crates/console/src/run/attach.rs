@@ -52,7 +52,19 @@ pub struct Remote {
 impl Attachment for Remote {
     fn refresh(&self, state: &mut ConsoleState) -> bool {
         if let Some(stream) = &self.attached.stream {
-            state.stream_drops = stream.lock().unwrap_or_else(|p| p.into_inner()).dropped;
+            let (drops, connected) = {
+                let s = stream.lock().unwrap_or_else(|p| p.into_inner());
+                (s.dropped, s.connected)
+            };
+            state.stream_drops = drops;
+            // A replica's state is known only while its stream is read: one seen draining
+            // before the stream was lost may be gone, or another process by now.
+            if !connected
+                && let Some((_, replica_state)) = &mut state.header.replica
+                && replica_state == "draining"
+            {
+                *replica_state = "was draining".into();
+            }
         }
         // The sessions this console started are the person's: marked in the Sessions pane.
         let marked = match &self.attached.target {
