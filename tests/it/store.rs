@@ -225,20 +225,7 @@ async fn a_request_resent_after_a_crash_with_its_request_id_is_answered_from_the
     // not also reported as a line that got no reply.
     model.push(Reply::Hang);
     model.push(Reply::text(&["More", " now."]));
-    let hanging = RawMcp::new(&url, "lb", false).with_header("x-request-id", "lb-9");
-    let handle_in_flight = handle.clone();
-    let in_flight =
-        tokio::spawn(async move { hanging.chat(&handle_in_flight, "Tell me more.").await });
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while model.requests().len() < 4 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the turn never asked the model"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    second.kill().await.unwrap();
-    let _ = in_flight.await;
+    killed_mid_turn(&model, &url, &handle, "lb-9", "Tell me more.", &mut second).await;
     let (mut third, ready) = start(&store, &["--model-url", &url_flag]).await;
     let url = url_in(&ready, "/mcp");
     let resent = RawMcp::new(&url, "lb", false).with_header("x-request-id", "lb-9");
@@ -259,20 +246,7 @@ async fn a_request_resent_after_a_crash_with_its_request_id_is_answered_from_the
     // line never answered).
     model.push(Reply::Hang);
     model.push(Reply::text(&["Once", " more."]));
-    let hanging = RawMcp::new(&url, "lb", false).with_header("x-request-id", "lb-10");
-    let handle_in_flight = handle.clone();
-    let in_flight =
-        tokio::spawn(async move { hanging.chat(&handle_in_flight, "And again.").await });
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while model.requests().len() < 6 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the turn never asked the model"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    third.kill().await.unwrap();
-    let _ = in_flight.await;
+    killed_mid_turn(&model, &url, &handle, "lb-10", "And again.", &mut third).await;
     let (mut fourth, ready) = start(&store, &["--model-url", &url_flag]).await;
     let url = url_in(&ready, "/mcp");
     let read = RawMcp::new(&url, "reader", false).chat(&handle, "").await;
@@ -298,6 +272,33 @@ async fn a_request_resent_after_a_crash_with_its_request_id_is_answered_from_the
     assert_eq!(model.requests().len(), 7, "the line ran again");
     assert!(terminate(&mut fourth).await.success());
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Says `line` on `handle` at `url` with the request id `request` (the balancer's), the model
+/// hanging on it (its next reply a `Reply::Hang`), and kills `server` once the turn asked the
+/// model: a turn lost in flight.
+async fn killed_mid_turn(
+    model: &Upstream,
+    url: &str,
+    handle: &str,
+    request: &str,
+    line: &str,
+    server: &mut Child,
+) {
+    let asked = model.requests().len();
+    let hanging = RawMcp::new(url, "lb", false).with_header("x-request-id", request);
+    let (handle, line) = (handle.to_string(), line.to_string());
+    let in_flight = tokio::spawn(async move { hanging.chat(&handle, &line).await });
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while model.requests().len() <= asked {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the turn never asked the model"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    server.kill().await.unwrap();
+    let _ = in_flight.await;
 }
 
 #[tokio::test]

@@ -720,15 +720,20 @@ impl Lagged {
                 queue_bytes / 1024
             ),
         };
-        let mut line = serde_json::to_vec(&Event::Log {
-            at_ms: now_us() / 1000,
-            level: "warn".into(),
-            message,
-        })
-        .unwrap_or_default();
-        line.push(b'\n');
-        Bytes::from(line)
+        warn_line(message)
     }
+}
+
+/// A `warn` log event as a stream line: what a viewer is told of its own stream.
+fn warn_line(message: String) -> Bytes {
+    let mut line = serde_json::to_vec(&Event::Log {
+        at_ms: now_us() / 1000,
+        level: "warn".into(),
+        message,
+    })
+    .unwrap_or_default();
+    line.push(b'\n');
+    Bytes::from(line)
 }
 
 /// How the line telling a viewer it was dropped begins (a client reconnects on it).
@@ -745,14 +750,7 @@ fn cut_off_line(missed: u64) -> Bytes {
          not read then are lost to it, and the sessions are as they are now",
         STALL.as_secs()
     );
-    let mut line = serde_json::to_vec(&Event::Log {
-        at_ms: now_us() / 1000,
-        level: "warn".into(),
-        message,
-    })
-    .unwrap_or_default();
-    line.push(b'\n');
-    Bytes::from(line)
+    warn_line(message)
 }
 
 /// `GET /events`: the stream, as `application/x-ndjson`.
