@@ -202,19 +202,20 @@ impl Target {
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
-                let Some(service) = service.upgrade() else {
-                    return;
-                };
                 if now_us().saturating_sub(last.load(Ordering::Relaxed)) < every.as_micros() as u64
                 {
                     continue;
                 }
+                // Held only for the ping (10 s at most): `close` unwraps the last one.
+                let Some(service) = service.upgrade() else {
+                    return;
+                };
                 let ping = rmcp::model::PingRequest {
                     method: Default::default(),
                     extensions: Default::default(),
                 };
                 let sent = service.send_request(rmcp::model::ClientRequest::PingRequest(ping));
-                let _ = tokio::time::timeout(Duration::from_secs(30), sent).await;
+                let _ = tokio::time::timeout(Duration::from_secs(10), sent).await;
                 last.store(now_us(), Ordering::Relaxed);
             }
         });

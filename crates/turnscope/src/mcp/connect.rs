@@ -302,7 +302,8 @@ pub async fn initialize_failed(
     match dial(url).await {
         Dialed::Unresolved(why) => {
             return format!(
-                "no MCP answer from {url}: its host name does not resolve ({why}); check the name"
+                "no MCP answer from {url}: its host name could not be resolved ({why}); check \
+                 the name, and the network or resolver"
             );
         }
         Dialed::Refused(port) => {
@@ -317,8 +318,9 @@ pub async fn initialize_failed(
             if url.starts_with("https://") && said.contains("error sending request") =>
         {
             return format!(
-                "no MCP answer from {url}: the connection opened but the https request failed; \
-                 does the server speak TLS there? (a turnscope serves plain http: use http://)"
+                "no MCP answer from {url}: the connection opened but the https request failed: a \
+                 TLS handshake or certificate problem, or a server that speaks plain http there \
+                 (a turnscope serves plain http unless a proxy before it speaks TLS)"
             );
         }
         _ => {}
@@ -354,16 +356,20 @@ async fn dial(url: &str) -> Dialed {
         return Dialed::Unknown;
     };
     let host = host.trim_start_matches('[').trim_end_matches(']');
-    let addresses = match tokio::net::lookup_host((host, port)).await {
-        Ok(addresses) => addresses.collect::<Vec<_>>(),
-        Err(e) => return Dialed::Unresolved(e.to_string()),
+    let dial = async {
+        let addresses = match tokio::net::lookup_host((host, port)).await {
+            Ok(addresses) => addresses.collect::<Vec<_>>(),
+            Err(e) => return Dialed::Unresolved(e.to_string()),
+        };
+        match tokio::net::TcpStream::connect(addresses.as_slice()).await {
+            Ok(_) => Dialed::Connected,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => Dialed::Refused(port),
+            Err(_) => Dialed::Unknown,
+        }
     };
-    let dial = tokio::net::TcpStream::connect(addresses.as_slice());
-    match tokio::time::timeout(std::time::Duration::from_secs(2), dial).await {
-        Ok(Ok(_)) => Dialed::Connected,
-        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => Dialed::Refused(port),
-        _ => Dialed::Unknown,
-    }
+    tokio::time::timeout(std::time::Duration::from_secs(2), dial)
+        .await
+        .unwrap_or(Dialed::Unknown)
 }
 
 /// The 401/403 half of [`initialize_failed`]; `None` for other failures.

@@ -97,12 +97,13 @@ impl Drop for Held {
         let client = std::mem::take(self.client.get_mut().unwrap_or_else(|e| e.into_inner()));
         for session in ids.iter().filter_map(|id| self.sessions.by_id(id)) {
             // Kept on the session too: a viewer that connects later is told it.
-            session.client_went(&client);
+            let at_us = crate::observe::event::now_us();
+            session.client_went(&client, at_us);
             self.sessions.bus().publish_with(|| Event::ClientGone {
                 session: session.number,
                 client: client.clone(),
                 reason: CLIENT_GONE.into(),
-                at_us: crate::observe::event::now_us(),
+                at_us,
             });
         }
     }

@@ -120,7 +120,8 @@ impl fmt::Display for ChatError {
             ChatError::NotStarted { message } => write!(
                 f,
                 "store: no conversation was started: the session store did not take it, and a handle no replica \
-                 could serve is not given: {message}. Call start again once it answers."
+                 could serve is not given: {}. Call start again once it answers.",
+                message.trim_end_matches('.')
             ),
             ChatError::StoreAway { message } => write!(
                 f,

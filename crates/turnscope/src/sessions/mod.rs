@@ -128,8 +128,10 @@ pub struct Session {
     pub taken_from: Option<String>,
     last_used_ms: AtomicU64,
     /// The client that held it let go (its MCP session ended) and no call came since: the
-    /// client's name, told to a viewer that connects meanwhile. `gone` says so without a lock.
-    client_gone: Mutex<Option<String>>,
+    /// client's name and when (µs since the epoch), told to a viewer that connects meanwhile
+    /// as it was told live (the same line, which a reconnecting viewer knows it had). `gone`
+    /// says so without a lock.
+    client_gone: Mutex<Option<(String, u64)>>,
     gone: std::sync::atomic::AtomicBool,
     epoch: Instant,
     bot: BotSession,
@@ -184,19 +186,22 @@ impl Session {
     fn touch(&self) {
         self.last_used_ms
             .store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
-        if self.gone.swap(false, Ordering::Relaxed) {
+        // A plain load on every call; the swap only when a client had let go.
+        if self.gone.load(Ordering::Relaxed) && self.gone.swap(false, Ordering::Relaxed) {
             *self.client_gone.lock().unwrap_or_else(|p| p.into_inner()) = None;
         }
     }
 
-    /// The client that held it let go of it (`client`: its name), until the next call.
-    pub(crate) fn client_went(&self, client: &str) {
-        *self.client_gone.lock().unwrap_or_else(|p| p.into_inner()) = Some(client.to_string());
+    /// The client that held it let go of it (`client`: its name) at `at_us`, until the next
+    /// call.
+    pub(crate) fn client_went(&self, client: &str, at_us: u64) {
+        *self.client_gone.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((client.to_string(), at_us));
         self.gone.store(true, Ordering::Relaxed);
     }
 
-    /// The name of the client that let go of it, when no call came since.
-    pub fn client_gone(&self) -> Option<String> {
+    /// The client that let go of it and when, when no call came since.
+    pub fn client_gone(&self) -> Option<(String, u64)> {
         if !self.gone.load(Ordering::Relaxed) {
             return None;
         }

@@ -443,7 +443,6 @@ impl Sessions {
         if storage.store().lease_every().is_none() {
             return;
         }
-        storage.probe().await;
         // The leases of running turns (a shared store renews only those this replica holds).
         let ids: Vec<HandleId> = self
             .table()
@@ -452,10 +451,23 @@ impl Sessions {
             .filter(|s| s.bot.current_turn().is_some_and(|t| !t.is_done()) || s.in_call())
             .map(|s| s.id)
             .collect();
+        if ids.is_empty() {
+            // Nothing to renew: one cheap round trip tells `/healthz` whether the store
+            // answers. With leases to renew, the renewal itself tells (a probe first would
+            // delay it behind a slow Redis, and a lease could lapse under a running turn).
+            storage.probe().await;
+            return;
+        }
         let asked = match storage.store().renew(&ids).await {
-            Ok(asked) => asked,
+            Ok(asked) => {
+                storage.answered();
+                asked
+            }
             Err(e) => {
                 tracing::warn!("store: renewing leases failed: {e}");
+                if storage.shared() {
+                    storage.fail(&e);
+                }
                 return;
             }
         };

@@ -172,7 +172,7 @@ impl Storage {
     }
 
     /// A shared store answered: it is no longer degraded (said once, when it was).
-    fn answered(&self) {
+    pub(super) fn answered(&self) {
         let was = self
             .trouble
             .lock()

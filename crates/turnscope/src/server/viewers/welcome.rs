@@ -116,12 +116,12 @@ pub(super) fn preamble<'a>(
             }));
         }
         // Its client let go of it meanwhile (that line may be gone from the history).
-        if let Some(client) = session.client_gone() {
+        if let Some((client, at_us)) = session.client_gone() {
             push(&Event::ClientGone {
                 session: session.number,
                 client,
                 reason: crate::server::held::CLIENT_GONE.into(),
-                at_us: now,
+                at_us,
             });
         }
         for turn in session.turns() {

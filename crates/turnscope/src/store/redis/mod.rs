@@ -429,11 +429,13 @@ fn explain(masked: &str, url: &RedisUrl, what: &str, e: &RedisError) -> StoreErr
             detail,
             "Keys under the prefix hold something else: give another ?prefix= in the URL",
         )
-    } else if tls && (e.is_timeout() || detail.to_ascii_lowercase().contains("tls")) {
+    } else if tls && e.is_timeout() {
+        // A plain Redis never answers a TLS hello: the handshake waits out the timeout, as a
+        // host that drops the packets does.
         (
             detail,
-            "A rediss:// URL speaks TLS: is Redis there serving TLS (its tls-port)? For a plain \
-             Redis use redis://",
+            "A rediss:// URL speaks TLS: is Redis there serving TLS (its tls-port)? A plain Redis \
+             takes redis://; or the host does not answer at all",
         )
     } else {
         (
