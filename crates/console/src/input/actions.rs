@@ -60,10 +60,11 @@ pub enum Action {
         /// The arguments, JSON text of an object.
         arguments: String,
     },
-    /// Write the saved hand calls to the project's file.
+    /// Write the saved hand calls to the project's file, call `toggled` just saved or
+    /// forgotten (taken back if the file cannot be written).
     SaveCalls {
-        /// The file's text.
-        text: String,
+        /// The call whose mark changed.
+        toggled: u64,
     },
     /// Send an edited model request again.
     Resend {

@@ -165,7 +165,7 @@ impl Console {
                 self.open_form(Some((&call.tool, &call.arguments)));
             }
             KeyCode::Char('s') => match self.tools.hand.toggle_saved() {
-                Some(saved) => {
+                Some((toggled, saved)) => {
                     self.notice = Some(Notice {
                         text: if saved {
                             format!(
@@ -177,9 +177,7 @@ impl Console {
                         },
                         error: false,
                     });
-                    return Some(Action::SaveCalls {
-                        text: self.tools.hand.saved_file(),
-                    });
+                    return Some(Action::SaveCalls { toggled });
                 }
                 None => {
                     self.notice = Some(Notice {

@@ -89,14 +89,9 @@ pub fn perform(
     (hand, resend): (&UnboundedSender<HandDone>, &UnboundedSender<ResendDone>),
 ) -> Option<Action> {
     match action {
-        Action::SaveCalls { text } => {
+        Action::SaveCalls { toggled } => {
             let dir = std::env::current_dir().unwrap_or_else(|_| ".".into());
-            if let Err(e) = write_saved(&dir, &text) {
-                console.notice = Some(Notice {
-                    text: format!("{e}; the calls stay listed here"),
-                    error: true,
-                });
-            }
+            save_calls(console, &dir, toggled);
         }
         Action::HandCall {
             id,
@@ -140,22 +135,61 @@ pub fn refuse_here(console: &mut Console, hand_call: Option<u64>) {
 /// as it is, and said.
 pub fn load_saved(console: &mut Console) {
     let dir = std::env::current_dir().unwrap_or_else(|_| ".".into());
-    match read_saved(&dir) {
-        None => {}
-        Some(Ok(text)) => {
-            if let Err(e) = console.tools.hand.load(&text) {
-                console.notice = Some(Notice {
-                    text: e,
-                    error: true,
-                });
-            }
+    if let Err(why) = take_in_saved(console, &dir) {
+        console.notice = Some(Notice {
+            text: format!(
+                "{why}; it was left as it is, and saving a call (s) will not write over it \
+                 until it loads"
+            ),
+            error: true,
+        });
+    }
+}
+
+/// Reads `dir`'s saved-calls file into the list (nothing when there is none).
+///
+/// # Errors
+/// It cannot be read or is not a saved-calls file (remembered as
+/// [`HandCalls::file_refused`](crate::view::hand_calls::HandCalls::file_refused)).
+fn take_in_saved(console: &mut Console, dir: &Path) -> Result<(), String> {
+    let hand = &mut console.tools.hand;
+    match read_saved(dir) {
+        None => {
+            hand.file_refused = None;
+            Ok(())
         }
+        Some(Ok(text)) => hand.load(&text).map(|_| ()),
         Some(Err(e)) => {
-            console.notice = Some(Notice {
-                text: format!("cannot read {SAVED_FILE}: {e}"),
-                error: true,
-            })
+            let why = format!("cannot read {SAVED_FILE}: {e}");
+            hand.file_refused = Some(why.clone());
+            Err(why)
         }
+    }
+}
+
+/// Writes the saved calls after call `toggled` was saved or forgotten. A file that did not
+/// load is read again first: still not one, it is left as it is and the toggle taken back (a
+/// person's hand-edited file is never written over); fixed, its calls join the list; gone, the
+/// file is ours to write.
+pub fn save_calls(console: &mut Console, dir: &Path, toggled: u64) {
+    if console.tools.hand.file_refused.is_some()
+        && let Err(why) = take_in_saved(console, dir)
+    {
+        console.tools.hand.untoggle_saved(toggled);
+        console.notice = Some(Notice {
+            text: format!(
+                "not saved: {why}; it was left as it is. Fix it (or move it away) and press s again"
+            ),
+            error: true,
+        });
+        return;
+    }
+    if let Err(e) = write_saved(dir, &console.tools.hand.saved_file()) {
+        console.tools.hand.untoggle_saved(toggled);
+        console.notice = Some(Notice {
+            text: format!("not saved: {e}; the call stays listed here"),
+            error: true,
+        });
     }
 }
 
@@ -266,4 +300,59 @@ pub async fn edit_in_editor(text: &str) -> Result<String, String> {
     };
     let _ = std::fs::remove_file(&path);
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::fixture::console;
+
+    fn project(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "turnscope-saved-calls-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join(".turnscope")).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_saved_calls_file_that_did_not_load_is_never_written_over() {
+        let dir = project("refused");
+        let file = dir.join(SAVED_FILE);
+        let hand_made = r#"{"calls": [{"tool": "add", "arguments": {"a": 1}},]}"#;
+        std::fs::write(&file, hand_made).unwrap();
+        let mut c = console();
+        let why = take_in_saved(&mut c, &dir).unwrap_err();
+        assert!(why.contains("trailing comma"), "{why}");
+        // A call made by hand, then saved: the file is left as it was and the mark taken back.
+        let id = c.tools.hand.started("clock", serde_json::json!({}));
+        let (toggled, saved) = c.tools.hand.toggle_saved().unwrap();
+        assert!(saved && toggled == id);
+        save_calls(&mut c, &dir, toggled);
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), hand_made);
+        assert!(!c.tools.hand.get(id).unwrap().saved);
+        let notice = c.notice.clone().unwrap();
+        assert!(
+            notice.error && notice.text.starts_with("not saved:"),
+            "{notice:?}"
+        );
+        assert!(notice.text.contains("press s again"), "{notice:?}");
+        // Fixed (a call without arguments is one of a tool that takes none): its calls join.
+        std::fs::write(
+            &file,
+            r#"{"calls": [{"tool": "add", "arguments": {"a": 1}}, {"tool": "now"}]}"#,
+        )
+        .unwrap();
+        let (toggled, _) = c.tools.hand.toggle_saved().unwrap();
+        save_calls(&mut c, &dir, toggled);
+        let written: crate::view::hand_calls::SavedFile =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let tools: Vec<&str> = written.calls.iter().map(|c| c.tool.as_str()).collect();
+        assert_eq!(tools, ["add", "now", "clock"]);
+        assert_eq!(written.calls[1].arguments, serde_json::json!({}));
+        assert!(c.tools.hand.file_refused.is_none());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

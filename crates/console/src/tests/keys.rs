@@ -1155,7 +1155,10 @@ fn the_tools_pane_calls_a_tool_through_its_form_only_once_the_schema_passes() {
     press(&mut c, KeyCode::Char('h'));
     assert_eq!(c.key_owner(), crate::view::keys::KeyOwner::Calls);
     match press(&mut c, KeyCode::Char('s')) {
-        Some(Action::SaveCalls { text }) => assert!(text.contains("\"qz\""), "{text}"),
+        Some(Action::SaveCalls { .. }) => {
+            let text = c.tools.hand.saved_file();
+            assert!(text.contains("\"qz\""), "{text}");
+        }
         other => panic!("{other:?}"),
     }
     // Enter runs it again; `e` edits it in the form.

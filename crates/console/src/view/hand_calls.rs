@@ -118,8 +118,14 @@ pub struct HandCall {
 pub struct SavedCall {
     /// The tool.
     pub tool: String,
-    /// The arguments.
+    /// The arguments (`{}` when the file leaves them out, as a call of a tool that takes
+    /// none may).
+    #[serde(default = "no_arguments")]
     pub arguments: Value,
+}
+
+fn no_arguments() -> Value {
+    Value::Object(serde_json::Map::new())
 }
 
 /// The project's file: `{"calls": [{"tool": …, "arguments": {…}}, …]}`.
@@ -153,20 +159,27 @@ pub struct HandCalls {
     pub mode: Mode,
     /// The id of the call the form last sent (its answer shows under the form).
     pub last_sent: Option<u64>,
+    /// Why the project's file did not load, while it does not: the file is the person's, so
+    /// nothing is written over it until it loads (`s` reads it again first).
+    pub file_refused: Option<String>,
     next_id: u64,
 }
 
 impl HandCalls {
-    /// Takes in the project's saved calls (the file's text).
+    /// Takes in the project's saved calls (the file's text), after any already listed. A file
+    /// that does not load is remembered in [`HandCalls::file_refused`] until one does.
     ///
     /// # Errors
     /// The text is not a saved-calls file; the message says what is expected.
     pub fn load(&mut self, text: &str) -> Result<usize, String> {
         let file: SavedFile = serde_json::from_str(text).map_err(|e| {
-            format!(
-                "{SAVED_FILE} is not a saved-calls file ({e}); expected {{\"calls\": [{{\"tool\": \"name\", \"arguments\": {{…}}}}]}}; it was left as it is"
-            )
+            let why = format!(
+                "{SAVED_FILE} is not a saved-calls file ({e}); expected {{\"calls\": [{{\"tool\": \"name\", \"arguments\": {{…}}}}]}}"
+            );
+            self.file_refused = Some(why.clone());
+            why
         })?;
+        self.file_refused = None;
         let n = file.calls.len();
         for saved in file.calls.into_iter().rev().take(SAVED_KEPT) {
             let id = self.id();
@@ -244,15 +257,22 @@ impl HandCalls {
         self.calls.get(self.nav.cursor)
     }
 
-    /// Saves (or forgets) the call under the cursor; whether it is saved now.
-    pub fn toggle_saved(&mut self) -> Option<bool> {
+    /// Saves (or forgets) the call under the cursor: its id and whether it is saved now.
+    pub fn toggle_saved(&mut self) -> Option<(u64, bool)> {
         let saved = self.calls.iter().filter(|c| c.saved).count();
         let call = self.calls.get_mut(self.nav.cursor)?;
         if !call.saved && saved >= SAVED_KEPT {
             return None;
         }
         call.saved = !call.saved;
-        Some(call.saved)
+        Some((call.id, call.saved))
+    }
+
+    /// Takes back a [`HandCalls::toggle_saved`] of call `id` that could not be written.
+    pub fn untoggle_saved(&mut self, id: u64) {
+        if let Some(call) = self.calls.iter_mut().find(|c| c.id == id) {
+            call.saved = !call.saved;
+        }
     }
 }
 
