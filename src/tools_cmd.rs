@@ -140,7 +140,10 @@ async fn call(
     match hand::call(tools, name, arguments, timeout, bus).await {
         Ok(done) => {
             print_json(&done.to_json());
-            if done.outcome.is_error {
+            if let Some(why) = &done.outcome.unanswered {
+                eprintln!("turnscope tools: `{name}` did not answer: {why}");
+                ExitCode::from(3)
+            } else if done.outcome.is_error {
                 eprintln!("turnscope tools: `{name}` answered with an error");
                 ExitCode::from(1)
             } else {

@@ -16,8 +16,9 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use turnscope::config::McpServerConfig;
 use turnscope::observe::Bus;
-use turnscope::tools::Tools;
+use turnscope::tools::mcp_source::SourceStatus;
 use turnscope::tools::registry::ToolRegistry;
+use turnscope::tools::{Tools, Unanswered};
 
 /// A hang guard only.
 const WAIT: Duration = Duration::from_secs(20);
@@ -76,16 +77,25 @@ async fn an_http_server_killed_mid_call_fails_the_call_and_is_picked_up_again() 
         outcome.text
     );
 
-    // While it is down, calls fail with an error instead of hanging.
+    assert!(
+        matches!(outcome.unanswered.as_deref(), Some(Unanswered::Unreachable { .. })),
+        "{outcome:?}"
+    );
+    // The lost connection is let go at once, not kept as "connected" to nothing: the source
+    // says it is down, and so does the next call.
+    let source = registry.source("fx").expect("the source");
+    wait_until("the source to be reported down", || {
+        let up = matches!(source.status(), SourceStatus::Up { .. });
+        async move { !up }
+    })
+    .await;
     let down = tokio::time::timeout(WAIT, registry.call("echo", json!({"text": "x"})))
         .await
         .expect("a call to a dead server answers");
     assert!(down.is_error, "{down:?}");
     assert!(
-        down.text
-            .contains("could not be reached for the call to `echo`"),
-        "{}",
-        down.text
+        matches!(down.unanswered.as_deref(), Some(Unanswered::Unreachable { server, .. }) if server == "fx"),
+        "{down:?}"
     );
 
     let (_again, again_url) = fixture_http_child(port).await;
@@ -209,6 +219,13 @@ async fn a_five_mib_answer_is_refused_small_and_the_next_call_works() {
     let v: Value = serde_json::from_str(&outcome.text).expect("the error is JSON");
     assert_eq!(v["error"], "response_too_large");
     assert_eq!(v["size_bytes"], 5 * 1024 * 1024);
+    assert_eq!(
+        outcome.unanswered.as_deref(),
+        Some(&Unanswered::TooLarge {
+            size_bytes: 5 * 1024 * 1024,
+            limit_bytes: 1024 * 1024
+        })
+    );
     assert_eq!(
         registry.call("echo", json!({"text": "next"})).await.text,
         "next"

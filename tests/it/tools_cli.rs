@@ -49,7 +49,7 @@ async fn tools(dir: &Path, args: &[&str]) -> (i32, Value, String) {
 
 fn fixture_config() -> String {
     format!(
-        "[[mcp_servers]]\nname = \"fixture\"\ntransport = \"stdio\"\ncommand = \"{}\"\nargs = [\"fixture-server\", \"--stdio\"]\n",
+        "[[mcp_servers]]\nname = \"fixture\"\ntransport = \"stdio\"\ncommand = \"{}\"\nargs = [\"fixture-server\", \"--stdio\"]\ntimeout_seconds = 1\n",
         env!("CARGO_BIN_EXE_turnscope-dev")
     )
 }
@@ -138,6 +138,19 @@ async fn tools_call_against_the_fixture_server_with_each_exit_code() {
             .unwrap()
             .contains("--args is not JSON")
     );
+
+    // The tool never answered: exit 3, and which way, apart from an isError the tool gave.
+    let (code, slow, err) = tools(&p.0, &["call", "slow", "--args", r#"{"ms": 5000}"#]).await;
+    assert_eq!(code, 3, "{slow}");
+    assert_eq!(slow["unanswered"]["kind"], "timed_out", "{slow}");
+    assert!(
+        err.contains("no answer within 1.0 s (timeout_seconds of [[mcp_servers]] fixture)"),
+        "{err}"
+    );
+    let (code, big, _) = tools(&p.0, &["call", "big", "--args", r#"{"bytes": 2000000}"#]).await;
+    assert_eq!(code, 3, "{big}");
+    assert_eq!(big["unanswered"]["kind"], "too_large", "{big}");
+    assert_eq!(big["unanswered"]["size_bytes"], 2_000_000, "{big}");
 
     // Arguments from a file.
     std::fs::write(p.0.join("args.json"), r#"{"text": "from a file"}"#).unwrap();

@@ -217,6 +217,17 @@ impl Console {
     /// A hand call's answer (or why it was not made).
     pub fn hand_call_done(&mut self, id: u64, result: Result<HandResult, String>) {
         let (outcome, notice) = match result {
+            Ok(done) if done.outcome.unanswered.is_some() => {
+                let shown = Shown::of(&done);
+                let why = done.outcome.unanswered.as_ref().map(ToString::to_string);
+                let text = format!(
+                    "{} did not answer: {} · {}",
+                    done.tool,
+                    why.unwrap_or_default(),
+                    crate::text::micros(shown.duration.as_micros() as u64)
+                );
+                (Outcome::Done(shown), Notice { text, error: true })
+            }
             Ok(done) => {
                 let shown = Shown::of(&done);
                 let text = format!(

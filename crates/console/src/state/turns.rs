@@ -112,11 +112,17 @@ impl ConsoleState {
             } else {
                 c.started_us.saturating_add(c.duration_us)
             };
+            // A person's experiment at the workbench is news, not a bot's error to count.
+            let (level, source) = if c.by_hand {
+                (Level::Info, format!("hand call {}", c.name))
+            } else {
+                (Level::Error, format!("tool {}", c.name))
+            };
             self.journal.push(Entry {
                 at_us: at,
-                level: Level::Error,
+                level,
                 session: (c.session != 0).then_some(c.session),
-                source: format!("tool {}", c.name),
+                source,
                 message: e.clone(),
                 repeats: 1,
             });

@@ -198,6 +198,7 @@ pub fn events() -> Vec<Event> {
         result: "2026-01-01 12:00:00 UTC".into(),
         started_us: T0 + 4 * S + 60 * MS,
         retold: false,
+        by_hand: false,
     }));
     s.frame(
         (1, 2),

@@ -1283,3 +1283,62 @@ fn long_frame_names_are_shown_whole_where_the_pane_has_room() {
         "{split}"
     );
 }
+
+#[test]
+fn a_hand_call_the_tool_never_answered_is_said_apart_from_its_error_and_counts_as_none() {
+    use turnscope::observe::event::ToolCallEvent;
+    use turnscope::tools::hand::HandResult;
+    use turnscope::tools::{ToolOutcome, Unanswered};
+    let mut c = console();
+    let id = c
+        .tools
+        .hand
+        .started("slow", serde_json::json!({"ms": 20000}));
+    let why = Unanswered::timed_out(
+        std::time::Duration::from_secs(5),
+        "timeout_seconds of [[mcp_servers]] fixture",
+    );
+    c.hand_call_done(
+        id,
+        Ok(HandResult {
+            tool: "slow".into(),
+            source: "fixture".into(),
+            arguments: serde_json::json!({"ms": 20000}),
+            outcome: ToolOutcome::unanswered(why, "for the model: answer without it"),
+            duration: std::time::Duration::from_secs(5),
+            unchecked: None,
+        }),
+    );
+    let notice = c.notice.clone().expect("a notice");
+    assert!(notice.error, "{notice:?}");
+    assert!(
+        notice.text.starts_with(
+            "slow did not answer: no answer within 5.0 s (timeout_seconds of [[mcp_servers]] fixture)"
+        ),
+        "{notice:?}"
+    );
+    c.tools.hand.mode = crate::view::hand_calls::Mode::Calls;
+    let shown: Vec<String> = crate::draw::panes::hand_call::calls_lines(&c, 100)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let shown = shown.join("\n");
+    assert!(shown.contains("timed out"), "{shown}");
+    assert!(shown.contains("slow did not answer · timed out"), "{shown}");
+    assert!(
+        shown.contains("what the model would have read instead:"),
+        "{shown}"
+    );
+    assert!(!shown.contains("isError"), "{shown}");
+    // Its event: news in the Log, marked a hand call, not a bot's error.
+    let errors = c.state.journal.errors;
+    c.state.apply(&Event::ToolCall(ToolCallEvent {
+        name: "slow".into(),
+        error: Some("for the model: answer without it".into()),
+        by_hand: true,
+        ..ToolCallEvent::default()
+    }));
+    assert_eq!(c.state.journal.errors, errors);
+    let last = c.state.journal.entries().back().expect("an entry");
+    assert_eq!(last.source, "hand call slow");
+}

@@ -38,6 +38,9 @@ pub struct Shown {
     pub bytes: usize,
     /// The time taken.
     pub duration: Duration,
+    /// Set when the tool never answered: `content` is then what the model would have read
+    /// instead, written by turnscope.
+    pub unanswered: Option<turnscope::tools::Unanswered>,
 }
 
 impl Shown {
@@ -68,6 +71,7 @@ impl Shown {
             structured,
             bytes: result.bytes(),
             duration: result.duration,
+            unanswered: result.outcome.unanswered.as_deref().cloned(),
         }
     }
 }

@@ -683,6 +683,7 @@ impl Target {
                 result: String::new(),
                 started_us: 0,
                 retold: false,
+                by_hand: false,
             }));
         }
         let reason = match (&reply.end_reason, &reply.error) {

@@ -89,8 +89,9 @@ pub(crate) trait Watcher: Send + Sync + 'static {
         ct: CancellationToken,
     ) -> BoxFuture<'_, Result<Session<Self::Client>, ConnectError>>;
 
-    /// The session is open; `alive` is cancelled when it ends. Runs inside the attempt's
-    /// time limit; an error fails the attempt.
+    /// The session is open; `alive` is cancelled when it ends. Whoever holds `alive` may
+    /// cancel it to let the session go (a call found it dead): the supervisor ends it and
+    /// reconnects. Runs inside the attempt's time limit; an error fails the attempt.
     fn opened<'a>(
         &'a self,
         session: &'a Session<Self::Client>,
@@ -199,6 +200,14 @@ async fn run<W: Watcher>(
                 return None;
             }
             () = notified(list_changed.as_deref()) => watcher.refresh(&peer).await,
+            // Let go by its user (a call found the connection dead): end it and reconnect.
+            () = alive.cancelled() => {
+                ct.cancel();
+                session_ct.cancel();
+                break tokio::time::timeout(CLOSE_GRACE, &mut waiting)
+                    .await
+                    .unwrap_or(Ok(QuitReason::Cancelled));
+            }
         }
     };
     alive.cancel();

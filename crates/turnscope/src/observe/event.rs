@@ -589,6 +589,10 @@ pub struct ToolCallEvent {
     /// Told again with its turn ([`TurnEndEvent::retold`]): not counted in figures.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub retold: bool,
+    /// Called by a person (the console's workbench, `turnscope tools call`), not by a bot:
+    /// an experiment, kept out of the bot's error counts and tool figures.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub by_hand: bool,
 }
 
 /// `text` cut at `RESULT_CARRIED` bytes, on a character boundary.

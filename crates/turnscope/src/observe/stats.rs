@@ -75,7 +75,8 @@ impl Stats {
     pub fn observe(&mut self, event: &Event) {
         match event {
             Event::TurnEnded(t) if t.retold => {}
-            Event::ToolCall(c) if c.retold => {}
+            // Told again, or a person's experiment: not the bot's figures.
+            Event::ToolCall(c) if c.retold || c.by_hand => {}
             Event::TurnEnded(t) => {
                 self.record("turn total", t.total_us);
                 if let Some(first) = t.first_piece_us {

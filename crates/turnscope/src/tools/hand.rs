@@ -130,7 +130,8 @@ impl HandResult {
 
     /// The result as `turnscope tools call` prints it: MCP's `CallToolResult` fields
     /// (`content`, `structuredContent`, `isError`) plus the tool, its source, the arguments,
-    /// the size and the time in milliseconds.
+    /// the size and the time in milliseconds; `unanswered` when the tool never answered (the
+    /// content is then what the model would have read instead).
     pub fn to_json(&self) -> Value {
         let mut out = json!({
             "tool": self.tool,
@@ -146,6 +147,11 @@ impl HandResult {
         }
         if let Some(why) = &self.unchecked {
             out["unchecked"] = Value::String(why.clone());
+        }
+        if let Some(why) = &self.outcome.unanswered {
+            let mut said = serde_json::to_value(why).unwrap_or_default();
+            said["message"] = Value::String(why.to_string());
+            out["unanswered"] = said;
         }
         out
     }
@@ -251,6 +257,7 @@ pub async fn call(
             },
             started_us,
             retold: false,
+            by_hand: true,
         })
     });
     Ok(result)

@@ -129,7 +129,11 @@ pub(crate) fn cap_response(outcome: ToolOutcome, limit: usize) -> ToolOutcome {
         return outcome;
     }
     let preview: String = outcome.text.chars().take(PREVIEW_CHARS).collect();
-    ToolOutcome::error(
+    ToolOutcome::unanswered(
+        crate::tools::Unanswered::TooLarge {
+            size_bytes: size,
+            limit_bytes: limit,
+        },
         json!({
             "error": "response_too_large",
             "limit_bytes": limit,

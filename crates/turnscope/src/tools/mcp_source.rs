@@ -18,12 +18,12 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::ToolOutcome;
 use super::mcp_content::outcome_of;
 use super::merge::SourceTool;
 use super::openai_shape::names::NameMap;
 use super::openai_shape::schema;
 use super::policy::{GuardedClient, Policy};
+use super::{ToolOutcome, Unanswered};
 use crate::config::env::expand_env;
 use crate::config::{McpServerConfig, ToolFilter, TransportKind};
 use crate::mcp::clock;
@@ -141,6 +141,9 @@ pub(super) struct State {
     /// Tools the server listed whose input schema cannot be used: (name, why).
     pub(super) unusable: Arc<[(String, String)]>,
     pub(super) link: Option<Link>,
+    /// Why the connection was let go from this side (a call could not reach the server), said
+    /// when it is reported down.
+    pub(super) lost: Option<String>,
 }
 
 /// The live connection calls go through.
@@ -200,6 +203,7 @@ impl McpSource {
                 tools: Arc::from(Vec::new()),
                 unusable: Arc::from(Vec::new()),
                 link: None,
+                lost: None,
             }),
             generation: AtomicU64::new(0),
             changes: options.changes.clone(),
@@ -291,7 +295,14 @@ impl McpSource {
         let inner = &self.inner;
         let link = inner.read().link.clone();
         let Some(link) = link else {
-            return ToolOutcome::error(inner.unavailable());
+            let (detail, text) = inner.unavailable();
+            return ToolOutcome::unanswered(
+                Unanswered::Unreachable {
+                    server: inner.name.to_string(),
+                    detail,
+                },
+                text,
+            );
         };
         let arguments = match arguments {
             Value::Object(map) => map,
@@ -308,20 +319,32 @@ impl McpSource {
             biased;
             result = call => match result {
                 Ok(Ok(result)) => outcome_of(&result),
-                Ok(Err(error)) => ToolOutcome::error(inner.call_error(original, &error)),
-                Err(_) => ToolOutcome::error(format!(
-                    "tool `{original}` on MCP server `{}` took longer than {:.1} s (its timeout_seconds); \
-                     the call was cancelled. Answer without it or try again",
-                    inner.name,
-                    inner.call_timeout.as_secs_f64()
-                )),
+                Ok(Err(error)) => inner.call_failed(original, &error, &link),
+                Err(_) => ToolOutcome::unanswered(
+                    Unanswered::timed_out(
+                        inner.call_timeout,
+                        format!("timeout_seconds of [[mcp_servers]] {}", inner.name),
+                    ),
+                    format!(
+                        "tool `{original}` on MCP server `{}` took longer than {:.1} s (its timeout_seconds); \
+                         the call was cancelled. Answer without it or try again",
+                        inner.name,
+                        inner.call_timeout.as_secs_f64()
+                    ),
+                ),
             },
-            () = link.alive.cancelled() => ToolOutcome::error(format!(
-                "MCP server `{}` went away during the call to `{original}`{}; \
-                 it is being reconnected. Try again in a moment",
-                inner.name,
-                if inner.transport == TransportKind::Stdio { " (its process exited)" } else { "" }
-            )),
+            () = link.alive.cancelled() => ToolOutcome::unanswered(
+                Unanswered::Unreachable {
+                    server: inner.name.to_string(),
+                    detail: "the connection ended during the call".into(),
+                },
+                format!(
+                    "MCP server `{}` went away during the call to `{original}`{}; \
+                     it is being reconnected. Try again in a moment",
+                    inner.name,
+                    if inner.transport == TransportKind::Stdio { " (its process exited)" } else { "" }
+                ),
+            ),
         }
     }
 
@@ -387,46 +410,97 @@ impl Inner {
         }
     }
 
-    fn unavailable(&self) -> String {
+    /// Why no call can go out now: (for a person, for the model).
+    fn unavailable(&self) -> (String, String) {
         match &self.read().status {
-            SourceStatus::Connecting => format!(
-                "MCP server `{}` is still connecting; try again in a moment",
-                self.name
+            SourceStatus::Connecting => (
+                "still connecting".into(),
+                format!(
+                    "MCP server `{}` is still connecting; try again in a moment",
+                    self.name
+                ),
             ),
-            SourceStatus::Down { error, .. } => format!(
-                "MCP server `{}` is not connected ({error}); it is being retried. Answer without it or try again later",
-                self.name
+            SourceStatus::Down { error, .. } => (
+                format!("not connected: {error}"),
+                format!(
+                    "MCP server `{}` is not connected ({error}); it is being retried. Answer without it or try again later",
+                    self.name
+                ),
             ),
-            SourceStatus::Closed => format!("MCP server `{}` is closed", self.name),
-            SourceStatus::Up { .. } => format!(
-                "MCP server `{}` is between connections; try again",
-                self.name
+            SourceStatus::Closed => (
+                "closed".into(),
+                format!("MCP server `{}` is closed", self.name),
+            ),
+            SourceStatus::Up { .. } => (
+                "between connections".into(),
+                format!(
+                    "MCP server `{}` is between connections; try again",
+                    self.name
+                ),
             ),
         }
     }
 
-    fn call_error(&self, tool: &str, error: &ServiceError) -> String {
+    /// A call the transport or the server failed. A connection that can no longer carry
+    /// requests (an HTTP server gone, a stream closed) is let go, so the supervisor says so
+    /// and reconnects; otherwise an HTTP source stays "connected" to nothing until the next
+    /// call fails too.
+    fn call_failed(&self, tool: &str, error: &ServiceError, link: &Link) -> ToolOutcome {
+        let server = self.name.to_string();
         match error {
-            ServiceError::McpError(e) => format!(
-                "MCP server `{}` refused the call to `{tool}`: {} (JSON-RPC error {})",
-                self.name, e.message, e.code.0
+            ServiceError::McpError(e) => ToolOutcome::unanswered(
+                Unanswered::Refused {
+                    server,
+                    detail: format!("{} (JSON-RPC error {})", e.message, e.code.0),
+                },
+                format!(
+                    "MCP server `{}` refused the call to `{tool}`: {} (JSON-RPC error {})",
+                    self.name, e.message, e.code.0
+                ),
             ),
-            ServiceError::TransportClosed => format!(
-                "MCP server `{}` closed the connection during the call to `{tool}`; it is being reconnected. \
-                 Try again in a moment",
-                self.name
-            ),
-            ServiceError::TransportSend(e) => format!(
-                "MCP server `{}` could not be reached for the call to `{tool}` ({}); it may be down \
-                 or restarting. Try again in a moment",
-                self.name,
-                chain(e)
-            ),
-            other => format!(
+            ServiceError::TransportClosed => {
+                self.let_go(link, "it closed the connection during a call");
+                ToolOutcome::unanswered(
+                    Unanswered::Unreachable {
+                        server,
+                        detail: "it closed the connection during the call".into(),
+                    },
+                    format!(
+                        "MCP server `{}` closed the connection during the call to `{tool}`; it is being reconnected. \
+                         Try again in a moment",
+                        self.name
+                    ),
+                )
+            }
+            ServiceError::TransportSend(e) => {
+                let detail = chain(e);
+                self.let_go(link, &format!("a call could not reach it ({detail})"));
+                ToolOutcome::unanswered(
+                    Unanswered::Unreachable {
+                        server,
+                        detail: detail.clone(),
+                    },
+                    format!(
+                        "MCP server `{}` could not be reached for the call to `{tool}` ({detail}); it may be down \
+                         or restarting. Try again in a moment",
+                        self.name,
+                    ),
+                )
+            }
+            other => ToolOutcome::error(format!(
                 "the call to `{tool}` on MCP server `{}` failed: {other}",
                 self.name
-            ),
+            )),
         }
+    }
+
+    /// Ends the connection `link` (once), saying `why` when the source reports it down.
+    fn let_go(&self, link: &Link, why: &str) {
+        if link.alive.is_cancelled() {
+            return;
+        }
+        self.write().lost = Some(why.to_string());
+        link.alive.cancel();
     }
 }
 
@@ -523,7 +597,9 @@ impl Watcher for Inner {
     fn down(&self, down: Down, delay: Duration) {
         let (state, tools, detail, error, attempts) = match down {
             Down::Lost { quit } => {
+                let let_go = self.write().lost.take();
                 let reason = match quit {
+                    _ if let_go.is_some() => let_go.unwrap_or_default(),
                     Ok(QuitReason::Closed) if self.transport == TransportKind::Stdio => {
                         "the server process exited (or closed its stdout)".to_string()
                     }

@@ -16,9 +16,11 @@ pub mod portability;
 pub mod reconfigure;
 pub mod registry;
 pub mod timed;
+pub mod unanswered;
 pub mod validate;
 
 pub use context::{CallContext, SessionControl};
+pub use unanswered::Unanswered;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -73,6 +75,10 @@ pub struct ToolOutcome {
     /// The result's `structuredContent`, when it had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured: Option<Value>,
+    /// Set when the tool never answered and `text` was written on its behalf (boxed: rare,
+    /// and an outcome travels on every call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unanswered: Option<Box<Unanswered>>,
 }
 
 impl ToolOutcome {
@@ -83,6 +89,7 @@ impl ToolOutcome {
             is_error: false,
             parts: Vec::new(),
             structured: None,
+            unanswered: None,
         }
     }
 
@@ -93,6 +100,15 @@ impl ToolOutcome {
             is_error: true,
             parts: Vec::new(),
             structured: None,
+            unanswered: None,
+        }
+    }
+
+    /// A call the tool never answered (`why`), with `text` for the model.
+    pub fn unanswered(why: Unanswered, text: impl Into<String>) -> Self {
+        Self {
+            unanswered: Some(Box::new(why)),
+            ..Self::error(text)
         }
     }
 
@@ -143,6 +159,7 @@ impl ToolCallRecord {
             },
             started_us,
             retold,
+            by_hand: false,
         }
     }
 

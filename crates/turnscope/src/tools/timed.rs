@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{CallContext, ToolOutcome, Tools};
+use super::{CallContext, ToolOutcome, Tools, Unanswered};
 
 /// Calls `name` on `tools` with `arguments`, giving it at most `timeout`; a call that takes
 /// longer is dropped (an MCP server gets `notifications/cancelled`) and answered with an error
@@ -21,9 +21,12 @@ pub async fn call_timed(
 ) -> ToolOutcome {
     match tokio::time::timeout(timeout, tools.call_in(name, arguments, cx)).await {
         Ok(outcome) => outcome,
-        Err(_) => ToolOutcome::error(format!(
-            "tool `{name}` took longer than {:.1} s and was abandoned; try again, or answer without it",
-            timeout.as_secs_f64()
-        )),
+        Err(_) => ToolOutcome::unanswered(
+            Unanswered::timed_out(timeout, "the bot's tool_timeout_seconds"),
+            format!(
+                "tool `{name}` took longer than {:.1} s and was abandoned; try again, or answer without it",
+                timeout.as_secs_f64()
+            ),
+        ),
     }
 }

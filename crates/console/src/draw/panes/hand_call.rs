@@ -152,7 +152,11 @@ pub fn calls_lines(c: &Console, w: usize) -> Vec<Line<'static>> {
             Some(Outcome::Refused(_)) => "not sent".to_string(),
             Some(Outcome::Done(s)) => format!(
                 "{} {} B {}",
-                if s.is_error { "isError" } else { "ok" },
+                match &s.unanswered {
+                    Some(why) => why.label(),
+                    None if s.is_error => "isError",
+                    None => "ok",
+                },
                 s.bytes,
                 micros(s.duration.as_micros() as u64)
             ),
@@ -213,6 +217,32 @@ fn outcome_lines(c: &Console, call: &HandCall, w: usize) -> Vec<Line<'static>> {
 
 fn shown_lines(c: &Console, tool: &str, shown: &Shown, w: usize) -> Vec<Line<'static>> {
     let t = &c.theme;
+    if let Some(why) = &shown.unanswered {
+        // The path failed, not the tool: said for a person, then what the model would read.
+        let mut out = vec![Line::from(vec![
+            Span::styled(format!("{tool} did not answer"), t.error),
+            Span::styled(
+                format!(
+                    " · {} · {}",
+                    why.label(),
+                    micros(shown.duration.as_micros() as u64)
+                ),
+                t.error,
+            ),
+        ])];
+        for l in wrap(&why.to_string(), w) {
+            out.push(Line::styled(l, t.error));
+        }
+        out.push(Line::styled(
+            "what the model would have read instead:",
+            t.dim,
+        ));
+        for block in &shown.content {
+            let body = block["text"].as_str().unwrap_or_default();
+            push_block(&mut out, body, w, t.dim);
+        }
+        return out;
+    }
     let head_style = if shown.is_error { t.error } else { t.ok };
     let mut out = vec![Line::from(vec![
         Span::styled(format!("result of {tool}"), t.accent),

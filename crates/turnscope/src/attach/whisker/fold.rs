@@ -267,6 +267,7 @@ impl Fold {
                         result: carried(&result),
                         started_us,
                         retold: false,
+                        by_hand: false,
                     }));
                 }
             }
