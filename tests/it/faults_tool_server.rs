@@ -78,7 +78,10 @@ async fn an_http_server_killed_mid_call_fails_the_call_and_is_picked_up_again() 
     );
 
     assert!(
-        matches!(outcome.unanswered.as_deref(), Some(Unanswered::Unreachable { .. })),
+        matches!(
+            outcome.unanswered.as_deref(),
+            Some(Unanswered::Unreachable { .. })
+        ),
         "{outcome:?}"
     );
     // The lost connection is let go at once, not kept as "connected" to nothing: the source

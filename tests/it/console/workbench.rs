@@ -114,10 +114,12 @@ async fn a_nested_and_enum_tool_is_called_through_its_form_and_a_saved_call_runs
         "saved call, not run since the console started",
     ])
     .await;
+    // Run again, the saved call's own row shows the answer (no second row beside a ★ still
+    // saying "saved").
     s.send(b"\r").await;
     s.wait_all(&[
         "3 nights in Oslo for 3 (imperial)",
-        "hand calls (2, 1 saved)",
+        "hand calls (1, 1 saved)",
     ])
     .await;
     s.send(b"\x1b").await;

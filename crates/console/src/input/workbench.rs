@@ -80,8 +80,20 @@ impl Console {
             });
             return;
         }
-        let form = Form::new(&tool.name, &tool.input, arguments.map(|(_, a)| a));
-        self.tools.hand.mode = Mode::Form(Box::new(form));
+        // A form closed with something typed opens as it was left; editing a call fills it
+        // from that call.
+        let draft = match arguments {
+            None => self.tools.hand.take_draft(&tool.name, &tool.input),
+            Some(_) => None,
+        };
+        let form = draft.unwrap_or_else(|| {
+            Box::new(Form::new(
+                &tool.name,
+                &tool.input,
+                arguments.map(|(_, a)| a),
+            ))
+        });
+        self.tools.hand.mode = Mode::Form(form);
         // A form needs room, and `z` is a letter to type while it has the keys.
         if self.areas.get().inspector.height < FORM_ROOM {
             self.zoom = true;
@@ -106,7 +118,13 @@ impl Console {
         match form.key(key) {
             FormKey::Handled => None,
             FormKey::Close => {
-                self.tools.hand.mode = Mode::Detail;
+                // Kept as typed, to open again (`Enter` on the tool), with its schema.
+                if let Mode::Form(form) = std::mem::take(&mut self.tools.hand.mode)
+                    && let Some(tool) = self.state.tools.iter().find(|t| t.name == form.tool)
+                {
+                    let schema = tool.input.clone();
+                    self.tools.hand.keep_draft(&schema, form);
+                }
                 None
             }
             FormKey::Send => {
@@ -156,6 +174,17 @@ impl Console {
             KeyCode::Esc => self.tools.hand.mode = Mode::Detail,
             KeyCode::Enter => {
                 let call = self.tools.hand.selected()?.clone();
+                if let Some(id) = self.tools.hand.rerun_saved(call.id) {
+                    self.notice = Some(Notice {
+                        text: format!("calling {}…", call.tool),
+                        error: false,
+                    });
+                    return Some(Action::HandCall {
+                        id,
+                        tool: call.tool,
+                        arguments: call.arguments.to_string(),
+                    });
+                }
                 let action = self.hand_call(call.tool, call.arguments);
                 self.tools.hand.nav.cursor = 0;
                 return Some(action);
@@ -470,6 +499,7 @@ impl Console {
                 self.editor = Some(RequestEditor::new(key, &text, &url));
             }
             KeyCode::Char('t') => return self.variant_test_case(),
+            KeyCode::Char('c' | 'J') => return self.copy_variant(key.code == KeyCode::Char('J')),
             _ => match keys::command(key) {
                 Some(Command::Up) => scroll_back(&view.scroll, -1),
                 Some(Command::Down) => scroll_back(&view.scroll, 1),
@@ -480,6 +510,34 @@ impl Console {
             },
         }
         None
+    }
+
+    /// `c` / `J` over the variants: the shown variant (its edited body, to its URL) as curl or
+    /// JSON, as the turn view copies the recorded request.
+    fn copy_variant(&mut self, json: bool) -> Option<Action> {
+        let view = self.variants_view.as_ref()?;
+        let variant = self.variants.get(view.key, view.shown)?;
+        let what = format!(
+            "variant {} of model request {} of turn {} as {}",
+            view.shown + 1,
+            view.key.index + 1,
+            view.key.turn,
+            if json { "JSON" } else { "curl" }
+        );
+        let text = if json {
+            serde_json::to_string_pretty(&variant.body).unwrap_or_default()
+        } else {
+            let calls = self.state.wire.calls_of(view.key.session, view.key.turn);
+            let Some(wire) = calls.get(view.key.index).and_then(|c| c.request()) else {
+                self.notice = Some(Notice {
+                    text: format!("{what}: its recorded request is gone (the wire record's bound)"),
+                    error: true,
+                });
+                return None;
+            };
+            turnscope::observe::rebuild::curl_of(wire, &variant.answer.url, &variant.body)
+        };
+        Some(Action::Copy { what, text })
     }
 
     /// `t` over the variants: the shown variant as a `turnscope test` case.
@@ -510,10 +568,34 @@ impl Console {
             .find(|m| m["role"] == "system")
             .and_then(|m| m["content"].as_str())
             .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "));
-        let origin = format!(
+        let mut origin = format!(
             "turnscope: {name}, resent from the console.\n# The variant was sent with this system prompt; the bot under test needs it too ([bot] system_prompt):\n#   {}",
             system.unwrap_or_else(|| "(none)".into())
         );
+        // Edits beside the messages (sampling, limits) are the model's settings, not the
+        // case's: said, so the test is not taken for the variant itself.
+        let calls_of = self.state.wire.calls_of(view.key.session, view.key.turn);
+        if let Some(q) = calls_of.get(view.key.index).and_then(|c| c.request()) {
+            let recorded = self.state.wire.book.whole(view.key.session, q).body(q);
+            let settings: Vec<String> =
+                crate::state::variants::changed_paths(&recorded, &variant.body, 8)
+                    .into_iter()
+                    .filter(|p| !p.starts_with("/messages"))
+                    .map(|p| {
+                        let value = variant.body.pointer(&p).map_or_else(
+                            || "(removed)".to_string(),
+                            std::string::ToString::to_string,
+                        );
+                        format!("{p} = {value}")
+                    })
+                    .collect();
+            if !settings.is_empty() {
+                origin.push_str(&format!(
+                    "\n# It was also sent with edits a case cannot hold; set them where the bot under test gets its model ([model] in its config):\n#   {}",
+                    settings.join(", ")
+                ));
+            }
+        }
         let made =
             case_from_request(&name, &messages, &variant.answer.text, &calls).and_then(|case| {
                 render(

@@ -292,7 +292,8 @@ pub async fn edit_in_editor(text: &str) -> Result<String, String> {
         Ok(s) if s.success() => std::fs::read_to_string(&path)
             .map_err(|e| format!("cannot read back {}: {e}", path.display())),
         Ok(s) => Err(format!(
-            "the editor ({editor}) exited with {s}; nothing was sent"
+            "the editor ({editor}) exited with {s}, an editor's way to cancel (vim's :cq): \
+             what it saved was not read and nothing was sent; E opens it again"
         )),
         Err(e) => Err(format!(
             "cannot start the editor ({editor}): {e}; set $EDITOR"

@@ -1342,3 +1342,32 @@ fn a_hand_call_the_tool_never_answered_is_said_apart_from_its_error_and_counts_a
     let last = c.state.journal.entries().back().expect("an entry");
     assert_eq!(last.source, "hand call slow");
 }
+
+#[test]
+fn a_form_closed_with_esc_opens_again_as_it_was_left() {
+    let mut c = console();
+    press(&mut c, KeyCode::Esc);
+    press(&mut c, KeyCode::Char('6'));
+    // echo (the built-in): type into its one field, close, open again.
+    press(&mut c, KeyCode::Char('j'));
+    press(&mut c, KeyCode::Enter);
+    type_text(&mut c, "half typed");
+    press(&mut c, KeyCode::Esc);
+    assert!(matches!(
+        c.tools.hand.mode,
+        crate::view::hand_calls::Mode::Detail
+    ));
+    press(&mut c, KeyCode::Enter);
+    let crate::view::hand_calls::Mode::Form(form) = &c.tools.hand.mode else {
+        panic!("the form again")
+    };
+    assert_eq!(form.fields[0].text.text(), "half typed");
+    // Sent from the draft, as it stands.
+    type_text(&mut c, "!");
+    match press(&mut c, KeyCode::Enter) {
+        Some(Action::HandCall { arguments, .. }) => {
+            assert_eq!(arguments, r#"{"text":"half typed!"}"#)
+        }
+        other => panic!("{other:?}"),
+    }
+}

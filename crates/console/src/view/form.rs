@@ -16,6 +16,9 @@ use turnscope::tools::validate::{ArgError, ArgsCheck};
 
 use super::line_edit::{Edit, LineEdit};
 
+/// How a text field sent as `""` shows.
+pub const EMPTY_TEXT: &str = "\"\" (empty text)";
+
 /// How a field is edited.
 #[derive(Debug, Clone, PartialEq)]
 pub enum FieldKind {
@@ -64,6 +67,9 @@ pub struct Field {
     pub text: LineEdit,
     /// The value picked (yes/no and choice fields); `None` is unset.
     pub picked: Option<Value>,
+    /// A text field left empty on purpose: it sends `""` rather than nothing (`Del` on the
+    /// empty field switches; typing clears it).
+    pub empty_text: bool,
 }
 
 impl Field {
@@ -72,6 +78,9 @@ impl Field {
         let text = self.text.text();
         match &self.kind {
             FieldKind::Bool | FieldKind::Choice(_) => Ok(self.picked.clone()),
+            FieldKind::Text if text.is_empty() && self.empty_text => {
+                Ok(Some(Value::String(String::new())))
+            }
             _ if text.is_empty() => Ok(None),
             FieldKind::Text => Ok(Some(Value::String(text))),
             // A whole number stays one (`2`, not `2.0`), as the person typed it.
@@ -103,6 +112,7 @@ impl Field {
                 Some(v) => v.to_string(),
                 None => "(unset)".into(),
             },
+            FieldKind::Text if self.empty_text && self.text.text().is_empty() => EMPTY_TEXT.into(),
             _ => self.text.text(),
         }
     }
@@ -264,11 +274,27 @@ impl Form {
             }
         }
         let args = self.arguments();
+        // A field whose text is not a value yet is "missing" only because of that: its own
+        // problem is the one to say.
+        let unparsed: Vec<String> = problems.iter().map(|(f, _)| f.clone()).collect();
         problems.extend(
             self.check
                 .errors(&args)
                 .iter()
-                .map(|e: &ArgError| (e.field(), format!("{} ({})", e.message, e.rule))),
+                .filter(|e| !(e.rule == "required" && unparsed.contains(&e.field())))
+                .map(|e: &ArgError| {
+                    let field = e.field();
+                    let text_field = self
+                        .fields
+                        .iter()
+                        .any(|f| f.name == field && f.kind == FieldKind::Text);
+                    let message = if e.rule == "required" && text_field {
+                        format!("{} ({}): type it, or Del for empty text", e.message, e.rule)
+                    } else {
+                        format!("{} ({})", e.message, e.rule)
+                    };
+                    (field, message)
+                }),
         );
         self.problems = problems;
     }
@@ -308,14 +334,22 @@ impl Form {
                 }
                 _ => false,
             },
+            // `Del` on an empty text field: send `""`, or nothing again.
+            FieldKind::Text if key.code == KeyCode::Delete && f.text.text().is_empty() => {
+                f.empty_text = !f.empty_text;
+                true
+            }
             _ => {
                 // Ctrl+Enter-less terminals: Alt+key combinations stay the line editor's.
                 if key.modifiers.contains(KeyModifiers::CONTROL)
                     && matches!(key.code, KeyCode::Char('j'))
                 {
                     false
+                } else if f.text.key(key) == Edit::Changed {
+                    f.empty_text = false;
+                    true
                 } else {
-                    f.text.key(key) == Edit::Changed
+                    false
                 }
             }
         };
@@ -372,6 +406,7 @@ fn field(name: &str, schema: &Value, required: bool) -> Field {
         default: schema.get("default").cloned(),
         text: LineEdit::default(),
         picked: None,
+        empty_text: false,
     };
     let start = f.default.clone().or_else(|| match (&f.kind, required) {
         (FieldKind::Json, true) => Some(skeleton(schema)),
@@ -397,8 +432,14 @@ fn skeleton(schema: &Value) -> Value {
 fn fill(f: &mut Field, value: Option<&Value>) {
     match (&f.kind, value) {
         (FieldKind::Bool | FieldKind::Choice(_), v) => f.picked = v.cloned(),
-        (_, None) => f.text = LineEdit::default(),
-        (FieldKind::Text, Some(Value::String(s))) => f.text = LineEdit::new(s),
+        (_, None) => {
+            f.text = LineEdit::default();
+            f.empty_text = false;
+        }
+        (FieldKind::Text, Some(Value::String(s))) => {
+            f.text = LineEdit::new(s);
+            f.empty_text = s.is_empty();
+        }
         (FieldKind::Number | FieldKind::Integer, Some(Value::Number(n))) => {
             f.text = LineEdit::new(&n.to_string())
         }
@@ -577,5 +618,33 @@ mod tests {
         assert_eq!(form.fields[4].text.text(), "[\"a\"]");
         assert_eq!(form.fields[5].picked, None, "not given: unset");
         assert_eq!(form.arguments(), given);
+    }
+
+    #[test]
+    fn an_empty_text_can_be_sent_and_an_unparsed_field_says_only_its_own_problem() {
+        let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}, "text": {"type": "string"}}, "required": ["n", "text"]});
+        let mut form = Form::new("echo", &schema, None);
+        assert_eq!(
+            form.problems_of("text"),
+            ["required, and missing (required): type it, or Del for empty text"]
+        );
+        // n first: a text that is not a number says so, and only that.
+        type_text(&mut form, "abc");
+        assert_eq!(form.problems_of("n"), ["\"abc\" is not a whole number"]);
+        for _ in 0..3 {
+            form.key(&key(KeyCode::Backspace));
+        }
+        type_text(&mut form, "2");
+        form.key(&key(KeyCode::Down));
+        form.key(&key(KeyCode::Delete));
+        assert!(form.problems().is_empty(), "{:?}", form.problems());
+        assert_eq!(form.fields[1].shown(), EMPTY_TEXT);
+        assert_eq!(form.arguments(), json!({"n": 2, "text": ""}));
+        // Typing then erasing leaves it unset again; an edited call's "" comes back as one.
+        type_text(&mut form, "x");
+        form.key(&key(KeyCode::Backspace));
+        assert_eq!(form.arguments(), json!({"n": 2}));
+        let again = Form::new("echo", &schema, Some(&json!({"text": "", "n": 1})));
+        assert_eq!(again.arguments(), json!({"n": 1, "text": ""}));
     }
 }

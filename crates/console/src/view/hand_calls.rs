@@ -22,6 +22,8 @@ pub const CALLS_KEPT: usize = 50;
 pub const RESULT_KEPT: usize = 64 * 1024;
 /// Saved calls kept in the project's file.
 pub const SAVED_KEPT: usize = 200;
+/// Forms closed with what was typed in them, kept to open again (one per tool).
+pub const DRAFTS_KEPT: usize = 32;
 /// Where saved calls live, relative to the directory the console started in.
 pub const SAVED_FILE: &str = ".turnscope/calls.json";
 
@@ -166,6 +168,9 @@ pub struct HandCalls {
     /// Why the project's file did not load, while it does not: the file is the person's, so
     /// nothing is written over it until it loads (`s` reads it again first).
     pub file_refused: Option<String>,
+    /// Forms closed (`Esc`) with what was typed, newest first, each with the input schema it
+    /// was made from: a tool's form opens as it was left while its schema stays the same.
+    drafts: VecDeque<(Value, Box<Form>)>,
     next_id: u64,
 }
 
@@ -244,6 +249,14 @@ impl HandCalls {
         id
     }
 
+    /// A saved call run again: its own row goes in flight (a saved call keeps one row, showing
+    /// its latest run); returns its id.
+    pub fn rerun_saved(&mut self, id: u64) -> Option<u64> {
+        let call = self.calls.iter_mut().find(|c| c.id == id && c.saved)?;
+        call.outcome = Some(Outcome::InFlight);
+        Some(id)
+    }
+
     /// The answer (or refusal) of call `id`.
     pub fn finished(&mut self, id: u64, outcome: Outcome) {
         if let Some(c) = self.calls.iter_mut().find(|c| c.id == id) {
@@ -270,6 +283,20 @@ impl HandCalls {
         }
         call.saved = !call.saved;
         Some((call.id, call.saved))
+    }
+
+    /// Keeps a closed form to open again (its tool's earlier draft goes).
+    pub fn keep_draft(&mut self, schema: &Value, form: Box<Form>) {
+        self.drafts.retain(|(_, f)| f.tool != form.tool);
+        self.drafts.push_front((schema.clone(), form));
+        self.drafts.truncate(DRAFTS_KEPT);
+    }
+
+    /// The draft of `tool`'s form, taken out, when one was kept for this same schema.
+    pub fn take_draft(&mut self, tool: &str, schema: &Value) -> Option<Box<Form>> {
+        let at = self.drafts.iter().position(|(_, f)| f.tool == tool)?;
+        let (kept_schema, form) = self.drafts.remove(at)?;
+        (kept_schema == *schema).then_some(form)
     }
 
     /// Takes back a [`HandCalls::toggle_saved`] of call `id` that could not be written.

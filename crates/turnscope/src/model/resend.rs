@@ -38,12 +38,20 @@ pub struct ResendAnswer {
 /// one is given, and reads the whole answer.
 pub async fn resend(client: &ModelClient, body: Value, url: Option<&str>) -> ResendAnswer {
     let other;
-    let client = match url {
-        Some(url) if url.trim() != client.completions_url() => {
+    let edited_url = url.filter(|u| u.trim() != client.completions_url());
+    let client = match edited_url {
+        Some(url) => {
+            if let Err(why) = check_url(url.trim()) {
+                return ResendAnswer {
+                    url: url.trim().to_string(),
+                    error: Some(why),
+                    ..ResendAnswer::default()
+                };
+            }
             other = client.with_url(url);
             &other
         }
-        _ => client,
+        None => client,
     };
     let mut answer = ResendAnswer {
         url: client.completions_url(),
@@ -72,9 +80,31 @@ pub async fn resend(client: &ModelClient, body: Value, url: Option<&str>) -> Res
             answer.reasoning = done.reasoning;
             answer.tool_calls = done.tool_calls;
         }
+        // The advice names the flag that set the session's URL; this one was typed here.
+        Err(e) if edited_url.is_some() => {
+            answer.error = Some(e.to_string().replace(
+                "check --model-url / OPENAI_BASE_URL",
+                "check the URL you edited",
+            ))
+        }
         Err(e) => answer.error = Some(e.to_string()),
     }
     answer
+}
+
+/// Whether `url`, typed in the request editor, can be sent to: an http or https URL.
+fn check_url(url: &str) -> Result<(), String> {
+    match reqwest::Url::parse(url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") => Ok(()),
+        Ok(u) => Err(format!(
+            "the URL you edited, {url}, is not http or https (its scheme is `{}`); nothing was \
+             sent: fix it and send again",
+            u.scheme()
+        )),
+        Err(e) => Err(format!(
+            "the URL you edited, {url}, is not a URL ({e}); nothing was sent: fix it and send again"
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -116,5 +146,34 @@ mod tests {
         assert_eq!(there.text, "YOU SAID:");
         let not_an_object = resend(&client, json!([1]), None).await;
         assert!(not_an_object.error.unwrap().contains("not a JSON object"));
+    }
+
+    #[tokio::test]
+    async fn an_edited_url_that_is_not_http_is_refused_before_sending_and_advice_names_it() {
+        let client = ModelClient::new(ModelConfig::new("http://127.0.0.1:9/v1", "m"));
+        let body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+        let bad = resend(
+            &client,
+            body.clone(),
+            Some("hthttp://127.0.0.1:7938/v1/chat/completions"),
+        )
+        .await;
+        let why = bad.error.unwrap();
+        assert!(
+            why.contains("its scheme is `hthttp`") && why.contains("nothing was sent"),
+            "{why}"
+        );
+        assert_eq!(bad.total_us, 0, "nothing was sent");
+        // A closed port: the advice names the edited URL, not the session's flag.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let closed = format!("http://127.0.0.1:{port}/v1/chat/completions");
+        let down = resend(&client, body, Some(&closed)).await;
+        let why = down.error.unwrap();
+        assert!(why.contains("check the URL you edited"), "{why}");
+        assert!(!why.contains("--model-url"), "{why}");
     }
 }

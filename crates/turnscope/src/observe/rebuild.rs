@@ -284,24 +284,30 @@ impl WholeRequest {
     /// body goes through a quoted here-document whose end line pretty-printed JSON cannot hold
     /// (its strings escape line breaks).
     pub fn curl(&self, wire: &WireRequest) -> String {
-        let body = serde_json::to_string_pretty(&self.body(wire)).unwrap_or_default();
         let warning = self
             .incomplete(wire)
             .map(|why| format!("# {}\n", one_line(&why)))
             .unwrap_or_default();
-        let mut out = format!(
-            "{warning}curl -sN {} \\\n  -H 'Content-Type: application/json'",
-            quote(&wire.url)
-        );
-        if wire.keyed {
-            out.push_str(" \\\n  -H \"Authorization: Bearer $OPENAI_API_KEY\"");
-        }
-        for name in &wire.headers {
-            let _ = write!(out, " \\\n  -H {}", header_from_variable(name));
-        }
-        let _ = write!(out, " \\\n  --data-binary @- <<'JSON'\n{body}\nJSON\n");
-        out
+        warning + &curl_of(wire, &wire.url, &self.body(wire))
     }
+}
+
+/// A curl command sending `body` to `url` with `wire`'s headers (its key and extra headers
+/// from variables, never their values): a recorded request, or an edited one sent again.
+pub fn curl_of(wire: &WireRequest, url: &str, body: &Value) -> String {
+    let body = serde_json::to_string_pretty(body).unwrap_or_default();
+    let mut out = format!(
+        "curl -sN {} \\\n  -H 'Content-Type: application/json'",
+        quote(url)
+    );
+    if wire.keyed {
+        out.push_str(" \\\n  -H \"Authorization: Bearer $OPENAI_API_KEY\"");
+    }
+    for name in &wire.headers {
+        let _ = write!(out, " \\\n  -H {}", header_from_variable(name));
+    }
+    let _ = write!(out, " \\\n  --data-binary @- <<'JSON'\n{body}\nJSON\n");
+    out
 }
 
 /// `text` as one word of a POSIX shell command, whatever it holds: `shell-words`' quoting,

@@ -87,6 +87,11 @@ impl fmt::Display for Skip {
                 f,
                 "tool `{tool}` of {source} skipped: `{tool}` is a reserved built-in name; rename it on the server or leave it out with tool_filter"
             ),
+            // tool_filter can leave a server's tool out, not a built-in: say what frees the name.
+            SkipReason::TakenBy(owner) if owner == "builtin" => write!(
+                f,
+                "tool `{tool}` of {source} skipped: the name is taken by the built-in `{tool}`; [bot] builtin_tools = false leaves the built-ins out, or rename it on the server"
+            ),
             SkipReason::TakenBy(owner) => write!(
                 f,
                 "tool `{tool}` of {source} skipped: the name is taken by {owner}; use tool_filter to choose, or rename it on the server"

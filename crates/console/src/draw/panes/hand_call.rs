@@ -58,7 +58,9 @@ pub fn form_lines(c: &Console, form: &Form, w: usize) -> Vec<Line<'static>> {
             ),
             other => other.label().to_string(),
         };
-        let value = if here && !matches!(f.kind, FieldKind::Bool | FieldKind::Choice(_)) {
+        let value = if here && f.empty_text && f.text.text().is_empty() {
+            format!("▏{}", crate::view::form::EMPTY_TEXT)
+        } else if here && !matches!(f.kind, FieldKind::Bool | FieldKind::Choice(_)) {
             let (before, after) = f.text.split();
             around_cursor(&before, &after, w.saturating_sub(label.chars().count() + 1))
         } else {
@@ -118,7 +120,23 @@ pub fn form_lines(c: &Console, form: &Form, w: usize) -> Vec<Line<'static>> {
     }
     if let Some(call) = c.tools.hand.last_sent.and_then(|id| c.tools.hand.get(id)) {
         out.push(Line::default());
-        out.extend(outcome_lines(c, call, w));
+        if call.arguments == form.arguments() {
+            out.extend(outcome_lines(c, call, w));
+        } else {
+            // The form has changed since: the answer is of other arguments, said and dimmed.
+            let sent = format!(
+                "the answer below is of the arguments sent: {}",
+                call.arguments
+            );
+            for l in wrap(&sent, w) {
+                out.push(Line::styled(l, t.warn));
+            }
+            out.extend(
+                outcome_lines(c, call, w)
+                    .into_iter()
+                    .map(|l| l.patch_style(t.dim)),
+            );
+        }
     }
     out
 }
@@ -260,7 +278,11 @@ fn shown_lines(c: &Console, tool: &str, shown: &Shown, w: usize) -> Vec<Line<'st
         let kind = block["type"].as_str().unwrap_or("?");
         out.push(Line::styled(format!("content[{i}] {kind}"), t.dim));
         let body = match kind {
-            "text" => block["text"].as_str().unwrap_or_default().to_string(),
+            // Only whitespace (or nothing) would show as a blank line: quoted, it shows.
+            "text" => match block["text"].as_str().unwrap_or_default() {
+                t if t.trim().is_empty() => format!("{} (only whitespace)", Value::from(t)),
+                t => t.to_string(),
+            },
             _ => one_line(&block.to_string()),
         };
         push_block(

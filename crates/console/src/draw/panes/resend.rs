@@ -138,6 +138,7 @@ pub fn draw_variants(f: &mut Frame, areas: Areas, c: &Console) {
             "← → variants",
             "↑↓ scroll",
             "e edit again",
+            "c/J copy curl/JSON",
             "t save as test case",
         ],
         "Esc back",
@@ -160,10 +161,13 @@ pub fn comparison(
     let recorded_body = call
         .request()
         .map(|q| c.state.wire.book.whole(call.session, q).body(q));
-    let edited = recorded_body
+    let mut edited = recorded_body
         .as_ref()
         .map(|b| changed_paths(b, &v.body, 6))
         .unwrap_or_default();
+    if call.request().is_some_and(|q| q.url != v.answer.url) {
+        edited.insert(0, "the URL".into());
+    }
     out.push(Line::from(vec![
         Span::styled(pad("sent to", LABEL), t.accent),
         Span::styled(v.answer.url.clone(), t.text),
