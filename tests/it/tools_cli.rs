@@ -172,6 +172,10 @@ async fn an_unreachable_server_is_exit_2_naming_it() {
     assert_eq!(code, 2, "{listed}");
     assert_eq!(listed["sources"][0]["state"], "down", "{listed}");
     assert!(err.contains("MCP server gone: down"), "{err}");
+    assert!(
+        err.contains("nothing listens there (the connection was refused)"),
+        "{err}"
+    );
     // The built-ins are still listed.
     assert!(listed["tools"].to_string().contains("\"clock\""));
     let (code, refused, _) = tools(&p.0, &["call", "fetch"]).await;

@@ -83,12 +83,21 @@ impl ConsoleState {
                 | ToolSourceState::Disconnected
                 | ToolSourceState::Skipped
         ) {
-            self.journal.push(Entry {
+            // A server retried again and again fails the same way each time: one entry that
+            // counts, not one per attempt (the delay before the next one is the pane's news).
+            let detail = t
+                .detail
+                .strip_prefix(turnscope::tools::mcp_source::REPEAT_MARK)
+                .unwrap_or(&t.detail);
+            let detail = detail
+                .rsplit_once("; retrying in ")
+                .map_or(detail, |(said, _)| said);
+            self.journal.push_or_repeat(Entry {
                 at_us: t.at_us,
                 level: Level::Warn,
                 session: t.session,
                 source: format!("tools {}", t.server),
-                message: format!("{state}: {}", t.detail),
+                message: format!("{state}: {detail}"),
                 repeats: 1,
             });
         }

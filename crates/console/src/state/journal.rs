@@ -94,6 +94,9 @@ impl Entry {
     }
 }
 
+/// Entries looked back through for one a new entry repeats ([`Journal::push_or_repeat`]).
+pub const REPEAT_LOOKBACK: usize = 32;
+
 /// The journal: recent entries and counts.
 #[derive(Debug, Clone, Default)]
 pub struct Journal {
@@ -148,6 +151,30 @@ impl Journal {
             format!("{source}{suffix}"),
             message.to_string(),
         ));
+    }
+
+    /// Counts `entry` as a repeat of a recent entry saying the same (same level, session,
+    /// source and message among the last [`REPEAT_LOOKBACK`]), moved to the end with its new
+    /// time; else adds it. For news that recurs with other entries between (a tool server
+    /// retried every few seconds while turns run).
+    pub fn push_or_repeat(&mut self, entry: Entry) {
+        let start = self.entries.len().saturating_sub(REPEAT_LOOKBACK);
+        let found = (start..self.entries.len()).rev().find(|&i| {
+            let e = &self.entries[i];
+            e.level == entry.level
+                && e.session == entry.session
+                && e.source == entry.source
+                && e.message == entry.message
+        });
+        match found.and_then(|i| self.entries.remove(i)) {
+            Some(mut earlier) => {
+                earlier.repeats += 1;
+                earlier.at_us = entry.at_us;
+                self.count(entry.level, entry.session);
+                self.entries.push_back(earlier);
+            }
+            None => self.push(entry),
+        }
     }
 
     /// Adds an entry (evicting the oldest past [`JOURNAL_KEPT`], its text within
@@ -230,5 +257,25 @@ mod tests {
         assert_eq!(j.warnings, 1);
         assert_eq!(j.errors_of(2), JOURNAL_KEPT as u64 + 5);
         assert_eq!(j.errors_of(3), 0);
+    }
+
+    #[test]
+    fn news_that_recurs_between_other_entries_counts_on_one() {
+        let mut j = Journal::default();
+        let retry = |at| Entry::new(at, Level::Warn, None, "tools fx".into(), "failed".into());
+        j.push_or_repeat(retry(1));
+        j.push(entry(Level::Info, Some(1)));
+        j.push_or_repeat(retry(2));
+        j.push_or_repeat(retry(3));
+        assert_eq!(j.entries().len(), 2);
+        let last = j.entries().back().unwrap();
+        assert_eq!((last.repeats, last.at_us), (3, 3));
+        assert_eq!(j.warnings, 3);
+        // Out of sight behind the lookback: a new entry.
+        for _ in 0..REPEAT_LOOKBACK {
+            j.push(entry(Level::Info, None));
+        }
+        j.push_or_repeat(retry(4));
+        assert_eq!(j.entries().back().unwrap().repeats, 1);
     }
 }

@@ -256,10 +256,10 @@ pub(crate) async fn open<C: ClientHandler>(
                 }
                 None => StreamableHttpClientTransport::from_config(transport_config),
             };
-            let service = client
-                .serve_with_ct(transport, ct)
-                .await
-                .map_err(refused_or)?;
+            let service = match client.serve_with_ct(transport, ct).await {
+                Ok(service) => service,
+                Err(e) => return Err(unreached(url, refused_or(e)).await),
+            };
             Ok(Session { service, pid: None })
         }
         TransportKind::Sse => {
@@ -281,6 +281,30 @@ pub(crate) async fn open<C: ClientHandler>(
                 .map_err(refused_or)?;
             Ok(Session { service, pid: None })
         }
+    }
+}
+
+/// A handshake whose request could not be sent (rmcp's words drop reqwest's cause) said
+/// plainly: the host and port dialed again to tell a refused connection from an unknown name.
+async fn unreached(url: &str, error: ConnectError) -> ConnectError {
+    let ConnectError::Handshake { reason, .. } = &error else {
+        return error;
+    };
+    if !reason.contains("error sending request") {
+        return error;
+    }
+    let reason = match dial(url).await {
+        Dialed::Refused(_) => "nothing listens there (the connection was refused): start the \
+                               server, or check the host and port in its url"
+            .to_string(),
+        Dialed::Unresolved(why) => {
+            format!("its host name could not be resolved ({why}): check the url's host")
+        }
+        _ => return error,
+    };
+    ConnectError::Handshake {
+        url: url.to_string(),
+        reason,
     }
 }
 

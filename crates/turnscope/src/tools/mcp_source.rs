@@ -36,8 +36,9 @@ use crate::observe::{Bus, Event, ToolSourceEvent, ToolSourceState};
 /// abandoned and retried; slow first starts (`npx -y` downloading a package) need it.
 pub(crate) const MIN_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Prefix of a failure detail that repeats the previous one (logged at debug only).
-const REPEAT_MARK: &str = "(again) ";
+/// Prefix of a failure detail that repeats the previous one (logged at debug only; the
+/// console counts it on the earlier entry).
+pub const REPEAT_MARK: &str = "(again) ";
 
 /// Where a source stands, for the console and tests.
 #[derive(Debug, Clone, PartialEq)]

@@ -45,10 +45,17 @@ fn sources_line(c: &Console, width: usize) -> Line<'static> {
         }
     } else if sources.is_empty() {
         "no MCP servers configured".to_string()
+    } else if sources.len() == 1 {
+        sources[0].clone()
     } else {
+        // Several: each one's state and count, so a long failure cannot hide the others; the
+        // failures' words are in the Log.
         sources
             .iter()
-            .map(|s| s.as_str())
+            .map(|s| {
+                s.find(" tools")
+                    .map_or(s.as_str(), |i| &s[..i + " tools".len()])
+            })
             .collect::<Vec<_>>()
             .join(" · ")
     };
