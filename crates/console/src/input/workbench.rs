@@ -367,7 +367,7 @@ impl Console {
         }
         let text = editor.text();
         if let Err(e) = serde_json::from_str::<Value>(&text) {
-            editor.error = Some(format!("the body is not JSON ({e}); fix it, then Ctrl+S"));
+            editor.not_json(&e, format!("the body is not JSON ({e}); fix it, then Ctrl+S"));
             return None;
         }
         editor.error = None;
@@ -410,8 +410,10 @@ impl Console {
                 Err(e) => {
                     // Keep the edit: open it in the console's editor to fix.
                     let mut editor = RequestEditor::new(key, &text, &url);
-                    editor.error =
-                        Some(format!("what $EDITOR saved is not JSON ({e}); fix it here"));
+                    editor.not_json(
+                        &e,
+                        format!("what $EDITOR saved is not JSON ({e}); fix it here"),
+                    );
                     self.editor = Some(editor);
                     None
                 }

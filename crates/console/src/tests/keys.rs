@@ -798,7 +798,8 @@ fn the_request_editors_complaint_goes_once_the_body_is_json_again() {
     assert!(refused.is_none());
     let editor = c.editor.as_ref().unwrap();
     assert!(editor.error.as_ref().unwrap().contains("not JSON"));
-    press(&mut c, KeyCode::Backspace);
+    // The cursor is on what the parser stopped at: Delete takes it away.
+    press(&mut c, KeyCode::Delete);
     assert_eq!(c.editor.as_ref().unwrap().text(), "{}");
     assert!(c.editor.as_ref().unwrap().error.is_none(), "JSON again");
 }
@@ -1370,4 +1371,25 @@ fn a_form_closed_with_esc_opens_again_as_it_was_left() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn a_body_that_is_not_json_puts_the_cursor_where_the_parser_stopped() {
+    use crate::state::variants::RequestKey;
+    let mut c = console();
+    let key = RequestKey {
+        session: 1,
+        turn: 1,
+        index: 0,
+    };
+    let saved = "{\n  \"model\": \"m\",\n  \"temperature\": 0.5,\n  bad: 1\n}";
+    let sent = c.external_edit_done(key, "http://127.0.0.1:9/v1".into(), Ok(saved.into()));
+    assert!(sent.is_none());
+    let editor = c.editor.as_ref().expect("kept to fix");
+    assert!(
+        editor.error.as_ref().unwrap().contains("line 4 column 3"),
+        "{:?}",
+        editor.error
+    );
+    assert_eq!(editor.body.cursor(), (3, 2));
 }

@@ -56,6 +56,18 @@ impl RequestEditor {
     pub fn text(&self) -> String {
         self.body.lines().join("\n")
     }
+
+    /// Says the body is not JSON (`said`) and puts the cursor where the parser stopped (`e`'s
+    /// line and column, from 1; a column past the line's end is its end).
+    pub fn not_json(&mut self, e: &serde_json::Error, said: String) {
+        let row = e.line().saturating_sub(1);
+        let col = e.column().saturating_sub(1);
+        self.body.move_cursor(ratatui_textarea::CursorMove::Jump(
+            u16::try_from(row).unwrap_or(u16::MAX),
+            u16::try_from(col).unwrap_or(u16::MAX),
+        ));
+        self.error = Some(said);
+    }
 }
 
 /// The comparison shown: a request's variants beside its recorded answer.
