@@ -103,6 +103,11 @@ impl Console {
 
     /// A key while the form has the keys.
     pub(crate) fn form_key(&mut self, key: &KeyEvent) -> Option<Action> {
+        let in_flight = self
+            .tools
+            .hand
+            .last_sent
+            .filter(|id| self.tools.hand.in_flight(*id));
         let Mode::Form(form) = &mut self.tools.hand.mode else {
             return None;
         };
@@ -117,6 +122,11 @@ impl Console {
         }
         match form.key(key) {
             FormKey::Handled => None,
+            // Esc while the form's call is in flight cancels it; the next Esc closes.
+            FormKey::Close if in_flight.is_some() => {
+                self.cancel_hand_call(in_flight?);
+                None
+            }
             FormKey::Close => {
                 // Kept as typed, to open again (`Enter` on the tool), with its schema.
                 if let Mode::Form(form) = std::mem::take(&mut self.tools.hand.mode)
@@ -193,6 +203,17 @@ impl Console {
                 let call = self.tools.hand.selected()?.clone();
                 self.open_form(Some((&call.tool, &call.arguments)));
             }
+            KeyCode::Char('x') => {
+                let id = self.tools.hand.selected()?.id;
+                if !self.tools.hand.in_flight(id) {
+                    self.notice = Some(Notice {
+                        text: "x cancels a call in flight; this one is not".into(),
+                        error: true,
+                    });
+                    return None;
+                }
+                self.cancel_hand_call(id);
+            }
             KeyCode::Char('s') => match self.tools.hand.toggle_saved() {
                 Some((toggled, saved)) => {
                     self.notice = Some(Notice {
@@ -236,6 +257,21 @@ impl Console {
         None
     }
 
+    /// Cancels hand call `id` (in flight) and says so.
+    fn cancel_hand_call(&mut self, id: u64) {
+        let tool = self.tools.hand.get(id).map(|c| c.tool.clone());
+        if let (Some(ran), Some(tool)) = (self.tools.hand.cancel(id), tool) {
+            self.notice = Some(Notice {
+                text: format!(
+                    "{tool} cancelled after {:.1} s: the request was dropped (an MCP server is \
+                     told to stop)",
+                    ran.as_secs_f64()
+                ),
+                error: false,
+            });
+        }
+    }
+
     fn jump(&mut self, n: usize) -> Option<Action> {
         if let Some(pane) = crate::view::ids::ORDER.get(n.wrapping_sub(1)) {
             self.focus_pane(*pane);
@@ -245,6 +281,18 @@ impl Console {
 
     /// A hand call's answer (or why it was not made).
     pub fn hand_call_done(&mut self, id: u64, result: Result<HandResult, String>) {
+        if self
+            .tools
+            .hand
+            .get(id)
+            .is_some_and(|c| matches!(c.outcome, Some(Outcome::Cancelled(_))))
+        {
+            // Cancelled by the person: whatever came back after is not news.
+            self.tools
+                .hand
+                .finished(id, Outcome::Refused(String::new()));
+            return;
+        }
         let (outcome, notice) = match result {
             Ok(done) if done.outcome.unanswered.is_some() => {
                 let shown = Shown::of(&done);
@@ -367,7 +415,10 @@ impl Console {
         }
         let text = editor.text();
         if let Err(e) = serde_json::from_str::<Value>(&text) {
-            editor.not_json(&e, format!("the body is not JSON ({e}); fix it, then Ctrl+S"));
+            editor.not_json(
+                &e,
+                format!("the body is not JSON ({e}); fix it, then Ctrl+S"),
+            );
             return None;
         }
         editor.error = None;

@@ -446,12 +446,18 @@ fn perform(
                 return;
             };
             let (remote, tx) = (remote.clone(), chat_tx.clone());
+            let stop = console.tools.hand.cancel_token(id);
             tokio::spawn(async move {
-                let result = match serde_json::from_str(&arguments) {
-                    Ok(args) => target.call_by_hand(&remote.tools, &tool, args).await,
-                    Err(e) => Err(format!("the arguments are not JSON: {e}")),
+                let call = async {
+                    match serde_json::from_str(&arguments) {
+                        Ok(args) => target.call_by_hand(&remote.tools, &tool, args).await,
+                        Err(e) => Err(format!("the arguments are not JSON: {e}")),
+                    }
                 };
-                let _ = tx.send(Done::Hand((id, result)));
+                // Cancelled by the person: the request is dropped, nothing comes back.
+                if let Some(result) = stop.run_until_cancelled(call).await {
+                    let _ = tx.send(Done::Hand((id, result)));
+                }
             });
         }
         Action::Resend { .. } => crate::run::workbench::refuse_here(console, None),

@@ -12,6 +12,7 @@ use crossterm::event::{Event as TermEvent, EventStream};
 use futures::Stream;
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
 use turnscope::model::resend::{ResendAnswer, resend};
 use turnscope::sessions::Sessions;
 use turnscope::tools::hand::{self, HandResult};
@@ -98,7 +99,10 @@ pub fn perform(
             tool,
             arguments,
         } => match sessions {
-            Some(sessions) => spawn_hand_call(sessions, id, tool, arguments, hand),
+            Some(sessions) => {
+                let stop = console.tools.hand.cancel_token(id);
+                spawn_hand_call(sessions, (id, stop), tool, arguments, hand)
+            }
             None => refuse_here(console, Some(id)),
         },
         Action::Resend { key, body, url } => match sessions {
@@ -193,10 +197,12 @@ pub fn save_calls(console: &mut Console, dir: &Path, toggled: u64) {
     }
 }
 
-/// Calls a tool by hand in a task: the bot's tools, its tool timeout, the bus.
+/// Calls a tool by hand in a task: the bot's tools, its tool timeout, the bus. Cancelled
+/// (`stop`), the call is dropped (an MCP server is sent `notifications/cancelled`) and nothing
+/// is sent back.
 pub fn spawn_hand_call(
     sessions: &Sessions,
-    id: u64,
+    (id, stop): (u64, CancellationToken),
     tool: String,
     arguments: String,
     tx: &UnboundedSender<HandDone>,
@@ -207,13 +213,17 @@ pub fn spawn_hand_call(
     let bus = sessions.bus().clone();
     let tx = tx.clone();
     tokio::spawn(async move {
-        let result = match serde_json::from_str::<Value>(&arguments) {
-            Ok(args) => hand::call(&*tools, &tool, args, timeout, &bus)
-                .await
-                .map_err(|refused| refused.to_string()),
-            Err(e) => Err(format!("the arguments are not JSON: {e}")),
+        let call = async {
+            match serde_json::from_str::<Value>(&arguments) {
+                Ok(args) => hand::call(&*tools, &tool, args, timeout, &bus)
+                    .await
+                    .map_err(|refused| refused.to_string()),
+                Err(e) => Err(format!("the arguments are not JSON: {e}")),
+            }
         };
-        let _ = tx.send((id, result));
+        if let Some(result) = stop.run_until_cancelled(call).await {
+            let _ = tx.send((id, result));
+        }
     });
 }
 

@@ -1393,3 +1393,37 @@ fn a_body_that_is_not_json_puts_the_cursor_where_the_parser_stopped() {
     );
     assert_eq!(editor.body.cursor(), (3, 2));
 }
+
+#[test]
+fn esc_cancels_the_forms_call_in_flight_and_its_late_answer_is_dropped() {
+    let mut c = console();
+    press(&mut c, KeyCode::Esc);
+    press(&mut c, KeyCode::Char('6'));
+    press(&mut c, KeyCode::Char('j'));
+    press(&mut c, KeyCode::Enter);
+    type_text(&mut c, "slowly");
+    let Some(Action::HandCall { id, .. }) = press(&mut c, KeyCode::Enter) else {
+        panic!("a call")
+    };
+    // What the loop does when it starts the call.
+    let stop = c.tools.hand.cancel_token(id);
+    press(&mut c, KeyCode::Esc);
+    assert!(stop.is_cancelled(), "the task is told to stop");
+    assert!(
+        matches!(c.tools.hand.mode, crate::view::hand_calls::Mode::Form(_)),
+        "the first Esc cancels, the form stays"
+    );
+    let notice = c.notice.clone().unwrap().text;
+    assert!(notice.starts_with("echo cancelled after"), "{notice}");
+    c.hand_call_done(id, Err("late".into()));
+    assert!(matches!(
+        c.tools.hand.get(id).unwrap().outcome,
+        Some(crate::view::hand_calls::Outcome::Cancelled(_))
+    ));
+    assert_eq!(c.notice.clone().unwrap().text, notice);
+    press(&mut c, KeyCode::Esc);
+    assert!(matches!(
+        c.tools.hand.mode,
+        crate::view::hand_calls::Mode::Detail
+    ));
+}

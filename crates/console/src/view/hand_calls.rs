@@ -6,11 +6,12 @@
 //! Bounded: [`CALLS_KEPT`] calls, each result's text cut to [`RESULT_KEPT`] bytes; at most
 //! [`SAVED_KEPT`] saved calls.
 
-use std::collections::VecDeque;
-use std::time::Duration;
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 use turnscope::tools::hand::HandResult;
 
 use super::form::Form;
@@ -95,8 +96,10 @@ fn cut(text: &mut String) {
 /// How a call ended, or that it has not yet.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
-    /// Sent, no answer yet.
-    InFlight,
+    /// Sent at this instant, no answer yet.
+    InFlight(Instant),
+    /// Cancelled by the person after this long (its answer, if one comes, is dropped).
+    Cancelled(Duration),
     /// Not sent: why (an unknown tool, arguments the schema refuses).
     Refused(String),
     /// Answered.
@@ -168,6 +171,9 @@ pub struct HandCalls {
     /// Why the project's file did not load, while it does not: the file is the person's, so
     /// nothing is written over it until it loads (`s` reads it again first).
     pub file_refused: Option<String>,
+    /// How to cancel each call in flight (the task making it stops and drops the request:
+    /// an MCP server is sent `notifications/cancelled`).
+    cancels: HashMap<u64, CancellationToken>,
     /// Forms closed (`Esc`) with what was typed, newest first, each with the input schema it
     /// was made from: a tool's form opens as it was left while its schema stays the same.
     drafts: VecDeque<(Value, Box<Form>)>,
@@ -231,7 +237,7 @@ impl HandCalls {
         self.calls.push_front(HandCall {
             tool: tool.to_string(),
             arguments,
-            outcome: Some(Outcome::InFlight),
+            outcome: Some(Outcome::InFlight(Instant::now())),
             saved: false,
             id,
         });
@@ -241,7 +247,9 @@ impl HandCalls {
         {
             match self.calls.iter().rposition(|c| !c.saved) {
                 Some(i) => {
-                    self.calls.remove(i);
+                    if let Some(gone) = self.calls.remove(i) {
+                        self.cancels.remove(&gone.id);
+                    }
                 }
                 None => break,
             }
@@ -253,13 +261,41 @@ impl HandCalls {
     /// its latest run); returns its id.
     pub fn rerun_saved(&mut self, id: u64) -> Option<u64> {
         let call = self.calls.iter_mut().find(|c| c.id == id && c.saved)?;
-        call.outcome = Some(Outcome::InFlight);
+        call.outcome = Some(Outcome::InFlight(Instant::now()));
         Some(id)
+    }
+
+    /// The token the task making call `id` stops on.
+    pub fn cancel_token(&mut self, id: u64) -> CancellationToken {
+        self.cancels.entry(id).or_default().clone()
+    }
+
+    /// Cancels call `id` if it is in flight: how long it had run.
+    pub fn cancel(&mut self, id: u64) -> Option<Duration> {
+        let call = self.calls.iter_mut().find(|c| c.id == id)?;
+        let Some(Outcome::InFlight(at)) = call.outcome else {
+            return None;
+        };
+        let ran = at.elapsed();
+        call.outcome = Some(Outcome::Cancelled(ran));
+        if let Some(token) = self.cancels.remove(&id) {
+            token.cancel();
+        }
+        Some(ran)
+    }
+
+    /// Whether call `id` is in flight.
+    pub fn in_flight(&self, id: u64) -> bool {
+        self.get(id)
+            .is_some_and(|c| matches!(c.outcome, Some(Outcome::InFlight(_))))
     }
 
     /// The answer (or refusal) of call `id`.
     pub fn finished(&mut self, id: u64, outcome: Outcome) {
-        if let Some(c) = self.calls.iter_mut().find(|c| c.id == id) {
+        self.cancels.remove(&id);
+        if let Some(c) = self.calls.iter_mut().find(|c| c.id == id)
+            && !matches!(c.outcome, Some(Outcome::Cancelled(_)))
+        {
             c.outcome = Some(outcome);
         }
     }

@@ -121,7 +121,7 @@ pub fn form_lines(c: &Console, form: &Form, w: usize) -> Vec<Line<'static>> {
     if let Some(call) = c.tools.hand.last_sent.and_then(|id| c.tools.hand.get(id)) {
         out.push(Line::default());
         if call.arguments == form.arguments() {
-            out.extend(outcome_lines(c, call, w));
+            out.extend(outcome_lines(c, call, w, "Esc"));
         } else {
             // The form has changed since: the answer is of other arguments, said and dimmed.
             let sent = format!(
@@ -132,7 +132,7 @@ pub fn form_lines(c: &Console, form: &Form, w: usize) -> Vec<Line<'static>> {
                 out.push(Line::styled(l, t.warn));
             }
             out.extend(
-                outcome_lines(c, call, w)
+                outcome_lines(c, call, w, "Esc")
                     .into_iter()
                     .map(|l| l.patch_style(t.dim)),
             );
@@ -152,7 +152,7 @@ pub fn calls_lines(c: &Console, w: usize) -> Vec<Line<'static>> {
             t.title,
         ),
         Span::styled(
-            "  Enter runs again · e edits · s saves/forgets · Esc back",
+            "  Enter runs again · e edits · s saves/forgets · x cancels · Esc back",
             t.dim,
         ),
     ])];
@@ -166,7 +166,8 @@ pub fn calls_lines(c: &Console, w: usize) -> Vec<Line<'static>> {
     for (i, call) in hand.calls.iter().enumerate() {
         let state = match &call.outcome {
             None => "saved".to_string(),
-            Some(Outcome::InFlight) => "…".to_string(),
+            Some(Outcome::InFlight(at)) => format!("… {}", secs(at.elapsed())),
+            Some(Outcome::Cancelled(_)) => "cancelled".to_string(),
             Some(Outcome::Refused(_)) => "not sent".to_string(),
             Some(Outcome::Done(s)) => format!(
                 "{} {} B {}",
@@ -205,13 +206,18 @@ pub fn calls_lines(c: &Console, w: usize) -> Vec<Line<'static>> {
     }
     if let Some(call) = hand.selected() {
         out.push(Line::default());
-        out.extend(outcome_lines(c, call, w));
+        out.extend(outcome_lines(c, call, w, "x"));
     }
     out
 }
 
+/// A time waited, to a tenth of a second.
+fn secs(d: std::time::Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
 /// A call's answer: `isError`, size and time, each content block, `structuredContent`.
-fn outcome_lines(c: &Console, call: &HandCall, w: usize) -> Vec<Line<'static>> {
+fn outcome_lines(c: &Console, call: &HandCall, w: usize, cancel_key: &str) -> Vec<Line<'static>> {
     let t = &c.theme;
     let mut out = Vec::new();
     match &call.outcome {
@@ -219,9 +225,21 @@ fn outcome_lines(c: &Console, call: &HandCall, w: usize) -> Vec<Line<'static>> {
             "saved call, not run since the console started (Enter runs it)",
             t.dim,
         )),
-        Some(Outcome::InFlight) => out.push(Line::styled(
-            format!("{}: waiting for the answer…", call.tool),
+        Some(Outcome::InFlight(at)) => out.push(Line::styled(
+            format!(
+                "{}: waiting for the answer… {} ({cancel_key} cancels it)",
+                call.tool,
+                secs(at.elapsed())
+            ),
             t.accent,
+        )),
+        Some(Outcome::Cancelled(ran)) => out.push(Line::styled(
+            format!(
+                "cancelled by you after {}: the request was dropped (an MCP server is told to \
+                 stop); no answer is shown",
+                secs(*ran)
+            ),
+            t.warn,
         )),
         Some(Outcome::Refused(why)) => {
             for l in wrap(&format!("not sent: {why}"), w) {
