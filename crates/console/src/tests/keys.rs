@@ -1151,7 +1151,9 @@ fn the_tools_pane_calls_a_tool_through_its_form_only_once_the_schema_passes() {
         }
         other => panic!("{other:?}"),
     }
-    // The list keeps it; `s` saves it, which writes the project's file.
+    // The list keeps it; `s` saves it, which writes the project's file. (Its answer has not
+    // come: the first Esc cancels it, the second closes the form.)
+    press(&mut c, KeyCode::Esc);
     press(&mut c, KeyCode::Esc);
     press(&mut c, KeyCode::Char('h'));
     assert_eq!(c.key_owner(), crate::view::keys::KeyOwner::Calls);

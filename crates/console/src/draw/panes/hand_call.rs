@@ -12,6 +12,9 @@ use crate::view::console::Console;
 use crate::view::form::{FieldKind, Form};
 use crate::view::hand_calls::{HandCall, Outcome, Shown};
 
+/// Lines the arguments as they would be sent may take under the form.
+const ARGS_LINES: usize = 4;
+
 /// The form's lines, `w` cells wide.
 pub fn form_lines(c: &Console, form: &Form, w: usize) -> Vec<Line<'static>> {
     let t = &c.theme;
@@ -99,13 +102,26 @@ pub fn form_lines(c: &Console, form: &Form, w: usize) -> Vec<Line<'static>> {
     out.push(Line::default());
     let args = form.arguments().to_string();
     let ready = form.problems().is_empty();
-    out.push(Line::from(vec![
-        Span::styled(
-            if ready { "ready: " } else { "not ready: " },
-            if ready { t.ok } else { t.error },
-        ),
-        Span::styled(truncate(&args, w.saturating_sub(11)), t.dim),
-    ]));
+    // The arguments whole, wrapped (a few lines at most), so a long one can be read.
+    let label = if ready { "ready: " } else { "not ready: " };
+    let room = w.saturating_sub(label.len()).max(8);
+    let mut pieces = wrap(&args, room);
+    if pieces.len() > ARGS_LINES {
+        pieces.truncate(ARGS_LINES);
+        if let Some(last) = pieces.last_mut() {
+            *last = format!("{}…", truncate(last, room.saturating_sub(1)));
+        }
+    }
+    for (i, piece) in pieces.into_iter().enumerate() {
+        out.push(Line::from(vec![
+            if i == 0 {
+                Span::styled(label, if ready { t.ok } else { t.error })
+            } else {
+                Span::raw(" ".repeat(label.len()))
+            },
+            Span::styled(piece, t.dim),
+        ]));
+    }
     // Problems the schema names outside any field (the arguments as a whole).
     for (field, message) in form.problems() {
         if !form.fields.iter().any(|f| {
