@@ -1,6 +1,7 @@
 //! `turnscope replay FILE`: the console over a file written by `--events`, read-only. The
 //! whole file is folded before the first frame, so every pane shows the run as it ended;
-//! unreadable lines are counted and the first one named. The [`Tape`] keeps the events so
+//! unreadable lines are counted and the first one named. The file is read line by line and
+//! not held: its events are read again when a step needs them. The [`Tape`] keeps the events so
 //! `[`/`]` step turn end by turn end and `,`/`.` step inside a turn, folding up to there.
 
 use std::path::Path;
@@ -9,56 +10,89 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::ConsoleError;
 use crate::state::tape::Tape;
-use crate::state::{ConsoleState, Header, Source};
+use crate::state::{ConsoleState, Header, Source, Unreadable};
 use crate::theme::Theme;
 use crate::view::console::Console;
 use turnscope::observe::recorder::read_events;
 
-/// Builds the read-only console state of an events file's text.
+/// Builds the read-only console state of an events file's text (held whole: tests, the
+/// fuzzer; a file is read with [`console_of_file`]).
 pub fn console_of(text: &str, file: &str, theme: Theme) -> Result<Console, ConsoleError> {
     let (events, problems) = read_events(text);
+    let mut unreadable = Unreadable {
+        count: problems.len(),
+        first: problems.into_iter().next(),
+    };
     if events.is_empty() {
-        match problems.first() {
-            Some(first) => {
-                return Err(ConsoleError::NoEvents {
-                    file: file.to_string(),
-                    bad: problems.len(),
-                    first: first.to_string(),
-                });
-            }
-            None => {
-                return Err(ConsoleError::Empty {
-                    file: file.to_string(),
-                });
-            }
-        }
+        return Err(nothing_read(file, &mut unreadable));
     }
+    let (tape, state) = Tape::new(events, blank(file, unreadable));
+    Ok(console_over(tape, state, theme))
+}
+
+/// Builds the read-only console state of the events file at `path`, read line by line and
+/// not held ([`Tape::of_file`]): memory does not grow with the file.
+pub fn console_of_file(path: &Path, theme: Theme) -> Result<Console, ConsoleError> {
+    let file = path.display().to_string();
+    let read_error = |reason| ConsoleError::ReadEvents {
+        file: file.clone(),
+        reason,
+    };
+    let (tape, mut state, mut unreadable) =
+        Tape::of_file(path, blank(&file, Unreadable::default())).map_err(read_error)?;
+    if state.events_seen == 0 {
+        return Err(nothing_read(&file, &mut unreadable));
+    }
+    if let Source::Replay {
+        unreadable: said, ..
+    } = &mut state.header.source
+    {
+        *said = unreadable;
+    }
+    Ok(console_over(tape, state, theme))
+}
+
+/// Why a file gave no event: all its lines were unreadable, or it had none.
+fn nothing_read(file: &str, unreadable: &mut Unreadable) -> ConsoleError {
+    match unreadable.first.take() {
+        Some(first) => ConsoleError::NoEvents {
+            file: file.to_string(),
+            bad: unreadable.count,
+            first,
+        },
+        None => ConsoleError::Empty {
+            file: file.to_string(),
+        },
+    }
+}
+
+/// The state a replay of `file` starts from.
+fn blank(file: &str, unreadable: Unreadable) -> ConsoleState {
     let mut state = ConsoleState::new(Header {
         mcp_url: None,
         model: String::new(),
         bridges: "not recorded".into(),
         source: Source::Replay {
             file: file.to_string(),
-            problems,
+            unreadable,
         },
         replica: None,
         ..Header::default()
     });
     state.tools_note = Some("Tools are not recorded in an events file.".into());
-    let (tape, state) = Tape::new(events, state);
+    state
+}
+
+fn console_over(tape: Tape, state: ConsoleState, theme: Theme) -> Console {
     let mut console = Console::new(state, theme, true);
     console.tape = Some(tape);
     console.settle();
-    Ok(console)
+    console
 }
 
 /// Opens the console over `path` until the person quits.
 pub async fn run(path: &Path, theme: Theme) -> Result<(), ConsoleError> {
-    let text = std::fs::read_to_string(path).map_err(|reason| ConsoleError::ReadEvents {
-        file: path.display().to_string(),
-        reason,
-    })?;
-    let mut console = console_of(&text, &path.display().to_string(), theme)?;
+    let mut console = console_of_file(path, theme)?;
     let (mut terminal, guard) = crate::run::terminal::enter()?;
     let input = crossterm::event::EventStream::new();
     let result = crate::run::live::event_loop(

@@ -59,7 +59,7 @@ use timeline::Timelines;
 
 pub use records::{
     Activity, ConfigMark, FrameRow, Header, LogLine, ProgressRow, ProgressTotals, Samples,
-    SessionRow, Source, ToolLine, ToolView, TurnView,
+    SessionRow, Source, ToolLine, ToolView, TurnView, Unreadable,
 };
 
 /// Everything the console knows, folded from events and live snapshots. A clone shares the

@@ -72,9 +72,29 @@ pub enum Source {
     Replay {
         /// The file as given.
         file: String,
-        /// Lines that could not be read, with their numbers.
-        problems: Vec<String>,
+        /// Lines that could not be read, and the first of them with its number.
+        unreadable: Unreadable,
     },
+}
+
+/// The lines of an events file that could not be read: how many, and the first (only it is
+/// kept, so a file of garbage costs no more than a good one).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Unreadable {
+    /// How many.
+    pub count: usize,
+    /// The first, `line N: why`.
+    pub first: Option<String>,
+}
+
+impl Unreadable {
+    /// Counts one more, `line` (from 1) and why.
+    pub fn add(&mut self, line: usize, why: &dyn std::fmt::Display) {
+        self.count += 1;
+        if self.first.is_none() {
+            self.first = Some(format!("line {line}: {why}"));
+        }
+    }
 }
 
 /// What a session is doing.

@@ -11,12 +11,20 @@
 //! `SEGMENTS × NEAR_KEPT × CHECKPOINT_GAP` events (about 262,000) a step back folds at most
 //! [`CHECKPOINT_GAP`] events more than the step itself; beyond, the gaps grow with the file
 //! (1/256 of it) so that memory stays bounded.
+//!
+//! A file's events are not held: the [`Reel`] keeps where each one starts and reads it again
+//! when a step folds it, so a replay's memory is the console's own bound plus eight bytes an
+//! event, whatever the file's size.
 
 use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
+
+use std::path::Path;
 
 use turnscope::observe::Event;
 
-use super::ConsoleState;
+use super::{ConsoleState, Unreadable};
 
 /// Events between the closest checkpoints.
 pub const CHECKPOINT_GAP: usize = 1024;
@@ -25,9 +33,58 @@ pub const SEGMENTS: usize = 16;
 /// Most near checkpoints, within one segment.
 pub const NEAR_KEPT: usize = 16;
 
+/// Where a tape's events are.
+pub enum Reel {
+    /// Held (a text given whole: tests, the fuzzer).
+    Held(Vec<Event>),
+    /// In the events file, read again when folded: where each good line starts.
+    File {
+        /// The file, read from `at`.
+        reader: BufReader<File>,
+        /// The reader's place in the file.
+        at: u64,
+        /// Where each event's line starts.
+        offsets: Vec<u64>,
+        /// The line read last (its buffer reused).
+        line: Vec<u8>,
+    },
+}
+
+impl Reel {
+    fn len(&self) -> usize {
+        match self {
+            Reel::Held(events) => events.len(),
+            Reel::File { offsets, .. } => offsets.len(),
+        }
+    }
+
+    /// Gives event `i` to `f`; read again from the file there (a line that no longer parses,
+    /// the file changed underneath, is passed over).
+    fn with<R>(&mut self, i: usize, f: impl FnOnce(&Event) -> R) -> Option<R> {
+        match self {
+            Reel::Held(events) => events.get(i).map(f),
+            Reel::File {
+                reader,
+                at,
+                offsets,
+                line,
+            } => {
+                let start = *offsets.get(i)?;
+                if *at != start {
+                    reader.seek(SeekFrom::Start(start)).ok()?;
+                }
+                line.clear();
+                let n = reader.read_until(b'\n', line).ok()?;
+                *at = start + n as u64;
+                serde_json::from_slice::<Event>(line).ok().as_ref().map(f)
+            }
+        }
+    }
+}
+
 /// A replay's events and where the console stands in them.
 pub struct Tape {
-    events: Vec<Event>,
+    events: Reel,
     /// Event counts at which a turn ended, and the file's end.
     turn_ends: Vec<usize>,
     /// Event counts after each step inside a turn (a turn started, a model request, a reply
@@ -89,43 +146,106 @@ impl Tape {
     /// A tape over `events`, folded from `blank` (the header and notes a replay starts with),
     /// and the state at its end, where a replay opens.
     pub fn new(events: Vec<Event>, blank: ConsoleState) -> (Tape, ConsoleState) {
-        let end = events.len();
-        let mut turn_ends = Vec::new();
-        let mut fine = Vec::new();
-        for (i, e) in events.iter().enumerate() {
-            if is_stop(e) {
-                fine.push(i + 1);
-            }
-            if matches!(e, Event::TurnEnded(_)) {
-                turn_ends.push(i + 1);
-            }
+        let mut tape = Tape::empty(events.len(), blank);
+        let mut state = tape.fresh();
+        for e in &events {
+            tape.take_in(&mut state, e);
         }
-        for stops in [&mut turn_ends, &mut fine] {
-            if stops.last() != Some(&end) {
-                stops.push(end);
+        tape.events = Reel::Held(events);
+        tape.finish(state)
+    }
+
+    /// A tape over the events file at `path`, read once, line by line (each event folded as
+    /// it is read, then let go: [`Reel::File`]), with the lines that could not be read.
+    ///
+    /// # Errors
+    /// The file cannot be read.
+    pub fn of_file(
+        path: &Path,
+        blank: ConsoleState,
+    ) -> io::Result<(Tape, ConsoleState, Unreadable)> {
+        // Checkpoints are spaced by the file's lines (an event's upper bound), counted first.
+        let lines = count_lines(File::open(path)?)?;
+        let mut tape = Tape::empty(lines, blank);
+        let mut state = tape.fresh();
+        let mut reader = BufReader::new(File::open(path)?);
+        let (mut offsets, mut unreadable) = (Vec::new(), Unreadable::default());
+        let (mut at, mut number, mut line) = (0u64, 0usize, Vec::new());
+        loop {
+            line.clear();
+            // Bytes, not text: a line that is not UTF-8 is one unreadable line, not the end.
+            let n = reader.read_until(b'\n', &mut line)?;
+            if n == 0 {
+                break;
             }
+            number += 1;
+            if !line.iter().all(u8::is_ascii_whitespace) {
+                match serde_json::from_slice::<Event>(&line) {
+                    Ok(e) => {
+                        offsets.push(at);
+                        tape.take_in(&mut state, &e);
+                    }
+                    Err(e) => unreadable.add(number, &e),
+                }
+            }
+            at += n as u64;
         }
-        let segment = end.div_ceil(SEGMENTS).max(NEAR_KEPT * CHECKPOINT_GAP);
-        let mut tape = Tape {
-            events,
-            turn_ends,
-            fine,
+        tape.events = Reel::File {
+            reader,
+            at,
+            offsets,
+            line: Vec::new(),
+        };
+        let (tape, state) = tape.finish(state);
+        Ok((tape, state, unreadable))
+    }
+
+    /// A tape about to take in about `hint` events (its checkpoints' spacing).
+    fn empty(hint: usize, blank: ConsoleState) -> Tape {
+        let segment = hint.div_ceil(SEGMENTS).max(NEAR_KEPT * CHECKPOINT_GAP);
+        Tape {
+            events: Reel::Held(Vec::new()),
+            turn_ends: Vec::new(),
+            fine: Vec::new(),
             pos: 0,
             label: String::new(),
-            blank: blank.clone(),
+            blank,
             segment,
             gap: segment / NEAR_KEPT,
             coarse: Vec::new(),
             near_segment: 0,
             near: BTreeMap::new(),
             folded: 0,
-        };
-        let mut state = tape.fresh();
-        tape.fold(&mut state, 0, end);
-        tape.pos = end;
+        }
+    }
+
+    /// Folds the next event of the first reading, noting the stops it makes.
+    fn take_in(&mut self, state: &mut ConsoleState, e: &Event) {
+        let done = self.pos + 1;
+        if is_stop(e) {
+            self.fine.push(done);
+        }
+        if matches!(e, Event::TurnEnded(_)) {
+            self.turn_ends.push(done);
+        }
+        state.apply(e);
+        self.folded += 1;
+        self.checkpoint(state, done);
+        self.pos = done;
+    }
+
+    /// The first reading done: the file's end is a stop, and the console stands there.
+    fn finish(mut self, mut state: ConsoleState) -> (Tape, ConsoleState) {
+        let end = self.events.len();
+        for stops in [&mut self.turn_ends, &mut self.fine] {
+            if stops.last() != Some(&end) {
+                stops.push(end);
+            }
+        }
+        self.pos = end;
         state.age_rows();
-        tape.relabel();
-        (tape, state)
+        self.relabel();
+        (self, state)
     }
 
     fn fresh(&self) -> ConsoleState {
@@ -190,22 +310,26 @@ impl Tape {
     /// start the first time, and near ones every gap within the segment of the near ones.
     fn fold(&mut self, state: &mut ConsoleState, from: usize, to: usize) {
         for at in from..to {
-            state.apply(&self.events[at]);
+            self.events.with(at, |e| state.apply(e));
             self.folded += 1;
-            let done = at + 1;
-            if done.is_multiple_of(self.segment) {
-                let k = done / self.segment;
-                if self.coarse.len() < k {
-                    self.coarse.push(state.clone());
-                }
-                self.near.clear();
-                self.near_segment = k;
-            } else if done.is_multiple_of(self.gap)
-                && done / self.segment == self.near_segment
-                && !self.near.contains_key(&done)
-            {
-                self.near.insert(done, state.clone());
+            self.checkpoint(state, at + 1);
+        }
+    }
+
+    /// Leaves a checkpoint of `state` (`done` events folded) where one belongs.
+    fn checkpoint(&mut self, state: &ConsoleState, done: usize) {
+        if done.is_multiple_of(self.segment) {
+            let k = done / self.segment;
+            if self.coarse.len() < k {
+                self.coarse.push(state.clone());
             }
+            self.near.clear();
+            self.near_segment = k;
+        } else if done.is_multiple_of(self.gap)
+            && done / self.segment == self.near_segment
+            && !self.near.contains_key(&done)
+        {
+            self.near.insert(done, state.clone());
         }
     }
 
@@ -233,7 +357,7 @@ impl Tape {
             let what = self
                 .pos
                 .checked_sub(1)
-                .and_then(|i| stop_words(&self.events[i]));
+                .and_then(|i| self.events.with(i, stop_words).flatten());
             // The position first: a narrow header cuts the end.
             format!(
                 "event {}/{end}: {} (, . scrub)",
@@ -242,6 +366,21 @@ impl Tape {
             )
         };
     }
+}
+
+/// The lines of a file (its newlines, and a last line without one).
+fn count_lines(mut file: File) -> io::Result<usize> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let (mut lines, mut last) = (0usize, b'\n');
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        lines += buf[..n].iter().filter(|b| **b == b'\n').count();
+        last = buf[n - 1];
+    }
+    Ok(lines + usize::from(last != b'\n'))
 }
 
 /// The first stop after `pos` (`delta` > 0) or the last one before it; `None` past the ends.

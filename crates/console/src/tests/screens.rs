@@ -136,7 +136,7 @@ fn attached_the_header_names_the_server_and_learns_the_model_from_requests() {
         model: "llama3.2 at http://127.0.0.1:11434/v1".into(),
         source: Source::Replay {
             file: "run.jsonl".into(),
-            problems: Vec::new(),
+            unreadable: Default::default(),
         },
         ..Header::default()
     });

@@ -98,3 +98,60 @@ fn tape_start(events: &[turnscope::observe::Event]) -> usize {
         .position(|e| matches!(e, turnscope::observe::Event::TurnEnded(_)))
         .map_or(0, |i| i + 1)
 }
+
+/// A replay of a file does not hold its events: it reads them again as a step needs them, and
+/// lands where the held tape does at every turn end, back and on; a line that is not JSON, or
+/// not even UTF-8, is one unreadable line among good ones.
+#[test]
+fn a_file_is_stepped_through_without_holding_its_events() {
+    use std::io::Write;
+    let events = long::session(1, 40, 30);
+    let path = std::env::temp_dir().join(format!("turnscope-tape-{}.jsonl", std::process::id()));
+    {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        for (i, e) in events.iter().enumerate() {
+            writeln!(out, "{}", serde_json::to_string(e).unwrap()).unwrap();
+            if i == 7 {
+                out.write_all(b"{not json\n\n\xff\xfe binary\n").unwrap();
+            }
+        }
+        // The last line without its newline.
+        write!(out, "{}", serde_json::to_string(&events[0]).unwrap()).unwrap();
+    }
+    let mut held_events = events.clone();
+    held_events.push(events[0].clone());
+    let (mut held, mut held_state) = Tape::new(held_events, blank());
+    let (mut read, mut read_state, unreadable) = Tape::of_file(&path, blank()).unwrap();
+    assert_eq!(unreadable.count, 2, "{unreadable:?}");
+    assert!(
+        unreadable.first.as_deref().unwrap().starts_with("line 9:"),
+        "{unreadable:?}"
+    );
+    assert_eq!(seen(&read_state), seen(&held_state));
+    assert_eq!(read.label, held.label);
+    let mut steps = 0;
+    while held.step(-1, &mut held_state) {
+        assert!(read.step(-1, &mut read_state));
+        assert_eq!(
+            seen(&read_state),
+            seen(&held_state),
+            "at event {}",
+            held.pos
+        );
+        assert_eq!(read.label, held.label);
+        steps += 1;
+    }
+    assert_eq!(steps, 40);
+    for _ in 0..5 {
+        held.scrub(1, &mut held_state);
+        read.scrub(1, &mut read_state);
+        assert_eq!(
+            seen(&read_state),
+            seen(&held_state),
+            "at event {}",
+            held.pos
+        );
+        assert_eq!(read.label, held.label);
+    }
+    let _ = std::fs::remove_file(&path);
+}

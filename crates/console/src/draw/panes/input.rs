@@ -14,7 +14,7 @@ use crate::view::ids::PaneId;
 /// Draws the pane.
 pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     let t = &c.theme;
-    if let Source::Replay { file, problems } = &c.state.header.source {
+    if let Source::Replay { file, unreadable } = &c.state.header.source {
         let block = pane_block(
             c,
             PaneId::Input,
@@ -32,12 +32,12 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
                 t.dim,
             ),
         ])];
-        if let Some(first) = problems.first() {
+        if let Some(first) = &unreadable.first {
             text.push(Line::styled(
                 format!(
                     "{} unreadable line{} skipped; first: {first}",
-                    problems.len(),
-                    if problems.len() == 1 { "" } else { "s" }
+                    unreadable.count,
+                    if unreadable.count == 1 { "" } else { "s" }
                 ),
                 t.warn,
             ));
