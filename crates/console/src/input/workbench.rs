@@ -296,11 +296,14 @@ impl Console {
         let (outcome, notice) = match result {
             Ok(done) if done.outcome.unanswered.is_some() => {
                 let shown = Shown::of(&done);
-                let why = done.outcome.unanswered.as_ref().map(ToString::to_string);
+                let (headline, why) = done
+                    .outcome
+                    .unanswered
+                    .as_ref()
+                    .map(|u| (u.headline(&done.tool), u.to_string()))
+                    .unwrap_or_default();
                 let text = format!(
-                    "{} did not answer: {} · {}",
-                    done.tool,
-                    why.unwrap_or_default(),
+                    "{headline}: {why} · {}",
                     crate::text::micros(shown.duration.as_micros() as u64)
                 );
                 (Outcome::Done(shown), Notice { text, error: true })

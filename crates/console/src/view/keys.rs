@@ -374,14 +374,16 @@ pub fn owner_hints(owner: KeyOwner, read_only: bool) -> Vec<(&'static str, &'sta
         KeyOwner::Form => vec![
             ("↑↓ Tab", "field"),
             ("← → Space", "choose"),
+            ("Del", "empty text"),
             ("Enter", "call"),
-            ("Esc", "close"),
+            ("Esc", "cancel/close"),
         ],
         KeyOwner::Calls => vec![
             ("↑↓", "call"),
             ("Enter", "run again"),
             ("e", "edit"),
             ("s", "save/forget"),
+            ("x", "cancel"),
             ("Esc", "back"),
         ],
         KeyOwner::Editor => vec![
@@ -393,6 +395,7 @@ pub fn owner_hints(owner: KeyOwner, read_only: bool) -> Vec<(&'static str, &'sta
             ("← →", "variant"),
             ("↑↓", "scroll"),
             ("e", "edit again"),
+            ("c/J", "copy curl/JSON"),
             ("t", "save as test"),
             ("Esc", "back"),
         ],

@@ -293,18 +293,29 @@ async fn unreached(url: &str, error: ConnectError) -> ConnectError {
     if !reason.contains("error sending request") {
         return error;
     }
-    let reason = match dial(url).await {
-        Dialed::Refused(_) => "nothing listens there (the connection was refused): start the \
-                               server, or check the host and port in its url"
-            .to_string(),
-        Dialed::Unresolved(why) => {
-            format!("its host name could not be resolved ({why}): check the url's host")
-        }
-        _ => return error,
-    };
-    ConnectError::Handshake {
-        url: url.to_string(),
-        reason,
+    match unreached_reason(url).await {
+        Some(reason) => ConnectError::Handshake {
+            url: url.to_string(),
+            reason,
+        },
+        None => error,
+    }
+}
+
+/// Why a request to `url` could not be sent, asked of the network (rmcp's words drop
+/// reqwest's cause): nothing listens there, or the name does not resolve; `None` when the
+/// host answers or the dial says nothing plain.
+pub(crate) async fn unreached_reason(url: &str) -> Option<String> {
+    match dial(url).await {
+        Dialed::Refused(_) => Some(
+            "nothing listens there (the connection was refused): start the server, or check \
+             the host and port in its url"
+                .to_string(),
+        ),
+        Dialed::Unresolved(why) => Some(format!(
+            "its host name could not be resolved ({why}): check the url's host"
+        )),
+        _ => None,
     }
 }
 

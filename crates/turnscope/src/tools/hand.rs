@@ -248,7 +248,15 @@ pub async fn call(
             name: result.tool.clone(),
             duration_us: result.duration.as_micros() as u64,
             result_bytes: result.outcome.text.len(),
-            error: result.outcome.is_error.then(|| result.outcome.text.clone()),
+            // A person reads it: the tool's own error, or why it never answered in their words
+            // (not the text written for a model).
+            error: result
+                .outcome
+                .is_error
+                .then(|| match &result.outcome.unanswered {
+                    Some(why) => format!("did not answer: {why}"),
+                    None => result.outcome.text.clone(),
+                }),
             arguments: result.arguments.to_string(),
             result: if result.outcome.is_error {
                 String::new()

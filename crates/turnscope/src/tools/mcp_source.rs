@@ -320,7 +320,7 @@ impl McpSource {
             biased;
             result = call => match result {
                 Ok(Ok(result)) => outcome_of(&result),
-                Ok(Err(error)) => inner.call_failed(original, &error, &link),
+                Ok(Err(error)) => inner.call_failed(original, &error, &link).await,
                 Err(_) => ToolOutcome::unanswered(
                     Unanswered::timed_out(
                         inner.call_timeout,
@@ -446,7 +446,7 @@ impl Inner {
     /// requests (an HTTP server gone, a stream closed) is let go, so the supervisor says so
     /// and reconnects; otherwise an HTTP source stays "connected" to nothing until the next
     /// call fails too.
-    fn call_failed(&self, tool: &str, error: &ServiceError, link: &Link) -> ToolOutcome {
+    async fn call_failed(&self, tool: &str, error: &ServiceError, link: &Link) -> ToolOutcome {
         let server = self.name.to_string();
         match error {
             ServiceError::McpError(e) => ToolOutcome::unanswered(
@@ -474,7 +474,15 @@ impl Inner {
                 )
             }
             ServiceError::TransportSend(e) => {
-                let detail = chain(e);
+                let mut detail = chain(e);
+                // rmcp's words drop the cause: ask the network what it was (2 s at most; the
+                // call has failed already).
+                if let Some(url) = self.config.url.as_deref()
+                    && detail.contains("error sending request")
+                    && let Some(plain) = connect::unreached_reason(url).await
+                {
+                    detail = plain;
+                }
                 self.let_go(link, &format!("a call could not reach it ({detail})"));
                 ToolOutcome::unanswered(
                     Unanswered::Unreachable {

@@ -1,6 +1,6 @@
-//! Why a tool call was answered on the tool's behalf: the tool never answered, and the text
-//! the model reads was written by turnscope (a time limit passed, the answer was over the
-//! response cap, the server could not be reached or refused the request). Kept beside the
+//! Why a tool call was answered on the tool's behalf: the text the model reads was written by
+//! turnscope, not the tool (a time limit passed, the answer was over the response cap, the
+//! server could not be reached or refused the request). Kept beside the
 //! outcome so a person calling by hand (the console's workbench, `turnscope tools call`) can
 //! tell "the tool said isError" from "the path to it failed", in words meant for them.
 
@@ -50,6 +50,17 @@ impl Unanswered {
         Unanswered::TimedOut {
             limit_ms: limit.as_millis() as u64,
             setting: setting.into(),
+        }
+    }
+
+    /// What happened to a call of `tool`, as a headline: it did not answer, or (over the
+    /// cap) it did, too much.
+    pub fn headline(&self, tool: &str) -> String {
+        match self {
+            Unanswered::TooLarge { size_bytes, .. } => {
+                format!("{tool} answered {size_bytes} B, over the cap")
+            }
+            _ => format!("{tool} did not answer"),
         }
     }
 

@@ -11,6 +11,7 @@ use crate::text::{micros, one_line, truncate, truncate_start, width, wrap};
 use crate::view::console::Console;
 use crate::view::form::{FieldKind, Form};
 use crate::view::hand_calls::{HandCall, Outcome, Shown};
+use turnscope::tools::Unanswered;
 
 /// Lines the arguments as they would be sent may take under the form.
 const ARGS_LINES: usize = 4;
@@ -168,7 +169,7 @@ pub fn calls_lines(c: &Console, w: usize) -> Vec<Line<'static>> {
             t.title,
         ),
         Span::styled(
-            "  Enter runs again · e edits · s saves/forgets · x cancels · Esc back",
+            "  Enter runs again · e edits · s saves · x cancels · Esc back",
             t.dim,
         ),
     ])];
@@ -185,16 +186,22 @@ pub fn calls_lines(c: &Console, w: usize) -> Vec<Line<'static>> {
             Some(Outcome::InFlight(at)) => format!("… {}", secs(at.elapsed())),
             Some(Outcome::Cancelled(_)) => "cancelled".to_string(),
             Some(Outcome::Refused(_)) => "not sent".to_string(),
-            Some(Outcome::Done(s)) => format!(
-                "{} {} B {}",
-                match &s.unanswered {
-                    Some(why) => why.label(),
-                    None if s.is_error => "isError",
-                    None => "ok",
-                },
-                s.bytes,
-                micros(s.duration.as_micros() as u64)
-            ),
+            // The size is the tool's answer's: none when it never came, the whole of one over
+            // the cap (not the note written in its place).
+            Some(Outcome::Done(s)) => match &s.unanswered {
+                Some(why @ Unanswered::TooLarge { size_bytes, .. }) => format!(
+                    "{} {size_bytes} B {}",
+                    why.label(),
+                    micros(s.duration.as_micros() as u64)
+                ),
+                Some(why) => format!("{} {}", why.label(), micros(s.duration.as_micros() as u64)),
+                None => format!(
+                    "{} {} B {}",
+                    if s.is_error { "isError" } else { "ok" },
+                    s.bytes,
+                    micros(s.duration.as_micros() as u64)
+                ),
+            },
         };
         let head = format!(
             "{}{} {}({})",
@@ -249,14 +256,16 @@ fn outcome_lines(c: &Console, call: &HandCall, w: usize, cancel_key: &str) -> Ve
             ),
             t.accent,
         )),
-        Some(Outcome::Cancelled(ran)) => out.push(Line::styled(
-            format!(
+        Some(Outcome::Cancelled(ran)) => {
+            let said = format!(
                 "cancelled by you after {}: the request was dropped (an MCP server is told to \
                  stop); no answer is shown",
                 secs(*ran)
-            ),
-            t.warn,
-        )),
+            );
+            for l in wrap(&said, w) {
+                out.push(Line::styled(l, t.warn));
+            }
+        }
         Some(Outcome::Refused(why)) => {
             for l in wrap(&format!("not sent: {why}"), w) {
                 out.push(Line::styled(l, t.error));
@@ -272,7 +281,7 @@ fn shown_lines(c: &Console, tool: &str, shown: &Shown, w: usize) -> Vec<Line<'st
     if let Some(why) = &shown.unanswered {
         // The path failed, not the tool: said for a person, then what the model would read.
         let mut out = vec![Line::from(vec![
-            Span::styled(format!("{tool} did not answer"), t.error),
+            Span::styled(why.headline(tool), t.error),
             Span::styled(
                 format!(
                     " · {} · {}",
@@ -314,6 +323,7 @@ fn shown_lines(c: &Console, tool: &str, shown: &Shown, w: usize) -> Vec<Line<'st
         let body = match kind {
             // Only whitespace (or nothing) would show as a blank line: quoted, it shows.
             "text" => match block["text"].as_str().unwrap_or_default() {
+                "" => "\"\" (empty)".to_string(),
                 t if t.trim().is_empty() => format!("{} (only whitespace)", Value::from(t)),
                 t => t.to_string(),
             },

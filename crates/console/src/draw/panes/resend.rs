@@ -168,8 +168,13 @@ pub fn comparison(
     if call.request().is_some_and(|q| q.url != v.answer.url) {
         edited.insert(0, "the URL".into());
     }
+    // Refused before sending (a URL that is not http), nothing went out and nothing came back.
+    let never_sent = v.answer.error.is_some() && v.answer.total_us == 0;
     out.push(Line::from(vec![
-        Span::styled(pad("sent to", LABEL), t.accent),
+        Span::styled(
+            pad(if never_sent { "not sent to" } else { "sent to" }, LABEL),
+            t.accent,
+        ),
         Span::styled(v.answer.url.clone(), t.text),
     ]));
     out.push(Line::from(vec![
@@ -276,7 +281,9 @@ pub fn comparison(
     out.push(Line::from(vec![
         Span::styled(pad("text diff", LABEL), t.accent),
         Span::styled(
-            if old_text == new_text {
+            if v.answer.error.is_some() && new_text.is_empty() {
+                "(no answer to compare)".to_string()
+            } else if old_text == new_text {
                 "the same text".to_string()
             } else {
                 "[-recorded only-] {+variant only+}".to_string()
