@@ -157,6 +157,9 @@ pub struct App {
     pub bridges: XiaozhiBridges,
     /// The bot's tool registry (built-ins and MCP servers), when [`App::start`] built it.
     pub tool_registry: Option<Arc<ToolRegistry>>,
+    /// Whether MCP clients must send a bearer token (`--auth-token`): the connect lines say
+    /// how, never the token.
+    pub wants_token: bool,
     /// The MCP `POST` exchanges still open ([`App::shutdown`] waits for their answers).
     exchanges: crate::server::caller::Exchanges,
     /// Applies the config again while the app runs (see [`reload`]).
@@ -371,6 +374,7 @@ impl App {
             embedded,
         );
         Ok(App {
+            wants_token: config.server.auth_token.is_some(),
             bus,
             sessions,
             exchanges,

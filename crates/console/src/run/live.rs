@@ -55,6 +55,7 @@ pub async fn attach(app: &App, theme: Theme) -> (Console, LiveFeed) {
 pub async fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console, LiveFeed) {
     let mut state = ConsoleState::new(Header {
         mcp_url: Some(app.server.mcp_url()),
+        wants_token: app.wants_token,
         model: app.model.describe(),
         model_short: Some(app.model.short()),
         params: app.model_params(),

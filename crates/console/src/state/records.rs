@@ -14,6 +14,8 @@ use crate::state::SESSION_SAMPLES;
 /// What the header shows about the server.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Header {
+    /// Whether the MCP endpoint wants a bearer token (the connect line says how to give it).
+    pub wants_token: bool,
     /// The MCP URL, when a server runs.
     pub mcp_url: Option<String>,
     /// The model in use, as `ModelInfo::describe` says it; attached, the model the target's

@@ -425,3 +425,18 @@ fn a_degraded_store_is_said_in_the_header() {
         );
     }
 }
+
+/// A server started with `--auth-token` wants it from Claude Code too: the header's connect
+/// line carries the header that gives it (`$TOKEN`, never the token).
+#[test]
+fn the_connect_line_gives_the_token_header_when_the_server_wants_one() {
+    let mut c = console();
+    c.state.header.wants_token = true;
+    let text = screen(&mut c, 220, 30);
+    assert!(
+        text.contains(
+            "claude mcp add --transport http turnscope http://127.0.0.1:7870/mcp --header \"Authorization: Bearer $TOKEN\""
+        ),
+        "{text}"
+    );
+}

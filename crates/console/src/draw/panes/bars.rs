@@ -12,9 +12,15 @@ use crate::text::count;
 use crate::view::console::Console;
 use crate::view::keys::owner_hints;
 
-/// The line to paste into a shell to connect Claude Code.
-pub fn claude_line(url: &str) -> String {
-    format!("claude mcp add --transport http turnscope {url}")
+/// The line to paste into a shell to connect Claude Code (with the header a server started
+/// with `--auth-token` wants: `$TOKEN` stands for it, never printed).
+pub fn claude_line(url: &str, wants_token: bool) -> String {
+    let header = if wants_token {
+        " --header \"Authorization: Bearer $TOKEN\""
+    } else {
+        ""
+    };
+    format!("claude mcp add --transport http turnscope {url}{header}")
 }
 
 /// One piece of a header line: its spans, a shorter form, and when it gives way when the line
@@ -277,7 +283,7 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
             Chunk::new(
                 vec![
                     Span::styled(" connect: ", t.dim),
-                    Span::styled(claude_line(url), t.key),
+                    Span::styled(claude_line(url, h.wants_token), t.key),
                 ],
                 NEVER,
             )
