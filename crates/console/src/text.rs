@@ -289,6 +289,15 @@ pub fn plural(n: u64, one: &str) -> String {
     }
 }
 
+/// `once`, `3 times`.
+pub fn times(n: u64) -> String {
+    if n == 1 {
+        "once".to_string()
+    } else {
+        format!("{} times", count(n))
+    }
+}
+
 /// `line` cut to `max` cells, ending in `…` where it was cut.
 pub fn fit<'a>(line: Line<'a>, max: usize) -> Line<'a> {
     if line.width() <= max {

@@ -109,8 +109,7 @@ impl Remote {
                     s.replica.as_deref().unwrap_or("the server"),
                     match s.dropped {
                         0 => String::new(),
-                        1 => ", dropped once: see Log".into(),
-                        n => format!(", dropped {n} times: see Log"),
+                        n => format!(", dropped {}: see Log", crate::text::times(n)),
                     }
                 ),
                 (Some(true), false) => "event stream lost: reconnecting…".into(),

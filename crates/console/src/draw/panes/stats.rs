@@ -153,10 +153,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             format!(
                 "the watched server dropped this viewer's stream {}: the figures miss what ran \
                  meanwhile (see Log)",
-                match s.stream_drops {
-                    1 => "once".to_string(),
-                    n => format!("{n} times"),
-                }
+                crate::text::times(s.stream_drops)
             ),
             t.warn,
         ));
