@@ -347,7 +347,10 @@ async fn precedence_collisions_and_reserved_names() {
         ("`lookup` of server1", "taken by rust"),
         ("`end_session` of server1", "reserved"),
         ("`ticket` of server2", "taken by server1"),
-        ("`clock` of server2", "taken by builtin"),
+        (
+            "`clock` of server2",
+            "taken by the built-in `clock`; [bot] builtin_tools = false",
+        ),
     ];
     for (tool, why) in expect {
         assert!(

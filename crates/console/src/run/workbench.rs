@@ -155,7 +155,7 @@ pub fn load_saved(console: &mut Console) {
 /// # Errors
 /// It cannot be read or is not a saved-calls file (remembered as
 /// [`HandCalls::file_refused`](crate::view::hand_calls::HandCalls::file_refused)).
-fn take_in_saved(console: &mut Console, dir: &Path) -> Result<(), String> {
+pub(crate) fn take_in_saved(console: &mut Console, dir: &Path) -> Result<(), String> {
     let hand = &mut console.tools.hand;
     match read_saved(dir) {
         None => {
@@ -311,59 +311,4 @@ pub async fn edit_in_editor(text: &str) -> Result<String, String> {
     };
     let _ = std::fs::remove_file(&path);
     result
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::tests::fixture::console;
-
-    fn project(name: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "turnscope-saved-calls-{name}-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join(".turnscope")).unwrap();
-        dir
-    }
-
-    #[test]
-    fn a_saved_calls_file_that_did_not_load_is_never_written_over() {
-        let dir = project("refused");
-        let file = dir.join(SAVED_FILE);
-        let hand_made = r#"{"calls": [{"tool": "add", "arguments": {"a": 1}},]}"#;
-        std::fs::write(&file, hand_made).unwrap();
-        let mut c = console();
-        let why = take_in_saved(&mut c, &dir).unwrap_err();
-        assert!(why.contains("trailing comma"), "{why}");
-        // A call made by hand, then saved: the file is left as it was and the mark taken back.
-        let id = c.tools.hand.started("clock", serde_json::json!({}));
-        let (toggled, saved) = c.tools.hand.toggle_saved().unwrap();
-        assert!(saved && toggled == id);
-        save_calls(&mut c, &dir, toggled);
-        assert_eq!(std::fs::read_to_string(&file).unwrap(), hand_made);
-        assert!(!c.tools.hand.get(id).unwrap().saved);
-        let notice = c.notice.clone().unwrap();
-        assert!(
-            notice.error && notice.text.starts_with("not saved:"),
-            "{notice:?}"
-        );
-        assert!(notice.text.contains("press s again"), "{notice:?}");
-        // Fixed (a call without arguments is one of a tool that takes none): its calls join.
-        std::fs::write(
-            &file,
-            r#"{"calls": [{"tool": "add", "arguments": {"a": 1}}, {"tool": "now"}]}"#,
-        )
-        .unwrap();
-        let (toggled, _) = c.tools.hand.toggle_saved().unwrap();
-        save_calls(&mut c, &dir, toggled);
-        let written: crate::view::hand_calls::SavedFile =
-            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-        let tools: Vec<&str> = written.calls.iter().map(|c| c.tool.as_str()).collect();
-        assert_eq!(tools, ["add", "now", "clock"]);
-        assert_eq!(written.calls[1].arguments, serde_json::json!({}));
-        assert!(c.tools.hand.file_refused.is_none());
-        let _ = std::fs::remove_dir_all(&dir);
-    }
 }

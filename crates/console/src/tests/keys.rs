@@ -1429,3 +1429,52 @@ fn esc_cancels_the_forms_call_in_flight_and_its_late_answer_is_dropped() {
         crate::view::hand_calls::Mode::Detail
     ));
 }
+
+fn saved_calls_project(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "turnscope-saved-calls-{name}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join(".turnscope")).unwrap();
+    dir
+}
+
+#[test]
+fn a_saved_calls_file_that_did_not_load_is_never_written_over() {
+    let dir = saved_calls_project("refused");
+    let file = dir.join(crate::view::hand_calls::SAVED_FILE);
+    let hand_made = r#"{"calls": [{"tool": "add", "arguments": {"a": 1}},]}"#;
+    std::fs::write(&file, hand_made).unwrap();
+    let mut c = console();
+    let why = crate::run::workbench::take_in_saved(&mut c, &dir).unwrap_err();
+    assert!(why.contains("trailing comma"), "{why}");
+    // A call made by hand, then saved: the file is left as it was and the mark taken back.
+    let id = c.tools.hand.started("clock", serde_json::json!({}));
+    let (toggled, saved) = c.tools.hand.toggle_saved().unwrap();
+    assert!(saved && toggled == id);
+    crate::run::workbench::save_calls(&mut c, &dir, toggled);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), hand_made);
+    assert!(!c.tools.hand.get(id).unwrap().saved);
+    let notice = c.notice.clone().unwrap();
+    assert!(
+        notice.error && notice.text.starts_with("not saved:"),
+        "{notice:?}"
+    );
+    assert!(notice.text.contains("press s again"), "{notice:?}");
+    // Fixed (a call without arguments is one of a tool that takes none): its calls join.
+    std::fs::write(
+        &file,
+        r#"{"calls": [{"tool": "add", "arguments": {"a": 1}}, {"tool": "now"}]}"#,
+    )
+    .unwrap();
+    let (toggled, _) = c.tools.hand.toggle_saved().unwrap();
+    crate::run::workbench::save_calls(&mut c, &dir, toggled);
+    let written: crate::view::hand_calls::SavedFile =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let tools: Vec<&str> = written.calls.iter().map(|c| c.tool.as_str()).collect();
+    assert_eq!(tools, ["add", "now", "clock"]);
+    assert_eq!(written.calls[1].arguments, serde_json::json!({}));
+    assert!(c.tools.hand.file_refused.is_none());
+    let _ = std::fs::remove_dir_all(&dir);
+}
