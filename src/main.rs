@@ -59,7 +59,9 @@ fn main() -> std::process::ExitCode {
         serve,
     } = cli
     {
-        init_logging(true);
+        // One run, no retry to wait for: a source's failures are said once, by the command
+        // (which sources were down), not as the server's "retrying in …" lines.
+        init_logging_at("warn,rmcp::transport::worker=off,turnscope::tools::mcp_source=error");
         return runtime.block_on(tools_cmd::main(action, config, &serve));
     }
     match runtime.block_on(run(cli, started)) {

@@ -4,7 +4,8 @@
 //! bot's tool timeout), after the checks a person's call gets (the tool exists, its server is
 //! up, the arguments pass its schema). Exit 0: done; 1: the tool answered with an error; 2: the
 //! call could not be made (unknown tool, arguments that break the schema, an unreachable
-//! server, a config that does not load).
+//! server, a config that does not load); 3: the tool did not answer (a timeout, an answer over
+//! the response cap, its server lost mid-call). A server that is down is said once on stderr.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -135,6 +136,11 @@ async fn call(
             ),
             Vec::new(),
         );
+    }
+    // Another server down is no reason not to call this one, but worth a line (once: the
+    // server's own retry warnings are off in this one-shot command).
+    for d in &down {
+        eprintln!("turnscope tools: MCP server {d}; its tools are not offered");
     }
     let tools: &dyn Tools = &**registry;
     match hand::call(tools, name, arguments, timeout, bus).await {

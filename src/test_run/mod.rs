@@ -157,7 +157,10 @@ async fn start_target(
     config: Option<&std::path::Path>,
     events: Option<&std::path::Path>,
 ) -> anyhow::Result<(Target, Env)> {
-    if let Some(url) = &args.url {
+    if let Some(given) = &args.url {
+        // The forms `turnscope attach` takes: a port, host:port, or a URL without /mcp.
+        let url = &turnscope::attach::address::mcp_url(given)
+            .map_err(|e| anyhow::anyhow!(e.replacen("attach: ", "--url ", 1)))?;
         let bus = Bus::default();
         // A report of this run: a file an earlier run left is written over.
         let recording = Recording::start_keeping(&bus, events, Keep::Afresh).await?;

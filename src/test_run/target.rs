@@ -135,9 +135,10 @@ impl Timer {
 impl ClientHandler for Timer {
     /// Declares the tasks extension, as Claude Code run interactively does.
     fn get_info(&self) -> ClientConfig {
+        // Named, so the target's console and logs tell its sessions from other clients'.
         ClientConfig::new(
             ClientCapabilities::builder().enable_tasks().build(),
-            Implementation::from_build_env(),
+            Implementation::new("turnscope-test", env!("CARGO_PKG_VERSION")),
         )
     }
 
@@ -329,7 +330,16 @@ impl Client {
         let (result, _) = self.call("start", json!({}), timeout).await?;
         let text = text_of(&result);
         if result.is_error == Some(true) {
-            return Err(format!("`start` was refused: {text}"));
+            // The run's own earlier cases may be what fills the target: each one's conversation
+            // stays open there until the target's idle sweep ends it.
+            let hint = if text.contains("no free session") {
+                " (each case of a --url run keeps its conversation open on the target until the \
+                 target's idle sweep ends it: run fewer cases at a time, or start the target \
+                 with a higher cap, --sessions)"
+            } else {
+                ""
+            };
+            return Err(format!("`start` was refused: {text}{hint}"));
         }
         let record = record_of(&result, "turnscope/start").map(|(v, _)| v);
         let handle = record

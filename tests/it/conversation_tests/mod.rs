@@ -343,12 +343,57 @@ async fn a_target_that_wants_a_token_says_so_and_a_wrong_token_is_named_refused(
         !said.contains("wrong-token"),
         "the token is not echoed: {said}"
     );
+    // The port alone, as `turnscope attach` takes it.
+    let port = url
+        .trim_end_matches("/mcp")
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_string();
     let out = turnscope_test(
-        &["--url", &url, "--auth-token", "right-token", "hi.test.toml"],
+        &[
+            "--url",
+            &port,
+            "--auth-token",
+            "right-token",
+            "hi.test.toml",
+        ],
         &dir,
     )
     .await;
     assert_eq!(code(&out), 0, "{}", text(&out));
+    terminate(&mut server).await;
+}
+
+/// A --url run whose own cases fill the target's session cap says so, and what to do.
+#[tokio::test]
+async fn a_url_run_that_fills_the_targets_cap_says_its_cases_hold_the_sessions() {
+    use crate::support::binary::{ready_line, serving, terminate, url_in};
+    let mut server = serving(&[
+        "--headless",
+        "--port",
+        "0",
+        "--pace",
+        "0",
+        "--sessions",
+        "1",
+    ])
+    .spawn()
+    .expect("the server starts");
+    let url = url_in(&ready_line(&mut server).await, "/mcp");
+    let dir = scratch("cap");
+    std::fs::write(
+        dir.join("two.test.toml"),
+        "[[case]]\nname = \"a\"\n[[case.turn]]\nsay = \"hi\"\n\n[[case]]\nname = \"b\"\n[[case.turn]]\nsay = \"hi\"\n",
+    )
+    .unwrap();
+    let out = turnscope_test(&["--url", &url, "two.test.toml"], &dir).await;
+    let said = text(&out);
+    assert_ne!(code(&out), 0, "{said}");
+    assert!(
+        said.contains("each case of a --url run keeps its conversation open on the target"),
+        "{said}"
+    );
     terminate(&mut server).await;
 }
 
