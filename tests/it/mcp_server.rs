@@ -219,7 +219,7 @@ async fn a_new_line_interrupts_a_turn_whose_caller_left_and_reports_it_unread() 
     let (note, reply) = next.text.split_once("\n\n").unwrap();
     assert!(
         note.starts_with("[Your previous line's reply was never read: this line replaced it. The bot had said: \"You said: alpha")
-            && note.ends_with("(cut short by this line).]"),
+            && note.ends_with("(interrupted before it finished).]"),
         "{note}"
     );
     assert!(reply.starts_with("You said: bravo"), "{reply}");

@@ -206,14 +206,21 @@ async fn cancel_interrupts_the_turn_and_an_empty_line_still_reads_what_it_said()
 async fn an_unknown_or_malformed_task_id_is_invalid_params() {
     let app = app(|_| {}).await;
     let client = RawMcp::new(&app.server.mcp_url(), "raw-tasks", true);
-    for id in ["00000000-0000-4000-8000-000000000000", "not-a-task"] {
+    for (id, said) in [
+        (
+            "00000000-0000-4000-8000-000000000000",
+            "taskId: no task has this id",
+        ),
+        (
+            "not-a-task",
+            "taskId: \"not-a-ta\" is not a task id: expected the 36-character id (a UUID) that \
+             chat's CreateTaskResult gave, received 10 characters",
+        ),
+    ] {
         for answer in [client.get_task(id).await, client.cancel_task(id).await] {
             assert_eq!(answer.error_code(), Some(-32602), "{}", answer.message);
             let message = answer.message["error"]["message"].as_str().unwrap();
-            assert!(
-                message.starts_with("taskId: no task has this id"),
-                "{message}"
-            );
+            assert!(message.starts_with(said), "{message}");
         }
     }
     // The extension makes clients name the task in `Mcp-Name`, so balancers can route on it.

@@ -120,8 +120,9 @@ pub fn turn_text(reply: &ChatReply) -> String {
             text.push_str(&unread.reply);
             text.push('"');
         }
+        // Interrupted by this line, or by a cancel before it: the text cannot tell which.
         text.push_str(if unread.end_reason == "interrupted" {
-            " (cut short by this line).]\n\n"
+            " (interrupted before it finished).]\n\n"
         } else {
             ".]\n\n"
         });
@@ -155,7 +156,10 @@ fn end_note(reply: &ChatReply) -> Option<String> {
         ),
         Some("interrupted") => Some(format!(
             "[{}.]",
-            partial("The bot was interrupted (a newer line, or the person at its console)")
+            partial(
+                "The bot was interrupted (by a newer line, the person at its console, or a \
+                 cancel of the call or its task)"
+            )
         )),
         Some("error") => {
             let error = reply.error.as_deref().unwrap_or("no reason given");
@@ -278,7 +282,7 @@ mod tests {
         assert_eq!(
             turn_text(&r),
             "[Your previous line's reply was never read: this line replaced it. The bot had said: \
-             \"You said: first\" (cut short by this line).]\n\nYou said: second"
+             \"You said: first\" (interrupted before it finished).]\n\nYou said: second"
         );
     }
 

@@ -81,14 +81,36 @@ pub enum TaskError {
     /// No task here (or in the store) has this id, or it expired.
     #[error(
         "taskId: no task has this id. Its conversation ended (after {handle_seconds} seconds with no \
-         poll or chat call, or it was closed), it was not created by this server, or the replica that \
-         ran it is gone. Call chat with an empty line on the conversation's handle to read its turn, \
-         or start again."
+         poll or chat call, or it was closed), this server restarted since (a task does not outlive \
+         the server that ran it, though its conversation may: a store keeps it), it was not created \
+         by this server, or the replica that ran it is gone. Call chat with an empty line on the \
+         conversation's handle to read its turn, or start again."
     )]
     Unknown {
         /// The idle lifetime in force.
         handle_seconds: u64,
     },
+    /// The id is not one a task has (a UUID, 36 characters): a typo, a cut, or another id.
+    #[error(
+        "taskId: \"{given}\" is not a task id: expected the 36-character id (a UUID) that chat's \
+         CreateTaskResult gave, received {length} characters. Copy it whole"
+    )]
+    Malformed {
+        /// Its first 8 characters (ids are secrets).
+        given: String,
+        /// How many characters it has.
+        length: usize,
+    },
+}
+
+impl TaskError {
+    /// The error for an id that does not parse as a task id.
+    fn malformed(id: &str) -> Self {
+        TaskError::Malformed {
+            given: id.chars().take(8).collect(),
+            length: id.chars().count(),
+        }
+    }
 }
 
 fn idle_ms(session: &Session) -> u64 {
@@ -301,7 +323,7 @@ impl Sessions {
             handle_seconds: self.limits().handle_seconds,
         };
         if Uuid::parse_str(id).is_err() {
-            return Err(unknown);
+            return Err(TaskError::malformed(id));
         }
         match self.inner.task_store.get_task(id).await {
             Ok(Some(record)) if !record.expired(now_ms()) => Ok(record),
