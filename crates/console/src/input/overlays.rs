@@ -196,11 +196,21 @@ impl Console {
             return Some(Action::Quit);
         }
         self.quit_asked = true;
+        let sessions = crate::text::plural(held as u64, "MCP client session");
+        // With a store that outlives the process, quitting stops the sessions here but their
+        // conversations go on after a restart (the same handles): said, not "ends".
+        let h = &self.state.header;
         self.notice = Some(Notice {
-            text: format!(
-                "q again quits and ends {held} MCP client session{}; Esc stays",
-                if held == 1 { "" } else { "s" }
-            ),
+            text: match h.store.as_deref() {
+                Some(store) if store != "memory" && !h.store_degraded => format!(
+                    "q again quits: {sessions} stop here; their conversations stay in the store \
+                     ({store}) and go on when turnscope runs again; Esc stays"
+                ),
+                Some(_) => format!(
+                    "q again quits and ends {sessions} (the store keeps nothing now); Esc stays"
+                ),
+                None => format!("q again quits and ends {sessions}; Esc stays"),
+            },
             error: true,
         });
         None

@@ -372,9 +372,22 @@ fn q_types_in_the_input_but_quits_elsewhere_and_ctrl_c_always_quits() {
         None,
         "an MCP client holds #2: q asks first"
     );
-    assert!(c.notice.as_ref().unwrap().text.contains("q again quits"));
+    let asked = c.notice.clone().unwrap().text;
+    assert!(
+        asked.contains("q again quits and ends 1 MCP client session; Esc stays"),
+        "{asked}"
+    );
     press(&mut c, KeyCode::Esc);
     assert!(!c.quit_asked, "Esc stays");
+    // With a store that outlives the process, the conversations go on after a restart.
+    c.state.header.store = Some("sqlite:/tmp/s.db".into());
+    press(&mut c, KeyCode::Char('q'));
+    let asked = c.notice.clone().unwrap().text;
+    assert!(
+        asked.contains("stay in the store (sqlite:/tmp/s.db) and go on"),
+        "{asked}"
+    );
+    press(&mut c, KeyCode::Esc);
     press(&mut c, KeyCode::Esc);
     assert_eq!(
         c.focus,

@@ -51,6 +51,14 @@ fn turn_of(t: &RecordedTurn) -> Turn {
         })
         .collect();
     let errored = t.end_reason.as_deref() == Some("error");
+    // Stopped from outside (a newer line, the person, a cancel): a run of the case cannot stop
+    // it the same way, so its line is said again and nothing is expected of its answer.
+    if t.end_reason.as_deref() == Some("interrupted") {
+        return Turn {
+            say: Some(escape_placeholders(&t.line)),
+            ..Turn::default()
+        };
+    }
     // Dates and times change from run to run: such a reply is expected as a pattern.
     let volatile = volatile_pattern(reply);
     Turn {
@@ -232,6 +240,12 @@ mod tests {
                 tool_calls: vec![],
                 end_reason: Some("completed".into()),
             },
+            RecordedTurn {
+                line: "use the slow tool".into(),
+                reply: String::new(),
+                tool_calls: vec![("slow".into(), r#"{"ms":8000}"#.into())],
+                end_reason: Some("interrupted".into()),
+            },
         ];
         let file = TestFile {
             cases: vec![case_from_turns("session 3", &turns)],
@@ -246,6 +260,10 @@ mod tests {
         assert_eq!(tools[0].args.as_ref().unwrap().len(), 1, "{text}");
         assert_eq!(back.cases[0].turns[1].tools.as_deref(), Some(&[][..]));
         assert_eq!(t0.no_error, Some(true));
+        // Interrupted from outside: said again, nothing expected (a run cannot interrupt it).
+        let t2 = &back.cases[0].turns[2];
+        assert_eq!(t2.say.as_deref(), Some("use the slow tool"));
+        assert!(t2.end_reason.is_none() && t2.tools.is_none() && t2.no_error.is_none());
     }
 
     /// A line typed as `${GITHUB_TOKEN}` is said again as those characters when the exported
