@@ -295,6 +295,39 @@ async fn a_tool_that_times_out_gives_the_model_an_error_and_the_turn_goes_on() {
     );
 }
 
+/// A turn interrupted while its tool runs records the call with the time it ran, not 0.
+#[tokio::test]
+async fn a_tool_call_cut_by_an_interruption_keeps_the_time_it_ran() {
+    let stuck = FnTool::new(
+        "stuck",
+        "never ends",
+        json!({"type": "object"}),
+        |_| async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok("late".to_string())
+        },
+    );
+    let up = Upstream::start(vec![Reply::calls(&[("stuck", "{}")])]).await;
+    let s = session(
+        &up.base_url(),
+        Arc::new(Toolbox::new().with(stuck)),
+        TurnLimits::default(),
+    );
+    let running = s.say("try it").await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(s.interrupt().await);
+    let mut signal = running.subscribe();
+    tokio::time::timeout(WAIT, signal.wait_for(|s| s.done))
+        .await
+        .unwrap()
+        .unwrap();
+    let r = running.snapshot();
+    assert_eq!(r.end, Some(TurnEnd::Interrupted));
+    assert_eq!(r.tool_calls.len(), 1, "{r:?}");
+    let ran = r.tool_calls[0].duration;
+    assert!(ran >= Duration::from_millis(300), "{ran:?}");
+}
+
 #[tokio::test]
 async fn bad_tool_arguments_are_an_error_result_not_a_failure() {
     let up = Upstream::start(vec![

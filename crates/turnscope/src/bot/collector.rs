@@ -123,13 +123,21 @@ impl Processor for TurnCollector {
             }
             FrameBody::FunctionCallsStarted(calls) => {
                 if let Some(t) = self.turn_for(frame.turn, "FunctionCallsStarted") {
-                    t.update(|r| r.pending_calls.extend(calls.iter().cloned()));
+                    t.update(|r| {
+                        if r.pending_calls.is_empty() {
+                            r.pending_since = Some(std::time::Instant::now());
+                        }
+                        r.pending_calls.extend(calls.iter().cloned());
+                    });
                 }
             }
             FrameBody::FunctionCallResult(record) => {
                 if let Some(t) = self.turn_for(frame.turn, "FunctionCallResult") {
                     t.update(|r| {
                         r.pending_calls.retain(|c| c.id != record.call.id);
+                        if r.pending_calls.is_empty() {
+                            r.pending_since = None;
+                        }
                         r.tool_calls.push((**record).clone());
                     });
                 }

@@ -75,6 +75,10 @@ pub struct TurnRecord {
     pub tool_calls: Vec<ToolCallRecord>,
     /// Calls started and not yet finished.
     pub pending_calls: Vec<ToolCall>,
+    /// When the calls still pending started (a round's calls start together): a turn ended
+    /// under them records how long they ran.
+    #[serde(skip)]
+    pub pending_since: Option<std::time::Instant>,
     /// Time from the line to the first piece.
     pub first_piece: Option<Duration>,
     /// Time from the line to the end.
@@ -295,11 +299,15 @@ impl Turn {
             }
             r.total = Some(self.started.elapsed());
             if !matches!(end, TurnEnd::Completed | TurnEnd::Length) {
+                let ran = r
+                    .pending_since
+                    .take()
+                    .map_or(Duration::ZERO, |t| t.elapsed());
                 for call in std::mem::take(&mut r.pending_calls) {
                     r.tool_calls.push(ToolCallRecord {
                         call,
                         outcome: crate::tools::ToolOutcome::error(format!("cancelled: turn {end}")),
-                        duration: Duration::ZERO,
+                        duration: ran,
                     });
                 }
             }
