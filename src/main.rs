@@ -441,8 +441,8 @@ async fn headless(
         "/healthz answers 404 \"draining\", start and new lines are refused"
     };
     note(format_args!(
-        "turnscope: draining replica {}: {refused}, turns in flight finish (at most {} s; a second signal \
-         stops at once)",
+        "turnscope: draining replica {}: {refused}, turns in flight finish and results of MCP tasks \
+         wait for their client's poll (at most {} s; a second signal stops at once)",
         app.sessions.replica().id(),
         app.drain_bound().await.as_secs_f64()
     ));
@@ -453,9 +453,10 @@ async fn headless(
     note(format_args!(
         "turnscope: shutting down: {}; ending every session",
         if drained {
-            "no turn in flight"
+            "no turn in flight and no task result unread"
         } else {
-            "the drain bound passed or a second signal came"
+            "the drain bound passed (a turn still ran, or a task's result was not polled) or a \
+             second signal came"
         }
     ));
     app.shutdown().await;
