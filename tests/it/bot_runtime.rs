@@ -253,9 +253,9 @@ async fn the_round_cap_ends_a_runaway_turn_with_an_error_that_says_so() {
     assert_eq!(turn(&s, "next").await.reply, "fine");
 }
 
-#[tokio::test]
-async fn a_tool_that_times_out_gives_the_model_an_error_and_the_turn_goes_on() {
-    let stuck = FnTool::new(
+/// A tool that answers only after a minute.
+fn stuck_tool() -> FnTool {
+    FnTool::new(
         "stuck",
         "never ends",
         json!({"type": "object"}),
@@ -263,7 +263,12 @@ async fn a_tool_that_times_out_gives_the_model_an_error_and_the_turn_goes_on() {
             tokio::time::sleep(Duration::from_secs(60)).await;
             Ok("late".to_string())
         },
-    );
+    )
+}
+
+#[tokio::test]
+async fn a_tool_that_times_out_gives_the_model_an_error_and_the_turn_goes_on() {
+    let stuck = stuck_tool();
     let up = Upstream::start(vec![
         Reply::calls(&[("stuck", "{}")]),
         Reply::text(&["sorry, it timed out"]),
@@ -298,15 +303,7 @@ async fn a_tool_that_times_out_gives_the_model_an_error_and_the_turn_goes_on() {
 /// A turn interrupted while its tool runs records the call with the time it ran, not 0.
 #[tokio::test]
 async fn a_tool_call_cut_by_an_interruption_keeps_the_time_it_ran() {
-    let stuck = FnTool::new(
-        "stuck",
-        "never ends",
-        json!({"type": "object"}),
-        |_| async {
-            tokio::time::sleep(Duration::from_secs(60)).await;
-            Ok("late".to_string())
-        },
-    );
+    let stuck = stuck_tool();
     let up = Upstream::start(vec![Reply::calls(&[("stuck", "{}")])]).await;
     let s = session(
         &up.base_url(),

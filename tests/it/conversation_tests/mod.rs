@@ -300,23 +300,22 @@ end_reason = "error"
     assert_eq!(ends["status"], "passed", "{ends}");
 }
 
+/// A headless turnscope at zero pace on a free port with `extra` flags, and its MCP URL.
+async fn headless_target(extra: &[&str]) -> (tokio::process::Child, String) {
+    use crate::support::binary::{ready_line, serving, url_in};
+    let mut args = vec!["--headless", "--port", "0", "--pace", "0"];
+    args.extend_from_slice(extra);
+    let mut server = serving(&args).spawn().expect("the server starts");
+    let url = url_in(&ready_line(&mut server).await, "/mcp");
+    (server, url)
+}
+
 /// A target that wants a bearer token is said to want one (it was reached), and a wrong
 /// token is said to be refused, instead of "cannot reach"; the right one passes.
 #[tokio::test]
 async fn a_target_that_wants_a_token_says_so_and_a_wrong_token_is_named_refused() {
-    use crate::support::binary::{ready_line, serving, terminate, url_in};
-    let mut server = serving(&[
-        "--headless",
-        "--port",
-        "0",
-        "--pace",
-        "0",
-        "--auth-token",
-        "right-token",
-    ])
-    .spawn()
-    .expect("the server starts");
-    let url = url_in(&ready_line(&mut server).await, "/mcp");
+    use crate::support::binary::terminate;
+    let (mut server, url) = headless_target(&["--auth-token", "right-token"]).await;
     let dir = scratch("token");
     std::fs::write(
         dir.join("hi.test.toml"),
@@ -368,19 +367,8 @@ async fn a_target_that_wants_a_token_says_so_and_a_wrong_token_is_named_refused(
 /// A --url run whose own cases fill the target's session cap says so, and what to do.
 #[tokio::test]
 async fn a_url_run_that_fills_the_targets_cap_says_its_cases_hold_the_sessions() {
-    use crate::support::binary::{ready_line, serving, terminate, url_in};
-    let mut server = serving(&[
-        "--headless",
-        "--port",
-        "0",
-        "--pace",
-        "0",
-        "--sessions",
-        "1",
-    ])
-    .spawn()
-    .expect("the server starts");
-    let url = url_in(&ready_line(&mut server).await, "/mcp");
+    use crate::support::binary::terminate;
+    let (mut server, url) = headless_target(&["--sessions", "1"]).await;
     let dir = scratch("cap");
     std::fs::write(
         dir.join("two.test.toml"),
