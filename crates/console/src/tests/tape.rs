@@ -127,31 +127,22 @@ fn a_file_is_stepped_through_without_holding_its_events() {
         unreadable.first.as_deref().unwrap().starts_with("line 9:"),
         "{unreadable:?}"
     );
-    assert_eq!(seen(&read_state), seen(&held_state));
-    assert_eq!(read.label, held.label);
+    let same = |held: &Tape, held_state: &ConsoleState, read: &Tape, read_state: &ConsoleState| {
+        assert_eq!(seen(read_state), seen(held_state), "at event {}", held.pos);
+        assert_eq!(read.label, held.label);
+    };
+    same(&held, &held_state, &read, &read_state);
     let mut steps = 0;
     while held.step(-1, &mut held_state) {
         assert!(read.step(-1, &mut read_state));
-        assert_eq!(
-            seen(&read_state),
-            seen(&held_state),
-            "at event {}",
-            held.pos
-        );
-        assert_eq!(read.label, held.label);
+        same(&held, &held_state, &read, &read_state);
         steps += 1;
     }
     assert_eq!(steps, 40);
     for _ in 0..5 {
         held.scrub(1, &mut held_state);
         read.scrub(1, &mut read_state);
-        assert_eq!(
-            seen(&read_state),
-            seen(&held_state),
-            "at event {}",
-            held.pos
-        );
-        assert_eq!(read.label, held.label);
+        same(&held, &held_state, &read, &read_state);
     }
     let _ = std::fs::remove_file(&path);
 }
