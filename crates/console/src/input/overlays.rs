@@ -203,11 +203,16 @@ impl Console {
         self.notice = Some(Notice {
             text: match h.store.as_deref() {
                 Some(store) if store != "memory" && !h.store_degraded => format!(
-                    "q again quits: {sessions} stop here; their conversations stay in the store \
-                     ({store}) and go on when turnscope runs again; Esc stays"
+                    "q again quits ({sessions} {}; the store keeps {} for the next run); Esc stays",
+                    if held == 1 { "stops" } else { "stop" },
+                    if held == 1 {
+                        "its conversation"
+                    } else {
+                        "their conversations"
+                    }
                 ),
                 Some(_) => format!(
-                    "q again quits and ends {sessions} (the store keeps nothing now); Esc stays"
+                    "q again quits and ends {sessions} (the store keeps nothing); Esc stays"
                 ),
                 None => format!("q again quits and ends {sessions}; Esc stays"),
             },

@@ -384,7 +384,7 @@ fn q_types_in_the_input_but_quits_elsewhere_and_ctrl_c_always_quits() {
     press(&mut c, KeyCode::Char('q'));
     let asked = c.notice.clone().unwrap().text;
     assert!(
-        asked.contains("stay in the store (sqlite:/tmp/s.db) and go on"),
+        asked.contains("q again quits (1 MCP client session stops; the store keeps its conversation for the next run)"),
         "{asked}"
     );
     press(&mut c, KeyCode::Esc);
