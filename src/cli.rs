@@ -514,7 +514,7 @@ pub enum ToolsAction {
     /// Call one tool as the bot would and print the result as JSON (content, structuredContent,
     /// isError, bytes, ms). Exit 0 ok, 1 the tool returned an error, 2 the call could not be
     /// made, 3 the tool did not answer (a timeout, an answer over the response cap, its server
-    /// lost mid-call: `unanswered` says which).
+    /// lost mid-call or refusing the request: `unanswered` says which).
     Call {
         /// The tool's name, as `turnscope tools list` gives it.
         name: String,

@@ -5,7 +5,8 @@
 //! up, the arguments pass its schema). Exit 0: done; 1: the tool answered with an error; 2: the
 //! call could not be made (unknown tool, arguments that break the schema, an unreachable
 //! server, a config that does not load); 3: the tool did not answer (a timeout, an answer over
-//! the response cap, its server lost mid-call). A server that is down is said once on stderr.
+//! the response cap, its server lost mid-call or refusing the request with a JSON-RPC error). A
+//! server that is down is said once on stderr.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -137,14 +138,15 @@ async fn call(
             Vec::new(),
         );
     }
-    // Another server down is no reason not to call this one, but worth a line (once: the
-    // server's own retry warnings are off in this one-shot command).
-    for d in &down {
-        eprintln!("turnscope tools: MCP server {d}; its tools are not offered");
-    }
     let tools: &dyn Tools = &**registry;
     match hand::call(tools, name, arguments, timeout, bus).await {
         Ok(done) => {
+            // Another server down is no reason not to call this one, but worth a line (once:
+            // the server's own retry warnings are off in this one-shot command; a refusal
+            // names them itself).
+            for d in &down {
+                eprintln!("turnscope tools: MCP server {d}; its tools are not offered");
+            }
             print_json(&done.to_json());
             if let Some(why) = &done.outcome.unanswered {
                 eprintln!("turnscope tools: `{name}` did not answer: {why}");

@@ -160,7 +160,7 @@ async fn start_target(
     if let Some(given) = &args.url {
         // The forms `turnscope attach` takes: a port, host:port, or a URL without /mcp.
         let url = &turnscope::attach::address::mcp_url(given)
-            .map_err(|e| anyhow::anyhow!(e.replacen("attach: ", "--url ", 1)))?;
+            .map_err(|e| anyhow::anyhow!(url_error(&e)))?;
         let bus = Bus::default();
         // A report of this run: a file an earlier run left is written over.
         let recording = Recording::start_keeping(&bus, events, Keep::Afresh).await?;
@@ -279,4 +279,18 @@ async fn drive(
         let _ = task.await;
     }
     Ok(decided.into_iter().flatten().flatten().collect())
+}
+
+/// `attach`'s words for a URL it cannot use, said for `--url` (no `turnscope attach`, no
+/// `--whisker` here).
+fn url_error(attach_said: &str) -> String {
+    let said = attach_said
+        .replacen("attach: ", "--url ", 1)
+        .replace("turnscope attach 7870", "--url 7870");
+    match said.split_once("; if it is pipecat whisker's feed") {
+        Some((head, _)) => {
+            format!("{head}; give the bot's MCP URL, e.g. http://127.0.0.1:7870/mcp")
+        }
+        None => said,
+    }
 }

@@ -184,6 +184,17 @@ impl Console {
             KeyCode::Esc => self.tools.hand.mode = Mode::Detail,
             KeyCode::Enter => {
                 let call = self.tools.hand.selected()?.clone();
+                // One run of a row at a time: its answer and its cancel are that run's.
+                if self.tools.hand.in_flight(call.id) {
+                    self.notice = Some(Notice {
+                        text: format!(
+                            "{} is still running: x cancels it, or wait for its answer",
+                            call.tool
+                        ),
+                        error: true,
+                    });
+                    return None;
+                }
                 if let Some(id) = self.tools.hand.rerun_saved(call.id) {
                     self.notice = Some(Notice {
                         text: format!("calling {}…", call.tool),
@@ -634,9 +645,10 @@ impl Console {
         if let Some(q) = calls_of.get(view.key.index).and_then(|c| c.request()) {
             let recorded = self.state.wire.book.whole(view.key.session, q).body(q);
             let settings: Vec<String> =
-                crate::state::variants::changed_paths(&recorded, &variant.body, 8)
+                crate::state::variants::changed_paths(&recorded, &variant.body, 256)
                     .into_iter()
                     .filter(|p| !p.starts_with("/messages"))
+                    .take(8)
                     .map(|p| {
                         let value = variant.body.pointer(&p).map_or_else(
                             || "(removed)".to_string(),

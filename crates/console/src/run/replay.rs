@@ -38,16 +38,11 @@ pub fn console_of_file(path: &Path, theme: Theme) -> Result<Console, ConsoleErro
         file: file.clone(),
         reason,
     };
-    let (tape, mut state, mut unreadable) =
+    // The unreadable lines are told in every state the tape keeps (`Tape::of_file`).
+    let (tape, state, mut unreadable) =
         Tape::of_file(path, blank(&file, Unreadable::default())).map_err(read_error)?;
     if state.events_seen == 0 {
         return Err(nothing_read(&file, &mut unreadable));
-    }
-    if let Source::Replay {
-        unreadable: said, ..
-    } = &mut state.header.source
-    {
-        *said = unreadable;
     }
     Ok(console_over(tape, state, theme))
 }

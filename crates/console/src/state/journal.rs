@@ -158,7 +158,10 @@ impl Journal {
     /// time; else adds it. For news that recurs with other entries between (a tool server
     /// retried every few seconds while turns run): one problem, so the header's counts take
     /// it once, and the entry's `×N` says how often it came.
-    pub fn push_or_repeat(&mut self, entry: Entry) {
+    pub fn push_or_repeat(&mut self, mut entry: Entry) {
+        // Compared as kept: a long message is kept cut.
+        cut_entry_text(&mut entry.message);
+        cut_entry_text(&mut entry.source);
         let start = self.entries.len().saturating_sub(REPEAT_LOOKBACK);
         let found = (start..self.entries.len()).rev().find(|&i| {
             let e = &self.entries[i];
@@ -173,7 +176,7 @@ impl Journal {
                 earlier.at_us = entry.at_us;
                 self.entries.push_back(earlier);
             }
-            None => self.push(entry),
+            None => self.push_cut(entry),
         }
     }
 
@@ -182,6 +185,11 @@ impl Journal {
     pub fn push(&mut self, mut entry: Entry) {
         cut_entry_text(&mut entry.message);
         cut_entry_text(&mut entry.source);
+        self.push_cut(entry);
+    }
+
+    /// Adds an entry whose texts are cut already.
+    fn push_cut(&mut self, entry: Entry) {
         self.count(entry.level, entry.session);
         if self.entries.len() == JOURNAL_KEPT {
             self.entries.pop_front();
@@ -277,5 +285,10 @@ mod tests {
         }
         j.push_or_repeat(retry(4));
         assert_eq!(j.entries().back().unwrap().repeats, 1);
+        // A message too long to keep whole is compared as it is kept (cut).
+        let long = |at| Entry::new(at, Level::Warn, None, "tools fx".into(), "x".repeat(10_000));
+        j.push_or_repeat(long(5));
+        j.push_or_repeat(long(6));
+        assert_eq!(j.entries().back().unwrap().repeats, 2);
     }
 }

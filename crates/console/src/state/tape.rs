@@ -196,6 +196,19 @@ impl Tape {
             offsets,
             line: Vec::new(),
         };
+        // Known only now: told in every state a step may come back to, not just this one.
+        for kept in std::iter::once(&mut tape.blank)
+            .chain(tape.coarse.iter_mut())
+            .chain(tape.near.values_mut())
+            .chain(std::iter::once(&mut state))
+        {
+            if let super::Source::Replay {
+                unreadable: said, ..
+            } = &mut kept.header.source
+            {
+                said.clone_from(&unreadable);
+            }
+        }
         let (tape, state) = tape.finish(state);
         Ok((tape, state, unreadable))
     }

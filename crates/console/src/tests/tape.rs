@@ -121,7 +121,16 @@ fn a_file_is_stepped_through_without_holding_its_events() {
     let mut held_events = events.clone();
     held_events.push(events[0].clone());
     let (mut held, mut held_state) = Tape::new(held_events, blank());
-    let (mut read, mut read_state, unreadable) = Tape::of_file(&path, blank()).unwrap();
+    let replay_blank = || {
+        ConsoleState::new(Header {
+            source: crate::state::Source::Replay {
+                file: "f".into(),
+                unreadable: Default::default(),
+            },
+            ..Header::default()
+        })
+    };
+    let (mut read, mut read_state, unreadable) = Tape::of_file(&path, replay_blank()).unwrap();
     assert_eq!(unreadable.count, 2, "{unreadable:?}");
     assert!(
         unreadable.first.as_deref().unwrap().starts_with("line 9:"),
@@ -139,6 +148,14 @@ fn a_file_is_stepped_through_without_holding_its_events() {
         steps += 1;
     }
     assert_eq!(steps, 40);
+    // The unreadable lines are still told after stepping back (every state knows them).
+    let crate::state::Source::Replay {
+        unreadable: told, ..
+    } = &read_state.header.source
+    else {
+        panic!("a replay's state")
+    };
+    assert_eq!(told.count, 2);
     for _ in 0..5 {
         held.scrub(1, &mut held_state);
         read.scrub(1, &mut read_state);

@@ -475,15 +475,22 @@ impl Inner {
             }
             ServiceError::TransportSend(e) => {
                 let mut detail = chain(e);
+                // The request could not be sent at all (reqwest's words for a connection that
+                // failed): the link is dead, let it go now, before anything else can drop this
+                // call. An HTTP status (a 429, a proxy's 502) is one bad reply on a live
+                // session, and is not.
+                let unsent = detail.contains("error sending request");
+                if unsent {
+                    self.let_go(link, &format!("a call could not reach it ({detail})"));
+                }
                 // rmcp's words drop the cause: ask the network what it was (2 s at most; the
                 // call has failed already).
                 if let Some(url) = self.config.url.as_deref()
-                    && detail.contains("error sending request")
+                    && unsent
                     && let Some(plain) = connect::unreached_reason(url).await
                 {
                     detail = plain;
                 }
-                self.let_go(link, &format!("a call could not reach it ({detail})"));
                 ToolOutcome::unanswered(
                     Unanswered::Unreachable {
                         server,
@@ -503,12 +510,15 @@ impl Inner {
         }
     }
 
-    /// Ends the connection `link` (once), saying `why` when the source reports it down.
+    /// Ends the connection `link` (once), saying `why` when the source reports it down. The
+    /// check and the reason are written under the state's lock, so a reason is never left
+    /// for a later session's end (`opened` clears it too).
     fn let_go(&self, link: &Link, why: &str) {
+        let mut state = self.write();
         if link.alive.is_cancelled() {
             return;
         }
-        self.write().lost = Some(why.to_string());
+        state.lost = Some(why.to_string());
         link.alive.cancel();
     }
 }
@@ -579,6 +589,7 @@ impl Watcher for Inner {
                 let mut state = self.write();
                 state.status = SourceStatus::Up { tools: count, pid };
                 state.link = Some(Link { peer, alive });
+                state.lost = None;
             }
             self.set_tools(tools, unusable);
             // Only now: whoever waited for the first attempt sees the server up with its tools.
