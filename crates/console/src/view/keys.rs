@@ -432,6 +432,7 @@ pub fn hints(pane: crate::view::ids::PaneId, read_only: bool) -> Vec<(&'static s
             ("n/d", "new/close"),
             ("i", "interrupt"),
             ("y", "copy handle"),
+            ("e/t", "export/test"),
         ],
         PaneId::Transcript => vec![
             ("↑↓", "scroll"),
