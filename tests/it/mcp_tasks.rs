@@ -318,10 +318,7 @@ async fn a_task_and_chat_read_a_turn_once_whichever_reads_first() {
     let polled = tasks.get_task(&id).await;
     assert_eq!(polled.result()["status"], "completed");
     let note = text_of(&polled.result()["result"]);
-    assert!(
-        note.contains("empty line read this turn's reply instead"),
-        "{note}"
-    );
+    assert!(note.contains("empty line took this turn over"), "{note}");
     assert!(!note.contains("You said"), "not delivered twice: {note}");
 
     // A new line interrupts the task's turn: the task completes with it (the text so far and
@@ -370,9 +367,7 @@ async fn a_finished_task_not_yet_collected_is_read_by_an_empty_line_once() {
     let read = RawMcp::new(&url, "raw-sync", false).chat(&handle, "").await;
     assert!(text_of(read.result()).starts_with("You said: quick"));
     let polled = tasks.get_task(&id).await;
-    assert!(
-        text_of(&polled.result()["result"]).contains("empty line read this turn's reply instead")
-    );
+    assert!(text_of(&polled.result()["result"]).contains("empty line took this turn over"));
     app.shutdown().await;
 }
 

@@ -79,7 +79,10 @@ pub(crate) fn result_of(outcome: &TaskOutcome) -> CallToolResult {
     match outcome {
         TaskOutcome::Reply(reply) => mcp_text::chat_result(reply),
         TaskOutcome::HandedOver => CallToolResult::success(vec![ContentBlock::text(
-            "[A chat call with an empty line read this turn's reply instead: it is not repeated here.]",
+            // Said when the empty line arrives: that call (or the task it becomes) gets the
+            // reply, which it may not have read yet.
+            "[A later chat call with an empty line took this turn over: its reply goes to that \
+             call (or the task it became), not here.]",
         )]),
     }
 }
@@ -194,7 +197,7 @@ mod tests {
             value["result"]["content"][0]["text"]
                 .as_str()
                 .unwrap()
-                .contains("empty line read this turn's reply instead")
+                .contains("empty line took this turn over")
         );
         let cancelled =
             serde_json::to_value(detailed(&record(TaskStatus::Cancelled, None))).unwrap();
