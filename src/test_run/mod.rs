@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use turnscope::app::App;
+use turnscope::attach::address::Asker;
 use turnscope::config::Config;
 use turnscope::observe::Bus;
 use turnscope::observe::recorder::{Keep, Recording};
@@ -159,8 +160,8 @@ async fn start_target(
 ) -> anyhow::Result<(Target, Env)> {
     if let Some(given) = &args.url {
         // The forms `turnscope attach` takes: a port, host:port, or a URL without /mcp.
-        let url = &turnscope::attach::address::mcp_url(given)
-            .map_err(|e| anyhow::anyhow!(url_error(&e)))?;
+        let url = &turnscope::attach::address::mcp_url_for(given, Asker::TestUrl)
+            .map_err(anyhow::Error::msg)?;
         let bus = Bus::default();
         // A report of this run: a file an earlier run left is written over.
         let recording = Recording::start_keeping(&bus, events, Keep::Afresh).await?;
@@ -279,18 +280,4 @@ async fn drive(
         let _ = task.await;
     }
     Ok(decided.into_iter().flatten().flatten().collect())
-}
-
-/// `attach`'s words for a URL it cannot use, said for `--url` (no `turnscope attach`, no
-/// `--whisker` here).
-fn url_error(attach_said: &str) -> String {
-    let said = attach_said
-        .replacen("attach: ", "--url ", 1)
-        .replace("turnscope attach 7870", "--url 7870");
-    match said.split_once("; if it is pipecat whisker's feed") {
-        Some((head, _)) => {
-            format!("{head}; give the bot's MCP URL, e.g. http://127.0.0.1:7870/mcp")
-        }
-        None => said,
-    }
 }

@@ -298,10 +298,7 @@ impl Console {
             .get(id)
             .is_some_and(|c| matches!(c.outcome, Some(Outcome::Cancelled(_))))
         {
-            // Cancelled by the person: whatever came back after is not news.
-            self.tools
-                .hand
-                .finished(id, Outcome::Refused(String::new()));
+            // Cancelled by the person (its token let go then): what came back after is not news.
             return;
         }
         let (outcome, notice) = match result {

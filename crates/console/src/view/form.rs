@@ -240,6 +240,11 @@ impl Form {
         Value::Object(out)
     }
 
+    /// Bytes of text typed in its fields (a kept draft's cost).
+    pub fn typed_bytes(&self) -> usize {
+        self.fields.iter().map(|f| f.text.text().len()).sum()
+    }
+
     /// What is wrong now, as (field label, message): fields that do not parse, then what the
     /// schema says. Empty: the call can be sent.
     pub fn problems(&self) -> &[(String, String)] {

@@ -25,6 +25,8 @@ pub const RESULT_KEPT: usize = 64 * 1024;
 pub const SAVED_KEPT: usize = 200;
 /// Forms closed with what was typed in them, kept to open again (one per tool).
 pub const DRAFTS_KEPT: usize = 32;
+/// Bytes of typed text (and schemas) the kept drafts may hold in all; the oldest go first.
+pub const DRAFT_BYTES: usize = 512 * 1024;
 /// Where saved calls live, relative to the directory the console started in.
 pub const SAVED_FILE: &str = ".turnscope/calls.json";
 
@@ -326,6 +328,15 @@ impl HandCalls {
         self.drafts.retain(|(_, f)| f.tool != form.tool);
         self.drafts.push_front((schema.clone(), form));
         self.drafts.truncate(DRAFTS_KEPT);
+        // A pasted text can be long: the newest draft stays, older ones go past the bound.
+        let size =
+            |(schema, form): &(Value, Box<Form>)| schema.to_string().len() + form.typed_bytes();
+        let mut total: usize = self.drafts.iter().map(size).sum();
+        while total > DRAFT_BYTES && self.drafts.len() > 1 {
+            if let Some(gone) = self.drafts.pop_back() {
+                total -= size(&gone);
+            }
+        }
     }
 
     /// The draft of `tool`'s form, taken out, when one was kept for this same schema.
@@ -362,5 +373,28 @@ mod tests {
         assert_eq!(calls.calls.iter().filter(|c| !c.saved).count(), CALLS_KEPT);
         assert_eq!(calls.calls.iter().filter(|c| c.saved).count(), 2);
         assert!(calls.load("[1]").unwrap_err().contains("saved-calls file"));
+    }
+
+    #[test]
+    fn drafts_are_bounded_in_bytes_the_newest_kept() {
+        let schema = json!({"type": "object", "properties": {"t": {"type": "string"}}});
+        let mut calls = HandCalls::default();
+        let long = "x".repeat(DRAFT_BYTES / 3);
+        for tool in ["a", "b", "c", "d"] {
+            let form = Form::new(tool, &schema, Some(&json!({"t": long})));
+            calls.keep_draft(&schema, Box::new(form));
+        }
+        assert!(calls.take_draft("a", &schema).is_none(), "the oldest went");
+        assert!(calls.take_draft("d", &schema).is_some(), "the newest stays");
+        let huge = Form::new(
+            "e",
+            &schema,
+            Some(&json!({"t": "y".repeat(2 * DRAFT_BYTES)})),
+        );
+        calls.keep_draft(&schema, Box::new(huge));
+        assert!(
+            calls.take_draft("e", &schema).is_some(),
+            "even over the bound alone"
+        );
     }
 }

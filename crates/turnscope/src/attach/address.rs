@@ -18,6 +18,34 @@ fn with_scheme(given: &str, scheme: &str) -> String {
     }
 }
 
+/// Who asks for a bot's MCP URL, for the words of a refusal: `turnscope attach URL` (which
+/// also takes whisker's feed), or `turnscope test --url URL`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asker {
+    /// `turnscope attach`.
+    Attach,
+    /// `turnscope test --url`.
+    TestUrl,
+}
+
+impl Asker {
+    /// What a refusal starts with.
+    fn prefix(self) -> &'static str {
+        match self {
+            Asker::Attach => "attach: ",
+            Asker::TestUrl => "--url ",
+        }
+    }
+
+    /// The port form, as this command takes it.
+    fn port_form(self) -> &'static str {
+        match self {
+            Asker::Attach => "turnscope attach 7870",
+            Asker::TestUrl => "--url 7870",
+        }
+    }
+}
+
 /// The bot's MCP URL from what was given: `7870` is `http://127.0.0.1:7870/mcp`, a missing
 /// scheme is `http://`, a missing path is `/mcp` (where turnscope and pipecat-mcp-transport
 /// serve it).
@@ -25,32 +53,47 @@ fn with_scheme(given: &str, scheme: &str) -> String {
 /// # Errors
 /// Not an `http(s)` URL with a host; a WebSocket URL is named as whisker's.
 pub fn mcp_url(given: &str) -> Result<String, String> {
+    mcp_url_for(given, Asker::Attach)
+}
+
+/// [`mcp_url`], its refusals worded for `asker`.
+///
+/// # Errors
+/// Not an `http(s)` URL with a host.
+pub fn mcp_url_for(given: &str, asker: Asker) -> Result<String, String> {
     let given = given.trim();
+    let (prefix, port_form) = (asker.prefix(), asker.port_form());
     let written = with_scheme(given, "http");
     let mut url = Url::parse(&written).map_err(|e| {
         format!(
-            "attach: {given:?} is not a URL ({e}); give the bot's MCP URL, e.g. \
-             http://127.0.0.1:7870/mcp (or just its port: turnscope attach 7870)"
+            "{prefix}{given:?} is not a URL ({e}); give the bot's MCP URL, e.g. \
+             http://127.0.0.1:7870/mcp (or just its port: {port_form})"
         )
     })?;
     match url.scheme() {
         "http" | "https" => {}
         "ws" | "wss" => {
+            // Only attach also reads whisker's feed.
+            let then = match asker {
+                Asker::Attach => {
+                    format!("if it is pipecat whisker's feed, give it as --whisker {given}")
+                }
+                Asker::TestUrl => "give the bot's MCP URL, e.g. http://127.0.0.1:7870/mcp".into(),
+            };
             return Err(format!(
-                "attach: {given} is a WebSocket URL, and the bot's MCP URL is http(s); if it is \
-                 pipecat whisker's feed, give it as --whisker {given}"
+                "{prefix}{given} is a WebSocket URL, and the bot's MCP URL is http(s); {then}"
             ));
         }
         other => {
             return Err(format!(
-                "attach: {given} is a {other}: URL, and the bot's MCP URL is http:// or https:// \
+                "{prefix}{given} is a {other}: URL, and the bot's MCP URL is http:// or https:// \
                  (e.g. http://127.0.0.1:7870/mcp)"
             ));
         }
     }
     if url.host_str().is_none_or(str::is_empty) {
         return Err(format!(
-            "attach: {given} names no host; give the bot's MCP URL, e.g. http://127.0.0.1:7870/mcp"
+            "{prefix}{given} names no host; give the bot's MCP URL, e.g. http://127.0.0.1:7870/mcp"
         ));
     }
     if url.path() == "/" && url.query().is_none() {
@@ -123,6 +166,15 @@ mod tests {
         assert!(err("http://").contains("not a URL"), "{}", err("http://"));
         assert!(err("http://h:99999/mcp").contains("not a URL"));
         assert!(err("not a url").contains("e.g. http://127.0.0.1:7870/mcp"));
+        // Asked by `turnscope test --url`: its own flag, and no whisker there.
+        let test = |given: &str| mcp_url_for(given, Asker::TestUrl).unwrap_err();
+        let ws = test("ws://localhost:9090");
+        assert!(
+            ws.starts_with("--url ws://localhost:9090 is a WebSocket URL"),
+            "{ws}"
+        );
+        assert!(!ws.contains("--whisker"), "{ws}");
+        assert!(test("http://").contains("(or just its port: --url 7870)"));
     }
 
     #[test]
