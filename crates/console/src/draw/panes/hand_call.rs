@@ -283,11 +283,17 @@ fn shown_lines(c: &Console, tool: &str, shown: &Shown, w: usize) -> Vec<Line<'st
         let mut out = vec![Line::from(vec![
             Span::styled(why.headline(tool), t.error),
             Span::styled(
-                format!(
-                    " · {} · {}",
-                    why.label(),
-                    micros(shown.duration.as_micros() as u64)
-                ),
+                match why {
+                    // Its headline says "over the cap" already.
+                    Unanswered::TooLarge { .. } => {
+                        format!(" · {}", micros(shown.duration.as_micros() as u64))
+                    }
+                    _ => format!(
+                        " · {} · {}",
+                        why.label(),
+                        micros(shown.duration.as_micros() as u64)
+                    ),
+                },
                 t.error,
             ),
         ])];
