@@ -338,7 +338,8 @@ fn table(heads: &[Head], total: u64, origin: &str) -> String {
                 f.turn
             ),
             (None, Some(t)) => format!("turn {t} unread"),
-            (None, None) => String::new(),
+            // Said, not left blank: an empty column read as "unknown".
+            (None, None) => "idle (every reply read)".to_string(),
         };
         out.push_str(&format!(
             "{:<8}  {:<16}  {:>5}  {:<28}  {:<20}  {}\n",

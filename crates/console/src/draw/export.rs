@@ -40,7 +40,7 @@ pub fn session_report(c: &Console, session: u64) -> String {
             selected: None,
         };
         let requests = model_request::lines(c, session, turn.id, WIDTH, shown);
-        for line in turn_view::lines(c, turn, timeline, WIDTH)
+        for line in turn_view::lines(c, session, turn, timeline, WIDTH)
             .into_iter()
             .chain(std::iter::once(Default::default()))
             .chain(requests)

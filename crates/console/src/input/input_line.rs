@@ -157,6 +157,7 @@ impl Console {
         }
         self.input_line.pending_send = None;
         let line = self.take_line();
+        self.state.sent_line(session, &line);
         Some(Action::Chat { session, line })
     }
 

@@ -46,6 +46,7 @@ pub mod timeline;
 mod times;
 mod tools;
 mod turns;
+mod typed;
 pub mod variants;
 pub mod wire;
 
@@ -125,6 +126,8 @@ pub struct ConsoleState {
     pub tasks: tasks::Tasks,
     /// Sessions whose MCP client let go of them, with what happened.
     clients_gone: BTreeMap<u64, String>,
+    /// Lines this console sent whose turns have not started yet.
+    typed: typed::Typed,
     /// Each session's latest turn start, turn end, tool call or failure (µs since the epoch).
     last_activity: BTreeMap<u64, u64>,
     /// Events folded in.
@@ -196,6 +199,7 @@ impl ConsoleState {
             wire: wire::Wire::new(budget),
             tasks: tasks::Tasks::default(),
             clients_gone: BTreeMap::new(),
+            typed: typed::Typed::default(),
             last_activity: BTreeMap::new(),
             events_seen: 0,
             events_missed: 0,
@@ -438,6 +442,11 @@ impl ConsoleState {
             let last = self.last_activity.entry(session).or_default();
             *last = (*last).max(at_us);
         }
+    }
+
+    /// This console sent `line` into `session`: the turn it starts is marked typed here.
+    pub fn sent_line(&mut self, session: u64, line: &str) {
+        self.typed.sent(session, line);
     }
 
     /// The turns of a session: the live snapshot when there is one, else built from events.

@@ -269,6 +269,9 @@ pub struct TurnView {
     pub reply_bytes: Option<usize>,
     /// Whose clock timed it, when not the server's that ran it (an attached console's).
     pub clock: Option<turnscope::observe::TurnClock>,
+    /// Its line was typed at this console (into a session another client opened, its
+    /// transcript tells the person's lines from the client's).
+    pub typed_here: bool,
 }
 
 impl TurnView {
@@ -317,6 +320,8 @@ impl TurnView {
             config_version: r.config_version,
             reply_bytes: r.end.is_some().then_some(r.reply.len()),
             clock: None,
+            // The events' transcript knows (`ConsoleState::sync_turns` carries it over).
+            typed_here: false,
         }
     }
 }

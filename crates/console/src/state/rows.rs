@@ -272,7 +272,25 @@ impl ConsoleState {
     }
 
     /// Lays a live snapshot of one session's turns over its event-built transcript.
-    pub fn sync_turns(&mut self, session: u64, turns: Vec<TurnView>) {
+    pub fn sync_turns(&mut self, session: u64, mut turns: Vec<TurnView>) {
+        // Which lines were typed here only the events' transcript knows (the session's own
+        // records do not say): its marks go on the snapshot's turns.
+        let typed: Vec<u64> = self
+            .transcripts
+            .get(&session)
+            .map(|built| {
+                built
+                    .iter()
+                    .filter(|t| t.typed_here)
+                    .map(|t| t.id)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !typed.is_empty() {
+            for turn in &mut turns {
+                turn.typed_here |= typed.contains(&turn.id);
+            }
+        }
         self.live_turns.insert(session, turns);
     }
 

@@ -26,6 +26,7 @@ impl ConsoleState {
         let view = TurnView {
             id: *turn,
             line: line.to_string(),
+            typed_here: self.typed.started(*session, line),
             ..TurnView::default()
         };
         let size = turn_bytes(&view);

@@ -1346,6 +1346,20 @@ fn a_hand_call_the_tool_never_answered_is_said_apart_from_its_error_and_counts_a
         "{shown}"
     );
     assert!(!shown.contains("isError"), "{shown}");
+    // In a narrow pane (the console at 100 columns) the keys wrap under the title, whole.
+    let narrow: Vec<String> = crate::draw::panes::hand_call::calls_lines(&c, 40)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        narrow.iter().all(|l| l.chars().count() <= 40),
+        "{narrow:#?}"
+    );
+    let narrow = narrow.join(" ");
+    assert!(
+        narrow.contains("x cancels") && narrow.contains("Esc back"),
+        "{narrow}"
+    );
     // Its event: news in the Log, marked a hand call, not a bot's error.
     let errors = c.state.journal.errors;
     c.state.apply(&Event::ToolCall(ToolCallEvent {

@@ -440,3 +440,40 @@ fn the_connect_line_gives_the_token_header_when_the_server_wants_one() {
         "{text}"
     );
 }
+
+/// In a session an MCP client opened, its lines are the client's (`user`) and a line typed
+/// at the console is the person's (`you`): the transcript tells them apart.
+#[test]
+fn a_line_typed_into_a_clients_session_is_marked_yours() {
+    let mut c = console();
+    c.selected = Some(2);
+    let before = c.state.transcript(2).len();
+    assert!(before > 0, "the client's session has turns");
+    let next = c.state.transcript(2).last().map_or(1, |t| t.id + 1);
+    c.focus_pane(PaneId::Input);
+    c.input.insert_str("hello from the console");
+    assert!(c.send().is_none(), "the first Enter only asks");
+    assert!(c.send().is_some(), "the second sends");
+    c.state.apply(&Event::TurnStarted {
+        session: 2,
+        turn: next,
+        line: "hello from the console".into(),
+        at_us: 99_000_000,
+    });
+    c.focus_pane(PaneId::Transcript);
+    let text = screen(&mut c, 160, 48);
+    assert!(text.contains("you  hello from the console"), "{text}");
+    assert!(
+        text.contains("user "),
+        "the client's lines are its own: {text}"
+    );
+    // The same line said by the client afterwards is the client's.
+    c.state.apply(&Event::TurnStarted {
+        session: 2,
+        turn: next + 1,
+        line: "hello from the console".into(),
+        at_us: 99_500_000,
+    });
+    let turns = c.state.transcript(2);
+    assert!(turns[turns.len() - 2].typed_here && !turns[turns.len() - 1].typed_here);
+}

@@ -362,7 +362,7 @@ fn turn_view_in_replay_matches_live() {
         let pick = c.turn_view.as_ref().expect("turn view open");
         let turn = c.state.transcript(1).last().expect("a turn").clone();
         let tl = c.state.timelines.get(pick.session, pick.turn).cloned();
-        panes::turn_view::lines(c, &turn, tl.as_ref(), 120)
+        panes::turn_view::lines(c, pick.session, &turn, tl.as_ref(), 120)
             .iter()
             .map(|l| l.to_string())
             .collect::<Vec<_>>()

@@ -163,16 +163,22 @@ pub fn calls_lines(c: &Console, w: usize) -> Vec<Line<'static>> {
     let t = &c.theme;
     let hand = &c.tools.hand;
     let saved = hand.calls.iter().filter(|c| c.saved).count();
-    let mut out = vec![Line::from(vec![
-        Span::styled(
-            format!("hand calls ({}, {saved} saved)", hand.calls.len()),
-            t.title,
-        ),
-        Span::styled(
-            "  Enter runs again · e edits · s saves · x cancels · Esc back",
-            t.dim,
-        ),
-    ])];
+    let title = format!("hand calls ({}, {saved} saved)", hand.calls.len());
+    let keys = "Enter runs again · e edits · s saves · x cancels · Esc back";
+    // The keys follow the title when both fit, else wrap under it: a narrow pane (the console
+    // at 100 columns) cut them off.
+    let mut out = if title.chars().count() + 2 + keys.chars().count() <= w {
+        vec![Line::from(vec![
+            Span::styled(title, t.title),
+            Span::styled(format!("  {keys}"), t.dim),
+        ])]
+    } else {
+        let mut lines = vec![Line::styled(title, t.title)];
+        for l in wrap(keys, w.saturating_sub(2).max(8)) {
+            lines.push(Line::styled(format!("  {l}"), t.dim));
+        }
+        lines
+    };
     if hand.calls.is_empty() {
         out.push(Line::styled(
             "  none yet: Enter on a tool opens its form",

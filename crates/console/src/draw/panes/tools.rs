@@ -156,7 +156,11 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         }
         Mode::Calls => {
             let lines = super::hand_call::calls_lines(c, w);
-            (lines, &c.tools.scroll, Some(c.tools.hand.nav.cursor + 1))
+            // The selected call's row (the header above it may take more than one line).
+            let at = lines
+                .iter()
+                .position(|l| l.spans.first().is_some_and(|s| s.content.starts_with('▶')));
+            (lines, &c.tools.scroll, at)
         }
     };
     let max = lines.len().saturating_sub(height);

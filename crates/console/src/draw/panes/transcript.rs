@@ -246,6 +246,20 @@ fn scripted_model_hint(c: &Console) -> String {
     )
 }
 
+/// Who said a turn's line: `you`, the person at this console (a line typed here, or any line
+/// of a session a console opened), else `user`, the client that opened the session (Claude
+/// Code's lines in its session are not the person's).
+pub(super) fn speaker_of(c: &Console, session: u64, turn: &TurnView) -> &'static str {
+    let clients = c.state.session(session).is_some_and(|row| {
+        !row.mine && !matches!(row.opener, turnscope::observe::SessionOpener::Console)
+    });
+    if clients && !turn.typed_here {
+        "user"
+    } else {
+        "you"
+    }
+}
+
 fn turn_lines(
     c: &Console,
     session: u64,
@@ -254,13 +268,14 @@ fn turn_lines(
     out: &mut Vec<Line<'static>>,
 ) {
     let t = &c.theme;
+    let who = speaker_of(c, session, turn);
     if turn.line.is_empty() {
         out.push(Line::styled(
-            "you  (empty line: read the turn in flight)",
+            format!("{who:<GUTTER$}(empty line: read the turn in flight)"),
             t.dim,
         ));
     } else {
-        speaker(out, "you", &turn.line, t.user, t.text, width);
+        speaker(out, who, &turn.line, t.user, t.text, width);
     }
     for tool in &turn.tools {
         let style = if tool.error { t.error } else { t.tool };

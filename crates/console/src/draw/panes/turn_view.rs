@@ -110,7 +110,7 @@ fn build(
     let Some(turn) = turn else {
         return vec![Line::styled("This turn is no longer kept.", c.theme.dim)];
     };
-    let mut out = lines(c, turn, timeline, w);
+    let mut out = lines(c, pick.session, turn, timeline, w);
     out.push(Line::default());
     let shown = super::model_request::Shown {
         open: pick.requests_open,
@@ -128,8 +128,15 @@ fn build(
 }
 
 /// Every line of the view, `w` cells wide.
-pub fn lines(c: &Console, turn: &TurnView, tl: Option<&Timeline>, w: usize) -> Vec<Line<'static>> {
+pub fn lines(
+    c: &Console,
+    session: u64,
+    turn: &TurnView,
+    tl: Option<&Timeline>,
+    w: usize,
+) -> Vec<Line<'static>> {
     let t = &c.theme;
+    let who = super::transcript::speaker_of(c, session, turn);
     let mut out = Vec::new();
     let said = if turn.line.is_empty() {
         "(empty line: read the turn in flight)".to_string()
@@ -141,7 +148,14 @@ pub fn lines(c: &Console, turn: &TurnView, tl: Option<&Timeline>, w: usize) -> V
         .enumerate()
     {
         out.push(Line::from(vec![
-            Span::styled(if i == 0 { "you   " } else { "      " }, t.user),
+            Span::styled(
+                if i == 0 {
+                    format!("{who:<6}")
+                } else {
+                    " ".repeat(6)
+                },
+                t.user,
+            ),
             Span::styled(piece, t.text),
         ]));
     }
