@@ -46,7 +46,7 @@ async fn a_stored_session_is_listed_and_opened_after_a_restart() {
     s.send(b"\x1b").await;
     s.send(b"j").await;
     let screen = s
-        .wait_all(&["Transcript · stored ", "you  remember the word teapot"])
+        .wait_all(&["Transcript · stored ", "user remember the word teapot"])
         .await;
     assert!(screen.contains("turn 1 · completed"), "{screen}");
     s.send(b"w").await;
@@ -86,8 +86,8 @@ async fn a_stored_session_is_listed_and_opened_after_a_restart() {
     s.send(b"\x1b").await;
     s.send(b"j").await;
     s.wait_all(&[
-        "you  remember the word teapot",
-        "you  what was the word?",
+        "user remember the word teapot",
+        "user what was the word?",
         "Transcript · #2 mcp: ",
     ])
     .await;
