@@ -279,12 +279,44 @@ const NOTICE_SHOWN: Duration = Duration::from_secs(6);
 /// How long a failure stays (Esc clears either sooner).
 const ERROR_SHOWN: Duration = Duration::from_secs(12);
 
-/// Clears a notice once it has been on screen long enough; a question waiting for its answer
-/// (`q` or `d` again, Enter again into another client's session) stays. The view has no clock:
-/// this loop keeps time for it.
+/// How long a notice stays at least once the person opens another view (a turn view, help,
+/// another pane or session): long enough to have been read, then it no longer covers what
+/// they went to look at.
+const SHOWN_BEFORE_A_NEW_VIEW: Duration = Duration::from_millis(1500);
+
+/// Clears a notice once it has been on screen long enough, or once the person opened another
+/// view after reading it; a question waiting for its answer (`q` or `d` again, Enter again
+/// into another client's session) stays. The view has no clock: this loop keeps time for it.
 #[derive(Default)]
 struct NoticeTimer {
-    shown: Option<(Notice, Instant)>,
+    shown: Option<(Notice, Instant, ViewOpen)>,
+}
+
+/// What the person is looking at: which pane has the focus and which inspector, the selected
+/// session, and the overlays open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ViewOpen {
+    focus: crate::view::ids::PaneId,
+    inspector: crate::view::ids::PaneId,
+    selected: Option<u64>,
+    overlays: [bool; 5],
+}
+
+impl ViewOpen {
+    fn of(c: &Console) -> Self {
+        Self {
+            focus: c.focus,
+            inspector: c.inspector,
+            selected: c.selected,
+            overlays: [
+                c.turn_view.is_some(),
+                c.help.open,
+                c.editor.is_some(),
+                c.variants_view.is_some(),
+                c.zoom,
+            ],
+        }
+    }
 }
 
 impl NoticeTimer {
@@ -297,9 +329,12 @@ impl NoticeTimer {
         let asking = console.quit_asked
             || console.close_asked.is_some()
             || console.input_line.pending_send.is_some();
+        let view = ViewOpen::of(console);
         match &self.shown {
-            Some((seen, since)) if seen == notice => {
-                let bound = if notice.error {
+            Some((seen, since, over)) if seen == notice => {
+                let bound = if *over != view {
+                    SHOWN_BEFORE_A_NEW_VIEW
+                } else if notice.error {
                     ERROR_SHOWN
                 } else {
                     NOTICE_SHOWN
@@ -312,7 +347,7 @@ impl NoticeTimer {
                 false
             }
             _ => {
-                self.shown = Some((notice.clone(), now));
+                self.shown = Some((notice.clone(), now, view));
                 false
             }
         }
@@ -814,6 +849,25 @@ mod tests {
         );
         c.quit_asked = false;
         assert!(timer.tick(&mut c, t0 + ERROR_SHOWN));
+        // A failure read, then another view opened: it goes, not covering the new view for
+        // the rest of its time; one just shown stays a moment even so.
+        c.notice = Some(Notice {
+            text: "not sent".into(),
+            error: true,
+        });
+        timer.tick(&mut c, t0);
+        c.help.open = true;
+        assert!(!timer.tick(&mut c, t0 + Duration::from_millis(500)));
+        assert!(timer.tick(&mut c, t0 + SHOWN_BEFORE_A_NEW_VIEW));
+        c.notice = Some(Notice {
+            text: "not sent".into(),
+            error: true,
+        });
+        timer.tick(&mut c, t0);
+        assert!(
+            !timer.tick(&mut c, t0 + Duration::from_secs(5)),
+            "in the same view it stays its time"
+        );
     }
 
     /// A line into the person's stored conversation that ended since it was listed (idle
