@@ -129,6 +129,25 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             line
         });
     }
+    // What the list's marks mean, those it shows, under it where rows are left (the detail
+    // says why, per tool).
+    let marks = [
+        (skipped > 0, "✗ not offered"),
+        (
+            tools.iter().any(|t| !t.notes.is_empty()),
+            "! renamed or mended",
+        ),
+        (tools.iter().any(|t| t.unserved), "~ refused by a provider"),
+    ];
+    let legend: Vec<&str> = marks
+        .iter()
+        .filter(|(shown, _)| *shown)
+        .map(|(_, mark)| *mark)
+        .collect();
+    if !legend.is_empty() && list.len() + 1 + legend.len() <= list_area.height as usize {
+        list.push(Line::default());
+        list.extend(legend.into_iter().map(|mark| Line::styled(mark, t.dim)));
+    }
     f.render_widget(
         Paragraph::new(list).block(Block::new().borders(Borders::RIGHT).border_style(t.border)),
         list_area,
