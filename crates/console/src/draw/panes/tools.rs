@@ -49,20 +49,52 @@ fn sources_line(c: &Console, width: usize) -> Line<'static> {
         sources[0].clone()
     } else {
         // Several: each one's state and count, so a long failure cannot hide the others; the
-        // failures' words are in the Log.
-        sources
+        // first one in trouble last, with its words (cut at the pane's edge; the Log has
+        // them whole).
+        let troubled = sources.iter().position(|s| !serving(s));
+        let mut parts: Vec<String> = sources
             .iter()
-            .map(|s| {
-                s.find(" tools")
-                    .map_or(s.as_str(), |i| &s[..i + " tools".len()])
-            })
-            .collect::<Vec<_>>()
-            .join(" · ")
+            .enumerate()
+            .filter(|(i, _)| Some(*i) != troubled)
+            .map(|(_, s)| short_source(s))
+            .collect();
+        if let Some(i) = troubled {
+            parts.push(sources[i].clone());
+        }
+        parts.join(" · ")
     };
     Line::from(vec![
         Span::styled("sources: ", t.dim),
         Span::styled(truncate(&text, width.saturating_sub(9)), t.accent),
     ])
+}
+
+/// Whether a source's line (`ConsoleState::tool_sources`: `name (transport): state, N tools…`
+/// from events, `name (transport): up, N tools…` from the registry) says it serves its tools.
+fn serving(line: &str) -> bool {
+    ["): connected,", "): refreshed,", "): up,", "): connecting"]
+        .iter()
+        .any(|state| line.contains(state))
+}
+
+/// A source's line in short: `files: 2 tools` for one serving, its line up to its state
+/// (`web (http): failed, retrying`) for one that is not.
+fn short_source(line: &str) -> String {
+    let name = line.split(" (").next().unwrap_or(line);
+    if serving(line)
+        && let Some(i) = line.find(" tools")
+    {
+        let count = line[..i].rsplit(' ').next().unwrap_or("?");
+        return format!("{name}: {count} tools");
+    }
+    match line.find("): ") {
+        Some(at) => {
+            let state = &line[at + 3..];
+            let state = state.split([',', ':']).next().unwrap_or(state);
+            format!("{name}: {state}")
+        }
+        None => line.to_string(),
+    }
 }
 
 /// Draws the pane into the inspector's inside.
@@ -320,4 +352,31 @@ fn json_lines(c: &Console, json: &str, width: usize) -> Vec<Line<'static>> {
             wrap_line(&line, width, indent + 2)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_source_in_short_keeps_its_count_or_its_state() {
+        assert_eq!(
+            short_source("files (stdio): connected, 2 tools"),
+            "files: 2 tools"
+        );
+        assert_eq!(
+            short_source("files (stdio): up, 3 tools, pid 7"),
+            "files: 3 tools"
+        );
+        assert_eq!(
+            short_source("web (http): failed, retrying, 0 tools: connection refused"),
+            "web: failed"
+        );
+        assert_eq!(
+            short_source("web (http): down after 3 attempts: nothing listens there"),
+            "web: down after 3 attempts"
+        );
+        assert!(serving("files (stdio): connected, 2 tools"));
+        assert!(!serving("web (http): down after 3 attempts: refused"));
+    }
 }
