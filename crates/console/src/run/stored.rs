@@ -37,6 +37,8 @@ pub const STORED_NUMBER_BASE: u64 = 1 << 62;
 struct Listing {
     heads: Vec<Head>,
     total: u64,
+    /// When it was asked for.
+    asked: Option<Instant>,
 }
 
 /// The selected stored session's turns, as the task read them, or why it could not.
@@ -52,6 +54,12 @@ pub struct StoredSessions {
     /// The listing the rows were made from, and how many sessions were open then.
     current: Listing,
     rows_for_open: Option<usize>,
+    /// The sessions open at the last refresh.
+    open_then: HashSet<HandleId>,
+    /// Sessions that closed since, and when that was seen: a listing asked before may still
+    /// hold one the close deleted, which is then not listed (it was shown twice, closed and
+    /// stored, until the next listing).
+    closed_since: HashMap<HandleId, Instant>,
     listing_asked: Option<Instant>,
     listing_running: Arc<Mutex<bool>>,
     ids: HashMap<u64, HandleId>,
@@ -84,6 +92,8 @@ impl StoredSessions {
             listing: Arc::default(),
             current: Listing::default(),
             rows_for_open: None,
+            open_then: HashSet::new(),
+            closed_since: HashMap::new(),
             listing_asked: None,
             listing_running: Arc::default(),
             ids: HashMap::new(),
@@ -121,8 +131,24 @@ impl StoredSessions {
         handle_seconds: u64,
     ) -> bool {
         self.ask_listing(open.len());
+        // Compared when the count changed (as the rows are made again below): a close and an
+        // open within one tick are caught by the next listing.
+        if self.open_then.len() != open.len() {
+            let now_at = Instant::now();
+            for id in self.open_then.difference(open) {
+                self.closed_since.insert(*id, now_at);
+            }
+            self.open_then.clone_from(open);
+            // Bounded while listings fail: a close older than a few listings is let go.
+            self.closed_since
+                .retain(|_, seen| now_at.duration_since(*seen) < 10 * STORED_EVERY);
+        }
         let fresh = self.listing.lock().expect("stored listing").take();
         if let Some(fresh) = fresh {
+            // What closed before this listing was asked for, it tells rightly.
+            if let Some(asked) = fresh.asked {
+                self.closed_since.retain(|_, seen| *seen > asked);
+            }
             self.current = fresh;
         } else if self.rows_for_open == Some(open.len()) {
             return false;
@@ -136,7 +162,7 @@ impl StoredSessions {
         let mut expired = 0u64;
         self.ids.clear();
         for head in &listing.heads {
-            if open.contains(&head.id) {
+            if open.contains(&head.id) || self.closed_since.contains_key(&head.id) {
                 continue;
             }
             if now.saturating_sub(head.last_used_ms) > lifetime_ms {
@@ -194,12 +220,17 @@ impl StoredSessions {
         let store = self.store.clone();
         let slot = self.listing.clone();
         let running = self.listing_running.clone();
+        let asked = Instant::now();
         runtime.spawn(async move {
             // Open sessions come first among the most recently used, so ask for them too.
             let heads = store.list(STORED_LISTED + open.min(OPEN_SKIPPED)).await;
             let total = store.count().await;
             if let (Ok(heads), Ok(total)) = (heads, total) {
-                *slot.lock().expect("stored listing") = Some(Listing { heads, total });
+                *slot.lock().expect("stored listing") = Some(Listing {
+                    heads,
+                    total,
+                    asked: Some(asked),
+                });
             }
             // A store that fails is said by the server (degraded, in the header and the Log);
             // the pane keeps its last listing.

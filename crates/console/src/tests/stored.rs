@@ -504,3 +504,34 @@ async fn a_stored_session_idle_past_its_lifetime_is_not_listed() {
     assert!(stored.holds(stored_number(&gone)));
     assert_eq!(c.state.stored_counts(), (2, 0));
 }
+
+/// A session that closes (and whose close deleted it from the store) is not listed as stored
+/// from a listing asked before it closed: it was shown twice, closed and stored, until the
+/// next listing.
+#[tokio::test]
+async fn a_session_that_just_closed_is_not_listed_stored_from_an_older_listing() {
+    let id = HandleId::from_bytes([7; 32]);
+    let (store, mut c, mut stored, number) = over_store(api_head(id, "0e0e0e0e", 1)).await;
+    let open: HashSet<HandleId> = [id].into();
+    // A listing taken while it is open (it is left out of the rows then): the first refresh
+    // makes rows from none, the next that makes rows made them from the store's listing.
+    assert!(stored.refresh(&mut c.state, &open, 86_400));
+    let mut came = false;
+    for _ in 0..200 {
+        if stored.refresh(&mut c.state, &open, 86_400) {
+            came = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(came, "a listing came back");
+    assert!(!stored.holds(number), "open: not a stored row");
+    // It closes, deleted from the store; the rows are made again from that listing.
+    store.delete(&id).await.expect("deleted");
+    stored.refresh(&mut c.state, &HashSet::new(), 86_400);
+    assert!(
+        !stored.holds(number),
+        "a session that just closed is not a stored row from the listing before"
+    );
+    assert!(!c.state.session_rows().iter().any(|r| r.number == number));
+}
