@@ -148,7 +148,7 @@ impl Sessions {
             window.pop_front();
         }
         next.history_from_turn = window.front().map_or(next.turns + 1, |(turn, _)| *turn);
-        let commit = Commit {
+        let mut commit = Commit {
             expected: head.version,
             drop_before: next
                 .history_from_turn
@@ -156,20 +156,49 @@ impl Sessions {
             head: next,
             append: turns,
         };
-        match self
-            .inner
-            .storage
-            .commit(&session.id, &commit, step)
-            .await?
+        let mut written = self.inner.storage.commit(&session.id, &commit, step).await;
+        if let (Err(Conflict::Changed(_)), Some(mark)) = (&written, &state.unsure)
+            && let Some(version) = self.late_mark(session, &state.head, mark).await
         {
-            Some(version) => {
+            // The store applied the mark it did not confirm in time: this write goes on
+            // from it (it was this process's, of a line that never ran).
+            commit.expected = version;
+            written = self.inner.storage.commit(&session.id, &commit, step).await;
+        }
+        match written {
+            Ok(Some(version)) => {
                 state.head = commit.head;
                 state.head.version = version;
                 state.window = window;
+                state.unsure = None;
             }
-            None => *stored = None,
+            Ok(None) => *stored = None,
+            Err(conflict) => {
+                if matches!(conflict, Conflict::Unsaved(_)) && commit.head.in_flight.is_some() {
+                    state.unsure = commit.head.in_flight.clone();
+                }
+                return Err(conflict);
+            }
         }
         Ok(())
+    }
+
+    /// The version of the store's head when it is `known` with only the unconfirmed `mark`
+    /// written over it (by this process, applied after its write timed out), else `None`.
+    async fn late_mark(&self, session: &Session, known: &Head, mark: &InFlight) -> Option<u64> {
+        let found = self
+            .inner
+            .storage
+            .store()
+            .head(&session.id)
+            .await
+            .ok()
+            .flatten()?;
+        (found.in_flight.as_ref() == Some(mark)
+            && found.turns == known.turns
+            && found.messages == known.messages
+            && found.version > known.version)
+            .then_some(found.version)
     }
 
     /// Handles a conflict found while writing `session`: it changed elsewhere (another
@@ -389,6 +418,7 @@ impl Sessions {
         let mut state = ChatState::new(Some(Stored {
             head: head.clone(),
             window,
+            unsure: None,
         }));
         state.pending = pending;
         let session = Arc::new(Session {

@@ -224,3 +224,71 @@ async fn a_line_sent_while_redis_is_away_runs_nothing_and_says_so() {
         "the line sent while Redis was away never ran"
     );
 }
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_mark_redis_applies_after_its_call_gave_up_is_not_reported_as_a_crash() {
+    let server = RedisServer::start(&["--enable-debug-command", "local"]);
+    let (_model, r1, _r2) = two_replicas(&server, 0.0, None).await;
+    let handle = r1.open(SessionOpener::Api).await.unwrap().handle();
+    say(&r1, &handle, "my name is Ada").await;
+    // Redis stalls past the response timeout: the line's mark waits in its socket, the call
+    // gives up ("nothing ran"), and Redis applies the mark once it wakes.
+    let client = redis::Client::open(format!("redis://127.0.0.1:{}/0", server.port)).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let sleeper = tokio::spawn(async move {
+        let _: Result<(), _> = redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg("7")
+            .query_async(&mut admin)
+            .await;
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let e = r1
+        .chat(
+            &handle,
+            "line during the stall",
+            None,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ChatError::StoreAway { .. }), "{e}");
+    sleeper.await.unwrap();
+    // The next line goes on from the mark Redis applied late: no "turnscope stopped" note
+    // for the line that never ran, and no turn of it in the log.
+    let reply = say(&r1, &handle, "what did I say").await;
+    assert_eq!(reply.unread, None, "{reply:?}");
+    assert_eq!(reply.reply, "Earlier you said: my name is Ada");
+    let store = RedisStore::open(
+        &server.url("shared:"),
+        RedisSettings {
+            replica: "reader".into(),
+            idle: Duration::from_secs(300),
+        },
+    )
+    .await
+    .unwrap();
+    let id = store.key().id_of(&handle.parse().unwrap());
+    let turns = store.turns(&id, 0).await.unwrap();
+    let lines: Vec<(&str, String)> = turns
+        .iter()
+        .map(|t| {
+            (
+                t.record.line.as_str(),
+                t.record
+                    .end
+                    .as_ref()
+                    .map(|e| e.label().to_string())
+                    .unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            ("my name is Ada", "completed".to_string()),
+            ("what did I say", "completed".to_string())
+        ]
+    );
+}

@@ -48,6 +48,11 @@ pub(crate) struct Stored {
     pub(super) head: Head,
     /// Written turns whose messages the history window still holds: (turn, last message).
     pub(super) window: VecDeque<(u64, u64)>,
+    /// A turn's mark whose write a shared store did not confirm (it did not answer in time):
+    /// its caller was told nothing ran, yet the store may apply it late. A later write that
+    /// finds exactly this mark in the store adopts it instead of taking the conversation for
+    /// changed elsewhere (which reported the never-run line as cut off by a crash).
+    pub(super) unsure: Option<crate::store::InFlight>,
 }
 
 impl Stored {
@@ -56,6 +61,7 @@ impl Stored {
         Self {
             head,
             window: VecDeque::new(),
+            unsure: None,
         }
     }
 
