@@ -19,6 +19,8 @@ pub enum ChatError {
         handle_seconds: u64,
         /// Whether conversations outlive a restart here (a durable store).
         kept: bool,
+        /// Whether replicas share the store (any of them would have found it).
+        shared: bool,
     },
     /// The session cap is reached.
     Cap {
@@ -94,6 +96,7 @@ impl fmt::Display for ChatError {
             ChatError::NoSession {
                 handle_seconds,
                 kept: false,
+                ..
             } => write!(
                 f,
                 "handle: no live session has this handle. Its conversation ended (after {handle_seconds} seconds \
@@ -104,6 +107,18 @@ impl fmt::Display for ChatError {
             ChatError::NoSession {
                 handle_seconds,
                 kept: true,
+                shared: true,
+            } => write!(
+                f,
+                "handle: no session has this handle in the session store the replicas share. Its conversation \
+                 ended (after {handle_seconds} seconds with no chat call, or it was closed or deleted), or the \
+                 store lost it (a Redis restarted without persistence keeps no conversation; see `appendonly` in \
+                 the README's \"Replicas with a shared store\"). Call start for a new handle."
+            ),
+            ChatError::NoSession {
+                handle_seconds,
+                kept: true,
+                shared: false,
             } => write!(
                 f,
                 "handle: no session has this handle. Its conversation ended (after {handle_seconds} seconds with no \

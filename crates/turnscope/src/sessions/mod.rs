@@ -404,6 +404,7 @@ impl Sessions {
             ChatError::NoSession {
                 handle_seconds: self.inner.limits.load().handle_seconds,
                 kept: self.inner.storage.durable(),
+                shared: self.inner.storage.shared(),
             }
         }
     }
@@ -599,8 +600,9 @@ impl Sessions {
     fn not_here(&self, uuid: &Uuid) -> ChatError {
         let replica = &self.inner.replica;
         // Another tag on a lone server is a handle from before it restarted (on another
-        // port); only among replicas is it another replica's.
-        if replica.issued(uuid) || !replica.is_one_of_several() {
+        // port); only among replicas is it another replica's, and only when they do not
+        // share a store (where any of them would have found it).
+        if replica.issued(uuid) || !replica.is_one_of_several() || self.inner.storage.shared() {
             self.unknown()
         } else {
             ChatError::Foreign {

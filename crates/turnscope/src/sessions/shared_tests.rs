@@ -292,3 +292,26 @@ async fn a_mark_redis_applies_after_its_call_gave_up_is_not_reported_as_a_crash(
         ]
     );
 }
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn an_unknown_handle_on_a_shared_store_names_the_store_not_routing() {
+    let server = RedisServer::start(&[]);
+    let (_model, _r1, r2) = two_replicas(&server, 0.0, None).await;
+    let e = r2
+        .chat(
+            "11111111-2222-4333-8444-555555557532",
+            "hi",
+            None,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("in the session store the replicas share")
+            && text.contains("appendonly")
+            && !text.contains("route each chat"),
+        "{text}"
+    );
+}
