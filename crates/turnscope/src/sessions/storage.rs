@@ -217,9 +217,19 @@ impl Storage {
         if self.shared {
             let mut trouble = self.trouble.lock().unwrap_or_else(|p| p.into_inner());
             if trouble.replace(reason.clone()).is_none() {
+                // Said once each: the store's own text names it and may say it reconnects.
+                let said = reason
+                    .strip_prefix(&format!("store {}: ", self.url))
+                    .unwrap_or(&reason)
+                    .trim_end_matches('.');
+                let reconnects = if said.contains("reconnects on its own") {
+                    ""
+                } else {
+                    "; turnscope reconnects on its own"
+                };
                 let message = format!(
-                    "store {} failed: {reason}. Calls that need it get an error naming it until it answers \
-                     again; turnscope reconnects on its own",
+                    "store {} failed: {said}. Calls that need it get an error naming it until it answers \
+                     again{reconnects}",
                     self.url
                 );
                 tracing::error!("{message}");
