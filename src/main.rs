@@ -68,8 +68,11 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             note(format_args!("turnscope: {}", error_text(&e)));
-            // A store that cannot be used is the operator's to fix before anything runs.
-            if matches!(e.downcast_ref::<AppError>(), Some(AppError::Store(_))) {
+            // A store that cannot be used is the operator's to fix before anything runs; bad
+            // arguments exit as clap's do.
+            if matches!(e.downcast_ref::<AppError>(), Some(AppError::Store(_)))
+                || e.downcast_ref::<BadArguments>().is_some()
+            {
                 std::process::ExitCode::from(2)
             } else {
                 std::process::ExitCode::FAILURE
@@ -77,6 +80,19 @@ fn main() -> std::process::ExitCode {
         }
     }
 }
+
+/// Arguments that parse but do not fit together (a replica named twice): exit 2, as clap's
+/// own argument errors.
+#[derive(Debug)]
+struct BadArguments(String);
+
+impl std::fmt::Display for BadArguments {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadArguments {}
 
 /// An error and its causes in one line, each said once and without Rust type names: `{e:#}`
 /// would repeat a cause its message already quotes (`cannot read config file x: No such file or
@@ -161,7 +177,7 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
             action: ReplicasAction::Haproxy { replicas },
         }) => {
             let lines = turnscope::sessions::haproxy::backend_lines(&replicas)
-                .map_err(anyhow::Error::msg)?;
+                .map_err(|e| anyhow::Error::new(BadArguments(e)))?;
             print!("{lines}");
             Ok(())
         }

@@ -385,3 +385,26 @@ async fn an_idle_replica_says_degraded_when_redis_is_lost_and_ok_when_it_is_back
     let up = until_status(&url, "ok", WAIT).await;
     assert_eq!(up["store"]["status"], "ok", "{up}");
 }
+
+/// `turnscope replicas haproxy` refuses what HAProxy would refuse (a URL for an address) and a
+/// replica named twice, each with exit 2 as the other argument errors.
+#[test]
+fn replicas_haproxy_refuses_a_url_and_a_repeated_id_with_exit_2() {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
+            .args(["replicas", "haproxy"])
+            .args(args)
+            .output()
+            .expect("turnscope runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, said) = run(&["r1=http://127.0.0.1:7871"]);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("without http://"), "{said}");
+    let (code, said) = run(&["r1=127.0.0.1:7871", "r1=127.0.0.1:7872"]);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("named twice"), "{said}");
+}

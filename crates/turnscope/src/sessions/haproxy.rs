@@ -40,6 +40,12 @@ impl FromStr for ReplicaAddr {
                  - _ . : only, and give the replica the same --replica-id"
             ));
         }
+        if let Some((scheme, _)) = addr.split_once("://") {
+            return Err(format!(
+                "replica {s:?}: the address {addr:?} is a URL; give HOST:PORT without {scheme}:// \
+                 (HAProxy connects to it as a server address), e.g. 127.0.0.1:7871"
+            ));
+        }
         let port_ok = addr
             .rsplit_once(':')
             .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
@@ -138,6 +144,7 @@ mod tests {
         for (input, says) in [
             ("r1", "expected ID=HOST:PORT"),
             ("=127.0.0.1:1", "cannot name an HAProxy server"),
+            ("r1=http://127.0.0.1:7870", "without http://"),
             ("r 1=127.0.0.1:1", "cannot name an HAProxy server"),
             ("r1=127.0.0.1", "is not HOST:PORT"),
             ("r1=127.0.0.1:99999", "is not HOST:PORT"),
