@@ -297,7 +297,7 @@ async fn an_mcp_client_chatting_on_its_own_handle_shows_live() {
     // Select it (leave the input line, move down): its transcript shows the client's turn.
     s.send(b"\x1b").await;
     s.send(b"j").await;
-    let screen = s.wait_text("you  hello from the mcp client").await;
+    let screen = s.wait_text("user hello from the mcp client").await;
     assert!(screen.contains("turn 1 · completed"), "{screen}");
 
     // A second line while the console watches: it streams into the same transcript.
@@ -308,7 +308,7 @@ async fn an_mcp_client_chatting_on_its_own_handle_shows_live() {
             client
         })
     };
-    s.wait_text("you  and a second line").await;
+    s.wait_text("user and a second line").await;
     let client = second.await.expect("the second chat answers");
     s.wait_text("turn 2 · completed").await;
 
@@ -346,7 +346,7 @@ async fn replay_opens_an_events_file_read_only() {
     let mut s = Screen::start(&["replay", file]).await;
     let screen = s.wait_text("read-only").await;
     assert!(screen.contains("replay"), "{screen}");
-    assert!(screen.contains("you  a recorded line"), "{screen}");
+    assert!(screen.contains("user a recorded line"), "{screen}");
     assert!(screen.contains("turn 1 · completed"), "{screen}");
     s.send(b"q").await;
     assert!(s.wait_exit().await.success());
@@ -431,7 +431,8 @@ async fn esc_is_back_only_and_speaking_into_a_clients_session_asks_once() {
     s.wait_text("Enter again").await;
     settle_without(&s, "you  from the console", 300).await;
     s.send(b"\r").await;
-    s.wait_text("you  from the console").await;
+    // The person's line is theirs in the client's transcript, the client's its own.
+    s.wait_all(&["you  from the console", "user hello"]).await;
     s.wait_text("turn 2 · completed").await;
     // Asked once: the next line goes straight in.
     s.send(b"and again").await;
@@ -705,4 +706,49 @@ async fn sessions_open_close_and_copy_their_handle_from_the_keyboard() {
     assert!(closed.contains("closed"), "{closed}");
     s.send(b"q").await;
     assert!(s.wait_exit().await.success());
+}
+
+/// SIGTERM to a console drains its server as `--headless` does (a replica behind a balancer
+/// is stopped so): `/healthz` says draining at once, the turn in flight finishes and its
+/// caller reads it whole, then the console exits and gives the terminal back.
+#[tokio::test]
+async fn sigterm_drains_the_server_then_the_console_exits() {
+    // 40 words at 50 ms a word: 2 s of turn when the signal comes.
+    let mut s = Screen::start_with(
+        &["--port", "0"],
+        &[("turnscope.toml", "[model]\npace = 0.05\nwords = 40\n")],
+    )
+    .await;
+    let first = s.wait_text("Type a line; Enter sends").await;
+    let url = mcp_url(&first);
+    let client = Client::connect(&url).await;
+    let handle = client.start().await;
+    let in_flight = client.chat_cancellable(&handle, "a long story").await;
+    s.wait_text("mcp: ").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    crate::support::binary::signal(&s.child, "TERM");
+    let health = url.replace("/mcp", "/healthz");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let response = reqwest::get(&health).await.expect("/healthz answers");
+        if response.status() != 200 {
+            let body: serde_json::Value = response.json().await.expect("JSON");
+            assert_eq!(body["status"], "draining", "{body}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "/healthz never said draining");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let reply = crate::support::mcp::outcome_of(
+        tokio::time::timeout(WAIT, in_flight.await_response())
+            .await
+            .expect("the turn in flight is answered")
+            .expect("a JSON-RPC answer"),
+    );
+    assert!(!reply.is_error, "{}", reply.text);
+    assert_eq!(reply.record["end_reason"], "completed");
+    assert_eq!(reply.text.split_whitespace().count(), 40);
+    let status = s.wait_exit().await;
+    assert!(status.success(), "{status:?}");
+    assert!(s.restored());
 }

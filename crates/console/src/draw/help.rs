@@ -8,14 +8,36 @@ use ratatui::widgets::{Block, BorderType, Clear, Paragraph};
 
 use crate::text::{pad, wrap};
 use crate::view::console::Console;
-use crate::view::keys::{BINDINGS, Scope};
+use crate::view::keys::{BINDINGS, Binding, Scope};
+
+/// A binding as this console has it: the replay's stepping keys only in a replay, `R` and `i`
+/// only where the console runs the server, `q` said as what it does here. `None`: not here.
+fn for_this_console(c: &Console, b: &Binding) -> Option<Binding> {
+    let replay = matches!(c.state.header.source, crate::state::Source::Replay { .. });
+    let attached = c.state.header.source.is_attached();
+    match b.keys {
+        "[ / ]" | ", / ." if !replay => None,
+        "R" | "i" if replay || attached => None,
+        "q" if attached => Some(Binding {
+            what: "quit (Ctrl+C quits from anywhere); the server and its sessions go on, yours until \
+                   their handles expire",
+            ..*b
+        }),
+        "q" if replay => Some(Binding {
+            what: "quit (Ctrl+C quits from anywhere)",
+            ..*b
+        }),
+        _ => Some(*b),
+    }
+}
 
 /// The help's lines for the bindings of `scopes`, for a column `width` cells wide.
 pub fn lines(c: &Console, width: usize, scopes: &[Scope]) -> Vec<Line<'static>> {
     let t = &c.theme;
-    let shown: Vec<_> = BINDINGS
+    let shown: Vec<Binding> = BINDINGS
         .iter()
         .filter(|b| scopes.contains(&b.scope))
+        .filter_map(|b| for_this_console(c, b))
         .collect();
     let keys_w = shown
         .iter()
@@ -26,7 +48,7 @@ pub fn lines(c: &Console, width: usize, scopes: &[Scope]) -> Vec<Line<'static>> 
     let what_w = width.saturating_sub(keys_w + 2).max(10);
     let mut out = Vec::new();
     let mut scope: Option<Scope> = None;
-    for b in shown {
+    for b in &shown {
         if scope != Some(b.scope) {
             if scope.is_some() {
                 out.push(Line::default());

@@ -192,7 +192,9 @@ impl Console {
                     && self.state.client_gone(r.number).is_none()
             })
             .count();
-        if held == 0 || self.read_only || self.quit_asked {
+        // Attached, quitting ends nothing: the server and its sessions go on.
+        if held == 0 || self.read_only || self.quit_asked || self.state.header.source.is_attached()
+        {
             return Some(Action::Quit);
         }
         self.quit_asked = true;

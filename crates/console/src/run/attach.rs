@@ -555,12 +555,13 @@ fn perform(
             console,
             match &remote.attached.target {
                 Some(target) if target.owns(session) => format!(
-                    "an attached console cannot interrupt a turn over MCP; a new line of yours \
-                     into #{session} interrupts it"
+                    "an attached console cannot interrupt a turn (MCP has no call for it): the turn \
+                     in #{session} runs to its end, and a new line of yours waits for it"
                 ),
                 _ => format!(
-                    "#{session} is not this console's: an attached console interrupts nothing over \
-                     MCP, and another client's session only its client can"
+                    "#{session} is not this console's: an attached console interrupts nothing (MCP \
+                     has no call for it), and another client's session is its client's to \
+                     interrupt"
                 ),
             },
             false,

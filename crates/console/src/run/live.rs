@@ -784,30 +784,44 @@ pub async fn run_with(app: App, theme: Theme, sub: Subscription) -> Result<(), C
         }
     };
     let stop = CancellationToken::new();
-    let on_signal = stop.clone();
     let reloader = app.reloader();
     let mut handlers = super::signals::Signals::new();
-    let signals = tokio::spawn(async move {
-        while handlers.next().await == ConsoleSignal::Reload {
-            reloader.reload(ReloadCause::Signal).await;
-        }
-        on_signal.cancel();
-    });
     let terminals = turnscope::app::hangup::Terminals::now();
-    let ui = tokio::spawn(async move {
+    let ui_stop = stop.clone();
+    let mut ui = tokio::spawn(async move {
         let (mut console, mut feed, mut terminal) = (console, feed, terminal);
         let result = event_loop_on(
             &mut console,
             &mut terminal,
             Some(&mut feed),
             Tty::new(),
-            stop,
+            ui_stop,
         )
         .await;
         crate::run::terminal::let_go(terminal, result, &terminals)
     });
-    let outcome = ui.await;
-    signals.abort();
+    // Signals are taken here, beside the screen (which goes on drawing a drain: the header
+    // says "draining", the turns in flight finish in sight).
+    let outcome = loop {
+        tokio::select! {
+            outcome = &mut ui => break outcome,
+            signal = handlers.next() => match signal {
+                ConsoleSignal::Reload => {
+                    reloader.reload(ReloadCause::Signal).await;
+                }
+                ConsoleSignal::Quit => stop.cancel(),
+                ConsoleSignal::Drain => {
+                    tokio::select! {
+                        _ = app.drain() => {}
+                        // A second signal stops at once; the person may quit meanwhile.
+                        _ = handlers.next() => {}
+                        outcome = &mut ui => break outcome,
+                    }
+                    stop.cancel();
+                }
+            },
+        }
+    };
     drop(guard);
     app.shutdown().await;
     match outcome {

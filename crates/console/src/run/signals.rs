@@ -1,14 +1,18 @@
-//! The signals the console acts on (Ctrl-C reaches it as a key, not a signal): SIGTERM ends
-//! it; SIGHUP reloads the config, unless the console's terminal hung up (its window closed,
-//! the SSH connection dropped), which ends it as SIGTERM does: a console with no terminal has
-//! no one to show anything to, and must not keep the server running unseen.
+//! The signals the console acts on (Ctrl-C reaches it as a key, not a signal): SIGTERM drains
+//! the server as `--headless` does (a replica behind a balancer is stopped this way), then
+//! ends it, a second SIGTERM at once; SIGHUP reloads the config, unless the console's
+//! terminal hung up (its window closed, the SSH connection dropped), which ends it at once: a
+//! console with no terminal has no one to show anything to, and must not keep the server
+//! running unseen.
 
 use turnscope::app::hangup::Terminals;
 
 /// What a signal asks of the console.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConsoleSignal {
-    /// SIGTERM, or SIGHUP from a terminal that hung up: quit and end every session.
+    /// SIGTERM: drain (turns in flight finish, nothing new starts), then quit.
+    Drain,
+    /// SIGHUP from a terminal that hung up: quit and end every session.
     Quit,
     /// SIGHUP with the terminal still there: read the config file again.
     Reload,
@@ -54,7 +58,7 @@ impl Signals {
                 return std::future::pending().await;
             };
             tokio::select! {
-                _ = term.recv() => ConsoleSignal::Quit,
+                _ = term.recv() => ConsoleSignal::Drain,
                 _ = hup.recv() => {
                     if self.terminals.hung_up() {
                         ConsoleSignal::Quit

@@ -79,6 +79,13 @@ pub enum Source {
     },
 }
 
+impl Source {
+    /// Whether the console is attached to a bot it does not run (`turnscope attach`).
+    pub fn is_attached(&self) -> bool {
+        matches!(self, Source::Attached { .. })
+    }
+}
+
 /// The lines of an events file that could not be read: how many, and the first (only it is
 /// kept, so a file of garbage costs no more than a good one).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

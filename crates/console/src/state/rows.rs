@@ -31,9 +31,14 @@ impl ConsoleState {
             level: Level::Warn,
             session: Some(session),
             source: format!("mcp client {who}"),
-            message: format!(
-                "{reason}; #{session} stays open until its handle expires or you close it (d)"
-            ),
+            message: if self.header.source.is_attached() {
+                // Another client's session: an attached console closes only its own.
+                format!("{reason}; #{session} stays open on the server until its handle expires")
+            } else {
+                format!(
+                    "{reason}; #{session} stays open until its handle expires or you close it (d)"
+                )
+            },
             repeats: 1,
         });
     }

@@ -477,3 +477,30 @@ fn a_line_typed_into_a_clients_session_is_marked_yours() {
     let turns = c.state.transcript(2);
     assert!(turns[turns.len() - 2].typed_here && !turns[turns.len() - 1].typed_here);
 }
+
+/// Attached, the console runs no server: `q` quits at once (the server's sessions go on, so
+/// there is nothing to ask), the help and the footer leave out what it cannot do (`R`, `i`,
+/// the replay's stepping) and say what quitting does, and a client gone is not offered `d`.
+#[test]
+fn an_attached_console_offers_only_what_it_can_do() {
+    let mut c = console();
+    c.state.header.source = Source::Attached {
+        target: "http://127.0.0.1:7870/mcp".into(),
+        view: "watching".into(),
+    };
+    c.focus_pane(PaneId::Sessions);
+    let shown = screen(&mut c, 160, 48);
+    assert!(!shown.contains("i interrupt"), "{shown}");
+    c.help.open = true;
+    let help = screen(&mut c, 160, 48);
+    assert!(help.contains("server and its sessions go on"), "{help}");
+    assert!(!help.contains("reload the config file"), "{help}");
+    assert!(!help.contains("replay: step"), "{help}");
+    assert!(!help.contains("interrupt the selected"), "{help}");
+    c.help.open = false;
+    assert_eq!(
+        c.quit(),
+        Some(crate::input::actions::Action::Quit),
+        "nothing to ask: quitting ends no session of the server"
+    );
+}

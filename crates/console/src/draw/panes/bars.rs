@@ -382,7 +382,11 @@ fn config_mark(chunks: &mut Vec<Chunk>, c: &Console) {
 /// not fit before them are left out whole, never cut.
 pub fn footer(f: &mut Frame, area: Rect, c: &Console) {
     let t = &c.theme;
-    let hints = owner_hints(c.key_owner(), c.read_only);
+    let mut hints = owner_hints(c.key_owner(), c.read_only);
+    // An attached console interrupts nothing (MCP has no call for it).
+    if c.state.header.source.is_attached() {
+        hints.retain(|(key, _)| *key != "i");
+    }
     let kept = hints.len().saturating_sub(ALWAYS_SHOWN);
     let cell = |(key, what): &(&str, &str)| crate::text::width(key) + 1 + crate::text::width(what);
     // One space in, two between hints.
