@@ -354,6 +354,17 @@ impl Console {
             });
             return None;
         }
+        if self.state.header.source.is_attached() {
+            // Said before any editing, not at the send (its work was lost then).
+            self.notice = Some(Notice {
+                text: "this console does not run the bot (it is attached to one): its model is \
+                       called where it runs, with that server's key; edit and resend from its own \
+                       console, or c copies the request as curl to send it yourself"
+                    .into(),
+                error: true,
+            });
+            return None;
+        }
         let pick = self.turn_view.as_ref()?;
         let key = RequestKey {
             session: pick.session,

@@ -498,6 +498,17 @@ fn an_attached_console_offers_only_what_it_can_do() {
     assert!(!help.contains("replay: step"), "{help}");
     assert!(!help.contains("interrupt the selected"), "{help}");
     c.help.open = false;
+    // Edit and resend is refused at `e`, before any editing, naming what works instead.
+    c.selected = Some(1);
+    c.open_turn_view();
+    assert_eq!(c.edit_request(false), None);
+    assert!(c.editor.is_none());
+    let said = c
+        .notice
+        .as_ref()
+        .map(|n| n.text.clone())
+        .unwrap_or_default();
+    assert!(said.contains("c copies the request as curl"), "{said}");
     assert_eq!(
         c.quit(),
         Some(crate::input::actions::Action::Quit),
