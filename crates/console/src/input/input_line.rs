@@ -201,8 +201,8 @@ impl Console {
                 .iter()
                 .rev()
                 .take_while(|turn| turn.id > last_before)
-                .any(|turn| turn.line == line),
-            None => turns.last().is_some_and(|turn| turn.line == line),
+                .any(|turn| took(turn, line)),
+            None => turns.last().is_some_and(|turn| took(turn, line)),
         };
         if line.is_empty() || taken {
             String::new()
@@ -274,4 +274,14 @@ impl Console {
             self.chat_failure.clone_from(&self.notice);
         }
     }
+}
+
+/// Whether `turn` took `line`: a turn the attached console timed itself whose call failed
+/// ([`NOT_ANSWERED`](turnscope::attach::target::NOT_ANSWERED)) did not, as far as anyone knows.
+fn took(turn: &crate::state::TurnView, line: &str) -> bool {
+    turn.line == line
+        && !turn
+            .end
+            .as_deref()
+            .is_some_and(|end| end.starts_with(turnscope::attach::target::NOT_ANSWERED))
 }

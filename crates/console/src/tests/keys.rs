@@ -316,6 +316,30 @@ fn a_line_said_again_whose_call_failed_before_a_turn_comes_back() {
         c.notice.as_ref().map(|n| n.text.as_str()),
         Some("saved nowhere")
     );
+
+    // A turn an attached console timed itself whose call failed (a pipecat bot gone) took
+    // nothing: its line comes back too.
+    c.notice = None;
+    c.chat_started(1);
+    c.state.apply(&Event::TurnStarted {
+        session: 1,
+        turn: last_id + 2,
+        line: "are you there".into(),
+        at_us: 0,
+    });
+    c.state
+        .apply(&Event::TurnEnded(turnscope::observe::TurnEndEvent {
+            session: 1,
+            turn: last_id + 2,
+            reason: format!(
+                "{}: Transport send error",
+                turnscope::attach::target::NOT_ANSWERED
+            ),
+            clock: Some(turnscope::observe::TurnClock::Client),
+            ..Default::default()
+        }));
+    c.chat_done(1, "are you there", Err("Transport send error".into()));
+    assert_line_is_back(&c, "are you there");
 }
 
 #[test]

@@ -12,6 +12,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// How a turn the attached console timed itself ends when its `chat` call failed or was
+/// refused with no turn record (the bot is not known to have run it): the console gives its
+/// line back.
+pub const NOT_ANSWERED: &str = "not answered";
+
 use rmcp::model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -613,16 +618,27 @@ impl Target {
             );
         }
         if by_client {
-            match &outcome {
-                Ok(reply) => self.publish_turn(number, turn, at_us, reply, elapsed),
-                Err(e) => self.turn_ended(
+            // A call that failed, or that the target refused with no turn record, is no turn
+            // the bot is known to have run: ended "not answered", so the console gives the
+            // line back rather than keeping it as a turn of the bot's.
+            let refused = match &outcome {
+                Ok(reply) if reply.is_error() && reply.turn.is_none() && reply.reply.is_empty() => {
+                    Some(reply.error.clone().unwrap_or_default())
+                }
+                Ok(_) => None,
+                Err(e) => Some(e.clone()),
+            };
+            match (&outcome, refused) {
+                (_, Some(why)) => self.turn_ended(
                     number,
                     turn,
-                    &format!("error: {e}"),
+                    &format!("{NOT_ANSWERED}: {why}"),
                     None,
                     Timed::ByClient(elapsed),
                     0,
                 ),
+                (Ok(reply), None) => self.publish_turn(number, turn, at_us, reply, elapsed),
+                (Err(_), None) => {}
             }
         }
         outcome
