@@ -80,6 +80,20 @@ async fn attached_to_a_headless_turnscope_it_shows_every_session_and_chats_in_it
 
     // What it saw replays.
     let events = s._dir.join("seen.jsonl");
+    // Each progress notification of the person's session is told once: by the server's
+    // stream, not again by the console's own MCP client (it showed every row twice).
+    let text = std::fs::read_to_string(&events).expect("the events file");
+    let mut seen = std::collections::HashSet::new();
+    let mut progress = 0;
+    for line in text.lines() {
+        let event: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+        if event["type"] == "progress" {
+            progress += 1;
+            let key = (event["session"].clone(), event["progress"].clone());
+            assert!(seen.insert(key.clone()), "progress {key:?} told twice");
+        }
+    }
+    assert!(progress > 0, "the turns sent progress");
     let mut r = Screen::start(&["replay", events.to_str().unwrap()]).await;
     r.wait_text("read-only").await;
     r.wait_text("2 sessions").await;

@@ -105,11 +105,14 @@ pub struct Target {
     last_request_us: Arc<AtomicU64>,
 }
 
-/// Receives the target's notifications: progress becomes `Event::Progress` of its session.
+/// Receives the target's notifications: progress becomes `Event::Progress` of its session,
+/// unless the watched server's stream shows that session (its own `progress` events, the
+/// same notifications: each would be told twice).
 #[derive(Clone)]
 struct Listener {
     bus: Bus,
     tokens: Tokens,
+    own: Arc<Mutex<HashMap<u64, Own>>>,
 }
 
 impl ClientHandler for Listener {
@@ -129,7 +132,14 @@ impl ClientHandler for Listener {
             .unwrap_or_else(|p| p.into_inner())
             .get(&token)
             .copied();
-        if let Some(session) = session {
+        let shown_elsewhere = |session: u64| {
+            self.own
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&session)
+                .is_some_and(|own| own.shown == Shown::Elsewhere)
+        };
+        if let Some(session) = session.filter(|s| !shown_elsewhere(*s)) {
             self.bus.publish(Event::Progress {
                 session,
                 progress: params.progress as u64,
@@ -175,9 +185,11 @@ impl Target {
         if let Some(t) = token {
             config = config.auth_header(t.to_string());
         }
+        let own: Arc<Mutex<HashMap<u64, Own>>> = Arc::default();
         let listener = Listener {
             bus: bus.clone(),
             tokens: tokens.clone(),
+            own: own.clone(),
         };
         let service = match listener
             .serve(StreamableHttpClientTransport::with_client(client, config))
@@ -190,7 +202,7 @@ impl Target {
             service: Arc::new(service),
             url: url.to_string(),
             bus: bus.clone(),
-            own: Arc::default(),
+            own,
             pending,
             frames: Arc::default(),
             side,
