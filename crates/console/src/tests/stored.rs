@@ -535,3 +535,36 @@ async fn a_session_that_just_closed_is_not_listed_stored_from_an_older_listing()
     );
     assert!(!c.state.session_rows().iter().any(|r| r.number == number));
 }
+
+/// The selected stored conversation opened again by its client (a new number, a live row)
+/// stays selected: the selection jumped to the person's own session before.
+#[test]
+fn a_selected_stored_session_stays_selected_when_it_opens_again() {
+    let mut c = with_stored();
+    assert_eq!(c.selected, Some(STORED));
+    let mut open: Vec<SessionRow> = c
+        .state
+        .session_rows()
+        .iter()
+        .filter(|r| !r.is_stored() && !r.is_closed())
+        .map(|r| (*r).clone())
+        .collect();
+    let reopened = SessionRow {
+        number: 9,
+        handle_prefix: "5e5e5e5e".into(),
+        opener: SessionOpener::Mcp("claude-code".into()),
+        mine: false,
+        turns: 2,
+        activity: Activity::Idle,
+        opened_us: 0,
+        began_us: None,
+        age_s: 3_600,
+        idle_left_s: Some(300),
+        taken_from: None,
+    };
+    open.push(reopened);
+    c.state.sync_sessions(open);
+    c.state.sync_stored(Vec::new(), 1_234);
+    c.settle();
+    assert_eq!(c.selected, Some(9), "the conversation stays selected");
+}

@@ -53,6 +53,9 @@ pub struct Console {
     pub inspector: PaneId,
     /// The selected session's number.
     pub selected: Option<u64>,
+    /// The selected session's handle prefix, as last seen: a stored conversation that opens
+    /// again (under a new number) stays selected.
+    selected_handle: Option<String>,
     /// The session the console opened for the person.
     pub own: Option<u64>,
     /// Whether the person's first line opens their session (`turnscope attach`: none is
@@ -125,6 +128,7 @@ impl Console {
             },
             inspector: PaneId::Frames,
             selected: None,
+            selected_handle: None,
             own: None,
             start_on_first_line: false,
             input,
@@ -188,19 +192,38 @@ impl Console {
     /// Keeps the selection valid after the state changed: the selected session if still
     /// listed, else the person's own, else the first; and the cursor on it.
     pub fn settle(&mut self) {
-        let rows: Vec<(u64, bool)> = self
-            .listed_sessions()
-            .iter()
-            .map(|r| (r.number, r.is_closed()))
-            .collect();
+        let listed = self.sessions_list.listed(&self.state);
+        let rows: Vec<(u64, bool)> = listed.iter().map(|r| (r.number, r.is_closed())).collect();
         // The person's own session stays selected while its opening is on its way (an attached
         // console learns the number from `start` before the event stream brings the row).
         let valid = self.selected.is_some_and(|n| {
             rows.iter().any(|r| r.0 == n)
                 || (Some(n) == self.own && self.state.session(n).is_none())
         });
-        // A filter that matches nothing keeps the selection it had.
-        if !valid && !rows.is_empty() {
+        // A conversation that changed rows (a stored one opened again by its client) stays
+        // selected under its new number.
+        let moved = (!valid)
+            .then(|| {
+                let handle = self.selected_handle.as_deref()?;
+                listed
+                    .iter()
+                    .find(|r| !r.is_closed() && r.handle_prefix == handle)
+                    .map(|r| r.number)
+            })
+            .flatten();
+        let selected_handle = match listed.iter().find(|r| Some(r.number) == self.selected) {
+            Some(row) if self.selected_handle.as_deref() != Some(row.handle_prefix.as_str()) => {
+                Some(Some(row.handle_prefix.clone()))
+            }
+            _ => None,
+        };
+        if let Some(handle) = selected_handle {
+            self.selected_handle = handle;
+        }
+        if moved.is_some() {
+            self.selected = moved;
+        } else if !valid && !rows.is_empty() {
+            // A filter that matches nothing keeps the selection it had.
             self.selected = self
                 .own
                 .filter(|n| rows.iter().any(|r| r.0 == *n && !r.1))
