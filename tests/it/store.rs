@@ -233,6 +233,11 @@ async fn a_request_resent_after_a_crash_with_its_request_id_is_answered_from_the
     let turn = &answer.result()["_meta"]["turnscope/turn"];
     assert_eq!(turn["reply"], "More now.", "{turn}");
     assert_eq!(turn["unread"], Value::Null, "not reported as lost: {turn}");
+    assert_eq!(
+        turn["turn"], 4,
+        "the resend runs the turn it began, under its number (not a turn 4 logged `restarted` \
+         and the line again as turn 5): {turn}"
+    );
     let lines = contents(&model.requests()[4]);
     assert_eq!(
         lines.iter().filter(|m| *m == "user: Tell me more.").count(),

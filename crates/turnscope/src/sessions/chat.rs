@@ -11,7 +11,7 @@ use super::persist::ChatState;
 use super::progress::{ProgressSink, forward_progress};
 use super::reply::{CallerWatch, ChatOutcome, ChatReply, TaskAsk, UnreadTurn, lost_line};
 use super::storage::{Conflict, LeaseStep};
-use super::{ChatError, Session, Sessions};
+use super::{Caller, ChatError, Session, Sessions};
 use crate::bot::Turn;
 use crate::store::{InFlight, Lease, now_ms};
 
@@ -99,7 +99,7 @@ impl Sessions {
         loop {
             // A reopen whose first write (a crash's lost turn) found the session written
             // elsewhere since it was read is loaded again too.
-            let found = self.find_for(handle, !line.is_empty()).await;
+            let found = self.find_for(handle, Caller { line, request }).await;
             if loads.again(&found) {
                 continue;
             }
@@ -209,7 +209,7 @@ impl Sessions {
         loop {
             // A reopen whose first write (a crash's lost turn) found the session written
             // elsewhere since it was read is loaded again too.
-            let found = self.find_for(handle, !line.is_empty()).await;
+            let found = self.find_for(handle, Caller { line, request }).await;
             if loads.again(&found) {
                 continue;
             }

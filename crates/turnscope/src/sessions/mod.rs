@@ -550,16 +550,17 @@ impl Sessions {
     /// Finds the session of a handle as a caller typed it: open, or reopened from the store.
     /// An expired session is dropped here, before the sweep gets to it.
     pub async fn find(&self, handle: &str) -> Result<Arc<Session>, ChatError> {
-        self.find_for(handle, false).await
+        self.find_for(handle, Caller::default()).await
     }
 
-    /// [`Sessions::find`] for a call; `interrupting` (a new line): on a shared store, the
-    /// replica running a turn of it is asked to interrupt that turn.
+    /// [`Sessions::find`] for a call of `caller`: a new line on a shared store asks the
+    /// replica running a turn of it to interrupt that turn.
     pub(crate) async fn find_for(
         &self,
         handle: &str,
-        interrupting: bool,
+        caller: Caller<'_>,
     ) -> Result<Arc<Session>, ChatError> {
+        let interrupting = !caller.line.is_empty();
         let limits = self.inner.limits.load_full();
         if handle.len() != 36 {
             return Err(ChatError::HandleLength {
@@ -569,7 +570,7 @@ impl Sessions {
         let uuid = Uuid::parse_str(handle).map_err(|_| self.unknown())?;
         let id = self.inner.storage.key().id_of(&uuid);
         let Some(session) = self.live(&id, &uuid) else {
-            return match self.reopen(uuid, id, interrupting).await? {
+            return match self.reopen(uuid, id, caller).await? {
                 Some(session) => Ok(session),
                 None => Err(self.not_here(&uuid)),
             };
@@ -667,4 +668,16 @@ impl Sessions {
         self.inner.calls_in_flight.fetch_add(1, Ordering::AcqRel);
         CallGuard(self.inner.clone())
     }
+}
+
+/// The call a handle is looked up for: its line (a new line interrupts a turn running on
+/// another replica) and its request id (`X-Request-ID`): a stored turn in flight that this
+/// very request started, lost with its replica and sent again by a balancer, is this call's
+/// turn, not one to report lost.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Caller<'a> {
+    /// The line (empty: a read).
+    pub(crate) line: &'a str,
+    /// The request id, when the call had one.
+    pub(crate) request: Option<&'a str>,
 }

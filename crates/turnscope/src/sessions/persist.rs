@@ -20,7 +20,7 @@ use uuid::Uuid;
 
 use super::storage::{Conflict, LeaseStep, Stored};
 use super::tasks::{Hold, TaskCell};
-use super::{ChatError, KEPT_TURNS, Replica, Session, Sessions};
+use super::{Caller, ChatError, KEPT_TURNS, Replica, Session, Sessions};
 use crate::bot::{Restored, Turn, TurnEnd, TurnRecord};
 use crate::pipeline::Observer;
 use crate::store::{
@@ -257,12 +257,12 @@ impl Sessions {
         &self,
         handle: Uuid,
         id: HandleId,
-        interrupting: bool,
+        caller: Caller<'_>,
     ) -> Result<Option<Arc<Session>>, ChatError> {
         let storage = &self.inner.storage;
         let gate = storage.gate(id);
         let _one_at_a_time = gate.lock().await;
-        let result = self.reopen_now(handle, id, interrupting).await;
+        let result = self.reopen_now(handle, id, caller).await;
         storage.ungate(&id);
         result
     }
@@ -271,8 +271,9 @@ impl Sessions {
         &self,
         handle: Uuid,
         id: HandleId,
-        interrupting: bool,
+        caller: Caller<'_>,
     ) -> Result<Option<Arc<Session>>, ChatError> {
+        let interrupting = !caller.line.is_empty();
         if let Some(session) = self.live(&id, &handle) {
             return Ok(Some(session));
         }
@@ -293,7 +294,7 @@ impl Sessions {
                 )
                 .await?;
         }
-        let loaded = match storage.store().load(&id, KEPT_TURNS as u64).await {
+        let mut loaded = match storage.store().load(&id, KEPT_TURNS as u64).await {
             Ok(Some(loaded)) => loaded,
             Ok(None) => {
                 storage.release(&id).await;
@@ -306,6 +307,19 @@ impl Sessions {
                 });
             }
         };
+        // The turn in flight is this very request's, sent again by a balancer after its
+        // replica died: not a lost turn (it would be logged `restarted`, then run again as a
+        // second turn of the same line), but this call's, which runs it under its number.
+        if let (Some(flight), Some(request)) = (&loaded.head.in_flight, caller.request)
+            && flight.request.as_deref() == Some(request)
+            && flight.line == caller.line
+        {
+            tracing::info!(
+                turn = flight.turn,
+                "a request sent again after its replica died runs the turn it began"
+            );
+            loaded.head.in_flight = None;
+        }
         let limits = self.inner.limits.load();
         let idle_ms = now_ms().saturating_sub(loaded.head.last_used_ms);
         if idle_ms > limits.handle_seconds.saturating_mul(1000) {
