@@ -464,7 +464,7 @@ impl Sessions {
         if self.refusing() {
             return Err(self.draining_error());
         }
-        self.take_slot()?;
+        self.take_slot_freeing_copies().await?;
         // Before the bot starts: its pipeline's first frames count from here.
         let opening = Instant::now();
         let number = self.inner.next_number.fetch_add(1, Ordering::Relaxed);

@@ -81,6 +81,10 @@ fn lost_turn(in_flight: &InFlight) -> TurnRecord {
     }
 }
 
+/// Most of this replica's copies [`Sessions::take_slot_freeing_copies`] reads at the cap (one
+/// store round trip each).
+const COPIES_CHECKED: usize = 64;
+
 impl Sessions {
     /// Writes `session`'s state: `append` (its ended turns not yet in the log, oldest first,
     /// with the history messages added since the last write), the turn now in flight, and the
@@ -249,6 +253,56 @@ impl Sessions {
         });
     }
 
+    /// Takes a slot under the cap; at the cap on a store the replicas share, first lets go of
+    /// this replica's copies of conversations another replica went on with since (idle here,
+    /// their version in the store newer than this copy's, or gone from it): such a copy held
+    /// its slot until its next call here found it stale, so a balancer's fallback filled the
+    /// cap of a replica that served nobody. At most [`COPIES_CHECKED`] copies are read, the
+    /// longest idle first.
+    pub(super) async fn take_slot_freeing_copies(&self) -> Result<(), ChatError> {
+        let refused = match self.take_slot() {
+            Ok(()) => return Ok(()),
+            Err(refused) if self.inner.storage.shared() => refused,
+            Err(refused) => return Err(refused),
+        };
+        let mut idle: Vec<Arc<Session>> = self
+            .table()
+            .by_id
+            .values()
+            .filter(|s| !s.in_call())
+            .cloned()
+            .collect();
+        idle.sort_by_key(|s| std::cmp::Reverse(s.idle()));
+        let mut freed = 0;
+        for session in idle.into_iter().take(COPIES_CHECKED) {
+            let Ok(state) = session.chat.try_lock() else {
+                continue;
+            };
+            let Some(version) = state.stored.as_ref().map(Stored::version) else {
+                continue;
+            };
+            drop(state);
+            let stale = match self.inner.storage.store().head(&session.id).await {
+                Ok(Some(head)) => head.version > version,
+                Ok(None) => true,
+                Err(_) => false,
+            };
+            if stale && !session.in_call() {
+                self.close_keeping(&session, "continued on another replica")
+                    .await;
+                freed += 1;
+            }
+        }
+        if freed > 0 {
+            tracing::info!(
+                freed,
+                "let go of conversations other replicas went on with, to make room"
+            );
+            return self.take_slot();
+        }
+        Err(refused)
+    }
+
     /// Opens the stored session `id` again (handle `handle`): a fresh pipeline with its
     /// history, its unread turn, and its records for the console. A turn that was in flight
     /// when the process stopped becomes the unread turn, ended `restarted`, so the next call
@@ -329,7 +383,7 @@ impl Sessions {
         if self.refusing() {
             return Err(self.draining_error());
         }
-        self.take_slot()?;
+        self.take_slot_freeing_copies().await?;
         let taken_from = storage
             .shared()
             .then(|| taken_from(&self.inner.replica, &handle, writer))

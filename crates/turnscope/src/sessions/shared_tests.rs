@@ -14,6 +14,15 @@ use crate::store::redis::tests::RedisServer;
 use crate::store::redis::{RedisSettings, RedisStore};
 
 async fn replica(server: &RedisServer, model: &EmbeddedModel, id: &str) -> Sessions {
+    replica_with(server, model, id, SessionLimits::default()).await
+}
+
+async fn replica_with(
+    server: &RedisServer,
+    model: &EmbeddedModel,
+    id: &str,
+    limits: SessionLimits,
+) -> Sessions {
     let store = RedisStore::open(
         &server.url("shared:"),
         RedisSettings {
@@ -29,7 +38,7 @@ async fn replica(server: &RedisServer, model: &EmbeddedModel, id: &str) -> Sessi
     let sessions = Sessions::with_store(
         bot,
         Bus::default(),
-        SessionLimits::default(),
+        limits,
         Replica::new(id.to_string()),
         Arc::new(store),
     );
@@ -314,4 +323,29 @@ async fn an_unknown_handle_on_a_shared_store_names_the_store_not_routing() {
             && !text.contains("route each chat"),
         "{text}"
     );
+}
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_copy_another_replica_went_on_with_does_not_hold_a_slot_at_the_cap() {
+    let server = RedisServer::start(&[]);
+    let (model, r1, _r2) = two_replicas(&server, 0.0, None).await;
+    let limits = SessionLimits {
+        cap: 1,
+        ..SessionLimits::default()
+    };
+    let r4 = replica_with(&server, &model, "r4", limits).await;
+    let handle = r4.open(SessionOpener::Api).await.unwrap().handle();
+    say(&r4, &handle, "my name is Ada").await;
+    // r1 goes on with it: r4's copy is stale, and it was r4's only slot.
+    say(&r1, &handle, "what did I say").await;
+    let opened = r4.open(SessionOpener::Api).await;
+    assert!(
+        opened.is_ok(),
+        "the stale copy made room: {:?}",
+        opened.err()
+    );
+    // The conversation goes on where it is.
+    let reply = say(&r1, &handle, "and again").await;
+    assert_eq!(reply.turn, Some(3), "{reply:?}");
 }
