@@ -420,6 +420,10 @@ impl Sessions {
             Conflict::Unsaved(e) => ChatError::Unsaved {
                 message: e.to_string(),
             },
+            gone if gone.head_gone() => {
+                self.gone_from_store(session).await;
+                self.unknown()
+            }
             changed => {
                 self.conflicted(session, changed).await;
                 ChatError::Stale
@@ -559,6 +563,10 @@ impl Sessions {
                 match conflict {
                     // The store holds a newer version (another replica went on with it):
                     // nothing was written, no lease taken; the caller reloads it.
+                    gone if taken_with_mark && gone.head_gone() => {
+                        self.gone_from_store(session).await;
+                        return Err(self.unknown());
+                    }
                     Conflict::Changed(_) if taken_with_mark => {
                         self.close_keeping(session, "continued on another replica")
                             .await;

@@ -209,6 +209,10 @@ impl Sessions {
     /// server took it, or `turnscope sessions delete` removed it), so this process lets go
     /// of it; the next call reloads what the store holds.
     pub(crate) async fn conflicted(&self, session: &Session, conflict: Conflict) {
+        if conflict.head_gone() {
+            self.gone_from_store(session).await;
+            return;
+        }
         let Conflict::Changed(e) = conflict else {
             // Not saved (a shared store is down): the session stays, and its next turn's
             // write carries what this one added to the history.
@@ -216,6 +220,29 @@ impl Sessions {
         };
         tracing::warn!(session = session.number, handle = %session.handle_prefix(), "{e}");
         self.close_keeping(session, "changed in the store by someone else")
+            .await;
+    }
+
+    /// Lets go of `session`, whose conversation the store no longer holds though this process
+    /// served it: said as such (a warning naming the likely cause), not as a conversation
+    /// another replica went on with.
+    pub(crate) async fn gone_from_store(&self, session: &Session) {
+        let message = format!(
+            "#{} ({}): the session store {} no longer holds this conversation, which this server \
+             held open: it was deleted (`turnscope sessions delete`), or the store lost it (a Redis \
+             restarted without persistence keeps nothing: see `appendonly` in the README's \
+             \"Replicas with a shared store\"). Its client is told to call start",
+            session.number,
+            session.handle_prefix(),
+            self.inner.storage.store().describe(),
+        );
+        tracing::warn!("{message}");
+        self.inner.bus.publish(crate::observe::Event::Log {
+            at_ms: crate::observe::event::now_us() / 1000,
+            level: "warn".into(),
+            message,
+        });
+        self.close_keeping(session, "gone from the session store")
             .await;
     }
 

@@ -349,3 +349,33 @@ async fn a_copy_another_replica_went_on_with_does_not_hold_a_slot_at_the_cap() {
     let reply = say(&r1, &handle, "and again").await;
     assert_eq!(reply.turn, Some(3), "{reply:?}");
 }
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_conversation_a_redis_restart_lost_is_said_lost_not_continued_elsewhere() {
+    let mut server = RedisServer::start(&[]);
+    let (_model, r1, _r2) = two_replicas(&server, 0.0, None).await;
+    let handle = r1.open(SessionOpener::Api).await.unwrap().handle();
+    say(&r1, &handle, "my name is Ada").await;
+    // Redis restarts with no persistence: the conversation r1 holds open is gone from it.
+    server.restart(&[]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let e = loop {
+        match r1
+            .chat(&handle, "what did I say", None, &CancellationToken::new())
+            .await
+        {
+            // Reconnecting meanwhile.
+            Err(ChatError::StoreAway { .. }) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => break e,
+            Ok(reply) => panic!("answered from a conversation the store lost: {reply:?}"),
+        }
+    };
+    let text = e.to_string();
+    assert!(
+        matches!(e, ChatError::NoSession { shared: true, .. }) && text.contains("appendonly"),
+        "{text}"
+    );
+}

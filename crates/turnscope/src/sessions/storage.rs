@@ -98,6 +98,17 @@ pub(crate) enum Conflict {
     NotTaken,
 }
 
+impl Conflict {
+    /// Whether the write found no head at all: the store no longer holds the conversation
+    /// (deleted, expired, or lost by the store: a Redis restarted without persistence).
+    pub(crate) fn head_gone(&self) -> bool {
+        matches!(
+            self,
+            Conflict::Changed(StoreError::Conflict { found: None, .. })
+        )
+    }
+}
+
 impl std::fmt::Display for Conflict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
