@@ -752,3 +752,33 @@ async fn sigterm_drains_the_server_then_the_console_exits() {
     assert!(status.success(), "{status:?}");
     assert!(s.restored());
 }
+
+/// Ctrl+Z gives the terminal back and stops the console (SIGTSTP, which raw mode keeps the
+/// terminal from sending); continued, it takes the terminal again and draws. Here the
+/// console leads its own session, whose stop signals the kernel discards (an orphaned
+/// process group), so it comes back at once: what this checks is the way out and back in.
+#[tokio::test]
+async fn ctrl_z_hands_the_terminal_over_and_takes_it_back() {
+    let mut s = Screen::start(&["--port", "0", "--pace", "0"]).await;
+    s.wait_text("Type a line; Enter sends").await;
+    let before = s.raw.lock().unwrap().len();
+    s.send(b"\x1a").await;
+    // Out of the alternate screen, then into it again.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let raw = s.raw.lock().unwrap()[before..].to_vec();
+        let text = String::from_utf8_lossy(&raw);
+        if text.contains("\x1b[?1049l") && text.contains("\x1b[?1049h") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the terminal was not handed over and back"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    s.send(b"still here\r").await;
+    s.wait_text("turn 1 · completed").await;
+    s.send(b"\x03").await;
+    assert!(s.wait_exit().await.success());
+}

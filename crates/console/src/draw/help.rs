@@ -23,6 +23,10 @@ fn for_this_console(c: &Console, b: &Binding) -> Option<Binding> {
                    their handles expire",
             ..*b
         }),
+        "Ctrl+Z" if replay || attached => Some(Binding {
+            what: "suspend to the shell (fg brings it back)",
+            ..*b
+        }),
         "q" if replay => Some(Binding {
             what: "quit (Ctrl+C quits from anywhere)",
             ..*b

@@ -5,6 +5,9 @@
 pub enum Action {
     /// Quit: restore the terminal and end every session.
     Quit,
+    /// Ctrl+Z: give the terminal back and stop the process, as a shell's job control does
+    /// (the server goes on serving only while the process runs: `fg` brings it back).
+    Suspend,
     /// Chat on a session (an empty line reads the turn in flight).
     Chat {
         /// Session number.

@@ -87,6 +87,9 @@ impl Console {
         if keys::is_ctrl_c(key) {
             return Some(Action::Quit);
         }
+        if keys::is_ctrl_z(key) {
+            return Some(Action::Suspend);
+        }
         if self.help.open {
             self.help_key(key);
             return None;

@@ -430,7 +430,7 @@ fn perform(
                 &CancellationToken::new(),
             );
         }
-        Action::Quit | Action::EditExternally { .. } | Action::ReloadConfig => {}
+        Action::Quit | Action::Suspend | Action::EditExternally { .. } | Action::ReloadConfig => {}
         Action::SaveCalls { .. } => {
             crate::run::workbench::perform(action, console, None, (&dead(), &dead()));
         }

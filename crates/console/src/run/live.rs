@@ -196,6 +196,17 @@ where
                         match action {
                             Action::Quit => return Ok(()),
                             Action::ReloadConfig => reload_config(feed.as_deref(), console),
+                            Action::Suspend => {
+                                input.release();
+                                crate::run::terminal::hand_over();
+                                crate::run::terminal::suspend();
+                                crate::run::terminal::take_back().map_err(ConsoleError::Setup)?;
+                                let size = terminal.size().map_err(|e| ConsoleError::Draw(e.to_string()))?;
+                                terminal
+                                    .resize(ratatui::layout::Rect::new(0, 0, size.width, size.height))
+                                    .map_err(|e| ConsoleError::Draw(e.to_string()))?;
+                                input.reclaim();
+                            }
                             Action::EditExternally { key, text, url } => {
                                 input.release();
                                 crate::run::terminal::hand_over();
@@ -552,6 +563,7 @@ pub(crate) fn perform(
         | Action::SaveCalls { .. }
         | Action::Resend { .. }
         | Action::EditExternally { .. }
+        | Action::Suspend
         | Action::ReloadConfig => {}
         Action::Yank { session } => {
             let stored = console.state.session(session).filter(|r| r.is_stored());

@@ -94,6 +94,18 @@ pub fn hand_over() {
     restore();
 }
 
+/// Stops this process as a shell's job control stops a job on Ctrl+Z (SIGTSTP, which raw mode
+/// keeps the terminal from sending), after [`hand_over`]; returns once it is continued (`fg`,
+/// SIGCONT). Elsewhere than Unix it returns at once.
+pub fn suspend() {
+    #[cfg(unix)]
+    // SAFETY: raise(3) with a valid signal number; SIGTSTP's default action stops the process
+    // until SIGCONT, and nothing here handles it.
+    unsafe {
+        libc::raise(libc::SIGTSTP);
+    }
+}
+
 /// Takes the terminal over again after [`hand_over`]: raw mode, the alternate screen, mouse
 /// capture and bracketed paste; the next draw repaints everything.
 pub fn take_back() -> std::io::Result<()> {

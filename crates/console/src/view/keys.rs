@@ -180,6 +180,11 @@ pub const BINDINGS: &[Binding] = &[
     ),
     b(
         Scope::Global,
+        "Ctrl+Z",
+        "suspend to the shell (fg brings it back); the server this console runs answers nobody meanwhile",
+    ),
+    b(
+        Scope::Global,
         "mouse",
         "click a pane or a row to select it, wheel to scroll, click a tab",
     ),
@@ -484,6 +489,11 @@ pub fn alt_jump(key: &KeyEvent) -> Option<usize> {
 /// Whether the key is Ctrl+C (quits from anywhere).
 pub fn is_ctrl_c(key: &KeyEvent) -> bool {
     key.modifiers.contains(KeyModifiers::CONTROL) && matches!(key.code, KeyCode::Char('c'))
+}
+
+/// Whether the key is Ctrl+Z (suspend, as a shell's job control expects).
+pub fn is_ctrl_z(key: &KeyEvent) -> bool {
+    key.modifiers.contains(KeyModifiers::CONTROL) && matches!(key.code, KeyCode::Char('z'))
 }
 
 /// Whether the key adds a newline in the input line.
