@@ -515,3 +515,19 @@ fn an_attached_console_offers_only_what_it_can_do() {
         "nothing to ask: quitting ends no session of the server"
     );
 }
+
+/// At 120 columns a replica on a shared store keeps the store in its header: the model's
+/// short name makes the room (its address went first, and the store with it).
+#[test]
+fn at_120_columns_the_header_keeps_the_store() {
+    let mut c = console();
+    let h = &mut c.state.header;
+    h.store = Some("redis://127.0.0.1:18410/0".into());
+    h.replica = Some(("r1".into(), "serving".into()));
+    h.model = "embedded scripted model (http://127.0.0.1:41529/v1)".into();
+    h.model_short = Some("scripted".into());
+    let shown = screen(&mut c, 120, 36);
+    let first = shown.lines().next().unwrap_or_default();
+    assert!(first.contains("store redis://127.0.0.1:18410/0"), "{first}");
+    assert!(first.contains("model scripted"), "{first}");
+}

@@ -228,8 +228,10 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
                     Span::styled(short, t.text),
                     Span::styled(" ", t.dim),
                 ],
-                // The first to go on a narrow screen: the ready line and `/healthz` name it too.
-                0,
+                // Goes on a narrow screen (the ready line and `/healthz` name it too), after
+                // the model's name is shortened: where conversations are kept says more than
+                // the model's address.
+                4,
             )
         };
         first.push(chunk);
