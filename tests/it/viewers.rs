@@ -296,14 +296,25 @@ async fn a_viewer_that_connects_later_is_told_a_session_whose_client_is_gone() {
     .await;
     let mut v = viewer(app.server.addr);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut turn_told = false;
     loop {
         let line = tokio::time::timeout_at(deadline, v.recv())
             .await
             .expect("told within 10 s that the session's client is gone")
             .expect("the stream is open");
-        if let Ok(Event::ClientGone { session: n, .. }) = serde_json::from_str::<Event>(&line) {
-            assert_eq!(n, session.number);
-            break;
+        match serde_json::from_str::<Event>(&line) {
+            Ok(Event::TurnStarted { session: n, .. }) if n == session.number => turn_told = true,
+            Ok(Event::ClientGone { session: n, .. }) => {
+                assert_eq!(n, session.number);
+                // After its turns: a turn's start tells a viewer someone speaks into it again,
+                // which undid the news (a late viewer showed it idle).
+                assert!(
+                    turn_told,
+                    "the client's going is told after the session's turns"
+                );
+                break;
+            }
+            _ => {}
         }
     }
     // A call on it again: a viewer connecting now is not told so.

@@ -101,6 +101,7 @@ pub(super) fn preamble<'a>(
         .collect();
     let mut skip = Skip::default();
     let now = now_us();
+    let mut gone = Vec::new();
     for session in open {
         if !opened_in_history.contains(&session.number) {
             skip.sessions.insert(session.number);
@@ -115,9 +116,10 @@ pub(super) fn preamble<'a>(
                 taken_from: session.taken_from.clone(),
             }));
         }
-        // Its client let go of it meanwhile (that line may be gone from the history).
+        // Its client let go of it meanwhile (that line may be gone from the history): told
+        // last, after its turns (a turn's start tells a viewer someone speaks into it again).
         if let Some((client, at_us)) = session.client_gone() {
-            push(&Event::ClientGone {
+            gone.push(Event::ClientGone {
                 session: session.number,
                 client,
                 reason: crate::server::held::CLIENT_GONE.into(),
@@ -141,6 +143,12 @@ pub(super) fn preamble<'a>(
     for line in history {
         if !skip.drops(&line.tag) {
             first.push_back(line.bytes.clone());
+        }
+    }
+    for event in &gone {
+        let mut line = Vec::with_capacity(256);
+        if write_line(&mut line, event) {
+            first.push_back(Bytes::from(line));
         }
     }
     (first, skip)
