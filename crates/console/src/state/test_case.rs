@@ -2,8 +2,10 @@
 //! turns' lines, with their replies, tool calls and end reasons as the expectations, for the
 //! person to edit. Pure: writing the file is the event loop's job.
 
-use turnscope::conversation_test::write::{RecordedTurn, case_from_turns, render};
+use turnscope::attach::target::NOT_ANSWERED;
+use turnscope::conversation_test::write::{RecordedTurn, case_from_turns, render_against};
 use turnscope::conversation_test::{END_REASONS, TestFile};
+use turnscope::observe::TurnClock;
 
 use super::ConsoleState;
 
@@ -13,10 +15,18 @@ impl ConsoleState {
     /// # Errors
     /// The session has no finished turn, or a tool's arguments cannot be written as TOML.
     pub fn test_case(&self, session: u64) -> Result<String, String> {
-        let turns: Vec<RecordedTurn> = self
+        // A call an attached console made that the bot never answered is no turn of the bot's.
+        let finished: Vec<&super::TurnView> = self
             .transcript(session)
             .iter()
-            .filter(|t| t.end.is_some())
+            .filter(|t| {
+                t.end
+                    .as_deref()
+                    .is_some_and(|end| !end.starts_with(NOT_ANSWERED))
+            })
+            .collect();
+        let turns: Vec<RecordedTurn> = finished
+            .iter()
             .map(|t| RecordedTurn {
                 line: t.line.clone(),
                 reply: t.reply.clone(),
@@ -33,13 +43,27 @@ impl ConsoleState {
                 "#{session} has no finished turn to export as a test case; say a line first"
             ));
         }
+        let mut case = case_from_turns(&format!("session {session}"), &turns);
+        // A turn the attached console timed itself came from a bot that reports no tool
+        // calls (no turn record): nothing can be expected of its tools.
+        for (turn, seen) in case.turns.iter_mut().zip(&finished) {
+            if seen.clock == Some(TurnClock::Client) {
+                turn.tools = None;
+                turn.tools_match = None;
+            }
+        }
         let file = TestFile {
-            cases: vec![case_from_turns(&format!("session {session}"), &turns)],
+            cases: vec![case],
             ..TestFile::default()
         };
-        render(
+        let url = match &self.header.source {
+            super::Source::Attached { .. } => self.header.mcp_url.as_deref(),
+            _ => None,
+        };
+        render_against(
             &file,
             &format!("turnscope: session #{session} exported as a test case"),
+            url,
         )
     }
 }

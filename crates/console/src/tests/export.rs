@@ -24,3 +24,49 @@ fn the_report_holds_turns_tool_results_and_frames() {
         "only session #1's frames: {report}"
     );
 }
+
+/// A session of an attached bot that gives no turn records (a pipecat bot): its test case
+/// says to run it against that bot (`--url`), expects nothing of tools it cannot see, and
+/// leaves out a call the bot never answered.
+#[test]
+fn an_attached_bots_session_exports_a_case_that_runs_against_it() {
+    use turnscope::observe::{Event, TurnClock, TurnEndEvent};
+    let mut c = crate::tests::fixture::console();
+    c.state.header.source = crate::state::Source::Attached {
+        target: "http://127.0.0.1:18530/mcp".into(),
+        view: "client view".into(),
+    };
+    c.state.header.mcp_url = Some("http://127.0.0.1:18530/mcp".into());
+    let turn = |turn: u64, line: &str, reason: &str| {
+        [
+            Event::TurnStarted {
+                session: 9,
+                turn,
+                line: line.into(),
+                at_us: 0,
+            },
+            Event::TurnEnded(TurnEndEvent {
+                session: 9,
+                turn,
+                reason: reason.into(),
+                clock: Some(TurnClock::Client),
+                ..Default::default()
+            }),
+        ]
+    };
+    for event in turn(1, "hello there", "completed").into_iter().chain(turn(
+        2,
+        "are you there",
+        "not answered: Transport send error",
+    )) {
+        c.state.apply(&event);
+    }
+    let text = c.state.test_case(9).expect("a test case");
+    assert!(
+        text.contains("run: turnscope test --url http://127.0.0.1:18530/mcp FILE"),
+        "{text}"
+    );
+    assert!(text.contains("hello there"), "{text}");
+    assert!(!text.contains("are you there"), "{text}");
+    assert!(!text.contains("tools"), "{text}");
+}

@@ -183,10 +183,23 @@ fn escaped(map: Map<String, Value>) -> Map<String, Value> {
 /// # Errors
 /// A value TOML cannot hold (a `null` inside a list of tool arguments).
 pub fn render(file: &TestFile, origin: &str) -> Result<String, String> {
+    render_against(file, origin, None)
+}
+
+/// [`render`] for a case of a bot at `url` (one turnscope does not run: an attached console's
+/// session), whose run line names it (`turnscope test --url URL FILE`).
+///
+/// # Errors
+/// As [`render`].
+pub fn render_against(file: &TestFile, origin: &str, url: Option<&str>) -> Result<String, String> {
     let body = toml::to_string_pretty(file)
         .map_err(|e| format!("the test case cannot be written as TOML: {e}"))?;
+    let run = match url {
+        Some(url) => format!("turnscope test --url {url} FILE"),
+        None => "turnscope test FILE".to_string(),
+    };
     Ok(format!(
-        "# {origin}\n# Edit the expectations, then run: turnscope test FILE\n\n{body}"
+        "# {origin}\n# Edit the expectations, then run: {run}\n\n{body}"
     ))
 }
 
