@@ -275,7 +275,12 @@ fn detail(f: &mut Frame, area: Rect, c: &Console) {
         field("frame", format!("{} (arrival {})", fr.id, row.seq), t.text),
         field(
             "session",
-            format!("#{} · turn {}", fr.session, fr.turn),
+            if fr.turn == 0 {
+                // A frame no turn was running for (a bot's frames after its turn ended).
+                format!("#{} · between turns", fr.session)
+            } else {
+                format!("#{} · turn {}", fr.session, fr.turn)
+            },
             t.text,
         ),
         field(
