@@ -181,7 +181,10 @@ impl StoredSessions {
                 handle_prefix: head.prefix.clone(),
                 opener: head.opener.clone(),
                 mine: self.kept.as_ref().is_some_and(|holds| holds(&head.id)),
-                turns: head.turns,
+                // A turn in flight when its server stopped is one of its turns too.
+                turns: head
+                    .turns
+                    .max(head.in_flight.as_ref().map_or(0, |f| f.turn)),
                 activity: Activity::Stored { idle_s },
                 opened_us: head.created_ms * 1000,
                 began_us: None,
@@ -325,8 +328,24 @@ async fn read_turns(store: &dyn SessionStore, id: &HandleId) -> Result<Vec<TurnV
             head.turns
         ));
     }
-    Ok(stored
+    let mut turns: Vec<TurnView> = stored
         .iter()
         .map(|t| TurnView::of_record(&t.record))
-        .collect())
+        .collect();
+    // The turn running when its server stopped (or died): its line, cut off, as the client
+    // will be told at its next call (`sessions list` says it too).
+    if let Some(flight) = head.in_flight.as_ref().filter(|f| f.turn > head.turns) {
+        turns.push(TurnView {
+            id: flight.turn,
+            line: flight.line.clone(),
+            end: Some(CUT_OFF.into()),
+            ..TurnView::default()
+        });
+    }
+    Ok(turns)
 }
+
+/// How a stored session's turn that was in flight when its server stopped ends in the
+/// console.
+const CUT_OFF: &str =
+    "cut off: in flight when its server stopped; its client is told at its next call";

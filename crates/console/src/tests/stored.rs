@@ -568,3 +568,57 @@ fn a_selected_stored_session_stays_selected_when_it_opens_again() {
     c.settle();
     assert_eq!(c.selected, Some(9), "the conversation stays selected");
 }
+
+/// A stored session whose server stopped mid-turn shows that turn, cut off, and counts it, as
+/// `turnscope sessions list` does (it showed only the turns before, until a line reopened it).
+#[tokio::test]
+async fn a_stored_session_cut_off_mid_turn_shows_the_turn_in_flight() {
+    let id = HandleId::from_bytes([6; 32]);
+    let store = Arc::new(turnscope::store::memory::MemoryStore::new());
+    let head = api_head(id, "0f0f0f0f", 0);
+    let version = store.create(&head).await.expect("created");
+    let turn = StoredTurn {
+        record: turnscope::bot::TurnRecord {
+            id: 1,
+            line: "first line".into(),
+            reply: "first reply".into(),
+            end: Some(turnscope::bot::TurnEnd::Completed),
+            ..Default::default()
+        },
+        started_ms: now_ms(),
+        first_message: 1,
+        messages: Vec::new(),
+    };
+    let commit = Commit {
+        expected: version,
+        head: Head {
+            turns: 1,
+            in_flight: Some(turnscope::store::InFlight {
+                turn: 2,
+                line: "the line it was answering".into(),
+                started_ms: now_ms(),
+                request: None,
+            }),
+            ..head
+        },
+        append: vec![turn],
+        drop_before: 0,
+    };
+    store.commit(&id, &commit).await.expect("committed");
+    let mut c = console();
+    let mut stored = StoredSessions::new(store.clone());
+    let number = stored_number(&id);
+    c.selected = Some(number);
+    tick_until(&mut c, &mut stored, number, |c| {
+        c.state.transcript(number).len() == 2
+    })
+    .await;
+    let cut = &c.state.transcript(number)[1];
+    assert_eq!(cut.line, "the line it was answering");
+    assert!(
+        cut.end.as_deref().is_some_and(|e| e.starts_with("cut off")),
+        "{cut:?}"
+    );
+    let row = c.state.session(number).expect("listed");
+    assert_eq!(row.turns, 2, "the turn in flight counts");
+}
