@@ -622,3 +622,13 @@ async fn a_stored_session_cut_off_mid_turn_shows_the_turn_in_flight() {
     let row = c.state.session(number).expect("listed");
     assert_eq!(row.turns, 2, "the turn in flight counts");
 }
+
+/// The Frames pane's word for a stored session wraps whole in a narrow pane (it was cut:
+/// "only its turns; a shows").
+#[test]
+fn the_frames_note_of_a_stored_session_wraps_whole() {
+    let mut c = with_stored();
+    c.focus_pane(PaneId::Frames);
+    let shown = screen(&mut c, 100, 30);
+    assert!(shown.contains("all sessions."), "{shown}");
+}

@@ -95,18 +95,19 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             .selected
             .and_then(|n| c.state.session(n))
             .is_some_and(|row| row.is_stored());
-        out.push(Line::styled(
-            if source.is_empty() {
-                "No frames yet: they appear as soon as a session runs a turn."
-            } else if !c.frames.filter.is_empty() {
-                "No frame matches the filter; Esc clears it, a shows all sessions."
-            } else if selected_stored {
-                "A stored session's frames are not kept, only its turns; a shows all sessions."
-            } else {
-                "No frames of this session yet; a shows all sessions."
-            },
-            t.dim,
-        ));
+        let said = if source.is_empty() {
+            "No frames yet: they appear as soon as a session runs a turn."
+        } else if !c.frames.filter.is_empty() {
+            "No frame matches the filter; Esc clears it, a shows all sessions."
+        } else if selected_stored {
+            "A stored session's frames are not kept, only its turns; a shows all sessions."
+        } else {
+            "No frames of this session yet; a shows all sessions."
+        };
+        // Wrapped whole: a narrow pane cut it mid-word.
+        for piece in crate::text::wrap(said, (area.width as usize).max(8)) {
+            out.push(Line::styled(piece, t.dim));
+        }
     }
     let name_w = name_width(c, &lines[start..end], &source, area.width as usize);
     for (i, l) in lines.iter().enumerate().take(end).skip(start) {

@@ -42,7 +42,13 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
                 t.warn,
             ));
         }
-        f.render_widget(Paragraph::new(text).block(block), area);
+        // Wrapped: a long file name pushed the end off a narrow pane.
+        f.render_widget(
+            Paragraph::new(text)
+                .block(block)
+                .wrap(ratatui::widgets::Wrap { trim: true }),
+            area,
+        );
         return;
     }
     let mut extra = Vec::new();
