@@ -629,6 +629,6 @@ async fn a_stored_session_cut_off_mid_turn_shows_the_turn_in_flight() {
 fn the_frames_note_of_a_stored_session_wraps_whole() {
     let mut c = with_stored();
     c.focus_pane(PaneId::Frames);
-    let shown = screen(&mut c, 100, 30);
+    let shown = screen(&mut c, 120, 36);
     assert!(shown.contains("all sessions."), "{shown}");
 }
