@@ -659,6 +659,7 @@ pub async fn attach(
     };
     let mut state = ConsoleState::new(Header {
         mcp_url: None,
+        bot_url: options.url.clone(),
         // The model is not known until the target's model requests name it (a turnscope's
         // event stream carries them); its server's own name is not the model's.
         server: attached.target.as_ref().and_then(|t| t.server_name()),

@@ -75,6 +75,7 @@ pub async fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console
         store_degraded: false,
         watched_handle_seconds: None,
         server: None,
+        bot_url: None,
         config: Some(ConfigMark {
             version: app.reloader().version(),
             ..ConfigMark::default()

@@ -18,6 +18,9 @@ pub struct Header {
     pub wants_token: bool,
     /// The MCP URL, when a server runs.
     pub mcp_url: Option<String>,
+    /// The MCP URL of the bot an attached console chats with (`None`: not attached, or
+    /// watching whisker alone).
+    pub bot_url: Option<String>,
     /// The model in use, as `ModelInfo::describe` says it; attached, the model the target's
     /// model requests name (as their server answered), once one was seen.
     pub model: String,

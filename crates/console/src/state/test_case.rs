@@ -57,7 +57,7 @@ impl ConsoleState {
             ..TestFile::default()
         };
         let url = match &self.header.source {
-            super::Source::Attached { .. } => self.header.mcp_url.as_deref(),
+            super::Source::Attached { .. } => self.header.bot_url.as_deref(),
             _ => None,
         };
         render_against(

@@ -36,7 +36,7 @@ fn an_attached_bots_session_exports_a_case_that_runs_against_it() {
         target: "http://127.0.0.1:18530/mcp".into(),
         view: "client view".into(),
     };
-    c.state.header.mcp_url = Some("http://127.0.0.1:18530/mcp".into());
+    c.state.header.bot_url = Some("http://127.0.0.1:18530/mcp".into());
     let turn = |turn: u64, line: &str, reason: &str| {
         [
             Event::TurnStarted {

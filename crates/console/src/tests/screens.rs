@@ -531,3 +531,29 @@ fn at_120_columns_the_header_keeps_the_store() {
     assert!(first.contains("store redis://127.0.0.1:18410/0"), "{first}");
     assert!(first.contains("model scripted"), "{first}");
 }
+
+/// Watching whisker alone, a typed line is kept and the notice says nothing here chats (it
+/// offered `n`, which then said there was no bot URL).
+#[test]
+fn watching_whisker_alone_a_line_is_kept_and_said_to_need_the_bots_url() {
+    let mut c = console();
+    c.state.header.source = Source::Attached {
+        target: "whisker ws://127.0.0.1:18531".into(),
+        view: "watching".into(),
+    };
+    c.state.header.bot_url = None;
+    c.selected = Some(2);
+    c.focus_pane(PaneId::Input);
+    c.input.insert_str("hello");
+    assert!(c.send().is_none());
+    let said = c
+        .notice
+        .as_ref()
+        .map(|n| n.text.clone())
+        .unwrap_or_default();
+    assert!(
+        said.contains("watching only") && !said.contains("n starts"),
+        "{said}"
+    );
+    assert_eq!(c.input.lines(), ["hello"], "the line is kept");
+}
