@@ -201,25 +201,14 @@ where
                                 input.release();
                                 crate::run::terminal::hand_over();
                                 crate::run::terminal::suspend();
-                                crate::run::terminal::take_back().map_err(ConsoleError::Setup)?;
-                                let size = terminal.size().map_err(|e| ConsoleError::Draw(e.to_string()))?;
-                                terminal
-                                    .resize(ratatui::layout::Rect::new(0, 0, size.width, size.height))
-                                    .map_err(|e| ConsoleError::Draw(e.to_string()))?;
+                                take_terminal_back(terminal)?;
                                 input.reclaim();
                             }
                             Action::EditExternally { key, text, url } => {
                                 input.release();
                                 crate::run::terminal::hand_over();
                                 let edited = crate::run::workbench::edit_in_editor(&text).await;
-                                crate::run::terminal::take_back().map_err(ConsoleError::Setup)?;
-                                // Cleared through a resize to its own size: `clear` would ask
-                                // the terminal where its cursor is, an answer that can be lost
-                                // to the input reader; this clears without asking.
-                                let size = terminal.size().map_err(|e| ConsoleError::Draw(e.to_string()))?;
-                                terminal
-                                    .resize(ratatui::layout::Rect::new(0, 0, size.width, size.height))
-                                    .map_err(|e| ConsoleError::Draw(e.to_string()))?;
+                                take_terminal_back(terminal)?;
                                 input.reclaim();
                                 next = console.external_edit_done(key, url, edited);
                             }
@@ -284,6 +273,23 @@ where
         }
     }
     Ok(())
+}
+
+/// Takes the terminal back after handing it over (`$EDITOR`, Ctrl+Z) and clears it for the
+/// next draw, through a resize to its own size: `clear` would ask the terminal where its
+/// cursor is, an answer that can be lost to the input reader; this clears without asking.
+fn take_terminal_back<B>(terminal: &mut Terminal<B>) -> Result<(), ConsoleError>
+where
+    B: Backend,
+    B::Error: Send + Sync + 'static,
+{
+    crate::run::terminal::take_back().map_err(ConsoleError::Setup)?;
+    let size = terminal
+        .size()
+        .map_err(|e| ConsoleError::Draw(e.to_string()))?;
+    terminal
+        .resize(ratatui::layout::Rect::new(0, 0, size.width, size.height))
+        .map_err(|e| ConsoleError::Draw(e.to_string()))
 }
 
 /// How long a notice of what happened stays on screen.
