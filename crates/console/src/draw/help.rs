@@ -17,7 +17,7 @@ fn for_this_console(c: &Console, b: &Binding) -> Option<Binding> {
     let attached = c.state.header.source.is_attached();
     match b.keys {
         "[ / ]" | ", / ." if !replay => None,
-        "R" | "i" if replay || attached => None,
+        "R" | "i" | "e E v (turn view)" if replay || attached => None,
         "q" if attached => Some(Binding {
             what: "quit (Ctrl+C quits from anywhere); the server and its sessions go on, yours until \
                    their handles expire",

@@ -539,7 +539,14 @@ impl Console {
         let n = self.variants.count(key);
         if n == 0 {
             self.notice = Some(Notice {
-                text: "no variant of this request yet: e edits it and sends it again".into(),
+                text: if self.state.header.source.is_attached() {
+                    // Attached, `e` is refused: no variant can be made here.
+                    "no variants here: this console does not run the bot, so it sends none of its \
+                     requests; c copies the request as curl"
+                        .into()
+                } else {
+                    "no variant of this request yet: e edits it and sends it again".into()
+                },
                 error: false,
             });
             return;

@@ -44,12 +44,14 @@ impl ConsoleState {
             ));
         }
         let mut case = case_from_turns(&format!("session {session}"), &turns);
-        // A turn the attached console timed itself came from a bot that reports no tool
-        // calls (no turn record): nothing can be expected of its tools.
+        // A turn timed by the attached console or by the bot's whisker frames came from a
+        // bot whose chat gives no turn record: `turnscope test --url` cannot check its tool
+        // calls or end reason there, so nothing is expected of them.
         for (turn, seen) in case.turns.iter_mut().zip(&finished) {
-            if seen.clock == Some(TurnClock::Client) {
+            if matches!(seen.clock, Some(TurnClock::Client | TurnClock::Whisker)) {
                 turn.tools = None;
                 turn.tools_match = None;
+                turn.end_reason = None;
             }
         }
         let file = TestFile {

@@ -69,4 +69,5 @@ fn an_attached_bots_session_exports_a_case_that_runs_against_it() {
     assert!(text.contains("hello there"), "{text}");
     assert!(!text.contains("are you there"), "{text}");
     assert!(!text.contains("tools"), "{text}");
+    assert!(!text.contains("end_reason"), "not checkable there: {text}");
 }

@@ -509,6 +509,19 @@ fn an_attached_console_offers_only_what_it_can_do() {
         .map(|n| n.text.clone())
         .unwrap_or_default();
     assert!(said.contains("c copies the request as curl"), "{said}");
+    c.open_variants();
+    let said = c
+        .notice
+        .as_ref()
+        .map(|n| n.text.clone())
+        .unwrap_or_default();
+    assert!(!said.contains("e edits"), "{said}");
+    c.notice = None;
+    let view = screen(&mut c, 160, 48);
+    assert!(
+        view.contains("c copy as curl") && !view.contains("edit and resend"),
+        "{view}"
+    );
     assert_eq!(
         c.quit(),
         Some(crate::input::actions::Action::Quit),

@@ -82,13 +82,24 @@ pub fn draw(f: &mut Frame, areas: Areas, c: &Console) {
         ))
         .title_bottom(Line::styled(
             crate::text::key_hints(
-                &[
-                    "← → turns",
-                    "↑↓ scroll",
-                    "m model requests",
-                    "e/E edit and resend",
-                    "v variants",
-                ],
+                // Attached, the model is called where the bot runs: its requests are copied
+                // (c), not edited and sent from here.
+                if c.state.header.source.is_attached() {
+                    &[
+                        "← → turns",
+                        "↑↓ scroll",
+                        "m model requests",
+                        "c copy as curl",
+                    ]
+                } else {
+                    &[
+                        "← → turns",
+                        "↑↓ scroll",
+                        "m model requests",
+                        "e/E edit and resend",
+                        "v variants",
+                    ]
+                },
                 "Esc closes",
                 area.width.saturating_sub(4) as usize,
             ),
