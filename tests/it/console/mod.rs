@@ -687,6 +687,15 @@ async fn sessions_open_close_and_copy_their_handle_from_the_keyboard() {
     s.send(b"n").await;
     let opened = s.wait_text("opened #2 for you").await;
     assert!(opened.contains("2 open"), "{opened}");
+    // Both are the person's: `n` opened the second for them (it was listed `console`).
+    assert_eq!(
+        opened
+            .lines()
+            .filter(|l| l.contains("console (you)") && l.contains(" idle"))
+            .count(),
+        2,
+        "both sessions marked the person's: {opened}"
+    );
     // A line into the session opened for the person goes in unasked (before, it was asked
     // about as if another client had opened it).
     s.send(b"3").await;

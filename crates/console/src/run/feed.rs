@@ -276,7 +276,11 @@ impl LiveFeed {
                     number: s.number,
                     handle_prefix: s.handle_prefix(),
                     opener: s.opener.clone(),
-                    mine: Some(s.number) == own,
+                    // Every session this process's console opened is the person's (`n` opens
+                    // more than one), not only the one their lines go to now.
+                    mine: Some(s.number) == own
+                        || (self.remote.is_none()
+                            && s.opener == turnscope::observe::SessionOpener::Console),
                     // The conversation's count: a session reopened from the store (after a
                     // restart, or taken over from another replica) has no turn of its own yet.
                     turns: s.bot().next_turn_id().saturating_sub(1),
