@@ -86,6 +86,23 @@ impl ConsoleState {
             // the figures.
             return;
         }
+        // A turn an attached console timed (a bot with no turn records, no model requests
+        // seen) that failed is the only word of its error: counted, as a server's turn's
+        // failed request or tool call is.
+        if t.clock.is_some()
+            && (t.reason.starts_with("error")
+                || t.reason
+                    .starts_with(turnscope::attach::target::NOT_ANSWERED))
+        {
+            self.journal.push(Entry {
+                at_us: self.now_us,
+                level: Level::Error,
+                session: (t.session != 0).then_some(t.session),
+                source: "chat".into(),
+                message: t.reason.clone(),
+                repeats: 1,
+            });
+        }
         let samples = self.session_samples.entry(t.session).or_default();
         samples.record("turn total", t.total_us);
         if let Some(first) = t.first_piece_us {

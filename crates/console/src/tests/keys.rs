@@ -320,6 +320,7 @@ fn a_line_said_again_whose_call_failed_before_a_turn_comes_back() {
     // A turn an attached console timed itself whose call failed (a pipecat bot gone) took
     // nothing: its line comes back too.
     c.notice = None;
+    let errors_before = c.state.journal.errors_of(1);
     c.chat_started(1);
     c.state.apply(&Event::TurnStarted {
         session: 1,
@@ -340,6 +341,11 @@ fn a_line_said_again_whose_call_failed_before_a_turn_comes_back() {
         }));
     c.chat_done(1, "are you there", Err("Transport send error".into()));
     assert_line_is_back(&c, "are you there");
+    assert_eq!(
+        c.state.journal.errors_of(1),
+        errors_before + 1,
+        "the failed call counts among the session's errors"
+    );
 }
 
 #[test]
