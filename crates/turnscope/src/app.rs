@@ -308,6 +308,14 @@ impl App {
         };
         bus.publish_with(|| Event::Replica(replica_event(&replica, "serving")));
         let store = open_store(config, &listener, &replica).await?;
+        if let Some(caveat) = store.caveat() {
+            tracing::warn!("{caveat}");
+            bus.publish(Event::Log {
+                at_ms: crate::observe::event::now_us() / 1000,
+                level: "warn".into(),
+                message: caveat,
+            });
+        }
         let sessions = Sessions::with_store(bot, bus.clone(), SessionLimits::of(s), replica, store);
         let catalog = Catalog {
             sessions: Some(sessions.clone()),

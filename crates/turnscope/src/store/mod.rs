@@ -230,6 +230,12 @@ pub trait SessionStore: Send + Sync {
     /// Whether what it holds outlives the process.
     fn durable(&self) -> bool;
 
+    /// What an operator should know of how long it keeps what it holds, when that is less
+    /// than they may think (a Redis that keeps nothing on disk), said once at start.
+    fn caveat(&self) -> Option<String> {
+        None
+    }
+
     /// The key handles are hashed with.
     fn key(&self) -> &HandleKey;
 

@@ -109,6 +109,8 @@ pub struct RedisStore {
     ttl_ms: u64,
     writes: AtomicU64,
     largest: AtomicU64,
+    /// How Redis keeps its data on disk, when it keeps less than every write.
+    caveat: Option<String>,
 }
 
 impl RedisStore {
@@ -175,6 +177,7 @@ impl RedisStore {
                  turnscope store. Give another ?prefix= in the URL"
             ))
         })?;
+        let caveat = persistence_caveat(&mut conn, &masked).await;
         let mut nonce = [0u8; 4];
         let _ = getrandom::fill(&mut nonce);
         let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
@@ -188,6 +191,7 @@ impl RedisStore {
             ttl_ms: (settings.idle.as_millis() as u64).max(1000),
             writes: AtomicU64::new(0),
             largest: AtomicU64::new(0),
+            caveat,
         })
     }
 
@@ -390,6 +394,41 @@ impl RedisStore {
     }
 }
 
+/// What a restart of Redis would lose, read from its config (`appendonly`, `save`): `None`
+/// when it logs every write, or when it does not say (a managed Redis may refuse `CONFIG`).
+async fn persistence_caveat(conn: &mut ConnectionManager, masked: &str) -> Option<String> {
+    let setting = |name: &'static str| {
+        let mut conn = conn.clone();
+        async move {
+            let pair: Vec<String> = redis::cmd("CONFIG")
+                .arg("GET")
+                .arg(name)
+                .query_async(&mut conn)
+                .await
+                .ok()?;
+            pair.get(1).cloned()
+        }
+    };
+    if setting("appendonly").await?.as_str() != "no" {
+        return None;
+    }
+    let save = setting("save").await?;
+    let keeps = if save.trim().is_empty() {
+        "keeps nothing on disk (appendonly no, no save points): a restart of Redis loses every \
+         conversation"
+            .to_string()
+    } else {
+        format!(
+            "keeps only snapshots (appendonly no, save {save}): a restart of Redis loses what \
+             was written since the last one"
+        )
+    };
+    Some(format!(
+        "store {masked}: Redis {keeps}. `appendonly yes` in Redis keeps every turn (see the \
+         README's \"Replicas with a shared store\")"
+    ))
+}
+
 /// The replica of a lease holder `REPLICA#NONCE`.
 fn replica_of(holder: &str) -> String {
     holder
@@ -460,6 +499,10 @@ impl SessionStore for RedisStore {
 
     fn durable(&self) -> bool {
         true
+    }
+
+    fn caveat(&self) -> Option<String> {
+        self.caveat.clone()
     }
 
     fn key(&self) -> &HandleKey {

@@ -532,3 +532,18 @@ async fn a_slow_redis_stalls_only_the_calls_waiting_on_it() {
     assert!(waited >= Duration::from_millis(500), "{waited:?}");
     sleeper.await.unwrap();
 }
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_redis_that_keeps_nothing_on_disk_is_said_so_at_start() {
+    let volatile = RedisServer::start(&["--appendonly", "no"]);
+    let store = open(&volatile, "caveat:", "r1").await;
+    let said = store.caveat().expect("a caveat");
+    assert!(
+        said.contains("keeps nothing on disk") && said.contains("appendonly yes"),
+        "{said}"
+    );
+    let logged = RedisServer::start(&["--appendonly", "yes"]);
+    let store = open(&logged, "caveat:", "r1").await;
+    assert_eq!(store.caveat(), None);
+}
