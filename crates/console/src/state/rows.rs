@@ -79,6 +79,26 @@ impl ConsoleState {
                     self.frames.clear();
                     self.frames_cleared += 1;
                 }
+                // A conversation opened again (from the store: after a restart, or taken over
+                // from another replica) is one row: its earlier closed rows here go (it was
+                // listed once per take-over). Its turns come with it.
+                if s.restored {
+                    let earlier: Vec<u64> = self
+                        .closed_order
+                        .iter()
+                        .copied()
+                        .filter(|n| {
+                            self.sessions
+                                .get(n)
+                                .is_some_and(|r| r.handle_prefix == s.handle_prefix)
+                        })
+                        .collect();
+                    for old in earlier {
+                        self.sessions.remove(&old);
+                        self.closed_order.retain(|n| *n != old);
+                        self.forget_figures(old);
+                    }
+                }
                 let row = self.sessions.entry(s.session).or_insert(SessionRow {
                     number: s.session,
                     handle_prefix: s.handle_prefix.clone(),

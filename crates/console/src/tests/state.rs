@@ -822,3 +822,29 @@ fn a_watched_bots_tool_set_is_listed_after_the_targets_tools_and_not_called_from
     own.apply(&set(&["clock"]));
     assert_eq!(own.tools.len(), 1, "a running bot's list is its registry's");
 }
+
+/// A conversation that closed here (another replica went on with it) and opened here again
+/// from the store is one row, not one per take-over.
+#[test]
+fn a_conversation_opened_again_is_one_row() {
+    let mut s = ConsoleState::default();
+    let event = |session: u64, closed: Option<&str>, restored: bool| {
+        Event::Session(SessionEvent {
+            session,
+            handle_prefix: "e1d8c0a4".into(),
+            opener: SessionOpener::Mcp("mcp".into()),
+            closed: closed.map(str::to_string),
+            at_us: T0 + session,
+            restored,
+            began_us: None,
+            taken_from: None,
+        })
+    };
+    s.apply(&event(12, None, false));
+    s.apply(&event(12, Some("continued on another replica"), false));
+    s.apply(&event(13, None, true));
+    s.apply(&event(13, Some("continued on another replica"), false));
+    s.apply(&event(14, None, true));
+    let rows: Vec<u64> = s.session_rows().iter().map(|r| r.number).collect();
+    assert_eq!(rows, [14]);
+}
