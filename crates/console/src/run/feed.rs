@@ -227,6 +227,14 @@ impl LiveFeed {
         n
     }
 
+    /// Folds every event ready now, up to [`BATCH`]; returns how many.
+    pub fn fold_ready(&mut self, state: &mut ConsoleState) -> usize {
+        match self.sub.try_recv() {
+            Some(first) => self.fold(state, &first),
+            None => 0,
+        }
+    }
+
     /// Lays a snapshot of the session table, and of `selected`'s turns, over `state`.
     /// Whether it laid something that no event announced (the store's answer, the attached
     /// view's header, the tool set): the loop draws again for it at once, not at its

@@ -232,6 +232,12 @@ where
                 None => break,
             },
             Some(done) = chat_rx.recv() => {
+                // What the call published before it returned (an attached console's turn
+                // ended `not answered`) is folded first: the line it took or not is judged on
+                // the transcript as the call left it.
+                if let Some(feed) = feed.as_deref_mut() {
+                    feed.fold_ready(&mut console.state);
+                }
                 finished(console, done);
                 dirty = true;
             }

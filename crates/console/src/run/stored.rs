@@ -338,7 +338,8 @@ async fn read_turns(store: &dyn SessionStore, id: &HandleId) -> Result<Vec<TurnV
         turns.push(TurnView {
             id: flight.turn,
             line: flight.line.clone(),
-            end: Some(CUT_OFF.into()),
+            // On a store the replicas share, another replica may be running it now.
+            end: Some(if store.shared() { IN_FLIGHT } else { CUT_OFF }.into()),
             ..TurnView::default()
         });
     }
@@ -349,3 +350,7 @@ async fn read_turns(store: &dyn SessionStore, id: &HandleId) -> Result<Vec<TurnV
 /// console.
 const CUT_OFF: &str =
     "cut off: in flight when its server stopped; its client is told at its next call";
+
+/// The same on a store the replicas share, where another replica may be running it.
+const IN_FLIGHT: &str =
+    "in flight when listed: running on another replica, or cut off by a stop (its client is told)";

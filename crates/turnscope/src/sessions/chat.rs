@@ -309,7 +309,7 @@ impl Sessions {
         cancel: &CancellationToken,
     ) -> Result<Result<Reading<'a>, ChatReply>, ChatError> {
         session.touch();
-        let state = tokio::select! {
+        let mut state = tokio::select! {
             state = session.chat.lock() => state,
             _ = cancel.cancelled() => return Err(ChatError::Cancelled),
         };
@@ -329,15 +329,11 @@ impl Sessions {
             && self.inner.storage.durable();
         if !with_mark
             && let Err(e) = self
-                .take_lease(session, &state, !line.is_empty(), cancel)
+                .take_lease(session, &mut state, !line.is_empty(), cancel)
                 .await
         {
             drop(state);
-            if e == ChatError::Stale {
-                store.release(&session.id).await;
-                self.close_keeping(session, "continued on another replica")
-                    .await;
-            }
+            self.let_go_after_lease(session, &e).await;
             return Err(e);
         }
         let begun = self
@@ -355,7 +351,7 @@ impl Sessions {
     async fn take_lease(
         &self,
         session: &Session,
-        state: &ChatState,
+        state: &mut ChatState,
         interrupting: bool,
         cancel: &CancellationToken,
     ) -> Result<(), ChatError> {
@@ -364,9 +360,42 @@ impl Sessions {
             .await?;
         let local = state.stored.as_ref().map(|s| s.version());
         if version == local {
-            Ok(())
-        } else {
-            Err(ChatError::Stale)
+            return Ok(());
+        }
+        // This replica's own mark, applied after its write gave up: its copy goes on from it.
+        if let Some(stored) = state.stored.as_mut()
+            && let Some(mark) = stored.unsure.clone()
+            && let Some(found) = self.late_mark(session, &stored.head, &mark).await
+            && Some(found) == version
+        {
+            stored.head.version = found;
+            stored.head.in_flight = Some(mark);
+            stored.unsure = None;
+            return Ok(());
+        }
+        // No head at all: the store no longer holds the conversation this replica held (its
+        // caller lets the session go, `gone_from_store`, once it let go of its lock).
+        if version.is_none() && local.is_some() {
+            return Err(self.unknown());
+        }
+        Err(ChatError::Stale)
+    }
+
+    /// Lets go of `session` after [`Sessions::take_lease`] failed with `e` (its chat lock
+    /// given back first): a newer version elsewhere closes it as continued there, no head at
+    /// all as gone from the store; other errors leave it.
+    async fn let_go_after_lease(&self, session: &Session, e: &ChatError) {
+        match e {
+            ChatError::Stale => {
+                self.inner.storage.release(&session.id).await;
+                self.close_keeping(session, "continued on another replica")
+                    .await;
+            }
+            ChatError::NoSession { .. } => {
+                self.inner.storage.release(&session.id).await;
+                self.gone_from_store(session).await;
+            }
+            _ => {}
         }
     }
 
@@ -539,8 +568,11 @@ impl Sessions {
             if let (Err(Conflict::NotTaken), Some(cancel)) = (&written, take_lease) {
                 // Another replica runs a turn of it: wait for the lease as any call does.
                 taken_with_mark = false;
-                if let Err(e) = self.take_lease(session, &state, true, cancel).await {
+                if let Err(e) = self.take_lease(session, &mut state, true, cancel).await {
                     drop(state);
+                    if matches!(e, ChatError::NoSession { .. }) {
+                        self.let_go_after_lease(session, &e).await;
+                    }
                     if e == ChatError::Stale {
                         self.close_keeping(session, "continued on another replica")
                             .await;
@@ -730,16 +762,11 @@ impl Sessions {
             let shared = sessions.inner.storage.shared();
             if shared
                 && let Err(e) = sessions
-                    .take_lease(&session, &state, false, &CancellationToken::new())
+                    .take_lease(&session, &mut state, false, &CancellationToken::new())
                     .await
             {
                 drop(state);
-                if e == ChatError::Stale {
-                    sessions.inner.storage.release(&session.id).await;
-                    sessions
-                        .close_keeping(&session, "continued on another replica")
-                        .await;
-                }
+                sessions.let_go_after_lease(&session, &e).await;
                 return;
             }
             let written = sessions

@@ -85,6 +85,15 @@ fn lost_turn(in_flight: &InFlight) -> TurnRecord {
 /// store round trip each).
 const COPIES_CHECKED: usize = 64;
 
+/// Longest [`Sessions::take_slot_freeing_copies`] reads copies for.
+const COPIES_SCAN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The version of `session`'s copy, when its chat lock is free and it is stored.
+fn local_version(session: &Session) -> Option<u64> {
+    let state = session.chat.try_lock().ok()?;
+    state.stored.as_ref().map(Stored::version)
+}
+
 impl Sessions {
     /// Writes `session`'s state: `append` (its ended turns not yet in the log, oldest first,
     /// with the history messages added since the last write), the turn now in flight, and the
@@ -161,7 +170,16 @@ impl Sessions {
             append: turns,
         };
         let mut written = self.inner.storage.commit(&session.id, &commit, step).await;
-        if let (Err(Conflict::Changed(_)), Some(mark)) = (&written, &state.unsure)
+        if let Err(Conflict::Changed(_)) = &written
+            && let Some(version) = self.applied_late(session, &commit).await
+        {
+            // This very write, retried after a stalled Redis applied its first attempt late:
+            // done (the retry found the version it made).
+            if step == LeaseStep::Release {
+                self.inner.storage.release(&session.id).await;
+            }
+            written = Ok(Some(version));
+        } else if let (Err(Conflict::Changed(_)), Some(mark)) = (&written, &state.unsure)
             && let Some(version) = self.late_mark(session, &state.head, mark).await
         {
             // The store applied the mark it did not confirm in time: this write goes on
@@ -187,9 +205,35 @@ impl Sessions {
         Ok(())
     }
 
+    /// The version of the store's head when it is what `commit` writes, applied once already
+    /// (a retry of a write whose first attempt a stalled store applied after it gave up).
+    async fn applied_late(&self, session: &Session, commit: &Commit) -> Option<u64> {
+        let found = self
+            .inner
+            .storage
+            .store()
+            .head(&session.id)
+            .await
+            .ok()
+            .flatten()?;
+        let wrote = &commit.head;
+        (found.version == commit.expected + 1
+            && found.in_flight == wrote.in_flight
+            && found.unread == wrote.unread
+            && found.turns == wrote.turns
+            && found.messages == wrote.messages
+            && found.last_used_ms == wrote.last_used_ms)
+            .then_some(found.version)
+    }
+
     /// The version of the store's head when it is `known` with only the unconfirmed `mark`
     /// written over it (by this process, applied after its write timed out), else `None`.
-    async fn late_mark(&self, session: &Session, known: &Head, mark: &InFlight) -> Option<u64> {
+    pub(super) async fn late_mark(
+        &self,
+        session: &Session,
+        known: &Head,
+        mark: &InFlight,
+    ) -> Option<u64> {
         let found = self
             .inner
             .storage
@@ -227,11 +271,16 @@ impl Sessions {
     /// served it: said as such (a warning naming the likely cause), not as a conversation
     /// another replica went on with.
     pub(crate) async fn gone_from_store(&self, session: &Session) {
+        let cause = if self.inner.storage.shared() {
+            "it was deleted (`turnscope sessions delete`), or the store lost it (a Redis restarted \
+             without persistence keeps nothing: see `appendonly` in the README's \"Replicas with a \
+             shared store\")"
+        } else {
+            "it was deleted (`turnscope sessions delete`)"
+        };
         let message = format!(
             "#{} ({}): the session store {} no longer holds this conversation, which this server \
-             held open: it was deleted (`turnscope sessions delete`), or the store lost it (a Redis \
-             restarted without persistence keeps nothing: see `appendonly` in the README's \
-             \"Replicas with a shared store\"). Its client is told to call start",
+             held open: {cause}. Its client is told to call start",
             session.number,
             session.handle_prefix(),
             self.inner.storage.store().describe(),
@@ -301,24 +350,42 @@ impl Sessions {
             .collect();
         idle.sort_by_key(|s| std::cmp::Reverse(s.idle()));
         let mut freed = 0;
+        let started = std::time::Instant::now();
         for session in idle.into_iter().take(COPIES_CHECKED) {
-            let Ok(state) = session.chat.try_lock() else {
+            // Bounded: the caller waits (a reopen holds its new lease meanwhile).
+            if started.elapsed() >= COPIES_SCAN {
+                break;
+            }
+            let running = |s: &Session| s.bot.current_turn().is_some_and(|t| !t.is_done());
+            if running(&session) {
+                continue;
+            }
+            let Some(version) = local_version(&session) else {
                 continue;
             };
-            let Some(version) = state.stored.as_ref().map(Stored::version) else {
+            let found = match self.inner.storage.store().head(&session.id).await {
+                Ok(found) => found,
+                // The store does not answer: no use asking it about the next copy.
+                Err(_) => break,
+            };
+            let gone = found.is_none();
+            let stale = found.is_none_or(|head| head.version > version);
+            // Read again: a call that began meanwhile (its own write made the newer version)
+            // keeps its copy.
+            if !stale
+                || session.in_call()
+                || running(&session)
+                || local_version(&session) != Some(version)
+            {
                 continue;
-            };
-            drop(state);
-            let stale = match self.inner.storage.store().head(&session.id).await {
-                Ok(Some(head)) => head.version > version,
-                Ok(None) => true,
-                Err(_) => false,
-            };
-            if stale && !session.in_call() {
+            }
+            if gone {
+                self.gone_from_store(&session).await;
+            } else {
                 self.close_keeping(&session, "continued on another replica")
                     .await;
-                freed += 1;
             }
+            freed += 1;
         }
         if freed > 0 {
             tracing::info!(

@@ -264,6 +264,11 @@ async fn a_mark_redis_applies_after_its_call_gave_up_is_not_reported_as_a_crash(
         .unwrap_err();
     assert!(matches!(e, ChatError::StoreAway { .. }), "{e}");
     sleeper.await.unwrap();
+    // An empty line first (it takes the lease, not a mark): it finds the mark Redis applied
+    // late and goes on from it, rather than taking the copy for stale and the never-run line
+    // for one a crash cut off.
+    let read = say(&r1, &handle, "").await;
+    assert_eq!(read.unread, None, "{read:?}");
     // The next line goes on from the mark Redis applied late: no "turnscope stopped" note
     // for the line that never ran, and no turn of it in the log.
     let reply = say(&r1, &handle, "what did I say").await;
