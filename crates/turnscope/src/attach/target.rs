@@ -483,16 +483,19 @@ impl Target {
             line: held.line,
             at_us: held.at_us,
         });
-        match &held.outcome {
-            Ok(reply) => self.publish_turn(number, held.turn, held.at_us, reply, held.took),
-            Err(e) => self.turn_ended(
+        match (&held.outcome, not_answered(&held.outcome)) {
+            (_, Some(why)) => self.turn_ended(
                 number,
                 held.turn,
-                &format!("error: {e}"),
+                &format!("{NOT_ANSWERED}: {why}"),
                 None,
                 Timed::ByClient(held.took),
                 0,
             ),
+            (Ok(reply), None) => {
+                self.publish_turn(number, held.turn, held.at_us, reply, held.took);
+            }
+            (Err(_), None) => {}
         }
     }
 
@@ -630,17 +633,7 @@ impl Target {
             );
         }
         if by_client {
-            // A call that failed, or that the target refused with no turn record, is no turn
-            // the bot is known to have run: ended "not answered", so the console gives the
-            // line back rather than keeping it as a turn of the bot's.
-            let refused = match &outcome {
-                Ok(reply) if reply.is_error() && reply.turn.is_none() && reply.reply.is_empty() => {
-                    Some(reply.error.clone().unwrap_or_default())
-                }
-                Ok(_) => None,
-                Err(e) => Some(e.clone()),
-            };
-            match (&outcome, refused) {
+            match (&outcome, not_answered(&outcome)) {
                 (_, Some(why)) => self.turn_ended(
                     number,
                     turn,
@@ -783,6 +776,19 @@ fn meta<'a>(result: &'a CallToolResult, key: &str) -> Option<&'a Value> {
 
 /// A `chat` result as a [`ChatReply`]: the turn record when the target gives one, else the text
 /// with this client's own time.
+/// Why a call's outcome is no turn the bot is known to have run — the call failed, or the
+/// target refused it with no turn record — when it is: such a turn ends "not answered", so the
+/// console gives the line back rather than keeping it as a turn of the bot's.
+fn not_answered(outcome: &Result<ChatReply, String>) -> Option<String> {
+    match outcome {
+        Ok(reply) if reply.is_error() && reply.turn.is_none() && reply.reply.is_empty() => {
+            Some(reply.error.clone().unwrap_or_default())
+        }
+        Ok(_) => None,
+        Err(e) => Some(e.clone()),
+    }
+}
+
 fn reply_of(result: &CallToolResult, took: Duration) -> ChatReply {
     let failed = result.is_error == Some(true);
     let text = text_of(result);
@@ -840,5 +846,26 @@ fn reply_of(result: &CallToolResult, took: Duration) -> ChatReply {
         line: r["line"].as_str().map(str::to_string),
         turns: r["turns"].as_u64(),
         kept_unread: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::ContentBlock;
+
+    #[test]
+    fn a_failed_or_refused_call_with_no_turn_record_was_not_answered() {
+        let refused = CallToolResult::error(vec![ContentBlock::text("handle: no live session")]);
+        assert_eq!(
+            not_answered(&Ok(reply_of(&refused, Duration::ZERO))).as_deref(),
+            Some("handle: no live session")
+        );
+        assert_eq!(
+            not_answered(&Err("Transport send error".into())).as_deref(),
+            Some("Transport send error")
+        );
+        let answered = CallToolResult::success(vec![ContentBlock::text("You said: hi")]);
+        assert_eq!(not_answered(&Ok(reply_of(&answered, Duration::ZERO))), None);
     }
 }
