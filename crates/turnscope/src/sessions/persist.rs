@@ -205,17 +205,21 @@ impl Sessions {
         Ok(())
     }
 
-    /// The version of the store's head when it is what `commit` writes, applied once already
-    /// (a retry of a write whose first attempt a stalled store applied after it gave up).
-    async fn applied_late(&self, session: &Session, commit: &Commit) -> Option<u64> {
-        let found = self
-            .inner
+    /// The store's head of `session` now, when it answers and holds one.
+    async fn stored_head(&self, session: &Session) -> Option<Head> {
+        self.inner
             .storage
             .store()
             .head(&session.id)
             .await
             .ok()
-            .flatten()?;
+            .flatten()
+    }
+
+    /// The version of the store's head when it is what `commit` writes, applied once already
+    /// (a retry of a write whose first attempt a stalled store applied after it gave up).
+    async fn applied_late(&self, session: &Session, commit: &Commit) -> Option<u64> {
+        let found = self.stored_head(session).await?;
         let wrote = &commit.head;
         (found.version == commit.expected + 1
             && found.in_flight == wrote.in_flight
@@ -234,14 +238,7 @@ impl Sessions {
         known: &Head,
         mark: &InFlight,
     ) -> Option<u64> {
-        let found = self
-            .inner
-            .storage
-            .store()
-            .head(&session.id)
-            .await
-            .ok()
-            .flatten()?;
+        let found = self.stored_head(session).await?;
         (found.in_flight.as_ref() == Some(mark)
             && found.turns == known.turns
             && found.messages == known.messages
