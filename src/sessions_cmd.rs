@@ -298,6 +298,7 @@ fn summary(head: &Head) -> serde_json::Value {
         "prefix": head.prefix,
         "bot": head.bot,
         "turns": head.turns,
+        "errors": head.errors,
         "opener": head.opener,
         "created_ms": head.created_ms,
         "last_used_ms": head.last_used_ms,
@@ -321,8 +322,8 @@ fn table(heads: &[Head], total: u64, origin: &str) -> String {
         return out;
     }
     out.push_str(&format!(
-        "{:<8}  {:<16}  {:>5}  {:<28}  {:<20}  {}\n",
-        "PREFIX", "BOT", "TURNS", "LAST USED (UTC)", "OPENED BY", "STATE"
+        "{:<8}  {:<16}  {:>5}  {:>6}  {:<28}  {:<20}  {}\n",
+        "PREFIX", "BOT", "TURNS", "ERRORS", "LAST USED (UTC)", "OPENED BY", "STATE"
     ));
     let now = now_ms();
     for h in heads {
@@ -342,10 +343,11 @@ fn table(heads: &[Head], total: u64, origin: &str) -> String {
             (None, None) => "idle (every reply read)".to_string(),
         };
         out.push_str(&format!(
-            "{:<8}  {:<16}  {:>5}  {:<28}  {:<20}  {}\n",
+            "{:<8}  {:<16}  {:>5}  {:>6}  {:<28}  {:<20}  {}\n",
             h.prefix,
             cut(&h.bot, 16),
             h.turns,
+            h.errors,
             format!(
                 "{} ({} ago)",
                 utc(h.last_used_ms),

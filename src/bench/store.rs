@@ -221,6 +221,7 @@ async fn fill(path: &Path, stored: usize) -> anyhow::Result<Vec<String>> {
                     history_from_turn: 1,
                     in_flight: None,
                     unread: None,
+                    errors: 0,
                     version: 0,
                 };
                 store.create(&head).await

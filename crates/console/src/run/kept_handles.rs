@@ -648,6 +648,7 @@ mod tests {
                 history_from_turn: 1,
                 in_flight: None,
                 unread: None,
+                errors: 0,
                 version: 0,
             })
             .await

@@ -185,7 +185,10 @@ impl StoredSessions {
                 turns: head
                     .turns
                     .max(head.in_flight.as_ref().map_or(0, |f| f.turn)),
-                activity: Activity::Stored { idle_s },
+                activity: Activity::Stored {
+                    idle_s,
+                    errors: head.errors,
+                },
                 opened_us: head.created_ms * 1000,
                 began_us: None,
                 age_s: now.saturating_sub(head.created_ms) / 1000,

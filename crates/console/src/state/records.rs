@@ -125,6 +125,9 @@ pub enum Activity {
     Stored {
         /// Seconds since a call last used it.
         idle_s: u64,
+        /// Its turns that ended in an error, as the store counts them (the Log of the
+        /// process that ran them is gone).
+        errors: u64,
     },
 }
 

@@ -40,7 +40,10 @@ fn with_stored() -> Console {
         opener: SessionOpener::Mcp("claude-code".into()),
         mine: false,
         turns: 2,
-        activity: Activity::Stored { idle_s: 300 },
+        activity: Activity::Stored {
+            idle_s: 300,
+            errors: 3,
+        },
         opened_us: 0,
         began_us: None,
         age_s: 3_600,
@@ -93,6 +96,14 @@ fn the_sessions_pane_and_transcript_of_a_stored_session() {
         assert!(text.contains("1,235 stored, 1,234 not listed"), "{text}");
         assert!(text.contains("stored 5m"), "{text}");
         assert!(text.contains("The word was teapot."), "{text}");
+        // Its errors as the store counts them (the Log that saw them went with its process).
+        let row = text
+            .lines()
+            .find(|l| l.contains("5e5e5e5e") && l.contains("mcp: claude"))
+            .unwrap();
+        let words: Vec<&str> = row.split_whitespace().collect();
+        let at = words.iter().position(|w| *w == "stored").unwrap();
+        assert_eq!(words[at - 2..at], ["2", "3"], "turns, errors: {row}");
     }
     assert_snapshot!(format!(
         "160x48\n{}\n80x24\n{}",
@@ -210,6 +221,7 @@ fn api_head(id: HandleId, prefix: &str, turns: u64) -> Head {
         history_from_turn: 1,
         in_flight: None,
         unread: None,
+        errors: 0,
         version: 0,
     }
 }

@@ -144,6 +144,10 @@ impl Sessions {
             next.messages = next.messages.max(written);
             next.forgotten = forgotten;
             next.turns = last.id;
+            next.errors += turns
+                .iter()
+                .filter(|t| matches!(t.record.end, Some(TurnEnd::Error(_))))
+                .count() as u64;
         }
         next.in_flight = in_flight;
         next.unread = unread;

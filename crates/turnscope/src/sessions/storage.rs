@@ -299,6 +299,7 @@ impl Storage {
             history_from_turn: 1,
             in_flight: None,
             unread: None,
+            errors: 0,
             version: 0,
         };
         match self.store.create(&head).await {

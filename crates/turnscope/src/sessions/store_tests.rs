@@ -355,6 +355,31 @@ async fn an_unread_reply_survives_a_restart_and_an_empty_line_reads_it() {
 }
 
 #[tokio::test]
+async fn the_head_counts_the_turns_that_ended_in_an_error() {
+    // A model nothing listens for: each turn fails to reach it.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", closed.local_addr().unwrap());
+    drop(closed);
+    let bot = Bot::builder(ModelClient::new(ModelConfig::new(url, "m"))).build();
+    let disk = Disk::new(MemoryStore::new());
+    let sessions = Sessions::with_store(
+        bot,
+        Bus::default(),
+        SessionLimits::default(),
+        Replica::default(),
+        disk.clone(),
+    );
+    let session = sessions.open(SessionOpener::Api).await.unwrap();
+    let handle = session.handle();
+    for line in ["one", "two"] {
+        let reply = say(&sessions, &handle, line).await;
+        assert_eq!(reply.end_reason.as_deref(), Some("error"), "{reply:?}");
+    }
+    let head = disk.inner.head(&session.id()).await.unwrap().unwrap();
+    assert_eq!((head.turns, head.errors), (2, 2));
+}
+
+#[tokio::test]
 async fn the_sweep_deletes_expired_stored_sessions_and_a_chat_on_one_is_refused() {
     let model = model(0.0).await;
     let disk = Disk::new(MemoryStore::new());

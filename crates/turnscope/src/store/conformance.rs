@@ -28,6 +28,7 @@ pub(crate) fn head(store: &dyn SessionStore, last_used_ms: u64) -> Head {
         history_from_turn: 1,
         in_flight: None,
         unread: None,
+        errors: 0,
         version: 0,
     }
 }

@@ -77,6 +77,9 @@ pub struct Head {
     pub in_flight: Option<InFlight>,
     /// The turn whose reply no call has read yet, if any.
     pub unread: Option<u64>,
+    /// Its turns that ended in an error (heads written before 2026-12-07 count none).
+    #[serde(default)]
+    pub errors: u64,
     /// The version the store gave this head; each write checks and bumps it.
     pub version: u64,
 }

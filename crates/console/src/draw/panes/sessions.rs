@@ -177,6 +177,15 @@ fn opened_by<'a>(
 /// the longest number and a space (at least 4), so `#1000001` (a session an attached console
 /// started, numbered apart from the watched server's) or the thousandth session is shown
 /// whole.
+/// A stored session's errors, as its store counts them (none for an open one: the Log
+/// counts those).
+fn stored_errors(row: &SessionRow) -> u64 {
+    match row.activity {
+        Activity::Stored { errors, .. } => errors,
+        _ => 0,
+    }
+}
+
 fn number_width(numbers: impl Iterator<Item = u64>) -> usize {
     let digits = numbers
         .map(|n| n.checked_ilog10().map_or(1, |d| d as usize + 1))
@@ -225,7 +234,7 @@ fn row_line<'a>(
     spans.extend(opened_by(c, row, by_w, by_style));
     spans.extend([
         Span::styled(pad(&row.turns.to_string(), 6), base),
-        match c.state.journal.errors_of(row.number) {
+        match c.state.journal.errors_of(row.number) + stored_errors(row) {
             0 => Span::styled(pad("-", 5), t.dim),
             n => Span::styled(pad(&n.to_string(), 5), t.error),
         },
@@ -235,7 +244,7 @@ fn row_line<'a>(
                     _ if gone => "client gone".to_string(),
                     Activity::InTurn => "● in turn".to_string(),
                     Activity::Closed(_) => "closed".to_string(),
-                    Activity::Stored { idle_s } => format!("stored {}", ago(*idle_s)),
+                    Activity::Stored { idle_s, .. } => format!("stored {}", ago(*idle_s)),
                     other => other.label(),
                 },
                 12,
