@@ -182,6 +182,8 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
                         "store": {
                             "url": store.url,
                             "durable": store.durable,
+                            // What the store itself may lose (Redis without appendonly).
+                            "caveat": s.store().caveat(),
                             "status": if store.degraded.is_some() { "degraded" } else { "ok" },
                             "error": store.degraded,
                             "stats": s.store().stats(),
