@@ -278,6 +278,8 @@ async fn staying_attached_across_a_restart_the_next_line_reopens_the_session() {
     s.send(b"8").await;
     let log = s.wait_text("attempts").await;
     assert!(log.contains(" 1 warning "), "{log}");
+    // The restart's notice goes in seconds; the Log keeps it.
+    s.wait_text("log: the watched server restarted").await;
     s.send(b"3").await;
 
     // Restarted again, and a line sent before the stream shows the new server: it goes on in

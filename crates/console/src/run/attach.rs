@@ -218,6 +218,12 @@ fn settle(remote: &Remote, console: &mut Console) {
                      the server kept it in its store, else starts a new one (n: a new one now)"
                 .into(),
         };
+        // The notice goes in a few seconds: the Log keeps what happened.
+        remote.attached.bus.publish(Event::Log {
+            at_ms: now_us() / 1000,
+            level: "info".into(),
+            message: text.clone(),
+        });
         console.notice = Some(Notice { text, error: false });
     }
     let_go_of_ended_with_the_bot(remote, console);
