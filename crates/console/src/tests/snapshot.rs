@@ -529,6 +529,24 @@ fn the_header_names_the_store_by_its_file() {
     assert!(first.contains("store memory  model "), "{first}");
 }
 
+/// An attached console watching one of several replicas keeps which one at 80 columns: the
+/// model's name goes first (the replicas share it).
+#[test]
+fn a_narrow_attached_header_keeps_the_replica_over_the_model() {
+    let mut c = console();
+    c.state.header.source = crate::state::Source::Attached {
+        target: "http://127.0.0.1:47102/mcp".into(),
+        view: "watching r2 read-only".into(),
+    };
+    c.state.header.replica = Some(("r2".into(), "serving".into()));
+    c.state.header.model = "turnscope-scripted".into();
+    let t = render(80, 2, &c, panes::bars::header);
+    let first: String = (0..80)
+        .map(|x| t.backend().buffer()[(x, 0)].symbol().to_string())
+        .collect();
+    assert!(first.contains("replica r2"), "{first}");
+}
+
 /// A task's polls stay under the `chat` that created it when only the end of the list fits:
 /// the pane places the exchanges by their rows, the polls' lines counted with their call's.
 #[test]

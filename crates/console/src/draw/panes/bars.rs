@@ -202,7 +202,9 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
                 spans.push(Span::styled(format!(" {state}"), t.warn));
             }
             spans.push(Span::styled(" ", t.dim));
-            first.push(Chunk::new(spans, 4));
+            // Kept past the model's name: replicas share one model, and which one this is
+            // (or this attached console watches) is what tells them apart.
+            first.push(Chunk::new(spans, 10));
         }
     }
     if let Some(store) = &h.store {
