@@ -672,7 +672,17 @@ impl Sessions {
                 message: e.to_string(),
             }),
             Err(changed) => {
+                let overtaken = self.inner.storage.shared() && !changed.head_gone();
                 self.conflicted(session, changed).await;
+                if overtaken {
+                    // Another replica went on without this turn (it reported it cut off):
+                    // answering it as a turn would split the conversation in two.
+                    let record = turn.snapshot();
+                    return Err(ChatError::Overtaken {
+                        turn: record.id,
+                        reply: record.reply,
+                    });
+                }
                 Ok(ChatReply::of(&turn, unread))
             }
         }

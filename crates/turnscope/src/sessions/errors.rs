@@ -67,6 +67,15 @@ pub enum ChatError {
     /// The session changed in the store since this server loaded it (another server wrote
     /// it, or it was deleted); the next call reloads it.
     Stale,
+    /// A turn ran here while another replica went on with the conversation (the shared
+    /// store stalled past the lease, which lapsed, and a call there took it and reported
+    /// this turn as cut off): its reply is not part of the conversation.
+    Overtaken {
+        /// The turn's id here.
+        turn: u64,
+        /// What the bot replied (said in the error, not kept anywhere else).
+        reply: String,
+    },
     /// The store could not give the session back.
     Store {
         /// What the store said (names the store and what to do).
@@ -127,6 +136,14 @@ impl fmt::Display for ChatError {
             ChatError::Stale => f.write_str(
                 "handle: this conversation changed in the session store since this server loaded it (another server \
                  wrote it, or it was deleted). Call chat again: it is loaded afresh.",
+            ),
+            ChatError::Overtaken { turn, reply } => write!(
+                f,
+                "handle: turn {turn} ran on this replica, but while it ran another replica went on with this \
+                 conversation (the session store did not answer for longer than the conversation's lease, which \
+                 lapsed, and a call there took it and reported this turn as cut off). Its reply is not part of the \
+                 conversation, so it is not answered as a turn; it was: «{reply}». Call chat with an empty line to \
+                 read where the conversation is now, or with your next line."
             ),
             ChatError::Store { message } => write!(
                 f,

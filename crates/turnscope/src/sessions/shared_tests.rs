@@ -384,3 +384,48 @@ async fn a_conversation_a_redis_restart_lost_is_said_lost_not_continued_elsewher
         "{text}"
     );
 }
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_turn_whose_lease_lapsed_while_redis_stalled_is_not_answered_as_part_of_the_conversation()
+{
+    let server = RedisServer::start(&["--enable-debug-command", "local"]);
+    let (_model, r1, r2) = two_replicas(&server, 0.02, Some(300)).await;
+    let handle = r1.open(SessionOpener::Api).await.unwrap().handle();
+    // A 6 s turn on r1, its caller waiting.
+    let first = {
+        let (r1, handle) = (r1.clone(), handle.clone());
+        tokio::spawn(async move {
+            r1.chat(&handle, "first", None, &CancellationToken::new())
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Redis stalls past the lease (2 s): r1 cannot renew it, so when Redis wakes the lease
+    // has lapsed and a new line on r2 takes the conversation, reporting r1's turn as cut off.
+    let client = redis::Client::open(format!("redis://127.0.0.1:{}/0", server.port)).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let sleeper = tokio::spawn(async move {
+        let _: Result<(), _> = redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg("4")
+            .query_async(&mut admin)
+            .await;
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let second = say(&r2, &handle, "second").await;
+    sleeper.await.unwrap();
+    let lost = second.unread.expect("r2 reports r1's turn");
+    assert_eq!(lost.end_reason, "restarted", "{lost:?}");
+    // r1's turn ran on: its reply is not in the conversation r2 went on with, so its caller
+    // is not answered as if it were (before: `completed`, the whole reply).
+    let first = first.await.unwrap();
+    let e = first.expect_err("not answered as a turn of the conversation");
+    let text = e.to_string();
+    assert!(
+        matches!(e, ChatError::Overtaken { turn: 1, .. })
+            && text.contains("another replica went on with this conversation")
+            && text.contains("You said: first"),
+        "{text}"
+    );
+}
