@@ -664,6 +664,12 @@ impl Sessions {
         let written = self
             .record_read(session, &mut reading.state, &reading.turn, true)
             .await;
+        if matches!(written, Err(Conflict::Unsaved(_))) && reading.state.pending.is_none() {
+            // Not saved, so not read: the turn stays unread here. An empty line reads it
+            // (and saves it) once the store answers; a new line saves it as the unread turn
+            // it carries. Dropped, the log never held it and its reply was never seen.
+            reading.state.pending = Some(reading.turn.clone());
+        }
         let (turn, unread) = reading.let_go();
         session.touch();
         match written {

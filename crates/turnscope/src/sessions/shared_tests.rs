@@ -429,3 +429,72 @@ async fn a_turn_whose_lease_lapsed_while_redis_stalled_is_not_answered_as_part_o
         "{text}"
     );
 }
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_turn_redis_refused_to_save_stays_unread_and_is_saved_when_read() {
+    let server = RedisServer::start(&[]);
+    let (_model, r1, _r2) = two_replicas(&server, 0.02, Some(50)).await;
+    let handle = r1.open(SessionOpener::Api).await.unwrap().handle();
+    say(&r1, &handle, "one").await;
+    let client = redis::Client::open(format!("redis://127.0.0.1:{}/0", server.port)).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let maxmemory = |bytes: &'static str| {
+        let mut admin = admin.clone();
+        async move {
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("maxmemory")
+                .arg(bytes)
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+        }
+    };
+    // Redis fills while turn 2 runs (1 s): its mark was stored, its end is refused.
+    let second = {
+        let (r1, handle) = (r1.clone(), handle.clone());
+        tokio::spawn(async move {
+            r1.chat(&handle, "two", None, &CancellationToken::new())
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    maxmemory("1").await;
+    let e = second.await.unwrap().expect_err("not saved, not answered");
+    assert!(matches!(e, ChatError::Unsaved { .. }), "{e}");
+    assert!(
+        e.to_string().contains("empty line to read its reply"),
+        "{e}"
+    );
+    maxmemory("0").await;
+    let _: () = redis::cmd("PING").query_async(&mut admin).await.unwrap();
+    // Before: the empty line found nothing to read, and turn 2 was never in the log though
+    // the model's history held it.
+    let read = say(&r1, &handle, "").await;
+    assert_eq!(
+        (read.turn, read.end_reason.as_deref()),
+        (Some(2), Some("completed")),
+        "{read:?}"
+    );
+    assert!(read.reply.starts_with("You said: two"), "{read:?}");
+    say(&r1, &handle, "three").await;
+    let store = RedisStore::open(
+        &server.url("shared:"),
+        RedisSettings {
+            replica: "reader".into(),
+            idle: Duration::from_secs(300),
+        },
+    )
+    .await
+    .unwrap();
+    let id = store.key().id_of(&handle.parse().unwrap());
+    let lines: Vec<String> = store
+        .turns(&id, 0)
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.record.line.clone())
+        .collect();
+    assert_eq!(lines, ["one", "two", "three"]);
+}
