@@ -84,9 +84,12 @@ impl RedisUrl {
                     ));
                 }
                 _ => {
+                    // The name only: the value may be a secret (`?password=`).
+                    let name = pair.split_once('=').map_or(pair, |(name, _)| name);
                     return Err(format!(
-                        "store URL {masked:?}: {pair:?} is not a setting turnscope knows; the only one is \
-                         ?prefix=KEYPREFIX (default {REDIS_PREFIX:?})"
+                        "store URL {masked:?}: ?{name}= is not a setting turnscope knows; the only one is \
+                         ?prefix=KEYPREFIX (default {REDIS_PREFIX:?}); a password goes before the host \
+                         (redis://:PASSWORD@HOST:PORT/DB)"
                     ));
                 }
             }
@@ -139,7 +142,8 @@ impl RedisUrl {
     }
 }
 
-/// `text` with the credentials of any `scheme://user:pass@` in it replaced by `***`.
+/// `text` with the credentials of any `scheme://user:pass@` in it replaced by `***`, and the
+/// values of its query's parameters too, but `prefix` (`?password=` may hold a secret).
 pub fn mask_credentials(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -157,7 +161,27 @@ pub fn mask_credentials(text: &str) -> String {
             }
             None => out.push_str(authority),
         }
-        rest = &tail[end..];
+        let after = &tail[end..];
+        let url_end = after
+            .find(|c: char| c.is_whitespace() || c == '"')
+            .unwrap_or(after.len());
+        let (path, query) = after[..url_end]
+            .split_once('?')
+            .unwrap_or((&after[..url_end], ""));
+        out.push_str(path);
+        if after[..url_end].contains('?') {
+            out.push('?');
+            let pairs: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((name, value)) if name == "prefix" => format!("{name}={value}"),
+                    Some((name, _)) => format!("{name}=***"),
+                    None => pair.to_string(),
+                })
+                .collect();
+            out.push_str(&pairs.join("&"));
+        }
+        rest = &after[url_end..];
     }
     out.push_str(rest);
     out
@@ -297,6 +321,16 @@ mod tests {
         assert_eq!(
             mask_credentials("failed: redis://a:b@h:1/0 and rediss://h2/1"),
             "failed: redis://***@h:1/0 and rediss://h2/1"
+        );
+        // A value in the query may be a secret too: never echoed.
+        let e = StoreUrl::parse("redis://h:1/0?password=QSECRET").unwrap_err();
+        assert!(
+            e.contains("?password= is not a setting") && !e.contains("QSECRET"),
+            "{e}"
+        );
+        assert_eq!(
+            mask_credentials("at redis://h:1/0?prefix=bots:&password=pw then"),
+            "at redis://h:1/0?prefix=bots:&password=*** then"
         );
     }
 }
