@@ -673,6 +673,14 @@ async fn attached_to_a_pipecat_bot_it_chats_and_shows_whisker_frames_pipeline_to
     );
     assert!(recorded.contains("\"type\":\"tool_call\""));
     assert!(ends(&recorded, "\"clock\":\"whisker\""), "{recorded}");
+    // The client's progress of a turn whisker shows (whisker tells none): before, dropped as
+    // if the feed that shows the session told it.
+    assert!(
+        recorded
+            .lines()
+            .any(|l| l.contains("\"type\":\"progress\"") && l.contains("echo")),
+        "the tool turn's progress is recorded"
+    );
     let _ = bot.start_kill();
     terminate(&mut model).await;
 }

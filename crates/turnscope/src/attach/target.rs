@@ -89,6 +89,9 @@ struct Own {
     turns: u64,
     /// Its turns seen while [`Shown::Pending`].
     held: Vec<HeldTurn>,
+    /// Whether the feed that shows it tells its progress too (a watched turnscope's stream
+    /// does; a whisker worker does not: pipecat's frames carry no MCP progress).
+    progress_elsewhere: bool,
 }
 
 /// The client's side of one attached target.
@@ -107,7 +110,8 @@ pub struct Target {
 
 /// Receives the target's notifications: progress becomes `Event::Progress` of its session,
 /// unless the watched server's stream shows that session (its own `progress` events, the
-/// same notifications: each would be told twice).
+/// same notifications: each would be told twice). A session a whisker worker shows keeps
+/// this client's progress (whisker tells none).
 #[derive(Clone)]
 struct Listener {
     bus: Bus,
@@ -137,7 +141,7 @@ impl ClientHandler for Listener {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .get(&session)
-                .is_some_and(|own| own.shown == Shown::Elsewhere)
+                .is_some_and(|own| own.shown == Shown::Elsewhere && own.progress_elsewhere)
         };
         if let Some(session) = session.filter(|s| !shown_elsewhere(*s)) {
             self.bus.publish(Event::Progress {
@@ -381,6 +385,8 @@ impl Target {
                 shown,
                 turns,
                 held: Vec::new(),
+                // Adopted as shown elsewhere: by the watched server's stream.
+                progress_elsewhere: shown == Shown::Elsewhere,
             },
         );
         if shown == Shown::ByClient {
@@ -455,6 +461,7 @@ impl Target {
             .get_mut(&number)
         {
             own.shown = Shown::Elsewhere;
+            own.progress_elsewhere = false;
             own.held.clear();
         }
     }
