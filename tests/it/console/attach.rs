@@ -659,6 +659,17 @@ async fn attached_to_a_pipecat_bot_it_chats_and_shows_whisker_frames_pipeline_to
         ends(&second_recorded, "\"clock\":\"client\""),
         "{second_recorded}"
     );
+    // The bot gone, a line fails: the Log keeps the failure after its notice goes (a
+    // pipecat bot has no Log of its own to show). Before, only the notice said it.
+    let _ = bot.start_kill();
+    let _ = bot.wait().await;
+    s.send(b"\x1b").await;
+    s.send(b"3").await;
+    s.send(b"are you there\r").await;
+    s.wait_text("your line is back").await;
+    s.send(b"\x1b").await;
+    s.send(b"8").await;
+    s.wait_text("this console's chat in #1 failed").await;
     s.send(b"\x03").await;
     assert!(s.wait_exit().await.success());
     let recorded = std::fs::read_to_string(s._dir.join("pipecat.jsonl")).expect("--events wrote");

@@ -500,12 +500,14 @@ fn perform(
                         error: false,
                     });
                     let result = target.chat(number, &line).await;
+                    log_failed(&remote, number, "chat", &result);
                     let _ = tx.send(Done::Chat(number, line, Box::new(result)));
                     return;
                 }
                 let number = match remote.attached.open().await {
                     Ok(number) => number,
                     Err(e) => {
+                        log_failed::<()>(&remote, 0, "start", &Err(e.clone()));
                         let _ = tx.send(Done::Opened {
                             result: Err(e),
                             replacing: None,
@@ -526,6 +528,7 @@ fn perform(
                 }
                 keep_handle(&remote, number, &tx);
                 let result = target.chat(number, &line).await;
+                log_failed(&remote, number, "chat", &result);
                 let _ = tx.send(Done::Chat(number, line, Box::new(result)));
             });
         }
@@ -551,9 +554,10 @@ fn perform(
             }
             console.chat_started(session);
             keep_handle(remote, session, chat_tx);
-            let tx = chat_tx.clone();
+            let (remote, tx) = (remote.clone(), chat_tx.clone());
             tokio::spawn(async move {
                 let result = target.chat(session, &line).await;
+                log_failed(&remote, session, "chat", &result);
                 let _ = tx.send(Done::Chat(session, line, Box::new(result)));
             });
         }
@@ -639,7 +643,34 @@ fn open_session(remote: &Arc<Remote>) {
     let remote = remote.clone();
     tokio::spawn(async move {
         let outcome = remote.attached.open().await;
+        if let Err(e) = &outcome {
+            log_failed::<()>(&remote, 0, "start", &Err(e.clone()));
+        }
         remote.opened(outcome);
+    });
+}
+
+/// Puts a failed or refused call of this console's (`what`: `chat` in `session`, or `start`)
+/// in the Log as an error, so it outlives its notice, unless a watched server's stream shows
+/// the server's own line for it (a turnscope logs every refusal).
+fn log_failed<T>(remote: &Remote, session: u64, what: &str, result: &Result<T, String>) {
+    let Err(e) = result else {
+        return;
+    };
+    let watched = remote.attached.stream.as_ref().is_some_and(|stream| {
+        stream.lock().unwrap_or_else(|p| p.into_inner()).available == Some(true)
+    });
+    if watched {
+        return;
+    }
+    let call = match what {
+        "start" => "start".to_string(),
+        _ => format!("{what} in #{session}"),
+    };
+    remote.attached.bus.publish(Event::Log {
+        at_ms: now_us() / 1000,
+        level: "error".into(),
+        message: format!("this console's {call} failed: {e}"),
     });
 }
 
