@@ -238,3 +238,29 @@ fn the_frames_pane_matches_each_frame_once_however_often_it_is_drawn() {
     }
     assert_eq!(c.frames.matched(), kept);
 }
+
+/// A session whose frames all went to keep the bound says so in Frames (it said "no frames
+/// of this session yet" of a session that had run 300 turns).
+#[test]
+fn a_session_whose_frames_were_all_dropped_says_so() {
+    let mut s = ConsoleState::with_budget(Header::default(), Budget::mib(2));
+    for e in long::session(7, 300, 300)
+        .into_iter()
+        .chain(long::session(8, 300, 300))
+    {
+        s.apply(&e);
+    }
+    assert!(s.frames_evicted() > 0);
+    let mut c = Console::new(s, Theme::default(), true);
+    c.selected = Some(7);
+    c.focus_pane(PaneId::Frames);
+    c.zoom = true;
+    c.before_draw();
+    let screen = draw(&c, 160, 48);
+    let flat: String = screen.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("This session's frames were dropped, the oldest first"),
+        "{screen}"
+    );
+    assert!(!flat.contains("yet"), "{screen}");
+}

@@ -91,16 +91,25 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     let cursor = c.frame_cursor_index(&lines);
     let (start, end) = window(c, lines.len(), cursor, visible);
     if lines.is_empty() {
-        let selected_stored = c
-            .selected
-            .and_then(|n| c.state.session(n))
-            .is_some_and(|row| row.is_stored());
+        let selected_row = c.selected.and_then(|n| c.state.session(n));
+        let selected_stored = selected_row.is_some_and(|row| row.is_stored());
+        // Its turns ran, and frames were dropped: its own were among the oldest.
+        let dropped = selected_row.is_some_and(|row| row.turns > 0) && c.state.frames_evicted() > 0;
+        let dropped_text;
         let said = if source.is_empty() {
             "No frames yet: they appear as soon as a session runs a turn."
         } else if !c.frames.filter.is_empty() {
             "No frame matches the filter; Esc clears it, a shows all sessions."
         } else if selected_stored {
             "A stored session's frames are not kept, only its turns; a shows all sessions."
+        } else if dropped {
+            dropped_text = format!(
+                "This session's frames were dropped, the oldest first, to keep the frames in \
+                 memory bounded ({} dropped in all, see Stats); its turns are kept (2 \
+                 Transcript); a shows all sessions.",
+                crate::text::count(c.state.frames_evicted())
+            );
+            &dropped_text
         } else {
             "No frames of this session yet; a shows all sessions."
         };
