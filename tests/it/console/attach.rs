@@ -427,6 +427,25 @@ async fn attaching_to_an_unknown_host_or_with_https_to_plain_http_says_which() {
     app.shutdown().await;
 }
 
+/// `--whisker` at a port that answers HTTP and is not whisker's (an easy typo: the bot's own
+/// or its model's port) says so in the header and the Log, instead of "waiting for its port"
+/// for ever.
+#[tokio::test]
+async fn whisker_at_a_port_that_is_not_whisker_says_so() {
+    let port = free_port();
+    let mut server = server_on(&port, "memory");
+    ready_line(&mut server).await;
+    let ws = format!("ws://127.0.0.1:{port}");
+    let mut s = Screen::start(&["attach", "--whisker", &ws]).await;
+    s.wait_text("not a whisker port (it answers HTTP 404").await;
+    s.send(b"\x1b").await;
+    s.send(b"8").await;
+    s.wait_text("is not pipecat's").await;
+    s.send(b"\x03").await;
+    assert!(s.wait_exit().await.success());
+    terminate(&mut server).await;
+}
+
 /// An idle attached client pings its target (`attach::Target::keep_alive`), each ping answered,
 /// so the server does not end its MCP session after five minutes without a request (the
 /// console's own sessions were then said to have lost their client while it still ran).

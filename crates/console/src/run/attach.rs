@@ -129,6 +129,8 @@ impl Remote {
                 format!("whisker {} · {} records", w.versions, w.records)
             } else if w.held_elsewhere {
                 "whisker refused: another client holds it (see Log)".into()
+            } else if let Some(status) = &w.not_whisker {
+                format!("whisker: not a whisker port (it answers HTTP {status}; see Log)")
             } else if w.connects > 0 {
                 "whisker: reconnecting…".into()
             } else {

@@ -46,6 +46,8 @@ pub struct WhiskerState {
     pub refused: u64,
     /// Whether the latest attempt was refused so (another client holds whisker now).
     pub held_elsewhere: bool,
+    /// The HTTP status the latest attempt got instead of a WebSocket (not whisker's port).
+    pub not_whisker: Option<String>,
     /// pipecat's and whisker's versions, from the snapshot.
     pub versions: String,
     /// Records read.
@@ -128,7 +130,11 @@ pub fn spawn(
             reader.lock().connected = false;
             match ended {
                 Ended::CannotConnect(why, port_refused) => {
-                    reader.lock().held_elsewhere = false;
+                    {
+                        let mut state = reader.lock();
+                        state.held_elsewhere = false;
+                        state.not_whisker = None;
+                    }
                     // Only a port that refused after the feed ended is a process gone: a
                     // timeout or a name not resolved may be the network's.
                     if lost && port_refused {
@@ -144,6 +150,21 @@ pub fn spawn(
                             ),
                         );
                         said_waiting = true;
+                    }
+                }
+                Ended::NotWhisker(status) => {
+                    let first = reader.lock().not_whisker.replace(status.clone()).is_none();
+                    if first {
+                        reader.log(
+                            "error",
+                            format!(
+                                "whisker {url}: the port answers HTTP ({status}) and refuses the \
+                                 WebSocket upgrade, so it is not pipecat's whisker feed (another \
+                                 server's port?). Whisker's port is the one the bot's \
+                                 WhiskerObserver listens on (9090 by default); turnscope dials \
+                                 again (every 5 s at most) in case it is whisker's, not yet up"
+                            ),
+                        );
                     }
                 }
                 Ended::Refused => {
@@ -195,6 +216,8 @@ pub fn spawn(
 enum Ended {
     /// Why, and whether the port refused the connection.
     CannotConnect(String, bool),
+    /// Its port answers HTTP (this status) and refuses the WebSocket upgrade.
+    NotWhisker(String),
     Refused,
     Closed(String),
 }
@@ -236,6 +259,10 @@ impl Reader {
                     // its whisker not up yet), unlike a timeout or a name not resolved.
                     let refused = matches!(&e, tokio_tungstenite::tungstenite::Error::Io(io)
                         if io.kind() == std::io::ErrorKind::ConnectionRefused);
+                    // Something answers there in HTTP, and it is not a WebSocket server.
+                    if let tokio_tungstenite::tungstenite::Error::Http(response) = &e {
+                        return Ended::NotWhisker(response.status().to_string());
+                    }
                     return Ended::CannotConnect(e.to_string(), refused);
                 }
             };
@@ -276,6 +303,7 @@ impl Reader {
                     s.connected = true;
                     s.connects += 1;
                     s.held_elsewhere = false;
+                    s.not_whisker = None;
                 }
                 if std::mem::take(&mut self.restarted) {
                     self.forget_workers();
