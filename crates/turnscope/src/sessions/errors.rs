@@ -157,8 +157,9 @@ impl fmt::Display for ChatError {
             ),
             ChatError::StoreAway { message } => write!(
                 f,
-                "store: the session store did not answer, so nothing ran and the conversation is as it was: \
-                 {message}. Call chat again (with the same line) once it answers."
+                "store: the session store did not take this line (it did not answer, or refused it), so nothing \
+                 ran and the conversation is as it was: {message}. Call chat again (with the same line) once it \
+                 takes writes."
             ),
             ChatError::Cap { cap, handle_seconds } => write!(
                 f,

@@ -199,7 +199,7 @@ async fn a_line_sent_while_redis_is_away_runs_nothing_and_says_so() {
     let text = e.to_string();
     assert!(
         matches!(e, ChatError::StoreAway { .. })
-            && text.starts_with("store: the session store did not answer, so nothing ran")
+            && text.starts_with("store: the session store did not take this line")
             && text.contains("store redis://127.0.0.1:")
             && text.contains("Call chat again"),
         "{text}"
@@ -466,6 +466,19 @@ async fn a_turn_redis_refused_to_save_stays_unread_and_is_saved_when_read() {
     assert!(
         e.to_string().contains("empty line to read its reply"),
         "{e}"
+    );
+    assert!(e.to_string().contains("out of memory"), "{e}");
+    // Degraded while Redis takes no write, though it answers reads (the probe writes; it
+    // counted, so the replica said ok again within half a second of each refusal).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let status = r1.store_status();
+    assert!(
+        status
+            .degraded
+            .as_deref()
+            .is_some_and(|d| d.contains("out of memory")),
+        "{:?}",
+        status.degraded
     );
     maxmemory("0").await;
     let _: () = redis::cmd("PING").query_async(&mut admin).await.unwrap();

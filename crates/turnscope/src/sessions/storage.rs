@@ -211,8 +211,8 @@ impl Storage {
         if !self.shared {
             return;
         }
-        match self.store.count().await {
-            Ok(_) => self.answered(),
+        match self.store.probe().await {
+            Ok(()) => self.answered(),
             Err(e) => self.fail(&e),
         }
     }

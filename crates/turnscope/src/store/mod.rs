@@ -276,6 +276,12 @@ pub trait SessionStore: Send + Sync {
     /// How many heads are stored.
     async fn count(&self) -> Result<u64, StoreError>;
 
+    /// Asks whether it takes writes now (one cheap round trip), for a replica's health on
+    /// its sweeper's tick. By default a count.
+    async fn probe(&self) -> Result<(), StoreError> {
+        self.count().await.map(|_| ())
+    }
+
     /// Takes the right to run `id`'s turns in this process (a lease a shared store grants to
     /// one replica at a time, for one turn). A store one process holds grants it always.
     async fn acquire(&self, _id: &HandleId) -> Result<Lease, StoreError> {

@@ -1,7 +1,8 @@
 //! The Redis store: sessions in one Redis server that several replicas share, so any replica
 //! serves any handle and a replica's death loses no conversation. Through redis-rs: one
 //! multiplexed connection kept by a `ConnectionManager`, which reconnects on its own after
-//! Redis was lost or restarted.
+//! Redis was lost or restarted (and made anew when Redis refused its reconnect's credentials:
+//! `RedisStore::mend`).
 //!
 //! Key layout, every key under the prefix P (`turnscope:`, or the URL's `?prefix=`):
 //! - `P meta` (hash): `key`, the 32 random bytes every replica hashes handles with (the
@@ -18,6 +19,9 @@
 //! - `P stop:ID` (string): another replica's request that the holder interrupt ID's turn (a
 //!   new line arrived there), the asker's `REPLICA#NONCE`, expiring after [`LEASE`]; the
 //!   holder takes it at its next renewal, a new holder drops it.
+//! - `P probe:REPLICA` (string, expiring after 5 s): written by each replica's health probe
+//!   every sweeper tick, so a Redis that answers but takes no write (`maxmemory` reached) is
+//!   seen as degraded.
 //!
 //! `h:` and `log:` expire after the idle lifetime (`server.handle_seconds`), refreshed by every
 //! write: Redis forgets an abandoned conversation even when no replica is left to sweep it, and
@@ -35,7 +39,8 @@
 
 mod scripts;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -100,7 +105,14 @@ pub struct RedisSettings {
 
 /// Sessions in Redis.
 pub struct RedisStore {
-    conn: ConnectionManager,
+    /// The connection every call clones; replaced whole by [`RedisStore::mend`] when it
+    /// can no longer reconnect by itself.
+    conn: Arc<RwLock<ConnectionManager>>,
+    /// What a new connection is made from.
+    client: redis::Client,
+    config: ConnectionManagerConfig,
+    /// Whether a new connection is being made.
+    mending: Arc<AtomicBool>,
     masked: String,
     prefix: String,
     key: HandleKey,
@@ -130,13 +142,8 @@ impl RedisStore {
             .map_err(|e| fail("reading the URL", &e))?
             .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
         let client = redis::Client::open(info).map_err(|e| fail("reading the URL", &e))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(CONNECT_TIMEOUT))
-            .set_response_timeout(Some(RESPONSE_TIMEOUT))
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_millis(500));
-        let mut conn = ConnectionManager::new_with_config(client, config)
+        let config = connection_config();
+        let mut conn = ConnectionManager::new_with_config(client.clone(), config.clone())
             .await
             .map_err(|e| fail("connecting", &e))?;
         // One plain command first: Redis's refusals (NOAUTH) come back as themselves; in the
@@ -182,7 +189,10 @@ impl RedisStore {
         let _ = getrandom::fill(&mut nonce);
         let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
         Ok(Self {
-            conn,
+            conn: Arc::new(RwLock::new(conn)),
+            client,
+            config,
+            mending: Arc::new(AtomicBool::new(false)),
             holder: format!("{}#{nonce}", settings.replica),
             replica: settings.replica,
             masked,
@@ -236,23 +246,72 @@ impl RedisStore {
 
     /// The connection, for one call (clones share the one multiplexed connection).
     fn conn(&self) -> ConnectionManager {
-        self.conn.clone()
+        self.conn.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// A failed call, as callers read it.
     fn lost(&self, what: &str, e: &RedisError) -> StoreError {
-        let advice = if e.is_timeout() {
-            "Redis did not answer in time (busy or unreachable)"
+        self.mend(e);
+        let (advice, next) = if e.is_timeout() {
+            (
+                "Redis did not answer in time (busy or unreachable)",
+                "turnscope reconnects on its own; try again in a moment",
+            )
         } else if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() {
-            "Redis cannot be reached"
+            (
+                "Redis cannot be reached",
+                "turnscope reconnects on its own; try again in a moment",
+            )
+        } else if e.code() == Some("OOM") {
+            (
+                "Redis refused it: it is out of memory (its maxmemory is reached and its policy \
+                 evicts nothing)",
+                "Free memory in Redis or raise its maxmemory; turnscope saves again as soon as it \
+                 takes writes",
+            )
+        } else if matches!(e.kind(), redis::ErrorKind::AuthenticationFailed) {
+            (
+                "Redis refused the URL's credentials",
+                "Give Redis back the URL's password (or restart turnscope with the new one); \
+                 turnscope signs in again on its own",
+            )
         } else {
-            "Redis refused it"
+            (
+                "Redis refused it",
+                "turnscope reconnects on its own; try again in a moment",
+            )
         };
         StoreError::unusable(format!(
-            "store {}: {what} failed: {advice} ({}). turnscope reconnects on its own; try again in a moment",
+            "store {}: {what} failed: {advice} ({}). {next}",
             self.masked,
             scrub(&e.to_string()),
         ))
+    }
+
+    /// Makes a new connection after `e` when the one kept cannot mend itself: redis-rs's
+    /// `ConnectionManager` reconnects after an I/O error, but a reconnect Redis refused (its
+    /// password changed, then changed back) stays failed for good, every call answered with
+    /// that refusal. Written here because the crate offers no way to ask it to try again.
+    fn mend(&self, e: &RedisError) {
+        if !matches!(e.kind(), redis::ErrorKind::AuthenticationFailed)
+            || self.mending.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.mending.store(false, Ordering::Release);
+            return;
+        };
+        let (slot, mending) = (self.conn.clone(), self.mending.clone());
+        let (client, config) = (self.client.clone(), self.config.clone());
+        runtime.spawn(async move {
+            // At most one attempt a second, whatever the calls failing meanwhile.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            if let Ok(fresh) = ConnectionManager::new_with_config(client, config).await {
+                *slot.write().unwrap_or_else(|p| p.into_inner()) = fresh;
+            }
+            mending.store(false, Ordering::Release);
+        });
     }
 
     fn damaged(&self, what: &str, detail: impl std::fmt::Display) -> StoreError {
@@ -427,6 +486,17 @@ async fn persistence_caveat(conn: &mut ConnectionManager, masked: &str) -> Optio
         "store {masked}: Redis {keeps}. `appendonly yes` in Redis keeps every turn (see the \
          README's \"Replicas with a shared store\")"
     ))
+}
+
+/// How the connection to Redis is kept: short timeouts (a stalled Redis fails a call, not
+/// the replica), one retry, quick reconnects.
+fn connection_config() -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(CONNECT_TIMEOUT))
+        .set_response_timeout(Some(RESPONSE_TIMEOUT))
+        .set_number_of_retries(1)
+        .set_min_delay(Duration::from_millis(50))
+        .set_max_delay(Duration::from_millis(500))
 }
 
 /// The replica of a lease holder `REPLICA#NONCE`.
@@ -611,6 +681,16 @@ impl SessionStore for RedisStore {
             .zcard(self.used_key())
             .await
             .map_err(|e| self.lost("counting sessions", &e))
+    }
+
+    async fn probe(&self) -> Result<(), StoreError> {
+        // A write (a key of this replica's that expires): a Redis out of memory answers
+        // reads, and refuses this as it refuses a turn's write.
+        let key = format!("{}probe:{}", self.prefix, self.replica);
+        self.conn()
+            .pset_ex::<_, _, ()>(key, 1, 5000)
+            .await
+            .map_err(|e| self.lost("writing its probe key", &e))
     }
 
     async fn acquire(&self, id: &HandleId) -> Result<Lease, StoreError> {

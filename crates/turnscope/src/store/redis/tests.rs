@@ -547,3 +547,68 @@ async fn a_redis_that_keeps_nothing_on_disk_is_said_so_at_start() {
     let store = open(&logged, "caveat:", "r1").await;
     assert_eq!(store.caveat(), None);
 }
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_password_changed_and_changed_back_is_signed_in_with_again() {
+    let server = RedisServer::start(&["--requirepass", "right"]);
+    let url = RedisUrl::parse(&format!("redis://:right@127.0.0.1:{}/0", server.port)).unwrap();
+    let store = RedisStore::open(&url, settings("r1")).await.unwrap();
+    store.count().await.unwrap();
+    let admin_url = |password: &str| format!("redis://:{password}@127.0.0.1:{}/0", server.port);
+    let admin = |password: String| async move {
+        redis::Client::open(password)
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap()
+    };
+    // The password rotated and the store's connection cut: its reconnect is refused.
+    let mut conn = admin(admin_url("right")).await;
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("rotated")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut conn = admin(admin_url("rotated")).await;
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let refused = loop {
+        match store.count().await {
+            Err(e) if e.to_string().contains("credentials") => break e.to_string(),
+            _ if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(50)).await,
+            other => panic!("the rotated password was never refused: {other:?}"),
+        }
+    };
+    assert!(refused.contains("signs in again on its own"), "{refused}");
+    // Back to the URL's password: the store signs in again by itself (before, it kept the
+    // refused connection, and every call failed until a restart).
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("right")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match store.count().await {
+            Ok(_) => break,
+            Err(e) if Instant::now() < deadline => {
+                tracing::debug!("{e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("never signed in again: {e}"),
+        }
+    }
+}
