@@ -446,6 +446,48 @@ async fn whisker_at_a_port_that_is_not_whisker_says_so() {
     terminate(&mut server).await;
 }
 
+/// A chat whose server died mid-reply is recorded as cut off, not "written to its end": its
+/// stream ended with progress and no answer (the MCP pane said the exchange was whole).
+#[tokio::test]
+async fn a_chat_cut_off_by_the_servers_death_is_recorded_as_cut_off() {
+    let mut server = serving(&["--headless", "--port", "0", "--pace", "0.05"])
+        .spawn()
+        .expect("the headless server starts");
+    let url = url_in(&ready_line(&mut server).await, "/mcp");
+    let bus = turnscope::observe::Bus::default();
+    let mut seen = bus.subscribe();
+    let target = turnscope::attach::target::Target::connect(&url, None, &bus)
+        .await
+        .expect("the client connects");
+    let started = target.start().await.expect("start answers");
+    target.adopt(1, &started, turnscope::attach::target::Shown::ByClient);
+    let line = "tell me about the weather ".repeat(12);
+    let chat = {
+        let target = target.clone();
+        tokio::spawn(async move { target.chat(1, &line).await })
+    };
+    // Its reply takes 3 s: the server is killed 1 s in.
+    tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+    server.start_kill().expect("the server is killed");
+    let _ = server.wait().await;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let event = tokio::time::timeout_at(deadline, seen.recv())
+            .await
+            .expect("the chat's exchange is published")
+            .expect("the bus is open");
+        if let turnscope::observe::Event::Mcp(x) = &*event
+            && x.tool.as_deref() == Some("chat")
+        {
+            assert!(!x.messages.is_empty(), "progress came first: {x:?}");
+            assert!(!x.complete, "recorded as whole: {x:?}");
+            break;
+        }
+    }
+    // The client may dial the dead server again to resume the stream: not waited for.
+    chat.abort();
+}
+
 /// An idle attached client pings its target (`attach::Target::keep_alive`), each ping answered,
 /// so the server does not end its MCP session after five minutes without a request (the
 /// console's own sessions were then said to have lost their client while it still ran).
@@ -680,12 +722,16 @@ async fn attached_to_a_pipecat_bot_it_chats_and_shows_whisker_frames_pipeline_to
     );
     // The bot gone, a line fails: the Log keeps the failure after its notice goes (a
     // pipecat bot has no Log of its own to show). Before, only the notice said it.
-    let _ = bot.start_kill();
-    let _ = bot.wait().await;
+    // Stopped mid-reply (SIGTERM: its server closes the reply's stream cleanly, with no
+    // answer in it), the chat is recorded as cut off, not as written to its end.
     s.send(b"\x1b").await;
     s.send(b"3").await;
-    s.send(b"are you there\r").await;
-    s.wait_text("your line is back").await;
+    let long = "tell me about the weather ".repeat(40);
+    s.send(format!("{long}\r").as_bytes()).await;
+    s.wait_text("You said: tell me").await;
+    let pid = bot.id().expect("the bot runs").to_string();
+    let _ = std::process::Command::new("kill").arg(&pid).status();
+    let _ = bot.wait().await;
     s.send(b"\x1b").await;
     s.send(b"8").await;
     s.wait_text("this console's chat in #1 failed").await;
@@ -703,6 +749,13 @@ async fn attached_to_a_pipecat_bot_it_chats_and_shows_whisker_frames_pipeline_to
     );
     assert!(recorded.contains("\"type\":\"tool_call\""));
     assert!(ends(&recorded, "\"clock\":\"whisker\""), "{recorded}");
+    let cut_off = recorded.lines().any(|l| {
+        l.contains("\"type\":\"mcp\"")
+            && l.contains("\"tool\":\"chat\"")
+            && l.contains("tell me about the weather")
+            && l.contains("\"complete\":false")
+    });
+    assert!(cut_off, "the chat cut off mid-reply is recorded as such");
     // The client's progress of a turn whisker shows (whisker tells none): before, dropped as
     // if the feed that shows the session told it.
     assert!(

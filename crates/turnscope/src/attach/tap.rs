@@ -373,11 +373,17 @@ impl Tapped {
         started: Instant,
         token: Option<String>,
     ) -> BoxedSseResponse {
+        // A request's stream is whole only once it carried the request's answer.
+        let awaits_answer = exchange
+            .request
+            .as_ref()
+            .is_some_and(|r| r.value().get("id").is_some());
         let tap = Recorder {
             tapped: self.clone(),
             exchange: Some(exchange),
             started,
             token,
+            awaits_answer,
         };
         stream
             .scan(tap, |tap, item| {
@@ -387,6 +393,11 @@ impl Tapped {
                             && let Ok(value) = serde_json::from_str::<Value>(data)
                         {
                             tap.tapped.note_replica(&value);
+                            if value.get("id").is_some()
+                                && (value.get("result").is_some() || value.get("error").is_some())
+                            {
+                                tap.awaits_answer = false;
+                            }
                             let message = tap.tapped.message(&value, tap.started);
                             if let Some(x) = tap.exchange.as_mut() {
                                 x.messages.push(message);
@@ -407,6 +418,9 @@ struct Recorder {
     exchange: Option<McpExchange>,
     started: Instant,
     token: Option<String>,
+    /// Whether the stream still owes its request's answer: one that ends owing it was cut
+    /// off (the server went away mid-reply), not written to its end.
+    awaits_answer: bool,
 }
 
 impl Recorder {
@@ -420,7 +434,7 @@ impl Recorder {
 
 impl Drop for Recorder {
     fn drop(&mut self) {
-        self.finish(true);
+        self.finish(!self.awaits_answer);
     }
 }
 
