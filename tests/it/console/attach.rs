@@ -735,6 +735,54 @@ async fn attached_to_a_pipecat_bot_it_chats_and_shows_whisker_frames_pipeline_to
     s.send(b"\x1b").await;
     s.send(b"8").await;
     s.wait_text("this console's chat in #1 failed").await;
+    // The bot back on its port (without whisker): #1 closed as its pipeline ended, so the
+    // person's line starts a new session instead of going to a dead handle.
+    let restart = || {
+        tokio::process::Command::new(std::env::var("TURNSCOPE_PIPECAT_PYTHON").unwrap())
+            .args([bot_script, "--model-url", &model_url])
+            .args(["--port", &port.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the pipecat bot starts again")
+    };
+    let listening = || async {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the bot never came back"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    };
+    let mut bot = restart();
+    line_with(&mut bot, "pipecat bot ready").await;
+    listening().await;
+    s.send(b"\x1b").await;
+    s.send(b"3").await;
+    s.send(b"after the restart\r").await;
+    s.wait_text("You said: after the restart").await;
+    // Killed outright and back: nothing but the bot's refusal tells that the new session is
+    // gone. The refused line ("no live session") closes it as unknown to the bot (it stayed
+    // listed idle), and the line, given back, starts another with Enter.
+    let _ = bot.start_kill();
+    let _ = bot.wait().await;
+    let mut bot = restart();
+    line_with(&mut bot, "pipecat bot ready").await;
+    listening().await;
+    s.send(b"once more\r").await;
+    s.wait_text("closed: the bot no lon").await;
+    s.wait_for("the line given back, the session let go", |text| {
+        text.contains("your line is back") || text.contains("is unknown to the bot now")
+    })
+    .await;
+    s.send(b"\r").await;
+    s.wait_text("You said: once more").await;
     s.send(b"\x03").await;
     assert!(s.wait_exit().await.success());
     let recorded = std::fs::read_to_string(s._dir.join("pipecat.jsonl")).expect("--events wrote");

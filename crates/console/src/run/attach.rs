@@ -253,23 +253,25 @@ fn settle(remote: &Remote, console: &mut Console) {
 
 /// Lets go of the person's session when its whisker worker's bot restarted (the feed closed
 /// it: the bot no longer knows its handle, and a line into it would be refused with the bot's
-/// "call start"): the next line starts a new one, as said.
+/// "call start"), or when the bot refused its handle as unknown: the next line starts a new
+/// one, as said.
 fn let_go_of_ended_with_the_bot(remote: &Remote, console: &mut Console) {
     let (Some(own), Some(_)) = (console.own, &remote.attached.target) else {
         return;
     };
-    let ended = console.state.session(own).is_some_and(
-        |row| matches!(&row.activity, Activity::Closed(why) if why.starts_with(BOT_RESTARTED)),
-    );
-    if !ended {
-        return;
-    }
+    let why = match console.state.session(own).map(|row| &row.activity) {
+        Some(Activity::Closed(why)) if why.starts_with(BOT_RESTARTED) => {
+            "ended with the bot's restart"
+        }
+        Some(Activity::Closed(why)) if why == UNKNOWN_TO_BOT => "is unknown to the bot now",
+        _ => return,
+    };
     remote.attached.forget(own);
     console.own = None;
     console.notice = Some(Notice {
         text: format!(
-            "#{own} ended with the bot's restart: your next line starts a new session on it (n: \
-             one now)"
+            "#{own} {why}: your next line starts a new session on it (Enter sends the line given \
+             back; n: one now)"
         ),
         error: false,
     });
@@ -502,14 +504,14 @@ fn perform(
                         error: false,
                     });
                     let result = target.chat(number, &line).await;
-                    log_failed(&remote, number, "chat", &result);
+                    after_failure(&remote, number, "chat", failure(&result));
                     let _ = tx.send(Done::Chat(number, line, Box::new(result)));
                     return;
                 }
                 let number = match remote.attached.open().await {
                     Ok(number) => number,
                     Err(e) => {
-                        log_failed::<()>(&remote, 0, "start", &Err(e.clone()));
+                        after_failure(&remote, 0, "start", Some(&e));
                         let _ = tx.send(Done::Opened {
                             result: Err(e),
                             replacing: None,
@@ -530,7 +532,7 @@ fn perform(
                 }
                 keep_handle(&remote, number, &tx);
                 let result = target.chat(number, &line).await;
-                log_failed(&remote, number, "chat", &result);
+                after_failure(&remote, number, "chat", failure(&result));
                 let _ = tx.send(Done::Chat(number, line, Box::new(result)));
             });
         }
@@ -543,6 +545,32 @@ fn perform(
                 );
                 return;
             };
+            let watched = remote.attached.stream.as_ref().is_some_and(|stream| {
+                stream.lock().unwrap_or_else(|p| p.into_inner()).available == Some(true)
+            });
+            if !watched
+                && console.own == Some(session)
+                && console
+                    .state
+                    .session(session)
+                    .is_some_and(|row| row.is_closed())
+            {
+                // A bot that is not a turnscope keeps no conversation past its session: the
+                // handle of one that closed is dead, and a line into it would only be refused
+                // (a watched turnscope may reopen it from its store, so it gets the line). It
+                // starts a new session of the person's instead.
+                remote.attached.forget(session);
+                console.own = None;
+                console.input_line.starting = true;
+                perform(Action::StartWith { line }, console, remote, chat_tx);
+                console.notice = Some(Notice {
+                    text: format!(
+                        "#{session} is closed: your line starts a new session on the attached bot"
+                    ),
+                    error: false,
+                });
+                return;
+            }
             if !target.owns(session) {
                 notice(
                     console,
@@ -552,6 +580,7 @@ fn perform(
                     ),
                     true,
                 );
+                console.give_back_line(&line);
                 return;
             }
             console.chat_started(session);
@@ -559,7 +588,7 @@ fn perform(
             let (remote, tx) = (remote.clone(), chat_tx.clone());
             tokio::spawn(async move {
                 let result = target.chat(session, &line).await;
-                log_failed(&remote, session, "chat", &result);
+                after_failure(&remote, session, "chat", failure(&result));
                 let _ = tx.send(Done::Chat(session, line, Box::new(result)));
             });
         }
@@ -646,19 +675,40 @@ fn open_session(remote: &Arc<Remote>) {
     tokio::spawn(async move {
         let outcome = remote.attached.open().await;
         if let Err(e) = &outcome {
-            log_failed::<()>(&remote, 0, "start", &Err(e.clone()));
+            after_failure(&remote, 0, "start", Some(e));
         }
         remote.opened(outcome);
     });
 }
 
-/// Puts a failed or refused call of this console's (`what`: `chat` in `session`, or `start`)
-/// in the Log as an error, so it outlives its notice, unless a watched server's stream shows
-/// the server's own line for it (a turnscope logs every refusal).
-fn log_failed<T>(remote: &Remote, session: u64, what: &str, result: &Result<T, String>) {
-    let Err(e) = result else {
+/// What went wrong with a chat call: it failed, or the bot answered it with an error and
+/// no turn (a refusal, or a failed turn of a bot that numbers none).
+fn failure(result: &Result<turnscope::sessions::ChatReply, String>) -> Option<&str> {
+    match result {
+        Err(e) => Some(e),
+        Ok(reply) if reply.turn.is_none() => reply.error.as_deref(),
+        Ok(_) => None,
+    }
+}
+
+/// Why a session of this console's closed when the bot refused its handle as unknown.
+const UNKNOWN_TO_BOT: &str =
+    "the bot no longer knows its handle (it restarted, or ended the session)";
+
+/// After a failed or refused call of this console's (`what`: `chat` in `session`, or
+/// `start`): a session whose handle the bot refused as unknown is let go (closed, so the
+/// person's next line starts a new one), and the failure goes in the Log as an error, so it
+/// outlives its notice, unless a watched server's stream shows the server's own line for it
+/// (a turnscope logs every refusal).
+fn after_failure(remote: &Remote, session: u64, what: &str, error: Option<&str>) {
+    let Some(e) = error else {
         return;
     };
+    if what == "chat" && e.contains("no live session") {
+        // The bot no longer knows the handle (it restarted, or ended the session): the row
+        // closes, and the person's next line (given back) starts a new session.
+        remote.attached.let_go(session, UNKNOWN_TO_BOT);
+    }
     let watched = remote.attached.stream.as_ref().is_some_and(|stream| {
         stream.lock().unwrap_or_else(|p| p.into_inner()).available == Some(true)
     });

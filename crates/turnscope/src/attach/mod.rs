@@ -357,6 +357,15 @@ impl Attached {
         }
     }
 
+    /// Lets go of the session `number` this console started whose handle the target refused
+    /// as unknown ([`Target::let_go`]): closed, saying why.
+    pub fn let_go(&self, number: u64, why: &str) {
+        self.pairing.give_up(number);
+        if let Some(target) = &self.target {
+            target.let_go(number, why);
+        }
+    }
+
     /// Stops every feed.
     pub async fn shutdown(self) {
         self.stop.cancel();

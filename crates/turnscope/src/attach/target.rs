@@ -681,6 +681,25 @@ impl Target {
         }
     }
 
+    /// Lets go of the session `number` this console started that the target no longer knows
+    /// (it refused its handle): closed, `why`, whichever feed showed it.
+    pub fn let_go(&self, number: u64, why: &str) {
+        self.own
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&number);
+        self.bus.publish(Event::Session(SessionEvent {
+            session: number,
+            handle_prefix: String::new(),
+            opener: SessionOpener::Console,
+            closed: Some(why.into()),
+            at_us: now_us(),
+            restored: false,
+            began_us: None,
+            taken_from: None,
+        }));
+    }
+
     fn publish_turn(&self, number: u64, turn: u64, at_us: u64, reply: &ChatReply, took: Duration) {
         if !reply.reply.is_empty() {
             let first = reply.first_piece_ms.map_or(0, |ms| (ms * 1000.0) as u64);
