@@ -804,6 +804,16 @@ async fn attached_to_a_pipecat_bot_it_chats_and_shows_whisker_frames_pipeline_to
             && l.contains("\"complete\":false")
     });
     assert!(cut_off, "the chat cut off mid-reply is recorded as such");
+    // A chat's run of progress notifications (one per piece from pipecat) is kept as its
+    // first and latest and a tally, as the server's own record keeps it (a long reply was
+    // hundreds of rows in the MCP pane).
+    let folded = recorded.lines().any(|l| {
+        l.contains("\"type\":\"mcp\"")
+            && l.contains("\"tool\":\"chat\"")
+            && l.contains("\"left_out\":")
+            && !l.contains("\"left_out\":0")
+    });
+    assert!(folded, "a chat's progress is folded");
     // The client's progress of a turn whisker shows (whisker tells none): before, dropped as
     // if the feed that shows the session told it.
     assert!(

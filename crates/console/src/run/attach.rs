@@ -126,7 +126,11 @@ impl Remote {
         if let Some(whisker) = &self.attached.whisker {
             let w = whisker.lock().unwrap_or_else(|p| p.into_inner());
             let mut text = if w.connected {
-                format!("whisker {} · {} records", w.versions, w.records)
+                format!(
+                    "whisker {} · {}",
+                    w.versions,
+                    crate::text::plural(w.records, "record")
+                )
             } else if w.held_elsewhere {
                 "whisker refused: another client holds it (see Log)".into()
             } else if let Some(status) = &w.not_whisker {

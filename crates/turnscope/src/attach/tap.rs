@@ -19,7 +19,9 @@ use serde_json::Value;
 
 use super::side::ClientSide;
 use crate::observe::event::now_us;
-use crate::observe::wire::{JsonText, McpExchange, McpMessage, cut_json, mask_handles};
+use crate::observe::wire::{
+    JsonText, McpExchange, McpMessage, ProgressTally, cut_json, mask_handles,
+};
 use crate::observe::{Bus, Event};
 use crate::server::mcp_text::{REPLICA_META, START_META};
 
@@ -384,6 +386,8 @@ impl Tapped {
             started,
             token,
             awaits_answer,
+            progress: ProgressTally::default(),
+            run: None,
         };
         stream
             .scan(tap, |tap, item| {
@@ -399,9 +403,8 @@ impl Tapped {
                                 tap.awaits_answer = false;
                             }
                             let message = tap.tapped.message(&value, tap.started);
-                            if let Some(x) = tap.exchange.as_mut() {
-                                x.messages.push(message);
-                            }
+                            let progress = value["method"] == "notifications/progress";
+                            tap.keep(message, progress, data.len());
                         }
                     }
                     Err(_) => tap.finish(false),
@@ -421,11 +424,53 @@ struct Recorder {
     /// Whether the stream still owes its request's answer: one that ends owing it was cut
     /// off (the server went away mid-reply), not written to its end.
     awaits_answer: bool,
+    /// Progress notifications seen, and how many `messages` leaves out.
+    progress: ProgressTally,
+    /// Where in `messages` the current run of progress notifications keeps its first and its
+    /// latest (the next one in the run takes the latest's place).
+    run: Option<(usize, usize)>,
 }
 
 impl Recorder {
+    /// Adds a message to the exchange. Of a run of progress notifications (one per reply
+    /// piece: hundreds for a long reply) the first and the latest are kept and the others
+    /// counted, as the server's own record keeps them, so a long reply is not hundreds of
+    /// rows in the MCP pane, nor that many records in memory.
+    fn keep(&mut self, message: McpMessage, progress: bool, bytes: usize) {
+        let Some(x) = self.exchange.as_mut() else {
+            return;
+        };
+        if !progress {
+            self.run = None;
+            x.messages.push(message);
+            return;
+        }
+        self.progress.count += 1;
+        self.progress.bytes += bytes as u64;
+        let last = x.messages.len().checked_sub(1);
+        match self.run {
+            // The run's latest (not its first) is the last message: this one replaces it.
+            Some((first, latest)) if Some(latest) == last && latest != first => {
+                x.messages[latest] = message;
+                self.progress.left_out += 1;
+            }
+            Some((first, _)) => {
+                x.messages.push(message);
+                self.run = Some((first, x.messages.len() - 1));
+            }
+            None => {
+                x.messages.push(message);
+                let at = x.messages.len() - 1;
+                self.run = Some((at, at));
+            }
+        }
+    }
+
     fn finish(&mut self, complete: bool) {
-        if let Some(exchange) = self.exchange.take() {
+        if let Some(mut exchange) = self.exchange.take() {
+            if self.progress.count > 0 {
+                exchange.progress = Some(self.progress);
+            }
             self.tapped.forget_token(self.token.take());
             self.tapped.publish(exchange, self.started, complete);
         }

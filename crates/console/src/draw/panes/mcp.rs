@@ -272,7 +272,7 @@ fn exchange_rows(
                 rows.push(Line::styled(
                     truncate(
                         &format!(
-                            "  ← … {} more progress notifications ({}), each the reply so far",
+                            "  ← … {} more progress notifications ({} in all): the Progress pane shows each",
                             count(p.left_out),
                             crate::text::bytes(p.bytes)
                         ),

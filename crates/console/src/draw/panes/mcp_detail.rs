@@ -181,7 +181,7 @@ pub fn lines(c: &Console, x: &McpExchange, w: usize, unfolded: bool) -> Vec<Line
             {
                 out.push(Line::styled(
                     format!(
-                        "← … {} more progress notifications ({} in all), each the reply so far: the result holds the whole reply, the Progress pane each one",
+                        "← … {} more progress notifications ({} in all): the result holds the whole reply, the Progress pane each one",
                         count(p.left_out),
                         crate::text::bytes(p.bytes)
                     ),
