@@ -414,6 +414,12 @@ async fn headless(
     eprintln!(
         "  or for every folder (user scope): claude mcp add --scope user --transport http turnscope {url}{header}"
     );
+    if app.sessions.store().shared() {
+        // A replica of several: its own URL reaches it alone, not its conversations' failover.
+        eprintln!(
+            "  behind a load balancer (a store the replicas share): give the balancer's URL instead of this replica's"
+        );
+    }
     eprintln!(
         "watch it (any number of consoles): turnscope attach {url}{}",
         if token {
