@@ -55,6 +55,8 @@ pub struct Worker {
     pub processors: Vec<String>,
     /// Links `from → to`, downstream.
     pub connections: Vec<(String, String)>,
+    /// When the bot added it (`added_at`, µs since the epoch; 0 when not said).
+    pub added_us: u64,
 }
 
 /// One frame event.
@@ -315,6 +317,7 @@ fn worker(value: &Value) -> Option<Worker> {
         id,
         processors,
         connections,
+        added_us: seconds_us(get(value, "added_at")),
     })
 }
 

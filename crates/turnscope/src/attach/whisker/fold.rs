@@ -143,7 +143,10 @@ impl Fold {
                 closed: None,
                 at_us,
                 restored: false,
-                began_us: None,
+                // Its age counts from when the bot added it, not from when this feed learnt
+                // of it (a console that connects late: the snapshot lists workers of earlier).
+                began_us: (worker.added_us > 0 && worker.added_us < at_us)
+                    .then_some(worker.added_us),
                 taken_from: None,
             }));
         }

@@ -548,8 +548,12 @@ mod tests {
                 "frame {id}'s crossings make a path: {path:?}"
             );
         }
+        // Its age counts from when the bot added the worker (`added_at`), not from when this
+        // feed learnt of it (a late console listed an old worker as seconds old).
         assert!(events.iter().any(|e| matches!(e,
-            Event::Session(s) if s.session == 1 && s.closed.is_none())));
+            Event::Session(s) if s.session == 1
+                && s.closed.is_none()
+                && s.began_us.is_some_and(|b| b > 1_700_000_000_000_000 && b <= s.at_us))));
     }
 
     /// A bot that restarted lists workers with the ids its earlier run gave (`PipelineTask#0`
