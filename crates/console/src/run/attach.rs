@@ -260,14 +260,16 @@ fn settle(remote: &Remote, console: &mut Console) {
 /// "call start"), or when the bot refused its handle as unknown: the next line starts a new
 /// one, as said.
 fn let_go_of_ended_with_the_bot(remote: &Remote, console: &mut Console) {
-    let (Some(own), Some(_)) = (console.own, &remote.attached.target) else {
+    let (Some(own), Some(target)) = (console.own, &remote.attached.target) else {
         return;
     };
     let why = match console.state.session(own).map(|row| &row.activity) {
         Some(Activity::Closed(why)) if why.starts_with(BOT_RESTARTED) => {
             "ended with the bot's restart"
         }
-        Some(Activity::Closed(why)) if why == UNKNOWN_TO_BOT => "is unknown to the bot now",
+        // Let go when the bot refused its handle (its row may have closed before, for
+        // another reason, which the row keeps).
+        Some(Activity::Closed(_)) if !target.owns(own) => "is unknown to the bot now",
         _ => return,
     };
     remote.attached.forget(own);
@@ -549,10 +551,7 @@ fn perform(
                 );
                 return;
             };
-            let watched = remote.attached.stream.as_ref().is_some_and(|stream| {
-                stream.lock().unwrap_or_else(|p| p.into_inner()).available == Some(true)
-            });
-            if !watched
+            if not_a_turnscope(remote)
                 && console.own == Some(session)
                 && console
                     .state
@@ -695,6 +694,16 @@ fn failure(result: &Result<turnscope::sessions::ChatReply, String>) -> Option<&s
     }
 }
 
+/// Whether the target is known not to be a turnscope (its `/events` answered that it serves
+/// none): such a bot keeps no conversation past its session, so a closed session's handle is
+/// dead. A turnscope may reopen one from its store.
+fn not_a_turnscope(remote: &Remote) -> bool {
+    remote.attached.stream.as_ref().is_none_or(|stream| {
+        let s = stream.lock().unwrap_or_else(|p| p.into_inner());
+        s.available == Some(false) && !s.refused
+    })
+}
+
 /// Why a session of this console's closed when the bot refused its handle as unknown.
 const UNKNOWN_TO_BOT: &str =
     "the bot no longer knows its handle (it restarted, or ended the session)";
@@ -708,7 +717,7 @@ fn after_failure(remote: &Remote, session: u64, what: &str, error: Option<&str>)
     let Some(e) = error else {
         return;
     };
-    if what == "chat" && e.contains("no live session") {
+    if what == "chat" && e.contains("no live session") && not_a_turnscope(remote) {
         // The bot no longer knows the handle (it restarted, or ended the session): the row
         // closes, and the person's next line (given back) starts a new session.
         remote.attached.let_go(session, UNKNOWN_TO_BOT);

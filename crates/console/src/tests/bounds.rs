@@ -259,7 +259,7 @@ fn a_session_whose_frames_were_all_dropped_says_so() {
     let screen = draw(&c, 160, 48);
     let flat: String = screen.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        flat.contains("This session's frames were dropped, the oldest first"),
+        flat.contains("No frame of this session is among those kept"),
         "{screen}"
     );
     assert!(!flat.contains("yet"), "{screen}");

@@ -19,6 +19,9 @@ use crate::store::{InFlight, Lease, now_ms};
 /// lease in a shared store), before it gets [`ChatError::Busy`] naming that replica.
 pub(crate) const LEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Most bytes of an overtaken turn's reply its error quotes.
+const OVERTAKEN_QUOTED: usize = 8 * 1024;
+
 /// A call holding the handle's lock, with the turn it reads.
 struct Reading<'a> {
     state: tokio::sync::MutexGuard<'a, ChatState>,
@@ -569,6 +572,10 @@ impl Sessions {
                 // Another replica runs a turn of it: wait for the lease as any call does.
                 taken_with_mark = false;
                 if let Err(e) = self.take_lease(session, &mut state, true, cancel).await {
+                    if keeper.is_none() && state.pending.is_none() {
+                        // Nothing ran: the turn this line would have replaced stays unread.
+                        state.pending = replaced;
+                    }
                     drop(state);
                     if matches!(e, ChatError::NoSession { .. }) {
                         self.let_go_after_lease(session, &e).await;
@@ -591,6 +598,11 @@ impl Sessions {
                     .await;
             }
             if let Err(conflict) = written {
+                if keeper.is_none() && state.pending.is_none() {
+                    // Nothing ran: the turn this line would have replaced stays unread (one
+                    // the store did not take before is not lost with this line's mark).
+                    state.pending = replaced;
+                }
                 drop(state);
                 match conflict {
                     // The store holds a newer version (another replica went on with it):
@@ -604,8 +616,8 @@ impl Sessions {
                             .await;
                         return Err(ChatError::Stale);
                     }
-                    // The store did not answer: the turn did not begin.
-                    Conflict::Unsaved(e) if taken_with_mark => {
+                    // The store did not take the mark: the turn did not begin.
+                    Conflict::Unsaved(e) => {
                         return Err(ChatError::StoreAway {
                             message: e.to_string(),
                         });
@@ -684,9 +696,18 @@ impl Sessions {
                     // Another replica went on without this turn (it reported it cut off):
                     // answering it as a turn would split the conversation in two.
                     let record = turn.snapshot();
+                    let mut reply = record.reply;
+                    if reply.len() > OVERTAKEN_QUOTED {
+                        let mut end = OVERTAKEN_QUOTED;
+                        while !reply.is_char_boundary(end) {
+                            end -= 1;
+                        }
+                        reply.truncate(end);
+                        reply.push('…');
+                    }
                     return Err(ChatError::Overtaken {
                         turn: record.id,
-                        reply: record.reply,
+                        reply,
                     });
                 }
                 Ok(ChatReply::of(&turn, unread))

@@ -646,14 +646,17 @@ impl Sessions {
             .collect();
         if ids.is_empty() {
             // Nothing to renew: one cheap round trip tells `/healthz` whether the store
-            // answers. With leases to renew, the renewal itself tells (a probe first would
-            // delay it behind a slow Redis, and a lease could lapse under a running turn).
+            // takes writes. With leases to renew, the probe follows the renewal (a probe
+            // first would delay it behind a slow Redis, and a lease could lapse under a
+            // running turn).
             storage.probe().await;
             return;
         }
         let asked = match storage.store().renew(&ids).await {
             Ok(asked) => {
-                storage.answered();
+                // Renewed first (a lease must not wait behind it), then the probe's write says
+                // whether Redis takes writes: a renewal is taken by a Redis out of memory.
+                storage.probe().await;
                 asked
             }
             Err(e) => {

@@ -62,6 +62,20 @@ async fn two_replicas(
     (model, r1, r2)
 }
 
+/// Makes Redis sleep `seconds` (`DEBUG SLEEP`, on a connection of its own); the task ends
+/// when it wakes.
+async fn stall(server: &RedisServer, seconds: u32) -> tokio::task::JoinHandle<()> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{}/0", server.port)).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    tokio::spawn(async move {
+        let _: Result<(), _> = redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg(seconds)
+            .query_async(&mut admin)
+            .await;
+    })
+}
+
 async fn say(sessions: &Sessions, handle: &str, line: &str) -> ChatReply {
     sessions
         .chat(handle, line, None, &CancellationToken::new())
@@ -243,15 +257,7 @@ async fn a_mark_redis_applies_after_its_call_gave_up_is_not_reported_as_a_crash(
     say(&r1, &handle, "my name is Ada").await;
     // Redis stalls past the response timeout: the line's mark waits in its socket, the call
     // gives up ("nothing ran"), and Redis applies the mark once it wakes.
-    let client = redis::Client::open(format!("redis://127.0.0.1:{}/0", server.port)).unwrap();
-    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
-    let sleeper = tokio::spawn(async move {
-        let _: Result<(), _> = redis::cmd("DEBUG")
-            .arg("SLEEP")
-            .arg("7")
-            .query_async(&mut admin)
-            .await;
-    });
+    let sleeper = stall(&server, 7).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let e = r1
         .chat(
@@ -403,15 +409,7 @@ async fn a_turn_whose_lease_lapsed_while_redis_stalled_is_not_answered_as_part_o
     tokio::time::sleep(Duration::from_millis(300)).await;
     // Redis stalls past the lease (2 s): r1 cannot renew it, so when Redis wakes the lease
     // has lapsed and a new line on r2 takes the conversation, reporting r1's turn as cut off.
-    let client = redis::Client::open(format!("redis://127.0.0.1:{}/0", server.port)).unwrap();
-    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
-    let sleeper = tokio::spawn(async move {
-        let _: Result<(), _> = redis::cmd("DEBUG")
-            .arg("SLEEP")
-            .arg("4")
-            .query_async(&mut admin)
-            .await;
-    });
+    let sleeper = stall(&server, 4).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let second = say(&r2, &handle, "second").await;
     sleeper.await.unwrap();
@@ -459,7 +457,27 @@ async fn a_turn_redis_refused_to_save_stays_unread_and_is_saved_when_read() {
                 .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Once its mark is stored (on a loaded machine that may take a while).
+    let reader = RedisStore::open(
+        &server.url("shared:"),
+        RedisSettings {
+            replica: "reader".into(),
+            idle: Duration::from_secs(300),
+        },
+    )
+    .await
+    .unwrap();
+    let id = reader.key().id_of(&handle.parse().unwrap());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while reader
+        .head(&id)
+        .await
+        .unwrap()
+        .is_none_or(|h| h.in_flight.is_none())
+    {
+        assert!(std::time::Instant::now() < deadline, "turn 2 never began");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     maxmemory("1").await;
     let e = second.await.unwrap().expect_err("not saved, not answered");
     assert!(matches!(e, ChatError::Unsaved { .. }), "{e}");
@@ -480,6 +498,13 @@ async fn a_turn_redis_refused_to_save_stays_unread_and_is_saved_when_read() {
         "{:?}",
         status.degraded
     );
+    // A new line while Redis still refuses writes runs nothing, and does not take the
+    // unread turn with it (it was dropped with the line's refused mark).
+    let e = r1
+        .chat(&handle, "a line too soon", None, &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ChatError::StoreAway { .. }), "{e}");
     maxmemory("0").await;
     let _: () = redis::cmd("PING").query_async(&mut admin).await.unwrap();
     // Before: the empty line found nothing to read, and turn 2 was never in the log though

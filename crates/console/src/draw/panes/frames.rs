@@ -104,9 +104,9 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             "A stored session's frames are not kept, only its turns; a shows all sessions."
         } else if dropped {
             dropped_text = format!(
-                "This session's frames were dropped, the oldest first, to keep the frames in \
-                 memory bounded ({} dropped in all, see Stats); its turns are kept (2 \
-                 Transcript); a shows all sessions.",
+                "No frame of this session is among those kept: frames are dropped, the oldest \
+                 first, to keep memory bounded ({} dropped so far, see Stats); its turns are \
+                 kept (2 Transcript); a shows all sessions.",
                 crate::text::count(c.state.frames_evicted())
             );
             &dropped_text

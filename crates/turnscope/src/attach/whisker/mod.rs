@@ -260,7 +260,10 @@ impl Reader {
                     let refused = matches!(&e, tokio_tungstenite::tungstenite::Error::Io(io)
                         if io.kind() == std::io::ErrorKind::ConnectionRefused);
                     // Something answers there in HTTP, and it is not a WebSocket server.
-                    if let tokio_tungstenite::tungstenite::Error::Http(response) = &e {
+                    // (A 5xx may be a proxy's while the bot restarts: dialled again as any.)
+                    if let tokio_tungstenite::tungstenite::Error::Http(response) = &e
+                        && response.status().is_client_error()
+                    {
                         return Ended::NotWhisker(response.status().to_string());
                     }
                     return Ended::CannotConnect(e.to_string(), refused);
