@@ -510,7 +510,13 @@ impl Sessions {
             );
             return Ok(Err(ChatReply::of(&answered, None)));
         }
-        if !line.is_empty() {
+        // The line sent again after the store did not take the turn it began (its caller was
+        // told to call chat again): that turn ran; it is read now, and saved, not run twice.
+        let resent_unsaved = !line.is_empty()
+            && state.pending.as_ref().is_some_and(|p| {
+                state.unsaved == Some(p.id) && p.is_done() && p.snapshot().line == line
+            });
+        if !line.is_empty() && !resent_unsaved {
             let replaced = state.pending.take();
             // A task keeps the turn this line interrupts: it delivers it, so this reply does
             // not repeat it as unread (and the store does not keep it as unread).
@@ -681,6 +687,7 @@ impl Sessions {
             // (and saves it) once the store answers; a new line saves it as the unread turn
             // it carries. Dropped, the log never held it and its reply was never seen.
             reading.state.pending = Some(reading.turn.clone());
+            reading.state.unsaved = Some(reading.turn.id);
         }
         let (turn, unread) = reading.let_go();
         session.touch();

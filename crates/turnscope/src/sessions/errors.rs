@@ -200,8 +200,9 @@ impl fmt::Display for ChatError {
             ChatError::Unsaved { message } => write!(
                 f,
                 "store: this turn ran but could not be saved, so it is not answered as if it were: {message}. This \
-                 replica keeps it unread: once the store answers, call chat with an empty line to read its reply \
-                 (it is saved then), or with your next line (its reply carries this turn as unread)."
+                 replica keeps it unread: once the store answers, call chat with an empty line (or this same line \
+                 again) to read its reply (it is saved then), or with your next line (its reply carries this turn as \
+                 unread)."
             ),
             ChatError::Draining { replica, .. } => write!(
                 f,

@@ -39,6 +39,9 @@ pub(crate) struct ChatState {
     pub(crate) stored: Option<Stored>,
     /// The task reading `pending`, when a `chat` call became one (see `tasks`).
     pub(crate) task: Option<Arc<TaskCell>>,
+    /// The turn kept as `pending` because a shared store did not take it (its caller was
+    /// told so): the same line sent again reads it rather than running twice.
+    pub(crate) unsaved: Option<u64>,
 }
 
 impl ChatState {
@@ -47,6 +50,7 @@ impl ChatState {
             pending: None,
             stored,
             task: None,
+            unsaved: None,
         }
     }
 

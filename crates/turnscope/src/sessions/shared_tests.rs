@@ -482,7 +482,8 @@ async fn a_turn_redis_refused_to_save_stays_unread_and_is_saved_when_read() {
     let e = second.await.unwrap().expect_err("not saved, not answered");
     assert!(matches!(e, ChatError::Unsaved { .. }), "{e}");
     assert!(
-        e.to_string().contains("empty line to read its reply"),
+        e.to_string()
+            .contains("this same line again) to read its reply"),
         "{e}"
     );
     assert!(e.to_string().contains("out of memory"), "{e}");
@@ -508,15 +509,21 @@ async fn a_turn_redis_refused_to_save_stays_unread_and_is_saved_when_read() {
     maxmemory("0").await;
     let _: () = redis::cmd("PING").query_async(&mut admin).await.unwrap();
     // Before: the empty line found nothing to read, and turn 2 was never in the log though
-    // the model's history held it.
-    let read = say(&r1, &handle, "").await;
+    // the model's history held it. The same line sent again (as the error says a caller may)
+    // reads it too, rather than running it twice.
+    let read = say(&r1, &handle, "two").await;
     assert_eq!(
-        (read.turn, read.end_reason.as_deref()),
-        (Some(2), Some("completed")),
+        (read.turn, read.end_reason.as_deref(), read.unread.is_none()),
+        (Some(2), Some("completed"), true),
         "{read:?}"
     );
     assert!(read.reply.starts_with("You said: two"), "{read:?}");
-    say(&r1, &handle, "three").await;
+    let three = say(&r1, &handle, "three").await;
+    assert_eq!(
+        (three.turn, three.unread.is_none()),
+        (Some(3), true),
+        "{three:?}"
+    );
     let store = RedisStore::open(
         &server.url("shared:"),
         RedisSettings {
