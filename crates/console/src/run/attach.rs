@@ -413,10 +413,7 @@ fn keep_handle(remote: &Remote, number: u64, tx: &mpsc::UnboundedSender<Done>) {
         return;
     };
     // Only a watched target shows whether a kept session lives (`take_up_kept`, `reopen_kept`).
-    let watched = remote.attached.stream.as_ref().is_some_and(|stream| {
-        stream.lock().unwrap_or_else(|p| p.into_inner()).available == Some(true)
-    });
-    if !watched {
+    if !watched(remote) {
         return;
     }
     if let Some(handle) = target.handle_of(number)
@@ -694,6 +691,13 @@ fn failure(result: &Result<turnscope::sessions::ChatReply, String>) -> Option<&s
     }
 }
 
+/// Whether the target serves a turnscope event stream this console reads (or reconnects to).
+fn watched(remote: &Remote) -> bool {
+    remote.attached.stream.as_ref().is_some_and(|stream| {
+        stream.lock().unwrap_or_else(|p| p.into_inner()).available == Some(true)
+    })
+}
+
 /// Whether the target is known not to be a turnscope (its `/events` answered that it serves
 /// none): such a bot keeps no conversation past its session, so a closed session's handle is
 /// dead. A turnscope may reopen one from its store.
@@ -722,10 +726,7 @@ fn after_failure(remote: &Remote, session: u64, what: &str, error: Option<&str>)
         // closes, and the person's next line (given back) starts a new session.
         remote.attached.let_go(session, UNKNOWN_TO_BOT);
     }
-    let watched = remote.attached.stream.as_ref().is_some_and(|stream| {
-        stream.lock().unwrap_or_else(|p| p.into_inner()).available == Some(true)
-    });
-    if watched {
+    if watched(remote) {
         return;
     }
     let call = match what {

@@ -76,6 +76,19 @@ async fn stall(server: &RedisServer, seconds: u32) -> tokio::task::JoinHandle<()
     })
 }
 
+/// The store as a replica that only reads it sees it (to check what the replicas wrote).
+async fn reader(server: &RedisServer) -> RedisStore {
+    RedisStore::open(
+        &server.url("shared:"),
+        RedisSettings {
+            replica: "reader".into(),
+            idle: Duration::from_secs(300),
+        },
+    )
+    .await
+    .unwrap()
+}
+
 async fn say(sessions: &Sessions, handle: &str, line: &str) -> ChatReply {
     sessions
         .chat(handle, line, None, &CancellationToken::new())
@@ -280,15 +293,7 @@ async fn a_mark_redis_applies_after_its_call_gave_up_is_not_reported_as_a_crash(
     let reply = say(&r1, &handle, "what did I say").await;
     assert_eq!(reply.unread, None, "{reply:?}");
     assert_eq!(reply.reply, "Earlier you said: my name is Ada");
-    let store = RedisStore::open(
-        &server.url("shared:"),
-        RedisSettings {
-            replica: "reader".into(),
-            idle: Duration::from_secs(300),
-        },
-    )
-    .await
-    .unwrap();
+    let store = reader(&server).await;
     let id = store.key().id_of(&handle.parse().unwrap());
     let turns = store.turns(&id, 0).await.unwrap();
     let lines: Vec<(&str, String)> = turns
@@ -458,15 +463,7 @@ async fn a_turn_redis_refused_to_save_stays_unread_and_is_saved_when_read() {
         })
     };
     // Once its mark is stored (on a loaded machine that may take a while).
-    let reader = RedisStore::open(
-        &server.url("shared:"),
-        RedisSettings {
-            replica: "reader".into(),
-            idle: Duration::from_secs(300),
-        },
-    )
-    .await
-    .unwrap();
+    let reader = reader(&server).await;
     let id = reader.key().id_of(&handle.parse().unwrap());
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while reader
@@ -524,17 +521,7 @@ async fn a_turn_redis_refused_to_save_stays_unread_and_is_saved_when_read() {
         (Some(3), true),
         "{three:?}"
     );
-    let store = RedisStore::open(
-        &server.url("shared:"),
-        RedisSettings {
-            replica: "reader".into(),
-            idle: Duration::from_secs(300),
-        },
-    )
-    .await
-    .unwrap();
-    let id = store.key().id_of(&handle.parse().unwrap());
-    let lines: Vec<String> = store
+    let lines: Vec<String> = reader
         .turns(&id, 0)
         .await
         .unwrap()
