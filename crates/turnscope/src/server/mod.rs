@@ -186,6 +186,8 @@ pub fn router(sessions: Sessions, options: RouterOptions) -> Router {
                             "caveat": s.store().caveat(),
                             "status": if store.degraded.is_some() { "degraded" } else { "ok" },
                             "error": store.degraded,
+                            // Writes go on, yet an operator must act (a second process with this replica's id).
+                            "warning": store.warning,
                             "stats": s.store().stats(),
                         },
                         "replica": {"id": s.replica().id(), "tag": s.replica().tag()},

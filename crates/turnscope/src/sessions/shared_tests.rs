@@ -530,3 +530,32 @@ async fn a_turn_redis_refused_to_save_stays_unread_and_is_saved_when_read() {
         .collect();
     assert_eq!(lines, ["one", "two", "three"]);
 }
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn two_replicas_started_with_one_id_are_told_so_in_their_health_and_log() {
+    let server = RedisServer::start(&[]);
+    let model = EmbeddedModel::start(0, ScriptSettings::default())
+        .await
+        .unwrap();
+    let first = replica(&server, &model, "same").await;
+    let mut log = first.bus().subscribe();
+    let second = replica(&server, &model, "same").await;
+    // The sweepers probe every half second; each finds the other's write from its second on.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while first.store_status().warning.is_none() || second.store_status().warning.is_none() {
+        assert!(std::time::Instant::now() < deadline, "no twin found");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let warning = first.store_status().warning.unwrap();
+    assert!(warning.contains("replica \"same\""), "{warning}");
+    // Still serving: writes go on, the health is not `degraded` (a balancer keeps both).
+    assert_eq!(first.store_status().degraded, None);
+    let logged = std::iter::from_fn(|| log.try_recv()).find_map(|e| match &*e {
+        Event::Log { level, message, .. } if message.contains("another process serves") => {
+            Some(level.clone())
+        }
+        _ => None,
+    });
+    assert_eq!(logged.as_deref(), Some("error"), "said once in the Log");
+}

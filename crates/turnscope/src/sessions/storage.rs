@@ -40,6 +40,9 @@ pub struct StoreStatus {
     pub durable: bool,
     /// Why writes stopped, once one failed (sessions then live in memory only).
     pub degraded: Option<String>,
+    /// What an operator must fix though writes go on (another process serves with this
+    /// replica's id on a shared store).
+    pub warning: Option<String>,
 }
 
 /// What a session knows of its stored state (guarded by its chat lock).
@@ -82,6 +85,8 @@ pub(crate) struct Storage {
     shared: bool,
     /// A shared store's last failure, until it answers again (`/healthz` says `degraded`).
     trouble: Mutex<Option<String>>,
+    /// The shared store's last probe's warning, while it lasts.
+    warning: Mutex<Option<String>>,
     /// Per handle being reopened, the lock that makes concurrent calls wait for one reopen.
     reopening: Mutex<HashMap<HandleId, Arc<tokio::sync::Mutex<()>>>>,
 }
@@ -142,6 +147,7 @@ impl Storage {
             bus,
             degraded: OnceLock::new(),
             trouble: Mutex::new(None),
+            warning: Mutex::new(None),
             reopening: Mutex::new(HashMap::new()),
         }
     }
@@ -168,6 +174,11 @@ impl Storage {
             // Not once writing stopped: what is said now lives in memory only.
             durable: self.durable(),
             degraded: self.degraded.get().cloned().or_else(|| self.troubled()),
+            warning: self
+                .warning
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
         }
     }
 
@@ -212,9 +223,35 @@ impl Storage {
             return;
         }
         match self.store.probe().await {
-            Ok(()) => self.answered(),
+            Ok(warning) => {
+                self.answered();
+                self.warn(warning);
+            }
             Err(e) => self.fail(&e),
         }
+    }
+
+    /// Keeps a probe's warning for `/healthz`; says it when it begins (an error in the Log
+    /// and on stderr) and when it ends.
+    fn warn(&self, warning: Option<String>) {
+        let mut kept = self.warning.lock().unwrap_or_else(|p| p.into_inner());
+        match (kept.is_some(), &warning) {
+            (false, Some(text)) => {
+                let message = format!("store {}: {text}", self.url);
+                tracing::error!("{message}");
+                self.publish_log("error", message);
+            }
+            (true, None) => {
+                let message = format!(
+                    "store {}: no other process writes this replica's probe key any more",
+                    self.url
+                );
+                tracing::warn!("{message}");
+                self.publish_log("info", message);
+            }
+            _ => {}
+        }
+        *kept = warning;
     }
 
     /// Whether writes still go to the store (not degraded to memory).

@@ -277,9 +277,10 @@ pub trait SessionStore: Send + Sync {
     async fn count(&self) -> Result<u64, StoreError>;
 
     /// Asks whether it takes writes now (one cheap round trip), for a replica's health on
-    /// its sweeper's tick. By default a count.
-    async fn probe(&self) -> Result<(), StoreError> {
-        self.count().await.map(|_| ())
+    /// its sweeper's tick. By default a count. `Ok(Some(warning))`: it takes writes, but
+    /// an operator must fix something (another process serves with this replica's id).
+    async fn probe(&self) -> Result<Option<String>, StoreError> {
+        self.count().await.map(|_| None)
     }
 
     /// Takes the right to run `id`'s turns in this process (a lease a shared store grants to

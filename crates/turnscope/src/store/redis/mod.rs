@@ -21,7 +21,8 @@
 //!   holder takes it at its next renewal, a new holder drops it.
 //! - `P probe:REPLICA` (string, expiring after 5 s): written by each replica's health probe
 //!   every sweeper tick, so a Redis that answers but takes no write (`maxmemory` reached) is
-//!   seen as degraded.
+//!   seen as degraded; it holds the writer's `REPLICA#NONCE`, so a replica that finds
+//!   another's there after its own first write knows a second process runs with its id.
 //!
 //! `h:` and `log:` expire after the idle lifetime (`server.handle_seconds`), refreshed by every
 //! write: Redis forgets an abandoned conversation even when no replica is left to sweep it, and
@@ -60,6 +61,9 @@ pub const LEASE: Duration = Duration::from_secs(2);
 /// How often the holder renews its leases (a quarter of [`LEASE`], so three renewals may
 /// fail before a lease is lost).
 pub const RENEW_EVERY: Duration = Duration::from_millis(500);
+
+/// How long a replica's probe key lasts unless written again (each sweeper tick writes it).
+const PROBE_LASTS: Duration = Duration::from_secs(5);
 
 /// Most heads one listing asks Redis for (`list(usize::MAX)` means every one).
 const MOST_HEADS: usize = 1 << 30;
@@ -123,6 +127,46 @@ pub struct RedisStore {
     largest: AtomicU64,
     /// How Redis keeps its data on disk, when it keeps less than every write.
     caveat: Option<String>,
+    /// Another process found writing this replica's probe key.
+    twin: Twin,
+}
+
+/// What the probes saw of another process serving with this replica's id.
+#[derive(Default)]
+struct Twin {
+    /// Whether this process wrote its probe key before: what the first write finds may be
+    /// a predecessor's (this replica restarted), what a later one finds is a live twin's.
+    wrote: AtomicBool,
+    /// The twin's `REPLICA#NONCE` and when its write was last found.
+    seen: std::sync::Mutex<Option<(std::time::Instant, String)>>,
+}
+
+impl Twin {
+    /// How long a twin is still spoken of after its write was last found (its writes
+    /// alternate with this one's, so most probes find it while both run).
+    const REMEMBERED: Duration = Duration::from_secs(10);
+
+    /// Takes what a probe found before its write (`before`); returns the warning while a
+    /// twin was found in the last [`Twin::REMEMBERED`].
+    fn seen(&self, holder: &str, before: Option<String>) -> Option<String> {
+        let wrote = self.wrote.swap(true, Ordering::Relaxed);
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(other) = before.filter(|b| wrote && b != holder) {
+            *seen = Some((std::time::Instant::now(), other));
+        }
+        let (at, other) = seen.as_ref()?;
+        if at.elapsed() > Self::REMEMBERED {
+            *seen = None;
+            return None;
+        }
+        let id = replica_of(other);
+        Some(format!(
+            "another process serves as replica {id:?} on this store (it writes the replica's probe \
+             key as {other}; this one is {holder}): two replicas with one id cannot tell their \
+             handles and take-overs apart. Give each replica its own --replica-id and restart one \
+             of them"
+        ))
+    }
 }
 
 impl RedisStore {
@@ -202,6 +246,7 @@ impl RedisStore {
             writes: AtomicU64::new(0),
             largest: AtomicU64::new(0),
             caveat,
+            twin: Twin::default(),
         })
     }
 
@@ -683,14 +728,18 @@ impl SessionStore for RedisStore {
             .map_err(|e| self.lost("counting sessions", &e))
     }
 
-    async fn probe(&self) -> Result<(), StoreError> {
+    async fn probe(&self) -> Result<Option<String>, StoreError> {
         // A write (a key of this replica's that expires): a Redis out of memory answers
         // reads, and refuses this as it refuses a turn's write.
         let key = format!("{}probe:{}", self.prefix, self.replica);
-        self.conn()
-            .pset_ex::<_, _, ()>(key, 1, 5000)
+        let before: Option<String> = scripts::PROBE
+            .key(key)
+            .arg(&self.holder)
+            .arg(PROBE_LASTS.as_millis() as u64)
+            .invoke_async(&mut self.conn())
             .await
-            .map_err(|e| self.lost("writing its probe key", &e))
+            .map_err(|e| self.lost("writing its probe key", &e))?;
+        Ok(self.twin.seen(&self.holder, before))
     }
 
     async fn acquire(&self, id: &HandleId) -> Result<Lease, StoreError> {

@@ -91,6 +91,19 @@ return {{1, version}}
     ))
 });
 
+/// Writes a replica's probe key and returns what it held before: a name there that is not
+/// this process's means another process wrote it, so serves with this replica's id.
+/// KEYS: probe. ARGV: holder (`REPLICA#NONCE`), ms it lasts.
+pub(super) static PROBE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local before = redis.call('GET', KEYS[1])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return before
+",
+    )
+});
+
 /// A head and the log a reload needs, in one round trip: from the history window's first
 /// turn or the last `kept` turns, whichever is older (`Head::load_from`).
 /// KEYS: head, log. ARGV: kept.

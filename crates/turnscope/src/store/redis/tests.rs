@@ -612,3 +612,43 @@ async fn a_password_changed_and_changed_back_is_signed_in_with_again() {
         }
     }
 }
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_second_process_with_a_replicas_id_is_found_by_the_probes_but_a_restart_is_not() {
+    let server = RedisServer::start(&[]);
+    // A replica restarted: its first probe finds its predecessor's write, which is no twin.
+    let before = open(&server, "twin:", "r1").await;
+    assert_eq!(before.probe().await.unwrap(), None);
+    drop(before);
+    let restarted = open(&server, "twin:", "r1").await;
+    assert_eq!(restarted.probe().await.unwrap(), None);
+    assert_eq!(
+        restarted.probe().await.unwrap(),
+        None,
+        "only its own write found"
+    );
+    // A second process with the same id: each probe after the first finds the other's write.
+    let twin = open(&server, "twin:", "r1").await;
+    assert_eq!(
+        twin.probe().await.unwrap(),
+        None,
+        "its first write is like a restart's"
+    );
+    let said = restarted.probe().await.unwrap().expect("the twin found");
+    assert!(
+        said.contains("another process serves as replica \"r1\"")
+            && said.contains("its own --replica-id"),
+        "{said}"
+    );
+    assert!(
+        twin.probe().await.unwrap().is_some(),
+        "each finds the other"
+    );
+    // Said while the twin's writes are found, and for a while after (probes alternate).
+    assert!(restarted.probe().await.unwrap().is_some());
+    // Another id on the same store is no twin.
+    let other = open(&server, "twin:", "r2").await;
+    assert_eq!(other.probe().await.unwrap(), None);
+    assert_eq!(other.probe().await.unwrap(), None);
+}
