@@ -570,3 +570,27 @@ fn watching_whisker_alone_a_line_is_kept_and_said_to_need_the_bots_url() {
     );
     assert_eq!(c.input.lines(), ["hello"], "the line is kept");
 }
+
+/// At 140 columns (the pane half the screen) the Sessions pane shows the idle time each
+/// session has left, its openers whole; it showed neither age nor left below 150 columns.
+#[test]
+fn at_140_columns_the_sessions_pane_shows_the_time_left_and_whole_openers() {
+    let mut c = console();
+    let shown = screen(&mut c, 140, 30);
+    let pane: Vec<&str> = shown.lines().skip(3).take(3).collect();
+    assert!(
+        pane[0].contains("state") && pane[0].contains("left"),
+        "{pane:?}"
+    );
+    assert!(
+        pane[1].contains("console (you)") && pane[1].contains("4m55s"),
+        "{pane:?}"
+    );
+    assert!(pane[2].contains("mcp: claude-code"), "{pane:?}");
+    // With the whole width, every column.
+    let wide = screen(&mut c, 100, 30);
+    let header = wide.lines().nth(3).unwrap_or_default();
+    for column in ["age", "left", "tokens"] {
+        assert!(header.contains(column), "{header}");
+    }
+}

@@ -70,36 +70,32 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         return;
     }
     let t = &c.theme;
-    let wide = body.width >= 64;
-    // Tokens (prompt→completion) only where they fit beside everything else.
-    let tokens = body.width >= 96;
-    let number_w = number_width(
-        rows.iter()
-            .take(end)
-            .skip(start)
-            .filter(|r| !r.is_stored())
-            .map(|r| r.number),
+    let on_screen = || rows.iter().take(end).skip(start);
+    let columns = Columns::fit(
+        body.width as usize,
+        number_width(on_screen().filter(|r| !r.is_stored()).map(|r| r.number)),
+        on_screen()
+            .map(|r| opener_width(r))
+            .max()
+            .unwrap_or(0)
+            .max("opened by ".len()),
     );
-    let by_w = (body.width as usize)
-        .saturating_sub(if wide {
-            number_w + 9 + 6 + 5 + 12 + 7 + 7 + if tokens { TOKENS_W } else { 0 }
-        } else {
-            number_w + 9 + 6 + 5 + 12
-        })
-        .clamp(8, 24);
     let mut header = format!(
         "{}{}{}{}{}{}",
-        pad(" #", number_w),
+        pad(" #", columns.number_w),
         pad("handle", 9),
-        pad("opened by", by_w),
+        pad("opened by", columns.by_w),
         pad("turns", 6),
         pad("errs", 5),
         pad("state", 12)
     );
-    if wide {
-        header.push_str(&format!("{}{}", pad("age", 7), pad("left", 7)));
+    if columns.age {
+        header.push_str(&pad("age", 7));
     }
-    if wide && tokens {
+    if columns.left {
+        header.push_str(&pad("left", 7));
+    }
+    if columns.tokens {
         header.push_str(&pad("tokens", TOKENS_W));
     }
     let mut lines = vec![Line::styled(header, t.dim)];
@@ -121,13 +117,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     }
     for row in rows.iter().take(end).skip(start) {
         let selected = Some(row.number) == c.selected;
-        lines.push(row_line(
-            c,
-            row,
-            selected,
-            (number_w, by_w),
-            (wide, wide && tokens),
-        ));
+        lines.push(row_line(c, row, selected, &columns));
     }
     f.render_widget(Paragraph::new(lines), body);
 }
@@ -145,6 +135,62 @@ fn ago(s: u64) -> String {
 
 /// Width of the tokens column (`12,345→678`).
 const TOKENS_W: usize = 14;
+
+/// Width of the age and left columns (`1m05s`, `≥4m55s`).
+const TIME_W: usize = 7;
+
+/// The columns that fit the pane's width, and the widths of those that vary.
+struct Columns {
+    number_w: usize,
+    /// The "opened by" cell: what is left once the columns below took theirs (8 to 24).
+    by_w: usize,
+    age: bool,
+    left: bool,
+    tokens: bool,
+}
+
+impl Columns {
+    /// Fits the optional columns into `width` by what a person reads first: who opened
+    /// each session (`longest_by`: its widest label on screen; `console (you)` and
+    /// `mcp: claude-code` whole, at least), the idle time a session has `left` before the
+    /// sweep closes it, then its `age`, the longest opener whole, and the tokens. At 140
+    /// columns the pane has room for `left` (it showed neither before 150).
+    fn fit(width: usize, number_w: usize, longest_by: usize) -> Self {
+        const BY_FIRST: usize = 17;
+        let fixed = number_w + 9 + 6 + 5 + 12;
+        let by_wanted = longest_by.clamp(8, 24);
+        let by_first = by_wanted.min(BY_FIRST);
+        let mut spare = width.saturating_sub(fixed + by_first);
+        let mut take = |w: usize| {
+            let fits = spare >= w;
+            if fits {
+                spare -= w;
+            }
+            fits
+        };
+        let left = take(TIME_W);
+        let age = left && take(TIME_W);
+        let whole_by = age && take(by_wanted - by_first);
+        let tokens = whole_by && take(TOKENS_W);
+        let optional = [(left, TIME_W), (age, TIME_W), (tokens, TOKENS_W)]
+            .iter()
+            .filter(|(shown, _)| *shown)
+            .map(|(_, w)| w)
+            .sum::<usize>();
+        Self {
+            number_w,
+            by_w: width.saturating_sub(fixed + optional).clamp(8, 24),
+            age,
+            left,
+            tokens,
+        }
+    }
+}
+
+/// The cells a row's "opened by" wants: its label, the take-over mark, and a gap.
+fn opener_width(row: &SessionRow) -> usize {
+    width(&row.opener_label()) + row.taken_from.as_ref().map_or(0, |from| width(from) + 2) + 1
+}
 
 /// The "opened by" cell, `by_w` cells: who opened it, after `↷R ` when this replica took
 /// the conversation over from replica R (the mark takes at most half the cell).
@@ -173,10 +219,6 @@ fn opened_by<'a>(
     ]
 }
 
-/// The number column's width for the rows on screen (a stored row shows `-`): the marker,
-/// the longest number and a space (at least 4), so `#1000001` (a session an attached console
-/// started, numbered apart from the watched server's) or the thousandth session is shown
-/// whole.
 /// A stored session's errors, as its store counts them (none for an open one: the Log
 /// counts those).
 fn stored_errors(row: &SessionRow) -> u64 {
@@ -186,6 +228,10 @@ fn stored_errors(row: &SessionRow) -> u64 {
     }
 }
 
+/// The number column's width for the rows on screen (a stored row shows `-`): the marker,
+/// the longest number and a space (at least 4), so `#1000001` (a session an attached console
+/// started, numbered apart from the watched server's) or the thousandth session is shown
+/// whole.
 fn number_width(numbers: impl Iterator<Item = u64>) -> usize {
     let digits = numbers
         .map(|n| n.checked_ilog10().map_or(1, |d| d as usize + 1))
@@ -194,13 +240,8 @@ fn number_width(numbers: impl Iterator<Item = u64>) -> usize {
     (digits + 2).max(4)
 }
 
-fn row_line<'a>(
-    c: &Console,
-    row: &SessionRow,
-    selected: bool,
-    (number_w, by_w): (usize, usize),
-    (wide, tokens): (bool, bool),
-) -> Line<'a> {
+fn row_line<'a>(c: &Console, row: &SessionRow, selected: bool, columns: &Columns) -> Line<'a> {
+    let (number_w, by_w) = (columns.number_w, columns.by_w);
     let t = &c.theme;
     let closed = row.is_closed();
     let stored = row.is_stored();
@@ -252,8 +293,10 @@ fn row_line<'a>(
             state_style,
         ),
     ]);
-    if wide {
-        spans.push(Span::styled(pad(&seconds(row.age_s), 7), t.dim));
+    if columns.age {
+        spans.push(Span::styled(pad(&seconds(row.age_s), TIME_W), t.dim));
+    }
+    if columns.left {
         spans.push(Span::styled(
             pad(
                 &row.idle_left_s
@@ -266,12 +309,12 @@ fn row_line<'a>(
                         }
                     })
                     .unwrap_or_else(|| "-".into()),
-                7,
+                TIME_W,
             ),
             t.dim,
         ));
     }
-    if tokens {
+    if columns.tokens {
         let used = c
             .state
             .wire
