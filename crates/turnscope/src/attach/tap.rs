@@ -221,6 +221,9 @@ impl StreamableHttpClient for Tapped {
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         let started = Instant::now();
         let body = serde_json::to_value(&message).unwrap_or(Value::Null);
+        // Read from the whole body: the recorded one may be cut past its id (the bus's wire
+        // limit), and its stream was then taken as owing no answer.
+        let request = body.get("id").is_some();
         let mut exchange = self.exchange(
             "POST",
             session_id.as_deref(),
@@ -267,7 +270,7 @@ impl StreamableHttpClient for Tapped {
                 exchange.content_type = Some("text/event-stream".into());
                 exchange.mcp_session = exchange.mcp_session.or(short(session.as_ref()));
                 Ok(StreamableHttpPostResponse::Sse(
-                    self.tap_stream(stream, exchange, started, token),
+                    self.tap_stream(stream, exchange, started, token, request),
                     session,
                 ))
             }
@@ -354,7 +357,8 @@ impl StreamableHttpClient for Tapped {
             Ok(stream) => {
                 exchange.status = 200;
                 exchange.content_type = Some("text/event-stream".into());
-                Ok(self.tap_stream(stream, exchange, started, None))
+                // The standalone stream (or a resumed one) owes no answer of its own.
+                Ok(self.tap_stream(stream, exchange, started, None, false))
             }
             Err(e) => {
                 exchange.status = status_of(&e);
@@ -367,19 +371,16 @@ impl StreamableHttpClient for Tapped {
 }
 
 impl Tapped {
-    /// `stream`, each message it carries added to `exchange`, published when it ends.
+    /// `stream`, each message it carries added to `exchange`, published when it ends; the
+    /// stream of a `request` (not a notification) is whole only once it carried the answer.
     fn tap_stream(
         &self,
         stream: BoxedSseResponse,
         exchange: McpExchange,
         started: Instant,
         token: Option<String>,
+        awaits_answer: bool,
     ) -> BoxedSseResponse {
-        // A request's stream is whole only once it carried the request's answer.
-        let awaits_answer = exchange
-            .request
-            .as_ref()
-            .is_some_and(|r| r.value().get("id").is_some());
         let tap = Recorder {
             tapped: self.clone(),
             exchange: Some(exchange),
@@ -495,4 +496,63 @@ fn status_of(e: &StreamableHttpError<reqwest::Error>) -> u16 {
 
 fn status_of_ref<T>(r: &Result<T, StreamableHttpError<reqwest::Error>>) -> u16 {
     r.as_ref().err().map_or(0, status_of)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::{ClientRequest, NumberOrString, PingRequest};
+
+    /// A server that answers every POST with an event stream carrying one progress
+    /// notification and then ends it cleanly, without the request's answer: what
+    /// pipecat-mcp-transport's server does when the bot is stopped mid-reply.
+    async fn ends_streams_unanswered() -> String {
+        let app = axum::Router::new().route(
+            "/mcp",
+            axum::routing::post(|| async {
+                let progress = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}"#;
+                (
+                    [("content-type", "text/event-stream")],
+                    format!("event: message\ndata: {progress}\n\n"),
+                )
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        url
+    }
+
+    /// A request whose recorded body is cut past its id (a small wire limit) still owes its
+    /// answer: a stream that ends without it is recorded cut off (it was recorded whole).
+    #[tokio::test]
+    async fn a_stream_that_ends_without_the_answer_is_cut_off_even_when_the_body_was_cut() {
+        let url = ends_streams_unanswered().await;
+        for limit in [0, 16, 1 << 20] {
+            let bus = Bus::default();
+            bus.wire().set(limit);
+            let mut seen = bus.subscribe();
+            let tapped = Tapped::new(reqwest::Client::new(), bus.clone(), &url);
+            let ping = ClientJsonRpcMessage::request(
+                ClientRequest::PingRequest(PingRequest {
+                    method: Default::default(),
+                    extensions: Default::default(),
+                }),
+                NumberOrString::Number(7),
+            );
+            let answer = tapped
+                .post_message(url.clone().into(), ping, None, None, HashMap::new())
+                .await
+                .expect("the server answers");
+            let StreamableHttpPostResponse::Sse(stream, _) = answer else {
+                panic!("an event stream")
+            };
+            let carried: Vec<_> = stream.collect().await;
+            assert_eq!(carried.len(), 1, "the progress notification");
+            let Event::Mcp(x) = &*seen.recv().await.unwrap() else {
+                panic!("an exchange")
+            };
+            assert!(!x.complete, "limit {limit}: recorded as whole: {x:?}");
+        }
+    }
 }
