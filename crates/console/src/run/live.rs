@@ -253,7 +253,9 @@ where
                 if let Some(feed) = feed.as_deref_mut() {
                     dirty |= feed.refresh(&mut console.state, console.selected, console.own);
                     if let Some(remote) = feed.remote.clone() {
+                        let unseen = notices.unseen_failure(console);
                         remote.settle(console);
+                        NoticeTimer::keep_failure(console, unseen);
                     }
                 }
                 dirty |= notices.tick(console, Instant::now());
@@ -344,6 +346,30 @@ impl ViewOpen {
 }
 
 impl NoticeTimer {
+    /// The notice when it tells of a failure and was never drawn yet (set since the last
+    /// tick: a refused line's answer arrived).
+    fn unseen_failure(&self, console: &Console) -> Option<Notice> {
+        let notice = console.notice.as_ref().filter(|n| n.error)?;
+        let seen = self.shown.as_ref().is_some_and(|(seen, ..)| seen == notice);
+        (!seen).then(|| notice.clone())
+    }
+
+    /// Puts an `unseen` failure back before the notice that replaced it before it was ever
+    /// drawn (what the attached bot's refusal did next: its session let go), so the person
+    /// reads why as well as what follows; the notice goes with the failure's time.
+    fn keep_failure(console: &mut Console, unseen: Option<Notice>) {
+        let Some(failure) = unseen else {
+            return;
+        };
+        match &console.notice {
+            Some(now) if *now != failure => {
+                let text = format!("{}; then: {}", failure.text, now.text);
+                console.notice = Some(Notice { text, error: true });
+            }
+            _ => {}
+        }
+    }
+
     /// Whether it cleared the notice, at `now`.
     fn tick(&mut self, console: &mut Console, now: Instant) -> bool {
         let Some(notice) = &console.notice else {
@@ -907,6 +933,54 @@ mod tests {
             !timer.tick(&mut c, t0 + Duration::from_secs(5)),
             "in the same view it stays its time"
         );
+    }
+
+    /// A failure replaced before it was ever drawn (the bot's refusal of a line, then the
+    /// session it refused let go in the same tick) is kept before what replaced it; one
+    /// already shown, or a notice that is no failure, is replaced as before.
+    #[test]
+    fn a_failure_replaced_before_it_was_drawn_is_kept_before_what_followed() {
+        let mut c = Console::new(
+            crate::state::ConsoleState::default(),
+            crate::theme::Theme::default(),
+            false,
+        );
+        let mut timer = NoticeTimer::default();
+        let refused = Notice {
+            text: "the bot refused the line: unknown handle".into(),
+            error: true,
+        };
+        let let_go = Notice {
+            text: "#3 is unknown to the bot now".into(),
+            error: false,
+        };
+        c.notice = Some(refused.clone());
+        let unseen = timer.unseen_failure(&c);
+        c.notice = Some(let_go.clone());
+        NoticeTimer::keep_failure(&mut c, unseen);
+        let kept = c.notice.clone().unwrap();
+        assert!(kept.error, "{kept:?}");
+        assert_eq!(
+            kept.text,
+            "the bot refused the line: unknown handle; then: #3 is unknown to the bot now"
+        );
+        // Drawn (the timer saw it): replaced as before.
+        c.notice = Some(refused.clone());
+        timer.tick(&mut c, Instant::now());
+        let unseen = timer.unseen_failure(&c);
+        assert_eq!(unseen, None);
+        c.notice = Some(let_go.clone());
+        NoticeTimer::keep_failure(&mut c, unseen);
+        assert_eq!(c.notice, Some(let_go.clone()));
+        // A notice that is no failure is replaced, unseen or not.
+        c.notice = Some(Notice {
+            text: "started #4".into(),
+            error: false,
+        });
+        let unseen = timer.unseen_failure(&c);
+        c.notice = Some(let_go.clone());
+        NoticeTimer::keep_failure(&mut c, unseen);
+        assert_eq!(c.notice, Some(let_go));
     }
 
     /// A line into the person's stored conversation that ended since it was listed (idle
