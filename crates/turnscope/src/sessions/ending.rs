@@ -114,11 +114,19 @@ impl Sessions {
         tokio::spawn(async move {
             let lease = sessions.inner.storage.store().lease_every();
             let mut last_sweep = tokio::time::Instant::now();
+            let mut last_copies = tokio::time::Instant::now();
+            let shared = sessions.inner.storage.shared();
             loop {
                 let sweep_every = sessions.inner.limits.load().sweep_every;
                 let every = lease.map_or(sweep_every, |lease| lease.min(sweep_every));
                 tokio::time::sleep(every).await;
                 sessions.renew_leases().await;
+                if shared && last_copies.elapsed() >= super::persist::COPIES_EVERY {
+                    last_copies = tokio::time::Instant::now();
+                    sessions
+                        .let_go_of_stale_copies(super::persist::COPIES_IDLE)
+                        .await;
+                }
                 if last_sweep.elapsed() >= sessions.inner.limits.load().sweep_every {
                     last_sweep = tokio::time::Instant::now();
                     sessions.sweep().await;

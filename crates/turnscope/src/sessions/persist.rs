@@ -85,12 +85,17 @@ fn lost_turn(in_flight: &InFlight) -> TurnRecord {
     }
 }
 
-/// Most of this replica's copies [`Sessions::take_slot_freeing_copies`] reads at the cap (one
-/// store round trip each).
+/// Most of this replica's copies [`Sessions::let_go_of_stale_copies`] asks the store about at
+/// once.
 const COPIES_CHECKED: usize = 64;
 
-/// Longest [`Sessions::take_slot_freeing_copies`] reads copies for.
-const COPIES_SCAN: std::time::Duration = std::time::Duration::from_secs(1);
+/// How often a replica on a shared store asks it about its idle copies
+/// ([`Sessions::let_go_of_stale_copies`]): one round trip.
+pub(super) const COPIES_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long a copy is idle before that periodic check asks about it (a conversation in use
+/// here is not stale).
+pub(super) const COPIES_IDLE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The version of `session`'s copy, when its chat lock is free and it is stored.
 fn local_version(session: &Session) -> Option<u64> {
@@ -335,46 +340,62 @@ impl Sessions {
     }
 
     /// Takes a slot under the cap; at the cap on a store the replicas share, first lets go of
-    /// this replica's copies of conversations another replica went on with since (idle here,
-    /// their version in the store newer than this copy's, or gone from it): such a copy held
-    /// its slot until its next call here found it stale, so a balancer's fallback filled the
-    /// cap of a replica that served nobody. At most [`COPIES_CHECKED`] copies are read, the
-    /// longest idle first.
+    /// this replica's copies of conversations another replica went on with since
+    /// ([`Sessions::let_go_of_stale_copies`]): such a copy held its slot until its next call
+    /// here found it stale, so a balancer's fallback filled the cap of a replica that served
+    /// nobody.
     pub(super) async fn take_slot_freeing_copies(&self) -> Result<(), ChatError> {
         let refused = match self.take_slot() {
             Ok(()) => return Ok(()),
             Err(refused) if self.inner.storage.shared() => refused,
             Err(refused) => return Err(refused),
         };
-        let mut idle: Vec<Arc<Session>> = self
+        let freed = self.let_go_of_stale_copies(std::time::Duration::ZERO).await;
+        if freed > 0 {
+            tracing::info!(
+                freed,
+                "let go of conversations other replicas went on with, to make room"
+            );
+            return self.take_slot();
+        }
+        Err(refused)
+    }
+
+    /// Lets go of this replica's copies, idle for at least `idle_for`, of conversations
+    /// another replica went on with since (their version in the store newer than the
+    /// copy's: closed `continued on replica R`) or that the store no longer holds (said as
+    /// such: [`Sessions::gone_from_store`]). At most [`COPIES_CHECKED`] copies, the longest
+    /// idle first, in one store round trip; returns how many it let go of. On the sweeper's
+    /// tick every [`COPIES_EVERY`] too, so the Sessions pane, the session count and the cap
+    /// do not show a conversation served elsewhere as open here until its next call.
+    pub(crate) async fn let_go_of_stale_copies(&self, idle_for: std::time::Duration) -> usize {
+        let running = |s: &Session| s.bot.current_turn().is_some_and(|t| !t.is_done());
+        let mut idle: Vec<(Arc<Session>, u64)> = self
             .table()
             .by_id
             .values()
-            .filter(|s| !s.in_call())
-            .cloned()
+            .filter(|s| !s.in_call() && s.idle() >= idle_for && !running(s))
+            .filter_map(|s| Some((s.clone(), local_version(s)?)))
             .collect();
-        idle.sort_by_key(|s| std::cmp::Reverse(s.idle()));
+        if idle.is_empty() {
+            return 0;
+        }
+        idle.sort_by_key(|(s, _)| std::cmp::Reverse(s.idle()));
+        idle.truncate(COPIES_CHECKED);
+        let ids: Vec<HandleId> = idle.iter().map(|(s, _)| s.id).collect();
+        let Ok(found) = self.inner.storage.store().versions(&ids).await else {
+            // The store does not answer: its failure is said by the call that meets it.
+            return 0;
+        };
         let mut freed = 0;
-        let started = std::time::Instant::now();
-        for session in idle.into_iter().take(COPIES_CHECKED) {
-            // Bounded: the caller waits (a reopen holds its new lease meanwhile).
-            if started.elapsed() >= COPIES_SCAN {
-                break;
-            }
-            let running = |s: &Session| s.bot.current_turn().is_some_and(|t| !t.is_done());
-            if running(&session) {
-                continue;
-            }
-            let Some(version) = local_version(&session) else {
-                continue;
-            };
-            let found = match self.inner.storage.store().head(&session.id).await {
-                Ok(found) => found,
-                // The store does not answer: no use asking it about the next copy.
-                Err(_) => break,
-            };
-            let gone = found.is_none();
-            let stale = found.is_none_or(|head| head.version > version);
+        for ((session, version), found) in idle.into_iter().zip(found) {
+            // A newer version this replica wrote (a turn's mark Redis applied after its call
+            // gave up) is no other's: the next call here goes on from it.
+            let own =
+                |w: &crate::store::Written| w.writer.as_deref() == Some(self.inner.replica.id());
+            let stale = found
+                .as_ref()
+                .is_none_or(|w| w.version > version && !own(w));
             // Read again: a call that began meanwhile (its own write made the newer version)
             // keeps its copy.
             if !stale
@@ -384,22 +405,19 @@ impl Sessions {
             {
                 continue;
             }
-            if gone {
-                self.gone_from_store(&session).await;
-            } else {
-                self.close_keeping(&session, "continued on another replica")
-                    .await;
+            match found {
+                None => self.gone_from_store(&session).await,
+                Some(written) => {
+                    let reason = match written.writer {
+                        Some(r) => format!("continued on replica {r}"),
+                        None => "continued on another replica".to_string(),
+                    };
+                    self.close_keeping(&session, &reason).await;
+                }
             }
             freed += 1;
         }
-        if freed > 0 {
-            tracing::info!(
-                freed,
-                "let go of conversations other replicas went on with, to make room"
-            );
-            return self.take_slot();
-        }
-        Err(refused)
+        freed
     }
 
     /// Opens the stored session `id` again (handle `handle`): a fresh pipeline with its

@@ -559,3 +559,33 @@ async fn two_replicas_started_with_one_id_are_told_so_in_their_health_and_log() 
     });
     assert_eq!(logged.as_deref(), Some("error"), "said once in the Log");
 }
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_copy_another_replica_went_on_with_is_let_go_of_without_a_call() {
+    let server = RedisServer::start(&[]);
+    let (_model, r1, r2) = two_replicas(&server, 0.0, None).await;
+    let handle = r1.open(SessionOpener::Api).await.unwrap().handle();
+    say(&r1, &handle, "my name is Ada").await;
+    let mut r1_events = r1.bus().subscribe();
+    say(&r2, &handle, "what did I say").await;
+    // Before: r1 listed its copy open and idle (and counted it against its cap) until a call
+    // reached it there. Its sweeper asks the store about idle copies every 5 s.
+    let deadline = std::time::Instant::now() + Duration::from_secs(12);
+    while !r1.is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "r1 kept its stale copy"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let closed = std::iter::from_fn(|| r1_events.try_recv()).find_map(|e| match &*e {
+        Event::Session(s) => s.closed.clone(),
+        _ => None,
+    });
+    assert_eq!(closed.as_deref(), Some("continued on replica r2"));
+    // r2's copy is its own latest: kept. And the conversation goes on on r1 as it was.
+    assert_eq!(r2.len(), 1);
+    let back = say(&r1, &handle, "and now").await;
+    assert_eq!(back.turn, Some(3), "{back:?}");
+}

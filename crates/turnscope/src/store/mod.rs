@@ -223,6 +223,15 @@ impl StoreError {
     }
 }
 
+/// A head's version as stored, and who wrote it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// The head's version.
+    pub version: u64,
+    /// The replica that wrote it last, where the store records it (a shared store).
+    pub writer: Option<String>,
+}
+
 /// Where sessions are kept. Every method is one round trip; writes are durable when they
 /// return. Implementations: [`memory::MemoryStore`], [`sqlite::SqliteStore`].
 #[async_trait]
@@ -263,6 +272,20 @@ pub trait SessionStore: Send + Sync {
     /// Applies `commit` to `id` if its version is still `commit.expected`; returns the new
     /// version.
     async fn commit(&self, id: &HandleId, commit: &Commit) -> Result<u64, StoreError>;
+
+    /// The version of each of `ids`' heads and the replica that wrote it last (`None`: not
+    /// stored), in order: one round trip where the store can (a replica asks about its idle
+    /// copies so). By default a read of each head.
+    async fn versions(&self, ids: &[HandleId]) -> Result<Vec<Option<Written>>, StoreError> {
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            out.push(self.head(id).await?.map(|head| Written {
+                version: head.version,
+                writer: None,
+            }));
+        }
+        Ok(out)
+    }
 
     /// Deletes `id`'s head and log; returns whether it was stored.
     async fn delete(&self, id: &HandleId) -> Result<bool, StoreError>;

@@ -50,7 +50,7 @@ use redis::{AsyncCommands, RedisError};
 
 use super::{
     Commit, HandleId, HandleKey, Head, Lease, Loaded, SessionStore, StoreError, StoreStats,
-    StoredTurn,
+    StoredTurn, Written,
 };
 pub use crate::config::store::RedisUrl;
 
@@ -651,6 +651,24 @@ impl SessionStore for RedisStore {
         }
         self.wrote(1);
         Ok(1)
+    }
+
+    async fn versions(&self, ids: &[HandleId]) -> Result<Vec<Option<Written>>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for id in ids {
+            pipe.cmd("HMGET").arg(self.head_key(id)).arg("v").arg("w");
+        }
+        let found: Vec<(Option<u64>, Option<String>)> = pipe
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|e| self.lost("reading its sessions' versions", &e))?;
+        Ok(found
+            .into_iter()
+            .map(|(version, writer)| version.map(|version| Written { version, writer }))
+            .collect())
     }
 
     async fn head(&self, id: &HandleId) -> Result<Option<Head>, StoreError> {
