@@ -84,10 +84,12 @@ fn notice(f: &mut Frame, areas: Areas, c: &Console) {
         .max()
         .unwrap_or(0) as u16
         + 4;
-    let h = (lines.len() as u16 + 2).min(body.height);
+    let h = (lines.len() as u16 + 2).min(body.height.saturating_sub(1));
+    // Inside the bottom-right pane's border, so its own border meets none of the pane's (on
+    // the pane's bottom row the two corners stood side by side: `╯╯`).
     let area = Rect::new(
         body.right().saturating_sub(w + 1),
-        body.bottom().saturating_sub(h),
+        body.bottom().saturating_sub(h + 1),
         w,
         h,
     );
