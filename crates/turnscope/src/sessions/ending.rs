@@ -121,8 +121,12 @@ impl Sessions {
                 let every = lease.map_or(sweep_every, |lease| lease.min(sweep_every));
                 tokio::time::sleep(every).await;
                 sessions.renew_leases().await;
-                if shared && last_copies.elapsed() >= super::persist::COPIES_EVERY {
+                // At least three times an idle lifetime, so a short one is kept too.
+                let lifetime = Duration::from_secs(sessions.inner.limits.load().handle_seconds);
+                let copies_every = super::persist::COPIES_EVERY.min(lifetime / 3);
+                if shared && last_copies.elapsed() >= copies_every {
                     last_copies = tokio::time::Instant::now();
+                    sessions.keep_used_alive(copies_every * 2).await;
                     sessions
                         .let_go_of_stale_copies(super::persist::COPIES_IDLE)
                         .await;

@@ -361,6 +361,23 @@ impl Sessions {
         Err(refused)
     }
 
+    /// Keeps the stored conversations used here `within` (a turn running counts) from
+    /// expiring in a shared store, in one round trip: Redis dropped a conversation one idle
+    /// lifetime after its last write though a turn longer than that still ran, or its task
+    /// was still polled (a poll counts as use, as it does for this replica's copy).
+    pub(crate) async fn keep_used_alive(&self, within: std::time::Duration) {
+        let ids: Vec<HandleId> = self
+            .table()
+            .by_id
+            .values()
+            .filter(|s| s.idle() < within)
+            .map(|s| s.id)
+            .collect();
+        if let Err(e) = self.inner.storage.store().keep_alive(&ids).await {
+            tracing::debug!("store: keeping conversations alive failed: {e}");
+        }
+    }
+
     /// Lets go of this replica's copies, idle for at least `idle_for`, of conversations
     /// another replica went on with since (their version in the store newer than the
     /// copy's: closed `continued on replica R`) or that the store no longer holds (said as

@@ -27,7 +27,7 @@ async fn replica_with(
         &server.url("shared:"),
         RedisSettings {
             replica: id.into(),
-            idle: Duration::from_secs(300),
+            idle: Duration::from_secs(limits.handle_seconds),
         },
     )
     .await
@@ -588,4 +588,48 @@ async fn a_copy_another_replica_went_on_with_is_let_go_of_without_a_call() {
     assert_eq!(r2.len(), 1);
     let back = say(&r1, &handle, "and now").await;
     assert_eq!(back.turn, Some(3), "{back:?}");
+}
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_turn_longer_than_the_idle_lifetime_and_a_polled_conversation_stay_stored() {
+    let server = RedisServer::start(&[]);
+    // Turns of 3 s; conversations Redis drops 2 s after their last write.
+    let model = EmbeddedModel::start(
+        0,
+        ScriptSettings {
+            pace: 0.25,
+            words: Some(12),
+        },
+    )
+    .await
+    .unwrap();
+    let limits = SessionLimits {
+        handle_seconds: 2,
+        ..SessionLimits::default()
+    };
+    let r1 = replica_with(&server, &model, "r1", limits).await;
+    let store = reader(&server).await;
+    let handle = r1.open(SessionOpener::Api).await.unwrap().handle();
+    let id = store.key().id_of(&handle.parse().unwrap());
+    say(&r1, &handle, "my name is Ada").await;
+    // Before: the head expired under the running turn (no write refreshed it), and the
+    // turn's record found no conversation to add to.
+    let long = say(&r1, &handle, "tell me more").await;
+    assert_eq!(long.turn, Some(2), "{long:?}");
+    assert!(
+        store.head(&id).await.unwrap().is_some(),
+        "kept while it ran"
+    );
+    // Used here without a write (as a task's polls are) for twice the lifetime: kept.
+    for _ in 0..8 {
+        let session = r1.table().by_id.values().next().cloned().unwrap();
+        session.touch();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let head = store.head(&id).await.unwrap().expect("kept while polled");
+    assert_eq!(head.turns, 2);
+    // Unused for longer than the lifetime: gone, as before.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    assert!(store.head(&id).await.unwrap().is_none(), "expired unused");
 }

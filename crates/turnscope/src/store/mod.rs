@@ -315,6 +315,13 @@ pub trait SessionStore: Send + Sync {
         })
     }
 
+    /// Keeps the stored conversations of `ids` from expiring for another idle lifetime, as a
+    /// write does (a task polled here, whose conversation no write refreshes). A store whose
+    /// conversations go only by the sweep, which skips those open here, does nothing.
+    async fn keep_alive(&self, _ids: &[HandleId]) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// Keeps the leases of `ids` (called at least every [`SessionStore::lease_every`]);
     /// returns those of them whose running turn another replica asked to interrupt
     /// ([`SessionStore::ask_interrupt`]), each once.

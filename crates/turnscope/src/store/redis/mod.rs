@@ -804,6 +804,21 @@ impl SessionStore for RedisStore {
             .collect())
     }
 
+    async fn keep_alive(&self, ids: &[HandleId]) -> Result<(), StoreError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let mut call = scripts::KEEP_ALIVE.prepare_invoke();
+        call.arg(&self.prefix).arg(self.ttl_ms).arg(super::now_ms());
+        for id in ids {
+            call.arg(id.to_hex());
+        }
+        call.invoke_async::<i64>(&mut self.conn())
+            .await
+            .map_err(|e| self.lost("keeping its conversations from expiring", &e))?;
+        Ok(())
+    }
+
     async fn ask_interrupt(&self, id: &HandleId) -> Result<(), StoreError> {
         let _asked: i64 = scripts::ASK_INTERRUPT
             .key(self.lease_key(id))
