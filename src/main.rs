@@ -61,7 +61,7 @@ fn main() -> std::process::ExitCode {
     {
         // One run, no retry to wait for: a source's failures are said once, by the command
         // (which sources were down), not as the server's "retrying in …" lines.
-        init_logging_at("warn,rmcp::transport::worker=off,turnscope::tools::mcp_source=error");
+        init_logging_at("warn,turnscope::tools::mcp_source=error");
         return runtime.block_on(tools_cmd::main(action, config, &serve));
     }
     match runtime.block_on(run(cli, started)) {
@@ -103,19 +103,31 @@ pub(crate) fn error_text(e: &anyhow::Error) -> String {
 
 fn init_logging(to_stderr: bool) {
     // rmcp's worker logs every failed connection attempt at error level; turnscope reports
-    // those itself, once, with the server's name.
-    init_logging_at(if to_stderr {
-        "warn,rmcp::transport::worker=off"
-    } else {
-        "off"
-    });
+    // those itself, once, with the server's name (`RMCP_QUIET`).
+    init_logging_at(if to_stderr { "warn" } else { "off" });
 }
+
+/// What rmcp says that a person reading turnscope's log has no use for, unless their
+/// `TURNSCOPE_LOG` names rmcp: three `info` lines per sessionless request (naming the client
+/// `rmcp`, the SDK's own name, whoever it is), and a `warn` for each error turnscope answers a
+/// request with on purpose (a poll of an unknown task: one a second per orphaned task).
+const RMCP_QUIET: &str = "rmcp=warn,rmcp::service=error,rmcp::transport::worker=off";
 
 /// Logs to stderr at `default` unless `TURNSCOPE_LOG` says otherwise; endpoint tokens
 /// (`token=…`) are masked in every line, third-party ones included.
 fn init_logging_at(default: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("TURNSCOPE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Not over "off" (the console's: nothing on stderr), which these would raise rmcp from.
+    let quiet = |filter: &str| {
+        if filter.contains("rmcp") || filter.trim() == "off" {
+            filter.to_string()
+        } else {
+            format!("{filter},{RMCP_QUIET}")
+        }
+    };
+    let filter = std::env::var("TURNSCOPE_LOG")
+        .ok()
+        .and_then(|asked| tracing_subscriber::EnvFilter::try_new(quiet(&asked)).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(quiet(default)));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(false)
@@ -458,13 +470,14 @@ async fn headless(
     // balancer stops sending it calls (503), and those that still reach it are served.
     let refused = if app.sessions.store().shared() {
         "/healthz answers 503 \"draining\" (the balancer sends calls to the other replicas, which go on \
-         with its conversations from the shared store), calls that still reach it are served"
+         with its conversations from the shared store, and answer its MCP tasks' polls from their \
+         records there), calls that still reach it are served, turns in flight finish"
     } else {
-        "/healthz answers 404 \"draining\", start and new lines are refused"
+        "/healthz answers 404 \"draining\", start and new lines are refused, turns in flight finish \
+         and results of MCP tasks wait for their client's poll"
     };
     note(format_args!(
-        "turnscope: draining replica {}: {refused}, turns in flight finish and results of MCP tasks \
-         wait for their client's poll (at most {} s; a second signal stops at once)",
+        "turnscope: draining replica {}: {refused} (at most {} s; a second signal stops at once)",
         app.sessions.replica().id(),
         app.drain_bound().await.as_secs_f64()
     ));

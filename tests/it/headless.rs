@@ -326,3 +326,46 @@ async fn an_unreachable_model_server_is_named_at_start_and_the_ready_line_does_n
     child.kill().await.ok();
     holder.abort();
 }
+
+/// At `TURNSCOPE_LOG=info` the log is turnscope's: the MCP SDK's three lines per MCP session
+/// ("Service initialized as server", naming the SDK rather than the client) and its warning
+/// for each error turnscope answers on purpose are left out unless the filter names rmcp.
+#[tokio::test]
+async fn at_info_the_log_is_turnscopes_own_not_the_sdks_per_request_lines() {
+    let mut child = serving(&["--headless", "--port", "0"])
+        .env("TURNSCOPE_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let url = url_in(&ready_line(&mut child).await, "/mcp");
+    let client = Client::connect(&url).await;
+    let handle = client.start().await;
+    client.chat(&handle, "hello").await;
+    // An error answered on purpose: a poll of a task nobody has.
+    let unknown = reqwest::Client::new()
+        .post(&url)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&serde_json::json!({
+            "jsonrpc": "2.0", "id": 9, "method": "tasks/get",
+            "params": {"taskId": "0b6f3c52-9a3e-4d0e-8f65-6c1d2e3fa1b2"}
+        }))
+        .send()
+        .await
+        .unwrap();
+    let _ = unknown.text().await;
+    let mut stderr = child.stderr.take().unwrap();
+    assert!(terminate(&mut child).await.success());
+    let mut logged = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut logged)
+        .await
+        .unwrap();
+    assert!(logged.contains("session opened"), "{logged}");
+    for sdk in [
+        "Service initialized as server",
+        "serve finished",
+        "response error",
+    ] {
+        assert!(!logged.contains(sdk), "{sdk:?} in:\n{logged}");
+    }
+}

@@ -412,3 +412,52 @@ fn replicas_haproxy_refuses_a_url_and_a_repeated_id_with_exit_2() {
     assert_eq!(code, Some(2), "{said}");
     assert!(said.contains("named twice"), "{said}");
 }
+
+/// A task's record lives in the shared store: the other replica answers its polls (working
+/// while the turn runs there), and once the replica running it is killed, the poll is told
+/// the turn was lost and to read it with an empty line, which then reads it `restarted`.
+/// Before, every poll reaching another replica answered -32602 "no task has this id", which
+/// Claude Code asks again for ever, its model never told.
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_tasks_poll_is_answered_by_any_replica_and_a_dead_replicas_task_is_said_lost() {
+    use crate::support::raw_mcp::{RawMcp, text_of};
+    let redis = Redis::start();
+    let config = |id: &str| {
+        format!(
+            "[server]\nreplica_id = \"{id}\"\ntask_after_seconds = 0.5\n[model]\npace = 0.2\nwords = 60\n\
+             [store]\nurl = \"redis://127.0.0.1:{}/0\"\n",
+            redis.port
+        )
+    };
+    let mut a = Headless::start("task-a", &config("it-a"), &[]).await;
+    let b = Headless::start("task-b", &config("it-b"), &[]).await;
+    let on_a = RawMcp::new(&a.url, "raw-tasks", true);
+    let on_b = RawMcp::new(&b.url, "raw-tasks", true);
+    let handle = on_a.start().await;
+    let created = on_a.chat(&handle, "tell me about the weather").await;
+    let id = created.result()["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {}", created.message))
+        .to_string();
+    let working = on_b.get_task(&id).await;
+    assert_eq!(working.result()["status"], "working", "{}", working.message);
+    let _ = a.child.start_kill();
+    let _ = a.child.wait().await;
+    // The lease lapses 2 s after the kill; the poll watches a second more.
+    let polls = on_b.follow(&id, Duration::from_secs(20)).await;
+    let done = polls.last().unwrap();
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["isError"], true, "{done}");
+    let said = text_of(&done["result"]);
+    assert!(
+        said.contains("replica it-a, which stopped") && said.contains("empty line"),
+        "{said}"
+    );
+    // As the result says: an empty line reads the turn, cut off, once.
+    let read = on_b.chat(&handle, "").await;
+    let text = text_of(read.result());
+    assert!(text.contains("turnscope stopped"), "{}", read.message);
+    let again = on_b.get_task(&id).await;
+    assert_eq!(again.result()["status"], "completed", "the same verdict");
+}

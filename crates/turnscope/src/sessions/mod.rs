@@ -41,7 +41,9 @@ pub use progress::{PROGRESS_CHARS, ProgressSink, progress_text};
 pub use replica::Replica;
 pub use reply::{CallerWatch, ChatOutcome, ChatReply, TaskAsk, ToolCallSummary, UnreadTurn};
 pub use storage::StoreStatus;
-pub use task_store::{MemoryTaskStore, TaskOutcome, TaskRecord, TaskStatus, TaskStore};
+pub use task_store::{
+    MemoryTaskStore, SharedTaskStore, TaskOutcome, TaskRecord, TaskStatus, TaskStore,
+};
 pub use tasks::{TASKS_PER_SESSION, TaskError, TaskSettings};
 
 use crate::bot::{Bot, BotSession, Turn};
@@ -293,7 +295,7 @@ impl Sessions {
     }
 
     /// A table for sessions of `bot` on replica `replica`, kept in `store` (task records in
-    /// memory).
+    /// it too when the replicas share it, else in memory).
     pub fn with_store(
         bot: Bot,
         bus: Bus,
@@ -301,7 +303,11 @@ impl Sessions {
         replica: Replica,
         store: Arc<dyn SessionStore>,
     ) -> Self {
-        let task_store = Arc::new(MemoryTaskStore::default());
+        let task_store: Arc<dyn TaskStore> = if store.shared() {
+            Arc::new(task_store::SharedTaskStore::new(store.clone()))
+        } else {
+            Arc::new(MemoryTaskStore::default())
+        };
         Self::with_stores(bot, bus, limits, replica, store, task_store)
     }
 

@@ -1,6 +1,7 @@
-//! Where task records are kept: [`TaskStore`], the small interface a store shared by
-//! replicas implements, and [`MemoryTaskStore`], the in-process one (the only one today: the
-//! session store, `crate::store`, keeps a task's turn but not its record).
+//! Where task records are kept: [`TaskStore`], the small interface, [`MemoryTaskStore`], the
+//! in-process one, and [`SharedTaskStore`], records in a session store the replicas share
+//! (Redis), so any replica answers a task's polls, also once the replica running it drained
+//! or died.
 //!
 //! A [`TaskRecord`] is self-contained: status, times, lifetime, poll interval and, once the
 //! task is complete, the turn record its `CallToolResult` is rendered from. So a replica that
@@ -10,12 +11,13 @@
 //! cancelled); it is removed with its conversation.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::ChatReply;
+use crate::store::SessionStore;
 
 /// Most records [`MemoryTaskStore`] holds: every session's kept tasks at the largest session
 /// cap anyone runs, with room to spare. Records are removed with their sessions, so this is
@@ -54,6 +56,13 @@ pub enum TaskOutcome {
     Reply(Box<ChatReply>),
     /// A `chat` call with an empty line read the turn instead (a turn is read once).
     HandedOver,
+    /// The replica running the turn stopped before the turn ended (another replica found its
+    /// record working and the conversation's lease no longer that replica's): the
+    /// conversation keeps what the bot said, which an empty line reads.
+    Lost {
+        /// The replica that ran it.
+        replica: String,
+    },
 }
 
 /// One task as stored.
@@ -86,6 +95,13 @@ pub struct TaskRecord {
     pub ended_ms: Option<u64>,
     /// When a `tasks/get` first handed the result over, in ms since the epoch.
     pub collected_ms: Option<u64>,
+    /// The replica running its turn.
+    #[serde(default)]
+    pub replica: Option<String>,
+    /// Its conversation's keyed hash in hex (not the handle), so another replica can ask the
+    /// store whether the turn still runs.
+    #[serde(default)]
+    pub conversation: Option<String>,
 }
 
 impl TaskRecord {
@@ -111,8 +127,8 @@ pub enum TaskStoreError {
     Backend(String),
 }
 
-/// Where task records live: [`MemoryTaskStore`] today; a store replicas share implements it
-/// to let any of them answer a poll.
+/// Where task records live: [`MemoryTaskStore`], or [`SharedTaskStore`] when the replicas
+/// share a store, so any of them answers a poll.
 #[async_trait]
 pub trait TaskStore: Send + Sync {
     /// Writes `record` (replacing the one with its id); returns once a `get_task` anywhere
@@ -122,6 +138,69 @@ pub trait TaskStore: Send + Sync {
     async fn get_task(&self, id: &str) -> Result<Option<TaskRecord>, TaskStoreError>;
     /// Removes the record with this id (nothing when there is none).
     async fn remove_task(&self, id: &str) -> Result<(), TaskStoreError>;
+}
+
+/// Task records in a session store the replicas share, each under the keyed hash of its id
+/// (`task:HASH`: task ids are secrets, as handles are) for as long as its lifetime and a
+/// margin, so a replica that did not run a task answers its polls from the record.
+pub struct SharedTaskStore {
+    store: Arc<dyn SessionStore>,
+}
+
+/// How long a shared record outlives its lifetime as last written (polls on the replica
+/// running it extend the lifetime without a write).
+const SHARED_MARGIN_MS: u64 = 60_000;
+
+impl SharedTaskStore {
+    /// Task records in `store` (one that [`SessionStore::shared`]).
+    pub fn new(store: Arc<dyn SessionStore>) -> Self {
+        Self { store }
+    }
+
+    fn key(&self, id: &str) -> Result<String, TaskStoreError> {
+        let id = uuid::Uuid::parse_str(id)
+            .map_err(|_| TaskStoreError::Backend(format!("{id:?} is no task id")))?;
+        Ok(format!("task:{}", self.store.key().id_of(&id).to_hex()))
+    }
+}
+
+#[async_trait]
+impl TaskStore for SharedTaskStore {
+    async fn put_task(&self, record: &TaskRecord) -> Result<(), TaskStoreError> {
+        let json =
+            serde_json::to_vec(record).map_err(|e| TaskStoreError::Backend(e.to_string()))?;
+        let now = crate::store::now_ms();
+        let ttl = record
+            .created_ms
+            .saturating_add(record.ttl_ms)
+            .saturating_sub(now)
+            .saturating_add(SHARED_MARGIN_MS);
+        self.store
+            .put_record(&self.key(&record.id)?, &json, ttl)
+            .await
+            .map_err(|e| TaskStoreError::Backend(e.to_string()))
+    }
+
+    async fn get_task(&self, id: &str) -> Result<Option<TaskRecord>, TaskStoreError> {
+        let Some(json) = self
+            .store
+            .get_record(&self.key(id)?)
+            .await
+            .map_err(|e| TaskStoreError::Backend(e.to_string()))?
+        else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&json)
+            .map(Some)
+            .map_err(|e| TaskStoreError::Backend(format!("a task record that is not one: {e}")))
+    }
+
+    async fn remove_task(&self, id: &str) -> Result<(), TaskStoreError> {
+        self.store
+            .remove_record(&self.key(id)?)
+            .await
+            .map_err(|e| TaskStoreError::Backend(e.to_string()))
+    }
 }
 
 /// Task records in this process's memory (bounded by [`MEMORY_RECORDS_KEPT`]).
@@ -190,6 +269,8 @@ mod tests {
             outcome: None,
             ended_ms: None,
             collected_ms: None,
+            replica: None,
+            conversation: None,
         }
     }
 

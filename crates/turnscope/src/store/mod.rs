@@ -315,6 +315,32 @@ pub trait SessionStore: Send + Sync {
         })
     }
 
+    /// Keeps `value` under `key` for `ttl_ms` where every replica sharing the store reads it
+    /// (a task's record, so any replica answers its polls). Only a shared store keeps such
+    /// records; the others refuse.
+    async fn put_record(&self, _key: &str, _value: &[u8], _ttl_ms: u64) -> Result<(), StoreError> {
+        Err(StoreError::unusable(format!(
+            "store {}: keeps no records for other replicas",
+            self.describe()
+        )))
+    }
+
+    /// The record under `key` ([`SessionStore::put_record`]), if kept and not expired.
+    async fn get_record(&self, _key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(None)
+    }
+
+    /// Removes the record under `key` (nothing when there is none).
+    async fn remove_record(&self, _key: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// The replica holding `id`'s lease now (a shared store; `None` when nobody does, or the
+    /// store has no leases).
+    async fn lease_holder(&self, _id: &HandleId) -> Result<Option<String>, StoreError> {
+        Ok(None)
+    }
+
     /// Keeps the stored conversations of `ids` from expiring for another idle lifetime, as a
     /// write does (a task polled here, whose conversation no write refreshes). A store whose
     /// conversations go only by the sweep, which skips those open here, does nothing.

@@ -52,6 +52,8 @@ pub struct TaskCell {
     /// An earlier unread reply the line of this turn replaced (it goes with the result).
     pub(super) unread: Option<UnreadTurn>,
     pub(super) client: String,
+    /// The replica running its turn (this one).
+    pub(super) replica: String,
     pub(super) created_ms: u64,
     pub(super) poll_ms: u64,
     pub(super) stage: Mutex<Stage>,
@@ -224,6 +226,8 @@ impl TaskCell {
             outcome,
             ended_ms,
             collected_ms,
+            replica: Some(self.replica.clone()),
+            conversation: Some(self.session_id.to_hex()),
         }
     }
 
@@ -343,7 +347,15 @@ impl TaskTable {
             .unwrap_or_default()
     }
 
-    pub(super) fn any_awaited(&self) -> bool {
-        self.lock().by_index.values().any(|c| c.awaited())
+    /// Whether a client still waits for a task's result here; `shared`: only for one whose
+    /// record does not say its end yet (the shared store answers the others' polls).
+    pub(super) fn any_awaited(&self, shared: bool) -> bool {
+        self.lock().by_index.values().any(|c| {
+            if shared {
+                matches!(&*c.stage(), Stage::Working | Stage::Superseded)
+            } else {
+                c.awaited()
+            }
+        })
     }
 }

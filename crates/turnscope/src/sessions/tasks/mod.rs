@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::task_store::{TaskOutcome, TaskRecord, TaskStoreError};
+use super::task_store::{TaskOutcome, TaskRecord, TaskStatus, TaskStoreError};
 use super::{Session, Sessions, UnreadTurn};
 use crate::bot::Turn;
 use crate::observe::{Event, TaskChange, TaskEvent, event::now_us};
@@ -69,6 +69,10 @@ impl Default for TaskSettings {
         }
     }
 }
+
+/// How long a task another replica runs is watched without its lease before it is said
+/// lost ([`Sessions::unless_lost`]).
+const LOST_AFTER: Duration = Duration::from_secs(1);
 
 /// Most tasks one session keeps; beyond, the oldest is forgotten (its record removed, its id
 /// unknown from then on). Only the latest can be working: the others are answered results a
@@ -166,6 +170,7 @@ impl Sessions {
             turn: turn.clone(),
             unread,
             client: client.to_string(),
+            replica: replica.id().to_string(),
             created_ms: now_ms(),
             poll_ms: settings.poll.as_millis().max(1) as u64,
             stage: Mutex::new(Stage::Working),
@@ -239,6 +244,7 @@ impl Sessions {
                 end_reason: match &record.outcome {
                     Some(TaskOutcome::Reply(reply)) => reply.end_reason.clone(),
                     Some(TaskOutcome::HandedOver) => Some("handed_over".into()),
+                    Some(TaskOutcome::Lost { .. }) => Some("lost".into()),
                     None => None,
                 },
                 polls: cell.polls.load(Ordering::Relaxed),
@@ -280,9 +286,13 @@ impl Sessions {
         }
     }
 
-    /// Whether a client still waits for a task's result (draining waits for it).
+    /// Whether a client still waits for a task's result (draining waits for it). On a store
+    /// the replicas share, only while a task's record does not hold its end yet: the others
+    /// answer its polls from the record once this replica is gone (behind the recipe a
+    /// draining replica gets no poll: its health says 503), so draining waited its whole
+    /// bound for polls that could not arrive.
     pub(in crate::sessions) fn tasks_awaited(&self) -> bool {
-        self.inner.tasks.any_awaited()
+        self.inner.tasks.any_awaited(self.inner.storage.shared())
     }
 
     /// `tasks/get`: the task as it stands, counted as activity on its session. A task this
@@ -326,13 +336,76 @@ impl Sessions {
             return Err(TaskError::malformed(id));
         }
         match self.inner.task_store.get_task(id).await {
-            Ok(Some(record)) if !record.expired(now_ms()) => Ok(record),
+            Ok(Some(record)) if !record.expired(now_ms()) => Ok(self.unless_lost(record).await),
             Ok(_) => Err(unknown),
             Err(e) => {
                 tracing::warn!(error = %e, "task store unreadable; answering the poll as an unknown task");
                 Err(unknown)
             }
         }
+    }
+
+    /// A working task another replica runs, as it stands: `completed` as
+    /// [`TaskOutcome::Lost`] when that replica no longer holds the conversation's lease (it
+    /// died, or its lease lapsed, and its record was never written as ended), asked twice a
+    /// second apart so a turn that just ended is not taken for lost. The verdict is written
+    /// back, so every replica answers alike from then on.
+    async fn unless_lost(&self, record: TaskRecord) -> TaskRecord {
+        let store = self.inner.storage.store();
+        let running_here_or_unknown = record.status != TaskStatus::Working
+            || !self.inner.storage.shared()
+            || record.replica.as_deref() == Some(self.replica().id());
+        let (Some(replica), Some(id)) = (
+            record.replica.clone(),
+            record
+                .conversation
+                .as_deref()
+                .and_then(crate::store::HandleId::from_hex),
+        ) else {
+            return record;
+        };
+        if running_here_or_unknown {
+            return record;
+        }
+        let still_runs = || async {
+            match store.lease_holder(&id).await {
+                Ok(holder) => holder.as_deref() == Some(replica.as_str()),
+                // The store does not answer: nothing to say of the turn.
+                Err(_) => true,
+            }
+        };
+        if still_runs().await {
+            return record;
+        }
+        tokio::time::sleep(LOST_AFTER).await;
+        let now = match self.inner.task_store.get_task(&record.id).await {
+            Ok(Some(now)) => now,
+            _ => return record,
+        };
+        if now.status != TaskStatus::Working || still_runs().await {
+            return now;
+        }
+        let at = now_ms();
+        let lost = TaskRecord {
+            status: TaskStatus::Completed,
+            status_message: None,
+            updated_ms: at,
+            outcome: Some(TaskOutcome::Lost {
+                replica: replica.clone(),
+            }),
+            ended_ms: Some(at),
+            ..now
+        };
+        if let Err(e) = self.inner.task_store.put_task(&lost).await {
+            tracing::debug!(error = %e, "a lost task's record not written");
+        }
+        tracing::warn!(
+            session = lost.session,
+            turn = lost.turn,
+            replica,
+            "a task's replica stopped before its turn ended; its poll is told to read the turn with an empty line"
+        );
+        lost
     }
 
     /// `tasks/cancel`: interrupts the turn of a working task (the person stopped it); the

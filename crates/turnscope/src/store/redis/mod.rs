@@ -19,6 +19,9 @@
 //! - `P stop:ID` (string): another replica's request that the holder interrupt ID's turn (a
 //!   new line arrived there), the asker's `REPLICA#NONCE`, expiring after [`LEASE`]; the
 //!   holder takes it at its next renewal, a new holder drops it.
+//! - `P task:T` (string, expiring with its conversation): a task's record as JSON, T being
+//!   the task id's keyed hash in hex (task ids are secrets, as handles are), so any replica
+//!   answers its polls (`sessions::task_store::SharedTaskStore`).
 //! - `P probe:REPLICA` (string, expiring after 5 s): written by each replica's health probe
 //!   every sweeper tick, so a Redis that answers but takes no write (`maxmemory` reached) is
 //!   seen as degraded; it holds the writer's `REPLICA#NONCE`, so a replica that finds
@@ -802,6 +805,36 @@ impl SessionStore for RedisStore {
             .filter(|id| asked.contains(&id.to_hex()))
             .copied()
             .collect())
+    }
+
+    async fn put_record(&self, key: &str, value: &[u8], ttl_ms: u64) -> Result<(), StoreError> {
+        self.conn()
+            .pset_ex::<_, _, ()>(format!("{}{key}", self.prefix), value, ttl_ms.max(1))
+            .await
+            .map_err(|e| self.lost("writing a task's record", &e))
+    }
+
+    async fn get_record(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.conn()
+            .get(format!("{}{key}", self.prefix))
+            .await
+            .map_err(|e| self.lost("reading a task's record", &e))
+    }
+
+    async fn remove_record(&self, key: &str) -> Result<(), StoreError> {
+        self.conn()
+            .del::<_, ()>(format!("{}{key}", self.prefix))
+            .await
+            .map_err(|e| self.lost("removing a task's record", &e))
+    }
+
+    async fn lease_holder(&self, id: &HandleId) -> Result<Option<String>, StoreError> {
+        let holder: Option<String> = self
+            .conn()
+            .get(self.lease_key(id))
+            .await
+            .map_err(|e| self.lost("reading a session's lease", &e))?;
+        Ok(holder.map(|h| replica_of(&h)))
     }
 
     async fn keep_alive(&self, ids: &[HandleId]) -> Result<(), StoreError> {
