@@ -84,6 +84,9 @@ pub(crate) fn result_of(outcome: &TaskOutcome) -> CallToolResult {
             "[A later chat call with an empty line took this turn over: its reply goes to that \
              call (or the task it became), not here.]",
         )]),
+        TaskOutcome::Overtaken { message } => {
+            CallToolResult::error(vec![ContentBlock::text(message.clone())])
+        }
         TaskOutcome::Lost { replica } => CallToolResult::error(vec![ContentBlock::text(format!(
             "[This task's turn ran on replica {replica}, which stopped before the turn ended \
              (it was killed, crashed, or lost the conversation's lease). The conversation keeps \

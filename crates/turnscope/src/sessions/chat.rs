@@ -22,6 +22,25 @@ pub(crate) const LEASE_WAIT: std::time::Duration = std::time::Duration::from_sec
 /// Most bytes of an overtaken turn's reply its error quotes.
 const OVERTAKEN_QUOTED: usize = 8 * 1024;
 
+/// What the caller of `turn` is told when another replica went on with the conversation
+/// without it: [`ChatError::Overtaken`], its reply quoted (at most [`OVERTAKEN_QUOTED`]).
+pub(in crate::sessions) fn overtaken_error(turn: &Turn) -> ChatError {
+    let record = turn.snapshot();
+    let mut reply = record.reply;
+    if reply.len() > OVERTAKEN_QUOTED {
+        let mut end = OVERTAKEN_QUOTED;
+        while !reply.is_char_boundary(end) {
+            end -= 1;
+        }
+        reply.truncate(end);
+        reply.push('…');
+    }
+    ChatError::Overtaken {
+        turn: record.id,
+        reply,
+    }
+}
+
 /// A call holding the handle's lock, with the turn it reads.
 struct Reading<'a> {
     state: tokio::sync::MutexGuard<'a, ChatState>,
@@ -702,20 +721,7 @@ impl Sessions {
                 if overtaken {
                     // Another replica went on without this turn (it reported it cut off):
                     // answering it as a turn would split the conversation in two.
-                    let record = turn.snapshot();
-                    let mut reply = record.reply;
-                    if reply.len() > OVERTAKEN_QUOTED {
-                        let mut end = OVERTAKEN_QUOTED;
-                        while !reply.is_char_boundary(end) {
-                            end -= 1;
-                        }
-                        reply.truncate(end);
-                        reply.push('…');
-                    }
-                    return Err(ChatError::Overtaken {
-                        turn: record.id,
-                        reply,
-                    });
+                    return Err(overtaken_error(&turn));
                 }
                 Ok(ChatReply::of(&turn, unread))
             }

@@ -317,6 +317,8 @@ impl Sessions {
                 .as_ref()
                 .is_some_and(|p| Arc::ptr_eq(p, &turn));
             if !waiting {
+                drop(state);
+                sessions.task_turn_written(&session, &turn, None).await;
                 return;
             }
             session.bot.settle().await;
@@ -333,6 +335,17 @@ impl Sessions {
                 )
                 .await;
             drop(state);
+            // Another replica went on without this turn: a task reading it says so rather
+            // than hand over a reply the conversation does not hold.
+            let overtaken = match &written {
+                Err(conflict @ Conflict::Changed(_))
+                    if sessions.inner.storage.shared() && !conflict.head_gone() =>
+                {
+                    Some(super::chat::overtaken_error(&turn).to_string())
+                }
+                _ => None,
+            };
+            sessions.task_turn_written(&session, &turn, overtaken).await;
             if let Err(conflict) = written {
                 sessions.conflicted(&session, conflict).await;
             }

@@ -633,3 +633,76 @@ async fn a_turn_longer_than_the_idle_lifetime_and_a_polled_conversation_stay_sto
     tokio::time::sleep(Duration::from_millis(3500)).await;
     assert!(store.head(&id).await.unwrap().is_none(), "expired unused");
 }
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_task_whose_lease_lapsed_while_redis_stalled_does_not_hand_over_its_reply_as_a_turn() {
+    let server = RedisServer::start(&["--enable-debug-command", "local"]);
+    let model = EmbeddedModel::start(
+        0,
+        ScriptSettings {
+            pace: 0.02,
+            words: Some(300),
+        },
+    )
+    .await
+    .unwrap();
+    let at_once = SessionLimits {
+        tasks: TaskSettings {
+            after: Duration::ZERO,
+            ..TaskSettings::default()
+        },
+        ..SessionLimits::default()
+    };
+    let r1 = replica_with(&server, &model, "r1", at_once).await;
+    let r2 = replica(&server, &model, "r2").await;
+    let session = r1.open(SessionOpener::Api).await.unwrap();
+    let handle = session.handle();
+    // A 6 s turn on r1, as a task.
+    let ask = TaskAsk {
+        client: "test".into(),
+    };
+    let outcome = r1
+        .chat_or_task(
+            &handle,
+            "first",
+            None,
+            None,
+            CallerWatch::cancel_only(&CancellationToken::new()),
+            &ask,
+        )
+        .await
+        .unwrap();
+    let ChatOutcome::Task(created) = outcome else {
+        panic!("a task: {outcome:?}");
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Redis stalls past the lease: a new line on r2 takes the conversation and reports r1's
+    // turn as cut off.
+    let sleeper = stall(&server, 4).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let second = say(&r2, &handle, "second").await;
+    sleeper.await.unwrap();
+    assert_eq!(
+        second.unread.expect("r2 reports it").end_reason,
+        "restarted"
+    );
+    // Before: the task completed with the whole reply, a turn the conversation does not hold.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let done = loop {
+        let record = r1.poll_task(&created.id).await.unwrap();
+        if record.status != TaskStatus::Working {
+            break record;
+        }
+        assert!(std::time::Instant::now() < deadline, "still working");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    match &done.outcome {
+        Some(TaskOutcome::Overtaken { message }) => assert!(
+            message.contains("another replica went on with this conversation")
+                && message.contains("You said: first"),
+            "{message}"
+        ),
+        other => panic!("overtaken: {other:?}"),
+    }
+}

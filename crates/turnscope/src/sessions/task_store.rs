@@ -56,6 +56,14 @@ pub enum TaskOutcome {
     Reply(Box<ChatReply>),
     /// A `chat` call with an empty line read the turn instead (a turn is read once).
     HandedOver,
+    /// The turn ran, but while it ran another replica went on with the conversation without
+    /// it (a shared store stalled past its lease): its reply is not part of the
+    /// conversation, and the result says so, as a `chat` call is told
+    /// ([`super::ChatError::Overtaken`]).
+    Overtaken {
+        /// What the caller is told, the reply quoted.
+        message: String,
+    },
     /// The replica running the turn stopped before the turn ended (another replica found its
     /// record working and the conversation's lease no longer that replica's): the
     /// conversation keeps what the bot said, which an empty line reads.

@@ -60,6 +60,10 @@ pub struct TaskCell {
     pub(super) polls: AtomicU32,
     /// Once its session closed: until when it stays (ms since the epoch); 0 while it is open.
     pub(super) kept_until_ms: AtomicU64,
+    /// On a store the replicas share: its turn's end waits for the turn's write, which may
+    /// find another replica went on without it ([`TaskOutcome::Overtaken`]); cleared once
+    /// written ([`super::Sessions::task_turn_written`]).
+    pub(super) write_first: std::sync::atomic::AtomicBool,
 }
 
 /// The task table's key of a task id: its first 8 bytes (the whole id is then compared in
@@ -127,12 +131,20 @@ impl TaskCell {
 
     /// Its turn ended: the result is ready. False when it was already decided.
     pub(super) fn end(&self) -> bool {
+        self.end_with(TaskOutcome::Reply(Box::new(ChatReply::of(
+            &self.turn,
+            self.unread.clone(),
+        ))))
+    }
+
+    /// Ends it with `outcome`, unless it was decided already.
+    pub(super) fn end_with(&self, outcome: TaskOutcome) -> bool {
         let mut stage = self.stage();
         if !matches!(*stage, Stage::Working | Stage::Superseded) {
             return false;
         }
         *stage = Stage::Ended {
-            outcome: TaskOutcome::Reply(Box::new(ChatReply::of(&self.turn, self.unread.clone()))),
+            outcome,
             at_ms: now_ms(),
             collected_ms: None,
         };
@@ -240,7 +252,7 @@ impl TaskCell {
                 | Stage::Superseded
                 | Stage::Ended {
                     collected_ms: None,
-                    outcome: TaskOutcome::Reply(_),
+                    outcome: TaskOutcome::Reply(_) | TaskOutcome::Overtaken { .. },
                     ..
                 }
         )

@@ -176,6 +176,7 @@ impl Sessions {
             stage: Mutex::new(Stage::Working),
             polls: AtomicU32::new(0),
             kept_until_ms: AtomicU64::new(0),
+            write_first: std::sync::atomic::AtomicBool::new(self.inner.storage.shared()),
         });
         let record = cell.record(self.ttl_ms(&cell, Some(session)));
         // Durable creation: the record is where any replica sharing the store finds it
@@ -195,16 +196,48 @@ impl Sessions {
         Ok((cell, record))
     }
 
-    /// Ends `cell` if its turn ended (nothing when it was decided already).
+    /// Ends `cell` if its turn ended (nothing when it was decided already, or while its turn
+    /// waits for its write on a shared store).
     async fn settle(&self, cell: &Arc<TaskCell>) {
-        if cell.turn.is_done() && cell.end() {
+        if cell.turn.is_done() && !cell.write_first.load(Ordering::Acquire) && cell.end() {
             self.task_changed(cell, TaskChange::Ended).await;
         }
     }
 
     /// A new line took the turn of a task that keeps it: its result is the interrupted turn.
     pub(in crate::sessions) async fn superseded(&self, cell: &Arc<TaskCell>) {
+        cell.write_first.store(false, Ordering::Release);
         self.settle(cell).await;
+    }
+
+    /// The turn of the task reading `turn` on `session` was written (or another call wrote
+    /// it): the task may end now. `overtaken`: the write found that another replica went on
+    /// with the conversation without it, and the task says so (what a `chat` call is told)
+    /// instead of handing over a reply the conversation does not hold.
+    pub(in crate::sessions) async fn task_turn_written(
+        &self,
+        session: &Session,
+        turn: &Arc<Turn>,
+        overtaken: Option<String>,
+    ) {
+        let Some(cell) = self
+            .inner
+            .tasks
+            .cells_of(session.number)
+            .into_iter()
+            .find(|c| c.reads(turn))
+        else {
+            return;
+        };
+        cell.write_first.store(false, Ordering::Release);
+        match overtaken {
+            Some(message) => {
+                if cell.end_with(TaskOutcome::Overtaken { message }) {
+                    self.task_changed(&cell, TaskChange::Ended).await;
+                }
+            }
+            None => self.settle(&cell).await,
+        }
     }
 
     /// An empty line wants the turn of `cell`: whether it may read it.
@@ -245,6 +278,7 @@ impl Sessions {
                     Some(TaskOutcome::Reply(reply)) => reply.end_reason.clone(),
                     Some(TaskOutcome::HandedOver) => Some("handed_over".into()),
                     Some(TaskOutcome::Lost { .. }) => Some("lost".into()),
+                    Some(TaskOutcome::Overtaken { .. }) => Some("overtaken".into()),
                     None => None,
                 },
                 polls: cell.polls.load(Ordering::Relaxed),
