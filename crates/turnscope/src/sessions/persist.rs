@@ -322,6 +322,12 @@ impl Sessions {
                 return;
             }
             session.bot.settle().await;
+            // On a shared store a task that reads this turn delivers it, from any replica (its
+            // record is in the store): written as read, or a new line on another replica
+            // handed it back as unread too, a turn read twice.
+            let unread = (!(sessions.inner.storage.shared()
+                && sessions.task_delivers(&session, &turn)))
+            .then_some(turn.id);
             // On a shared store the turn's lease is given back once it is written (in the
             // same step), so the replica that takes the conversation next reads it.
             let written = sessions
@@ -330,7 +336,7 @@ impl Sessions {
                     &mut state.stored,
                     std::slice::from_ref(&turn),
                     None,
-                    Some(turn.id),
+                    unread,
                     LeaseStep::Release,
                 )
                 .await;

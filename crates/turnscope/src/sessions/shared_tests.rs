@@ -706,3 +706,72 @@ async fn a_task_whose_lease_lapsed_while_redis_stalled_does_not_hand_over_its_re
         other => panic!("overtaken: {other:?}"),
     }
 }
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_new_line_on_another_replica_does_not_hand_back_the_turn_a_task_delivers() {
+    let server = RedisServer::start(&[]);
+    let model = EmbeddedModel::start(
+        0,
+        ScriptSettings {
+            pace: 0.02,
+            words: Some(300),
+        },
+    )
+    .await
+    .unwrap();
+    let at_once = SessionLimits {
+        tasks: TaskSettings {
+            after: Duration::ZERO,
+            ..TaskSettings::default()
+        },
+        ..SessionLimits::default()
+    };
+    let r1 = replica_with(&server, &model, "r1", at_once).await;
+    let r2 = replica(&server, &model, "r2").await;
+    let handle = r1.open(SessionOpener::Api).await.unwrap().handle();
+    let ask = TaskAsk {
+        client: "test".into(),
+    };
+    let outcome = r1
+        .chat_or_task(
+            &handle,
+            "first",
+            None,
+            None,
+            CallerWatch::cancel_only(&CancellationToken::new()),
+            &ask,
+        )
+        .await
+        .unwrap();
+    let ChatOutcome::Task(created) = outcome else {
+        panic!("a task: {outcome:?}");
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A new line on r2 interrupts r1's turn, as it would on one replica: the task delivers
+    // the interrupted turn, and the new line's reply does not repeat it as unread (before,
+    // both handed it over: a turn read twice).
+    let second = say(&r2, &handle, "second").await;
+    assert_eq!(second.unread, None, "{second:?}");
+    assert!(second.reply.starts_with("You said: second"), "{second:?}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let done = loop {
+        let record = r1.poll_task(&created.id).await.unwrap();
+        if record.status != TaskStatus::Working {
+            break record;
+        }
+        assert!(std::time::Instant::now() < deadline, "still working");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    match &done.outcome {
+        Some(TaskOutcome::Reply(reply)) => {
+            assert_eq!(
+                reply.end_reason.as_deref(),
+                Some("interrupted"),
+                "{reply:?}"
+            );
+            assert!(reply.reply.starts_with("You said: first"), "{reply:?}");
+        }
+        other => panic!("the interrupted turn: {other:?}"),
+    }
+}

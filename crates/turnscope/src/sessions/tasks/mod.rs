@@ -210,6 +210,17 @@ impl Sessions {
         self.settle(cell).await;
     }
 
+    /// Whether a task still to be answered (working, not cancelled nor handed over) reads
+    /// `turn` on `session`: on a shared store it delivers the turn (its record, result and
+    /// all, is in the store), so the turn is written as read.
+    pub(in crate::sessions) fn task_delivers(&self, session: &Session, turn: &Arc<Turn>) -> bool {
+        self.inner
+            .tasks
+            .cells_of(session.number)
+            .iter()
+            .any(|c| c.reads(turn) && matches!(&*c.stage(), Stage::Working | Stage::Superseded))
+    }
+
     /// The turn of the task reading `turn` on `session` was written (or another call wrote
     /// it): the task may end now. `overtaken`: the write found that another replica went on
     /// with the conversation without it, and the task says so (what a `chat` call is told)
