@@ -85,6 +85,9 @@ pub(crate) struct Storage {
     shared: bool,
     /// A shared store's last failure, until it answers again (`/healthz` says `degraded`).
     trouble: Mutex<Option<String>>,
+    /// A shared store failed since its probe last asked what it came back as (a write may
+    /// have seen it answer first).
+    ask_what_came_back: std::sync::atomic::AtomicBool,
     /// The shared store's last probe's warning, while it lasts.
     warning: Mutex<Option<String>>,
     /// Per handle being reopened, the lock that makes concurrent calls wait for one reopen.
@@ -147,6 +150,7 @@ impl Storage {
             bus,
             degraded: OnceLock::new(),
             trouble: Mutex::new(None),
+            ask_what_came_back: std::sync::atomic::AtomicBool::new(false),
             warning: Mutex::new(None),
             reopening: Mutex::new(HashMap::new()),
         }
@@ -226,6 +230,16 @@ impl Storage {
             Ok(warning) => {
                 self.answered();
                 self.warn(warning);
+                if self
+                    .ask_what_came_back
+                    .swap(false, std::sync::atomic::Ordering::Relaxed)
+                {
+                    // Said once each: it restarted (what it kept), or keeps its data otherwise.
+                    for news in self.store.answered_again().await {
+                        tracing::warn!("{news}");
+                        self.publish_log("warn", news);
+                    }
+                }
             }
             Err(e) => self.fail(&e),
         }
@@ -263,6 +277,8 @@ impl Storage {
     pub(super) fn fail(&self, e: &StoreError) {
         let reason = e.to_string();
         if self.shared {
+            self.ask_what_came_back
+                .store(true, std::sync::atomic::Ordering::Relaxed);
             let mut trouble = self.trouble.lock().unwrap_or_else(|p| p.into_inner());
             if trouble.replace(reason.clone()).is_none() {
                 // Said once each: the store's own text names it and may say it reconnects.

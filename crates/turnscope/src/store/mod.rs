@@ -248,6 +248,13 @@ pub trait SessionStore: Send + Sync {
         None
     }
 
+    /// What an operator should hear when a shared store answers again after it was lost:
+    /// that it restarted (and what it kept), or that how it keeps its data changed (the
+    /// caveat is read again). By default nothing.
+    async fn answered_again(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The key handles are hashed with.
     fn key(&self) -> &HandleKey;
 

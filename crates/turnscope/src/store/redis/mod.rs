@@ -128,8 +128,11 @@ pub struct RedisStore {
     ttl_ms: u64,
     writes: AtomicU64,
     largest: AtomicU64,
-    /// How Redis keeps its data on disk, when it keeps less than every write.
-    caveat: Option<String>,
+    /// How Redis keeps its data on disk, when it keeps less than every write (read again
+    /// when it answers after it was lost: it may have come back configured otherwise).
+    caveat: std::sync::Mutex<Option<String>>,
+    /// Redis's `run_id` as last read: another one after it was lost means it restarted.
+    run_id: std::sync::Mutex<Option<String>>,
     /// Another process found writing this replica's probe key.
     twin: Twin,
 }
@@ -232,6 +235,7 @@ impl RedisStore {
             ))
         })?;
         let caveat = persistence_caveat(&mut conn, &masked).await;
+        let run_id = run_id(&mut conn).await;
         let mut nonce = [0u8; 4];
         let _ = getrandom::fill(&mut nonce);
         let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
@@ -248,7 +252,8 @@ impl RedisStore {
             ttl_ms: (settings.idle.as_millis() as u64).max(1000),
             writes: AtomicU64::new(0),
             largest: AtomicU64::new(0),
-            caveat,
+            caveat: std::sync::Mutex::new(caveat),
+            run_id: std::sync::Mutex::new(run_id),
             twin: Twin::default(),
         })
     }
@@ -536,6 +541,18 @@ async fn persistence_caveat(conn: &mut ConnectionManager, masked: &str) -> Optio
     ))
 }
 
+/// Redis's `run_id` (`INFO server`): it changes when Redis restarts.
+async fn run_id(conn: &mut ConnectionManager) -> Option<String> {
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(conn)
+        .await
+        .ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("run_id:"))
+        .map(|id| id.trim().to_string())
+}
+
 /// How the connection to Redis is kept: short timeouts (a stalled Redis fails a call, not
 /// the replica), one retry, quick reconnects.
 fn connection_config() -> ConnectionManagerConfig {
@@ -620,7 +637,49 @@ impl SessionStore for RedisStore {
     }
 
     fn caveat(&self) -> Option<String> {
-        self.caveat.clone()
+        self.caveat
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    async fn answered_again(&self) -> Vec<String> {
+        let mut conn = self.conn();
+        let mut news = Vec::new();
+        let now = run_id(&mut conn).await;
+        let restarted = {
+            let mut kept = self.run_id.lock().unwrap_or_else(|p| p.into_inner());
+            let restarted = now.is_some() && kept.is_some() && *kept != now;
+            if now.is_some() {
+                kept.clone_from(&now);
+            }
+            restarted
+        };
+        let caveat = persistence_caveat(&mut conn, &self.masked).await;
+        if restarted {
+            let kept = match &caveat {
+                Some(_) => {
+                    "what it kept on disk, if anything: conversations it did not keep are gone, and \
+                     their next chat is told so"
+                }
+                None => "every turn it acknowledged (appendonly)",
+            };
+            news.push(format!(
+                "store {}: Redis restarted while this replica ran; it came back with {kept}",
+                self.masked
+            ));
+        }
+        let mut was = self.caveat.lock().unwrap_or_else(|p| p.into_inner());
+        if *was != caveat {
+            news.push(caveat.clone().unwrap_or_else(|| {
+                format!(
+                    "store {}: Redis now keeps every turn on disk (appendonly yes)",
+                    self.masked
+                )
+            }));
+            *was = caveat;
+        }
+        news
     }
 
     fn key(&self) -> &HandleKey {

@@ -652,3 +652,45 @@ async fn a_second_process_with_a_replicas_id_is_found_by_the_probes_but_a_restar
     assert_eq!(other.probe().await.unwrap(), None);
     assert_eq!(other.probe().await.unwrap(), None);
 }
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn answering_again_after_a_restart_redis_is_said_to_have_restarted_and_its_caveat_is_read_again()
+ {
+    let mut server = RedisServer::start(&["--appendonly", "no"]);
+    let store = open(&server, "again:", "r1").await;
+    assert!(store.caveat().is_some(), "keeps nothing on disk");
+    // Answering again without a restart: nothing to say.
+    assert_eq!(store.answered_again().await, Vec::<String>::new());
+    server.restart(&["--appendonly", "yes"]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while store.count().await.is_err() {
+        assert!(Instant::now() < deadline, "never reconnected");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Before: /healthz kept the old caveat, and nothing said Redis had restarted.
+    let news = store.answered_again().await;
+    assert_eq!(news.len(), 2, "{news:?}");
+    assert!(
+        news[0].contains("Redis restarted while this replica ran"),
+        "{news:?}"
+    );
+    assert!(news[1].contains("now keeps every turn"), "{news:?}");
+    assert_eq!(store.caveat(), None);
+    // Back to keeping nothing: said, and the caveat is back.
+    server.restart(&["--appendonly", "no"]);
+    while store.count().await.is_err() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let news = store.answered_again().await;
+    assert!(
+        news.iter()
+            .any(|n| n.contains("conversations it did not keep are gone")),
+        "{news:?}"
+    );
+    assert!(
+        store
+            .caveat()
+            .is_some_and(|c| c.contains("keeps nothing on disk"))
+    );
+}
