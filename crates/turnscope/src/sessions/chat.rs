@@ -22,9 +22,11 @@ pub(crate) const LEASE_WAIT: std::time::Duration = std::time::Duration::from_sec
 /// Most bytes of an overtaken turn's reply its error quotes.
 const OVERTAKEN_QUOTED: usize = 8 * 1024;
 
-/// What the caller of `turn` is told when another replica went on with the conversation
-/// without it: [`ChatError::Overtaken`], its reply quoted (at most [`OVERTAKEN_QUOTED`]).
-pub(in crate::sessions) fn overtaken_error(turn: &Turn) -> ChatError {
+/// What the caller of `turn` is told when its write found the shared store had gone on
+/// without it: another replica went on with the conversation ([`ChatError::Overtaken`]), or
+/// the store no longer holds it (`gone`: [`ChatError::Forgotten`]); its reply quoted (at
+/// most [`OVERTAKEN_QUOTED`]).
+pub(in crate::sessions) fn unkept_error(turn: &Turn, gone: bool) -> ChatError {
     let record = turn.snapshot();
     let mut reply = record.reply;
     if reply.len() > OVERTAKEN_QUOTED {
@@ -34,6 +36,12 @@ pub(in crate::sessions) fn overtaken_error(turn: &Turn) -> ChatError {
         }
         reply.truncate(end);
         reply.push('…');
+    }
+    if gone {
+        return ChatError::Forgotten {
+            turn: record.id,
+            reply,
+        };
     }
     ChatError::Overtaken {
         turn: record.id,
@@ -716,12 +724,14 @@ impl Sessions {
                 message: e.to_string(),
             }),
             Err(changed) => {
-                let overtaken = self.inner.storage.shared() && !changed.head_gone();
+                let gone = changed.head_gone();
+                let shared = self.inner.storage.shared();
                 self.conflicted(session, changed).await;
-                if overtaken {
-                    // Another replica went on without this turn (it reported it cut off):
-                    // answering it as a turn would split the conversation in two.
-                    return Err(overtaken_error(&turn));
+                if shared {
+                    // Another replica went on without this turn (it reported it cut off), or
+                    // the store lost the conversation: answering it as a turn would split the
+                    // conversation in two, or answer one nothing keeps.
+                    return Err(unkept_error(&turn, gone));
                 }
                 Ok(ChatReply::of(&turn, unread))
             }

@@ -76,6 +76,15 @@ pub enum ChatError {
         /// What the bot replied (said in the error, not kept anywhere else).
         reply: String,
     },
+    /// A turn ran here, but the shared store no longer held the conversation when its
+    /// record was written (deleted meanwhile, or lost by a Redis restarted without
+    /// persistence): nothing keeps it, and the next call must `start` anew.
+    Forgotten {
+        /// The turn's id here.
+        turn: u64,
+        /// What the bot replied (said in the error, not kept anywhere else).
+        reply: String,
+    },
     /// The store could not give the session back.
     Store {
         /// What the store said (names the store and what to do).
@@ -144,6 +153,12 @@ impl fmt::Display for ChatError {
                  lapsed, and a call there took it and reported this turn as cut off). Its reply is not part of the \
                  conversation, so it is not answered as a turn; it was: «{reply}». Call chat with an empty line to \
                  read where the conversation is now, or with your next line."
+            ),
+            ChatError::Forgotten { turn, reply } => write!(
+                f,
+                "handle: turn {turn} ran, but the session store no longer holds this conversation (it was \
+                 deleted, or the store lost it: a Redis restarted without persistence keeps nothing). Nothing \
+                 keeps this turn; its reply was: «{reply}». Call start to begin a new conversation."
             ),
             ChatError::Store { message } => write!(
                 f,

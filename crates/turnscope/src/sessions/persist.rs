@@ -341,13 +341,11 @@ impl Sessions {
                 )
                 .await;
             drop(state);
-            // Another replica went on without this turn: a task reading it says so rather
-            // than hand over a reply the conversation does not hold.
+            // Another replica went on without this turn, or the store lost the conversation:
+            // a task reading it says so rather than hand over a reply nothing holds.
             let overtaken = match &written {
-                Err(conflict @ Conflict::Changed(_))
-                    if sessions.inner.storage.shared() && !conflict.head_gone() =>
-                {
-                    Some(super::chat::overtaken_error(&turn).to_string())
+                Err(conflict @ Conflict::Changed(_)) if sessions.inner.storage.shared() => {
+                    Some(super::chat::unkept_error(&turn, conflict.head_gone()).to_string())
                 }
                 _ => None,
             };

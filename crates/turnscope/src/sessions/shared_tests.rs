@@ -775,3 +775,32 @@ async fn a_new_line_on_another_replica_does_not_hand_back_the_turn_a_task_delive
         other => panic!("the interrupted turn: {other:?}"),
     }
 }
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_turn_whose_conversation_redis_lost_while_it_ran_is_not_answered_as_kept() {
+    let mut server = RedisServer::start(&[]);
+    let (_model, r1, _r2) = two_replicas(&server, 0.02, Some(150)).await;
+    let handle = r1.open(SessionOpener::Api).await.unwrap().handle();
+    // A 3 s turn; Redis restarts without persistence 1 s in: the conversation is gone.
+    let turn = {
+        let (r1, handle) = (r1.clone(), handle.clone());
+        tokio::spawn(async move {
+            r1.chat(&handle, "first", None, &CancellationToken::new())
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    server.restart(&[]);
+    // Before: answered as a turn (`completed`), its conversation gone from the store; only
+    // the log said so, and the next chat was told to call start.
+    let e = turn.await.unwrap().expect_err("not answered as kept");
+    let text = e.to_string();
+    assert!(
+        matches!(e, ChatError::Forgotten { turn: 1, .. })
+            && text.contains("no longer holds this conversation")
+            && text.contains("You said: first")
+            && text.contains("Call start"),
+        "{text}"
+    );
+}
