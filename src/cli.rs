@@ -265,11 +265,15 @@ pub enum ConfigAction {
 pub enum ReplicasAction {
     /// Print the HAProxy backend lines for these replicas: a `server` line each and the
     /// `use-server` line that routes every handle ending in its tag to it (paste them into the
-    /// backend of examples/haproxy.cfg).
+    /// backend of examples/haproxy.cfg), or with --whole the recipe itself with them in it.
     Haproxy {
         /// Each replica as ID=HOST:PORT: its --replica-id and the address HAProxy reaches it at.
         #[arg(required = true, value_name = "ID=HOST:PORT")]
         replicas: Vec<turnscope::sessions::haproxy::ReplicaAddr>,
+        /// Print the whole recipe (examples/haproxy.cfg, which the binary carries) with these
+        /// replicas in place of its example ones: `haproxy -f` runs it as it is.
+        #[arg(long)]
+        whole: bool,
     },
 }
 
@@ -472,7 +476,7 @@ mod tests {
         let cli =
             Cli::try_parse_from(["turnscope", "replicas", "haproxy", "r1=127.0.0.1:7871"]).unwrap();
         let Some(Command::Replicas {
-            action: ReplicasAction::Haproxy { replicas },
+            action: ReplicasAction::Haproxy { replicas, .. },
         }) = cli.command
         else {
             panic!("parsed");

@@ -186,10 +186,14 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
             Ok(())
         }
         Some(Command::Replicas {
-            action: ReplicasAction::Haproxy { replicas },
+            action: ReplicasAction::Haproxy { replicas, whole },
         }) => {
-            let lines = turnscope::sessions::haproxy::backend_lines(&replicas)
-                .map_err(|e| anyhow::Error::new(BadArguments(e)))?;
+            let lines = if whole {
+                turnscope::sessions::haproxy::whole_config(&replicas)
+            } else {
+                turnscope::sessions::haproxy::backend_lines(&replicas)
+            }
+            .map_err(|e| anyhow::Error::new(BadArguments(e)))?;
             print!("{lines}");
             Ok(())
         }

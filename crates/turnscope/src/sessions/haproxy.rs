@@ -111,9 +111,54 @@ pub fn backend_lines(replicas: &[ReplicaAddr]) -> Result<String, String> {
     Ok(out)
 }
 
+/// The recipe, `examples/haproxy.cfg`, as shipped (embedded, so the binary alone prints it).
+const RECIPE: &str = include_str!("../../../../examples/haproxy.cfg");
+
+/// Where the recipe's own backend lines begin: everything from this comment on is what
+/// [`backend_lines`] prints for its three example replicas.
+const RECIPE_LINES_FROM: &str = "    # Printed by `turnscope replicas haproxy";
+
+/// The whole recipe with its example replicas replaced by `replicas` ([`backend_lines`]): a
+/// config HAProxy runs as it is, for a person who has the binary and not the repository.
+/// Fails as [`backend_lines`] does.
+pub fn whole_config(replicas: &[ReplicaAddr]) -> Result<String, String> {
+    let lines = backend_lines(replicas)?;
+    let head = RECIPE
+        .find(RECIPE_LINES_FROM)
+        .map_or(RECIPE, |at| &RECIPE[..at]);
+    Ok(format!("{head}{lines}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_whole_config_is_the_recipe_with_these_replicas() {
+        let text = whole_config(&parsed(&["a=10.0.0.1:80", "b=10.0.0.2:80"])).unwrap();
+        assert!(
+            text.starts_with("# turnscope replicas behind HAProxy"),
+            "{text}"
+        );
+        assert!(
+            text.contains("backend turnscope") && text.contains("retry-on"),
+            "{text}"
+        );
+        assert!(
+            text.contains("    server a 10.0.0.1:80 check cookie a\n"),
+            "{text}"
+        );
+        // The recipe's own example replicas are gone, its routing lines kept.
+        assert!(!text.contains("server r1 127.0.0.1:7871"), "{text}");
+        let routes = text
+            .lines()
+            .filter(|l| l.trim_start().starts_with("use-server "))
+            .count();
+        assert_eq!(routes, 2, "{text}");
+        assert!(
+            text.ends_with(&backend_lines(&parsed(&["a=10.0.0.1:80", "b=10.0.0.2:80"])).unwrap())
+        );
+    }
 
     fn parsed(list: &[&str]) -> Vec<ReplicaAddr> {
         list.iter().map(|s| s.parse().unwrap()).collect()
