@@ -103,7 +103,7 @@ pub(crate) fn error_text(e: &anyhow::Error) -> String {
 
 fn init_logging(to_stderr: bool) {
     // rmcp's worker logs every failed connection attempt at error level; turnscope reports
-    // those itself, once, with the server's name (`RMCP_QUIET`).
+    // those itself, once, with the server's name (`rmcp_quieted`).
     init_logging_at(if to_stderr { "warn" } else { "off" });
 }
 
@@ -111,23 +111,35 @@ fn init_logging(to_stderr: bool) {
 /// `TURNSCOPE_LOG` names rmcp: three `info` lines per sessionless request (naming the client
 /// `rmcp`, the SDK's own name, whoever it is), and a `warn` for each error turnscope answers a
 /// request with on purpose (a poll of an unknown task: one a second per orphaned task).
-const RMCP_QUIET: &str = "rmcp=warn,rmcp::service=error,rmcp::transport::worker=off";
+/// Added only under a filter whose level for everything is `warn` or more verbose, so they
+/// only ever lower rmcp's level (`error`, `turnscope=debug` or `off` leave rmcp as quiet as
+/// they had it).
+fn rmcp_quieted(filter: &str) -> String {
+    if filter.contains("rmcp") {
+        return filter.to_string();
+    }
+    // The level for every target: the last directive that names no target.
+    let global = filter
+        .split(',')
+        .map(str::trim)
+        .rfind(|d| !d.is_empty() && !d.contains('='))
+        .map(str::to_ascii_lowercase);
+    match global.as_deref() {
+        Some("trace" | "debug" | "info") => {
+            format!("{filter},rmcp=warn,rmcp::service=error,rmcp::transport::worker=off")
+        }
+        Some("warn") => format!("{filter},rmcp::service=error,rmcp::transport::worker=off"),
+        _ => filter.to_string(),
+    }
+}
 
 /// Logs to stderr at `default` unless `TURNSCOPE_LOG` says otherwise; endpoint tokens
 /// (`token=…`) are masked in every line, third-party ones included.
 fn init_logging_at(default: &str) {
-    // Not over "off" (the console's: nothing on stderr), which these would raise rmcp from.
-    let quiet = |filter: &str| {
-        if filter.contains("rmcp") || filter.trim() == "off" {
-            filter.to_string()
-        } else {
-            format!("{filter},{RMCP_QUIET}")
-        }
-    };
     let filter = std::env::var("TURNSCOPE_LOG")
         .ok()
-        .and_then(|asked| tracing_subscriber::EnvFilter::try_new(quiet(&asked)).ok())
-        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(quiet(default)));
+        .and_then(|asked| tracing_subscriber::EnvFilter::try_new(rmcp_quieted(&asked)).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(rmcp_quieted(default)));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(false)
@@ -711,6 +723,23 @@ async fn wait_for_signal() {
         }
         Err(_) => {
             let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rmcp_quieted;
+
+    #[test]
+    fn rmcp_is_only_ever_quieted_never_raised() {
+        assert!(rmcp_quieted("info").contains("rmcp=warn"));
+        assert!(rmcp_quieted("warn").contains("rmcp::service=error"));
+        assert!(!rmcp_quieted("warn").contains("rmcp=warn"));
+        // Filters that had rmcp off, or name it, are left as they are (`off` is the console's:
+        // nothing may reach stderr under it).
+        for left in ["error", "off", "turnscope=debug", "", "info,rmcp=debug"] {
+            assert_eq!(rmcp_quieted(left), left);
         }
     }
 }

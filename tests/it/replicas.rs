@@ -461,3 +461,37 @@ async fn a_tasks_poll_is_answered_by_any_replica_and_a_dead_replicas_task_is_sai
     let again = on_b.get_task(&id).await;
     assert_eq!(again.result()["status"], "completed", "the same verdict");
 }
+
+/// A replica restarted under its id (its tag, where the recipe sends the polls) is another
+/// process: it says its predecessor's task lost rather than `working` until the record expires.
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_replica_restarted_under_its_id_says_its_predecessors_task_lost() {
+    use crate::support::raw_mcp::{RawMcp, text_of};
+    let redis = Redis::start();
+    let config = format!(
+        "[server]\nreplica_id = \"it-a\"\ntask_after_seconds = 0.5\n[model]\npace = 0.2\nwords = 60\n\
+         [store]\nurl = \"redis://127.0.0.1:{}/0\"\n",
+        redis.port
+    );
+    let mut first = Headless::start("task-first", &config, &[]).await;
+    let client = RawMcp::new(&first.url, "raw-tasks", true);
+    let handle = client.start().await;
+    let created = client.chat(&handle, "tell me about the weather").await;
+    let id = created.result()["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {}", created.message))
+        .to_string();
+    let _ = first.child.start_kill();
+    let _ = first.child.wait().await;
+    let again = Headless::start("task-again", &config, &[]).await;
+    let polls = RawMcp::new(&again.url, "raw-tasks", true)
+        .follow(&id, Duration::from_secs(20))
+        .await;
+    let done = polls.last().unwrap();
+    assert_eq!(done["status"], "completed", "{done}");
+    assert!(
+        text_of(&done["result"]).contains("replica it-a, which stopped"),
+        "{done}"
+    );
+}

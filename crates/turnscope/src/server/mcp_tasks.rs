@@ -155,6 +155,7 @@ mod tests {
             collected_ms: None,
             replica: None,
             conversation: None,
+            holder: None,
         }
     }
 

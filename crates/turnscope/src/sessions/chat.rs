@@ -19,36 +19,6 @@ use crate::store::{InFlight, Lease, now_ms};
 /// lease in a shared store), before it gets [`ChatError::Busy`] naming that replica.
 pub(crate) const LEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Most bytes of an overtaken turn's reply its error quotes.
-const OVERTAKEN_QUOTED: usize = 8 * 1024;
-
-/// What the caller of `turn` is told when its write found the shared store had gone on
-/// without it: another replica went on with the conversation ([`ChatError::Overtaken`]), or
-/// the store no longer holds it (`gone`: [`ChatError::Forgotten`]); its reply quoted (at
-/// most [`OVERTAKEN_QUOTED`]).
-pub(in crate::sessions) fn unkept_error(turn: &Turn, gone: bool) -> ChatError {
-    let record = turn.snapshot();
-    let mut reply = record.reply;
-    if reply.len() > OVERTAKEN_QUOTED {
-        let mut end = OVERTAKEN_QUOTED;
-        while !reply.is_char_boundary(end) {
-            end -= 1;
-        }
-        reply.truncate(end);
-        reply.push('…');
-    }
-    if gone {
-        return ChatError::Forgotten {
-            turn: record.id,
-            reply,
-        };
-    }
-    ChatError::Overtaken {
-        turn: record.id,
-        reply,
-    }
-}
-
 /// A call holding the handle's lock, with the turn it reads.
 struct Reading<'a> {
     state: tokio::sync::MutexGuard<'a, ChatState>,
@@ -731,7 +701,7 @@ impl Sessions {
                     // Another replica went on without this turn (it reported it cut off), or
                     // the store lost the conversation: answering it as a turn would split the
                     // conversation in two, or answer one nothing keeps.
-                    return Err(unkept_error(&turn, gone));
+                    return Err(ChatError::unkept(&turn, gone));
                 }
                 Ok(ChatReply::of(&turn, unread))
             }

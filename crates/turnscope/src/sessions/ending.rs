@@ -116,6 +116,7 @@ impl Sessions {
             let mut last_sweep = tokio::time::Instant::now();
             let mut last_copies = tokio::time::Instant::now();
             let shared = sessions.inner.storage.shared();
+            let copies_running = Arc::new(std::sync::atomic::AtomicBool::new(false));
             loop {
                 let sweep_every = sessions.inner.limits.load().sweep_every;
                 let every = lease.map_or(sweep_every, |lease| lease.min(sweep_every));
@@ -124,12 +125,21 @@ impl Sessions {
                 // At least three times an idle lifetime, so a short one is kept too.
                 let lifetime = Duration::from_secs(sessions.inner.limits.load().handle_seconds);
                 let copies_every = super::persist::COPIES_EVERY.min(lifetime / 3);
-                if shared && last_copies.elapsed() >= copies_every {
+                // Apart from the renewals (a lease must not wait behind closing copies), one
+                // pass at a time.
+                if shared
+                    && last_copies.elapsed() >= copies_every
+                    && !copies_running.swap(true, Ordering::AcqRel)
+                {
                     last_copies = tokio::time::Instant::now();
-                    sessions.keep_used_alive(copies_every * 2).await;
-                    sessions
-                        .let_go_of_stale_copies(super::persist::COPIES_IDLE)
-                        .await;
+                    let (sessions, running) = (sessions.clone(), copies_running.clone());
+                    tokio::spawn(async move {
+                        sessions.keep_used_alive(copies_every * 2).await;
+                        sessions
+                            .let_go_of_stale_copies(super::persist::COPIES_IDLE)
+                            .await;
+                        running.store(false, Ordering::Release);
+                    });
                 }
                 if last_sweep.elapsed() >= sessions.inner.limits.load().sweep_every {
                     last_sweep = tokio::time::Instant::now();

@@ -233,3 +233,35 @@ impl fmt::Display for ChatError {
 }
 
 impl std::error::Error for ChatError {}
+
+/// Most bytes of an overtaken turn's reply its error quotes.
+const OVERTAKEN_QUOTED: usize = 8 * 1024;
+
+impl ChatError {
+    /// What the caller of `turn` is told when its write found the shared store had gone on
+    /// without it: another replica went on with the conversation ([`ChatError::Overtaken`]), or
+    /// the store no longer holds it (`gone`: [`ChatError::Forgotten`]); its reply quoted (at
+    /// most [`OVERTAKEN_QUOTED`]).
+    pub(in crate::sessions) fn unkept(turn: &crate::bot::Turn, gone: bool) -> Self {
+        let record = turn.snapshot();
+        let mut reply = record.reply;
+        if reply.len() > OVERTAKEN_QUOTED {
+            let mut end = OVERTAKEN_QUOTED;
+            while !reply.is_char_boundary(end) {
+                end -= 1;
+            }
+            reply.truncate(end);
+            reply.push('…');
+        }
+        if gone {
+            return ChatError::Forgotten {
+                turn: record.id,
+                reply,
+            };
+        }
+        ChatError::Overtaken {
+            turn: record.id,
+            reply,
+        }
+    }
+}

@@ -325,9 +325,12 @@ impl Sessions {
             // On a shared store a task that reads this turn delivers it, from any replica (its
             // record is in the store): written as read, or a new line on another replica
             // handed it back as unread too, a turn read twice.
-            let unread = (!(sessions.inner.storage.shared()
-                && sessions.task_delivers(&session, &turn)))
-            .then_some(turn.id);
+            // (Unless another replica told its client it was lost: a Redis stall let its
+            // lease lapse, and that client reads it with an empty line.)
+            let delivered = sessions.inner.storage.shared()
+                && sessions.task_delivers(&session, &turn)
+                && !sessions.told_lost(&session, &turn).await;
+            let unread = (!delivered).then_some(turn.id);
             // On a shared store the turn's lease is given back once it is written (in the
             // same step), so the replica that takes the conversation next reads it.
             let written = sessions
@@ -345,7 +348,7 @@ impl Sessions {
             // a task reading it says so rather than hand over a reply nothing holds.
             let overtaken = match &written {
                 Err(conflict @ Conflict::Changed(_)) if sessions.inner.storage.shared() => {
-                    Some(super::chat::unkept_error(&turn, conflict.head_gone()).to_string())
+                    Some(ChatError::unkept(&turn, conflict.head_gone()).to_string())
                 }
                 _ => None,
             };
@@ -421,6 +424,7 @@ impl Sessions {
             // The store does not answer: its failure is said by the call that meets it.
             return 0;
         };
+        let lifetime = std::time::Duration::from_secs(self.inner.limits.load().handle_seconds);
         let mut freed = 0;
         for ((session, version), found) in idle.into_iter().zip(found) {
             // A newer version this replica wrote (a turn's mark Redis applied after its call
@@ -440,6 +444,9 @@ impl Sessions {
                 continue;
             }
             match found {
+                // Gone because it was idle for its lifetime (Redis expires it then): the
+                // sweep closes it as idle, which is no loss to report.
+                None if session.idle() + COPIES_EVERY * 2 >= lifetime => continue,
                 None => self.gone_from_store(&session).await,
                 Some(written) => {
                     let reason = match written.writer {

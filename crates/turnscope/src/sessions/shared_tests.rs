@@ -804,3 +804,28 @@ async fn a_turn_whose_conversation_redis_lost_while_it_ran_is_not_answered_as_ke
         "{text}"
     );
 }
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_conversation_redis_expired_for_idleness_is_not_reported_as_lost() {
+    let server = RedisServer::start(&[]);
+    let model = EmbeddedModel::start(0, ScriptSettings::default())
+        .await
+        .unwrap();
+    let limits = SessionLimits {
+        handle_seconds: 2,
+        ..SessionLimits::default()
+    };
+    let r1 = replica_with(&server, &model, "r1", limits).await;
+    let mut log = r1.bus().subscribe();
+    let handle = r1.open(SessionOpener::Api).await.unwrap().handle();
+    say(&r1, &handle, "hello").await;
+    // Redis drops it 2 s after its last write; the copies check (every 0.67 s here) finds it
+    // gone before the sweep (every 30 s) closes it as idle. Before: reported as a conversation
+    // the store lost ("a Redis restarted without persistence"), a warning for nothing.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let blamed = std::iter::from_fn(|| log.try_recv()).any(|e| {
+        matches!(&*e, Event::Log { message, .. } if message.contains("no longer holds this conversation"))
+    });
+    assert!(!blamed, "an idle expiry was reported as a loss");
+}

@@ -110,6 +110,10 @@ pub struct TaskRecord {
     /// store whether the turn still runs.
     #[serde(default)]
     pub conversation: Option<String>,
+    /// The process running its turn as a lease holder (`REPLICA#NONCE`, a shared store): a
+    /// replica restarted under the same id is another process.
+    #[serde(default)]
+    pub holder: Option<String>,
 }
 
 impl TaskRecord {
@@ -146,6 +150,18 @@ pub trait TaskStore: Send + Sync {
     async fn get_task(&self, id: &str) -> Result<Option<TaskRecord>, TaskStoreError>;
     /// Removes the record with this id (nothing when there is none).
     async fn remove_task(&self, id: &str) -> Result<(), TaskStoreError>;
+    /// Writes `record` only if the stored one is still `working` (another replica may have
+    /// written its end meanwhile); returns whether it did.
+    async fn replace_working(&self, record: &TaskRecord) -> Result<bool, TaskStoreError> {
+        let working = self
+            .get_task(&record.id)
+            .await?
+            .is_some_and(|now| now.status == TaskStatus::Working);
+        if working {
+            self.put_task(record).await?;
+        }
+        Ok(working)
+    }
 }
 
 /// Task records in a session store the replicas share, each under the keyed hash of its id
@@ -206,6 +222,20 @@ impl TaskStore for SharedTaskStore {
     async fn remove_task(&self, id: &str) -> Result<(), TaskStoreError> {
         self.store
             .remove_record(&self.key(id)?)
+            .await
+            .map_err(|e| TaskStoreError::Backend(e.to_string()))
+    }
+
+    async fn replace_working(&self, record: &TaskRecord) -> Result<bool, TaskStoreError> {
+        let json =
+            serde_json::to_vec(record).map_err(|e| TaskStoreError::Backend(e.to_string()))?;
+        self.store
+            .replace_record_if(
+                &self.key(&record.id)?,
+                "\"status\":\"working\"",
+                &json,
+                SHARED_MARGIN_MS.saturating_add(record.ttl_ms),
+            )
             .await
             .map_err(|e| TaskStoreError::Backend(e.to_string()))
     }
@@ -279,6 +309,7 @@ mod tests {
             collected_ms: None,
             replica: None,
             conversation: None,
+            holder: None,
         }
     }
 

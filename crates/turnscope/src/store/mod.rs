@@ -342,10 +342,29 @@ pub trait SessionStore: Send + Sync {
         Ok(())
     }
 
-    /// The replica holding `id`'s lease now (a shared store; `None` when nobody does, or the
-    /// store has no leases).
+    /// Who holds `id`'s lease now, `REPLICA#NONCE` (a shared store; `None` when nobody does,
+    /// or the store has no leases).
     async fn lease_holder(&self, _id: &HandleId) -> Result<Option<String>, StoreError> {
         Ok(None)
+    }
+
+    /// This process's name as a lease holder, `REPLICA#NONCE` (a store with leases): a
+    /// replica restarted under its id is another holder.
+    fn holder(&self) -> Option<String> {
+        None
+    }
+
+    /// Replaces the record under `key` with `value` only if it is there and contains
+    /// `needle` (a compare-and-set: another replica may have written it meanwhile); returns
+    /// whether it did.
+    async fn replace_record_if(
+        &self,
+        _key: &str,
+        _needle: &str,
+        _value: &[u8],
+        _ttl_ms: u64,
+    ) -> Result<bool, StoreError> {
+        Ok(false)
     }
 
     /// Keeps the stored conversations of `ids` from expiring for another idle lifetime, as a

@@ -54,6 +54,8 @@ pub struct TaskCell {
     pub(super) client: String,
     /// The replica running its turn (this one).
     pub(super) replica: String,
+    /// This process as a lease holder (a shared store).
+    pub(super) holder: Option<String>,
     pub(super) created_ms: u64,
     pub(super) poll_ms: u64,
     pub(super) stage: Mutex<Stage>,
@@ -64,6 +66,9 @@ pub struct TaskCell {
     /// find another replica went on without it ([`TaskOutcome::Overtaken`]); cleared once
     /// written ([`super::Sessions::task_turn_written`]).
     pub(super) write_first: std::sync::atomic::AtomicBool,
+    /// Whether its record in the task store says how it ended (a draining replica on a
+    /// shared store waits for that, as other replicas answer its polls from it).
+    pub(super) end_stored: std::sync::atomic::AtomicBool,
 }
 
 /// The task table's key of a task id: its first 8 bytes (the whole id is then compared in
@@ -240,6 +245,7 @@ impl TaskCell {
             collected_ms,
             replica: Some(self.replica.clone()),
             conversation: Some(self.session_id.to_hex()),
+            holder: self.holder.clone(),
         }
     }
 
@@ -364,7 +370,7 @@ impl TaskTable {
     pub(super) fn any_awaited(&self, shared: bool) -> bool {
         self.lock().by_index.values().any(|c| {
             if shared {
-                matches!(&*c.stage(), Stage::Working | Stage::Superseded)
+                !c.end_stored.load(Ordering::Acquire)
             } else {
                 c.awaited()
             }

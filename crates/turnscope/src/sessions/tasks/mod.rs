@@ -22,7 +22,8 @@
 //! tag in the last 4 hex digits, so a balancer routes `tasks/*` by the `Mcp-Name` header); only
 //! their first 8 characters reach logs and events. Each record goes to the [`TaskStore`] before
 //! the `CreateTaskResult` is sent and at every change a client can see. The session store
-//! keeps the task's turn as any other: unread once it ends, read once a poll collects it.
+//! keeps the task's turn as any other: unread once it ends, read once a poll collects it (on a
+//! store the replicas share, read once it ends: the task's record there delivers it).
 //!
 //! rmcp's `TaskManager` is not used: it owns a spawned future per task in an in-memory map,
 //! while here the turn already runs in the session's pipeline, a task must agree with `chat`
@@ -171,12 +172,14 @@ impl Sessions {
             unread,
             client: client.to_string(),
             replica: replica.id().to_string(),
+            holder: self.inner.storage.store().holder(),
             created_ms: now_ms(),
             poll_ms: settings.poll.as_millis().max(1) as u64,
             stage: Mutex::new(Stage::Working),
             polls: AtomicU32::new(0),
             kept_until_ms: AtomicU64::new(0),
             write_first: std::sync::atomic::AtomicBool::new(self.inner.storage.shared()),
+            end_stored: std::sync::atomic::AtomicBool::new(false),
         });
         let record = cell.record(self.ttl_ms(&cell, Some(session)));
         // Durable creation: the record is where any replica sharing the store finds it
@@ -264,8 +267,14 @@ impl Sessions {
     async fn task_changed(&self, cell: &Arc<TaskCell>, change: TaskChange) {
         let session = self.session_of(cell);
         let record = cell.record(self.ttl_ms(cell, session.as_deref()));
-        if let Err(e) = self.inner.task_store.put_task(&record).await {
-            tracing::warn!(task = %cell.id_prefix(), error = %e, "task record not updated; this replica still answers its polls");
+        match self.inner.task_store.put_task(&record).await {
+            Ok(()) if record.status != TaskStatus::Working => {
+                cell.end_stored.store(true, Ordering::Release);
+            }
+            Ok(()) => {}
+            Err(e) => {
+                tracing::warn!(task = %cell.id_prefix(), error = %e, "task record not updated; this replica still answers its polls");
+            }
         }
         self.publish_task(cell, change, &record);
         if matches!(
@@ -390,18 +399,20 @@ impl Sessions {
         }
     }
 
-    /// A working task another replica runs, as it stands: `completed` as
-    /// [`TaskOutcome::Lost`] when that replica no longer holds the conversation's lease (it
-    /// died, or its lease lapsed, and its record was never written as ended), asked twice a
-    /// second apart so a turn that just ended is not taken for lost. The verdict is written
-    /// back, so every replica answers alike from then on.
+    /// A working task another process runs (another replica, or this one's predecessor
+    /// under the same id), as it stands: `completed` as [`TaskOutcome::Lost`] when that
+    /// process no longer holds the conversation's lease (it died, or its lease lapsed, and
+    /// its record was never written as ended), asked twice a second apart so a turn that
+    /// just ended is not taken for lost. The verdict is written only over a record still
+    /// `working` (a compare-and-set), so every replica answers alike from then on, and a
+    /// result written meanwhile is not overwritten.
     async fn unless_lost(&self, record: TaskRecord) -> TaskRecord {
         let store = self.inner.storage.store();
-        let running_here_or_unknown = record.status != TaskStatus::Working
-            || !self.inner.storage.shared()
-            || record.replica.as_deref() == Some(self.replica().id());
-        let (Some(replica), Some(id)) = (
-            record.replica.clone(),
+        if record.status != TaskStatus::Working || !self.inner.storage.shared() {
+            return record;
+        }
+        let (Some(holder), Some(id)) = (
+            record.holder.clone(),
             record
                 .conversation
                 .as_deref()
@@ -409,12 +420,9 @@ impl Sessions {
         ) else {
             return record;
         };
-        if running_here_or_unknown {
-            return record;
-        }
         let still_runs = || async {
             match store.lease_holder(&id).await {
-                Ok(holder) => holder.as_deref() == Some(replica.as_str()),
+                Ok(now) => now.as_deref() == Some(holder.as_str()),
                 // The store does not answer: nothing to say of the turn.
                 Err(_) => true,
             }
@@ -430,6 +438,7 @@ impl Sessions {
         if now.status != TaskStatus::Working || still_runs().await {
             return now;
         }
+        let replica = now.replica.clone().unwrap_or_else(|| holder.clone());
         let at = now_ms();
         let lost = TaskRecord {
             status: TaskStatus::Completed,
@@ -441,8 +450,16 @@ impl Sessions {
             ended_ms: Some(at),
             ..now
         };
-        if let Err(e) = self.inner.task_store.put_task(&lost).await {
-            tracing::debug!(error = %e, "a lost task's record not written");
+        match self.inner.task_store.replace_working(&lost).await {
+            Ok(true) => {}
+            // Its end was written meanwhile: that is the answer.
+            Ok(false) => {
+                return match self.inner.task_store.get_task(&lost.id).await {
+                    Ok(Some(written)) => written,
+                    _ => lost,
+                };
+            }
+            Err(e) => tracing::debug!(error = %e, "a lost task's record not written"),
         }
         tracing::warn!(
             session = lost.session,
@@ -451,6 +468,28 @@ impl Sessions {
             "a task's replica stopped before its turn ended; its poll is told to read the turn with an empty line"
         );
         lost
+    }
+
+    /// Whether another replica said the task reading `turn` on `session` was lost (its
+    /// replica's lease lapsed while it ran: a Redis stall), so its client was told to read the
+    /// turn with an empty line: the turn must then stay unread.
+    pub(in crate::sessions) async fn told_lost(&self, session: &Session, turn: &Arc<Turn>) -> bool {
+        let Some(cell) = self
+            .inner
+            .tasks
+            .cells_of(session.number)
+            .into_iter()
+            .find(|c| c.reads(turn))
+        else {
+            return false;
+        };
+        matches!(
+            self.inner.task_store.get_task(&cell.id.to_string()).await,
+            Ok(Some(TaskRecord {
+                outcome: Some(TaskOutcome::Lost { .. }),
+                ..
+            }))
+        )
     }
 
     /// `tasks/cancel`: interrupts the turn of a working task (the person stopped it); the

@@ -509,6 +509,12 @@ impl RedisStore {
 /// What a restart of Redis would lose, read from its config (`appendonly`, `save`): `None`
 /// when it logs every write, or when it does not say (a managed Redis may refuse `CONFIG`).
 async fn persistence_caveat(conn: &mut ConnectionManager, masked: &str) -> Option<String> {
+    persistence(conn, masked).await.flatten()
+}
+
+/// [`persistence_caveat`], or `None` when Redis did not say (a `CONFIG GET` refused or timed
+/// out): unknown, which is no news.
+async fn persistence(conn: &mut ConnectionManager, masked: &str) -> Option<Option<String>> {
     let setting = |name: &'static str| {
         let mut conn = conn.clone();
         async move {
@@ -522,7 +528,7 @@ async fn persistence_caveat(conn: &mut ConnectionManager, masked: &str) -> Optio
         }
     };
     if setting("appendonly").await?.as_str() != "no" {
-        return None;
+        return Some(None);
     }
     let save = setting("save").await?;
     let keeps = if save.trim().is_empty() {
@@ -535,10 +541,10 @@ async fn persistence_caveat(conn: &mut ConnectionManager, masked: &str) -> Optio
              was written since the last one"
         )
     };
-    Some(format!(
+    Some(Some(format!(
         "store {masked}: Redis {keeps}. `appendonly yes` in Redis keeps every turn (see the \
          README's \"Replicas with a shared store\")"
-    ))
+    )))
 }
 
 /// Redis's `run_id` (`INFO server`): it changes when Redis restarts.
@@ -655,7 +661,14 @@ impl SessionStore for RedisStore {
             }
             restarted
         };
-        let caveat = persistence_caveat(&mut conn, &self.masked).await;
+        // Unknown (Redis did not say): neither a change nor the caveat kept is news.
+        let read = persistence(&mut conn, &self.masked).await;
+        let caveat = read.clone().unwrap_or_else(|| {
+            self.caveat
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+        });
         if restarted {
             let kept = match &caveat {
                 Some(_) => {
@@ -670,7 +683,7 @@ impl SessionStore for RedisStore {
             ));
         }
         let mut was = self.caveat.lock().unwrap_or_else(|p| p.into_inner());
-        if *was != caveat {
+        if read.is_some() && *was != caveat {
             news.push(caveat.clone().unwrap_or_else(|| {
                 format!(
                     "store {}: Redis now keeps every turn on disk (appendonly yes)",
@@ -888,12 +901,32 @@ impl SessionStore for RedisStore {
     }
 
     async fn lease_holder(&self, id: &HandleId) -> Result<Option<String>, StoreError> {
-        let holder: Option<String> = self
-            .conn()
+        self.conn()
             .get(self.lease_key(id))
             .await
-            .map_err(|e| self.lost("reading a session's lease", &e))?;
-        Ok(holder.map(|h| replica_of(&h)))
+            .map_err(|e| self.lost("reading a session's lease", &e))
+    }
+
+    fn holder(&self) -> Option<String> {
+        Some(self.holder.clone())
+    }
+
+    async fn replace_record_if(
+        &self,
+        key: &str,
+        needle: &str,
+        value: &[u8],
+        ttl_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let replaced: i64 = scripts::REPLACE_IF
+            .key(format!("{}{key}", self.prefix))
+            .arg(needle)
+            .arg(value)
+            .arg(ttl_ms.max(1))
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| self.lost("replacing a task's record", &e))?;
+        Ok(replaced == 1)
     }
 
     async fn keep_alive(&self, ids: &[HandleId]) -> Result<(), StoreError> {

@@ -223,6 +223,20 @@ return 0
     )
 });
 
+/// Replaces a record only if it is there and contains a text (plain search): a
+/// compare-and-set on another replica's record. KEYS: record. ARGV: needle, value, ms.
+/// Returns 1 when replaced.
+pub(super) static REPLACE_IF: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local now = redis.call('GET', KEYS[1])
+if not now or not string.find(now, ARGV[1], 1, true) then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1
+",
+    )
+});
+
 /// Asks the holder of a lease to interrupt its turn: a request it takes at its next
 /// renewal, gone with the lease (nothing when nobody else holds it).
 /// KEYS: lease, stop. ARGV: holder (the asker), lease ms. Returns 1 when asked.
