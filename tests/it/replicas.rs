@@ -495,3 +495,42 @@ async fn a_replica_restarted_under_its_id_says_its_predecessors_task_lost() {
         "{done}"
     );
 }
+
+/// A turn longer than the idle lifetime whose replica dies mid-turn: the other replica goes
+/// on with the conversation (the running replica kept it alive in Redis) and reports the turn
+/// cut off. Before, it found the head's last write older than the lifetime and deleted the
+/// conversation as idle ("no session has this handle").
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_turn_longer_than_the_lifetime_whose_replica_died_goes_on_elsewhere() {
+    use crate::support::raw_mcp::{RawMcp, text_of};
+    let redis = Redis::start();
+    let config = |id: &str| {
+        format!(
+            "[server]\nreplica_id = \"{id}\"\nhandle_seconds = 4\ntasks = false\n[model]\npace = 0.1\nwords = 80\n\
+             [store]\nurl = \"redis://127.0.0.1:{}/0\"\n",
+            redis.port
+        )
+    };
+    let mut a = Headless::start("long-a", &config("it-a"), &[]).await;
+    let b = Headless::start("long-b", &config("it-b"), &[]).await;
+    let on_a = RawMcp::new(&a.url, "raw", false);
+    let handle = on_a.start().await;
+    let turn = {
+        let handle = handle.clone();
+        // Its answer never comes (its replica is killed): the client's panic on the cut
+        // stream is caught, not printed over the test's output.
+        tokio::spawn(async move {
+            let chat = on_a.chat(&handle, "tell me a long story");
+            let _ = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(chat)).await;
+        })
+    };
+    // An 8 s turn: killed 5 s in, past the 4 s lifetime its mark was written with.
+    tokio::time::sleep(Duration::from_millis(5000)).await;
+    let _ = a.child.start_kill();
+    let _ = a.child.wait().await;
+    turn.abort();
+    let read = RawMcp::new(&b.url, "raw", false).chat(&handle, "").await;
+    let text = text_of(read.result());
+    assert!(text.contains("turnscope stopped"), "{}", read.message);
+}

@@ -386,15 +386,21 @@ impl Sessions {
     /// lifetime after its last write though a turn longer than that still ran, or its task
     /// was still polled (a poll counts as use, as it does for this replica's copy).
     pub(crate) async fn keep_used_alive(&self, within: std::time::Duration) {
-        let ids: Vec<HandleId> = self
+        let used: Vec<Arc<Session>> = self
             .table()
             .by_id
             .values()
             .filter(|s| s.idle() < within)
-            .map(|s| s.id)
+            .cloned()
             .collect();
+        let ids: Vec<HandleId> = used.iter().map(|s| s.id).collect();
         if let Err(e) = self.inner.storage.store().keep_alive(&ids).await {
             tracing::debug!("store: keeping conversations alive failed: {e}");
+        }
+        // Their working tasks' records too (written at creation only, they expired in the
+        // store under a turn longer than the lifetime), with the reply so far.
+        for session in &used {
+            self.keep_working_tasks(session).await;
         }
     }
 
@@ -534,7 +540,11 @@ impl Sessions {
         }
         let limits = self.inner.limits.load();
         let idle_ms = now_ms().saturating_sub(loaded.head.last_used_ms);
-        if idle_ms > limits.handle_seconds.saturating_mul(1000) {
+        // A shared store expires an idle conversation itself (its TTL, which a replica keeps
+        // fresh while a turn runs or a task is polled, without writing the head): what it
+        // holds is alive, whatever the head's last write says (a turn longer than the
+        // lifetime, taken over after its replica died, was deleted here as idle).
+        if !storage.shared() && idle_ms > limits.handle_seconds.saturating_mul(1000) {
             storage.delete(&id).await;
             return Ok(None);
         }

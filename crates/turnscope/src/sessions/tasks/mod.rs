@@ -213,6 +213,21 @@ impl Sessions {
         self.settle(cell).await;
     }
 
+    /// Writes the records of `session`'s working tasks again (their lifetime, the reply so
+    /// far), so the store keeps them while their turn runs past the lifetime they were written
+    /// with.
+    pub(in crate::sessions) async fn keep_working_tasks(&self, session: &Session) {
+        for cell in self.inner.tasks.cells_of(session.number) {
+            if !matches!(&*cell.stage(), Stage::Working | Stage::Superseded) {
+                continue;
+            }
+            let record = cell.record(self.ttl_ms(&cell, Some(session)));
+            if let Err(e) = self.inner.task_store.replace_working(&record).await {
+                tracing::debug!(task = %cell.id_prefix(), error = %e, "a working task's record not kept");
+            }
+        }
+    }
+
     /// Whether a task still to be answered (working, not cancelled nor handed over) reads
     /// `turn` on `session`: on a shared store it delivers the turn (its record, result and
     /// all, is in the store), so the turn is written as read.
