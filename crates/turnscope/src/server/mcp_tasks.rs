@@ -90,7 +90,8 @@ pub(crate) fn result_of(outcome: &TaskOutcome) -> CallToolResult {
         TaskOutcome::Lost { replica } => CallToolResult::error(vec![ContentBlock::text(format!(
             "[This task's turn ran on replica {replica}, which stopped before the turn ended \
              (it was killed, crashed, or lost the conversation's lease). The conversation keeps \
-             what the bot said: call chat with an empty line on this handle to read it.]"
+             the turn, cut off: call chat with an empty line on this handle to read how far it \
+             got.]"
         ))]),
     }
 }

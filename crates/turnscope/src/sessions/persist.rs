@@ -685,6 +685,7 @@ impl Sessions {
         if !storage.writing() {
             return;
         }
+
         let lifetime_ms = self.inner.limits.load().handle_seconds.saturating_mul(1000);
         let before = now_ms().saturating_sub(lifetime_ms);
         let expired = match storage.store().expired(before, SWEEP_BATCH).await {
@@ -694,6 +695,13 @@ impl Sessions {
                 return;
             }
         };
+        if storage.shared() {
+            // Redis expires each conversation itself, by the lifetime of the replica that
+            // wrote it last (its TTL); a replica deleting by its own lifetime deleted the
+            // others' when it was shorter (a rolling change of `handle_seconds`). The listing
+            // above dropped the index entries of heads Redis expired.
+            return;
+        }
         for head in expired {
             if self.number_of_id(&head.id).is_some() {
                 continue;
@@ -733,7 +741,8 @@ impl Sessions {
                 asked
             }
             Err(e) => {
-                tracing::warn!("store: renewing leases failed: {e}");
+                // Said once by `fail` (the store's failure), not every half second.
+                tracing::debug!("store: renewing leases failed: {e}");
                 if storage.shared() {
                     storage.fail(&e);
                 }

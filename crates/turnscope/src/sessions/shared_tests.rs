@@ -829,3 +829,92 @@ async fn a_conversation_redis_expired_for_idleness_is_not_reported_as_lost() {
     });
     assert!(!blamed, "an idle expiry was reported as a loss");
 }
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_replica_with_a_shorter_lifetime_does_not_sweep_the_others_conversations() {
+    let server = RedisServer::start(&[]);
+    let model = EmbeddedModel::start(0, ScriptSettings::default())
+        .await
+        .unwrap();
+    let r1 = replica(&server, &model, "r1").await;
+    let short = SessionLimits {
+        handle_seconds: 1,
+        sweep_every: Duration::from_millis(200),
+        ..SessionLimits::default()
+    };
+    let _r2 = replica_with(&server, &model, "r2", short).await;
+    let handle = r1.open(SessionOpener::Api).await.unwrap().handle();
+    say(&r1, &handle, "my name is Ada").await;
+    // Before: r2's sweep deleted it as idle by r2's own lifetime (1 s), r1's being 300 s.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let store = reader(&server).await;
+    let id = store.key().id_of(&handle.parse().unwrap());
+    assert!(store.head(&id).await.unwrap().is_some(), "swept by r2");
+    let back = say(&r1, &handle, "what did I say").await;
+    assert_eq!(back.reply, "Earlier you said: my name is Ada");
+}
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_tasks_cancel_reaching_another_replica_stops_its_turn() {
+    let server = RedisServer::start(&[]);
+    let model = EmbeddedModel::start(
+        0,
+        ScriptSettings {
+            pace: 0.02,
+            words: Some(300),
+        },
+    )
+    .await
+    .unwrap();
+    let at_once = SessionLimits {
+        tasks: TaskSettings {
+            after: Duration::ZERO,
+            ..TaskSettings::default()
+        },
+        ..SessionLimits::default()
+    };
+    let r1 = replica_with(&server, &model, "r1", at_once).await;
+    let r2 = replica(&server, &model, "r2").await;
+    let handle = r1.open(SessionOpener::Api).await.unwrap().handle();
+    let ask = TaskAsk {
+        client: "test".into(),
+    };
+    let outcome = r1
+        .chat_or_task(
+            &handle,
+            "first",
+            None,
+            None,
+            CallerWatch::cancel_only(&CancellationToken::new()),
+            &ask,
+        )
+        .await
+        .unwrap();
+    let ChatOutcome::Task(created) = outcome else {
+        panic!("a task: {outcome:?}");
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Before: acknowledged, and the 6 s turn ran to its end.
+    let asked = std::time::Instant::now();
+    r2.cancel_task(&created.id).await.unwrap();
+    let done = loop {
+        let record = r1.poll_task(&created.id).await.unwrap();
+        if record.status != TaskStatus::Working {
+            break record;
+        }
+        assert!(asked.elapsed() < Duration::from_secs(3), "never stopped");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    match &done.outcome {
+        Some(TaskOutcome::Reply(reply)) => {
+            assert_eq!(
+                reply.end_reason.as_deref(),
+                Some("interrupted"),
+                "{reply:?}"
+            );
+        }
+        other => panic!("the interrupted turn: {other:?}"),
+    }
+}

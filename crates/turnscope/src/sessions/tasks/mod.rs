@@ -86,9 +86,9 @@ pub enum TaskError {
     /// No task here (or in the store) has this id, or it expired.
     #[error(
         "taskId: no task has this id. Its conversation ended (after {handle_seconds} seconds with no \
-         poll or chat call, or it was closed), this server restarted since (a task does not outlive \
-         the server that ran it, though its conversation may: a store keeps it), it was not created \
-         by this server, or the replica that ran it is gone. Call chat with an empty line on the \
+         poll or chat call, or it was closed), or it was not created here; without a store the \
+         replicas share, also when this server restarted since or the replica that ran it is gone \
+         (its conversation may outlive it: a store keeps it). Call chat with an empty line on the \
          conversation's handle to read its turn, or start again."
     )]
     Unknown {
@@ -509,13 +509,34 @@ impl Sessions {
 
     /// `tasks/cancel`: interrupts the turn of a working task (the person stopped it); the
     /// task is `cancelled` and the turn stays unread. A task already decided is left as it is.
-    /// A task only the store knows (another replica runs it) is acknowledged and left to run.
+    /// A task only the store knows (another replica runs it, draining or reached directly):
+    /// that replica is asked to interrupt its turn, as a new line there does, and the task
+    /// completes with the interrupted turn (its `cancelled` is that replica's to say).
     ///
     /// # Errors
     /// No task has this id.
     pub async fn cancel_task(&self, id: &str) -> Result<(), TaskError> {
         let Some(cell) = self.inner.tasks.find(id) else {
-            return self.stored_task(id).await.map(|_| ());
+            let record = self.stored_task(id).await?;
+            let conversation = record
+                .conversation
+                .as_deref()
+                .and_then(crate::store::HandleId::from_hex);
+            if let (TaskStatus::Working, Some(conversation)) = (record.status, conversation)
+                && self.inner.storage.shared()
+            {
+                // Its holder takes the request at its next lease renewal (within 0.5 s).
+                if let Err(e) = self
+                    .inner
+                    .storage
+                    .store()
+                    .ask_interrupt(&conversation)
+                    .await
+                {
+                    tracing::warn!(task = %&id[..8.min(id.len())], error = %e, "a task another replica runs could not be asked to stop");
+                }
+            }
+            return Ok(());
         };
         let session = self.session_of(&cell);
         if let Some(s) = &session {
