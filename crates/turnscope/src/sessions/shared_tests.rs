@@ -89,6 +89,49 @@ async fn reader(server: &RedisServer) -> RedisStore {
     .unwrap()
 }
 
+/// r1 (every chat a task at once) and r2 over `server`, the scripted model answering 300 words
+/// 0.02 s apart (a 6 s turn), a session opened on r1 and its line "first" running there as a
+/// task: the model, r1, r2, the handle and the task's id.
+async fn a_task_on_r1(server: &RedisServer) -> (EmbeddedModel, Sessions, Sessions, String, String) {
+    let model = EmbeddedModel::start(
+        0,
+        ScriptSettings {
+            pace: 0.02,
+            words: Some(300),
+        },
+    )
+    .await
+    .unwrap();
+    let at_once = SessionLimits {
+        tasks: TaskSettings {
+            after: Duration::ZERO,
+            ..TaskSettings::default()
+        },
+        ..SessionLimits::default()
+    };
+    let r1 = replica_with(server, &model, "r1", at_once).await;
+    let r2 = replica(server, &model, "r2").await;
+    let handle = r1.open(SessionOpener::Api).await.unwrap().handle();
+    let ask = TaskAsk {
+        client: "test".into(),
+    };
+    let outcome = r1
+        .chat_or_task(
+            &handle,
+            "first",
+            None,
+            None,
+            CallerWatch::cancel_only(&CancellationToken::new()),
+            &ask,
+        )
+        .await
+        .unwrap();
+    let ChatOutcome::Task(created) = outcome else {
+        panic!("a task: {outcome:?}");
+    };
+    (model, r1, r2, handle, created.id)
+}
+
 async fn say(sessions: &Sessions, handle: &str, line: &str) -> ChatReply {
     sessions
         .chat(handle, line, None, &CancellationToken::new())
@@ -638,44 +681,7 @@ async fn a_turn_longer_than_the_idle_lifetime_and_a_polled_conversation_stay_sto
 #[ignore = "needs redis-server (interop/run installs it)"]
 async fn a_task_whose_lease_lapsed_while_redis_stalled_does_not_hand_over_its_reply_as_a_turn() {
     let server = RedisServer::start(&["--enable-debug-command", "local"]);
-    let model = EmbeddedModel::start(
-        0,
-        ScriptSettings {
-            pace: 0.02,
-            words: Some(300),
-        },
-    )
-    .await
-    .unwrap();
-    let at_once = SessionLimits {
-        tasks: TaskSettings {
-            after: Duration::ZERO,
-            ..TaskSettings::default()
-        },
-        ..SessionLimits::default()
-    };
-    let r1 = replica_with(&server, &model, "r1", at_once).await;
-    let r2 = replica(&server, &model, "r2").await;
-    let session = r1.open(SessionOpener::Api).await.unwrap();
-    let handle = session.handle();
-    // A 6 s turn on r1, as a task.
-    let ask = TaskAsk {
-        client: "test".into(),
-    };
-    let outcome = r1
-        .chat_or_task(
-            &handle,
-            "first",
-            None,
-            None,
-            CallerWatch::cancel_only(&CancellationToken::new()),
-            &ask,
-        )
-        .await
-        .unwrap();
-    let ChatOutcome::Task(created) = outcome else {
-        panic!("a task: {outcome:?}");
-    };
+    let (_model, r1, r2, handle, task) = a_task_on_r1(&server).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     // Redis stalls past the lease: a new line on r2 takes the conversation and reports r1's
     // turn as cut off.
@@ -690,7 +696,7 @@ async fn a_task_whose_lease_lapsed_while_redis_stalled_does_not_hand_over_its_re
     // Before: the task completed with the whole reply, a turn the conversation does not hold.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let done = loop {
-        let record = r1.poll_task(&created.id).await.unwrap();
+        let record = r1.poll_task(&task).await.unwrap();
         if record.status != TaskStatus::Working {
             break record;
         }
@@ -711,42 +717,7 @@ async fn a_task_whose_lease_lapsed_while_redis_stalled_does_not_hand_over_its_re
 #[ignore = "needs redis-server (interop/run installs it)"]
 async fn a_new_line_on_another_replica_does_not_hand_back_the_turn_a_task_delivers() {
     let server = RedisServer::start(&[]);
-    let model = EmbeddedModel::start(
-        0,
-        ScriptSettings {
-            pace: 0.02,
-            words: Some(300),
-        },
-    )
-    .await
-    .unwrap();
-    let at_once = SessionLimits {
-        tasks: TaskSettings {
-            after: Duration::ZERO,
-            ..TaskSettings::default()
-        },
-        ..SessionLimits::default()
-    };
-    let r1 = replica_with(&server, &model, "r1", at_once).await;
-    let r2 = replica(&server, &model, "r2").await;
-    let handle = r1.open(SessionOpener::Api).await.unwrap().handle();
-    let ask = TaskAsk {
-        client: "test".into(),
-    };
-    let outcome = r1
-        .chat_or_task(
-            &handle,
-            "first",
-            None,
-            None,
-            CallerWatch::cancel_only(&CancellationToken::new()),
-            &ask,
-        )
-        .await
-        .unwrap();
-    let ChatOutcome::Task(created) = outcome else {
-        panic!("a task: {outcome:?}");
-    };
+    let (_model, r1, r2, handle, task) = a_task_on_r1(&server).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     // A new line on r2 interrupts r1's turn, as it would on one replica: the task delivers
     // the interrupted turn, and the new line's reply does not repeat it as unread (before,
@@ -756,7 +727,7 @@ async fn a_new_line_on_another_replica_does_not_hand_back_the_turn_a_task_delive
     assert!(second.reply.starts_with("You said: second"), "{second:?}");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let done = loop {
-        let record = r1.poll_task(&created.id).await.unwrap();
+        let record = r1.poll_task(&task).await.unwrap();
         if record.status != TaskStatus::Working {
             break record;
         }
@@ -859,48 +830,13 @@ async fn a_replica_with_a_shorter_lifetime_does_not_sweep_the_others_conversatio
 #[ignore = "needs redis-server (interop/run installs it)"]
 async fn a_tasks_cancel_reaching_another_replica_stops_its_turn() {
     let server = RedisServer::start(&[]);
-    let model = EmbeddedModel::start(
-        0,
-        ScriptSettings {
-            pace: 0.02,
-            words: Some(300),
-        },
-    )
-    .await
-    .unwrap();
-    let at_once = SessionLimits {
-        tasks: TaskSettings {
-            after: Duration::ZERO,
-            ..TaskSettings::default()
-        },
-        ..SessionLimits::default()
-    };
-    let r1 = replica_with(&server, &model, "r1", at_once).await;
-    let r2 = replica(&server, &model, "r2").await;
-    let handle = r1.open(SessionOpener::Api).await.unwrap().handle();
-    let ask = TaskAsk {
-        client: "test".into(),
-    };
-    let outcome = r1
-        .chat_or_task(
-            &handle,
-            "first",
-            None,
-            None,
-            CallerWatch::cancel_only(&CancellationToken::new()),
-            &ask,
-        )
-        .await
-        .unwrap();
-    let ChatOutcome::Task(created) = outcome else {
-        panic!("a task: {outcome:?}");
-    };
+    let (_model, r1, r2, handle, task) = a_task_on_r1(&server).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     // Before: acknowledged, and the 6 s turn ran to its end.
     let asked = std::time::Instant::now();
-    r2.cancel_task(&created.id).await.unwrap();
+    r2.cancel_task(&task).await.unwrap();
     let done = loop {
-        let record = r1.poll_task(&created.id).await.unwrap();
+        let record = r1.poll_task(&task).await.unwrap();
         if record.status != TaskStatus::Working {
             break record;
         }

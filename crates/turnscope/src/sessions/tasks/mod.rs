@@ -232,11 +232,17 @@ impl Sessions {
     /// `turn` on `session`: on a shared store it delivers the turn (its record, result and
     /// all, is in the store), so the turn is written as read.
     pub(in crate::sessions) fn task_delivers(&self, session: &Session, turn: &Arc<Turn>) -> bool {
+        self.cell_reading(session, turn)
+            .is_some_and(|c| matches!(&*c.stage(), Stage::Working | Stage::Superseded))
+    }
+
+    /// The task reading `turn` on `session`, if one does.
+    fn cell_reading(&self, session: &Session, turn: &Arc<Turn>) -> Option<Arc<TaskCell>> {
         self.inner
             .tasks
             .cells_of(session.number)
-            .iter()
-            .any(|c| c.reads(turn) && matches!(&*c.stage(), Stage::Working | Stage::Superseded))
+            .into_iter()
+            .find(|c| c.reads(turn))
     }
 
     /// The turn of the task reading `turn` on `session` was written (or another call wrote
@@ -249,13 +255,7 @@ impl Sessions {
         turn: &Arc<Turn>,
         overtaken: Option<String>,
     ) {
-        let Some(cell) = self
-            .inner
-            .tasks
-            .cells_of(session.number)
-            .into_iter()
-            .find(|c| c.reads(turn))
-        else {
+        let Some(cell) = self.cell_reading(session, turn) else {
             return;
         };
         cell.write_first.store(false, Ordering::Release);
@@ -489,13 +489,7 @@ impl Sessions {
     /// replica's lease lapsed while it ran: a Redis stall), so its client was told to read the
     /// turn with an empty line: the turn must then stay unread.
     pub(in crate::sessions) async fn told_lost(&self, session: &Session, turn: &Arc<Turn>) -> bool {
-        let Some(cell) = self
-            .inner
-            .tasks
-            .cells_of(session.number)
-            .into_iter()
-            .find(|c| c.reads(turn))
-        else {
+        let Some(cell) = self.cell_reading(session, turn) else {
             return false;
         };
         matches!(
