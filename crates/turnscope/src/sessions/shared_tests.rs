@@ -132,6 +132,33 @@ async fn a_task_on_r1(server: &RedisServer) -> (EmbeddedModel, Sessions, Session
     (model, r1, r2, handle, created.id)
 }
 
+/// `line` said on `handle` at `sessions` by a caller waiting for its reply, in the background.
+fn said_in_background(
+    sessions: &Sessions,
+    handle: &str,
+    line: &str,
+) -> tokio::task::JoinHandle<Result<ChatReply, ChatError>> {
+    let (sessions, handle, line) = (sessions.clone(), handle.to_string(), line.to_string());
+    tokio::spawn(async move {
+        sessions
+            .chat(&handle, &line, None, &CancellationToken::new())
+            .await
+    })
+}
+
+/// Polls `task` on `sessions` until it is no longer working (at most `bound`).
+async fn until_decided(sessions: &Sessions, task: &str, bound: Duration) -> TaskRecord {
+    let deadline = std::time::Instant::now() + bound;
+    loop {
+        let record = sessions.poll_task(task).await.unwrap();
+        if record.status != TaskStatus::Working {
+            return record;
+        }
+        assert!(std::time::Instant::now() < deadline, "still working");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 async fn say(sessions: &Sessions, handle: &str, line: &str) -> ChatReply {
     sessions
         .chat(handle, line, None, &CancellationToken::new())
@@ -447,13 +474,7 @@ async fn a_turn_whose_lease_lapsed_while_redis_stalled_is_not_answered_as_part_o
     let (_model, r1, r2) = two_replicas(&server, 0.02, Some(300)).await;
     let handle = r1.open(SessionOpener::Api).await.unwrap().handle();
     // A 6 s turn on r1, its caller waiting.
-    let first = {
-        let (r1, handle) = (r1.clone(), handle.clone());
-        tokio::spawn(async move {
-            r1.chat(&handle, "first", None, &CancellationToken::new())
-                .await
-        })
-    };
+    let first = said_in_background(&r1, &handle, "first");
     tokio::time::sleep(Duration::from_millis(300)).await;
     // Redis stalls past the lease (2 s): r1 cannot renew it, so when Redis wakes the lease
     // has lapsed and a new line on r2 takes the conversation, reporting r1's turn as cut off.
@@ -694,15 +715,7 @@ async fn a_task_whose_lease_lapsed_while_redis_stalled_does_not_hand_over_its_re
         "restarted"
     );
     // Before: the task completed with the whole reply, a turn the conversation does not hold.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let done = loop {
-        let record = r1.poll_task(&task).await.unwrap();
-        if record.status != TaskStatus::Working {
-            break record;
-        }
-        assert!(std::time::Instant::now() < deadline, "still working");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let done = until_decided(&r1, &task, Duration::from_secs(20)).await;
     match &done.outcome {
         Some(TaskOutcome::Overtaken { message }) => assert!(
             message.contains("another replica went on with this conversation")
@@ -725,15 +738,7 @@ async fn a_new_line_on_another_replica_does_not_hand_back_the_turn_a_task_delive
     let second = say(&r2, &handle, "second").await;
     assert_eq!(second.unread, None, "{second:?}");
     assert!(second.reply.starts_with("You said: second"), "{second:?}");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let done = loop {
-        let record = r1.poll_task(&task).await.unwrap();
-        if record.status != TaskStatus::Working {
-            break record;
-        }
-        assert!(std::time::Instant::now() < deadline, "still working");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let done = until_decided(&r1, &task, Duration::from_secs(10)).await;
     match &done.outcome {
         Some(TaskOutcome::Reply(reply)) => {
             assert_eq!(
@@ -754,13 +759,7 @@ async fn a_turn_whose_conversation_redis_lost_while_it_ran_is_not_answered_as_ke
     let (_model, r1, _r2) = two_replicas(&server, 0.02, Some(150)).await;
     let handle = r1.open(SessionOpener::Api).await.unwrap().handle();
     // A 3 s turn; Redis restarts without persistence 1 s in: the conversation is gone.
-    let turn = {
-        let (r1, handle) = (r1.clone(), handle.clone());
-        tokio::spawn(async move {
-            r1.chat(&handle, "first", None, &CancellationToken::new())
-                .await
-        })
-    };
+    let turn = said_in_background(&r1, &handle, "first");
     tokio::time::sleep(Duration::from_millis(1000)).await;
     server.restart(&[]);
     // Before: answered as a turn (`completed`), its conversation gone from the store; only
@@ -830,7 +829,7 @@ async fn a_replica_with_a_shorter_lifetime_does_not_sweep_the_others_conversatio
 #[ignore = "needs redis-server (interop/run installs it)"]
 async fn a_tasks_cancel_reaching_another_replica_stops_its_turn() {
     let server = RedisServer::start(&[]);
-    let (_model, r1, r2, handle, task) = a_task_on_r1(&server).await;
+    let (_model, r1, r2, _handle, task) = a_task_on_r1(&server).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     // Before: acknowledged, and the 6 s turn ran to its end.
     let asked = std::time::Instant::now();
