@@ -39,12 +39,13 @@ pub async fn run(
             let store = open_to_read(&source, &config).await?;
             let heads = store.list(limit).await?;
             let total = store.count().await?;
+            let runs = running(store.as_ref(), &heads).await;
             if json {
-                for head in &heads {
-                    println!("{}", serde_json::to_string(&summary(head))?);
+                for (head, run) in heads.iter().zip(&runs) {
+                    println!("{}", serde_json::to_string(&summary(head, run))?);
                 }
             } else {
-                print!("{}", table(&heads, total, &store_name(&source)));
+                print!("{}", table(&heads, &runs, total, &store_name(&source)));
             }
             store.close().await;
         }
@@ -292,9 +293,31 @@ async fn delete(
     ))
 }
 
+/// Of a head with a turn in flight in a store the replicas share: the replica whose lease
+/// runs that turn now (`Some(Some(id))`), or none (`Some(None)`: its replica stopped, so its
+/// next chat reports it cut off). `None` where no lease tells (a file, or no turn in flight).
+type Run = Option<Option<String>>;
+
+/// [`Run`] of each of `heads`: one lease read per head with a turn in flight.
+async fn running(store: &dyn SessionStore, heads: &[Head]) -> Vec<Run> {
+    let mut runs = Vec::with_capacity(heads.len());
+    for head in heads {
+        let run = if store.shared() && head.in_flight.is_some() {
+            store.lease_holder(&head.id).await.ok().map(|holder| {
+                holder.map(|h| h.rsplit_once('#').map_or(h.clone(), |(r, _)| r.to_string()))
+            })
+        } else {
+            None
+        };
+        runs.push(run);
+    }
+    runs
+}
+
 /// One session as `list --json` prints it.
-fn summary(head: &Head) -> serde_json::Value {
+fn summary(head: &Head, run: &Run) -> serde_json::Value {
     serde_json::json!({
+        "running_on": run.clone().flatten(),
         "prefix": head.prefix,
         "bot": head.bot,
         "turns": head.turns,
@@ -308,7 +331,7 @@ fn summary(head: &Head) -> serde_json::Value {
 }
 
 /// The table `list` prints.
-fn table(heads: &[Head], total: u64, origin: &str) -> String {
+fn table(heads: &[Head], runs: &[Run], total: u64, origin: &str) -> String {
     let mut out = format!(
         "{} in {origin}{}\n",
         plural(total, "stored session"),
@@ -326,13 +349,24 @@ fn table(heads: &[Head], total: u64, origin: &str) -> String {
         "PREFIX", "BOT", "TURNS", "ERRORS", "LAST USED (UTC)", "OPENED BY", "STATE"
     ));
     let now = now_ms();
-    for h in heads {
+    for (h, run) in heads
+        .iter()
+        .zip(runs.iter().chain(std::iter::repeat(&None)))
+    {
         let opener = match &h.opener {
             turnscope::observe::SessionOpener::Console => "console".to_string(),
             turnscope::observe::SessionOpener::Mcp(name) => format!("mcp: {name}"),
             turnscope::observe::SessionOpener::Api => "api".to_string(),
         };
         let state = match (&h.in_flight, h.unread) {
+            // A shared store's lease tells a running turn from one its replica's stop cut off.
+            (Some(f), _) if run.is_some() => match run.clone().flatten() {
+                Some(replica) => format!("turn {} running on replica {replica}", f.turn),
+                None => format!(
+                    "turn {} cut off (its replica stopped: its next chat reports it)",
+                    f.turn
+                ),
+            },
             // The file cannot tell a turn running now from one its server's stop cut off.
             (Some(f), _) => format!(
                 "turn {} in flight (running, or cut off by a stop: its client is told)",

@@ -534,3 +534,44 @@ async fn a_turn_longer_than_the_lifetime_whose_replica_died_goes_on_elsewhere() 
     let text = text_of(read.result());
     assert!(text.contains("turnscope stopped"), "{}", read.message);
 }
+
+/// `sessions list` on a shared store tells a turn running on a replica from one its replica's
+/// death cut off (the conversation's lease). Before, both read "in flight (running, or cut off
+/// by a stop)".
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn sessions_list_on_redis_tells_a_running_turn_from_one_cut_off() {
+    use crate::support::raw_mcp::RawMcp;
+    let redis = Redis::start();
+    let url = format!("redis://127.0.0.1:{}/0", redis.port);
+    let config = format!(
+        "[server]\nreplica_id = \"it-a\"\ntasks = false\n[model]\npace = 0.1\nwords = 80\n\
+         [store]\nurl = \"{url}\"\n"
+    );
+    let mut a = Headless::start("list-a", &config, &[]).await;
+    let client = RawMcp::new(&a.url, "raw", false);
+    let handle = client.start().await;
+    tokio::spawn(async move {
+        let chat = client.chat(&handle, "tell me a long story");
+        let _ = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(chat)).await;
+    });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let list = || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
+            .args(["sessions", "--store", &url, "list"])
+            .output()
+            .expect("turnscope runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let running = list();
+    assert!(
+        running.contains("turn 1 running on replica it-a"),
+        "{running}"
+    );
+    let _ = a.child.start_kill();
+    let _ = a.child.wait().await;
+    // Its lease lapses 2 s after the kill.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let cut = list();
+    assert!(cut.contains("turn 1 cut off (its replica stopped"), "{cut}");
+}
