@@ -184,6 +184,16 @@ impl SessionRow {
             SessionOpener::Console if self.mine => "console (you)".into(),
             SessionOpener::Console => "console".into(),
             SessionOpener::Mcp(_) if self.mine => "attach (you)".into(),
+            // A pipecat worker whisker's feed showed (no MCP client of ours opened it): said
+            // as such, not as an MCP client named `pipecat …`.
+            SessionOpener::Mcp(name)
+                if turnscope::attach::whisker::fold::is_worker(
+                    &self.opener,
+                    &self.handle_prefix,
+                ) =>
+            {
+                format!("whisker: {}", name.trim_start_matches("pipecat "))
+            }
             SessionOpener::Mcp(name) => format!("mcp: {name}"),
             SessionOpener::Api => "api".into(),
         }

@@ -848,3 +848,27 @@ fn a_conversation_opened_again_is_one_row() {
     let rows: Vec<u64> = s.session_rows().iter().map(|r| r.number).collect();
     assert_eq!(rows, [14]);
 }
+
+/// A pipecat worker whisker's feed showed is labelled as whisker's, not as an MCP client named
+/// `pipecat …` (it read `mcp: pipecat PipelineTask#0`); an MCP client of that name keeps its
+/// label (it has a handle).
+#[test]
+fn a_whisker_worker_is_labelled_as_whiskers_not_as_an_mcp_client() {
+    let mut s = ConsoleState::default();
+    let opened = |session: u64, handle_prefix: &str, name: &str| {
+        Event::Session(SessionEvent {
+            session,
+            handle_prefix: handle_prefix.into(),
+            opener: SessionOpener::Mcp(name.into()),
+            closed: None,
+            at_us: T0 + session,
+            restored: false,
+            began_us: None,
+            taken_from: None,
+        })
+    };
+    s.apply(&opened(1, "", "pipecat PipelineTask#0"));
+    s.apply(&opened(2, "e1d8c0a4", "pipecat client"));
+    let labels: Vec<String> = s.session_rows().iter().map(|r| r.opener_label()).collect();
+    assert_eq!(labels, ["whisker: PipelineTask#0", "mcp: pipecat client"]);
+}
