@@ -192,7 +192,10 @@ impl SessionRow {
                     &self.handle_prefix,
                 ) =>
             {
-                format!("whisker: {}", name.trim_start_matches("pipecat "))
+                // `PipelineTask#3` → `task#3`: the number tells workers apart in a narrow
+                // column (both read `whisker: Pipeli…`).
+                let id = name.trim_start_matches("pipecat ");
+                format!("whisker: {}", id.replacen("PipelineTask", "task", 1))
             }
             SessionOpener::Mcp(name) => format!("mcp: {name}"),
             SessionOpener::Api => "api".into(),

@@ -849,9 +849,9 @@ fn a_conversation_opened_again_is_one_row() {
     assert_eq!(rows, [14]);
 }
 
-/// A pipecat worker whisker's feed showed is labelled as whisker's, not as an MCP client named
-/// `pipecat …` (it read `mcp: pipecat PipelineTask#0`); an MCP client of that name keeps its
-/// label (it has a handle).
+/// A pipecat worker whisker's feed showed is labelled as whisker's, its number first to be
+/// seen, not as an MCP client named `pipecat …` (it read `mcp: pipecat PipelineTask#0`, cut to
+/// `mcp: pipecat Pi…` for every worker); an MCP client of that name keeps its label.
 #[test]
 fn a_whisker_worker_is_labelled_as_whiskers_not_as_an_mcp_client() {
     let mut s = ConsoleState::default();
@@ -870,5 +870,5 @@ fn a_whisker_worker_is_labelled_as_whiskers_not_as_an_mcp_client() {
     s.apply(&opened(1, "", "pipecat PipelineTask#0"));
     s.apply(&opened(2, "e1d8c0a4", "pipecat client"));
     let labels: Vec<String> = s.session_rows().iter().map(|r| r.opener_label()).collect();
-    assert_eq!(labels, ["whisker: PipelineTask#0", "mcp: pipecat client"]);
+    assert_eq!(labels, ["whisker: task#0", "mcp: pipecat client"]);
 }
