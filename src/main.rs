@@ -6,6 +6,7 @@ mod cli;
 #[cfg(test)]
 mod cli_reference;
 mod log_format;
+mod logging;
 mod sessions_cmd;
 mod test_run;
 mod tools_cmd;
@@ -21,7 +22,7 @@ use turnscope::app::hangup::Terminals;
 use turnscope::app::{App, AppError, ConfigSource, ReloadCause};
 use turnscope::bridge::openai::standalone::StandaloneOptions;
 use turnscope::bridge::xiaozhi::command::RelayOptions;
-use turnscope::bridge::xiaozhi::{BridgeSettings, XiaozhiBridges, command, redact};
+use turnscope::bridge::xiaozhi::{BridgeSettings, XiaozhiBridges, command};
 use turnscope::config::{Config, check_seconds};
 use turnscope::model::{EmbeddedModel, ScriptSettings};
 use turnscope::observe::Bus;
@@ -49,7 +50,7 @@ fn main() -> std::process::ExitCode {
         serve,
     } = cli
     {
-        init_logging(true);
+        logging::init(true);
         return runtime.block_on(test_run::main(args, config, serve));
     }
     // So does `turnscope tools` (0 ok, 1 the tool answered an error, 2 could not call).
@@ -61,7 +62,7 @@ fn main() -> std::process::ExitCode {
     {
         // One run, no retry to wait for: a source's failures are said once, by the command
         // (which sources were down), not as the server's "retrying in …" lines.
-        init_logging_at("warn,turnscope::tools::mcp_source=error");
+        logging::init_at("warn,turnscope::tools::mcp_source=error");
         return runtime.block_on(tools_cmd::main(action, config, &serve));
     }
     match runtime.block_on(run(cli, started)) {
@@ -101,59 +102,12 @@ pub(crate) fn error_text(e: &anyhow::Error) -> String {
     turnscope::mcp::connect::chain(e.as_ref())
 }
 
-fn init_logging(to_stderr: bool) {
-    // rmcp's worker logs every failed connection attempt at error level; turnscope reports
-    // those itself, once, with the server's name (`rmcp_quieted`).
-    init_logging_at(if to_stderr { "warn" } else { "off" });
-}
-
-/// What rmcp says that a person reading turnscope's log has no use for, unless their
-/// `TURNSCOPE_LOG` names rmcp: three `info` lines per sessionless request (naming the client
-/// `rmcp`, the SDK's own name, whoever it is), and a `warn` for each error turnscope answers a
-/// request with on purpose (a poll of an unknown task: one a second per orphaned task).
-/// Added only under a filter whose level for everything is `warn` or more verbose, so they
-/// only ever lower rmcp's level (`error`, `turnscope=debug` or `off` leave rmcp as quiet as
-/// they had it).
-fn rmcp_quieted(filter: &str) -> String {
-    if filter.contains("rmcp") {
-        return filter.to_string();
-    }
-    // The level for every target: the last directive that names no target.
-    let global = filter
-        .split(',')
-        .map(str::trim)
-        .rfind(|d| !d.is_empty() && !d.contains('='))
-        .map(str::to_ascii_lowercase);
-    match global.as_deref() {
-        Some("trace" | "debug" | "info") => {
-            format!("{filter},rmcp=warn,rmcp::service=error,rmcp::transport::worker=off")
-        }
-        Some("warn") => format!("{filter},rmcp::service=error,rmcp::transport::worker=off"),
-        _ => filter.to_string(),
-    }
-}
-
-/// Logs to stderr at `default` unless `TURNSCOPE_LOG` says otherwise; endpoint tokens
-/// (`token=…`) are masked in every line, third-party ones included.
-fn init_logging_at(default: &str) {
-    let filter = std::env::var("TURNSCOPE_LOG")
-        .ok()
-        .and_then(|asked| tracing_subscriber::EnvFilter::try_new(rmcp_quieted(&asked)).ok())
-        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(rmcp_quieted(default)));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(false)
-        .event_format(log_format::PlainFormat)
-        .with_writer(redact::RedactingWriter::new(std::io::stderr))
-        .try_init();
-}
-
 async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
     match cli.command {
         Some(Command::Model {
             action: ModelAction::Serve { port, pace, words },
         }) => {
-            init_logging(true);
+            logging::init(true);
             check_seconds("--pace", pace, true).map_err(anyhow::Error::msg)?;
             let model = EmbeddedModel::start(port, ScriptSettings { pace, words })
                 .await
@@ -165,7 +119,7 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
             Ok(())
         }
         Some(Command::Bench(args)) => {
-            init_logging(true);
+            logging::init(true);
             // A signal ends the bench by dropping its future: that kills the servers, replicas,
             // Redis and HAProxy it started (each is `kill_on_drop`) and removes their scratch
             // directories, which a SIGTERM's default action (the process gone at once) skipped.
@@ -182,13 +136,13 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
         Some(Command::Bridge {
             kind: BridgeCommand::Xiaozhi(args),
         }) => {
-            init_logging_at("warn,turnscope=info");
+            logging::init_at("warn,turnscope=info");
             bridge_xiaozhi(args.into(), &cli.serve, cli.config.as_deref(), started).await
         }
         Some(Command::Bridge {
             kind: BridgeCommand::Openai(args),
         }) => {
-            init_logging_at("warn,turnscope=info");
+            logging::init_at("warn,turnscope=info");
             bridge_openai(args.into(), cli.serve.events.as_deref()).await
         }
         Some(Command::Config {
@@ -212,7 +166,7 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
         Some(Command::Dev {
             action: DevAction::McpClient { call, args, url },
         }) => {
-            init_logging(true);
+            logging::init(true);
             mcp_client(&url, call.as_deref(), &args).await
         }
         None => {
@@ -224,22 +178,22 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
                 default_store: Some(DEFAULT_STORE.into()),
             };
             if cli.serve.headless {
-                init_logging(true);
+                logging::init(true);
                 headless(&config, Some(source), cli.serve.events.as_deref(), started).await
             } else {
-                init_logging(false);
+                logging::init(false);
                 console(&config, source, cli.serve.events.as_deref()).await
             }
         }
         Some(Command::Sessions(args)) => {
-            init_logging(true);
+            logging::init(true);
             sessions_cmd::run(args, cli.config.as_deref(), &cli.serve).await
         }
         Some(Command::Test(_) | Command::Tools { .. }) => {
             unreachable!("main() runs `turnscope test` and `turnscope tools` before this")
         }
         Some(Command::Replay { file, theme }) => {
-            init_logging(false);
+            logging::init(false);
             let (config, _) = Config::load(cli.config.as_deref(), &cli.serve.overrides())?;
             turnscope_console::state::budget::Budget::set_process_default(config.console.max_mib);
             let choice = theme.or(config.console.theme);
@@ -253,7 +207,7 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
             events,
             theme,
         }) => {
-            init_logging(false);
+            logging::init(false);
             anyhow::ensure!(
                 url.is_some() || whisker.is_some(),
                 "attach to what? Give the bot's MCP URL (turnscope attach http://127.0.0.1:7870/mcp), \
@@ -723,23 +677,6 @@ async fn wait_for_signal() {
         }
         Err(_) => {
             let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::rmcp_quieted;
-
-    #[test]
-    fn rmcp_is_only_ever_quieted_never_raised() {
-        assert!(rmcp_quieted("info").contains("rmcp=warn"));
-        assert!(rmcp_quieted("warn").contains("rmcp::service=error"));
-        assert!(!rmcp_quieted("warn").contains("rmcp=warn"));
-        // Filters that had rmcp off, or name it, are left as they are (`off` is the console's:
-        // nothing may reach stderr under it).
-        for left in ["error", "off", "turnscope=debug", "", "info,rmcp=debug"] {
-            assert_eq!(rmcp_quieted(left), left);
         }
     }
 }
