@@ -697,6 +697,11 @@ impl Sessions {
                 let gone = changed.head_gone();
                 let shared = self.inner.storage.shared();
                 self.conflicted(session, changed).await;
+                if gone && session.deleted_here() {
+                    // Closed here meanwhile, and deleted (the bot ended the conversation with
+                    // this turn): its reply is the conversation's last word, not a loss.
+                    return Ok(ChatReply::of(&turn, unread));
+                }
                 if shared {
                     // Another replica went on without this turn (it reported it cut off), or
                     // the store lost the conversation: answering it as a turn would split the

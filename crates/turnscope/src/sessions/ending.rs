@@ -63,6 +63,7 @@ impl Sessions {
         session.bot.end().await;
         self.close_tasks(session).await;
         if forget {
+            session.deleted_here.store(true, Ordering::Relaxed);
             self.inner.storage.delete(&session.id).await;
         }
         self.inner.storage.release(&session.id).await;

@@ -135,6 +135,10 @@ pub struct Session {
     /// says so without a lock.
     client_gone: Mutex<Option<(String, u64)>>,
     gone: std::sync::atomic::AtomicBool,
+    /// Closed here and its stored copy deleted on purpose ([`Sessions::close`]: the bot's
+    /// `end_session`, the console, the idle sweep): a write of its last turn that then finds
+    /// it gone from the store is that close's doing, not news to warn about.
+    deleted_here: std::sync::atomic::AtomicBool,
     epoch: Instant,
     bot: BotSession,
     chat: tokio::sync::Mutex<persist::ChatState>,
@@ -200,6 +204,11 @@ impl Session {
         *self.client_gone.lock().unwrap_or_else(|p| p.into_inner()) =
             Some((client.to_string(), at_us));
         self.gone.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether this process closed it and deleted its stored copy on purpose.
+    fn deleted_here(&self) -> bool {
+        self.deleted_here.load(Ordering::Relaxed)
     }
 
     /// The client that let go of it and when, when no call came since.
@@ -512,6 +521,7 @@ impl Sessions {
             last_used_ms: AtomicU64::new(self.inner.epoch.elapsed().as_millis() as u64),
             client_gone: Mutex::new(None),
             gone: std::sync::atomic::AtomicBool::new(false),
+            deleted_here: std::sync::atomic::AtomicBool::new(false),
             epoch: self.inner.epoch,
             bot,
             chat: tokio::sync::Mutex::new(persist::ChatState::new(stored)),

@@ -281,6 +281,11 @@ impl Sessions {
     /// served it: said as such (a warning naming the likely cause), not as a conversation
     /// another replica went on with.
     pub(crate) async fn gone_from_store(&self, session: &Session) {
+        if session.deleted_here() {
+            // This process closed it and deleted it (the bot's `end_session` while the reply
+            // was being written): nothing was lost that the close did not mean to end.
+            return;
+        }
         let cause = if self.inner.storage.shared() {
             "it was deleted (`turnscope sessions delete`), or the store lost it (a Redis restarted \
              without persistence keeps nothing: see `appendonly` in the README's \"Replicas with a \
@@ -670,6 +675,7 @@ impl Sessions {
             last_used_ms: AtomicU64::new(last_used),
             client_gone: Mutex::new(None),
             gone: std::sync::atomic::AtomicBool::new(false),
+            deleted_here: std::sync::atomic::AtomicBool::new(false),
             epoch,
             bot,
             chat: tokio::sync::Mutex::new(state),
