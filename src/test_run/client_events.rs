@@ -36,6 +36,7 @@ impl ClientEvents {
             restored: false,
             began_us: None,
             taken_from: None,
+            greeting: None,
         }));
         session
     }
@@ -51,6 +52,7 @@ impl ClientEvents {
             restored: false,
             began_us: None,
             taken_from: None,
+            greeting: None,
         }));
     }
 

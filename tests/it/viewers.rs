@@ -142,7 +142,11 @@ async fn until_turn_end(
 
 #[tokio::test]
 async fn three_viewers_see_the_same_lines_after_the_sessions_they_joined() {
-    let app = app(|c| c.server.auth_token = Some(TOKEN.into())).await;
+    let app = app(|c| {
+        c.server.auth_token = Some(TOKEN.into());
+        c.bot.greeting = Some("Hello, I am the watched bot.".into());
+    })
+    .await;
     let addr = app.server.addr;
     let url = app.server.mcp_url();
     // A conversation nobody watches: the bus is not even listened to.
@@ -162,11 +166,10 @@ async fn three_viewers_see_the_same_lines_after_the_sessions_they_joined() {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
         assert!(matches!(events[0], Event::Replica(_)), "{lines:?}");
-        assert!(
-            events
-                .iter()
-                .any(|e| matches!(e, Event::Session(s) if s.session == 1 && s.closed.is_none()))
-        );
+        // With its greeting, which a viewer's transcript shows atop (it had none: tour H).
+        assert!(events.iter().any(|e| matches!(e,
+            Event::Session(s) if s.session == 1 && s.closed.is_none()
+                && s.greeting.as_deref() == Some("Hello, I am the watched bot."))));
         assert!(events.iter().any(|e| matches!(e,
             Event::TurnStarted { line, .. } if line == "before anyone watched")));
         assert!(events.iter().any(|e| matches!(e,
@@ -224,6 +227,24 @@ async fn three_viewers_see_the_same_lines_after_the_sessions_they_joined() {
                 .iter()
                 .any(|e| matches!(e, Event::TurnEnded(t) if t.retold)),
         "a turn seen running is not marked told again"
+    );
+    // A session opened while they watch: its opening line carries the greeting too.
+    let _second = bot_client::start(&client).await;
+    let opened = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let line = viewers[0].recv().await.expect("the stream is open");
+            if let Ok(Event::Session(s)) = serde_json::from_str::<Event>(&line)
+                && s.session == 2
+            {
+                return s;
+            }
+        }
+    })
+    .await
+    .expect("told within 10 s of the second session");
+    assert_eq!(
+        opened.greeting.as_deref(),
+        Some("Hello, I am the watched bot.")
     );
     drop(viewers);
     eventually("the viewers are gone", || true).await;

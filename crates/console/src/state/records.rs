@@ -169,6 +169,9 @@ pub struct SessionRow {
     pub idle_left_s: Option<u64>,
     /// The replica this one took it over from (a store the replicas share), if any.
     pub taken_from: Option<String>,
+    /// The greeting its bot opened it with, when the opening said (a watched server, a
+    /// replay); the local console's own bot's greeting stands in otherwise.
+    pub greeting: Option<String>,
 }
 
 impl SessionRow {

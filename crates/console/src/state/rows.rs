@@ -111,9 +111,13 @@ impl ConsoleState {
                     age_s: 0,
                     idle_left_s: None,
                     taken_from: None,
+                    greeting: None,
                 });
                 if s.taken_from.is_some() {
                     row.taken_from = s.taken_from.clone();
+                }
+                if s.greeting.is_some() {
+                    row.greeting = s.greeting.clone();
                 }
             }
             Some(reason) => self.close_row(s.session, reason.clone(), s.at_us),

@@ -141,6 +141,7 @@ fn session_event(session: u64, closed: Option<&str>) -> Event {
         restored: false,
         began_us: None,
         taken_from: None,
+        greeting: None,
         at_us: 1,
     })
 }

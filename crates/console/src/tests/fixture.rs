@@ -85,6 +85,7 @@ impl Script {
             restored: false,
             began_us: None,
             taken_from: None,
+            greeting: None,
         }));
     }
 
@@ -398,6 +399,7 @@ pub fn state() -> ConsoleState {
             age_s: 65,
             idle_left_s: Some(295),
             taken_from: None,
+            greeting: None,
         },
         SessionRow {
             number: 2,
@@ -411,6 +413,7 @@ pub fn state() -> ConsoleState {
             age_s: 64,
             idle_left_s: None,
             taken_from: None,
+            greeting: None,
         },
     ]);
     state.set_tools_and_skips(

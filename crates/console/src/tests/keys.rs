@@ -920,6 +920,7 @@ fn after_a_watched_restart_the_new_sessions_frames_are_listed() {
             restored: false,
             began_us: None,
             taken_from: None,
+            greeting: None,
         })
     };
     let frame = |id: u64, detail: &str| crossing(9, 1, id, "TextPiece", detail, 2);

@@ -35,6 +35,7 @@ pub fn session(session: u64, turns: u64, words: usize) -> Vec<Event> {
         restored: false,
         began_us: None,
         taken_from: None,
+        greeting: None,
         at_us: T0,
     })];
     let mut frame_id = 0;

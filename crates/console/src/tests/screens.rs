@@ -53,6 +53,7 @@ fn fresh() -> Console {
         restored: false,
         began_us: None,
         taken_from: None,
+        greeting: None,
         at_us: 1_000_000,
     }));
     let mut c = Console::new(state, Theme::default(), false);
@@ -155,6 +156,7 @@ fn opened_by_mcp(number: u64, prefix: &str, client: &str) -> Event {
         restored: false,
         began_us: None,
         taken_from: None,
+        greeting: None,
         at_us: number * 1_000_000,
     })
 }

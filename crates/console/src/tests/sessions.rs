@@ -156,6 +156,7 @@ fn a_long_session_number_is_shown_whole() {
             restored: false,
             began_us: None,
             taken_from: None,
+            greeting: None,
             at_us: c.state.now_us + 1_000,
         }));
     c.focus = PaneId::Sessions;
@@ -169,4 +170,36 @@ fn a_long_session_number_is_shown_whole() {
         screen.contains(" 1       1a2b3c4d"),
         "shorter numbers line up: {screen}"
     );
+}
+
+/// A session's own greeting (its opening line says it: a watched server, a replay, a stored
+/// session) tops its transcript; this console's bot's greeting only stands in for one that
+/// says none. Attached and replayed transcripts began without the greeting (tour H).
+#[test]
+fn a_sessions_own_greeting_tops_its_transcript() {
+    let mut c = console();
+    c.state.greeting = Some("Hello from this console's bot".into());
+    let opened = |session: u64, greeting: Option<&str>, at_us: u64| {
+        Event::Session(turnscope::observe::SessionEvent {
+            session,
+            handle_prefix: format!("{session:08}"),
+            opener: turnscope::observe::SessionOpener::Api,
+            closed: None,
+            restored: false,
+            began_us: None,
+            taken_from: None,
+            greeting: greeting.map(str::to_string),
+            at_us,
+        })
+    };
+    let at_us = c.state.now_us + 1_000;
+    c.state
+        .apply(&opened(41, Some("Hello, I am the watched bot."), at_us));
+    c.state.apply(&opened(42, None, at_us));
+    let first_line = |c: &mut Console, session: u64| {
+        c.selected = Some(session);
+        crate::draw::panes::transcript::lines(c, 100)[0].to_string()
+    };
+    assert_eq!(first_line(&mut c, 41), "bot  Hello, I am the watched bot.");
+    assert_eq!(first_line(&mut c, 42), "bot  Hello from this console's bot");
 }

@@ -61,6 +61,7 @@ fn sessions_pane_and_transcript_mark_a_session_taken_over_from_another_replica()
             restored: true,
             began_us: None,
             taken_from: Some("r1".into()),
+            greeting: None,
         },
     ));
     assert_eq!(

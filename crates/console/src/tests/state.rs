@@ -79,6 +79,7 @@ fn a_sessions_turn_count_is_its_highest_turn_even_when_only_the_last_were_seen()
         restored: false,
         began_us: None,
         taken_from: None,
+        greeting: None,
     }));
     let started = |turn: u64| Event::TurnStarted {
         session: 7,
@@ -113,6 +114,7 @@ fn a_closed_sessions_number_opening_again_is_a_new_session() {
             restored: false,
             began_us: None,
             taken_from: None,
+            greeting: None,
         })
     };
     let started = |line: &str| Event::TurnStarted {
@@ -220,6 +222,7 @@ fn a_reopened_sessions_age_counts_from_its_conversations_start() {
         restored: true,
         began_us: Some(T0 - 3_600_000_000),
         taken_from: None,
+        greeting: None,
     }));
     s.now_us = T0 + 5_000_000;
     s.age_rows();
@@ -379,6 +382,7 @@ fn closed_sessions_beyond_the_bound_are_forgotten() {
                 restored: false,
                 began_us: None,
                 taken_from: None,
+                greeting: None,
             }));
         }
     }
@@ -403,6 +407,7 @@ fn a_snapshot_replaces_event_rows_and_marks_vanished_ones_closed() {
         age_s: 20,
         idle_left_s: Some(280),
         taken_from: None,
+        greeting: None,
     };
     s.sync_sessions(vec![row.clone()]);
     assert_eq!(s.session(1), Some(&row));
@@ -560,6 +565,7 @@ fn a_closed_session_drops_its_stale_live_snapshot() {
         restored: false,
         began_us: None,
         taken_from: None,
+        greeting: None,
     }));
     let turn = &s.transcript(2)[0];
     assert_eq!(turn.reply, "Once upon a time", "the event-built reply wins");
@@ -838,6 +844,7 @@ fn a_conversation_opened_again_is_one_row() {
             restored,
             began_us: None,
             taken_from: None,
+            greeting: None,
         })
     };
     s.apply(&event(12, None, false));
@@ -865,6 +872,7 @@ fn a_whisker_worker_is_labelled_as_whiskers_not_as_an_mcp_client() {
             restored: false,
             began_us: None,
             taken_from: None,
+            greeting: None,
         })
     };
     s.apply(&opened(1, "", "pipecat PipelineTask#0"));

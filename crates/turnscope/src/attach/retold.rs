@@ -163,6 +163,7 @@ mod tests {
             restored: false,
             began_us: None,
             taken_from: None,
+            greeting: None,
         })
     }
 

@@ -503,6 +503,7 @@ fn take_line(line: &[u8], bus: &Bus, state: &Shared, seen: &mut Seen) -> bool {
                     restored: false,
                     began_us: None,
                     taken_from: None,
+                    greeting: None,
                 }));
             }
         }
@@ -543,6 +544,7 @@ mod tests {
             restored: false,
             began_us: None,
             taken_from: None,
+            greeting: None,
         })
     }
 

@@ -399,6 +399,7 @@ impl Target {
                 restored: false,
                 began_us: None,
                 taken_from: None,
+                greeting: started.greeting.clone(),
             }));
         }
     }
@@ -677,6 +678,7 @@ impl Target {
                 restored: false,
                 began_us: None,
                 taken_from: None,
+                greeting: None,
             }));
         }
     }
@@ -697,6 +699,7 @@ impl Target {
             restored: false,
             began_us: None,
             taken_from: None,
+            greeting: None,
         }));
     }
 

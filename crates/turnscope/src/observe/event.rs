@@ -334,6 +334,10 @@ pub struct SessionEvent {
     /// names it. `None` when it was born here or is continued by the same replica.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub taken_from: Option<String>,
+    /// The greeting its bot opened it with (what `start` returned), on the opening: a viewer
+    /// and a replay show it atop the transcript as the local console does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub greeting: Option<String>,
 }
 
 /// What happened to a task (a `chat` call's turn served as an MCP task).

@@ -77,6 +77,7 @@ impl Sessions {
                 restored: false,
                 began_us: None,
                 taken_from: None,
+                greeting: None,
             })
         });
         tracing::info!(session = session.number, handle = %session.handle_prefix(), reason, "session closed");

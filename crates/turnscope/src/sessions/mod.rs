@@ -468,6 +468,7 @@ impl Sessions {
                 restored: session.restored,
                 began_us: session.began_before_opening_us(),
                 taken_from: session.taken_from.clone(),
+                greeting: session.bot.greeting().map(str::to_string),
             })
         });
         tracing::info!(session = session.number, handle = %session.handle_prefix(), restored = session.restored, taken_from = session.taken_from.as_deref(), "session opened");

@@ -37,6 +37,7 @@ pub fn events(head: &Head, turns: &[StoredTurn], origin: &str) -> Vec<Event> {
         restored: false,
         began_us: None,
         taken_from: None,
+        greeting: head.greeting.clone(),
     }));
     let mut frame_id = 0u64;
     for turn in turns {
@@ -144,6 +145,9 @@ mod tests {
             })
             .collect();
         assert_eq!(pieces, ["rep", " ly "]);
+        // The greeting it opened with, for the replayed transcript's top (it had none).
+        assert!(events.iter().any(|e| matches!(e,
+            Event::Session(s) if s.greeting.as_deref() == Some("Hello"))));
         assert!(text.contains("\"reason\":\"restarted\""), "{text}");
         let case = test_case(&head, &turns, "sqlite:/x").unwrap();
         let parsed = crate::conversation_test::parse(&case, "case.test.toml", &|_| None).unwrap();

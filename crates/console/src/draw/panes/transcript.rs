@@ -126,7 +126,14 @@ pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
         }
         return out;
     };
-    if let Some(greeting) = &c.state.greeting {
+    // The session's own (a watched server's, a replay's, one opened before a reload
+    // changed it), else this console's bot's.
+    let greeting = c
+        .state
+        .session(session)
+        .and_then(|row| row.greeting.as_deref())
+        .or(c.state.greeting.as_deref());
+    if let Some(greeting) = greeting {
         speaker(&mut out, "bot", greeting, t.bot, t.bot, width);
     }
     let turns = c.state.transcript(session);

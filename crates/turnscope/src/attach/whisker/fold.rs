@@ -97,6 +97,7 @@ impl Fold {
                 restored: false,
                 began_us: None,
                 taken_from: None,
+                greeting: None,
             }));
         }
         self.workers.clear();
@@ -148,6 +149,7 @@ impl Fold {
                 began_us: (worker.added_us > 0 && worker.added_us < at_us)
                     .then_some(worker.added_us),
                 taken_from: None,
+                greeting: None,
             }));
         }
         out
@@ -317,6 +319,7 @@ impl Fold {
                     restored: false,
                     began_us: None,
                     taken_from: None,
+                    greeting: None,
                 }));
             }
             _ => {}

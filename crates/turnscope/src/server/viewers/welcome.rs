@@ -114,6 +114,7 @@ pub(super) fn preamble<'a>(
                 restored: session.restored,
                 began_us: session.began_before_opening_us(),
                 taken_from: session.taken_from.clone(),
+                greeting: session.bot().greeting().map(str::to_string),
             }));
         }
         // Its client let go of it meanwhile (that line may be gone from the history): told
