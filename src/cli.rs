@@ -141,7 +141,8 @@ pub enum Command {
     /// server; exit 0 all passed, 1 a case failed, 2 could not run.
     Test(TestArgs),
     /// The config's tool sources from the command line: list them, or call one as the bot
-    /// would; JSON on stdout; exit 0 ok, 1 the tool returned an error, 2 could not call.
+    /// would; JSON on stdout; exit 0 ok, 1 the tool returned an error, 2 could not call, 3
+    /// the tool did not answer (timed out, too large, its server lost).
     Tools {
         /// What to do.
         #[command(subcommand)]
