@@ -547,6 +547,38 @@ fn at_120_columns_the_header_keeps_the_store() {
     assert!(first.contains("model scripted"), "{first}");
 }
 
+/// Between 120 and 170 columns the header shortens the model's name before it gives up the
+/// MCP URL: a wider screen showed less (at 130–160 the URL went and the model's whole address
+/// stayed; tour H), and the wider it is the more comes back.
+#[test]
+fn the_header_shortens_the_model_before_it_gives_up_the_mcp_url() {
+    let mut c = fresh();
+    c.state.header.store = Some("sqlite:/tmp/x/sessions-127.0.0.1-47200.sqlite3".into());
+    c.state.header.config = Some(crate::state::ConfigMark {
+        version: 1,
+        ..crate::state::ConfigMark::default()
+    });
+    for width in [120u16, 130, 140, 150, 160] {
+        let shown = screen(&mut c, width, 30);
+        let first = shown.lines().next().unwrap_or_default().to_string();
+        assert!(
+            first.contains("MCP http://127.0.0.1:7870/mcp"),
+            "{width}: {first}"
+        );
+        assert!(first.contains(" model "), "{width}: {first}");
+    }
+    let first = screen(&mut c, 200, 30)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        first.contains("MCP http://127.0.0.1:7870/mcp")
+            && first.contains("model embedded scripted model (http://127.0.0.1:7861/v1)"),
+        "{first}"
+    );
+}
+
 /// Watching whisker alone, a typed line is kept and the notice says nothing here chats (it
 /// offered `n`, which then said there was no bot URL).
 #[test]

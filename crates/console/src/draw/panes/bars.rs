@@ -181,14 +181,16 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
     }
     config_mark(&mut first, c);
     if let Some(url) = &h.mcp_url {
-        // The second line's `claude mcp add` carries the URL too.
+        // The second line's `claude mcp add` carries the URL too; still, it goes only after
+        // the model's name is shortened (at 130 columns the URL went and the model's whole
+        // address stayed).
         first.push(Chunk::new(
             vec![
                 Span::styled(" MCP ", t.dim),
                 Span::styled(url.clone(), t.accent),
                 Span::styled(" ", t.dim),
             ],
-            2,
+            3,
         ));
     }
     if let Some((id, state)) = &h.replica {
@@ -265,7 +267,7 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
                     Span::styled(short, t.text),
                     Span::styled(" ", t.dim),
                 ],
-                3,
+                2,
             ),
         );
     }
