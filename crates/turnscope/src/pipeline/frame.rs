@@ -174,8 +174,21 @@ impl FrameBody {
         }
     }
 
-    /// A short rendering of the payload for the console (built only when someone listens).
+    /// A short rendering of the payload for the console (built only when someone listens),
+    /// at most [`DETAIL_MAX`] bytes but for a text piece (a token or so, which the console
+    /// streams the reply from): a journey writes it at every hop, so a 4 MB line or tool
+    /// result made 4 MB per crossing of the events file and of every viewer's stream. The
+    /// whole texts are the turn's (`turn_started`, `tool_call`, the transcript).
     pub fn detail(&self) -> String {
+        if let FrameBody::TextPiece(piece) = self {
+            return piece.to_string();
+        }
+        let mut detail = self.detail_whole();
+        cap_detail(&mut detail);
+        detail
+    }
+
+    fn detail_whole(&self) -> String {
         match self {
             FrameBody::Cancel(reason) => reason.to_string(),
             FrameBody::UserLine(line) => line.to_string(),
@@ -193,6 +206,25 @@ impl FrameBody {
             _ => String::new(),
         }
     }
+}
+
+/// Most bytes of a frame's detail but a text piece's ([`FrameBody::detail`]).
+pub const DETAIL_MAX: usize = 4096;
+
+/// Cuts `detail` to [`DETAIL_MAX`] bytes (on a character boundary), saying how long it was.
+fn cap_detail(detail: &mut String) {
+    if detail.len() <= DETAIL_MAX {
+        return;
+    }
+    let total = detail.len();
+    let mut end = DETAIL_MAX;
+    while !detail.is_char_boundary(end) {
+        end -= 1;
+    }
+    detail.truncate(end);
+    detail.push_str(&format!(
+        "…[cut by turnscope: {total} bytes in all; the transcript and the turn view have it whole]"
+    ));
 }
 
 /// What one finished model response reported, as the turn records it.
@@ -291,5 +323,23 @@ mod tests {
         assert!(FrameBody::End.is_uninterruptible());
         assert!(!FrameBody::TextPiece("a".into()).is_uninterruptible());
         assert!(!FrameBody::ResponseEnd { calls: 1 }.is_uninterruptible());
+    }
+
+    /// A frame's detail is written at every hop of its journey: a 4 MB line made 4 MB per
+    /// crossing of the events file (tour G: one turn, 90 MB). Cut, saying how long it was;
+    /// a text piece, which the console streams the reply from, is whole.
+    #[test]
+    fn a_frames_detail_is_bounded_but_a_text_pieces() {
+        let line: String = "é".repeat(1_000_000);
+        let detail = FrameBody::UserLine(line.as_str().into()).detail();
+        assert!(detail.len() < DETAIL_MAX + 200, "{}", detail.len());
+        assert!(
+            detail.ends_with("[cut by turnscope: 2000000 bytes in all; the transcript and the turn view have it whole]"),
+            "{}",
+            &detail[DETAIL_MAX - 10..]
+        );
+        assert_eq!(FrameBody::UserLine("short".into()).detail(), "short");
+        let piece = FrameBody::TextPiece(line.as_str().into()).detail();
+        assert_eq!(piece.len(), line.len());
     }
 }
