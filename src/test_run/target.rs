@@ -450,11 +450,12 @@ fn turn_record(result: &CallToolResult, elapsed: Duration, first: Option<Duratio
         .map(str::to_string)
         .or_else(|| call_failed.then(|| text_of(result)));
     TurnRecord {
-        reply: r
-            .get("reply")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string(),
+        // Past 64 KiB the record leaves the reply to the text (`reply_bytes` instead).
+        reply: match r.get("reply").and_then(Value::as_str) {
+            Some(reply) => reply.to_string(),
+            None if r.get("reply_bytes").is_some() => text_of(result),
+            None => String::new(),
+        },
         turn: r.get("turn").and_then(Value::as_u64),
         call_failed,
         error,

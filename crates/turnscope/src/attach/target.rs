@@ -857,7 +857,12 @@ fn reply_of(result: &CallToolResult, took: Duration) -> ChatReply {
         })
         .unwrap_or_default();
     ChatReply {
-        reply: r["reply"].as_str().unwrap_or_default().to_string(),
+        // Past 64 KiB the record leaves the reply to the text (`reply_bytes` instead).
+        reply: match r["reply"].as_str() {
+            Some(reply) => reply.to_string(),
+            None if r.get("reply_bytes").is_some() => text.clone(),
+            None => String::new(),
+        },
         turn: r["turn"].as_u64(),
         end_reason: r["end_reason"].as_str().map(str::to_string),
         error: r["error"]

@@ -20,6 +20,12 @@ use crate::sessions::ChatReply;
 /// `config_version`.
 pub const TURN_META: &str = "turnscope/turn";
 
+/// Longest reply the turn record repeats under `reply`. A longer one is the result's text
+/// alone, and the record says its length under `reply_bytes` instead, so the result carries
+/// it once: a client SDK may refuse a message over 1 MiB (the Python SDK's SSE events), and
+/// a 600 KB reply sent twice never reached it.
+pub const REPLY_IN_RECORD_MAX: usize = 64 * 1024;
+
 /// The `_meta` key of `start`'s record: `handle`, `greeting`, `replica`.
 pub const START_META: &str = "turnscope/start";
 
@@ -85,7 +91,13 @@ pub(crate) fn chat_result(reply: &ChatReply) -> CallToolResult {
     } else {
         CallToolResult::success(vec![ContentBlock::text(text)])
     };
-    let record = serde_json::to_value(reply).unwrap_or(Value::Null);
+    let mut record = serde_json::to_value(reply).unwrap_or(Value::Null);
+    if reply.reply.len() > REPLY_IN_RECORD_MAX
+        && let Some(fields) = record.as_object_mut()
+    {
+        fields.remove("reply");
+        fields.insert("reply_bytes".into(), json!(reply.reply.len()));
+    }
     with_meta(result, TURN_META, record)
 }
 
@@ -235,6 +247,27 @@ mod tests {
         let meta = result.meta.as_ref().unwrap();
         assert_eq!(meta[TURN_META]["total_ms"], 40.25);
         assert_eq!(meta[TURN_META]["end_reason"], "completed");
+    }
+
+    /// A reply past 64 KiB is carried once, as the text: the record gives its length
+    /// instead. A 420 KB reply made an 840 KB SSE event, and a 600 KB one went past the
+    /// Python SDK's 1 MiB limit and never reached it (tour G).
+    #[test]
+    fn a_long_reply_is_carried_once() {
+        let short = chat_result(&reply("We open at nine.", Some("completed"), None));
+        assert_eq!(
+            short.meta.as_ref().unwrap()[TURN_META]["reply"],
+            "We open at nine."
+        );
+        let long = "nine ".repeat(REPLY_IN_RECORD_MAX / 5 + 1);
+        let result = chat_result(&reply(&long, Some("completed"), None));
+        let record = &result.meta.as_ref().unwrap()[TURN_META];
+        assert!(record.get("reply").is_none(), "the reply twice");
+        assert_eq!(record["reply_bytes"], long.len());
+        assert_eq!(record["end_reason"], "completed");
+        assert_eq!(text_of(&result), long);
+        let bytes = serde_json::to_vec(&result).unwrap().len();
+        assert!(bytes < long.len() + 1_000, "{bytes}");
     }
 
     #[test]
