@@ -225,7 +225,12 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
                 .map(turnscope::attach::address::whisker_url)
                 .transpose()
                 .map_err(anyhow::Error::msg)?;
-            let theme = Theme::resolve(theme.as_deref(), turnscope_console::no_color())?;
+            // Its `[console]` (memory, theme) as replay and the local console read it: a
+            // viewer kept 16 MiB and the dark theme whatever the file said.
+            let (config, _) = Config::load(cli.config.as_deref(), &cli.serve.overrides())?;
+            turnscope_console::state::budget::Budget::set_process_default(config.console.max_mib);
+            let choice = theme.or(config.console.theme);
+            let theme = Theme::resolve(choice.as_deref(), turnscope_console::no_color())?;
             turnscope_console::run::terminal::check()?;
             let options = turnscope::attach::AttachOptions {
                 url,

@@ -791,3 +791,38 @@ async fn ctrl_z_hands_the_terminal_over_and_takes_it_back() {
     s.send(b"\x03").await;
     assert!(s.wait_exit().await.success());
 }
+
+/// `attach` reads the config's `[console]` as the local console and replay do: a viewer kept
+/// 16 MiB and the dark theme whatever `max_mib` and `theme` said (tour G). A theme file that
+/// does not parse, named by the config, shows the file was read.
+#[tokio::test]
+async fn attach_reads_the_consoles_settings_from_the_config() {
+    let dir = std::env::temp_dir().join(format!("turnscope-attach-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let theme = dir.join("broken.toml");
+    std::fs::write(&theme, "accent = { fg = \"not-a-colour\" }\n").unwrap();
+    let config = dir.join("viewer.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[console]\nmax_mib = 1\ntheme = {:?}\n",
+            theme.display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
+        .arg("--config")
+        .arg(&config)
+        .args(["attach", "http://127.0.0.1:9/mcp"])
+        .current_dir(&dir)
+        .output()
+        .await
+        .expect("runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("broken.toml") && err.contains("`accent.fg`"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
