@@ -208,6 +208,72 @@ async fn a_huge_body_is_refused_and_the_server_stays_healthy() {
     app.shutdown().await;
 }
 
+/// A client still sending a body over the limit reads the 413 and its words: the server
+/// reads the rest and throws it away before answering. It answered at once and closed, and
+/// the kernel reset the connection under the body still arriving: the MCP Python SDK read
+/// `ReadError` and nothing of why (tour G). Both ways a body can be over: declared, and sent
+/// in chunks with no length.
+#[tokio::test]
+async fn a_client_still_sending_a_body_over_the_limit_reads_the_413() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = app(|c| c.server.max_body_bytes = 64 * 1024).await.unwrap();
+    let chunk = vec![b'x'; 64 * 1024];
+    for chunked in [false, true] {
+        let mut socket = tokio::net::TcpStream::connect(app.server.addr)
+            .await
+            .unwrap();
+        let framing = if chunked {
+            "transfer-encoding: chunked".to_string()
+        } else {
+            format!("content-length: {}", 64 * chunk.len())
+        };
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n\
+             accept: application/json, text/event-stream\r\n{framing}\r\n\r\n",
+            app.server.addr
+        );
+        socket.write_all(head.as_bytes()).await.unwrap();
+        // 4 MiB, a piece at a time, as a client streaming its request does.
+        for _ in 0..64 {
+            if chunked {
+                socket
+                    .write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+                    .await
+                    .unwrap();
+            }
+            socket
+                .write_all(&chunk)
+                .await
+                .unwrap_or_else(|e| panic!("chunked: {chunked}: the body's sending failed: {e}"));
+            if chunked {
+                socket.write_all(b"\r\n").await.unwrap();
+            }
+            tokio::task::yield_now().await;
+        }
+        if chunked {
+            socket.write_all(b"0\r\n\r\n").await.unwrap();
+        }
+        let mut answer = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match socket.read(&mut buf).await {
+                Ok(0) => break,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+                Err(e) => panic!("chunked: {chunked}: reset before the answer was read: {e}"),
+            }
+            if answer.windows(15).any(|w| w == b"raise the limit") {
+                break;
+            }
+        }
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(
+            answer.starts_with("HTTP/1.1 413") && answer.contains("server.max_body_bytes"),
+            "chunked: {chunked}: {answer}"
+        );
+    }
+    app.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_handle_sharing_the_first_half_of_a_real_one_is_refused() {
     let app = app(|_| {}).await.unwrap();

@@ -13,6 +13,12 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
+/// Most bytes of a refused body read and thrown away before its 413 goes out. A server that
+/// closes a connection with a body still arriving has the kernel reset it, and a client still
+/// sending (the MCP Python SDK, any async HTTP client) then reads a reset instead of the
+/// answer: `ReadError`, nothing of why. Past this much the connection is closed anyway.
+const DRAINED_AT_MOST: u64 = 64 * 1024 * 1024;
+
 /// How much and how slowly a request body may arrive.
 #[derive(Debug, Clone, Copy)]
 pub struct BodyRules {
@@ -43,14 +49,14 @@ pub(crate) async fn read_whole(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
+    let (parts, mut body) = request.into_parts();
     if declared.is_some_and(|n| n > rules.max_bytes as u64) {
-        return too_large(rules);
+        return too_large(rules, &mut body).await;
     }
-    let (parts, body) = request.into_parts();
-    let read = Limited::new(body, rules.max_bytes).collect();
+    let read = Limited::new(&mut body, rules.max_bytes).collect();
     let bytes = match tokio::time::timeout(rules.timeout, read).await {
         Ok(Ok(collected)) => collected.to_bytes(),
-        Ok(Err(err)) if err.is::<LengthLimitError>() => return too_large(rules),
+        Ok(Err(err)) if err.is::<LengthLimitError>() => return too_large(rules, &mut body).await,
         Ok(Err(err)) => {
             return (
                 StatusCode::BAD_REQUEST,
@@ -78,7 +84,19 @@ pub(crate) async fn read_whole(
         .await
 }
 
-fn too_large(rules: BodyRules) -> Response {
+/// The 413, once what is still arriving of the refused `body` was read and thrown away (at
+/// most [`DRAINED_AT_MOST`] bytes, within the body's deadline), so the client reads it.
+async fn too_large(rules: BodyRules, body: &mut Body) -> Response {
+    let drain = async {
+        let mut thrown = 0u64;
+        while let Some(Ok(frame)) = body.frame().await {
+            thrown += frame.data_ref().map_or(0, |d| d.len() as u64);
+            if thrown > DRAINED_AT_MOST {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(rules.timeout, drain).await;
     (
         StatusCode::PAYLOAD_TOO_LARGE,
         format!(
