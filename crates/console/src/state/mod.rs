@@ -281,8 +281,13 @@ impl ConsoleState {
         self.progress.dropped()
     }
 
-    /// Turns dropped from `session`'s transcript to keep within the budget.
+    /// Turns dropped from `session`'s transcript, as shown, to keep within the budget: none
+    /// while a live snapshot of the session's own turns is shown instead (the budget did not
+    /// trim those: it said "1 earlier turn let go" over the session's only turn).
     pub fn transcript_dropped(&self, session: u64) -> u64 {
+        if self.live_turns.contains_key(&session) {
+            return 0;
+        }
         self.transcript_dropped.get(&session).copied().unwrap_or(0)
     }
 

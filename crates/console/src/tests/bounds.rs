@@ -79,6 +79,12 @@ fn a_long_session_stays_within_its_budget_and_the_panes_say_what_was_dropped() {
         c.state.transcript_dropped(7)
     );
     assert!(first.contains(&said), "{said:?} missing: {first}");
+    // The live session's own turns shown instead (the selected session of a local console):
+    // nothing of those was let go. It said "1 earlier turn let go" over the only turn (tour G).
+    let shown = c.state.transcript(7).to_vec();
+    c.state.sync_turns(7, shown);
+    let first: String = crate::draw::panes::transcript::lines(&c, 160)[0].to_string();
+    assert!(!first.contains("let go"), "{first}");
 }
 
 fn kept_dropped_text(c: &Console) -> String {
@@ -264,4 +270,14 @@ fn a_session_whose_frames_were_all_dropped_says_so() {
         "{screen}"
     );
     assert!(!flat.contains("yet"), "{screen}");
+    // A session some of whose frames are kept: the pane's line says older ones went (the
+    // list started mid-turn with no word of it; tour G).
+    c.selected = Some(8);
+    c.before_draw();
+    let screen = draw(&c, 160, 48);
+    let said = format!(
+        "{} older dropped (console.max_mib)",
+        crate::text::count(c.state.frames_evicted())
+    );
+    assert!(screen.contains(&said), "{said:?} missing:\n{screen}");
 }

@@ -50,6 +50,15 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             t.dim,
         ),
     ]);
+    // Older ones went to keep within the console's memory: said, as the MCP pane says its
+    // own (the list started mid-turn with no word of it).
+    let evicted = c.state.frames_evicted();
+    if evicted > 0 {
+        info.push(Span::styled(
+            format!(" · {} older dropped (console.max_mib)", count(evicted)),
+            t.dim,
+        ));
+    }
     info.push(if c.frames.paused.is_some() {
         Span::styled(" · ❚❚ paused", t.warn)
     } else if c.frames.cursor.is_none() {
