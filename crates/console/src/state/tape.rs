@@ -13,8 +13,9 @@
 //! (1/256 of it) so that memory stays bounded.
 //!
 //! A file's events are not held: the [`Reel`] keeps where each one starts and reads it again
-//! when a step folds it, so a replay's memory is the console's own bound plus eight bytes an
-//! event, whatever the file's size.
+//! when a step folds it, so a replay's memory is the console's own bound, plus each
+//! checkpoint's copy of the parts of the state it does not share (transcripts, timelines,
+//! progress, the journal: up to 32 copies of those shares), plus eight bytes an event.
 
 use std::collections::BTreeMap;
 use std::fs::File;
