@@ -267,6 +267,47 @@ async fn the_file_store_passes_and_keeps_everything_across_a_reopen() {
     again.close().await;
 }
 
+/// The file gives back what deleted conversations took: it kept its busiest size for ever
+/// (tour G: 450 MB holding nothing), its free pages never reused by another file.
+#[tokio::test]
+async fn the_file_store_gives_back_the_room_of_deleted_conversations() {
+    let dir = TempDir::new("store-vacuum");
+    let path = dir.0.join("sessions.sqlite3");
+    let store = SqliteStore::open(&path).unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..40 {
+        let mut h = head(&store, 42);
+        store.create(&h).await.unwrap();
+        h.version = 1;
+        let mut t = turn(1, 2);
+        t.record.line = "x".repeat(100_000);
+        let mut next = h.clone();
+        next.turns = 1;
+        next.messages = t.last_message();
+        let commit = Commit {
+            expected: h.version,
+            head: next,
+            append: vec![t],
+            drop_before: 0,
+        };
+        store.commit(&h.id, &commit).await.unwrap();
+        ids.push(h.id);
+    }
+    for id in &ids {
+        assert!(store.delete(id).await.unwrap());
+    }
+    store.close().await;
+    let size = std::fs::metadata(&path).unwrap().len();
+    let file = rusqlite::Connection::open(&path).unwrap();
+    let free: i64 = file
+        .query_row("PRAGMA freelist_count", [], |r| r.get(0))
+        .unwrap();
+    assert!(
+        size < 400_000,
+        "{size} bytes kept of 4 MB deleted, {free} pages free"
+    );
+}
+
 /// Writes that arrive together share transactions (fewer flushes than writes), and the
 /// one that conflicts undoes only itself: every other write of its batch is on disk.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
