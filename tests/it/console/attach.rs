@@ -424,6 +424,16 @@ async fn attaching_to_an_unknown_host_or_with_https_to_plain_http_says_which() {
         said.contains("TLS handshake or certificate problem"),
         "{said}"
     );
+    // A server there, the path not its MCP one: its status said plainly (it was rmcp's "Send
+    // message error Transport error: unexpected server response: HTTP 404 Not Found: , when
+    // send initialize request"; tour H).
+    let wrong_path = app.server.mcp_url().replace("/mcp", "/v1");
+    let said = connect(wrong_path).await;
+    assert!(
+        said.contains("it answered `initialize` with HTTP 404 Not Found; check")
+            && !said.contains("Transport error"),
+        "{said}"
+    );
     app.shutdown().await;
 }
 

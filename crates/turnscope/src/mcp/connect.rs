@@ -364,10 +364,30 @@ pub async fn initialize_failed(
     if said.contains("421") {
         return format!("no MCP answer from {url}: {said}");
     }
+    // An HTTP status is said plainly; rmcp's own words ("Send message error Transport error:
+    // unexpected server response: HTTP 404 Not Found: , when send initialize request") only
+    // when there is none.
+    let said = http_status_in(&said).map_or(said, |status| {
+        format!("it answered `initialize` with HTTP {status}")
+    });
     format!(
         "no MCP answer from {url}: {said}; check that an MCP server runs there and that the URL \
          ends in its MCP path (usually /mcp)"
     )
+}
+
+/// The HTTP status an rmcp error names (`HTTP 404 Not Found`), as `404 Not Found`.
+fn http_status_in(said: &str) -> Option<String> {
+    let at = said.find("HTTP ")? + "HTTP ".len();
+    let rest = &said[at..];
+    let code = rest
+        .get(..3)
+        .filter(|c| c.bytes().all(|b| b.is_ascii_digit()))?;
+    let reason: String = rest[3..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == ' ' || *c == '-')
+        .collect();
+    Some(format!("{code}{}", reason.trim_end()))
 }
 
 /// What dialing a URL's host and port found.

@@ -192,8 +192,30 @@ pub(crate) fn server_config(
     }
     crate::config::check_seconds("--timeout-seconds", args.timeout_seconds, false)
         .map_err(StandaloneError::Invalid)?;
-    validate_servers(std::slice::from_ref(&config)).map_err(StandaloneError::Invalid)?;
+    validate_servers(std::slice::from_ref(&config))
+        .map_err(|e| StandaloneError::Invalid(said_of_flags(&e, args)))?;
     Ok((config, label))
+}
+
+/// A config check's error about the server the flags made, worded by the flag that set the
+/// key: the person wrote `--sse ws://…`, not `mcp_servers[0] ("upstream").url`.
+fn said_of_flags(error: &str, args: &StandaloneOptions) -> String {
+    let prefix = format!("mcp_servers[0] (\"{SERVER_NAME}\").");
+    let Some(rest) = error.strip_prefix(&prefix) else {
+        return error.to_string();
+    };
+    let key_end = rest.find([':', '.', '[']).unwrap_or(rest.len());
+    let flag = match &rest[..key_end] {
+        "url" if args.sse.is_some() => "--sse",
+        "url" => "--http",
+        "command" | "args" | "cwd" | "env" => "--stdio",
+        "headers" => "--header",
+        "timeout_seconds" => "--timeout-seconds",
+        "tool_filter" | "tools" => "--allow/--deny",
+        _ => return error.to_string(),
+    };
+    let said = rest[key_end..].trim_start_matches(|c: char| c != ':');
+    format!("{flag}{said}")
 }
 
 /// The guard the flags describe: loopback Host/Origin plus the ones allowed, and the token.
@@ -369,6 +391,22 @@ mod tests {
         };
         let (config, _) = server_config(&http).unwrap();
         assert_eq!(config.url.as_deref(), Some("http://localhost:1234/mcp"));
+    }
+
+    /// A URL the config's checks refuse is said by the flag that gave it, not by the config
+    /// entry the flags made (`mcp_servers[0] ("upstream").url`; tour H).
+    #[test]
+    fn a_bad_upstream_url_is_said_by_its_flag() {
+        let sse = StandaloneOptions {
+            sse: Some("ws://127.0.0.1:1/sse".into()),
+            ..StandaloneOptions::default()
+        };
+        let message = server_config(&sse).unwrap_err().to_string();
+        assert!(
+            message.starts_with("--sse: expected an http:// or https:// URL"),
+            "{message}"
+        );
+        assert!(!message.contains("mcp_servers"), "{message}");
     }
 
     #[test]
