@@ -229,12 +229,18 @@ pub(crate) fn validate_servers(servers: &[McpServerConfig]) -> Result<(), String
             kind @ (TransportKind::Http | TransportKind::Sse) => {
                 let Some(url) = server.url.as_deref() else {
                     return Err(format!(
-                        "{at}.url: missing; a {} server needs its URL, e.g. url = \"http://127.0.0.1:9000/{}\"",
+                        "{at}.url: missing; a {} server needs its URL, e.g. url = \"http://127.0.0.1:9000/{}\"{}",
                         kind.as_str(),
                         if kind == TransportKind::Sse {
                             "sse"
                         } else {
                             "mcp"
+                        },
+                        // Neither given: the transport was only inferred.
+                        if server.transport.is_none() {
+                            " (or give command = \"...\" for a server started over stdio)"
+                        } else {
+                            ""
                         }
                     ));
                 };

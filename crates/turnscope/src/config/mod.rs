@@ -61,8 +61,8 @@ pub enum ConfigError {
         at: Option<(Spot, String)>,
     },
     /// Occurs when a value breaks a rule: the message starts with the key, or with the flag
-    /// that set it, and says what is expected.
-    #[error("{}{message}", in_file(file.as_deref()))]
+    /// that set it, and says what is expected; the file's line where the key is set, if found.
+    #[error("{}{message}", in_file_at(file.as_deref(), at.as_ref()))]
     Invalid {
         /// The file, when the value came from one.
         file: Option<PathBuf>,
@@ -76,6 +76,14 @@ pub enum ConfigError {
 fn in_file(file: Option<&Path>) -> String {
     file.map(|f| format!("config file {}: ", f.display()))
         .unwrap_or_default()
+}
+
+/// [`in_file`] with the line where the key is set: `config file f.toml:2: `.
+fn in_file_at(file: Option<&Path>, at: Option<&Spot>) -> String {
+    match (file, at) {
+        (Some(f), Some(spot)) => format!("config file {}:{}: ", f.display(), spot.line),
+        _ => in_file(file),
+    }
 }
 
 /// Everything turnscope can be configured with.
@@ -765,5 +773,34 @@ mod tests {
             );
         }
         assert!(Config::parse("[model]\npace = 0.0\nidle_timeout_seconds = 1e9\n").is_ok());
+    }
+
+    /// A value a rule refuses, in a file, is said with its line, as docs/config.md promises
+    /// (only parse errors had one; tour H).
+    #[test]
+    fn a_refused_value_in_a_file_names_its_line() {
+        let path = Path::new("f.toml");
+        let e = Config::from_file_text(
+            path,
+            "# mine\n[model]\ntemperature = 5\n",
+            &Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("config file f.toml:3: model.temperature: 5 is out of range"),
+            "{e}"
+        );
+        let e = Config::from_file_text(
+            path,
+            "[[mcp_servers]]\nname = \"Files\"\ncommand = \"node\"\n",
+            &Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("config file f.toml:2: mcp_servers[0].name"),
+            "{e}"
+        );
     }
 }
