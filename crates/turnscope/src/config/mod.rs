@@ -802,5 +802,13 @@ mod tests {
             e.starts_with("config file f.toml:2: mcp_servers[0].name"),
             "{e}"
         );
+        // Neither a url nor a command: both ways are named (the transport was only inferred).
+        let e = Config::parse("[[mcp_servers]]\nname = \"files\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("url: missing") && e.contains("command = "),
+            "{e}"
+        );
     }
 }
