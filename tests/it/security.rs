@@ -274,6 +274,37 @@ async fn a_client_still_sending_a_body_over_the_limit_reads_the_413() {
     app.shutdown().await;
 }
 
+/// A client that waits for `100 Continue` before sending a body over the limit is told at
+/// once, not invited to send it all (reading its body would have had the server say
+/// `100 Continue`; review).
+#[tokio::test]
+async fn a_client_waiting_to_send_a_body_over_the_limit_is_told_before_it_sends() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = app(|c| c.server.max_body_bytes = 64 * 1024).await.unwrap();
+    let mut socket = tokio::net::TcpStream::connect(app.server.addr)
+        .await
+        .unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n\
+         accept: application/json, text/event-stream\r\nexpect: 100-continue\r\n\
+         content-length: 8388608\r\n\r\n",
+        app.server.addr
+    );
+    socket.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = vec![0u8; 4096];
+    let n = tokio::time::timeout(std::time::Duration::from_secs(5), socket.read(&mut answer))
+        .await
+        .expect("answered without a byte of the body")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("connection: close"),
+        "{answer}"
+    );
+    app.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_handle_sharing_the_first_half_of_a_real_one_is_refused() {
     let app = app(|_| {}).await.unwrap();

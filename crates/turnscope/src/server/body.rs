@@ -49,14 +49,26 @@ pub(crate) async fn read_whole(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
+    // A client waiting for `100 Continue` has sent nothing yet: reading its body would make
+    // hyper invite all of it. Told at once, and so is one declaring more than is drained.
+    let waits_to_send = request
+        .headers()
+        .get(header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let started = tokio::time::Instant::now();
     let (parts, mut body) = request.into_parts();
-    if declared.is_some_and(|n| n > rules.max_bytes as u64) {
-        return too_large(rules, &mut body).await;
+    if let Some(declared) = declared.filter(|n| *n > rules.max_bytes as u64) {
+        if waits_to_send || declared > DRAINED_AT_MOST {
+            return refused_too_large(rules, true);
+        }
+        return too_large(rules, &mut body, started).await;
     }
     let read = Limited::new(&mut body, rules.max_bytes).collect();
     let bytes = match tokio::time::timeout(rules.timeout, read).await {
         Ok(Ok(collected)) => collected.to_bytes(),
-        Ok(Err(err)) if err.is::<LengthLimitError>() => return too_large(rules, &mut body).await,
+        Ok(Err(err)) if err.is::<LengthLimitError>() => {
+            return too_large(rules, &mut body, started).await;
+        }
         Ok(Err(err)) => {
             return (
                 StatusCode::BAD_REQUEST,
@@ -85,19 +97,28 @@ pub(crate) async fn read_whole(
 }
 
 /// The 413, once what is still arriving of the refused `body` was read and thrown away (at
-/// most [`DRAINED_AT_MOST`] bytes, within the body's deadline), so the client reads it.
-async fn too_large(rules: BodyRules, body: &mut Body) -> Response {
+/// most [`DRAINED_AT_MOST`] bytes, within what is left of the body's deadline since
+/// `started`), so the client reads it; one that sends more is told and cut off.
+async fn too_large(rules: BodyRules, body: &mut Body, started: tokio::time::Instant) -> Response {
     let drain = async {
         let mut thrown = 0u64;
         while let Some(Ok(frame)) = body.frame().await {
             thrown += frame.data_ref().map_or(0, |d| d.len() as u64);
             if thrown > DRAINED_AT_MOST {
-                break;
+                return false;
             }
         }
+        true
     };
-    let _ = tokio::time::timeout(rules.timeout, drain).await;
-    (
+    let drained = tokio::time::timeout_at(started + rules.timeout, drain)
+        .await
+        .unwrap_or(false);
+    refused_too_large(rules, !drained)
+}
+
+/// The 413's words; `close`: the connection goes with it (a body not read to its end).
+fn refused_too_large(rules: BodyRules, close: bool) -> Response {
+    let mut response = (
         StatusCode::PAYLOAD_TOO_LARGE,
         format!(
             "the request body is larger than the server's limit of {} bytes \
@@ -105,5 +126,12 @@ async fn too_large(rules: BodyRules, body: &mut Body) -> Response {
             rules.max_bytes
         ),
     )
-        .into_response()
+        .into_response();
+    if close {
+        response.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+    }
+    response
 }
