@@ -453,8 +453,8 @@ fn turn_record(result: &CallToolResult, elapsed: Duration, first: Option<Duratio
         // Past 64 KiB the record leaves the reply to the text (`reply_bytes` instead).
         reply: match r.get("reply").and_then(Value::as_str) {
             Some(reply) => reply.to_string(),
-            None if r.get("reply_bytes").is_some() => text_of(result),
-            None => String::new(),
+            None => turnscope::server::mcp_text::reply_left_to_text(r, &text_of(result))
+                .unwrap_or_default(),
         },
         turn: r.get("turn").and_then(Value::as_u64),
         call_failed,

@@ -860,8 +860,7 @@ fn reply_of(result: &CallToolResult, took: Duration) -> ChatReply {
         // Past 64 KiB the record leaves the reply to the text (`reply_bytes` instead).
         reply: match r["reply"].as_str() {
             Some(reply) => reply.to_string(),
-            None if r.get("reply_bytes").is_some() => text.clone(),
-            None => String::new(),
+            None => crate::server::mcp_text::reply_left_to_text(r, &text).unwrap_or_default(),
         },
         turn: r["turn"].as_u64(),
         end_reason: r["end_reason"].as_str().map(str::to_string),

@@ -85,7 +85,7 @@ pub(crate) fn start_result(
 /// `chat`'s result: [`turn_text`] (an error result when the turn failed), the record in
 /// `_meta["turnscope/turn"]`.
 pub(crate) fn chat_result(reply: &ChatReply) -> CallToolResult {
-    let text = turn_text(reply);
+    let (text, reply_at) = turn_text_and_reply_at(reply);
     let result = if reply.is_error() {
         CallToolResult::error(vec![ContentBlock::text(text)])
     } else {
@@ -97,6 +97,7 @@ pub(crate) fn chat_result(reply: &ChatReply) -> CallToolResult {
     {
         fields.remove("reply");
         fields.insert("reply_bytes".into(), json!(reply.reply.len()));
+        fields.insert("reply_at".into(), json!(reply_at));
     }
     with_meta(result, TURN_META, record)
 }
@@ -104,6 +105,12 @@ pub(crate) fn chat_result(reply: &ChatReply) -> CallToolResult {
 /// What the model reads for a `chat` call: the reply, preceded by a note on an unread reply
 /// this line replaced and followed by a note on how the turn ended, when either is needed.
 pub fn turn_text(reply: &ChatReply) -> String {
+    turn_text_and_reply_at(reply).0
+}
+
+/// [`turn_text`], and where in it the reply starts (its byte offset: after a note on an
+/// unread reply), for a record that leaves the reply to the text.
+fn turn_text_and_reply_at(reply: &ChatReply) -> (String, usize) {
     let mut text = String::with_capacity(reply.reply.len() + 160);
     if let Some(unread) = &reply.unread
         && unread.end_reason == "restarted"
@@ -139,6 +146,7 @@ pub fn turn_text(reply: &ChatReply) -> String {
             ".]\n\n"
         });
     }
+    let reply_at = text.len();
     text.push_str(&reply.reply);
     if let Some(note) = end_note(reply) {
         if !reply.reply.is_empty() {
@@ -146,7 +154,24 @@ pub fn turn_text(reply: &ChatReply) -> String {
         }
         text.push_str(&note);
     }
-    text
+    (text, reply_at)
+}
+
+/// The reply of a `chat` result whose turn record (`record`, its [`TURN_META`]) left it to
+/// the text (`reply_bytes` and `reply_at`: a reply over [`REPLY_IN_RECORD_MAX`]); `None`
+/// when the record holds it under `reply`, or says nothing of it.
+pub fn reply_left_to_text(record: &Value, text: &str) -> Option<String> {
+    let bytes = usize::try_from(record.get("reply_bytes")?.as_u64()?).ok()?;
+    let at = record
+        .get("reply_at")
+        .and_then(Value::as_u64)
+        .and_then(|at| usize::try_from(at).ok())
+        .unwrap_or(0);
+    Some(
+        text.get(at..at.saturating_add(bytes))
+            .unwrap_or(text)
+            .to_string(),
+    )
 }
 
 /// The note after the reply, by how the turn ended: one arm per end reason (`None` when the
@@ -264,10 +289,33 @@ mod tests {
         let record = &result.meta.as_ref().unwrap()[TURN_META];
         assert!(record.get("reply").is_none(), "the reply twice");
         assert_eq!(record["reply_bytes"], long.len());
+        assert_eq!(
+            reply_left_to_text(record, &text_of(&result)).as_deref(),
+            Some(long.as_str())
+        );
         assert_eq!(record["end_reason"], "completed");
         assert_eq!(text_of(&result), long);
         let bytes = serde_json::to_vec(&result).unwrap().len();
         assert!(bytes < long.len() + 1_000, "{bytes}");
+        // With notes around it (an unread reply before, an end after), the reply alone.
+        let mut noted = reply(&long, Some("length"), None);
+        noted.unread = Some(UnreadTurn {
+            reply: "We".into(),
+            end_reason: "interrupted".into(),
+            line: None,
+        });
+        let result = chat_result(&noted);
+        let text = text_of(&result);
+        assert!(
+            text.starts_with("[Your previous") && text.ends_with("finished.]"),
+            "{}",
+            &text[..80]
+        );
+        let record = &result.meta.as_ref().unwrap()[TURN_META];
+        assert_eq!(
+            reply_left_to_text(record, &text).as_deref(),
+            Some(long.as_str())
+        );
     }
 
     #[test]
