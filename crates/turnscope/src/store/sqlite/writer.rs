@@ -252,18 +252,30 @@ fn control(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(drop)
 }
 
+/// Most free pages one checkpoint gives back while writes wait on this thread (8 MiB of
+/// 4 KiB pages); the rest go with the next ones, and all of them at exit.
+const VACUUMED_AT_MOST: u32 = 2048;
+
 /// Copies the WAL into the database file (two flushes: the WAL, then the file) so the WAL
-/// does not grow without bound; counted with the syncs. First gives back the pages deleted
-/// conversations left free (a file made with `auto_vacuum = INCREMENTAL`; nothing otherwise).
+/// does not grow without bound; counted with the syncs. First gives back pages deleted
+/// conversations left free (a file made with `auto_vacuum = INCREMENTAL`; nothing otherwise):
+/// at most [`VACUUMED_AT_MOST`] while serving, every one at the last (`TRUNCATE`) checkpoint.
 fn checkpoint(conn: &Connection, counters: &Counters, mode: &str) {
+    // 0 gives back every free page.
+    let pages = if mode == "TRUNCATE" {
+        0
+    } else {
+        VACUUMED_AT_MOST
+    };
     // Stepped to its end: each step gives back one page (`execute_batch` stepped once).
     let vacuumed = conn
-        .prepare_cached("PRAGMA incremental_vacuum")
+        .prepare(&format!("PRAGMA incremental_vacuum({pages})"))
         .and_then(|mut statement| {
             let mut steps = statement.query([])?;
             while steps.next()?.is_some() {}
             Ok(())
         });
+    // (Not counted with the syncs: it flushes only when it freed pages, which it does not say.)
     if let Err(e) = vacuumed {
         tracing::warn!("store: giving back free pages failed: {e}");
     }
