@@ -261,7 +261,14 @@ impl ConsoleState {
             self.close_row(number, "gone".into(), now);
         }
         self.live_open = open.len();
-        for row in open {
+        for mut row in open {
+            // The greeting its opening said stays (a snapshot does not carry it): the one it
+            // opened with, not the bot's greeting now (a reload may have changed it).
+            if row.greeting.is_none()
+                && let Some(before) = self.sessions.get_mut(&row.number)
+            {
+                row.greeting = before.greeting.take();
+            }
             self.sessions.insert(row.number, row);
         }
     }

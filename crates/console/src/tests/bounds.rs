@@ -276,7 +276,7 @@ fn a_session_whose_frames_were_all_dropped_says_so() {
     c.before_draw();
     let screen = draw(&c, 160, 48);
     let said = format!(
-        "{} older dropped (console.max_mib)",
+        "{} older dropped, all sessions",
         crate::text::count(c.state.frames_evicted())
     );
     assert!(screen.contains(&said), "{said:?} missing:\n{screen}");

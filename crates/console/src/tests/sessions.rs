@@ -202,4 +202,10 @@ fn a_sessions_own_greeting_tops_its_transcript() {
     };
     assert_eq!(first_line(&mut c, 41), "bot  Hello, I am the watched bot.");
     assert_eq!(first_line(&mut c, 42), "bot  Hello from this console's bot");
+    // A live console's snapshot of its open sessions carries no greeting: the one the
+    // opening said stays (the rows were rebuilt every tick, and it fell back to the bot's).
+    let mut snapshot = c.state.session(41).unwrap().clone();
+    snapshot.greeting = None;
+    c.state.sync_sessions(vec![snapshot]);
+    assert_eq!(first_line(&mut c, 41), "bot  Hello, I am the watched bot.");
 }

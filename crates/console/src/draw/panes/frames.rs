@@ -50,12 +50,12 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             t.dim,
         ),
     ]);
-    // Older ones went to keep within the console's memory: said, as the MCP pane says its
-    // own (the list started mid-turn with no word of it).
+    // Older ones went (the console keeps 5,000 at most, within console.max_mib): said, as
+    // the MCP pane says its own (the list started mid-turn with no word of it).
     let evicted = c.state.frames_evicted();
     if evicted > 0 {
         info.push(Span::styled(
-            format!(" · {} older dropped (console.max_mib)", count(evicted)),
+            format!(" · {} older dropped, all sessions", count(evicted)),
             t.dim,
         ));
     }
