@@ -330,11 +330,12 @@ mod tests {
     /// a text piece, which the console streams the reply from, is whole.
     #[test]
     fn a_frames_detail_is_bounded_but_a_text_pieces() {
-        let line: String = "é".repeat(1_000_000);
+        // Three bytes a character: the cut falls inside one and moves back to its start.
+        let line: String = "€".repeat(1_000_000);
         let detail = FrameBody::UserLine(line.as_str().into()).detail();
         assert!(detail.len() < DETAIL_MAX + 200, "{}", detail.len());
         assert!(
-            detail.ends_with("[cut by turnscope: 2000000 bytes in all; the transcript and the turn view have it whole]"),
+            detail.ends_with("[cut by turnscope: 3000000 bytes in all; the transcript and the turn view have it whole]"),
             "{}",
             &detail[DETAIL_MAX - 10..]
         );
