@@ -364,12 +364,15 @@ pub async fn initialize_failed(
     if said.contains("421") {
         return format!("no MCP answer from {url}: {said}");
     }
-    // An HTTP status is said plainly; rmcp's own words ("Send message error Transport error:
-    // unexpected server response: HTTP 404 Not Found: , when send initialize request") only
-    // when there is none.
-    let said = http_status_in(&said).map_or(said, |status| {
-        format!("it answered `initialize` with HTTP {status}")
-    });
+    // A path that is not the server's MCP one is said plainly; rmcp's own words ("Send message
+    // error Transport error: unexpected server response: HTTP 404 Not Found: , when send
+    // initialize request") otherwise, which carry what the server said with another status.
+    let said = match http_status_in(&said) {
+        Some(status) if status.starts_with("404") || status.starts_with("405") => {
+            format!("it answered `initialize` with HTTP {status}")
+        }
+        _ => said,
+    };
     format!(
         "no MCP answer from {url}: {said}; check that an MCP server runs there and that the URL \
          ends in its MCP path (usually /mcp)"

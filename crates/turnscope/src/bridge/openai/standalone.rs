@@ -214,6 +214,10 @@ fn said_of_flags(error: &str, args: &StandaloneOptions) -> String {
         "tool_filter" | "tools" => "--allow/--deny",
         _ => return error.to_string(),
     };
+    if flag == "--header" {
+        // `headers.Accept: …`: the header's name stays.
+        return format!("--header {}", rest[key_end..].trim_start_matches('.'));
+    }
     let said = rest[key_end..].trim_start_matches(|c: char| c != ':');
     format!("{flag}{said}")
 }
