@@ -367,24 +367,36 @@ async fn without_a_terminal_the_console_says_to_use_headless() {
     assert!(err.contains("--headless"), "{err}");
 }
 
-#[tokio::test]
-async fn a_bad_theme_is_refused_naming_the_key() {
-    let dir = std::env::temp_dir().join(format!("turnscope-theme-e2e-{}", std::process::id()));
+/// A folder of its own under `what` holding `broken.toml`, a theme whose `accent.fg` is not
+/// a colour; its path.
+fn broken_theme(what: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("turnscope-{what}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let theme = dir.join("broken.toml");
     std::fs::write(&theme, "accent = { fg = \"not-a-colour\" }\n").unwrap();
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
-        .args(["--port", "0", "--theme"])
-        .arg(&theme)
-        .output()
-        .await
-        .expect("runs");
+    (dir, theme)
+}
+
+/// Runs the binary with `command`, which must fail naming `broken.toml`'s bad key.
+async fn refused_naming_the_theme_key(command: &mut tokio::process::Command) {
+    let out = command.output().await.expect("runs");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("broken.toml") && err.contains("`accent.fg`"),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn a_bad_theme_is_refused_naming_the_key() {
+    let (dir, theme) = broken_theme("theme-e2e");
+    refused_naming_the_theme_key(
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
+            .args(["--port", "0", "--theme"])
+            .arg(&theme),
+    )
+    .await;
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -797,10 +809,7 @@ async fn ctrl_z_hands_the_terminal_over_and_takes_it_back() {
 /// does not parse, named by the config, shows the file was read.
 #[tokio::test]
 async fn attach_reads_the_consoles_settings_from_the_config() {
-    let dir = std::env::temp_dir().join(format!("turnscope-attach-config-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let theme = dir.join("broken.toml");
-    std::fs::write(&theme, "accent = { fg = \"not-a-colour\" }\n").unwrap();
+    let (dir, theme) = broken_theme("attach-config");
     let config = dir.join("viewer.toml");
     std::fs::write(
         &config,
@@ -810,19 +819,13 @@ async fn attach_reads_the_consoles_settings_from_the_config() {
         ),
     )
     .unwrap();
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
-        .arg("--config")
-        .arg(&config)
-        .args(["attach", "http://127.0.0.1:9/mcp"])
-        .current_dir(&dir)
-        .output()
-        .await
-        .expect("runs");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("broken.toml") && err.contains("`accent.fg`"),
-        "{err}"
-    );
+    refused_naming_the_theme_key(
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
+            .arg("--config")
+            .arg(&config)
+            .args(["attach", "http://127.0.0.1:9/mcp"])
+            .current_dir(&dir),
+    )
+    .await;
     std::fs::remove_dir_all(&dir).ok();
 }
