@@ -48,15 +48,20 @@ async fn replica_with(
     sessions
 }
 
+/// The scripted model, `pace` s a word, replies of `words` (its own length when `None`).
+async fn scripted(pace: f64, words: Option<usize>) -> EmbeddedModel {
+    EmbeddedModel::start(0, ScriptSettings { pace, words })
+        .await
+        .unwrap()
+}
+
 /// The scripted model (`pace` s a word, replies of `words`) and replicas r1 and r2 on it.
 async fn two_replicas(
     server: &RedisServer,
     pace: f64,
     words: Option<usize>,
 ) -> (EmbeddedModel, Sessions, Sessions) {
-    let model = EmbeddedModel::start(0, ScriptSettings { pace, words })
-        .await
-        .unwrap();
+    let model = scripted(pace, words).await;
     let r1 = replica(server, &model, "r1").await;
     let r2 = replica(server, &model, "r2").await;
     (model, r1, r2)
@@ -93,15 +98,7 @@ async fn reader(server: &RedisServer) -> RedisStore {
 /// 0.02 s apart (a 6 s turn), a session opened on r1 and its line "first" running there as a
 /// task: the model, r1, r2, the handle and the task's id.
 async fn a_task_on_r1(server: &RedisServer) -> (EmbeddedModel, Sessions, Sessions, String, String) {
-    let model = EmbeddedModel::start(
-        0,
-        ScriptSettings {
-            pace: 0.02,
-            words: Some(300),
-        },
-    )
-    .await
-    .unwrap();
+    let model = scripted(0.02, Some(300)).await;
     let at_once = SessionLimits {
         tasks: TaskSettings {
             after: Duration::ZERO,
@@ -599,9 +596,7 @@ async fn a_turn_redis_refused_to_save_stays_unread_and_is_saved_when_read() {
 #[ignore = "needs redis-server (interop/run installs it)"]
 async fn two_replicas_started_with_one_id_are_told_so_in_their_health_and_log() {
     let server = RedisServer::start(&[]);
-    let model = EmbeddedModel::start(0, ScriptSettings::default())
-        .await
-        .unwrap();
+    let model = scripted(ScriptSettings::default().pace, None).await;
     let first = replica(&server, &model, "same").await;
     let mut log = first.bus().subscribe();
     let second = replica(&server, &model, "same").await;
@@ -659,15 +654,7 @@ async fn a_copy_another_replica_went_on_with_is_let_go_of_without_a_call() {
 async fn a_turn_longer_than_the_idle_lifetime_and_a_polled_conversation_stay_stored() {
     let server = RedisServer::start(&[]);
     // Turns of 3 s; conversations Redis drops 2 s after their last write.
-    let model = EmbeddedModel::start(
-        0,
-        ScriptSettings {
-            pace: 0.25,
-            words: Some(12),
-        },
-    )
-    .await
-    .unwrap();
+    let model = scripted(0.25, Some(12)).await;
     let limits = SessionLimits {
         handle_seconds: 2,
         ..SessionLimits::default()
@@ -779,9 +766,7 @@ async fn a_turn_whose_conversation_redis_lost_while_it_ran_is_not_answered_as_ke
 #[ignore = "needs redis-server (interop/run installs it)"]
 async fn a_conversation_redis_expired_for_idleness_is_not_reported_as_lost() {
     let server = RedisServer::start(&[]);
-    let model = EmbeddedModel::start(0, ScriptSettings::default())
-        .await
-        .unwrap();
+    let model = scripted(ScriptSettings::default().pace, None).await;
     let limits = SessionLimits {
         handle_seconds: 2,
         ..SessionLimits::default()
@@ -804,9 +789,7 @@ async fn a_conversation_redis_expired_for_idleness_is_not_reported_as_lost() {
 #[ignore = "needs redis-server (interop/run installs it)"]
 async fn a_replica_with_a_shorter_lifetime_does_not_sweep_the_others_conversations() {
     let server = RedisServer::start(&[]);
-    let model = EmbeddedModel::start(0, ScriptSettings::default())
-        .await
-        .unwrap();
+    let model = scripted(ScriptSettings::default().pace, None).await;
     let r1 = replica(&server, &model, "r1").await;
     let short = SessionLimits {
         handle_seconds: 1,
