@@ -280,4 +280,10 @@ fn a_session_whose_frames_were_all_dropped_says_so() {
         crate::text::count(c.state.frames_evicted())
     );
     assert!(screen.contains(&said), "{said:?} missing:\n{screen}");
+    // Narrower, the pane's own state stays and the count gives way (at 140 columns, half
+    // the screen, it had pushed "following" out).
+    c.zoom = false;
+    c.before_draw();
+    let screen = draw(&c, 140, 40);
+    assert!(screen.contains("· following"), "{screen}");
 }

@@ -50,15 +50,6 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             t.dim,
         ),
     ]);
-    // Older ones went (the console keeps 5,000 at most, within console.max_mib): said, as
-    // the MCP pane says its own (the list started mid-turn with no word of it).
-    let evicted = c.state.frames_evicted();
-    if evicted > 0 {
-        info.push(Span::styled(
-            format!(" · {} older dropped, all sessions", count(evicted)),
-            t.dim,
-        ));
-    }
     info.push(if c.frames.paused.is_some() {
         Span::styled(" · ❚❚ paused", t.warn)
     } else if c.frames.cursor.is_none() {
@@ -69,6 +60,16 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     if c.frames.editing.is_none() && !c.frames.filter.is_empty() {
         info.push(Span::styled(" · filter: ", t.dim));
         info.push(Span::styled(c.frames.filter.text().to_string(), t.key));
+    }
+    // Older ones went (the console keeps 5,000 at most, within console.max_mib): said, as
+    // the MCP pane says its own (the list started mid-turn with no word of it), after the
+    // pane's state and where it fits whole (at 140 columns it pushed "following" out).
+    let evicted = c.state.frames_evicted();
+    if evicted > 0 {
+        let dropped = format!(" · {} older dropped, all sessions", count(evicted));
+        if Line::from(info.clone()).width() + width(&dropped) <= area.width as usize {
+            info.push(Span::styled(dropped, t.dim));
+        }
     }
     // Said only where it fits whole.
     const TIMES: &str = " · times since the session opened";
