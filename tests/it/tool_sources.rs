@@ -139,6 +139,29 @@ async fn the_response_size_boundary() {
     http.stop().await;
 }
 
+/// A stdio server's reply over the 16 MiB one message may have is dropped and answered at
+/// once with the response-size error (not left to wait for the call's timeout and be blamed on
+/// slowness); the connection carries the next call.
+#[tokio::test]
+async fn a_stdio_reply_over_one_message_limit_is_an_error_at_once() {
+    let mut config = stdio_fixture("fx");
+    config.timeout_seconds = 120.0;
+    let bus = Bus::default();
+    let registry = registry(&[config], &bus).await;
+    let size = 17 * 1024 * 1024;
+    let over = registry.call("big", json!({"bytes": size})).await;
+    assert!(over.is_error, "{}", &over.text[..over.text.len().min(300)]);
+    let v: Value = serde_json::from_str(&over.text).expect("the error is JSON");
+    assert_eq!(v["error"], "response_too_large", "{v}");
+    assert_eq!(v["limit_bytes"], 16 * 1024 * 1024);
+    assert!(v["size_bytes"].as_u64().unwrap() > size, "{v}");
+    assert_eq!(
+        registry.call("echo", json!({"text": "after"})).await.text,
+        "after"
+    );
+    registry.shutdown().await;
+}
+
 /// A call past `timeout_seconds` is an error result, and the server sees the cancellation.
 #[tokio::test]
 async fn a_slow_call_times_out_and_is_cancelled_upstream() {

@@ -1,26 +1,26 @@
 //! Opens one MCP client *session* (transport + `initialize` handshake) to a server entry: a
-//! stdio child in its own process group and folder (`cwd`), its stderr copied to the log and
-//! its last lines kept for the error when it fails to start, rmcp's streamable
+//! stdio child ([`StdioChild`]) in its own process group and folder (`cwd`), its stderr copied
+//! to the log and its last lines kept for the error when it fails to start, rmcp's streamable
 //! HTTP client with capped stream resumption, or the legacy [`SseClientTransport`]. It never
 //! retries (the `supervisor` does) and never lists or calls tools.
 //! `client_info` is the one place the client's `initialize` parameters are built.
 
 use std::collections::HashMap;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
 use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::common::client_side_sse::ExponentialBackoff;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_util::sync::CancellationToken;
 
 use super::sse_client::{SseClientTransport, SseConnectError};
+use super::stdio_child::StdioChild;
 use crate::config::{McpServerConfig, TransportKind};
 use crate::observe::redact::redact;
 
@@ -197,10 +197,8 @@ pub(crate) async fn open<C: ClientHandler>(
             // closes the server, instead of killing the server first (and causing a respawn).
             #[cfg(unix)]
             cmd.process_group(0);
-            let (transport, stderr) = TokioChildProcess::builder(cmd)
-                .stderr(Stdio::piped())
-                .spawn()
-                .map_err(|source| ConnectError::Spawn {
+            let (transport, stderr) =
+                StdioChild::spawn(cmd).map_err(|source| ConnectError::Spawn {
                     command: command.into(),
                     folder: shown_folder(cwd),
                     source,

@@ -129,19 +129,31 @@ pub(crate) fn cap_response(outcome: ToolOutcome, limit: usize) -> ToolOutcome {
         return outcome;
     }
     let preview: String = outcome.text.chars().take(PREVIEW_CHARS).collect();
+    too_large(size, limit, Some(preview))
+}
+
+/// The same error for a reply of `size` bytes that a stdio server sent over the `limit` of one
+/// message: it was dropped unread, so there is no preview.
+pub(crate) fn cap_response_dropped(size: usize, limit: usize) -> ToolOutcome {
+    too_large(size, limit, None)
+}
+
+fn too_large(size: usize, limit: usize, preview: Option<String>) -> ToolOutcome {
+    let mut error = json!({
+        "error": "response_too_large",
+        "limit_bytes": limit,
+        "size_bytes": size,
+        "hint": "the result was too large to read; ask for less (a narrower query, fewer items or a smaller page)",
+    });
+    if let Some(preview) = preview {
+        error["preview"] = preview.into();
+    }
     ToolOutcome::unanswered(
         crate::tools::Unanswered::TooLarge {
             size_bytes: size,
             limit_bytes: limit,
         },
-        json!({
-            "error": "response_too_large",
-            "limit_bytes": limit,
-            "size_bytes": size,
-            "preview": preview,
-            "hint": "the result was too large to read; ask for less (a narrower query, fewer items or a smaller page)",
-        })
-        .to_string(),
+        error.to_string(),
     )
 }
 

@@ -18,6 +18,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::limits;
 use super::mcp_content::outcome_of;
 use super::merge::SourceTool;
 use super::openai_shape::names::NameMap;
@@ -28,6 +29,7 @@ use crate::config::env::expand_env;
 use crate::config::{McpServerConfig, ToolFilter, TransportKind};
 use crate::mcp::clock;
 use crate::mcp::connect::{self, ConnectError, Dial, Session, chain, client_info};
+use crate::mcp::stdio_child::{MAX_LINE_BYTES, reply_too_large};
 use crate::mcp::supervisor::{self, Down, Failure, Plan, RESTART, Watcher};
 use crate::observe::event::now_us;
 use crate::observe::{Bus, Event, ToolSourceEvent, ToolSourceState};
@@ -449,6 +451,10 @@ impl Inner {
     async fn call_failed(&self, tool: &str, error: &ServiceError, link: &Link) -> ToolOutcome {
         let server = self.name.to_string();
         match error {
+            ServiceError::McpError(e) if reply_too_large(e).is_some() => {
+                let size = reply_too_large(e).unwrap_or_default();
+                limits::cap_response_dropped(size, MAX_LINE_BYTES)
+            }
             ServiceError::McpError(e) => ToolOutcome::unanswered(
                 Unanswered::Refused {
                     server,
