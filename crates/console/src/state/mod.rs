@@ -291,6 +291,15 @@ impl ConsoleState {
         self.transcript_dropped.get(&session).copied().unwrap_or(0)
     }
 
+    /// Turns of `session` before those its live snapshot holds (a live session keeps only its
+    /// latest turns in view; turn ids count from 1); 0 when no snapshot is shown.
+    pub fn transcript_unshown(&self, session: u64) -> u64 {
+        self.live_turns
+            .get(&session)
+            .and_then(|turns| turns.first())
+            .map_or(0, |first| first.id.saturating_sub(1))
+    }
+
     fn saw_time(&mut self, at_us: u64) {
         if at_us == 0 {
             return;

@@ -81,10 +81,22 @@ fn a_long_session_stays_within_its_budget_and_the_panes_say_what_was_dropped() {
     assert!(first.contains(&said), "{said:?} missing: {first}");
     // The live session's own turns shown instead (the selected session of a local console):
     // nothing of those was let go. It said "1 earlier turn let go" over the only turn (tour G).
+    // Those begin after turn 1: the turns before them are said to be out of view.
     let shown = c.state.transcript(7).to_vec();
+    let before = shown[0].id - 1;
     c.state.sync_turns(7, shown);
     let first: String = crate::draw::panes::transcript::lines(&c, 160)[0].to_string();
     assert!(!first.contains("let go"), "{first}");
+    let said = format!("{before} earlier turns of #7 not shown");
+    assert!(first.contains(&said), "{said:?} missing: {first}");
+    let from_one = c.state.transcript(7).iter().map(|t| {
+        let mut t = t.clone();
+        t.id -= before;
+        t
+    });
+    c.state.sync_turns(7, from_one.collect());
+    let first: String = crate::draw::panes::transcript::lines(&c, 160)[0].to_string();
+    assert!(!first.contains("not shown"), "{first}");
 }
 
 fn kept_dropped_text(c: &Console) -> String {

@@ -156,6 +156,19 @@ pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
             return out;
         }
     }
+    let unshown = c.state.transcript_unshown(session);
+    if unshown > 0 {
+        let text = format!(
+            "{} of #{session} not shown: a live session keeps only its latest turns in view.",
+            match unshown {
+                1 => "1 earlier turn".to_string(),
+                n => format!("{n} earlier turns"),
+            }
+        );
+        for piece in wrap(&text, width) {
+            out.push(Line::styled(piece, t.dim));
+        }
+    }
     if turns.is_empty()
         && let Some(error) = c.state.stored_read_failure(session)
     {
