@@ -24,8 +24,9 @@ pub struct ClientEvents {
 const OPENER: &str = "turnscope test";
 
 impl ClientEvents {
-    /// A run's session opened; its number in the file.
-    pub fn opened(&self, bus: &Bus, handle: &str) -> u64 {
+    /// A run's session opened (with the bot's `greeting`, if its `start` said one); its
+    /// number in the file.
+    pub fn opened(&self, bus: &Bus, handle: &str, greeting: Option<String>) -> u64 {
         let session = self.sessions.fetch_add(1, Ordering::Relaxed) + 1;
         bus.publish(Event::Session(SessionEvent {
             session,
@@ -36,7 +37,7 @@ impl ClientEvents {
             restored: false,
             began_us: None,
             taken_from: None,
-            greeting: None,
+            greeting,
         }));
         session
     }

@@ -196,7 +196,7 @@ async fn run_once(client: &Client, plan: &Plan, env: &Env, w: Work) -> RunOutcom
         session_turn: None,
         ms: 0.0,
     };
-    let handle = match client.start(plan.timeout).await {
+    let (handle, greeting) = match client.start(plan.timeout).await {
         Ok(h) => h,
         Err(e) => {
             out.status = Status::Error;
@@ -206,7 +206,7 @@ async fn run_once(client: &Client, plan: &Plan, env: &Env, w: Work) -> RunOutcom
         }
     };
     out.session = match &env.client_events {
-        Some(events) => Some(events.opened(&env.bus, &handle)),
+        Some(events) => Some(events.opened(&env.bus, &handle, greeting)),
         None => env.sessions.as_ref().and_then(|s| s.number_of(&handle)),
     };
     run_turns(client, plan, env, (file, case, w), &handle, &mut out).await;

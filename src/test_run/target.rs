@@ -322,11 +322,11 @@ impl Client {
         }
     }
 
-    /// `start` → the new conversation's handle.
+    /// `start` → the new conversation's handle and the bot's greeting, when its record has one.
     ///
     /// # Errors
     /// The call failed or the result holds no handle.
-    pub async fn start(&self, timeout: Duration) -> Result<String, String> {
+    pub async fn start(&self, timeout: Duration) -> Result<(String, Option<String>), String> {
         let (result, _) = self.call("start", json!({}), timeout).await?;
         let text = text_of(&result);
         if result.is_error == Some(true) {
@@ -342,13 +342,14 @@ impl Client {
             return Err(format!("`start` was refused: {text}{hint}"));
         }
         let record = record_of(&result, "turnscope/start").map(|(v, _)| v);
-        let handle = record
-            .and_then(|r| r.get("handle").and_then(Value::as_str).map(str::to_string))
-            .unwrap_or(text);
+        let field = |name: &str| {
+            record.and_then(|r| r.get(name).and_then(Value::as_str).map(str::to_string))
+        };
+        let handle = field("handle").unwrap_or(text);
         if handle.trim().is_empty() {
             return Err("`start` returned no handle".into());
         }
-        Ok(handle.trim().to_string())
+        Ok((handle.trim().to_string(), field("greeting")))
     }
 
     /// `chat` with `line` on `handle`, and the turn's record.

@@ -9,7 +9,12 @@ use crate::support::headless_bin::Headless;
 
 #[tokio::test]
 async fn url_runs_against_turnscope_in_another_process() {
-    let mut server = Headless::start("ct-url", "[model]\npace = 0\n", &[]).await;
+    let mut server = Headless::start(
+        "ct-url",
+        "[bot]\ngreeting = \"Hi from the other process.\"\n[model]\npace = 0\n",
+        &[],
+    )
+    .await;
     let dir = scratch("url");
     let out = turnscope_test(
         &[
@@ -42,6 +47,15 @@ async fn url_runs_against_turnscope_in_another_process() {
     assert!(
         client.contains("\"opener\":{\"mcp\":\"turnscope test\"}"),
         "{client}"
+    );
+    // Each opening carries the greeting the target's `start` gave.
+    let openings = client.matches("\"closed\":null").count();
+    let greeted = client
+        .matches("\"greeting\":\"Hi from the other process.\"")
+        .count();
+    assert!(
+        openings >= 8 && greeted == openings,
+        "{greeted} of {openings}: {client}"
     );
     // A failure names the client-side session and turn in that file.
     std::fs::write(
