@@ -85,7 +85,11 @@ pub(crate) fn start_result(
 /// `chat`'s result: [`turn_text`] (an error result when the turn failed), the record in
 /// `_meta["turnscope/turn"]`.
 pub(crate) fn chat_result(reply: &ChatReply) -> CallToolResult {
-    let (text, reply_at) = turn_text_and_reply_at(reply);
+    let TurnText {
+        text,
+        reply_at,
+        unread_at,
+    } = turn_text_and_offsets(reply);
     let result = if reply.is_error() {
         CallToolResult::error(vec![ContentBlock::text(text)])
     } else {
@@ -99,19 +103,37 @@ pub(crate) fn chat_result(reply: &ChatReply) -> CallToolResult {
         fields.insert("reply_bytes".into(), json!(reply.reply.len()));
         fields.insert("reply_at".into(), json!(reply_at));
     }
+    // An unread reply as long is the text's alone too (in its note).
+    if let Some(unread) = &reply.unread
+        && unread.reply.len() > REPLY_IN_RECORD_MAX
+        && let Some(fields) = record.get_mut("unread").and_then(Value::as_object_mut)
+    {
+        fields.remove("reply");
+        fields.insert("reply_bytes".into(), json!(unread.reply.len()));
+        fields.insert("reply_at".into(), json!(unread_at));
+    }
     with_meta(result, TURN_META, record)
 }
 
 /// What the model reads for a `chat` call: the reply, preceded by a note on an unread reply
 /// this line replaced and followed by a note on how the turn ended, when either is needed.
 pub fn turn_text(reply: &ChatReply) -> String {
-    turn_text_and_reply_at(reply).0
+    turn_text_and_offsets(reply).text
 }
 
-/// [`turn_text`], and where in it the reply starts (its byte offset: after a note on an
-/// unread reply), for a record that leaves the reply to the text.
-fn turn_text_and_reply_at(reply: &ChatReply) -> (String, usize) {
-    let mut text = String::with_capacity(reply.reply.len() + 160);
+/// [`turn_text`], and where in it the replies start, for a record that leaves them to the text.
+struct TurnText {
+    text: String,
+    /// The byte offset of the reply (after a note on an unread reply).
+    reply_at: usize,
+    /// The byte offset of the unread reply's text within its note, when there is one.
+    unread_at: Option<usize>,
+}
+
+fn turn_text_and_offsets(reply: &ChatReply) -> TurnText {
+    let unread_len = reply.unread.as_ref().map_or(0, |u| u.reply.len());
+    let mut text = String::with_capacity(reply.reply.len() + unread_len + 160);
+    let mut unread_at = None;
     if let Some(unread) = &reply.unread
         && unread.end_reason == "restarted"
     {
@@ -124,6 +146,7 @@ fn turn_text_and_reply_at(reply: &ChatReply) -> (String, usize) {
         text.push_str(": that line got no reply");
         if !unread.reply.is_empty() {
             text.push_str(" but this part: \"");
+            unread_at = Some(text.len());
             text.push_str(&unread.reply);
             text.push('"');
         }
@@ -136,6 +159,7 @@ fn turn_text_and_reply_at(reply: &ChatReply) -> (String, usize) {
             text.push_str("nothing yet");
         } else {
             text.push('"');
+            unread_at = Some(text.len());
             text.push_str(&unread.reply);
             text.push('"');
         }
@@ -154,7 +178,11 @@ fn turn_text_and_reply_at(reply: &ChatReply) -> (String, usize) {
         }
         text.push_str(&note);
     }
-    (text, reply_at)
+    TurnText {
+        text,
+        reply_at,
+        unread_at,
+    }
 }
 
 /// The reply of a `chat` result whose turn record (`record`, its [`TURN_META`]) left it to
@@ -316,6 +344,32 @@ mod tests {
             reply_left_to_text(record, &text).as_deref(),
             Some(long.as_str())
         );
+        assert_eq!(
+            record["unread"]["reply"], "We",
+            "a short unread reply stays"
+        );
+        // A long unread reply (a new line replaced it), after a restart too: once, in its note.
+        for end in ["interrupted", "restarted"] {
+            let unread = "ten ".repeat(REPLY_IN_RECORD_MAX / 4 + 1);
+            let mut noted = reply("You said: next", Some("completed"), None);
+            noted.unread = Some(UnreadTurn {
+                reply: unread.clone(),
+                end_reason: end.into(),
+                line: Some("tell me".into()),
+            });
+            let result = chat_result(&noted);
+            let text = text_of(&result);
+            let record = &result.meta.as_ref().unwrap()[TURN_META];
+            assert!(record["unread"].get("reply").is_none(), "{end}: twice");
+            assert_eq!(record["unread"]["end_reason"], end);
+            assert_eq!(
+                reply_left_to_text(&record["unread"], &text).as_deref(),
+                Some(unread.as_str()),
+                "{end}"
+            );
+            let bytes = serde_json::to_vec(&result).unwrap().len();
+            assert!(bytes < unread.len() + 1_000, "{end}: {bytes}");
+        }
     }
 
     #[test]
