@@ -198,6 +198,40 @@ async fn attached_again_the_console_goes_on_in_the_session_it_started_before() {
     terminate(&mut server).await;
 }
 
+/// Two consoles attached at once with one state directory (two terminals of one person): the
+/// second does not take up the session the first holds (both would type into one
+/// conversation); its first line starts a session of its own. Once both quit, their claims
+/// are gone and a console attached again takes up the newest of their sessions.
+#[tokio::test]
+async fn a_second_console_attached_with_the_same_state_leaves_the_firsts_session_to_it() {
+    let mut server = serving(&["--headless", "--port", "0", "--pace", "0"])
+        .spawn()
+        .expect("the headless server starts");
+    let url = url_in(&ready_line(&mut server).await, "/mcp");
+    let mut first = Screen::start(&["attach", &url]).await;
+    first_line(&mut first, "remember the word teal").await;
+    let state = first._dir.to_str().unwrap().to_string();
+    let mut second = Screen::start_env(&["attach", &url], &[], &[("XDG_STATE_HOME", &state)]).await;
+    let screen = first_line(&mut second, "my own line").await;
+    assert!(!screen.contains("remember the word teal"), "{screen}");
+    assert!(!screen.contains("you started here last time"), "{screen}");
+    let health = health_of(&url).await;
+    assert_eq!(health["sessions"], 2, "a session of its own: {health}");
+    quit(&mut second).await;
+    quit(&mut first).await;
+    let claims = first._dir.join("turnscope/console-claims");
+    let left: Vec<_> = std::fs::read_dir(&claims)
+        .map(|files| files.flatten().map(|f| f.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "claims removed at exit: {left:?}");
+    let mut again = first.restart(&["attach", &url]).await;
+    again
+        .wait_text("is the session you started here last time")
+        .await;
+    quit(&mut again).await;
+    terminate(&mut server).await;
+}
+
 /// Attached again after the server restarted (its conversations kept in its store file), the
 /// person's first line reopens the session this console started there before and goes on in it
 /// (its earlier turn shown, no second session); once the server no longer knows the handle

@@ -301,7 +301,7 @@ fn take_up_kept(remote: &Remote, console: &mut Console) {
     if pending.is_empty() {
         return;
     }
-    let found: Vec<(String, u64)> = {
+    let mut found: Vec<(String, u64)> = {
         let stream = stream.lock().unwrap_or_else(|p| p.into_inner());
         pending
             .iter()
@@ -317,6 +317,20 @@ fn take_up_kept(remote: &Remote, console: &mut Console) {
     let taken: HashSet<&str> = found.iter().map(|(h, _)| h.as_str()).collect();
     pending.retain(|h| !taken.contains(h.as_str()));
     drop(pending);
+    // Sessions another console attached with this state directory holds now stay its own.
+    if let Some(kept) = &remote.kept {
+        let elsewhere = kept.held_elsewhere();
+        found.retain(|(handle, _)| !elsewhere.contains(handle));
+        if found.is_empty() {
+            return;
+        }
+        for (handle, _) in &found {
+            if let Err(text) = kept.claim(handle) {
+                console.notice = Some(Notice { text, error: true });
+                return;
+            }
+        }
+    }
     // Newest first: the first found is the person's latest.
     for (handle, number) in &found {
         if !target.owns(*number) {
@@ -348,6 +362,15 @@ const REOPEN_TRIES: usize = 3;
 /// refuses is let go for good; a call that failed leaves it kept. The number reopened, or
 /// what stopped it (for the person, once their new session is open).
 async fn reopen_kept(remote: &Remote) -> (Option<u64>, Option<String>) {
+    // Sessions another console attached with this state directory holds now stay its own.
+    if let Some(kept) = &remote.kept {
+        let elsewhere = kept.held_elsewhere();
+        remote
+            .to_take_up
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|h| !elsewhere.contains(h));
+    }
     for _ in 0..REOPEN_TRIES {
         let Some(handle) = remote
             .to_take_up
@@ -805,9 +828,15 @@ pub async fn attach(
         }
         _ => (None, None),
     };
+    // Those another console attached with this state directory holds now are left to it.
     let to_take_up = kept
         .as_ref()
-        .map(KeptHandles::of_target)
+        .map(|kept| {
+            let elsewhere = kept.held_elsewhere();
+            let mut handles = kept.of_target();
+            handles.retain(|h| !elsewhere.contains(h));
+            handles
+        })
         .unwrap_or_default();
     let remote = Arc::new(Remote {
         attached,

@@ -29,7 +29,7 @@
 //! handles named their store, until a line into one names it: this store could not tell
 //! whether they were ever its own. Closing a console session lets go of its handle.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -37,6 +37,7 @@ use serde::{Deserialize, Serialize};
 use turnscope::store::{HandleId, SessionStore, now_ms};
 use uuid::Uuid;
 
+use super::claims::Claims;
 use super::stored::stored_number;
 
 /// Most handles the file keeps (the newest); an older one's conversation can still be read,
@@ -110,6 +111,8 @@ struct Inner {
     entries: Vec<Entry>,
     /// This store's ids of the kept handles, by the number their stored row is shown under.
     by_number: HashMap<u64, (HandleId, Uuid)>,
+    /// The handles this attached console holds while it runs (none for the local console).
+    claims: Option<Claims>,
 }
 
 impl KeptHandles {
@@ -127,7 +130,33 @@ impl KeptHandles {
     /// the file in `dir`; also says what went wrong reading it, if anything.
     pub fn for_target(target: &str, dir: Option<&Path>) -> (Self, Option<String>) {
         let path = dir.map(|dir| dir.join(FILE_NAME));
-        Self::open(path, None, Some(target.to_string()), LOST_ATTACHED)
+        let opened = Self::open(path, None, Some(target.to_string()), LOST_ATTACHED);
+        opened.0.lock().claims = dir.map(Claims::in_dir);
+        opened
+    }
+
+    /// Holds `handle` for this attached console while it runs (it took the session up), so
+    /// that another console attached with the same state directory leaves it alone.
+    pub fn claim(&self, handle: &str) -> Result<(), String> {
+        let mut inner = self.lock();
+        let Some(claims) = inner.claims.as_mut() else {
+            return Ok(());
+        };
+        claims.claim(handle).map_err(|e| {
+            format!(
+                "cannot write this console's claim on its session ({e}): another console \
+                 attached from this user may take the session up as its own too"
+            )
+        })
+    }
+
+    /// The handles other running consoles hold ([`Self::claim`]).
+    pub fn held_elsewhere(&self) -> HashSet<String> {
+        self.lock()
+            .claims
+            .as_ref()
+            .map(Claims::held_elsewhere)
+            .unwrap_or_default()
     }
 
     fn open(
@@ -147,6 +176,7 @@ impl KeptHandles {
             lost,
             entries,
             by_number: HashMap::new(),
+            claims: None,
         };
         inner.index();
         (
@@ -191,6 +221,11 @@ impl KeptHandles {
         let Some(path) = inner.path.clone() else {
             return Ok(());
         };
+        if let Some(claims) = inner.claims.as_mut() {
+            // A line goes into it: it is this console's while it runs. A claim not written
+            // costs only that another console could take the session up too.
+            let _ = claims.claim(&handle);
+        }
         if inner.has(&handle) && !inner.unmarked(&handle) {
             // Kept newest first by use, not by its first line: one gone on with for weeks is
             // not let go of for 64 newer ones. The file is written at most once an hour each.
@@ -273,6 +308,9 @@ impl KeptHandles {
         };
         if let (now, None) = read(&path, inner.lost) {
             inner.entries = now;
+        }
+        if let Some(claims) = inner.claims.as_mut() {
+            let _ = claims.release(handle);
         }
         if !inner.has(handle) {
             return Ok(());

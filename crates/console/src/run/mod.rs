@@ -3,6 +3,7 @@
 //! clock.
 
 pub mod attach;
+pub mod claims;
 pub mod clipboard;
 pub mod feed;
 pub mod kept_handles;
