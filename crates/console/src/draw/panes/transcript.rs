@@ -188,7 +188,8 @@ pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
             // Whisker sends frames to the client reading as they pass, and its buffer of what
             // went before only to its first client: a worker that ran before may show none.
             "No turns seen yet. Whisker hands what passed before a client connected only to \
-             its first client: turns this worker ran before may be missing."
+             its first client: turns this worker ran before may be missing, and a worker that \
+             ended before then is still listed as open."
         } else if yours {
             "No turns yet. Type a line below and press Enter."
         } else {

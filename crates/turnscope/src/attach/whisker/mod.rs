@@ -376,6 +376,18 @@ impl Reader {
                         }
                     ),
                 );
+                if !workers.is_empty() {
+                    // Whisker's snapshot lists every pipeline the bot added, ended or not, and
+                    // sends what they did before only to its first client.
+                    self.log(
+                        "info",
+                        "whisker's snapshot lists the pipelines the bot added without saying \
+                         which still run, and whisker sends their earlier frames (their ends \
+                         among them) only to its first client: if this console is not that one, \
+                         a pipeline that ended before it connected stays listed as open"
+                            .into(),
+                    );
+                }
                 let mut out = Vec::new();
                 for worker in workers {
                     out.extend(self.add_worker(worker));
@@ -471,6 +483,9 @@ mod tests {
         assert_eq!(state.versions, "pipecat 1.14.0 · whisker 2.0.1");
         assert!(events.iter().any(|e| matches!(e,
             Event::Log { message, .. } if message.starts_with("whisker connected (pipecat 1.14.0 · whisker 2.0.1): "))));
+        // The snapshot lists pipelines without their state: said.
+        assert!(events.iter().any(|e| matches!(e,
+            Event::Log { message, .. } if message.contains("a pipeline that ended before it connected stays listed as open"))));
         let lines: Vec<&str> = events
             .iter()
             .filter_map(|e| match e {
