@@ -219,3 +219,21 @@ def test_typed_content_and_tool_errors(bridge):
     bad = httpx.post(f"{bridge}/v1/execute", json={"arguments": {}})
     assert bad.status_code == 400
     assert "name" in bad.json()["error"]["message"]
+
+
+def test_a_tool_the_server_runs_only_as_a_task_is_said_so_and_no_longer_offered(bridge):
+    # server-everything's simulate-research-query has `execution.taskSupport: required`, which
+    # the client only learns from the refusal of a plain call.
+    def offered():
+        return [t["function"]["name"] for t in httpx.get(f"{bridge}/v1/tools").json()]
+
+    assert "simulate-research-query" in offered()
+    refused = httpx.post(
+        f"{bridge}/v1/execute",
+        json={"name": "simulate-research-query", "arguments": {"topic": "cats"}},
+    ).json()
+    assert refused["is_error"] is True
+    assert "only as an MCP task" in refused["text"], refused["text"]
+    assert "no longer offered" in refused["text"], refused["text"]
+    assert "simulate-research-query" not in offered()
+    assert "get-sum" in offered()

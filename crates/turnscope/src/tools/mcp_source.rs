@@ -147,6 +147,21 @@ pub(super) struct State {
     /// Why the connection was let go from this side (a call could not reach the server), said
     /// when it is reported down.
     pub(super) lost: Option<String>,
+    /// The server's names of tools it refused to run except as MCP tasks: left out of every
+    /// listing from then on.
+    pub(super) needs_task: Vec<String>,
+}
+
+/// Why a tool the server runs only as an MCP task is not offered.
+const NEEDS_TASK: &str = "the server runs it only as an MCP task (task augmentation, \
+                          `taskSupport: required`), which turnscope's MCP client does not do";
+
+/// Whether `message` is a server's refusal of a tool call that was not task-augmented (the
+/// 2025-11-25 tasks: a tool whose `execution.taskSupport` is `required`, a field rmcp's `Tool`
+/// does not keep, so this is only learnt from the refusal).
+fn refuses_untasked(message: &str) -> bool {
+    let message = message.to_ascii_lowercase();
+    message.contains("task augmentation") || message.contains("tasksupport")
 }
 
 /// The live connection calls go through.
@@ -207,6 +222,7 @@ impl McpSource {
                 unusable: Arc::from(Vec::new()),
                 link: None,
                 lost: None,
+                needs_task: Vec::new(),
             }),
             generation: AtomicU64::new(0),
             changes: options.changes.clone(),
@@ -321,7 +337,16 @@ impl McpSource {
         tokio::select! {
             biased;
             result = call => match result {
-                Ok(Ok(result)) => outcome_of(&result),
+                Ok(Ok(result)) => {
+                    let outcome = outcome_of(&result);
+                    // The TypeScript SDK answers such a call with an error result rather than
+                    // a JSON-RPC error.
+                    if outcome.is_error && refuses_untasked(&outcome.text) {
+                        inner.refused_untasked(original)
+                    } else {
+                        outcome
+                    }
+                }
                 Ok(Err(error)) => inner.call_failed(original, &error, &link).await,
                 Err(_) => ToolOutcome::unanswered(
                     Unanswered::timed_out(
@@ -401,9 +426,22 @@ impl Inner {
         );
     }
 
-    pub(super) fn set_tools(&self, tools: Vec<SourceTool>, unusable: Vec<(String, String)>) {
+    pub(super) fn set_tools(
+        &self,
+        mut tools: Vec<SourceTool>,
+        mut unusable: Vec<(String, String)>,
+    ) {
         {
             let mut state = self.write();
+            if !state.needs_task.is_empty() {
+                tools.retain(|tool| {
+                    let keep = !state.needs_task.contains(&tool.original);
+                    if !keep {
+                        unusable.push((tool.name.clone(), NEEDS_TASK.into()));
+                    }
+                    keep
+                });
+            }
             state.tools = tools.into();
             state.unusable = unusable.into();
         }
@@ -411,6 +449,35 @@ impl Inner {
         if let Some(changes) = &self.changes {
             changes.send_modify(|n| *n = n.wrapping_add(1));
         }
+    }
+
+    /// The server refused to run its tool `original` except as an MCP task: said so, and the
+    /// tool is left out of this and every later listing.
+    fn refused_untasked(&self, original: &str) -> ToolOutcome {
+        self.leave_out_needing_task(original);
+        ToolOutcome::unanswered(
+            Unanswered::Refused {
+                server: self.name.to_string(),
+                detail: format!("{NEEDS_TASK}; it is no longer offered"),
+            },
+            format!(
+                "MCP server `{}` refused the call to `{original}`: {NEEDS_TASK}. The tool is no \
+                 longer offered; answer without it",
+                self.name
+            ),
+        )
+    }
+
+    fn leave_out_needing_task(&self, original: &str) {
+        let (tools, unusable) = {
+            let mut state = self.write();
+            if state.needs_task.iter().any(|t| t == original) {
+                return;
+            }
+            state.needs_task.push(original.to_string());
+            (state.tools.to_vec(), state.unusable.to_vec())
+        };
+        self.set_tools(tools, unusable);
     }
 
     /// Why no call can go out now: (for a person, for the model).
@@ -451,6 +518,9 @@ impl Inner {
     async fn call_failed(&self, tool: &str, error: &ServiceError, link: &Link) -> ToolOutcome {
         let server = self.name.to_string();
         match error {
+            ServiceError::McpError(e) if refuses_untasked(&e.message) => {
+                self.refused_untasked(tool)
+            }
             ServiceError::McpError(e) if reply_too_large(e).is_some() => {
                 let size = reply_too_large(e).unwrap_or_default();
                 limits::cap_response_dropped(size, MAX_LINE_BYTES)
