@@ -84,6 +84,11 @@ impl Console {
 
     /// Handles one key press.
     pub fn key(&mut self, key: &KeyEvent) -> Option<Action> {
+        // In the request editor Ctrl+Z undoes; Ctrl+C over an unsent edit keeps it and closes
+        // the editor first (the next Ctrl+C quits).
+        if self.editor.is_some() && (keys::is_ctrl_z(key) || keys::is_ctrl_c(key)) {
+            return self.editor_key(key);
+        }
         if keys::is_ctrl_c(key) {
             return Some(Action::Quit);
         }

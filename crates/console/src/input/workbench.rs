@@ -392,8 +392,59 @@ impl Console {
         if external {
             return Some(Action::EditExternally { key, text, url });
         }
+        // An edit closed unsent opens as it was left.
+        if let Some(at) = self.edits_kept.iter().position(|e| e.key == key) {
+            let mut kept = self.edits_kept.remove(at);
+            kept.from_variant = None;
+            self.editor = Some(kept);
+            self.notice = Some(Notice {
+                text: "your unsent edit, as you left it (Ctrl+R in the editor starts over from \
+                       the recorded request)"
+                    .into(),
+                error: false,
+            });
+            return None;
+        }
         self.editor = Some(RequestEditor::new(key, &text, &url));
         None
+    }
+
+    /// Closes the request editor. An edit not sent is kept (`e` opens it again); one in flight
+    /// goes on, its answer coming as a variant. Back to the variants it was opened from.
+    fn close_editor(&mut self, then: &str) {
+        let Some(editor) = self.editor.take() else {
+            return;
+        };
+        let from_variant = editor.from_variant;
+        let key = editor.key;
+        if editor.sending {
+            self.notice = Some(Notice {
+                text: format!(
+                    "the edited request is still out: its answer comes as a variant (v) when it \
+                     arrives{then}"
+                ),
+                error: false,
+            });
+        } else if editor.edited() {
+            self.edits_kept.retain(|e| e.key != key);
+            if self.edits_kept.len() == crate::view::console::EDITS_KEPT {
+                self.edits_kept.remove(0);
+            }
+            self.edits_kept.push(editor);
+            self.notice = Some(Notice {
+                text: format!("your edit is kept, not sent: e opens it again{then}"),
+                error: false,
+            });
+        }
+        if let Some(shown) = from_variant
+            && shown < self.variants.count(key)
+        {
+            self.variants_view = Some(VariantsPick {
+                key,
+                shown,
+                scroll: Default::default(),
+            });
+        }
     }
 
     /// A key while the request editor has the keys.
@@ -402,7 +453,26 @@ impl Console {
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         match key.code {
             KeyCode::Esc => {
-                self.editor = None;
+                self.close_editor("");
+                return None;
+            }
+            KeyCode::Char('c') if ctrl => {
+                if !editor.edited() && !editor.sending {
+                    return Some(Action::Quit);
+                }
+                self.close_editor("; Ctrl+C again quits");
+                return None;
+            }
+            KeyCode::Char('z') if ctrl => {
+                editor.body.undo();
+                return None;
+            }
+            KeyCode::Char('y') if ctrl => {
+                editor.body.redo();
+                return None;
+            }
+            KeyCode::Char('r') if ctrl => {
+                editor.start_over();
                 return None;
             }
             KeyCode::Char('s') if ctrl => return self.send_edited(),
@@ -445,6 +515,7 @@ impl Console {
         }
         editor.error = None;
         editor.sending = true;
+        editor.sent_at = Some(std::time::Instant::now());
         let (key, url) = (editor.key, editor.url.text());
         Some(self.resend_action(key, text, url))
     }
@@ -505,7 +576,13 @@ impl Console {
     pub fn resend_done(&mut self, key: RequestKey, body: Value, answer: ResendAnswer) {
         let failed = answer.error.clone();
         let shown = self.variants.add(key, body, answer);
-        self.editor = None;
+        if self
+            .editor
+            .as_ref()
+            .is_some_and(|e| e.key == key && e.sending)
+        {
+            self.editor = None;
+        }
         self.variants_view = Some(VariantsPick {
             key,
             shown,
@@ -577,8 +654,11 @@ impl Console {
                 let variant = self.variants.get(key, view.shown)?;
                 let text = serde_json::to_string_pretty(&variant.body).unwrap_or_default();
                 let url = variant.answer.url.clone();
+                let shown = view.shown;
                 self.variants_view = None;
-                self.editor = Some(RequestEditor::new(key, &text, &url));
+                let mut editor = RequestEditor::new(key, &text, &url);
+                editor.from_variant = Some(shown);
+                self.editor = Some(editor);
             }
             KeyCode::Char('t') => return self.variant_test_case(),
             KeyCode::Char('c' | 'J') => return self.copy_variant(key.code == KeyCode::Char('J')),

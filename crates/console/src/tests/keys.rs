@@ -847,6 +847,60 @@ fn the_request_editors_complaint_goes_once_the_body_is_json_again() {
     assert!(c.editor.as_ref().unwrap().error.is_none(), "JSON again");
 }
 
+/// An edit of a model request closed unsent (Esc, or a first Ctrl+C) is kept and opens again
+/// as it was left; Ctrl+R starts over, Ctrl+Z undoes (it does not suspend the console), and
+/// Ctrl+C with nothing edited quits as anywhere (tour J: Esc threw the edit away).
+#[test]
+fn an_unsent_request_edit_is_kept_and_the_editor_keys_lose_nothing() {
+    let ctrl = |c: &mut Console, ch: char| press_with(c, KeyCode::Char(ch), KeyModifiers::CONTROL);
+    let mut c = console();
+    c.selected = Some(1);
+    c.open_turn_view();
+    assert_eq!(c.edit_request(false), None);
+    let recorded = c.editor.as_ref().expect("the editor opens").text();
+    for ch in "zz".chars() {
+        press(&mut c, KeyCode::Char(ch));
+    }
+    let edited = c.editor.as_ref().unwrap().text();
+    assert_ne!(edited, recorded);
+    assert_eq!(press(&mut c, KeyCode::Esc), None);
+    assert!(c.editor.is_none());
+    assert!(
+        c.notice
+            .as_ref()
+            .unwrap()
+            .text
+            .contains("your edit is kept")
+    );
+    c.edit_request(false);
+    assert_eq!(c.editor.as_ref().unwrap().text(), edited, "as it was left");
+    // Undo takes the last letter back; the console is not suspended.
+    assert_eq!(ctrl(&mut c, 'z'), None);
+    assert_ne!(c.editor.as_ref().unwrap().text(), edited);
+    assert_eq!(ctrl(&mut c, 'y'), None);
+    assert_eq!(c.editor.as_ref().unwrap().text(), edited);
+    // A first Ctrl+C over the edit keeps it and closes the editor; the next quits.
+    assert_eq!(ctrl(&mut c, 'c'), None);
+    assert!(c.editor.is_none());
+    assert!(
+        c.notice
+            .as_ref()
+            .unwrap()
+            .text
+            .contains("Ctrl+C again quits")
+    );
+    assert_eq!(ctrl(&mut c, 'c'), Some(Action::Quit));
+    c.edit_request(false);
+    assert_eq!(c.editor.as_ref().unwrap().text(), edited);
+    ctrl(&mut c, 'r');
+    assert_eq!(c.editor.as_ref().unwrap().text(), recorded, "started over");
+    // Nothing edited: Esc keeps nothing, Ctrl+C quits at once.
+    press(&mut c, KeyCode::Esc);
+    assert!(c.edits_kept.is_empty());
+    c.edit_request(false);
+    assert_eq!(ctrl(&mut c, 'c'), Some(Action::Quit));
+}
+
 #[test]
 fn settle_keeps_a_listed_selection_and_falls_back_to_the_persons_session() {
     let mut c = console();

@@ -30,6 +30,10 @@ use crate::theme::Theme;
 /// the pane's title names the session the line goes to.
 pub const PLACEHOLDER: &str = "Type a line; Enter sends · Esc: panes' keys";
 
+/// Most request edits kept unsent ([`Console::edits_kept`]); each is one recorded request's
+/// body, itself bounded by `[wire] max_kib`.
+pub const EDITS_KEPT: usize = 8;
+
 /// A message for the person, shown over the bottom right of the screen for a few seconds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Notice {
@@ -102,6 +106,9 @@ pub struct Console {
     pub sessions_list: SessionList,
     /// A model request being edited to send again (over the turn view).
     pub editor: Option<RequestEditor>,
+    /// Edits closed unsent (`Esc`), by request, oldest first: `e` on the request opens its
+    /// edit as it was left. At most [`EDITS_KEPT`].
+    pub edits_kept: Vec<RequestEditor>,
     /// A request's variants set beside its recorded answer (over the turn view).
     pub variants_view: Option<VariantsPick>,
     /// Every variant sent from here.
@@ -151,6 +158,7 @@ impl Console {
             tape: None,
             sessions_list: Default::default(),
             editor: None,
+            edits_kept: Vec::new(),
             variants_view: None,
             variants: Variants::default(),
             reloads_noticed: 0,

@@ -24,6 +24,12 @@ pub struct RequestEditor {
     pub sending: bool,
     /// Why the last send was not made (the body is not JSON).
     pub error: Option<String>,
+    /// The body and URL it was opened with (what `Ctrl+R` starts over from).
+    opened_with: (String, String),
+    /// The variant it was opened from, to go back to when it closes.
+    pub from_variant: Option<usize>,
+    /// When its send went out, while it is in flight.
+    pub sent_at: Option<std::time::Instant>,
 }
 
 impl std::fmt::Debug for RequestEditor {
@@ -49,7 +55,23 @@ impl RequestEditor {
             on_url: false,
             sending: false,
             error: None,
+            opened_with: (text.lines().collect::<Vec<_>>().join("\n"), url.to_string()),
+            from_variant: None,
+            sent_at: None,
         }
+    }
+
+    /// Whether the body or the URL differs from what it was opened with.
+    pub fn edited(&self) -> bool {
+        self.text() != self.opened_with.0 || self.url.text() != self.opened_with.1
+    }
+
+    /// Puts back what it was opened with (the recorded request, or the variant's).
+    pub fn start_over(&mut self) {
+        let (text, url) = self.opened_with.clone();
+        let mut fresh = Self::new(self.key, &text, &url);
+        fresh.from_variant = self.from_variant;
+        *self = fresh;
     }
 
     /// The body's text.

@@ -55,8 +55,17 @@ pub fn draw_editor(f: &mut Frame, areas: Areas, c: &Console) {
     let block = overlay(
         c,
         title,
-        &["Ctrl+S or F5 sends", "Tab body/URL"],
-        "Esc closes (nothing sent, the session untouched)",
+        &[
+            "Ctrl+S or F5 sends",
+            "Tab body/URL",
+            "Ctrl+Z/Y undo/redo",
+            "Ctrl+R starts over",
+        ],
+        if editor.sending {
+            "Esc closes (the answer comes as a variant)"
+        } else {
+            "Esc closes (kept unsent; e opens it again)"
+        },
         area.width,
     );
     let inside = block.inner(area);
@@ -70,7 +79,13 @@ pub fn draw_editor(f: &mut Frame, areas: Areas, c: &Console) {
         editor.url.text()
     };
     let status = if editor.sending {
-        Line::styled("sending…", t.accent)
+        let waited = editor.sent_at.map_or(0.0, |at| at.elapsed().as_secs_f64());
+        Line::styled(
+            format!(
+                "sending… {waited:.1} s (the answer comes as a variant beside the recorded one)"
+            ),
+            t.accent,
+        )
     } else if let Some(e) = &editor.error {
         Line::styled(truncate(e, inside.width as usize), t.error)
     } else {
