@@ -1,7 +1,7 @@
 //! A model server that misbehaves without failing: it rate-limits or is overloaded (429, 503,
 //! with or without `Retry-After`), streams an error page that never ends, or loops and never
-//! ends its answer. Each ends its turn with words that say which, in bounded time and memory,
-//! and only a response that passed a bound is rolled back from the history.
+//! ends its answer; or breaks off mid-answer. Each ends its turn with words that say which, in
+//! bounded time and memory; every turn but a busy server's is rolled back from the history.
 
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use turnscope::model::{ModelClient, ModelConfig};
 use turnscope::observe::{Bus, Event};
 use turnscope::pipeline::Observer;
 
-use crate::support::upstream::{Reply, Upstream};
+use crate::support::upstream::{Reply, Upstream, content};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -131,6 +131,39 @@ async fn rate_limiting_and_overload_are_named_and_keep_the_line() {
     assert_eq!(
         user_lines(&requests[4]),
         ["first", "second", "third", "fourth"]
+    );
+}
+
+/// A server that broke off mid-answer (a cut stream, a silent one) or sent nothing: the turn
+/// is rolled back and says so, so the line sent again does not follow itself and the cut
+/// reply is not handed to the model as its own words (tour J: the next request carried
+/// "user, cut assistant, user").
+#[tokio::test]
+async fn a_server_breaking_off_rolls_the_turn_back_and_says_so() {
+    let up = Upstream::start(vec![
+        Reply::Cut(vec![content("The history of bread is")]),
+        Reply::StallAfter(vec![content("Once upon")]),
+        Reply::Hang,
+        Reply::text(&["fine"]),
+    ])
+    .await;
+    let s = session(&up, |_| {});
+    for line in ["bread", "story", "anyone"] {
+        let r = turn(&s, line).await;
+        let m = error_of(&r);
+        assert!(
+            m.contains("were left out of the history: send the line again"),
+            "{line}: {m}"
+        );
+    }
+    assert_eq!(turn(&s, "again").await.reply, "fine");
+    let requests = up.requests();
+    let last = &requests[3];
+    assert_eq!(user_lines(last), ["again"], "{last}");
+    assert!(
+        !last.to_string().contains("The history of bread")
+            && !last.to_string().contains("Once upon"),
+        "no cut reply: {last}"
     );
 }
 

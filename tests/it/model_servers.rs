@@ -486,7 +486,7 @@ async fn headless_mode_warns_once_per_failed_model_request_and_caps_a_flood() {
         warnings[0].contains(" warn: ")
             && warnings[0].contains("(session 1, turn 1)")
             && warnings[0].contains("unreachable")
-            && warnings[0].contains("the next line tries the model again"),
+            && warnings[0].contains("the turn was rolled back from the history"),
         "{}",
         warnings[0]
     );

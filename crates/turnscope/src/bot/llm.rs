@@ -283,10 +283,10 @@ impl TurnRun {
         }
     }
 
-    /// Ends the turn on a failed model request: a request the server refused, or a response
-    /// that passed a bound, is rolled back from the history (so it cannot fail every later
-    /// line too; what the response streamed stays in the turn's record), and the failure is
-    /// logged once (rate-limited) for headless runs.
+    /// Ends the turn on a failed model request: unless the server was only busy, the turn is
+    /// rolled back from the history ([`ModelError::rolls_back`]; what the response streamed
+    /// stays in the turn's record), and the failure is logged once (rate-limited) for
+    /// headless runs.
     fn fail(&self, e: &ModelError) {
         let session = self.link.observer().session;
         if e.rolls_back() {
@@ -297,6 +297,12 @@ impl TurnRun {
                 "{e}. The line and this turn's tool rounds were left out of the history, so the \
                  conversation goes on from before them; {}",
                 refusal_advice(e)
+            )
+        } else if e.rolls_back() && !matches!(e, ModelError::TooLong(_)) {
+            // (A passed bound says so in its own words.)
+            format!(
+                "{e}. The line, this turn's tool rounds and what the reply said so far were left \
+                 out of the history: send the line again once the model server answers"
             )
         } else {
             e.to_string()

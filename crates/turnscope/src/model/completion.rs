@@ -90,11 +90,15 @@ impl ModelError {
         matches!(self, ModelError::Status { .. })
     }
 
-    /// Whether the turn's line and rounds are left out of the history: a refused request
-    /// (it would fail every later line too) or a response that passed a bound (its text
-    /// would be carried by every later request).
+    /// Whether the turn's line and rounds are left out of the history: every failure but a
+    /// busy server's. A refused request would fail every later line too; a response that
+    /// passed a bound would be carried by every later request; a server that could not be
+    /// reached or broke off mid-answer left a line with no reply (two user lines in a row
+    /// next, which some chat templates refuse) or a cut reply that later requests would hand
+    /// the model as its own words, while the caller is told to send the line again. A busy
+    /// server (429, 503) keeps the line: the caller is told it stays.
     pub fn rolls_back(&self) -> bool {
-        matches!(self, ModelError::Status { .. } | ModelError::TooLong(_))
+        !matches!(self, ModelError::Busy { .. })
     }
 }
 
