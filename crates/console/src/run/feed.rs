@@ -298,7 +298,9 @@ impl LiveFeed {
                     opened_us: now.saturating_sub(s.opened.elapsed().as_micros() as u64),
                     began_us: s.began_before_opening_us(),
                     age_s: 0,
-                    idle_left_s: (!s.in_call())
+                    // The console's own never idle out (`Session::expired`).
+                    idle_left_s: (!s.in_call()
+                        && s.opener != turnscope::observe::SessionOpener::Console)
                         .then(|| handle_seconds.saturating_sub(s.idle().as_secs())),
                     taken_from: s.taken_from.clone(),
                     greeting: None,

@@ -83,8 +83,9 @@ impl Sessions {
         tracing::info!(session = session.number, handle = %session.handle_prefix(), reason, "session closed");
     }
 
-    /// Drops every session that is idle too long (and not in a call) or whose bot stopped,
-    /// and deletes the stored sessions idle too long. Returns how many open ones it closed.
+    /// Drops every session that is idle too long ([`Session::expired`]: never one the
+    /// console opened) or whose bot stopped, and deletes the stored sessions idle too long.
+    /// Returns how many open ones it closed.
     pub async fn sweep(&self) -> usize {
         let limit = Duration::from_secs(self.inner.limits.load().handle_seconds);
         let doomed: Vec<(Arc<Session>, &str)> = self
@@ -94,7 +95,7 @@ impl Sessions {
             .filter_map(|s| {
                 if s.bot.is_finished() {
                     Some((s.clone(), "bot stopped"))
-                } else if s.idle() > limit && !s.in_call() {
+                } else if s.expired(limit) {
                     Some((s.clone(), "idle too long"))
                 } else {
                     None

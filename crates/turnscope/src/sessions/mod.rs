@@ -227,6 +227,14 @@ impl Session {
         self.chat.try_lock().is_err()
     }
 
+    /// Whether it went without a call for longer than `lifetime` and none holds it now: the
+    /// idle sweep ends it, and a call finding it so refuses it. Never one the console opened:
+    /// the person at the console holds it (looking at its turns, resending its requests)
+    /// until they close it or quit; the lifetime is for handles an MCP client may have left.
+    pub(crate) fn expired(&self, lifetime: Duration) -> bool {
+        self.idle() > lifetime && !self.in_call() && !matches!(self.opener, SessionOpener::Console)
+    }
+
     /// The session's turns, oldest first (the last `KEPT_TURNS`).
     pub fn turns(&self) -> Vec<Arc<Turn>> {
         self.turns
@@ -592,8 +600,7 @@ impl Sessions {
                 None => Err(self.not_here(&uuid)),
             };
         };
-        let expired =
-            session.idle() > Duration::from_secs(limits.handle_seconds) && !session.in_call();
+        let expired = session.expired(Duration::from_secs(limits.handle_seconds));
         if expired || session.bot.is_finished() {
             // A bot that stopped (returned, raised, ended by a tool) ended its conversation.
             self.close(

@@ -395,7 +395,10 @@ impl Sessions {
             .table()
             .by_id
             .values()
-            .filter(|s| s.idle() < within)
+            // The console's sessions live as long as it holds them (`Sessions::sweep`).
+            .filter(|s| {
+                s.idle() < within || matches!(s.opener, crate::observe::SessionOpener::Console)
+            })
             .cloned()
             .collect();
         let ids: Vec<HandleId> = used.iter().map(|s| s.id).collect();

@@ -390,6 +390,40 @@ async fn the_head_counts_the_turns_that_ended_in_an_error() {
     assert_eq!((head.turns, head.errors), (2, 2));
 }
 
+/// A session the console opened outlives the idle lifetime: the person holds it while they
+/// look at its turns and resend its requests (tour J: it closed under them, and their next
+/// line went to a new conversation unsaid); an MCP client's is swept and refused.
+#[tokio::test]
+async fn the_idle_lifetime_ends_a_clients_session_not_the_consoles() {
+    let model = model(0.0).await;
+    let disk = Disk::new(MemoryStore::new());
+    let limits = SessionLimits {
+        cap: 4,
+        handle_seconds: 1,
+        sweep_every: Duration::from_secs(60),
+        ..SessionLimits::default()
+    };
+    let sessions = table(&model, disk.clone(), limits);
+    let console = sessions
+        .open(SessionOpener::Console)
+        .await
+        .unwrap()
+        .handle();
+    let client = sessions.open(SessionOpener::Api).await.unwrap().handle();
+    let other = sessions.open(SessionOpener::Api).await.unwrap().handle();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Found expired by a call, and by the sweep.
+    let ct = CancellationToken::new();
+    assert!(sessions.chat(&other, "hi", None, &ct).await.is_err());
+    assert_eq!(sessions.sweep().await, 1, "the client's");
+    assert!(sessions.chat(&client, "hi", None, &ct).await.is_err());
+    let reply = sessions
+        .chat(&console, "still here", None, &ct)
+        .await
+        .unwrap();
+    assert!(reply.reply.contains("still here"), "{reply:?}");
+}
+
 #[tokio::test]
 async fn the_sweep_deletes_expired_stored_sessions_and_a_chat_on_one_is_refused() {
     let model = model(0.0).await;
