@@ -505,6 +505,7 @@ async fn a_turn_that_fails_is_a_tool_error_naming_the_cause_with_the_partial_rep
     ])
     .await;
     let app = app(|c| c.model.url = Some(up.base_url())).await;
+    let mut events = app.bus.subscribe();
     let client = Client::connect(&app.server.mcp_url()).await;
     let h = client.start().await;
     let cut = client.chat(&h, "hours?").await;
@@ -519,6 +520,19 @@ async fn a_turn_that_fails_is_a_tool_error_naming_the_cause_with_the_partial_rep
         status.text
     );
     assert_eq!(client.chat(&h, "hours?").await.text, "Back again");
+    // The failed turns are told once, by the turns: their chats were served (tour J: each
+    // failed turn counted as two errors, the second a "chat refused" carrying the reply). A
+    // chat that reached no turn is a refusal.
+    assert!(client.chat("no-such-handle", "hi").await.is_error);
+    let mut chats = Vec::new();
+    while let Some(event) = events.try_recv() {
+        if let turnscope::observe::Event::Served { route, ok, .. } = &*event
+            && route.as_ref() == "mcp tools/call chat"
+        {
+            chats.push(*ok);
+        }
+    }
+    assert_eq!(chats, [true, true, true, false]);
     app.shutdown().await;
 }
 

@@ -173,7 +173,16 @@ impl BotMcp {
                 at_us: crate::observe::event::now_us(),
             });
         }
-        let ok = cancelled || result.is_none_or(|r| r.is_error != Some(true));
+        // A chat answered with a turn that failed was served: the turn's failure is told
+        // once, by the turn (its error and end); the call is not a second one.
+        let failed_turn = |r: &CallToolResult| {
+            r.meta
+                .as_ref()
+                .and_then(|m| m.get(super::mcp_text::TURN_META))
+                .and_then(|record| record.get("end_reason"))
+                .is_some_and(|end| end == "error")
+        };
+        let ok = cancelled || result.is_none_or(|r| r.is_error != Some(true) || failed_turn(r));
         self.sessions.bus().publish_with(|| Event::Served {
             route: format!("mcp tools/call {name}").into(),
             duration_us: started.elapsed().as_micros() as u64,
