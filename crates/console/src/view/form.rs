@@ -117,15 +117,23 @@ impl Field {
         }
     }
 
-    /// The choices a yes/no or choice field steps through, unset first when optional.
+    /// The choices a yes/no or choice field steps through: a choice's unset first when
+    /// optional; a yes/no's `false`, `true`, then unset (so a step from `false` is `true`).
     fn choices(&self) -> Vec<Option<Value>> {
         let mut out: Vec<Option<Value>> = Vec::new();
-        if !self.required {
-            out.push(None);
-        }
         match &self.kind {
-            FieldKind::Bool => out.extend([Some(Value::Bool(true)), Some(Value::Bool(false))]),
-            FieldKind::Choice(values) => out.extend(values.iter().cloned().map(Some)),
+            FieldKind::Bool => {
+                out.extend([Some(Value::Bool(false)), Some(Value::Bool(true))]);
+                if !self.required {
+                    out.push(None);
+                }
+            }
+            FieldKind::Choice(values) => {
+                if !self.required {
+                    out.push(None);
+                }
+                out.extend(values.iter().cloned().map(Some));
+            }
             _ => {}
         }
         out
@@ -327,6 +335,11 @@ impl Form {
             FieldKind::Bool | FieldKind::Choice(_) => match key.code {
                 KeyCode::Left => {
                     f.step(-1);
+                    true
+                }
+                // Space on a yes/no flips it (unset becomes yes); Del unsets it.
+                KeyCode::Char(' ') if f.kind == FieldKind::Bool => {
+                    f.picked = Some(Value::Bool(f.picked != Some(Value::Bool(true))));
                     true
                 }
                 KeyCode::Right | KeyCode::Char(' ') => {
@@ -651,5 +664,28 @@ mod tests {
         assert_eq!(form.arguments(), json!({"n": 2}));
         let again = Form::new("echo", &schema, Some(&json!({"text": "", "n": 1})));
         assert_eq!(again.arguments(), json!({"n": 1, "text": ""}));
+    }
+
+    /// Space on an optional yes/no shown `false` (its default) makes it `true`, as the docs
+    /// say (it went to "(unset)" first, so the call went out without the flag: tour J); the
+    /// arrows step through unset too, and Del unsets it.
+    #[test]
+    fn space_flips_a_yes_no_and_unset_is_reached_by_the_arrows_or_del() {
+        let schema = json!({"type": "object", "properties": {
+            "includeImage": {"type": "boolean", "default": false}}});
+        let mut form = Form::new("get-annotated-message", &schema, None);
+        assert_eq!(form.fields[0].shown(), "false");
+        form.key(&key(KeyCode::Char(' ')));
+        assert_eq!(form.arguments(), json!({"includeImage": true}));
+        form.key(&key(KeyCode::Char(' ')));
+        assert_eq!(form.arguments(), json!({"includeImage": false}));
+        form.key(&key(KeyCode::Right));
+        assert_eq!(form.arguments(), json!({"includeImage": true}));
+        form.key(&key(KeyCode::Right));
+        assert_eq!(form.fields[0].shown(), "(unset)");
+        form.key(&key(KeyCode::Char(' ')));
+        assert_eq!(form.arguments(), json!({"includeImage": true}));
+        form.key(&key(KeyCode::Delete));
+        assert_eq!(form.arguments(), json!({}));
     }
 }
