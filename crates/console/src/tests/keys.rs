@@ -1276,6 +1276,16 @@ fn a_replay_neither_calls_tools_nor_resends() {
     let mut c = Console::new(crate::tests::fixture::state(), Default::default(), true);
     c.selected = Some(1);
     c.settle();
+    // Its turn view's border offers copying, not editing and resending (tour J).
+    c.open_turn_view();
+    let mut t = Terminal::new(TestBackend::new(160, 48)).unwrap();
+    t.draw(|f| crate::draw::draw(f, &c)).unwrap();
+    let view = format!("{:?}", t.backend());
+    assert!(
+        view.contains("c copy as curl") && !view.contains("e/E edit"),
+        "{view}"
+    );
+    press(&mut c, KeyCode::Esc);
     c.focus_pane(PaneId::Tools);
     press(&mut c, KeyCode::Char('j'));
     assert_eq!(press(&mut c, KeyCode::Enter), None);

@@ -506,9 +506,15 @@ fn an_attached_console_offers_only_what_it_can_do() {
     assert!(!help.contains("replay: step"), "{help}");
     assert!(!help.contains("interrupt the selected"), "{help}");
     c.help.open = false;
-    // Edit and resend is refused at `e`, before any editing, naming what works instead.
+    // Edit and resend is refused at `e`, before any editing, naming what works instead; the
+    // turn view's border does not offer it.
     c.selected = Some(1);
     c.open_turn_view();
+    let view = screen(&mut c, 160, 48);
+    assert!(
+        view.contains("c copy as curl") && !view.contains("e/E edit"),
+        "{view}"
+    );
     assert_eq!(c.edit_request(false), None);
     assert!(c.editor.is_none());
     let said = c

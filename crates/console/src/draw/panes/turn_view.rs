@@ -82,9 +82,9 @@ pub fn draw(f: &mut Frame, areas: Areas, c: &Console) {
         ))
         .title_bottom(Line::styled(
             crate::text::key_hints(
-                // Attached, the model is called where the bot runs: its requests are copied
-                // (c), not edited and sent from here.
-                if c.state.header.source.is_attached() {
+                // Attached, the model is called where the bot runs, and a replay sends
+                // nothing: their requests are copied (c), not edited and sent from here.
+                if c.state.header.source.is_attached() || c.read_only {
                     &[
                         "← → turns",
                         "↑↓ scroll",
