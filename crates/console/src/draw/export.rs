@@ -4,12 +4,41 @@
 //!
 //! Pure: it builds the text from the console; writing it to a file is the event loop's job.
 
+use crate::draw::panes::resend::comparison;
 use crate::draw::panes::{model_request, turn_view};
+use crate::state::variants::RequestKey;
 use crate::view::console::Console;
 use crate::view::frames::FrameLine;
 
 /// Width the report's turns are laid out in.
 const WIDTH: usize = 120;
+
+/// The variants sent of a turn's model requests, each beside its recorded answer as the
+/// variants view shows it: they live only in this console's memory, and the report is where
+/// they outlive it.
+fn variant_lines(c: &Console, session: u64, turn: u64) -> Vec<ratatui::text::Line<'static>> {
+    let mut out = Vec::new();
+    for (index, call) in c.state.wire.calls_of(session, turn).iter().enumerate() {
+        let key = RequestKey {
+            session,
+            turn,
+            index,
+        };
+        for shown in 0..c.variants.count(key) {
+            let Some(variant) = c.variants.get(key, shown) else {
+                continue;
+            };
+            out.push(Default::default());
+            out.push(ratatui::text::Line::from(format!(
+                "variant {} of model request {} (sent from the console beside the recorded one)",
+                shown + 1,
+                index + 1
+            )));
+            out.extend(comparison(c, call, variant, shown, WIDTH));
+        }
+    }
+    out
+}
 
 /// The report for `session`.
 pub fn session_report(c: &Console, session: u64) -> String {
@@ -44,6 +73,7 @@ pub fn session_report(c: &Console, session: u64) -> String {
             .into_iter()
             .chain(std::iter::once(Default::default()))
             .chain(requests)
+            .chain(variant_lines(c, session, turn.id))
         {
             out.push_str(line.to_string().trim_end());
             out.push('\n');

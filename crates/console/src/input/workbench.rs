@@ -738,6 +738,13 @@ impl Console {
         // case's: said, so the test is not taken for the variant itself.
         let calls_of = self.state.wire.calls_of(view.key.session, view.key.turn);
         if let Some(q) = calls_of.get(view.key.index).and_then(|c| c.request()) {
+            // Answered by another model server: the case's expectations are that one's.
+            if variant.answer.url != q.url {
+                origin.push_str(&format!(
+                    "\n# It was sent to {} instead of the session's model ({}): its answer is that server's; point the bot under test there ([model] url) for the case to hold",
+                    variant.answer.url, q.url
+                ));
+            }
             let recorded = self.state.wire.book.whole(view.key.session, q).body(q);
             let settings: Vec<String> =
                 crate::state::variants::changed_paths(&recorded, &variant.body, 256)

@@ -901,6 +901,58 @@ fn an_unsent_request_edit_is_kept_and_the_editor_keys_lose_nothing() {
     assert_eq!(ctrl(&mut c, 'c'), Some(Action::Quit));
 }
 
+/// A variant answered by another model server (its URL edited) is saved as a test case that
+/// says so: the case's expectations are that server's, not the bot's model's (tour J).
+#[test]
+fn a_variant_sent_elsewhere_becomes_a_case_that_names_where() {
+    use crate::state::variants::RequestKey;
+    use turnscope::model::resend::ResendAnswer;
+    let mut c = console();
+    c.selected = Some(1);
+    c.open_turn_view();
+    let pick = c.turn_view.as_ref().unwrap();
+    let key = RequestKey {
+        session: pick.session,
+        turn: pick.turn,
+        index: pick.request,
+    };
+    let recorded = c.state.wire.calls_of(key.session, key.turn)[key.index]
+        .request()
+        .unwrap()
+        .url
+        .clone();
+    let body = serde_json::json!({"messages": [{"role": "user", "content": "hi"}]});
+    let case_of = |c: &mut Console, url: &str| {
+        let answer = ResendAnswer {
+            text: "hello".into(),
+            url: url.into(),
+            ..ResendAnswer::default()
+        };
+        c.resend_done(key, body.clone(), answer);
+        match press(c, KeyCode::Char('t')) {
+            Some(Action::ExportTest { text, .. }) => text,
+            other => panic!("{other:?}"),
+        }
+    };
+    let elsewhere = case_of(&mut c, "http://127.0.0.1:47540/v1/chat/completions");
+    assert!(
+        elsewhere.contains("sent to http://127.0.0.1:47540/v1/chat/completions instead of"),
+        "{elsewhere}"
+    );
+    let same = case_of(&mut c, &recorded);
+    assert!(!same.contains("instead of the session's model"), "{same}");
+    // The session's report carries both variants (they live only in the console's memory).
+    let report = crate::draw::export::session_report(&c, key.session);
+    for n in [1, 2] {
+        let said = format!("variant {n} of model request {}", key.index + 1);
+        assert!(report.contains(&said), "{said:?} missing:\n{report}");
+    }
+    assert!(
+        report.contains("sent to     http://127.0.0.1:47540"),
+        "{report}"
+    );
+}
+
 #[test]
 fn settle_keeps_a_listed_selection_and_falls_back_to_the_persons_session() {
     let mut c = console();
