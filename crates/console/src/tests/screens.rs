@@ -161,6 +161,41 @@ fn opened_by_mcp(number: u64, prefix: &str, client: &str) -> Event {
     })
 }
 
+/// A model request still out is listed with how long it has run, not as "none recorded": its
+/// record comes when it ends, and a hung server's can take a minute (tour J).
+#[test]
+fn a_model_request_in_flight_is_listed_with_its_time() {
+    use crate::draw::panes::model_request::{Shown, lines};
+    let mut c = fresh();
+    c.state.apply(&opened_by_mcp(2, "ab12cd34", "claude-code"));
+    let at = 2_000_000;
+    c.state.apply(&Event::TurnStarted {
+        session: 2,
+        turn: 1,
+        line: "tell me a long story".into(),
+        at_us: at,
+    });
+    c.state.apply(&crate::tests::fixture::crossing(
+        2,
+        1,
+        1,
+        "TextPiece",
+        "Once",
+        at + 300_000,
+    ));
+    c.state.now_us = at + 6_200_000;
+    let text: Vec<String> = lines(&c, 2, 1, 120, Shown::default())
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let text = text.join("\n");
+    assert!(
+        text.contains("model 1 · in flight for 6.20 s (first piece after 300 ms, streaming)")
+            && !text.contains("none recorded"),
+        "{text}"
+    );
+}
+
 /// A pipecat worker's session whose turns the console has not seen (whisker hands what passed
 /// before a client connected only to its first client) says why it may show none, wrapped
 /// whole at both sizes; the console's own empty session still asks for a line.

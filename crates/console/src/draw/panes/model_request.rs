@@ -36,7 +36,19 @@ pub fn lines(c: &Console, session: u64, turn: u64, w: usize, shown: Shown) -> Ve
         head.push_str(&format!(" · {}", tokens_label(&u)));
     }
     let mut out = vec![Line::styled(head, t.accent)];
-    if calls.is_empty() {
+    // A request is recorded when it ends (with what it was sent and what it answered): one
+    // still out is said, with how long it has run, rather than "none".
+    // (Its time counts to now: the timeline's marks stop at the last piece.)
+    let in_flight = c.state.timelines.get(session, turn).and_then(|timeline| {
+        let running = timeline.in_flight()?;
+        let since = c
+            .state
+            .now_us
+            .saturating_sub(timeline.started_us + running.start);
+        let ran = since.max(running.total);
+        Some((running, ran))
+    });
+    if calls.is_empty() && in_flight.is_none() {
         out.push(Line::styled("  none recorded", t.dim));
     }
     for (i, call) in calls.iter().enumerate() {
@@ -77,6 +89,21 @@ pub fn lines(c: &Console, session: u64, turn: u64, w: usize, shown: Shown) -> Ve
         }
         if shown.open {
             out.extend(body(c, call, w, shown.whole));
+        }
+    }
+    if let Some((running, ran)) = in_flight {
+        let so_far = match running.first_piece {
+            Some(first) => format!("first piece after {}, streaming", micros(first)),
+            None => "no piece yet".into(),
+        };
+        let text = format!(
+            "  model {} · in flight for {} ({so_far}): recorded when it ends, with what it was \
+             sent and what it answered (copy and edit it then)",
+            calls.len() + 1,
+            micros(ran)
+        );
+        for row in wrap(&text, w.max(8)) {
+            out.push(Line::styled(row, t.dim));
         }
     }
     out
