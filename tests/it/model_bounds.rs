@@ -147,7 +147,9 @@ async fn a_server_breaking_off_rolls_the_turn_back_and_says_so() {
         Reply::text(&["fine"]),
     ])
     .await;
-    let s = session(&up, |_| {});
+    let bus = Bus::default();
+    let mut events = bus.subscribe();
+    let s = session_on(&up, |_| {}, &bus);
     for line in ["bread", "story", "anyone"] {
         let r = turn(&s, line).await;
         let m = error_of(&r);
@@ -165,6 +167,20 @@ async fn a_server_breaking_off_rolls_the_turn_back_and_says_so() {
             && !last.to_string().contains("Once upon"),
         "no cut reply: {last}"
     );
+    // The failed requests' records keep what they streamed before they failed (the wire
+    // inspector said "answer (nothing)" of one that streamed 83 pieces).
+    let mut answers = Vec::new();
+    while let Some(event) = events.try_recv() {
+        if let Event::ModelRequest {
+            error: Some(_),
+            answer: Some(answer),
+            ..
+        } = &*event
+        {
+            answers.push(answer.content.clone());
+        }
+    }
+    assert_eq!(answers, ["The history of bread is", "Once upon", ""]);
 }
 
 #[tokio::test]

@@ -184,6 +184,14 @@ impl TurnRun {
             let started_us = if bus.is_listened() { now_us() } else { 0 };
             let mut first_piece = None;
             let mut info = ModelResponseInfo::default();
+            // The text streamed so far, kept only while the wire is recorded (to its bound): a
+            // request that fails mid-answer records what it did say.
+            let keep = if sent.is_some() {
+                bus.wire().bytes()
+            } else {
+                0
+            };
+            let mut streamed = String::new();
             let result = client
                 .stream_reporting(
                     messages,
@@ -191,6 +199,9 @@ impl TurnRun {
                     &Map::new(),
                     &mut |piece| {
                         first_piece.get_or_insert_with(|| started.elapsed());
+                        if streamed.len() < keep {
+                            streamed.push_str(&piece);
+                        }
                         self.push(FrameBody::TextPiece(piece.into_boxed_str()));
                     },
                     &mut info,
@@ -206,7 +217,7 @@ impl TurnRun {
                 at_us: started_us,
                 answer: sent
                     .is_some()
-                    .then(|| wire::answer(&result, observer.bus.wire().bytes())),
+                    .then(|| wire::answer(&result, &streamed, observer.bus.wire().bytes())),
                 request: sent,
                 response: info.clone(),
             });

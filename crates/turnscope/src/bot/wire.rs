@@ -121,10 +121,20 @@ pub(crate) fn tool_set(specs: &[ToolSpec]) -> ToolSetEvent {
 }
 
 /// What the model answered: the completion's content, reasoning and calls, each cut by
-/// `limit` (empty for a failed request; its status is in `ModelResponseInfo`).
-pub(crate) fn answer(result: &Result<Completion, ModelError>, limit: usize) -> Box<WireAnswer> {
+/// `limit`; for a failed request, the text it `streamed` before it failed (its error and
+/// status are in the event and `ModelResponseInfo`).
+pub(crate) fn answer(
+    result: &Result<Completion, ModelError>,
+    streamed: &str,
+    limit: usize,
+) -> Box<WireAnswer> {
     let Ok(c) = result else {
-        return Box::default();
+        let mut content = streamed.to_string();
+        cut_text(&mut content, limit);
+        return Box::new(WireAnswer {
+            content,
+            ..WireAnswer::default()
+        });
     };
     let mut content = c.text.clone();
     cut_text(&mut content, limit);
