@@ -476,14 +476,47 @@ fn tidy(text: &str) -> String {
     out
 }
 
-/// Copies a stdio server's stderr to `log`, line by line, keeping the last lines in `tail`.
+/// Bytes of one stderr line kept for the log (the rest of a longer line is read and dropped).
+const STDERR_LINE_BYTES: usize = 4 * STDERR_LINE_CHARS;
+
+/// Copies a stdio server's stderr to `log`, line by line, keeping the last lines in `tail`,
+/// until it closes. Read as bytes: a line that is not UTF-8 is logged lossily (the reader
+/// stopped at one, closing the pipe, and the server's next write to stderr failed or killed
+/// it), and a line is kept to [`STDERR_LINE_BYTES`], the rest dropped as it is read (a
+/// progress bar's `\r` updates or a binary dump with no newline grew turnscope without
+/// bound). A `\r` ends a line too.
 async fn copy_stderr(stderr: tokio::process::ChildStderr, log: StderrLog, tail: StderrTail) {
-    let mut lines = BufReader::new(stderr).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        let line: String = strip_ansi(&line).chars().take(STDERR_LINE_CHARS).collect();
-        log(&line);
-        tail.push(line);
+    let mut reader = BufReader::new(stderr);
+    let mut line: Vec<u8> = Vec::with_capacity(256);
+    loop {
+        let chunk = match reader.fill_buf().await {
+            Ok([]) | Err(_) => break,
+            Ok(chunk) => chunk,
+        };
+        let end = chunk.iter().position(|b| matches!(b, b'\n' | b'\r'));
+        let part = &chunk[..end.unwrap_or(chunk.len())];
+        let room = STDERR_LINE_BYTES.saturating_sub(line.len());
+        line.extend_from_slice(&part[..part.len().min(room)]);
+        let used = end.map_or(chunk.len(), |i| i + 1);
+        reader.consume(used);
+        if end.is_some() {
+            emit_stderr_line(&line, &log, &tail);
+            line.clear();
+        }
     }
+    if !line.is_empty() {
+        emit_stderr_line(&line, &log, &tail);
+    }
+}
+
+fn emit_stderr_line(bytes: &[u8], log: &StderrLog, tail: &StderrTail) {
+    if bytes.is_empty() {
+        return;
+    }
+    let text = String::from_utf8_lossy(bytes);
+    let line: String = strip_ansi(&text).chars().take(STDERR_LINE_CHARS).collect();
+    log(&line);
+    tail.push(line);
 }
 
 /// The last [`STDERR_TAIL_LINES`] non-blank lines a stdio child wrote to stderr (each at most
@@ -565,6 +598,37 @@ fn strip_ansi(line: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A server's stderr is read to its end whatever its bytes: a line that is not UTF-8
+    /// (it stopped the reader and closed the pipe, so the server's next write to stderr killed
+    /// it with SIGPIPE), and 3 MB with no newline (kept whole before) cut to one line of 500
+    /// characters; `\r` ends a line (tour I).
+    #[tokio::test]
+    async fn stderr_is_read_to_its_end_whatever_its_bytes() {
+        let script = r"printf 'caf\351 ok\n' >&2
+head -c 3000000 /dev/zero | tr '\0' z >&2
+printf '\rprogress 1\rprogress 2\n' >&2
+echo after >&2
+echo done";
+        let mut child = tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("sh runs");
+        let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let sink = seen.clone();
+        let log: StderrLog = Arc::new(move |line: &str| sink.lock().unwrap().push(line.into()));
+        let stderr = child.stderr.take().unwrap();
+        copy_stderr(stderr, log, StderrTail::default()).await;
+        let status = child.wait().await.unwrap();
+        assert!(status.success(), "the server was not cut off: {status:?}");
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen[0], "caf\u{fffd} ok");
+        assert_eq!(seen[1], "z".repeat(STDERR_LINE_CHARS));
+        assert_eq!(seen[2..], ["progress 1", "progress 2", "after"]);
+    }
 
     #[test]
     fn ansi_sequences_are_stripped() {
