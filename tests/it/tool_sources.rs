@@ -219,6 +219,43 @@ async fn a_changed_tool_list_is_read_again() {
     http.stop().await;
 }
 
+/// Closing a stdio server ends what it started too: a wrapper that does not `exec` (here
+/// `sh -c`, waiting on a helper it started) gets SIGTERM as a process group once it does not
+/// exit on its stdin's end, so neither it nor its helper is left running (tour I: both were
+/// orphaned after every shutdown).
+#[tokio::test]
+async fn closing_a_stdio_server_ends_its_process_group() {
+    let dir = crate::support::scratch::Scratch::new("stdio-group");
+    let helper_pid = dir.join("helper.pid");
+    let script = format!(
+        "sleep 300 & echo $! > '{}'; '{}' fixture-server --stdio; wait",
+        helper_pid.display(),
+        env!("CARGO_BIN_EXE_turnscope-dev")
+    );
+    let config = McpServerConfig::stdio("wrapped", "sh", &["-c", &script]);
+    let bus = Bus::default();
+    let registry = registry(&[config], &bus).await;
+    assert_eq!(
+        registry.call("echo", json!({"text": "hi"})).await.text,
+        "hi"
+    );
+    let helper: i32 = std::fs::read_to_string(&helper_pid)
+        .expect("the helper started")
+        .trim()
+        .parse()
+        .unwrap();
+    let running = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|stat| !stat.contains(") Z "))
+    };
+    assert!(running(helper));
+    registry.shutdown().await;
+    wait_until("the helper ends with its server", || async move {
+        !running(helper)
+    })
+    .await;
+}
+
 /// A stdio server that dies is respawned; the call in flight gets an error result, the
 /// next call works.
 #[tokio::test]

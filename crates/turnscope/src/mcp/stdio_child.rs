@@ -8,7 +8,8 @@
 //! [`BoundedLines`], which passes lines up to [`MAX_LINE_BYTES`] through untouched and turns a
 //! longer one into a JSON-RPC error for the request it answered (its `id`, found in the line's
 //! first or last bytes), so the call ends at once and says why. The child's lifecycle is
-//! rmcp's: closing the transport closes its stdin, then waits, then `SIGTERM`, then kills.
+//! rmcp's: closing the transport closes its stdin, then waits, then `SIGTERM`, then kills;
+//! the signals go to its whole process group, so what it started goes with it.
 
 use std::pin::Pin;
 use std::process::Stdio;
@@ -103,18 +104,56 @@ impl StdioChild {
             return Ok(());
         }
         #[cfg(unix)]
-        if let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok()) {
-            // Our own child, not yet reaped (`wait` has not returned), so the id is its own.
-            let pid = nix::unistd::Pid::from_raw(pid);
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        if let Some(pid) = child.id() {
+            signal_group(pid, nix::sys::signal::Signal::SIGTERM);
             if tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_ok() {
                 self.child = None;
                 return Ok(());
             }
         }
-        let killed = child.kill().await;
+        self.kill_all();
+        let killed = match self.child.as_mut() {
+            Some(child) => child.wait().await.map(drop),
+            None => Ok(()),
+        };
         self.child = None;
         killed
+    }
+
+    /// Kills the server and whatever it started in its process group (a wrapper that does not
+    /// `exec`, `sh -c`, `npx`, `uv run`, or a helper the server runs); killing its pid alone
+    /// left those running, orphaned, after every shutdown, respawn and reload.
+    fn kill_all(&mut self) {
+        let Some(child) = self.child.as_mut() else {
+            return;
+        };
+        #[cfg(unix)]
+        if let Some(pid) = child.id() {
+            signal_group(pid, nix::sys::signal::Signal::SIGKILL);
+        }
+        let _ = child.start_kill();
+    }
+}
+
+impl Drop for StdioChild {
+    /// A server not shut down (its connection dropped, turnscope ending) is killed with its
+    /// process group; tokio reaps it.
+    fn drop(&mut self) {
+        self.kill_all();
+    }
+}
+
+/// Sends `signal` to the process group `pid` leads (`connect` starts each stdio server as
+/// the leader of a group of its own), or to `pid` alone when it leads none.
+#[cfg(unix)]
+fn signal_group(pid: u32, signal: nix::sys::signal::Signal) {
+    let Ok(pid) = i32::try_from(pid) else {
+        return;
+    };
+    // Our own child, not yet reaped (its `wait` has not returned), so the id is its own.
+    let pid = nix::unistd::Pid::from_raw(pid);
+    if nix::sys::signal::killpg(pid, signal).is_err() {
+        let _ = nix::sys::signal::kill(pid, signal);
     }
 }
 
