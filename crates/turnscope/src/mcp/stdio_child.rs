@@ -20,7 +20,6 @@ use rmcp::RoleClient;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
-use serde::de::IgnoredAny;
 use serde_json::Value;
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
@@ -244,6 +243,13 @@ impl<R> BoundedLines<R> {
             let end = newline.map_or(ready.len(), |i| i + 1);
             let n = end.min(out.remaining());
             let passed = &ready[..n];
+            let ends_here = newline.is_some() && n == end;
+            // Near the bound, the last bytes passed are kept too: should the line pass it just
+            // after, its `id` may lie in them (the TypeScript SDK writes it last).
+            if !ends_here && self.line_bytes + n > MAX_LINE_BYTES - TAIL_BYTES {
+                let from = (MAX_LINE_BYTES - TAIL_BYTES).saturating_sub(self.line_bytes);
+                keep_tail(&mut self.tail, &passed[from.min(n)..]);
+            }
             if self.head.len() < HEAD_BYTES {
                 let room = HEAD_BYTES - self.head.len();
                 self.head
@@ -251,7 +257,7 @@ impl<R> BoundedLines<R> {
             }
             out.put_slice(passed);
             self.at += n;
-            if newline.is_some() && n == end {
+            if ends_here {
                 self.end_line();
             } else {
                 self.line_bytes += n;
@@ -262,12 +268,21 @@ impl<R> BoundedLines<R> {
     /// The newline that ends the cut line's first part (owed already, if still unsent) and a
     /// JSON-RPC error for the request the dropped line answered, if its `id` was found.
     fn too_long_answer(&self) -> Vec<u8> {
-        let Some(id) = id_in_head(&self.head).or_else(|| id_in_tail(&self.tail)) else {
+        let (head, tail) = (seen_in_head(&self.head), seen_in_tail(&self.tail));
+        // A request or notification of the server's (its `id`, if any, counts in the
+        // server's own numbering, not the client's) is dropped; only a response answers.
+        let method = head.keys.iter().chain(&tail.keys).any(|k| k == "method");
+        let id = head.id.or(tail.id);
+        let Some(id) = id.filter(|_| !method) else {
             tracing::error!(
                 bytes = self.line_bytes,
-                "a stdio MCP server wrote a message over the {} MiB limit with no request id \
-                 found at its start or end; it was dropped",
-                MAX_LINE_BYTES >> 20
+                "a stdio MCP server wrote a message over the {} MiB limit ({}); it was dropped",
+                MAX_LINE_BYTES >> 20,
+                if method {
+                    "a request or notification of its own"
+                } else {
+                    "no request id found at its start or end"
+                }
             );
             return Vec::new();
         };
@@ -354,27 +369,47 @@ fn keep_tail(tail: &mut Vec<u8>, bytes: &[u8]) {
     }
 }
 
-/// The `id` of the JSON object that `head` begins, if it is among the members that come whole
-/// before `head` ends (rmcp and the Python SDK write it first or second).
-fn id_in_head(head: &[u8]) -> Option<Value> {
-    let mut rest = skip_space(head).strip_prefix(b"{")?;
-    loop {
-        let (key, after) = one_value::<String>(skip_space(rest))?;
-        let after = skip_space(after).strip_prefix(b":")?;
-        if key == "id" {
-            let (id, after) = one_value::<Value>(skip_space(after))?;
-            // A number cut by the end of `head` is not the whole id.
-            return matches!(skip_space(after).first(), Some(b',' | b'}')).then_some(id);
-        }
-        let (_, after) = one_value::<IgnoredAny>(skip_space(after))?;
-        rest = skip_space(after).strip_prefix(b",")?;
-    }
+/// What the start or the end of a JSON-RPC message shows of it: its top-level `id`, when
+/// whole there, and the top-level keys seen.
+#[derive(Default)]
+struct Seen {
+    id: Option<Value>,
+    keys: Vec<String>,
 }
 
-/// The `id` of the JSON object that `tail` ends, if it is among the members after the last
-/// large one (the TypeScript SDK writes `id` last). A candidate `"id"` counts only when every
-/// member from it to the final `}` parses whole, so an `id` nested deeper never does.
-fn id_in_tail(tail: &[u8]) -> Option<Value> {
+/// The top-level members the JSON object that `head` begins shows before `head` ends or a
+/// value runs past it (rmcp and the Python SDK write `id` first or second, then `result` or
+/// `method`).
+fn seen_in_head(head: &[u8]) -> Seen {
+    let mut seen = Seen::default();
+    let Some(mut rest) = skip_space(head).strip_prefix(b"{") else {
+        return seen;
+    };
+    while let Some((key, after)) = one_value::<String>(skip_space(rest)) {
+        let Some(after) = skip_space(after).strip_prefix(b":") else {
+            break;
+        };
+        seen.keys.push(key.clone());
+        let Some((value, after)) = one_value::<Value>(skip_space(after)) else {
+            break;
+        };
+        let after = skip_space(after);
+        // A number cut by the end of `head` is not the whole id.
+        if key == "id" && matches!(after.first(), Some(b',' | b'}')) {
+            seen.id = Some(value);
+        }
+        let Some(next) = after.strip_prefix(b",") else {
+            break;
+        };
+        rest = next;
+    }
+    seen
+}
+
+/// The members after the last large one of the JSON object that `tail` ends, from a
+/// candidate `"id"` on (the TypeScript SDK writes `id` last). A candidate counts only when
+/// every member from it to the final `}` parses whole, so an `id` nested deeper never does.
+fn seen_in_tail(tail: &[u8]) -> Seen {
     let at_ends = |bytes: &[u8], at: usize| {
         let before = bytes[..at].iter().rev().find(|b| !b.is_ascii_whitespace());
         matches!(before, Some(b',' | b'{'))
@@ -389,22 +424,24 @@ fn id_in_tail(tail: &[u8]) -> Option<Value> {
         .into_iter()
         .rev()
         .find_map(|at| members_to_end(&tail[at..]))
+        .unwrap_or_default()
 }
 
-/// Parses `"id": value` and the members after it up to a final `}`; the id if all parse.
-fn members_to_end(mut rest: &[u8]) -> Option<Value> {
-    let mut id = None;
+/// Parses `"id": value` and the members after it up to a final `}`, if all parse.
+fn members_to_end(mut rest: &[u8]) -> Option<Seen> {
+    let mut seen = Seen::default();
     loop {
         let (key, after) = one_value::<String>(skip_space(rest))?;
         let after = skip_space(after).strip_prefix(b":")?;
         let (value, after) = one_value::<Value>(skip_space(after))?;
-        if key == "id" && id.is_none() {
-            id = Some(value);
+        if key == "id" && seen.id.is_none() {
+            seen.id = Some(value);
         }
+        seen.keys.push(key);
         let after = skip_space(after);
         match after.first() {
             Some(b',') => rest = &after[1..],
-            Some(b'}') if skip_space(&after[1..]).is_empty() => return id,
+            Some(b'}') if skip_space(&after[1..]).is_empty() => return Some(seen),
             _ => return None,
         }
     }
@@ -513,29 +550,53 @@ mod tests {
 
     #[test]
     fn the_id_is_found_only_at_the_top_level() {
+        let head = |bytes: &[u8]| seen_in_head(bytes).id;
+        let tail = |bytes: &[u8]| seen_in_tail(bytes).id;
         assert_eq!(
-            id_in_head(br#"{"jsonrpc":"2.0","id":12,"result":{"#),
+            head(br#"{"jsonrpc":"2.0","id":12,"result":{"#),
             Some(12.into())
         );
-        assert_eq!(
-            id_in_head(br#"{"result":{"id":1},"id":"a","#),
-            Some("a".into())
+        assert_eq!(head(br#"{"result":{"id":1},"id":"a","#), Some("a".into()));
+        assert_eq!(head(br#"{"jsonrpc":"2.0","id":12"#), None, "maybe cut");
+        assert_eq!(head(br#"{"result":{"text":"xxxx"#), None);
+        assert_eq!(tail(br#"xx"}]},"jsonrpc":"2.0","id":4}"#), Some(4.into()));
+        assert_eq!(tail(br#"xx"}], "id": 4}}"#), None, "nested");
+        assert_eq!(tail(br#"x \"id\":4}"#), None, "inside a string");
+        assert_eq!(tail(br#"xx","id":5,"jsonrpc":"2.0"}"#), Some(5.into()));
+        // The keys seen tell a request of the server's from a response.
+        let request = seen_in_head(
+            br#"{"jsonrpc":"2.0","id":1,"method":"sampling/createMessage","params":{"x":"#,
         );
-        assert_eq!(
-            id_in_head(br#"{"jsonrpc":"2.0","id":12"#),
-            None,
-            "maybe cut"
+        assert_eq!(request.keys, ["jsonrpc", "id", "method", "params"]);
+    }
+
+    /// A line just over the bound with its `id` last (its tail mostly passed before the
+    /// dropping began) is still answered; a request of the server's over the bound is dropped,
+    /// not taken for the answer to the client's request of the same number (tour I).
+    #[tokio::test]
+    async fn just_over_the_bound_id_last_is_answered_and_a_servers_request_is_not() {
+        let shell = r#"{"result":{"text":""}},"jsonrpc":"2.0","id":3}"#;
+        for over in [1, 2, 12, 30] {
+            let text = text_of(MAX_LINE_BYTES + over - shell.len());
+            let line = format!(r#"{{"result":{{"text":"{text}"}}}},"jsonrpc":"2.0","id":3}}"#);
+            assert_eq!(line.len(), MAX_LINE_BYTES + over);
+            let out = read_all(format!("{line}\n").into_bytes(), 64 * 1024).await;
+            let lines: Vec<&[u8]> = out.split(|b| *b == b'\n').collect();
+            let answer: Value = serde_json::from_slice(lines[1]).unwrap();
+            assert_eq!(answer["id"], 3, "{over} over");
+        }
+        let request = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"sampling/createMessage\",\"params\":{{\"x\":\"{}\"}}}}\n{}\n",
+            text_of(MAX_LINE_BYTES),
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#
         );
-        assert_eq!(id_in_head(br#"{"result":{"text":"xxxx"#), None);
+        let out = read_all(request.into_bytes(), 64 * 1024).await;
+        let lines: Vec<&[u8]> = out.split(|b| *b == b'\n').collect();
         assert_eq!(
-            id_in_tail(br#"xx"}]},"jsonrpc":"2.0","id":4}"#),
-            Some(4.into())
+            lines.len(),
+            3,
+            "the cut part, the client's own answer, the end"
         );
-        assert_eq!(id_in_tail(br#"xx"}], "id": 4}}"#), None, "nested");
-        assert_eq!(id_in_tail(br#"x \"id\":4}"#), None, "inside a string");
-        assert_eq!(
-            id_in_tail(br#"xx","id":5,"jsonrpc":"2.0"}"#),
-            Some(5.into())
-        );
+        assert_eq!(lines[1], br#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
     }
 }
