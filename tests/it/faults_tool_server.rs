@@ -226,7 +226,8 @@ async fn a_five_mib_answer_is_refused_small_and_the_next_call_works() {
         outcome.unanswered.as_deref(),
         Some(&Unanswered::TooLarge {
             size_bytes: 5 * 1024 * 1024,
-            limit_bytes: 1024 * 1024
+            limit_bytes: 1024 * 1024,
+            dropped: false,
         })
     );
     assert_eq!(

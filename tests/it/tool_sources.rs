@@ -155,6 +155,18 @@ async fn a_stdio_reply_over_one_message_limit_is_an_error_at_once() {
     assert_eq!(v["error"], "response_too_large", "{v}");
     assert_eq!(v["limit_bytes"], 16 * 1024 * 1024);
     assert!(v["size_bytes"].as_u64().unwrap() > size, "{v}");
+    assert!(v.get("preview").is_none(), "dropped unread: {v}");
+    // What a person calling by hand is told names the fixed limit, not the response cap.
+    let said = over
+        .unanswered
+        .as_ref()
+        .expect("answered for the tool")
+        .to_string();
+    assert!(
+        said.contains("a stdio MCP server may send in one message")
+            && !said.contains("MCP_MAX_RESPONSE_BYTES"),
+        "{said}"
+    );
     assert_eq!(
         registry.call("echo", json!({"text": "after"})).await.text,
         "after"

@@ -145,6 +145,7 @@ fn too_large(size: usize, limit: usize, preview: Option<String>) -> ToolOutcome 
         "size_bytes": size,
         "hint": "the result was too large to read; ask for less (a narrower query, fewer items or a smaller page)",
     });
+    let dropped = preview.is_none();
     if let Some(preview) = preview {
         error["preview"] = preview.into();
     }
@@ -152,6 +153,7 @@ fn too_large(size: usize, limit: usize, preview: Option<String>) -> ToolOutcome 
         crate::tools::Unanswered::TooLarge {
             size_bytes: size,
             limit_bytes: limit,
+            dropped,
         },
         error.to_string(),
     )

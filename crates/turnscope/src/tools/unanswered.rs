@@ -20,12 +20,17 @@ pub enum Unanswered {
         /// The setting that set it (`timeout_seconds of [[mcp_servers]] fx`).
         setting: String,
     },
-    /// An answer came, larger than the response cap; the model reads a preview only.
+    /// An answer came, larger than the response cap; the model reads a preview only. Or, with
+    /// `dropped`, a stdio server's message over the 16 MiB one message may have, dropped
+    /// unread (no preview; the limit is fixed).
     TooLarge {
-        /// The answer's text, bytes.
+        /// The answer's text, bytes (with `dropped`, the whole message's).
         size_bytes: usize,
         /// The cap, bytes.
         limit_bytes: usize,
+        /// Whether it was a stdio message over the fixed limit, dropped unread.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        dropped: bool,
     },
     /// The request never reached the tool: its server is down, not connected yet, or the
     /// connection dropped during the call.
@@ -87,6 +92,17 @@ impl fmt::Display for Unanswered {
             Unanswered::TooLarge {
                 size_bytes,
                 limit_bytes,
+                dropped: true,
+            } => write!(
+                f,
+                "the answer was a message of {size_bytes} B, over the {limit_bytes} B a stdio \
+                 MCP server may send in one message (a fixed limit); it was dropped unread. Ask \
+                 the tool for less (a narrower query, one page)"
+            ),
+            Unanswered::TooLarge {
+                size_bytes,
+                limit_bytes,
+                dropped: false,
             } => write!(
                 f,
                 "the answer was {size_bytes} B, over the response cap of {limit_bytes} B \
