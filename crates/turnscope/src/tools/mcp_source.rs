@@ -362,9 +362,13 @@ impl McpSource {
                 ),
             },
             () = link.alive.cancelled() => ToolOutcome::unanswered(
-                Unanswered::Unreachable {
+                Unanswered::Lost {
                     server: inner.name.to_string(),
-                    detail: "the connection ended during the call".into(),
+                    detail: if inner.transport == TransportKind::Stdio {
+                        "its process exited during the call".into()
+                    } else {
+                        "the connection ended during the call".into()
+                    },
                 },
                 format!(
                     "MCP server `{}` went away during the call to `{original}`{}; \
@@ -538,9 +542,13 @@ impl Inner {
             ServiceError::TransportClosed => {
                 self.let_go(link, "it closed the connection during a call");
                 ToolOutcome::unanswered(
-                    Unanswered::Unreachable {
+                    Unanswered::Lost {
                         server,
-                        detail: "it closed the connection during the call".into(),
+                        detail: if self.transport == TransportKind::Stdio {
+                            "its process closed its output during the call".into()
+                        } else {
+                            "it closed the connection during the call".into()
+                        },
                     },
                     format!(
                         "MCP server `{}` closed the connection during the call to `{tool}`; it is being reconnected. \

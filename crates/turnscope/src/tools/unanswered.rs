@@ -40,6 +40,14 @@ pub enum Unanswered {
         /// What failed, as the transport said it.
         detail: String,
     },
+    /// The request was sent, and the connection ended before the answer (a stdio server's
+    /// process exited, an HTTP server closed the stream): the tool may have run.
+    Lost {
+        /// The MCP server.
+        server: String,
+        /// What ended, as the transport said it.
+        detail: String,
+    },
     /// The server answered the request with a protocol error (not a result with `isError`).
     Refused {
         /// The MCP server.
@@ -69,12 +77,14 @@ impl Unanswered {
         }
     }
 
-    /// A short label for lists: `timed out`, `over the cap`, `unreachable`, `refused`.
+    /// A short label for lists: `timed out`, `over the cap`, `unreachable`, `lost mid-call`,
+    /// `refused`.
     pub fn label(&self) -> &'static str {
         match self {
             Unanswered::TimedOut { .. } => "timed out",
             Unanswered::TooLarge { .. } => "over the cap",
             Unanswered::Unreachable { .. } => "unreachable",
+            Unanswered::Lost { .. } => "lost mid-call",
             Unanswered::Refused { .. } => "refused",
         }
     }
@@ -113,6 +123,12 @@ impl fmt::Display for Unanswered {
                 f,
                 "not delivered: MCP server `{server}` could not be reached ({detail}). Check that \
                  it runs and its url in the config"
+            ),
+            Unanswered::Lost { server, detail } => write!(
+                f,
+                "MCP server `{server}` went away before answering ({detail}): the tool may have \
+                 run, its result is unknown. It is being reconnected; check its side before \
+                 calling again if the call changes anything"
             ),
             Unanswered::Refused { server, detail } => write!(
                 f,
