@@ -42,6 +42,30 @@ const INLINE_CODE_FLAGS: [&str; 8] = [
     "-c", "-e", "--eval", "-p", "--print", "-r", "eval", "-Command",
 ];
 
+/// Whether `command` names an interpreter: its file name without `.exe` and without a version
+/// (`python3.11`, `node20`), or `pythonw`.
+fn is_interpreter(command: &str) -> bool {
+    let base = command.rsplit(['/', '\\']).next().unwrap_or(command);
+    let base = base.strip_suffix(".exe").unwrap_or(base);
+    let bare = base.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    INTERPRETERS.contains(&base) || INTERPRETERS.contains(&bare) || bare == "pythonw"
+}
+
+/// Whether `arg` makes an interpreter run code given on the command line: one of
+/// [`INLINE_CODE_FLAGS`], `--eval=…`, or a cluster of short flags holding one of them
+/// (`-Ic`, `-lc`, `-pe`, `-we`, perl's `-E`).
+fn runs_inline_code(arg: &str) -> bool {
+    if INLINE_CODE_FLAGS.contains(&arg) || arg.starts_with("--eval=") {
+        return true;
+    }
+    let Some(cluster) = arg.strip_prefix('-') else {
+        return false;
+    };
+    (1..=4).contains(&cluster.len())
+        && cluster.chars().all(|c| c.is_ascii_alphabetic())
+        && cluster.contains(['c', 'e', 'E', 'p'])
+}
+
 /// The rules in force for reaching MCP servers.
 ///
 /// URL patterns are `scheme://host[:port]/path`: the host may start with `*.` (any
@@ -203,12 +227,8 @@ impl Policy {
                 self.commands.join(", ")
             ));
         }
-        let base = command.rsplit(['/', '\\']).next().unwrap_or(command);
-        let base = base.strip_suffix(".exe").unwrap_or(base);
-        if INTERPRETERS.contains(&base)
-            && let Some(flag) = args
-                .iter()
-                .find(|a| INLINE_CODE_FLAGS.contains(&a.as_str()) || a.starts_with("--eval="))
+        if is_interpreter(command)
+            && let Some(flag) = args.iter().find(|a| runs_inline_code(a))
         {
             return Err(format!(
                 "`{command} {flag} ...` runs code given on the command line, which an allowlist of \

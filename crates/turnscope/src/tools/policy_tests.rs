@@ -192,6 +192,42 @@ fn stdio_gate_and_command_allowlist() {
         node.check_stdio("npx", &["-y".into(), "pkg".into()])
             .is_ok()
     );
+
+    // Inline code in a cluster of short flags, or behind a versioned interpreter's name, is
+    // inline code too (tour I: each of these ran); an interpreter's other flags are not.
+    let listed = with_env(
+        &PolicySection::default(),
+        &[(
+            ENV_STDIO_COMMANDS,
+            "python3,python3.11,node,bash,perl,/usr/bin/python3.12",
+        )],
+    )
+    .unwrap();
+    for (command, flag) in [
+        ("python3", "-Ic"),
+        ("bash", "-lc"),
+        ("node", "-pe"),
+        ("perl", "-E"),
+        ("perl", "-we"),
+        ("python3.11", "-c"),
+        ("/usr/bin/python3.12", "-c"),
+    ] {
+        let e = listed
+            .check_stdio(command, &[flag.into(), "code".into()])
+            .unwrap_err();
+        assert!(
+            e.contains("runs code given on the command line"),
+            "{command} {flag}: {e}"
+        );
+    }
+    for (command, flag) in [("python3", "-u"), ("python3.11", "-m"), ("bash", "-l")] {
+        assert!(
+            listed
+                .check_stdio(command, &[flag.into(), "server".into()])
+                .is_ok(),
+            "{command} {flag}"
+        );
+    }
 }
 
 #[test]
