@@ -27,8 +27,41 @@ use turnscope::tools::{ToolSpec, Tools};
 use crate::cli::{ServeArgs, ToolsAction};
 
 /// Runs a `tools` subcommand; what it prints on stdout is JSON, what went wrong also goes to
-/// stderr in words.
+/// stderr in words. Ctrl-C or SIGTERM ends it with 130 or 143, the MCP servers it started
+/// closed with it (each server runs in a process group of its own, so the terminal's Ctrl-C
+/// does not reach them, and one that ignores its stdin's end ran on, orphaned).
 pub async fn main(action: ToolsAction, config: Option<PathBuf>, serve: &ServeArgs) -> ExitCode {
+    tokio::select! {
+        code = run(action, config, serve) => code,
+        // The run is dropped here: its registry and sources with it, and each stdio server
+        // with its process group as the runtime shuts down.
+        (name, code) = interrupted() => {
+            eprintln!("turnscope tools: {name}: stopped, and the MCP servers it started with it");
+            ExitCode::from(code)
+        }
+    }
+}
+
+/// The signal that interrupts a `tools` command, and the exit code it gives (128 + its number).
+async fn interrupted() -> (&'static str, u8) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) {
+            return tokio::select! {
+                _ = int.recv() => ("interrupted (Ctrl-C)", 130),
+                _ = term.recv() => ("terminated (SIGTERM)", 143),
+            };
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+    ("interrupted (Ctrl-C)", 130)
+}
+
+async fn run(action: ToolsAction, config: Option<PathBuf>, serve: &ServeArgs) -> ExitCode {
     let config = match Config::load(config.as_deref(), &serve.overrides()) {
         Ok((config, _)) => config,
         Err(e) => return could_not(&format!("the config does not load: {e}"), Vec::new()),

@@ -316,3 +316,69 @@ async fn tools_call_against_node_server_everything() {
         "{unknown}"
     );
 }
+
+/// SIGTERM (or Ctrl-C) on `tools call` ends it with 143 (130) and the MCP servers it started
+/// with it: the server's whole process group, here a wrapper that does not exec and a helper
+/// it started (tour I: turnscope died at the signal and they ran on, orphaned).
+#[tokio::test]
+async fn a_signalled_tools_call_ends_the_servers_it_started() {
+    let dir = std::env::temp_dir().join(format!("turnscope-tools-signal-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let helper_pid = dir.join("helper.pid");
+    let script = format!(
+        "sleep 300 & echo $! > '{}'; '{}' fixture-server --stdio; wait",
+        helper_pid.display(),
+        env!("CARGO_BIN_EXE_turnscope-dev")
+    );
+    let config = format!(
+        "[[mcp_servers]]\nname = \"wrapped\"\ncommand = \"sh\"\nargs = [\"-c\", {}]\n",
+        serde_json::to_string(&script).unwrap()
+    );
+    let p = Project::new("signal", &config);
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
+        .args(["tools", "call", "slow", "--args", r#"{"ms": 60000}"#])
+        .current_dir(&p.0)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("turnscope runs");
+    let started = std::time::Instant::now();
+    while !helper_pid.exists() {
+        assert!(started.elapsed().as_secs() < 30, "the server never started");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let helper: i32 = std::fs::read_to_string(&helper_pid)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let pid = child.id().unwrap().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("it ends")
+        .unwrap();
+    assert_eq!(out.status.code(), Some(143));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("terminated (SIGTERM)"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let running = || {
+        std::fs::read_to_string(format!("/proc/{helper}/stat"))
+            .is_ok_and(|stat| !stat.contains(") Z "))
+    };
+    let ended = std::time::Instant::now();
+    while running() {
+        assert!(ended.elapsed().as_secs() < 10, "the helper ran on");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
