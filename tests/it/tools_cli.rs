@@ -382,3 +382,42 @@ async fn a_signalled_tools_call_ends_the_servers_it_started() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A stdio server does not inherit turnscope's own bearer token (tour I: every server got
+/// `TURNSCOPE_AUTH_TOKEN`); one given it in its `env` has it.
+#[tokio::test]
+async fn a_stdio_server_is_not_handed_turnscopes_token() {
+    let dir = std::env::temp_dir().join(format!("turnscope-tools-token-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let server = |name: &str, env: &str| {
+        let seen = dir.join(format!("{name}.seen"));
+        let script = format!(
+            "echo \"${{TURNSCOPE_AUTH_TOKEN:-unset}}\" > '{}'; exec '{}' fixture-server --stdio",
+            seen.display(),
+            env!("CARGO_BIN_EXE_turnscope-dev")
+        );
+        format!(
+            "[[mcp_servers]]\nname = \"{name}\"\ncommand = \"sh\"\nargs = [\"-c\", {}]\n{env}",
+            serde_json::to_string(&script).unwrap()
+        )
+    };
+    let config =
+        server("plain", "") + &server("given", "env = { TURNSCOPE_AUTH_TOKEN = \"for-it\" }\n");
+    let p = Project::new("token", &config);
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
+        .args(["tools", "list"])
+        .current_dir(&p.0)
+        .env("TURNSCOPE_AUTH_TOKEN", "s3cret-of-turnscope")
+        .output()
+        .await
+        .expect("turnscope runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen = |name: &str| std::fs::read_to_string(dir.join(format!("{name}.seen"))).unwrap();
+    assert_eq!(seen("plain").trim(), "unset");
+    assert_eq!(seen("given").trim(), "for-it");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -24,6 +24,9 @@ use super::stdio_child::StdioChild;
 use crate::config::{McpServerConfig, TransportKind};
 use crate::observe::redact::redact;
 
+/// The variable holding turnscope's own bearer token (`--auth-token`), kept from stdio servers.
+const AUTH_TOKEN_VAR: &str = "TURNSCOPE_AUTH_TOKEN";
+
 /// Longest stderr line of a stdio server copied to the log.
 const STDERR_LINE_CHARS: usize = 500;
 
@@ -189,7 +192,12 @@ pub(crate) async fn open<C: ClientHandler>(
             let command = config.command.as_deref().unwrap_or_default();
             let cwd = config.cwd.as_deref();
             let mut cmd = tokio::process::Command::new(program(command, cwd));
-            cmd.args(&config.args).envs(&config.env).kill_on_drop(true);
+            // turnscope's own bearer token guards its endpoints: no tool server needs it
+            // (one that does gets it through its `env`).
+            cmd.env_remove(AUTH_TOKEN_VAR)
+                .args(&config.args)
+                .envs(&config.env)
+                .kill_on_drop(true);
             if let Some(cwd) = cwd {
                 cmd.current_dir(cwd);
             }
