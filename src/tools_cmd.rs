@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use turnscope::app::App;
 use turnscope::config::Config;
-use turnscope::observe::Bus;
+use turnscope::observe::{Bus, Event, ToolSourceEvent, ToolSourceState};
 use turnscope::tools::hand::{self, Refusal};
 use turnscope::tools::mcp_source::SourceStatus;
 use turnscope::tools::portability;
@@ -67,13 +67,23 @@ async fn run(action: ToolsAction, config: Option<PathBuf>, serve: &ServeArgs) ->
         Err(e) => return could_not(&format!("the config does not load: {e}"), Vec::new()),
     };
     let bus = Bus::default();
+    // Servers the policy refused are not sources: only their `skipped` events say so.
+    let mut events = bus.subscribe();
     let registry = match App::tool_registry(&config, &bus, Vec::new()).await {
         Ok(r) => r,
         Err(e) => return could_not(&e.to_string(), Vec::new()),
     };
+    let mut refused = Vec::new();
+    while let Some(event) = events.try_recv() {
+        if let Event::ToolSource(source) = &*event
+            && source.state == ToolSourceState::Skipped
+        {
+            refused.push(source.clone());
+        }
+    }
     let timeout = Duration::from_secs_f64(config.bot.tool_timeout_seconds);
     let code = match action {
-        ToolsAction::List => list(&registry),
+        ToolsAction::List => list(&registry, &refused),
         ToolsAction::Call { name, args } => call(&registry, &name, &args, timeout, &bus).await,
     };
     registry.shutdown().await;
@@ -124,9 +134,21 @@ fn tool_json(spec: &ToolSpec) -> Value {
     })
 }
 
-fn list(registry: &ToolRegistry) -> ExitCode {
+fn list(registry: &ToolRegistry, refused: &[ToolSourceEvent]) -> ExitCode {
     let specs = registry.specs();
-    let (sources, down) = sources(registry);
+    let (mut sources, mut down) = sources(registry);
+    for r in refused {
+        sources.push(json!({
+            "name": r.server,
+            "transport": r.transport.as_ref(),
+            "state": "refused",
+            "error": r.detail,
+        }));
+        down.push(format!(
+            "{}: refused by the policy ({})",
+            r.server, r.detail
+        ));
+    }
     let skipped: Vec<String> = registry.skipped().iter().map(ToString::to_string).collect();
     print_json(&json!({
         "tools": specs.iter().map(tool_json).collect::<Vec<_>>(),

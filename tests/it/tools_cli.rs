@@ -421,3 +421,28 @@ async fn a_stdio_server_is_not_handed_turnscopes_token() {
     assert_eq!(seen("given").trim(), "for-it");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A server the policy refused is listed as refused, said on stderr, and fails the command
+/// (tour I: `tools list` said nothing of it and exited 0, so a CI check passed with the
+/// server never run).
+#[tokio::test]
+async fn tools_list_says_which_servers_the_policy_refused() {
+    let config = format!("[policy]\nstdio_enabled = false\n{}", fixture_config());
+    let p = Project::new("refused", &config);
+    let (code, listed, stderr) = tools(&p.0, &["list"]).await;
+    assert_eq!(code, 2, "{stderr}");
+    let source = &listed["sources"][0];
+    assert_eq!(source["name"], "fixture");
+    assert_eq!(source["state"], "refused");
+    assert!(
+        source["error"]
+            .as_str()
+            .unwrap()
+            .contains("stdio servers are turned off"),
+        "{source}"
+    );
+    assert!(
+        stderr.contains("fixture: refused by the policy"),
+        "{stderr}"
+    );
+}
