@@ -268,6 +268,49 @@ async fn closing_a_stdio_server_ends_its_process_group() {
     .await;
 }
 
+/// A server that stopped reading its stdin, with a large request stuck in the full pipe, is
+/// still ended when it is closed: closing its stdin waits for that write, so it is bounded and
+/// SIGTERM follows (tour I: the close waited forever and the server ran on).
+#[tokio::test]
+async fn a_server_that_stopped_reading_is_still_ended_when_closed() {
+    let dir = crate::support::scratch::Scratch::new("stdio-frozen");
+    let pid_file = dir.join("server.pid");
+    // Answers `initialize` and `tools/list`, then stops reading.
+    let script = format!(
+        r#"echo $$ > '{}'
+answer() {{ id=$(printf '%s' "$1" | sed -n 's/.*"id":\([0-9]*\).*/\1/p'); printf '{{"jsonrpc":"2.0","id":%s,"result":%s}}\n' "$id" "$2"; }}
+read line; answer "$line" '{{"protocolVersion":"2025-11-25","capabilities":{{"tools":{{}}}},"serverInfo":{{"name":"frozen","version":"1"}}}}'
+read line; read line; answer "$line" '{{"tools":[{{"name":"take","inputSchema":{{"type":"object"}}}}]}}'
+exec sleep 300"#,
+        pid_file.display()
+    );
+    let config = McpServerConfig::stdio("frozen", "sh", &["-c", &script]);
+    let bus = Bus::default();
+    let registry = registry(&[config], &bus).await;
+    let stuck = tokio::spawn({
+        let registry = registry.clone();
+        async move {
+            registry
+                .call("take", json!({"blob": "x".repeat(2_000_000)}))
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let running = move || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|stat| !stat.contains(") Z "))
+    };
+    assert!(running());
+    registry.shutdown().await;
+    wait_until("the frozen server ends", || async move { !running() }).await;
+    stuck.abort();
+}
+
 /// A stdio server that dies is respawned; the call in flight gets an error result, the
 /// next call works.
 #[tokio::test]

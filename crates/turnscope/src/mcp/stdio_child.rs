@@ -97,7 +97,9 @@ impl StdioChild {
         let Some(child) = self.child.as_mut() else {
             return Ok(());
         };
-        self.transport.close().await?;
+        // Closing stdin waits for a write in progress, which never ends when the server stopped
+        // reading with its pipe full: bounded, the signals follow either way.
+        let _ = tokio::time::timeout(EXIT_GRACE, self.transport.close()).await;
         if tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_ok() {
             self.child = None;
             return Ok(());
