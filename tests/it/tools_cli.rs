@@ -446,3 +446,18 @@ async fn tools_list_says_which_servers_the_policy_refused() {
         "{stderr}"
     );
 }
+
+/// A `cwd` that does not exist is said as such, not as a command that cannot be found
+/// (tour I).
+#[tokio::test]
+async fn a_missing_cwd_is_named() {
+    let config = format!("{}cwd = \"no-such-folder\"\n", fixture_config());
+    let p = Project::new("cwd", &config);
+    let (code, listed, stderr) = tools(&p.0, &["list"]).await;
+    assert_eq!(code, 2, "{stderr}");
+    let error = listed["sources"][0]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("no-such-folder (`cwd`) does not exist"),
+        "{listed}\n{stderr}"
+    );
+}

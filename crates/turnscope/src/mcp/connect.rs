@@ -205,6 +205,15 @@ pub(crate) async fn open<C: ClientHandler>(
             // closes the server, instead of killing the server first (and causing a respawn).
             #[cfg(unix)]
             cmd.process_group(0);
+            // A folder that is not there fails the spawn with the same "not found" as a
+            // missing command: said apart.
+            if let Some(cwd) = cwd.filter(|cwd| !cwd.is_dir()) {
+                return Err(ConnectError::Other(format!(
+                    "cannot start `{command}`: its folder {} (`cwd`) does not exist or is not a \
+                     folder; fix `cwd` in its entry",
+                    cwd.display()
+                )));
+            }
             let (transport, stderr) =
                 StdioChild::spawn(cmd).map_err(|source| ConnectError::Spawn {
                     command: command.into(),
