@@ -311,6 +311,52 @@ exec sleep 300"#,
     stuck.abort();
 }
 
+/// A stdio server that dies after it came up is reported down with its last stderr lines,
+/// which usually say why (tour I: its reason was nowhere, headless or in the console).
+#[tokio::test]
+async fn a_stdio_server_that_dies_is_reported_with_its_last_words() {
+    let dir = crate::support::scratch::Scratch::new("stdio-last-words");
+    let pid_file = dir.join("server.pid");
+    // The server runs under a shell that says why once it is gone, as a wrapper's log would.
+    let script = format!(
+        "exec 3<&0; '{}' fixture-server --stdio 0<&3 3<&- & echo $! > '{}'; wait; echo 'fatal: the database is gone' >&2; sleep 0.2",
+        env!("CARGO_BIN_EXE_turnscope-dev"),
+        pid_file.display()
+    );
+    let config = McpServerConfig::stdio("dying", "sh", &["-c", &script]);
+    let bus = Bus::default();
+    let mut events = bus.subscribe();
+    let registry = registry(&[config], &bus).await;
+    assert_eq!(
+        registry.call("echo", json!({"text": "hi"})).await.text,
+        "hi"
+    );
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-9", pid.trim()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let detail = loop {
+        let event = tokio::time::timeout(WAIT, events.recv())
+            .await
+            .expect("the server is reported down")
+            .expect("the bus is open");
+        if let Event::ToolSource(s) = &*event
+            && s.state == ToolSourceState::Disconnected
+        {
+            break s.detail.clone();
+        }
+    };
+    assert!(
+        detail.contains("its stderr ended with: fatal: the database is gone"),
+        "{detail}"
+    );
+    registry.shutdown().await;
+}
+
 /// A stdio server that dies is respawned; the call in flight gets an error result, the
 /// next call works.
 #[tokio::test]

@@ -55,7 +55,11 @@ fn recording_server() -> Opener {
                 }
             });
             let service = handler.serve(client_io).await.map_err(|e| e.to_string())?;
-            Ok(Opened { service, pid: None })
+            Ok(Opened {
+                service,
+                pid: None,
+                stderr: None,
+            })
         })
     })
 }

@@ -79,6 +79,8 @@ pub struct Session<C: ClientHandler> {
     pub service: RunningService<RoleClient, C>,
     /// The child's process id (stdio).
     pub pid: Option<u32>,
+    /// The child's last stderr lines as it writes them (stdio), for the report of its end.
+    pub stderr: Option<StderrTail>,
 }
 
 /// Why a session could not be opened.
@@ -225,7 +227,11 @@ pub(crate) async fn open<C: ClientHandler>(
             let copying = stderr
                 .map(|stderr| tokio::spawn(copy_stderr(stderr, dial.stderr.clone(), tail.clone())));
             match client.serve_with_ct(transport, ct).await {
-                Ok(service) => Ok(Session { service, pid }),
+                Ok(service) => Ok(Session {
+                    service,
+                    pid,
+                    stderr: Some(tail),
+                }),
                 Err(e) => {
                     // A server that fails at start usually says why on stderr and exits: wait
                     // (briefly) for its last words to arrive.
@@ -275,7 +281,11 @@ pub(crate) async fn open<C: ClientHandler>(
                 Ok(service) => service,
                 Err(e) => return Err(unreached(url, refused_or(e)).await),
             };
-            Ok(Session { service, pid: None })
+            Ok(Session {
+                service,
+                pid: None,
+                stderr: None,
+            })
         }
         TransportKind::Sse => {
             let headers: Vec<(String, String)> = config
@@ -294,7 +304,11 @@ pub(crate) async fn open<C: ClientHandler>(
                 .serve_with_ct(transport, ct)
                 .await
                 .map_err(refused_or)?;
-            Ok(Session { service, pid: None })
+            Ok(Session {
+                service,
+                pid: None,
+                stderr: None,
+            })
         }
     }
 }
@@ -539,7 +553,7 @@ fn emit_stderr_line(bytes: &[u8], log: &StderrLog, tail: &StderrTail) {
 /// The last [`STDERR_TAIL_LINES`] non-blank lines a stdio child wrote to stderr (each at most
 /// [`STDERR_LINE_CHARS`]), for the error when it fails to start.
 #[derive(Clone, Default)]
-struct StderrTail(Arc<std::sync::Mutex<std::collections::VecDeque<String>>>);
+pub struct StderrTail(Arc<std::sync::Mutex<std::collections::VecDeque<String>>>);
 
 impl StderrTail {
     fn push(&self, line: String) {
@@ -553,7 +567,8 @@ impl StderrTail {
         lines.push_back(line);
     }
 
-    fn text(&self) -> String {
+    /// The lines, joined with ` | `, secrets masked; empty when it wrote none.
+    pub fn text(&self) -> String {
         let lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
         lines
             .iter()

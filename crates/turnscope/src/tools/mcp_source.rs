@@ -150,6 +150,8 @@ pub(super) struct State {
     /// The server's names of tools it refused to run except as MCP tasks: left out of every
     /// listing from then on.
     pub(super) needs_task: Vec<String>,
+    /// The last stderr lines of the stdio process connected now, to say why it ended.
+    pub(super) stderr: Option<connect::StderrTail>,
 }
 
 /// Why a tool the server runs only as an MCP task is not offered.
@@ -223,6 +225,7 @@ impl McpSource {
                 link: None,
                 lost: None,
                 needs_task: Vec::new(),
+                stderr: None,
             }),
             generation: AtomicU64::new(0),
             changes: options.changes.clone(),
@@ -674,6 +677,7 @@ impl Watcher for Inner {
                 state.status = SourceStatus::Up { tools: count, pid };
                 state.link = Some(Link { peer, alive });
                 state.lost = None;
+                state.stderr = session.stderr.clone();
             }
             self.set_tools(tools, unusable);
             // Only now: whoever waited for the first attempt sees the server up with its tools.
@@ -705,7 +709,15 @@ impl Watcher for Inner {
                 let reason = match quit {
                     _ if let_go.is_some() => let_go.unwrap_or_default(),
                     Ok(QuitReason::Closed) if self.transport == TransportKind::Stdio => {
-                        "the server process exited (or closed its stdout)".to_string()
+                        // Its last words say why, when it wrote any.
+                        let said = self.read().stderr.as_ref().map(|t| t.text());
+                        match said.filter(|s| !s.is_empty()) {
+                            Some(said) => format!(
+                                "the server process exited (or closed its stdout); its stderr \
+                                 ended with: {said}"
+                            ),
+                            None => "the server process exited (or closed its stdout)".to_string(),
+                        }
                     }
                     Ok(QuitReason::Closed) => "the server closed the connection".to_string(),
                     Ok(other) => format!("the connection ended ({other:?})"),
