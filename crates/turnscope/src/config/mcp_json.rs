@@ -59,14 +59,39 @@ pub(crate) fn parse_mcp_json(text: &str) -> Result<Vec<JsonServer>, String> {
                 .into(),
         );
     };
-    let mut out = Vec::with_capacity(servers.0.len());
-    for (name, entry) in servers.0 {
-        let at = format!("mcpServers.{name}");
+    let mut out: Vec<JsonServer> = Vec::with_capacity(servers.0.len());
+    let mut names: Vec<String> = Vec::with_capacity(servers.0.len());
+    for (given, entry) in servers.0 {
+        let at = format!("mcpServers.{given}");
+        // Claude Desktop files name servers `GitHub`, `mcp_server_time`: taken as `github`,
+        // `mcp-server-time` (turnscope's names are lowercase, digits and `-`).
+        let name = json_name(&given);
         check_name(&name).map_err(|e| format!("{at}: {e}"))?;
+        if names.contains(&name) {
+            return Err(format!(
+                "{at}: taken as `{name}`, the name of another server in this file; rename one"
+            ));
+        }
+        if name != given {
+            tracing::info!("JSON config: server `{given}` is called `{name}` here");
+        }
         let server = json_entry(&name, &entry).map_err(|e| format!("{at}.{e}"))?;
+        names.push(name);
         out.push(server);
     }
     Ok(out)
+}
+
+/// A server's name from a JSON config as turnscope names servers: lowercase, `_` and spaces
+/// as `-` (what is still not a name is refused by `check_name`, naming the key).
+fn json_name(given: &str) -> String {
+    given
+        .chars()
+        .map(|c| match c {
+            '_' | ' ' => '-',
+            c => c.to_ascii_lowercase(),
+        })
+        .collect()
 }
 
 /// Keys that other MCP clients put in server entries and that mean nothing here.
@@ -331,5 +356,23 @@ mod tests {
         .unwrap_err();
         assert!(e.contains("mcpServers.x.tools"), "{e}");
         assert!(parse_mcp_json("[server]\nport = 1").is_err());
+    }
+
+    /// Names as Claude Desktop files write them are taken lowercase with `-` (the whole file
+    /// was refused over one `Bad_Name`: tour I); two that become one are refused, named.
+    #[test]
+    fn desktop_style_names_are_taken_as_turnscope_names() {
+        let servers = parse_mcp_json(
+            r#"{"mcpServers": {"GitHub": {"url": "http://h/mcp"}, "mcp_server_time": {"command": "t"}}}"#,
+        )
+        .unwrap();
+        let names: Vec<&str> = servers.iter().map(|s| s.server.name.as_str()).collect();
+        assert_eq!(names, ["github", "mcp-server-time"]);
+        let e =
+            parse_mcp_json(r#"{"mcpServers": {"a_b": {"command": "t"}, "a-b": {"command": "t"}}}"#)
+                .unwrap_err();
+        assert!(e.contains("mcpServers.a-b: taken as `a-b`"), "{e}");
+        let e = parse_mcp_json(r#"{"mcpServers": {"tools/x": {"command": "t"}}}"#).unwrap_err();
+        assert!(e.contains("mcpServers.tools/x"), "{e}");
     }
 }
