@@ -71,6 +71,9 @@ pub(crate) struct Dial {
     pub(crate) sse_timeout: Duration,
     /// Where a stdio child's stderr goes.
     pub(crate) stderr: StderrLog,
+    /// The last stderr lines of the latest attempt's child (cleared at each), for a report
+    /// of an attempt that timed out: the open is dropped then, its own tail with it.
+    pub(crate) stderr_tail: StderrTail,
 }
 
 /// An open session.
@@ -223,7 +226,8 @@ pub(crate) async fn open<C: ClientHandler>(
                     source,
                 })?;
             let pid = transport.id();
-            let tail = StderrTail::default();
+            let tail = dial.stderr_tail.clone();
+            tail.clear();
             let copying = stderr
                 .map(|stderr| tokio::spawn(copy_stderr(stderr, dial.stderr.clone(), tail.clone())));
             match client.serve_with_ct(transport, ct).await {
@@ -565,6 +569,10 @@ impl StderrTail {
             lines.pop_front();
         }
         lines.push_back(line);
+    }
+
+    fn clear(&self) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 
     /// The lines, joined with ` | `, secrets masked; empty when it wrote none.

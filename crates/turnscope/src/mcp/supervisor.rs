@@ -56,7 +56,11 @@ pub(crate) enum Failure {
     #[error("connected, but tools/list failed: {0}")]
     Listing(String),
     /// Occurs when the attempt took longer than [`Plan::attempt_timeout`].
-    #[error("no answer within {:.1} s", .0.as_secs_f64())]
+    #[error(
+        "no answer (the MCP handshake and tools/list) within {:.1} s, the attempt's limit \
+         (MCP_CONNECT_TIMEOUT_SECONDS, at least 30 s)",
+        .0.as_secs_f64()
+    )]
     TimedOut(Duration),
 }
 

@@ -213,6 +213,7 @@ impl McpSource {
                 stderr: Arc::new(move |line: &str| {
                     tracing::debug!(target: "turnscope::mcp_stderr", server = %server, "{line}");
                 }),
+                stderr_tail: Default::default(),
             },
             attempt_timeout: options.attempt_timeout,
             client_name: options.client_name,
@@ -737,7 +738,15 @@ impl Watcher for Inner {
                 attempts,
                 repeated,
             } => {
-                let error = failure.to_string();
+                let mut error = failure.to_string();
+                // An attempt that timed out was dropped with its own report: its child's last
+                // words usually say why it hung (a key not set, a prompt waiting for input).
+                if matches!(failure, Failure::TimedOut(_)) {
+                    let said = self.dial.stderr_tail.text();
+                    if !said.is_empty() {
+                        error.push_str(&format!(". Its stderr ended with: {said}"));
+                    }
+                }
                 let again = if repeated { REPEAT_MARK } else { "" };
                 let detail = format!("{again}{error}; retrying in {:.2} s", delay.as_secs_f64());
                 (ToolSourceState::Failed, 0, detail, error, attempts)
@@ -1001,5 +1010,44 @@ mod tests {
         assert_eq!(tools[0].name, "b");
         let empty = ToolFilter::default();
         assert_eq!(prepare_tools(&listed, Some(&empty)).0.len(), 2);
+    }
+
+    /// A stdio server that hangs before the handshake is reported with the attempt's limit
+    /// named and its last stderr lines (tour I: only "no answer within 30.0 s").
+    #[tokio::test]
+    async fn a_server_hanging_before_the_handshake_is_reported_with_its_stderr() {
+        let config = McpServerConfig::stdio(
+            "hangs",
+            "sh",
+            &[
+                "-c",
+                "echo 'config error: FOO_API_KEY is not set' >&2; exec sleep 300",
+            ],
+        );
+        let bus = Bus::default();
+        let mut events = bus.subscribe();
+        let options = SourceOptions {
+            attempt_timeout: Duration::from_millis(600),
+            ..SourceOptions::default()
+        };
+        let source = McpSource::start(&config, &Arc::new(Policy::default()), options, &bus)
+            .expect("admitted");
+        let detail = loop {
+            let event = tokio::time::timeout(Duration::from_secs(20), events.recv())
+                .await
+                .expect("the attempt fails")
+                .expect("the bus is open");
+            if let Event::ToolSource(s) = &*event
+                && s.state == ToolSourceState::Failed
+            {
+                break s.detail.clone();
+            }
+        };
+        assert!(
+            detail.contains("MCP_CONNECT_TIMEOUT_SECONDS")
+                && detail.contains("Its stderr ended with: config error: FOO_API_KEY is not set"),
+            "{detail}"
+        );
+        drop(source);
     }
 }

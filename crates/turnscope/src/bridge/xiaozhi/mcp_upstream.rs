@@ -69,6 +69,7 @@ pub(crate) fn opener(name: &str, config: McpServerConfig) -> Opener {
         stderr: Arc::new(move |line: &str| {
             tracing::info!(target: "turnscope::bridge::xiaozhi::child", bridge = %name, "{}", redact(line));
         }),
+        stderr_tail: Default::default(),
     };
     let config = Arc::new(config);
     Arc::new(move |handler: RelayClient| {
