@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use tokio::process::Command;
 
 use crate::support::binary::{WAIT, signal};
+use crate::support::process::runs;
 
 /// The pids of `pid`'s children, from each of its threads' `children` list.
 fn children_of(pid: u32) -> Vec<u32> {
@@ -23,18 +24,6 @@ fn children_of(pid: u32) -> Vec<u32> {
                 .collect::<Vec<u32>>()
         })
         .collect()
-}
-
-/// Whether `pid` still runs: it has a `/proc` entry that is not a zombie (a killed child
-/// whose parent exited before reaping it stays a zombie until init reaps it).
-fn runs(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the parenthesised command name.
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| !rest.starts_with('Z')),
-        Err(_) => false,
-    }
 }
 
 /// The bench's scratch directories (`turnscope-bench-<its pid>-…`) still in the temp dir.

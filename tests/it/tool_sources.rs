@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::fixture::{BUILT_IN_TOOLS, Kind, RunningFixture, WAIT};
+use crate::support::process::runs;
 use crate::support::servers::{named, wait_until};
 use serde_json::{Value, json};
 use turnscope::config::McpServerConfig;
@@ -251,19 +252,15 @@ async fn closing_a_stdio_server_ends_its_process_group() {
         registry.call("echo", json!({"text": "hi"})).await.text,
         "hi"
     );
-    let helper: i32 = std::fs::read_to_string(&helper_pid)
+    let helper: u32 = std::fs::read_to_string(&helper_pid)
         .expect("the helper started")
         .trim()
         .parse()
         .unwrap();
-    let running = |pid: i32| {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|stat| !stat.contains(") Z "))
-    };
-    assert!(running(helper));
+    assert!(runs(helper));
     registry.shutdown().await;
     wait_until("the helper ends with its server", || async move {
-        !running(helper)
+        !runs(helper)
     })
     .await;
 }
@@ -296,18 +293,14 @@ exec sleep 300"#,
         }
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let pid: i32 = std::fs::read_to_string(&pid_file)
+    let pid: u32 = std::fs::read_to_string(&pid_file)
         .unwrap()
         .trim()
         .parse()
         .unwrap();
-    let running = move || {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|stat| !stat.contains(") Z "))
-    };
-    assert!(running());
+    assert!(runs(pid));
     registry.shutdown().await;
-    wait_until("the frozen server ends", || async move { !running() }).await;
+    wait_until("the frozen server ends", || async move { !runs(pid) }).await;
     stuck.abort();
 }
 

@@ -348,7 +348,7 @@ async fn a_signalled_tools_call_ends_the_servers_it_started() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    let helper: i32 = std::fs::read_to_string(&helper_pid)
+    let helper: u32 = std::fs::read_to_string(&helper_pid)
         .unwrap()
         .trim()
         .parse()
@@ -371,12 +371,8 @@ async fn a_signalled_tools_call_ends_the_servers_it_started() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let running = || {
-        std::fs::read_to_string(format!("/proc/{helper}/stat"))
-            .is_ok_and(|stat| !stat.contains(") Z "))
-    };
     let ended = std::time::Instant::now();
-    while running() {
+    while crate::support::process::runs(helper) {
         assert!(ended.elapsed().as_secs() < 10, "the helper ran on");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }

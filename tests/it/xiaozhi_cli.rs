@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::support::endpoint::{FakeEndpoint, WAIT};
+use crate::support::process::runs;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
@@ -177,16 +178,6 @@ fn group_of(pid: u32) -> u32 {
     after.split(' ').nth(2).unwrap().parse().unwrap()
 }
 
-/// Whether `pid` still runs (a zombie waiting to be reaped does not count).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|stat| {
-            let state = stat[stat.rfind(')').unwrap() + 2..].chars().next();
-            state != Some('Z') && state != Some('X')
-        })
-        .unwrap_or(false)
-}
-
 #[tokio::test]
 async fn a_refused_token_is_reported_without_the_token() {
     let endpoint = FakeEndpoint::start().await;
@@ -215,14 +206,14 @@ async fn sigterm_closes_the_socket_with_1000_and_ends_the_child() {
     let children = children_of(pid);
     assert_eq!(children.len(), 1, "one fixture child: {children:?}");
     let child = children[0];
-    assert!(alive(child));
+    assert!(runs(child));
 
     bridge.signal("TERM");
     let frame = conn.closed_by_bridge().await.expect("a close frame");
     assert_eq!(u16::from(frame.code), 1000);
     let status = bridge.finish().await;
     assert!(status.success(), "{status:?}");
-    assert!(!alive(child), "the fixture child is gone");
+    assert!(!runs(child), "the fixture child is gone");
 }
 
 /// Ctrl-C at a terminal signals the whole foreground process group. The upstream child runs
@@ -251,7 +242,7 @@ async fn sigint_to_the_bridges_group_leaves_the_child_to_the_bridge() {
     let output = bridge.output.clone();
     let status = bridge.finish().await;
     assert!(status.success(), "{status:?}");
-    assert!(!alive(child), "the fixture child is gone");
+    assert!(!runs(child), "the fixture child is gone");
     let text = output.text();
     assert!(
         !text.contains("restarting in") && !text.contains("exited ("),

@@ -11,6 +11,7 @@ pub mod headless_bin;
 pub mod llama_like;
 pub mod mcp;
 pub mod openai;
+pub mod process;
 pub mod raw_mcp;
 pub mod scratch;
 pub mod servers;

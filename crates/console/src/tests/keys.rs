@@ -847,6 +847,14 @@ fn the_request_editors_complaint_goes_once_the_body_is_json_again() {
     assert!(c.editor.as_ref().unwrap().error.is_none(), "JSON again");
 }
 
+/// The notice shown now (empty when none).
+fn noticed(c: &Console) -> String {
+    c.notice
+        .as_ref()
+        .map(|n| n.text.clone())
+        .unwrap_or_default()
+}
+
 /// An edit of a model request closed unsent (Esc, or a first Ctrl+C) is kept and opens again
 /// as it was left; Ctrl+R starts over, Ctrl+Z undoes (it does not suspend the console), and
 /// Ctrl+C with nothing edited quits as anywhere (tour J: Esc threw the edit away).
@@ -865,13 +873,7 @@ fn an_unsent_request_edit_is_kept_and_the_editor_keys_lose_nothing() {
     assert_ne!(edited, recorded);
     assert_eq!(press(&mut c, KeyCode::Esc), None);
     assert!(c.editor.is_none());
-    assert!(
-        c.notice
-            .as_ref()
-            .unwrap()
-            .text
-            .contains("your edit is kept")
-    );
+    assert!(noticed(&c).contains("your edit is kept"));
     c.edit_request(false);
     assert_eq!(c.editor.as_ref().unwrap().text(), edited, "as it was left");
     // Undo takes the last letter back; the console is not suspended.
@@ -882,13 +884,7 @@ fn an_unsent_request_edit_is_kept_and_the_editor_keys_lose_nothing() {
     // A first Ctrl+C over the edit keeps it and closes the editor; the next quits.
     assert_eq!(ctrl(&mut c, 'c'), None);
     assert!(c.editor.is_none());
-    assert!(
-        c.notice
-            .as_ref()
-            .unwrap()
-            .text
-            .contains("Ctrl+C again quits")
-    );
+    assert!(noticed(&c).contains("Ctrl+C again quits"));
     assert_eq!(ctrl(&mut c, 'c'), Some(Action::Quit));
     c.edit_request(false);
     assert_eq!(c.editor.as_ref().unwrap().text(), edited);

@@ -390,6 +390,16 @@ async fn the_head_counts_the_turns_that_ended_in_an_error() {
     assert_eq!((head.turns, head.errors), (2, 2));
 }
 
+/// Room for 4 sessions that live a second without a call, the sweep left to the test.
+fn one_second_lifetime() -> SessionLimits {
+    SessionLimits {
+        cap: 4,
+        handle_seconds: 1,
+        sweep_every: Duration::from_secs(60),
+        ..SessionLimits::default()
+    }
+}
+
 /// A session the console opened outlives the idle lifetime: the person holds it while they
 /// look at its turns and resend its requests (tour J: it closed under them, and their next
 /// line went to a new conversation unsaid); an MCP client's is swept and refused.
@@ -397,12 +407,7 @@ async fn the_head_counts_the_turns_that_ended_in_an_error() {
 async fn the_idle_lifetime_ends_a_clients_session_not_the_consoles() {
     let model = model(0.0).await;
     let disk = Disk::new(MemoryStore::new());
-    let limits = SessionLimits {
-        cap: 4,
-        handle_seconds: 1,
-        sweep_every: Duration::from_secs(60),
-        ..SessionLimits::default()
-    };
+    let limits = one_second_lifetime();
     let sessions = table(&model, disk.clone(), limits);
     let console = sessions
         .open(SessionOpener::Console)
@@ -428,12 +433,7 @@ async fn the_idle_lifetime_ends_a_clients_session_not_the_consoles() {
 async fn the_sweep_deletes_expired_stored_sessions_and_a_chat_on_one_is_refused() {
     let model = model(0.0).await;
     let disk = Disk::new(MemoryStore::new());
-    let limits = SessionLimits {
-        cap: 4,
-        handle_seconds: 1,
-        sweep_every: Duration::from_secs(60),
-        ..SessionLimits::default()
-    };
+    let limits = one_second_lifetime();
     let before = table(&model, disk.clone(), limits.clone());
     let a = before.open(SessionOpener::Api).await.unwrap().handle();
     let b = before.open(SessionOpener::Api).await.unwrap().handle();
