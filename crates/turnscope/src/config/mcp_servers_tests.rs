@@ -169,11 +169,15 @@ fn claude_desktop_json_errors_name_the_key() {
         e.contains("mcpServers.a.type") && e.contains("\"ws\""),
         "{e}"
     );
-    let e = Config::parse_json(r#"{"mcpServers": {"My_Server": {"command": "x"}}}"#)
+    // A Claude Desktop name is taken as turnscope writes names; one still not a name is
+    // refused, named.
+    let c = Config::parse_json(r#"{"mcpServers": {"My_Server": {"command": "x"}}}"#).unwrap();
+    assert_eq!(c.mcp_servers[0].name, "my-server");
+    let e = Config::parse_json(r#"{"mcpServers": {"my/server": {"command": "x"}}}"#)
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("mcpServers.My_Server") && e.contains("rename"),
+        e.contains("mcpServers.my/server") && e.contains("rename"),
         "{e}"
     );
     let e = Config::parse_json(r#"{"mcpServers": {"a": {"command": "x"}, "a": {"command": "y"}}}"#)

@@ -44,7 +44,7 @@ pub fn lines(c: &Console, session: u64, turn: u64, w: usize, shown: Shown) -> Ve
         let since = c
             .state
             .now_us
-            .saturating_sub(timeline.started_us + running.start);
+            .saturating_sub(timeline.started_us.saturating_add(running.start));
         let ran = since.max(running.total);
         Some((running, ran))
     });
