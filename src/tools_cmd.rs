@@ -31,6 +31,26 @@ use crate::cli::{ServeArgs, ToolsAction};
 /// closed with it (each server runs in a process group of its own, so the terminal's Ctrl-C
 /// does not reach them, and one that ignores its stdin's end ran on, orphaned).
 pub async fn main(action: ToolsAction, config: Option<PathBuf>, serve: &ServeArgs) -> ExitCode {
+    // `--args -` is read before the signals are taken over and the servers start: a blocking
+    // read of stdin would otherwise keep Ctrl-C from stopping the command until EOF.
+    let action = match action {
+        ToolsAction::Call { name, args } if args == "-" => {
+            match std::io::read_to_string(std::io::stdin()) {
+                // Not `-` again, nor a file: what was read is the arguments.
+                Ok(text) if text.trim() == "-" || text.starts_with('@') => {
+                    return could_not("--args - read no JSON object from stdin", Vec::new());
+                }
+                Ok(text) => ToolsAction::Call { name, args: text },
+                Err(e) => {
+                    return could_not(
+                        &format!("cannot read the arguments from stdin: {e}"),
+                        Vec::new(),
+                    );
+                }
+            }
+        }
+        other => other,
+    };
     tokio::select! {
         code = run(action, config, serve) => code,
         // The run is dropped here: its registry and sources with it, and each stdio server
@@ -246,10 +266,8 @@ fn describe(status: &SourceStatus) -> String {
 
 /// `--args`: JSON text, `@FILE`, or `-` for stdin.
 fn read_args(args: &str) -> Result<Value, String> {
-    let text = if args == "-" {
-        std::io::read_to_string(std::io::stdin())
-            .map_err(|e| format!("cannot read the arguments from stdin: {e}"))?
-    } else if let Some(path) = args.strip_prefix('@') {
+    // (`-`, stdin, was read before the command started: `main`.)
+    let text = if let Some(path) = args.strip_prefix('@') {
         std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read the arguments from {path}: {e}"))?
     } else {

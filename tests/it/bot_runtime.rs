@@ -81,6 +81,35 @@ async fn a_turn_with_no_round_gives_the_whole_reply() {
     );
 }
 
+/// A server that breaks off after the turn's tools ran keeps the turn (line and tool
+/// results): rolled back, the line sent again would run the tools again (the review of tour J's
+/// rollback). One that breaks off before any tool ran is rolled back.
+#[tokio::test]
+async fn a_break_after_tools_ran_keeps_the_turn_and_says_so() {
+    let up = Upstream::start(vec![
+        Reply::calls(&[("echo", r#"{"text":"ping"}"#)]),
+        Reply::Cut(vec![content("got pi")]),
+        Reply::text(&["next"]),
+    ])
+    .await;
+    let s = session(&up.base_url(), echo_tools(), TurnLimits::default());
+    let broke = turn(&s, "first").await;
+    match &broke.end {
+        Some(TurnEnd::Error(m)) => assert!(
+            m.contains("the results of the tools this turn ran stay in the history"),
+            "{m}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(turn(&s, "go on").await.reply, "next");
+    let last = &up.requests()[2]["messages"];
+    let text = last.to_string();
+    assert!(
+        text.contains("\"first\"") && text.contains("\"tool_call_id\":\"c0\""),
+        "the line and its tool result stay: {text}"
+    );
+}
+
 #[tokio::test]
 async fn one_and_two_rounds_end_on_the_response_that_starts_none() {
     let up = Upstream::start(vec![

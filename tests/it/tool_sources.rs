@@ -240,29 +240,33 @@ async fn a_changed_tool_list_is_read_again() {
 async fn closing_a_stdio_server_ends_its_process_group() {
     let dir = crate::support::scratch::Scratch::new("stdio-group");
     let helper_pid = dir.join("helper.pid");
-    let script = format!(
-        "sleep 300 & echo $! > '{}'; '{}' fixture-server --stdio; wait",
-        helper_pid.display(),
-        env!("CARGO_BIN_EXE_turnscope-dev")
-    );
-    let config = McpServerConfig::stdio("wrapped", "sh", &["-c", &script]);
-    let bus = Bus::default();
-    let registry = registry(&[config], &bus).await;
-    assert_eq!(
-        registry.call("echo", json!({"text": "hi"})).await.text,
-        "hi"
-    );
-    let helper: u32 = std::fs::read_to_string(&helper_pid)
-        .expect("the helper started")
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(runs(helper));
-    registry.shutdown().await;
-    wait_until("the helper ends with its server", || async move {
-        !runs(helper)
-    })
-    .await;
+    // The wrapper waits on its helper (it does not exit at its stdin's end), or exits at once
+    // and leaves the helper behind in its group.
+    for then in ["wait", "exit 0"] {
+        let script = format!(
+            "sleep 300 & echo $! > '{}'; '{}' fixture-server --stdio; {then}",
+            helper_pid.display(),
+            env!("CARGO_BIN_EXE_turnscope-dev")
+        );
+        let config = McpServerConfig::stdio("wrapped", "sh", &["-c", &script]);
+        let bus = Bus::default();
+        let registry = registry(&[config], &bus).await;
+        assert_eq!(
+            registry.call("echo", json!({"text": "hi"})).await.text,
+            "hi"
+        );
+        let helper: u32 = std::fs::read_to_string(&helper_pid)
+            .expect("the helper started")
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(runs(helper), "{then}");
+        registry.shutdown().await;
+        wait_until("the helper ends with its server", || async move {
+            !runs(helper)
+        })
+        .await;
+    }
 }
 
 /// A server that stopped reading its stdin, with a large request stuck in the full pipe, is

@@ -299,8 +299,7 @@ impl LiveFeed {
                     began_us: s.began_before_opening_us(),
                     age_s: 0,
                     // The console's own never idle out (`Session::expired`).
-                    idle_left_s: (!s.in_call()
-                        && s.opener != turnscope::observe::SessionOpener::Console)
+                    idle_left_s: (!s.in_call() && !s.held_by_console())
                         .then(|| handle_seconds.saturating_sub(s.idle().as_secs())),
                     taken_from: s.taken_from.clone(),
                     greeting: None,

@@ -826,6 +826,8 @@ pub async fn run(app: App, theme: Theme) -> Result<(), ConsoleError> {
 /// Like [`run`] with a subscription taken before the app started ([`listen_early`]): warnings
 /// published while it started (bridges, tool sources) reach the Log pane.
 pub async fn run_with(app: App, theme: Theme, sub: Subscription) -> Result<(), ConsoleError> {
+    // The person holds the sessions this console opens: they do not idle out under them.
+    app.sessions.hold_console_sessions();
     let (console, feed) = attach_with(&app, theme, sub).await;
     let (terminal, guard) = match crate::run::terminal::enter() {
         Ok(t) => t,

@@ -233,7 +233,7 @@ impl TurnRun {
                         self.push(FrameBody::Flush(token));
                         let _ = tokio::time::timeout(ERROR_FLUSH_WAIT, passed).await;
                     }
-                    self.fail(&e);
+                    self.fail(&e, rounds);
                     return;
                 }
             };
@@ -298,9 +298,13 @@ impl TurnRun {
     /// rolled back from the history ([`ModelError::rolls_back`]; what the response streamed
     /// stays in the turn's record), and the failure is logged once (rate-limited) for
     /// headless runs.
-    fn fail(&self, e: &ModelError) {
+    fn fail(&self, e: &ModelError, rounds: u32) {
         let session = self.link.observer().session;
-        if e.rolls_back() {
+        // A server that broke off after this turn's tools ran keeps the turn: rolled back, the
+        // line sent again would run those tools again (and what they did stays done).
+        let rolls_back = e.rolls_back()
+            && (rounds == 0 || e.is_refusal() || matches!(e, ModelError::TooLong(_)));
+        if rolls_back {
             lock(&self.context).roll_back_turn();
         }
         let message = if e.is_refusal() {
@@ -309,17 +313,26 @@ impl TurnRun {
                  conversation goes on from before them; {}",
                 refusal_advice(e)
             )
-        } else if e.rolls_back() && !matches!(e, ModelError::TooLong(_)) {
+        } else if rolls_back && !matches!(e, ModelError::TooLong(_)) {
             // (A passed bound says so in its own words.)
             format!(
-                "{e}. The line, this turn's tool rounds and what the reply said so far were left \
-                 out of the history: send the line again once the model server answers"
+                "{e}. The line and what the reply said so far were left out of the history: \
+                 send the line again once the model server answers"
+            )
+        } else if e.rolls_back() && !matches!(e, ModelError::TooLong(_)) {
+            format!(
+                "{e}. The line and the results of the tools this turn ran stay in the history \
+                 (sent again, the line would run them again): send a line to go on from them \
+                 once the model server answers"
             )
         } else {
             e.to_string()
         };
         let next = match e {
-            _ if e.rolls_back() => "the turn was rolled back from the history",
+            _ if rolls_back => "the turn was rolled back from the history",
+            _ if e.rolls_back() => {
+                "the line and its tool results stay in the history; the next line tries the model again"
+            }
             ModelError::Busy { .. } => {
                 "the line stays in the history; the next line tries the model again"
             }

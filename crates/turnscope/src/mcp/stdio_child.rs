@@ -7,8 +7,8 @@
 //! line or to change that, so this module spawns the child itself and reads its stdout through
 //! [`BoundedLines`], which passes lines up to [`MAX_LINE_BYTES`] through untouched and turns a
 //! longer one into a JSON-RPC error for the request it answered (its `id`, found in the line's
-//! first or last bytes), so the call ends at once and says why. The child's lifecycle is
-//! rmcp's: closing the transport closes its stdin, then waits, then `SIGTERM`, then kills;
+//! first or last bytes), so the call ends at once and says why. Its shutdown is the MCP
+//! specification's, as rmcp's is: stdin closed (bounded), a wait, `SIGTERM`, a wait, a kill;
 //! the signals go to its whole process group, so what it started goes with it.
 
 use std::pin::Pin;
@@ -97,28 +97,43 @@ impl StdioChild {
         let Some(child) = self.child.as_mut() else {
             return Ok(());
         };
+        #[cfg(unix)]
+        let group = child.id();
         // Closing stdin waits for a write in progress, which never ends when the server stopped
         // reading with its pipe full: bounded, the signals follow either way.
         let _ = tokio::time::timeout(EXIT_GRACE, self.transport.close()).await;
-        if tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_ok() {
-            self.child = None;
-            return Ok(());
-        }
+        let mut exited = matches!(
+            tokio::time::timeout(EXIT_GRACE, child.wait()).await,
+            Ok(Ok(_))
+        );
         #[cfg(unix)]
-        if let Some(pid) = child.id() {
+        if !exited && let Some(pid) = group {
             signal_group(pid, nix::sys::signal::Signal::SIGTERM);
-            if tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_ok() {
-                self.child = None;
-                return Ok(());
-            }
+            exited = matches!(
+                tokio::time::timeout(EXIT_GRACE, child.wait()).await,
+                Ok(Ok(_))
+            );
         }
-        self.kill_all();
-        let killed = match self.child.as_mut() {
-            Some(child) => child.wait().await.map(drop),
-            None => Ok(()),
+        let result = if exited {
+            Ok(())
+        } else {
+            self.kill_all();
+            match self.child.as_mut() {
+                Some(child) => child.wait().await.map(drop),
+                None => Ok(()),
+            }
         };
+        // What it started in its group may outlive it (a helper it did not wait for): the
+        // group is asked to end too. Only the group: its leader's pid is reaped now.
+        #[cfg(unix)]
+        if let Some(pid) = group.and_then(|pid| i32::try_from(pid).ok()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
         self.child = None;
-        killed
+        result
     }
 
     /// Kills the server and whatever it started in its process group (a wrapper that does not
@@ -267,8 +282,9 @@ impl<R> BoundedLines<R> {
         }
     }
 
-    /// The newline that ends the cut line's first part (owed already, if still unsent) and a
-    /// JSON-RPC error for the request the dropped line answered, if its `id` was found.
+    /// A JSON-RPC error line for the request the dropped line answered, when it was a response
+    /// whose `id` was found; else nothing (the newline ending its cut first part was owed
+    /// when the dropping began).
     fn too_long_answer(&self) -> Vec<u8> {
         let (head, tail) = (seen_in_head(&self.head), seen_in_tail(&self.tail));
         // A request or notification of the server's (its `id`, if any, counts in the

@@ -30,9 +30,10 @@ pub(crate) const RESTART: ReconnectPolicy = ReconnectPolicy {
     healthy_after: Duration::from_secs(60),
 };
 
-/// How long a stopping session is waited for. rmcp closes a stdio child's stdin, sends
-/// SIGTERM after 3 s and SIGKILL after 6 s; past this wait that continues in the background,
-/// and a child still running when the process exits is killed (`kill_on_drop`).
+/// How long a stopping session is waited for. A stdio child's stdin is closed (at most 3 s),
+/// its process group sent SIGTERM 3 s later and SIGKILL 3 s after that (`stdio_child`); past
+/// this wait that continues in the background, and a child still running when the process
+/// exits is killed with its group.
 pub(crate) const CLOSE_GRACE: Duration = Duration::from_secs(4);
 
 /// How the supervisor runs.

@@ -83,11 +83,12 @@ impl Sessions {
         tracing::info!(session = session.number, handle = %session.handle_prefix(), reason, "session closed");
     }
 
-    /// Drops every session that is idle too long ([`Session::expired`]: never one the
+    /// Drops every session that is idle too long ([`Session::expired`]: never one a running
     /// console opened) or whose bot stopped, and deletes the stored sessions idle too long.
     /// Returns how many open ones it closed.
     pub async fn sweep(&self) -> usize {
         let limit = Duration::from_secs(self.inner.limits.load().handle_seconds);
+        let console_holds = self.console_holds();
         let doomed: Vec<(Arc<Session>, &str)> = self
             .table()
             .by_id
@@ -95,7 +96,7 @@ impl Sessions {
             .filter_map(|s| {
                 if s.bot.is_finished() {
                     Some((s.clone(), "bot stopped"))
-                } else if s.expired(limit) {
+                } else if s.expired(limit, console_holds) {
                     Some((s.clone(), "idle too long"))
                 } else {
                     None

@@ -228,11 +228,17 @@ impl Session {
     }
 
     /// Whether it went without a call for longer than `lifetime` and none holds it now: the
-    /// idle sweep ends it, and a call finding it so refuses it. Never one the console opened:
-    /// the person at the console holds it (looking at its turns, resending its requests)
-    /// until they close it or quit; the lifetime is for handles an MCP client may have left.
-    pub(crate) fn expired(&self, lifetime: Duration) -> bool {
-        self.idle() > lifetime && !self.in_call() && !matches!(self.opener, SessionOpener::Console)
+    /// idle sweep ends it, and a call finding it so refuses it. Never one the console opened
+    /// while that console runs (`console_holds`): the person at it holds it (looking at its
+    /// turns, resending its requests) until they close it or quit; the lifetime is for
+    /// handles an MCP client may have left.
+    pub(crate) fn expired(&self, lifetime: Duration, console_holds: bool) -> bool {
+        self.idle() > lifetime && !self.in_call() && !(console_holds && self.held_by_console())
+    }
+
+    /// Whether the console opened it.
+    pub fn held_by_console(&self) -> bool {
+        matches!(self.opener, SessionOpener::Console)
     }
 
     /// The session's turns, oldest first (the last `KEPT_TURNS`).
@@ -287,6 +293,9 @@ struct Inner {
     epoch: Instant,
     /// `chat` calls in progress, across all sessions (shutdown waits for them to answer).
     calls_in_flight: AtomicUsize,
+    /// Whether a console runs in this process and holds the sessions it opened: they do not
+    /// idle out then ([`Session::expired`]).
+    console_holds: AtomicBool,
     /// Which replica this table is (handles end in its tag).
     replica: Replica,
     /// Set by [`Sessions::drain`]: no new session, no new line.
@@ -349,6 +358,7 @@ impl Sessions {
                 next_number: AtomicU64::new(1),
                 epoch: Instant::now(),
                 calls_in_flight: AtomicUsize::new(0),
+                console_holds: AtomicBool::new(false),
                 replica,
                 draining: AtomicBool::new(false),
                 storage,
@@ -373,6 +383,17 @@ impl Sessions {
     /// The bot sessions are opened on.
     pub fn bot(&self) -> &Bot {
         &self.inner.bot
+    }
+
+    /// Marks that a console runs in this process: the sessions it opened live until the
+    /// person closes them or quits ([`Session::expired`]).
+    pub fn hold_console_sessions(&self) {
+        self.inner.console_holds.store(true, Ordering::Release);
+    }
+
+    /// Whether a console in this process holds the sessions it opened.
+    pub(crate) fn console_holds(&self) -> bool {
+        self.inner.console_holds.load(Ordering::Acquire)
     }
 
     /// The event bus.
@@ -600,7 +621,10 @@ impl Sessions {
                 None => Err(self.not_here(&uuid)),
             };
         };
-        let expired = session.expired(Duration::from_secs(limits.handle_seconds));
+        let expired = session.expired(
+            Duration::from_secs(limits.handle_seconds),
+            self.console_holds(),
+        );
         if expired || session.bot.is_finished() {
             // A bot that stopped (returned, raised, ended by a tool) ended its conversation.
             self.close(

@@ -391,14 +391,13 @@ impl Sessions {
     /// lifetime after its last write though a turn longer than that still ran, or its task
     /// was still polled (a poll counts as use, as it does for this replica's copy).
     pub(crate) async fn keep_used_alive(&self, within: std::time::Duration) {
+        let holds = self.console_holds();
         let used: Vec<Arc<Session>> = self
             .table()
             .by_id
             .values()
-            // The console's sessions live as long as it holds them (`Sessions::sweep`).
-            .filter(|s| {
-                s.idle() < within || matches!(s.opener, crate::observe::SessionOpener::Console)
-            })
+            // The console's sessions live as long as it holds them (`Session::expired`).
+            .filter(|s| s.idle() < within || (holds && s.held_by_console()))
             .cloned()
             .collect();
         let ids: Vec<HandleId> = used.iter().map(|s| s.id).collect();

@@ -409,6 +409,7 @@ async fn the_idle_lifetime_ends_a_clients_session_not_the_consoles() {
     let disk = Disk::new(MemoryStore::new());
     let limits = one_second_lifetime();
     let sessions = table(&model, disk.clone(), limits);
+    sessions.hold_console_sessions();
     let console = sessions
         .open(SessionOpener::Console)
         .await
@@ -427,6 +428,17 @@ async fn the_idle_lifetime_ends_a_clients_session_not_the_consoles() {
         .await
         .unwrap();
     assert!(reply.reply.contains("still here"), "{reply:?}");
+    // With no console running (a headless server reopening a console's stored session), a
+    // console's session idles out as any other.
+    let headless = table(&model, disk.clone(), one_second_lifetime());
+    let opened = headless
+        .open(SessionOpener::Console)
+        .await
+        .unwrap()
+        .handle();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(headless.sweep().await, 1);
+    assert!(headless.chat(&opened, "hi", None, &ct).await.is_err());
 }
 
 #[tokio::test]

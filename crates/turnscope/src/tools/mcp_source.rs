@@ -376,7 +376,8 @@ impl McpSource {
                 },
                 format!(
                     "MCP server `{}` went away during the call to `{original}`{}; \
-                     it is being reconnected. Try again in a moment",
+                     it is being reconnected. The tool may have run: check before calling it \
+                     again if it changes anything",
                     inner.name,
                     if inner.transport == TransportKind::Stdio { " (its process exited)" } else { "" }
                 ),
@@ -556,7 +557,7 @@ impl Inner {
                     },
                     format!(
                         "MCP server `{}` closed the connection during the call to `{tool}`; it is being reconnected. \
-                         Try again in a moment",
+                         The tool may have run: check before calling it again if it changes anything",
                         self.name
                     ),
                 )
