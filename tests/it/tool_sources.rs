@@ -328,6 +328,12 @@ async fn a_stdio_server_that_dies_is_reported_with_its_last_words() {
         registry.call("echo", json!({"text": "hi"})).await.text,
         "hi"
     );
+    // It dies under a call, which sees the end first.
+    let in_flight = tokio::spawn({
+        let registry = registry.clone();
+        async move { registry.call("slow", json!({"ms": 8000})).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let pid = std::fs::read_to_string(&pid_file).unwrap();
     assert!(
         std::process::Command::new("kill")
@@ -351,6 +357,7 @@ async fn a_stdio_server_that_dies_is_reported_with_its_last_words() {
         detail.contains("its stderr ended with: fatal: the database is gone"),
         "{detail}"
     );
+    assert!(in_flight.await.unwrap().is_error);
     registry.shutdown().await;
 }
 

@@ -324,11 +324,18 @@ fn take_up_kept(remote: &Remote, console: &mut Console) {
         if found.is_empty() {
             return;
         }
-        for (handle, _) in &found {
-            if let Err(text) = kept.claim(handle) {
-                console.notice = Some(Notice { text, error: true });
-                return;
-            }
+        // A claim not written is said (another console may take the session up too), and
+        // the take-up goes on: the session is this console's all the same.
+        let unclaimed: Vec<String> = found
+            .iter()
+            .filter_map(|(handle, _)| kept.claim(handle).err())
+            .collect();
+        if let Some(text) = unclaimed.into_iter().next() {
+            remote.attached.bus.publish(Event::Log {
+                at_ms: now_us() / 1000,
+                level: "warn".into(),
+                message: text,
+            });
         }
     }
     // Newest first: the first found is the person's latest.

@@ -359,6 +359,16 @@ impl<R: AsyncRead + Unpin> AsyncRead for BoundedLines<R> {
                 this.at = 0;
                 this.filled = read.filled().len();
                 if this.filled == 0 {
+                    // The end came in the middle of a line being dropped: its answer first
+                    // (the request it answered is told why), then the end.
+                    if this.dropping {
+                        this.owed = this.too_long_answer();
+                        this.owed_at = 0;
+                        this.end_line();
+                        if !this.owed.is_empty() {
+                            continue;
+                        }
+                    }
                     return Poll::Ready(Ok(()));
                 }
             }
@@ -564,6 +574,19 @@ mod tests {
         let error: rmcp::ErrorData = serde_json::from_value(last["error"].clone()).unwrap();
         assert!(reply_too_large(&error).unwrap() > MAX_LINE_BYTES);
         assert!(lines[5].is_empty());
+    }
+
+    /// A line over the bound cut by the server's end (no newline) still answers its request.
+    #[tokio::test]
+    async fn a_line_over_the_bound_cut_by_the_end_is_answered() {
+        let line = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":4,\"result\":{{\"text\":\"{}",
+            text_of(MAX_LINE_BYTES)
+        );
+        let out = read_all(line.into_bytes(), 64 * 1024).await;
+        let lines: Vec<&[u8]> = out.split(|b| *b == b'\n').collect();
+        let answer: Value = serde_json::from_slice(lines[1]).unwrap();
+        assert_eq!(answer["id"], 4);
     }
 
     #[test]

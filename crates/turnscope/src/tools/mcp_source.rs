@@ -163,7 +163,7 @@ const NEEDS_TASK: &str = "the server runs it only as an MCP task (task augmentat
 /// does not keep, so this is only learnt from the refusal).
 fn refuses_untasked(message: &str) -> bool {
     let message = message.to_ascii_lowercase();
-    message.contains("task augmentation") || message.contains("tasksupport")
+    message.contains("requires task augmentation")
 }
 
 /// The live connection calls go through.
@@ -680,6 +680,9 @@ impl Watcher for Inner {
                 state.link = Some(Link { peer, alive });
                 state.lost = None;
                 state.stderr = session.stderr.clone();
+                // A new session may be a new version of the server: its tools are offered
+                // again until one refuses again.
+                state.needs_task.clear();
             }
             self.set_tools(tools, unusable);
             // Only now: whoever waited for the first attempt sees the server up with its tools.
@@ -708,23 +711,23 @@ impl Watcher for Inner {
         let (state, tools, detail, error, attempts) = match down {
             Down::Lost { quit } => {
                 let let_go = self.write().lost.take();
-                let reason = match quit {
+                let mut reason = match quit {
                     _ if let_go.is_some() => let_go.unwrap_or_default(),
                     Ok(QuitReason::Closed) if self.transport == TransportKind::Stdio => {
-                        // Its last words say why, when it wrote any.
-                        let said = self.read().stderr.as_ref().map(|t| t.text());
-                        match said.filter(|s| !s.is_empty()) {
-                            Some(said) => format!(
-                                "the server process exited (or closed its stdout); its stderr \
-                                 ended with: {said}"
-                            ),
-                            None => "the server process exited (or closed its stdout)".to_string(),
-                        }
+                        "the server process exited (or closed its stdout)".to_string()
                     }
                     Ok(QuitReason::Closed) => "the server closed the connection".to_string(),
                     Ok(other) => format!("the connection ended ({other:?})"),
                     Err(e) => format!("the connection task failed ({e})"),
                 };
+                // A stdio server's last words say why it ended, when it wrote any (whether a
+                // call in flight or the supervisor saw the end first).
+                if self.transport == TransportKind::Stdio {
+                    let said = self.read().stderr.as_ref().map(|t| t.text());
+                    if let Some(said) = said.filter(|s| !s.is_empty()) {
+                        reason.push_str(&format!("; its stderr ended with: {said}"));
+                    }
+                }
                 let again = if self.transport == TransportKind::Stdio {
                     "respawning"
                 } else {
