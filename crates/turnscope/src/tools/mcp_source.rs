@@ -147,8 +147,8 @@ pub(super) struct State {
     /// Why the connection was let go from this side (a call could not reach the server), said
     /// when it is reported down.
     pub(super) lost: Option<String>,
-    /// The server's names of tools it refused to run except as MCP tasks: left out of every
-    /// listing from then on.
+    /// The server's names of tools it refused to run except as MCP tasks: left out of its
+    /// listings until its next session (which may be a newer server).
     pub(super) needs_task: Vec<String>,
     /// The last stderr lines of the stdio process connected now, to say why it ended.
     pub(super) stderr: Option<connect::StderrTail>,
@@ -461,7 +461,7 @@ impl Inner {
     }
 
     /// The server refused to run its tool `original` except as an MCP task: said so, and the
-    /// tool is left out of this and every later listing.
+    /// tool is left out of its listings until its next session.
     fn refused_untasked(&self, original: &str) -> ToolOutcome {
         self.leave_out_needing_task(original);
         ToolOutcome::unanswered(
