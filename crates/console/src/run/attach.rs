@@ -319,23 +319,19 @@ fn take_up_kept(remote: &Remote, console: &mut Console) {
     drop(pending);
     // Sessions another console attached with this state directory holds now stay its own.
     if let Some(kept) = &remote.kept {
-        let elsewhere = kept.held_elsewhere();
-        found.retain(|(handle, _)| !elsewhere.contains(handle));
-        if found.is_empty() {
-            return;
-        }
+        let (free, unclaimed) = kept.claim_free(found.iter().map(|(h, _)| h.clone()).collect());
+        found.retain(|(handle, _)| free.contains(handle));
         // A claim not written is said (another console may take the session up too), and
         // the take-up goes on: the session is this console's all the same.
-        let unclaimed: Vec<String> = found
-            .iter()
-            .filter_map(|(handle, _)| kept.claim(handle).err())
-            .collect();
-        if let Some(text) = unclaimed.into_iter().next() {
+        if let Some(text) = unclaimed {
             remote.attached.bus.publish(Event::Log {
                 at_ms: now_us() / 1000,
                 level: "warn".into(),
                 message: text,
             });
+        }
+        if found.is_empty() {
+            return;
         }
     }
     // Newest first: the first found is the person's latest.

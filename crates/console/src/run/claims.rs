@@ -5,12 +5,19 @@
 //!
 //! Each console writes the handles it holds to a file of its own,
 //! `STATE/turnscope/console-claims/PID-ID.json` (mode 0600: a handle lets whoever holds it
-//! chat), and removes it when it ends. Another console reads the others' files and skips
-//! their handles; a file whose process is gone (a console killed) is removed by the next
-//! reader. A file of its own per console, rather than a field in `console-handles.json`,
-//! because two consoles write their claims at any moment and neither may lose the other's.
+//! chat), beside a `PID-ID.lock` it holds locked (`flock`) while it runs, and removes both
+//! when it ends. Another console reads the others' files and skips their handles; a claim
+//! whose lock can be taken is of a console that is gone (killed) and is removed by the next
+//! reader. A lock rather than the pid alone: a pid is reused, and a console in another pid
+//! namespace (a container sharing the state directory) has a pid that means nothing here.
+//! Taking sessions up reads the others' claims and writes its own under `take-up.lock`,
+//! so two consoles started at the same instant do not both take one session up.
+//!
+//! A file of its own per console, rather than a field in `console-handles.json`, because
+//! two consoles write their claims at any moment and neither may lose the other's.
 
 use std::collections::HashSet;
+use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -18,10 +25,14 @@ use serde::{Deserialize, Serialize};
 /// The folder of the claim files, in turnscope's state directory.
 const FOLDER: &str = "console-claims";
 
+/// The lock held while a console reads the others' claims and writes its own.
+const TAKE_UP_LOCK: &str = "take-up.lock";
+
 /// One console's claim file.
 #[derive(Default, Serialize, Deserialize)]
 struct ClaimFile {
-    /// The console's process id, to tell a claim of a console that is gone.
+    /// The console's process id: a claim without its lock file (written by a turnscope
+    /// before the locks) is told gone by whether this process runs.
     pid: u32,
     /// The handles it holds.
     handles: Vec<String>,
@@ -31,6 +42,8 @@ struct ClaimFile {
 pub struct Claims {
     folder: PathBuf,
     own: PathBuf,
+    /// This console's lock file, held locked from its first claim until it ends.
+    own_lock: Option<File>,
     held: Vec<String>,
 }
 
@@ -46,6 +59,7 @@ impl Claims {
         Self {
             folder,
             own,
+            own_lock: None,
             held: Vec::new(),
         }
     }
@@ -58,6 +72,38 @@ impl Claims {
         }
         self.held.push(handle.to_string());
         self.write()
+    }
+
+    /// Holds those of `handles` no other running console holds, deciding and writing under
+    /// the take-up lock (another console taking sessions up at the same instant waits for
+    /// it); returns them. What could not be written is returned: none is then held here.
+    pub fn claim_free(&mut self, handles: &[String]) -> std::io::Result<Vec<String>> {
+        turnscope::private_files::create_dir_all(&self.folder)?;
+        let take_up = turnscope::private_files::file_options()
+            .create(true)
+            .truncate(false)
+            .open(self.folder.join(TAKE_UP_LOCK))?;
+        // Held for a few reads and one write; released when `take_up` is dropped.
+        take_up.lock()?;
+        let elsewhere = self.held_elsewhere();
+        let free: Vec<String> = handles
+            .iter()
+            .filter(|h| !elsewhere.contains(*h))
+            .cloned()
+            .collect();
+        let before = self.held.clone();
+        for handle in &free {
+            if !self.held.contains(handle) {
+                self.held.push(handle.clone());
+            }
+        }
+        if self.held.len() != before.len()
+            && let Err(e) = self.write()
+        {
+            self.held = before;
+            return Err(e);
+        }
+        Ok(free)
     }
 
     /// Holds `handle` no longer.
@@ -88,8 +134,10 @@ impl Claims {
             let Ok(claim) = serde_json::from_slice::<ClaimFile>(&bytes) else {
                 continue;
             };
-            if !running(claim.pid) {
+            let lock = path.with_extension("lock");
+            if !console_runs(&lock, claim.pid) {
                 let _ = std::fs::remove_file(&path);
+                let _ = std::fs::remove_file(&lock);
                 continue;
             }
             held.extend(claim.handles);
@@ -97,7 +145,7 @@ impl Claims {
         held
     }
 
-    fn write(&self) -> std::io::Result<()> {
+    fn write(&mut self) -> std::io::Result<()> {
         if self.held.is_empty() {
             return match std::fs::remove_file(&self.own) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
@@ -105,6 +153,15 @@ impl Claims {
             };
         }
         turnscope::private_files::create_dir_all(&self.folder)?;
+        if self.own_lock.is_none() {
+            // Locked before the claim is written: a reader never sees it unlocked.
+            let lock = turnscope::private_files::file_options()
+                .create(true)
+                .truncate(false)
+                .open(self.own.with_extension("lock"))?;
+            lock.try_lock().map_err(std::io::Error::from)?;
+            self.own_lock = Some(lock);
+        }
         let text = serde_json::to_vec(&ClaimFile {
             pid: std::process::id(),
             handles: self.held.clone(),
@@ -126,12 +183,27 @@ impl Claims {
 impl Drop for Claims {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.own);
+        if self.own_lock.take().is_some() {
+            let _ = std::fs::remove_file(self.own.with_extension("lock"));
+        }
+    }
+}
+
+/// Whether the console whose claim is locked by `lock` runs: its lock is held. A claim
+/// without a lock file is of a turnscope before the locks, told by whether `pid` runs.
+fn console_runs(lock: &Path, pid: u32) -> bool {
+    match File::open(lock) {
+        // Taken: nobody held it (released again when the file is dropped).
+        Ok(file) => matches!(file.try_lock(), Err(TryLockError::WouldBlock)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => pid_runs(pid),
+        // Cannot be read: the claim is kept rather than taken wrongly.
+        Err(_) => true,
     }
 }
 
 /// Whether process `pid` runs (a zombie or a process of another user counts as running: a
 /// claim is kept rather than taken wrongly).
-fn running(pid: u32) -> bool {
+fn pid_runs(pid: u32) -> bool {
     if pid == 0 {
         return false;
     }
@@ -187,5 +259,59 @@ mod tests {
         // One that ends removes its own.
         drop(first);
         assert!(second.held_elsewhere().is_empty());
+    }
+
+    #[test]
+    fn a_claim_is_held_while_its_lock_is_whatever_its_pid_says() {
+        let dir = dir("locks");
+        let reader = Claims::in_dir(&dir);
+        let folder = dir.join(FOLDER);
+        turnscope::private_files::create_dir_all(&folder).unwrap();
+        // A reused pid: the claim names a process that runs (this one), but nobody holds
+        // its lock: the console is gone.
+        let reused = folder.join("1-reused.json");
+        let own_pid = std::process::id();
+        std::fs::write(
+            &reused,
+            format!(r#"{{"pid":{own_pid},"handles":["h-reused"]}}"#),
+        )
+        .unwrap();
+        std::fs::write(reused.with_extension("lock"), b"").unwrap();
+        // A console in another pid namespace: its pid means nothing here, its lock is held.
+        let elsewhere = folder.join("2-namespace.json");
+        std::fs::write(&elsewhere, r#"{"pid":4194304,"handles":["h-held"]}"#).unwrap();
+        let held = File::create(elsewhere.with_extension("lock")).unwrap();
+        held.lock().unwrap();
+        assert_eq!(reader.held_elsewhere(), HashSet::from(["h-held".into()]));
+        assert!(!reused.exists() && !reused.with_extension("lock").exists());
+        drop(held);
+        assert!(reader.held_elsewhere().is_empty());
+    }
+
+    #[test]
+    fn consoles_taking_sessions_up_at_once_never_take_the_same_one() {
+        let dir = dir("race");
+        let handles: Vec<String> = (0..8).map(|n| format!("h-{n}")).collect();
+        for _ in 0..20 {
+            let _ = std::fs::remove_dir_all(&dir);
+            let barrier = std::sync::Barrier::new(2);
+            let (first, second) = std::thread::scope(|scope| {
+                let take = || {
+                    let mut claims = Claims::in_dir(&dir);
+                    barrier.wait();
+                    let taken = claims.claim_free(&handles).unwrap();
+                    (claims, taken)
+                };
+                let a = scope.spawn(take);
+                let b = scope.spawn(take);
+                (a.join().unwrap(), b.join().unwrap())
+            });
+            let (mut fewer, mut more) = (first.1, second.1);
+            if fewer.len() > more.len() {
+                std::mem::swap(&mut fewer, &mut more);
+            }
+            assert!(fewer.is_empty(), "both took some: {fewer:?} and {more:?}");
+            assert_eq!(more, handles);
+        }
     }
 }

@@ -135,22 +135,33 @@ impl KeptHandles {
         opened
     }
 
-    /// Holds `handle` for this attached console while it runs (it took the session up), so
-    /// that another console attached with the same state directory leaves it alone.
-    pub fn claim(&self, handle: &str) -> Result<(), String> {
+    /// Holds those of `handles` no other running console holds, and returns them: decided
+    /// and written at once, so two consoles taking sessions up at the same instant never
+    /// take one session both. When the claim cannot be written, those others hold are still
+    /// left out, and what went wrong is said (another console may take them up too).
+    pub fn claim_free(&self, handles: Vec<String>) -> (Vec<String>, Option<String>) {
         let mut inner = self.lock();
         let Some(claims) = inner.claims.as_mut() else {
-            return Ok(());
+            return (handles, None);
         };
-        claims.claim(handle).map_err(|e| {
-            format!(
-                "cannot write this console's claim on its session ({e}): another console \
-                 attached from this user may take the session up as its own too"
-            )
-        })
+        match claims.claim_free(&handles) {
+            Ok(free) => (free, None),
+            Err(e) => {
+                let elsewhere = claims.held_elsewhere();
+                let free = handles
+                    .into_iter()
+                    .filter(|h| !elsewhere.contains(h))
+                    .collect();
+                let text = format!(
+                    "cannot write this console's claim on the sessions it takes up ({e}): \
+                     another console attached from this user may take them up as its own too"
+                );
+                (free, Some(text))
+            }
+        }
     }
 
-    /// The handles other running consoles hold ([`Self::claim`]).
+    /// The handles other running consoles hold ([`Self::claim_free`]).
     pub fn held_elsewhere(&self) -> HashSet<String> {
         self.lock()
             .claims
