@@ -89,10 +89,17 @@ async fn run(action: ToolsAction, config: Option<PathBuf>, serve: &ServeArgs) ->
     let bus = Bus::default();
     // Servers the policy refused are not sources: only their `skipped` events say so.
     let mut events = bus.subscribe();
-    let registry = match App::tool_registry(&config, &bus, Vec::new()).await {
-        Ok(r) => r,
+    let builder = match App::tool_registry_builder(&config, &bus, Vec::new()) {
+        Ok(builder) => builder,
         Err(e) => return could_not(&e.to_string(), Vec::new()),
     };
+    // A call waits only for the server of its tool, not for an unrelated slow one.
+    let registry = match &action {
+        ToolsAction::Call { name, .. } => builder.needing(name),
+        ToolsAction::List => builder,
+    }
+    .start()
+    .await;
     let mut refused = Vec::new();
     while let Some(event) = events.try_recv() {
         if let Event::ToolSource(source) = &*event
@@ -125,7 +132,7 @@ fn sources(registry: &ToolRegistry) -> (Vec<Value>, Vec<String>) {
                 }
                 SourceStatus::Connecting => {
                     row["state"] = json!("connecting");
-                    down.push(format!("{}: still connecting", s.name()));
+                    down.push(format!("{}: {STILL_CONNECTING}", s.name()));
                 }
                 SourceStatus::Down { error, attempts } => {
                     row["state"] = json!("down");
@@ -218,8 +225,8 @@ async fn call(
         Ok(done) => {
             // Another server down is no reason not to call this one, but worth a line (once:
             // the server's own retry warnings are off in this one-shot command; a refusal
-            // names them itself).
-            for d in &down {
+            // names them itself). One still connecting was not waited for: nothing to say.
+            for d in down.iter().filter(|d| !d.ends_with(STILL_CONNECTING)) {
                 eprintln!("turnscope tools: MCP server {d}; its tools are not offered");
             }
             print_json(&done.to_json());
@@ -255,9 +262,13 @@ async fn call(
     }
 }
 
+/// What a server still connecting when the command stopped waiting is, and what to do.
+const STILL_CONNECTING: &str = "still connecting when the connect budget ran out \
+     (MCP_CONNECT_TIMEOUT_SECONDS, 10 s unless set, gives a slow server longer)";
+
 fn describe(status: &SourceStatus) -> String {
     match status {
-        SourceStatus::Connecting => "still connecting after the connect budget".into(),
+        SourceStatus::Connecting => STILL_CONNECTING.into(),
         SourceStatus::Down { error, attempts } => down_after(*attempts, error),
         SourceStatus::Closed => "closed".into(),
         SourceStatus::Up { .. } => "up".into(),

@@ -457,3 +457,54 @@ async fn a_missing_cwd_is_named() {
         "{listed}\n{stderr}"
     );
 }
+
+/// `tools call` waits for the server that answers for its tool, not for an unrelated one
+/// that never comes up (here a `sleep` that never answers `initialize`, under a connect
+/// budget of two minutes): the call is made, and nothing is said of the slow one. A server
+/// before it in precedence is waited for (it could answer for the name), so `tools list`
+/// and a call of an unknown name still wait the budget and say it ran out.
+#[tokio::test]
+async fn a_call_does_not_wait_for_an_unrelated_slow_server() {
+    let config = format!(
+        "{}[[mcp_servers]]\nname = \"mute\"\ntransport = \"stdio\"\ncommand = \"sleep\"\nargs = [\"600\"]\n",
+        fixture_config()
+    );
+    let p = Project::new("mute", &config);
+    let run = |budget: &'static str, args: &'static [&'static str]| {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
+            .arg("tools")
+            .args(args)
+            .current_dir(&p.0)
+            .env("MCP_CONNECT_TIMEOUT_SECONDS", budget)
+            .output()
+    };
+    let started = std::time::Instant::now();
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        run(
+            "120",
+            &[
+                "call",
+                "plan_trip",
+                "--args",
+                r#"{"city": "Oslo", "nights": 1, "party": {"adults": 1}}"#,
+            ],
+        ),
+    )
+    .await
+    .expect("the call does not wait for `mute`'s two-minute budget")
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("mute"), "{stderr}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+    // An unknown name could be `mute`'s: the budget is waited out, and said.
+    let out = run("2", &["call", "no_such_tool"]).await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{stdout}");
+    assert!(
+        stdout.contains("mute: still connecting when the connect budget ran out")
+            && stdout.contains("MCP_CONNECT_TIMEOUT_SECONDS"),
+        "{stdout}"
+    );
+}

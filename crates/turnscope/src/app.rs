@@ -24,7 +24,7 @@ use crate::sessions::{Replica, SessionLimits, Sessions};
 use crate::store::{SessionStore, memory::MemoryStore, sqlite::SqliteStore};
 use crate::tools::limits::{LimitsError, McpLimits};
 use crate::tools::policy::{Policy, PolicyError};
-use crate::tools::registry::ToolRegistry;
+use crate::tools::registry::{RegistryBuilder, ToolRegistry};
 use crate::tools::{FnTool, Tools, ToolsFactory};
 
 pub use reload::{ConfigSource, ReloadCause, Reloader};
@@ -190,6 +190,19 @@ impl App {
         bus: &Bus,
         own: Vec<FnTool>,
     ) -> Result<Arc<ToolRegistry>, AppError> {
+        Ok(Self::tool_registry_builder(config, bus, own)?.start().await)
+    }
+
+    /// The builder of [`App::tool_registry`], for a caller that starts it its own way
+    /// (`turnscope tools call` waits only for the server of the tool it calls).
+    ///
+    /// # Errors
+    /// A policy or limit setting that does not parse.
+    pub fn tool_registry_builder(
+        config: &Config,
+        bus: &Bus,
+        own: Vec<FnTool>,
+    ) -> Result<RegistryBuilder, AppError> {
         let policy = Policy::from_config(&config.policy)?;
         let limits = McpLimits::from_env()?;
         if !config.mcp_servers.is_empty() {
@@ -205,7 +218,7 @@ impl App {
         for tool in own {
             builder = builder.tool(tool);
         }
-        Ok(builder.start().await)
+        Ok(builder)
     }
 
     /// Like [`App::start`] with the bot's tools given.

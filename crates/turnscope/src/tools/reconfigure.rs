@@ -62,7 +62,7 @@ impl ToolRegistry {
         let (slots, fresh, refused) =
             self.core
                 .start_slots(servers, &policy, &before.slots, !policy_changed);
-        self.core.await_first_attempts(&fresh).await;
+        self.core.await_first_attempts(&fresh, None).await;
         let mut changes = SourceChanges {
             refused,
             builtins: (builtins != before.builtins_on).then_some(builtins),

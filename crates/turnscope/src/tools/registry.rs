@@ -30,6 +30,9 @@ pub struct RegistryBuilder {
     servers: Vec<McpServerConfig>,
     policy: Policy,
     limits: McpLimits,
+    /// The one tool the caller needs, when it needs only one: [`RegistryBuilder::start`]
+    /// stops waiting once it is known which server answers for it.
+    needed: Option<String>,
 }
 
 impl RegistryBuilder {
@@ -69,6 +72,15 @@ impl RegistryBuilder {
         self
     }
 
+    /// Waits only until the server that answers for the tool `name` has listed it (the
+    /// servers before it in precedence have ended their first attempt), not for every
+    /// server: a one-shot call of one tool does not wait on an unrelated slow server. The
+    /// others go on connecting.
+    pub fn needing(mut self, name: &str) -> Self {
+        self.needed = Some(name.to_string());
+        self
+    }
+
     /// Starts every shared server and waits for them, all together, at most the connect
     /// budget. Refused servers are skipped (event and log); the rest load.
     pub async fn start(self) -> Arc<ToolRegistry> {
@@ -92,7 +104,16 @@ impl RegistryBuilder {
         };
         let policy = Arc::new(self.policy);
         let (slots, fresh, _) = core.start_slots(&self.servers, &policy, &[], true);
-        core.await_first_attempts(&fresh).await;
+        let local_answers = self.needed.as_ref().is_some_and(|name| {
+            let builtins = core.builtins.iter().filter(|_| builtins_on);
+            builtins
+                .chain(&core.own_tools)
+                .any(|t| t.spec().name == *name)
+        });
+        if !local_answers {
+            core.await_first_attempts(&fresh, self.needed.as_deref())
+                .await;
+        }
         core.set.store(Arc::new(SharedSet {
             version: 1,
             builtins_on,
@@ -400,9 +421,18 @@ impl Core {
 
     /// Waits for the first connection attempt of `sources`, all together, at most the connect
     /// budget; those still connecting then are reported and join when they come up.
-    pub(super) async fn await_first_attempts(&self, sources: &[McpSource]) {
+    pub(super) async fn await_first_attempts(&self, sources: &[McpSource], needed: Option<&str>) {
+        use futures::StreamExt;
         let budget = self.limits.connect_budget;
-        let waiting = futures::future::join_all(sources.iter().map(McpSource::first_attempt));
+        let waiting = async {
+            let mut attempts: futures::stream::FuturesUnordered<_> =
+                sources.iter().map(McpSource::first_attempt).collect();
+            while attempts.next().await.is_some() {
+                if needed.is_some_and(|name| answered_by_one_done(sources, name)) {
+                    break;
+                }
+            }
+        };
         if tokio::time::timeout(budget, waiting).await.is_err() {
             for source in sources.iter().filter(|s| !s.first_attempt_done()) {
                 source.report_missed_budget(budget);
@@ -528,6 +558,7 @@ impl ToolRegistry {
             servers: Vec::new(),
             policy: Policy::open(),
             limits: McpLimits::default(),
+            needed: None,
         }
     }
 
@@ -672,6 +703,20 @@ impl ToolsFactory for ToolRegistry {
             .is_none()
             .then(|| Arc::new(self.for_session(session)) as Arc<dyn Tools>)
     }
+}
+
+/// Whether it is known which of `sources` (in precedence order) answers for the tool `name`:
+/// one has listed it and every one before it has ended its first attempt.
+fn answered_by_one_done(sources: &[McpSource], name: &str) -> bool {
+    for source in sources {
+        if !source.first_attempt_done() {
+            return false;
+        }
+        if source.tools().iter().any(|t| t.name == name) {
+            return true;
+        }
+    }
+    false
 }
 
 /// A source that is down, as every listing says it: `down after 2 attempts: ERROR`.
