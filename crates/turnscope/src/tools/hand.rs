@@ -106,6 +106,10 @@ pub struct HandResult {
     pub unchecked: Option<String>,
 }
 
+/// The most bytes of arguments [`HandResult::to_json`] echoes back: the caller gave them,
+/// and a large payload (a file sent whole) would only double the output.
+pub const ARGUMENTS_ECHOED_BYTES: usize = 64 * 1024;
+
 impl HandResult {
     /// The result's content blocks (MCP JSON): the typed blocks the tool gave, or its text as
     /// one text block.
@@ -129,14 +133,14 @@ impl HandResult {
     }
 
     /// The result as `turnscope tools call` prints it: MCP's `CallToolResult` fields
-    /// (`content`, `structuredContent`, `isError`) plus the tool, its source, the arguments,
-    /// the size and the time in milliseconds; `unanswered` when the tool never answered (the
-    /// content is then what the model would have read instead).
+    /// (`content`, `structuredContent`, `isError`) plus the tool, its source, the arguments
+    /// (up to [`ARGUMENTS_ECHOED_BYTES`]; larger ones are said by their size in
+    /// `argumentsOmitted`), the size and the time in milliseconds; `unanswered` when the tool
+    /// never answered (the content is then what the model would have read instead).
     pub fn to_json(&self) -> Value {
         let mut out = json!({
             "tool": self.tool,
             "source": self.source,
-            "arguments": self.arguments,
             "content": self.content(),
             "isError": self.outcome.is_error,
             "bytes": self.bytes(),
@@ -144,6 +148,15 @@ impl HandResult {
         });
         if let Some(s) = &self.outcome.structured {
             out["structuredContent"] = s.clone();
+        }
+        let arguments_bytes = self.arguments.to_string().len();
+        if arguments_bytes <= ARGUMENTS_ECHOED_BYTES {
+            out["arguments"] = self.arguments.clone();
+        } else {
+            out["argumentsOmitted"] = Value::String(format!(
+                "{arguments_bytes} bytes, over the {} KiB echoed: the arguments given",
+                ARGUMENTS_ECHOED_BYTES / 1024
+            ));
         }
         if let Some(why) = &self.unchecked {
             out["unchecked"] = Value::String(why.clone());
@@ -313,6 +326,25 @@ mod tests {
         let shown = done.to_json();
         assert_eq!(shown["content"][0]["text"], "hello Ada");
         assert_eq!(shown["isError"], false);
+        assert_eq!(shown["arguments"], json!({"who": "Ada"}));
+        // Arguments over the echo's bound are said by their size, not repeated.
+        let big = "x".repeat(ARGUMENTS_ECHOED_BYTES);
+        let large = call(
+            &tools,
+            "greet",
+            json!({"who": big}),
+            Duration::from_secs(1),
+            &bus,
+        )
+        .await
+        .unwrap()
+        .to_json();
+        assert!(large.get("arguments").is_none());
+        let omitted = large["argumentsOmitted"].as_str().unwrap();
+        assert!(
+            omitted.starts_with(&format!("{} bytes", ARGUMENTS_ECHOED_BYTES + 10)),
+            "{omitted}"
+        );
         assert!(shown["bytes"].as_u64().unwrap() > 9);
         let Some(event) = sub.try_recv() else {
             panic!("a ToolCall event")
