@@ -120,16 +120,49 @@ impl McpLimits {
     }
 }
 
-/// `outcome` if its text fits in `limit` bytes; else an error outcome whose text is the JSON
+/// Most bytes of a result's typed content (its content blocks and `structuredContent` as
+/// JSON: images and binary resources the model is not shown, but a hand call and the OpenAI
+/// bridge hand on) kept: the largest message a stdio server may send, for every transport.
+pub(crate) const TYPED_CONTENT_BYTES: usize = crate::mcp::stdio_child::MAX_LINE_BYTES;
+
+/// `outcome` if its text fits in `limit` bytes and its typed content in
+/// [`TYPED_CONTENT_BYTES`]; else an error outcome whose text is the JSON
 /// `{"error":"response_too_large","limit_bytes":..,"size_bytes":..,"preview":".."}`, so the
 /// model can narrow its request and try again.
 pub(crate) fn cap_response(outcome: ToolOutcome, limit: usize) -> ToolOutcome {
     let size = outcome.text.len();
-    if size <= limit {
+    if size > limit {
+        let preview: String = outcome.text.chars().take(PREVIEW_CHARS).collect();
+        return too_large(size, limit, Some(preview));
+    }
+    if outcome.parts.is_empty() && outcome.structured.is_none() {
         return outcome;
     }
-    let preview: String = outcome.text.chars().take(PREVIEW_CHARS).collect();
-    too_large(size, limit, Some(preview))
+    let typed = json_bytes(&outcome.parts) + outcome.structured.as_ref().map_or(0, json_bytes);
+    if typed > TYPED_CONTENT_BYTES {
+        // The text (what the model reads) describes the typed content: it is the preview.
+        let preview: String = outcome.text.chars().take(PREVIEW_CHARS).collect();
+        return too_large(typed, TYPED_CONTENT_BYTES, Some(preview));
+    }
+    outcome
+}
+
+/// The size of `value` as JSON, counted as it is written out (nothing is kept).
+fn json_bytes(value: &impl serde::Serialize) -> usize {
+    /// A writer that only counts.
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// The same error for a reply of `size` bytes that a stdio server sent over the `limit` of one
@@ -163,6 +196,26 @@ fn too_large(size: usize, limit: usize, preview: Option<String>) -> ToolOutcome 
 mod tests {
     use super::*;
     use serde_json::Value;
+
+    #[test]
+    fn typed_content_over_its_bound_is_refused_though_its_text_is_short() {
+        let blob = |bytes: usize| {
+            let mut outcome = ToolOutcome::ok("[resource file:///b.bin: application/zip; binary]");
+            outcome.parts = vec![
+                json!({"type": "resource", "resource": {"uri": "file:///b.bin", "blob": "A".repeat(bytes)}}),
+            ];
+            outcome
+        };
+        let fits = blob(TYPED_CONTENT_BYTES - 200);
+        assert_eq!(cap_response(fits.clone(), 1024), fits);
+        let over = cap_response(blob(TYPED_CONTENT_BYTES), 1024);
+        assert!(over.parts.is_empty(), "the blob is not kept");
+        let said: Value = serde_json::from_str(&over.text).unwrap();
+        assert_eq!(said["error"], "response_too_large");
+        assert_eq!(said["limit_bytes"], TYPED_CONTENT_BYTES);
+        assert!(said["size_bytes"].as_u64().unwrap() > TYPED_CONTENT_BYTES as u64);
+        assert!(said["preview"].as_str().unwrap().starts_with("[resource"));
+    }
 
     #[test]
     fn exactly_the_limit_passes_and_one_byte_more_does_not() {
