@@ -675,3 +675,97 @@ fn at_140_columns_the_sessions_pane_shows_the_time_left_and_whole_openers() {
         assert!(header.contains(column), "{header}");
     }
 }
+
+/// A request that offered fifteen tools but whose prompt was 47 tokens (llama.cpp with a
+/// chat template that takes no tools: tour J) says the tools were likely left out, on its
+/// head line and beside its tools; a prompt that holds them says nothing.
+#[test]
+fn a_prompt_too_short_for_its_tools_says_they_were_likely_left_out() {
+    use crate::draw::panes::model_request::{Shown, lines};
+    use turnscope::observe::wire::{ToolSetEvent, WireRequest};
+    let mut c = fresh();
+    c.state.apply(&opened_by_mcp(2, "ab12cd34", "claude-code"));
+    let tools: Vec<serde_json::Value> = (0..15)
+        .map(|n| serde_json::json!({"type": "function", "function": {"name": format!("tool_{n}"), "description": "does one thing with a fairly long description, as servers write them", "parameters": {"type": "object", "properties": {"text": {"type": "string", "description": "what to work on"}}, "required": ["text"]}}}))
+        .collect();
+    c.state.apply(&Event::ToolSet(ToolSetEvent {
+        id: "5e7".into(),
+        tools,
+        at_us: 1_000_000,
+    }));
+    let at = 2_000_000;
+    c.state.apply(&Event::TurnStarted {
+        session: 2,
+        turn: 1,
+        line: "What time is it? Call the clock tool.".into(),
+        at_us: at,
+    });
+    let asked = |prompt_tokens: u64| Event::ModelRequest {
+        session: 2,
+        turn: 1,
+        first_piece_us: Some(300_000),
+        total_us: 400_000,
+        error: None,
+        at_us: at,
+        response: turnscope::observe::ModelResponseInfo {
+            finish_reason: Some("stop".into()),
+            usage: Some(turnscope::observe::TokenUsage {
+                prompt_tokens,
+                completion_tokens: 10,
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        request: Some(Box::new(WireRequest {
+            model: "local".into(),
+            url: "http://127.0.0.1:8080/v1/chat/completions".into(),
+            tools: Some("5e7".into()),
+            tool_count: 15,
+            first: 1,
+            from: 1,
+            appended: vec![serde_json::json!({"role": "user", "content": "What time is it?"})],
+            ..Default::default()
+        })),
+        answer: None,
+    };
+    c.state.apply(&asked(47));
+    let shown = Shown {
+        open: true,
+        ..Shown::default()
+    };
+    let text = |c: &Console| {
+        lines(c, 2, 1, 120, shown)
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let short = text(&c);
+    assert!(
+        short.contains("47→10 tok · tools not in the prompt?")
+            && short.contains("the prompt was 47 tokens, but the 15 tools offered are ~")
+            && short.contains("run it with --jinja"),
+        "{short}"
+    );
+    // The next request's prompt holds them.
+    c.state.apply(&Event::TurnStarted {
+        session: 2,
+        turn: 2,
+        line: "again".into(),
+        at_us: at + 1_000_000,
+    });
+    let mut held = asked(1_400);
+    if let Event::ModelRequest { turn, .. } = &mut held {
+        *turn = 2;
+    }
+    c.state.apply(&held);
+    let long = lines(&c, 2, 2, 120, shown)
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        long.contains("1,400→10 tok") && !long.contains("tools not in the prompt"),
+        "{long}"
+    );
+}

@@ -32,7 +32,8 @@ pub const BOOK_BYTES_KEPT: usize = 64 * 1024 * 1024;
 pub struct RequestBook {
     /// Per session, its messages by number, each with its size.
     sessions: BTreeMap<u64, BTreeMap<u64, (Arc<Value>, usize)>>,
-    tool_sets: HashMap<String, Arc<[Value]>>,
+    /// Each tool set with its size as JSON, in bytes.
+    tool_sets: HashMap<String, (Arc<[Value]>, usize)>,
     /// Messages kept over all sessions.
     kept: usize,
     /// Their bytes.
@@ -60,6 +61,8 @@ pub struct WholeRequest {
     pub missing: u64,
     /// The tools offered, when their set was recorded.
     pub tools: Option<Arc<[Value]>>,
+    /// Their size as JSON, in bytes (0 when not recorded).
+    pub tools_bytes: usize,
 }
 
 impl RequestBook {
@@ -154,8 +157,9 @@ impl RequestBook {
                 if self.tool_sets.len() >= TOOL_SETS_KEPT {
                     self.tool_sets.clear();
                 }
+                let bytes = set.tools.iter().map(|t| t.to_string().len()).sum();
                 self.tool_sets
-                    .insert(set.id.clone(), Arc::from(set.tools.clone()));
+                    .insert(set.id.clone(), (Arc::from(set.tools.clone()), bytes));
             }
             _ => {}
         }
@@ -163,7 +167,7 @@ impl RequestBook {
 
     /// The tool set `id`, when recorded.
     pub fn tool_set(&self, id: &str) -> Option<Arc<[Value]>> {
-        self.tool_sets.get(id).cloned()
+        self.tool_sets.get(id).map(|(set, _)| set.clone())
     }
 
     /// `request` (of `session`) whole: the system prompt, the history it sent, the tools.
@@ -175,6 +179,11 @@ impl RequestBook {
         let kept = self.sessions.get(&session).unwrap_or(&empty);
         let mut out = WholeRequest {
             tools: request.tools.as_deref().and_then(|id| self.tool_set(id)),
+            tools_bytes: request
+                .tools
+                .as_deref()
+                .and_then(|id| self.tool_sets.get(id))
+                .map_or(0, |(_, bytes)| *bytes),
             ..WholeRequest::default()
         };
         let (first, end) = (request.first, request.end());
@@ -203,6 +212,18 @@ impl RequestBook {
 }
 
 impl WholeRequest {
+    /// Whether a prompt of `prompt_tokens` (cached ones included) is too short to hold the
+    /// tools offered: a chat template that does not take tools (llama.cpp without `--jinja`,
+    /// or a model's template without a tools section) leaves them out without a word, and the
+    /// model then never calls one. Told when the prompt is under a third of the tools' JSON
+    /// at four bytes a token (a template renders them more tersely, never that much).
+    pub fn tools_left_out(&self, prompt_tokens: u64) -> bool {
+        const TOOL_BYTES_NOTICED: usize = 400;
+        self.tools_bytes >= TOOL_BYTES_NOTICED
+            && prompt_tokens > 0
+            && prompt_tokens < (self.tools_bytes / 12) as u64
+    }
+
     /// The messages this request added, in a few words: `+1 user`, `+1 assistant, +2 tool
     /// results`.
     pub fn growth(&self) -> String {

@@ -7,6 +7,7 @@
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use serde_json::Value;
+use turnscope::observe::model_request::TokenUsage;
 
 use super::tool_call::pretty_text;
 use crate::state::wire::{ModelCall, tokens_label};
@@ -112,9 +113,11 @@ pub fn lines(c: &Console, session: u64, turn: u64, w: usize, shown: Shown) -> Ve
 /// `+1 user · 3 messages · 3 tools · 40→7 tok · stop · HTTP 200 · 12 ms`.
 fn head_figures(c: &Console, call: &ModelCall) -> String {
     let mut parts = Vec::new();
-    match call.request() {
-        Some(q) => {
-            let whole = c.state.wire.book.whole(call.session, q);
+    let whole = call
+        .request()
+        .map(|q| (q, c.state.wire.book.whole(call.session, q)));
+    match &whole {
+        Some((q, whole)) => {
             parts.push(whole.growth());
             parts.push(crate::text::plural(whole.messages.len() as u64, "message"));
             parts.push(crate::text::plural(q.tool_count as u64, "tool"));
@@ -123,6 +126,12 @@ fn head_figures(c: &Console, call: &ModelCall) -> String {
     }
     if let Some(u) = &call.info().usage {
         parts.push(tokens_label(u));
+        if whole
+            .as_ref()
+            .is_some_and(|(_, whole)| whole.tools_left_out(prompt_with_cached(u)))
+        {
+            parts.push("tools not in the prompt?".into());
+        }
     }
     if let Some(f) = &call.info().finish_reason {
         parts.push(f.clone());
@@ -135,6 +144,12 @@ fn head_figures(c: &Console, call: &ModelCall) -> String {
         parts.push(one_line(e));
     }
     parts.join(" · ")
+}
+
+/// A response's prompt tokens with those served from cache (a server that counts them apart
+/// is not taken for a short prompt).
+fn prompt_with_cached(u: &TokenUsage) -> u64 {
+    u.prompt_tokens.saturating_add(u.cached_tokens)
 }
 
 /// The request whole and the answer.
@@ -176,6 +191,19 @@ fn body(c: &Console, call: &ModelCall, w: usize, whole: bool) -> Vec<Line<'stati
             t.dim,
         )),
         None => {}
+    }
+    if let Some(u) = &call.info().usage
+        && full.tools_left_out(prompt_with_cached(u))
+    {
+        let text = format!(
+            "the prompt was {} tokens, but the {} offered are ~{} tokens as JSON: the server's \
+             chat template likely left them out, and the model cannot call them (llama.cpp: \
+             run it with --jinja, or a model whose template takes tools; see docs/models.md)",
+            crate::text::count(prompt_with_cached(u)),
+            crate::text::plural(q.tool_count as u64, "tool"),
+            crate::text::count((full.tools_bytes / 4) as u64),
+        );
+        push_wrapped(&mut out, "    ⚠        ", &text, w, t.warn);
     }
     if full.missing > 0 {
         out.push(Line::styled(
