@@ -744,7 +744,7 @@ fn a_prompt_too_short_for_its_tools_says_they_were_likely_left_out() {
     assert!(
         short.contains("47→10 tok · tools not in the prompt?")
             && short.contains("the prompt was 47 tokens, but the 15 tools offered are ~")
-            && short.contains("run it with --jinja"),
+            && short.contains("llama.cpp needs --jinja"),
         "{short}"
     );
     // The next request's prompt holds them.

@@ -197,8 +197,8 @@ fn body(c: &Console, call: &ModelCall, w: usize, whole: bool) -> Vec<Line<'stati
     {
         let text = format!(
             "the prompt was {} tokens, but the {} offered are ~{} tokens as JSON: the server's \
-             chat template likely left them out, and the model cannot call them (llama.cpp: \
-             run it with --jinja, or a model whose template takes tools; see docs/models.md)",
+             chat template likely left them out, and the model cannot call them (llama.cpp needs \
+             --jinja and a model whose chat template takes tools; see docs/models.md)",
             crate::text::count(prompt_with_cached(u)),
             crate::text::plural(q.tool_count as u64, "tool"),
             crate::text::count((full.tools_bytes / 4) as u64),
