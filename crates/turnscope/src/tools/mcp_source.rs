@@ -437,23 +437,16 @@ impl Inner {
 
     pub(super) fn set_tools(
         &self,
-        mut tools: Vec<SourceTool>,
-        mut unusable: Vec<(String, String)>,
-    ) {
-        {
-            let mut state = self.write();
-            if !state.needs_task.is_empty() {
-                tools.retain(|tool| {
-                    let keep = !state.needs_task.contains(&tool.original);
-                    if !keep {
-                        unusable.push((tool.name.clone(), NEEDS_TASK.into()));
-                    }
-                    keep
-                });
-            }
-            state.tools = tools.into();
-            state.unusable = unusable.into();
-        }
+        tools: Vec<SourceTool>,
+        unusable: Vec<(String, String)>,
+    ) -> usize {
+        let offered = store_tools(&mut self.write(), tools, unusable);
+        self.tools_changed();
+        offered
+    }
+
+    /// Tells the registry the tools changed.
+    fn tools_changed(&self) {
         self.generation.fetch_add(1, Ordering::AcqRel);
         if let Some(changes) = &self.changes {
             changes.send_modify(|n| *n = n.wrapping_add(1));
@@ -478,15 +471,17 @@ impl Inner {
     }
 
     fn leave_out_needing_task(&self, original: &str) {
-        let (tools, unusable) = {
+        {
+            // Under one lock: a list that came meanwhile (list_changed) is not overwritten.
             let mut state = self.write();
             if state.needs_task.iter().any(|t| t == original) {
                 return;
             }
             state.needs_task.push(original.to_string());
-            (state.tools.to_vec(), state.unusable.to_vec())
-        };
-        self.set_tools(tools, unusable);
+            let (tools, unusable) = (state.tools.to_vec(), state.unusable.to_vec());
+            store_tools(&mut state, tools, unusable);
+        }
+        self.tools_changed();
     }
 
     /// Why no call can go out now: (for a person, for the model).
@@ -776,22 +771,40 @@ impl Watcher for Inner {
     }
 }
 
+/// Keeps `tools` (less those the server runs only as tasks, added to `unusable`) as the
+/// source's list, and its status's count; returns the count.
+fn store_tools(
+    state: &mut State,
+    mut tools: Vec<SourceTool>,
+    mut unusable: Vec<(String, String)>,
+) -> usize {
+    if !state.needs_task.is_empty() {
+        tools.retain(|tool| {
+            let keep = !state.needs_task.contains(&tool.original);
+            if !keep {
+                unusable.push((tool.name.clone(), NEEDS_TASK.into()));
+            }
+            keep
+        });
+    }
+    let offered = tools.len();
+    if let SourceStatus::Up { tools: count, .. } = &mut state.status {
+        *count = offered;
+    }
+    state.tools = tools.into();
+    state.unusable = unusable.into();
+    offered
+}
+
 impl Inner {
     /// Lists the tools again after `notifications/tools/list_changed`.
     async fn refresh_tools(&self, peer: &Peer<RoleClient>) {
         match tokio::time::timeout(self.attempt_timeout, peer.list_all_tools()).await {
             Ok(Ok(listed)) => {
                 let (tools, unusable) = prepare_tools(&listed, self.config.tool_filter.as_ref());
-                let count = tools.len();
                 let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
                 let detail = names.join(", ");
-                {
-                    let mut state = self.write();
-                    if let SourceStatus::Up { tools, .. } = &mut state.status {
-                        *tools = count;
-                    }
-                }
-                self.set_tools(tools, unusable);
+                let count = self.set_tools(tools, unusable);
                 self.publish(ToolSourceState::Refreshed, count, detail);
             }
             Ok(Err(e)) => {
