@@ -288,16 +288,20 @@ impl<R> BoundedLines<R> {
     fn too_long_answer(&self) -> Vec<u8> {
         let (head, tail) = (seen_in_head(&self.head), seen_in_tail(&self.tail));
         // A request or notification of the server's (its `id`, if any, counts in the
-        // server's own numbering, not the client's) is dropped; only a response answers.
-        let method = head.keys.iter().chain(&tail.keys).any(|k| k == "method");
+        // server's own numbering, not the client's) is dropped; only a response answers: one
+        // whose `result` or `error` was seen (a request may hide its `method` in the middle,
+        // after a large `params`, and show only `id` last).
+        let keys = || head.keys.iter().chain(&tail.keys);
+        let method = keys().any(|k| k == "method");
+        let response = keys().any(|k| k == "result" || k == "error");
         let id = head.id.or(tail.id);
-        let Some(id) = id.filter(|_| !method) else {
+        let Some(id) = id.filter(|_| response && !method) else {
             tracing::error!(
                 bytes = self.line_bytes,
                 "a stdio MCP server wrote a message over the {} MiB limit ({}); it was dropped",
                 MAX_LINE_BYTES >> 20,
-                if method {
-                    "a request or notification of its own"
+                if method || !response {
+                    "not a response: a request or notification of its own"
                 } else {
                     "no request id found at its start or end"
                 }
@@ -310,9 +314,9 @@ impl<R> BoundedLines<R> {
             "error": {
                 "code": -32603,
                 "message": format!(
-                    "its reply was {:.1} MiB, over the {} MiB turnscope reads in one message from \
-                     a stdio server, and was dropped",
-                    self.line_bytes as f64 / (1024.0 * 1024.0),
+                    "its reply was {}, over the {} MiB turnscope reads in one message from a \
+                     stdio server, and was dropped",
+                    over_size(self.line_bytes),
                     MAX_LINE_BYTES >> 20
                 ),
                 "data": { TOO_LARGE_MARK: self.line_bytes },
@@ -482,6 +486,16 @@ fn one_value<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Option<(T, &[u8])>
     Some((value, &bytes[values.byte_offset()..]))
 }
 
+/// A size over [`MAX_LINE_BYTES`] for a person: in MiB, or in bytes when so near the bound
+/// that MiB would read the same ("16.0 MiB, over the 16 MiB").
+fn over_size(bytes: usize) -> String {
+    if bytes < MAX_LINE_BYTES + (MAX_LINE_BYTES >> 7) {
+        format!("{bytes} bytes")
+    } else {
+        format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+    }
+}
+
 fn skip_space(bytes: &[u8]) -> &[u8] {
     let start = bytes
         .iter()
@@ -566,7 +580,10 @@ mod tests {
         let first: Value = serde_json::from_slice(lines[1]).unwrap();
         assert_eq!(first["id"], 7);
         let message = first["error"]["message"].as_str().unwrap();
-        assert!(message.contains("16.0 MiB, over the 16 MiB"), "{message}");
+        assert!(
+            message.contains(&format!("{} bytes, over the 16 MiB", MAX_LINE_BYTES + 55)),
+            "{message}"
+        );
         assert_eq!(lines[2], b"{\"jsonrpc\":\"2.0\",\"id\":8,\"result\":{}}");
         let last: Value = serde_json::from_slice(lines[4]).unwrap();
         assert_eq!(last["id"], "req-9", "not the nested id 3");
@@ -639,5 +656,15 @@ mod tests {
             "the cut part, the client's own answer, the end"
         );
         assert_eq!(lines[1], br#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+        // Its `method` in the middle, after a large `params`, its `id` last: still not a
+        // response.
+        let request = format!(
+            "{{\"params\":{{\"x\":\"{}\"}},\"method\":\"sampling/createMessage\",\"jsonrpc\":\"2.0\",\"id\":1}}\n",
+            text_of(MAX_LINE_BYTES),
+        );
+        let out = read_all(request.into_bytes(), 64 * 1024).await;
+        let lines: Vec<&[u8]> = out.split(|b| *b == b'\n').collect();
+        assert_eq!(lines.len(), 2, "the cut part, the end: no answer made up");
+        assert_eq!(over_size(MAX_LINE_BYTES * 2), "32.0 MiB");
     }
 }
