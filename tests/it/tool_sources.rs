@@ -314,9 +314,10 @@ exec sleep 300"#,
 async fn a_stdio_server_that_dies_is_reported_with_its_last_words() {
     let dir = crate::support::scratch::Scratch::new("stdio-last-words");
     let pid_file = dir.join("server.pid");
-    // The server runs under a shell that says why once it is gone, as a wrapper's log would.
+    // The server runs under a shell that says why once it is gone, as a wrapper's log would,
+    // and exits at once: its last line may still be in the pipe when its end is seen.
     let script = format!(
-        "exec 3<&0; '{}' fixture-server --stdio 0<&3 3<&- & echo $! > '{}'; wait; echo 'fatal: the database is gone' >&2; sleep 0.2",
+        "exec 3<&0; '{}' fixture-server --stdio 0<&3 3<&- & echo $! > '{}'; wait; echo 'fatal: the database is gone' >&2",
         env!("CARGO_BIN_EXE_turnscope-dev"),
         pid_file.display()
     );

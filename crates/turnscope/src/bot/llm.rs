@@ -333,10 +333,8 @@ impl TurnRun {
             _ if e.rolls_back() => {
                 "the line and its tool results stay in the history; the next line tries the model again"
             }
-            ModelError::Busy { .. } => {
-                "the line stays in the history; the next line tries the model again"
-            }
-            _ => "the next line tries the model again",
+            // Busy: every other failure rolls back or keeps the tools' results (above).
+            _ => "the line stays in the history; the next line tries the model again",
         };
         fault_log::model_request_failed(session, self.turn, &e.to_string(), next);
         self.push(FrameBody::Error(message.into()));

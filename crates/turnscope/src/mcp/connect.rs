@@ -34,7 +34,7 @@ const STDERR_LINE_CHARS: usize = 500;
 const STDERR_TAIL_LINES: usize = 5;
 
 /// How long a failed start waits for the child's last stderr lines (it usually exits at once).
-const STDERR_GRACE: Duration = Duration::from_millis(500);
+pub(crate) const STDERR_GRACE: Duration = Duration::from_millis(500);
 
 /// What the client says about itself in `initialize`, under the implementation name `name`:
 /// the newest revision that has the handshake (2025-11-25). rmcp's default, 2026-07-28, has
@@ -71,9 +71,9 @@ pub(crate) struct Dial {
     pub(crate) sse_timeout: Duration,
     /// Where a stdio child's stderr goes.
     pub(crate) stderr: StderrLog,
-    /// The last stderr lines of the latest attempt's child (cleared at each), for a report
-    /// of an attempt that timed out: the open is dropped then, its own tail with it.
-    pub(crate) stderr_tail: StderrTail,
+    /// The last stderr lines of the latest attempt's child (a new tail at each), for a
+    /// report of an attempt that timed out: the open is dropped then, its own tail with it.
+    pub(crate) stderr_tail: LatestStderr,
 }
 
 /// An open session.
@@ -212,7 +212,11 @@ pub(crate) async fn open<C: ClientHandler>(
             cmd.process_group(0);
             // A folder that is not there fails the spawn with the same "not found" as a
             // missing command: said apart.
-            if let Some(cwd) = cwd.filter(|cwd| !cwd.is_dir()) {
+            let folder_missing = match cwd {
+                Some(cwd) => !tokio::fs::metadata(cwd).await.is_ok_and(|m| m.is_dir()),
+                None => false,
+            };
+            if let Some(cwd) = cwd.filter(|_| folder_missing) {
                 return Err(ConnectError::Other(format!(
                     "cannot start `{command}`: its folder {} (`cwd`) does not exist or is not a \
                      folder; fix `cwd` in its entry",
@@ -226,8 +230,10 @@ pub(crate) async fn open<C: ClientHandler>(
                     source,
                 })?;
             let pid = transport.id();
-            let tail = dial.stderr_tail.clone();
-            tail.clear();
+            // A tail of this attempt's own: a child of an earlier one (or a helper it left
+            // holding the pipe) cannot add its lines to this one's report.
+            let tail = StderrTail::default();
+            dial.stderr_tail.set(tail.clone());
             let copying = stderr
                 .map(|stderr| tokio::spawn(copy_stderr(stderr, dial.stderr.clone(), tail.clone())));
             match client.serve_with_ct(transport, ct).await {
@@ -519,29 +525,39 @@ const STDERR_LINE_BYTES: usize = 4 * STDERR_LINE_CHARS;
 /// stopped at one, closing the pipe, and the server's next write to stderr failed or killed
 /// it), and a line is kept to [`STDERR_LINE_BYTES`], the rest dropped as it is read (a
 /// progress bar's `\r` updates or a binary dump with no newline grew turnscope without
-/// bound). A `\r` ends a line too.
+/// bound). A lone `\r` starts the line over, as on a terminal: of a progress bar's updates
+/// only the last is logged (one line per update flooded the log).
 async fn copy_stderr(stderr: tokio::process::ChildStderr, log: StderrLog, tail: StderrTail) {
     let mut reader = BufReader::new(stderr);
     let mut line: Vec<u8> = Vec::with_capacity(256);
+    // A `\r` was the last byte: a `\n` after it ends the line, anything else writes over it.
+    let mut after_cr = false;
     loop {
         let chunk = match reader.fill_buf().await {
             Ok([]) | Err(_) => break,
             Ok(chunk) => chunk,
         };
-        let end = chunk.iter().position(|b| matches!(b, b'\n' | b'\r'));
-        let part = &chunk[..end.unwrap_or(chunk.len())];
-        let room = STDERR_LINE_BYTES.saturating_sub(line.len());
-        line.extend_from_slice(&part[..part.len().min(room)]);
-        let used = end.map_or(chunk.len(), |i| i + 1);
-        reader.consume(used);
-        if end.is_some() {
-            emit_stderr_line(&line, &log, &tail);
-            line.clear();
+        for &byte in chunk {
+            if std::mem::take(&mut after_cr) && byte != b'\n' {
+                line.clear();
+            }
+            match byte {
+                b'\n' => {
+                    emit_stderr_line(&line, &log, &tail);
+                    line.clear();
+                }
+                b'\r' => after_cr = true,
+                _ if line.len() < STDERR_LINE_BYTES => line.push(byte),
+                _ => {}
+            }
         }
+        let used = chunk.len();
+        reader.consume(used);
     }
     if !line.is_empty() {
         emit_stderr_line(&line, &log, &tail);
     }
+    tail.close();
 }
 
 fn emit_stderr_line(bytes: &[u8], log: &StderrLog, tail: &StderrTail) {
@@ -554,35 +570,67 @@ fn emit_stderr_line(bytes: &[u8], log: &StderrLog, tail: &StderrTail) {
     tail.push(line);
 }
 
-/// The last [`STDERR_TAIL_LINES`] non-blank lines a stdio child wrote to stderr (each at most
-/// [`STDERR_LINE_CHARS`]), for the error when it fails to start.
+/// The last [`STDERR_TAIL_LINES`] non-blank lines one stdio child wrote to stderr (each at
+/// most [`STDERR_LINE_CHARS`]), for the error when it fails to start or ends, and whether its
+/// stderr has closed (all it wrote was read).
 #[derive(Clone, Default)]
-pub struct StderrTail(Arc<std::sync::Mutex<std::collections::VecDeque<String>>>);
+pub struct StderrTail(Arc<TailLines>);
+
+/// What [`StderrTail`] shares: the lines, and whether the child's stderr closed.
+#[derive(Default)]
+struct TailLines {
+    lines: std::sync::Mutex<std::collections::VecDeque<String>>,
+    closed: tokio::sync::watch::Sender<bool>,
+}
 
 impl StderrTail {
     fn push(&self, line: String) {
         if line.trim().is_empty() {
             return;
         }
-        let mut lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut lines = self.0.lines.lock().unwrap_or_else(|e| e.into_inner());
         if lines.len() == STDERR_TAIL_LINES {
             lines.pop_front();
         }
         lines.push_back(line);
     }
 
-    fn clear(&self) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    /// Its stderr closed: every line is in.
+    fn close(&self) {
+        self.0.closed.send_replace(true);
+    }
+
+    /// Waits until every line the child wrote is in (its stderr closed), at most `grace`: a
+    /// server that writes why it ends and exits at once may still have that line in the pipe
+    /// when its end is seen.
+    pub(crate) async fn settled(&self, grace: Duration) {
+        let mut closed = self.0.closed.subscribe();
+        let _ = tokio::time::timeout(grace, closed.wait_for(|closed| *closed)).await;
     }
 
     /// The lines, joined with ` | `, secrets masked; empty when it wrote none.
     pub fn text(&self) -> String {
-        let lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let lines = self.0.lines.lock().unwrap_or_else(|e| e.into_inner());
         lines
             .iter()
             .map(|l| redact(l.trim()).into_owned())
             .collect::<Vec<_>>()
             .join(" | ")
+    }
+}
+
+/// The tail of the latest attempt's child, swapped for a new one at each attempt.
+#[derive(Clone, Default)]
+pub(crate) struct LatestStderr(Arc<std::sync::Mutex<StderrTail>>);
+
+impl LatestStderr {
+    fn set(&self, tail: StderrTail) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = tail;
+    }
+
+    /// The latest attempt's lines ([`StderrTail::text`]).
+    pub(crate) fn text(&self) -> String {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).text()
     }
 }
 
@@ -642,12 +690,15 @@ mod tests {
     /// A server's stderr is read to its end whatever its bytes: a line that is not UTF-8
     /// (it stopped the reader and closed the pipe, so the server's next write to stderr killed
     /// it with SIGPIPE), and 3 MB with no newline (kept whole before) cut to one line of 500
-    /// characters; `\r` ends a line (tour I).
+    /// characters; a lone `\r` writes over the line, so a progress bar logs its last update
+    /// only, and `\r\n` ends one.
     #[tokio::test]
     async fn stderr_is_read_to_its_end_whatever_its_bytes() {
         let script = r"printf 'caf\351 ok\n' >&2
 head -c 3000000 /dev/zero | tr '\0' z >&2
+echo >&2
 printf '\rprogress 1\rprogress 2\n' >&2
+printf 'crlf\r\n' >&2
 echo after >&2
 echo done";
         let mut child = tokio::process::Command::new("sh")
@@ -667,7 +718,7 @@ echo done";
         let seen = seen.lock().unwrap();
         assert_eq!(seen[0], "caf\u{fffd} ok");
         assert_eq!(seen[1], "z".repeat(STDERR_LINE_CHARS));
-        assert_eq!(seen[2..], ["progress 1", "progress 2", "after"]);
+        assert_eq!(seen[2..], ["progress 2", "crlf", "after"]);
     }
 
     #[test]

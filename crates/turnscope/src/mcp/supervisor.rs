@@ -58,8 +58,7 @@ pub(crate) enum Failure {
     Listing(String),
     /// Occurs when the attempt took longer than [`Plan::attempt_timeout`].
     #[error(
-        "no answer (the MCP handshake and tools/list) within {:.1} s, the attempt's limit \
-         (MCP_CONNECT_TIMEOUT_SECONDS, at least 30 s)",
+        "no answer (the MCP handshake and tools/list) within {:.1} s, the attempt's limit",
         .0.as_secs_f64()
     )]
     TimedOut(Duration),
@@ -147,9 +146,14 @@ pub(crate) async fn supervise<W: Watcher>(watcher: Arc<W>, plan: Plan, stop: Can
                 attempts = 0;
                 last_failure = None;
                 let started = plan.clock.now();
+                let stderr = session.stderr.clone();
                 let Some(quit) = run(&*watcher, session, &stop, &ct, &alive).await else {
                     break;
                 };
+                // Its last words (why it ended) may still be in the pipe.
+                if let Some(stderr) = stderr {
+                    stderr.settled(super::connect::STDERR_GRACE).await;
+                }
                 let uptime = plan.clock.now().saturating_duration_since(started);
                 (Down::Lost { quit }, Some(uptime))
             }

@@ -741,6 +741,12 @@ impl Watcher for Inner {
                 // An attempt that timed out was dropped with its own report: its child's last
                 // words usually say why it hung (a key not set, a prompt waiting for input).
                 if matches!(failure, Failure::TimedOut(_)) {
+                    // The tool sources' attempts are as long as the start-up budget, at least
+                    // MIN_ATTEMPT_TIMEOUT.
+                    error.push_str(&format!(
+                        " (MCP_CONNECT_TIMEOUT_SECONDS, at least {} s)",
+                        MIN_ATTEMPT_TIMEOUT.as_secs()
+                    ));
                     let said = self.dial.stderr_tail.text();
                     if !said.is_empty() {
                         error.push_str(&format!(". Its stderr ended with: {said}"));

@@ -70,6 +70,11 @@ impl Unanswered {
     /// cap) it did, too much.
     pub fn headline(&self, tool: &str) -> String {
         match self {
+            Unanswered::TooLarge {
+                size_bytes,
+                dropped: true,
+                ..
+            } => format!("{tool} answered {size_bytes} B, over a stdio message's bound"),
             Unanswered::TooLarge { size_bytes, .. } => {
                 format!("{tool} answered {size_bytes} B, over the cap")
             }
@@ -77,11 +82,12 @@ impl Unanswered {
         }
     }
 
-    /// A short label for lists: `timed out`, `over the cap`, `unreachable`, `lost mid-call`,
-    /// `refused`.
+    /// A short label for lists: `timed out`, `over the cap`, `too large` (over a stdio
+    /// message's bound), `unreachable`, `lost mid-call`, `refused`.
     pub fn label(&self) -> &'static str {
         match self {
             Unanswered::TimedOut { .. } => "timed out",
+            Unanswered::TooLarge { dropped: true, .. } => "too large",
             Unanswered::TooLarge { .. } => "over the cap",
             Unanswered::Unreachable { .. } => "unreachable",
             Unanswered::Lost { .. } => "lost mid-call",

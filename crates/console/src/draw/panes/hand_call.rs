@@ -290,7 +290,7 @@ fn shown_lines(c: &Console, tool: &str, shown: &Shown, w: usize) -> Vec<Line<'st
             Span::styled(why.headline(tool), t.error),
             Span::styled(
                 match why {
-                    // Its headline says "over the cap" already.
+                    // Its headline says which bound already.
                     Unanswered::TooLarge { .. } => {
                         format!(" · {}", micros(shown.duration.as_micros() as u64))
                     }
