@@ -231,6 +231,11 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
             turnscope_console::state::budget::Budget::set_process_default(config.console.max_mib);
             let choice = theme.or(config.console.theme);
             let theme = Theme::resolve(choice.as_deref(), turnscope_console::no_color())?;
+            anyhow::ensure!(
+                !events_on_stdout(events.as_deref()),
+                "--events - writes the events to stdout, where the attached console draws; give \
+                 --events a file (turnscope replay FILE opens it)"
+            );
             turnscope_console::run::terminal::check()?;
             let options = turnscope::attach::AttachOptions {
                 url,

@@ -431,6 +431,24 @@ async fn attach_without_a_terminal_says_how_to_read_the_stream_instead() {
     );
 }
 
+/// `--events -` would write over the attached console's screen: refused, as the local
+/// console refuses it, before anything connects (tour L: JSON lines across the panes).
+#[tokio::test]
+async fn attach_refuses_events_on_stdout() {
+    let out = serving(&["attach", "9", "--events", "-"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .await
+        .expect("turnscope runs");
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("--events - writes the events to stdout, where the attached console draws"),
+        "{said}"
+    );
+}
+
 /// Attaching where no MCP server answers says why, where the cause can be told: a host name
 /// that does not resolve, https to a server that speaks plain http (both said "error sending
 /// request for url", the cause dropped).
