@@ -172,6 +172,9 @@ impl Client {
             first: Arc::new(AtomicU64::new(0)),
         };
         let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
+        // A reply stream broken by the server's death fails the case after a few tries to
+        // resume it, rather than waiting for the server to come back (rmcp's default).
+        config.retry_config = turnscope::mcp::connect::stream_resume_policy();
         if let Some(t) = token {
             config = config.auth_header(t.to_string());
         }

@@ -509,7 +509,8 @@ async fn whisker_at_a_port_that_is_not_whisker_says_so() {
 }
 
 /// A chat whose server died mid-reply is recorded as cut off, not "written to its end": its
-/// stream ended with progress and no answer (the MCP pane said the exchange was whole).
+/// stream ended with progress and no answer (the MCP pane said the exchange was whole); the
+/// call fails after a few tries to resume the stream, the server still gone.
 #[tokio::test]
 async fn a_chat_cut_off_by_the_servers_death_is_recorded_as_cut_off() {
     let mut server = serving(&["--headless", "--port", "0", "--pace", "0.05"])
@@ -546,8 +547,13 @@ async fn a_chat_cut_off_by_the_servers_death_is_recorded_as_cut_off() {
             break;
         }
     }
-    // The client may dial the dead server again to resume the stream: not waited for.
-    chat.abort();
+    // The client dials the dead server again to resume the stream a few times, then the call
+    // fails: it does not wait for the server to come back (tour L: the whole outage).
+    let answered = tokio::time::timeout(std::time::Duration::from_secs(30), chat)
+        .await
+        .expect("the chat ends without the server coming back")
+        .unwrap();
+    assert!(answered.is_err(), "{answered:?}");
 }
 
 /// An idle attached client pings its target (`attach::Target::keep_alive`), each ping answered,

@@ -186,6 +186,10 @@ impl Target {
             .with_calls(pending.clone(), tokens.clone())
             .with_side(side.clone());
         let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
+        // A broken reply stream is resumed a few times, then the call fails: rmcp's default
+        // resumes forever, and a `chat` in flight when the server died waited out the whole
+        // outage, its line neither answered nor given back (tour L).
+        config.retry_config = crate::mcp::connect::stream_resume_policy();
         if let Some(t) = token {
             config = config.auth_header(t.to_string());
         }

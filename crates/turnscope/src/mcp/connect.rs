@@ -51,7 +51,7 @@ pub(crate) fn client_info(name: &str) -> ClientConfig {
 /// then after 0.5 and 1 s, each wait stretched to the server's SSE `retry:` hint if it gave
 /// one (rmcp servers say 3 s, so about 6 s in all). rmcp's default retries forever, so a call
 /// in flight to a server that died would wait for its whole timeout (or forever).
-pub(crate) fn stream_resume_policy() -> Arc<ExponentialBackoff> {
+pub fn stream_resume_policy() -> Arc<ExponentialBackoff> {
     let mut policy = ExponentialBackoff::default();
     policy.max_times = Some(3);
     policy.base_duration = Duration::from_millis(250);
