@@ -6,6 +6,7 @@ use std::cell::Cell;
 use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use super::actions::Action;
+use crate::state::Source;
 use crate::view::console::{Console, Notice};
 use crate::view::filter::FrameFilter;
 use crate::view::frames::FrameLine;
@@ -302,10 +303,17 @@ impl Console {
                     .map(|r| r.opener_label())
                     .unwrap_or_default();
                 self.close_asked = Some(session);
-                self.notice = Some(Notice {
-                    text: format!("d again closes #{session} ({who}); Esc keeps it"),
-                    error: true,
-                });
+                // Attached, MCP has no call that closes a session: d lets go of its handle
+                // (tour L: the question promised a close the server never saw).
+                let text = if matches!(self.state.header.source, Source::Attached { .. }) {
+                    format!(
+                        "d again lets go of #{session}'s handle here ({who}); the bot keeps it \
+                         open until it idles out · Esc keeps it"
+                    )
+                } else {
+                    format!("d again closes #{session} ({who}); Esc keeps it")
+                };
+                self.notice = Some(Notice { text, error: true });
             }
             Command::New => {}
             Command::Step(delta) => self.move_tape(delta, false),
