@@ -294,9 +294,15 @@ impl ConsoleState {
         for row in self.sessions.values_mut().filter(|r| !r.is_closed()) {
             row.age_s = now.saturating_sub(row.age_from_us()) / 1_000_000;
             // A watched server's session: its lifetime counted from the last activity seen
-            // (a call that only reads makes no event, so it has at least this long).
+            // (a call that only reads makes no event, so it has at least this long). Its own
+            // console's sessions do not idle out while that console runs (and the server
+            // runs only as long as its console).
+            let console_holds = matches!(
+                row.opener,
+                turnscope::observe::event::SessionOpener::Console
+            );
             row.idle_left_s = lifetime
-                .filter(|_| row.activity != Activity::InTurn && !row.is_stored())
+                .filter(|_| row.activity != Activity::InTurn && !row.is_stored() && !console_holds)
                 .map(|lifetime| {
                     let last = last_activity
                         .get(&row.number)

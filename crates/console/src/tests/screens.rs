@@ -537,10 +537,12 @@ fn an_attached_console_offers_only_what_it_can_do() {
     // `d` on its own session asks to let go of the handle, not to close it: MCP has no call
     // that closes a session (tour L).
     c.selected = Some(1);
-    c.handle(&crossterm::event::Event::Key(crossterm::event::KeyEvent::new(
-        crossterm::event::KeyCode::Char('d'),
-        crossterm::event::KeyModifiers::NONE,
-    )));
+    c.handle(&crossterm::event::Event::Key(
+        crossterm::event::KeyEvent::new(
+            crossterm::event::KeyCode::Char('d'),
+            crossterm::event::KeyModifiers::NONE,
+        ),
+    ));
     let asked = c.notice.take().map(|n| n.text).unwrap_or_default();
     assert!(
         asked.starts_with("d again lets go of #1's handle here")

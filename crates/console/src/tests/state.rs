@@ -880,3 +880,32 @@ fn a_whisker_worker_is_labelled_as_whiskers_not_as_an_mcp_client() {
     let labels: Vec<String> = s.session_rows().iter().map(|r| r.opener_label()).collect();
     assert_eq!(labels, ["whisker: task#0", "mcp: pipecat client"]);
 }
+
+/// A watched server's sessions are counted down from their last activity, at least; its own
+/// console's are not (they do not idle out while that console runs: tour L saw `≥0s` on
+/// one open for twelve minutes).
+#[test]
+fn a_watched_servers_console_session_has_no_time_left() {
+    let mut s = ConsoleState::default();
+    s.header.watched_handle_seconds = Some(300);
+    for (session, opener) in [
+        (1, SessionOpener::Console),
+        (2, SessionOpener::Mcp("claude-code".into())),
+    ] {
+        s.apply(&Event::Session(SessionEvent {
+            session,
+            handle_prefix: format!("{session:08}"),
+            opener,
+            closed: None,
+            at_us: T0,
+            restored: false,
+            began_us: None,
+            taken_from: None,
+            greeting: None,
+        }));
+    }
+    s.now_us = T0 + 60 * 1_000_000;
+    s.age_rows();
+    assert_eq!(s.session(1).unwrap().idle_left_s, None);
+    assert_eq!(s.session(2).unwrap().idle_left_s, Some(240));
+}
