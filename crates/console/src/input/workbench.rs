@@ -393,20 +393,35 @@ impl Console {
             return Some(Action::EditExternally { key, text, url });
         }
         // An edit closed unsent opens as it was left.
-        if let Some(at) = self.edits_kept.iter().position(|e| e.key == key) {
-            let mut kept = self.edits_kept.remove(at);
-            kept.from_variant = None;
-            self.editor = Some(kept);
-            self.notice = Some(Notice {
-                text: "your unsent edit, as you left it (Ctrl+R in the editor starts over from \
-                       the recorded request)"
-                    .into(),
-                error: false,
-            });
+        if self.reopen_kept_edit(key, None) {
             return None;
         }
         self.editor = Some(RequestEditor::new(key, &text, &url));
         None
+    }
+
+    /// Opens the unsent edit of request `key` that was opened from `from_variant` (none: from
+    /// the recorded request), when one was kept; says so.
+    fn reopen_kept_edit(&mut self, key: RequestKey, from_variant: Option<usize>) -> bool {
+        let Some(at) = self
+            .edits_kept
+            .iter()
+            .position(|e| e.key == key && e.from_variant == from_variant)
+        else {
+            return false;
+        };
+        self.editor = Some(self.edits_kept.remove(at));
+        let from = match from_variant {
+            Some(shown) => format!("variant {}", shown + 1),
+            None => "the recorded request".into(),
+        };
+        self.notice = Some(Notice {
+            text: format!(
+                "your unsent edit, as you left it (Ctrl+R in the editor starts over from {from})"
+            ),
+            error: false,
+        });
+        true
     }
 
     /// Closes the request editor. An edit not sent is kept (`e` opens it again); one in flight
@@ -426,7 +441,10 @@ impl Console {
                 error: false,
             });
         } else if editor.edited() {
-            self.edits_kept.retain(|e| e.key != key);
+            // One kept per request and what it was opened from: an edit of a variant does not
+            // replace the one of the recorded request.
+            self.edits_kept
+                .retain(|e| !(e.key == key && e.from_variant == from_variant));
             if self.edits_kept.len() == crate::view::console::EDITS_KEPT {
                 self.edits_kept.remove(0);
             }
@@ -656,6 +674,9 @@ impl Console {
                 let url = variant.answer.url.clone();
                 let shown = view.shown;
                 self.variants_view = None;
+                if self.reopen_kept_edit(key, Some(shown)) {
+                    return None;
+                }
                 let mut editor = RequestEditor::new(key, &text, &url);
                 editor.from_variant = Some(shown);
                 self.editor = Some(editor);

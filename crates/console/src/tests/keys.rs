@@ -897,6 +897,61 @@ fn an_unsent_request_edit_is_kept_and_the_editor_keys_lose_nothing() {
     assert_eq!(ctrl(&mut c, 'c'), Some(Action::Quit));
 }
 
+/// An unsent edit of a variant is kept apart from one of the recorded request (it replaced it),
+/// each opens again from where it was opened, and Ctrl+R starts over from that: the variant's
+/// body, as its notice says (tour L: the notice said "the recorded request").
+#[test]
+fn edits_of_the_recorded_request_and_of_a_variant_are_kept_apart() {
+    use crate::state::variants::RequestKey;
+    use turnscope::model::resend::ResendAnswer;
+    let ctrl = |c: &mut Console, ch: char| press_with(c, KeyCode::Char(ch), KeyModifiers::CONTROL);
+    let type_in = |c: &mut Console, text: &str| {
+        for ch in text.chars() {
+            press(c, KeyCode::Char(ch));
+        }
+    };
+    let mut c = console();
+    c.selected = Some(1);
+    c.open_turn_view();
+    let pick = c.turn_view.as_ref().unwrap();
+    let key = RequestKey {
+        session: pick.session,
+        turn: pick.turn,
+        index: pick.request,
+    };
+    c.edit_request(false);
+    type_in(&mut c, "rr");
+    let recorded_edit = c.editor.as_ref().unwrap().text();
+    press(&mut c, KeyCode::Esc);
+    // A variant came back; its editor is opened from the variants view.
+    let body = serde_json::json!({"messages": [{"role": "user", "content": "hi"}]});
+    c.resend_done(key, body, ResendAnswer::default());
+    assert!(c.variants_view.is_some());
+    press(&mut c, KeyCode::Char('e'));
+    let variant_body = c.editor.as_ref().expect("the variant's editor").text();
+    type_in(&mut c, "vv");
+    let variant_edit = c.editor.as_ref().unwrap().text();
+    press(&mut c, KeyCode::Esc);
+    assert_eq!(c.edits_kept.len(), 2, "neither replaced the other");
+    // Back in the variants view: e opens the variant's edit as it was left.
+    assert!(c.variants_view.is_some());
+    press(&mut c, KeyCode::Char('e'));
+    assert_eq!(c.editor.as_ref().unwrap().text(), variant_edit);
+    assert!(
+        noticed(&c).contains("starts over from variant 1"),
+        "{}",
+        noticed(&c)
+    );
+    ctrl(&mut c, 'r');
+    assert_eq!(c.editor.as_ref().unwrap().text(), variant_body);
+    press(&mut c, KeyCode::Esc);
+    // The recorded request's edit is still there.
+    c.variants_view = None;
+    c.edit_request(false);
+    assert_eq!(c.editor.as_ref().unwrap().text(), recorded_edit);
+    assert!(noticed(&c).contains("starts over from the recorded request"));
+}
+
 /// A variant answered by another model server (its URL edited) is saved as a test case that
 /// says so: the case's expectations are that server's, not the bot's model's (tour J).
 #[test]
