@@ -291,13 +291,19 @@ impl ConsoleState {
         self.transcript_dropped.get(&session).copied().unwrap_or(0)
     }
 
-    /// Turns of `session` before those its live snapshot holds (a live session keeps only its
-    /// latest turns in view; turn ids count from 1); 0 when no snapshot is shown.
+    /// Turns of `session` before those shown (turn ids count from 1): before those its live
+    /// snapshot holds (a live session keeps only its latest turns in view), or before the
+    /// [`TURNS_KEPT`] its events left (an attached console, a replay; a console that began
+    /// watching late), less those said let go for the memory budget.
     pub fn transcript_unshown(&self, session: u64) -> u64 {
-        self.live_turns
+        if let Some(turns) = self.live_turns.get(&session) {
+            return turns.first().map_or(0, |first| first.id.saturating_sub(1));
+        }
+        self.transcripts
             .get(&session)
             .and_then(|turns| turns.first())
             .map_or(0, |first| first.id.saturating_sub(1))
+            .saturating_sub(self.transcript_dropped(session))
     }
 
     fn saw_time(&mut self, at_us: u64) {

@@ -909,3 +909,39 @@ fn a_watched_servers_console_session_has_no_time_left() {
     assert_eq!(s.session(1).unwrap().idle_left_s, None);
     assert_eq!(s.session(2).unwrap().idle_left_s, Some(240));
 }
+
+/// A transcript built from events (an attached console, a replay) keeps its latest
+/// [`TURNS_KEPT`] turns and counts the earlier ones, as a live snapshot's are counted (tour L:
+/// the first 50 of 250 vanished without a word), and so are those before it began watching.
+#[test]
+fn turns_beyond_those_kept_from_events_are_counted() {
+    use crate::state::TURNS_KEPT;
+    let mut s = ConsoleState::default();
+    s.apply(&Event::Session(SessionEvent {
+        session: 2,
+        handle_prefix: "0000beef".into(),
+        opener: SessionOpener::Mcp("mcp".into()),
+        closed: None,
+        at_us: T0,
+        restored: false,
+        began_us: None,
+        taken_from: None,
+        greeting: None,
+    }));
+    let start = |s: &mut ConsoleState, turn: u64| {
+        s.apply(&Event::TurnStarted {
+            session: 2,
+            turn,
+            line: format!("line {turn}"),
+            at_us: T0 + turn,
+        })
+    };
+    // Watching began at turn 5.
+    start(&mut s, 5);
+    assert_eq!(s.transcript_unshown(2), 4);
+    for turn in 6..=(TURNS_KEPT as u64 + 54) {
+        start(&mut s, turn);
+    }
+    assert_eq!(s.transcript(2).len(), TURNS_KEPT);
+    assert_eq!(s.transcript_unshown(2), 54);
+}

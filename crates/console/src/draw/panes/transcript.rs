@@ -159,7 +159,7 @@ pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
     let unshown = c.state.transcript_unshown(session);
     if unshown > 0 {
         let text = format!(
-            "{} of #{session} not shown: a live session keeps only its latest turns in view.",
+            "{} of #{session} not shown: the console keeps only a session's latest turns in view.",
             match unshown {
                 1 => "1 earlier turn".to_string(),
                 n => format!("{n} earlier turns"),
