@@ -712,7 +712,6 @@ async fn attached_to_a_pipecat_bot_it_chats_and_shows_whisker_frames_pipeline_to
         .find(|w| w.starts_with("ws://"))
         .expect("the bot serves whisker")
         .to_string();
-
     let mut s = Screen::start(&[
         "attach",
         &url,
@@ -728,6 +727,22 @@ async fn attached_to_a_pipecat_bot_it_chats_and_shows_whisker_frames_pipeline_to
     s.send(b"hello there\r").await;
     s.wait_text("You said: hello there").await;
     s.wait_text("whisker pipecat 1.14.0").await;
+    // Whisker's port (up while a pipeline runs) given as the bot's MCP URL is said to be a
+    // WebSocket one, with the flag that takes it (tour L: rmcp's nested transport error).
+    let mixed_up = format!("{}/mcp", whisker.replacen("ws://", "http://", 1));
+    let said = turnscope::attach::target::Target::connect(
+        &mixed_up,
+        None,
+        &turnscope::observe::Bus::default(),
+    )
+    .await
+    .err()
+    .expect("whisker speaks no MCP");
+    assert!(
+        said.contains("a WebSocket server listens there")
+            && said.contains(&format!("--whisker {}", whisker.trim_end_matches('/'))),
+        "{said}"
+    );
     s.send(b"echo hi\r").await;
     s.wait_text("echo({\"text\":\"hi\"})").await;
     s.wait_text("The echo tool says").await;

@@ -397,6 +397,21 @@ pub async fn initialize_failed(
                  (a turnscope serves plain http unless a proxy before it speaks TLS)"
             );
         }
+        // A WebSocket server (pipecat's whisker) closes a POST without an answer, and answers
+        // a plain GET with 426 Upgrade Required.
+        Dialed::Connected
+            if said.contains("error sending request") && websocket_only(url).await =>
+        {
+            return format!(
+                "no MCP answer from {url}: a WebSocket server listens there (it asked for an \
+                 upgrade), not an MCP one; if it is pipecat's whisker, give it as `--whisker \
+                 ws://{}`",
+                reqwest::Url::parse(url)
+                    .ok()
+                    .and_then(|u| Some(format!("{}:{}", u.host_str()?, u.port_or_known_default()?)))
+                    .unwrap_or_else(|| "HOST:PORT".into())
+            );
+        }
         _ => {}
     }
     // The server said what to do (a Host it does not allow: 421 names --allowed-host).
@@ -416,6 +431,22 @@ pub async fn initialize_failed(
         "no MCP answer from {url}: {said}; check that an MCP server runs there and that the URL \
          ends in its MCP path (usually /mcp)"
     )
+}
+
+/// Whether `url` answers a plain GET with 426 Upgrade Required to a WebSocket (2 s at most).
+async fn websocket_only(url: &str) -> bool {
+    let asked = reqwest::Client::new()
+        .get(url)
+        .timeout(std::time::Duration::from_secs(2))
+        .send()
+        .await;
+    asked.is_ok_and(|answer| {
+        answer.status() == reqwest::StatusCode::UPGRADE_REQUIRED
+            && answer
+                .headers()
+                .get(reqwest::header::UPGRADE)
+                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"websocket"))
+    })
 }
 
 /// The HTTP status an rmcp error names (`HTTP 404 Not Found`), as `404 Not Found`.
