@@ -83,6 +83,16 @@ impl Console {
             let line = self.take_line();
             return Some(Action::StartWith { line });
         }
+        // Watching whisker alone: there is no bot to chat with at all, selected or not.
+        if self.state.header.source.is_attached() && self.state.header.bot_url.is_none() {
+            self.notice = Some(Notice {
+                text: "watching only (--whisker without the bot's URL): nothing here chats; \
+                       `turnscope attach URL --whisker WS` chats with the bot too; your line is kept"
+                    .into(),
+                error: true,
+            });
+            return None;
+        }
         let Some(session) = self.selected else {
             self.notice = Some(Notice {
                 text: "no session selected; select one in Sessions (1) first".into(),
@@ -124,16 +134,6 @@ impl Console {
         // An attached console chats only in the sessions it started (marked the person's):
         // another's is refused before anything is asked, the line kept (before, it asked
         // "Enter again sends…", then refused and the line was gone).
-        // Watching whisker alone: there is no bot to chat with at all.
-        if self.state.header.source.is_attached() && self.state.header.bot_url.is_none() {
-            self.notice = Some(Notice {
-                text: "watching only (--whisker without the bot's URL): nothing here chats; \
-                       `turnscope attach URL --whisker WS` chats with the bot too; your line is kept"
-                    .into(),
-                error: true,
-            });
-            return None;
-        }
         if self.is_another_clients(session) {
             self.notice = Some(Notice {
                 text: format!(

@@ -643,7 +643,7 @@ fn the_header_shortens_the_model_before_it_gives_up_the_mcp_url() {
 }
 
 /// Watching whisker alone, a typed line is kept and the notice says nothing here chats (it
-/// offered `n`, which then said there was no bot URL).
+/// offered `n`, which then said there was no bot URL), a session selected or not.
 #[test]
 fn watching_whisker_alone_a_line_is_kept_and_said_to_need_the_bots_url() {
     let mut c = console();
@@ -665,6 +665,14 @@ fn watching_whisker_alone_a_line_is_kept_and_said_to_need_the_bots_url() {
         said.contains("watching only") && !said.contains("n starts"),
         "{said}"
     );
+    assert_eq!(c.input.lines(), ["hello"], "the line is kept");
+    // With no session selected (none listed yet) it says the same, not "select one first"
+    // (tour L).
+    c.selected = None;
+    c.notice = None;
+    assert!(c.send().is_none());
+    let said = c.notice.take().map(|n| n.text).unwrap_or_default();
+    assert!(said.contains("watching only"), "{said}");
     assert_eq!(c.input.lines(), ["hello"], "the line is kept");
 }
 
