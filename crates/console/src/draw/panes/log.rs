@@ -12,6 +12,24 @@ use crate::state::journal::Level;
 use crate::text::{count, one_line, pad, plural, wrap};
 use crate::view::console::Console;
 
+/// The window `start..end` of the rows moved so that it does not begin inside an entry (a
+/// low pane showed only the newest entry's last wrapped row, without its time or level):
+/// from the first entry that begins in it, or, when none does (one entry taller than the
+/// window), from the start of the entry it is in. `heads` marks the rows that begin one
+/// (empty: the rows are a note, not entries).
+fn whole_entries(heads: &[bool], start: usize, end: usize, visible: usize) -> (usize, usize) {
+    if heads.get(start).is_none_or(|head| *head) {
+        return (start, end);
+    }
+    match (start..end).find(|&row| heads[row]) {
+        Some(head) => (head, end),
+        None => {
+            let head = (0..start).rev().find(|&row| heads[row]).unwrap_or(0);
+            (head, (head + visible).min(heads.len()))
+        }
+    }
+}
+
 /// Draws the pane into the inspector's inside.
 pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     let t = &c.theme;
@@ -41,6 +59,8 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     // time(13) level(6) session(5) source(..) then the message, wrapped under itself.
     let head_w = 13 + 6 + 5;
     let mut rows: Vec<Line<'static>> = Vec::new();
+    // Which rows begin an entry (its time, level and session).
+    let mut heads: Vec<bool> = Vec::new();
     for e in j
         .entries()
         .iter()
@@ -72,9 +92,11 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             let mut spans = head;
             spans.push(Span::styled(piece, if i == 0 { style } else { t.text }));
             rows.push(Line::from(spans));
+            heads.push(i == 0);
         }
     }
     if rows.is_empty() {
+        heads.clear();
         let empty = if c.log.problems_only && !j.entries().is_empty() {
             "No error or warning: a shows everything."
         } else {
@@ -88,6 +110,26 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     }
     let visible = area.height.saturating_sub(1) as usize;
     let (start, end) = bottom_window(&rows, visible, &c.log.back);
+    let (start, end) = whole_entries(&heads, start, end, visible);
     out.extend(rows[start..end].iter().cloned());
     f.render_widget(Paragraph::new(out), area);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::whole_entries;
+
+    #[test]
+    fn the_window_never_begins_inside_an_entry() {
+        // Entries of 3, 2 and 2 rows.
+        let heads = [true, false, false, true, false, true, false];
+        // Begins at the head: as it is.
+        assert_eq!(whole_entries(&heads, 3, 7, 4), (3, 7));
+        // Begins inside the first: from the next entry on.
+        assert_eq!(whole_entries(&heads, 2, 7, 5), (3, 7));
+        // One row of room at the bottom: the newest entry's first row, not its last.
+        assert_eq!(whole_entries(&heads, 6, 7, 1), (5, 6));
+        // No rows of entries (a note): as it is.
+        assert_eq!(whole_entries(&[], 0, 2, 2), (0, 2));
+    }
 }
