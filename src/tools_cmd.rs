@@ -87,7 +87,8 @@ async fn run(action: ToolsAction, config: Option<PathBuf>, serve: &ServeArgs) ->
         Err(e) => return could_not(&format!("the config does not load: {e}"), Vec::new()),
     };
     let bus = Bus::default();
-    // Servers the policy refused are not sources: only their `skipped` events say so.
+    // Servers not started (the policy refused them, or a placeholder names an unset
+    // variable) are not sources: only their `skipped` events say so.
     let mut events = bus.subscribe();
     let builder = match App::tool_registry_builder(&config, &bus, Vec::new()) {
         Ok(builder) => builder,
@@ -111,7 +112,9 @@ async fn run(action: ToolsAction, config: Option<PathBuf>, serve: &ServeArgs) ->
     let timeout = Duration::from_secs_f64(config.bot.tool_timeout_seconds);
     let code = match action {
         ToolsAction::List => list(&registry, &refused),
-        ToolsAction::Call { name, args } => call(&registry, &name, &args, timeout, &bus).await,
+        ToolsAction::Call { name, args } => {
+            call(&registry, &refused, &name, &args, timeout, &bus).await
+        }
     };
     registry.shutdown().await;
     code
@@ -171,10 +174,7 @@ fn list(registry: &ToolRegistry, refused: &[ToolSourceEvent]) -> ExitCode {
             "state": "refused",
             "error": r.detail,
         }));
-        down.push(format!(
-            "{}: refused by the policy ({})",
-            r.server, r.detail
-        ));
+        down.push(not_started(r));
     }
     let skipped: Vec<String> = registry.skipped().iter().map(ToString::to_string).collect();
     print_json(&json!({
@@ -192,8 +192,15 @@ fn list(registry: &ToolRegistry, refused: &[ToolSourceEvent]) -> ExitCode {
     }
 }
 
+/// `NAME: not started (WHY)`: a server the policy refused, or whose entry names an unset
+/// variable.
+fn not_started(r: &ToolSourceEvent) -> String {
+    format!("{}: not started ({})", r.server, r.detail)
+}
+
 async fn call(
     registry: &Arc<ToolRegistry>,
+    refused: &[ToolSourceEvent],
     name: &str,
     args: &str,
     timeout: Duration,
@@ -246,6 +253,13 @@ async fn call(
                 message.push_str(&format!(
                     "; unreachable, so their tools are unknown: {}",
                     down.join("; ")
+                ));
+            }
+            if matches!(refusal, Refusal::UnknownTool { .. }) && !refused.is_empty() {
+                let said: Vec<String> = refused.iter().map(not_started).collect();
+                message.push_str(&format!(
+                    "; not started, so their tools are unknown: {}",
+                    said.join("; ")
                 ));
             }
             let errors = match &refusal {

@@ -420,7 +420,7 @@ async fn a_stdio_server_is_not_handed_turnscopes_token() {
 
 /// A server the policy refused is listed as refused, said on stderr, and fails the command
 /// (tour I: `tools list` said nothing of it and exited 0, so a CI check passed with the
-/// server never run).
+/// server never run); a call of one of its tools says the server was not started.
 #[tokio::test]
 async fn tools_list_says_which_servers_the_policy_refused() {
     let config = format!("[policy]\nstdio_enabled = false\n{}", fixture_config());
@@ -438,8 +438,17 @@ async fn tools_list_says_which_servers_the_policy_refused() {
         "{source}"
     );
     assert!(
-        stderr.contains("fixture: refused by the policy"),
+        stderr.contains("fixture: not started (")
+            && stderr.contains("stdio servers are turned off"),
         "{stderr}"
+    );
+    // A call of its tool says why the tool is unknown.
+    let (code, refused, _) = tools(&p.0, &["call", "plan_trip"]).await;
+    assert_eq!(code, 2, "{refused}");
+    let message = refused["error"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("not started, so their tools are unknown: fixture: not started ("),
+        "{message}"
     );
 }
 
