@@ -53,7 +53,8 @@ fn is_interpreter(command: &str) -> bool {
 
 /// Whether `arg` makes an interpreter run code given on the command line: one of
 /// [`INLINE_CODE_FLAGS`], `--eval=…`, or a cluster of short flags holding one of them
-/// (`-Ic`, `-lc`, `-pe`, `-we`, perl's `-E`).
+/// (`-Ic`, `-lc`, `-pe`, `-we`, perl's `-E`, `bash -euxoc`; a cluster of any length in lower
+/// case, of up to four letters otherwise: pwsh's `-NoProfile` is one word).
 fn runs_inline_code(arg: &str) -> bool {
     if INLINE_CODE_FLAGS.contains(&arg) || arg.starts_with("--eval=") {
         return true;
@@ -61,9 +62,33 @@ fn runs_inline_code(arg: &str) -> bool {
     let Some(cluster) = arg.strip_prefix('-') else {
         return false;
     };
-    (1..=4).contains(&cluster.len())
-        && cluster.chars().all(|c| c.is_ascii_alphabetic())
-        && cluster.contains(['c', 'e', 'E', 'p'])
+    let short =
+        (1..=4).contains(&cluster.len()) && cluster.chars().all(|c| c.is_ascii_alphabetic());
+    let lower = !cluster.is_empty() && cluster.chars().all(|c| c.is_ascii_lowercase());
+    (short || lower) && cluster.contains(['c', 'e', 'E', 'p'])
+}
+
+/// The interpreter's own flag among `args` that runs inline code, if any: its flags are
+/// those before the script it runs (a file with a script's extension) or `-m MODULE`; what
+/// follows is the script's (`python3 server.py -dev`, `node srv.js -ep x` run files).
+fn inline_code_flag(args: &[String]) -> Option<&str> {
+    /// Extensions of the scripts an interpreter runs from a file.
+    const SCRIPTS: [&str; 12] = [
+        "py", "pyw", "js", "mjs", "cjs", "ts", "mts", "rb", "pl", "php", "sh", "ps1",
+    ];
+    for arg in args {
+        if runs_inline_code(arg) {
+            return Some(arg);
+        }
+        let script = !arg.starts_with('-')
+            && arg
+                .rsplit_once('.')
+                .is_some_and(|(_, extension)| SCRIPTS.contains(&extension));
+        if arg == "-m" || script {
+            return None;
+        }
+    }
+    None
 }
 
 /// The rules in force for reaching MCP servers.
@@ -228,7 +253,7 @@ impl Policy {
             ));
         }
         if is_interpreter(command)
-            && let Some(flag) = args.iter().find(|a| runs_inline_code(a))
+            && let Some(flag) = inline_code_flag(args)
         {
             return Err(format!(
                 "`{command} {flag} ...` runs code given on the command line, which an allowlist of \

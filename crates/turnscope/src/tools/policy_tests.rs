@@ -228,6 +228,24 @@ fn stdio_gate_and_command_allowlist() {
             "{command} {flag}"
         );
     }
+    // A long lower-case cluster is a cluster too; a value before `-c` does not hide it.
+    for args in [&["-euxoc", "code"][..], &["-W", "ignore", "-c", "code"][..]] {
+        let command = if args[0] == "-W" { "python3" } else { "bash" };
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        assert!(listed.check_stdio(command, &args).is_err(), "{args:?}");
+    }
+    // What follows the script (or `-m MODULE`) is the script's own, not the interpreter's.
+    for (command, args) in [
+        ("python3", &["server.py", "-dev"][..]),
+        ("node", &["srv.js", "-ep", "x"][..]),
+        ("python3", &["-m", "server", "-c", "conf.toml"][..]),
+    ] {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        assert!(
+            listed.check_stdio(command, &args).is_ok(),
+            "{command} {args:?}"
+        );
+    }
 }
 
 #[test]
