@@ -88,6 +88,10 @@ impl Console {
         // In the request editor Ctrl+Z undoes; Ctrl+C over an unsent edit keeps it and closes
         // the editor first (the next Ctrl+C quits).
         if self.editor.is_some() && (keys::is_ctrl_z(key) || keys::is_ctrl_c(key)) {
+            // Under Help, Ctrl+Z would undo in the body unseen: nothing.
+            if self.help.open && keys::is_ctrl_z(key) {
+                return None;
+            }
             return self.editor_key(key);
         }
         if keys::is_ctrl_c(key) {

@@ -481,6 +481,17 @@ impl Console {
                 self.close_editor("; Ctrl+C again quits");
                 return None;
             }
+            // The URL line keeps no history: undo and redo act on the body only, so there
+            // only (on the URL they changed the body unseen).
+            KeyCode::Char('z' | 'y') if ctrl && editor.on_url => {
+                self.notice = Some(Notice {
+                    text: "Ctrl+Z/Ctrl+Y undo and redo in the body (Tab goes back to it); the \
+                           URL line keeps no history"
+                        .into(),
+                    error: false,
+                });
+                return None;
+            }
             KeyCode::Char('z') if ctrl => {
                 editor.body.undo();
                 return None;

@@ -881,6 +881,17 @@ fn an_unsent_request_edit_is_kept_and_the_editor_keys_lose_nothing() {
     assert_ne!(c.editor.as_ref().unwrap().text(), edited);
     assert_eq!(ctrl(&mut c, 'y'), None);
     assert_eq!(c.editor.as_ref().unwrap().text(), edited);
+    // Under Help, or on the URL line, Ctrl+Z does not undo in the body unseen.
+    c.help.open = true;
+    assert_eq!(ctrl(&mut c, 'z'), None);
+    assert_eq!(c.editor.as_ref().unwrap().text(), edited);
+    c.help.open = false;
+    press(&mut c, KeyCode::Tab);
+    assert!(c.editor.as_ref().unwrap().on_url);
+    assert_eq!(ctrl(&mut c, 'z'), None);
+    assert_eq!(c.editor.as_ref().unwrap().text(), edited);
+    assert!(noticed(&c).contains("the URL line keeps no history"));
+    press(&mut c, KeyCode::Tab);
     // A first Ctrl+C over the edit keeps it and closes the editor; the next quits.
     assert_eq!(ctrl(&mut c, 'c'), None);
     assert!(c.editor.is_none());
