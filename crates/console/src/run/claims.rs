@@ -125,6 +125,15 @@ impl Claims {
         };
         for file in files.flatten() {
             let path = file.path();
+            // A claim half written by a console killed between its write and its rename.
+            if path.extension().is_some_and(|e| e == "tmp")
+                && path != self.own.with_extension("tmp")
+                && !console_runs(&path.with_extension("lock"), 0)
+            {
+                let _ = std::fs::remove_file(&path);
+                let _ = std::fs::remove_file(path.with_extension("lock"));
+                continue;
+            }
             if path == self.own || path.extension().is_none_or(|e| e != "json") {
                 continue;
             }
@@ -282,8 +291,14 @@ mod tests {
         std::fs::write(&elsewhere, r#"{"pid":4194304,"handles":["h-held"]}"#).unwrap();
         let held = File::create(elsewhere.with_extension("lock")).unwrap();
         held.lock().unwrap();
+        // A claim half written by a console killed before its rename.
+        let half = folder.join("3-half.tmp");
+        std::fs::write(&half, b"{\"pid\":").unwrap();
+        std::fs::write(half.with_extension("lock"), b"").unwrap();
         assert_eq!(reader.held_elsewhere(), HashSet::from(["h-held".into()]));
         assert!(!reused.exists() && !reused.with_extension("lock").exists());
+        assert!(!half.exists(), "a dead console's half-written claim is removed");
+        assert!(elsewhere.with_extension("lock").exists());
         drop(held);
         assert!(reader.held_elsewhere().is_empty());
     }
