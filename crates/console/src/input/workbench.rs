@@ -612,19 +612,25 @@ impl Console {
         {
             self.editor = None;
         }
-        self.variants_view = Some(VariantsPick {
-            key,
-            shown,
-            scroll: Default::default(),
-        });
+        // An editor the person opened meanwhile stays on top: the variants wait for `v`.
+        let then = if self.editor.is_some() {
+            "; v in the turn view shows it"
+        } else {
+            self.variants_view = Some(VariantsPick {
+                key,
+                shown,
+                scroll: Default::default(),
+            });
+            ""
+        };
         self.notice = Some(match failed {
             Some(e) => Notice {
-                text: format!("variant {} failed: {e}", shown + 1),
+                text: format!("variant {} failed: {e}{then}", shown + 1),
                 error: true,
             },
             None => Notice {
                 text: format!(
-                    "variant {} answered; the session's history is unchanged",
+                    "variant {} answered; the session's history is unchanged{then}",
                     shown + 1
                 ),
                 error: false,
