@@ -297,7 +297,10 @@ mod tests {
         std::fs::write(half.with_extension("lock"), b"").unwrap();
         assert_eq!(reader.held_elsewhere(), HashSet::from(["h-held".into()]));
         assert!(!reused.exists() && !reused.with_extension("lock").exists());
-        assert!(!half.exists(), "a dead console's half-written claim is removed");
+        assert!(
+            !half.exists(),
+            "a dead console's half-written claim is removed"
+        );
         assert!(elsewhere.with_extension("lock").exists());
         drop(held);
         assert!(reader.held_elsewhere().is_empty());

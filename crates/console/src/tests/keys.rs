@@ -965,7 +965,11 @@ fn edits_of_the_recorded_request_and_of_a_variant_are_kept_apart() {
     let body = serde_json::json!({"messages": [{"role": "user", "content": "again"}]});
     c.resend_done(key, body, ResendAnswer::default());
     assert!(c.variants_view.is_none() && c.editor.is_some());
-    assert!(noticed(&c).contains("v in the turn view shows it"), "{}", noticed(&c));
+    assert!(
+        noticed(&c).contains("v in the turn view shows it"),
+        "{}",
+        noticed(&c)
+    );
 }
 
 /// A variant answered by another model server (its URL edited) is saved as a test case that

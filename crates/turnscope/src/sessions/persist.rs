@@ -287,9 +287,9 @@ impl Sessions {
             return;
         }
         let cause = if self.inner.storage.shared() {
-            "it was deleted (`turnscope sessions delete`), or the store lost it (a Redis restarted \
-             without persistence keeps nothing: see `appendonly` in the README's \"Replicas with a \
-             shared store\")"
+            "another replica ended it (its bot's end_session, a close, its idle sweep), or the \
+             store lost it (a Redis restarted without persistence keeps nothing: see `appendonly` \
+             in the README's \"Replicas with a shared store\")"
         } else {
             "it was deleted (`turnscope sessions delete`)"
         };

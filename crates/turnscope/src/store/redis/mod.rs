@@ -547,6 +547,26 @@ async fn persistence(conn: &mut ConnectionManager, masked: &str) -> Option<Optio
     )))
 }
 
+/// Redis's `appendfsync` setting (`always`, `everysec`, `no`), when it says.
+async fn appendfsync(conn: &mut ConnectionManager) -> Option<String> {
+    let pair: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("appendfsync")
+        .query_async(conn)
+        .await
+        .ok()?;
+    pair.get(1).cloned()
+}
+
+/// `1 conversation`, `3 conversations`.
+fn plural(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// Redis's `run_id` (`INFO server`): it changes when Redis restarts.
 async fn run_id(conn: &mut ConnectionManager) -> Option<String> {
     let info: String = redis::cmd("INFO")
@@ -582,6 +602,14 @@ fn replica_of(holder: &str) -> String {
 fn explain(masked: &str, url: &RedisUrl, what: &str, e: &RedisError) -> StoreError {
     let detail = scrub(&e.to_string());
     let tls = url.secret().starts_with("rediss://");
+    let port = reqwest::Url::parse(url.secret())
+        .ok()
+        .and_then(|u| u.port())
+        .unwrap_or(6379);
+    let start_there = format!(
+        "Start Redis there (e.g. `redis-server --port {port}`), or fix the URL, or give another \
+         --store"
+    );
     // Redis's own answers first, said plainly: redis-rs wraps some of them (an aborted
     // transaction lists each command's error, with an index of u64::MAX).
     let (detail, advice) = if detail.contains("NOAUTH") {
@@ -618,10 +646,7 @@ fn explain(masked: &str, url: &RedisUrl, what: &str, e: &RedisError) -> StoreErr
              takes redis://; or the host does not answer at all",
         )
     } else {
-        (
-            detail,
-            "Start Redis there (e.g. `redis-server --port 6379`), or fix the URL, or give another --store",
-        )
+        (detail, start_there.as_str())
     };
     StoreError::unusable(format!("store {masked}: {what} failed: {detail}. {advice}"))
 }
@@ -670,15 +695,33 @@ impl SessionStore for RedisStore {
                 .clone()
         });
         if restarted {
+            // What its settings promise, then what it holds: the settings are not what came
+            // back (a new data directory or a wiped disk keeps nothing whatever they say).
             let kept = match &caveat {
-                Some(_) => {
-                    "what it kept on disk, if anything: conversations it did not keep are gone, and \
-                     their next chat is told so"
-                }
-                None => "every turn it acknowledged (appendonly)",
+                Some(_) => "keeps only what it had on disk, if anything".to_string(),
+                None => match appendfsync(&mut conn).await.as_deref() {
+                    Some("always") => "keeps every turn it acknowledged (appendonly, appendfsync \
+                         always)"
+                        .to_string(),
+                    Some(sync) => format!(
+                        "keeps the turns it acknowledged up to about a second before it stopped \
+                         (appendonly, appendfsync {sync})"
+                    ),
+                    None => "keeps the turns on disk (appendonly)".to_string(),
+                },
+            };
+            let holds = match self.count().await {
+                Ok(0) => "it holds no conversation now: if it held any before, they are gone \
+                     (a new data directory, a wiped disk), and their next chat is told so"
+                    .to_string(),
+                Ok(n) => format!(
+                    "it holds {} now; one it did not keep is told so at its next chat",
+                    plural(n, "conversation")
+                ),
+                Err(_) => "how many conversations it holds could not be read".to_string(),
             };
             news.push(format!(
-                "store {}: Redis restarted while this replica ran; it came back with {kept}",
+                "store {}: Redis restarted while this replica ran; set up so it {kept}, {holds}",
                 self.masked
             ));
         }

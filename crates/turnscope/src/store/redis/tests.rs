@@ -397,7 +397,13 @@ async fn an_unreachable_redis_is_named_with_its_credentials_masked() {
         text.contains(&format!("redis://***@127.0.0.1:{port}/2")),
         "{text}"
     );
-    assert!(text.contains("Start Redis there"), "{text}");
+    // On the URL's port, not Redis's default (tour K).
+    assert!(
+        text.contains(&format!(
+            "Start Redis there (e.g. `redis-server --port {port}`)"
+        )),
+        "{text}"
+    );
     // A wrong password is said to be one.
     let server = RedisServer::start(&["--requirepass", "right"]);
     let url = RedisUrl::parse(&format!("redis://:wrong@127.0.0.1:{}/0", server.port)).unwrap();
@@ -671,8 +677,12 @@ async fn answering_again_after_a_restart_redis_is_said_to_have_restarted_and_its
     // Before: /healthz kept the old caveat, and nothing said Redis had restarted.
     let news = store.answered_again().await;
     assert_eq!(news.len(), 2, "{news:?}");
+    // What came back is said, not only what its settings promise (tour K: "it came back with
+    // every turn it acknowledged" of a Redis that came back empty).
     assert!(
-        news[0].contains("Redis restarted while this replica ran"),
+        news[0].contains("Redis restarted while this replica ran")
+            && news[0].contains("appendfsync everysec")
+            && news[0].contains("it holds no conversation now"),
         "{news:?}"
     );
     assert!(news[1].contains("now keeps every turn"), "{news:?}");
@@ -685,7 +695,7 @@ async fn answering_again_after_a_restart_redis_is_said_to_have_restarted_and_its
     let news = store.answered_again().await;
     assert!(
         news.iter()
-            .any(|n| n.contains("conversations it did not keep are gone")),
+            .any(|n| n.contains("keeps only what it had on disk, if anything")),
         "{news:?}"
     );
     assert!(
