@@ -473,3 +473,53 @@ async fn a_store_that_cannot_be_written_beside_is_still_listed_and_exported() {
     assert!(out.contains("kept on a backup"), "{out}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// One turn record damaged in the file (edited by hand, a bad page): the conversation's next
+/// chat tells its client only that it cannot be read back and to call start (not the server's
+/// file path, nor advice to move the store aside, which a client cannot act on), and the
+/// server's stderr names the conversation and the damaged turn for whoever runs it (tour K:
+/// the client got the start-up advice and the operator was told nothing).
+#[tokio::test]
+async fn a_damaged_turn_record_is_said_to_the_operator_and_the_client_is_told_to_start() {
+    let dir = scratch("damaged-turn");
+    let file = dir.join("sessions.sqlite3");
+    let store = format!("sqlite:{}", file.display());
+    let (mut server, ready) = start(&store, &["--pace", "0"]).await;
+    let client = Client::connect(&url_in(&ready, "/mcp")).await;
+    let handle = client.start().await;
+    for line in ["one", "two", "three"] {
+        client.chat(&handle, line).await;
+    }
+    assert!(terminate(&mut server).await.success());
+    {
+        let conn = rusqlite::Connection::open(&file).unwrap();
+        let changed = conn
+            .execute(
+                "UPDATE turns SET record = substr(record, 1, 100) WHERE turn = 2",
+                [],
+            )
+            .unwrap();
+        assert_eq!(changed, 1);
+    }
+    let (mut server, ready) = start(&store, &["--pace", "0"]).await;
+    let client = Client::connect(&url_in(&ready, "/mcp")).await;
+    let answer = client.chat(&handle, "are you there").await;
+    assert!(answer.is_error, "{}", answer.text);
+    assert!(
+        answer.text.contains("could not be read back")
+            && answer.text.contains("Call start")
+            && !answer.text.contains("sqlite3")
+            && !answer.text.contains("--store"),
+        "{}",
+        answer.text
+    );
+    let mut stderr = BufReader::new(server.stderr.take().unwrap()).lines();
+    let said = stderr_line_with(&mut stderr, "could not be read back").await;
+    assert!(
+        said.contains(&format!("the stored conversation {}", &handle[..8]))
+            && said.contains("the record of its turn 2 does not parse"),
+        "{said}"
+    );
+    assert!(terminate(&mut server).await.success());
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -162,7 +162,8 @@ impl fmt::Display for ChatError {
             ),
             ChatError::Store { message } => write!(
                 f,
-                "handle: the conversation could not be read back from the session store: {message}"
+                "handle: the conversation could not be read back from the session store: {message}. \
+                 Call start for a new conversation."
             ),
             ChatError::NotStarted { message } => write!(
                 f,

@@ -527,8 +527,23 @@ impl Sessions {
             }
             Err(e) => {
                 storage.release(&id).await;
+                // Said to whoever runs the server (the client cannot move a store file aside,
+                // nor should it read the server's paths), with the conversation named.
+                let prefix: String = handle.to_string().chars().take(8).collect();
+                let message = format!(
+                    "the stored conversation {prefix} could not be read back; its client was told \
+                     to call start: {e}"
+                );
+                tracing::warn!("{message}");
+                self.inner.bus.publish(crate::observe::Event::Log {
+                    at_ms: crate::observe::event::now_us() / 1000,
+                    level: "warn".into(),
+                    message,
+                });
                 return Err(ChatError::Store {
-                    message: e.to_string(),
+                    message: "its record there is damaged, or the store could not be read (the \
+                              server's log names the cause for whoever runs it)"
+                        .into(),
                 });
             }
         };

@@ -279,12 +279,12 @@ fn parse_head(path: &Path, text: &str) -> Result<Head, rusqlite::Error> {
     })
 }
 
-fn parse_turn(text: &str) -> Result<StoredTurn, rusqlite::Error> {
+fn parse_turn(turn: i64, text: &str) -> Result<StoredTurn, rusqlite::Error> {
     serde_json::from_str(text).map_err(|e| {
         rusqlite::Error::FromSqlConversionFailure(
-            0,
+            1,
             rusqlite::types::Type::Text,
-            format!("a turn record does not parse: {e}").into(),
+            format!("the record of its turn {turn} does not parse (damaged): {e}").into(),
         )
     })
 }
@@ -437,13 +437,17 @@ impl SessionStore for SqliteStore {
         let id = *id;
         self.read("reading a session's turns", move |conn| {
             let mut statement = conn.prepare_cached(
-                "SELECT record FROM turns WHERE id = ?1 AND turn >= ?2 ORDER BY turn",
+                "SELECT turn, record FROM turns WHERE id = ?1 AND turn >= ?2 ORDER BY turn",
             )?;
             let rows = statement
                 .query_map(params![id.as_bytes().as_slice(), from as i64], |r| {
-                    r.get::<_, String>(0)
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
                 })?;
-            rows.map(|text| parse_turn(&text?)).collect()
+            rows.map(|row| {
+                let (turn, text) = row?;
+                parse_turn(turn, &text)
+            })
+            .collect()
         })
         .await
     }
