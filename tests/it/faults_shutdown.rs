@@ -83,8 +83,14 @@ async fn sigterm_under_load_ends_every_turn_with_a_reason_and_completes_the_json
             .expect("every caller gets a JSON-RPC answer");
         let outcome: crate::support::mcp::Outcome = result.into();
         let kind = if outcome.is_error {
-            // Queued behind the turn the shutdown ended: the replica says it is going.
-            assert!(outcome.text.contains("is draining"), "{}", outcome.text);
+            // Queued behind the turn the shutdown ended: the server says it is going, and,
+            // alone, talks of no balancer nor other replica (tour K).
+            assert!(
+                outcome.text.contains("this server is shutting down")
+                    && !outcome.text.contains("load balancer"),
+                "{}",
+                outcome.text
+            );
             "no_session".to_string()
         } else {
             outcome.record["end_reason"]

@@ -50,6 +50,9 @@ pub enum ChatError {
         /// Whether its conversations are in a store the other replicas share (they go on
         /// there at the next call).
         shared: bool,
+        /// Whether it runs as one of several replicas (`server.replica_id` set): only then
+        /// is there another to send the client to.
+        one_of_several: bool,
     },
     /// Another replica runs a turn of this conversation (holds its lease in the shared
     /// store), and did not finish within the wait.
@@ -198,6 +201,7 @@ impl fmt::Display for ChatError {
             ChatError::Draining {
                 replica,
                 shared: true,
+                ..
             } => write!(
                 f,
                 "replica {replica} is draining (shutting down): it takes no new line. This conversation is kept in \
@@ -220,11 +224,20 @@ impl fmt::Display for ChatError {
                  again) to read its reply (it is saved then), or with your next line (its reply carries this turn as \
                  unread)."
             ),
-            ChatError::Draining { replica, .. } => write!(
+            ChatError::Draining {
+                replica,
+                one_of_several: true,
+                ..
+            } => write!(
                 f,
                 "replica {replica} is draining (shutting down): it takes no new conversation and no new line; a turn in \
                  flight still finishes and an empty line reads it. Open a new MCP session if your client keeps one, and \
                  call start: the load balancer sends it to another replica."
+            ),
+            ChatError::Draining { .. } => f.write_str(
+                "this server is shutting down: it takes no new conversation and no new line; a turn in flight still \
+                 finishes and an empty line reads it. Call start again once it is back (its conversations go on \
+                 then if it keeps them in a store).",
             ),
             ChatError::Cancelled => f.write_str(
                 "chat: the caller cancelled. The turn runs on; call chat with an empty line to read its reply.",

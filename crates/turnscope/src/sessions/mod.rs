@@ -437,6 +437,7 @@ impl Sessions {
         ChatError::Draining {
             replica: self.inner.replica.id_arc(),
             shared: self.inner.storage.store().shared(),
+            one_of_several: self.inner.replica.is_one_of_several(),
         }
     }
 
