@@ -741,6 +741,52 @@ async fn a_new_line_on_another_replica_does_not_hand_back_the_turn_a_task_delive
 
 #[tokio::test]
 #[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_task_an_empty_line_made_of_a_running_turn_completes_with_its_reply() {
+    let server = RedisServer::start(&[]);
+    let (_model, r1, r2, handle, first) = a_task_on_r1(&server).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // An empty line takes the running turn over (the first task completes with the note) and
+    // becomes a task of its own: both read the same turn.
+    let ask = TaskAsk {
+        client: "test".into(),
+    };
+    let outcome = r1
+        .chat_or_task(
+            &handle,
+            "",
+            None,
+            None,
+            CallerWatch::cancel_only(&CancellationToken::new()),
+            &ask,
+        )
+        .await
+        .unwrap();
+    let ChatOutcome::Task(second) = outcome else {
+        panic!("a task: {outcome:?}");
+    };
+    assert_ne!(second.id, first);
+    let handed = r1.poll_task(&first).await.unwrap();
+    assert_eq!(handed.outcome, Some(TaskOutcome::HandedOver), "{handed:?}");
+    // Before: the turn's end went to the first task (already handed over), the second stayed
+    // `working` on its replica, was said lost on the other, and r1's draining waited for it.
+    let done = until_decided(&r1, &second.id, Duration::from_secs(15)).await;
+    match &done.outcome {
+        Some(TaskOutcome::Reply(reply)) => {
+            assert_eq!(reply.end_reason.as_deref(), Some("completed"), "{reply:?}");
+            assert!(reply.reply.starts_with("You said: first"), "{reply:?}");
+        }
+        other => panic!("the turn's reply: {other:?}"),
+    }
+    let elsewhere = r2.poll_task(&second.id).await.unwrap();
+    assert_eq!(elsewhere.outcome, done.outcome, "{elsewhere:?}");
+    assert!(!r1.tasks_awaited(), "its end is in the store");
+    // Delivered by the task: an empty line finds nothing left to read.
+    let after = say(&r1, &handle, "").await;
+    assert_eq!(after.turn, None, "{after:?}");
+}
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
 async fn a_turn_whose_conversation_redis_lost_while_it_ran_is_not_answered_as_kept() {
     let mut server = RedisServer::start(&[]);
     let (_model, r1, _r2) = two_replicas(&server, 0.02, Some(150)).await;

@@ -236,12 +236,16 @@ impl Sessions {
             .is_some_and(|c| matches!(&*c.stage(), Stage::Working | Stage::Superseded))
     }
 
-    /// The task reading `turn` on `session`, if one does.
+    /// The task reading `turn` on `session`, if one does: the latest that does. An empty
+    /// line that took a task's turn over and became a task itself reads the same turn, and
+    /// the turn is its now (the first completed as handed over); the turn's end and its write
+    /// go to it, or on a shared store it stayed `working` for good.
     fn cell_reading(&self, session: &Session, turn: &Arc<Turn>) -> Option<Arc<TaskCell>> {
         self.inner
             .tasks
             .cells_of(session.number)
             .into_iter()
+            .rev()
             .find(|c| c.reads(turn))
     }
 
