@@ -89,9 +89,10 @@ pub(crate) fn result_of(outcome: &TaskOutcome) -> CallToolResult {
         }
         TaskOutcome::Lost { replica } => CallToolResult::error(vec![ContentBlock::text(format!(
             "[This task's turn ran on replica {replica}, which stopped before the turn ended \
-             (it was killed, crashed, or lost the conversation's lease). The conversation keeps \
-             the turn, cut off: call chat with an empty line on this handle to read how far it \
-             got.]"
+             (it was killed, crashed, or lost the conversation's lease). Call chat with an empty \
+             line on this handle to read the turn as the conversation kept it: a replica that \
+             died kept its line but none of its reply (send the line again then); one that lost \
+             its lease writes the reply when the turn ends.]"
         ))]),
     }
 }
@@ -218,5 +219,24 @@ mod tests {
         let missing = serde_json::to_value(detailed(&record(TaskStatus::Completed, None))).unwrap();
         assert_eq!(missing["status"], "failed");
         assert_eq!(missing["error"]["code"], -32603);
+    }
+
+    #[test]
+    fn a_lost_task_does_not_promise_the_reply_a_dead_replica_never_wrote() {
+        let lost = result_of(&TaskOutcome::Lost {
+            replica: "r2".into(),
+        });
+        let value = serde_json::to_value(lost).unwrap();
+        assert_eq!(value["isError"], true);
+        let text = value["content"][0]["text"].as_str().unwrap();
+        // Before: "to read how far it got", and the empty line said "it got no reply".
+        assert!(!text.contains("how far it got"), "{text}");
+        assert!(
+            text.contains("replica r2")
+                && text.contains("empty line")
+                && text.contains("none of its reply")
+                && text.contains("send the line again"),
+            "{text}"
+        );
     }
 }

@@ -65,8 +65,9 @@ pub enum TaskOutcome {
         message: String,
     },
     /// The replica running the turn stopped before the turn ended (another replica found its
-    /// record working and the conversation's lease no longer that replica's): the
-    /// conversation keeps what the bot said, which an empty line reads.
+    /// record working and the conversation's lease no longer that replica's): an empty line
+    /// reads the turn as the conversation kept it (a replica that died kept its line, cut off,
+    /// without its reply; one whose lease lapsed in a Redis stall writes the reply at its end).
     Lost {
         /// The replica that ran it.
         replica: String,
