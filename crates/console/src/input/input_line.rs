@@ -236,6 +236,7 @@ impl Console {
     pub fn chat_done(&mut self, session: u64, line: &str, result: Result<ChatReply, String>) {
         let since = self.input_line.waiting.remove(&session);
         let failed = result.as_ref().map_or(true, ChatReply::is_error);
+        let call_failed = result.as_ref().err().cloned();
         self.notice = match result {
             Err(message) => Some(Notice {
                 text: format!("{message}{}", self.unsent(session, line, since)),
@@ -280,8 +281,49 @@ impl Console {
                 shown.filter(|n| Some(n) != chat_failure.as_ref())
             }
         };
+        if let Some(message) = call_failed {
+            self.end_cut_off_turn(session, line, since, &message);
+        }
         if failed {
             self.chat_failure.clone_from(&self.notice);
+        }
+    }
+
+    /// An attached console's call failed (no answer: the watched server went away) after the
+    /// turn it started took the line: the turn is ended here, cut off, since its end may
+    /// never come (the server's event stream went with it; tour L: "streaming" for minutes).
+    /// A turn the stream ends later keeps that end.
+    fn end_cut_off_turn(&mut self, session: u64, line: &str, since: Option<u64>, message: &str) {
+        if line.is_empty() || !self.state.header.source.is_attached() {
+            return;
+        }
+        let open = self
+            .state
+            .transcript(session)
+            .iter()
+            .rev()
+            .take_while(|turn| since.is_none_or(|before| turn.id > before))
+            .find(|turn| turn.line == line && turn.end.is_none())
+            .map(|turn| turn.id);
+        let Some(turn) = open else {
+            return;
+        };
+        self.state.apply(&turnscope::observe::Event::TurnEnded(
+            turnscope::observe::TurnEndEvent {
+                session,
+                turn,
+                reason: format!(
+                    "cut off: this console's chat call failed ({}); how the turn ended is not \
+                     known here",
+                    crate::text::one_line(message)
+                ),
+                ..Default::default()
+            },
+        ));
+        if let Some(notice) = self.notice.as_mut() {
+            notice.text.push_str(&format!(
+                " · the bot took the line (turn {turn}), shown cut off"
+            ));
         }
     }
 }

@@ -793,3 +793,50 @@ fn a_prompt_too_short_for_its_tools_says_they_were_likely_left_out() {
         "{long}"
     );
 }
+
+/// Attached, a chat whose call fails after its turn took the line (the watched server was
+/// killed, its event stream with it) ends that turn here, cut off, and says so: it showed
+/// "streaming" for minutes (tour L).
+#[test]
+fn an_attached_chat_whose_call_failed_ends_its_turn_cut_off() {
+    let mut c = console();
+    c.state.header.source = Source::Attached {
+        target: "http://127.0.0.1:7870/mcp".into(),
+        view: "watching".into(),
+    };
+    c.chat_started(1);
+    let line = "tell me a long story";
+    let at = 50_000_000;
+    let turn = c.state.transcript(1).last().map_or(0, |t| t.id) + 1;
+    c.state.apply(&Event::TurnStarted {
+        session: 1,
+        turn,
+        line: line.into(),
+        at_us: at,
+    });
+    assert!(c.state.transcript(1).last().unwrap().end.is_none());
+    c.chat_done(
+        1,
+        line,
+        Err("Transport closed (is the bot still running there?)".into()),
+    );
+    let last = c.state.transcript(1).last().unwrap();
+    assert!(
+        last.end
+            .as_deref()
+            .is_some_and(|end| end.starts_with("cut off: this console's chat call failed")),
+        "{:?}",
+        last.end
+    );
+    let said = c
+        .notice
+        .as_ref()
+        .map(|n| n.text.clone())
+        .unwrap_or_default();
+    assert!(
+        said.contains(&format!(
+            "the bot took the line (turn {turn}), shown cut off"
+        )),
+        "{said}"
+    );
+}
