@@ -469,9 +469,9 @@ async fn a_missing_cwd_is_named() {
 
 /// `tools call` waits for the server that answers for its tool, not for an unrelated one
 /// that never comes up (here a `sleep` that never answers `initialize`, under a connect
-/// budget of two minutes): the call is made, and nothing is said of the slow one. A server
-/// before it in precedence is waited for (it could answer for the name), so `tools list`
-/// and a call of an unknown name still wait the budget and say it ran out.
+/// budget of two minutes): the call is made, and nothing is said of the slow one. A call of
+/// an unknown name (the slow one could answer for it) still waits the budget and says it ran
+/// out. (A server before the tool's in precedence is waited for too: the same rule.)
 #[tokio::test]
 async fn a_call_does_not_wait_for_an_unrelated_slow_server() {
     let config = format!(

@@ -317,6 +317,8 @@ impl Console {
                      known here",
                     crate::text::one_line(message)
                 ),
+                // Not timed: left out of the turn statistics.
+                retold: true,
                 ..Default::default()
             },
         ));

@@ -384,6 +384,26 @@ async fn reopen_kept(remote: &Remote) -> (Option<u64>, Option<String>) {
         else {
             return (None, None);
         };
+        // Claimed before it is reopened, under the take-up lock: another console taking
+        // sessions up at the same instant leaves it to this one (or this one to it).
+        if let Some(kept) = &remote.kept {
+            let (free, unclaimed) = kept.claim_free(vec![handle.clone()]);
+            if let Some(text) = unclaimed {
+                remote.attached.bus.publish(Event::Log {
+                    at_ms: now_us() / 1000,
+                    level: "warn".into(),
+                    message: text,
+                });
+            }
+            if free.is_empty() {
+                remote
+                    .to_take_up
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .retain(|h| *h != handle);
+                continue;
+            }
+        }
         let outcome = remote.attached.reopen(&handle).await;
         if matches!(outcome, Ok(_) | Err(Reopen::Refused(_))) {
             remote

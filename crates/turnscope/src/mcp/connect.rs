@@ -569,7 +569,8 @@ async fn copy_stderr(stderr: tokio::process::ChildStderr, log: StderrLog, tail: 
             Ok(chunk) => chunk,
         };
         for &byte in chunk {
-            if std::mem::take(&mut after_cr) && byte != b'\n' {
+            // (`\r\r\n` ends a line as `\r\n` does.)
+            if byte != b'\r' && std::mem::take(&mut after_cr) && byte != b'\n' {
                 line.clear();
             }
             match byte {

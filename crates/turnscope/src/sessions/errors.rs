@@ -166,7 +166,7 @@ impl fmt::Display for ChatError {
             ChatError::Store { message } => write!(
                 f,
                 "handle: the conversation could not be read back from the session store: {message}. \
-                 Call start for a new conversation."
+                 Call chat again in a while; if it still fails, call start for a new conversation."
             ),
             ChatError::NotStarted { message } => write!(
                 f,
@@ -201,7 +201,7 @@ impl fmt::Display for ChatError {
             ChatError::Draining {
                 replica,
                 shared: true,
-                ..
+                one_of_several: true,
             } => write!(
                 f,
                 "replica {replica} is draining (shutting down): it takes no new line. This conversation is kept in \

@@ -532,7 +532,7 @@ impl Sessions {
                 let prefix: String = handle.to_string().chars().take(8).collect();
                 let message = format!(
                     "the stored conversation {prefix} could not be read back; its client was told \
-                     to call start: {e}"
+                     to try again, then call start: {e}"
                 );
                 tracing::warn!("{message}");
                 self.inner.bus.publish(crate::observe::Event::Log {

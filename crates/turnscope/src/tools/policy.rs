@@ -68,27 +68,30 @@ fn runs_inline_code(arg: &str) -> bool {
     (short || lower) && cluster.contains(['c', 'e', 'E', 'p'])
 }
 
-/// The interpreter's own flag among `args` that runs inline code, if any: its flags are
-/// those before the script it runs (a file with a script's extension) or `-m MODULE`; what
-/// follows is the script's (`python3 server.py -dev`, `node srv.js -ep x` run files).
-fn inline_code_flag(args: &[String]) -> Option<&str> {
+/// The flag among `args` of the interpreter `command` that runs inline code, if any. Only
+/// when the script comes first (`python3 server.py -dev`, `node srv.js -ep x`), or Python's
+/// `-m MODULE` does, is the rest the script's own; otherwise every argument is checked: a
+/// flag's value can look like a script (`python3 -X a.py -c …`, `bash --rcfile x.sh -c …`),
+/// and `-m` is another switch to a shell (`bash -m -c …`).
+fn inline_code_flag<'a>(command: &str, args: &'a [String]) -> Option<&'a str> {
     /// Extensions of the scripts an interpreter runs from a file.
     const SCRIPTS: [&str; 12] = [
         "py", "pyw", "js", "mjs", "cjs", "ts", "mts", "rb", "pl", "php", "sh", "ps1",
     ];
-    for arg in args {
-        if runs_inline_code(arg) {
-            return Some(arg);
-        }
-        let script = !arg.starts_with('-')
-            && arg
+    let script_first = args.first().is_some_and(|first| {
+        !first.starts_with('-')
+            && first
                 .rsplit_once('.')
-                .is_some_and(|(_, extension)| SCRIPTS.contains(&extension));
-        if arg == "-m" || script {
-            return None;
-        }
+                .is_some_and(|(_, extension)| SCRIPTS.contains(&extension))
+    });
+    let base = command.rsplit(['/', '\\']).next().unwrap_or(command);
+    let module_first = base.starts_with("python") && args.first().is_some_and(|a| a == "-m");
+    if script_first || module_first {
+        return None;
     }
-    None
+    args.iter()
+        .map(String::as_str)
+        .find(|a| runs_inline_code(a))
 }
 
 /// The rules in force for reaching MCP servers.
@@ -253,7 +256,7 @@ impl Policy {
             ));
         }
         if is_interpreter(command)
-            && let Some(flag) = inline_code_flag(args)
+            && let Some(flag) = inline_code_flag(command, args)
         {
             return Err(format!(
                 "`{command} {flag} ...` runs code given on the command line, which an allowlist of \

@@ -228,11 +228,21 @@ fn stdio_gate_and_command_allowlist() {
             "{command} {flag}"
         );
     }
-    // A long lower-case cluster is a cluster too; a value before `-c` does not hide it.
-    for args in [&["-euxoc", "code"][..], &["-W", "ignore", "-c", "code"][..]] {
-        let command = if args[0] == "-W" { "python3" } else { "bash" };
+    // A long lower-case cluster is a cluster too; a flag's value (even one that looks like a
+    // script) or a shell's `-m` does not hide what follows.
+    for (command, args) in [
+        ("bash", &["-euxoc", "code"][..]),
+        ("python3", &["-W", "ignore", "-c", "code"][..]),
+        ("python3", &["-X", "a.py", "-c", "code"][..]),
+        ("node", &["--title", "x.js", "-e", "code"][..]),
+        ("bash", &["--rcfile", "x.sh", "-c", "code"][..]),
+        ("bash", &["-m", "-c", "code"][..]),
+    ] {
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        assert!(listed.check_stdio(command, &args).is_err(), "{args:?}");
+        assert!(
+            listed.check_stdio(command, &args).is_err(),
+            "{command} {args:?}"
+        );
     }
     // What follows the script (or `-m MODULE`) is the script's own, not the interpreter's.
     for (command, args) in [

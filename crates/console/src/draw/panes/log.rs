@@ -12,22 +12,16 @@ use crate::state::journal::Level;
 use crate::text::{count, one_line, pad, plural, wrap};
 use crate::view::console::Console;
 
-/// The window `start..end` of the rows moved so that it does not begin inside an entry (a
-/// low pane showed only the newest entry's last wrapped row, without its time or level):
-/// from the first entry that begins in it, or, when none does (one entry taller than the
-/// window), from the start of the entry it is in. `heads` marks the rows that begin one
-/// (empty: the rows are a note, not entries).
+/// The window `start..end` of the rows, following the newest, moved to the start of the
+/// entry it is in when no entry begins in it (a low pane showed only the newest entry's last
+/// wrapped row, without its time or level); as it is otherwise. `heads` marks the rows that
+/// begin one (empty: the rows are a note, not entries).
 fn whole_entries(heads: &[bool], start: usize, end: usize, visible: usize) -> (usize, usize) {
-    if heads.get(start).is_none_or(|head| *head) {
+    if heads.is_empty() || (start..end).any(|row| heads[row]) {
         return (start, end);
     }
-    match (start..end).find(|&row| heads[row]) {
-        Some(head) => (head, end),
-        None => {
-            let head = (0..start).rev().find(|&row| heads[row]).unwrap_or(0);
-            (head, (head + visible).min(heads.len()))
-        }
-    }
+    let head = (0..start).rev().find(|&row| heads[row]).unwrap_or(0);
+    (head, (head + visible).min(heads.len()))
 }
 
 /// Draws the pane into the inspector's inside.
@@ -110,7 +104,12 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     }
     let visible = area.height.saturating_sub(1) as usize;
     let (start, end) = bottom_window(&rows, visible, &c.log.back);
-    let (start, end) = whole_entries(&heads, start, end, visible);
+    // Scrolled back, the rows are as they come: a tall entry's every row is reachable.
+    let (start, end) = if c.log.back.get() == 0 {
+        whole_entries(&heads, start, end, visible)
+    } else {
+        (start, end)
+    };
     out.extend(rows[start..end].iter().cloned());
     f.render_widget(Paragraph::new(out), area);
 }
@@ -120,13 +119,12 @@ mod tests {
     use super::whole_entries;
 
     #[test]
-    fn the_window_never_begins_inside_an_entry() {
+    fn a_window_with_no_entry_beginning_in_it_shows_the_entrys_start() {
         // Entries of 3, 2 and 2 rows.
         let heads = [true, false, false, true, false, true, false];
-        // Begins at the head: as it is.
+        // An entry begins in it: as it is.
         assert_eq!(whole_entries(&heads, 3, 7, 4), (3, 7));
-        // Begins inside the first: from the next entry on.
-        assert_eq!(whole_entries(&heads, 2, 7, 5), (3, 7));
+        assert_eq!(whole_entries(&heads, 2, 7, 5), (2, 7));
         // One row of room at the bottom: the newest entry's first row, not its last.
         assert_eq!(whole_entries(&heads, 6, 7, 1), (5, 6));
         // No rows of entries (a note): as it is.

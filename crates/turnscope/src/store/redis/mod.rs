@@ -703,9 +703,12 @@ impl SessionStore for RedisStore {
                     Some("always") => "keeps every turn it acknowledged (appendonly, appendfsync \
                          always)"
                         .to_string(),
+                    Some("everysec") => "keeps the turns it acknowledged up to about a second \
+                         before it stopped (appendonly, appendfsync everysec)"
+                        .to_string(),
                     Some(sync) => format!(
-                        "keeps the turns it acknowledged up to about a second before it stopped \
-                         (appendonly, appendfsync {sync})"
+                        "keeps the turns it acknowledged up to the system's last flush to disk \
+                         (appendonly, appendfsync {sync}: often half a minute)"
                     ),
                     None => "keeps the turns on disk (appendonly)".to_string(),
                 },
