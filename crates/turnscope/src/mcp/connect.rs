@@ -731,6 +731,7 @@ head -c 3000000 /dev/zero | tr '\0' z >&2
 echo >&2
 printf '\rprogress 1\rprogress 2\n' >&2
 printf 'crlf\r\n' >&2
+printf 'crcrlf\r\r\n' >&2
 echo after >&2
 echo done";
         let mut child = tokio::process::Command::new("sh")
@@ -750,7 +751,7 @@ echo done";
         let seen = seen.lock().unwrap();
         assert_eq!(seen[0], "caf\u{fffd} ok");
         assert_eq!(seen[1], "z".repeat(STDERR_LINE_CHARS));
-        assert_eq!(seen[2..], ["progress 2", "crlf", "after"]);
+        assert_eq!(seen[2..], ["progress 2", "crlf", "crcrlf", "after"]);
     }
 
     #[test]
