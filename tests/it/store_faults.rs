@@ -507,7 +507,9 @@ async fn a_damaged_turn_record_is_said_to_the_operator_and_the_client_is_told_to
     assert!(answer.is_error, "{}", answer.text);
     assert!(
         answer.text.contains("could not be read back")
-            && answer.text.contains("Call chat again in a while; if it still fails, call start")
+            && answer
+                .text
+                .contains("Call chat again in a while; if it still fails, call start")
             && !answer.text.contains("sqlite3")
             && !answer.text.contains("--store"),
         "{}",

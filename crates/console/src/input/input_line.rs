@@ -308,6 +308,10 @@ impl Console {
         let Some(turn) = open else {
             return;
         };
+        // Timed from its start to the failure, by this console's clock.
+        let total_us = self.state.timelines.get(session, turn).map_or(0, |t| {
+            turnscope::observe::event::now_us().saturating_sub(t.started_us)
+        });
         self.state.apply(&turnscope::observe::Event::TurnEnded(
             turnscope::observe::TurnEndEvent {
                 session,
@@ -317,8 +321,10 @@ impl Console {
                      known here",
                     crate::text::one_line(message)
                 ),
-                // Not timed: left out of the turn statistics.
+                // Left out of the turn statistics: its end is not known.
                 retold: true,
+                total_us,
+                clock: Some(turnscope::observe::TurnClock::Client),
                 ..Default::default()
             },
         ));

@@ -828,6 +828,8 @@ fn an_attached_chat_whose_call_failed_ends_its_turn_cut_off() {
         "{:?}",
         last.end
     );
+    // Timed to the failure, not "total 0 µs".
+    assert!(last.total_us.is_some_and(|t| t > 0), "{:?}", last.total_us);
     let said = c
         .notice
         .as_ref()

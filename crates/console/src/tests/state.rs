@@ -892,17 +892,7 @@ fn a_watched_servers_console_session_has_no_time_left() {
         (1, SessionOpener::Console),
         (2, SessionOpener::Mcp("claude-code".into())),
     ] {
-        s.apply(&Event::Session(SessionEvent {
-            session,
-            handle_prefix: format!("{session:08}"),
-            opener,
-            closed: None,
-            at_us: T0,
-            restored: false,
-            began_us: None,
-            taken_from: None,
-            greeting: None,
-        }));
+        s.apply(&opened(session, opener));
     }
     s.now_us = T0 + 60 * 1_000_000;
     s.age_rows();
@@ -917,17 +907,7 @@ fn a_watched_servers_console_session_has_no_time_left() {
 fn turns_beyond_those_kept_from_events_are_counted() {
     use crate::state::TURNS_KEPT;
     let mut s = ConsoleState::default();
-    s.apply(&Event::Session(SessionEvent {
-        session: 2,
-        handle_prefix: "0000beef".into(),
-        opener: SessionOpener::Mcp("mcp".into()),
-        closed: None,
-        at_us: T0,
-        restored: false,
-        began_us: None,
-        taken_from: None,
-        greeting: None,
-    }));
+    s.apply(&opened(2, SessionOpener::Mcp("mcp".into())));
     let start = |s: &mut ConsoleState, turn: u64| {
         s.apply(&Event::TurnStarted {
             session: 2,
@@ -944,4 +924,19 @@ fn turns_beyond_those_kept_from_events_are_counted() {
     }
     assert_eq!(s.transcript(2).len(), TURNS_KEPT);
     assert_eq!(s.transcript_unshown(2), 54);
+}
+
+/// Session `session` opened by `opener` at [`T0`], its handle's prefix its number.
+fn opened(session: u64, opener: SessionOpener) -> Event {
+    Event::Session(SessionEvent {
+        session,
+        handle_prefix: format!("{session:08}"),
+        opener,
+        closed: None,
+        at_us: T0,
+        restored: false,
+        began_us: None,
+        taken_from: None,
+        greeting: None,
+    })
 }
