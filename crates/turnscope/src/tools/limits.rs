@@ -133,7 +133,7 @@ pub(crate) fn cap_response(outcome: ToolOutcome, limit: usize) -> ToolOutcome {
     let size = outcome.text.len();
     if size > limit {
         let preview: String = outcome.text.chars().take(PREVIEW_CHARS).collect();
-        return too_large(size, limit, Some(preview));
+        return too_large(size, limit, Some(preview), TOO_LARGE_HINT);
     }
     if outcome.parts.is_empty() && outcome.structured.is_none() {
         return outcome;
@@ -142,7 +142,14 @@ pub(crate) fn cap_response(outcome: ToolOutcome, limit: usize) -> ToolOutcome {
     if typed > TYPED_CONTENT_BYTES {
         // The text (what the model reads) describes the typed content: it is the preview.
         let preview: String = outcome.text.chars().take(PREVIEW_CHARS).collect();
-        return too_large(typed, TYPED_CONTENT_BYTES, Some(preview));
+        // The model never saw the images or binary resources: its hint says what was large.
+        return too_large(
+            typed,
+            TYPED_CONTENT_BYTES,
+            Some(preview),
+            "the result's images or binary resources were too large to keep; ask for fewer or \
+             smaller ones",
+        );
     }
     outcome
 }
@@ -168,15 +175,18 @@ fn json_bytes(value: &impl serde::Serialize) -> usize {
 /// The same error for a reply of `size` bytes that a stdio server sent over the `limit` of one
 /// message: it was dropped unread, so there is no preview.
 pub(crate) fn cap_response_dropped(size: usize, limit: usize) -> ToolOutcome {
-    too_large(size, limit, None)
+    too_large(size, limit, None, TOO_LARGE_HINT)
 }
 
-fn too_large(size: usize, limit: usize, preview: Option<String>) -> ToolOutcome {
+/// What a model reads to do about a result over the cap.
+const TOO_LARGE_HINT: &str = "the result was too large to read; ask for less (a narrower query, fewer items or a smaller page)";
+
+fn too_large(size: usize, limit: usize, preview: Option<String>, hint: &str) -> ToolOutcome {
     let mut error = json!({
         "error": "response_too_large",
         "limit_bytes": limit,
         "size_bytes": size,
-        "hint": "the result was too large to read; ask for less (a narrower query, fewer items or a smaller page)",
+        "hint": hint,
     });
     let dropped = preview.is_none();
     if let Some(preview) = preview {
@@ -215,6 +225,13 @@ mod tests {
         assert_eq!(said["limit_bytes"], TYPED_CONTENT_BYTES);
         assert!(said["size_bytes"].as_u64().unwrap() > TYPED_CONTENT_BYTES as u64);
         assert!(said["preview"].as_str().unwrap().starts_with("[resource"));
+        assert!(
+            said["hint"]
+                .as_str()
+                .unwrap()
+                .contains("images or binary resources were too large"),
+            "{said}"
+        );
     }
 
     #[test]
