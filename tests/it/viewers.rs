@@ -546,7 +546,11 @@ async fn a_lone_viewer_that_stops_reading_lets_the_server_rest_until_it_reads_ag
         .unwrap()
         .unwrap();
     match serde_json::from_str::<Event>(&first) {
-        Ok(Event::Replica(r)) => assert_eq!(r.open_sessions, Some(vec![session.number])),
+        Ok(Event::Replica(r)) => {
+            assert_eq!(r.open_sessions, Some(vec![session.number]));
+            // A server without a console holds no console session from idling out.
+            assert_eq!(r.console_holds, Some(false));
+        }
         other => panic!("the first line is the replica: {other:?}"),
     }
     chat(1).await;

@@ -560,6 +560,7 @@ fn replica_event(replica: &Replica, state: &'static str) -> ReplicaEvent {
         open_sessions: None,
         started_us: None,
         handle_seconds: None,
+        console_holds: None,
     }
 }
 

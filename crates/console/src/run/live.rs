@@ -74,6 +74,7 @@ pub async fn attach_with(app: &App, theme: Theme, sub: Subscription) -> (Console
         store: Some(app.sessions.store_status().url),
         store_degraded: false,
         watched_handle_seconds: None,
+        watched_console_holds: false,
         server: None,
         bot_url: None,
         config: Some(ConfigMark {

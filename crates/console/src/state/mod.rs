@@ -399,6 +399,7 @@ impl ConsoleState {
                 self.header.replica = Some((r.id.clone(), r.state.to_string()));
                 if r.handle_seconds.is_some() {
                     self.header.watched_handle_seconds = r.handle_seconds;
+                    self.header.watched_console_holds = r.console_holds.unwrap_or(true);
                 }
             }
             Event::Log {

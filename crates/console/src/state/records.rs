@@ -45,6 +45,10 @@ pub struct Header {
     /// A watched server's idle lifetime of a handle (its event stream's first line), so the
     /// Sessions pane says how long each session has at least, from the activity seen.
     pub watched_handle_seconds: Option<u64>,
+    /// Whether a watched server holds the sessions its own console opened (they do not idle
+    /// out while that console runs): set with `watched_handle_seconds`, true unless its
+    /// stream says otherwise (a server before it said).
+    pub watched_console_holds: bool,
     /// The config version in force and how its last reload went, when known.
     pub config: Option<ConfigMark>,
 }

@@ -297,10 +297,11 @@ impl ConsoleState {
             // (a call that only reads makes no event, so it has at least this long). Its own
             // console's sessions do not idle out while that console runs (and the server
             // runs only as long as its console).
-            let console_holds = matches!(
-                row.opener,
-                turnscope::observe::event::SessionOpener::Console
-            );
+            let console_holds = self.header.watched_console_holds
+                && matches!(
+                    row.opener,
+                    turnscope::observe::event::SessionOpener::Console
+                );
             row.idle_left_s = lifetime
                 .filter(|_| row.activity != Activity::InTurn && !row.is_stored() && !console_holds)
                 .map(|lifetime| {

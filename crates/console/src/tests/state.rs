@@ -604,6 +604,7 @@ fn the_replica_and_its_draining_reach_the_header_from_events() {
             open_sessions: None,
             started_us: None,
             handle_seconds: None,
+            console_holds: None,
         })
     };
     s.apply(&replica("serving"));
@@ -888,6 +889,7 @@ fn a_whisker_worker_is_labelled_as_whiskers_not_as_an_mcp_client() {
 fn a_watched_servers_console_session_has_no_time_left() {
     let mut s = ConsoleState::default();
     s.header.watched_handle_seconds = Some(300);
+    s.header.watched_console_holds = true;
     for (session, opener) in [
         (1, SessionOpener::Console),
         (2, SessionOpener::Mcp("claude-code".into())),
@@ -898,6 +900,11 @@ fn a_watched_servers_console_session_has_no_time_left() {
     s.age_rows();
     assert_eq!(s.session(1).unwrap().idle_left_s, None);
     assert_eq!(s.session(2).unwrap().idle_left_s, Some(240));
+    // A server without a console (headless, one that reopened such a session from its
+    // store) holds none: its console-opened sessions idle out as the others do.
+    s.header.watched_console_holds = false;
+    s.age_rows();
+    assert_eq!(s.session(1).unwrap().idle_left_s, Some(240));
 }
 
 /// A transcript built from events (an attached console, a replay) keeps its latest

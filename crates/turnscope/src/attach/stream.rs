@@ -574,6 +574,7 @@ mod tests {
                 open_sessions: Some(vec![2]),
                 started_us: None,
                 handle_seconds: None,
+                console_holds: None,
             })),
             &bus,
             &state,
@@ -604,6 +605,7 @@ mod tests {
             open_sessions: Some(open),
             started_us: Some(started),
             handle_seconds: None,
+            console_holds: None,
         }))
         .unwrap()
     }

@@ -409,6 +409,11 @@ pub struct ReplicaEvent {
     /// how long a session has left since the last activity it saw.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handle_seconds: Option<u64>,
+    /// In that first line too: whether the sessions the server's own console opened are
+    /// held while that console runs (they do not idle out): false for a server without one
+    /// (`--headless`, `serve`) that reopened such a session from its store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub console_holds: Option<bool>,
 }
 
 /// A config reload and what came of it.

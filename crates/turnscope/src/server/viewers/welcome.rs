@@ -81,6 +81,7 @@ pub(super) fn preamble<'a>(
         open_sessions: Some(open.iter().map(|s| s.number).collect()),
         started_us: Some(started_us),
         handle_seconds: Some(sessions.limits().handle_seconds),
+        console_holds: Some(sessions.console_holds()),
     }));
     // What the bot offers its model now, so a viewer of an idle server lists the bot's
     // tools before a request names them (the hub sends a set again before the first
