@@ -74,10 +74,22 @@ pub(crate) fn mismatch(headers: &HeaderMap, message: &Value) -> Option<String> {
              this chat call ({}). A balancer routes on the header and the server serves the \
              argument, so they must be the same handle: send the header from the same value as \
              params.arguments.handle (or leave it out).",
-            id_prefix(&header),
-            id_prefix(handle)
+            shown(&header),
+            shown(handle)
         )
     })
+}
+
+/// A handle as the mismatch names it: its first 8 characters, and its last 4 (the replica
+/// tag a balancer routes on, no secret) when it is long enough to have them: two handles
+/// that differ only in their tag read apart.
+fn shown(handle: &str) -> String {
+    let chars: Vec<char> = handle.chars().collect();
+    if chars.len() < 36 {
+        return id_prefix(handle);
+    }
+    let tag: String = chars[chars.len() - 4..].iter().collect();
+    format!("{}{tag}", id_prefix(handle))
 }
 
 #[cfg(test)]
@@ -112,7 +124,14 @@ mod tests {
         assert_eq!(mismatch(&with(&[&wrapped]), &chat(HANDLE)), None);
         let text = mismatch(&with(&[OTHER]), &chat(HANDLE)).unwrap();
         assert!(
-            text.contains("7c1d2e3f…") && text.contains("0b6f3c52…"),
+            text.contains("7c1d2e3f…a1b2") && text.contains("0b6f3c52…a1b2"),
+            "{text}"
+        );
+        // Only the tag differs: the two read apart (tour K: both read `0b6f3c52…`).
+        let retagged = format!("{}0000", &HANDLE[..32]);
+        let text = mismatch(&with(&[&retagged]), &chat(HANDLE)).unwrap();
+        assert!(
+            text.contains("0b6f3c52…0000") && text.contains("0b6f3c52…a1b2"),
             "{text}"
         );
         assert!(!text.contains(HANDLE) && !text.contains(OTHER), "{text}");
