@@ -134,6 +134,18 @@ impl Claims {
                 let _ = std::fs::remove_file(path.with_extension("lock"));
                 continue;
             }
+            // A lock with no claim beside it whose console is gone (its claim removed, say,
+            // by a reader that could not remove the lock): removed too.
+            if path.extension().is_some_and(|e| e == "lock")
+                && path != self.own.with_extension("lock")
+                && path.file_name().is_some_and(|n| n != TAKE_UP_LOCK)
+                && !path.with_extension("json").exists()
+                && !path.with_extension("tmp").exists()
+                && !console_runs(&path, 0)
+            {
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
             if path == self.own || path.extension().is_none_or(|e| e != "json") {
                 continue;
             }
@@ -301,6 +313,12 @@ mod tests {
             !half.exists(),
             "a dead console's half-written claim is removed"
         );
+        assert!(elsewhere.with_extension("lock").exists());
+        // A lock left with no claim beside it, nobody holding it: removed; a held one stays.
+        let orphan = folder.join("4-orphan.lock");
+        std::fs::write(&orphan, b"").unwrap();
+        let _ = reader.held_elsewhere();
+        assert!(!orphan.exists());
         assert!(elsewhere.with_extension("lock").exists());
         drop(held);
         assert!(reader.held_elsewhere().is_empty());
