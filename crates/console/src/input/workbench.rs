@@ -432,7 +432,7 @@ impl Console {
         };
         let from_variant = editor.from_variant;
         let key = editor.key;
-        if editor.sending {
+        if editor.sending() {
             self.notice = Some(Notice {
                 text: format!(
                     "the edited request is still out: its answer comes as a variant (v) when it \
@@ -475,7 +475,7 @@ impl Console {
                 return None;
             }
             KeyCode::Char('c') if ctrl => {
-                if !editor.edited() && !editor.sending {
+                if !editor.edited() && !editor.sending() {
                     return Some(Action::Quit);
                 }
                 self.close_editor("; Ctrl+C again quits");
@@ -531,7 +531,7 @@ impl Console {
 
     fn send_edited(&mut self) -> Option<Action> {
         let editor = self.editor.as_mut()?;
-        if editor.sending {
+        if editor.sending() {
             return None;
         }
         let text = editor.text();
@@ -543,7 +543,6 @@ impl Console {
             return None;
         }
         editor.error = None;
-        editor.sending = true;
         editor.sent_at = Some(std::time::Instant::now());
         let (key, url) = (editor.key, editor.url.text());
         Some(self.resend_action(key, text, url))
@@ -608,7 +607,7 @@ impl Console {
         if self
             .editor
             .as_ref()
-            .is_some_and(|e| e.key == key && e.sending)
+            .is_some_and(|e| e.key == key && e.sending())
         {
             self.editor = None;
         }

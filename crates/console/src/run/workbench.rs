@@ -128,7 +128,7 @@ pub fn refuse_here(console: &mut Console, hand_call: Option<u64>) {
             let why = "this console does not run the bot (it is attached to one): its model is \
                        called where it runs; resend the request from its own console there";
             if let Some(editor) = console.editor.as_mut() {
-                editor.sending = false;
+                editor.sent_at = None;
                 editor.error = Some(why.into());
             }
         }

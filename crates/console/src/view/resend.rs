@@ -20,15 +20,13 @@ pub struct RequestEditor {
     pub url: LineEdit,
     /// Whether the URL line has the keys (Tab switches).
     pub on_url: bool,
-    /// A send is in flight.
-    pub sending: bool,
     /// Why the last send was not made (the body is not JSON).
     pub error: Option<String>,
     /// The body and URL it was opened with (what `Ctrl+R` starts over from).
     opened_with: (String, String),
     /// The variant it was opened from, to go back to when it closes.
     pub from_variant: Option<usize>,
-    /// When its send went out, while it is in flight.
+    /// When its send went out, while it is in flight (`None`: no send in flight).
     pub sent_at: Option<std::time::Instant>,
 }
 
@@ -37,7 +35,7 @@ impl std::fmt::Debug for RequestEditor {
         f.debug_struct("RequestEditor")
             .field("key", &self.key)
             .field("url", &self.url.text())
-            .field("sending", &self.sending)
+            .field("sending", &self.sending())
             .finish_non_exhaustive()
     }
 }
@@ -53,12 +51,16 @@ impl RequestEditor {
             body,
             url: LineEdit::new(url),
             on_url: false,
-            sending: false,
             error: None,
             opened_with: (text.lines().collect::<Vec<_>>().join("\n"), url.to_string()),
             from_variant: None,
             sent_at: None,
         }
+    }
+
+    /// Whether a send is in flight.
+    pub fn sending(&self) -> bool {
+        self.sent_at.is_some()
     }
 
     /// Whether the body or the URL differs from what it was opened with.

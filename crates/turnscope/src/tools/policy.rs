@@ -42,10 +42,15 @@ const INLINE_CODE_FLAGS: [&str; 8] = [
     "-c", "-e", "--eval", "-p", "--print", "-r", "eval", "-Command",
 ];
 
+/// The file name of `command`, without its directory (`/usr/bin/python3` → `python3`).
+fn program_name(command: &str) -> &str {
+    command.rsplit(['/', '\\']).next().unwrap_or(command)
+}
+
 /// Whether `command` names an interpreter: its file name without `.exe` and without a version
 /// (`python3.11`, `node20`), or `pythonw`.
 fn is_interpreter(command: &str) -> bool {
-    let base = command.rsplit(['/', '\\']).next().unwrap_or(command);
+    let base = program_name(command);
     let base = base.strip_suffix(".exe").unwrap_or(base);
     let bare = base.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
     INTERPRETERS.contains(&base) || INTERPRETERS.contains(&bare) || bare == "pythonw"
@@ -84,8 +89,8 @@ fn inline_code_flag<'a>(command: &str, args: &'a [String]) -> Option<&'a str> {
                 .rsplit_once('.')
                 .is_some_and(|(_, extension)| SCRIPTS.contains(&extension))
     });
-    let base = command.rsplit(['/', '\\']).next().unwrap_or(command);
-    let module_first = base.starts_with("python") && args.first().is_some_and(|a| a == "-m");
+    let module_first =
+        program_name(command).starts_with("python") && args.first().is_some_and(|a| a == "-m");
     if script_first || module_first {
         return None;
     }

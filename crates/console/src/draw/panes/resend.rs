@@ -61,7 +61,7 @@ pub fn draw_editor(f: &mut Frame, areas: Areas, c: &Console) {
             "Ctrl+Z/Y undo/redo",
             "Ctrl+R starts over",
         ],
-        if editor.sending {
+        if editor.sending() {
             "Esc closes (the answer comes as a variant)"
         } else {
             "Esc closes (kept unsent; e opens it again)"
@@ -78,8 +78,8 @@ pub fn draw_editor(f: &mut Frame, areas: Areas, c: &Console) {
     } else {
         editor.url.text()
     };
-    let status = if editor.sending {
-        let waited = editor.sent_at.map_or(0.0, |at| at.elapsed().as_secs_f64());
+    let status = if let Some(sent_at) = editor.sent_at {
+        let waited = sent_at.elapsed().as_secs_f64();
         Line::styled(
             format!(
                 "sending… {waited:.1} s (the answer comes as a variant beside the recorded one)"
