@@ -366,11 +366,7 @@ impl Console {
             return None;
         }
         let pick = self.turn_view.as_ref()?;
-        let key = RequestKey {
-            session: pick.session,
-            turn: pick.turn,
-            index: pick.request,
-        };
+        let key = pick.request_key();
         let calls = self.state.wire.calls_of(key.session, key.turn);
         let Some(call) = calls.get(key.index) else {
             self.notice = Some(Notice {
@@ -642,11 +638,7 @@ impl Console {
         let Some(pick) = self.turn_view.as_ref() else {
             return;
         };
-        let key = RequestKey {
-            session: pick.session,
-            turn: pick.turn,
-            index: pick.request,
-        };
+        let key = pick.request_key();
         let n = self.variants.count(key);
         if n == 0 {
             self.notice = Some(Notice {

@@ -12,6 +12,7 @@ use crate::input::actions::Action;
 use crate::view::console::{Console, Notice};
 
 use crate::state::SessionRow;
+use crate::state::variants::RequestKey;
 use crate::tests::fixture::{console, crossing};
 use crate::view::filter::FrameFilter;
 use crate::view::ids::{ORDER, PaneId};
@@ -827,7 +828,6 @@ fn paste_goes_where_typed_text_would() {
 
 #[test]
 fn the_request_editors_complaint_goes_once_the_body_is_json_again() {
-    use crate::state::variants::RequestKey;
     use crate::view::resend::RequestEditor;
     let mut c = console();
     let key = RequestKey {
@@ -913,7 +913,6 @@ fn an_unsent_request_edit_is_kept_and_the_editor_keys_lose_nothing() {
 /// body, as its notice says (tour L: the notice said "the recorded request").
 #[test]
 fn edits_of_the_recorded_request_and_of_a_variant_are_kept_apart() {
-    use crate::state::variants::RequestKey;
     use turnscope::model::resend::ResendAnswer;
     let ctrl = |c: &mut Console, ch: char| press_with(c, KeyCode::Char(ch), KeyModifiers::CONTROL);
     let type_in = |c: &mut Console, text: &str| {
@@ -925,11 +924,7 @@ fn edits_of_the_recorded_request_and_of_a_variant_are_kept_apart() {
     c.selected = Some(1);
     c.open_turn_view();
     let pick = c.turn_view.as_ref().unwrap();
-    let key = RequestKey {
-        session: pick.session,
-        turn: pick.turn,
-        index: pick.request,
-    };
+    let key = pick.request_key();
     c.edit_request(false);
     type_in(&mut c, "rr");
     let recorded_edit = c.editor.as_ref().unwrap().text();
@@ -976,17 +971,12 @@ fn edits_of_the_recorded_request_and_of_a_variant_are_kept_apart() {
 /// says so: the case's expectations are that server's, not the bot's model's (tour J).
 #[test]
 fn a_variant_sent_elsewhere_becomes_a_case_that_names_where() {
-    use crate::state::variants::RequestKey;
     use turnscope::model::resend::ResendAnswer;
     let mut c = console();
     c.selected = Some(1);
     c.open_turn_view();
     let pick = c.turn_view.as_ref().unwrap();
-    let key = RequestKey {
-        session: pick.session,
-        turn: pick.turn,
-        index: pick.request,
-    };
+    let key = pick.request_key();
     let recorded = c.state.wire.calls_of(key.session, key.turn)[key.index]
         .request()
         .unwrap()
@@ -1622,7 +1612,6 @@ fn a_form_closed_with_esc_opens_again_as_it_was_left() {
 
 #[test]
 fn a_body_that_is_not_json_puts_the_cursor_where_the_parser_stopped() {
-    use crate::state::variants::RequestKey;
     let mut c = console();
     let key = RequestKey {
         session: 1,

@@ -526,11 +526,7 @@ fn a_line_typed_into_a_clients_session_is_marked_yours() {
 /// the replay's stepping) and say what quitting does, and a client gone is not offered `d`.
 #[test]
 fn an_attached_console_offers_only_what_it_can_do() {
-    let mut c = console();
-    c.state.header.source = Source::Attached {
-        target: "http://127.0.0.1:7870/mcp".into(),
-        view: "watching".into(),
-    };
+    let mut c = attached_to("http://127.0.0.1:7870/mcp");
     c.focus_pane(PaneId::Sessions);
     let shown = screen(&mut c, 160, 48);
     assert!(!shown.contains("i interrupt"), "{shown}");
@@ -646,11 +642,7 @@ fn the_header_shortens_the_model_before_it_gives_up_the_mcp_url() {
 /// offered `n`, which then said there was no bot URL), a session selected or not.
 #[test]
 fn watching_whisker_alone_a_line_is_kept_and_said_to_need_the_bots_url() {
-    let mut c = console();
-    c.state.header.source = Source::Attached {
-        target: "whisker ws://127.0.0.1:18531".into(),
-        view: "watching".into(),
-    };
+    let mut c = attached_to("whisker ws://127.0.0.1:18531");
     c.state.header.bot_url = None;
     c.selected = Some(2);
     c.focus_pane(PaneId::Input);
@@ -799,11 +791,7 @@ fn a_prompt_too_short_for_its_tools_says_they_were_likely_left_out() {
 /// "streaming" for minutes (tour L).
 #[test]
 fn an_attached_chat_whose_call_failed_ends_its_turn_cut_off() {
-    let mut c = console();
-    c.state.header.source = Source::Attached {
-        target: "http://127.0.0.1:7870/mcp".into(),
-        view: "watching".into(),
-    };
+    let mut c = attached_to("http://127.0.0.1:7870/mcp");
     c.chat_started(1);
     let line = "tell me a long story";
     let at = 50_000_000;
@@ -841,4 +829,14 @@ fn an_attached_chat_whose_call_failed_ends_its_turn_cut_off() {
         )),
         "{said}"
     );
+}
+
+/// A console attached to `target` (a bot's MCP URL, or whisker's), watching.
+fn attached_to(target: &str) -> Console {
+    let mut c = console();
+    c.state.header.source = Source::Attached {
+        target: target.into(),
+        view: "watching".into(),
+    };
+    c
 }

@@ -71,6 +71,15 @@ pub type TurnLinesKey = (u64, u64, bool, bool, usize, usize, u64, usize, bool, u
 pub type TurnLines = Option<(TurnLinesKey, Vec<ratatui::text::Line<'static>>)>;
 
 impl TurnPick {
+    /// The model request picked (`Tab`): what the workbench edits, resends and compares.
+    pub fn request_key(&self) -> crate::state::variants::RequestKey {
+        crate::state::variants::RequestKey {
+            session: self.session,
+            turn: self.turn,
+            index: self.request,
+        }
+    }
+
     /// The view of `turn` of `session`, at its top, requests closed.
     pub fn new(session: u64, turn: u64) -> Self {
         Self {

@@ -109,13 +109,19 @@ async fn a_task_on_r1(server: &RedisServer) -> (EmbeddedModel, Sessions, Session
     let r1 = replica_with(server, &model, "r1", at_once).await;
     let r2 = replica(server, &model, "r2").await;
     let handle = r1.open(SessionOpener::Api).await.unwrap().handle();
+    let created = task_of(&r1, &handle, "first").await;
+    (model, r1, r2, handle, created.id)
+}
+
+/// The task `line` on `handle` at `sessions` makes (their task settings make one at once).
+async fn task_of(sessions: &Sessions, handle: &str, line: &str) -> TaskRecord {
     let ask = TaskAsk {
         client: "test".into(),
     };
-    let outcome = r1
+    let outcome = sessions
         .chat_or_task(
-            &handle,
-            "first",
+            handle,
+            line,
             None,
             None,
             CallerWatch::cancel_only(&CancellationToken::new()),
@@ -126,7 +132,7 @@ async fn a_task_on_r1(server: &RedisServer) -> (EmbeddedModel, Sessions, Session
     let ChatOutcome::Task(created) = outcome else {
         panic!("a task: {outcome:?}");
     };
-    (model, r1, r2, handle, created.id)
+    created
 }
 
 /// `line` said on `handle` at `sessions` by a caller waiting for its reply, in the background.
@@ -747,23 +753,7 @@ async fn a_task_an_empty_line_made_of_a_running_turn_completes_with_its_reply() 
     tokio::time::sleep(Duration::from_millis(300)).await;
     // An empty line takes the running turn over (the first task completes with the note) and
     // becomes a task of its own: both read the same turn.
-    let ask = TaskAsk {
-        client: "test".into(),
-    };
-    let outcome = r1
-        .chat_or_task(
-            &handle,
-            "",
-            None,
-            None,
-            CallerWatch::cancel_only(&CancellationToken::new()),
-            &ask,
-        )
-        .await
-        .unwrap();
-    let ChatOutcome::Task(second) = outcome else {
-        panic!("a task: {outcome:?}");
-    };
+    let second = task_of(&r1, &handle, "").await;
     assert_ne!(second.id, first);
     let handed = r1.poll_task(&first).await.unwrap();
     assert_eq!(handed.outcome, Some(TaskOutcome::HandedOver), "{handed:?}");
