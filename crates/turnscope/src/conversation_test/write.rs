@@ -80,6 +80,8 @@ fn turn_of(t: &RecordedTurn) -> Turn {
 /// A case from one model request and an answer to it (a variant the console resent): the
 /// request's user lines said again in order, the last one expected to answer as the variant
 /// did (its text, or the tools it asked for, as a superset: the turn goes on after them).
+/// A request that came after a tool round of its turn also expects that round's calls (as a
+/// superset: its model is asked again, and may call more).
 ///
 /// # Errors
 /// The request has no user line to say.
@@ -106,6 +108,9 @@ pub fn case_from_request(
             ..Turn::default()
         })
         .collect();
+    // A request after a tool round holds that round's calls after its last user line: the
+    // turn said again makes them before it comes to this request.
+    let made_before = calls_after_last_user_line(messages);
     let recorded = RecordedTurn {
         line: last.clone(),
         reply: if tool_calls.is_empty() {
@@ -113,11 +118,11 @@ pub fn case_from_request(
         } else {
             String::new()
         },
-        tool_calls: tool_calls.to_vec(),
+        tool_calls: made_before.iter().chain(tool_calls).cloned().collect(),
         end_reason: None,
     };
     let mut turn = turn_of(&recorded);
-    if !tool_calls.is_empty() {
+    if !tool_calls.is_empty() || !made_before.is_empty() {
         turn.tools_match = Some(ToolsMatch::Superset);
     }
     turns.push(turn);
@@ -127,6 +132,31 @@ pub fn case_from_request(
         pass_rate: 1.0,
         turns,
     })
+}
+
+/// The tool calls (name, arguments) of the assistant messages after the last user message of
+/// `messages`: the tool rounds of the turn a request came in, before it.
+fn calls_after_last_user_line(messages: &[Value]) -> Vec<(String, String)> {
+    let after = messages
+        .iter()
+        .rposition(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        .map_or(0, |at| at + 1);
+    messages[after..]
+        .iter()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+        .filter_map(|m| m.get("tool_calls").and_then(Value::as_array))
+        .flatten()
+        .filter_map(|call| {
+            let function = call.get("function")?;
+            let name = function.get("name")?.as_str()?.to_string();
+            let arguments = match function.get("arguments") {
+                Some(Value::String(text)) => text.clone(),
+                Some(other) => other.to_string(),
+                None => "{}".to_string(),
+            };
+            Some((name, arguments))
+        })
+        .collect()
 }
 
 /// The parts of a reply that change from run to run: dates (`2026-12-01`) and times of day
@@ -236,6 +266,38 @@ mod tests {
             "{text}"
         );
         assert!(case_from_request("x", &messages[..1], "", &[]).is_err());
+    }
+
+    /// A variant of the request after a tool round (the turn's second request) expects the
+    /// round's calls: the turn said again makes them first (tour N: it expected no tool call,
+    /// strictly, and could never pass).
+    #[test]
+    fn a_request_after_a_tool_round_expects_the_rounds_calls() {
+        let messages = [
+            serde_json::json!({"role": "system", "content": "Use capital letters."}),
+            serde_json::json!({"role": "user", "content": "what does the clock say and echo hi"}),
+            serde_json::json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "clock", "arguments": "{}"}},
+                {"id": "c2", "type": "function", "function": {"name": "echo", "arguments": "{\"text\":\"hi\"}"}},
+            ]}),
+            serde_json::json!({"role": "tool", "tool_call_id": "c1", "content": "12:00"}),
+            serde_json::json!({"role": "tool", "tool_call_id": "c2", "content": "hi"}),
+        ];
+        let case = case_from_request("v", &messages, "THE CLOCK SAYS 12:00. HI.", &[]).unwrap();
+        let turn = &case.turns[0];
+        let names: Vec<&str> = turn
+            .tools
+            .iter()
+            .flatten()
+            .map(|t| t.name.as_str())
+            .collect();
+        assert_eq!(names, ["clock", "echo"]);
+        assert_eq!(turn.tools_match, Some(ToolsMatch::Superset));
+        assert_eq!(
+            turn.tools.as_ref().unwrap()[1].args.as_ref().unwrap()["text"].as_str(),
+            Some("hi")
+        );
+        assert!(!turn.reply_matches.is_empty(), "{turn:?}");
     }
 
     #[test]
