@@ -784,6 +784,29 @@ fn a_prompt_too_short_for_its_tools_says_they_were_likely_left_out() {
         long.contains("1,400→10 tok") && !long.contains("tools not in the prompt"),
         "{long}"
     );
+    // A short prompt whose answer called a tool: the model saw them (tour N: marked under
+    // the very calls it made).
+    c.state.apply(&Event::TurnStarted {
+        session: 2,
+        turn: 3,
+        line: "and now".into(),
+        at_us: at + 2_000_000,
+    });
+    let mut called = asked(47);
+    if let Event::ModelRequest { turn, response, .. } = &mut called {
+        *turn = 3;
+        response.finish_reason = Some("tool_calls".into());
+    }
+    c.state.apply(&called);
+    let calling = lines(&c, 2, 3, 120, shown)
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        calling.contains("47→10 tok") && !calling.contains("tools not in the prompt"),
+        "{calling}"
+    );
 }
 
 /// Attached, a chat whose call fails after its turn took the line (the watched server was

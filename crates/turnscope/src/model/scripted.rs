@@ -116,10 +116,37 @@ pub fn call_id(messages: &[Value], i: usize) -> String {
     format!("call_{turn}_{round}_{i}")
 }
 
-/// The scripted model's token count of a conversation: one token per whitespace-separated
-/// word of every message's text, tool-call names and arguments. Not a real tokenizer: an
-/// honest count of what it received, so usage figures move with the prompt.
-pub fn prompt_tokens(messages: &[Value]) -> u64 {
+/// The scripted model's token count of a prompt: one token per whitespace-separated word of
+/// every message's text, tool-call names and arguments, and one per word of the tools offered
+/// (their names, descriptions and schemas' keys and strings): a real server's prompt holds the
+/// tools too. Not a real tokenizer: an honest count of what it received, so usage figures
+/// move with the prompt.
+pub fn prompt_tokens(messages: &[Value], tools: &[Value]) -> u64 {
+    tools.iter().map(json_words).sum::<u64>() + messages_tokens(messages)
+}
+
+/// The words of a JSON value's keys and strings, split at anything but letters, digits, `_`
+/// and `-` (a schema's `"type":"object"` is two).
+fn json_words(value: &Value) -> u64 {
+    fn split_words(text: &str) -> u64 {
+        text.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
+            .filter(|w| !w.is_empty())
+            .count() as u64
+    }
+    match value {
+        Value::String(text) => split_words(text),
+        Value::Array(items) => items.iter().map(json_words).sum(),
+        Value::Object(map) => map
+            .iter()
+            .map(|(key, value)| split_words(key) + json_words(value))
+            .sum(),
+        Value::Number(_) | Value::Bool(_) => 1,
+        Value::Null => 0,
+    }
+}
+
+/// [`prompt_tokens`] of the messages alone.
+fn messages_tokens(messages: &[Value]) -> u64 {
     messages
         .iter()
         .map(|m| {
@@ -259,6 +286,35 @@ mod tests {
 
     fn tool(name: &str, schema: Value) -> Value {
         json!({"type": "function", "function": {"name": name, "description": "", "parameters": schema}})
+    }
+
+    /// The tools offered count in the prompt, as a real server's prompt holds them: the wire
+    /// inspector's "tools not in the prompt?" check does not take the scripted model for a
+    /// server that left them out (tour N: every request to it was marked).
+    #[test]
+    fn the_tools_offered_count_in_the_prompt() {
+        let tools: Vec<Value> = (0..15)
+            .map(|n| {
+                json!({"type": "function", "function": {"name": format!("tool_{n}"),
+                "description": "Returns the value of the named thing, as servers describe them",
+                "parameters": {"type": "object", "properties": {"name": {"type": "string",
+                "description": "which one"}}, "required": ["name"]}}})
+            })
+            .collect();
+        let messages = [user("what time is it")];
+        let alone = prompt_tokens(&messages, &[]);
+        let with_tools = prompt_tokens(&messages, &tools);
+        assert_eq!(alone, 4);
+        assert!(with_tools > alone + 15 * 10, "{with_tools}");
+        let offered = crate::observe::rebuild::WholeRequest {
+            tools_bytes: serde_json::to_string(&tools).unwrap().len(),
+            ..Default::default()
+        };
+        assert!(!offered.tools_left_out(with_tools, false));
+        assert!(
+            offered.tools_left_out(alone, false),
+            "the check itself still fires"
+        );
     }
 
     #[test]

@@ -141,10 +141,11 @@ async fn completions(State(settings): State<Arc<ScriptSettings>>, body: Bytes) -
         pieces.truncate(limit as usize);
         finish = "length";
     }
+    let (prompt, completion) = (prompt_tokens(messages, &tools), answer_tokens(&reply));
     let usage = json!({
-        "prompt_tokens": prompt_tokens(messages),
-        "completion_tokens": answer_tokens(&reply),
-        "total_tokens": prompt_tokens(messages) + answer_tokens(&reply),
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
     });
     let ids: Vec<String> = match &reply {
         Answer::Calls(calls) => (0..calls.len()).map(|i| call_id(messages, i)).collect(),

@@ -216,10 +216,12 @@ impl WholeRequest {
     /// tools offered: a chat template that does not take tools (llama.cpp without `--jinja`,
     /// or a model's template without a tools section) leaves them out without a word, and the
     /// model then never calls one. Told when the prompt is under a third of the tools' JSON
-    /// at four bytes a token (a template renders them more tersely, never that much).
-    pub fn tools_left_out(&self, prompt_tokens: u64) -> bool {
+    /// at four bytes a token (a template renders them more tersely, never that much), unless
+    /// the answer called a tool (`called_a_tool`: the model saw them, whatever the count).
+    pub fn tools_left_out(&self, prompt_tokens: u64, called_a_tool: bool) -> bool {
         const TOOL_BYTES_NOTICED: usize = 400;
-        self.tools_bytes >= TOOL_BYTES_NOTICED
+        !called_a_tool
+            && self.tools_bytes >= TOOL_BYTES_NOTICED
             && prompt_tokens > 0
             && prompt_tokens < (self.tools_bytes / 12) as u64
     }

@@ -126,10 +126,9 @@ fn head_figures(c: &Console, call: &ModelCall) -> String {
     }
     if let Some(u) = &call.info().usage {
         parts.push(tokens_label(u));
-        if whole
-            .as_ref()
-            .is_some_and(|(_, whole)| whole.tools_left_out(prompt_with_cached(u)))
-        {
+        if whole.as_ref().is_some_and(|(_, whole)| {
+            whole.tools_left_out(prompt_with_cached(u), called_a_tool(call))
+        }) {
             parts.push("tools not in the prompt?".into());
         }
     }
@@ -150,6 +149,12 @@ fn head_figures(c: &Console, call: &ModelCall) -> String {
 /// is not taken for a short prompt).
 fn prompt_with_cached(u: &TokenUsage) -> u64 {
     u.prompt_tokens.saturating_add(u.cached_tokens)
+}
+
+/// Whether the request's answer called a tool: its model saw the tools offered, so it is
+/// never marked as having had them left out.
+fn called_a_tool(call: &ModelCall) -> bool {
+    call.info().finish_reason.as_deref() == Some("tool_calls")
 }
 
 /// The request whole and the answer.
@@ -193,7 +198,7 @@ fn body(c: &Console, call: &ModelCall, w: usize, whole: bool) -> Vec<Line<'stati
         None => {}
     }
     if let Some(u) = &call.info().usage
-        && full.tools_left_out(prompt_with_cached(u))
+        && full.tools_left_out(prompt_with_cached(u), called_a_tool(call))
     {
         let text = format!(
             "the prompt was {} tokens, but the {} offered are ~{} tokens as JSON: the server's \
