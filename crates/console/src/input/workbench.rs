@@ -490,14 +490,26 @@ impl Console {
             }
             KeyCode::Char('z') if ctrl => {
                 editor.body.undo();
-                return None;
             }
             KeyCode::Char('y') if ctrl => {
                 editor.body.redo();
-                return None;
             }
             KeyCode::Char('r') if ctrl => {
-                editor.start_over();
+                let what = match editor.from_variant {
+                    Some(shown) => format!("variant {}", shown + 1),
+                    None => "the recorded request".to_string(),
+                };
+                let edited = editor.edited();
+                let url_typed = editor.start_over();
+                let text = match url_typed {
+                    _ if !edited => format!("nothing to start over: this is {what} as opened"),
+                    None => format!("started over from {what}; Ctrl+Z twice brings your edit back"),
+                    Some(typed) => format!(
+                        "started over from {what}; Ctrl+Z twice brings your edit of the body back \
+                         (the URL you typed was {typed})"
+                    ),
+                };
+                self.notice = Some(Notice { text, error: false });
                 return None;
             }
             KeyCode::Char('s') if ctrl => return self.send_edited(),
@@ -508,19 +520,20 @@ impl Console {
             }
             _ => {}
         }
+        let undone = matches!(key.code, KeyCode::Char('z' | 'y') if ctrl);
         if editor.on_url {
             if editor.url.key(key) == Edit::Accept {
                 editor.on_url = false;
             }
-        } else {
-            if !crate::view::line_edit::textarea_key(&mut editor.body, key) {
-                editor.body.input(*key);
-            }
-            // After a refused send, the complaint goes once the body is JSON again (checked
-            // only then, so typing in a good body costs no parse per key).
-            if editor.error.is_some() && serde_json::from_str::<Value>(&editor.text()).is_ok() {
-                editor.error = None;
-            }
+            return None;
+        }
+        if !undone && !crate::view::line_edit::textarea_key(&mut editor.body, key) {
+            editor.body.input(*key);
+        }
+        // After a refused send, the complaint goes once the body is JSON again, typed or
+        // undone so (checked only then, so typing in a good body costs no parse per key).
+        if editor.error.is_some() && serde_json::from_str::<Value>(&editor.text()).is_ok() {
+            editor.error = None;
         }
         None
     }

@@ -845,6 +845,13 @@ fn the_request_editors_complaint_goes_once_the_body_is_json_again() {
     press(&mut c, KeyCode::Delete);
     assert_eq!(c.editor.as_ref().unwrap().text(), "{}");
     assert!(c.editor.as_ref().unwrap().error.is_none(), "JSON again");
+    // Undone back to JSON, the complaint goes too (tour N: it stayed over a good body).
+    press(&mut c, KeyCode::Char('x'));
+    c.key(&KeyEvent::new(KeyCode::Char('s'), KeyModifiers::CONTROL));
+    assert!(c.editor.as_ref().unwrap().error.is_some());
+    c.key(&KeyEvent::new(KeyCode::Char('z'), KeyModifiers::CONTROL));
+    assert_eq!(c.editor.as_ref().unwrap().text(), "{}");
+    assert!(c.editor.as_ref().unwrap().error.is_none(), "undone to JSON");
 }
 
 /// The notice shown now (empty when none).
@@ -901,6 +908,25 @@ fn an_unsent_request_edit_is_kept_and_the_editor_keys_lose_nothing() {
     assert_eq!(c.editor.as_ref().unwrap().text(), edited);
     ctrl(&mut c, 'r');
     assert_eq!(c.editor.as_ref().unwrap().text(), recorded, "started over");
+    assert!(
+        noticed(&c)
+            .contains("started over from the recorded request; Ctrl+Z twice brings your edit back"),
+        "{}",
+        noticed(&c)
+    );
+    // Starting over is an edit like another: undone, the edit is back (tour N: lost to one key).
+    let mut undos = 0;
+    while c.editor.as_ref().unwrap().text() != edited && undos < 5 {
+        ctrl(&mut c, 'z');
+        undos += 1;
+    }
+    assert_eq!(
+        c.editor.as_ref().unwrap().text(),
+        edited,
+        "after {undos} undos"
+    );
+    assert_eq!(undos, 2, "the start over's insertion, then its deletion");
+    ctrl(&mut c, 'r');
     // Nothing edited: Esc keeps nothing, Ctrl+C quits at once.
     press(&mut c, KeyCode::Esc);
     assert!(c.edits_kept.is_empty());

@@ -68,12 +68,23 @@ impl RequestEditor {
         self.text() != self.opened_with.0 || self.url.text() != self.opened_with.1
     }
 
-    /// Puts back what it was opened with (the recorded request, or the variant's).
-    pub fn start_over(&mut self) {
-        let (text, url) = self.opened_with.clone();
-        let mut fresh = Self::new(self.key, &text, &url);
-        fresh.from_variant = self.from_variant;
-        *self = fresh;
+    /// Puts back what it was opened with (the recorded request, or the variant's): the body
+    /// as one more edit, so `Ctrl+Z` brings the edit back; the URL line keeps no history, so
+    /// a URL typed over is returned, for the person to be told it.
+    pub fn start_over(&mut self) -> Option<String> {
+        let (text, url) = &self.opened_with;
+        if self.text() != *text {
+            self.body.select_all();
+            self.body.insert_str(text);
+            self.body.move_cursor(ratatui_textarea::CursorMove::Top);
+            self.body.move_cursor(ratatui_textarea::CursorMove::Head);
+        }
+        self.error = None;
+        let typed = self.url.text();
+        (typed != *url).then(|| {
+            self.url = LineEdit::new(url);
+            typed
+        })
     }
 
     /// The body's text.

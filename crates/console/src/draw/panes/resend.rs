@@ -55,12 +55,7 @@ pub fn draw_editor(f: &mut Frame, areas: Areas, c: &Console) {
     let block = overlay(
         c,
         title,
-        &[
-            "Ctrl+S or F5 sends",
-            "Tab body/URL",
-            "Ctrl+Z/Y undo/redo",
-            "Ctrl+R starts over",
-        ],
+        &["Ctrl+S or F5 sends", "Tab body/URL"],
         if editor.sending() {
             "Esc closes (the answer comes as a variant)"
         } else {
@@ -89,8 +84,13 @@ pub fn draw_editor(f: &mut Frame, areas: Areas, c: &Console) {
     } else if let Some(e) = &editor.error {
         Line::styled(truncate(e, inside.width as usize), t.error)
     } else {
+        // The keys first: they are what a narrow screen must still show.
         Line::styled(
-            "the body as sent (system prompt, messages, tools, [model] parameters): change anything",
+            truncate(
+                "Ctrl+Z/Y undo/redo · Ctrl+R starts over · the body as sent (system prompt, \
+                 messages, tools, [model] parameters): change anything",
+                inside.width as usize,
+            ),
             t.dim,
         )
     };
