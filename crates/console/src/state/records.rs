@@ -353,8 +353,9 @@ impl TurnView {
             config_version: r.config_version,
             reply_bytes: r.end.is_some().then_some(r.reply.len()),
             clock: None,
-            // The events' transcript knows (`ConsoleState::sync_turns` carries it over).
-            typed_here: false,
+            // Kept with the turn when this process's console typed it; a console attached
+            // elsewhere knows its own from the events' transcript (`sync_turns` carries it).
+            typed_here: r.typed_at_console,
         }
     }
 }

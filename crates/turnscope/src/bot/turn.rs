@@ -107,6 +107,11 @@ pub struct TurnRecord {
     /// is answered from this record instead of running the line twice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<String>,
+    /// Whether its line was typed at the console of the process that ran it, not said by the
+    /// MCP client that opened the session: kept with the turn, so a console started later
+    /// still tells the person's lines from the client's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub typed_at_console: bool,
 }
 
 impl TurnRecord {
@@ -218,6 +223,12 @@ impl Turn {
     /// Whether it has ended.
     pub fn is_done(&self) -> bool {
         self.signal.borrow().done
+    }
+
+    /// Notes that its line was typed at this process's console (see
+    /// [`TurnRecord::typed_at_console`]).
+    pub fn mark_typed_at_console(&self) {
+        self.lock().typed_at_console = true;
     }
 
     /// Notes the id of the request whose line started the turn (see [`TurnRecord::request`]).

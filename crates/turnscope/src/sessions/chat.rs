@@ -105,7 +105,14 @@ impl Sessions {
             }
             let session = found?;
             let result = self
-                .chat_on_keyed(&session, line, request, progress.as_deref_mut(), watch)
+                .chat_on_keyed(
+                    &session,
+                    line,
+                    request,
+                    progress.as_deref_mut(),
+                    watch,
+                    false,
+                )
                 .await;
             if !loads.again(&result) {
                 return result;
@@ -113,7 +120,8 @@ impl Sessions {
         }
     }
 
-    /// `chat` on a session already found (the console's path).
+    /// `chat` on a session already found (the console's path): the turn is kept as typed at
+    /// the console.
     pub async fn chat_on(
         &self,
         session: &Arc<Session>,
@@ -127,6 +135,7 @@ impl Sessions {
             None,
             progress,
             CallerWatch::cancel_only(cancel),
+            true,
         )
         .await
     }
@@ -138,12 +147,16 @@ impl Sessions {
         request: Option<&str>,
         progress: Option<&mut (dyn ProgressSink + '_)>,
         watch: CallerWatch<'_>,
+        at_console: bool,
     ) -> Result<ChatReply, ChatError> {
         let _in_flight = self.call_guard();
         let reading = match self.begin(session, line, request, watch.cancel).await? {
             Ok(reading) => reading,
             Err(nothing) => return Ok(nothing),
         };
+        if at_console && !line.is_empty() {
+            reading.turn.mark_typed_at_console();
+        }
         let turn = reading.turn.clone();
         let finished = async {
             match progress {

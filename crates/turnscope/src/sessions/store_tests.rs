@@ -239,6 +239,50 @@ async fn a_conversation_goes_on_after_a_restart_with_its_history() {
     assert_eq!(again.list()[0].bot().context().messages.len(), 5);
 }
 
+/// A line typed at the console into a client's session is kept as typed there: a console
+/// started after a restart still tells it from the client's (tour N: it read `user`).
+#[tokio::test]
+async fn a_line_typed_at_the_console_is_kept_as_such_across_a_restart() {
+    let model = model(0.0).await;
+    let disk = Disk::new(MemoryStore::new());
+    let before = table(&model, disk.clone(), SessionLimits::default());
+    let handle = before.open(SessionOpener::Api).await.unwrap().handle();
+    say(&before, &handle, "said by the client").await;
+    let session = before.list().pop().unwrap();
+    before
+        .chat_on(
+            &session,
+            "typed at the console",
+            None,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    drop(session);
+    before
+        .close_all("server shut down", Duration::from_secs(1))
+        .await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+
+    let after = table(&model, disk, SessionLimits::default());
+    say(&after, &handle, "").await;
+    let typed: Vec<(String, bool)> = after.list()[0]
+        .turns()
+        .iter()
+        .map(|t| {
+            let r = t.snapshot();
+            (r.line.clone(), r.typed_at_console)
+        })
+        .collect();
+    assert_eq!(
+        typed,
+        [
+            ("said by the client".to_string(), false),
+            ("typed at the console".to_string(), true)
+        ]
+    );
+}
+
 /// A session that said "first", then "book a table" to a caller that gave up (the turn runs
 /// on, its mark on disk), and the store as a crash left it then: (the live table, the handle,
 /// the crashed store).
