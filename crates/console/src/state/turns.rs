@@ -65,7 +65,11 @@ impl ConsoleState {
             view.reply_bytes = Some(t.reply_bytes);
             view.rounds = t.rounds;
             view.first_piece_us = t.first_piece_us;
-            view.total_us = Some(t.total_us);
+            // A turn cut off by a crash was never timed: no `total 0 µs` (tour N).
+            view.total_us = (t.total_us > 0).then_some(t.total_us);
+            if t.retold && t.usage.is_some() {
+                view.usage = t.usage;
+            }
             view.clock = t.clock;
             if t.config_version.is_some() {
                 view.config_version = t.config_version;
@@ -82,8 +86,11 @@ impl ConsoleState {
             };
         }
         if t.retold {
-            // Told again (on connect, or the session reopened): in the transcript, not in
-            // the figures.
+            // Told again (on connect, or the session reopened): in the transcript and its
+            // session's token tally, not in the figures.
+            if let Some(usage) = &t.usage {
+                self.wire.tally_session(t.session, usage);
+            }
             return;
         }
         // A turn an attached console timed (a bot with no turn records, no model requests

@@ -218,11 +218,7 @@ impl Wire {
             self.book.fold(call.session, request);
         }
         if let Some(usage) = &call.info().usage {
-            let session = call.session;
-            if !self.tokens.contains_key(&session) && self.tokens.len() >= TALLIES_KEPT {
-                self.tokens.pop_first();
-            }
-            self.tokens.entry(session).or_default().add(usage);
+            self.tally_session(call.session, usage);
             self.total.add(usage);
             let streaming = call
                 .total_us()
@@ -302,6 +298,15 @@ impl Wire {
             }
         }
         sum
+    }
+
+    /// Adds tokens to a session's tally (a request's, or those of a turn told again, whose
+    /// requests were not seen), not to the overall figures.
+    pub fn tally_session(&mut self, session: u64, usage: &TokenUsage) {
+        if !self.tokens.contains_key(&session) && self.tokens.len() >= TALLIES_KEPT {
+            self.tokens.pop_first();
+        }
+        self.tokens.entry(session).or_default().add(usage);
     }
 
     /// Tokens of one session's requests.

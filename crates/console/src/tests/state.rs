@@ -336,6 +336,38 @@ fn a_retold_turn_is_shown_and_not_counted() {
         s.last_activity(s.session(1).expect("row 1")),
         last_before.max(T0 + 50)
     );
+    // A turn told again with its tokens shows them, and its session's tally has them; one a
+    // crash cut off, never timed, shows no total (tour N: `total 0 µs`, and no tokens).
+    let tally = |s: &ConsoleState| s.wire.session_tokens(1).map_or(0, |u| u.prompt_tokens);
+    let tallied = tally(&s);
+    for (turn, reason, total_us) in [(10, "completed", 5_000), (11, "restarted", 0)] {
+        s.apply(&Event::TurnStarted {
+            session: 1,
+            turn,
+            line: "told with tokens".into(),
+            at_us: T0 + 60,
+        });
+        s.apply(&Event::TurnEnded(TurnEndEvent {
+            session: 1,
+            turn,
+            reason: reason.into(),
+            total_us,
+            retold: true,
+            usage: (total_us > 0).then_some(turnscope::observe::TokenUsage {
+                prompt_tokens: 31,
+                completion_tokens: 9,
+                ..Default::default()
+            }),
+            ..TurnEndEvent::default()
+        }));
+    }
+    let told = s.transcript(1).iter().find(|t| t.id == 10).expect("shown");
+    assert_eq!(told.usage.map(|u| u.completion_tokens), Some(9));
+    assert_eq!(told.total_us, Some(5_000));
+    assert_eq!(tally(&s), tallied + 31);
+    assert_eq!(before(&s), counted, "not in the figures");
+    let cut = s.transcript(1).iter().find(|t| t.id == 11).expect("shown");
+    assert_eq!(cut.total_us, None);
 }
 
 fn frame(n: u64) -> Event {

@@ -139,6 +139,7 @@ impl TurnRecord {
             config_version: self.config_version,
             retold: false,
             clock: None,
+            usage: None,
         }
     }
 

@@ -544,6 +544,10 @@ pub struct TurnEndEvent {
     /// console's): absent for a turn the server timed itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<TurnClock>,
+    /// Tokens of all its model requests, given when it is told again (`retold`): a turn seen
+    /// running has them in its model requests' events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::observe::TokenUsage>,
 }
 
 /// Whose clock timed a turn an attached console saw, when not the server that ran it: the

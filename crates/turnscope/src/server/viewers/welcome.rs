@@ -191,6 +191,7 @@ fn turn_events(
     }
     events.push(Event::TurnEnded(TurnEndEvent {
         retold: true,
+        usage: r.usage,
         ..r.end_event(number)
     }));
     events
