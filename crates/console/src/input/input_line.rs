@@ -84,7 +84,7 @@ impl Console {
             return Some(Action::StartWith { line });
         }
         // Watching whisker alone: there is no bot to chat with at all, selected or not.
-        if self.state.header.source.is_attached() && self.state.header.bot_url.is_none() {
+        if self.watching_only() {
             self.notice = Some(Notice {
                 text: "watching only (--whisker without the bot's URL): nothing here chats; \
                        `turnscope attach URL --whisker WS` chats with the bot too; your line is kept"

@@ -137,8 +137,21 @@ impl Remote {
                 format!("whisker: not a whisker port (it answers HTTP {status}; see Log)")
             } else if w.connects > 0 {
                 "whisker: reconnecting…".into()
+            } else if self.attached.stream.as_ref().is_some_and(|s| {
+                s.lock().unwrap_or_else(|p| p.into_inner()).available == Some(true)
+            }) {
+                // The target serves an event stream: a turnscope, which has no whisker feed.
+                "whisker: nothing answers (the target is a turnscope: no whisker feed; its own \
+                 event stream shows its frames)"
+                    .into()
+            } else if self.attached.target.as_ref().is_some_and(|t| t.owns_any()) {
+                // Whisker opens its port when the bot's first session starts: one has.
+                "whisker: nothing answers yet, though your session on the bot started (its \
+                 whisker port? see Log)"
+                    .into()
             } else {
-                "whisker: waiting for its port…".into()
+                "whisker: waiting for its port (it opens when the bot's first session starts)…"
+                    .into()
             };
             if w.unknown > 0 {
                 text.push_str(&format!(" · {} of unknown types skipped", w.unknown));
@@ -878,6 +891,11 @@ pub async fn attach(
     // No session is opened until the person writes (or presses n): a console that only
     // watches adds nothing to the bot it watches (a CI server's session count, its cap).
     console.start_on_first_line = remote.attached.target.is_some();
+    if console.watching_only() {
+        console.input.set_placeholder_text(
+            "Watching only: nothing here chats (attach URL --whisker WS chats with the bot too)",
+        );
+    }
     Ok((console, feed, remote))
 }
 

@@ -666,6 +666,20 @@ fn watching_whisker_alone_a_line_is_kept_and_said_to_need_the_bots_url() {
     let said = c.notice.take().map(|n| n.text).unwrap_or_default();
     assert!(said.contains("watching only"), "{said}");
     assert_eq!(c.input.lines(), ["hello"], "the line is kept");
+    // Before any session, the panes say nothing here chats, not that MCP clients open
+    // sessions or that Enter sends (tour N).
+    let mut alone = attached_to("whisker ws://127.0.0.1:18531");
+    alone.state.header.bot_url = None;
+    alone.state = crate::state::ConsoleState::default();
+    alone.state.header.source = c.state.header.source.clone();
+    alone.selected = None;
+    let shown = screen(&mut alone, 120, 30);
+    assert!(
+        shown.contains("no sessions yet: they show as the bot runs them")
+            && shown.contains("watching only: nothing here chats")
+            && !shown.contains("MCP clients open one"),
+        "{shown}"
+    );
 }
 
 /// At 140 columns (the pane half the screen) the Sessions pane shows the idle time each

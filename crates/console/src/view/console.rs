@@ -165,6 +165,12 @@ impl Console {
         }
     }
 
+    /// Whether this console watches pipecat's whisker feed alone (`attach --whisker WS` with
+    /// no bot URL): nothing here chats.
+    pub fn watching_only(&self) -> bool {
+        self.state.header.source.is_attached() && self.state.header.bot_url.is_none()
+    }
+
     /// Tells the latest config reload in the notice, once, when one was folded in since the
     /// last call (a live console: whatever asked for it, the file, SIGHUP or `R`).
     pub fn notice_reloads(&mut self) {

@@ -53,6 +53,10 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     }
     let mut extra = Vec::new();
     match c.selected {
+        // Watching whisker alone: nothing here chats, selected or not.
+        _ if c.watching_only() => {
+            extra.push(dim_piece(c, "watching only: nothing here chats"));
+        }
         // Attached, before the person has a session: their line opens one, whatever is
         // selected.
         _ if c.start_on_first_line && c.own.is_none() => {

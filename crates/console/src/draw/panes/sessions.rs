@@ -106,7 +106,9 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         ));
     } else if rows.is_empty() {
         lines.push(Line::styled(
-            if c.start_on_first_line {
+            if c.watching_only() {
+                " no sessions yet: they show as the bot runs them"
+            } else if c.start_on_first_line {
                 // Attached: the bot's other clients may not show here; the person's line does.
                 " no sessions yet: a line below starts yours"
             } else {
