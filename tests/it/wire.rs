@@ -249,6 +249,61 @@ async fn a_tool_turns_second_request_is_whole_again_and_its_curl_gets_the_same_r
     app.shutdown().await;
 }
 
+/// A request its turn was stopped under (a newer line interrupted it mid-stream) is recorded,
+/// stopped, with what it streamed, and the next request of the session is whole again from
+/// the book: it was never recorded, and every later request lacked its messages (tour M).
+#[tokio::test]
+async fn a_request_stopped_with_its_turn_is_recorded_and_the_next_is_whole() {
+    let app = app(|c| c.model.pace = 0.4).await;
+    let mut sub = app.bus.subscribe();
+    let client = Client::connect(&app.server.mcp_url()).await;
+    let handle = client.start().await;
+    let story = client
+        .chat_cancellable(&handle, "tell me a long story")
+        .await;
+    let mut events = Vec::new();
+    eventually("the story streams", || {
+        drain(&mut sub, &mut events);
+        events
+            .iter()
+            .any(|e| matches!(&**e, Event::Frame(f) if f.name == "TextPiece" && f.turn == 1))
+    })
+    .await;
+    // The person interrupts it (`i` in the console), then says another line.
+    let session = app.sessions.list().pop().expect("the session");
+    assert!(session.bot().interrupt().await);
+    let _ = story.await_response().await;
+    client.chat(&handle, "hello").await;
+    eventually("two model requests", || {
+        drain(&mut sub, &mut events);
+        model_requests(&events).len() == 2
+    })
+    .await;
+    let requests = model_requests(&events);
+    let (session, stopped, _, partial) = requests[0];
+    assert!(
+        stopped.stopped && stopped.finish_reason.is_none(),
+        "{stopped:?}"
+    );
+    assert!(
+        !partial.content.is_empty(),
+        "what it streamed is its answer"
+    );
+    let mut book = RequestBook::default();
+    events.iter().for_each(|e| book.apply(e));
+    let (_, _, next, _) = requests[1];
+    let whole = book.whole(session, next);
+    assert_eq!(whole.missing, 0, "{whole:?}");
+    let roles: Vec<&str> = whole
+        .messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["system", "user", "assistant", "user"]);
+    assert_eq!(whole.messages[1]["content"], "tell me a long story");
+    app.shutdown().await;
+}
+
 #[tokio::test]
 async fn the_bound_cuts_long_messages_and_zero_records_no_bodies() {
     let bounded = app(|c| c.wire.max_kib = 1).await;

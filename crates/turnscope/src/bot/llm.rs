@@ -118,6 +118,105 @@ impl Processor for ModelProcessor {
     }
 }
 
+/// A model request being answered. It publishes its `ModelRequest` event when the answer
+/// ends ([`RequestInFlight::ended`]), or, when the turn is stopped under it (an interruption
+/// or a cancel aborts the turn's task mid-stream), on drop, as stopped with what it streamed:
+/// the session's wire trail counted its messages as carried, so the next request's record
+/// builds on this one's (without it, every later request of the session was rebuilt wrong).
+struct RequestInFlight {
+    bus: crate::observe::Bus,
+    session: u64,
+    turn: TurnId,
+    started: Instant,
+    started_us: u64,
+    first_piece: Option<Duration>,
+    /// The text streamed so far, kept only while the wire is recorded (to its bound): a
+    /// request that fails or is stopped mid-answer records what it did say.
+    streamed: String,
+    keep: usize,
+    info: ModelResponseInfo,
+    /// What was sent, when the wire is recorded; taken when the event is published.
+    sent: Option<Box<crate::observe::wire::WireRequest>>,
+    published: bool,
+}
+
+impl RequestInFlight {
+    fn new(
+        observer: &crate::pipeline::Observer,
+        turn: TurnId,
+        sent: Option<Box<crate::observe::wire::WireRequest>>,
+    ) -> Self {
+        let bus = observer.bus.clone();
+        Self {
+            started: Instant::now(),
+            started_us: if bus.is_listened() { now_us() } else { 0 },
+            first_piece: None,
+            streamed: String::new(),
+            keep: if sent.is_some() {
+                bus.wire().bytes()
+            } else {
+                0
+            },
+            info: ModelResponseInfo::default(),
+            sent,
+            published: false,
+            session: observer.session,
+            turn,
+            bus,
+        }
+    }
+
+    /// Publishes the request's event with its `result`; returns its first piece's time and
+    /// what the response reported.
+    fn ended(
+        mut self,
+        result: &Result<crate::model::Completion, ModelError>,
+    ) -> (Option<Duration>, ModelResponseInfo) {
+        let limit = self.bus.wire().bytes();
+        let answer = self
+            .sent
+            .is_some()
+            .then(|| wire::answer(result, &self.streamed, limit));
+        self.publish(result.as_ref().err().map(ToString::to_string), answer);
+        (self.first_piece, std::mem::take(&mut self.info))
+    }
+
+    fn publish(
+        &mut self,
+        error: Option<String>,
+        answer: Option<Box<crate::observe::wire::WireAnswer>>,
+    ) {
+        self.published = true;
+        let request = self.sent.take();
+        self.bus.publish_with(|| Event::ModelRequest {
+            session: self.session,
+            turn: self.turn,
+            first_piece_us: self.first_piece.map(|d| d.as_micros() as u64),
+            total_us: self.started.elapsed().as_micros() as u64,
+            error,
+            at_us: self.started_us,
+            answer,
+            request,
+            response: self.info.clone(),
+        });
+    }
+}
+
+impl Drop for RequestInFlight {
+    fn drop(&mut self) {
+        if self.published {
+            return;
+        }
+        self.info.stopped = true;
+        self.info.finish_reason = None;
+        let answer = self
+            .sent
+            .is_some()
+            .then(|| wire::partial_answer(&self.streamed, self.bus.wire().bytes()));
+        self.publish(None, answer);
+    }
+}
+
 /// Everything one turn's task needs.
 struct TurnRun {
     turn: TurnId,
@@ -180,47 +279,26 @@ impl TurnRun {
                     .request(bus, client, &messages, &sending, &specs)
             });
             self.push(FrameBody::ResponseStart);
-            let started = Instant::now();
-            let started_us = if bus.is_listened() { now_us() } else { 0 };
-            let mut first_piece = None;
-            let mut info = ModelResponseInfo::default();
-            // The text streamed so far, kept only while the wire is recorded (to its bound): a
-            // request that fails mid-answer records what it did say.
-            let keep = if sent.is_some() {
-                bus.wire().bytes()
-            } else {
-                0
-            };
-            let mut streamed = String::new();
+            let mut asked = RequestInFlight::new(self.link.observer(), self.turn, sent);
             let result = client
                 .stream_reporting(
                     messages,
                     tools,
                     &Map::new(),
                     &mut |piece| {
-                        first_piece.get_or_insert_with(|| started.elapsed());
-                        if streamed.len() < keep {
-                            streamed.push_str(&piece);
+                        asked
+                            .first_piece
+                            .get_or_insert_with(|| asked.started.elapsed());
+                        if asked.streamed.len() < asked.keep {
+                            asked.streamed.push_str(&piece);
                         }
                         self.push(FrameBody::TextPiece(piece.into_boxed_str()));
                     },
-                    &mut info,
+                    &mut asked.info,
                 )
                 .await;
+            let (first_piece, info) = asked.ended(&result);
             let observer = self.link.observer();
-            observer.bus.publish_with(|| Event::ModelRequest {
-                session: observer.session,
-                turn: self.turn,
-                first_piece_us: first_piece.map(|d| d.as_micros() as u64),
-                total_us: started.elapsed().as_micros() as u64,
-                error: result.as_ref().err().map(|e| e.to_string()),
-                at_us: started_us,
-                answer: sent
-                    .is_some()
-                    .then(|| wire::answer(&result, &streamed, observer.bus.wire().bytes())),
-                request: sent,
-                response: info.clone(),
-            });
             let mut completion = match result {
                 Ok(c) => c,
                 Err(e) => {

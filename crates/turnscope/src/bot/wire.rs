@@ -36,6 +36,8 @@ pub(crate) struct WireTrail {
     /// The specs last offered and their tool-set id (specs are rebuilt only on a change, so
     /// a pointer comparison tells whether the id still holds).
     tool_set: Option<(Arc<[ToolSpec]>, String)>,
+    /// A hash of the system message its events last carried: a changed one is carried again.
+    system_carried: Option<u64>,
 }
 
 impl WireTrail {
@@ -82,6 +84,28 @@ impl WireTrail {
                 wire.cut += 1;
             }
         }
+        // The system prompt a reload changed since the events last carried it goes with this
+        // request (hashed per request only while the wire is recorded).
+        if system {
+            let hash = {
+                use std::hash::{Hash, Hasher};
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                match messages[0].get("content").and_then(Value::as_str) {
+                    Some(text) => text.hash(&mut h),
+                    None => messages[0].to_string().hash(&mut h),
+                }
+                h.finish()
+            };
+            let carried_as_zero = from == 0;
+            if !carried_as_zero && self.system_carried.is_some_and(|last| last != hash) {
+                let mut prompt = messages[0].clone();
+                if cut_strings(&mut prompt, limit) {
+                    wire.cut += 1;
+                }
+                wire.system_prompt = Some(prompt);
+            }
+            self.system_carried = Some(hash);
+        }
         wire.from = from;
         wire.appended = appended;
         self.sent_upto = end;
@@ -120,6 +144,16 @@ pub(crate) fn tool_set(specs: &[ToolSpec]) -> ToolSetEvent {
     }
 }
 
+/// The text a request `streamed` before it failed or its turn was stopped, cut by `limit`.
+pub(crate) fn partial_answer(streamed: &str, limit: usize) -> Box<WireAnswer> {
+    let mut content = streamed.to_string();
+    cut_text(&mut content, limit);
+    Box::new(WireAnswer {
+        content,
+        ..WireAnswer::default()
+    })
+}
+
 /// What the model answered: the completion's content, reasoning and calls, each cut by
 /// `limit`; for a failed request, the text it `streamed` before it failed (its error and
 /// status are in the event and `ModelResponseInfo`).
@@ -129,12 +163,7 @@ pub(crate) fn answer(
     limit: usize,
 ) -> Box<WireAnswer> {
     let Ok(c) = result else {
-        let mut content = streamed.to_string();
-        cut_text(&mut content, limit);
-        return Box::new(WireAnswer {
-            content,
-            ..WireAnswer::default()
-        });
+        return partial_answer(streamed, limit);
     };
     let mut content = c.text.clone();
     cut_text(&mut content, limit);
@@ -229,6 +258,45 @@ mod tests {
             }
         }
         assert_eq!(sets, 1);
+    }
+
+    /// A system prompt a reload changed goes with the next request, and each request is
+    /// rebuilt with the prompt it was sent with (tour M: every later request showed the first
+    /// prompt, and a copied curl sent it).
+    #[test]
+    fn a_changed_system_prompt_is_carried_and_each_request_rebuilt_with_its_own() {
+        let bus = Bus::default();
+        let mut trail = WireTrail::default();
+        let none: Arc<[ToolSpec]> = Arc::from(vec![]);
+        let one = json!({"role": "system", "content": "PROMPT ONE"});
+        let two = json!({"role": "system", "content": "PROMPT TWO"});
+        let first = trail.request(
+            &bus,
+            &client(),
+            &[one.clone(), user(1)],
+            &at(true, 1),
+            &none,
+        );
+        assert_eq!(first.system_prompt, None, "carried as message 0");
+        let same = [one.clone(), user(1), user(2)];
+        let second = trail.request(&bus, &client(), &same, &at(true, 1), &none);
+        assert_eq!(second.system_prompt, None, "unchanged: not carried again");
+        let changed = [two.clone(), user(1), user(2), user(3)];
+        let third = trail.request(&bus, &client(), &changed, &at(true, 1), &none);
+        assert_eq!(third.system_prompt.as_ref(), Some(&two));
+        let later = [two.clone(), user(1), user(2), user(3), user(4)];
+        let fourth = trail.request(&bus, &client(), &later, &at(true, 1), &none);
+        assert_eq!(fourth.system_prompt, None, "in force since the third");
+        let mut book = crate::observe::rebuild::RequestBook::default();
+        for q in [&first, &second, &third, &fourth] {
+            book.fold(1, q);
+        }
+        let prompt = |q: &WireRequest| book.whole(1, q).messages[0]["content"].clone();
+        assert_eq!(prompt(&first), "PROMPT ONE");
+        assert_eq!(prompt(&second), "PROMPT ONE");
+        assert_eq!(prompt(&third), "PROMPT TWO");
+        assert_eq!(prompt(&fourth), "PROMPT TWO");
+        assert_eq!(book.whole(1, &fourth).messages.len(), 5);
     }
 
     #[test]

@@ -81,6 +81,10 @@ pub struct ModelResponseInfo {
     /// `Retry-After` asked, before it was sent again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waited_ms: Option<u64>,
+    /// Whether the turn was stopped (a newer line, an interruption, a cancel) before the
+    /// answer ended: what it streamed until then is its answer, with no finish reason.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stopped: bool,
 }
 
 fn is_zero(n: &u64) -> bool {

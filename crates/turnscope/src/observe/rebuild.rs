@@ -18,6 +18,8 @@ use super::wire::{JsonText, McpExchange, WireRequest, json_bytes};
 pub const MESSAGES_KEPT: usize = 4096;
 /// Most sessions whose messages are kept; the lowest-numbered one is forgotten first.
 pub const SESSIONS_KEPT: usize = 256;
+/// Most system prompt changes kept per session (each a reload that changed the prompt).
+pub const SYSTEM_CHANGES_KEPT: usize = 16;
 /// Most tool sets kept.
 pub const TOOL_SETS_KEPT: usize = 64;
 /// Most messages kept over all sessions; the oldest of the lowest-numbered session go first.
@@ -32,6 +34,9 @@ pub const BOOK_BYTES_KEPT: usize = 64 * 1024 * 1024;
 pub struct RequestBook {
     /// Per session, its messages by number, each with its size.
     sessions: BTreeMap<u64, BTreeMap<u64, (Arc<Value>, usize)>>,
+    /// Per session, the system prompts a reload put in force, by the number of the first
+    /// message of the request that carried each (the latest [`SYSTEM_CHANGES_KEPT`]).
+    system_changes: BTreeMap<u64, BTreeMap<u64, Arc<Value>>>,
     /// Each tool set with its size as JSON, in bytes.
     tool_sets: HashMap<String, (Arc<[Value]>, usize)>,
     /// Messages kept over all sessions.
@@ -70,6 +75,7 @@ impl RequestBook {
     pub fn with_max_bytes(max_bytes: usize) -> Self {
         Self {
             sessions: BTreeMap::new(),
+            system_changes: BTreeMap::new(),
             tool_sets: HashMap::new(),
             kept: 0,
             bytes: 0,
@@ -92,6 +98,13 @@ impl RequestBook {
             self.kept -= gone.len();
             self.bytes -= gone.values().map(|(_, n)| n).sum::<usize>();
             self.forgotten += gone.len() as u64;
+        }
+        if let Some(prompt) = &request.system_prompt {
+            let changes = self.system_changes.entry(session).or_default();
+            changes.insert(request.from, Arc::new(prompt.clone()));
+            while changes.len() > SYSTEM_CHANGES_KEPT {
+                changes.pop_first();
+            }
         }
         let kept = self.sessions.entry(session).or_default();
         for (i, message) in request.appended.iter().enumerate() {
@@ -139,6 +152,7 @@ impl RequestBook {
 
     /// Forgets what is kept of `session` (its row was forgotten).
     pub fn forget_session(&mut self, session: u64) {
+        self.system_changes.remove(&session);
         if let Some(gone) = self.sessions.remove(&session) {
             self.kept -= gone.len();
             self.bytes -= gone.values().map(|(_, n)| n).sum::<usize>();
@@ -190,15 +204,26 @@ impl RequestBook {
         let system = request.system && first > 0;
         let mut sent: u64 = end.saturating_sub(first) + u64::from(system);
         out.new_from = usize::MAX;
-        let head = system.then(|| (0, kept.get(&0)));
+        // The prompt in force: the one this request carried, else the latest a reload put in
+        // force before it, else the session's first (message 0).
+        let changed = request.system_prompt.clone().map(Arc::new).or_else(|| {
+            self.system_changes
+                .get(&session)
+                .and_then(|changes| changes.range(..=request.from).next_back())
+                .map(|(_, prompt)| prompt.clone())
+        });
+        let head = system.then(|| match &changed {
+            Some(prompt) => (0, Some(prompt)),
+            None => (0, kept.get(&0).map(|(m, _)| m)),
+        });
         let history = kept
             .range(first..end.max(first))
-            .map(|(n, m)| (*n, Some(m)));
+            .map(|(n, (m, _))| (*n, Some(m)));
         for (n, found) in head.into_iter().chain(history) {
             if n >= request.from && out.new_from == usize::MAX {
                 out.new_from = out.messages.len();
             }
-            if let Some((m, _)) = found {
+            if let Some(m) = found {
                 out.messages.push(m.clone());
                 sent -= 1;
             }

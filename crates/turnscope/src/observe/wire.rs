@@ -84,6 +84,10 @@ pub struct WireRequest {
     /// How many of `appended` had a text cut by the wire limit.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cut: u32,
+    /// The system message sent, when it is not the one this session's events last carried
+    /// (a reload changed the prompt): it holds from this request on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<Value>,
 }
 
 impl WireRequest {

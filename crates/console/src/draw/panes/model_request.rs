@@ -135,6 +135,9 @@ fn head_figures(c: &Console, call: &ModelCall) -> String {
     if let Some(f) = &call.info().finish_reason {
         parts.push(f.clone());
     }
+    if call.info().stopped {
+        parts.push("stopped with its turn".into());
+    }
     if let Some(s) = call.info().status {
         parts.push(format!("HTTP {s}"));
     }
