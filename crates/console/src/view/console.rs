@@ -168,7 +168,9 @@ impl Console {
     /// Whether this console watches pipecat's whisker feed alone (`attach --whisker WS` with
     /// no bot URL): nothing here chats.
     pub fn watching_only(&self) -> bool {
-        self.state.header.source.is_attached() && self.state.header.bot_url.is_none()
+        self.state.header.source.is_attached()
+            && self.state.header.bot_url.is_none()
+            && !self.start_on_first_line
     }
 
     /// Tells the latest config reload in the notice, once, when one was folded in since the
