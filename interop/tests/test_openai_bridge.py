@@ -145,6 +145,26 @@ def test_agent_loop_with_a_client_tool(bot):
     assert final.choices[0].message.content == "The lookup_city tool says: Paris is in France."
 
 
+def test_a_response_calling_a_bot_tool_and_a_client_tool_loses_neither(bot):
+    """One response calls the bot's `get-sum` (server-everything's) and the client's `my_tool`:
+    the client is handed `my_tool` only, and when it sends that call back with its result, the
+    bot's call goes back beside it, run, so the model answers from both results (the bot's call
+    was dropped: never run, its result never seen)."""
+    client = OpenAI(base_url=bot, api_key="unused")
+    tools = [{"type": "function", "function": {"name": "my_tool", "parameters": {"type": "object", "properties": {}}}}]
+    messages = [{"role": "user", "content": "get-sum of 2 and 3 and my_tool please"}]
+    first = client.chat.completions.create(model="anything", messages=messages, tools=tools)
+    assert first.choices[0].finish_reason == "tool_calls"
+    calls = first.choices[0].message.tool_calls
+    assert [c.function.name for c in calls] == ["my_tool"], calls
+    messages.append(first.choices[0].message)
+    messages.append({"role": "tool", "tool_call_id": calls[0].id, "content": "MYRESULT"})
+    final = client.chat.completions.create(model="anything", messages=messages, tools=tools)
+    text = final.choices[0].message.content
+    assert "The get-sum tool says: The sum of 2 and 3 is 5." in text, text
+    assert "The my_tool tool says: MYRESULT." in text, text
+
+
 def test_chat_completions_report_usage_as_openai_does(bot):
     """`usage` on a whole answer (summed over the loop's model requests: here the call and the
     answer after it; the scripted model counts one token per word), and the usage chunk last,

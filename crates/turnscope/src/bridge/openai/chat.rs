@@ -4,12 +4,14 @@
 //! `ChatLoop` states when the loop ends and the rules that keep the conversation well formed.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures::future::join_all;
 use serde_json::{Map, Value, json};
 
 use super::execute::{Caller, arguments_of};
+use super::held::HeldRounds;
 use crate::model::{ModelClient, ModelError};
 use crate::observe::{Bus, Event, TokenUsage};
 use crate::tools::ToolCall;
@@ -204,8 +206,9 @@ pub struct ChatBackend {
 /// - a response asks for no calls: its text is the answer;
 /// - a response calls a **client** tool: the answer is an assistant message with those
 ///   calls, unexecuted (`finish_reason: "tool_calls"`), for the client to run. Bot-tool calls
-///   in that same response are not run: the client's next request carries only the calls it
-///   saw, and the model asks again for what it still needs;
+///   in that same response are run first and kept ([`HeldRounds`]): when the client's next
+///   request brings its calls back, the bot's go back beside them with their results, so the
+///   model sees its whole round;
 /// - the round cap is reached: the answer is the text so far plus a sentence saying the
 ///   loop was stopped and why.
 ///
@@ -226,15 +229,18 @@ pub(crate) struct ChatLoop {
     backend: ChatBackend,
     caller: Caller,
     bus: Bus,
+    held: Arc<HeldRounds>,
 }
 
 impl ChatLoop {
-    /// A loop over `backend` running bot tools through `caller`.
-    pub fn new(backend: ChatBackend, caller: Caller, bus: Bus) -> Self {
+    /// A loop over `backend` running bot tools through `caller`, keeping the bot calls of
+    /// mixed responses in `held`.
+    pub fn new(backend: ChatBackend, caller: Caller, bus: Bus, held: Arc<HeldRounds>) -> Self {
         Self {
             backend,
             caller,
             bus,
+            held,
         }
     }
 
@@ -263,6 +269,13 @@ impl ChatLoop {
                 .map(|e| e.function.clone()),
         );
         let mut messages = request.messages;
+        let restored = self.held.restore(&mut messages);
+        if restored > 0 {
+            tracing::debug!(
+                restored,
+                "chat/completions: put back the bot calls of a round that also called client tools"
+            );
+        }
         let closed = close_orphans(&mut messages);
         if closed > 0 {
             tracing::debug!(
@@ -339,10 +352,20 @@ impl ChatLoop {
                 .into_iter()
                 .partition(|c| client_names.contains(&c.name));
             if !client.is_empty() {
-                if !own.is_empty() {
-                    tracing::debug!(
-                        skipped = own.len(),
-                        "chat/completions: a response called client tools and bot tools; the client's calls go back, the bot's are not run"
+                // The bot's calls of the same response run now, and wait for the client's
+                // calls to come back (within the round cap, as any round).
+                if !own.is_empty() && rounds < self.backend.round_cap {
+                    let listing = &listing;
+                    let outcomes = join_all(own.iter().map(|call| {
+                        let arguments =
+                            arguments_of(&call.name, Value::String(call.arguments.clone()));
+                        self.caller.call(listing, &call.name, arguments)
+                    }))
+                    .await;
+                    self.held.hold(
+                        &client,
+                        &own,
+                        outcomes.into_iter().map(|o| o.text).collect(),
                     );
                 }
                 return Ok(Finish {

@@ -7,6 +7,7 @@
 pub(crate) mod catalog;
 pub mod chat;
 pub mod execute;
+pub(crate) mod held;
 pub mod routes;
 pub mod standalone;
 pub mod wire;
@@ -52,6 +53,9 @@ pub struct OpenAiBridge {
     /// reload applies from the next request).
     bot: Option<Bot>,
     bus: Bus,
+    /// Bot calls of responses that also called client tools, kept for the clients' next
+    /// requests ([`held`]).
+    held: Arc<held::HeldRounds>,
 }
 
 impl OpenAiBridge {
@@ -64,6 +68,7 @@ impl OpenAiBridge {
             chat: None,
             bot: None,
             bus,
+            held: Arc::default(),
         }
     }
 
@@ -112,6 +117,11 @@ impl OpenAiBridge {
     }
 
     /// What runs calls now: with the bot's tool timeout as it is (embedded).
+    /// The bot calls kept for clients' next requests.
+    pub(crate) fn held(&self) -> Arc<held::HeldRounds> {
+        self.held.clone()
+    }
+
     pub(crate) fn caller(&self) -> Caller {
         match &self.bot {
             Some(bot) => self.caller.with_timeout(bot.limits().tool_timeout),

@@ -135,7 +135,7 @@ async fn chat_completions(State(bridge): State<Arc<OpenAiBridge>>, body: Bytes) 
             return bad_request(&message);
         }
     };
-    let chat_loop = ChatLoop::new(backend, bridge.caller(), bridge.bus.clone());
+    let chat_loop = ChatLoop::new(backend, bridge.caller(), bridge.bus.clone(), bridge.held());
     let id = AnswerId::new(chat_loop.model_name());
     if request.stream {
         return stream(bridge, chat_loop, id, request, started);

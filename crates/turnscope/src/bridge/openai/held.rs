@@ -1,0 +1,206 @@
+//! Bot-tool calls of a `chat/completions` response that also called client tools. The bridge
+//! runs them when the model asks, hands the client only its own calls, and keeps the bot's
+//! calls and results here until the client's next request brings its calls back; they are then
+//! put back beside them, so the model sees its whole round. Without it the bot's calls of such a
+//! response were never run and the model never had their results (tour M). The endpoint is
+//! otherwise stateless: this is the one thing it keeps between requests, bounded in entries,
+//! bytes and age; a request that comes back after its entry went is answered as before (the
+//! model asks again for what it still needs).
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::chat::tool_call_json;
+use crate::tools::ToolCall;
+
+/// Most rounds kept waiting for their clients.
+pub(crate) const HELD_KEPT: usize = 256;
+/// Most bytes of results kept over all of them.
+pub(crate) const HELD_BYTES: usize = 8 * 1024 * 1024;
+/// How long a round waits for its client's next request.
+pub(crate) const HELD_FOR: Duration = Duration::from_secs(30 * 60);
+
+/// One response's bot calls and their results, waiting for the client's calls to come back.
+struct Held {
+    /// The client calls handed back, by id and name: how the next request is recognised.
+    client: Vec<(String, String)>,
+    /// The bot's calls of the same response, in its order, each with its result's text.
+    own: Vec<(ToolCall, String)>,
+    bytes: usize,
+    at: Instant,
+}
+
+/// The rounds kept (see the module's doc).
+#[derive(Default)]
+pub(crate) struct HeldRounds {
+    rounds: Mutex<(VecDeque<Held>, usize)>,
+}
+
+impl HeldRounds {
+    /// Keeps the bot's calls `own`, run with `results`, of a response that also called the
+    /// client's `client` (handed back to it).
+    pub(crate) fn hold(&self, client: &[ToolCall], own: &[ToolCall], results: Vec<String>) {
+        let own: Vec<(ToolCall, String)> = own.iter().cloned().zip(results).collect();
+        let bytes = own
+            .iter()
+            .map(|(c, r)| c.arguments.len() + c.name.len() + c.id.len() + r.len())
+            .sum();
+        if bytes > HELD_BYTES {
+            return;
+        }
+        let mut guard = self.rounds.lock().unwrap_or_else(|p| p.into_inner());
+        let (rounds, total) = &mut *guard;
+        while rounds.len() >= HELD_KEPT
+            || *total + bytes > HELD_BYTES
+            || rounds.front().is_some_and(|h| h.at.elapsed() > HELD_FOR)
+        {
+            let Some(gone) = rounds.pop_front() else {
+                break;
+            };
+            *total -= gone.bytes;
+        }
+        *total += bytes;
+        rounds.push_back(Held {
+            client: client
+                .iter()
+                .map(|c| (c.id.clone(), c.name.clone()))
+                .collect(),
+            own,
+            bytes,
+            at: Instant::now(),
+        });
+    }
+
+    /// Puts the kept bot calls back into the client's `messages`: each assistant message whose
+    /// calls are exactly a kept round's client calls gets the bot's calls after its own, and
+    /// their results right after it. Returns how many rounds were put back.
+    pub(crate) fn restore(&self, messages: &mut Vec<Value>) -> usize {
+        let mut guard = self.rounds.lock().unwrap_or_else(|p| p.into_inner());
+        let (rounds, total) = &mut *guard;
+        if rounds.is_empty() {
+            return 0;
+        }
+        let mut restored = 0;
+        let mut i = 0;
+        while i < messages.len() {
+            let calls = calls_of(&messages[i]);
+            let found = (!calls.is_empty())
+                .then(|| {
+                    rounds.iter().position(|h| {
+                        h.client.len() == calls.len()
+                            && h.client.iter().all(|held| calls.contains(held))
+                    })
+                })
+                .flatten();
+            let Some(at) = found else {
+                i += 1;
+                continue;
+            };
+            let Some(held) = rounds.remove(at) else {
+                break;
+            };
+            *total -= held.bytes;
+            if let Some(list) = messages[i]
+                .get_mut("tool_calls")
+                .and_then(Value::as_array_mut)
+            {
+                list.extend(held.own.iter().map(|(call, _)| tool_call_json(call)));
+            }
+            let results = held.own.iter().map(|(call, result)| {
+                json!({"role": "tool", "tool_call_id": call.id, "content": result})
+            });
+            let after = i + 1;
+            let n = held.own.len();
+            messages.splice(after..after, results);
+            restored += 1;
+            i = after + n;
+        }
+        restored
+    }
+}
+
+/// The (id, name) of each call an assistant message makes.
+fn calls_of(message: &Value) -> Vec<(String, String)> {
+    if message.get("role").and_then(Value::as_str) != Some("assistant") {
+        return Vec::new();
+    }
+    message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .map(|calls| {
+            calls
+                .iter()
+                .filter_map(|c| {
+                    Some((
+                        c.get("id")?.as_str()?.to_string(),
+                        c.pointer("/function/name")?.as_str()?.to_string(),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(id: &str, name: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: "{}".into(),
+        }
+    }
+
+    #[test]
+    fn a_held_round_goes_back_beside_the_client_calls_it_came_with() {
+        let held = HeldRounds::default();
+        let mine = call("c2", "lookup_city");
+        held.hold(
+            std::slice::from_ref(&mine),
+            &[call("c1", "clock")],
+            vec!["12:00".into()],
+        );
+        let mut messages = vec![
+            json!({"role": "user", "content": "clock and lookup_city Paris"}),
+            json!({"role": "assistant", "content": null, "tool_calls": [tool_call_json(&mine)]}),
+            json!({"role": "tool", "tool_call_id": "c2", "content": "Paris is in France"}),
+        ];
+        assert_eq!(held.restore(&mut messages), 1);
+        let names: Vec<&str> = messages[1]["tool_calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["function"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["lookup_city", "clock"]);
+        assert_eq!(messages[2]["tool_call_id"], "c1");
+        assert_eq!(messages[2]["content"], "12:00");
+        assert_eq!(messages[3]["tool_call_id"], "c2");
+        // Once: the same history again finds nothing kept.
+        assert_eq!(held.restore(&mut messages), 0);
+    }
+
+    #[test]
+    fn a_different_set_of_calls_is_left_alone_and_the_bound_holds() {
+        let held = HeldRounds::default();
+        held.hold(&[call("a", "x")], &[call("b", "clock")], vec!["1".into()]);
+        let mut other = vec![json!({"role": "assistant", "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "x", "arguments": "{}"}},
+            {"id": "z", "type": "function", "function": {"name": "y", "arguments": "{}"}},
+        ]})];
+        assert_eq!(held.restore(&mut other), 0);
+        for n in 0..HELD_KEPT + 10 {
+            held.hold(
+                &[call(&format!("k{n}"), "x")],
+                &[call("b", "clock")],
+                vec!["1".into()],
+            );
+        }
+        assert_eq!(held.rounds.lock().unwrap().0.len(), HELD_KEPT);
+    }
+}
