@@ -258,7 +258,8 @@ async fn the_loop_stops_at_the_cap_with_a_message_saying_why() {
 
 /// Case 43: the client's tools are offered with the bot's; a call to one comes back to the
 /// client unexecuted, and the client's next request finishes the conversation. A client tool
-/// named like a bot tool wins; bot calls next to a client call are not run.
+/// named like a bot tool wins; bot calls next to a client call are run, and kept for the
+/// client's next request (`bridge::openai::held`).
 #[tokio::test]
 async fn client_tools_are_merged_and_their_calls_handed_back() {
     let lookup = json!({"type": "function", "function": {"name": "lookup", "description": "client side",
@@ -300,7 +301,8 @@ async fn client_tools_are_merged_and_their_calls_handed_back() {
         [("tool".into(), "c0".into(), "sunny".into())]
     );
 
-    // Mixed: the client's call goes back, the bot's `add` in the same response is not run.
+    // Mixed: the client's call goes back; the bot's `add` in the same response runs, kept
+    // for the client's next request (it was dropped, never run: tour M).
     let mut mixed = user("both");
     mixed["tools"] = json!([lookup]);
     mixed["stream"] = json!(true);
@@ -316,7 +318,7 @@ async fn client_tools_are_merged_and_their_calls_handed_back() {
     assert_eq!(calls[0]["function"]["name"], "lookup");
     assert_eq!(calls[0]["id"], "c1");
     assert_eq!(calls[0]["index"], 0);
-    assert_eq!(adds.load(Ordering::SeqCst), 0);
+    assert_eq!(adds.load(Ordering::SeqCst), 1);
     served.stop().await;
 
     // A client tool named like a bot tool is the one offered.

@@ -252,10 +252,23 @@ async fn bridge_routes_are_guarded_and_publish_served_events() {
             .unwrap_or_else(|_| panic!("events {expected:?}, saw {seen:?}"))
             .expect("the bus is open");
         match &*event {
-            Event::Served { route, ok, .. } if route.contains(" /v1/") => {
+            Event::Served {
+                route,
+                ok,
+                error,
+                at_us,
+                ..
+            } if route.contains(" /v1/") => {
+                // A failure says when and what the client was told (tour M: neither).
+                assert_eq!(!ok, error.is_some() && *at_us > 0, "{event:?}");
                 seen.push(format!("{route} {ok}"));
             }
             Event::ToolCall(call) if call.session == 0 => {
+                // Its arguments, result and start, as a turn's calls are recorded.
+                assert!(call.started_us > 0 && !call.result.is_empty(), "{call:?}");
+                if call.name == "add" {
+                    assert_eq!(call.arguments, r#"{"a":1,"b":1}"#);
+                }
                 seen.push(format!("tool {} {}", call.name, call.error.is_none()));
             }
             _ => {}

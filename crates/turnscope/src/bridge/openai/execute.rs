@@ -151,6 +151,11 @@ impl Caller {
         arguments: Result<Value, String>,
     ) -> ToolOutcome {
         let started = Instant::now();
+        // Written only for a listener: the call's arguments as the event records them.
+        let arguments_text = self.bus.is_listened().then(|| match &arguments {
+            Ok(value) => value.to_string(),
+            Err(_) => String::new(),
+        });
         let outcome = match (listing.resolve(name), arguments) {
             (None, _) => ToolOutcome::error(format!(
                 "unknown tool `{name}`; the tools offered are: {}. Call one of those",
@@ -163,7 +168,14 @@ impl Caller {
                 call_timed(tools, &entry.tool, arguments, &cx, self.timeout).await
             }
         };
+        let limit = self.bus.wire().bytes();
         self.bus.publish_with(|| {
+            // Arguments and result as the wire records them (cut by `[wire] max_kib`), and
+            // when the call started, as a turn's tool calls are recorded.
+            let mut result = outcome.text.clone();
+            crate::observe::wire::cut_text(&mut result, limit);
+            let mut arguments = arguments_text.unwrap_or_default();
+            crate::observe::wire::cut_text(&mut arguments, limit);
             Event::ToolCall(ToolCallEvent {
                 session: 0,
                 turn: 0,
@@ -171,6 +183,10 @@ impl Caller {
                 duration_us: started.elapsed().as_micros() as u64,
                 result_bytes: outcome.text.len(),
                 error: outcome.is_error.then(|| outcome.text.clone()),
+                arguments,
+                result,
+                started_us: crate::observe::event::now_us()
+                    .saturating_sub(started.elapsed().as_micros() as u64),
                 ..ToolCallEvent::default()
             })
         });

@@ -36,14 +36,20 @@ pub fn routes(bridge: Arc<OpenAiBridge>) -> Router {
 }
 
 impl OpenAiBridge {
-    fn served(&self, route: &'static str, started: Instant, ok: bool) {
+    /// Publishes `Event::Served` for a request: a failed one (`failed`: what the client was
+    /// told) with its time and reason, as the MCP server's are; a success carries neither.
+    fn served(&self, route: &'static str, started: Instant, failed: Option<&str>) {
         self.bus.publish_with(|| Event::Served {
             route: Name::Borrowed(route),
             duration_us: started.elapsed().as_micros() as u64,
-            ok,
-            error: None,
+            ok: failed.is_none(),
+            error: failed.map(str::to_string),
             session: None,
-            at_us: 0,
+            at_us: if failed.is_some() {
+                crate::observe::event::now_us()
+            } else {
+                0
+            },
         });
     }
 }
@@ -77,7 +83,7 @@ async fn list_tools(
         q.split('&')
             .any(|pair| matches!(pair, "strict" | "strict=true" | "strict=1"))
     });
-    bridge.served("GET /v1/tools", started, true);
+    bridge.served("GET /v1/tools", started, None);
     if !strict {
         return ([(header::CONTENT_TYPE, "application/json")], listing.body()).into_response();
     }
@@ -99,7 +105,7 @@ async fn execute_call(State(bridge): State<Arc<OpenAiBridge>>, body: Bytes) -> R
     let request = match execute::parse_request(&body) {
         Ok(request) => request,
         Err(message) => {
-            bridge.served(ROUTE, started, false);
+            bridge.served(ROUTE, started, Some(&message));
             return bad_request(&message);
         }
     };
@@ -108,7 +114,11 @@ async fn execute_call(State(bridge): State<Arc<OpenAiBridge>>, body: Bytes) -> R
     let outcome = caller
         .call(&listing, &request.name, request.arguments)
         .await;
-    bridge.served(ROUTE, started, !outcome.is_error);
+    bridge.served(
+        ROUTE,
+        started,
+        outcome.is_error.then_some(outcome.text.as_str()),
+    );
     json_response(StatusCode::OK, &execute::answer(&outcome))
 }
 
@@ -118,7 +128,7 @@ async fn models(State(bridge): State<Arc<OpenAiBridge>>) -> Response {
         .chat_backend()
         .map(|c| c.model.config().model.clone())
         .unwrap_or_default();
-    bridge.served("GET /v1/models", started, true);
+    bridge.served("GET /v1/models", started, None);
     json_response(StatusCode::OK, &wire::models(&name))
 }
 
@@ -131,7 +141,7 @@ async fn chat_completions(State(bridge): State<Arc<OpenAiBridge>>, body: Bytes) 
     let request = match chat::parse_request(&body) {
         Ok(request) => request,
         Err(message) => {
-            bridge.served(ROUTE, started, false);
+            bridge.served(ROUTE, started, Some(&message));
             return bad_request(&message);
         }
     };
@@ -144,7 +154,8 @@ async fn chat_completions(State(bridge): State<Arc<OpenAiBridge>>, body: Bytes) 
     let result = chat_loop
         .run(request, &mut |piece| text.push_str(&piece))
         .await;
-    bridge.served(ROUTE, started, result.is_ok());
+    let failed = result.as_ref().err().map(ToString::to_string);
+    bridge.served(ROUTE, started, failed.as_deref());
     match result {
         Ok(finish) => json_response(
             StatusCode::OK,
@@ -171,18 +182,22 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Publishes a streamed answer's `Served` event once, when its task ends: `ok` as set, or not
-/// ok when the task is aborted (the client went away mid-answer).
+/// Publishes a streamed answer's `Served` event once, when its task ends: `failed` as set
+/// (none once it answered), or failed when the task is aborted (the client went away
+/// mid-answer).
 struct ServedOnDrop {
     bridge: Arc<OpenAiBridge>,
     started: Instant,
-    ok: bool,
+    failed: Option<String>,
 }
 
 impl Drop for ServedOnDrop {
     fn drop(&mut self) {
-        self.bridge
-            .served("POST /v1/chat/completions", self.started, self.ok);
+        self.bridge.served(
+            "POST /v1/chat/completions",
+            self.started,
+            self.failed.as_deref(),
+        );
     }
 }
 
@@ -202,7 +217,7 @@ fn stream(
     let mut served = ServedOnDrop {
         bridge,
         started,
-        ok: false,
+        failed: Some("the client went away before the answer ended".into()),
     };
     let include_usage = request.include_usage;
     let task = tokio::spawn(async move {
@@ -213,7 +228,7 @@ fn stream(
                 let _ = pieces.send(piece_id.text_chunk(&piece));
             })
             .await;
-        served.ok = match result {
+        served.failed = match result {
             Ok(finish) => {
                 if !finish.client_calls.is_empty() {
                     let _ = tx.send(id.calls_chunk(&finish.client_calls));
@@ -224,11 +239,11 @@ fn stream(
                 if include_usage && let Some(usage) = &finish.usage {
                     let _ = tx.send(id.usage_chunk(usage));
                 }
-                true
+                None
             }
             Err(e) => {
                 let _ = tx.send(wire::error_event(&e.to_string(), "upstream_error"));
-                false
+                Some(e.to_string())
             }
         };
         let _ = tx.send(wire::done_event());
