@@ -234,6 +234,9 @@ async fn run_turns(
     out: &mut RunOutcome,
 ) {
     let mut said = 0;
+    // The turn (from 1) whose bot ended the session (`end_session`), when one did: a line
+    // after it is refused, and that is the case's failure, not the target's.
+    let mut ended_at: Option<usize> = None;
     for (t, turn) in case.turns.iter().enumerate() {
         let Some(line) = &turn.say else {
             if let Some(p) = turn.pause {
@@ -253,6 +256,24 @@ async fn run_turns(
             }
         };
         said += 1;
+        if record.call_failed
+            && record.reported == Reported::TextOnly
+            && let Some(ended) = ended_at
+        {
+            out.status = Status::Failed;
+            out.turn = Some(t + 1);
+            out.said = Some(line.clone());
+            out.failures = vec![expect::Failure {
+                key: "say",
+                expected: "the session still open for this line".into(),
+                got: format!(
+                    "turn {ended} ended it (the bot called end_session), so this line was \
+                     refused; if the bot is right to end there, expect it in turn {ended} (tools = \
+                     [{{ name = \"end_session\" }}]) and end the case with that turn"
+                ),
+            }];
+            return;
+        }
         if record.call_failed && record.reported == Reported::TextOnly {
             // A refusal (unknown or ended handle, a draining server), not a turn: nothing to check.
             out.status = Status::Error;
@@ -269,6 +290,18 @@ async fn run_turns(
         }
         if let (Some(events), Some(session)) = (&env.client_events, out.session) {
             events.turn(&env.bus, session, said, line, at_us, &record);
+        }
+        let ended_session = record
+            .end_reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with("session"))
+            || record
+                .tool_calls
+                .iter()
+                .flatten()
+                .any(|c| c.name == "end_session");
+        if ended_session {
+            ended_at = Some(t + 1);
         }
         let verdict = expect::check(turn, &file.compiled[w.case][t], &record);
         let failed = !matches!(&verdict, Ok(f) if f.is_empty());

@@ -300,6 +300,35 @@ end_reason = "error"
     assert_eq!(ends["status"], "passed", "{ends}");
 }
 
+/// A line after the turn whose bot ended the session (`end_session`) fails the case, saying
+/// which turn ended it: it was an error of the run (exit 2) guessing at idle timeouts,
+/// restarts and memory stores (tour M).
+#[tokio::test]
+async fn a_line_after_the_bot_ended_the_session_fails_naming_the_turn_that_ended_it() {
+    let dir = scratch("ended");
+    std::fs::write(
+        dir.join("end.test.toml"),
+        r#"
+[[case]]
+name = "after end"
+[[case.turn]]
+say = "thanks, end_session"
+[[case.turn]]
+say = "are you still there"
+"#,
+    )
+    .unwrap();
+    let out = turnscope_test(&["--pace", "0", "end.test.toml"], &dir).await;
+    let said = text(&out);
+    assert_eq!(code(&out), 1, "{said}");
+    assert!(
+        said.contains("turn 2 said \"are you still there\"")
+            && said.contains("turn 1 ended it (the bot called end_session)")
+            && !said.contains("300 seconds"),
+        "{said}"
+    );
+}
+
 /// A headless turnscope at zero pace on a free port with `extra` flags, and its MCP URL.
 async fn headless_target(extra: &[&str]) -> (tokio::process::Child, String) {
     use crate::support::binary::{ready_line, serving, url_in};
