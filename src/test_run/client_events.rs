@@ -92,6 +92,13 @@ impl ClientEvents {
                 turn,
                 name: call.name.clone(),
                 arguments: call.args.to_string(),
+                // As the target reported them (its record carries no result text).
+                duration_us: call.ms.map_or(0, us),
+                result_bytes: call.result_bytes.unwrap_or(0),
+                error: call
+                    .is_error
+                    .unwrap_or(false)
+                    .then(|| "the target reported it failed".into()),
                 ..ToolCallEvent::default()
             }));
         }
@@ -129,10 +136,11 @@ impl ClientEvents {
             turn,
             reason,
             reply_bytes: rec.reply.len(),
-            rounds: 0,
+            rounds: rec.rounds.unwrap_or(0),
             tool_calls: calls.len() as u32,
             first_piece_us: first,
             total_us: us(rec.total_ms.0),
+            usage: rec.usage,
             ..TurnEndEvent::default()
         }));
     }

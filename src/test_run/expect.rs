@@ -254,6 +254,7 @@ mod tests {
         Call {
             name: name.into(),
             args,
+            ..Call::default()
         }
     }
 

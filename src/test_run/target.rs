@@ -64,12 +64,21 @@ impl Clock {
 }
 
 /// One tool call of a turn.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Call {
     /// The tool's name.
     pub name: String,
     /// The arguments (JSON; a string when the model sent text that is not JSON).
     pub args: Value,
+    /// How long it ran, in ms, when the target reported it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ms: Option<f64>,
+    /// Its result's size, when the target reported it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result_bytes: Option<usize>,
+    /// Whether it failed, when the target reported it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
 }
 
 /// What one `chat` call said about its turn.
@@ -87,6 +96,12 @@ pub struct TurnRecord {
     pub end_reason: Option<String>,
     /// The tool calls, when reported.
     pub tool_calls: Option<Vec<Call>>,
+    /// Rounds of tool calls, when reported.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<u32>,
+    /// The tokens of the turn's model requests, when reported.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<turnscope::observe::TokenUsage>,
     /// Milliseconds to the first piece, and who measured them.
     pub first_piece_ms: Option<(f64, Clock)>,
     /// Milliseconds to the whole reply, and who measured them.
@@ -420,6 +435,8 @@ fn turn_record(result: &CallToolResult, elapsed: Duration, first: Option<Duratio
             error: call_failed.then_some(text),
             end_reason: None,
             tool_calls: None,
+            rounds: None,
+            usage: None,
             first_piece_ms: client_first,
             total_ms: client_total,
             reported: Reported::TextOnly,
@@ -444,6 +461,12 @@ fn turn_record(result: &CallToolResult, elapsed: Duration, first: Option<Duratio
                         .unwrap_or("")
                         .to_string(),
                     args,
+                    ms: ms(c, "ms"),
+                    result_bytes: c
+                        .get("result_bytes")
+                        .and_then(Value::as_u64)
+                        .map(|n| n as usize),
+                    is_error: c.get("is_error").and_then(Value::as_bool),
                 }
             })
             .collect()
@@ -468,6 +491,13 @@ fn turn_record(result: &CallToolResult, elapsed: Duration, first: Option<Duratio
             .and_then(Value::as_str)
             .map(str::to_string),
         tool_calls,
+        rounds: r
+            .get("rounds")
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok()),
+        usage: r
+            .get("usage")
+            .and_then(|u| serde_json::from_value(u.clone()).ok()),
         first_piece_ms: ms(r, "first_piece_ms")
             .map(|m| (m, Clock::Target))
             .or(client_first),

@@ -79,6 +79,26 @@ async fn url_runs_against_turnscope_in_another_process() {
         failed.contains("\"name\":\"echo\"") && failed.contains("The echo tool says: b"),
         "{failed}"
     );
+    // The target's figures of the turn are recorded, not zeros (tour M): the call's time and
+    // result size, the rounds, the tokens.
+    let events: Vec<serde_json::Value> = failed
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let call = events
+        .iter()
+        .find(|e| e["type"] == "tool_call" && e["name"] == "echo")
+        .expect("the echo call");
+    assert!(call["result_bytes"].as_u64() > Some(0), "{call}");
+    let ended = events
+        .iter()
+        .find(|e| e["type"] == "turn_ended" && e["turn"] == 2)
+        .expect("turn 2's end");
+    assert_eq!(ended["rounds"], 1, "{ended}");
+    assert!(
+        ended["usage"]["prompt_tokens"].as_u64() > Some(0),
+        "{ended}"
+    );
     // The other process served the turns.
     server.terminate();
     server.exit().await;

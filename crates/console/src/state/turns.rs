@@ -67,7 +67,7 @@ impl ConsoleState {
             view.first_piece_us = t.first_piece_us;
             // A turn cut off by a crash was never timed: no `total 0 µs` (tour N).
             view.total_us = (t.total_us > 0).then_some(t.total_us);
-            if t.retold && t.usage.is_some() {
+            if t.usage.is_some() {
                 view.usage = t.usage;
             }
             view.clock = t.clock;
@@ -85,12 +85,14 @@ impl ConsoleState {
                 Activity::Idle
             };
         }
+        // Tokens come with the turn's end only when its model requests are not told (a turn
+        // told again, a turn a client saw): in its session's tally, not in the figures.
+        if let Some(usage) = &t.usage {
+            self.wire.tally_session(t.session, usage);
+        }
         if t.retold {
-            // Told again (on connect, or the session reopened): in the transcript and its
-            // session's token tally, not in the figures.
-            if let Some(usage) = &t.usage {
-                self.wire.tally_session(t.session, usage);
-            }
+            // Told again (on connect, or the session reopened): in the transcript, not in
+            // the figures.
             return;
         }
         // A turn an attached console timed (a bot with no turn records, no model requests

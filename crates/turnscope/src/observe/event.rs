@@ -544,8 +544,9 @@ pub struct TurnEndEvent {
     /// console's): absent for a turn the server timed itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<TurnClock>,
-    /// Tokens of all its model requests, given when it is told again (`retold`): a turn seen
-    /// running has them in its model requests' events.
+    /// Tokens of all its model requests, given only when those requests are not told: a turn
+    /// told again (`retold`), or one a client saw (`turnscope test --url`'s record); a turn
+    /// seen running has them in its model requests' events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<crate::observe::TokenUsage>,
 }
