@@ -145,6 +145,25 @@ fn attached_the_header_names_the_server_and_learns_the_model_from_requests() {
     assert_eq!(replay.header.model, "llama3.2 at http://127.0.0.1:11434/v1");
 }
 
+/// A replay of a damaged file says its skipped lines at the README's 120x35, where the Input
+/// pane is two rows: the note under the file's name was cut away (tour M).
+#[test]
+fn a_replay_of_a_damaged_file_says_its_skipped_lines_on_a_small_screen() {
+    let state = ConsoleState::new(Header {
+        source: Source::Replay {
+            file: "/tmp/a/rather/long/path/to/the/recorded/corrupt.jsonl".into(),
+            unreadable: crate::state::records::Unreadable {
+                count: 2,
+                first: Some("line 101: expected value at line 1 column 1".into()),
+            },
+        },
+        ..Header::default()
+    });
+    let mut c = Console::new(state, Theme::default(), true);
+    let shown = screen(&mut c, 120, 35);
+    assert!(shown.contains("2 unreadable lines skipped"), "{shown}");
+}
+
 /// Session `number` opened (with a handle of `prefix`, or none: a whisker worker's) by the MCP
 /// client named `client`.
 fn opened_by_mcp(number: u64, prefix: &str, client: &str) -> Event {

@@ -15,13 +15,26 @@ use crate::view::ids::PaneId;
 pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     let t = &c.theme;
     if let Source::Replay { file, unreadable } = &c.state.header.source {
-        let block = pane_block(
-            c,
-            PaneId::Input,
-            vec![dim_piece(c, "read-only")],
-            area.width,
-        );
-        let mut text = vec![Line::from(vec![
+        // Lines skipped come first, and on the border too: at the README's 120x35 the pane is
+        // two rows, and the note under the file's name was cut away (tour M).
+        let mut title = vec![dim_piece(c, "read-only")];
+        if unreadable.count > 0 {
+            title.push(Span::styled(
+                format!(
+                    "· {} unreadable line{} skipped ",
+                    unreadable.count,
+                    if unreadable.count == 1 { "" } else { "s" }
+                ),
+                t.warn,
+            ));
+        }
+        let block = pane_block(c, PaneId::Input, title, area.width);
+        let mut text = Vec::new();
+        if let Some(first) = &unreadable.first {
+            // The count is on the border.
+            text.push(Line::styled(format!("first skipped: {first}"), t.warn));
+        }
+        text.push(Line::from(vec![
             Span::styled("Replay of ", t.dim),
             Span::styled(file.clone(), t.accent),
             Span::styled(
@@ -31,17 +44,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
                 ),
                 t.dim,
             ),
-        ])];
-        if let Some(first) = &unreadable.first {
-            text.push(Line::styled(
-                format!(
-                    "{} unreadable line{} skipped; first: {first}",
-                    unreadable.count,
-                    if unreadable.count == 1 { "" } else { "s" }
-                ),
-                t.warn,
-            ));
-        }
+        ]));
         // Wrapped: a long file name pushed the end off a narrow pane.
         f.render_widget(
             Paragraph::new(text)
