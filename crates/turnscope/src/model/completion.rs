@@ -107,7 +107,7 @@ impl fmt::Display for ModelError {
         match self {
             ModelError::Connect(e) => write!(
                 f,
-                "model server unreachable: {e}; check --model-url / OPENAI_BASE_URL and that the server runs"
+                "model server unreachable: {e}; check the model's URL (--model-url, OPENAI_BASE_URL or [model] url in the config, whichever set it) and that the server runs"
             ),
             ModelError::Dropped(detail) => write!(
                 f,

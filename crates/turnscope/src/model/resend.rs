@@ -83,7 +83,7 @@ pub async fn resend(client: &ModelClient, body: Value, url: Option<&str>) -> Res
         // The advice names the flag that set the session's URL; this one was typed here.
         Err(e) if edited_url.is_some() => {
             answer.error = Some(e.to_string().replace(
-                "check --model-url / OPENAI_BASE_URL",
+                "check the model's URL (--model-url, OPENAI_BASE_URL or [model] url in the config, whichever set it)",
                 "check the URL you edited",
             ))
         }
