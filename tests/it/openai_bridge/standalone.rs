@@ -177,6 +177,40 @@ async fn a_killed_stdio_server_is_respawned_between_calls() {
     bridge.stop().await;
 }
 
+/// An upstream that never comes up: the health says the bridge is degraded, and a call is
+/// told the server is not connected and retried, not only that no tool has its name (tour M:
+/// "the tools offered are: no tools", under a health of "ok").
+#[tokio::test]
+async fn an_upstream_that_never_came_up_is_said_by_the_health_and_the_call() {
+    let mut child = serving(&[
+        "bridge",
+        "openai",
+        "--stdio",
+        "sh -c 'exit 3'",
+        "--port",
+        "0",
+    ])
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let ready = ready_line(&mut child).await;
+    let base = url_in(&ready, "/v1/tools")
+        .trim_end_matches("/v1/tools")
+        .to_string();
+    let health = get(&format!("{base}/healthz")).await;
+    assert_eq!(health["status"], "degraded", "{health}");
+    let result = execute(&base, json!({"name": "add", "arguments": {"a": 1}})).await;
+    let text = result["text"].as_str().unwrap();
+    assert!(
+        result["is_error"] == true
+            && text.contains("unknown tool `add`")
+            && text.contains("MCP server `upstream` is not connected"),
+        "{result}"
+    );
+    let status = terminate(&mut child).await;
+    assert!(status.success(), "{status}");
+}
+
 /// An MCP server that lists its tools two per page, counts `tools/list` calls, grows a tool
 /// on `grow` (announcing it with `tools/list_changed`) and answers other calls with the
 /// name it was called by.

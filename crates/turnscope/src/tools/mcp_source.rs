@@ -302,6 +302,11 @@ impl McpSource {
         self.inner.read().status.clone()
     }
 
+    /// Why no call can go out now, as a caller (a model, a client) is told it.
+    pub fn not_serving_why(&self) -> String {
+        self.inner.unavailable().1
+    }
+
     /// Waits until the first connection attempt has ended (either way).
     pub async fn first_attempt(&self) {
         self.inner.first_attempt.cancelled().await;

@@ -237,6 +237,13 @@ pub trait Tools: Send + Sync + 'static {
     fn pinned(&self) -> Option<Arc<dyn Tools>> {
         None
     }
+
+    /// Why each of its tool sources that offers nothing now is not serving (an MCP server
+    /// still connecting, or down and being retried), for the answer to a name no tool has:
+    /// its tool may be one of theirs. The default, a set with no such sources, says nothing.
+    fn not_serving(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Makes the tools of each new session, for tool sources that must not be shared between

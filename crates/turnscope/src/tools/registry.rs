@@ -330,17 +330,35 @@ impl Tools for Snapshot {
             }
             None => {
                 let known: Vec<&str> = self.specs.iter().map(|s| s.name.as_str()).collect();
-                ToolOutcome::error(format!(
+                let mut text = format!(
                     "unknown tool `{name}`; this bot has: {}. Call one of those.",
                     if known.is_empty() {
                         "no tools".to_string()
                     } else {
                         known.join(", ")
                     }
-                ))
+                );
+                for why in self.not_serving() {
+                    text.push(' ');
+                    text.push_str(&why);
+                }
+                ToolOutcome::error(text)
             }
         }
     }
+
+    fn not_serving(&self) -> Vec<String> {
+        not_serving(&self.sources)
+    }
+}
+
+/// Why each of `sources` that is not up is not serving (see [`Tools::not_serving`]).
+fn not_serving(sources: &[McpSource]) -> Vec<String> {
+    sources
+        .iter()
+        .filter(|s| !matches!(s.status(), SourceStatus::Up { .. }))
+        .map(McpSource::not_serving_why)
+        .collect()
 }
 
 impl Core {
@@ -692,6 +710,10 @@ impl Tools for ToolRegistry {
 
     fn pinned(&self) -> Option<Arc<dyn Tools>> {
         Some(self.current())
+    }
+
+    fn not_serving(&self) -> Vec<String> {
+        not_serving(&self.current().sources)
     }
 }
 

@@ -157,10 +157,18 @@ impl Caller {
             Err(_) => String::new(),
         });
         let outcome = match (listing.resolve(name), arguments) {
-            (None, _) => ToolOutcome::error(format!(
-                "unknown tool `{name}`; the tools offered are: {}. Call one of those",
-                listing.names()
-            )),
+            (None, _) => {
+                let mut text = format!(
+                    "unknown tool `{name}`; the tools offered are: {}. Call one of those",
+                    listing.names()
+                );
+                // Its tool may be one of a server not up yet (or down): said, not hidden.
+                for why in self.catalog.tools().not_serving() {
+                    text.push_str(". ");
+                    text.push_str(&why);
+                }
+                ToolOutcome::error(text)
+            }
             (Some(_), Err(message)) => ToolOutcome::error(message),
             (Some(entry), Ok(arguments)) => {
                 let cx = CallContext::detached();

@@ -292,7 +292,16 @@ pub async fn start(args: &StandaloneOptions, bus: Bus) -> Result<Standalone, Sta
             get(move || {
                 let registry = health_registry.clone();
                 async move {
-                    axum::Json(json!({"status": "ok", "upstream": upstream_health(&registry)}))
+                    // The bridge serves nothing without its one upstream: "degraded" (with
+                    // the upstream's state beside it) until it is up, as the main server's
+                    // health says a lost store.
+                    let upstream = upstream_health(&registry);
+                    let status = if upstream["state"] == "up" {
+                        "ok"
+                    } else {
+                        "degraded"
+                    };
+                    axum::Json(json!({"status": status, "upstream": upstream}))
                 }
             }),
         )
