@@ -79,13 +79,8 @@ pub(crate) fn parse_request(body: &[u8]) -> Result<ChatRequest, String> {
             );
         }
     };
-    if let Some(i) = messages
-        .iter()
-        .position(|m| m.get("role").and_then(Value::as_str).is_none())
-    {
-        return Err(format!(
-            "messages[{i}] has no `role`; every message is an object with a role (system, user, assistant, tool)"
-        ));
+    for (i, m) in messages.iter().enumerate() {
+        check_message(i, m)?;
     }
     let client_tools = match map.remove("tools") {
         None | Some(Value::Null) => Vec::new(),
@@ -109,7 +104,16 @@ pub(crate) fn parse_request(body: &[u8]) -> Result<ChatRequest, String> {
             ));
         }
     }
-    let stream = map.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let stream = match map.get("stream") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            return Err(format!(
+                "`stream` is {}; it must be true or false",
+                crate::json::json_kind(other)
+            ));
+        }
+    };
     let include_usage = map
         .get("stream_options")
         .and_then(|o| o.get("include_usage"))
@@ -127,6 +131,41 @@ pub(crate) fn parse_request(body: &[u8]) -> Result<ChatRequest, String> {
         include_usage,
         extra: map,
     })
+}
+
+/// Roles a chat message may have (`developer` is OpenAI's newer name for `system`, `function`
+/// its older tool result).
+const ROLES: [&str; 6] = [
+    "system",
+    "developer",
+    "user",
+    "assistant",
+    "tool",
+    "function",
+];
+
+/// Checks message `i`: a known role, and a content that is text, a list of parts, or absent
+/// (an assistant's calls): anything else was passed on or dropped unseen (tour M: a number's
+/// message vanished, an unknown role was answered as another).
+fn check_message(i: usize, m: &Value) -> Result<(), String> {
+    let Some(role) = m.get("role").and_then(Value::as_str) else {
+        return Err(format!(
+            "messages[{i}] has no `role`; every message is an object with a role (system, user, assistant, tool)"
+        ));
+    };
+    if !ROLES.contains(&role) {
+        return Err(format!(
+            "messages[{i}].role is `{role}`; it must be one of {}",
+            ROLES.join(", ")
+        ));
+    }
+    match m.get("content") {
+        None | Some(Value::Null | Value::String(_) | Value::Array(_)) => Ok(()),
+        Some(other) => Err(format!(
+            "messages[{i}].content is {}; send a string or a list of content parts",
+            crate::json::json_kind(other)
+        )),
+    }
 }
 
 /// Adds a `tool` message for every call in `messages` that has none (a client history cut

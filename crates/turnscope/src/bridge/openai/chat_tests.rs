@@ -53,6 +53,19 @@ fn requests_that_cannot_be_served_say_what_is_expected() {
             json!({"messages": [{"role": "user"}], "n": 2}).to_string(),
             "`n` is 2",
         ),
+        // Passed on or dropped unseen before (tour M).
+        (
+            json!({"messages": [{"role": "wizard", "content": "hi"}]}).to_string(),
+            "messages[0].role is `wizard`",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": 5}]}).to_string(),
+            "messages[0].content is a number",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "hi"}], "stream": "yes"}).to_string(),
+            "`stream` is a string",
+        ),
     ] {
         let message = parse_request(body.as_bytes()).unwrap_err();
         assert!(message.contains(says), "{body}: {message}");
