@@ -54,23 +54,27 @@ impl Reporter {
             self.failed += 1;
         }
         self.clear_bar();
-        let runs = if r.runs > 1 {
-            format!(
-                ", {}/{} runs passed ({:.0} %, {:.0} % required)",
-                r.passed_runs,
-                r.runs,
-                r.pass_rate * 100.0,
-                r.required_pass_rate * 100.0
+        // A repeated case's time is its runs' added (they may have run side by side): said so,
+        // or it reads longer than the whole run (tour M).
+        let (time, runs) = if r.runs > 1 {
+            (
+                format!("{:.0} ms of runs in all", r.ms),
+                format!(
+                    ", {}/{} runs passed ({:.0} %, {:.0} % required)",
+                    r.passed_runs,
+                    r.runs,
+                    r.pass_rate * 100.0,
+                    r.required_pass_rate * 100.0
+                ),
             )
         } else {
-            String::new()
+            (format!("{:.0} ms", r.ms), String::new())
         };
         self.human(&format!(
-            "{} {} › {} ({:.0} ms{runs})",
+            "{} {} › {} ({time}{runs})",
             label(r.status),
             r.file,
             r.case,
-            r.ms
         ));
         if self.json {
             println!("{}", case_json(r));

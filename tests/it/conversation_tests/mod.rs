@@ -525,6 +525,13 @@ reply_contains = "pong"
         (Some("failed"), Some(0), Some(0.5))
     );
     assert_eq!(never["not_passed"].as_array().unwrap().len(), 3);
+    // With --json the people's lines go to stderr: a repeated case's time says it is its runs'
+    // added (it read longer than the whole run: tour M).
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("ms of runs in all, 4/4 runs passed"),
+        "{said}"
+    );
 }
 
 /// Most sessions open at once in an events file.
