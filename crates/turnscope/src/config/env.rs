@@ -49,8 +49,15 @@ pub(crate) fn expand_env(
                     "`${{{name}}}` is not a variable name; use letters, digits and _ (not first)"
                 ));
             }
-            match lookup(name).filter(|v| !v.is_empty()) {
-                Some(value) => out.push_str(&value),
+            match lookup(name) {
+                Some(value) if !value.is_empty() => out.push_str(&value),
+                // Empty is refused as unset is, so a missing token never becomes an empty
+                // credential; said as what it is.
+                Some(_) => {
+                    return Err(format!(
+                        "the environment variable {name} is set but empty; give it a value or remove ${{{name}}}"
+                    ));
+                }
                 None => {
                     return Err(format!(
                         "the environment variable {name} is not set; export it or remove ${{{name}}}"
@@ -124,10 +131,12 @@ mod tests {
         }
     }
 
+    /// Refused as an unset one is (no empty credential), and said as empty (tour M: "not
+    /// set" of a variable that was set).
     #[test]
-    fn an_empty_variable_counts_as_unset() {
+    fn an_empty_variable_is_refused_as_empty() {
         let env = |_: &str| Some(String::new());
         let e = expand_env("wss://h/?token=${TOKEN}", &env).unwrap_err();
-        assert!(e.contains("TOKEN is not set"), "{e}");
+        assert!(e.contains("TOKEN is set but empty"), "{e}");
     }
 }
