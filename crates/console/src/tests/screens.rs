@@ -629,6 +629,28 @@ fn at_120_columns_the_header_keeps_the_store() {
 /// MCP URL: a wider screen showed less (at 130–160 the URL went and the model's whole address
 /// stayed; tour H), and the wider it is the more comes back.
 #[test]
+fn the_header_keeps_the_keys_waiting_for_a_restart_at_80_columns() {
+    let mut c = fresh();
+    c.state.header.config = Some(crate::state::ConfigMark {
+        version: 6,
+        outcome: "applied".into(),
+        restart: 1,
+    });
+    // However narrow, the count stays once the version is shortened (tour M: at 80 columns,
+    // beside a bot's name and the Log's counts, nothing said a key waited).
+    for width in [40u16, 50, 60, 70, 80] {
+        let shown = screen(&mut c, width, 24);
+        let head: String = shown.lines().take(2).collect::<Vec<_>>().join("\n");
+        assert!(
+            head.contains("v6 ↻ ·1 to restart") || head.contains("1 key for a restart"),
+            "{width}: {head}"
+        );
+    }
+    let wide = screen(&mut c, 200, 40);
+    assert!(wide.contains("1 key for a restart"), "{wide}");
+}
+
+#[test]
 fn the_header_shortens_the_model_before_it_gives_up_the_mcp_url() {
     let mut c = fresh();
     c.state.header.store = Some("sqlite:/tmp/x/sessions-127.0.0.1-47200.sqlite3".into());

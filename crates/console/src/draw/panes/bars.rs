@@ -379,7 +379,16 @@ fn config_mark(chunks: &mut Vec<Chunk>, c: &Console) {
         ));
     }
     long.push(Span::raw(" "));
-    let short = vec![Span::raw(" "), version, Span::raw(" ")];
+    // Shortened, the keys waiting for a restart still show, as a count (tour M: at 80
+    // columns nothing said a key waited once the notice went).
+    let mut short = vec![Span::raw(" "), version];
+    if mark.restart > 0 {
+        short.push(Span::styled(
+            format!(" ·{} to restart", mark.restart),
+            t.warn,
+        ));
+    }
+    short.push(Span::raw(" "));
     // Shortened after the model's long name (3) and the replica (4).
     chunks.push(Chunk::new(long, NEVER).or_short(short, 5));
 }
