@@ -377,7 +377,7 @@ pub struct XiaozhiArgs {
     #[arg(long, group = "server")]
     pub sse: Option<String>,
     /// Relay the bot itself (its start/chat tools); also serves MCP over HTTP as the main
-    /// mode does.
+    /// mode does, on the config's [server] host and port (7870 unless set there).
     #[arg(long, group = "server")]
     pub bot: bool,
     /// The bridge's name (in logs, and for $MCP_ENDPOINT_<NAME>).
