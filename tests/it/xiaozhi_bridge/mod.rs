@@ -76,7 +76,21 @@ fn deny(tools: &[&str]) -> ToolFilter {
     }
 }
 
+/// [`spawn_on`] a bus of its own.
 fn spawn(
+    name: &str,
+    url: &str,
+    upstream: Arc<dyn Upstream>,
+    filter: ToolFilter,
+    clock: Arc<dyn Clock>,
+) -> RunningBridge {
+    spawn_on(&Bus::default(), name, url, upstream, filter, clock)
+}
+
+/// A bridge named `name` dialling `url`, relaying `upstream` through `filter`, its events
+/// on `bus`.
+fn spawn_on(
+    bus: &Bus,
     name: &str,
     url: &str,
     upstream: Arc<dyn Upstream>,
@@ -93,7 +107,7 @@ fn spawn(
             ..BridgeSettings::default()
         },
     }
-    .spawn(&Bus::default())
+    .spawn(bus)
 }
 
 fn secs(d: Duration) -> f64 {
@@ -122,7 +136,10 @@ async fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
 async fn a_broker_conversation_then_drops_closes_and_refusals() {
     let mut endpoint = FakeEndpoint::start().await;
     let clock = ManualClock::new();
-    let bridge = spawn(
+    let bus = Bus::default();
+    let mut log = bus.subscribe();
+    let bridge = spawn_on(
+        &bus,
         "home",
         &endpoint.url(TOKEN),
         upstream(fixture_stdio(), turnscope::bridge::xiaozhi::clock::system()),
@@ -205,6 +222,17 @@ async fn a_broker_conversation_then_drops_closes_and_refusals() {
         "no reply to garbage"
     );
     assert_eq!(bridge.status().malformed, 2);
+    // The first is said (a warning), the second only counted (tour M: neither showed).
+    let mut said = 0;
+    while let Some(e) = log.try_recv() {
+        if let turnscope::observe::Event::Log { level, message, .. } = &*e
+            && message.contains("no JSON-RPC message")
+        {
+            assert_eq!(level, "warn");
+            said += 1;
+        }
+    }
+    assert_eq!(said, 1);
     assert_eq!(bridge.status().blocked, 1);
     let invalid = conn.ask_json(r#"{"jsonrpc":"2.0","id":12}"#).await;
     assert_eq!(invalid["id"], 12);

@@ -104,6 +104,8 @@ struct Loop<'a> {
     in_flight: InFlight,
     next_task: u64,
     initialized: bool,
+    /// Whether this connection's first malformed frame was logged (the rest are counted).
+    said_malformed: bool,
 }
 
 /// Serves one open socket until it closes, fails, or `stop` is cancelled (then it closes
@@ -133,6 +135,7 @@ where
         in_flight: Arc::default(),
         next_task: 0,
         initialized: false,
+        said_malformed: false,
     };
     let mut changes = relay.upstream.changes();
     let mut changes_open = true;
@@ -237,9 +240,23 @@ fn abnormal(message: &str) -> Ended {
 }
 
 impl Loop<'_> {
-    fn malformed(&self, why: &str) {
+    /// A frame that is no JSON-RPC message: dropped (no id to answer) and counted; the first
+    /// of each connection is logged as a warning, so a device's bug shows somewhere (tour M:
+    /// it showed nowhere).
+    fn malformed(&mut self, why: &str) {
         self.relay.state.malformed();
-        tracing::debug!(bridge = %self.relay.state.name(), "dropped a malformed frame: {why}");
+        if self.said_malformed {
+            tracing::debug!(bridge = %self.relay.state.name(), "dropped a malformed frame: {why}");
+            return;
+        }
+        self.said_malformed = true;
+        self.relay.state.log(
+            tracing::Level::WARN,
+            &format!(
+                "the endpoint sent a frame that is no JSON-RPC message ({why}); dropped, as later \
+                 ones on this connection will be (counted as `malformed` in /healthz)"
+            ),
+        );
     }
 
     /// A reply larger than the frame limit becomes an error reply with the same id.
