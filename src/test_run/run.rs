@@ -234,9 +234,9 @@ async fn run_turns(
     out: &mut RunOutcome,
 ) {
     let mut said = 0;
-    // The turn (from 1) whose bot ended the session (`end_session`), when one did: a line
-    // after it is refused, and that is the case's failure, not the target's.
-    let mut ended_at: Option<usize> = None;
+    // The turn (from 1) that ended the session, and how (the bot's `end_session`, or its end
+    // reason), when one did: a line after it is refused, and that is the case's failure.
+    let mut ended_at: Option<(usize, String)> = None;
     for (t, turn) in case.turns.iter().enumerate() {
         let Some(line) = &turn.say else {
             if let Some(p) = turn.pause {
@@ -258,18 +258,31 @@ async fn run_turns(
         said += 1;
         if record.call_failed
             && record.reported == Reported::TextOnly
-            && let Some(ended) = ended_at
+            && let Some((ended, how)) = &ended_at
         {
             out.status = Status::Failed;
             out.turn = Some(t + 1);
             out.said = Some(line.clone());
+            // The target's words guess at causes (idle, restart) when the bot's own call is
+            // the known one: given only when the end was not that call.
+            let (expect, told) = if how.contains("end_session") {
+                ("tools = [{ name = \"end_session\" }]", String::new())
+            } else {
+                (
+                    "end_reason = \"session_ended\"",
+                    format!(
+                        " ({})",
+                        record.error.as_deref().unwrap_or("no reason given")
+                    ),
+                )
+            };
             out.failures = vec![expect::Failure {
                 key: "say",
                 expected: "the session still open for this line".into(),
                 got: format!(
-                    "turn {ended} ended it (the bot called end_session), so this line was \
-                     refused; if the bot is right to end there, expect it in turn {ended} (tools = \
-                     [{{ name = \"end_session\" }}]) and end the case with that turn"
+                    "turn {ended} ended it ({how}), so this line was refused{told}; if the \
+                     session is right to end there, expect it in turn {ended} ({expect}) and end \
+                     the case with that turn"
                 ),
             }];
             return;
@@ -291,17 +304,19 @@ async fn run_turns(
         if let (Some(events), Some(session)) = (&env.client_events, out.session) {
             events.turn(&env.bus, session, said, line, at_us, &record);
         }
-        let ended_session = record
+        let called_end = record
+            .tool_calls
+            .iter()
+            .flatten()
+            .any(|c| c.name == "end_session");
+        let ended = record
             .end_reason
             .as_deref()
-            .is_some_and(|r| r.starts_with("session"))
-            || record
-                .tool_calls
-                .iter()
-                .flatten()
-                .any(|c| c.name == "end_session");
-        if ended_session {
-            ended_at = Some(t + 1);
+            .filter(|r| r.starts_with("session"));
+        if called_end {
+            ended_at = Some((t + 1, "the bot called end_session".into()));
+        } else if let Some(reason) = ended {
+            ended_at = Some((t + 1, format!("it ended `{reason}`")));
         }
         let verdict = expect::check(turn, &file.compiled[w.case][t], &record);
         let failed = !matches!(&verdict, Ok(f) if f.is_empty());

@@ -316,7 +316,12 @@ async fn client_tools_are_merged_and_their_calls_handed_back() {
         .collect();
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0]["function"]["name"], "lookup");
-    assert_eq!(calls[0]["id"], "c1");
+    // Under an id of the bridge's own: only this answer's history brings the round back.
+    assert!(
+        calls[0]["id"].as_str().unwrap().starts_with("call_ts_"),
+        "{}",
+        calls[0]
+    );
     assert_eq!(calls[0]["index"], 0);
     assert_eq!(adds.load(Ordering::SeqCst), 1);
     served.stop().await;

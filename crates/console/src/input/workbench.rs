@@ -499,15 +499,19 @@ impl Console {
                     Some(shown) => format!("variant {}", shown + 1),
                     None => "the recorded request".to_string(),
                 };
-                let edited = editor.edited();
-                let url_typed = editor.start_over();
-                let text = match url_typed {
-                    _ if !edited => format!("nothing to start over: this is {what} as opened"),
-                    None => format!("started over from {what}; Ctrl+Z twice brings your edit back"),
-                    Some(typed) => format!(
+                let put_back = editor.start_over();
+                let text = match (put_back.body, put_back.url_typed) {
+                    (false, None) => format!("nothing to start over: this is {what} as opened"),
+                    (true, None) => {
+                        format!("started over from {what}; Ctrl+Z twice brings your edit back")
+                    }
+                    (true, Some(typed)) => format!(
                         "started over from {what}; Ctrl+Z twice brings your edit of the body back \
                          (the URL you typed was {typed})"
                     ),
+                    (false, Some(typed)) => {
+                        format!("the URL is {what}'s again (you had typed {typed})")
+                    }
                 };
                 self.notice = Some(Notice { text, error: false });
                 return None;

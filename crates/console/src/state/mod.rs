@@ -353,15 +353,11 @@ impl ConsoleState {
             Event::ModelRequest {
                 session,
                 turn,
-                first_piece_us,
-                total_us,
-                error,
-                at_us,
                 response,
                 ..
             } => {
                 self.on_model_response(*session, *turn, response);
-                self.on_model_request(session, turn, first_piece_us, total_us, error, at_us);
+                self.on_model_request(event);
                 self.wire.on_model_request(shared_or_copy(event, shared));
             }
             Event::Progress {

@@ -87,7 +87,11 @@ impl ConsoleState {
         }
         // Tokens come with the turn's end only when its model requests are not told (a turn
         // told again, a turn a client saw): in its session's tally, not in the figures.
-        if let Some(usage) = &t.usage {
+        // (Tallied only when none of its requests was seen: a viewer that saw some before
+        // a reconnect has them in the tally already.)
+        if let Some(usage) = &t.usage
+            && self.wire.calls_of(t.session, t.turn).is_empty()
+        {
             self.wire.tally_session(t.session, usage);
         }
         if t.retold {
@@ -176,16 +180,22 @@ impl ConsoleState {
         }
     }
 
-    /// One model request finished.
-    pub(super) fn on_model_request(
-        &mut self,
-        session: &u64,
-        turn: &u64,
-        first_piece_us: &Option<u64>,
-        total_us: &u64,
-        error: &Option<String>,
-        at_us: &u64,
-    ) {
+    /// One model request finished (`event`, a `ModelRequest`; others are ignored).
+    pub(super) fn on_model_request(&mut self, event: &turnscope::observe::Event) {
+        let turnscope::observe::Event::ModelRequest {
+            session,
+            turn,
+            first_piece_us,
+            total_us,
+            error,
+            at_us,
+            response,
+            ..
+        } = event
+        else {
+            return;
+        };
+        let stopped = response.stopped;
         self.timelines.request(
             (*session, *turn),
             *at_us,
@@ -207,10 +217,13 @@ impl ConsoleState {
                 repeats: 1,
             });
         }
-        self.session_samples
-            .entry(*session)
-            .or_default()
-            .record("model request", *total_us);
+        // One its turn was stopped under did not run its course: not a latency.
+        if !stopped {
+            self.session_samples
+                .entry(*session)
+                .or_default()
+                .record("model request", *total_us);
+        }
     }
 
     /// What a model request reported: its tokens and reasoning join its turn's.

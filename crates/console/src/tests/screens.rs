@@ -625,9 +625,7 @@ fn at_120_columns_the_header_keeps_the_store() {
     assert!(first.contains("model scripted"), "{first}");
 }
 
-/// Between 120 and 170 columns the header shortens the model's name before it gives up the
-/// MCP URL: a wider screen showed less (at 130–160 the URL went and the model's whole address
-/// stayed; tour H), and the wider it is the more comes back.
+/// A narrow header keeps the count of keys waiting for a restart beside the config version.
 #[test]
 fn the_header_keeps_the_keys_waiting_for_a_restart_at_80_columns() {
     let mut c = fresh();
@@ -650,6 +648,9 @@ fn the_header_keeps_the_keys_waiting_for_a_restart_at_80_columns() {
     assert!(wide.contains("1 key for a restart"), "{wide}");
 }
 
+/// Between 120 and 170 columns the header shortens the model's name before it gives up the
+/// MCP URL: a wider screen showed less (at 130–160 the URL went and the model's whole address
+/// stayed; tour H), and the wider it is the more comes back.
 #[test]
 fn the_header_shortens_the_model_before_it_gives_up_the_mcp_url() {
     let mut c = fresh();

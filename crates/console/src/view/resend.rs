@@ -70,21 +70,28 @@ impl RequestEditor {
 
     /// Puts back what it was opened with (the recorded request, or the variant's): the body
     /// as one more edit, so `Ctrl+Z` brings the edit back; the URL line keeps no history, so
-    /// a URL typed over is returned, for the person to be told it.
-    pub fn start_over(&mut self) -> Option<String> {
+    /// a URL typed over is returned, for the person to be told it. Says what it put back.
+    pub fn start_over(&mut self) -> StartedOver {
         let (text, url) = &self.opened_with;
-        if self.text() != *text {
-            self.body.select_all();
+        let body = self.text() != *text;
+        if body {
+            // Selected by moves, not `select_all` (its jump stops at 65,536 rows).
+            self.body.move_cursor(ratatui_textarea::CursorMove::Top);
+            self.body.move_cursor(ratatui_textarea::CursorMove::Head);
+            self.body.start_selection();
+            self.body.move_cursor(ratatui_textarea::CursorMove::Bottom);
+            self.body.move_cursor(ratatui_textarea::CursorMove::End);
             self.body.insert_str(text);
             self.body.move_cursor(ratatui_textarea::CursorMove::Top);
             self.body.move_cursor(ratatui_textarea::CursorMove::Head);
         }
         self.error = None;
         let typed = self.url.text();
-        (typed != *url).then(|| {
+        let url_typed = (typed != *url).then(|| {
             self.url = LineEdit::new(url);
             typed
-        })
+        });
+        StartedOver { body, url_typed }
     }
 
     /// The body's text.
@@ -103,6 +110,15 @@ impl RequestEditor {
         ));
         self.error = Some(said);
     }
+}
+
+/// What [`RequestEditor::start_over`] put back.
+#[derive(Debug)]
+pub struct StartedOver {
+    /// The body (an edit `Ctrl+Z` takes back).
+    pub body: bool,
+    /// The URL typed over, when the URL was put back (its line keeps no history).
+    pub url_typed: Option<String>,
 }
 
 /// The comparison shown: a request's variants beside its recorded answer.

@@ -58,8 +58,10 @@ impl WireTrail {
             rewound,
         } = *sending;
         if let Some(number) = rewound {
-            // Those numbers now name other messages: carry them again.
+            // Those numbers now name other messages: carry them again, and the system prompt
+            // with them (a change carried past them is keyed by a number now reused).
             self.sent_upto = self.sent_upto.min(number);
+            self.system_carried = None;
         }
         let limit = bus.wire().bytes();
         let mut wire = client.describe(&Map::new(), !specs.is_empty());
@@ -96,8 +98,10 @@ impl WireTrail {
                 }
                 h.finish()
             };
+            // Carried again when it changed, or when none was carried yet (a reload gave a
+            // session that had none a prompt; or a rollback forgot which was).
             let carried_as_zero = from == 0;
-            if !carried_as_zero && self.system_carried.is_some_and(|last| last != hash) {
+            if !carried_as_zero && self.system_carried != Some(hash) {
                 let mut prompt = messages[0].clone();
                 if cut_strings(&mut prompt, limit) {
                     wire.cut += 1;
@@ -291,12 +295,63 @@ mod tests {
         for q in [&first, &second, &third, &fourth] {
             book.fold(1, q);
         }
-        let prompt = |q: &WireRequest| book.whole(1, q).messages[0]["content"].clone();
-        assert_eq!(prompt(&first), "PROMPT ONE");
-        assert_eq!(prompt(&second), "PROMPT ONE");
-        assert_eq!(prompt(&third), "PROMPT TWO");
-        assert_eq!(prompt(&fourth), "PROMPT TWO");
+        fn prompt(book: &crate::observe::rebuild::RequestBook, q: &WireRequest) -> Value {
+            book.whole(1, q).messages[0]["content"].clone()
+        }
+        assert_eq!(prompt(&book, &first), "PROMPT ONE");
+        assert_eq!(prompt(&book, &second), "PROMPT ONE");
+        assert_eq!(prompt(&book, &third), "PROMPT TWO");
+        assert_eq!(prompt(&book, &fourth), "PROMPT TWO");
         assert_eq!(book.whole(1, &fourth).messages.len(), 5);
+        // A rollback gives numbers back: the prompt is carried again with the next request,
+        // and the change keyed past it no longer holds (review).
+        let rewound = Sending {
+            rewound: Some(2),
+            ..at(true, 1)
+        };
+        let three = json!({"role": "system", "content": "PROMPT THREE"});
+        let after = [three.clone(), user(1), user(9)];
+        let fifth = trail.request(&bus, &client(), &after, &rewound, &none);
+        assert_eq!(
+            (fifth.from, fifth.system_prompt.as_ref()),
+            (2, Some(&three))
+        );
+        book.fold(1, &fifth);
+        let later = [three, user(1), user(9), user(10)];
+        let sixth = trail.request(&bus, &client(), &later, &at(true, 1), &none);
+        assert_eq!((sixth.from, sixth.system_prompt.as_ref()), (3, None));
+        book.fold(1, &sixth);
+        assert_eq!(prompt(&book, &fifth), "PROMPT THREE");
+        assert_eq!(
+            prompt(&book, &sixth),
+            "PROMPT THREE",
+            "not PROMPT TWO, keyed at a number given back"
+        );
+    }
+
+    /// A session that had no system prompt is given one by a reload: carried with its next
+    /// request (review: never carried, the request rebuilt without it).
+    #[test]
+    fn a_system_prompt_a_session_had_none_of_is_carried() {
+        let bus = Bus::default();
+        let mut trail = WireTrail::default();
+        let none: Arc<[ToolSpec]> = Arc::from(vec![]);
+        let first = trail.request(&bus, &client(), &[user(1)], &at(false, 1), &none);
+        let given = json!({"role": "system", "content": "NEW"});
+        let second = trail.request(
+            &bus,
+            &client(),
+            &[given.clone(), user(1), user(2)],
+            &at(true, 1),
+            &none,
+        );
+        assert_eq!(second.system_prompt.as_ref(), Some(&given));
+        let mut book = crate::observe::rebuild::RequestBook::default();
+        book.fold(1, &first);
+        book.fold(1, &second);
+        let whole = book.whole(1, &second);
+        assert_eq!((whole.missing, whole.messages.len()), (0, 3));
+        assert_eq!(whole.messages[0]["content"], "NEW");
     }
 
     #[test]

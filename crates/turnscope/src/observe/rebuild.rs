@@ -93,14 +93,17 @@ impl RequestBook {
     pub fn fold(&mut self, session: u64, request: &WireRequest) {
         if !self.sessions.contains_key(&session)
             && self.sessions.len() >= SESSIONS_KEPT
-            && let Some((_, gone)) = self.sessions.pop_first()
+            && let Some((number, gone)) = self.sessions.pop_first()
         {
+            self.system_changes.remove(&number);
             self.kept -= gone.len();
             self.bytes -= gone.values().map(|(_, n)| n).sum::<usize>();
             self.forgotten += gone.len() as u64;
         }
         if let Some(prompt) = &request.system_prompt {
             let changes = self.system_changes.entry(session).or_default();
+            // Keyed past this request by numbers a rollback gave back: no longer in force.
+            changes.split_off(&request.from);
             changes.insert(request.from, Arc::new(prompt.clone()));
             while changes.len() > SYSTEM_CHANGES_KEPT {
                 changes.pop_first();
@@ -145,7 +148,9 @@ impl RequestBook {
                 self.forgotten += 1;
             }
             if oldest.get().is_empty() {
+                let number = *oldest.key();
                 oldest.remove();
+                self.system_changes.remove(&number);
             }
         }
     }
@@ -206,12 +211,13 @@ impl RequestBook {
         out.new_from = usize::MAX;
         // The prompt in force: the one this request carried, else the latest a reload put in
         // force before it, else the session's first (message 0).
-        let changed = request.system_prompt.clone().map(Arc::new).or_else(|| {
-            self.system_changes
-                .get(&session)
-                .and_then(|changes| changes.range(..=request.from).next_back())
-                .map(|(_, prompt)| prompt.clone())
-        });
+        let changed = self
+            .system_changes
+            .get(&session)
+            .and_then(|changes| changes.range(..=request.from).next_back())
+            .map(|(_, prompt)| prompt.clone())
+            // Not folded (forgotten since): its own, copied.
+            .or_else(|| request.system_prompt.clone().map(Arc::new));
         let head = system.then(|| match &changed {
             Some(prompt) => (0, Some(prompt)),
             None => (0, kept.get(&0).map(|(m, _)| m)),

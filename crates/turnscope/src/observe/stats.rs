@@ -99,6 +99,8 @@ impl Stats {
                     }
                 }
             }
+            // One its turn was stopped under did not run its course: not a latency.
+            Event::ModelRequest { response, .. } if response.stopped => {}
             Event::ModelRequest {
                 total_us, error, ..
             } => {

@@ -250,18 +250,25 @@ fn outcome_lines(c: &Console, call: &HandCall, w: usize, cancel_key: &str) -> Ve
     let t = &c.theme;
     let mut out = Vec::new();
     match &call.outcome {
-        None => out.push(Line::styled(
-            "saved call, not run since the console started (Enter runs it)",
-            t.dim,
-        )),
-        Some(Outcome::InFlight(at)) => out.push(Line::styled(
-            format!(
+        // Wrapped at words, as the other outcomes: a narrow pane cut them mid-word (tour N).
+        None => {
+            for l in wrap(
+                "saved call, not run since the console started (Enter runs it)",
+                w,
+            ) {
+                out.push(Line::styled(l, t.dim));
+            }
+        }
+        Some(Outcome::InFlight(at)) => {
+            let said = format!(
                 "{}: waiting for the answer… {} ({cancel_key} cancels it)",
                 call.tool,
                 secs(at.elapsed())
-            ),
-            t.accent,
-        )),
+            );
+            for l in wrap(&said, w) {
+                out.push(Line::styled(l, t.accent));
+            }
+        }
         Some(Outcome::Cancelled(ran)) => {
             let said = format!(
                 "cancelled by you after {}: the request was dropped (an MCP server is told to \

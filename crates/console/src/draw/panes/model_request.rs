@@ -157,7 +157,9 @@ fn prompt_with_cached(u: &TokenUsage) -> u64 {
 /// Whether the request's answer called a tool: its model saw the tools offered, so it is
 /// never marked as having had them left out.
 fn called_a_tool(call: &ModelCall) -> bool {
+    // Some servers end an answer with calls as `stop`: its recorded calls say it too.
     call.info().finish_reason.as_deref() == Some("tool_calls")
+        || call.answer().is_some_and(|a| !a.tool_calls.is_empty())
 }
 
 /// The request whole and the answer.

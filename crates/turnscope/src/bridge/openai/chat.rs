@@ -11,7 +11,7 @@ use futures::future::join_all;
 use serde_json::{Map, Value, json};
 
 use super::execute::{Caller, arguments_of};
-use super::held::HeldRounds;
+use super::held::{HeldRounds, bridge_call_id};
 use crate::model::{ModelClient, ModelError};
 use crate::observe::{Bus, Event, TokenUsage};
 use crate::tools::ToolCall;
@@ -391,9 +391,12 @@ impl ChatLoop {
                 .into_iter()
                 .partition(|c| client_names.contains(&c.name));
             if !client.is_empty() {
-                // The bot's calls of the same response run now, and wait for the client's
-                // calls to come back (within the round cap, as any round).
+                // The bot's calls of the same response run now (a round, within the cap), and
+                // wait for the client's calls to come back: those go out under ids of the
+                // bridge's own, so only this answer's history can bring the round back.
+                let mut client = client;
                 if !own.is_empty() && rounds < self.backend.round_cap {
+                    rounds += 1;
                     let listing = &listing;
                     let outcomes = join_all(own.iter().map(|call| {
                         let arguments =
@@ -401,6 +404,9 @@ impl ChatLoop {
                         self.caller.call(listing, &call.name, arguments)
                     }))
                     .await;
+                    for call in &mut client {
+                        call.id = bridge_call_id();
+                    }
                     self.held.hold(
                         &client,
                         &own,

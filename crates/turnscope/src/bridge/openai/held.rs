@@ -1,11 +1,12 @@
 //! Bot-tool calls of a `chat/completions` response that also called client tools. The bridge
-//! runs them when the model asks, hands the client only its own calls, and keeps the bot's
-//! calls and results here until the client's next request brings its calls back; they are then
-//! put back beside them, so the model sees its whole round. Without it the bot's calls of such a
-//! response were never run and the model never had their results (tour M). The endpoint is
-//! otherwise stateless: this is the one thing it keeps between requests, bounded in entries,
-//! bytes and age; a request that comes back after its entry went is answered as before (the
-//! model asks again for what it still needs).
+//! runs them when the model asks, hands the client only its own calls (under ids it makes, unique
+//! to that answer, so no other client's history can name them), and keeps the bot's calls and
+//! results here; every later request whose history holds those calls gets the bot's put back
+//! beside them, so the model sees its whole round. Without it the bot's calls of such a response
+//! were never run and the model never had their results (tour M). The endpoint is otherwise
+//! stateless: this is the one thing it keeps between requests, bounded in entries, bytes and
+//! age (each use keeps an entry another [`HELD_FOR`]); a request that comes back after its entry
+//! went is answered as before (the model asks again for what it still needs).
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -36,7 +37,42 @@ struct Held {
 /// The rounds kept (see the module's doc).
 #[derive(Default)]
 pub(crate) struct HeldRounds {
-    rounds: Mutex<(VecDeque<Held>, usize)>,
+    kept: Mutex<Kept>,
+}
+
+/// The rounds, oldest first, and their bytes.
+#[derive(Default)]
+struct Kept {
+    rounds: VecDeque<Held>,
+    bytes: usize,
+}
+
+impl Kept {
+    /// Drops rounds past their age from the front, and the oldest while a round of `adding`
+    /// bytes (one about to be kept) would pass a bound.
+    fn trim(&mut self, adding: Option<usize>) {
+        loop {
+            let over = adding.is_some_and(|bytes| {
+                self.rounds.len() >= HELD_KEPT || self.bytes + bytes > HELD_BYTES
+            });
+            let old = self
+                .rounds
+                .front()
+                .is_some_and(|h| h.at.elapsed() > HELD_FOR);
+            if !(over || old) {
+                break;
+            }
+            let Some(gone) = self.rounds.pop_front() else {
+                break;
+            };
+            self.bytes -= gone.bytes;
+        }
+    }
+}
+
+/// A call id no model made: unique to the answer that hands it to the client.
+pub(crate) fn bridge_call_id() -> String {
+    format!("call_ts_{}", uuid::Uuid::new_v4().simple())
 }
 
 impl HeldRounds {
@@ -51,19 +87,10 @@ impl HeldRounds {
         if bytes > HELD_BYTES {
             return;
         }
-        let mut guard = self.rounds.lock().unwrap_or_else(|p| p.into_inner());
-        let (rounds, total) = &mut *guard;
-        while rounds.len() >= HELD_KEPT
-            || *total + bytes > HELD_BYTES
-            || rounds.front().is_some_and(|h| h.at.elapsed() > HELD_FOR)
-        {
-            let Some(gone) = rounds.pop_front() else {
-                break;
-            };
-            *total -= gone.bytes;
-        }
-        *total += bytes;
-        rounds.push_back(Held {
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        kept.trim(Some(bytes));
+        kept.bytes += bytes;
+        kept.rounds.push_back(Held {
             client: client
                 .iter()
                 .map(|c| (c.id.clone(), c.name.clone()))
@@ -76,11 +103,13 @@ impl HeldRounds {
 
     /// Puts the kept bot calls back into the client's `messages`: each assistant message whose
     /// calls are exactly a kept round's client calls gets the bot's calls after its own, and
-    /// their results right after it. Returns how many rounds were put back.
+    /// their results right after it. The round stays kept (the client sends its history again
+    /// with each request, and may retry one), its age counted afresh. Returns how many rounds
+    /// were put back.
     pub(crate) fn restore(&self, messages: &mut Vec<Value>) -> usize {
-        let mut guard = self.rounds.lock().unwrap_or_else(|p| p.into_inner());
-        let (rounds, total) = &mut *guard;
-        if rounds.is_empty() {
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        kept.trim(None);
+        if kept.rounds.is_empty() {
             return 0;
         }
         let mut restored = 0;
@@ -89,20 +118,18 @@ impl HeldRounds {
             let calls = calls_of(&messages[i]);
             let found = (!calls.is_empty())
                 .then(|| {
-                    rounds.iter().position(|h| {
-                        h.client.len() == calls.len()
+                    kept.rounds.iter_mut().find(|h| {
+                        h.at.elapsed() <= HELD_FOR
+                            && h.client.len() == calls.len()
                             && h.client.iter().all(|held| calls.contains(held))
                     })
                 })
                 .flatten();
-            let Some(at) = found else {
+            let Some(held) = found else {
                 i += 1;
                 continue;
             };
-            let Some(held) = rounds.remove(at) else {
-                break;
-            };
-            *total -= held.bytes;
+            held.at = Instant::now();
             if let Some(list) = messages[i]
                 .get_mut("tool_calls")
                 .and_then(Value::as_array_mut)
@@ -181,8 +208,51 @@ mod tests {
         assert_eq!(messages[2]["tool_call_id"], "c1");
         assert_eq!(messages[2]["content"], "12:00");
         assert_eq!(messages[3]["tool_call_id"], "c2");
-        // Once: the same history again finds nothing kept.
+        // Put back, the message holds the bot's calls too: not matched again.
         assert_eq!(held.restore(&mut messages), 0);
+        // The client sends its history again with its next request (or retries): kept, the
+        // round goes back again (review: it went back once only).
+        let mut again = vec![
+            json!({"role": "assistant", "content": null, "tool_calls": [tool_call_json(&mine)]}),
+            json!({"role": "tool", "tool_call_id": "c2", "content": "Paris is in France"}),
+        ];
+        assert_eq!(held.restore(&mut again), 1);
+        assert_eq!(again.len(), 3);
+    }
+
+    /// Results past the byte bound push the oldest rounds out; a round larger than the bound
+    /// alone is not kept.
+    #[test]
+    fn the_byte_bound_holds() {
+        let held = HeldRounds::default();
+        let half = "x".repeat(HELD_BYTES / 2);
+        for n in 0..3 {
+            held.hold(
+                &[call(&format!("k{n}"), "x")],
+                &[call("b", "clock")],
+                vec![half.clone()],
+            );
+        }
+        let kept = held.kept.lock().unwrap();
+        assert!(
+            kept.bytes <= HELD_BYTES && kept.rounds.len() == 1,
+            "{}",
+            kept.rounds.len()
+        );
+        drop(kept);
+        held.hold(
+            &[call("big", "x")],
+            &[call("b", "clock")],
+            vec!["y".repeat(HELD_BYTES + 1)],
+        );
+        assert!(
+            held.kept
+                .lock()
+                .unwrap()
+                .rounds
+                .iter()
+                .all(|h| h.client[0].0 != "big")
+        );
     }
 
     #[test]
@@ -201,6 +271,6 @@ mod tests {
                 vec!["1".into()],
             );
         }
-        assert_eq!(held.rounds.lock().unwrap().0.len(), HELD_KEPT);
+        assert_eq!(held.kept.lock().unwrap().rounds.len(), HELD_KEPT);
     }
 }

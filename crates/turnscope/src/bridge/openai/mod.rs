@@ -116,12 +116,12 @@ impl OpenAiBridge {
         })
     }
 
-    /// What runs calls now: with the bot's tool timeout as it is (embedded).
     /// The bot calls kept for clients' next requests.
     pub(crate) fn held(&self) -> Arc<held::HeldRounds> {
         self.held.clone()
     }
 
+    /// What runs calls now: with the bot's tool timeout as it is (embedded).
     pub(crate) fn caller(&self) -> Caller {
         match &self.bot {
             Some(bot) => self.caller.with_timeout(bot.limits().tool_timeout),
