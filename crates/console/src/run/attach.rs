@@ -141,9 +141,7 @@ impl Remote {
                 s.lock().unwrap_or_else(|p| p.into_inner()).available == Some(true)
             }) {
                 // The target serves an event stream: a turnscope, which has no whisker feed.
-                "whisker: nothing answers (the target is a turnscope: no whisker feed; its own \
-                 event stream shows its frames)"
-                    .into()
+                "whisker: nothing answers (a turnscope has no whisker feed)".into()
             } else if self.attached.target.as_ref().is_some_and(|t| t.owns_any()) {
                 // Whisker opens its port when the bot's first session starts: one has.
                 "whisker: nothing answers yet, though your session on the bot started (its \
