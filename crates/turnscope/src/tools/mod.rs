@@ -56,6 +56,18 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
+#[cfg(test)]
+impl ToolCall {
+    /// A call `id` of `name` with no arguments (`{}`), for tests.
+    pub(crate) fn bare(id: &str, name: &str) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            arguments: "{}".into(),
+        }
+    }
+}
+
 /// What a tool call gave back, as the model will read it.
 ///
 /// `text` is what the model reads. Tools that return more than text (MCP servers: images,

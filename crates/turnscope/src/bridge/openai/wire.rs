@@ -160,11 +160,7 @@ mod tests {
     use super::*;
 
     fn call(id: &str, name: &str) -> ToolCall {
-        ToolCall {
-            id: id.into(),
-            name: name.into(),
-            arguments: "{}".into(),
-        }
+        ToolCall::bare(id, name)
     }
 
     #[test]
