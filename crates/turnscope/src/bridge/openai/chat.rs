@@ -12,6 +12,7 @@ use serde_json::{Map, Value, json};
 
 use super::execute::{Caller, arguments_of};
 use super::held::{HeldRounds, bridge_call_id};
+use super::wire::tool_call_json;
 use crate::model::{ModelClient, ModelError};
 use crate::observe::{Bus, Event, TokenUsage};
 use crate::tools::ToolCall;
@@ -463,15 +464,6 @@ impl ChatLoop {
             }
         }
     }
-}
-
-/// A call in the OpenAI `tool_calls` shape.
-pub(crate) fn tool_call_json(call: &ToolCall) -> Value {
-    json!({
-        "id": call.id,
-        "type": "function",
-        "function": {"name": call.name, "arguments": call.arguments},
-    })
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::chat::tool_call_json;
+use super::wire::tool_call_json;
 use crate::tools::ToolCall;
 
 /// Most rounds kept waiting for their clients.

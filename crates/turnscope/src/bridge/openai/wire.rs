@@ -5,7 +5,6 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::chat::tool_call_json;
 use crate::observe::TokenUsage;
 use crate::tools::ToolCall;
 
@@ -148,6 +147,15 @@ pub fn models(model: &str) -> Value {
     json!({
         "object": "list",
         "data": [{"id": model, "object": "model", "created": 0, "owned_by": "turnscope"}],
+    })
+}
+
+/// A call in the OpenAI `tool_calls` shape.
+pub(crate) fn tool_call_json(call: &ToolCall) -> Value {
+    json!({
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments},
     })
 }
 
