@@ -36,6 +36,10 @@ impl Console {
             }
             KeyCode::Char('h') => {
                 self.tools.hand.mode = Mode::Calls;
+                // The list and a call's answer need room, as a form does.
+                if self.areas.get().inspector.height < FORM_ROOM {
+                    self.zoom = true;
+                }
                 Some(None)
             }
             _ => None,
@@ -262,6 +266,8 @@ impl Console {
                 Some(Command::NextPane) => self.cycle(1),
                 Some(Command::PrevPane) => self.cycle(-1),
                 Some(Command::Jump(n)) => return self.jump(n),
+                // Nothing is typed in the list: `z` zooms as on any pane (tour N).
+                Some(Command::Zoom) => self.zoom = !self.zoom,
                 _ => {}
             },
         }

@@ -1568,6 +1568,13 @@ fn a_hand_call_the_tool_never_answered_is_said_apart_from_its_error_and_counts_a
         "{notice:?}"
     );
     c.tools.hand.mode = crate::view::hand_calls::Mode::Calls;
+    // `z` zooms the list as any pane (tour N: it did nothing there).
+    c.focus_pane(PaneId::Tools);
+    let zoomed = c.zoom;
+    press(&mut c, KeyCode::Char('z'));
+    assert_ne!(c.zoom, zoomed);
+    press(&mut c, KeyCode::Char('z'));
+    assert_eq!(c.zoom, zoomed);
     let shown: Vec<String> = crate::draw::panes::hand_call::calls_lines(&c, 100)
         .iter()
         .map(ToString::to_string)
