@@ -29,9 +29,9 @@ fn fixture_stdio() -> ServerSpec {
     }
 }
 
-/// The app with two fixture servers as `[[mcp_servers]]` (`one` over streamable HTTP with
-/// `one_tools`, `two` over SSE with `two_tools`) and one Xiaozhi bridge relaying both to a
-/// fake endpoint. Returns the fixtures, the endpoint and the app, in the order to stop them.
+/// The app (its built-in tools on) with two fixture servers as `[[mcp_servers]]` (`one` over
+/// streamable HTTP with `one_tools`, `two` over SSE with `two_tools`) and one Xiaozhi bridge
+/// relaying both to a fake endpoint. Returns the fixtures, the endpoint and the app, in the order to stop them.
 async fn two_servers_on_one_bridge(
     one_tools: &str,
     two_tools: &str,
@@ -46,7 +46,9 @@ async fn two_servers_on_one_bridge(
     let two = RunningFixture::start(Kind::Sse).await;
     let endpoint = FakeEndpoint::start().await;
     let toml = format!(
-        "[server]\nport = 0\n[model]\npace = 0.0\n[bot]\nbuiltin_tools = false\n\
+        // The bot's built-ins on: its `echo` takes no name from the servers' own (tour M:
+        // the server's `echo` was not relayed).
+        "[server]\nport = 0\n[model]\npace = 0.0\n\
          [[mcp_servers]]\nname = \"one\"\nurl = \"{}\"\ntool_filter = [{one_tools}]\n\
          [[mcp_servers]]\nname = \"two\"\ntransport = \"sse\"\nurl = \"{}\"\ntool_filter = [{two_tools}]\n\
          [[bridges.xiaozhi]]\nname = \"both\"\nendpoint = \"{}\"\nservers = [\"one\", \"two\"]\n",

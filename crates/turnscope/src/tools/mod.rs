@@ -256,6 +256,15 @@ pub trait Tools: Send + Sync + 'static {
     fn not_serving(&self) -> Vec<String> {
         Vec::new()
     }
+
+    /// The tools of the MCP servers named in `sources` alone, as a set of their own: merged
+    /// among themselves only, so no built-in or other server takes a name from them (what a
+    /// bridge relaying those servers offers). The default, `None`, is a set that cannot say
+    /// (its caller then filters [`specs`](Tools::specs) by source).
+    fn of_sources(&self, sources: &std::collections::BTreeSet<String>) -> Option<Arc<dyn Tools>> {
+        let _ = sources;
+        None
+    }
 }
 
 /// Makes the tools of each new session, for tool sources that must not be shared between

@@ -476,6 +476,24 @@ impl Core {
         local: &Arc<Local>,
         session: Option<u64>,
     ) -> Snapshot {
+        let snapshot = Snapshot {
+            versions,
+            ..self.merge_quietly(local, sources)
+        };
+        self.log_new_skips(&before.merged.skipped, &snapshot.merged.skipped, session);
+        snapshot
+    }
+
+    /// `sources` merged among themselves alone (no local tool), with nothing logged: a
+    /// bridge's view of some servers, built when it asks (their lists are short, its calls
+    /// rare).
+    fn merged_alone(&self, sources: Vec<McpSource>) -> Snapshot {
+        let local = Arc::new(Local::default());
+        self.merge_quietly(&local, sources)
+    }
+
+    /// [`Core::merge`] without a `before` to log against.
+    fn merge_quietly(&self, local: &Arc<Local>, sources: Vec<McpSource>) -> Snapshot {
         let generations: Vec<u64> = sources.iter().map(McpSource::generation).collect();
         let tools: Vec<Arc<[SourceTool]>> = sources.iter().map(McpSource::tools).collect();
         let unusable: Vec<Arc<[(String, String)]>> =
@@ -490,10 +508,9 @@ impl Core {
             })
             .collect();
         let merged = merge(&local.specs, RESERVED_NAMES, &servers, &self.limits);
-        self.log_new_skips(&before.merged.skipped, &merged.skipped, session);
         Snapshot {
             built: true,
-            versions,
+            versions: (0, 0),
             generations,
             sources,
             local: local.clone(),
@@ -714,6 +731,17 @@ impl Tools for ToolRegistry {
 
     fn not_serving(&self) -> Vec<String> {
         not_serving(&self.current().sources)
+    }
+
+    fn of_sources(&self, sources: &std::collections::BTreeSet<String>) -> Option<Arc<dyn Tools>> {
+        let chosen: Vec<McpSource> = self
+            .current()
+            .sources
+            .iter()
+            .filter(|s| sources.contains(s.name()))
+            .cloned()
+            .collect();
+        Some(Arc::new(self.core.merged_alone(chosen)))
     }
 }
 

@@ -1,6 +1,7 @@
-//! Named `[[mcp_servers]]` (one or several) as a bridge's upstream: the bot's registry tools
-//! whose source is one of those names, relayed straight from [`Tools`] (the registry already
-//! holds the connections, policy, caps and reconnects). Only tools are relayed (no resources
+//! Named `[[mcp_servers]]` (one or several) as a bridge's upstream: those servers' tools from
+//! the bot's registry, merged among themselves ([`Tools::of_sources`]: a built-in takes no name
+//! from them), relayed straight from [`Tools`] (the registry already holds the connections,
+//! policy, caps and reconnects). Only tools are relayed (no resources
 //! or prompts). When the registry's change signal moves and the relayed tools differ from
 //! the last ones offered, the endpoint is told `tools/list_changed`. It never restarts.
 
@@ -29,9 +30,16 @@ pub(crate) struct SourceTools {
 /// The upstream of a bridge relaying named servers.
 pub(crate) type ToolsUpstream = Local<SourceTools>;
 
+/// The set relayed now: `sources`' tools merged among themselves when `tools` can say (a
+/// built-in then takes no name from a server's tool: tour M), else `tools` itself, filtered
+/// by source where it is read.
+fn relayed(tools: &Arc<dyn Tools>, sources: &BTreeSet<String>) -> Arc<dyn Tools> {
+    tools.of_sources(sources).unwrap_or_else(|| tools.clone())
+}
+
 /// The relayed tools of `tools` now, as MCP `Tool`s.
-fn listing(tools: &dyn Tools, sources: &BTreeSet<String>) -> Vec<Tool> {
-    tools
+fn listing(tools: &Arc<dyn Tools>, sources: &BTreeSet<String>) -> Vec<Tool> {
+    relayed(tools, sources)
         .specs()
         .iter()
         .filter(|s| sources.contains(&s.source))
@@ -53,9 +61,9 @@ pub(crate) fn tools_upstream(tools: Arc<dyn Tools>, sources: BTreeSet<String>) -
     let watcher = tools.changes().map(|mut moved| {
         let (tools, sources, changes) = (tools.clone(), sources.clone(), changes.clone());
         tokio::spawn(async move {
-            let mut offered = listing(&*tools, &sources);
+            let mut offered = listing(&tools, &sources);
             while moved.changed().await.is_ok() {
-                let now = listing(&*tools, &sources);
+                let now = listing(&tools, &sources);
                 if now != offered {
                     offered = now;
                     let _ = changes.send(UpstreamChange::ToolsChanged);
@@ -73,7 +81,7 @@ pub(crate) fn tools_upstream(tools: Arc<dyn Tools>, sources: BTreeSet<String>) -
 
 impl SourceTools {
     fn offers(&self, name: &str) -> bool {
-        self.tools
+        relayed(&self.tools, &self.sources)
             .specs()
             .iter()
             .any(|s| s.name == name && self.sources.contains(&s.source))
@@ -103,7 +111,7 @@ impl LocalTools for SourceTools {
     }
 
     fn tools(&self) -> Vec<Tool> {
-        listing(&*self.tools, &self.sources)
+        listing(&self.tools, &self.sources)
     }
 
     async fn call(
@@ -119,7 +127,9 @@ impl LocalTools for SourceTools {
                 self.names()
             ))]);
         }
-        let outcome = self.tools.call(name, Value::Object(args)).await;
+        let outcome = relayed(&self.tools, &self.sources)
+            .call(name, Value::Object(args))
+            .await;
         let content = vec![ContentBlock::text(outcome.text)];
         if outcome.is_error {
             CallToolResult::error(content)
