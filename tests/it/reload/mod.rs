@@ -273,6 +273,48 @@ async fn a_saved_system_prompt_is_in_the_next_model_request_and_the_session_keep
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert_eq!(versions, [json!(1), json!(2)]);
+    // Put together again from the events, each request is what the model got, with its own
+    // prompt (tour M: the first was rebuilt with the second's, the whole history told again).
+    use turnscope::observe::Event;
+    use turnscope::observe::rebuild::RequestBook;
+    let events: Vec<Event> = s
+        .events()
+        .into_iter()
+        .filter_map(|e| serde_json::from_value(e).ok())
+        .collect();
+    let mut book = RequestBook::default();
+    events.iter().for_each(|e| book.apply(e));
+    let rebuilt: Vec<Vec<(String, String)>> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ModelRequest {
+                session,
+                request: Some(q),
+                ..
+            } => Some(
+                book.whole(*session, q)
+                    .messages
+                    .iter()
+                    .map(|m| {
+                        (
+                            m["role"].as_str().unwrap_or_default().to_string(),
+                            m["content"].as_str().unwrap_or_default().to_string(),
+                        )
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .collect();
+    let sent: Vec<Vec<(String, String)>> = requests
+        .iter()
+        .map(|r| {
+            let mut all = vec![("system".to_string(), system_of(r).to_string())];
+            all.extend(history_of(r));
+            all
+        })
+        .collect();
+    assert_eq!(rebuilt, sent);
     client.service.cancel().await.unwrap();
     s.stop().await;
 }

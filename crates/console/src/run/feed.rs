@@ -351,7 +351,10 @@ impl LiveFeed {
                 }
                 view
             })
-            .collect();
+            .collect::<Vec<_>>();
+        state
+            .wire
+            .tally_restored(number, session.restored_turns, &views);
         state.sync_turns(number, views);
         unannounced
     }

@@ -16,6 +16,7 @@ use turnscope::observe::rebuild::RequestBook;
 use turnscope::observe::wire::{McpExchange, WireAnswer, WireRequest};
 use turnscope::observe::{ModelResponseInfo, TokenUsage};
 
+use super::TurnView;
 use super::budget::{Budget, Part};
 use super::kept::Kept;
 
@@ -180,6 +181,9 @@ pub struct Wire {
     calls_by_turn: BTreeMap<(u64, u64), VecDeque<u64>>,
     exchanges: Kept<ExchangeRow>,
     tokens: BTreeMap<u64, TokenUsage>,
+    /// Per session reopened from the store, the last of its kept turns whose tokens (from its
+    /// record: their requests ran in an earlier process) are in its tally.
+    restored_tallied: BTreeMap<u64, u64>,
     /// Tokens of every request seen.
     pub total: TokenUsage,
     /// µs spent streaming completions that reported usage (first piece to end), for tokens/s.
@@ -203,6 +207,7 @@ impl Wire {
             calls_by_turn: BTreeMap::new(),
             exchanges: Kept::new(EXCHANGES_KEPT, budget.share(Part::Exchanges)),
             tokens: BTreeMap::new(),
+            restored_tallied: BTreeMap::new(),
             total: TokenUsage::default(),
             streaming_us: 0,
             streamed_tokens: 0,
@@ -309,6 +314,30 @@ impl Wire {
         self.tokens.entry(session).or_default().add(usage);
     }
 
+    /// Adds to `session`'s tally, once each, the tokens of its turns reopened from the store
+    /// (the first `restored_turns`, whose records `turns` shows): their requests ran in an
+    /// earlier process, so the row counted only the turns since the reopen (tour N).
+    pub fn tally_restored(&mut self, session: u64, restored_turns: u64, turns: &[TurnView]) {
+        let done = self.restored_tallied.get(&session).copied().unwrap_or(0);
+        if restored_turns <= done {
+            return;
+        }
+        for turn in turns
+            .iter()
+            .filter(|t| t.id > done && t.id <= restored_turns)
+        {
+            if let Some(usage) = &turn.usage {
+                self.tally_session(session, usage);
+            }
+        }
+        if !self.restored_tallied.contains_key(&session)
+            && self.restored_tallied.len() >= TALLIES_KEPT
+        {
+            self.restored_tallied.pop_first();
+        }
+        self.restored_tallied.insert(session, restored_turns);
+    }
+
     /// Tokens of one session's requests.
     pub fn session_tokens(&self, session: u64) -> Option<&TokenUsage> {
         self.tokens.get(&session)
@@ -318,6 +347,7 @@ impl Wire {
     /// tally and its messages.
     pub fn forget(&mut self, session: u64) {
         self.tokens.remove(&session);
+        self.restored_tallied.remove(&session);
         self.book.forget_session(session);
     }
 

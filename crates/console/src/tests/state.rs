@@ -979,3 +979,29 @@ fn opened(session: u64, opener: SessionOpener) -> Event {
         greeting: None,
     })
 }
+
+/// A session reopened from the store counts its earlier turns' tokens (from their records:
+/// their requests ran in an earlier process) once, beside the turns run since (tour N: the
+/// row counted only the turns since the reopen).
+#[test]
+fn a_reopened_sessions_earlier_turns_count_in_its_tokens_once() {
+    use crate::state::TurnView;
+    use turnscope::observe::TokenUsage;
+    let mut s = fixture_state();
+    let turn = |id: u64, prompt: u64| TurnView {
+        id,
+        end: Some("completed".into()),
+        usage: Some(TokenUsage {
+            prompt_tokens: prompt,
+            completion_tokens: 1,
+            ..Default::default()
+        }),
+        ..TurnView::default()
+    };
+    let turns = [turn(1, 10), turn(2, 20), turn(3, 40)];
+    let before = s.wire.session_tokens(9).map_or(0, |u| u.prompt_tokens);
+    s.wire.tally_restored(9, 2, &turns);
+    s.wire.tally_restored(9, 2, &turns);
+    let after = s.wire.session_tokens(9).map_or(0, |u| u.prompt_tokens);
+    assert_eq!(after - before, 30, "turns 1 and 2, once; turn 3 ran here");
+}

@@ -136,9 +136,10 @@ impl BotSession {
         {
             let mut ctx = lock(&self.context);
             if ctx.system.as_deref() != now.system_prompt.as_deref() {
+                // The next request's record carries the new prompt (`bot::wire::WireTrail`
+                // sees it changed): the history is not told again, so the earlier requests
+                // keep theirs (telling all from message 0 again gave them the new one: tour M).
                 ctx.system.clone_from(&now.system_prompt);
-                // The recorded requests told the old prompt: the next one tells it all again.
-                ctx.rewound = Some(0);
             }
             ctx.window = now.history_window;
         }
