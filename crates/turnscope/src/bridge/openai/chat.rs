@@ -161,12 +161,49 @@ fn check_message(i: usize, m: &Value) -> Result<(), String> {
         ));
     }
     match m.get("content") {
-        None | Some(Value::Null | Value::String(_) | Value::Array(_)) => Ok(()),
+        // Only an assistant's message may go without text (its calls say it all).
+        None | Some(Value::Null) if role == "assistant" => Ok(()),
+        None | Some(Value::Null) => Err(format!(
+            "messages[{i}] ({role}) has no content; send its text as a string or a list of \
+             content parts"
+        )),
+        Some(Value::String(_)) => Ok(()),
+        Some(Value::Array(parts)) => check_parts(i, parts),
         Some(other) => Err(format!(
             "messages[{i}].content is {}; send a string or a list of content parts",
             crate::json::json_kind(other)
         )),
+    }?;
+    if role == "tool" && m.get("tool_call_id").and_then(Value::as_str).is_none() {
+        return Err(format!(
+            "messages[{i}] (tool) has no `tool_call_id`; a tool message answers the call with that id"
+        ));
     }
+    Ok(())
+}
+
+/// Checks the content parts of message `i`: each an object with a `type`, a text part with
+/// its `text`.
+fn check_parts(i: usize, parts: &[Value]) -> Result<(), String> {
+    for (j, part) in parts.iter().enumerate() {
+        let Some(kind) = part.get("type").and_then(Value::as_str) else {
+            return Err(format!(
+                "messages[{i}].content[{j}] is {}; each part is an object with a `type` (text, \
+                 image_url, …)",
+                if part.is_object() {
+                    "an object with no `type`".to_string()
+                } else {
+                    crate::json::json_kind(part).to_string()
+                }
+            ));
+        };
+        if kind == "text" && part.get("text").and_then(Value::as_str).is_none() {
+            return Err(format!(
+                "messages[{i}].content[{j}] is a text part with no `text` string"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Adds a `tool` message for every call in `messages` that has none (a client history cut
@@ -409,6 +446,7 @@ impl ChatLoop {
                         call.id = bridge_call_id();
                     }
                     self.held.hold(
+                        &messages,
                         &client,
                         &own,
                         outcomes.into_iter().map(|o| o.text).collect(),

@@ -42,15 +42,15 @@ fn requests_that_cannot_be_served_say_what_is_expected() {
             "messages[0] has no `role`",
         ),
         (
-            json!({"messages": [{"role": "user"}], "tools": {}}).to_string(),
+            json!({"messages": [{"role": "user", "content": "x"}], "tools": {}}).to_string(),
             "`tools` must be an array",
         ),
         (
-            json!({"messages": [{"role": "user"}], "tools": [{"type": "retrieval"}]}).to_string(),
+            json!({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "retrieval"}]}).to_string(),
             "tools[0] is not a function tool",
         ),
         (
-            json!({"messages": [{"role": "user"}], "n": 2}).to_string(),
+            json!({"messages": [{"role": "user", "content": "x"}], "n": 2}).to_string(),
             "`n` is 2",
         ),
         // Passed on or dropped unseen before (tour M).
@@ -65,6 +65,22 @@ fn requests_that_cannot_be_served_say_what_is_expected() {
         (
             json!({"messages": [{"role": "user", "content": "hi"}], "stream": "yes"}).to_string(),
             "`stream` is a string",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": null}]}).to_string(),
+            "messages[0] (user) has no content",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": [5]}]}).to_string(),
+            "messages[0].content[0] is a number",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": [{"type": "text"}]}]}).to_string(),
+            "a text part with no `text`",
+        ),
+        (
+            json!({"messages": [{"role": "tool", "content": "x"}]}).to_string(),
+            "has no `tool_call_id`",
         ),
     ] {
         let message = parse_request(body.as_bytes()).unwrap_err();

@@ -28,6 +28,9 @@ pub(crate) const HELD_FOR: Duration = Duration::from_secs(30 * 60);
 struct Held {
     /// The client calls handed back, by id and name: how the next request is recognised.
     client: Vec<(String, String)>,
+    /// The conversation's user lines before them, hashed: a history that only reuses the ids
+    /// is not this one (tour M2).
+    asked: u64,
     /// The bot's calls of the same response, in its order, each with its result's text.
     own: Vec<(ToolCall, String)>,
     bytes: usize,
@@ -76,9 +79,15 @@ pub(crate) fn bridge_call_id() -> String {
 }
 
 impl HeldRounds {
-    /// Keeps the bot's calls `own`, run with `results`, of a response that also called the
-    /// client's `client` (handed back to it).
-    pub(crate) fn hold(&self, client: &[ToolCall], own: &[ToolCall], results: Vec<String>) {
+    /// Keeps the bot's calls `own`, run with `results`, of a response to `messages` that also
+    /// called the client's `client` (handed back to it).
+    pub(crate) fn hold(
+        &self,
+        messages: &[Value],
+        client: &[ToolCall],
+        own: &[ToolCall],
+        results: Vec<String>,
+    ) {
         let own: Vec<(ToolCall, String)> = own.iter().cloned().zip(results).collect();
         let bytes = own
             .iter()
@@ -91,6 +100,7 @@ impl HeldRounds {
         kept.trim(Some(bytes));
         kept.bytes += bytes;
         kept.rounds.push_back(Held {
+            asked: user_lines(messages),
             client: client
                 .iter()
                 .map(|c| (c.id.clone(), c.name.clone()))
@@ -116,10 +126,16 @@ impl HeldRounds {
         let mut i = 0;
         while i < messages.len() {
             let calls = calls_of(&messages[i]);
+            let asked = if calls.is_empty() {
+                0
+            } else {
+                user_lines(&messages[..i])
+            };
             let found = (!calls.is_empty())
                 .then(|| {
                     kept.rounds.iter_mut().find(|h| {
                         h.at.elapsed() <= HELD_FOR
+                            && h.asked == asked
                             && h.client.len() == calls.len()
                             && h.client.iter().all(|held| calls.contains(held))
                     })
@@ -147,6 +163,24 @@ impl HeldRounds {
         }
         restored
     }
+}
+
+/// A hash of the user messages of `messages`, in order: the conversation's lines, which a
+/// client sends again unchanged (the bot's rounds put back between them are not user lines).
+fn user_lines(messages: &[Value]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for m in messages
+        .iter()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+    {
+        match m.get("content") {
+            Some(Value::String(text)) => text.hash(&mut h),
+            Some(other) => other.to_string().hash(&mut h),
+            None => 0u8.hash(&mut h),
+        }
+    }
+    h.finish()
 }
 
 /// The (id, name) of each call an assistant message makes.
@@ -183,13 +217,21 @@ mod tests {
     fn a_held_round_goes_back_beside_the_client_calls_it_came_with() {
         let held = HeldRounds::default();
         let mine = call("c2", "lookup_city");
+        let asked = [json!({"role": "user", "content": "clock and lookup_city Paris"})];
         held.hold(
+            &asked,
             std::slice::from_ref(&mine),
             &[call("c1", "clock")],
             vec!["12:00".into()],
         );
+        // Another conversation that only reuses the ids gets nothing (tour M2).
+        let mut other = vec![
+            json!({"role": "user", "content": "please use lookup_city for me"}),
+            json!({"role": "assistant", "content": null, "tool_calls": [tool_call_json(&mine)]}),
+        ];
+        assert_eq!(held.restore(&mut other), 0);
         let mut messages = vec![
-            json!({"role": "user", "content": "clock and lookup_city Paris"}),
+            asked[0].clone(),
             json!({"role": "assistant", "content": null, "tool_calls": [tool_call_json(&mine)]}),
             json!({"role": "tool", "tool_call_id": "c2", "content": "Paris is in France"}),
         ];
@@ -209,11 +251,12 @@ mod tests {
         // The client sends its history again with its next request (or retries): kept, the
         // round goes back again (review: it went back once only).
         let mut again = vec![
+            asked[0].clone(),
             json!({"role": "assistant", "content": null, "tool_calls": [tool_call_json(&mine)]}),
             json!({"role": "tool", "tool_call_id": "c2", "content": "Paris is in France"}),
         ];
         assert_eq!(held.restore(&mut again), 1);
-        assert_eq!(again.len(), 3);
+        assert_eq!(again.len(), 4);
     }
 
     /// Results past the byte bound push the oldest rounds out; a round larger than the bound
@@ -224,6 +267,7 @@ mod tests {
         let half = "x".repeat(HELD_BYTES / 2);
         for n in 0..3 {
             held.hold(
+                &[],
                 &[call(&format!("k{n}"), "x")],
                 &[call("b", "clock")],
                 vec![half.clone()],
@@ -237,6 +281,7 @@ mod tests {
         );
         drop(kept);
         held.hold(
+            &[],
             &[call("big", "x")],
             &[call("b", "clock")],
             vec!["y".repeat(HELD_BYTES + 1)],
@@ -254,7 +299,12 @@ mod tests {
     #[test]
     fn a_different_set_of_calls_is_left_alone_and_the_bound_holds() {
         let held = HeldRounds::default();
-        held.hold(&[call("a", "x")], &[call("b", "clock")], vec!["1".into()]);
+        held.hold(
+            &[],
+            &[call("a", "x")],
+            &[call("b", "clock")],
+            vec!["1".into()],
+        );
         let mut other = vec![json!({"role": "assistant", "tool_calls": [
             {"id": "a", "type": "function", "function": {"name": "x", "arguments": "{}"}},
             {"id": "z", "type": "function", "function": {"name": "y", "arguments": "{}"}},
@@ -262,6 +312,7 @@ mod tests {
         assert_eq!(held.restore(&mut other), 0);
         for n in 0..HELD_KEPT + 10 {
             held.hold(
+                &[],
                 &[call(&format!("k{n}"), "x")],
                 &[call("b", "clock")],
                 vec!["1".into()],
