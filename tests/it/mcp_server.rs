@@ -370,7 +370,11 @@ async fn the_cap_refuses_start_and_a_stopped_bot_frees_its_slot() {
     app.sessions.list()[0].bot().end().await;
     let gone = client.chat(&h, "hi").await;
     assert!(
-        gone.is_error && gone.text.contains("300 seconds") && gone.text.contains("Call start"),
+        gone.is_error
+            && gone
+                .text
+                .contains("this conversation has ended (bot stopped")
+            && gone.text.contains("Call start"),
         "{}",
         gone.text
     );
@@ -393,7 +397,13 @@ async fn an_idle_handle_is_refused_on_access_and_freed_by_the_sweep() {
     })
     .await;
     let e = client.chat(&swept, "hi").await;
-    assert!(e.is_error && e.text.contains("1 seconds"), "{}", e.text);
+    assert!(
+        e.is_error
+            && e.text
+                .contains("this conversation has ended (idle too long"),
+        "{}",
+        e.text
+    );
     app.shutdown().await;
 
     // With the sweep far away, access alone refuses an expired handle.
@@ -404,7 +414,9 @@ async fn an_idle_handle_is_refused_on_access_and_freed_by_the_sweep() {
     assert_eq!(app2.sessions.len(), 1);
     let e = client.chat(&h, "hi").await;
     assert!(
-        e.is_error && e.text.contains("no live session"),
+        e.is_error
+            && e.text
+                .contains("this conversation has ended (idle too long"),
         "{}",
         e.text
     );

@@ -22,6 +22,14 @@ pub enum ChatError {
         /// Whether replicas share the store (any of them would have found it).
         shared: bool,
     },
+    /// The handle's conversation was ended here (by its bot's `end_session`, the idle sweep,
+    /// the console), a while ago.
+    Ended {
+        /// Why, as the session's close said it.
+        reason: String,
+        /// How long ago, in seconds.
+        ago_seconds: u64,
+    },
     /// The session cap is reached.
     Cap {
         /// The cap.
@@ -144,6 +152,18 @@ impl fmt::Display for ChatError {
                 f,
                 "handle: no session has this handle. Its conversation ended (after {handle_seconds} seconds with no \
                  chat call, or it was closed or deleted), or another server gave it. Call start for a new handle."
+            ),
+            ChatError::Ended {
+                reason,
+                ago_seconds,
+            } => write!(
+                f,
+                "handle: this conversation has ended ({reason}, {}); no line goes into it any \
+                 more. Call start for a new handle.",
+                match ago_seconds {
+                    0 => "just now".to_string(),
+                    n => format!("{n} s ago"),
+                }
             ),
             ChatError::Stale => f.write_str(
                 "handle: this conversation changed in the session store since this server loaded it (another server \

@@ -13,6 +13,7 @@
 //! `chat`, lazily, with its history, unread reply and records.
 
 mod chat;
+mod ended;
 mod ending;
 mod errors;
 pub mod haproxy;
@@ -306,6 +307,8 @@ struct Inner {
     tasks: tasks::TaskTable,
     /// Where task records are kept.
     task_store: Arc<dyn TaskStore>,
+    /// Conversations ended here, remembered a while for the `chat` calls that come after.
+    ended: ended::EndedHandles,
 }
 
 impl Sessions {
@@ -364,6 +367,7 @@ impl Sessions {
                 storage,
                 tasks: tasks::TaskTable::default(),
                 task_store,
+                ended: ended::EndedHandles::default(),
             }),
         }
     }
@@ -619,7 +623,7 @@ impl Sessions {
         let Some(session) = self.live(&id, &uuid) else {
             return match self.reopen(uuid, id, caller).await? {
                 Some(session) => Ok(session),
-                None => Err(self.not_here(&uuid)),
+                None => Err(self.ended_here(&id).unwrap_or_else(|| self.not_here(&uuid))),
             };
         };
         let expired = session.expired(
@@ -637,13 +641,25 @@ impl Sessions {
                 },
             )
             .await;
-            return Err(self.unknown());
+            return Err(self.ended_here(&id).unwrap_or_else(|| self.unknown()));
         }
         if interrupting && session.bot.end_requested() {
             // Its bot asked to end: no new line, while the goodbye finishes.
-            return Err(self.unknown());
+            return Err(ChatError::Ended {
+                reason: "the bot is ending it (end_session)".into(),
+                ago_seconds: 0,
+            });
         }
         Ok(session)
+    }
+
+    /// The error for a conversation this process ended a while ago, when it remembers it.
+    fn ended_here(&self, id: &crate::store::HandleId) -> Option<ChatError> {
+        let (reason, ago) = self.inner.ended.why(id)?;
+        Some(ChatError::Ended {
+            reason,
+            ago_seconds: ago.as_secs(),
+        })
     }
 
     /// The error for a handle neither open nor stored here.
