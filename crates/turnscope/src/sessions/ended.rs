@@ -24,14 +24,7 @@ impl EndedHandles {
     /// `id`'s conversation ended here for `reason`.
     pub(super) fn remember(&self, id: &HandleId, reason: &str) {
         let mut reason = reason.to_string();
-        if reason.len() > REASON_BYTES {
-            let mut end = REASON_BYTES;
-            while !reason.is_char_boundary(end) {
-                end -= 1;
-            }
-            reason.truncate(end);
-            reason.push('…');
-        }
+        super::errors::shorten(&mut reason, REASON_BYTES);
         let mut ended = self.ended.lock().unwrap_or_else(|p| p.into_inner());
         if ended.len() == ENDED_KEPT {
             ended.pop_front();

@@ -279,14 +279,7 @@ impl ChatError {
     pub(in crate::sessions) fn unkept(turn: &crate::bot::Turn, gone: bool) -> Self {
         let record = turn.snapshot();
         let mut reply = record.reply;
-        if reply.len() > OVERTAKEN_QUOTED {
-            let mut end = OVERTAKEN_QUOTED;
-            while !reply.is_char_boundary(end) {
-                end -= 1;
-            }
-            reply.truncate(end);
-            reply.push('…');
-        }
+        shorten(&mut reply, OVERTAKEN_QUOTED);
         if gone {
             return ChatError::Forgotten {
                 turn: record.id,
@@ -298,4 +291,18 @@ impl ChatError {
             reply,
         }
     }
+}
+
+/// `text` cut to `limit` bytes on a character boundary, with `…` where it was cut: a quote
+/// in a message, kept short.
+pub(in crate::sessions) fn shorten(text: &mut String, limit: usize) {
+    if text.len() <= limit {
+        return;
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text.push('…');
 }
