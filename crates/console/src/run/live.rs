@@ -786,6 +786,10 @@ fn reopen_and_chat(
                         "it ended since it was listed (no line for {handle_seconds} s, or it was \
                          closed or deleted); send your line to your session or a new one (n)"
                     ),
+                    turnscope::sessions::ChatError::Ended { reason, .. } => format!(
+                        "it ended since it was listed ({reason}); send your line to your \
+                         session or a new one (n)"
+                    ),
                     e => e.to_string(),
                 };
                 let _ = tx.send(Done::Opened {

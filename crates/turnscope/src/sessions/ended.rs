@@ -1,5 +1,5 @@
-//! Conversations ended here (closed and deleted: the bot's `end_session`, the idle sweep, the
-//! console), remembered a while by handle, so a `chat` on one is told why it ended instead of
+//! Conversations ended here (open ones closed and deleted: the bot's `end_session`, the idle
+//! sweep, the console; a stored one the sweep deletes is not), remembered a while by handle, so a `chat` on one is told why it ended instead of
 //! guesses at idle timeouts and restarts (tour M2). Bounded: the latest [`ENDED_KEPT`], each
 //! reason cut to [`REASON_BYTES`]; forgotten with the process.
 

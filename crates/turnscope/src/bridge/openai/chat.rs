@@ -11,7 +11,7 @@ use futures::future::join_all;
 use serde_json::{Map, Value, json};
 
 use super::execute::{Caller, arguments_of};
-use super::held::{HeldRounds, bridge_call_id};
+use super::held::{HeldRounds, Round, bridge_call_id};
 use super::wire::tool_call_json;
 use crate::model::{ModelClient, ModelError};
 use crate::observe::{Bus, Event, TokenUsage};
@@ -161,8 +161,9 @@ fn check_message(i: usize, m: &Value) -> Result<(), String> {
         ));
     }
     match m.get("content") {
-        // Only an assistant's message may go without text (its calls say it all).
-        None | Some(Value::Null) if role == "assistant" => Ok(()),
+        // Only an assistant's message (its calls say it all) and the old `function` result may
+        // go without text.
+        None | Some(Value::Null) if role == "assistant" || role == "function" => Ok(()),
         None | Some(Value::Null) => Err(format!(
             "messages[{i}] ({role}) has no content; send its text as a string or a list of \
              content parts"
@@ -283,9 +284,9 @@ pub struct ChatBackend {
 /// - a response asks for no calls: its text is the answer;
 /// - a response calls a **client** tool: the answer is an assistant message with those
 ///   calls, unexecuted (`finish_reason: "tool_calls"`), for the client to run. Bot-tool calls
-///   in that same response are run first and kept ([`HeldRounds`]): when the client's next
-///   request brings its calls back, the bot's go back beside them with their results, so the
-///   model sees its whole round;
+///   in that same response are run first; they and the bot rounds before are kept
+///   ([`HeldRounds`]): when the client's next request brings its calls back, they go back
+///   around them with their results, so the model sees everything it was given;
 /// - the round cap is reached: the answer is the text so far plus a sentence saying the
 ///   loop was stopped and why.
 ///
@@ -364,6 +365,8 @@ impl ChatLoop {
         if let Some(choice) = request.tool_choice {
             extra.insert("tool_choice".into(), choice);
         }
+        // What the client sent ends here: the loop's bot rounds come after.
+        let asked_len = messages.len();
         let mut rounds = 0u32;
         let mut wrote_text = false;
         let mut usage: Option<TokenUsage> = None;
@@ -429,10 +432,11 @@ impl ChatLoop {
                 .into_iter()
                 .partition(|c| client_names.contains(&c.name));
             if !client.is_empty() {
-                // The bot's calls of the same response run now (a round, within the cap), and
-                // wait for the client's calls to come back: those go out under ids of the
-                // bridge's own, so only this answer's history can bring the round back.
+                // The bot's calls of the same response run now (a round, within the cap). They
+                // and the bot rounds before wait for the client's calls to come back: those go
+                // out under ids of the bridge's own, so only this answer's history brings them.
                 let mut client = client;
+                let mut ran = Vec::new();
                 if !own.is_empty() && rounds < self.backend.round_cap {
                     rounds += 1;
                     let listing = &listing;
@@ -442,15 +446,22 @@ impl ChatLoop {
                         self.caller.call(listing, &call.name, arguments)
                     }))
                     .await;
+                    ran = own
+                        .into_iter()
+                        .zip(outcomes.into_iter().map(|o| o.text))
+                        .collect();
+                }
+                let earlier = &messages[asked_len..];
+                if !ran.is_empty() || !earlier.is_empty() {
                     for call in &mut client {
                         call.id = bridge_call_id();
                     }
-                    self.held.hold(
-                        &messages,
-                        &client,
-                        &own,
-                        outcomes.into_iter().map(|o| o.text).collect(),
-                    );
+                    self.held.hold(Round {
+                        asked: &messages[..asked_len],
+                        earlier,
+                        client: &client,
+                        own: ran,
+                    });
                 }
                 return Ok(Finish {
                     client_calls: client,
