@@ -15,6 +15,7 @@ import shlex
 import subprocess
 
 import httpx
+import openai
 import pytest
 from openai import OpenAI
 
@@ -257,3 +258,38 @@ def test_a_tool_the_server_runs_only_as_a_task_is_said_so_and_no_longer_offered(
     assert "no longer offered" in refused["text"], refused["text"]
     assert "simulate-research-query" not in offered()
     assert "get-sum" in offered()
+
+
+def test_the_sdk_reads_the_servers_refusals_as_its_own_errors():
+    """A wrong API key (turnscope's bearer token), a body over the limit and a bridge with no
+    model: the SDK raises its own error classes with turnscope's words as the message, since
+    every answer under /v1/ is OpenAI's error envelope (the guard's were plain text)."""
+    running = Running(
+        ["--headless", "--port", "0", "--auth-token", "right-token"], "[model]\npace = 0.0\n"
+    )
+    try:
+        base = running.url[: -len("/mcp")] + "/v1"
+        wrong = OpenAI(base_url=base, api_key="wrong-token", max_retries=0)
+        with pytest.raises(openai.AuthenticationError) as refused:
+            wrong.models.list()
+        assert "--auth-token" in refused.value.message, refused.value.message
+        assert refused.value.body["type"] == "authentication_error"
+
+        right = OpenAI(base_url=base, api_key="right-token", max_retries=0)
+        huge = "word " * (1024 * 1024)
+        with pytest.raises(openai.APIStatusError) as too_large:
+            right.chat.completions.create(
+                model="any", messages=[{"role": "user", "content": huge}]
+            )
+        assert too_large.value.status_code == 413
+        assert "server.max_body_bytes" in too_large.value.message, too_large.value.message
+        assert too_large.value.code == "request_too_large"
+    finally:
+        running.stop()
+
+
+def test_a_bridge_without_a_model_says_where_chat_is_served(bridge):
+    client = OpenAI(base_url=f"{bridge}/v1", api_key="unused", max_retries=0)
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.chat.completions.create(model="any", messages=[{"role": "user", "content": "hi"}])
+    assert "serves GET /v1/tools and POST /v1/execute only" in missing.value.message

@@ -363,6 +363,38 @@ async fn the_standalone_bridge_is_guarded_and_serves_tools_only() {
     let client = reqwest::Client::new();
     let without = client.get(format!("{base}/v1/tools")).send().await.unwrap();
     assert_eq!(without.status(), 401);
+    let refusal = openai_error(without).await;
+    assert_eq!(refusal["type"], "authentication_error", "{refusal}");
+    assert!(
+        refusal["message"].as_str().unwrap().contains("Bearer"),
+        "the guard's words, in OpenAI's envelope: {refusal}"
+    );
+    let health = client.get(format!("{base}/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 401);
+    assert!(
+        health.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain"),
+        "outside /v1/ the refusal stays text"
+    );
+    let too_large = client
+        .post(format!("{base}/v1/execute"))
+        .bearer_auth("s3cret")
+        .body(vec![b' '; 5 * 1024 * 1024])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(too_large.status(), 413);
+    let refusal = openai_error(too_large).await;
+    assert_eq!(refusal["code"], "request_too_large", "{refusal}");
+    assert!(
+        refusal["message"]
+            .as_str()
+            .unwrap()
+            .contains("server.max_body_bytes"),
+        "{refusal}"
+    );
     let with = client
         .get(format!("{base}/v1/tools"))
         .bearer_auth("s3cret")
@@ -378,6 +410,7 @@ async fn the_standalone_bridge_is_guarded_and_serves_tools_only() {
         .await
         .unwrap();
     assert_eq!(foreign.status(), 421);
+    assert_eq!(openai_error(foreign).await["type"], "permission_error");
     let chat = client
         .post(format!("{base}/v1/chat/completions"))
         .bearer_auth("s3cret")
@@ -386,5 +419,24 @@ async fn the_standalone_bridge_is_guarded_and_serves_tools_only() {
         .await
         .unwrap();
     assert_eq!(chat.status(), 404);
+    let refusal = openai_error(chat).await;
+    assert!(
+        refusal["message"]
+            .as_str()
+            .unwrap()
+            .contains("serves GET /v1/tools and POST /v1/execute only"),
+        "{refusal}"
+    );
     bridge.shutdown().await;
+}
+
+/// The `error` object of an answer in OpenAI's error envelope (JSON, as its SDKs read it).
+async fn openai_error(response: reqwest::Response) -> Value {
+    assert_eq!(
+        response.headers()["content-type"],
+        "application/json",
+        "an OpenAI client reads errors as JSON"
+    );
+    let mut body: Value = response.json().await.unwrap();
+    body["error"].take()
 }

@@ -13,6 +13,7 @@ mod mcp_errors;
 mod mcp_tasks;
 pub mod mcp_text;
 mod mcp_tools;
+mod openai_errors;
 mod owners;
 mod param_header;
 pub mod resume;
@@ -266,7 +267,7 @@ fn handlers_stop(stop: &CancellationToken) -> CancellationToken {
 
 /// Puts `app` behind the guard, then the body rules: the guard answers first, so nobody
 /// unauthorised makes the server read a body. Every server of the binary wraps its routes
-/// this way.
+/// this way; under `/v1/` their refusals are told in OpenAI's error envelope.
 pub(crate) fn protect(app: Router, guard: GuardConfig, body: BodyRules) -> Router {
     // `read_whole` enforces the limit; this only lifts axum's own 2 MB default for
     // extractors such as `Json` to the same figure.
@@ -276,6 +277,7 @@ pub(crate) fn protect(app: Router, guard: GuardConfig, body: BodyRules) -> Route
             Arc::new(guard),
             guard::guard,
         ))
+        .layer(axum::middleware::from_fn(openai_errors::as_openai_json))
 }
 
 /// A running HTTP server.

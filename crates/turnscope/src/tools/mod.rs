@@ -390,7 +390,7 @@ impl Tools for Toolbox {
         let Some(&i) = self.by_name.get(name) else {
             let known: Vec<&str> = self.tools.iter().map(|t| t.spec.name.as_str()).collect();
             return ToolOutcome::error(format!(
-                "unknown tool `{name}`; this bot has: {}. Call one of those.",
+                "unknown tool `{name}`; the tools offered here are: {}. Call one of those.",
                 if known.is_empty() {
                     "no tools".to_string()
                 } else {

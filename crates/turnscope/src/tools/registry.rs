@@ -331,7 +331,7 @@ impl Tools for Snapshot {
             None => {
                 let known: Vec<&str> = self.specs.iter().map(|s| s.name.as_str()).collect();
                 let mut text = format!(
-                    "unknown tool `{name}`; this bot has: {}. Call one of those.",
+                    "unknown tool `{name}`; the tools offered here are: {}. Call one of those.",
                     if known.is_empty() {
                         "no tools".to_string()
                     } else {

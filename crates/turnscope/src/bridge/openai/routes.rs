@@ -31,8 +31,27 @@ pub fn routes(bridge: Arc<OpenAiBridge>) -> Router {
         router = router
             .route("/v1/chat/completions", post(chat_completions))
             .route("/v1/models", get(models));
+    } else {
+        // An OpenAI client pointed here for chat got axum's bare 404 and nothing of why.
+        router = router
+            .route("/v1/chat/completions", post(no_model))
+            .route("/v1/models", get(no_model));
     }
     router.with_state(bridge)
+}
+
+/// `/v1/chat/completions` and `/v1/models` of a bridge without a model (`turnscope bridge
+/// openai`): a 404 in OpenAI's envelope saying what it serves and where chat is served.
+async fn no_model() -> Response {
+    json_response(
+        StatusCode::NOT_FOUND,
+        &wire::error_body(
+            "this bridge has no model: it serves GET /v1/tools and POST /v1/execute only. \
+             Chat completions with the bot's tools are served by the turnscope server itself \
+             (`turnscope` or `turnscope --headless`) at its /v1/chat/completions",
+            "invalid_request_error",
+        ),
+    )
 }
 
 impl OpenAiBridge {
@@ -136,7 +155,7 @@ async fn chat_completions(State(bridge): State<Arc<OpenAiBridge>>, body: Bytes) 
     const ROUTE: &str = "POST /v1/chat/completions";
     let started = Instant::now();
     let Some(backend) = bridge.chat_backend() else {
-        return bad_request("this bridge has no model; it serves /v1/tools and /v1/execute only");
+        return no_model().await;
     };
     let request = match chat::parse_request(&body) {
         Ok(request) => request,
