@@ -260,7 +260,12 @@ impl Console {
                     return Some(Action::Yank { session });
                 }
             }
-            Command::New if !self.read_only => return Some(Action::NewSession),
+            Command::New if !self.read_only => {
+                // The session is opened to be typed into: the next keys are its line, not
+                // pane keys (each `n` of "banana" opened another session).
+                self.focus = PaneId::Input;
+                return Some(Action::NewSession);
+            }
             Command::Reload if !self.read_only => {
                 self.notice = Some(Notice {
                     text: "reading the config file again…".into(),

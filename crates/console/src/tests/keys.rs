@@ -388,6 +388,24 @@ fn digits_jump_outside_the_input_and_alt_digits_inside_it() {
 }
 
 #[test]
+fn n_opens_a_session_and_the_next_keys_are_its_line() {
+    let mut c = console();
+    c.focus = PaneId::Sessions;
+    assert_eq!(press(&mut c, KeyCode::Char('n')), Some(Action::NewSession));
+    assert_eq!(
+        c.focus,
+        PaneId::Input,
+        "the new session is to be typed into"
+    );
+    type_text(&mut c, "remember banana");
+    assert_eq!(
+        c.input.lines(),
+        ["remember banana"],
+        "its letters are the line, not pane keys (each n opened a session)"
+    );
+}
+
+#[test]
 fn q_types_in_the_input_but_quits_elsewhere_and_ctrl_c_always_quits() {
     let mut c = console();
     assert_eq!(press(&mut c, KeyCode::Char('q')), None);

@@ -242,7 +242,7 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Scope::Sessions,
         "n",
-        "open a new session for you and select it",
+        "open a new session for you; type its first line",
     ),
     b(
         Scope::Sessions,
