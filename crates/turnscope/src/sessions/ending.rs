@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 use super::{Session, Sessions};
 use crate::bot::TurnEnd;
 use crate::observe::{Event, SessionEvent, SessionOpener, event::now_us};
+use crate::store::HandleId;
 
 impl Sessions {
     /// Ends a conversation: removes the session, ends its bot (its turn in flight ends as
@@ -107,9 +108,36 @@ impl Sessions {
         for (s, reason) in &doomed {
             self.close(s, reason).await;
         }
+        if !self.inner.storage.shared() {
+            // A shared store's replicas keep them with every sweep of theirs
+            // (`keep_used_alive`).
+            self.keep_console_held_alive(limit / 2).await;
+        }
         self.sweep_tasks().await;
         self.sweep_stored().await;
         doomed.len()
+    }
+
+    /// Marks the sessions a running console holds, idle for `idle_at_least` or more, as used
+    /// now in the store: they never idle out here, but the store counted from their last
+    /// line, so a console quit after a while idle found its conversation deleted at its next
+    /// start (tour O). Each sweep, and once more as the console quits (`close_all`), so the
+    /// idle lifetime of what it kept counts from then.
+    async fn keep_console_held_alive(&self, idle_at_least: Duration) {
+        let storage = &self.inner.storage;
+        if !storage.writing() || !self.console_holds() {
+            return;
+        }
+        let ids: Vec<HandleId> = self
+            .table()
+            .by_id
+            .values()
+            .filter(|s| s.held_by_console() && s.idle() >= idle_at_least)
+            .map(|s| s.id)
+            .collect();
+        if let Err(e) = storage.store().keep_alive(&ids).await {
+            storage.fail(&e);
+        }
     }
 
     /// Starts the periodic sweep (and the store's lease renewals); the task runs until
@@ -161,6 +189,7 @@ impl Sessions {
     /// (`session_ended`). A console session in which nothing was said is deleted: nobody
     /// holds its handle once the console is gone, so it could only ever be an empty record.
     pub(crate) async fn close_all(&self, reason: &str, grace: Duration) {
+        self.keep_console_held_alive(Duration::ZERO).await;
         let all: Vec<_> = self.table().by_id.values().cloned().collect();
         let kept = self.inner.storage.durable();
         futures::future::join_all(all.iter().map(|s| async move {

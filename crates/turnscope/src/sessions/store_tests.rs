@@ -485,6 +485,58 @@ async fn the_idle_lifetime_ends_a_clients_session_not_the_consoles() {
     assert!(headless.chat(&opened, "hi", None, &ct).await.is_err());
 }
 
+/// A running console's session idle for half a lifetime is marked used in a file store by
+/// the sweep, and again as the console quits, so its conversation outlives a restart that
+/// comes within a lifetime of the quit, however long before that its last line was: it was
+/// deleted as idle at the next start (tour O F2).
+#[tokio::test]
+async fn a_consoles_session_stays_fresh_in_the_file_store_while_the_console_holds_it() {
+    let model = model(0.0).await;
+    let dir = crate::store::conformance::TempDir::new("console-held");
+    let store: Arc<dyn SessionStore> =
+        Arc::new(crate::store::sqlite::SqliteStore::open(&dir.0.join("sessions.sqlite3")).unwrap());
+    let limits = SessionLimits {
+        cap: 4,
+        handle_seconds: 2,
+        sweep_every: Duration::from_secs(60),
+        ..SessionLimits::default()
+    };
+    let sessions = table(&model, store.clone(), limits.clone());
+    sessions.hold_console_sessions();
+    let console = sessions.open(SessionOpener::Console).await.unwrap();
+    let handle = console.handle();
+    say(&sessions, &handle, "remember kiwi").await;
+    let last_line = store.head(&console.id).await.unwrap().unwrap().last_used_ms;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    sessions.sweep().await;
+    let swept = store.head(&console.id).await.unwrap().unwrap().last_used_ms;
+    assert!(
+        swept >= last_line + 1200,
+        "the sweep marked it used: {last_line} → {swept}"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    sessions
+        .close_all("server shut down", Duration::from_secs(1))
+        .await;
+    // 2.7 s after the last line, a lifetime of 2 s: it goes on, counted from the quit.
+    let after = table(&model, store.clone(), limits);
+    let reply = sessions_chat(&after, &handle, "and again").await;
+    assert!(
+        reply.is_ok(),
+        "the console's conversation goes on: {reply:?}"
+    );
+}
+
+async fn sessions_chat(
+    sessions: &Sessions,
+    handle: &str,
+    line: &str,
+) -> Result<ChatReply, ChatError> {
+    sessions
+        .chat(handle, line, None, &CancellationToken::new())
+        .await
+}
+
 #[tokio::test]
 async fn the_sweep_deletes_expired_stored_sessions_and_a_chat_on_one_is_refused() {
     let model = model(0.0).await;

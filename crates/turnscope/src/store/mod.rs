@@ -33,7 +33,7 @@ pub mod sqlite;
 pub mod url;
 
 #[cfg(test)]
-mod conformance;
+pub(crate) mod conformance;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

@@ -289,7 +289,9 @@ fn parse_turn(turn: i64, text: &str) -> Result<StoredTurn, rusqlite::Error> {
     })
 }
 
-/// The heads a query selects (its one column: `head`).
+/// The heads a query selects (its columns: `head`, `last_used_ms`). A head's last use is the
+/// later of its record's and its row's: [`SessionStore::keep_alive`] moves only the row's
+/// (rewriting the record would re-render the conversation it holds).
 fn heads_of(
     conn: &Connection,
     path: &Path,
@@ -297,8 +299,16 @@ fn heads_of(
     params: impl rusqlite::Params,
 ) -> rusqlite::Result<Vec<Head>> {
     let mut statement = conn.prepare_cached(sql)?;
-    let rows = statement.query_map(params, |r| r.get::<_, String>(0))?;
-    rows.map(|text| parse_head(path, &text?)).collect()
+    let rows = statement.query_map(params, |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+    })?;
+    rows.map(|row| {
+        let (text, last_used_ms) = row?;
+        let mut head = parse_head(path, &text)?;
+        head.last_used_ms = head.last_used_ms.max(last_used_ms.max(0) as u64);
+        Ok(head)
+    })
+    .collect()
 }
 
 /// The stored version of `id`, if stored.
@@ -425,7 +435,7 @@ impl SessionStore for SqliteStore {
             Ok(heads_of(
                 conn,
                 &path,
-                "SELECT head FROM heads WHERE id = ?1",
+                "SELECT head, last_used_ms FROM heads WHERE id = ?1",
                 params![id.as_bytes().as_slice()],
             )?
             .pop())
@@ -521,13 +531,42 @@ impl SessionStore for SqliteStore {
             .await
     }
 
+    /// Marks the conversations of `ids` used now (their rows' `last_used_ms`), so neither the
+    /// sweep nor a restart takes them for idle: the console's own sessions live as long as it
+    /// holds them, however long since their last line.
+    async fn keep_alive(&self, ids: &[HandleId]) -> Result<(), StoreError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let ids = ids.to_vec();
+        let path = self.path.clone();
+        let now = super::now_ms() as i64;
+        self.writer
+            .write(move |conn| {
+                let fail =
+                    |e: rusqlite::Error| explain(&path, "keeping sessions from expiring", &e);
+                let mut statement = conn
+                    .prepare_cached(
+                        "UPDATE heads SET last_used_ms = MAX(last_used_ms, ?1) WHERE id = ?2",
+                    )
+                    .map_err(fail)?;
+                for id in &ids {
+                    statement
+                        .execute(params![now, id.as_bytes().as_slice()])
+                        .map_err(fail)?;
+                }
+                Ok(())
+            })
+            .await
+    }
+
     async fn expired(&self, before_ms: u64, limit: usize) -> Result<Vec<Head>, StoreError> {
         let path = self.path.clone();
         self.read("listing expired sessions", move |conn| {
             heads_of(
                 conn,
                 &path,
-                "SELECT head FROM heads WHERE last_used_ms < ?1 ORDER BY last_used_ms LIMIT ?2",
+                "SELECT head, last_used_ms FROM heads WHERE last_used_ms < ?1 ORDER BY last_used_ms LIMIT ?2",
                 params![before_ms as i64, limit as i64],
             )
         })
@@ -540,7 +579,7 @@ impl SessionStore for SqliteStore {
             heads_of(
                 conn,
                 &path,
-                "SELECT head FROM heads ORDER BY last_used_ms DESC LIMIT ?1",
+                "SELECT head, last_used_ms FROM heads ORDER BY last_used_ms DESC LIMIT ?1",
                 params![limit as i64],
             )
         })
