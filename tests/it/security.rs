@@ -186,6 +186,37 @@ async fn an_open_bind_without_a_token_is_refused_unless_allowed() {
     allowed.shutdown().await;
 }
 
+/// A host that does not resolve is said so, not refused for want of a token (it was sent off
+/// to get one first, then told another turnscope held the port); an address that is not this
+/// machine's is said so too (tour O F3).
+#[tokio::test]
+async fn a_host_that_does_not_resolve_or_is_not_this_machines_is_said_so() {
+    let err = app(|c| c.server.host = "no-such-host.invalid".into())
+        .await
+        .err()
+        .expect("refused");
+    let text = format!("{err:#}");
+    assert!(
+        text.contains("does not resolve") && text.contains("give --host an IP address"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("--auth-token") && !text.contains("another turnscope"),
+        "{text}"
+    );
+    // TEST-NET-1 (RFC 5737): never an address of this machine.
+    let err = app(|c| {
+        c.server.host = "192.0.2.1".into();
+        c.server.auth_token = Some("t".into());
+    })
+    .await
+    .err()
+    .expect("refused");
+    let text = format!("{err:#}");
+    assert!(text.contains("not this machine's"), "{text}");
+    assert!(!text.contains("another turnscope"), "{text}");
+}
+
 #[tokio::test]
 async fn a_huge_body_is_refused_and_the_server_stays_healthy() {
     let app = app(|c| c.server.max_body_bytes = 64 * 1024).await.unwrap();

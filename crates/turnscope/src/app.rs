@@ -53,10 +53,9 @@ pub enum AppError {
     /// full, damaged, from a newer turnscope); the message names it and says what to do.
     #[error("{0}")]
     Store(String),
-    /// Occurs when the server's address cannot be bound (taken, or not this machine's).
-    #[error(
-        "cannot listen on {host}:{port}: {source}; is another turnscope running? Pick another --port (0 = any free port)"
-    )]
+    /// Occurs when the server's address cannot be bound (taken, not this machine's, a name
+    /// that does not resolve, a port that needs privileges).
+    #[error("cannot listen on {host}:{port}: {source}; {}", crate::net::bind_advice(.source, "turnscope"))]
     Listen {
         /// The host asked for.
         host: String,

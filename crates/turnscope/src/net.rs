@@ -15,7 +15,13 @@ const LISTEN_BACKLOG: u32 = 4096;
 /// as `TcpListener::bind` sets it); each address `host` resolves to is tried in turn.
 pub async fn listen(host: &str, port: u16) -> std::io::Result<TcpListener> {
     let mut last = None;
-    for addr in tokio::net::lookup_host((host, port)).await? {
+    let addrs = tokio::net::lookup_host((host, port)).await.map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("the name {host} does not resolve ({e})"),
+        )
+    })?;
+    for addr in addrs {
         let socket = if addr.is_ipv4() {
             tokio::net::TcpSocket::new_v4()?
         } else {
@@ -37,6 +43,28 @@ pub async fn listen(host: &str, port: u16) -> std::io::Result<TcpListener> {
             format!("{host} resolves to no address"),
         )
     }))
+}
+
+/// What to do about a failed [`listen`], by what the system said: only a port in use is
+/// another process's doing (`who`: another turnscope, another bridge), and only then does
+/// another port help.
+pub fn bind_advice(source: &std::io::Error, who: &str) -> String {
+    match source.kind() {
+        std::io::ErrorKind::AddrInUse => {
+            format!("is another {who} running there? Pick another --port (0 = any free port)")
+        }
+        std::io::ErrorKind::AddrNotAvailable => "that address is not this machine's: give \
+             --host one of its addresses (127.0.0.1, or 0.0.0.0 for all, with --auth-token)"
+            .into(),
+        std::io::ErrorKind::InvalidInput => {
+            "give --host an IP address or a name this machine resolves (127.0.0.1, localhost)"
+                .into()
+        }
+        std::io::ErrorKind::PermissionDenied => {
+            "ports below 1024 need privileges: pick another --port (0 = any free port)".into()
+        }
+        _ => "pick another --host or --port (0 = any free port)".into(),
+    }
 }
 
 #[cfg(test)]

@@ -625,6 +625,23 @@ pub(crate) fn is_loopback(host: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
+/// Whether the name `host` resolves to an address beyond loopback. A name that resolves to
+/// none is not refused here: binding it fails next, saying the name does not resolve (a typo
+/// was sent off to get an auth token first). Resolved once, at start.
+fn resolves_beyond_loopback(host: &str) -> bool {
+    use std::net::ToSocketAddrs as _;
+    if host
+        .trim_matches(|c| c == '[' || c == ']')
+        .parse::<std::net::IpAddr>()
+        .is_ok()
+    {
+        return true;
+    }
+    (host, 0)
+        .to_socket_addrs()
+        .is_ok_and(|mut addrs| addrs.any(|addr| !addr.ip().is_loopback()))
+}
+
 /// Refuses to listen on `host` beyond loopback without a bearer token, unless an
 /// authenticating proxy is said to be in front (`allow_open_bind`): handles are bearer secrets,
 /// and anyone who can reach the port could open sessions and run tools.
@@ -636,7 +653,7 @@ pub(crate) fn check_open_bind(
     has_token: bool,
     allow_open_bind: bool,
 ) -> Result<(), String> {
-    if is_loopback(host) || has_token || allow_open_bind {
+    if is_loopback(host) || has_token || allow_open_bind || !resolves_beyond_loopback(host) {
         return Ok(());
     }
     Err(format!(

@@ -110,9 +110,7 @@ pub enum StandaloneError {
     #[error("tool limits: {0}")]
     Limits(#[from] LimitsError),
     /// Occurs when the port cannot be bound.
-    #[error(
-        "cannot listen on {host}:{port}; is another bridge running there? Pick another --port (0 = any free port)"
-    )]
+    #[error("cannot listen on {host}:{port}: {source}; {}", crate::net::bind_advice(.source, "bridge"))]
     Bind {
         /// The interface.
         host: String,
