@@ -46,16 +46,16 @@ pub struct ServeArgs {
     #[arg(long)]
     pub handle_seconds: Option<u64>,
     /// Seconds between idle sweeps (default 30).
-    #[arg(long, hide = true)]
+    #[arg(long, hide = true, allow_negative_numbers = true)]
     pub sweep_seconds: Option<f64>,
     /// This replica's name behind a load balancer (default: host:port as bound).
     #[arg(long)]
     pub replica_id: Option<String>,
     /// Seconds SIGTERM waits for turns in flight before exiting (default 30).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub drain_seconds: Option<f64>,
     /// Seconds between words of the embedded model (default 0.03).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub pace: Option<f64>,
     /// Serve with no console (for CI and scripts).
     #[arg(long)]
@@ -228,7 +228,7 @@ pub struct TestArgs {
     #[arg(long)]
     pub json: bool,
     /// Seconds one `start` or `chat` call may take.
-    #[arg(long, default_value_t = 120.0)]
+    #[arg(long, default_value_t = 120.0, allow_negative_numbers = true)]
     pub timeout: f64,
     /// The bot's flags, as in the main mode (`--events FILE` records the in-process server's
     /// events; with --url the conversations as this client saw them; `--auth-token` is sent to
@@ -246,7 +246,7 @@ pub enum ModelAction {
         #[arg(long, default_value_t = 7861)]
         port: u16,
         /// Seconds between streamed words.
-        #[arg(long, default_value_t = 0.03)]
+        #[arg(long, default_value_t = 0.03, allow_negative_numbers = true)]
         pace: f64,
         /// Exact words per plain answer.
         #[arg(long)]
@@ -335,7 +335,7 @@ pub struct OpenaiArgs {
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
     /// Seconds one tool call may take before it is abandoned (and cancelled upstream).
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, default_value_t = 60.0, allow_negative_numbers = true)]
     pub timeout_seconds: f64,
     /// Extra request header for --http/--sse, as `Name: value` (repeatable).
     #[arg(long = "header", value_name = "NAME: VALUE")]
@@ -470,6 +470,14 @@ mod tests {
         let o = cli.serve.overrides();
         assert!(o.locked);
         assert_eq!((o.port, o.pace), (Some(0), Some(0.0)));
+    }
+
+    /// A negative number reaches the check that says what is expected (clap took `-1` for a
+    /// flag: "unexpected argument '-1' found"; tour O).
+    #[test]
+    fn a_negative_number_is_a_value_not_a_flag() {
+        let cli = Cli::try_parse_from(["turnscope", "--pace", "-1"]).unwrap();
+        assert_eq!(cli.serve.overrides().pace, Some(-1.0));
     }
 
     #[test]

@@ -228,15 +228,18 @@ async fn find(store: &dyn SessionStore, prefix: &str) -> anyhow::Result<Head> {
             .with_context(|| {
                 format!(
                     "{} holds no session with the handle {}…: it ended (idle past its lifetime, or \
-                     deleted), or was kept in another store; `turnscope sessions list` shows them",
+                     deleted), or was kept in another store; `turnscope sessions list --store {}` \
+                     shows those it holds",
                     store.describe(),
-                    &prefix[..8]
+                    &prefix[..8],
+                    store.describe()
                 )
             });
     }
     anyhow::ensure!(
         !prefix.is_empty() && prefix.len() <= 8,
-        "prefix {prefix:?}: expected the first 1 to 8 characters of a handle, as `turnscope sessions list` shows them"
+        "prefix {prefix:?}: expected the first 1 to 8 characters of a handle, as `turnscope sessions list --store {}` shows them",
+        store.describe()
     );
     let prefix = prefix.to_ascii_lowercase();
     let mut found: Vec<Head> = store
@@ -247,7 +250,9 @@ async fn find(store: &dyn SessionStore, prefix: &str) -> anyhow::Result<Head> {
         .collect();
     match found.len() {
         0 => anyhow::bail!(
-            "no stored session's handle starts with {prefix} in {}; `turnscope sessions list` shows them",
+            "no stored session's handle starts with {prefix} in {}; `turnscope sessions list --store {}` \
+             shows those it holds",
+            store.describe(),
             store.describe()
         ),
         1 => Ok(found.remove(0)),

@@ -50,6 +50,8 @@ def test_the_junit_report_parses_with_xml_etree(tmp_path):
     assert 'expected a reply containing "goodbye"' in failure.get("message")
     assert 'got "You said: hello"' in failure.text
     assert float(case.get("time")) >= 0
+    # It quotes the replies: readable by its owner only, as --events is.
+    assert (tmp_path / "report.xml").stat().st_mode & 0o777 == 0o600
 
 
 PIPECAT_CASES = """

@@ -131,7 +131,10 @@ async fn run_all(args: TestArgs, config: Option<PathBuf>) -> anyhow::Result<Exit
     if let Some(path) = &args.junit {
         let names: Vec<String> = plan.files.iter().map(|f| f.name.clone()).collect();
         let xml = junit::render(&names, &results, seconds);
-        if let Err(e) = std::fs::write(path, xml) {
+        // It quotes the replies: readable by its owner only, as `--events` is.
+        let written = turnscope::private_files::create(path)
+            .and_then(|mut file| std::io::Write::write_all(&mut file, xml.as_bytes()));
+        if let Err(e) = written {
             eprintln!(
                 "turnscope test: cannot write the JUnit report {}: {e}; check the directory",
                 path.display()

@@ -283,9 +283,9 @@ impl Client {
         match tokio::time::timeout(timeout, answered).await {
             Ok(answer) => answer,
             Err(_) => Err(format!(
-                "the `{name}` call to {} gave no answer within {:.0} s (raise --timeout if the bot is that slow)",
+                "the `{name}` call to {} gave no answer within {} (raise --timeout if the bot is that slow)",
                 self.url,
-                timeout.as_secs_f64()
+                budget(timeout)
             )),
         }
     }
@@ -509,6 +509,16 @@ fn turn_record(result: &CallToolResult, elapsed: Duration, first: Option<Duratio
     }
 }
 
+/// A call's time budget as a person reads it: whole seconds, or milliseconds under one
+/// (`--timeout 0.05` read "within 0 s").
+fn budget(timeout: Duration) -> String {
+    if timeout < Duration::from_secs(1) {
+        format!("{} ms", timeout.as_millis())
+    } else {
+        format!("{:.0} s", timeout.as_secs_f64())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -548,5 +558,11 @@ mod tests {
         assert_eq!(rec.reply, "hello there");
         assert_eq!(rec.total_ms.1, Clock::Client);
         assert_eq!(rec.first_piece_ms.map(|f| f.1), Some(Clock::Client));
+    }
+
+    #[test]
+    fn a_budget_under_a_second_reads_in_milliseconds() {
+        assert_eq!(super::budget(Duration::from_millis(50)), "50 ms");
+        assert_eq!(super::budget(Duration::from_secs(30)), "30 s");
     }
 }

@@ -549,6 +549,14 @@ async fn stored_sessions_are_listed_exported_for_replay_and_test_and_deleted() {
         out.starts_with("1 stored session") && !out.contains(prefix),
         "{out}"
     );
+    // Gone: the hint names the store it looked in, so the listing it suggests reads the same
+    // one (it read the default port's file: tour O).
+    let (code, _, err) = turnscope(&["sessions", "export", prefix, "--store", &store], &[]).await;
+    assert_ne!(code, 0);
+    assert!(
+        err.contains(&format!("`turnscope sessions list --store {store}")),
+        "{err}"
+    );
     let (code, out, _) = turnscope(
         &[
             "sessions",

@@ -202,8 +202,11 @@ impl fmt::Display for ChatError {
             ),
             ChatError::Cap { cap, handle_seconds } => write!(
                 f,
-                "sessions: no free session. This server holds {cap} open sessions, its cap. \
-                 A session with no chat call for {handle_seconds} seconds ends."
+                "sessions: no free session. This server holds {cap} open session{}, its cap \
+                 (--sessions, [server] sessions). A session with no chat call for {handle_seconds} \
+                 seconds ends (not one a running console opened: it ends when closed there with \
+                 d, d, or as the console quits); call start again then, or raise the cap.",
+                if *cap == 1 { "" } else { "s" }
             ),
             ChatError::Foreign {
                 tag,

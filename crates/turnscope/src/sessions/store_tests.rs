@@ -589,6 +589,11 @@ async fn the_cap_counts_open_sessions_and_reopened_ones_take_a_slot() {
         .await
         .unwrap_err();
     assert!(matches!(e, ChatError::Cap { cap: 1, .. }), "{e}");
+    let said = e.to_string();
+    assert!(
+        said.contains("holds 1 open session, its cap") && said.contains("raise the cap"),
+        "{said}"
+    );
     after.close(&b, "closed by hand").await;
     say(&after, &a, "hi").await;
 }

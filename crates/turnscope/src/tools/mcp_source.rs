@@ -672,7 +672,8 @@ impl Watcher for Inner {
             let server_name = peer
                 .peer_info()
                 .and_then(|i| i.server_info.clone())
-                .map(|i| format!("{} {}", i.name, i.version))
+                // A server that gives no version is named alone ("py-interop , pid 7945").
+                .map(|i| format!("{} {}", i.name, i.version).trim_end().to_string())
                 .unwrap_or_else(|| "unknown server".into());
             {
                 let mut state = self.write();
