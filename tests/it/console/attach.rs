@@ -332,6 +332,59 @@ async fn staying_attached_across_a_restart_the_next_line_reopens_the_session() {
     terminate(&mut third).await;
 }
 
+/// Staying attached across a restart when the person's session was not the server's first
+/// (another client's came before it): a line sent before the stream shows the new server
+/// reopens the conversation there under another number (the new server numbers from 1), and
+/// the console follows it by its handle: the person's, selected, its earlier turn and the
+/// reply shown, and the next line goes on in it (tour O F1: the console stayed on the old
+/// number, "No turns yet", its lines never shown, and the new number was refused as another
+/// client's).
+#[tokio::test]
+async fn a_session_reopened_under_another_number_after_a_restart_stays_the_persons() {
+    let scratch = Scratch::new("attach-renumber");
+    let store = format!("sqlite:{}", scratch.join("s.sqlite3").display());
+    let port = free_port();
+    let mut first = server_on(&port, &store);
+    let url = url_in(&ready_line(&mut first).await, "/mcp");
+    let other = Client::connect(&url).await;
+    other.start().await;
+    let mut s = Screen::start(&["attach", &url]).await;
+    s.wait_text("1 open").await;
+    first_line(&mut s, "remember the word kiwi").await;
+    s.wait_text("to #2").await;
+    terminate(&mut first).await;
+    // Away long enough for the stream's attempts to be seconds apart (0.5 s, doubling to
+    // 5 s): the line below goes before the stream connects again.
+    tokio::time::sleep(std::time::Duration::from_secs(8)).await;
+    let mut again = server_on(&port, &store);
+    ready_line(&mut again).await;
+    s.send(b"what did I say\r").await;
+    // The scripted model recalls the line before: the same conversation, its turns shown.
+    let screen = s
+        .wait_all(&["Earlier you said: remember the word kiwi", "to #1"])
+        .await;
+    assert!(screen.contains("you  what did I say"), "{screen}");
+    let listed_yours = |l: &str| {
+        let row = l.trim_start_matches('│').trim_start_matches('▶');
+        row.starts_with("1 ") && row.contains("attach (you)")
+    };
+    assert!(
+        screen.lines().any(listed_yours),
+        "#1 is listed as the person's: {screen}"
+    );
+    s.send(b"and on\r").await;
+    s.wait_text("You said: and on").await;
+    // What the notice said is in the Log.
+    s.send(b"\x1b").await;
+    s.send(b"8").await;
+    s.wait_text("#2 (#1 now) is open again").await;
+    let health = health_of(&url).await;
+    assert_eq!(health["sessions"], 1, "reopened, no new session: {health}");
+    quit(&mut s).await;
+    assert_eq!(kept_handles(&s), 1, "one conversation, one handle");
+    terminate(&mut again).await;
+}
+
 /// A watched server restarted with another token refuses the console's (401), and later again
 /// with the console's: the console asks for the stream again and watches once it is taken
 /// (before, one 401 ended its asking for good: a client view until `attach` restarted).

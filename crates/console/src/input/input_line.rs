@@ -223,6 +223,41 @@ impl Console {
         }
     }
 
+    /// Follows the person's conversations that go on under other numbers (`moved`: number
+    /// before → number now; an attached console's sessions, reopened by the restarted server
+    /// it watches): their own session, the selection, the chats in flight, the sessions
+    /// confirmed and the questions asked stay with the conversation, not the number.
+    pub fn renumbered(&mut self, moved: &[(u64, u64)]) {
+        if moved.is_empty() {
+            return;
+        }
+        let now = |n: u64| {
+            moved
+                .iter()
+                .find(|(before, _)| *before == n)
+                .map_or(n, |(_, to)| *to)
+        };
+        self.own = self.own.map(now);
+        self.selected = self.selected.map(now);
+        self.close_asked = self.close_asked.map(now);
+        let line = &mut self.input_line;
+        line.pending_send = line.pending_send.map(now);
+        line.confirmed = std::mem::take(&mut line.confirmed)
+            .into_iter()
+            .map(now)
+            .collect();
+        for number in line.moved.values_mut() {
+            *number = now(*number);
+        }
+        for (sent_to, last) in std::mem::take(&mut line.waiting) {
+            let to = now(sent_to);
+            if to != sent_to {
+                line.moved.insert(sent_to, to);
+            }
+            line.waiting.insert(to, last);
+        }
+    }
+
     /// Notes that a chat call started.
     pub fn chat_started(&mut self, session: u64) {
         let last = self.state.transcript(session).last().map_or(0, |t| t.id);
@@ -234,6 +269,8 @@ impl Console {
     /// sending the line told, such as which session it opened or reopened, goes as notices
     /// go: after a while, or with the next line).
     pub fn chat_done(&mut self, session: u64, line: &str, result: Result<ChatReply, String>) {
+        // Sent before its conversation went on under another number: told there.
+        let session = self.input_line.moved.remove(&session).unwrap_or(session);
         let since = self.input_line.waiting.remove(&session);
         let failed = result.as_ref().map_or(true, ChatReply::is_error);
         let call_failed = result.as_ref().err().cloned();

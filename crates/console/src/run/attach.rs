@@ -47,6 +47,10 @@ pub struct Remote {
     kept: Option<KeptHandles>,
     /// Handles kept by an earlier run, not yet seen among the watched server's sessions.
     to_take_up: Mutex<Vec<String>>,
+    /// The sessions let go at the watched server's last restart (not shown by its stream
+    /// yet): their numbers before it, and handles. One taken up again under another number
+    /// takes the console's selection and input line with it.
+    let_go_at_restart: Mutex<Vec<(u64, String)>>,
 }
 
 impl Attachment for Remote {
@@ -197,29 +201,38 @@ fn settle(remote: &Remote, console: &mut Console) {
         };
         // The sessions this console started closed with the server (their numbers are the
         // new server's to give again); those the new server's stream shows, by their handle,
-        // were started since. The others are looked for as at an attach: the person's next
-        // line reopens the newest (their own first) when the server kept it in its store.
-        let stream = stream.lock().unwrap_or_else(|p| p.into_inner());
-        let mut let_go = target.keep_handles(|handle| {
-            let prefix: String = handle.chars().take(8).collect();
-            stream.session_of(&prefix).is_some()
-        });
-        drop(stream);
-        if let Some(own) = console.own
+        // were started there since, or reopened by a line sent before the stream showed the
+        // new server: they go on under the number it shows them by, and so do the person's
+        // own session, the selection and the input line. The others are looked for as at an
+        // attach: the person's next line reopens the newest (their own first) when the server
+        // kept it in its store.
+        let renumbered = {
+            let stream = stream.lock().unwrap_or_else(|p| p.into_inner());
+            target.renumber(|handle| stream.session_of(&handle_prefix(handle)))
+        };
+        let mut let_go = renumbered.let_go;
+        let before = console.own;
+        if let Some(own) = before
             && let Some(at) = let_go.iter().position(|(number, _)| *number == own)
         {
             let mine = let_go.remove(at);
             let_go.insert(0, mine);
-        }
-        if !let_go.is_empty() {
-            let mut pending = remote.to_take_up.lock().unwrap_or_else(|p| p.into_inner());
-            let handles: Vec<String> = let_go.into_iter().map(|(_, handle)| handle).collect();
-            pending.retain(|h| !handles.contains(h));
-            pending.splice(0..0, handles);
-        }
-        if console.own.is_some_and(|own| !target.owns(own)) {
             console.own = None;
         }
+        console.renumbered(&renumbered.moved);
+        if !let_go.is_empty() {
+            let mut pending = remote.to_take_up.lock().unwrap_or_else(|p| p.into_inner());
+            pending.retain(|h| !let_go.iter().any(|(_, handle)| handle == h));
+            pending.splice(0..0, let_go.iter().map(|(_, handle)| handle.clone()));
+        }
+        *remote
+            .let_go_at_restart
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = let_go;
+        // The person's session goes on: a line of theirs reopened it on the new server.
+        let going_on = before
+            .zip(console.own)
+            .map(|(before, now)| open_again(before, now));
         let text = match moved {
             // The console's own MCP client moved it: its session is opening there.
             Some((before, now)) if followed => format!(
@@ -231,9 +244,13 @@ fn settle(remote: &Remote, console: &mut Console) {
                  reopens your session there if its store keeps it (a shared store does), else \
                  starts a new one (n: a new one now)"
             ),
-            None => "the watched server restarted: your next line reopens your session there if \
-                     the server kept it in its store, else starts a new one (n: a new one now)"
-                .into(),
+            None => match going_on {
+                Some(going_on) => format!("the watched server restarted: {going_on}"),
+                None => "the watched server restarted: your next line reopens your session there \
+                         if the server kept it in its store, else starts a new one (n: a new one \
+                         now)"
+                    .into(),
+            },
         };
         // The notice goes in a few seconds: the Log keeps what happened.
         remote.attached.bus.publish(Event::Log {
@@ -264,6 +281,25 @@ fn settle(remote: &Remote, console: &mut Console) {
             }
         }
     }
+}
+
+/// What the person is told when the restarted server shows their session `before` again
+/// (as `now`): a line of theirs, sent before the stream showed the new server, reopened it.
+fn open_again(before: u64, now: u64) -> String {
+    let name = if before == now {
+        format!("#{now}")
+    } else {
+        format!("#{before} (#{now} now)")
+    };
+    format!(
+        "your session {name} is open again there (your line reopened it from its store): your \
+         lines go on in it"
+    )
+}
+
+/// The first 8 characters of `handle`: all the watched server's stream tells of it.
+fn handle_prefix(handle: &str) -> String {
+    handle.chars().take(8).collect()
 }
 
 /// Lets go of the person's session when its whisker worker's bot restarted (the feed closed
@@ -317,8 +353,9 @@ fn take_up_kept(remote: &Remote, console: &mut Console) {
         pending
             .iter()
             .filter_map(|handle| {
-                let prefix: String = handle.chars().take(8).collect();
-                stream.session_of(&prefix).map(|n| (handle.clone(), n))
+                stream
+                    .session_of(&handle_prefix(handle))
+                    .map(|n| (handle.clone(), n))
             })
             .collect()
     };
@@ -352,15 +389,46 @@ fn take_up_kept(remote: &Remote, console: &mut Console) {
             target.take_up(*number, handle, Shown::Elsewhere, 0);
         }
     }
+    // Those let go at the watched server's restart (a line of the person's reopened them
+    // there since) take the console's selection and input line to their numbers now.
+    let again: Vec<(u64, u64)> = {
+        let mut let_go = remote
+            .let_go_at_restart
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        found
+            .iter()
+            .filter_map(|(handle, now)| {
+                let at = let_go.iter().position(|(_, h)| h == handle)?;
+                Some((let_go.remove(at).0, *now))
+            })
+            .collect()
+    };
+    console.renumbered(&again);
     let numbers: Vec<String> = found.iter().map(|(_, n)| format!("#{n}")).collect();
     let text = if console.own.is_none() {
         let (_, newest) = found[0];
         console.own = Some(newest);
         console.selected = Some(newest);
-        format!(
-            "#{newest} is the session you started here last time (its handle was kept): \
-             your lines go on in it"
-        )
+        match again.iter().find(|(_, now)| *now == newest) {
+            Some(&(before, _)) => {
+                // As the restart's notice says it when the stream shows it at once.
+                let text = format!(
+                    "the watched server restarted: {}",
+                    open_again(before, newest)
+                );
+                remote.attached.bus.publish(Event::Log {
+                    at_ms: now_us() / 1000,
+                    level: "info".into(),
+                    message: text.clone(),
+                });
+                text
+            }
+            None => format!(
+                "#{newest} is the session you started here last time (its handle was kept): \
+                 your lines go on in it"
+            ),
+        }
     } else {
         format!("{} started here last time: yours again", numbers.join(", "))
     };
@@ -428,7 +496,7 @@ async fn reopen_kept(remote: &Remote) -> (Option<u64>, Option<String>) {
             Err(Reopen::Refused(said)) => {
                 // The server logs the refused call as an error (its stream brings it to the
                 // Log): say there what it was.
-                let prefix: String = handle.chars().take(8).collect();
+                let prefix = handle_prefix(&handle);
                 remote.attached.bus.publish(Event::Log {
                     at_ms: now_us() / 1000,
                     level: "info".into(),
@@ -879,6 +947,7 @@ pub async fn attach(
         tools: listed,
         kept,
         to_take_up: Mutex::new(to_take_up),
+        let_go_at_restart: Mutex::new(Vec::new()),
     });
     remote.refresh(&mut state);
     let feed = LiveFeed::attached(sub, remote.clone() as Arc<dyn Attachment>);

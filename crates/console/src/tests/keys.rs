@@ -183,6 +183,39 @@ fn empty_enter_reads_the_turn_in_flight_and_reports_it() {
     assert!(c.notice.as_ref().unwrap().text.contains("no unread turn"));
 }
 
+/// An attached console's sessions reopened under other numbers by the restarted server it
+/// watches (the new server numbers from 1): the person's own session, the selection, a chat
+/// in flight and a confirmation follow their conversations, all moved at once (two may swap
+/// numbers), and the end of the chat sent under the old number is told under the new one
+/// (tour O F1: they stayed on the old number, which the new server did not list).
+#[test]
+fn conversations_renumbered_take_the_selection_and_the_chats_in_flight_along() {
+    let mut c = console();
+    c.own = Some(3);
+    c.selected = Some(3);
+    c.input_line.confirmed.insert(1);
+    c.chat_started(3);
+    c.renumbered(&[(3, 1), (1, 2)]);
+    assert_eq!((c.own, c.selected), (Some(1), Some(1)));
+    assert_eq!(c.input_line.confirmed.iter().collect::<Vec<_>>(), [&2]);
+    assert_eq!(c.input_line.waiting.keys().collect::<Vec<_>>(), [&1]);
+    c.chat_done(
+        3,
+        "what did I say",
+        Ok(reply(
+            Some(2),
+            "You said: remember kiwi",
+            Some("completed"),
+            None,
+        )),
+    );
+    assert!(c.input_line.waiting.is_empty(), "the reply came");
+    assert!(c.input_line.moved.is_empty());
+    // Nothing moved: nothing changes.
+    c.renumbered(&[]);
+    assert_eq!((c.own, c.selected), (Some(1), Some(1)));
+}
+
 /// `line` is back in the input line, and the notice says so.
 fn assert_line_is_back(c: &Console, line: &str) {
     assert_eq!(c.input.lines(), [line]);

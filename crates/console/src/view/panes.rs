@@ -107,6 +107,10 @@ pub struct InputLineView {
     /// Sessions with a chat call from the console in flight, each with the id of its last
     /// turn when the first of them was sent (0: none): a turn after it may have taken the line.
     pub waiting: BTreeMap<u64, u64>,
+    /// Chats in flight in a conversation that went on under another number (an attached
+    /// console's session, reopened by the restarted server it watches): the number each was
+    /// sent to → the number now. Their ends come back under the first.
+    pub moved: BTreeMap<u64, u64>,
     /// A session not opened here whose line waits for a second Enter.
     pub pending_send: Option<u64>,
     /// Sessions not the person's own they confirmed speaking into, and those opened for them

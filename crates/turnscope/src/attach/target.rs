@@ -70,6 +70,27 @@ struct HeldTurn {
     took: Duration,
 }
 
+/// What became of the sessions this console started when the watched server restarted
+/// ([`Target::renumber`]).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Renumbered {
+    /// Those the new server shows under another number: (number before, number now).
+    pub moved: Vec<(u64, u64)>,
+    /// Those it does not show (not reopened there yet): their numbers and handles, newest
+    /// (highest number) first.
+    pub let_go: Vec<(u64, String)>,
+}
+
+impl Renumbered {
+    /// The number the session numbered `before` goes on under (itself when not moved).
+    fn number_now(&self, before: u64) -> u64 {
+        self.moved
+            .iter()
+            .find(|(from, _)| *from == before)
+            .map_or(before, |(_, to)| *to)
+    }
+}
+
 /// Why a kept session could not be reopened ([`Target::reopen`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reopen {
@@ -102,6 +123,8 @@ pub struct Target {
     bus: Bus,
     own: Arc<Mutex<HashMap<u64, Own>>>,
     pending: Handles,
+    /// The progress tokens of `chat` calls in flight (filled by the tap), by session.
+    tokens: Tokens,
     frames: Arc<AtomicU64>,
     side: Arc<ClientSide>,
     /// When this client last sent a request (µs since the epoch), for [`Target::keep_alive`].
@@ -212,6 +235,7 @@ impl Target {
             bus: bus.clone(),
             own,
             pending,
+            tokens,
             frames: Arc::default(),
             side,
             last_request_us: Arc::new(AtomicU64::new(now_us())),
@@ -532,23 +556,53 @@ impl Target {
         }
     }
 
-    /// Keeps only the sessions this console started whose handle `keep` accepts (after the
-    /// watched server restarted: those started on the new server, which its stream shows);
-    /// the others' numbers and handles, newest (highest number) first.
-    pub fn keep_handles(&self, keep: impl Fn(&str) -> bool) -> Vec<(u64, String)> {
-        let mut let_go = Vec::new();
-        self.own
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .retain(|number, own| {
-                let kept = keep(&own.handle);
-                if !kept {
-                    let_go.push((*number, own.handle.clone()));
+    /// After the watched server restarted: the sessions this console started that the new
+    /// server's stream shows (`shown_as` gives the number it shows a handle under: started or
+    /// reopened there since) stay this console's under that number, their turns the stream's
+    /// to show; the others are let go. A conversation keeps its handle, not its number: the
+    /// new server numbers the sessions it opens from 1.
+    pub fn renumber(&self, shown_as: impl Fn(&str) -> Option<u64>) -> Renumbered {
+        let mut outcome = Renumbered::default();
+        let mut own = self.own.lock().unwrap_or_else(|p| p.into_inner());
+        // Re-keyed whole: one session's new number may be another's old one.
+        for (number, mut session) in std::mem::take(&mut *own) {
+            match shown_as(&session.handle) {
+                Some(now) => {
+                    if now != number {
+                        outcome.moved.push((number, now));
+                    }
+                    session.shown = Shown::Elsewhere;
+                    session.progress_elsewhere = true;
+                    own.insert(now, session);
                 }
-                kept
-            });
-        let_go.sort_unstable_by_key(|(number, _)| std::cmp::Reverse(*number));
-        let_go
+                None => outcome.let_go.push((number, session.handle)),
+            }
+        }
+        drop(own);
+        if !outcome.moved.is_empty() {
+            // A call in flight in a moved session tells its progress under the number now.
+            let now = |n: u64| outcome.number_now(n);
+            for number in self
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .values_mut()
+            {
+                *number = now(*number);
+            }
+            for number in self
+                .tokens
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .values_mut()
+            {
+                *number = now(*number);
+            }
+        }
+        outcome
+            .let_go
+            .sort_unstable_by_key(|(number, _)| std::cmp::Reverse(*number));
+        outcome
     }
 
     /// Whether this console started `number`.
