@@ -362,7 +362,7 @@ async fn the_cap_refuses_start_and_a_stopped_bot_frees_its_slot() {
     let over = client.call("start", json!({})).await;
     assert!(over.is_error);
     assert!(
-        over.text.starts_with("sessions:") && over.text.contains("1 open sessions"),
+        over.text.starts_with("sessions:") && over.text.contains("1 open session,"),
         "{}",
         over.text
     );

@@ -709,8 +709,7 @@ async fn sessions_open_close_and_copy_their_handle_from_the_keyboard() {
         "both sessions marked the person's: {opened}"
     );
     // A line into the session opened for the person goes in unasked (before, it was asked
-    // about as if another client had opened it).
-    s.send(b"3").await;
+    // about as if another client had opened it); `n` left the person in the input line.
     s.send(b"yours-too\r").await;
     let answered = s.wait_text("You said: yours-too").await;
     assert!(!answered.contains("Enter again sends"), "{answered}");
