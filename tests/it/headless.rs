@@ -196,6 +196,20 @@ async fn model_serve_speaks_the_openai_wire_format() {
             .unwrap()
             .contains("not JSON")
     );
+    // A role no real server takes is refused as they refuse it (it was answered).
+    let typo = reqwest::Client::new()
+        .post(format!("{base}/chat/completions"))
+        .json(&serde_json::json!({"model": "x", "messages": [{"role": "syste", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(typo.status().as_u16(), 400);
+    let msg: Value = typo.json().await.unwrap();
+    let said = msg["error"]["message"].as_str().unwrap();
+    assert!(
+        said.contains("messages[0].role `syste` is not a role") && said.contains("system, "),
+        "{said}"
+    );
     child.kill().await.ok();
 }
 

@@ -93,6 +93,35 @@ fn bad_request(message: String) -> Response {
         .into_response()
 }
 
+/// The roles a chat.completions message may have, as OpenAI, llama-server and vLLM take them.
+const ROLES: [&str; 6] = [
+    "system",
+    "developer",
+    "user",
+    "assistant",
+    "tool",
+    "function",
+];
+
+/// The first message that is no object or has a role no real server takes, said as the 400
+/// they answer with: the scripted model answered it, so a request edited by hand (`e` in the
+/// turn view) with a typo in a role passed here and failed only against the real server.
+fn unknown_role(messages: &[Value]) -> Option<String> {
+    messages.iter().enumerate().find_map(|(i, message)| {
+        match message.get("role").and_then(Value::as_str) {
+            Some(role) if ROLES.contains(&role) => None,
+            Some(role) => Some(format!(
+                "messages[{i}].role `{role}` is not a role; expected one of {}",
+                ROLES.join(", ")
+            )),
+            None => Some(format!(
+                "messages[{i}] has no `role`; each message is an object with a role ({})",
+                ROLES.join(", ")
+            )),
+        }
+    })
+}
+
 async fn completions(State(settings): State<Arc<ScriptSettings>>, body: Bytes) -> Response {
     let request: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
@@ -107,6 +136,9 @@ async fn completions(State(settings): State<Arc<ScriptSettings>>, body: Bytes) -
             "`messages` is missing or not an array; send at least one message".into(),
         );
     };
+    if let Some(refusal) = unknown_role(messages) {
+        return bad_request(refusal);
+    }
     let tools = request
         .get("tools")
         .and_then(Value::as_array)
