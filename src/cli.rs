@@ -13,7 +13,8 @@ use turnscope::config::Overrides;
 #[derive(Debug, Parser)]
 #[command(name = "turnscope", version, about)]
 pub struct Cli {
-    /// Config file (TOML); default ./turnscope.toml when present.
+    /// Config file (TOML, or a Claude-Desktop `.json` whose `mcpServers` become tool sources);
+    /// default ./turnscope.toml when present.
     #[arg(long, global = true)]
     pub config: Option<PathBuf>,
     /// Main-mode flags.
