@@ -971,3 +971,25 @@ async fn attached_to_a_pipecat_bot_it_chats_and_shows_whisker_frames_pipeline_to
     let _ = bot.start_kill();
     terminate(&mut model).await;
 }
+
+/// Attached to an MCP server that is no bot (no `start` or `chat`: the fixture server), the
+/// header says nothing chats there and a line is kept with why, naming the tools it has,
+/// instead of inviting a line that `start` then refuses as an unknown tool (tour O).
+#[tokio::test]
+async fn attached_to_a_server_without_start_and_chat_it_says_nothing_chats_there() {
+    use crate::support::fixture::{Kind, RunningFixture};
+    let fixture = RunningFixture::start(Kind::Http).await;
+    let mut s = Screen::start(&["attach", &fixture.url("/mcp")]).await;
+    let first = s
+        .wait_all(&["no start/chat here", "This server is no bot"])
+        .await;
+    assert!(!first.contains("a line below starts yours"), "{first}");
+    s.send(b"hello\r").await;
+    let refused = s.wait_text("offers no start and chat tools").await;
+    assert!(refused.contains("echo"), "its tools named: {refused}");
+    assert!(!refused.contains("Unknown tool"), "{refused}");
+    // The notice goes with the next key; the line is still there.
+    s.send(b"\x1b[D").await;
+    s.wait_text("hello").await;
+    quit(&mut s).await;
+}

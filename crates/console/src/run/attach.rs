@@ -42,6 +42,10 @@ pub struct Remote {
     /// The target's `tools/list` (what the Tools pane lists): hand calls are checked
     /// against it before they are sent.
     tools: Vec<ToolSpec>,
+    /// What the target's listing says against chatting: it has no `start` or no `chat`
+    /// (a plain MCP server), so a line could only be refused (`None` when it has both, or
+    /// the listing failed and the first `start` says).
+    no_chat: Option<String>,
     /// The handles of the sessions this console started on the target, kept across runs;
     /// none without a target.
     kept: Option<KeptHandles>,
@@ -163,7 +167,9 @@ impl Remote {
             }
             parts.push(text);
         }
-        if let Some(target) = &self.attached.target {
+        if self.no_chat.is_some() {
+            parts.push("no start/chat here: call its tools by hand in 6 Tools".into());
+        } else if let Some(target) = &self.attached.target {
             parts.push(if target.owns_any() {
                 "n: new session · chat only in yours".into()
             } else {
@@ -598,6 +604,13 @@ fn perform(
             });
         }
         Action::Resend { .. } => crate::run::workbench::refuse_here(console, None),
+        Action::NewSession | Action::StartWith { .. } if remote.no_chat.is_some() => {
+            if let Action::StartWith { line } = action {
+                console.input_line.starting = false;
+                console.give_back_line(&line);
+            }
+            notice(console, remote.no_chat.clone().unwrap_or_default(), true);
+        }
         Action::NewSession => open_session(remote),
         Action::StartWith { line } => {
             let Some(target) = remote.attached.target.clone() else {
@@ -795,6 +808,26 @@ fn dead<T>() -> mpsc::UnboundedSender<T> {
     mpsc::unbounded_channel().0
 }
 
+/// Why nothing chats on a target whose `tools/list` (`listed`, empty when it failed) lacks
+/// `start` or `chat`: what it has, and what can be done there instead.
+fn no_chat(listed: &[ToolSpec]) -> Option<String> {
+    let has = |name: &str| listed.iter().any(|t| t.name == name);
+    if listed.is_empty() || (has("start") && has("chat")) {
+        return None;
+    }
+    let names: Vec<&str> = listed.iter().map(|t| t.name.as_str()).take(8).collect();
+    Some(format!(
+        "this server offers no start and chat tools (it has: {}{}), so nothing here chats; call \
+         its tools by hand in 6 Tools; your line is kept",
+        names.join(", "),
+        if listed.len() > names.len() {
+            ", …"
+        } else {
+            ""
+        }
+    ))
+}
+
 fn open_session(remote: &Arc<Remote>) {
     let remote = remote.clone();
     tokio::spawn(async move {
@@ -944,6 +977,7 @@ pub async fn attach(
         attached,
         outcomes: Mutex::new(Vec::new()),
         restarts_seen: AtomicU64::new(0),
+        no_chat: no_chat(&listed),
         tools: listed,
         kept,
         to_take_up: Mutex::new(to_take_up),
@@ -961,6 +995,12 @@ pub async fn attach(
     if console.watching_only() {
         console.input.set_placeholder_text(
             "Watching only: nothing here chats (attach URL --whisker WS chats with the bot too)",
+        );
+    }
+    if remote.no_chat.is_some() {
+        console.no_chat_here = true;
+        console.input.set_placeholder_text(
+            "This server offers no start/chat tools: nothing here chats; call its tools by hand in 6 Tools",
         );
     }
     Ok((console, feed, remote))

@@ -65,6 +65,9 @@ pub struct Console {
     /// Whether the person's first line opens their session (`turnscope attach`: none is
     /// opened before, so a console that only watches starts nothing on the bot).
     pub start_on_first_line: bool,
+    /// The attached server is no bot (its tools include no `start` or `chat`): nothing here
+    /// chats, and the panes say so instead of inviting a line.
+    pub no_chat_here: bool,
     /// The input line.
     pub input: TextArea<'static>,
     /// The input line's sends: chats in flight, a line waiting for a second Enter.
@@ -138,6 +141,7 @@ impl Console {
             selected_handle: None,
             own: None,
             start_on_first_line: false,
+            no_chat_here: false,
             input,
             input_line: InputLineView::default(),
             notice: None,

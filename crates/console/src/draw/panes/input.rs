@@ -60,6 +60,12 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         _ if c.watching_only() => {
             extra.push(dim_piece(c, "watching only: nothing here chats"));
         }
+        _ if c.no_chat_here => {
+            extra.push(dim_piece(
+                c,
+                "no start/chat on this server: nothing here chats",
+            ));
+        }
         // Attached, before the person has a session: their line opens one, whatever is
         // selected.
         _ if c.start_on_first_line && c.own.is_none() => {

@@ -108,6 +108,8 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         lines.push(Line::styled(
             if c.watching_only() {
                 " no sessions yet: they show as the bot runs them"
+            } else if c.no_chat_here {
+                " no sessions: this server has no start/chat tools"
             } else if c.start_on_first_line {
                 // Attached: the bot's other clients may not show here; the person's line does.
                 " no sessions yet: a line below starts yours"

@@ -114,7 +114,10 @@ pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
     let t = &c.theme;
     let mut out = Vec::new();
     let Some(session) = c.selected else {
-        let text = if c.start_on_first_line && c.own.is_none() {
+        let text = if c.no_chat_here {
+            "This server is no bot: it offers no start and chat tools, so nothing here chats. \
+             Its tools are in 6 Tools, where each can be called by hand."
+        } else if c.start_on_first_line && c.own.is_none() {
             // Attached: nothing was started on the bot; the person's first line starts it.
             "No session of yours yet: type a line below and press Enter to start one on the \
              bot (n starts one without a line)."
