@@ -187,6 +187,11 @@ fn collect(e: &ValidationError<'_, '_>, out: &mut Vec<ArgError>) {
                 consts(e).unwrap_or_default().join(", ")
             ),
         }),
+        ErrorKind::AnyOf | ErrorKind::OneOf(None) if the_branch_meant(e).is_some() => {
+            if let Some(branch) = the_branch_meant(e) {
+                collect(branch, out);
+            }
+        }
         ErrorKind::AnyOf | ErrorKind::OneOf(_) => out.push(ArgError {
             pointer,
             rule: keyword(&e.kind),
@@ -202,6 +207,28 @@ fn collect(e: &ValidationError<'_, '_>, out: &mut Vec<ArgError>) {
             rule: keyword(kind),
             message: one_line(&kind.to_string()),
         }),
+    }
+}
+
+/// The one branch of a failed choice that the value was meant for: every other branch
+/// failed only on the value's type there (`Optional[Model]`, pydantic's `anyOf: [{$ref},
+/// {type: null}]`, given an object: the object's branch), so its errors are the real ones
+/// (`/style/times: maximum 5`, not "matches none of the allowed shapes").
+fn the_branch_meant<'a, 's, 'v>(
+    e: &'a ValidationError<'s, 'v>,
+) -> Option<&'a ValidationError<'s, 'v>> {
+    fn only_type_here(branch: &ValidationError<'_, '_>, at: &str) -> bool {
+        if branch.causes.is_empty() {
+            return matches!(branch.kind, ErrorKind::Type { .. })
+                && branch.instance_location.to_string() == at;
+        }
+        branch.causes.iter().all(|c| only_type_here(c, at))
+    }
+    let at = e.instance_location.to_string();
+    let mut meant = e.causes.iter().filter(|b| !only_type_here(b, &at));
+    match (meant.next(), meant.next()) {
+        (Some(branch), None) if e.causes.len() > 1 => Some(branch),
+        _ => None,
     }
 }
 
@@ -313,6 +340,31 @@ mod tests {
             (errors[0].pointer.as_str(), errors[0].rule),
             ("/v", "oneOf")
         );
+    }
+
+    /// pydantic's `Optional[Style]` given an object that breaks `Style`: the object's branch
+    /// is the one meant, so its rule is named (it read "matches none of the allowed shapes").
+    #[test]
+    fn an_optional_models_errors_are_its_own() {
+        let check = ArgsCheck::new(&json!({
+            "type": "object",
+            "properties": {"style": {"anyOf": [{"$ref": "#/$defs/Style"}, {"type": "null"}]}},
+            "$defs": {"Style": {
+                "type": "object",
+                "properties": {"times": {"type": "integer", "maximum": 5}}
+            }}
+        }));
+        let errors = check.errors(&json!({"style": {"times": 9}}));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(
+            (errors[0].pointer.as_str(), errors[0].rule),
+            ("/style/times", "maximum"),
+            "{}",
+            errors[0]
+        );
+        // A value of neither shape still reads as the choice.
+        let errors = check.errors(&json!({"style": 3}));
+        assert_eq!(errors[0].rule, "anyOf", "{errors:?}");
     }
 
     #[test]
