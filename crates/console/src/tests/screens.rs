@@ -625,6 +625,34 @@ fn at_120_columns_the_header_keeps_the_store() {
     assert!(first.contains("model scripted"), "{first}");
 }
 
+/// At 120 columns a named bot on its default store file keeps the MCP URL, what a person
+/// connects to: the file's name gives way to its kind first (the URL went for it: tour O).
+#[test]
+fn at_120_columns_the_header_keeps_the_mcp_url_over_the_store_files_name() {
+    let mut c = fresh();
+    let h = &mut c.state.header;
+    h.bot = Some("Hours".into());
+    h.store =
+        Some("sqlite:/home/you/.local/state/turnscope/sessions-127.0.0.1-7870.sqlite3".into());
+    h.config = Some(crate::state::ConfigMark {
+        version: 1,
+        outcome: "applied".into(),
+        restart: 0,
+    });
+    h.model = "embedded scripted model (http://127.0.0.1:41529/v1)".into();
+    h.model_short = Some("scripted".into());
+    let shown = screen(&mut c, 120, 36);
+    let first = shown.lines().next().unwrap_or_default();
+    assert!(first.contains("MCP http://127.0.0.1:7870/mcp"), "{first}");
+    assert!(first.contains("store sqlite "), "{first}");
+    let wide = screen(&mut c, 200, 36);
+    let first = wide.lines().next().unwrap_or_default();
+    assert!(
+        first.contains("store sessions-127.0.0.1-7870.sqlite3"),
+        "wide, the file's name: {first}"
+    );
+}
+
 /// A narrow header keeps the count of keys waiting for a restart beside the config version.
 #[test]
 fn the_header_keeps_the_keys_waiting_for_a_restart_at_80_columns() {

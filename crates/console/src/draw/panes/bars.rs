@@ -226,7 +226,7 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
                 5,
             )
         } else {
-            Chunk::new(
+            let chunk = Chunk::new(
                 vec![
                     Span::styled(" store ", t.dim),
                     Span::styled(short, t.text),
@@ -236,7 +236,21 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
                 // the model's name is shortened: where conversations are kept says more than
                 // the model's address.
                 4,
-            )
+            );
+            if store.starts_with("sqlite:") {
+                // A file's name (`sessions-127.0.0.1-7870.sqlite3`, its address again) gives
+                // way to its kind first: at 120 columns the MCP URL went for it (tour O).
+                chunk.or_short(
+                    vec![
+                        Span::styled(" store ", t.dim),
+                        Span::styled("sqlite", t.text),
+                        Span::styled(" ", t.dim),
+                    ],
+                    2,
+                )
+            } else {
+                chunk
+            }
         };
         first.push(chunk);
     }
