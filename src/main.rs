@@ -179,6 +179,11 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
             };
             if cli.serve.headless {
                 logging::init(true);
+                // A headless server draws nothing, but a theme its config names is checked
+                // now: a typo showed only on the laptop of whoever next opened a console.
+                if let Err(e) = Theme::resolve(config.console.theme.as_deref(), true) {
+                    eprintln!("turnscope: warning: {e} (a console on this config would refuse it)");
+                }
                 headless(&config, Some(source), cli.serve.events.as_deref(), started).await
             } else {
                 logging::init(false);

@@ -383,3 +383,23 @@ async fn at_info_the_log_is_turnscopes_own_not_the_sdks_per_request_lines() {
         assert!(!logged.contains(sdk), "{sdk:?} in:\n{logged}");
     }
 }
+
+/// A theme that does not exist is warned about by a headless server (it draws none, so it
+/// still serves): the typo showed only when someone next opened a console (tour O).
+#[tokio::test]
+async fn a_headless_server_warns_of_a_theme_that_does_not_exist() {
+    use tokio::io::AsyncReadExt;
+    let mut child = serving(&["--headless", "--port", "0", "--theme", "purple"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    ready_line(&mut child).await;
+    assert!(terminate(&mut child).await.success());
+    let mut said = String::new();
+    stderr.read_to_string(&mut said).await.unwrap();
+    assert!(
+        said.contains("warning: theme `purple`: no such theme"),
+        "{said}"
+    );
+}
