@@ -351,6 +351,13 @@ fn a_frame_filter_matching_nothing_says_so() {
     let text = both(&mut c);
     assert!(text.contains("No frame matches the filter"), "{text}");
     assert_snapshot!(text);
+    // One no frame could match says what its field takes (it said only "no frame matches").
+    c.frames.filter = crate::view::filter::FrameFilter::parse("kind:bogus");
+    let text = screen(&mut c, 120, 36);
+    assert!(
+        text.contains("No frame can match kind:bogus: kind is one of system, data,"),
+        "{text}"
+    );
 }
 
 /// A transcript search that finds nothing says so; one that finds says which of how many.

@@ -103,6 +103,33 @@ impl FrameFilter {
         self.terms.is_empty()
     }
 
+    /// What is wrong with a term no frame could ever match (`kind:bogus`, `turn:abc`), said
+    /// with what the field takes: such a filter showed "no frame matches" and nothing of why.
+    pub fn problem(&self) -> Option<String> {
+        self.terms.iter().find_map(|t| {
+            let v = t.value.as_str();
+            match t.field {
+                Field::Kind
+                    if !["system", "data", "control"]
+                        .iter()
+                        .any(|k| k.starts_with(v)) =>
+                {
+                    Some(format!("kind:{v}: kind is one of system, data, control"))
+                }
+                Field::Dir if !["up", "down", "u", "d", "↑", "↓"].contains(&v) => {
+                    Some(format!("dir:{v}: dir is up or down"))
+                }
+                Field::Turn if v.parse::<u64>().is_err() => {
+                    Some(format!("turn:{v}: turn takes a turn's number (turn:3)"))
+                }
+                Field::Session if v.trim_start_matches('#').parse::<u64>().is_err() => Some(
+                    format!("session:{v}: session takes a session's number (session:2)"),
+                ),
+                _ => None,
+            }
+        })
+    }
+
     /// Whether `frame` passes every term.
     pub fn matches(&self, frame: &FrameEvent) -> bool {
         self.terms.iter().all(|t| t.matches(frame) != t.negate)
@@ -198,5 +225,25 @@ mod tests {
             "a weird:thing"
         )));
         assert!(FrameFilter::parse("   ").is_empty());
+        // A term no frame could match says what its field takes.
+        assert_eq!(
+            FrameFilter::parse("kind:bogus").problem().as_deref(),
+            Some("kind:bogus: kind is one of system, data, control")
+        );
+        assert!(
+            FrameFilter::parse("turn:abc")
+                .problem()
+                .unwrap()
+                .contains("turn:3")
+        );
+        assert!(FrameFilter::parse("dir:sideways").problem().is_some());
+        for fine in [
+            "kind:sys",
+            "turn:3 session:#2",
+            "dir:↑",
+            "name:x weird:thing",
+        ] {
+            assert_eq!(FrameFilter::parse(fine).problem(), None, "{fine}");
+        }
     }
 }

@@ -50,6 +50,12 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             t.dim,
         ),
     ]);
+    // The filter as typed before the pane's state: on a narrow pane the end is cut, and
+    // what the person typed outranks "following" (it read `filter: …`: tour O).
+    if c.frames.editing.is_none() && !c.frames.filter.is_empty() {
+        info.push(Span::styled(" · filter: ", t.dim));
+        info.push(Span::styled(c.frames.filter.text().to_string(), t.key));
+    }
     info.push(if c.frames.paused.is_some() {
         Span::styled(" · ❚❚ paused", t.warn)
     } else if c.frames.cursor.is_none() {
@@ -57,10 +63,6 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     } else {
         Span::styled(" · browsing (End follows)", t.dim)
     });
-    if c.frames.editing.is_none() && !c.frames.filter.is_empty() {
-        info.push(Span::styled(" · filter: ", t.dim));
-        info.push(Span::styled(c.frames.filter.text().to_string(), t.key));
-    }
     // Older ones went (the console keeps 5,000 at most, within console.max_mib): said, as
     // the MCP pane says its own (the list started mid-turn with no word of it), after the
     // pane's state and where it fits whole (at 140 columns it pushed "following" out).
@@ -106,8 +108,14 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         // Its turns ran, and frames were dropped: its own were among the oldest.
         let dropped = selected_row.is_some_and(|row| row.turns > 0) && c.state.frames_evicted() > 0;
         let dropped_text;
+        let filter_text;
         let said = if source.is_empty() {
             "No frames yet: they appear as soon as a session runs a turn."
+        } else if let Some(problem) = c.frames.filter.problem() {
+            filter_text = format!("No frame can match {problem}; Esc clears the filter.");
+            &filter_text
+        } else if !c.frames.filter.is_empty() && c.frames.all {
+            "No frame matches the filter; Esc clears it."
         } else if !c.frames.filter.is_empty() {
             "No frame matches the filter; Esc clears it, a shows all sessions."
         } else if selected_stored {
