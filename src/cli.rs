@@ -249,7 +249,7 @@ pub enum ModelAction {
         /// Seconds between streamed words.
         #[arg(long, default_value_t = 0.03, allow_negative_numbers = true)]
         pace: f64,
-        /// Exact words per plain answer.
+        /// Exact words per text answer (the one after a tool round too).
         #[arg(long)]
         words: Option<usize>,
     },

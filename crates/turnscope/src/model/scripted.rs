@@ -10,7 +10,8 @@ use super::scripted_calls::calls_for;
 pub struct ScriptSettings {
     /// Seconds between streamed words (0.03 paces it like a typical stub model).
     pub pace: f64,
-    /// Exact number of words in a plain answer (`None` = as the rule builds it).
+    /// Exact number of words in a text answer, the one after a tool round too (`None` = as
+    /// the rule builds it).
     pub words: Option<usize>,
 }
 
