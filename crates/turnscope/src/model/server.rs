@@ -93,8 +93,10 @@ fn bad_request(message: String) -> Response {
         .into_response()
 }
 
-/// The roles a chat.completions message may have, as OpenAI, llama-server and vLLM take them.
-const ROLES: [&str; 6] = [
+/// The roles a chat.completions message may have, as OpenAI, llama-server and vLLM take them
+/// (`developer` is OpenAI's newer name for `system`, `function` its older tool result); the
+/// OpenAI bridge holds its clients' messages to the same list.
+pub(crate) const ROLES: [&str; 6] = [
     "system",
     "developer",
     "user",

@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 use super::execute::{Caller, arguments_of};
 use super::held::{HeldRounds, Round, bridge_call_id};
 use super::wire::tool_call_json;
+use crate::model::server::ROLES;
 use crate::model::{ModelClient, ModelError};
 use crate::observe::{Bus, Event, TokenUsage};
 use crate::tools::ToolCall;
@@ -133,17 +134,6 @@ pub(crate) fn parse_request(body: &[u8]) -> Result<ChatRequest, String> {
         extra: map,
     })
 }
-
-/// Roles a chat message may have (`developer` is OpenAI's newer name for `system`, `function`
-/// its older tool result).
-const ROLES: [&str; 6] = [
-    "system",
-    "developer",
-    "user",
-    "assistant",
-    "tool",
-    "function",
-];
 
 /// Checks message `i`: a known role, and a content that is text, a list of parts, or absent
 /// (an assistant's calls): anything else was passed on or dropped unseen (tour M: a number's
