@@ -644,10 +644,20 @@ async fn a_copy_another_replica_went_on_with_is_let_go_of_without_a_call() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let closed = std::iter::from_fn(|| r1_events.try_recv()).find_map(|e| match &*e {
-        Event::Session(s) => s.closed.clone(),
-        _ => None,
-    });
+    // The table lets go of it before its close is told (the bot ends, the store is told):
+    // waited for, not read at once (CI caught the race).
+    let closed = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(e) = r1_events.recv().await {
+            if let Event::Session(s) = &*e
+                && s.closed.is_some()
+            {
+                return s.closed.clone();
+            }
+        }
+        None
+    })
+    .await
+    .expect("its close is told");
     assert_eq!(closed.as_deref(), Some("continued on replica r2"));
     // r2's copy is its own latest: kept. And the conversation goes on on r1 as it was.
     assert_eq!(r2.len(), 1);
