@@ -41,10 +41,10 @@ pub struct ServeArgs {
     #[arg(long)]
     pub model: Option<String>,
     /// Most open sessions (default 32).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub sessions: Option<usize>,
     /// Seconds a session lives with no chat call (default 300).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub handle_seconds: Option<u64>,
     /// Seconds between idle sweeps (default 30).
     #[arg(long, hide = true, allow_negative_numbers = true)]
@@ -479,6 +479,9 @@ mod tests {
     fn a_negative_number_is_a_value_not_a_flag() {
         let cli = Cli::try_parse_from(["turnscope", "--pace", "-1"]).unwrap();
         assert_eq!(cli.serve.overrides().pace, Some(-1.0));
+        // A whole number's parser says what it expected of `-1`, not that it is a flag.
+        let e = Cli::try_parse_from(["turnscope", "--handle-seconds", "-1"]).unwrap_err();
+        assert!(e.to_string().contains("invalid value '-1'"), "{e}");
     }
 
     #[test]
@@ -593,7 +596,7 @@ pub enum SessionsAction {
         #[arg(long)]
         expired: bool,
         /// The handle lifetime, seconds.
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true)]
         handle_seconds: Option<u64>,
     },
 }

@@ -216,6 +216,17 @@ fn open_to_write(path: &Path) -> anyhow::Result<SqliteStore> {
     })
 }
 
+/// The command that lists `store`'s sessions, to paste: a file store's path as it is; a
+/// Redis URL is shown with its password masked, so the person puts theirs back.
+fn list_command(store: &dyn SessionStore) -> String {
+    let url = store.describe();
+    if url.starts_with("sqlite:") {
+        format!("`turnscope sessions list --store {url}`")
+    } else {
+        format!("`turnscope sessions list --store URL` (this store: {url}, its password put back)")
+    }
+}
+
 /// The one session whose handle starts with `prefix`, or whose handle `prefix` is whole (what
 /// an MCP client prints, or the console's `y` copies).
 async fn find(store: &dyn SessionStore, prefix: &str) -> anyhow::Result<Head> {
@@ -228,18 +239,18 @@ async fn find(store: &dyn SessionStore, prefix: &str) -> anyhow::Result<Head> {
             .with_context(|| {
                 format!(
                     "{} holds no session with the handle {}…: it ended (idle past its lifetime, or \
-                     deleted), or was kept in another store; `turnscope sessions list --store {}` \
+                     deleted), or was kept in another store; {} \
                      shows those it holds",
                     store.describe(),
                     &prefix[..8],
-                    store.describe()
+                    list_command(store)
                 )
             });
     }
     anyhow::ensure!(
         !prefix.is_empty() && prefix.len() <= 8,
-        "prefix {prefix:?}: expected the first 1 to 8 characters of a handle, as `turnscope sessions list --store {}` shows them",
-        store.describe()
+        "prefix {prefix:?}: expected the first 1 to 8 characters of a handle, as {} shows them",
+        list_command(store)
     );
     let prefix = prefix.to_ascii_lowercase();
     let mut found: Vec<Head> = store
@@ -250,10 +261,10 @@ async fn find(store: &dyn SessionStore, prefix: &str) -> anyhow::Result<Head> {
         .collect();
     match found.len() {
         0 => anyhow::bail!(
-            "no stored session's handle starts with {prefix} in {}; `turnscope sessions list --store {}` \
+            "no stored session's handle starts with {prefix} in {}; {} \
              shows those it holds",
             store.describe(),
-            store.describe()
+            list_command(store)
         ),
         1 => Ok(found.remove(0)),
         n => anyhow::bail!(

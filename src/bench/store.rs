@@ -215,6 +215,7 @@ async fn fill(path: &Path, stored: usize) -> anyhow::Result<Vec<String>> {
                     greeting: None,
                     created_ms: now,
                     last_used_ms: now,
+                    kept_alive_ms: 0,
                     turns: 0,
                     messages: 0,
                     forgotten: 0,

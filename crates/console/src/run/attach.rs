@@ -605,11 +605,13 @@ fn perform(
         }
         Action::Resend { .. } => crate::run::workbench::refuse_here(console, None),
         Action::NewSession | Action::StartWith { .. } if remote.no_chat.is_some() => {
+            let mut why = remote.no_chat.clone().unwrap_or_default();
             if let Action::StartWith { line } = action {
                 console.input_line.starting = false;
                 console.give_back_line(&line);
+                why.push_str("; your line is kept");
             }
-            notice(console, remote.no_chat.clone().unwrap_or_default(), true);
+            notice(console, why, true);
         }
         Action::NewSession => open_session(remote),
         Action::StartWith { line } => {
@@ -808,23 +810,27 @@ fn dead<T>() -> mpsc::UnboundedSender<T> {
     mpsc::unbounded_channel().0
 }
 
-/// Why nothing chats on a target whose `tools/list` (`listed`, empty when it failed) lacks
+/// Why nothing chats on a target whose `tools/list` (`listed`, as it came back) lacks
 /// `start` or `chat`: what it has, and what can be done there instead.
 fn no_chat(listed: &[ToolSpec]) -> Option<String> {
     let has = |name: &str| listed.iter().any(|t| t.name == name);
-    if listed.is_empty() || (has("start") && has("chat")) {
+    if has("start") && has("chat") {
         return None;
     }
     let names: Vec<&str> = listed.iter().map(|t| t.name.as_str()).take(8).collect();
-    Some(format!(
-        "this server offers no start and chat tools (it has: {}{}), so nothing here chats; call \
-         its tools by hand in 6 Tools; your line is kept",
-        names.join(", "),
-        if listed.len() > names.len() {
+    let what = if listed.is_empty() {
+        "it lists no tool".to_string()
+    } else {
+        let more = if listed.len() > names.len() {
             ", …"
         } else {
             ""
-        }
+        };
+        format!("it has: {}{more}", names.join(", "))
+    };
+    Some(format!(
+        "this server offers no start and chat tools ({what}), so nothing here chats; call its \
+         tools by hand in 6 Tools"
     ))
 }
 
@@ -933,9 +939,13 @@ pub async fn attach(
         ..Header::default()
     });
     let mut listed = Vec::new();
+    // Whether the target's listing came back (an empty one too): only then does it say the
+    // server has no start or chat.
+    let mut listed_ok = false;
     match &attached.target {
         Some(t) => match t.tools().await {
             Ok(tools) => {
+                listed_ok = true;
                 let specs: Vec<ToolSpec> = tools
                     .iter()
                     .map(|tool| ToolSpec {
@@ -977,7 +987,7 @@ pub async fn attach(
         attached,
         outcomes: Mutex::new(Vec::new()),
         restarts_seen: AtomicU64::new(0),
-        no_chat: no_chat(&listed),
+        no_chat: listed_ok.then(|| no_chat(&listed)).flatten(),
         tools: listed,
         kept,
         to_take_up: Mutex::new(to_take_up),

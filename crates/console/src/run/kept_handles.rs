@@ -358,12 +358,15 @@ impl KeptHandles {
             (store, asked)
         };
         let expired_before = now_ms().saturating_sub(handle_seconds.saturating_mul(1000));
+        let shared = store.shared();
         let answers = futures::future::join_all(asked.iter().map(|(_, id)| store.head(id))).await;
         let mut gone = Vec::new();
         for ((handle, _), answer) in asked.iter().zip(answers) {
             let expired = match answer {
                 Ok(None) => false,
-                Ok(Some(head)) if head.last_used_ms < expired_before => true,
+                // A shared store expires a conversation itself (its TTL, which replicas keep
+                // fresh): one it holds is alive.
+                Ok(Some(head)) if !shared && head.idle_since_ms() < expired_before => true,
                 _ => continue,
             };
             gone.push((handle.clone(), expired));
@@ -691,6 +694,7 @@ mod tests {
                 created_ms: now_ms() - 60_000,
                 // A minute without a line.
                 last_used_ms: now_ms() - 60_000,
+                kept_alive_ms: 0,
                 turns: 1,
                 messages: 2,
                 forgotten: 0,

@@ -165,7 +165,7 @@ impl StoredSessions {
             if open.contains(&head.id) || self.closed_since.contains_key(&head.id) {
                 continue;
             }
-            if now.saturating_sub(head.last_used_ms) > lifetime_ms {
+            if now.saturating_sub(head.idle_since_ms()) > lifetime_ms {
                 expired += 1;
                 continue;
             }
@@ -175,7 +175,7 @@ impl StoredSessions {
             }
             let number = stored_number(&head.id);
             self.ids.insert(number, head.id);
-            let idle_s = now.saturating_sub(head.last_used_ms) / 1000;
+            let idle_s = now.saturating_sub(head.idle_since_ms()) / 1000;
             rows.push(SessionRow {
                 number,
                 handle_prefix: head.prefix.clone(),

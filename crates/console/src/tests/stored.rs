@@ -216,6 +216,7 @@ fn api_head(id: HandleId, prefix: &str, turns: u64) -> Head {
         greeting: None,
         created_ms: now_ms(),
         last_used_ms: now_ms(),
+        kept_alive_ms: 0,
         turns,
         messages: 0,
         forgotten: 0,

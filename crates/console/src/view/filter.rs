@@ -106,7 +106,8 @@ impl FrameFilter {
     /// What is wrong with a term no frame could ever match (`kind:bogus`, `turn:abc`), said
     /// with what the field takes: such a filter showed "no frame matches" and nothing of why.
     pub fn problem(&self) -> Option<String> {
-        self.terms.iter().find_map(|t| {
+        // A negated term keeps what it cannot match: every frame.
+        self.terms.iter().filter(|t| !t.negate).find_map(|t| {
             let v = t.value.as_str();
             match t.field {
                 Field::Kind
@@ -116,7 +117,8 @@ impl FrameFilter {
                 {
                     Some(format!("kind:{v}: kind is one of system, data, control"))
                 }
-                Field::Dir if !["up", "down", "u", "d", "↑", "↓"].contains(&v) => {
+                // As `matches` takes it: a part of up or down, or an arrow.
+                Field::Dir if !["up", "down", "↑", "↓"].iter().any(|d| d.contains(v)) => {
                     Some(format!("dir:{v}: dir is up or down"))
                 }
                 Field::Turn if v.parse::<u64>().is_err() => {
@@ -241,6 +243,8 @@ mod tests {
             "kind:sys",
             "turn:3 session:#2",
             "dir:↑",
+            "dir:ow",
+            "!kind:bogus",
             "name:x weird:thing",
         ] {
             assert_eq!(FrameFilter::parse(fine).problem(), None, "{fine}");

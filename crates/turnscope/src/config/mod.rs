@@ -625,23 +625,6 @@ pub(crate) fn is_loopback(host: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-/// Whether the name `host` resolves to an address beyond loopback. A name that resolves to
-/// none is not refused here: binding it fails next, saying the name does not resolve (a typo
-/// was sent off to get an auth token first). Resolved once, at start.
-fn resolves_beyond_loopback(host: &str) -> bool {
-    use std::net::ToSocketAddrs as _;
-    if host
-        .trim_matches(|c| c == '[' || c == ']')
-        .parse::<std::net::IpAddr>()
-        .is_ok()
-    {
-        return true;
-    }
-    (host, 0)
-        .to_socket_addrs()
-        .is_ok_and(|mut addrs| addrs.any(|addr| !addr.ip().is_loopback()))
-}
-
 /// Refuses to listen on `host` beyond loopback without a bearer token, unless an
 /// authenticating proxy is said to be in front (`allow_open_bind`): handles are bearer secrets,
 /// and anyone who can reach the port could open sessions and run tools.
@@ -653,8 +636,22 @@ pub(crate) fn check_open_bind(
     has_token: bool,
     allow_open_bind: bool,
 ) -> Result<(), String> {
-    if is_loopback(host) || has_token || allow_open_bind || !resolves_beyond_loopback(host) {
+    if is_loopback(host) || has_token || allow_open_bind {
         return Ok(());
+    }
+    // Refused either way; a name that does not resolve is said so (a typo was sent off to
+    // get a token first). The rule itself never rests on a lookup: a name is beyond loopback
+    // whatever it resolves to now, since the bind looks it up again.
+    if host
+        .trim_matches(|c| c == '[' || c == ']')
+        .parse::<std::net::IpAddr>()
+        .is_err()
+        && std::net::ToSocketAddrs::to_socket_addrs(&(host, 0)).is_err()
+    {
+        return Err(format!(
+            "cannot listen on {host}: the name does not resolve; give --host an IP address or \
+             a name this machine resolves (127.0.0.1, localhost)"
+        ));
     }
     Err(format!(
         "refusing to listen on {host} without an auth token: anyone who can reach this port could \

@@ -93,7 +93,7 @@ fn bad_request(message: String) -> Response {
         .into_response()
 }
 
-/// The roles a chat.completions message may have, as OpenAI, llama-server and vLLM take them
+/// The roles a chat.completions message may have, as OpenAI takes them
 /// (`developer` is OpenAI's newer name for `system`, `function` its older tool result); the
 /// OpenAI bridge holds its clients' messages to the same list.
 pub(crate) const ROLES: [&str; 6] = [
@@ -105,9 +105,9 @@ pub(crate) const ROLES: [&str; 6] = [
     "function",
 ];
 
-/// The first message that is no object or has a role no real server takes, said as the 400
-/// they answer with: the scripted model answered it, so a request edited by hand (`e` in the
-/// turn view) with a typo in a role passed here and failed only against the real server.
+/// The first message that is no object or has a role OpenAI does not take, said as the 400
+/// it answers with: the scripted model answered it, so a request edited by hand (`e` in the
+/// turn view) with a typo in a role passed here unseen.
 fn unknown_role(messages: &[Value]) -> Option<String> {
     messages.iter().enumerate().find_map(|(i, message)| {
         match message.get("role").and_then(Value::as_str) {

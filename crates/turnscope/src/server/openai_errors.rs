@@ -31,13 +31,17 @@ pub(crate) async fn as_openai_json(request: Request, next: Next) -> Response {
     if !openai || !is_plain_text_error(&response) {
         return response;
     }
+    // Longer than any refusal of ours (or of unknown length): not one of them, left as it is.
+    let short = http_body::Body::size_hint(response.body())
+        .upper()
+        .is_some_and(|n| n <= MOST_REWRITTEN as u64);
+    if !short {
+        return response;
+    }
     let (mut parts, body) = response.into_parts();
-    let Ok(collected) = http_body_util::Limited::new(body, MOST_REWRITTEN)
-        .collect()
-        .await
-    else {
-        // Longer than any refusal of ours: not one of them, and already read, so only its
-        // status can go on.
+    let Ok(collected) = body.collect().await else {
+        // A body that failed to arrive: said by its status alone, nothing claimed of its size.
+        parts.headers.remove(header::CONTENT_LENGTH);
         return Response::from_parts(parts, Body::empty());
     };
     let text = String::from_utf8_lossy(&collected.to_bytes())

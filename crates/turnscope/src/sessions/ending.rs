@@ -128,15 +128,30 @@ impl Sessions {
         if !storage.writing() || !self.console_holds() {
             return;
         }
-        let ids: Vec<HandleId> = self
+        let now = crate::store::now_ms();
+        let since = idle_at_least.as_millis() as u64;
+        let held: Vec<Arc<Session>> = self
             .table()
             .by_id
             .values()
-            .filter(|s| s.held_by_console() && s.idle() >= idle_at_least)
-            .map(|s| s.id)
+            .filter(|s| {
+                s.held_by_console()
+                    && s.idle() >= idle_at_least
+                    && now.saturating_sub(s.kept_alive_ms.load(Ordering::Relaxed)) >= since
+            })
+            .cloned()
             .collect();
-        if let Err(e) = storage.store().keep_alive(&ids).await {
-            storage.fail(&e);
+        if held.is_empty() {
+            return;
+        }
+        let ids: Vec<HandleId> = held.iter().map(|s| s.id).collect();
+        match storage.store().keep_alive(&ids).await {
+            Ok(()) => {
+                for session in &held {
+                    session.kept_alive_ms.store(now, Ordering::Relaxed);
+                }
+            }
+            Err(e) => storage.fail(&e),
         }
     }
 

@@ -130,6 +130,10 @@ pub struct Session {
     /// (see [`SessionEvent::taken_from`]); `None` when born here or continued by this replica.
     pub taken_from: Option<String>,
     last_used_ms: AtomicU64,
+    /// When the store last marked it used for a running console that holds it (ms since
+    /// the Unix epoch; 0: never), so an idle console session is written once per half
+    /// lifetime, not at every sweep (`Sessions::keep_console_held_alive`).
+    kept_alive_ms: AtomicU64,
     /// The client that held it let go (its MCP session ended) and no call came since: the
     /// client's name and when (µs since the epoch), told to a viewer that connects meanwhile
     /// as it was told live (the same line, which a reconnecting viewer knows it had). `gone`
@@ -554,6 +558,7 @@ impl Sessions {
             restored_turns: 0,
             taken_from: None,
             last_used_ms: AtomicU64::new(self.inner.epoch.elapsed().as_millis() as u64),
+            kept_alive_ms: AtomicU64::new(0),
             client_gone: Mutex::new(None),
             gone: std::sync::atomic::AtomicBool::new(false),
             deleted_here: std::sync::atomic::AtomicBool::new(false),

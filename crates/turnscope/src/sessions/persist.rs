@@ -561,7 +561,7 @@ impl Sessions {
             loaded.head.in_flight = None;
         }
         let limits = self.inner.limits.load();
-        let idle_ms = now_ms().saturating_sub(loaded.head.last_used_ms);
+        let idle_ms = now_ms().saturating_sub(loaded.head.idle_since_ms());
         // A shared store expires an idle conversation itself (its TTL, which a replica keeps
         // fresh while a turn runs or a task is polled, without writing the head): what it
         // holds is alive, whatever the head's last write says (a turn longer than the
@@ -670,7 +670,7 @@ impl Sessions {
             (None, Some(unread)) => kept.iter().find(|t| t.id == unread).cloned(),
             (None, None) => None,
         };
-        let idle_ms = now_ms().saturating_sub(head.last_used_ms);
+        let idle_ms = now_ms().saturating_sub(head.idle_since_ms());
         let epoch = self.inner.epoch;
         let last_used = (epoch.elapsed().as_millis() as u64).saturating_sub(idle_ms);
         let mut state = ChatState::new(Some(Stored {
@@ -690,6 +690,7 @@ impl Sessions {
             restored_turns: kept.back().map_or(0, |t| t.id),
             taken_from,
             last_used_ms: AtomicU64::new(last_used),
+            kept_alive_ms: AtomicU64::new(0),
             client_gone: Mutex::new(None),
             gone: std::sync::atomic::AtomicBool::new(false),
             deleted_here: std::sync::atomic::AtomicBool::new(false),

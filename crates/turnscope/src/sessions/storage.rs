@@ -347,6 +347,7 @@ impl Storage {
             greeting,
             created_ms: now,
             last_used_ms: now,
+            kept_alive_ms: 0,
             turns: 0,
             forgotten: 0,
             history_from_turn: 1,

@@ -509,16 +509,29 @@ async fn a_consoles_session_stays_fresh_in_the_file_store_while_the_console_hold
     let last_line = store.head(&console.id).await.unwrap().unwrap().last_used_ms;
     tokio::time::sleep(Duration::from_millis(1200)).await;
     sessions.sweep().await;
-    let swept = store.head(&console.id).await.unwrap().unwrap().last_used_ms;
+    let swept = store.head(&console.id).await.unwrap().unwrap();
     assert!(
-        swept >= last_line + 1200,
-        "the sweep marked it used: {last_line} → {swept}"
+        swept.idle_since_ms() >= last_line + 1200,
+        "the sweep marked it used: {last_line} → {}",
+        swept.kept_alive_ms
     );
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        swept.last_used_ms, last_line,
+        "the record is the last write's"
+    );
+    // A second sweep within half a lifetime writes nothing more.
+    sessions.sweep().await;
+    let again = store.head(&console.id).await.unwrap().unwrap();
+    assert_eq!(again.kept_alive_ms, swept.kept_alive_ms);
+    // Past a lifetime after the sweep's mark, the quit's own keeps it.
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    let quit_at = crate::store::now_ms();
     sessions
         .close_all("server shut down", Duration::from_secs(1))
         .await;
-    // 2.7 s after the last line, a lifetime of 2 s: it goes on, counted from the quit.
+    let quit = store.head(&console.id).await.unwrap().unwrap();
+    assert!(quit.idle_since_ms() >= quit_at, "marked as it quit");
+    // 3.4 s after the last line, a lifetime of 2 s: it goes on, counted from the quit.
     let after = table(&model, store.clone(), limits);
     let reply = sessions_chat(&after, &handle, "and again").await;
     assert!(

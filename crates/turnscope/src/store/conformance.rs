@@ -22,6 +22,7 @@ pub(crate) fn head(store: &dyn SessionStore, last_used_ms: u64) -> Head {
         greeting: Some("Hello".into()),
         created_ms: last_used_ms,
         last_used_ms,
+        kept_alive_ms: 0,
         turns: 0,
         messages: 1,
         forgotten: 0,

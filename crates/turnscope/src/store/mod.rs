@@ -65,6 +65,11 @@ pub struct Head {
     pub created_ms: u64,
     /// When a call last wrote it, ms since the Unix epoch.
     pub last_used_ms: u64,
+    /// When a running console last kept it alive without writing it (the file store's row
+    /// past the record: [`SessionStore::keep_alive`]), ms since the Unix epoch; 0 when
+    /// never. Not part of the record, so a write is still known by its own `last_used_ms`.
+    #[serde(skip)]
+    pub kept_alive_ms: u64,
     /// The id of the last turn record appended (0: none yet).
     pub turns: u64,
     /// The number of the last history message stored (the greeting is number 1).
@@ -85,6 +90,11 @@ pub struct Head {
 }
 
 impl Head {
+    /// When its idle lifetime counts from: its last write, or a later keep-alive.
+    pub fn idle_since_ms(&self) -> u64 {
+        self.last_used_ms.max(self.kept_alive_ms)
+    }
+
     /// The oldest turn a reload needs: the history window's first, or the last `kept` for
     /// the console, whichever is older.
     pub fn load_from(&self, kept: u64) -> u64 {
@@ -368,8 +378,10 @@ pub trait SessionStore: Send + Sync {
     }
 
     /// Keeps the stored conversations of `ids` from expiring for another idle lifetime, as a
-    /// write does (a task polled here, whose conversation no write refreshes). A store whose
-    /// conversations go only by the sweep, which skips those open here, does nothing.
+    /// write does (a task polled here, whose conversation no write refreshes; a running
+    /// console's own sessions). Redis refreshes their TTL; the file store marks its rows used
+    /// now, which a head read gives as [`Head::kept_alive_ms`]; the memory store, which
+    /// outlives nothing, does nothing.
     async fn keep_alive(&self, _ids: &[HandleId]) -> Result<(), StoreError> {
         Ok(())
     }

@@ -226,6 +226,7 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
                 5,
             )
         } else {
+            let default_file = store.starts_with("sqlite:") && short.starts_with("sessions-");
             let chunk = Chunk::new(
                 vec![
                     Span::styled(" store ", t.dim),
@@ -237,7 +238,8 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
                 // the model's address.
                 4,
             );
-            if store.starts_with("sqlite:") {
+            // Only the default file's name (a name of the person's own says which store).
+            if default_file {
                 // A file's name (`sessions-127.0.0.1-7870.sqlite3`, its address again) gives
                 // way to its kind first: at 120 columns the MCP URL went for it (tour O).
                 chunk.or_short(

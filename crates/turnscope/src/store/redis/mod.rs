@@ -10,8 +10,7 @@
 //! - `P h:ID` (hash), ID being the handle's keyed hash in hex: `v`, the version every write
 //!   checks and bumps; `head`, the head record as JSON; `t` and `hf`, its last turn and the
 //!   history window's first (so a reload reads the log it needs in the same round trip); `w`,
-//!   the replica that wrote it last; `lu`, when a replica last kept it alive without writing
-//!   it (the console's own sessions: a head's last use is the later of this and its record's).
+//!   the replica that wrote it last.
 //! - `P log:ID` (sorted set): the turn log, each turn as JSON scored by its turn id.
 //! - `P used` (sorted set): every ID scored by its last use (ms since the Unix epoch), for
 //!   listing and the idle sweep.
@@ -794,21 +793,15 @@ impl SessionStore for RedisStore {
     }
 
     async fn head(&self, id: &HandleId) -> Result<Option<Head>, StoreError> {
-        let (version, json, kept_alive): (Option<u64>, Option<String>, Option<u64>) =
-            redis::cmd("HMGET")
-                .arg(self.head_key(id))
-                .arg("v")
-                .arg("head")
-                .arg("lu")
-                .query_async(&mut self.conn())
-                .await
-                .map_err(|e| self.lost("reading a session", &e))?;
+        let (version, json): (Option<u64>, Option<String>) = redis::cmd("HMGET")
+            .arg(self.head_key(id))
+            .arg("v")
+            .arg("head")
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|e| self.lost("reading a session", &e))?;
         match (version, json) {
-            (Some(version), Some(json)) => {
-                let mut head = self.head_of(version, &json)?;
-                head.last_used_ms = head.last_used_ms.max(kept_alive.unwrap_or(0));
-                Ok(Some(head))
-            }
+            (Some(version), Some(json)) => self.head_of(version, &json).map(Some),
             _ => Ok(None),
         }
     }

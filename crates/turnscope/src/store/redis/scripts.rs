@@ -206,16 +206,14 @@ return asked
 
 /// Keeps conversations from expiring for another idle lifetime, as a write does (a turn
 /// longer than the lifetime, a task polled: no write refreshes them meanwhile): each head
-/// and log's TTL, its place in `used` (which the idle sweep reads) and its `lu` (the head's
-/// last use, for a reader of the head); nothing for an id whose head is gone.
-/// ARGV: prefix, ttl ms, now ms, then ids.
+/// and log's TTL, and its place in `used` (which the idle sweep reads); nothing for an id
+/// whose head is gone. ARGV: prefix, ttl ms, now ms, then ids.
 pub(super) static KEEP_ALIVE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 for i = 4, #ARGV do
   local id = ARGV[i]
   if redis.call('PEXPIRE', ARGV[1] .. 'h:' .. id, ARGV[2]) == 1 then
-    redis.call('HSET', ARGV[1] .. 'h:' .. id, 'lu', ARGV[3])
     redis.call('PEXPIRE', ARGV[1] .. 'log:' .. id, ARGV[2])
     redis.call('ZADD', ARGV[1] .. 'used', ARGV[3], id)
   end

@@ -289,9 +289,9 @@ fn parse_turn(turn: i64, text: &str) -> Result<StoredTurn, rusqlite::Error> {
     })
 }
 
-/// The heads a query selects (its columns: `head`, `last_used_ms`). A head's last use is the
-/// later of its record's and its row's: [`SessionStore::keep_alive`] moves only the row's
-/// (rewriting the record would re-render the conversation it holds).
+/// The heads a query selects (its columns: `head`, `last_used_ms`). A row's last use past its
+/// record's is a keep-alive ([`SessionStore::keep_alive`] moves only the row's: rewriting the
+/// record would re-render the conversation it holds), given as [`Head::kept_alive_ms`].
 fn heads_of(
     conn: &Connection,
     path: &Path,
@@ -305,7 +305,10 @@ fn heads_of(
     rows.map(|row| {
         let (text, last_used_ms) = row?;
         let mut head = parse_head(path, &text)?;
-        head.last_used_ms = head.last_used_ms.max(last_used_ms.max(0) as u64);
+        let row_used = last_used_ms.max(0) as u64;
+        if row_used > head.last_used_ms {
+            head.kept_alive_ms = row_used;
+        }
         Ok(head)
     })
     .collect()
