@@ -80,7 +80,7 @@ pub struct ServeArgs {
     /// Allow --host beyond loopback without --auth-token (an authenticating proxy is in front).
     #[arg(long)]
     pub allow_open_bind: bool,
-    /// Console theme: a name from themes/ or a path to a theme file.
+    /// Console theme: dark, light, mono, or a path to a theme file.
     #[arg(long)]
     pub theme: Option<String>,
     /// Tool-source rules for shared deployments: stdio MCP servers off
@@ -140,6 +140,13 @@ pub enum Command {
     Bench(crate::bench::BenchArgs),
     /// Run conversation test files (`*.test.toml`) against the bot, or `--url` any MCP bot
     /// server; exit 0 all passed, 1 a case failed, 2 could not run.
+    // The main mode's flags that mean nothing here (no console, no drain) are taken, so a
+    // command line copied from the main mode still runs, but left out of `test --help`.
+    #[command(
+        mut_arg("headless", |a| a.hide(true)),
+        mut_arg("theme", |a| a.hide(true)),
+        mut_arg("drain_seconds", |a| a.hide(true))
+    )]
     Test(TestArgs),
     /// The config's tool sources from the command line: list them, or call one as the bot
     /// would; JSON on stdout; exit 0 ok, 1 the tool returned an error, 2 could not call, 3
@@ -156,7 +163,7 @@ pub enum Command {
     Replay {
         /// The events file (JSON lines).
         file: PathBuf,
-        /// Console theme: a name from themes/ or a path to a theme file.
+        /// Console theme: dark, light, mono, or a path to a theme file.
         #[arg(long)]
         theme: Option<String>,
     },
@@ -177,7 +184,7 @@ pub enum Command {
         /// Record what the console sees (JSON lines) for `turnscope replay`.
         #[arg(long)]
         events: Option<PathBuf>,
-        /// Console theme: a name from themes/ or a path to a theme file.
+        /// Console theme: dark, light, mono, or a path to a theme file.
         #[arg(long)]
         theme: Option<String>,
     },

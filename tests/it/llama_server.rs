@@ -69,12 +69,9 @@ async fn llama(port: u16, scratch: &Scratch) -> Child {
             "llama-server did not load its model within 120 s"
         );
         if let Some(status) = child.try_wait().unwrap() {
-            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-            let tail: Vec<&str> = log.lines().rev().take(15).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
             panic!(
                 "llama-server exited ({status}) while loading; its log ends:\n{}",
-                tail.join("\n")
+                log_tail(scratch)
             );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -101,11 +98,25 @@ fn session(port: u16, extra: &str) -> (BotSession, Subscription) {
     (s, events)
 }
 
-async fn turn(s: &BotSession, line: &str) -> TurnRecord {
+/// The last lines of llama-server's log in `scratch`, for a failure's message.
+fn log_tail(scratch: &Scratch) -> String {
+    let log = std::fs::read_to_string(scratch.join("llama-server.log")).unwrap_or_default();
+    let tail: Vec<&str> = log.lines().rev().take(15).collect();
+    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+}
+
+/// Says `line` and waits for the turn's end; a turn that does not end within [`TURN_WAIT`]
+/// fails the test with what the turn had so far and what llama-server last logged (a CI run
+/// once saw a turn after a restart never end, with nothing to tell why).
+async fn turn(s: &BotSession, line: &str, scratch: &Scratch) -> TurnRecord {
     let t = s.say(line).await;
-    tokio::time::timeout(TURN_WAIT, t.done())
-        .await
-        .expect("the turn ends");
+    if tokio::time::timeout(TURN_WAIT, t.done()).await.is_err() {
+        panic!(
+            "the turn {line:?} did not end within {TURN_WAIT:?}; so far: {:?}\nllama-server's log ends:\n{}",
+            t.snapshot(),
+            log_tail(scratch)
+        );
+    }
     t.snapshot()
 }
 
@@ -132,7 +143,7 @@ async fn a_real_llama_server_plain_turns_twenty_in_a_row_usage_and_a_length_cut(
     let scratch = Scratch::new("llama");
     let _server = llama(port, &scratch).await;
     let (s, mut events) = session(port, "");
-    let first = turn(&s, "What is the capital of France?").await;
+    let first = turn(&s, "What is the capital of France?", &scratch).await;
     assert!(
         matches!(first.end, Some(TurnEnd::Completed | TurnEnd::Length)),
         "{:?}",
@@ -149,7 +160,7 @@ async fn a_real_llama_server_plain_turns_twenty_in_a_row_usage_and_a_length_cut(
     // response while announcing keep-alive; none may be lost.
     let started = Instant::now();
     for i in 0..20 {
-        let r = turn(&s, &format!("Say the number {i}.")).await;
+        let r = turn(&s, &format!("Say the number {i}."), &scratch).await;
         assert!(
             matches!(r.end, Some(TurnEnd::Completed | TurnEnd::Length)),
             "turn {i} lost: {:?}",
@@ -200,7 +211,7 @@ async fn a_real_llama_server_plain_turns_twenty_in_a_row_usage_and_a_length_cut(
 
     // A token limit cuts the reply: the turn says so.
     let (short, _) = session(port, "max_tokens = 4");
-    let cut = turn(&short, "Tell me a long story about a dragon.").await;
+    let cut = turn(&short, "Tell me a long story about a dragon.", &scratch).await;
     assert_eq!(
         cut.end,
         Some(TurnEnd::Length),
@@ -219,16 +230,16 @@ async fn a_real_llama_server_over_long_line_then_normal_and_a_restart() {
     let scratch = Scratch::new("llama");
     let mut server = llama(port, &scratch).await;
     let (s, _events) = session(port, "");
-    assert!(turn(&s, "Hello!").await.end.is_some());
+    assert!(turn(&s, "Hello!", &scratch).await.end.is_some());
     // Over the 2048-token context: refused with a 400, rolled back from the history.
     let long = "apple ".repeat(3000);
-    let r = turn(&s, &long).await;
+    let r = turn(&s, &long, &scratch).await;
     let Some(TurnEnd::Error(m)) = &r.end else {
         panic!("expected an error, got {:?}", r.end)
     };
     assert!(m.contains("HTTP 400") && m.contains("context"), "{m}");
     assert!(m.contains("left out of the history"), "{m}");
-    let next = turn(&s, "What is two plus two?").await;
+    let next = turn(&s, "What is two plus two?", &scratch).await;
     assert!(
         matches!(next.end, Some(TurnEnd::Completed | TurnEnd::Length)),
         "the line after the refused one works: {:?}",
@@ -237,7 +248,7 @@ async fn a_real_llama_server_over_long_line_then_normal_and_a_restart() {
 
     // Killed: a clear error; restarted on the same port: the same session goes on.
     server.kill().await.unwrap();
-    let down = turn(&s, "Are you there?").await;
+    let down = turn(&s, "Are you there?", &scratch).await;
     let Some(TurnEnd::Error(m)) = &down.end else {
         panic!("expected an error, got {:?}", down.end)
     };
@@ -246,7 +257,7 @@ async fn a_real_llama_server_over_long_line_then_normal_and_a_restart() {
         "{m}"
     );
     let _server = llama(port, &scratch).await;
-    let back = turn(&s, "Are you back?").await;
+    let back = turn(&s, "Are you back?", &scratch).await;
     assert!(
         matches!(back.end, Some(TurnEnd::Completed | TurnEnd::Length)),
         "{:?}",

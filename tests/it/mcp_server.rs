@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::support::app::{app, eventually};
-use crate::support::mcp::{Client, handle_of, outcome_of};
+use crate::support::mcp::{Client, Outcome, handle_of, outcome_of};
 use crate::support::upstream::{Reply, Upstream, content};
 use serde_json::json;
 use turnscope::app::App;
@@ -396,14 +396,7 @@ async fn an_idle_handle_is_refused_on_access_and_freed_by_the_sweep() {
         app.sessions.is_empty()
     })
     .await;
-    let e = client.chat(&swept, "hi").await;
-    assert!(
-        e.is_error
-            && e.text
-                .contains("this conversation has ended (idle too long"),
-        "{}",
-        e.text
-    );
+    assert_ended_idle(&client.chat(&swept, "hi").await);
     app.shutdown().await;
 
     // With the sweep far away, access alone refuses an expired handle.
@@ -412,16 +405,22 @@ async fn an_idle_handle_is_refused_on_access_and_freed_by_the_sweep() {
     let h = client.start().await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert_eq!(app2.sessions.len(), 1);
-    let e = client.chat(&h, "hi").await;
-    assert!(
-        e.is_error
-            && e.text
-                .contains("this conversation has ended (idle too long"),
-        "{}",
-        e.text
-    );
+    assert_ended_idle(&client.chat(&h, "hi").await);
     assert_eq!(app2.sessions.len(), 0);
     app2.shutdown().await;
+}
+
+/// `answer` is the error a chat on a handle that idled out gets.
+#[track_caller]
+fn assert_ended_idle(answer: &Outcome) {
+    assert!(
+        answer.is_error
+            && answer
+                .text
+                .contains("this conversation has ended (idle too long"),
+        "{}",
+        answer.text
+    );
 }
 
 /// A turn still streaming after its caller left (a cancel) is activity, not idleness: the
