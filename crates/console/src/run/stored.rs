@@ -187,6 +187,7 @@ impl StoredSessions {
                     .max(head.in_flight.as_ref().map_or(0, |f| f.turn)),
                 activity: Activity::Stored {
                     idle_s,
+                    used_us: head.idle_since_ms().saturating_mul(1000),
                     errors: head.errors,
                 },
                 opened_us: head.created_ms * 1000,

@@ -448,6 +448,11 @@ impl ConsoleState {
     /// When the session last started or ended a turn, ran a tool or failed (µs since the
     /// epoch; its opening when nothing happened since).
     pub fn last_activity(&self, row: &SessionRow) -> u64 {
+        // A stored session's last use is the store's (its row shows it, `stored 2m`); when it
+        // was created says nothing of it.
+        if let Activity::Stored { used_us, .. } = row.activity {
+            return used_us;
+        }
         self.last_activity
             .get(&row.number)
             .copied()

@@ -129,6 +129,9 @@ pub enum Activity {
     Stored {
         /// Seconds since a call last used it.
         idle_s: u64,
+        /// When a call last used it (µs since the epoch): what "latest active first" sorts
+        /// it by, as `idle_s` says it.
+        used_us: u64,
         /// Its turns that ended in an error, as the store counts them (the Log of the
         /// process that ran them is gone).
         errors: u64,

@@ -42,6 +42,7 @@ fn with_stored() -> Console {
         turns: 2,
         activity: Activity::Stored {
             idle_s: 300,
+            used_us: 0,
             errors: 3,
         },
         opened_us: 0,
@@ -517,6 +518,55 @@ async fn a_stored_session_idle_past_its_lifetime_is_not_listed() {
     }
     assert!(stored.holds(stored_number(&gone)));
     assert_eq!(c.state.stored_counts(), (2, 0));
+}
+
+/// "latest active first" puts stored sessions in the order of their last use, as their rows
+/// say it (`stored 1m` before `stored 2m`): it sorted them by when they were created, so the
+/// one used last could come last (tour: `stored 2m`, `stored 3m`, `stored 1m`).
+#[tokio::test]
+async fn stored_sessions_sort_by_their_last_use() {
+    let now = now_ms();
+    // Created a, b, c in that order; used last c (1 min ago), then a (2), then b (3).
+    let head = |byte: u8, prefix: &str, created_ago_s: u64, used_ago_s: u64| Head {
+        created_ms: now - created_ago_s * 1000,
+        last_used_ms: now - used_ago_s * 1000,
+        ..api_head(HandleId::from_bytes([byte; 32]), prefix, 1)
+    };
+    let (store, mut c, mut stored, a) = over_store(head(11, "0a0a0a0a", 600, 120)).await;
+    store
+        .create(&head(12, "0b0b0b0b", 500, 180))
+        .await
+        .expect("created");
+    store
+        .create(&head(13, "0c0c0c0c", 400, 60))
+        .await
+        .expect("created");
+    for _ in 0..200 {
+        stored.refresh(&mut c.state, &HashSet::new(), 3_600);
+        if c.state.stored_counts().0 == 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(c.state.stored_counts().0, 3);
+    assert!(stored.holds(a));
+    c.focus_pane(PaneId::Sessions);
+    c.sessions_list.sort = crate::view::sessions::SessionSort::Activity;
+    let order: Vec<String> = c
+        .listed_sessions()
+        .iter()
+        .filter(|r| r.is_stored())
+        .map(|r| r.handle_prefix.clone())
+        .collect();
+    assert_eq!(order, ["0c0c0c0c", "0a0a0a0a", "0b0b0b0b"], "by last use");
+    let text = screen(&mut c, 160, 48);
+    let shown: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split("stored ").nth(1))
+        .filter_map(|rest| rest.split_whitespace().next())
+        .filter(|w| w.ends_with('m'))
+        .collect();
+    assert_eq!(shown, ["1m", "2m", "3m"], "{text}");
 }
 
 /// A session that closes (and whose close deleted it from the store) is not listed as stored
