@@ -260,6 +260,12 @@ impl Console {
                     return Some(Action::Yank { session });
                 }
             }
+            // `n` and `d` act on sessions in the Sessions pane only, as the help lists them:
+            // from the Transcript, `n` after a search was cleared opened a session, and `d`
+            // in Stats asked to close the selected one.
+            Command::New | Command::Close if self.focus != PaneId::Sessions => {
+                self.elsewhere(command);
+            }
             Command::New if !self.read_only => {
                 // The session is opened to be typed into: the next keys are its line, not
                 // pane keys (each `n` of "banana" opened another session).
@@ -432,6 +438,25 @@ impl Console {
             },
         }
         None
+    }
+
+    /// `n` or `d` outside the Sessions pane: nothing is opened or closed; the notice says
+    /// where they act (in the Transcript, `n` steps through a search's matches).
+    fn elsewhere(&mut self, command: Command) {
+        let text = match command {
+            Command::New if self.focus == PaneId::Transcript => {
+                "n steps through the search's matches here (/ searches); n in Sessions (1) \
+                 opens a session"
+            }
+            Command::New => "n opens a session in Sessions (1)",
+            _ => "d closes the selected session in Sessions (1)",
+        };
+        if !self.read_only {
+            self.notice = Some(Notice {
+                text: text.into(),
+                error: false,
+            });
+        }
     }
 
     pub(crate) fn cycle(&mut self, delta: isize) {

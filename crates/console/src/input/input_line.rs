@@ -138,7 +138,7 @@ impl Console {
             self.notice = Some(Notice {
                 text: format!(
                     "#{session} was started by another client: an attached console chats only in \
-                     sessions it started; your line is kept (n starts a session of yours)"
+                     sessions it started; your line is kept (n in Sessions (1) starts one of yours)"
                 ),
                 error: true,
             });
@@ -292,7 +292,7 @@ impl Console {
                         let error = reply.error.unwrap_or_default();
                         let unsent = self.unsent(session, line, since);
                         let start = if error.to_ascii_lowercase().contains("start") {
-                            " · n starts a new session on the bot"
+                            " · n in Sessions (1) starts a new session on the bot"
                         } else {
                             ""
                         };

@@ -716,7 +716,7 @@ fn perform(
                     console,
                     format!(
                         "#{session} was started by another client: an attached console chats only in \
-                         sessions it started (n starts one)"
+                         sessions it started (n in Sessions (1) starts one)"
                     ),
                     true,
                 );

@@ -301,7 +301,8 @@ fn chat_errors_become_error_notices_and_replies_clear_them() {
     );
     let n = c.notice.clone().unwrap();
     assert!(
-        n.text.ends_with(" · n starts a new session on the bot"),
+        n.text
+            .ends_with(" · n in Sessions (1) starts a new session on the bot"),
         "{n:?}"
     );
     c.chat_done(1, "hi", Ok(reply(Some(4), "fine", Some("completed"), None)));
@@ -436,6 +437,53 @@ fn n_opens_a_session_and_the_next_keys_are_its_line() {
         ["remember banana"],
         "its letters are the line, not pane keys (each n opened a session)"
     );
+}
+
+/// `n` and `d` act on sessions only in the Sessions pane, where the help lists them: in the
+/// Transcript `n` steps through a search's matches, and once Esc cleared the search it opened
+/// a session ("opened #3 for you"); `d` in Stats asked "d again closes #3".
+#[test]
+fn n_and_d_act_on_sessions_only_in_the_sessions_pane() {
+    let mut c = console();
+    c.focus_pane(PaneId::Transcript);
+    press(&mut c, KeyCode::Char('/'));
+    type_text(&mut c, "clock");
+    press(&mut c, KeyCode::Enter);
+    assert_eq!(press(&mut c, KeyCode::Char('n')), None);
+    assert_eq!(c.transcript.search_hit.get(), 1, "n: the next match");
+    press(&mut c, KeyCode::Esc);
+    assert!(c.transcript.search.is_empty());
+    assert_eq!(press(&mut c, KeyCode::Char('n')), None, "no session opened");
+    assert_eq!(c.focus, PaneId::Transcript);
+    assert!(
+        c.notice
+            .as_ref()
+            .is_some_and(|n| n.text.contains("n in Sessions (1) opens a session")),
+        "{:?}",
+        c.notice
+    );
+    for pane in [
+        PaneId::Stats,
+        PaneId::Transcript,
+        PaneId::Frames,
+        PaneId::Mcp,
+    ] {
+        c.focus_pane(pane);
+        c.selected = Some(2);
+        assert_eq!(press(&mut c, KeyCode::Char('d')), None);
+        assert_eq!(press(&mut c, KeyCode::Char('d')), None, "{pane:?}");
+        assert_eq!(c.close_asked, None, "{pane:?}: nothing asked");
+        assert_ne!(press(&mut c, KeyCode::Char('n')), Some(Action::NewSession));
+    }
+    // In Sessions they still do.
+    c.focus_pane(PaneId::Sessions);
+    assert_eq!(press(&mut c, KeyCode::Char('d')), None);
+    assert_eq!(c.close_asked, Some(2));
+    assert_eq!(
+        press(&mut c, KeyCode::Char('d')),
+        Some(Action::Close { session: 2 })
+    );
+    assert_eq!(press(&mut c, KeyCode::Char('n')), Some(Action::NewSession));
 }
 
 #[test]

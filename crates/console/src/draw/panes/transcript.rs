@@ -120,7 +120,7 @@ pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
         } else if c.start_on_first_line && c.own.is_none() {
             // Attached: nothing was started on the bot; the person's first line starts it.
             "No session of yours yet: type a line below and press Enter to start one on the \
-             bot (n starts one without a line)."
+             bot (n in Sessions (1) starts one without a line)."
         } else {
             "No session selected."
         };
