@@ -10,7 +10,6 @@ use ratatui::style::Style;
 use ratatui_textarea::{TextArea, WrapMode};
 
 use crate::input::actions::Action;
-use crate::state::Source;
 
 use crate::text::truncate;
 use crate::view::console::{Console, Notice};
@@ -22,14 +21,6 @@ use crate::view::line_edit;
 use turnscope::sessions::ChatReply;
 
 impl Console {
-    /// Whether `session` was started on an attached console's target by another client:
-    /// such a console chats in, closes and interrupts only the sessions it started.
-    pub(crate) fn is_another_clients(&self, session: u64) -> bool {
-        matches!(self.state.header.source, Source::Attached { .. })
-            && Some(session) != self.own
-            && self.state.session(session).is_some_and(|row| !row.mine)
-    }
-
     pub(crate) fn input_key(&mut self, key: &KeyEvent) -> Option<Action> {
         if keys::is_newline(key) {
             self.input.insert_newline();
@@ -106,7 +97,8 @@ impl Console {
         {
             self.notice = Some(Notice {
                 text: format!(
-                    "session #{session} is closed; select an open session in Sessions (1)"
+                    "session #{session} is closed; select an open session in Sessions (1), \
+                     or press n there to start a new one"
                 ),
                 error: true,
             });

@@ -71,7 +71,12 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         _ if c.start_on_first_line && c.own.is_none() => {
             extra.push(dim_piece(c, "to a new session of yours"));
         }
-        Some(n) => extra.push(dim_piece(c, format!("to {}", c.state.session_name(n)))),
+        Some(n) => {
+            extra.push(dim_piece(c, format!("to {}", c.state.session_name(n))));
+            if let Some(refused) = c.refused() {
+                extra.push(Span::styled(format!("· {} ", refused.title()), t.warn));
+            }
+        }
         None => extra.push(dim_piece(c, "no session selected")),
     }
     if c.selected
@@ -83,5 +88,15 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     let block = pane_block(c, PaneId::Input, extra, area.width);
     let body = inner(area);
     f.render_widget(block, area);
-    f.render_widget(&c.input, body);
+    let empty = c.input.lines().iter().all(String::is_empty);
+    match c.refused() {
+        // Said before anything is typed, in place of "Type a line; Enter sends".
+        Some(refused) if empty => f.render_widget(
+            // A cell in, where the empty line's cursor and placeholder start.
+            Paragraph::new(Line::styled(format!(" {}", refused.placeholder()), t.warn))
+                .wrap(ratatui::widgets::Wrap { trim: false }),
+            body,
+        ),
+        _ => f.render_widget(&c.input, body),
+    }
 }
