@@ -133,6 +133,16 @@ impl Tasks {
         self.by_turn.get(&(session, turn))
     }
 
+    /// The task reading the session's latest turn that has one, while it is still working
+    /// (the Sessions pane says `● task` of a turn running as one).
+    pub fn working_in(&self, session: u64) -> Option<&TaskView> {
+        self.by_turn
+            .range((session, 0)..=(session, u64::MAX))
+            .next_back()
+            .map(|(_, view)| view)
+            .filter(|view| view.status == "working" && !view.removed)
+    }
+
     /// The task whose id starts with `prefix` (8 characters), and its (session, turn).
     pub fn by_prefix(&self, prefix: &str) -> Option<((u64, u64), &TaskView)> {
         let key = *self.by_id.get(prefix)?;

@@ -209,3 +209,76 @@ fn a_sessions_own_greeting_tops_its_transcript() {
     c.state.sync_sessions(vec![snapshot]);
     assert_eq!(first_line(&mut c, 41), "bot  Hello, I am the watched bot.");
 }
+
+fn screen(c: &mut Console, w: u16, h: u16) -> String {
+    c.before_draw();
+    let mut terminal =
+        ratatui::Terminal::new(ratatui::backend::TestBackend::new(w, h)).expect("test terminal");
+    terminal.draw(|f| crate::draw::draw(f, c)).expect("draw");
+    terminal.backend().to_string()
+}
+
+/// A turn served as an MCP task reads `● task` in the state column while it runs (it read
+/// `● in turn`, and only the Transcript said it was a task); a turn not served as one keeps
+/// `● in turn`, and the task's row is `idle` once the turn ended.
+#[test]
+fn a_turn_running_as_a_task_says_task_in_the_state_column() {
+    let mut c = console();
+    let events = crate::tests::fixture::task_events();
+    let ends = events
+        .iter()
+        .position(|e| matches!(e, Event::TurnEnded(_)))
+        .expect("the turn ends");
+    for event in &events[..ends] {
+        c.state.apply(event);
+    }
+    c.focus = PaneId::Sessions;
+    c.settle();
+    let text = screen(&mut c, 160, 48);
+    let row = |n: &str| {
+        text.lines()
+            .find(|l| l.contains(&format!("{n}a2b3c4d")))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(row("4").contains("● task"), "{text}");
+    assert!(row("2").contains("● in turn"), "{text}");
+    for event in &events[ends..] {
+        c.state.apply(event);
+    }
+    let text = screen(&mut c, 160, 48);
+    let row = text
+        .lines()
+        .find(|l| l.contains("4a2b3c4d"))
+        .unwrap_or_default();
+    assert!(!row.contains("● task") && row.contains("idle"), "{text}");
+}
+
+/// At 120×34 the Sessions pane has no room for the `age` and `left` columns: its border says
+/// they are left out (`z` gives the pane the screen, where they are shown); where they fit,
+/// nothing is said.
+#[test]
+fn columns_left_out_of_a_narrow_sessions_pane_are_said() {
+    let mut c = console();
+    c.focus = PaneId::Sessions;
+    let text = screen(&mut c, 120, 34);
+    assert!(!text.contains(" age "), "{text}");
+    assert!(text.contains("· z: +age, left"), "{text}");
+    let zoomed = {
+        c.zoom = true;
+        screen(&mut c, 120, 34)
+    };
+    assert!(
+        zoomed.contains(" age ") && zoomed.contains(" left "),
+        "{zoomed}"
+    );
+    assert!(!zoomed.contains("z: +"), "{zoomed}");
+    let narrow_zoomed = screen(&mut c, 50, 20);
+    assert!(
+        narrow_zoomed.contains("no room for age, left"),
+        "{narrow_zoomed}"
+    );
+    c.zoom = false;
+    let wide = screen(&mut c, 200, 48);
+    assert!(wide.contains(" age ") && !wide.contains("z: +"), "{wide}");
+}

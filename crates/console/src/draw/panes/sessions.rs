@@ -64,12 +64,21 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             format!("rows {}–{end} of {}", start + 1, rows.len()),
         ));
     }
-    let block = pane_block(c, PaneId::Sessions, title, area.width);
-    f.render_widget(block, area);
-    if body.height == 0 {
-        return;
-    }
     let t = &c.theme;
+    // One row inside the borders: the selected session rather than the column heads alone.
+    let one_row = body.height == 1 && !rows.is_empty();
+    let (start, end) = if one_row {
+        let at = rows
+            .iter()
+            .position(|r| Some(r.number) == c.selected)
+            .unwrap_or(0);
+        if rows.len() > 1 {
+            title.push(dim_piece(c, format!("row {} of {}", at + 1, rows.len())));
+        }
+        (at, at + 1)
+    } else {
+        (start, end)
+    };
     let on_screen = || rows.iter().take(end).skip(start);
     let columns = Columns::fit(
         body.width as usize,
@@ -80,6 +89,28 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             .unwrap_or(0)
             .max("opened by ".len()),
     );
+    // Columns the pane is too narrow for are said on its border (z gives it the screen).
+    let hidden: Vec<&str> = [(columns.age, "age"), (columns.left, "left")]
+        .iter()
+        .filter(|(shown, _)| !shown)
+        .map(|(_, name)| *name)
+        .collect();
+    if !hidden.is_empty() {
+        let hidden = hidden.join(", ");
+        title.push(dim_piece(
+            c,
+            if c.zoom {
+                format!("no room for {hidden}")
+            } else {
+                format!("z: +{hidden}")
+            },
+        ));
+    }
+    let block = pane_block(c, PaneId::Sessions, title, area.width);
+    f.render_widget(block, area);
+    if body.height == 0 {
+        return;
+    }
     let mut header = format!(
         "{}{}{}{}{}{}",
         pad(" #", columns.number_w),
@@ -98,7 +129,11 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     if columns.tokens {
         header.push_str(&pad("tokens", TOKENS_W));
     }
-    let mut lines = vec![Line::styled(header, t.dim)];
+    let mut lines = if one_row {
+        Vec::new()
+    } else {
+        vec![Line::styled(header, t.dim)]
+    };
     if rows.is_empty() && !list.filter.is_empty() {
         lines.push(Line::styled(
             " no session matches the filter; Esc clears it",
@@ -287,6 +322,10 @@ fn row_line<'a>(c: &Console, row: &SessionRow, selected: bool, columns: &Columns
             pad(
                 &match &row.activity {
                     _ if gone => "client gone".to_string(),
+                    // A turn an MCP client gets as a task (it polls for the result).
+                    Activity::InTurn if c.state.tasks.working_in(row.number).is_some() => {
+                        "● task".to_string()
+                    }
                     Activity::InTurn => "● in turn".to_string(),
                     Activity::Closed(_) => "closed".to_string(),
                     Activity::Stored { idle_s, .. } => format!("stored {}", ago(*idle_s)),
