@@ -17,7 +17,8 @@ fn for_this_console(c: &Console, b: &Binding) -> Option<Binding> {
     let attached = c.state.header.source.is_attached();
     match b.keys {
         "[ / ]" | ", / ." if !replay => None,
-        "R" | "i" | "e E v (turn view)" if replay || attached => None,
+        "R" | "i" if replay || attached => None,
+        "e E v" if b.scope == Scope::TurnView && (replay || attached) => None,
         "q" if attached => Some(Binding {
             what: "quit (Ctrl+C quits from anywhere); the server and its sessions go on, yours until \
                    their handles expire",
@@ -35,7 +36,13 @@ fn for_this_console(c: &Console, b: &Binding) -> Option<Binding> {
     }
 }
 
-/// The help's lines for the bindings of `scopes`, for a column `width` cells wide.
+/// The fewest cells a description is given beside its keys; narrower, each key stands on its
+/// own line above its text (at 40 columns the keys' column took the whole box and every
+/// description was blank).
+const WHAT_MIN: usize = 24;
+
+/// The help's lines for the bindings of `scopes`, for a column `width` cells wide: each key
+/// beside its text, or above it when the column is too narrow for both.
 pub fn lines(c: &Console, width: usize, scopes: &[Scope]) -> Vec<Line<'static>> {
     let t = &c.theme;
     let shown: Vec<Binding> = BINDINGS
@@ -49,7 +56,12 @@ pub fn lines(c: &Console, width: usize, scopes: &[Scope]) -> Vec<Line<'static>> 
         .max()
         .unwrap_or(10)
         + 2;
-    let what_w = width.saturating_sub(keys_w + 2).max(10);
+    let stacked = width < 2 + keys_w + WHAT_MIN;
+    let what_w = if stacked {
+        width.saturating_sub(4).max(8)
+    } else {
+        width.saturating_sub(keys_w + 2)
+    };
     let mut out = Vec::new();
     let mut scope: Option<Scope> = None;
     for b in &shown {
@@ -59,6 +71,19 @@ pub fn lines(c: &Console, width: usize, scopes: &[Scope]) -> Vec<Line<'static>> 
             }
             out.push(Line::styled(b.scope.heading().to_string(), t.title));
             scope = Some(b.scope);
+        }
+        if stacked {
+            out.push(Line::from(vec![
+                Span::raw("  "),
+                Span::styled(b.keys.to_string(), t.key),
+            ]));
+            for piece in wrap(b.what, what_w) {
+                out.push(Line::from(vec![
+                    Span::raw("    "),
+                    Span::styled(piece, t.overlay),
+                ]));
+            }
+            continue;
         }
         for (i, piece) in wrap(b.what, what_w).into_iter().enumerate() {
             let keys = if i == 0 { b.keys } else { "" };
@@ -72,18 +97,29 @@ pub fn lines(c: &Console, width: usize, scopes: &[Scope]) -> Vec<Line<'static>> 
     out
 }
 
-const LEFT: &[Scope] = &[Scope::Global, Scope::Input];
-const RIGHT: &[Scope] = &[
+const LEFT: &[Scope] = &[
+    Scope::Global,
+    Scope::Input,
     Scope::Lists,
-    Scope::Sessions,
     Scope::Frames,
     Scope::ScopeToggle,
+];
+const RIGHT: &[Scope] = &[
+    Scope::Sessions,
+    Scope::Transcript,
+    Scope::TurnView,
+    Scope::Tools,
+    Scope::Mcp,
 ];
 const ALL: &[Scope] = &[
     Scope::Global,
     Scope::Input,
     Scope::Lists,
     Scope::Sessions,
+    Scope::Transcript,
+    Scope::TurnView,
+    Scope::Tools,
+    Scope::Mcp,
     Scope::Frames,
     Scope::ScopeToggle,
 ];
@@ -106,6 +142,12 @@ fn columns(c: &Console, inner: Rect, two: bool) -> Vec<(Rect, Vec<Line<'static>>
     }
 }
 
+/// The least box the help is drawn in (its borders included): narrower or shorter, a line
+/// says to make the terminal larger.
+const MIN_W: u16 = 20;
+/// See [`MIN_W`]: the box's borders and at least five lines.
+const MIN_H: u16 = 9;
+
 /// Draws the overlay: two columns when the screen is wide enough, else one that scrolls.
 pub fn draw(f: &mut Frame, screen: Rect, c: &Console) {
     let two = screen.width >= 120;
@@ -113,7 +155,8 @@ pub fn draw(f: &mut Frame, screen: Rect, c: &Console) {
         .width
         .saturating_sub(6)
         .min(if two { 150 } else { 96 });
-    if w < 20 || screen.height < 9 {
+    if w < MIN_W || screen.height < MIN_H {
+        crate::draw::too_small(f, screen, c, "the help");
         return;
     }
     let probe = Rect::new(0, 0, w.saturating_sub(2), screen.height);

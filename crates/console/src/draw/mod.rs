@@ -41,18 +41,81 @@ pub fn draw(f: &mut Frame, c: &Console) {
         panes::inspector::draw(f, areas.inspector, c);
     }
     panes::bars::footer(f, areas.footer, c);
-    if c.turn_view.is_some() {
-        panes::turn_view::draw(f, areas, c);
+    match unseen(c, areas) {
+        // What has the keys cannot be drawn: said, rather than taking keys unseen.
+        Some(what) if !c.help.open => too_small(f, screen, c, what),
+        _ => {
+            if c.turn_view.is_some() {
+                panes::turn_view::draw(f, areas, c);
+            }
+            if c.mcp.detail.is_some() {
+                panes::mcp_detail::draw(f, areas, c);
+            }
+            panes::resend::draw_variants(f, areas, c);
+            panes::resend::draw_editor(f, areas, c);
+        }
     }
-    if c.mcp.detail.is_some() {
-        panes::mcp_detail::draw(f, areas, c);
-    }
-    panes::resend::draw_variants(f, areas, c);
-    panes::resend::draw_editor(f, areas, c);
     if c.help.open {
         crate::draw::help::draw(f, screen, c);
     }
     notice(f, areas, c);
+}
+
+/// The least body a view over it (the turn view, an MCP exchange, the request editor, the
+/// variants) is drawn in: its borders and a line, at least 20 cells wide.
+const VIEW_MIN: (u16, u16) = (20, 3);
+
+/// What has the keys but cannot be drawn in `areas` (the screen is too small), by name: a
+/// view over the body, the Tools pane's hand-call form or list of calls, the frame detail.
+fn unseen(c: &Console, areas: Areas) -> Option<&'static str> {
+    use crate::view::keys::KeyOwner;
+    let body = areas.body();
+    let body_fits = body.width >= VIEW_MIN.0 && body.height >= VIEW_MIN.1;
+    let inspector = panes::inner(areas.inspector);
+    let (_, detail) = panes::tools::split(inspector);
+    // The form and the calls are drawn right of the tool list, under the sources line.
+    let form_fits = detail.width > 16 && detail.height >= 2;
+    let frames_fit = inspector.width >= 20 && inspector.height >= 3;
+    match c.key_owner() {
+        KeyOwner::Editor if !body_fits => Some("the request editor"),
+        KeyOwner::Variants if !body_fits => Some("the variants"),
+        KeyOwner::TurnView if !body_fits => Some("the turn view"),
+        KeyOwner::McpDetail if !body_fits => Some("the exchange"),
+        KeyOwner::Form if !form_fits => Some("the hand-call form"),
+        KeyOwner::Calls if !form_fits => Some("the hand calls"),
+        KeyOwner::FrameDetail if !frames_fit => Some("the frame detail"),
+        _ => None,
+    }
+}
+
+/// Says on one line over the middle of `screen` that `what` (which has the keys) does not fit
+/// and how to leave it, as much of it as fits: an overlay drawn nowhere took keys unseen.
+pub fn too_small(f: &mut Frame, screen: ratatui::layout::Rect, c: &Console, what: &str) {
+    use ratatui::layout::Rect;
+    use ratatui::widgets::{Clear, Paragraph};
+    if screen.width == 0 || screen.height == 0 {
+        return;
+    }
+    let room = screen.width as usize;
+    let said = [
+        format!("{what} does not fit: make the terminal larger · Esc closes"),
+        format!("{what}: make the terminal larger · Esc"),
+        "make the terminal larger · Esc".to_string(),
+        "make the terminal larger".to_string(),
+        "enlarge the terminal".to_string(),
+        "too small".to_string(),
+    ]
+    .into_iter()
+    .find(|s| crate::text::width(s) <= room)
+    .unwrap_or_else(|| crate::text::truncate("too small", room));
+    let area = Rect::new(screen.x, screen.y + screen.height / 2, screen.width, 1);
+    f.render_widget(Clear, area);
+    f.render_widget(
+        Paragraph::new(said)
+            .style(c.theme.warn)
+            .alignment(ratatui::layout::Alignment::Center),
+        area,
+    );
 }
 
 /// Lines a notice may take before it is cut.

@@ -84,6 +84,14 @@ pub enum Scope {
     Sessions,
     /// The Progress and Stats panes.
     ScopeToggle,
+    /// The Transcript pane.
+    Transcript,
+    /// The turn view (`w`, or Enter in the Transcript).
+    TurnView,
+    /// The Tools pane (6).
+    Tools,
+    /// The MCP pane (9).
+    Mcp,
 }
 
 impl Scope {
@@ -93,9 +101,13 @@ impl Scope {
             Scope::Global => "Everywhere",
             Scope::Input => "Input line",
             Scope::Lists => "Lists and text",
-            Scope::Sessions => "Sessions",
-            Scope::Frames => "Frames",
+            Scope::Sessions => "Sessions (1)",
+            Scope::Frames => "Frames (4)",
             Scope::ScopeToggle => "Frames, Progress, Stats, Log",
+            Scope::Transcript => "Transcript (2)",
+            Scope::TurnView => "Turn view (w)",
+            Scope::Tools => "Tools (6)",
+            Scope::Mcp => "MCP (9)",
         }
     }
 }
@@ -250,35 +262,57 @@ pub const BINDINGS: &[Binding] = &[
         "close the selected session (d twice; Esc keeps it)",
     ),
     b(
-        Scope::Sessions,
-        "Enter (Transcript)",
-        "the turn view; ← → step through the turns, ↑↓ scroll",
+        Scope::Transcript,
+        "/",
+        "search the transcript (any case); Esc clears",
     ),
     b(
-        Scope::Sessions,
-        "m f Tab c J (turn view)",
+        Scope::Transcript,
+        "n / N",
+        "the older / newer match of the search",
+    ),
+    b(
+        Scope::Transcript,
+        "Enter",
+        "the turn view of the selected session's latest turn",
+    ),
+    b(
+        Scope::TurnView,
+        "← → / ↑↓",
+        "step through the turns / scroll",
+    ),
+    b(
+        Scope::TurnView,
+        "m f Tab c J",
         "open the model requests whole (m), unfold long contents (f), pick one (Tab), copy it as curl (c) or JSON (J) via OSC 52",
     ),
     b(
-        Scope::Sessions,
-        "e E v (turn view)",
+        Scope::TurnView,
+        "e E v",
         "edit the picked model request and send it again: in the console (e; Ctrl+S or F5 sends, Tab edits the URL) or in $EDITOR (E); v sets its variants beside the recorded answer (word diff, tool calls, usage, finish, times; t saves one as a test case); the session is never changed",
     ),
     b(
-        Scope::Sessions,
-        "Enter h (6 Tools)",
-        "call the selected tool by hand through a form built from its schema (Enter; ↑↓ fields, ← → choices, Enter calls once nothing is refused, Esc closes); h lists the hand calls: Enter runs one again, e edits it, s saves it in .turnscope/calls.json",
+        Scope::Tools,
+        "Enter",
+        "call the selected tool by hand through a form built from its schema (↑↓ fields, ← → choices, Enter calls once nothing is refused, Esc closes)",
     ),
     b(
-        Scope::Sessions,
-        "↑↓ Enter / a x y (9 MCP)",
-        "the MCP pane: pick an exchange (↑↓) and open it whole (Enter: pretty, _meta last, f unfolds, ← → step, J copies JSON); filter by typed text (/: words, client: method: tool: status:, !negates), one client (a), one method (x); copy the picked exchange as curl (y)",
+        Scope::Tools,
+        "h",
+        "list the hand calls: Enter runs one again, e edits it, s saves it in .turnscope/calls.json",
     ),
     b(
-        Scope::Sessions,
-        "/ (Transcript)",
-        "search the transcript (any case); n / N older / newer match, Esc clears",
+        Scope::Mcp,
+        "↑↓ Enter",
+        "pick an exchange and open it whole (pretty, _meta last; f unfolds, ← → step, J copies JSON)",
     ),
+    b(
+        Scope::Mcp,
+        "/",
+        "filter by typed text: words, client: method: tool: status:, !negates",
+    ),
+    b(Scope::Mcp, "a / x", "keep one client / one method"),
+    b(Scope::Mcp, "y", "copy the picked exchange as curl"),
     b(
         Scope::Frames,
         "/",

@@ -424,7 +424,8 @@ pub fn footer(f: &mut Frame, area: Rect, c: &Console) {
     let width_of = |list: &[(&str, &str)]| {
         1 + list.iter().map(cell).sum::<usize>() + 2 * list.len().saturating_sub(1)
     };
-    let tail = &hints[kept..];
+    let tail = footer_tail(&hints[kept..], area.width as usize, width_of);
+    let tail = tail.as_slice();
     let mut shown: Vec<(&str, &str)> = Vec::new();
     for hint in &hints[..kept] {
         let mut tried = shown.clone();
@@ -454,3 +455,24 @@ pub fn footer(f: &mut Frame, area: Rect, c: &Console) {
 
 /// The hints at the end of every footer that always show: help and quit.
 const ALWAYS_SHOWN: usize = 2;
+
+/// The footer's last hints (help and quit), fitted to `room` cells: as they are, else with
+/// `Ctrl+C` said `^C`, else the last alone, so they are never cut (at 20 columns the footer
+/// ended "Ctrl+C qu…").
+fn footer_tail<'a>(
+    tail: &[(&'a str, &'a str)],
+    room: usize,
+    width_of: impl Fn(&[(&str, &str)]) -> usize,
+) -> Vec<(&'a str, &'a str)> {
+    if width_of(tail) <= room {
+        return tail.to_vec();
+    }
+    let short: Vec<(&str, &str)> = tail
+        .iter()
+        .map(|(key, what)| (if *key == "Ctrl+C" { "^C" } else { *key }, *what))
+        .collect();
+    if width_of(&short) <= room {
+        return short;
+    }
+    short.last().copied().into_iter().collect()
+}
