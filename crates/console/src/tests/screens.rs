@@ -64,7 +64,7 @@ fn fresh() -> Console {
 }
 
 /// On the embedded scripted model, the person's empty transcript says what it answers and
-/// names one of the bot's tools to try; another session's, or a real model's, does not.
+/// names one of the bot's tools to try; a real model's does not.
 #[test]
 fn on_the_scripted_model_the_first_transcript_says_how_to_see_a_tool_call() {
     let mut c = fresh();
@@ -89,6 +89,163 @@ fn on_the_scripted_model_the_first_transcript_says_how_to_see_a_tool_call() {
     ));
     assert!(!turnscope::app::describes_embedded(&c.state.header.model));
     assert!(!screen(&mut c, 160, 48).contains("You said"));
+}
+
+/// Every empty transcript a line can go into says what the scripted model answers, not the
+/// first session's alone: one opened with `n` said only "No turns yet."; an MCP client's says
+/// it too; a closed one, which takes no line, does not.
+#[test]
+fn every_empty_transcript_on_the_scripted_model_says_how_to_see_a_tool_call() {
+    let mut c = fresh();
+    c.state.set_tools(&super::fixture::tools());
+    let opened = |session: u64, prefix: &str, opener| {
+        Event::Session(turnscope::observe::SessionEvent {
+            session,
+            handle_prefix: prefix.into(),
+            opener,
+            closed: None,
+            restored: false,
+            began_us: None,
+            taken_from: None,
+            greeting: None,
+            at_us: 2_000_000,
+        })
+    };
+    c.state.apply(&opened(
+        2,
+        "2a2b3c4d",
+        turnscope::observe::SessionOpener::Console,
+    ));
+    c.state.apply(&opened(
+        3,
+        "3a2b3c4d",
+        turnscope::observe::SessionOpener::Mcp("claude-code".into()),
+    ));
+    let flat = |text: &str| {
+        text.replace(['│', '┃', '"'], " ")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    for session in [2, 3] {
+        c.selected = Some(session);
+        c.settle();
+        let text = flat(&screen(&mut c, 160, 48));
+        assert!(
+            text.contains("The embedded scripted model echoes a line and calls a tool it names (try: use the clock)"),
+            "#{session}: {text}"
+        );
+    }
+    c.selected = Some(2);
+    let text = flat(&screen(&mut c, 160, 48));
+    assert!(text.contains("No turns yet. Type a line below"), "{text}");
+    let mut closed = opened(3, "3a2b3c4d", turnscope::observe::SessionOpener::Api);
+    if let Event::Session(s) = &mut closed {
+        s.closed = Some("closed from the console".into());
+    }
+    c.state.apply(&closed);
+    c.selected = Some(3);
+    let text = flat(&screen(&mut c, 160, 48));
+    assert!(!text.contains("The embedded scripted model"), "{text}");
+}
+
+/// A line into a closed session is refused: the Input pane says so before anything is typed
+/// (it read "to #3" over "Type a line; Enter sends"), and the refusal says `n` starts one.
+/// Attached, another client's session says it is not the person's.
+#[test]
+fn the_input_says_a_closed_or_anothers_session_takes_no_line_before_typing() {
+    let mut c = console();
+    c.selected = Some(3);
+    c.focus_pane(PaneId::Input);
+    let text = screen(&mut c, 160, 48);
+    assert!(text.contains("3 Input · to #3 · closed"), "{text}");
+    assert!(
+        text.contains("#3 is closed: Esc, then n opens a new session"),
+        "{text}"
+    );
+    assert!(!text.contains("Type a line; Enter sends"), "{text}");
+    // The narrowest input pane (two columns at 110) has it whole.
+    let narrow = screen(&mut c, 110, 30);
+    assert!(
+        narrow.contains("#3 is closed: Esc, then n opens a new session"),
+        "{narrow}"
+    );
+    c.input.insert_str("anyone?");
+    let typed = screen(&mut c, 160, 48);
+    assert!(typed.contains("anyone?"), "what is typed shows: {typed}");
+    assert!(c.send().is_none());
+    let notice = c.notice.as_ref().expect("a notice").text.clone();
+    assert!(
+        notice.contains("#3 is closed") && notice.contains("press n there to start a new one"),
+        "{notice}"
+    );
+    // An open session of the person's says nothing of the kind.
+    c.input = Default::default();
+    c.selected = Some(1);
+    let text = screen(&mut c, 160, 48);
+    assert!(!text.contains("· closed"), "{text}");
+
+    let mut c = attached_to("http://127.0.0.1:7870/mcp");
+    c.state.header.bot_url = Some("http://127.0.0.1:7870/mcp".into());
+    c.own = Some(1);
+    c.state.mark_yours(|n| n == 1);
+    c.selected = Some(2);
+    c.focus_pane(PaneId::Input);
+    let text = screen(&mut c, 160, 48);
+    assert!(text.contains("to #2 · another client's"), "{text}");
+    assert!(
+        text.contains("#2 is another client's: Esc, then n opens yours"),
+        "{text}"
+    );
+}
+
+/// Each pane's keys are under its own heading: the Transcript's search, the turn view's keys,
+/// the Tools pane's hand calls and the MCP pane's were all listed under "Sessions".
+#[test]
+fn the_help_lists_each_panes_keys_under_its_heading() {
+    use crate::view::keys::Scope;
+    let c = console();
+    let scopes = [
+        Scope::Global,
+        Scope::Input,
+        Scope::Lists,
+        Scope::Sessions,
+        Scope::Transcript,
+        Scope::TurnView,
+        Scope::Tools,
+        Scope::Mcp,
+        Scope::Frames,
+        Scope::ScopeToggle,
+    ];
+    let lines: Vec<String> = crate::draw::help::lines(&c, 100, &scopes)
+        .iter()
+        .map(|l| l.to_string())
+        .collect();
+    let heading_of = |what: &str| -> String {
+        let at = lines
+            .iter()
+            .position(|l| l.contains(what))
+            .unwrap_or_else(|| panic!("{what} is not in the help: {lines:#?}"));
+        lines[..at]
+            .iter()
+            .rev()
+            .find(|l| !l.is_empty() && !l.starts_with(' '))
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(heading_of("search the transcript"), "Transcript (2)");
+    assert_eq!(heading_of("older / newer match"), "Transcript (2)");
+    assert_eq!(heading_of("open the model requests whole"), "Turn view (w)");
+    assert_eq!(heading_of("edit the picked model request"), "Turn view (w)");
+    assert_eq!(heading_of("call the selected tool by hand"), "Tools (6)");
+    assert_eq!(heading_of("list the hand calls"), "Tools (6)");
+    assert_eq!(heading_of("pick an exchange"), "MCP (9)");
+    assert_eq!(heading_of("open a new session for you"), "Sessions (1)");
+    assert_eq!(heading_of("close the selected session"), "Sessions (1)");
+    // No key says its pane in brackets any more: its heading does.
+    for b in crate::view::keys::BINDINGS {
+        assert!(!b.keys.contains(" ("), "{}", b.keys);
+    }
 }
 
 /// Attached, the header names the target's server as a server (its `serverInfo`), and the

@@ -181,6 +181,17 @@ pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
     if turns.is_empty() {
         let yours = Some(session) == c.own && !c.read_only;
         let row = c.state.session(session);
+        // Another session the person opened here (`n`).
+        let opened_here = !c.read_only
+            && row.is_some_and(|row| {
+                row.mine || matches!(row.opener, turnscope::observe::SessionOpener::Console)
+            });
+        // A line can go into it from here: open, and not refused (closed, another client's).
+        let chats = !c.read_only
+            && !c.watching_only()
+            && !c.no_chat_here
+            && row.is_some_and(|row| !row.is_closed() && !row.is_stored())
+            && (Some(session) != c.selected || c.refused().is_none());
         let loading = row.is_some_and(|row| row.is_stored() && row.turns > 0);
         let worker = row.is_some_and(|row| {
             turnscope::attach::whisker::fold::is_worker(&row.opener, &row.handle_prefix)
@@ -193,7 +204,7 @@ pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
             "No turns seen yet. Whisker hands what passed before a client connected only to \
              its first client: turns this worker ran before may be missing, and a worker that \
              ended before then is still listed as open."
-        } else if yours {
+        } else if yours || opened_here {
             "No turns yet. Type a line below and press Enter."
         } else {
             "No turns yet."
@@ -220,8 +231,9 @@ pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
                 out.push(Line::styled(piece, t.dim));
             }
         }
-        // The header names the model (at start, and after a reload that changed it).
-        if yours && turnscope::app::describes_embedded(&c.state.header.model) {
+        // The header names the model (at start, and after a reload that changed it). Every
+        // empty transcript a line can go into says it, not the first session's alone.
+        if (yours || chats) && turnscope::app::describes_embedded(&c.state.header.model) {
             for piece in wrap(&scripted_model_hint(c), width) {
                 out.push(Line::styled(piece, t.dim));
             }
