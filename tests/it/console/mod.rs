@@ -268,7 +268,7 @@ async fn person_types_a_line_sees_the_reply_and_quits_cleanly() {
 
     // The help lists the keys, Esc closes it; Ctrl-C quits from the input line.
     s.send(b"\x1bOP").await; // F1
-    s.wait_text("Lists and text").await;
+    s.wait_text("Everywhere").await;
     s.send(b"\x1b").await;
     s.wait_for("the help closed", |t| !t.contains("Esc or ? closes"))
         .await;

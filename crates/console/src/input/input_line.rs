@@ -129,8 +129,8 @@ impl Console {
         if self.is_another_clients(session) {
             self.notice = Some(Notice {
                 text: format!(
-                    "#{session} was started by another client: an attached console chats only in \
-                     sessions it started; your line is kept (n in Sessions (1) starts one of yours)"
+                    "#{session} was started by another client and attach chats only in its own; \
+                     your line is kept (n in Sessions starts one)"
                 ),
                 error: true,
             });
