@@ -166,7 +166,7 @@ impl SessionStore for BrokenTurns {
     fn durable(&self) -> bool {
         true
     }
-    fn key(&self) -> &HandleKey {
+    fn key(&self) -> HandleKey {
         self.inner.key()
     }
     async fn create(&self, head: &Head) -> Result<u64, StoreError> {

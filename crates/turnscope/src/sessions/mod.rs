@@ -544,6 +544,8 @@ impl Sessions {
                 });
             }
         };
+        // Written under another id when the store's key changed meanwhile (`Storage::create`).
+        let id = stored.as_ref().map_or(id, |s| s.head.id);
         let began_ms = stored
             .as_ref()
             .map_or_else(crate::store::now_ms, |s| s.head.created_ms);

@@ -893,3 +893,42 @@ async fn a_tasks_cancel_reaching_another_replica_stops_its_turn() {
         other => panic!("the interrupted turn: {other:?}"),
     }
 }
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn running_replicas_go_on_by_themselves_after_one_started_since_redis_lost_its_data() {
+    let server = RedisServer::start(&[]);
+    let (model, r1, r2) = two_replicas(&server, 0.0, None).await;
+    let old = r1.open(SessionOpener::Api).await.unwrap().handle();
+    say(&r1, &old, "my name is Ada").await;
+    // Redis loses its data, and a replica starts before any running one wrote: it makes a
+    // new handle key (before, every write of r1 and r2 was refused from then on, "Restart this
+    // replica", while their health said ok).
+    let client = redis::Client::open(format!("redis://127.0.0.1:{}/0", server.port)).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let () = redis::cmd("FLUSHALL")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let r3 = replica(&server, &model, "r3").await;
+    // The conversation Redis lost is said lost, naming the likely cause...
+    let e = r1
+        .chat(&old, "what did I say", None, &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, ChatError::NoSession { shared: true, .. })
+            && e.to_string().contains("appendonly"),
+        "{e}"
+    );
+    // ...and both running replicas serve new sessions, which every replica reads.
+    for (at, other) in [(&r1, &r3), (&r2, &r1), (&r3, &r2)] {
+        let handle = at.open(SessionOpener::Api).await.unwrap().handle();
+        say(at, &handle, "my name is Bo").await;
+        let reply = say(other, &handle, "and again").await;
+        assert_eq!(reply.turn, Some(2), "{reply:?}");
+    }
+    for r in [&r1, &r2, &r3] {
+        assert_eq!(r.store_status().degraded, None);
+    }
+}

@@ -13,6 +13,12 @@
 //! its caller gets [`ChatError::Unsaved`](super::ChatError::Unsaved) naming the store;
 //! `/healthz` says `degraded` until the store answers again (the sweeper's tick probes it),
 //! and writing never stops.
+//!
+//! A shared store's handle key may change under a running replica: Redis lost its data and a
+//! replica started since made a new one ([`SessionStore::key`]). That is said once
+//! ([`Storage::rekeyed`]); a new session whose write met it is written again under the new
+//! key, and the conversations hashed with the old one are gone (their next call is told so,
+//! the copies sweep lets them go).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -92,6 +98,8 @@ pub(crate) struct Storage {
     warning: Mutex<Option<String>>,
     /// Per handle being reopened, the lock that makes concurrent calls wait for one reopen.
     reopening: Mutex<HashMap<HandleId, Arc<tokio::sync::Mutex<()>>>>,
+    /// The store's handle key as last seen here, to say once that it changed.
+    key_seen: Mutex<HandleKey>,
 }
 
 /// Why a write did not happen.
@@ -145,6 +153,7 @@ impl Storage {
         Self {
             url: store.describe(),
             durable: store.durable(),
+            key_seen: Mutex::new(store.key()),
             shared: store.shared(),
             store,
             bus,
@@ -162,8 +171,32 @@ impl Storage {
     }
 
     /// The store's handle key: what hashes a handle into its id.
-    pub(crate) fn key(&self) -> &HandleKey {
+    pub(crate) fn key(&self) -> HandleKey {
         self.store.key()
+    }
+
+    /// Whether the store's handle key changed since it was last seen here (a shared store
+    /// whose data was lost: [`SessionStore::key`]); says so once, on stderr and in the Log.
+    pub(crate) fn rekeyed(&self) -> bool {
+        let now = self.store.key();
+        {
+            let mut seen = self.key_seen.lock().unwrap_or_else(|p| p.into_inner());
+            if seen.as_bytes() == now.as_bytes() {
+                return false;
+            }
+            *seen = now;
+        }
+        let message = format!(
+            "store {}: Redis lost its data while this replica ran (restarted without persistence, \
+             or flushed), and a replica started since made a new handle key; this replica uses \
+             it from now on. The conversations Redis held are gone: each one's next call is told \
+             so and to call start; new ones are stored as before. `appendonly yes` in Redis keeps \
+             them over a restart (see the README's \"Replicas with a shared store\")",
+            self.url
+        );
+        tracing::warn!("{message}");
+        self.publish_log("warn", message);
+        true
     }
 
     /// Whether conversations outlive the process (and writing has not stopped).
@@ -229,6 +262,7 @@ impl Storage {
         match self.store.probe().await {
             Ok(warning) => {
                 self.answered();
+                self.rekeyed();
                 self.warn(warning);
                 if self
                     .ask_what_came_back
@@ -356,18 +390,31 @@ impl Storage {
             errors: 0,
             version: 0,
         };
-        match self.store.create(&head).await {
-            Ok(version) => {
-                if self.shared {
-                    self.answered();
+        let mut again = true;
+        loop {
+            let e = match self.store.create(&head).await {
+                Ok(version) => {
+                    if self.shared {
+                        self.answered();
+                    }
+                    head.version = version;
+                    return Ok(Some(Stored::new(head)));
                 }
-                head.version = version;
-                Ok(Some(Stored::new(head)))
-            }
-            Err(e) => {
+                Err(e) => e,
+            };
+            // The store's key changed (a shared store that lost its data): nothing was written,
+            // and the handle's id under the new key is another. Written again, once.
+            self.rekeyed();
+            let fresh = self.store.key().id_of(handle);
+            if fresh == head.id {
                 self.fail(&e);
-                if self.shared { Err(e) } else { Ok(None) }
+                return if self.shared { Err(e) } else { Ok(None) };
             }
+            self.answered();
+            if !std::mem::take(&mut again) {
+                return Err(e);
+            }
+            head.id = fresh;
         }
     }
 
@@ -408,7 +455,14 @@ impl Storage {
                     }
                     return Ok(Some(version));
                 }
-                Err(e @ StoreError::Conflict { .. }) => return Err(Conflict::Changed(e)),
+                Err(e @ StoreError::Conflict { .. }) => {
+                    // A shared store whose key changed answers so (the head is gone with
+                    // what it lost): said once.
+                    if self.shared {
+                        self.rekeyed();
+                    }
+                    return Err(Conflict::Changed(e));
+                }
                 // A turn not begun yet: its caller hears at once, as when taking the lease.
                 Err(e) if step == LeaseStep::Take => {
                     self.fail(&e);

@@ -76,7 +76,7 @@ impl SessionStore for Disk {
     fn shared(&self) -> bool {
         self.shared.load(Ordering::Relaxed)
     }
-    fn key(&self) -> &HandleKey {
+    fn key(&self) -> HandleKey {
         self.inner.key()
     }
     async fn create(&self, head: &Head) -> Result<u64, StoreError> {

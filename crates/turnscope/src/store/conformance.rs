@@ -257,7 +257,7 @@ async fn the_file_store_passes_and_keeps_everything_across_a_reopen() {
     store.create(&kept).await.unwrap();
     kept.version = 1;
     append(&store, &mut kept).await.unwrap();
-    let key = store.key().clone();
+    let key = store.key();
     store.close().await;
     let again = SqliteStore::open(&path).unwrap();
     assert_eq!(again.key().as_bytes(), key.as_bytes(), "the key is kept");

@@ -70,8 +70,8 @@ impl SessionStore for MemoryStore {
         false
     }
 
-    fn key(&self) -> &HandleKey {
-        &self.key
+    fn key(&self) -> HandleKey {
+        self.key.clone()
     }
 
     async fn create(&self, head: &Head) -> Result<u64, StoreError> {

@@ -265,8 +265,10 @@ pub trait SessionStore: Send + Sync {
         Vec::new()
     }
 
-    /// The key handles are hashed with.
-    fn key(&self) -> &HandleKey;
+    /// The key handles are hashed with, as it is now: a shared store's changes when the
+    /// store lost its data and another replica made a new key, which every replica then uses
+    /// (so it is given by value).
+    fn key(&self) -> HandleKey;
 
     /// Stores a new head (its version becomes 1). Fails with a conflict when the id exists.
     async fn create(&self, head: &Head) -> Result<u64, StoreError>;

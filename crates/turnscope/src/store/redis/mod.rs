@@ -6,7 +6,11 @@
 //!
 //! Key layout, every key under the prefix P (`turnscope:`, or the URL's `?prefix=`):
 //! - `P meta` (hash): `key`, the 32 random bytes every replica hashes handles with (the
-//!   first replica makes it, the others read it), and `schema`, this layout's version.
+//!   first replica makes it, the others read it), and `schema`, this layout's version. When
+//!   Redis lost its data while replicas ran, the first of them to write or probe puts its key
+//!   back; a replica started before that makes a new one, and the running ones, meeting it,
+//!   use it from then on ([`RedisStore::adopt`]): the conversations hashed with the old key
+//!   are gone from Redis anyway.
 //! - `P h:ID` (hash), ID being the handle's keyed hash in hex: `v`, the version every write
 //!   checks and bumps; `head`, the head record as JSON; `t` and `hf`, its last turn and the
 //!   history window's first (so a reload reads the log it needs in the same round trip); `w`,
@@ -122,7 +126,8 @@ pub struct RedisStore {
     mending: Arc<AtomicBool>,
     masked: String,
     prefix: String,
-    key: HandleKey,
+    /// The handle key, as Redis holds it: swapped by [`RedisStore::adopt`].
+    key: RwLock<HandleKey>,
     replica: String,
     holder: String,
     ttl_ms: u64,
@@ -248,7 +253,7 @@ impl RedisStore {
             replica: settings.replica,
             masked,
             prefix,
-            key: HandleKey::from_bytes(key),
+            key: RwLock::new(HandleKey::from_bytes(key)),
             ttl_ms: (settings.idle.as_millis() as u64).max(1000),
             writes: AtomicU64::new(0),
             largest: AtomicU64::new(0),
@@ -278,19 +283,49 @@ impl RedisStore {
         format!("{}meta", self.prefix)
     }
 
-    /// A write's answer `-2`: the store's handle key is not this replica's.
-    fn same_key(&self, answer: i64) -> Result<(), StoreError> {
-        if answer != -2 {
-            return Ok(());
+    /// The handle key this replica uses now.
+    fn current_key(&self) -> HandleKey {
+        self.key.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Takes `found`, the handle key Redis holds, when it is not this replica's: Redis lost
+    /// its data while this replica ran (restarted without persistence, flushed) and a replica
+    /// started since made a new key before any running one put theirs back. The conversations
+    /// hashed with the old key are gone from Redis with the rest, so the store's key is the
+    /// one to go on with; every replica meeting it does the same. Returns whether it changed.
+    fn adopt(&self, found: &[u8]) -> bool {
+        let Ok(bytes) = <[u8; 32]>::try_from(found) else {
+            tracing::debug!(
+                "store {}: {} holds a handle key that is not 32 bytes; kept this replica's",
+                self.masked,
+                self.meta_key()
+            );
+            return false;
+        };
+        let mut key = self.key.write().unwrap_or_else(|p| p.into_inner());
+        if key.as_bytes() == &bytes {
+            return false;
         }
-        Err(StoreError::unusable(format!(
-            "store {}: the handle key under {:?} is not this replica's: Redis lost its data while \
-             this replica ran (restarted without persistence?) and another replica made a new key. \
-             Restart this replica to go on; conversations Redis lost are gone (keep them with \
-             `appendonly yes` in Redis)",
-            self.masked,
-            self.meta_key(),
-        )))
+        *key = HandleKey::from_bytes(bytes);
+        true
+    }
+
+    /// A write's answer `{-2, 0, key}` ([`scripts::COMMIT`], [`scripts::CREATE`]): the
+    /// store's handle key is not this replica's; it is adopted ([`RedisStore::adopt`]).
+    /// Returns whether the answer was that.
+    fn met_another_key(&self, answer: &[redis::Value]) -> bool {
+        let first: Option<i64> = answer
+            .first()
+            .and_then(|v| redis::from_redis_value(v.clone()).ok());
+        if first != Some(-2) {
+            return false;
+        }
+        let found: Vec<u8> = answer
+            .get(2)
+            .and_then(|v| redis::from_redis_value(v.clone()).ok())
+            .unwrap_or_default();
+        self.adopt(&found);
+        true
     }
 
     fn used_key(&self) -> String {
@@ -420,7 +455,7 @@ impl RedisStore {
             .key(self.used_key())
             .key(self.lease_key(id))
             .key(self.stop_key(id))
-            .arg(self.key.as_bytes().as_slice())
+            .arg(self.current_key().as_bytes().as_slice())
             .arg(commit.expected)
             .arg(self.json(head)?)
             .arg(id.to_hex())
@@ -453,7 +488,15 @@ impl RedisStore {
         let holder: Option<String> = answer
             .get(2)
             .and_then(|v| redis::from_redis_value(v.clone()).ok());
-        self.same_key(applied)?;
+        if self.met_another_key(&answer) {
+            // Nothing written: the conversation, hashed with the key this replica had, is
+            // gone with the rest of what Redis lost; said as a head no longer stored.
+            return Err(StoreError::Conflict {
+                prefix: head.prefix.clone(),
+                expected: commit.expected,
+                found: None,
+            });
+        }
         if applied == -3 {
             return Ok(Err(Lease::Held {
                 by: replica_of(holder.as_deref().unwrap_or_default()),
@@ -741,17 +784,17 @@ impl SessionStore for RedisStore {
         news
     }
 
-    fn key(&self) -> &HandleKey {
-        &self.key
+    fn key(&self) -> HandleKey {
+        self.current_key()
     }
 
     async fn create(&self, head: &Head) -> Result<u64, StoreError> {
         let json = self.json(head)?;
-        let (stored, version): (i64, i64) = scripts::CREATE
+        let answer: Vec<redis::Value> = scripts::CREATE
             .key(self.head_key(&head.id))
             .key(self.used_key())
             .key(self.meta_key())
-            .arg(self.key.as_bytes().as_slice())
+            .arg(self.current_key().as_bytes().as_slice())
             .arg(json)
             .arg(head.id.to_hex())
             .arg(head.last_used_ms)
@@ -762,7 +805,21 @@ impl SessionStore for RedisStore {
             .invoke_async(&mut self.conn())
             .await
             .map_err(|e| self.lost("storing a new session", &e))?;
-        self.same_key(stored)?;
+        if self.met_another_key(&answer) {
+            return Err(StoreError::unusable(format!(
+                "store {}: the new session was not stored: Redis lost its data while this replica \
+                 ran (restarted without persistence, or flushed), and a replica started since made \
+                 a new handle key under {:?}, which this replica uses from now on. Start the \
+                 session again",
+                self.masked,
+                self.meta_key(),
+            )));
+        }
+        let number = |i: usize| -> Result<i64, StoreError> {
+            let value = answer.get(i).cloned().unwrap_or(redis::Value::Nil);
+            redis::from_redis_value(value).map_err(|e| self.damaged("storing a new session", e))
+        };
+        let (stored, version) = (number(0)?, number(1)?);
         if stored == 0 {
             return Err(StoreError::Conflict {
                 prefix: head.prefix.clone(),
@@ -870,14 +927,22 @@ impl SessionStore for RedisStore {
     async fn probe(&self) -> Result<Option<String>, StoreError> {
         // A write (a key of this replica's that expires): a Redis out of memory answers
         // reads, and refuses this as it refuses a turn's write.
+        // It checks the handle key too: after Redis lost its data, the key goes back (or a
+        // newer replica's is taken) on this tick, before a call meets the change.
         let key = format!("{}probe:{}", self.prefix, self.replica);
-        let before: Option<String> = scripts::PROBE
+        let (before, other): (Option<String>, Option<Vec<u8>>) = scripts::PROBE
             .key(key)
+            .key(self.meta_key())
             .arg(&self.holder)
             .arg(PROBE_LASTS.as_millis() as u64)
+            .arg(self.current_key().as_bytes().as_slice())
+            .arg(SCHEMA)
             .invoke_async(&mut self.conn())
             .await
             .map_err(|e| self.lost("writing its probe key", &e))?;
+        if let Some(other) = other {
+            self.adopt(&other);
+        }
         Ok(self.twin.seen(&self.holder, before))
     }
 

@@ -11,8 +11,10 @@ use std::sync::LazyLock;
 use redis::Script;
 
 /// The check every write starts with: the store's handle key (`P meta`) is the writer's.
-/// After Redis lost its data while replicas ran, the first write puts their key back, so a
-/// replica started later reads it; a replica whose key differs is refused (`{-2, 0}`).
+/// After Redis lost its data while replicas ran, the first write (or probe: [`PROBE`]) puts
+/// their key back, so a replica started later reads it; a writer whose key differs (a
+/// replica started first made a new one) is refused, nothing written, and given the key
+/// Redis holds (`{-2, 0, key}`), which it uses from then on (`RedisStore::adopt`).
 /// KEYS[3] is `P meta`, ARGV[1] the writer's key. One call when the key is there (every
 /// write but the first); a script runs alone, so nobody writes the key between the two.
 const SAME_KEY: &str = r"
@@ -21,13 +23,14 @@ if not same then
   redis.call('HSET', KEYS[3], 'key', ARGV[1])
   same = ARGV[1]
 end
-if same ~= ARGV[1] then return {-2, 0} end
+if same ~= ARGV[1] then return {-2, 0, same} end
 ";
 
 /// Stores a new head unless one exists.
 /// KEYS: head, used, meta. ARGV: key, head JSON, id, last used ms, ttl ms, turns, history
 /// from, writer.
-/// Returns `{1, 1}` when stored, `{0, version found}` when the id exists.
+/// Returns `{1, 1}` when stored, `{0, version found}` when the id exists, `{-2, 0, key}`
+/// ([`SAME_KEY`]).
 pub(super) static CREATE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         r"{SAME_KEY}
@@ -48,8 +51,8 @@ return {{1, 1}}
 /// ms, ttl ms, turns, history from, writer, drop before, lease step (`keep`, `take` or
 /// `release`), holder, lease ms, then (turn id, turn JSON) pairs.
 /// Returns `{1, new version}`, `{0, version found}` (`-1`: no head; nothing written, no lease
-/// taken; `release` gives it back all the same), or `{-3, ms left, holder}` for `take` while
-/// another holds the lease (nothing written).
+/// taken; `release` gives it back all the same), `{-3, ms left, holder}` for `take` while
+/// another holds the lease (nothing written), or `{-2, 0, key}` ([`SAME_KEY`]).
 pub(super) static COMMIT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         r"{SAME_KEY}
@@ -92,14 +95,27 @@ return {{1, version}}
 });
 
 /// Writes a replica's probe key and returns what it held before: a name there that is not
-/// this process's means another process wrote it, so serves with this replica's id.
-/// KEYS: probe. ARGV: holder (`REPLICA#NONCE`), ms it lasts.
+/// this process's means another process wrote it, so serves with this replica's id. And
+/// checks the handle key as a write does ([`SAME_KEY`]): after Redis lost its data, each
+/// replica's next probe (every sweeper tick) puts its key back, or finds the one a replica
+/// started meanwhile made, so no call meets the change.
+/// KEYS: probe, meta. ARGV: holder (`REPLICA#NONCE`), ms it lasts, the replica's key, the
+/// layout's version.
+/// Returns `{what the probe key held or nil, the store's key when not the replica's, or nil}`.
 pub(super) static PROBE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 local before = redis.call('GET', KEYS[1])
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return before
+local same = redis.call('HGET', KEYS[2], 'key')
+if not same then
+  redis.call('HSET', KEYS[2], 'key', ARGV[3])
+  same = ARGV[3]
+end
+redis.call('HSETNX', KEYS[2], 'schema', ARGV[4])
+local other = false
+if same ~= ARGV[3] then other = same end
+return {before, other}
 ",
     )
 });

@@ -480,25 +480,71 @@ async fn a_lost_redis_fails_calls_clearly_and_the_store_reconnects_by_itself() {
             Err(e) => panic!("never reconnected: {e}"),
         }
     }
-    // Its first write puts its handle key back, so a replica started now shares it...
+    // Its first write puts its handle key back, so a replica started now shares it.
     store.create(&head(&store, 43)).await.unwrap();
     let later = open(&server, "lost:", "r2").await;
     assert_eq!(later.key().as_bytes(), store.key().as_bytes());
-    // ...and a replica whose key is not the store's is refused, saying why.
-    let () = store
-        .conn()
-        .hset(store.meta_key(), "key", [7u8; 32].as_slice())
+}
+
+/// Empties `server` as a restart without persistence does (`FLUSHALL`).
+async fn flush(store: &RedisStore) {
+    let () = redis::cmd("FLUSHALL")
+        .query_async(&mut store.conn())
         .await
         .unwrap();
-    let e = store
-        .create(&head(&store, 44))
-        .await
-        .unwrap_err()
-        .to_string();
+}
+
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn replicas_take_the_key_a_replica_started_after_redis_lost_its_data_made() {
+    let server = RedisServer::start(&[]);
+    let (r1, r2) = (
+        open(&server, "rekey:", "r1").await,
+        open(&server, "rekey:", "r2").await,
+    );
+    let mut kept = head(&r1, 42);
+    r1.create(&kept).await.unwrap();
+    kept.version = 1;
+    // Redis loses its data, and a replica starts before any running one writes: it makes a
+    // new key (the tour's three replicas: every later write of the running ones was refused
+    // with "Restart this replica", for good, while their health said ok).
+    flush(&r1).await;
+    let r3 = open(&server, "rekey:", "r3").await;
+    assert_ne!(r3.key().as_bytes(), r1.key().as_bytes());
+    // A write of r1's meets it: nothing written, the conversation said gone (it is: Redis
+    // lost it), and r1 takes the store's key...
+    assert!(matches!(
+        r1.commit(&kept.id, &commit_of(&kept, 1, 1)).await,
+        Err(StoreError::Conflict { found: None, .. })
+    ));
+    assert_eq!(r1.key().as_bytes(), r3.key().as_bytes());
+    // ...so its next new session is stored, and read by the others.
+    let mut fresh = head(&r1, 43);
+    r1.create(&fresh).await.unwrap();
+    fresh.version = 1;
+    assert_eq!(r3.head(&fresh.id).await.unwrap(), Some(fresh.clone()));
+    // A new session meeting it: refused once, saying what happened and what to do.
+    let e = r2.create(&head(&r2, 44)).await.unwrap_err().to_string();
     assert!(
-        e.contains("not this replica's") && e.contains("Restart this replica"),
+        e.contains("Redis lost its data") && e.contains("Start the session again"),
         "{e}"
     );
+    assert_eq!(r2.key().as_bytes(), r3.key().as_bytes());
+    r2.create(&head(&r2, 44)).await.unwrap();
+    // The probe (every sweeper tick) takes it before any call meets it...
+    flush(&r1).await;
+    let r4 = open(&server, "rekey:", "r4").await;
+    assert_eq!(r1.probe().await.unwrap(), None);
+    assert_eq!(r1.key().as_bytes(), r4.key().as_bytes());
+    r1.create(&head(&r1, 45)).await.unwrap();
+    // ...and puts the running replicas' key back when it is first: a replica started then
+    // reads it.
+    flush(&r1).await;
+    r2.probe().await.unwrap();
+    let r5 = open(&server, "rekey:", "r5").await;
+    assert_eq!(r5.key().as_bytes(), r2.key().as_bytes());
+    let schema: Option<u64> = r5.conn().hget(r5.meta_key(), "schema").await.unwrap();
+    assert_eq!(schema, Some(SCHEMA));
 }
 
 #[tokio::test]

@@ -406,8 +406,8 @@ impl SessionStore for SqliteStore {
         true
     }
 
-    fn key(&self) -> &HandleKey {
-        &self.key
+    fn key(&self) -> HandleKey {
+        self.key.clone()
     }
 
     async fn create(&self, head: &Head) -> Result<u64, StoreError> {
