@@ -655,7 +655,11 @@ fn explain(masked: &str, url: &RedisUrl, what: &str, e: &RedisError) -> StoreErr
     );
     // Redis's own answers first, said plainly: redis-rs wraps some of them (an aborted
     // transaction lists each command's error, with an index of u64::MAX).
-    let (detail, advice) = if detail.contains("NOAUTH") {
+    // A refusal redis-rs reports in its own words (switching the URL's database) keeps
+    // Redis's text but not its code: "Authentication required." is NOAUTH.
+    let (detail, advice) = if detail.contains("NOAUTH")
+        || detail.contains("Authentication required")
+    {
         (
             "Redis requires a password (NOAUTH) and the URL gives none".to_string(),
             "Give it in the URL: redis://:PASSWORD@HOST:PORT/DB (or USER:PASSWORD@ for an ACL user)",
@@ -688,9 +692,18 @@ fn explain(masked: &str, url: &RedisUrl, what: &str, e: &RedisError) -> StoreErr
             "A rediss:// URL speaks TLS: is Redis there serving TLS (its tls-port)? A plain Redis \
              takes redis://; or the host does not answer at all",
         )
-    } else {
+    } else if e.is_connection_refusal() || e.is_io_error() || e.is_timeout() {
         (detail, start_there.as_str())
+    } else {
+        // Redis answered: starting one there is no advice.
+        (
+            detail,
+            "Redis answers there but refused it: check the URL (its database, user and password) \
+             against Redis's settings, or give another --store",
+        )
     };
+    // Redis's own text may end with a period already.
+    let detail = detail.trim_end_matches('.');
     StoreError::unusable(format!("store {masked}: {what} failed: {detail}. {advice}"))
 }
 

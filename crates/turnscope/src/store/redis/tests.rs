@@ -424,6 +424,20 @@ async fn an_unreachable_redis_is_named_with_its_credentials_masked() {
         text.contains("Redis requires a password (NOAUTH) and the URL gives none"),
         "{text}"
     );
+    // And so when it comes with switching to the URL's database, which redis-rs words
+    // itself (tour: "Start Redis there" of a Redis that runs, and a double period).
+    let url = RedisUrl::parse(&format!("redis://127.0.0.1:{}/3", server.port)).unwrap();
+    let Err(e) = RedisStore::open(&url, settings("r1")).await else {
+        panic!("Redis requires a password");
+    };
+    let text = e.to_string();
+    assert!(
+        text.contains("Redis requires a password (NOAUTH) and the URL gives none")
+            && text.contains("redis://:PASSWORD@")
+            && !text.contains("Start Redis")
+            && !text.contains(".."),
+        "{text}"
+    );
     let url = RedisUrl::parse(&format!("redis://:right@127.0.0.1:{}/0", server.port)).unwrap();
     RedisStore::open(&url, settings("r1")).await.unwrap();
     // A database it does not have: not "start Redis there".
