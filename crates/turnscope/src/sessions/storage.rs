@@ -91,6 +91,9 @@ pub(crate) struct Storage {
     shared: bool,
     /// A shared store's last failure, until it answers again (`/healthz` says `degraded`).
     trouble: Mutex<Option<String>>,
+    /// Whether a refusal of the URL's credentials was said since the store last answered
+    /// (said even when the failure before it, a lost connection, was said already).
+    said_credentials: std::sync::atomic::AtomicBool,
     /// A shared store failed since its probe last asked what it came back as (a write may
     /// have seen it answer first).
     ask_what_came_back: std::sync::atomic::AtomicBool,
@@ -159,6 +162,7 @@ impl Storage {
             bus,
             degraded: OnceLock::new(),
             trouble: Mutex::new(None),
+            said_credentials: std::sync::atomic::AtomicBool::new(false),
             ask_what_came_back: std::sync::atomic::AtomicBool::new(false),
             warning: Mutex::new(None),
             reopening: Mutex::new(HashMap::new()),
@@ -243,6 +247,8 @@ impl Storage {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take();
+        self.said_credentials
+            .store(false, std::sync::atomic::Ordering::Relaxed);
         if was.is_some() {
             let message = format!("store {} answers again; turns are saved again", self.url);
             // On stderr beside the failure it ends; in the console's Log as news, not as a
@@ -314,7 +320,14 @@ impl Storage {
             self.ask_what_came_back
                 .store(true, std::sync::atomic::Ordering::Relaxed);
             let mut trouble = self.trouble.lock().unwrap_or_else(|p| p.into_inner());
-            if trouble.replace(reason.clone()).is_none() {
+            let first = trouble.replace(reason.clone()).is_none();
+            // A lost connection whose reconnect Redis refused (its password changed): the
+            // refusal is the cause to fix, said too though the loss was said first.
+            let credentials = reason.contains(crate::store::redis::CREDENTIALS_REFUSED)
+                && !self
+                    .said_credentials
+                    .swap(true, std::sync::atomic::Ordering::Relaxed);
+            if first || credentials {
                 // Said once each: the store's own text names it and may say it reconnects.
                 let said = reason
                     .strip_prefix(&format!("store {}: ", self.url))

@@ -792,3 +792,53 @@ fn a_replica_takes_over_what_another_wrote_last_or_issued() {
     );
     assert_eq!(taken_from(&r1, &born_on_r1, None), None);
 }
+
+/// Redis's password changed, then the replica's connection was cut: the call in flight
+/// fails with the lost connection, the reconnect with the refused credentials. Before, only
+/// the first was logged ("Redis cannot be reached (broken pipe)"), and `/healthz` alone named
+/// the cause to fix.
+#[tokio::test]
+async fn a_credentials_refusal_after_a_lost_connection_is_logged_as_the_cause() {
+    let disk = Disk::new(MemoryStore::new());
+    disk.shared.store(true, Ordering::Relaxed);
+    let bus = Bus::default();
+    let mut sub = bus.subscribe();
+    let storage = storage::Storage::new(disk, bus);
+    let lost = StoreError::unusable(
+        "store redis://127.0.0.1:1/0: saving a turn failed: Redis cannot be reached (broken \
+         pipe). turnscope reconnects on its own; try again in a moment",
+    );
+    let refused = StoreError::unusable(format!(
+        "store redis://127.0.0.1:1/0: saving a turn failed: {} (AuthenticationFailed). Give \
+         Redis back the URL's password",
+        crate::store::redis::CREDENTIALS_REFUSED
+    ));
+    for e in [&lost, &refused, &lost, &refused, &refused] {
+        storage.fail(e);
+    }
+    let logs = |sub: &mut crate::observe::Subscription| {
+        let mut logs = Vec::new();
+        while let Some(event) = sub.try_recv() {
+            if let Event::Log { message, .. } = &*event {
+                logs.push(message.clone());
+            }
+        }
+        logs
+    };
+    let said = logs(&mut sub);
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert!(said[0].contains("cannot be reached"), "{said:?}");
+    assert!(
+        said[1].contains("refused the URL's credentials"),
+        "{said:?}"
+    );
+    // Once it answers (said), a later refusal is said again.
+    storage.answered();
+    storage.fail(&refused);
+    let said = logs(&mut sub);
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert!(
+        said[0].contains("answers again") && said[1].contains("credentials"),
+        "{said:?}"
+    );
+}

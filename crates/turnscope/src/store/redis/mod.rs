@@ -84,6 +84,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long one command may wait for its answer: past this, Redis is treated as lost.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How a failed call says Redis refused the URL's credentials (a reconnect after its password
+/// changed): the session table says it even after the lost connection before it.
+pub const CREDENTIALS_REFUSED: &str = "Redis refused the URL's credentials";
+
 /// What a commit does with the handle's lease ([`scripts::COMMIT`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum LeaseStep {
@@ -359,7 +363,7 @@ impl RedisStore {
             )
         } else if matches!(e.kind(), redis::ErrorKind::AuthenticationFailed) {
             (
-                "Redis refused the URL's credentials",
+                CREDENTIALS_REFUSED,
                 "Give Redis back the URL's password (or restart turnscope with the new one); \
                  turnscope signs in again on its own",
             )
