@@ -37,7 +37,7 @@ pub async fn run(
     match args.action {
         SessionsAction::List { json, limit } => {
             let store = open_to_read(&source, &config).await?;
-            let heads = store.list(limit).await?;
+            let heads = most_recently_used(store.list(usize::MAX).await?, limit);
             let total = store.count().await?;
             let runs = running(store.as_ref(), &heads).await;
             if json {
@@ -216,11 +216,16 @@ fn open_to_write(path: &Path) -> anyhow::Result<SqliteStore> {
     })
 }
 
-/// The command that lists `store`'s sessions, to paste: a file store's path as it is; a
-/// Redis URL is shown with its password masked, so the person puts theirs back.
+/// The command that lists `store`'s sessions, to paste: a file store's path, or a Redis URL
+/// with no credentials, as it is; a Redis URL with credentials is shown masked, so the person
+/// puts theirs back.
 fn list_command(store: &dyn SessionStore) -> String {
-    let url = store.describe();
-    if url.starts_with("sqlite:") {
+    list_command_for(&store.describe())
+}
+
+/// [`list_command`] for a store described as `url` (credentials masked as `***`).
+fn list_command_for(url: &str) -> String {
+    if url.starts_with("sqlite:") || !url.contains("***") {
         format!("`turnscope sessions list --store {url}`")
     } else {
         format!("`turnscope sessions list --store URL` (this store: {url}, its password put back)")
@@ -328,6 +333,16 @@ async fn running(store: &dyn SessionStore, heads: &[Head]) -> Vec<Run> {
         runs.push(run);
     }
     runs
+}
+
+/// The `limit` heads last used most recently, newest first: by `last_used_ms` (a call's last
+/// write), which LAST USED shows. A store lists by idleness instead (Redis's `used` index, the
+/// file's row), where a running console's keep-alives of the sessions it holds count: a
+/// session used minutes ago sorted first. So every head is read, then ordered here.
+fn most_recently_used(mut heads: Vec<Head>, limit: usize) -> Vec<Head> {
+    heads.sort_by_key(|h| std::cmp::Reverse(h.last_used_ms));
+    heads.truncate(limit);
+    heads
 }
 
 /// One session as `list --json` prints it.
@@ -462,5 +477,55 @@ mod tests {
         assert_eq!(age(7_200_000), "2 h");
         assert_eq!(age(3 * 86_400_000), "3 d");
         assert_eq!(cut("abcdef", 4), "abc…");
+    }
+
+    #[test]
+    fn sessions_are_listed_by_their_last_use_not_by_a_keep_alive() {
+        let head = |n: u8, last_used_ms: u64, kept_alive_ms: u64| Head {
+            id: turnscope::store::HandleId::from_bytes([n; 32]),
+            prefix: format!("{n:08}"),
+            bot: "bot".into(),
+            opener: turnscope::observe::SessionOpener::Api,
+            greeting: None,
+            created_ms: 1,
+            last_used_ms,
+            kept_alive_ms,
+            turns: 1,
+            messages: 1,
+            forgotten: 0,
+            history_from_turn: 1,
+            in_flight: None,
+            unread: None,
+            errors: 0,
+            version: 1,
+        };
+        // As a store lists them: the console's session, kept alive a moment ago, first.
+        let listed = vec![head(1, 1_000, 9_000), head(2, 5_000, 0), head(3, 3_000, 0)];
+        let order = |heads: Vec<Head>| heads.iter().map(|h| h.prefix.clone()).collect::<Vec<_>>();
+        assert_eq!(
+            order(most_recently_used(listed.clone(), 10)),
+            ["00000002", "00000003", "00000001"]
+        );
+        assert_eq!(
+            order(most_recently_used(listed, 2)),
+            ["00000002", "00000003"]
+        );
+    }
+
+    #[test]
+    fn the_list_command_asks_for_a_password_only_of_a_url_that_had_one() {
+        assert_eq!(
+            list_command_for("redis://127.0.0.1:6379/0"),
+            "`turnscope sessions list --store redis://127.0.0.1:6379/0`"
+        );
+        assert_eq!(
+            list_command_for("redis://***@127.0.0.1:6379/0"),
+            "`turnscope sessions list --store URL` (this store: redis://***@127.0.0.1:6379/0, its \
+             password put back)"
+        );
+        assert_eq!(
+            list_command_for("sqlite:/tmp/s.db"),
+            "`turnscope sessions list --store sqlite:/tmp/s.db`"
+        );
     }
 }
