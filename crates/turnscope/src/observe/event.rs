@@ -451,7 +451,20 @@ pub struct ConfigReloadEvent {
     pub at_us: u64,
 }
 
+/// What a reload with no config file to read says: the server started from the defaults and
+/// its flags (no `--config`, no `./turnscope.toml`), so there was nothing to read again.
+pub const NO_CONFIG_FILE: &str = "no config file to read (none was given and there is no \
+     ./turnscope.toml): nothing to apply; give one with --config FILE, or put a turnscope.toml \
+     in the working directory";
+
 impl ConfigReloadEvent {
+    /// Whether a reload asked for by a person (`R`, SIGHUP) found no config file to read: the
+    /// server runs on the defaults and its flags. (A program's `apply` names no file either,
+    /// but it gave the config itself.)
+    fn without_file(&self) -> bool {
+        self.outcome == "unchanged" && self.file.is_none() && self.cause != "api"
+    }
+
     /// Whether the file was refused (the running config stays).
     pub fn is_refused(&self) -> bool {
         self.outcome == "refused"
@@ -473,6 +486,10 @@ impl ConfigReloadEvent {
                 "config reloaded ({}): version {v} from the next turn: {}",
                 self.cause,
                 self.applied.join(", ")
+            ),
+            _ if self.without_file() => format!(
+                "config reread ({}): {NO_CONFIG_FILE}, still version {v}",
+                self.cause
             ),
             _ => format!(
                 "config reread ({}): nothing to apply, still version {v}",
@@ -504,6 +521,7 @@ impl ConfigReloadEvent {
                     .unwrap_or("the file could not be read")
             ),
             "applied" => format!("config v{v}: {}", self.applied.join(", ")),
+            _ if self.without_file() => NO_CONFIG_FILE.to_string(),
             _ => format!("config v{v}: nothing to apply"),
         };
         if !self.restart.is_empty() {
@@ -693,4 +711,38 @@ pub struct ToolSourceEvent {
     pub detail: String,
     /// When, in µs since the epoch.
     pub at_us: u64,
+}
+
+#[cfg(test)]
+mod reload_tests {
+    use super::*;
+
+    fn unchanged(cause: &'static str, file: Option<&str>) -> ConfigReloadEvent {
+        ConfigReloadEvent {
+            version: 1,
+            outcome: "unchanged".into(),
+            cause: cause.into(),
+            file: file.map(str::to_string),
+            ..ConfigReloadEvent::default()
+        }
+    }
+
+    /// `R` on a console started with no config file says there is none and how to give one,
+    /// not "nothing to apply" as if a file had been read (tour F3).
+    #[test]
+    fn a_reload_with_no_config_file_says_so_and_how_to_give_one() {
+        let none = unchanged("console", None);
+        for said in [none.notice(), none.summary()] {
+            assert!(said.contains("no config file to read"), "{said}");
+            assert!(said.contains("--config FILE"), "{said}");
+            assert!(said.contains("turnscope.toml"), "{said}");
+        }
+        let read = unchanged("console", Some("turnscope.toml"));
+        assert_eq!(read.notice(), "config v1: nothing to apply");
+        // A program's apply gave the config itself: no file is missing.
+        assert_eq!(
+            unchanged("api", None).notice(),
+            "config v1: nothing to apply"
+        );
+    }
 }
