@@ -181,13 +181,28 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
                 logging::init(true);
                 // A headless server draws nothing, but a theme its config names is checked
                 // now: a typo showed only on the laptop of whoever next opened a console.
-                if let Err(e) = Theme::resolve(config.console.theme.as_deref(), true) {
+                if let Err(e) = Theme::resolve_chosen(
+                    source.overrides.theme.as_deref(),
+                    config.console.theme.as_deref(),
+                    || {
+                        source
+                            .path
+                            .as_deref()
+                            .map(|p| Config::place_of(p, "console.theme"))
+                    },
+                    true,
+                ) {
                     eprintln!("turnscope: warning: {e} (a console on this config would refuse it)");
                 }
                 headless(&config, Some(source), cli.serve.events.as_deref(), started).await
             } else {
                 logging::init(false);
-                console(&config, source, cli.serve.events.as_deref()).await
+                let theme = chosen_theme(
+                    source.overrides.theme.as_deref(),
+                    &config,
+                    source.path.as_deref(),
+                )?;
+                console(&config, theme, source, cli.serve.events.as_deref()).await
             }
         }
         Some(Command::Sessions(args)) => {
@@ -199,10 +214,9 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
         }
         Some(Command::Replay { file, theme }) => {
             logging::init(false);
-            let (config, _) = Config::load(cli.config.as_deref(), &cli.serve.overrides())?;
+            let (config, path) = Config::load(cli.config.as_deref(), &cli.serve.overrides())?;
             turnscope_console::state::budget::Budget::set_process_default(config.console.max_mib);
-            let choice = theme.or(config.console.theme);
-            let theme = Theme::resolve(choice.as_deref(), turnscope_console::no_color())?;
+            let theme = chosen_theme(theme.as_deref(), &config, path.as_deref())?;
             Ok(turnscope_console::run::replay::run(&file, theme).await?)
         }
         Some(Command::Attach {
@@ -232,10 +246,9 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
                 .map_err(anyhow::Error::msg)?;
             // Its `[console]` (memory, theme) as replay and the local console read it: a
             // viewer kept 16 MiB and the dark theme whatever the file said.
-            let (config, _) = Config::load(cli.config.as_deref(), &cli.serve.overrides())?;
+            let (config, path) = Config::load(cli.config.as_deref(), &cli.serve.overrides())?;
             turnscope_console::state::budget::Budget::set_process_default(config.console.max_mib);
-            let choice = theme.or(config.console.theme);
-            let theme = Theme::resolve(choice.as_deref(), turnscope_console::no_color())?;
+            let theme = chosen_theme(theme.as_deref(), &config, path.as_deref())?;
             anyhow::ensure!(
                 !events_on_stdout(events.as_deref()),
                 "--events - writes the events to stdout, where the attached console draws; give \
@@ -250,6 +263,21 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
             Ok(turnscope_console::run::attach::run(options, theme, events.as_deref()).await?)
         }
     }
+}
+
+/// The theme a console runs with: `--theme` (`flag`) when given, else `[console] theme` of
+/// `config`, read from the file `file` (a theme it names that does not load says so, and where).
+fn chosen_theme(
+    flag: Option<&str>,
+    config: &Config,
+    file: Option<&std::path::Path>,
+) -> Result<Theme, turnscope_console::theme::ThemeError> {
+    Theme::resolve_chosen(
+        flag,
+        config.console.theme.as_deref(),
+        || file.map(|p| Config::place_of(p, "console.theme")),
+        turnscope_console::no_color(),
+    )
 }
 
 /// Where the lines a person or a script reads at start (the ready line, the bridges) go:
@@ -287,15 +315,12 @@ fn events_on_stdout(events: Option<&std::path::Path>) -> bool {
 /// changes, on SIGHUP and on its `R` key.
 async fn console(
     config: &Config,
+    theme: Theme,
     source: ConfigSource,
     events: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
     turnscope_console::state::budget::Budget::set_process_default(config.console.max_mib);
     let config = &with_default_store(config);
-    let theme = Theme::resolve(
-        config.console.theme.as_deref(),
-        turnscope_console::no_color(),
-    )?;
     anyhow::ensure!(
         !events_on_stdout(events),
         "--events - writes the events to stdout, where the console draws; add --headless, or give \

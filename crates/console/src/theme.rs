@@ -206,6 +206,28 @@ impl Theme {
         }
     }
 
+    /// Resolves the theme a command runs with, as [`Theme::resolve`]: `flag` (`--theme`) when
+    /// given, else `from_config` (`[console] theme`). An error in a theme the config file
+    /// named says where it was set (`place`: `FILE:LINE`, as [`turnscope::config::Config::place_of`]
+    /// gives it), so the person knows which file to fix.
+    pub fn resolve_chosen(
+        flag: Option<&str>,
+        from_config: Option<&str>,
+        place: impl FnOnce() -> Option<String>,
+        no_color: bool,
+    ) -> Result<Theme, ThemeError> {
+        if flag.is_some() {
+            return Theme::resolve(flag, no_color);
+        }
+        Theme::resolve(from_config, no_color).map_err(|ThemeError(e)| match place() {
+            Some(place) => ThemeError(format!(
+                "{e} (the theme named by `[console] theme` at {place}: fix it there, or give \
+                 --theme)"
+            )),
+            None => ThemeError(e),
+        })
+    }
+
     /// The same theme with every colour removed (modifiers kept).
     pub fn without_colors(mut self) -> Theme {
         for style in self.styles_mut() {
@@ -299,6 +321,22 @@ fn parse_color(text: &str) -> Result<Color, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A theme the config file named that does not load says where it was named; one given
+    /// by `--theme` is the person's own typing, and says nothing of the config (tour F3).
+    #[test]
+    fn a_bad_theme_from_the_config_names_where_it_was_set() {
+        let place = || Some("viewer.toml:3".to_string());
+        let e = Theme::resolve_chosen(None, Some("purple"), place, false).unwrap_err();
+        assert!(
+            e.0.starts_with("theme `purple`: no such theme")
+                && e.0.contains("`[console] theme` at viewer.toml:3"),
+            "{e}"
+        );
+        let e = Theme::resolve_chosen(Some("purple"), Some("dark"), place, false).unwrap_err();
+        assert!(!e.0.contains("[console]"), "{e}");
+        assert!(Theme::resolve_chosen(None, Some("mono"), place, false).is_ok());
+    }
 
     #[test]
     fn builtins_parse_and_differ() {

@@ -826,5 +826,19 @@ async fn attach_reads_the_consoles_settings_from_the_config() {
             .current_dir(&dir),
     )
     .await;
+    // The error says where the theme was named: the key, the config file and its line.
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
+        .arg("--config")
+        .arg(&config)
+        .args(["attach", "http://127.0.0.1:9/mcp"])
+        .current_dir(&dir)
+        .output()
+        .await
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`[console] theme` at") && err.contains("viewer.toml:3"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }

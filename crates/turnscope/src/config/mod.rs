@@ -424,6 +424,17 @@ impl Config {
         Self::from_file_text(&path, &text, overrides).map(|config| (config, Some(path)))
     }
 
+    /// Where the config file `path` sets `key` (dotted, as `console.theme`): `FILE:LINE`, or
+    /// the file alone when the line is not found (a `.json` config, a key set inline), so a
+    /// value checked after the load (a theme file it names) can say where it came from.
+    pub fn place_of(path: &Path, key: &str) -> String {
+        let line = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|text| locate::find_key(&text, key))
+            .map(|spot| format!(":{}", spot.line));
+        format!("{}{}", path.display(), line.unwrap_or_default())
+    }
+
     /// The config in `text`, read from the file `path` (TOML, or `mcpServers` JSON for a
     /// `.json` path), with `overrides` laid over it and validated once; errors name `path`
     /// and, where they can, the line.
