@@ -715,7 +715,7 @@ async fn sessions_open_close_and_copy_their_handle_from_the_keyboard() {
     assert!(!answered.contains("Enter again sends"), "{answered}");
     s.send(b"\x1b").await;
     s.send(b"y").await;
-    s.wait_text("#2's handle sent to the clipboard").await;
+    s.wait_text("#2's handle copied (OSC 52").await;
     s.send(b"d").await;
     s.wait_text("d again closes #2").await;
     s.send(b"\x1b").await;

@@ -617,25 +617,7 @@ pub(crate) fn perform(
                 None => format!("#{session}"),
             };
             console.notice = Some(match handle {
-                Some(handle) => {
-                    use std::io::Write;
-                    let mut out = std::io::stdout();
-                    let sent = out
-                        .write_all(crate::run::clipboard::osc52(&handle).as_bytes())
-                        .and_then(|()| out.flush());
-                    match sent {
-                        Ok(()) => Notice {
-                            text: format!(
-                                "{shown}'s handle sent to the clipboard (OSC 52; a terminal may refuse it)"
-                            ),
-                            error: false,
-                        },
-                        Err(e) => Notice {
-                            text: format!("cannot write to the terminal: {e}"),
-                            error: true,
-                        },
-                    }
-                }
+                Some(handle) => crate::run::output::copy_handle(&format!("{shown}'s handle"), &handle),
                 None if stored.is_some() => Notice {
                     text: format!(
                         "{shown}'s handle is not here: the store keeps only its hash, and the client that \
@@ -881,9 +863,19 @@ pub async fn run_with(app: App, theme: Theme, sub: Subscription) -> Result<(), C
         }
     };
     drop(guard);
+    let sessions = app.sessions.clone();
     app.shutdown().await;
     match outcome {
-        Ok(result) => result,
+        Ok(result) => {
+            // The terminal is the shell's again: one line says where the conversations went.
+            if result.is_ok() {
+                eprintln!(
+                    "{}",
+                    crate::run::output::kept_note(&sessions.store_status())
+                );
+            }
+            result
+        }
         Err(e) => Err(ConsoleError::Panicked(e.to_string())),
     }
 }

@@ -6,43 +6,90 @@ use crate::view::console::Notice;
 
 /// Copies `text` twice over: to the clipboard through the terminal (OSC 52, which a terminal or
 /// tmux may silently refuse), and to a file in the temporary folder, which always works. The
-/// notice says both, and what tmux needs.
+/// notice says both ([`copied`]).
 pub fn copy(what: &str, text: &str) -> Notice {
+    let sent = send_osc52(text);
+    let ext = if what.ends_with("JSON") { "json" } else { "sh" };
+    let saved = save_copy(&file_stamp(), ext, text);
+    copied(what, sent, Some(saved), in_tmux())
+}
+
+/// Copies a session's handle to the clipboard (OSC 52) only: a handle is a secret, never
+/// written to a file. The notice is said as every copy's ([`copied`]).
+pub fn copy_handle(what: &str, handle: &str) -> Notice {
+    copied(what, send_osc52(handle), None, in_tmux())
+}
+
+fn send_osc52(text: &str) -> std::io::Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout();
-    let sent = out
-        .write_all(crate::run::clipboard::osc52(text).as_bytes())
-        .and_then(|()| out.flush());
-    let ext = if what.ends_with("JSON") { "json" } else { "sh" };
-    let (path, saved) = save_copy(&file_stamp(), ext, text);
-    let tmux = if std::env::var_os("TMUX").is_some() {
-        "; under tmux it needs `set -g set-clipboard on`"
+    out.write_all(crate::run::clipboard::osc52(text).as_bytes())
+        .and_then(|()| out.flush())
+}
+
+fn in_tmux() -> bool {
+    std::env::var_os("TMUX").is_some()
+}
+
+/// The notice of every copy the console makes: whether it reached the terminal (`sent`) and,
+/// for a copy also saved to a file, where (`saved`). OSC 52 is said one way everywhere: a
+/// terminal may refuse it, and tmux (`tmux`: the console runs under it) passes it on only
+/// with `set -g set-clipboard on`.
+pub fn copied(
+    what: &str,
+    sent: std::io::Result<()>,
+    saved: Option<(std::path::PathBuf, std::io::Result<()>)>,
+    tmux: bool,
+) -> Notice {
+    let osc52 = if tmux {
+        "OSC 52; under tmux it needs `set -g set-clipboard on`"
     } else {
-        ""
+        "OSC 52; a terminal may refuse it"
     };
-    match (sent, saved) {
-        (Ok(()), Ok(())) => Notice {
-            text: format!(
-                "{what} saved to {} and copied (OSC 52{tmux})",
+    let (text, error) = match (sent, saved) {
+        (Ok(()), Some((path, Ok(())))) => (
+            format!("{what} saved to {} and copied ({osc52})", path.display()),
+            false,
+        ),
+        (Ok(()), None) => (format!("{what} copied ({osc52})"), false),
+        (Err(_), Some((path, Ok(())))) => (format!("{what} saved to {}", path.display()), false),
+        (Ok(()), Some((path, Err(e)))) => (
+            format!(
+                "{what} copied ({osc52}); cannot save it to {}: {e}",
                 path.display()
             ),
-            error: false,
-        },
-        (Err(_), Ok(())) => Notice {
-            text: format!("{what} saved to {}", path.display()),
-            error: false,
-        },
-        (Ok(()), Err(e)) => Notice {
-            text: format!(
-                "{what} copied (OSC 52{tmux}); cannot save it to {}: {e}",
-                path.display()
-            ),
-            error: true,
-        },
-        (Err(e), Err(_)) => Notice {
-            text: format!("{what}: cannot write to the terminal ({e}) nor to a file"),
-            error: true,
-        },
+            true,
+        ),
+        (Err(e), Some((_, Err(_)))) => (
+            format!("{what}: cannot write to the terminal ({e}) nor to a file"),
+            true,
+        ),
+        (Err(e), None) => (
+            format!("{what} not copied: cannot write to the terminal ({e})"),
+            true,
+        ),
+    };
+    Notice { text, error }
+}
+
+/// The line the console leaves on stderr when it quits: where the conversations were kept
+/// (its store, and the command that lists them), or that nothing was (a memory store, or one
+/// whose writes stopped while it ran).
+pub fn kept_note(store: &turnscope::sessions::StoreStatus) -> String {
+    let url = &store.url;
+    match (&store.degraded, store.durable) {
+        (_, true) => format!(
+            "turnscope: the conversations are kept in {url} (`turnscope sessions list --store \
+             {url}` lists them)"
+        ),
+        (Some(why), false) => format!(
+            "turnscope: writes to {url} stopped while the console ran ({why}): the latest \
+             conversations were not kept"
+        ),
+        (None, false) => format!(
+            "turnscope: nothing was kept: the store is {url}, so the conversations ended with \
+             the console"
+        ),
     }
 }
 
@@ -105,6 +152,34 @@ pub fn export_to_file(session: u64, text: &str, ext: &str) -> Notice {
 
 #[cfg(test)]
 mod tests {
+    /// Quitting leaves one line on stderr: where the conversations are, or that nothing was
+    /// kept (it left nothing: tour F3).
+    #[test]
+    fn the_note_left_at_quit_says_where_the_conversations_are() {
+        use turnscope::sessions::StoreStatus;
+        let file = StoreStatus {
+            url: "sqlite:/tmp/s.sqlite3".into(),
+            durable: true,
+            degraded: None,
+            warning: None,
+        };
+        let said = super::kept_note(&file);
+        assert_eq!(
+            said,
+            "turnscope: the conversations are kept in sqlite:/tmp/s.sqlite3 (`turnscope sessions \
+             list --store sqlite:/tmp/s.sqlite3` lists them)"
+        );
+        let memory = StoreStatus {
+            url: "memory".into(),
+            durable: false,
+            ..file
+        };
+        let said = super::kept_note(&memory);
+        assert!(said.starts_with("turnscope: nothing was kept"), "{said}");
+        assert!(!said.contains("sessions list"), "{said}");
+        assert!(!said.contains('\n'), "one line: {said}");
+    }
+
     #[test]
     fn a_copy_is_saved_to_a_file_the_notice_names() {
         let notice = super::copy("model request 1 of turn 2 as JSON", "{\"model\": \"m\"}");
@@ -121,6 +196,36 @@ mod tests {
             "{\"model\": \"m\"}"
         );
         let _ = std::fs::remove_file(path);
+    }
+
+    /// Every copy says OSC 52 the same way, whatever it copied (a handle `y`, a request `c`
+    /// said it two ways before: tour F3).
+    #[test]
+    fn every_copy_notice_says_osc52_one_way() {
+        use std::path::PathBuf;
+        for tmux in [false, true] {
+            let handle = super::copied("#3's handle", Ok(()), None, tmux);
+            let request = super::copied(
+                "model request 1 of turn 2 as curl",
+                Ok(()),
+                Some((PathBuf::from("/tmp/c.sh"), Ok(()))),
+                tmux,
+            );
+            let said = |n: &crate::view::console::Notice| {
+                n.text
+                    .split_once("(OSC 52")
+                    .map(|(_, rest)| rest.to_string())
+                    .expect("says OSC 52")
+            };
+            assert_eq!(said(&handle), said(&request), "tmux {tmux}");
+            assert_eq!(
+                said(&handle).contains("set-clipboard on"),
+                tmux,
+                "{}",
+                handle.text
+            );
+            assert_eq!(handle.text.split(" (").next(), Some("#3's handle copied"));
+        }
     }
 
     /// Copies of one second each get a file of their own, never one over another (nor over
