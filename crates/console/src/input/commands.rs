@@ -14,6 +14,48 @@ use crate::view::ids::{ORDER, PaneId};
 use crate::view::keys::{self, Command};
 use crate::view::line_edit::LineEdit;
 use crate::view::nav::{PAGE, scroll_back};
+use turnscope::observe::event::SessionOpener;
+
+impl Console {
+    /// Why an attached console does not close `session` (another's), and what ends it, by who
+    /// opened it: the watched server's own console keeps its session while it runs (it does
+    /// not idle out), an MCP or API client's idles out on the bot, a whisker worker ends with
+    /// its pipeline.
+    pub(crate) fn not_yours_to_close(&self, session: u64) -> String {
+        let row = self.state.session(session);
+        let (who, ends) = match row.map(|r| &r.opener) {
+            Some(SessionOpener::Console) => (
+                "the watched server's own console".to_string(),
+                "it lives while that console runs",
+            ),
+            Some(SessionOpener::Mcp(_))
+                if row.is_some_and(|r| {
+                    turnscope::attach::whisker::fold::is_worker(&r.opener, &r.handle_prefix)
+                }) =>
+            {
+                (
+                    "the bot's pipeline (a whisker worker)".to_string(),
+                    "it ends with its pipeline",
+                )
+            }
+            Some(_) => (
+                format!(
+                    "another client ({})",
+                    row.map(|r| r.opener_label()).unwrap_or_default()
+                ),
+                "its client closes it, or the bot ends it when it is idle",
+            ),
+            None => (
+                "another client".to_string(),
+                "its client closes it, or the bot ends it when it is idle",
+            ),
+        };
+        format!(
+            "#{session} was opened by {who}: an attached console closes only sessions it started \
+             ({ends})"
+        )
+    }
+}
 
 impl Console {
     /// Handles one terminal event; returns what the event loop must do, if anything.
@@ -299,10 +341,7 @@ impl Console {
                 // the first d (it asked "d again closes", then refused).
                 if self.is_another_clients(session) {
                     self.notice = Some(Notice {
-                        text: format!(
-                            "#{session} was started by another client: an attached console closes \
-                             only sessions it started (the bot ends this one when it is idle)"
-                        ),
+                        text: self.not_yours_to_close(session),
                         error: true,
                     });
                     return None;

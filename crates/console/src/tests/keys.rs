@@ -1844,3 +1844,37 @@ fn a_saved_calls_file_that_did_not_load_is_never_written_over() {
     assert!(c.tools.hand.file_refused.is_none());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Attached, `d` on another's session says who opened it and what ends it: the watched
+/// server's own console keeps its session while it runs (it was told "the bot ends this one
+/// when it is idle", which is false for it: tour F3).
+#[test]
+fn attached_d_on_anothers_session_says_who_opened_it_and_what_ends_it() {
+    let mut c = console();
+    c.state.header.source = crate::state::Source::Attached {
+        target: "http://127.0.0.1:7870/mcp".into(),
+        view: "watching".into(),
+    };
+    c.state.mark_yours(|_| false);
+    c.own = None;
+    c.settle();
+    let said = |c: &mut Console, session: u64| {
+        c.selected = Some(session);
+        c.focus = PaneId::Sessions;
+        assert_eq!(press(c, KeyCode::Char('d')), None);
+        c.notice.take().expect("a notice").text
+    };
+    let console_own = said(&mut c, 1);
+    assert!(
+        console_own.contains("opened by the watched server's own console")
+            && console_own.contains("it lives while that console runs")
+            && !console_own.contains("idle"),
+        "{console_own}"
+    );
+    let clients = said(&mut c, 2);
+    assert!(
+        clients.contains("opened by another client (mcp: claude-code)")
+            && clients.contains("the bot ends it when it is idle"),
+        "{clients}"
+    );
+}
