@@ -400,15 +400,17 @@ impl BotMcp {
     }
 }
 
-/// The session a call's `handle` names, when it is an open one: one keyed-hash lookup and a
-/// constant-time comparison (`Sessions::number_of`), so a flood of calls on bad handles costs
-/// nothing and their timing says nothing.
+/// The session a call's `handle` names, when it is an open one or one that ended here a while
+/// ago (a refused `chat` on it names its session in the Log): one keyed-hash lookup, a
+/// constant-time comparison and a look through the ended ones' keyed hashes
+/// (`Sessions::number_known`), so a flood of calls on bad handles costs little and their
+/// timing says nothing of a handle.
 fn session_of(sessions: &Sessions, args: &JsonObject) -> Option<u64> {
     let handle = args.get("handle").and_then(Value::as_str)?;
     if handle.len() != 36 {
         return None;
     }
-    sessions.number_of(handle)
+    sessions.number_known(handle)
 }
 
 impl ServerHandler for BotMcp {

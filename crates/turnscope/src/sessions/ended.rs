@@ -17,19 +17,33 @@ pub const REASON_BYTES: usize = 160;
 /// The conversations ended here, oldest first.
 #[derive(Default)]
 pub(super) struct EndedHandles {
-    ended: Mutex<VecDeque<(HandleId, String, Instant)>>,
+    ended: Mutex<VecDeque<Ended>>,
+}
+
+/// One conversation ended here.
+struct Ended {
+    id: HandleId,
+    /// Its session number here.
+    number: u64,
+    reason: String,
+    at: Instant,
 }
 
 impl EndedHandles {
-    /// `id`'s conversation ended here for `reason`.
-    pub(super) fn remember(&self, id: &HandleId, reason: &str) {
+    /// `id`'s conversation (session `number`) ended here for `reason`.
+    pub(super) fn remember(&self, id: &HandleId, number: u64, reason: &str) {
         let mut reason = reason.to_string();
         super::errors::shorten(&mut reason, REASON_BYTES);
         let mut ended = self.ended.lock().unwrap_or_else(|p| p.into_inner());
         if ended.len() == ENDED_KEPT {
             ended.pop_front();
         }
-        ended.push_back((*id, reason, Instant::now()));
+        ended.push_back(Ended {
+            id: *id,
+            number,
+            reason,
+            at: Instant::now(),
+        });
     }
 
     /// Why `id`'s conversation ended here and how long ago, when it is remembered.
@@ -38,8 +52,15 @@ impl EndedHandles {
         ended
             .iter()
             .rev()
-            .find(|(e, _, _)| e == id)
-            .map(|(_, reason, at)| (reason.clone(), at.elapsed()))
+            .find(|e| e.id == *id)
+            .map(|e| (e.reason.clone(), e.at.elapsed()))
+    }
+
+    /// The session number `id`'s conversation had here, when it is remembered (a refused
+    /// `chat` on it names its session in the Log).
+    pub(super) fn number(&self, id: &HandleId) -> Option<u64> {
+        let ended = self.ended.lock().unwrap_or_else(|p| p.into_inner());
+        ended.iter().rev().find(|e| e.id == *id).map(|e| e.number)
     }
 }
 
@@ -53,17 +74,18 @@ mod tests {
         let key = HandleKey::generate();
         let id = |n: u128| key.id_of(&uuid::Uuid::from_u128(n));
         let ended = EndedHandles::default();
-        ended.remember(&id(1), "ended by the bot: end_session");
+        ended.remember(&id(1), 7, "ended by the bot: end_session");
+        assert_eq!(ended.number(&id(1)), Some(7));
         assert_eq!(
             ended.why(&id(1)).map(|(r, _)| r).as_deref(),
             Some("ended by the bot: end_session")
         );
         assert!(ended.why(&id(2)).is_none());
-        ended.remember(&id(2), &"é".repeat(REASON_BYTES));
+        ended.remember(&id(2), 8, &"é".repeat(REASON_BYTES));
         let (cut, _) = ended.why(&id(2)).unwrap();
         assert!(cut.len() <= REASON_BYTES + '…'.len_utf8() && cut.ends_with('…'));
         for n in 3..(ENDED_KEPT as u128 + 3) {
-            ended.remember(&id(n), "idle too long");
+            ended.remember(&id(n), n as u64, "idle too long");
         }
         assert!(ended.why(&id(1)).is_none() && ended.why(&id(2)).is_none());
         assert!(ended.why(&id(ENDED_KEPT as u128 + 2)).is_some());

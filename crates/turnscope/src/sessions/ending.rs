@@ -65,7 +65,9 @@ impl Sessions {
         self.close_tasks(session).await;
         if forget {
             session.deleted_here.store(true, Ordering::Relaxed);
-            self.inner.ended.remember(&session.id, reason);
+            self.inner
+                .ended
+                .remember(&session.id, session.number, reason);
             self.inner.storage.delete(&session.id).await;
         }
         self.inner.storage.release(&session.id).await;

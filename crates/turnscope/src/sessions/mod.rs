@@ -701,6 +701,16 @@ impl Sessions {
         self.live(&id, &uuid).map(|s| s.number)
     }
 
+    /// The number of the session with this handle: open, or ended here a while ago (as a
+    /// `chat` refused on it is told why), so a refusal names its session.
+    pub fn number_known(&self, handle: &str) -> Option<u64> {
+        let uuid = Uuid::parse_str(handle).ok()?;
+        let id = self.inner.storage.key().id_of(&uuid);
+        self.live(&id, &uuid)
+            .map(|s| s.number)
+            .or_else(|| self.inner.ended.number(&id))
+    }
+
     /// The number of the open session with this id, if there is one.
     pub fn number_of_id(&self, id: &HandleId) -> Option<u64> {
         self.table().by_id.get(id).map(|s| s.number)

@@ -842,3 +842,26 @@ async fn a_credentials_refusal_after_a_lost_connection_is_logged_as_the_cause() 
         "{said:?}"
     );
 }
+
+/// A conversation closed here keeps its number for a while, with why it ended: a `chat`
+/// refused on it names its session in the Log (its row was blank: tour F3).
+#[tokio::test]
+async fn a_closed_conversation_is_still_known_by_its_number() {
+    let model = model(0.0).await;
+    let sessions = table(
+        &model,
+        Disk::new(MemoryStore::new()),
+        SessionLimits::default(),
+    );
+    let _first = sessions.open(SessionOpener::Api).await.unwrap();
+    let session = sessions.open(SessionOpener::Api).await.unwrap();
+    let handle = session.handle();
+    assert_eq!(sessions.number_known(&handle), Some(session.number));
+    sessions.close(&session, "closed from the console").await;
+    assert_eq!(sessions.number_of(&handle), None, "no longer open");
+    assert_eq!(sessions.number_known(&handle), Some(session.number));
+    assert_eq!(
+        sessions.number_known("0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9"),
+        None
+    );
+}
