@@ -39,7 +39,8 @@ pub struct Shown {
     pub content: Vec<Value>,
     /// `structuredContent`, when small enough to keep.
     pub structured: Option<Value>,
-    /// The result's size, bytes.
+    /// The result's size: the bytes of its text (every text block, other blocks described:
+    /// what a model reads), as the transcript's tool rows measure a result.
     pub bytes: usize,
     /// The time taken.
     pub duration: Duration,
@@ -74,7 +75,7 @@ impl Shown {
             is_error: result.outcome.is_error,
             content,
             structured,
-            bytes: result.bytes(),
+            bytes: result.outcome.text.len(),
             duration: result.duration,
             unanswered: result.outcome.unanswered.as_deref().cloned(),
         }
@@ -358,6 +359,25 @@ impl HandCalls {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A hand call's size is measured as the transcript measures a tool's result: the bytes
+    /// of its text, not of the serialized content (echo's "hi" was 2 B in the transcript and
+    /// 37 B by hand: tour F3).
+    #[test]
+    fn a_results_size_is_its_texts_as_in_the_transcript() {
+        let result = HandResult {
+            tool: "echo".into(),
+            source: "builtin".into(),
+            arguments: json!({"text": "hi"}),
+            outcome: turnscope::tools::ToolOutcome {
+                structured: Some(json!({"text": "hi"})),
+                ..turnscope::tools::ToolOutcome::ok("hi")
+            },
+            duration: Duration::from_millis(1),
+            unchecked: None,
+        };
+        assert_eq!(Shown::of(&result).bytes, 2);
+    }
 
     #[test]
     fn saved_calls_round_trip_through_the_file_and_the_list_is_bounded() {
