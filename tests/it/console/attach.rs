@@ -271,7 +271,20 @@ async fn after_the_server_restarted_the_first_line_reopens_the_session_started_b
     // The server logged the refused call as an error; the Log says it was this console's.
     s.send(b"\x1b").await;
     s.send(b"8").await;
-    s.wait_text("is gone from the bot").await;
+    let screen = s.wait_text("is gone from the bot").await;
+    // Expected and handled: the server's refusal of that probe is news here, not an error,
+    // and the Log keeps its rows in time order (the server's line before the console's).
+    let screen = if screen.contains("chat refused") {
+        screen
+    } else {
+        s.wait_text("chat refused").await
+    };
+    assert!(!screen.contains(" (8 Log)"), "no error counted: {screen}");
+    let refused = screen.find("chat refused").expect("the server's line");
+    let gone = screen
+        .find("is gone from the bot")
+        .expect("the console's line");
+    assert!(refused < gone, "in time order: {screen}");
     quit(&mut s).await;
     assert_eq!(
         kept_handles(&s),
@@ -436,7 +449,8 @@ async fn a_stream_refused_by_a_server_restarted_with_another_token_comes_back_wi
 /// The Tools pane of an attached console lists the target's `tools/list` and, watching a
 /// turnscope, the tools its bot offers its model from the connect on (no turn ran there); its
 /// form calls the target's tools over the console's MCP client: `start` by hand opens a
-/// session on the server (the result shows its handle) and needs no line typed.
+/// session on the server (the result shows its handle, masked) and needs no line typed; that
+/// session is the person's, and a line chats in it.
 #[tokio::test]
 async fn attached_the_tools_pane_calls_the_targets_tools_by_hand() {
     let mut server = serving(&["--headless", "--port", "0", "--pace", "0"])
@@ -456,10 +470,29 @@ async fn attached_the_tools_pane_calls_the_targets_tools_by_hand() {
     s.send(b"\r").await;
     s.wait_text("call start").await;
     s.send(b"\r").await;
-    let screen = s.wait_text("result of start · isError false").await;
-    assert!(screen.contains("Handle:"), "{screen}");
+    s.wait_text("result of start · isError false").await;
+    // The session it opened is the person's own (it was disowned: tour F3), and its handle
+    // is shown as every handle is, by its first 8 characters.
+    let screen = s.wait_text("your call of start opened #1").await;
+    let at = screen
+        .find("Handle: ")
+        .expect("the result shows the handle")
+        + "Handle: ".len();
+    assert!(
+        screen[at..].chars().nth(8) == Some('…'),
+        "masked: {}",
+        &screen[at..at + 40]
+    );
     let health = health_of(&url).await;
     assert_eq!(health["sessions"], 1, "the hand call opened it: {health}");
+    // A line chats in it, no second session.
+    s.send(b"\x1b").await;
+    s.send(b"\x1b").await;
+    s.send(b"3").await;
+    s.send(b"a line by hand\r").await;
+    s.wait_text("You said: a line by hand").await;
+    let health = health_of(&url).await;
+    assert_eq!(health["sessions"], 1, "the same session: {health}");
     s.send(b"\x03").await;
     assert!(s.wait_exit().await.success());
     terminate(&mut server).await;
@@ -677,10 +710,14 @@ async fn a_hand_call_of_an_attached_tool_is_checked_before_it_is_sent() {
         "{unknown}"
     );
     assert_eq!(app.sessions.len(), 0, "nothing reached the server");
-    let started = target
+    let (started, opened) = target
         .call_by_hand(&specs, "start", serde_json::json!({}))
         .await
         .expect("start passes its schema");
+    assert!(
+        opened.is_some_and(|o| o.handle.len() == 36),
+        "the session it opened comes back"
+    );
     assert!(!started.outcome.is_error, "{:?}", started.outcome);
     assert!(
         started.outcome.text.contains("Handle: "),

@@ -55,6 +55,10 @@ pub struct Remote {
     /// yet): their numbers before it, and handles. One taken up again under another number
     /// takes the console's selection and input line with it.
     let_go_at_restart: Mutex<Vec<(u64, String)>>,
+    /// Refusals of this console's probes (a kept handle reopened that the target no longer
+    /// knows: what it said, when the call went out and came back, µs) for the console to take
+    /// as expected: the watched server's line for each is news, not an error.
+    refused_probes: Mutex<Vec<(String, u64, u64)>>,
 }
 
 impl Attachment for Remote {
@@ -73,6 +77,14 @@ impl Attachment for Remote {
             {
                 *replica_state = "was draining".into();
             }
+        }
+        for (said, from_us, to_us) in std::mem::take(
+            &mut *self
+                .refused_probes
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        ) {
+            state.expect_refusal("chat", &said, from_us, to_us);
         }
         // The sessions this console started are the person's: marked in the Sessions pane.
         let marked = match &self.attached.target {
@@ -489,6 +501,7 @@ async fn reopen_kept(remote: &Remote) -> (Option<u64>, Option<String>) {
                 continue;
             }
         }
+        let sent_us = now_us();
         let outcome = remote.attached.reopen(&handle).await;
         if matches!(outcome, Ok(_) | Err(Reopen::Refused(_))) {
             remote
@@ -501,15 +514,21 @@ async fn reopen_kept(remote: &Remote) -> (Option<u64>, Option<String>) {
             Ok(number) => return (Some(number), None),
             Err(Reopen::Refused(said)) => {
                 // The server logs the refused call as an error (its stream brings it to the
-                // Log): say there what it was.
+                // Log): this console expected it, so it is news here, and said what it was.
                 let prefix = handle_prefix(&handle);
+                remote
+                    .refused_probes
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((said.clone(), sent_us, now_us()));
                 remote.attached.bus.publish(Event::Log {
                     at_ms: now_us() / 1000,
                     level: "info".into(),
                     message: format!(
                         "the session you started here last time ({prefix}…) is gone from the bot: \
                          it refused the handle this console kept ({}), so the handle is \
-                         forgotten; a refusal in this Log just before is that call",
+                         forgotten; the `chat refused` beside this line is that call (expected: \
+                         not counted as an error here)",
                         said.split(". ")
                             .next()
                             .unwrap_or_default()
@@ -584,22 +603,45 @@ fn perform(
             arguments,
         } => {
             // The Tools pane lists the target's own tools/list: called over the same client.
-            let Some(target) = remote.attached.target.clone() else {
+            if remote.attached.target.is_none() {
                 crate::run::workbench::refuse_here(console, Some(id));
                 return;
-            };
+            }
             let (remote, tx) = (remote.clone(), chat_tx.clone());
             let stop = console.tools.hand.cancel_token(id);
             tokio::spawn(async move {
                 let call = async {
                     match serde_json::from_str(&arguments) {
-                        Ok(args) => target.call_by_hand(&remote.tools, &tool, args).await,
+                        Ok(args) => {
+                            remote
+                                .attached
+                                .call_by_hand(&remote.tools, &tool, args)
+                                .await
+                        }
                         Err(e) => Err(format!("the arguments are not JSON: {e}")),
                     }
                 };
                 // Cancelled by the person: the request is dropped, nothing comes back.
-                if let Some(result) = stop.run_until_cancelled(call).await {
-                    let _ = tx.send(Done::Hand((id, result)));
+                let Some(result) = stop.run_until_cancelled(call).await else {
+                    return;
+                };
+                let (result, opened) = match result {
+                    Ok((done, opened)) => (Ok(done), opened),
+                    Err(e) => (Err(e), None),
+                };
+                let _ = tx.send(Done::Hand((id, result)));
+                // A `start` by hand opened a session of the person's, as `n` does.
+                if let Some(number) = opened {
+                    let _ = tx.send(Done::Opened {
+                        result: Ok(number),
+                        replacing: None,
+                        chatting: false,
+                        unsent: None,
+                    });
+                    let _ = tx.send(Done::Notice {
+                        text: hand_started(number),
+                        error: false,
+                    });
                 }
             });
         }
@@ -785,16 +827,13 @@ fn perform(
                 .as_ref()
                 .and_then(|t| t.handle_of(session));
             match handle {
-                Some(handle) => crate::run::live::perform(
-                    Action::Copy {
-                        what: format!("#{session}'s handle"),
-                        text: handle,
-                    },
-                    console,
-                    (None, None),
-                    chat_tx,
-                    &CancellationToken::new(),
-                ),
+                // A secret: to the clipboard only, as the local console's `y`.
+                Some(handle) => {
+                    console.notice = Some(crate::run::output::copy_handle(
+                        &format!("#{session}'s handle"),
+                        &handle,
+                    ));
+                }
                 None => notice(
                     console,
                     format!("#{session}'s handle belongs to another client"),
@@ -803,6 +842,14 @@ fn perform(
             }
         }
     }
+}
+
+/// What the person is told when their hand call of `start` opened `number`: it is theirs.
+fn hand_started(number: u64) -> String {
+    format!(
+        "your call of start opened #{number}: yours, as n opens one (a line chats in it, d lets \
+         it go, y in Sessions copies its handle)"
+    )
 }
 
 /// A channel nobody reads, for the workbench's actions that send nothing here.
@@ -992,6 +1039,7 @@ pub async fn attach(
         kept,
         to_take_up: Mutex::new(to_take_up),
         let_go_at_restart: Mutex::new(Vec::new()),
+        refused_probes: Mutex::new(Vec::new()),
     });
     remote.refresh(&mut state);
     let feed = LiveFeed::attached(sub, remote.clone() as Arc<dyn Attachment>);

@@ -9,7 +9,51 @@ use super::journal::{Entry, Level};
 use super::records::ConfigMark;
 use super::{ConsoleState, LOGS_KEPT, LogLine};
 
+/// A refusal this console expected: a watched server's refusal of a call of this console's
+/// that was a probe (a `chat` reopening a handle kept from an earlier run, which the server
+/// no longer knows), handled and said in the Log by the console. The server's line for it,
+/// come through its event stream, is news, not an error.
+#[derive(Debug, Clone)]
+pub struct Expected {
+    /// The refused method's Log source: `chat refused`.
+    source: String,
+    /// What the server answered.
+    message: String,
+    /// When the call went out and came back (µs), widened by [`EXPECTED_SLACK_US`].
+    from_us: u64,
+    to_us: u64,
+}
+
+/// How far apart the watched server's clock and this console's may be for its line of an
+/// expected refusal to be taken as that refusal.
+pub const EXPECTED_SLACK_US: u64 = 5_000_000;
+/// Most expected refusals waiting for the server's line.
+const EXPECTED_KEPT: usize = 8;
+
 impl ConsoleState {
+    /// Notes that this console's `method` call, sent at `from_us` and refused with `message`
+    /// at `to_us`, was expected and handled: the server's line for it (come or to come) is
+    /// news, not counted as an error.
+    pub fn expect_refusal(&mut self, method: &str, message: &str, from_us: u64, to_us: u64) {
+        let expected = Expected {
+            source: format!("{method} refused"),
+            message: message.to_string(),
+            from_us: from_us.saturating_sub(EXPECTED_SLACK_US),
+            to_us: to_us.saturating_add(EXPECTED_SLACK_US),
+        };
+        if !self.journal.expected(
+            &expected.source,
+            &expected.message,
+            expected.from_us,
+            expected.to_us,
+        ) {
+            if self.expected.len() == EXPECTED_KEPT {
+                self.expected.remove(0);
+            }
+            self.expected.push(expected);
+        }
+    }
+
     /// A call answered with a failure.
     pub(super) fn on_refused(
         &mut self,
@@ -27,13 +71,23 @@ impl ConsoleState {
             Some(method) => (method, " refused"),
             None => (route, " failed"),
         };
-        self.journal.note(
-            at,
-            Level::Error,
-            *session,
-            source,
-            error.as_deref().unwrap_or(""),
-        );
+        let message = error.as_deref().unwrap_or("");
+        // This console's own probe, expected and handled: news, once.
+        let expected = session.is_none().then(|| {
+            self.expected.iter().position(|e| {
+                e.source.strip_suffix(source.1) == Some(source.0)
+                    && e.message.trim() == message.trim()
+                    && (e.from_us..=e.to_us).contains(&at)
+            })
+        });
+        let level = match expected.flatten() {
+            Some(i) => {
+                self.expected.remove(i);
+                Level::Info
+            }
+            None => Level::Error,
+        };
+        self.journal.note(at, level, *session, source, message);
     }
 
     /// A bridge's state changed.

@@ -188,13 +188,42 @@ impl Journal {
         self.push_cut(entry);
     }
 
-    /// Adds an entry whose texts are cut already.
+    /// Adds an entry whose texts are cut already, in time order: an entry that comes late (a
+    /// watched server's line, stamped by its clock before this console's own that arrived
+    /// first) goes before the later ones, so the Log's times never run backwards. One with no
+    /// time (0) goes last.
     fn push_cut(&mut self, entry: Entry) {
         self.count(entry.level, entry.session);
         if self.entries.len() == JOURNAL_KEPT {
             self.entries.pop_front();
         }
-        self.entries.push_back(entry);
+        let mut at = self.entries.len();
+        if entry.at_us != 0 {
+            while at > 0 && self.entries[at - 1].at_us > entry.at_us {
+                at -= 1;
+            }
+        }
+        self.entries.insert(at, entry);
+    }
+
+    /// Takes the errors of no session from `source` saying `message`, between `from_us` and
+    /// `to_us`, for what they were: a refusal the console expected and handled (a probe of a
+    /// handle kept from an earlier run), noted as news, not counted as an error. Whether any
+    /// was found.
+    pub fn expected(&mut self, source: &str, message: &str, from_us: u64, to_us: u64) -> bool {
+        let mut found = false;
+        for e in self.entries.iter_mut().filter(|e| {
+            e.level == Level::Error
+                && e.session.is_none()
+                && e.source == source
+                && e.message.trim() == message.trim()
+                && (from_us..=to_us).contains(&e.at_us)
+        }) {
+            e.level = Level::Info;
+            self.errors = self.errors.saturating_sub(e.repeats);
+            found = true;
+        }
+        found
     }
 
     /// The entries kept, oldest first.
@@ -253,6 +282,60 @@ mod tests {
         assert_eq!(j.errors, 6);
     }
 
+    /// A line that arrives late (a watched server's, stamped before this console's own that
+    /// came first) goes in its place: the Log's times never run backwards (tour F3).
+    #[test]
+    fn entries_are_kept_in_time_order_whatever_order_they_come_in() {
+        let mut j = Journal::default();
+        j.push(Entry::new(10, Level::Info, None, "log".into(), "a".into()));
+        j.push(Entry::new(
+            63,
+            Level::Info,
+            None,
+            "log".into(),
+            "mine".into(),
+        ));
+        j.push(Entry::new(
+            61,
+            Level::Error,
+            None,
+            "chat refused".into(),
+            "x".into(),
+        ));
+        j.push(Entry::new(
+            0,
+            Level::Info,
+            None,
+            "log".into(),
+            "untimed".into(),
+        ));
+        let order: Vec<&str> = j.entries().iter().map(|e| e.message.as_str()).collect();
+        assert_eq!(order, ["a", "x", "mine", "untimed"]);
+    }
+
+    /// A refusal the console expected (its probe of a kept handle) is taken for news: not
+    /// an error, whether the server's line came before the console knew or after.
+    #[test]
+    fn an_expected_refusal_is_news_not_an_error() {
+        let mut j = Journal::default();
+        j.note(61, Level::Error, None, ("chat", " refused"), "handle: gone");
+        j.note(
+            62,
+            Level::Error,
+            Some(3),
+            ("chat", " refused"),
+            "handle: gone",
+        );
+        assert_eq!(j.errors, 2);
+        assert!(j.expected("chat refused", "handle: gone", 50, 70));
+        assert_eq!(j.errors, 1, "only the one of no session");
+        assert_eq!(j.entries()[0].level, Level::Info);
+        assert!(
+            !j.expected("chat refused", "handle: gone", 80, 90),
+            "out of the window"
+        );
+    }
+
     #[test]
     fn counts_outlive_evicted_entries() {
         let mut j = Journal::default();
@@ -279,9 +362,10 @@ mod tests {
         let last = j.entries().back().unwrap();
         assert_eq!((last.repeats, last.at_us), (3, 3));
         assert_eq!(j.warnings, 1, "one problem, counted once");
-        // Out of sight behind the lookback: a new entry.
+        // Out of sight behind the lookback: a new entry (those between come after it in
+        // time: the Log keeps time order).
         for _ in 0..REPEAT_LOOKBACK {
-            j.push(entry(Level::Info, None));
+            j.push(Entry::new(3, Level::Info, None, "t".into(), "m".into()));
         }
         j.push_or_repeat(retry(4));
         assert_eq!(j.entries().back().unwrap().repeats, 1);

@@ -92,6 +92,8 @@ pub struct ConsoleState {
     stored_unlisted: u64,
     /// The stored session whose turns the store failed to give, and its error.
     stored_failure: Option<(u64, String)>,
+    /// Refusals this console expected and handled (`health::Expected`): not errors.
+    expected: Vec<health::Expected>,
     frames: Kept<FrameRow>,
     /// How many times the frames kept were let go all at once (a watched server restarted),
     /// so what lists them starts afresh.
@@ -180,6 +182,7 @@ impl ConsoleState {
             stored: Vec::new(),
             stored_unlisted: 0,
             stored_failure: None,
+            expected: Vec::new(),
             frames: Kept::new(FRAMES_KEPT, budget.share(Part::Frames)),
             frames_cleared: 0,
             frames_seen: 0,

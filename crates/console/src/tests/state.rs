@@ -1005,3 +1005,42 @@ fn a_reopened_sessions_earlier_turns_count_in_its_tokens_once() {
     let after = s.wire.session_tokens(9).map_or(0, |u| u.prompt_tokens);
     assert_eq!(after - before, 30, "turns 1 and 2, once; turn 3 ran here");
 }
+
+/// The watched server's refusal of this console's probe (a kept handle reopened) is news, not
+/// an error, whether its line comes after the console knew it was expected or before (tour F3).
+#[test]
+fn a_refusal_the_console_expected_is_not_counted_as_an_error() {
+    let refused = |at_us: u64| turnscope::observe::Event::Served {
+        route: "mcp tools/call chat".into(),
+        duration_us: 1_000,
+        ok: false,
+        error: Some("handle: no session has this handle".into()),
+        session: None,
+        at_us,
+    };
+    // Expected first, the server's line after.
+    let mut s = ConsoleState::default();
+    s.expect_refusal(
+        "chat",
+        "handle: no session has this handle",
+        1_000_000,
+        1_100_000,
+    );
+    s.apply(&refused(1_050_000));
+    assert_eq!(s.journal.errors, 0);
+    assert_eq!(s.journal.entries().len(), 1, "still in the Log");
+    // Only once: another client's refusal like it afterwards is an error.
+    s.apply(&refused(1_060_000));
+    assert_eq!(s.journal.errors, 1);
+    // The server's line first, the expectation after.
+    let mut s = ConsoleState::default();
+    s.apply(&refused(1_050_000));
+    assert_eq!(s.journal.errors, 1);
+    s.expect_refusal(
+        "chat",
+        "handle: no session has this handle",
+        1_000_000,
+        1_100_000,
+    );
+    assert_eq!(s.journal.errors, 0);
+}

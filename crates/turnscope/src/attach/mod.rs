@@ -40,6 +40,20 @@ const PAIRED_WITHIN: Duration = Duration::from_secs(10);
 /// Numbers of sessions this client shows itself while a stream numbers the server's.
 const CLIENT_NUMBERS: u64 = 1_000_000;
 
+/// Masks the handles in a hand call's result (its text, content blocks and
+/// `structuredContent`) to their first 8 characters and `…`, as the console shows handles
+/// everywhere else.
+fn mask_result_handles(outcome: &mut crate::tools::ToolOutcome) {
+    crate::observe::wire::mask_handles_in(&mut outcome.text);
+    outcome
+        .parts
+        .iter_mut()
+        .for_each(crate::observe::wire::mask_handles);
+    if let Some(structured) = &mut outcome.structured {
+        crate::observe::wire::mask_handles(structured);
+    }
+}
+
 /// What to attach to.
 #[derive(Debug, Clone, Default)]
 pub struct AttachOptions {
@@ -138,6 +152,43 @@ impl Attached {
         };
         self.stream_known().await;
         let started = target.start().await?;
+        Ok(self.adopt_started(target, &started).await)
+    }
+
+    /// Calls the target's tool `name` by hand (the Tools pane's form, [`Target::call_by_hand`]).
+    /// A `start` the target answered with a handle opened a session this console started, as
+    /// `n` does: it is this console's (a line chats in it, `d` lets it go), and its number
+    /// comes back with the result. The result shows the handle as the console shows every
+    /// handle, by its first 8 characters (`y` in Sessions copies it whole).
+    ///
+    /// # Errors
+    /// No MCP URL was given, or the call was not sent ([`Target::call_by_hand`]).
+    pub async fn call_by_hand(
+        &self,
+        specs: &[crate::tools::ToolSpec],
+        name: &str,
+        arguments: serde_json::Value,
+    ) -> Result<(crate::tools::hand::HandResult, Option<u64>), String> {
+        let Some(target) = &self.target else {
+            return Err("no bot URL to call: --whisker alone only watches".into());
+        };
+        if name == "start" {
+            self.stream_known().await;
+        }
+        let (mut result, started) = target.call_by_hand(specs, name, arguments).await?;
+        let Some(started) = started else {
+            return Ok((result, None));
+        };
+        let number = self.adopt_started(target, &started).await;
+        mask_result_handles(&mut result.outcome);
+        Ok((result, Some(number)))
+    }
+
+    /// Makes a session `start` just opened this console's: numbered as the watched server's
+    /// stream shows it (by its handle's first 8 characters), else by this client (paired with
+    /// a whisker worker when there is a whisker feed). Its number.
+    async fn adopt_started(&self, target: &Target, started: &target::Started) -> u64 {
+        let started = started.clone();
         // Behind a balancer the stream may come from another replica than the session's:
         // then it is moved there when it can be, else it will never show the session, which
         // is not waited for.
@@ -146,7 +197,7 @@ impl Attached {
             && let Some(number) = self.seen_in_stream(&started.handle).await
         {
             target.adopt(number, &started, Shown::Elsewhere);
-            return Ok(number);
+            return number;
         }
         let number = self.client_number();
         if let Some(replica) = &started.replica {
@@ -161,7 +212,7 @@ impl Attached {
         } else {
             target.adopt(number, &started, Shown::ByClient);
         }
-        Ok(number)
+        number
     }
 
     /// Goes on with a session an earlier run of this console started on a watched turnscope

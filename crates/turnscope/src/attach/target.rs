@@ -343,7 +343,9 @@ impl Target {
     /// Calls the target's tool `name` by hand (the Tools pane's form): `arguments` checked
     /// against its schema in `specs` (the target's `tools/list`) first, as a hand call of the
     /// bot's own tools is, so what the schema refuses is never sent. A call that went out but
-    /// failed (the connection, the timeout) comes back as an error result, said as such.
+    /// failed (the connection, the timeout) comes back as an error result, said as such. A
+    /// `start` answered with a handle comes back with the session it opened (not adopted
+    /// here: [`crate::attach::Attached::call_by_hand`] numbers it).
     ///
     /// # Errors
     /// Not sent: the tool is not listed, or the arguments break its schema.
@@ -352,23 +354,31 @@ impl Target {
         specs: &[ToolSpec],
         name: &str,
         arguments: Value,
-    ) -> Result<HandResult, String> {
+    ) -> Result<(HandResult, Option<Started>), String> {
         let (spec, unchecked) =
             hand::check(specs, name, &arguments).map_err(|refused| refused.to_string())?;
         let source = spec.source.clone();
         let started = Instant::now();
-        let outcome = match self.call(name, arguments.clone()).await {
-            Ok(result) => outcome_of(&result),
-            Err(e) => ToolOutcome::error(e),
+        let (outcome, opened) = match self.call(name, arguments.clone()).await {
+            Ok(result) => (
+                outcome_of(&result),
+                (name == "start")
+                    .then(|| started_of(&result).ok())
+                    .flatten(),
+            ),
+            Err(e) => (ToolOutcome::error(e), None),
         };
-        Ok(HandResult {
-            tool: name.to_string(),
-            source,
-            arguments,
-            outcome,
-            duration: started.elapsed(),
-            unchecked,
-        })
+        Ok((
+            HandResult {
+                tool: name.to_string(),
+                source,
+                arguments,
+                outcome,
+                duration: started.elapsed(),
+                unchecked,
+            },
+            opened,
+        ))
     }
 
     /// Calls `start`.
@@ -377,27 +387,38 @@ impl Target {
     /// The call failed, was refused, or returned no handle.
     pub async fn start(&self) -> Result<Started, String> {
         let result = self.call("start", json!({})).await?;
-        let text = text_of(&result);
-        if result.is_error == Some(true) {
-            return Err(format!("`start` was refused: {text}"));
-        }
-        let record = meta(&result, START_META);
-        let handle = record
-            .and_then(|r| r["handle"].as_str().map(str::to_string))
-            .unwrap_or_else(|| text.trim().to_string());
-        if handle.is_empty() || handle.contains(char::is_whitespace) {
-            return Err(format!(
-                "`start` returned no handle (it said: {})",
-                crate::observe::event::carried(&text)
-            ));
-        }
-        Ok(Started {
-            handle,
-            replica: record.and_then(|r| r["replica"].as_str().map(str::to_string)),
-            greeting: record.and_then(|r| r["greeting"].as_str().map(str::to_string)),
-        })
+        started_of(&result)
     }
+}
 
+/// The session a `start` call's `result` opened: its handle (from the start record, else the
+/// whole text), replica and greeting.
+///
+/// # Errors
+/// The call was refused, or returned no handle.
+fn started_of(result: &CallToolResult) -> Result<Started, String> {
+    let text = text_of(result);
+    if result.is_error == Some(true) {
+        return Err(format!("`start` was refused: {text}"));
+    }
+    let record = meta(result, START_META);
+    let handle = record
+        .and_then(|r| r["handle"].as_str().map(str::to_string))
+        .unwrap_or_else(|| text.trim().to_string());
+    if handle.is_empty() || handle.contains(char::is_whitespace) {
+        return Err(format!(
+            "`start` returned no handle (it said: {})",
+            crate::observe::event::carried(&text)
+        ));
+    }
+    Ok(Started {
+        handle,
+        replica: record.and_then(|r| r["replica"].as_str().map(str::to_string)),
+        greeting: record.and_then(|r| r["greeting"].as_str().map(str::to_string)),
+    })
+}
+
+impl Target {
     /// Records a started session as `number`; `shown` says who publishes its turns. When this
     /// client does, its opening is published now.
     pub fn adopt(&self, number: u64, started: &Started, shown: Shown) {
