@@ -14,19 +14,23 @@ use crate::view::console::Console;
 pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     let t = &c.theme;
     let scope = if c.progress.all { None } else { c.selected };
-    let mut out = vec![Line::from(vec![
-        Span::styled(
-            match scope {
-                None => "all sessions".to_string(),
-                Some(n) => format!("session {}", c.state.session_name(n)),
-            },
-            t.accent,
-        ),
-        Span::styled(
-            " · one per reply piece; a lagging caller gets its backlog in one",
-            t.dim,
-        ),
-    ])];
+    // Cut at a word where the pane is narrow (it was cut mid-word: "gets its bac").
+    let mut out = vec![crate::text::fit_words(
+        Line::from(vec![
+            Span::styled(
+                match scope {
+                    None => "all sessions".to_string(),
+                    Some(n) => format!("session {}", c.state.session_name(n)),
+                },
+                t.accent,
+            ),
+            Span::styled(
+                " · one per reply piece; a lagging caller gets its backlog in one",
+                t.dim,
+            ),
+        ]),
+        area.width as usize,
+    )];
     let totals: Vec<_> = c
         .state
         .progress_totals()

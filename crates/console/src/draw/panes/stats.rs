@@ -98,7 +98,11 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             spans.push(Span::styled(format!("{rate:.0} tokens/s"), t.text));
             spans.push(Span::styled(" while streaming (all sessions)", t.dim));
         }
-        out.push(Line::from(spans));
+        // Cut at a word where the pane is narrow (it was cut at "streaming (").
+        out.push(crate::text::fit_words(
+            Line::from(spans),
+            area.width as usize,
+        ));
     }
     let open = s
         .session_rows()

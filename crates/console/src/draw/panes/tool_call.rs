@@ -74,14 +74,17 @@ pub fn lines(
             ]));
         }
         if hidden > 0 {
-            out.push(Line::from(vec![
-                Span::raw(pad.clone()),
-                Span::raw(" ".repeat(7)),
-                Span::styled(
+            // Cut at a word, never mid-word, where the column is narrow.
+            let hint = crate::text::fit_words(
+                Line::from(Span::styled(
                     format!("… {hidden} more lines (Enter on the transcript: whole turn)"),
                     dim,
-                ),
-            ]));
+                )),
+                body_w,
+            );
+            let mut spans = vec![Span::raw(pad.clone()), Span::raw(" ".repeat(7))];
+            spans.extend(hint.spans);
+            out.push(Line::from(spans));
         }
     };
     // Folded, arguments that fit on the head line are not repeated under it.

@@ -178,7 +178,13 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         .collect();
     if !legend.is_empty() && list.len() + 1 + legend.len() <= list_area.height as usize {
         list.push(Line::default());
-        list.extend(legend.into_iter().map(|mark| Line::styled(mark, t.dim)));
+        // Cut at a word where the list is narrow (a stray "~ refused by a provi" showed).
+        let room = (list_area.width as usize).saturating_sub(1);
+        list.extend(
+            legend
+                .into_iter()
+                .map(|mark| crate::text::fit_words(Line::from(Span::styled(mark, t.dim)), room)),
+        );
     }
     f.render_widget(
         Paragraph::new(list).block(Block::new().borders(Borders::RIGHT).border_style(t.border)),
