@@ -346,6 +346,58 @@ async fn a_viewer_that_connects_later_is_told_a_session_whose_client_is_gone() {
     app.shutdown().await;
 }
 
+/// A 2025-11-25 MCP session that chatted once on a conversation another client (a sessionless
+/// 2026-07-28 one) opened and chatted on after it ends: that conversation keeps its client (it
+/// was marked "client gone", its Log saying it stayed open with nobody holding it, while its
+/// opener chatted on). One that session chatted on last is marked, as before.
+#[tokio::test]
+async fn only_the_client_that_opened_or_last_chatted_on_a_session_marks_it_gone() {
+    let app = app(|c| c.server.auth_token = Some(TOKEN.into())).await;
+    let sessionless = crate::support::raw_mcp::RawMcp::new(&app.server.mcp_url(), "opener", false)
+        .with_header("authorization", &format!("Bearer {TOKEN}"));
+    let legacy = client_with_token(app.server.mcp_url()).await;
+    let (kept, left) = (sessionless.start().await, sessionless.start().await);
+    // The legacy session chats on both, on `kept` first (its news, had it any, comes first).
+    bot_client::chat(&legacy, &kept, "once").await;
+    bot_client::chat(&legacy, &left, "once").await;
+    let said = sessionless.chat(&kept, "still here").await;
+    assert!(
+        crate::support::raw_mcp::text_of(said.result()).starts_with("You said: still here"),
+        "{}",
+        said.message
+    );
+    let number = |handle: &str| app.sessions.number_of(handle).expect("open");
+    let (kept_number, left_number) = (number(&kept), number(&left));
+    let session = |n: u64| {
+        app.sessions
+            .list()
+            .into_iter()
+            .find(|s| s.number == n)
+            .expect("open")
+    };
+    let mut v = viewer(app.server.addr);
+    until_viewers(app.server.addr, "one viewer", |v| v["connected"] == 1).await;
+    legacy.cancel().await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let line = tokio::time::timeout_at(deadline, v.recv())
+            .await
+            .expect("told within 10 s that the legacy session's client is gone")
+            .expect("the stream is open");
+        if let Ok(Event::ClientGone { session: n, client, .. }) = serde_json::from_str::<Event>(&line)
+        {
+            assert_ne!(n, kept_number, "{client} never held it last: {line}");
+            if n == left_number {
+                break;
+            }
+        }
+    }
+    assert_eq!(session(kept_number).client_gone(), None);
+    assert!(session(left_number).client_gone().is_some());
+    drop(v);
+    app.shutdown().await;
+}
+
 /// A client that opened its MCP session while nobody watched: a viewer that connects later
 /// sees its name on the session's exchanges (the server remembered it at `initialize` though
 /// it recorded nothing then; they showed as "?").

@@ -114,9 +114,10 @@ pub enum Event {
         #[serde(default)]
         at_us: u64,
     },
-    /// The MCP client that opened a session let go of it: its MCP session was deleted
-    /// (`DELETE /mcp`) or closed by the server after its idle timeout. The bot session stays
-    /// open until its handle expires or someone closes it; no client holds it any more.
+    /// The MCP client that held a session (opened it, or chatted on it last) let go of it:
+    /// its MCP session was deleted (`DELETE /mcp`) or closed by the server after its idle
+    /// timeout. The bot session stays open until its handle expires or someone closes it; no
+    /// client holds it any more.
     ClientGone {
         /// Session number.
         session: u64,

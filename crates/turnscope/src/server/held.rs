@@ -1,12 +1,15 @@
 //! Which bot sessions an MCP client holds: the handles its MCP session started or chatted on,
 //! and [`Event::ClientGone`] for each still open when rmcp drops that session's handler (the
-//! client sent `DELETE /mcp`, or rmcp closed the session after its idle timeout). Under
-//! 2026-07-28 (no MCP session) a closed response stream is a cancel, not a client gone
-//! (`Event::CallCancelled`, published by `mcp`).
+//! client sent `DELETE /mcp`, or rmcp closed the session after its idle timeout), unless
+//! another client opened or chatted on it since: a bot session is held by the MCP client that
+//! opened it or last chatted on it (its mark on the session, `Session::held_by`), and only
+//! that client's going leaves it without one. Under 2026-07-28 (no MCP session) a closed
+//! response stream is a cancel, not a client gone (`Event::CallCancelled`, published by
+//! `mcp`), and a call outside an MCP session takes the mark too (held by no MCP session).
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::observe::Event;
 use crate::sessions::Sessions;
@@ -20,6 +23,9 @@ pub(crate) const CLIENT_GONE: &str =
 /// `ClientGone` for it), so a client opening sessions without end costs bounded memory.
 pub(crate) const HELD_MAX: usize = 256;
 
+/// The next [`Held`]'s mark (0 is no MCP session's: calls outside one).
+static NEXT_MARK: AtomicU64 = AtomicU64::new(1);
+
 /// The handles held, each once, by their keyed hash (no secret kept here): a set for the
 /// one-hash check, the order for dropping the oldest.
 #[derive(Default)]
@@ -30,11 +36,14 @@ struct HeldIds {
 
 /// The bot sessions one MCP session opened or chatted on. rmcp makes one handler per MCP
 /// session and drops it when that session ends (a `DELETE`, or its idle timeout), so dropping
-/// this publishes [`Event::ClientGone`] for each of them still open. Handlers that never
-/// served a call inside an MCP session (sessionless revisions, Xiaozhi's `@bot`) publish
-/// nothing.
+/// this publishes [`Event::ClientGone`] for each of them still open and still held by this
+/// MCP session (nobody opened or chatted on it since). Handlers that never served a call
+/// inside an MCP session (sessionless revisions, Xiaozhi's `@bot`) publish nothing; their
+/// calls take the sessions they touch from whoever held them.
 pub(crate) struct Held {
     sessions: Sessions,
+    /// This MCP session's mark on the sessions it holds (unique in the process).
+    mark: u64,
     ids: Mutex<HeldIds>,
     client: Mutex<String>,
     in_mcp_session: AtomicBool,
@@ -44,6 +53,7 @@ impl Held {
     pub(crate) fn new(sessions: Sessions) -> Self {
         Self {
             sessions,
+            mark: NEXT_MARK.fetch_add(1, Ordering::Relaxed),
             ids: Mutex::new(HeldIds::default()),
             client: Mutex::new(String::new()),
             in_mcp_session: AtomicBool::new(false),
@@ -55,14 +65,19 @@ impl Held {
         self.in_mcp_session.store(true, Ordering::Relaxed);
     }
 
-    /// `client` opened or chatted on `handle` (nothing outside an MCP session).
+    /// `client` opened or chatted on `handle`: it holds it now, whoever did before. Outside
+    /// an MCP session that leaves it held by none (no `ClientGone` for it then).
     pub(crate) fn hold(&self, handle: &str, client: &str) {
-        if !self.in_mcp_session.load(Ordering::Relaxed) {
-            return;
-        }
         let Some(id) = self.sessions.id_of(handle) else {
             return;
         };
+        let in_mcp_session = self.in_mcp_session.load(Ordering::Relaxed);
+        if let Some(session) = self.sessions.by_id(&id) {
+            session.held_by(if in_mcp_session { self.mark } else { 0 });
+        }
+        if !in_mcp_session {
+            return;
+        }
         let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
         if !ids.set.insert(id) {
             return;
@@ -95,7 +110,12 @@ impl Drop for Held {
     fn drop(&mut self) {
         let ids = std::mem::take(&mut self.ids.get_mut().unwrap_or_else(|e| e.into_inner()).order);
         let client = std::mem::take(self.client.get_mut().unwrap_or_else(|e| e.into_inner()));
-        for session in ids.iter().filter_map(|id| self.sessions.by_id(id)) {
+        let held = ids
+            .iter()
+            .filter_map(|id| self.sessions.by_id(id))
+            // Another client opened or chatted on it since: that one holds it.
+            .filter(|session| session.is_held_by(self.mark));
+        for session in held {
             // Kept on the session too: a viewer that connects later is told it.
             let at_us = crate::observe::event::now_us();
             session.client_went(&client, at_us);

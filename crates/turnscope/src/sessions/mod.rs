@@ -140,6 +140,10 @@ pub struct Session {
     /// says so without a lock.
     client_gone: Mutex<Option<(String, u64)>>,
     gone: std::sync::atomic::AtomicBool,
+    /// Which MCP client holds it: the mark of the MCP session that opened it or last chatted
+    /// on it (`server::held`), 0 when that was a call outside an MCP session (a 2026-07-28
+    /// client, Xiaozhi's `@bot`) or nobody yet. Only the holder's going marks it client gone.
+    holder: AtomicU64,
     /// Closed here and its stored copy deleted on purpose ([`Sessions::close`]: the bot's
     /// `end_session`, the console, the idle sweep): a write of its last turn that then finds
     /// it gone from the store is that close's doing, not news to warn about.
@@ -209,6 +213,17 @@ impl Session {
         *self.client_gone.lock().unwrap_or_else(|p| p.into_inner()) =
             Some((client.to_string(), at_us));
         self.gone.store(true, Ordering::Relaxed);
+    }
+
+    /// The MCP client marked `holder` (an MCP session's mark, 0 for a call outside one) opened
+    /// it or chatted on it: it holds it now, whoever held it before.
+    pub(crate) fn held_by(&self, holder: u64) {
+        self.holder.store(holder, Ordering::Relaxed);
+    }
+
+    /// Whether the MCP session marked `holder` is the one that opened it or last chatted on it.
+    pub(crate) fn is_held_by(&self, holder: u64) -> bool {
+        self.holder.load(Ordering::Relaxed) == holder
     }
 
     /// Whether this process closed it and deleted its stored copy on purpose.
@@ -563,6 +578,7 @@ impl Sessions {
             kept_alive_ms: AtomicU64::new(0),
             client_gone: Mutex::new(None),
             gone: std::sync::atomic::AtomicBool::new(false),
+            holder: AtomicU64::new(0),
             deleted_here: std::sync::atomic::AtomicBool::new(false),
             epoch: self.inner.epoch,
             bot,

@@ -693,6 +693,7 @@ impl Sessions {
             kept_alive_ms: AtomicU64::new(0),
             client_gone: Mutex::new(None),
             gone: std::sync::atomic::AtomicBool::new(false),
+            holder: AtomicU64::new(0),
             deleted_here: std::sync::atomic::AtomicBool::new(false),
             epoch,
             bot,
