@@ -384,7 +384,9 @@ async fn only_the_client_that_opened_or_last_chatted_on_a_session_marks_it_gone(
             .await
             .expect("told within 10 s that the legacy session's client is gone")
             .expect("the stream is open");
-        if let Ok(Event::ClientGone { session: n, client, .. }) = serde_json::from_str::<Event>(&line)
+        if let Ok(Event::ClientGone {
+            session: n, client, ..
+        }) = serde_json::from_str::<Event>(&line)
         {
             assert_ne!(n, kept_number, "{client} never held it last: {line}");
             if n == left_number {
