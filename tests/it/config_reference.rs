@@ -357,6 +357,31 @@ fn the_example_config_loads() {
     assert!(loaded.is_ok(), "{}: {:?}", path.display(), loaded.err());
 }
 
+/// The example config shows the tasks settings beside the other `[server]` keys, commented out
+/// at their defaults (it showed only `task_after_seconds`).
+#[test]
+fn the_example_config_shows_the_tasks_settings() {
+    let example = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/turnscope.toml"),
+    )
+    .expect("read examples/turnscope.toml");
+    let defaults = format!("{:?}", Config::default());
+    for key in ["tasks", "task_after_seconds", "task_poll_seconds"] {
+        let line = example
+            .lines()
+            .find(|l| l.starts_with(&format!("# {key} = ")))
+            .unwrap_or_else(|| panic!("examples/turnscope.toml shows no `# {key} = …` line"));
+        let setting = line.trim_start_matches("# ").split(" #").next().unwrap();
+        let config = Config::parse(&format!("[server]\n{setting}\n"))
+            .unwrap_or_else(|e| panic!("`{setting}` is not accepted: {e}"));
+        assert_eq!(
+            format!("{config:?}"),
+            defaults,
+            "`{setting}` in the example is not the default"
+        );
+    }
+}
+
 /// `turnscope config example` prints that same file.
 #[test]
 fn config_example_prints_the_example_file() {

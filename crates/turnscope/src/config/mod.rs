@@ -73,6 +73,16 @@ pub enum ConfigError {
     },
 }
 
+impl ConfigError {
+    /// Whether it says the store URL (`[store] url`, or `--store`) is not one turnscope reads
+    /// (an unknown scheme, a setting or a database that is not one): a store that cannot be
+    /// used, which the binary exits 2 for, as for a bad argument.
+    pub fn is_store_url(&self) -> bool {
+        matches!(self, ConfigError::Invalid { message, .. }
+            if message.starts_with("store.url:") || message.starts_with("--store (store.url):"))
+    }
+}
+
 fn in_file(file: Option<&Path>) -> String {
     file.map(|f| format!("config file {}: ", f.display()))
         .unwrap_or_default()
@@ -121,7 +131,7 @@ pub struct WireSection {
 }
 
 /// The largest `wire.max_kib` accepted (1 GiB).
-const WIRE_KIB_MAX: usize = 1024 * 1024;
+pub const WIRE_KIB_MAX: usize = 1024 * 1024;
 
 impl Default for WireSection {
     fn default() -> Self {
@@ -534,11 +544,22 @@ impl Config {
     /// Checks every rule once, after the flags were laid over the file; a broken rule whose
     /// value came from a flag is reported under the flag's name.
     fn validate(&self, overrides: &Overrides) -> Result<(), ConfigError> {
-        self.check().map_err(|message| ConfigError::Invalid {
-            file: None,
-            message: overrides.name_flag(message),
-            at: None,
-        })
+        self.check()
+            .and_then(|()| {
+                check_task_poll(
+                    &self.server,
+                    if overrides.handle_seconds.is_some() {
+                        "--handle-seconds"
+                    } else {
+                        "server.handle_seconds"
+                    },
+                )
+            })
+            .map_err(|message| ConfigError::Invalid {
+                file: None,
+                message: overrides.name_flag(message),
+                at: None,
+            })
     }
 
     fn check(&self) -> Result<(), String> {
@@ -625,6 +646,29 @@ impl Config {
         self.store.resolve(StoreUrl::Memory)?;
         Ok(())
     }
+}
+
+/// Refuses a task poll interval that is not shorter than the handle's lifetime while tasks are
+/// on: a task lives as long as its conversation, which ends `handle_seconds` after its last
+/// call (a poll is one), so a client polling at the interval the task asks for would find the
+/// task and the conversation gone. `handle` names where `handle_seconds` came from.
+///
+/// # Errors
+/// The refusal: both values, why, and the three ways out.
+fn check_task_poll(s: &ServerSection, handle: &str) -> Result<(), String> {
+    if !s.tasks || s.task_poll_seconds < s.handle_seconds as f64 {
+        return Ok(());
+    }
+    Err(format!(
+        "server.task_poll_seconds: {poll} s is not less than {handle} ({life} s). A task lives as \
+         long as its conversation, which ends {life} s after its last call (a poll is one), so a \
+         client polling every {poll} s, as the task asks (pollIntervalMs), would find the task \
+         and the conversation gone. Set [server] task_poll_seconds below {life} (default 1; a \
+         fraction of the lifetime, e.g. {hint}), raise handle_seconds, or set tasks = false",
+        poll = s.task_poll_seconds,
+        life = s.handle_seconds,
+        hint = (s.handle_seconds as f64 / 4.0).min(1.0),
+    ))
 }
 
 /// Whether `host` names this machine only (`localhost`, `127.0.0.0/8`, `::1`).
@@ -798,6 +842,43 @@ mod tests {
             );
         }
         assert!(Config::parse("[model]\npace = 0.0\nidle_timeout_seconds = 1e9\n").is_ok());
+    }
+
+    /// A task poll interval not shorter than the handle's lifetime was accepted: the task
+    /// asked its client to poll after the task and its conversation were gone.
+    #[test]
+    fn a_task_poll_interval_past_the_handle_lifetime_is_refused() {
+        let path = Path::new("f.toml");
+        let text = "[server]\nhandle_seconds = 10\ntask_poll_seconds = 30\n";
+        let e = Config::from_file_text(path, text, &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with(
+                "config file f.toml:3: server.task_poll_seconds: 30 s is not less than \
+                 server.handle_seconds (10 s)"
+            ) && e.contains("would find the task and the conversation gone")
+                && e.contains("Set [server] task_poll_seconds below 10")
+                && e.contains("tasks = false"),
+            "{e}"
+        );
+        // Said of the flag when the lifetime came from one.
+        let flag = Overrides {
+            handle_seconds: Some(1),
+            ..Overrides::default()
+        };
+        let e = Config::load(None, &flag).unwrap_err().to_string();
+        assert!(
+            e.contains("server.task_poll_seconds: 1 s is not less than --handle-seconds (1 s)")
+                && e.contains("e.g. 0.25"),
+            "{e}"
+        );
+        // Shorter, or tasks off: accepted.
+        assert!(Config::parse("[server]\nhandle_seconds = 10\ntask_poll_seconds = 9.5\n").is_ok());
+        assert!(
+            Config::parse("[server]\nhandle_seconds = 10\ntask_poll_seconds = 30\ntasks = false\n")
+                .is_ok()
+        );
     }
 
     /// A value a rule refuses, in a file, is said with its line, as docs/config.md promises
