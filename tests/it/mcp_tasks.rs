@@ -303,6 +303,82 @@ async fn a_client_without_the_extension_gets_the_synchronous_call_and_no_tasks_m
         "{}",
         refused.message
     );
+    // The message says where a request declares it (it said only "Missing required client
+    // capability").
+    let message = refused.message["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("tasks/get")
+            && message.contains(
+                "params._meta[\"io.modelcontextprotocol/clientCapabilities\"]\
+                 .extensions[\"io.modelcontextprotocol/tasks\"]"
+            ),
+        "{message}"
+    );
+    app.shutdown().await;
+}
+
+/// With `[server] tasks = false`, `tasks/get` and `tasks/cancel` were answered with rmcp's bare
+/// `{"code":-32601,"message":"tasks/get"}`, and `tasks/list` spoke of "the extension this
+/// server offers": each says the config turns tasks off and chat answers synchronously.
+#[tokio::test]
+async fn with_tasks_off_the_tasks_methods_say_the_config_turns_them_off() {
+    let app = app(|c| c.server.tasks = false).await;
+    let client = RawMcp::new(&app.server.mcp_url(), "raw-tasks", true);
+    let id = "00000000-0000-4000-8000-000000000000";
+    for answer in [client.get_task(id).await, client.cancel_task(id).await] {
+        assert_eq!(answer.error_code(), Some(-32601), "{}", answer.message);
+        assert_eq!(answer.status, 404, "{}", answer.message);
+        let message = answer.message["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("Method not found: tasks/")
+                && message.contains("[server] tasks = false")
+                && message.contains("chat answers synchronously"),
+            "{message}"
+        );
+    }
+    let listed = client.request("tasks/list", json!({}), None).await;
+    assert_eq!(listed.error_code(), Some(-32601), "{}", listed.message);
+    let message = listed.message["error"]["message"].as_str().unwrap();
+    assert!(
+        !message.contains("the extension this server offers")
+            && message.contains("[server] tasks = false"),
+        "{message}"
+    );
+    app.shutdown().await;
+}
+
+/// A 2025-11-25 session was told in `initialize`'s answer that the tasks extension is offered,
+/// though its chat calls never become tasks: only `server/discover` offers it now.
+#[tokio::test]
+async fn an_mcp_session_is_not_offered_the_tasks_extension() {
+    let app = tasks_app(0.01, 5, 0.0).await;
+    let session = crate::support::bot_client::connect(&app.server.mcp_url()).await;
+    let info = session.peer_info().expect("initialize answered");
+    assert!(
+        info.protocol_version.as_str() < "2026-07-28",
+        "a session: {}",
+        info.protocol_version
+    );
+    assert!(
+        !info.capabilities.supports_tasks(),
+        "{:?}",
+        info.capabilities
+    );
+    assert!(info.capabilities.tools.is_some());
+    // Its chat is synchronous even with every chat of a declaring client a task at once.
+    let handle = crate::support::bot_client::start(&session).await;
+    let reply = crate::support::bot_client::chat(&session, &handle, "hello").await;
+    assert!(crate::support::bot_client::text(&reply).starts_with("You said: hello"));
+    let _ = session.cancel().await;
+    // server/discover still offers it.
+    let discovered = RawMcp::new(&app.server.mcp_url(), "raw", true)
+        .request("server/discover", json!({}), None)
+        .await;
+    assert!(
+        discovered.result()["capabilities"]["extensions"]
+            .get("io.modelcontextprotocol/tasks")
+            .is_some()
+    );
     app.shutdown().await;
 }
 

@@ -215,6 +215,9 @@ pub(crate) struct Known {
 ///   -32020 (`param_header`; rmcp's own check would require the header of every client);
 /// - `initialize` whose params rmcp cannot read, which it answers "Session ID is required"
 ///   (or 415) → 400 with -32602 naming the field at fault;
+/// - `tasks/get`, `tasks/update`, `tasks/cancel` refused by rmcp's own check (`-32601` with
+///   the method's name alone when tasks are off, `-32021` "Missing required client
+///   capability") → the same code and data, turnscope's message (`tasks_refusals`);
 /// - `DELETE` of a session that does not exist → 404; a successful `DELETE` → 204;
 /// - `GET` resuming a stream (`Last-Event-ID`) of a session or a stream this replica does
 ///   not know → 404 (rmcp would answer a sessionless one with an empty stream, which a
@@ -348,6 +351,12 @@ pub(crate) async fn check(
         malformed_initialize_explained(response, &value, id).await
     } else {
         unreadable_as_invalid_request(response, id).await
+    };
+    let response = match super::tasks_refusals::task_method(&value) {
+        Some(method) => {
+            super::tasks_refusals::explain(response, method, speaks_per_request(&value))
+        }
+        None => response,
     };
     unknown_session_explained(response, session).await
 }

@@ -15,10 +15,11 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
     CompleteRequestParams, CompleteResult, ContentBlock, CustomRequest, CustomResult,
     GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult, Implementation,
-    JsonObject, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerConfig, Tool, UpdateTaskParams,
+    InitializeRequestParams, InitializeResult, JsonObject, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, TASKS_EXTENSION_ID, Tool,
+    UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
@@ -372,6 +373,12 @@ fn request_id(parts: &axum::http::request::Parts) -> Option<&str> {
 /// one without the `initialize` handshake (2026-07-28 on), which names itself in each
 /// request's `_meta`. Sessions opened with `initialize` negotiate 2025-11-25 or older.
 fn closing_the_stream_cancels(context: &RequestContext<RoleServer>) -> bool {
+    without_initialize(context)
+}
+
+/// Whether the request names a revision without `initialize` (2026-07-28 on) in its own
+/// `_meta`, rather than coming in an MCP session.
+pub(crate) fn without_initialize(context: &RequestContext<RoleServer>) -> bool {
     context
         .meta
         .protocol_version()
@@ -445,6 +452,27 @@ impl ServerHandler for BotMcp {
         let replica = self.sessions.replica();
         info.meta = Some(mcp_text::replica_meta(replica.id(), &replica.tag()));
         info
+    }
+
+    /// rmcp's `initialize` answer, without the tasks extension among its capabilities: only
+    /// requests of a revision without `initialize` (2026-07-28) may become tasks
+    /// (`mcp_tasks::task_ask`), so an MCP session is never offered what it cannot use. The
+    /// extension stays in `server/discover` (from [`Self::get_info`]), and rmcp's check of
+    /// `tasks/*` reads that, not this answer.
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        let mut result = self.negotiate_initialize(&request)?;
+        if let Some(extensions) = result.capabilities.extensions.as_mut() {
+            extensions.remove(TASKS_EXTENSION_ID);
+            if extensions.is_empty() {
+                result.capabilities.extensions = None;
+            }
+        }
+        Ok(result)
     }
 
     async fn list_tools(
@@ -529,12 +557,17 @@ impl ServerHandler for BotMcp {
                 Err(if declared {
                     invalid
                 } else {
-                    ErrorData::missing_required_client_capability(
-                        ClientCapabilities::builder().enable_tasks().build(),
+                    super::mcp_errors::tasks_undeclared(
+                        &request.method,
+                        without_initialize(&context),
+                        ErrorData::missing_required_client_capability(
+                            ClientCapabilities::builder().enable_tasks().build(),
+                        ),
                     )
                 })
             }
-            _ => Err(self.not_offered(&request.method)),
+            Some(_) => Err(super::mcp_errors::tasks_off(&request.method)),
+            None => Err(self.not_offered(&request.method)),
         }
     }
 

@@ -24,11 +24,20 @@ pub(crate) fn method_not_found(method: &str, tasks: bool) -> ErrorData {
     } else {
         ""
     };
-    let draft = if matches!(method, "tasks/result" | "tasks/list") {
-        " (tasks/result and tasks/list are the 2025-11-25 draft's; under the extension this \
-         server offers, tasks/get carries a completed task's result, and tasks are not listed)"
-    } else {
-        ""
+    let draft = match (
+        matches!(method, "tasks/result" | "tasks/list"),
+        tasks.is_empty(),
+    ) {
+        (false, _) => "",
+        (true, false) => {
+            " (tasks/result and tasks/list are the 2025-11-25 draft's; under the extension this \
+             server offers, tasks/get carries a completed task's result, and tasks are not listed)"
+        }
+        (true, true) => {
+            " (tasks/result and tasks/list are the 2025-11-25 draft's; this server offers no \
+             tasks at all: its config turns them off ([server] tasks = false), so chat answers \
+             synchronously, its result the reply)"
+        }
     };
     ErrorData::new(
         ErrorCode::METHOD_NOT_FOUND,
@@ -39,6 +48,52 @@ pub(crate) fn method_not_found(method: &str, tasks: bool) -> ErrorData {
         ),
         None,
     )
+}
+
+/// Where a request declares the tasks extension under 2026-07-28.
+const TASKS_DECLARED_AT: &str = "params._meta[\"io.modelcontextprotocol/clientCapabilities\"]\
+     .extensions[\"io.modelcontextprotocol/tasks\"] = {}";
+
+/// `-32601` for `method` of the tasks extension (`tasks/get`, `tasks/update`,
+/// `tasks/cancel`) when this server's config turns tasks off (rmcp's says only the method).
+pub(crate) fn tasks_off(method: &str) -> ErrorData {
+    ErrorData::new(
+        ErrorCode::METHOD_NOT_FOUND,
+        format!(
+            "Method not found: {method}. This server's config turns tasks off ([server] tasks = \
+             false): it offers no tasks extension (io.modelcontextprotocol/tasks), no chat call \
+             becomes a task, and there is none to poll, update or cancel; chat answers \
+             synchronously, its result the reply. To have long turns answered as tasks, set \
+             [server] tasks = true (the default) and restart the server."
+        ),
+        None,
+    )
+}
+
+/// `refusal` (rmcp's `-32021` for `method`, a request that did not declare the tasks
+/// extension) with a message saying where to declare it; its code and `data` (the
+/// `requiredCapabilities`) kept. `sessionless`: the request named a revision without
+/// `initialize` (2026-07-28) in its own `_meta`; else it came in an MCP session (2025-11-25 or
+/// older), whose chat calls never become tasks here.
+pub(crate) fn tasks_undeclared(method: &str, sessionless: bool, refusal: ErrorData) -> ErrorData {
+    let message = if sessionless {
+        format!(
+            "Missing required client capability: {method} belongs to the tasks extension \
+             (io.modelcontextprotocol/tasks), which this request did not declare. Declare it in \
+             each request's own {TASKS_DECLARED_AT} (MCP 2026-07-28), on tasks/* as on the chat \
+             call that became the task; data.requiredCapabilities names it."
+        )
+    } else {
+        format!(
+            "Missing required client capability: {method} belongs to the tasks extension \
+             (io.modelcontextprotocol/tasks), which this request did not declare. This server \
+             makes tasks only of chat calls of a revision without initialize (MCP 2026-07-28) \
+             that declare it in their own {TASKS_DECLARED_AT}; an MCP session's (2025-11-25 or \
+             older) chat calls answer synchronously, and it has no task to poll. \
+             data.requiredCapabilities names the capability."
+        )
+    };
+    ErrorData::new(refusal.code, message, refusal.data)
 }
 
 /// What a valid `initialize` carries, for the texts that say what to send instead.
@@ -187,6 +242,19 @@ mod tests {
         assert!(e.message.contains("Method not found: prompts/list"));
         assert!(e.message.contains("tools/call") && e.message.contains("tasks/get"));
         assert!(!method_not_found("x", false).message.contains("tasks/get"));
+        // tasks/list and tasks/result: what the server offers instead depends on the config.
+        let on = method_not_found("tasks/list", true).message;
+        assert!(
+            on.contains("under the extension this server offers"),
+            "{on}"
+        );
+        let off = method_not_found("tasks/list", false).message;
+        assert!(
+            !off.contains("the extension this server offers")
+                && off.contains("[server] tasks = false")
+                && off.contains("chat answers synchronously"),
+            "{off}"
+        );
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //! view of a session's turn, and its record) is `sessions::tasks`.
 //!
 //! rmcp does the rest as the spec says: it offers the extension in `server/discover` (from
-//! `get_info`), answers `tasks/*` from a client that did not declare it with `-32021`, and
-//! refuses to send a task to such a client.
+//! `get_info`; not in `initialize`'s answer, whose sessions never get a task: `BotMcp`),
+//! answers `tasks/*` from a client that did not declare it with `-32021` (worded by
+//! `tasks_refusals`), and refuses to send a task to such a client.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use rmcp::model::{
@@ -28,10 +29,7 @@ pub(crate) fn task_ask(
     settings: &TaskSettings,
     client: &str,
 ) -> Option<TaskAsk> {
-    let sessionless = context
-        .meta
-        .protocol_version()
-        .is_some_and(|version| !version.has_initialize());
+    let sessionless = super::mcp::without_initialize(context);
     let declared = context
         .meta
         .client_capabilities()

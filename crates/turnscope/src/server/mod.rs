@@ -17,6 +17,7 @@ mod openai_errors;
 mod owners;
 mod param_header;
 pub mod resume;
+mod tasks_refusals;
 pub mod viewers;
 mod wire;
 
