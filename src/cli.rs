@@ -89,8 +89,14 @@ pub struct ServeArgs {
     #[arg(long)]
     pub locked: bool,
     /// Most KiB of one model or MCP message kept in events, the console and --events (longer
-    /// ones cut with a marker; 0 = timings only, no bodies; default 64).
-    #[arg(long, value_name = "KIB")]
+    /// ones cut with a marker; 0 = timings only, no bodies; 0 to 1048576; default 64).
+    #[arg(
+        long,
+        value_name = "KIB",
+        allow_negative_numbers = true,
+        value_parser = clap::builder::RangedI64ValueParser::<usize>::new()
+            .range(0..=turnscope::config::WIRE_KIB_MAX as i64)
+    )]
     pub wire_kib: Option<usize>,
     /// Where conversations are kept: sqlite:PATH, redis://[USER:PASS@]HOST:PORT/DB[?prefix=P]
     /// (rediss:// for TLS; shared by replicas), memory (nothing survives a restart), or
@@ -489,6 +495,13 @@ mod tests {
         // A whole number's parser says what it expected of `-1`, not that it is a flag.
         let e = Cli::try_parse_from(["turnscope", "--handle-seconds", "-1"]).unwrap_err();
         assert!(e.to_string().contains("invalid value '-1'"), "{e}");
+        // --wire-kib says its range (it said "unexpected argument '-1' found").
+        for given in ["-1", "1048577"] {
+            let e = Cli::try_parse_from(["turnscope", "--wire-kib", given]).unwrap_err();
+            assert!(e.to_string().contains("is not in 0..=1048576"), "{e}");
+        }
+        let cli = Cli::try_parse_from(["turnscope", "--wire-kib", "1048576"]).unwrap();
+        assert_eq!(cli.serve.overrides().wire_kib, Some(1_048_576));
     }
 
     #[test]

@@ -23,7 +23,7 @@ use turnscope::app::{App, AppError, ConfigSource, ReloadCause};
 use turnscope::bridge::openai::standalone::StandaloneOptions;
 use turnscope::bridge::xiaozhi::command::RelayOptions;
 use turnscope::bridge::xiaozhi::{BridgeSettings, XiaozhiBridges, command};
-use turnscope::config::{Config, check_seconds};
+use turnscope::config::{Config, ConfigError, check_seconds};
 use turnscope::model::{EmbeddedModel, ScriptSettings};
 use turnscope::observe::Bus;
 use turnscope::observe::recorder::Recording;
@@ -69,9 +69,12 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             note(format_args!("turnscope: {}", error_text(&e)));
-            // A store that cannot be used is the operator's to fix before anything runs; bad
-            // arguments exit as clap's do.
+            // A store that cannot be used (one that cannot be reached or opened, or a URL that
+            // is none) is the operator's to fix before anything runs; bad arguments exit as
+            // clap's do.
             if matches!(e.downcast_ref::<AppError>(), Some(AppError::Store(_)))
+                || e.downcast_ref::<ConfigError>()
+                    .is_some_and(ConfigError::is_store_url)
                 || e.downcast_ref::<BadArguments>().is_some()
             {
                 std::process::ExitCode::from(2)

@@ -7,13 +7,15 @@
 //! exporting read the file while a server uses it; deleting takes the file's lock, so the
 //! server using it must stop first (a running server deletes expired sessions itself). A
 //! Redis store (`redis://`) is listed and exported while its replicas run; deleting from it
-//! is left to them (their sweep, and Redis's TTL).
+//! is left to them (their sweep, and Redis's TTL). A store that cannot be opened exits 2, as
+//! in the main mode (`AppError::Store`).
 
 use std::io::IsTerminal;
 use std::net::ToSocketAddrs;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
+use turnscope::app::AppError;
 use turnscope::config::{Config, StoreUrl};
 use turnscope::store::redis::{RedisSettings, RedisStore};
 use turnscope::store::sqlite::SqliteStore;
@@ -148,7 +150,7 @@ fn store_name(source: &Source) -> String {
 /// (as one more client of it; this command never takes a lease or writes a session).
 async fn open_to_read(source: &Source, config: &Config) -> anyhow::Result<Box<dyn SessionStore>> {
     Ok(match source {
-        Source::File(path) => Box::new(SqliteStore::open_to_read(path)?),
+        Source::File(path) => Box::new(SqliteStore::open_to_read(path).map_err(unusable)?),
         Source::Redis(url) => Box::new(
             RedisStore::open(
                 url,
@@ -157,9 +159,16 @@ async fn open_to_read(source: &Source, config: &Config) -> anyhow::Result<Box<dy
                     idle: std::time::Duration::from_secs(config.server.handle_seconds),
                 },
             )
-            .await?,
+            .await
+            .map_err(unusable)?,
         ),
     })
+}
+
+/// A store that could not be opened (Redis unreachable, no such file, a file another version
+/// wrote), as the main mode says it: the binary exits 2 for it.
+fn unusable(e: impl std::fmt::Display) -> anyhow::Error {
+    AppError::Store(e.to_string()).into()
 }
 
 /// The store the config names.
@@ -196,22 +205,22 @@ fn store_source(config: &Config) -> anyhow::Result<Source> {
 /// Opens the file to delete from: its lock says whether a server still uses it.
 fn open_to_write(path: &Path) -> anyhow::Result<SqliteStore> {
     if !path.exists() {
-        anyhow::bail!(
+        return Err(unusable(format_args!(
             "store file {}: no such file. Give the file a server used (--store sqlite:PATH), or the \
              --port it listened on for its default file",
             path.display()
-        );
+        )));
     }
     SqliteStore::open(path).map_err(|e| {
         let text = e.to_string();
         if text.contains("another turnscope process is using it") {
-            anyhow::anyhow!(
+            unusable(format_args!(
                 "store file {}: a running turnscope server uses it. Stop it first (it deletes expired \
                  sessions itself, every sweep), then delete",
                 path.display()
-            )
+            ))
         } else {
-            anyhow::Error::new(e)
+            unusable(e)
         }
     })
 }

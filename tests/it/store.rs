@@ -632,3 +632,71 @@ async fn an_events_file_from_an_earlier_run_is_kept_beside_the_new_one() {
     assert_eq!(lines_in(&events), ["a line after it"]);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A store URL that is none (a setting it does not take, a database that is no number) exits
+/// 2 as a bad argument does, and so does `sessions list` against a Redis nothing answers, as
+/// the main mode does for it (both exited 1).
+#[tokio::test]
+async fn a_store_url_that_is_none_or_a_redis_nobody_answers_exits_2() {
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let unreachable = format!("redis://127.0.0.1:{closed}/0");
+    let cases: [(Vec<String>, &str); 5] = [
+        (
+            vec![
+                "--store".into(),
+                format!("redis://127.0.0.1:{closed}/0?prefix=a&foo=b"),
+            ],
+            "foo",
+        ),
+        (
+            vec!["--store".into(), format!("redis://127.0.0.1:{closed}/abc")],
+            "abc",
+        ),
+        (
+            vec![
+                "sessions".into(),
+                "list".into(),
+                "--store".into(),
+                format!("redis://127.0.0.1:{closed}/abc"),
+            ],
+            "abc",
+        ),
+        (
+            vec![
+                "sessions".into(),
+                "list".into(),
+                "--store".into(),
+                unreachable.clone(),
+            ],
+            &unreachable,
+        ),
+        (
+            vec![
+                "--headless".into(),
+                "--port".into(),
+                "0".into(),
+                "--store".into(),
+                unreachable.clone(),
+            ],
+            &unreachable,
+        ),
+    ];
+    for (args, named) in cases {
+        let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+        if args[0] == "--store" {
+            args.splice(0..0, ["--headless", "--port", "0"]);
+        }
+        let run = tokio::time::timeout(WAIT, turnscope(&args, &[]))
+            .await
+            .unwrap_or_else(|_| panic!("{args:?} kept running"));
+        let (code, _, err) = run;
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(
+            err.contains("turnscope: ") && err.contains(named) && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
+    }
+}
