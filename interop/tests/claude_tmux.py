@@ -166,7 +166,10 @@ DEMO_SCRIPT = [
     {"tool": "mcp__turnscope__start", "input": {}},
     {"tool": "mcp__turnscope__chat", "input": {"handle": "$HANDLE", "line": "Tell me about your opening hours, in detail please"}},
     {"text": "The bot answers in the background; I will tell you when it is done."},
-    {"text": "Noted: the bot's answer is in (expand the task with ctrl+o)."},
+    # What its model says when the task completes, as docs/tasks.md's capture shows it (and
+    # test_claude_code_tasks.py's script says it): Claude Code 2.1.332's ctrl+o does not show a
+    # task's reply, so the line promises nothing of it.
+    {"text": "The bot's answer is in."},
 ]
 
 
