@@ -373,16 +373,7 @@ fn request_id(parts: &axum::http::request::Parts) -> Option<&str> {
 /// one without the `initialize` handshake (2026-07-28 on), which names itself in each
 /// request's `_meta`. Sessions opened with `initialize` negotiate 2025-11-25 or older.
 fn closing_the_stream_cancels(context: &RequestContext<RoleServer>) -> bool {
-    without_initialize(context)
-}
-
-/// Whether the request names a revision without `initialize` (2026-07-28 on) in its own
-/// `_meta`, rather than coming in an MCP session.
-pub(crate) fn without_initialize(context: &RequestContext<RoleServer>) -> bool {
-    context
-        .meta
-        .protocol_version()
-        .is_some_and(|version| !version.has_initialize())
+    super::mcp_tasks::without_initialize(context)
 }
 
 /// The calling client's name: from the request's own `_meta` (2026-07-28 clients name
@@ -559,7 +550,7 @@ impl ServerHandler for BotMcp {
                 } else {
                     super::mcp_errors::tasks_undeclared(
                         &request.method,
-                        without_initialize(&context),
+                        super::mcp_tasks::without_initialize(&context),
                         ErrorData::missing_required_client_capability(
                             ClientCapabilities::builder().enable_tasks().build(),
                         ),

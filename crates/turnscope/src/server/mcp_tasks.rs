@@ -29,7 +29,7 @@ pub(crate) fn task_ask(
     settings: &TaskSettings,
     client: &str,
 ) -> Option<TaskAsk> {
-    let sessionless = super::mcp::without_initialize(context);
+    let sessionless = without_initialize(context);
     let declared = context
         .meta
         .client_capabilities()
@@ -37,6 +37,15 @@ pub(crate) fn task_ask(
     (settings.enabled && sessionless && declared).then(|| TaskAsk {
         client: client.to_string(),
     })
+}
+
+/// Whether the request names a revision without `initialize` (2026-07-28 on) in its own
+/// `_meta`, rather than coming in an MCP session.
+pub(crate) fn without_initialize(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .meta
+        .protocol_version()
+        .is_some_and(|version| !version.has_initialize())
 }
 
 /// Milliseconds since the epoch as RFC 3339 (UTC, milliseconds).
