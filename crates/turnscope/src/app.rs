@@ -320,6 +320,14 @@ impl App {
         };
         bus.publish_with(|| Event::Replica(replica_event(&replica, "serving")));
         let store = open_store(config, &listener, &replica).await?;
+        if let Some(warning) = crate::config::task_poll_warning(&config.server) {
+            tracing::warn!("{warning}");
+            bus.publish(Event::Log {
+                at_ms: crate::observe::event::now_us() / 1000,
+                level: "warn".into(),
+                message: warning,
+            });
+        }
         if let Some(caveat) = store.caveat() {
             tracing::warn!("{caveat}");
             bus.publish(Event::Log {

@@ -868,11 +868,12 @@ pub async fn run_with(app: App, theme: Theme, sub: Subscription) -> Result<(), C
     match outcome {
         Ok(result) => {
             // The terminal is the shell's again: one line says where the conversations went.
+            // Written, not `eprintln!`: that panics when the terminal hung up (its stderr is
+            // gone), and a note nobody can read is no reason to fail.
             if result.is_ok() {
-                eprintln!(
-                    "{}",
-                    crate::run::output::kept_note(&sessions.store_status())
-                );
+                use std::io::Write as _;
+                let note = crate::run::output::kept_note(&sessions.store_status());
+                let _ = writeln!(std::io::stderr(), "{note}");
             }
             result
         }

@@ -544,22 +544,11 @@ impl Config {
     /// Checks every rule once, after the flags were laid over the file; a broken rule whose
     /// value came from a flag is reported under the flag's name.
     fn validate(&self, overrides: &Overrides) -> Result<(), ConfigError> {
-        self.check()
-            .and_then(|()| {
-                check_task_poll(
-                    &self.server,
-                    if overrides.handle_seconds.is_some() {
-                        "--handle-seconds"
-                    } else {
-                        "server.handle_seconds"
-                    },
-                )
-            })
-            .map_err(|message| ConfigError::Invalid {
-                file: None,
-                message: overrides.name_flag(message),
-                at: None,
-            })
+        self.check().map_err(|message| ConfigError::Invalid {
+            file: None,
+            message: overrides.name_flag(message),
+            at: None,
+        })
     }
 
     fn check(&self) -> Result<(), String> {
@@ -648,26 +637,31 @@ impl Config {
     }
 }
 
-/// Refuses a task poll interval that is not shorter than the handle's lifetime while tasks are
-/// on: a task lives as long as its conversation, which ends `handle_seconds` after its last
-/// call (a poll is one), so a client polling at the interval the task asks for would find the
-/// task and the conversation gone. `handle` names where `handle_seconds` came from.
-///
-/// # Errors
-/// The refusal: both values, why, and the three ways out.
-fn check_task_poll(s: &ServerSection, handle: &str) -> Result<(), String> {
-    if !s.tasks || s.task_poll_seconds < s.handle_seconds as f64 {
-        return Ok(());
+/// The poll interval a task asks its client to keep (`pollIntervalMs`): `task_poll_seconds`,
+/// but never more than half the handle's lifetime. A task lives as long as its conversation,
+/// which ends `handle_seconds` after its last call (a poll is one), so a client polling at a
+/// longer interval would find the task and the conversation gone.
+pub fn task_poll(s: &ServerSection) -> std::time::Duration {
+    let half_life = s.handle_seconds as f64 / 2.0;
+    std::time::Duration::from_secs_f64(s.task_poll_seconds.min(half_life))
+}
+
+/// Says, when tasks are on and `task_poll_seconds` is not under half the handle's lifetime,
+/// that tasks ask for a shorter interval than the one set ([`task_poll`]), why, and what to
+/// set: a warning at start, not a refusal (`--handle-seconds 1` with the default poll is a
+/// fine setup for a test).
+pub fn task_poll_warning(s: &ServerSection) -> Option<String> {
+    let asked = task_poll(s).as_secs_f64();
+    if !s.tasks || asked >= s.task_poll_seconds {
+        return None;
     }
-    Err(format!(
-        "server.task_poll_seconds: {poll} s is not less than {handle} ({life} s). A task lives as \
-         long as its conversation, which ends {life} s after its last call (a poll is one), so a \
-         client polling every {poll} s, as the task asks (pollIntervalMs), would find the task \
-         and the conversation gone. Set [server] task_poll_seconds below {life} (default 1; a \
-         fraction of the lifetime, e.g. {hint}), raise handle_seconds, or set tasks = false",
+    Some(format!(
+        "server.task_poll_seconds {poll} s is not under half of server.handle_seconds ({life} s): \
+         a task lives as long as its conversation, which ends {life} s after its last call (a \
+         poll is one), so tasks ask their clients to poll every {asked} s instead. Set \
+         task_poll_seconds below {asked} or raise handle_seconds to say so yourself",
         poll = s.task_poll_seconds,
         life = s.handle_seconds,
-        hint = (s.handle_seconds as f64 / 4.0).min(1.0),
     ))
 }
 
@@ -844,41 +838,34 @@ mod tests {
         assert!(Config::parse("[model]\npace = 0.0\nidle_timeout_seconds = 1e9\n").is_ok());
     }
 
-    /// A task poll interval not shorter than the handle's lifetime was accepted: the task
-    /// asked its client to poll after the task and its conversation were gone.
+    /// A task poll interval past the handle's lifetime was advertised as set: the task asked
+    /// its client to poll after the task and its conversation were gone. Tasks now ask for
+    /// half the lifetime at most, and the start warns.
     #[test]
-    fn a_task_poll_interval_past_the_handle_lifetime_is_refused() {
-        let path = Path::new("f.toml");
-        let text = "[server]\nhandle_seconds = 10\ntask_poll_seconds = 30\n";
-        let e = Config::from_file_text(path, text, &Overrides::default())
-            .unwrap_err()
-            .to_string();
+    fn a_task_poll_interval_past_half_the_handle_lifetime_is_shortened_with_a_warning() {
+        let config = Config::parse("[server]\nhandle_seconds = 10\ntask_poll_seconds = 30\n")
+            .expect("a long poll interval is no error");
+        assert_eq!(task_poll(&config.server), std::time::Duration::from_secs(5));
+        let warning = task_poll_warning(&config.server).expect("a warning");
         assert!(
-            e.starts_with(
-                "config file f.toml:3: server.task_poll_seconds: 30 s is not less than \
-                 server.handle_seconds (10 s)"
-            ) && e.contains("would find the task and the conversation gone")
-                && e.contains("Set [server] task_poll_seconds below 10")
-                && e.contains("tasks = false"),
-            "{e}"
+            warning.contains("server.task_poll_seconds 30 s is not under half")
+                && warning.contains("poll every 5 s instead"),
+            "{warning}"
         );
-        // Said of the flag when the lifetime came from one.
-        let flag = Overrides {
-            handle_seconds: Some(1),
-            ..Overrides::default()
-        };
-        let e = Config::load(None, &flag).unwrap_err().to_string();
-        assert!(
-            e.contains("server.task_poll_seconds: 1 s is not less than --handle-seconds (1 s)")
-                && e.contains("e.g. 0.25"),
-            "{e}"
+        // The default poll with a one-second lifetime: half a second, said.
+        let short = Config::parse("[server]\nhandle_seconds = 1\n").unwrap();
+        assert_eq!(
+            task_poll(&short.server),
+            std::time::Duration::from_millis(500)
         );
-        // Shorter, or tasks off: accepted.
-        assert!(Config::parse("[server]\nhandle_seconds = 10\ntask_poll_seconds = 9.5\n").is_ok());
-        assert!(
+        // Under half, or tasks off: as set, nothing said.
+        let fine = Config::parse("[server]\nhandle_seconds = 10\ntask_poll_seconds = 2\n").unwrap();
+        assert_eq!(task_poll(&fine.server), std::time::Duration::from_secs(2));
+        assert_eq!(task_poll_warning(&fine.server), None);
+        let off =
             Config::parse("[server]\nhandle_seconds = 10\ntask_poll_seconds = 30\ntasks = false\n")
-                .is_ok()
-        );
+                .unwrap();
+        assert_eq!(task_poll_warning(&off.server), None);
     }
 
     /// A value a rule refuses, in a file, is said with its line, as docs/config.md promises

@@ -86,7 +86,7 @@ impl SessionLimits {
             tasks: TaskSettings {
                 enabled: server.tasks,
                 after: Duration::from_secs_f64(server.task_after_seconds),
-                poll: Duration::from_secs_f64(server.task_poll_seconds),
+                poll: crate::config::task_poll(server),
             },
         }
     }
