@@ -39,7 +39,8 @@ pub async fn run(
     match args.action {
         SessionsAction::List { json, limit } => {
             let store = open_to_read(&source, &config).await?;
-            let heads = most_recently_used(store.list(usize::MAX).await?, limit);
+            let read = limit.saturating_add(KEPT_ALIVE_SLACK);
+            let heads = most_recently_used(store.list(read).await?, limit);
             let total = store.count().await?;
             let runs = running(store.as_ref(), &heads).await;
             if json {
@@ -344,10 +345,17 @@ async fn running(store: &dyn SessionStore, heads: &[Head]) -> Vec<Run> {
     runs
 }
 
+/// How many heads `list` reads past its `--limit`, to order them by last use: a store lists by
+/// idleness, where a running console's keep-alives count, and only sessions a console holds
+/// are kept alive (a few dozen per replica), so the `limit` last used are among the first
+/// `limit` + this many. Reading every head instead blocked Redis for one script over all of
+/// them.
+const KEPT_ALIVE_SLACK: usize = 1024;
+
 /// The `limit` heads last used most recently, newest first: by `last_used_ms` (a call's last
 /// write), which LAST USED shows. A store lists by idleness instead (Redis's `used` index, the
 /// file's row), where a running console's keep-alives of the sessions it holds count: a
-/// session used minutes ago sorted first. So every head is read, then ordered here.
+/// session used minutes ago sorted first. So a few more heads are read, then ordered here.
 fn most_recently_used(mut heads: Vec<Head>, limit: usize) -> Vec<Head> {
     heads.sort_by_key(|h| std::cmp::Reverse(h.last_used_ms));
     heads.truncate(limit);

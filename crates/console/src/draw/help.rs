@@ -111,7 +111,8 @@ const RIGHT: &[Scope] = &[
     Scope::Tools,
     Scope::Mcp,
 ];
-const ALL: &[Scope] = &[
+/// Every heading, in the order the one-column help lists them.
+pub(crate) const ALL: &[Scope] = &[
     Scope::Global,
     Scope::Input,
     Scope::Lists,

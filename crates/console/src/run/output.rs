@@ -78,6 +78,11 @@ pub fn copied(
 pub fn kept_note(store: &turnscope::sessions::StoreStatus) -> String {
     let url = &store.url;
     match (&store.degraded, store.durable) {
+        // A URL shown with its credentials masked cannot be pasted: the person puts theirs back.
+        (_, true) if url.contains("***") => format!(
+            "turnscope: the conversations are kept in {url} (`turnscope sessions list --store \
+             URL`, its password put back, lists them)"
+        ),
         (_, true) => format!(
             "turnscope: the conversations are kept in {url} (`turnscope sessions list --store \
              {url}` lists them)"
@@ -168,6 +173,16 @@ mod tests {
             said,
             "turnscope: the conversations are kept in sqlite:/tmp/s.sqlite3 (`turnscope sessions \
              list --store sqlite:/tmp/s.sqlite3` lists them)"
+        );
+        // A Redis URL shown masked is not pasted as it is.
+        let redis = StoreStatus {
+            url: "redis://***@127.0.0.1:6379/0".into(),
+            ..file.clone()
+        };
+        let said = super::kept_note(&redis);
+        assert!(
+            said.contains("`turnscope sessions list --store URL`, its password put back"),
+            "{said}"
         );
         let memory = StoreStatus {
             url: "memory".into(),

@@ -203,21 +203,8 @@ fn the_input_says_a_closed_or_anothers_session_takes_no_line_before_typing() {
 /// the Tools pane's hand calls and the MCP pane's were all listed under "Sessions".
 #[test]
 fn the_help_lists_each_panes_keys_under_its_heading() {
-    use crate::view::keys::Scope;
     let c = console();
-    let scopes = [
-        Scope::Global,
-        Scope::Input,
-        Scope::Lists,
-        Scope::Sessions,
-        Scope::Transcript,
-        Scope::TurnView,
-        Scope::Tools,
-        Scope::Mcp,
-        Scope::Frames,
-        Scope::ScopeToggle,
-    ];
-    let lines: Vec<String> = crate::draw::help::lines(&c, 100, &scopes)
+    let lines: Vec<String> = crate::draw::help::lines(&c, 100, crate::draw::help::ALL)
         .iter()
         .map(|l| l.to_string())
         .collect();

@@ -220,6 +220,9 @@ impl RedisStore {
                 "store {masked}: no random source for the handle key: {e}"
             ))
         })?;
+        wait_for_a_running_replicas_key(&mut conn, &prefix)
+            .await
+            .map_err(|e| fail("reading its handle key", &e))?;
         let (_, _, key, schema): (i64, i64, Vec<u8>, u64) = redis::pipe()
             .atomic()
             .hset_nx(&meta, "key", fresh.as_slice())
@@ -550,6 +553,44 @@ impl RedisStore {
                 self.head_of(version, &json)
             })
             .collect()
+    }
+}
+
+/// How long a replica starting on a store that holds conversations but no handle key waits
+/// for a running replica's probe to put the key back (probes run every sweeper tick).
+const KEY_BACK_WITHIN: Duration = Duration::from_secs(2);
+
+/// Before a starting replica makes a handle key, waits (up to [`KEY_BACK_WITHIN`]) while the
+/// store holds conversations but no key: only `P meta` was lost (evicted, deleted by hand),
+/// and a running replica puts its key back at its next probe. A key made at once would be
+/// taken by every running replica, and every conversation still in Redis would hash to an id
+/// nobody computes. Past the wait (no replica runs), a new key is made, and said: the
+/// conversations left under the old one cannot be reached.
+async fn wait_for_a_running_replicas_key(
+    conn: &mut ConnectionManager,
+    prefix: &str,
+) -> Result<(), RedisError> {
+    let meta = format!("{prefix}meta");
+    let used = format!("{prefix}used");
+    let started = std::time::Instant::now();
+    loop {
+        let (has_key, held): (bool, u64) = redis::pipe()
+            .hexists(&meta, "key")
+            .zcard(&used)
+            .query_async(conn)
+            .await?;
+        if has_key || held == 0 {
+            return Ok(());
+        }
+        if started.elapsed() >= KEY_BACK_WITHIN {
+            tracing::warn!(
+                "the store under {prefix:?} holds {held} conversations but no handle key, and no \
+                 running replica put one back within {KEY_BACK_WITHIN:?}: a new key is made, and \
+                 those conversations cannot be reached (they expire with their idle lifetime)"
+            );
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -561,6 +561,33 @@ async fn replicas_take_the_key_a_replica_started_after_redis_lost_its_data_made(
     assert_eq!(schema, Some(SCHEMA));
 }
 
+/// Only `P meta` lost (evicted, deleted by hand) while conversations stay: a replica starting
+/// then waits for a running one's probe to put the key back instead of making a new key,
+/// which every running replica would take, leaving every stored conversation unreachable.
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_replica_started_while_only_the_key_is_gone_waits_for_the_running_ones() {
+    let server = RedisServer::start(&[]);
+    let r1 = open(&server, "meta:", "r1").await;
+    let mut kept = head(&r1, 42);
+    r1.create(&kept).await.unwrap();
+    kept.version = 1;
+    let _: () = r1.conn().del(r1.meta_key()).await.unwrap();
+    let starting = tokio::spawn({
+        let url = server.url("meta:");
+        async move { RedisStore::open(&url, settings("r2")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !starting.is_finished(),
+        "r2 waits while the store holds a conversation and no key"
+    );
+    r1.probe().await.unwrap();
+    let r2 = starting.await.unwrap().unwrap();
+    assert_eq!(r2.key().as_bytes(), r1.key().as_bytes());
+    assert_eq!(r2.head(&kept.id).await.unwrap(), Some(kept));
+}
+
 #[tokio::test]
 #[ignore = "needs redis-server (interop/run installs it)"]
 async fn a_slow_redis_stalls_only_the_calls_waiting_on_it() {
