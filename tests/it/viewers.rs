@@ -400,6 +400,48 @@ async fn only_the_client_that_opened_or_last_chatted_on_a_session_marks_it_gone(
     app.shutdown().await;
 }
 
+/// The opener ending its MCP session while another client's chat on the session runs: that
+/// client holds it from its call on, so nobody left it (the mark followed a chatter only once
+/// its reply came: review).
+#[tokio::test]
+async fn the_opener_leaving_while_another_clients_chat_runs_is_no_client_gone() {
+    let app = app(|c| {
+        c.server.auth_token = Some(TOKEN.into());
+        c.model.pace = 0.05;
+        c.model.words = Some(40);
+    })
+    .await;
+    let opener = client_with_token(app.server.mcp_url()).await;
+    let handle = bot_client::start(&opener).await;
+    let number = app.sessions.number_of(&handle).expect("open");
+    let chatter = crate::support::raw_mcp::RawMcp::new(&app.server.mcp_url(), "chatter", false)
+        .with_header("authorization", &format!("Bearer {TOKEN}"));
+    let chat = tokio::spawn({
+        let handle = handle.clone();
+        async move { chatter.chat(&handle, "a long one").await }
+    });
+    // The turn runs (two seconds of words); the opener leaves meanwhile.
+    eventually("the chat's turn runs", || {
+        app.sessions
+            .list()
+            .into_iter()
+            .any(|s| s.number == number && s.in_call())
+    })
+    .await;
+    opener.cancel().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let session = app
+        .sessions
+        .list()
+        .into_iter()
+        .find(|s| s.number == number)
+        .expect("open");
+    assert!(!chat.is_finished(), "the chat still runs");
+    assert_eq!(session.client_gone(), None, "its chatter is there");
+    chat.await.unwrap();
+    app.shutdown().await;
+}
+
 /// A client that opened its MCP session while nobody watched: a viewer that connects later
 /// sees its name on the session's exchanges (the server remembered it at `initialize` though
 /// it recorded nothing then; they showed as "?").

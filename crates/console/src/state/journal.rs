@@ -140,7 +140,9 @@ impl Journal {
             && last.source.strip_suffix(suffix) == Some(source)
         {
             last.repeats += 1;
-            last.at_us = at_us;
+            // Never back in time: the latest entry stays the latest (a late line repeating it
+            // carries an older time).
+            last.at_us = last.at_us.max(at_us);
             self.count(level, session);
             return;
         }
@@ -173,8 +175,8 @@ impl Journal {
         match found.and_then(|i| self.entries.remove(i)) {
             Some(mut earlier) => {
                 earlier.repeats += 1;
-                earlier.at_us = entry.at_us;
-                self.entries.push_back(earlier);
+                earlier.at_us = earlier.at_us.max(entry.at_us);
+                self.insert_in_time_order(earlier);
             }
             None => self.push_cut(entry),
         }
@@ -197,6 +199,11 @@ impl Journal {
         if self.entries.len() == JOURNAL_KEPT {
             self.entries.pop_front();
         }
+        self.insert_in_time_order(entry);
+    }
+
+    /// Puts `entry` after every entry no later than it (at the end when its time is 0).
+    fn insert_in_time_order(&mut self, entry: Entry) {
         let mut at = self.entries.len();
         if entry.at_us != 0 {
             while at > 0 && self.entries[at - 1].at_us > entry.at_us {
@@ -311,6 +318,34 @@ mod tests {
         ));
         let order: Vec<&str> = j.entries().iter().map(|e| e.message.as_str()).collect();
         assert_eq!(order, ["a", "x", "mine", "untimed"]);
+    }
+
+    /// A repeat that comes late (an older time than the entries after the one it repeats)
+    /// keeps the Log in time order: it took the repeat's time as it was, so times ran
+    /// backwards (review of the time-ordered Log).
+    #[test]
+    fn a_late_repeat_keeps_the_time_order() {
+        let mut j = Journal::default();
+        let entry =
+            |at, message: &str| Entry::new(at, Level::Warn, None, "tools".into(), message.into());
+        j.push_or_repeat(entry(10, "down"));
+        j.push_or_repeat(entry(20, "other"));
+        j.push_or_repeat(entry(30, "third"));
+        j.push_or_repeat(entry(15, "down"));
+        let times: Vec<u64> = j.entries().iter().map(|e| e.at_us).collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+        assert_eq!(
+            j.entries()
+                .iter()
+                .find(|e| e.message == "down")
+                .unwrap()
+                .repeats,
+            2
+        );
+        j.note(40, Level::Info, None, ("log", ""), "same");
+        j.note(5, Level::Info, None, ("log", ""), "same");
+        assert_eq!(j.entries().back().unwrap().at_us, 40);
+        assert_eq!(j.entries().back().unwrap().repeats, 2);
     }
 
     /// A refusal the console expected (its probe of a kept handle) is taken for news: not

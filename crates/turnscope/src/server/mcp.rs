@@ -232,25 +232,22 @@ impl BotMcp {
                 return result.into();
             }
         };
+        // A client chatting on a handle holds it from its call on, whoever opened it: the
+        // opener leaving while this chat runs is no client gone.
+        self.held.hold(handle, &ask.client);
         let (answer, cancelled) = match self
             .sessions
             .chat_or_task(handle, line, request, progress, watch, ask)
             .await
         {
-            Ok(ChatOutcome::Reply(reply)) => {
-                self.held.hold(handle, &ask.client);
-                (
-                    CallToolResponse::from(self.chat_result(handle, &reply)),
-                    false,
-                )
-            }
-            Ok(ChatOutcome::Task(record)) => {
-                self.held.hold(handle, &ask.client);
-                (
-                    CallToolResponse::Task(super::mcp_tasks::created(&record)),
-                    false,
-                )
-            }
+            Ok(ChatOutcome::Reply(reply)) => (
+                CallToolResponse::from(self.chat_result(handle, &reply)),
+                false,
+            ),
+            Ok(ChatOutcome::Task(record)) => (
+                CallToolResponse::Task(super::mcp_tasks::created(&record)),
+                false,
+            ),
             Err(e) => (tool_error(e.to_string()).into(), e == ChatError::Cancelled),
         };
         let result = match &answer {
@@ -291,16 +288,14 @@ impl BotMcp {
             Ok(both) => both,
             Err(e) => return tool_error(e),
         };
+        // A client chatting on a handle holds it from its call on, whoever opened it.
+        self.held.hold(handle, client);
         match self
             .sessions
             .chat_keyed(handle, line, request, progress, watch)
             .await
         {
-            Ok(reply) => {
-                // A client chatting on a handle holds it, whoever opened it.
-                self.held.hold(handle, client);
-                self.chat_result(handle, &reply)
-            }
+            Ok(reply) => self.chat_result(handle, &reply),
             Err(ChatError::Cancelled) => {
                 *cancelled = true;
                 tool_error(ChatError::Cancelled.to_string())
