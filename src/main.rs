@@ -219,7 +219,9 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
             logging::init(false);
             let (config, path) = Config::load(cli.config.as_deref(), &cli.serve.overrides())?;
             turnscope_console::state::budget::Budget::set_process_default(config.console.max_mib);
-            let theme = chosen_theme(theme.as_deref(), &config, path.as_deref())?;
+            // The main `--theme` (before the subcommand) is a flag too, not `[console] theme`.
+            let flag = theme.as_deref().or(cli.serve.theme.as_deref());
+            let theme = chosen_theme(flag, &config, path.as_deref())?;
             Ok(turnscope_console::run::replay::run(&file, theme).await?)
         }
         Some(Command::Attach {
@@ -251,7 +253,8 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
             // viewer kept 16 MiB and the dark theme whatever the file said.
             let (config, path) = Config::load(cli.config.as_deref(), &cli.serve.overrides())?;
             turnscope_console::state::budget::Budget::set_process_default(config.console.max_mib);
-            let theme = chosen_theme(theme.as_deref(), &config, path.as_deref())?;
+            let flag = theme.as_deref().or(cli.serve.theme.as_deref());
+            let theme = chosen_theme(flag, &config, path.as_deref())?;
             anyhow::ensure!(
                 !events_on_stdout(events.as_deref()),
                 "--events - writes the events to stdout, where the attached console draws; give \

@@ -400,6 +400,34 @@ async fn a_bad_theme_is_refused_naming_the_key() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// The main `--theme`, written before `replay`, is a flag: its refusal said it was "named by
+/// `[console] theme`" at the config file's line when the config named a theme too (review).
+#[tokio::test]
+async fn a_bad_theme_flag_before_replay_is_said_as_the_flag() {
+    let (dir, theme) = broken_theme("theme-replay");
+    let config = dir.join("turnscope.toml");
+    std::fs::write(&config, "[console]\ntheme = \"dark\"\n").unwrap();
+    let events = dir.join("events.jsonl");
+    std::fs::write(&events, "").unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--theme")
+        .arg(&theme)
+        .arg("replay")
+        .arg(&events)
+        .output()
+        .await
+        .expect("runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`accent.fg`") && !err.contains("[console] theme"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// Waits until the screen shows `needle`, then a little longer, and fails if `unwanted` ever
 /// showed meanwhile.
 async fn settle_without(s: &Screen, unwanted: &str, for_ms: u64) {
