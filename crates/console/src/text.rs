@@ -158,6 +158,36 @@ pub fn wrap(text: &str, max: usize) -> Vec<String> {
     lines
 }
 
+/// `items` joined by ` · ` and wrapped to lines of at most `max` cells, breaking only between
+/// items so a figure keeps its value and unit together ("total 444 ms", never "total 444" /
+/// "ms"); an item wider than `max` alone is word-wrapped. Always returns at least one line.
+pub fn wrap_items(items: &[String], max: usize) -> Vec<String> {
+    const SEP: &str = " · ";
+    let max = max.max(1);
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for item in items {
+        let w = width(item);
+        if !line.is_empty() && width(&line) + width(SEP) + w <= max {
+            line.push_str(SEP);
+            line.push_str(item);
+            continue;
+        }
+        if !line.is_empty() {
+            lines.push(std::mem::take(&mut line));
+        }
+        if w <= max {
+            line.push_str(item);
+        } else {
+            let mut parts = wrap(item, max);
+            line = parts.pop().unwrap_or_default();
+            lines.extend(parts);
+        }
+    }
+    lines.push(line);
+    lines
+}
+
 /// Greedy word wrap of a styled `line` to lines of at most `max` cells, each piece keeping
 /// its style; lines after the first start with `hang` spaces (at most half of `max`), long
 /// words are split, and a line's trailing spaces are dropped. Always returns at least one line.
@@ -416,6 +446,25 @@ mod tests {
         assert_eq!(wrap("abcdefghij", 4), ["abcd", "efgh", "ij"]);
         assert_eq!(wrap("a\nb", 10), ["a", "b"]);
         assert_eq!(wrap("", 10), [""]);
+    }
+
+    #[test]
+    fn wrap_items_breaks_between_items_only() {
+        let items: Vec<String> = ["1 round", "2 tool calls", "first 98.1 ms", "total 444 ms"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            wrap_items(&items, 30),
+            vec!["1 round · 2 tool calls", "first 98.1 ms · total 444 ms"]
+        );
+        // An item wider than the line alone is word-wrapped; the next item starts afresh.
+        let long = vec!["reasoning of a great length".to_string(), "x".to_string()];
+        assert_eq!(
+            wrap_items(&long, 12),
+            vec!["reasoning of", "a great", "length · x"]
+        );
+        assert_eq!(wrap_items(&[], 10), vec![""]);
     }
 
     #[test]

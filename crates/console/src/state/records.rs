@@ -145,6 +145,9 @@ impl Activity {
             Activity::Idle => "idle".into(),
             Activity::InTurn => "in turn".into(),
             Activity::Interrupted => "interrupted".into(),
+            // A reason that says "closed" already ("closed from the console") is not
+            // prefixed again: "closed: closed from th…" was what a narrow title kept.
+            Activity::Closed(reason) if reason.starts_with("closed") => reason.clone(),
             Activity::Closed(reason) => format!("closed: {reason}"),
             Activity::Stored { .. } => "stored".into(),
         }

@@ -21,6 +21,14 @@ fn fixture_state() -> ConsoleState {
 }
 
 #[test]
+fn a_closed_label_does_not_say_closed_twice() {
+    let by_console = Activity::Closed("closed from the console".into());
+    assert_eq!(by_console.label(), "closed from the console");
+    let by_bot = Activity::Closed("ended by the bot: goodbye".into());
+    assert_eq!(by_bot.label(), "closed: ended by the bot: goodbye");
+}
+
+#[test]
 fn the_reply_is_built_from_the_pieces_reaching_the_output_once() {
     let s = fixture_state();
     let turns = s.transcript(1);

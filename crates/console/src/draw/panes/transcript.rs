@@ -447,7 +447,7 @@ fn boundary(c: &Console, session: u64, turn: &TurnView, width: usize) -> Vec<Lin
         );
     }
     lines.extend(
-        wrap(&figures.join(" · "), width.saturating_sub(3))
+        crate::text::wrap_items(&figures, width.saturating_sub(3))
             .into_iter()
             .map(|l| Line::styled(format!("   {l}"), t.boundary)),
     );

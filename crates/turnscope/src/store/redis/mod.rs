@@ -300,39 +300,51 @@ impl RedisStore {
     /// started since made a new key before any running one put theirs back. The conversations
     /// hashed with the old key are gone from Redis with the rest, so the store's key is the
     /// one to go on with; every replica meeting it does the same. Returns whether it changed.
-    fn adopt(&self, found: &[u8]) -> bool {
+    ///
+    /// # Errors
+    /// `found` is not 32 bytes: something other than turnscope wrote `P meta` while this
+    /// replica ran, so nothing under the prefix can be trusted to be a turnscope store (said
+    /// as that, not as conversations lost).
+    fn adopt(&self, found: &[u8]) -> Result<bool, StoreError> {
         let Ok(bytes) = <[u8; 32]>::try_from(found) else {
-            tracing::debug!(
-                "store {}: {} holds a handle key that is not 32 bytes; kept this replica's",
+            return Err(StoreError::unusable(format!(
+                "store {}: {} now holds a handle key of {} bytes, not 32: something other than \
+                 turnscope wrote it while this replica ran, so the keys under {:?} are no longer \
+                 a turnscope store. Nothing was written. Give the replicas another ?prefix= in \
+                 the URL, or delete that key and restart them",
                 self.masked,
-                self.meta_key()
-            );
-            return false;
+                self.meta_key(),
+                found.len(),
+                self.prefix,
+            )));
         };
         let mut key = self.key.write().unwrap_or_else(|p| p.into_inner());
         if key.as_bytes() == &bytes {
-            return false;
+            return Ok(false);
         }
         *key = HandleKey::from_bytes(bytes);
-        true
+        Ok(true)
     }
 
     /// A write's answer `{-2, 0, key}` ([`scripts::COMMIT`], [`scripts::CREATE`]): the
     /// store's handle key is not this replica's; it is adopted ([`RedisStore::adopt`]).
     /// Returns whether the answer was that.
-    fn met_another_key(&self, answer: &[redis::Value]) -> bool {
+    ///
+    /// # Errors
+    /// The key Redis holds is not a handle key ([`RedisStore::adopt`]).
+    fn met_another_key(&self, answer: &[redis::Value]) -> Result<bool, StoreError> {
         let first: Option<i64> = answer
             .first()
             .and_then(|v| redis::from_redis_value(v.clone()).ok());
         if first != Some(-2) {
-            return false;
+            return Ok(false);
         }
         let found: Vec<u8> = answer
             .get(2)
             .and_then(|v| redis::from_redis_value(v.clone()).ok())
             .unwrap_or_default();
-        self.adopt(&found);
-        true
+        self.adopt(&found)?;
+        Ok(true)
     }
 
     fn used_key(&self) -> String {
@@ -495,7 +507,7 @@ impl RedisStore {
         let holder: Option<String> = answer
             .get(2)
             .and_then(|v| redis::from_redis_value(v.clone()).ok());
-        if self.met_another_key(&answer) {
+        if self.met_another_key(&answer)? {
             // Nothing written: the conversation, hashed with the key this replica had, is
             // gone with the rest of what Redis lost; said as a head no longer stored.
             return Err(StoreError::Conflict {
@@ -863,7 +875,7 @@ impl SessionStore for RedisStore {
             .invoke_async(&mut self.conn())
             .await
             .map_err(|e| self.lost("storing a new session", &e))?;
-        if self.met_another_key(&answer) {
+        if self.met_another_key(&answer)? {
             return Err(StoreError::unusable(format!(
                 "store {}: the new session was not stored: Redis lost its data while this replica \
                  ran (restarted without persistence, or flushed), and a replica started since made \
@@ -999,7 +1011,7 @@ impl SessionStore for RedisStore {
             .await
             .map_err(|e| self.lost("writing its probe key", &e))?;
         if let Some(other) = other {
-            self.adopt(&other);
+            self.adopt(&other)?;
         }
         Ok(self.twin.seen(&self.holder, before))
     }

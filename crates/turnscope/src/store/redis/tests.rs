@@ -561,6 +561,44 @@ async fn replicas_take_the_key_a_replica_started_after_redis_lost_its_data_made(
     assert_eq!(schema, Some(SCHEMA));
 }
 
+/// `P meta`'s key overwritten by something other than turnscope while replicas run: their
+/// writes and probes say the prefix is no longer a turnscope store, not that conversations
+/// were lost (the review's case: a key of the wrong length was not adopted, and every write
+/// then read as a lost conversation).
+#[tokio::test]
+#[ignore = "needs redis-server (interop/run installs it)"]
+async fn a_handle_key_overwritten_by_another_program_is_said_to_be_that() {
+    let server = RedisServer::start(&[]);
+    let r1 = open(&server, "alien:", "r1").await;
+    let mut kept = head(&r1, 42);
+    r1.create(&kept).await.unwrap();
+    kept.version = 1;
+    let before = r1.key();
+    let () = r1.conn().hset(r1.meta_key(), "key", "x").await.unwrap();
+    for e in [
+        r1.commit(&kept.id, &commit_of(&kept, 1, 1))
+            .await
+            .unwrap_err(),
+        r1.create(&head(&r1, 43)).await.unwrap_err(),
+        r1.probe().await.unwrap_err(),
+    ] {
+        let text = e.to_string();
+        assert!(
+            text.contains("not 32") && text.contains("no longer a turnscope store"),
+            "{text}"
+        );
+        assert!(!matches!(e, StoreError::Conflict { .. }), "{e:?}");
+    }
+    // Nothing taken, nothing written: the key it had is kept.
+    assert_eq!(r1.key().as_bytes(), before.as_bytes());
+    let () = r1
+        .conn()
+        .hset(r1.meta_key(), "key", before.as_bytes().as_slice())
+        .await
+        .unwrap();
+    r1.commit(&kept.id, &commit_of(&kept, 1, 1)).await.unwrap();
+}
+
 /// Only `P meta` lost (evicted, deleted by hand) while conversations stay: a replica starting
 /// then waits for a running one's probe to put the key back instead of making a new key,
 /// which every running replica would take, leaving every stored conversation unreachable.
