@@ -64,6 +64,16 @@ pub struct ServeArgs {
     /// Write every event as one JSON line to FILE (`-` = stdout).
     #[arg(long)]
     pub events: Option<PathBuf>,
+    /// Cut the --events file into pieces of at most MIB: past it the file is moved aside
+    /// (dated), the piece before deleted, and a new one begun with the sessions open then;
+    /// 1 to 1048576 (default: one file, uncut).
+    #[arg(
+        long,
+        value_name = "MIB",
+        allow_negative_numbers = true,
+        value_parser = clap::builder::RangedI64ValueParser::<u64>::new().range(1..=1_048_576)
+    )]
+    pub events_max_mib: Option<u64>,
     /// Also allow this Host (repeatable; `name:*` = any port).
     #[arg(long = "allowed-host")]
     pub allowed_hosts: Vec<String>,
@@ -190,6 +200,15 @@ pub enum Command {
         /// Record what the console sees (JSON lines) for `turnscope replay`.
         #[arg(long)]
         events: Option<PathBuf>,
+        /// Cut the --events file into pieces of at most MIB (1 to 1048576), as the main
+        /// mode's flag does.
+        #[arg(
+            long,
+            value_name = "MIB",
+            allow_negative_numbers = true,
+            value_parser = clap::builder::RangedI64ValueParser::<u64>::new().range(1..=1_048_576)
+        )]
+        events_max_mib: Option<u64>,
         /// Console theme: dark, light, mono, or a path to a theme file.
         #[arg(long)]
         theme: Option<String>,

@@ -27,7 +27,7 @@ use turnscope::config::{Config, ConfigError, check_seconds};
 use turnscope::model::{EmbeddedModel, ScriptSettings};
 use turnscope::observe::Bus;
 use turnscope::observe::recorder::Recording;
-use turnscope::server::viewers::retell_reopened;
+use turnscope::server::viewers::{open_pieces, retell_reopened};
 use turnscope_console::Theme;
 
 /// `turnscope config example`: the annotated example config of the repository, built in so an
@@ -42,6 +42,10 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> std::process::ExitCode {
     let started = Instant::now();
     let cli = Cli::parse();
+    if let Err(e) = cut_events_into_pieces(&cli) {
+        note(format_args!("turnscope: {e}"));
+        return std::process::ExitCode::from(2);
+    }
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime starts");
     // `turnscope test` has exit codes of its own (0 passed, 1 failed, 2 could not run).
     if let Cli {
@@ -230,6 +234,7 @@ async fn run(cli: Cli, started: Instant) -> anyhow::Result<()> {
             auth_token,
             events,
             theme,
+            ..
         }) => {
             logging::init(false);
             anyhow::ensure!(
@@ -312,6 +317,36 @@ impl Announce {
     }
 }
 
+/// `--events-max-mib` (the main mode's, or `attach`'s): every recording this process starts
+/// is cut into pieces of that size. It needs `--events` with a file.
+fn cut_events_into_pieces(cli: &Cli) -> Result<(), String> {
+    let (events, mib) = match &cli.command {
+        Some(Command::Attach {
+            events,
+            events_max_mib,
+            ..
+        }) => (events.as_deref(), *events_max_mib),
+        _ => (cli.serve.events.as_deref(), cli.serve.events_max_mib),
+    };
+    let Some(mib) = mib else {
+        return Ok(());
+    };
+    match events {
+        None => Err(format!(
+            "--events-max-mib {mib} cuts the --events file into pieces, and no --events FILE \
+             was given: add one, or drop --events-max-mib"
+        )),
+        Some(path) if events_on_stdout(Some(path)) => Err(format!(
+            "--events-max-mib {mib} cuts a file into pieces, and --events - writes to stdout: \
+             cut it where it goes (| split -C {mib}M), or give --events a file"
+        )),
+        Some(_) => {
+            Recording::cut_into_pieces_of(mib << 20);
+            Ok(())
+        }
+    }
+}
+
 /// Whether `--events` names stdout.
 fn events_on_stdout(events: Option<&std::path::Path>) -> bool {
     events == Some(std::path::Path::new("-"))
@@ -339,6 +374,7 @@ async fn console(
     let recording = Recording::start(&bus, events).await?;
     let mut app = App::start(config, bus).await?;
     recording.retell_with(retell_reopened(app.sessions.clone()));
+    recording.open_pieces_with(open_pieces(app.sessions.clone()));
     app.reload_from(source);
     if let Err(e) = app.watch_config() {
         app.bus.publish(turnscope::observe::Event::Log {
@@ -371,6 +407,7 @@ async fn headless(
     }
     let mut app = App::start(config, bus).await?;
     recording.retell_with(retell_reopened(app.sessions.clone()));
+    recording.open_pieces_with(open_pieces(app.sessions.clone()));
     let reloader = app.reloader();
     reloader.on_reload(std::sync::Arc::new(|event| {
         use std::io::Write;

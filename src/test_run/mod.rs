@@ -194,6 +194,9 @@ async fn start_target(
     recording.retell_with(turnscope::server::viewers::retell_reopened(
         app.sessions.clone(),
     ));
+    recording.open_pieces_with(turnscope::server::viewers::open_pieces(
+        app.sessions.clone(),
+    ));
     let env = Env {
         url: app.server.mcp_url(),
         token: config.server.auth_token.clone(),

@@ -633,6 +633,127 @@ async fn an_events_file_from_an_earlier_run_is_kept_beside_the_new_one() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// `--events-max-mib` cuts the recording into pieces: past the size the file is moved aside
+/// (dated), the run's piece before that one deleted (two pieces kept), and the new piece
+/// opens with the session open then and its kept turns, so `turnscope replay` reads each
+/// piece whole. Without `--events FILE` (or with `-`) the flag exits 2, saying why.
+#[tokio::test]
+async fn an_events_file_past_its_size_goes_on_in_a_new_piece_that_opens_whole() {
+    use tokio::io::AsyncReadExt;
+    let dir = scratch("events-pieces");
+    let store = store_url(&dir);
+    let events = dir.join("events.jsonl");
+    let events_flag = events.display().to_string();
+    let (mut child, ready) = start(
+        &store,
+        &[
+            "--events",
+            &events_flag,
+            "--events-max-mib",
+            "1",
+            "--pace",
+            "0",
+        ],
+    )
+    .await;
+    let client = Client::connect(&url_in(&ready, "/mcp")).await;
+    let handle = client.start().await;
+    // The embedded model says a line back: a 150 kB line puts ~600 kB in the file (the line,
+    // and the reply at each hop of its frames), in long words: few frames, none lost.
+    let lines: Vec<String> = (0..5)
+        .map(|n| format!("line {n} {}", format!("{} ", "w".repeat(500)).repeat(300)))
+        .collect();
+    for line in &lines {
+        client.chat(&handle, line).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(terminate(&mut child).await.success());
+    let mut said = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut said)
+        .await
+        .unwrap();
+    let pieces: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            name.starts_with("events.") && name.ends_with(".jsonl") && name != "events.jsonl"
+        })
+        .collect();
+    assert_eq!(
+        pieces.len(),
+        1,
+        "one piece kept before the current one: {pieces:?}\n{said}"
+    );
+    let cuts = said.matches("the file reached 1 MiB").count();
+    assert!(cuts >= 2, "{cuts} cuts: {said}");
+    assert!(said.contains("was deleted"), "{said}");
+    let mut with_the_last_line = Vec::new();
+    for piece in [&pieces[0], &events] {
+        let size = std::fs::metadata(piece).unwrap().len();
+        // A cut comes after a burst: at most one turn's lines past the size.
+        assert!(size < 2 << 20, "{} is {size} bytes", piece.display());
+        let text = std::fs::read_to_string(piece).unwrap();
+        let (read, problems) = turnscope::observe::recorder::read_events(&text);
+        assert!(problems.is_empty(), "{problems:?}");
+        // Each piece begins with the note; a piece that holds turns opens their session
+        // before the first of them.
+        let turnscope::observe::Event::Log { message, .. } = &read[0] else {
+            panic!("{} begins with {:?}", piece.display(), read[0]);
+        };
+        assert!(message.contains("goes on in a new piece"), "{message}");
+        let started: Vec<(usize, u64)> = read
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| match e {
+                turnscope::observe::Event::TurnStarted { turn, .. } => Some((i, *turn)),
+                _ => None,
+            })
+            .collect();
+        if let Some((first_turn, _)) = started.first() {
+            let opened = read
+                .iter()
+                .position(|e| matches!(e, turnscope::observe::Event::Session(s) if s.session == 1))
+                .expect("the session's opening");
+            assert!(opened < *first_turn, "{}", piece.display());
+        }
+        if started.iter().any(|(_, turn)| *turn == 5) {
+            with_the_last_line = started.iter().map(|(_, turn)| *turn).collect();
+        }
+    }
+    // The piece with the last line opened with the conversation's turns before it, told again.
+    assert_eq!(
+        with_the_last_line.last(),
+        Some(&5),
+        "{with_the_last_line:?}"
+    );
+    assert_eq!(
+        with_the_last_line.first(),
+        Some(&1),
+        "the opening tells the kept turns: {with_the_last_line:?}"
+    );
+    for (flags, says) in [
+        (
+            vec!["--headless", "--events-max-mib", "1"],
+            "no --events FILE",
+        ),
+        (
+            vec!["--headless", "--events", "-", "--events-max-mib", "1"],
+            "split -C 1M",
+        ),
+    ] {
+        let (code, _, err) = turnscope(&flags, &[]).await;
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(says), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// A store URL that is none (a setting it does not take, a database that is no number) exits
 /// 2 as a bad argument does, and so does `sessions list` against a Redis nothing answers, as
 /// the main mode does for it (both exited 1).

@@ -5,6 +5,10 @@
 //! itself: a conversation reopened from the store has its earlier turns told after its
 //! opening, so `turnscope replay` shows it whole, not from the turn it went on with.
 //! A file an earlier run recorded is kept: moved aside under a dated name before this run's.
+//! Given a size (`--events-max-mib`), the file is cut into pieces: past the size it is moved
+//! aside as the earlier recordings are, the piece before it (this run's) deleted, and a new
+//! piece begun with the server as it is then ([`Opening`]), so at most two pieces of a run
+//! are kept and each replays whole.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -23,21 +27,165 @@ use super::line::write_line;
 /// all but the rare ones it tells something after.
 pub type Retell = Arc<dyn Fn(&Event, &mut dyn FnMut(&Event)) + Send + Sync>;
 
+/// What a new piece of a recording cut by size begins with, told to the callback: the
+/// server as it is then (`server::viewers::open_pieces`), so the piece replays whole though
+/// its sessions were opened in an earlier one.
+pub type Opening = Arc<dyn Fn(&mut dyn FnMut(&Event)) + Send + Sync>;
+
+/// What the server tells the recorder once it is up ([`Recording::retell_with`],
+/// [`Recording::open_pieces_with`]): the recording starts before it.
+#[derive(Default)]
+pub struct Tellers {
+    retell: OnceLock<Retell>,
+    opening: OnceLock<Opening>,
+}
+
+/// Where the lines go: the file (or stdout) and how many bytes its current piece holds.
+struct Out {
+    writer: BufWriter<Box<dyn AsyncWrite + Send + Unpin>>,
+    bytes: u64,
+    lines: u64,
+}
+
+impl Out {
+    fn new(out: Box<dyn AsyncWrite + Send + Unpin>) -> Self {
+        Self {
+            writer: BufWriter::new(out),
+            bytes: 0,
+            lines: 0,
+        }
+    }
+
+    /// Writes `line` (whole lines); false when the writing failed.
+    async fn put(&mut self, line: &[u8]) -> bool {
+        if self.writer.write_all(line).await.is_err() {
+            return false;
+        }
+        self.bytes += line.len() as u64;
+        // A frame's journey is a line per crossing.
+        self.lines += line.iter().filter(|b| **b == b'\n').count() as u64;
+        true
+    }
+
+    /// Writes `event` as its line(s); false when the writing failed.
+    async fn event(&mut self, line: &mut Vec<u8>, event: &Event) -> bool {
+        line.clear();
+        !write_line(line, event) || self.put(line).await
+    }
+}
+
+/// A recording cut into pieces of at most `most` bytes (a burst of events past it: the cut
+/// comes between bursts): the piece before the current one, this run's, is kept; older ones
+/// are deleted.
+struct Pieces {
+    path: PathBuf,
+    most: u64,
+    before: Option<PathBuf>,
+}
+
+impl Pieces {
+    /// Begins a new piece when the current one passed its size: the current one moved aside
+    /// (dated, as an earlier run's recording is), the one before it deleted, and the new one
+    /// opened with what `opening` tells. Says it on stderr and in the new piece. `Err` when no
+    /// new piece could be made (the recording ends); a piece that could not be moved aside
+    /// is written on, uncut, from then on.
+    async fn cut(
+        &mut self,
+        out: &mut Out,
+        opening: Option<&Opening>,
+    ) -> Result<(), std::io::Error> {
+        if out.bytes < self.most {
+            return Ok(());
+        }
+        let _ = out.writer.flush().await;
+        let aside = match move_aside(&self.path) {
+            Ok(Some(aside)) => aside,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                tracing::warn!(
+                    "--events {}: not cut at {} MiB, written on whole from now on: {e}",
+                    self.path.display(),
+                    self.most >> 20
+                );
+                self.most = u64::MAX;
+                return Ok(());
+            }
+        };
+        let deleted = match self.before.replace(aside.clone()) {
+            Some(before) => match std::fs::remove_file(&before) {
+                Ok(()) => format!("; the piece before it, {}, was deleted", before.display()),
+                Err(e) => format!(
+                    "; the piece before it, {}, could not be deleted ({e}): delete it yourself",
+                    before.display()
+                ),
+            },
+            None => String::new(),
+        };
+        let file = crate::private_files::create(&self.path).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!(
+                    "--events {}: the recording stops: a new piece could not be made after {} \
+                     ({e})",
+                    self.path.display(),
+                    aside.display()
+                ),
+            )
+        })?;
+        *out = Out::new(Box::new(tokio::fs::File::from_std(file)));
+        let note = format!(
+            "--events {}: the file reached {} MiB (--events-max-mib), so this run's recording \
+             goes on in a new piece; the one before is kept as {}{deleted}. This piece opens \
+             with the sessions open now",
+            self.path.display(),
+            self.most >> 20,
+            aside.display()
+        );
+        // A warning: a piece of the recording was deleted.
+        tracing::warn!("{note}");
+        let mut line = Vec::with_capacity(256);
+        let told = Event::Log {
+            at_ms: super::event::now_us() / 1000,
+            level: "info".into(),
+            message: note,
+        };
+        let mut ok = out.event(&mut line, &told).await;
+        if let Some(opening) = opening {
+            let mut events = Vec::new();
+            opening(&mut |e| events.push(e.clone()));
+            for e in &events {
+                ok = ok && out.event(&mut line, e).await;
+            }
+        }
+        if ok {
+            Ok(())
+        } else {
+            Err(std::io::Error::other(format!(
+                "--events {}: the recording stops: its new piece could not be written",
+                self.path.display()
+            )))
+        }
+    }
+}
+
 /// Starts writing every event published on `bus` to `path` (`-` = stdout), and after each
-/// what `retell` (once set) tells of it. It flushes after each burst of events; once `stop`
+/// what the `tellers` retell (once set). It flushes after each burst of events; once `stop`
 /// is cancelled it writes what is still queued and ends, returning how many lines it wrote
-/// (events, retold ones and loss marks). A file that holds an earlier recording is moved
-/// aside first with [`Keep::MovedAside`] (a restart with the same flags would have emptied
-/// it, the run before lost): where it went is returned with the task.
+/// (events, retold ones and loss marks, in every piece). A file that holds an earlier
+/// recording is moved aside first with [`Keep::MovedAside`] (a restart with the same flags
+/// would have emptied it, the run before lost): where it went is returned with the task.
+/// With `most` bytes, the file is cut into pieces past it ([`Pieces`]; not stdout).
 pub async fn record(
     bus: &Bus,
     path: &Path,
     stop: CancellationToken,
-    retell: Arc<OnceLock<Retell>>,
+    tellers: Arc<Tellers>,
     keep: Keep,
+    most: Option<u64>,
 ) -> std::io::Result<(JoinHandle<u64>, Option<PathBuf>)> {
     let mut kept = None;
-    let out: Box<dyn AsyncWrite + Send + Unpin> = if path == Path::new("-") {
+    let to_stdout = path == Path::new("-");
+    let out: Box<dyn AsyncWrite + Send + Unpin> = if to_stdout {
         Box::new(tokio::io::stdout())
     } else {
         if keep == Keep::MovedAside {
@@ -52,11 +200,16 @@ pub async fn record(
         })?;
         Box::new(tokio::fs::File::from_std(file))
     };
+    let mut pieces = most.filter(|_| !to_stdout).map(|most| Pieces {
+        path: path.to_path_buf(),
+        most: most.max(1),
+        before: None,
+    });
     let mut sub = bus.subscribe_whole();
     Ok((
         tokio::spawn(async move {
-            let mut out = BufWriter::new(out);
-            let mut written = 0u64;
+            let mut out = Out::new(out);
+            let mut earlier = 0u64;
             let mut marked = 0u64;
             let mut line = Vec::with_capacity(256);
             let mut told: Vec<Event> = Vec::new();
@@ -68,23 +221,14 @@ pub async fn record(
                 let Some(event) = event else { break };
                 let mut next = Some(event);
                 while let Some(event) = next {
-                    line.clear();
-                    if write_line(&mut line, &event) {
-                        if out.write_all(&line).await.is_err() {
-                            return written;
-                        }
-                        // A frame's journey is a line per crossing.
-                        written += line.iter().filter(|b| **b == b'\n').count() as u64;
+                    if !out.event(&mut line, &event).await {
+                        return earlier + out.lines;
                     }
-                    if let Some(retell) = retell.get() {
+                    if let Some(retell) = tellers.retell.get() {
                         retell(&event, &mut |e| told.push(e.clone()));
                         for e in told.drain(..) {
-                            line.clear();
-                            if write_line(&mut line, &e) {
-                                if out.write_all(&line).await.is_err() {
-                                    return written;
-                                }
-                                written += 1;
+                            if !out.event(&mut line, &e).await {
+                                return earlier + out.lines;
                             }
                         }
                     }
@@ -98,18 +242,25 @@ pub async fn record(
                         lost,
                         "events recorder fell behind; the loss is marked in the file"
                     );
-                    line.clear();
-                    if write_line(&mut line, &lost_mark(lost)) {
-                        if out.write_all(&line).await.is_err() {
-                            return written;
-                        }
-                        written += 1;
+                    if !out.event(&mut line, &lost_mark(lost)).await {
+                        return earlier + out.lines;
                     }
                 }
-                let _ = out.flush().await;
+                let _ = out.writer.flush().await;
+                if let Some(pieces) = pieces.as_mut() {
+                    let before = out.lines;
+                    if let Err(e) = pieces.cut(&mut out, tellers.opening.get()).await {
+                        tracing::error!("{e}");
+                        return earlier + before;
+                    }
+                    if out.lines < before {
+                        earlier += before;
+                    }
+                    let _ = out.writer.flush().await;
+                }
             }
-            let _ = out.flush().await;
-            written
+            let _ = out.writer.flush().await;
+            earlier + out.lines
         }),
         kept,
     ))
@@ -222,11 +373,21 @@ pub enum Keep {
 pub struct Recording {
     stop: CancellationToken,
     task: Option<JoinHandle<u64>>,
-    retell: Arc<OnceLock<Retell>>,
+    tellers: Arc<Tellers>,
     kept_aside: Option<String>,
 }
 
+/// The size past which `--events` files are cut into pieces (`--events-max-mib`), for
+/// every recording this process starts: set once, at start, from the command line.
+static PIECE_BYTES: OnceLock<u64> = OnceLock::new();
+
 impl Recording {
+    /// Cuts every recording this process starts from now on into pieces of `bytes`
+    /// (`--events-max-mib`; see [`Pieces`]). Only the first call counts.
+    pub fn cut_into_pieces_of(bytes: u64) {
+        let _ = PIECE_BYTES.set(bytes);
+    }
+
     /// Starts recording `bus` to `path` when a path is given (an earlier run's recording
     /// there moved aside); otherwise records nothing.
     pub async fn start(bus: &Bus, path: Option<&Path>) -> std::io::Result<Self> {
@@ -240,11 +401,13 @@ impl Recording {
         keep: Keep,
     ) -> std::io::Result<Self> {
         let stop = CancellationToken::new();
-        let retell = Arc::new(OnceLock::new());
+        let tellers = Arc::new(Tellers::default());
         let mut kept_aside = None;
         let task = match path {
             Some(path) => {
-                let (task, aside) = record(bus, path, stop.clone(), retell.clone(), keep).await?;
+                let most = PIECE_BYTES.get().copied();
+                let (task, aside) =
+                    record(bus, path, stop.clone(), tellers.clone(), keep, most).await?;
                 if let Some(aside) = aside {
                     let note = aside_note(path, &aside);
                     bus.publish(Event::Log {
@@ -261,7 +424,7 @@ impl Recording {
         Ok(Self {
             stop,
             task,
-            retell,
+            tellers,
             kept_aside,
         })
     }
@@ -278,7 +441,13 @@ impl Recording {
     /// reopened in the instant between the server's start and this call), or after the
     /// sessions are gone (events still queued at shutdown), is written without retelling.
     pub fn retell_with(&self, retell: Retell) {
-        let _ = self.retell.set(retell);
+        let _ = self.tellers.retell.set(retell);
+    }
+
+    /// From now on, a new piece of a recording cut by size (`--events-max-mib`) begins with
+    /// what `opening` tells (the server as it is then). Only the first call counts.
+    pub fn open_pieces_with(&self, opening: Opening) {
+        let _ = self.tellers.opening.set(opening);
     }
 
     /// Writes what is still queued and stops (waiting at most 2 s).
@@ -301,9 +470,16 @@ mod tests {
         let path =
             std::env::temp_dir().join(format!("turnscope-rec-j-{}.jsonl", std::process::id()));
         let stop = CancellationToken::new();
-        let (task, _) = record(&bus, &path, stop.clone(), Arc::default(), Keep::MovedAside)
-            .await
-            .unwrap();
+        let (task, _) = record(
+            &bus,
+            &path,
+            stop.clone(),
+            Arc::default(),
+            Keep::MovedAside,
+            None,
+        )
+        .await
+        .unwrap();
         let hop = |from, to| crate::observe::Hop {
             from,
             to,
@@ -351,9 +527,16 @@ mod tests {
         let bus = Bus::new(4);
         let path = std::env::temp_dir().join(format!("turnscope-rec-{}.jsonl", std::process::id()));
         let stop = CancellationToken::new();
-        let (task, _) = record(&bus, &path, stop.clone(), Arc::default(), Keep::MovedAside)
-            .await
-            .unwrap();
+        let (task, _) = record(
+            &bus,
+            &path,
+            stop.clone(),
+            Arc::default(),
+            Keep::MovedAside,
+            None,
+        )
+        .await
+        .unwrap();
         // A burst far beyond the bus's capacity, published without yielding to the recorder.
         for n in 0..100u64 {
             bus.publish(Event::Log {

@@ -408,6 +408,14 @@ pub fn retell_reopened(sessions: Sessions) -> crate::observe::recorder::Retell {
     })
 }
 
+/// What opens each new piece of an `--events` recording that passed its size
+/// (`observe::recorder::Opening`): the server as a connecting viewer is told it (the replica,
+/// the bot's tools, each open session with its kept turns), so each piece replays whole.
+pub fn open_pieces(sessions: Sessions) -> crate::observe::recorder::Opening {
+    let started_us = now_us();
+    Arc::new(move |push| welcome::opening(&sessions, started_us, push))
+}
+
 /// The next event of the bus, or never while the hub rests (`None` subscription).
 async fn next_event(sub: &mut Option<Subscription>) -> Option<Arc<Event>> {
     match sub {

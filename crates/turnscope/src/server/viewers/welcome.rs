@@ -59,13 +59,55 @@ pub(super) fn preamble<'a>(
     started_us: u64,
     history: impl Iterator<Item = &'a Line> + Clone,
 ) -> (VecDeque<Bytes>, Skip) {
-    let mut first = VecDeque::new();
-    let mut push = |event: &Event| {
+    fn push_to(first: &mut VecDeque<Bytes>, event: &Event) {
         let mut line = Vec::with_capacity(256);
         if write_line(&mut line, event) {
             first.push_back(Bytes::from(line));
         }
-    };
+    }
+    let mut first = VecDeque::new();
+    let opened_in_history: HashSet<u64> = history
+        .clone()
+        .filter(|l| l.tag.opens == Opens::Session)
+        .map(|l| l.tag.session)
+        .collect();
+    let started_in_history: HashSet<(u64, u64)> = history
+        .clone()
+        .filter(|l| l.tag.opens == Opens::Turn)
+        .map(|l| (l.tag.session, l.tag.turn))
+        .collect();
+    let mut skip = Skip::default();
+    let gone = state_now(
+        sessions,
+        started_us,
+        &opened_in_history,
+        &started_in_history,
+        &mut skip,
+        &mut |event| push_to(&mut first, event),
+    );
+    for line in history {
+        if !skip.drops(&line.tag) {
+            first.push_back(line.bytes.clone());
+        }
+    }
+    for event in &gone {
+        push_to(&mut first, event);
+    }
+    (first, skip)
+}
+
+/// The server as it is now, as events told to `push`: the replica, the tools the bot offers
+/// its model, each open session (unless `opened` holds it: a kept line opens it) with its
+/// kept turns (unless `started` holds them), each noted in `skip`. Returns the sessions'
+/// clients gone, to be told last (a turn's start tells a viewer someone speaks into it again).
+fn state_now(
+    sessions: &Sessions,
+    started_us: u64,
+    opened: &HashSet<u64>,
+    started: &HashSet<(u64, u64)>,
+    skip: &mut Skip,
+    push: &mut dyn FnMut(&Event),
+) -> Vec<Event> {
     let replica = sessions.replica();
     let open = sessions.list();
     push(&Event::Replica(ReplicaEvent {
@@ -90,21 +132,10 @@ pub(super) fn preamble<'a>(
     if !offered.is_empty() {
         push(&Event::ToolSet(crate::bot::wire::tool_set(&offered)));
     }
-    let opened_in_history: HashSet<u64> = history
-        .clone()
-        .filter(|l| l.tag.opens == Opens::Session)
-        .map(|l| l.tag.session)
-        .collect();
-    let started_in_history: HashSet<(u64, u64)> = history
-        .clone()
-        .filter(|l| l.tag.opens == Opens::Turn)
-        .map(|l| (l.tag.session, l.tag.turn))
-        .collect();
-    let mut skip = Skip::default();
     let now = now_us();
     let mut gone = Vec::new();
     for session in open {
-        if !opened_in_history.contains(&session.number) {
+        if !opened.contains(&session.number) {
             skip.sessions.insert(session.number);
             push(&Event::Session(SessionEvent {
                 session: session.number,
@@ -118,8 +149,7 @@ pub(super) fn preamble<'a>(
                 greeting: session.bot().greeting().map(str::to_string),
             }));
         }
-        // Its client let go of it meanwhile (that line may be gone from the history): told
-        // last, after its turns (a turn's start tells a viewer someone speaks into it again).
+        // Its client let go of it meanwhile (that line may be gone from the history).
         if let Some((client, at_us)) = session.client_gone() {
             gone.push(Event::ClientGone {
                 session: session.number,
@@ -129,7 +159,7 @@ pub(super) fn preamble<'a>(
             });
         }
         for turn in session.turns() {
-            if started_in_history.contains(&(session.number, turn.id)) {
+            if started.contains(&(session.number, turn.id)) {
                 continue;
             }
             let finished = turn.is_done();
@@ -142,18 +172,24 @@ pub(super) fn preamble<'a>(
             });
         }
     }
-    for line in history {
-        if !skip.drops(&line.tag) {
-            first.push_back(line.bytes.clone());
-        }
-    }
+    gone
+}
+
+/// What opens a new piece of an `--events` recording (`observe::recorder::Opening`): the
+/// server as a viewer connecting now would be told it, with no history, so `turnscope replay`
+/// opens the piece with every open session and its kept turns.
+pub(super) fn opening(sessions: &Sessions, started_us: u64, push: &mut dyn FnMut(&Event)) {
+    let gone = state_now(
+        sessions,
+        started_us,
+        &HashSet::new(),
+        &HashSet::new(),
+        &mut Skip::default(),
+        push,
+    );
     for event in &gone {
-        let mut line = Vec::with_capacity(256);
-        if write_line(&mut line, event) {
-            first.push_back(Bytes::from(line));
-        }
+        push(event);
     }
-    (first, skip)
 }
 
 /// A kept turn as events: its start, and when it finished its reply (as one `model → output`
