@@ -86,21 +86,22 @@ struct Pieces {
 impl Pieces {
     /// Begins a new piece when the current one passed its size: the current one moved aside
     /// (dated, as an earlier run's recording is), the one before it deleted, and the new one
-    /// opened with what `opening` tells. Says it on stderr and in the new piece. `Err` when no
-    /// new piece could be made (the recording ends); a piece that could not be moved aside
-    /// is written on, uncut, from then on.
+    /// opened with what `opening` tells. Says it on stderr and in the new piece. Returns the
+    /// lines the piece it ended held, if it cut; `Err` when no new piece could be made (the
+    /// recording ends); a piece that could not be moved aside is written on, uncut, from then
+    /// on.
     async fn cut(
         &mut self,
         out: &mut Out,
         opening: Option<&Opening>,
-    ) -> Result<(), std::io::Error> {
+    ) -> Result<Option<u64>, std::io::Error> {
         if out.bytes < self.most {
-            return Ok(());
+            return Ok(None);
         }
         let _ = out.writer.flush().await;
         let aside = match move_aside(&self.path) {
             Ok(Some(aside)) => aside,
-            Ok(None) => return Ok(()),
+            Ok(None) => return Ok(None),
             Err(e) => {
                 tracing::warn!(
                     "--events {}: not cut at {} MiB, written on whole from now on: {e}",
@@ -108,7 +109,7 @@ impl Pieces {
                     self.most >> 20
                 );
                 self.most = u64::MAX;
-                return Ok(());
+                return Ok(None);
             }
         };
         let deleted = match self.before.replace(aside.clone()) {
@@ -132,7 +133,7 @@ impl Pieces {
                 ),
             )
         })?;
-        *out = Out::new(Box::new(tokio::fs::File::from_std(file)));
+        let ended = std::mem::replace(out, Out::new(Box::new(tokio::fs::File::from_std(file))));
         let note = format!(
             "--events {}: the file reached {} MiB (--events-max-mib), so this run's recording \
              goes on in a new piece; the one before is kept as {}{deleted}. This piece opens \
@@ -158,7 +159,7 @@ impl Pieces {
             }
         }
         if ok {
-            Ok(())
+            Ok(Some(ended.lines))
         } else {
             Err(std::io::Error::other(format!(
                 "--events {}: the recording stops: its new piece could not be written",
@@ -248,13 +249,13 @@ pub async fn record(
                 }
                 let _ = out.writer.flush().await;
                 if let Some(pieces) = pieces.as_mut() {
-                    let before = out.lines;
-                    if let Err(e) = pieces.cut(&mut out, tellers.opening.get()).await {
-                        tracing::error!("{e}");
-                        return earlier + before;
-                    }
-                    if out.lines < before {
-                        earlier += before;
+                    match pieces.cut(&mut out, tellers.opening.get()).await {
+                        Ok(Some(ended)) => earlier += ended,
+                        Ok(None) => {}
+                        Err(e) => {
+                            tracing::error!("{e}");
+                            return earlier + out.lines;
+                        }
                     }
                     let _ = out.writer.flush().await;
                 }
