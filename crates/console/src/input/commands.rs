@@ -10,6 +10,7 @@ use crate::state::Source;
 use crate::view::console::{Console, Notice};
 use crate::view::filter::FrameFilter;
 use crate::view::frames::FrameLine;
+use crate::view::hand_calls::Mode;
 use crate::view::ids::{ORDER, PaneId};
 use crate::view::keys::{self, Command};
 use crate::view::line_edit::LineEdit;
@@ -514,6 +515,14 @@ impl Console {
             PaneId::Transcript | PaneId::Input => self.scroll_transcript(-delta),
             PaneId::Frames => self.frame_step(delta),
             PaneId::Progress => scroll_back(&self.progress.back, -delta),
+            // The wheel over a form or the list of calls scrolls it (and its answer), not the
+            // tool list under it.
+            PaneId::Tools if matches!(self.tools.hand.mode, Mode::Form(_)) => {
+                self.scroll_form(delta)
+            }
+            PaneId::Tools if matches!(self.tools.hand.mode, Mode::Calls) => {
+                self.scroll_calls(delta)
+            }
             PaneId::Tools if delta.abs() == PAGE => scroll_fwd(&self.tools.scroll, delta),
             PaneId::Tools => {
                 self.tools.nav.step(delta, self.state.tools.len());

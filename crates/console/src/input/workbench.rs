@@ -18,7 +18,7 @@ use crate::view::form::{Form, FormKey};
 use crate::view::hand_calls::{Mode, Outcome, Shown};
 use crate::view::keys::{self, Command};
 use crate::view::line_edit::Edit;
-use crate::view::nav::{PAGE, scroll_back};
+use crate::view::nav::{Follow, PAGE, scroll_back};
 use crate::view::resend::{RequestEditor, VariantsPick};
 
 /// Rows below which opening a form zooms the Tools pane.
@@ -36,6 +36,7 @@ impl Console {
             }
             KeyCode::Char('h') => {
                 self.tools.hand.mode = Mode::Calls;
+                self.tools.hand.follow.set(Follow::Cursor);
                 // The list and a call's answer need room, as a form does.
                 if self.areas.get().inspector.height < FORM_ROOM {
                     self.zoom = true;
@@ -121,6 +122,9 @@ impl Console {
             } else {
                 -PAGE
             };
+            // The answer scrolls to its end; the field comes back in sight at the next key
+            // that moves or edits.
+            form.follow.set(Follow::Free);
             scroll_back(&form.scroll, d);
             return None;
         }
@@ -159,6 +163,7 @@ impl Console {
                     });
                     return None;
                 }
+                form.follow.set(Follow::Answer);
                 let tool = form.tool.clone();
                 let arguments = form.arguments();
                 Some(self.hand_call(tool, arguments))
@@ -199,6 +204,7 @@ impl Console {
                     });
                     return None;
                 }
+                self.tools.hand.follow.set(Follow::Answer);
                 if let Some(id) = self.tools.hand.rerun_saved(call.id) {
                     self.notice = Some(Notice {
                         text: format!("calling {}…", call.tool),
@@ -255,13 +261,14 @@ impl Console {
                 }
             },
             _ => match keys::command(key) {
-                Some(Command::Up) => self.tools.hand.nav.step(-1, len),
-                Some(Command::Down) => self.tools.hand.nav.step(1, len),
-                Some(Command::PageUp) => self.tools.hand.nav.step(-PAGE, len),
-                Some(Command::PageDown) => self.tools.hand.nav.step(PAGE, len),
-                Some(Command::Home) => self.tools.hand.nav.cursor = 0,
-                Some(Command::End) => self.tools.hand.nav.step(isize::MAX / 2, len),
-                Some(Command::Help) => self.help.open = true,
+                Some(Command::Up) => self.step_call(-1),
+                Some(Command::Down) => self.step_call(1),
+                // PgUp/PgDn scroll the list and the selected call's answer, to its end.
+                Some(Command::PageUp) => self.scroll_calls(-PAGE),
+                Some(Command::PageDown) => self.scroll_calls(PAGE),
+                Some(Command::Home) => self.step_call(-(len as isize)),
+                Some(Command::End) => self.step_call(len as isize),
+                Some(Command::Help) => self.help.show(),
                 Some(Command::Quit) => return self.quit(),
                 Some(Command::NextPane) => self.cycle(1),
                 Some(Command::PrevPane) => self.cycle(-1),
@@ -272,6 +279,29 @@ impl Console {
             },
         }
         None
+    }
+
+    /// Moves the list's selection by `delta` calls, keeping it in sight.
+    fn step_call(&mut self, delta: isize) {
+        let len = self.tools.hand.calls.len();
+        self.tools.hand.nav.step(delta, len);
+        self.tools.hand.follow.set(Follow::Cursor);
+    }
+
+    /// Scrolls the list of calls (and the selected one's answer) by `delta` rows, the
+    /// selection left where it is.
+    pub(crate) fn scroll_calls(&mut self, delta: isize) {
+        self.tools.hand.follow.set(Follow::Free);
+        scroll_back(&self.tools.scroll, delta);
+    }
+
+    /// Scrolls the open form (and its answer) by `delta` rows, the field edited left where
+    /// it is.
+    pub(crate) fn scroll_form(&mut self, delta: isize) {
+        if let Mode::Form(form) = &self.tools.hand.mode {
+            form.follow.set(Follow::Free);
+            scroll_back(&form.scroll, delta);
+        }
     }
 
     /// Cancels hand call `id` (in flight) and says so.

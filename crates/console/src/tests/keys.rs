@@ -1675,6 +1675,7 @@ fn a_hand_call_the_tool_never_answered_is_said_apart_from_its_error_and_counts_a
     press(&mut c, KeyCode::Char('z'));
     assert_eq!(c.zoom, zoomed);
     let shown: Vec<String> = crate::draw::panes::hand_call::calls_lines(&c, 100)
+        .lines
         .iter()
         .map(ToString::to_string)
         .collect();
@@ -1688,6 +1689,7 @@ fn a_hand_call_the_tool_never_answered_is_said_apart_from_its_error_and_counts_a
     assert!(!shown.contains("isError"), "{shown}");
     // In a narrow pane (the console at 100 columns) the keys wrap under the title, whole.
     let narrow: Vec<String> = crate::draw::panes::hand_call::calls_lines(&c, 40)
+        .lines
         .iter()
         .map(ToString::to_string)
         .collect();

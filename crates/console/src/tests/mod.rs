@@ -2,7 +2,8 @@
 //! pane's sort and filter ([`sessions`]), folding ([`state`]), the bounds over a long session
 //! ([`bounds`], from [`long`]), replay stepping ([`tape`]), stored sessions ([`stored`]), the `e` report ([`export`]), screens too small for the panes ([`narrow`]), the
 //! first screens at 80×24 and 160×48 ([`screens`]), and insta snapshots of each pane and whole
-//! screens ([`snapshot`], files in `snapshots/`) from the fixed state of [`fixture`].
+//! screens ([`snapshot`], files in `snapshots/`) from the fixed state of [`fixture`], and the
+//! workbench's hand calls ([`workbench`]).
 
 mod bounds;
 mod export;
@@ -16,3 +17,4 @@ mod snapshot;
 mod state;
 mod stored;
 mod tape;
+mod workbench;

@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 use turnscope::tools::validate::{ArgError, ArgsCheck};
 
 use super::line_edit::{Edit, LineEdit};
+use super::nav::Follow;
 
 /// How a text field sent as `""` shows.
 pub const EMPTY_TEXT: &str = "\"\" (empty text)";
@@ -167,6 +168,9 @@ pub struct Form {
     pub unchecked: Option<String>,
     /// Lines scrolled down, kept in range by the drawing.
     pub scroll: Cell<usize>,
+    /// What the drawing keeps in sight: the field edited after a key that moves or edits,
+    /// the answer after a send, nothing after PgUp/PgDn or the wheel.
+    pub follow: Cell<Follow>,
     check: ArgsCheck,
     /// Each field's problem (its text is not a value yet) and what the schema says of the
     /// arguments as they stand.
@@ -229,6 +233,7 @@ impl Form {
             cursor: 0,
             unchecked: check.problem().map(str::to_string),
             scroll: Cell::new(0),
+            follow: Cell::new(Follow::Cursor),
             check,
             problems: Vec::new(),
         };
@@ -318,6 +323,9 @@ impl Form {
         match key.code {
             KeyCode::Esc => return FormKey::Close,
             KeyCode::Enter => return FormKey::Send,
+            _ => self.follow.set(Follow::Cursor),
+        }
+        match key.code {
             KeyCode::Up | KeyCode::BackTab => {
                 self.cursor = self.cursor.saturating_sub(1);
                 return FormKey::Handled;
@@ -386,6 +394,7 @@ impl Form {
         if matches!(f.kind, FieldKind::Bool | FieldKind::Choice(_)) {
             return;
         }
+        self.follow.set(Follow::Cursor);
         if f.text.paste(text) == Edit::Changed {
             self.recheck();
         }
@@ -403,6 +412,7 @@ impl Form {
             .to_string();
         if let Some(i) = self.fields.iter().position(|f| f.name == name) {
             self.cursor = i;
+            self.follow.set(Follow::Cursor);
         }
     }
 }

@@ -6,6 +6,7 @@
 //! Bounded: [`CALLS_KEPT`] calls, each result's text cut to [`RESULT_KEPT`] bytes; at most
 //! [`SAVED_KEPT`] saved calls.
 
+use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -15,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use turnscope::tools::hand::HandResult;
 
 use super::form::Form;
-use super::nav::ListNav;
+use super::nav::{Follow, ListNav};
 
 /// Hand calls kept in the list (the oldest unsaved one goes first).
 pub const CALLS_KEPT: usize = 50;
@@ -167,6 +168,9 @@ pub struct HandCalls {
     pub calls: VecDeque<HandCall>,
     /// The call under the cursor in the list.
     pub nav: ListNav,
+    /// What the list's drawing keeps in sight: the selected call after ↑↓, its answer after
+    /// it is run again, nothing after PgUp/PgDn or the wheel (the scroll is the pane's).
+    pub follow: Cell<Follow>,
     /// What the pane shows.
     pub mode: Mode,
     /// The id of the call the form last sent (its answer shows under the form).

@@ -415,6 +415,7 @@ pub fn owner_hints(owner: KeyOwner, read_only: bool) -> Vec<(&'static str, &'sta
             ("← → Space", "choose"),
             ("Del", "empty text"),
             ("Enter", "call"),
+            ("PgUp/PgDn", "answer"),
             ("Esc", "cancel/close"),
         ],
         KeyOwner::Calls => vec![
@@ -423,6 +424,7 @@ pub fn owner_hints(owner: KeyOwner, read_only: bool) -> Vec<(&'static str, &'sta
             ("e", "edit"),
             ("s", "save/forget"),
             ("x", "cancel"),
+            ("PgUp/PgDn", "answer"),
             ("Esc", "back"),
         ],
         KeyOwner::Editor => vec![

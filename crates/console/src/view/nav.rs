@@ -1,5 +1,6 @@
 //! Positions in lists and scrolled text, shared by the panes' view states: [`ListNav`] (a
-//! cursor and its scroll), [`TurnPick`] (the turn view's turn), `scroll_back`, `PAGE`.
+//! cursor and its scroll), [`TurnPick`] (the turn view's turn), [`Follow`] (what a scrolled
+//! view with a cursor keeps in sight), `scroll_back`, `PAGE`.
 
 use std::cell::Cell;
 
@@ -41,6 +42,22 @@ impl ListNav {
         let last = len.saturating_sub(1) as isize;
         self.cursor = (self.cursor as isize + delta).clamp(0, last.max(0)) as usize;
     }
+}
+
+/// What a scrolled view holding a cursor and an answer (the hand-call form, the list of hand
+/// calls) keeps in sight as it is drawn. Set by the keys: the drawing clamps the scroll only
+/// to what this names, so PgUp/PgDn and the wheel can take it anywhere, the answer's end
+/// included.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Follow {
+    /// The cursor's row (the field edited, the call selected): after a key that moves between
+    /// fields or calls, or edits a field.
+    #[default]
+    Cursor,
+    /// The answer's first row, when it is below the screen: after a call is sent.
+    Answer,
+    /// Nothing: the scroll stays where PgUp/PgDn or the wheel put it.
+    Free,
 }
 
 /// The turn the turn view (the waterfall) shows.

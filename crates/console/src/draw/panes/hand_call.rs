@@ -16,8 +16,19 @@ use turnscope::tools::Unanswered;
 /// Lines the arguments as they would be sent may take under the form.
 const ARGS_LINES: usize = 4;
 
+/// A workbench view's lines, with the rows its scroll may be asked to keep in sight
+/// ([`Follow`](crate::view::nav::Follow)).
+pub struct Scrolled {
+    /// Every line, `w` cells wide.
+    pub lines: Vec<Line<'static>>,
+    /// The row of the field edited or the call selected (`▶`).
+    pub cursor: Option<usize>,
+    /// The first row of the answer shown (or of the wait for it).
+    pub answer: Option<usize>,
+}
+
 /// The form's lines, `w` cells wide.
-pub fn form_lines(c: &Console, form: &Form, w: usize) -> Vec<Line<'static>> {
+pub fn form_lines(c: &Console, form: &Form, w: usize) -> Scrolled {
     let t = &c.theme;
     let mut out = vec![Line::from(vec![
         Span::styled(format!("call {}", form.tool), t.title),
@@ -38,8 +49,12 @@ pub fn form_lines(c: &Console, form: &Form, w: usize) -> Vec<Line<'static>> {
         .max()
         .unwrap_or(4)
         .min(w / 3);
+    let mut cursor = None;
     for (i, f) in form.fields.iter().enumerate() {
         let here = i == form.cursor;
+        if here {
+            cursor = Some(out.len());
+        }
         let problems = form.problems_of(&f.name);
         let mark = if f.required { "*" } else { " " };
         let label = format!(
@@ -135,8 +150,10 @@ pub fn form_lines(c: &Console, form: &Form, w: usize) -> Vec<Line<'static>> {
             }
         }
     }
+    let mut answer = None;
     if let Some(call) = c.tools.hand.last_sent.and_then(|id| c.tools.hand.get(id)) {
         out.push(Line::default());
+        answer = Some(out.len());
         if call.arguments == form.arguments() {
             out.extend(outcome_lines(c, call, w, "Esc"));
         } else {
@@ -155,11 +172,15 @@ pub fn form_lines(c: &Console, form: &Form, w: usize) -> Vec<Line<'static>> {
             );
         }
     }
-    out
+    Scrolled {
+        lines: out,
+        cursor,
+        answer,
+    }
 }
 
 /// The list of hand calls and the selected one's answer.
-pub fn calls_lines(c: &Console, w: usize) -> Vec<Line<'static>> {
+pub fn calls_lines(c: &Console, w: usize) -> Scrolled {
     let t = &c.theme;
     let hand = &c.tools.hand;
     let saved = hand.calls.iter().filter(|c| c.saved).count();
@@ -184,8 +205,13 @@ pub fn calls_lines(c: &Console, w: usize) -> Vec<Line<'static>> {
             "  none yet: Enter on a tool opens its form",
             t.dim,
         ));
-        return out;
+        return Scrolled {
+            lines: out,
+            cursor: None,
+            answer: None,
+        };
     }
+    let mut cursor = None;
     for (i, call) in hand.calls.iter().enumerate() {
         let state = match &call.outcome {
             None => "saved".to_string(),
@@ -228,16 +254,23 @@ pub fn calls_lines(c: &Console, w: usize) -> Vec<Line<'static>> {
             Span::styled(state, t.dim),
         ]);
         out.push(if i == hand.nav.cursor {
+            cursor = Some(out.len());
             line.patch_style(t.selected)
         } else {
             line
         });
     }
+    let mut answer = None;
     if let Some(call) = hand.selected() {
         out.push(Line::default());
+        answer = Some(out.len());
         out.extend(outcome_lines(c, call, w, "x"));
     }
-    out
+    Scrolled {
+        lines: out,
+        cursor,
+        answer,
+    }
 }
 
 /// A time waited, to a tenth of a second.

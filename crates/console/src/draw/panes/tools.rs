@@ -10,9 +10,11 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
+use super::hand_call::Scrolled;
 use crate::state::{Source, ToolView};
 use crate::text::{truncate, width, wrap, wrap_line};
 use crate::view::console::Console;
+use crate::view::nav::Follow;
 
 /// Splits the inspector's inside, below the sources line, into the tool list and the
 /// detail (the mouse uses this too).
@@ -201,37 +203,53 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     let w = inner.width as usize;
     use crate::view::hand_calls::Mode;
     let height = inner.height as usize;
-    let (lines, scroll_cell, cursor_line) = match &c.tools.hand.mode {
+    let (view, scroll_cell, follow) = match &c.tools.hand.mode {
         Mode::Detail => return draw_detail(f, inner, c, tool),
-        Mode::Form(form) => {
-            let lines = super::hand_call::form_lines(c, form, w);
-            // Keep the field being edited in sight.
-            let at = lines
-                .iter()
-                .position(|l| l.spans.first().is_some_and(|s| s.content.starts_with('▶')));
-            (lines, &form.scroll, at)
-        }
-        Mode::Calls => {
-            let lines = super::hand_call::calls_lines(c, w);
-            // The selected call's row (the header above it may take more than one line).
-            let at = lines
-                .iter()
-                .position(|l| l.spans.first().is_some_and(|s| s.content.starts_with('▶')));
-            (lines, &c.tools.scroll, at)
-        }
+        Mode::Form(form) => (
+            super::hand_call::form_lines(c, form, w),
+            &form.scroll,
+            form.follow.get(),
+        ),
+        Mode::Calls => (
+            super::hand_call::calls_lines(c, w),
+            &c.tools.scroll,
+            c.tools.hand.follow.get(),
+        ),
     };
-    let max = lines.len().saturating_sub(height);
-    let mut scroll = scroll_cell.get().min(max);
-    if let Some(at) = cursor_line {
-        if at < scroll {
-            scroll = at;
-        } else if height > 0 && at >= scroll + height {
-            scroll = at + 1 - height;
-        }
-    }
+    let scroll = scrolled(&view, scroll_cell.get(), follow, height);
     scroll_cell.set(scroll);
-    let shown: Vec<Line> = lines.into_iter().skip(scroll).collect();
+    let shown: Vec<Line> = view.lines.into_iter().skip(scroll).take(height).collect();
     f.render_widget(Paragraph::new(shown), inner);
+}
+
+/// Where a form or the list of calls is scrolled to, `height` rows shown: `scroll` kept in
+/// range (the last row can reach the bottom), and moved only as far as `follow` asks, so
+/// PgUp/PgDn take it anywhere (tour S: it was pulled back to the field edited at each draw,
+/// and a long answer could not be read).
+fn scrolled(view: &Scrolled, scroll: usize, follow: Follow, height: usize) -> usize {
+    let max = view.lines.len().saturating_sub(height);
+    let mut scroll = scroll.min(max);
+    match follow {
+        Follow::Cursor => {
+            if let Some(at) = view.cursor {
+                if at < scroll {
+                    scroll = at;
+                } else if height > 0 && at >= scroll + height {
+                    scroll = at + 1 - height;
+                }
+            }
+        }
+        // The answer's head at the top once it is off the screen; the rest by PgDn.
+        Follow::Answer => {
+            if let Some(at) = view.answer
+                && (at < scroll || at >= scroll + height)
+            {
+                scroll = at.min(max);
+            }
+        }
+        Follow::Free => {}
+    }
+    scroll
 }
 
 /// Draws the selected tool's detail into `inner`: wrapped once per tool list, tool and width

@@ -1,0 +1,144 @@
+//! The workbench's hand calls, without a terminal: a long answer read to its end under the
+//! form and in the list of calls (PgUp/PgDn and the wheel), one call of a form at a time,
+//! selections that stay on their call and their tool while the lists change, and the
+//! project's saved-calls file merged with the edits made to it meanwhile.
+
+use crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers, MouseEvent};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use serde_json::json;
+use turnscope::tools::ToolOutcome;
+use turnscope::tools::hand::HandResult;
+
+use crate::input::actions::Action;
+use crate::tests::fixture::console;
+use crate::view::console::Console;
+use crate::view::keys::KeyOwner;
+
+fn press(c: &mut Console, code: KeyCode) -> Option<Action> {
+    c.handle(&TermEvent::Key(KeyEvent::new(code, KeyModifiers::NONE)))
+}
+
+fn type_text(c: &mut Console, text: &str) {
+    for ch in text.chars() {
+        press(c, KeyCode::Char(ch));
+    }
+}
+
+/// The whole screen, `w`×`h`, as the loop draws it (a notice gone: its box covers rows).
+fn screen(c: &mut Console, w: u16, h: u16) -> String {
+    c.notice = None;
+    c.before_draw();
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("terminal");
+    terminal.draw(|f| crate::draw::draw(f, c)).expect("draw");
+    terminal.backend().to_string()
+}
+
+/// A tool's answer of `lines` numbered lines.
+fn long_answer(tool: &str, lines: usize) -> HandResult {
+    let text: Vec<String> = (1..=lines)
+        .map(|i| format!("line {i:04} lorem ipsum"))
+        .collect();
+    HandResult {
+        tool: tool.into(),
+        source: "builtin".into(),
+        arguments: json!({"text": "x"}),
+        outcome: ToolOutcome::ok(text.join("\n")),
+        duration: std::time::Duration::from_millis(7),
+        unchecked: None,
+    }
+}
+
+/// The Tools pane, echo's form open (the built-in, second in the list), `text` typed and sent:
+/// the call's id.
+fn call_echo(c: &mut Console, text: &str) -> u64 {
+    press(c, KeyCode::Esc);
+    press(c, KeyCode::Char('6'));
+    press(c, KeyCode::Char('g'));
+    press(c, KeyCode::Char('j'));
+    press(c, KeyCode::Enter);
+    assert_eq!(c.key_owner(), KeyOwner::Form);
+    type_text(c, text);
+    match press(c, KeyCode::Enter) {
+        Some(Action::HandCall { id, .. }) => id,
+        other => panic!("a call, not {other:?}"),
+    }
+}
+
+/// A 200-line answer under the form is read to its end with PgDn at 80×24 (tour S H1: the
+/// scroll was pulled back to the field edited at each draw, so PgDn stopped once that field
+/// reached the top and the answer's end was never seen); the next key typed brings the field
+/// back in sight.
+#[test]
+fn a_long_answer_under_the_form_scrolls_to_its_end_and_typing_brings_the_field_back() {
+    let mut c = console();
+    let id = call_echo(&mut c, "x");
+    c.hand_call_done(id, Ok(long_answer("echo", 200)));
+    let first = screen(&mut c, 80, 24);
+    assert!(
+        first.contains("result of echo"),
+        "the answer's head is brought in sight once it came: {first}"
+    );
+    for _ in 0..30 {
+        press(&mut c, KeyCode::PageDown);
+        screen(&mut c, 80, 24);
+    }
+    let end = screen(&mut c, 80, 24);
+    assert!(end.contains("line 0200 lorem ipsum"), "{end}");
+    press(&mut c, KeyCode::PageUp);
+    let back = screen(&mut c, 80, 24);
+    assert!(!back.contains("line 0200"), "PgUp scrolls back: {back}");
+    type_text(&mut c, "y");
+    let typed = screen(&mut c, 80, 24);
+    assert!(
+        typed.contains("▶*text"),
+        "the field edited is in sight: {typed}"
+    );
+}
+
+/// The wheel over the form scrolls it and its answer, not the tool list under it.
+#[test]
+fn the_wheel_over_the_form_scrolls_its_answer() {
+    let mut c = console();
+    let id = call_echo(&mut c, "x");
+    c.hand_call_done(id, Ok(long_answer("echo", 200)));
+    screen(&mut c, 80, 24);
+    let area = c.areas.get().inspector;
+    let cursor = c.tools.nav.cursor;
+    for _ in 0..80 {
+        c.handle(&TermEvent::Mouse(MouseEvent {
+            kind: crossterm::event::MouseEventKind::ScrollDown,
+            column: area.x + area.width - 5,
+            row: area.y + 5,
+            modifiers: KeyModifiers::NONE,
+        }));
+        screen(&mut c, 80, 24);
+    }
+    let end = screen(&mut c, 80, 24);
+    assert!(end.contains("line 0200 lorem ipsum"), "{end}");
+    assert_eq!(c.tools.nav.cursor, cursor, "the tool selected stays");
+}
+
+/// In the list of hand calls (`h`), PgDn scrolls the selected call's answer to its end (it
+/// moved the selection, and the answer's end was out of reach: tour S H1); ↑↓ move the
+/// selection and bring it back in sight.
+#[test]
+fn the_list_of_calls_scrolls_the_selected_answer_to_its_end() {
+    let mut c = console();
+    let id = call_echo(&mut c, "x");
+    c.hand_call_done(id, Ok(long_answer("echo", 200)));
+    press(&mut c, KeyCode::Esc);
+    press(&mut c, KeyCode::Char('h'));
+    assert_eq!(c.key_owner(), KeyOwner::Calls);
+    screen(&mut c, 80, 24);
+    for _ in 0..30 {
+        press(&mut c, KeyCode::PageDown);
+        screen(&mut c, 80, 24);
+    }
+    let end = screen(&mut c, 80, 24);
+    assert!(end.contains("line 0200 lorem ipsum"), "{end}");
+    assert_eq!(c.tools.hand.nav.cursor, 0, "the selection stays");
+    press(&mut c, KeyCode::Up);
+    let back = screen(&mut c, 80, 24);
+    assert!(back.contains("▶  echo("), "{back}");
+}
