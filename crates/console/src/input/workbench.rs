@@ -113,6 +113,12 @@ impl Console {
             .hand
             .last_sent
             .filter(|id| self.tools.hand.in_flight(*id));
+        let waited = in_flight
+            .and_then(|id| match self.tools.hand.get(id)?.outcome {
+                Some(Outcome::InFlight(at)) => Some(at.elapsed()),
+                _ => None,
+            })
+            .unwrap_or_default();
         let Mode::Form(form) = &mut self.tools.hand.mode else {
             return None;
         };
@@ -158,6 +164,20 @@ impl Console {
                             } else {
                                 String::new()
                             }
+                        ),
+                        error: true,
+                    });
+                    return None;
+                }
+                // One call of the form at a time: a second Enter (a key pressed twice) would
+                // run a side-effecting tool twice, and Esc cancels only the latest.
+                if in_flight.is_some() {
+                    self.notice = Some(Notice {
+                        text: format!(
+                            "not sent again: {} is still running ({:.1} s); Esc cancels it, or \
+                             wait for its answer",
+                            form.tool,
+                            waited.as_secs_f64()
                         ),
                         error: true,
                     });

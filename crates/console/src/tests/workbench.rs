@@ -13,6 +13,7 @@ use turnscope::tools::hand::HandResult;
 use crate::input::actions::Action;
 use crate::tests::fixture::console;
 use crate::view::console::Console;
+use crate::view::hand_calls::Mode;
 use crate::view::keys::KeyOwner;
 
 fn press(c: &mut Console, code: KeyCode) -> Option<Action> {
@@ -141,4 +142,30 @@ fn the_list_of_calls_scrolls_the_selected_answer_to_its_end() {
     press(&mut c, KeyCode::Up);
     let back = screen(&mut c, 80, 24);
     assert!(back.contains("▶  echo("), "{back}");
+}
+
+/// A second Enter while the form's call is in flight sends nothing (tour S M2: each Enter sent
+/// one more call, and Esc cancelled only the last); once it is answered, Enter calls again.
+#[test]
+fn enter_while_the_forms_call_is_in_flight_sends_nothing_and_says_why() {
+    let mut c = console();
+    let id = call_echo(&mut c, "once");
+    assert_eq!(press(&mut c, KeyCode::Enter), None);
+    assert_eq!(press(&mut c, KeyCode::Enter), None);
+    assert_eq!(c.tools.hand.calls.len(), 1, "one call made");
+    let notice = c.notice.clone().expect("a notice");
+    assert!(
+        notice.error
+            && notice
+                .text
+                .starts_with("not sent again: echo is still running"),
+        "{notice:?}"
+    );
+    assert!(notice.text.contains("Esc cancels it"), "{notice:?}");
+    c.hand_call_done(id, Ok(long_answer("echo", 1)));
+    assert!(matches!(
+        press(&mut c, KeyCode::Enter),
+        Some(Action::HandCall { .. })
+    ));
+    assert!(matches!(c.tools.hand.mode, Mode::Form(_)));
 }
