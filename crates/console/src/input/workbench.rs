@@ -194,6 +194,8 @@ impl Console {
     /// Lists the call and asks the loop to make it.
     fn hand_call(&mut self, tool: String, arguments: Value) -> Action {
         let id = self.tools.hand.started(&tool, arguments.clone());
+        // The call just made is the one `h` then shows selected (`s` saves it).
+        self.tools.hand.select(Some(id));
         self.tools.hand.last_sent = Some(id);
         self.notice = Some(Notice {
             text: format!("calling {tool}…"),
@@ -236,9 +238,7 @@ impl Console {
                         arguments: call.arguments.to_string(),
                     });
                 }
-                let action = self.hand_call(call.tool, call.arguments);
-                self.tools.hand.nav.cursor = 0;
-                return Some(action);
+                return Some(self.hand_call(call.tool, call.arguments));
             }
             KeyCode::Char('e') => {
                 let call = self.tools.hand.selected()?.clone();

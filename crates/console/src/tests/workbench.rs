@@ -169,3 +169,82 @@ fn enter_while_the_forms_call_is_in_flight_sends_nothing_and_says_why() {
     ));
     assert!(matches!(c.tools.hand.mode, Mode::Form(_)));
 }
+
+/// The list's selection stays on its call as calls are added above it, and a call made from
+/// the form is the one selected then (tour S M1: the cursor kept its row, so `s` meant to save
+/// the new call forgot the saved one that had slid under it).
+#[test]
+fn the_selected_call_stays_the_same_call_and_a_new_call_is_selected() {
+    let mut c = console();
+    let saved =
+        r#"{"calls": [{"tool": "echo", "arguments": {"text": "plan"}}, {"tool": "clock"}]}"#;
+    c.tools.hand.load(saved).unwrap();
+    // Listed newest first: clock, then echo "plan"; the cursor on echo.
+    c.tools.hand.nav.cursor = 1;
+    c.tools.hand.started("clock", json!({}));
+    let selected = c.tools.hand.selected().unwrap();
+    assert_eq!(
+        (selected.tool.as_str(), &selected.arguments),
+        ("echo", &json!({"text": "plan"}))
+    );
+    // A call from the form: `h` shows it selected, and `s` saves that one.
+    let id = call_echo(&mut c, "new");
+    press(&mut c, KeyCode::Esc);
+    press(&mut c, KeyCode::Esc);
+    press(&mut c, KeyCode::Char('h'));
+    assert_eq!(c.tools.hand.selected().map(|c| c.id), Some(id));
+    assert!(matches!(
+        press(&mut c, KeyCode::Char('s')),
+        Some(Action::SaveCalls { toggled }) if toggled == id
+    ));
+    let saved: Vec<String> = c
+        .tools
+        .hand
+        .calls
+        .iter()
+        .filter(|c| c.saved)
+        .map(|c| c.arguments.to_string())
+        .collect();
+    assert_eq!(saved, [r#"{"text":"new"}"#, "{}", r#"{"text":"plan"}"#]);
+}
+
+/// A new tool list keeps the same tool selected, not the same row (tour S M1: a tool added
+/// above by `tools/list_changed`, or one moved to the skipped ones, left the cursor on another
+/// tool, whose form Enter then opened).
+#[test]
+fn the_selected_tool_stays_selected_when_the_tool_list_changes() {
+    let mut c = console();
+    let name_at = |c: &Console| c.state.tools[c.tools.nav.cursor].name.clone();
+    c.tools.nav.cursor = c
+        .state
+        .tools
+        .iter()
+        .position(|t| t.name == "fetch")
+        .unwrap();
+    let mut tools = crate::tests::fixture::tools();
+    tools.insert(
+        0,
+        turnscope::tools::ToolSpec {
+            name: "added".into(),
+            description: "Added by tools/list_changed.".into(),
+            input_schema: json!({"type": "object"}),
+            source: "mcp:files".into(),
+        },
+    );
+    c.state.set_tools(&tools);
+    c.settle();
+    assert_eq!(name_at(&c), "fetch");
+    // Moved to the skipped ones: still the same tool.
+    tools.retain(|t| t.name != "fetch");
+    c.state.set_tools_and_skips(
+        &tools,
+        &[turnscope::tools::merge::Skip {
+            tool: "fetch".into(),
+            source: "mcp:web".into(),
+            reason: turnscope::tools::merge::SkipReason::TakenBy("builtin".into()),
+        }],
+    );
+    c.settle();
+    assert_eq!(name_at(&c), "fetch");
+    assert!(c.state.tools[c.tools.nav.cursor].skipped.is_some());
+}

@@ -252,6 +252,8 @@ impl Console {
         if let Some(i) = rows.iter().position(|r| Some(r.0) == self.selected) {
             self.sessions_list.nav.cursor = i;
         }
+        self.tools
+            .follow_list(self.state.tools_generation(), &self.state.tools);
         let tools = self.state.tools.len();
         self.tools.nav.step(0, tools);
     }

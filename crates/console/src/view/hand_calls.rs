@@ -238,8 +238,10 @@ impl HandCalls {
         self.next_id
     }
 
-    /// A call sent now: listed first, in flight; returns its id.
+    /// A call sent now: listed first, in flight; returns its id. The list's selection stays
+    /// on the call it was on.
     pub fn started(&mut self, tool: &str, arguments: Value) -> u64 {
+        let kept = self.selected().map(|c| c.id);
         let id = self.id();
         self.calls.push_front(HandCall {
             tool: tool.to_string(),
@@ -261,7 +263,17 @@ impl HandCalls {
                 None => break,
             }
         }
+        self.select(kept);
         id
+    }
+
+    /// Puts the list's cursor on call `id` (by identity: rows move as calls come and go);
+    /// one no longer listed leaves it on the same row, within the list.
+    pub fn select(&mut self, id: Option<u64>) {
+        if let Some(i) = id.and_then(|id| self.calls.iter().position(|c| c.id == id)) {
+            self.nav.cursor = i;
+        }
+        self.nav.step(0, self.calls.len());
     }
 
     /// A saved call run again: its own row goes in flight (a saved call keeps one row, showing

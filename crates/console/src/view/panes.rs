@@ -68,6 +68,41 @@ pub struct ToolsView {
     /// The selected tool's detail wrapped as last drawn, kept while the tool list, the cursor
     /// and the width stay as they were (so a redraw costs the rows on screen).
     pub detail: RefCell<ToolDetailLines>,
+    /// The tool list the cursor points into: its generation and each tool's (source, name),
+    /// so a new list (`tools/list_changed`, a tool skipped) keeps the same tool selected
+    /// rather than the same row ([`ToolsView::follow_list`]).
+    listed: (u64, Vec<(String, String)>),
+}
+
+impl ToolsView {
+    /// Keeps the cursor on the tool it was on when the list changed (`generation` counts the
+    /// lists, `tools` is the new one): the same source and name, else the same name, else the
+    /// same row.
+    pub fn follow_list(&mut self, generation: u64, tools: &[crate::state::ToolView]) {
+        if self.listed.0 == generation {
+            return;
+        }
+        let picked = self.listed.1.get(self.nav.cursor).cloned();
+        if let Some((source, name)) = picked {
+            let at = tools
+                .iter()
+                .position(|t| t.source == source && t.name == name)
+                .or_else(|| tools.iter().position(|t| t.name == name));
+            if let Some(i) = at {
+                if i != self.nav.cursor {
+                    self.scroll.set(0);
+                }
+                self.nav.cursor = i;
+            }
+        }
+        self.listed = (
+            generation,
+            tools
+                .iter()
+                .map(|t| (t.source.clone(), t.name.clone()))
+                .collect(),
+        );
+    }
 }
 
 /// The Tools pane's detail lines, wrapped for (the tool list's generation, the cursor, the
