@@ -20,7 +20,7 @@ use turnscope::tools::hand::{self, HandResult};
 use crate::input::actions::Action;
 use crate::state::variants::RequestKey;
 use crate::view::console::{Console, Notice};
-use crate::view::hand_calls::SAVED_FILE;
+use crate::view::hand_calls::{SAVED_FILE, parse_saved};
 
 /// How a hand call ended: (call id, the result or why it was not made).
 pub type HandDone = (u64, Result<HandResult, String>);
@@ -171,29 +171,89 @@ pub(crate) fn take_in_saved(console: &mut Console, dir: &Path) -> Result<(), Str
     }
 }
 
-/// Writes the saved calls after call `toggled` was saved or forgotten. A file that did not
-/// load is read again first: still not one, it is left as it is and the toggle taken back (a
-/// person's hand-edited file is never written over); fixed, its calls join the list; gone, the
-/// file is ours to write.
+/// Writes the saved calls after call `toggled` was saved or forgotten. The file is read again
+/// first, since the person may have edited it while the console ran: its calls are the base,
+/// the toggle is applied to them, and the list takes in what was added there and lets go of
+/// what was taken out ([`HandCalls::merge_saved`](crate::view::hand_calls::HandCalls::merge_saved)).
+/// One that does not load (or cannot be read) is left as it is and the toggle taken back (a
+/// person's hand-edited file is never written over); gone, the file is ours to write.
 pub fn save_calls(console: &mut Console, dir: &Path, toggled: u64) {
-    if console.tools.hand.file_refused.is_some()
-        && let Err(why) = take_in_saved(console, dir)
-    {
-        console.tools.hand.untoggle_saved(toggled);
-        console.notice = Some(Notice {
-            text: format!(
-                "not saved: {why}; it was left as it is. Fix it (or move it away) and press s again"
-            ),
-            error: true,
-        });
-        return;
-    }
-    if let Err(e) = write_saved(dir, &console.tools.hand.saved_file()) {
+    let hand = &mut console.tools.hand;
+    let now = match read_saved(dir) {
+        None => Ok(None),
+        Some(Ok(text)) => parse_saved(&text).map(Some),
+        Some(Err(e)) => Err(format!("cannot read {SAVED_FILE}: {e}")),
+    };
+    let file = match now {
+        Ok(file) => {
+            hand.file_refused = None;
+            file
+        }
+        Err(why) => {
+            hand.untoggle_saved(toggled);
+            hand.file_refused = Some(why.clone());
+            console.notice = Some(Notice {
+                text: format!(
+                    "not saved: {why}; it was left as it is. Fix it (or move it away) and press s \
+                     again"
+                ),
+                error: true,
+            });
+            return;
+        }
+    };
+    let merged = match hand.merge_saved(file, toggled) {
+        Ok(merged) => merged,
+        Err(why) => {
+            console.notice = Some(Notice {
+                text: format!("not saved: {why}"),
+                error: true,
+            });
+            return;
+        }
+    };
+    if let Err(e) = write_saved(dir, &merged.text) {
         console.tools.hand.untoggle_saved(toggled);
         console.notice = Some(Notice {
             text: format!("not saved: {e}; the call stays listed here"),
             error: true,
         });
+        return;
+    }
+    if merged.taken_in + merged.gone > 0 {
+        let saved = console.tools.hand.get(toggled).is_some_and(|c| c.saved);
+        let mut edits = Vec::new();
+        if merged.taken_in > 0 {
+            edits.push(format!(
+                "{} added there {} listed (★)",
+                calls(merged.taken_in),
+                if merged.taken_in == 1 { "is" } else { "are" }
+            ));
+        }
+        if merged.gone > 0 {
+            edits.push(format!(
+                "{} taken out there {} no longer saved",
+                calls(merged.gone),
+                if merged.gone == 1 { "is" } else { "are" }
+            ));
+        }
+        console.notice = Some(Notice {
+            text: format!(
+                "{} {SAVED_FILE}, which was edited meanwhile; its edits are kept: {}",
+                if saved { "saved in" } else { "forgotten in" },
+                edits.join(", ")
+            ),
+            error: false,
+        });
+    }
+}
+
+/// `n` calls, in words.
+fn calls(n: usize) -> String {
+    if n == 1 {
+        "1 call".into()
+    } else {
+        format!("{n} calls")
     }
 }
 

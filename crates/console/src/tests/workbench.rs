@@ -248,3 +248,114 @@ fn the_selected_tool_stays_selected_when_the_tool_list_changes() {
     assert_eq!(name_at(&c), "fetch");
     assert!(c.state.tools[c.tools.nav.cursor].skipped.is_some());
 }
+
+/// A fresh project folder with a `.turnscope` in it.
+fn project(name: &str) -> std::path::PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("turnscope-workbench-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join(".turnscope")).unwrap();
+    dir
+}
+
+/// The tools the project's file holds, in its order.
+fn file_tools(file: &std::path::Path) -> Vec<String> {
+    let text = std::fs::read_to_string(file).unwrap();
+    crate::view::hand_calls::parse_saved(&text)
+        .unwrap()
+        .calls
+        .into_iter()
+        .map(|c| format!("{}{}", c.tool, c.arguments))
+        .collect()
+}
+
+/// Saves (or forgets) the call `id` as `s` in the list does, and writes the file.
+fn toggle(c: &mut Console, dir: &std::path::Path, id: u64) {
+    c.tools.hand.select(Some(id));
+    let (toggled, _) = c.tools.hand.toggle_saved().expect("toggled");
+    crate::run::workbench::save_calls(c, dir, toggled);
+}
+
+/// `s` reads the project's file again: calls added to it by hand while the console ran are
+/// kept and listed, calls taken out of it are saved no more, and a file broken since the start
+/// is left as it is (tour S H2: the file was written from memory, the hand-added calls lost,
+/// the broken file rewritten without a word).
+#[test]
+fn saving_keeps_the_edits_made_to_the_file_while_the_console_ran() {
+    let dir = project("merge");
+    let file = dir.join(crate::view::hand_calls::SAVED_FILE);
+    std::fs::write(
+        &file,
+        r#"{"calls": [{"tool": "plan_trip", "arguments": {"city": "Oslo"}}]}"#,
+    )
+    .unwrap();
+    let mut c = console();
+    crate::run::workbench::take_in_saved(&mut c, &dir).unwrap();
+    // Edited in another shell: two calls added.
+    std::fs::write(
+        &file,
+        r#"{"calls": [{"tool": "plan_trip", "arguments": {"city": "Oslo"}}, {"tool": "get-sum", "arguments": {"a": 40, "b": 2}}, {"tool": "clock"}]}"#,
+    )
+    .unwrap();
+    let echo = c.tools.hand.started("echo", json!({"text": "hi"}));
+    toggle(&mut c, &dir, echo);
+    assert_eq!(
+        file_tools(&file),
+        [
+            r#"plan_trip{"city":"Oslo"}"#,
+            r#"get-sum{"a":40,"b":2}"#,
+            "clock{}",
+            r#"echo{"text":"hi"}"#
+        ]
+    );
+    let listed: Vec<&str> = c
+        .tools
+        .hand
+        .calls
+        .iter()
+        .filter(|c| c.saved)
+        .map(|c| c.tool.as_str())
+        .collect();
+    assert_eq!(listed.len(), 4, "{listed:?}");
+    let notice = c.notice.clone().unwrap();
+    assert!(
+        !notice.error && notice.text.contains("2 calls added there are listed"),
+        "{notice:?}"
+    );
+    // Taken out there: clock (never run here) goes from the list; forgetting echo keeps the
+    // rest of the file as it is.
+    std::fs::write(
+        &file,
+        r#"{"calls": [{"tool": "get-sum", "arguments": {"a": 40, "b": 2}}, {"tool": "plan_trip", "arguments": {"city": "Oslo"}}, {"tool": "echo", "arguments": {"text": "hi"}}]}"#,
+    )
+    .unwrap();
+    toggle(&mut c, &dir, echo);
+    assert_eq!(
+        file_tools(&file),
+        [r#"get-sum{"a":40,"b":2}"#, r#"plan_trip{"city":"Oslo"}"#]
+    );
+    assert!(!c.tools.hand.calls.iter().any(|c| c.tool == "clock"));
+    let notice = c.notice.clone().unwrap();
+    assert!(
+        notice
+            .text
+            .contains("1 call taken out there is no longer saved"),
+        "{notice:?}"
+    );
+    assert!(!c.tools.hand.get(echo).unwrap().saved, "echo forgotten");
+    // Broken after the start: left as it is, and the save taken back.
+    let broken = r#"{"calls": [{"tool": "get-sum", "arguments": {"a": 40, "b": 2}}],}"#;
+    std::fs::write(&file, broken).unwrap();
+    toggle(&mut c, &dir, echo);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), broken);
+    assert!(!c.tools.hand.get(echo).unwrap().saved);
+    let notice = c.notice.clone().unwrap();
+    assert!(
+        notice.error
+            && notice
+                .text
+                .starts_with("not saved: .turnscope/calls.json is not"),
+        "{notice:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

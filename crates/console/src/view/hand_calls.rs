@@ -1,7 +1,8 @@
 //! The Tools pane's workbench: the hand calls made from the console (newest first, each one
 //! re-runnable and editable), the calls saved in the project (`.turnscope/calls.json`, read at
-//! start and written when a call is saved or forgotten), and what the pane shows (a tool's
-//! detail, its form, or the list of calls).
+//! start, and read again and merged with when a call is saved or forgotten, since the person
+//! may edit it meanwhile), and what the pane shows (a tool's detail, its form, or the list of
+//! calls).
 //!
 //! Bounded: [`CALLS_KEPT`] calls, each result's text cut to [`RESULT_KEPT`] bytes; at most
 //! [`SAVED_KEPT`] saved calls.
@@ -141,6 +142,39 @@ fn no_arguments() -> Value {
     Value::Object(serde_json::Map::new())
 }
 
+impl SavedCall {
+    /// Call `call` as the file holds it.
+    fn of(call: &HandCall) -> SavedCall {
+        SavedCall {
+            tool: call.tool.clone(),
+            arguments: call.arguments.clone(),
+        }
+    }
+}
+
+/// The project's file read from `text`.
+///
+/// # Errors
+/// The text is not a saved-calls file; the message says what is expected.
+pub fn parse_saved(text: &str) -> Result<SavedFile, String> {
+    serde_json::from_str(text).map_err(|e| {
+        format!(
+            "{SAVED_FILE} is not a saved-calls file ({e}); expected {{\"calls\": [{{\"tool\": \"name\", \"arguments\": {{…}}}}]}}"
+        )
+    })
+}
+
+/// What [`HandCalls::merge_saved`] made of the file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Merged {
+    /// The file to write.
+    pub text: String,
+    /// Calls the file held that the list did not (added to it by hand meanwhile).
+    pub taken_in: usize,
+    /// Calls the list had saved that the file no longer holds (taken out by hand meanwhile).
+    pub gone: usize,
+}
+
 /// The project's file: `{"calls": [{"tool": …, "arguments": {…}}, …]}`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -194,12 +228,8 @@ impl HandCalls {
     /// # Errors
     /// The text is not a saved-calls file; the message says what is expected.
     pub fn load(&mut self, text: &str) -> Result<usize, String> {
-        let file: SavedFile = serde_json::from_str(text).map_err(|e| {
-            let why = format!(
-                "{SAVED_FILE} is not a saved-calls file ({e}); expected {{\"calls\": [{{\"tool\": \"name\", \"arguments\": {{…}}}}]}}"
-            );
+        let file = parse_saved(text).inspect_err(|why| {
             self.file_refused = Some(why.clone());
-            why
         })?;
         self.file_refused = None;
         let n = file.calls.len();
@@ -214,6 +244,97 @@ impl HandCalls {
             });
         }
         Ok(n)
+    }
+
+    /// The project's file to write after call `toggled` was saved or forgotten, and the list
+    /// brought in line with it. `file` is the file as it is now (`None`: there is none): the
+    /// person may have edited it since it was read, so it is the base, and only the toggle is
+    /// applied to it (a call saved is added unless the file holds it already, one forgotten
+    /// is taken out); its calls the list lacks are listed (saved), and the list's saved calls
+    /// it no longer holds are saved no more (listed only while they ran here). No file: the
+    /// list's saved calls are written.
+    ///
+    /// # Errors
+    /// Saving would put more than [`SAVED_KEPT`] calls in the file (the toggle is taken back).
+    pub fn merge_saved(&mut self, file: Option<SavedFile>, toggled: u64) -> Result<Merged, String> {
+        let Some(file) = file else {
+            return Ok(Merged {
+                text: self.saved_file(),
+                taken_in: 0,
+                gone: 0,
+            });
+        };
+        let Some(call) = self.get(toggled).cloned() else {
+            return Err(format!(
+                "the call to save is no longer listed (over {CALLS_KEPT})"
+            ));
+        };
+        let same = |a: &SavedCall, b: &HandCall| a.tool == b.tool && a.arguments == b.arguments;
+        let mut calls = file.calls;
+        if call.saved {
+            let in_file = calls.iter().filter(|f| same(f, &call)).count();
+            let listed = self
+                .calls
+                .iter()
+                .filter(|c| c.saved && c.id != toggled && same(&SavedCall::of(c), &call))
+                .count();
+            if in_file <= listed {
+                if calls.len() >= SAVED_KEPT {
+                    self.untoggle_saved(toggled);
+                    return Err(format!(
+                        "{SAVED_FILE} holds {} calls already (at most {SAVED_KEPT}); forget one \
+                         (s) or take one out of the file first",
+                        calls.len()
+                    ));
+                }
+                calls.push(SavedCall::of(&call));
+            }
+        } else if let Some(i) = calls.iter().rposition(|f| same(f, &call)) {
+            calls.remove(i);
+        }
+        // The list in line with the file: each of its calls matched to a saved row, or listed.
+        let kept = self.selected().map(|c| c.id);
+        let mut matched: Vec<u64> = Vec::new();
+        let mut taken_in = 0;
+        for entry in calls.iter().rev() {
+            let row = self
+                .calls
+                .iter()
+                .find(|c| c.saved && !matched.contains(&c.id) && same(entry, c))
+                .map(|c| c.id);
+            match row {
+                Some(id) => matched.push(id),
+                None => {
+                    let id = self.id();
+                    self.calls.push_back(HandCall {
+                        tool: entry.tool.clone(),
+                        arguments: entry.arguments.clone(),
+                        outcome: None,
+                        saved: true,
+                        id,
+                    });
+                    matched.push(id);
+                    taken_in += 1;
+                }
+            }
+        }
+        let mut gone = 0;
+        for c in self.calls.iter_mut() {
+            if c.saved && !matched.contains(&c.id) {
+                c.saved = false;
+                gone += 1;
+            }
+        }
+        // A saved call the file no longer holds, never run here, was listed for the file only.
+        self.calls
+            .retain(|c| c.saved || c.outcome.is_some() || c.id == toggled);
+        self.select(kept);
+        let text = serde_json::to_string_pretty(&SavedFile { calls }).unwrap_or_default() + "\n";
+        Ok(Merged {
+            text,
+            taken_in,
+            gone,
+        })
     }
 
     /// The saved calls as the project's file, oldest first.
