@@ -160,7 +160,8 @@ impl Field {
 pub struct Form {
     /// The tool called.
     pub tool: String,
-    /// Its fields, required ones first, in the schema's order.
+    /// Its fields, required ones first, each group by name (the workspace's `serde_json` keeps
+    /// objects sorted, so the schema's own order is gone before here).
     pub fields: Vec<Field>,
     /// The field being edited.
     pub cursor: usize,
@@ -436,10 +437,16 @@ fn field(name: &str, schema: &Value, required: bool) -> Field {
         picked: None,
         empty_text: false,
     };
-    let start = f.default.clone().or_else(|| match (&f.kind, required) {
-        (FieldKind::Json, true) => Some(skeleton(schema)),
-        _ => None,
-    });
+    // A `null` default (pydantic's `Optional[T] = None`) is what sending nothing gives: the
+    // field starts empty, typed as its one other type.
+    let start = f
+        .default
+        .clone()
+        .filter(|d| !d.is_null())
+        .or_else(|| match (&f.kind, required) {
+            (FieldKind::Json, true) => Some(skeleton(schema)),
+            _ => None,
+        });
     fill(&mut f, start.as_ref());
     if f.picked.is_none() && f.required {
         // A required choice starts on its first value.
@@ -481,19 +488,26 @@ fn fill(f: &mut Field, value: Option<&Value>) {
 }
 
 /// How a property is edited: by its `type`, its `enum`, or its `oneOf`/`anyOf` of constants
-/// (how schemars and pydantic write an enum whose values carry descriptions); JSON otherwise.
+/// (how schemars and pydantic write an enum whose values carry descriptions); a `oneOf`/`anyOf`
+/// of one schema and `{"type": "null"}` (how pydantic writes `Optional[T]`) as that one schema,
+/// as `"type": ["T", "null"]` is; JSON otherwise.
 fn kind_of(schema: &Value) -> FieldKind {
     if let Some(values) = schema.get("enum").and_then(Value::as_array) {
         return FieldKind::Choice(values.clone());
     }
     for key in ["oneOf", "anyOf"] {
         if let Some(branches) = schema.get(key).and_then(Value::as_array) {
-            let consts: Option<Vec<Value>> =
-                branches.iter().map(|b| b.get("const").cloned()).collect();
+            let real: Vec<&Value> = branches.iter().filter(|b| !is_null_type(b)).collect();
+            let consts: Option<Vec<Value>> = real.iter().map(|b| b.get("const").cloned()).collect();
             if let Some(values) = consts
                 && !values.is_empty()
             {
                 return FieldKind::Choice(values);
+            }
+            if let [one] = real.as_slice()
+                && real.len() < branches.len()
+            {
+                return kind_of(one);
             }
         }
     }
@@ -520,6 +534,12 @@ fn kind_of(schema: &Value) -> FieldKind {
         Some("boolean") => FieldKind::Bool,
         _ => FieldKind::Json,
     }
+}
+
+/// Whether a `oneOf`/`anyOf` branch takes only `null` (`{"type": "null"}`).
+fn is_null_type(branch: &Value) -> bool {
+    branch.get("type").and_then(Value::as_str) == Some("null")
+        || branch.get("const") == Some(&Value::Null)
 }
 
 /// A typed whole number: any that fits 64 bits (signed, or unsigned above `i64::MAX`); a
@@ -674,6 +694,56 @@ mod tests {
         assert_eq!(form.arguments(), json!({"n": 2}));
         let again = Form::new("echo", &schema, Some(&json!({"text": "", "n": 1})));
         assert_eq!(again.arguments(), json!({"n": 1, "text": ""}));
+    }
+
+    /// `Optional[...]` parameters as the Python MCP SDK (pydantic) writes them: `anyOf` of the
+    /// type and `{"type": "null"}`, `default: null`. Each is edited as its one type, starts
+    /// empty (nothing sent: the default), and a typed email needs no quotes (tour S M3: they
+    /// were JSON fields prefilled `null`).
+    #[test]
+    fn pydantic_optional_parameters_are_edited_as_their_one_type() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "email": {"anyOf": [{"type": "string", "format": "email"}, {"type": "null"}], "default": null, "title": "Email"},
+                "count": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": null},
+                "ratio": {"oneOf": [{"type": "null"}, {"type": "number"}]},
+                "color": {"anyOf": [{"enum": ["red", "green"], "type": "string"}, {"type": "null"}], "default": null},
+                "size": {"anyOf": [{"const": "S"}, {"const": "M"}, {"type": "null"}]},
+                "either": {"anyOf": [{"type": "integer"}, {"type": "string"}]}
+            }
+        });
+        let mut form = Form::new("kinds", &schema, None);
+        let kind = |form: &Form, name: &str| {
+            form.fields
+                .iter()
+                .find(|f| f.name == name)
+                .map(|f| f.kind.clone())
+                .unwrap()
+        };
+        assert_eq!(kind(&form, "email"), FieldKind::Text);
+        assert_eq!(kind(&form, "count"), FieldKind::Integer);
+        assert_eq!(kind(&form, "ratio"), FieldKind::Number);
+        assert_eq!(
+            kind(&form, "color"),
+            FieldKind::Choice(vec![json!("red"), json!("green")])
+        );
+        assert_eq!(
+            kind(&form, "size"),
+            FieldKind::Choice(vec![json!("S"), json!("M")])
+        );
+        assert_eq!(kind(&form, "either"), FieldKind::Json, "two real types");
+        assert_eq!(form.arguments(), json!({}), "nothing sent: the defaults");
+        assert!(form.problems().is_empty(), "{:?}", form.problems());
+        form.cursor = form.fields.iter().position(|f| f.name == "email").unwrap();
+        type_text(&mut form, "al@example.com");
+        form.cursor = form.fields.iter().position(|f| f.name == "count").unwrap();
+        type_text(&mut form, "3");
+        assert!(form.problems().is_empty(), "{:?}", form.problems());
+        assert_eq!(
+            form.arguments(),
+            json!({"email": "al@example.com", "count": 3})
+        );
     }
 
     /// Space on an optional yes/no shown `false` (its default) makes it `true`, as the docs
