@@ -84,7 +84,14 @@ async fn tools_call_against_the_fixture_server_with_each_exit_code() {
     );
     assert_eq!(done["structuredContent"]["guests"], 3);
     assert_eq!(done["source"], "fixture");
-    assert!(done["bytes"].as_u64().unwrap() > 0 && done["ms"].as_f64().is_some());
+    // Its size is its text's, as the console's hand calls and the transcript say it (not the
+    // JSON of its content and structuredContent: tour S M4).
+    assert_eq!(
+        done["bytes"],
+        "3 nights in Oslo for 3 (imperial)".len(),
+        "{done}"
+    );
+    assert!(done["ms"].as_f64().is_some());
 
     let (code, failed, err) =
         tools(&p.0, &["call", "fail", "--args", r#"{"message": "boom"}"#]).await;

@@ -77,7 +77,7 @@ impl Shown {
             is_error: result.outcome.is_error,
             content,
             structured,
-            bytes: result.outcome.text.len(),
+            bytes: result.bytes(),
             duration: result.duration,
             unanswered: result.outcome.unanswered.as_deref().cloned(),
         }
