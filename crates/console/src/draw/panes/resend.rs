@@ -306,12 +306,15 @@ pub fn comparison(
             t.dim,
         ),
     ]));
-    out.extend(word_diff(
-        &c.theme,
-        &old_text,
-        &new_text,
-        w.saturating_sub(2),
-    ));
+    // A failed variant has no text: the recorded one all marked gone would say nothing.
+    if !(v.answer.error.is_some() && new_text.is_empty()) {
+        out.extend(word_diff(
+            &c.theme,
+            &old_text,
+            &new_text,
+            w.saturating_sub(2),
+        ));
+    }
     if !v.answer.reasoning.is_empty() {
         out.push(Line::default());
         out.push(Line::styled("variant's reasoning", t.accent));
@@ -348,28 +351,77 @@ fn side_by_side(
         .collect()
 }
 
+/// The word diff of two texts as styled pieces: what both have as it is, each run of changes
+/// as one `[-gone words-]{+new words+}` (a space between changed words belongs to the run, so
+/// a changed sentence reads as one mark, not word by word), the spaces around a run kept
+/// outside its marks so words never glue to it.
+fn word_marks(t: &Theme, old: &str, new: &str) -> Vec<(String, Style)> {
+    let diff = TextDiff::from_words(old, new);
+    let changes: Vec<(ChangeTag, &str)> = diff
+        .iter_all_changes()
+        .map(|c| (c.tag(), c.value()))
+        .collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < changes.len() {
+        let (tag, value) = changes[i];
+        if tag == ChangeTag::Equal {
+            out.push((value.to_string(), t.text));
+            i += 1;
+            continue;
+        }
+        let (mut gone, mut added) = (String::new(), String::new());
+        while let Some(&(tag, value)) = changes.get(i) {
+            match tag {
+                ChangeTag::Delete => gone.push_str(value),
+                ChangeTag::Insert => added.push_str(value),
+                // Only spaces between two changes: inside the run, on both sides.
+                ChangeTag::Equal
+                    if value.trim().is_empty()
+                        && changes
+                            .get(i + 1)
+                            .is_some_and(|(next, _)| *next != ChangeTag::Equal) =>
+                {
+                    gone.push_str(value);
+                    added.push_str(value);
+                }
+                ChangeTag::Equal => break,
+            }
+            i += 1;
+        }
+        let (gone_word, added_word) = (gone.trim(), added.trim());
+        if gone_word.is_empty() && added_word.is_empty() {
+            // Only spacing changed: the variant's, unmarked.
+            out.push((added, t.text));
+            continue;
+        }
+        // The spaces at the run's edges, outside its marks (the variant's, when it has words).
+        let side = if added_word.is_empty() { &gone } else { &added };
+        let lead = side[..side.len() - side.trim_start().len()].to_string();
+        let tail = side[side.trim_end().len()..].to_string();
+        if !lead.is_empty() {
+            out.push((lead, t.text));
+        }
+        if !gone_word.is_empty() {
+            out.push((format!("[-{gone_word}-]"), t.error));
+        }
+        if !added_word.is_empty() {
+            out.push((format!("{{+{added_word}+}}"), t.ok));
+        }
+        if !tail.is_empty() {
+            out.push((tail, t.text));
+        }
+    }
+    out
+}
+
 /// The word diff of two texts, wrapped to `w` cells under a two-cell indent.
 fn word_diff(t: &Theme, old: &str, new: &str, w: usize) -> Vec<Line<'static>> {
-    let diff = TextDiff::from_words(old, new);
     let mut lines: Vec<Line<'static>> = Vec::new();
     let mut current: Vec<Span<'static>> = vec![Span::raw("  ")];
     let mut used = 2;
     let w = w.max(12);
-    // Runs of one kind of change read as one mark: `[-three gone words-]`.
-    let mut runs: Vec<(ChangeTag, String)> = Vec::new();
-    for change in diff.iter_all_changes() {
-        match runs.last_mut() {
-            Some((tag, text)) if *tag == change.tag() => text.push_str(change.value()),
-            _ => runs.push((change.tag(), change.value().to_string())),
-        }
-    }
-    for (tag, value) in runs {
-        let (text, style) = match tag {
-            ChangeTag::Equal => (value, t.text),
-            ChangeTag::Delete | ChangeTag::Insert if value.trim().is_empty() => (value, t.text),
-            ChangeTag::Delete => (format!("[-{}-]", value.trim()), t.error),
-            ChangeTag::Insert => (format!("{{+{}+}}", value.trim()), t.ok),
-        };
+    for (text, style) in word_marks(t, old, new) {
         for (i, part) in text.split('\n').enumerate() {
             if i > 0 {
                 lines.push(Line::from(std::mem::replace(
@@ -414,6 +466,41 @@ fn word_diff(t: &Theme, old: &str, new: &str, w: usize) -> Vec<Line<'static>> {
 mod tests {
     use super::{Theme, word_diff};
     use crate::text::width;
+
+    fn diff_text(old: &str, new: &str) -> String {
+        word_diff(&Theme::default(), old, new, 200)
+            .iter()
+            .map(|l| {
+                l.spans
+                    .iter()
+                    .map(|s| s.content.as_ref())
+                    .collect::<String>()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// A run of changed words reads as one mark, the spaces around it kept (tour S M6: marks
+    /// alternated word by word, and `{+au Français,+}je` glued the next word on).
+    #[test]
+    fn a_run_of_changed_words_is_one_mark_and_keeps_its_spaces() {
+        assert_eq!(
+            diff_text("C'est la vie, les mots clés.", "La fin de la France"),
+            "  [-C'est la vie, les mots clés.-]{+La fin de la France+}"
+        );
+        assert_eq!(
+            diff_text(
+                "Bonjour, je ne sais pas.",
+                "Bonjour, au Français, je ne suis pas."
+            ),
+            "  Bonjour, {+au Français,+} je ne [-sais-]{+suis+} pas."
+        );
+        assert_eq!(
+            diff_text("I'm sorry for that", "2 + 3 = 5 for that"),
+            "  [-I'm sorry-]{+2 + 3 = 5+} for that"
+        );
+        assert_eq!(diff_text("a b", "a  b"), "  a  b", "spacing only: unmarked");
+    }
 
     #[test]
     fn a_mark_wider_than_the_pane_wraps_and_loses_no_word() {
