@@ -277,3 +277,54 @@ async fn an_edited_system_prompt_is_resent_beside_the_recorded_answer_and_the_hi
     s.send(b"q").await;
     assert!(s.wait_exit().await.success());
 }
+
+/// `Esc` while an edited request is out cancels it (tour S M5: a hung model server held it
+/// 60 s with no key to stop it): the request is dropped, so the server sees its connection
+/// close, no variant comes, and the editor stays open with the edit until the next `Esc`.
+#[tokio::test]
+async fn esc_cancels_an_edited_request_a_hung_model_server_holds() {
+    use tokio::io::AsyncReadExt;
+    // A model server that takes the request and never answers.
+    let hung = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1/chat/completions", hung.local_addr().unwrap());
+    let mut s = Screen::start(&["--port", "0", "--pace", "0"]).await;
+    s.wait_text("Type a line; Enter sends").await;
+    s.send(b"hello there").await;
+    s.send(b"\r").await;
+    s.wait_text("bot  You said: hello there").await;
+    edit_first_request(&mut s, b"e").await;
+    s.wait_text("Edit model request 1 of turn 1 of #1").await;
+    // The URL line: the hung server's.
+    s.send(b"\t").await;
+    s.send(CTRL_U).await;
+    s.send(url.as_bytes()).await;
+    s.send(b"\t").await;
+    s.send(b"\x13").await; // Ctrl+S
+    let (mut conn, _) = tokio::time::timeout(super::WAIT, hung.accept())
+        .await
+        .expect("the request reaches the hung server")
+        .unwrap();
+    s.wait_all(&["sending…", "Esc cancels it"]).await;
+    s.send(b"\x1b").await;
+    s.wait_text("the edited request was cancelled after").await;
+    // Dropped: the connection closes (what was read before is the request).
+    let closed = tokio::time::timeout(super::WAIT, async {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match conn.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the connection was not closed");
+    let open = s.wait_text("Edit model request 1 of turn 1 of #1").await;
+    assert!(!open.contains("sending…"), "{open}");
+    s.send(b"\x1b").await;
+    let closed = s.wait_text("your edit is kept, not sent").await;
+    assert!(!closed.contains("beside the recorded answer"), "{closed}");
+    s.send(b"\x1b").await;
+    s.send(b"q").await;
+    assert!(s.wait_exit().await.success());
+}

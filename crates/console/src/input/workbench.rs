@@ -522,6 +522,21 @@ impl Console {
         let editor = self.editor.as_mut()?;
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         match key.code {
+            // Esc while the edited request is out cancels it, as in the hand-call form; the
+            // next Esc closes.
+            KeyCode::Esc if editor.sending() => {
+                let waited = editor.cancel().unwrap_or_default();
+                self.notice = Some(Notice {
+                    text: format!(
+                        "the edited request was cancelled after {:.1} s: it was dropped (its \
+                         connection closed) and no variant comes; Ctrl+S sends it again, Esc \
+                         closes",
+                        waited.as_secs_f64()
+                    ),
+                    error: false,
+                });
+                return None;
+            }
             KeyCode::Esc => {
                 self.close_editor("");
                 return None;
@@ -612,7 +627,7 @@ impl Console {
             return None;
         }
         editor.error = None;
-        editor.sent_at = Some(std::time::Instant::now());
+        editor.sent();
         let (key, url) = (editor.key, editor.url.text());
         Some(self.resend_action(key, text, url))
     }

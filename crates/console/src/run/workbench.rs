@@ -106,7 +106,16 @@ pub fn perform(
             None => refuse_here(console, Some(id)),
         },
         Action::Resend { key, body, url } => match sessions {
-            Some(sessions) => spawn_resend(sessions, key, body, url, resend),
+            Some(sessions) => {
+                // The editor's send can be cancelled (Esc); `$EDITOR`'s has no editor open.
+                let stop = console
+                    .editor
+                    .as_ref()
+                    .filter(|e| e.key == key)
+                    .and_then(|e| e.stop.clone())
+                    .unwrap_or_default();
+                spawn_resend(sessions, (key, stop), body, url, resend)
+            }
             None => refuse_here(console, None),
         },
         other => return Some(other),
@@ -128,7 +137,7 @@ pub fn refuse_here(console: &mut Console, hand_call: Option<u64>) {
             let why = "this console does not run the bot (it is attached to one): its model is \
                        called where it runs; resend the request from its own console there";
             if let Some(editor) = console.editor.as_mut() {
-                editor.sent_at = None;
+                editor.cancel();
                 editor.error = Some(why.into());
             }
         }
@@ -288,9 +297,10 @@ pub fn spawn_hand_call(
 }
 
 /// Sends a request body again in a task: the session's model client, or one for `url`.
+/// Cancelled (`stop`), the request is dropped (its connection closed) and nothing is sent back.
 pub fn spawn_resend(
     sessions: &Sessions,
-    key: RequestKey,
+    (key, stop): (RequestKey, CancellationToken),
     body: String,
     url: Option<String>,
     tx: &UnboundedSender<ResendDone>,
@@ -299,8 +309,10 @@ pub fn spawn_resend(
     let tx = tx.clone();
     tokio::spawn(async move {
         let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-        let answer = resend(&client, body.clone(), url.as_deref()).await;
-        let _ = tx.send((key, body, answer));
+        let sent = resend(&client, body.clone(), url.as_deref());
+        if let Some(answer) = stop.run_until_cancelled(sent).await {
+            let _ = tx.send((key, body, answer));
+        }
     });
 }
 

@@ -359,3 +359,44 @@ fn saving_keeps_the_edits_made_to_the_file_while_the_console_ran() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `Esc` while an edited request is out cancels it, as in the hand-call form: the task's token
+/// is cancelled, the editor stays with the edit, and the next `Esc` closes (tour S M5: a hung
+/// model server held it 60 s, with no key to stop it).
+#[test]
+fn esc_cancels_an_edited_request_in_flight_and_the_next_esc_closes() {
+    use crate::state::variants::RequestKey;
+    use crate::view::resend::RequestEditor;
+    let mut c = console();
+    let key = RequestKey {
+        session: 1,
+        turn: 1,
+        index: 0,
+    };
+    c.editor = Some(RequestEditor::new(
+        key,
+        "{\"model\": \"m\", \"messages\": []}",
+        "http://127.0.0.1:9/v1/chat/completions",
+    ));
+    let sent = c.handle(&TermEvent::Key(KeyEvent::new(
+        KeyCode::Char('s'),
+        KeyModifiers::CONTROL,
+    )));
+    assert!(matches!(sent, Some(Action::Resend { .. })), "{sent:?}");
+    let editor = c.editor.as_ref().expect("open while sending");
+    assert!(editor.sending());
+    let stop = editor.stop.clone().expect("a token for the task");
+    let drawn = screen(&mut c, 120, 36);
+    assert!(drawn.contains("Esc cancels"), "{drawn}");
+    press(&mut c, KeyCode::Esc);
+    assert!(stop.is_cancelled(), "the task is told to stop");
+    let editor = c.editor.as_ref().expect("the editor stays");
+    assert!(!editor.sending());
+    let notice = c.notice.clone().expect("a notice").text;
+    assert!(
+        notice.starts_with("the edited request was cancelled after"),
+        "{notice}"
+    );
+    press(&mut c, KeyCode::Esc);
+    assert!(c.editor.is_none(), "the next Esc closes");
+}

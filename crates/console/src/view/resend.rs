@@ -6,6 +6,7 @@ use std::cell::Cell;
 
 use ratatui::style::{Modifier, Style};
 use ratatui_textarea::TextArea;
+use tokio_util::sync::CancellationToken;
 
 use super::line_edit::LineEdit;
 use crate::state::variants::RequestKey;
@@ -28,6 +29,9 @@ pub struct RequestEditor {
     pub from_variant: Option<usize>,
     /// When its send went out, while it is in flight (`None`: no send in flight).
     pub sent_at: Option<std::time::Instant>,
+    /// How to cancel the send in flight (`Esc`): the task sending it stops and drops the
+    /// request, closing its connection.
+    pub stop: Option<CancellationToken>,
 }
 
 impl std::fmt::Debug for RequestEditor {
@@ -55,7 +59,25 @@ impl RequestEditor {
             opened_with: (text.lines().collect::<Vec<_>>().join("\n"), url.to_string()),
             from_variant: None,
             sent_at: None,
+            stop: None,
         }
+    }
+
+    /// Marks a send going out now: its token, for the task to stop on.
+    pub fn sent(&mut self) -> CancellationToken {
+        let stop = CancellationToken::new();
+        self.sent_at = Some(std::time::Instant::now());
+        self.stop = Some(stop.clone());
+        stop
+    }
+
+    /// Cancels the send in flight: how long it had been out (`None`: none was).
+    pub fn cancel(&mut self) -> Option<std::time::Duration> {
+        let waited = self.sent_at.take()?.elapsed();
+        if let Some(stop) = self.stop.take() {
+            stop.cancel();
+        }
+        Some(waited)
     }
 
     /// Whether a send is in flight.

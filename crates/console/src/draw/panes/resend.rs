@@ -57,7 +57,7 @@ pub fn draw_editor(f: &mut Frame, areas: Areas, c: &Console) {
         title,
         &["Ctrl+S or F5 sends", "Tab body/URL"],
         if editor.sending() {
-            "Esc closes (the answer comes as a variant)"
+            "Esc cancels the send"
         } else {
             "Esc closes (kept unsent; e opens it again)"
         },
@@ -77,7 +77,8 @@ pub fn draw_editor(f: &mut Frame, areas: Areas, c: &Console) {
         let waited = sent_at.elapsed().as_secs_f64();
         Line::styled(
             format!(
-                "sending… {waited:.1} s (the answer comes as a variant beside the recorded one)"
+                "sending… {waited:.1} s (the answer comes as a variant beside the recorded one; \
+                 Esc cancels it)"
             ),
             t.accent,
         )
