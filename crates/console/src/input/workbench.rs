@@ -14,7 +14,7 @@ use turnscope::tools::hand::HandResult;
 use crate::input::actions::Action;
 use crate::state::variants::RequestKey;
 use crate::view::console::{Console, Notice};
-use crate::view::form::{Form, FormKey};
+use crate::view::form::{FieldKind, Form, FormKey};
 use crate::view::hand_calls::{Mode, Outcome, Shown};
 use crate::view::keys::{self, Command};
 use crate::view::line_edit::Edit;
@@ -122,6 +122,15 @@ impl Console {
         let Mode::Form(form) = &mut self.tools.hand.mode else {
             return None;
         };
+        // F1 anywhere, `?` where nothing is typed (a yes/no, a choice): the help.
+        let picking = form
+            .fields
+            .get(form.cursor)
+            .is_some_and(|f| matches!(f.kind, FieldKind::Bool | FieldKind::Choice(_)));
+        if key.code == KeyCode::F(1) || (key.code == KeyCode::Char('?') && picking) {
+            self.help.show();
+            return None;
+        }
         if key.code == KeyCode::PageDown || key.code == KeyCode::PageUp {
             let d = if key.code == KeyCode::PageDown {
                 PAGE

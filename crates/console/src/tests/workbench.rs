@@ -400,3 +400,28 @@ fn esc_cancels_an_edited_request_in_flight_and_the_next_esc_closes() {
     press(&mut c, KeyCode::Esc);
     assert!(c.editor.is_none(), "the next Esc closes");
 }
+
+/// Help from the form (tour S L1: `?` was typed into the field and F1 did nothing): F1 opens
+/// it from any field, `?` from a yes/no or a choice, where nothing is typed; in a text field
+/// `?` is a character like any other.
+#[test]
+fn f1_opens_the_help_from_the_form_and_question_mark_where_nothing_is_typed() {
+    let mut c = console();
+    call_echo(&mut c, "why");
+    press(&mut c, KeyCode::Char('?'));
+    let Mode::Form(form) = &c.tools.hand.mode else {
+        panic!("the form")
+    };
+    assert_eq!(form.fields[0].text.text(), "why?");
+    assert!(!c.help.open);
+    press(&mut c, KeyCode::F(1));
+    assert!(c.help.open, "F1 opens the help");
+    press(&mut c, KeyCode::Esc);
+    assert!(!c.help.open);
+    let schema = json!({"type": "object", "properties": {"loud": {"type": "boolean"}}});
+    c.tools.hand.mode = Mode::Form(Box::new(crate::view::form::Form::new(
+        "shout", &schema, None,
+    )));
+    press(&mut c, KeyCode::Char('?'));
+    assert!(c.help.open, "? on a yes/no opens the help");
+}

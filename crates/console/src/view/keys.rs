@@ -294,12 +294,27 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Scope::Tools,
         "Enter",
-        "call the selected tool by hand through a form built from its schema (↑↓ fields, ← → choices, Enter calls once nothing is refused, Esc closes)",
+        "call the selected tool by hand through a form built from its schema (Enter calls once nothing is refused, and not again while that call is in flight; Esc cancels the call in flight, then closes, keeping what was typed)",
+    ),
+    b(
+        Scope::Tools,
+        "↑↓ Tab ← → Space Del",
+        "in the form: move between fields (↑↓, Tab); choose a value (← →; Space flips a yes/no); Del unsets a choice, or sends an empty text from an empty text field",
+    ),
+    b(
+        Scope::Tools,
+        "PgUp / PgDn",
+        "in the form and the list of calls: scroll them and the answer under them to its end (the wheel too); a key that moves or types brings the field back",
     ),
     b(
         Scope::Tools,
         "h",
-        "list the hand calls: Enter runs one again, e edits it, s saves it in .turnscope/calls.json",
+        "list the hand calls: ↑↓ pick one, Enter runs it again, e edits it in the form, s saves it in .turnscope/calls.json (or forgets it), x cancels it while in flight",
+    ),
+    b(
+        Scope::Tools,
+        "F1",
+        "this help, from the form too (? is typed there, except on a yes/no or a choice)",
     ),
     b(
         Scope::Mcp,
@@ -417,6 +432,7 @@ pub fn owner_hints(owner: KeyOwner, read_only: bool) -> Vec<(&'static str, &'sta
             ("Enter", "call"),
             ("PgUp/PgDn", "answer"),
             ("Esc", "cancel/close"),
+            ("F1", "help"),
         ],
         KeyOwner::Calls => vec![
             ("↑↓", "call"),

@@ -30,10 +30,9 @@ pub struct Scrolled {
 /// The form's lines, `w` cells wide.
 pub fn form_lines(c: &Console, form: &Form, w: usize) -> Scrolled {
     let t = &c.theme;
-    let mut out = vec![Line::from(vec![
-        Span::styled(format!("call {}", form.tool), t.title),
-        Span::styled("  ↑↓ field · ← → choose · Enter calls · Esc closes", t.dim),
-    ])];
+    let title = format!("call {}", form.tool);
+    let keys = "↑↓ field · ← → choose · Enter calls · PgUp/PgDn answer · Esc closes";
+    let mut out = title_and_keys(c, title, keys, w);
     if let Some(why) = &form.unchecked {
         for l in wrap(why, w) {
             out.push(Line::styled(l, t.warn));
@@ -185,21 +184,8 @@ pub fn calls_lines(c: &Console, w: usize) -> Scrolled {
     let hand = &c.tools.hand;
     let saved = hand.calls.iter().filter(|c| c.saved).count();
     let title = format!("hand calls ({}, {saved} saved)", hand.calls.len());
-    let keys = "Enter runs again · e edits · s saves · x cancels · Esc back";
-    // The keys follow the title when both fit, else wrap under it: a narrow pane (the console
-    // at 100 columns) cut them off.
-    let mut out = if title.chars().count() + 2 + keys.chars().count() <= w {
-        vec![Line::from(vec![
-            Span::styled(title, t.title),
-            Span::styled(format!("  {keys}"), t.dim),
-        ])]
-    } else {
-        let mut lines = vec![Line::styled(title, t.title)];
-        for l in wrap(keys, w.saturating_sub(2).max(8)) {
-            lines.push(Line::styled(format!("  {l}"), t.dim));
-        }
-        lines
-    };
+    let keys = "Enter runs again · e edits · s saves · x cancels · PgUp/PgDn answer · Esc back";
+    let mut out = title_and_keys(c, title, keys, w);
     if hand.calls.is_empty() {
         out.push(Line::styled(
             "  none yet: Enter on a tool opens its form",
@@ -271,6 +257,37 @@ pub fn calls_lines(c: &Console, w: usize) -> Scrolled {
         cursor,
         answer,
     }
+}
+
+/// A title with its keys: after it when both fit in `w` cells, else wrapped under it (a
+/// narrow pane, the console at 100 or 80 columns, cut them off).
+fn title_and_keys(c: &Console, title: String, keys: &str, w: usize) -> Vec<Line<'static>> {
+    let t = &c.theme;
+    if title.chars().count() + 2 + keys.chars().count() <= w {
+        return vec![Line::from(vec![
+            Span::styled(title, t.title),
+            Span::styled(format!("  {keys}"), t.dim),
+        ])];
+    }
+    // Under it, each key with its word kept whole (`Esc back`, not `Esc` / `back`).
+    let room = w.saturating_sub(2).max(8);
+    let mut rows: Vec<String> = Vec::new();
+    for hint in keys.split(" · ") {
+        match rows.last_mut() {
+            Some(row) if width(row) + 3 + width(hint) <= room => {
+                row.push_str(" · ");
+                row.push_str(hint);
+            }
+            _ => rows.push(hint.to_string()),
+        }
+    }
+    let mut lines = vec![Line::styled(title, t.title)];
+    for row in rows {
+        for l in wrap(&row, room) {
+            lines.push(Line::styled(format!("  {l}"), t.dim));
+        }
+    }
+    lines
 }
 
 /// A time waited, to a tenth of a second.
