@@ -84,20 +84,7 @@ impl Field {
             }
             _ if text.is_empty() => Ok(None),
             FieldKind::Text => Ok(Some(Value::String(text))),
-            // A whole number stays one (`2`, not `2.0`), as the person typed it.
-            FieldKind::Number => match text.trim().parse::<i64>() {
-                Ok(n) => Ok(Some(Value::from(n))),
-                Err(_) => text
-                    .trim()
-                    .parse::<f64>()
-                    .ok()
-                    .and_then(|n| serde_json::Number::from_f64(n).map(Value::Number))
-                    .map(Some)
-                    .ok_or_else(|| match text.trim().parse::<f64>() {
-                        Ok(_) => format!("{text:?} is too large for a JSON number"),
-                        Err(_) => format!("{text:?} is not a number"),
-                    }),
-            },
+            FieldKind::Number => number(text.trim()).map(Some),
             FieldKind::Integer => integer(text.trim()).map(Some),
             FieldKind::Json => serde_json::from_str::<Value>(&text)
                 .map(Some)
@@ -146,12 +133,14 @@ impl Field {
         if choices.is_empty() {
             return;
         }
-        let at = choices
-            .iter()
-            .position(|c| *c == self.picked)
-            .map_or(0, |i| i as isize);
-        let next = (at + delta).rem_euclid(choices.len() as isize) as usize;
-        self.picked = choices[next].clone();
+        let len = choices.len() as isize;
+        // From unset (a required one's, which is not among its choices): → the first, ← the last.
+        let next = match choices.iter().position(|c| *c == self.picked) {
+            Some(at) => (at as isize + delta).rem_euclid(len),
+            None if delta > 0 => 0,
+            None => len - 1,
+        };
+        self.picked = choices[next as usize].clone();
     }
 }
 
@@ -303,12 +292,17 @@ impl Form {
                 .filter(|e| !(e.rule == "required" && unparsed.contains(&e.field())))
                 .map(|e: &ArgError| {
                     let field = e.field();
-                    let text_field = self
+                    let kind = self
                         .fields
                         .iter()
-                        .any(|f| f.name == field && f.kind == FieldKind::Text);
-                    let message = if e.rule == "required" && text_field {
+                        .find(|f| f.name == field)
+                        .map(|f| &f.kind);
+                    let message = if e.rule == "required" && kind == Some(&FieldKind::Text) {
                         format!("{} ({}): type it, or Del for empty text", e.message, e.rule)
+                    } else if e.rule == "required"
+                        && matches!(kind, Some(FieldKind::Bool | FieldKind::Choice(_)))
+                    {
+                        format!("{} ({}): ← → picks one", e.message, e.rule)
                     } else {
                         format!("{} ({})", e.message, e.rule)
                     };
@@ -447,11 +441,9 @@ fn field(name: &str, schema: &Value, required: bool) -> Field {
             (FieldKind::Json, true) => Some(skeleton(schema)),
             _ => None,
         });
+    // A required choice without a default starts unset, said missing until one is picked:
+    // on its first value, Enter sent a value nobody chose (tour S L3).
     fill(&mut f, start.as_ref());
-    if f.picked.is_none() && f.required {
-        // A required choice starts on its first value.
-        f.picked = f.choices().into_iter().flatten().next();
-    }
     f
 }
 
@@ -542,19 +534,70 @@ fn is_null_type(branch: &Value) -> bool {
         || branch.get("const") == Some(&Value::Null)
 }
 
-/// A typed whole number: any that fits 64 bits (signed, or unsigned above `i64::MAX`); a
-/// longer one is said to be out of range rather than "not a whole number".
+/// A typed number: a whole one stays one (`2`, not `2.0`), as the person typed it. Rust reads
+/// `NaN` and `inf` as numbers, which JSON has no way to write: said so, apart from a number
+/// too large for a `f64` (`1e999`).
+fn number(text: &str) -> Result<Value, String> {
+    if let Ok(n) = text.parse::<i64>() {
+        return Ok(Value::from(n));
+    }
+    match text.parse::<f64>() {
+        Ok(n) if n.is_finite() => serde_json::Number::from_f64(n)
+            .map(Value::Number)
+            .ok_or_else(|| format!("{text:?} is not a number JSON can hold")),
+        Ok(_)
+            if text
+                .trim_start_matches(['+', '-'])
+                .chars()
+                .all(|c| c.is_ascii_alphabetic()) =>
+        {
+            Err(format!(
+                "{text:?} is not a number JSON can hold (it has no NaN or infinity)"
+            ))
+        }
+        Ok(_) => Err(format!("{text:?} is too large for a JSON number")),
+        Err(_) => Err(format!("{text:?} is not a number")),
+    }
+}
+
+/// A typed whole number: any that fits 64 bits (signed, or unsigned above `i64::MAX`), also
+/// written with an exponent or a zero fraction (`1e3`, `3.0`: JSON Schema's `integer` takes
+/// them), sent as a whole number; a longer one is said to be out of range rather than "not a
+/// whole number".
 fn integer(text: &str) -> Result<Value, String> {
     use std::num::IntErrorKind;
+    let out_of_range = || {
+        format!(
+            "{text:?} is out of range: a whole number here is from \
+             -9223372036854775808 to 18446744073709551615"
+        )
+    };
     match text.parse::<i64>() {
         Ok(n) => Ok(Value::from(n)),
         Err(e) => match (e.kind(), text.parse::<u64>()) {
             (_, Ok(n)) => Ok(Value::from(n)),
-            (IntErrorKind::PosOverflow | IntErrorKind::NegOverflow, _) => Err(format!(
-                "{text:?} is out of range: a whole number here is from \
-                 -9223372036854775808 to 18446744073709551615"
-            )),
-            _ => Err(format!("{text:?} is not a whole number")),
+            (IntErrorKind::PosOverflow | IntErrorKind::NegOverflow, _) => Err(out_of_range()),
+            _ => match text.parse::<f64>() {
+                Ok(n) if n.is_finite() && n.fract() == 0.0 => {
+                    // 2^63 and 2^64 as f64: the bounds of the two ranges, exactly.
+                    if (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&n) {
+                        Ok(Value::from(n as i64))
+                    } else if (0.0..18_446_744_073_709_551_616.0).contains(&n) {
+                        Ok(Value::from(n as u64))
+                    } else {
+                        Err(out_of_range())
+                    }
+                }
+                Ok(n)
+                    if n.is_infinite()
+                        && !text
+                            .trim_start_matches(['+', '-'])
+                            .starts_with(|c: char| c.is_ascii_alphabetic()) =>
+                {
+                    Err(out_of_range())
+                }
+                _ => Err(format!("{text:?} is not a whole number")),
+            },
         },
     }
 }
@@ -694,6 +737,50 @@ mod tests {
         assert_eq!(form.arguments(), json!({"n": 2}));
         let again = Form::new("echo", &schema, Some(&json!({"text": "", "n": 1})));
         assert_eq!(again.arguments(), json!({"n": 1, "text": ""}));
+    }
+
+    /// Numbers JSON cannot write are said as such, not "too large" (tour S L2: `NaN` was), and
+    /// a whole number written `1e3` or `3.0` is taken by an integer field, as JSON Schema
+    /// takes it.
+    #[test]
+    fn nan_is_not_said_too_large_and_an_integer_takes_an_exponent() {
+        let nan = number("NaN").unwrap_err();
+        assert!(nan.contains("not a number JSON can hold"), "{nan}");
+        assert!(number("-inf").unwrap_err().contains("no NaN or infinity"));
+        assert!(number("1e999").unwrap_err().contains("too large"));
+        assert_eq!(number("2.5"), Ok(json!(2.5)));
+        assert_eq!(integer("1e3"), Ok(json!(1000)));
+        assert_eq!(integer("3.0"), Ok(json!(3)));
+        assert_eq!(integer("-2e2"), Ok(json!(-200)));
+        assert!(integer("2.5").unwrap_err().contains("not a whole number"));
+        assert!(integer("1e30").unwrap_err().contains("out of range"));
+        assert!(integer("NaN").unwrap_err().contains("not a whole number"));
+    }
+
+    /// A required choice with no default starts unset and is said missing, so Enter never
+    /// sends a value nobody picked (tour S L3: it started on its first value); → picks the
+    /// first, ← the last.
+    #[test]
+    fn a_required_choice_without_a_default_starts_unset() {
+        let schema = json!({"type": "object", "properties": {
+            "color": {"enum": ["red", "green", "blue"]},
+            "loud": {"type": "boolean"}},
+            "required": ["color", "loud"]});
+        let mut form = Form::new("kinds", &schema, None);
+        assert_eq!(form.fields[0].shown(), "(unset)");
+        assert_eq!(form.fields[1].shown(), "(unset)");
+        assert_eq!(
+            form.problems_of("color"),
+            ["required, and missing (required): ← → picks one"]
+        );
+        form.key(&key(KeyCode::Left));
+        assert_eq!(form.arguments(), json!({"color": "blue"}));
+        form.key(&key(KeyCode::Right));
+        assert_eq!(form.arguments(), json!({"color": "red"}));
+        form.key(&key(KeyCode::Down));
+        form.key(&key(KeyCode::Right));
+        assert_eq!(form.arguments(), json!({"color": "red", "loud": false}));
+        assert!(form.problems().is_empty(), "{:?}", form.problems());
     }
 
     /// `Optional[...]` parameters as the Python MCP SDK (pydantic) writes them: `anyOf` of the
