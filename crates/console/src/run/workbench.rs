@@ -286,7 +286,7 @@ pub fn spawn_hand_call(
             match serde_json::from_str::<Value>(&arguments) {
                 Ok(args) => hand::call(&*tools, &tool, args, timeout, &bus)
                     .await
-                    .map_err(|refused| refused.to_string()),
+                    .map_err(|refused| refusal_here(&refused)),
                 Err(e) => Err(format!("the arguments are not JSON: {e}")),
             }
         };
@@ -294,6 +294,23 @@ pub fn spawn_hand_call(
             let _ = tx.send((id, result));
         }
     });
+}
+
+/// Why a hand call was not made, in the console's words: an unknown tool points to the Tools
+/// pane, not to `turnscope tools list` as the command line's refusal does (tour S L7).
+pub(crate) fn refusal_here(refused: &hand::Refusal) -> String {
+    match refused {
+        hand::Refusal::UnknownTool { name, known } => format!(
+            "no tool named `{name}` is offered now; the Tools pane (6) lists the {} that are{}",
+            known.len(),
+            if known.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", known.join(", "))
+            }
+        ),
+        other => other.to_string(),
+    }
 }
 
 /// Sends a request body again in a task: the session's model client, or one for `url`.

@@ -425,3 +425,40 @@ fn f1_opens_the_help_from_the_form_and_question_mark_where_nothing_is_typed() {
     press(&mut c, KeyCode::Char('?'));
     assert!(c.help.open, "? on a yes/no opens the help");
 }
+
+/// A saved call forgotten before it ran here no longer says `saved` (tour S L6), and a call
+/// of a tool no longer offered is refused in the console's words, not with advice for the
+/// command line (L7).
+#[test]
+fn a_forgotten_call_says_so_and_an_unknown_tool_points_to_the_tools_pane() {
+    let mut c = console();
+    c.tools
+        .hand
+        .load(r#"{"calls": [{"tool": "clock"}]}"#)
+        .unwrap();
+    c.tools.hand.toggle_saved();
+    c.tools.hand.mode = Mode::Calls;
+    let shown: Vec<String> = crate::draw::panes::hand_call::calls_lines(&c, 80)
+        .lines
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let shown = shown.join("\n");
+    assert!(
+        shown.contains("clock({})") && shown.contains("not run"),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains(" saved\n") && shown.contains("forgotten"),
+        "{shown}"
+    );
+    let why = crate::run::workbench::refusal_here(&turnscope::tools::hand::Refusal::UnknownTool {
+        name: "nonexistent".into(),
+        known: vec!["clock".into(), "echo".into()],
+    });
+    assert_eq!(
+        why,
+        "no tool named `nonexistent` is offered now; the Tools pane (6) lists the 2 that are: \
+         clock, echo"
+    );
+}

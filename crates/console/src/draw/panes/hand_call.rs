@@ -200,7 +200,9 @@ pub fn calls_lines(c: &Console, w: usize) -> Scrolled {
     let mut cursor = None;
     for (i, call) in hand.calls.iter().enumerate() {
         let state = match &call.outcome {
-            None => "saved".to_string(),
+            // Listed from the file, not run here: `saved`, or once forgotten, not that.
+            None if call.saved => "saved".to_string(),
+            None => "not run".to_string(),
             Some(Outcome::InFlight(at)) => format!("… {}", secs(at.elapsed())),
             Some(Outcome::Cancelled(_)) => "cancelled".to_string(),
             Some(Outcome::Refused(_)) => "not sent".to_string(),
@@ -302,10 +304,13 @@ fn outcome_lines(c: &Console, call: &HandCall, w: usize, cancel_key: &str) -> Ve
     match &call.outcome {
         // Wrapped at words, as the other outcomes: a narrow pane cut them mid-word (tour N).
         None => {
-            for l in wrap(
-                "saved call, not run since the console started (Enter runs it)",
-                w,
-            ) {
+            let said = if call.saved {
+                "saved call, not run since the console started (Enter runs it)"
+            } else {
+                "forgotten: no longer saved, and not run since the console started (s saves it \
+                 again, Enter runs it)"
+            };
+            for l in wrap(said, w) {
                 out.push(Line::styled(l, t.dim));
             }
         }
