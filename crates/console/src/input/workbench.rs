@@ -24,6 +24,25 @@ use crate::view::resend::{RequestEditor, VariantsPick};
 /// Rows below which opening a form zooms the Tools pane.
 const FORM_ROOM: u16 = 20;
 
+/// How far a key scrolls a form or the list of calls and the answer under it, in rows:
+/// PgUp/PgDn a page of the pane (`inspector` rows high, its borders and sources line off, one
+/// row kept for context; [`PAGE`] before the first draw), Ctrl+Home/Ctrl+End to either end
+/// (the drawing stops at the last row). `None` for any other key.
+fn answer_scroll(key: &KeyEvent, inspector: u16) -> Option<isize> {
+    let page = match inspector.saturating_sub(4) {
+        0 => PAGE,
+        rows => rows as isize,
+    };
+    let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+    match key.code {
+        KeyCode::PageDown => Some(page),
+        KeyCode::PageUp => Some(-page),
+        KeyCode::End if ctrl => Some(isize::MAX / 2),
+        KeyCode::Home if ctrl => Some(-(isize::MAX / 2)),
+        _ => None,
+    }
+}
+
 impl Console {
     /// A key for the Tools pane while it shows a tool's detail: `Enter` (or `c`) opens the
     /// selected tool's form, `h` the list of hand calls. `None` when the key is not one of
@@ -131,14 +150,9 @@ impl Console {
             self.help.show();
             return None;
         }
-        if key.code == KeyCode::PageDown || key.code == KeyCode::PageUp {
-            let d = if key.code == KeyCode::PageDown {
-                PAGE
-            } else {
-                -PAGE
-            };
-            // The answer scrolls to its end; the field comes back in sight at the next key
-            // that moves or edits.
+        // The answer scrolls to its end; the field comes back in sight at the next key that
+        // moves or edits.
+        if let Some(d) = answer_scroll(key, self.areas.get().inspector.height) {
             form.follow.set(Follow::Free);
             scroll_back(&form.scroll, d);
             return None;
@@ -220,6 +234,11 @@ impl Console {
     /// A key while the list of hand calls has the keys.
     pub(crate) fn calls_key(&mut self, key: &KeyEvent) -> Option<Action> {
         let len = self.tools.hand.calls.len();
+        // PgUp/PgDn (Ctrl+Home/End) scroll the list and the selected call's answer, to its end.
+        if let Some(d) = answer_scroll(key, self.areas.get().inspector.height) {
+            self.scroll_calls(d);
+            return None;
+        }
         match key.code {
             KeyCode::Esc => self.tools.hand.mode = Mode::Detail,
             KeyCode::Enter => {
@@ -292,9 +311,6 @@ impl Console {
             _ => match keys::command(key) {
                 Some(Command::Up) => self.step_call(-1),
                 Some(Command::Down) => self.step_call(1),
-                // PgUp/PgDn scroll the list and the selected call's answer, to its end.
-                Some(Command::PageUp) => self.scroll_calls(-PAGE),
-                Some(Command::PageDown) => self.scroll_calls(PAGE),
                 Some(Command::Home) => self.step_call(-(len as isize)),
                 Some(Command::End) => self.step_call(len as isize),
                 Some(Command::Help) => self.help.show(),

@@ -462,3 +462,39 @@ fn a_forgotten_call_says_so_and_an_unknown_tool_points_to_the_tools_pane() {
          clock, echo"
     );
 }
+
+/// Ctrl+End reaches the end of a long answer in one key and Ctrl+Home its top; PgDn moves a
+/// page of the pane, not ten rows (a 64 KiB answer took hundreds of presses).
+#[test]
+fn ctrl_end_reaches_a_long_answers_end_and_a_page_is_the_panes_height() {
+    let mut c = console();
+    let id = call_echo(&mut c, "x");
+    c.hand_call_done(id, Ok(long_answer("echo", 2000)));
+    screen(&mut c, 120, 36);
+    let Mode::Form(form) = &c.tools.hand.mode else {
+        panic!("the form")
+    };
+    let before = form.scroll.get();
+    press(&mut c, KeyCode::PageDown);
+    screen(&mut c, 120, 36);
+    let Mode::Form(form) = &c.tools.hand.mode else {
+        panic!("the form")
+    };
+    assert!(
+        form.scroll.get() - before > 20,
+        "a page: {}",
+        form.scroll.get()
+    );
+    c.handle(&TermEvent::Key(KeyEvent::new(
+        KeyCode::End,
+        KeyModifiers::CONTROL,
+    )));
+    let end = screen(&mut c, 120, 36);
+    assert!(end.contains("line 2000 lorem ipsum"), "{end}");
+    c.handle(&TermEvent::Key(KeyEvent::new(
+        KeyCode::Home,
+        KeyModifiers::CONTROL,
+    )));
+    let top = screen(&mut c, 120, 36);
+    assert!(top.contains("call echo"), "{top}");
+}

@@ -303,8 +303,8 @@ pub const BINDINGS: &[Binding] = &[
     ),
     b(
         Scope::Tools,
-        "PgUp / PgDn",
-        "in the form and the list of calls: scroll them and the answer under them to its end (the wheel too); a key that moves or types brings the field back",
+        "PgUp / PgDn, Ctrl+Home / Ctrl+End",
+        "in the form and the list of calls: scroll them and the answer under them a page at a time (the wheel too), or to either end; a key that moves or types brings the field back",
     ),
     b(
         Scope::Tools,
@@ -425,22 +425,23 @@ pub fn owner_hints(owner: KeyOwner, read_only: bool) -> Vec<(&'static str, &'sta
             ("Esc", "close"),
         ],
         KeyOwner::Help => vec![("↑↓", "scroll"), ("Esc", "close")],
+        // The last two always show (the footer drops from the middle when narrow).
         KeyOwner::Form => vec![
             ("↑↓ Tab", "field"),
             ("← → Space", "choose"),
+            ("F1", "help"),
+            ("PgUp/PgDn", "answer"),
             ("Del", "empty text"),
             ("Enter", "call"),
-            ("PgUp/PgDn", "answer"),
             ("Esc", "cancel/close"),
-            ("F1", "help"),
         ],
         KeyOwner::Calls => vec![
             ("↑↓", "call"),
             ("Enter", "run again"),
             ("e", "edit"),
             ("s", "save/forget"),
-            ("x", "cancel"),
             ("PgUp/PgDn", "answer"),
+            ("x", "cancel"),
             ("Esc", "back"),
         ],
         KeyOwner::Editor => vec![
