@@ -298,13 +298,23 @@ pub const BINDINGS: &[Binding] = &[
     ),
     b(
         Scope::Tools,
-        "↑↓ Tab ← → Space Del",
-        "in the form: move between fields (↑↓, Tab); choose a value (← →; Space flips a yes/no); Del unsets a choice, or sends an empty text from an empty text field",
+        "↑↓ / Tab",
+        "in the form: the previous / next field",
     ),
     b(
         Scope::Tools,
-        "PgUp / PgDn, Ctrl+Home / Ctrl+End",
-        "in the form and the list of calls: scroll them and the answer under them a page at a time (the wheel too), or to either end; a key that moves or types brings the field back",
+        "← → Space",
+        "in the form: choose a value (Space flips a yes/no)",
+    ),
+    b(
+        Scope::Tools,
+        "Del",
+        "in the form: unset a choice, or send an empty text from an empty text field",
+    ),
+    b(
+        Scope::Tools,
+        "PgUp / PgDn",
+        "in the form and the list of calls: scroll them and the answer under them a page at a time (the wheel too; Ctrl+Home / Ctrl+End to either end); a key that moves or types brings the field back",
     ),
     b(
         Scope::Tools,
