@@ -68,6 +68,9 @@ impl Console {
 
     /// Opens the form of the selected tool, filled with `arguments` when editing a call.
     pub(crate) fn open_form(&mut self, arguments: Option<(&str, &Value)>) {
+        // A list changed since the last tick: the cursor moves to its tool first.
+        self.tools
+            .follow_list(self.state.tools_generation(), &self.state.tools);
         let tool = match arguments {
             Some((name, _)) => self.state.tools.iter().find(|t| t.name == name),
             None => self.state.tools.get(self.tools.nav.cursor),

@@ -498,3 +498,29 @@ fn ctrl_end_reaches_a_long_answers_end_and_a_page_is_the_panes_height() {
     let top = screen(&mut c, 120, 36);
     assert!(top.contains("call echo"), "{top}");
 }
+
+/// Enter right after the tool list changed (before the loop's next tick settles the view)
+/// opens the form of the tool selected, not of the one now on its row.
+#[test]
+fn enter_right_after_the_tool_list_changed_opens_the_selected_tools_form() {
+    let mut c = console();
+    press(&mut c, KeyCode::Esc);
+    press(&mut c, KeyCode::Char('6'));
+    c.tools.nav.cursor = c.state.tools.iter().position(|t| t.name == "echo").unwrap();
+    let mut tools = crate::tests::fixture::tools();
+    tools.insert(
+        0,
+        turnscope::tools::ToolSpec {
+            name: "added".into(),
+            description: "Added by tools/list_changed.".into(),
+            input_schema: json!({"type": "object"}),
+            source: "mcp:files".into(),
+        },
+    );
+    c.state.set_tools(&tools);
+    press(&mut c, KeyCode::Enter);
+    let Mode::Form(form) = &c.tools.hand.mode else {
+        panic!("a form")
+    };
+    assert_eq!(form.tool, "echo");
+}
