@@ -388,6 +388,8 @@ fn esc_cancels_an_edited_request_in_flight_and_the_next_esc_closes() {
     let stop = editor.stop.clone().expect("a token for the task");
     let drawn = screen(&mut c, 120, 36);
     assert!(drawn.contains("Esc cancels"), "{drawn}");
+    // Its lines numbered, as a body that is not JSON is said by line (tour S L8).
+    assert!(drawn.contains(" 1 {\"model\""), "{drawn}");
     press(&mut c, KeyCode::Esc);
     assert!(stop.is_cancelled(), "the task is told to stop");
     let editor = c.editor.as_ref().expect("the editor stays");

@@ -50,6 +50,8 @@ impl RequestEditor {
         let mut body = TextArea::new(text.lines().map(str::to_string).collect());
         body.set_cursor_line_style(Style::new());
         body.set_cursor_style(Style::new().add_modifier(Modifier::REVERSED));
+        // Numbered, since a body that is not JSON is said by line and column.
+        body.set_line_number_style(Style::new().add_modifier(Modifier::DIM));
         Self {
             key,
             body,
