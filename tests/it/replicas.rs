@@ -197,6 +197,54 @@ async fn the_drain_is_bounded_by_drain_seconds() {
     assert_eq!(reply.record["end_reason"], "session_ended", "{reply:?}");
 }
 
+/// Calls on one handle run in order, but a new line during a drain is refused whatever it
+/// would wait for: it used to queue behind the turn in flight (seconds) before it was
+/// refused (tour U, finding 10).
+#[tokio::test]
+async fn during_a_drain_a_new_line_on_a_handle_whose_turn_runs_is_refused_at_once() {
+    use crate::support::raw_mcp::{RawMcp, text_of};
+    // A turn of 40 words at 100 ms a word (4 s).
+    let mut bin = Headless::start(
+        "drain-refuse",
+        "[server]\ndrain_seconds = 30\n[model]\npace = 0.1\nwords = 40\n",
+        &[],
+    )
+    .await;
+    let handle = RawMcp::new(&bin.url, "first", false).start().await;
+    let in_flight = {
+        let (url, handle) = (bin.url.clone(), handle.clone());
+        tokio::spawn(async move {
+            RawMcp::new(&url, "first", false)
+                .chat(&handle, "a long story")
+                .await
+        })
+    };
+    until_turns_started(&bin, 1).await;
+    bin.terminate();
+    until_not_ok(&bin.health_url()).await;
+    let asked = tokio::time::Instant::now();
+    let refused = RawMcp::new(&bin.url, "second", false)
+        .chat(&handle, "another thing")
+        .await;
+    let took = asked.elapsed();
+    let text = text_of(refused.result());
+    assert_eq!(refused.result()["isError"], true, "{text}");
+    assert!(text.contains("this server is shutting down"), "{text}");
+    assert!(
+        took < Duration::from_millis(1500),
+        "refused after {took:?}: it waited for the turn in flight"
+    );
+    let answer = tokio::time::timeout(WAIT, in_flight)
+        .await
+        .expect("the turn in flight is answered")
+        .unwrap();
+    assert_eq!(
+        answer.result()["_meta"]["turnscope/turn"]["end_reason"],
+        "completed"
+    );
+    assert!(bin.exit().await.success());
+}
+
 #[tokio::test]
 async fn resuming_a_stream_or_session_this_replica_never_served_is_404_not_an_empty_stream() {
     // What a client whose replica died sends to the replica the balancer picked instead.

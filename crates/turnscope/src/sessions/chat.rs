@@ -322,6 +322,11 @@ impl Sessions {
         cancel: &CancellationToken,
     ) -> Result<Result<Reading<'a>, ChatReply>, ChatError> {
         session.touch();
+        if !line.is_empty() && self.refusing() {
+            // Refused before waiting for the handle: a line queued behind the turn in flight
+            // would be refused anyway once that turn ended.
+            return Err(self.draining_error());
+        }
         let mut state = tokio::select! {
             state = session.chat.lock() => state,
             _ = cancel.cancelled() => return Err(ChatError::Cancelled),
