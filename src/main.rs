@@ -11,7 +11,7 @@ mod sessions_cmd;
 mod test_run;
 mod tools_cmd;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Parser;
@@ -534,22 +534,77 @@ async fn headless(
         app.sessions.replica().id(),
         app.drain_bound().await.as_secs_f64()
     ));
-    let drained = tokio::select! {
-        drained = app.drain() => drained,
-        _ = signals.next() => false,
+    let bound = app.drain_bound().await;
+    let end = tokio::select! {
+        drained = app.drain() => if drained { DrainEnd::Drained } else { DrainEnd::Bound },
+        _ = signals.next() => DrainEnd::Signal,
     };
     note(format_args!(
         "turnscope: shutting down: {}; ending every session",
-        if drained {
-            "no turn in flight and no task result unread"
-        } else {
-            "the drain bound passed (a turn still ran, or a task's result was not polled) or a \
-             second signal came"
+        match end {
+            DrainEnd::Drained => "no turn in flight and no task result unread",
+            DrainEnd::Bound => {
+                "the drain bound passed (a turn still ran, or a task's result was not polled)"
+            }
+            DrainEnd::Signal => "a second signal came",
         }
     ));
-    app.shutdown().await;
+    let stopped = app.shutdown().await;
+    if let Some(line) = cut_line(stopped, end, bound) {
+        note(format_args!("{line}"));
+    }
     recording.finish().await;
     Ok(())
+}
+
+/// How a headless drain ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DrainEnd {
+    /// Every turn finished and was read.
+    Drained,
+    /// `drain_seconds` passed first.
+    Bound,
+    /// A second signal came first.
+    Signal,
+}
+
+/// The stderr line saying how many turns in flight the stop cut (none when it cut none): one
+/// line of its own, starting `turnscope: cut N turn`, so a script or CI can tell a drain that
+/// lost a turn's reply from one that did not (the exit status stays 0: the server did what
+/// the signal asked).
+fn cut_line(stopped: turnscope::app::Stopped, end: DrainEnd, bound: Duration) -> Option<String> {
+    let n = stopped.cut;
+    if n == 0 {
+        return None;
+    }
+    let turns = if n == 1 { "turn" } else { "turns" };
+    let why = match end {
+        DrainEnd::Signal => "a second signal".to_string(),
+        DrainEnd::Bound | DrainEnd::Drained => {
+            format!("the drain bound ({} s)", bound.as_secs_f64())
+        }
+    };
+    let fate = if stopped.kept {
+        if n == 1 {
+            "its line got no reply; the store keeps the conversation, and the next chat on its \
+             handle (an empty line too) tells its client so, once"
+        } else {
+            "their lines got no reply; the store keeps the conversations, and the next chat on \
+             each handle (an empty line too) tells its client so, once"
+        }
+    } else {
+        "the store is memory: those conversations end with this process (--store sqlite:PATH \
+         keeps them)"
+    };
+    let advice = match end {
+        DrainEnd::Signal => "",
+        DrainEnd::Bound | DrainEnd::Drained => {
+            ". Raise --drain-seconds ([server] drain_seconds) to let turns this long finish"
+        }
+    };
+    Some(format!(
+        "turnscope: cut {n} {turns} in flight at {why}: {fate}{advice}"
+    ))
 }
 
 /// The `[store] url` of the file per listening address (see `turnscope::store::url`).

@@ -306,6 +306,98 @@ async fn killed_mid_turn(
     let _ = in_flight.await;
 }
 
+/// A turn the drain bound cuts (SIGTERM, `--drain-seconds`) is reported as a crash's is: once,
+/// on its handle's next `chat` after the restart. It was stored ended `restarted` but read, so
+/// the next line went on as if nothing happened while a `kill -9` would have told it (tour U,
+/// finding 2). Stderr says how many turns the bound cut, on a line of its own; the exit status
+/// stays 0.
+#[tokio::test]
+async fn a_turn_the_drain_bound_cuts_is_told_once_on_its_handles_next_chat_after_the_restart() {
+    use crate::support::raw_mcp::text_of;
+    let dir = scratch("cut");
+    let store = store_url(&dir);
+    let config = dir.join("turnscope.toml");
+    // 400 words at 50 ms a word (20 s): far past the 0.5 s bound.
+    std::fs::write(&config, "[model]\npace = 0.05\nwords = 400\n").unwrap();
+    let events = dir.join("events.jsonl");
+    let config = config.display().to_string();
+    let flags = [
+        "--config",
+        &config,
+        "--drain-seconds",
+        "0.5",
+        "--events",
+        events.to_str().unwrap(),
+    ];
+    let (mut first, ready) = start(&store, &flags).await;
+    let url = url_in(&ready, "/mcp");
+    let handle = RawMcp::new(&url, "cli", false).start().await;
+    let in_flight = {
+        let (url, handle) = (url.clone(), handle.clone());
+        tokio::spawn(async move {
+            RawMcp::new(&url, "cli", false)
+                .chat(&handle, "a very long story")
+                .await
+        })
+    };
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !std::fs::read_to_string(&events)
+        .unwrap_or_default()
+        .contains(r#""type":"turn_started""#)
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the turn never started"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let exit = terminate(&mut first).await;
+    assert!(exit.success(), "{exit:?}");
+    let mut said = String::new();
+    tokio::io::AsyncReadExt::read_to_string(first.stderr.as_mut().unwrap(), &mut said)
+        .await
+        .unwrap();
+    let cut: Vec<&str> = said
+        .lines()
+        .filter(|l| l.starts_with("turnscope: cut "))
+        .collect();
+    assert_eq!(cut.len(), 1, "{said}");
+    assert!(
+        cut[0].starts_with(
+            "turnscope: cut 1 turn in flight at the drain bound (0.5 s): its line got no reply"
+        ) && cut[0].contains("Raise --drain-seconds"),
+        "{}",
+        cut[0]
+    );
+    let answered = in_flight.await.unwrap();
+    assert_eq!(
+        answered.result()["_meta"]["turnscope/turn"]["end_reason"],
+        "restarted",
+        "its caller, still connected, is answered too"
+    );
+
+    let (mut second, ready) = start(&store, &["--pace", "0"]).await;
+    let url = url_in(&ready, "/mcp");
+    let client = RawMcp::new(&url, "cli", false);
+    let told = client.chat(&handle, "hello again").await;
+    let text = text_of(told.result());
+    assert!(
+        text.starts_with(
+            "[turnscope stopped (a restart, a crash, or a replica that went down) while the bot \
+             answered your previous line \"a very long story\": that line got no reply"
+        ),
+        "{text}"
+    );
+    let turn = &told.result()["_meta"]["turnscope/turn"];
+    assert_eq!(turn["unread"]["end_reason"], "restarted", "{turn}");
+    assert_eq!(turn["end_reason"], "completed", "{turn}");
+    let after = client.chat(&handle, "").await;
+    let text = text_of(after.result());
+    assert!(text.contains("Nothing to read"), "told once: {text}");
+    assert!(terminate(&mut second).await.success());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[tokio::test]
 async fn the_idle_sweep_deletes_an_expired_stored_handle() {
     let dir = scratch("sweep");

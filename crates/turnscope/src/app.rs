@@ -460,25 +460,40 @@ impl App {
     }
 
     /// Stops the bridges (sockets closed with 1000, children ended), ends every session (each
-    /// turn in flight ends as "session ended") and stops the server.
-    pub async fn shutdown(mut self) {
+    /// turn in flight ends: see [`Stopped::cut`]) and stops the server.
+    pub async fn shutdown(mut self) -> Stopped {
         self.reloader.close();
         self.watch = None;
         self.bridges.shutdown().await;
         self.sweeper.abort();
-        self.sessions
+        let cut = self
+            .sessions
             .close_all("server shut down", Duration::from_secs(1))
             .await;
         // The answers just handed back still have to be written to their response streams:
         // wait (at most 1 s) until every MCP `POST` exchange has sent its body.
         self.exchanges.settled(Duration::from_secs(1)).await;
         self.server.shutdown(Duration::from_secs(2)).await;
+        let kept = self.sessions.store_status().durable;
         // Every write handed to the store is on disk before the process ends.
         self.sessions.store().close().await;
         if let Some(registry) = &self.tool_registry {
             registry.shutdown().await;
         }
+        Stopped { cut, kept }
     }
+}
+
+/// What [`App::shutdown`] did to the turns in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stopped {
+    /// Turns still running when the sessions were ended (the drain bound passed, a second
+    /// signal came, or no drain): each ended `restarted` and, in a durable store, kept for
+    /// its handle's next `chat` to report once, as after a crash; in memory, lost with the
+    /// process.
+    pub cut: usize,
+    /// Whether the store outlives the process.
+    pub kept: bool,
 }
 
 /// Opens the store `config.store` names (`memory` when unset): `default` is the file of the

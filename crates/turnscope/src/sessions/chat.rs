@@ -685,6 +685,30 @@ impl Sessions {
         session: &Arc<Session>,
         mut reading: Reading<'_>,
     ) -> Result<ChatReply, ChatError> {
+        // A turn the shutdown cut is answered, and kept unread all the same: the next call
+        // after the restart reports it, as after a crash (`Sessions::close_all`).
+        let cut = session.cut.load(std::sync::atomic::Ordering::Acquire) == reading.turn.id;
+        if cut {
+            let written = self
+                .record(
+                    session,
+                    &mut reading.state.stored,
+                    std::slice::from_ref(&reading.turn),
+                    None,
+                    Some(reading.turn.id),
+                    LeaseStep::Release,
+                )
+                .await;
+            if let Err(e) = &written {
+                tracing::warn!(
+                    session = session.number,
+                    turn = reading.turn.id,
+                    "the turn the shutdown cut could not be kept for its report: {e}"
+                );
+            }
+            let (turn, unread) = reading.let_go();
+            return Ok(ChatReply::of(&turn, unread));
+        }
         if reading
             .state
             .pending

@@ -201,23 +201,35 @@ impl Sessions {
 
     /// Ends every session (server shutdown): each turn in flight ends, and the `chat` calls
     /// waiting on those turns get their answers (this waits up to `grace` for them to be
-    /// handed back). With a durable store the conversations are kept (a turn in flight ends
-    /// as `restarted`: the next `chat` after the restart goes on); otherwise they are over
-    /// (`session_ended`). A console session in which nothing was said is deleted: nobody
-    /// holds its handle once the console is gone, so it could only ever be an empty record.
-    pub(crate) async fn close_all(&self, reason: &str, grace: Duration) {
+    /// handed back). With a durable store the conversations are kept: a turn in flight ends
+    /// as `restarted` and is kept unread, so the next `chat` on its handle after the restart
+    /// reports it once, as after a crash (its caller, when still connected, is answered with
+    /// it too: nothing tells whether that answer was read before the process ended);
+    /// otherwise they are over (`session_ended`). A console session in which nothing was
+    /// said is deleted: nobody holds its handle once the console is gone, so it could only
+    /// ever be an empty record. Returns how many turns in flight it cut.
+    pub(crate) async fn close_all(&self, reason: &str, grace: Duration) -> usize {
         self.keep_console_held_alive(Duration::ZERO).await;
         let all: Vec<_> = self.table().by_id.values().cloned().collect();
         let kept = self.inner.storage.durable();
-        futures::future::join_all(all.iter().map(|s| async move {
-            if matches!(s.opener, SessionOpener::Console) && s.turns().is_empty() {
-                self.close(s, reason).await;
-                return;
+        let cut = std::sync::atomic::AtomicUsize::new(0);
+        futures::future::join_all(all.iter().map(|s| {
+            let cut = &cut;
+            async move {
+                if matches!(s.opener, SessionOpener::Console) && s.turns().is_empty() {
+                    self.close(s, reason).await;
+                    return;
+                }
+                if let Some(turn) = s.bot.current_turn().filter(|t| !t.is_done()) {
+                    cut.fetch_add(1, Ordering::Relaxed);
+                    if kept {
+                        // Before it ends: the call reading it finds it marked.
+                        s.cut.store(turn.id, Ordering::Release);
+                        s.bot.end_turn_as(TurnEnd::Restarted);
+                    }
+                }
+                self.close_keeping(s, reason).await;
             }
-            if kept {
-                s.bot.end_turn_as(TurnEnd::Restarted);
-            }
-            self.close_keeping(s, reason).await;
         }))
         .await;
         let deadline = tokio::time::Instant::now() + grace;
@@ -226,6 +238,7 @@ impl Sessions {
         {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+        cut.into_inner()
     }
 
     /// Drains the table (SIGTERM behind a load balancer): from now on `start` and new lines

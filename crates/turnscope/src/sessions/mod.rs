@@ -148,6 +148,9 @@ pub struct Session {
     /// `end_session`, the console, the idle sweep): a write of its last turn that then finds
     /// it gone from the store is that close's doing, not news to warn about.
     deleted_here: std::sync::atomic::AtomicBool,
+    /// The turn the shutdown cut ([`Sessions::close_all`]; 0: none): the call reading it
+    /// keeps it unread, for the next `chat` after the restart to report.
+    cut: AtomicU64,
     epoch: Instant,
     bot: BotSession,
     chat: tokio::sync::Mutex<persist::ChatState>,
@@ -580,6 +583,7 @@ impl Sessions {
             gone: std::sync::atomic::AtomicBool::new(false),
             holder: AtomicU64::new(0),
             deleted_here: std::sync::atomic::AtomicBool::new(false),
+            cut: AtomicU64::new(0),
             epoch: self.inner.epoch,
             bot,
             chat: tokio::sync::Mutex::new(persist::ChatState::new(stored)),

@@ -695,6 +695,7 @@ impl Sessions {
             gone: std::sync::atomic::AtomicBool::new(false),
             holder: AtomicU64::new(0),
             deleted_here: std::sync::atomic::AtomicBool::new(false),
+            cut: AtomicU64::new(0),
             epoch,
             bot,
             chat: tokio::sync::Mutex::new(state),

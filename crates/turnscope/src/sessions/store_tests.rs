@@ -324,6 +324,51 @@ async fn a_turn_in_flight_at_a_crash_is_reported_once_and_never_answered() {
     live.close_all("test over", Duration::from_secs(1)).await;
 }
 
+/// A turn the shutdown cuts (the drain bound passed) is answered to the call waiting on it,
+/// and kept unread all the same: the next line after the restart is told it got no reply,
+/// once, as after a crash (it used to be stored as read, and the next line went on as if
+/// nothing happened).
+#[tokio::test]
+async fn a_turn_the_shutdown_cuts_is_reported_once_after_the_restart() {
+    let model = model(0.05).await;
+    let disk = Disk::new(MemoryStore::new());
+    let before = table(&model, disk.clone(), SessionLimits::default());
+    let handle = before.open(SessionOpener::Api).await.unwrap().handle();
+    say(&before, &handle, "first").await;
+    let waiting = {
+        let (before, handle) = (before.clone(), handle.clone());
+        tokio::spawn(async move { say(&before, &handle, "tell me a very long story").await })
+    };
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let cut = before
+        .close_all("server shut down", Duration::from_secs(1))
+        .await;
+    assert_eq!(cut, 1, "one turn was running");
+    let answered = waiting.await.unwrap();
+    assert_eq!(answered.end_reason.as_deref(), Some("restarted"));
+    let id = before.id_of(&handle).unwrap();
+    let head = disk.head(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (head.unread, head.in_flight.is_some()),
+        (Some(2), false),
+        "{head:?}"
+    );
+
+    let after = table(&model, disk.clone(), SessionLimits::default());
+    let reply = say(&after, &handle, "what did I say").await;
+    let unread = reply.unread.expect("the cut turn is told");
+    assert_eq!(unread.end_reason, "restarted");
+    assert_eq!(unread.line.as_deref(), Some("tell me a very long story"));
+    assert_eq!(reply.end_reason.as_deref(), Some("completed"));
+    assert_eq!(say(&after, &handle, "").await.end_reason, None, "once");
+    assert_eq!(
+        say(&after, &handle, "and now").await.unread,
+        None,
+        "once, and no more"
+    );
+    after.close_all("test over", Duration::from_secs(1)).await;
+}
+
 /// Reopening after a crash writes the lost turn's record first; when another server wrote the
 /// session in between, that write finds it changed: the session is let go and loaded afresh
 /// (once), and the lost turn is still reported once, never twice.
