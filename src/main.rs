@@ -542,14 +542,19 @@ async fn headless(
     note(format_args!(
         "turnscope: shutting down: {}; ending every session",
         match end {
-            DrainEnd::Drained => "no turn in flight and no task result unread",
+            DrainEnd::Drained =>
+                "no turn in flight, no task result unread, every answer written out",
             DrainEnd::Bound => {
-                "the drain bound passed (a turn still ran, or a task's result was not polled)"
+                "the drain bound passed (a turn still ran, a task's result was not polled, or \
+                 an answer was not yet written out)"
             }
             DrainEnd::Signal => "a second signal came",
         }
     ));
-    let stopped = app.shutdown().await;
+    let stopped = match end {
+        DrainEnd::Signal => app.shutdown_now().await,
+        DrainEnd::Drained | DrainEnd::Bound => app.shutdown().await,
+    };
     if let Some(line) = cut_line(stopped, end, bound) {
         note(format_args!("{line}"));
     }
@@ -560,7 +565,7 @@ async fn headless(
 /// How a headless drain ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum DrainEnd {
-    /// Every turn finished and was read.
+    /// Every turn finished and was read, every answer written out.
     Drained,
     /// `drain_seconds` passed first.
     Bound,

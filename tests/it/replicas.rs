@@ -197,6 +197,63 @@ async fn the_drain_is_bounded_by_drain_seconds() {
     assert_eq!(reply.record["end_reason"], "session_ended", "{reply:?}");
 }
 
+/// What the Python SDK does right after it reads a `chat` answer from a drained server: it
+/// asks again (a `Client` that has not listed the tools lists them to check the result; an MCP
+/// session ends with a `DELETE`). The server exited as soon as the answer was handed back, so
+/// that request met a closed port and the SDK failed the whole call, reply and all (tour U,
+/// finding 1). The port stays open a moment after the last answer.
+#[tokio::test]
+async fn a_drained_server_stays_open_a_moment_after_its_last_answer_for_the_clients_next_request() {
+    use crate::support::raw_mcp::RawMcp;
+    // A turn of 20 words at 50 ms a word (1 s) is in flight when the signal comes.
+    let mut bin = Headless::start(
+        "drain-grace",
+        "[server]\ndrain_seconds = 30\n[model]\npace = 0.05\nwords = 20\n",
+        &[],
+    )
+    .await;
+    let handle = RawMcp::new(&bin.url, "sdk-like", false).start().await;
+    let in_flight = {
+        let (url, handle) = (bin.url.clone(), handle.clone());
+        tokio::spawn(async move {
+            RawMcp::new(&url, "sdk-like", false)
+                .chat(&handle, "a story")
+                .await
+        })
+    };
+    until_turns_started(&bin, 1).await;
+    bin.terminate();
+    let answer = tokio::time::timeout(WAIT, in_flight)
+        .await
+        .expect("the turn in flight is answered")
+        .unwrap();
+    let turn = &answer.result()["_meta"]["turnscope/turn"];
+    assert_eq!(turn["end_reason"], "completed", "{turn}");
+
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let listed = reqwest::Client::new()
+        .post(&bin.url)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/list")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": {"_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "sdk-like", "version": "0"},
+            }}}),
+        )
+        .send()
+        .await;
+    let listed = match listed {
+        Ok(response) => response.text().await.unwrap_or_default(),
+        Err(e) => panic!("the drained server closed its port right after the answer: {e}"),
+    };
+    assert!(listed.contains("\"chat\""), "{listed}");
+    let exit = bin.exit().await;
+    assert!(exit.success(), "{exit:?}");
+}
+
 /// Calls on one handle run in order, but a new line during a drain is refused whatever it
 /// would wait for: it used to queue behind the turn in flight (seconds) before it was
 /// refused (tour U, finding 10).

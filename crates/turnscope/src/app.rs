@@ -443,14 +443,26 @@ impl App {
 
     /// Drains this replica (SIGTERM): `/healthz` answers `draining` (404) at once, `start`
     /// and new lines are refused with an error saying so, and turns in flight finish and are
-    /// read, for at most `server.drain_seconds`. Returns whether it drained within that bound;
-    /// [`App::shutdown`] comes next.
+    /// read, for at most `server.drain_seconds`: it is over when no turn runs, no task result
+    /// waits for its poll, and every MCP `POST` answer has been handed whole to its
+    /// connection (a turn's call returns before its answer is written out). Returns whether
+    /// it drained within that bound; [`App::shutdown`] comes next.
     pub async fn drain(&self) -> bool {
         let replica = self.sessions.replica();
         self.bus
             .publish_with(|| Event::Replica(replica_event(replica, "draining")));
         let bound = self.drain_bound().await;
-        self.sessions.drain(bound).await
+        self.sessions.begin_drain();
+        let deadline = tokio::time::Instant::now() + bound;
+        loop {
+            if self.sessions.quiet() && self.exchanges.open() == 0 {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     /// How long [`App::drain`] waits for turns in flight (`server.drain_seconds`, as the config
@@ -460,8 +472,25 @@ impl App {
     }
 
     /// Stops the bridges (sockets closed with 1000, children ended), ends every session (each
-    /// turn in flight ends: see [`Stopped::cut`]) and stops the server.
-    pub async fn shutdown(mut self) -> Stopped {
+    /// turn in flight ends: see [`Stopped::cut`]) and stops the server. After a drain
+    /// ([`App::drain`]) clients get [`CLIENT_GRACE`] first to read their answers and send
+    /// what they send after one; a stop with no drain (the console's quit) stops at once.
+    pub async fn shutdown(self) -> Stopped {
+        let grace = if self.sessions.is_draining() {
+            CLIENT_GRACE
+        } else {
+            Duration::ZERO
+        };
+        self.shutdown_with(grace).await
+    }
+
+    /// [`App::shutdown`] with no grace for clients after the answers are written out, even
+    /// after a drain (a second signal: stop at once).
+    pub async fn shutdown_now(self) -> Stopped {
+        self.shutdown_with(Duration::ZERO).await
+    }
+
+    async fn shutdown_with(mut self, grace: Duration) -> Stopped {
         self.reloader.close();
         self.watch = None;
         self.bridges.shutdown().await;
@@ -473,7 +502,23 @@ impl App {
         // The answers just handed back still have to be written to their response streams:
         // wait (at most 1 s) until every MCP `POST` exchange has sent its body.
         self.exchanges.settled(Duration::from_secs(1)).await;
+        // A client that just read its answer often asks once more at once (the Python SDK
+        // lists the tools to check a result, and ends its MCP session): the port stays open,
+        // and the GET streams with it, until no such request came for `grace`.
+        self.exchanges.linger(grace, grace * 3).await;
         self.server.shutdown(Duration::from_secs(2)).await;
+        // An answer not handed whole to its connection by now is not delivered: its reply
+        // stays unread in the store, for an empty line after the restart to read.
+        let abandoned = self.exchanges.abandon();
+        if abandoned > 0 {
+            tracing::warn!(
+                abandoned,
+                "MCP answers not written out whole before the server stopped: their replies are kept unread"
+            );
+        }
+        self.sessions
+            .undelivered_settled(Duration::from_secs(2))
+            .await;
         let kept = self.sessions.store_status().durable;
         // Every write handed to the store is on disk before the process ends.
         self.sessions.store().close().await;
@@ -483,6 +528,11 @@ impl App {
         Stopped { cut, kept }
     }
 }
+
+/// How long a drained server stays open for clients after the last MCP answer went out
+/// ([`App::shutdown`]): what a client sends right after reading its answer finds the port
+/// open (each such request starts it again, three times it at most).
+pub const CLIENT_GRACE: Duration = Duration::from_secs(1);
 
 /// What [`App::shutdown`] did to the turns in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

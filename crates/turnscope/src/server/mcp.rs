@@ -26,12 +26,12 @@ use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::caller::CallerGone;
+use super::caller::{CallerGone, Delivery};
 use super::held::Held;
 use super::mcp_text;
 use crate::observe::{Event, SessionOpener};
 use crate::sessions::{
-    CallerWatch, ChatError, ChatOutcome, ChatReply, ProgressSink, Sessions, TaskAsk,
+    CallerWatch, ChatError, ChatOutcome, ChatReply, ProgressSink, ReadMark, Sessions, TaskAsk,
 };
 
 /// The rmcp handler serving one bot's sessions.
@@ -96,6 +96,28 @@ impl ProgressSink for McpProgress {
     }
 }
 
+/// The HTTP exchange a `chat` call's answer goes out on: whether that answer reaches its
+/// connection whole ([`Delivery`]), and whether its stream is one a client resumes (an MCP
+/// session's, before 2026-07-28). A reply read by the call is handed back to its session
+/// when the answer does not get out ([`Sessions::reply_not_delivered`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Carrier<'a> {
+    delivery: &'a Delivery,
+    resumable: bool,
+}
+
+impl Carrier<'_> {
+    /// Hands `mark`'s turn back to its session if this answer does not reach its connection.
+    fn watch(&self, sessions: &Sessions, mark: Option<ReadMark>) {
+        let Some(mark) = mark else {
+            return;
+        };
+        let (sessions, resumable) = (sessions.clone(), self.resumable);
+        self.delivery
+            .on_lost(move || sessions.reply_not_delivered(mark, resumable));
+    }
+}
+
 /// One token cancelled when either `a` or `b` is; the watcher stops with the returned guard.
 /// Without `b` (every revision before 2026-07-28) that is `a` itself: no watcher task.
 fn either(
@@ -128,7 +150,9 @@ impl BotMcp {
     /// Runs tool `name` for the MCP client called `client`, whatever carries the call (HTTP
     /// here, a Xiaozhi socket for `@bot`); publishes `Event::Served`. `watch.cancel` withdraws
     /// a `chat` (the turn keeps running), `watch.stream_lost` lets it go on for a resumed
-    /// stream (see [`CallerWatch`]); `progress` gets one report per reply piece.
+    /// stream (see [`CallerWatch`]); `progress` gets one report per reply piece; `carrier`:
+    /// the HTTP exchange the answer goes out on, when there is one.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn call(
         &self,
         name: &str,
@@ -137,14 +161,20 @@ impl BotMcp {
         request: Option<&str>,
         watch: CallerWatch<'_>,
         progress: Option<&mut dyn ProgressSink>,
+        carrier: Option<Carrier<'_>>,
     ) -> CallToolResult {
         let started = Instant::now();
         let mut cancelled = false;
         let result = match name {
             "start" => self.start(client.clone()).await,
             "chat" => {
-                self.chat(args, &client, request, watch, progress, &mut cancelled)
-                    .await
+                let call = ChatCall {
+                    client: &client,
+                    request,
+                    watch,
+                    carrier,
+                };
+                self.chat(args, call, progress, &mut cancelled).await
             }
             other => tool_error(format!(
                 "tool `{other}` does not exist here. This server has two tools: start (opens a conversation) and \
@@ -218,8 +248,7 @@ impl BotMcp {
     async fn chat_or_task(
         &self,
         args: &JsonObject,
-        request: Option<&str>,
-        watch: CallerWatch<'_>,
+        call: ChatCall<'_>,
         progress: Option<&mut dyn ProgressSink>,
         ask: &TaskAsk,
     ) -> CallToolResponse {
@@ -237,14 +266,19 @@ impl BotMcp {
         self.held.hold(handle, &ask.client);
         let (answer, cancelled) = match self
             .sessions
-            .chat_or_task(handle, line, request, progress, watch, ask)
+            .chat_or_task_marked(handle, line, call.request, progress, call.watch, ask)
             .await
         {
-            Ok(ChatOutcome::Reply(reply)) => (
-                CallToolResponse::from(self.chat_result(handle, &reply)),
-                false,
-            ),
-            Ok(ChatOutcome::Task(record)) => (
+            Ok((ChatOutcome::Reply(reply), mark)) => {
+                if let Some(carrier) = call.carrier {
+                    carrier.watch(&self.sessions, mark);
+                }
+                (
+                    CallToolResponse::from(self.chat_result(handle, &reply)),
+                    false,
+                )
+            }
+            Ok((ChatOutcome::Task(record), _)) => (
                 CallToolResponse::Task(super::mcp_tasks::created(&record)),
                 false,
             ),
@@ -278,9 +312,7 @@ impl BotMcp {
     async fn chat(
         &self,
         args: &JsonObject,
-        client: &str,
-        request: Option<&str>,
-        watch: CallerWatch<'_>,
+        call: ChatCall<'_>,
         progress: Option<&mut dyn ProgressSink>,
         cancelled: &mut bool,
     ) -> CallToolResult {
@@ -289,13 +321,18 @@ impl BotMcp {
             Err(e) => return tool_error(e),
         };
         // A client chatting on a handle holds it from its call on, whoever opened it.
-        self.held.hold(handle, client);
+        self.held.hold(handle, call.client);
         match self
             .sessions
-            .chat_keyed(handle, line, request, progress, watch)
+            .chat_keyed_marked(handle, line, call.request, progress, call.watch)
             .await
         {
-            Ok(reply) => self.chat_result(handle, &reply),
+            Ok((reply, mark)) => {
+                if let Some(carrier) = call.carrier {
+                    carrier.watch(&self.sessions, mark);
+                }
+                self.chat_result(handle, &reply)
+            }
             Err(ChatError::Cancelled) => {
                 *cancelled = true;
                 tool_error(ChatError::Cancelled.to_string())
@@ -320,6 +357,16 @@ impl BotMcp {
         }
         result
     }
+}
+
+/// Who makes a `chat` call and how: the client's name, the request's id (`X-Request-ID`),
+/// how the call learns its caller left, and the exchange its answer goes out on.
+#[derive(Clone, Copy)]
+struct ChatCall<'a> {
+    client: &'a str,
+    request: Option<&'a str>,
+    watch: CallerWatch<'a>,
+    carrier: Option<Carrier<'a>>,
 }
 
 /// `chat`'s arguments: the handle, and the line ("" when absent).
@@ -503,6 +550,12 @@ impl ServerHandler for BotMcp {
         if in_mcp_session {
             self.held.in_mcp_session();
         }
+        let carrier = parts
+            .and_then(|parts| parts.extensions.get::<Delivery>())
+            .map(|delivery| Carrier {
+                delivery,
+                resumable: in_mcp_session && !stream_cancels,
+            });
         let mut sink = context.meta.get_progress_token().map(|token| McpProgress {
             peer: context.peer.clone(),
             token,
@@ -512,14 +565,26 @@ impl ServerHandler for BotMcp {
             && let Some(ask) =
                 super::mcp_tasks::task_ask(&context, &self.sessions.task_settings(), &client)
         {
-            return Ok(self
-                .chat_or_task(args, request_id, watch, progress, &ask)
-                .await);
+            let call = ChatCall {
+                client: &client,
+                request: request_id,
+                watch,
+                carrier,
+            };
+            return Ok(self.chat_or_task(args, call, progress, &ask).await);
         }
         // Under 2026-07-28 a chat whose response stream closed before the reply is cancelled
         // (`Event::CallCancelled`, from `call`), as `notifications/cancelled` is before it.
         let result = self
-            .call(&request.name, args, client, request_id, watch, progress)
+            .call(
+                &request.name,
+                args,
+                client,
+                request_id,
+                watch,
+                progress,
+                carrier,
+            )
             .await;
         Ok(result.into())
     }

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::persist::ChatState;
 use super::progress::{ProgressSink, forward_progress};
-use super::reply::{CallerWatch, ChatOutcome, ChatReply, TaskAsk, UnreadTurn, lost_line};
+use super::reply::{CallerWatch, ChatOutcome, ChatReply, ReadMark, TaskAsk, UnreadTurn, lost_line};
 use super::storage::{Conflict, LeaseStep};
 use super::{Caller, ChatError, Session, Sessions};
 use crate::bot::Turn;
@@ -92,9 +92,25 @@ impl Sessions {
         handle: &str,
         line: &str,
         request: Option<&str>,
-        mut progress: Option<&mut dyn ProgressSink>,
+        progress: Option<&mut dyn ProgressSink>,
         watch: CallerWatch<'_>,
     ) -> Result<ChatReply, ChatError> {
+        self.chat_keyed_marked(handle, line, request, progress, watch)
+            .await
+            .map(|(reply, _)| reply)
+    }
+
+    /// [`Sessions::chat_keyed`], and the turn its reply read ([`ReadMark`]), for the server
+    /// to hand back ([`Sessions::reply_not_delivered`]) when the answer does not reach its
+    /// caller.
+    pub(crate) async fn chat_keyed_marked(
+        &self,
+        handle: &str,
+        line: &str,
+        request: Option<&str>,
+        mut progress: Option<&mut dyn ProgressSink>,
+        watch: CallerWatch<'_>,
+    ) -> Result<(ChatReply, Option<ReadMark>), ChatError> {
         let mut loads = Loads::default();
         loop {
             // A reopen whose first write (a crash's lost turn) found the session written
@@ -115,7 +131,10 @@ impl Sessions {
                 )
                 .await;
             if !loads.again(&result) {
-                return result;
+                return result.map(|reply| {
+                    let mark = ReadMark::of(&session, &reply);
+                    (reply, mark)
+                });
             }
         }
     }
@@ -214,10 +233,26 @@ impl Sessions {
         handle: &str,
         line: &str,
         request: Option<&str>,
-        mut progress: Option<&mut dyn ProgressSink>,
+        progress: Option<&mut dyn ProgressSink>,
         watch: CallerWatch<'_>,
         ask: &TaskAsk,
     ) -> Result<ChatOutcome, ChatError> {
+        self.chat_or_task_marked(handle, line, request, progress, watch, ask)
+            .await
+            .map(|(outcome, _)| outcome)
+    }
+
+    /// [`Sessions::chat_or_task`], and the turn a reply read ([`ReadMark`]; none for a
+    /// task), as [`Sessions::chat_keyed_marked`].
+    pub(crate) async fn chat_or_task_marked(
+        &self,
+        handle: &str,
+        line: &str,
+        request: Option<&str>,
+        mut progress: Option<&mut dyn ProgressSink>,
+        watch: CallerWatch<'_>,
+        ask: &TaskAsk,
+    ) -> Result<(ChatOutcome, Option<ReadMark>), ChatError> {
         let mut loads = Loads::default();
         loop {
             // A reopen whose first write (a crash's lost turn) found the session written
@@ -231,7 +266,13 @@ impl Sessions {
                 .chat_or_task_on(&session, line, request, progress.as_deref_mut(), watch, ask)
                 .await;
             if !loads.again(&result) {
-                return result;
+                return result.map(|outcome| {
+                    let mark = match &outcome {
+                        ChatOutcome::Reply(reply) => ReadMark::of(&session, reply),
+                        ChatOutcome::Task(_) => None,
+                    };
+                    (outcome, mark)
+                });
             }
         }
     }
@@ -819,6 +860,105 @@ impl Sessions {
         if let Some(read) = read {
             self.record_read_later(session, move |_| Some(read));
         }
+    }
+
+    /// The reply a call read (`mark`, written as read before it was returned) did not reach
+    /// its caller: the HTTP answer that carried it was dropped before its end (the client
+    /// left, the connection broke, the server stopped). The turn is the session's unread one
+    /// again, here and in the store, so an empty line reads it (after a restart too) and a
+    /// new line's answer names it, unless a newer line began meanwhile or another turn is
+    /// unread. `resumable`: the answer went out on a stream of an MCP session, which the
+    /// client resumes from this process's replay store (`Last-Event-ID`) while it runs;
+    /// it is handed back only when the process is stopping (the replay store dies with it).
+    /// Never waits: the write runs in the background ([`Sessions::undelivered_settled`]).
+    pub(crate) fn reply_not_delivered(&self, mark: ReadMark, resumable: bool) {
+        if resumable && !self.stopping() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let writes = self.inner.undelivered_writes.clone();
+        writes.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        let sessions = self.clone();
+        runtime.spawn(async move {
+            sessions.hand_back(mark).await;
+            writes.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        });
+    }
+
+    async fn hand_back(&self, mark: ReadMark) {
+        let ReadMark { session, turn } = mark;
+        let mut state = session.chat.lock().await;
+        let newest = session.bot.next_turn_id().saturating_sub(1);
+        if state.pending.is_some() || state.task.is_some() || newest != turn {
+            return;
+        }
+        let Some(read) = session.turns().into_iter().rev().find(|t| t.id == turn) else {
+            return;
+        };
+        let shared = self.inner.storage.shared();
+        if shared
+            && let Err(e) = self
+                .take_lease(&session, &mut state, false, &CancellationToken::new())
+                .await
+        {
+            drop(state);
+            self.let_go_after_lease(&session, &e).await;
+            return;
+        }
+        state.pending = Some(read);
+        let written = self
+            .record(
+                &session,
+                &mut state.stored,
+                &[],
+                None,
+                Some(turn),
+                LeaseStep::Keep,
+            )
+            .await;
+        if shared {
+            self.inner.storage.release(&session.id).await;
+        }
+        drop(state);
+        match written {
+            Ok(()) => tracing::info!(
+                session = session.number,
+                handle = %session.handle_prefix(),
+                turn,
+                "a reply did not reach its caller: kept unread (an empty line reads it)"
+            ),
+            Err(conflict) => self.conflicted(&session, conflict).await,
+        }
+    }
+
+    /// Whether this process is ending its sessions or draining: a stream's replay store
+    /// does not outlive it.
+    fn stopping(&self) -> bool {
+        self.is_draining()
+            || self
+                .inner
+                .stopping
+                .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Waits until the writes of replies that did not reach their callers
+    /// ([`Sessions::reply_not_delivered`]) are done, at most `bound`; true when they are.
+    pub(crate) async fn undelivered_settled(&self, bound: std::time::Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + bound;
+        while self
+            .inner
+            .undelivered_writes
+            .load(std::sync::atomic::Ordering::Acquire)
+            > 0
+        {
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        true
     }
 
     /// Stores as read the turn `pick` takes from the handle's state (none: nothing to do),

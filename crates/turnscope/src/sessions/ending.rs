@@ -209,6 +209,7 @@ impl Sessions {
     /// said is deleted: nobody holds its handle once the console is gone, so it could only
     /// ever be an empty record. Returns how many turns in flight it cut.
     pub(crate) async fn close_all(&self, reason: &str, grace: Duration) -> usize {
+        self.inner.stopping.store(true, Ordering::Release);
         self.keep_console_held_alive(Duration::ZERO).await;
         let all: Vec<_> = self.table().by_id.values().cloned().collect();
         let kept = self.inner.storage.durable();
@@ -246,7 +247,7 @@ impl Sessions {
     /// callers read them. Returns once no `chat` call is in progress and no turn runs, or
     /// after `bound`; true when it drained before the bound.
     pub async fn drain(&self, bound: Duration) -> bool {
-        self.inner.draining.store(true, Ordering::Release);
+        self.begin_drain();
         let deadline = tokio::time::Instant::now() + bound;
         loop {
             if self.quiet() {
@@ -259,9 +260,15 @@ impl Sessions {
         }
     }
 
+    /// Begins a drain ([`Sessions::drain`]) without waiting for it: `start` and new lines are
+    /// refused from now on (on a store of its own; see [`Sessions::is_draining`]).
+    pub fn begin_drain(&self) {
+        self.inner.draining.store(true, Ordering::Release);
+    }
+
     /// Whether no `chat` call is in progress, no session has a turn running, and no task's
     /// client still waits for its result.
-    fn quiet(&self) -> bool {
+    pub fn quiet(&self) -> bool {
         self.inner.calls_in_flight.load(Ordering::Acquire) == 0
             && !self.tasks_awaited()
             && self

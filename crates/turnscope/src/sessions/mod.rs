@@ -40,6 +40,7 @@ use uuid::Uuid;
 pub use errors::ChatError;
 pub use progress::{PROGRESS_CHARS, ProgressSink, progress_text};
 pub use replica::Replica;
+pub(crate) use reply::ReadMark;
 pub use reply::{CallerWatch, ChatOutcome, ChatReply, TaskAsk, ToolCallSummary, UnreadTurn};
 pub use storage::StoreStatus;
 pub use task_store::{
@@ -323,6 +324,11 @@ struct Inner {
     replica: Replica,
     /// Set by [`Sessions::drain`]: no new session, no new line.
     draining: AtomicBool,
+    /// Set by [`Sessions::close_all`]: this process is ending its sessions.
+    stopping: AtomicBool,
+    /// Writes of replies that did not reach their caller, still running
+    /// ([`Sessions::reply_not_delivered`]); the shutdown waits for them.
+    undelivered_writes: Arc<AtomicUsize>,
     /// Where sessions are kept.
     storage: storage::Storage,
     /// The live tasks (`chat` calls answered with a task), by id.
@@ -386,6 +392,8 @@ impl Sessions {
                 console_holds: AtomicBool::new(false),
                 replica,
                 draining: AtomicBool::new(false),
+                stopping: AtomicBool::new(false),
+                undelivered_writes: Arc::new(AtomicUsize::new(0)),
                 storage,
                 tasks: tasks::TaskTable::default(),
                 task_store,

@@ -98,6 +98,26 @@ pub struct ChatReply {
     pub kept_unread: bool,
 }
 
+/// The turn a `chat` call's reply read, which the store now holds as read: for the server to
+/// hand back ([`Sessions::reply_not_delivered`](super::Sessions::reply_not_delivered)) when
+/// that reply never reached its caller.
+pub(crate) struct ReadMark {
+    pub(super) session: std::sync::Arc<super::Session>,
+    pub(super) turn: u64,
+}
+
+impl ReadMark {
+    /// The mark of `reply`, read on `session`: none when it read no turn (an empty line
+    /// with nothing to read) or kept its turn unread (a broken stream's).
+    pub(super) fn of(session: &std::sync::Arc<super::Session>, reply: &ChatReply) -> Option<Self> {
+        let turn = reply.turn.filter(|_| !reply.kept_unread)?;
+        Some(Self {
+            session: session.clone(),
+            turn,
+        })
+    }
+}
+
 /// How a `chat` call learns that its caller left.
 #[derive(Clone, Copy)]
 pub struct CallerWatch<'a> {

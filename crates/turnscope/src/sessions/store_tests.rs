@@ -369,6 +369,53 @@ async fn a_turn_the_shutdown_cuts_is_reported_once_after_the_restart() {
     after.close_all("test over", Duration::from_secs(1)).await;
 }
 
+/// A reply written as read whose answer never reached its caller (the HTTP exchange that
+/// carried it was dropped before its end: `server::caller`) is handed back: unread again, so
+/// an empty line reads it, here and after a restart, once. One a client resumes from the
+/// replay store (an MCP session's stream) is handed back only once the process stops.
+#[tokio::test]
+async fn a_reply_that_did_not_reach_its_caller_is_unread_again_here_and_after_a_restart() {
+    let model = model(0.0).await;
+    let disk = Disk::new(MemoryStore::new());
+    let before = table(&model, disk.clone(), SessionLimits::default());
+    let handle = before.open(SessionOpener::Api).await.unwrap().handle();
+    let cancel = CancellationToken::new();
+    let said = |line: &'static str| {
+        let (before, handle, cancel) = (before.clone(), handle.clone(), cancel.clone());
+        async move {
+            before
+                .chat_keyed_marked(&handle, line, None, None, CallerWatch::cancel_only(&cancel))
+                .await
+                .unwrap()
+        }
+    };
+    let (first, mark) = said("my name is Ada").await;
+    before.reply_not_delivered(mark.expect("a turn was read"), false);
+    assert!(before.undelivered_settled(Duration::from_secs(5)).await);
+    let again = say(&before, &handle, "").await;
+    assert_eq!((again.turn, &again.reply), (first.turn, &first.reply));
+    assert_eq!(say(&before, &handle, "").await.end_reason, None, "once");
+
+    // On a resumable stream, while the process runs: the replay store has it.
+    let (_, mark) = said("my name is Bo").await;
+    before.reply_not_delivered(mark.unwrap(), true);
+    assert!(before.undelivered_settled(Duration::from_secs(5)).await);
+    assert_eq!(say(&before, &handle, "").await.end_reason, None);
+
+    // Not delivered as the process stops: the store keeps it unread for after the restart.
+    let (third, mark) = said("my name is Cy").await;
+    before
+        .close_all("server shut down", Duration::from_secs(1))
+        .await;
+    before.reply_not_delivered(mark.unwrap(), true);
+    assert!(before.undelivered_settled(Duration::from_secs(5)).await);
+    let after = table(&model, disk, SessionLimits::default());
+    let read = say(&after, &handle, "").await;
+    assert_eq!((read.turn, &read.reply), (third.turn, &third.reply));
+    assert_eq!(say(&after, &handle, "").await.end_reason, None, "once");
+    after.close_all("test over", Duration::from_secs(1)).await;
+}
+
 /// Reopening after a crash writes the lost turn's record first; when another server wrote the
 /// session in between, that write finds it changed: the session is let go and loaded afresh
 /// (once), and the lost turn is still reported once, never twice.

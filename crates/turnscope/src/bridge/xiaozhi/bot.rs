@@ -91,6 +91,7 @@ impl LocalTools for BotTools {
                 None,
                 crate::sessions::CallerWatch::cancel_only(cancel),
                 progress,
+                None,
             )
             .await
     }
