@@ -597,9 +597,12 @@ fn cut_line(stopped: turnscope::app::Stopped, end: DrainEnd, bound: Duration) ->
             "their lines got no reply; the store keeps the conversations, and the next chat on \
              each handle (an empty line too) tells its client so, once"
         }
+    } else if n == 1 {
+        "its conversation ends with this process (the store is memory; --store sqlite:PATH \
+         keeps conversations across a restart)"
     } else {
-        "the store is memory: those conversations end with this process (--store sqlite:PATH \
-         keeps them)"
+        "their conversations end with this process (the store is memory; --store sqlite:PATH \
+         keeps conversations across a restart)"
     };
     let advice = match end {
         DrainEnd::Signal => "",
