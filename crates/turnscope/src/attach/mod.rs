@@ -207,7 +207,7 @@ impl Attached {
             target.adopt(number, &started, Shown::ByClient);
             // Held before it waits: a worker that pairs at once hands it over.
             target.hold(number);
-            self.pairing.wait(number, target);
+            self.pairing.wait(number, now_us());
             self.unpaired_after(number);
         } else {
             target.adopt(number, &started, Shown::ByClient);
@@ -348,7 +348,8 @@ impl Attached {
     }
 
     /// When no whisker worker pairs with `number` in time (at once when another client holds
-    /// whisker: none can), this client shows it, the turns it held meanwhile first.
+    /// whisker: none can), this client shows it, the turns it held meanwhile first, until a
+    /// worker added as it started shows up (whisker answers later: [`whisker::Pairing`]).
     fn unpaired_after(&self, number: u64) {
         let pairing = self.pairing.clone();
         let target = self.target.clone();
@@ -364,7 +365,7 @@ impl Attached {
             while Instant::now() < deadline && !refused() {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            if pairing.give_up(number)
+            if pairing.stop_waiting(number)
                 && let Some(target) = target
             {
                 target.show_by_client(number);
@@ -372,27 +373,36 @@ impl Attached {
                     let w = w.lock().unwrap_or_else(|p| p.into_inner());
                     w.connects == 0 && w.refused == 0
                 });
-                let why = if refused() {
-                    "another client holds whisker, so no worker pairs with it".to_string()
+                let (why, until) = if refused() {
+                    (
+                        "another client holds whisker, so no worker pairs with it now".to_string(),
+                        " until whisker takes this console (then its worker pairs with it)",
+                    )
                 } else if never_answered {
                     // Whisker opens its port as the bot's first session starts: this one did.
-                    format!(
-                        "nothing answered at the --whisker address within {} s of its start, \
-                         though whisker listens once the bot's first session starts: is the port \
-                         the one the bot printed?",
-                        PAIRED_WITHIN.as_secs()
+                    (
+                        format!(
+                            "nothing answered at the --whisker address within {} s of its start, \
+                             though whisker listens once the bot's first session starts: is the \
+                             port the one the bot printed?",
+                            PAIRED_WITHIN.as_secs()
+                        ),
+                        " until whisker answers (then its worker pairs with it)",
                     )
                 } else {
-                    format!(
-                        "no whisker worker appeared for it within {} s",
-                        PAIRED_WITHIN.as_secs()
+                    (
+                        format!(
+                            "no whisker worker appeared for it within {} s",
+                            PAIRED_WITHIN.as_secs()
+                        ),
+                        "",
                     )
                 };
                 bus.publish(Event::Log {
                     at_ms: now_us() / 1000,
                     level: "warn".into(),
                     message: format!(
-                        "#{number}: {why}: its turns are shown as this client sees them"
+                        "#{number}: {why}: its turns are shown as this client sees them{until}"
                     ),
                 });
             }

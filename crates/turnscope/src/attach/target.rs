@@ -626,6 +626,15 @@ impl Target {
         outcome
     }
 
+    /// How many turns the session `number` this console started had (its lines so far).
+    pub fn turns_of(&self, number: u64) -> u64 {
+        self.own
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&number)
+            .map_or(0, |o| o.turns)
+    }
+
     /// Whether this console started `number`.
     pub fn owns(&self, number: u64) -> bool {
         self.own

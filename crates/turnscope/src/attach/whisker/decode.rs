@@ -30,6 +30,9 @@ pub enum Record {
         versions: String,
         /// The workers.
         workers: Vec<Worker>,
+        /// When whisker sent it, by the bot's clock (`timestamp`, µs since the epoch; 0 when
+        /// not said): against this reader's clock it tells how far the bot's runs ahead.
+        at_us: u64,
     },
     /// A worker (a pipeline) was registered.
     WorkerAdded(Worker),
@@ -276,6 +279,7 @@ fn record(value: &Value) -> Option<Record> {
                 .and_then(Value::as_array)
                 .map(|ws| ws.iter().filter_map(worker).collect())
                 .unwrap_or_default(),
+            at_us: seconds_us(get(value, "timestamp")),
         },
         "worker_added" => Record::WorkerAdded(worker(value)?),
         "frame" | "frame:whisker" | "frame:whisker-urgent" => Record::Frame(FrameRecord {

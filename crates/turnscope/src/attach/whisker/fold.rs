@@ -155,6 +155,14 @@ impl Fold {
         out
     }
 
+    /// Numbers the next turn of the worker `id` after `turns` (a worker paired late with a
+    /// session whose client showed that many turns meanwhile).
+    pub fn continue_after(&mut self, id: &str, turns: u64) {
+        if let Some(w) = self.workers.get_mut(id) {
+            w.turns = w.turns.max(turns);
+        }
+    }
+
     /// The events one frame record makes (none for a worker not followed).
     pub fn frame(&mut self, f: &FrameRecord) -> Vec<Event> {
         let mut out = Vec::new();

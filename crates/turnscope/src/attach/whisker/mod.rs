@@ -6,7 +6,8 @@
 //! messages of up to [`MAX_MESSAGE`] bytes are read, records decoded one at a time
 //! ([`decode`]), unknown record types skipped and counted. A worker that appears soon after the
 //! console started a session is paired with it ([`Pairing`]), so the session shows the
-//! worker's frames and turns.
+//! worker's frames and turns; so is one a later snapshot lists as added when a session started
+//! that stopped waiting (whisker was held by another client then).
 
 pub mod decode;
 pub mod fold;
@@ -14,7 +15,7 @@ pub mod fold;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use tokio_tungstenite::tungstenite::Message;
@@ -63,33 +64,102 @@ pub struct WhiskerState {
 /// The reader's shared state.
 pub type Shared = Arc<Mutex<WhiskerState>>;
 
-/// Sessions the console started that wait for a whisker worker (oldest first).
+/// How far apart, by this console's clock, a session's start and a worker's addition may be
+/// for a worker that shows up after the session stopped waiting (whisker was held by another
+/// client, or not up yet) to be taken as that session's: pipecat-mcp-transport adds a
+/// session's worker as its `start` returns. The closest one within it is taken.
+pub const LATE_PAIR_WITHIN: Duration = Duration::from_secs(3);
+/// Sessions kept for a late pairing; past it the oldest is dropped (shown by its client for
+/// good, as before it stopped waiting).
+const LATE_KEPT: usize = 64;
+
+/// Sessions the console started that wait for a whisker worker, with when each started (µs
+/// since the epoch, this console's clock).
 #[derive(Clone, Default)]
 pub struct Pairing {
-    pending: Arc<Mutex<VecDeque<(u64, Instant)>>>,
+    waiting: Arc<Mutex<Waiting>>,
+}
+
+#[derive(Default)]
+struct Waiting {
+    /// Waiting now, oldest first: the next worker added is the oldest one's.
+    now: VecDeque<(u64, u64)>,
+    /// Stopped waiting with no worker (whisker refused this console, or did not answer), so
+    /// shown by their client meanwhile: a worker that shows up later and was added as one of
+    /// them started ([`LATE_PAIR_WITHIN`]) is that one's.
+    late: VecDeque<(u64, u64)>,
+}
+
+/// A session a worker was paired with ([`Pairing::take_for`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Paired {
+    number: u64,
+    /// Whether the session had stopped waiting (its client showed its turns meanwhile).
+    late: bool,
 }
 
 impl Pairing {
-    /// `number` waits for a worker.
-    pub fn wait(&self, number: u64, _target: &Target) {
-        self.lock().push_back((number, Instant::now()));
+    /// `number`, started at `started_us`, waits for a worker.
+    pub fn wait(&self, number: u64, started_us: u64) {
+        self.lock().now.push_back((number, started_us));
     }
 
-    /// The oldest session still waiting, taken.
-    fn take(&self) -> Option<u64> {
-        self.lock().pop_front().map(|(n, _)| n)
+    /// The session a worker belongs to, taken: the oldest waiting one, else the late one
+    /// (stopped waiting) that started closest to `added_us` (when the bot added the worker,
+    /// by this console's clock) within [`LATE_PAIR_WITHIN`]. A worker listed in a snapshot
+    /// (`listed`: it may be one of long ago) is not the one of a waiting session that
+    /// started more than [`LATE_PAIR_WITHIN`] after it was added.
+    fn take_for(&self, added_us: Option<u64>, listed: bool) -> Option<Paired> {
+        let within = LATE_PAIR_WITHIN.as_micros() as u64;
+        let mut w = self.lock();
+        let too_old =
+            |started: u64| listed && added_us.is_some_and(|a| a.saturating_add(within) < started);
+        if let Some(i) = w.now.iter().position(|(_, started)| !too_old(*started)) {
+            return w.now.remove(i).map(|(number, _)| Paired {
+                number,
+                late: false,
+            });
+        }
+        let added = added_us?;
+        let (i, _) = w
+            .late
+            .iter()
+            .enumerate()
+            .map(|(i, (_, started))| (i, started.abs_diff(added)))
+            .filter(|(_, apart)| *apart <= within)
+            .min_by_key(|(_, apart)| *apart)?;
+        w.late
+            .remove(i)
+            .map(|(number, _)| Paired { number, late: true })
     }
 
-    /// Stops `number` waiting; true when it was still waiting.
+    /// Stops `number` waiting now: a worker that shows up later may still be its
+    /// ([`Self::take_for`]). True when it was waiting.
+    pub fn stop_waiting(&self, number: u64) -> bool {
+        let mut w = self.lock();
+        let Some(i) = w.now.iter().position(|(n, _)| *n == number) else {
+            return false;
+        };
+        if let Some(session) = w.now.remove(i) {
+            if w.late.len() == LATE_KEPT {
+                w.late.pop_front();
+            }
+            w.late.push_back(session);
+        }
+        true
+    }
+
+    /// Stops `number` waiting for good (its session ended); true when it was waiting now.
     pub fn give_up(&self, number: u64) -> bool {
-        let mut pending = self.lock();
-        let before = pending.len();
-        pending.retain(|(n, _)| *n != number);
-        pending.len() != before
+        let mut w = self.lock();
+        w.late.retain(|(n, _)| *n != number);
+        let before = w.now.len();
+        w.now.retain(|(n, _)| *n != number);
+        w.now.len() != before
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<(u64, Instant)>> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Waiting> {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -114,6 +184,7 @@ pub fn spawn(
             pairing,
             target,
             restarted: false,
+            bot_ahead_us: None,
         };
         // A feed that ended, then a port that refused connections: the bot's process went
         // away (a restart), not only its connection.
@@ -232,6 +303,9 @@ struct Reader {
     /// Whether the bot went away since the last connection: its workers on the next one
     /// are new ones, though their ids are the same (`PipelineTask#0` again).
     restarted: bool,
+    /// How far the bot's clock runs ahead of this console's (µs, negative when behind), from
+    /// the latest snapshot's time: when the bot added a worker, by this console's clock.
+    bot_ahead_us: Option<i64>,
 }
 
 impl Reader {
@@ -349,7 +423,9 @@ impl Reader {
                 protocol,
                 versions,
                 workers,
+                at_us,
             } => {
+                self.bot_ahead_us = (*at_us > 0).then(|| *at_us as i64 - now_us() as i64);
                 if protocol != PROTOCOL {
                     self.log(
                         "warn",
@@ -390,11 +466,11 @@ impl Reader {
                 }
                 let mut out = Vec::new();
                 for worker in workers {
-                    out.extend(self.add_worker(worker));
+                    out.extend(self.add_worker(worker, true));
                 }
                 out
             }
-            Record::WorkerAdded(worker) => self.add_worker(worker),
+            Record::WorkerAdded(worker) => self.add_worker(worker, false),
             Record::Frame(frame) => self.fold.frame(frame),
             Record::Bus { .. } => self.fold.other(record),
             Record::Unknown(_) => {
@@ -417,20 +493,43 @@ impl Reader {
         );
     }
 
-    fn add_worker(&mut self, worker: &decode::Worker) -> Vec<Event> {
+    /// Follows `worker` (`listed` in a snapshot, else just added): as the session of the
+    /// console it pairs with ([`Pairing::take_for`]), else as a session of its own.
+    fn add_worker(&mut self, worker: &decode::Worker, listed: bool) -> Vec<Event> {
         if self.fold.knows(&worker.id) {
             return self.fold.add_worker(worker, 0, 0, false);
         }
-        let (number, announce) = match self.pairing.take() {
-            Some(number) => {
-                if let Some(target) = &self.target {
-                    target.show_elsewhere(number);
-                }
-                (number, false)
+        let added_us = match self.bot_ahead_us {
+            Some(ahead) if worker.added_us > 0 => {
+                u64::try_from(worker.added_us as i64 - ahead).ok()
             }
-            None => (self.numbers.fetch_add(1, Ordering::Relaxed) + 1, true),
+            _ => None,
         };
-        self.fold.add_worker(worker, number, now_us(), announce)
+        let Some(paired) = self.pairing.take_for(added_us, listed) else {
+            let number = self.numbers.fetch_add(1, Ordering::Relaxed) + 1;
+            return self.fold.add_worker(worker, number, now_us(), true);
+        };
+        let number = paired.number;
+        // The turns its client showed meanwhile keep their numbers: the worker's next turn
+        // is numbered after them.
+        let turns = self.target.as_ref().map_or(0, |t| t.turns_of(number));
+        if let Some(target) = &self.target {
+            target.show_elsewhere(number);
+        }
+        let out = self.fold.add_worker(worker, number, now_us(), false);
+        if paired.late {
+            self.fold.continue_after(&worker.id, turns);
+            self.log(
+                "info",
+                format!(
+                    "#{number}: whisker's worker {} was added as #{number} started, so it is \
+                     #{number}'s: its frames, turns and tool calls show there from now on (its \
+                     earlier turns stay as this client saw them)",
+                    worker.id
+                ),
+            );
+        }
+        out
     }
 }
 
@@ -456,6 +555,7 @@ mod tests {
             pairing: Pairing::default(),
             target: None,
             restarted: false,
+            bot_ahead_us: None,
         }
     }
 
@@ -602,6 +702,101 @@ mod tests {
                 .all(|(session, _)| session == 2),
             "the new run's turns are the new session's"
         );
+    }
+
+    /// A session the console started while another client held whisker stopped waiting for a
+    /// worker (its client showed it). When whisker takes this console later, its snapshot
+    /// lists that session's worker, added as the session started (by the bot's clock, told
+    /// apart from this one's by the snapshot's time): it pairs with the session, whose
+    /// frames, turns and tool calls it shows from then on. Before, it became a stranger's
+    /// session (`whisker: task#1`) that took them, and the person's said `0 tool calls`.
+    #[tokio::test]
+    async fn a_session_started_while_whisker_was_held_elsewhere_pairs_when_whisker_answers() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let held = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let still_held = held.clone();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let Ok(mut socket) = tokio_tungstenite::accept_async(tcp).await else {
+                    continue;
+                };
+                if still_held.load(Ordering::Relaxed) {
+                    let _ = socket.close(None).await;
+                    continue;
+                }
+                use futures::SinkExt;
+                // The snapshot, sent as the bot's clock says now; its worker was added 1 s
+                // before (as in the recording).
+                let _ = socket.send(Message::binary(SNAPSHOT.to_vec())).await;
+                let _ = socket.send(Message::binary(TWO_TURNS.to_vec())).await;
+                let _ = socket.next().await;
+            }
+        });
+        let bus = Bus::new(65_536);
+        let mut sub = bus.subscribe();
+        let stop = CancellationToken::new();
+        let pairing = Pairing::default();
+        // The worker of another client's session started a minute earlier: not this one's.
+        pairing.wait(3, now_us() - 60_000_000);
+        pairing.stop_waiting(3);
+        let state = spawn(
+            url,
+            bus.clone(),
+            Arc::new(AtomicU64::new(7)),
+            pairing.clone(),
+            None,
+            stop.clone(),
+        );
+        pairing.wait(1, now_us());
+        // As `Attached` does once whisker refuses: shown by its client meanwhile.
+        while !state.lock().unwrap().held_elsewhere {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(pairing.stop_waiting(1));
+        held.store(false, Ordering::Relaxed);
+        let mut events = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !events.iter().any(|e| matches!(e, Event::ToolCall(_))) {
+            assert!(tokio::time::Instant::now() < deadline, "{events:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            events.extend(drain(&mut sub));
+        }
+        stop.cancel();
+        let opened: Vec<u64> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Session(s) if s.closed.is_none() => Some(s.session),
+                _ => None,
+            })
+            .collect();
+        assert!(opened.is_empty(), "no stranger's session: {opened:?}");
+        assert!(
+            events
+                .iter()
+                .filter_map(Event::turn_of)
+                .all(|(session, _)| session == 1),
+            "the worker's turns are #1's: {events:?}"
+        );
+        assert!(events.iter().any(|e| matches!(e,
+            Event::ToolCall(c) if c.session == 1 && c.name == "echo")));
+        assert!(events.iter().any(|e| matches!(e,
+            Event::Log { message, .. } if message.starts_with("#1: whisker's worker PipelineTask#0 was added as #1 started"))));
+    }
+
+    /// A snapshot lists the workers of long ago too: one added well before a waiting session
+    /// started is not that session's (it was paired with the first one listed).
+    #[tokio::test]
+    async fn a_listed_worker_older_than_a_waiting_session_is_not_its() {
+        let bus = Bus::new(65_536);
+        let mut sub = bus.subscribe();
+        let mut r = reader(&bus);
+        r.pairing.wait(5, now_us() + 10_000_000);
+        r.take_message(SNAPSHOT);
+        let events = drain(&mut sub);
+        assert!(events.iter().any(|e| matches!(e,
+            Event::Session(s) if s.session == 1 && s.closed.is_none())));
+        assert!(r.pairing.stop_waiting(5), "#5 still waits for its worker");
     }
 
     /// A record of a type this version does not know is skipped and counted; one that is not
