@@ -52,10 +52,17 @@ impl ConsoleState {
 
     /// A turn ended, with its figures.
     pub(super) fn on_turn_ended(&mut self, t: &TurnEndEvent) {
-        // A turn told again (a viewer's connect) ended before; when is not told, so its start
-        // stands as the session's last activity (the Sessions pane's `left` is a least).
-        if !t.retold {
-            self.touch(t.session, self.now_us);
+        // The turn's end is its start plus its total, on the clock of the event: not when this
+        // console read it (a viewer that read a backlog late put every session's last
+        // activity at "now", and its `left`, an "at least", past the server's). A turn told
+        // again (a viewer's connect) ended before, or one whose start was not seen: its start
+        // (or nothing) stands as the session's last activity (the Sessions pane's `left` is a
+        // least).
+        if !t.retold
+            && let Some(timeline) = self.timelines.get(t.session, t.turn)
+        {
+            let ended_us = timeline.started_us.saturating_add(t.total_us);
+            self.touch(t.session, ended_us);
         }
         self.timelines
             .ended((t.session, t.turn), &t.reason, t.total_us);

@@ -109,6 +109,45 @@ fn a_sessions_turn_count_is_its_highest_turn_even_when_only_the_last_were_seen()
 
 /// A watched server that restarted numbers its sessions from 1 again: a closed number that
 /// opens again is a new session, with none of the old one's turns.
+/// A viewer that read a backlog late (stopped with Ctrl-Z, then resumed) folds each turn's
+/// end at the turn's own time (its start plus its total), not at the clock as it reads it:
+/// the session's last activity, and with it the Sessions pane's `left` (an "at least"),
+/// stays what the server counts from (tour T: `≥3m23s` where the server kept 1m51s).
+#[test]
+fn a_turn_read_late_ends_at_its_own_time_not_when_it_was_read() {
+    let mut s = ConsoleState::default();
+    s.apply(&Event::Session(SessionEvent {
+        session: 4,
+        handle_prefix: "eb53d88e".into(),
+        opener: SessionOpener::Mcp("mcp".into()),
+        closed: None,
+        at_us: T0,
+        restored: false,
+        began_us: None,
+        taken_from: None,
+        greeting: None,
+    }));
+    // Read 90 s after it ran.
+    s.now_us = T0 + 90_000_000;
+    s.apply(&Event::TurnStarted {
+        session: 4,
+        turn: 1,
+        line: "hi".into(),
+        at_us: T0 + 1_000_000,
+    });
+    s.apply(&Event::TurnEnded(TurnEndEvent {
+        session: 4,
+        turn: 1,
+        reason: "completed".into(),
+        total_us: 2_000_000,
+        ..TurnEndEvent::default()
+    }));
+    assert_eq!(
+        s.last_activity(s.session(4).expect("row 4")),
+        T0 + 3_000_000
+    );
+}
+
 #[test]
 fn a_closed_sessions_number_opening_again_is_a_new_session() {
     let mut s = ConsoleState::default();
