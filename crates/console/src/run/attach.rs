@@ -26,7 +26,7 @@ use crate::error::ConsoleError;
 use crate::input::actions::Action;
 use crate::run::feed::{Attachment, Done, LiveFeed};
 use crate::run::kept_handles::KeptHandles;
-use crate::state::{Activity, ConsoleState, Header, Source};
+use crate::state::{Activity, AttachedView, ConsoleState, Header, Source, ViewPiece};
 use crate::theme::Theme;
 use crate::view::console::{Console, Notice};
 use turnscope::attach::whisker::BOT_RESTARTED;
@@ -119,76 +119,25 @@ impl Attachment for Remote {
 }
 
 impl Remote {
-    fn view(&self) -> String {
-        let mut parts = Vec::new();
-        if let Some(stream) = &self.attached.stream {
-            let s = stream.lock().unwrap_or_else(|p| p.into_inner());
-            parts.push(match (s.available, s.connected) {
-                (Some(true), true) => format!(
-                    "watching {} read-only (its event stream{})",
-                    s.replica.as_deref().unwrap_or("the server"),
-                    match s.dropped {
-                        0 => String::new(),
-                        n => format!(", dropped {}: see Log", crate::text::times(n)),
-                    }
-                ),
-                (Some(true), false) => "event stream lost: reconnecting…".into(),
-                (Some(false), _) if s.refused => {
-                    "client view: the event stream refused the token (see Log), asking again…"
-                        .into()
-                }
-                (Some(false), _) => {
-                    "client view: only sessions this console starts (no event stream)".into()
-                }
-                (None, _) => "asking for the event stream…".into(),
-            });
-        }
-        if let Some(whisker) = &self.attached.whisker {
-            let w = whisker.lock().unwrap_or_else(|p| p.into_inner());
-            let mut text = if w.connected {
-                format!(
-                    "whisker {} · {}",
-                    w.versions,
-                    crate::text::plural(w.records, "record")
-                )
-            } else if w.held_elsewhere {
-                "whisker refused: another client holds it (see Log)".into()
-            } else if let Some(status) = &w.not_whisker {
-                format!("whisker: not a whisker port (it answers HTTP {status}; see Log)")
-            } else if w.connects > 0 {
-                "whisker: reconnecting…".into()
-            } else if self.attached.stream.as_ref().is_some_and(|s| {
-                s.lock().unwrap_or_else(|p| p.into_inner()).available == Some(true)
-            }) {
-                // The target serves an event stream: a turnscope, which has no whisker feed.
-                "whisker: nothing answers (a turnscope has no whisker feed)".into()
-            } else if self.attached.target.as_ref().is_some_and(|t| t.owns_any()) {
-                // Whisker opens its port when the bot's first session starts: one has.
-                "whisker: nothing answers yet, though your session on the bot started (its \
-                 whisker port? see Log)"
-                    .into()
-            } else {
-                "whisker: waiting for its port (it opens when the bot's first session starts)…"
-                    .into()
-            };
-            if w.unknown > 0 {
-                text.push_str(&format!(" · {} of unknown types skipped", w.unknown));
-            }
-            if w.bad > 0 {
-                text.push_str(&format!(" · {} bad skipped", w.bad));
-            }
-            parts.push(text);
-        }
-        if self.no_chat.is_some() {
-            parts.push("no start/chat here: call its tools by hand in 6 Tools".into());
-        } else if let Some(target) = &self.attached.target {
-            parts.push(if target.owns_any() {
-                "n: new session · chat only in yours".into()
-            } else {
-                "a line starts your session (or n) · chat only in yours".into()
-            });
-        }
-        parts.join(" · ")
+    fn view(&self) -> AttachedView {
+        // Taken before the feeds' locks, which are held for the rest.
+        let chat = match &self.attached.target {
+            None => Chat::Nowhere,
+            Some(_) if self.no_chat.is_some() => Chat::Unserved,
+            Some(target) if target.owns_any() => Chat::Yours,
+            Some(_) => Chat::NotYet,
+        };
+        let stream = self
+            .attached
+            .stream
+            .as_ref()
+            .map(|s| s.lock().unwrap_or_else(|p| p.into_inner()));
+        let whisker = self
+            .attached
+            .whisker
+            .as_ref()
+            .map(|w| w.lock().unwrap_or_else(|p| p.into_inner()));
+        attached_view(stream.as_deref(), whisker.as_deref(), chat)
     }
 
     fn opened(&self, outcome: Result<u64, String>) {
@@ -197,6 +146,130 @@ impl Remote {
             .unwrap_or_else(|p| p.into_inner())
             .push(outcome);
     }
+}
+
+/// What a line can do on the attached target, for the header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Chat {
+    /// No bot URL: whisker alone, watched.
+    Nowhere,
+    /// The target has no `start` or no `chat`.
+    Unserved,
+    /// The person has a session of theirs there.
+    Yours,
+    /// Not yet: a line starts one.
+    NotYet,
+}
+
+/// What the console sees of its bot, piece by piece: the event stream's state, whisker's, and
+/// what a line does. Each has a short form for a narrow header: what a line does gives way
+/// first, then the stream's words, and only then whisker's; whisker's state (refused, not a whisker port, waiting for its port) shows at 80
+/// columns, where the long `client view: …` took the whole line before (tour T).
+pub(crate) fn attached_view(
+    stream: Option<&turnscope::attach::stream::StreamState>,
+    whisker: Option<&turnscope::attach::whisker::WhiskerState>,
+    chat: Chat,
+) -> AttachedView {
+    let mut pieces = Vec::new();
+    if let Some(s) = stream {
+        pieces.push(match (s.available, s.connected) {
+            (Some(true), true) => {
+                let who = s.replica.as_deref().unwrap_or("the server");
+                let (dropped, short) = match s.dropped {
+                    0 => (String::new(), String::new()),
+                    n => {
+                        let n = crate::text::times(n);
+                        (format!(", dropped {n}: see Log"), format!(" (dropped {n})"))
+                    }
+                };
+                ViewPiece::kept(format!(
+                    "watching {who} read-only (its event stream{dropped})"
+                ))
+                .or_short(format!("watching {who}{short}"), 6)
+            }
+            (Some(true), false) => ViewPiece::kept("event stream lost: reconnecting…")
+                .or_short("stream lost: reconnecting…", 6),
+            (Some(false), _) if s.refused => ViewPiece::kept(
+                "client view: the event stream refused the token (see Log), asking again…",
+            )
+            .or_short("client view: stream refused the token (Log)", 6),
+            (Some(false), _) => {
+                ViewPiece::kept("client view: only sessions this console starts (no event stream)")
+                    .or_short("client view", 6)
+            }
+            (None, _) => ViewPiece::kept("asking for the event stream…"),
+        });
+    }
+    if let Some(w) = whisker {
+        let streaming = stream.is_some_and(|s| s.available == Some(true));
+        pieces.push(if w.connected {
+            ViewPiece::kept(format!(
+                "whisker {} · {}",
+                w.versions,
+                crate::text::plural(w.records, "record")
+            ))
+            .or_short(
+                format!("whisker {}", crate::text::plural(w.records, "record")),
+                8,
+            )
+        } else if w.held_elsewhere {
+            ViewPiece::kept("whisker refused: another client holds it (see Log)")
+                .or_short("whisker refused (see Log)", 8)
+        } else if let Some(status) = &w.not_whisker {
+            ViewPiece::kept(format!(
+                "whisker: not a whisker port (it answers HTTP {status}; see Log)"
+            ))
+            .or_short("not a whisker port (see Log)", 8)
+        } else if w.connects > 0 {
+            ViewPiece::kept("whisker: reconnecting…")
+        } else if streaming {
+            // The target serves an event stream: a turnscope, which has no whisker feed.
+            ViewPiece::kept("whisker: nothing answers (a turnscope has no whisker feed)")
+                .or_short("whisker: nothing answers", 8)
+        } else if chat == Chat::Yours {
+            // Whisker opens its port when the bot's first session starts: one has.
+            ViewPiece::kept(
+                "whisker: nothing answers yet, though your session on the bot started (its \
+                 whisker port? see Log)",
+            )
+            .or_short("whisker: nothing answers (see Log)", 8)
+        } else {
+            ViewPiece::kept(
+                "whisker: waiting for its port (it opens when the bot's first session starts)…",
+            )
+            .or_short("whisker: waiting for its port…", 8)
+        });
+        let mut skipped = Vec::new();
+        if w.unknown > 0 {
+            skipped.push(format!("{} of unknown types skipped", w.unknown));
+        }
+        if w.bad > 0 {
+            skipped.push(format!("{} bad skipped", w.bad));
+        }
+        if !skipped.is_empty() {
+            pieces.push(
+                ViewPiece::kept(skipped.join(" · "))
+                    .or_short(format!("{} skipped", w.unknown + w.bad), 5)
+                    .or_gone(7),
+            );
+        }
+    }
+    let hint = match chat {
+        Chat::Nowhere => None,
+        Chat::Unserved => Some(
+            ViewPiece::kept("no start/chat here: call its tools by hand in 6 Tools")
+                .or_short("no start/chat: 6 Tools", 5),
+        ),
+        Chat::Yours => Some(
+            ViewPiece::kept("n: new session · chat only in yours").or_short("n: new session", 5),
+        ),
+        Chat::NotYet => Some(
+            ViewPiece::kept("a line starts your session (or n) · chat only in yours")
+                .or_short("a line starts your session", 5),
+        ),
+    };
+    pieces.extend(hint.map(|h| h.or_gone(7)));
+    AttachedView { pieces }
 }
 
 /// Brings sessions opened since the last tick into the console (selected, the person's own),
@@ -980,7 +1053,7 @@ pub async fn attach(
         bridges: "not visible from here".into(),
         source: Source::Attached {
             target,
-            view: String::new(),
+            view: AttachedView::default(),
         },
         replica: None,
         ..Header::default()

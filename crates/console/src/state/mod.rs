@@ -59,8 +59,8 @@ use pipelines::Pipelines;
 use timeline::Timelines;
 
 pub use records::{
-    Activity, ConfigMark, FrameRow, Header, LogLine, ProgressRow, ProgressTotals, Samples,
-    SessionRow, Source, ToolLine, ToolView, TurnView, Unreadable,
+    Activity, AttachedView, ConfigMark, FrameRow, Header, LogLine, ProgressRow, ProgressTotals,
+    Samples, SessionRow, Source, ToolLine, ToolView, TurnView, Unreadable, ViewPiece,
 };
 
 /// Everything the console knows, folded from events and live snapshots. A clone shares the

@@ -75,7 +75,7 @@ pub enum Source {
         /// What it is attached to (the MCP URL, the whisker URL).
         target: String,
         /// What the console sees of it now, in a few words (updated as the feeds change).
-        view: String,
+        view: AttachedView,
     },
     /// A file written by `--events`, read-only.
     Replay {
@@ -90,6 +90,62 @@ impl Source {
     /// Whether the console is attached to a bot it does not run (`turnscope attach`).
     pub fn is_attached(&self) -> bool {
         matches!(self, Source::Attached { .. })
+    }
+}
+
+/// What an attached console sees of its bot now, piece by piece (the event stream, whisker,
+/// what a line does): the header shortens a piece, then leaves it out, in the order of their
+/// priorities when its line is narrow, so what matters most (whisker refused, say) still
+/// shows at 80 columns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AttachedView {
+    /// The pieces, in the order shown.
+    pub pieces: Vec<ViewPiece>,
+}
+
+/// One piece of an [`AttachedView`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ViewPiece {
+    /// The piece in full.
+    pub long: String,
+    /// A shorter form, when it has one.
+    pub short: Option<String>,
+    /// When it is shortened as the header is too narrow (lower first; `u8::MAX` never).
+    pub shorten_at: u8,
+    /// When it is left out (lower first; `u8::MAX` never: cut with `…` last of all).
+    pub drop_at: u8,
+}
+
+impl ViewPiece {
+    /// A piece never shortened nor left out.
+    pub fn kept(long: impl Into<String>) -> Self {
+        Self {
+            long: long.into(),
+            short: None,
+            shorten_at: u8::MAX,
+            drop_at: u8::MAX,
+        }
+    }
+
+    /// `short` instead when the header is narrow (at priority `at`).
+    pub fn or_short(mut self, short: impl Into<String>, at: u8) -> Self {
+        self.short = Some(short.into());
+        self.shorten_at = at;
+        self
+    }
+
+    /// Left out (at priority `at`) when even its short form does not fit.
+    pub fn or_gone(mut self, at: u8) -> Self {
+        self.drop_at = at;
+        self
+    }
+}
+
+impl From<&str> for AttachedView {
+    fn from(text: &str) -> Self {
+        Self {
+            pieces: vec![ViewPiece::kept(text)],
+        }
     }
 }
 

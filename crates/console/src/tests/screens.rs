@@ -258,7 +258,7 @@ fn attached_the_header_names_the_server_and_learns_the_model_from_requests() {
         bridges: "not visible from here".into(),
         source: Source::Attached {
             target: "http://127.0.0.1:7870/mcp".into(),
-            view: String::new(),
+            view: Default::default(),
         },
         ..Header::default()
     });
@@ -802,6 +802,61 @@ fn at_120_columns_the_header_keeps_the_mcp_url_over_the_store_files_name() {
         first.contains("store sessions-127.0.0.1-7870.sqlite3"),
         "wide, the file's name: {first}"
     );
+}
+
+/// Attached to a pipecat bot at 80 columns while another client holds whisker, the header
+/// still says whisker is refused: the long `client view: …` is shortened first (tour T: it
+/// took the line, and whisker's state was cut to `whisker …`), and so are the URLs' schemes.
+#[test]
+fn at_80_columns_the_attached_header_keeps_whiskers_state() {
+    use crate::run::attach::{Chat, attached_view};
+    use turnscope::attach::stream::StreamState;
+    use turnscope::attach::whisker::WhiskerState;
+    let mut c = fresh();
+    let mut no_stream = StreamState::default();
+    no_stream.available = Some(false);
+    let whiskers = [
+        (
+            WhiskerState {
+                held_elsewhere: true,
+                ..WhiskerState::default()
+            },
+            "whisker refused",
+        ),
+        (
+            WhiskerState {
+                not_whisker: Some("404 Not Found".into()),
+                ..WhiskerState::default()
+            },
+            "not a whisker port",
+        ),
+        (WhiskerState::default(), "waiting for its port"),
+    ];
+    for (whisker, said) in whiskers {
+        for chat in [Chat::Yours, Chat::NotYet] {
+            c.state.header.source = Source::Attached {
+                target: "http://127.0.0.1:27202/mcp + whisker ws://127.0.0.1:27203".into(),
+                view: attached_view(Some(&no_stream), Some(&whisker), chat),
+            };
+            c.state.header.server = Some("pipecat 1.14.0".into());
+            let shown = screen(&mut c, 80, 24);
+            let head: Vec<&str> = shown.lines().take(2).collect();
+            // (Once your session started, a whisker that never answered is said so.)
+            let said = match (said, chat) {
+                ("waiting for its port", Chat::Yours) => "whisker: nothing answers (see Log)",
+                _ => said,
+            };
+            assert!(head[1].contains(said), "{chat:?}: {head:?}");
+            assert!(head[1].contains("client view"), "{head:?}");
+            assert!(head[0].contains("whisker 127.0.0.1:27203"), "{head:?}");
+            let wide = screen(&mut c, 220, 24);
+            assert!(
+                wide.contains("client view: only sessions this console starts (no event stream)")
+                    && wide.contains("whisker ws://127.0.0.1:27203"),
+                "{wide}"
+            );
+        }
+    }
 }
 
 /// A narrow header keeps the count of keys waiting for a restart beside the config version.

@@ -862,7 +862,7 @@ fn a_watched_bots_tool_set_is_listed_after_the_targets_tools_and_not_called_from
     let mut attached = ConsoleState::new(Header {
         source: Source::Attached {
             target: "http://127.0.0.1:7870/mcp".into(),
-            view: String::new(),
+            view: Default::default(),
         },
         ..Header::default()
     });

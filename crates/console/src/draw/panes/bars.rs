@@ -135,13 +135,28 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
     }
     match &h.source {
         Source::Live => first.push(Chunk::new(vec![Span::styled(" ● live ", t.ok)], NEVER)),
-        Source::Attached { target, .. } => first.push(Chunk::new(
-            vec![
-                Span::styled(" ◆ attached ", t.ok),
-                Span::styled(format!("{target} "), t.accent),
-            ],
-            NEVER,
-        )),
+        Source::Attached { target, .. } => {
+            // Narrow, the plain schemes go (`http://`, `ws://`): at 80 columns the whisker
+            // URL was cut to `whisker …` (tour T).
+            let bare = target.replace("http://", "").replace("ws://", "");
+            let mut chunk = Chunk::new(
+                vec![
+                    Span::styled(" ◆ attached ", t.ok),
+                    Span::styled(format!("{target} "), t.accent),
+                ],
+                NEVER,
+            );
+            if bare != *target {
+                chunk = chunk.or_short(
+                    vec![
+                        Span::styled(" ◆ attached ", t.ok),
+                        Span::styled(format!("{bare} "), t.accent),
+                    ],
+                    1,
+                );
+            }
+            first.push(chunk);
+        }
         Source::Replay { file, .. } => {
             first.push(
                 Chunk::new(
@@ -295,10 +310,22 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
     }
     let mut second = Vec::new();
     if let Source::Attached { view, .. } = &h.source {
-        second.push(Chunk::new(
-            vec![Span::styled(format!(" {view}"), t.dim)],
-            NEVER,
-        ));
+        // Piece by piece, each shortened or left out by its own priority: the long
+        // `client view: …` left no room for whisker's state at 80 columns (tour T).
+        for (i, piece) in view.pieces.iter().enumerate() {
+            let lead = if i == 0 { " " } else { " · " };
+            let mut chunk = Chunk::new(
+                vec![Span::styled(format!("{lead}{}", piece.long), t.dim)],
+                piece.drop_at,
+            );
+            if let Some(short) = &piece.short {
+                chunk = chunk.or_short(
+                    vec![Span::styled(format!("{lead}{short}"), t.dim)],
+                    piece.shorten_at,
+                );
+            }
+            second.push(chunk);
+        }
     } else if let Some(url) = &h.mcp_url {
         // Narrower, the URL alone: the part of the command a person cannot guess.
         second.push(
