@@ -175,7 +175,8 @@ pub(crate) fn attached_view(
         pieces.push(match (s.available, s.connected) {
             (Some(true), true) => {
                 let who = s.replica.as_deref().unwrap_or("the server");
-                let (dropped, short) = match s.dropped {
+                // Since its last restart: a new server has not dropped this viewer.
+                let (dropped, short) = match s.dropped_here {
                     0 => (String::new(), String::new()),
                     n => {
                         let n = crate::text::times(n);

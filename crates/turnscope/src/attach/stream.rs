@@ -48,6 +48,9 @@ pub struct StreamState {
     pub connects: u64,
     /// Times the server dropped this viewer for falling behind.
     pub dropped: u64,
+    /// Of those, the times since the watched server last restarted (the header's count: a
+    /// new server has not dropped this viewer).
+    pub dropped_here: u64,
     /// The server refuses this console's token (401) now; asked again until it takes it.
     pub refused: bool,
     /// Lines that were not events (or too long), skipped.
@@ -181,6 +184,7 @@ pub fn spawn(
                 }
                 Ended::NoStream(why) => {
                     lock(&state).available = Some(false);
+                    tell_untold(&bus, &mut lost);
                     log(&bus, "info", why);
                     return;
                 }
@@ -195,45 +199,59 @@ pub fn spawn(
                         state.available = Some(false);
                         first
                     };
+                    tell_untold(&bus, &mut lost);
                     if first {
                         log(&bus, "warn", why);
                     }
                     if lost.is_none() {
-                        lost = Some(Lost {
-                            since: Instant::now(),
-                            attempts: 0,
-                        });
+                        lost = Some(Lost::since_now(None));
                     }
                     if let Some(lost) = &mut lost {
                         lost.attempts += 1;
                     }
                     pause = LAST_PAUSE;
                 }
+                // The server said why (its last line, in the Log): the Log says when it is
+                // back, as for any loss (it did not after a rest).
                 Ended::Dropped => {
-                    lock(&state).dropped += 1;
+                    {
+                        let mut state = lock(&state);
+                        state.dropped += 1;
+                        state.dropped_here += 1;
+                    }
+                    lost = Some(Lost::since_now(None));
                 }
                 // Said once per loss, not at each attempt (a server away for an hour would
                 // fill the Log): the header says it is reconnecting, the Log when it is back.
-                Ended::Closed(why) => match &mut lost {
-                    Some(lost) if !was_open => lost.attempts += 1,
-                    _ => {
-                        log(
-                            &bus,
-                            "warn",
-                            format!(
-                                "event stream {url}: {why}; reconnecting (every {:.1} s at first, \
-                                 then at most {} s apart; the Log says when it is back)",
-                                pause.as_secs_f64(),
-                                LAST_PAUSE.as_secs()
-                            ),
-                        );
-                        // A stream that broke is not a failed attempt; a connect that failed is.
-                        lost = Some(Lost {
-                            since: Instant::now(),
-                            attempts: u32::from(!was_open),
-                        });
+                Ended::Closed(why) => {
+                    let said = format!(
+                        "event stream {url}: {why}; reconnecting (every {:.1} s at first, then at \
+                         most {} s apart; the Log says when it is back)",
+                        pause.as_secs_f64(),
+                        LAST_PAUSE.as_secs()
+                    );
+                    match &mut lost {
+                        Some(lost) if !was_open => {
+                            lost.attempts += 1;
+                            // The connect after a break failed too: the break is said now.
+                            if let Some((at_ms, said)) = lost.untold.take() {
+                                log_at(&bus, at_ms, "warn", said);
+                            }
+                        }
+                        // A stream that broke is not a failed attempt, and is said only if the
+                        // next connect does not say why: a server that cut this viewer off
+                        // (it read nothing for a while: suspended) says so as it comes back,
+                        // and the transport's words for the same break read like a bug.
+                        _ if was_open => lost = Some(Lost::since_now(Some(said))),
+                        _ => {
+                            log(&bus, "warn", said);
+                            lost = Some(Lost {
+                                attempts: 1,
+                                ..Lost::since_now(None)
+                            });
+                        }
                     }
-                },
+                }
             }
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}
@@ -254,17 +272,68 @@ fn lock(state: &Shared) -> std::sync::MutexGuard<'_, StreamState> {
 }
 
 fn log(bus: &Bus, level: &'static str, message: String) {
+    log_at(bus, now_us() / 1000, level, message);
+}
+
+fn log_at(bus: &Bus, at_ms: u64, level: &'static str, message: String) {
     bus.publish(Event::Log {
-        at_ms: now_us() / 1000,
+        at_ms,
         level: level.into(),
         message,
     });
+}
+
+/// Says the break of a `lost` stream not said yet (at the time it broke).
+fn tell_untold(bus: &Bus, lost: &mut Option<Lost>) {
+    if let Some((at_ms, said)) = lost.as_mut().and_then(|l| l.untold.take()) {
+        log_at(bus, at_ms, "warn", said);
+    }
 }
 
 /// A loss of the stream not yet made good: since when, and the attempts that failed.
 struct Lost {
     since: Instant,
     attempts: u32,
+    /// How the stream broke (when, ms since the epoch, and the Log's words), not said yet:
+    /// said unless the next connect's first line says why (the server cut this viewer off).
+    untold: Option<(u64, String)>,
+}
+
+impl Lost {
+    /// A loss from now, with no attempt failed yet; `untold`, how it broke, when not said.
+    fn since_now(untold: Option<String>) -> Self {
+        Self {
+            since: Instant::now(),
+            attempts: 0,
+            untold: untold.map(|said| (now_us() / 1000, said)),
+        }
+    }
+
+    /// Says the stream is back: how it broke first, unless `said_why` (the first line said
+    /// why it was lost).
+    fn back(mut self, bus: &Bus, url: &str, said_why: bool) {
+        if said_why {
+            self.untold = None;
+        }
+        let mut lost = Some(self);
+        tell_untold(bus, &mut lost);
+        let Some(lost) = lost else {
+            return;
+        };
+        log(
+            bus,
+            "info",
+            format!(
+                "event stream {url}: connected again after {:.1} s ({})",
+                lost.since.elapsed().as_secs_f64(),
+                match lost.attempts {
+                    0 => "at the first attempt".to_string(),
+                    1 => "1 attempt failed".to_string(),
+                    n => format!("{n} attempts failed"),
+                }
+            ),
+        );
+    }
 }
 
 enum Ended {
@@ -363,21 +432,8 @@ async fn read_once(
     if let Some(side) = side {
         side.stream_opened();
     }
-    if let Some(lost) = lost.take() {
-        log(
-            bus,
-            "info",
-            format!(
-                "event stream {url}: connected again after {:.1} s ({})",
-                lost.since.elapsed().as_secs_f64(),
-                match lost.attempts {
-                    0 => "at the first attempt".to_string(),
-                    1 => "1 attempt failed".to_string(),
-                    n => format!("{n} attempts failed"),
-                }
-            ),
-        );
-    }
+    // Said back at the first line, which may say why it was lost (cut off).
+    let mut back = lost.take();
     seen.retold.connected();
     let mut body = response.bytes_stream();
     let mut buffer: Vec<u8> = Vec::with_capacity(64 * 1024);
@@ -389,6 +445,8 @@ async fn read_once(
             next = body.next() => next,
             () = &mut follow => {
                 if side.is_some_and(ClientSide::follow_waiting) {
+                    // Not back yet: the next connection says it.
+                    *lost = back.take();
                     return Ended::Follow;
                 }
                 follow.set(follow_asked(side));
@@ -397,9 +455,16 @@ async fn read_once(
         };
         let chunk = match next {
             Some(Ok(chunk)) => chunk,
-            Some(Err(e)) => return Ended::Closed(format!("the stream broke: {}", chain(&e))),
-            None if dropped => return Ended::Dropped,
-            None => return Ended::Closed("the server ended the stream".into()),
+            ended => {
+                if let Some(back) = back.take() {
+                    back.back(bus, url, false);
+                }
+                return match ended {
+                    Some(Err(e)) => Ended::Closed(format!("the stream broke: {}", chain(&e))),
+                    _ if dropped => Ended::Dropped,
+                    _ => Ended::Closed("the server ended the stream".into()),
+                };
+            }
         };
         let mut rest = &chunk[..];
         while let Some(end) = rest.iter().position(|b| *b == b'\n') {
@@ -407,7 +472,14 @@ async fn read_once(
                 skipping = false;
             } else {
                 buffer.extend_from_slice(&rest[..end]);
+                let cut_off = back.is_some() && is_cut_off(&buffer);
+                if !cut_off && let Some(back) = back.take() {
+                    back.back(bus, url, false);
+                }
                 dropped |= take_line(&buffer, bus, state, seen);
+                if let Some(back) = back.take() {
+                    back.back(bus, url, true);
+                }
             }
             buffer.clear();
             rest = &rest[end + 1..];
@@ -421,6 +493,13 @@ async fn read_once(
             }
         }
     }
+}
+
+/// Whether `line` is the server's word that it cut this viewer off (its first line on a
+/// connect after that).
+fn is_cut_off(line: &[u8]) -> bool {
+    matches!(serde_json::from_slice::<Event>(line),
+        Ok(Event::Log { message, .. }) if message.starts_with(CUT_OFF_MARK))
 }
 
 /// Publishes one line's event (unless seen already); true when it tells this viewer it was
@@ -439,7 +518,9 @@ fn take_line(line: &[u8], bus: &Bus, state: &Shared, seen: &mut Seen) -> bool {
     let dropped = matches!(&event, Event::Log { message, .. } if message.starts_with(DROPPED_MARK));
     if matches!(&event, Event::Log { message, .. } if message.starts_with(CUT_OFF_MARK)) {
         // Told as it connected again: the drop that ended the last connection.
-        lock(state).dropped += 1;
+        let mut state = lock(state);
+        state.dropped += 1;
+        state.dropped_here += 1;
     }
     match &event {
         Event::Replica(r) => {
@@ -453,6 +534,7 @@ fn take_line(line: &[u8], bus: &Bus, state: &Shared, seen: &mut Seen) -> bool {
                 let following = std::mem::take(&mut state.following);
                 if state.restarted(r.started_us) {
                     state.restarts += 1;
+                    state.dropped_here = 0;
                     state.moved_from = before.filter(|b| *b != r.id);
                     // Said only when the stream did reach the session's replica.
                     let reached = state.side.as_ref().is_none_or(|s| s.elsewhere().is_none());
@@ -721,6 +803,156 @@ mod tests {
         let s = lock(&state);
         assert_eq!((s.restarts, s.followed), (2, true));
         assert_eq!(s.moved_from.as_deref(), Some("r3"));
+    }
+
+    /// How a scripted `/events` connection ends.
+    #[derive(Clone, Copy)]
+    enum End {
+        /// The socket closed mid-body: reqwest says the body could not be decoded.
+        Break,
+        /// The body ends.
+        Clean,
+        /// Left open.
+        Hold,
+    }
+
+    /// An `/events` server on a loopback port answering its nth connection with `script[n]`
+    /// (its lines, then how it ends; the last one again past the end), over real HTTP/1.1.
+    async fn scripted(script: Vec<(Vec<Vec<u8>>, End)>) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/events", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let mut n = 0;
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                let (lines, end) = script[n.min(script.len() - 1)].clone();
+                n += 1;
+                tokio::spawn(async move {
+                    let mut request = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match tcp.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => request.extend_from_slice(&buf[..k]),
+                        }
+                    }
+                    let mut out = b"HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\n\
+                                    transfer-encoding: chunked\r\n\r\n"
+                        .to_vec();
+                    for mut line in lines {
+                        line.push(b'\n');
+                        out.extend_from_slice(format!("{:x}\r\n", line.len()).as_bytes());
+                        out.extend_from_slice(&line);
+                        out.extend_from_slice(b"\r\n");
+                    }
+                    if matches!(end, End::Clean) {
+                        out.extend_from_slice(b"0\r\n\r\n");
+                    }
+                    let _ = tcp.write_all(&out).await;
+                    match end {
+                        End::Hold => {
+                            let _ = tcp.read(&mut buf).await;
+                        }
+                        End::Break => {
+                            // Half a chunk, then gone.
+                            let _ = tcp.write_all(b"40\r\n{").await;
+                        }
+                        End::Clean => {}
+                    }
+                });
+            }
+        });
+        url
+    }
+
+    fn warn_line_of(message: &str) -> Vec<u8> {
+        serde_json::to_vec(&Event::Log {
+            at_ms: now_us() / 1000,
+            level: "warn".into(),
+            message: message.into(),
+        })
+        .unwrap()
+    }
+
+    /// Reads `url` until the Log says it connected again (or 10 s); its Log lines and state.
+    async fn read_until_back(url: String) -> (Vec<String>, StreamState) {
+        let bus = Bus::default();
+        let mut sub = bus.subscribe();
+        let stop = CancellationToken::new();
+        let state = spawn(url, None, bus, None, stop.clone());
+        let mut said = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !said.iter().any(|l: &String| l.contains("connected again")) {
+            assert!(Instant::now() < deadline, "never back: {said:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            while let Some(event) = sub.try_recv() {
+                if let Event::Log { message, .. } = &*event {
+                    said.push(message.clone());
+                }
+            }
+        }
+        // Whatever else the connection tells.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        while let Some(event) = sub.try_recv() {
+            if let Event::Log { message, .. } = &*event {
+                said.push(message.clone());
+            }
+        }
+        stop.cancel();
+        let state = lock(&state).clone();
+        (said, state)
+    }
+
+    /// A viewer the server cut off (it read nothing for a while: suspended) finds its stream
+    /// broken, and the server says why as it connects again: the Log says that reason and
+    /// that it is back, not the transport's words for the same break first (tour T: "the
+    /// stream broke: error decoding response body …", then the real reason).
+    #[tokio::test]
+    async fn a_viewer_cut_off_is_told_why_once_not_with_the_transports_words_first() {
+        let cut_off = warn_line_of(&format!("{CUT_OFF_MARK}: this viewer read nothing for 5 s"));
+        let url = scripted(vec![
+            (vec![first_line("r", 100, vec![])], End::Break),
+            (vec![cut_off, first_line("r", 100, vec![])], End::Hold),
+        ])
+        .await;
+        let (said, state) = read_until_back(url).await;
+        assert!(!said.iter().any(|l| l.contains("broke")), "{said:?}");
+        let at = |needle: &str| said.iter().position(|l| l.contains(needle));
+        assert!(at(CUT_OFF_MARK) < at("connected again"), "{said:?}");
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert_eq!(state.dropped, 1);
+    }
+
+    /// A stream that broke and came back without a word of why is said to have broken (at
+    /// the time it broke), then to be back.
+    #[tokio::test]
+    async fn a_break_the_server_does_not_explain_is_said_then_its_return() {
+        let url = scripted(vec![
+            (vec![first_line("r", 100, vec![])], End::Break),
+            (vec![first_line("r", 100, vec![])], End::Hold),
+        ])
+        .await;
+        let (said, _) = read_until_back(url).await;
+        let at = |needle: &str| said.iter().position(|l| l.contains(needle));
+        assert!(at("the stream broke").is_some(), "{said:?}");
+        assert!(at("the stream broke") < at("connected again"), "{said:?}");
+    }
+
+    /// Dropped while the server rested (its last line says why, then the stream ends), the
+    /// viewer connects again and the Log says it is back (it said nothing: tour T). The
+    /// server it comes back to restarted meanwhile: the header's count of drops is that
+    /// server's (none), the figures' still counts it.
+    #[tokio::test]
+    async fn after_a_drop_the_log_says_the_stream_is_back_and_a_new_server_has_no_drops() {
+        let dropped = warn_line_of(&format!("{DROPPED_MARK}: no viewer read the stream"));
+        let url = scripted(vec![
+            (vec![first_line("r", 100, vec![]), dropped], End::Clean),
+            (vec![first_line("r", 200, vec![])], End::Hold),
+        ])
+        .await;
+        let (said, state) = read_until_back(url).await;
+        assert!(said.iter().any(|l| l.starts_with(DROPPED_MARK)), "{said:?}");
+        assert_eq!((state.dropped, state.dropped_here), (1, 0));
     }
 
     #[test]
