@@ -209,9 +209,10 @@ pub(crate) fn attached_view(
                 w.versions,
                 crate::text::plural(w.records, "record")
             ))
+            // Its versions give way before the stream's words; its troubles last.
             .or_short(
                 format!("whisker {}", crate::text::plural(w.records, "record")),
-                8,
+                5,
             )
         } else if w.held_elsewhere {
             ViewPiece::kept("whisker refused: another client holds it (see Log)")
