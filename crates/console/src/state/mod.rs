@@ -20,6 +20,9 @@ pub const PROGRESS_KEPT: usize = 1_000;
 pub const TURNS_KEPT: usize = 200;
 /// Closed sessions still listed (the oldest closed one is forgotten first).
 pub const CLOSED_KEPT: usize = 64;
+/// Sessions that closed within this many µs of each other closed together (a server that
+/// stopped closes them all at once, in no order): listed by number, not by the µs between.
+pub const CLOSED_TOGETHER: u64 = 1_000_000;
 /// Log lines kept.
 pub const LOGS_KEPT: usize = 200;
 /// Samples kept per metric per session for the per-session statistics.
@@ -77,7 +80,8 @@ pub struct ConsoleState {
     /// no longer holds (expired or deleted since), when there were some.
     pub gone_of_yours: Option<String>,
     sessions: BTreeMap<u64, SessionRow>,
-    closed_order: VecDeque<u64>,
+    /// Closed rows in the order they closed: (number, when).
+    closed_order: VecDeque<(u64, u64)>,
     transcripts: BTreeMap<u64, Vec<TurnView>>,
     /// Bytes of the turns in `transcripts`.
     transcript_bytes: usize,

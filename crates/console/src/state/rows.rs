@@ -7,7 +7,9 @@ use turnscope::observe::event::SessionEvent;
 use std::collections::BTreeMap;
 
 use super::journal::{Entry, Level};
-use super::{Activity, CLOSED_KEPT, ConsoleState, SESSIONS_TRACKED, SessionRow, TurnView};
+use super::{
+    Activity, CLOSED_KEPT, CLOSED_TOGETHER, ConsoleState, SESSIONS_TRACKED, SessionRow, TurnView,
+};
 
 impl ConsoleState {
     /// The MCP client that opened `session` let go of it: the row is marked and the Log says so.
@@ -74,7 +76,7 @@ impl ConsoleState {
                     .is_some_and(SessionRow::is_closed)
                 {
                     self.sessions.remove(&s.session);
-                    self.closed_order.retain(|n| *n != s.session);
+                    self.closed_order.retain(|(n, _)| *n != s.session);
                     self.forget_figures(s.session);
                     self.frames.clear();
                     self.frames_cleared += 1;
@@ -86,7 +88,7 @@ impl ConsoleState {
                     let earlier: Vec<u64> = self
                         .closed_order
                         .iter()
-                        .copied()
+                        .map(|(n, _)| *n)
                         .filter(|n| {
                             self.sessions
                                 .get(n)
@@ -95,7 +97,7 @@ impl ConsoleState {
                         .collect();
                     for old in earlier {
                         self.sessions.remove(&old);
-                        self.closed_order.retain(|n| *n != old);
+                        self.closed_order.retain(|(n, _)| *n != old);
                         self.forget_figures(old);
                     }
                 }
@@ -168,9 +170,9 @@ impl ConsoleState {
         let after = self.transcript_bytes_of(number);
         self.transcript_bytes = self.transcript_bytes + after - before;
         self.trim_transcripts();
-        self.closed_order.push_back(number);
+        self.closed_order.push_back((number, at_us));
         if self.closed_order.len() > CLOSED_KEPT
-            && let Some(old) = self.closed_order.pop_front()
+            && let Some((old, _)) = self.closed_order.pop_front()
         {
             self.sessions.remove(&old);
             self.forget_figures(old);
@@ -208,7 +210,7 @@ impl ConsoleState {
                 let Some((old, _)) = self.sessions.pop_first() else {
                     break;
                 };
-                self.closed_order.retain(|n| *n != old);
+                self.closed_order.retain(|(n, _)| *n != old);
                 self.forget_figures(old);
             }
         }
@@ -389,17 +391,25 @@ impl ConsoleState {
     }
 
     /// Session rows: open ones by number, then stored ones (most recently used first), then
-    /// closed ones, latest closed first.
+    /// closed ones, latest closed first (those closed together by number).
     pub fn session_rows(&self) -> Vec<&SessionRow> {
         let mut rows: Vec<&SessionRow> =
             self.sessions.values().filter(|r| !r.is_closed()).collect();
         rows.extend(self.stored.iter());
-        rows.extend(
-            self.closed_order
+        // Latest closed first; each run closed within [`CLOSED_TOGETHER`] of its latest,
+        // by number.
+        let mut closed: Vec<(u64, u64)> = self.closed_order.iter().rev().copied().collect();
+        let mut from = 0;
+        while from < closed.len() {
+            let latest = closed[from].1;
+            let to = closed[from..]
                 .iter()
-                .rev()
-                .filter_map(|n| self.sessions.get(n)),
-        );
+                .position(|(_, at)| latest.saturating_sub(*at) >= CLOSED_TOGETHER)
+                .map_or(closed.len(), |k| from + k);
+            closed[from..to].sort_unstable_by_key(|(n, _)| *n);
+            from = to;
+        }
+        rows.extend(closed.iter().filter_map(|(n, _)| self.sessions.get(n)));
         rows
     }
 

@@ -148,6 +148,40 @@ fn a_turn_read_late_ends_at_its_own_time_not_when_it_was_read() {
     );
 }
 
+/// A server that stops closes its sessions all at once, in no order (hash order, µs apart):
+/// they are listed by number, latest closed first only between those that closed apart
+/// (tour T: `14, 2, 10, 1, 8, …` under the sort by number).
+#[test]
+fn sessions_closed_together_are_listed_by_number() {
+    let mut s = ConsoleState::default();
+    let session = |number: u64, closed: Option<&str>, at_us: u64| {
+        Event::Session(SessionEvent {
+            session: number,
+            handle_prefix: format!("{number:08}"),
+            opener: SessionOpener::Api,
+            closed: closed.map(str::to_string),
+            at_us,
+            restored: false,
+            began_us: None,
+            taken_from: None,
+            greeting: None,
+        })
+    };
+    for number in 1..=6 {
+        s.apply(&session(number, None, T0));
+    }
+    s.apply(&session(5, Some("closed first"), T0 + 10_000_000));
+    for (i, number) in [4, 2, 6, 1, 3].into_iter().enumerate() {
+        s.apply(&session(
+            number,
+            Some("the server stopped"),
+            T0 + 20_000_000 + i as u64 * 7,
+        ));
+    }
+    let listed: Vec<u64> = s.session_rows().iter().map(|r| r.number).collect();
+    assert_eq!(listed, [1, 2, 3, 4, 6, 5]);
+}
+
 #[test]
 fn a_closed_sessions_number_opening_again_is_a_new_session() {
     let mut s = ConsoleState::default();
@@ -457,7 +491,8 @@ fn closed_sessions_beyond_the_bound_are_forgotten() {
                 handle_prefix: "abcdefgh".into(),
                 opener: SessionOpener::Api,
                 closed,
-                at_us: T0,
+                // A second apart: not closed together (those are listed by number).
+                at_us: T0 + number * 1_000_000,
                 restored: false,
                 began_us: None,
                 taken_from: None,
