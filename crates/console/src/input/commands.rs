@@ -14,7 +14,7 @@ use crate::view::hand_calls::Mode;
 use crate::view::ids::{ORDER, PaneId};
 use crate::view::keys::{self, Command};
 use crate::view::line_edit::LineEdit;
-use crate::view::nav::{PAGE, scroll_back};
+use crate::view::nav::scroll_back;
 use turnscope::observe::event::SessionOpener;
 
 impl Console {
@@ -447,8 +447,8 @@ impl Console {
             }
             Command::Up => self.move_by(-1),
             Command::Down => self.move_by(1),
-            Command::PageUp => self.move_by(-PAGE),
-            Command::PageDown => self.move_by(PAGE),
+            Command::PageUp => self.page_by(-1),
+            Command::PageDown => self.page_by(1),
             Command::Home => self.move_by(isize::MIN / 2),
             Command::End => self.end(),
             Command::Enter => match self.focus {
@@ -523,7 +523,6 @@ impl Console {
             PaneId::Tools if matches!(self.tools.hand.mode, Mode::Calls) => {
                 self.scroll_calls(delta)
             }
-            PaneId::Tools if delta.abs() == PAGE => scroll_fwd(&self.tools.scroll, delta),
             PaneId::Tools => {
                 self.tools.nav.step(delta, self.state.tools.len());
                 self.tools.scroll.set(0);
@@ -531,6 +530,16 @@ impl Console {
             PaneId::Stats => scroll_fwd(&self.stats.scroll, delta),
             PaneId::Log => scroll_back(&self.log.back, -delta),
             PaneId::Mcp => self.mcp_step(delta),
+        }
+    }
+
+    /// PgUp/PgDn (`pages` -1 or 1): a page of what the focused pane shows (in Tools, of the
+    /// tool's detail, as before).
+    pub(crate) fn page_by(&mut self, pages: isize) {
+        let page = self.page(self.focus);
+        match self.focus {
+            PaneId::Tools => scroll_fwd(&self.tools.scroll, pages * page),
+            _ => self.move_by(pages * page),
         }
     }
 

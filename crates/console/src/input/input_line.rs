@@ -13,7 +13,6 @@ use crate::input::actions::Action;
 
 use crate::text::truncate;
 use crate::view::console::{Console, Notice};
-use crate::view::nav::PAGE;
 
 use crate::view::ids::PaneId;
 use crate::view::keys;
@@ -42,8 +41,8 @@ impl Console {
             }
             KeyCode::Esc => self.focus = PaneId::Sessions,
             KeyCode::F(1) => self.help.show(),
-            KeyCode::PageUp => self.scroll_transcript(PAGE),
-            KeyCode::PageDown => self.scroll_transcript(-PAGE),
+            KeyCode::PageUp => self.scroll_transcript(self.page(PaneId::Transcript)),
+            KeyCode::PageDown => self.scroll_transcript(-self.page(PaneId::Transcript)),
             _ => {
                 self.input.input(*key);
             }

@@ -10,7 +10,7 @@ use crate::view::console::{Console, Notice};
 use crate::view::keys::{self, Command};
 use crate::view::line_edit::{Edit, LineEdit};
 use crate::view::mcp::{McpDetail, McpFilter};
-use crate::view::nav::{PAGE, scroll_back};
+use crate::view::nav::scroll_back;
 
 impl Console {
     /// Moves the MCP pane's cursor `delta` exchanges.
@@ -53,6 +53,7 @@ impl Console {
     }
 
     pub(crate) fn mcp_detail_key(&mut self, key: &KeyEvent) -> Option<Action> {
+        let page = self.body_page();
         let detail = self.mcp.detail.as_mut()?;
         match key.code {
             KeyCode::Char('f') => {
@@ -75,8 +76,8 @@ impl Console {
         match keys::command(key) {
             Some(Command::Up) => scroll(-1),
             Some(Command::Down) => scroll(1),
-            Some(Command::PageUp) => scroll(-PAGE),
-            Some(Command::PageDown) => scroll(PAGE),
+            Some(Command::PageUp) => scroll(-page),
+            Some(Command::PageDown) => scroll(page),
             Some(Command::Home) => detail.scroll.set(0),
             Some(Command::End) => detail.scroll.set(usize::MAX / 2),
             Some(Command::Back | Command::Enter | Command::Quit) => self.mcp.detail = None,

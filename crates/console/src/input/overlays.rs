@@ -12,7 +12,7 @@ use crate::view::console::{Console, Notice};
 use crate::view::filter::FrameFilter;
 use crate::view::keys::{self, Command};
 use crate::view::line_edit::{Edit, LineEdit};
-use crate::view::nav::{PAGE, TurnPick, scroll_back};
+use crate::view::nav::{TurnPick, scroll_back};
 use turnscope::observe::SessionOpener;
 
 impl Console {
@@ -53,6 +53,7 @@ impl Console {
             }
             _ => {}
         }
+        let page = self.body_page();
         let pick = self.turn_view.as_ref()?;
         let scroll = |d: isize| scroll_back(&pick.scroll, d);
         match key.code {
@@ -61,8 +62,8 @@ impl Console {
             _ => match keys::command(key) {
                 Some(Command::Up) => scroll(-1),
                 Some(Command::Down) => scroll(1),
-                Some(Command::PageUp) => scroll(-PAGE),
-                Some(Command::PageDown) => scroll(PAGE),
+                Some(Command::PageUp) => scroll(-page),
+                Some(Command::PageDown) => scroll(page),
                 Some(Command::Home) => pick.scroll.set(0),
                 Some(Command::Back | Command::Enter | Command::Quit | Command::Turn) => {
                     self.turn_view = None

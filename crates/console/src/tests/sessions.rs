@@ -282,3 +282,46 @@ fn columns_left_out_of_a_narrow_sessions_pane_are_said() {
     let wide = screen(&mut c, 200, 48);
     assert!(wide.contains(" age ") && !wide.contains("z: +"), "{wide}");
 }
+
+/// PgDn and PgUp move a page of what the pane shows, not 10 rows whatever its height (tour
+/// T: 8–10 rows in a zoomed pane of 26): the last row shown becomes the selected one, the
+/// page after it below; PgUp comes back.
+#[test]
+fn page_keys_move_a_page_of_the_rows_shown() {
+    let mut c = console();
+    for number in 10..80 {
+        c.state
+            .apply(&Event::Session(turnscope::observe::SessionEvent {
+                session: number,
+                handle_prefix: format!("{number:08}"),
+                opener: turnscope::observe::SessionOpener::Api,
+                closed: None,
+                at_us: c.state.now_us,
+                restored: false,
+                began_us: None,
+                taken_from: None,
+                greeting: None,
+            }));
+    }
+    c.focus = PaneId::Sessions;
+    c.zoom = true;
+    let shown = |text: &str| -> Vec<u64> {
+        text.lines()
+            .filter_map(|l| {
+                l.trim_start_matches(['"', '│', '┃'])
+                    .trim_start_matches('▶')
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .collect()
+    };
+    let before = shown(&screen(&mut c, 120, 34));
+    assert!(before.len() > 20, "{before:?}");
+    press(&mut c, KeyCode::PageDown);
+    assert_eq!(c.selected, before.last().copied());
+    screen(&mut c, 120, 34);
+    press(&mut c, KeyCode::PageUp);
+    assert_eq!(c.selected, before.first().copied());
+}

@@ -716,7 +716,7 @@ fn tools_pane_wraps_long_lines_at_160_columns() {
     );
     // PgDn as far as it goes reaches the last wrapped row, and not past it.
     for _ in 0..20 {
-        c.move_by(crate::view::nav::PAGE);
+        c.page_by(1);
     }
     let t = render(160, 40, &c, |f, _, c| crate::draw::draw(f, c));
     let text = t.backend().to_string();

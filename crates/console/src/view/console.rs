@@ -91,6 +91,9 @@ pub struct Console {
     pub stats: StatsView,
     /// Where the panes were at the last draw (for the mouse).
     pub areas: Cell<Areas>,
+    /// The rows of its list or text each pane showed at the last draw (by [`PaneId::number`]
+    /// less one): what a page key moves there.
+    rows_shown: Cell<[usize; 9]>,
     /// The turn view (waterfall) when open.
     pub turn_view: Option<TurnPick>,
     /// The Log pane.
@@ -153,6 +156,7 @@ impl Console {
             tools: ToolsView::default(),
             stats: StatsView::default(),
             areas: Cell::new(Areas::default()),
+            rows_shown: Cell::new([0; 9]),
             turn_view: None,
             log: LogView::default(),
             mcp: McpView::default(),
@@ -317,6 +321,30 @@ impl Console {
     /// The frame under the cursor, for the detail popup.
     pub fn cursor_frame(&self) -> Option<&FrameRow> {
         self.frames.cursor_frame(&self.state, self.selected)
+    }
+
+    /// Notes that `pane` showed `rows` rows of its list or text (drawing it).
+    pub(crate) fn shown_rows(&self, pane: PaneId, rows: usize) {
+        let mut shown = self.rows_shown.get();
+        shown[pane.number() - 1] = rows;
+        self.rows_shown.set(shown);
+    }
+
+    /// The rows a page key moves in `pane`: a page of what it shows (the Input's keys page
+    /// the Transcript).
+    pub(crate) fn page(&self, pane: PaneId) -> isize {
+        let pane = if pane == PaneId::Input {
+            PaneId::Transcript
+        } else {
+            pane
+        };
+        crate::view::nav::page_of(self.rows_shown.get()[pane.number() - 1])
+    }
+
+    /// The rows a page key moves in a view over the body (the turn view, an exchange).
+    pub(crate) fn body_page(&self) -> isize {
+        // Its borders and its title line.
+        crate::view::nav::page_of(self.areas.get().body().height.saturating_sub(3) as usize)
     }
 
     pub(crate) fn frame_step(&mut self, delta: isize) {

@@ -4,8 +4,17 @@
 
 use std::cell::Cell;
 
-/// Rows a page key moves.
+/// Rows a page key moves before a pane was drawn (it then moves the rows the pane shows).
 pub(crate) const PAGE: isize = 10;
+
+/// The rows a page key moves in a list or text that showed `shown` rows at the last draw: one
+/// fewer, so the row at the edge stays in view; [`PAGE`] before any draw.
+pub(crate) fn page_of(shown: usize) -> isize {
+    match shown {
+        0 => PAGE,
+        n => n.saturating_sub(1).max(1) as isize,
+    }
+}
 
 /// A cursor and a scroll offset into a list. The offset is adjusted while drawing, so the
 /// cursor stays visible whatever the pane's height.

@@ -10,6 +10,7 @@ use ratatui::widgets::{Block, BorderType, Clear, Paragraph, Wrap};
 use crate::text::{count, one_line, pad, truncate, width};
 use crate::view::console::Console;
 use crate::view::frames::{FrameLine, FrameSource};
+use crate::view::ids::PaneId;
 use turnscope::observe::FrameEvent;
 
 /// Draws the pane into the inspector's inside.
@@ -100,6 +101,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         diagram_lines,
     ));
     let visible = (area.height as usize).saturating_sub(out.len());
+    c.shown_rows(PaneId::Frames, visible);
     let cursor = c.frame_cursor_index(&lines);
     let (start, end) = window(c, lines.len(), cursor, visible);
     if lines.is_empty() {

@@ -11,6 +11,7 @@ use super::bottom_window;
 use crate::state::journal::Level;
 use crate::text::{count, one_line, pad, plural, wrap};
 use crate::view::console::Console;
+use crate::view::ids::PaneId;
 
 /// The window `start..end` of the rows, following the newest, moved to the start of the
 /// entry it is in when no entry begins in it (a low pane showed only the newest entry's last
@@ -103,6 +104,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         );
     }
     let visible = area.height.saturating_sub(1) as usize;
+    c.shown_rows(PaneId::Log, visible);
     let (start, end) = bottom_window(&rows, visible, &c.log.back);
     // Scrolled back, the rows are as they come: a tall entry's every row is reachable.
     let (start, end) = if c.log.back.get() == 0 {

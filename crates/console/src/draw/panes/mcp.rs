@@ -107,6 +107,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     info.push(Span::styled(tail, t.dim));
     let mut out = vec![crate::text::fit(Line::from(info), w)];
     let room = (area.height as usize).saturating_sub(1);
+    c.shown_rows(PaneId::Mcp, room);
     if listed.is_empty() {
         let hint = if kept.is_empty() {
             "No MCP exchange yet: connect a client (the header's claude line) and its initialize, tools/list and calls land here."

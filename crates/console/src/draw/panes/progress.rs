@@ -9,6 +9,7 @@ use ratatui::widgets::Paragraph;
 use super::bottom_window;
 use crate::text::{count, one_line, pad, truncate_start};
 use crate::view::console::Console;
+use crate::view::ids::PaneId;
 
 /// Draws the pane into the inspector's inside.
 pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
@@ -88,6 +89,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         t.dim,
     ));
     let height = (area.height as usize).saturating_sub(out.len());
+    c.shown_rows(PaneId::Progress, height);
     let (start, end) = bottom_window(&rows, height, &c.progress.back);
     let msg_w = (area.width as usize).saturating_sub(40);
     for r in &rows[start..end] {

@@ -56,6 +56,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
     }
     let body = inner(area);
     let visible = body.height.saturating_sub(1) as usize;
+    c.shown_rows(PaneId::Sessions, visible);
     let (start, end) = c.sessions_list.nav.window(rows.len(), visible);
     if rows.len() > visible && visible > 0 {
         // Not every row fits: say which ones are shown (z gives the pane the screen).

@@ -9,6 +9,7 @@ use ratatui::widgets::Paragraph;
 
 use crate::text::{count, micros, pad, sparkline};
 use crate::view::console::Console;
+use crate::view::ids::PaneId;
 use turnscope::observe::stats::Summary;
 
 /// Draws the pane into the inspector's inside.
@@ -178,6 +179,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             ]));
         }
     }
+    c.shown_rows(PaneId::Stats, area.height as usize);
     let max = out.len().saturating_sub(area.height as usize);
     let scroll = c.stats.scroll.get().min(max);
     c.stats.scroll.set(scroll);

@@ -14,6 +14,7 @@ use super::hand_call::Scrolled;
 use crate::state::{Source, ToolView};
 use crate::text::{truncate, width, wrap, wrap_line};
 use crate::view::console::Console;
+use crate::view::ids::PaneId;
 use crate::view::nav::Follow;
 
 /// Splits the inspector's inside, below the sources line, into the tool list and the
@@ -263,6 +264,8 @@ fn draw_detail(f: &mut Frame, inner: Rect, c: &Console, tool: &ToolView) {
     }
     let rows = cache.as_ref().map(|(_, l)| l.as_slice()).unwrap_or(&[]);
     // Scrolling counts wrapped rows, so the last one can be scrolled to.
+    // A page key in Tools pages this detail.
+    c.shown_rows(PaneId::Tools, height);
     let scroll = c.tools.scroll.get().min(rows.len().saturating_sub(height));
     c.tools.scroll.set(scroll);
     let shown: Vec<Line> = rows.iter().skip(scroll).take(height).cloned().collect();

@@ -76,6 +76,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         return;
     }
     let height = body.height as usize;
+    c.shown_rows(PaneId::Transcript, height);
     if !c.transcript.search.is_empty() {
         search(c, &mut lines, height);
     }
