@@ -277,6 +277,7 @@ pub(crate) fn attached_view(
 /// Brings sessions opened since the last tick into the console (selected, the person's own),
 /// and tells of a restart of the watched server.
 fn settle(remote: &Remote, console: &mut Console) {
+    console.closed_own_starts_anew = remote.attached.target.is_some() && not_a_turnscope(remote);
     let restarts = remote.attached.stream.as_ref().map_or(0, |stream| {
         stream.lock().unwrap_or_else(|p| p.into_inner()).restarts
     });

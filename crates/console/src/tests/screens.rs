@@ -1153,3 +1153,34 @@ fn attached_to(target: &str) -> Console {
     };
     c
 }
+
+/// Attached to a bot that is not a turnscope, the person's own session that closed (its
+/// pipeline ended) takes no more lines: a line starts a new session, and the Input pane's
+/// title says so (tour T: `to #4` after #4 closed). A watched turnscope may reopen it: there
+/// the title still names it.
+#[test]
+fn the_input_title_says_a_line_starts_a_new_session_when_yours_closed_on_a_pipecat_bot() {
+    let mut c = attached_to("http://127.0.0.1:7892/mcp");
+    c.start_on_first_line = true;
+    c.state
+        .apply(&Event::Session(turnscope::observe::SessionEvent {
+            session: 1,
+            handle_prefix: String::new(),
+            opener: turnscope::observe::SessionOpener::Api,
+            closed: Some("pipeline ended (CancelFrame)".into()),
+            at_us: c.state.now_us,
+            restored: false,
+            began_us: None,
+            taken_from: None,
+            greeting: None,
+        }));
+    c.closed_own_starts_anew = true;
+    let shown = screen(&mut c, 120, 34);
+    assert!(
+        shown.contains("Input · to a new session of yours (#1 closed)"),
+        "{shown}"
+    );
+    c.closed_own_starts_anew = false;
+    let shown = screen(&mut c, 120, 34);
+    assert!(shown.contains("Input · to #1 "), "{shown}");
+}

@@ -68,6 +68,10 @@ pub struct Console {
     /// The attached server is no bot (its tools include no `start` or `chat`): nothing here
     /// chats, and the panes say so instead of inviting a line.
     pub no_chat_here: bool,
+    /// Attached to a bot that is not a turnscope (it keeps no conversation past its session):
+    /// a line into the person's own session that closed starts a new one, and the Input pane
+    /// says so.
+    pub closed_own_starts_anew: bool,
     /// The input line.
     pub input: TextArea<'static>,
     /// The input line's sends: chats in flight, a line waiting for a second Enter.
@@ -144,6 +148,7 @@ impl Console {
             selected_handle: None,
             own: None,
             start_on_first_line: false,
+            closed_own_starts_anew: false,
             no_chat_here: false,
             input,
             input_line: InputLineView::default(),

@@ -71,6 +71,18 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         _ if c.start_on_first_line && c.own.is_none() => {
             extra.push(dim_piece(c, "to a new session of yours"));
         }
+        // Attached to a bot that keeps no conversation past its session: a line into the
+        // person's own session that closed starts a new one (it said `to #4` still).
+        Some(n)
+            if c.closed_own_starts_anew
+                && c.own == Some(n)
+                && c.state.session(n).is_some_and(|row| row.is_closed()) =>
+        {
+            extra.push(dim_piece(
+                c,
+                format!("to a new session of yours (#{n} closed)"),
+            ));
+        }
         Some(n) => {
             extra.push(dim_piece(c, format!("to {}", c.state.session_name(n))));
             if let Some(refused) = c.refused() {
