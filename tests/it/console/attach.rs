@@ -1009,6 +1009,31 @@ async fn attached_to_a_pipecat_bot_it_chats_and_shows_whisker_frames_pipeline_to
     terminate(&mut model).await;
 }
 
+/// A line a bot that is not a turnscope refuses (its handle unknown: it restarted) is one
+/// failure: the turn this client showed ends `not answered`, counted once in the Log (it was
+/// counted again as "this console's chat … failed": tour T, `8 Log 3` for one line), the
+/// line comes back, and the notice saying so leaves the input line in view.
+#[tokio::test]
+async fn a_refused_line_is_one_error_and_its_notice_leaves_the_line_in_view() {
+    let bot = crate::support::servers::named("forgetful", &["start", "chat"]).await;
+    let mut s = Screen::start(&["attach", &bot.url]).await;
+    s.wait_text("a line starts your session").await;
+    s.send(b"hello there\r").await;
+    let screen = s.wait_text("your line is back").await;
+    let input = screen
+        .lines()
+        .skip_while(|l| !l.contains("3 Input"))
+        .nth(1)
+        .unwrap_or_default();
+    assert!(input.contains("hello there"), "{screen}");
+    s.send(b"\x1b").await;
+    s.send(b"8").await;
+    let log = s.wait_text("no live session").await;
+    assert!(log.contains("8 Log 1 "), "one error: {log}");
+    assert!(!log.contains("this console's chat in"), "{log}");
+    quit(&mut s).await;
+}
+
 /// Attached to an MCP server that is no bot (no `start` or `chat`: the fixture server), the
 /// header says nothing chats there and a line is kept with why, naming the tools it has,
 /// instead of inviting a line that `start` then refuses as an unknown tool (tour O).

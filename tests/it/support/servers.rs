@@ -30,8 +30,9 @@ use super::fixture::WAIT;
 
 /// An MCP server whose tools are the given names; each answers `<server>:<tool>`, except
 /// `hang`, which waits until cancelled and reports the cancellation on `cancelled`, and
-/// `broken`, which answers with a JSON-RPC error, and `whoami`, which answers with the
-/// request's `Authorization` header.
+/// `broken`, which answers with a JSON-RPC error, `whoami`, which answers with the
+/// request's `Authorization` header, and `chat`, which refuses every handle as a
+/// pipecat-mcp-transport bot that restarted does (an error result: `handle: no live session`).
 #[derive(Clone)]
 pub struct NamedServer {
     label: Arc<str>,
@@ -72,6 +73,12 @@ impl ServerHandler for NamedServer {
                 .unwrap_or("no authorization header")
                 .to_string();
             return Ok(CallToolResult::success(vec![ContentBlock::text(auth)]).into());
+        }
+        if request.name == "chat" {
+            return Ok(CallToolResult::error(vec![ContentBlock::text(
+                "Error executing tool chat: handle: no live session",
+            )])
+            .into());
         }
         if request.name == "broken" {
             return Err(ErrorData::invalid_params("broken on purpose", None));

@@ -150,12 +150,22 @@ fn notice(f: &mut Frame, areas: Areas, c: &Console) {
     let h = (lines.len() as u16 + 2).min(body.height.saturating_sub(1));
     // Inside the bottom-right pane's border, so its own border meets none of the pane's (on
     // the pane's bottom row the two corners stood side by side: `╯╯`).
-    let area = Rect::new(
+    let mut area = Rect::new(
         body.right().saturating_sub(w + 1),
         body.bottom().saturating_sub(h + 1),
         w,
         h,
     );
+    // Never over the input line: a notice that the person's line is back in it hid the line
+    // (tour T). Above the Input pane instead, where there is room.
+    let input = areas.input;
+    let over_body = c.turn_view.is_some()
+        || c.mcp.detail.is_some()
+        || c.editor.is_some()
+        || c.variants_view.is_some();
+    if !over_body && input.width > 0 && area.intersects(input) && input.y >= body.y + h {
+        area.y = input.y - h;
+    }
     let t = &c.theme;
     let style = if notice.error { t.error } else { t.ok };
     f.render_widget(Clear, area);

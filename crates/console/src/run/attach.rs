@@ -765,14 +765,14 @@ fn perform(
                         error: false,
                     });
                     let result = target.chat(number, &line).await;
-                    after_failure(&remote, number, "chat", failure(&result));
+                    chat_failed(&remote, number, &line, &result);
                     let _ = tx.send(Done::Chat(number, line, Box::new(result)));
                     return;
                 }
                 let number = match remote.attached.open().await {
                     Ok(number) => number,
                     Err(e) => {
-                        after_failure(&remote, 0, "start", Some(&e));
+                        after_failure(&remote, 0, "start", Some(&e), false);
                         let _ = tx.send(Done::Opened {
                             result: Err(e),
                             replacing: None,
@@ -793,7 +793,7 @@ fn perform(
                 }
                 keep_handle(&remote, number, &tx);
                 let result = target.chat(number, &line).await;
-                after_failure(&remote, number, "chat", failure(&result));
+                chat_failed(&remote, number, &line, &result);
                 let _ = tx.send(Done::Chat(number, line, Box::new(result)));
             });
         }
@@ -846,7 +846,7 @@ fn perform(
             let (remote, tx) = (remote.clone(), chat_tx.clone());
             tokio::spawn(async move {
                 let result = target.chat(session, &line).await;
-                after_failure(&remote, session, "chat", failure(&result));
+                chat_failed(&remote, session, &line, &result);
                 let _ = tx.send(Done::Chat(session, line, Box::new(result)));
             });
         }
@@ -962,7 +962,7 @@ fn open_session(remote: &Arc<Remote>) {
     tokio::spawn(async move {
         let outcome = remote.attached.open().await;
         if let Err(e) = &outcome {
-            after_failure(&remote, 0, "start", Some(e));
+            after_failure(&remote, 0, "start", Some(e), false);
         }
         remote.opened(outcome);
     });
@@ -999,12 +999,32 @@ fn not_a_turnscope(remote: &Remote) -> bool {
 const UNKNOWN_TO_BOT: &str =
     "the bot no longer knows its handle (it restarted, or ended the session)";
 
+/// After this console's `chat` of `line` in `session` ([`after_failure`]): a failure is told
+/// already when this client showed the turn (its end, `not answered: …`, counts in the Log),
+/// so it is not said again (one refused line counted two errors: tour T).
+fn chat_failed(
+    remote: &Remote,
+    session: u64,
+    line: &str,
+    result: &Result<turnscope::sessions::ChatReply, String>,
+) {
+    let told = !line.is_empty()
+        && remote
+            .attached
+            .target
+            .as_ref()
+            .and_then(|t| t.shown(session))
+            == Some(Shown::ByClient);
+    after_failure(remote, session, "chat", failure(result), told);
+}
+
 /// After a failed or refused call of this console's (`what`: `chat` in `session`, or
 /// `start`): a session whose handle the bot refused as unknown is let go (closed, so the
 /// person's next line starts a new one), and the failure goes in the Log as an error, so it
-/// outlives its notice, unless a watched server's stream shows the server's own line for it
-/// (a turnscope logs every refusal).
-fn after_failure(remote: &Remote, session: u64, what: &str, error: Option<&str>) {
+/// outlives its notice, unless it is `told` already (the turn this client showed ended
+/// saying it) or a watched server's stream shows the server's own line for it (a turnscope
+/// logs every refusal).
+fn after_failure(remote: &Remote, session: u64, what: &str, error: Option<&str>, told: bool) {
     let Some(e) = error else {
         return;
     };
@@ -1013,7 +1033,7 @@ fn after_failure(remote: &Remote, session: u64, what: &str, error: Option<&str>)
         // closes, and the person's next line (given back) starts a new session.
         remote.attached.let_go(session, UNKNOWN_TO_BOT);
     }
-    if watched(remote) {
+    if told || watched(remote) {
         return;
     }
     let call = match what {

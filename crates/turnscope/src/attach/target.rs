@@ -626,6 +626,15 @@ impl Target {
         outcome
     }
 
+    /// Who shows the turns of the session `number` this console started (`None`: not its).
+    pub fn shown(&self, number: u64) -> Option<Shown> {
+        self.own
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&number)
+            .map(|o| o.shown)
+    }
+
     /// How many turns the session `number` this console started had (its lines so far).
     pub fn turns_of(&self, number: u64) -> u64 {
         self.own
