@@ -526,6 +526,9 @@ pub struct ToolView {
     /// A watched turnscope's own tool, as its model is offered it (its schema is the OpenAI
     /// `parameters`; the MCP schema is not on the stream): listed, not called from here.
     pub elsewhere: bool,
+    /// An attached bot's own MCP tool (its `tools/list`), which this console calls over MCP
+    /// only: what a provider would refuse is said in its detail, not marked in the list.
+    pub over_mcp: bool,
 }
 
 /// A log line.

@@ -33,6 +33,7 @@ impl ConsoleState {
             portability: Vec::new(),
             unserved: false,
             elsewhere: false,
+            over_mcp: false,
         }));
     }
 
@@ -140,11 +141,12 @@ fn tool_views(specs: &[ToolSpec], served: StrictServed) -> Vec<ToolView> {
                 skipped: None,
                 input: spec.input_schema.clone(),
                 portability: findings.iter().map(|f| f.text(served)).collect(),
-                // Refused somewhere as it is, with no mended version served.
-                unserved: findings
-                    .iter()
-                    .any(|f| !f.mended || served == StrictServed::Nowhere),
+                // Refused somewhere as it is, with no mended version served. An attached
+                // bot's own tool goes to no model from here, only over MCP, which takes it
+                // as it is: the mark made a working `start` look broken (tour T).
+                unserved: served != StrictServed::Nowhere && findings.iter().any(|f| !f.mended),
                 elsewhere: false,
+                over_mcp: served == StrictServed::Nowhere,
             }
         })
         .collect()

@@ -299,13 +299,27 @@ fn detail_lines(c: &Console, tool: &ToolView, width: usize) -> Vec<Line<'static>
     }
     if !tool.portability.is_empty() {
         out.push(Line::default());
-        say(
-            &mut out,
-            "portability (what other providers would refuse or change)",
-            t.accent,
-        );
-        for finding in &tool.portability {
-            say(&mut out, &format!("~ {finding}"), t.warn);
+        if tool.over_mcp {
+            // Called over MCP here, which takes the schema as it is: news for a model's use
+            // of it, not a fault of the tool.
+            say(
+                &mut out,
+                "portability (what providers would refuse or change, were it offered to a \
+                 model as it is; called here over MCP, it works as it is)",
+                t.accent,
+            );
+            for finding in &tool.portability {
+                say(&mut out, &format!("· {finding}"), t.dim);
+            }
+        } else {
+            say(
+                &mut out,
+                "portability (what other providers would refuse or change)",
+                t.accent,
+            );
+            for finding in &tool.portability {
+                say(&mut out, &format!("~ {finding}"), t.warn);
+            }
         }
     }
     if tool.elsewhere {
