@@ -1034,6 +1034,28 @@ async fn a_refused_line_is_one_error_and_its_notice_leaves_the_line_in_view() {
     quit(&mut s).await;
 }
 
+/// Attached to a bot that is not a turnscope, `i` on your idle session says no turn runs
+/// there (it said the turn "runs to its end, and a new line of yours waits for it": tour T),
+/// and the header says nothing of bridges, which such a bot has none of (`bridges: not
+/// visible from here`).
+#[tokio::test]
+async fn on_a_bot_that_is_not_a_turnscope_i_says_no_turn_runs_and_no_bridges_are_named() {
+    let bot = crate::support::servers::named("plain", &["start", "chat"]).await;
+    let mut s = Screen::start(&["attach", &bot.url]).await;
+    s.wait_text("a line starts your session").await;
+    s.send(b"\x1b").await;
+    s.send(b"1").await;
+    s.send(b"n").await;
+    let screen = s.wait_text("console (you)").await;
+    assert!(!screen.contains("bridges"), "{screen}");
+    // (`n` leaves the keys with the input line.)
+    s.send(b"\x1b").await;
+    s.send(b"1").await;
+    s.send(b"i").await;
+    s.wait_text("no turn runs in #1").await;
+    quit(&mut s).await;
+}
+
 /// Attached to an MCP server that is no bot (no `start` or `chat`: the fixture server), the
 /// header says nothing chats there and a line is kept with why, naming the tools it has,
 /// instead of inviting a line that `start` then refuses as an unknown tool (tour O).

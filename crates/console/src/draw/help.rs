@@ -18,6 +18,8 @@ fn for_this_console(c: &Console, b: &Binding) -> Option<Binding> {
     match b.keys {
         "[ / ]" | ", / ." if !replay => None,
         "R" | "i" if replay || attached => None,
+        // Attached, another client's session takes no line at all (refused, not asked).
+        "Enter twice" if replay || attached => None,
         "e E v" if b.scope == Scope::TurnView && (replay || attached) => None,
         "q" if attached => Some(Binding {
             what: "quit (Ctrl+C quits from anywhere); the server and its sessions go on, yours until \

@@ -94,6 +94,16 @@ impl Attachment for Remote {
             }
             None => false,
         };
+        // A watched turnscope's bridges are not on its stream; a bot that is not a turnscope
+        // has none to speak of.
+        let bridges = if not_a_turnscope(self) {
+            ""
+        } else {
+            "not visible from here"
+        };
+        if state.header.bridges != bridges {
+            state.header.bridges = bridges.into();
+        }
         let view = self.view();
         if let Source::Attached { view: shown, .. } = &mut state.header.source
             && *shown != view
@@ -853,9 +863,21 @@ fn perform(
         Action::Interrupt { session } => notice(
             console,
             match &remote.attached.target {
+                Some(target)
+                    if target.owns(session)
+                        && console
+                            .state
+                            .session(session)
+                            .is_some_and(|row| row.activity == Activity::InTurn) =>
+                {
+                    format!(
+                        "an attached console cannot interrupt a turn (MCP has no call for it): the \
+                         turn in #{session} runs to its end, and a new line of yours waits for it"
+                    )
+                }
                 Some(target) if target.owns(session) => format!(
-                    "an attached console cannot interrupt a turn (MCP has no call for it): the turn \
-                     in #{session} runs to its end, and a new line of yours waits for it"
+                    "no turn runs in #{session} (and an attached console interrupts none: MCP has \
+                     no call for it)"
                 ),
                 _ => format!(
                     "#{session} is not this console's: an attached console interrupts nothing (MCP \

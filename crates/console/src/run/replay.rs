@@ -66,7 +66,8 @@ fn blank(file: &str, unreadable: Unreadable) -> ConsoleState {
     let mut state = ConsoleState::new(Header {
         mcp_url: None,
         model: String::new(),
-        bridges: "not recorded".into(),
+        // Said only from the file's bridge events, when it has some.
+        bridges: String::new(),
         source: Source::Replay {
             file: file.to_string(),
             unreadable,

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 
 use super::journal::{Entry, Level};
 use super::{
-    Activity, CLOSED_KEPT, CLOSED_TOGETHER, ConsoleState, SESSIONS_TRACKED, SessionRow, TurnView,
+    Activity, CLOSED_KEPT, CLOSED_TOGETHER, ConsoleState, SESSIONS_TRACKED, SessionRow, Source,
+    TurnView,
 };
 
 impl ConsoleState {
@@ -33,8 +34,11 @@ impl ConsoleState {
             level: Level::Warn,
             session: Some(session),
             source: format!("mcp client {who}"),
-            message: if self.header.source.is_attached() {
-                // Another client's session: an attached console closes only its own.
+            message: if self.header.source.is_attached()
+                || matches!(self.header.source, Source::Replay { .. })
+            {
+                // Another client's session: an attached console closes only its own, and a
+                // replay closes nothing.
                 format!("{reason}; #{session} stays open on the server until its handle expires")
             } else {
                 format!(

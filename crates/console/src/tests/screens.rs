@@ -722,6 +722,8 @@ fn an_attached_console_offers_only_what_it_can_do() {
     assert!(!help.contains("reload the config file"), "{help}");
     assert!(!help.contains("replay: step"), "{help}");
     assert!(!help.contains("interrupt the selected"), "{help}");
+    // Another client's session takes no line here (refused, not asked).
+    assert!(!help.contains("Enter twice"), "{help}");
     c.help.open = false;
     // Edit and resend is refused at `e`, before any editing, naming what works instead; the
     // turn view's border does not offer it.
@@ -1183,4 +1185,54 @@ fn the_input_title_says_a_line_starts_a_new_session_when_yours_closed_on_a_pipec
     c.closed_own_starts_anew = false;
     let shown = screen(&mut c, 120, 34);
     assert!(shown.contains("Input · to #1 "), "{shown}");
+}
+
+/// Watching whisker alone, nothing chats: the Input pane's footer offers its way out, not
+/// the keys that send or edit a line (it offered `Enter send … Alt+Enter newline`: tour T).
+#[test]
+fn watching_whisker_alone_the_input_offers_no_sending_keys() {
+    let mut c = attached_to("whisker ws://127.0.0.1:7893");
+    c.state.header.bot_url = None;
+    assert!(c.watching_only());
+    c.focus_pane(PaneId::Input);
+    let shown = screen(&mut c, 160, 40);
+    let footer = shown.lines().last().unwrap_or_default();
+    assert!(
+        footer.contains("Esc leave")
+            && !footer.contains("Enter send")
+            && !footer.contains("newline"),
+        "{footer}"
+    );
+}
+
+/// A replay closes nothing: a session whose client went stays open until its handle
+/// expires, and its Log line does not offer `d` (it said "or you close it (d)": tour T).
+#[test]
+fn a_replay_does_not_offer_to_close_a_session_whose_client_went() {
+    let mut replay = ConsoleState::new(Header {
+        source: Source::Replay {
+            file: "attach.jsonl".into(),
+            unreadable: Default::default(),
+        },
+        ..Header::default()
+    });
+    replay.apply(&opened_by_mcp(2, "2b2b2b2b", "claude-code"));
+    replay.apply(&Event::ClientGone {
+        session: 2,
+        client: "claude-code".into(),
+        reason: "its MCP session ended".into(),
+        at_us: replay.now_us + 1,
+    });
+    let said: Vec<String> = replay
+        .journal
+        .entries()
+        .iter()
+        .map(|e| e.message.clone())
+        .collect();
+    assert!(
+        said.iter()
+            .any(|m| m.contains("stays open on the server until its handle expires")),
+        "{said:?}"
+    );
+    assert!(!said.iter().any(|m| m.contains("(d)")), "{said:?}");
 }

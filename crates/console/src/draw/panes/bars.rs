@@ -350,13 +350,15 @@ pub fn header(f: &mut Frame, area: Rect, c: &Console) {
         .iter()
         .filter(|r| !r.is_closed() && !r.is_stored())
         .count();
-    second.push(Chunk::new(
-        vec![Span::styled(
-            format!("  bridges: {}", s.bridges_summary()),
-            t.dim,
-        )],
-        3,
-    ));
+    // Nothing to say of bridges where none can be known (a replay without their events, a
+    // bot that is not a turnscope): `bridges: not recorded` meant nothing for a pipecat bot.
+    let bridges = s.bridges_summary();
+    if !bridges.is_empty() {
+        second.push(Chunk::new(
+            vec![Span::styled(format!("  bridges: {bridges}"), t.dim)],
+            3,
+        ));
+    }
     let plural = if open == 1 { "" } else { "s" };
     second.push(Chunk::new(
         vec![Span::styled(
@@ -444,6 +446,13 @@ pub fn footer(f: &mut Frame, area: Rect, c: &Console) {
     // An attached console interrupts nothing (MCP has no call for it).
     if c.state.header.source.is_attached() {
         hints.retain(|(key, _)| *key != "i");
+    }
+    // Nothing here chats (whisker alone, a server that is no bot): the Input pane offers only
+    // its way out, not the sending and editing keys its text says do nothing.
+    if c.key_owner() == crate::view::keys::KeyOwner::Pane(crate::view::ids::PaneId::Input)
+        && (c.watching_only() || c.no_chat_here)
+    {
+        hints.retain(|(key, _)| matches!(*key, "Esc" | "F1" | "Ctrl+C"));
     }
     let kept = hints.len().saturating_sub(ALWAYS_SHOWN);
     let cell = |(key, what): &(&str, &str)| crate::text::width(key) + 1 + crate::text::width(what);
