@@ -268,6 +268,12 @@ impl Tape {
         state
     }
 
+    /// Whether the console stands at the file's end (after its last event nothing happened:
+    /// what flowed then has settled).
+    pub fn at_end(&self) -> bool {
+        self.pos == self.events.len()
+    }
+
     /// How many turn-end stops (the file's end included).
     pub fn stops(&self) -> usize {
         self.turn_ends.len()

@@ -1236,3 +1236,64 @@ fn a_replay_does_not_offer_to_close_a_session_whose_client_went() {
     );
     assert!(!said.iter().any(|m| m.contains("(d)")), "{said:?}");
 }
+
+/// At a replay's end the recording had stopped: the pipeline diagram shows each link's total
+/// (`×N`), as the live console had settled to, not rates as if frames still flowed (tour T:
+/// `model ─68/s q2→ output` at the end). Stepped back into the turn, its rates show.
+#[test]
+fn at_a_replays_end_the_pipeline_shows_totals_not_rates() {
+    use crate::state::tape::Tape;
+    use crate::tests::fixture::{T0, crossing};
+    let mut events = vec![opened_by_mcp(1, "1a1a1a1a", "claude-code")];
+    events.push(Event::TurnStarted {
+        session: 1,
+        turn: 1,
+        line: "hi".into(),
+        at_us: T0,
+    });
+    for i in 0..40 {
+        events.push(crossing(
+            1,
+            1,
+            10 + i,
+            "TextPiece",
+            "x",
+            T0 + 1_000_000 + i * 20_000,
+        ));
+    }
+    let blank = ConsoleState::new(Header {
+        source: Source::Replay {
+            file: "run.jsonl".into(),
+            unreadable: Default::default(),
+        },
+        ..Header::default()
+    });
+    let (tape, state) = Tape::new(events, blank);
+    let mut c = Console::new(state, Theme::default(), true);
+    c.tape = Some(tape);
+    c.selected = Some(1);
+    c.settle();
+    c.focus_pane(PaneId::Frames);
+    let shown = screen(&mut c, 160, 40);
+    let diagram = shown
+        .lines()
+        .find(|l| l.contains("pipeline #1"))
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        diagram.contains("─×40→") && !diagram.contains("/s"),
+        "{diagram}"
+    );
+    let mut state = c.state.clone();
+    if let Some(tape) = c.tape.as_mut() {
+        assert!(tape.scrub(-1, &mut state));
+    }
+    c.state = state;
+    let shown = screen(&mut c, 160, 40);
+    let diagram = shown
+        .lines()
+        .find(|l| l.contains("pipeline #1"))
+        .unwrap_or_default()
+        .to_string();
+    assert!(diagram.contains("/s"), "{diagram}");
+}

@@ -13,13 +13,23 @@ use crate::view::console::Console;
 /// A queue at least this deep is drawn as a warning.
 const DEEP: u32 = 8;
 
+/// How long after the last frame a link shows its total, not its rate (past the last whole
+/// second and the two seconds a queue's depth is kept).
+const SETTLED_US: u64 = 3_000_000;
+
 /// The diagram's lines for `width` cells, at most `max_lines` (none when `max_lines` is 0).
 pub fn lines(c: &Console, width_cells: usize, max_lines: usize) -> Vec<Line<'static>> {
     if max_lines == 0 {
         return Vec::new();
     }
     let t = &c.theme;
-    let now = c.state.now_us;
+    // At a replay's end the recording stopped: nothing flows after its last event, so the
+    // links settle to their totals as the live console did (they showed rates as if frames
+    // still flowed, "now" being the last event's time).
+    let now = match &c.tape {
+        Some(tape) if tape.at_end() => c.state.now_us.saturating_add(SETTLED_US),
+        _ => c.state.now_us,
+    };
     let all;
     let (label, pipeline) = if c.frames.all {
         all = c.state.pipelines.all(now);
