@@ -1297,3 +1297,29 @@ fn at_a_replays_end_the_pipeline_shows_totals_not_rates() {
         .to_string();
     assert!(diagram.contains("/s"), "{diagram}");
 }
+
+/// A Stats pane too narrow for the word `recent` over its sparklines leaves the column
+/// unheaded rather than cut (tour T: `rece` at 120×34).
+#[test]
+fn the_stats_header_never_cuts_recent() {
+    let mut c = console();
+    c.focus_pane(PaneId::Stats);
+    for width in 100..=200u16 {
+        let shown = screen(&mut c, width, 34);
+        let header = shown
+            .lines()
+            .find(|l| l.contains("metric") && l.contains("p99"))
+            .unwrap_or_default()
+            .to_string();
+        let last = header
+            .trim_end_matches(['"', ' ', '│', '┃', '║'])
+            .split_whitespace()
+            .last()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            last == "recent" || !"recent".starts_with(last.as_str()),
+            "{width}: {header}"
+        );
+    }
+}

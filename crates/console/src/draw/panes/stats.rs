@@ -65,7 +65,12 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
             "p95",
             "p99",
             "max",
-            if spark_w > 0 { "recent" } else { "" }
+            // Headed only where the word fits (it read `rece` at 120 columns: tour T).
+            if spark_w >= "recent".len() {
+                "recent"
+            } else {
+                ""
+            }
         ),
         t.dim,
     ));
