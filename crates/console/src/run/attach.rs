@@ -173,7 +173,8 @@ pub(crate) enum Chat {
 
 /// What the console sees of its bot, piece by piece: the event stream's state, whisker's, and
 /// what a line does. Each has a short form for a narrow header: what a line does gives way
-/// first, then the stream's words, and only then whisker's; whisker's state (refused, not a whisker port, waiting for its port) shows at 80
+/// first (shortened, then left out), then whisker's versions, the stream's words, and only
+/// then whisker's troubles; whisker's state (refused, not a whisker port, waiting for its port) shows at 80
 /// columns, where the long `client view: …` took the whole line before (tour T).
 pub(crate) fn attached_view(
     stream: Option<&turnscope::attach::stream::StreamState>,
@@ -196,17 +197,17 @@ pub(crate) fn attached_view(
                 ViewPiece::kept(format!(
                     "watching {who} read-only (its event stream{dropped})"
                 ))
-                .or_short(format!("watching {who}{short}"), 6)
+                .or_short(format!("watching {who}{short}"), 8)
             }
             (Some(true), false) => ViewPiece::kept("event stream lost: reconnecting…")
-                .or_short("stream lost: reconnecting…", 6),
+                .or_short("stream lost: reconnecting…", 8),
             (Some(false), _) if s.refused => ViewPiece::kept(
                 "client view: the event stream refused the token (see Log), asking again…",
             )
-            .or_short("client view: stream refused the token (Log)", 6),
+            .or_short("client view: stream refused the token (Log)", 8),
             (Some(false), _) => {
                 ViewPiece::kept("client view: only sessions this console starts (no event stream)")
-                    .or_short("client view", 6)
+                    .or_short("client view", 8)
             }
             (None, _) => ViewPiece::kept("asking for the event stream…"),
         });
@@ -222,34 +223,34 @@ pub(crate) fn attached_view(
             // Its versions give way before the stream's words; its troubles last.
             .or_short(
                 format!("whisker {}", crate::text::plural(w.records, "record")),
-                5,
+                7,
             )
         } else if w.held_elsewhere {
             ViewPiece::kept("whisker refused: another client holds it (see Log)")
-                .or_short("whisker refused (see Log)", 8)
+                .or_short("whisker refused (see Log)", 9)
         } else if let Some(status) = &w.not_whisker {
             ViewPiece::kept(format!(
                 "whisker: not a whisker port (it answers HTTP {status}; see Log)"
             ))
-            .or_short("not a whisker port (see Log)", 8)
+            .or_short("not a whisker port (see Log)", 9)
         } else if w.connects > 0 {
             ViewPiece::kept("whisker: reconnecting…")
         } else if streaming {
             // The target serves an event stream: a turnscope, which has no whisker feed.
             ViewPiece::kept("whisker: nothing answers (a turnscope has no whisker feed)")
-                .or_short("whisker: nothing answers", 8)
+                .or_short("whisker: nothing answers", 9)
         } else if chat == Chat::Yours {
             // Whisker opens its port when the bot's first session starts: one has.
             ViewPiece::kept(
                 "whisker: nothing answers yet, though your session on the bot started (its \
                  whisker port? see Log)",
             )
-            .or_short("whisker: nothing answers (see Log)", 8)
+            .or_short("whisker: nothing answers (see Log)", 9)
         } else {
             ViewPiece::kept(
                 "whisker: waiting for its port (it opens when the bot's first session starts)…",
             )
-            .or_short("whisker: waiting for its port…", 8)
+            .or_short("whisker: waiting for its port…", 9)
         });
         let mut skipped = Vec::new();
         if w.unknown > 0 {
@@ -262,7 +263,7 @@ pub(crate) fn attached_view(
             pieces.push(
                 ViewPiece::kept(skipped.join(" · "))
                     .or_short(format!("{} skipped", w.unknown + w.bad), 5)
-                    .or_gone(7),
+                    .or_gone(6),
             );
         }
     }
@@ -280,7 +281,7 @@ pub(crate) fn attached_view(
                 .or_short("a line starts your session", 5),
         ),
     };
-    pieces.extend(hint.map(|h| h.or_gone(7)));
+    pieces.extend(hint.map(|h| h.or_gone(6)));
     AttachedView { pieces }
 }
 
