@@ -325,6 +325,10 @@ fn settle(remote: &Remote, console: &mut Console) {
             console.own = None;
         }
         console.renumbered(&renumbered.moved);
+        // Marked the person's at once under their numbers now, not a tick later: meanwhile
+        // their session read as another client's (`mcp: turnscope attach`, its lines `user`).
+        let owned = target.owned_numbers();
+        console.state.mark_yours(|number| owned.contains(&number));
         if !let_go.is_empty() {
             let mut pending = remote.to_take_up.lock().unwrap_or_else(|p| p.into_inner());
             pending.retain(|h| !let_go.iter().any(|(_, handle)| handle == h));
