@@ -563,8 +563,10 @@ async fn a_model_parameter_and_a_new_model_url_apply_from_the_next_turn() {
         reload["applied"],
         json!(["model.extra.top_k", "model.temperature", "model.url"])
     );
+    // The model and its parameters as the console's header shows them after it.
+    assert_eq!(reload["model_short"], "m", "{reload}");
     assert!(
-        reload["model"]
+        reload["model_params"]
             .as_str()
             .unwrap()
             .contains("temperature=0.25"),

@@ -167,8 +167,13 @@ impl ConsoleState {
             outcome: r.outcome.to_string(),
             restart: r.restart.len(),
         });
+        // The header says what runs: the model, its short name and its parameters all follow
+        // a reload (a file recorded before the short name was kept has the parameters at the
+        // model's end).
         if r.outcome == "applied" && !r.model.is_empty() {
             self.header.model.clone_from(&r.model);
+            self.header.model_short = (!r.model_short.is_empty()).then(|| r.model_short.clone());
+            self.header.params.clone_from(&r.model_params);
         }
         let level = if r.is_refused() {
             Level::Error

@@ -1126,3 +1126,63 @@ fn a_refusal_the_console_expected_is_not_counted_as_an_error() {
     );
     assert_eq!(s.journal.errors, 0);
 }
+
+/// The header says what runs: a reload that points `[model]` at another server (and gives it
+/// parameters) changes the model, its short name and its parameters in the header, and a
+/// reload back to the embedded model changes them back (tour U #3: the header kept the model
+/// the console started with).
+#[tokio::test]
+async fn the_header_follows_a_reload_of_the_model() {
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    async fn header_after(
+        app: &App,
+        console: &mut crate::view::console::Console,
+        feed: &mut crate::run::feed::LiveFeed,
+        config: Config,
+    ) -> String {
+        let reload = app.reloader().apply(config).await;
+        assert_eq!(&*reload.outcome, "applied", "{}", reload.summary());
+        while let Ok(Some(event)) =
+            tokio::time::timeout(Duration::from_millis(200), feed.next()).await
+        {
+            feed.fold(&mut console.state, &event);
+        }
+        console.before_draw();
+        let mut terminal = Terminal::new(TestBackend::new(120, 34)).expect("test terminal");
+        terminal
+            .draw(|f| crate::draw::draw(f, console))
+            .expect("draw");
+        let screen = terminal.backend().to_string();
+        screen.lines().take(2).collect::<Vec<_>>().join("\n")
+    }
+
+    let mut config = Config::default();
+    config.server.port = 0;
+    config.model.pace = 0.0;
+    let app = App::start(&config, Bus::default())
+        .await
+        .expect("app starts");
+    let (mut console, mut feed) =
+        crate::run::live::attach(&app, crate::theme::Theme::default()).await;
+    assert_eq!(
+        console.state.header.model_short.as_deref(),
+        Some("scripted")
+    );
+
+    let mut remote = config.clone();
+    remote.model.url = Some("http://127.0.0.1:9/v1".into());
+    remote.model.name = Some("llama-tour".into());
+    remote.model.max_tokens = Some(400);
+    let header = header_after(&app, &mut console, &mut feed, remote).await;
+    assert!(header.contains("llama-tour"), "{header}");
+    assert!(header.contains("max_tokens=400"), "{header}");
+    assert!(!header.contains("scripted"), "{header}");
+
+    let header = header_after(&app, &mut console, &mut feed, config).await;
+    assert!(header.contains("scripted"), "{header}");
+    assert!(!header.contains("llama-tour"), "{header}");
+    assert!(!header.contains("max_tokens"), "{header}");
+    app.shutdown().await;
+}

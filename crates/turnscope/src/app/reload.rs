@@ -30,7 +30,7 @@ use crate::tools::policy::Policy;
 use crate::tools::reconfigure::SourceChanges;
 use crate::tools::registry::ToolRegistry;
 
-use super::{ModelInfo, model_client, model_line, remote_model};
+use super::{ModelInfo, model_client, params_line, remote_model};
 
 /// Where a reload reads the config again: the file (`None`: `./turnscope.toml` when it
 /// exists) and the command-line values laid over it, as at start.
@@ -430,7 +430,9 @@ impl Reloader {
             restart: changes.restart.clone(),
             error: None,
             notes: Vec::new(),
-            model: model_line(&running.model, &params),
+            model: running.model.describe(),
+            model_short: running.model.short(),
+            model_params: params_line(&params),
             at_us: now_us(),
         }
     }

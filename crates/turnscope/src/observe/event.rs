@@ -445,9 +445,19 @@ pub struct ConfigReloadEvent {
     /// What applying did beyond the keys: tool sources added, reconnected, closed, refused.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
-    /// The model as the console's header shows it, after the reload.
+    /// The model as the console's header shows it, after the reload: `NAME at URL`, or the
+    /// embedded model's description (files recorded before `model_short` was kept carry the
+    /// request parameters at its end too).
     #[serde(default)]
     pub model: String,
+    /// The model in a few words, for a narrow header: `scripted`, or its name (empty in
+    /// files recorded before it was kept).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub model_short: String,
+    /// The request parameters `[model]` sets, as `max_tokens=64 temperature=0.2`; empty
+    /// when none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub model_params: String,
     /// When, in µs since the epoch.
     pub at_us: u64,
 }
