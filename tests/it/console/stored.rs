@@ -174,3 +174,40 @@ async fn the_persons_stored_session_that_ended_leaves_the_list() {
     s.send(b"\x03").await;
     assert!(s.wait_exit().await.success());
 }
+
+/// A stored conversation that had no greeting shows none after a greeting was configured: the
+/// transcript showed the bot's greeting of today atop a conversation that never had it (tour U
+/// #4), stored or reopened; the person's new session opens with it.
+#[tokio::test]
+async fn a_stored_conversation_without_a_greeting_shows_none_after_one_is_configured() {
+    const GREETING: &str = "Hello, I am Hours.";
+    let s = chatted_then_quit().await;
+    std::fs::write(
+        s._dir.join("turnscope.toml"),
+        format!("[bot]\ngreeting = \"{GREETING}\"\n"),
+    )
+    .unwrap();
+
+    let mut s = s.restart(&ON_A_STORE_FILE).await;
+    // The person's new session opens with the greeting.
+    let screen = s
+        .wait_all(&["Type a line; Enter sends", "from before (1 turn) is stored"])
+        .await;
+    assert!(screen.contains(GREETING), "{screen}");
+    // The stored conversation from before had none.
+    s.send(b"\x1b").await;
+    s.send(b"j").await;
+    let screen = s
+        .wait_all(&["Transcript · stored ", "you  remember the word teapot"])
+        .await;
+    assert!(!screen.contains(GREETING), "{screen}");
+    // Reopened by a line, it still has none.
+    s.send(b"3").await;
+    s.send(b"what was the word?\r").await;
+    let screen = s
+        .wait_all(&["turn 2 · completed", "Transcript · #2 console (you)"])
+        .await;
+    assert!(!screen.contains(GREETING), "{screen}");
+    s.send(b"\x03").await;
+    assert!(s.wait_exit().await.success());
+}

@@ -302,7 +302,7 @@ impl LiveFeed {
                     idle_left_s: (!s.in_call() && !s.held_by_console())
                         .then(|| handle_seconds.saturating_sub(s.idle().as_secs())),
                     taken_from: s.taken_from.clone(),
-                    greeting: None,
+                    greeting: crate::state::Greeting::Unknown,
                 };
                 row.age_s = now.saturating_sub(row.age_from_us()) / 1_000_000;
                 row

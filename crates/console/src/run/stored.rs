@@ -195,7 +195,7 @@ impl StoredSessions {
                 age_s: now.saturating_sub(head.created_ms) / 1000,
                 idle_left_s: Some(handle_seconds.saturating_sub(idle_s)),
                 taken_from: None,
-                greeting: head.greeting.clone(),
+                greeting: crate::state::Greeting::known(head.greeting.as_deref()),
             });
         }
         // Open sessions are stored too: what is neither open, listed nor expired is counted.

@@ -62,8 +62,9 @@ use pipelines::Pipelines;
 use timeline::Timelines;
 
 pub use records::{
-    Activity, AttachedView, ConfigMark, FrameRow, Header, LogLine, ProgressRow, ProgressTotals,
-    Samples, SessionRow, Source, ToolLine, ToolView, TurnView, Unreadable, ViewPiece,
+    Activity, AttachedView, ConfigMark, FrameRow, Greeting, Header, LogLine, ProgressRow,
+    ProgressTotals, Samples, SessionRow, Source, ToolLine, ToolView, TurnView, Unreadable,
+    ViewPiece,
 };
 
 /// Everything the console knows, folded from events and live snapshots. A clone shares the

@@ -235,9 +235,43 @@ pub struct SessionRow {
     pub idle_left_s: Option<u64>,
     /// The replica this one took it over from (a store the replicas share), if any.
     pub taken_from: Option<String>,
-    /// The greeting its bot opened it with, when the opening said (a watched server, a
-    /// replay); the local console's own bot's greeting stands in otherwise.
-    pub greeting: Option<String>,
+    /// The greeting its bot opened it with, as far as the console knows.
+    pub greeting: Greeting,
+}
+
+/// The greeting a session opened with, as far as the console knows: an opening (a live one,
+/// a watched server's, a replay's) and a stored conversation's head say it, with "none" a
+/// real answer; a live snapshot does not.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Greeting {
+    /// Nothing said it (a snapshot of a session whose opening was not seen): this console's
+    /// bot's greeting stands in.
+    #[default]
+    Unknown,
+    /// It opened with none: its transcript shows none, whatever the bot's greeting is now.
+    None,
+    /// It opened with this one.
+    Said(String),
+}
+
+impl Greeting {
+    /// What an opening or a stored head says: `None` is "it had none", not "unknown".
+    pub fn known(greeting: Option<&str>) -> Self {
+        match greeting {
+            Some(text) => Greeting::Said(text.to_string()),
+            None => Greeting::None,
+        }
+    }
+
+    /// The greeting to show atop its transcript: its own, none, or when unknown `standing_in`
+    /// (this console's bot's).
+    pub fn shown<'a>(&'a self, standing_in: Option<&'a str>) -> Option<&'a str> {
+        match self {
+            Greeting::Said(text) => Some(text),
+            Greeting::None => None,
+            Greeting::Unknown => standing_in,
+        }
+    }
 }
 
 impl SessionRow {

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use super::journal::{Entry, Level};
 use super::{
-    Activity, CLOSED_KEPT, CLOSED_TOGETHER, ConsoleState, SESSIONS_TRACKED, SessionRow, Source,
-    TurnView,
+    Activity, CLOSED_KEPT, CLOSED_TOGETHER, ConsoleState, Greeting, SESSIONS_TRACKED, SessionRow,
+    Source, TurnView,
 };
 
 impl ConsoleState {
@@ -117,14 +117,14 @@ impl ConsoleState {
                     age_s: 0,
                     idle_left_s: None,
                     taken_from: None,
-                    greeting: None,
+                    greeting: Greeting::Unknown,
                 });
                 if s.taken_from.is_some() {
                     row.taken_from = s.taken_from.clone();
                 }
-                if s.greeting.is_some() {
-                    row.greeting = s.greeting.clone();
-                }
+                // An opening says its greeting, none included (a stored conversation that
+                // had none showed the bot's greeting of today: tour U #4).
+                row.greeting = Greeting::known(s.greeting.as_deref());
             }
             Some(reason) => self.close_row(s.session, reason.clone(), s.at_us),
         }
@@ -270,10 +270,10 @@ impl ConsoleState {
         for mut row in open {
             // The greeting its opening said stays (a snapshot does not carry it): the one it
             // opened with, not the bot's greeting now (a reload may have changed it).
-            if row.greeting.is_none()
+            if row.greeting == Greeting::Unknown
                 && let Some(before) = self.sessions.get_mut(&row.number)
             {
-                row.greeting = before.greeting.take();
+                row.greeting = std::mem::take(&mut before.greeting);
             }
             self.sessions.insert(row.number, row);
         }

@@ -399,7 +399,7 @@ pub fn state() -> ConsoleState {
             age_s: 65,
             idle_left_s: Some(295),
             taken_from: None,
-            greeting: None,
+            greeting: crate::state::Greeting::Unknown,
         },
         SessionRow {
             number: 2,
@@ -413,7 +413,7 @@ pub fn state() -> ConsoleState {
             age_s: 64,
             idle_left_s: None,
             taken_from: None,
-            greeting: None,
+            greeting: crate::state::Greeting::Unknown,
         },
     ]);
     state.set_tools_and_skips(

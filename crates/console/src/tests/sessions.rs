@@ -173,8 +173,10 @@ fn a_long_session_number_is_shown_whole() {
 }
 
 /// A session's own greeting (its opening line says it: a watched server, a replay, a stored
-/// session) tops its transcript; this console's bot's greeting only stands in for one that
-/// says none. Attached and replayed transcripts began without the greeting (tour H).
+/// session) tops its transcript, and an opening that says none means none; this console's
+/// bot's greeting only stands in for a session whose opening was not seen. Attached and
+/// replayed transcripts began without the greeting (tour H); one that had none showed the
+/// bot's greeting of today (tour U #4).
 #[test]
 fn a_sessions_own_greeting_tops_its_transcript() {
     let mut c = console();
@@ -198,16 +200,32 @@ fn a_sessions_own_greeting_tops_its_transcript() {
     c.state.apply(&opened(42, None, at_us));
     let first_line = |c: &mut Console, session: u64| {
         c.selected = Some(session);
-        crate::draw::panes::transcript::lines(c, 100)[0].to_string()
+        crate::draw::panes::transcript::lines(c, 100)
+            .first()
+            .map(ToString::to_string)
+            .unwrap_or_default()
     };
     assert_eq!(first_line(&mut c, 41), "bot  Hello, I am the watched bot.");
-    assert_eq!(first_line(&mut c, 42), "bot  Hello from this console's bot");
+    assert!(
+        !first_line(&mut c, 42).contains("Hello"),
+        "an opening without a greeting had none: {}",
+        first_line(&mut c, 42)
+    );
     // A live console's snapshot of its open sessions carries no greeting: the one the
-    // opening said stays (the rows were rebuilt every tick, and it fell back to the bot's).
+    // opening said stays (the rows were rebuilt every tick, and it fell back to the bot's),
+    // and so does "none".
     let mut snapshot = c.state.session(41).unwrap().clone();
-    snapshot.greeting = None;
-    c.state.sync_sessions(vec![snapshot]);
+    snapshot.greeting = crate::state::Greeting::Unknown;
+    let mut without = c.state.session(42).unwrap().clone();
+    without.greeting = crate::state::Greeting::Unknown;
+    // One whose opening was not seen: the bot's greeting stands in.
+    let mut unseen = without.clone();
+    unseen.number = 43;
+    unseen.handle_prefix = "00000043".into();
+    c.state.sync_sessions(vec![snapshot, without, unseen]);
     assert_eq!(first_line(&mut c, 41), "bot  Hello, I am the watched bot.");
+    assert!(!first_line(&mut c, 42).contains("Hello"));
+    assert_eq!(first_line(&mut c, 43), "bot  Hello from this console's bot");
 }
 
 fn screen(c: &mut Console, w: u16, h: u16) -> String {

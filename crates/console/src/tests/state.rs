@@ -521,7 +521,7 @@ fn a_snapshot_replaces_event_rows_and_marks_vanished_ones_closed() {
         age_s: 20,
         idle_left_s: Some(280),
         taken_from: None,
-        greeting: None,
+        greeting: crate::state::Greeting::None,
     };
     s.sync_sessions(vec![row.clone()]);
     assert_eq!(s.session(1), Some(&row));

@@ -50,7 +50,7 @@ fn with_stored() -> Console {
         age_s: 3_600,
         idle_left_s: Some(86_100),
         taken_from: None,
-        greeting: None,
+        greeting: crate::state::Greeting::None,
     };
     c.state.sync_stored(vec![row], 1_234);
     let turn = |id: u64, line: &str, reply: &str| TurnView {
@@ -625,7 +625,7 @@ fn a_selected_stored_session_stays_selected_when_it_opens_again() {
         age_s: 3_600,
         idle_left_s: Some(300),
         taken_from: None,
-        greeting: None,
+        greeting: crate::state::Greeting::Unknown,
     };
     open.push(reopened);
     c.state.sync_sessions(open);

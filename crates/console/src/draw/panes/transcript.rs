@@ -131,12 +131,12 @@ pub fn lines(c: &Console, width: usize) -> Vec<Line<'static>> {
         return out;
     };
     // The session's own (a watched server's, a replay's, one opened before a reload
-    // changed it), else this console's bot's.
-    let greeting = c
-        .state
-        .session(session)
-        .and_then(|row| row.greeting.as_deref())
-        .or(c.state.greeting.as_deref());
+    // changed it, a stored one's: none when it had none), else this console's bot's.
+    let standing_in = c.state.greeting.as_deref();
+    let greeting = match c.state.session(session) {
+        Some(row) => row.greeting.shown(standing_in),
+        None => standing_in,
+    };
     if let Some(greeting) = greeting {
         speaker(&mut out, "bot", greeting, t.bot, t.bot, width);
     }
