@@ -478,7 +478,9 @@ async fn a_store_that_cannot_be_written_beside_is_still_listed_and_exported() {
 /// chat tells its client only that it cannot be read back and to call start (not the server's
 /// file path, nor advice to move the store aside, which a client cannot act on), and the
 /// server's stderr names the conversation and the damaged turn for whoever runs it (tour K:
-/// the client got the start-up advice and the operator was told nothing).
+/// the client got the start-up advice and the operator was told nothing). The advice, there
+/// and from `sessions export`, is to delete that one conversation, which keeps the others: it
+/// was to move the whole file aside, losing every healthy conversation too (tour U #5).
 #[tokio::test]
 async fn a_damaged_turn_record_is_said_to_the_operator_and_the_client_is_told_to_start() {
     let dir = scratch("damaged-turn");
@@ -490,6 +492,8 @@ async fn a_damaged_turn_record_is_said_to_the_operator_and_the_client_is_told_to
     for line in ["one", "two", "three"] {
         client.chat(&handle, line).await;
     }
+    let healthy = client.start().await;
+    client.chat(&healthy, "keep me").await;
     assert!(terminate(&mut server).await.success());
     {
         let conn = rusqlite::Connection::open(&file).unwrap();
@@ -515,13 +519,38 @@ async fn a_damaged_turn_record_is_said_to_the_operator_and_the_client_is_told_to
         "{}",
         answer.text
     );
+    let prefix = &handle[..8];
+    let delete = format!("turnscope sessions delete {prefix} --store {store}");
     let mut stderr = BufReader::new(server.stderr.take().unwrap()).lines();
     let said = stderr_line_with(&mut stderr, "could not be read back").await;
     assert!(
-        said.contains(&format!("the stored conversation {}", &handle[..8]))
-            && said.contains("the record of its turn 2 does not parse"),
+        said.contains(&format!("the stored conversation {prefix}"))
+            && said.contains("the record of its turn 2 does not parse")
+            && said.contains(&format!("the record of conversation {prefix} is damaged"))
+            && said.contains(&delete)
+            && said.contains("the others are kept"),
         "{said}"
     );
+    // The healthy conversation goes on.
+    let answer = client.chat(&healthy, "still there?").await;
+    assert!(!answer.is_error, "{}", answer.text);
     assert!(terminate(&mut server).await.success());
+
+    // `sessions export` of it says the same; the advice, followed, keeps the other.
+    let (code, _, err) = turnscope(
+        &["sessions", "export", prefix, "--store", &store, "-o", "-"],
+        &[],
+    )
+    .await;
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains(&delete), "{err}");
+    let (code, out, err) = turnscope(&["sessions", "delete", prefix, "--store", &store], &[]).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    let (code, out, err) = turnscope(&["sessions", "list", "--store", &store], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(&healthy[..8]) && !out.contains(prefix),
+        "{out}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -73,6 +73,51 @@ pub(crate) fn explain(path: &Path, what: &str, e: &rusqlite::Error) -> StoreErro
     ))
 }
 
+/// `e`, which SQLite gave while reading the turns of one conversation (`prefix`, when its row
+/// still says it) from the file at `path`, as a store error. A damaged record, or one that
+/// does not parse, is that conversation's: `turnscope sessions delete` removes it alone and
+/// keeps the others, where moving the whole file aside would lose them all. Other trouble
+/// (a lock, a full disk) is the file's, and advised as [`explain`] does.
+pub(crate) fn explain_record(
+    path: &Path,
+    what: &str,
+    prefix: Option<&str>,
+    e: &rusqlite::Error,
+) -> StoreError {
+    let trouble = classify(e);
+    // A record whose bytes are not its JSON (a bad page can give text that is not UTF-8).
+    let unparsed = matches!(
+        e,
+        rusqlite::Error::FromSqlConversionFailure(..) | rusqlite::Error::Utf8Error(..)
+    );
+    if trouble != Trouble::Damaged && !unparsed {
+        return explain(path, what, e);
+    }
+    let shown = path.display();
+    let (which, prefix) = match prefix {
+        Some(prefix) => (format!("conversation {prefix}"), prefix.to_string()),
+        None => ("this conversation".to_string(), "PREFIX".to_string()),
+    };
+    let mut advice = format!(
+        "the record of {which} is damaged; the file's other conversations may read fine. Delete \
+         it alone with `turnscope sessions delete {prefix} --store sqlite:{shown}` once no server \
+         uses the file (the others are kept)"
+    );
+    if prefix == "PREFIX" {
+        advice.push_str(&format!(
+            ", PREFIX its handle's first characters as `turnscope sessions list --store \
+             sqlite:{shown}` shows them"
+        ));
+    }
+    advice.push_str(&format!(
+        ". Should other conversations fail too, the file itself is damaged: move it aside (mv \
+         {shown} {shown}.bad) to start with an empty store"
+    ));
+    StoreError::unusable(format!(
+        "store file {shown}: {what} failed (SQLite: {e}): {advice}"
+    ))
+}
+
 /// An I/O error of the file at `path` during `what`, as a store error.
 pub(crate) fn explain_io(path: &Path, what: &str, e: &std::io::Error) -> StoreError {
     let trouble = match e.kind() {

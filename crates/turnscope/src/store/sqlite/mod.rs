@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
-use errors::{explain, explain_io};
+use errors::{explain, explain_io, explain_record};
 use writer::Writer;
 
 use super::{Commit, HandleId, HandleKey, Head, SessionStore, StoreError, StoreStats, StoredTurn};
@@ -448,21 +448,39 @@ impl SessionStore for SqliteStore {
 
     async fn turns(&self, id: &HandleId, from: u64) -> Result<Vec<StoredTurn>, StoreError> {
         let id = *id;
-        self.read("reading a session's turns", move |conn| {
-            let mut statement = conn.prepare_cached(
-                "SELECT turn, record FROM turns WHERE id = ?1 AND turn >= ?2 ORDER BY turn",
-            )?;
-            let rows = statement
-                .query_map(params![id.as_bytes().as_slice(), from as i64], |r| {
-                    Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
-                })?;
-            rows.map(|row| {
-                let (turn, text) = row?;
-                parse_turn(turn, &text)
+        let reader = self.reader.clone();
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = reader.lock().unwrap_or_else(|p| p.into_inner());
+            let read = || -> rusqlite::Result<Vec<StoredTurn>> {
+                let mut statement = conn.prepare_cached(
+                    "SELECT turn, record FROM turns WHERE id = ?1 AND turn >= ?2 ORDER BY turn",
+                )?;
+                let rows = statement
+                    .query_map(params![id.as_bytes().as_slice(), from as i64], |r| {
+                        Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+                    })?;
+                rows.map(|row| {
+                    let (turn, text) = row?;
+                    parse_turn(turn, &text)
+                })
+                .collect()
+            };
+            read().map_err(|e| {
+                // The conversation named by its row's prefix column, when that still reads
+                // (the turns are in another part of the file than the heads).
+                let prefix = conn
+                    .query_row(
+                        "SELECT prefix FROM heads WHERE id = ?1",
+                        params![id.as_bytes().as_slice()],
+                        |r| r.get::<_, String>(0),
+                    )
+                    .ok();
+                explain_record(&path, "reading a session's turns", prefix.as_deref(), &e)
             })
-            .collect()
         })
         .await
+        .unwrap_or_else(|e| Err(StoreError::unusable(format!("store: a read stopped: {e}"))))
     }
 
     async fn commit(&self, id: &HandleId, commit: &Commit) -> Result<u64, StoreError> {
