@@ -62,19 +62,25 @@ pub async fn run(
             let head = find(store.as_ref(), &prefix).await?;
             let turns = store.turns(&head.id, 0).await?;
             let origin = store.describe();
-            let (text, ext) = match format {
+            // What the file holds, as said once it is written: every turn for the events, the
+            // answered ones for a test (one a restart cut off has no reply to expect).
+            let mut left_out = Vec::new();
+            let (text, ext, holds) = match format {
                 ExportAs::Events => {
                     let mut text = String::new();
                     for event in export::events(&head, &turns, &origin) {
                         text.push_str(&serde_json::to_string(&event)?);
                         text.push('\n');
                     }
-                    (text, "events.jsonl")
+                    (text, "events.jsonl", plural(turns.len() as u64, "turn"))
                 }
-                ExportAs::Test => (
-                    export::test_case(&head, &turns, &origin).map_err(anyhow::Error::msg)?,
-                    "test.toml",
-                ),
+                ExportAs::Test => {
+                    let case =
+                        export::test_case(&head, &turns, &origin).map_err(anyhow::Error::msg)?;
+                    let holds = case.summary();
+                    left_out = case.left_out;
+                    (case.text, "test.toml", holds)
+                }
             };
             store.close().await;
             // With no --output, `sessions export PREFIX > file` (or `| jq`) means stdout, as
@@ -103,10 +109,13 @@ pub async fn run(
                     ExportAs::Events => "turnscope replay",
                     ExportAs::Test => "turnscope test",
                 };
+                let left_out: String = left_out
+                    .iter()
+                    .map(|why| format!("; left out: {why}"))
+                    .collect();
                 eprintln!(
-                    "session {} ({}) written to {}; open it with: {next} {}",
+                    "session {} ({holds}) written to {}{left_out}; open it with: {next} {}",
                     head.prefix,
-                    plural(turns.len() as u64, "turn"),
                     output.display(),
                     output.display()
                 );

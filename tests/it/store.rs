@@ -913,3 +913,65 @@ async fn a_store_url_that_is_none_or_a_redis_nobody_answers_exits_2() {
         );
     }
 }
+
+/// `sessions export --as test` of a conversation with a turn a kill cut off says what it
+/// wrote: the answered turns, and the one left out with why, on stderr and in the file's
+/// heading (it said "3 turns" of a file holding 2: tour U #7).
+#[tokio::test]
+async fn an_exported_test_case_counts_the_turns_it_holds_and_says_which_it_left_out() {
+    let model = Upstream::start(vec![
+        Reply::text(&["One."]),
+        Reply::Hang,
+        Reply::text(&["Three."]),
+    ])
+    .await;
+    let dir = scratch("export-left-out");
+    let store = store_url(&dir);
+    let url_flag = model.base_url();
+    let (mut first, ready) = start(&store, &["--model-url", &url_flag]).await;
+    let url = url_in(&ready, "/mcp");
+    let handle = RawMcp::new(&url, "lb", false).start().await;
+    RawMcp::new(&url, "lb", false).chat(&handle, "first").await;
+    killed_mid_turn(&model, &url, &handle, "lb-2", "second", &mut first).await;
+    let (mut second, ready) = start(&store, &["--model-url", &url_flag]).await;
+    let url = url_in(&ready, "/mcp");
+    let answer = RawMcp::new(&url, "lb", false).chat(&handle, "third").await;
+    assert_eq!(
+        answer.result()["_meta"]["turnscope/turn"]["turn"],
+        3,
+        "{answer:?}"
+    );
+    assert!(terminate(&mut second).await.success());
+
+    let case = dir.join("s.test.toml");
+    let (code, _, err) = turnscope(
+        &[
+            "sessions",
+            "export",
+            &handle[..8],
+            "--as",
+            "test",
+            "--store",
+            &store,
+            "-o",
+            case.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&case).unwrap();
+    assert_eq!(text.matches("[[case.turn]]").count(), 2, "{text}");
+    assert!(
+        err.contains("(2 of its 3 turns) written to")
+            && err.contains(
+                "left out: turn 2: turnscope stopped while it ran, so it got no reply to expect"
+            ),
+        "{err}"
+    );
+    assert!(
+        text.contains("# Left out: turn 2: turnscope stopped while it ran"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

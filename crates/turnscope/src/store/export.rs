@@ -69,17 +69,57 @@ pub fn events(head: &Head, turns: &[StoredTurn], origin: &str) -> Vec<Event> {
     out
 }
 
+/// A stored session as a `turnscope test` file ([`test_case`]), and what of it the file holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TestCase {
+    /// The file's text.
+    pub text: String,
+    /// How many turns it holds (its `[[case.turn]]`s).
+    pub written: usize,
+    /// The turns left out, each with why (`turn 4: ...`), in the order they were said.
+    pub left_out: Vec<String>,
+}
+
+impl TestCase {
+    /// How many turns it holds, of how many: `6 of its 7 turns` when some were left out,
+    /// else `6 turns`.
+    pub fn summary(&self) -> String {
+        let all = self.written + self.left_out.len();
+        let turns = if all == 1 { "turn" } else { "turns" };
+        if self.left_out.is_empty() {
+            format!("{all} {turns}")
+        } else {
+            format!("{} of its {all} {turns}", self.written)
+        }
+    }
+}
+
+/// Why a stored turn has no reply a test could expect, or `None` when it has one.
+fn unanswered(end: Option<&TurnEnd>) -> Option<&'static str> {
+    match end {
+        None => Some("it had not ended when it was stored, so it has no reply to expect"),
+        Some(TurnEnd::Restarted) => {
+            Some("turnscope stopped while it ran, so it got no reply to expect")
+        }
+        Some(_) => None,
+    }
+}
+
 /// `head` and its `turns` as a `turnscope test` file: each answered turn (a turn lost to a
-/// restart got no answer to expect, and is left out).
+/// restart got no answer to expect, and is left out: said in the file's heading and in
+/// [`TestCase::left_out`]).
 ///
 /// # Errors
 /// No turn to export, or a tool's arguments TOML cannot hold.
-pub fn test_case(head: &Head, turns: &[StoredTurn], origin: &str) -> Result<String, String> {
-    let recorded: Vec<RecordedTurn> = turns
-        .iter()
-        .map(|t| &t.record)
-        .filter(|r| r.end.is_some() && r.end != Some(TurnEnd::Restarted))
-        .map(|r| RecordedTurn {
+pub fn test_case(head: &Head, turns: &[StoredTurn], origin: &str) -> Result<TestCase, String> {
+    let mut left_out = Vec::new();
+    let mut recorded = Vec::new();
+    for r in turns.iter().map(|t| &t.record) {
+        if let Some(why) = unanswered(r.end.as_ref()) {
+            left_out.push(format!("turn {}: {why}", r.id));
+            continue;
+        }
+        recorded.push(RecordedTurn {
             line: r.line.clone(),
             reply: r.reply.clone(),
             tool_calls: r
@@ -88,12 +128,17 @@ pub fn test_case(head: &Head, turns: &[StoredTurn], origin: &str) -> Result<Stri
                 .map(|c| (c.call.name.clone(), c.call.arguments.clone()))
                 .collect(),
             end_reason: r.end.as_ref().map(|e| e.label().to_string()),
-        })
-        .collect();
+        });
+    }
     if recorded.is_empty() {
         return Err(format!(
-            "session {} has no answered turn to export as a test case",
-            head.prefix
+            "session {} has no answered turn to export as a test case{}",
+            head.prefix,
+            if left_out.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", left_out.join("; "))
+            }
         ));
     }
     let file = TestFile {
@@ -103,13 +148,18 @@ pub fn test_case(head: &Head, turns: &[StoredTurn], origin: &str) -> Result<Stri
         )],
         ..TestFile::default()
     };
-    render(
-        &file,
-        &format!(
-            "turnscope: stored session {} ({origin}) exported as a test case",
-            head.prefix
-        ),
-    )
+    let mut heading = format!(
+        "turnscope: stored session {} ({origin}) exported as a test case",
+        head.prefix
+    );
+    for why in &left_out {
+        heading.push_str(&format!("\n# Left out: {why}"));
+    }
+    Ok(TestCase {
+        text: render(&file, &heading)?,
+        written: recorded.len(),
+        left_out,
+    })
 }
 
 #[cfg(test)]
@@ -150,9 +200,23 @@ mod tests {
             Event::Session(s) if s.greeting.as_deref() == Some("Hello"))));
         assert!(text.contains("\"reason\":\"restarted\""), "{text}");
         let case = test_case(&head, &turns, "sqlite:/x").unwrap();
-        let parsed = crate::conversation_test::parse(&case, "case.test.toml", &|_| None).unwrap();
+        let parsed =
+            crate::conversation_test::parse(&case.text, "case.test.toml", &|_| None).unwrap();
         assert_eq!(parsed.cases[0].turns.len(), 1, "the lost turn is left out");
-        assert!(case.contains("line 1"), "{case}");
+        assert_eq!(case.written, 1);
+        assert!(case.text.contains("line 1"), "{}", case.text);
+        // What was left out is said, with why: in the file and to the person.
+        assert!(
+            case.text
+                .contains("# Left out: turn 2: turnscope stopped while it ran"),
+            "{}",
+            case.text
+        );
+        assert_eq!(case.summary(), "1 of its 2 turns");
+        assert_eq!(
+            case.left_out,
+            ["turn 2: turnscope stopped while it ran, so it got no reply to expect"]
+        );
         assert!(test_case(&head, &turns[1..], "x").is_err());
     }
 }
