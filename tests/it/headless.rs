@@ -106,6 +106,39 @@ async fn a_bad_config_file_fails_at_start_naming_file_and_key() {
     std::fs::remove_dir_all(dir).ok();
 }
 
+/// A value of the wrong type stops the start with what a reload says of it (the file, its
+/// line and column, the key's whole path, what was expected), then the line quoted with a
+/// caret: the start's message named no key (tour U #8).
+#[tokio::test]
+async fn a_wrong_type_at_start_names_the_key_path_as_a_reload_does() {
+    let dir = scratch("wrongtype");
+    let config = dir.join("type.toml");
+    std::fs::write(&config, "[bot]\nround_cap = \"many\"\n").unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
+        .args(["--headless", "--port", "0", "--config"])
+        .arg(&config)
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let first = err.lines().next().unwrap_or_default();
+    assert_eq!(
+        first,
+        format!(
+            "turnscope: config file {}:2:13: bot.round_cap: invalid type: string \"many\", \
+             expected a whole number, 0 or more",
+            config.display()
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("2 | round_cap = \"many\"") && err.contains("^^^^^^"),
+        "the line quoted with its caret: {err}"
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
+
 /// Flags obey the rules of the keys they set, and the error names the flag: before, `--pace inf`
 /// panicked the model's task on every answer, `--sweep-seconds 1e20` panicked at start, and
 /// `--sessions 0` was taken although `server.sessions = 0` is refused.

@@ -51,7 +51,7 @@ pub enum ConfigError {
         source: std::io::Error,
     },
     /// Occurs when the text is not TOML (or JSON), or a key is unknown or of the wrong type.
-    #[error("{}{message}", in_file(file.as_deref()))]
+    #[error("{}", syntax_text(file.as_deref(), message, at.as_ref()))]
     Syntax {
         /// The file, when the text came from one.
         file: Option<PathBuf>,
@@ -86,6 +86,35 @@ impl ConfigError {
 fn in_file(file: Option<&Path>) -> String {
     file.map(|f| format!("config file {}: ", f.display()))
         .unwrap_or_default()
+}
+
+/// A syntax error as the start says it: where the parser names a key, the line a reload
+/// says (`config file f.toml:2:13: bot.round_cap: invalid type: …`), then the parser's lines
+/// quoting the file with the caret; else the parser's message as it is.
+fn syntax_text(file: Option<&Path>, message: &str, at: Option<&(Spot, String)>) -> String {
+    let Some((spot @ Spot { key: Some(key), .. }, what)) = at else {
+        return format!("{}{message}", in_file(file));
+    };
+    let column = spot.column.map(|c| format!(":{c}")).unwrap_or_default();
+    let place = match file {
+        Some(file) => format!("config file {}:{}{column}", file.display(), spot.line),
+        None => format!("config line {}{column}", spot.line),
+    };
+    let mut out = format!("{place}: {key}: {}", locate::one_line(what));
+    // The quoted lines (`  |`, `2 | round_cap = "many"`, the caret's), not the parser's first
+    // line (the place again) nor its last (the message again).
+    for line in message.lines() {
+        let quoted = line
+            .trim_start()
+            .trim_start_matches(|c: char| c.is_ascii_digit())
+            .trim_start()
+            .starts_with('|');
+        if quoted {
+            out.push('\n');
+            out.push_str(line);
+        }
+    }
+    out
 }
 
 /// [`in_file`] with the line where the key is set: `config file f.toml:2: `.
