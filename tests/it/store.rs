@@ -975,3 +975,45 @@ async fn an_exported_test_case_counts_the_turns_it_holds_and_says_which_it_left_
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A turn a kill cut off is reported with the config version it ran on, as every other turn
+/// is: it was `null` (tour U #12). It ran on version 2 (a reload before it), and is reported
+/// after the restart, whose config is version 1 again.
+#[tokio::test]
+async fn a_turn_cut_off_by_a_kill_is_reported_with_the_config_version_it_ran_on() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let model = Upstream::start(vec![Reply::Hang]).await;
+    let dir = scratch("lost-version");
+    let store = store_url(&dir);
+    let config = dir.join("turnscope.toml");
+    std::fs::write(&config, "[bot]\nsystem_prompt = \"one\"\n").unwrap();
+    let config_flag = config.to_str().unwrap();
+    let url_flag = model.base_url();
+    let flags = ["--model-url", &url_flag, "--config", config_flag];
+    let (mut first, ready) = start(&store, &flags).await;
+    std::fs::write(&config, "[bot]\nsystem_prompt = \"two\"\n").unwrap();
+    crate::support::binary::signal(&first, "HUP");
+    let mut stderr = BufReader::new(first.stderr.take().unwrap()).lines();
+    tokio::time::timeout(WAIT, async {
+        while let Some(line) = stderr.next_line().await.unwrap() {
+            if line.contains("config reloaded") {
+                return;
+            }
+        }
+        panic!("stderr ended before the reload");
+    })
+    .await
+    .expect("the reload is said");
+    let url = url_in(&ready, "/mcp");
+    let handle = RawMcp::new(&url, "lb", false).start().await;
+    killed_mid_turn(&model, &url, &handle, "lb-1", "hello", &mut first).await;
+
+    let (mut second, ready) = start(&store, &flags).await;
+    let url = url_in(&ready, "/mcp");
+    let read = RawMcp::new(&url, "reader", false).chat(&handle, "").await;
+    let lost = &read.result()["_meta"]["turnscope/turn"];
+    assert_eq!(lost["end_reason"], "restarted", "{lost}");
+    assert_eq!(lost["config_version"], 2, "{lost}");
+    assert!(terminate(&mut second).await.success());
+    let _ = std::fs::remove_dir_all(dir);
+}

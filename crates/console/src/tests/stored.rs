@@ -663,6 +663,7 @@ async fn a_stored_session_cut_off_mid_turn_shows_the_turn_in_flight() {
                 line: "the line it was answering".into(),
                 started_ms: now_ms(),
                 request: None,
+                config_version: Some(1),
             }),
             ..head
         },

@@ -77,6 +77,11 @@ impl BotSession {
         self
     }
 
+    /// The config version its next line runs on (`None` for a bot built without settings).
+    pub fn config_version(&self) -> Option<u64> {
+        self.settings.as_ref().map(|s| s.load().version)
+    }
+
     /// The greeting the session opened with, if any.
     pub fn greeting(&self) -> Option<&str> {
         self.greeting.as_deref()

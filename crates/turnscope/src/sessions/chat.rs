@@ -609,6 +609,7 @@ impl Sessions {
                 line: line.to_string(),
                 started_ms: now_ms(),
                 request: request.map(str::to_string),
+                config_version: session.bot.config_version(),
             });
             let unread_id = replaced
                 .as_ref()

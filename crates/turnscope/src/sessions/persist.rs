@@ -81,6 +81,7 @@ fn lost_turn(in_flight: &InFlight) -> TurnRecord {
         line: in_flight.line.clone(),
         end: Some(TurnEnd::Restarted),
         request: in_flight.request.clone(),
+        config_version: in_flight.config_version,
         ..TurnRecord::default()
     }
 }

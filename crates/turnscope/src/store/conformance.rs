@@ -121,6 +121,7 @@ pub(crate) async fn suite(store: &dyn SessionStore) {
         line: "a line with \"quotes\" and é".into(),
         started_ms: 7,
         request: Some("lb-1".into()),
+        config_version: Some(2),
     });
     marked.unread = Some(3);
     let version = store

@@ -117,6 +117,10 @@ pub struct InFlight {
     /// request sent again is the lost turn's answer, not a reason to report it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<String>,
+    /// The config version it started on (the run's that wrote the mark), which its report
+    /// names when the turn is lost (absent in marks written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_version: Option<u64>,
 }
 
 /// One entry of a handle's log: a finished turn.
