@@ -268,6 +268,25 @@ mod tests {
         assert_eq!(c.first_number(), 9, "8 forgotten: the next is number 9");
     }
 
+    /// What config.md says of `history_messages`: the window counts the new line, so 2 keeps
+    /// no earlier turn and 3 is the smallest that keeps the last exchange (tour U #9).
+    #[test]
+    fn the_window_counts_the_new_line() {
+        let after_two_lines = |window: usize| {
+            let mut c = Context::new(None).with_window(window);
+            c.push_user("first".into());
+            c.push_assistant("reply".into());
+            c.push_user("what did I say?".into());
+            c.messages
+        };
+        assert_eq!(
+            after_two_lines(2),
+            vec![Message::User("what did I say?".into())]
+        );
+        assert_eq!(after_two_lines(3).len(), 3);
+        assert_eq!(after_two_lines(3)[0], Message::User("first".into()));
+    }
+
     #[test]
     fn a_tool_result_never_loses_its_call() {
         let mut c = Context::new(None).with_window(3);
