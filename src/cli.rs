@@ -586,7 +586,7 @@ pub struct SessionsArgs {
     /// What to do.
     #[command(subcommand)]
     pub action: SessionsAction,
-    /// The store: sqlite:PATH, redis://HOST:PORT/DB (list and export), or default (the file of --host/--port).
+    /// The store: sqlite:PATH, redis://HOST:PORT/DB (list, show and export), or default (the file of --host/--port).
     #[arg(long, global = true, value_name = "URL")]
     pub store: Option<String>,
     /// The address the server listened on, for its default file (default 127.0.0.1).
@@ -608,6 +608,13 @@ pub enum SessionsAction {
         /// Most sessions shown.
         #[arg(long, default_value_t = 100)]
         limit: usize,
+    },
+    /// One session as plain text on stdout, as the console's `e` exports it: each turn's
+    /// line, tool calls and reply, its timings and end.
+    Show {
+        /// The session's handle prefix (its first characters, as `list` shows them), or its
+        /// whole handle.
+        prefix: String,
     },
     /// One session as a file: an --events file `turnscope replay` opens, or a test case.
     Export {

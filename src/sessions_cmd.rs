@@ -1,6 +1,7 @@
 //! `turnscope sessions`: the conversations a store keeps. `list` them (handle prefix, bot,
-//! turns, last used), `export` one as an `--events` file (`turnscope replay` opens it) or a
-//! `turnscope test` case, `delete` one or every expired one.
+//! turns, last used), `show` one as plain text (the console's `e` report of it), `export` one
+//! as an `--events` file (`turnscope replay` opens it) or a `turnscope test` case, `delete`
+//! one or every expired one.
 //!
 //! Which store: `--store URL`, else `[store] url`, else the default file of the address the
 //! server listened on (`--host`/`--port`, else the config's, else 127.0.0.1:7870). Listing and
@@ -51,6 +52,13 @@ pub async fn run(
                 print!("{}", table(&heads, &runs, total, &store_name(&source)));
             }
             store.close().await;
+        }
+        SessionsAction::Show { prefix } => {
+            let store = open_to_read(&source, &config).await?;
+            let head = find(store.as_ref(), &prefix).await?;
+            let report = turnscope_console::run::replay::stored_report(store.as_ref(), &head).await;
+            store.close().await;
+            print!("{}", report.map_err(anyhow::Error::msg)?);
         }
         SessionsAction::Export {
             prefix,

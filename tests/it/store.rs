@@ -1017,3 +1017,70 @@ async fn a_turn_cut_off_by_a_kill_is_reported_with_the_config_version_it_ran_on(
     assert!(terminate(&mut second).await.success());
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `sessions show PREFIX` prints a stored conversation as plain text, as the console's `e`
+/// exports it: the greeting it opened with, each line and reply with its end, and the turn a
+/// kill cut off (tour U #11: there was no way to read one in a terminal but as event JSON or
+/// the replay's screen). A `--store` path without its `sqlite:` is refused with the URL it
+/// most likely meant.
+#[tokio::test]
+async fn sessions_show_prints_a_stored_conversation_as_text() {
+    let model = Upstream::start(vec![
+        Reply::text(&["The shop opens", " at nine."]),
+        Reply::Hang,
+    ])
+    .await;
+    let dir = scratch("show");
+    let store = store_url(&dir);
+    let config = dir.join("turnscope.toml");
+    std::fs::write(&config, "[bot]\ngreeting = \"Hello, I am Hours.\"\n").unwrap();
+    let url_flag = model.base_url();
+    let flags = [
+        "--model-url",
+        &url_flag,
+        "--config",
+        config.to_str().unwrap(),
+    ];
+    let (mut server, ready) = start(&store, &flags).await;
+    let url = url_in(&ready, "/mcp");
+    let handle = RawMcp::new(&url, "lb", false).start().await;
+    RawMcp::new(&url, "lb", false)
+        .chat(&handle, "when do you open?")
+        .await;
+    killed_mid_turn(&model, &url, &handle, "lb-2", "and on sunday?", &mut server).await;
+
+    let prefix = &handle[..8];
+    let (code, out, err) = turnscope(&["sessions", "show", prefix, "--store", &store], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with(&format!(
+            "turnscope session {prefix} ({store}) · mcp: lb · 2 turns"
+        )),
+        "{out}"
+    );
+    // In the order said: the greeting, each line, its end and reply, the line cut off.
+    let mut rest = out.as_str();
+    for said in [
+        "bot   Hello, I am Hours.",
+        "user  when do you open?",
+        "end              completed after",
+        "Reply\n  The shop opens at nine.",
+        "user  and on sunday?",
+        "end              cut off: in flight when its server stopped; its client is told at its \
+         next call\n",
+    ] {
+        let at = rest
+            .find(said)
+            .unwrap_or_else(|| panic!("{said:?} after what came before:\n{out}"));
+        rest = &rest[at + said.len()..];
+    }
+    let path = dir.join("sessions.sqlite3");
+    let bare = path.to_str().unwrap();
+    let (code, _, err) = turnscope(&["sessions", "show", prefix, "--store", bare], &[]).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!("did you mean sqlite:{bare}?")),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -1,6 +1,6 @@
-//! Export: the selected session's turns (each with its waterfall, tool calls whole and the
-//! reply) and the Frames pane's frames of that session, as the filter leaves them, in one
-//! plain-text report.
+//! Export: the selected session's greeting and turns (each with its waterfall, tool calls
+//! whole and the reply) and the Frames pane's frames of that session, as the filter leaves
+//! them, in one plain-text report.
 //!
 //! Pure: it builds the text from the console; writing it to a file is the event loop's job.
 
@@ -40,18 +40,35 @@ fn variant_lines(c: &Console, session: u64, turn: u64) -> Vec<ratatui::text::Lin
     out
 }
 
-/// The report for `session`.
+/// The report for `session`: a heading naming it and who opened it, [`turns_body`], then the
+/// Frames pane's frames of it.
 pub fn session_report(c: &Console, session: u64) -> String {
-    let mut out = String::new();
     let who = c
         .state
         .session(session)
         .map(|r| format!("{} · {}", r.opener_label(), r.activity.label()))
         .unwrap_or_default();
-    out.push_str(&format!(
+    let mut out = format!(
         "turnscope session {} · {who}\n\n",
         c.state.session_name(session)
-    ));
+    );
+    out.push_str(&turns_body(c, session));
+    frames_report(c, session, &mut out);
+    out
+}
+
+/// The body of the report: the greeting `session` opened with, then each turn with its
+/// waterfall, tool calls whole, reply and model requests (what `turnscope sessions show`
+/// prints of a stored session, whose frames would only be its reply pieces again).
+pub fn turns_body(c: &Console, session: u64) -> String {
+    let mut out = String::new();
+    let greeting = match c.state.session(session) {
+        Some(row) => row.greeting.shown(c.state.greeting.as_deref()),
+        None => c.state.greeting.as_deref(),
+    };
+    if let Some(greeting) = greeting {
+        out.push_str(&format!("bot   {greeting}\n\n"));
+    }
     let turns = c.state.transcript(session);
     if turns.is_empty() {
         out.push_str("No turns.\n");
@@ -80,6 +97,11 @@ pub fn session_report(c: &Console, session: u64) -> String {
         }
         out.push('\n');
     }
+    out
+}
+
+/// The report's second part: `session`'s frames as the Frames pane's filter leaves them.
+fn frames_report(c: &Console, session: u64, out: &mut String) {
     let filter = c.frames.filter.text();
     out.push_str(&format!(
         "Frames of #{session}{}\n",
@@ -116,5 +138,4 @@ pub fn session_report(c: &Console, session: u64) -> String {
             crate::text::one_line(&f.detail)
         ));
     }
-    out
 }

@@ -30,6 +30,82 @@ pub fn console_of(text: &str, file: &str, theme: Theme) -> Result<Console, Conso
     Ok(console_over(tape, state, theme))
 }
 
+/// Builds the read-only console state of `events` already read (a stored session's, as
+/// `turnscope sessions show` prints it), `origin` naming where they came from.
+///
+/// # Errors
+/// [`ConsoleError::Empty`] when there is no event.
+pub fn console_of_events(
+    events: Vec<turnscope::observe::Event>,
+    origin: &str,
+    theme: Theme,
+) -> Result<Console, ConsoleError> {
+    if events.is_empty() {
+        return Err(ConsoleError::Empty {
+            file: origin.to_string(),
+        });
+    }
+    let (tape, state) = Tape::new(events, blank(origin, Unreadable::default()));
+    Ok(console_over(tape, state, theme))
+}
+
+/// The stored session `head` of `store` as plain text, for `turnscope sessions show`: the
+/// report the console's `e` writes (its greeting, then each turn's line, waterfall, tool
+/// calls whole, reply and end) of the session `turnscope replay` shows from its export, and
+/// the turn a stop cut off, as its transcript here says it. The store keeps no frames but
+/// the reply pieces, so the report's Frames part is left out.
+///
+/// # Errors
+/// The store's own words when its turns cannot be read.
+pub async fn stored_report(
+    store: &dyn turnscope::store::SessionStore,
+    head: &turnscope::store::Head,
+) -> Result<String, String> {
+    use turnscope::observe::Event;
+    use turnscope::observe::event::TurnEndEvent;
+    use turnscope::store::export::{self, SESSION};
+
+    let turns = store.turns(&head.id, 0).await.map_err(|e| e.to_string())?;
+    let origin = store.describe();
+    let mut events = export::events(head, &turns, &origin);
+    let mut told = turns.len() as u64;
+    if let Some(flight) = head.in_flight.as_ref().filter(|f| f.turn > head.turns) {
+        told += 1;
+        events.push(Event::TurnStarted {
+            session: SESSION,
+            turn: flight.turn,
+            line: flight.line.clone(),
+            at_us: flight.started_ms.saturating_mul(1000),
+        });
+        events.push(Event::TurnEnded(TurnEndEvent {
+            session: SESSION,
+            turn: flight.turn,
+            reason: if store.shared() {
+                crate::run::stored::IN_FLIGHT
+            } else {
+                crate::run::stored::CUT_OFF
+            }
+            .into(),
+            config_version: flight.config_version,
+            ..TurnEndEvent::default()
+        }));
+    }
+    let console = console_of_events(events, &origin, crate::theme::Theme::default())
+        .map_err(|e| e.to_string())?;
+    let who = console
+        .state
+        .session(SESSION)
+        .map(|r| r.opener_label())
+        .unwrap_or_default();
+    let mut out = format!(
+        "turnscope session {} ({origin}) · {who} · {}\n\n",
+        head.prefix,
+        crate::text::plural(told, "turn")
+    );
+    out.push_str(&crate::draw::export::turns_body(&console, SESSION));
+    Ok(out)
+}
+
 /// Builds the read-only console state of the events file at `path`, read line by line and
 /// not held ([`Tape::of_file`]): memory does not grow with the file.
 pub fn console_of_file(path: &Path, theme: Theme) -> Result<Console, ConsoleError> {

@@ -353,9 +353,9 @@ async fn read_turns(store: &dyn SessionStore, id: &HandleId) -> Result<Vec<TurnV
 
 /// How a stored session's turn that was in flight when its server stopped ends in the
 /// console.
-const CUT_OFF: &str =
+pub(crate) const CUT_OFF: &str =
     "cut off: in flight when its server stopped; its client is told at its next call";
 
 /// The same on a store the replicas share, where another replica may be running it.
-const IN_FLIGHT: &str =
+pub(crate) const IN_FLIGHT: &str =
     "in flight when listed: running on another replica, or cut off by a stop (its client is told)";

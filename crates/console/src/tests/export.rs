@@ -25,6 +25,32 @@ fn the_report_holds_turns_tool_results_and_frames() {
     );
 }
 
+/// The report opens with the greeting the session opened with, as its transcript does; one
+/// that opened with none has none (the report began at its first turn).
+#[test]
+fn the_report_opens_with_the_sessions_greeting() {
+    use turnscope::observe::{Event, SessionEvent, SessionOpener};
+    let mut c = fixture::console();
+    c.state.greeting = Some("Hello from the bot of today".into());
+    for (session, greeting) in [(7, Some("Hi, I am Hours.")), (8, None)] {
+        c.state.apply(&Event::Session(SessionEvent {
+            session,
+            handle_prefix: format!("{session:08}"),
+            opener: SessionOpener::Api,
+            closed: None,
+            at_us: c.state.now_us,
+            restored: false,
+            began_us: None,
+            taken_from: None,
+            greeting: greeting.map(str::to_string),
+        }));
+    }
+    let report = session_report(&c, 7);
+    assert!(report.contains("\n\nbot   Hi, I am Hours.\n\n"), "{report}");
+    let report = session_report(&c, 8);
+    assert!(!report.contains("bot "), "{report}");
+}
+
 /// A session of an attached bot that gives no turn records (a pipecat bot): its test case
 /// says to run it against that bot (`--url`), expects nothing of tools it cannot see, and
 /// leaves out a call the bot never answered.

@@ -217,6 +217,13 @@ impl StoreUrl {
         if text.starts_with("redis://") || text.starts_with("rediss://") {
             return RedisUrl::parse(text).map(StoreUrl::Redis);
         }
+        // A path with no scheme (`stores/x.sqlite3`) most likely means a file.
+        if !text.contains(':') {
+            return Err(format!(
+                "store URL {text:?} names no kind of store; a file is given as sqlite:PATH: did \
+                 you mean sqlite:{text}? (expected one of: {SCHEMES})"
+            ));
+        }
         let text = mask_credentials(text);
         Err(format!(
             "store URL {text:?} is not one turnscope knows; expected one of: {SCHEMES} (e.g. sqlite:./sessions.sqlite3)"
@@ -264,6 +271,10 @@ mod tests {
         let e = StoreUrl::parse("postgres://bob:pw@x").unwrap_err();
         assert!(!e.contains("pw"), "{e}");
         assert!(e.contains("memory, sqlite:PATH"), "{e}");
+        assert!(!e.contains("did you mean"), "{e}");
+        // A path without its scheme: the URL it most likely meant is offered (tour U #11).
+        let e = StoreUrl::parse("stores/x.sqlite3").unwrap_err();
+        assert!(e.contains("did you mean sqlite:stores/x.sqlite3?"), "{e}");
         assert!(
             StoreUrl::parse("sqlite:")
                 .unwrap_err()

@@ -12,7 +12,7 @@ use crate::observe::event::{FrameEvent, SessionEvent};
 use super::{Head, StoredTurn};
 
 /// The session number exported events carry.
-const SESSION: u64 = 1;
+pub const SESSION: u64 = 1;
 
 /// `head` and its `turns` as the events a live run would have recorded (the turn records'
 /// content; timings from the records, placed at each turn's start).

@@ -479,7 +479,9 @@ pub fn waterfall(c: &Console, tl: &Timeline, w: usize) -> Vec<Line<'static>> {
         Span::styled(" ", t.dim),
         Span::styled(end, style),
     ];
-    if let Some(total) = tl.total {
+    // A total of 0 is one nobody measured (a turn a stop cut off, told from the store), not
+    // a turn that took no time.
+    if let Some(total) = tl.total.filter(|total| *total > 0) {
         spans.push(Span::styled(format!(" after {}", micros(total)), t.dim));
     }
     out.push(Line::from(spans));
