@@ -337,6 +337,7 @@ impl App {
             });
         }
         let sessions = Sessions::with_store(bot, bus.clone(), SessionLimits::of(s), replica, store);
+        sessions.drop_abandoned_console_sessions().await;
         let catalog = Catalog {
             sessions: Some(sessions.clone()),
             tools: Some(sessions.bot().tools().clone()),

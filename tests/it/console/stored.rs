@@ -211,3 +211,48 @@ async fn a_stored_conversation_without_a_greeting_shows_none_after_one_is_config
     s.send(b"\x03").await;
     assert!(s.wait_exit().await.success());
 }
+
+/// A console killed (`kill -9`) before anything was said in its session left that empty
+/// session in the store, listed by the next console and by `sessions list` as someone else's
+/// until its lifetime ran out (tour U #6). The next start on the store file deletes it, and
+/// says so in the Log; a session something was said in is kept.
+#[tokio::test]
+async fn an_empty_console_session_a_kill_left_is_deleted_at_the_next_start() {
+    let args = ON_A_STORE_FILE;
+    // One conversation of the person's that is kept.
+    let s = chatted_then_quit().await;
+    let mut s = s.restart(&args).await;
+    s.wait_all(&["Type a line; Enter sends", "1 stored"]).await;
+    s.child.start_kill().unwrap();
+    s.wait_exit().await;
+    let store = format!("sqlite:{}", s._dir.join("sessions.sqlite3").display());
+    let list = || async {
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnscope"))
+            .args(["sessions", "list", "--store", &store])
+            .output()
+            .await
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let listed = list().await;
+    assert!(
+        listed.starts_with("2 stored sessions"),
+        "the killed console's empty session is left behind: {listed}"
+    );
+
+    let mut s = s.restart(&args).await;
+    let screen = s
+        .wait_all(&["Type a line; Enter sends", "from before (1 turn) is stored"])
+        .await;
+    assert!(screen.contains("1 stored"), "{screen}");
+    s.send(b"\x1b").await;
+    s.send(b"8").await;
+    s.wait_text("deleted 1 console session in which").await;
+    s.send(b"\x03").await;
+    assert!(s.wait_exit().await.success());
+    let listed = list().await;
+    assert!(
+        listed.starts_with("1 stored session ") && listed.contains("     1 "),
+        "only the conversation with a turn is kept: {listed}"
+    );
+}

@@ -705,6 +705,58 @@ impl Sessions {
         (session, lost)
     }
 
+    /// Deletes the console sessions in which nothing was said that a console stopped without
+    /// quitting (`kill -9`, its terminal gone hard) left in a store no other process uses (a
+    /// file, which this process locks): a console's clean quit deletes its own
+    /// (`close_all`), and nobody holds the handle of one (the console keeps a
+    /// handle from its first line on), so it could only ever be an empty record listed as
+    /// someone else's. On a store the replicas share one may be a running console's on
+    /// another replica: those are left to their lifetime. Runs as the server starts, before
+    /// any session opens; says what it deleted (the Log, an `info` log line). Returns how many.
+    pub async fn drop_abandoned_console_sessions(&self) -> usize {
+        let storage = &self.inner.storage;
+        if !storage.writing() || storage.shared() || !storage.durable() {
+            return 0;
+        }
+        let heads = match storage.store().list(usize::MAX).await {
+            Ok(heads) => heads,
+            Err(e) => {
+                storage.fail(&e);
+                return 0;
+            }
+        };
+        let mut dropped = Vec::new();
+        for head in heads {
+            let abandoned = head.opener == crate::observe::SessionOpener::Console
+                && head.turns == 0
+                && head.in_flight.is_none()
+                && head.unread.is_none()
+                && self.number_of_id(&head.id).is_none();
+            if abandoned {
+                storage.delete(&head.id).await;
+                dropped.push(head.prefix);
+            }
+        }
+        if !dropped.is_empty() {
+            let message = format!(
+                "deleted {} in which nothing was said, left in the store by a console that \
+                 stopped without quitting (killed, or its terminal gone): {}",
+                match dropped.len() {
+                    1 => "1 console session".to_string(),
+                    n => format!("{n} console sessions"),
+                },
+                dropped.join(", ")
+            );
+            tracing::info!("{message}");
+            self.inner.bus.publish(crate::observe::Event::Log {
+                at_ms: crate::observe::event::now_us() / 1000,
+                level: "info".into(),
+                message,
+            });
+        }
+        dropped.len()
+    }
+
     /// Deletes the stored sessions idle longer than the handle lifetime that are not open
     /// here (open ones are swept by their own idle time).
     pub(super) async fn sweep_stored(&self) {
