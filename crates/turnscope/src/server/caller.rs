@@ -99,14 +99,30 @@ impl Delivery {
 #[derive(Clone, Default)]
 pub struct Exchanges(Arc<Counts>);
 
-#[derive(Default)]
 struct Counts {
     open: AtomicUsize,
     next: AtomicU64,
-    /// The open `POST` exchanges' deliveries, by a number of their own.
+    /// The open `POST` exchanges' deliveries, by a number of their own. Behind a lock only
+    /// [`Exchanges::abandon`] (at the stop) contends for: each `POST` takes it twice,
+    /// uncontended, to put its delivery in and take it out.
     deliveries: Mutex<HashMap<u64, Delivery>>,
-    /// When the last exchange that was not a `GET` ended (none yet: `None`).
-    last_ended: Mutex<Option<Instant>>,
+    /// What [`Counts::last_ended`] counts from.
+    since: Instant,
+    /// When the last exchange that was not a `GET` ended, in nanoseconds after `since` plus
+    /// one (0: none yet). An atomic, not a lock: every `/mcp` request writes it.
+    last_ended: AtomicU64,
+}
+
+impl Default for Counts {
+    fn default() -> Self {
+        Self {
+            open: AtomicUsize::new(0),
+            next: AtomicU64::new(0),
+            deliveries: Mutex::default(),
+            since: Instant::now(),
+            last_ended: AtomicU64::new(0),
+        }
+    }
 }
 
 impl std::fmt::Debug for Exchanges {
@@ -176,11 +192,17 @@ impl Exchanges {
     }
 
     fn last_ended(&self) -> Option<Instant> {
-        *self.0.last_ended.lock().unwrap_or_else(|p| p.into_inner())
+        match self.0.last_ended.load(Ordering::Acquire) {
+            0 => None,
+            n => Some(self.0.since + Duration::from_nanos(n - 1)),
+        }
     }
 
     fn ended_now(&self) {
-        *self.0.last_ended.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        let after = Instant::now().saturating_duration_since(self.0.since);
+        let nanos = u64::try_from(after.as_nanos()).unwrap_or(u64::MAX - 1);
+        // `fetch_max`: two requests ending at once never move the time back.
+        self.0.last_ended.fetch_max(nanos + 1, Ordering::AcqRel);
     }
 }
 
@@ -456,6 +478,23 @@ mod tests {
         assert!(
             waited >= Duration::from_millis(200) && waited < Duration::from_secs(2),
             "{waited:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_last_end_is_none_then_the_latest_of_the_ends() {
+        let exchanges = Exchanges::default();
+        assert_eq!(exchanges.last_ended(), None);
+        let before = Instant::now();
+        exchanges.ended_now();
+        let first = exchanges.last_ended().expect("an end was noted");
+        assert!(first >= before && first <= Instant::now(), "{first:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        exchanges.ended_now();
+        let second = exchanges.last_ended().expect("an end was noted");
+        assert!(
+            second >= first + Duration::from_millis(5),
+            "{first:?} {second:?}"
         );
     }
 }
