@@ -727,7 +727,45 @@ async fn a_hand_call_of_an_attached_tool_is_checked_before_it_is_sent() {
     assert_eq!(app.sessions.len(), 1, "the call went out");
 }
 
-/// The server's `/healthz`, given its MCP URL.
+/// The attached client's probe of a kept handle (`Target::reopen`) is marked as one
+/// (`_meta["turnscope/probe"]`): a server that no longer knows the handle refuses it, and its
+/// event says `probe`, so neither its Stats nor any console watching it counts an error.
+#[tokio::test]
+async fn a_reopen_probe_the_server_refuses_is_marked_a_probe_not_an_error() {
+    let app = crate::support::app::app(|_| {}).await;
+    let url = app.server.mcp_url();
+    let mut events = app.bus.subscribe();
+    let bus = turnscope::observe::Bus::default();
+    let target = turnscope::attach::target::Target::connect(&url, None, &bus)
+        .await
+        .expect("the client connects");
+    let unknown = "0b7a1c7e-5f1e-4c39-9a55-1a2b3c4d5e6f";
+    let refused = target.reopen(unknown).await;
+    assert!(
+        matches!(refused, Err(turnscope::attach::target::Reopen::Refused(_))),
+        "an unknown handle is refused"
+    );
+    let served = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            let event = events.recv().await.expect("the bus goes on");
+            if matches!(*event, turnscope::observe::Event::Served { .. }) {
+                return event;
+            }
+        }
+    })
+    .await
+    .expect("the call is told");
+    let turnscope::observe::Event::Served { ok, probe, .. } = &*served else {
+        unreachable!()
+    };
+    assert!(!ok && *probe, "{served:?}");
+    let mut stats = turnscope::observe::stats::Stats::default();
+    stats.observe(&served);
+    assert_eq!(stats.errors, 0, "a probe's refusal is not an error");
+    app.shutdown().await;
+}
+
+/// The server's `/healthz`, given its MCP URL./// The server's `/healthz`, given its MCP URL.
 async fn health_of(url: &str) -> serde_json::Value {
     reqwest::get(url.replace("/mcp", "/healthz"))
         .await

@@ -54,13 +54,15 @@ impl ConsoleState {
         }
     }
 
-    /// A call answered with a failure.
+    /// A call answered with a failure; `probe`: its client marked it as a probe, so the
+    /// failure is the answer it asked for (news, not an error).
     pub(super) fn on_refused(
         &mut self,
         route: &str,
         error: &Option<String>,
         session: &Option<u64>,
         at_us: &u64,
+        probe: bool,
     ) {
         self.saw_time(*at_us);
         let at = if *at_us == 0 { self.now_us } else { *at_us };
@@ -72,7 +74,8 @@ impl ConsoleState {
             None => (route, " failed"),
         };
         let message = error.as_deref().unwrap_or("");
-        // This console's own probe, expected and handled: news, once.
+        // This console's own probe, expected and handled (it says so in a line of its own):
+        // news, once. Matched by text and time, as an older turnscope does not mark probes.
         let expected = session.is_none().then(|| {
             self.expected.iter().position(|e| {
                 e.source.strip_suffix(source.1) == Some(source.0)
@@ -80,14 +83,22 @@ impl ConsoleState {
                     && (e.from_us..=e.to_us).contains(&at)
             })
         });
-        let level = match expected.flatten() {
-            Some(i) => {
-                self.expected.remove(i);
-                Level::Info
-            }
-            None => Level::Error,
-        };
-        self.journal.note(at, level, *session, source, message);
+        if let Some(i) = expected.flatten() {
+            self.expected.remove(i);
+            self.journal
+                .note(at, Level::Info, *session, source, message);
+        } else if probe {
+            // Another console's probe, marked by its client: the answer it asked for.
+            let message = format!(
+                "{message} (a console's probe of a handle it kept from an earlier run: the \
+                 answer it asked for, not an error)"
+            );
+            self.journal
+                .note(at, Level::Info, *session, source, &message);
+        } else {
+            self.journal
+                .note(at, Level::Error, *session, source, message);
+        }
     }
 
     /// A bridge's state changed.

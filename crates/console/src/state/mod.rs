@@ -381,8 +381,9 @@ impl ConsoleState {
                 error,
                 session,
                 at_us,
+                probe,
                 ..
-            } => self.on_refused(route, error, session, at_us),
+            } => self.on_refused(route, error, session, at_us, *probe),
             Event::Served { .. } => {}
             Event::ClientGone {
                 session,

@@ -271,6 +271,7 @@ pub fn events() -> Vec<Event> {
         error: None,
         session: None,
         at_us: 0,
+        probe: false,
     });
     s.events.push(Event::Served {
         route: "mcp tools/call chat".into(),
@@ -279,6 +280,7 @@ pub fn events() -> Vec<Event> {
         error: None,
         session: None,
         at_us: 0,
+        probe: false,
     });
     for _ in 0..2 {
         s.events.push(Event::Served {
@@ -291,6 +293,7 @@ pub fn events() -> Vec<Event> {
             ),
             session: None,
             at_us: T0 + 5 * S + 200 * MS,
+            probe: false,
         });
     }
     s.events.push(Event::ToolSource(ToolSourceEvent {

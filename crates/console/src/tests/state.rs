@@ -1099,6 +1099,7 @@ fn a_refusal_the_console_expected_is_not_counted_as_an_error() {
         error: Some("handle: no session has this handle".into()),
         session: None,
         at_us,
+        probe: false,
     };
     // Expected first, the server's line after.
     let mut s = ConsoleState::default();
@@ -1125,6 +1126,34 @@ fn a_refusal_the_console_expected_is_not_counted_as_an_error() {
         1_100_000,
     );
     assert_eq!(s.journal.errors, 0);
+}
+
+/// A refusal its client marked as a probe (another console reopening a handle it kept) is
+/// news in every console watching, not an error, and says what it was.
+#[test]
+fn a_refused_probe_is_news_in_every_console() {
+    let refused = |probe: bool| turnscope::observe::Event::Served {
+        route: "mcp tools/call chat".into(),
+        duration_us: 1_000,
+        ok: false,
+        error: Some("handle: no session has this handle".into()),
+        session: None,
+        at_us: 1_050_000,
+        probe,
+    };
+    let mut s = ConsoleState::default();
+    s.apply(&refused(true));
+    assert_eq!(s.journal.errors, 0);
+    let entries = s.journal.entries();
+    assert_eq!(entries.len(), 1, "still in the Log");
+    assert!(
+        entries[0].message.contains("probe of a handle it kept"),
+        "{:?}",
+        entries[0].message
+    );
+    // The same refusal unmarked is an error.
+    s.apply(&refused(false));
+    assert_eq!(s.journal.errors, 1);
 }
 
 /// The header says what runs: a reload that points `[model]` at another server (and gives it

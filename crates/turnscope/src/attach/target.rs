@@ -297,7 +297,17 @@ impl Target {
     }
 
     async fn call(&self, name: &str, args: Value) -> Result<CallToolResult, String> {
-        let mut params = CallToolRequestParams::new(name.to_string());
+        self.call_with(CallToolRequestParams::new(name.to_string()), args)
+            .await
+    }
+
+    /// [`Self::call`] of `params` (a tool name, and `_meta` when the call carries some).
+    async fn call_with(
+        &self,
+        mut params: CallToolRequestParams,
+        args: Value,
+    ) -> Result<CallToolResult, String> {
+        let name = params.name.to_string();
         if let Value::Object(map) = args {
             params = params.with_arguments(map);
         }
@@ -476,8 +486,17 @@ impl Target {
     /// never kept it); [`Reopen::Failed`]: the call itself failed.
     pub async fn reopen(&self, handle: &str) -> Result<u64, Reopen> {
         let started = Instant::now();
+        // Marked as a probe: a turnscope that no longer knows the handle refuses it as
+        // expected, not as an error (its Log, its Stats, every console watching it).
+        let mut params = CallToolRequestParams::new("chat");
+        let mut meta = rmcp::model::RequestMetaObject::new();
+        meta.insert(
+            crate::server::mcp_text::PROBE_META.into(),
+            Value::Bool(true),
+        );
+        params.meta = Some(meta);
         let result = self
-            .call("chat", json!({"handle": handle, "line": ""}))
+            .call_with(params, json!({"handle": handle, "line": ""}))
             .await
             .map_err(Reopen::Failed)?;
         if result.is_error == Some(true) {

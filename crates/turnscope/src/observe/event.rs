@@ -113,6 +113,11 @@ pub enum Event {
         /// When it failed, in µs since the epoch (0 when it succeeded or is unknown).
         #[serde(default)]
         at_us: u64,
+        /// The call was a probe its client marked as such (`_meta["turnscope/probe"]`: an
+        /// attached console asking whether a handle it kept is still known): a refusal is
+        /// its expected answer, not an error. Absent (false) in older files.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        probe: bool,
     },
     /// The MCP client that held a session (opened it, or chatted on it last) let go of it:
     /// its MCP session was deleted (`DELETE /mcp`) or closed by the server after its idle

@@ -119,10 +119,12 @@ impl Stats {
                 route,
                 duration_us,
                 ok,
+                probe,
                 ..
             } => {
                 self.record(route, *duration_us);
-                if !ok {
+                // A probe's refusal is the answer it asked for.
+                if !ok && !probe {
                     self.errors += 1;
                 }
             }

@@ -151,7 +151,8 @@ impl BotMcp {
     /// here, a Xiaozhi socket for `@bot`); publishes `Event::Served`. `watch.cancel` withdraws
     /// a `chat` (the turn keeps running), `watch.stream_lost` lets it go on for a resumed
     /// stream (see [`CallerWatch`]); `progress` gets one report per reply piece; `carrier`:
-    /// the HTTP exchange the answer goes out on, when there is one.
+    /// the HTTP exchange the answer goes out on, when there is one; `probe`: the client marked
+    /// the call as a probe (`mcp_text::PROBE_META`), so a refusal is no error.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn call(
         &self,
@@ -162,6 +163,7 @@ impl BotMcp {
         watch: CallerWatch<'_>,
         progress: Option<&mut dyn ProgressSink>,
         carrier: Option<Carrier<'_>>,
+        probe: bool,
     ) -> CallToolResult {
         let started = Instant::now();
         let mut cancelled = false;
@@ -181,21 +183,27 @@ impl BotMcp {
                  chat (handle, line)."
             )),
         };
-        self.served(name, args, &client, started, cancelled, Some(&result));
+        let call = Served {
+            name,
+            client: &client,
+            started,
+            cancelled,
+            probe,
+        };
+        self.served(args, call, Some(&result));
         result
     }
 
     /// Publishes `Event::Served` for a call (and `Event::CallCancelled` when its client
     /// withdrew it); `result` is `None` for a call answered with a task.
-    fn served(
-        &self,
-        name: &str,
-        args: &JsonObject,
-        client: &str,
-        started: Instant,
-        cancelled: bool,
-        result: Option<&CallToolResult>,
-    ) {
+    fn served(&self, args: &JsonObject, call: Served<'_>, result: Option<&CallToolResult>) {
+        let Served {
+            name,
+            client,
+            started,
+            cancelled,
+            probe,
+        } = call;
         // A call its client withdrew is the client's choice, not a failure.
         if cancelled && let Some(session) = session_of(&self.sessions, args) {
             self.sessions.bus().publish_with(|| Event::CallCancelled {
@@ -240,6 +248,7 @@ impl BotMcp {
             } else {
                 crate::observe::event::now_us()
             },
+            probe,
         });
     }
 
@@ -257,7 +266,8 @@ impl BotMcp {
             Ok(both) => both,
             Err(e) => {
                 let result = tool_error(e);
-                self.served("chat", args, &ask.client, started, false, Some(&result));
+                let call = Served::chat(&ask.client, started, false);
+                self.served(args, call, Some(&result));
                 return result.into();
             }
         };
@@ -288,7 +298,7 @@ impl BotMcp {
             CallToolResponse::Complete(r) => Some(r),
             _ => None,
         };
-        self.served("chat", args, &ask.client, started, cancelled, result);
+        self.served(args, Served::chat(&ask.client, started, cancelled), result);
         answer
     }
 
@@ -356,6 +366,29 @@ impl BotMcp {
             );
         }
         result
+    }
+}
+
+/// A call [`BotMcp::served`] tells of: the tool, its client, when it started, whether its
+/// client withdrew it, and whether the client marked it as a probe.
+struct Served<'a> {
+    name: &'a str,
+    client: &'a str,
+    started: Instant,
+    cancelled: bool,
+    probe: bool,
+}
+
+impl<'a> Served<'a> {
+    /// A `chat` that is not a probe (one answered through the tasks extension).
+    fn chat(client: &'a str, started: Instant, cancelled: bool) -> Self {
+        Self {
+            name: "chat",
+            client,
+            started,
+            cancelled,
+            probe: false,
+        }
     }
 }
 
@@ -575,6 +608,11 @@ impl ServerHandler for BotMcp {
         }
         // Under 2026-07-28 a chat whose response stream closed before the reply is cancelled
         // (`Event::CallCancelled`, from `call`), as `notifications/cancelled` is before it.
+        let probe = context
+            .meta
+            .get(super::mcp_text::PROBE_META)
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false);
         let result = self
             .call(
                 &request.name,
@@ -584,6 +622,7 @@ impl ServerHandler for BotMcp {
                 watch,
                 progress,
                 carrier,
+                probe,
             )
             .await;
         Ok(result.into())

@@ -20,6 +20,12 @@ use crate::sessions::ChatReply;
 /// `config_version`.
 pub const TURN_META: &str = "turnscope/turn";
 
+/// The request `_meta` key (`true`) by which a client marks a call as a probe: an attached
+/// console's empty `chat` on a handle it kept from an earlier run, asking whether the server
+/// still knows it. A refusal is its expected answer: `Event::Served` says `probe`, and it is
+/// not counted or shown as an error.
+pub const PROBE_META: &str = "turnscope/probe";
+
 /// Longest reply the turn record repeats under `reply`. A longer one is the result's text
 /// alone, and the record says its length under `reply_bytes` instead, so the result carries
 /// it once: a client SDK may refuse a message over 1 MiB (the Python SDK's SSE events), and

@@ -69,6 +69,7 @@ impl OpenAiBridge {
             } else {
                 0
             },
+            probe: false,
         });
     }
 }

@@ -92,6 +92,7 @@ impl LocalTools for BotTools {
                 crate::sessions::CallerWatch::cancel_only(cancel),
                 progress,
                 None,
+                false,
             )
             .await
     }
