@@ -10,7 +10,7 @@ use turnscope::observe::Bus;
 use turnscope::observe::recorder::Recording;
 use turnscope::server::viewers::{open_pieces, retell_reopened};
 
-use super::drain::{DrainEnd, cut_line};
+use super::drain::DrainEnd;
 use super::events::Announce;
 use super::settings::with_default_store;
 use crate::signals::{Signal, Signals, note};
@@ -182,7 +182,7 @@ pub(crate) async fn headless(
         DrainEnd::Signal => app.shutdown_now().await,
         DrainEnd::Drained | DrainEnd::Bound => app.shutdown().await,
     };
-    if let Some(line) = cut_line(stopped, end, bound) {
+    if let Some(line) = stopped.cut_line(end.cause(bound)) {
         note(format_args!("{line}"));
     }
     recording.finish().await;

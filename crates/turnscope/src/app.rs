@@ -5,6 +5,7 @@
 
 pub mod hangup;
 pub mod reload;
+mod stopped;
 pub mod watch;
 
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use crate::tools::registry::{RegistryBuilder, ToolRegistry};
 use crate::tools::{FnTool, Tools, ToolsFactory};
 
 pub use reload::{ConfigSource, ReloadCause, Reloader};
+pub use stopped::{StopCause, Stopped};
 
 /// Why the app did not start.
 #[derive(Debug, thiserror::Error)]
@@ -534,18 +536,6 @@ impl App {
 /// ([`App::shutdown`]): what a client sends right after reading its answer finds the port
 /// open (each such request starts it again, three times it at most).
 pub const CLIENT_GRACE: Duration = Duration::from_secs(1);
-
-/// What [`App::shutdown`] did to the turns in flight.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stopped {
-    /// Turns still running when the sessions were ended (the drain bound passed, a second
-    /// signal came, or no drain): each ended `restarted` and, in a durable store, kept for
-    /// its handle's next `chat` to report once, as after a crash; in memory, lost with the
-    /// process.
-    pub cut: usize,
-    /// Whether the store outlives the process.
-    pub kept: bool,
-}
 
 /// Opens the store `config.store` names (`memory` when unset): `default` is the file of the
 /// address `listener` is bound to in the state directory, or memory when the port was 0 (a

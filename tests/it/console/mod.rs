@@ -281,6 +281,34 @@ async fn person_types_a_line_sees_the_reply_and_quits_cleanly() {
     );
 }
 
+/// Quitting while a turn runs cuts it (a quit does not drain), and the shell is told so once
+/// the terminal is back: the headless server's `turnscope: cut N turn…` line, then where the
+/// conversations went (before, only the second line).
+#[tokio::test]
+async fn a_quit_mid_turn_says_on_the_shell_that_the_turn_was_cut() {
+    let mut s = Screen::start(&["--port", "0", "--pace", "0.5"]).await;
+    s.wait_text("Type a line; Enter sends").await;
+    s.send(b"a line long enough to take a while to answer")
+        .await;
+    s.send(b"\r").await;
+    s.wait_text("bot  You said").await;
+    s.send(b"\x03").await;
+    let status = s.wait_exit().await;
+    assert!(status.success(), "{status:?}");
+    let shell = s
+        .wait_text("turnscope: nothing was kept: the store is memory")
+        .await;
+    let flat = shell.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(
+            "turnscope: cut 1 turn in flight at the console's quit: its conversation ends with \
+             this process"
+        ),
+        "{shell}"
+    );
+    assert!(s.restored());
+}
+
 #[tokio::test]
 async fn an_mcp_client_chatting_on_its_own_handle_shows_live() {
     let mut s = Screen::start(&["--port", "0", "--pace", "0.005"]).await;

@@ -23,7 +23,7 @@ use crate::run::workbench::{Fixed, HandDone, Input, ResendDone, Tty};
 use crate::state::{ConfigMark, ConsoleState, Header, Source};
 use crate::theme::Theme;
 use crate::view::console::{Console, Notice};
-use turnscope::app::{App, ReloadCause};
+use turnscope::app::{App, ReloadCause, StopCause, Stopped};
 use turnscope::observe::{SessionOpener, Subscription};
 use turnscope::sessions::Sessions;
 
@@ -842,6 +842,8 @@ pub async fn run_with(app: App, theme: Theme, sub: Subscription) -> Result<(), C
     });
     // Signals are taken here, beside the screen (which goes on drawing a drain: the header
     // says "draining", the turns in flight finish in sight).
+    // A quit (`q`, Ctrl-C, the terminal hung up) waits for no turn; a SIGTERM's drain does.
+    let mut cause = StopCause::ConsoleQuit;
     let outcome = loop {
         tokio::select! {
             outcome = &mut ui => break outcome,
@@ -851,10 +853,11 @@ pub async fn run_with(app: App, theme: Theme, sub: Subscription) -> Result<(), C
                 }
                 ConsoleSignal::Quit => stop.cancel(),
                 ConsoleSignal::Drain => {
+                    let bound = app.drain_bound().await;
                     tokio::select! {
-                        _ = app.drain() => {}
+                        _ = app.drain() => cause = StopCause::DrainBound(bound),
                         // A second signal stops at once; the person may quit meanwhile.
-                        _ = handlers.next() => {}
+                        _ = handlers.next() => cause = StopCause::SecondSignal,
                         outcome = &mut ui => break outcome,
                     }
                     stop.cancel();
@@ -864,21 +867,36 @@ pub async fn run_with(app: App, theme: Theme, sub: Subscription) -> Result<(), C
     };
     drop(guard);
     let sessions = app.sessions.clone();
-    app.shutdown().await;
+    let stopped = app.shutdown().await;
+    // The terminal is the shell's again: what the stop cut, and where the conversations went.
+    // Written, not `eprintln!`: that panics when the terminal hung up (its stderr is gone),
+    // and a note nobody can read is no reason to fail.
+    let clean = matches!(outcome, Ok(Ok(())));
+    for line in closing_lines(stopped, cause, &sessions.store_status(), clean) {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "{line}");
+    }
     match outcome {
-        Ok(result) => {
-            // The terminal is the shell's again: one line says where the conversations went.
-            // Written, not `eprintln!`: that panics when the terminal hung up (its stderr is
-            // gone), and a note nobody can read is no reason to fail.
-            if result.is_ok() {
-                use std::io::Write as _;
-                let note = crate::run::output::kept_note(&sessions.store_status());
-                let _ = writeln!(std::io::stderr(), "{note}");
-            }
-            result
-        }
+        Ok(result) => result,
         Err(e) => Err(ConsoleError::Panicked(e.to_string())),
     }
+}
+
+/// The lines the console leaves on stderr once it has let go of the terminal: the turns in
+/// flight its stop cut (`cause`: what ended the wait for them), as the headless server says
+/// it ([`Stopped::cut_line`]), then, after a `clean` end (not an error), where the
+/// conversations were kept.
+pub fn closing_lines(
+    stopped: Stopped,
+    cause: StopCause,
+    store: &turnscope::sessions::StoreStatus,
+    clean: bool,
+) -> Vec<String> {
+    let mut lines: Vec<String> = stopped.cut_line(cause).into_iter().collect();
+    if clean {
+        lines.push(crate::run::output::kept_note(store));
+    }
+    lines
 }
 
 #[cfg(test)]
@@ -981,6 +999,35 @@ mod tests {
         c.notice = Some(let_go.clone());
         NoticeTimer::keep_failure(&mut c, unseen);
         assert_eq!(c.notice, Some(let_go));
+    }
+
+    /// A stop that cut a turn says so before where the conversations went, as the headless
+    /// server's line; one that cut nothing, or ended in an error, leaves what it left before.
+    #[test]
+    fn the_closing_lines_say_a_cut_turn_before_where_the_conversations_went() {
+        let store = turnscope::sessions::StoreStatus {
+            url: "sqlite:/tmp/s.sqlite3".into(),
+            durable: true,
+            degraded: None,
+            warning: None,
+        };
+        let cut = Stopped { cut: 1, kept: true };
+        let lines = closing_lines(cut, StopCause::ConsoleQuit, &store, true);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert_eq!(Some(lines[0].clone()), cut.cut_line(StopCause::ConsoleQuit));
+        assert!(
+            lines[0].starts_with("turnscope: cut 1 turn in flight at the console's quit"),
+            "{lines:?}"
+        );
+        assert!(lines[1].starts_with("turnscope: the conversations are kept in"));
+        let none = Stopped { cut: 0, kept: true };
+        assert_eq!(
+            closing_lines(none, StopCause::ConsoleQuit, &store, true).len(),
+            1
+        );
+        let failed = closing_lines(cut, StopCause::SecondSignal, &store, false);
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert!(failed[0].contains("at a second signal"), "{failed:?}");
     }
 
     /// A line into the person's stored conversation that ended since it was listed (idle
