@@ -71,6 +71,8 @@ pub enum Action {
     },
     /// Send an edited model request again.
     Resend {
+        /// Which send ([`Sends`](crate::view::resend::Sends): its cancel token).
+        id: u64,
         /// Which recorded request it varies.
         key: crate::state::variants::RequestKey,
         /// The body, JSON text.

@@ -515,20 +515,13 @@ impl Console {
         if editor.sending() {
             self.notice = Some(Notice {
                 text: format!(
-                    "the edited request is still out: its answer comes as a variant (v) when it \
-                     arrives{then}"
+                    "the edited request is still out: its answer comes as a variant when it \
+                     arrives (v lists it in flight, Esc there cancels it){then}"
                 ),
                 error: false,
             });
         } else if editor.edited() {
-            // One kept per request and what it was opened from: an edit of a variant does not
-            // replace the one of the recorded request.
-            self.edits_kept
-                .retain(|e| !(e.key == key && e.from_variant == from_variant));
-            if self.edits_kept.len() == crate::view::console::EDITS_KEPT {
-                self.edits_kept.remove(0);
-            }
-            self.edits_kept.push(editor);
+            self.keep_edit(editor);
             self.notice = Some(Notice {
                 text: format!("your edit is kept, not sent: e opens it again{then}"),
                 error: false,
@@ -545,6 +538,19 @@ impl Console {
         }
     }
 
+    /// Keeps an unsent edit, for `e` to open again: one per request and what it was opened
+    /// from (an edit of a variant does not replace the one of the recorded request), at most
+    /// [`EDITS_KEPT`](crate::view::console::EDITS_KEPT).
+    fn keep_edit(&mut self, editor: RequestEditor) {
+        let (key, from_variant) = (editor.key, editor.from_variant);
+        self.edits_kept
+            .retain(|e| !(e.key == key && e.from_variant == from_variant));
+        if self.edits_kept.len() == crate::view::console::EDITS_KEPT {
+            self.edits_kept.remove(0);
+        }
+        self.edits_kept.push(editor);
+    }
+
     /// A key while the request editor has the keys.
     pub(crate) fn editor_key(&mut self, key: &KeyEvent) -> Option<Action> {
         let editor = self.editor.as_mut()?;
@@ -553,13 +559,14 @@ impl Console {
             // Esc while the edited request is out cancels it, as in the hand-call form; the
             // next Esc closes.
             KeyCode::Esc if editor.sending() => {
+                if let Some(id) = editor.send_id {
+                    self.sends.cancel(id);
+                }
                 let waited = editor.cancel().unwrap_or_default();
                 self.notice = Some(Notice {
                     text: format!(
-                        "the edited request was cancelled after {:.1} s: it was dropped (its \
-                         connection closed) and no variant comes; Ctrl+S sends it again, Esc \
-                         closes",
-                        waited.as_secs_f64()
+                        "{}; Ctrl+S sends it again, Esc closes",
+                        cancelled_after(waited)
                     ),
                     error: false,
                 });
@@ -655,12 +662,23 @@ impl Console {
             return None;
         }
         editor.error = None;
-        editor.sent();
-        let (key, url) = (editor.key, editor.url.text());
-        Some(self.resend_action(key, text, url))
+        let (key, url, from) = (editor.key, editor.url.text(), editor.from_variant);
+        let (action, send) = self.resend_action(key, text, url, from);
+        if let Some(editor) = self.editor.as_mut() {
+            editor.sent(send);
+        }
+        Some(action)
     }
 
-    fn resend_action(&self, key: RequestKey, body: String, url: String) -> Action {
+    /// The action sending `body` to `url` (the recorded URL: the session's model), listed as
+    /// a send in flight; its id and token.
+    fn resend_action(
+        &mut self,
+        key: RequestKey,
+        body: String,
+        url: String,
+        from_variant: Option<usize>,
+    ) -> (Action, (u64, tokio_util::sync::CancellationToken)) {
         let recorded = self
             .state
             .wire
@@ -668,11 +686,19 @@ impl Console {
             .get(key.index)
             .and_then(|c| c.request().map(|q| q.url.clone()));
         let url = url.trim().to_string();
-        Action::Resend {
+        let shown_url = if url.is_empty() {
+            recorded.clone().unwrap_or_default()
+        } else {
+            url.clone()
+        };
+        let send = self.sends.start(key, body.clone(), shown_url, from_variant);
+        let action = Action::Resend {
+            id: send.0,
             key,
             body,
             url: (Some(&url) != recorded.as_ref() && !url.is_empty()).then_some(url),
-        }
+        };
+        (action, send)
     }
 
     /// What `$EDITOR` left: send it (or say why not).
@@ -686,10 +712,19 @@ impl Console {
             Ok(text) => match serde_json::from_str::<Value>(&text) {
                 Ok(_) => {
                     self.notice = Some(Notice {
-                        text: "sending the edited request…".into(),
+                        text: "sending the edited request… (Esc cancels it)".into(),
                         error: false,
                     });
-                    Some(self.resend_action(key, text, url))
+                    let (action, (id, _)) = self.resend_action(key, text, url, None);
+                    // No editor is open to show it going out: the variants show it, in flight,
+                    // where Esc cancels it.
+                    let place = self.sends.place(id).unwrap_or_default();
+                    self.variants_view = Some(VariantsPick {
+                        key,
+                        shown: self.variants.count(key) + place,
+                        scroll: Default::default(),
+                    });
+                    Some(action)
                 }
                 Err(e) => {
                     // Keep the edit: open it in the console's editor to fix.
@@ -712,15 +747,51 @@ impl Console {
         }
     }
 
+    /// Send `id`'s answer (or why it failed), from the task that sent it: its row in `v`
+    /// becomes the variant. One cancelled meanwhile is no news: dropped.
+    pub fn resend_ended(&mut self, id: u64, key: RequestKey, body: Value, answer: ResendAnswer) {
+        // Which send in flight the variants show, by id: the list shifts as this one lands.
+        let watching = self
+            .variants_view
+            .as_ref()
+            .filter(|v| v.key == key)
+            .and_then(|v| v.shown.checked_sub(self.variants.count(key)))
+            .and_then(|i| self.sends.nth(key, i))
+            .map(|s| s.id);
+        if self.sends.end(id).is_none() {
+            return;
+        }
+        self.variant_came(Some(id), key, body, answer);
+        // Another send in flight stays shown (the notice says this one answered).
+        if let (Some(other), Some(view)) = (
+            watching.filter(|w| *w != id),
+            self.variants_view.as_mut().filter(|v| v.key == key),
+        ) && let Some(place) = self.sends.place(other)
+        {
+            view.shown = self.variants.count(key) + place;
+        }
+    }
+
     /// A resent request's answer: kept as a variant and set beside the recorded one.
     pub fn resend_done(&mut self, key: RequestKey, body: Value, answer: ResendAnswer) {
+        self.variant_came(None, key, body, answer);
+    }
+
+    /// A variant of `key` came back (from send `id`, when known): kept, and shown unless an
+    /// editor is open; the editor that sent it closes.
+    fn variant_came(
+        &mut self,
+        id: Option<u64>,
+        key: RequestKey,
+        body: Value,
+        answer: ResendAnswer,
+    ) {
         let failed = answer.error.clone();
         let shown = self.variants.add(key, body, answer);
-        if self
-            .editor
-            .as_ref()
-            .is_some_and(|e| e.key == key && e.sending())
-        {
+        if self.editor.as_ref().is_some_and(|e| match id {
+            Some(id) => e.send_id == Some(id),
+            None => e.key == key && e.sending(),
+        }) {
             self.editor = None;
         }
         // An editor the person opened meanwhile stays on top: the variants wait for `v`.
@@ -755,7 +826,8 @@ impl Console {
             return;
         };
         let key = pick.request_key();
-        let n = self.variants.count(key);
+        // Its variants, then its sends still in flight.
+        let n = self.variants.count(key) + self.sends.of(key).count();
         if n == 0 {
             self.notice = Some(Notice {
                 text: if self.state.header.source.is_attached() {
@@ -780,7 +852,34 @@ impl Console {
     /// A key while the variants have the keys.
     pub(crate) fn variants_key(&mut self, key: &KeyEvent) -> Option<Action> {
         let view = self.variants_view.as_mut()?;
-        let n = self.variants.count(view.key);
+        let done = self.variants.count(view.key);
+        let n = done + self.sends.of(view.key).count();
+        // A send still in flight shown: Esc cancels it (as in the editor); what needs its
+        // answer waits for it.
+        let in_flight = view
+            .shown
+            .checked_sub(done)
+            .and_then(|i| self.sends.nth(view.key, i))
+            .map(|s| s.id);
+        if let Some(id) = in_flight {
+            match key.code {
+                KeyCode::Esc => {
+                    self.cancel_send_shown(id);
+                    return None;
+                }
+                KeyCode::Char('e' | 't' | 'c' | 'J') => {
+                    self.notice = Some(Notice {
+                        text: format!(
+                            "variant {} is still in flight: wait for its answer, or Esc cancels it",
+                            view.shown + 1
+                        ),
+                        error: true,
+                    });
+                    return None;
+                }
+                _ => {}
+            }
+        }
         match key.code {
             KeyCode::Esc | KeyCode::Char('q') => self.variants_view = None,
             KeyCode::Left | KeyCode::Char('h') => {
@@ -817,6 +916,53 @@ impl Console {
             },
         }
         None
+    }
+
+    /// `Esc` over a send in flight in the variants: cancelled (its connection closed, no
+    /// variant comes), its edit kept for `e`; the view shows what is left of the request's
+    /// variants, or closes when nothing is.
+    fn cancel_send_shown(&mut self, id: u64) {
+        let Some(gone) = self.sends.cancel(id) else {
+            return;
+        };
+        let key = gone.key;
+        // What the edit was opened from, for Ctrl+R: the variant, or the recorded request.
+        let opened = match gone.from_variant {
+            Some(v) => self.variants.get(key, v).map(|v| {
+                (
+                    serde_json::to_string_pretty(&v.body).unwrap_or_default(),
+                    v.answer.url.clone(),
+                )
+            }),
+            None => {
+                let calls = self.state.wire.calls_of(key.session, key.turn);
+                calls.get(key.index).and_then(|call| {
+                    Some((
+                        crate::draw::panes::model_request::request_json(self, call)?,
+                        call.request()?.url.clone(),
+                    ))
+                })
+            }
+        }
+        .unwrap_or_else(|| (gone.body.clone(), gone.url.clone()));
+        let mut editor = RequestEditor::of_edit(key, (&opened.0, &opened.1), &gone.body, &gone.url);
+        editor.from_variant = gone.from_variant;
+        self.keep_edit(editor);
+        self.notice = Some(Notice {
+            text: format!(
+                "{}; your edit is kept: e on the request opens it again",
+                cancelled_after(gone.at.elapsed())
+            ),
+            error: false,
+        });
+        let n = self.variants.count(key) + self.sends.of(key).count();
+        match self.variants_view.as_mut() {
+            Some(view) if n > 0 => {
+                view.shown = view.shown.min(n - 1);
+                view.scroll.set(0);
+            }
+            _ => self.variants_view = None,
+        }
     }
 
     /// `c` / `J` over the variants: the shown variant (its edited body, to its URL) as curl or
@@ -935,4 +1081,13 @@ impl Console {
             }
         }
     }
+}
+
+/// The notice of an edited request cancelled in flight, after `waited`.
+fn cancelled_after(waited: std::time::Duration) -> String {
+    format!(
+        "the edited request was cancelled after {:.1} s: it was dropped (its connection closed) \
+         and no variant comes",
+        waited.as_secs_f64()
+    )
 }

@@ -695,7 +695,7 @@ fn perform(
         } => {
             // The Tools pane lists the target's own tools/list: called over the same client.
             if remote.attached.target.is_none() {
-                crate::run::workbench::refuse_here(console, Some(id));
+                crate::run::workbench::refuse_here(console, id);
                 return;
             }
             let (remote, tx) = (remote.clone(), chat_tx.clone());
@@ -736,7 +736,7 @@ fn perform(
                 }
             });
         }
-        Action::Resend { .. } => crate::run::workbench::refuse_here(console, None),
+        Action::Resend { id, .. } => crate::run::workbench::refuse_resend(console, id),
         Action::NewSession | Action::StartWith { .. } if remote.no_chat.is_some() => {
             let mut why = remote.no_chat.clone().unwrap_or_default();
             if let Action::StartWith { line } = action {

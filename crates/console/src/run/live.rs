@@ -246,8 +246,8 @@ where
                 console.hand_call_done(id, result);
                 dirty = true;
             }
-            Some((key, body, answer)) = resend_rx.recv() => {
-                console.resend_done(key, body, answer);
+            Some((id, key, body, answer)) = resend_rx.recv() => {
+                console.resend_ended(id, key, body, answer);
                 dirty = true;
             }
             _ = tick.tick() => {

@@ -24,8 +24,8 @@ use crate::view::hand_calls::{SAVED_FILE, parse_saved};
 
 /// How a hand call ended: (call id, the result or why it was not made).
 pub type HandDone = (u64, Result<HandResult, String>);
-/// How a resend ended: (request, body sent, answer).
-pub type ResendDone = (RequestKey, Value, ResendAnswer);
+/// How a resend ended: (send id, request, body sent, answer).
+pub type ResendDone = (u64, RequestKey, Value, ResendAnswer);
 
 /// Terminal input the loop reads, able to let go of the terminal while another program (the
 /// person's `$EDITOR`) uses it.
@@ -103,44 +103,40 @@ pub fn perform(
                 let stop = console.tools.hand.cancel_token(id);
                 spawn_hand_call(sessions, (id, stop), tool, arguments, hand)
             }
-            None => refuse_here(console, Some(id)),
+            None => refuse_here(console, id),
         },
-        Action::Resend { key, body, url } => match sessions {
+        Action::Resend { id, key, body, url } => match sessions {
             Some(sessions) => {
-                // The editor's send can be cancelled (Esc); `$EDITOR`'s has no editor open.
-                let stop = console
-                    .editor
-                    .as_ref()
-                    .filter(|e| e.key == key)
-                    .and_then(|e| e.stop.clone())
-                    .unwrap_or_default();
-                spawn_resend(sessions, (key, stop), body, url, resend)
+                // Listed in flight when it was asked for: Esc cancels it in the editor that
+                // sent it, or over it in `v` (`$EDITOR`'s, or an editor closed meanwhile).
+                let stop = console.sends.token(id).unwrap_or_default();
+                spawn_resend(sessions, (id, key, stop), body, url, resend)
             }
-            None => refuse_here(console, None),
+            None => refuse_resend(console, id),
         },
         other => return Some(other),
     }
     None
 }
 
+/// A console that only watches whisker has no tool to call (an attached bot's own
+/// `tools/list` is called over MCP: `run::attach`): say so, and settle the call waiting.
+pub fn refuse_here(console: &mut Console, hand_call: u64) {
+    console.hand_call_done(
+        hand_call,
+        Err("watching only (--whisker without a bot URL): no tool to call".into()),
+    );
+}
+
 /// A console that runs no bot (attached to another one) sends no model request of it (its
-/// model is called where it runs), and one that only watches whisker has no tool to call
-/// (an attached bot's own `tools/list` is called over MCP: `run::attach`): say so, and settle
-/// what was waiting.
-pub fn refuse_here(console: &mut Console, hand_call: Option<u64>) {
-    match hand_call {
-        Some(id) => console.hand_call_done(
-            id,
-            Err("watching only (--whisker without a bot URL): no tool to call".into()),
-        ),
-        None => {
-            let why = "this console does not run the bot (it is attached to one): its model is \
-                       called where it runs; resend the request from its own console there";
-            if let Some(editor) = console.editor.as_mut() {
-                editor.cancel();
-                editor.error = Some(why.into());
-            }
-        }
+/// model is called where it runs): say so, and take send `id` off the list.
+pub fn refuse_resend(console: &mut Console, id: u64) {
+    let why = "this console does not run the bot (it is attached to one): its model is called \
+               where it runs; resend the request from its own console there";
+    console.sends.end(id);
+    if let Some(editor) = console.editor.as_mut() {
+        editor.cancel();
+        editor.error = Some(why.into());
     }
 }
 
@@ -317,7 +313,7 @@ pub(crate) fn refusal_here(refused: &hand::Refusal) -> String {
 /// Cancelled (`stop`), the request is dropped (its connection closed) and nothing is sent back.
 pub fn spawn_resend(
     sessions: &Sessions,
-    (key, stop): (RequestKey, CancellationToken),
+    (id, key, stop): (u64, RequestKey, CancellationToken),
     body: String,
     url: Option<String>,
     tx: &UnboundedSender<ResendDone>,
@@ -328,7 +324,7 @@ pub fn spawn_resend(
         let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
         let sent = resend(&client, body.clone(), url.as_deref());
         if let Some(answer) = stop.run_until_cancelled(sent).await {
-            let _ = tx.send((key, body, answer));
+            let _ = tx.send((id, key, body, answer));
         }
     });
 }

@@ -526,3 +526,181 @@ fn enter_right_after_the_tool_list_changed_opens_the_selected_tools_form() {
     };
     assert_eq!(form.tool, "echo");
 }
+
+/// A bot (its embedded model, quick) whose sessions send the console's resends, and the
+/// channels their answers come back on.
+async fn resending_app() -> (
+    turnscope::app::App,
+    tokio::sync::mpsc::UnboundedSender<crate::run::workbench::HandDone>,
+    tokio::sync::mpsc::UnboundedSender<crate::run::workbench::ResendDone>,
+    tokio::sync::mpsc::UnboundedReceiver<crate::run::workbench::ResendDone>,
+) {
+    let mut config = turnscope::config::Config::default();
+    config.server.port = 0;
+    config.model.pace = 0.0;
+    let app = turnscope::app::App::start(&config, turnscope::observe::Bus::default())
+        .await
+        .expect("app starts");
+    let (hand, _) = tokio::sync::mpsc::unbounded_channel();
+    let (resend, done) = tokio::sync::mpsc::unbounded_channel();
+    (app, hand, resend, done)
+}
+
+/// The console's turn view open on session 1's first turn and its first model request.
+fn on_a_request() -> (Console, crate::state::variants::RequestKey) {
+    let mut c = console();
+    c.selected = Some(1);
+    c.open_turn_view();
+    let key = c.turn_view.as_ref().expect("turn view").request_key();
+    (c, key)
+}
+
+/// A request edited in `$EDITOR` and sent can be cancelled (tour: once the editor closed
+/// there was no editor to press Esc in, and a hung model server held it until its timeout):
+/// the variants show it in flight, saying Esc cancels it; Esc closes its connection, no
+/// variant comes, and the edit is kept for `e`.
+#[tokio::test]
+async fn a_request_sent_from_dollar_editor_shows_in_flight_and_esc_cancels_it() {
+    use tokio::io::AsyncReadExt;
+    // A model server that takes the request and never answers.
+    let hung = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1/chat/completions", hung.local_addr().unwrap());
+    let (app, hand, resend, mut answers) = resending_app().await;
+    let (mut c, key) = on_a_request();
+    let Some(Action::EditExternally { text, .. }) = press(&mut c, KeyCode::Char('E')) else {
+        panic!("E hands the request to $EDITOR");
+    };
+    let edited = text.replacen('{', "{\"temperature\": 0.5,", 1);
+    // What $EDITOR saved comes back (to the hung server: the same path as the session's URL).
+    let sent = c.external_edit_done(key, url, Ok(edited.clone()));
+    let Some(action @ Action::Resend { .. }) = sent else {
+        panic!("{sent:?}");
+    };
+    assert!(
+        crate::run::workbench::perform(action, &mut c, Some(&app.sessions), (&hand, &resend))
+            .is_none()
+    );
+    let (mut conn, _) = tokio::time::timeout(std::time::Duration::from_secs(10), hung.accept())
+        .await
+        .expect("the request reaches the hung server")
+        .unwrap();
+    // No editor is open: the variants show the send in flight, and the key that cancels it.
+    assert!(c.editor.is_none());
+    assert_eq!(c.key_owner(), KeyOwner::Variants);
+    let drawn = screen(&mut c, 120, 36);
+    for want in [
+        "variant 1 of 1 · in flight, 0.",
+        "waiting for the answer…",
+        "edited      the URL, /temperature",
+        "Esc cancels it",
+        "Esc cancels the send",
+        "\"temperature\": 0.5",
+    ] {
+        assert!(drawn.contains(want), "{want:?} missing:\n{drawn}");
+    }
+    press(&mut c, KeyCode::Esc);
+    let notice = c.notice.clone().expect("a notice").text;
+    assert!(
+        notice.starts_with("the edited request was cancelled after")
+            && notice.contains("it was dropped (its connection closed) and no variant comes"),
+        "{notice}"
+    );
+    // Dropped: the server sees its connection close.
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match conn.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the connection was not closed");
+    assert!(answers.try_recv().is_err(), "no answer comes");
+    assert!(c.variants_view.is_none(), "nothing left to show");
+    assert_eq!(c.sends.of(key).count(), 0);
+    // The edit is kept: e on the request opens it as it was sent.
+    c.edit_request(false);
+    let editor = c.editor.as_ref().expect("the kept edit");
+    assert_eq!(editor.text(), edited);
+    assert!(
+        editor.edited(),
+        "Ctrl+R starts over from the recorded request"
+    );
+    app.shutdown().await;
+}
+
+/// `v` lists a send still in flight (tour: it appeared only once answered): an edit sent and
+/// its editor closed with Ctrl+C is there, marked in flight with its seconds, and becomes the
+/// variant when its answer comes.
+#[tokio::test]
+async fn v_lists_a_send_in_flight_and_it_becomes_the_variant_when_answered() {
+    use turnscope::model::{EmbeddedModel, ScriptSettings};
+    // A real model server, slow: a word every 0.2 s.
+    let slow = EmbeddedModel::start(
+        0,
+        ScriptSettings {
+            pace: 0.2,
+            words: None,
+        },
+    )
+    .await
+    .unwrap();
+    let url = format!("{}/chat/completions", slow.base_url());
+    let (app, hand, resend, mut answers) = resending_app().await;
+    let (mut c, key) = on_a_request();
+    c.edit_request(false);
+    press(&mut c, KeyCode::Tab);
+    c.handle(&TermEvent::Key(KeyEvent::new(
+        KeyCode::Char('u'),
+        KeyModifiers::CONTROL,
+    )));
+    type_text(&mut c, &url);
+    press(&mut c, KeyCode::Tab);
+    let sent = c.handle(&TermEvent::Key(KeyEvent::new(
+        KeyCode::Char('s'),
+        KeyModifiers::CONTROL,
+    )));
+    let Some(action @ Action::Resend { .. }) = sent else {
+        panic!("{sent:?}");
+    };
+    crate::run::workbench::perform(action, &mut c, Some(&app.sessions), (&hand, &resend));
+    // Ctrl+C closes the editor leaving the request going.
+    c.handle(&TermEvent::Key(KeyEvent::new(
+        KeyCode::Char('c'),
+        KeyModifiers::CONTROL,
+    )));
+    assert!(c.editor.is_none());
+    let notice = c.notice.clone().expect("a notice").text;
+    assert!(notice.contains("v lists it in flight"), "{notice}");
+    press(&mut c, KeyCode::Char('v'));
+    let drawn = screen(&mut c, 120, 36);
+    for want in [
+        "variant 1 of 1 · in flight, 0.",
+        "waiting for the answer…",
+        "edited      the URL",
+        "Esc cancels the send",
+    ] {
+        assert!(drawn.contains(want), "{want:?} missing:\n{drawn}");
+    }
+    // What needs the answer says it waits for it.
+    press(&mut c, KeyCode::Char('t'));
+    let notice = c.notice.clone().expect("a notice").text;
+    assert!(notice.contains("still in flight"), "{notice}");
+    let (id, k, body, answer) =
+        tokio::time::timeout(std::time::Duration::from_secs(20), answers.recv())
+            .await
+            .expect("the slow model answers")
+            .expect("an answer");
+    assert_eq!(answer.error, None);
+    c.resend_ended(id, k, body, answer);
+    assert_eq!(c.sends.of(key).count(), 0);
+    let drawn = screen(&mut c, 120, 36);
+    assert!(
+        drawn.contains("variant 1 of 1 beside the recorded answer") && !drawn.contains("in flight"),
+        "{drawn}"
+    );
+    assert!(drawn.contains("Esc back"), "{drawn}");
+    app.shutdown().await;
+}

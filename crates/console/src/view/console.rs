@@ -18,7 +18,7 @@ use super::nav::TurnPick;
 use super::panes::{
     HelpView, InputLineView, LogView, ProgressView, StatsView, ToolsView, TranscriptView,
 };
-use super::resend::{RequestEditor, VariantsPick};
+use super::resend::{RequestEditor, Sends, VariantsPick};
 use super::sessions::SessionList;
 use crate::state::tape::Tape;
 use crate::state::variants::Variants;
@@ -123,6 +123,8 @@ pub struct Console {
     pub variants_view: Option<VariantsPick>,
     /// Every variant sent from here.
     pub variants: Variants,
+    /// The resends still out (listed after their request's variants).
+    pub sends: Sends,
     /// Config reloads already told in a notice.
     reloads_noticed: u64,
 }
@@ -174,6 +176,7 @@ impl Console {
             edits_kept: Vec::new(),
             variants_view: None,
             variants: Variants::default(),
+            sends: Sends::default(),
             reloads_noticed: 0,
         }
     }

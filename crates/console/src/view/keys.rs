@@ -289,7 +289,7 @@ pub const BINDINGS: &[Binding] = &[
     b(
         Scope::TurnView,
         "e E v",
-        "edit the picked model request and send it again: in the console (e; Ctrl+S or F5 sends, Tab edits the URL, Esc cancels a send in flight) or in $EDITOR (E); v sets its variants beside the recorded answer (word diff, tool calls, usage, finish, times; t saves one as a test case); the session is never changed",
+        "edit the picked model request and send it again: in the console (e; Ctrl+S or F5 sends, Tab edits the URL, Esc cancels a send in flight) or in $EDITOR (E); v sets its variants beside the recorded answer (word diff, tool calls, usage, finish, times; t saves one as a test case), then its sends still in flight (Esc over one cancels it: an $EDITOR send too); the session is never changed",
     ),
     b(
         Scope::Tools,

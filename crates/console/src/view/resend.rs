@@ -32,6 +32,8 @@ pub struct RequestEditor {
     /// How to cancel the send in flight (`Esc`): the task sending it stops and drops the
     /// request, closing its connection.
     pub stop: Option<CancellationToken>,
+    /// The send in flight's id among [`Sends`].
+    pub send_id: Option<u64>,
 }
 
 impl std::fmt::Debug for RequestEditor {
@@ -62,24 +64,43 @@ impl RequestEditor {
             from_variant: None,
             sent_at: None,
             stop: None,
+            send_id: None,
         }
     }
 
-    /// Marks a send going out now: its token, for the task to stop on.
-    pub fn sent(&mut self) -> CancellationToken {
-        let stop = CancellationToken::new();
+    /// An editor over an edit (`text` to `url`) of what was opened as `opened` (body, URL):
+    /// `Ctrl+R` starts over from that.
+    pub fn of_edit(key: RequestKey, opened: (&str, &str), text: &str, url: &str) -> Self {
+        let mut editor = Self::new(key, text, url);
+        editor.opened_with = (
+            opened.0.lines().collect::<Vec<_>>().join("\n"),
+            opened.1.to_string(),
+        );
+        editor
+    }
+
+    /// Marks send `id` going out now, cancelled through `stop`.
+    pub fn sent(&mut self, (id, stop): (u64, CancellationToken)) {
         self.sent_at = Some(std::time::Instant::now());
-        self.stop = Some(stop.clone());
-        stop
+        self.stop = Some(stop);
+        self.send_id = Some(id);
     }
 
     /// Cancels the send in flight: how long it had been out (`None`: none was).
     pub fn cancel(&mut self) -> Option<std::time::Duration> {
         let waited = self.sent_at.take()?.elapsed();
+        self.send_id = None;
         if let Some(stop) = self.stop.take() {
             stop.cancel();
         }
         Some(waited)
+    }
+
+    /// Its send in flight is over (answered elsewhere, or cancelled from `v`).
+    pub fn send_over(&mut self) {
+        self.sent_at = None;
+        self.stop = None;
+        self.send_id = None;
     }
 
     /// Whether a send is in flight.
@@ -145,12 +166,102 @@ pub struct StartedOver {
     pub url_typed: Option<String>,
 }
 
+/// A resend out (from the editor or `$EDITOR`) until its answer comes or it is cancelled:
+/// listed after the request's variants in `v`, where `Esc` cancels it.
+#[derive(Debug)]
+pub struct Sending {
+    /// Which send (the editor that sent it names it too).
+    pub id: u64,
+    /// The request it varies.
+    pub key: RequestKey,
+    /// The body sent, JSON text.
+    pub body: String,
+    /// Where it went.
+    pub url: String,
+    /// When it went out.
+    pub at: std::time::Instant,
+    /// Cancelled, the task sending it stops and drops the request, closing its connection.
+    pub stop: CancellationToken,
+    /// The variant the edit was opened from (none: the recorded request).
+    pub from_variant: Option<usize>,
+}
+
+/// The resends in flight, oldest first.
+#[derive(Debug, Default)]
+pub struct Sends {
+    list: Vec<Sending>,
+    next: u64,
+}
+
+impl Sends {
+    /// Lists a send going out now; its id and token.
+    pub fn start(
+        &mut self,
+        key: RequestKey,
+        body: String,
+        url: String,
+        from_variant: Option<usize>,
+    ) -> (u64, CancellationToken) {
+        self.next += 1;
+        let stop = CancellationToken::new();
+        self.list.push(Sending {
+            id: self.next,
+            key,
+            body,
+            url,
+            at: std::time::Instant::now(),
+            stop: stop.clone(),
+            from_variant,
+        });
+        (self.next, stop)
+    }
+
+    /// Send `id`'s token, while it is out.
+    pub fn token(&self, id: u64) -> Option<CancellationToken> {
+        self.list
+            .iter()
+            .find(|s| s.id == id)
+            .map(|s| s.stop.clone())
+    }
+
+    /// Takes send `id` off the list (answered, failed, refused); `None` when it is not out
+    /// (cancelled meanwhile).
+    pub fn end(&mut self, id: u64) -> Option<Sending> {
+        let at = self.list.iter().position(|s| s.id == id)?;
+        Some(self.list.remove(at))
+    }
+
+    /// Cancels send `id`: its token, and it leaves the list.
+    pub fn cancel(&mut self, id: u64) -> Option<Sending> {
+        let gone = self.end(id)?;
+        gone.stop.cancel();
+        Some(gone)
+    }
+
+    /// The sends of request `key` in flight, oldest first.
+    pub fn of(&self, key: RequestKey) -> impl Iterator<Item = &Sending> {
+        self.list.iter().filter(move |s| s.key == key)
+    }
+
+    /// The `i`th send of `key` in flight.
+    pub fn nth(&self, key: RequestKey, i: usize) -> Option<&Sending> {
+        self.of(key).nth(i)
+    }
+
+    /// Where send `id` is among its request's sends in flight.
+    pub fn place(&self, id: u64) -> Option<usize> {
+        let key = self.list.iter().find(|s| s.id == id)?.key;
+        self.of(key).position(|s| s.id == id)
+    }
+}
+
 /// The comparison shown: a request's variants beside its recorded answer.
 #[derive(Debug)]
 pub struct VariantsPick {
     /// The request.
     pub key: RequestKey,
-    /// The variant shown (from 0).
+    /// The variant shown (from 0); past the request's variants, its sends still in flight
+    /// ([`Sends`], oldest first).
     pub shown: usize,
     /// Lines scrolled down, kept in range by the drawing.
     pub scroll: Cell<usize>,

@@ -127,11 +127,22 @@ pub fn draw_variants(f: &mut Frame, areas: Areas, c: &Console) {
     };
     let area = areas.body();
     let key = view.key;
-    let n = c.variants.count(key);
+    let done = c.variants.count(key);
+    // The sends still in flight come after the variants, oldest first.
+    let n = done + c.sends.of(key).count();
+    let sending = view
+        .shown
+        .checked_sub(done)
+        .and_then(|i| c.sends.nth(key, i));
     let w = area.width.saturating_sub(2) as usize;
     let calls = c.state.wire.calls_of(key.session, key.turn);
-    let lines = match (calls.get(key.index), c.variants.get(key, view.shown)) {
-        (Some(call), Some(variant)) => comparison(c, call, variant, view.shown, w),
+    let lines = match (
+        calls.get(key.index),
+        c.variants.get(key, view.shown),
+        sending,
+    ) {
+        (call, _, Some(send)) => in_flight(c, call.copied(), send, w),
+        (Some(call), Some(variant), _) => comparison(c, call, variant, view.shown, w),
         _ => vec![Line::styled(
             "The recorded request is no longer kept.",
             c.theme.dim,
@@ -140,28 +151,120 @@ pub fn draw_variants(f: &mut Frame, areas: Areas, c: &Console) {
     let visible = area.height.saturating_sub(2) as usize;
     let scroll = view.scroll.get().min(lines.len().saturating_sub(visible));
     view.scroll.set(scroll);
-    let title = format!(
-        " Model request {} of turn {} of #{} · variant {} of {n} beside the recorded answer ",
+    let head = format!(
+        " Model request {} of turn {} of #{} · variant {} of {n}",
         key.index + 1,
         key.turn,
         key.session,
         view.shown + 1
     );
-    let block = overlay(
-        c,
-        title,
-        &[
-            "← → variants",
-            "↑↓ scroll",
-            "e edit again",
-            "c/J copy curl/JSON",
-            "t save as test case",
-        ],
-        "Esc back",
-        area.width,
-    );
+    let title = match sending {
+        Some(send) => format!(
+            "{head} · in flight, {:.1} s ",
+            send.at.elapsed().as_secs_f64()
+        ),
+        None if n > done => format!(
+            "{head} beside the recorded answer ({} in flight) ",
+            n - done
+        ),
+        None => format!("{head} beside the recorded answer "),
+    };
+    let block = if sending.is_some() {
+        overlay(
+            c,
+            title,
+            &["← → variants", "↑↓ scroll"],
+            "Esc cancels the send",
+            area.width,
+        )
+    } else {
+        overlay(
+            c,
+            title,
+            &[
+                "← → variants",
+                "↑↓ scroll",
+                "e edit again",
+                "c/J copy curl/JSON",
+                "t save as test case",
+            ],
+            "Esc back",
+            area.width,
+        )
+    };
     f.render_widget(Clear, area);
     f.render_widget(Paragraph::new(lines[scroll..].to_vec()).block(block), area);
+}
+
+/// A send still in flight: where it went, what was edited, how long it has waited and how to
+/// cancel it, then the body sent.
+fn in_flight(
+    c: &Console,
+    call: Option<&ModelCall>,
+    send: &crate::view::resend::Sending,
+    w: usize,
+) -> Vec<Line<'static>> {
+    let t = &c.theme;
+    let body: Option<serde_json::Value> = serde_json::from_str(&send.body).ok();
+    let mut edited = match (call.and_then(|c| c.request().map(|q| (c, q))), &body) {
+        (Some((call, q)), Some(body)) => {
+            changed_paths(&c.state.wire.book.whole(call.session, q).body(q), body, 6)
+        }
+        _ => Vec::new(),
+    };
+    if call
+        .and_then(ModelCall::request)
+        .is_some_and(|q| q.url != send.url)
+    {
+        edited.insert(0, "the URL".into());
+    }
+    let mut out = vec![
+        Line::from(vec![
+            Span::styled(pad("sent to", LABEL), t.accent),
+            Span::styled(send.url.clone(), t.text),
+        ]),
+        Line::from(vec![
+            Span::styled(pad("edited", LABEL), t.accent),
+            Span::styled(
+                if edited.is_empty() {
+                    "nothing (the same request again)".to_string()
+                } else {
+                    edited.join(", ")
+                },
+                t.text,
+            ),
+        ]),
+        Line::default(),
+        Line::from(vec![
+            Span::styled(pad("in flight", LABEL), t.accent),
+            Span::styled(
+                format!(
+                    "sent {:.1} s ago; waiting for the answer…",
+                    send.at.elapsed().as_secs_f64()
+                ),
+                t.accent,
+            ),
+        ]),
+    ];
+    for l in wrap(
+        "Esc cancels it: the request is dropped (its connection closed) and no variant comes; \
+         your edit is kept for e. Its answer, when it comes, is set here beside the recorded one.",
+        w.saturating_sub(LABEL).max(12),
+    ) {
+        out.push(Line::styled(format!("{}{l}", " ".repeat(LABEL)), t.dim));
+    }
+    out.push(Line::default());
+    out.push(Line::styled("body sent", t.accent));
+    let text = body
+        .as_ref()
+        .and_then(|b| serde_json::to_string_pretty(b).ok())
+        .unwrap_or_else(|| send.body.clone());
+    for line in text.lines() {
+        for l in wrap(line, w.saturating_sub(2).max(12)) {
+            out.push(Line::styled(format!("  {l}"), t.text));
+        }
+    }
+    out
 }
 
 /// The comparison's lines.
