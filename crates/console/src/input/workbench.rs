@@ -851,16 +851,11 @@ impl Console {
 
     /// A key while the variants have the keys.
     pub(crate) fn variants_key(&mut self, key: &KeyEvent) -> Option<Action> {
-        let view = self.variants_view.as_mut()?;
-        let done = self.variants.count(view.key);
-        let n = done + self.sends.of(view.key).count();
         // A send still in flight shown: Esc cancels it (as in the editor); what needs its
         // answer waits for it.
-        let in_flight = view
-            .shown
-            .checked_sub(done)
-            .and_then(|i| self.sends.nth(view.key, i))
-            .map(|s| s.id);
+        let in_flight = self.shown_send().map(|s| s.id);
+        let view = self.variants_view.as_mut()?;
+        let n = self.variants.count(view.key) + self.sends.of(view.key).count();
         if let Some(id) = in_flight {
             match key.code {
                 KeyCode::Esc => {

@@ -598,6 +598,12 @@ async fn a_request_sent_from_dollar_editor_shows_in_flight_and_esc_cancels_it() 
     ] {
         assert!(drawn.contains(want), "{want:?} missing:\n{drawn}");
     }
+    // The footer too: no key that needs the answer.
+    let footer = drawn.lines().last().unwrap_or_default();
+    assert!(
+        footer.contains("Esc cancel the send") && !footer.contains("t save as test"),
+        "{footer}"
+    );
     press(&mut c, KeyCode::Esc);
     let notice = c.notice.clone().expect("a notice").text;
     assert!(

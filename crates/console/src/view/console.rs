@@ -270,6 +270,14 @@ impl Console {
         self.tools.nav.step(0, tools);
     }
 
+    /// The send in flight the variants show, when they show one (past the request's
+    /// variants: its sends still out, oldest first).
+    pub fn shown_send(&self) -> Option<&super::resend::Sending> {
+        let view = self.variants_view.as_ref()?;
+        let i = view.shown.checked_sub(self.variants.count(view.key))?;
+        self.sends.nth(view.key, i)
+    }
+
     /// What has the keys now: an overlay, the filter, or the focused pane.
     pub fn key_owner(&self) -> KeyOwner {
         if self.help.open {

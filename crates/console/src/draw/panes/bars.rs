@@ -443,6 +443,11 @@ fn config_mark(chunks: &mut Vec<Chunk>, c: &Console) {
 pub fn footer(f: &mut Frame, area: Rect, c: &Console) {
     let t = &c.theme;
     let mut hints = owner_hints(c.key_owner(), c.read_only);
+    // A send in flight shown in the variants: Esc cancels it, and what needs its answer waits.
+    if c.key_owner() == crate::view::keys::KeyOwner::Variants && c.shown_send().is_some() {
+        hints.retain(|(key, _)| matches!(*key, "← →" | "↑↓"));
+        hints.push(("Esc", "cancel the send"));
+    }
     // An attached console interrupts nothing (MCP has no call for it).
     if c.state.header.source.is_attached() {
         hints.retain(|(key, _)| *key != "i");

@@ -130,10 +130,7 @@ pub fn draw_variants(f: &mut Frame, areas: Areas, c: &Console) {
     let done = c.variants.count(key);
     // The sends still in flight come after the variants, oldest first.
     let n = done + c.sends.of(key).count();
-    let sending = view
-        .shown
-        .checked_sub(done)
-        .and_then(|i| c.sends.nth(key, i));
+    let sending = c.shown_send();
     let w = area.width.saturating_sub(2) as usize;
     let calls = c.state.wire.calls_of(key.session, key.turn);
     let lines = match (
@@ -259,9 +256,12 @@ fn in_flight(
         .as_ref()
         .and_then(|b| serde_json::to_string_pretty(b).ok())
         .unwrap_or_else(|| send.body.clone());
+    // A long string wraps under where its line starts, so the JSON's shape stays readable.
     for line in text.lines() {
-        for l in wrap(line, w.saturating_sub(2).max(12)) {
-            out.push(Line::styled(format!("  {l}"), t.text));
+        let rest = line.trim_start();
+        let indent = " ".repeat(2 + line.len() - rest.len());
+        for l in wrap(rest, w.saturating_sub(indent.len()).max(12)) {
+            out.push(Line::styled(format!("{indent}{l}"), t.text));
         }
     }
     out
