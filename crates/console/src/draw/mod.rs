@@ -72,7 +72,7 @@ fn unseen(c: &Console, areas: Areas) -> Option<&'static str> {
     let body = areas.body();
     let body_fits = body.width >= VIEW_MIN.0 && body.height >= VIEW_MIN.1;
     let inspector = panes::inner(areas.inspector);
-    let (_, detail) = panes::tools::split(inspector);
+    let (_, detail) = panes::tools::split(inspector, &c.state.tools);
     // The form and the calls are drawn right of the tool list, under the sources line.
     let form_fits = detail.width > 16 && detail.height >= 2;
     let frames_fit = inspector.width >= 20 && inspector.height >= 3;

@@ -64,8 +64,10 @@ impl Console {
                 }
             }
             PaneId::Tools => {
-                let (list, _) =
-                    crate::draw::panes::tools::split(crate::draw::panes::inner(areas.inspector));
+                let (list, _) = crate::draw::panes::tools::split(
+                    crate::draw::panes::inner(areas.inspector),
+                    &self.state.tools,
+                );
                 let first = list.y + 1;
                 if x < list.right() && y >= first {
                     let i = self.tools.nav.offset() + (y - first) as usize;

@@ -710,3 +710,42 @@ async fn v_lists_a_send_in_flight_and_it_becomes_the_variant_when_answered() {
     assert!(drawn.contains("Esc back"), "{drawn}");
     app.shutdown().await;
 }
+
+/// At 80×24 (tour: rough there): the tool list is as wide as its rows need, a long name keeps
+/// its letters and lets its source go (the detail names it), and the request editor's hint
+/// and title are whole pieces and words, never cut mid-word.
+#[test]
+fn at_80_columns_tool_names_and_the_editors_hint_are_not_cut_mid_word() {
+    let mut c = console();
+    c.state.tools[0].name = "a_rather_long_tool_name_from_a_server".into();
+    press(&mut c, KeyCode::Esc);
+    press(&mut c, KeyCode::Char('6'));
+    let drawn = screen(&mut c, 80, 24);
+    let row = drawn
+        .lines()
+        .find(|l| l.find("a_rather") < l.find('│') && l.contains("a_rather"))
+        .unwrap_or_else(|| panic!("no tool row:\n{drawn}"));
+    assert!(row.contains("a_rather_long_tool_na"), "{row}");
+    assert!(!row.contains("builtin"), "the source gives way: {row}");
+
+    let (mut c, _) = on_a_request();
+    c.edit_request(false);
+    let drawn = screen(&mut c, 80, 24);
+    let lines: Vec<&str> = drawn.lines().collect();
+    let title = lines
+        .iter()
+        .find(|l| l.contains("Edit model request"))
+        .unwrap_or_else(|| panic!("{drawn}"));
+    assert!(
+        !title.contains("o…"),
+        "the title cut between words: {title}"
+    );
+    let hint = lines
+        .iter()
+        .find(|l| l.contains("Ctrl+Z/Y undo/redo"))
+        .unwrap_or_else(|| panic!("{drawn}"));
+    assert!(
+        hint.contains("Ctrl+R starts over · Tab: the URL") && !hint.contains('…'),
+        "{hint}"
+    );
+}

@@ -28,9 +28,10 @@ fn overlay(c: &Console, title: String, hints: &[&str], last: &str, w: u16) -> Bl
         .border_type(BorderType::Double)
         .border_style(t.border_focused)
         .style(t.overlay)
-        .title(Line::styled(
-            truncate(&title, w.saturating_sub(4) as usize),
-            t.title,
+        // Cut between words (a narrow one read "beside the recorded answe…").
+        .title(crate::text::fit_words(
+            Line::styled(title, t.title),
+            w.saturating_sub(4) as usize,
         ))
         .title_bottom(Line::styled(
             crate::text::key_hints(hints, last, w.saturating_sub(4) as usize),
@@ -85,15 +86,27 @@ pub fn draw_editor(f: &mut Frame, areas: Areas, c: &Console) {
     } else if let Some(e) = &editor.error {
         Line::styled(truncate(e, inside.width as usize), t.error)
     } else {
-        // The keys first: they are what a narrow screen must still show.
-        Line::styled(
-            truncate(
-                "Ctrl+Z/Y undo/redo · Ctrl+R starts over · the body as sent (system prompt, \
-                 messages, tools, [model] parameters): change anything",
-                inside.width as usize,
-            ),
-            t.dim,
-        )
+        // The keys first: they are what a narrow screen must still show; each piece whole
+        // or left out (a narrow one showed "the body as sent (system prompt, me…").
+        let mut hint = String::new();
+        for piece in [
+            "Ctrl+Z/Y undo/redo",
+            "Ctrl+R starts over",
+            "Tab: the URL",
+            "the body as sent (system prompt, messages, tools, [model] parameters): change \
+             anything",
+        ] {
+            let joined = if hint.is_empty() {
+                piece.to_string()
+            } else {
+                format!("{hint} · {piece}")
+            };
+            if width(&joined) > inside.width as usize {
+                break;
+            }
+            hint = joined;
+        }
+        Line::styled(hint, t.dim)
     };
     let head = vec![
         Line::from(vec![

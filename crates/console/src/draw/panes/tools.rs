@@ -18,14 +18,24 @@ use crate::view::ids::PaneId;
 use crate::view::nav::Follow;
 
 /// Splits the inspector's inside, below the sources line, into the tool list and the
-/// detail (the mouse uses this too).
-pub fn split(area: Rect) -> (Rect, Rect) {
+/// detail (the mouse uses this too): the list as wide as its longest row (mark, name, space,
+/// source, border), at most a third of the pane (30 cells), at least 20 (its count and
+/// legend), so short names leave the form and the detail their room.
+pub fn split(area: Rect, tools: &[ToolView]) -> (Rect, Rect) {
     let below = Rect {
         y: area.y + 1,
         height: area.height.saturating_sub(1),
         ..area
     };
-    let list_w = (area.width / 3).clamp(14, 30);
+    let rows = tools
+        .iter()
+        .map(|t| width(&t.name) + width(&t.source) + 3)
+        .max()
+        .unwrap_or(0);
+    let most = (area.width / 3).clamp(14, 30);
+    let list_w = u16::try_from(rows)
+        .unwrap_or(u16::MAX)
+        .clamp(20.min(most), most);
     let [list, detail] =
         Layout::horizontal([Constraint::Length(list_w), Constraint::Min(0)]).areas(below);
     (list, detail)
@@ -117,7 +127,7 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         return;
     }
     f.render_widget(Paragraph::new(sources_line(c, area.width as usize)), area);
-    let (list_area, detail_area) = split(area);
+    let (list_area, detail_area) = split(area, &c.state.tools);
     let offered = tools.iter().filter(|t| t.skipped.is_none()).count();
     let skipped = tools.len() - offered;
     let mut list = vec![Line::styled(
@@ -141,7 +151,12 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         } else {
             " "
         };
-        let source = truncate(&tool.source, (name_w / 2).max(4));
+        // The source gives way before the name is cut (the detail names it too).
+        let source = if width(&tool.name) + width(&tool.source) < name_w {
+            tool.source.clone()
+        } else {
+            String::new()
+        };
         let room = name_w.saturating_sub(width(&source) + 1);
         let name = truncate(&tool.name, room);
         let gap = name_w.saturating_sub(width(&name) + width(&source));
