@@ -748,4 +748,15 @@ fn at_80_columns_tool_names_and_the_editors_hint_are_not_cut_mid_word() {
         hint.contains("Ctrl+R starts over · Tab: the URL") && !hint.contains('…'),
         "{hint}"
     );
+    // Sending, the key that cancels comes before what is explained (it was cut off).
+    c.handle(&TermEvent::Key(KeyEvent::new(
+        KeyCode::Char('s'),
+        KeyModifiers::CONTROL,
+    )));
+    let drawn = screen(&mut c, 80, 24);
+    let status = drawn
+        .lines()
+        .find(|l| l.contains("sending…"))
+        .unwrap_or_else(|| panic!("{drawn}"));
+    assert!(status.contains("· Esc cancels it"), "{status}");
 }

@@ -76,10 +76,15 @@ pub fn draw_editor(f: &mut Frame, areas: Areas, c: &Console) {
     };
     let status = if let Some(sent_at) = editor.sent_at {
         let waited = sent_at.elapsed().as_secs_f64();
+        // The key before the explanation: a narrow screen cut "Esc cancels it" off.
         Line::styled(
-            format!(
-                "sending… {waited:.1} s (the answer comes as a variant beside the recorded one; \
-                 Esc cancels it)"
+            whole_pieces(
+                &[
+                    &format!("sending… {waited:.1} s"),
+                    "Esc cancels it",
+                    "the answer comes as a variant beside the recorded one",
+                ],
+                inside.width as usize,
             ),
             t.accent,
         )
@@ -88,25 +93,19 @@ pub fn draw_editor(f: &mut Frame, areas: Areas, c: &Console) {
     } else {
         // The keys first: they are what a narrow screen must still show; each piece whole
         // or left out (a narrow one showed "the body as sent (system prompt, me…").
-        let mut hint = String::new();
-        for piece in [
-            "Ctrl+Z/Y undo/redo",
-            "Ctrl+R starts over",
-            "Tab: the URL",
-            "the body as sent (system prompt, messages, tools, [model] parameters): change \
-             anything",
-        ] {
-            let joined = if hint.is_empty() {
-                piece.to_string()
-            } else {
-                format!("{hint} · {piece}")
-            };
-            if width(&joined) > inside.width as usize {
-                break;
-            }
-            hint = joined;
-        }
-        Line::styled(hint, t.dim)
+        Line::styled(
+            whole_pieces(
+                &[
+                    "Ctrl+Z/Y undo/redo",
+                    "Ctrl+R starts over",
+                    "Tab: the URL",
+                    "the body as sent (system prompt, messages, tools, [model] parameters): \
+                     change anything",
+                ],
+                inside.width as usize,
+            ),
+            t.dim,
+        )
     };
     let head = vec![
         Line::from(vec![
@@ -131,6 +130,28 @@ pub fn draw_editor(f: &mut Frame, areas: Areas, c: &Console) {
         ..inside
     };
     f.render_widget(&editor.body, body);
+}
+
+/// As many of `pieces`, from the first, as fit in `max` cells joined by ` · `, each whole
+/// (the first cut only when it alone is wider).
+fn whole_pieces(pieces: &[&str], max: usize) -> String {
+    let mut out = String::new();
+    for piece in pieces {
+        let joined = if out.is_empty() {
+            (*piece).to_string()
+        } else {
+            format!("{out} · {piece}")
+        };
+        if width(&joined) > max {
+            break;
+        }
+        out = joined;
+    }
+    if out.is_empty() {
+        truncate(pieces.first().copied().unwrap_or_default(), max)
+    } else {
+        out
+    }
 }
 
 /// Draws the variants when they are shown.
