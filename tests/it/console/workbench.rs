@@ -328,3 +328,50 @@ async fn esc_cancels_an_edited_request_a_hung_model_server_holds() {
     s.send(b"q").await;
     assert!(s.wait_exit().await.success());
 }
+
+/// A request edited in `$EDITOR` can be cancelled while a slow model answers it (tour: once
+/// the editor closed there was no editor to press Esc in): the variants show it in flight and
+/// say Esc cancels it; Esc does, no variant comes, and `e` opens the edit as it was sent.
+#[tokio::test]
+async fn esc_cancels_a_request_sent_from_dollar_editor_while_it_is_in_flight() {
+    // A long user line: the embedded model, a word every 0.3 s, takes half a minute on it.
+    let words = "one two three four five six seven eight nine ten ".repeat(10);
+    let editor = format!(
+        "#!/bin/sh\nsed -i 's/\"content\": \"hello there\"/\"content\": \"hello there {words}\"/' \"$1\"\n"
+    );
+    let mut s = Screen::start_env(
+        &["--port", "0", "--pace", "0.3"],
+        &[("edit.sh", &editor)],
+        &[("EDITOR", "sh ./edit.sh")],
+    )
+    .await;
+    s.wait_text("Type a line; Enter sends").await;
+    s.send(b"hello there").await;
+    s.send(b"\r").await;
+    s.wait_text("bot  You said: hello there").await;
+    edit_first_request(&mut s, b"E").await;
+    s.wait_all(&[
+        "variant 1 of 1 · in flight",
+        "waiting for the answer…",
+        "Esc cancels the send",
+    ])
+    .await;
+    s.send(b"\x1b").await;
+    let cancelled = s.wait_text("the edited request was cancelled after").await;
+    assert!(!cancelled.contains("in flight"), "{cancelled}");
+    // No variant comes: v says there is none.
+    s.send(b"v").await;
+    s.wait_text("no variant of this request yet").await;
+    // The edit is kept: e opens it as it was sent.
+    s.send(b"e").await;
+    s.wait_all(&[
+        "your unsent edit, as you left it",
+        "hello there one two three",
+    ])
+    .await;
+    s.send(b"\x1b").await;
+    s.send(b"\x1b").await;
+    s.send(b"\x1b").await;
+    s.send(b"q").await;
+    assert!(s.wait_exit().await.success());
+}
