@@ -465,7 +465,7 @@ async fn attached_the_tools_pane_calls_the_targets_tools_by_hand() {
     // Watched from its connect on: the tools the bot offers its model are listed after the
     // target's own, though no turn ran there yet.
     s.wait_text("then the tools its model is offered").await;
-    s.wait_text("clock         the watched b").await;
+    s.wait_text("clock the watched bot (offe…").await;
     // The list is the server's: `start` is first.
     s.send(b"\r").await;
     s.wait_text("call start").await;

@@ -151,14 +151,15 @@ pub fn draw(f: &mut Frame, area: Rect, c: &Console) {
         } else {
             " "
         };
-        // The source gives way before the name is cut (the detail names it too).
-        let source = if width(&tool.name) + width(&tool.source) < name_w {
-            tool.source.clone()
+        // The name whole first; the source (the detail names it too) cut to what is left,
+        // or left out when too little is.
+        let name = truncate(&tool.name, name_w);
+        let room = name_w.saturating_sub(width(&name) + 1);
+        let source = if room >= 4 {
+            truncate(&tool.source, room)
         } else {
             String::new()
         };
-        let room = name_w.saturating_sub(width(&source) + 1);
-        let name = truncate(&tool.name, room);
         let gap = name_w.saturating_sub(width(&name) + width(&source));
         let line = Line::from(vec![
             Span::styled(warn.to_string(), t.warn),
