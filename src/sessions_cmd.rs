@@ -4,7 +4,8 @@
 //! one or every expired one.
 //!
 //! Which store: `--store URL`, else `[store] url`, else the default file of the address the
-//! server listened on (`--host`/`--port`, else the config's, else 127.0.0.1:7870). Listing and
+//! server listened on (`--host`/`--port`, else the config's, else 127.0.0.1:7870); when that
+//! file is not there, the error lists the default files the state directory holds. Listing and
 //! exporting read the file while a server uses it; deleting takes the file's lock, so the
 //! server using it must stop first (a running server deletes expired sessions itself). A
 //! Redis store (`redis://`) is listed and exported while its replicas run; deleting from it
@@ -12,7 +13,7 @@
 //! in the main mode (`AppError::Store`).
 
 use std::io::IsTerminal;
-use std::net::ToSocketAddrs;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
@@ -21,7 +22,7 @@ use turnscope::config::{Config, StoreUrl};
 use turnscope::store::redis::{RedisSettings, RedisStore};
 use turnscope::store::sqlite::SqliteStore;
 use turnscope::store::{Head, SessionStore, default_path, export, now_ms};
-use turnscope_console::text::plural;
+use turnscope_console::text::{bytes, plural};
 
 use crate::cli::{ExportAs, ServeArgs, SessionsAction, SessionsArgs};
 
@@ -204,20 +205,137 @@ fn store_source(config: &Config) -> anyhow::Result<Source> {
         StoreUrl::Redis(url) => Ok(Source::Redis(url)),
         StoreUrl::Default => {
             let s = &config.server;
-            anyhow::ensure!(
-                s.port != 0,
-                "--port 0: a server on a random port keeps no default file; give its --store sqlite:PATH"
-            );
             let addr = (s.host.as_str(), s.port)
                 .to_socket_addrs()
                 .with_context(|| format!("cannot resolve --host {}", s.host))?
                 .next()
                 .with_context(|| format!("--host {} names no address", s.host))?;
-            default_path(addr, &|name| std::env::var(name).ok())
-                .map(Source::File)
-                .map_err(anyhow::Error::msg)
+            let path =
+                default_path(addr, &|name| std::env::var(name).ok()).map_err(anyhow::Error::msg)?;
+            if s.port == 0 {
+                let dir = path.parent().unwrap_or(Path::new("."));
+                anyhow::bail!(
+                    "--port 0: a server on a random port keeps no default file (its store is memory \
+                     unless it was given --store); give the --store sqlite:PATH it was given{}",
+                    store_files_text(dir, addr.ip())
+                );
+            }
+            if !path.exists() {
+                return Err(unusable(no_default_file(&path, addr)));
+            }
+            Ok(Source::File(path))
         }
     }
+}
+
+/// What is said when the default file of `addr` is not there: the store files the state
+/// directory holds instead (a server that ran on another port, or with `--host`), and how to
+/// pick one; or that it holds none, and where they would be.
+fn no_default_file(path: &Path, addr: SocketAddr) -> String {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    format!(
+        "no store file for {addr}: {} is not there{}",
+        path.display(),
+        store_files_text(dir, addr.ip())
+    )
+}
+
+/// The default store files in `dir` as the error lists them, each with the flags that pick it
+/// (`--host` only where it is not `host`, the one asked for); or that there is none.
+fn store_files_text(dir: &Path, host: IpAddr) -> String {
+    let files = store_files(dir);
+    if files.is_empty() {
+        return format!(
+            ", nor any other: {} (where a server with the default store keeps one file per \
+             address it listens on, sessions-HOST-PORT.sqlite3) holds none. A server given \
+             --store sqlite:PATH keeps its sessions in PATH: give that --store (one on --port 0 \
+             with no --store kept them in memory only)",
+            dir.display()
+        );
+    }
+    let now = now_ms();
+    let mut out = format!(
+        ". {} holds {} of other addresses:",
+        dir.display(),
+        plural(files.len() as u64, "store file")
+    );
+    for file in &files {
+        let address = SocketAddr::new(file.host, file.port).to_string();
+        let sessions = match &file.sessions {
+            Ok(n) => plural(*n, "session"),
+            Err(why) => format!("sessions unknown ({why})"),
+        };
+        let flags = if file.host == host {
+            format!("--port {}", file.port)
+        } else {
+            format!("--host {} --port {}", file.host, file.port)
+        };
+        out.push_str(&format!(
+            "\n  {address:<21}  {:>10}  modified {} UTC ({} ago)  {sessions:<12}  {flags}",
+            bytes(file.size),
+            utc(file.modified_ms),
+            age(now.saturating_sub(file.modified_ms)),
+        ));
+    }
+    out.push_str(
+        "\nPick one with the flags its line ends with (the --host/--port its server listened \
+         on: `turnscope sessions list --port PORT`), or give a file with --store sqlite:PATH",
+    );
+    out
+}
+
+/// A default store file found in the state directory.
+struct StoreFile {
+    host: IpAddr,
+    port: u16,
+    /// Its size with its write-ahead log's (what a running server wrote lately is there).
+    size: u64,
+    /// When it or its write-ahead log was last written, ms since the epoch.
+    modified_ms: u64,
+    /// How many sessions it keeps, read without its lock (a server may hold it), or why not.
+    sessions: Result<u64, String>,
+}
+
+/// The default store files (`sessions-HOST-PORT.sqlite3`) in `dir`, most recently written
+/// first.
+fn store_files(dir: &Path) -> Vec<StoreFile> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<StoreFile> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let (host, port) = turnscope::store::address_of(entry.file_name().to_str()?)?;
+            let path = entry.path();
+            let meta = std::fs::metadata(&path).ok().filter(|m| m.is_file())?;
+            let mut wal = path.as_os_str().to_owned();
+            wal.push("-wal");
+            let wal = std::fs::metadata(PathBuf::from(wal)).ok();
+            let modified_ms = [Some(&meta), wal.as_ref()]
+                .into_iter()
+                .flatten()
+                .filter_map(|m| m.modified().ok())
+                .filter_map(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_millis() as u64)
+                .max()
+                .unwrap_or(0);
+            Some(StoreFile {
+                host,
+                port,
+                size: meta.len() + wal.map_or(0, |m| m.len()),
+                modified_ms,
+                sessions: SqliteStore::count_in(&path).map_err(|e| first_words(&e.to_string())),
+            })
+        })
+        .collect();
+    files.sort_by_key(|f| std::cmp::Reverse(f.modified_ms));
+    files
+}
+
+/// A store error's reason without the file's name it starts with (the line names the file).
+fn first_words(error: &str) -> String {
+    let why = error.split_once(": ").map_or(error, |(_, why)| why);
+    cut(why, 60)
 }
 
 /// Opens the file to delete from: its lock says whether a server still uses it.

@@ -511,6 +511,78 @@ async fn the_default_store_is_a_file_per_address_under_the_state_directory() {
     let _ = std::fs::remove_dir_all(state);
 }
 
+/// `turnscope sessions` looking for the default file of an address no server used (the one it
+/// ran on had another port) lists the store files the state directory holds, each with its
+/// address, size, last write and sessions (counted while its server holds it), and the flags
+/// that pick it; with none there, it says so and where they would be.
+#[tokio::test]
+async fn sessions_without_the_default_file_lists_the_store_files_there_are() {
+    let state = scratch("others");
+    let state_env = state.to_str().unwrap();
+    let env = [("XDG_STATE_HOME", state_env)];
+    let folder = state.join("turnscope");
+    let (code, out, err) = turnscope(&["sessions", "list"], &env).await;
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("no store file for 127.0.0.1:7870")
+            && err.contains(&format!(
+                "{} is not there",
+                folder.join("sessions-127.0.0.1-7870.sqlite3").display()
+            ))
+            && err.contains(&format!("nor any other: {}", folder.display()))
+            && err.contains("--store sqlite:PATH"),
+        "{err}"
+    );
+
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    }
+    .to_string();
+    let mut child = serving(&["--headless", "--port", &port, "--pace", "0"])
+        .env("XDG_STATE_HOME", &state)
+        .spawn()
+        .unwrap();
+    let ready = ready_line(&mut child).await;
+    let client = Client::connect(&url_in(&ready, "/mcp")).await;
+    let handle = client.start().await;
+    client.chat(&handle, "keep this").await;
+    // The server holds its file's lock: the file is counted all the same.
+    for action in [&["list"][..], &["show", &handle[..8]]] {
+        let mut args = vec!["sessions"];
+        args.extend_from_slice(action);
+        let (code, _, err) = turnscope(&args, &env).await;
+        assert_eq!(code, 2, "{err}");
+        let row = err
+            .lines()
+            .find(|l| l.contains(&format!("127.0.0.1:{port}")))
+            .unwrap_or_else(|| panic!("the file is listed: {err}"));
+        assert!(
+            row.contains("KiB")
+                && row.contains("UTC")
+                && row.contains("1 session ")
+                && row.ends_with(&format!("--port {port}")),
+            "{row}"
+        );
+        assert!(
+            err.contains("holds 1 store file of other addresses"),
+            "{err}"
+        );
+    }
+    // Asked for another host, the flags name the file's.
+    let (_, _, err) = turnscope(&["sessions", "list", "--host", "0.0.0.0"], &env).await;
+    assert!(
+        err.contains(&format!("--host 127.0.0.1 --port {port}")),
+        "{err}"
+    );
+    // And the flags it gave find it.
+    let (code, out, err) = turnscope(&["sessions", "list", "--port", &port], &env).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&handle[..8]), "{out}");
+    assert!(terminate(&mut child).await.success());
+    let _ = std::fs::remove_dir_all(state);
+}
+
 #[tokio::test]
 async fn stored_sessions_are_listed_exported_for_replay_and_test_and_deleted() {
     let dir = scratch("cli");

@@ -39,7 +39,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 pub use handle::{HandleId, HandleKey};
-pub use url::{StoreUrl, default_path, state_dir};
+pub use url::{StoreUrl, address_of, default_path, state_dir};
 
 use crate::bot::{Message, TurnRecord};
 use crate::observe::SessionOpener;

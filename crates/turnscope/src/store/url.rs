@@ -3,7 +3,7 @@
 //! `~/.local/state/turnscope/`), one file per listening address, so two servers on two
 //! ports never share one by accident.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 pub use crate::config::store::{SCHEMES, StoreUrl};
@@ -45,6 +45,17 @@ pub fn default_path(
     Ok(dir.join(format!("sessions-{host}-{}.sqlite3", addr.port())))
 }
 
+/// The listening address a default store file's name stands for, [`default_path`]'s inverse:
+/// `sessions-127.0.0.1-7870.sqlite3` is (`127.0.0.1`, 7870), `sessions-__1-7870.sqlite3`
+/// (`::1`, 7870). `None` for a name that is not a default file's.
+pub fn address_of(file_name: &str) -> Option<(IpAddr, u16)> {
+    let middle = file_name
+        .strip_prefix("sessions-")?
+        .strip_suffix(".sqlite3")?;
+    let (host, port) = middle.rsplit_once('-')?;
+    Some((host.replace('_', ":").parse().ok()?, port.parse().ok()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,5 +95,31 @@ mod tests {
         );
         let e = default_path(addr, &|_| None).unwrap_err();
         assert!(e.contains("--store"), "{e}");
+    }
+
+    #[test]
+    fn a_default_files_name_gives_back_its_address() {
+        let xdg = |name: &str| (name == "XDG_STATE_HOME").then(|| "/tmp/state".to_string());
+        for addr in [
+            "127.0.0.1:7870",
+            "0.0.0.0:27831",
+            "[::1]:7870",
+            "[fe80::1:2]:1",
+        ] {
+            let addr: SocketAddr = addr.parse().unwrap();
+            let path = default_path(addr, &xdg).unwrap();
+            let name = path.file_name().unwrap().to_str().unwrap();
+            assert_eq!(address_of(name), Some((addr.ip(), addr.port())), "{name}");
+        }
+        for other in [
+            "sessions.sqlite3",
+            "sessions-127.0.0.1.sqlite3",
+            "sessions-127.0.0.1-x.sqlite3",
+            "sessions-127.0.0.1-7870.sqlite3-wal",
+            "sessions-host-7870.sqlite3",
+            "console-handles.json",
+        ] {
+            assert_eq!(address_of(other), None, "{other}");
+        }
     }
 }

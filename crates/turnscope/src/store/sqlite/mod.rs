@@ -147,6 +147,26 @@ impl SqliteStore {
         })
     }
 
+    /// How many conversations the store file at `path` holds, read as [`Self::open_to_read`]
+    /// reads it (a read-only connection, without the lock a server holds for its whole life,
+    /// so a running server's file is counted too) but with no writer thread: what `turnscope
+    /// sessions` says of each store file in the state directory.
+    ///
+    /// # Errors
+    /// The file cannot be read, is not a store, or is from a newer turnscope.
+    pub fn count_in(path: &Path) -> Result<u64, StoreError> {
+        let (conn, version) = open_reading(path)?;
+        if version == 0 || version > schema::LATEST {
+            return Err(StoreError::unusable(format!(
+                "store file {}: not a store this turnscope reads (schema version {version})",
+                path.display()
+            )));
+        }
+        conn.query_row("SELECT count(*) FROM heads", [], |r| r.get::<_, i64>(0))
+            .map(|n| n as u64)
+            .map_err(|e| explain(path, "counting sessions", &e))
+    }
+
     /// The file.
     pub fn path(&self) -> &Path {
         &self.path
