@@ -108,6 +108,35 @@ async fn first_line(s: &mut Screen, line: &str) -> String {
     s.wait_text(&format!("You said: {line}")).await
 }
 
+/// The lines the person typed in an attached console are theirs in its recording too: the
+/// live console says `you` (its own session, `attach (you)`), and so does `turnscope replay` of
+/// its `--events` file (it said `user`: the watched server's stream tells the session as any
+/// MCP client's, and only the console knew it started it).
+#[tokio::test]
+async fn an_attached_consoles_lines_replay_as_the_persons() {
+    let mut server = serving(&["--headless", "--port", "0", "--pace", "0"])
+        .spawn()
+        .expect("the headless server starts");
+    let url = url_in(&ready_line(&mut server).await, "/mcp");
+    let mut s = Screen::start(&["attach", &url, "--events", "seen.jsonl"]).await;
+    let screen = first_line(&mut s, "remember the word teal").await;
+    assert!(screen.contains("you  remember the word teal"), "{screen}");
+    assert!(screen.contains("attach (you)"), "{screen}");
+    quit(&mut s).await;
+    terminate(&mut server).await;
+
+    let events = s._dir.join("seen.jsonl");
+    let mut r = Screen::start(&["replay", events.to_str().unwrap()]).await;
+    let screen = r.wait_text("You said: remember the word teal").await;
+    assert!(
+        screen.contains("you  remember the word teal") && !screen.contains("user remember"),
+        "{screen}"
+    );
+    assert!(screen.contains("attach (you)"), "{screen}");
+    r.send(b"q").await;
+    assert!(r.wait_exit().await.success());
+}
+
 /// A port free now, for a server restarted on the same address.
 fn free_port() -> String {
     std::net::TcpListener::bind("127.0.0.1:0")

@@ -135,6 +135,9 @@ pub struct ConsoleState {
     clients_gone: BTreeMap<u64, String>,
     /// Lines this console sent whose turns have not started yet.
     typed: typed::Typed,
+    /// The sessions an attached console last said it started (`Event::OwnSessions`, as its
+    /// recording tells them to a replay): the person's.
+    own_told: Vec<turnscope::observe::OwnSession>,
     /// Each session's latest turn start, turn end, tool call or failure (µs since the epoch).
     last_activity: BTreeMap<u64, u64>,
     /// Events folded in.
@@ -208,6 +211,7 @@ impl ConsoleState {
             tasks: tasks::Tasks::default(),
             clients_gone: BTreeMap::new(),
             typed: typed::Typed::default(),
+            own_told: Vec::new(),
             last_activity: BTreeMap::new(),
             events_seen: 0,
             events_missed: 0,
@@ -421,6 +425,10 @@ impl ConsoleState {
                 self.wire.on_mcp(shared_or_copy(event, shared));
             }
             Event::ConfigReload(r) => self.on_config_reload(r),
+            Event::OwnSessions { sessions, at_us } => {
+                self.saw_time(*at_us);
+                self.on_own_sessions(sessions);
+            }
         }
         self.bound_sessions();
     }

@@ -109,7 +109,7 @@ impl ConsoleState {
                     number: s.session,
                     handle_prefix: s.handle_prefix.clone(),
                     opener: s.opener.clone(),
-                    mine: false,
+                    mine: told_own(&self.own_told, s.session, &s.handle_prefix),
                     turns: 0,
                     activity: Activity::Idle,
                     opened_us: s.at_us,
@@ -279,6 +279,17 @@ impl ConsoleState {
         }
     }
 
+    /// An attached console said which sessions it started (its recording, replayed; live,
+    /// the same as [`Self::mark_yours`] from its client): the open rows that are those
+    /// sessions (number and handle) are the person's, the others not; a row opened later is
+    /// marked as it opens.
+    pub(super) fn on_own_sessions(&mut self, sessions: &[turnscope::observe::OwnSession]) {
+        self.own_told = sessions.to_vec();
+        for row in self.sessions.values_mut().filter(|r| !r.is_closed()) {
+            row.mine = told_own(&self.own_told, row.number, &row.handle_prefix);
+        }
+    }
+
     /// Marks the open rows `yours` says are the person's (an attached console's own
     /// sessions on its target), and unmarks the others. Whether a mark changed.
     pub fn mark_yours(&mut self, yours: impl Fn(u64) -> bool) -> bool {
@@ -430,4 +441,11 @@ fn trim_lowest<V>(map: &mut BTreeMap<u64, V>, bound: usize) {
     while map.len() > bound {
         map.pop_first();
     }
+}
+
+/// Whether `own` (an attached console's sessions, as it told them) holds session `number`
+/// with the handle `prefix` (a row whose handle is not known matches by its number).
+fn told_own(own: &[turnscope::observe::OwnSession], number: u64, prefix: &str) -> bool {
+    own.iter()
+        .any(|o| o.session == number && (prefix.is_empty() || o.handle_prefix == prefix))
 }

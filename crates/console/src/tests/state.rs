@@ -1215,3 +1215,41 @@ async fn the_header_follows_a_reload_of_the_model() {
     assert!(!header.contains("max_tokens"), "{header}");
     app.shutdown().await;
 }
+
+/// An attached console's recording, as `turnscope replay` folds it: the watched server tells
+/// the person's session as any MCP client's (`mcp: turnscope attach`), and the console's own
+/// `own_sessions` line makes it theirs, matched by number and handle. A file recorded before
+/// that line existed (the same lines without it) still replays, as it did: a client's session.
+#[test]
+fn an_attached_consoles_own_sessions_mark_the_persons_and_a_file_without_them_replays() {
+    let old = [
+        r#"{"type":"session","session":3,"handle_prefix":"8e99284d","opener":{"mcp":"turnscope attach"},"closed":null,"at_us":1796686852079096}"#,
+        r#"{"type":"session","session":4,"handle_prefix":"b128d466","opener":{"mcp":"claude-code"},"closed":null,"at_us":1796686858292308}"#,
+        r#"{"type":"turn_started","session":3,"turn":1,"line":"remember the word teal","at_us":1796686852121627}"#,
+    ];
+    let fold = |lines: &[&str]| {
+        let mut s = ConsoleState::default();
+        for line in lines {
+            s.apply(&serde_json::from_str::<Event>(line).expect("a recorded line reads back"));
+        }
+        s
+    };
+    let mine = |s: &ConsoleState, n: u64| s.session(n).expect("its row").mine;
+    let before = fold(&old);
+    assert!(!mine(&before, 3) && !mine(&before, 4));
+    assert_eq!(before.transcript(3)[0].line, "remember the word teal");
+
+    let own = r#"{"type":"own_sessions","sessions":[{"session":3,"handle_prefix":"8e99284d"}],"at_us":1796686852116552}"#;
+    // Told after the session opened (the watched server's stream was first) or before it.
+    let after = fold(&[old[0], old[1], own, old[2]]);
+    assert!(mine(&after, 3) && !mine(&after, 4));
+    let first = fold(&[own, old[0], old[1], old[2]]);
+    assert!(mine(&first, 3) && !mine(&first, 4));
+    assert_eq!(after.session(3).unwrap().opener_label(), "attach (you)");
+    // A number told with another handle is another session (the target restarted since).
+    let other = own.replace("8e99284d", "00000000");
+    assert!(!mine(&fold(&[old[0], &other]), 3));
+    // Let go of: no longer the person's while open.
+    let none = r#"{"type":"own_sessions","sessions":[],"at_us":1796686860000000}"#;
+    assert!(!mine(&fold(&[old[0], own, none]), 3));
+}

@@ -28,7 +28,8 @@ use super::side::ClientSide;
 use super::tap::{Handles, Tapped, Tokens};
 use crate::mcp::connect::{chain, initialize_failed};
 use crate::observe::event::{
-    FrameEvent, SessionEvent, SessionOpener, ToolCallEvent, TurnClock, TurnEndEvent, now_us,
+    FrameEvent, OwnSession, SessionEvent, SessionOpener, ToolCallEvent, TurnClock, TurnEndEvent,
+    now_us,
 };
 use crate::observe::{Bus, Event};
 use crate::server::mcp_text::{START_META, TURN_META, text_of};
@@ -461,6 +462,28 @@ impl Target {
                 greeting: started.greeting.clone(),
             }));
         }
+        self.tell_own();
+    }
+
+    /// Publishes the sessions this console started, whole ([`Event::OwnSessions`]): the
+    /// console marks them the person's, and so does a replay of its `--events` file (the
+    /// watched server tells them as any client's). Called after each change of them.
+    fn tell_own(&self) {
+        let mut sessions: Vec<OwnSession> = self
+            .own
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(number, own)| OwnSession {
+                session: *number,
+                handle_prefix: own.handle.chars().take(8).collect(),
+            })
+            .collect();
+        sessions.sort_unstable_by_key(|s| s.session);
+        self.bus.publish(Event::OwnSessions {
+            sessions,
+            at_us: now_us(),
+        });
     }
 
     /// Takes up a session an earlier run of this console started, whose handle it kept, as
@@ -619,6 +642,7 @@ impl Target {
             }
         }
         drop(own);
+        self.tell_own();
         if !outcome.moved.is_empty() {
             // A call in flight in a moved session tells its progress under the number now.
             let now = |n: u64| outcome.number_now(n);
@@ -782,7 +806,7 @@ impl Target {
             .unwrap_or_else(|p| p.into_inner())
             .remove(&number);
         // Its opening was published by this client unless another feed shows it.
-        if let Some(own) = removed
+        if let Some(own) = &removed
             && own.shown != Shown::Elsewhere
         {
             self.bus.publish(Event::Session(SessionEvent {
@@ -796,6 +820,10 @@ impl Target {
                 taken_from: None,
                 greeting: None,
             }));
+        }
+        // After its close: a closed row stays the person's, as the console shows it.
+        if removed.is_some() {
+            self.tell_own();
         }
     }
 
@@ -817,6 +845,7 @@ impl Target {
             taken_from: None,
             greeting: None,
         }));
+        self.tell_own();
     }
 
     fn publish_turn(&self, number: u64, turn: u64, at_us: u64, reply: &ChatReply, took: Duration) {

@@ -157,6 +157,20 @@ pub enum Event {
     /// The config file was read again (it changed, SIGHUP, the console's key): applied from
     /// the next turn, nothing to apply, or refused with the running config kept.
     ConfigReload(ConfigReloadEvent),
+    /// The sessions an attached console (`turnscope attach`) started on its target: the
+    /// person's, whose lines its transcript says as `you` (the watched server tells them as
+    /// any MCP client's). Published on the attached console's own bus, whole, each time they
+    /// change (one started or taken up, renumbered by the target's restart, let go), so its
+    /// `--events` file replays them as the live console showed them. No server publishes it;
+    /// a file recorded before it was (2026-12-07) has none, and replays those sessions as a
+    /// client's.
+    OwnSessions {
+        /// Each session, with its handle's first 8 characters (a number alone could be
+        /// another session's after the target restarted).
+        sessions: Vec<OwnSession>,
+        /// When, in µs since the epoch.
+        at_us: u64,
+    },
     /// A log line meant for the person watching.
     Log {
         /// When, in ms since the epoch.
@@ -312,6 +326,15 @@ pub enum SessionOpener {
     Mcp(String),
     /// A library caller or a benchmark.
     Api,
+}
+
+/// One session of [`Event::OwnSessions`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnSession {
+    /// Session number, as the target numbers it.
+    pub session: u64,
+    /// First 8 characters of its handle.
+    pub handle_prefix: String,
 }
 
 /// A session opened or closed.

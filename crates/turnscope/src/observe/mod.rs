@@ -15,8 +15,8 @@ pub mod wire;
 
 pub use bus::{Bus, Subscription};
 pub use event::{
-    BridgeEvent, ConfigReloadEvent, Event, FrameEvent, FrameJourney, Hop, Name, ReplicaEvent,
-    SessionEvent, SessionOpener, TaskChange, TaskEvent, ToolCallEvent, ToolSourceEvent,
-    ToolSourceState, TurnClock, TurnEndEvent,
+    BridgeEvent, ConfigReloadEvent, Event, FrameEvent, FrameJourney, Hop, Name, OwnSession,
+    ReplicaEvent, SessionEvent, SessionOpener, TaskChange, TaskEvent, ToolCallEvent,
+    ToolSourceEvent, ToolSourceState, TurnClock, TurnEndEvent,
 };
 pub use model_request::{ModelResponseInfo, TokenUsage};
