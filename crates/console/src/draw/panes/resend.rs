@@ -254,17 +254,7 @@ fn in_flight(
             Span::styled(pad("sent to", LABEL), t.accent),
             Span::styled(send.url.clone(), t.text),
         ]),
-        Line::from(vec![
-            Span::styled(pad("edited", LABEL), t.accent),
-            Span::styled(
-                if edited.is_empty() {
-                    "nothing (the same request again)".to_string()
-                } else {
-                    edited.join(", ")
-                },
-                t.text,
-            ),
-        ]),
+        edited_line(t, &edited),
         Line::default(),
         Line::from(vec![
             Span::styled(pad("in flight", LABEL), t.accent),
@@ -301,6 +291,22 @@ fn in_flight(
     out
 }
 
+/// The `edited` line of a send: what the edit changed in the recorded request (paths in its
+/// body, the URL), or that it is the same request again.
+fn edited_line(t: &Theme, edited: &[String]) -> Line<'static> {
+    Line::from(vec![
+        Span::styled(pad("edited", LABEL), t.accent),
+        Span::styled(
+            if edited.is_empty() {
+                "nothing (the same request again)".to_string()
+            } else {
+                edited.join(", ")
+            },
+            t.text,
+        ),
+    ])
+}
+
 /// The comparison's lines.
 pub fn comparison(
     c: &Console,
@@ -330,17 +336,7 @@ pub fn comparison(
         ),
         Span::styled(v.answer.url.clone(), t.text),
     ]));
-    out.push(Line::from(vec![
-        Span::styled(pad("edited", LABEL), t.accent),
-        Span::styled(
-            if edited.is_empty() {
-                "nothing (the same request again)".to_string()
-            } else {
-                edited.join(", ")
-            },
-            t.text,
-        ),
-    ]));
+    out.push(edited_line(t, &edited));
     if let Some(e) = &v.answer.error {
         for l in wrap(&format!("failed: {e}"), w) {
             out.push(Line::styled(l, t.error));
